@@ -1,0 +1,151 @@
+/* Parsed and validated configuration: Megatron's `args` namespace.
+ *
+ * Field names are Megatron's argparse dests. The flag table (cli/flags.c) is the single source
+ * of truth for which flag fills which field, its default, group and help. Derived fields (marked
+ * "derived") are computed by mc_args_finalize() exactly as Megatron's validate_args does.
+ * Optional numeric flags whose Megatron default is None use the *_set companion or a sentinel
+ * noted next to the field. */
+#ifndef MC_CLI_ARGS_H
+#define MC_CLI_ARGS_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#define MC_MAX_PATHS 64
+
+typedef struct {
+    /* ---- model shape ---- */
+    int num_layers;
+    int hidden_size;
+    int ffn_hidden_size;            /* derived: 4h when not given */
+    int num_attention_heads;
+    int kv_channels;                /* derived: h / heads when not given */
+    bool group_query_attention;
+    int num_query_groups;           /* derived: heads unless --group-query-attention */
+    int seq_length;
+    int max_position_embeddings;
+    char position_embedding_type[32];
+    int make_vocab_size_divisible_by;
+    int vocab_size;                 /* 0 = not given */
+    int padded_vocab_size;          /* derived (or given by --padded-vocab-size) */
+    char normalization[16];         /* "LayerNorm" | "RMSNorm" */
+    double norm_epsilon;
+    bool apply_residual_connection_post_layernorm;
+    bool add_bias_linear;           /* false with --disable-bias-linear */
+    bool add_qkv_bias;
+    bool bias_gelu_fusion;          /* false with --no-bias-gelu-fusion (and without biases) */
+    bool swiglu;
+    bool untie_embeddings_and_output_weights;
+    char transformer_impl[32];
+
+    /* ---- regularisation and init ---- */
+    double hidden_dropout;
+    double attention_dropout;
+    int64_t seed;
+    double init_method_std;
+    double embedding_init_method_std; /* derived: init_method_std when not given */
+
+    /* ---- parallelism (this issue: single rank) ---- */
+    int tensor_model_parallel_size;
+    int pipeline_model_parallel_size;
+    int context_parallel_size;
+    bool sequence_parallel;
+    int world_size;                 /* derived: from the runtime (1 without a launcher) */
+    int data_parallel_size;         /* derived */
+    char distributed_backend[16];
+
+    /* ---- batch ---- */
+    int micro_batch_size;
+    int global_batch_size;          /* derived: mbs*dp when not given */
+    int num_microbatches;           /* derived */
+    int eval_micro_batch_size;      /* derived: mbs when not given */
+    int eval_global_batch_size;     /* derived: gbs when not given */
+
+    /* ---- training length ---- */
+    int64_t train_iters;            /* 0 = not given */
+    int64_t train_samples;          /* 0 = not given */
+    int64_t exit_interval;          /* 0 = not given */
+    double exit_duration_in_mins;   /* 0 = not given */
+    bool skip_train;
+
+    /* ---- optimizer ---- */
+    char optimizer[16];             /* "adam" | "sgd" */
+    double adam_beta1, adam_beta2, adam_eps;
+    double sgd_momentum;
+    double weight_decay;
+    double start_weight_decay;      /* derived for constant style */
+    double end_weight_decay;
+    bool start_weight_decay_set, end_weight_decay_set;
+    char weight_decay_incr_style[16]; /* constant | linear | cosine */
+    double clip_grad;
+    bool use_distributed_optimizer;
+
+    /* ---- learning rate ---- */
+    double lr;
+    bool lr_set;
+    double min_lr;
+    char lr_decay_style[32];        /* constant | linear | cosine | inverse-square-root | WSD */
+    int64_t lr_decay_iters;         /* 0 = not given */
+    int64_t lr_decay_samples;       /* 0 = not given */
+    int64_t lr_warmup_iters;
+    int64_t lr_warmup_samples;
+    double lr_warmup_fraction;      /* < 0 = not given */
+    double lr_warmup_init;
+
+    /* ---- mixed precision ---- */
+    bool fp16, bf16;
+    double loss_scale;              /* 0 = not given (dynamic for fp16) */
+    double initial_loss_scale;
+    double min_loss_scale;
+    int loss_scale_window;
+    int hysteresis;
+    bool accumulate_allreduce_grads_in_fp32;
+    bool check_for_nan_in_loss_and_grad;
+    bool calculate_per_token_loss;
+
+    /* ---- data ---- */
+    bool mock_data;
+    int n_data_path;
+    char *data_path[MC_MAX_PATHS];
+    char split[128];                /* empty = not given */
+    char tokenizer_type[64];
+    char vocab_file[4096];
+    char merge_file[4096];
+    bool eod_mask_loss;
+    bool reset_position_ids;
+    bool reset_attention_mask;
+    char dataloader_type[16];       /* derived: "single" */
+
+    /* ---- logging ---- */
+    int log_interval;
+    bool log_throughput;
+    bool log_params_norm;
+    bool log_num_zeros_in_grad;
+    int timing_log_level;
+
+    /* ---- evaluation ---- */
+    int eval_iters;
+    int eval_interval;
+
+    /* ---- megatron-c extensions ---- */
+    char device[16];                /* "auto" | "cpu" | "cuda"; resolved at start-up */
+    int cpu_threads;                /* OpenBLAS threads on the CPU backend; 0 = library default */
+} mc_args_t;
+
+/* Parse argv (without the program name) into args; on any error prints one line and exits 2.
+ * Runs validation and derives values for world_size (the runtime's). */
+void mc_args_parse(mc_args_t *args, int argc, char **argv, int world_size);
+
+/* Megatron's validate_args rules and derived values. Exits 2 with one line on violation.
+ * Called by mc_args_parse; exposed for tests that fill args by hand. */
+void mc_args_finalize(mc_args_t *args, int world_size);
+
+/* Defaults for every field (Megatron's defaults, section 11 of the spec for differences). */
+void mc_args_defaults(mc_args_t *args);
+
+void mc_args_free(mc_args_t *args);
+
+/* Megatron's padded vocab: ceil(V / (divisible_by*tp)) * (divisible_by*tp). */
+int mc_padded_vocab_size(int vocab_size, int divisible_by, int tp);
+
+#endif

@@ -1,0 +1,164 @@
+/* The backend op table (DESIGN decision 2).
+ *
+ * Model, optimizer and parallel code call compute only through this table. Every pointer is a
+ * device pointer of the backend (host memory for `cpu`). All tensors are row-major fp32 unless
+ * a name says otherwise. Activations use Megatron's [s, b, h] layout: row r = s_i * b + b_i.
+ *
+ * Conventions:
+ *  - "_acc" outputs accumulate (+=); all other outputs are overwritten.
+ *  - Sizes are in elements; long for element counts, int for dimensions.
+ *  - Ops never allocate; scratch comes from the caller (memory is planned at start-up).
+ */
+#ifndef MC_KERNELS_BACKEND_H
+#define MC_KERNELS_BACKEND_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* Where a dropout mask comes from: Philox keyed by (seed, iteration, layer, site) and counted
+ * by (global sample index, element index within that sample's full unsharded activation), so the
+ * mask does not depend on how the tensor is sharded or batched (DESIGN decision 6).
+ * The tensor is viewed as [d0, b, inner]: sample = sample0 + b_i,
+ * element = (d0_i + d0_offset) * inner_full + inner_offset + inner_i.
+ * For hidden states [s, b, h]: d0 = s, inner = h. For attention probs [b, heads, s, s] use
+ * d0 = 1, inner = heads*s*s (see the attention op, which applies its own dropout). */
+typedef struct {
+    uint64_t seed;
+    uint32_t iteration;   /* training iteration (1-based) or 0x80000000|eval step for eval */
+    uint32_t layer;       /* global layer number (1-based); 0 for the embedding */
+    uint32_t site;        /* MC_DROPOUT_SITE_* */
+    uint64_t sample0;     /* global sample index of batch row 0 */
+    float p;              /* drop probability; 0 disables */
+} mc_dropout_t;
+
+enum {
+    MC_DROPOUT_SITE_EMBEDDING = 1,
+    MC_DROPOUT_SITE_ATTN_PROBS = 2,
+    MC_DROPOUT_SITE_ATTN_OUT = 3,
+    MC_DROPOUT_SITE_MLP_OUT = 4,
+};
+
+typedef struct mc_backend mc_backend_t;
+
+struct mc_backend {
+    const char *name; /* "cpu" or "cuda" */
+
+    /* ---- memory ---- */
+    void *(*alloc)(const mc_backend_t *be, size_t bytes);   /* zero-filled; NULL on failure */
+    void (*free)(const mc_backend_t *be, void *p);
+    void (*memcpy_h2d)(const mc_backend_t *be, void *dst, const void *src, size_t bytes);
+    void (*memcpy_d2h)(const mc_backend_t *be, void *dst, const void *src, size_t bytes);
+    void (*memcpy_d2d)(const mc_backend_t *be, void *dst, const void *src, size_t bytes);
+    void (*memset0)(const mc_backend_t *be, void *p, size_t bytes);
+    void (*synchronize)(const mc_backend_t *be);
+
+    /* ---- GEMM ----
+     * C[M,N] = alpha * op(A) @ op(B) + beta * C, row-major, op(X) = X or X^T.
+     * A is [M,K] (or [K,M] if transa), B is [K,N] (or [N,K] if transb). */
+    void (*gemm)(const mc_backend_t *be, int transa, int transb, int M, int N, int K,
+                 float alpha, const float *A, int lda, const float *B, int ldb,
+                 float beta, float *C, int ldc);
+
+    /* ---- linear layer (torch Linear: W is [out, in]) ----
+     * out[N, out] = in[N, in] @ W^T + bias (bias may be NULL). */
+    void (*linear_forward)(const mc_backend_t *be, float *out, const float *in, const float *W,
+                           const float *bias, int N, int in_f, int out_f);
+    /* din[N,in] = dout @ W (din may be NULL to skip); dW[out,in] += dout^T @ in;
+     * dbias[out] += column sums of dout (dbias may be NULL). */
+    void (*linear_backward)(const mc_backend_t *be, float *din, float *dW, float *dbias,
+                            const float *dout, const float *in, const float *W,
+                            int N, int in_f, int out_f);
+
+    /* ---- embedding ----
+     * out[s, b, h] = wte[tokens[b, s]] + wpe[positions[b, s]] (wpe may be NULL).
+     * tokens/positions are [b, s] row-major, as a dataset yields them. */
+    void (*embedding_forward)(const mc_backend_t *be, float *out, const int32_t *tokens,
+                              const int32_t *positions, const float *wte, const float *wpe,
+                              int S, int B, int H);
+    /* dwte[tok] += dout, dwpe[pos] += dout (dwpe may be NULL). */
+    void (*embedding_backward)(const mc_backend_t *be, float *dwte, float *dwpe, const float *dout,
+                               const int32_t *tokens, const int32_t *positions,
+                               int S, int B, int H);
+
+    /* ---- LayerNorm over the last dim C of N rows ----
+     * out = (x - mean) * rstd * w + b; mean/rstd [N] are saved for backward. */
+    void (*layernorm_forward)(const mc_backend_t *be, float *out, float *mean, float *rstd,
+                              const float *x, const float *w, const float *b, int N, int C,
+                              float eps);
+    /* dx += ..., dw += ..., db += ... */
+    void (*layernorm_backward_acc)(const mc_backend_t *be, float *dx, float *dw, float *db,
+                                   const float *dout, const float *x, const float *w,
+                                   const float *mean, const float *rstd, int N, int C);
+
+    /* ---- GeLU (in place allowed for forward: out may equal x) ----
+     * tanh_approx: Megatron's bias_gelu_impl; else exact erf GeLU. */
+    void (*gelu_forward)(const mc_backend_t *be, float *out, const float *x, long n, int tanh_approx);
+    /* dx = dout * gelu'(x) (dx may equal dout) */
+    void (*gelu_backward)(const mc_backend_t *be, float *dx, const float *dout, const float *x,
+                          long n, int tanh_approx);
+
+    /* ---- dropout over a [d0, b, inner] view; out = x * mask / (1-p).
+     * out may equal x. p == 0 copies. d0_offset/inner_full/inner_offset place a shard in the
+     * full tensor (for a whole tensor: 0, inner, 0). */
+    void (*dropout_forward)(const mc_backend_t *be, float *out, const float *x,
+                            const mc_dropout_t *d, int d0, int B, int inner,
+                            int d0_offset, int inner_full, int inner_offset);
+    /* The same mask applied to a gradient (regenerated, never stored). */
+    void (*dropout_backward)(const mc_backend_t *be, float *dx, const float *dout,
+                             const mc_dropout_t *d, int d0, int B, int inner,
+                             int d0_offset, int inner_full, int inner_offset);
+
+    /* ---- causal self-attention ----
+     * qkv: [s, b, NH*3*HD] with Megatron's per-head [q k v] layout (head i occupies columns
+     * [i*3*HD, (i+1)*3*HD) as q, k, v blocks of HD).
+     * out: [s, b, NH*HD] (head-major within a row: column = head*HD + d).
+     * probs: [b, NH, s, s], the softmax probabilities before dropout (saved for backward; the
+     * dropout mask is regenerated there). Masked scores are -10000 before the softmax, as in
+     * Megatron's attention_mask_func.
+     * Dropout on the probabilities uses d (site ATTN_PROBS) over the full [NH_full, s, s] per
+     * sample: head_offset/NH_full place this rank's heads.
+     * scale = 1/sqrt(HD). */
+    void (*attention_forward)(const mc_backend_t *be, float *out, float *probs, const float *qkv,
+                              int S, int B, int NH, int HD, float scale,
+                              const mc_dropout_t *d, int head_offset, int NH_full);
+    /* dqkv (overwritten) from dout, using saved qkv and probs; scratch has B*NH*S*S floats. */
+    void (*attention_backward)(const mc_backend_t *be, float *dqkv, float *scratch,
+                               const float *dout, const float *qkv, const float *probs,
+                               int S, int B, int NH, int HD, float scale,
+                               const mc_dropout_t *d, int head_offset, int NH_full);
+
+    /* ---- cross-entropy in fp32 over logits [N, V] (V = padded vocab on this rank) ----
+     * losses[n] = logsumexp(logits[n]) - logits[n, targets[n]]. targets are [b, s] row-major
+     * while logits rows are [s, b] (row = s_i*B + b_i): N = S*B, the op maps between them. */
+    void (*cross_entropy_forward)(const mc_backend_t *be, float *losses, const float *logits,
+                                  const int32_t *targets, int S, int B, int V);
+    /* dlogits[n, :] = (softmax(logits[n]) - onehot(target)) * dloss[b, s]; dloss is [b, s].
+     * dlogits may equal logits (in place). */
+    void (*cross_entropy_backward)(const mc_backend_t *be, float *dlogits, const float *logits,
+                                   const int32_t *targets, const float *dloss,
+                                   int S, int B, int V);
+
+    /* ---- elementwise / reductions ---- */
+    void (*add)(const mc_backend_t *be, float *out, const float *a, const float *b, long n); /* out = a + b */
+    void (*add_inplace)(const mc_backend_t *be, float *acc, const float *x, long n); /* acc += x */
+    void (*scale)(const mc_backend_t *be, float *x, float s, long n);               /* x *= s */
+    /* Sum of squares in double (returned to host), for grad and param norms. */
+    double (*sumsq)(const mc_backend_t *be, const float *x, long n);
+    /* Number of elements equal to zero (for --log-num-zeros-in-grad). */
+    long (*count_zeros)(const mc_backend_t *be, const float *x, long n);
+    /* 1 if any element is inf or nan. */
+    int (*has_nonfinite)(const mc_backend_t *be, const float *x, long n);
+
+    /* ---- Adam (decoupled weight decay, bias correction) on fp32 master params ----
+     * m = b1 m + (1-b1) g; v = b2 v + (1-b2) g^2; mh = m/bc1; vh = v/bc2;
+     * p -= lr * (mh / (sqrt(vh) + eps) + wd * p), with bc1 = 1-b1^t, bc2 = 1-b2^t. */
+    void (*adam_step)(const mc_backend_t *be, float *p, const float *g, float *m, float *v, long n,
+                      float lr, float beta1, float beta2, float eps, float wd, int step);
+
+    void *impl; /* backend private state */
+};
+
+/* The CPU reference backend (always available). */
+const mc_backend_t *mc_backend_cpu(void);
+
+#endif
