@@ -44,7 +44,7 @@ LDLIBS  += -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcudart -lcublasL
 CU_SRC  := $(wildcard kernels/cuda/*.cu)
 endif
 
-LIB_SRC := $(wildcard cli/*.c parallel/*.c model/*.c optim/*.c data/*.c kernels/cpu/*.c train/*.c)
+LIB_SRC := $(wildcard cli/*.c parallel/*.c model/*.c optim/*.c data/*.c kernels/*.c kernels/cpu/*.c train/*.c)
 LIB_OBJ := $(LIB_SRC:%.c=$(BUILD)/%.o) $(CU_SRC:%.cu=$(BUILD)/%.cu.o)
 BIN     := $(BUILD)/megatron-c
 

@@ -1,0 +1,29 @@
+/* megatron-c: subcommand dispatch, nothing else. */
+#include <stdio.h>
+#include <string.h>
+
+#include "cli/args.h"
+#include "cli/error.h"
+#include "kernels/device.h"
+#include "train/train.h"
+
+static int print_version(void)
+{
+    printf("megatron-c %s (%s)\n", MC_VERSION, MC_GIT_REV);
+    printf("built with: %s; CPU GEMM: OpenBLAS\n", mc_build_description());
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc >= 2 && strcmp(argv[1], "--version") == 0) return print_version();
+    if (argc >= 2 && (strcmp(argv[1], "preprocess-data") == 0 || strcmp(argv[1], "inspect-data") == 0))
+        mc_user_error("'%s' is recognised but not implemented yet in megatron-c", argv[1]);
+    int first = argc >= 2 && strcmp(argv[1], "train") == 0 ? 2 : 1;
+
+    static mc_args_t args;
+    mc_args_parse(&args, argc - first, argv + first, 1);
+    int rc = mc_pretrain(&args);
+    mc_args_free(&args);
+    return rc;
+}

@@ -1,0 +1,282 @@
+/* GPT forward and backward on the backend op table. Layout [s, b, h]; one microbatch in flight.
+ *
+ * Layer (pre-LN, MCore local spec):
+ *   res = x;  y = LN1(x);  x = res + dropout(proj(attention(qkv(y))))
+ *   res = x;  y = LN2(x);  x = res + dropout(fc2(gelu(fc1(y))))
+ * with res = y under --apply-residual-connection-post-layernorm. */
+#include <stdlib.h>
+#include <string.h>
+#include <math.h>
+
+#include "cli/error.h"
+#include "model/gpt.h"
+
+/* ---------------------------------------------------------------- memory */
+
+typedef struct {
+    const mc_backend_t *be;
+    long bytes;
+    int failed;
+} alloc_ctx_t;
+
+static void *take(alloc_ctx_t *a, long bytes)
+{
+    if (a->failed) return NULL;
+    a->bytes += bytes;
+    if (!a->be) return NULL; /* sizing pass */
+    void *p = a->be->alloc(a->be, (size_t)bytes);
+    if (!p) a->failed = 1;
+    return p;
+}
+
+/* One routine both sizes and allocates, so the logged plan is what is allocated. */
+static void plan_activations(mc_gpt_t *m, alloc_ctx_t *acts, alloc_ctx_t *ws)
+{
+    const mc_gpt_config_t *c = &m->cfg;
+    const long S = c->seq, B = c->max_batch, H = c->hidden, F = c->ffn;
+    const long A = (long)c->heads * c->head_dim, QKV = 3 * A;
+    const long SB = S * B, f = sizeof(float);
+
+    m->tokens = take(acts, SB * (long)sizeof(int32_t));
+    m->positions = take(acts, SB * (long)sizeof(int32_t));
+    m->labels = take(acts, SB * (long)sizeof(int32_t));
+    m->loss_mask = take(acts, SB * f);
+    m->dloss = take(acts, SB * f);
+    for (int l = 0; l < c->num_layers; l++) {
+        mc_layer_acts_t *a = m->acts ? &m->acts[l] : &(mc_layer_acts_t){0};
+        a->x = take(acts, SB * H * f);
+        a->ln1 = take(acts, SB * H * f);
+        a->ln1_mean = take(acts, SB * f);
+        a->ln1_rstd = take(acts, SB * f);
+        a->qkv = take(acts, SB * QKV * f);
+        a->probs = take(acts, B * c->heads * S * S * f);
+        a->attn = take(acts, SB * A * f);
+        a->x_mid = take(acts, SB * H * f);
+        a->ln2 = take(acts, SB * H * f);
+        a->ln2_mean = take(acts, SB * f);
+        a->ln2_rstd = take(acts, SB * f);
+        a->fc1 = take(acts, SB * F * f);
+        a->act = take(acts, SB * F * f);
+    }
+    m->x_final = take(acts, SB * H * f);
+    m->lnf = take(acts, SB * H * f);
+    m->lnf_mean = take(acts, SB * f);
+    m->lnf_rstd = take(acts, SB * f);
+    m->logits = take(acts, SB * c->vocab * f);
+    m->losses = take(acts, SB * f);
+
+    m->tmp_h = take(ws, SB * H * f);
+    m->dx = take(ws, SB * H * f);
+    m->dres = take(ws, SB * H * f);
+    m->dtmp_h = take(ws, SB * (H > A ? H : A) * f);
+    m->d_ffn = take(ws, SB * F * f);
+    m->d_qkv = take(ws, SB * QKV * f);
+    m->attn_scratch = take(ws, B * c->heads * S * S * f);
+}
+
+void mc_gpt_memory(const mc_gpt_t *m, long *param_bytes, long *act_bytes, long *ws_bytes)
+{
+    mc_gpt_t tmp = *m;
+    tmp.acts = NULL;
+    alloc_ctx_t a = {0}, w = {0};
+    plan_activations(&tmp, &a, &w);
+    *param_bytes = m->n_elems * (long)sizeof(float);
+    *act_bytes = a.bytes;
+    *ws_bytes = w.bytes;
+}
+
+int mc_gpt_alloc(mc_gpt_t *m, const mc_backend_t *be)
+{
+    m->be = be;
+    size_t pb = (size_t)m->n_elems * sizeof(float);
+    m->param_buf = be->alloc(be, pb);
+    m->grad_buf = be->alloc(be, pb);
+    m->acts = calloc((size_t)m->cfg.num_layers, sizeof(mc_layer_acts_t));
+    m->host_losses = calloc((size_t)m->cfg.seq * (size_t)m->cfg.max_batch, sizeof(float));
+    if (!m->param_buf || !m->grad_buf || !m->acts || !m->host_losses) return -1;
+    alloc_ctx_t a = {.be = be}, w = {.be = be};
+    plan_activations(m, &a, &w);
+    m->act_bytes = a.bytes;
+    m->workspace_bytes = w.bytes;
+    if (a.failed || w.failed) return -1;
+    mc_gpt_bind_ptrs(m, m->param_buf, &m->p);
+    mc_gpt_bind_ptrs(m, m->grad_buf, &m->g);
+    return 0;
+}
+
+void mc_gpt_free(mc_gpt_t *m)
+{
+    const mc_backend_t *be = m->be;
+    if (be) {
+        void **bufs[] = {(void **)&m->tokens, (void **)&m->positions, (void **)&m->labels,
+                         (void **)&m->loss_mask, (void **)&m->dloss, (void **)&m->x_final,
+                         (void **)&m->lnf, (void **)&m->lnf_mean, (void **)&m->lnf_rstd,
+                         (void **)&m->logits, (void **)&m->losses, (void **)&m->tmp_h,
+                         (void **)&m->dx, (void **)&m->dres, (void **)&m->dtmp_h,
+                         (void **)&m->d_ffn, (void **)&m->d_qkv, (void **)&m->attn_scratch,
+                         (void **)&m->param_buf, (void **)&m->grad_buf};
+        for (size_t i = 0; i < sizeof(bufs) / sizeof(bufs[0]); i++) {
+            if (*bufs[i]) be->free(be, *bufs[i]);
+            *bufs[i] = NULL;
+        }
+        for (int l = 0; m->acts && l < m->cfg.num_layers; l++) {
+            mc_layer_acts_t *a = &m->acts[l];
+            float *f[] = {a->x, a->ln1, a->ln1_mean, a->ln1_rstd, a->qkv, a->probs, a->attn,
+                          a->x_mid, a->ln2, a->ln2_mean, a->ln2_rstd, a->fc1, a->act};
+            for (size_t i = 0; i < sizeof(f) / sizeof(f[0]); i++)
+                if (f[i]) be->free(be, f[i]);
+        }
+    }
+    free(m->acts);
+    free(m->host_losses);
+    free(m->p.layers);
+    free(m->g.layers);
+    free(m->params);
+    memset(m, 0, sizeof(*m));
+}
+
+/* ---------------------------------------------------------------- forward */
+
+static mc_dropout_t dropout_site(const mc_gpt_t *m, uint32_t iteration, uint32_t layer,
+                                 uint32_t site, uint64_t sample0, float p)
+{
+    mc_dropout_t d = {.seed = m->cfg.seed, .iteration = iteration, .layer = layer,
+                      .site = site, .sample0 = sample0, .p = p};
+    return d;
+}
+
+void mc_gpt_forward(mc_gpt_t *m, const mc_microbatch_t *mb, uint32_t iteration, bool training,
+                    double *loss_sum, double *num_tokens)
+{
+    const mc_backend_t *be = m->be;
+    const mc_gpt_config_t *c = &m->cfg;
+    const int S = c->seq, B = mb->b, H = c->hidden, F = c->ffn, NH = c->heads, HD = c->head_dim;
+    const int A = NH * HD, N = S * B;
+    const float hp = training ? c->hidden_dropout : 0.0f;
+    const float ap = training ? c->attention_dropout : 0.0f;
+
+    if (mb->s != S || B > c->max_batch)
+        mc_fatal("microbatch shape [%d, %d] does not fit the planned [%d, %d]", B, mb->s,
+                 c->max_batch, S);
+    m->batch = B;
+    m->sample0 = mb->sample0;
+    size_t ib = (size_t)N * sizeof(int32_t), fb = (size_t)N * sizeof(float);
+    be->memcpy_h2d(be, m->tokens, mb->tokens, ib);
+    be->memcpy_h2d(be, m->positions, mb->positions, ib);
+    be->memcpy_h2d(be, m->labels, mb->labels, ib);
+    be->memcpy_h2d(be, m->loss_mask, mb->loss_mask, fb);
+
+    /* embedding + dropout */
+    float *x = c->num_layers ? m->acts[0].x : m->x_final;
+    be->embedding_forward(be, x, m->tokens, m->positions, m->p.wte, m->p.wpe, S, B, H);
+    mc_dropout_t d = dropout_site(m, iteration, 0, MC_DROPOUT_SITE_EMBEDDING, mb->sample0, hp);
+    be->dropout_forward(be, x, x, &d, S, B, H, 0, H, 0);
+
+    for (int l = 0; l < c->num_layers; l++) {
+        mc_layer_acts_t *a = &m->acts[l];
+        const mc_layer_ptrs_t *w = &m->p.layers[l];
+        float *x_out = l + 1 < c->num_layers ? m->acts[l + 1].x : m->x_final;
+        const uint32_t layer_no = (uint32_t)l + 1;
+
+        be->layernorm_forward(be, a->ln1, a->ln1_mean, a->ln1_rstd, a->x, w->ln1_w, w->ln1_b, N, H, c->eps);
+        be->linear_forward(be, a->qkv, a->ln1, w->qkv_w, w->qkv_b, N, H, 3 * A);
+        d = dropout_site(m, iteration, layer_no, MC_DROPOUT_SITE_ATTN_PROBS, mb->sample0, ap);
+        be->attention_forward(be, a->attn, a->probs, a->qkv, S, B, NH, HD, 1.0f / sqrtf((float)HD), &d, 0, NH);
+        be->linear_forward(be, m->tmp_h, a->attn, w->proj_w, w->proj_b, N, A, H);
+        d = dropout_site(m, iteration, layer_no, MC_DROPOUT_SITE_ATTN_OUT, mb->sample0, hp);
+        be->dropout_forward(be, m->tmp_h, m->tmp_h, &d, S, B, H, 0, H, 0);
+        be->add(be, a->x_mid, c->post_ln_residual ? a->ln1 : a->x, m->tmp_h, (long)N * H);
+
+        be->layernorm_forward(be, a->ln2, a->ln2_mean, a->ln2_rstd, a->x_mid, w->ln2_w, w->ln2_b, N, H, c->eps);
+        be->linear_forward(be, a->fc1, a->ln2, w->fc1_w, w->fc1_b, N, H, F);
+        be->gelu_forward(be, a->act, a->fc1, (long)N * F, c->gelu_tanh);
+        be->linear_forward(be, m->tmp_h, a->act, w->fc2_w, w->fc2_b, N, F, H);
+        d = dropout_site(m, iteration, layer_no, MC_DROPOUT_SITE_MLP_OUT, mb->sample0, hp);
+        be->dropout_forward(be, m->tmp_h, m->tmp_h, &d, S, B, H, 0, H, 0);
+        be->add(be, x_out, c->post_ln_residual ? a->ln2 : a->x_mid, m->tmp_h, (long)N * H);
+    }
+
+    be->layernorm_forward(be, m->lnf, m->lnf_mean, m->lnf_rstd, m->x_final, m->p.lnf_w, m->p.lnf_b, N, H, c->eps);
+    be->linear_forward(be, m->logits, m->lnf, m->p.out_w, NULL, N, H, c->vocab);
+    be->cross_entropy_forward(be, m->losses, m->logits, m->labels, S, B, c->vocab);
+
+    /* The loss sum is a [b*s] reduction: done on the host in double for a layout-independent
+     * order (the same sum for any backend). */
+    be->memcpy_d2h(be, m->host_losses, m->losses, fb);
+    double sum = 0, cnt = 0;
+    for (int i = 0; i < N; i++) {
+        sum += (double)m->host_losses[i] * (double)mb->loss_mask[i];
+        cnt += mb->loss_mask[i];
+    }
+    *loss_sum = sum;
+    *num_tokens = cnt;
+}
+
+/* ---------------------------------------------------------------- backward */
+
+void mc_gpt_backward(mc_gpt_t *m, uint32_t iteration, float weight)
+{
+    const mc_backend_t *be = m->be;
+    const mc_gpt_config_t *c = &m->cfg;
+    const int S = c->seq, B = m->batch, H = c->hidden, F = c->ffn, NH = c->heads, HD = c->head_dim;
+    const int A = NH * HD, N = S * B;
+    const long NHl = (long)N * H;
+    const float hp = c->hidden_dropout, ap = c->attention_dropout;
+    const uint64_t sample0 = m->sample0;
+
+    /* d objective / d loss[b,s] = mask * weight */
+    be->memcpy_d2d(be, m->dloss, m->loss_mask, (size_t)N * sizeof(float));
+    be->scale(be, m->dloss, weight, N);
+    be->cross_entropy_backward(be, m->logits, m->logits, m->labels, m->dloss, S, B, c->vocab);
+    be->linear_backward(be, m->dx, m->g.out_w, NULL, m->logits, m->lnf, m->p.out_w, N, H, c->vocab);
+    /* dx now holds d lnf; the final LN backward accumulates into dres (= d x_final) */
+    be->memset0(be, m->dres, (size_t)NHl * sizeof(float));
+    be->layernorm_backward_acc(be, m->dres, m->g.lnf_w, m->g.lnf_b, m->dx, m->x_final, m->p.lnf_w,
+                               m->lnf_mean, m->lnf_rstd, N, H);
+    /* invariant from here: dres = gradient w.r.t. the residual stream at the current point */
+
+    for (int l = c->num_layers - 1; l >= 0; l--) {
+        mc_layer_acts_t *a = &m->acts[l];
+        const mc_layer_ptrs_t *w = &m->p.layers[l];
+        const mc_layer_ptrs_t *gw = &m->g.layers[l];
+        const uint32_t layer_no = (uint32_t)l + 1;
+        mc_dropout_t d;
+
+        /* ---- MLP block: x_out = res2 + dropout(fc2(gelu(fc1(ln2)))) ---- */
+        d = dropout_site(m, iteration, layer_no, MC_DROPOUT_SITE_MLP_OUT, sample0, hp);
+        be->dropout_backward(be, m->dtmp_h, m->dres, &d, S, B, H, 0, H, 0);
+        be->linear_backward(be, m->d_ffn, gw->fc2_w, gw->fc2_b, m->dtmp_h, a->act, w->fc2_w, N, F, H);
+        be->gelu_backward(be, m->d_ffn, m->d_ffn, a->fc1, (long)N * F, c->gelu_tanh);
+        /* d ln2 into dx */
+        be->linear_backward(be, m->dx, gw->fc1_w, gw->fc1_b, m->d_ffn, a->ln2, w->fc1_w, N, H, F);
+        if (c->post_ln_residual) {
+            /* res2 = ln2: its gradient joins d ln2, and x_mid gets only the LN path */
+            be->add_inplace(be, m->dx, m->dres, NHl);
+            be->memset0(be, m->dres, (size_t)NHl * sizeof(float));
+        }
+        /* dres (d x_mid) += LN2 backward */
+        be->layernorm_backward_acc(be, m->dres, gw->ln2_w, gw->ln2_b, m->dx, a->x_mid, w->ln2_w,
+                                   a->ln2_mean, a->ln2_rstd, N, H);
+
+        /* ---- attention block: x_mid = res1 + dropout(proj(attn(qkv(ln1)))) ---- */
+        d = dropout_site(m, iteration, layer_no, MC_DROPOUT_SITE_ATTN_OUT, sample0, hp);
+        be->dropout_backward(be, m->dtmp_h, m->dres, &d, S, B, H, 0, H, 0);
+        /* d attn into tmp_h (free during backward) */
+        be->linear_backward(be, m->tmp_h, gw->proj_w, gw->proj_b, m->dtmp_h, a->attn, w->proj_w, N, A, H);
+        d = dropout_site(m, iteration, layer_no, MC_DROPOUT_SITE_ATTN_PROBS, sample0, ap);
+        be->attention_backward(be, m->d_qkv, m->attn_scratch, m->tmp_h, a->qkv, a->probs, S, B, NH,
+                               HD, 1.0f / sqrtf((float)HD), &d, 0, NH);
+        be->linear_backward(be, m->dx, gw->qkv_w, gw->qkv_b, m->d_qkv, a->ln1, w->qkv_w, N, H, 3 * A);
+        if (c->post_ln_residual) {
+            be->add_inplace(be, m->dx, m->dres, NHl);
+            be->memset0(be, m->dres, (size_t)NHl * sizeof(float));
+        }
+        be->layernorm_backward_acc(be, m->dres, gw->ln1_w, gw->ln1_b, m->dx, a->x, w->ln1_w,
+                                   a->ln1_mean, a->ln1_rstd, N, H);
+    }
+
+    /* embedding: x0 = dropout(wte[tok] + wpe[pos]) */
+    mc_dropout_t d = dropout_site(m, iteration, 0, MC_DROPOUT_SITE_EMBEDDING, sample0, hp);
+    be->dropout_backward(be, m->dres, m->dres, &d, S, B, H, 0, H, 0);
+    be->embedding_backward(be, m->g.wte, m->g.wpe, m->dres, m->tokens, m->positions, S, B, H);
+}

@@ -1,0 +1,126 @@
+/* GPT model (MEGATRON.md section 6, MCore local spec) with explicit forward and backward over
+ * buffers planned at start-up (DESIGN decision 1). One rank, one pipeline stage for now; the
+ * parameter table carries each tensor's global identity so later layouts can shard it. */
+#ifndef MC_MODEL_GPT_H
+#define MC_MODEL_GPT_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "cli/args.h"
+#include "kernels/backend.h"
+
+typedef struct {
+    int num_layers, hidden, heads, head_dim, ffn;
+    int seq, max_batch;       /* activations are planned for max_batch sequences */
+    int vocab;                /* padded vocabulary */
+    int max_pos;
+    float eps;
+    bool bias;                /* add_bias_linear */
+    bool tied;                /* output layer shares the word embeddings */
+    bool gelu_tanh;           /* Megatron's bias_gelu_impl; else erf GeLU */
+    bool post_ln_residual;    /* --apply-residual-connection-post-layernorm */
+    float hidden_dropout, attention_dropout;
+    float init_std, embedding_init_std;
+    uint64_t seed;
+} mc_gpt_config_t;
+
+/* One parameter tensor: Megatron state-dict name (global layer numbers) and full shape. */
+typedef struct {
+    char name[96];
+    int ndim;
+    int64_t shape[2];
+    long numel;
+    long offset;      /* element offset in the flat parameter / gradient buffers */
+    float init_std;   /* > 0: N(0, std); otherwise the constant init_value */
+    float init_value;
+    bool no_wd;       /* Megatron's no-decay group: biases and 1-D params */
+} mc_param_t;
+
+/* Pointers into a flat buffer for one transformer layer (params or their grads). */
+typedef struct {
+    float *ln1_w, *ln1_b, *qkv_w, *qkv_b, *proj_w, *proj_b;
+    float *ln2_w, *ln2_b, *fc1_w, *fc1_b, *fc2_w, *fc2_b;
+} mc_layer_ptrs_t;
+
+typedef struct {
+    float *wte, *wpe, *lnf_w, *lnf_b, *out_w; /* out_w == wte when tied */
+    mc_layer_ptrs_t *layers;
+} mc_gpt_ptrs_t;
+
+/* Saved activations of one layer for the backward pass ([s, b, *] layout). */
+typedef struct {
+    float *x;          /* layer input (residual stream) [S*B*H] */
+    float *ln1, *ln1_mean, *ln1_rstd;
+    float *qkv;        /* [S*B*3H] */
+    float *probs;      /* [B*NH*S*S] */
+    float *attn;       /* [S*B*H] */
+    float *x_mid;      /* residual stream after attention */
+    float *ln2, *ln2_mean, *ln2_rstd;
+    float *fc1;        /* pre-activation [S*B*FFN] */
+    float *act;        /* GeLU output [S*B*FFN] */
+} mc_layer_acts_t;
+
+typedef struct {
+    mc_gpt_config_t cfg;
+    const mc_backend_t *be;
+
+    int n_params;
+    mc_param_t *params;
+    long n_elems;              /* total parameter elements */
+    float *param_buf, *grad_buf;
+    mc_gpt_ptrs_t p, g;
+
+    /* activations, one microbatch in flight */
+    int32_t *tokens, *positions, *labels; /* [B*S] each, on the device */
+    float *loss_mask;                     /* [B*S] */
+    float *dloss;                         /* [B*S] */
+    mc_layer_acts_t *acts;                /* [num_layers] */
+    float *x_final, *lnf, *lnf_mean, *lnf_rstd;
+    float *logits;                        /* [S*B*V], reused for dlogits */
+    float *losses;                        /* [B*S] */
+    /* backward workspace */
+    float *tmp_h, *dx, *dres, *dtmp_h, *d_ffn, *d_qkv, *attn_scratch;
+    long act_bytes, workspace_bytes;
+    int batch;                            /* rows of the microbatch in flight */
+    uint64_t sample0;                     /* its first global sample index (dropout key) */
+    float *host_losses;                   /* [B*S] host copy for the loss reduction */
+} mc_gpt_t;
+
+/* A microbatch as the dataset yields it: [b, s] row-major, on the host. */
+typedef struct {
+    int b, s;
+    const int32_t *tokens, *labels, *positions;
+    const float *loss_mask;
+    uint64_t sample0;  /* global index of row 0, keys dropout masks */
+} mc_microbatch_t;
+
+void mc_gpt_config_from_args(mc_gpt_config_t *cfg, const mc_args_t *args);
+
+/* Builds the parameter table and sizes; allocates nothing. */
+void mc_gpt_build_params(mc_gpt_t *m, const mc_gpt_config_t *cfg);
+/* Bytes needed by mc_gpt_alloc for params, grads, activations, workspace. */
+void mc_gpt_memory(const mc_gpt_t *m, long *param_bytes, long *act_bytes, long *ws_bytes);
+/* Allocates all buffers on the backend; returns 0 or -1 (out of memory). */
+int mc_gpt_alloc(mc_gpt_t *m, const mc_backend_t *be);
+void mc_gpt_free(mc_gpt_t *m);
+
+/* Layout-invariant init (DESIGN decision 6). */
+void mc_gpt_init_params(mc_gpt_t *m);
+const mc_param_t *mc_gpt_find_param(const mc_gpt_t *m, const char *name);
+/* Points out->* at the named tensors of a flat buffer laid out like the parameter table. */
+void mc_gpt_bind_ptrs(const mc_gpt_t *m, float *base, mc_gpt_ptrs_t *out);
+
+/* Element i of the full tensor `name` drawn from N(0, std), keyed only by (seed, name, i):
+ * fills dst[0..count) with elements [start, start+count). */
+void mc_init_normal(float *dst, uint64_t seed, const char *name, long start, long count, float std);
+
+/* Forward one microbatch. Returns the masked loss sum in *loss_sum and the token count in
+ * *num_tokens. dropout: iteration keys the masks; training=false disables dropout. */
+void mc_gpt_forward(mc_gpt_t *m, const mc_microbatch_t *mb, uint32_t iteration, bool training,
+                    double *loss_sum, double *num_tokens);
+/* Backward of the last forward with per-token loss weights: d objective / d loss[b,s] =
+ * loss_mask[b,s] * weight. Gradients accumulate into grad_buf. */
+void mc_gpt_backward(mc_gpt_t *m, uint32_t iteration, float weight);
+
+#endif

@@ -1,0 +1,146 @@
+/* The GPT parameter table: names, full shapes, init rules, no-decay groups, and the flat layout
+ * of the parameter and gradient buffers. Order is Megatron's model.parameters() order (the
+ * distributed optimizer lays buffers out in reverse of it). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <math.h>
+
+#include "cli/error.h"
+#include "model/gpt.h"
+
+void mc_gpt_config_from_args(mc_gpt_config_t *c, const mc_args_t *a)
+{
+    memset(c, 0, sizeof(*c));
+    c->num_layers = a->num_layers;
+    c->hidden = a->hidden_size;
+    c->heads = a->num_attention_heads;
+    c->head_dim = a->kv_channels;
+    c->ffn = a->ffn_hidden_size;
+    c->seq = a->seq_length;
+    c->max_batch = a->micro_batch_size > a->eval_micro_batch_size ? a->micro_batch_size
+                                                                   : a->eval_micro_batch_size;
+    c->vocab = a->padded_vocab_size;
+    c->max_pos = a->max_position_embeddings;
+    c->eps = (float)a->norm_epsilon;
+    c->bias = a->add_bias_linear;
+    c->tied = !a->untie_embeddings_and_output_weights;
+    c->gelu_tanh = a->bias_gelu_fusion;
+    c->post_ln_residual = a->apply_residual_connection_post_layernorm;
+    c->hidden_dropout = (float)a->hidden_dropout;
+    c->attention_dropout = (float)a->attention_dropout;
+    c->init_std = (float)a->init_method_std;
+    c->embedding_init_std = (float)a->embedding_init_method_std;
+    c->seed = (uint64_t)a->seed;
+}
+
+static mc_param_t *add_param(mc_gpt_t *m, int *cap, const char *name, int64_t d0, int64_t d1,
+                             float std, float value)
+{
+    if (m->n_params == *cap) {
+        *cap = *cap ? 2 * *cap : 64;
+        m->params = realloc(m->params, (size_t)*cap * sizeof(mc_param_t));
+        if (!m->params) mc_fatal("out of host memory building the parameter table");
+    }
+    mc_param_t *p = &m->params[m->n_params++];
+    memset(p, 0, sizeof(*p));
+    snprintf(p->name, sizeof(p->name), "%s", name);
+    p->ndim = d1 ? 2 : 1;
+    p->shape[0] = d0;
+    p->shape[1] = d1;
+    p->numel = (long)(d1 ? d0 * d1 : d0);
+    p->offset = m->n_elems;
+    p->init_std = std;
+    p->init_value = value;
+    /* Megatron's get_standard_config_overrides: no weight decay for 1-D params and biases. */
+    p->no_wd = p->ndim == 1 || strstr(name, ".bias") != NULL;
+    /* Keep every tensor 16-float aligned so vector kernels can assume it. */
+    m->n_elems += (p->numel + 15) & ~15L;
+    return p;
+}
+
+void mc_gpt_build_params(mc_gpt_t *m, const mc_gpt_config_t *cfg)
+{
+    memset(m, 0, sizeof(*m));
+    m->cfg = *cfg;
+    const int L = cfg->num_layers, H = cfg->hidden, F = cfg->ffn;
+    const int QKV = 3 * cfg->heads * cfg->head_dim, A = cfg->heads * cfg->head_dim;
+    /* scaled_init_method_normal: std / sqrt(2 * num_layers) for linear_proj and linear_fc2 */
+    const float out_std = cfg->init_std / sqrtf(2.0f * (float)L);
+    int cap = 0;
+    char n[96];
+
+    add_param(m, &cap, "embedding.word_embeddings.weight", cfg->vocab, H, cfg->embedding_init_std, 0);
+    add_param(m, &cap, "embedding.position_embeddings.weight", cfg->max_pos, H,
+              cfg->embedding_init_std, 0);
+    for (int l = 0; l < L; l++) {
+#define P(suffix, d0, d1, std, val)                                                    \
+    do {                                                                               \
+        snprintf(n, sizeof(n), "decoder.layers.%d.%s", l, suffix);                     \
+        add_param(m, &cap, n, d0, d1, std, val);                                       \
+    } while (0)
+        P("input_layernorm.weight", H, 0, 0, 1.0f);
+        P("input_layernorm.bias", H, 0, 0, 0.0f);
+        P("self_attention.linear_proj.weight", H, A, out_std, 0);
+        if (cfg->bias) P("self_attention.linear_proj.bias", H, 0, 0, 0.0f);
+        P("self_attention.linear_qkv.weight", QKV, H, cfg->init_std, 0);
+        if (cfg->bias) P("self_attention.linear_qkv.bias", QKV, 0, 0, 0.0f);
+        P("pre_mlp_layernorm.weight", H, 0, 0, 1.0f);
+        P("pre_mlp_layernorm.bias", H, 0, 0, 0.0f);
+        P("mlp.linear_fc1.weight", F, H, cfg->init_std, 0);
+        if (cfg->bias) P("mlp.linear_fc1.bias", F, 0, 0, 0.0f);
+        P("mlp.linear_fc2.weight", H, F, out_std, 0);
+        if (cfg->bias) P("mlp.linear_fc2.bias", H, 0, 0, 0.0f);
+#undef P
+    }
+    add_param(m, &cap, "decoder.final_layernorm.weight", H, 0, 0, 1.0f);
+    add_param(m, &cap, "decoder.final_layernorm.bias", H, 0, 0, 0.0f);
+    if (!cfg->tied) add_param(m, &cap, "output_layer.weight", cfg->vocab, H, cfg->init_std, 0);
+}
+
+const mc_param_t *mc_gpt_find_param(const mc_gpt_t *m, const char *name)
+{
+    for (int i = 0; i < m->n_params; i++)
+        if (strcmp(m->params[i].name, name) == 0) return &m->params[i];
+    return NULL;
+}
+
+/* Resolves the named tensors of a flat buffer into pointers. */
+static float *at(const mc_gpt_t *m, float *base, const char *name)
+{
+    const mc_param_t *p = mc_gpt_find_param(m, name);
+    return p ? base + p->offset : NULL;
+}
+
+void mc_gpt_bind_ptrs(const mc_gpt_t *m, float *base, mc_gpt_ptrs_t *out)
+{
+    char n[96];
+    out->wte = at(m, base, "embedding.word_embeddings.weight");
+    out->wpe = at(m, base, "embedding.position_embeddings.weight");
+    out->lnf_w = at(m, base, "decoder.final_layernorm.weight");
+    out->lnf_b = at(m, base, "decoder.final_layernorm.bias");
+    out->out_w = m->cfg.tied ? out->wte : at(m, base, "output_layer.weight");
+    out->layers = calloc((size_t)m->cfg.num_layers, sizeof(mc_layer_ptrs_t));
+    if (!out->layers) mc_fatal("out of host memory");
+    for (int l = 0; l < m->cfg.num_layers; l++) {
+        mc_layer_ptrs_t *lp = &out->layers[l];
+#define B(field, suffix)                                                               \
+    do {                                                                               \
+        snprintf(n, sizeof(n), "decoder.layers.%d.%s", l, suffix);                     \
+        lp->field = at(m, base, n);                                                    \
+    } while (0)
+        B(ln1_w, "input_layernorm.weight");
+        B(ln1_b, "input_layernorm.bias");
+        B(qkv_w, "self_attention.linear_qkv.weight");
+        B(qkv_b, "self_attention.linear_qkv.bias");
+        B(proj_w, "self_attention.linear_proj.weight");
+        B(proj_b, "self_attention.linear_proj.bias");
+        B(ln2_w, "pre_mlp_layernorm.weight");
+        B(ln2_b, "pre_mlp_layernorm.bias");
+        B(fc1_w, "mlp.linear_fc1.weight");
+        B(fc1_b, "mlp.linear_fc1.bias");
+        B(fc2_w, "mlp.linear_fc2.weight");
+        B(fc2_b, "mlp.linear_fc2.bias");
+#undef B
+    }
+}

@@ -1,0 +1,279 @@
+/* pretrain(): start-up report, the training loop, periodic and final evaluation, exits. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "cli/error.h"
+#include "kernels/device.h"
+#include "train/log.h"
+#include "train/train.h"
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static void print_datetime(const char *what)
+{
+    time_t t = time(NULL);
+    char buf[64];
+    strftime(buf, sizeof(buf), "%Y-%m-%d %H:%M:%S", localtime(&t));
+    printf("[%s] datetime: %s \n", what, buf);
+    fflush(stdout);
+}
+
+/* The vocabulary the data uses (before padding): NullTokenizer adds eod after the ids. */
+static int data_vocab(const mc_args_t *a)
+{
+    return strcmp(a->tokenizer_type, "NullTokenizer") == 0 ? a->vocab_size + 1 : a->vocab_size;
+}
+
+/* Fills host staging slot `slot` with samples first .. first+b-1 of a split, as the dataset
+ * yields them: tokens = text[:-1], labels = text[1:], positions 0..s-1, loss mask 1 (0 on eod
+ * tokens with --eod-mask-loss). */
+static void load_microbatch(mc_trainer_t *t, int slot, int split, int64_t first, int b,
+                            mc_microbatch_t *mb)
+{
+    const int s = t->args->seq_length;
+    const size_t base = (size_t)slot * t->model.cfg.max_batch * s;
+    for (int r = 0; r < b; r++) {
+        int32_t *text = t->text + (size_t)r * (s + 1);
+        if (mc_mock_sample(&t->data, split, first + r, s, text) != 0)
+            mc_fatal("the %s split of the mock data is empty", split == MC_SPLIT_VALID ? "valid" : "test");
+        for (int i = 0; i < s; i++) {
+            size_t k = base + (size_t)r * s + i;
+            t->tokens[k] = text[i];
+            t->labels[k] = text[i + 1];
+            t->positions[k] = i;
+            t->loss_mask[k] = t->args->eod_mask_loss && text[i] == t->data.eod ? 0.0f : 1.0f;
+        }
+    }
+    mc_microbatch_t out = {.b = b, .s = s, .tokens = t->tokens + base, .labels = t->labels + base,
+                           .positions = t->positions + base, .loss_mask = t->loss_mask + base,
+                           .sample0 = (uint64_t)first};
+    *mb = out;
+}
+
+/* Section 2.9: micro-batch mb of dp rank r in a step starting at `consumed` uses global
+ * indices consumed + mb*mbs*dp + r*mbs + [0, mbs). */
+static int64_t microbatch_start(const mc_args_t *a, int64_t consumed, int mb, int mbs, int dp_rank)
+{
+    return consumed + (int64_t)mb * mbs * a->data_parallel_size + (int64_t)dp_rank * mbs;
+}
+
+/* Token-weighted validation loss over eval_iters iterations of the split, consuming
+ * eval_global_batch_size samples per iteration from *consumed. */
+static double evaluate(mc_trainer_t *t, int split, int64_t *consumed)
+{
+    const mc_args_t *a = t->args;
+    const int mbs = a->eval_micro_batch_size;
+    const int M = a->eval_global_batch_size / (mbs * a->data_parallel_size);
+    double sum = 0, tokens = 0;
+    for (int it = 0; it < a->eval_iters; it++) {
+        for (int i = 0; i < M; i++) {
+            mc_microbatch_t mb;
+            load_microbatch(t, 0, split, microbatch_start(a, *consumed, i, mbs, t->comm->rank), mbs, &mb);
+            double s, c;
+            mc_gpt_forward(&t->model, &mb, 0, false, &s, &c);
+            sum += s;
+            tokens += c;
+        }
+        *consumed += (int64_t)mbs * a->data_parallel_size * M;
+    }
+    return tokens > 0 ? sum / tokens : 0.0;
+}
+
+static void print_eval(const char *label, double loss)
+{
+    char buf[1024];
+    const char *names[] = {"lm loss"};
+    mc_format_eval_block(buf, sizeof(buf), label, names, &loss, 1);
+    fputs(buf, stdout);
+    fflush(stdout);
+}
+
+static void fmt_bytes(char *buf, size_t n, double bytes)
+{
+    if (bytes >= 1024.0 * 1024 * 1024) snprintf(buf, n, "%.2f GiB", bytes / (1024.0 * 1024 * 1024));
+    else snprintf(buf, n, "%.2f MiB", bytes / (1024.0 * 1024));
+}
+
+/* DESIGN decision 1: every buffer is planned before training, and the plan is logged. */
+static void print_memory_plan(const mc_gpt_t *m, const char *device)
+{
+    long pb, ab, wb;
+    mc_gpt_memory(m, &pb, &ab, &wb);
+    long ob = mc_adam_state_bytes(m);
+    const char *names[] = {"parameters (fp32)", "gradients (fp32)", "optimizer state (Adam m, v)",
+                           "activations (1 microbatch in flight)", "workspace"};
+    double bytes[] = {(double)pb, (double)pb, (double)ob, (double)ab, (double)wb};
+    double total = 0;
+    printf("> memory plan (rank 0, %s):\n", device);
+    for (int i = 0; i < 5; i++) {
+        char b[32];
+        fmt_bytes(b, sizeof(b), bytes[i]);
+        printf("    %-40s %12s\n", names[i], b);
+        total += bytes[i];
+    }
+    char b[32];
+    fmt_bytes(b, sizeof(b), total);
+    printf("    %-40s %12s\n", "total", b);
+}
+
+static void print_startup(const mc_trainer_t *t, const char *why)
+{
+    const mc_args_t *a = t->args;
+    printf("using world size: %d, data-parallel size: %d, context-parallel size: %d, "
+           "tensor-model-parallel size: %d, pipeline-model-parallel size: %d\n",
+           a->world_size, a->data_parallel_size, a->context_parallel_size,
+           a->tensor_model_parallel_size, a->pipeline_model_parallel_size);
+    printf("> device: %s\n", why);
+    printf("> building %s tokenizer ...\n", a->tokenizer_type);
+    int v = data_vocab(a);
+    printf(" > padded vocab (size: %d) with %d dummy tokens (new size: %d)\n", v,
+           a->padded_vocab_size - v, a->padded_vocab_size);
+    long n = 0;
+    for (int i = 0; i < t->model.n_params; i++) n += t->model.params[i].numel;
+    printf(" > number of parameters on (tensor, pipeline) model parallel rank (0, 0): %ld\n", n);
+    print_memory_plan(&t->model, t->be->name);
+    printf("> mock data: %d documents, split 969/30/1 (train %lld, valid %lld, test %lld tokens)\n",
+           t->data.n_docs, (long long)t->data.split_tokens[0], (long long)t->data.split_tokens[1],
+           (long long)t->data.split_tokens[2]);
+    fflush(stdout);
+}
+
+/* Accumulated over one log interval, as Megatron's total_loss_dict. */
+typedef struct {
+    double loss_sum; /* sum of per-iteration lm loss over advanced iterations */
+    int advanced, skipped, nan;
+    double t0;
+} interval_t;
+
+static void log_iteration(mc_trainer_t *t, interval_t *iv, const mc_step_result_t *r)
+{
+    const mc_args_t *a = t->args;
+    int iters = iv->advanced + iv->skipped;
+    double elapsed = (now_s() - iv->t0) / (iters > 0 ? iters : 1);
+    mc_log_line_t l;
+    memset(&l, 0, sizeof(l));
+    l.iteration = t->iteration;
+    l.train_iters = a->train_iters;
+    l.consumed_samples = t->consumed_train_samples;
+    l.elapsed_ms_per_iter = elapsed * 1000.0;
+    if (a->log_throughput) {
+        l.has_throughput = 1;
+        l.tflops_per_gpu = mc_num_floating_point_operations(a, a->global_batch_size) /
+                           (elapsed * 1e12 * a->world_size);
+    }
+    l.has_lr = 1;
+    l.lr = mc_lr_at(&t->sched, t->sched.num_steps); /* read after the scheduler step */
+    l.global_batch_size = a->global_batch_size;
+    double avg = iv->advanced ? iv->loss_sum / iv->advanced : 0.0;
+    l.n_losses = avg >= 0 ? 1 : 0;
+    l.loss_names[0] = "lm loss";
+    l.loss_values[0] = avg;
+    l.loss_scale = 1.0;
+    l.has_grad_norm = 1;
+    l.grad_norm = r->grad_norm;
+    if (a->log_num_zeros_in_grad) {
+        l.has_num_zeros = 1;
+        l.num_zeros = mc_grad_num_zeros(&t->model);
+    }
+    if (a->log_params_norm) {
+        l.has_params_norm = 1;
+        l.params_norm = mc_params_norm(&t->model);
+    }
+    l.skipped_iters = iv->skipped;
+    l.nan_iters = iv->nan;
+    char buf[1024];
+    struct timespec when;
+    clock_gettime(CLOCK_REALTIME, &when);
+    mc_format_log_line(buf, sizeof(buf), &l, &when);
+    puts(buf);
+    fflush(stdout);
+    memset(iv, 0, sizeof(*iv));
+    iv->t0 = now_s();
+}
+
+int mc_pretrain(mc_args_t *args)
+{
+    char why[256];
+    const mc_backend_t *be = mc_backend_select(args->device, why, sizeof(why));
+    mc_comm_t *comm = mc_comm_single();
+    mc_trainer_t *t = calloc(1, sizeof(*t));
+    if (!t) mc_fatal("out of host memory");
+    if (mc_trainer_init(t, args, be, comm) != 0) {
+        print_memory_plan(&t->model, be->name);
+        mc_fatal("not enough %s memory for the plan above (reduce --micro-batch-size, "
+                 "--seq-length or the model size)", be->name);
+    }
+    if (!args->mock_data)
+        mc_user_error("no training data: pass --mock-data (--data-path is not implemented yet)");
+    if (mc_mock_init(&t->data, data_vocab(args), MC_MOCK_NUM_DOCS) != 0)
+        mc_fatal("out of host memory building the mock dataset");
+    print_startup(t, why);
+
+    const double start = now_s();
+    const int M = args->num_microbatches, mbs = args->micro_batch_size;
+    mc_microbatch_t *mbl = calloc((size_t)M, sizeof(*mbl));
+    if (!mbl) mc_fatal("out of host memory");
+
+    bool exiting = false;
+    if (!args->skip_train) {
+        printf("training ...\n");
+        print_datetime("before the start of training step");
+        interval_t iv = {.t0 = now_s()};
+        while (t->iteration < args->train_iters) { /* derived from --train-samples too */
+            for (int i = 0; i < M; i++)
+                load_microbatch(t, i, MC_SPLIT_TRAIN,
+                                microbatch_start(args, t->consumed_train_samples, i, mbs, comm->rank),
+                                mbs, &mbl[i]);
+            mc_step_result_t r;
+            mc_train_step(t, mbl, M, &r);
+            t->iteration++;
+            t->consumed_train_samples += (int64_t)mbs * args->data_parallel_size * M;
+            double loss = r.num_tokens > 0 ? r.loss_sum / r.num_tokens : 0.0;
+            iv.loss_sum += loss;
+            iv.advanced++;
+
+            if (t->iteration % args->log_interval == 0 || t->iteration == 1) log_iteration(t, &iv, &r);
+            if (args->eval_interval > 0 && t->iteration % args->eval_interval == 0 && args->eval_iters > 0) {
+                char label[64];
+                snprintf(label, sizeof(label), "iteration %lld", (long long)t->iteration);
+                print_eval(label, evaluate(t, MC_SPLIT_VALID, &t->consumed_valid_samples));
+                iv.t0 = now_s(); /* evaluation time is not training time */
+            }
+            if (args->exit_interval > 0 && t->iteration % args->exit_interval == 0) {
+                char what[96];
+                snprintf(what, sizeof(what), "exiting program at iteration %lld", (long long)t->iteration);
+                print_datetime(what);
+                exiting = true;
+                break;
+            }
+            if (args->exit_duration_in_mins > 0 && (now_s() - start) / 60.0 > args->exit_duration_in_mins) {
+                char what[96];
+                snprintf(what, sizeof(what), "exiting program after %.2f minutes", (now_s() - start) / 60.0);
+                print_datetime(what);
+                exiting = true;
+                break;
+            }
+        }
+        print_datetime("after training is done");
+    }
+    if (!exiting && args->eval_iters > 0) {
+        char label[96];
+        snprintf(label, sizeof(label), "iteration %lld on validation set", (long long)t->iteration);
+        print_eval(label, evaluate(t, MC_SPLIT_VALID, &t->consumed_valid_samples));
+        int64_t consumed_test = 0;
+        snprintf(label, sizeof(label), "iteration %lld on test set", (long long)t->iteration);
+        print_eval(label, evaluate(t, MC_SPLIT_TEST, &consumed_test));
+    }
+    free(mbl);
+    mc_trainer_free(t);
+    free(t);
+    return 0;
+}

@@ -1,0 +1,52 @@
+/* Megatron's training loop for one rank: train steps over microbatches, logging, evaluation,
+ * exit conditions. Step and evaluation are exposed so tests can drive them with their own
+ * microbatches. */
+#ifndef MC_TRAIN_TRAIN_H
+#define MC_TRAIN_TRAIN_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "cli/args.h"
+#include "data/mock.h"
+#include "model/gpt.h"
+#include "optim/adam.h"
+#include "optim/lr.h"
+#include "parallel/comm.h"
+
+typedef struct {
+    const mc_args_t *args;
+    const mc_backend_t *be;
+    mc_comm_t *comm;
+    mc_gpt_t model;
+    mc_adam_t opt;
+    mc_lr_sched_t sched;
+
+    mc_mock_data_t data;
+    /* host staging: [max_batch, s+1] text, and num_microbatches slots of [max_batch, s] */
+    int32_t *text, *tokens, *labels, *positions;
+    float *loss_mask;
+
+    int64_t iteration;
+    int64_t consumed_train_samples, consumed_valid_samples;
+} mc_trainer_t;
+
+typedef struct {
+    double loss_sum, num_tokens; /* the reported lm loss is loss_sum / num_tokens */
+    double grad_norm;            /* pre-clip */
+    double lr;                   /* the learning rate this step used */
+} mc_step_result_t;
+
+/* Builds the model, optimizer and schedule on the backend, with layout-invariant init.
+ * Returns 0, or -1 when memory does not fit (after printing what was needed). */
+int mc_trainer_init(mc_trainer_t *t, const mc_args_t *args, const mc_backend_t *be, mc_comm_t *comm);
+void mc_trainer_free(mc_trainer_t *t);
+
+/* One optimizer step over M microbatches (M = args->num_microbatches): forward/backward with
+ * Megatron's loss normalisation, nan checks, clip, Adam, scheduler advance by the global batch. */
+void mc_train_step(mc_trainer_t *t, const mc_microbatch_t *mbs, int M, mc_step_result_t *r);
+
+/* The whole pretrain job (mock data): returns the process exit code. */
+int mc_pretrain(mc_args_t *args);
+
+#endif
