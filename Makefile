@@ -53,7 +53,8 @@ TEST_SUPPORT := $(filter-out $(TEST_SRC),$(wildcard test/unit/*.c))
 TEST_BIN     := $(TEST_SRC:test/unit/%.c=$(BUILD)/test/%)
 TEST_SUP_OBJ := $(TEST_SUPPORT:%.c=$(BUILD)/%.o)
 
-.PHONY: all test demo clean docs fixtures deps
+.PHONY: all test demo clean docs fixtures deps tests
+.SECONDARY:
 all: megatron-c
 
 megatron-c: $(BIN)

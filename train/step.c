@@ -45,7 +45,7 @@ void mc_trainer_free(mc_trainer_t *t)
     memset(t, 0, sizeof(*t));
 }
 
-static bool finite(double x) { return !isnan(x) && !isinf(x); }
+static bool is_finite(double x) { return !isnan(x) && !isinf(x); }
 
 void mc_train_step(mc_trainer_t *t, const mc_microbatch_t *mbs, int M, mc_step_result_t *r)
 {
@@ -58,7 +58,7 @@ void mc_train_step(mc_trainer_t *t, const mc_microbatch_t *mbs, int M, mc_step_r
     for (int i = 0; i < M; i++) {
         double sum, cnt;
         mc_gpt_forward(m, &mbs[i], it, true, &sum, &cnt);
-        if (a->check_for_nan_in_loss_and_grad && !finite(sum))
+        if (a->check_for_nan_in_loss_and_grad && !is_finite(sum))
             mc_fatal("found NaN in local forward loss calculation at iteration %lld "
                      "(lower --lr, or check the data)", (long long)it);
         /* Section 5.3: objective per microbatch is sum / max(tokens, 1) / M, or the plain sum
@@ -72,7 +72,7 @@ void mc_train_step(mc_trainer_t *t, const mc_microbatch_t *mbs, int M, mc_step_r
         m->be->scale(m->be, m->grad_buf, (float)(1.0 / r->num_tokens), m->n_elems);
 
     r->grad_norm = mc_grad_norm(m);
-    if (a->check_for_nan_in_loss_and_grad && !finite(r->grad_norm))
+    if (a->check_for_nan_in_loss_and_grad && !is_finite(r->grad_norm))
         mc_fatal("found NaN or Inf in the gradient norm at iteration %lld "
                  "(lower --lr, or check the data)", (long long)it);
     mc_clip_grads(m, r->grad_norm, a->clip_grad);

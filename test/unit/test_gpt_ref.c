@@ -1,0 +1,241 @@
+/* Model math and optimizer against the PyTorch reference (test/ref/gpt_ref.py, fixtures in
+ * test/fixtures): forward loss, logits and every parameter gradient, and 10 training steps
+ * (losses, grad norms, learning rates, final parameters), each to 1e-5 relative. */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdint.h>
+#include <cmocka.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli/args.h"
+#include "model/gpt.h"
+#include "train/train.h"
+#include "test/unit/fixture.h"
+
+#define TOL 1e-5
+
+/* max |a - b| / max |b|: error relative to the tensor's scale, so tiny entries of a large
+ * gradient do not demand more than fp32 can give. */
+static double rel_err_f32_f64(const float *a, const double *b, long n)
+{
+    double num = 0, den = 1e-30;
+    for (long i = 0; i < n; i++) {
+        num = fmax(num, fabs((double)a[i] - b[i]));
+        den = fmax(den, fabs(b[i]));
+    }
+    return num / den;
+}
+
+static int ival(const mc_fx_t *fx, const char *k) { return (int)mc_fx_scalar(fx, k); }
+
+static mc_fx_t *load(const char *file)
+{
+    char path[4096];
+    mc_fx_path(path, sizeof(path), file);
+    mc_fx_t *fx = mc_fx_load(path);
+    if (!fx) fail_msg("cannot load fixture %s (run `make fixtures`)", path);
+    return fx;
+}
+
+/* Megatron-style args for the fixture's model; dropout off (the reference has none). */
+static void args_from_fixture(mc_args_t *a, const mc_fx_t *fx)
+{
+    mc_args_defaults(a);
+    a->num_layers = ival(fx, "config.num_layers");
+    a->hidden_size = ival(fx, "config.hidden_size");
+    a->num_attention_heads = ival(fx, "config.num_attention_heads");
+    a->ffn_hidden_size = ival(fx, "config.ffn_hidden_size");
+    a->seq_length = ival(fx, "config.seq_length");
+    a->max_position_embeddings = ival(fx, "config.max_position_embeddings");
+    a->micro_batch_size = ival(fx, "config.micro_batch_size");
+    a->global_batch_size = a->micro_batch_size * ival(fx, "config.num_microbatches");
+    a->vocab_size = ival(fx, "config.vocab_size");
+    a->add_bias_linear = ival(fx, "config.add_bias_linear") != 0;
+    a->bias_gelu_fusion = a->add_bias_linear;
+    a->untie_embeddings_and_output_weights = ival(fx, "config.untie_embeddings_and_output_weights") != 0;
+    a->norm_epsilon = mc_fx_scalar(fx, "config.norm_epsilon");
+    a->hidden_dropout = 0;
+    a->attention_dropout = 0;
+    a->mock_data = true;
+    a->lr = 1e-3;
+    a->lr_set = true;
+    a->train_iters = 10;
+    if (mc_fx_get(fx, "config.lr")) {
+        static const char *styles[] = {"constant", "linear", "cosine", "inverse-square-root"};
+        a->lr = mc_fx_scalar(fx, "config.lr");
+        a->min_lr = mc_fx_scalar(fx, "config.min_lr");
+        a->lr_warmup_iters = (int64_t)mc_fx_scalar(fx, "config.lr_warmup_iters");
+        a->lr_decay_iters = (int64_t)mc_fx_scalar(fx, "config.lr_decay_iters");
+        a->train_iters = (int64_t)mc_fx_scalar(fx, "config.train_iters");
+        snprintf(a->lr_decay_style, sizeof(a->lr_decay_style), "%s",
+                 styles[ival(fx, "config.lr_decay_style")]);
+        a->weight_decay = mc_fx_scalar(fx, "config.weight_decay");
+        a->clip_grad = mc_fx_scalar(fx, "config.clip_grad");
+        a->adam_beta1 = mc_fx_scalar(fx, "config.adam_beta1");
+        a->adam_beta2 = mc_fx_scalar(fx, "config.adam_beta2");
+        a->adam_eps = mc_fx_scalar(fx, "config.adam_eps");
+        a->lr_warmup_init = mc_fx_scalar(fx, "config.lr_warmup_init");
+    }
+    mc_args_finalize(a, 1);
+    assert_int_equal(a->padded_vocab_size, ival(fx, "config.padded_vocab_size"));
+}
+
+/* Copies every param.<name> record into the model (after its own init). */
+static void load_params(mc_gpt_t *m, const mc_fx_t *fx)
+{
+    char key[160];
+    for (int i = 0; i < m->n_params; i++) {
+        const mc_param_t *p = &m->params[i];
+        snprintf(key, sizeof(key), "param.%s", p->name);
+        const mc_fx_tensor_t *t = mc_fx_get(fx, key);
+        if (!t) fail_msg("fixture lacks %s", key);
+        assert_int_equal(t->dtype, 0);
+        assert_int_equal(t->numel, p->numel);
+        memcpy(m->param_buf + p->offset, t->data, (size_t)p->numel * sizeof(float));
+    }
+    /* and the fixture has no parameter the model lacks */
+    for (int i = 0; i < fx->n; i++)
+        if (strncmp(fx->t[i].name, "param.", 6) == 0 && !mc_gpt_find_param(m, fx->t[i].name + 6))
+            fail_msg("model lacks fixture parameter %s", fx->t[i].name);
+}
+
+static mc_microbatch_t batch(const mc_fx_t *fx, const char *prefix, int b, int s)
+{
+    char k[128];
+    mc_microbatch_t mb = {.b = b, .s = s};
+    static int32_t positions[4096];
+    assert_true(b * s <= 4096);
+    for (int i = 0; i < b * s; i++) positions[i] = i % s;
+    snprintf(k, sizeof(k), "%s.tokens", prefix);
+    mb.tokens = mc_fx_get(fx, k)->data;
+    snprintf(k, sizeof(k), "%s.labels", prefix);
+    mb.labels = mc_fx_get(fx, k)->data;
+    snprintf(k, sizeof(k), "%s.loss_mask", prefix);
+    mb.loss_mask = mc_fx_get(fx, k)->data;
+    mb.positions = positions;
+    return mb;
+}
+
+static void check_forward_backward(const char *file)
+{
+    mc_fx_t *fx = load(file);
+    mc_args_t a;
+    args_from_fixture(&a, fx);
+    mc_trainer_t t;
+    assert_int_equal(mc_trainer_init(&t, &a, mc_backend_cpu(), mc_comm_single()), 0);
+    mc_gpt_t *m = &t.model;
+    load_params(m, fx);
+
+    const int M = ival(fx, "config.num_microbatches"), B = a.micro_batch_size, S = a.seq_length;
+    const mc_fx_tensor_t *mb_loss = mc_fx_get(fx, "out.mb_loss");
+    assert_non_null(mb_loss);
+    double tot = 0, cnt_tot = 0;
+    memset(m->grad_buf, 0, (size_t)m->n_elems * sizeof(float));
+    for (int i = 0; i < M; i++) {
+        char prefix[32];
+        snprintf(prefix, sizeof(prefix), "batch.%d", i);
+        mc_microbatch_t mb = batch(fx, prefix, B, S);
+        double sum, cnt;
+        mc_gpt_forward(m, &mb, 1, true, &sum, &cnt);
+        double want = ((const double *)mb_loss->data)[i];
+        assert_true(fabs(sum / cnt - want) <= TOL * fabs(want));
+        if (i == 0) {
+            const mc_fx_tensor_t *lg = mc_fx_get(fx, "out.logits.0");
+            assert_non_null(lg);
+            assert_int_equal(lg->numel, (long)S * B * a.padded_vocab_size);
+            double e = rel_err_f32_f64(m->logits, lg->data, lg->numel);
+            printf("# %s logits rel err %.3g\n", file, e);
+            assert_true(e <= TOL);
+        }
+        mc_gpt_backward(m, 1, (float)(1.0 / (fmax(cnt, 1.0) * M)));
+        tot += sum;
+        cnt_tot += cnt;
+    }
+    double want = mc_fx_scalar(fx, "out.loss");
+    assert_true(fabs(tot / cnt_tot - want) <= TOL * fabs(want));
+
+    double worst = 0;
+    for (int i = 0; i < m->n_params; i++) {
+        const mc_param_t *p = &m->params[i];
+        char key[160];
+        snprintf(key, sizeof(key), "grad.%s", p->name);
+        const mc_fx_tensor_t *g = mc_fx_get(fx, key);
+        if (!g) fail_msg("fixture lacks %s", key);
+        assert_int_equal(g->numel, p->numel);
+        double e = rel_err_f32_f64(m->grad_buf + p->offset, g->data, p->numel);
+        if (e > TOL) fail_msg("%s: gradient rel err %.3g > %g", p->name, e, TOL);
+        worst = fmax(worst, e);
+    }
+    printf("# %s: %d gradients, worst rel err %.3g\n", file, m->n_params, worst);
+    mc_trainer_free(&t);
+    mc_args_free(&a);
+    mc_fx_free(fx);
+}
+
+static void check_training(const char *file)
+{
+    mc_fx_t *fx = load(file);
+    mc_args_t a;
+    args_from_fixture(&a, fx);
+    mc_trainer_t t;
+    assert_int_equal(mc_trainer_init(&t, &a, mc_backend_cpu(), mc_comm_single()), 0);
+    load_params(&t.model, fx);
+    const int M = a.num_microbatches, B = a.micro_batch_size, S = a.seq_length;
+    const mc_fx_tensor_t *loss = mc_fx_get(fx, "out.step_loss"), *gn = mc_fx_get(fx, "out.step_grad_norm"),
+                         *lr = mc_fx_get(fx, "out.step_lr");
+    assert_non_null(loss);
+    assert_non_null(gn);
+    assert_non_null(lr);
+    mc_microbatch_t mbs[16];
+    assert_true(M <= 16);
+    for (int step = 0; step < (int)a.train_iters; step++) {
+        for (int i = 0; i < M; i++) {
+            char prefix[48];
+            snprintf(prefix, sizeof(prefix), "step.%d.batch.%d", step, i);
+            mbs[i] = batch(fx, prefix, B, S);
+            mbs[i].sample0 = (uint64_t)(step * M + i) * B;
+        }
+        mc_step_result_t r;
+        mc_train_step(&t, mbs, M, &r);
+        t.iteration++;
+        double l = r.loss_sum / r.num_tokens, wl = ((double *)loss->data)[step];
+        double wg = ((double *)gn->data)[step], wlr = ((double *)lr->data)[step];
+        printf("# %s step %d loss %.9g (ref %.9g) grad norm %.6g (ref %.6g) lr %.6g\n", file, step,
+               l, wl, r.grad_norm, wg, r.lr);
+        assert_true(fabs(l - wl) <= TOL * fabs(wl));
+        assert_true(fabs(r.grad_norm - wg) <= TOL * fabs(wg));
+        assert_true(fabs(r.lr - wlr) <= 1e-12 + 1e-9 * fabs(wlr));
+    }
+    for (int i = 0; i < t.model.n_params; i++) {
+        const mc_param_t *p = &t.model.params[i];
+        char key[160];
+        snprintf(key, sizeof(key), "final.param.%s", p->name);
+        const mc_fx_tensor_t *w = mc_fx_get(fx, key);
+        if (!w) fail_msg("fixture lacks %s", key);
+        double e = rel_err_f32_f64(t.model.param_buf + p->offset, w->data, p->numel);
+        if (e > TOL) fail_msg("%s: final parameter rel err %.3g > %g", p->name, e, TOL);
+    }
+    mc_trainer_free(&t);
+    mc_args_free(&a);
+    mc_fx_free(fx);
+}
+
+static void test_tied_bias(void **s) { (void)s; check_forward_backward("gpt_tied_bias.mcfx"); }
+static void test_untied_nobias(void **s) { (void)s; check_forward_backward("gpt_untied_nobias.mcfx"); }
+static void test_train_tied_bias(void **s) { (void)s; check_training("train_tied_bias.mcfx"); }
+static void test_train_untied_nobias(void **s) { (void)s; check_training("train_untied_nobias.mcfx"); }
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_tied_bias),
+        cmocka_unit_test(test_untied_nobias),
+        cmocka_unit_test(test_train_tied_bias),
+        cmocka_unit_test(test_train_untied_nobias),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

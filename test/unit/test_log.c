@@ -1,0 +1,277 @@
+/* Megatron's log line, validation block and FLOPs (MEGATRON.md section 8). Expected strings are
+ * byte-exact: the first is section 8's example; the others were produced by Megatron's format
+ * strings run in CPython. */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdint.h>
+#include <cmocka.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "train/log.h"
+
+/* 2026-01-01 12:00:00 UTC */
+#define T_2026_NOON 1767268800
+
+static void set_tz(const char *tz)
+{
+    setenv("TZ", tz, 1);
+    tzset();
+}
+
+static mc_log_line_t example_line(void)
+{
+    mc_log_line_t l;
+    memset(&l, 0, sizeof(l));
+    l.iteration = 10;
+    l.train_iters = 100;
+    l.consumed_samples = 640;
+    l.elapsed_ms_per_iter = 123.4;
+    l.has_lr = 1;
+    l.lr = 1.5e-4;
+    l.global_batch_size = 64;
+    l.n_losses = 1;
+    l.loss_names[0] = "lm loss";
+    l.loss_values[0] = 10.34567;
+    l.loss_scale = 1.0;
+    l.has_grad_norm = 1;
+    l.grad_norm = 3.456;
+    return l;
+}
+
+static void test_example_line(void **state)
+{
+    (void)state;
+    set_tz("UTC");
+    mc_log_line_t l = example_line();
+    struct timespec when = {T_2026_NOON, 0};
+    char buf[1024];
+    const char *want =
+        " [2026-01-01 12:00:00.000000] iteration       10/     100 | consumed samples:          640 |"
+        " elapsed time per iteration (ms): 123.4 | learning rate: 1.500000E-04 | global batch size:"
+        "    64 | lm loss: 1.034567E+01 | loss scale: 1.0 | grad norm: 3.456 | number of skipped"
+        " iterations:   0 | number of nan iterations:   0 |";
+    int len = mc_format_log_line(buf, sizeof(buf), &l, &when);
+    assert_string_equal(buf, want);
+    assert_int_equal(len, (int)strlen(want));
+}
+
+static void test_optional_fields(void **state)
+{
+    (void)state;
+    set_tz("IST-5:30"); /* local time is UTC+5:30 */
+    mc_log_line_t l;
+    memset(&l, 0, sizeof(l));
+    l.iteration = 12345;
+    l.train_iters = 500000;
+    l.consumed_samples = 790080;
+    l.skipped_samples = 32;
+    l.elapsed_ms_per_iter = 2345.678;
+    l.has_throughput = 1;
+    l.tflops_per_gpu = 45.67;
+    l.has_lr = 0; /* None: omitted */
+    l.global_batch_size = 64;
+    l.n_losses = 3;
+    l.loss_names[0] = "lm loss";
+    l.loss_values[0] = 2.5;
+    l.loss_names[1] = "aux loss";
+    l.loss_values[1] = -1.0; /* avg < 0: omitted */
+    l.loss_names[2] = "z loss";
+    l.loss_values[2] = 0.0; /* avg >= 0 includes 0 */
+    l.loss_scale = 65536.0;
+    l.has_grad_norm = 0; /* skipped step: no grad norm */
+    l.has_num_zeros = 1;
+    l.num_zeros = 12345;
+    l.has_params_norm = 1;
+    l.params_norm = 262.1445;
+    l.skipped_iters = 1;
+    l.nan_iters = 1;
+    struct timespec when = {T_2026_NOON, 123456789}; /* microseconds truncated */
+    char buf[1024];
+    const char *want =
+        " [2026-01-01 17:30:00.123456] iteration    12345/  500000 | consumed samples:       790080 |"
+        " skipped samples:           32 | elapsed time per iteration (ms): 2345.7 | throughput per"
+        " GPU (TFLOP/s/GPU): 45.7 | global batch size:    64 | lm loss: 2.500000E+00 | z loss:"
+        " 0.000000E+00 | loss scale: 65536.0 | num zeros: 12345 | params norm: 262.144 | number of"
+        " skipped iterations:   1 | number of nan iterations:   1 |";
+    int len = mc_format_log_line(buf, sizeof(buf), &l, &when);
+    assert_string_equal(buf, want);
+    assert_int_equal(len, (int)strlen(want));
+    set_tz("UTC");
+}
+
+/* Wide numbers overflow their field widths as Python does; NaN and inf print as Python prints
+ * them; a NaN loss is not >= 0 and is left out. */
+static void test_wide_and_nonfinite(void **state)
+{
+    (void)state;
+    set_tz("UTC");
+    mc_log_line_t l;
+    memset(&l, 0, sizeof(l));
+    l.iteration = 100000000;
+    l.train_iters = 123456789;
+    l.consumed_samples = 1234567890123LL;
+    l.elapsed_ms_per_iter = 0.04;
+    l.has_throughput = 1;
+    l.tflops_per_gpu = 1234.56;
+    l.has_lr = 1;
+    l.lr = INFINITY;
+    l.global_batch_size = 12345;
+    l.n_losses = 1;
+    l.loss_names[0] = "lm loss";
+    l.loss_values[0] = -NAN;
+    l.loss_scale = 1.0;
+    l.has_grad_norm = 1;
+    l.grad_norm = -NAN; /* Python prints nan without a sign */
+    l.has_num_zeros = 1;
+    l.num_zeros = 0;
+    l.has_params_norm = 1;
+    l.params_norm = 1e6 / 3;
+    l.nan_iters = 123;
+    struct timespec when = {T_2026_NOON, 999999999};
+    char buf[1024];
+    const char *want =
+        " [2026-01-01 12:00:00.999999] iteration 100000000/123456789 | consumed samples:"
+        " 1234567890123 | elapsed time per iteration (ms): 0.0 | throughput per GPU (TFLOP/s/GPU):"
+        " 1234.6 | learning rate: INF | global batch size: 12345 | loss scale: 1.0 | grad norm: nan"
+        " | num zeros: 0 | params norm: 333333.333 | number of skipped iterations:   0 | number of"
+        " nan iterations: 123 |";
+    mc_format_log_line(buf, sizeof(buf), &l, &when);
+    assert_string_equal(buf, want);
+
+    /* {:.6E} of a NaN is "NAN" (eval block path) */
+    const char *names[] = {"lm loss"};
+    double v = -NAN;
+    mc_format_eval_block(buf, sizeof(buf), "iteration 1", names, &v, 1);
+    assert_non_null(strstr(buf, "| lm loss value: NAN | lm loss PPL: 4.851652E+08 | \n"));
+}
+
+static void test_truncation(void **state)
+{
+    (void)state;
+    set_tz("UTC");
+    mc_log_line_t l = example_line();
+    struct timespec when = {T_2026_NOON, 0};
+    char full[1024], small[40];
+    int n = mc_format_log_line(full, sizeof(full), &l, &when);
+    memset(small, 'x', sizeof(small));
+    int m = mc_format_log_line(small, sizeof(small), &l, &when);
+    assert_int_equal(m, n);
+    assert_int_equal(strlen(small), sizeof(small) - 1);
+    assert_memory_equal(small, full, sizeof(small) - 1);
+    assert_int_equal(mc_format_log_line(NULL, 0, &l, &when), n);
+
+    const char *names[] = {"lm loss"};
+    double v = 25.0;
+    int k = mc_format_eval_block(full, sizeof(full), "iteration 25", names, &v, 1);
+    assert_int_equal(mc_format_eval_block(small, sizeof(small), "iteration 25", names, &v, 1), k);
+    assert_memory_equal(small, full, sizeof(small) - 1);
+    assert_int_equal(small[sizeof(small) - 1], '\0');
+}
+
+static void test_eval_block(void **state)
+{
+    (void)state;
+    char buf[2048];
+    const char *names[] = {"lm loss"};
+    double v = 25.0; /* PPL = exp(min(20, 25)) = exp(20) */
+    const char *line = " validation loss at iteration 25 | lm loss value: 2.500000E+01 |"
+                       " lm loss PPL: 4.851652E+08 | ";
+    char want[2048], dashes[512];
+    size_t d = strlen(line) + 1;
+    assert_int_equal(d, 94);
+    memset(dashes, '-', d);
+    dashes[d] = '\0';
+    snprintf(want, sizeof(want), "%s\n%s\n%s\n", dashes, line, dashes);
+    int len = mc_format_eval_block(buf, sizeof(buf), "iteration 25", names, &v, 1);
+    assert_string_equal(buf, want);
+    assert_int_equal(len, (int)strlen(want));
+
+    v = 2.345678901;
+    line = " validation loss at iteration 50 on validation set | lm loss value: 2.345679E+00 |"
+           " lm loss PPL: 1.044036E+01 | ";
+    d = strlen(line) + 1;
+    assert_int_equal(d, 112);
+    memset(dashes, '-', d);
+    dashes[d] = '\0';
+    snprintf(want, sizeof(want), "%s\n%s\n%s\n", dashes, line, dashes);
+    mc_format_eval_block(buf, sizeof(buf), "iteration 50 on validation set", names, &v, 1);
+    assert_string_equal(buf, want);
+
+    /* several values on one line; exactly 20 gives exp(20) too; a negative loss is printed */
+    const char *names2[] = {"lm loss", "other"};
+    double v2[] = {20.0, -1.0};
+    line = " validation loss at iteration 50 on test set | lm loss value: 2.000000E+01 |"
+           " lm loss PPL: 4.851652E+08 | other value: -1.000000E+00 | other PPL: 3.678794E-01 | ";
+    d = strlen(line) + 1;
+    memset(dashes, '-', d);
+    dashes[d] = '\0';
+    snprintf(want, sizeof(want), "%s\n%s\n%s\n", dashes, line, dashes);
+    mc_format_eval_block(buf, sizeof(buf), "iteration 50 on test set", names2, v2, 2);
+    assert_string_equal(buf, want);
+}
+
+static mc_args_t gpt_args(int L, int h, int heads, int kvc, bool gqa, int groups, int ffn, int s,
+                          int vpad, bool swiglu)
+{
+    mc_args_t a;
+    memset(&a, 0, sizeof(a));
+    a.num_layers = L;
+    a.hidden_size = h;
+    a.num_attention_heads = heads;
+    a.kv_channels = kvc;
+    a.group_query_attention = gqa;
+    a.num_query_groups = groups;
+    a.ffn_hidden_size = ffn;
+    a.seq_length = s;
+    a.padded_vocab_size = vpad;
+    a.swiglu = swiglu;
+    return a;
+}
+
+static void test_flops(void **state)
+{
+    (void)state;
+    /* GPT-2 124M: 72BsLh^2 + 6Bs^2Lh + 6BshV */
+    mc_args_t a = gpt_args(12, 768, 12, 64, false, 12, 3072, 1024, 50304, false);
+    double B = 512, s = 1024, L = 12, h = 768, V = 50304;
+    double closed = 72 * B * s * L * h * h + 6 * B * s * s * L * h + 6 * B * s * h * V;
+    assert_true(mc_num_floating_point_operations(&a, 512) == closed);
+    assert_true(closed == 418398534107136.0);
+
+    /* GQA + swiglu + ffn != 4h, by hand: B=3, s=32, L=2, h=64, heads=4, kv_channels=16 (q=64),
+     * groups=2 (kv=32), ffn=100, e=3, V=128:
+     *   6*64*100*3*2 = 230400; 6*(64*(64+64) + 64*64)*2 = 147456; 6*64*128 = 49152
+     *   B*s*427008 = 40992768; B*s^2*L*6*q = 3*1024*2*6*64 = 2359296  -> 43352064 */
+    a = gpt_args(2, 64, 4, 16, true, 2, 100, 32, 128, true);
+    assert_true(mc_num_floating_point_operations(&a, 3) == 43352064.0);
+
+    /* kv_channels != h/heads (q = 128), num_query_groups ignored without GQA, ffn = 200, gelu:
+     *   6*64*200*2*2 = 307200; 6*(64*384 + 128*64)*2 = 393216; 49152 -> 749568 * 96 = 71958528
+     *   + 3*1024*2*6*128 = 4718592 -> 76677120 */
+    a = gpt_args(2, 64, 4, 32, false, 1, 200, 32, 128, false);
+    assert_true(mc_num_floating_point_operations(&a, 3) == 76677120.0);
+
+    /* Large shapes round once, at B*s*inner, exactly as Python does (values from CPython). */
+    a = gpt_args(96, 12288, 96, 128, false, 96, 49152, 2048, 51200, false);
+    assert_true(mc_num_floating_point_operations(&a, 1536) == 0x1.72e1800000000p+61);
+    a = gpt_args(80, 8192, 64, 128, true, 8, 28672, 4096, 128256, true);
+    assert_true(mc_num_floating_point_operations(&a, 2048) == 0x1.935f000000000p+61);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_example_line),
+        cmocka_unit_test(test_optional_fields),
+        cmocka_unit_test(test_wide_and_nonfinite),
+        cmocka_unit_test(test_truncation),
+        cmocka_unit_test(test_eval_block),
+        cmocka_unit_test(test_flops),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
