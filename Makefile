@@ -59,7 +59,7 @@ all: megatron-c
 
 megatron-c: $(BIN)
 ifeq ($(SANITIZE),0)
-	cp $(BIN) $@
+	cp $(BIN) $@.tmp && mv -f $@.tmp $@
 endif
 
 $(BIN): $(BUILD)/main.o $(LIB_OBJ)

@@ -62,8 +62,9 @@ typedef struct {
     int eval_global_batch_size;     /* derived: gbs when not given */
 
     /* ---- training length ---- */
-    int64_t train_iters;            /* 0 = not given */
-    int64_t train_samples;          /* 0 = not given */
+    int64_t train_iters;            /* 0 = not given; derived as train_samples // gbs when
+                                     * --train-samples is given (training.update_train_iters) */
+    int64_t train_samples;          /* 0 = not given; > 0 marks sample-based training (lr schedule) */
     int64_t exit_interval;          /* 0 = not given */
     double exit_duration_in_mins;   /* 0 = not given */
     bool skip_train;
@@ -137,7 +138,8 @@ typedef struct {
 void mc_args_parse(mc_args_t *args, int argc, char **argv, int world_size);
 
 /* Megatron's validate_args rules and derived values. Exits 2 with one line on violation.
- * Called by mc_args_parse; exposed for tests that fill args by hand. */
+ * Called by mc_args_parse; exposed for tests that fill args by hand (start from
+ * mc_args_defaults). Call it once: it derives train_iters from train_samples. */
 void mc_args_finalize(mc_args_t *args, int world_size);
 
 /* Defaults for every field (Megatron's defaults, section 11 of the spec for differences). */

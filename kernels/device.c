@@ -1,3 +1,4 @@
+#include <cblas.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -32,17 +33,20 @@ const char *mc_build_description(void)
     return buf;
 }
 
-const mc_backend_t *mc_backend_select(const char *device, char *why, size_t n)
+const mc_backend_t *mc_backend_select(const char *device, int cpu_threads, char *why, size_t n)
 {
     int gpus = mc_cuda_device_count();
+    char reason[160];
     if (strcmp(device, "cuda") == 0)
         mc_user_error("--device cuda: the CUDA backend is not implemented yet in megatron-c "
                       "(%d GPU(s) visible; use --device cpu)", gpus);
     if (strcmp(device, "cpu") == 0)
-        snprintf(why, n, "cpu (requested by --device cpu)");
+        snprintf(reason, sizeof(reason), "requested by --device cpu");
     else if (gpus > 0)
-        snprintf(why, n, "cpu (%d GPU(s) visible, but the CUDA backend is not implemented yet)", gpus);
+        snprintf(reason, sizeof(reason), "%d GPU(s) visible, but the CUDA backend is not implemented yet", gpus);
     else
-        snprintf(why, n, "cpu (no CUDA device available)");
+        snprintf(reason, sizeof(reason), "no CUDA device available");
+    if (cpu_threads > 0) openblas_set_num_threads(cpu_threads);
+    snprintf(why, n, "cpu (%s; OpenBLAS with %d thread(s))", reason, openblas_get_num_threads());
     return mc_backend_cpu();
 }

@@ -7,8 +7,9 @@
 #include "kernels/backend.h"
 
 /* device: "auto", "cpu" or "cuda". Writes a one-line reason for the choice into why.
- * An impossible request (cuda without a GPU or without a CUDA build) is a user error. */
-const mc_backend_t *mc_backend_select(const char *device, char *why, size_t n);
+ * An impossible request (cuda without a GPU or without a CUDA build) is a user error.
+ * cpu_threads > 0 sets the CPU backend's OpenBLAS thread count (--cpu-threads). */
+const mc_backend_t *mc_backend_select(const char *device, int cpu_threads, char *why, size_t n);
 
 /* Number of usable CUDA devices; 0 when not built with CUDA or when the driver reports any
  * error (a CUDA build on a machine without a GPU). */

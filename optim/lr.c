@@ -34,17 +34,19 @@ void mc_lr_sched_init(mc_lr_sched_t *s, const mc_args_t *a)
     const int64_t gbs = a->global_batch_size;
     const bool fraction = a->lr_warmup_fraction >= 0;
 
-    if (a->train_iters) { /* iteration-based training */
+    /* Sample-based first: finalize derives train_iters from train_samples, so train_iters
+     * is set in both modes (Megatron decides before deriving it). */
+    if (a->train_samples > 0) { /* sample-based training */
+        s->decay_steps = a->lr_decay_samples ? a->lr_decay_samples : a->train_samples;
+        s->wd_incr_steps = a->train_samples;
+        s->warmup_steps = fraction ? a->lr_warmup_fraction * (double)s->decay_steps
+                                   : (double)a->lr_warmup_samples;
+    } else if (a->train_iters > 0) { /* iteration-based training */
         int64_t decay_iters = a->lr_decay_iters ? a->lr_decay_iters : a->train_iters;
         s->decay_steps = decay_iters * gbs;
         s->wd_incr_steps = a->train_iters * gbs;
         s->warmup_steps = fraction ? a->lr_warmup_fraction * (double)s->decay_steps
                                    : (double)(a->lr_warmup_iters * gbs);
-    } else if (a->train_samples) { /* sample-based training */
-        s->decay_steps = a->lr_decay_samples ? a->lr_decay_samples : a->train_samples;
-        s->wd_incr_steps = a->train_samples;
-        s->warmup_steps = fraction ? a->lr_warmup_fraction * (double)s->decay_steps
-                                   : (double)a->lr_warmup_samples;
     } else {
         mc_user_error("either --train-iters or --train-samples must be given (add one of them)");
     }

@@ -32,8 +32,8 @@ count() { # name, output file, exit code
         cat "$out"
         echo "----"
     fi
-    grep -E '^not ok ' "$out" | sed "s/^/$name: /"
-    grep -E '^ok .*# ?SKIP' "$out" | sed "s/^/$name: /"
+    grep -E '^not ok ' "$out" | sed "s|^|$name: |"
+    grep -E '^ok .*# ?SKIP' "$out" | sed "s|^|$name: |"
     passed=$((passed + p)) failed=$((failed + f)) skipped=$((skipped + s))
     printf '%-40s %3d passed, %d failed, %d skipped\n' "$name" "$p" "$f" "$s"
 }

@@ -202,7 +202,7 @@ static void log_iteration(mc_trainer_t *t, interval_t *iv, const mc_step_result_
 int mc_pretrain(mc_args_t *args)
 {
     char why[256];
-    const mc_backend_t *be = mc_backend_select(args->device, why, sizeof(why));
+    const mc_backend_t *be = mc_backend_select(args->device, args->cpu_threads, why, sizeof(why));
     mc_comm_t *comm = mc_comm_single();
     mc_trainer_t *t = calloc(1, sizeof(*t));
     if (!t) mc_fatal("out of host memory");

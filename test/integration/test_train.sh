@@ -30,7 +30,7 @@ check "memory plan logged" grep -q 'activations (1 microbatch in flight)' "$MC_T
 loss() { grep -E "iteration +$1/" "$2" | sed -E 's/.*lm loss: ([0-9.E+-]+) .*/\1/'; }
 l1=$(loss 1 "$MC_TMP/run1")
 l50=$(loss 50 "$MC_TMP/run1")
-check "loss falls ($l1 -> $l50)" awk -v a="$l1" -v b="$l50" 'BEGIN { exit !(b < a - 1.0) }'
+check "loss falls ($l1 -> $l50)" awk -v a="$l1" -v b="$l50" 'BEGIN { exit !(b < 0.9 * a) }'
 
 # Determinism: the same flags give bit-identical losses and grad norms.
 "$MC_BIN" "${FLAGS[@]}" >"$MC_TMP/run2" 2>&1
@@ -57,7 +57,7 @@ check "--exit-interval: no iteration 8" bash -c "! grep -q 'iteration        8/'
 "$MC_BIN" "${FLAGS[@]}" --exit-duration-in-mins 0.000001 >"$MC_TMP/dur" 2>&1
 check "--exit-duration-in-mins stops after one iteration" grep -q 'exiting program after' "$MC_TMP/dur"
 
-"$MC_BIN" "${FLAGS[@]}" --log-throughput --log-params-norm --log-num-zeros-in-grad --train-iters 2 --log-interval 1 >"$MC_TMP/opt" 2>&1
+"$MC_BIN" "${FLAGS[@]}" --log-throughput --log-params-norm --log-num-zeros-in-grad --train-iters 2 --lr-warmup-iters 1 --log-interval 1 >"$MC_TMP/opt" 2>&1
 check "optional log fields in order" grep -qE 'elapsed time per iteration \(ms\): [0-9.]+ \| throughput per GPU \(TFLOP/s/GPU\): [0-9.]+ \| learning rate: .* \| grad norm: [0-9.]+ \| num zeros: [0-9]+ \| params norm: [0-9.]+ \| number of skipped' "$MC_TMP/opt"
 
 "$MC_BIN" --version >"$MC_TMP/ver" 2>&1

@@ -1,0 +1,310 @@
+/* Megatron's validate_args rules (MEGATRON.md section 3.1) and the values it derives, plus the
+ * checks Megatron makes later (tokenizer padding, the lr scheduler's asserts) so that every
+ * configuration problem is a one-line user error before any work starts. */
+#include <limits.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "cli/args.h"
+#include "cli/error.h"
+#include "cli/flags.h"
+
+int mc_padded_vocab_size(int vocab_size, int divisible_by, int tp)
+{
+    int64_t multiple = (int64_t)divisible_by * tp;
+    if (vocab_size <= 0 || multiple <= 0) return vocab_size;
+    int64_t padded = (vocab_size + multiple - 1) / multiple * multiple;
+    return padded > INT_MAX ? -1 : (int)padded;
+}
+
+/* ---- values filled by hand (tests) must still respect the table ---- */
+
+/* The field's numeric value, or false when the field holds its "not given" value. */
+static bool field_number(const mc_args_t *a, const mc_flag_t *f, double *out)
+{
+    const char *p = (const char *)a + f->field;
+    int i;
+    int64_t l;
+    switch (f->type) {
+    case MC_FLAG_INT:
+        memcpy(&i, p, sizeof(i));
+        *out = i;
+        break;
+    case MC_FLAG_INT64:
+        memcpy(&l, p, sizeof(l));
+        *out = (double)l;
+        break;
+    case MC_FLAG_FLOAT: memcpy(out, p, sizeof(*out)); break;
+    default: return false;
+    }
+    if (f->def) return true;
+    double none = 0;
+    if (f->none) sscanf(f->none, "%lf", &none);
+    return *out != none;
+}
+
+static void check_field(const mc_args_t *a, const mc_flag_t *f)
+{
+    double v;
+    if (field_number(a, f, &v) && !mc_flag_within_bounds(f, v)) {
+        char range[96];
+        mc_flag_bounds_text(f, range, sizeof(range));
+        mc_user_error("%s must be %s (got %.15g)", f->name, range, v);
+    }
+    if (f->type == MC_FLAG_CHOICE) {
+        const char *s = (const char *)a + f->field;
+        if (!*s && !f->def) return; /* None */
+        for (const char *const *c = f->choices; *c; c++)
+            if (strcmp(*c, s) == 0) return;
+        mc_user_error("%s: invalid choice '%.80s'", f->name, s);
+    }
+}
+
+static void check_fields(const mc_args_t *a)
+{
+    for (size_t i = 0; i < mc_flag_count(); i++) {
+        const mc_flag_t *f = mc_flag_at(i);
+        if (f->field_size) check_field(a, f);
+    }
+}
+
+/* ---- rules ---- */
+
+static void append(char *list, size_t n, bool missing, const char *name)
+{
+    if (!missing) return;
+    if (*list) strncat(list, ", ", n - strlen(list) - 1);
+    strncat(list, name, n - strlen(list) - 1);
+}
+
+/* validate_args' required arguments plus what pretrain needs later, named together the way
+ * argparse names missing required arguments. */
+static void check_required(const mc_args_t *a)
+{
+    char list[512] = "";
+    append(list, sizeof(list), a->num_layers == 0, "--num-layers");
+    append(list, sizeof(list), a->hidden_size == 0, "--hidden-size");
+    append(list, sizeof(list), a->num_attention_heads == 0, "--num-attention-heads");
+    append(list, sizeof(list), a->seq_length == 0, "--seq-length");
+    append(list, sizeof(list), a->max_position_embeddings == 0, "--max-position-embeddings");
+    append(list, sizeof(list), a->micro_batch_size == 0, "--micro-batch-size");
+    append(list, sizeof(list), !a->lr_set, "--lr");
+    append(list, sizeof(list), !a->skip_train && !a->train_iters && !a->train_samples,
+           "--train-iters or --train-samples");
+    /* NullTokenizer and --mock-data have no vocabulary file to size the embedding from. */
+    append(list, sizeof(list), a->vocab_size == 0 && !a->vocab_file[0], "--vocab-size");
+    if (*list) mc_user_error("the following arguments are required: %s", list);
+}
+
+static int checked_int(int64_t v, const char *what)
+{
+    if (v > INT_MAX) mc_user_error("%s (%lld) is too large", what, (long long)v);
+    return (int)v;
+}
+
+static void parallel_sizes(mc_args_t *a, int world_size)
+{
+    const int tp = a->tensor_model_parallel_size, pp = a->pipeline_model_parallel_size;
+    const int cp = a->context_parallel_size;
+    const int64_t model = (int64_t)tp * pp * cp;
+    if (world_size % model != 0)
+        mc_user_error("world size (%d) is not divisible by tensor x pipeline x context parallel size "
+                      "(%d x %d x %d = %lld)", world_size, tp, pp, cp, (long long)model);
+    a->world_size = world_size;
+    a->data_parallel_size = (int)(world_size / model);
+    if (tp == 1) a->sequence_parallel = false; /* Megatron: no change of numerics at tp 1 */
+}
+
+static void batch_sizes(mc_args_t *a)
+{
+    const int dp = a->data_parallel_size, mbs = a->micro_batch_size;
+    if (a->global_batch_size == 0) a->global_batch_size = checked_int((int64_t)mbs * dp, "global batch size");
+    const int64_t per_step = (int64_t)mbs * dp;
+    if (a->global_batch_size % per_step != 0)
+        mc_user_error("global batch size (%d) is not divisible by micro batch size (%d) times data "
+                      "parallel size (%d)", a->global_batch_size, mbs, dp);
+    a->num_microbatches = (int)(a->global_batch_size / per_step);
+
+    if (a->eval_micro_batch_size == 0) a->eval_micro_batch_size = mbs;
+    if (a->eval_global_batch_size == 0) a->eval_global_batch_size = a->global_batch_size;
+    if (a->eval_global_batch_size % ((int64_t)a->eval_micro_batch_size * dp) != 0)
+        mc_user_error("eval global batch size (%d) is not divisible by eval micro batch size (%d) "
+                      "times data parallel size (%d)", a->eval_global_batch_size,
+                      a->eval_micro_batch_size, dp);
+}
+
+static void iteration_based(const mc_args_t *a)
+{
+    if (a->train_samples)
+        mc_user_error("--train-iters and --train-samples are mutually exclusive (iteration-based "
+                      "or sample-based training)");
+    if (a->lr_decay_samples)
+        mc_user_error("--lr-decay-samples needs sample-based training (use --lr-decay-iters with "
+                      "--train-iters)");
+    if (a->lr_warmup_samples)
+        mc_user_error("--lr-warmup-samples needs sample-based training (use --lr-warmup-iters with "
+                      "--train-iters)");
+    if (a->lr_warmup_fraction >= 0 && a->lr_warmup_iters)
+        mc_user_error("can only specify one of --lr-warmup-fraction and --lr-warmup-iters");
+}
+
+static void sample_based(const mc_args_t *a)
+{
+    if (a->lr_decay_iters)
+        mc_user_error("--lr-decay-iters needs iteration-based training (use --lr-decay-samples "
+                      "with --train-samples)");
+    if (a->lr_warmup_iters)
+        mc_user_error("--lr-warmup-iters needs iteration-based training (use --lr-warmup-samples "
+                      "with --train-samples)");
+    if (a->lr_warmup_fraction >= 0 && a->lr_warmup_samples)
+        mc_user_error("can only specify one of --lr-warmup-fraction and --lr-warmup-samples");
+}
+
+/* The scheduler's constructor asserts (core/optimizer_param_scheduler.py), in its units:
+ * samples (training.get_optimizer_param_scheduler). */
+static void lr_schedule(const mc_args_t *a)
+{
+    const int64_t gbs = a->global_batch_size;
+    double decay, warmup;
+    if (a->train_samples) {
+        decay = (double)(a->lr_decay_samples ? a->lr_decay_samples : a->train_samples);
+        warmup = a->lr_warmup_fraction >= 0 ? a->lr_warmup_fraction * decay : (double)a->lr_warmup_samples;
+    } else {
+        decay = (double)(a->lr_decay_iters ? a->lr_decay_iters : a->train_iters) * (double)gbs;
+        warmup = a->lr_warmup_fraction >= 0 ? a->lr_warmup_fraction * decay
+                                            : (double)a->lr_warmup_iters * (double)gbs;
+    }
+    if (!(warmup < decay))
+        mc_user_error("the learning-rate warmup (%.15g samples) must be shorter than the decay "
+                      "(%.15g samples) (fewer --lr-warmup-*, or more --lr-decay-* / --train-*)",
+                      warmup, decay);
+    if (a->lr_warmup_init > a->lr)
+        mc_user_error("--lr-warmup-init (%g) must not exceed --lr (%g)", a->lr_warmup_init, a->lr);
+}
+
+static void training_length(mc_args_t *a)
+{
+    if (a->train_iters) iteration_based(a);
+    if (a->train_samples) sample_based(a);
+    if (a->train_iters || a->train_samples) lr_schedule(a);
+    /* training.update_train_iters (constant batch size): the loop counts iterations either way;
+     * train_samples > 0 still marks sample-based training for the lr schedule. */
+    if (a->train_samples) a->train_iters = a->train_samples / a->global_batch_size;
+}
+
+static void model_shape(mc_args_t *a)
+{
+    const int h = a->hidden_size, heads = a->num_attention_heads;
+    const int tp = a->tensor_model_parallel_size, pp = a->pipeline_model_parallel_size;
+    if (a->ffn_hidden_size == 0)
+        a->ffn_hidden_size = a->swiglu ? checked_int((int64_t)((4.0 * h * 2 / 3) / 64) * 64, "--ffn-hidden-size")
+                                       : checked_int(4 * (int64_t)h, "--ffn-hidden-size (4 x --hidden-size)");
+    if (a->kv_channels == 0) {
+        if (h % heads != 0)
+            mc_user_error("--hidden-size (%d) must be divisible by --num-attention-heads (%d) (or "
+                          "give --kv-channels)", h, heads);
+        a->kv_channels = h / heads;
+    }
+    if (heads % tp != 0)
+        mc_user_error("--num-attention-heads (%d) must be divisible by --tensor-model-parallel-size "
+                      "(%d)", heads, tp);
+    if (!a->group_query_attention) a->num_query_groups = heads;
+    if (heads % a->num_query_groups != 0)
+        mc_user_error("--num-attention-heads (%d) must be divisible by --num-query-groups (%d)",
+                      heads, a->num_query_groups);
+    if (a->num_query_groups % tp != 0 && tp % a->num_query_groups != 0)
+        mc_user_error("--num-query-groups (%d) and --tensor-model-parallel-size (%d) must divide "
+                      "one another", a->num_query_groups, tp);
+    if (a->max_position_embeddings < a->seq_length)
+        mc_user_error("--max-position-embeddings (%d) must be greater than or equal to "
+                      "--seq-length (%d)", a->max_position_embeddings, a->seq_length);
+    if (a->context_parallel_size > 1 && a->seq_length % (2 * a->context_parallel_size) != 0)
+        mc_user_error("--seq-length (%d) must be a multiple of 2 x --context-parallel-size (%d)",
+                      a->seq_length, a->context_parallel_size);
+    if (a->num_layers % pp != 0)
+        mc_user_error("--num-layers (%d) must be divisible by --pipeline-model-parallel-size (%d)",
+                      a->num_layers, pp);
+    if (a->embedding_init_method_std == 0) a->embedding_init_method_std = a->init_method_std;
+}
+
+/* Megatron-Core keeps the two bias flags in sync; a QKV-only bias needs a model change. */
+static void biases(mc_args_t *a)
+{
+    if (a->add_qkv_bias && !a->add_bias_linear)
+        mc_user_error("--add-qkv-bias with --disable-bias-linear (a bias on QKV only) is recognised "
+                      "but not implemented yet in megatron-c (see docs/FLAGS.md)");
+    if (!a->add_bias_linear) a->bias_gelu_fusion = false;
+    if (a->add_bias_linear) a->add_qkv_bias = true;
+}
+
+/* tokenizer.build_tokenizer + _vocab_size_with_padding. NullTokenizer's vocabulary is
+ * vocab_size ids plus its eod; --mock-data with GPT2BPETokenizer uses vocab_size as is. */
+static void vocabulary(mc_args_t *a)
+{
+    if (a->vocab_size == 0) return; /* sized by the vocabulary file's tokenizer */
+    const int tp = a->tensor_model_parallel_size;
+    const int64_t v = strcmp(a->tokenizer_type, "NullTokenizer") == 0 ? (int64_t)a->vocab_size + 1 : a->vocab_size;
+    if (v > INT_MAX) mc_user_error("--vocab-size (%d) is too large", a->vocab_size);
+    if (a->padded_vocab_size) {
+        if (a->padded_vocab_size < v)
+            mc_user_error("--padded-vocab-size (%d) is smaller than the vocabulary (%lld)",
+                          a->padded_vocab_size, (long long)v);
+        if (a->padded_vocab_size % tp != 0)
+            mc_user_error("--padded-vocab-size (%d) must be divisible by "
+                          "--tensor-model-parallel-size (%d)", a->padded_vocab_size, tp);
+        return;
+    }
+    a->padded_vocab_size = mc_padded_vocab_size((int)v, a->make_vocab_size_divisible_by, tp);
+    if (a->padded_vocab_size < 0) mc_user_error("--vocab-size (%d) is too large to pad", a->vocab_size);
+}
+
+static void optimizer(mc_args_t *a)
+{
+    if (a->min_lr > a->lr) mc_user_error("--min-lr (%g) must not exceed --lr (%g)", a->min_lr, a->lr);
+    if (strcmp(a->weight_decay_incr_style, "constant") == 0) {
+        if (a->start_weight_decay_set || a->end_weight_decay_set)
+            mc_user_error("--start-weight-decay and --end-weight-decay need "
+                          "--weight-decay-incr-style linear or cosine (constant uses --weight-decay)");
+        a->start_weight_decay = a->end_weight_decay = a->weight_decay;
+        return;
+    }
+    if (!a->start_weight_decay_set || !a->end_weight_decay_set)
+        mc_user_error("--weight-decay-incr-style %s needs both --start-weight-decay and "
+                      "--end-weight-decay", a->weight_decay_incr_style);
+    if (a->end_weight_decay < a->start_weight_decay)
+        mc_user_error("--end-weight-decay (%g) must not be smaller than --start-weight-decay (%g)",
+                      a->end_weight_decay, a->start_weight_decay);
+}
+
+static void precision(mc_args_t *a)
+{
+    if (a->fp16 && a->bf16) mc_user_error("--fp16 and --bf16 are mutually exclusive");
+    /* With dynamic loss scaling inf/nan gradients are the scaler's signal, not an error. */
+    if (a->fp16 && a->loss_scale == 0) a->check_for_nan_in_loss_and_grad = false;
+    if (a->bf16) a->accumulate_allreduce_grads_in_fp32 = true;
+}
+
+static void data(mc_args_t *a)
+{
+    if (a->mock_data && a->n_data_path > 0)
+        mc_user_error("--mock-data and --data-path are mutually exclusive (give one data source)");
+    if (a->n_data_path > 0 && !a->split[0]) strcpy(a->split, "969, 30, 1"); /* legacy default */
+    if (!a->dataloader_type[0]) strcpy(a->dataloader_type, "single");
+}
+
+void mc_args_finalize(mc_args_t *args, int world_size)
+{
+    if (world_size < 1) mc_fatal("internal error: world size %d", world_size);
+    check_fields(args);
+    check_required(args);
+    parallel_sizes(args, world_size);
+    batch_sizes(args);
+    model_shape(args);
+    biases(args);
+    vocabulary(args);
+    optimizer(args);
+    training_length(args);
+    precision(args);
+    data(args);
+}

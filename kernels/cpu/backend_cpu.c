@@ -1,0 +1,76 @@
+/* The CPU reference backend: the op table and the memory ops. Device memory is host memory. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernels/cpu/cpu.h"
+
+#define MC_CPU_ALIGN 64
+
+void *mc_cpu_alloc(const mc_backend_t *be, size_t bytes)
+{
+    (void)be;
+    /* aligned_alloc needs a size that is a multiple of the alignment; never ask for 0 bytes, so
+     * NULL always means failure. */
+    if (bytes > SIZE_MAX - MC_CPU_ALIGN) return NULL;
+    size_t n = (bytes + MC_CPU_ALIGN - 1) / MC_CPU_ALIGN * MC_CPU_ALIGN;
+    if (n == 0) n = MC_CPU_ALIGN;
+    void *p = aligned_alloc(MC_CPU_ALIGN, n);
+    if (p) memset(p, 0, n);
+    return p;
+}
+
+void mc_cpu_free(const mc_backend_t *be, void *p)
+{
+    (void)be;
+    free(p);
+}
+
+void mc_cpu_memcpy(const mc_backend_t *be, void *dst, const void *src, size_t bytes)
+{
+    (void)be;
+    if (bytes && dst != src) memmove(dst, src, bytes);
+}
+
+void mc_cpu_memset0(const mc_backend_t *be, void *p, size_t bytes)
+{
+    (void)be;
+    if (bytes) memset(p, 0, bytes);
+}
+
+void mc_cpu_synchronize(const mc_backend_t *be) { (void)be; }
+
+static const mc_backend_t cpu_backend = {
+    .name = "cpu",
+    .alloc = mc_cpu_alloc,
+    .free = mc_cpu_free,
+    .memcpy_h2d = mc_cpu_memcpy,
+    .memcpy_d2h = mc_cpu_memcpy,
+    .memcpy_d2d = mc_cpu_memcpy,
+    .memset0 = mc_cpu_memset0,
+    .synchronize = mc_cpu_synchronize,
+    .gemm = mc_cpu_gemm,
+    .linear_forward = mc_cpu_linear_forward,
+    .linear_backward = mc_cpu_linear_backward,
+    .embedding_forward = mc_cpu_embedding_forward,
+    .embedding_backward = mc_cpu_embedding_backward,
+    .layernorm_forward = mc_cpu_layernorm_forward,
+    .layernorm_backward_acc = mc_cpu_layernorm_backward_acc,
+    .gelu_forward = mc_cpu_gelu_forward,
+    .gelu_backward = mc_cpu_gelu_backward,
+    .dropout_forward = mc_cpu_dropout_forward,
+    .dropout_backward = mc_cpu_dropout_backward,
+    .attention_forward = mc_cpu_attention_forward,
+    .attention_backward = mc_cpu_attention_backward,
+    .cross_entropy_forward = mc_cpu_cross_entropy_forward,
+    .cross_entropy_backward = mc_cpu_cross_entropy_backward,
+    .add = mc_cpu_add,
+    .add_inplace = mc_cpu_add_inplace,
+    .scale = mc_cpu_scale,
+    .sumsq = mc_cpu_sumsq,
+    .count_zeros = mc_cpu_count_zeros,
+    .has_nonfinite = mc_cpu_has_nonfinite,
+    .adam_step = mc_cpu_adam_step,
+    .impl = NULL,
+};
+
+const mc_backend_t *mc_backend_cpu(void) { return &cpu_backend; }

@@ -1,0 +1,199 @@
+/* Internal declarations of the CPU reference backend (kernels/backend.h documents every op).
+ * Each op lives in the file named after its concern; backend_cpu.c builds the table. */
+#ifndef MC_KERNELS_CPU_CPU_H
+#define MC_KERNELS_CPU_CPU_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "kernels/backend.h"
+
+#if defined(__SSE__)
+#include <xmmintrin.h>
+#elif defined(__ARM_NEON) && defined(__aarch64__)
+#include <arm_neon.h>
+#endif
+
+/* ---- fast elementwise math on 4-float vectors (GCC/clang vector extensions: SSE on x86-64,
+ * NEON on arm64, scalar code elsewhere) ----
+ * libm's expf and tanhf are scalar calls and dominated a training step's profile. Every element
+ * goes through the same vector code (tails are zero-padded into a vector), so a value never
+ * depends on its position in a buffer. */
+typedef float mc_v4f __attribute__((vector_size(16)));
+typedef uint32_t mc_v4u __attribute__((vector_size(16)));
+typedef int32_t mc_v4i __attribute__((vector_size(16)));
+
+static inline mc_v4f mc_v4_load(const float *p)
+{
+    mc_v4f v;
+    __builtin_memcpy(&v, p, sizeof(v));
+    return v;
+}
+static inline void mc_v4_store(float *p, mc_v4f v) { __builtin_memcpy(p, &v, sizeof(v)); }
+/* The first n (< 4) elements, the rest zero. */
+static inline mc_v4f mc_v4_load_part(const float *p, int n)
+{
+    mc_v4f v = {0.0f, 0.0f, 0.0f, 0.0f};
+    for (int k = 0; k < n; k++) v[k] = p[k];
+    return v;
+}
+static inline void mc_v4_store_part(float *p, mc_v4f v, int n)
+{
+    for (int k = 0; k < n; k++) p[k] = v[k];
+}
+static inline mc_v4f mc_v4_splat(float x) { return (mc_v4f){x, x, x, x}; }
+/* m ? a : b, lane-wise, m from a vector comparison (all ones or zero per lane). */
+static inline mc_v4f mc_v4_select(mc_v4i m, mc_v4f a, mc_v4f b)
+{
+    return (mc_v4f)(((mc_v4u)a & (mc_v4u)m) | ((mc_v4u)b & ~(mc_v4u)m));
+}
+
+/* exp(x) within 2 ulp for x in [-87.33, 88.37] (Cody-Waite reduction, Cephes' degree-6
+ * polynomial); 0 below that range (where libm gives denormals); saturates above it. */
+static inline mc_v4f mc_v4_exp(mc_v4f x)
+{
+    const mc_v4f lo = mc_v4_splat(-87.3365447505531f), hi = mc_v4_splat(88.3762626647949f);
+    const mc_v4f magic = mc_v4_splat(12582912.0f); /* 1.5 * 2^23: adding it rounds to an integer */
+    const mc_v4i under = x < lo;
+    mc_v4f xc = mc_v4_select(under, lo, x);
+    xc = mc_v4_select(xc > hi, hi, xc);
+    const mc_v4f t = xc * 1.44269504088896341f + magic;
+    const mc_v4f n = t - magic;
+    const mc_v4u ni = (mc_v4u)t - (mc_v4u)magic;
+    mc_v4f r = xc - n * 0.693359375f;
+    r = r - n * -2.12194440e-4f;
+    mc_v4f p = mc_v4_splat(1.9875691500e-4f);
+    p = p * r + 1.3981999507e-3f;
+    p = p * r + 8.3334519073e-3f;
+    p = p * r + 4.1665795894e-2f;
+    p = p * r + 1.6666665459e-1f;
+    p = p * r + 5.0000001201e-1f;
+    const mc_v4f y = p * r * r + r + 1.0f;
+    const mc_v4f res = (mc_v4f)((mc_v4u)y + (ni << 23));
+    return mc_v4_select(under, mc_v4_splat(0.0f), res);
+}
+
+/* tanh(x) = sign(x) (1 - e) / (1 + e), e = exp(-2|x|): absolute error about 1e-7 (relative
+ * error grows as |x| -> 0, where GeLU multiplies it by x). */
+static inline mc_v4f mc_v4_tanh(mc_v4f x)
+{
+    const mc_v4u sign = (mc_v4u)x & 0x80000000u;
+    const mc_v4f ax = (mc_v4f)((mc_v4u)x & 0x7fffffffu);
+    const mc_v4f e = mc_v4_exp(ax * -2.0f);
+    const mc_v4f t = (1.0f - e) / (1.0f + e);
+    return (mc_v4f)((mc_v4u)t | sign);
+}
+
+/* Correctly rounded square root (identical to sqrtf on every path). */
+static inline mc_v4f mc_v4_sqrt(mc_v4f x)
+{
+#if defined(__SSE__)
+    return (mc_v4f)_mm_sqrt_ps((__m128)x);
+#elif defined(__ARM_NEON) && defined(__aarch64__)
+    return (mc_v4f)vsqrtq_f32((float32x4_t)x);
+#else
+    return (mc_v4f){__builtin_sqrtf(x[0]), __builtin_sqrtf(x[1]), __builtin_sqrtf(x[2]),
+                    __builtin_sqrtf(x[3])};
+#endif
+}
+
+static inline mc_v4f mc_v4_max(mc_v4f a, mc_v4f b) { return mc_v4_select(a > b, a, b); }
+static inline float mc_v4_hmax(mc_v4f a)
+{
+    float m = a[0];
+    for (int k = 1; k < 4; k++) m = a[k] > m ? a[k] : m;
+    return m;
+}
+
+/* backend_cpu.c: memory */
+void *mc_cpu_alloc(const mc_backend_t *be, size_t bytes);
+void mc_cpu_free(const mc_backend_t *be, void *p);
+void mc_cpu_memcpy(const mc_backend_t *be, void *dst, const void *src, size_t bytes);
+void mc_cpu_memset0(const mc_backend_t *be, void *p, size_t bytes);
+void mc_cpu_synchronize(const mc_backend_t *be);
+
+/* gemm.c */
+void mc_cpu_gemm(const mc_backend_t *be, int transa, int transb, int M, int N, int K, float alpha,
+                 const float *A, int lda, const float *B, int ldb, float beta, float *C, int ldc);
+
+/* linear.c */
+void mc_cpu_linear_forward(const mc_backend_t *be, float *out, const float *in, const float *W,
+                           const float *bias, int N, int in_f, int out_f);
+void mc_cpu_linear_backward(const mc_backend_t *be, float *din, float *dW, float *dbias,
+                            const float *dout, const float *in, const float *W, int N, int in_f,
+                            int out_f);
+/* acc[j] += sum over n of x[n, j] for j < C (x is [N, C]), summed in double. */
+void mc_cpu_colsum_acc(float *acc, const float *x, int N, int C);
+
+/* embedding.c */
+void mc_cpu_embedding_forward(const mc_backend_t *be, float *out, const int32_t *tokens,
+                              const int32_t *positions, const float *wte, const float *wpe, int S,
+                              int B, int H);
+void mc_cpu_embedding_backward(const mc_backend_t *be, float *dwte, float *dwpe, const float *dout,
+                               const int32_t *tokens, const int32_t *positions, int S, int B, int H);
+
+/* layernorm.c */
+void mc_cpu_layernorm_forward(const mc_backend_t *be, float *out, float *mean, float *rstd,
+                              const float *x, const float *w, const float *b, int N, int C,
+                              float eps);
+void mc_cpu_layernorm_backward_acc(const mc_backend_t *be, float *dx, float *dw, float *db,
+                                   const float *dout, const float *x, const float *w,
+                                   const float *mean, const float *rstd, int N, int C);
+
+/* gelu.c */
+void mc_cpu_gelu_forward(const mc_backend_t *be, float *out, const float *x, long n,
+                         int tanh_approx);
+void mc_cpu_gelu_backward(const mc_backend_t *be, float *dx, const float *dout, const float *x,
+                          long n, int tanh_approx);
+
+/* dropout.c */
+void mc_cpu_dropout_forward(const mc_backend_t *be, float *out, const float *x,
+                            const mc_dropout_t *d, int d0, int B, int inner, int d0_offset,
+                            int inner_full, int inner_offset);
+void mc_cpu_dropout_backward(const mc_backend_t *be, float *dx, const float *dout,
+                             const mc_dropout_t *d, int d0, int B, int inner, int d0_offset,
+                             int inner_full, int inner_offset);
+/* dst[i] = keep(e0 + i) ? src[i] * scale : 0 for i in [0, n), with keep = mc_dropout_keep for
+ * (d's seed/iteration/layer/site, sample). One Philox block serves four consecutive elements.
+ * dst may equal src. */
+void mc_cpu_dropout_span(float *dst, const float *src, long n, const mc_dropout_t *d,
+                         uint64_t sample, uint64_t e0, float scale);
+/* The factor kept values are multiplied by: 1/(1-p) in fp32 (0 when p >= 1). */
+float mc_cpu_dropout_scale(float p);
+
+/* attention.c */
+void mc_cpu_attention_forward(const mc_backend_t *be, float *out, float *probs, const float *qkv,
+                              int S, int B, int NH, int HD, float scale, const mc_dropout_t *d,
+                              int head_offset, int NH_full);
+void mc_cpu_attention_backward(const mc_backend_t *be, float *dqkv, float *scratch,
+                               const float *dout, const float *qkv, const float *probs, int S,
+                               int B, int NH, int HD, float scale, const mc_dropout_t *d,
+                               int head_offset, int NH_full);
+
+/* cross_entropy.c */
+void mc_cpu_cross_entropy_forward(const mc_backend_t *be, float *losses, const float *logits,
+                                  const int32_t *targets, int S, int B, int V);
+void mc_cpu_cross_entropy_backward(const mc_backend_t *be, float *dlogits, const float *logits,
+                                   const int32_t *targets, const float *dloss, int S, int B,
+                                   int V);
+
+/* elementwise.c */
+void mc_cpu_add(const mc_backend_t *be, float *out, const float *a, const float *b, long n);
+void mc_cpu_add_inplace(const mc_backend_t *be, float *acc, const float *x, long n);
+void mc_cpu_scale(const mc_backend_t *be, float *x, float s, long n);
+double mc_cpu_sumsq(const mc_backend_t *be, const float *x, long n);
+long mc_cpu_count_zeros(const mc_backend_t *be, const float *x, long n);
+int mc_cpu_has_nonfinite(const mc_backend_t *be, const float *x, long n);
+
+/* Row helpers (elementwise.c) for softmax and cross-entropy. */
+/* max of x[0..n), n >= 1 */
+float mc_cpu_row_max(const float *x, long n);
+/* out[j] = exp(x[j] - m) with cpu.h's vector exp (out may equal x, or be NULL to only sum);
+ * returns the sum of the exps in double. */
+double mc_cpu_exp_shift_sum(float *out, const float *x, long n, float m);
+
+/* adam.c */
+void mc_cpu_adam_step(const mc_backend_t *be, float *p, const float *g, float *m, float *v, long n,
+                      float lr, float beta1, float beta2, float eps, float wd, int step);
+
+#endif

@@ -1,0 +1,688 @@
+/* The command line: Megatron's defaults, the issue's command line and its derived values,
+ * Megatron's validate_args rules, one-line user errors (exit 2) and the flag table itself. */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdint.h>
+#include <cmocka.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "cli/args.h"
+#include "cli/flags.h"
+
+/* The issue's example (README "Using it"), with the data and device flags of the demo. */
+#define ISSUE_LINE                                                                                  \
+    "--device cpu --mock-data --num-layers 2 --hidden-size 64 --num-attention-heads 4 "            \
+    "--seq-length 64 --max-position-embeddings 64 --micro-batch-size 2 --global-batch-size 8 "     \
+    "--train-iters 50 --lr 1e-3 --lr-decay-style cosine --lr-warmup-iters 5 --min-lr 1e-4 "        \
+    "--weight-decay 0.1 --clip-grad 1.0 --vocab-size 512 --log-interval 10 --eval-interval 25 "    \
+    "--eval-iters 2 --seed 1234"
+
+/* The smallest valid line: required flags only. */
+#define MINIMAL                                                                                     \
+    "--num-layers 2 --hidden-size 64 --num-attention-heads 4 --seq-length 64 "                     \
+    "--max-position-embeddings 64 --micro-batch-size 2 --lr 1e-3 --train-iters 10 --vocab-size 512"
+
+enum { MAX_ARGS = 128 };
+
+/* Splits `line` (copied into buf) on spaces into argv; returns argc. */
+static int split(const char *line, char *buf, size_t n, char **argv)
+{
+    snprintf(buf, n, "%s", line);
+    int argc = 0;
+    for (char *tok = strtok(buf, " "); tok && argc < MAX_ARGS; tok = strtok(NULL, " ")) argv[argc++] = tok;
+    return argc;
+}
+
+static void parse_line(mc_args_t *a, const char *line, int world_size)
+{
+    char buf[4096], *argv[MAX_ARGS];
+    int argc = split(line, buf, sizeof(buf), argv);
+    mc_args_parse(a, argc, argv, world_size);
+}
+
+/* ---- running the parser in a child, to see what a user sees ---- */
+
+typedef struct {
+    int status;      /* exit status, or -1 if the child did not exit normally */
+    char out[1 << 17]; /* stdout (--help is long) */
+    char err[4096];
+} run_t;
+
+static void read_all(int fd, char *buf, size_t n)
+{
+    size_t len = 0;
+    ssize_t r;
+    while ((r = read(fd, buf + len, n - 1 - len)) > 0) len += (size_t)r;
+    buf[len] = '\0';
+    /* Drain whatever did not fit so the child can finish. */
+    char sink[4096];
+    while (r > 0 && read(fd, sink, sizeof(sink)) > 0) {}
+    close(fd);
+}
+
+static void run_parse(run_t *r, const char *line, int world_size)
+{
+    int out[2], err[2];
+    assert_int_equal(pipe(out), 0);
+    assert_int_equal(pipe(err), 0);
+    fflush(NULL);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        dup2(out[1], STDOUT_FILENO);
+        dup2(err[1], STDERR_FILENO);
+        close(out[0]), close(err[0]), close(out[1]), close(err[1]);
+        static mc_args_t a;
+        parse_line(&a, line, world_size);
+        mc_args_free(&a);
+        fflush(NULL);
+        _exit(0);
+    }
+    close(out[1]), close(err[1]);
+    read_all(out[0], r->out, sizeof(r->out)); /* stderr is small: no deadlock reading in turn */
+    read_all(err[0], r->err, sizeof(r->err));
+    int st;
+    assert_int_equal(waitpid(pid, &st, 0), pid);
+    r->status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+/* The contract for bad input: exit 2, exactly one stderr line "megatron-c: error: ...",
+ * containing `what`, and nothing on stdout. */
+static void expect_error_world(const char *line, int world_size, const char *what)
+{
+    static run_t r;
+    run_parse(&r, line, world_size);
+    if (r.status != 2 || !strstr(r.err, what))
+        fail_msg("for '%s': status %d, stderr '%s', expected '%s'", line, r.status, r.err, what);
+    assert_int_equal(strncmp(r.err, "megatron-c: error: ", 19), 0);
+    const char *nl = strchr(r.err, '\n');
+    assert_non_null(nl);
+    assert_string_equal(nl + 1, ""); /* one line */
+    assert_string_equal(r.out, "");
+}
+
+static void expect_error(const char *line, const char *what) { expect_error_world(line, 1, what); }
+
+/* ---- defaults ---- */
+
+static void test_defaults_are_megatrons(void **state)
+{
+    (void)state;
+    static mc_args_t a;
+    mc_args_defaults(&a);
+    assert_int_equal(a.num_layers, 0); /* None: required */
+    assert_int_equal(a.make_vocab_size_divisible_by, 128);
+    assert_string_equal(a.position_embedding_type, "learned_absolute");
+    assert_string_equal(a.normalization, "LayerNorm");
+    assert_true(a.norm_epsilon == 1e-5);
+    assert_true(a.add_bias_linear);
+    assert_false(a.add_qkv_bias);
+    assert_true(a.bias_gelu_fusion);
+    assert_false(a.untie_embeddings_and_output_weights);
+    assert_string_equal(a.transformer_impl, "transformer_engine");
+    assert_true(a.hidden_dropout == 0.1 && a.attention_dropout == 0.1);
+    assert_int_equal(a.seed, 1234);
+    assert_true(a.init_method_std == 0.02);
+    assert_int_equal(a.tensor_model_parallel_size, 1);
+    assert_int_equal(a.pipeline_model_parallel_size, 1);
+    assert_int_equal(a.context_parallel_size, 1);
+    assert_string_equal(a.distributed_backend, "nccl");
+    assert_string_equal(a.optimizer, "adam");
+    assert_true(a.adam_beta1 == 0.9 && a.adam_beta2 == 0.999 && a.adam_eps == 1e-8);
+    assert_true(a.sgd_momentum == 0.9);
+    assert_true(a.weight_decay == 0.01);
+    assert_string_equal(a.weight_decay_incr_style, "constant");
+    assert_true(a.clip_grad == 1.0);
+    assert_false(a.lr_set);
+    assert_true(a.min_lr == 0.0);
+    assert_string_equal(a.lr_decay_style, "linear");
+    assert_int_equal(a.lr_warmup_iters, 0);
+    assert_true(a.lr_warmup_fraction < 0); /* None */
+    assert_true(a.lr_warmup_init == 0.0);
+    assert_true(a.initial_loss_scale == 4294967296.0);
+    assert_true(a.min_loss_scale == 1.0);
+    assert_int_equal(a.loss_scale_window, 1000);
+    assert_int_equal(a.hysteresis, 2);
+    assert_true(a.check_for_nan_in_loss_and_grad);
+    assert_string_equal(a.tokenizer_type, "GPT2BPETokenizer");
+    assert_int_equal(a.log_interval, 100);
+    assert_int_equal(a.timing_log_level, 0);
+    assert_int_equal(a.eval_iters, 100);
+    assert_int_equal(a.eval_interval, 1000); /* MEGATRON.md section 11 */
+    assert_string_equal(a.device, "auto");
+    assert_int_equal(a.cpu_threads, 0);
+    assert_int_equal(a.world_size, 1);
+}
+
+/* ---- good command lines ---- */
+
+static void test_issue_command_line(void **state)
+{
+    (void)state;
+    static mc_args_t a;
+    parse_line(&a, ISSUE_LINE, 1);
+    assert_true(a.mock_data);
+    assert_string_equal(a.device, "cpu");
+    assert_int_equal(a.num_layers, 2);
+    assert_int_equal(a.hidden_size, 64);
+    assert_int_equal(a.num_attention_heads, 4);
+    assert_int_equal(a.seq_length, 64);
+    assert_int_equal(a.max_position_embeddings, 64);
+    assert_int_equal(a.micro_batch_size, 2);
+    assert_int_equal(a.global_batch_size, 8);
+    assert_int_equal(a.train_iters, 50);
+    assert_true(a.lr == 1e-3 && a.lr_set);
+    assert_string_equal(a.lr_decay_style, "cosine");
+    assert_int_equal(a.lr_warmup_iters, 5);
+    assert_true(a.min_lr == 1e-4);
+    assert_true(a.weight_decay == 0.1);
+    assert_true(a.clip_grad == 1.0);
+    assert_int_equal(a.vocab_size, 512);
+    assert_int_equal(a.log_interval, 10);
+    assert_int_equal(a.eval_interval, 25);
+    assert_int_equal(a.eval_iters, 2);
+    assert_int_equal(a.seed, 1234);
+    /* derived */
+    assert_int_equal(a.world_size, 1);
+    assert_int_equal(a.data_parallel_size, 1);
+    assert_int_equal(a.num_microbatches, 4); /* gbs / (mbs * dp) */
+    assert_int_equal(a.ffn_hidden_size, 256); /* 4h */
+    assert_int_equal(a.kv_channels, 16);      /* h / heads */
+    assert_int_equal(a.num_query_groups, 4);
+    assert_int_equal(a.padded_vocab_size, 512);
+    assert_int_equal(a.eval_micro_batch_size, 2);
+    assert_int_equal(a.eval_global_batch_size, 8);
+    assert_true(a.start_weight_decay == 0.1 && a.end_weight_decay == 0.1);
+    assert_true(a.embedding_init_method_std == 0.02);
+    assert_true(a.add_qkv_bias); /* follows add_bias_linear */
+    assert_string_equal(a.dataloader_type, "single");
+    mc_args_free(&a);
+}
+
+static void test_data_parallel_derivations(void **state)
+{
+    (void)state;
+    static mc_args_t a;
+    parse_line(&a, MINIMAL " --global-batch-size 16", 4);
+    assert_int_equal(a.data_parallel_size, 4);
+    assert_int_equal(a.num_microbatches, 2);
+    parse_line(&a, MINIMAL, 4); /* gbs defaults to mbs * dp */
+    assert_int_equal(a.global_batch_size, 8);
+    assert_int_equal(a.num_microbatches, 1);
+    assert_int_equal(a.eval_global_batch_size, 8);
+    parse_line(&a, MINIMAL " --global-batch-size 16 --eval-micro-batch-size 1 --eval-global-batch-size 4", 4);
+    assert_int_equal(a.eval_micro_batch_size, 1);
+    assert_int_equal(a.eval_global_batch_size, 4);
+}
+
+static void test_padded_vocab(void **state)
+{
+    (void)state;
+    assert_int_equal(mc_padded_vocab_size(512, 128, 1), 512);
+    assert_int_equal(mc_padded_vocab_size(50257, 128, 1), 50304);
+    assert_int_equal(mc_padded_vocab_size(50257, 128, 2), 50432);
+    assert_int_equal(mc_padded_vocab_size(50257, 128, 4), 50688);
+    assert_int_equal(mc_padded_vocab_size(50257, 128, 8), 51200);
+    assert_int_equal(mc_padded_vocab_size(1, 1, 1), 1);
+
+    static mc_args_t a;
+    /* NullTokenizer's vocabulary is vocab_size ids plus its eod. */
+    parse_line(&a, MINIMAL " --tokenizer-type NullTokenizer --vocab-size 50256", 1);
+    assert_int_equal(a.padded_vocab_size, 50304);
+    parse_line(&a, MINIMAL " --tokenizer-type NullTokenizer --vocab-size 512", 1);
+    assert_int_equal(a.padded_vocab_size, 640);
+    parse_line(&a, MINIMAL " --vocab-size 500 --make-vocab-size-divisible-by 64", 1);
+    assert_int_equal(a.padded_vocab_size, 512);
+    parse_line(&a, MINIMAL " --padded-vocab-size 600", 1);
+    assert_int_equal(a.padded_vocab_size, 600);
+}
+
+static void test_shape_flags_given(void **state)
+{
+    (void)state;
+    static mc_args_t a;
+    parse_line(&a, MINIMAL " --ffn-hidden-size 100 --kv-channels 8 --num-attention-heads 3", 1);
+    assert_int_equal(a.ffn_hidden_size, 100);
+    assert_int_equal(a.kv_channels, 8); /* given: 64 % 3 need not hold */
+    assert_int_equal(a.num_attention_heads, 3);
+    parse_line(&a, MINIMAL " --embedding-init-method-std 1.0 --init-method-std 0.01", 1);
+    assert_true(a.embedding_init_method_std == 1.0 && a.init_method_std == 0.01);
+}
+
+static void test_equals_form_last_wins_and_bools(void **state)
+{
+    (void)state;
+    static mc_args_t a;
+    parse_line(&a, MINIMAL " --num-layers=3 --num-layers 5 --hidden-size=32 --norm-epsilon=1e-6", 1);
+    assert_int_equal(a.num_layers, 5);
+    assert_int_equal(a.hidden_size, 32);
+    assert_true(a.norm_epsilon == 1e-6);
+    parse_line(&a, MINIMAL " --disable-bias-linear --untie-embeddings-and-output-weights", 1);
+    assert_false(a.add_bias_linear);
+    assert_false(a.bias_gelu_fusion); /* no bias: no bias-gelu fusion */
+    assert_false(a.add_qkv_bias);
+    assert_true(a.untie_embeddings_and_output_weights);
+    parse_line(&a, MINIMAL " --no-bias-gelu-fusion --no-check-for-nan-in-loss-and-grad", 1);
+    assert_true(a.add_bias_linear);
+    assert_false(a.bias_gelu_fusion);
+    assert_false(a.check_for_nan_in_loss_and_grad);
+    parse_line(&a, MINIMAL " --add-qkv-bias --apply-residual-connection-post-layernorm --eod-mask-loss "
+                   "--calculate-per-token-loss --log-throughput --log-params-norm --log-num-zeros-in-grad",
+               1);
+    assert_true(a.add_qkv_bias && a.apply_residual_connection_post_layernorm && a.eod_mask_loss);
+    assert_true(a.calculate_per_token_loss && a.log_throughput && a.log_params_norm && a.log_num_zeros_in_grad);
+    /* A refused value undone later on the line is fine: the last occurrence wins. */
+    parse_line(&a, MINIMAL " --tensor-model-parallel-size 2 --tensor-model-parallel-size 1", 1);
+    assert_int_equal(a.tensor_model_parallel_size, 1);
+}
+
+/* Recognised flags given their Megatron default, and no-op flags, must not stop a run. */
+static void test_noops_and_sequence_parallel(void **state)
+{
+    (void)state;
+    static mc_args_t a;
+    parse_line(&a, MINIMAL " --tensor-model-parallel-size 1 --pipeline-model-parallel-size 1 "
+                   "--context-parallel-size 1 --ckpt-format torch --vocab-extra-ids 0 "
+                   "--mid-level-dataset-surplus 0.0050 --expert-model-parallel-size 1 "
+                   "--transformer-impl local --distributed-backend mpi --timing-log-level 2 "
+                   "--use-mcore-models --no-masked-softmax-fusion --no-persist-layer-norm "
+                   "--no-gradient-accumulation-fusion --attention-softmax-in-fp32 --num-workers 8 "
+                   "--distributed-timeout-minutes 30 --local-rank 3 --sequence-parallel "
+                   "--dataloader-type single --tokenizer-type GPT2BPETokenizer --cpu-threads 4",
+               1);
+    assert_false(a.sequence_parallel); /* Megatron turns it off at tp 1 */
+    assert_string_equal(a.transformer_impl, "local");
+    assert_string_equal(a.distributed_backend, "mpi");
+    assert_int_equal(a.timing_log_level, 2);
+    assert_int_equal(a.cpu_threads, 4);
+}
+
+static void test_sample_based_training(void **state)
+{
+    (void)state;
+    static mc_args_t a;
+    parse_line(&a, "--num-layers 2 --hidden-size 64 --num-attention-heads 4 --seq-length 64 "
+                   "--max-position-embeddings 64 --micro-batch-size 2 --global-batch-size 8 --lr 1e-3 "
+                   "--vocab-size 512 --train-samples 50 --lr-warmup-samples 5 --lr-decay-samples 40",
+               1);
+    assert_int_equal(a.train_samples, 50);
+    assert_int_equal(a.train_iters, 6); /* update_train_iters: 50 // 8 */
+    assert_int_equal(a.lr_warmup_samples, 5);
+    assert_int_equal(a.lr_decay_samples, 40);
+}
+
+static void test_skip_train_needs_no_length(void **state)
+{
+    (void)state;
+    static mc_args_t a;
+    parse_line(&a, "--num-layers 2 --hidden-size 64 --num-attention-heads 4 --seq-length 64 "
+                   "--max-position-embeddings 64 --micro-batch-size 2 --lr 1e-3 --vocab-size 512 "
+                   "--skip-train",
+               1);
+    assert_true(a.skip_train);
+    assert_int_equal(a.train_iters, 0);
+}
+
+static void test_weight_decay_increment(void **state)
+{
+    (void)state;
+    static mc_args_t a;
+    parse_line(&a, MINIMAL " --weight-decay-incr-style linear --start-weight-decay 0.0 --end-weight-decay 0.1", 1);
+    assert_true(a.start_weight_decay == 0.0 && a.end_weight_decay == 0.1);
+    assert_true(a.start_weight_decay_set && a.end_weight_decay_set);
+}
+
+static void test_finalize_by_hand(void **state)
+{
+    (void)state;
+    static mc_args_t a;
+    mc_args_defaults(&a);
+    a.num_layers = 4, a.hidden_size = 128, a.num_attention_heads = 8, a.seq_length = 32;
+    a.max_position_embeddings = 32, a.micro_batch_size = 1, a.lr = 1e-4, a.lr_set = true;
+    a.train_iters = 10, a.vocab_size = 50257, a.tensor_model_parallel_size = 2;
+    mc_args_finalize(&a, 4);
+    assert_int_equal(a.data_parallel_size, 2);
+    assert_int_equal(a.padded_vocab_size, 50432);
+    assert_int_equal(a.global_batch_size, 2);
+    assert_int_equal(a.kv_channels, 16);
+    assert_int_equal(a.ffn_hidden_size, 512);
+}
+
+/* ---- bad command lines ---- */
+
+static void test_unknown_flag_suggests(void **state)
+{
+    (void)state;
+    expect_error(ISSUE_LINE " --hiden-size 64", "unrecognized argument --hiden-size (did you mean --hidden-size?)");
+    expect_error(ISSUE_LINE " --num-layer=3", "did you mean --num-layers?");
+    expect_error(ISSUE_LINE " --zzzzzzzz", "unrecognized argument --zzzzzzzz");
+    expect_error(ISSUE_LINE " --num-lay 2", "did you mean --num-layers?"); /* no abbreviations */
+}
+
+static void test_bad_values(void **state)
+{
+    (void)state;
+    expect_error(ISSUE_LINE " --num-layers two", "argument --num-layers: invalid int value: 'two'");
+    expect_error(ISSUE_LINE " --num-layers 2x", "invalid int value: '2x'");
+    expect_error(ISSUE_LINE " --num-layers 99999999999", "--num-layers");
+    expect_error(ISSUE_LINE " --lr fast", "argument --lr: invalid float value: 'fast'");
+    expect_error(ISSUE_LINE " --lr inf", "invalid float value");
+    expect_error(ISSUE_LINE " --num-layers -1", "argument --num-layers: invalid value '-1' (must be >= 1)");
+    expect_error(ISSUE_LINE " --hidden-size 0", "argument --hidden-size: invalid value '0'");
+    expect_error(ISSUE_LINE " --hidden-dropout 1", "must be in [0, 1)");
+    expect_error(ISSUE_LINE " --timing-log-level 3", "must be in [0, 2]");
+    expect_error(ISSUE_LINE " --lr-decay-style cosin",
+                 "argument --lr-decay-style: invalid choice: 'cosin' (choose from constant, linear, "
+                 "cosine, inverse-square-root, WSD)");
+    expect_error(ISSUE_LINE " --seq-length", "argument --seq-length: expected one argument");
+    expect_error(ISSUE_LINE " --seq-length --lr 1", "argument --seq-length: expected one argument");
+    expect_error(ISSUE_LINE " --mock-data=yes", "argument --mock-data: ignored explicit argument 'yes'");
+    expect_error(ISSUE_LINE " extra", "unrecognized argument 'extra'");
+    expect_error("12 " ISSUE_LINE, "unrecognized argument '12'");
+    expect_error(ISSUE_LINE " --rampup-batch-size 16 8", "argument --rampup-batch-size: expected 3 arguments");
+    expect_error(ISSUE_LINE " --rampup-batch-size 16 x 8", "invalid int value: 'x'");
+}
+
+static void test_missing_required(void **state)
+{
+    (void)state;
+    expect_error("--mock-data", "the following arguments are required: --num-layers, --hidden-size");
+    expect_error(MINIMAL " --num-layers 0", "--num-layers");
+    expect_error("--num-layers 2 --hidden-size 64 --num-attention-heads 4 --seq-length 64 "
+                 "--max-position-embeddings 64 --micro-batch-size 2 --lr 1e-3 --vocab-size 512",
+                 "required: --train-iters or --train-samples");
+    expect_error("--num-layers 2 --hidden-size 64 --num-attention-heads 4 --seq-length 64 "
+                 "--max-position-embeddings 64 --micro-batch-size 2 --train-iters 5 --vocab-size 512",
+                 "required: --lr");
+    expect_error("--num-layers 2 --hidden-size 64 --num-attention-heads 4 --seq-length 64 "
+                 "--max-position-embeddings 64 --micro-batch-size 2 --train-iters 5 --lr 1",
+                 "required: --vocab-size");
+}
+
+static void test_validate_args_rules(void **state)
+{
+    (void)state;
+    expect_error(ISSUE_LINE " --global-batch-size 9",
+                 "global batch size (9) is not divisible by micro batch size (2) times data parallel size (1)");
+    expect_error_world(MINIMAL " --global-batch-size 6", 4,
+                       "global batch size (6) is not divisible by micro batch size (2) times data parallel size (4)");
+    expect_error(ISSUE_LINE " --eval-global-batch-size 5",
+                 "eval global batch size (5) is not divisible by eval micro batch size (2)");
+    expect_error(ISSUE_LINE " --num-attention-heads 5",
+                 "--hidden-size (64) must be divisible by --num-attention-heads (5)");
+    expect_error(ISSUE_LINE " --max-position-embeddings 32",
+                 "--max-position-embeddings (32) must be greater than or equal to --seq-length (64)");
+    expect_error(ISSUE_LINE " --min-lr 1e-2", "--min-lr (0.01) must not exceed --lr (0.001)");
+    expect_error(ISSUE_LINE " --train-samples 100", "--train-iters and --train-samples are mutually exclusive");
+    expect_error(ISSUE_LINE " --lr-warmup-fraction 0.1",
+                 "can only specify one of --lr-warmup-fraction and --lr-warmup-iters");
+    expect_error(ISSUE_LINE " --lr-decay-samples 100", "--lr-decay-samples needs sample-based training");
+    expect_error(ISSUE_LINE " --lr-warmup-iters 60", "learning-rate warmup");
+    expect_error(ISSUE_LINE " --weight-decay-incr-style linear", "needs both --start-weight-decay and --end-weight-decay");
+    expect_error(ISSUE_LINE " --start-weight-decay 0.1", "need --weight-decay-incr-style linear or cosine");
+    expect_error(ISSUE_LINE " --padded-vocab-size 100", "--padded-vocab-size (100) is smaller than the vocabulary (512)");
+    expect_error(ISSUE_LINE " --batch-size 4", "--batch-size argument is no longer valid, use --micro-batch-size instead");
+    expect_error(ISSUE_LINE " --checkpoint-activations", "--checkpoint-activations is no longer valid");
+    expect_error(ISSUE_LINE " --no-position-embedding", "--no-position-embedding is deprecated");
+}
+
+static void test_not_implemented_flags(void **state)
+{
+    (void)state;
+    expect_error(ISSUE_LINE " --bf16",
+                 "--bf16 is recognised but not implemented yet in megatron-c (see docs/FLAGS.md)");
+    expect_error(ISSUE_LINE " --save /tmp/ckpt", "--save is recognised but not implemented yet");
+    expect_error(ISSUE_LINE " --recompute-granularity full", "--recompute-granularity is recognised");
+    expect_error(ISSUE_LINE " --tensor-model-parallel-size 2",
+                 "--tensor-model-parallel-size 2 is recognised but not implemented yet in megatron-c (supported: 1");
+    expect_error(ISSUE_LINE " --lr-decay-style WSD", "--lr-decay-style WSD is recognised but not implemented yet");
+    expect_error(ISSUE_LINE " --optimizer sgd", "--optimizer sgd is recognised but not implemented yet");
+    expect_error(ISSUE_LINE " --normalization RMSNorm", "--normalization RMSNorm is recognised");
+    expect_error(ISSUE_LINE " --ckpt-format torch_dist", "--ckpt-format torch_dist is recognised");
+    expect_error(ISSUE_LINE " --add-qkv-bias --disable-bias-linear", "not implemented yet");
+    /* nargs: values are consumed up to the next flag, then the flag is refused. */
+    expect_error(ISSUE_LINE " --data-path 0.3 a 0.7 b --split 99,1,0", "--data-path is recognised but not implemented yet");
+    expect_error(ISSUE_LINE " --rampup-batch-size 16 8 300000", "--rampup-batch-size is recognised");
+    expect_error(ISSUE_LINE " --override-opt_param-scheduler", "--override-opt-param-scheduler is recognised");
+    expect_error(ISSUE_LINE " --version", "--version must be the first argument");
+}
+
+static void test_help_and_markdown(void **state)
+{
+    (void)state;
+    static run_t r;
+    run_parse(&r, "--help", 1);
+    assert_int_equal(r.status, 0);
+    assert_string_equal(r.err, "");
+    assert_non_null(strstr(r.out, "network size:\n"));
+    assert_non_null(strstr(r.out, "  --num-layers NUM_LAYERS"));
+    assert_non_null(strstr(r.out, "(default: 128)"));
+    assert_non_null(strstr(r.out, "[not implemented yet]"));
+    for (size_t i = 0; i < mc_flag_count(); i++) assert_non_null(strstr(r.out, mc_flag_at(i)->name));
+    run_parse(&r, ISSUE_LINE " -h", 1);
+    assert_int_equal(r.status, 0);
+    assert_non_null(strstr(r.out, "megatron-c:\n"));
+
+    run_parse(&r, "--flags-markdown", 1);
+    assert_int_equal(r.status, 0);
+    assert_string_equal(r.err, "");
+    assert_non_null(strstr(r.out, "# megatron-c flags\n"));
+    assert_non_null(strstr(r.out, "\n## network size\n\n| flag | default | status | note |\n"));
+    assert_non_null(strstr(r.out, "| `--num-layers` | `None` | implemented |"));
+    assert_non_null(strstr(r.out, "| `--bf16` | `False` | not implemented yet |"));
+    assert_non_null(strstr(r.out, "| `--eval-interval` | `1000` | implemented |"));
+}
+
+/* ---- the table itself ---- */
+
+/* Every flag of MEGATRON.md section 3. */
+static const char *const spec_flags[] = {
+    "--account-for-embedding-in-pipeline-split", "--account-for-loss-in-pipeline-split",
+    "--accumulate-allreduce-grads-in-fp32", "--adam-beta1", "--adam-beta2", "--adam-eps",
+    "--add-qkv-bias", "--apply-layernorm-1p", "--apply-query-key-layer-scaling",
+    "--apply-residual-connection-post-layernorm", "--apply-wd-to-qk-layernorm", "--async-save",
+    "--attention-backend", "--attention-dropout", "--attention-softmax-in-fp32",
+    "--auto-detect-ckpt-format", "--bf16", "--calculate-per-token-loss",
+    "--check-for-nan-in-loss-and-grad", "--ckpt-format", "--clip-grad", "--context-parallel-size",
+    "--cross-entropy-loss-fusion", "--data-args-path", "--data-cache-path",
+    "--data-parallel-random-init", "--data-path", "--dataloader-type", "--ddp-average-in-collective",
+    "--ddp-bucket-size", "--ddp-num-buckets", "--decoder-first-pipeline-num-layers",
+    "--decoder-last-pipeline-num-layers", "--decoupled-lr", "--decoupled-min-lr",
+    "--decrease-batch-size-if-needed", "--disable-bias-linear", "--distribute-saved-activations",
+    "--distributed-backend", "--distributed-timeout-minutes", "--embedding-init-method-std",
+    "--empty-unused-memory-level", "--encoder-seq-length", "--end-weight-decay", "--eod-mask-loss",
+    "--eval-global-batch-size", "--eval-interval", "--eval-iters", "--eval-micro-batch-size",
+    "--exit-duration-in-mins", "--exit-interval", "--exit-on-missing-checkpoint",
+    "--exit-signal-handler", "--ffn-hidden-size", "--finetune", "--fp16", "--fp16-lm-cross-entropy",
+    "--fp32-residual-connection", "--full-validation", "--global-batch-size", "--grad-reduce-in-bf16",
+    "--group-query-attention", "--hidden-dropout", "--hidden-size", "--hysteresis",
+    "--init-method-std", "--init-method-xavier-uniform", "--initial-loss-scale", "--kv-channels",
+    "--legacy-tokenizer", "--load", "--local-rank", "--log-interval", "--log-memory-to-tensorboard",
+    "--log-num-zeros-in-grad", "--log-params-norm", "--log-throughput", "--log-timers-to-tensorboard",
+    "--log-validation-ppl-to-tensorboard", "--log-world-size-to-tensorboard", "--loss-scale",
+    "--loss-scale-window", "--lr", "--lr-decay-iters", "--lr-decay-samples", "--lr-decay-style",
+    "--lr-warmup-fraction", "--lr-warmup-init", "--lr-warmup-iters", "--lr-warmup-samples",
+    "--lr-wsd-decay-iters", "--lr-wsd-decay-samples", "--lr-wsd-decay-style", "--main-grads-dtype",
+    "--main-params-dtype", "--make-vocab-size-divisible-by", "--max-position-embeddings",
+    "--merge-file", "--micro-batch-size", "--microbatch-group-size-per-virtual-pipeline-stage",
+    "--mid-level-dataset-surplus", "--min-loss-scale", "--min-lr", "--mock-data",
+    "--no-align-grad-reduce", "--no-bias-dropout-fusion", "--no-bias-gelu-fusion",
+    "--no-bias-swiglu-fusion", "--no-create-attention-mask-in-dataloader",
+    "--no-gradient-accumulation-fusion", "--no-initialization", "--no-load-optim", "--no-load-rng",
+    "--no-log-loss-scale-to-tensorboard", "--no-masked-softmax-fusion", "--no-mmap-bin-files",
+    "--no-overlap-p2p-communication", "--no-persist-layer-norm", "--no-position-embedding",
+    "--no-save-optim", "--no-save-rng", "--non-persistent-save-interval", "--norm-epsilon",
+    "--normalization", "--num-attention-heads", "--num-dataset-builder-threads",
+    "--num-distributed-optimizer-instances", "--num-layers", "--num-layers-per-virtual-pipeline-stage",
+    "--num-query-groups", "--num-virtual-stages-per-pipeline-rank", "--num-workers", "--openai-gelu",
+    "--optimizer", "--overlap-grad-reduce", "--overlap-param-gather",
+    "--overlap-param-gather-with-optimizer-step", "--override-opt-param-scheduler",
+    "--padded-vocab-size", "--per-split-data-args-path", "--pipeline-model-parallel-layout",
+    "--pipeline-model-parallel-size", "--position-embedding-type", "--qk-layernorm",
+    "--rampup-batch-size", "--recompute-activations", "--recompute-granularity", "--recompute-method",
+    "--recompute-modules", "--recompute-num-layers", "--reset-attention-mask", "--reset-position-ids",
+    "--rotary-base", "--rotary-interleaved", "--rotary-percent", "--save", "--save-interval",
+    "--save-retain-interval", "--seed", "--seq-length", "--sequence-parallel", "--sgd-momentum",
+    "--skip-train", "--spec", "--split", "--squared-relu", "--start-eval-at-iter",
+    "--start-weight-decay", "--step-batch-size-schedule", "--swiglu", "--tensor-model-parallel-size",
+    "--tensorboard-dir", "--tensorboard-log-interval", "--tensorboard-queue-size", "--test-data-path",
+    "--timing-log-level", "--timing-log-option", "--tokenizer-model", "--tokenizer-type",
+    "--train-data-path", "--train-iters", "--train-samples", "--transformer-impl",
+    "--untie-embeddings-and-output-weights", "--use-checkpoint-args",
+    "--use-checkpoint-opt-param-scheduler", "--use-cpu-initialization", "--use-distributed-optimizer",
+    "--use-legacy-models", "--use-mcore-models", "--use-rotary-position-embeddings",
+    "--use-tp-pp-dp-mapping", "--valid-data-path", "--vocab-extra-ids", "--vocab-file", "--vocab-size",
+    "--wandb-exp-name", "--wandb-project", "--weight-decay", "--weight-decay-incr-style",
+    /* megatron-c's own */
+    "--device", "--cpu-threads", "--help", "--flags-markdown", "--version",
+};
+
+static void test_table_covers_the_spec(void **state)
+{
+    (void)state;
+    for (size_t i = 0; i < sizeof(spec_flags) / sizeof(spec_flags[0]); i++)
+        if (!mc_flag_find(spec_flags[i])) fail_msg("%s is missing from the flag table", spec_flags[i]);
+}
+
+static void test_table_names_unique(void **state)
+{
+    (void)state;
+    size_t n = mc_flag_count();
+    for (size_t i = 0; i < n; i++) {
+        const mc_flag_t *f = mc_flag_at(i);
+        assert_int_equal(strncmp(f->name, "--", 2), 0);
+        assert_true(strlen(f->name) > 2);
+        if (f->alias) assert_int_equal(f->alias[0], '-');
+        /* find() returns the first match: a later duplicate name or alias would be unreachable. */
+        assert_ptr_equal(mc_flag_find(f->name), f);
+        if (f->alias) assert_ptr_equal(mc_flag_find(f->alias), f);
+    }
+}
+
+static bool in_list(const char *const *list, const char *s)
+{
+    for (; *list; list++)
+        if (strcmp(*list, s) == 0) return true;
+    return false;
+}
+
+static size_t expected_field_size(const mc_flag_t *f)
+{
+    switch (f->type) {
+    case MC_FLAG_INT: return sizeof(int);
+    case MC_FLAG_INT64: return sizeof(int64_t);
+    case MC_FLAG_FLOAT: return sizeof(double);
+    case MC_FLAG_STORE_TRUE:
+    case MC_FLAG_STORE_FALSE: return sizeof(bool);
+    default: return 0; /* strings and lists: any buffer */
+    }
+}
+
+/* A valued flag's default must be a valid value for it (it goes through the same parser). */
+static void check_default(const mc_flag_t *f)
+{
+    if (!f->def || f->type == MC_FLAG_LIST) return;
+    char *end;
+    switch (f->type) {
+    case MC_FLAG_INT:
+    case MC_FLAG_INT64:
+    case MC_FLAG_FLOAT: {
+        double v = strtod(f->def, &end);
+        if (*end || !mc_flag_within_bounds(f, v)) fail_msg("%s: default '%s' invalid", f->name, f->def);
+        break;
+    }
+    case MC_FLAG_CHOICE:
+        if (!in_list(f->choices, f->def)) fail_msg("%s: default '%s' is not a choice", f->name, f->def);
+        break;
+    case MC_FLAG_STORE_TRUE:
+    case MC_FLAG_STORE_FALSE: assert_true(strcmp(f->def, "True") == 0 || strcmp(f->def, "False") == 0); break;
+    default: break;
+    }
+}
+
+static void check_status(const mc_flag_t *f)
+{
+    if (f->status == MC_FLAG_NOOP || f->status == MC_FLAG_DEPRECATED || f->status == MC_FLAG_PARTIAL)
+        if (!f->note || !*f->note) fail_msg("%s: a %s flag needs a note", f->name, mc_flag_status_name(f->status));
+    if (f->status != MC_FLAG_PARTIAL) {
+        assert_null(f->supported);
+        return;
+    }
+    assert_non_null(f->supported);
+    for (const char *const *v = f->supported; *v; v++)
+        if (f->type == MC_FLAG_CHOICE && !in_list(f->choices, *v)) fail_msg("%s: supports unknown '%s'", f->name, *v);
+    /* Not giving the flag must never be refused. */
+    if (f->def && !in_list(f->supported, f->def)) fail_msg("%s: default '%s' unsupported", f->name, f->def);
+}
+
+static void test_table_entries_complete(void **state)
+{
+    (void)state;
+    for (size_t i = 0; i < mc_flag_count(); i++) {
+        const mc_flag_t *f = mc_flag_at(i);
+        if (!f->help || !*f->help) fail_msg("%s has no help", f->name);
+        if (!f->group || !in_list(mc_flag_groups(), f->group)) fail_msg("%s has no known group", f->name);
+        if (f->type == MC_FLAG_CHOICE) assert_non_null(f->choices);
+        if (f->type == MC_FLAG_LIST) assert_true(f->elem == MC_FLAG_STRING || f->elem == MC_FLAG_INT);
+        if (f->field_size && expected_field_size(f) && f->field_size != expected_field_size(f))
+            fail_msg("%s: field size %zu does not fit its type", f->name, f->field_size);
+        if (f->field_size) assert_true(f->field + f->field_size <= sizeof(mc_args_t));
+        check_default(f);
+        check_status(f);
+    }
+    /* Every group has flags. */
+    for (const char *const *g = mc_flag_groups(); *g; g++) {
+        size_t n = 0;
+        for (size_t i = 0; i < mc_flag_count(); i++) n += strcmp(mc_flag_at(i)->group, *g) == 0;
+        if (!n) fail_msg("group '%s' is empty", *g);
+    }
+}
+
+static void test_suggestions(void **state)
+{
+    (void)state;
+    static const char *const typos[][2] = {{"--hiden-size", "--hidden-size"},
+                                           {"--seq-lenght", "--seq-length"},
+                                           {"--micro-batch", "--micro-batch-size"},
+                                           {"--use-mcore-model", "--use-mcore-models"}};
+    for (size_t i = 0; i < sizeof(typos) / sizeof(typos[0]); i++) {
+        const char *s = mc_flag_suggest(typos[i][0]);
+        assert_non_null(s);
+        assert_string_equal(s, typos[i][1]);
+    }
+    assert_null(mc_flag_suggest("--completely-unrelated-thing"));
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_defaults_are_megatrons),
+        cmocka_unit_test(test_issue_command_line),
+        cmocka_unit_test(test_data_parallel_derivations),
+        cmocka_unit_test(test_padded_vocab),
+        cmocka_unit_test(test_shape_flags_given),
+        cmocka_unit_test(test_equals_form_last_wins_and_bools),
+        cmocka_unit_test(test_noops_and_sequence_parallel),
+        cmocka_unit_test(test_sample_based_training),
+        cmocka_unit_test(test_skip_train_needs_no_length),
+        cmocka_unit_test(test_weight_decay_increment),
+        cmocka_unit_test(test_finalize_by_hand),
+        cmocka_unit_test(test_unknown_flag_suggests),
+        cmocka_unit_test(test_bad_values),
+        cmocka_unit_test(test_missing_required),
+        cmocka_unit_test(test_validate_args_rules),
+        cmocka_unit_test(test_not_implemented_flags),
+        cmocka_unit_test(test_help_and_markdown),
+        cmocka_unit_test(test_table_covers_the_spec),
+        cmocka_unit_test(test_table_names_unique),
+        cmocka_unit_test(test_table_entries_complete),
+        cmocka_unit_test(test_suggestions),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,968 @@
+/* The CPU reference backend: every op of kernels/backend.h against naive double-precision loops
+ * written here, every backward op against central finite differences of the double reference
+ * forward, and the layout invariance of the dropout masks (DESIGN decision 6). */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdint.h>
+#include <cmocka.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernels/backend.h"
+#include "kernels/philox.h"
+
+/* Small odd sizes so no dimension lines up with a vector width or a Philox block. */
+enum { S = 7, B = 3, NH = 2, HD = 5, V = 37, H = 11, N = S * B };
+
+#define RTOL 1e-5   /* float op vs double reference, relative to the tensor's largest value */
+#define FDTOL 2e-5  /* float backward vs finite differences of the double reference */
+
+static const mc_backend_t *be;
+
+/* ---- helpers ---- */
+
+static uint64_t rng_s = 88172645463325252ull;
+static void rng_seed(uint64_t s) { rng_s = s * 2654435761ull + 1; }
+static double urand(void) /* [0, 1) */
+{
+    rng_s ^= rng_s << 13;
+    rng_s ^= rng_s >> 7;
+    rng_s ^= rng_s << 17;
+    return (double)(rng_s >> 11) * (1.0 / 9007199254740992.0);
+}
+static void fill(float *x, long n, double lo, double hi)
+{
+    for (long i = 0; i < n; i++) x[i] = (float)(lo + (hi - lo) * urand());
+}
+static float *fnew(long n)
+{
+    float *p = calloc((size_t)(n > 0 ? n : 1), sizeof(float));
+    assert_non_null(p);
+    return p;
+}
+static double *dnew(long n)
+{
+    double *p = calloc((size_t)(n > 0 ? n : 1), sizeof(double));
+    assert_non_null(p);
+    return p;
+}
+static double *dup_d(const float *x, long n)
+{
+    double *d = dnew(n);
+    for (long i = 0; i < n; i++) d[i] = x[i];
+    return d;
+}
+static float *dup_f(const float *x, long n)
+{
+    float *f = fnew(n);
+    memcpy(f, x, (size_t)n * sizeof(float));
+    return f;
+}
+
+/* |got - want| <= rtol * (|want| + max|want|) elementwise. */
+static void check_close(const float *got, const double *want, long n, double rtol, const char *what)
+{
+    double scale = 0.0;
+    for (long i = 0; i < n; i++) scale = fmax(scale, fabs(want[i]));
+    if (scale == 0.0) scale = 1e-30;
+    for (long i = 0; i < n; i++) {
+        double err = fabs((double)got[i] - want[i]);
+        if (!(err <= rtol * (fabs(want[i]) + scale)))
+            fail_msg("%s[%ld]: got %.9g, want %.9g (err %.3g, scale %.3g)", what, i, (double)got[i],
+                     want[i], err, scale);
+    }
+}
+/* Central differences of a double loss L(ctx) with respect to x[0..n), compared with grad.
+ * want_base (may be NULL) is added to the finite differences (for "_acc" outputs). */
+typedef double (*loss_fn)(void *ctx);
+static void check_fd(loss_fn f, void *ctx, double *x, long n, const float *grad,
+                     const float *want_base, double rtol, const char *what)
+{
+    double *fd = dnew(n);
+    for (long i = 0; i < n; i++) {
+        double s = x[i], h = 1e-5;
+        x[i] = s + h;
+        double lp = f(ctx);
+        x[i] = s - h;
+        double lm = f(ctx);
+        x[i] = s;
+        fd[i] = (lp - lm) / (2 * h) + (want_base ? want_base[i] : 0.0);
+    }
+    check_close(grad, fd, n, rtol, what);
+    free(fd);
+}
+
+static double dot_d(const double *a, const double *b, long n)
+{
+    double s = 0;
+    for (long i = 0; i < n; i++) s += a[i] * b[i];
+    return s;
+}
+
+/* ---- memory ---- */
+
+static void test_memory(void **state)
+{
+    (void)state;
+    assert_string_equal(be->name, "cpu");
+    assert_true(be == mc_backend_cpu());
+    float *a = be->alloc(be, 1001 * sizeof(float));
+    assert_non_null(a);
+    assert_int_equal((uintptr_t)a % 64, 0);
+    for (int i = 0; i < 1001; i++) assert_true(a[i] == 0.0f);
+    void *z = be->alloc(be, 0);
+    assert_non_null(z);
+    be->free(be, z);
+    float h[1001], back[1001];
+    fill(h, 1001, -1, 1);
+    be->memcpy_h2d(be, a, h, sizeof(h));
+    float *c = be->alloc(be, sizeof(h));
+    be->memcpy_d2d(be, c, a, sizeof(h));
+    be->memcpy_d2h(be, back, c, sizeof(h));
+    assert_memory_equal(back, h, sizeof(h));
+    be->memset0(be, c + 10, 100 * sizeof(float));
+    for (int i = 0; i < 1001; i++) assert_true(c[i] == (i >= 10 && i < 110 ? 0.0f : h[i]));
+    be->synchronize(be);
+    be->free(be, a);
+    be->free(be, c);
+    be->free(be, NULL);
+}
+
+/* ---- GEMM ---- */
+
+static void test_gemm(void **state)
+{
+    (void)state;
+    enum { M = 7, NN = 5, K = 9, PAD = 3 };
+    for (int ta = 0; ta < 2; ta++)
+        for (int tb = 0; tb < 2; tb++) {
+            int ar = ta ? K : M, ac = ta ? M : K, br = tb ? NN : K, bc = tb ? K : NN;
+            int lda = ac + PAD, ldb = bc + PAD, ldc = NN + PAD;
+            float *A = fnew((long)ar * lda), *Bm = fnew((long)br * ldb), *C = fnew((long)M * ldc);
+            fill(A, (long)ar * lda, -1, 1);
+            fill(Bm, (long)br * ldb, -1, 1);
+            fill(C, (long)M * ldc, -1, 1);
+            float *C0 = dup_f(C, (long)M * ldc);
+            const float alpha = 1.5f, beta = 0.5f;
+            be->gemm(be, ta, tb, M, NN, K, alpha, A, lda, Bm, ldb, beta, C, ldc);
+            double *want = dnew((long)M * ldc);
+            for (int i = 0; i < M; i++)
+                for (int j = 0; j < ldc; j++) {
+                    if (j >= NN) { want[i * ldc + j] = C0[i * ldc + j]; continue; }
+                    double s = 0;
+                    for (int k = 0; k < K; k++) {
+                        double a = ta ? A[k * lda + i] : A[i * lda + k];
+                        double b = tb ? Bm[j * ldb + k] : Bm[k * ldb + j];
+                        s += a * b;
+                    }
+                    want[i * ldc + j] = alpha * s + beta * (double)C0[i * ldc + j];
+                }
+            check_close(C, want, (long)M * ldc, RTOL, "gemm");
+            for (int i = 0; i < M; i++) /* padding untouched */
+                for (int j = NN; j < ldc; j++) assert_true(C[i * ldc + j] == C0[i * ldc + j]);
+            free(A); free(Bm); free(C); free(C0); free(want);
+        }
+}
+
+/* ---- linear ---- */
+
+enum { IN = 11, OUT = 13 };
+typedef struct { double *in, *W, *b, *R; } lin_ctx;
+
+static void lin_ref(double *out, const double *in, const double *W, const double *b)
+{
+    for (int n = 0; n < N; n++)
+        for (int o = 0; o < OUT; o++) {
+            double s = b ? b[o] : 0.0;
+            for (int i = 0; i < IN; i++) s += in[n * IN + i] * W[o * IN + i];
+            out[n * OUT + o] = s;
+        }
+}
+static double lin_loss(void *p)
+{
+    lin_ctx *c = p;
+    double out[N * OUT];
+    lin_ref(out, c->in, c->W, c->b);
+    return dot_d(out, c->R, N * OUT);
+}
+
+static void test_linear(void **state)
+{
+    (void)state;
+    float in[N * IN], W[OUT * IN], b[OUT], R[N * OUT], out[N * OUT];
+    fill(in, N * IN, -1, 1);
+    fill(W, OUT * IN, -1, 1);
+    fill(b, OUT, -1, 1);
+    fill(R, N * OUT, -1, 1);
+    lin_ctx c = {dup_d(in, N * IN), dup_d(W, OUT * IN), dup_d(b, OUT), dup_d(R, N * OUT)};
+    double want[N * OUT];
+
+    be->linear_forward(be, out, in, W, b, N, IN, OUT);
+    lin_ref(want, c.in, c.W, c.b);
+    check_close(out, want, N * OUT, RTOL, "linear out");
+    be->linear_forward(be, out, in, W, NULL, N, IN, OUT);
+    lin_ref(want, c.in, c.W, NULL);
+    check_close(out, want, N * OUT, RTOL, "linear out (no bias)");
+
+    /* backward: dout = R, so the gradients are those of L = sum R * out */
+    float din[N * IN], dW[OUT * IN], db[OUT], dW0[OUT * IN], db0[OUT];
+    fill(din, N * IN, 5, 6); /* overwritten */
+    fill(dW0, OUT * IN, -1, 1);
+    fill(db0, OUT, -1, 1);
+    memcpy(dW, dW0, sizeof(dW));
+    memcpy(db, db0, sizeof(db));
+    be->linear_backward(be, din, dW, db, R, in, W, N, IN, OUT);
+    check_fd(lin_loss, &c, c.in, N * IN, din, NULL, FDTOL, "linear din");
+    check_fd(lin_loss, &c, c.W, OUT * IN, dW, dW0, FDTOL, "linear dW (acc)");
+    check_fd(lin_loss, &c, c.b, OUT, db, db0, FDTOL, "linear dbias (acc)");
+
+    /* din and dbias may be NULL; dW is the same */
+    float dW2[OUT * IN];
+    memcpy(dW2, dW0, sizeof(dW2));
+    be->linear_backward(be, NULL, dW2, NULL, R, in, W, N, IN, OUT);
+    assert_memory_equal(dW2, dW, sizeof(dW));
+    free(c.in); free(c.W); free(c.b); free(c.R);
+}
+
+/* Column sums over many rows stay accurate (the bias gradient is summed in double). */
+static void test_linear_dbias_many_rows(void **state)
+{
+    (void)state;
+    enum { NR = 20000, O = 3, I = 1 };
+    float *dout = fnew((long)NR * O), *in = fnew(NR), W[O] = {0}, dW[O] = {0}, db[O] = {0};
+    for (long n = 0; n < NR; n++)
+        for (int o = 0; o < O; o++) dout[n * O + o] = 0.1f + (float)o;
+    be->linear_backward(be, NULL, dW, db, dout, in, W, NR, I, O);
+    for (int o = 0; o < O; o++) {
+        double want = (double)NR * (double)(0.1f + (float)o);
+        assert_true(fabs(db[o] - want) <= 1e-6 * want);
+    }
+    free(dout); free(in);
+}
+
+/* ---- embedding ---- */
+
+enum { VOC = 37, POS = 9 };
+typedef struct { double *wte, *wpe, *R; const int32_t *tok, *pos; } emb_ctx;
+
+static void emb_ref(double *out, const emb_ctx *c)
+{
+    for (int s = 0; s < S; s++)
+        for (int b = 0; b < B; b++)
+            for (int i = 0; i < H; i++)
+                out[(s * B + b) * H + i] = c->wte[c->tok[b * S + s] * H + i] +
+                                           (c->wpe ? c->wpe[c->pos[b * S + s] * H + i] : 0.0);
+}
+static double emb_loss(void *p)
+{
+    double out[N * H];
+    emb_ref(out, p);
+    return dot_d(out, ((emb_ctx *)p)->R, N * H);
+}
+
+static void test_embedding(void **state)
+{
+    (void)state;
+    int32_t tok[B * S], pos[B * S];
+    for (int i = 0; i < B * S; i++) {
+        tok[i] = (int32_t)(urand() * 6); /* many repeats */
+        pos[i] = (int32_t)((i % S + 2) % POS);
+    }
+    tok[0] = VOC - 1;
+    float wte[VOC * H], wpe[POS * H], R[N * H], out[N * H];
+    fill(wte, VOC * H, -1, 1);
+    fill(wpe, POS * H, -1, 1);
+    fill(R, N * H, -1, 1);
+    emb_ctx c = {dup_d(wte, VOC * H), dup_d(wpe, POS * H), dup_d(R, N * H), tok, pos};
+    double want[N * H];
+    be->embedding_forward(be, out, tok, pos, wte, wpe, S, B, H);
+    emb_ref(want, &c);
+    check_close(out, want, N * H, RTOL, "embedding out");
+
+    float dwte[VOC * H], dwpe[POS * H], dwte0[VOC * H], dwpe0[POS * H];
+    fill(dwte0, VOC * H, -1, 1);
+    fill(dwpe0, POS * H, -1, 1);
+    memcpy(dwte, dwte0, sizeof(dwte));
+    memcpy(dwpe, dwpe0, sizeof(dwpe));
+    be->embedding_backward(be, dwte, dwpe, R, tok, pos, S, B, H);
+    check_fd(emb_loss, &c, c.wte, VOC * H, dwte, dwte0, FDTOL, "embedding dwte (acc)");
+    check_fd(emb_loss, &c, c.wpe, POS * H, dwpe, dwpe0, FDTOL, "embedding dwpe (acc)");
+
+    /* without position embeddings */
+    emb_ctx c2 = c;
+    c2.wpe = NULL;
+    be->embedding_forward(be, out, tok, NULL, wte, NULL, S, B, H);
+    emb_ref(want, &c2);
+    check_close(out, want, N * H, RTOL, "embedding out (no wpe)");
+    memcpy(dwte, dwte0, sizeof(dwte));
+    be->embedding_backward(be, dwte, NULL, R, tok, NULL, S, B, H);
+    check_fd(emb_loss, &c2, c2.wte, VOC * H, dwte, dwte0, FDTOL, "embedding dwte (no wpe)");
+    free(c.wte); free(c.wpe); free(c.R);
+}
+
+/* ---- LayerNorm ---- */
+
+typedef struct { double *x, *w, *b, *R; double eps; } ln_ctx;
+
+static void ln_ref(double *out, double *mean, double *rstd, const ln_ctx *c)
+{
+    for (int n = 0; n < N; n++) {
+        const double *x = c->x + n * H;
+        double mu = 0, var = 0;
+        for (int i = 0; i < H; i++) mu += x[i];
+        mu /= H;
+        for (int i = 0; i < H; i++) var += (x[i] - mu) * (x[i] - mu);
+        var /= H;
+        double r = 1.0 / sqrt(var + c->eps);
+        if (mean) mean[n] = mu;
+        if (rstd) rstd[n] = r;
+        for (int i = 0; i < H; i++) out[n * H + i] = (x[i] - mu) * r * c->w[i] + c->b[i];
+    }
+}
+static double ln_loss(void *p)
+{
+    double out[N * H];
+    ln_ref(out, NULL, NULL, p);
+    return dot_d(out, ((ln_ctx *)p)->R, N * H);
+}
+
+static void test_layernorm(void **state)
+{
+    (void)state;
+    float x[N * H], w[H], b[H], R[N * H], out[N * H], mean[N], rstd[N];
+    fill(x, N * H, 2, 4); /* a nonzero mean */
+    fill(w, H, 0.5, 1.5);
+    fill(b, H, -1, 1);
+    fill(R, N * H, -1, 1);
+    const float eps = 1e-5f;
+    ln_ctx c = {dup_d(x, N * H), dup_d(w, H), dup_d(b, H), dup_d(R, N * H), eps};
+    double want[N * H], wm[N], wr[N];
+    be->layernorm_forward(be, out, mean, rstd, x, w, b, N, H, eps);
+    ln_ref(want, wm, wr, &c);
+    check_close(out, want, N * H, RTOL, "layernorm out");
+    check_close(mean, wm, N, RTOL, "layernorm mean");
+    check_close(rstd, wr, N, RTOL, "layernorm rstd");
+
+    float dx[N * H], dw[H], db[H], dx0[N * H], dw0[H], db0[H];
+    fill(dx0, N * H, -1, 1);
+    fill(dw0, H, -1, 1);
+    fill(db0, H, -1, 1);
+    memcpy(dx, dx0, sizeof(dx));
+    memcpy(dw, dw0, sizeof(dw));
+    memcpy(db, db0, sizeof(db));
+    be->layernorm_backward_acc(be, dx, dw, db, R, x, w, mean, rstd, N, H);
+    check_fd(ln_loss, &c, c.x, N * H, dx, dx0, FDTOL, "layernorm dx (acc)");
+    check_fd(ln_loss, &c, c.w, H, dw, dw0, FDTOL, "layernorm dw (acc)");
+    check_fd(ln_loss, &c, c.b, H, db, db0, FDTOL, "layernorm db (acc)");
+    free(c.x); free(c.w); free(c.b); free(c.R);
+}
+
+/* Rows with a large offset relative to their spread keep their accuracy. */
+static void test_layernorm_offset(void **state)
+{
+    (void)state;
+    enum { C = 1000 };
+    float x[C], w[C], b[C], out[C], mean, rstd;
+    for (int i = 0; i < C; i++) {
+        x[i] = 1000.0f + (float)((i % 7) - 3) * 0.01f;
+        w[i] = 1.0f;
+        b[i] = 0.0f;
+    }
+    be->layernorm_forward(be, out, &mean, &rstd, x, w, b, 1, C, 1e-5f);
+    double mu = 0, var = 0;
+    for (int i = 0; i < C; i++) mu += x[i];
+    mu /= C;
+    for (int i = 0; i < C; i++) var += ((double)x[i] - mu) * ((double)x[i] - mu);
+    var /= C;
+    double r = 1.0 / sqrt(var + 1e-5);
+    /* out is (x - mean) with x - mean exact only to fp32 of mean: allow 1e-3 of a unit */
+    for (int i = 0; i < C; i++) assert_true(fabs(out[i] - ((double)x[i] - mu) * r) < 2e-3);
+    assert_true(fabs(rstd - r) <= 1e-5 * r);
+}
+
+/* ---- GeLU ---- */
+
+enum { NG = 1001 };
+typedef struct { double *x, *R; int tanh_approx; } gelu_ctx;
+
+static double gelu_d(double x, int t)
+{
+    if (t) return 0.5 * x * (1.0 + tanh(0.7978845608028654 * x * (1.0 + 0.044715 * x * x)));
+    return 0.5 * x * (1.0 + erf(x / sqrt(2.0)));
+}
+static double gelu_loss(void *p)
+{
+    gelu_ctx *c = p;
+    double s = 0;
+    for (int i = 0; i < NG; i++) s += gelu_d(c->x[i], c->tanh_approx) * c->R[i];
+    return s;
+}
+
+static void test_gelu(void **state)
+{
+    (void)state;
+    float *x = fnew(NG), *R = fnew(NG), *out = fnew(NG), *dx = fnew(NG), *tmp = fnew(NG);
+    fill(x, NG, -6, 6);
+    x[0] = 0.0f;
+    fill(R, NG, -1, 1);
+    double *want = dnew(NG);
+    for (int t = 0; t < 2; t++) {
+        gelu_ctx c = {dup_d(x, NG), dup_d(R, NG), t};
+        be->gelu_forward(be, out, x, NG, t);
+        for (int i = 0; i < NG; i++) want[i] = gelu_d(x[i], t);
+        check_close(out, want, NG, RTOL, t ? "gelu tanh" : "gelu erf");
+        memcpy(tmp, x, NG * sizeof(float)); /* in place */
+        be->gelu_forward(be, tmp, tmp, NG, t);
+        assert_memory_equal(tmp, out, NG * sizeof(float));
+
+        be->gelu_backward(be, dx, R, x, NG, t);
+        check_fd(gelu_loss, &c, c.x, NG, dx, NULL, FDTOL, t ? "gelu tanh dx" : "gelu erf dx");
+        memcpy(tmp, R, NG * sizeof(float)); /* dx may equal dout */
+        be->gelu_backward(be, tmp, tmp, x, NG, t);
+        assert_memory_equal(tmp, dx, NG * sizeof(float));
+        free(c.x); free(c.R);
+    }
+    free(x); free(R); free(out); free(dx); free(tmp); free(want);
+}
+
+/* ---- dropout ---- */
+
+enum { D0 = 7, DB = 3, IN_D = 37 };
+static const mc_dropout_t drop_cfg = {.seed = 0x5eed1234abcdull, .iteration = 11, .layer = 3,
+                                      .site = MC_DROPOUT_SITE_MLP_OUT, .sample0 = 1000, .p = 0.3f};
+
+/* out[i,b,j] per the mc_dropout_t contract, element by element with mc_dropout_keep. */
+static void dropout_ref(float *out, const float *x, const mc_dropout_t *d, int d0, int nb,
+                        int inner, int d0_off, int inner_full, int inner_off)
+{
+    float sc = 1.0f / (1.0f - d->p);
+    for (int i = 0; i < d0; i++)
+        for (int b = 0; b < nb; b++)
+            for (int j = 0; j < inner; j++) {
+                long k = ((long)i * nb + b) * inner + j;
+                uint64_t e = (uint64_t)(i + d0_off) * (uint64_t)inner_full + (uint64_t)(inner_off + j);
+                int keep = mc_dropout_keep(d->seed, d->iteration, d->layer, d->site, d->sample0 + (uint64_t)b, e, d->p);
+                out[k] = keep ? x[k] * sc : 0.0f;
+            }
+}
+
+static void test_dropout_matches_rule(void **state)
+{
+    (void)state;
+    const long n = (long)D0 * DB * IN_D;
+    float *x = fnew(n), *out = fnew(n), *want = fnew(n);
+    fill(x, n, -1, 1);
+    be->dropout_forward(be, out, x, &drop_cfg, D0, DB, IN_D, 0, IN_D, 0);
+    dropout_ref(want, x, &drop_cfg, D0, DB, IN_D, 0, IN_D, 0);
+    assert_memory_equal(out, want, (size_t)n * sizeof(float));
+    /* a shard placed at odd offsets (not multiples of the Philox block of 4) */
+    be->dropout_forward(be, out, x, &drop_cfg, D0, DB, IN_D, 5, 101, 13);
+    dropout_ref(want, x, &drop_cfg, D0, DB, IN_D, 5, 101, 13);
+    assert_memory_equal(out, want, (size_t)n * sizeof(float));
+    /* backward applies the same mask and scale */
+    be->dropout_backward(be, out, x, &drop_cfg, D0, DB, IN_D, 5, 101, 13);
+    assert_memory_equal(out, want, (size_t)n * sizeof(float));
+    /* in place */
+    memcpy(out, x, (size_t)n * sizeof(float));
+    be->dropout_forward(be, out, out, &drop_cfg, D0, DB, IN_D, 5, 101, 13);
+    assert_memory_equal(out, want, (size_t)n * sizeof(float));
+    memcpy(out, x, (size_t)n * sizeof(float));
+    be->dropout_backward(be, out, out, &drop_cfg, D0, DB, IN_D, 5, 101, 13);
+    assert_memory_equal(out, want, (size_t)n * sizeof(float));
+    free(x); free(out); free(want);
+}
+
+/* The whole tensor equals its shards: split along d0 (sequence parallel), along inner
+ * (tensor parallel) and along the batch (sample0 shifted). */
+static void test_dropout_layout_invariance(void **state)
+{
+    (void)state;
+    const long n = (long)D0 * DB * IN_D;
+    float *x = fnew(n), *whole = fnew(n);
+    fill(x, n, 0.5, 1.5);
+    be->dropout_forward(be, whole, x, &drop_cfg, D0, DB, IN_D, 0, IN_D, 0);
+
+    /* d0 split: rows [0, 3) and [3, 7) */
+    {
+        const int s1 = 3;
+        float *a = fnew(n);
+        be->dropout_forward(be, a, x, &drop_cfg, s1, DB, IN_D, 0, IN_D, 0);
+        be->dropout_forward(be, a + (long)s1 * DB * IN_D, x + (long)s1 * DB * IN_D, &drop_cfg,
+                            D0 - s1, DB, IN_D, s1, IN_D, 0);
+        assert_memory_equal(a, whole, (size_t)n * sizeof(float));
+        free(a);
+    }
+    /* inner split: columns [0, 13) and [13, 37) as separate [d0, b, inner_shard] tensors */
+    {
+        const int c1 = 13, c2 = IN_D - c1;
+        float *xa = fnew((long)D0 * DB * c1), *xb = fnew((long)D0 * DB * c2);
+        for (long r = 0; r < (long)D0 * DB; r++) {
+            memcpy(xa + r * c1, x + r * IN_D, (size_t)c1 * sizeof(float));
+            memcpy(xb + r * c2, x + r * IN_D + c1, (size_t)c2 * sizeof(float));
+        }
+        be->dropout_forward(be, xa, xa, &drop_cfg, D0, DB, c1, 0, IN_D, 0);
+        be->dropout_forward(be, xb, xb, &drop_cfg, D0, DB, c2, 0, IN_D, c1);
+        for (long r = 0; r < (long)D0 * DB; r++) {
+            assert_memory_equal(xa + r * c1, whole + r * IN_D, (size_t)c1 * sizeof(float));
+            assert_memory_equal(xb + r * c2, whole + r * IN_D + c1, (size_t)c2 * sizeof(float));
+        }
+        free(xa); free(xb);
+    }
+    /* batch split: batch rows [0, 1) and [1, 3), the second with sample0 + 1 */
+    {
+        const int b1 = 1, b2 = DB - b1;
+        float *xa = fnew((long)D0 * b1 * IN_D), *xb = fnew((long)D0 * b2 * IN_D);
+        for (int i = 0; i < D0; i++) {
+            memcpy(xa + (long)i * b1 * IN_D, x + ((long)i * DB) * IN_D, (size_t)b1 * IN_D * sizeof(float));
+            memcpy(xb + (long)i * b2 * IN_D, x + ((long)i * DB + b1) * IN_D, (size_t)b2 * IN_D * sizeof(float));
+        }
+        mc_dropout_t d2 = drop_cfg;
+        be->dropout_forward(be, xa, xa, &d2, D0, b1, IN_D, 0, IN_D, 0);
+        d2.sample0 += b1;
+        be->dropout_forward(be, xb, xb, &d2, D0, b2, IN_D, 0, IN_D, 0);
+        for (int i = 0; i < D0; i++) {
+            assert_memory_equal(xa + (long)i * b1 * IN_D, whole + ((long)i * DB) * IN_D, (size_t)b1 * IN_D * sizeof(float));
+            assert_memory_equal(xb + (long)i * b2 * IN_D, whole + ((long)i * DB + b1) * IN_D, (size_t)b2 * IN_D * sizeof(float));
+        }
+        free(xa); free(xb);
+    }
+    /* another iteration, layer, site or seed gives another mask */
+    for (int which = 0; which < 4; which++) {
+        mc_dropout_t d2 = drop_cfg;
+        if (which == 0) d2.iteration++;
+        if (which == 1) d2.layer++;
+        if (which == 2) d2.site = MC_DROPOUT_SITE_ATTN_OUT;
+        if (which == 3) d2.seed++;
+        float *o = fnew(n);
+        be->dropout_forward(be, o, x, &d2, D0, DB, IN_D, 0, IN_D, 0);
+        assert_true(memcmp(o, whole, (size_t)n * sizeof(float)) != 0);
+        free(o);
+    }
+    free(x); free(whole);
+}
+
+static void test_dropout_rate_and_p0(void **state)
+{
+    (void)state;
+    enum { D0L = 50, BL = 4, IL = 1000 };
+    const long n = (long)D0L * BL * IL;
+    float *x = fnew(n), *out = fnew(n);
+    for (long i = 0; i < n; i++) x[i] = 1.0f;
+    const float ps[] = {0.1f, 0.5f};
+    for (int k = 0; k < 2; k++) {
+        mc_dropout_t d = drop_cfg;
+        d.p = ps[k];
+        be->dropout_forward(be, out, x, &d, D0L, BL, IL, 0, IL, 0);
+        long kept = 0;
+        double sum = 0;
+        const float sc = 1.0f / (1.0f - d.p);
+        for (long i = 0; i < n; i++) {
+            assert_true(out[i] == 0.0f || out[i] == sc);
+            kept += out[i] != 0.0f;
+            sum += out[i];
+        }
+        double rate = (double)kept / n, sd = sqrt(d.p * (1 - d.p) / n);
+        assert_true(fabs(rate - (1.0 - d.p)) < 6 * sd);
+        assert_true(fabs(sum / n - 1.0) < 6 * sd / (1.0 - d.p)); /* expectation preserved */
+    }
+    /* p = 0: an exact copy, in and out of place */
+    mc_dropout_t d0 = drop_cfg;
+    d0.p = 0.0f;
+    fill(x, n, -1, 1);
+    be->dropout_forward(be, out, x, &d0, D0L, BL, IL, 0, IL, 0);
+    assert_memory_equal(out, x, (size_t)n * sizeof(float));
+    be->dropout_backward(be, out, x, &d0, D0L, BL, IL, 3, IL * 2, 7);
+    assert_memory_equal(out, x, (size_t)n * sizeof(float));
+    be->dropout_forward(be, out, out, &d0, D0L, BL, IL, 0, IL, 0);
+    assert_memory_equal(out, x, (size_t)n * sizeof(float));
+    free(x); free(out);
+}
+
+/* ---- attention ---- */
+
+typedef struct {
+    int S_, B_, NH_, HD_, head_offset;
+    float scale;
+    const mc_dropout_t *d; /* NULL or p == 0: no dropout */
+    double *qkv, *R;
+} att_ctx;
+
+/* Naive causal attention in double; probs (may be NULL) before dropout, [b, NH, s, s]. */
+static void att_ref(double *out, double *probs, const att_ctx *c)
+{
+    const int Sx = c->S_, Bx = c->B_, NHx = c->NH_, HDx = c->HD_;
+    const long lq = (long)Bx * NHx * 3 * HDx, lo = (long)Bx * NHx * HDx;
+    const int drop = c->d && c->d->p > 0.0f;
+    const double dsc = drop ? 1.0 / (1.0 - (double)c->d->p) : 1.0;
+    double *sc = dnew(Sx);
+    for (int b = 0; b < Bx; b++)
+        for (int h = 0; h < NHx; h++) {
+            const double *q = c->qkv + (long)b * NHx * 3 * HDx + (long)h * 3 * HDx;
+            const double *k = q + HDx, *v = q + 2 * HDx;
+            for (int i = 0; i < Sx; i++) {
+                double mx = -INFINITY;
+                for (int j = 0; j < Sx; j++) {
+                    double s = -10000.0;
+                    if (j <= i) {
+                        s = 0;
+                        for (int e = 0; e < HDx; e++) s += q[i * lq + e] * k[j * lq + e];
+                        s *= (double)c->scale;
+                    }
+                    sc[j] = s;
+                    mx = fmax(mx, s);
+                }
+                double sum = 0;
+                for (int j = 0; j < Sx; j++) sum += (sc[j] = exp(sc[j] - mx));
+                for (int j = 0; j < Sx; j++) sc[j] /= sum;
+                if (probs)
+                    for (int j = 0; j < Sx; j++) probs[(((long)b * NHx + h) * Sx + i) * Sx + j] = sc[j];
+                for (int e = 0; e < HDx; e++) {
+                    double o = 0;
+                    for (int j = 0; j < Sx; j++) {
+                        double pj = sc[j];
+                        if (drop) {
+                            uint64_t el = ((uint64_t)(c->head_offset + h) * Sx + i) * Sx + j;
+                            pj = mc_dropout_keep(c->d->seed, c->d->iteration, c->d->layer, c->d->site,
+                                                 c->d->sample0 + (uint64_t)b, el, c->d->p) ? pj * dsc : 0.0;
+                        }
+                        o += pj * v[j * lq + e];
+                    }
+                    out[i * lo + (long)b * NHx * HDx + (long)h * HDx + e] = o;
+                }
+            }
+        }
+    free(sc);
+}
+static double att_loss(void *p)
+{
+    att_ctx *c = p;
+    long no = (long)c->S_ * c->B_ * c->NH_ * c->HD_;
+    double *out = dnew(no);
+    att_ref(out, NULL, c);
+    double l = dot_d(out, c->R, no);
+    free(out);
+    return l;
+}
+
+static const mc_dropout_t attn_drop = {.seed = 77, .iteration = 5, .layer = 2,
+                                       .site = MC_DROPOUT_SITE_ATTN_PROBS, .sample0 = 40, .p = 0.25f};
+
+/* Forward against the reference, backward against finite differences. */
+static void run_attention_case(int Sx, int Bx, int NHx, int HDx, const mc_dropout_t *d,
+                               double qlo, double qhi, int fd)
+{
+    const long nqkv = (long)Sx * Bx * NHx * 3 * HDx, no = (long)Sx * Bx * NHx * HDx;
+    const long np = (long)Bx * NHx * Sx * Sx;
+    float *qkv = fnew(nqkv), *out = fnew(no), *probs = fnew(np), *R = fnew(no);
+    float *dqkv = fnew(nqkv), *scratch = fnew(np);
+    fill(qkv, nqkv, qlo, qhi);
+    fill(R, no, -1, 1);
+    fill(dqkv, nqkv, 7, 8); /* overwritten */
+    fill(scratch, np, 7, 8);
+    const float scale = 1.0f / sqrtf((float)HDx);
+    att_ctx c = {Sx, Bx, NHx, HDx, 0, scale, d, dup_d(qkv, nqkv), dup_d(R, no)};
+    double *wo = dnew(no), *wp = dnew(np);
+    be->attention_forward(be, out, probs, qkv, Sx, Bx, NHx, HDx, scale, d, 0, NHx);
+    att_ref(wo, wp, &c);
+    check_close(probs, wp, np, RTOL, "attention probs");
+    check_close(out, wo, no, RTOL, "attention out");
+    if (fd) {
+        be->attention_backward(be, dqkv, scratch, R, qkv, probs, Sx, Bx, NHx, HDx, scale, d, 0, NHx);
+        check_fd(att_loss, &c, c.qkv, nqkv, dqkv, NULL, FDTOL, "attention dqkv");
+    }
+    free(qkv); free(out); free(probs); free(R); free(dqkv); free(scratch);
+    free(c.qkv); free(c.R); free(wo); free(wp);
+}
+
+static void test_attention(void **state)
+{
+    (void)state;
+    run_attention_case(S, B, NH, HD, NULL, -1.5, 1.5, 1);
+    mc_dropout_t d0 = attn_drop;
+    d0.p = 0.0f;
+    run_attention_case(S, B, NH, HD, &d0, -1.5, 1.5, 1);
+    run_attention_case(S, B, NH, HD, &attn_drop, -1.5, 1.5, 1);
+}
+
+/* More rows than one block of the implementation (64) and more keys than its dropout tile
+ * (256), so block and tile edges are crossed. */
+static void test_attention_long(void **state)
+{
+    (void)state;
+    run_attention_case(131, 2, 1, 3, NULL, -1, 1, 1);
+    run_attention_case(131, 2, 1, 3, &attn_drop, -1, 1, 1);
+    run_attention_case(300, 1, 1, 4, &attn_drop, -1, 1, 0);
+}
+
+/* Every visible score far below -10000: the masked keys then carry the probability, and the
+ * op must not skip them. */
+static void test_attention_masked_dominant(void **state)
+{
+    (void)state;
+    enum { SX = 70, BX = 1, NHX = 1, HDX = 4 };
+    const long nqkv = (long)SX * BX * NHX * 3 * HDX, no = (long)SX * BX * NHX * HDX;
+    const long np = (long)BX * NHX * SX * SX;
+    for (int pass = 0; pass < 2; pass++) {
+        const mc_dropout_t *d = pass ? &attn_drop : NULL;
+        float *qkv = fnew(nqkv), *out = fnew(no), *probs = fnew(np), *R = fnew(no);
+        float *dqkv = fnew(nqkv), *scratch = fnew(np);
+        fill(qkv, nqkv, -1, 1);
+        fill(R, no, -1, 1);
+        /* Integer q and k, so the scores (about -20000) are exact in fp32 and the last row's
+         * softmax is not dominated by the rounding of scores that large. */
+        for (int s = 0; s < SX; s++)
+            for (int e = 0; e < HDX; e++) {
+                qkv[(long)s * 3 * HDX + e] = 100.0f + (float)((s + e) % 3);       /* q */
+                qkv[(long)s * 3 * HDX + HDX + e] = -100.0f - (float)((s * e) % 4); /* k */
+            }
+        const float scale = 0.5f;
+        att_ctx c = {SX, BX, NHX, HDX, 0, scale, d, dup_d(qkv, nqkv), dup_d(R, no)};
+        double *wo = dnew(no), *wp = dnew(np);
+        be->attention_forward(be, out, probs, qkv, SX, BX, NHX, HDX, scale, d, 0, NHX);
+        att_ref(wo, wp, &c);
+        assert_true(probs[SX - 1] > 0.0f); /* row 0: the masked keys share the probability */
+        check_close(probs, wp, np, RTOL, "attention probs (masked dominant)");
+        check_close(out, wo, no, RTOL, "attention out (masked dominant)");
+        be->attention_backward(be, dqkv, scratch, R, qkv, probs, SX, BX, NHX, HDX, scale, d, 0, NHX);
+        /* only v has a gradient of any size here; compare every element anyway */
+        check_fd(att_loss, &c, c.qkv, nqkv, dqkv, NULL, FDTOL, "attention dqkv (masked dominant)");
+        free(qkv); free(out); free(probs); free(R); free(dqkv); free(scratch);
+        free(c.qkv); free(c.R); free(wo); free(wp);
+    }
+}
+
+/* Splitting the heads across ranks (head_offset) or the batch (sample0) changes nothing. */
+static void test_attention_split_invariance(void **state)
+{
+    (void)state;
+    const long nqkv = (long)S * B * NH * 3 * HD, no = (long)S * B * NH * HD, np = (long)B * NH * S * S;
+    float *qkv = fnew(nqkv), *out = fnew(no), *probs = fnew(np), *dout = fnew(no);
+    float *dqkv = fnew(nqkv), *scratch = fnew(np);
+    fill(qkv, nqkv, -1.5, 1.5);
+    fill(dout, no, -1, 1);
+    const float scale = 1.0f / sqrtf((float)HD);
+    mc_dropout_t d = attn_drop;
+    d.p = 0.5f;
+    be->attention_forward(be, out, probs, qkv, S, B, NH, HD, scale, &d, 0, NH);
+    be->attention_backward(be, dqkv, scratch, dout, qkv, probs, S, B, NH, HD, scale, &d, 0, NH);
+
+    /* by heads: one head per "rank" */
+    for (int h = 0; h < NH; h++) {
+        const long mq = (long)S * B * 3 * HD, mo = (long)S * B * HD, mp = (long)B * S * S;
+        float *q1 = fnew(mq), *o1 = fnew(mo), *p1 = fnew(mp), *do1 = fnew(mo), *dq1 = fnew(mq), *s1 = fnew(mp);
+        for (long r = 0; r < (long)S * B; r++) {
+            memcpy(q1 + r * 3 * HD, qkv + r * NH * 3 * HD + (long)h * 3 * HD, 3 * HD * sizeof(float));
+            memcpy(do1 + r * HD, dout + r * NH * HD + (long)h * HD, HD * sizeof(float));
+        }
+        be->attention_forward(be, o1, p1, q1, S, B, 1, HD, scale, &d, h, NH);
+        be->attention_backward(be, dq1, s1, do1, q1, p1, S, B, 1, HD, scale, &d, h, NH);
+        for (long r = 0; r < (long)S * B; r++) {
+            assert_memory_equal(o1 + r * HD, out + r * NH * HD + (long)h * HD, HD * sizeof(float));
+            assert_memory_equal(dq1 + r * 3 * HD, dqkv + r * NH * 3 * HD + (long)h * 3 * HD, 3 * HD * sizeof(float));
+        }
+        for (int b = 0; b < B; b++)
+            assert_memory_equal(p1 + (long)b * S * S, probs + ((long)b * NH + h) * S * S, (size_t)S * S * sizeof(float));
+        free(q1); free(o1); free(p1); free(do1); free(dq1); free(s1);
+    }
+    /* by batch: rows [0, 1) and [1, 3) with sample0 shifted */
+    for (int part = 0; part < 2; part++) {
+        const int b0 = part ? 1 : 0, nb = part ? B - 1 : 1;
+        const long mq = (long)S * nb * NH * 3 * HD, mo = (long)S * nb * NH * HD, mp = (long)nb * NH * S * S;
+        float *q1 = fnew(mq), *o1 = fnew(mo), *p1 = fnew(mp), *do1 = fnew(mo), *dq1 = fnew(mq), *s1 = fnew(mp);
+        const long wq = (long)NH * 3 * HD, wo = (long)NH * HD;
+        for (int s = 0; s < S; s++) {
+            memcpy(q1 + (long)s * nb * wq, qkv + ((long)s * B + b0) * wq, (size_t)(nb * wq) * sizeof(float));
+            memcpy(do1 + (long)s * nb * wo, dout + ((long)s * B + b0) * wo, (size_t)(nb * wo) * sizeof(float));
+        }
+        mc_dropout_t d2 = d;
+        d2.sample0 += (uint64_t)b0;
+        be->attention_forward(be, o1, p1, q1, S, nb, NH, HD, scale, &d2, 0, NH);
+        be->attention_backward(be, dq1, s1, do1, q1, p1, S, nb, NH, HD, scale, &d2, 0, NH);
+        for (int s = 0; s < S; s++) {
+            assert_memory_equal(o1 + (long)s * nb * wo, out + ((long)s * B + b0) * wo, (size_t)(nb * wo) * sizeof(float));
+            assert_memory_equal(dq1 + (long)s * nb * wq, dqkv + ((long)s * B + b0) * wq, (size_t)(nb * wq) * sizeof(float));
+        }
+        assert_memory_equal(p1, probs + (long)b0 * NH * S * S, (size_t)mp * sizeof(float));
+        free(q1); free(o1); free(p1); free(do1); free(dq1); free(s1);
+    }
+    free(qkv); free(out); free(probs); free(dout); free(dqkv); free(scratch);
+}
+
+/* ---- cross-entropy ---- */
+
+typedef struct { double *logits, *dloss; const int32_t *tg; } ce_ctx;
+
+static void ce_ref(double *losses, const ce_ctx *c)
+{
+    for (int s = 0; s < S; s++)
+        for (int b = 0; b < B; b++) {
+            const double *x = c->logits + ((long)s * B + b) * V;
+            double mx = x[0];
+            for (int j = 1; j < V; j++) mx = fmax(mx, x[j]);
+            double sum = 0;
+            for (int j = 0; j < V; j++) sum += exp(x[j] - mx);
+            int t = c->tg[b * S + s];
+            losses[b * S + s] = mx + log(sum) - (t >= 0 && t < V ? x[t] : 0.0);
+        }
+}
+static double ce_loss(void *p)
+{
+    double l[N];
+    ce_ref(l, p);
+    return dot_d(l, ((ce_ctx *)p)->dloss, N);
+}
+
+static void test_cross_entropy(void **state)
+{
+    (void)state;
+    float logits[N * V], dloss[N], losses[N], dl[N * V], tmp[N * V];
+    int32_t tg[N];
+    fill(logits, N * V, -3, 3);
+    for (int j = 0; j < V; j++) logits[4 * V + j] += 1000.0f; /* one row far from 0 */
+    fill(dloss, N, 0.1, 1);
+    for (int i = 0; i < N; i++) tg[i] = (int32_t)(urand() * V);
+    tg[5] = V - 1;
+    tg[6] = 0;
+    ce_ctx c = {dup_d(logits, N * V), dup_d(dloss, N), tg};
+    double want[N];
+    be->cross_entropy_forward(be, losses, logits, tg, S, B, V);
+    ce_ref(want, &c);
+    check_close(losses, want, N, RTOL, "cross-entropy losses");
+    be->cross_entropy_backward(be, dl, logits, tg, dloss, S, B, V);
+    check_fd(ce_loss, &c, c.logits, N * V, dl, NULL, FDTOL, "cross-entropy dlogits");
+    memcpy(tmp, logits, sizeof(tmp)); /* in place */
+    be->cross_entropy_backward(be, tmp, tmp, tg, dloss, S, B, V);
+    assert_memory_equal(tmp, dl, sizeof(tmp));
+    /* a target outside this shard's vocab: no predicted logit, no one-hot term */
+    tg[3] = V + 5;
+    tg[8] = -1;
+    be->cross_entropy_forward(be, losses, logits, tg, S, B, V);
+    ce_ref(want, &c);
+    check_close(losses, want, N, RTOL, "cross-entropy losses (target outside shard)");
+    be->cross_entropy_backward(be, dl, logits, tg, dloss, S, B, V);
+    check_fd(ce_loss, &c, c.logits, N * V, dl, NULL, FDTOL, "cross-entropy dlogits (target outside shard)");
+    free(c.logits); free(c.dloss);
+}
+
+/* ---- elementwise and reductions ---- */
+
+static void test_elementwise(void **state)
+{
+    (void)state;
+    enum { NE = 1003 };
+    float a[NE], b[NE], out[NE], acc[NE];
+    fill(a, NE, -1, 1);
+    fill(b, NE, -1, 1);
+    be->add(be, out, a, b, NE);
+    for (int i = 0; i < NE; i++) assert_true(out[i] == a[i] + b[i]);
+    memcpy(acc, a, sizeof(acc));
+    be->add_inplace(be, acc, b, NE);
+    assert_memory_equal(acc, out, sizeof(acc));
+    be->add(be, acc, acc, b, NE); /* out may alias */
+    for (int i = 0; i < NE; i++) assert_true(acc[i] == out[i] + b[i]);
+    memcpy(acc, a, sizeof(acc));
+    be->scale(be, acc, 0.37f, NE);
+    for (int i = 0; i < NE; i++) assert_true(acc[i] == a[i] * 0.37f);
+
+    double want = 0;
+    for (int i = 0; i < NE; i++) want += (double)a[i] * a[i];
+    assert_true(fabs(be->sumsq(be, a, NE) - want) <= 1e-12 * want);
+    assert_true(be->sumsq(be, a, 0) == 0.0);
+    assert_true(be->sumsq(be, a, 5) > 0.0);
+
+    memcpy(acc, a, sizeof(acc));
+    acc[0] = 0.0f;
+    acc[17] = -0.0f;
+    acc[NE - 1] = 0.0f;
+    assert_int_equal(be->count_zeros(be, acc, NE), 3);
+    assert_int_equal(be->count_zeros(be, a, NE), 0);
+
+    assert_int_equal(be->has_nonfinite(be, a, NE), 0);
+    const float bad[] = {INFINITY, -INFINITY, NAN, -NAN};
+    const int where[] = {0, 500, NE - 1};
+    for (int k = 0; k < 4; k++)
+        for (int w = 0; w < 3; w++) {
+            memcpy(acc, a, sizeof(acc));
+            acc[where[w]] = bad[k];
+            assert_int_equal(be->has_nonfinite(be, acc, NE), 1);
+            assert_int_equal(be->has_nonfinite(be, acc, where[w]), 0);
+        }
+    acc[0] = 3.4e38f;
+    acc[1] = -3.4e38f;
+    acc[2] = 1e-45f;
+    assert_int_equal(be->has_nonfinite(be, acc, 3), 0);
+}
+
+/* Sum of squares of many values: double accumulation. */
+static void test_sumsq_large(void **state)
+{
+    (void)state;
+    const long n = 3000001;
+    float *x = fnew(n);
+    for (long i = 0; i < n; i++) x[i] = 0.1f;
+    double want = (double)n * (double)0.1f * (double)0.1f;
+    /* fp32 accumulation would be off by percents here */
+    assert_true(fabs(be->sumsq(be, x, n) - want) <= 1e-9 * want);
+    free(x);
+}
+
+/* ---- Adam ---- */
+
+static void test_adam(void **state)
+{
+    (void)state;
+    enum { NA = 101 };
+    float p[NA], m[NA], v[NA], g[NA];
+    double pd[NA], md[NA], vd[NA];
+    fill(p, NA, -1, 1);
+    for (int i = 0; i < NA; i++) { pd[i] = p[i]; m[i] = v[i] = 0.0f; md[i] = vd[i] = 0.0; }
+    const float lr = 1e-2f, b1 = 0.9f, b2 = 0.95f, eps = 1e-8f, wd = 0.1f;
+    for (int step = 1; step <= 5; step++) {
+        fill(g, NA, -1, 1);
+        g[3] = 0.0f;
+        be->adam_step(be, p, g, m, v, NA, lr, b1, b2, eps, wd, step);
+        double bc1 = 1.0 - pow(b1, step), bc2 = 1.0 - pow(b2, step);
+        for (int i = 0; i < NA; i++) {
+            md[i] = (double)b1 * md[i] + (1.0 - (double)b1) * g[i];
+            vd[i] = (double)b2 * vd[i] + (1.0 - (double)b2) * (double)g[i] * g[i];
+            double upd = (md[i] / bc1) / (sqrt(vd[i] / bc2) + (double)eps) + (double)wd * pd[i];
+            pd[i] -= (double)lr * upd;
+        }
+        check_close(m, md, NA, RTOL, "adam m");
+        check_close(v, vd, NA, RTOL, "adam v");
+        check_close(p, pd, NA, RTOL, "adam p");
+    }
+    /* n = 0 touches nothing */
+    be->adam_step(be, p, g, m, v, 0, lr, b1, b2, eps, wd, 6);
+}
+
+int main(void)
+{
+    be = mc_backend_cpu();
+    rng_seed(12345);
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_memory),
+        cmocka_unit_test(test_gemm),
+        cmocka_unit_test(test_linear),
+        cmocka_unit_test(test_linear_dbias_many_rows),
+        cmocka_unit_test(test_embedding),
+        cmocka_unit_test(test_layernorm),
+        cmocka_unit_test(test_layernorm_offset),
+        cmocka_unit_test(test_gelu),
+        cmocka_unit_test(test_dropout_matches_rule),
+        cmocka_unit_test(test_dropout_layout_invariance),
+        cmocka_unit_test(test_dropout_rate_and_p0),
+        cmocka_unit_test(test_attention),
+        cmocka_unit_test(test_attention_long),
+        cmocka_unit_test(test_attention_masked_dominant),
+        cmocka_unit_test(test_attention_split_invariance),
+        cmocka_unit_test(test_cross_entropy),
+        cmocka_unit_test(test_elementwise),
+        cmocka_unit_test(test_sumsq_large),
+        cmocka_unit_test(test_adam),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
