@@ -10,6 +10,7 @@
 
 #include <stdbool.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #define MC_MAX_PATHS 64
 
@@ -146,6 +147,9 @@ void mc_args_finalize(mc_args_t *args, int world_size);
 void mc_args_defaults(mc_args_t *args);
 
 void mc_args_free(mc_args_t *args);
+
+/* Megatron's start-up "arguments" block (cli/report.c). */
+void mc_args_print(FILE *out, const mc_args_t *args);
 
 /* Megatron's padded vocab: ceil(V / (divisible_by*tp)) * (divisible_by*tp). */
 int mc_padded_vocab_size(int vocab_size, int divisible_by, int tp);

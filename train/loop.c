@@ -131,6 +131,7 @@ static void print_startup(const mc_trainer_t *t, const char *why)
            "tensor-model-parallel size: %d, pipeline-model-parallel size: %d\n",
            a->world_size, a->data_parallel_size, a->context_parallel_size,
            a->tensor_model_parallel_size, a->pipeline_model_parallel_size);
+    mc_args_print(stdout, a);
     printf("> device: %s\n", why);
     printf("> building %s tokenizer ...\n", a->tokenizer_type);
     int v = data_vocab(a);

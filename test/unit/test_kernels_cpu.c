@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "kernels/backend.h"
+#include "kernels/cpu/cpu.h"
 #include "kernels/philox.h"
 
 /* Small odd sizes so no dimension lines up with a vector width or a Philox block. */
@@ -939,6 +940,51 @@ static void test_adam(void **state)
     be->adam_step(be, p, g, m, v, 0, lr, b1, b2, eps, wd, 6);
 }
 
+/* ---- the vector math of kernels/cpu/cpu.h ---- */
+
+static void test_fast_math(void **state)
+{
+    (void)state;
+    double worst = 0, worst_t = 0;
+    for (float x = -87.3f; x < 88.3f; x += 0.00137f) {
+        mc_v4f e = mc_v4_exp((mc_v4f){x, x * 0.5f, -x * 0.25f, x * 0.125f});
+        const float xs[4] = {x, x * 0.5f, -x * 0.25f, x * 0.125f};
+        for (int k = 0; k < 4; k++) worst = fmax(worst, fabs(e[k] - exp((double)xs[k])) / exp((double)xs[k]));
+        if (x > -20.0f && x < 20.0f) {
+            mc_v4f t = mc_v4_tanh(mc_v4_splat(x));
+            worst_t = fmax(worst_t, fabs(t[0] - tanh((double)x)));
+        }
+    }
+    assert_true(worst < 1.5e-7); /* about 1.4 ulp */
+    assert_true(worst_t < 2e-7);
+    mc_v4f e = mc_v4_exp((mc_v4f){0.0f, -88.0f, -10000.0f, -INFINITY});
+    assert_true(e[0] == 1.0f && e[1] == 0.0f && e[2] == 0.0f && e[3] == 0.0f);
+    mc_v4f t = mc_v4_tanh((mc_v4f){0.0f, -0.0f, 30.0f, -30.0f});
+    assert_true(t[0] == 0.0f && !signbit(t[0]) && t[1] == 0.0f && signbit(t[1]));
+    assert_true(t[2] == 1.0f && t[3] == -1.0f);
+    for (float x = 0.0f; x < 1000.0f; x += 0.37f) {
+        mc_v4f r = mc_v4_sqrt(mc_v4_splat(x));
+        assert_true(r[0] == sqrtf(x));
+    }
+    /* row helpers, every tail length */
+    float x[13], out[13];
+    fill(x, 13, -5, 5);
+    for (int n = 1; n <= 13; n++) {
+        float mx = x[0];
+        for (int j = 1; j < n; j++) mx = fmaxf(mx, x[j]);
+        assert_true(mc_cpu_row_max(x, n) == mx);
+        double want = 0;
+        for (int j = 0; j < n; j++) want += exp((double)x[j] - mx);
+        memset(out, 0, sizeof(out));
+        double got = mc_cpu_exp_shift_sum(out, x, n, mx);
+        assert_true(fabs(got - want) <= 2e-7 * want);
+        assert_true(fabs(mc_cpu_exp_shift_sum(NULL, x, n, mx) - got) == 0.0);
+        for (int j = 0; j < 13; j++)
+            if (j < n) assert_true(fabs(out[j] - exp((double)x[j] - mx)) <= 2e-7 * exp((double)x[j] - mx));
+            else assert_true(out[j] == 0.0f);
+    }
+}
+
 int main(void)
 {
     be = mc_backend_cpu();
@@ -963,6 +1009,7 @@ int main(void)
         cmocka_unit_test(test_elementwise),
         cmocka_unit_test(test_sumsq_large),
         cmocka_unit_test(test_adam),
+        cmocka_unit_test(test_fast_math),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,0 +1,93 @@
+/* The start-up "arguments" block, as Megatron's _print_args prints it: every argument sorted
+ * case-insensitively, name padded with dots, value after validation and derivation. Names are
+ * the flags' spellings with '-' as '_'; store_false flags report whether they were given. */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "cli/flags.h"
+
+typedef struct {
+    char name[64];
+    char value[256];
+} row_t;
+
+static int row_cmp(const void *a, const void *b)
+{
+    return strcasecmp(((const row_t *)a)->name, ((const row_t *)b)->name);
+}
+
+/* The value a field holds while its flag is not given (Megatron's None). */
+static double none_value(const mc_flag_t *f) { return f->none ? strtod(f->none, NULL) : 0.0; }
+
+static void format_value(const mc_flag_t *f, const mc_args_t *a, char *out, size_t n)
+{
+    const char *p = (const char *)a + f->field;
+    switch (f->type) {
+    case MC_FLAG_STORE_TRUE: snprintf(out, n, "%s", *(const bool *)p ? "True" : "False"); break;
+    case MC_FLAG_STORE_FALSE: snprintf(out, n, "%s", *(const bool *)p ? "False" : "True"); break;
+    case MC_FLAG_INT:
+    case MC_FLAG_INT64: {
+        long long v = f->field_size == sizeof(int64_t) ? *(const int64_t *)p : *(const int *)p;
+        if (!f->def && (double)v == none_value(f)) snprintf(out, n, "None");
+        else snprintf(out, n, "%lld", v);
+        break;
+    }
+    case MC_FLAG_FLOAT: {
+        double v = *(const double *)p;
+        if (!f->def && v == none_value(f)) snprintf(out, n, "None");
+        else snprintf(out, n, "%.10g", v);
+        break;
+    }
+    case MC_FLAG_STRING:
+    case MC_FLAG_CHOICE: snprintf(out, n, "%s", *p ? p : "None"); break;
+    case MC_FLAG_LIST: {
+        int count = f->count_field ? *(const int *)((const char *)a + f->count_field) : 0;
+        char *const *items = (char *const *)p;
+        size_t used = 0;
+        used += (size_t)snprintf(out, n, count ? "[" : "None");
+        for (int i = 0; i < count && used < n; i++)
+            used += (size_t)snprintf(out + used, n - used, "%s'%s'", i ? ", " : "", items[i]);
+        if (count && used < n) snprintf(out + used, n - used, "]");
+        break;
+    }
+    case MC_FLAG_ACTION: snprintf(out, n, "None"); break;
+    }
+}
+
+void mc_args_print(FILE *out, const mc_args_t *a)
+{
+    size_t n = mc_flag_count(), k = 0;
+    row_t *rows = calloc(n + 8, sizeof(row_t));
+    if (!rows) return;
+    for (size_t i = 0; i < n; i++) {
+        const mc_flag_t *f = mc_flag_at(i);
+        if (!f->field_size || f->type == MC_FLAG_ACTION) continue;
+        row_t *r = &rows[k++];
+        snprintf(r->name, sizeof(r->name), "%s", f->name + 2);
+        for (char *c = r->name; *c; c++)
+            if (*c == '-') *c = '_';
+        format_value(f, a, r->value, sizeof(r->value));
+    }
+    /* values derived in validate_args that no flag sets */
+    const struct { const char *name; int v; } derived[] = {
+        {"world_size", a->world_size}, {"data_parallel_size", a->data_parallel_size},
+        {"num_microbatches", a->num_microbatches},
+    };
+    for (size_t i = 0; i < sizeof(derived) / sizeof(derived[0]); i++) {
+        row_t *r = &rows[k++];
+        snprintf(r->name, sizeof(r->name), "%s", derived[i].name);
+        snprintf(r->value, sizeof(r->value), "%d", derived[i].v);
+    }
+    qsort(rows, k, sizeof(row_t), row_cmp);
+    fprintf(out, "------------------------ arguments ------------------------\n");
+    for (size_t i = 0; i < k; i++) {
+        int dots = 48 - (int)strlen(rows[i].name);
+        fprintf(out, "  %s %.*s %s\n", rows[i].name, dots > 0 ? dots : 0,
+                "................................................", rows[i].value);
+    }
+    fprintf(out, "-------------------- end of arguments ---------------------\n");
+    free(rows);
+}
