@@ -128,8 +128,9 @@ struct mc_backend {
                                const mc_dropout_t *d, int head_offset, int NH_full);
 
     /* ---- cross-entropy in fp32 over logits [N, V] (V = padded vocab on this rank) ----
-     * losses[n] = logsumexp(logits[n]) - logits[n, targets[n]]. targets are [b, s] row-major
-     * while logits rows are [s, b] (row = s_i*B + b_i): N = S*B, the op maps between them. */
+     * logits rows are [s, b] (row n = s_i*B + b_i, N = S*B) while targets and losses are [b, s]
+     * row-major (index b_i*S + s_i), as a dataset yields them; the op maps between them:
+     * losses[b_i*S + s_i] = logsumexp(logits[n]) - logits[n, targets[b_i*S + s_i]]. */
     void (*cross_entropy_forward)(const mc_backend_t *be, float *losses, const float *logits,
                                   const int32_t *targets, int S, int B, int V);
     /* dlogits[n, :] = (softmax(logits[n]) - onehot(target)) * dloss[b, s]; dloss is [b, s].

@@ -4,8 +4,8 @@
  * Causality is exploited in blocks of ATT_R query rows: scores are computed only for the keys a
  * block can see (masked scores are the constant -10000 whatever q.k is), and the products with
  * the probabilities skip the masked keys whenever their probability is exactly 0 in fp32
- * (exp(-10000 - max) underflows unless every visible score is below about -9900; a block where it
- * does not underflow uses all S keys, so the result is exact either way).
+ * (exp(-10000 - max) is 0 unless every visible score of the row is below about -9913; a block
+ * where it is not uses all S keys, so the result is exact either way).
  *
  * Dropout on the probabilities (site ATTN_PROBS) regenerates the Philox mask: element
  * (head_offset + head) * S * S + i * S + j of sample sample0 + b. The forward pass applies it to a
