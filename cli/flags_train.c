@@ -546,7 +546,7 @@ const mc_flag_t mc_flags_train[] = {
      .help = "If set, log progress (in terms of number of processed tokens and number of "
              "floating-point operations) to progress.txt file in checkpoint directory."},
     {.name = "--timing-log-level", LOG, INT, FIELD(timing_log_level), .def = "0", BETWEEN(0, 2),
-     IMPLEMENTED_NOTE("levels 1 and 2 are accepted; megatron-c reports the iteration time only"),
+     ONLY("the per-operation timers of levels 1 and 2 are not implemented yet", "0"),
      .help = "Granularity level to measure and report timing. 0: report only iteration time and "
              "make sure timing does not introduce extra overhead. 1: report timing for "
              "operations that are executed very limited times (basically once) during each "

@@ -47,7 +47,7 @@ void mc_trainer_free(mc_trainer_t *t)
 
 static bool is_finite(double x) { return !isnan(x) && !isinf(x); }
 
-void mc_train_step(mc_trainer_t *t, const mc_microbatch_t *mbs, int M, mc_step_result_t *r)
+void mc_forward_backward(mc_trainer_t *t, const mc_microbatch_t *mbs, int M, mc_step_result_t *r)
 {
     const mc_args_t *a = t->args;
     mc_gpt_t *m = &t->model;
@@ -70,11 +70,18 @@ void mc_train_step(mc_trainer_t *t, const mc_microbatch_t *mbs, int M, mc_step_r
     }
     if (a->calculate_per_token_loss && r->num_tokens > 0)
         m->be->scale(m->be, m->grad_buf, (float)(1.0 / r->num_tokens), m->n_elems);
+}
 
+void mc_train_step(mc_trainer_t *t, const mc_microbatch_t *mbs, int M, mc_step_result_t *r)
+{
+    const mc_args_t *a = t->args;
+    mc_gpt_t *m = &t->model;
+
+    mc_forward_backward(t, mbs, M, r);
     r->grad_norm = mc_grad_norm(m);
     if (a->check_for_nan_in_loss_and_grad && !is_finite(r->grad_norm))
         mc_fatal("found NaN or Inf in the gradient norm at iteration %lld "
-                 "(lower --lr, or check the data)", (long long)it);
+                 "(lower --lr, or check the data)", (long long)(t->iteration + 1));
     mc_clip_grads(m, r->grad_norm, a->clip_grad);
 
     r->lr = mc_lr_at(&t->sched, t->sched.num_steps);

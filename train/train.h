@@ -42,6 +42,10 @@ typedef struct {
 int mc_trainer_init(mc_trainer_t *t, const mc_args_t *args, const mc_backend_t *be, mc_comm_t *comm);
 void mc_trainer_free(mc_trainer_t *t);
 
+/* Forward and backward over M microbatches into the model's gradient buffer (zeroed first),
+ * with Megatron's loss normalisation (section 5.3) and the loss nan check. */
+void mc_forward_backward(mc_trainer_t *t, const mc_microbatch_t *mbs, int M, mc_step_result_t *r);
+
 /* One optimizer step over M microbatches (M = args->num_microbatches): forward/backward with
  * Megatron's loss normalisation, nan checks, clip, Adam, scheduler advance by the global batch. */
 void mc_train_step(mc_trainer_t *t, const mc_microbatch_t *mbs, int M, mc_step_result_t *r);

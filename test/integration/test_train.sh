@@ -41,6 +41,18 @@ check "bit-identical losses run to run" diff <(strip "$MC_TMP/run1") <(strip "$M
 "$MC_BIN" "${FLAGS[@]}" --hidden-dropout 0 --attention-dropout 0 >"$MC_TMP/nodrop" 2>&1
 check "dropout takes effect" test "$(loss 10 "$MC_TMP/nodrop")" != "$(loss 10 "$MC_TMP/run1")"
 
+# --eod-mask-loss drops eod positions from the loss, so training differs.
+"$MC_BIN" "${FLAGS[@]}" --eod-mask-loss >"$MC_TMP/eod" 2>&1
+check "--eod-mask-loss takes effect" test "$(loss 50 "$MC_TMP/eod")" != "$(loss 50 "$MC_TMP/run1")"
+
+# --skip-train: evaluation only, at iteration 0.
+"$MC_BIN" "${FLAGS[@]}" --skip-train >"$MC_TMP/skip" 2>&1
+check "--skip-train evaluates without training" bash -c "grep -q 'validation loss at iteration 0 on validation set' '$MC_TMP/skip' && ! grep -q 'consumed samples' '$MC_TMP/skip'"
+
+# Evaluation with its own batch sizes.
+"$MC_BIN" "${FLAGS[@]}" --eval-micro-batch-size 4 --eval-global-batch-size 16 --train-iters 25 >"$MC_TMP/evalbs" 2>&1
+check "--eval-micro-batch-size/--eval-global-batch-size" grep -q 'validation loss at iteration 25 on test set' "$MC_TMP/evalbs"
+
 # --train-samples: Megatron sets train_iters = train_samples // gbs = 6 (48 samples).
 S_FLAGS=("${FLAGS[@]/--train-iters/--train-samples}")
 S_FLAGS=("${S_FLAGS[@]/--lr-warmup-iters/--lr-warmup-samples}")

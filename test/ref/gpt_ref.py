@@ -103,7 +103,7 @@ def padded_vocab(v, divisible_by=128, tp=1):
 
 
 def make_cfg(num_layers, hidden, heads, ffn, seq, mbs, nmb, vocab, max_pos, tied, bias,
-             eps=1e-5, seed=1234):
+             eps=1e-5, seed=1234, post_ln=False):
     return dict(num_layers=num_layers, hidden_size=hidden, num_attention_heads=heads,
                 ffn_hidden_size=ffn, kv_channels=hidden // heads, seq_length=seq,
                 max_position_embeddings=max_pos, micro_batch_size=mbs, num_microbatches=nmb,
@@ -111,6 +111,7 @@ def make_cfg(num_layers, hidden, heads, ffn, seq, mbs, nmb, vocab, max_pos, tied
                 make_vocab_size_divisible_by=128, padded_vocab_size=padded_vocab(vocab),
                 add_bias_linear=bool(bias), bias_gelu_fusion=bool(bias),
                 untie_embeddings_and_output_weights=not tied, norm_epsilon=eps,
+                apply_residual_connection_post_layernorm=bool(post_ln),
                 init_method_std=0.02, hidden_dropout=0.0, attention_dropout=0.0, seed=seed)
 
 
@@ -220,11 +221,13 @@ def gpt_forward(P, cfg, tokens):
     x = x.transpose(0, 1)  # [s, b, h]; embedding dropout p=0
     for i in range(cfg["num_layers"]):
         pre = "decoder.layers.%d." % i
+        # --apply-residual-connection-post-layernorm: the residual is the LayerNorm output
+        post_ln = cfg.get("apply_residual_connection_post_layernorm", False)
         y = layer_norm(x, P[pre + "input_layernorm.weight"], P[pre + "input_layernorm.bias"], eps)
-        x = x + attention(y, P, pre + "self_attention.", cfg)
+        x = (y if post_ln else x) + attention(y, P, pre + "self_attention.", cfg)
         y = layer_norm(x, P[pre + "pre_mlp_layernorm.weight"], P[pre + "pre_mlp_layernorm.bias"],
                        eps)
-        x = x + mlp(y, P, pre + "mlp.", cfg)
+        x = (y if post_ln else x) + mlp(y, P, pre + "mlp.", cfg)
     x = layer_norm(x, P["decoder.final_layernorm.weight"], P["decoder.final_layernorm.bias"], eps)
     w_out = P["output_layer.weight"] if cfg["untie_embeddings_and_output_weights"] \
         else P["embedding.word_embeddings.weight"]
@@ -238,7 +241,7 @@ def token_losses(logits, labels):
     return (lse - picked).t()
 
 
-def forward_backward(P, cfg, batches, want_logits=False):
+def forward_backward(P, cfg, batches, want_logits=False, per_token=False):
     """batches: list of (tokens [b,s] i64, labels [b,s] i64, mask [b,s] f64), one per microbatch.
     Returns dict: objective (backward objective, a graph tensor), reported loss, per-mb losses,
     the token sums, and logits of microbatch 0."""
@@ -257,6 +260,10 @@ def forward_backward(P, cfg, batches, want_logits=False):
         mb_loss.append(mb.item())
         tot_sum += lsum.item()
         tot_tok += ntok.item()
+    if per_token:
+        # --calculate-per-token-loss: no per-microbatch division; grads scaled by 1/total tokens
+        objective = sum((token_losses(gpt_forward(P, cfg, tok), lab) * mask).sum()
+                        for tok, lab, mask in batches) / max(tot_tok, 1.0)
     return dict(objective=objective, loss=tot_sum / max(tot_tok, 1.0), mb_loss=mb_loss,
                 num_tokens=tot_tok, logits0=logits0)
 
@@ -265,10 +272,10 @@ def as_f64_leaves(params32):
     return {k: v.to(torch.float64).clone().requires_grad_(True) for k, v in params32.items()}
 
 
-def compute_grads(P, cfg, batches, want_logits=False):
+def compute_grads(P, cfg, batches, want_logits=False, per_token=False):
     for p in P.values():
         p.grad = None
-    r = forward_backward(P, cfg, batches, want_logits)
+    r = forward_backward(P, cfg, batches, want_logits, per_token)
     r["objective"].backward()
     r["grads"] = {k: p.grad.detach().clone() for k, p in P.items()}
     return r
@@ -406,6 +413,10 @@ CFG_TIED_BIAS = dict(num_layers=2, hidden=32, heads=4, ffn=128, seq=16, mbs=2, n
 CFG_UNTIED_NOBIAS = dict(num_layers=3, hidden=48, heads=6, ffn=96, seq=12, mbs=3, nmb=2,
                          vocab=200, max_pos=20, tied=False, bias=False, seed=4321)
 
+# Post-LN residual, with gradients of the --calculate-per-token-loss objective as well.
+CFG_POSTLN = dict(num_layers=2, hidden=24, heads=3, ffn=64, seq=10, mbs=2, nmb=3, vocab=90,
+                  max_pos=12, tied=True, bias=True, seed=99, post_ln=True, per_token_grads=True)
+
 TRAIN_TIED_BIAS = dict(lr=5e-3, min_lr=5e-4, lr_warmup_iters=2, lr_decay_iters=10,
                        train_iters=10, lr_decay_style="cosine", weight_decay=0.1, clip_grad=1.0,
                        adam_beta1=0.9, adam_beta2=0.95, adam_eps=1e-8, lr_warmup_init=0.0)
@@ -416,7 +427,7 @@ TRAIN_UNTIED_NOBIAS = dict(lr=2e-3, min_lr=1e-4, lr_warmup_iters=0, lr_decay_ite
 
 
 def build_model_fixture(spec, data_seed):
-    cfg = make_cfg(**spec)
+    cfg = make_cfg(**{k: v for k, v in spec.items() if k != "per_token_grads"})
     params32 = init_params(cfg)
     rng = np.random.default_rng(data_seed)
     batches = random_batches(rng, cfg, cfg["num_microbatches"])
@@ -433,6 +444,10 @@ def build_model_fixture(spec, data_seed):
     fx.add("out.logits.0", r["logits0"], np.float64)
     for k, g in r["grads"].items():
         fx.add("grad." + k, g, np.float64)
+    if spec.get("per_token_grads"):
+        rt = compute_grads(P, cfg, to_torch(batches), per_token=True)
+        for k, g in rt["grads"].items():
+            fx.add("grad_per_token." + k, g, np.float64)
     gnorm = math.sqrt(sum(float((g * g).sum()) for g in r["grads"].values()))
     summary = "loss %.6f  mb_loss %s  tokens %d  grad-norm %.6f" % (
         r["loss"], " ".join("%.6f" % x for x in r["mb_loss"]), r["num_tokens"], gnorm)
@@ -646,6 +661,7 @@ def main(argv):
     jobs = [
         ("gpt_tied_bias.mcfx", lambda: build_model_fixture(CFG_TIED_BIAS, 101)),
         ("gpt_untied_nobias.mcfx", lambda: build_model_fixture(CFG_UNTIED_NOBIAS, 202)),
+        ("gpt_postln_pertoken.mcfx", lambda: build_model_fixture(CFG_POSTLN, 505)),
         ("train_tied_bias.mcfx", lambda: build_train_fixture(CFG_TIED_BIAS, TRAIN_TIED_BIAS, 303)),
         ("train_untied_nobias.mcfx",
          lambda: build_train_fixture(CFG_UNTIED_NOBIAS, TRAIN_UNTIED_NOBIAS, 404)),

@@ -1,5 +1,6 @@
 /* Model math and optimizer against the PyTorch reference (test/ref/gpt_ref.py, fixtures in
- * test/fixtures): forward loss, logits and every parameter gradient, and 10 training steps
+ * test/fixtures): forward loss, logits and every parameter gradient (also with
+ * --apply-residual-connection-post-layernorm and --calculate-per-token-loss), and 10 training steps
  * (losses, grad norms, learning rates, final parameters), each to 1e-5 relative. */
 #include <stdarg.h>
 #include <stddef.h>
@@ -58,6 +59,8 @@ static void args_from_fixture(mc_args_t *a, const mc_fx_t *fx)
     a->bias_gelu_fusion = a->add_bias_linear;
     a->untie_embeddings_and_output_weights = ival(fx, "config.untie_embeddings_and_output_weights") != 0;
     a->norm_epsilon = mc_fx_scalar(fx, "config.norm_epsilon");
+    a->apply_residual_connection_post_layernorm =
+        ival(fx, "config.apply_residual_connection_post_layernorm") != 0;
     a->hidden_dropout = 0;
     a->attention_dropout = 0;
     a->mock_data = true;
@@ -120,6 +123,24 @@ static mc_microbatch_t batch(const mc_fx_t *fx, const char *prefix, int b, int s
     return mb;
 }
 
+/* Every parameter gradient against the fixture's records named <prefix><param name>. */
+static void compare_grads(const mc_gpt_t *m, const mc_fx_t *fx, const char *prefix, const char *file)
+{
+    double worst = 0;
+    for (int i = 0; i < m->n_params; i++) {
+        const mc_param_t *p = &m->params[i];
+        char key[160];
+        snprintf(key, sizeof(key), "%s%s", prefix, p->name);
+        const mc_fx_tensor_t *g = mc_fx_get(fx, key);
+        if (!g) fail_msg("fixture lacks %s", key);
+        assert_int_equal(g->numel, p->numel);
+        double e = rel_err_f32_f64(m->grad_buf + p->offset, g->data, p->numel);
+        if (e > TOL) fail_msg("%s: gradient rel err %.3g > %g", key, e, TOL);
+        worst = fmax(worst, e);
+    }
+    printf("# %s: %d %s gradients, worst rel err %.3g\n", file, m->n_params, prefix, worst);
+}
+
 static void check_forward_backward(const char *file)
 {
     mc_fx_t *fx = load(file);
@@ -131,16 +152,17 @@ static void check_forward_backward(const char *file)
     load_params(m, fx);
 
     const int M = ival(fx, "config.num_microbatches"), B = a.micro_batch_size, S = a.seq_length;
+    assert_int_equal(M, a.num_microbatches);
     const mc_fx_tensor_t *mb_loss = mc_fx_get(fx, "out.mb_loss");
     assert_non_null(mb_loss);
-    double tot = 0, cnt_tot = 0;
-    memset(m->grad_buf, 0, (size_t)m->n_elems * sizeof(float));
+    mc_microbatch_t mbs[16];
+    assert_true(M <= 16);
     for (int i = 0; i < M; i++) {
         char prefix[32];
         snprintf(prefix, sizeof(prefix), "batch.%d", i);
-        mc_microbatch_t mb = batch(fx, prefix, B, S);
+        mbs[i] = batch(fx, prefix, B, S);
         double sum, cnt;
-        mc_gpt_forward(m, &mb, 1, true, &sum, &cnt);
+        mc_gpt_forward(m, &mbs[i], 1, true, &sum, &cnt);
         double want = ((const double *)mb_loss->data)[i];
         assert_true(fabs(sum / cnt - want) <= TOL * fabs(want));
         if (i == 0) {
@@ -151,26 +173,21 @@ static void check_forward_backward(const char *file)
             printf("# %s logits rel err %.3g\n", file, e);
             assert_true(e <= TOL);
         }
-        mc_gpt_backward(m, 1, (float)(1.0 / (fmax(cnt, 1.0) * M)));
-        tot += sum;
-        cnt_tot += cnt;
     }
-    double want = mc_fx_scalar(fx, "out.loss");
-    assert_true(fabs(tot / cnt_tot - want) <= TOL * fabs(want));
 
-    double worst = 0;
-    for (int i = 0; i < m->n_params; i++) {
-        const mc_param_t *p = &m->params[i];
-        char key[160];
-        snprintf(key, sizeof(key), "grad.%s", p->name);
-        const mc_fx_tensor_t *g = mc_fx_get(fx, key);
-        if (!g) fail_msg("fixture lacks %s", key);
-        assert_int_equal(g->numel, p->numel);
-        double e = rel_err_f32_f64(m->grad_buf + p->offset, g->data, p->numel);
-        if (e > TOL) fail_msg("%s: gradient rel err %.3g > %g", p->name, e, TOL);
-        worst = fmax(worst, e);
+    /* Gradients through the trainer's forward/backward: Megatron's loss normalisation. */
+    mc_step_result_t r;
+    mc_forward_backward(&t, mbs, M, &r);
+    double want = mc_fx_scalar(fx, "out.loss");
+    assert_true(fabs(r.loss_sum / r.num_tokens - want) <= TOL * fabs(want));
+    compare_grads(m, fx, "grad.", file);
+
+    /* --calculate-per-token-loss, where the fixture has its gradients */
+    if (mc_fx_get(fx, "grad_per_token.embedding.word_embeddings.weight")) {
+        a.calculate_per_token_loss = true;
+        mc_forward_backward(&t, mbs, M, &r);
+        compare_grads(m, fx, "grad_per_token.", file);
     }
-    printf("# %s: %d gradients, worst rel err %.3g\n", file, m->n_params, worst);
     mc_trainer_free(&t);
     mc_args_free(&a);
     mc_fx_free(fx);
@@ -237,6 +254,7 @@ static void check_training(const char *file)
 
 static void test_tied_bias(void **s) { (void)s; check_forward_backward("gpt_tied_bias.mcfx"); }
 static void test_untied_nobias(void **s) { (void)s; check_forward_backward("gpt_untied_nobias.mcfx"); }
+static void test_postln_pertoken(void **s) { (void)s; check_forward_backward("gpt_postln_pertoken.mcfx"); }
 static void test_train_tied_bias(void **s) { (void)s; check_training("train_tied_bias.mcfx"); }
 static void test_train_untied_nobias(void **s) { (void)s; check_training("train_untied_nobias.mcfx"); }
 
@@ -245,6 +263,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_tied_bias),
         cmocka_unit_test(test_untied_nobias),
+        cmocka_unit_test(test_postln_pertoken),
         cmocka_unit_test(test_train_tied_bias),
         cmocka_unit_test(test_train_untied_nobias),
     };
