@@ -12,6 +12,7 @@
 # BENCH_SEQ [256] BENCH_MBS [4] BENCH_GBS [4] BENCH_VOCAB [8192] (padded to a multiple of 128),
 # BENCH_ITERS [30] and BENCH_LOG_INTERVAL [10] (megatron-c: the last interval's average is used),
 # BENCH_TORCH_WARMUP [3] BENCH_TORCH_STEPS [10] (PyTorch: median of the timed steps),
+# BENCH_TORCH_ENV [] (extra VAR=value words for the PyTorch side only, e.g. glibc malloc tuning),
 # BENCH_REPEAT [1] (runs of each side, alternating; the fastest is reported),
 # BENCH_CPU [0] (the core to pin to), PYTHON [/usr/bin/python3], BENCH_LOG_DIR [a temp dir].
 # PyTorch: scripts/install-deps.sh --torch installs Debian's python3-torch.
@@ -45,7 +46,8 @@ PIN=()
 if command -v taskset >/dev/null 2>&1 && taskset -c "$CPU" true 2>/dev/null; then
     PIN=(taskset -c "$CPU")
 fi
-ENVSTR="OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1${PIN:+ ${PIN[*]}}"
+ENVSTR="OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1"
+PINSTR="${PIN[*]+${PIN[*]} }"
 
 # ---- build ---------------------------------------------------------------------------------
 echo "bench-cpu: make megatron-c" >&2
@@ -58,6 +60,7 @@ HELP=$(./megatron-c --help 2>&1 || true)
 has_flag() { grep -q -- "$1\b" <<<"$HELP"; }
 MC=(./megatron-c --device cpu)
 NOTES=()
+[ ${#PIN[@]} -gt 0 ] || NOTES+=("not pinned to a core (taskset missing or core $CPU unavailable)")
 if has_flag --cpu-threads; then MC+=(--cpu-threads 1); else NOTES+=("--cpu-threads not accepted by this build: OPENBLAS_NUM_THREADS=1 only"); fi
 MC+=(--mock-data --vocab-size "$V" --num-layers "$L" --hidden-size "$H"
      --num-attention-heads "$NH" --seq-length "$S" --max-position-embeddings "$S"
@@ -68,6 +71,8 @@ MC+=(--mock-data --vocab-size "$V" --num-layers "$L" --hidden-size "$H"
 if has_flag --eval-iters; then MC+=(--eval-iters 0); else NOTES+=("--eval-iters not accepted: the final evaluation runs (after the timed iterations)"); fi
 
 # ---- runs ----------------------------------------------------------------------------------
+PT_ENV=()
+[ -n "${BENCH_TORCH_ENV:-}" ] && read -r -a PT_ENV <<<"$BENCH_TORCH_ENV"
 PT=("$PYTHON" scripts/bench_cpu_torch.py --num-layers "$L" --hidden-size "$H"
     --num-attention-heads "$NH" --seq-length "$S" --micro-batch-size "$MBS"
     --global-batch-size "$GBS" --vocab-size "$V" --warmup-steps "$WARM" --steps "$STEPS")
@@ -87,7 +92,7 @@ run_mc() {  # $1: run number; sets MC_MS, MC_LAST
 run_pt() {  # $1: run number; sets PT_MS
     local log="$LOGDIR/torch.$1.log"
     echo "bench-cpu: [$1/$REPEAT] PyTorch ($WARM warm-up + $STEPS timed steps)" >&2
-    if ! "${PIN[@]}" "${PT[@]}" >"$log" 2>&1; then
+    if ! env "${PT_ENV[@]+"${PT_ENV[@]}"}" "${PIN[@]}" "${PT[@]}" >"$log" 2>&1; then
         tail -20 "$log" >&2
         die "PyTorch benchmark failed (log: $log)"
     fi
@@ -125,7 +130,7 @@ if [ "$REPEAT" -gt 1 ]; then
 fi
 echo
 echo "commands:"
-echo "  $ENVSTR ${MC[*]}"
-echo "  $ENVSTR ${PT[*]}"
+echo "  $ENVSTR $PINSTR${MC[*]}"
+echo "  $ENVSTR ${PT_ENV[*]+${PT_ENV[*]} }$PINSTR${PT[*]}"
 for n in "${NOTES[@]+"${NOTES[@]}"}"; do echo "note: $n"; done
 echo "logs: $LOGDIR"

@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "cli/error.h"
 #include "kernels/device.h"
@@ -102,8 +103,9 @@ static void fmt_bytes(char *buf, size_t n, double bytes)
     else snprintf(buf, n, "%.2f MiB", bytes / (1024.0 * 1024));
 }
 
-/* DESIGN decision 1: every buffer is planned before training, and the plan is logged. */
-static void print_memory_plan(const mc_gpt_t *m, const char *device)
+/* DESIGN decision 1: every buffer is planned before training, and the plan is logged.
+ * Returns the total bytes. */
+static double print_memory_plan(FILE *out, const mc_gpt_t *m, const char *device)
 {
     long pb, ab, wb;
     mc_gpt_memory(m, &pb, &ab, &wb);
@@ -112,16 +114,41 @@ static void print_memory_plan(const mc_gpt_t *m, const char *device)
                            "activations (1 microbatch in flight)", "workspace"};
     double bytes[] = {(double)pb, (double)pb, (double)ob, (double)ab, (double)wb};
     double total = 0;
-    printf("> memory plan (rank 0, %s):\n", device);
+    fprintf(out, "> memory plan (rank 0, %s):\n", device);
     for (int i = 0; i < 5; i++) {
         char b[32];
         fmt_bytes(b, sizeof(b), bytes[i]);
-        printf("    %-40s %12s\n", names[i], b);
+        fprintf(out, "    %-40s %12s\n", names[i], b);
         total += bytes[i];
     }
     char b[32];
     fmt_bytes(b, sizeof(b), total);
-    printf("    %-40s %12s\n", "total", b);
+    fprintf(out, "    %-40s %12s\n", "total", b);
+    return total;
+}
+
+/* On the CPU backend an allocation larger than physical memory may "succeed" (overcommit) and
+ * be killed later, so the plan is checked against the machine's memory before allocating. */
+static void check_plan_fits(const mc_args_t *args, const mc_backend_t *be)
+{
+    mc_gpt_config_t cfg;
+    mc_gpt_t plan;
+    mc_gpt_config_from_args(&cfg, args);
+    mc_gpt_build_params(&plan, &cfg);
+    long pb, ab, wb;
+    mc_gpt_memory(&plan, &pb, &ab, &wb);
+    double need = 2.0 * pb + (double)mc_adam_state_bytes(&plan) + ab + wb;
+    double have = (double)sysconf(_SC_PHYS_PAGES) * (double)sysconf(_SC_PAGESIZE);
+    if (strcmp(be->name, "cpu") == 0 && have > 0 && need > have) {
+        print_memory_plan(stdout, &plan, be->name);
+        char nb[32], hb[32];
+        fmt_bytes(nb, sizeof(nb), need);
+        fmt_bytes(hb, sizeof(hb), have);
+        mc_gpt_free(&plan);
+        mc_user_error("the memory plan needs %s but this machine has %s (reduce --micro-batch-size, "
+                      "--seq-length, --num-layers or --hidden-size)", nb, hb);
+    }
+    mc_gpt_free(&plan);
 }
 
 static void print_startup(const mc_trainer_t *t, const char *why)
@@ -140,7 +167,7 @@ static void print_startup(const mc_trainer_t *t, const char *why)
     long n = 0;
     for (int i = 0; i < t->model.n_params; i++) n += t->model.params[i].numel;
     printf(" > number of parameters on (tensor, pipeline) model parallel rank (0, 0): %ld\n", n);
-    print_memory_plan(&t->model, t->be->name);
+    print_memory_plan(stdout, &t->model, t->be->name);
     printf("> mock data: %d documents, split 969/30/1 (train %lld, valid %lld, test %lld tokens)\n",
            t->data.n_docs, (long long)t->data.split_tokens[0], (long long)t->data.split_tokens[1],
            (long long)t->data.split_tokens[2]);
@@ -202,18 +229,19 @@ static void log_iteration(mc_trainer_t *t, interval_t *iv, const mc_step_result_
 
 int mc_pretrain(mc_args_t *args)
 {
+    if (!args->mock_data)
+        mc_user_error("no training data: pass --mock-data (--data-path is not implemented yet)");
     char why[256];
     const mc_backend_t *be = mc_backend_select(args->device, args->cpu_threads, why, sizeof(why));
     mc_comm_t *comm = mc_comm_single();
     mc_trainer_t *t = calloc(1, sizeof(*t));
     if (!t) mc_fatal("out of host memory");
+    check_plan_fits(args, be);
     if (mc_trainer_init(t, args, be, comm) != 0) {
-        print_memory_plan(&t->model, be->name);
+        print_memory_plan(stderr, &t->model, be->name);
         mc_fatal("not enough %s memory for the plan above (reduce --micro-batch-size, "
                  "--seq-length or the model size)", be->name);
     }
-    if (!args->mock_data)
-        mc_user_error("no training data: pass --mock-data (--data-path is not implemented yet)");
     if (mc_mock_init(&t->data, data_vocab(args), MC_MOCK_NUM_DOCS) != 0)
         mc_fatal("out of host memory building the mock dataset");
     print_startup(t, why);

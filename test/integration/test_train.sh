@@ -89,3 +89,7 @@ expect_user_error "gbs divisibility" 'global batch size \(9\) is not divisible b
 expect_user_error "not implemented flag" 'not implemented yet' "${FLAGS[@]}" --bf16
 expect_user_error "cuda backend refused" 'cuda' "${FLAGS[@]}" --device cuda
 expect_user_error "no data" 'mock-data' --device cpu "${MODEL[@]}"
+"$MC_BIN" --device cpu --mock-data --vocab-size 50257 --num-layers 48 --hidden-size 8192 --num-attention-heads 64 \
+  --seq-length 2048 --max-position-embeddings 2048 --micro-batch-size 8 --train-iters 1 --lr 1e-4 >"$MC_TMP/big" 2>"$MC_TMP/big.err"
+rc=$?
+check "a plan larger than memory: exit 2 with one line naming the need" bash -c "[ $rc -eq 2 ] && [ \$(wc -l <'$MC_TMP/big.err') -eq 1 ] && grep -q 'memory plan needs' '$MC_TMP/big.err' && grep -q 'activations' '$MC_TMP/big'"
