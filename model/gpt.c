@@ -14,18 +14,22 @@
 /* ---------------------------------------------------------------- memory */
 
 typedef struct {
-    const mc_backend_t *be;
+    mc_gpt_t *m;    /* NULL in the sizing pass */
     long bytes;
     int failed;
 } alloc_ctx_t;
 
+/* Every activation and workspace buffer comes from here and is recorded for mc_gpt_free. */
 static void *take(alloc_ctx_t *a, long bytes)
 {
     if (a->failed) return NULL;
     a->bytes += bytes;
-    if (!a->be) return NULL; /* sizing pass */
-    void *p = a->be->alloc(a->be, (size_t)bytes);
+    if (!a->m) return NULL; /* sizing pass */
+    mc_gpt_t *m = a->m;
+    if (m->n_bufs == m->cap_bufs) mc_fatal("internal: more activation buffers than planned");
+    void *p = m->be->alloc(m->be, (size_t)bytes);
     if (!p) a->failed = 1;
+    else m->bufs[m->n_bufs++] = p;
     return p;
 }
 
@@ -93,8 +97,10 @@ int mc_gpt_alloc(mc_gpt_t *m, const mc_backend_t *be)
     m->grad_buf = be->alloc(be, pb);
     m->acts = calloc((size_t)m->cfg.num_layers, sizeof(mc_layer_acts_t));
     m->host_losses = calloc((size_t)m->cfg.seq * (size_t)m->cfg.max_batch, sizeof(float));
-    if (!m->param_buf || !m->grad_buf || !m->acts || !m->host_losses) return -1;
-    alloc_ctx_t a = {.be = be}, w = {.be = be};
+    m->cap_bufs = 16 * (m->cfg.num_layers + 2); /* 13 per layer, a dozen outside layers */
+    m->bufs = calloc((size_t)m->cap_bufs, sizeof(void *));
+    if (!m->param_buf || !m->grad_buf || !m->acts || !m->host_losses || !m->bufs) return -1;
+    alloc_ctx_t a = {.m = m}, w = {.m = m};
     plan_activations(m, &a, &w);
     m->act_bytes = a.bytes;
     m->workspace_bytes = w.bytes;
@@ -108,25 +114,11 @@ void mc_gpt_free(mc_gpt_t *m)
 {
     const mc_backend_t *be = m->be;
     if (be) {
-        void **bufs[] = {(void **)&m->tokens, (void **)&m->positions, (void **)&m->labels,
-                         (void **)&m->loss_mask, (void **)&m->dloss, (void **)&m->x_final,
-                         (void **)&m->lnf, (void **)&m->lnf_mean, (void **)&m->lnf_rstd,
-                         (void **)&m->logits, (void **)&m->losses, (void **)&m->tmp_h,
-                         (void **)&m->dx, (void **)&m->dres, (void **)&m->dtmp_h,
-                         (void **)&m->d_ffn, (void **)&m->d_qkv, (void **)&m->attn_scratch,
-                         (void **)&m->param_buf, (void **)&m->grad_buf};
-        for (size_t i = 0; i < sizeof(bufs) / sizeof(bufs[0]); i++) {
-            if (*bufs[i]) be->free(be, *bufs[i]);
-            *bufs[i] = NULL;
-        }
-        for (int l = 0; m->acts && l < m->cfg.num_layers; l++) {
-            mc_layer_acts_t *a = &m->acts[l];
-            float *f[] = {a->x, a->ln1, a->ln1_mean, a->ln1_rstd, a->qkv, a->probs, a->attn,
-                          a->x_mid, a->ln2, a->ln2_mean, a->ln2_rstd, a->fc1, a->act};
-            for (size_t i = 0; i < sizeof(f) / sizeof(f[0]); i++)
-                if (f[i]) be->free(be, f[i]);
-        }
+        for (int i = 0; i < m->n_bufs; i++) be->free(be, m->bufs[i]);
+        if (m->param_buf) be->free(be, m->param_buf);
+        if (m->grad_buf) be->free(be, m->grad_buf);
     }
+    free(m->bufs);
     free(m->acts);
     free(m->host_losses);
     free(m->p.layers);

@@ -82,6 +82,8 @@ typedef struct {
     /* backward workspace */
     float *tmp_h, *dx, *dres, *dtmp_h, *d_ffn, *d_qkv, *attn_scratch;
     long act_bytes, workspace_bytes;
+    void **bufs;                          /* every activation/workspace buffer, for freeing */
+    int n_bufs, cap_bufs;
     int batch;                            /* rows of the microbatch in flight */
     uint64_t sample0;                     /* its first global sample index (dropout key) */
     float *host_losses;                   /* [B*S] host copy for the loss reduction */
