@@ -15,7 +15,7 @@ GIT_REV := $(shell git rev-parse --short HEAD 2>/dev/null || echo unknown)
 
 CFLAGS  := -std=gnu11 -O2 -g -Wall -Wextra -Wno-unused-parameter -I. \
            -DMC_VERSION='"$(VERSION)"' -DMC_GIT_REV='"$(GIT_REV)"'
-LDLIBS  := -lopenblas -lz -lm -lpthread
+LDLIBS  := -lopenblas -ljansson -lpcre2-8 -lz -lm -lpthread
 ifeq ($(WERROR),1)
 CFLAGS  += -Werror
 endif

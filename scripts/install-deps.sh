@@ -3,8 +3,8 @@
 #   scripts/install-deps.sh           build + test dependencies
 #   scripts/install-deps.sh --torch   also python3-torch (PyTorch fixtures and the CPU benchmark)
 set -euo pipefail
-pkgs=(gcc make libc6-dev libopenblas-dev libcmocka-dev zlib1g-dev pkg-config)
-[ "${1:-}" = "--torch" ] && pkgs+=(python3-torch python3-numpy)
+pkgs=(gcc make libc6-dev libopenblas-dev libcmocka-dev zlib1g-dev libjansson-dev libpcre2-dev pkg-config)
+[ "${1:-}" = "--torch" ] && pkgs+=(python3-torch python3-numpy python3-regex)
 
 missing=()
 for p in "${pkgs[@]}"; do

@@ -1,0 +1,38 @@
+/* Tokenizers as Megatron builds them (--tokenizer-type): GPT2BPETokenizer (byte-level BPE with
+ * GPT-2's pre-tokenisation; ids of Megatron's legacy GPT-2 tokenizer = HF gpt2) and
+ * NullTokenizer (text is space-separated integer ids; eod = vocab_size). */
+#ifndef MC_DATA_TOKENIZER_H
+#define MC_DATA_TOKENIZER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* A growable id vector. */
+typedef struct {
+    int32_t *v;
+    size_t n, cap;
+} mc_ids_t;
+
+int mc_ids_push(mc_ids_t *ids, int32_t id); /* 0, or -1 out of memory */
+void mc_ids_free(mc_ids_t *ids);
+
+typedef struct mc_tokenizer mc_tokenizer_t;
+
+/* type: "GPT2BPETokenizer" (needs vocab_file and merge_file) or "NullTokenizer" (needs
+ * vocab_size). NULL with one line in err on failure (missing/malformed files named). */
+mc_tokenizer_t *mc_tokenizer_build(const char *type, const char *vocab_file,
+                                   const char *merge_file, int64_t vocab_size, char *err, size_t n);
+void mc_tokenizer_free(mc_tokenizer_t *t);
+
+/* Megatron's tokenizer.vocab_size (GPT-2: 50257; Null: vocab_size + 1) and tokenizer.eod. */
+int64_t mc_tokenizer_vocab_size(const mc_tokenizer_t *t);
+int32_t mc_tokenizer_eod(const mc_tokenizer_t *t);
+
+/* Appends the ids of text[0..len) (any bytes; invalid UTF-8 is encoded byte-wise as GPT-2
+ * does). Safe to call from several threads at once on the same tokenizer. 0, or -1 (err). */
+int mc_tokenizer_encode(const mc_tokenizer_t *t, const char *text, size_t len, mc_ids_t *ids,
+                        char *err, size_t n);
+/* The bytes of ids (malloc'd, not NUL-terminated; *out_len set). NULL on an id out of range. */
+char *mc_tokenizer_decode(const mc_tokenizer_t *t, const int32_t *ids, size_t count, size_t *out_len);
+
+#endif
