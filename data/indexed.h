@@ -19,13 +19,15 @@ typedef struct {
     int itemsize;                       /* bytes per token */
     int64_t num_sequences;              /* S */
     int64_t num_documents;              /* D - 1 (document_indices has D entries) */
-    const int32_t *sequence_lengths;    /* [S], into the .idx mapping */
+    /* The arrays point into an aligned copy of the .idx (idx_map): in the file they sit at
+     * offset 34, misaligned for int32/int64 loads. */
+    const int32_t *sequence_lengths;    /* [S] */
     const int64_t *sequence_pointers;   /* [S] byte offsets into .bin */
     const int64_t *document_indices;    /* [D] */
     const int8_t *sequence_modes;       /* [S] or NULL (multimodal only) */
     const uint8_t *bin;                 /* the .bin mapping */
     size_t bin_size, idx_size;
-    void *idx_map;
+    void *idx_map;                      /* the aligned .idx copy (heap) */
 } mc_indexed_t;
 
 /* Opens <prefix>.idx and <prefix>.bin (mmap) and validates everything the reader relies on:
@@ -59,5 +61,8 @@ void mc_indexed_writer_abort(mc_indexed_writer_t *w);
 
 /* DType.optimal_dtype: uint16 if vocab_size < 65500, else int32. */
 int mc_indexed_optimal_dtype(int64_t vocab_size);
+/* Bytes per item of a dtype code (0 for an invalid code), and its numpy name ("uint16"). */
+int mc_indexed_dtype_size(int dtype);
+const char *mc_indexed_dtype_name(int dtype);
 
 #endif

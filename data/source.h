@@ -1,0 +1,41 @@
+/* Where training samples come from: Megatron's GPT datasets (--data-path, or the per-split
+ * paths) with the tokenizer that made them, or the embedded mock data (--mock-data), behind
+ * one call that fills a microbatch. */
+#ifndef MC_DATA_SOURCE_H
+#define MC_DATA_SOURCE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "cli/args.h"
+#include "data/gpt_dataset.h"
+#include "data/mock.h"
+#include "data/tokenizer.h"
+
+typedef struct {
+    bool is_mock;
+    int seq_length;
+    int64_t vocab_size;          /* the tokenizer's (before padding) */
+    mc_sample_opts_t opts;
+    mc_tokenizer_t *tokenizer;   /* NULL for mock data */
+    mc_gpt_datasets_t *gpt;      /* NULL for mock data */
+    mc_mock_data_t mock;
+    int32_t *text;               /* [seq_length + 1] staging for mock samples */
+} mc_data_source_t;
+
+/* Builds the tokenizer and every split's dataset as pretrain_gpt.py would. 0, or -1 with one
+ * line in err (names the file or the flag at fault). */
+int mc_data_source_open(mc_data_source_t *s, const mc_args_t *a, char *err, size_t n);
+void mc_data_source_free(mc_data_source_t *s);
+
+/* Samples in a split (mock data: unbounded, INT64_MAX; 0: no dataset for the split). */
+int64_t mc_data_source_len(const mc_data_source_t *s, int split);
+
+/* Fills [b, seq_length] tokens/labels/loss_mask/positions with samples idx[0..b) of a split.
+ * 0, or -1 with err (index past the split's end, or a read error). */
+int mc_data_source_batch(mc_data_source_t *s, int split, const int64_t *idx, int b,
+                         int32_t *tokens, int32_t *labels, float *loss_mask, int32_t *positions,
+                         char *err, size_t n);
+
+#endif
