@@ -28,8 +28,19 @@ void mc_tokenizer_free(mc_tokenizer_t *t);
 int64_t mc_tokenizer_vocab_size(const mc_tokenizer_t *t);
 int32_t mc_tokenizer_eod(const mc_tokenizer_t *t);
 
-/* Appends the ids of text[0..len) (any bytes; invalid UTF-8 is encoded byte-wise as GPT-2
- * does). Safe to call from several threads at once on the same tokenizer. 0, or -1 (err). */
+/* Appends the ids of text[0..len) (any bytes). Safe to call from several threads at once on the
+ * same tokenizer. 0, or -1 (err).
+ * GPT2BPETokenizer: valid UTF-8 gets exactly the ids of Megatron's legacy tokenizer on the
+ * decoded str. Invalid UTF-8 is encoded byte-wise: each byte that is not part of a well-formed
+ * UTF-8 sequence is, for the pre-tokenisation pattern, one character outside \s, \p{L} and
+ * \p{N}, and goes through BPE as that byte; in Python terms, text.decode('utf-8',
+ * 'surrogateescape') then each piece .encode('utf-8', 'surrogateescape') (see
+ * test/ref/gpt2_tokenizer_ref.py). So decode(encode(x)) == x for any bytes. Megatron itself never
+ * sees invalid UTF-8 (it reads strict UTF-8 JSON); a lone-surrogate escape such as "\ud800"
+ * makes its tokenizer raise UnicodeEncodeError (and jansson refuses it when parsing).
+ * NullTokenizer: Megatron's [int(x) for x in text.split(' ')] (so "", "1  2" and " 1" are errors,
+ * surrounding whitespace of each field is ignored; ASCII digits only), ids outside [0, eod]
+ * are errors. */
 int mc_tokenizer_encode(const mc_tokenizer_t *t, const char *text, size_t len, mc_ids_t *ids,
                         char *err, size_t n);
 /* The bytes of ids (malloc'd, not NUL-terminated; *out_len set). NULL on an id out of range. */

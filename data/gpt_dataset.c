@@ -1,0 +1,737 @@
+/* Megatron's GPTDataset and BlendedMegatronDatasetBuilder for pretrain_gpt.py; see gpt_dataset.h.
+ * References are to Megatron-LM core_v0.15.0, megatron/core/datasets/. */
+#include "data/gpt_dataset.h"
+
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "data/blend.h"
+#include "data/mt19937.h"
+
+static int fail(char *err, size_t n, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static int fail(char *err, size_t n, const char *fmt, ...)
+{
+    if (err && n) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(err, n, fmt, ap);
+        va_end(ap);
+    }
+    return -1;
+}
+
+static const char *split_name(int split)
+{
+    return split == MC_SPLIT_TRAIN ? "train" : split == MC_SPLIT_VALID ? "valid" : "test";
+}
+
+/* =============================================================================================
+ * One GPTDataset */
+
+/* helpers.cpp build_sample_idx<T>, for T = int32_t and int64_t. Arithmetic is done in int64;
+ * every value stored fits T by the caller's choice of T (helpers.py). Returns the number of rows
+ * written (num_samples + 1), or -1 where Megatron's assert(sample_idx_index == num_samples) at
+ * the end of the documents would fail. */
+#define MC_DEFINE_BUILD_SAMPLE_IDX(name, T)                                                      \
+    static int64_t name(T *out, const int32_t *sizes, const int32_t *doc_idx, int64_t n_doc,    \
+                        int seq_length, int64_t num_samples, int add_extra)                     \
+    {                                                                                            \
+        int64_t s = 0, di = 0, off = 0;                                                          \
+        out[0] = 0;                                                                              \
+        out[1] = 0;                                                                              \
+        s = 1;                                                                                   \
+        while (s <= num_samples) {                                                               \
+            int64_t rem = (int64_t)seq_length + add_extra;                                       \
+            while (rem != 0) {                                                                   \
+                int64_t dl = (int64_t)sizes[doc_idx[di]] - off;                                  \
+                rem -= dl;                                                                       \
+                if (rem <= 0) {                                                                  \
+                    off += rem + dl - add_extra;                                                 \
+                    rem = 0;                                                                     \
+                } else {                                                                         \
+                    if (di == n_doc - 1) {                                                       \
+                        if (s != num_samples) return -1;                                         \
+                        off = (int64_t)sizes[doc_idx[di]] - add_extra;                           \
+                        break;                                                                   \
+                    }                                                                            \
+                    di++;                                                                        \
+                    off = 0;                                                                     \
+                }                                                                                \
+            }                                                                                    \
+            out[2 * s] = (T)di;                                                                  \
+            out[2 * s + 1] = (T)off;                                                             \
+            s++;                                                                                 \
+        }                                                                                        \
+        return s;                                                                                \
+    }
+
+MC_DEFINE_BUILD_SAMPLE_IDX(build_sample_idx_i32, int32_t)
+MC_DEFINE_BUILD_SAMPLE_IDX(build_sample_idx_i64, int64_t)
+
+void mc_gpt_dataset_free(mc_gpt_dataset_t *d)
+{
+    if (!d) return;
+    free(d->document_index);
+    free(d->sample_index);
+    free(d->shuffle_index);
+    memset(d, 0, sizeof *d);
+}
+
+/* _build_document_index for one shuffle group: `epochs` copies of [begin, end), epoch-major,
+ * shuffled as a whole. */
+static void document_index_part(int32_t *out, int64_t begin, int64_t end, int64_t epochs,
+                                mc_mt19937_t *rs)
+{
+    int64_t n = end - begin, k = 0;
+    for (int64_t e = 0; e < epochs; e++)
+        for (int64_t i = 0; i < n; i++) out[k++] = (int32_t)(begin + i);
+    mc_mt19937_shuffle_i32(rs, out, k);
+}
+
+/* _build_shuffle_index: shuffle(arange(0, first)) then shuffle(arange(first, total)). */
+static void shuffle_index_build(void *out, bool i64, int64_t first, int64_t total,
+                                mc_mt19937_t *rs)
+{
+    if (i64) {
+        int64_t *x = out;
+        for (int64_t i = 0; i < total; i++) x[i] = i;
+        mc_mt19937_shuffle_i64(rs, x, first);
+        if (first < total) mc_mt19937_shuffle_i64(rs, x + first, total - first);
+    } else {
+        uint32_t *x = out;
+        for (int64_t i = 0; i < total; i++) x[i] = (uint32_t)i;
+        mc_mt19937_shuffle_u32(rs, x, first);
+        if (first < total) mc_mt19937_shuffle_u32(rs, x + first, total - first);
+    }
+}
+
+int mc_gpt_dataset_build(mc_gpt_dataset_t *d, const int32_t *sequence_lengths,
+                         int64_t num_sequences, int64_t begin, int64_t end, int64_t num_samples,
+                         int split, int seq_length, int64_t seed, bool drop_last_partial_sequence,
+                         char *err, size_t n)
+{
+    const int add_extra = 1; /* add_extra_token_to_sequence, always True for pretrain_gpt */
+    memset(d, 0, sizeof *d);
+    d->split = split;
+    d->seq_length = seq_length;
+    d->seq_begin = begin;
+    d->seq_end = end;
+    d->num_samples_requested = num_samples;
+    if (seed < 0 || seed > (int64_t)UINT32_MAX)
+        return fail(err, n, "--seed %lld: the dataset shuffle uses numpy's RandomState, which "
+                    "takes seeds in [0, 2^32 - 1]", (long long)seed);
+    if (seq_length < 2)
+        return fail(err, n, "--seq-length %d: Megatron's sample index needs at least 2",
+                    seq_length);
+    if (begin < 0 || end < begin || end > num_sequences)
+        return fail(err, n, "split range [%lld, %lld) outside the %lld sequences",
+                    (long long)begin, (long long)end, (long long)num_sequences);
+    if (num_sequences > INT32_MAX)
+        return fail(err, n, "%lld sequences: Megatron's document index holds int32 ids",
+                    (long long)num_sequences);
+
+    /* _get_num_tokens_per_epoch */
+    int64_t T = 0;
+    for (int64_t i = begin; i < end; i++) T += sequence_lengths[i];
+    d->tokens_per_epoch = T;
+    if (T < 2)
+        return fail(err, n,
+                    "the %s split has %lld sequences and %lld tokens; Megatron cannot build "
+                    "samples from it (it would loop forever or abort): change --split or the "
+                    "data", split_name(split), (long long)(end - begin), (long long)T);
+
+    /* _get_num_epochs: the smallest E >= 1 with E*T >= num_samples*seq_length + 1. */
+    int64_t E = 1;
+    if (num_samples >= 0) {
+        if (num_samples > (INT64_MAX - add_extra) / seq_length)
+            return fail(err, n, "%lld samples of %d tokens overflow", (long long)num_samples,
+                        seq_length);
+        int64_t req = num_samples * seq_length + add_extra;
+        E = (req + T - 1) / T;
+        if (E < 1) E = 1;
+    }
+    d->num_epochs = E;
+    if (E > INT32_MAX || (end - begin) > INT64_MAX / E)
+        return fail(err, n, "%lld epochs over %lld sequences is too many", (long long)E,
+                    (long long)(end - begin));
+
+    bool separate = false;
+    int64_t sans = 0;
+    if (E > 1) {
+        sans = ((E - 1) * T - add_extra) / seq_length;
+        int64_t from_final = num_samples - sans;
+        int64_t per_epoch = (T - add_extra) / seq_length;
+        if (from_final < 0 || from_final > per_epoch + 1)
+            return fail(err, n, "internal: num_samples_from_final_epoch %lld outside [0, %lld]",
+                        (long long)from_final, (long long)per_epoch + 1);
+        separate = from_final < (int64_t)(0.80 * (double)per_epoch);
+    }
+    d->separate_final_epoch = separate;
+    d->num_samples_sans_final_epoch = separate ? sans : 0;
+
+    mc_mt19937_t rs;
+    mc_mt19937_seed(&rs, (uint32_t)seed);
+
+    /* Document index. */
+    int64_t ndoc = end - begin;
+    d->document_index_len = E * ndoc;
+    d->document_index = malloc(sizeof(int32_t) * (size_t)d->document_index_len);
+    if (!d->document_index) return fail(err, n, "out of memory (document index)");
+    if (!separate) {
+        document_index_part(d->document_index, begin, end, E, &rs);
+    } else {
+        document_index_part(d->document_index, begin, end, E - 1, &rs);
+        document_index_part(d->document_index + (E - 1) * ndoc, begin, end, 1, &rs);
+    }
+
+    /* Sample index (helpers.build_sample_idx). */
+    int64_t ns;
+    if (drop_last_partial_sequence)
+        ns = (E * T - add_extra) / seq_length;
+    else /* helpers.cpp: ceil(float(E*T - add_extra) / seq_length), in single precision */
+        ns = (int64_t)ceilf((float)(E * T - add_extra) / (float)seq_length);
+    int32_t max_size = 0;
+    for (int64_t i = 0; i < num_sequences; i++)
+        if (sequence_lengths[i] > max_size) max_size = sequence_lengths[i];
+    int64_t idx_max = d->document_index_len > max_size ? d->document_index_len : max_size;
+    d->sample_index_int64 = idx_max > INT32_MAX;
+    size_t isz = d->sample_index_int64 ? sizeof(int64_t) : sizeof(int32_t);
+    d->sample_index = malloc(isz * 2 * (size_t)(ns + 1));
+    if (!d->sample_index) {
+        mc_gpt_dataset_free(d);
+        return fail(err, n, "out of memory (sample index of %lld samples)", (long long)ns);
+    }
+    int64_t rows = d->sample_index_int64
+        ? build_sample_idx_i64(d->sample_index, sequence_lengths, d->document_index,
+                               d->document_index_len, seq_length, ns, add_extra)
+        : build_sample_idx_i32(d->sample_index, sequence_lengths, d->document_index,
+                               d->document_index_len, seq_length, ns, add_extra);
+    if (rows < 0) {
+        mc_gpt_dataset_free(d);
+        return fail(err, n, "the %s split's documents end before its %lld samples (Megatron's "
+                    "build_sample_idx asserts here)", split_name(split), (long long)ns);
+    }
+    d->length = rows - 1;
+
+    /* Shuffle index. */
+    d->shuffle_index_int64 = d->length >= (int64_t)UINT32_MAX - 1;
+    size_t ssz = d->shuffle_index_int64 ? sizeof(int64_t) : sizeof(uint32_t);
+    d->shuffle_index = malloc(ssz * (size_t)(d->length ? d->length : 1));
+    if (!d->shuffle_index) {
+        mc_gpt_dataset_free(d);
+        return fail(err, n, "out of memory (shuffle index)");
+    }
+    shuffle_index_build(d->shuffle_index, d->shuffle_index_int64, separate ? sans : d->length,
+                        d->length, &rs);
+    return 0;
+}
+
+int64_t mc_gpt_dataset_shuffle_at(const mc_gpt_dataset_t *d, int64_t i)
+{
+    return d->shuffle_index_int64 ? ((const int64_t *)d->shuffle_index)[i]
+                                  : (int64_t)((const uint32_t *)d->shuffle_index)[i];
+}
+
+void mc_gpt_dataset_sample_at(const mc_gpt_dataset_t *d, int64_t row, int64_t *doc_pos,
+                              int64_t *offset)
+{
+    if (d->sample_index_int64) {
+        const int64_t *s = d->sample_index;
+        *doc_pos = s[2 * row];
+        *offset = s[2 * row + 1];
+    } else {
+        const int32_t *s = d->sample_index;
+        *doc_pos = s[2 * row];
+        *offset = s[2 * row + 1];
+    }
+}
+
+int mc_gpt_dataset_text(const mc_gpt_dataset_t *d, int64_t i, int32_t pad, int32_t *text,
+                        char *err, size_t n)
+{
+    if (i < 0 || i >= d->length)
+        return fail(err, n, "sample %lld of the %s split is out of range [0, %lld)",
+                    (long long)i, split_name(d->split), (long long)d->length);
+    if (!d->indexed) return fail(err, n, "internal: dataset has no token source");
+    const int64_t want = (int64_t)d->seq_length + 1;
+    int64_t j = mc_gpt_dataset_shuffle_at(d, i), b, bo, e, eo;
+    mc_gpt_dataset_sample_at(d, j, &b, &bo);
+    mc_gpt_dataset_sample_at(d, j + 1, &e, &eo);
+    int64_t got = 0;
+    for (int64_t k = b; k <= e; k++) {
+        int64_t seq = d->document_index[k];
+        int64_t off = k == b ? bo : 0;
+        int64_t len = k < e ? (int64_t)d->indexed->sequence_lengths[seq] - off : eo + 1 - off;
+        if (len < 0 || got + len > want)
+            return fail(err, n, "internal: sample %lld spans more than %lld tokens",
+                        (long long)i, (long long)want);
+        if (len > 0 && mc_indexed_get(d->indexed, seq, off, len, text + got, err, n) != 0)
+            return -1;
+        got += len;
+    }
+    for (; got < want; got++) text[got] = pad;
+    return 0;
+}
+
+/* =============================================================================================
+ * Sample fields */
+
+void mc_gpt_sample_fields(const int32_t *text, int seq_length, const mc_sample_opts_t *o,
+                          int32_t *tokens, int32_t *labels, float *loss_mask, int32_t *positions,
+                          int32_t *segments)
+{
+    int32_t pos = 0, seg = 0;
+    for (int t = 0; t < seq_length; t++) {
+        int32_t tok = text[t], lab = text[t + 1];
+        bool is_eod = tok == o->eod;
+        loss_mask[t] = (o->eod_mask_loss && is_eod) || lab == o->pad ? 0.0f : 1.0f;
+        positions[t] = o->reset_position_ids ? pos : t;
+        if (segments) segments[t] = o->reset_attention_mask ? seg : 0;
+        pos++;
+        if (is_eod) {
+            pos = 0;
+            seg++;
+        }
+        tokens[t] = tok == o->pad ? 0 : tok;
+        labels[t] = lab == o->pad ? 0 : lab;
+    }
+}
+
+/* =============================================================================================
+ * All splits (BlendedMegatronDatasetBuilder) */
+
+typedef struct {
+    int n;                          /* components; 0 = no dataset for the split */
+    mc_gpt_dataset_t **comp;
+    bool blended;
+    int64_t size;                   /* blended length */
+    int16_t *dataset_index;
+    int64_t *dataset_sample_index;
+} split_t;
+
+struct mc_gpt_datasets {
+    int n_indexed, cap_indexed;
+    mc_indexed_t **indexed;
+    int n_ds, cap_ds;
+    mc_gpt_dataset_t **ds;
+    split_t split[3];
+    int seq_length;
+    mc_sample_opts_t opts;
+    int32_t *scratch;               /* seq_length + 1 */
+};
+
+void mc_gpt_num_samples(const mc_args_t *a, int64_t out[3])
+{
+    int64_t eval_gbs = a->eval_global_batch_size > 0 ? a->eval_global_batch_size
+                                                      : a->global_batch_size;
+    out[0] = a->train_samples > 0 ? a->train_samples : a->train_iters * a->global_batch_size;
+    int64_t points = a->eval_interval > 0 ? a->train_iters / a->eval_interval + 1 : 1;
+    out[1] = points * a->eval_iters * eval_gbs;
+    out[2] = (int64_t)a->eval_iters * eval_gbs;
+}
+
+void mc_gpt_data_config_from_args(mc_gpt_data_config_t *c, const mc_args_t *a, int32_t eod,
+                                  int32_t pad)
+{
+    memset(c, 0, sizeof *c);
+    c->n_data_path = a->n_data_path;
+    c->data_path = a->data_path;
+    c->split = a->split[0] ? a->split : NULL;
+    c->seq_length = a->seq_length;
+    c->seed = a->seed;
+    mc_gpt_num_samples(a, c->num_samples);
+    c->mid_level_dataset_surplus = 0.005;
+    c->drop_last_partial_validation_sequence = true;
+    c->sample.eod = eod;
+    c->sample.pad = pad;
+    c->sample.eod_mask_loss = a->eod_mask_loss;
+    c->sample.reset_position_ids = a->reset_position_ids;
+    c->sample.reset_attention_mask = a->reset_attention_mask;
+}
+
+void mc_gpt_datasets_free(mc_gpt_datasets_t *d)
+{
+    if (!d) return;
+    for (int s = 0; s < 3; s++) {
+        free(d->split[s].comp);
+        free(d->split[s].dataset_index);
+        free(d->split[s].dataset_sample_index);
+    }
+    for (int i = 0; i < d->n_ds; i++) {
+        mc_gpt_dataset_free(d->ds[i]);
+        free(d->ds[i]);
+    }
+    free(d->ds);
+    for (int i = 0; i < d->n_indexed; i++) {
+        mc_indexed_close(d->indexed[i]);
+        free(d->indexed[i]);
+    }
+    free(d->indexed);
+    free(d->scratch);
+    free(d);
+}
+
+static mc_indexed_t *open_prefix(mc_gpt_datasets_t *D, const char *prefix, char *err, size_t n)
+{
+    if (D->n_indexed == D->cap_indexed) {
+        int cap = D->cap_indexed ? 2 * D->cap_indexed : 8;
+        mc_indexed_t **p = realloc(D->indexed, sizeof *p * (size_t)cap);
+        if (!p) return NULL;
+        D->indexed = p;
+        D->cap_indexed = cap;
+    }
+    mc_indexed_t *x = calloc(1, sizeof *x);
+    if (!x) {
+        fail(err, n, "out of memory");
+        return NULL;
+    }
+    if (mc_indexed_open(x, prefix, false, err, n) != 0) {
+        free(x);
+        return NULL;
+    }
+    D->indexed[D->n_indexed++] = x;
+    return x;
+}
+
+static mc_gpt_dataset_t *new_dataset(mc_gpt_datasets_t *D)
+{
+    if (D->n_ds == D->cap_ds) {
+        int cap = D->cap_ds ? 2 * D->cap_ds : 8;
+        mc_gpt_dataset_t **p = realloc(D->ds, sizeof *p * (size_t)cap);
+        if (!p) return NULL;
+        D->ds = p;
+        D->cap_ds = cap;
+    }
+    mc_gpt_dataset_t *x = calloc(1, sizeof *x);
+    if (x) D->ds[D->n_ds++] = x;
+    return x;
+}
+
+/* _build_megatron_dataset_splits: one prefix, the splits present in the matrix, each with its
+ * requested size (-1 = None). out[i] is NULL where the split is None. */
+static int build_prefix_splits(mc_gpt_datasets_t *D, const mc_gpt_data_config_t *c,
+                               const char *prefix, const double bookends[3][2],
+                               const int present[3], const int64_t sizes[3],
+                               mc_gpt_dataset_t *out[3], char *err, size_t n)
+{
+    mc_indexed_t *x = open_prefix(D, prefix, err, n);
+    if (!x) return -1;
+    for (int i = 0; i < 3; i++) {
+        out[i] = NULL;
+        if (!present[i]) continue;
+        int64_t b, e;
+        mc_split_range(bookends[i], x->num_sequences, &b, &e);
+        mc_gpt_dataset_t *g = new_dataset(D);
+        if (!g) return fail(err, n, "out of memory");
+        bool drop = i != MC_SPLIT_VALID || c->drop_last_partial_validation_sequence;
+        char e2[512];
+        if (mc_gpt_dataset_build(g, x->sequence_lengths, x->num_sequences, b, e, sizes[i], i,
+                                 c->seq_length, c->seed, drop, e2, sizeof e2) != 0)
+            return fail(err, n, "%s: %s", prefix, e2);
+        g->indexed = x;
+        out[i] = g;
+    }
+    return 0;
+}
+
+/* The top-level dataset of split i from its components (one per prefix). weights: the
+ * normalised blend weights or NULL (None). targets[k]: sizes_per_dataset_target of component k
+ * for this split (weights given). */
+static int assemble_split(mc_gpt_datasets_t *D, int i, mc_gpt_dataset_t **comp, int k,
+                          const double *weights, const int64_t *targets, int64_t size_req,
+                          char *err, size_t n)
+{
+    split_t *S = &D->split[i];
+    S->comp = malloc(sizeof *S->comp * (size_t)k);
+    if (!S->comp) return fail(err, n, "out of memory");
+    memcpy(S->comp, comp, sizeof *comp * (size_t)k);
+    S->n = k;
+    S->blended = true;
+    if (k >= 32767) return fail(err, n, "%d datasets in one blend (Megatron allows 32766)", k);
+    double *w = malloc(sizeof *w * (size_t)k);
+    int64_t *lens = malloc(sizeof *lens * (size_t)k);
+    if (!w || !lens) {
+        free(w);
+        free(lens);
+        return fail(err, n, "out of memory");
+    }
+    int64_t size;
+    bool exhaustive = false;
+    if (weights) {
+        if (size_req < 0) {
+            free(w);
+            free(lens);
+            return fail(err, n, "weighted blends need a sample count for the %s split",
+                        split_name(i));
+        }
+        size = 0;
+        for (int j = 0; j < k; j++) size += targets[j];
+        memcpy(w, weights, sizeof *w * (size_t)k);
+    } else {
+        int64_t sum = 0;
+        for (int j = 0; j < k; j++) {
+            lens[j] = comp[j]->length;
+            w[j] = (double)lens[j];
+            sum += lens[j];
+        }
+        if (size_req >= 0) {
+            size = size_req < sum ? size_req : sum;
+        } else {
+            size = sum;
+            exhaustive = true;
+        }
+    }
+    for (int j = 0; j < k; j++)
+        if (!(w[j] > 0)) {
+            double wj = w[j];
+            free(w);
+            free(lens);
+            return fail(err, n, "blend component %d of the %s split has weight %g (Megatron's "
+                        "BlendedDataset asserts every weight > 0)", j, split_name(i), wj);
+        }
+    S->size = size;
+    S->dataset_index = malloc(sizeof *S->dataset_index * (size_t)(size ? size : 1));
+    S->dataset_sample_index = malloc(sizeof *S->dataset_sample_index * (size_t)(size ? size : 1));
+    int rc = 0;
+    if (!S->dataset_index || !S->dataset_sample_index) {
+        rc = -1;
+    } else if (exhaustive) {
+        rc = mc_build_exhaustive_blending_indices(S->dataset_index, S->dataset_sample_index,
+                                                  lens, k);
+    } else {
+        mc_normalize(w, k, w); /* BlendedDataset's "redundant normalization" */
+        rc = mc_build_blending_indices(S->dataset_index, S->dataset_sample_index, w, k, size);
+    }
+    free(w);
+    free(lens);
+    if (rc != 0) return fail(err, n, "out of memory (blending indices)");
+    /* A component asked for more samples than it has: Megatron raises IndexError on use. */
+    for (int64_t s = 0; s < size; s++) {
+        int c = S->dataset_index[s];
+        if (S->dataset_sample_index[s] >= comp[c]->length)
+            return fail(err, n, "the %s blend needs sample %lld of component %d, which has %lld "
+                        "(raise --mid-level-dataset-surplus)", split_name(i),
+                        (long long)S->dataset_sample_index[s], c, (long long)comp[c]->length);
+    }
+    return 0;
+}
+
+static int set_single(mc_gpt_datasets_t *D, int i, mc_gpt_dataset_t *g, char *err, size_t n)
+{
+    split_t *S = &D->split[i];
+    if (!g) return 0;
+    S->comp = malloc(sizeof *S->comp);
+    if (!S->comp) return fail(err, n, "out of memory");
+    S->comp[0] = g;
+    S->n = 1;
+    S->blended = false;
+    S->size = g->length;
+    return 0;
+}
+
+/* One blend (prefixes, optional weights) over the split matrix, for the splits in present[]
+ * (all three with --data-path, one with a per-split path). */
+static int build_blend(mc_gpt_datasets_t *D, const mc_gpt_data_config_t *c, const mc_blend_t *bl,
+                       const double bookends[3][2], const int present[3], char *err, size_t n)
+{
+    int k = bl->n;
+    const int64_t *sizes = c->num_samples;
+    if (k == 1 && !bl->weights) {
+        mc_gpt_dataset_t *out[3];
+        if (build_prefix_splits(D, c, bl->prefixes[0], bookends, present, sizes, out, err, n))
+            return -1;
+        for (int i = 0; i < 3; i++)
+            if (present[i] && set_single(D, i, out[i], err, n)) return -1;
+        return 0;
+    }
+    double *w = NULL;
+    int64_t (*target)[3] = NULL, (*buffer)[3] = NULL;
+    mc_gpt_dataset_t *(*comp)[3] = calloc((size_t)k, sizeof *comp);
+    int rc = -1;
+    if (!comp) goto oom;
+    if (bl->weights) {
+        for (int i = 0; i < 3; i++)
+            if (present[i] && sizes[i] < 0) {
+                fail(err, n, "weighted blends need a sample count for the %s split",
+                     split_name(i));
+                goto out;
+            }
+        w = malloc(sizeof *w * (size_t)k);
+        target = malloc(sizeof *target * (size_t)k);
+        buffer = malloc(sizeof *buffer * (size_t)k);
+        if (!w || !target || !buffer) goto oom;
+        mc_normalize(bl->weights, k, w);
+        for (int j = 0; j < k; j++)
+            for (int i = 0; i < 3; i++) {
+                /* sizes of absent splits are 0 for per-split blends (sizes_spoof) */
+                int64_t t = present[i] ? sizes[i] : 0;
+                target[j][i] = mc_size_for_dataset(w[j], t, 0.0);
+                buffer[j][i] = mc_size_for_dataset(w[j], t, c->mid_level_dataset_surplus);
+            }
+    }
+    for (int j = 0; j < k; j++) {
+        int64_t none[3] = {-1, -1, -1};
+        if (build_prefix_splits(D, c, bl->prefixes[j], bookends, present,
+                                buffer ? buffer[j] : none, comp[j], err, n))
+            goto out;
+    }
+    for (int i = 0; i < 3; i++) {
+        if (!present[i]) continue;
+        mc_gpt_dataset_t **ci = malloc(sizeof *ci * (size_t)k);
+        int64_t *ti = malloc(sizeof *ti * (size_t)k);
+        if (!ci || !ti) {
+            free(ci);
+            free(ti);
+            goto oom;
+        }
+        for (int j = 0; j < k; j++) {
+            ci[j] = comp[j][i];
+            ti[j] = target ? target[j][i] : 0;
+        }
+        int r = assemble_split(D, i, ci, k, w, ti, sizes[i], err, n);
+        free(ci);
+        free(ti);
+        if (r) goto out;
+    }
+    rc = 0;
+    goto out;
+oom:
+    fail(err, n, "out of memory");
+out:
+    free(w);
+    free(target);
+    free(buffer);
+    free(comp);
+    return rc;
+}
+
+mc_gpt_datasets_t *mc_gpt_datasets_build(const mc_gpt_data_config_t *c, char *err, size_t n)
+{
+    mc_gpt_datasets_t *D = calloc(1, sizeof *D);
+    if (!D) {
+        fail(err, n, "out of memory");
+        return NULL;
+    }
+    D->seq_length = c->seq_length;
+    D->opts = c->sample;
+    D->scratch = malloc(sizeof(int32_t) * ((size_t)(c->seq_length > 0 ? c->seq_length : 0) + 1));
+    if (!D->scratch) {
+        fail(err, n, "out of memory");
+        goto bad;
+    }
+    bool per_split = c->n_split_data_path[0] || c->n_split_data_path[1] ||
+                     c->n_split_data_path[2];
+    if (c->n_data_path > 0 && per_split) {
+        fail(err, n, "--data-path and --train/valid/test-data-path are exclusive");
+        goto bad;
+    }
+    if (c->n_data_path > 0) {
+        double bookends[3][2];
+        int present[3];
+        const char *split = c->split && c->split[0] ? c->split : "969, 30, 1";
+        if (mc_split_matrix(split, bookends, present, err, n)) goto bad;
+        mc_blend_t bl;
+        if (mc_blend_from_list(&bl, c->data_path, c->n_data_path, err, n)) goto bad;
+        int r = build_blend(D, c, &bl, bookends, present, err, n);
+        mc_blend_free(&bl);
+        if (r) goto bad;
+    } else if (per_split) {
+        for (int i = 0; i < 3; i++) {
+            if (!c->n_split_data_path[i]) continue;
+            /* split_spoof: (0, 1) for this split only */
+            double bookends[3][2] = {{0, 0}, {0, 0}, {0, 0}};
+            int present[3] = {0, 0, 0};
+            bookends[i][0] = 0.0;
+            bookends[i][1] = 1.0;
+            present[i] = 1;
+            mc_blend_t bl;
+            if (mc_blend_from_list(&bl, c->split_data_path[i], c->n_split_data_path[i], err, n))
+                goto bad;
+            int r;
+            if (bl.n == 1) { /* a single prefix is built directly, weights or not */
+                double *keep = bl.weights;
+                bl.weights = NULL;
+                r = build_blend(D, c, &bl, bookends, present, err, n);
+                bl.weights = keep;
+            } else {
+                r = build_blend(D, c, &bl, bookends, present, err, n);
+            }
+            mc_blend_free(&bl);
+            if (r) goto bad;
+        }
+    } else {
+        fail(err, n, "no data: give --data-path (or --train-data-path etc.), or --mock-data");
+        goto bad;
+    }
+    return D;
+bad:
+    mc_gpt_datasets_free(D);
+    return NULL;
+}
+
+int64_t mc_gpt_datasets_len(const mc_gpt_datasets_t *d, int split)
+{
+    if (split < 0 || split > 2) return 0;
+    return d->split[split].n ? d->split[split].size : 0;
+}
+
+int mc_gpt_datasets_components(const mc_gpt_datasets_t *d, int split)
+{
+    return split < 0 || split > 2 ? 0 : d->split[split].n;
+}
+
+bool mc_gpt_datasets_blended(const mc_gpt_datasets_t *d, int split)
+{
+    return split >= 0 && split <= 2 && d->split[split].blended;
+}
+
+const mc_gpt_dataset_t *mc_gpt_datasets_component(const mc_gpt_datasets_t *d, int split, int k)
+{
+    if (split < 0 || split > 2 || k < 0 || k >= d->split[split].n) return NULL;
+    return d->split[split].comp[k];
+}
+
+void mc_gpt_datasets_blend_at(const mc_gpt_datasets_t *d, int split, int64_t i, int *component,
+                              int64_t *component_sample)
+{
+    const split_t *S = &d->split[split];
+    if (S->blended) {
+        *component = S->dataset_index[i];
+        *component_sample = S->dataset_sample_index[i];
+    } else {
+        *component = 0;
+        *component_sample = i;
+    }
+}
+
+int mc_gpt_datasets_text(const mc_gpt_datasets_t *d, int split, int64_t i, int32_t *text,
+                         char *err, size_t n)
+{
+    if (split < 0 || split > 2 || !d->split[split].n)
+        return fail(err, n, "no dataset for the %s split", split_name(split));
+    const split_t *S = &d->split[split];
+    if (i < 0 || i >= S->size)
+        return fail(err, n, "sample %lld of the %s split is out of range [0, %lld)",
+                    (long long)i, split_name(split), (long long)S->size);
+    int k;
+    int64_t j;
+    mc_gpt_datasets_blend_at(d, split, i, &k, &j);
+    return mc_gpt_dataset_text(S->comp[k], j, d->opts.pad, text, err, n);
+}
+
+int mc_gpt_datasets_batch(mc_gpt_datasets_t *d, int split, const int64_t *idx, int b,
+                          int32_t *tokens, int32_t *labels, float *loss_mask, int32_t *positions,
+                          int32_t *segments, char *err, size_t n)
+{
+    const int s = d->seq_length;
+    for (int r = 0; r < b; r++) {
+        if (mc_gpt_datasets_text(d, split, idx[r], d->scratch, err, n) != 0) return -1;
+        size_t o = (size_t)r * (size_t)s;
+        mc_gpt_sample_fields(d->scratch, s, &d->opts, tokens + o, labels + o, loss_mask + o,
+                             positions + o, segments ? segments + o : NULL);
+    }
+    return 0;
+}

@@ -1,0 +1,237 @@
+/* Tokenizers as Megatron builds them: GPT2BPETokenizer (data/bpe.c) and NullTokenizer.
+ * See data/tokenizer.h. */
+#include "data/tokenizer.h"
+
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "data/bpe.h"
+
+enum { TOK_GPT2, TOK_NULL };
+
+struct mc_tokenizer {
+    int kind;
+    mc_bpe_t *bpe;      /* TOK_GPT2 */
+    int64_t null_vocab; /* TOK_NULL: the --vocab-size given (= eod) */
+};
+
+static void seterr(char *err, size_t n, const char *fmt, ...)
+{
+    if (!err || n == 0) return;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err, n, fmt, ap);
+    va_end(ap);
+}
+
+int mc_ids_push(mc_ids_t *ids, int32_t id)
+{
+    if (ids->n == ids->cap) {
+        size_t cap = ids->cap ? ids->cap * 2 : 64;
+        if (cap > SIZE_MAX / sizeof(int32_t)) return -1;
+        int32_t *v = realloc(ids->v, cap * sizeof(int32_t));
+        if (!v) return -1;
+        ids->v = v;
+        ids->cap = cap;
+    }
+    ids->v[ids->n++] = id;
+    return 0;
+}
+
+void mc_ids_free(mc_ids_t *ids)
+{
+    if (!ids) return;
+    free(ids->v);
+    ids->v = NULL;
+    ids->n = ids->cap = 0;
+}
+
+mc_tokenizer_t *mc_tokenizer_build(const char *type, const char *vocab_file,
+                                   const char *merge_file, int64_t vocab_size, char *err, size_t n)
+{
+    if (!type) {
+        seterr(err, n, "no tokenizer type given (--tokenizer-type)");
+        return NULL;
+    }
+    if (strcmp(type, "GPT2BPETokenizer") == 0) {
+        if (!vocab_file || !*vocab_file) {
+            seterr(err, n, "GPT2BPETokenizer needs a vocab file (--vocab-file)");
+            return NULL;
+        }
+        if (!merge_file || !*merge_file) {
+            seterr(err, n, "GPT2BPETokenizer needs a merge file (--merge-file)");
+            return NULL;
+        }
+        mc_bpe_t *b = mc_bpe_load(vocab_file, merge_file, err, n);
+        if (!b) return NULL;
+        mc_tokenizer_t *t = calloc(1, sizeof(*t));
+        if (!t) {
+            mc_bpe_free(b);
+            seterr(err, n, "GPT2BPETokenizer: out of memory");
+            return NULL;
+        }
+        t->kind = TOK_GPT2;
+        t->bpe = b;
+        return t;
+    }
+    if (strcmp(type, "NullTokenizer") == 0) {
+        if (vocab_size < 0 || vocab_size >= INT32_MAX) {
+            seterr(err, n, "NullTokenizer needs a vocab size in [0, %d) (--vocab-size), got %" PRId64,
+                   INT32_MAX, vocab_size);
+            return NULL;
+        }
+        mc_tokenizer_t *t = calloc(1, sizeof(*t));
+        if (!t) {
+            seterr(err, n, "NullTokenizer: out of memory");
+            return NULL;
+        }
+        t->kind = TOK_NULL;
+        t->null_vocab = vocab_size;
+        return t;
+    }
+    seterr(err, n, "tokenizer type '%s' is not supported (supported: GPT2BPETokenizer, NullTokenizer)",
+           type);
+    return NULL;
+}
+
+void mc_tokenizer_free(mc_tokenizer_t *t)
+{
+    if (!t) return;
+    mc_bpe_free(t->bpe);
+    free(t);
+}
+
+int64_t mc_tokenizer_vocab_size(const mc_tokenizer_t *t)
+{
+    return t->kind == TOK_GPT2 ? mc_bpe_vocab_size(t->bpe) : t->null_vocab + 1;
+}
+
+int32_t mc_tokenizer_eod(const mc_tokenizer_t *t)
+{
+    return t->kind == TOK_GPT2 ? mc_bpe_eod(t->bpe) : (int32_t)t->null_vocab;
+}
+
+/* Copies s[0..len) into out as a short printable quotation for an error message. */
+static void quote(char *out, size_t cap, const unsigned char *s, size_t len)
+{
+    size_t o = 0;
+    for (size_t i = 0; i < len && o + 5 < cap; i++) {
+        if (i == 24 && len > 28) {
+            memcpy(out + o, "...", 3);
+            o += 3;
+            break;
+        }
+        unsigned c = s[i];
+        if (c >= 0x20 && c < 0x7F && c != '\\') {
+            out[o++] = (char)c;
+        } else {
+            snprintf(out + o, cap - o, "\\x%02x", c);
+            o += 4;
+        }
+    }
+    out[o] = 0;
+}
+
+/* Python's int() of one ' '-separated field: optional surrounding whitespace (str.isspace), an
+ * optional sign, decimal digits with single underscores between them. Only ASCII digits (Python
+ * also accepts other Unicode decimal digits). 0 and *v, or -1. */
+static int py_int(const unsigned char *s, size_t len, int64_t *v)
+{
+    size_t a = 0, e, k;
+    uint32_t cp;
+    while (a < len && (k = mc_utf8_next(s, len, a, &cp)) && mc_py_isspace(cp)) a += k;
+    e = a; /* end of the last non-space unit */
+    for (size_t p = a; p < len;) {
+        k = mc_utf8_next(s, len, p, &cp);
+        int space = k && mc_py_isspace(cp);
+        p += k ? k : 1;
+        if (!space) e = p;
+    }
+    int neg = 0;
+    if (a < e && (s[a] == '+' || s[a] == '-')) neg = s[a++] == '-';
+    if (a >= e || s[a] < '0' || s[a] > '9') return -1;
+    uint64_t x = 0;
+    for (size_t i = a; i < e; i++) {
+        unsigned c = s[i];
+        if (c == '_') {
+            if (i + 1 >= e || s[i + 1] < '0' || s[i + 1] > '9') return -1;
+            continue;
+        }
+        if (c < '0' || c > '9') return -1;
+        if (x > (uint64_t)INT64_MAX / 10) x = (uint64_t)INT64_MAX; /* saturate; range-checked later */
+        else x = x * 10 + (c - '0');
+    }
+    if (x > (uint64_t)INT64_MAX) x = (uint64_t)INT64_MAX;
+    *v = neg ? -(int64_t)x : (int64_t)x;
+    return 0;
+}
+
+/* Megatron's _NullTokenizer.tokenize: [int(x) for x in text.split(' ')]. */
+static int null_encode(const mc_tokenizer_t *t, const char *text, size_t len, mc_ids_t *ids,
+                       char *err, size_t n)
+{
+    const unsigned char *s = (const unsigned char *)text;
+    size_t p = 0;
+    for (;;) {
+        size_t e = p;
+        while (e < len && s[e] != ' ') e++;
+        int64_t v;
+        char q[128];
+        if (py_int(s + p, e - p, &v) < 0) {
+            quote(q, sizeof(q), s + p, e - p);
+            seterr(err, n, "NullTokenizer: '%s' is not an integer (text must be ids separated by "
+                           "single spaces)", q);
+            return -1;
+        }
+        if (v < 0 || v > t->null_vocab) {
+            quote(q, sizeof(q), s + p, e - p);
+            seterr(err, n, "NullTokenizer: id %s is outside [0, %" PRId64 "] (vocab size %" PRId64
+                           ", eod %" PRId64 ")", q, t->null_vocab, t->null_vocab, t->null_vocab);
+            return -1;
+        }
+        if (mc_ids_push(ids, (int32_t)v) < 0) {
+            seterr(err, n, "NullTokenizer: out of memory");
+            return -1;
+        }
+        if (e >= len) break;
+        p = e + 1;
+    }
+    return 0;
+}
+
+int mc_tokenizer_encode(const mc_tokenizer_t *t, const char *text, size_t len, mc_ids_t *ids,
+                        char *err, size_t n)
+{
+    if (len && !text) {
+        seterr(err, n, "tokenizer: NULL text");
+        return -1;
+    }
+    if (t->kind == TOK_GPT2) return mc_bpe_encode(t->bpe, text, len, ids, err, n);
+    return null_encode(t, text ? text : "", len, ids, err, n);
+}
+
+static char *null_decode(const mc_tokenizer_t *t, const int32_t *ids, size_t count, size_t *out_len)
+{
+    size_t total = 0;
+    for (size_t i = 0; i < count; i++) {
+        if (ids[i] < 0 || ids[i] > t->null_vocab) return NULL;
+        total += 12;
+    }
+    char *out = malloc(total + 1);
+    if (!out) return NULL;
+    size_t o = 0;
+    for (size_t i = 0; i < count; i++)
+        o += (size_t)snprintf(out + o, total + 1 - o, i ? " %d" : "%d", (int)ids[i]);
+    if (out_len) *out_len = o;
+    return out;
+}
+
+char *mc_tokenizer_decode(const mc_tokenizer_t *t, const int32_t *ids, size_t count, size_t *out_len)
+{
+    if (count && !ids) return NULL;
+    if (t->kind == TOK_GPT2) return mc_bpe_decode(t->bpe, ids, count, out_len);
+    return null_decode(t, ids, count, out_len);
+}
