@@ -110,6 +110,10 @@ typedef struct {
     int n_data_path;
     char *data_path[MC_MAX_PATHS];
     char split[128];                /* empty = not given */
+    /* --train-data-path / --valid-data-path / --test-data-path (weights and prefixes) */
+    int n_train_data_path, n_valid_data_path, n_test_data_path;
+    char *train_data_path[MC_MAX_PATHS], *valid_data_path[MC_MAX_PATHS], *test_data_path[MC_MAX_PATHS];
+    double mid_level_dataset_surplus;
     char tokenizer_type[64];
     char vocab_file[4096];
     char merge_file[4096];

@@ -13,7 +13,7 @@
 #define LOG .group = "logging"
 #define EXT .group = "megatron-c"
 
-#define DATASETS "indexed datasets are in progress; use --mock-data"
+#define DATASETS "reading the data arguments from a file is not implemented yet; use --data-path"
 #define NEEDS_LOAD "only used with --load (not implemented yet)"
 #define NEEDS_TENSORBOARD "only used with --tensorboard-dir (not implemented yet); ignored " \
                           "otherwise, as in Megatron"
@@ -446,20 +446,20 @@ const mc_flag_t mc_flags_train[] = {
              "exit."},
 
     /* ---- data and dataloader ---- */
-    {.name = "--data-path", DATA, LIST(0), LIST_FIELD(data_path, n_data_path), TODO(DATASETS),
+    {.name = "--data-path", DATA, LIST(0), LIST_FIELD(data_path, n_data_path), IMPLEMENTED,
      .help = "The weight and prefix list for a set of train, validation, and test datasets which "
              "split according to --split. The accepted formats are: (1) a single prefix, (2) a "
              "list of weight prefix pairs e.g. weight1 prefix1 weight2 prefix2, (3) a list of "
              "prefixes e.g. prefix1 prefix2."},
-    {.name = "--split", DATA, STRING, FIELD(split), TODO(DATASETS),
+    {.name = "--split", DATA, STRING, FIELD(split), IMPLEMENTED,
      .help = "Comma-separated list of proportions for training, validation, and test split. For "
              "example the split `90,5,5` will use 90% of data for training, 5% for validation and "
              "5% for test."},
-    {.name = "--train-data-path", DATA, LIST(0), TODO(DATASETS),
+    {.name = "--train-data-path", DATA, LIST(0), LIST_FIELD(train_data_path, n_train_data_path), IMPLEMENTED,
      .help = "The weight and prefix list for an independent train dataset."},
-    {.name = "--valid-data-path", DATA, LIST(0), TODO(DATASETS),
+    {.name = "--valid-data-path", DATA, LIST(0), LIST_FIELD(valid_data_path, n_valid_data_path), IMPLEMENTED,
      .help = "The weight and prefix list for an independent validation dataset."},
-    {.name = "--test-data-path", DATA, LIST(0), TODO(DATASETS),
+    {.name = "--test-data-path", DATA, LIST(0), LIST_FIELD(test_data_path, n_test_data_path), IMPLEMENTED,
      .help = "The weight and prefix list for an independent test dataset."},
     {.name = "--data-args-path", DATA, STRING, TODO(DATASETS),
      .help = "Path to data-args. Instead of feeding `--data-path` with weighted dataset, we pass "
@@ -469,7 +469,8 @@ const mc_flag_t mc_flags_train[] = {
              "keys"},
     {.name = "--data-cache-path", DATA, STRING, TODO(DATASETS),
      .help = "Path to a directory to hold cached index files."},
-    {.name = "--no-mmap-bin-files", DATA, FALSE_IF_GIVEN, TODO(DATASETS),
+    {.name = "--no-mmap-bin-files", DATA, FALSE_IF_GIVEN,
+     NOOP("megatron-c always maps .bin files; the samples are the same"),
      .help = "Disable mmap-ing of .bin files."},
     {.name = "--mock-data", DATA, TRUE_IF_GIVEN, FIELD(mock_data), IMPLEMENTED,
      .help = "Skip data loading and validation and opt for artificial generation of mock data "
@@ -486,8 +487,7 @@ const mc_flag_t mc_flags_train[] = {
     {.name = "--dataloader-type", DATA, CHOICE("single", "cyclic", "external"),
      FIELD(dataloader_type), ONLY("the cyclic and external loaders are not implemented yet", "single"),
      .help = "Single pass vs multiple pass data loader"},
-    {.name = "--reset-position-ids", DATA, TRUE_IF_GIVEN, FIELD(reset_position_ids),
-     TODO("position ids restarting at each document"),
+    {.name = "--reset-position-ids", DATA, TRUE_IF_GIVEN, FIELD(reset_position_ids), IMPLEMENTED,
      .help = "Reset posistion ids after end-of-document token."},
     {.name = "--reset-attention-mask", DATA, TRUE_IF_GIVEN, FIELD(reset_attention_mask),
      TODO("per-document attention masks"),
@@ -500,8 +500,8 @@ const mc_flag_t mc_flags_train[] = {
     {.name = "--num-dataset-builder-threads", DATA, INT, .def = "1", GE(1),
      NOOP("threads for building dataset indices; results are the same"),
      .help = "Number of parallel threads per rank for dataset builder"},
-    {.name = "--mid-level-dataset-surplus", DATA, FLOAT, .def = "0.005", GE(0),
-     TODO("dataset blending (in progress)"),
+    {.name = "--mid-level-dataset-surplus", DATA, FLOAT, FIELD(mid_level_dataset_surplus),
+     .def = "0.005", GE(0), IMPLEMENTED,
      .help = "The sample surplus to build for the mid-level datasets(s)"},
 
     /* ---- tokenizer ---- */
@@ -512,10 +512,10 @@ const mc_flag_t mc_flags_train[] = {
     {.name = "--padded-vocab-size", TOK, INT, FIELD(padded_vocab_size), GE(1), IMPLEMENTED,
      .help = "Vocabulary size of the model (padded to be divisible by tensor model parallel "
              "size). If not provided, it will be automatically calculated from vocab-size."},
-    {.name = "--vocab-file", TOK, STRING, FIELD(vocab_file),
-     TODO("GPT-2 BPE vocabulary files (in progress)"), .help = "Path to the vocab file."},
-    {.name = "--merge-file", TOK, STRING, FIELD(merge_file),
-     TODO("GPT-2 BPE vocabulary files (in progress)"), .help = "Path to the BPE merge file."},
+    {.name = "--vocab-file", TOK, STRING, FIELD(vocab_file), IMPLEMENTED,
+     .help = "Path to the vocab file."},
+    {.name = "--merge-file", TOK, STRING, FIELD(merge_file), IMPLEMENTED,
+     .help = "Path to the BPE merge file."},
     {.name = "--vocab-extra-ids", TOK, INT, .def = "0", GE(0), TODO("extra sentinel ids (T5)"),
      .help = "Number of additional vocabulary tokens. They are used for span masking in the T5 "
              "model"},

@@ -211,9 +211,10 @@ void mc_args_defaults(mc_args_t *args)
 
 void mc_args_free(mc_args_t *args)
 {
-    for (int i = 0; i < args->n_data_path; i++) free(args->data_path[i]);
-    memset(args->data_path, 0, sizeof(args->data_path));
-    args->n_data_path = 0;
+    for (size_t i = 0; i < mc_flag_count(); i++) {
+        const mc_flag_t *f = mc_flag_at(i);
+        if (f->type == MC_FLAG_LIST && f->field_size) free_list(args, f);
+    }
 }
 
 /* ---- the command line ---- */

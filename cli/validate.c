@@ -92,8 +92,14 @@ static void check_required(const mc_args_t *a)
     append(list, sizeof(list), !a->lr_set, "--lr");
     append(list, sizeof(list), !a->skip_train && !a->train_iters && !a->train_samples,
            "--train-iters or --train-samples");
-    /* NullTokenizer and --mock-data have no vocabulary file to size the embedding from. */
-    append(list, sizeof(list), a->vocab_size == 0 && !a->vocab_file[0], "--vocab-size");
+    /* NullTokenizer and --mock-data have no vocabulary file to size the embedding from; the
+     * GPT-2 tokenizer reads its files. */
+    const bool gpt2 = strcmp(a->tokenizer_type, "GPT2BPETokenizer") == 0;
+    const bool files = gpt2 && !a->mock_data && a->n_data_path + a->n_train_data_path + a->n_valid_data_path +
+                                       a->n_test_data_path > 0;
+    append(list, sizeof(list), !files && a->vocab_size == 0 && !a->vocab_file[0], "--vocab-size");
+    append(list, sizeof(list), files && !a->vocab_file[0], "--vocab-file");
+    append(list, sizeof(list), files && !a->merge_file[0], "--merge-file");
     if (*list) mc_user_error("the following arguments are required: %s", list);
 }
 
@@ -287,9 +293,17 @@ static void precision(mc_args_t *a)
 
 static void data(mc_args_t *a)
 {
-    if (a->mock_data && a->n_data_path > 0)
+    const bool per_split = a->n_train_data_path + a->n_valid_data_path + a->n_test_data_path > 0;
+    if (a->mock_data && (a->n_data_path > 0 || per_split))
         mc_user_error("--mock-data and --data-path are mutually exclusive (give one data source)");
-    if (a->n_data_path > 0 && !a->split[0]) strcpy(a->split, "969, 30, 1"); /* legacy default */
+    if (a->n_data_path > 0 && per_split)
+        mc_user_error("--data-path and --train-data-path/--valid-data-path/--test-data-path are "
+                      "mutually exclusive (give one of them)");
+    if (a->n_data_path > 0 && !a->split[0]) {
+        mc_warn("please specify --split when using --data-path; using the legacy default "
+                "value of \"969, 30, 1\"");
+        strcpy(a->split, "969, 30, 1");
+    }
     if (!a->dataloader_type[0]) strcpy(a->dataloader_type, "single");
 }
 

@@ -27,32 +27,24 @@ static void print_datetime(const char *what)
     fflush(stdout);
 }
 
-/* The vocabulary the data uses (before padding): NullTokenizer adds eod after the ids. */
-static int data_vocab(const mc_args_t *a)
-{
-    return strcmp(a->tokenizer_type, "NullTokenizer") == 0 ? a->vocab_size + 1 : a->vocab_size;
-}
-
-/* Fills host staging slot `slot` with samples first .. first+b-1 of a split, as the dataset
- * yields them: tokens = text[:-1], labels = text[1:], positions 0..s-1, loss mask 1 (0 on eod
- * tokens with --eod-mask-loss). */
+/* Fills host staging slot `slot` with samples first .. first+b-1 of a split (Megatron's
+ * contiguous per-rank block, section 2.9) as the dataset yields them. */
 static void load_microbatch(mc_trainer_t *t, int slot, int split, int64_t first, int b,
                             mc_microbatch_t *mb)
 {
     const int s = t->args->seq_length;
     const size_t base = (size_t)slot * t->model.cfg.max_batch * s;
-    for (int r = 0; r < b; r++) {
-        int32_t *text = t->text + (size_t)r * (s + 1);
-        if (mc_mock_sample(&t->data, split, first + r, s, text) != 0)
-            mc_fatal("the %s split of the mock data is empty", split == MC_SPLIT_VALID ? "valid" : "test");
-        for (int i = 0; i < s; i++) {
-            size_t k = base + (size_t)r * s + i;
-            t->tokens[k] = text[i];
-            t->labels[k] = text[i + 1];
-            t->positions[k] = i;
-            t->loss_mask[k] = t->args->eod_mask_loss && text[i] == t->data.eod ? 0.0f : 1.0f;
-        }
-    }
+    char err[512];
+    int64_t len = mc_data_source_len(&t->data, split);
+    for (int r = 0; r < b; r++) t->sample_idx[r] = first + r;
+    if (first + b > len)
+        mc_fatal("the %s dataset has %lld samples but sample %lld was asked for (the dataset is "
+                 "built for the requested iterations; this is a bug)",
+                 split == MC_SPLIT_TRAIN ? "train" : split == MC_SPLIT_VALID ? "validation" : "test",
+                 (long long)len, (long long)(first + b - 1));
+    if (mc_data_source_batch(&t->data, split, t->sample_idx, b, t->tokens + base, t->labels + base,
+                             t->loss_mask + base, t->positions + base, err, sizeof(err)) != 0)
+        mc_fatal("%s", err);
     mc_microbatch_t out = {.b = b, .s = s, .tokens = t->tokens + base, .labels = t->labels + base,
                            .positions = t->positions + base, .loss_mask = t->loss_mask + base,
                            .sample0 = (uint64_t)first};
@@ -161,16 +153,22 @@ static void print_startup(const mc_trainer_t *t, const char *why)
     mc_args_print(stdout, a);
     printf("> device: %s\n", why);
     printf("> building %s tokenizer ...\n", a->tokenizer_type);
-    int v = data_vocab(a);
+    int v = (int)t->data.vocab_size;
     printf(" > padded vocab (size: %d) with %d dummy tokens (new size: %d)\n", v,
            a->padded_vocab_size - v, a->padded_vocab_size);
     long n = 0;
     for (int i = 0; i < t->model.n_params; i++) n += t->model.params[i].numel;
     printf(" > number of parameters on (tensor, pipeline) model parallel rank (0, 0): %ld\n", n);
     print_memory_plan(stdout, &t->model, t->be->name);
-    printf("> mock data: %d documents, split 969/30/1 (train %lld, valid %lld, test %lld tokens)\n",
-           t->data.n_docs, (long long)t->data.split_tokens[0], (long long)t->data.split_tokens[1],
-           (long long)t->data.split_tokens[2]);
+    if (t->data.is_mock)
+        printf("> mock data: %d documents, split 969/30/1 (train %lld, valid %lld, test %lld tokens)\n",
+               t->data.mock.n_docs, (long long)t->data.mock.split_tokens[0],
+               (long long)t->data.mock.split_tokens[1], (long long)t->data.mock.split_tokens[2]);
+    else
+        printf("> datasets: train %lld, validation %lld, test %lld samples of %d tokens\n",
+               (long long)mc_data_source_len(&t->data, MC_SPLIT_TRAIN),
+               (long long)mc_data_source_len(&t->data, MC_SPLIT_VALID),
+               (long long)mc_data_source_len(&t->data, MC_SPLIT_TEST), a->seq_length);
     fflush(stdout);
 }
 
@@ -229,8 +227,18 @@ static void log_iteration(mc_trainer_t *t, interval_t *iv, const mc_step_result_
 
 int mc_pretrain(mc_args_t *args)
 {
-    if (!args->mock_data)
-        mc_user_error("no training data: pass --mock-data (--data-path is not implemented yet)");
+    /* Data first: bad files are reported before any memory is planned, and the tokenizer fixes
+     * the vocabulary (Megatron pads it in build_tokenizer). */
+    mc_data_source_t data;
+    char err[1024];
+    if (mc_data_source_open(&data, args, err, sizeof(err)) != 0) mc_user_error("%s", err);
+    if (args->padded_vocab_size == 0)
+        args->padded_vocab_size = mc_padded_vocab_size((int)data.vocab_size,
+                                                       args->make_vocab_size_divisible_by,
+                                                       args->tensor_model_parallel_size);
+    else if (args->padded_vocab_size < data.vocab_size)
+        mc_user_error("--padded-vocab-size (%d) is smaller than the tokenizer's vocabulary (%lld)",
+                      args->padded_vocab_size, (long long)data.vocab_size);
     char why[256];
     const mc_backend_t *be = mc_backend_select(args->device, args->cpu_threads, why, sizeof(why));
     mc_comm_t *comm = mc_comm_single();
@@ -242,8 +250,7 @@ int mc_pretrain(mc_args_t *args)
         mc_fatal("not enough %s memory for the plan above (reduce --micro-batch-size, "
                  "--seq-length or the model size)", be->name);
     }
-    if (mc_mock_init(&t->data, data_vocab(args), MC_MOCK_NUM_DOCS) != 0)
-        mc_fatal("out of host memory building the mock dataset");
+    t->data = data;
     print_startup(t, why);
 
     const double start = now_s();
@@ -270,7 +277,8 @@ int mc_pretrain(mc_args_t *args)
             iv.advanced++;
 
             if (t->iteration % args->log_interval == 0 || t->iteration == 1) log_iteration(t, &iv, &r);
-            if (args->eval_interval > 0 && t->iteration % args->eval_interval == 0 && args->eval_iters > 0) {
+            if (args->eval_interval > 0 && t->iteration % args->eval_interval == 0 &&
+                args->eval_iters > 0 && mc_data_source_len(&t->data, MC_SPLIT_VALID) > 0) {
                 char label[64];
                 snprintf(label, sizeof(label), "iteration %lld", (long long)t->iteration);
                 print_eval(label, evaluate(t, MC_SPLIT_VALID, &t->consumed_valid_samples));
@@ -293,13 +301,18 @@ int mc_pretrain(mc_args_t *args)
         }
         print_datetime("after training is done");
     }
+    /* do_valid / do_test: a split with a dataset and --eval-iters > 0 */
     if (!exiting && args->eval_iters > 0) {
         char label[96];
-        snprintf(label, sizeof(label), "iteration %lld on validation set", (long long)t->iteration);
-        print_eval(label, evaluate(t, MC_SPLIT_VALID, &t->consumed_valid_samples));
+        if (mc_data_source_len(&t->data, MC_SPLIT_VALID) > 0) {
+            snprintf(label, sizeof(label), "iteration %lld on validation set", (long long)t->iteration);
+            print_eval(label, evaluate(t, MC_SPLIT_VALID, &t->consumed_valid_samples));
+        }
         int64_t consumed_test = 0;
-        snprintf(label, sizeof(label), "iteration %lld on test set", (long long)t->iteration);
-        print_eval(label, evaluate(t, MC_SPLIT_TEST, &consumed_test));
+        if (mc_data_source_len(&t->data, MC_SPLIT_TEST) > 0) {
+            snprintf(label, sizeof(label), "iteration %lld on test set", (long long)t->iteration);
+            print_eval(label, evaluate(t, MC_SPLIT_TEST, &consumed_test));
+        }
     }
     free(mbl);
     mc_trainer_free(t);

@@ -23,12 +23,12 @@ int mc_trainer_init(mc_trainer_t *t, const mc_args_t *args, const mc_backend_t *
 
     /* host staging: one slot of max_batch rows per microbatch of a step */
     const size_t rows = (size_t)cfg.max_batch * (size_t)args->num_microbatches, s = (size_t)cfg.seq;
-    t->text = malloc((size_t)cfg.max_batch * (s + 1) * sizeof(int32_t));
+    t->sample_idx = malloc((size_t)cfg.max_batch * sizeof(int64_t));
     t->tokens = malloc(rows * s * sizeof(int32_t));
     t->labels = malloc(rows * s * sizeof(int32_t));
     t->positions = malloc(rows * s * sizeof(int32_t));
     t->loss_mask = malloc(rows * s * sizeof(float));
-    if (!t->text || !t->tokens || !t->labels || !t->positions || !t->loss_mask) return -1;
+    if (!t->sample_idx || !t->tokens || !t->labels || !t->positions || !t->loss_mask) return -1;
     return 0;
 }
 
@@ -36,8 +36,8 @@ void mc_trainer_free(mc_trainer_t *t)
 {
     mc_adam_free(&t->opt);
     mc_gpt_free(&t->model);
-    mc_mock_free(&t->data);
-    free(t->text);
+    mc_data_source_free(&t->data);
+    free(t->sample_idx);
     free(t->tokens);
     free(t->labels);
     free(t->positions);

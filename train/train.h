@@ -8,7 +8,7 @@
 #include <stdint.h>
 
 #include "cli/args.h"
-#include "data/mock.h"
+#include "data/source.h"
 #include "model/gpt.h"
 #include "optim/adam.h"
 #include "optim/lr.h"
@@ -22,10 +22,11 @@ typedef struct {
     mc_adam_t opt;
     mc_lr_sched_t sched;
 
-    mc_mock_data_t data;
-    /* host staging: [max_batch, s+1] text, and num_microbatches slots of [max_batch, s] */
-    int32_t *text, *tokens, *labels, *positions;
+    mc_data_source_t data;        /* opened by mc_pretrain; tests feed microbatches directly */
+    /* host staging: num_microbatches slots of [max_batch, s], and the sample indices of one */
+    int32_t *tokens, *labels, *positions;
     float *loss_mask;
+    int64_t *sample_idx;
 
     int64_t iteration;
     int64_t consumed_train_samples, consumed_valid_samples;

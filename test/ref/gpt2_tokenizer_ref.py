@@ -151,6 +151,27 @@ def check(tok):
           % (len(docs), total))
 
 
+def check_regex_classes():
+    """The installed `regex` module must match \\p{L}, \\p{N} and \\s exactly as the shared table
+    (Megatron's Unicode 15.0 classes) says, or the fixture would encode another Unicode version."""
+    path = os.path.join(shared_dir(), "data", "megatron-ref", "regex_unicode_classes.json")
+    with open(path, encoding="utf-8") as f:
+        want = json.load(f)
+    for key, pat in (("L", r"\p{L}"), ("N", r"\p{N}"), ("s", r"\s")):
+        r = regex.compile(pat)
+        got, start = [], None
+        for cp in range(0x110001):
+            hit = cp <= 0x10FFFF and not 0xD800 <= cp <= 0xDFFF and r.match(chr(cp)) is not None
+            if hit and start is None:
+                start = cp
+            elif not hit and start is not None:
+                got.append([start, cp - 1])
+                start = None
+        if got != want[key]:
+            raise SystemExit("regex %s: %s differs from %s" % (regex.__version__, pat, path))
+    print("regex %s: \\p{L}, \\p{N}, \\s match %s" % (regex.__version__, os.path.basename(path)))
+
+
 def bench(tok):
     docs = shakespeare_docs()
     tok.cache = {}
@@ -159,7 +180,7 @@ def bench(tok):
     for text in docs:
         n += len(tok.encode_str(text)) + 1
     dt = time.perf_counter() - t0
-    print("python reference: %d tokens in %.3f s = %.0f tokens/s (one thread, warm-up-free cache)"
+    print("python reference: %d tokens in %.3f s = %.0f tokens/s (one thread; BPE cache starting empty, as in a fresh Megatron worker)"
           % (n, dt, n / dt))
 
 
@@ -451,6 +472,7 @@ def main():
     if a.bench:
         bench(tok)
     if a.fixture:
+        check_regex_classes()
         write_fixture(tok, a.fixture)
 
 

@@ -303,6 +303,24 @@ static void test_noops_and_sequence_parallel(void **state)
     assert_int_equal(a.cpu_threads, 4);
 }
 
+/* nargs lists stop at the next flag; --data-path without --split gets the legacy split. */
+static void test_data_path_list(void **state)
+{
+    (void)state;
+    static mc_args_t a;
+    parse_line(&a, "--num-layers 2 --hidden-size 64 --num-attention-heads 4 --seq-length 64 "
+                   "--max-position-embeddings 64 --micro-batch-size 2 --lr 1e-3 --train-iters 5 "
+                   "--data-path 0.3 a 0.7 b --vocab-file v.json --merge-file m.txt",
+               1);
+    assert_int_equal(a.n_data_path, 4);
+    assert_string_equal(a.data_path[0], "0.3");
+    assert_string_equal(a.data_path[3], "b");
+    assert_string_equal(a.split, "969, 30, 1");
+    assert_string_equal(a.vocab_file, "v.json");
+    assert_true(a.mid_level_dataset_surplus == 0.005);
+    mc_args_free(&a);
+}
+
 static void test_sample_based_training(void **state)
 {
     (void)state;
@@ -448,7 +466,9 @@ static void test_not_implemented_flags(void **state)
     expect_error(ISSUE_LINE " --ckpt-format torch_dist", "--ckpt-format torch_dist is recognised");
     expect_error(ISSUE_LINE " --add-qkv-bias --disable-bias-linear", "not implemented yet");
     /* nargs: values are consumed up to the next flag, then the flag is refused. */
-    expect_error(ISSUE_LINE " --data-path 0.3 a 0.7 b --split 99,1,0", "--data-path is recognised but not implemented yet");
+    expect_error(ISSUE_LINE " --data-path 0.3 a 0.7 b --split 99,1,0",
+                 "--mock-data and --data-path are mutually exclusive");
+    expect_error(ISSUE_LINE " --data-args-path args.txt", "--data-args-path is recognised but not implemented yet");
     expect_error(ISSUE_LINE " --rampup-batch-size 16 8 300000", "--rampup-batch-size is recognised");
     expect_error(ISSUE_LINE " --override-opt_param-scheduler", "--override-opt-param-scheduler is recognised");
     expect_error(ISSUE_LINE " --version", "--version must be the first argument");
@@ -670,6 +690,7 @@ int main(void)
         cmocka_unit_test(test_shape_flags_given),
         cmocka_unit_test(test_equals_form_last_wins_and_bools),
         cmocka_unit_test(test_noops_and_sequence_parallel),
+        cmocka_unit_test(test_data_path_list),
         cmocka_unit_test(test_sample_based_training),
         cmocka_unit_test(test_skip_train_needs_no_length),
         cmocka_unit_test(test_weight_decay_increment),

@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# Training on Megatron indexed datasets (--data-path and friends) with the GPT-2 tokenizer files.
+source "$(dirname "$0")/lib.sh"
+
+SHARED=${MEGATRON_C_SHARED:-../shared}
+DATA=$SHARED/data/megatron-ref/tinyshakespeare_text_document
+if [ ! -f "$DATA.idx" ]; then
+    skip "training on indexed data" "no $DATA.idx (set MEGATRON_C_SHARED)"
+    exit 0
+fi
+TOK=(--vocab-file "$SHARED/data/gpt2/gpt2-vocab.json" --merge-file "$SHARED/data/gpt2/gpt2-merges.txt")
+MODEL=(--device cpu --num-layers 1 --hidden-size 32 --num-attention-heads 2 --seq-length 32
+       --max-position-embeddings 32 --micro-batch-size 2 --global-batch-size 4 --train-iters 6
+       --lr 3e-3 --lr-warmup-iters 1 --log-interval 2 --eval-interval 3 --eval-iters 1 --seed 7)
+
+"$MC_BIN" "${MODEL[@]}" "${TOK[@]}" --data-path "$DATA" --split 90,8,2 >"$MC_TMP/run" 2>"$MC_TMP/err"
+check "--data-path trains (exit 0)" test $? -eq 0
+check "GPT-2 vocabulary padded as Megatron does" grep -q '^ > padded vocab (size: 50257) with 47 dummy tokens (new size: 50304)$' "$MC_TMP/run"
+# seq 32, split 90,8,2 over 7222 documents: Megatron's GPTDataset lengths (sample_order_public.json)
+check "dataset sizes logged" grep -qE '^> datasets: train [0-9]+, validation [0-9]+, test [0-9]+ samples of 32 tokens$' "$MC_TMP/run"
+check "log line at iteration 6" grep -qE 'iteration +6/ +6 \| consumed samples: +24 \|' "$MC_TMP/run"
+check "validation and test evaluated" grep -q 'validation loss at iteration 6 on test set' "$MC_TMP/run"
+
+"$MC_BIN" "${MODEL[@]}" "${TOK[@]}" --data-path "$DATA" >"$MC_TMP/legacy" 2>"$MC_TMP/legacy.err"
+check "no --split: legacy default with Megatron's warning" grep -q '969, 30, 1' "$MC_TMP/legacy.err"
+
+"$MC_BIN" "${MODEL[@]}" "${TOK[@]}" --data-path 0.3 "$DATA" 0.7 "$DATA" --split 90,8,2 >"$MC_TMP/blend" 2>&1
+check "weighted blend trains" grep -qE 'iteration +6/ +6' "$MC_TMP/blend"
+
+"$MC_BIN" "${MODEL[@]}" "${TOK[@]}" --train-data-path "$DATA" --valid-data-path "$DATA" >"$MC_TMP/per" 2>&1
+check "per-split paths train (no test split: no test evaluation)" bash -c "grep -qE 'iteration +6/ +6' '$MC_TMP/per' && ! grep -q 'on test set' '$MC_TMP/per'"
+
+"$MC_BIN" "${MODEL[@]}" "${TOK[@]}" --data-path "$DATA" --split 90,8,2 --reset-position-ids --eod-mask-loss >"$MC_TMP/reset" 2>&1
+check "--reset-position-ids --eod-mask-loss train" grep -qE 'iteration +6/ +6' "$MC_TMP/reset"
+
+# Same flags, same samples: bit-identical losses.
+"$MC_BIN" "${MODEL[@]}" "${TOK[@]}" --data-path "$DATA" --split 90,8,2 >"$MC_TMP/run2" 2>&1
+strip() { grep -E 'lm loss' "$1" | sed -E 's/^ \[[^]]*\]//; s/elapsed time per iteration \(ms\): [0-9.]+ \|//'; }
+check "deterministic on indexed data" diff <(strip "$MC_TMP/run") <(strip "$MC_TMP/run2")
+
+expect_user_error "missing dataset names the file" 'nope' "${MODEL[@]}" "${TOK[@]}" --data-path "$MC_TMP/nope" --split 90,8,2
+expect_user_error "missing vocab file names it" 'missing-vocab.json' "${MODEL[@]}" --vocab-file "$MC_TMP/missing-vocab.json" --merge-file "$SHARED/data/gpt2/gpt2-merges.txt" --data-path "$DATA" --split 90,8,2
+expect_user_error "GPT-2 tokenizer without files" 'vocab' "${MODEL[@]}" --data-path "$DATA" --split 90,8,2
+expect_user_error "mock and data path exclusive" 'mutually exclusive' "${MODEL[@]}" "${TOK[@]}" --mock-data --vocab-size 64 --data-path "$DATA"
+printf 'MMIDIDX\0\0garbage' >"$MC_TMP/bad.idx"; : >"$MC_TMP/bad.bin"
+expect_user_error "corrupt index names the file" 'bad.idx' "${MODEL[@]}" "${TOK[@]}" --data-path "$MC_TMP/bad" --split 90,8,2
