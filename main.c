@@ -4,6 +4,7 @@
 
 #include "cli/args.h"
 #include "cli/error.h"
+#include "data/inspect.h"
 #include "data/preprocess.h"
 #include "kernels/device.h"
 #include "train/train.h"
@@ -21,7 +22,7 @@ int main(int argc, char **argv)
     if (argc >= 2 && strcmp(argv[1], "preprocess-data") == 0)
         return mc_preprocess_main(argc - 1, argv + 1);
     if (argc >= 2 && strcmp(argv[1], "inspect-data") == 0)
-        mc_user_error("'%s' is recognised but not implemented yet in megatron-c", argv[1]);
+        return mc_inspect_main(argc - 1, argv + 1);
     int first = argc >= 2 && strcmp(argv[1], "train") == 0 ? 2 : 1;
 
     static mc_args_t args;

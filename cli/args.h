@@ -110,6 +110,7 @@ typedef struct {
     int n_data_path;
     char *data_path[MC_MAX_PATHS];
     char split[128];                /* empty = not given */
+    char data_cache_path[4096];     /* --data-cache-path; empty = Megatron's default */
     /* --train-data-path / --valid-data-path / --test-data-path (weights and prefixes) */
     int n_train_data_path, n_valid_data_path, n_test_data_path;
     char *train_data_path[MC_MAX_PATHS], *valid_data_path[MC_MAX_PATHS], *test_data_path[MC_MAX_PATHS];

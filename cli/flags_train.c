@@ -467,7 +467,7 @@ const mc_flag_t mc_flags_train[] = {
     {.name = "--per-split-data-args-path", DATA, STRING, TODO(DATASETS),
      .help = "Path to per-split-data-args. Format is a json file with `train`, `valid, `test` "
              "keys"},
-    {.name = "--data-cache-path", DATA, STRING, TODO(DATASETS),
+    {.name = "--data-cache-path", DATA, STRING, FIELD(data_cache_path), IMPLEMENTED,
      .help = "Path to a directory to hold cached index files."},
     {.name = "--no-mmap-bin-files", DATA, FALSE_IF_GIVEN,
      NOOP("megatron-c always maps .bin files; the samples are the same"),

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "data/blend.h"
+#include "data/index_cache.h"
 #include "data/mt19937.h"
 
 static int fail(char *err, size_t n, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
@@ -108,12 +109,15 @@ static void shuffle_index_build(void *out, bool i64, int64_t first, int64_t tota
     }
 }
 
-int mc_gpt_dataset_build(mc_gpt_dataset_t *d, const int32_t *sequence_lengths,
-                         int64_t num_sequences, int64_t begin, int64_t end, int64_t num_samples,
-                         int split, int seq_length, int64_t seed, bool drop_last_partial_sequence,
-                         char *err, size_t n)
+/* The part of _build_document_sample_shuffle_indices that needs no array: the checks Megatron
+ * would assert on, the epochs, the final-epoch split, the sample count ns and the dtypes. Fills
+ * d's scalar fields (length = ns, what build_sample_idx returns when it succeeds). */
+static int plan(mc_gpt_dataset_t *d, const int32_t *sequence_lengths, int64_t num_sequences,
+                int64_t begin, int64_t end, int64_t num_samples, int split, int seq_length,
+                int64_t seed, bool drop_last_partial_sequence, int32_t *max_size_out, char *err,
+                size_t n)
 {
-    const int add_extra = 1; /* add_extra_token_to_sequence, always True for pretrain_gpt */
+    const int add_extra = MC_GPT_ADD_EXTRA_TOKEN;
     memset(d, 0, sizeof *d);
     d->split = split;
     d->seq_length = seq_length;
@@ -171,23 +175,9 @@ int mc_gpt_dataset_build(mc_gpt_dataset_t *d, const int32_t *sequence_lengths,
     }
     d->separate_final_epoch = separate;
     d->num_samples_sans_final_epoch = separate ? sans : 0;
+    d->document_index_len = E * (end - begin);
 
-    mc_mt19937_t rs;
-    mc_mt19937_seed(&rs, (uint32_t)seed);
-
-    /* Document index. */
-    int64_t ndoc = end - begin;
-    d->document_index_len = E * ndoc;
-    d->document_index = malloc(sizeof(int32_t) * (size_t)d->document_index_len);
-    if (!d->document_index) return fail(err, n, "out of memory (document index)");
-    if (!separate) {
-        document_index_part(d->document_index, begin, end, E, &rs);
-    } else {
-        document_index_part(d->document_index, begin, end, E - 1, &rs);
-        document_index_part(d->document_index + (E - 1) * ndoc, begin, end, 1, &rs);
-    }
-
-    /* Sample index (helpers.build_sample_idx). */
+    /* The sample count of helpers.build_sample_idx, and the dtypes (helpers.py). */
     int64_t ns;
     if (drop_last_partial_sequence)
         ns = (E * T - add_extra) / seq_length;
@@ -198,6 +188,38 @@ int mc_gpt_dataset_build(mc_gpt_dataset_t *d, const int32_t *sequence_lengths,
         if (sequence_lengths[i] > max_size) max_size = sequence_lengths[i];
     int64_t idx_max = d->document_index_len > max_size ? d->document_index_len : max_size;
     d->sample_index_int64 = idx_max > INT32_MAX;
+    d->length = ns;
+    d->shuffle_index_int64 = ns >= (int64_t)UINT32_MAX - 1;
+    *max_size_out = max_size;
+    return 0;
+}
+
+/* The three arrays of a planned dataset, built (RandomState(seed) consumed in Megatron's order:
+ * the document index shuffle(s), then the shuffle index shuffle(s)). On failure d is freed. */
+static int build_arrays(mc_gpt_dataset_t *d, const int32_t *sequence_lengths, int64_t seed,
+                        char *err, size_t n)
+{
+    const int add_extra = MC_GPT_ADD_EXTRA_TOKEN;
+    const int64_t begin = d->seq_begin, end = d->seq_end, E = d->num_epochs, ns = d->length;
+    mc_mt19937_t rs;
+    mc_mt19937_seed(&rs, (uint32_t)seed);
+
+    /* Document index. */
+    int64_t ndoc = end - begin;
+    d->document_index = malloc(sizeof(int32_t) * (size_t)(d->document_index_len
+                                                           ? d->document_index_len : 1));
+    if (!d->document_index) {
+        mc_gpt_dataset_free(d);
+        return fail(err, n, "out of memory (document index)");
+    }
+    if (!d->separate_final_epoch) {
+        document_index_part(d->document_index, begin, end, E, &rs);
+    } else {
+        document_index_part(d->document_index, begin, end, E - 1, &rs);
+        document_index_part(d->document_index + (E - 1) * ndoc, begin, end, 1, &rs);
+    }
+
+    /* Sample index (helpers.build_sample_idx). */
     size_t isz = d->sample_index_int64 ? sizeof(int64_t) : sizeof(int32_t);
     d->sample_index = malloc(isz * 2 * (size_t)(ns + 1));
     if (!d->sample_index) {
@@ -206,10 +228,11 @@ int mc_gpt_dataset_build(mc_gpt_dataset_t *d, const int32_t *sequence_lengths,
     }
     int64_t rows = d->sample_index_int64
         ? build_sample_idx_i64(d->sample_index, sequence_lengths, d->document_index,
-                               d->document_index_len, seq_length, ns, add_extra)
+                               d->document_index_len, d->seq_length, ns, add_extra)
         : build_sample_idx_i32(d->sample_index, sequence_lengths, d->document_index,
-                               d->document_index_len, seq_length, ns, add_extra);
+                               d->document_index_len, d->seq_length, ns, add_extra);
     if (rows < 0) {
+        int split = d->split;
         mc_gpt_dataset_free(d);
         return fail(err, n, "the %s split's documents end before its %lld samples (Megatron's "
                     "build_sample_idx asserts here)", split_name(split), (long long)ns);
@@ -217,15 +240,144 @@ int mc_gpt_dataset_build(mc_gpt_dataset_t *d, const int32_t *sequence_lengths,
     d->length = rows - 1;
 
     /* Shuffle index. */
-    d->shuffle_index_int64 = d->length >= (int64_t)UINT32_MAX - 1;
     size_t ssz = d->shuffle_index_int64 ? sizeof(int64_t) : sizeof(uint32_t);
     d->shuffle_index = malloc(ssz * (size_t)(d->length ? d->length : 1));
     if (!d->shuffle_index) {
         mc_gpt_dataset_free(d);
         return fail(err, n, "out of memory (shuffle index)");
     }
-    shuffle_index_build(d->shuffle_index, d->shuffle_index_int64, separate ? sans : d->length,
+    shuffle_index_build(d->shuffle_index, d->shuffle_index_int64,
+                        d->separate_final_epoch ? d->num_samples_sans_final_epoch : d->length,
                         d->length, &rs);
+    return 0;
+}
+
+int mc_gpt_dataset_build(mc_gpt_dataset_t *d, const int32_t *sequence_lengths,
+                         int64_t num_sequences, int64_t begin, int64_t end, int64_t num_samples,
+                         int split, int seq_length, int64_t seed, bool drop_last_partial_sequence,
+                         char *err, size_t n)
+{
+    return mc_gpt_dataset_build_cached(d, sequence_lengths, num_sequences, begin, end,
+                                       num_samples, split, seq_length, seed,
+                                       drop_last_partial_sequence, NULL, err, n);
+}
+
+/* ---- The index cache (data/index_cache.h) ------------------------------------------------- */
+
+/* Whether arrays read from a cache entry are the ones a planned d would have: dtypes and shapes
+ * exactly, and every value in the range that mc_gpt_dataset_text indexes with (so a damaged but
+ * well-formed file cannot make it read out of bounds). Their order is not checked: an entry whose
+ * description matches is trusted to hold Megatron's permutation, as Megatron trusts it. */
+static bool cached_arrays_fit(const mc_gpt_dataset_t *d, const mc_npy_t a[3], int32_t max_size,
+                              char *why, size_t n)
+{
+    const mc_npy_t *doc = &a[MC_INDEX_CACHE_DOCUMENT], *smp = &a[MC_INDEX_CACHE_SAMPLE],
+                   *shf = &a[MC_INDEX_CACHE_SHUFFLE];
+    const int64_t ns = d->length;
+    if (strcmp(doc->descr, "<i4") || doc->ndim != 1 || doc->shape[0] != d->document_index_len)
+        return fail(why, n, "document_index.npy is %s %lld-d, expected <i4 [%lld]", doc->descr,
+                    (long long)doc->ndim, (long long)d->document_index_len), false;
+    const char *sd = d->sample_index_int64 ? "<i8" : "<i4";
+    if (strcmp(smp->descr, sd) || smp->ndim != 2 || smp->shape[0] != ns + 1 ||
+        smp->shape[1] != 2)
+        return fail(why, n, "sample_index.npy does not have dtype %s and shape (%lld, 2)", sd,
+                    (long long)ns + 1), false;
+    const char *hd = d->shuffle_index_int64 ? "<i8" : "<u4";
+    if (strcmp(shf->descr, hd) || shf->ndim != 1 || shf->shape[0] != ns)
+        return fail(why, n, "shuffle_index.npy does not have dtype %s and shape (%lld,)", hd,
+                    (long long)ns), false;
+    const int32_t *di = doc->data;
+    for (int64_t i = 0; i < d->document_index_len; i++)
+        if (di[i] < d->seq_begin || di[i] >= d->seq_end)
+            return fail(why, n, "document_index[%lld] = %d is outside the split's sequences "
+                        "[%lld, %lld)", (long long)i, di[i], (long long)d->seq_begin,
+                        (long long)d->seq_end), false;
+    for (int64_t r = 0; r <= ns; r++) {
+        int64_t pos = d->sample_index_int64 ? ((const int64_t *)smp->data)[2 * r]
+                                            : ((const int32_t *)smp->data)[2 * r];
+        int64_t off = d->sample_index_int64 ? ((const int64_t *)smp->data)[2 * r + 1]
+                                            : ((const int32_t *)smp->data)[2 * r + 1];
+        if (pos < 0 || pos >= d->document_index_len || off < 0 || off > max_size)
+            return fail(why, n, "sample_index[%lld] = (%lld, %lld) is out of range", (long long)r,
+                        (long long)pos, (long long)off), false;
+    }
+    for (int64_t i = 0; i < ns; i++) {
+        int64_t v = d->shuffle_index_int64 ? ((const int64_t *)shf->data)[i]
+                                           : (int64_t)((const uint32_t *)shf->data)[i];
+        if (v < 0 || v >= ns)
+            return fail(why, n, "shuffle_index[%lld] = %lld is outside [0, %lld)", (long long)i,
+                        (long long)v, (long long)ns), false;
+    }
+    return true;
+}
+
+int mc_gpt_dataset_build_cached(mc_gpt_dataset_t *d, const int32_t *sequence_lengths,
+                                int64_t num_sequences, int64_t begin, int64_t end,
+                                int64_t num_samples, int split, int seq_length, int64_t seed,
+                                bool drop_last_partial_sequence, const mc_gpt_index_cache_t *cache,
+                                char *err, size_t n)
+{
+    int32_t max_size = 0;
+    if (plan(d, sequence_lengths, num_sequences, begin, end, num_samples, split, seq_length, seed,
+             drop_last_partial_sequence, &max_size, err, n))
+        return -1;
+    if (!cache || !cache->dir || !cache->dir[0])
+        return build_arrays(d, sequence_lengths, seed, err, n);
+
+    /* The entry of this description; anything short of a usable one means building. */
+    char md5[33];
+    const char *lengths_md5 = cache->lengths_md5;
+    if (!lengths_md5) {
+        mc_index_cache_lengths_md5(sequence_lengths, num_sequences, md5);
+        lengths_md5 = md5;
+    }
+    mc_index_desc_t desc = {
+        .dataset_path = cache->dataset_path ? cache->dataset_path : "",
+        .num_sequences = num_sequences,
+        .sequence_lengths_md5 = lengths_md5,
+        .split = split_name(split),
+        .begin = begin,
+        .end = end,
+        .num_samples = num_samples,
+        .seq_length = seq_length,
+        .seed = seed,
+        .drop_last_partial_sequence = drop_last_partial_sequence,
+        .add_extra_token_to_sequence = MC_GPT_ADD_EXTRA_TOKEN != 0,
+    };
+    char *text = mc_index_cache_description(&desc);
+    mc_index_cache_entry_t e;
+    if (!text || mc_index_cache_entry_init(&e, cache->dir, split_name(split), text)) {
+        free(text);
+        return build_arrays(d, sequence_lengths, seed, err, n);
+    }
+    free(text);
+    mc_npy_t a[3];
+    if (mc_index_cache_load(&e, a) == MC_INDEX_CACHE_HIT) {
+        char why[512];
+        if (cached_arrays_fit(d, a, max_size, why, sizeof why)) {
+            d->document_index = a[MC_INDEX_CACHE_DOCUMENT].data;
+            d->sample_index = a[MC_INDEX_CACHE_SAMPLE].data;
+            d->shuffle_index = a[MC_INDEX_CACHE_SHUFFLE].data;
+            d->from_cache = true;
+            mc_index_cache_entry_free(&e);
+            return 0;
+        }
+        mc_index_cache_reject(&e, why);
+        for (int k = 0; k < 3; k++) mc_npy_free(&a[k]);
+    }
+    if (build_arrays(d, sequence_lengths, seed, err, n)) {
+        mc_index_cache_entry_free(&e);
+        return -1;
+    }
+    mc_npy_t w[3] = {
+        {.descr = "<i4", .ndim = 1, .shape = {d->document_index_len}, .data = d->document_index},
+        {.ndim = 2, .shape = {d->length + 1, 2}, .data = d->sample_index},
+        {.ndim = 1, .shape = {d->length}, .data = d->shuffle_index},
+    };
+    memcpy(w[1].descr, d->sample_index_int64 ? "<i8" : "<i4", 4);
+    memcpy(w[2].descr, d->shuffle_index_int64 ? "<i8" : "<u4", 4);
+    mc_index_cache_store(&e, w); /* a failure is a warning: the arrays are in memory */
+    mc_index_cache_entry_free(&e);
     return 0;
 }
 
@@ -350,6 +502,7 @@ void mc_gpt_data_config_from_args(mc_gpt_data_config_t *c, const mc_args_t *a, i
     c->sample.eod_mask_loss = a->eod_mask_loss;
     c->sample.reset_position_ids = a->reset_position_ids;
     c->sample.reset_attention_mask = a->reset_attention_mask;
+    c->cache_path = a->data_cache_path; /* "" when not given: the default per prefix */
 }
 
 void mc_gpt_datasets_free(mc_gpt_datasets_t *d)
@@ -419,22 +572,39 @@ static int build_prefix_splits(mc_gpt_datasets_t *D, const mc_gpt_data_config_t 
 {
     mc_indexed_t *x = open_prefix(D, prefix, err, n);
     if (!x) return -1;
+    /* The index cache of this prefix (none when c->cache_path is NULL). */
+    char lengths_md5[33], *dir = NULL;
+    mc_gpt_index_cache_t cache = {.dataset_path = prefix, .lengths_md5 = lengths_md5};
+    if (c->cache_path) {
+        dir = c->cache_path[0] ? strdup(c->cache_path) : mc_index_cache_default_dir(prefix);
+        if (!dir) return fail(err, n, "out of memory");
+        mc_index_cache_lengths_md5(x->sequence_lengths, x->num_sequences, lengths_md5);
+        cache.dir = dir;
+    }
+    int rc = 0;
     for (int i = 0; i < 3; i++) {
         out[i] = NULL;
         if (!present[i]) continue;
         int64_t b, e;
         mc_split_range(bookends[i], x->num_sequences, &b, &e);
         mc_gpt_dataset_t *g = new_dataset(D);
-        if (!g) return fail(err, n, "out of memory");
+        if (!g) {
+            rc = fail(err, n, "out of memory");
+            break;
+        }
         bool drop = i != MC_SPLIT_VALID || c->drop_last_partial_validation_sequence;
         char e2[512];
-        if (mc_gpt_dataset_build(g, x->sequence_lengths, x->num_sequences, b, e, sizes[i], i,
-                                 c->seq_length, c->seed, drop, e2, sizeof e2) != 0)
-            return fail(err, n, "%s: %s", prefix, e2);
+        if (mc_gpt_dataset_build_cached(g, x->sequence_lengths, x->num_sequences, b, e, sizes[i],
+                                        i, c->seq_length, c->seed, drop, dir ? &cache : NULL,
+                                        e2, sizeof e2) != 0) {
+            rc = fail(err, n, "%s: %s", prefix, e2);
+            break;
+        }
         g->indexed = x;
         out[i] = g;
     }
-    return 0;
+    free(dir);
+    return rc;
 }
 
 /* The top-level dataset of split i from its components (one per prefix). weights: the

@@ -9,9 +9,13 @@
  *                      several (data/blend.h), from --data-path + --split or from per-split
  *                      paths (--train-data-path ...).
  *
- * Megatron caches the three index arrays under --data-cache-path; megatron-c does not: it
- * rebuilds them deterministically at start-up (an O(tokens / seq_length + documents) pass; a
- * 1B-token dataset takes well under a second), which gives the same arrays.
+ * The three index arrays are cached as Megatron caches them (data/index_cache.h): with a cache
+ * directory (--data-cache-path, by default <prefix>/cache/GPTDataset_indices), each GPTDataset's
+ * arrays are written there as .npy files after building and read back at the next start-up
+ * instead of rebuilt, when the entry's description (prefix, a hash of its sequence lengths, split
+ * range, sample count, seq_length, seed, drop-last flag, cache format) matches exactly. A missing,
+ * damaged or unwritable cache is a warning at most: the arrays are then built in memory, the same
+ * arrays (building is an O(tokens / seq_length + documents) pass).
  *
  * Splits are MC_SPLIT_TRAIN / MC_SPLIT_VALID / MC_SPLIT_TEST (data/mock.h). */
 #ifndef MC_DATA_GPT_DATASET_H
@@ -27,6 +31,8 @@
 
 /* megatron_dataset._PAD_TOKEN_ID: the pad id when the tokenizer has none (GPT-2). */
 #define MC_PAD_TOKEN_ID (-1)
+/* add_extra_token_to_sequence: always True for pretrain_gpt. */
+#define MC_GPT_ADD_EXTRA_TOKEN 1
 
 /* ---------------------------------------------------------------------------------------------
  * One GPTDataset */
@@ -51,6 +57,7 @@ typedef struct {
     bool shuffle_index_int64;
     int64_t length;                 /* len(GPTDataset) = sample_index rows - 1 */
     const mc_indexed_t *indexed;    /* token source for mc_gpt_dataset_text; not owned */
+    bool from_cache;                /* the arrays were read from the index cache */
 } mc_gpt_dataset_t;
 
 /* Builds the indices of the GPTDataset over sequences [begin, end) of a dataset whose sequence
@@ -64,6 +71,24 @@ int mc_gpt_dataset_build(mc_gpt_dataset_t *d, const int32_t *sequence_lengths,
                          int split, int seq_length, int64_t seed, bool drop_last_partial_sequence,
                          char *err, size_t n);
 void mc_gpt_dataset_free(mc_gpt_dataset_t *d);
+
+/* The index cache of one indexed dataset (data/index_cache.h). */
+typedef struct {
+    const char *dir;                /* the cache directory; NULL or "": no cache */
+    const char *dataset_path;       /* the prefix, for the description */
+    const char *lengths_md5;        /* mc_index_cache_lengths_md5 of all its sequence lengths, or
+                                     * NULL to compute it here */
+} mc_gpt_index_cache_t;
+
+/* mc_gpt_dataset_build with the index cache: the arrays are read from the cache entry of this
+ * description when it is there and sound (d->from_cache), else built and written there. cache
+ * NULL: exactly mc_gpt_dataset_build. Cache problems are warnings (cli/error.h mc_warn), never
+ * errors; the return value and err are mc_gpt_dataset_build's. */
+int mc_gpt_dataset_build_cached(mc_gpt_dataset_t *d, const int32_t *sequence_lengths,
+                                int64_t num_sequences, int64_t begin, int64_t end,
+                                int64_t num_samples, int split, int seq_length, int64_t seed,
+                                bool drop_last_partial_sequence, const mc_gpt_index_cache_t *cache,
+                                char *err, size_t n);
 
 /* Entries of the index arrays, whatever their dtype. */
 int64_t mc_gpt_dataset_shuffle_at(const mc_gpt_dataset_t *d, int64_t i);
@@ -114,6 +139,10 @@ typedef struct {
     double mid_level_dataset_surplus; /* --mid-level-dataset-surplus, 0.005 */
     bool drop_last_partial_validation_sequence; /* true */
     mc_sample_opts_t sample;
+    /* The index cache directory (--data-cache-path). NULL: no cache, the indices are built in
+     * memory (configs written by hand, tests). "": Megatron's default, a directory per prefix,
+     * <prefix>/cache/GPTDataset_indices (mc_index_cache_default_dir). Else the directory. */
+    const char *cache_path;
 } mc_gpt_data_config_t;
 
 typedef struct mc_gpt_datasets mc_gpt_datasets_t;
@@ -121,9 +150,9 @@ typedef struct mc_gpt_datasets mc_gpt_datasets_t;
 /* Section 2.1: train = train_samples or train_iters * gbs; valid = (train_iters //
  * eval_interval + 1) * eval_iters * eval_gbs; test = eval_iters * eval_gbs. */
 void mc_gpt_num_samples(const mc_args_t *a, int64_t out[3]);
-/* A config from args (data_path, split, seq_length, seed, sample counts, flags) with eod and
- * pad from the tokenizer. Per-split paths are not in mc_args_t yet: set them by hand. The
- * pointers in c point into a. */
+/* A config from args (data_path, split, seq_length, seed, sample counts, flags, the cache path:
+ * --data-cache-path, or "" for Megatron's default) with eod and pad from the tokenizer.
+ * Per-split paths are not in mc_args_t yet: set them by hand. The pointers in c point into a. */
 void mc_gpt_data_config_from_args(mc_gpt_data_config_t *c, const mc_args_t *a, int32_t eod,
                                   int32_t pad);
 

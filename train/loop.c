@@ -242,9 +242,9 @@ int mc_pretrain(mc_args_t *args)
     char why[256];
     const mc_backend_t *be = mc_backend_select(args->device, args->cpu_threads, why, sizeof(why));
     mc_comm_t *comm = mc_comm_single();
+    check_plan_fits(args, be);
     mc_trainer_t *t = calloc(1, sizeof(*t));
     if (!t) mc_fatal("out of host memory");
-    check_plan_fits(args, be);
     if (mc_trainer_init(t, args, be, comm) != 0) {
         print_memory_plan(stderr, &t->model, be->name);
         mc_fatal("not enough %s memory for the plan above (reduce --micro-batch-size, "

@@ -9,7 +9,7 @@ if [ ! -f "$DATA.idx" ]; then
     exit 0
 fi
 TOK=(--vocab-file "$SHARED/data/gpt2/gpt2-vocab.json" --merge-file "$SHARED/data/gpt2/gpt2-merges.txt")
-MODEL=(--device cpu --num-layers 1 --hidden-size 32 --num-attention-heads 2 --seq-length 32
+MODEL=(--data-cache-path "$MC_TMP/cache" --device cpu --num-layers 1 --hidden-size 32 --num-attention-heads 2 --seq-length 32
        --max-position-embeddings 32 --micro-batch-size 2 --global-batch-size 4 --train-iters 6
        --lr 3e-3 --lr-warmup-iters 1 --log-interval 2 --eval-interval 3 --eval-iters 1 --seed 7)
 

@@ -749,6 +749,7 @@ static void test_megatron_reference(void **state)
     a.eval_iters = 2;
     mc_gpt_data_config_t c;
     mc_gpt_data_config_from_args(&c, &a, 50256, MC_PAD_TOKEN_ID);
+    c.cache_path = NULL; /* build fresh (the cache has its own tests) and write nothing in shared */
     json_t *tv = json_object_get(cfg, "train_val_test_num_samples");
     for (int i = 0; i < 3; i++)
         assert_int_equal(c.num_samples[i], json_integer_value(json_array_get(tv, (size_t)i)));
