@@ -19,10 +19,14 @@ static int print_version(void)
 int main(int argc, char **argv)
 {
     if (argc >= 2 && strcmp(argv[1], "--version") == 0) return print_version();
-    if (argc >= 2 && strcmp(argv[1], "preprocess-data") == 0)
+    if (argc >= 2 && strcmp(argv[1], "preprocess-data") == 0) {
+        mc_cpu_set_threads(1);
         return mc_preprocess_main(argc - 1, argv + 1);
-    if (argc >= 2 && strcmp(argv[1], "inspect-data") == 0)
+    }
+    if (argc >= 2 && strcmp(argv[1], "inspect-data") == 0) {
+        mc_cpu_set_threads(1);
         return mc_inspect_main(argc - 1, argv + 1);
+    }
     int first = argc >= 2 && strcmp(argv[1], "train") == 0 ? 2 : 1;
 
     static mc_args_t args;

@@ -11,6 +11,8 @@ int mc_cuda_probe_device_count(void);
 int mc_cuda_runtime_version(void);
 #endif
 
+void mc_cpu_set_threads(int n) { openblas_set_num_threads(n); }
+
 int mc_cuda_device_count(void)
 {
 #ifdef MC_WITH_CUDA
@@ -46,7 +48,7 @@ const mc_backend_t *mc_backend_select(const char *device, int cpu_threads, char 
         snprintf(reason, sizeof(reason), "%d GPU(s) visible, but the CUDA backend is not implemented yet", gpus);
     else
         snprintf(reason, sizeof(reason), "no CUDA device available");
-    if (cpu_threads > 0) openblas_set_num_threads(cpu_threads);
+    if (cpu_threads > 0) mc_cpu_set_threads(cpu_threads);
     snprintf(why, n, "cpu (%s; OpenBLAS with %d thread(s))", reason, openblas_get_num_threads());
     return mc_backend_cpu();
 }

@@ -11,6 +11,10 @@
  * cpu_threads > 0 sets the CPU backend's OpenBLAS thread count (--cpu-threads). */
 const mc_backend_t *mc_backend_select(const char *device, int cpu_threads, char *why, size_t n);
 
+/* OpenBLAS threads for the CPU backend. The data subcommands do no matrix work and set 1, so
+ * OpenBLAS's idle thread pool does not spin on the cores their own workers need. */
+void mc_cpu_set_threads(int n);
+
 /* Number of usable CUDA devices; 0 when not built with CUDA or when the driver reports any
  * error (a CUDA build on a machine without a GPU). */
 int mc_cuda_device_count(void);

@@ -9,13 +9,16 @@
 #  2. the time to build a GPT dataset's indices (document, sample and shuffle index, as training
 #     start-up does through mc_gpt_datasets_build) for a synthetic ~1B-token dataset
 #     (scripts/bench_index_build.c, compiled here against the repository's objects; its .bin is
-#     a sparse file, since index building reads only the .idx's sequence lengths).
+#     a sparse file, since index building reads only the .idx's sequence lengths); and, where
+#     this build has `megatron-c inspect-data`, the same split end to end as a whole process,
+#     with an empty index cache (--data-cache-path) and with the cache that run wrote.
 # Prints a table and the exact commands. Each measurement is repeated BENCH_REPEAT times and the
 # best (fastest) is reported: the machine may be shared with other jobs. A benchmark, not a
 # test: it never fails on speed, only when a side cannot run or the outputs differ.
 #
 #   scripts/bench-data.sh
-#   BENCH_COPIES=5 BENCH_REPEAT=1 BENCH_PY_POOL=0 scripts/bench-data.sh     # quick
+#   BENCH_COPIES=5 BENCH_REPEAT=1 BENCH_PY_POOL=0 BENCH_RSS_COPIES=0 BENCH_INDEX_DOCS=200000 \
+#       scripts/bench-data.sh                                                  # quick
 #
 # Environment (defaults in brackets): MEGATRON_C_SHARED [../shared] (data/text/tinyshakespeare.jsonl,
 # data/gpt2/gpt2-{vocab.json,merges.txt}), BENCH_COPIES [20], BENCH_REPEAT [3],
@@ -26,7 +29,8 @@
 # BENCH_INDEX_DOCS [2000000] and BENCH_INDEX_MAXLEN [999] (synthetic dataset: documents of
 # lengths uniform in [1, MAXLEN], about DOCS * (MAXLEN + 1) / 2 tokens), BENCH_SEQ [2048],
 # BENCH_EPOCHS ["1 4"], MC_BIN [./megatron-c after `make megatron-c`], PYTHON [/usr/bin/python3],
-# BENCH_TMP [a new dir under ${TMPDIR:-/tmp}, removed at exit unless BENCH_KEEP=1].
+# BENCH_TMP [${TMPDIR:-/tmp}] (where a new bench-data.XXXXXX dir is made; it is removed at exit
+# unless BENCH_KEEP=1). Needs GNU time (Debian 'time') for RSS; taskset (util-linux) to pin.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$(pwd)
@@ -49,8 +53,7 @@ CC=${CC:-cc}
 die() { echo "bench-data: $*" >&2; exit 1; }
 say() { echo "bench-data: $*" >&2; }
 
-TMP=${BENCH_TMP:-$(mktemp -d "${TMPDIR:-/tmp}/bench-data.XXXXXX")}
-mkdir -p "$TMP"
+TMP=$(mktemp -d "${BENCH_TMP:-${TMPDIR:-/tmp}}/bench-data.XXXXXX")
 TMP=$(cd "$TMP" && pwd)
 cleanup() { [ "${BENCH_KEEP:-0}" = 1 ] || rm -rf "$TMP"; }
 trap cleanup EXIT
@@ -75,7 +78,6 @@ if command -v taskset >/dev/null 2>&1 && taskset -c "$CPU" true 2>/dev/null; the
 else
     NOTES+=("taskset missing or core $CPU unavailable: the one-core runs are not pinned")
 fi
-PINSTR="${PIN[*]+${PIN[*]} }"
 
 # ---- build ---------------------------------------------------------------------------------
 if [ -n "${MC_BIN:-}" ]; then
@@ -201,6 +203,7 @@ GEN=("$TMP/bench_index_build" gen "$TMP/syn" "$IDX_DOCS" "$IDX_MAXLEN" 1)
 "${GEN[@]}" >"$TMP/gen.log" || die "bench_index_build gen failed"
 IDX_TOKENS=$(grep -o 'tokens=[0-9]*' "$TMP/gen.log" | cut -d= -f2)
 declare -A IB IO IS IE IX IM
+XCMDS=()
 for e in $EPOCHS; do
     for i in $(seq 1 "$REPEAT"); do
         line=$("$TMP/bench_index_build" build "$TMP/syn" "$SEQ" "$e") || die "bench_index_build build failed"
@@ -214,10 +217,46 @@ for e in $EPOCHS; do
     done
 done
 
+# End to end, as training start-up does it: `megatron-c inspect-data` (where this build has it)
+# opens the dataset, builds the train split's indices and prints one sample's hash. Cold: an
+# empty --data-cache-path (build, then write the cache); warm: the cache that run wrote (read).
+declare -A XC XW
+XNOTE=""
+if "$MCB" inspect-data --help >/dev/null 2>&1; then
+    for e in $EPOCHS; do
+        ns=$(( e * ((IDX_TOKENS - 1) / SEQ) ))
+        XCMD=("$MCB" inspect-data --train-data-path "$TMP/syn" --data-cache-path "$TMP/cache"
+              --seq-length "$SEQ" --max-position-embeddings "$SEQ" --train-samples "$ns"
+              --global-batch-size 8 --micro-batch-size 1 --eval-iters 0
+              --tokenizer-type NullTokenizer --vocab-size 50257 --samples 0:1 --format sha256)
+        XCMDS+=("${XCMD[*]}")
+        for mode in cold warm; do
+            for i in $(seq 1 "$REPEAT"); do
+                if [ "$mode" = cold ]; then rm -rf "$TMP/cache"; fi
+                t0=$(now)
+                if ! "${XCMD[@]}" >"$TMP/inspect.log" 2>&1; then
+                    XNOTE="megatron-c inspect-data failed ($(tail -1 "$TMP/inspect.log")): no end-to-end timing"
+                    break 3
+                fi
+                t1=$(now)
+                w=$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.4f", b - a }')
+                say "  inspect-data, $e epoch(s), $mode cache, run $i/$REPEAT: $w s"
+                if [ "$mode" = cold ]; then cur=${XC[$e]:-}; else cur=${XW[$e]:-}; fi
+                if [ -z "$cur" ] || awk -v a="$w" -v b="$cur" 'BEGIN { exit !(a < b) }'; then
+                    if [ "$mode" = cold ]; then XC[$e]=$w; else XW[$e]=$w; fi
+                fi
+            done
+        done
+        rm -rf "$TMP/cache"
+    done
+else
+    XNOTE="this build has no 'megatron-c inspect-data': no end-to-end timing"
+fi
+
 # ---- table ---------------------------------------------------------------------------------
 mib() { [ "$1" = n/a ] && echo n/a || awk -v k="$1" 'BEGIN { printf "%.1f MiB", k / 1024 }'; }
 tps() { awk -v t="$1" -v w="$2" 'BEGIN { printf "%.0f", t / w }'; }
-FMT="%-44s %-6s %10s %8s %8s %11s %10s\n"
+FMT="%-48s %-6s %10s %8s %8s %11s %10s\n"
 row() {  # label input-label name
     printf "$FMT" "$1" "$2" "${T[$3]}" "${W[$3]}" "${C[$3]}" "$(tps "${T[$3]}" "${W[$3]}")" "$(mib "${R[$3]}")"
 }
@@ -236,7 +275,7 @@ row "megatron-c --workers 1, unpinned" "${COPIES}x" mc1u_xN
 row "megatron-c --workers $WALL" "${COPIES}x" mca_xN
 row "Python peer, 1 process, one core" "${COPIES}x" py1_xN
 if [ "$PY_POOL" = 1 ]; then row "Python peer, Pool($WALL) (Megatron's shape)" "${COPIES}x" pya_xN; fi
-if [ "$BIG" -gt 0 ]; then row "megatron-c --workers $WALL (one run)" "${BIG}x" mca_xB; fi
+if [ "$BIG" -gt 0 ]; then row "megatron-c --workers $WALL (one run, $((BYTES_B / 1000000)) MB)" "${BIG}x" mca_xB; fi
 echo
 printf "start-up (one-line input): megatron-c %s s (CPU %s s, peak RSS %s), Python peer %s s (CPU %s s, peak RSS %s)\n" \
     "${W[mc_start]}" "${C[mc_start]}" "$(mib "${R[mc_start]}")" "${W[py_start]}" "${C[py_start]}" "$(mib "${R[py_start]}")"
@@ -252,10 +291,13 @@ awk -v m1="${W[mc1_xN]}" -v ma="${W[mca_xN]}" -v p1="${W[py1_xN]}" -v ms="${W[mc
 echo "outputs: .bin/.idx byte-identical across every megatron-c and Python run of an input; 1x $REF_OK"
 echo
 echo "index build, train split over all of a synthetic dataset: $IDX_DOCS documents, $IDX_TOKENS tokens, seq $SEQ, best of $REPEAT"
-printf "%-8s %8s %10s %10s %10s %12s\n" "epochs" "samples" "build s" "(open s)" "index MiB" "peak RSS"
+echo "(build s: mc_gpt_datasets_build in bench_index_build, the .idx open included; inspect-data: the"
+echo "whole megatron-c process, cold = empty index cache, warm = reading the cache the cold run wrote)"
+printf "%-8s %8s %9s %9s %10s %10s %14s %14s\n" "epochs" "samples" "build s" "(open s)" "index MiB" "peak RSS" "inspect cold s" "inspect warm s"
 for e in $EPOCHS; do
-    printf "%-8s %8s %10s %10s %10s %12s\n" "${IE[$e]}" "${IS[$e]}" "${IB[$e]}" "${IO[$e]}" \
-        "$(awk -v b="${IX[$e]}" 'BEGIN { printf "%.1f", b / 1048576 }')" "$(mib "${IM[$e]}")"
+    printf "%-8s %8s %9s %9s %10s %10s %14s %14s\n" "${IE[$e]}" "${IS[$e]}" "${IB[$e]}" "${IO[$e]}" \
+        "$(awk -v b="${IX[$e]}" 'BEGIN { printf "%.1f", b / 1048576 }')" "$(mib "${IM[$e]}")" \
+        "${XC[$e]:-n/a}" "${XW[$e]:-n/a}"
 done
 echo
 echo "commands (each also run with --input FILE --output-prefix PREFIX):"
@@ -267,7 +309,9 @@ if [ "$PY_POOL" = 1 ]; then echo "  ${PYA[*]}"; fi
 echo "  ${HELPER_CC[*]}   # libmc.a: ar of the Makefile's library objects"
 echo "  ${GEN[*]}"
 for e in $EPOCHS; do echo "  $TMP/bench_index_build build $TMP/syn $SEQ $e"; done
+for c in "${XCMDS[@]+"${XCMDS[@]}"}"; do echo "  $c"; done
 echo "machine: $(lscpu 2>/dev/null | sed -n 's/^Model name: *//p' | head -1), $NPROC cores; commit $(git rev-parse --short HEAD 2>/dev/null || echo unknown)"
+[ -z "$XNOTE" ] || NOTES+=("$XNOTE")
 for n in "${NOTES[@]+"${NOTES[@]}"}"; do echo "note: $n"; done
 if [ "${BENCH_KEEP:-0}" = 1 ]; then echo "files kept in $TMP"; fi
 exit 0
