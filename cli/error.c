@@ -1,7 +1,9 @@
 #include "cli/error.h"
 
+#include <ctype.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 static int g_rank = 0, g_world = 1;
 static void (*g_abort_hook)(int code);
@@ -43,4 +45,61 @@ void mc_warn(const char *fmt, ...)
     vfprintf(stderr, fmt, ap);
     va_end(ap);
     fputc('\n', stderr);
+}
+
+int mc_errf(char *err, size_t n, const char *fmt, ...)
+{
+    if (err && n) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(err, n, fmt, ap);
+        va_end(ap);
+    }
+    return -1;
+}
+
+int mc_path_errf(char *err, size_t n, const char *path, const char *fmt, ...)
+{
+    if (!err || n == 0) return -1;
+    int k = snprintf(err, n, "%s: ", path);
+    if (k >= 0 && (size_t)k < n) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(err + k, n - (size_t)k, fmt, ap);
+        va_end(ap);
+    }
+    return -1;
+}
+
+const char *mc_shown(const char *s, char buf[MC_SHOWN_MAX + 4])
+{
+    size_t n = 0;
+    for (; s[n] && n < MC_SHOWN_MAX; n++) buf[n] = iscntrl((unsigned char)s[n]) ? '?' : s[n];
+    if (s[n]) memcpy(buf + n, "...", 3), n += 3;
+    buf[n] = '\0';
+    return buf;
+}
+
+/* Levenshtein distance with one rolling row; flag names are short. */
+size_t mc_edit_distance(const char *a, const char *b)
+{
+    size_t la = strlen(a), lb = strlen(b);
+    size_t *row = malloc((lb + 1) * sizeof(*row));
+    if (!row) return (size_t)-1;
+    for (size_t j = 0; j <= lb; j++) row[j] = j;
+    for (size_t i = 1; i <= la; i++) {
+        size_t diag = row[0];
+        row[0] = i;
+        for (size_t j = 1; j <= lb; j++) {
+            size_t up = row[j];
+            size_t best = diag + (a[i - 1] != b[j - 1]);
+            if (up + 1 < best) best = up + 1;
+            if (row[j - 1] + 1 < best) best = row[j - 1] + 1;
+            row[j] = best;
+            diag = up;
+        }
+    }
+    size_t d = row[lb];
+    free(row);
+    return d;
 }

@@ -5,10 +5,25 @@
 #define MC_CLI_ERROR_H
 
 #include <stdarg.h>
+#include <stddef.h>
 
 __attribute__((noreturn, format(printf, 1, 2))) void mc_user_error(const char *fmt, ...);
 __attribute__((noreturn, format(printf, 1, 2))) void mc_fatal(const char *fmt, ...);
 __attribute__((format(printf, 1, 2))) void mc_warn(const char *fmt, ...);
+
+/* For functions that report failure through an (err, n) buffer: format one line into err
+ * (when err is not NULL) and return -1. The path variant prefixes "<path>: ". */
+__attribute__((format(printf, 3, 4))) int mc_errf(char *err, size_t n, const char *fmt, ...);
+__attribute__((format(printf, 4, 5))) int mc_path_errf(char *err, size_t n, const char *path,
+                                                       const char *fmt, ...);
+
+/* User text quoted in a one-line message: at most MC_SHOWN_MAX characters (then "..."), control
+ * characters replaced by '?'. buf needs MC_SHOWN_MAX + 4 bytes. */
+#define MC_SHOWN_MAX 80
+const char *mc_shown(const char *s, char buf[MC_SHOWN_MAX + 4]);
+
+/* Levenshtein distance, for "did you mean" suggestions. */
+size_t mc_edit_distance(const char *a, const char *b);
 
 /* Set once the runtime knows who we are; runtime errors then say "rank N". */
 void mc_error_set_rank(int rank, int world_size);

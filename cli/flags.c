@@ -1,4 +1,5 @@
 /* The flag table as one sequence (it is written in two files), lookup and typo suggestions. */
+#include "cli/error.h"
 #include "cli/flags.h"
 
 #include <stdlib.h>
@@ -34,29 +35,6 @@ const mc_flag_t *mc_flag_find(const char *name)
     return NULL;
 }
 
-/* Levenshtein distance with one rolling row; flag names are short. */
-static size_t edit_distance(const char *a, const char *b)
-{
-    size_t la = strlen(a), lb = strlen(b);
-    size_t *row = malloc((lb + 1) * sizeof(*row));
-    if (!row) return (size_t)-1;
-    for (size_t j = 0; j <= lb; j++) row[j] = j;
-    for (size_t i = 1; i <= la; i++) {
-        size_t diag = row[0];
-        row[0] = i;
-        for (size_t j = 1; j <= lb; j++) {
-            size_t up = row[j];
-            size_t best = diag + (a[i - 1] != b[j - 1]);
-            if (up + 1 < best) best = up + 1;
-            if (row[j - 1] + 1 < best) best = row[j - 1] + 1;
-            row[j] = best;
-            diag = up;
-        }
-    }
-    size_t d = row[lb];
-    free(row);
-    return d;
-}
 
 const char *mc_flag_suggest(const char *name)
 {
@@ -64,7 +42,7 @@ const char *mc_flag_suggest(const char *name)
     size_t best_d = (size_t)-1;
     for (size_t i = 0; i < mc_flag_count(); i++) {
         const mc_flag_t *f = mc_flag_at(i);
-        size_t d = edit_distance(name, f->name);
+        size_t d = mc_edit_distance(name, f->name);
         /* A cut-off name ("--micro-batch") is a typo too, though far by edit distance. */
         if (strlen(name) >= 5 && strncmp(f->name, name, strlen(name)) == 0 && d > 1) d = 1;
         if (d < best_d) best_d = d, best = f->name;

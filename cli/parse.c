@@ -23,18 +23,6 @@ typedef struct {
 
 /* ---- quoting user text in one-line messages ---- */
 
-enum { SHOWN_MAX = 80 };
-
-/* User text as it may appear in an error line: at most SHOWN_MAX characters, control
- * characters replaced, so a message is always exactly one line. */
-static const char *shown(const char *s, char buf[SHOWN_MAX + 4])
-{
-    size_t n = 0;
-    for (; s[n] && n < SHOWN_MAX; n++) buf[n] = iscntrl((unsigned char)s[n]) ? '?' : s[n];
-    if (s[n]) memcpy(buf + n, "...", 3), n += 3;
-    buf[n] = '\0';
-    return buf;
-}
 
 /* ---- values ---- */
 
@@ -64,26 +52,26 @@ static bool parse_real_text(const char *s, double *out)
 static void check_bounds(const mc_flag_t *f, double v, const char *text)
 {
     if (mc_flag_within_bounds(f, v)) return;
-    char b[SHOWN_MAX + 4], range[96];
+    char b[MC_SHOWN_MAX + 4], range[96];
     mc_flag_bounds_text(f, range, sizeof(range));
-    mc_user_error("argument %s: invalid value '%s' (must be %s)", f->name, shown(text, b), range);
+    mc_user_error("argument %s: invalid value '%s' (must be %s)", f->name, mc_shown(text, b), range);
 }
 
 static long long parse_integer(const mc_flag_t *f, mc_flag_type_t type, const char *text)
 {
-    char b[SHOWN_MAX + 4];
+    char b[MC_SHOWN_MAX + 4];
     long long v;
-    if (!parse_integer_text(text, &v)) mc_user_error("argument %s: invalid int value: '%s'", f->name, shown(text, b));
+    if (!parse_integer_text(text, &v)) mc_user_error("argument %s: invalid int value: '%s'", f->name, mc_shown(text, b));
     if (type == MC_FLAG_INT && (v < INT_MIN || v > INT_MAX))
-        mc_user_error("argument %s: value '%s' is too large", f->name, shown(text, b));
+        mc_user_error("argument %s: value '%s' is too large", f->name, mc_shown(text, b));
     return v;
 }
 
 static double parse_real(const mc_flag_t *f, const char *text)
 {
-    char b[SHOWN_MAX + 4];
+    char b[MC_SHOWN_MAX + 4];
     double v;
-    if (!parse_real_text(text, &v)) mc_user_error("argument %s: invalid float value: '%s'", f->name, shown(text, b));
+    if (!parse_real_text(text, &v)) mc_user_error("argument %s: invalid float value: '%s'", f->name, mc_shown(text, b));
     return v;
 }
 
@@ -91,12 +79,12 @@ static void check_choice(const mc_flag_t *f, const char *text)
 {
     for (const char *const *c = f->choices; *c; c++)
         if (strcmp(*c, text) == 0) return;
-    char list[512] = "", b[SHOWN_MAX + 4];
+    char list[512] = "", b[MC_SHOWN_MAX + 4];
     for (const char *const *c = f->choices; *c; c++) {
         if (c != f->choices) strncat(list, ", ", sizeof(list) - strlen(list) - 1);
         strncat(list, *c, sizeof(list) - strlen(list) - 1);
     }
-    mc_user_error("argument %s: invalid choice: '%s' (choose from %s)", f->name, shown(text, b), list);
+    mc_user_error("argument %s: invalid choice: '%s' (choose from %s)", f->name, mc_shown(text, b), list);
 }
 
 /* ---- storing into mc_args_t ---- */
@@ -236,12 +224,12 @@ static size_t index_of(const mc_flag_t *f)
 
 __attribute__((noreturn)) static void unknown_flag(const char *tok)
 {
-    char name[256], b[SHOWN_MAX + 4];
+    char name[256], b[MC_SHOWN_MAX + 4];
     size_t len = strcspn(tok, "=");
     snprintf(name, sizeof(name), "%.*s", (int)(len < sizeof(name) ? len : sizeof(name) - 1), tok);
     const char *near = mc_flag_suggest(name);
-    if (near) mc_user_error("unrecognized argument %s (did you mean %s?)", shown(name, b), near);
-    mc_user_error("unrecognized argument %s (see megatron-c --help)", shown(name, b));
+    if (near) mc_user_error("unrecognized argument %s (did you mean %s?)", mc_shown(name, b), near);
+    mc_user_error("unrecognized argument %s (see megatron-c --help)", mc_shown(name, b));
 }
 
 static void run_action(const mc_flag_t *f)
@@ -260,13 +248,13 @@ static void run_action(const mc_flag_t *f)
 static int take_flag(mc_args_t *a, const mc_flag_t *f, const char *eq, int argc, char **argv, int i,
                      seen_t *s)
 {
-    char b[SHOWN_MAX + 4];
+    char b[MC_SHOWN_MAX + 4];
     s->given = true;
     switch (f->type) {
     case MC_FLAG_ACTION: run_action(f); break;
     case MC_FLAG_STORE_TRUE:
     case MC_FLAG_STORE_FALSE:
-        if (eq) mc_user_error("argument %s: ignored explicit argument '%s'", f->name, shown(eq, b));
+        if (eq) mc_user_error("argument %s: ignored explicit argument '%s'", f->name, mc_shown(eq, b));
         set_bool(a, f, f->type == MC_FLAG_STORE_TRUE);
         break;
     case MC_FLAG_LIST:
@@ -298,12 +286,12 @@ static int take_flag(mc_args_t *a, const mc_flag_t *f, const char *eq, int argc,
 
 static void scan(mc_args_t *a, int argc, char **argv, seen_t *seen)
 {
-    char b[SHOWN_MAX + 4];
+    char b[MC_SHOWN_MAX + 4];
     for (int i = 0; i < argc; i++) {
         const char *tok = argv[i];
         if (is_value_token(tok))
             mc_user_error("unrecognized argument '%s' (megatron-c takes only --flags; see megatron-c --help)",
-                          shown(tok, b));
+                          mc_shown(tok, b));
         /* Only long options take "=value", as in argparse. */
         const char *eq = strncmp(tok, "--", 2) == 0 ? strchr(tok, '=') : NULL;
         char name[256];
@@ -361,13 +349,13 @@ static void check_supported(const mc_flag_t *f, const seen_t *s)
     if (!s->given) return;
     for (const char *const *v = f->supported; *v; v++)
         if (same_text(f, s->value, *v)) return;
-    char list[256] = "", b[SHOWN_MAX + 4];
+    char list[256] = "", b[MC_SHOWN_MAX + 4];
     for (const char *const *v = f->supported; *v; v++) {
         if (v != f->supported) strncat(list, ", ", sizeof(list) - strlen(list) - 1);
         strncat(list, *v, sizeof(list) - strlen(list) - 1);
     }
     mc_user_error("%s %s is recognised but not implemented yet in megatron-c (supported: %s; see "
-                  "docs/FLAGS.md)", f->name, shown(s->value, b), list);
+                  "docs/FLAGS.md)", f->name, mc_shown(s->value, b), list);
 }
 
 static void check_status(const mc_flag_t *f, const seen_t *s)

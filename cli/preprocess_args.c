@@ -84,16 +84,6 @@ static const char *const TOKENIZERS[] = {
 
 /* ---- user text in one-line messages ---- */
 
-enum { SHOWN_MAX = 80 };
-
-static const char *shown(const char *s, char buf[SHOWN_MAX + 4])
-{
-    size_t n = 0;
-    for (; s[n] && n < SHOWN_MAX; n++) buf[n] = iscntrl((unsigned char)s[n]) ? '?' : s[n];
-    if (s[n]) memcpy(buf + n, "...", 3), n += 3;
-    buf[n] = '\0';
-    return buf;
-}
 
 /* ---- lookup ---- */
 
@@ -130,33 +120,13 @@ const char *mc_preprocess_flag_resolve(const char *name, bool *ambiguous)
     return f ? f->name : NULL;
 }
 
-static size_t edit_distance(const char *a, const char *b)
-{
-    size_t la = strlen(a), lb = strlen(b);
-    if (la > 256 || lb > 256) return (size_t)-1;
-    size_t row[257];
-    for (size_t j = 0; j <= lb; j++) row[j] = j;
-    for (size_t i = 1; i <= la; i++) {
-        size_t diag = row[0];
-        row[0] = i;
-        for (size_t j = 1; j <= lb; j++) {
-            size_t up = row[j];
-            size_t best = diag + (a[i - 1] != b[j - 1]);
-            if (up + 1 < best) best = up + 1;
-            if (row[j - 1] + 1 < best) best = row[j - 1] + 1;
-            row[j] = best;
-            diag = up;
-        }
-    }
-    return row[lb];
-}
 
 static const char *closest(const char *name, const char *const *names, size_t n_names)
 {
     const char *best = NULL;
     size_t best_d = (size_t)-1;
     for (size_t i = 0; i < n_names; i++) {
-        size_t d = edit_distance(name, names[i]);
+        size_t d = mc_edit_distance(name, names[i]);
         /* A cut-off name ("--output", "GPT2BPE") is a typo too, though far by edit distance. */
         if (strlen(name) >= 5 && strncmp(names[i], name, strlen(name)) == 0 && d > 1) d = 1;
         if (d < best_d) best_d = d, best = names[i];
@@ -207,13 +177,13 @@ static bool is_value_token(const char *tok)
 
 static int64_t parse_int(const pa_flag_t *f, const char *s)
 {
-    char b[SHOWN_MAX + 4];
+    char b[MC_SHOWN_MAX + 4];
     char *end;
     errno = 0;
     long long v = strtoll(s, &end, 10);
     while (end != s && isspace((unsigned char)*end)) end++;
     if (end == s || *end != '\0' || errno == ERANGE)
-        mc_user_error("argument %s: invalid int value: '%s'", f->name, shown(s, b));
+        mc_user_error("argument %s: invalid int value: '%s'", f->name, mc_shown(s, b));
     return (int64_t)v;
 }
 
@@ -234,7 +204,7 @@ typedef struct {
 
 static void check_tokenizer(const mc_preprocess_args_t *a)
 {
-    char b[SHOWN_MAX + 4];
+    char b[MC_SHOWN_MAX + 4];
     const char *t = a->tokenizer_type;
     int k = -1;
     for (int i = 0; TOKENIZERS[i]; i++)
@@ -243,9 +213,9 @@ static void check_tokenizer(const mc_preprocess_args_t *a)
         const char *near = closest(t, TOKENIZERS, sizeof(TOKENIZERS) / sizeof(TOKENIZERS[0]) - 1);
         if (near)
             mc_user_error("argument --tokenizer-type: invalid choice: '%s' (did you mean %s?)",
-                          shown(t, b), near);
+                          mc_shown(t, b), near);
         mc_user_error("argument --tokenizer-type: invalid choice: '%s' (choose from "
-                      "GPT2BPETokenizer, NullTokenizer, ...)", shown(t, b));
+                      "GPT2BPETokenizer, NullTokenizer, ...)", mc_shown(t, b));
     }
     if (k >= 2)
         mc_user_error("--tokenizer-type %s is not implemented yet in megatron-c (implemented: "
@@ -258,7 +228,7 @@ static void check_tokenizer(const mc_preprocess_args_t *a)
 
 void mc_preprocess_args_parse(mc_preprocess_args_t *a, int argc, char **argv)
 {
-    char b[SHOWN_MAX + 4];
+    char b[MC_SHOWN_MAX + 4];
     seen_t seen[N_FLAGS];
     memset(seen, 0, sizeof(seen));
 
@@ -266,7 +236,7 @@ void mc_preprocess_args_parse(mc_preprocess_args_t *a, int argc, char **argv)
         const char *tok = argv[i];
         if (is_value_token(tok))
             mc_user_error("unrecognized arguments: %s (preprocess-data takes no positional "
-                          "arguments)", shown(tok, b));
+                          "arguments)", mc_shown(tok, b));
         char name[256];
         const char *eq = strchr(tok, '=');
         size_t len = eq ? (size_t)(eq - tok) : strlen(tok);
@@ -284,14 +254,14 @@ void mc_preprocess_args_parse(mc_preprocess_args_t *a, int argc, char **argv)
                     if (list[0]) strncat(list, ", ", sizeof(list) - strlen(list) - 1);
                     strncat(list, FLAGS[j].name, sizeof(list) - strlen(list) - 1);
                 }
-            mc_user_error("ambiguous option: %s could match %s", shown(name, b), list);
+            mc_user_error("ambiguous option: %s could match %s", mc_shown(name, b), list);
         }
         if (!f) {
             const char *near = mc_preprocess_flag_suggest(name);
             if (near)
-                mc_user_error("unrecognized argument %s (did you mean %s?)", shown(name, b), near);
+                mc_user_error("unrecognized argument %s (did you mean %s?)", mc_shown(name, b), near);
             mc_user_error("unrecognized argument %s (see megatron-c preprocess-data --help)",
-                          shown(name, b));
+                          mc_shown(name, b));
         }
         seen_t *s = &seen[f - FLAGS];
         s->given = true;
@@ -302,7 +272,7 @@ void mc_preprocess_args_parse(mc_preprocess_args_t *a, int argc, char **argv)
             exit(0);
         case PA_BOOL:
             if (eq)
-                mc_user_error("argument %s: ignored explicit argument '%s'", f->name, shown(eq, b));
+                mc_user_error("argument %s: ignored explicit argument '%s'", f->name, mc_shown(eq, b));
             break;
         case PA_LIST:
             if (eq) {

@@ -1,4 +1,5 @@
 /* Megatron's blend and split helpers; see blend.h. */
+#include "cli/error.h"
 #include "data/blend.h"
 
 #include <ctype.h>
@@ -11,17 +12,6 @@
 #include <string.h>
 #include <strings.h>
 
-static int fail(char *err, size_t n, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static int fail(char *err, size_t n, const char *fmt, ...)
-{
-    if (err && n) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(err, n, fmt, ap);
-        va_end(ap);
-    }
-    return -1;
-}
 
 /* ---- Python float() ------------------------------------------------------------------------ */
 
@@ -108,12 +98,12 @@ void mc_blend_free(mc_blend_t *b)
 int mc_blend_from_list(mc_blend_t *b, char *const *list, int n, char *err, size_t en)
 {
     memset(b, 0, sizeof *b);
-    if (n <= 0) return fail(err, en, "empty data path list");
+    if (n <= 0) return mc_errf(err, en, "empty data path list");
     bool weighted = n % 2 == 0;
     double *w = NULL;
     if (weighted) {
         w = malloc(sizeof *w * (size_t)(n / 2));
-        if (!w) return fail(err, en, "out of memory");
+        if (!w) return mc_errf(err, en, "out of memory");
         /* Megatron: `is_none = map(...); if any(is_none): assert all(is_none)` on one iterator,
          * so after the first non-float every later weight must be a non-float too. */
         int first_bad = -1;
@@ -122,7 +112,7 @@ int mc_blend_from_list(mc_blend_t *b, char *const *list, int n, char *err, size_
             if (!ok && first_bad < 0) first_bad = i;
             if (ok && first_bad >= 0) {
                 free(w);
-                return fail(err, en,
+                return mc_errf(err, en,
                             "data path list mixes weights and prefixes: '%s' is not a weight "
                             "but '%s' is (give 'w1 p1 w2 p2 ...' or only prefixes)",
                             list[2 * first_bad], list[2 * i]);
@@ -138,7 +128,7 @@ int mc_blend_from_list(mc_blend_t *b, char *const *list, int n, char *err, size_
     b->prefixes = calloc((size_t)k, sizeof *b->prefixes);
     if (!b->prefixes) {
         free(w);
-        return fail(err, en, "out of memory");
+        return mc_errf(err, en, "out of memory");
     }
     b->n = k;
     b->weights = w;
@@ -146,7 +136,7 @@ int mc_blend_from_list(mc_blend_t *b, char *const *list, int n, char *err, size_
         b->prefixes[i] = strip_dup(weighted ? list[2 * i + 1] : list[i]);
         if (!b->prefixes[i]) {
             mc_blend_free(b);
-            return fail(err, en, "out of memory");
+            return mc_errf(err, en, "out of memory");
         }
     }
     return 0;
@@ -202,21 +192,21 @@ int mc_split_matrix(const char *split, double bookends[3][2], int present[3], ch
         while (isdigit((unsigned char)*q) || *q == '.') q++;
         char tok[64];
         size_t len = (size_t)(q - p);
-        if (len >= sizeof tok) return fail(err, en, "--split '%s': number too long", split);
+        if (len >= sizeof tok) return mc_errf(err, en, "--split '%s': number too long", split);
         memcpy(tok, p, len);
         tok[len] = '\0';
         double x;
         if (mc_parse_py_float(tok, &x) != 0)
-            return fail(err, en, "--split '%s': '%s' is not a number", split, tok);
+            return mc_errf(err, en, "--split '%s': '%s' is not a number", split, tok);
         if (k == 3)
-            return fail(err, en, "--split '%s': more than 3 weights (give train,valid,test)",
+            return mc_errf(err, en, "--split '%s': more than 3 weights (give train,valid,test)",
                         split);
         v[k++] = x;
         p = q;
     }
     double s = mc_numpy_sum(v, 3);
     if (!(s > 0.0) || isinf(s))
-        return fail(err, en, "--split '%s': the weights must have a positive sum", split);
+        return mc_errf(err, en, "--split '%s': the weights must have a positive sum", split);
     for (int i = 0; i < 3; i++) v[i] /= s;
     double e[4];
     e[0] = 0.0;

@@ -19,13 +19,24 @@
  * hash table keyed by its bytes; a piece found there is emitted without merging. This is the
  * result of the full algorithm, precomputed, so it cannot change any id.
  *
- * Everything is read-only after loading; per-call scratch lives on the stack or in malloc'd
- * memory owned by the call. */
+ * Piece cache. A piece's ids are a pure function of its bytes, and text repeats the same words
+ * constantly, so (like OpenAI's and Megatron's self.cache) the ids of merged pieces are kept in
+ * a per-thread, direct-mapped table: the key is the piece's bytes, stored and compared in full,
+ * tagged with the tokenizer's load generation (so one thread can use several tokenizers, and a
+ * tokenizer loaded at a freed one's address never sees its entries). Bounded: pieces of at most
+ * PCACHE_MAXLEN bytes and PCACHE_MAXIDS ids, PCACHE_N slots, a collision overwrites. Per thread
+ * because encode runs concurrently on one tokenizer and must stay lock-free; the table is freed
+ * by a pthread key destructor at thread exit, and the calling thread's by mc_bpe_free and at
+ * exit (the main thread runs no key destructors), so sanitizer runs stay leak-free.
+ *
+ * Everything in mc_bpe_t is read-only after loading; per-call scratch lives on the stack or in
+ * malloc'd memory owned by the call. */
 #include "data/bpe.h"
 
 #include <errno.h>
 #include <jansson.h>
 #include <limits.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -46,6 +57,7 @@ typedef struct {
 } word_slot_t;
 
 struct mc_bpe {
+    uint64_t gen; /* unique per load, never 0: tags this tokenizer's piece-cache entries */
     int64_t vocab_size;
     int32_t eod;
     uint32_t byte_sym[256];
@@ -118,9 +130,9 @@ static inline int merge_get(const mc_bpe_t *b, uint32_t l, uint32_t r, uint32_t 
     }
 }
 
-static inline int32_t word_get(const mc_bpe_t *b, const unsigned char *w, size_t n)
+/* h = hash_bytes(w, n) */
+static inline int32_t word_get(const mc_bpe_t *b, const unsigned char *w, size_t n, uint64_t h)
 {
-    uint64_t h = hash_bytes(w, n);
     uint32_t h32 = (uint32_t)(h >> 32);
     uint64_t i = h & b->word_mask;
     for (;;) {
@@ -306,17 +318,102 @@ static inline int ids_push(mc_ids_t *ids, int32_t id)
     return 0;
 }
 
+/* ---------------------------------------------------------------------------------------- */
+/* per-thread piece cache (see the top of the file)                                         */
+
+#define PCACHE_BITS 16
+#define PCACHE_N ((size_t)1 << PCACHE_BITS)
+#define PCACHE_MAXLEN 32
+#define PCACHE_MAXIDS 8
+
+typedef struct {
+    uint64_t gen; /* the owning tokenizer's gen; 0: empty */
+    uint8_t len, nids;
+    int32_t ids[PCACHE_MAXIDS];
+    unsigned char bytes[PCACHE_MAXLEN];
+} pcache_slot_t;
+
+static uint64_t pcache_gen; /* last gen handed out (atomic) */
+static pthread_key_t pcache_key;
+static pthread_once_t pcache_once = PTHREAD_ONCE_INIT;
+static int pcache_ok; /* the key exists */
+static __thread pcache_slot_t *pcache_tls;
+
+/* Key destructor: runs in the exiting thread with its table. */
+static void pcache_destroy(void *c)
+{
+    free(c);
+    pcache_tls = NULL;
+}
+
+/* Frees the calling thread's table (a later encode on this thread allocates a new one). */
+static void pcache_release(void)
+{
+    if (!pcache_tls) return;
+    pthread_setspecific(pcache_key, NULL);
+    free(pcache_tls);
+    pcache_tls = NULL;
+}
+
+static void pcache_init(void)
+{
+    pcache_ok = pthread_key_create(&pcache_key, pcache_destroy) == 0;
+    if (pcache_ok) atexit(pcache_release); /* exit() runs no key destructors */
+}
+
+/* The calling thread's table, allocated on first use; NULL (no caching) if that fails. */
+static pcache_slot_t *pcache_get(void)
+{
+    if (pcache_tls) return pcache_tls;
+    pthread_once(&pcache_once, pcache_init);
+    if (!pcache_ok) return NULL;
+    pcache_slot_t *c = calloc(PCACHE_N, sizeof(pcache_slot_t));
+    if (!c) return NULL;
+    if (pthread_setspecific(pcache_key, c) != 0) {
+        free(c);
+        return NULL;
+    }
+    return pcache_tls = c;
+}
+
 static int emit_piece(const mc_bpe_t *b, const unsigned char *w, size_t n, scratch_t *sc,
                       mc_ids_t *ids)
 {
+    uint64_t h = 0;
+    if (n <= b->word_maxlen || n <= PCACHE_MAXLEN) h = hash_bytes(w, n);
     if (n <= b->word_maxlen) {
-        int32_t id = word_get(b, w, n);
+        int32_t id = word_get(b, w, n, h);
         if (id >= 0) return ids_push(ids, id);
     }
     if (n == 1) return ids_push(ids, b->sym_out[b->byte_sym[w[0]]]);
+    pcache_slot_t *slot = NULL;
+    if (n <= PCACHE_MAXLEN) {
+        pcache_slot_t *c = pcache_get();
+        if (c) {
+            slot = &c[h >> (64 - PCACHE_BITS)];
+            if (slot->gen == b->gen && slot->len == n && memcmp(slot->bytes, w, n) == 0) {
+                for (size_t k = 0; k < slot->nids; k++)
+                    if (ids_push(ids, slot->ids[k]) < 0) return -1;
+                return 0;
+            }
+        }
+    }
     if (bpe_run(b, w, n, sc) < 0) return -1;
-    for (int32_t i = 0; i >= 0; i = sc->next[i])
-        if (ids_push(ids, b->sym_out[sc->sym[i]]) < 0) return -1;
+    int32_t got[PCACHE_MAXIDS];
+    size_t ng = 0;
+    for (int32_t i = 0; i >= 0; i = sc->next[i]) {
+        int32_t id = b->sym_out[sc->sym[i]];
+        if (ids_push(ids, id) < 0) return -1;
+        if (ng < PCACHE_MAXIDS) got[ng] = id;
+        ng++;
+    }
+    if (slot && ng <= PCACHE_MAXIDS) { /* too many ids: not cached, the slot keeps its entry */
+        slot->gen = b->gen;
+        slot->len = (uint8_t)n;
+        slot->nids = (uint8_t)ng;
+        memcpy(slot->ids, got, ng * sizeof(int32_t));
+        memcpy(slot->bytes, w, n);
+    }
     return 0;
 }
 
@@ -430,6 +527,7 @@ int32_t mc_bpe_eod(const mc_bpe_t *b) { return b->eod; }
 void mc_bpe_free(mc_bpe_t *b)
 {
     if (!b) return;
+    pcache_release(); /* the main thread's table has no destructor; its entries die with b */
     free(b->sym_out);
     free(b->merge_keys);
     free(b->merge_vals);
@@ -849,6 +947,7 @@ mc_bpe_t *mc_bpe_load(const char *vocab_file, const char *merge_file, char *err,
         seterr(err, n, "GPT2BPETokenizer: out of memory");
         goto fail;
     }
+    b->gen = __atomic_add_fetch(&pcache_gen, 1, __ATOMIC_RELAXED);
     if (load_vocab(b, &t, vocab_file, err, n) < 0) goto fail;
     if (load_merges(&t, merge_file, &recs, &nrec, err, n) < 0) goto fail;
     for (unsigned x = 0; x < 256; x++) {

@@ -1,5 +1,6 @@
 /* Megatron's GPTDataset and BlendedMegatronDatasetBuilder for pretrain_gpt.py; see gpt_dataset.h.
  * References are to Megatron-LM core_v0.15.0, megatron/core/datasets/. */
+#include "cli/error.h"
 #include "data/gpt_dataset.h"
 
 #include <math.h>
@@ -12,17 +13,6 @@
 #include "data/index_cache.h"
 #include "data/mt19937.h"
 
-static int fail(char *err, size_t n, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static int fail(char *err, size_t n, const char *fmt, ...)
-{
-    if (err && n) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(err, n, fmt, ap);
-        va_end(ap);
-    }
-    return -1;
-}
 
 static const char *split_name(int split)
 {
@@ -125,16 +115,16 @@ static int plan(mc_gpt_dataset_t *d, const int32_t *sequence_lengths, int64_t nu
     d->seq_end = end;
     d->num_samples_requested = num_samples;
     if (seed < 0 || seed > (int64_t)UINT32_MAX)
-        return fail(err, n, "--seed %lld: the dataset shuffle uses numpy's RandomState, which "
+        return mc_errf(err, n, "--seed %lld: the dataset shuffle uses numpy's RandomState, which "
                     "takes seeds in [0, 2^32 - 1]", (long long)seed);
     if (seq_length < 2)
-        return fail(err, n, "--seq-length %d: Megatron's sample index needs at least 2",
+        return mc_errf(err, n, "--seq-length %d: Megatron's sample index needs at least 2",
                     seq_length);
     if (begin < 0 || end < begin || end > num_sequences)
-        return fail(err, n, "split range [%lld, %lld) outside the %lld sequences",
+        return mc_errf(err, n, "split range [%lld, %lld) outside the %lld sequences",
                     (long long)begin, (long long)end, (long long)num_sequences);
     if (num_sequences > INT32_MAX)
-        return fail(err, n, "%lld sequences: Megatron's document index holds int32 ids",
+        return mc_errf(err, n, "%lld sequences: Megatron's document index holds int32 ids",
                     (long long)num_sequences);
 
     /* _get_num_tokens_per_epoch */
@@ -142,7 +132,7 @@ static int plan(mc_gpt_dataset_t *d, const int32_t *sequence_lengths, int64_t nu
     for (int64_t i = begin; i < end; i++) T += sequence_lengths[i];
     d->tokens_per_epoch = T;
     if (T < 2)
-        return fail(err, n,
+        return mc_errf(err, n,
                     "the %s split has %lld sequences and %lld tokens; Megatron cannot build "
                     "samples from it (it would loop forever or abort): change --split or the "
                     "data", split_name(split), (long long)(end - begin), (long long)T);
@@ -151,7 +141,7 @@ static int plan(mc_gpt_dataset_t *d, const int32_t *sequence_lengths, int64_t nu
     int64_t E = 1;
     if (num_samples >= 0) {
         if (num_samples > (INT64_MAX - add_extra) / seq_length)
-            return fail(err, n, "%lld samples of %d tokens overflow", (long long)num_samples,
+            return mc_errf(err, n, "%lld samples of %d tokens overflow", (long long)num_samples,
                         seq_length);
         int64_t req = num_samples * seq_length + add_extra;
         E = (req + T - 1) / T;
@@ -159,7 +149,7 @@ static int plan(mc_gpt_dataset_t *d, const int32_t *sequence_lengths, int64_t nu
     }
     d->num_epochs = E;
     if (E > INT32_MAX || (end - begin) > INT64_MAX / E)
-        return fail(err, n, "%lld epochs over %lld sequences is too many", (long long)E,
+        return mc_errf(err, n, "%lld epochs over %lld sequences is too many", (long long)E,
                     (long long)(end - begin));
 
     bool separate = false;
@@ -169,7 +159,7 @@ static int plan(mc_gpt_dataset_t *d, const int32_t *sequence_lengths, int64_t nu
         int64_t from_final = num_samples - sans;
         int64_t per_epoch = (T - add_extra) / seq_length;
         if (from_final < 0 || from_final > per_epoch + 1)
-            return fail(err, n, "internal: num_samples_from_final_epoch %lld outside [0, %lld]",
+            return mc_errf(err, n, "internal: num_samples_from_final_epoch %lld outside [0, %lld]",
                         (long long)from_final, (long long)per_epoch + 1);
         separate = from_final < (int64_t)(0.80 * (double)per_epoch);
     }
@@ -210,7 +200,7 @@ static int build_arrays(mc_gpt_dataset_t *d, const int32_t *sequence_lengths, in
                                                            ? d->document_index_len : 1));
     if (!d->document_index) {
         mc_gpt_dataset_free(d);
-        return fail(err, n, "out of memory (document index)");
+        return mc_errf(err, n, "out of memory (document index)");
     }
     if (!d->separate_final_epoch) {
         document_index_part(d->document_index, begin, end, E, &rs);
@@ -224,7 +214,7 @@ static int build_arrays(mc_gpt_dataset_t *d, const int32_t *sequence_lengths, in
     d->sample_index = malloc(isz * 2 * (size_t)(ns + 1));
     if (!d->sample_index) {
         mc_gpt_dataset_free(d);
-        return fail(err, n, "out of memory (sample index of %lld samples)", (long long)ns);
+        return mc_errf(err, n, "out of memory (sample index of %lld samples)", (long long)ns);
     }
     int64_t rows = d->sample_index_int64
         ? build_sample_idx_i64(d->sample_index, sequence_lengths, d->document_index,
@@ -234,7 +224,7 @@ static int build_arrays(mc_gpt_dataset_t *d, const int32_t *sequence_lengths, in
     if (rows < 0) {
         int split = d->split;
         mc_gpt_dataset_free(d);
-        return fail(err, n, "the %s split's documents end before its %lld samples (Megatron's "
+        return mc_errf(err, n, "the %s split's documents end before its %lld samples (Megatron's "
                     "build_sample_idx asserts here)", split_name(split), (long long)ns);
     }
     d->length = rows - 1;
@@ -244,7 +234,7 @@ static int build_arrays(mc_gpt_dataset_t *d, const int32_t *sequence_lengths, in
     d->shuffle_index = malloc(ssz * (size_t)(d->length ? d->length : 1));
     if (!d->shuffle_index) {
         mc_gpt_dataset_free(d);
-        return fail(err, n, "out of memory (shuffle index)");
+        return mc_errf(err, n, "out of memory (shuffle index)");
     }
     shuffle_index_build(d->shuffle_index, d->shuffle_index_int64,
                         d->separate_final_epoch ? d->num_samples_sans_final_epoch : d->length,
@@ -275,21 +265,21 @@ static bool cached_arrays_fit(const mc_gpt_dataset_t *d, const mc_npy_t a[3], in
                    *shf = &a[MC_INDEX_CACHE_SHUFFLE];
     const int64_t ns = d->length;
     if (strcmp(doc->descr, "<i4") || doc->ndim != 1 || doc->shape[0] != d->document_index_len)
-        return fail(why, n, "document_index.npy is %s %lld-d, expected <i4 [%lld]", doc->descr,
+        return mc_errf(why, n, "document_index.npy is %s %lld-d, expected <i4 [%lld]", doc->descr,
                     (long long)doc->ndim, (long long)d->document_index_len), false;
     const char *sd = d->sample_index_int64 ? "<i8" : "<i4";
     if (strcmp(smp->descr, sd) || smp->ndim != 2 || smp->shape[0] != ns + 1 ||
         smp->shape[1] != 2)
-        return fail(why, n, "sample_index.npy does not have dtype %s and shape (%lld, 2)", sd,
+        return mc_errf(why, n, "sample_index.npy does not have dtype %s and shape (%lld, 2)", sd,
                     (long long)ns + 1), false;
     const char *hd = d->shuffle_index_int64 ? "<i8" : "<u4";
     if (strcmp(shf->descr, hd) || shf->ndim != 1 || shf->shape[0] != ns)
-        return fail(why, n, "shuffle_index.npy does not have dtype %s and shape (%lld,)", hd,
+        return mc_errf(why, n, "shuffle_index.npy does not have dtype %s and shape (%lld,)", hd,
                     (long long)ns), false;
     const int32_t *di = doc->data;
     for (int64_t i = 0; i < d->document_index_len; i++)
         if (di[i] < d->seq_begin || di[i] >= d->seq_end)
-            return fail(why, n, "document_index[%lld] = %d is outside the split's sequences "
+            return mc_errf(why, n, "document_index[%lld] = %d is outside the split's sequences "
                         "[%lld, %lld)", (long long)i, di[i], (long long)d->seq_begin,
                         (long long)d->seq_end), false;
     for (int64_t r = 0; r <= ns; r++) {
@@ -298,14 +288,14 @@ static bool cached_arrays_fit(const mc_gpt_dataset_t *d, const mc_npy_t a[3], in
         int64_t off = d->sample_index_int64 ? ((const int64_t *)smp->data)[2 * r + 1]
                                             : ((const int32_t *)smp->data)[2 * r + 1];
         if (pos < 0 || pos >= d->document_index_len || off < 0 || off > max_size)
-            return fail(why, n, "sample_index[%lld] = (%lld, %lld) is out of range", (long long)r,
+            return mc_errf(why, n, "sample_index[%lld] = (%lld, %lld) is out of range", (long long)r,
                         (long long)pos, (long long)off), false;
     }
     for (int64_t i = 0; i < ns; i++) {
         int64_t v = d->shuffle_index_int64 ? ((const int64_t *)shf->data)[i]
                                            : (int64_t)((const uint32_t *)shf->data)[i];
         if (v < 0 || v >= ns)
-            return fail(why, n, "shuffle_index[%lld] = %lld is outside [0, %lld)", (long long)i,
+            return mc_errf(why, n, "shuffle_index[%lld] = %lld is outside [0, %lld)", (long long)i,
                         (long long)v, (long long)ns), false;
     }
     return true;
@@ -405,9 +395,9 @@ int mc_gpt_dataset_text(const mc_gpt_dataset_t *d, int64_t i, int32_t pad, int32
                         char *err, size_t n)
 {
     if (i < 0 || i >= d->length)
-        return fail(err, n, "sample %lld of the %s split is out of range [0, %lld)",
+        return mc_errf(err, n, "sample %lld of the %s split is out of range [0, %lld)",
                     (long long)i, split_name(d->split), (long long)d->length);
-    if (!d->indexed) return fail(err, n, "internal: dataset has no token source");
+    if (!d->indexed) return mc_errf(err, n, "internal: dataset has no token source");
     const int64_t want = (int64_t)d->seq_length + 1;
     int64_t j = mc_gpt_dataset_shuffle_at(d, i), b, bo, e, eo;
     mc_gpt_dataset_sample_at(d, j, &b, &bo);
@@ -418,7 +408,7 @@ int mc_gpt_dataset_text(const mc_gpt_dataset_t *d, int64_t i, int32_t pad, int32
         int64_t off = k == b ? bo : 0;
         int64_t len = k < e ? (int64_t)d->indexed->sequence_lengths[seq] - off : eo + 1 - off;
         if (len < 0 || got + len > want)
-            return fail(err, n, "internal: sample %lld spans more than %lld tokens",
+            return mc_errf(err, n, "internal: sample %lld spans more than %lld tokens",
                         (long long)i, (long long)want);
         if (len > 0 && mc_indexed_get(d->indexed, seq, off, len, text + got, err, n) != 0)
             return -1;
@@ -538,7 +528,7 @@ static mc_indexed_t *open_prefix(mc_gpt_datasets_t *D, const char *prefix, char 
     }
     mc_indexed_t *x = calloc(1, sizeof *x);
     if (!x) {
-        fail(err, n, "out of memory");
+        mc_errf(err, n, "out of memory");
         return NULL;
     }
     if (mc_indexed_open(x, prefix, false, err, n) != 0) {
@@ -577,7 +567,7 @@ static int build_prefix_splits(mc_gpt_datasets_t *D, const mc_gpt_data_config_t 
     mc_gpt_index_cache_t cache = {.dataset_path = prefix, .lengths_md5 = lengths_md5};
     if (c->cache_path) {
         dir = c->cache_path[0] ? strdup(c->cache_path) : mc_index_cache_default_dir(prefix);
-        if (!dir) return fail(err, n, "out of memory");
+        if (!dir) return mc_errf(err, n, "out of memory");
         mc_index_cache_lengths_md5(x->sequence_lengths, x->num_sequences, lengths_md5);
         cache.dir = dir;
     }
@@ -589,7 +579,7 @@ static int build_prefix_splits(mc_gpt_datasets_t *D, const mc_gpt_data_config_t 
         mc_split_range(bookends[i], x->num_sequences, &b, &e);
         mc_gpt_dataset_t *g = new_dataset(D);
         if (!g) {
-            rc = fail(err, n, "out of memory");
+            rc = mc_errf(err, n, "out of memory");
             break;
         }
         bool drop = i != MC_SPLIT_VALID || c->drop_last_partial_validation_sequence;
@@ -597,7 +587,7 @@ static int build_prefix_splits(mc_gpt_datasets_t *D, const mc_gpt_data_config_t 
         if (mc_gpt_dataset_build_cached(g, x->sequence_lengths, x->num_sequences, b, e, sizes[i],
                                         i, c->seq_length, c->seed, drop, dir ? &cache : NULL,
                                         e2, sizeof e2) != 0) {
-            rc = fail(err, n, "%s: %s", prefix, e2);
+            rc = mc_errf(err, n, "%s: %s", prefix, e2);
             break;
         }
         g->indexed = x;
@@ -616,17 +606,17 @@ static int assemble_split(mc_gpt_datasets_t *D, int i, mc_gpt_dataset_t **comp, 
 {
     split_t *S = &D->split[i];
     S->comp = malloc(sizeof *S->comp * (size_t)k);
-    if (!S->comp) return fail(err, n, "out of memory");
+    if (!S->comp) return mc_errf(err, n, "out of memory");
     memcpy(S->comp, comp, sizeof *comp * (size_t)k);
     S->n = k;
     S->blended = true;
-    if (k >= 32767) return fail(err, n, "%d datasets in one blend (Megatron allows 32766)", k);
+    if (k >= 32767) return mc_errf(err, n, "%d datasets in one blend (Megatron allows 32766)", k);
     double *w = malloc(sizeof *w * (size_t)k);
     int64_t *lens = malloc(sizeof *lens * (size_t)k);
     if (!w || !lens) {
         free(w);
         free(lens);
-        return fail(err, n, "out of memory");
+        return mc_errf(err, n, "out of memory");
     }
     int64_t size;
     bool exhaustive = false;
@@ -634,7 +624,7 @@ static int assemble_split(mc_gpt_datasets_t *D, int i, mc_gpt_dataset_t **comp, 
         if (size_req < 0) {
             free(w);
             free(lens);
-            return fail(err, n, "weighted blends need a sample count for the %s split",
+            return mc_errf(err, n, "weighted blends need a sample count for the %s split",
                         split_name(i));
         }
         size = 0;
@@ -659,7 +649,7 @@ static int assemble_split(mc_gpt_datasets_t *D, int i, mc_gpt_dataset_t **comp, 
             double wj = w[j];
             free(w);
             free(lens);
-            return fail(err, n, "blend component %d of the %s split has weight %g (Megatron's "
+            return mc_errf(err, n, "blend component %d of the %s split has weight %g (Megatron's "
                         "BlendedDataset asserts every weight > 0)", j, split_name(i), wj);
         }
     S->size = size;
@@ -677,12 +667,12 @@ static int assemble_split(mc_gpt_datasets_t *D, int i, mc_gpt_dataset_t **comp, 
     }
     free(w);
     free(lens);
-    if (rc != 0) return fail(err, n, "out of memory (blending indices)");
+    if (rc != 0) return mc_errf(err, n, "out of memory (blending indices)");
     /* A component asked for more samples than it has: Megatron raises IndexError on use. */
     for (int64_t s = 0; s < size; s++) {
         int c = S->dataset_index[s];
         if (S->dataset_sample_index[s] >= comp[c]->length)
-            return fail(err, n, "the %s blend needs sample %lld of component %d, which has %lld "
+            return mc_errf(err, n, "the %s blend needs sample %lld of component %d, which has %lld "
                         "(raise --mid-level-dataset-surplus)", split_name(i),
                         (long long)S->dataset_sample_index[s], c, (long long)comp[c]->length);
     }
@@ -694,7 +684,7 @@ static int set_single(mc_gpt_datasets_t *D, int i, mc_gpt_dataset_t *g, char *er
     split_t *S = &D->split[i];
     if (!g) return 0;
     S->comp = malloc(sizeof *S->comp);
-    if (!S->comp) return fail(err, n, "out of memory");
+    if (!S->comp) return mc_errf(err, n, "out of memory");
     S->comp[0] = g;
     S->n = 1;
     S->blended = false;
@@ -725,7 +715,7 @@ static int build_blend(mc_gpt_datasets_t *D, const mc_gpt_data_config_t *c, cons
     if (bl->weights) {
         for (int i = 0; i < 3; i++)
             if (present[i] && sizes[i] < 0) {
-                fail(err, n, "weighted blends need a sample count for the %s split",
+                mc_errf(err, n, "weighted blends need a sample count for the %s split",
                      split_name(i));
                 goto out;
             }
@@ -769,7 +759,7 @@ static int build_blend(mc_gpt_datasets_t *D, const mc_gpt_data_config_t *c, cons
     rc = 0;
     goto out;
 oom:
-    fail(err, n, "out of memory");
+    mc_errf(err, n, "out of memory");
 out:
     free(w);
     free(target);
@@ -782,20 +772,20 @@ mc_gpt_datasets_t *mc_gpt_datasets_build(const mc_gpt_data_config_t *c, char *er
 {
     mc_gpt_datasets_t *D = calloc(1, sizeof *D);
     if (!D) {
-        fail(err, n, "out of memory");
+        mc_errf(err, n, "out of memory");
         return NULL;
     }
     D->seq_length = c->seq_length;
     D->opts = c->sample;
     D->scratch = malloc(sizeof(int32_t) * ((size_t)(c->seq_length > 0 ? c->seq_length : 0) + 1));
     if (!D->scratch) {
-        fail(err, n, "out of memory");
+        mc_errf(err, n, "out of memory");
         goto bad;
     }
     bool per_split = c->n_split_data_path[0] || c->n_split_data_path[1] ||
                      c->n_split_data_path[2];
     if (c->n_data_path > 0 && per_split) {
-        fail(err, n, "--data-path and --train/valid/test-data-path are exclusive");
+        mc_errf(err, n, "--data-path and --train/valid/test-data-path are exclusive");
         goto bad;
     }
     if (c->n_data_path > 0) {
@@ -833,7 +823,7 @@ mc_gpt_datasets_t *mc_gpt_datasets_build(const mc_gpt_data_config_t *c, char *er
             if (r) goto bad;
         }
     } else {
-        fail(err, n, "no data: give --data-path (or --train-data-path etc.), or --mock-data");
+        mc_errf(err, n, "no data: give --data-path (or --train-data-path etc.), or --mock-data");
         goto bad;
     }
     return D;
@@ -881,10 +871,10 @@ int mc_gpt_datasets_text(const mc_gpt_datasets_t *d, int split, int64_t i, int32
                          char *err, size_t n)
 {
     if (split < 0 || split > 2 || !d->split[split].n)
-        return fail(err, n, "no dataset for the %s split", split_name(split));
+        return mc_errf(err, n, "no dataset for the %s split", split_name(split));
     const split_t *S = &d->split[split];
     if (i < 0 || i >= S->size)
-        return fail(err, n, "sample %lld of the %s split is out of range [0, %lld)",
+        return mc_errf(err, n, "sample %lld of the %s split is out of range [0, %lld)",
                     (long long)i, split_name(split), (long long)S->size);
     int k;
     int64_t j;

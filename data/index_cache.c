@@ -21,17 +21,6 @@
 static mc_index_cache_stats_t stats;
 static bool warned_unwritable;
 
-static int fail(char *err, size_t n, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static int fail(char *err, size_t n, const char *fmt, ...)
-{
-    if (err && n) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(err, n, fmt, ap);
-        va_end(ap);
-    }
-    return -1;
-}
 
 static char *concat(const char *a, const char *b)
 {
@@ -85,10 +74,10 @@ static int write_atomic(const char *path, const void *head, size_t head_len, con
                         size_t body_len, char *err, size_t n)
 {
     char *tmp = concat(path, ".tmp.XXXXXX");
-    if (!tmp) return fail(err, n, "out of memory");
+    if (!tmp) return mc_errf(err, n, "out of memory");
     int fd = mkstemp(tmp);
     if (fd < 0) {
-        fail(err, n, "%s: %s", tmp, strerror(errno));
+        mc_errf(err, n, "%s: %s", tmp, strerror(errno));
         free(tmp);
         return -1;
     }
@@ -96,14 +85,14 @@ static int write_atomic(const char *path, const void *head, size_t head_len, con
      * umask). */
     (void)fchmod(fd, 0644);
     if (write_all(fd, head, head_len) || write_all(fd, body, body_len) || fsync(fd)) {
-        fail(err, n, "%s: %s", tmp, strerror(errno));
+        mc_errf(err, n, "%s: %s", tmp, strerror(errno));
         close(fd);
         unlink(tmp);
         free(tmp);
         return -1;
     }
     if (close(fd) || rename(tmp, path)) {
-        fail(err, n, "%s: %s", path, strerror(errno));
+        mc_errf(err, n, "%s: %s", path, strerror(errno));
         unlink(tmp);
         free(tmp);
         return -1;
@@ -116,26 +105,26 @@ static int write_atomic(const char *path, const void *head, size_t head_len, con
 static int make_dirs(const char *dir, char *err, size_t n)
 {
     char *p = strdup(dir);
-    if (!p) return fail(err, n, "out of memory");
+    if (!p) return mc_errf(err, n, "out of memory");
     for (char *s = p + 1; *s; s++) {
         if (*s != '/') continue;
         *s = '\0';
         if (mkdir(p, 0777) && errno != EEXIST) {
-            fail(err, n, "%s: %s", p, strerror(errno));
+            mc_errf(err, n, "%s: %s", p, strerror(errno));
             free(p);
             return -1;
         }
         *s = '/';
     }
     if (mkdir(p, 0777) && errno != EEXIST) {
-        fail(err, n, "%s: %s", p, strerror(errno));
+        mc_errf(err, n, "%s: %s", p, strerror(errno));
         free(p);
         return -1;
     }
     free(p);
     struct stat st;
-    if (stat(dir, &st)) return fail(err, n, "%s: %s", dir, strerror(errno));
-    if (!S_ISDIR(st.st_mode)) return fail(err, n, "%s: not a directory", dir);
+    if (stat(dir, &st)) return mc_errf(err, n, "%s: %s", dir, strerror(errno));
+    if (!S_ISDIR(st.st_mode)) return mc_errf(err, n, "%s: not a directory", dir);
     return 0;
 }
 
@@ -182,9 +171,9 @@ int mc_npy_write(const char *path, const char *descr, int ndim, const int64_t *s
                  const void *data, char *err, size_t n)
 {
     size_t isz = mc_npy_itemsize(descr);
-    if (!isz || ndim < 1 || ndim > 2) return fail(err, n, "%s: unsupported array", path);
+    if (!isz || ndim < 1 || ndim > 2) return mc_errf(err, n, "%s: unsupported array", path);
     int64_t count = shape_count(ndim, shape, isz);
-    if (count < 0) return fail(err, n, "%s: bad shape", path);
+    if (count < 0) return mc_errf(err, n, "%s: bad shape", path);
     /* The header numpy.save writes: 10 bytes of preamble, the dict's repr, spaces, '\n', a
      * multiple of 64 bytes in all (numpy.lib.format.ARRAY_ALIGN). */
     char dict[160];
@@ -273,51 +262,51 @@ static bool parse_header(const char *h, size_t len, mc_npy_t *a, char *why, size
 {
     cursor_t c = {h, h + len};
     bool have_descr = false, have_order = false, have_shape = false, fortran = false;
-    if (!take(&c, '{')) return fail(why, n, "header is not a dict"), false;
+    if (!take(&c, '{')) return mc_errf(why, n, "header is not a dict"), false;
     for (;;) {
         if (take(&c, '}')) break;
         char key[32];
         if (!take_string(&c, key, sizeof key) || !take(&c, ':'))
-            return fail(why, n, "malformed header"), false;
+            return mc_errf(why, n, "malformed header"), false;
         if (!strcmp(key, "descr") && !have_descr) {
             char d[16];
-            if (!take_string(&c, d, sizeof d)) return fail(why, n, "malformed descr"), false;
+            if (!take_string(&c, d, sizeof d)) return mc_errf(why, n, "malformed descr"), false;
             if (!mc_npy_itemsize(d))
-                return fail(why, n, "dtype '%s' (expected '<i4', '<u4' or '<i8')", d), false;
+                return mc_errf(why, n, "dtype '%s' (expected '<i4', '<u4' or '<i8')", d), false;
             memcpy(a->descr, d, 4);
             have_descr = true;
         } else if (!strcmp(key, "fortran_order") && !have_order) {
             if (take_word(&c, "False")) fortran = false;
             else if (take_word(&c, "True")) fortran = true;
-            else return fail(why, n, "malformed fortran_order"), false;
+            else return mc_errf(why, n, "malformed fortran_order"), false;
             have_order = true;
         } else if (!strcmp(key, "shape") && !have_shape) {
-            if (!take(&c, '(')) return fail(why, n, "malformed shape"), false;
+            if (!take(&c, '(')) return mc_errf(why, n, "malformed shape"), false;
             a->ndim = 0;
             while (!take(&c, ')')) {
                 int64_t v;
-                if (a->ndim == 2) return fail(why, n, "more than 2 dimensions"), false;
-                if (!take_int(&c, &v)) return fail(why, n, "malformed shape"), false;
+                if (a->ndim == 2) return mc_errf(why, n, "more than 2 dimensions"), false;
+                if (!take_int(&c, &v)) return mc_errf(why, n, "malformed shape"), false;
                 a->shape[a->ndim++] = v;
                 if (!take(&c, ',')) {
-                    if (!take(&c, ')')) return fail(why, n, "malformed shape"), false;
+                    if (!take(&c, ')')) return mc_errf(why, n, "malformed shape"), false;
                     break;
                 }
             }
-            if (a->ndim < 1) return fail(why, n, "a 0-dimensional array"), false;
+            if (a->ndim < 1) return mc_errf(why, n, "a 0-dimensional array"), false;
             have_shape = true;
         } else {
-            return fail(why, n, "unexpected header key '%s'", key), false;
+            return mc_errf(why, n, "unexpected header key '%s'", key), false;
         }
         if (!take(&c, ',')) {
-            if (!take(&c, '}')) return fail(why, n, "malformed header"), false;
+            if (!take(&c, '}')) return mc_errf(why, n, "malformed header"), false;
             break;
         }
     }
     while (c.p < c.end && (*c.p == ' ' || *c.p == '\n' || *c.p == '\t')) c.p++;
-    if (c.p != c.end) return fail(why, n, "trailing bytes in the header"), false;
-    if (!have_descr || !have_order || !have_shape) return fail(why, n, "incomplete header"), false;
-    if (fortran && a->ndim > 1) return fail(why, n, "Fortran order"), false;
+    if (c.p != c.end) return mc_errf(why, n, "trailing bytes in the header"), false;
+    if (!have_descr || !have_order || !have_shape) return mc_errf(why, n, "incomplete header"), false;
+    if (fortran && a->ndim > 1) return mc_errf(why, n, "Fortran order"), false;
     return true;
 }
 
@@ -325,17 +314,17 @@ int mc_npy_read(const char *path, mc_npy_t *a, char *err, size_t n)
 {
     memset(a, 0, sizeof *a);
     int fd = open(path, O_RDONLY);
-    if (fd < 0) return fail(err, n, "%s: %s", path, strerror(errno));
+    if (fd < 0) return mc_errf(err, n, "%s: %s", path, strerror(errno));
     struct stat st;
     unsigned char pre[12];
     char *h = NULL;
     char why[160];
     if (fstat(fd, &st)) {
-        fail(err, n, "%s: %s", path, strerror(errno));
+        mc_errf(err, n, "%s: %s", path, strerror(errno));
         goto bad;
     }
     if (st.st_size < 10 || read_all(fd, pre, 10) || memcmp(pre, NPY_MAGIC, 6)) {
-        fail(err, n, "%s: not an NPY file", path);
+        mc_errf(err, n, "%s: not an NPY file", path);
         goto bad;
     }
     size_t hlen, pre_len;
@@ -344,52 +333,52 @@ int mc_npy_read(const char *path, mc_npy_t *a, char *err, size_t n)
         pre_len = 10;
     } else if ((pre[6] == 2 || pre[6] == 3) && pre[7] == 0 && st.st_size >= 12) {
         if (read_all(fd, pre + 10, 2)) {
-            fail(err, n, "%s: %s", path, strerror(errno));
+            mc_errf(err, n, "%s: %s", path, strerror(errno));
             goto bad;
         }
         hlen = (size_t)pre[8] | (size_t)pre[9] << 8 | (size_t)pre[10] << 16 |
                (size_t)pre[11] << 24;
         pre_len = 12;
     } else {
-        fail(err, n, "%s: NPY version %d.%d", path, pre[6], pre[7]);
+        mc_errf(err, n, "%s: NPY version %d.%d", path, pre[6], pre[7]);
         goto bad;
     }
     if (hlen > 1u << 20 || (off_t)(pre_len + hlen) > st.st_size) {
-        fail(err, n, "%s: truncated NPY header", path);
+        mc_errf(err, n, "%s: truncated NPY header", path);
         goto bad;
     }
     h = malloc(hlen + 1);
     if (!h) {
-        fail(err, n, "out of memory");
+        mc_errf(err, n, "out of memory");
         goto bad;
     }
     if (read_all(fd, h, hlen)) {
-        fail(err, n, "%s: %s", path, strerror(errno));
+        mc_errf(err, n, "%s: %s", path, strerror(errno));
         goto bad;
     }
     if (!parse_header(h, hlen, a, why, sizeof why)) {
-        fail(err, n, "%s: bad NPY header: %s", path, why);
+        mc_errf(err, n, "%s: bad NPY header: %s", path, why);
         goto bad;
     }
     size_t isz = mc_npy_itemsize(a->descr);
     int64_t count = shape_count(a->ndim, a->shape, isz);
     if (count < 0) {
-        fail(err, n, "%s: bad NPY shape", path);
+        mc_errf(err, n, "%s: bad NPY shape", path);
         goto bad;
     }
     int64_t bytes = count * (int64_t)isz;
     if ((int64_t)st.st_size != (int64_t)(pre_len + hlen) + bytes) {
-        fail(err, n, "%s: %lld bytes, expected %lld for its header (truncated or padded)", path,
+        mc_errf(err, n, "%s: %lld bytes, expected %lld for its header (truncated or padded)", path,
              (long long)st.st_size, (long long)(pre_len + hlen) + (long long)bytes);
         goto bad;
     }
     a->data = malloc(bytes ? (size_t)bytes : 1);
     if (!a->data) {
-        fail(err, n, "out of memory (%lld bytes for %s)", (long long)bytes, path);
+        mc_errf(err, n, "out of memory (%lld bytes for %s)", (long long)bytes, path);
         goto bad;
     }
     if (read_all(fd, a->data, (size_t)bytes)) {
-        fail(err, n, "%s: %s", path, strerror(errno));
+        mc_errf(err, n, "%s: %s", path, strerror(errno));
         goto bad;
     }
     free(h);

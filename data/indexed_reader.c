@@ -11,6 +11,7 @@
  * aligned; the struct's array pointers point into that image. It costs the .idx size in memory
  * (12 bytes per sequence), which Megatron's dataset classes spend too when they index these
  * arrays. The .bin (the tokens, the large file) stays mapped and is read with memcpy. */
+#include "cli/error.h"
 #include "data/indexed.h"
 
 #include <errno.h>
@@ -53,21 +54,6 @@ int mc_indexed_optimal_dtype(int64_t vocab_size)
     return vocab_size < 65500 ? MC_DTYPE_UINT16 : MC_DTYPE_INT32;
 }
 
-/* Writes "<path>: <message>" into err (one line) and returns -1. */
-static int fail(char *err, size_t n, const char *path, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
-static int fail(char *err, size_t n, const char *path, const char *fmt, ...)
-{
-    if (!err || n == 0) return -1;
-    int k = snprintf(err, n, "%s: ", path);
-    if (k >= 0 && (size_t)k < n) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(err + k, n - (size_t)k, fmt, ap);
-        va_end(ap);
-    }
-    return -1;
-}
 
 /* prefix + ext, made absolute (cwd prepended) so error messages name the full path. */
 static char *full_path(const char *prefix, const char *ext)
@@ -90,16 +76,16 @@ static int map_file(const char *path, map_t *m, char *err, size_t n)
     m->p = NULL;
     m->size = 0;
     int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return fail(err, n, path, "cannot open: %s", strerror(errno));
+    if (fd < 0) return mc_path_errf(err, n, path, "cannot open: %s", strerror(errno));
     struct stat st;
     if (fstat(fd, &st) != 0) {
         int e = errno;
         close(fd);
-        return fail(err, n, path, "cannot stat: %s", strerror(e));
+        return mc_path_errf(err, n, path, "cannot stat: %s", strerror(e));
     }
     if (!S_ISREG(st.st_mode)) {
         close(fd);
-        return fail(err, n, path, "not a regular file");
+        return mc_path_errf(err, n, path, "not a regular file");
     }
     m->size = (size_t)st.st_size;
     if (m->size > 0) {
@@ -107,7 +93,7 @@ static int map_file(const char *path, map_t *m, char *err, size_t n)
         if (p == MAP_FAILED) {
             int e = errno;
             close(fd);
-            return fail(err, n, path, "cannot mmap %zu bytes: %s", m->size, strerror(e));
+            return mc_path_errf(err, n, path, "cannot mmap %zu bytes: %s", m->size, strerror(e));
         }
         m->p = p;
     }
@@ -140,40 +126,40 @@ static int check_header(const map_t *m, bool multimodal, header_t *h, const char
 {
     size_t head = m->size < sizeof(MAGIC) ? m->size : sizeof(MAGIC);
     if (m->size >= sizeof(LEGACY_MAGIC) && memcmp(m->p, LEGACY_MAGIC, sizeof(LEGACY_MAGIC)) == 0)
-        return fail(err, n, path, "bad magic: legacy TNTIDX index (Megatron's obsolete non-mmap "
+        return mc_path_errf(err, n, path, "bad magic: legacy TNTIDX index (Megatron's obsolete non-mmap "
                                   "format; re-run preprocess_data to get an MMIDIDX index)");
     if (head > 0 && memcmp(m->p, MAGIC, head) != 0)
-        return fail(err, n, path, "bad magic (not a Megatron MMIDIDX index)");
+        return mc_path_errf(err, n, path, "bad magic (not a Megatron MMIDIDX index)");
     if (m->size < HEADER_SIZE)
-        return fail(err, n, path, "truncated: %zu bytes, the header alone is %d", m->size,
+        return mc_path_errf(err, n, path, "truncated: %zu bytes, the header alone is %d", m->size,
                     HEADER_SIZE);
     uint64_t version = le64(m->p + 9);
     if (version != 1)
-        return fail(err, n, path, "unsupported version %llu (expected 1)",
+        return mc_path_errf(err, n, path, "unsupported version %llu (expected 1)",
                     (unsigned long long)version);
     h->dtype = m->p[17];
     if (mc_indexed_dtype_size(h->dtype) == 0)
-        return fail(err, n, path, "bad dtype code %d (expected 1..8)", h->dtype);
+        return mc_path_errf(err, n, path, "bad dtype code %d (expected 1..8)", h->dtype);
     h->S = le64(m->p + 18);
     h->D = le64(m->p + 26);
     if (h->D == 0)
-        return fail(err, n, path, "document count is 0 (document_indices must start with 0)");
+        return mc_path_errf(err, n, path, "document count is 0 (document_indices must start with 0)");
 
     /* 34 + 12S + 8D (+ S sequence_modes), computed without wrapping. */
     uint64_t per_seq = multimodal ? 13 : 12, a, b, c, need;
     if (__builtin_mul_overflow(h->S, per_seq, &a) || __builtin_mul_overflow(h->D, 8, &b) ||
         __builtin_add_overflow(a, b, &c) || __builtin_add_overflow(c, HEADER_SIZE, &need))
-        return fail(err, n, path, "header claims %llu sequences and %llu document indices, "
+        return mc_path_errf(err, n, path, "header claims %llu sequences and %llu document indices, "
                                   "impossibly many (corrupt index)",
                     (unsigned long long)h->S, (unsigned long long)h->D);
     if (need > m->size)
-        return fail(err, n, path, "truncated: %llu sequences and %llu document indices need "
+        return mc_path_errf(err, n, path, "truncated: %llu sequences and %llu document indices need "
                                   "%llu bytes, the file has %zu",
                     (unsigned long long)h->S, (unsigned long long)h->D,
                     (unsigned long long)need, m->size);
     if (need < m->size) {
         uint64_t extra = m->size - need;
-        return fail(err, n, path, "%llu trailing bytes after %llu sequences and %llu document "
+        return mc_path_errf(err, n, path, "%llu trailing bytes after %llu sequences and %llu document "
                                   "indices%s",
                     (unsigned long long)extra, (unsigned long long)h->S,
                     (unsigned long long)h->D,
@@ -190,7 +176,7 @@ static int copy_aligned(mc_indexed_t *d, const map_t *m, const header_t *h, cons
 {
     size_t shift = h->S % 2 == 0 ? 6 : 2;
     uint8_t *img = malloc(m->size + shift);
-    if (!img) return fail(err, n, path, "out of memory copying the %zu-byte index", m->size);
+    if (!img) return mc_path_errf(err, n, path, "out of memory copying the %zu-byte index", m->size);
     memcpy(img + shift, m->p, m->size);
     const uint8_t *base = img + shift + HEADER_SIZE;
     d->idx_map = img;
@@ -207,17 +193,17 @@ static int check_arrays(const mc_indexed_t *d, int64_t D, const char *path, char
 {
     const int64_t *di = d->document_indices;
     if (di[0] != 0)
-        return fail(err, n, path, "document_indices[0] is %lld, not 0", (long long)di[0]);
+        return mc_path_errf(err, n, path, "document_indices[0] is %lld, not 0", (long long)di[0]);
     for (int64_t i = 1; i < D; i++)
         if (di[i] < di[i - 1])
-            return fail(err, n, path, "document_indices decrease at %lld (%lld after %lld)",
+            return mc_path_errf(err, n, path, "document_indices decrease at %lld (%lld after %lld)",
                         (long long)i, (long long)di[i], (long long)di[i - 1]);
     if (di[D - 1] != d->num_sequences)
-        return fail(err, n, path, "document_indices end at %lld, not at the sequence count %lld",
+        return mc_path_errf(err, n, path, "document_indices end at %lld, not at the sequence count %lld",
                     (long long)di[D - 1], (long long)d->num_sequences);
     for (int64_t i = 0; i < d->num_sequences; i++)
         if (d->sequence_lengths[i] < 0)
-            return fail(err, n, path, "sequence %lld has negative length %d", (long long)i,
+            return mc_path_errf(err, n, path, "sequence %lld has negative length %d", (long long)i,
                         d->sequence_lengths[i]);
     return 0;
 }
@@ -230,7 +216,7 @@ static int check_pointers(const mc_indexed_t *d, const char *bin_path, char *err
         int64_t p = d->sequence_pointers[i];
         int64_t bytes = (int64_t)d->sequence_lengths[i] * d->itemsize; /* < 2^35, no wrap */
         if (p < 0 || (uint64_t)p > d->bin_size || (uint64_t)bytes > d->bin_size - (uint64_t)p)
-            return fail(err, n, bin_path, "sequence %lld (%lld bytes at byte offset %lld) lies "
+            return mc_path_errf(err, n, bin_path, "sequence %lld (%lld bytes at byte offset %lld) lies "
                                           "outside the file's %zu bytes (truncated .bin or "
                                           "corrupt .idx)",
                         (long long)i, (long long)bytes, (long long)p, d->bin_size);
@@ -271,7 +257,7 @@ int mc_indexed_open(mc_indexed_t *d, const char *prefix, bool multimodal, char *
     d->prefix = strdup(prefix);
     int rc;
     if (!idx_path || !bin_path || !d->prefix)
-        rc = fail(err, n, prefix, "out of memory");
+        rc = mc_path_errf(err, n, prefix, "out of memory");
     else
         rc = open_idx(d, idx_path, multimodal, err, n);
     if (rc == 0) rc = open_bin(d, bin_path, err, n);
@@ -319,11 +305,11 @@ int mc_indexed_get(const mc_indexed_t *d, int64_t seq, int64_t offset, int64_t l
     char name[4096];
     snprintf(name, sizeof(name), "%s.bin", d->prefix ? d->prefix : "(closed dataset)");
     if (seq < 0 || seq >= d->num_sequences)
-        return fail(err, n_err, name, "sequence %lld out of range [0, %lld)", (long long)seq,
+        return mc_path_errf(err, n_err, name, "sequence %lld out of range [0, %lld)", (long long)seq,
                     (long long)d->num_sequences);
     int64_t len = d->sequence_lengths[seq];
     if (offset < 0 || length < 0 || offset > len || length > len - offset)
-        return fail(err, n_err, name, "tokens [%lld, %lld + %lld) out of range of sequence %lld "
+        return mc_path_errf(err, n_err, name, "tokens [%lld, %lld + %lld) out of range of sequence %lld "
                                       "(length %lld)",
                     (long long)offset, (long long)offset, (long long)length, (long long)seq,
                     (long long)len);
@@ -339,13 +325,13 @@ int mc_indexed_get(const mc_indexed_t *d, int64_t seq, int64_t offset, int64_t l
     case MC_DTYPE_INT64: {
         int64_t bad = 0, at = convert_int64(src, n, out, &bad);
         if (at >= 0)
-            return fail(err, n_err, name, "token %lld at position %lld of sequence %lld does "
+            return mc_path_errf(err, n_err, name, "token %lld at position %lld of sequence %lld does "
                                           "not fit int32",
                         (long long)bad, (long long)(offset + at), (long long)seq);
         break;
     }
     default:
-        return fail(err, n_err, name, "dtype %s is not a token dtype (integers only)",
+        return mc_path_errf(err, n_err, name, "dtype %s is not a token dtype (integers only)",
                     mc_indexed_dtype_name(d->dtype));
     }
     return 0;

@@ -6,6 +6,7 @@
  * both into place, so a crash or an error never leaves a half-written dataset under the final
  * names. Unlike Megatron (numpy casts silently wrap), a token that does not fit the dtype is an
  * error. */
+#include "cli/error.h"
 #include "data/indexed.h"
 
 #include <errno.h>
@@ -39,20 +40,6 @@ struct mc_indexed_writer {
     bool failed;          /* an I/O error left the .bin inconsistent with the index */
 };
 
-static int fail(char *err, size_t n, const char *path, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
-static int fail(char *err, size_t n, const char *path, const char *fmt, ...)
-{
-    if (!err || n == 0) return -1;
-    int k = snprintf(err, n, "%s: ", path);
-    if (k >= 0 && (size_t)k < n) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(err + k, n - (size_t)k, fmt, ap);
-        va_end(ap);
-    }
-    return -1;
-}
 
 static char *concat(const char *a, const char *b)
 {
@@ -88,7 +75,7 @@ static int out_open(out_t *o, const char *path, char *err, size_t n)
         o->buf = NULL;
         if (o->fd >= 0) close(o->fd);
         o->fd = -1;
-        return fail(err, n, path, "cannot create: %s", strerror(e));
+        return mc_path_errf(err, n, path, "cannot create: %s", strerror(e));
     }
     return 0;
 }
@@ -96,7 +83,7 @@ static int out_open(out_t *o, const char *path, char *err, size_t n)
 static int out_flush(out_t *o, char *err, size_t n)
 {
     if (write_all(o->fd, o->buf, o->used))
-        return fail(err, n, o->path, "write: %s", strerror(errno));
+        return mc_path_errf(err, n, o->path, "write: %s", strerror(errno));
     o->used = 0;
     return 0;
 }
@@ -108,7 +95,7 @@ static int out_write(out_t *o, const void *data, size_t size, char *err, size_t 
         if (out_flush(o, err, n)) return -1;
         if (size > OUT_BUF_SIZE) { /* large blocks (add_index) bypass the buffer */
             if (write_all(o->fd, data, size))
-                return fail(err, n, o->path, "write: %s", strerror(errno));
+                return mc_path_errf(err, n, o->path, "write: %s", strerror(errno));
             return 0;
         }
     }
@@ -122,8 +109,8 @@ static int out_write(out_t *o, const void *data, size_t size, char *err, size_t 
 static int out_close(out_t *o, char *err, size_t n)
 {
     int rc = out_flush(o, err, n);
-    if (rc == 0 && fsync(o->fd) != 0) rc = fail(err, n, o->path, "fsync: %s", strerror(errno));
-    if (close(o->fd) != 0 && rc == 0) rc = fail(err, n, o->path, "close: %s", strerror(errno));
+    if (rc == 0 && fsync(o->fd) != 0) rc = mc_path_errf(err, n, o->path, "fsync: %s", strerror(errno));
+    if (close(o->fd) != 0 && rc == 0) rc = mc_path_errf(err, n, o->path, "close: %s", strerror(errno));
     o->fd = -1;
     free(o->buf);
     o->buf = NULL;
@@ -166,13 +153,13 @@ mc_indexed_writer_t *mc_indexed_writer_open(const char *prefix, int dtype, char 
 {
     if (mc_indexed_dtype_size(dtype) == 0 || dtype == MC_DTYPE_FLOAT32 ||
         dtype == MC_DTYPE_FLOAT64) {
-        fail(err, n, prefix, "dtype %d (%s) is not a token dtype", dtype,
+        mc_path_errf(err, n, prefix, "dtype %d (%s) is not a token dtype", dtype,
              mc_indexed_dtype_name(dtype));
         return NULL;
     }
     mc_indexed_writer_t *w = calloc(1, sizeof(*w));
     if (!w) {
-        fail(err, n, prefix, "out of memory");
+        mc_path_errf(err, n, prefix, "out of memory");
         return NULL;
     }
     w->bin.fd = -1;
@@ -188,7 +175,7 @@ mc_indexed_writer_t *mc_indexed_writer_open(const char *prefix, int dtype, char 
     w->docs = malloc((size_t)w->cap_doc * sizeof(*w->docs));
     if (!w->prefix || !w->bin_path || !w->idx_path || !w->bin_tmp || !w->idx_tmp || !w->lengths ||
         !w->docs) {
-        fail(err, n, prefix, "out of memory");
+        mc_path_errf(err, n, prefix, "out of memory");
         writer_free(w);
         return NULL;
     }
@@ -217,7 +204,7 @@ static int reserve(mc_indexed_writer_t *w, int64_t more_seq, int64_t more_doc, c
     if (lengths) w->lengths = lengths;
     int64_t *docs = grow(w->docs, &w->cap_doc, w->n_doc + more_doc, sizeof(*docs));
     if (docs) w->docs = docs;
-    if (!lengths || !docs) return fail(err, n, w->bin_tmp, "out of memory for the index");
+    if (!lengths || !docs) return mc_path_errf(err, n, w->bin_tmp, "out of memory for the index");
     return 0;
 }
 
@@ -271,21 +258,21 @@ static int check_document(const mc_indexed_writer_t *w, const int32_t *tokens,
 {
     int64_t doc = w->n_doc - 1;
     if (n_seq < 0 || (n_seq > 0 && !lengths))
-        return fail(err, n, w->bin_tmp, "document %lld: bad sequence count %d", (long long)doc,
+        return mc_path_errf(err, n, w->bin_tmp, "document %lld: bad sequence count %d", (long long)doc,
                     n_seq);
     *total = 0;
     for (int i = 0; i < n_seq; i++) {
         if (lengths[i] < 0)
-            return fail(err, n, w->bin_tmp, "document %lld: sequence %d has negative length %d",
+            return mc_path_errf(err, n, w->bin_tmp, "document %lld: sequence %d has negative length %d",
                         (long long)doc, i, lengths[i]);
         *total += lengths[i];
     }
     if (*total > 0 && !tokens)
-        return fail(err, n, w->bin_tmp, "document %lld: %lld tokens but no token array",
+        return mc_path_errf(err, n, w->bin_tmp, "document %lld: %lld tokens but no token array",
                     (long long)doc, (long long)*total);
     for (int64_t i = 0; i < *total; i++)
         if (!fits(w->dtype, tokens[i]))
-            return fail(err, n, w->bin_tmp, "token value %d (document %lld, position %lld) "
+            return mc_path_errf(err, n, w->bin_tmp, "token value %d (document %lld, position %lld) "
                                             "does not fit dtype %s",
                         tokens[i], (long long)doc, (long long)i, mc_indexed_dtype_name(w->dtype));
     return 0;
@@ -294,7 +281,7 @@ static int check_document(const mc_indexed_writer_t *w, const int32_t *tokens,
 int mc_indexed_writer_add_document(mc_indexed_writer_t *w, const int32_t *tokens,
                                    const int32_t *lengths, int n_sequences, char *err, size_t n)
 {
-    if (w->failed) return fail(err, n, w->bin_tmp, "writer failed earlier; abort it");
+    if (w->failed) return mc_path_errf(err, n, w->bin_tmp, "writer failed earlier; abort it");
     int64_t total = 0;
     if (check_document(w, tokens, lengths, n_sequences, &total, err, n) ||
         reserve(w, n_sequences, 1, err, n))
@@ -323,15 +310,15 @@ static bool contiguous(const mc_indexed_t *d)
 
 int mc_indexed_writer_add_index(mc_indexed_writer_t *w, const char *prefix, char *err, size_t n)
 {
-    if (w->failed) return fail(err, n, w->bin_tmp, "writer failed earlier; abort it");
+    if (w->failed) return mc_path_errf(err, n, w->bin_tmp, "writer failed earlier; abort it");
     mc_indexed_t d;
     if (mc_indexed_open(&d, prefix, false, err, n)) return -1;
     int rc = 0;
     if (d.dtype != w->dtype)
-        rc = fail(err, n, prefix, "add_index: dtype %s does not match the writer's %s",
+        rc = mc_path_errf(err, n, prefix, "add_index: dtype %s does not match the writer's %s",
                   mc_indexed_dtype_name(d.dtype), mc_indexed_dtype_name(w->dtype));
     else if (!contiguous(&d))
-        rc = fail(err, n, prefix, "add_index: sequences are not stored back to back in the .bin, "
+        rc = mc_path_errf(err, n, prefix, "add_index: sequences are not stored back to back in the .bin, "
                                   "so its bytes cannot be appended as they are");
     else
         rc = reserve(w, d.num_sequences, d.num_documents, err, n);
@@ -380,14 +367,14 @@ static int write_idx(const mc_indexed_writer_t *w, char *err, size_t n)
 static int publish(const mc_indexed_writer_t *w, char *err, size_t n)
 {
     if (unlink(w->idx_path) != 0 && errno != ENOENT)
-        return fail(err, n, w->idx_path, "cannot replace: %s", strerror(errno));
+        return mc_path_errf(err, n, w->idx_path, "cannot replace: %s", strerror(errno));
     if (rename(w->bin_tmp, w->bin_path) != 0)
-        return fail(err, n, w->bin_path, "cannot rename %s into place: %s", w->bin_tmp,
+        return mc_path_errf(err, n, w->bin_path, "cannot rename %s into place: %s", w->bin_tmp,
                     strerror(errno));
     if (rename(w->idx_tmp, w->idx_path) != 0) {
         int e = errno;
         unlink(w->bin_path);
-        return fail(err, n, w->idx_path, "cannot rename %s into place: %s", w->idx_tmp,
+        return mc_path_errf(err, n, w->idx_path, "cannot rename %s into place: %s", w->idx_tmp,
                     strerror(e));
     }
     return 0;
@@ -396,7 +383,7 @@ static int publish(const mc_indexed_writer_t *w, char *err, size_t n)
 int mc_indexed_writer_finish(mc_indexed_writer_t *w, char *err, size_t n)
 {
     int rc = 0;
-    if (w->failed) rc = fail(err, n, w->bin_tmp, "not finished: the writer failed earlier");
+    if (w->failed) rc = mc_path_errf(err, n, w->bin_tmp, "not finished: the writer failed earlier");
     if (rc == 0) rc = out_close(&w->bin, err, n);
     if (rc == 0) rc = write_idx(w, err, n);
     if (rc == 0) rc = publish(w, err, n);
