@@ -304,20 +304,6 @@ static int bpe_run(const mc_bpe_t *b, const unsigned char *w, size_t n, scratch_
 /* ---------------------------------------------------------------------------------------- */
 /* encoding                                                                                 */
 
-static inline int ids_push(mc_ids_t *ids, int32_t id)
-{
-    if (ids->n == ids->cap) {
-        size_t cap = ids->cap ? ids->cap * 2 : 64;
-        if (cap > SIZE_MAX / sizeof(int32_t)) return -1;
-        int32_t *v = realloc(ids->v, cap * sizeof(int32_t));
-        if (!v) return -1;
-        ids->v = v;
-        ids->cap = cap;
-    }
-    ids->v[ids->n++] = id;
-    return 0;
-}
-
 /* ---------------------------------------------------------------------------------------- */
 /* per-thread piece cache (see the top of the file)                                         */
 
@@ -383,9 +369,9 @@ static int emit_piece(const mc_bpe_t *b, const unsigned char *w, size_t n, scrat
     if (n <= b->word_maxlen || n <= PCACHE_MAXLEN) h = hash_bytes(w, n);
     if (n <= b->word_maxlen) {
         int32_t id = word_get(b, w, n, h);
-        if (id >= 0) return ids_push(ids, id);
+        if (id >= 0) return mc_ids_push(ids, id);
     }
-    if (n == 1) return ids_push(ids, b->sym_out[b->byte_sym[w[0]]]);
+    if (n == 1) return mc_ids_push(ids, b->sym_out[b->byte_sym[w[0]]]);
     pcache_slot_t *slot = NULL;
     if (n <= PCACHE_MAXLEN) {
         pcache_slot_t *c = pcache_get();
@@ -393,7 +379,7 @@ static int emit_piece(const mc_bpe_t *b, const unsigned char *w, size_t n, scrat
             slot = &c[h >> (64 - PCACHE_BITS)];
             if (slot->gen == b->gen && slot->len == n && memcmp(slot->bytes, w, n) == 0) {
                 for (size_t k = 0; k < slot->nids; k++)
-                    if (ids_push(ids, slot->ids[k]) < 0) return -1;
+                    if (mc_ids_push(ids, slot->ids[k]) < 0) return -1;
                 return 0;
             }
         }
@@ -403,7 +389,7 @@ static int emit_piece(const mc_bpe_t *b, const unsigned char *w, size_t n, scrat
     size_t ng = 0;
     for (int32_t i = 0; i >= 0; i = sc->next[i]) {
         int32_t id = b->sym_out[sc->sym[i]];
-        if (ids_push(ids, id) < 0) return -1;
+        if (mc_ids_push(ids, id) < 0) return -1;
         if (ng < PCACHE_MAXIDS) got[ng] = id;
         ng++;
     }

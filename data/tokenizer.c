@@ -27,20 +27,6 @@ static void seterr(char *err, size_t n, const char *fmt, ...)
     va_end(ap);
 }
 
-int mc_ids_push(mc_ids_t *ids, int32_t id)
-{
-    if (ids->n == ids->cap) {
-        size_t cap = ids->cap ? ids->cap * 2 : 64;
-        if (cap > SIZE_MAX / sizeof(int32_t)) return -1;
-        int32_t *v = realloc(ids->v, cap * sizeof(int32_t));
-        if (!v) return -1;
-        ids->v = v;
-        ids->cap = cap;
-    }
-    ids->v[ids->n++] = id;
-    return 0;
-}
-
 void mc_ids_free(mc_ids_t *ids)
 {
     if (!ids) return;

@@ -6,6 +6,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdlib.h>
 
 /* A growable id vector. */
 typedef struct {
@@ -13,7 +14,20 @@ typedef struct {
     size_t n, cap;
 } mc_ids_t;
 
-int mc_ids_push(mc_ids_t *ids, int32_t id); /* 0, or -1 out of memory */
+/* 0, or -1 out of memory. Inline: the BPE inner loop pushes every id. */
+static inline int mc_ids_push(mc_ids_t *ids, int32_t id)
+{
+    if (ids->n == ids->cap) {
+        size_t cap = ids->cap ? ids->cap * 2 : 64;
+        if (cap > SIZE_MAX / sizeof(int32_t)) return -1;
+        int32_t *v = realloc(ids->v, cap * sizeof(int32_t));
+        if (!v) return -1;
+        ids->v = v;
+        ids->cap = cap;
+    }
+    ids->v[ids->n++] = id;
+    return 0;
+}
 void mc_ids_free(mc_ids_t *ids);
 
 typedef struct mc_tokenizer mc_tokenizer_t;
