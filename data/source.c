@@ -68,12 +68,12 @@ int64_t mc_data_source_len(const mc_data_source_t *s, int split)
 
 int mc_data_source_batch(mc_data_source_t *s, int split, const int64_t *idx, int b,
                          int32_t *tokens, int32_t *labels, float *loss_mask, int32_t *positions,
-                         char *err, size_t n)
+                         int32_t *segments, char *err, size_t n)
 {
     const int S = s->seq_length;
     if (!s->is_mock)
         return mc_gpt_datasets_batch(s->gpt, split, idx, b, tokens, labels, loss_mask, positions,
-                                     NULL, err, n);
+                                     segments, err, n);
     for (int r = 0; r < b; r++) {
         if (mc_mock_sample(&s->mock, split, idx[r], S, s->text) != 0) {
             snprintf(err, n, "the %s split of the mock data is empty",
@@ -82,7 +82,7 @@ int mc_data_source_batch(mc_data_source_t *s, int split, const int64_t *idx, int
         }
         size_t o = (size_t)r * S;
         mc_gpt_sample_fields(s->text, S, &s->opts, tokens + o, labels + o, loss_mask + o,
-                             positions + o, NULL);
+                             positions + o, segments ? segments + o : NULL);
     }
     return 0;
 }

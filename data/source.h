@@ -32,10 +32,11 @@ void mc_data_source_free(mc_data_source_t *s);
 /* Samples in a split (mock data: unbounded, INT64_MAX; 0: no dataset for the split). */
 int64_t mc_data_source_len(const mc_data_source_t *s, int split);
 
-/* Fills [b, seq_length] tokens/labels/loss_mask/positions with samples idx[0..b) of a split.
+/* Fills [b, seq_length] tokens/labels/loss_mask/positions (and segments, the per-document
+ * attention of --reset-attention-mask, when not NULL) with samples idx[0..b) of a split.
  * 0, or -1 with err (index past the split's end, or a read error). */
 int mc_data_source_batch(mc_data_source_t *s, int split, const int64_t *idx, int b,
                          int32_t *tokens, int32_t *labels, float *loss_mask, int32_t *positions,
-                         char *err, size_t n);
+                         int32_t *segments, char *err, size_t n);
 
 #endif

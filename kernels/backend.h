@@ -117,14 +117,20 @@ struct mc_backend {
      * Megatron's attention_mask_func.
      * Dropout on the probabilities uses d (site ATTN_PROBS) over the full [NH_full, s, s] per
      * sample: head_offset/NH_full place this rank's heads.
+     * segments (Megatron's --reset-attention-mask): NULL = plain causal attention; else a [b, s]
+     * row-major array (the layout of tokens) of per-token document numbers, and query i of batch
+     * row b attends key j iff j <= i and segments[b*S + j] == segments[b*S + i]. Every masked
+     * score (either kind) is exactly -10000 before the softmax and gets no gradient.
+     * All-equal segments give results bit-identical to NULL.
      * scale = 1/sqrt(HD). */
     void (*attention_forward)(const mc_backend_t *be, float *out, float *probs, const float *qkv,
-                              int S, int B, int NH, int HD, float scale,
+                              int S, int B, int NH, int HD, const int32_t *segments, float scale,
                               const mc_dropout_t *d, int head_offset, int NH_full);
-    /* dqkv (overwritten) from dout, using saved qkv and probs; scratch has B*NH*S*S floats. */
+    /* dqkv (overwritten) from dout, using saved qkv and probs; scratch has B*NH*S*S floats.
+     * segments: the same array (or NULL) as the forward pass. */
     void (*attention_backward)(const mc_backend_t *be, float *dqkv, float *scratch,
                                const float *dout, const float *qkv, const float *probs,
-                               int S, int B, int NH, int HD, float scale,
+                               int S, int B, int NH, int HD, const int32_t *segments, float scale,
                                const mc_dropout_t *d, int head_offset, int NH_full);
 
     /* ---- cross-entropy in fp32 over logits [N, V] (V = padded vocab on this rank) ----

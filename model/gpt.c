@@ -44,6 +44,7 @@ static void plan_activations(mc_gpt_t *m, alloc_ctx_t *acts, alloc_ctx_t *ws)
     m->tokens = take(acts, SB * (long)sizeof(int32_t));
     m->positions = take(acts, SB * (long)sizeof(int32_t));
     m->labels = take(acts, SB * (long)sizeof(int32_t));
+    m->segments_buf = take(acts, SB * (long)sizeof(int32_t));
     m->loss_mask = take(acts, SB * f);
     m->dloss = take(acts, SB * f);
     for (int l = 0; l < c->num_layers; l++) {
@@ -157,6 +158,11 @@ void mc_gpt_forward(mc_gpt_t *m, const mc_microbatch_t *mb, uint32_t iteration, 
     be->memcpy_h2d(be, m->positions, mb->positions, ib);
     be->memcpy_h2d(be, m->labels, mb->labels, ib);
     be->memcpy_h2d(be, m->loss_mask, mb->loss_mask, fb);
+    m->segments = NULL;
+    if (mb->segments) {
+        be->memcpy_h2d(be, m->segments_buf, mb->segments, ib);
+        m->segments = m->segments_buf;
+    }
 
     /* embedding + dropout */
     float *x = c->num_layers ? m->acts[0].x : m->x_final;
@@ -173,7 +179,7 @@ void mc_gpt_forward(mc_gpt_t *m, const mc_microbatch_t *mb, uint32_t iteration, 
         be->layernorm_forward(be, a->ln1, a->ln1_mean, a->ln1_rstd, a->x, w->ln1_w, w->ln1_b, N, H, c->eps);
         be->linear_forward(be, a->qkv, a->ln1, w->qkv_w, w->qkv_b, N, H, 3 * A);
         d = dropout_site(m, iteration, layer_no, MC_DROPOUT_SITE_ATTN_PROBS, mb->sample0, ap);
-        be->attention_forward(be, a->attn, a->probs, a->qkv, S, B, NH, HD, 1.0f / sqrtf((float)HD), &d, 0, NH);
+        be->attention_forward(be, a->attn, a->probs, a->qkv, S, B, NH, HD, m->segments, 1.0f / sqrtf((float)HD), &d, 0, NH);
         be->linear_forward(be, m->tmp_h, a->attn, w->proj_w, w->proj_b, N, A, H);
         d = dropout_site(m, iteration, layer_no, MC_DROPOUT_SITE_ATTN_OUT, mb->sample0, hp);
         be->dropout_forward(be, m->tmp_h, m->tmp_h, &d, S, B, H, 0, H, 0);
@@ -257,7 +263,7 @@ void mc_gpt_backward(mc_gpt_t *m, uint32_t iteration, float weight)
         be->linear_backward(be, m->tmp_h, gw->proj_w, gw->proj_b, m->dtmp_h, a->attn, w->proj_w, N, A, H);
         d = dropout_site(m, iteration, layer_no, MC_DROPOUT_SITE_ATTN_PROBS, sample0, ap);
         be->attention_backward(be, m->d_qkv, m->attn_scratch, m->tmp_h, a->qkv, a->probs, S, B, NH,
-                               HD, 1.0f / sqrtf((float)HD), &d, 0, NH);
+                               HD, m->segments, 1.0f / sqrtf((float)HD), &d, 0, NH);
         be->linear_backward(be, m->dx, gw->qkv_w, gw->qkv_b, m->d_qkv, a->ln1, w->qkv_w, N, H, 3 * A);
         if (c->post_ln_residual) {
             be->add_inplace(be, m->dx, m->dres, NHl);

@@ -73,6 +73,8 @@ typedef struct {
 
     /* activations, one microbatch in flight */
     int32_t *tokens, *positions, *labels; /* [B*S] each, on the device */
+    int32_t *segments_buf;                /* [B*S]: per-document attention (--reset-attention-mask) */
+    const int32_t *segments;              /* segments_buf for such a microbatch, else NULL */
     float *loss_mask;                     /* [B*S] */
     float *dloss;                         /* [B*S] */
     mc_layer_acts_t *acts;                /* [num_layers] */
@@ -94,6 +96,7 @@ typedef struct {
     int b, s;
     const int32_t *tokens, *labels, *positions;
     const float *loss_mask;
+    const int32_t *segments; /* [b, s] document numbers for --reset-attention-mask, or NULL */
     uint64_t sample0;  /* global index of row 0, keys dropout masks */
 } mc_microbatch_t;
 

@@ -27,8 +27,10 @@ int mc_trainer_init(mc_trainer_t *t, const mc_args_t *args, const mc_backend_t *
     t->tokens = malloc(rows * s * sizeof(int32_t));
     t->labels = malloc(rows * s * sizeof(int32_t));
     t->positions = malloc(rows * s * sizeof(int32_t));
+    t->segments = malloc(rows * s * sizeof(int32_t));
     t->loss_mask = malloc(rows * s * sizeof(float));
-    if (!t->sample_idx || !t->tokens || !t->labels || !t->positions || !t->loss_mask) return -1;
+    if (!t->sample_idx || !t->tokens || !t->labels || !t->positions || !t->segments || !t->loss_mask)
+        return -1;
     return 0;
 }
 
@@ -41,6 +43,7 @@ void mc_trainer_free(mc_trainer_t *t)
     free(t->tokens);
     free(t->labels);
     free(t->positions);
+    free(t->segments);
     free(t->loss_mask);
     memset(t, 0, sizeof(*t));
 }

@@ -24,7 +24,7 @@ typedef struct {
 
     mc_data_source_t data;        /* opened by mc_pretrain; tests feed microbatches directly */
     /* host staging: num_microbatches slots of [max_batch, s], and the sample indices of one */
-    int32_t *tokens, *labels, *positions;
+    int32_t *tokens, *labels, *positions, *segments;
     float *loss_mask;
     int64_t *sample_idx;
 

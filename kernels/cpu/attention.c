@@ -7,6 +7,10 @@
  * (exp(-10000 - max) is 0 unless every visible score of the row is below about -9913; a block
  * where it is not uses all S keys, so the result is exact either way).
  *
+ * With segments (--reset-attention-mask), keys j <= i of another document are masked as well:
+ * their score is set to -10000 after the scores product and the softmax handles them as ordinary
+ * entries (so the masked keys j > i still share one probability); their gradient is zeroed.
+ *
  * Dropout on the probabilities (site ATTN_PROBS) regenerates the Philox mask: element
  * (head_offset + head) * S * S + i * S + j of sample sample0 + b. The forward pass applies it to a
  * stack tile of ATT_R x ATT_C probabilities at a time (ops never allocate); the backward pass uses
@@ -24,6 +28,18 @@
 
 static inline int imin(int a, int b) { return a < b ? a : b; }
 
+/* --reset-attention-mask: keys j <= i of another document than query i get the masked score too;
+ * the softmax then treats them as ordinary entries of the constant value -10000. */
+static void mask_segments(float *P, int S, int i0, int i1, const int32_t *seg)
+{
+    for (int i = i0; i < i1; i++) {
+        float *row = P + (long)i * S;
+        const int32_t si = seg[i];
+        for (int j = 0; j < i; j++)
+            if (seg[j] != si) row[j] = ATT_MASK;
+    }
+}
+
 /* Do masked keys of row i carry a nonzero probability? (They all carry the same one.) */
 static inline int masked_nonzero(const float *P, int S, int i)
 {
@@ -31,8 +47,8 @@ static inline int masked_nonzero(const float *P, int S, int i)
 }
 
 void mc_cpu_attention_forward(const mc_backend_t *be, float *out, float *probs, const float *qkv,
-                              int S, int B, int NH, int HD, float scale, const mc_dropout_t *d,
-                              int head_offset, int NH_full)
+                              int S, int B, int NH, int HD, const int32_t *segments, float scale,
+                              const mc_dropout_t *d, int head_offset, int NH_full)
 {
     (void)be;
     (void)NH_full; /* the element index only needs this rank's head offset */
@@ -50,12 +66,14 @@ void mc_cpu_attention_forward(const mc_backend_t *be, float *out, float *probs, 
             float *P = probs + ((long)b * NH + h) * SS;
             const uint64_t sample = drop ? d->sample0 + (uint64_t)b : 0;
             const uint64_t ebase = (uint64_t)(head_offset + h) * (uint64_t)SS;
+            const int32_t *seg = segments ? segments + (long)b * S : NULL;
 
             for (int i0 = 0; i0 < S; i0 += ATT_R) {
                 const int i1 = imin(i0 + ATT_R, S), r = i1 - i0;
                 /* scores[i0:i1, 0:i1] = scale * q k^T */
                 cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, r, i1, HD, scale,
                             q + (long)i0 * lq, (int)lq, k, (int)lq, 0.0f, P + (long)i0 * S, S);
+                if (seg) mask_segments(P, S, i0, i1, seg);
                 int full = 0;
                 for (int i = i0; i < i1; i++) {
                     float *row = P + (long)i * S;
@@ -101,8 +119,8 @@ void mc_cpu_attention_forward(const mc_backend_t *be, float *out, float *probs, 
 
 void mc_cpu_attention_backward(const mc_backend_t *be, float *dqkv, float *scratch,
                                const float *dout, const float *qkv, const float *probs, int S,
-                               int B, int NH, int HD, float scale, const mc_dropout_t *d,
-                               int head_offset, int NH_full)
+                               int B, int NH, int HD, const int32_t *segments, float scale,
+                               const mc_dropout_t *d, int head_offset, int NH_full)
 {
     (void)be;
     (void)NH_full;
@@ -122,6 +140,7 @@ void mc_cpu_attention_backward(const mc_backend_t *be, float *dqkv, float *scrat
             float *T = scratch + ((long)b * NH + h) * SS;
             const uint64_t sample = drop ? d->sample0 + (uint64_t)b : 0;
             const uint64_t ebase = (uint64_t)(head_offset + h) * (uint64_t)SS;
+            const int32_t *seg = segments ? segments + (long)b * S : NULL;
 
             for (int s = 0; s < S; s++) memset(dv + (long)s * lq, 0, (size_t)HD * sizeof(float));
 
@@ -161,6 +180,11 @@ void mc_cpu_attention_backward(const mc_backend_t *be, float *dqkv, float *scrat
                     const float fd = (float)dot;
                     for (int j = 0; j <= i; j++) t[j] = pr[j] * (t[j] - fd);
                     for (int j = i + 1; j < W; j++) t[j] = 0.0f;
+                    if (seg) { /* keys of other documents: masked_fill made the score a constant */
+                        const int32_t si = seg[i];
+                        for (int j = 0; j < i; j++)
+                            if (seg[j] != si) t[j] = 0.0f;
+                    }
                 }
                 /* dq[i0:i1] = scale * dS[i0:i1, 0:i1] @ k[0:i1] */
                 cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, r, HD, i1, scale,

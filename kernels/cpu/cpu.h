@@ -163,11 +163,13 @@ float mc_cpu_dropout_scale(float p);
 
 /* attention.c */
 void mc_cpu_attention_forward(const mc_backend_t *be, float *out, float *probs, const float *qkv,
-                              int S, int B, int NH, int HD, float scale, const mc_dropout_t *d,
+                              int S, int B, int NH, int HD, const int32_t *segments, float scale,
+                              const mc_dropout_t *d,
                               int head_offset, int NH_full);
 void mc_cpu_attention_backward(const mc_backend_t *be, float *dqkv, float *scratch,
                                const float *dout, const float *qkv, const float *probs, int S,
-                               int B, int NH, int HD, float scale, const mc_dropout_t *d,
+                               int B, int NH, int HD, const int32_t *segments, float scale,
+                               const mc_dropout_t *d,
                                int head_offset, int NH_full);
 
 /* cross_entropy.c */

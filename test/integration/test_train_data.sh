@@ -33,6 +33,13 @@ check "per-split paths train (no test split: no test evaluation)" bash -c "grep 
 "$MC_BIN" "${MODEL[@]}" "${TOK[@]}" --data-path "$DATA" --split 90,8,2 --reset-position-ids --eod-mask-loss >"$MC_TMP/reset" 2>&1
 check "--reset-position-ids --eod-mask-loss train" grep -qE 'iteration +6/ +6' "$MC_TMP/reset"
 
+# Per-document attention: the same samples, a different mask, so different losses.
+"$MC_BIN" "${MODEL[@]}" "${TOK[@]}" --data-path "$DATA" --split 90,8,2 --reset-attention-mask --log-interval 1 >"$MC_TMP/ram" 2>&1
+"$MC_BIN" "${MODEL[@]}" "${TOK[@]}" --data-path "$DATA" --split 90,8,2 --log-interval 1 >"$MC_TMP/noram" 2>&1
+lossat() { grep -E "iteration +$1/" "$2" | sed -E 's/.*lm loss: ([0-9.E+-]+) .*/\1/'; }
+check "--reset-attention-mask trains" grep -qE 'iteration +6/ +6' "$MC_TMP/ram"
+check "--reset-attention-mask changes the losses" test "$(lossat 6 "$MC_TMP/ram")" != "$(lossat 6 "$MC_TMP/noram")"
+
 # Same flags, same samples: bit-identical losses.
 "$MC_BIN" "${MODEL[@]}" "${TOK[@]}" --data-path "$DATA" --split 90,8,2 >"$MC_TMP/run2" 2>&1
 strip() { grep -E 'lm loss' "$1" | sed -E 's/^ \[[^]]*\]//; s/elapsed time per iteration \(ms\): [0-9.]+ \|//'; }

@@ -603,9 +603,11 @@ typedef struct {
     const mc_dropout_t *d; /* NULL or p == 0: no dropout */
     double *qkv, *R;
     unsigned char *keep;   /* [b, NH, s, s] mask from mc_dropout_keep, made on first use */
+    const int32_t *seg;    /* NULL or [b, s] document numbers (--reset-attention-mask) */
 } att_ctx;
 
-/* Naive causal attention in double; probs (may be NULL) before dropout, [b, NH, s, s]. */
+/* Naive causal attention in double; probs (may be NULL) before dropout, [b, NH, s, s].
+ * With segments, key j is visible to query i iff j <= i and both are in the same document. */
 static void att_ref(double *out, double *probs, const att_ctx *c)
 {
     const int Sx = c->S_, Bx = c->B_, NHx = c->NH_, HDx = c->HD_;
@@ -621,7 +623,7 @@ static void att_ref(double *out, double *probs, const att_ctx *c)
                 double mx = -INFINITY;
                 for (int j = 0; j < Sx; j++) {
                     double s = -10000.0;
-                    if (j <= i) {
+                    if (j <= i && (!c->seg || c->seg[(long)b * Sx + j] == c->seg[(long)b * Sx + i])) {
                         s = 0;
                         for (int e = 0; e < HDx; e++) s += q[i * lq + e] * k[j * lq + e];
                         s *= (double)c->scale;
@@ -671,8 +673,8 @@ static const mc_dropout_t attn_drop = {.seed = 77, .iteration = 5, .layer = 2,
                                        .site = MC_DROPOUT_SITE_ATTN_PROBS, .sample0 = 40, .p = 0.25f};
 
 /* Forward against the reference, backward against finite differences. */
-static void run_attention_case(int Sx, int Bx, int NHx, int HDx, const mc_dropout_t *d,
-                               double qlo, double qhi, int fd_stride)
+static void run_attention_case_seg(int Sx, int Bx, int NHx, int HDx, const mc_dropout_t *d,
+                                   double qlo, double qhi, int fd_stride, const int32_t *seg)
 {
     const long nqkv = (long)Sx * Bx * NHx * 3 * HDx, no = (long)Sx * Bx * NHx * HDx;
     const long np = (long)Bx * NHx * Sx * Sx;
@@ -683,18 +685,23 @@ static void run_attention_case(int Sx, int Bx, int NHx, int HDx, const mc_dropou
     fill(dqkv, nqkv, 7, 8); /* overwritten */
     fill(scratch, np, 7, 8);
     const float scale = 1.0f / sqrtf((float)HDx);
-    att_ctx c = {Sx, Bx, NHx, HDx, 0, scale, d, dup_d(qkv, nqkv), dup_d(R, no), calloc((size_t)np, 1)};
+    att_ctx c = {Sx, Bx, NHx, HDx, 0, scale, d, dup_d(qkv, nqkv), dup_d(R, no), calloc((size_t)np, 1), seg};
     double *wo = dnew(no), *wp = dnew(np);
-    be->attention_forward(be, out, probs, qkv, Sx, Bx, NHx, HDx, scale, d, 0, NHx);
+    be->attention_forward(be, out, probs, qkv, Sx, Bx, NHx, HDx, seg, scale, d, 0, NHx);
     att_ref(wo, wp, &c);
     check_close(probs, wp, np, RTOL, "attention probs");
     check_close(out, wo, no, RTOL, "attention out");
     if (fd_stride) {
-        be->attention_backward(be, dqkv, scratch, R, qkv, probs, Sx, Bx, NHx, HDx, scale, d, 0, NHx);
+        be->attention_backward(be, dqkv, scratch, R, qkv, probs, Sx, Bx, NHx, HDx, seg, scale, d, 0, NHx);
         check_fd_strided(att_loss, &c, c.qkv, nqkv, dqkv, NULL, FDTOL, "attention dqkv", fd_stride);
     }
     free(qkv); free(out); free(probs); free(R); free(dqkv); free(scratch);
     free(c.qkv); free(c.R); free(c.keep); free(wo); free(wp);
+}
+static void run_attention_case(int Sx, int Bx, int NHx, int HDx, const mc_dropout_t *d,
+                               double qlo, double qhi, int fd_stride)
+{
+    run_attention_case_seg(Sx, Bx, NHx, HDx, d, qlo, qhi, fd_stride, NULL);
 }
 
 static void test_attention(void **state)
@@ -725,8 +732,11 @@ static void test_attention_masked_dominant(void **state)
     enum { SX = 70, BX = 1, NHX = 1, HDX = 4 };
     const long nqkv = (long)SX * BX * NHX * 3 * HDX, no = (long)SX * BX * NHX * HDX;
     const long np = (long)BX * NHX * SX * SX;
-    for (int pass = 0; pass < 2; pass++) {
-        const mc_dropout_t *d = pass ? &attn_drop : NULL;
+    int32_t segs[SX]; /* documents of 20, 1, 30 and 19 tokens */
+    for (int s = 0; s < SX; s++) segs[s] = s < 20 ? 0 : s < 21 ? 1 : s < 51 ? 2 : 3;
+    for (int pass = 0; pass < 4; pass++) {
+        const mc_dropout_t *d = (pass & 1) ? &attn_drop : NULL;
+        const int32_t *seg = (pass & 2) ? segs : NULL;
         float *qkv = fnew(nqkv), *out = fnew(no), *probs = fnew(np), *R = fnew(no);
         float *dqkv = fnew(nqkv), *scratch = fnew(np);
         fill(qkv, nqkv, -1, 1);
@@ -739,18 +749,88 @@ static void test_attention_masked_dominant(void **state)
                 qkv[(long)s * 3 * HDX + HDX + e] = -100.0f - (float)((s * e) % 4); /* k */
             }
         const float scale = 0.5f;
-        att_ctx c = {SX, BX, NHX, HDX, 0, scale, d, dup_d(qkv, nqkv), dup_d(R, no), calloc((size_t)np, 1)};
+        att_ctx c = {SX, BX, NHX, HDX, 0, scale, d, dup_d(qkv, nqkv), dup_d(R, no), calloc((size_t)np, 1), seg};
         double *wo = dnew(no), *wp = dnew(np);
-        be->attention_forward(be, out, probs, qkv, SX, BX, NHX, HDX, scale, d, 0, NHX);
+        be->attention_forward(be, out, probs, qkv, SX, BX, NHX, HDX, seg, scale, d, 0, NHX);
         att_ref(wo, wp, &c);
         assert_true(probs[SX - 1] > 0.0f); /* row 0: the masked keys share the probability */
+        if (seg) /* row 25 (document 2): keys of documents 0 and 1 are masked and carry it too */
+            assert_true(probs[25L * SX + 3] > 0.0f && probs[25L * SX + 3] == probs[25L * SX + SX - 1]);
         check_close(probs, wp, np, RTOL, "attention probs (masked dominant)");
         check_close(out, wo, no, RTOL, "attention out (masked dominant)");
-        be->attention_backward(be, dqkv, scratch, R, qkv, probs, SX, BX, NHX, HDX, scale, d, 0, NHX);
+        be->attention_backward(be, dqkv, scratch, R, qkv, probs, SX, BX, NHX, HDX, seg, scale, d, 0, NHX);
         /* only v has a gradient of any size here; compare every element anyway */
         check_fd(att_loss, &c, c.qkv, nqkv, dqkv, NULL, FDTOL, "attention dqkv (masked dominant)");
         free(qkv); free(out); free(probs); free(R); free(dqkv); free(scratch);
         free(c.qkv); free(c.R); free(c.keep); free(wo); free(wp);
+    }
+}
+
+/* Segments for Sx positions of row b: 0 = several random documents, 1 = one document starting
+ * at position 0 only, 2 = many short documents (1 to 3 tokens); numbers need not be ordered. */
+static void make_segments(int32_t *seg, int Sx, int Bx)
+{
+    for (int b = 0; b < Bx; b++) {
+        int32_t *r = seg + (long)b * Sx;
+        const int kind = b % 3;
+        int doc = 5 * b + 1, left = 0;
+        for (int s = 0; s < Sx; s++) {
+            if (kind == 1) { r[s] = 42; continue; }
+            if (left == 0) {
+                doc = kind == 0 ? (int)(urand() * 1000) : doc + 1;
+                left = kind == 0 ? 1 + (int)(urand() * (Sx / 3 + 1)) : 1 + (int)(urand() * 3);
+            }
+            r[s] = doc;
+            left--;
+        }
+    }
+}
+
+/* --reset-attention-mask: forward and backward against the reference with per-document masks. */
+static void test_attention_segments(void **state)
+{
+    (void)state;
+    int32_t seg[3 * 300];
+    make_segments(seg, S, B);
+    run_attention_case_seg(S, B, NH, HD, NULL, -1.5, 1.5, 1, seg);
+    run_attention_case_seg(S, B, NH, HD, &attn_drop, -1.5, 1.5, 1, seg);
+    make_segments(seg, 13, 3);
+    run_attention_case_seg(13, 3, 2, 4, NULL, -1.5, 1.5, 1, seg);
+    run_attention_case_seg(13, 3, 2, 4, &attn_drop, -1.5, 1.5, 1, seg);
+    /* across the implementation's row blocks and dropout tiles */
+    make_segments(seg, 131, 3);
+    run_attention_case_seg(131, 3, 1, 3, NULL, -1, 1, 7, seg);
+    run_attention_case_seg(131, 3, 1, 3, &attn_drop, -1, 1, 7, seg);
+    make_segments(seg, 300, 2);
+    run_attention_case_seg(300, 2, 1, 4, &attn_drop, -1, 1, 0, seg);
+}
+
+/* All-equal segments give bitwise the results of NULL (plain causal attention). */
+static void test_attention_segments_equal_is_causal(void **state)
+{
+    (void)state;
+    const int Sx = 131, Bx = 2, NHx = 2, HDx = 4;
+    const long nqkv = (long)Sx * Bx * NHx * 3 * HDx, no = (long)Sx * Bx * NHx * HDx;
+    const long np = (long)Bx * NHx * Sx * Sx;
+    int32_t seg[2 * 131];
+    for (int i = 0; i < Bx * Sx; i++) seg[i] = i < Sx ? 3 : -7;
+    const float scale = 1.0f / sqrtf((float)HDx);
+    for (int pass = 0; pass < 2; pass++) {
+        const mc_dropout_t *d = pass ? &attn_drop : NULL;
+        float *qkv = fnew(nqkv), *dout = fnew(no);
+        float *o0 = fnew(no), *p0 = fnew(np), *g0 = fnew(nqkv), *t0 = fnew(np);
+        float *o1 = fnew(no), *p1 = fnew(np), *g1 = fnew(nqkv), *t1 = fnew(np);
+        fill(qkv, nqkv, -1.5, 1.5);
+        fill(dout, no, -1, 1);
+        be->attention_forward(be, o0, p0, qkv, Sx, Bx, NHx, HDx, NULL, scale, d, 0, NHx);
+        be->attention_backward(be, g0, t0, dout, qkv, p0, Sx, Bx, NHx, HDx, NULL, scale, d, 0, NHx);
+        be->attention_forward(be, o1, p1, qkv, Sx, Bx, NHx, HDx, seg, scale, d, 0, NHx);
+        be->attention_backward(be, g1, t1, dout, qkv, p1, Sx, Bx, NHx, HDx, seg, scale, d, 0, NHx);
+        assert_memory_equal(o0, o1, (size_t)no * sizeof(float));
+        assert_memory_equal(p0, p1, (size_t)np * sizeof(float));
+        assert_memory_equal(g0, g1, (size_t)nqkv * sizeof(float));
+        free(qkv); free(dout); free(o0); free(p0); free(g0); free(t0);
+        free(o1); free(p1); free(g1); free(t1);
     }
 }
 
@@ -766,8 +846,8 @@ static void test_attention_split_invariance(void **state)
     const float scale = 1.0f / sqrtf((float)HD);
     mc_dropout_t d = attn_drop;
     d.p = 0.5f;
-    be->attention_forward(be, out, probs, qkv, S, B, NH, HD, scale, &d, 0, NH);
-    be->attention_backward(be, dqkv, scratch, dout, qkv, probs, S, B, NH, HD, scale, &d, 0, NH);
+    be->attention_forward(be, out, probs, qkv, S, B, NH, HD, NULL, scale, &d, 0, NH);
+    be->attention_backward(be, dqkv, scratch, dout, qkv, probs, S, B, NH, HD, NULL, scale, &d, 0, NH);
 
     /* by heads: one head per "rank" */
     for (int h = 0; h < NH; h++) {
@@ -777,8 +857,8 @@ static void test_attention_split_invariance(void **state)
             memcpy(q1 + r * 3 * HD, qkv + r * NH * 3 * HD + (long)h * 3 * HD, 3 * HD * sizeof(float));
             memcpy(do1 + r * HD, dout + r * NH * HD + (long)h * HD, HD * sizeof(float));
         }
-        be->attention_forward(be, o1, p1, q1, S, B, 1, HD, scale, &d, h, NH);
-        be->attention_backward(be, dq1, s1, do1, q1, p1, S, B, 1, HD, scale, &d, h, NH);
+        be->attention_forward(be, o1, p1, q1, S, B, 1, HD, NULL, scale, &d, h, NH);
+        be->attention_backward(be, dq1, s1, do1, q1, p1, S, B, 1, HD, NULL, scale, &d, h, NH);
         for (long r = 0; r < (long)S * B; r++) {
             assert_memory_equal(o1 + r * HD, out + r * NH * HD + (long)h * HD, HD * sizeof(float));
             assert_memory_equal(dq1 + r * 3 * HD, dqkv + r * NH * 3 * HD + (long)h * 3 * HD, 3 * HD * sizeof(float));
@@ -799,8 +879,8 @@ static void test_attention_split_invariance(void **state)
         }
         mc_dropout_t d2 = d;
         d2.sample0 += (uint64_t)b0;
-        be->attention_forward(be, o1, p1, q1, S, nb, NH, HD, scale, &d2, 0, NH);
-        be->attention_backward(be, dq1, s1, do1, q1, p1, S, nb, NH, HD, scale, &d2, 0, NH);
+        be->attention_forward(be, o1, p1, q1, S, nb, NH, HD, NULL, scale, &d2, 0, NH);
+        be->attention_backward(be, dq1, s1, do1, q1, p1, S, nb, NH, HD, NULL, scale, &d2, 0, NH);
         for (int s = 0; s < S; s++) {
             assert_memory_equal(o1 + (long)s * nb * wo, out + ((long)s * B + b0) * wo, (size_t)(nb * wo) * sizeof(float));
             assert_memory_equal(dq1 + (long)s * nb * wq, dqkv + ((long)s * B + b0) * wq, (size_t)(nb * wq) * sizeof(float));
@@ -1024,6 +1104,8 @@ int main(void)
         cmocka_unit_test(test_attention_long),
         cmocka_unit_test(test_attention_masked_dominant),
         cmocka_unit_test(test_attention_split_invariance),
+        cmocka_unit_test(test_attention_segments),
+        cmocka_unit_test(test_attention_segments_equal_is_causal),
         cmocka_unit_test(test_cross_entropy),
         cmocka_unit_test(test_elementwise),
         cmocka_unit_test(test_sumsq_large),
