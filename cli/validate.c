@@ -246,11 +246,16 @@ static void biases(mc_args_t *a)
 
 /* tokenizer.build_tokenizer + _vocab_size_with_padding. NullTokenizer's vocabulary is
  * vocab_size ids plus its eod; --mock-data with GPT2BPETokenizer uses vocab_size as is. */
+int64_t mc_args_vocab_from_size(const mc_args_t *a)
+{
+    return strcmp(a->tokenizer_type, "NullTokenizer") == 0 ? (int64_t)a->vocab_size + 1 : a->vocab_size;
+}
+
 static void vocabulary(mc_args_t *a)
 {
     if (a->vocab_size == 0) return; /* sized by the vocabulary file's tokenizer */
     const int tp = a->tensor_model_parallel_size;
-    const int64_t v = strcmp(a->tokenizer_type, "NullTokenizer") == 0 ? (int64_t)a->vocab_size + 1 : a->vocab_size;
+    const int64_t v = mc_args_vocab_from_size(a);
     if (v > INT_MAX) mc_user_error("--vocab-size (%d) is too large", a->vocab_size);
     if (a->padded_vocab_size) {
         if (a->padded_vocab_size < v)

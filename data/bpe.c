@@ -31,6 +31,7 @@
  *
  * Everything in mc_bpe_t is read-only after loading; per-call scratch lives on the stack or in
  * malloc'd memory owned by the call. */
+#include "cli/error.h"
 #include "data/bpe.h"
 
 #include <errno.h>
@@ -80,15 +81,6 @@ struct mc_bpe {
     int32_t *dec_len; /* < 0: no token with this id, or not decodable */
     unsigned char *dec_bytes;
 };
-
-static void seterr(char *err, size_t n, const char *fmt, ...)
-{
-    if (!err || n == 0) return;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, n, fmt, ap);
-    va_end(ap);
-}
 
 /* ---------------------------------------------------------------------------------------- */
 /* hashing and tables                                                                       */
@@ -434,7 +426,7 @@ int mc_bpe_encode(const mc_bpe_t *b, const char *text, size_t len, mc_ids_t *ids
     size_t pos = 0, nb;
     int rc = 0;
     if (len && !text) {
-        seterr(err, n, "GPT2BPETokenizer: NULL text");
+        mc_errf(err, n, "GPT2BPETokenizer: NULL text");
         return -1;
     }
     while (pos < len) {
@@ -481,7 +473,7 @@ int mc_bpe_encode(const mc_bpe_t *b, const char *text, size_t len, mc_ids_t *ids
     }
     goto done;
 oom:
-    seterr(err, n, "GPT2BPETokenizer: out of memory encoding %zu bytes", len);
+    mc_errf(err, n, "GPT2BPETokenizer: out of memory encoding %zu bytes", len);
     rc = -1;
 done:
     free(sc.mem);
@@ -614,7 +606,7 @@ static char *read_file(const char *path, size_t *len, const char *what, char *er
 {
     FILE *f = fopen(path, "rb");
     if (!f) {
-        seterr(err, n, "cannot open %s '%s': %s", what, path, strerror(errno));
+        mc_errf(err, n, "cannot open %s '%s': %s", what, path, strerror(errno));
         return NULL;
     }
     size_t cap = 1 << 16, used = 0;
@@ -634,11 +626,11 @@ static char *read_file(const char *path, size_t *len, const char *what, char *er
     }
     if (!buf) {
         fclose(f);
-        seterr(err, n, "%s '%s': out of memory", what, path);
+        mc_errf(err, n, "%s '%s': out of memory", what, path);
         return NULL;
     }
     if (ferror(f)) {
-        seterr(err, n, "cannot read %s '%s': %s", what, path, strerror(errno));
+        mc_errf(err, n, "cannot read %s '%s': %s", what, path, strerror(errno));
         fclose(f);
         free(buf);
         return NULL;
@@ -654,19 +646,19 @@ static int load_vocab(mc_bpe_t *b, intern_t *t, const char *path, char *err, siz
 {
     FILE *f = fopen(path, "rb");
     if (!f) {
-        seterr(err, n, "cannot open vocab file '%s': %s", path, strerror(errno));
+        mc_errf(err, n, "cannot open vocab file '%s': %s", path, strerror(errno));
         return -1;
     }
     json_error_t je;
     json_t *root = json_loadf(f, 0, &je);
     fclose(f);
     if (!root) {
-        seterr(err, n, "vocab file '%s': invalid JSON at line %d: %s", path, je.line, je.text);
+        mc_errf(err, n, "vocab file '%s': invalid JSON at line %d: %s", path, je.line, je.text);
         return -1;
     }
     int rc = -1;
     if (!json_is_object(root)) {
-        seterr(err, n, "vocab file '%s': expected a JSON object {token: id}", path);
+        mc_errf(err, n, "vocab file '%s': expected a JSON object {token: id}", path);
         goto out;
     }
     b->vocab_size = (int64_t)json_object_size(root);
@@ -676,7 +668,7 @@ static int load_vocab(mc_bpe_t *b, intern_t *t, const char *path, char *err, siz
     json_object_foreach(root, key, val) {
         if (!json_is_integer(val) || json_integer_value(val) < 0 ||
             json_integer_value(val) >= INT32_MAX) {
-            seterr(err, n, "vocab file '%s': the id of token '%.40s' is not an integer in [0, %d)",
+            mc_errf(err, n, "vocab file '%s': the id of token '%.40s' is not an integer in [0, %d)",
                    path, key, INT32_MAX);
             goto out;
         }
@@ -685,7 +677,7 @@ static int load_vocab(mc_bpe_t *b, intern_t *t, const char *path, char *err, siz
         if (strcmp(key, "<|endoftext|>") == 0) eod = id;
     }
     if (eod < 0) {
-        seterr(err, n, "vocab file '%s': no '<|endoftext|>' token", path);
+        mc_errf(err, n, "vocab file '%s': no '<|endoftext|>' token", path);
         goto out;
     }
     int16_t cp2byte[CP2BYTE_N];
@@ -734,7 +726,7 @@ static int load_vocab(mc_bpe_t *b, intern_t *t, const char *path, char *err, siz
     rc = 0;
     goto out;
 oom:
-    seterr(err, n, "vocab file '%s': out of memory", path);
+    mc_errf(err, n, "vocab file '%s': out of memory", path);
 out:
     json_decref(root);
     return rc;
@@ -758,7 +750,7 @@ static int load_merges(intern_t *t, const char *path, merge_rec_t **recs_out, si
         uint32_t cp;
         size_t k = mc_utf8_next(s, len, p, &cp);
         if (!k) {
-            seterr(err, n, "merge file '%s': not valid UTF-8 (byte offset %zu)", path, p);
+            mc_errf(err, n, "merge file '%s': not valid UTF-8 (byte offset %zu)", path, p);
             goto out;
         }
         p += k;
@@ -800,7 +792,7 @@ static int load_merges(intern_t *t, const char *path, merge_rec_t **recs_out, si
                 nf++;
             }
             if (nf != 0 && nf != 2) {
-                seterr(err, n, "merge file '%s' line %zu: expected two tokens separated by a space, found %d",
+                mc_errf(err, n, "merge file '%s' line %zu: expected two tokens separated by a space, found %d",
                        path, lineno, nf);
                 goto out;
             }
@@ -832,7 +824,7 @@ static int load_merges(intern_t *t, const char *path, merge_rec_t **recs_out, si
     rc = 0;
     goto out;
 oom:
-    seterr(err, n, "merge file '%s': out of memory", path);
+    mc_errf(err, n, "merge file '%s': out of memory", path);
 out:
     free(buf);
     free(cat);
@@ -930,7 +922,7 @@ mc_bpe_t *mc_bpe_load(const char *vocab_file, const char *merge_file, char *err,
     merge_rec_t *recs = NULL;
     size_t nrec = 0;
     if (!b || intern_rehash(&t, 1 << 17) < 0) {
-        seterr(err, n, "GPT2BPETokenizer: out of memory");
+        mc_errf(err, n, "GPT2BPETokenizer: out of memory");
         goto fail;
     }
     b->gen = __atomic_add_fetch(&pcache_gen, 1, __ATOMIC_RELAXED);
@@ -954,7 +946,7 @@ mc_bpe_t *mc_bpe_load(const char *vocab_file, const char *merge_file, char *err,
     intern_free(&t);
     return b;
 oom:
-    seterr(err, n, "GPT2BPETokenizer: out of memory loading '%s' and '%s'", vocab_file, merge_file);
+    mc_errf(err, n, "GPT2BPETokenizer: out of memory loading '%s' and '%s'", vocab_file, merge_file);
 fail:
     free(recs);
     intern_free(&t);

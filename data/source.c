@@ -16,8 +16,7 @@ int mc_data_source_open(mc_data_source_t *s, const mc_args_t *a, char *err, size
     if (a->mock_data) {
         /* The mock vocabulary is --vocab-size (plus eod for NullTokenizer, as Megatron's). */
         s->is_mock = true;
-        s->vocab_size = strcmp(a->tokenizer_type, "NullTokenizer") == 0 ? (int64_t)a->vocab_size + 1
-                                                                        : a->vocab_size;
+        s->vocab_size = mc_args_vocab_from_size(a);
         s->text = malloc(((size_t)a->seq_length + 1) * sizeof(int32_t));
         if (!s->text || mc_mock_init(&s->mock, (int32_t)s->vocab_size, MC_MOCK_NUM_DOCS) != 0) {
             snprintf(err, n, "out of host memory building the mock dataset");

@@ -1,5 +1,6 @@
 /* Tokenizers as Megatron builds them: GPT2BPETokenizer (data/bpe.c) and NullTokenizer.
  * See data/tokenizer.h. */
+#include "cli/error.h"
 #include "data/tokenizer.h"
 
 #include <inttypes.h>
@@ -18,15 +19,6 @@ struct mc_tokenizer {
     int64_t null_vocab; /* TOK_NULL: the --vocab-size given (= eod) */
 };
 
-static void seterr(char *err, size_t n, const char *fmt, ...)
-{
-    if (!err || n == 0) return;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, n, fmt, ap);
-    va_end(ap);
-}
-
 void mc_ids_free(mc_ids_t *ids)
 {
     if (!ids) return;
@@ -39,16 +31,16 @@ mc_tokenizer_t *mc_tokenizer_build(const char *type, const char *vocab_file,
                                    const char *merge_file, int64_t vocab_size, char *err, size_t n)
 {
     if (!type) {
-        seterr(err, n, "no tokenizer type given (--tokenizer-type)");
+        mc_errf(err, n, "no tokenizer type given (--tokenizer-type)");
         return NULL;
     }
     if (strcmp(type, "GPT2BPETokenizer") == 0) {
         if (!vocab_file || !*vocab_file) {
-            seterr(err, n, "GPT2BPETokenizer needs a vocab file (--vocab-file)");
+            mc_errf(err, n, "GPT2BPETokenizer needs a vocab file (--vocab-file)");
             return NULL;
         }
         if (!merge_file || !*merge_file) {
-            seterr(err, n, "GPT2BPETokenizer needs a merge file (--merge-file)");
+            mc_errf(err, n, "GPT2BPETokenizer needs a merge file (--merge-file)");
             return NULL;
         }
         mc_bpe_t *b = mc_bpe_load(vocab_file, merge_file, err, n);
@@ -56,7 +48,7 @@ mc_tokenizer_t *mc_tokenizer_build(const char *type, const char *vocab_file,
         mc_tokenizer_t *t = calloc(1, sizeof(*t));
         if (!t) {
             mc_bpe_free(b);
-            seterr(err, n, "GPT2BPETokenizer: out of memory");
+            mc_errf(err, n, "GPT2BPETokenizer: out of memory");
             return NULL;
         }
         t->kind = TOK_GPT2;
@@ -65,20 +57,20 @@ mc_tokenizer_t *mc_tokenizer_build(const char *type, const char *vocab_file,
     }
     if (strcmp(type, "NullTokenizer") == 0) {
         if (vocab_size < 0 || vocab_size >= INT32_MAX) {
-            seterr(err, n, "NullTokenizer needs a vocab size in [0, %d) (--vocab-size), got %" PRId64,
+            mc_errf(err, n, "NullTokenizer needs a vocab size in [0, %d) (--vocab-size), got %" PRId64,
                    INT32_MAX, vocab_size);
             return NULL;
         }
         mc_tokenizer_t *t = calloc(1, sizeof(*t));
         if (!t) {
-            seterr(err, n, "NullTokenizer: out of memory");
+            mc_errf(err, n, "NullTokenizer: out of memory");
             return NULL;
         }
         t->kind = TOK_NULL;
         t->null_vocab = vocab_size;
         return t;
     }
-    seterr(err, n, "tokenizer type '%s' is not supported (supported: GPT2BPETokenizer, NullTokenizer)",
+    mc_errf(err, n, "tokenizer type '%s' is not supported (supported: GPT2BPETokenizer, NullTokenizer)",
            type);
     return NULL;
 }
@@ -168,18 +160,18 @@ static int null_encode(const mc_tokenizer_t *t, const char *text, size_t len, mc
         char q[128];
         if (py_int(s + p, e - p, &v) < 0) {
             quote(q, sizeof(q), s + p, e - p);
-            seterr(err, n, "NullTokenizer: '%s' is not an integer (text must be ids separated by "
+            mc_errf(err, n, "NullTokenizer: '%s' is not an integer (text must be ids separated by "
                            "single spaces)", q);
             return -1;
         }
         if (v < 0 || v > t->null_vocab) {
             quote(q, sizeof(q), s + p, e - p);
-            seterr(err, n, "NullTokenizer: id %s is outside [0, %" PRId64 "] (vocab size %" PRId64
+            mc_errf(err, n, "NullTokenizer: id %s is outside [0, %" PRId64 "] (vocab size %" PRId64
                            ", eod %" PRId64 ")", q, t->null_vocab, t->null_vocab, t->null_vocab);
             return -1;
         }
         if (mc_ids_push(ids, (int32_t)v) < 0) {
-            seterr(err, n, "NullTokenizer: out of memory");
+            mc_errf(err, n, "NullTokenizer: out of memory");
             return -1;
         }
         if (e >= len) break;
@@ -192,7 +184,7 @@ int mc_tokenizer_encode(const mc_tokenizer_t *t, const char *text, size_t len, m
                         char *err, size_t n)
 {
     if (len && !text) {
-        seterr(err, n, "tokenizer: NULL text");
+        mc_errf(err, n, "tokenizer: NULL text");
         return -1;
     }
     if (t->kind == TOK_GPT2) return mc_bpe_encode(t->bpe, text, len, ids, err, n);

@@ -103,8 +103,6 @@ int mc_gpt_alloc(mc_gpt_t *m, const mc_backend_t *be)
     if (!m->param_buf || !m->grad_buf || !m->acts || !m->host_losses || !m->bufs) return -1;
     alloc_ctx_t a = {.m = m}, w = {.m = m};
     plan_activations(m, &a, &w);
-    m->act_bytes = a.bytes;
-    m->workspace_bytes = w.bytes;
     if (a.failed || w.failed) return -1;
     mc_gpt_bind_ptrs(m, m->param_buf, &m->p);
     mc_gpt_bind_ptrs(m, m->grad_buf, &m->g);

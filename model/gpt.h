@@ -83,7 +83,6 @@ typedef struct {
     float *losses;                        /* [B*S] */
     /* backward workspace */
     float *tmp_h, *dx, *dres, *dtmp_h, *d_ffn, *d_qkv, *attn_scratch;
-    long act_bytes, workspace_bytes;
     void **bufs;                          /* every activation/workspace buffer, for freeing */
     int n_bufs, cap_bufs;
     int batch;                            /* rows of the microbatch in flight */

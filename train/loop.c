@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include "cli/error.h"
+#include "data/sampler.h"
 #include "kernels/device.h"
 #include "train/log.h"
 #include "train/train.h"
@@ -52,13 +53,6 @@ static void load_microbatch(mc_trainer_t *t, int slot, int split, int64_t first,
     *mb = out;
 }
 
-/* Section 2.9: micro-batch mb of dp rank r in a step starting at `consumed` uses global
- * indices consumed + mb*mbs*dp + r*mbs + [0, mbs). */
-static int64_t microbatch_start(const mc_args_t *a, int64_t consumed, int mb, int mbs, int dp_rank)
-{
-    return consumed + (int64_t)mb * mbs * a->data_parallel_size + (int64_t)dp_rank * mbs;
-}
-
 /* Token-weighted validation loss over eval_iters iterations of the split, consuming
  * eval_global_batch_size samples per iteration from *consumed. */
 static double evaluate(mc_trainer_t *t, int split, int64_t *consumed)
@@ -70,7 +64,8 @@ static double evaluate(mc_trainer_t *t, int split, int64_t *consumed)
     for (int it = 0; it < a->eval_iters; it++) {
         for (int i = 0; i < M; i++) {
             mc_microbatch_t mb;
-            load_microbatch(t, 0, split, microbatch_start(a, *consumed, i, mbs, t->comm->rank), mbs, &mb);
+            int64_t first = mc_sampler_index(*consumed, mbs, a->data_parallel_size, t->comm->rank, i, 0);
+            load_microbatch(t, 0, split, first, mbs, &mb);
             double s, c;
             mc_gpt_forward(&t->model, &mb, 0, false, &s, &c);
             sum += s;
@@ -267,7 +262,8 @@ int mc_pretrain(mc_args_t *args)
         while (t->iteration < args->train_iters) { /* derived from --train-samples too */
             for (int i = 0; i < M; i++)
                 load_microbatch(t, i, MC_SPLIT_TRAIN,
-                                microbatch_start(args, t->consumed_train_samples, i, mbs, comm->rank),
+                                mc_sampler_index(t->consumed_train_samples, mbs,
+                                                 args->data_parallel_size, comm->rank, i, 0),
                                 mbs, &mbl[i]);
             mc_step_result_t r;
             mc_train_step(t, mbl, M, &r);
