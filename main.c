@@ -7,6 +7,7 @@
 #include "data/inspect.h"
 #include "data/preprocess.h"
 #include "kernels/device.h"
+#include "parallel/runtime.h"
 #include "train/train.h"
 
 static int print_version(void)
@@ -29,9 +30,15 @@ int main(int argc, char **argv)
     }
     int first = argc >= 2 && strcmp(argv[1], "train") == 0 ? 2 : 1;
 
+    /* Who we are comes first: the world size enters validation (dp), and errors name the rank. */
+    static mc_runtime_t rt;
+    char err[512];
+    if (mc_runtime_init(&rt, err, sizeof(err)) != 0) mc_user_error("%s", err);
+    mc_error_set_rank(rt.rank, rt.size);
     static mc_args_t args;
-    mc_args_parse(&args, argc - first, argv + first, 1);
+    mc_args_parse(&args, argc - first, argv + first, rt.size);
     int rc = mc_pretrain(&args);
     mc_args_free(&args);
+    mc_runtime_finalize(&rt);
     return rc;
 }

@@ -54,6 +54,14 @@ typedef struct {
     int world_size;                 /* derived: from the runtime (1 without a launcher) */
     int data_parallel_size;         /* derived */
     char distributed_backend[16];
+    int distributed_timeout_minutes;
+    bool use_tp_pp_dp_mapping;      /* rank order tp-cp-ep-pp-dp */
+    /* data-parallel gradient reduction (parallel/grads.h) */
+    bool overlap_grad_reduce;
+    bool overlap_param_gather;
+    int64_t ddp_bucket_size;        /* 0 = not given */
+    int ddp_num_buckets;            /* 0 = not given */
+    bool ddp_pad_buckets_for_high_nccl_busbw;
 
     /* ---- batch ---- */
     int micro_batch_size;
@@ -129,6 +137,8 @@ typedef struct {
     bool log_params_norm;
     bool log_num_zeros_in_grad;
     int timing_log_level;
+    char timing_log_option[16];     /* max | minmax */
+    bool barrier_with_l1_time;
 
     /* ---- evaluation ---- */
     int eval_iters;

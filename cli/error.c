@@ -15,11 +15,16 @@ void mc_user_error(const char *fmt, ...)
 {
     va_list ap;
     fflush(stdout);
-    fputs("megatron-c: error: ", stderr);
-    va_start(ap, fmt);
-    vfprintf(stderr, fmt, ap);
-    va_end(ap);
-    fputc('\n', stderr);
+    /* Until the job's communicator is up (flags, data files) every rank reads the same inputs, so
+     * rank 0 speaks for all: one line, not one per rank; every rank still exits with the code.
+     * Later errors may be a single rank's, and every rank that meets one reports it. */
+    if (g_rank == 0 || g_abort_hook) {
+        fputs("megatron-c: error: ", stderr);
+        va_start(ap, fmt);
+        vfprintf(stderr, fmt, ap);
+        va_end(ap);
+        fputc('\n', stderr);
+    }
     if (g_world > 1 && g_abort_hook) g_abort_hook(2);
     exit(2);
 }

@@ -348,33 +348,35 @@ const mc_flag_t mc_flags_train[] = {
      .help = "if set, overlap pipeline parallel communication in warmup and flush"},
     {.name = "--distributed-backend", DIST, CHOICE("nccl", "mpi", "gloo"),
      FIELD(distributed_backend), .def = "nccl",
-     ONLY("mpi is megatron-c's MPI backend (DESIGN decision 3); gloo is not implemented", "nccl",
-          "mpi"),
+     ONLY("the cpu backend runs MPI collectives for either choice (NCCL needs the cuda backend, "
+          "not implemented yet); gloo is not implemented", "nccl", "mpi"),
      .help = "Which backend to use for distributed training."},
     {.name = "--distributed-timeout-minutes", DIST, INT, .def = "10", GE(1),
-     NOOP("a failing rank aborts the whole job instead (DESIGN decision 4)"),
+     FIELD(distributed_timeout_minutes),
+     IMPLEMENTED_NOTE("bounds every wait for a collective; a rank that dies on the node is noticed "
+                      "within about a second"),
      .help = "Default timeout minutes for torch.distributed."},
-    {.name = "--overlap-grad-reduce", DIST, TRUE_IF_GIVEN, TODO("overlapped gradient reduction"),
+    {.name = "--overlap-grad-reduce", DIST, TRUE_IF_GIVEN, FIELD(overlap_grad_reduce), IMPLEMENTED,
      .help = "If set, overlap DDP grad reduce."},
     {.name = "--no-align-grad-reduce", DIST, FALSE_IF_GIVEN,
-     NOOP("only used with --overlap-grad-reduce (not implemented yet)"),
+     NOOP("only matters with pipeline stages (not implemented yet)"),
      .help = "If not set, all PP stages will launch gradient reduces simultaneously. Otherwise, "
              "each PP stage will independently launch as needed."},
-    {.name = "--ddp-num-buckets", DIST, INT, GE(1), TODO("gradient buckets"),
+    {.name = "--ddp-num-buckets", DIST, INT, GE(1), FIELD(ddp_num_buckets), IMPLEMENTED,
      .help = "Number of buckets for data-parallel communication"},
-    {.name = "--ddp-bucket-size", DIST, INT, GE(1), TODO("gradient buckets"),
+    {.name = "--ddp-bucket-size", DIST, INT64, GE(1), FIELD(ddp_bucket_size), IMPLEMENTED,
      .help = "Bucket size for data-parallel communication"},
     {.name = "--ddp-pad-buckets-for-high-nccl-busbw", DIST, TRUE_IF_GIVEN,
-     TODO("gradient buckets"),
+     FIELD(ddp_pad_buckets_for_high_nccl_busbw), IMPLEMENTED,
      .help = "If set, make sure the bucket size is divisible by a large power of 2 (2^16) to "
              "ensure NCCL collectives have high bus bandwidth at large DP counts."},
     {.name = "--ddp-average-in-collective", DIST, TRUE_IF_GIVEN,
      TODO("averaging inside the collective"),
      .help = "If set, average directly in data-parallel communication collective."},
-    {.name = "--overlap-param-gather", DIST, TRUE_IF_GIVEN, TODO("the distributed optimizer"),
+    {.name = "--overlap-param-gather", DIST, TRUE_IF_GIVEN, FIELD(overlap_param_gather), IMPLEMENTED,
      .help = "If set, overlap param all-gather in distributed optimizer."},
     {.name = "--overlap-param-gather-with-optimizer-step", DIST, TRUE_IF_GIVEN,
-     TODO("the distributed optimizer"),
+     TODO("overlapping the first bucket's gather with the optimizer step"),
      .help = "If set, overlap param all-gather of first bucket with optimizer step."},
     {.name = "--no-align-param-gather", DIST, FALSE_IF_GIVEN,
      NOOP("Megatron turns it off without virtual pipeline stages"),
@@ -393,9 +395,9 @@ const mc_flag_t mc_flags_train[] = {
      .help = "If set, loss layer will be treated as a standard transformer layer in the context "
              "of partition and placement for pipeline parallelism."},
     {.name = "--use-distributed-optimizer", DIST, TRUE_IF_GIVEN, FIELD(use_distributed_optimizer),
-     TODO("the distributed optimizer"), .help = "Use distributed optimizer."},
+     IMPLEMENTED, .help = "Use distributed optimizer."},
     {.name = "--num-distributed-optimizer-instances", DIST, INT, .def = "1", GE(1),
-     ONLY("needs the distributed optimizer (not implemented yet)", "1"),
+     ONLY("one optimizer instance over the whole data-parallel group", "1"),
      .help = "Number of Distributed Optimizer copies across Data Parallel domain."},
     {.name = "--use-torch-fsdp2", DIST, TRUE_IF_GIVEN, TODO("FSDP"),
      .help = "Use the torch FSDP2 implementation."},
@@ -414,7 +416,7 @@ const mc_flag_t mc_flags_train[] = {
     {.name = "--nccl-communicator-config-path", DIST, STRING,
      NOOP("tunes NCCL's thread blocks; results are the same"),
      .help = "Path to the yaml file with NCCL communicator configurations."},
-    {.name = "--use-tp-pp-dp-mapping", DIST, TRUE_IF_GIVEN, TODO("the tp-cp-ep-pp-dp rank order"),
+    {.name = "--use-tp-pp-dp-mapping", DIST, TRUE_IF_GIVEN, FIELD(use_tp_pp_dp_mapping), IMPLEMENTED,
      .help = "If set, distributed ranks initialize order is changed from tp-cp-ep-dp-pp to "
              "tp-cp-ep-pp-dp."},
 
@@ -545,7 +547,9 @@ const mc_flag_t mc_flags_train[] = {
      .help = "If set, log progress (in terms of number of processed tokens and number of "
              "floating-point operations) to progress.txt file in checkpoint directory."},
     {.name = "--timing-log-level", LOG, INT, FIELD(timing_log_level), .def = "0", BETWEEN(0, 2),
-     ONLY("the per-operation timers of levels 1 and 2 are not implemented yet", "0"),
+     IMPLEMENTED_NOTE("level 1: forward-backward, all-grads-sync, params-all-gather, optimizer "
+                      "and its parts; level 2 adds forward-compute, backward-compute, "
+                      "batch-generator"),
      .help = "Granularity level to measure and report timing. 0: report only iteration time and "
              "make sure timing does not introduce extra overhead. 1: report timing for "
              "operations that are executed very limited times (basically once) during each "
@@ -555,10 +559,10 @@ const mc_flag_t mc_flags_train[] = {
     {.name = "--log-energy", LOG, TRUE_IF_GIVEN, TODO("energy readings"),
      .help = "If set, log energy consumption (in Joules)"},
     {.name = "--no-barrier-with-level-1-timing", LOG, FALSE_IF_GIVEN,
-     NOOP("megatron-c has no level-1 timers yet"),
+     FIELD(barrier_with_l1_time), IMPLEMENTED,
      .help = "If not set, use barrier with level 1 time measurements."},
     {.name = "--timing-log-option", LOG, CHOICE("max", "minmax", "all"), .def = "minmax",
-     NOOP("megatron-c has no level-1 or level-2 timers yet"),
+     FIELD(timing_log_option), ONLY("the per-rank listing of 'all' is not implemented yet", "max", "minmax"),
      .help = "Options for logging timing: max: report the max timing across all ranks minmax: "
              "report min and max timings across all ranks all: report timings of all ranks."},
     {.name = "--log-interval", LOG, INT, FIELD(log_interval), .def = "100", GE(1), IMPLEMENTED,

@@ -122,6 +122,18 @@ static void parallel_sizes(mc_args_t *a, int world_size)
     if (tp == 1) a->sequence_parallel = false; /* Megatron: no change of numerics at tp 1 */
 }
 
+/* Gradient buckets and overlap (arguments.py and training.resolve_ddp_bucket_size). */
+static void data_parallel(const mc_args_t *a)
+{
+    if (a->overlap_param_gather && !a->use_distributed_optimizer)
+        mc_user_error("--overlap-param-gather only supported with distributed optimizer (add "
+                      "--use-distributed-optimizer)");
+    if (a->overlap_param_gather && !a->overlap_grad_reduce)
+        mc_user_error("must use --overlap-param-gather with --overlap-grad-reduce");
+    if (a->ddp_num_buckets > 0 && a->ddp_bucket_size > 0)
+        mc_user_error("cannot specify both --ddp-num-buckets and --ddp-bucket-size");
+}
+
 static void batch_sizes(mc_args_t *a)
 {
     const int dp = a->data_parallel_size, mbs = a->micro_batch_size;
@@ -318,6 +330,7 @@ void mc_args_finalize(mc_args_t *args, int world_size)
     check_fields(args);
     check_required(args);
     parallel_sizes(args, world_size);
+    data_parallel(args);
     batch_sizes(args);
     model_shape(args);
     biases(args);

@@ -128,6 +128,33 @@ void mc_gpt_free(mc_gpt_t *m)
 
 /* ---------------------------------------------------------------- forward */
 
+/* Parameter blocks in table order: 0 = embeddings, 1..L = layers, L+1 = final norm (+ output
+ * layer when untied; the tied output weight is the word embedding, complete only after the
+ * embedding backward). */
+static void param_block(const mc_gpt_t *m, int k, int *first, int *n)
+{
+    const int L = m->cfg.num_layers, P = m->params_per_layer;
+    if (k == 0) *first = 0, *n = 2;
+    else if (k <= L) *first = 2 + (k - 1) * P, *n = P;
+    else *first = 2 + L * P, *n = m->n_params - *first;
+}
+
+static void params_needed(mc_gpt_t *m, int k)
+{
+    if (!m->params_needed_hook) return;
+    int first, n;
+    param_block(m, k, &first, &n);
+    m->params_needed_hook(m->hook_ctx, first, n);
+}
+
+static void grads_final(mc_gpt_t *m, int k)
+{
+    if (!m->grads_final_hook) return;
+    int first, n;
+    param_block(m, k, &first, &n);
+    m->grads_final_hook(m->hook_ctx, first, n);
+}
+
 static mc_dropout_t dropout_site(const mc_gpt_t *m, uint32_t iteration, uint32_t layer,
                                  uint32_t site, uint64_t sample0, float p)
 {
@@ -164,6 +191,7 @@ void mc_gpt_forward(mc_gpt_t *m, const mc_microbatch_t *mb, uint32_t iteration, 
 
     /* embedding + dropout */
     float *x = c->num_layers ? m->acts[0].x : m->x_final;
+    params_needed(m, 0);
     be->embedding_forward(be, x, m->tokens, m->positions, m->p.wte, m->p.wpe, S, B, H);
     mc_dropout_t d = dropout_site(m, iteration, 0, MC_DROPOUT_SITE_EMBEDDING, mb->sample0, hp);
     be->dropout_forward(be, x, x, &d, S, B, H, 0, H, 0);
@@ -174,6 +202,7 @@ void mc_gpt_forward(mc_gpt_t *m, const mc_microbatch_t *mb, uint32_t iteration, 
         float *x_out = l + 1 < c->num_layers ? m->acts[l + 1].x : m->x_final;
         const uint32_t layer_no = (uint32_t)l + 1;
 
+        params_needed(m, l + 1);
         be->layernorm_forward(be, a->ln1, a->ln1_mean, a->ln1_rstd, a->x, w->ln1_w, w->ln1_b, N, H, c->eps);
         be->linear_forward(be, a->qkv, a->ln1, w->qkv_w, w->qkv_b, N, H, 3 * A);
         d = dropout_site(m, iteration, layer_no, MC_DROPOUT_SITE_ATTN_PROBS, mb->sample0, ap);
@@ -192,6 +221,7 @@ void mc_gpt_forward(mc_gpt_t *m, const mc_microbatch_t *mb, uint32_t iteration, 
         be->add(be, x_out, c->post_ln_residual ? a->ln2 : a->x_mid, m->tmp_h, (long)N * H);
     }
 
+    params_needed(m, c->num_layers + 1);
     be->layernorm_forward(be, m->lnf, m->lnf_mean, m->lnf_rstd, m->x_final, m->p.lnf_w, m->p.lnf_b, N, H, c->eps);
     be->linear_forward(be, m->logits, m->lnf, m->p.out_w, NULL, N, H, c->vocab);
     be->cross_entropy_forward(be, m->losses, m->logits, m->labels, S, B, c->vocab);
@@ -229,6 +259,7 @@ void mc_gpt_backward(mc_gpt_t *m, uint32_t iteration, float weight)
     be->memset0(be, m->dres, (size_t)NHl * sizeof(float));
     be->layernorm_backward_acc(be, m->dres, m->g.lnf_w, m->g.lnf_b, m->dx, m->x_final, m->p.lnf_w,
                                m->lnf_mean, m->lnf_rstd, N, H);
+    grads_final(m, c->num_layers + 1);
     /* invariant from here: dres = gradient w.r.t. the residual stream at the current point */
 
     for (int l = c->num_layers - 1; l >= 0; l--) {
@@ -269,10 +300,12 @@ void mc_gpt_backward(mc_gpt_t *m, uint32_t iteration, float weight)
         }
         be->layernorm_backward_acc(be, m->dres, gw->ln1_w, gw->ln1_b, m->dx, a->x, w->ln1_w,
                                    a->ln1_mean, a->ln1_rstd, N, H);
+        grads_final(m, l + 1);
     }
 
     /* embedding: x0 = dropout(wte[tok] + wpe[pos]) */
     mc_dropout_t d = dropout_site(m, iteration, 0, MC_DROPOUT_SITE_EMBEDDING, sample0, hp);
     be->dropout_backward(be, m->dres, m->dres, &d, S, B, H, 0, H, 0);
     be->embedding_backward(be, m->g.wte, m->g.wpe, m->dres, m->tokens, m->positions, S, B, H);
+    grads_final(m, 0);
 }

@@ -61,13 +61,23 @@ typedef struct {
     float *act;        /* GeLU output [S*B*FFN] */
 } mc_layer_acts_t;
 
+/* Called with a range of parameter table indices [first, first + n). */
+typedef void (*mc_param_hook_t)(void *ctx, int first, int n);
+
 typedef struct {
     mc_gpt_config_t cfg;
     const mc_backend_t *be;
 
     int n_params;
     mc_param_t *params;
-    long n_elems;              /* total parameter elements */
+    long n_elems;              /* flat buffer length (parameters and padding) */
+    int params_per_layer;      /* table: embeddings [0, 2), then each layer, then the final norm
+                                  (and the output layer when untied) */
+    /* Data-parallel hooks (parallel/grads.c), NULL when unused. grads_final: during backward, the
+     * gradients of these parameters are complete for this microbatch. params_needed: in forward,
+     * just before these parameters are first read. */
+    mc_param_hook_t grads_final_hook, params_needed_hook;
+    void *hook_ctx;
     float *param_buf, *grad_buf;
     mc_gpt_ptrs_t p, g;
 

@@ -93,6 +93,7 @@ void mc_gpt_build_params(mc_gpt_t *m, const mc_gpt_config_t *cfg)
         if (cfg->bias) P("mlp.linear_fc2.bias", H, 0, 0, 0.0f);
 #undef P
     }
+    m->params_per_layer = L ? (m->n_params - 2) / L : 0;
     add_param(m, &cap, "decoder.final_layernorm.weight", H, 0, 0, 1.0f);
     add_param(m, &cap, "decoder.final_layernorm.bias", H, 0, 0, 0.0f);
     if (!cfg->tied) add_param(m, &cap, "output_layer.weight", cfg->vocab, H, cfg->init_std, 0);

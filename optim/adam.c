@@ -1,16 +1,34 @@
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
+#include "cli/error.h"
 #include "optim/adam.h"
 
-long mc_adam_state_bytes(const mc_gpt_t *model) { return 2 * model->n_elems * (long)sizeof(float); }
+void mc_opt_segments_full(const mc_gpt_t *m, mc_opt_seg_t **segs, int *n, long *state_len)
+{
+    *segs = calloc((size_t)(m->n_params ? m->n_params : 1), sizeof(mc_opt_seg_t));
+    if (!*segs) mc_fatal("out of host memory");
+    for (int i = 0; i < m->n_params; i++) {
+        const mc_param_t *p = &m->params[i];
+        (*segs)[i] = (mc_opt_seg_t){.off = p->offset, .state_off = p->offset, .len = p->numel, .param = i};
+    }
+    *n = m->n_params;
+    *state_len = m->n_elems;
+}
 
-int mc_adam_init(mc_adam_t *opt, mc_gpt_t *model, const mc_args_t *args)
+long mc_adam_state_bytes(long state_len) { return 2 * state_len * (long)sizeof(float); }
+
+int mc_adam_init(mc_adam_t *opt, mc_gpt_t *model, const mc_args_t *args, mc_opt_seg_t *segs,
+                 int n_segs, long state_len)
 {
     memset(opt, 0, sizeof(*opt));
     const mc_backend_t *be = model->be;
-    size_t bytes = (size_t)model->n_elems * sizeof(float);
+    size_t bytes = (size_t)(state_len ? state_len : 1) * sizeof(float);
     opt->model = model;
+    opt->segs = segs;
+    opt->n_segs = n_segs;
+    opt->state_len = state_len;
     opt->exp_avg = be->alloc(be, bytes);
     opt->exp_avg_sq = be->alloc(be, bytes);
     opt->beta1 = args->adam_beta1;
@@ -27,45 +45,61 @@ void mc_adam_free(mc_adam_t *opt)
         if (opt->exp_avg) be->free(be, opt->exp_avg);
         if (opt->exp_avg_sq) be->free(be, opt->exp_avg_sq);
     }
+    free(opt->segs);
     memset(opt, 0, sizeof(*opt));
 }
 
-/* Norms go parameter by parameter (not over the flat buffer) so alignment padding never counts
- * and each tensor's sum is formed the same way in every layout. */
-static double sumsq_params(const mc_gpt_t *m, const float *base)
+/* Sums go segment by segment (not over the flat buffer) so alignment padding never counts and,
+ * without sharding, each tensor's sum is formed the same way in every layout. */
+double mc_opt_grad_sumsq(const mc_adam_t *opt)
 {
+    const mc_gpt_t *m = opt->model;
     double s = 0;
-    for (int i = 0; i < m->n_params; i++)
-        s += m->be->sumsq(m->be, base + m->params[i].offset, m->params[i].numel);
+    for (int i = 0; i < opt->n_segs; i++)
+        s += m->be->sumsq(m->be, m->grad_buf + opt->segs[i].off, opt->segs[i].len);
     return s;
 }
 
-double mc_grad_norm(const mc_gpt_t *model) { return sqrt(sumsq_params(model, model->grad_buf)); }
-double mc_params_norm(const mc_gpt_t *model) { return sqrt(sumsq_params(model, model->param_buf)); }
-
-long mc_grad_num_zeros(const mc_gpt_t *m)
+double mc_opt_grad_zeros(const mc_adam_t *opt)
 {
-    long z = 0;
-    for (int i = 0; i < m->n_params; i++)
-        z += m->be->count_zeros(m->be, m->grad_buf + m->params[i].offset, m->params[i].numel);
+    const mc_gpt_t *m = opt->model;
+    double z = 0;
+    for (int i = 0; i < opt->n_segs; i++)
+        z += (double)m->be->count_zeros(m->be, m->grad_buf + opt->segs[i].off, opt->segs[i].len);
     return z;
 }
 
-void mc_clip_grads(mc_gpt_t *model, double total_norm, double clip_grad)
+double mc_params_norm(const mc_gpt_t *m)
+{
+    double s = 0;
+    for (int i = 0; i < m->n_params; i++)
+        s += m->be->sumsq(m->be, m->param_buf + m->params[i].offset, m->params[i].numel);
+    return sqrt(s);
+}
+
+void mc_opt_scale_grads(mc_adam_t *opt, float s)
+{
+    const mc_gpt_t *m = opt->model;
+    for (int i = 0; i < opt->n_segs; i++)
+        m->be->scale(m->be, m->grad_buf + opt->segs[i].off, s, opt->segs[i].len);
+}
+
+void mc_clip_grads(mc_adam_t *opt, double total_norm, double clip_grad)
 {
     if (clip_grad <= 0) return;
     double coeff = clip_grad / (total_norm + 1.0e-6);
-    if (coeff < 1.0) model->be->scale(model->be, model->grad_buf, (float)coeff, model->n_elems);
+    if (coeff < 1.0) mc_opt_scale_grads(opt, (float)coeff);
 }
 
 void mc_adam_step(mc_adam_t *opt, double lr, double wd)
 {
     const mc_gpt_t *m = opt->model;
     opt->step++;
-    for (int i = 0; i < m->n_params; i++) {
-        const mc_param_t *p = &m->params[i];
-        m->be->adam_step(m->be, m->param_buf + p->offset, m->grad_buf + p->offset,
-                         opt->exp_avg + p->offset, opt->exp_avg_sq + p->offset, p->numel,
+    for (int i = 0; i < opt->n_segs; i++) {
+        const mc_opt_seg_t *s = &opt->segs[i];
+        const mc_param_t *p = &m->params[s->param];
+        m->be->adam_step(m->be, m->param_buf + s->off, m->grad_buf + s->off,
+                         opt->exp_avg + s->state_off, opt->exp_avg_sq + s->state_off, s->len,
                          (float)lr, (float)opt->beta1, (float)opt->beta2, (float)opt->eps,
                          p->no_wd ? 0.0f : (float)wd, opt->step);
     }

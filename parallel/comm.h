@@ -1,30 +1,126 @@
-/* Collectives behind one interface (DESIGN decision 3). This issue ships the single-rank
- * implementation; MPI and NCCL implementations fill the same table. Buffers are the backend's
- * device pointers (host memory on the CPU backend). */
+/* Collectives behind one interface (DESIGN decision 3). Implementations: single rank
+ * (comm_single.c, every collective is the identity) and MPI (comm_mpi.c, host buffers); NCCL
+ * fills the same table in the CUDA issue.
+ *
+ * Every collective is described by an mc_coll_t and started with start(); wait() blocks until
+ * it is complete. Collectives started on one communicator complete in the order they were
+ * started (like a stream): a request is complete once wait() returned for it or for a later
+ * one. Blocking calls are start+wait (the inline helpers below). Every wait is bounded by
+ * timeout_s, and the MPI implementation notices dead peers on its node; either aborts the job
+ * with a message naming the rank. Buffers are the backend's pointers (host memory here). */
 #ifndef MC_PARALLEL_COMM_H
 #define MC_PARALLEL_COMM_H
 
 #include <stddef.h>
+#include <stdint.h>
 
-typedef enum { MC_DT_F32, MC_DT_F64, MC_DT_I64 } mc_dtype_t;
+typedef enum { MC_DT_F32, MC_DT_F64, MC_DT_I64, MC_DT_I32, MC_DT_U8 } mc_dtype_t;
 typedef enum { MC_OP_SUM, MC_OP_MAX } mc_redop_t;
+typedef enum {
+    MC_COLL_ALL_REDUCE,     /* recv[0..count) reduced in place over the group (send NULL) */
+    MC_COLL_REDUCE_SCATTER, /* send[count*size] reduced; group rank r gets block r in recv[count].
+                               recv may be send + r*count (the shard in place, as NCCL allows) */
+    MC_COLL_ALL_GATHER,     /* send[count] of every rank into recv[count*size], block r from rank r.
+                               send may be recv + r*count (in place) */
+    MC_COLL_BROADCAST,      /* recv[0..count) from group rank `root` (send NULL) */
+    MC_COLL_BARRIER,
+    MC_COLL_KINDS
+} mc_coll_kind_t;
 
-typedef struct mc_group mc_group_t; /* a communicator over a subset of ranks */
+size_t mc_dtype_size(mc_dtype_t dt);
+const char *mc_coll_name(mc_coll_kind_t kind);
+
+/* A communicator over a subset of the world. rank/size are this rank's position in it;
+ * members[i] is the world rank of group rank i (ascending, as Megatron lists them). */
+typedef struct mc_group {
+    int rank, size;
+    int *members;
+    const char *name; /* for messages: "dp", "tp", ... */
+    void *impl;
+} mc_group_t;
+
+typedef struct {
+    mc_coll_kind_t kind;
+    mc_group_t *group;
+    const void *send;
+    void *recv;
+    size_t count;
+    mc_dtype_t dt;
+    mc_redop_t op;
+    int root;
+} mc_coll_t;
+
+typedef int64_t mc_req_t; /* a ticket; MC_REQ_DONE when the collective completed at start */
+#define MC_REQ_DONE ((mc_req_t)-1)
 
 typedef struct mc_comm {
-    const char *name;
+    const char *name; /* "single", "mpi" */
     int rank, size;
     mc_group_t *world;
-    /* In place. */
-    void (*all_reduce)(struct mc_comm *c, mc_group_t *g, void *buf, size_t count, mc_dtype_t dt,
-                       mc_redop_t op);
-    void (*barrier)(struct mc_comm *c, mc_group_t *g);
+    double timeout_s; /* bound on every wait (--distributed-timeout-minutes) */
+    /* Volume counters, per kind: calls and bytes of the larger of input and output per rank
+     * (all-reduce: count; reduce-scatter and all-gather: count*size; broadcast: count). */
+    uint64_t calls[MC_COLL_KINDS], bytes[MC_COLL_KINDS];
+
+    /* Collective over the whole world: every rank calls it once per group kind, passing the
+     * world ranks of its own group (n = 0 when it is in no group of that kind, which returns
+     * NULL). Groups of one kind are disjoint. name is kept (not copied). */
+    mc_group_t *(*group_new)(struct mc_comm *c, const int *members, int n, const char *name);
+    void (*group_free)(struct mc_comm *c, mc_group_t *g);
+    mc_req_t (*start)(struct mc_comm *c, const mc_coll_t *op);
+    void (*wait)(struct mc_comm *c, mc_req_t req);
+    /* Ends the whole job (every rank) with this exit code; does not return. */
     void (*abort)(struct mc_comm *c, int code);
+    /* Waits for outstanding collectives, then releases everything. */
     void (*finalize)(struct mc_comm *c);
     void *impl;
 } mc_comm_t;
 
-/* The single-rank communicator: every collective is the identity. */
+/* The single-rank communicator: every collective is the identity (copies where out of place). */
 mc_comm_t *mc_comm_single(void);
+
+/* The MPI communicator over the runtime's world (MPI_Init_thread on first use; collectives run
+ * on a communication thread so they overlap the caller's compute). Returns NULL with one line in
+ * err when MPI fails to start or disagrees with the runtime about rank and size. */
+struct mc_runtime;
+mc_comm_t *mc_comm_mpi(struct mc_runtime *rt, char *err, size_t n);
+
+/* Counts an op in c->calls/bytes; implementations call it from start(). */
+void mc_comm_count(mc_comm_t *c, const mc_coll_t *op);
+
+/* Blocking helpers. */
+static inline void mc_comm_run(mc_comm_t *c, const mc_coll_t *op) { c->wait(c, c->start(c, op)); }
+static inline void mc_all_reduce(mc_comm_t *c, mc_group_t *g, void *buf, size_t count,
+                                 mc_dtype_t dt, mc_redop_t op)
+{
+    mc_coll_t o = {.kind = MC_COLL_ALL_REDUCE, .group = g, .recv = buf, .count = count, .dt = dt, .op = op};
+    mc_comm_run(c, &o);
+}
+static inline void mc_reduce_scatter(mc_comm_t *c, mc_group_t *g, const void *send, void *recv,
+                                     size_t count, mc_dtype_t dt, mc_redop_t op)
+{
+    mc_coll_t o = {.kind = MC_COLL_REDUCE_SCATTER, .group = g, .send = send, .recv = recv,
+                   .count = count, .dt = dt, .op = op};
+    mc_comm_run(c, &o);
+}
+static inline void mc_all_gather(mc_comm_t *c, mc_group_t *g, const void *send, void *recv,
+                                 size_t count, mc_dtype_t dt)
+{
+    mc_coll_t o = {.kind = MC_COLL_ALL_GATHER, .group = g, .send = send, .recv = recv,
+                   .count = count, .dt = dt};
+    mc_comm_run(c, &o);
+}
+static inline void mc_broadcast(mc_comm_t *c, mc_group_t *g, void *buf, size_t count,
+                                mc_dtype_t dt, int root)
+{
+    mc_coll_t o = {.kind = MC_COLL_BROADCAST, .group = g, .recv = buf, .count = count, .dt = dt,
+                   .root = root};
+    mc_comm_run(c, &o);
+}
+static inline void mc_barrier(mc_comm_t *c, mc_group_t *g)
+{
+    mc_coll_t o = {.kind = MC_COLL_BARRIER, .group = g};
+    mc_comm_run(c, &o);
+}
 
 #endif

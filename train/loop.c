@@ -9,6 +9,7 @@
 #include "cli/error.h"
 #include "data/sampler.h"
 #include "kernels/device.h"
+#include "parallel/runtime.h"
 #include "train/log.h"
 #include "train/train.h"
 
@@ -19,8 +20,12 @@ static double now_s(void)
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
+/* Megatron's print_rank_0: start-up lines and datetimes come from rank 0. */
+static bool g_rank0 = true;
+
 static void print_datetime(const char *what)
 {
+    if (!g_rank0) return;
     time_t t = time(NULL);
     char buf[64];
     strftime(buf, sizeof(buf), "%Y-%m-%d %H:%M:%S", localtime(&t));
@@ -36,6 +41,7 @@ static void load_microbatch(mc_trainer_t *t, int slot, int split, int64_t first,
     const int s = t->args->seq_length;
     const size_t base = (size_t)slot * t->model.cfg.max_batch * s;
     char err[512];
+    mc_timer_start(&t->timers, MC_T_BATCH_GENERATOR);
     int64_t len = mc_data_source_len(&t->data, split);
     for (int r = 0; r < b; r++) t->sample_idx[r] = first + r;
     if (first + b > len)
@@ -51,6 +57,7 @@ static void load_microbatch(mc_trainer_t *t, int slot, int split, int64_t first,
                            .positions = t->positions + base, .loss_mask = t->loss_mask + base,
                            .segments = segments, .sample0 = (uint64_t)first};
     *mb = out;
+    mc_timer_stop(&t->timers, MC_T_BATCH_GENERATOR);
 }
 
 /* Token-weighted validation loss over eval_iters iterations of the split, consuming
@@ -61,10 +68,11 @@ static double evaluate(mc_trainer_t *t, int split, int64_t *consumed)
     const int mbs = a->eval_micro_batch_size;
     const int M = a->eval_global_batch_size / (mbs * a->data_parallel_size);
     double sum = 0, tokens = 0;
+    mc_ddp_finish_param_gather(&t->ddp);
     for (int it = 0; it < a->eval_iters; it++) {
         for (int i = 0; i < M; i++) {
             mc_microbatch_t mb;
-            int64_t first = mc_sampler_index(*consumed, mbs, a->data_parallel_size, t->comm->rank, i, 0);
+            int64_t first = mc_sampler_index(*consumed, mbs, a->data_parallel_size, t->par.me.dp, i, 0);
             load_microbatch(t, 0, split, first, mbs, &mb);
             double s, c;
             mc_gpt_forward(&t->model, &mb, 0, false, &s, &c);
@@ -73,11 +81,17 @@ static double evaluate(mc_trainer_t *t, int split, int64_t *consumed)
         }
         *consumed += (int64_t)mbs * a->data_parallel_size * M;
     }
-    return tokens > 0 ? sum / tokens : 0.0;
+    double pair[2] = {sum, tokens};
+    mc_all_reduce(t->comm, t->par.dp_cp, pair, 2, MC_DT_F64, MC_OP_SUM);
+    return pair[1] > 0 ? pair[0] / pair[1] : 0.0;
 }
 
-static void print_eval(const char *label, double loss)
+/* Megatron's print_rank_last: the last rank prints the training log and evaluations. */
+static bool is_last_rank(const mc_trainer_t *t) { return t->par.rank == t->par.last_rank; }
+
+static void print_eval(const mc_trainer_t *t, const char *label, double loss)
 {
+    if (!is_last_rank(t)) return;
     char buf[1024];
     const char *names[] = {"lm loss"};
     mc_format_eval_block(buf, sizeof(buf), label, names, &loss, 1);
@@ -93,16 +107,21 @@ static void fmt_bytes(char *buf, size_t n, double bytes)
 
 /* DESIGN decision 1: every buffer is planned before training, and the plan is logged.
  * Returns the total bytes. */
-static double print_memory_plan(FILE *out, const mc_gpt_t *m, const char *device)
+static double print_memory_plan(FILE *out, const mc_args_t *a, const char *device)
 {
-    long pb, ab, wb;
-    mc_gpt_memory(m, &pb, &ab, &wb);
-    long ob = mc_adam_state_bytes(m);
-    const char *names[] = {"parameters (fp32)", "gradients (fp32)", "optimizer state (Adam m, v)",
+    mc_memory_plan_t p;
+    mc_trainer_memory(a, &p);
+    char opt_name[64];
+    if (a->use_distributed_optimizer && a->data_parallel_size > 1)
+        snprintf(opt_name, sizeof(opt_name), "optimizer state (Adam m, v; 1/%d shard)",
+                 a->data_parallel_size);
+    else
+        snprintf(opt_name, sizeof(opt_name), "optimizer state (Adam m, v)");
+    const char *names[] = {"parameters (fp32)", "gradients (fp32)", opt_name,
                            "activations (1 microbatch in flight)", "workspace"};
-    double bytes[] = {(double)pb, (double)pb, (double)ob, (double)ab, (double)wb};
+    double bytes[] = {p.params, p.grads, p.optimizer, p.activations, p.workspace};
     double total = 0;
-    fprintf(out, "> memory plan (rank 0, %s):\n", device);
+    fprintf(out, "> memory plan (per rank, %s):\n", device);
     for (int i = 0; i < 5; i++) {
         char b[32];
         fmt_bytes(b, sizeof(b), bytes[i]);
@@ -117,26 +136,21 @@ static double print_memory_plan(FILE *out, const mc_gpt_t *m, const char *device
 
 /* On the CPU backend an allocation larger than physical memory may "succeed" (overcommit) and
  * be killed later, so the plan is checked against the machine's memory before allocating. */
-static void check_plan_fits(const mc_args_t *args, const mc_backend_t *be)
+static void check_plan_fits(const mc_args_t *args, const mc_backend_t *be, int local_ranks)
 {
-    mc_gpt_config_t cfg;
-    mc_gpt_t plan;
-    mc_gpt_config_from_args(&cfg, args);
-    mc_gpt_build_params(&plan, &cfg);
-    long pb, ab, wb;
-    mc_gpt_memory(&plan, &pb, &ab, &wb);
-    double need = 2.0 * pb + (double)mc_adam_state_bytes(&plan) + ab + wb;
+    mc_memory_plan_t p;
+    mc_trainer_memory(args, &p);
+    double need = (p.params + p.grads + p.optimizer + p.activations + p.workspace) * local_ranks;
     double have = (double)sysconf(_SC_PHYS_PAGES) * (double)sysconf(_SC_PAGESIZE);
     if (strcmp(be->name, "cpu") == 0 && have > 0 && need > have) {
-        print_memory_plan(stdout, &plan, be->name);
+        print_memory_plan(stdout, args, be->name);
         char nb[32], hb[32];
         fmt_bytes(nb, sizeof(nb), need);
         fmt_bytes(hb, sizeof(hb), have);
-        mc_gpt_free(&plan);
-        mc_user_error("the memory plan needs %s but this machine has %s (reduce --micro-batch-size, "
-                      "--seq-length, --num-layers or --hidden-size)", nb, hb);
+        mc_user_error("the memory plan needs %s for the %d rank(s) on this node but it has %s "
+                      "(reduce --micro-batch-size, --seq-length, --num-layers or --hidden-size, or "
+                      "use --use-distributed-optimizer)", nb, local_ranks, hb);
     }
-    mc_gpt_free(&plan);
 }
 
 static void print_startup(const mc_trainer_t *t, const char *why)
@@ -148,6 +162,12 @@ static void print_startup(const mc_trainer_t *t, const char *why)
            a->tensor_model_parallel_size, a->pipeline_model_parallel_size);
     mc_args_print(stdout, a);
     printf("> device: %s\n", why);
+    if (t->comm->size > 1)
+        printf("> collectives: %s over %d ranks (%s)\n", t->comm->name, t->comm->size,
+               strcmp(a->distributed_backend, "nccl") == 0
+                   ? "--distributed-backend nccl needs the cuda backend; the cpu backend's tensors "
+                     "are in host memory"
+                   : "--distributed-backend mpi");
     printf("> building %s tokenizer ...\n", a->tokenizer_type);
     int v = (int)t->data.vocab_size;
     printf(" > padded vocab (size: %d) with %d dummy tokens (new size: %d)\n", v,
@@ -155,7 +175,7 @@ static void print_startup(const mc_trainer_t *t, const char *why)
     long n = 0;
     for (int i = 0; i < t->model.n_params; i++) n += t->model.params[i].numel;
     printf(" > number of parameters on (tensor, pipeline) model parallel rank (0, 0): %ld\n", n);
-    print_memory_plan(stdout, &t->model, t->be->name);
+    print_memory_plan(stdout, a, t->be->name);
     if (t->data.is_mock)
         printf("> mock data: %d documents, split 969/30/1 (train %lld, valid %lld, test %lld tokens)\n",
                t->data.mock.n_docs, (long long)t->data.mock.split_tokens[0],
@@ -201,12 +221,14 @@ static void log_iteration(mc_trainer_t *t, interval_t *iv, const mc_step_result_
     l.loss_scale = 1.0;
     l.has_grad_norm = 1;
     l.grad_norm = r->grad_norm;
+    /* collectives first, on every rank; only the last rank prints */
     if (a->log_num_zeros_in_grad) {
         l.has_num_zeros = 1;
-        l.num_zeros = mc_grad_num_zeros(&t->model);
+        l.num_zeros = (long)r->num_zeros;
     }
     if (a->log_params_norm) {
         l.has_params_norm = 1;
+        mc_ddp_finish_param_gather(&t->ddp);
         l.params_norm = mc_params_norm(&t->model);
     }
     l.skipped_iters = iv->skipped;
@@ -215,10 +237,43 @@ static void log_iteration(mc_trainer_t *t, interval_t *iv, const mc_step_result_
     struct timespec when;
     clock_gettime(CLOCK_REALTIME, &when);
     mc_format_log_line(buf, sizeof(buf), &l, &when);
-    puts(buf);
-    fflush(stdout);
+    char timers[4096];
+    mc_timers_report(&t->timers, a->log_interval, timers, sizeof(timers));
+    if (is_last_rank(t)) {
+        puts(buf);
+        if (timers[0]) puts(timers);
+        fflush(stdout);
+    }
     memset(iv, 0, sizeof(*iv));
     iv->t0 = now_s();
+}
+
+/* Every rank must leave the loop at the same iteration: the clock decision is the maximum over
+ * the world, as Megatron all-reduces its done flag. */
+static bool duration_exceeded(mc_trainer_t *t, double start)
+{
+    int64_t done = (now_s() - start) / 60.0 > t->args->exit_duration_in_mins;
+    mc_all_reduce(t->comm, t->comm->world, &done, 1, MC_DT_I64, MC_OP_MAX);
+    return done != 0;
+}
+
+static mc_comm_t *g_comm;
+static void abort_job(int code) { g_comm->abort(g_comm, code); }
+
+/* One rank: the identity communicator. More: MPI collectives over host memory (the cpu
+ * backend's tensors live there whichever --distributed-backend is asked for). */
+static mc_comm_t *start_comm(const mc_args_t *args, mc_runtime_t *rt)
+{
+    mc_comm_t *comm = mc_comm_single();
+    if (rt && rt->size > 1) {
+        char err[512];
+        comm = mc_comm_mpi(rt, err, sizeof(err));
+        if (!comm) mc_fatal("%s", err);
+    }
+    comm->timeout_s = 60.0 * args->distributed_timeout_minutes;
+    g_comm = comm;
+    mc_error_set_abort_hook(abort_job);
+    return comm;
 }
 
 int mc_pretrain(mc_args_t *args)
@@ -237,17 +292,19 @@ int mc_pretrain(mc_args_t *args)
                       args->padded_vocab_size, (long long)data.vocab_size);
     char why[256];
     const mc_backend_t *be = mc_backend_select(args->device, args->cpu_threads, why, sizeof(why));
-    mc_comm_t *comm = mc_comm_single();
-    check_plan_fits(args, be);
+    mc_runtime_t *rt = mc_runtime();
+    check_plan_fits(args, be, rt ? rt->local_size : 1);
+    mc_comm_t *comm = start_comm(args, rt);
     mc_trainer_t *t = calloc(1, sizeof(*t));
     if (!t) mc_fatal("out of host memory");
     if (mc_trainer_init(t, args, be, comm) != 0) {
-        print_memory_plan(stderr, &t->model, be->name);
+        print_memory_plan(stderr, args, be->name);
         mc_fatal("not enough %s memory for the plan above (reduce --micro-batch-size, "
                  "--seq-length or the model size)", be->name);
     }
     t->data = data;
-    print_startup(t, why);
+    g_rank0 = t->par.rank == 0;
+    if (g_rank0) print_startup(t, why);
 
     const double start = now_s();
     const int M = args->num_microbatches, mbs = args->micro_batch_size;
@@ -256,14 +313,14 @@ int mc_pretrain(mc_args_t *args)
 
     bool exiting = false;
     if (!args->skip_train) {
-        printf("training ...\n");
+        if (g_rank0) printf("training ...\n");
         print_datetime("before the start of training step");
         interval_t iv = {.t0 = now_s()};
         while (t->iteration < args->train_iters) { /* derived from --train-samples too */
             for (int i = 0; i < M; i++)
                 load_microbatch(t, i, MC_SPLIT_TRAIN,
                                 mc_sampler_index(t->consumed_train_samples, mbs,
-                                                 args->data_parallel_size, comm->rank, i, 0),
+                                                 args->data_parallel_size, t->par.me.dp, i, 0),
                                 mbs, &mbl[i]);
             mc_step_result_t r;
             mc_train_step(t, mbl, M, &r);
@@ -278,7 +335,7 @@ int mc_pretrain(mc_args_t *args)
                 args->eval_iters > 0 && mc_data_source_len(&t->data, MC_SPLIT_VALID) > 0) {
                 char label[64];
                 snprintf(label, sizeof(label), "iteration %lld", (long long)t->iteration);
-                print_eval(label, evaluate(t, MC_SPLIT_VALID, &t->consumed_valid_samples));
+                print_eval(t, label, evaluate(t, MC_SPLIT_VALID, &t->consumed_valid_samples));
                 iv.t0 = now_s(); /* evaluation time is not training time */
             }
             if (args->exit_interval > 0 && t->iteration % args->exit_interval == 0) {
@@ -288,7 +345,7 @@ int mc_pretrain(mc_args_t *args)
                 exiting = true;
                 break;
             }
-            if (args->exit_duration_in_mins > 0 && (now_s() - start) / 60.0 > args->exit_duration_in_mins) {
+            if (args->exit_duration_in_mins > 0 && duration_exceeded(t, start)) {
                 char what[96];
                 snprintf(what, sizeof(what), "exiting program after %.2f minutes", (now_s() - start) / 60.0);
                 print_datetime(what);
@@ -303,16 +360,17 @@ int mc_pretrain(mc_args_t *args)
         char label[96];
         if (mc_data_source_len(&t->data, MC_SPLIT_VALID) > 0) {
             snprintf(label, sizeof(label), "iteration %lld on validation set", (long long)t->iteration);
-            print_eval(label, evaluate(t, MC_SPLIT_VALID, &t->consumed_valid_samples));
+            print_eval(t, label, evaluate(t, MC_SPLIT_VALID, &t->consumed_valid_samples));
         }
         int64_t consumed_test = 0;
         if (mc_data_source_len(&t->data, MC_SPLIT_TEST) > 0) {
             snprintf(label, sizeof(label), "iteration %lld on test set", (long long)t->iteration);
-            print_eval(label, evaluate(t, MC_SPLIT_TEST, &consumed_test));
+            print_eval(t, label, evaluate(t, MC_SPLIT_TEST, &consumed_test));
         }
     }
     free(mbl);
     mc_trainer_free(t);
     free(t);
+    comm->finalize(comm);
     return 0;
 }

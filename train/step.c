@@ -5,7 +5,40 @@
 #include <string.h>
 
 #include "cli/error.h"
+#include "optim/distopt.h"
 #include "train/train.h"
+
+/* The optimizer's segments: every parameter, or this rank's shards with the distributed
+ * optimizer. */
+static void optimizer_segments(const mc_gpt_t *m, const mc_ddp_t *d, mc_opt_seg_t **segs, int *n,
+                               long *state_len)
+{
+    if (d->dist_opt) mc_distopt_segments(m, &d->layout, d->dp, d->dp_rank, segs, n, state_len);
+    else mc_opt_segments_full(m, segs, n, state_len);
+}
+
+void mc_trainer_memory(const mc_args_t *args, mc_memory_plan_t *out)
+{
+    mc_gpt_config_t cfg;
+    mc_gpt_t plan;
+    mc_ddp_t ddp;
+    mc_gpt_config_from_args(&cfg, args);
+    mc_gpt_build_params(&plan, &cfg);
+    /* the shard sizes do not depend on which dp rank: rank 0 stands for all */
+    mc_ddp_plan(&ddp, &plan, args, args->data_parallel_size, 0);
+    long pb, ab, wb, state_len;
+    mc_gpt_memory(&plan, &pb, &ab, &wb);
+    mc_opt_seg_t *segs;
+    int n;
+    optimizer_segments(&plan, &ddp, &segs, &n, &state_len);
+    free(segs);
+    out->params = out->grads = (double)pb;
+    out->optimizer = (double)mc_adam_state_bytes(state_len);
+    out->activations = (double)ab;
+    out->workspace = (double)wb;
+    mc_ddp_free(&ddp);
+    mc_gpt_free(&plan);
+}
 
 int mc_trainer_init(mc_trainer_t *t, const mc_args_t *args, const mc_backend_t *be, mc_comm_t *comm)
 {
@@ -13,13 +46,23 @@ int mc_trainer_init(mc_trainer_t *t, const mc_args_t *args, const mc_backend_t *
     t->args = args;
     t->be = be;
     t->comm = comm;
+    char err[256];
+    if (mc_parallel_init(&t->par, comm, args, err, sizeof(err)) != 0) mc_fatal("%s", err);
     mc_gpt_config_t cfg;
     mc_gpt_config_from_args(&cfg, args);
     mc_gpt_build_params(&t->model, &cfg);
+    mc_ddp_plan(&t->ddp, &t->model, args, t->par.layout.dp, t->par.me.dp);
     if (mc_gpt_alloc(&t->model, be) != 0) return -1;
+    mc_ddp_bind(&t->ddp, comm, t->par.dp_cp);
     mc_gpt_init_params(&t->model);
-    if (mc_adam_init(&t->opt, &t->model, args) != 0) return -1;
+    mc_opt_seg_t *segs;
+    int n;
+    long state_len;
+    optimizer_segments(&t->model, &t->ddp, &segs, &n, &state_len);
+    if (mc_adam_init(&t->opt, &t->model, args, segs, n, state_len) != 0) return -1;
     mc_lr_sched_init(&t->sched, args);
+    mc_timers_init(&t->timers, args->timing_log_level, strcmp(args->timing_log_option, "max") == 0,
+                   args->barrier_with_l1_time, comm);
 
     /* host staging: one slot of max_batch rows per microbatch of a step */
     const size_t rows = (size_t)cfg.max_batch * (size_t)args->num_microbatches, s = (size_t)cfg.seq;
@@ -36,8 +79,11 @@ int mc_trainer_init(mc_trainer_t *t, const mc_args_t *args, const mc_backend_t *
 
 void mc_trainer_free(mc_trainer_t *t)
 {
+    if (t->comm) mc_ddp_finish_param_gather(&t->ddp);
     mc_adam_free(&t->opt);
+    mc_ddp_free(&t->ddp);
     mc_gpt_free(&t->model);
+    if (t->comm) mc_parallel_free(&t->par);
     mc_data_source_free(&t->data);
     free(t->sample_idx);
     free(t->tokens);
@@ -57,37 +103,77 @@ void mc_forward_backward(mc_trainer_t *t, const mc_microbatch_t *mbs, int M, mc_
     const uint32_t it = (uint32_t)(t->iteration + 1); /* dropout key: the iteration being run */
 
     memset(r, 0, sizeof(*r));
+    mc_timer_start(&t->timers, MC_T_FORWARD_BACKWARD);
     m->be->memset0(m->be, m->grad_buf, (size_t)m->n_elems * sizeof(float));
     for (int i = 0; i < M; i++) {
         double sum, cnt;
+        mc_timer_start(&t->timers, MC_T_FORWARD_COMPUTE);
         mc_gpt_forward(m, &mbs[i], it, true, &sum, &cnt);
+        mc_timer_stop(&t->timers, MC_T_FORWARD_COMPUTE);
         if (a->check_for_nan_in_loss_and_grad && !is_finite(sum))
             mc_fatal("found NaN in local forward loss calculation at iteration %lld "
                      "(lower --lr, or check the data)", (long long)it);
         /* Section 5.3: objective per microbatch is sum / max(tokens, 1) / M, or the plain sum
          * with --calculate-per-token-loss (scaled by the global token count below). */
         float w = a->calculate_per_token_loss ? 1.0f : (float)(1.0 / (fmax(cnt, 1.0) * M));
+        if (i == M - 1) mc_ddp_arm_grad_sync(&t->ddp); /* buckets may start during this backward */
+        mc_timer_start(&t->timers, MC_T_BACKWARD_COMPUTE);
         mc_gpt_backward(m, it, w);
+        mc_timer_stop(&t->timers, MC_T_BACKWARD_COMPUTE);
         r->loss_sum += sum;
         r->num_tokens += cnt;
     }
+    mc_timer_stop(&t->timers, MC_T_FORWARD_BACKWARD);
+    mc_timer_start(&t->timers, MC_T_ALL_GRADS_SYNC);
+    mc_ddp_finish_grad_sync(&t->ddp);
+    mc_timer_stop(&t->timers, MC_T_ALL_GRADS_SYNC);
+    /* the token-weighted loss over the global batch (the dp-cp group) */
+    double pair[2] = {r->loss_sum, r->num_tokens};
+    mc_all_reduce(t->comm, t->par.dp_cp, pair, 2, MC_DT_F64, MC_OP_SUM);
+    r->loss_sum = pair[0];
+    r->num_tokens = pair[1];
     if (a->calculate_per_token_loss && r->num_tokens > 0)
-        m->be->scale(m->be, m->grad_buf, (float)(1.0 / r->num_tokens), m->n_elems);
+        mc_opt_scale_grads(&t->opt, (float)(1.0 / r->num_tokens));
 }
+
+/* Gradient statistics are reduced over the model-parallel group, or over every rank with the
+ * distributed optimizer, where each rank holds only its shard (section 7). */
+static double reduce_grad_stat(mc_trainer_t *t, double local)
+{
+    mc_group_t *g = t->ddp.dist_opt ? t->comm->world : t->par.mp;
+    mc_all_reduce(t->comm, g, &local, 1, MC_DT_F64, MC_OP_SUM);
+    return local;
+}
+
+/* Zeros in this step's gradients over the whole model (--log-num-zeros-in-grad). */
+static double grad_zeros(mc_trainer_t *t) { return reduce_grad_stat(t, mc_opt_grad_zeros(&t->opt)); }
 
 void mc_train_step(mc_trainer_t *t, const mc_microbatch_t *mbs, int M, mc_step_result_t *r)
 {
     const mc_args_t *a = t->args;
-    mc_gpt_t *m = &t->model;
 
     mc_forward_backward(t, mbs, M, r);
-    r->grad_norm = mc_grad_norm(m);
+    mc_timer_start(&t->timers, MC_T_OPTIMIZER);
+    mc_timer_start(&t->timers, MC_T_OPT_CLIP);
+    r->grad_norm = sqrt(reduce_grad_stat(t, mc_opt_grad_sumsq(&t->opt)));
     if (a->check_for_nan_in_loss_and_grad && !is_finite(r->grad_norm))
         mc_fatal("found NaN or Inf in the gradient norm at iteration %lld "
                  "(lower --lr, or check the data)", (long long)(t->iteration + 1));
-    mc_clip_grads(m, r->grad_norm, a->clip_grad);
+    mc_clip_grads(&t->opt, r->grad_norm, a->clip_grad);
+    mc_timer_stop(&t->timers, MC_T_OPT_CLIP);
+    if (a->log_num_zeros_in_grad) {
+        mc_timer_start(&t->timers, MC_T_OPT_COUNT_ZEROS);
+        r->num_zeros = grad_zeros(t);
+        mc_timer_stop(&t->timers, MC_T_OPT_COUNT_ZEROS);
+    }
 
     r->lr = mc_lr_at(&t->sched, t->sched.num_steps);
+    mc_timer_start(&t->timers, MC_T_OPT_INNER_STEP);
     mc_adam_step(&t->opt, r->lr, mc_wd_at(&t->sched, t->sched.num_steps));
+    mc_timer_stop(&t->timers, MC_T_OPT_INNER_STEP);
+    mc_timer_start(&t->timers, MC_T_PARAMS_ALL_GATHER);
+    mc_ddp_start_param_gather(&t->ddp);
+    mc_timer_stop(&t->timers, MC_T_PARAMS_ALL_GATHER);
+    mc_timer_stop(&t->timers, MC_T_OPTIMIZER);
     mc_lr_sched_step(&t->sched, (int64_t)a->micro_batch_size * a->data_parallel_size * M);
 }

@@ -13,14 +13,20 @@
 #include "optim/adam.h"
 #include "optim/lr.h"
 #include "parallel/comm.h"
+#include "parallel/grads.h"
+#include "parallel/state.h"
+#include "train/timers.h"
 
 typedef struct {
     const mc_args_t *args;
     const mc_backend_t *be;
     mc_comm_t *comm;
+    mc_parallel_t par;            /* groups and this rank's coordinates */
     mc_gpt_t model;
+    mc_ddp_t ddp;                 /* gradient buckets, reduction and parameter gather */
     mc_adam_t opt;
     mc_lr_sched_t sched;
+    mc_timers_t timers;           /* --timing-log-level */
 
     mc_data_source_t data;        /* opened by mc_pretrain; tests feed microbatches directly */
     /* host staging: num_microbatches slots of [max_batch, s], and the sample indices of one */
@@ -33,18 +39,27 @@ typedef struct {
 } mc_trainer_t;
 
 typedef struct {
-    double loss_sum, num_tokens; /* the reported lm loss is loss_sum / num_tokens */
+    double loss_sum, num_tokens; /* over the global batch; the reported lm loss is their ratio */
     double grad_norm;            /* pre-clip */
+    double num_zeros;            /* zeros in the gradients (--log-num-zeros-in-grad) */
     double lr;                   /* the learning rate this step used */
 } mc_step_result_t;
 
-/* Builds the model, optimizer and schedule on the backend, with layout-invariant init.
- * Returns 0, or -1 when memory does not fit (after printing what was needed). */
+/* Bytes per rank of what mc_trainer_init allocates (the memory plan). */
+typedef struct {
+    double params, grads, optimizer, activations, workspace;
+} mc_memory_plan_t;
+void mc_trainer_memory(const mc_args_t *args, mc_memory_plan_t *out);
+
+/* Builds the parallel state (collective), the model with Megatron's buffer layout, optimizer
+ * and schedule on the backend, with layout-invariant init. Returns 0, or -1 when memory does
+ * not fit. */
 int mc_trainer_init(mc_trainer_t *t, const mc_args_t *args, const mc_backend_t *be, mc_comm_t *comm);
 void mc_trainer_free(mc_trainer_t *t);
 
 /* Forward and backward over M microbatches into the model's gradient buffer (zeroed first),
- * with Megatron's loss normalisation (section 5.3) and the loss nan check. */
+ * with Megatron's loss normalisation (section 5.3) and the loss nan check, then the
+ * data-parallel gradient reduction; r gets the loss over the global batch. */
 void mc_forward_backward(mc_trainer_t *t, const mc_microbatch_t *mbs, int M, mc_step_result_t *r);
 
 /* One optimizer step over M microbatches (M = args->num_microbatches): forward/backward with

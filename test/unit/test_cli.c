@@ -395,7 +395,14 @@ static void test_bad_values(void **state)
     expect_error(ISSUE_LINE " --hidden-size 0", "argument --hidden-size: invalid value '0'");
     expect_error(ISSUE_LINE " --hidden-dropout 1", "must be in [0, 1)");
     expect_error(ISSUE_LINE " --timing-log-level 3", "must be in [0, 2]");
-    expect_error(ISSUE_LINE " --timing-log-level 2", "not implemented yet");
+    expect_error(ISSUE_LINE " --timing-log-option all", "not implemented yet");
+    expect_error(ISSUE_LINE " --overlap-param-gather --overlap-grad-reduce",
+                 "--overlap-param-gather only supported with distributed optimizer");
+    expect_error(ISSUE_LINE " --overlap-param-gather --use-distributed-optimizer",
+                 "must use --overlap-param-gather with --overlap-grad-reduce");
+    expect_error(ISSUE_LINE " --ddp-num-buckets 2 --ddp-bucket-size 100",
+                 "cannot specify both --ddp-num-buckets and --ddp-bucket-size");
+    expect_error(ISSUE_LINE " --ddp-average-in-collective", "not implemented yet");
     expect_error(ISSUE_LINE " --lr-decay-style cosin",
                  "argument --lr-decay-style: invalid choice: 'cosin' (choose from constant, linear, "
                  "cosine, inverse-square-root, WSD)");

@@ -1,0 +1,250 @@
+/* Megatron's DDP buffer layout, bucketed gradient reduction and parameter gather (grads.h). */
+#include "parallel/grads.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli/error.h"
+
+#define NOT_STARTED ((mc_req_t)-2)
+
+static long round_up(long x, long m) { return (x + m - 1) / m * m; }
+static long gcd_l(long a, long b) { return b ? gcd_l(b, a % b) : a; }
+static long lcm_l(long a, long b) { return a / gcd_l(a, b) * b; }
+
+long mc_ddp_bucket_size(const mc_args_t *a, long num_params)
+{
+    if (!a->overlap_grad_reduce) return 0;
+    if (a->ddp_num_buckets > 0) return num_params / a->ddp_num_buckets;
+    if (a->ddp_bucket_size > 0) return a->ddp_bucket_size;
+    long by_dp = 1000000L * a->data_parallel_size * a->context_parallel_size;
+    return by_dp > 40000000L ? by_dp : 40000000L;
+}
+
+typedef struct {
+    mc_grad_layout_t *out;
+    int cap;
+    long bucket_start, end_divisor;
+    int param_hi; /* table index one past the bucket's first (highest) parameter */
+} builder_t;
+
+/* Closes the bucket that ends at param_end (Megatron's _update_bucket_metadata) and returns its
+ * padded end, where the next bucket starts. */
+static long close_bucket(builder_t *b, long param_end, int param_lo)
+{
+    mc_grad_layout_t *o = b->out;
+    if (o->n_buckets == b->cap) {
+        b->cap = b->cap ? 2 * b->cap : 8;
+        o->buckets = realloc(o->buckets, (size_t)b->cap * sizeof(mc_bucket_t));
+        if (!o->buckets) mc_fatal("out of host memory laying out gradient buckets");
+    }
+    long end = b->end_divisor > 1 ? round_up(param_end, b->end_divisor) : param_end;
+    mc_bucket_t *bk = &o->buckets[o->n_buckets++];
+    bk->start = b->bucket_start;
+    bk->end = end;
+    bk->numel_unpadded = param_end - b->bucket_start;
+    bk->param_lo = param_lo;
+    bk->param_hi = b->param_hi;
+    b->bucket_start = end;
+    b->param_hi = param_lo;
+    return end;
+}
+
+void mc_grad_layout(mc_gpt_t *m, long bucket_size, int dp, bool dist_opt, bool pad_for_busbw,
+                    bool shared_embedding, mc_grad_layout_t *out)
+{
+    memset(out, 0, sizeof(*out));
+    out->param_bucket = malloc((size_t)(m->n_params ? m->n_params : 1) * sizeof(int));
+    if (!out->param_bucket) mc_fatal("out of host memory laying out gradient buckets");
+    builder_t b = {.out = out, .param_hi = m->n_params};
+    if (dist_opt) b.end_divisor = pad_for_busbw ? lcm_l(lcm_l(dp, 128), 65536) : lcm_l(dp, 128);
+    /* Megatron pads parameter starts only for the distributed optimizer; megatron-c always keeps
+     * 16-element alignment for vector kernels (64 is a multiple of it), which moves no bucket
+     * boundary that matters for results. */
+    const long align = dist_opt ? 64 : 16;
+    long start = 0, end = 0;
+    for (int i = m->n_params - 1; i >= 0; i--) {
+        mc_param_t *p = &m->params[i];
+        bool own_bucket = shared_embedding && dist_opt && i == 0;
+        start = round_up(start, align);
+        if (own_bucket && b.param_hi != i + 1) start = close_bucket(&b, start, i + 1);
+        end = start + p->numel;
+        p->offset = start;
+        out->param_bucket[i] = out->n_buckets;
+        if ((bucket_size > 0 && end - b.bucket_start >= bucket_size) || own_bucket)
+            start = close_bucket(&b, end, i);
+        else
+            start = end;
+    }
+    if (b.param_hi > 0) end = close_bucket(&b, end, 0);
+    else end = start;
+    out->n_elems = round_up(end, 16);
+    m->n_elems = out->n_elems;
+}
+
+void mc_grad_layout_free(mc_grad_layout_t *l)
+{
+    free(l->buckets);
+    free(l->param_bucket);
+    memset(l, 0, sizeof(*l));
+}
+
+void mc_bucket_shard(const mc_bucket_t *b, int dp, int dp_rank, long *lo, long *hi)
+{
+    long shard = (b->end - b->start) / dp;
+    *lo = b->start + dp_rank * shard;
+    *hi = *lo + shard;
+}
+
+/* ------------------------------------------------------------------ gradient sync */
+
+static void start_bucket(mc_ddp_t *d, int k)
+{
+    const mc_bucket_t *bk = &d->layout.buckets[k];
+    mc_gpt_t *m = d->model;
+    float *g = m->grad_buf;
+    const long n = bk->end - bk->start;
+    if (d->grad_scale != 1.0f) m->be->scale(m->be, g + bk->start, d->grad_scale, n);
+    if (d->dp == 1) {
+        d->grad_req[k] = MC_REQ_DONE;
+        return;
+    }
+    mc_coll_t op = {.group = d->dp_group, .dt = MC_DT_F32, .op = MC_OP_SUM};
+    if (d->dist_opt) {
+        long lo, hi;
+        mc_bucket_shard(bk, d->dp, d->dp_rank, &lo, &hi);
+        op.kind = MC_COLL_REDUCE_SCATTER;
+        op.send = g + bk->start;
+        op.recv = g + lo;
+        op.count = (size_t)(hi - lo);
+    } else {
+        op.kind = MC_COLL_ALL_REDUCE;
+        op.recv = g + bk->start;
+        op.count = (size_t)n;
+    }
+    d->grad_req[k] = d->comm->start(d->comm, &op);
+}
+
+static void on_grads_final(void *ctx, int first, int n)
+{
+    mc_ddp_t *d = ctx;
+    if (!d->grad_armed || !d->overlap_grad) return;
+    for (int i = first; i < first + n; i++) {
+        int k = d->layout.param_bucket[i];
+        if (--d->pending[k] == 0) start_bucket(d, k);
+        else if (d->pending[k] < 0)
+            mc_fatal("internal error: gradient of parameter %s reported final twice",
+                     d->model->params[i].name);
+    }
+}
+
+void mc_ddp_arm_grad_sync(mc_ddp_t *d)
+{
+    for (int k = 0; k < d->layout.n_buckets; k++) {
+        const mc_bucket_t *bk = &d->layout.buckets[k];
+        d->pending[k] = bk->param_hi - bk->param_lo;
+        d->grad_req[k] = NOT_STARTED;
+    }
+    d->grad_armed = true;
+}
+
+void mc_ddp_finish_grad_sync(mc_ddp_t *d)
+{
+    if (!d->grad_armed) mc_ddp_arm_grad_sync(d);
+    for (int k = 0; k < d->layout.n_buckets; k++)
+        if (d->grad_req[k] == NOT_STARTED) start_bucket(d, k);
+    for (int k = 0; k < d->layout.n_buckets; k++)
+        if (d->grad_req[k] != MC_REQ_DONE) d->comm->wait(d->comm, d->grad_req[k]);
+    d->grad_armed = false;
+}
+
+/* ------------------------------------------------------------------ parameter gather */
+
+static void wait_param_bucket(mc_ddp_t *d, int k)
+{
+    if (d->param_req[k] == MC_REQ_DONE) return;
+    d->comm->wait(d->comm, d->param_req[k]);
+    d->param_req[k] = MC_REQ_DONE;
+}
+
+static void on_params_needed(void *ctx, int first, int n)
+{
+    mc_ddp_t *d = ctx;
+    if (!d->param_armed) return;
+    for (int i = first; i < first + n; i++) wait_param_bucket(d, d->layout.param_bucket[i]);
+}
+
+void mc_ddp_start_param_gather(mc_ddp_t *d)
+{
+    if (!d->dist_opt || d->dp == 1) return;
+    mc_gpt_t *m = d->model;
+    /* The forward reads the last bucket (embeddings) first: gather in that order, so that the
+     * in-order completion of the communicator delivers buckets as the forward needs them. */
+    for (int k = d->layout.n_buckets - 1; k >= 0; k--) {
+        const mc_bucket_t *bk = &d->layout.buckets[k];
+        long lo, hi;
+        mc_bucket_shard(bk, d->dp, d->dp_rank, &lo, &hi);
+        mc_coll_t op = {.kind = MC_COLL_ALL_GATHER, .group = d->dp_group, .send = m->param_buf + lo,
+                        .recv = m->param_buf + bk->start, .count = (size_t)(hi - lo),
+                        .dt = MC_DT_F32};
+        d->param_req[k] = d->comm->start(d->comm, &op);
+    }
+    d->param_armed = true;
+    if (!d->overlap_param) mc_ddp_finish_param_gather(d);
+}
+
+void mc_ddp_finish_param_gather(mc_ddp_t *d)
+{
+    if (!d->param_armed) return;
+    for (int k = d->layout.n_buckets - 1; k >= 0; k--) wait_param_bucket(d, k);
+    d->param_armed = false;
+}
+
+/* ------------------------------------------------------------------ set-up */
+
+void mc_ddp_plan(mc_ddp_t *d, mc_gpt_t *m, const mc_args_t *a, int dp, int dp_rank)
+{
+    memset(d, 0, sizeof(*d));
+    d->model = m;
+    d->dp = dp;
+    d->dp_rank = dp_rank;
+    d->dist_opt = a->use_distributed_optimizer;
+    d->overlap_grad = a->overlap_grad_reduce;
+    d->overlap_param = a->overlap_param_gather;
+    d->grad_scale = a->calculate_per_token_loss ? 1.0f : 1.0f / (float)dp;
+    long num_params = 0;
+    for (int i = 0; i < m->n_params; i++) num_params += m->params[i].numel;
+    /* shared_embedding is Megatron's tied word embedding split across pipeline stages; with one
+     * stage the tied weight is an ordinary parameter. */
+    bool shared = m->cfg.tied && a->pipeline_model_parallel_size > 1;
+    mc_grad_layout(m, mc_ddp_bucket_size(a, num_params), dp, d->dist_opt,
+                   a->ddp_pad_buckets_for_high_nccl_busbw, shared, &d->layout);
+    const size_t nb = (size_t)d->layout.n_buckets;
+    d->pending = calloc(nb, sizeof(int));
+    d->grad_req = calloc(nb, sizeof(mc_req_t));
+    d->param_req = calloc(nb, sizeof(mc_req_t));
+    if (!d->pending || !d->grad_req || !d->param_req) mc_fatal("out of host memory");
+}
+
+void mc_ddp_bind(mc_ddp_t *d, mc_comm_t *comm, mc_group_t *dp_group)
+{
+    d->comm = comm;
+    d->dp_group = dp_group;
+    d->model->grads_final_hook = on_grads_final;
+    d->model->params_needed_hook = on_params_needed;
+    d->model->hook_ctx = d;
+}
+
+void mc_ddp_free(mc_ddp_t *d)
+{
+    if (d->model && d->model->hook_ctx == d) {
+        d->model->grads_final_hook = NULL;
+        d->model->params_needed_hook = NULL;
+        d->model->hook_ctx = NULL;
+    }
+    mc_grad_layout_free(&d->layout);
+    free(d->pending);
+    free(d->grad_req);
+    free(d->param_req);
+    memset(d, 0, sizeof(*d));
+}

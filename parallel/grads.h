@@ -1,0 +1,94 @@
+/* Data-parallel gradient and parameter buffers (Megatron's DistributedDataParallel and
+ * param_and_grad_buffer, MEGATRON.md sections 5.3 and 7).
+ *
+ * Layout: the model's flat parameter and gradient buffers are laid out as Megatron's
+ * contiguous buffer: parameters in reverse model.parameters() order, split into buckets of
+ * about bucket_size elements; with the distributed optimizer every parameter starts at a
+ * multiple of 64 elements and every bucket ends at a multiple of lcm(dp, 128) (or
+ * lcm(dp, 128, 2^16) with --ddp-pad-buckets-for-high-nccl-busbw).
+ *
+ * Gradient sync: gradients are pre-scaled by 1/dp (1 with --calculate-per-token-loss) and summed
+ * over the data-parallel group, bucket by bucket: all-reduce, or reduce-scatter into each rank's
+ * shard with the distributed optimizer. With --overlap-grad-reduce a bucket's collective starts
+ * during the last microbatch's backward as soon as all its gradients are final (the model's
+ * grads-final hook), otherwise all buckets start after the backward.
+ *
+ * Parameter gather (distributed optimizer): after the step each rank's updated shard is
+ * all-gathered; with --overlap-param-gather the gathers run during the next forward, which waits
+ * for a bucket just before it first reads one of its parameters (the model's params-needed hook). */
+#ifndef MC_PARALLEL_GRADS_H
+#define MC_PARALLEL_GRADS_H
+
+#include <stdbool.h>
+
+#include "cli/args.h"
+#include "model/gpt.h"
+#include "parallel/comm.h"
+
+typedef struct {
+    long start, end;      /* [start, end) in the flat buffers; end includes the padding */
+    long numel_unpadded;  /* Megatron's per_bucket_numel_unpadded */
+    int param_lo, param_hi; /* parameter table indices [lo, hi), held in reverse order */
+} mc_bucket_t;
+
+typedef struct {
+    int n_buckets;
+    mc_bucket_t *buckets;
+    int *param_bucket;    /* bucket of each parameter (table index) */
+    long n_elems;         /* buffer length, padding included */
+} mc_grad_layout_t;
+
+/* Megatron's resolve_ddp_bucket_size: --ddp-num-buckets gives num_params / n, else
+ * --ddp-bucket-size, else max(40M, 1M*dp); and no buckets (0: one bucket) without
+ * --overlap-grad-reduce. */
+long mc_ddp_bucket_size(const mc_args_t *a, long num_params);
+
+/* Assigns every parameter its offset in Megatron's buffer order and fills out (call after
+ * mc_gpt_build_params, before mc_gpt_alloc; it sets m->params[i].offset and m->n_elems).
+ * shared_embedding: the word embedding gets a bucket of its own (tied embeddings with pp > 1
+ * and the distributed optimizer). */
+void mc_grad_layout(mc_gpt_t *m, long bucket_size, int dp, bool dist_opt, bool pad_for_busbw,
+                    bool shared_embedding, mc_grad_layout_t *out);
+void mc_grad_layout_free(mc_grad_layout_t *l);
+
+/* This dp rank's shard of bucket b: [lo, hi) in the flat buffers (distributed optimizer). */
+void mc_bucket_shard(const mc_bucket_t *b, int dp, int dp_rank, long *lo, long *hi);
+
+typedef struct {
+    mc_comm_t *comm;
+    mc_group_t *dp_group;
+    int dp, dp_rank;
+    bool dist_opt, overlap_grad, overlap_param;
+    float grad_scale;      /* 1/dp, or 1 with --calculate-per-token-loss */
+    mc_gpt_t *model;
+    mc_grad_layout_t layout;
+
+    /* per backward with sync */
+    bool grad_armed;
+    int *pending;          /* per bucket: parameters whose gradients are not final yet */
+    mc_req_t *grad_req;    /* per bucket: its collective, or -2 when not started */
+    /* param gather in flight */
+    bool param_armed;
+    mc_req_t *param_req;
+} mc_ddp_t;
+
+/* Lays out the model's buffers (call between mc_gpt_build_params and mc_gpt_alloc). */
+void mc_ddp_plan(mc_ddp_t *d, mc_gpt_t *m, const mc_args_t *a, int dp, int dp_rank);
+/* After mc_gpt_alloc: binds the communicator and installs the model's hooks. */
+void mc_ddp_bind(mc_ddp_t *d, mc_comm_t *comm, mc_group_t *dp_group);
+void mc_ddp_free(mc_ddp_t *d);
+
+/* Call before the backward of the last microbatch of a step: arms the bucket counters so the
+ * grads-final hook starts each bucket's collective (with --overlap-grad-reduce). */
+void mc_ddp_arm_grad_sync(mc_ddp_t *d);
+/* Starts the buckets not started yet and waits for all: afterwards every rank holds the summed
+ * gradients (its shard of them with the distributed optimizer). */
+void mc_ddp_finish_grad_sync(mc_ddp_t *d);
+
+/* Distributed optimizer: all-gathers the updated shards (started; with --overlap-param-gather
+ * the next forward waits per bucket, otherwise this waits). No-op without it. */
+void mc_ddp_start_param_gather(mc_ddp_t *d);
+/* Waits for every parameter gather in flight (before evaluation, norms, checkpoints). */
+void mc_ddp_finish_param_gather(mc_ddp_t *d);
+
+#endif

@@ -1,0 +1,65 @@
+#!/usr/bin/env bash
+# Data parallelism (issue 4): dp = 2, 4, 8 under mpirun, with and without --overlap-grad-reduce,
+# with and without the distributed optimizer (and --overlap-param-gather), give the single-rank
+# losses over 24 iterations with dropout on; the 8-rank case also under srun --mpi=pmix.
+source "$(dirname "$0")/lib.sh"
+source "$(dirname "$0")/mpi.sh"
+
+if ! have_mpirun; then
+    skip "data-parallel equivalence" "mpirun is not installed (scripts/install-deps.sh installs OpenMPI)"
+    exit 0
+fi
+
+# Global batch 8 of micro batches of 1: dp 8 runs one microbatch per rank, the single rank eight.
+FLAGS=(--device cpu --mock-data --num-layers 2 --hidden-size 32 --num-attention-heads 4
+       --seq-length 32 --max-position-embeddings 32 --micro-batch-size 1 --global-batch-size 8
+       --train-iters 24 --lr 3e-3 --lr-decay-style cosine --lr-warmup-iters 3 --min-lr 1e-4
+       --weight-decay 0.1 --clip-grad 1.0 --vocab-size 256 --log-interval 1 --eval-interval 12
+       --eval-iters 2 --seed 1234 --hidden-dropout 0.1 --attention-dropout 0.1)
+
+# lm loss and grad norm of every iteration, and the validation losses, one per line
+numbers() {
+    sed -nE 's/.*\| lm loss: ([0-9.E+-]+) \|.*grad norm: ([0-9.]+) \|.*/\1 \2/p; s/.*validation loss at iteration ([0-9]+) \| lm loss value: ([0-9.E+-]+) .*/val\1 \2/p' "$1"
+}
+# same number of lines, every lm loss within 1e-5 relative, grad norms within 1e-4 relative
+same_numbers() {
+    paste -d' ' <(numbers "$1") <(numbers "$2") | awk -v want="$(numbers "$1" | wc -l)" '
+        function rel(a, b) { d = a - b; if (d < 0) d = -d; m = (a < 0 ? -a : a); return m > 0 ? d / m : d }
+        NF == 4 && $1 ~ /^val/ { if ($1 != $3 || rel($2, $4) > 1e-5) bad++; n++; next }
+        NF == 4 { if (rel($1, $3) > 1e-5 || rel($2, $4) > 1e-4) bad++; n++; next }
+        { bad++ }
+        END { exit !(n == want && n >= 24 && bad == 0) }'
+}
+
+"$MC_BIN" "${FLAGS[@]}" >"$MC_TMP/single" 2>"$MC_TMP/single.err"
+check "single-rank reference run (exit 0)" test $? -eq 0
+check "reference has 24 logged iterations" test "$(numbers "$MC_TMP/single" | grep -vc '^val')" -eq 24
+
+VARIANTS=("" "--overlap-grad-reduce --ddp-bucket-size 4000" "--use-distributed-optimizer"
+          "--use-distributed-optimizer --overlap-grad-reduce --overlap-param-gather --ddp-bucket-size 4000")
+for np in 2 4 8; do
+    for v in "${VARIANTS[@]}"; do
+        name="dp=$np${v:+ $v}"
+        # shellcheck disable=SC2086
+        mpirun_mc "$np" "${FLAGS[@]}" $v >"$MC_TMP/dp" 2>"$MC_TMP/dp.err"
+        rc=$?
+        if [ $rc -ne 0 ]; then
+            not_ok "$name exits 0 (rc=$rc: $(tail -c 400 "$MC_TMP/dp.err"))"
+            continue
+        fi
+        check "$name gives the single-rank losses" same_numbers "$MC_TMP/single" "$MC_TMP/dp"
+    done
+done
+check "dp run logs its world" grep -q 'using world size: 8, data-parallel size: 8' "$MC_TMP/dp"
+check "log lines come from one rank only" test "$(grep -c 'iteration        1/' "$MC_TMP/dp")" -eq 1
+check "distributed optimizer shard in the memory plan" grep -q 'optimizer state (Adam m, v; 1/8 shard)' "$MC_TMP/dp"
+
+if have_srun; then
+    srun --mpi=pmix -n 8 "$MC_BIN" "${FLAGS[@]}" --use-distributed-optimizer --overlap-grad-reduce \
+        --ddp-bucket-size 4000 >"$MC_TMP/srun" 2>"$MC_TMP/srun.err"
+    rc=$?
+    check "srun --mpi=pmix -n 8 exits 0 (rc=$rc)" test $rc -eq 0
+    check "srun dp=8 gives the single-rank losses" same_numbers "$MC_TMP/single" "$MC_TMP/srun"
+else
+    skip "srun --mpi=pmix -n 8 equivalence" "no Slurm here ($(srun_why))"
+fi

@@ -1,0 +1,92 @@
+#include "train/timers.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "cli/error.h"
+
+static const struct {
+    const char *name;
+    int level;
+    bool barrier; /* Megatron starts these with barrier=args.barrier_with_L1_time */
+} INFO[MC_TIMERS] = {
+    [MC_T_FORWARD_BACKWARD] = {"forward-backward", 1, true},
+    [MC_T_FORWARD_COMPUTE] = {"forward-compute", 2, false},
+    [MC_T_BACKWARD_COMPUTE] = {"backward-compute", 2, false},
+    [MC_T_BATCH_GENERATOR] = {"batch-generator", 2, false},
+    [MC_T_ALL_GRADS_SYNC] = {"all-grads-sync", 1, false},
+    [MC_T_PARAMS_ALL_GATHER] = {"params-all-gather", 1, false},
+    [MC_T_OPT_CLIP] = {"optimizer-clip-main-grad", 1, false},
+    [MC_T_OPT_COUNT_ZEROS] = {"optimizer-count-zeros", 1, false},
+    [MC_T_OPT_INNER_STEP] = {"optimizer-inner-step", 1, false},
+    [MC_T_OPTIMIZER] = {"optimizer", 1, true},
+};
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+void mc_timers_init(mc_timers_t *t, int level, bool max_only, bool barrier_l1, mc_comm_t *comm)
+{
+    memset(t, 0, sizeof(*t));
+    t->level = level;
+    t->max_only = max_only;
+    t->barrier_l1 = barrier_l1;
+    t->comm = comm;
+}
+
+void mc_timer_start(mc_timers_t *t, mc_timer_id_t id)
+{
+    if (INFO[id].level > t->level) return;
+    if (INFO[id].barrier && t->barrier_l1 && t->comm) mc_barrier(t->comm, t->comm->world);
+    t->start[id] = now_s();
+}
+
+void mc_timer_stop(mc_timers_t *t, mc_timer_id_t id)
+{
+    if (INFO[id].level > t->level) return;
+    t->elapsed[id] += now_s() - t->start[id];
+}
+
+void mc_timers_report(mc_timers_t *t, double normalizer, char *buf, size_t n)
+{
+    buf[0] = '\0';
+    if (t->level == 0) return;
+    const int W = t->comm->size;
+    double *all = malloc((size_t)W * MC_TIMERS * sizeof(double));
+    if (!all) mc_fatal("out of host memory");
+    mc_all_gather(t->comm, t->comm->world, t->elapsed, all, MC_TIMERS, MC_DT_F64);
+    size_t len = (size_t)snprintf(buf, n, "%s time across ranks (ms):", t->max_only ? "max" : "(min, max)");
+    bool any = false;
+    for (int id = 0; id < MC_TIMERS; id++) {
+        /* Megatron keeps the ranks that used the timer (time > 0) */
+        double lo = 0, hi = 0;
+        int used = 0;
+        for (int r = 0; r < W; r++) {
+            double v = all[r * MC_TIMERS + id] * 1000.0 / normalizer;
+            if (v <= 0) continue;
+            lo = used ? (v < lo ? v : lo) : v;
+            hi = used ? (v > hi ? v : hi) : v;
+            used++;
+        }
+        if (!used) continue;
+        any = true;
+        char label[64];
+        snprintf(label, sizeof(label), "%s ", INFO[id].name);
+        size_t ll = strlen(label);
+        while (ll < 48 && ll + 1 < sizeof(label)) label[ll++] = '.';
+        label[ll] = '\0';
+        if (len < n) {
+            if (t->max_only) len += (size_t)snprintf(buf + len, n - len, "\n    %s: %.2f", label, hi);
+            else len += (size_t)snprintf(buf + len, n - len, "\n    %s: (%.2f, %.2f)", label, lo, hi);
+        }
+    }
+    if (!any) buf[0] = '\0';
+    memset(t->elapsed, 0, sizeof(t->elapsed));
+    free(all);
+}

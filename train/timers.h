@@ -1,0 +1,43 @@
+/* Megatron's timers (megatron/core/timers.py) for --timing-log-level 1 and 2: named wall-clock
+ * timers that accumulate over a log interval, reported after the log line as the minimum and
+ * maximum over ranks of (time / log interval) in ms, for the timers some rank used. */
+#ifndef MC_TRAIN_TIMERS_H
+#define MC_TRAIN_TIMERS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "parallel/comm.h"
+
+/* In the order training_log lists them. */
+typedef enum {
+    MC_T_FORWARD_BACKWARD,   /* level 1 */
+    MC_T_FORWARD_COMPUTE,    /* level 2 */
+    MC_T_BACKWARD_COMPUTE,   /* level 2 */
+    MC_T_BATCH_GENERATOR,    /* level 2 */
+    MC_T_ALL_GRADS_SYNC,     /* level 1: the gradient reduction left after the backward */
+    MC_T_PARAMS_ALL_GATHER,  /* level 1 */
+    MC_T_OPT_CLIP,           /* level 1: optimizer-clip-main-grad (norm and clip) */
+    MC_T_OPT_COUNT_ZEROS,    /* level 1 */
+    MC_T_OPT_INNER_STEP,     /* level 1 */
+    MC_T_OPTIMIZER,          /* level 1 */
+    MC_TIMERS
+} mc_timer_id_t;
+
+typedef struct {
+    int level;               /* --timing-log-level */
+    bool max_only;           /* --timing-log-option max */
+    bool barrier_l1;         /* barrier before the level-1 timers that Megatron barriers */
+    double start[MC_TIMERS], elapsed[MC_TIMERS];
+    mc_comm_t *comm;
+} mc_timers_t;
+
+void mc_timers_init(mc_timers_t *t, int level, bool max_only, bool barrier_l1, mc_comm_t *comm);
+/* No-ops for timers above the level. */
+void mc_timer_start(mc_timers_t *t, mc_timer_id_t id);
+void mc_timer_stop(mc_timers_t *t, mc_timer_id_t id);
+/* Collective over the world: gathers every rank's times, formats Megatron's block into buf
+ * (empty when nothing was timed) and resets the timers. */
+void mc_timers_report(mc_timers_t *t, double normalizer, char *buf, size_t n);
+
+#endif
