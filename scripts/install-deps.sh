@@ -3,7 +3,8 @@
 #   scripts/install-deps.sh           build + test dependencies
 #   scripts/install-deps.sh --torch   also python3-torch (PyTorch fixtures and the CPU benchmark)
 set -euo pipefail
-pkgs=(gcc make libc6-dev libopenblas-dev libcmocka-dev zlib1g-dev libjansson-dev libpcre2-dev pkg-config)
+pkgs=(gcc make libc6-dev libopenblas-dev libcmocka-dev zlib1g-dev libjansson-dev libpcre2-dev pkg-config
+      libpmix-dev openmpi-bin libopenmpi-dev)
 [ "${1:-}" = "--torch" ] && pkgs+=(python3-torch python3-numpy python3-regex)
 
 missing=()

@@ -55,7 +55,7 @@ check "log lines come from one rank only" test "$(grep -c 'iteration        1/' 
 check "distributed optimizer shard in the memory plan" grep -q 'optimizer state (Adam m, v; 1/8 shard)' "$MC_TMP/dp"
 
 if have_srun; then
-    srun --mpi=pmix -n 8 "$MC_BIN" "${FLAGS[@]}" --use-distributed-optimizer --overlap-grad-reduce \
+    "${SRUN[@]}" -n 8 "$MC_BIN" "${FLAGS[@]}" --use-distributed-optimizer --overlap-grad-reduce \
         --ddp-bucket-size 4000 >"$MC_TMP/srun" 2>"$MC_TMP/srun.err"
     rc=$?
     check "srun --mpi=pmix -n 8 exits 0 (rc=$rc)" test $rc -eq 0

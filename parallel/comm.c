@@ -1,0 +1,39 @@
+/* Pieces of the comm interface shared by every implementation. */
+#include "parallel/comm.h"
+
+size_t mc_dtype_size(mc_dtype_t dt)
+{
+    switch (dt) {
+    case MC_DT_F32: return 4;
+    case MC_DT_F64: return 8;
+    case MC_DT_I64: return 8;
+    case MC_DT_I32: return 4;
+    case MC_DT_U8: return 1;
+    }
+    return 0;
+}
+
+const char *mc_coll_name(mc_coll_kind_t kind)
+{
+    switch (kind) {
+    case MC_COLL_ALL_REDUCE: return "all-reduce";
+    case MC_COLL_REDUCE_SCATTER: return "reduce-scatter";
+    case MC_COLL_ALL_GATHER: return "all-gather";
+    case MC_COLL_BROADCAST: return "broadcast";
+    case MC_COLL_BARRIER: return "barrier";
+    case MC_COLL_KINDS: break;
+    }
+    return "unknown collective";
+}
+
+/* Bytes per rank of the larger of input and output, as documented in comm.h. */
+void mc_comm_count(mc_comm_t *c, const mc_coll_t *op)
+{
+    if ((unsigned)op->kind >= MC_COLL_KINDS) return;
+    uint64_t elems = op->count;
+    int size = op->group ? op->group->size : 1;
+    if (op->kind == MC_COLL_REDUCE_SCATTER || op->kind == MC_COLL_ALL_GATHER) elems *= (uint64_t)size;
+    if (op->kind == MC_COLL_BARRIER) elems = 0;
+    c->calls[op->kind]++;
+    c->bytes[op->kind] += elems * mc_dtype_size(op->dt);
+}

@@ -1,0 +1,680 @@
+/* The MPI communicator (DESIGN decision 3): host buffers, collectives on one communication
+ * thread per process.
+ *
+ * Threading: start() puts the collective in a FIFO and returns a ticket; the comm thread
+ * (started at the first start()) posts the non-blocking MPI call and polls it, so the caller
+ * computes meanwhile, and it can bound every collective by timeout_s and notice dead peers on
+ * this node. Only one thread is ever inside MPI: the comm thread while it runs collectives, the
+ * caller's thread otherwise (init, group creation and finalize first drain the queue, so the
+ * comm thread is idle then). MPI_THREAD_SERIALIZED is therefore enough.
+ *
+ * Errors: MPI returns error codes (MPI_ERRORS_RETURN) and we turn them into one line naming the
+ * rank, then abort the job. The comm thread must not exit() (atexit handlers and MPI's own
+ * finalisation could deadlock with the caller's thread), so it prints and calls MPI_Abort. */
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <mpi.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cli/error.h"
+#include "parallel/comm.h"
+#include "parallel/runtime.h"
+
+enum { QUEUE_CAP = 1024 };
+#define SPIN_TESTS        64 /* MPI_Test calls before sleeping between polls */
+#define SLEEP_MIN_NS      1000L
+#define SLEEP_MAX_NS      200000L /* ranks are oversubscribed in CI: never busy-spin for long */
+#define LIVENESS_PERIOD_S 1.0
+#define CHUNK_MAX_BYTES   (1L << 30) /* all-reduce/broadcast pieces; MPI counts are int */
+#define RSAG_MAX_COUNT    (INT_MAX / 2)
+
+typedef struct {
+    mc_coll_t op;
+    int64_t ticket;
+    double timeout_s; /* c->timeout_s when started: the comm thread never reads c's fields */
+} job_t;
+
+typedef struct {
+    MPI_Comm comm;
+} group_impl_t;
+
+typedef struct {
+    mc_comm_t pub; /* first: an mc_comm_t * is an mpi_comm_t * */
+    mc_runtime_t *rt;
+    MPI_Group world_group;
+
+    /* The queue. Ticket t lives in ring[(t - 1) % QUEUE_CAP]. */
+    pthread_mutex_t mu;
+    pthread_cond_t work, space, done;
+    job_t ring[QUEUE_CAP];
+    int64_t issued, taken, completed;
+    bool stop, thread_on;
+    pthread_t thread;
+
+    /* Held by whichever thread is inside MPI, so abort() from the caller's thread waits for
+     * the comm thread to leave MPI_Test (briefly) instead of racing it. */
+    pthread_mutex_t mpi_mu;
+
+    /* Comm thread only. */
+    void *scratch; /* reduce-scatter result when recv lies inside send */
+    size_t scratch_cap;
+    size_t chunk_elems; /* 0: by CHUNK_MAX_BYTES; MC_MPI_CHUNK_ELEMS lowers it (tests) */
+
+    bool *watch;         /* per world rank: a peer whose pid we can check (same kernel and pid namespace) */
+    mc_group_t **groups; /* live groups, freed at finalize */
+    int ngroups, cap_groups;
+} mpi_comm_t;
+
+static mpi_comm_t *g_mpi; /* for mc_fatal's abort hook */
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static void sleep_ns(long ns)
+{
+    struct timespec ts = {.tv_sec = 0, .tv_nsec = ns};
+    nanosleep(&ts, NULL);
+}
+
+/* ---- dying ---- */
+
+/* Prints "megatron-c: rank R: error: ..." and ends the job. Safe on the comm thread. */
+__attribute__((noreturn, format(printf, 2, 3))) static void comm_die(mpi_comm_t *mc, const char *fmt, ...)
+{
+    char line[1024];
+    int k = snprintf(line, sizeof(line), "megatron-c: rank %d: error: ", mc->pub.rank);
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(line + k, sizeof(line) - (size_t)k, fmt, ap);
+    va_end(ap);
+    fflush(stdout);
+    fprintf(stderr, "%s\n", line);
+    fflush(stderr);
+    MPI_Abort(MPI_COMM_WORLD, 1);
+    mc_runtime_abort(mc->rt, 1, line); /* only if MPI_Abort returned */
+}
+
+static const char *mpi_errstr(int rc, char buf[MPI_MAX_ERROR_STRING])
+{
+    int len = 0;
+    if (MPI_Error_string(rc, buf, &len) != MPI_SUCCESS)
+        snprintf(buf, MPI_MAX_ERROR_STRING, "MPI error %d", rc);
+    return buf;
+}
+
+static void check_job_rc(mpi_comm_t *mc, const job_t *j, const char *call, int rc)
+{
+    if (rc == MPI_SUCCESS) return;
+    char buf[MPI_MAX_ERROR_STRING];
+    comm_die(mc, "%s failed in %s on the %s group of %d ranks: %s", call, mc_coll_name(j->op.kind),
+             j->op.group->name, j->op.group->size, mpi_errstr(rc, buf));
+}
+
+static void mpi_abort_comm(mc_comm_t *c, int code)
+{
+    mpi_comm_t *mc = (mpi_comm_t *)c;
+    fflush(stdout);
+    fflush(stderr);
+    struct timespec until;
+    clock_gettime(CLOCK_REALTIME, &until);
+    until.tv_sec += 2; /* the comm thread may be stuck inside a blocking call: go on anyway */
+    pthread_mutex_timedlock(&mc->mpi_mu, &until);
+    MPI_Abort(MPI_COMM_WORLD, code);
+    _exit(code);
+}
+
+static void abort_hook(int code)
+{
+    if (g_mpi) mpi_abort_comm(&g_mpi->pub, code);
+}
+
+static void runtime_abort_hook(int code) { mc_runtime_abort(mc_runtime(), code, NULL); }
+
+/* ---- liveness of peers on this node ---- */
+
+/* Dead: gone (ESRCH) or a zombie not yet reaped by its launcher. EPERM means alive. */
+static bool pid_dead(pid_t pid)
+{
+    if (kill(pid, 0) != 0) return errno == ESRCH;
+    char path[64], buf[512];
+    snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return false; /* just reaped: the next check sees ESRCH */
+    ssize_t k = read(fd, buf, sizeof(buf) - 1);
+    close(fd);
+    if (k <= 0) return false;
+    buf[k] = '\0';
+    /* "pid (comm) S ...": comm may hold spaces and parentheses, the state follows the last ')' */
+    char *p = strrchr(buf, ')');
+    return p && p[1] == ' ' && (p[2] == 'Z' || p[2] == 'X');
+}
+
+static void check_peers(mpi_comm_t *mc, const job_t *j)
+{
+    const mc_group_t *g = j->op.group;
+    for (int i = 0; i < g->size; i++) {
+        int m = g->members[i];
+        if (!mc->watch[m] || !pid_dead(mc->rt->pids[m])) continue;
+        comm_die(mc, "rank %d (pid %d on host %s) died during %s on the %s group; aborting the job", m,
+                 (int)mc->rt->pids[m], mc->rt->hosts[m], mc_coll_name(j->op.kind), g->name);
+    }
+}
+
+/* Polls one posted request: spin briefly (fast collectives), then sleep with a growing
+ * interval. Enforces the job's timeout and checks peers about once a second. */
+static void progress(mpi_comm_t *mc, const job_t *j, MPI_Request *req, double t0)
+{
+    long ns = SLEEP_MIN_NS;
+    double next_check = t0 + LIVENESS_PERIOD_S;
+    for (int polls = 0;; polls++) {
+        int flag = 0;
+        pthread_mutex_lock(&mc->mpi_mu);
+        int rc = MPI_Test(req, &flag, MPI_STATUS_IGNORE);
+        pthread_mutex_unlock(&mc->mpi_mu);
+        check_job_rc(mc, j, "MPI_Test", rc);
+        if (flag) return;
+        if (polls < SPIN_TESTS) continue;
+        sleep_ns(ns);
+        ns = ns * 2 < SLEEP_MAX_NS ? ns * 2 : SLEEP_MAX_NS;
+        double t = now_s();
+        if (j->timeout_s > 0 && t - t0 > j->timeout_s)
+            comm_die(mc,
+                     "timed out after %g s in %s on the %s group of %d ranks (a peer stopped responding; "
+                     "raise --distributed-timeout-minutes if this is expected)",
+                     j->timeout_s, mc_coll_name(j->op.kind), j->op.group->name, j->op.group->size);
+        if (t >= next_check) {
+            check_peers(mc, j);
+            next_check = t + LIVENESS_PERIOD_S;
+        }
+    }
+}
+
+/* ---- running one collective (comm thread) ---- */
+
+static MPI_Datatype mpi_dtype(mc_dtype_t dt)
+{
+    switch (dt) {
+    case MC_DT_F32: return MPI_FLOAT;
+    case MC_DT_F64: return MPI_DOUBLE;
+    case MC_DT_I64: return MPI_INT64_T;
+    case MC_DT_I32: return MPI_INT32_T;
+    case MC_DT_U8: return MPI_UINT8_T;
+    }
+    return MPI_DATATYPE_NULL;
+}
+
+static MPI_Op mpi_op(mc_redop_t op) { return op == MC_OP_MAX ? MPI_MAX : MPI_SUM; }
+
+static MPI_Comm group_comm(const mc_group_t *g) { return ((group_impl_t *)g->impl)->comm; }
+
+static size_t chunk_elems(const mpi_comm_t *mc, mc_dtype_t dt)
+{
+    size_t n = (size_t)CHUNK_MAX_BYTES / mc_dtype_size(dt);
+    if (n > (size_t)(INT_MAX / 2)) n = INT_MAX / 2;
+    if (mc->chunk_elems && mc->chunk_elems < n) n = mc->chunk_elems;
+    return n;
+}
+
+/* All-reduce and broadcast in pieces of at most chunk_elems elements, one after the other. */
+static void run_chunked(mpi_comm_t *mc, const job_t *j, double t0)
+{
+    const mc_coll_t *o = &j->op;
+    size_t es = mc_dtype_size(o->dt), step = chunk_elems(mc, o->dt);
+    bool out_of_place = o->kind == MC_COLL_ALL_REDUCE && o->send && o->send != o->recv;
+    for (size_t off = 0; off < o->count; off += step) {
+        int n = (int)(o->count - off < step ? o->count - off : step);
+        char *buf = (char *)o->recv + off * es;
+        MPI_Request req;
+        int rc;
+        pthread_mutex_lock(&mc->mpi_mu);
+        if (o->kind == MC_COLL_BROADCAST)
+            rc = MPI_Ibcast(buf, n, mpi_dtype(o->dt), o->root, group_comm(o->group), &req);
+        else
+            rc = MPI_Iallreduce(out_of_place ? (const char *)o->send + off * es : MPI_IN_PLACE, buf, n,
+                                mpi_dtype(o->dt), mpi_op(o->op), group_comm(o->group), &req);
+        pthread_mutex_unlock(&mc->mpi_mu);
+        check_job_rc(mc, j, o->kind == MC_COLL_BROADCAST ? "MPI_Ibcast" : "MPI_Iallreduce", rc);
+        progress(mc, j, &req, t0);
+    }
+}
+
+static void *scratch(mpi_comm_t *mc, const job_t *j, size_t bytes)
+{
+    if (bytes <= mc->scratch_cap) return mc->scratch;
+    void *p = realloc(mc->scratch, bytes);
+    if (!p)
+        comm_die(mc, "out of memory for a %zu-byte %s buffer on the %s group", bytes,
+                 mc_coll_name(j->op.kind), j->op.group->name);
+    mc->scratch = p, mc->scratch_cap = bytes;
+    return p;
+}
+
+static void run_reduce_scatter(mpi_comm_t *mc, const job_t *j, double t0)
+{
+    const mc_coll_t *o = &j->op;
+    size_t bytes = o->count * mc_dtype_size(o->dt);
+    uintptr_t s = (uintptr_t)o->send, r = (uintptr_t)o->recv;
+    /* MPI forbids recv aliasing send; NCCL allows the shard in place, so reduce into scratch */
+    bool aliased = r + bytes > s && r < s + bytes * (size_t)o->group->size;
+    void *out = aliased ? scratch(mc, j, bytes) : o->recv;
+    MPI_Request req;
+    pthread_mutex_lock(&mc->mpi_mu);
+    int rc = MPI_Ireduce_scatter_block(o->send, out, (int)o->count, mpi_dtype(o->dt), mpi_op(o->op),
+                                       group_comm(o->group), &req);
+    pthread_mutex_unlock(&mc->mpi_mu);
+    check_job_rc(mc, j, "MPI_Ireduce_scatter_block", rc);
+    progress(mc, j, &req, t0);
+    if (aliased) memcpy(o->recv, out, bytes);
+}
+
+static void run_all_gather(mpi_comm_t *mc, const job_t *j, double t0)
+{
+    const mc_coll_t *o = &j->op;
+    size_t bytes = o->count * mc_dtype_size(o->dt);
+    bool in_place = (uintptr_t)o->send == (uintptr_t)o->recv + (size_t)o->group->rank * bytes;
+    MPI_Datatype dt = mpi_dtype(o->dt);
+    MPI_Request req;
+    pthread_mutex_lock(&mc->mpi_mu);
+    int rc = MPI_Iallgather(in_place ? MPI_IN_PLACE : o->send, (int)o->count, dt, o->recv, (int)o->count, dt,
+                            group_comm(o->group), &req);
+    pthread_mutex_unlock(&mc->mpi_mu);
+    check_job_rc(mc, j, "MPI_Iallgather", rc);
+    progress(mc, j, &req, t0);
+}
+
+static void run_barrier(mpi_comm_t *mc, const job_t *j, double t0)
+{
+    MPI_Request req;
+    pthread_mutex_lock(&mc->mpi_mu);
+    int rc = MPI_Ibarrier(group_comm(j->op.group), &req);
+    pthread_mutex_unlock(&mc->mpi_mu);
+    check_job_rc(mc, j, "MPI_Ibarrier", rc);
+    progress(mc, j, &req, t0);
+}
+
+static void run_job(mpi_comm_t *mc, const job_t *j)
+{
+    double t0 = now_s();
+    switch (j->op.kind) {
+    case MC_COLL_ALL_REDUCE:
+    case MC_COLL_BROADCAST: run_chunked(mc, j, t0); break;
+    case MC_COLL_REDUCE_SCATTER: run_reduce_scatter(mc, j, t0); break;
+    case MC_COLL_ALL_GATHER: run_all_gather(mc, j, t0); break;
+    case MC_COLL_BARRIER: run_barrier(mc, j, t0); break;
+    case MC_COLL_KINDS: break;
+    }
+}
+
+static void *comm_thread(void *arg)
+{
+    mpi_comm_t *mc = arg;
+    pthread_mutex_lock(&mc->mu);
+    for (;;) {
+        while (!mc->stop && mc->taken == mc->issued) pthread_cond_wait(&mc->work, &mc->mu);
+        if (mc->taken == mc->issued) break; /* stopping, queue drained */
+        job_t j = mc->ring[mc->taken % QUEUE_CAP];
+        mc->taken++;
+        pthread_mutex_unlock(&mc->mu);
+        run_job(mc, &j);
+        pthread_mutex_lock(&mc->mu);
+        mc->completed = j.ticket;
+        pthread_cond_broadcast(&mc->done);
+        pthread_cond_signal(&mc->space);
+    }
+    pthread_mutex_unlock(&mc->mu);
+    return NULL;
+}
+
+/* ---- the caller's side ---- */
+
+/* Caller errors, reported on the caller's thread (mc_fatal aborts the job through the hook). */
+static void validate(const mc_coll_t *o)
+{
+    const char *what = mc_coll_name(o->kind);
+    if ((unsigned)o->kind >= MC_COLL_KINDS) mc_fatal("unknown collective kind %d", (int)o->kind);
+    if (!o->group || !o->group->impl)
+        mc_fatal("%s started on no group (this rank is not in that group)", what);
+    if ((unsigned)o->dt > MC_DT_U8) mc_fatal("%s with unknown data type %d", what, (int)o->dt);
+    if (o->kind == MC_COLL_BROADCAST && (o->root < 0 || o->root >= o->group->size))
+        mc_fatal("broadcast from root %d on the %s group of %d ranks", o->root, o->group->name,
+                 o->group->size);
+    bool rsag = o->kind == MC_COLL_REDUCE_SCATTER || o->kind == MC_COLL_ALL_GATHER;
+    if (o->count > 0 && (!o->recv || (rsag && !o->send)))
+        mc_fatal("%s of %zu elements on the %s group without a %s buffer", what, o->count, o->group->name,
+                 o->recv ? "send" : "receive");
+    if (rsag && (o->count > RSAG_MAX_COUNT || o->count * (size_t)o->group->size > (size_t)INT_MAX))
+        mc_fatal(
+            "%s of %zu elements per rank on the %s group of %d ranks is more than the MPI backend "
+            "moves in one call (%d per rank, %d in all; use --distributed-backend nccl or smaller buckets)",
+            what, o->count, o->group->name, o->group->size, RSAG_MAX_COUNT, INT_MAX);
+}
+
+static void ensure_thread(mpi_comm_t *mc)
+{
+    if (mc->thread_on) return;
+    int rc = pthread_create(&mc->thread, NULL, comm_thread, mc);
+    if (rc != 0) mc_fatal("cannot start the communication thread: %s", strerror(rc));
+    mc->thread_on = true;
+}
+
+static mc_req_t enqueue(mpi_comm_t *mc, const mc_coll_t *op)
+{
+    ensure_thread(mc);
+    pthread_mutex_lock(&mc->mu);
+    while (mc->issued - mc->completed >= QUEUE_CAP) pthread_cond_wait(&mc->space, &mc->mu);
+    int64_t t = ++mc->issued;
+    mc->ring[(t - 1) % QUEUE_CAP] = (job_t){.op = *op, .ticket = t, .timeout_s = mc->pub.timeout_s};
+    pthread_cond_signal(&mc->work);
+    pthread_mutex_unlock(&mc->mu);
+    return t;
+}
+
+static mc_req_t mpi_start(mc_comm_t *c, const mc_coll_t *op)
+{
+    mpi_comm_t *mc = (mpi_comm_t *)c;
+    validate(op);
+    mc_comm_count(c, op);
+    if (op->count == 0 && op->kind != MC_COLL_BARRIER) return MC_REQ_DONE;
+    return enqueue(mc, op);
+}
+
+/* No timeout here: the comm thread bounds every collective and ends the job itself. */
+static void mpi_wait(mc_comm_t *c, mc_req_t req)
+{
+    mpi_comm_t *mc = (mpi_comm_t *)c;
+    if (req == MC_REQ_DONE) return;
+    pthread_mutex_lock(&mc->mu);
+    bool bad = req <= 0 || req > mc->issued;
+    while (!bad && mc->completed < req) pthread_cond_wait(&mc->done, &mc->mu);
+    pthread_mutex_unlock(&mc->mu);
+    if (bad) mc_fatal("wait on collective ticket %lld, which was never started", (long long)req);
+}
+
+/* Waits for everything started so far: afterwards the comm thread is idle, so this thread
+ * may call MPI itself. */
+static void drain(mpi_comm_t *mc)
+{
+    pthread_mutex_lock(&mc->mu);
+    int64_t last = mc->issued;
+    pthread_mutex_unlock(&mc->mu);
+    if (last > 0) mpi_wait(&mc->pub, last);
+}
+
+/* ---- groups ---- */
+
+static void check_members(mpi_comm_t *mc, const int *members, int n, const char *name)
+{
+    bool mine = n == 0;
+    for (int i = 0; i < n; i++) {
+        if (members[i] < 0 || members[i] >= mc->pub.size || (i > 0 && members[i] <= members[i - 1]))
+            mc_fatal("group '%s': member list is not ascending world ranks below %d", name, mc->pub.size);
+        mine |= members[i] == mc->pub.rank;
+    }
+    if (n < 0 || !mine) mc_fatal("group '%s': this rank is not among its %d members", name, n);
+}
+
+/* The new communicator must hold exactly `members` in that order (a rank that passed another
+ * member list would otherwise silently get a different group). */
+static int verify_group(mpi_comm_t *mc, MPI_Comm comm, const int *members, int n)
+{
+    int size = 0;
+    MPI_Group g;
+    if (MPI_Comm_size(comm, &size) != MPI_SUCCESS || size != n) return -1;
+    if (MPI_Comm_group(comm, &g) != MPI_SUCCESS) return -1;
+    int *idx = malloc(2 * (size_t)n * sizeof(int)), *world = idx + n, bad = !idx;
+    for (int i = 0; !bad && i < n; i++) idx[i] = i;
+    if (!bad) bad = MPI_Group_translate_ranks(g, n, idx, mc->world_group, world) != MPI_SUCCESS;
+    for (int i = 0; !bad && i < n; i++) bad = world[i] != members[i];
+    free(idx);
+    MPI_Group_free(&g);
+    return bad ? -1 : 0;
+}
+
+static mc_group_t *make_group(mpi_comm_t *mc, MPI_Comm comm, const int *members, int n, const char *name)
+{
+    mc_group_t *g = calloc(1, sizeof(*g));
+    group_impl_t *gi = malloc(sizeof(*gi));
+    int *m = malloc((size_t)n * sizeof(*m));
+    if (mc->ngroups == mc->cap_groups) {
+        int cap = mc->cap_groups ? 2 * mc->cap_groups : 16;
+        mc_group_t **p = realloc(mc->groups, (size_t)cap * sizeof(*p));
+        if (p) mc->groups = p, mc->cap_groups = cap;
+    }
+    if (!g || !gi || !m || mc->ngroups == mc->cap_groups) mc_fatal("out of memory creating group '%s'", name);
+    memcpy(m, members, (size_t)n * sizeof(*m));
+    gi->comm = comm;
+    MPI_Comm_rank(comm, &g->rank);
+    g->size = n, g->members = m, g->name = name, g->impl = gi;
+    mc->groups[mc->ngroups++] = g;
+    return g;
+}
+
+static mc_group_t *mpi_group_new(mc_comm_t *c, const int *members, int n, const char *name)
+{
+    mpi_comm_t *mc = (mpi_comm_t *)c;
+    if (!name) name = "unnamed";
+    check_members(mc, members, n, name);
+    /* MPI_Comm_split blocks without a timeout: first a world barrier through the comm thread,
+     * which does watch the clock and the peers, so a rank that died or hangs before group
+     * creation ends the job instead of hanging it. Not counted in the volume counters. Being
+     * last in the queue, its completion also means the comm thread is idle. */
+    mc_coll_t barrier = {.kind = MC_COLL_BARRIER, .group = c->world};
+    mpi_wait(c, enqueue(mc, &barrier));
+    MPI_Comm comm = MPI_COMM_NULL;
+    char buf[MPI_MAX_ERROR_STRING];
+    pthread_mutex_lock(&mc->mpi_mu);
+    int rc = MPI_Comm_split(group_comm(c->world), n ? members[0] : MPI_UNDEFINED, c->rank, &comm);
+    int bad = rc == MPI_SUCCESS && n > 0 ? verify_group(mc, comm, members, n) : 0;
+    if (rc == MPI_SUCCESS && n > 0 && !bad) rc = MPI_Comm_set_errhandler(comm, MPI_ERRORS_RETURN);
+    pthread_mutex_unlock(&mc->mpi_mu);
+    if (rc != MPI_SUCCESS) mc_fatal("MPI_Comm_split for the %s group failed: %s", name, mpi_errstr(rc, buf));
+    if (bad)
+        mc_fatal("the %s group came out different from its %d members starting at rank %d (ranks passed "
+                 "inconsistent member lists)",
+                 name, n, members[0]);
+    return n ? make_group(mc, comm, members, n, name) : NULL;
+}
+
+static void release_group(mpi_comm_t *mc, mc_group_t *g)
+{
+    group_impl_t *gi = g->impl;
+    pthread_mutex_lock(&mc->mpi_mu);
+    MPI_Comm_free(&gi->comm);
+    pthread_mutex_unlock(&mc->mpi_mu);
+    free(gi);
+    free(g->members);
+    free(g);
+}
+
+static void mpi_group_free(mc_comm_t *c, mc_group_t *g)
+{
+    mpi_comm_t *mc = (mpi_comm_t *)c;
+    if (!g || g == c->world) return; /* the world lives until finalize */
+    drain(mc);
+    for (int i = 0; i < mc->ngroups; i++)
+        if (mc->groups[i] == g) {
+            mc->groups[i] = mc->groups[--mc->ngroups];
+            release_group(mc, g);
+            return;
+        }
+    mc_fatal("group_free of a group this communicator did not create");
+}
+
+/* ---- start-up and shutdown ---- */
+
+static void mpi_finalize(mc_comm_t *c)
+{
+    mpi_comm_t *mc = (mpi_comm_t *)c;
+    drain(mc);
+    if (mc->thread_on) {
+        pthread_mutex_lock(&mc->mu);
+        mc->stop = true;
+        pthread_cond_signal(&mc->work);
+        pthread_mutex_unlock(&mc->mu);
+        pthread_join(mc->thread, NULL);
+    }
+    while (mc->ngroups > 0) release_group(mc, mc->groups[--mc->ngroups]);
+    MPI_Group_free(&mc->world_group);
+    MPI_Finalize();
+    mc_error_set_abort_hook(runtime_abort_hook);
+    g_mpi = NULL;
+    pthread_mutex_destroy(&mc->mu);
+    pthread_mutex_destroy(&mc->mpi_mu);
+    pthread_cond_destroy(&mc->work);
+    pthread_cond_destroy(&mc->space);
+    pthread_cond_destroy(&mc->done);
+    free(mc->groups);
+    free(mc->scratch);
+    free(mc->watch);
+    free(mc);
+}
+
+/* Which kernel and pid namespace this process sees pids in: a peer's pid means something to
+ * kill(2) here only if both match (containers on one host may have their own namespaces). */
+static void pid_space(char out[64])
+{
+    char boot[40] = "";
+    int fd = open("/proc/sys/kernel/random/boot_id", O_RDONLY | O_CLOEXEC);
+    if (fd >= 0) {
+        ssize_t k = read(fd, boot, 36);
+        boot[k > 0 ? k : 0] = '\0';
+        close(fd);
+    }
+    struct stat st;
+    unsigned long long ns = stat("/proc/self/ns/pid", &st) == 0 ? (unsigned long long)st.st_ino : 0;
+    memset(out, 0, 64);
+    snprintf(out, 64, "%s/%llu", boot, ns);
+}
+
+/* Peers whose death we can see: same host name and same pid space, not ourselves. */
+static int init_watch(mpi_comm_t *mc, char *err, size_t n)
+{
+    int size = mc->pub.size;
+    char mine[64], *all = malloc((size_t)size * 64);
+    mc->watch = calloc((size_t)size, sizeof(*mc->watch));
+    if (!all || !mc->watch) {
+        free(all);
+        return mc_errf(err, n, "out of memory for %d ranks", size);
+    }
+    pid_space(mine);
+    char buf[MPI_MAX_ERROR_STRING];
+    int rc = MPI_Allgather(mine, 64, MPI_CHAR, all, 64, MPI_CHAR, MPI_COMM_WORLD);
+    if (rc != MPI_SUCCESS) {
+        free(all);
+        return mc_errf(err, n, "MPI_Allgather of pid namespaces failed: %s", mpi_errstr(rc, buf));
+    }
+    const mc_runtime_t *rt = mc->rt;
+    for (int r = 0; r < size; r++)
+        mc->watch[r] = r != mc->pub.rank && rt->pids[r] > 0 && strcmp(rt->hosts[r], rt->host) == 0 &&
+                       memcmp(all + (size_t)r * 64, mine, 64) == 0 && mine[0] != '/';
+    free(all);
+    return 0;
+}
+
+static int start_mpi(mc_runtime_t *rt, char *err, size_t n)
+{
+    int inited = 0, finalized = 0, provided = 0, rank = -1, size = -1;
+    char buf[MPI_MAX_ERROR_STRING];
+    MPI_Initialized(&inited);
+    MPI_Finalized(&finalized);
+    if (inited || finalized)
+        return mc_errf(err, n, "MPI was already %s; mc_comm_mpi initialises it once",
+                       finalized ? "finalized" : "initialised");
+    int rc = MPI_Init_thread(NULL, NULL, MPI_THREAD_SERIALIZED, &provided);
+    if (rc != MPI_SUCCESS) return mc_errf(err, n, "MPI_Init_thread failed: %s", mpi_errstr(rc, buf));
+    MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+    if (provided < MPI_THREAD_SERIALIZED)
+        return mc_errf(err, n, "MPI provides thread level %d, below MPI_THREAD_SERIALIZED (%d)", provided,
+                       MPI_THREAD_SERIALIZED);
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &size);
+    if (rank != rt->rank || size != rt->size)
+        return mc_errf(err, n, "MPI sees rank %d of %d but the launcher (PMIx) says rank %d of %d", rank,
+                       size, rt->rank, rt->size);
+    return 0;
+}
+
+/* The world group on a duplicate of MPI_COMM_WORLD, so our traffic never meets anyone else's. */
+static int make_world(mpi_comm_t *mc, char *err, size_t n)
+{
+    char buf[MPI_MAX_ERROR_STRING];
+    int size = mc->pub.size;
+    MPI_Comm dup;
+    int rc = MPI_Comm_dup(MPI_COMM_WORLD, &dup);
+    if (rc == MPI_SUCCESS) rc = MPI_Comm_set_errhandler(dup, MPI_ERRORS_RETURN);
+    if (rc == MPI_SUCCESS) rc = MPI_Comm_group(MPI_COMM_WORLD, &mc->world_group);
+    if (rc != MPI_SUCCESS)
+        return mc_errf(err, n, "MPI_Comm_dup of the world failed: %s", mpi_errstr(rc, buf));
+    int *members = malloc((size_t)size * sizeof(*members));
+    if (!members) return mc_errf(err, n, "out of memory for %d ranks", size);
+    for (int r = 0; r < size; r++) members[r] = r;
+    mc->pub.world = make_group(mc, dup, members, size, "world");
+    free(members);
+    return 0;
+}
+
+static mpi_comm_t *new_comm(mc_runtime_t *rt)
+{
+    mpi_comm_t *mc = calloc(1, sizeof(*mc));
+    if (!mc) return NULL;
+    mc->pub = (mc_comm_t){
+        .name = "mpi",
+        .rank = rt->rank,
+        .size = rt->size,
+        .timeout_s = 600,
+        .group_new = mpi_group_new,
+        .group_free = mpi_group_free,
+        .start = mpi_start,
+        .wait = mpi_wait,
+        .abort = mpi_abort_comm,
+        .finalize = mpi_finalize,
+        .impl = mc,
+    };
+    mc->rt = rt;
+    pthread_mutex_init(&mc->mu, NULL);
+    pthread_mutex_init(&mc->mpi_mu, NULL);
+    pthread_cond_init(&mc->work, NULL);
+    pthread_cond_init(&mc->space, NULL);
+    pthread_cond_init(&mc->done, NULL);
+    const char *chunk = getenv("MC_MPI_CHUNK_ELEMS"); /* tests: exercise chunking with small buffers */
+    if (chunk && atol(chunk) > 0) mc->chunk_elems = (size_t)atol(chunk);
+    return mc;
+}
+
+mc_comm_t *mc_comm_mpi(struct mc_runtime *rt, char *err, size_t n)
+{
+    if (!rt) rt = mc_runtime();
+    if (!rt) {
+        mc_errf(err, n, "the MPI communicator needs the runtime (mc_runtime_init) first");
+        return NULL;
+    }
+    if (g_mpi) {
+        mc_errf(err, n, "the MPI communicator is already running");
+        return NULL;
+    }
+    if (start_mpi(rt, err, n) != 0) return NULL; /* MPI cannot be re-initialised: leave it be */
+    mpi_comm_t *mc = new_comm(rt);
+    if (!mc) {
+        mc_errf(err, n, "out of memory");
+        return NULL;
+    }
+    if (make_world(mc, err, n) != 0 || init_watch(mc, err, n) != 0) return NULL;
+    g_mpi = mc;
+    mc_error_set_abort_hook(abort_hook);
+    return &mc->pub;
+}
