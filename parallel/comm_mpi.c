@@ -16,6 +16,7 @@
 #include <limits.h>
 #include <mpi.h>
 #include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdbool.h>
@@ -32,9 +33,9 @@
 #include "parallel/runtime.h"
 
 enum { QUEUE_CAP = 1024 };
-#define SPIN_TESTS        64 /* MPI_Test calls before sleeping between polls */
+#define SPIN_TESTS        64 /* MPI_Test calls before yielding or sleeping between polls */
 #define SLEEP_MIN_NS      1000L
-#define SLEEP_MAX_NS      200000L /* ranks are oversubscribed in CI: never busy-spin for long */
+#define SLEEP_MAX_NS      200000L /* oversubscribed ranks (CI: 8 on 2 cores) must not spin */
 #define LIVENESS_PERIOD_S 1.0
 #define CHUNK_MAX_BYTES   (1L << 30) /* all-reduce/broadcast pieces; MPI counts are int */
 #define RSAG_MAX_COUNT    (INT_MAX / 2)
@@ -70,6 +71,7 @@ typedef struct {
     void *scratch; /* reduce-scatter result when recv lies inside send */
     size_t scratch_cap;
     size_t chunk_elems; /* 0: by CHUNK_MAX_BYTES; MC_MPI_CHUNK_ELEMS lowers it (tests) */
+    bool oversubscribed; /* more ranks on this node than cores: poll by sleeping */
 
     bool *watch;         /* per world rank: a peer whose pid we can check (same kernel and pid namespace) */
     mc_group_t **groups; /* live groups, freed at finalize */
@@ -189,8 +191,16 @@ static void progress(mpi_comm_t *mc, const job_t *j, MPI_Request *req, double t0
         check_job_rc(mc, j, "MPI_Test", rc);
         if (flag) return;
         if (polls < SPIN_TESTS) continue;
-        sleep_ns(ns);
-        ns = ns * 2 < SLEEP_MAX_NS ? ns * 2 : SLEEP_MAX_NS;
+        /* MPI moves data only inside MPI_Test (shared-memory fragments of a few KB), so a rank
+         * with a core of its own keeps polling, yielding to its compute thread between polls;
+         * oversubscribed ranks back off so the ranks that compute get the cores. */
+        if (mc->oversubscribed) {
+            sleep_ns(ns);
+            ns = ns * 2 < SLEEP_MAX_NS ? ns * 2 : SLEEP_MAX_NS;
+        } else {
+            sched_yield();
+            if (polls % SPIN_TESTS) continue;
+        }
         double t = now_s();
         if (j->timeout_s > 0 && t - t0 > j->timeout_s)
             comm_die(mc,
@@ -646,6 +656,8 @@ static mpi_comm_t *new_comm(mc_runtime_t *rt)
         .impl = mc,
     };
     mc->rt = rt;
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    mc->oversubscribed = cores > 0 && rt->local_size > cores;
     pthread_mutex_init(&mc->mu, NULL);
     pthread_mutex_init(&mc->mpi_mu, NULL);
     pthread_cond_init(&mc->work, NULL);
