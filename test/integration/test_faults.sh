@@ -10,17 +10,16 @@ FLAGS=(--device cpu --mock-data --num-layers 2 --hidden-size 32 --num-attention-
        --seq-length 32 --max-position-embeddings 32 --micro-batch-size 1 --global-batch-size 8
        --train-iters 1000000 --lr 1e-3 --vocab-size 256 --log-interval 1 --eval-iters 0)
 
-# pid of the megatron-c process of rank R among the descendants of PID (the launcher)
-rank_pid() { # launcher_pid rank
+# pid of the megatron-c process of rank R of this job: the one whose environment has the job's
+# marker (MC_FAULT_JOB, passed on by both launchers) and the rank
+rank_pid() { # marker rank
     local p
-    for p in $(pgrep -f "$MC_BIN" ); do
-        if tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null | grep -qxE "(PMIX_RANK|OMPI_COMM_WORLD_RANK)=$2"; then
-            # only processes of this job: their launcher is an ancestor
-            local a=$p
-            while [ "$a" -gt 1 ]; do
-                [ "$a" = "$1" ] && { echo "$p"; return 0; }
-                a=$(awk '{print $4}' "/proc/$a/stat" 2>/dev/null || echo 1)
-            done
+    for p in $(pgrep -f "$MC_BIN"); do
+        local env
+        env=$(tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null) || continue
+        if grep -qx "MC_FAULT_JOB=$1" <<<"$env" && grep -qxE "(PMIX_RANK|OMPI_COMM_WORLD_RANK)=$2" <<<"$env"; then
+            echo "$p"
+            return 0
         fi
     done
     return 1
@@ -32,13 +31,14 @@ rank_pid() { # launcher_pid rank
 job_fault() {
     local name=$1 sig=$2 pattern=$3 max=$4
     shift 4
+    export MC_FAULT_JOB=$$.$RANDOM
     "$@" "${FLAGS[@]}" >"$MC_TMP/out" 2>"$MC_TMP/err" &
     local job=$! waited=0 pid=""
     while [ $waited -lt 600 ] && ! grep -q 'iteration        3/' "$MC_TMP/out"; do
         sleep 0.1
         waited=$((waited + 1))
     done
-    pid=$(rank_pid "$job" 2)
+    pid=$(rank_pid "$MC_FAULT_JOB" 2)
     if [ -z "$pid" ]; then
         not_ok "$name (could not find rank 2; stderr: $(head -c 400 "$MC_TMP/err"))"
         kill -9 "$job" 2>/dev/null
@@ -52,7 +52,8 @@ job_fault() {
     local took=$((SECONDS - t0))
     if kill -0 "$job" 2>/dev/null; then
         not_ok "$name (still running after ${took} s)"
-        pkill -9 -f "$MC_BIN ${FLAGS[0]}" 2>/dev/null
+        local p
+        for p in 0 1 2 3; do kill -9 "$(rank_pid "$MC_FAULT_JOB" $p)" 2>/dev/null; done
         kill -9 "$job" 2>/dev/null
         wait "$job" 2>/dev/null
         kill -CONT "$pid" 2>/dev/null
@@ -71,16 +72,19 @@ job_fault() {
 DIED='megatron-c: rank [0-9]: error: rank 2 \(pid [0-9]+ on host [^)]+\) died during [a-z-]+ on the [a-z-]+ group|process rank 2 '
 if have_mpirun; then
     job_fault "mpirun: a rank killed with SIGKILL ends the job, naming it" KILL "$DIED" 30 \
-        "${MPIRUN[@]}" -np 4 "$MC_BIN"
+        "${MPIRUN[@]}" -x MC_FAULT_JOB -np 4 "$MC_BIN"
     job_fault "mpirun: a rank that stops responding is caught by --distributed-timeout-minutes 1" STOP \
         'megatron-c: rank [0-9]: error: timed out after 60 s in [a-z-]+ on the [a-z-]+ group' 75 \
-        "${MPIRUN[@]}" -np 4 "$MC_BIN" --distributed-timeout-minutes 1
+        "${MPIRUN[@]}" -x MC_FAULT_JOB -np 4 "$MC_BIN" --distributed-timeout-minutes 1
 else
     skip "faults under mpirun" "mpirun is not installed (scripts/install-deps.sh installs OpenMPI)"
 fi
 if have_srun; then
+    # --kill-on-bad-exit=0, as on clusters that keep Slurm's default: megatron-c's own check of
+    # its peers must end the job
     job_fault "srun: a rank killed with SIGKILL ends the job, naming it" KILL \
-        "$DIED|task 2: Killed" 30 "${SRUN[@]}" -n 4 "$MC_BIN"
+        "megatron-c: rank [0-9]: error: rank 2 \(pid [0-9]+ on host [^)]+\) died" 30 \
+        "${SRUN[@]}" --kill-on-bad-exit=0 -n 4 "$MC_BIN"
 else
     skip "faults under srun" "no Slurm here ($(srun_why))"
 fi
