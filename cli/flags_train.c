@@ -137,8 +137,8 @@ const mc_flag_t mc_flags_train[] = {
              "of hidden sizes. Please check persist_ln_hidden_sizes if your hidden size is "
              "supported."},
     {.name = "--sequence-parallel", TRAIN, TRUE_IF_GIVEN, FIELD(sequence_parallel),
-     NOOP("Megatron turns it off with tensor-model-parallel size 1, the only size megatron-c "
-          "runs today"),
+     NOOP("Megatron turns it off with tensor-model-parallel size 1; with a larger tp it is not "
+          "implemented yet (an error)"),
      .help = "Enable sequence parallel optimization."},
     {.name = "--no-gradient-accumulation-fusion", TRAIN, FALSE_IF_GIVEN,
      NOOP("chooses a weight-gradient kernel; the math is the same"),
@@ -314,7 +314,7 @@ const mc_flag_t mc_flags_train[] = {
 
     /* ---- distributed ---- */
     {.name = "--tensor-model-parallel-size", DIST, INT, FIELD(tensor_model_parallel_size),
-     .def = "1", GE(1), ONLY("tensor parallelism is not implemented yet", "1"),
+     .def = "1", GE(1), IMPLEMENTED,
      .help = "Degree of tensor model parallelism."},
     {.name = "--pipeline-model-parallel-size", DIST, INT, FIELD(pipeline_model_parallel_size),
      .def = "1", GE(1), ONLY("pipeline parallelism is not implemented yet", "1"),

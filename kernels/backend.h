@@ -69,16 +69,19 @@ struct mc_backend {
                             const float *dout, const float *in, const float *W,
                             int N, int in_f, int out_f);
 
-    /* ---- embedding ----
-     * out[s, b, h] = wte[tokens[b, s]] + wpe[positions[b, s]] (wpe may be NULL).
+    /* ---- embedding (Megatron's VocabParallelEmbedding on one shard) ----
+     * wte holds rows [vocab_start, vocab_start + V) of the word embeddings; a token outside them
+     * contributes zeros (the tp all-reduce adds the owner's row).
+     * out[s, b, h] = wte[tokens[b, s] - vocab_start] + wpe[positions[b, s]] (wpe may be NULL).
      * tokens/positions are [b, s] row-major, as a dataset yields them. */
     void (*embedding_forward)(const mc_backend_t *be, float *out, const int32_t *tokens,
                               const int32_t *positions, const float *wte, const float *wpe,
-                              int S, int B, int H);
-    /* dwte[tok] += dout, dwpe[pos] += dout (dwpe may be NULL). */
+                              int S, int B, int H, int vocab_start, int V);
+    /* dwte[tok - vocab_start] += dout for tokens in the shard, dwpe[pos] += dout (dwpe may be
+     * NULL, dwte too). */
     void (*embedding_backward)(const mc_backend_t *be, float *dwte, float *dwpe, const float *dout,
                                const int32_t *tokens, const int32_t *positions,
-                               int S, int B, int H);
+                               int S, int B, int H, int vocab_start, int V);
 
     /* ---- LayerNorm over the last dim C of N rows ----
      * out = (x - mean) * rstd * w + b; mean/rstd [N] are saved for backward. */
@@ -133,17 +136,27 @@ struct mc_backend {
                                int S, int B, int NH, int HD, const int32_t *segments, float scale,
                                const mc_dropout_t *d, int head_offset, int NH_full);
 
-    /* ---- cross-entropy in fp32 over logits [N, V] (V = padded vocab on this rank) ----
-     * logits rows are [s, b] (row n = s_i*B + b_i, N = S*B) while targets and losses are [b, s]
-     * row-major (index b_i*S + s_i), as a dataset yields them; the op maps between them:
-     * losses[b_i*S + s_i] = logsumexp(logits[n]) - logits[n, targets[b_i*S + s_i]]. */
-    void (*cross_entropy_forward)(const mc_backend_t *be, float *losses, const float *logits,
-                                  const int32_t *targets, int S, int B, int V);
-    /* dlogits[n, :] = (softmax(logits[n]) - onehot(target)) * dloss[b, s]; dloss is [b, s].
-     * dlogits may equal logits (in place). */
-    void (*cross_entropy_backward)(const mc_backend_t *be, float *dlogits, const float *logits,
-                                   const int32_t *targets, const float *dloss,
-                                   int S, int B, int V);
+    /* ---- vocab-parallel cross-entropy in fp32 (Megatron's _VocabParallelCrossEntropy) ----
+     * logits [N, V] (rows in [s, b] order: n = s_i*B + b_i) hold this rank's vocab slice
+     * [vocab_start, vocab_start + V); targets, losses and dloss are [b, s] (index b_i*S + s_i),
+     * as a dataset yields them. Three steps, with tp reductions of the [N] statistics between:
+     *   ce_max:  rowmax[n] = max_j logits[n, j]                          (then all-reduce MAX)
+     *   ce_sums: sumexp[n] = sum_j exp(logits[n, j] - rowmax[n]) (accumulated in double);
+     *            target_logit[n] = logits[n, t - vocab_start] if the target t is in the slice,
+     *            else 0                                                  (then all-reduce SUM)
+     *   ce_loss: losses[b, s] = log(sumexp[n]) + rowmax[n] - target_logit[n]
+     * One rank is the whole vocabulary with no reductions. */
+    void (*ce_max)(const mc_backend_t *be, float *rowmax, const float *logits, int N, int V);
+    void (*ce_sums)(const mc_backend_t *be, float *sumexp, float *target_logit, const float *logits,
+                    const float *rowmax, const int32_t *targets, int S, int B, int V,
+                    int vocab_start);
+    void (*ce_loss)(const mc_backend_t *be, float *losses, const float *rowmax, const float *sumexp,
+                    const float *target_logit, int S, int B);
+    /* dlogits[n, j] = (exp(logits[n, j] - rowmax[n]) / sumexp[n] - [j == t - vocab_start])
+     *                 * dloss[b, s], with the reduced statistics. dlogits may equal logits. */
+    void (*ce_backward)(const mc_backend_t *be, float *dlogits, const float *logits,
+                        const float *rowmax, const float *sumexp, const int32_t *targets,
+                        const float *dloss, int S, int B, int V, int vocab_start);
 
     /* ---- elementwise / reductions ---- */
     void (*add)(const mc_backend_t *be, float *out, const float *a, const float *b, long n); /* out = a + b */

@@ -33,12 +33,32 @@ static void *take(alloc_ctx_t *a, long bytes)
     return p;
 }
 
+/* This rank's slice of the tensor-parallel dimensions (Megatron's column/row-parallel layers):
+ * heads, attention width, ffn width and vocabulary, and where its vocabulary starts. */
+typedef struct {
+    int heads, attn, qkv, ffn, vocab, vocab_start, head_start;
+} tp_dims_t;
+
+static tp_dims_t tp_dims(const mc_gpt_config_t *c)
+{
+    tp_dims_t d;
+    d.heads = c->heads / c->tp;
+    d.attn = d.heads * c->head_dim;
+    d.qkv = 3 * d.attn;
+    d.ffn = c->ffn / c->tp;
+    d.vocab = c->vocab / c->tp;
+    d.vocab_start = c->tp_rank * d.vocab;
+    d.head_start = c->tp_rank * d.heads;
+    return d;
+}
+
 /* One routine both sizes and allocates, so the logged plan is what is allocated. */
 static void plan_activations(mc_gpt_t *m, alloc_ctx_t *acts, alloc_ctx_t *ws)
 {
     const mc_gpt_config_t *c = &m->cfg;
-    const long S = c->seq, B = c->max_batch, H = c->hidden, F = c->ffn;
-    const long A = (long)c->heads * c->head_dim, QKV = 3 * A;
+    const tp_dims_t t = tp_dims(c);
+    const long S = c->seq, B = c->max_batch, H = c->hidden, F = t.ffn, NH = t.heads;
+    const long A = t.attn, QKV = t.qkv;
     const long SB = S * B, f = sizeof(float);
 
     m->tokens = take(acts, SB * (long)sizeof(int32_t));
@@ -54,7 +74,7 @@ static void plan_activations(mc_gpt_t *m, alloc_ctx_t *acts, alloc_ctx_t *ws)
         a->ln1_mean = take(acts, SB * f);
         a->ln1_rstd = take(acts, SB * f);
         a->qkv = take(acts, SB * QKV * f);
-        a->probs = take(acts, B * c->heads * S * S * f);
+        a->probs = take(acts, B * NH * S * S * f);
         a->attn = take(acts, SB * A * f);
         a->x_mid = take(acts, SB * H * f);
         a->ln2 = take(acts, SB * H * f);
@@ -67,16 +87,19 @@ static void plan_activations(mc_gpt_t *m, alloc_ctx_t *acts, alloc_ctx_t *ws)
     m->lnf = take(acts, SB * H * f);
     m->lnf_mean = take(acts, SB * f);
     m->lnf_rstd = take(acts, SB * f);
-    m->logits = take(acts, SB * c->vocab * f);
+    m->logits = take(acts, SB * t.vocab * f);
+    m->ce_max = take(acts, SB * f);
+    m->ce_sum = take(acts, 2 * SB * f); /* with ce_target: one all-reduce for both */
+    m->ce_target = m->ce_sum ? m->ce_sum + SB : NULL;
     m->losses = take(acts, SB * f);
 
-    m->tmp_h = take(ws, SB * H * f);
+    m->tmp_h = take(ws, SB * (H > A ? H : A) * f);
     m->dx = take(ws, SB * H * f);
     m->dres = take(ws, SB * H * f);
     m->dtmp_h = take(ws, SB * (H > A ? H : A) * f);
     m->d_ffn = take(ws, SB * F * f);
     m->d_qkv = take(ws, SB * QKV * f);
-    m->attn_scratch = take(ws, B * c->heads * S * S * f);
+    m->attn_scratch = take(ws, B * NH * S * S * f);
 }
 
 void mc_gpt_memory(const mc_gpt_t *m, long *param_bytes, long *act_bytes, long *ws_bytes)
@@ -155,6 +178,13 @@ static void grads_final(mc_gpt_t *m, int k)
     m->grads_final_hook(m->hook_ctx, first, n);
 }
 
+/* Sums a partial result over the tp ranks (the forward of a row-parallel layer, the backward of
+ * a column-parallel one). */
+static void tp_reduce(mc_gpt_t *m, float *buf, long n, mc_redop_t op)
+{
+    if (m->cfg.tp > 1) mc_all_reduce(m->comm, m->tp_group, buf, (size_t)n, MC_DT_F32, op);
+}
+
 static mc_dropout_t dropout_site(const mc_gpt_t *m, uint32_t iteration, uint32_t layer,
                                  uint32_t site, uint64_t sample0, float p)
 {
@@ -168,8 +198,10 @@ void mc_gpt_forward(mc_gpt_t *m, const mc_microbatch_t *mb, uint32_t iteration, 
 {
     const mc_backend_t *be = m->be;
     const mc_gpt_config_t *c = &m->cfg;
-    const int S = c->seq, B = mb->b, H = c->hidden, F = c->ffn, NH = c->heads, HD = c->head_dim;
-    const int A = NH * HD, N = S * B;
+    const tp_dims_t t = tp_dims(c);
+    const int S = c->seq, B = mb->b, H = c->hidden, F = t.ffn, NH = t.heads, HD = c->head_dim;
+    const int A = t.attn, N = S * B;
+    const bool bias_here = c->tp_rank == 0; /* a row-parallel bias is added once, before the sum */
     const float hp = training ? c->hidden_dropout : 0.0f;
     const float ap = training ? c->attention_dropout : 0.0f;
 
@@ -192,7 +224,10 @@ void mc_gpt_forward(mc_gpt_t *m, const mc_microbatch_t *mb, uint32_t iteration, 
     /* embedding + dropout */
     float *x = c->num_layers ? m->acts[0].x : m->x_final;
     params_needed(m, 0);
-    be->embedding_forward(be, x, m->tokens, m->positions, m->p.wte, m->p.wpe, S, B, H);
+    /* vocab-parallel lookup summed over tp; the position embedding joins once */
+    be->embedding_forward(be, x, m->tokens, m->positions, m->p.wte, bias_here ? m->p.wpe : NULL, S,
+                          B, H, t.vocab_start, t.vocab);
+    tp_reduce(m, x, (long)N * H, MC_OP_SUM);
     mc_dropout_t d = dropout_site(m, iteration, 0, MC_DROPOUT_SITE_EMBEDDING, mb->sample0, hp);
     be->dropout_forward(be, x, x, &d, S, B, H, 0, H, 0);
 
@@ -204,10 +239,12 @@ void mc_gpt_forward(mc_gpt_t *m, const mc_microbatch_t *mb, uint32_t iteration, 
 
         params_needed(m, l + 1);
         be->layernorm_forward(be, a->ln1, a->ln1_mean, a->ln1_rstd, a->x, w->ln1_w, w->ln1_b, N, H, c->eps);
-        be->linear_forward(be, a->qkv, a->ln1, w->qkv_w, w->qkv_b, N, H, 3 * A);
+        be->linear_forward(be, a->qkv, a->ln1, w->qkv_w, w->qkv_b, N, H, t.qkv);
         d = dropout_site(m, iteration, layer_no, MC_DROPOUT_SITE_ATTN_PROBS, mb->sample0, ap);
-        be->attention_forward(be, a->attn, a->probs, a->qkv, S, B, NH, HD, m->segments, 1.0f / sqrtf((float)HD), &d, 0, NH);
-        be->linear_forward(be, m->tmp_h, a->attn, w->proj_w, w->proj_b, N, A, H);
+        be->attention_forward(be, a->attn, a->probs, a->qkv, S, B, NH, HD, m->segments,
+                              1.0f / sqrtf((float)HD), &d, t.head_start, c->heads);
+        be->linear_forward(be, m->tmp_h, a->attn, w->proj_w, bias_here ? w->proj_b : NULL, N, A, H);
+        tp_reduce(m, m->tmp_h, (long)N * H, MC_OP_SUM);
         d = dropout_site(m, iteration, layer_no, MC_DROPOUT_SITE_ATTN_OUT, mb->sample0, hp);
         be->dropout_forward(be, m->tmp_h, m->tmp_h, &d, S, B, H, 0, H, 0);
         be->add(be, a->x_mid, c->post_ln_residual ? a->ln1 : a->x, m->tmp_h, (long)N * H);
@@ -215,7 +252,8 @@ void mc_gpt_forward(mc_gpt_t *m, const mc_microbatch_t *mb, uint32_t iteration, 
         be->layernorm_forward(be, a->ln2, a->ln2_mean, a->ln2_rstd, a->x_mid, w->ln2_w, w->ln2_b, N, H, c->eps);
         be->linear_forward(be, a->fc1, a->ln2, w->fc1_w, w->fc1_b, N, H, F);
         be->gelu_forward(be, a->act, a->fc1, (long)N * F, c->gelu_tanh);
-        be->linear_forward(be, m->tmp_h, a->act, w->fc2_w, w->fc2_b, N, F, H);
+        be->linear_forward(be, m->tmp_h, a->act, w->fc2_w, bias_here ? w->fc2_b : NULL, N, F, H);
+        tp_reduce(m, m->tmp_h, (long)N * H, MC_OP_SUM);
         d = dropout_site(m, iteration, layer_no, MC_DROPOUT_SITE_MLP_OUT, mb->sample0, hp);
         be->dropout_forward(be, m->tmp_h, m->tmp_h, &d, S, B, H, 0, H, 0);
         be->add(be, x_out, c->post_ln_residual ? a->ln2 : a->x_mid, m->tmp_h, (long)N * H);
@@ -223,8 +261,14 @@ void mc_gpt_forward(mc_gpt_t *m, const mc_microbatch_t *mb, uint32_t iteration, 
 
     params_needed(m, c->num_layers + 1);
     be->layernorm_forward(be, m->lnf, m->lnf_mean, m->lnf_rstd, m->x_final, m->p.lnf_w, m->p.lnf_b, N, H, c->eps);
-    be->linear_forward(be, m->logits, m->lnf, m->p.out_w, NULL, N, H, c->vocab);
-    be->cross_entropy_forward(be, m->losses, m->logits, m->labels, S, B, c->vocab);
+    be->linear_forward(be, m->logits, m->lnf, m->p.out_w, NULL, N, H, t.vocab);
+    /* vocab-parallel cross-entropy: global max, then global sum-exp and predicted logit */
+    be->ce_max(be, m->ce_max, m->logits, N, t.vocab);
+    tp_reduce(m, m->ce_max, N, MC_OP_MAX);
+    be->ce_sums(be, m->ce_sum, m->ce_target, m->logits, m->ce_max, m->labels, S, B, t.vocab,
+                t.vocab_start);
+    tp_reduce(m, m->ce_sum, 2L * N, MC_OP_SUM);
+    be->ce_loss(be, m->losses, m->ce_max, m->ce_sum, m->ce_target, S, B);
 
     /* The loss sum is a [b*s] reduction: done on the host in double for a layout-independent
      * order (the same sum for any backend). */
@@ -244,8 +288,9 @@ void mc_gpt_backward(mc_gpt_t *m, uint32_t iteration, float weight)
 {
     const mc_backend_t *be = m->be;
     const mc_gpt_config_t *c = &m->cfg;
-    const int S = c->seq, B = m->batch, H = c->hidden, F = c->ffn, NH = c->heads, HD = c->head_dim;
-    const int A = NH * HD, N = S * B;
+    const tp_dims_t t = tp_dims(c);
+    const int S = c->seq, B = m->batch, H = c->hidden, F = t.ffn, NH = t.heads, HD = c->head_dim;
+    const int A = t.attn, N = S * B;
     const long NHl = (long)N * H;
     const float hp = c->hidden_dropout, ap = c->attention_dropout;
     const uint64_t sample0 = m->sample0;
@@ -253,8 +298,10 @@ void mc_gpt_backward(mc_gpt_t *m, uint32_t iteration, float weight)
     /* d objective / d loss[b,s] = mask * weight */
     be->memcpy_d2d(be, m->dloss, m->loss_mask, (size_t)N * sizeof(float));
     be->scale(be, m->dloss, weight, N);
-    be->cross_entropy_backward(be, m->logits, m->logits, m->labels, m->dloss, S, B, c->vocab);
-    be->linear_backward(be, m->dx, m->g.out_w, NULL, m->logits, m->lnf, m->p.out_w, N, H, c->vocab);
+    be->ce_backward(be, m->logits, m->logits, m->ce_max, m->ce_sum, m->labels, m->dloss, S, B,
+                    t.vocab, t.vocab_start);
+    be->linear_backward(be, m->dx, m->g.out_w, NULL, m->logits, m->lnf, m->p.out_w, N, H, t.vocab);
+    tp_reduce(m, m->dx, NHl, MC_OP_SUM); /* column-parallel (vocab) input gradient */
     /* dx now holds d lnf; the final LN backward accumulates into dres (= d x_final) */
     be->memset0(be, m->dres, (size_t)NHl * sizeof(float));
     be->layernorm_backward_acc(be, m->dres, m->g.lnf_w, m->g.lnf_b, m->dx, m->x_final, m->p.lnf_w,
@@ -276,6 +323,7 @@ void mc_gpt_backward(mc_gpt_t *m, uint32_t iteration, float weight)
         be->gelu_backward(be, m->d_ffn, m->d_ffn, a->fc1, (long)N * F, c->gelu_tanh);
         /* d ln2 into dx */
         be->linear_backward(be, m->dx, gw->fc1_w, gw->fc1_b, m->d_ffn, a->ln2, w->fc1_w, N, H, F);
+        tp_reduce(m, m->dx, NHl, MC_OP_SUM);
         if (c->post_ln_residual) {
             /* res2 = ln2: its gradient joins d ln2, and x_mid gets only the LN path */
             be->add_inplace(be, m->dx, m->dres, NHl);
@@ -292,8 +340,9 @@ void mc_gpt_backward(mc_gpt_t *m, uint32_t iteration, float weight)
         be->linear_backward(be, m->tmp_h, gw->proj_w, gw->proj_b, m->dtmp_h, a->attn, w->proj_w, N, A, H);
         d = dropout_site(m, iteration, layer_no, MC_DROPOUT_SITE_ATTN_PROBS, sample0, ap);
         be->attention_backward(be, m->d_qkv, m->attn_scratch, m->tmp_h, a->qkv, a->probs, S, B, NH,
-                               HD, m->segments, 1.0f / sqrtf((float)HD), &d, 0, NH);
-        be->linear_backward(be, m->dx, gw->qkv_w, gw->qkv_b, m->d_qkv, a->ln1, w->qkv_w, N, H, 3 * A);
+                               HD, m->segments, 1.0f / sqrtf((float)HD), &d, t.head_start, c->heads);
+        be->linear_backward(be, m->dx, gw->qkv_w, gw->qkv_b, m->d_qkv, a->ln1, w->qkv_w, N, H, t.qkv);
+        tp_reduce(m, m->dx, NHl, MC_OP_SUM);
         if (c->post_ln_residual) {
             be->add_inplace(be, m->dx, m->dres, NHl);
             be->memset0(be, m->dres, (size_t)NHl * sizeof(float));
@@ -306,6 +355,7 @@ void mc_gpt_backward(mc_gpt_t *m, uint32_t iteration, float weight)
     /* embedding: x0 = dropout(wte[tok] + wpe[pos]) */
     mc_dropout_t d = dropout_site(m, iteration, 0, MC_DROPOUT_SITE_EMBEDDING, sample0, hp);
     be->dropout_backward(be, m->dres, m->dres, &d, S, B, H, 0, H, 0);
-    be->embedding_backward(be, m->g.wte, m->g.wpe, m->dres, m->tokens, m->positions, S, B, H);
+    be->embedding_backward(be, m->g.wte, m->g.wpe, m->dres, m->tokens, m->positions, S, B, H,
+                           t.vocab_start, t.vocab);
     grads_final(m, 0);
 }

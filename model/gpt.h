@@ -9,6 +9,7 @@
 
 #include "cli/args.h"
 #include "kernels/backend.h"
+#include "parallel/comm.h"
 
 typedef struct {
     int num_layers, hidden, heads, head_dim, ffn;
@@ -23,14 +24,25 @@ typedef struct {
     float hidden_dropout, attention_dropout;
     float init_std, embedding_init_std;
     uint64_t seed;
+    int tp, tp_rank;          /* tensor parallelism: this rank's heads, ffn and vocab slice */
 } mc_gpt_config_t;
 
-/* One parameter tensor: Megatron state-dict name (global layer numbers) and full shape. */
+/* How a parameter is split over the tp ranks (Megatron's tensor_model_parallel attribute). */
+typedef enum {
+    MC_SPLIT_NONE = -1, /* duplicated on every tp rank (LayerNorms, row-parallel biases, wpe) */
+    MC_SPLIT_ROWS = 0,  /* column-parallel weights and biases, vocab-parallel embeddings */
+    MC_SPLIT_COLS = 1,  /* row-parallel weights */
+} mc_split_t;
+
+/* One parameter tensor: Megatron state-dict name (global layer numbers) and full shape; this
+ * rank holds the tp slice given by split. */
 typedef struct {
     char name[96];
     int ndim;
-    int64_t shape[2];
-    long numel;
+    int64_t shape[2];  /* full, unsharded */
+    mc_split_t split;
+    int64_t local[2];  /* this rank's slice */
+    long numel;        /* of the slice */
     long offset;      /* element offset in the flat parameter / gradient buffers */
     float init_std;   /* > 0: N(0, std); otherwise the constant init_value */
     float init_value;
@@ -78,6 +90,10 @@ typedef struct {
      * just before these parameters are first read. */
     mc_param_hook_t grads_final_hook, params_needed_hook;
     void *hook_ctx;
+    /* Tensor parallelism: the all-reduces of column/row-parallel layers and the vocab-parallel
+     * loss run over tp_group (NULL with tp = 1). */
+    mc_comm_t *comm;
+    mc_group_t *tp_group;
     float *param_buf, *grad_buf;
     mc_gpt_ptrs_t p, g;
 
@@ -89,7 +105,8 @@ typedef struct {
     float *dloss;                         /* [B*S] */
     mc_layer_acts_t *acts;                /* [num_layers] */
     float *x_final, *lnf, *lnf_mean, *lnf_rstd;
-    float *logits;                        /* [S*B*V], reused for dlogits */
+    float *logits;                        /* [S*B*V/tp], reused for dlogits */
+    float *ce_max, *ce_sum, *ce_target;   /* [S*B] vocab-parallel loss statistics */
     float *losses;                        /* [B*S] */
     /* backward workspace */
     float *tmp_h, *dx, *dres, *dtmp_h, *d_ffn, *d_qkv, *attn_scratch;

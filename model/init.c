@@ -55,10 +55,22 @@ void mc_gpt_init_params(mc_gpt_t *m)
     for (int i = 0; i < m->n_params; i++) {
         const mc_param_t *p = &m->params[i];
         float *d = host + p->offset;
-        if (p->init_std > 0)
-            mc_init_normal(d, m->cfg.seed, p->name, 0, p->numel, p->init_std);
-        else
+        if (p->init_std <= 0) {
             for (long j = 0; j < p->numel; j++) d[j] = p->init_value;
+            continue;
+        }
+        /* this rank's slice of the full tensor: whole, a block of rows, or a block of columns
+         * of every row */
+        const long cols = p->ndim == 2 ? (long)p->shape[1] : 1;
+        const int r = m->cfg.tp_rank;
+        if (p->split == MC_SPLIT_COLS) {
+            const long lc = (long)p->local[1];
+            for (long i = 0; i < p->local[0]; i++)
+                mc_init_normal(d + i * lc, m->cfg.seed, p->name, i * cols + r * lc, lc, p->init_std);
+        } else {
+            long start = p->split == MC_SPLIT_ROWS ? r * (long)p->local[0] * cols : 0;
+            mc_init_normal(d, m->cfg.seed, p->name, start, p->numel, p->init_std);
+        }
     }
     m->be->memcpy_h2d(m->be, m->param_buf, host, (size_t)m->n_elems * sizeof(float));
     free(host);

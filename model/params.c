@@ -32,10 +32,12 @@ void mc_gpt_config_from_args(mc_gpt_config_t *c, const mc_args_t *a)
     c->init_std = (float)a->init_method_std;
     c->embedding_init_std = (float)a->embedding_init_method_std;
     c->seed = (uint64_t)a->seed;
+    c->tp = a->tensor_model_parallel_size > 0 ? a->tensor_model_parallel_size : 1;
+    c->tp_rank = 0; /* the trainer sets this rank's */
 }
 
 static mc_param_t *add_param(mc_gpt_t *m, int *cap, const char *name, int64_t d0, int64_t d1,
-                             float std, float value)
+                             mc_split_t split, float std, float value)
 {
     if (m->n_params == *cap) {
         *cap = *cap ? 2 * *cap : 64;
@@ -48,7 +50,10 @@ static mc_param_t *add_param(mc_gpt_t *m, int *cap, const char *name, int64_t d0
     p->ndim = d1 ? 2 : 1;
     p->shape[0] = d0;
     p->shape[1] = d1;
-    p->numel = (long)(d1 ? d0 * d1 : d0);
+    p->split = m->cfg.tp > 1 ? split : MC_SPLIT_NONE;
+    p->local[0] = p->split == MC_SPLIT_ROWS ? d0 / m->cfg.tp : d0;
+    p->local[1] = p->split == MC_SPLIT_COLS ? d1 / m->cfg.tp : d1;
+    p->numel = (long)(d1 ? p->local[0] * p->local[1] : p->local[0]);
     p->offset = m->n_elems;
     p->init_std = std;
     p->init_value = value;
@@ -63,6 +68,7 @@ void mc_gpt_build_params(mc_gpt_t *m, const mc_gpt_config_t *cfg)
 {
     memset(m, 0, sizeof(*m));
     m->cfg = *cfg;
+    if (m->cfg.tp < 1) m->cfg.tp = 1; /* a configuration written by hand may leave it 0 */
     const int L = cfg->num_layers, H = cfg->hidden, F = cfg->ffn;
     const int QKV = 3 * cfg->heads * cfg->head_dim, A = cfg->heads * cfg->head_dim;
     /* scaled_init_method_normal: std / sqrt(2 * num_layers) for linear_proj and linear_fc2 */
@@ -70,33 +76,37 @@ void mc_gpt_build_params(mc_gpt_t *m, const mc_gpt_config_t *cfg)
     int cap = 0;
     char n[96];
 
-    add_param(m, &cap, "embedding.word_embeddings.weight", cfg->vocab, H, cfg->embedding_init_std, 0);
-    add_param(m, &cap, "embedding.position_embeddings.weight", cfg->max_pos, H,
+    add_param(m, &cap, "embedding.word_embeddings.weight", cfg->vocab, H, MC_SPLIT_ROWS,
+              cfg->embedding_init_std, 0);
+    add_param(m, &cap, "embedding.position_embeddings.weight", cfg->max_pos, H, MC_SPLIT_NONE,
               cfg->embedding_init_std, 0);
     for (int l = 0; l < L; l++) {
-#define P(suffix, d0, d1, std, val)                                                    \
+#define P(suffix, d0, d1, split, std, val)                                             \
     do {                                                                               \
         snprintf(n, sizeof(n), "decoder.layers.%d.%s", l, suffix);                     \
-        add_param(m, &cap, n, d0, d1, std, val);                                       \
+        add_param(m, &cap, n, d0, d1, split, std, val);                                \
     } while (0)
-        P("input_layernorm.weight", H, 0, 0, 1.0f);
-        P("input_layernorm.bias", H, 0, 0, 0.0f);
-        P("self_attention.linear_proj.weight", H, A, out_std, 0);
-        if (cfg->bias) P("self_attention.linear_proj.bias", H, 0, 0, 0.0f);
-        P("self_attention.linear_qkv.weight", QKV, H, cfg->init_std, 0);
-        if (cfg->bias) P("self_attention.linear_qkv.bias", QKV, 0, 0, 0.0f);
-        P("pre_mlp_layernorm.weight", H, 0, 0, 1.0f);
-        P("pre_mlp_layernorm.bias", H, 0, 0, 0.0f);
-        P("mlp.linear_fc1.weight", F, H, cfg->init_std, 0);
-        if (cfg->bias) P("mlp.linear_fc1.bias", F, 0, 0, 0.0f);
-        P("mlp.linear_fc2.weight", H, F, out_std, 0);
-        if (cfg->bias) P("mlp.linear_fc2.bias", H, 0, 0, 0.0f);
+        /* Megatron's ColumnParallelLinear (qkv, fc1) splits output rows; RowParallelLinear
+         * (proj, fc2) splits input columns and keeps its bias whole */
+        P("input_layernorm.weight", H, 0, MC_SPLIT_NONE, 0, 1.0f);
+        P("input_layernorm.bias", H, 0, MC_SPLIT_NONE, 0, 0.0f);
+        P("self_attention.linear_proj.weight", H, A, MC_SPLIT_COLS, out_std, 0);
+        if (cfg->bias) P("self_attention.linear_proj.bias", H, 0, MC_SPLIT_NONE, 0, 0.0f);
+        P("self_attention.linear_qkv.weight", QKV, H, MC_SPLIT_ROWS, cfg->init_std, 0);
+        if (cfg->bias) P("self_attention.linear_qkv.bias", QKV, 0, MC_SPLIT_ROWS, 0, 0.0f);
+        P("pre_mlp_layernorm.weight", H, 0, MC_SPLIT_NONE, 0, 1.0f);
+        P("pre_mlp_layernorm.bias", H, 0, MC_SPLIT_NONE, 0, 0.0f);
+        P("mlp.linear_fc1.weight", F, H, MC_SPLIT_ROWS, cfg->init_std, 0);
+        if (cfg->bias) P("mlp.linear_fc1.bias", F, 0, MC_SPLIT_ROWS, 0, 0.0f);
+        P("mlp.linear_fc2.weight", H, F, MC_SPLIT_COLS, out_std, 0);
+        if (cfg->bias) P("mlp.linear_fc2.bias", H, 0, MC_SPLIT_NONE, 0, 0.0f);
 #undef P
     }
     m->params_per_layer = L ? (m->n_params - 2) / L : 0;
-    add_param(m, &cap, "decoder.final_layernorm.weight", H, 0, 0, 1.0f);
-    add_param(m, &cap, "decoder.final_layernorm.bias", H, 0, 0, 0.0f);
-    if (!cfg->tied) add_param(m, &cap, "output_layer.weight", cfg->vocab, H, cfg->init_std, 0);
+    add_param(m, &cap, "decoder.final_layernorm.weight", H, 0, MC_SPLIT_NONE, 0, 1.0f);
+    add_param(m, &cap, "decoder.final_layernorm.bias", H, 0, MC_SPLIT_NONE, 0, 0.0f);
+    if (!cfg->tied)
+        add_param(m, &cap, "output_layer.weight", cfg->vocab, H, MC_SPLIT_ROWS, cfg->init_std, 0);
 }
 
 const mc_param_t *mc_gpt_find_param(const mc_gpt_t *m, const char *name)

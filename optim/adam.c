@@ -49,6 +49,13 @@ void mc_adam_free(mc_adam_t *opt)
     memset(opt, 0, sizeof(*opt));
 }
 
+/* A parameter duplicated on every tp rank counts on tp rank 0 only (Megatron's
+ * param_is_not_tensor_parallel_duplicate), so the sums reduced over tp count it once. */
+static bool counted_here(const mc_gpt_t *m, int param)
+{
+    return m->cfg.tp_rank == 0 || m->params[param].split != MC_SPLIT_NONE;
+}
+
 /* Sums go segment by segment (not over the flat buffer) so alignment padding never counts and,
  * without sharding, each tensor's sum is formed the same way in every layout. */
 double mc_opt_grad_sumsq(const mc_adam_t *opt)
@@ -56,7 +63,8 @@ double mc_opt_grad_sumsq(const mc_adam_t *opt)
     const mc_gpt_t *m = opt->model;
     double s = 0;
     for (int i = 0; i < opt->n_segs; i++)
-        s += m->be->sumsq(m->be, m->grad_buf + opt->segs[i].off, opt->segs[i].len);
+        if (counted_here(m, opt->segs[i].param))
+            s += m->be->sumsq(m->be, m->grad_buf + opt->segs[i].off, opt->segs[i].len);
     return s;
 }
 
@@ -65,16 +73,18 @@ double mc_opt_grad_zeros(const mc_adam_t *opt)
     const mc_gpt_t *m = opt->model;
     double z = 0;
     for (int i = 0; i < opt->n_segs; i++)
-        z += (double)m->be->count_zeros(m->be, m->grad_buf + opt->segs[i].off, opt->segs[i].len);
+        if (counted_here(m, opt->segs[i].param))
+            z += (double)m->be->count_zeros(m->be, m->grad_buf + opt->segs[i].off, opt->segs[i].len);
     return z;
 }
 
-double mc_params_norm(const mc_gpt_t *m)
+double mc_params_sumsq(const mc_gpt_t *m)
 {
     double s = 0;
     for (int i = 0; i < m->n_params; i++)
-        s += m->be->sumsq(m->be, m->param_buf + m->params[i].offset, m->params[i].numel);
-    return sqrt(s);
+        if (counted_here(m, i))
+            s += m->be->sumsq(m->be, m->param_buf + m->params[i].offset, m->params[i].numel);
+    return s;
 }
 
 void mc_opt_scale_grads(mc_adam_t *opt, float s)

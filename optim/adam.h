@@ -37,7 +37,8 @@ int mc_adam_init(mc_adam_t *opt, mc_gpt_t *model, const mc_args_t *args, mc_opt_
                  int n_segs, long state_len);
 void mc_adam_free(mc_adam_t *opt);
 
-/* Sums over this rank's elements, in double; callers reduce them over the right group. */
+/* Sums over this rank's elements (tp duplicates on tp rank 0 only), in double; callers reduce
+ * them over the right group. */
 double mc_opt_grad_sumsq(const mc_adam_t *opt);
 double mc_opt_grad_zeros(const mc_adam_t *opt);
 /* Megatron's clip_grad_norm: scale this rank's gradients by clip/(norm+1e-6) when that is < 1.
@@ -45,8 +46,10 @@ double mc_opt_grad_zeros(const mc_adam_t *opt);
 void mc_clip_grads(mc_adam_t *opt, double total_norm, double clip_grad);
 /* Scales this rank's gradients (the per-token loss normalisation). */
 void mc_opt_scale_grads(mc_adam_t *opt, float s);
-/* sqrt(sum of squared parameters) over every parameter (all are present on every rank). */
-double mc_params_norm(const mc_gpt_t *model);
+/* Sum of squared parameters held here (every parameter is present on every dp rank; a tp
+ * duplicate counts on tp rank 0 only); reduced over the model-parallel group it gives the
+ * square of --log-params-norm. */
+double mc_params_sumsq(const mc_gpt_t *model);
 
 /* One Adam step with learning rate lr and weight decay wd (times each param's wd_mult). */
 void mc_adam_step(mc_adam_t *opt, double lr, double wd);

@@ -229,7 +229,9 @@ static void log_iteration(mc_trainer_t *t, interval_t *iv, const mc_step_result_
     if (a->log_params_norm) {
         l.has_params_norm = 1;
         mc_ddp_finish_param_gather(&t->ddp);
-        l.params_norm = mc_params_norm(&t->model);
+        double sq = mc_params_sumsq(&t->model);
+        mc_all_reduce(t->comm, t->par.mp, &sq, 1, MC_DT_F64, MC_OP_SUM);
+        l.params_norm = sqrt(sq);
     }
     l.skipped_iters = iv->skipped;
     l.nan_iters = iv->nan;

@@ -50,9 +50,12 @@ int mc_trainer_init(mc_trainer_t *t, const mc_args_t *args, const mc_backend_t *
     if (mc_parallel_init(&t->par, comm, args, err, sizeof(err)) != 0) mc_fatal("%s", err);
     mc_gpt_config_t cfg;
     mc_gpt_config_from_args(&cfg, args);
+    cfg.tp_rank = t->par.me.tp;
     mc_gpt_build_params(&t->model, &cfg);
     mc_ddp_plan(&t->ddp, &t->model, args, t->par.layout.dp, t->par.me.dp);
     if (mc_gpt_alloc(&t->model, be) != 0) return -1;
+    t->model.comm = comm;
+    t->model.tp_group = t->par.tp;
     mc_ddp_bind(&t->ddp, comm, t->par.dp_cp);
     mc_gpt_init_params(&t->model);
     mc_opt_seg_t *segs;

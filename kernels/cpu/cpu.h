@@ -128,9 +128,10 @@ void mc_cpu_colsum_acc(float *acc, const float *x, int N, int C);
 /* embedding.c */
 void mc_cpu_embedding_forward(const mc_backend_t *be, float *out, const int32_t *tokens,
                               const int32_t *positions, const float *wte, const float *wpe, int S,
-                              int B, int H);
+                              int B, int H, int vocab_start, int V);
 void mc_cpu_embedding_backward(const mc_backend_t *be, float *dwte, float *dwpe, const float *dout,
-                               const int32_t *tokens, const int32_t *positions, int S, int B, int H);
+                               const int32_t *tokens, const int32_t *positions, int S, int B, int H,
+                               int vocab_start, int V);
 
 /* layernorm.c */
 void mc_cpu_layernorm_forward(const mc_backend_t *be, float *out, float *mean, float *rstd,
@@ -173,11 +174,14 @@ void mc_cpu_attention_backward(const mc_backend_t *be, float *dqkv, float *scrat
                                int head_offset, int NH_full);
 
 /* cross_entropy.c */
-void mc_cpu_cross_entropy_forward(const mc_backend_t *be, float *losses, const float *logits,
-                                  const int32_t *targets, int S, int B, int V);
-void mc_cpu_cross_entropy_backward(const mc_backend_t *be, float *dlogits, const float *logits,
-                                   const int32_t *targets, const float *dloss, int S, int B,
-                                   int V);
+void mc_cpu_ce_max(const mc_backend_t *be, float *rowmax, const float *logits, int N, int V);
+void mc_cpu_ce_sums(const mc_backend_t *be, float *sumexp, float *target_logit, const float *logits,
+                    const float *rowmax, const int32_t *targets, int S, int B, int V, int vocab_start);
+void mc_cpu_ce_loss(const mc_backend_t *be, float *losses, const float *rowmax, const float *sumexp,
+                    const float *target_logit, int S, int B);
+void mc_cpu_ce_backward(const mc_backend_t *be, float *dlogits, const float *logits,
+                        const float *rowmax, const float *sumexp, const int32_t *targets,
+                        const float *dloss, int S, int B, int V, int vocab_start);
 
 /* elementwise.c */
 void mc_cpu_add(const mc_backend_t *be, float *out, const float *a, const float *b, long n);

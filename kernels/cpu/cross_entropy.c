@@ -1,32 +1,46 @@
-/* Cross-entropy in fp32 over logits rows in [s, b] order (row n = s_i*B + b_i); targets, losses
- * and dloss are [b, s] (index b_i*S + s_i). Per row: the max in fp32, exp(x - max) in fp32 (the
- * vector exp of cpu.h) summed in double, logsumexp = max + log(sum) in double.
- * A target outside [0, V) (not in this rank's vocab shard) contributes no predicted logit and no
- * one-hot term, as in Megatron's vocab-parallel cross-entropy on one shard. */
+/* Vocab-parallel cross-entropy in fp32 (kernels/backend.h): logits rows in [s, b] order
+ * (row n = s_i*B + b_i); targets, losses and dloss are [b, s] (index b_i*S + s_i). exp(x - max)
+ * in fp32 (the vector exp of cpu.h) summed in double. A target outside this rank's slice
+ * contributes no predicted logit and no one-hot term. */
 #include <math.h>
 
 #include "kernels/cpu/cpu.h"
 
-void mc_cpu_cross_entropy_forward(const mc_backend_t *be, float *losses, const float *logits,
-                                  const int32_t *targets, int S, int B, int V)
+void mc_cpu_ce_max(const mc_backend_t *be, float *rowmax, const float *logits, int N, int V)
 {
     (void)be;
-    if (V <= 0) return;
+    for (long n = 0; n < N; n++) rowmax[n] = V > 0 ? mc_cpu_row_max(logits + n * V, V) : -INFINITY;
+}
+
+void mc_cpu_ce_sums(const mc_backend_t *be, float *sumexp, float *target_logit, const float *logits,
+                    const float *rowmax, const int32_t *targets, int S, int B, int V, int vocab_start)
+{
+    (void)be;
     for (int s = 0; s < S; s++)
         for (int b = 0; b < B; b++) {
-            const float *x = logits + ((long)s * B + b) * V;
-            const long bs = (long)b * S + s;
-            const float mx = mc_cpu_row_max(x, V);
-            const double sum = mc_cpu_exp_shift_sum(NULL, x, V, mx);
-            const double lse = (double)mx + log(sum);
-            const int32_t t = targets[bs];
-            const double pred = (t >= 0 && t < V) ? (double)x[t] : 0.0;
-            losses[bs] = (float)(lse - pred);
+            const long n = (long)s * B + b;
+            const float *x = logits + n * V;
+            sumexp[n] = V > 0 ? (float)mc_cpu_exp_shift_sum(NULL, x, V, rowmax[n]) : 0.0f;
+            const long t = (long)targets[(long)b * S + s] - vocab_start;
+            target_logit[n] = (t >= 0 && t < V) ? x[t] : 0.0f;
         }
 }
 
-void mc_cpu_cross_entropy_backward(const mc_backend_t *be, float *dlogits, const float *logits,
-                                   const int32_t *targets, const float *dloss, int S, int B, int V)
+void mc_cpu_ce_loss(const mc_backend_t *be, float *losses, const float *rowmax, const float *sumexp,
+                    const float *target_logit, int S, int B)
+{
+    (void)be;
+    for (int s = 0; s < S; s++)
+        for (int b = 0; b < B; b++) {
+            const long n = (long)s * B + b;
+            losses[(long)b * S + s] =
+                (float)(log((double)sumexp[n]) + (double)rowmax[n] - (double)target_logit[n]);
+        }
+}
+
+void mc_cpu_ce_backward(const mc_backend_t *be, float *dlogits, const float *logits,
+                        const float *rowmax, const float *sumexp, const int32_t *targets,
+                        const float *dloss, int S, int B, int V, int vocab_start)
 {
     (void)be;
     if (V <= 0) return;
@@ -35,12 +49,11 @@ void mc_cpu_cross_entropy_backward(const mc_backend_t *be, float *dlogits, const
             const long n = (long)s * B + b, bs = (long)b * S + s;
             const float *x = logits + n * V;
             float *dx = dlogits + n * V; /* may equal x: each element is read before written */
-            const float mx = mc_cpu_row_max(x, V);
-            const double sum = mc_cpu_exp_shift_sum(dx, x, V, mx);
+            mc_cpu_exp_shift_sum(dx, x, V, rowmax[n]);
             const float g = dloss[bs];
-            const float f = (float)((double)g / sum);
+            const float f = (float)((double)g / (double)sumexp[n]);
             for (int j = 0; j < V; j++) dx[j] *= f;
-            const int32_t t = targets[bs];
+            const long t = (long)targets[bs] - vocab_start;
             if (t >= 0 && t < V) dx[t] -= g;
         }
 }

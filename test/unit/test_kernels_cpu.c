@@ -292,7 +292,7 @@ static void test_embedding(void **state)
     fill(R, N * H, -1, 1);
     emb_ctx c = {dup_d(wte, VOC * H), dup_d(wpe, POS * H), dup_d(R, N * H), tok, pos};
     double want[N * H];
-    be->embedding_forward(be, out, tok, pos, wte, wpe, S, B, H);
+    be->embedding_forward(be, out, tok, pos, wte, wpe, S, B, H, 0, VOC);
     emb_ref(want, &c);
     check_close(out, want, N * H, RTOL, "embedding out");
 
@@ -301,19 +301,37 @@ static void test_embedding(void **state)
     fill(dwpe0, POS * H, -1, 1);
     memcpy(dwte, dwte0, sizeof(dwte));
     memcpy(dwpe, dwpe0, sizeof(dwpe));
-    be->embedding_backward(be, dwte, dwpe, R, tok, pos, S, B, H);
+    be->embedding_backward(be, dwte, dwpe, R, tok, pos, S, B, H, 0, VOC);
     check_fd(emb_loss, &c, c.wte, VOC * H, dwte, dwte0, FDTOL, "embedding dwte (acc)");
     check_fd(emb_loss, &c, c.wpe, POS * H, dwpe, dwpe0, FDTOL, "embedding dwpe (acc)");
 
     /* without position embeddings */
     emb_ctx c2 = c;
     c2.wpe = NULL;
-    be->embedding_forward(be, out, tok, NULL, wte, NULL, S, B, H);
+    be->embedding_forward(be, out, tok, NULL, wte, NULL, S, B, H, 0, VOC);
     emb_ref(want, &c2);
     check_close(out, want, N * H, RTOL, "embedding out (no wpe)");
     memcpy(dwte, dwte0, sizeof(dwte));
-    be->embedding_backward(be, dwte, NULL, R, tok, NULL, S, B, H);
+    be->embedding_backward(be, dwte, NULL, R, tok, NULL, S, B, H, 0, VOC);
     check_fd(emb_loss, &c2, c2.wte, VOC * H, dwte, dwte0, FDTOL, "embedding dwte (no wpe)");
+
+    /* vocab shards: the sum of the shards' outputs is the whole lookup, and each shard's
+     * gradient is its rows of the whole gradient */
+    const int V0 = VOC / 3;
+    float part[N * H], sum[N * H], dsh[VOC * H];
+    memset(sum, 0, sizeof(sum));
+    be->embedding_forward(be, part, tok, pos, wte, wpe, S, B, H, 0, V0);
+    for (int i = 0; i < N * H; i++) sum[i] += part[i];
+    be->embedding_forward(be, part, tok, NULL, wte + (long)V0 * H, NULL, S, B, H, V0, VOC - V0);
+    for (int i = 0; i < N * H; i++) sum[i] += part[i];
+    emb_ref(want, &c);
+    check_close(sum, want, N * H, RTOL, "embedding out (two vocab shards)");
+    memset(dwte, 0, sizeof(dwte));
+    be->embedding_backward(be, dwte, NULL, R, tok, NULL, S, B, H, 0, VOC);
+    memset(dsh, 0, sizeof(dsh));
+    be->embedding_backward(be, dsh, NULL, R, tok, NULL, S, B, H, 0, V0);
+    be->embedding_backward(be, dsh + (long)V0 * H, NULL, R, tok, NULL, S, B, H, V0, VOC - V0);
+    assert_memory_equal(dsh, dwte, sizeof(dsh));
     free(c.wte); free(c.wpe); free(c.R);
 }
 
@@ -915,10 +933,40 @@ static double ce_loss(void *p)
     return dot_d(l, ((ce_ctx *)p)->dloss, N);
 }
 
+/* The three forward steps with the reductions done here over `shards` vocab slices, as the tp
+ * all-reduces do; dl gets the backward of every slice. */
+static void ce_sharded(float *losses, float *dl, const float *logits, const int32_t *tg,
+                       const float *dloss, int shards)
+{
+    float mx[N], sm[N], tl[N], part_m[N], part_s[N], part_t[N];
+    float sl[N * V];
+    const int per = V / shards;
+    for (int i = 0; i < N; i++) mx[i] = -INFINITY, sm[i] = 0, tl[i] = 0;
+    for (int r = 0; r < shards; r++) {
+        const int v0 = r * per, vl = r + 1 < shards ? per : V - v0;
+        for (int n = 0; n < N; n++) memcpy(sl + (long)n * vl, logits + (long)n * V + v0, (size_t)vl * sizeof(float));
+        be->ce_max(be, part_m, sl, N, vl);
+        for (int n = 0; n < N; n++) mx[n] = fmaxf(mx[n], part_m[n]);
+    }
+    for (int r = 0; r < shards; r++) {
+        const int v0 = r * per, vl = r + 1 < shards ? per : V - v0;
+        for (int n = 0; n < N; n++) memcpy(sl + (long)n * vl, logits + (long)n * V + v0, (size_t)vl * sizeof(float));
+        be->ce_sums(be, part_s, part_t, sl, mx, tg, S, B, vl, v0);
+        for (int n = 0; n < N; n++) sm[n] += part_s[n], tl[n] += part_t[n];
+    }
+    be->ce_loss(be, losses, mx, sm, tl, S, B);
+    for (int r = 0; r < shards; r++) {
+        const int v0 = r * per, vl = r + 1 < shards ? per : V - v0;
+        for (int n = 0; n < N; n++) memcpy(sl + (long)n * vl, logits + (long)n * V + v0, (size_t)vl * sizeof(float));
+        be->ce_backward(be, sl, sl, mx, sm, tg, dloss, S, B, vl, v0); /* in place */
+        for (int n = 0; n < N; n++) memcpy(dl + (long)n * V + v0, sl + (long)n * vl, (size_t)vl * sizeof(float));
+    }
+}
+
 static void test_cross_entropy(void **state)
 {
     (void)state;
-    float logits[N * V], dloss[N], losses[N], dl[N * V], tmp[N * V];
+    float logits[N * V], dloss[N], losses[N], dl[N * V], dl1[N * V], losses1[N];
     int32_t tg[N];
     fill(logits, N * V, -3, 3);
     for (int j = 0; j < V; j++) logits[4 * V + j] += 1000.0f; /* one row far from 0 */
@@ -928,22 +976,16 @@ static void test_cross_entropy(void **state)
     tg[6] = 0;
     ce_ctx c = {dup_d(logits, N * V), dup_d(dloss, N), tg};
     double want[N];
-    be->cross_entropy_forward(be, losses, logits, tg, S, B, V);
+    ce_sharded(losses1, dl1, logits, tg, dloss, 1);
     ce_ref(want, &c);
-    check_close(losses, want, N, RTOL, "cross-entropy losses");
-    be->cross_entropy_backward(be, dl, logits, tg, dloss, S, B, V);
-    check_fd(ce_loss, &c, c.logits, N * V, dl, NULL, FDTOL, "cross-entropy dlogits");
-    memcpy(tmp, logits, sizeof(tmp)); /* in place */
-    be->cross_entropy_backward(be, tmp, tmp, tg, dloss, S, B, V);
-    assert_memory_equal(tmp, dl, sizeof(tmp));
-    /* a target outside this shard's vocab: no predicted logit, no one-hot term */
-    tg[3] = V + 5;
-    tg[8] = -1;
-    be->cross_entropy_forward(be, losses, logits, tg, S, B, V);
-    ce_ref(want, &c);
-    check_close(losses, want, N, RTOL, "cross-entropy losses (target outside shard)");
-    be->cross_entropy_backward(be, dl, logits, tg, dloss, S, B, V);
-    check_fd(ce_loss, &c, c.logits, N * V, dl, NULL, FDTOL, "cross-entropy dlogits (target outside shard)");
+    check_close(losses1, want, N, RTOL, "cross-entropy losses");
+    check_fd(ce_loss, &c, c.logits, N * V, dl1, NULL, FDTOL, "cross-entropy dlogits");
+    /* vocab-parallel: 2 and 3 slices (uneven) give the whole-vocabulary results */
+    for (int shards = 2; shards <= 3; shards++) {
+        ce_sharded(losses, dl, logits, tg, dloss, shards);
+        check_close(losses, want, N, RTOL, "cross-entropy losses (vocab slices)");
+        check_fd(ce_loss, &c, c.logits, N * V, dl, NULL, FDTOL, "cross-entropy dlogits (vocab slices)");
+    }
     free(c.logits); free(c.dloss);
 }
 
