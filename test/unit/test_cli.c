@@ -465,8 +465,10 @@ static void test_not_implemented_flags(void **state)
                  "--bf16 is recognised but not implemented yet in megatron-c (see docs/FLAGS.md)");
     expect_error(ISSUE_LINE " --save /tmp/ckpt", "--save is recognised but not implemented yet");
     expect_error(ISSUE_LINE " --recompute-granularity full", "--recompute-granularity is recognised");
+    expect_error(ISSUE_LINE " --pipeline-model-parallel-size 2",
+                 "--pipeline-model-parallel-size 2 is recognised but not implemented yet in megatron-c (supported: 1");
     expect_error(ISSUE_LINE " --tensor-model-parallel-size 2",
-                 "--tensor-model-parallel-size 2 is recognised but not implemented yet in megatron-c (supported: 1");
+                 "world size (1) is not divisible by tensor x pipeline x context parallel size");
     expect_error(ISSUE_LINE " --lr-decay-style WSD", "--lr-decay-style WSD is recognised but not implemented yet");
     expect_error(ISSUE_LINE " --optimizer sgd", "--optimizer sgd is recognised but not implemented yet");
     expect_error(ISSUE_LINE " --normalization RMSNorm", "--normalization RMSNorm is recognised");

@@ -93,12 +93,53 @@ static void test_seed_changes_values_and_std_rules(void **state)
     mc_gpt_free(&b);
 }
 
+/* Tensor parallelism: every tp rank's slice of every parameter (rows for column-parallel and
+ * vocab-parallel tensors, columns for row-parallel ones, whole for duplicates) equals that slice
+ * of the tp = 1 tensor. */
+static void test_tp_shards_are_slices(void **state)
+{
+    (void)state;
+    mc_gpt_t full, part;
+    mc_gpt_config_t c = small_cfg(2);
+    c.tied = false;
+    float *pf = init_host(&full, &c);
+    const int tp = 2; /* the small model has 2 heads */
+    for (int r = 0; r < tp; r++) {
+            mc_gpt_config_t ct = c;
+            ct.tp = tp;
+            ct.tp_rank = r;
+            float *pp = init_host(&part, &ct);
+            int split[3] = {0, 0, 0};
+            for (int i = 0; i < part.n_params; i++) {
+                const mc_param_t *q = &part.params[i], *f = mc_gpt_find_param(&full, q->name);
+                assert_non_null(f);
+                const long cols = q->ndim == 2 ? (long)q->shape[1] : 1;
+                split[q->split + 1]++;
+                for (long a = 0; a < q->local[0]; a++)
+                    for (long b = 0; b < (q->ndim == 2 ? q->local[1] : 1); b++) {
+                        long fa = q->split == MC_SPLIT_ROWS ? r * q->local[0] + a : a;
+                        long fb = q->split == MC_SPLIT_COLS ? r * q->local[1] + b : b;
+                        long li = a * (q->ndim == 2 ? q->local[1] : 1) + b;
+                        assert_true(pp[q->offset + li] == pf[f->offset + fa * cols + fb]);
+                    }
+            }
+            /* per layer: qkv w/b, fc1 w/b rows; proj, fc2 columns; LNs, row-parallel biases whole;
+             * plus word embeddings and output layer (rows) and wpe, final LN (whole) */
+            assert_int_equal(split[MC_SPLIT_ROWS + 1], 2 * 4 + 2);
+            assert_int_equal(split[MC_SPLIT_COLS + 1], 2 * 2);
+            assert_int_equal(split[MC_SPLIT_NONE + 1], 2 * 6 + 3);
+            mc_gpt_free(&part);
+        }
+    mc_gpt_free(&full);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_shard_equals_slice),
         cmocka_unit_test(test_independent_of_model_layout),
         cmocka_unit_test(test_seed_changes_values_and_std_rules),
+        cmocka_unit_test(test_tp_shards_are_slices),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
