@@ -137,8 +137,7 @@ const mc_flag_t mc_flags_train[] = {
              "of hidden sizes. Please check persist_ln_hidden_sizes if your hidden size is "
              "supported."},
     {.name = "--sequence-parallel", TRAIN, TRUE_IF_GIVEN, FIELD(sequence_parallel),
-     NOOP("Megatron turns it off with tensor-model-parallel size 1; with a larger tp it is not "
-          "implemented yet (an error)"),
+     IMPLEMENTED_NOTE("off at tensor-model-parallel size 1, as in Megatron"),
      .help = "Enable sequence parallel optimization."},
     {.name = "--no-gradient-accumulation-fusion", TRAIN, FALSE_IF_GIVEN,
      NOOP("chooses a weight-gradient kernel; the math is the same"),

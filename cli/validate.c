@@ -120,9 +120,9 @@ static void parallel_sizes(mc_args_t *a, int world_size)
     a->world_size = world_size;
     a->data_parallel_size = (int)(world_size / model);
     if (tp == 1) a->sequence_parallel = false; /* Megatron: no change of numerics at tp 1 */
-    if (a->sequence_parallel)
-        mc_user_error("--sequence-parallel is not implemented yet (tensor parallelism runs without "
-                      "it; drop the flag)");
+    if (a->sequence_parallel && a->seq_length % tp != 0)
+        mc_user_error("--seq-length (%d) must be divisible by --tensor-model-parallel-size (%d) with "
+                      "--sequence-parallel", a->seq_length, tp);
 }
 
 /* Gradient buckets and overlap (arguments.py and training.resolve_ddp_bucket_size). */

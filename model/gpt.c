@@ -37,6 +37,10 @@ static void *take(alloc_ctx_t *a, long bytes)
  * heads, attention width, ffn width and vocabulary, and where its vocabulary starts. */
 typedef struct {
     int heads, attn, qkv, ffn, vocab, vocab_start, head_start;
+    /* sequence parallelism: this rank's sequence rows [seq_start, seq_start + seq) of the
+     * LayerNorm, dropout and residual regions (the whole sequence without it) */
+    bool sp;
+    int seq, seq_start;
 } tp_dims_t;
 
 static tp_dims_t tp_dims(const mc_gpt_config_t *c)
@@ -49,6 +53,9 @@ static tp_dims_t tp_dims(const mc_gpt_config_t *c)
     d.vocab = c->vocab / c->tp;
     d.vocab_start = c->tp_rank * d.vocab;
     d.head_start = c->tp_rank * d.heads;
+    d.sp = c->sequence_parallel && c->tp > 1;
+    d.seq = d.sp ? c->seq / c->tp : c->seq;
+    d.seq_start = d.sp ? c->tp_rank * d.seq : 0;
     return d;
 }
 
@@ -60,6 +67,7 @@ static void plan_activations(mc_gpt_t *m, alloc_ctx_t *acts, alloc_ctx_t *ws)
     const long S = c->seq, B = c->max_batch, H = c->hidden, F = t.ffn, NH = t.heads;
     const long A = t.attn, QKV = t.qkv;
     const long SB = S * B, f = sizeof(float);
+    const long LB = (long)t.seq * B; /* rows of the sequence-local regions */
 
     m->tokens = take(acts, SB * (long)sizeof(int32_t));
     m->positions = take(acts, SB * (long)sizeof(int32_t));
@@ -69,24 +77,24 @@ static void plan_activations(mc_gpt_t *m, alloc_ctx_t *acts, alloc_ctx_t *ws)
     m->dloss = take(acts, SB * f);
     for (int l = 0; l < c->num_layers; l++) {
         mc_layer_acts_t *a = m->acts ? &m->acts[l] : &(mc_layer_acts_t){0};
-        a->x = take(acts, SB * H * f);
-        a->ln1 = take(acts, SB * H * f);
-        a->ln1_mean = take(acts, SB * f);
-        a->ln1_rstd = take(acts, SB * f);
+        a->x = take(acts, LB * H * f);
+        a->ln1 = take(acts, LB * H * f);
+        a->ln1_mean = take(acts, LB * f);
+        a->ln1_rstd = take(acts, LB * f);
         a->qkv = take(acts, SB * QKV * f);
         a->probs = take(acts, B * NH * S * S * f);
         a->attn = take(acts, SB * A * f);
-        a->x_mid = take(acts, SB * H * f);
-        a->ln2 = take(acts, SB * H * f);
-        a->ln2_mean = take(acts, SB * f);
-        a->ln2_rstd = take(acts, SB * f);
+        a->x_mid = take(acts, LB * H * f);
+        a->ln2 = take(acts, LB * H * f);
+        a->ln2_mean = take(acts, LB * f);
+        a->ln2_rstd = take(acts, LB * f);
         a->fc1 = take(acts, SB * F * f);
         a->act = take(acts, SB * F * f);
     }
-    m->x_final = take(acts, SB * H * f);
-    m->lnf = take(acts, SB * H * f);
-    m->lnf_mean = take(acts, SB * f);
-    m->lnf_rstd = take(acts, SB * f);
+    m->x_final = take(acts, LB * H * f);
+    m->lnf = take(acts, LB * H * f);
+    m->lnf_mean = take(acts, LB * f);
+    m->lnf_rstd = take(acts, LB * f);
     m->logits = take(acts, SB * t.vocab * f);
     m->ce_max = take(acts, SB * f);
     m->ce_sum = take(acts, 2 * SB * f); /* with ce_target: one all-reduce for both */
@@ -94,8 +102,10 @@ static void plan_activations(mc_gpt_t *m, alloc_ctx_t *acts, alloc_ctx_t *ws)
     m->losses = take(acts, SB * f);
 
     m->tmp_h = take(ws, SB * (H > A ? H : A) * f);
-    m->dx = take(ws, SB * H * f);
-    m->dres = take(ws, SB * H * f);
+    m->dx = take(ws, LB * H * f);
+    m->dres = take(ws, LB * H * f);
+    /* the whole sequence of a sequence-local activation, gathered for a column-parallel layer */
+    m->gath = t.sp ? take(ws, SB * H * f) : NULL;
     m->dtmp_h = take(ws, SB * (H > A ? H : A) * f);
     m->d_ffn = take(ws, SB * F * f);
     m->d_qkv = take(ws, SB * QKV * f);
@@ -185,6 +195,29 @@ static void tp_reduce(mc_gpt_t *m, float *buf, long n, mc_redop_t op)
     if (m->cfg.tp > 1) mc_all_reduce(m->comm, m->tp_group, buf, (size_t)n, MC_DT_F32, op);
 }
 
+/* Sequence parallelism (Korthikanti et al.): the input of a column-parallel layer is the
+ * sequence-local activation all-gathered over tp (into m->gath); the backward of a row-parallel
+ * layer gathers its output gradient the same way. Without it, the tensor itself. */
+static const float *seq_gather(mc_gpt_t *m, const tp_dims_t *t, const float *local, long n_local)
+{
+    if (!t->sp) return local;
+    mc_all_gather(m->comm, m->tp_group, local, m->gath, (size_t)n_local, MC_DT_F32);
+    return m->gath;
+}
+
+/* A partial sum over tp of a whole-sequence tensor (a row-parallel output; a column-parallel
+ * input gradient): all-reduced in place, or with sequence parallelism reduce-scattered into this
+ * rank's rows in `local`. Returns the summed buffer. */
+static float *tp_sum(mc_gpt_t *m, const tp_dims_t *t, float *partial, float *local, long n_local)
+{
+    if (!t->sp) {
+        tp_reduce(m, partial, n_local, MC_OP_SUM);
+        return partial;
+    }
+    mc_reduce_scatter(m->comm, m->tp_group, partial, local, (size_t)n_local, MC_DT_F32, MC_OP_SUM);
+    return local;
+}
+
 static mc_dropout_t dropout_site(const mc_gpt_t *m, uint32_t iteration, uint32_t layer,
                                  uint32_t site, uint64_t sample0, float p)
 {
@@ -200,7 +233,8 @@ void mc_gpt_forward(mc_gpt_t *m, const mc_microbatch_t *mb, uint32_t iteration, 
     const mc_gpt_config_t *c = &m->cfg;
     const tp_dims_t t = tp_dims(c);
     const int S = c->seq, B = mb->b, H = c->hidden, F = t.ffn, NH = t.heads, HD = c->head_dim;
-    const int A = t.attn, N = S * B;
+    const int A = t.attn, N = S * B, Sl = t.seq, s0 = t.seq_start;
+    const long NL = (long)Sl * B * H; /* elements of a sequence-local [s, b, h] activation */
     const bool bias_here = c->tp_rank == 0; /* a row-parallel bias is added once, before the sum */
     const float hp = training ? c->hidden_dropout : 0.0f;
     const float ap = training ? c->attention_dropout : 0.0f;
@@ -225,11 +259,12 @@ void mc_gpt_forward(mc_gpt_t *m, const mc_microbatch_t *mb, uint32_t iteration, 
     float *x = c->num_layers ? m->acts[0].x : m->x_final;
     params_needed(m, 0);
     /* vocab-parallel lookup summed over tp; the position embedding joins once */
-    be->embedding_forward(be, x, m->tokens, m->positions, m->p.wte, bias_here ? m->p.wpe : NULL, S,
+    float *e = t.sp ? m->tmp_h : x;
+    be->embedding_forward(be, e, m->tokens, m->positions, m->p.wte, bias_here ? m->p.wpe : NULL, S,
                           B, H, t.vocab_start, t.vocab);
-    tp_reduce(m, x, (long)N * H, MC_OP_SUM);
+    tp_sum(m, &t, e, x, NL);
     mc_dropout_t d = dropout_site(m, iteration, 0, MC_DROPOUT_SITE_EMBEDDING, mb->sample0, hp);
-    be->dropout_forward(be, x, x, &d, S, B, H, 0, H, 0);
+    be->dropout_forward(be, x, x, &d, Sl, B, H, s0, H, 0);
 
     for (int l = 0; l < c->num_layers; l++) {
         mc_layer_acts_t *a = &m->acts[l];
@@ -238,30 +273,30 @@ void mc_gpt_forward(mc_gpt_t *m, const mc_microbatch_t *mb, uint32_t iteration, 
         const uint32_t layer_no = (uint32_t)l + 1;
 
         params_needed(m, l + 1);
-        be->layernorm_forward(be, a->ln1, a->ln1_mean, a->ln1_rstd, a->x, w->ln1_w, w->ln1_b, N, H, c->eps);
-        be->linear_forward(be, a->qkv, a->ln1, w->qkv_w, w->qkv_b, N, H, t.qkv);
+        be->layernorm_forward(be, a->ln1, a->ln1_mean, a->ln1_rstd, a->x, w->ln1_w, w->ln1_b, Sl * B, H, c->eps);
+        be->linear_forward(be, a->qkv, seq_gather(m, &t, a->ln1, NL), w->qkv_w, w->qkv_b, N, H, t.qkv);
         d = dropout_site(m, iteration, layer_no, MC_DROPOUT_SITE_ATTN_PROBS, mb->sample0, ap);
         be->attention_forward(be, a->attn, a->probs, a->qkv, S, B, NH, HD, m->segments,
                               1.0f / sqrtf((float)HD), &d, t.head_start, c->heads);
         be->linear_forward(be, m->tmp_h, a->attn, w->proj_w, bias_here ? w->proj_b : NULL, N, A, H);
-        tp_reduce(m, m->tmp_h, (long)N * H, MC_OP_SUM);
+        float *y = tp_sum(m, &t, m->tmp_h, m->dtmp_h, NL); /* dtmp_h: free in forward */
         d = dropout_site(m, iteration, layer_no, MC_DROPOUT_SITE_ATTN_OUT, mb->sample0, hp);
-        be->dropout_forward(be, m->tmp_h, m->tmp_h, &d, S, B, H, 0, H, 0);
-        be->add(be, a->x_mid, c->post_ln_residual ? a->ln1 : a->x, m->tmp_h, (long)N * H);
+        be->dropout_forward(be, y, y, &d, Sl, B, H, s0, H, 0);
+        be->add(be, a->x_mid, c->post_ln_residual ? a->ln1 : a->x, y, NL);
 
-        be->layernorm_forward(be, a->ln2, a->ln2_mean, a->ln2_rstd, a->x_mid, w->ln2_w, w->ln2_b, N, H, c->eps);
-        be->linear_forward(be, a->fc1, a->ln2, w->fc1_w, w->fc1_b, N, H, F);
+        be->layernorm_forward(be, a->ln2, a->ln2_mean, a->ln2_rstd, a->x_mid, w->ln2_w, w->ln2_b, Sl * B, H, c->eps);
+        be->linear_forward(be, a->fc1, seq_gather(m, &t, a->ln2, NL), w->fc1_w, w->fc1_b, N, H, F);
         be->gelu_forward(be, a->act, a->fc1, (long)N * F, c->gelu_tanh);
         be->linear_forward(be, m->tmp_h, a->act, w->fc2_w, bias_here ? w->fc2_b : NULL, N, F, H);
-        tp_reduce(m, m->tmp_h, (long)N * H, MC_OP_SUM);
+        y = tp_sum(m, &t, m->tmp_h, m->dtmp_h, NL);
         d = dropout_site(m, iteration, layer_no, MC_DROPOUT_SITE_MLP_OUT, mb->sample0, hp);
-        be->dropout_forward(be, m->tmp_h, m->tmp_h, &d, S, B, H, 0, H, 0);
-        be->add(be, x_out, c->post_ln_residual ? a->ln2 : a->x_mid, m->tmp_h, (long)N * H);
+        be->dropout_forward(be, y, y, &d, Sl, B, H, s0, H, 0);
+        be->add(be, x_out, c->post_ln_residual ? a->ln2 : a->x_mid, y, NL);
     }
 
     params_needed(m, c->num_layers + 1);
-    be->layernorm_forward(be, m->lnf, m->lnf_mean, m->lnf_rstd, m->x_final, m->p.lnf_w, m->p.lnf_b, N, H, c->eps);
-    be->linear_forward(be, m->logits, m->lnf, m->p.out_w, NULL, N, H, t.vocab);
+    be->layernorm_forward(be, m->lnf, m->lnf_mean, m->lnf_rstd, m->x_final, m->p.lnf_w, m->p.lnf_b, Sl * B, H, c->eps);
+    be->linear_forward(be, m->logits, seq_gather(m, &t, m->lnf, NL), m->p.out_w, NULL, N, H, t.vocab);
     /* vocab-parallel cross-entropy: global max, then global sum-exp and predicted logit */
     be->ce_max(be, m->ce_max, m->logits, N, t.vocab);
     tp_reduce(m, m->ce_max, N, MC_OP_MAX);
@@ -284,14 +319,24 @@ void mc_gpt_forward(mc_gpt_t *m, const mc_microbatch_t *mb, uint32_t iteration, 
 
 /* ---------------------------------------------------------------- backward */
 
+void mc_gpt_reduce_sequence_parallel_grads(mc_gpt_t *m)
+{
+    if (!(m->cfg.sequence_parallel && m->cfg.tp > 1)) return;
+    for (int i = 0; i < m->n_params; i++)
+        if (m->params[i].seq_parallel)
+            tp_reduce(m, m->grad_buf + m->params[i].offset, m->params[i].numel, MC_OP_SUM);
+}
+
 void mc_gpt_backward(mc_gpt_t *m, uint32_t iteration, float weight)
 {
     const mc_backend_t *be = m->be;
     const mc_gpt_config_t *c = &m->cfg;
     const tp_dims_t t = tp_dims(c);
     const int S = c->seq, B = m->batch, H = c->hidden, F = t.ffn, NH = t.heads, HD = c->head_dim;
-    const int A = t.attn, N = S * B;
-    const long NHl = (long)N * H;
+    const int A = t.attn, N = S * B, Sl = t.seq, s0 = t.seq_start, NLr = Sl * B;
+    const long NHl = (long)NLr * H; /* elements of a sequence-local [s, b, h] activation */
+    /* a column-parallel input gradient is formed over the whole sequence, then summed over tp */
+    float *dfull = t.sp ? m->tmp_h : m->dx;
     const float hp = c->hidden_dropout, ap = c->attention_dropout;
     const uint64_t sample0 = m->sample0;
 
@@ -300,12 +345,13 @@ void mc_gpt_backward(mc_gpt_t *m, uint32_t iteration, float weight)
     be->scale(be, m->dloss, weight, N);
     be->ce_backward(be, m->logits, m->logits, m->ce_max, m->ce_sum, m->labels, m->dloss, S, B,
                     t.vocab, t.vocab_start);
-    be->linear_backward(be, m->dx, m->g.out_w, NULL, m->logits, m->lnf, m->p.out_w, N, H, t.vocab);
-    tp_reduce(m, m->dx, NHl, MC_OP_SUM); /* column-parallel (vocab) input gradient */
+    be->linear_backward(be, dfull, m->g.out_w, NULL, m->logits, seq_gather(m, &t, m->lnf, NHl),
+                        m->p.out_w, N, H, t.vocab);
+    tp_sum(m, &t, dfull, m->dx, NHl); /* column-parallel (vocab) input gradient */
     /* dx now holds d lnf; the final LN backward accumulates into dres (= d x_final) */
     be->memset0(be, m->dres, (size_t)NHl * sizeof(float));
     be->layernorm_backward_acc(be, m->dres, m->g.lnf_w, m->g.lnf_b, m->dx, m->x_final, m->p.lnf_w,
-                               m->lnf_mean, m->lnf_rstd, N, H);
+                               m->lnf_mean, m->lnf_rstd, NLr, H);
     grads_final(m, c->num_layers + 1);
     /* invariant from here: dres = gradient w.r.t. the residual stream at the current point */
 
@@ -318,12 +364,14 @@ void mc_gpt_backward(mc_gpt_t *m, uint32_t iteration, float weight)
 
         /* ---- MLP block: x_out = res2 + dropout(fc2(gelu(fc1(ln2)))) ---- */
         d = dropout_site(m, iteration, layer_no, MC_DROPOUT_SITE_MLP_OUT, sample0, hp);
-        be->dropout_backward(be, m->dtmp_h, m->dres, &d, S, B, H, 0, H, 0);
-        be->linear_backward(be, m->d_ffn, gw->fc2_w, gw->fc2_b, m->dtmp_h, a->act, w->fc2_w, N, F, H);
+        be->dropout_backward(be, m->dtmp_h, m->dres, &d, Sl, B, H, s0, H, 0);
+        be->linear_backward(be, m->d_ffn, gw->fc2_w, gw->fc2_b, seq_gather(m, &t, m->dtmp_h, NHl),
+                            a->act, w->fc2_w, N, F, H);
         be->gelu_backward(be, m->d_ffn, m->d_ffn, a->fc1, (long)N * F, c->gelu_tanh);
         /* d ln2 into dx */
-        be->linear_backward(be, m->dx, gw->fc1_w, gw->fc1_b, m->d_ffn, a->ln2, w->fc1_w, N, H, F);
-        tp_reduce(m, m->dx, NHl, MC_OP_SUM);
+        be->linear_backward(be, dfull, gw->fc1_w, gw->fc1_b, m->d_ffn, seq_gather(m, &t, a->ln2, NHl),
+                            w->fc1_w, N, H, F);
+        tp_sum(m, &t, dfull, m->dx, NHl);
         if (c->post_ln_residual) {
             /* res2 = ln2: its gradient joins d ln2, and x_mid gets only the LN path */
             be->add_inplace(be, m->dx, m->dres, NHl);
@@ -331,31 +379,34 @@ void mc_gpt_backward(mc_gpt_t *m, uint32_t iteration, float weight)
         }
         /* dres (d x_mid) += LN2 backward */
         be->layernorm_backward_acc(be, m->dres, gw->ln2_w, gw->ln2_b, m->dx, a->x_mid, w->ln2_w,
-                                   a->ln2_mean, a->ln2_rstd, N, H);
+                                   a->ln2_mean, a->ln2_rstd, NLr, H);
 
         /* ---- attention block: x_mid = res1 + dropout(proj(attn(qkv(ln1)))) ---- */
         d = dropout_site(m, iteration, layer_no, MC_DROPOUT_SITE_ATTN_OUT, sample0, hp);
-        be->dropout_backward(be, m->dtmp_h, m->dres, &d, S, B, H, 0, H, 0);
+        be->dropout_backward(be, m->dtmp_h, m->dres, &d, Sl, B, H, s0, H, 0);
         /* d attn into tmp_h (free during backward) */
-        be->linear_backward(be, m->tmp_h, gw->proj_w, gw->proj_b, m->dtmp_h, a->attn, w->proj_w, N, A, H);
+        be->linear_backward(be, m->tmp_h, gw->proj_w, gw->proj_b, seq_gather(m, &t, m->dtmp_h, NHl),
+                            a->attn, w->proj_w, N, A, H);
         d = dropout_site(m, iteration, layer_no, MC_DROPOUT_SITE_ATTN_PROBS, sample0, ap);
         be->attention_backward(be, m->d_qkv, m->attn_scratch, m->tmp_h, a->qkv, a->probs, S, B, NH,
                                HD, m->segments, 1.0f / sqrtf((float)HD), &d, t.head_start, c->heads);
-        be->linear_backward(be, m->dx, gw->qkv_w, gw->qkv_b, m->d_qkv, a->ln1, w->qkv_w, N, H, t.qkv);
-        tp_reduce(m, m->dx, NHl, MC_OP_SUM);
+        /* tmp_h (d attn) is consumed: it may take the whole-sequence d ln1 */
+        be->linear_backward(be, dfull, gw->qkv_w, gw->qkv_b, m->d_qkv, seq_gather(m, &t, a->ln1, NHl),
+                            w->qkv_w, N, H, t.qkv);
+        tp_sum(m, &t, dfull, m->dx, NHl);
         if (c->post_ln_residual) {
             be->add_inplace(be, m->dx, m->dres, NHl);
             be->memset0(be, m->dres, (size_t)NHl * sizeof(float));
         }
         be->layernorm_backward_acc(be, m->dres, gw->ln1_w, gw->ln1_b, m->dx, a->x, w->ln1_w,
-                                   a->ln1_mean, a->ln1_rstd, N, H);
+                                   a->ln1_mean, a->ln1_rstd, NLr, H);
         grads_final(m, l + 1);
     }
 
     /* embedding: x0 = dropout(wte[tok] + wpe[pos]) */
     mc_dropout_t d = dropout_site(m, iteration, 0, MC_DROPOUT_SITE_EMBEDDING, sample0, hp);
-    be->dropout_backward(be, m->dres, m->dres, &d, S, B, H, 0, H, 0);
-    be->embedding_backward(be, m->g.wte, m->g.wpe, m->dres, m->tokens, m->positions, S, B, H,
-                           t.vocab_start, t.vocab);
+    be->dropout_backward(be, m->dres, m->dres, &d, Sl, B, H, s0, H, 0);
+    be->embedding_backward(be, m->g.wte, m->g.wpe, seq_gather(m, &t, m->dres, NHl), m->tokens,
+                           m->positions, S, B, H, t.vocab_start, t.vocab);
     grads_final(m, 0);
 }

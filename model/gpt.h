@@ -25,6 +25,7 @@ typedef struct {
     float init_std, embedding_init_std;
     uint64_t seed;
     int tp, tp_rank;          /* tensor parallelism: this rank's heads, ffn and vocab slice */
+    bool sequence_parallel;   /* with tp > 1: LayerNorm/dropout regions split along the sequence */
 } mc_gpt_config_t;
 
 /* How a parameter is split over the tp ranks (Megatron's tensor_model_parallel attribute). */
@@ -43,6 +44,8 @@ typedef struct {
     mc_split_t split;
     int64_t local[2];  /* this rank's slice */
     long numel;        /* of the slice */
+    bool seq_parallel; /* a LayerNorm parameter under sequence parallelism: its gradient is a
+                          partial sum over this rank's sequence rows, summed over tp per step */
     long offset;      /* element offset in the flat parameter / gradient buffers */
     float init_std;   /* > 0: N(0, std); otherwise the constant init_value */
     float init_value;
@@ -110,6 +113,7 @@ typedef struct {
     float *losses;                        /* [B*S] */
     /* backward workspace */
     float *tmp_h, *dx, *dres, *dtmp_h, *d_ffn, *d_qkv, *attn_scratch;
+    float *gath;                          /* [S*B*H] gathered sequence (sequence parallelism) */
     void **bufs;                          /* every activation/workspace buffer, for freeing */
     int n_bufs, cap_bufs;
     int batch;                            /* rows of the microbatch in flight */
@@ -135,6 +139,10 @@ void mc_gpt_memory(const mc_gpt_t *m, long *param_bytes, long *act_bytes, long *
 /* Allocates all buffers on the backend; returns 0 or -1 (out of memory). */
 int mc_gpt_alloc(mc_gpt_t *m, const mc_backend_t *be);
 void mc_gpt_free(mc_gpt_t *m);
+
+/* Sums the LayerNorm gradients over tp under sequence parallelism (Megatron's
+ * finalize_model_grads); once per step, after the microbatches. No-op otherwise. */
+void mc_gpt_reduce_sequence_parallel_grads(mc_gpt_t *m);
 
 /* Layout-invariant init (DESIGN decision 6). */
 void mc_gpt_init_params(mc_gpt_t *m);

@@ -34,6 +34,7 @@ void mc_gpt_config_from_args(mc_gpt_config_t *c, const mc_args_t *a)
     c->seed = (uint64_t)a->seed;
     c->tp = a->tensor_model_parallel_size > 0 ? a->tensor_model_parallel_size : 1;
     c->tp_rank = 0; /* the trainer sets this rank's */
+    c->sequence_parallel = a->sequence_parallel && c->tp > 1;
 }
 
 static mc_param_t *add_param(mc_gpt_t *m, int *cap, const char *name, int64_t d0, int64_t d1,
@@ -54,6 +55,7 @@ static mc_param_t *add_param(mc_gpt_t *m, int *cap, const char *name, int64_t d0
     p->local[0] = p->split == MC_SPLIT_ROWS ? d0 / m->cfg.tp : d0;
     p->local[1] = p->split == MC_SPLIT_COLS ? d1 / m->cfg.tp : d1;
     p->numel = (long)(d1 ? p->local[0] * p->local[1] : p->local[0]);
+    p->seq_parallel = m->cfg.sequence_parallel && m->cfg.tp > 1 && strstr(name, "layernorm") != NULL;
     p->offset = m->n_elems;
     p->init_std = std;
     p->init_value = value;

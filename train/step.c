@@ -129,6 +129,7 @@ void mc_forward_backward(mc_trainer_t *t, const mc_microbatch_t *mbs, int M, mc_
     mc_timer_stop(&t->timers, MC_T_FORWARD_BACKWARD);
     mc_timer_start(&t->timers, MC_T_ALL_GRADS_SYNC);
     mc_ddp_finish_grad_sync(&t->ddp);
+    mc_gpt_reduce_sequence_parallel_grads(m);
     mc_timer_stop(&t->timers, MC_T_ALL_GRADS_SYNC);
     /* the token-weighted loss over the global batch (the dp-cp group) */
     double pair[2] = {r->loss_sum, r->num_tokens};

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# Tensor parallelism (issue 5): tp = 2 and 4, and tp 2 x dp 2, give the single-rank losses, grad
-# norms and parameter norms over 24 iterations with dropout on (layout-invariant init and
-# dropout, DESIGN decision 6), under mpirun.
+# Tensor parallelism (issue 5): tp = 2 and 4, each with and without sequence parallelism, and
+# tp 2 x dp 2, give the single-rank losses, grad norms and parameter norms over 24 iterations
+# with dropout on (layout-invariant init and dropout, DESIGN decision 6), under mpirun.
 source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/mpi.sh"
 
@@ -50,17 +50,26 @@ run() { # name reference np flags...
     check "$name gives the single-rank losses, grad and params norms" same_numbers "$ref" "$MC_TMP/run"
 }
 run "tp=2" "$MC_TMP/single" 2 --tensor-model-parallel-size 2
+mem_tp=$(grep 'activations (1 microbatch' "$MC_TMP/run" | awk '{print $(NF-1)}')
+mem_1=$(grep 'activations (1 microbatch' "$MC_TMP/single" | awk '{print $(NF-1)}')
 run "tp=4" "$MC_TMP/single" 4 --tensor-model-parallel-size 4
+run "tp=2, sequence parallel" "$MC_TMP/single" 2 --tensor-model-parallel-size 2 --sequence-parallel
+mem_sp=$(grep 'activations (1 microbatch' "$MC_TMP/run" | awk '{print $(NF-1)}')
+run "tp=4, sequence parallel" "$MC_TMP/single" 4 --tensor-model-parallel-size 4 --sequence-parallel
 run "tp=2 untied, no biases" "$MC_TMP/untied" 2 --tensor-model-parallel-size 2 "${UNTIED[@]}"
 run "tp=2 x dp=2" "$MC_TMP/single" 4 --tensor-model-parallel-size 2
 run "tp=2 x dp=2, distributed optimizer, overlap" "$MC_TMP/single" 4 --tensor-model-parallel-size 2 \
     --use-distributed-optimizer --overlap-grad-reduce --overlap-param-gather --ddp-bucket-size 2000
+run "tp=2 x dp=2, sequence parallel, distributed optimizer" "$MC_TMP/single" 4 \
+    --tensor-model-parallel-size 2 --sequence-parallel --use-distributed-optimizer
 check "tp x dp world logged" grep -q 'using world size: 4, data-parallel size: 2, context-parallel size: 1, tensor-model-parallel size: 2' "$MC_TMP/run"
+check "activation memory per rank: tp 1 ($mem_1 MiB) > tp 2 ($mem_tp) > tp 2 with sequence parallelism ($mem_sp)" \
+    awk -v a="$mem_1" -v b="$mem_tp" -v c="$mem_sp" 'BEGIN { exit !(a > b && b > c && c > 0) }' 
 
-# sequence parallelism is refused, not ignored, by rank 0 for every rank
-mpirun_mc 2 "${FLAGS[@]}" --tensor-model-parallel-size 2 --sequence-parallel >"$MC_TMP/sp" 2>"$MC_TMP/sp.err"
+# sequence parallelism splits the sequence over tp: it must divide
+mpirun_mc 2 "${FLAGS[@]}" --seq-length 33 --max-position-embeddings 33 --tensor-model-parallel-size 2 --sequence-parallel >"$MC_TMP/sp" 2>"$MC_TMP/sp.err"
 rc=$?
-check "--sequence-parallel with tp 2 is refused (rc=$rc)" bash -c "[ $rc -ne 0 ] && [ \$(grep -c 'megatron-c: error: --sequence-parallel is not implemented yet' '$MC_TMP/sp.err') -eq 1 ]"
+check "--sequence-parallel with a sequence tp does not divide is refused once (rc=$rc)" bash -c "[ $rc -eq 2 ] && [ \$(grep -c 'megatron-c: error: --seq-length (33) must be divisible by --tensor-model-parallel-size (2) with --sequence-parallel' '$MC_TMP/sp.err') -eq 1 ]"
 
 # the untied model is another model, so the comparison can fail
 if same_numbers "$MC_TMP/single" "$MC_TMP/untied"; then
