@@ -1,31 +1,35 @@
 #include "cli/error.h"
 
 #include <ctype.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 static int g_rank = 0, g_world = 1;
 static void (*g_abort_hook)(int code);
+static bool g_rank_local_inputs;
 
 void mc_error_set_rank(int rank, int world_size) { g_rank = rank; g_world = world_size; }
 void mc_error_set_abort_hook(void (*hook)(int code)) { g_abort_hook = hook; }
+void mc_error_set_rank_local(bool on) { g_rank_local_inputs = on; }
 
 void mc_user_error(const char *fmt, ...)
 {
     va_list ap;
     fflush(stdout);
-    /* Until the job's communicator is up (flags, data files) every rank reads the same inputs, so
-     * rank 0 speaks for all: one line, not one per rank; every rank still exits with the code.
-     * Later errors may be a single rank's, and every rank that meets one reports it. */
-    if (g_rank == 0 || g_abort_hook) {
+    /* Until training starts (flags, data files) every rank reads the same inputs and meets the
+     * same error, so rank 0 speaks for all, one line, and every rank exits with the code (no
+     * abort: it could kill rank 0 before it speaks). Later errors may be one rank's: every rank
+     * that meets one reports it and ends the job. */
+    if (g_rank == 0 || g_rank_local_inputs) {
         fputs("megatron-c: error: ", stderr);
         va_start(ap, fmt);
         vfprintf(stderr, fmt, ap);
         va_end(ap);
         fputc('\n', stderr);
     }
-    if (g_world > 1 && g_abort_hook) g_abort_hook(2);
+    if (g_world > 1 && g_rank_local_inputs && g_abort_hook) g_abort_hook(2);
     exit(2);
 }
 

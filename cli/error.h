@@ -5,6 +5,7 @@
 #define MC_CLI_ERROR_H
 
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stddef.h>
 
 __attribute__((noreturn, format(printf, 1, 2))) void mc_user_error(const char *fmt, ...);
@@ -29,5 +30,8 @@ size_t mc_edit_distance(const char *a, const char *b);
 void mc_error_set_rank(int rank, int world_size);
 /* Called by mc_fatal before exiting (the comm layer installs a job abort). */
 void mc_error_set_abort_hook(void (*hook)(int code));
+/* From now on user errors may be one rank's own (set when training starts): every rank reports
+ * them and they abort the job. Before, rank 0 reports for all. */
+void mc_error_set_rank_local(bool on);
 
 #endif

@@ -306,6 +306,7 @@ int mc_pretrain(mc_args_t *args)
     }
     t->data = data;
     g_rank0 = t->par.rank == 0;
+    mc_error_set_rank_local(true);
     if (g_rank0) print_startup(t, why);
 
     const double start = now_s();

@@ -1,122 +1,206 @@
 #!/usr/bin/env bash
-# A one-node Slurm on this machine, from Debian's packages, for running megatron-c the way users
-# do on clusters: `srun --mpi=pmix -n 8 ./megatron-c ...`. Also a recipe to read:
+# A one-node Slurm on this machine, from Debian 12's packages (Slurm 22.05, PMIx 4), for
+# running megatron-c the way users do on clusters:  srun --mpi=pmix -n 8 ./megatron-c ...
+# Run as root; no systemd needed (works in containers). Also meant to be read as a recipe:
 #
 #   1. packages: munge (authentication), slurmctld (controller), slurmd (node daemon),
-#      slurm-client (srun, sinfo); Debian 12's Slurm 22.05 ships the mpi_pmix_v4 plugin.
-#   2. munged with a key (the package makes one).
-#   3. /etc/slurm/slurm.conf: one node, this host, with 8 CPUs although the machine may have 2:
-#      SlurmdParameters=config_overrides makes slurmd accept the configured CPUs, so an 8-task
-#      job step fits. No cgroups (containers rarely allow them): proctrack/linuxproc and
-#      task/none. KillOnBadExit=1 so that a task that dies ends the whole step, as an MPI job
-#      needs (megatron-c also notices dead peers itself).
-#   4. slurmctld and slurmd as root, logs in $SLURM_LOGDIR [/tmp/slurm], then wait until the
-#      node is idle and check that srun knows pmix.
+#      slurm-client (srun, sinfo, scontrol), libpmix-dev (see below).
+#   2. munged, with a key (the package makes one; made here if missing).
+#   3. /etc/slurm/slurm.conf: one node, this host at 127.0.0.1, claiming 8 CPUs although the
+#      machine may have 2 (SlurmdParameters=config_overrides), so an 8-task step fits.
+#      No cgroups, KillOnBadExit=1 (comments in the file below say why).
+#   4. slurmctld and slurmd as root, then wait (bounded) until the node is idle and check
+#      that `srun --mpi=list` knows pmix.
 #
-#   bash test/integration/slurm-up.sh          # idempotent: does nothing when already up
-#   bash test/integration/slurm-up.sh --down   # stops the daemons
+#   bash test/integration/slurm-up.sh          bring it up; does nothing when already up
+#   bash test/integration/slurm-up.sh --down   stop slurmd, slurmctld and munged
+#   bash test/integration/slurm-up.sh --help   this text
 #
-# Environment: SLURM_CPUS [8], SLURM_LOGDIR [/tmp/slurm].
+# Environment: SLURM_CPUS [8] CPUs the node claims, SLURM_LOGDIR [/tmp/slurm] daemon logs,
+# SLURM_UP_WAIT_S [60] how long to wait for the node.
+# State: /var/spool/slurmctld, /var/spool/slurmd; pid files /run/slurmctld.pid, /run/slurmd.pid.
+# A test cluster, not a real one: SlurmUser=root, no accounting, fake CPU count.
 set -uo pipefail
+
+NODE=$(hostname -s)
 CPUS=${SLURM_CPUS:-8}
 LOGDIR=${SLURM_LOGDIR:-/tmp/slurm}
 CONF=/etc/slurm/slurm.conf
-HOST=$(hostname -s)
+CTLD_LOG=$LOGDIR/slurmctld.log
+SLURMD_LOG=$LOGDIR/slurmd.log
+MUNGE_LOG=$LOGDIR/munged.log
+CTLD_PID=/run/slurmctld.pid
+SLURMD_PID=/run/slurmd.pid
+WAIT_S=${SLURM_UP_WAIT_S:-60}
 
-say() { echo "slurm-up: $*"; }
-die() {
-    echo "slurm-up: error: $*" >&2
-    for f in "$LOGDIR"/slurmctld.log "$LOGDIR"/slurmd.log; do
-        [ -f "$f" ] && { echo "--- tail of $f" >&2; tail -15 "$f" >&2; }
+say()  { echo "slurm-up: $*"; }
+die()  {   # die MESSAGE [LOG...]: print the message and the tail of each log, exit 1
+    local msg=$1; shift
+    echo "slurm-up: FAILED: $msg" >&2
+    local f
+    for f in "$@"; do
+        [ -r "$f" ] || continue
+        echo "---- last lines of $f ----" >&2
+        tail -n 25 "$f" >&2
     done
     exit 1
 }
+running() { [ -r "$1" ] && kill -0 "$(cat "$1")" 2>/dev/null; }   # running PIDFILE
+node_state() { sinfo -h -n "$NODE" -o %t 2>/dev/null | head -n1; }
 
-if [ "${1:-}" = "--down" ]; then
-    pkill -x slurmd; pkill -x slurmctld
-    say "stopped slurmctld and slurmd"
-    exit 0
+# --- stop: `--down` ----------------------------------------------------------------------
+# Kills only the daemons this script started (by the PIDs in their pid files).
+down() {
+    local f pid
+    for f in "$SLURMD_PID" "$CTLD_PID"; do
+        running "$f" || continue
+        pid=$(cat "$f")
+        kill "$pid" 2>/dev/null
+        for _ in $(seq 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.2; done
+        kill -0 "$pid" 2>/dev/null && kill -9 "$pid" 2>/dev/null
+        rm -f "$f"
+    done
+    [ -S /run/munge/munge.socket.2 ] && munged --stop >/dev/null 2>&1
+    say "down (slurmctld, slurmd, munged stopped)"
+}
+
+case "${1:-}" in
+    --down) down; exit 0 ;;
+    -h|--help) sed -n '2,/^set /p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
+    "") ;;
+    *) echo "usage: $0 [--down|--help]" >&2; exit 2 ;;
+esac
+
+[ "$(id -u)" -eq 0 ] || die "must run as root (it installs packages, writes /etc/slurm, starts daemons)"
+
+# --- 0. already up? ------------------------------------------------------------------------
+# Both daemons alive, the node schedulable and the pmix plugin loadable: nothing to do.
+if running "$CTLD_PID" && running "$SLURMD_PID" && command -v sinfo >/dev/null; then
+    case "$(node_state)" in
+        idle|mix|alloc|comp)
+            if srun --mpi=list 2>&1 | grep -q pmix; then
+                say "already up: node $NODE $(node_state), $(sinfo -h -o %c -n "$NODE") CPUs, srun --mpi=pmix available"
+                exit 0
+            fi ;;
+    esac
+    say "daemons running but node not usable; restarting"
+    down
 fi
 
-node_idle() { timeout 10 sinfo -h -n "$HOST" -o %t 2>/dev/null | grep -qE '^(idle|mix|alloc)'; }
-if pgrep -x slurmctld >/dev/null && pgrep -x slurmd >/dev/null && node_idle; then
-    say "already up ($HOST, $(sinfo -h -o %c) CPUs)"
-    exit 0
+# --- 1. packages ---------------------------------------------------------------------------
+# slurmctld (controller), slurmd (node daemon), slurm-client (srun, sinfo, scontrol),
+# munge (authentication between them). slurm-wlm-basic-plugins ships mpi_pmix_v4.so, which
+# dlopen()s /usr/lib/x86_64-linux-gnu/pmix2/lib/libpmix.so -- the unversioned name only
+# libpmix-dev provides; without it `srun --mpi=list` silently lacks pmix.
+pkgs=(munge slurmctld slurmd slurm-client slurm-wlm-basic-plugins libpmix-dev)
+missing=()
+for p in "${pkgs[@]}"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+    say "installing ${missing[*]}"
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -qq >/tmp/slurm-up-apt.log 2>&1 &&
+        apt-get install -y -qq --no-install-recommends "${missing[@]}" >>/tmp/slurm-up-apt.log 2>&1 ||
+        die "apt-get install ${missing[*]}" /tmp/slurm-up-apt.log
 fi
-[ "$(id -u)" -eq 0 ] || die "needs root (daemons and /etc/slurm)"
 
-# 1. packages
-if ! command -v slurmctld >/dev/null || ! command -v slurmd >/dev/null || ! command -v munged >/dev/null ||
-    ! command -v srun >/dev/null; then
-    say "installing munge and Slurm from Debian's packages"
-    apt-get update -qq || die "apt-get update failed"
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
-        munge slurmctld slurmd slurm-client >/dev/null || die "apt-get install of Slurm failed"
-fi
-
-# 2. munge
+# --- 2. munge ------------------------------------------------------------------------------
+# One shared secret (/etc/munge/munge.key) authenticates every Slurm message. The package
+# normally creates it; make one if not. munged runs as root here; --force lets it start
+# despite its strict ownership/permission checks on the key and its directories.
+mkdir -p /etc/munge /run/munge /var/lib/munge /var/log/munge
 if [ ! -s /etc/munge/munge.key ]; then
-    mkdir -p /etc/munge
-    dd if=/dev/urandom of=/etc/munge/munge.key bs=1 count=1024 status=none
-    chown munge:munge /etc/munge/munge.key 2>/dev/null
-    chmod 400 /etc/munge/munge.key
+    say "creating /etc/munge/munge.key"
+    mungekey --create --keyfile=/etc/munge/munge.key 2>/dev/null ||
+        dd if=/dev/urandom of=/etc/munge/munge.key bs=1 count=1024 status=none
+    chmod 600 /etc/munge/munge.key
 fi
-mkdir -p /run/munge /var/log/munge /var/lib/munge
-chown munge:munge /run/munge /var/log/munge /var/lib/munge 2>/dev/null
-if ! pgrep -x munged >/dev/null; then
-    # --force: munged refuses some directory permissions inside containers otherwise
-    if id munge >/dev/null 2>&1; then
-        runuser -u munge -- /usr/sbin/munged --force || /usr/sbin/munged --force || die "munged did not start"
-    else
-        /usr/sbin/munged --force || die "munged did not start"
-    fi
+if ! munge -n 2>/dev/null | unmunge >/dev/null 2>&1; then
+    rm -f /run/munge/munge.socket.2 /run/munge/munged.pid
+    munged --force --log-file="$MUNGE_LOG" >>"$MUNGE_LOG" 2>&1 || die "munged did not start" "$MUNGE_LOG"
+    for _ in $(seq 20); do munge -n 2>/dev/null | unmunge >/dev/null 2>&1 && break; sleep 0.25; done
+    munge -n 2>/dev/null | unmunge >/dev/null 2>&1 || die "munge round trip (munge -n | unmunge) fails" "$MUNGE_LOG"
 fi
-munge -n </dev/null | unmunge >/dev/null 2>&1 || die "munge does not work (munge -n | unmunge failed)"
 
-# 3. configuration
-mkdir -p /etc/slurm "$LOGDIR" /var/spool/slurmctld /var/spool/slurmd
-cat >"$CONF" <<CONFEOF
-# written by megatron-c's test/integration/slurm-up.sh: one node, no cgroups
+# --- 3. slurm.conf -------------------------------------------------------------------------
+mkdir -p /etc/slurm /var/spool/slurmctld /var/spool/slurmd
+cat >"$CONF" <<EOF
+# Written by megatron-c test/integration/slurm-up.sh: a one-node test cluster. Not for production.
 ClusterName=megatron-c
-SlurmctldHost=$HOST
+SlurmctldHost=$NODE(127.0.0.1)
 SlurmUser=root
 SlurmdUser=root
 AuthType=auth/munge
+CredType=cred/munge
+
 StateSaveLocation=/var/spool/slurmctld
 SlurmdSpoolDir=/var/spool/slurmd
-SlurmctldPidFile=/run/slurmctld.pid
-SlurmdPidFile=/run/slurmd.pid
-SlurmctldLogFile=$LOGDIR/slurmctld.log
-SlurmdLogFile=$LOGDIR/slurmd.log
+SlurmctldPidFile=$CTLD_PID
+SlurmdPidFile=$SLURMD_PID
+SlurmctldLogFile=$CTLD_LOG
+SlurmdLogFile=$SLURMD_LOG
+SlurmctldDebug=info
+SlurmdDebug=info
+
+# No cgroups (containers often lack a writable cgroup tree): track a step's processes via
+# /proc parentage and do no CPU binding. No accounting database.
 ProctrackType=proctrack/linuxproc
 TaskPlugin=task/none
 JobAcctGatherType=jobacct_gather/none
 AccountingStorageType=accounting_storage/none
+
+# Tests ask for --mpi=pmix explicitly; plain srun stays MPI-agnostic.
+MpiDefault=none
+
+# Schedule by cores: the node below claims 8 single-thread cores, so -n 8 gets one "core" each.
 SchedulerType=sched/backfill
 SelectType=select/cons_tres
 SelectTypeParameters=CR_Core
-MpiDefault=none
+
+# A task that dies abnormally (signal, or non-zero exit) makes Slurm kill the whole step at
+# once. Without it, when one rank of an MPI job crashes, the others sit in a collective
+# forever and srun never returns; with it the test sees a failure within seconds.
 KillOnBadExit=1
+# Seconds between SIGTERM and SIGKILL when a step is killed (default 30).
+KillWait=5
+# A node that went DOWN (e.g. the daemons were restarted) comes back on its own once its
+# slurmd registers with a valid configuration.
 ReturnToService=2
-SlurmdParameters=config_overrides
 SlurmdTimeout=300
 InactiveLimit=0
-MinJobAge=30
-KillWait=5
-NodeName=$HOST NodeAddr=127.0.0.1 CPUs=$CPUS RealMemory=1000 State=UNKNOWN
-PartitionName=main Nodes=$HOST Default=YES MaxTime=INFINITE State=UP OverSubscribe=YES
-CONFEOF
+MinJobAge=60
 
-# 4. daemons
-pkill -x slurmd; pkill -x slurmctld
-sleep 0.5
-/usr/sbin/slurmctld -i || die "slurmctld did not start"
-/usr/sbin/slurmd || die "slurmd did not start"
-for _ in $(seq 1 60); do
-    node_idle && break
-    scontrol update nodename="$HOST" state=resume >/dev/null 2>&1
+# SlurmdParameters=config_overrides: slurmd trusts the numbers below instead of the
+# hardware it detects, so a 2-core machine offers 8 CPUs (8 ranks oversubscribe 2 cores:
+# fine for correctness tests, useless for timing). RealMemory is nominal; memory is not a
+# scheduled resource with CR_Core.
+SlurmdParameters=config_overrides
+NodeName=$NODE NodeAddr=127.0.0.1 NodeHostname=$NODE CPUs=8 Boards=1 SocketsPerBoard=1 CoresPerSocket=8 ThreadsPerCore=1 RealMemory=1000 State=UNKNOWN
+PartitionName=debug Nodes=$NODE Default=YES MaxTime=INFINITE State=UP OverSubscribe=NO
+EOF
+
+# --- 4. daemons ----------------------------------------------------------------------------
+# Both fork into the background and write their pid files. slurmctld -c forgets jobs left
+# over from an earlier run of this test cluster.
+: >"$CTLD_LOG"; : >"$SLURMD_LOG"
+running "$CTLD_PID"   || slurmctld -c          || die "slurmctld did not start" "$CTLD_LOG"
+running "$SLURMD_PID" || slurmd -N "$NODE"     || die "slurmd did not start" "$SLURMD_LOG"
+
+# --- 5. wait until the node is schedulable (bounded) ---------------------------------------
+state=""
+for _ in $(seq "$WAIT_S"); do
+    state=$(node_state)
+    case "$state" in idle|mix|alloc) break ;; esac
     sleep 1
 done
-node_idle || die "the node did not become idle within 60 s ($(sinfo -h -o '%t %E' 2>&1))"
-timeout 10 srun --mpi=list 2>&1 | grep -q pmix || die "srun has no pmix plugin ($(srun --mpi=list 2>&1 | tr '\n' ' '))"
-say "up: node $HOST idle with $(sinfo -h -o %c) CPUs; srun --mpi=pmix available"
+case "$state" in
+    idle|mix|alloc) ;;
+    *) die "node $NODE not idle after ${WAIT_S}s (sinfo state: '${state:-none}')" "$CTLD_LOG" "$SLURMD_LOG" ;;
+esac
+
+# --- 6. PMIx available to srun? ------------------------------------------------------------
+mpis=$(srun --mpi=list 2>&1 | tr -s ' \n' ' ')
+echo "$mpis" | grep -q pmix || die "srun --mpi=list has no pmix: $mpis"
+
+say "up: node $NODE $state, $(sinfo -h -o %c -n "$NODE") CPUs, partition debug; srun --mpi=pmix available (stop: $0 --down)"
