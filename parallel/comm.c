@@ -36,4 +36,8 @@ void mc_comm_count(mc_comm_t *c, const mc_coll_t *op)
     if (op->kind == MC_COLL_BARRIER) elems = 0;
     c->calls[op->kind]++;
     c->bytes[op->kind] += elems * mc_dtype_size(op->dt);
+    if (op->group) {
+        op->group->calls[op->kind]++;
+        op->group->bytes[op->kind] += elems * mc_dtype_size(op->dt);
+    }
 }

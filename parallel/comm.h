@@ -36,6 +36,8 @@ typedef struct mc_group {
     int rank, size;
     int *members;
     const char *name; /* for messages: "dp", "tp", ... */
+    /* volume counters of the collectives on this group, as mc_comm_t's */
+    uint64_t calls[MC_COLL_KINDS], bytes[MC_COLL_KINDS];
     void *impl;
 } mc_group_t;
 
@@ -85,7 +87,7 @@ mc_comm_t *mc_comm_single(void);
 struct mc_runtime;
 mc_comm_t *mc_comm_mpi(struct mc_runtime *rt, char *err, size_t n);
 
-/* Counts an op in c->calls/bytes; implementations call it from start(). */
+/* Counts an op in c->calls/bytes and its group's; implementations call it from start(). */
 void mc_comm_count(mc_comm_t *c, const mc_coll_t *op);
 
 /* Blocking helpers. */

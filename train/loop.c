@@ -193,7 +193,43 @@ typedef struct {
     double loss_sum; /* sum of per-iteration lm loss over advanced iterations */
     int advanced, skipped, nan;
     double t0;
+    /* collective volume on the tp and dp-cp groups at the interval's start */
+    uint64_t tp_calls[MC_COLL_KINDS], tp_bytes[MC_COLL_KINDS];
+    uint64_t dp_calls[MC_COLL_KINDS], dp_bytes[MC_COLL_KINDS];
 } interval_t;
+
+static void snapshot_volume(const mc_trainer_t *t, interval_t *iv)
+{
+    memcpy(iv->tp_calls, t->par.tp->calls, sizeof(iv->tp_calls));
+    memcpy(iv->tp_bytes, t->par.tp->bytes, sizeof(iv->tp_bytes));
+    memcpy(iv->dp_calls, t->par.dp_cp->calls, sizeof(iv->dp_calls));
+    memcpy(iv->dp_bytes, t->par.dp_cp->bytes, sizeof(iv->dp_bytes));
+}
+
+/* megatron-c's addition to the timers block (--timing-log-level >= 1): this rank's collectives
+ * per iteration on its tp and dp-cp groups, as counted by the comm layer, in the timers' style. */
+static size_t format_volume(const mc_trainer_t *t, const interval_t *iv, int iters, char *buf, size_t n)
+{
+    size_t len = (size_t)snprintf(buf, n, "communication per iteration on this rank (calls, MB):");
+    const struct { const char *group; const mc_group_t *g; const uint64_t *c0, *b0; } rows[] = {
+        {"tp", t->par.tp, iv->tp_calls, iv->tp_bytes},
+        {"dp-cp", t->par.dp_cp, iv->dp_calls, iv->dp_bytes},
+    };
+    for (size_t r = 0; r < 2; r++)
+        for (int k = 0; k < MC_COLL_KINDS; k++) {
+            uint64_t calls = rows[r].g->calls[k] - rows[r].c0[k];
+            if (!calls || len >= n) continue;
+            char label[64];
+            snprintf(label, sizeof(label), "%s %s ", rows[r].group, mc_coll_name(k));
+            size_t ll = strlen(label);
+            while (ll < 48 && ll + 1 < sizeof(label)) label[ll++] = '.';
+            label[ll] = '\0';
+            len += (size_t)snprintf(buf + len, n - len, "\n    %s: (%.1f, %.4f)", label,
+                                    (double)calls / iters,
+                                    (double)(rows[r].g->bytes[k] - rows[r].b0[k]) / iters / 1e6);
+        }
+    return len;
+}
 
 static void log_iteration(mc_trainer_t *t, interval_t *iv, const mc_step_result_t *r)
 {
@@ -239,15 +275,18 @@ static void log_iteration(mc_trainer_t *t, interval_t *iv, const mc_step_result_
     struct timespec when;
     clock_gettime(CLOCK_REALTIME, &when);
     mc_format_log_line(buf, sizeof(buf), &l, &when);
-    char timers[4096];
+    char timers[4096], volume[2048] = "";
     mc_timers_report(&t->timers, a->log_interval, timers, sizeof(timers));
+    if (a->timing_log_level >= 1) format_volume(t, iv, iters > 0 ? iters : 1, volume, sizeof(volume));
     if (is_last_rank(t)) {
         puts(buf);
         if (timers[0]) puts(timers);
+        if (volume[0]) puts(volume);
         fflush(stdout);
     }
     memset(iv, 0, sizeof(*iv));
     iv->t0 = now_s();
+    snapshot_volume(t, iv);
 }
 
 /* Every rank must leave the loop at the same iteration: the clock decision is the maximum over
@@ -319,6 +358,7 @@ int mc_pretrain(mc_args_t *args)
         if (g_rank0) printf("training ...\n");
         print_datetime("before the start of training step");
         interval_t iv = {.t0 = now_s()};
+        snapshot_volume(t, &iv);
         while (t->iteration < args->train_iters) { /* derived from --train-samples too */
             for (int i = 0; i < M; i++)
                 load_microbatch(t, i, MC_SPLIT_TRAIN,

@@ -46,11 +46,14 @@ die()  {   # die MESSAGE [LOG...]: print the message and the tail of each log, e
     exit 1
 }
 running() { [ -r "$1" ] && kill -0 "$(cat "$1")" 2>/dev/null; }   # running PIDFILE
-node_state() { sinfo -h -n "$NODE" -o %t 2>/dev/null | head -n1; }
+# With a dead controller sinfo and srun retry for a while; never let them hang this script.
+node_state() { timeout 15 sinfo -h -n "$NODE" -o %t 2>/dev/null | head -n1; }
+has_pmix()   { timeout 15 srun --mpi=list 2>&1 | grep -q pmix; }
 
 # --- stop: `--down` ----------------------------------------------------------------------
-# Kills only the daemons this script started (by the PIDs in their pid files).
-down() {
+# Kills only the daemons this script started (by the PIDs in their pid files): SIGTERM, then
+# SIGKILL after 10 s.
+stop_slurm() {
     local f pid
     for f in "$SLURMD_PID" "$CTLD_PID"; do
         running "$f" || continue
@@ -60,6 +63,9 @@ down() {
         kill -0 "$pid" 2>/dev/null && kill -9 "$pid" 2>/dev/null
         rm -f "$f"
     done
+}
+down() {
+    stop_slurm
     [ -S /run/munge/munge.socket.2 ] && munged --stop >/dev/null 2>&1
     say "down (slurmctld, slurmd, munged stopped)"
 }
@@ -71,14 +77,12 @@ case "${1:-}" in
     *) echo "usage: $0 [--down|--help]" >&2; exit 2 ;;
 esac
 
-[ "$(id -u)" -eq 0 ] || die "must run as root (it installs packages, writes /etc/slurm, starts daemons)"
-
 # --- 0. already up? ------------------------------------------------------------------------
 # Both daemons alive, the node schedulable and the pmix plugin loadable: nothing to do.
 if running "$CTLD_PID" && running "$SLURMD_PID" && command -v sinfo >/dev/null; then
     case "$(node_state)" in
         idle|mix|alloc|comp)
-            if srun --mpi=list 2>&1 | grep -q pmix; then
+            if has_pmix; then
                 say "already up: node $NODE $(node_state), $(sinfo -h -o %c -n "$NODE") CPUs, srun --mpi=pmix available"
                 exit 0
             fi ;;
@@ -86,6 +90,9 @@ if running "$CTLD_PID" && running "$SLURMD_PID" && command -v sinfo >/dev/null; 
     say "daemons running but node not usable; restarting"
     down
 fi
+
+[ "$(id -u)" -eq 0 ] || die "must run as root (it installs packages, writes /etc/slurm, starts daemons)"
+mkdir -p "$LOGDIR"
 
 # --- 1. packages ---------------------------------------------------------------------------
 # slurmctld (controller), slurmd (node daemon), slurm-client (srun, sinfo, scontrol),
@@ -100,27 +107,35 @@ done
 if [ ${#missing[@]} -gt 0 ]; then
     say "installing ${missing[*]}"
     export DEBIAN_FRONTEND=noninteractive
-    apt-get update -qq >/tmp/slurm-up-apt.log 2>&1 &&
-        apt-get install -y -qq --no-install-recommends "${missing[@]}" >>/tmp/slurm-up-apt.log 2>&1 ||
-        die "apt-get install ${missing[*]}" /tmp/slurm-up-apt.log
+    apt-get update -qq >"$LOGDIR/apt.log" 2>&1 &&
+        apt-get install -y -qq --no-install-recommends "${missing[@]}" >>"$LOGDIR/apt.log" 2>&1 ||
+        die "apt-get install ${missing[*]}" "$LOGDIR/apt.log"
 fi
 
 # --- 2. munge ------------------------------------------------------------------------------
 # One shared secret (/etc/munge/munge.key) authenticates every Slurm message. The package
-# normally creates it; make one if not. munged runs as root here; --force lets it start
-# despite its strict ownership/permission checks on the key and its directories.
+# normally creates it; make one if not. munged runs as its own user when the package made one
+# (as root otherwise); --force lets it start despite its strict checks of the permissions of
+# its directories, which containers do not always satisfy.
 mkdir -p /etc/munge /run/munge /var/lib/munge /var/log/munge
 if [ ! -s /etc/munge/munge.key ]; then
     say "creating /etc/munge/munge.key"
-    mungekey --create --keyfile=/etc/munge/munge.key 2>/dev/null ||
-        dd if=/dev/urandom of=/etc/munge/munge.key bs=1 count=1024 status=none
-    chmod 600 /etc/munge/munge.key
+    dd if=/dev/urandom of=/etc/munge/munge.key bs=1 count=1024 status=none
+    chmod 400 /etc/munge/munge.key
 fi
-if ! munge -n 2>/dev/null | unmunge >/dev/null 2>&1; then
+munge_ok() { munge -n </dev/null 2>/dev/null | unmunge >/dev/null 2>&1; }
+if ! munge_ok; then
     rm -f /run/munge/munge.socket.2 /run/munge/munged.pid
-    munged --force --log-file="$MUNGE_LOG" >>"$MUNGE_LOG" 2>&1 || die "munged did not start" "$MUNGE_LOG"
-    for _ in $(seq 20); do munge -n 2>/dev/null | unmunge >/dev/null 2>&1 && break; sleep 0.25; done
-    munge -n 2>/dev/null | unmunge >/dev/null 2>&1 || die "munge round trip (munge -n | unmunge) fails" "$MUNGE_LOG"
+    as=()
+    if id munge >/dev/null 2>&1; then
+        chown munge:munge /etc/munge /etc/munge/munge.key /run/munge /var/lib/munge /var/log/munge
+        touch "$MUNGE_LOG"; chown munge "$MUNGE_LOG"
+        as=(runuser -u munge --)
+    fi
+    "${as[@]}" munged --force --log-file="$MUNGE_LOG" >>"$MUNGE_LOG" 2>&1 ||
+        die "munged did not start" "$MUNGE_LOG"
+    for _ in $(seq 20); do munge_ok && break; sleep 0.25; done
+    munge_ok || die "munge does not work (munge -n | unmunge fails)" "$MUNGE_LOG"
 fi
 
 # --- 3. slurm.conf -------------------------------------------------------------------------
@@ -153,7 +168,8 @@ AccountingStorageType=accounting_storage/none
 # Tests ask for --mpi=pmix explicitly; plain srun stays MPI-agnostic.
 MpiDefault=none
 
-# Schedule by cores: the node below claims 8 single-thread cores, so -n 8 gets one "core" each.
+# Schedule by cores: the node below claims $CPUS single-thread cores, so -n $CPUS gets one
+# "core" each. OverSubscribe=YES on the partition lets jobs that ask (--oversubscribe) share.
 SchedulerType=sched/backfill
 SelectType=select/cons_tres
 SelectTypeParameters=CR_Core
@@ -172,20 +188,22 @@ InactiveLimit=0
 MinJobAge=60
 
 # SlurmdParameters=config_overrides: slurmd trusts the numbers below instead of the
-# hardware it detects, so a 2-core machine offers 8 CPUs (8 ranks oversubscribe 2 cores:
+# hardware it detects, so a 2-core machine offers $CPUS CPUs (8 ranks oversubscribe 2 cores:
 # fine for correctness tests, useless for timing). RealMemory is nominal; memory is not a
 # scheduled resource with CR_Core.
 SlurmdParameters=config_overrides
-NodeName=$NODE NodeAddr=127.0.0.1 NodeHostname=$NODE CPUs=8 Boards=1 SocketsPerBoard=1 CoresPerSocket=8 ThreadsPerCore=1 RealMemory=1000 State=UNKNOWN
-PartitionName=debug Nodes=$NODE Default=YES MaxTime=INFINITE State=UP OverSubscribe=NO
+NodeName=$NODE NodeAddr=127.0.0.1 NodeHostname=$NODE CPUs=$CPUS Boards=1 SocketsPerBoard=1 CoresPerSocket=$CPUS ThreadsPerCore=1 RealMemory=1000 State=UNKNOWN
+PartitionName=main Nodes=$NODE Default=YES MaxTime=INFINITE State=UP OverSubscribe=YES
 EOF
 
 # --- 4. daemons ----------------------------------------------------------------------------
-# Both fork into the background and write their pid files. slurmctld -c forgets jobs left
-# over from an earlier run of this test cluster.
+# (Re)start both so that they read the configuration just written. Each forks into the
+# background and writes its pid file. slurmctld -c starts from a clean state: no jobs or node
+# states left over from an earlier run of this test cluster.
+stop_slurm
 : >"$CTLD_LOG"; : >"$SLURMD_LOG"
-running "$CTLD_PID"   || slurmctld -c          || die "slurmctld did not start" "$CTLD_LOG"
-running "$SLURMD_PID" || slurmd -N "$NODE"     || die "slurmd did not start" "$SLURMD_LOG"
+slurmctld -c       || die "slurmctld did not start" "$CTLD_LOG"
+slurmd -N "$NODE"  || die "slurmd did not start" "$SLURMD_LOG"
 
 # --- 5. wait until the node is schedulable (bounded) ---------------------------------------
 state=""
@@ -200,7 +218,6 @@ case "$state" in
 esac
 
 # --- 6. PMIx available to srun? ------------------------------------------------------------
-mpis=$(srun --mpi=list 2>&1 | tr -s ' \n' ' ')
-echo "$mpis" | grep -q pmix || die "srun --mpi=list has no pmix: $mpis"
+has_pmix || die "srun --mpi=list has no pmix: $(timeout 15 srun --mpi=list 2>&1 | tr -s ' \n' ' ')"
 
-say "up: node $NODE $state, $(sinfo -h -o %c -n "$NODE") CPUs, partition debug; srun --mpi=pmix available (stop: $0 --down)"
+say "up: node $NODE $state, $(sinfo -h -o %c -n "$NODE") CPUs, partition main; srun --mpi=pmix available (stop: $0 --down)"
