@@ -66,6 +66,25 @@ check "tp x dp world logged" grep -q 'using world size: 4, data-parallel size: 2
 check "activation memory per rank: tp 1 ($mem_1 MiB) > tp 2 ($mem_tp) > tp 2 with sequence parallelism ($mem_sp)" \
     awk -v a="$mem_1" -v b="$mem_tp" -v c="$mem_sp" 'BEGIN { exit !(a > b && b > c && c > 0) }' 
 
+# The parameters after training, gathered over tp, equal the single-rank model's
+# (test/mpi/test_tp_params trains both in one job with the same microbatches).
+PROG=${MC_BUILD:-build/rel}/test/mpi/test_tp_params
+params() { # name np flags...
+    local name=$1 np=$2
+    shift 2
+    "${MPIRUN[@]}" -np "$np" "$PROG" "$@" >"$MC_TMP/params" 2>"$MC_TMP/params.err"
+    local rc=$?
+    if [ $rc -eq 0 ] && grep -q '^ok - 28 tensors after 12 steps' "$MC_TMP/params"; then
+        ok "$name: gathered parameters equal the single-rank ones after 12 steps"
+    else
+        not_ok "$name: gathered parameters equal the single-rank ones (rc=$rc; $(grep -m3 '^not ok' "$MC_TMP/params") $(tail -c 300 "$MC_TMP/params.err"))"
+    fi
+}
+params "tp=2" 2 --tensor-model-parallel-size 2
+params "tp=4, sequence parallel" 4 --tensor-model-parallel-size 4 --sequence-parallel
+params "tp=2 x dp=2, sequence parallel, distributed optimizer" 4 --tensor-model-parallel-size 2 \
+    --sequence-parallel --use-distributed-optimizer --overlap-grad-reduce --ddp-bucket-size 1000
+
 # sequence parallelism splits the sequence over tp: it must divide
 mpirun_mc 2 "${FLAGS[@]}" --seq-length 33 --max-position-embeddings 33 --tensor-model-parallel-size 2 --sequence-parallel >"$MC_TMP/sp" 2>"$MC_TMP/sp.err"
 rc=$?
