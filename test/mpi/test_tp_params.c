@@ -103,8 +103,8 @@ int main(int argc, char **argv)
     memcpy(av, BASE, sizeof(BASE));
     memcpy(av1, BASE, sizeof(BASE));
     int n1 = NBASE;
+    for (int i = 1; i < argc; i++) av[NBASE + i - 1] = argv[i];
     for (int i = 1; i < argc; i++) {
-        av[NBASE + i - 1] = argv[i];
         if (strcmp(argv[i], "--tensor-model-parallel-size") == 0) i++;
         else if (strcmp(argv[i], "--sequence-parallel") != 0 && strncmp(argv[i], "--overlap-", 10) != 0 &&
                  strcmp(argv[i], "--use-distributed-optimizer") != 0)
