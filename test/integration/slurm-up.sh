@@ -47,7 +47,7 @@ die()  {   # die MESSAGE [LOG...]: print the message and the tail of each log, e
 }
 running() { [ -r "$1" ] && kill -0 "$(cat "$1")" 2>/dev/null; }   # running PIDFILE
 # With a dead controller sinfo and srun retry for a while; never let them hang this script.
-node_state() { timeout 15 sinfo -h -n "$NODE" -o %t 2>/dev/null | head -n1; }
+node_state() { timeout 5 sinfo -h -n "$NODE" -o %t 2>/dev/null | head -n1; }
 has_pmix()   { timeout 15 srun --mpi=list 2>&1 | grep -q pmix; }
 
 # --- stop: `--down` ----------------------------------------------------------------------
@@ -107,9 +107,10 @@ done
 if [ ${#missing[@]} -gt 0 ]; then
     say "installing ${missing[*]}"
     export DEBIAN_FRONTEND=noninteractive
-    apt-get update -qq >"$LOGDIR/apt.log" 2>&1 &&
-        apt-get install -y -qq --no-install-recommends "${missing[@]}" >>"$LOGDIR/apt.log" 2>&1 ||
+    if ! apt-get update -qq >"$LOGDIR/apt.log" 2>&1 ||
+        ! apt-get install -y -qq --no-install-recommends "${missing[@]}" >>"$LOGDIR/apt.log" 2>&1; then
         die "apt-get install ${missing[*]}" "$LOGDIR/apt.log"
+    fi
 fi
 
 # --- 2. munge ------------------------------------------------------------------------------
@@ -175,10 +176,14 @@ SelectType=select/cons_tres
 SelectTypeParameters=CR_Core
 
 # A task that dies abnormally (signal, or non-zero exit) makes Slurm kill the whole step at
-# once. Without it, when one rank of an MPI job crashes, the others sit in a collective
-# forever and srun never returns; with it the test sees a failure within seconds.
+# once (srun returns about 1 s later). Without it Slurm leaves the other tasks running: a rank
+# that dies inside MPI is still caught by the pmix plugin (lost client, step aborted after a
+# few seconds), but one that exits non-zero outside MPI, or after MPI_Finalize, leaves its
+# peers to run or wait on their own. Slurm's own default is 0; srun --kill-on-bad-exit=0
+# gives that behaviour back for a single step.
 KillOnBadExit=1
-# Seconds between SIGTERM and SIGKILL when a step is killed (default 30).
+# Seconds between SIGTERM and SIGKILL when a step is killed (default 30); also bounds how
+# long the next job may wait ("queued and waiting for resources") behind a killed one.
 KillWait=5
 # A node that went DOWN (e.g. the daemons were restarted) comes back on its own once its
 # slurmd registers with a valid configuration.
@@ -201,21 +206,33 @@ EOF
 # background and writes its pid file. slurmctld -c starts from a clean state: no jobs or node
 # states left over from an earlier run of this test cluster.
 stop_slurm
+rm -f "$CTLD_PID" "$SLURMD_PID"
 : >"$CTLD_LOG"; : >"$SLURMD_LOG"
 slurmctld -c       || die "slurmctld did not start" "$CTLD_LOG"
 slurmd -N "$NODE"  || die "slurmd did not start" "$SLURMD_LOG"
+# The forked daemons write their pid files a moment after the command returns.
+for _ in $(seq 50); do [ -s "$CTLD_PID" ] && [ -s "$SLURMD_PID" ] && break; sleep 0.2; done
 
-# --- 5. wait until the node is schedulable (bounded) ---------------------------------------
+# --- 5. wait until the node is schedulable (bounded by wall time) --------------------------
+# A daemon that exits during start-up (bad config, port taken, ...) fails at once.
+hint() {   # a likely cause, from the logs
+    if grep -qs 'Unable to resolve "(null)"' "$CTLD_LOG" "$SLURMD_LOG"; then
+        echo 'the daemons cannot bind: getaddrinfo(AI_ADDRCONFIG) finds no non-loopback IPv4 address on this machine'
+    elif grep -qs 'Address already in use' "$CTLD_LOG" "$SLURMD_LOG"; then
+        echo 'port 6817 or 6818 is taken (another Slurm running?)'
+    fi
+}
+deadline=$((SECONDS + WAIT_S))
 state=""
-for _ in $(seq "$WAIT_S"); do
+while :; do
+    running "$CTLD_PID"   || die "slurmctld exited during start-up. $(hint)" "$CTLD_LOG"
+    running "$SLURMD_PID" || die "slurmd exited during start-up. $(hint)" "$SLURMD_LOG"
     state=$(node_state)
     case "$state" in idle|mix|alloc) break ;; esac
+    [ $SECONDS -ge $deadline ] &&
+        die "node $NODE not idle after ${WAIT_S}s (sinfo state: '${state:-none}'). $(hint)" "$CTLD_LOG" "$SLURMD_LOG"
     sleep 1
 done
-case "$state" in
-    idle|mix|alloc) ;;
-    *) die "node $NODE not idle after ${WAIT_S}s (sinfo state: '${state:-none}')" "$CTLD_LOG" "$SLURMD_LOG" ;;
-esac
 
 # --- 6. PMIx available to srun? ------------------------------------------------------------
 has_pmix || die "srun --mpi=list has no pmix: $(timeout 15 srun --mpi=list 2>&1 | tr -s ' \n' ' ')"
