@@ -438,6 +438,15 @@ static void test_validate_args_rules(void **state)
                  "global batch size (9) is not divisible by micro batch size (2) times data parallel size (1)");
     expect_error_world(MINIMAL " --global-batch-size 6", 4,
                        "global batch size (6) is not divisible by micro batch size (2) times data parallel size (4)");
+    /* tensor parallelism against heads and sequence (world 8: tp 8 and tp 2 x dp 4) */
+    expect_error_world(ISSUE_LINE " --global-batch-size 16 --tensor-model-parallel-size 8", 8,
+                       "--num-attention-heads (4) must be divisible by --tensor-model-parallel-size (8)");
+    expect_error_world(ISSUE_LINE " --tensor-model-parallel-size 2 --sequence-parallel --seq-length 63 "
+                       "--max-position-embeddings 64", 8,
+                       "--seq-length (63) must be divisible by --tensor-model-parallel-size (2) with "
+                       "--sequence-parallel");
+    expect_error_world(ISSUE_LINE " --tensor-model-parallel-size 3", 8,
+                       "world size (8) is not divisible by tensor x pipeline x context parallel size");
     expect_error(ISSUE_LINE " --eval-global-batch-size 5",
                  "eval global batch size (5) is not divisible by eval micro batch size (2)");
     expect_error(ISSUE_LINE " --num-attention-heads 5",
