@@ -39,6 +39,14 @@ typedef struct {
     bool untie_embeddings_and_output_weights;
     char transformer_impl[32];
 
+    /* ---- activation recomputation ---- */
+    bool recompute_activations;     /* sets recompute_granularity "selective" */
+    char recompute_granularity[16]; /* "" | full | selective */
+    char recompute_method[16];      /* "" | uniform | block */
+    int recompute_num_layers;       /* 0 = not given */
+    int n_recompute_modules;
+    char *recompute_modules[MC_MAX_PATHS];
+
     /* ---- regularisation and init ---- */
     double hidden_dropout;
     double attention_dropout;

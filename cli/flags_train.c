@@ -40,26 +40,28 @@ const mc_flag_t mc_flags_train[] = {
      TODO("shrinking the batch when ranks are lost"),
      .help = "If set, decrease batch size if microbatch_size * dp_size does not divide "
              "batch_size."},
-    {.name = "--recompute-activations", TRAIN, TRUE_IF_GIVEN, TODO("activation recomputation"),
+    {.name = "--recompute-activations", TRAIN, TRUE_IF_GIVEN, FIELD(recompute_activations),
+     IMPLEMENTED_NOTE("means --recompute-granularity selective"),
      .help = "recompute activation to allow for training with larger models, sequences, and "
              "batch sizes."},
     {.name = "--recompute-granularity", TRAIN, CHOICE("full", "selective"),
-     TODO("activation recomputation"),
+     FIELD(recompute_granularity), IMPLEMENTED,
      .help = "Checkpoint activations to allow for training with larger models, sequences, and "
              "batch sizes. It is supported at two granularities 1) full: whole transformer layer "
              "is recomputed, 2) selective: submodules set in --recompute-modules are recomputed, "
              "default is core_attn."},
-    {.name = "--recompute-method", TRAIN, CHOICE("uniform", "block"),
-     TODO("activation recomputation"),
+    {.name = "--recompute-method", TRAIN, CHOICE("uniform", "block"), FIELD(recompute_method),
+     IMPLEMENTED,
      .help = "1) uniform: uniformly divide the total number of Transformer layers and recompute "
              "the input activation of each divided chunk at specified granularity, 2) recompute "
              "the input activations of only a set number of individual Transformer layers per "
              "pipeline stage and do the rest without any recomputing at specified granularity"},
-    {.name = "--recompute-num-layers", TRAIN, INT, GE(1), TODO("activation recomputation"),
+    {.name = "--recompute-num-layers", TRAIN, INT, GE(1), FIELD(recompute_num_layers), IMPLEMENTED,
      .help = "1) uniform: the number of Transformer layers in each uniformly divided recompute "
              "unit, 2) block: the number of individual Transformer layers to recompute within "
              "each pipeline stage."},
-    {.name = "--recompute-modules", TRAIN, LIST(0), TODO("activation recomputation"),
+    {.name = "--recompute-modules", TRAIN, LIST(0), LIST_FIELD(recompute_modules, n_recompute_modules),
+     IMPLEMENTED_NOTE("core_attn; the other modules are not implemented yet (an error)"),
      .help = "The submodules to recompute. choices: \"core_attn\", \"moe_act\", \"layernorm\", "
              "\"mla_up_proj\", \"mlp\", \"moe\", \"shared_experts\". default: [\"core_attn\"]."},
     {.name = "--distribute-saved-activations", TRAIN, TRUE_IF_GIVEN,

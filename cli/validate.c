@@ -125,6 +125,32 @@ static void parallel_sizes(mc_args_t *a, int world_size)
                       "--sequence-parallel", a->seq_length, tp);
 }
 
+/* Activation recomputation (arguments.py, TransformerBlock._checkpointed_forward). */
+static void recompute(mc_args_t *a)
+{
+    if (a->recompute_activations) strcpy(a->recompute_granularity, "selective");
+    const bool full = strcmp(a->recompute_granularity, "full") == 0;
+    const bool selective = strcmp(a->recompute_granularity, "selective") == 0;
+    if (selective && a->recompute_method[0])
+        mc_user_error("recompute method is not yet supported for selective recomputing granularity "
+                      "(drop --recompute-method)");
+    if (full && !a->recompute_method[0])
+        mc_user_error("--recompute-granularity full needs --recompute-method uniform or block "
+                      "(Megatron: Invalid activation recompute method.)");
+    if (full && a->recompute_num_layers == 0)
+        mc_user_error("--recompute-granularity full needs --recompute-num-layers (layers per "
+                      "recomputed chunk with uniform, recomputed layers per stage with block)");
+    if (!full && !selective && (a->recompute_method[0] || a->recompute_num_layers))
+        mc_user_error("--recompute-method and --recompute-num-layers need --recompute-granularity "
+                      "full");
+    for (int i = 0; i < a->n_recompute_modules; i++)
+        if (strcmp(a->recompute_modules[i], "core_attn") != 0) {
+            char shown[MC_SHOWN_MAX + 4];
+            mc_user_error("--recompute-modules %s is recognised but not implemented yet in megatron-c "
+                          "(supported: core_attn)", mc_shown(a->recompute_modules[i], shown));
+        }
+}
+
 /* Gradient buckets and overlap (arguments.py and training.resolve_ddp_bucket_size). */
 static void data_parallel(const mc_args_t *a)
 {
@@ -334,6 +360,7 @@ void mc_args_finalize(mc_args_t *args, int world_size)
     check_required(args);
     parallel_sizes(args, world_size);
     data_parallel(args);
+    recompute(args);
     batch_sizes(args);
     model_shape(args);
     biases(args);

@@ -59,6 +59,47 @@ static tp_dims_t tp_dims(const mc_gpt_config_t *c)
     return d;
 }
 
+/* Full recomputation: whether layer l keeps only its chunk's input, and the chunk's layers
+ * [first, last] (Megatron's TransformerBlock._checkpointed_forward: uniform chunks of
+ * recompute_num_layers layers, or each of the first recompute_num_layers layers alone). */
+static bool recomputed(const mc_gpt_t *m, int l, int *first, int *last)
+{
+    const mc_gpt_config_t *c = &m->cfg;
+    const int k = c->recompute_num_layers > 0 ? c->recompute_num_layers : 1;
+    if (c->recompute == MC_RECOMPUTE_FULL_UNIFORM) {
+        *first = l / k * k;
+        *last = *first + k - 1 < c->num_layers - 1 ? *first + k - 1 : c->num_layers - 1;
+        return true;
+    }
+    if (c->recompute == MC_RECOMPUTE_FULL_BLOCK && l < k) {
+        *first = *last = l;
+        return true;
+    }
+    return false;
+}
+
+/* Buffers of one layer's saved activations: x (its input) when with_x, probs when with_probs. */
+static void take_layer(alloc_ctx_t *acts, mc_layer_acts_t *a, const mc_gpt_config_t *c, bool with_x,
+                       bool with_probs)
+{
+    const tp_dims_t t = tp_dims(c);
+    const long S = c->seq, B = c->max_batch, H = c->hidden, F = t.ffn, NH = t.heads;
+    const long SB = S * B, LB = (long)t.seq * B, f = sizeof(float);
+    if (with_x) a->x = take(acts, LB * H * f);
+    a->ln1 = take(acts, LB * H * f);
+    a->ln1_mean = take(acts, LB * f);
+    a->ln1_rstd = take(acts, LB * f);
+    a->qkv = take(acts, SB * t.qkv * f);
+    if (with_probs) a->probs = take(acts, B * NH * S * S * f);
+    a->attn = take(acts, SB * t.attn * f);
+    a->x_mid = take(acts, LB * H * f);
+    a->ln2 = take(acts, LB * H * f);
+    a->ln2_mean = take(acts, LB * f);
+    a->ln2_rstd = take(acts, LB * f);
+    a->fc1 = take(acts, SB * F * f);
+    a->act = take(acts, SB * F * f);
+}
+
 /* One routine both sizes and allocates, so the logged plan is what is allocated. */
 static void plan_activations(mc_gpt_t *m, alloc_ctx_t *acts, alloc_ctx_t *ws)
 {
@@ -75,22 +116,37 @@ static void plan_activations(mc_gpt_t *m, alloc_ctx_t *acts, alloc_ctx_t *ws)
     m->segments_buf = take(acts, SB * (long)sizeof(int32_t));
     m->loss_mask = take(acts, SB * f);
     m->dloss = take(acts, SB * f);
+    /* Recomputed layers keep only their chunk's input; they share the buffers of one chunk (rc),
+     * which the backward refills by running the chunk's forward again. With selective
+     * recomputation the softmax probabilities of every layer share one buffer. */
+    const bool selective = c->recompute == MC_RECOMPUTE_SELECTIVE;
+    int slots = 0, first, last;
+    for (int l = 0; l < c->num_layers; l++)
+        if (recomputed(m, l, &first, &last) && last - first + 1 > slots) slots = last - first + 1;
     for (int l = 0; l < c->num_layers; l++) {
         mc_layer_acts_t *a = m->acts ? &m->acts[l] : &(mc_layer_acts_t){0};
-        a->x = take(acts, LB * H * f);
-        a->ln1 = take(acts, LB * H * f);
-        a->ln1_mean = take(acts, LB * f);
-        a->ln1_rstd = take(acts, LB * f);
-        a->qkv = take(acts, SB * QKV * f);
-        a->probs = take(acts, B * NH * S * S * f);
-        a->attn = take(acts, SB * A * f);
-        a->x_mid = take(acts, LB * H * f);
-        a->ln2 = take(acts, LB * H * f);
-        a->ln2_mean = take(acts, LB * f);
-        a->ln2_rstd = take(acts, LB * f);
-        a->fc1 = take(acts, SB * F * f);
-        a->act = take(acts, SB * F * f);
+        if (recomputed(m, l, &first, &last)) {
+            if (l == first) a->x = take(acts, LB * H * f);
+        } else {
+            take_layer(acts, a, c, true, !selective);
+        }
     }
+    for (int k = 0; k < slots; k++) {
+        mc_layer_acts_t *r = m->rc ? &m->rc[k] : &(mc_layer_acts_t){0};
+        take_layer(acts, r, c, k > 0, true);
+    }
+    if (selective) m->probs_scratch = take(acts, B * NH * S * S * f);
+    if (m->acts)
+        for (int l = 0; l < c->num_layers; l++) {
+            mc_layer_acts_t *a = &m->acts[l];
+            if (recomputed(m, l, &first, &last)) {
+                float *x = l == first ? a->x : m->rc[l - first].x;
+                *a = m->rc[l - first];
+                a->x = x;
+            } else if (selective) {
+                a->probs = m->probs_scratch;
+            }
+        }
     m->x_final = take(acts, LB * H * f);
     m->lnf = take(acts, LB * H * f);
     m->lnf_mean = take(acts, LB * f);
@@ -130,10 +186,12 @@ int mc_gpt_alloc(mc_gpt_t *m, const mc_backend_t *be)
     m->param_buf = be->alloc(be, pb);
     m->grad_buf = be->alloc(be, pb);
     m->acts = calloc((size_t)m->cfg.num_layers, sizeof(mc_layer_acts_t));
+    m->rc = calloc((size_t)m->cfg.num_layers + 1, sizeof(mc_layer_acts_t));
     m->host_losses = calloc((size_t)m->cfg.seq * (size_t)m->cfg.max_batch, sizeof(float));
-    m->cap_bufs = 16 * (m->cfg.num_layers + 2); /* 13 per layer, a dozen outside layers */
+    m->cap_bufs = 16 * (2 * m->cfg.num_layers + 2); /* 13 per layer (and per recomputed slot), a
+                                                      * dozen outside layers */
     m->bufs = calloc((size_t)m->cap_bufs, sizeof(void *));
-    if (!m->param_buf || !m->grad_buf || !m->acts || !m->host_losses || !m->bufs) return -1;
+    if (!m->param_buf || !m->grad_buf || !m->acts || !m->rc || !m->host_losses || !m->bufs) return -1;
     alloc_ctx_t a = {.m = m}, w = {.m = m};
     plan_activations(m, &a, &w);
     if (a.failed || w.failed) return -1;
@@ -152,6 +210,7 @@ void mc_gpt_free(mc_gpt_t *m)
     }
     free(m->bufs);
     free(m->acts);
+    free(m->rc);
     free(m->host_losses);
     free(m->p.layers);
     free(m->g.layers);
@@ -226,18 +285,120 @@ static mc_dropout_t dropout_site(const mc_gpt_t *m, uint32_t iteration, uint32_t
     return d;
 }
 
+/* Layer l's forward (pre-LN, MCore local spec) on the microbatch in flight: reads acts[l].x,
+ * fills acts[l] and writes the next layer's input (or x_final). */
+static void forward_layer(mc_gpt_t *m, int l, uint32_t iteration, bool training)
+{
+    const mc_backend_t *be = m->be;
+    const mc_gpt_config_t *c = &m->cfg;
+    const tp_dims_t t = tp_dims(c);
+    const int S = c->seq, B = m->batch, H = c->hidden, F = t.ffn, NH = t.heads, HD = c->head_dim;
+    const int A = t.attn, N = S * B, Sl = t.seq, s0 = t.seq_start;
+    const long NL = (long)Sl * B * H;
+    const bool bias_here = c->tp_rank == 0;
+    const float hp = training ? c->hidden_dropout : 0.0f;
+    const float ap = training ? c->attention_dropout : 0.0f;
+    mc_dropout_t d;
+    mc_layer_acts_t *a = &m->acts[l];
+    const mc_layer_ptrs_t *w = &m->p.layers[l];
+    float *x_out = l + 1 < c->num_layers ? m->acts[l + 1].x : m->x_final;
+    const uint32_t layer_no = (uint32_t)l + 1;
+
+    params_needed(m, l + 1);
+    be->layernorm_forward(be, a->ln1, a->ln1_mean, a->ln1_rstd, a->x, w->ln1_w, w->ln1_b, Sl * B, H, c->eps);
+    be->linear_forward(be, a->qkv, seq_gather(m, &t, a->ln1, NL), w->qkv_w, w->qkv_b, N, H, t.qkv);
+    d = dropout_site(m, iteration, layer_no, MC_DROPOUT_SITE_ATTN_PROBS, m->sample0, ap);
+    be->attention_forward(be, a->attn, a->probs, a->qkv, S, B, NH, HD, m->segments,
+                          1.0f / sqrtf((float)HD), &d, t.head_start, c->heads);
+    be->linear_forward(be, m->tmp_h, a->attn, w->proj_w, bias_here ? w->proj_b : NULL, N, A, H);
+    float *y = tp_sum(m, &t, m->tmp_h, m->dtmp_h, NL); /* dtmp_h: free in forward */
+    d = dropout_site(m, iteration, layer_no, MC_DROPOUT_SITE_ATTN_OUT, m->sample0, hp);
+    be->dropout_forward(be, y, y, &d, Sl, B, H, s0, H, 0);
+    be->add(be, a->x_mid, c->post_ln_residual ? a->ln1 : a->x, y, NL);
+
+    be->layernorm_forward(be, a->ln2, a->ln2_mean, a->ln2_rstd, a->x_mid, w->ln2_w, w->ln2_b, Sl * B, H, c->eps);
+    be->linear_forward(be, a->fc1, seq_gather(m, &t, a->ln2, NL), w->fc1_w, w->fc1_b, N, H, F);
+    be->gelu_forward(be, a->act, a->fc1, (long)N * F, c->gelu_tanh);
+    be->linear_forward(be, m->tmp_h, a->act, w->fc2_w, bias_here ? w->fc2_b : NULL, N, F, H);
+    y = tp_sum(m, &t, m->tmp_h, m->dtmp_h, NL);
+    d = dropout_site(m, iteration, layer_no, MC_DROPOUT_SITE_MLP_OUT, m->sample0, hp);
+    be->dropout_forward(be, y, y, &d, Sl, B, H, s0, H, 0);
+    be->add(be, x_out, c->post_ln_residual ? a->ln2 : a->x_mid, y, NL);
+}
+
+/* Layer l's backward: dres holds the gradient at the layer's output and gets the gradient at
+ * its input; parameter gradients accumulate. */
+static void backward_layer(mc_gpt_t *m, int l, uint32_t iteration)
+{
+    const mc_backend_t *be = m->be;
+    const mc_gpt_config_t *c = &m->cfg;
+    const tp_dims_t t = tp_dims(c);
+    const int S = c->seq, B = m->batch, H = c->hidden, F = t.ffn, NH = t.heads, HD = c->head_dim;
+    const int A = t.attn, N = S * B, Sl = t.seq, s0 = t.seq_start, NLr = Sl * B;
+    const long NHl = (long)NLr * H;
+    float *dfull = t.sp ? m->tmp_h : m->dx;
+    const float hp = c->hidden_dropout, ap = c->attention_dropout;
+    const uint64_t sample0 = m->sample0;
+    mc_layer_acts_t *a = &m->acts[l];
+    const mc_layer_ptrs_t *w = &m->p.layers[l];
+    const mc_layer_ptrs_t *gw = &m->g.layers[l];
+    const uint32_t layer_no = (uint32_t)l + 1;
+    mc_dropout_t d;
+
+    /* ---- MLP block: x_out = res2 + dropout(fc2(gelu(fc1(ln2)))) ---- */
+    d = dropout_site(m, iteration, layer_no, MC_DROPOUT_SITE_MLP_OUT, sample0, hp);
+    be->dropout_backward(be, m->dtmp_h, m->dres, &d, Sl, B, H, s0, H, 0);
+    be->linear_backward(be, m->d_ffn, gw->fc2_w, gw->fc2_b, seq_gather(m, &t, m->dtmp_h, NHl),
+                        a->act, w->fc2_w, N, F, H);
+    be->gelu_backward(be, m->d_ffn, m->d_ffn, a->fc1, (long)N * F, c->gelu_tanh);
+    /* d ln2 into dx */
+    be->linear_backward(be, dfull, gw->fc1_w, gw->fc1_b, m->d_ffn, seq_gather(m, &t, a->ln2, NHl),
+                        w->fc1_w, N, H, F);
+    tp_sum(m, &t, dfull, m->dx, NHl);
+    if (c->post_ln_residual) {
+        /* res2 = ln2: its gradient joins d ln2, and x_mid gets only the LN path */
+        be->add_inplace(be, m->dx, m->dres, NHl);
+        be->memset0(be, m->dres, (size_t)NHl * sizeof(float));
+    }
+    /* dres (d x_mid) += LN2 backward */
+    be->layernorm_backward_acc(be, m->dres, gw->ln2_w, gw->ln2_b, m->dx, a->x_mid, w->ln2_w,
+                               a->ln2_mean, a->ln2_rstd, NLr, H);
+
+    /* ---- attention block: x_mid = res1 + dropout(proj(attn(qkv(ln1)))) ---- */
+    d = dropout_site(m, iteration, layer_no, MC_DROPOUT_SITE_ATTN_OUT, sample0, hp);
+    be->dropout_backward(be, m->dtmp_h, m->dres, &d, Sl, B, H, s0, H, 0);
+    /* d attn into tmp_h (free during backward) */
+    be->linear_backward(be, m->tmp_h, gw->proj_w, gw->proj_b, seq_gather(m, &t, m->dtmp_h, NHl),
+                        a->attn, w->proj_w, N, A, H);
+    d = dropout_site(m, iteration, layer_no, MC_DROPOUT_SITE_ATTN_PROBS, sample0, ap);
+    if (c->recompute == MC_RECOMPUTE_SELECTIVE) /* core attention again; dtmp_h is free here */
+        be->attention_forward(be, m->dtmp_h, a->probs, a->qkv, S, B, NH, HD, m->segments,
+                              1.0f / sqrtf((float)HD), &d, t.head_start, c->heads);
+    be->attention_backward(be, m->d_qkv, m->attn_scratch, m->tmp_h, a->qkv, a->probs, S, B, NH,
+                           HD, m->segments, 1.0f / sqrtf((float)HD), &d, t.head_start, c->heads);
+    /* tmp_h (d attn) is consumed: it may take the whole-sequence d ln1 */
+    be->linear_backward(be, dfull, gw->qkv_w, gw->qkv_b, m->d_qkv, seq_gather(m, &t, a->ln1, NHl),
+                        w->qkv_w, N, H, t.qkv);
+    tp_sum(m, &t, dfull, m->dx, NHl);
+    if (c->post_ln_residual) {
+        be->add_inplace(be, m->dx, m->dres, NHl);
+        be->memset0(be, m->dres, (size_t)NHl * sizeof(float));
+    }
+    be->layernorm_backward_acc(be, m->dres, gw->ln1_w, gw->ln1_b, m->dx, a->x, w->ln1_w,
+                               a->ln1_mean, a->ln1_rstd, NLr, H);
+    grads_final(m, l + 1);
+}
+
 void mc_gpt_forward(mc_gpt_t *m, const mc_microbatch_t *mb, uint32_t iteration, bool training,
                     double *loss_sum, double *num_tokens)
 {
     const mc_backend_t *be = m->be;
     const mc_gpt_config_t *c = &m->cfg;
     const tp_dims_t t = tp_dims(c);
-    const int S = c->seq, B = mb->b, H = c->hidden, F = t.ffn, NH = t.heads, HD = c->head_dim;
-    const int A = t.attn, N = S * B, Sl = t.seq, s0 = t.seq_start;
+    const int S = c->seq, B = mb->b, H = c->hidden, N = S * B, Sl = t.seq, s0 = t.seq_start;
     const long NL = (long)Sl * B * H; /* elements of a sequence-local [s, b, h] activation */
-    const bool bias_here = c->tp_rank == 0; /* a row-parallel bias is added once, before the sum */
+    const bool bias_here = c->tp_rank == 0; /* the position embedding joins once, before the sum */
     const float hp = training ? c->hidden_dropout : 0.0f;
-    const float ap = training ? c->attention_dropout : 0.0f;
 
     if (mb->s != S || B > c->max_batch)
         mc_fatal("microbatch shape [%d, %d] does not fit the planned [%d, %d]", B, mb->s,
@@ -266,33 +427,7 @@ void mc_gpt_forward(mc_gpt_t *m, const mc_microbatch_t *mb, uint32_t iteration, 
     mc_dropout_t d = dropout_site(m, iteration, 0, MC_DROPOUT_SITE_EMBEDDING, mb->sample0, hp);
     be->dropout_forward(be, x, x, &d, Sl, B, H, s0, H, 0);
 
-    for (int l = 0; l < c->num_layers; l++) {
-        mc_layer_acts_t *a = &m->acts[l];
-        const mc_layer_ptrs_t *w = &m->p.layers[l];
-        float *x_out = l + 1 < c->num_layers ? m->acts[l + 1].x : m->x_final;
-        const uint32_t layer_no = (uint32_t)l + 1;
-
-        params_needed(m, l + 1);
-        be->layernorm_forward(be, a->ln1, a->ln1_mean, a->ln1_rstd, a->x, w->ln1_w, w->ln1_b, Sl * B, H, c->eps);
-        be->linear_forward(be, a->qkv, seq_gather(m, &t, a->ln1, NL), w->qkv_w, w->qkv_b, N, H, t.qkv);
-        d = dropout_site(m, iteration, layer_no, MC_DROPOUT_SITE_ATTN_PROBS, mb->sample0, ap);
-        be->attention_forward(be, a->attn, a->probs, a->qkv, S, B, NH, HD, m->segments,
-                              1.0f / sqrtf((float)HD), &d, t.head_start, c->heads);
-        be->linear_forward(be, m->tmp_h, a->attn, w->proj_w, bias_here ? w->proj_b : NULL, N, A, H);
-        float *y = tp_sum(m, &t, m->tmp_h, m->dtmp_h, NL); /* dtmp_h: free in forward */
-        d = dropout_site(m, iteration, layer_no, MC_DROPOUT_SITE_ATTN_OUT, mb->sample0, hp);
-        be->dropout_forward(be, y, y, &d, Sl, B, H, s0, H, 0);
-        be->add(be, a->x_mid, c->post_ln_residual ? a->ln1 : a->x, y, NL);
-
-        be->layernorm_forward(be, a->ln2, a->ln2_mean, a->ln2_rstd, a->x_mid, w->ln2_w, w->ln2_b, Sl * B, H, c->eps);
-        be->linear_forward(be, a->fc1, seq_gather(m, &t, a->ln2, NL), w->fc1_w, w->fc1_b, N, H, F);
-        be->gelu_forward(be, a->act, a->fc1, (long)N * F, c->gelu_tanh);
-        be->linear_forward(be, m->tmp_h, a->act, w->fc2_w, bias_here ? w->fc2_b : NULL, N, F, H);
-        y = tp_sum(m, &t, m->tmp_h, m->dtmp_h, NL);
-        d = dropout_site(m, iteration, layer_no, MC_DROPOUT_SITE_MLP_OUT, mb->sample0, hp);
-        be->dropout_forward(be, y, y, &d, Sl, B, H, s0, H, 0);
-        be->add(be, x_out, c->post_ln_residual ? a->ln2 : a->x_mid, y, NL);
-    }
+    for (int l = 0; l < c->num_layers; l++) forward_layer(m, l, iteration, training);
 
     params_needed(m, c->num_layers + 1);
     be->layernorm_forward(be, m->lnf, m->lnf_mean, m->lnf_rstd, m->x_final, m->p.lnf_w, m->p.lnf_b, Sl * B, H, c->eps);
@@ -332,12 +467,12 @@ void mc_gpt_backward(mc_gpt_t *m, uint32_t iteration, float weight)
     const mc_backend_t *be = m->be;
     const mc_gpt_config_t *c = &m->cfg;
     const tp_dims_t t = tp_dims(c);
-    const int S = c->seq, B = m->batch, H = c->hidden, F = t.ffn, NH = t.heads, HD = c->head_dim;
-    const int A = t.attn, N = S * B, Sl = t.seq, s0 = t.seq_start, NLr = Sl * B;
+    const int S = c->seq, B = m->batch, H = c->hidden, N = S * B, Sl = t.seq, s0 = t.seq_start;
+    const int NLr = Sl * B;
     const long NHl = (long)NLr * H; /* elements of a sequence-local [s, b, h] activation */
     /* a column-parallel input gradient is formed over the whole sequence, then summed over tp */
     float *dfull = t.sp ? m->tmp_h : m->dx;
-    const float hp = c->hidden_dropout, ap = c->attention_dropout;
+    const float hp = c->hidden_dropout;
     const uint64_t sample0 = m->sample0;
 
     /* d objective / d loss[b,s] = mask * weight */
@@ -356,51 +491,12 @@ void mc_gpt_backward(mc_gpt_t *m, uint32_t iteration, float weight)
     /* invariant from here: dres = gradient w.r.t. the residual stream at the current point */
 
     for (int l = c->num_layers - 1; l >= 0; l--) {
-        mc_layer_acts_t *a = &m->acts[l];
-        const mc_layer_ptrs_t *w = &m->p.layers[l];
-        const mc_layer_ptrs_t *gw = &m->g.layers[l];
-        const uint32_t layer_no = (uint32_t)l + 1;
-        mc_dropout_t d;
-
-        /* ---- MLP block: x_out = res2 + dropout(fc2(gelu(fc1(ln2)))) ---- */
-        d = dropout_site(m, iteration, layer_no, MC_DROPOUT_SITE_MLP_OUT, sample0, hp);
-        be->dropout_backward(be, m->dtmp_h, m->dres, &d, Sl, B, H, s0, H, 0);
-        be->linear_backward(be, m->d_ffn, gw->fc2_w, gw->fc2_b, seq_gather(m, &t, m->dtmp_h, NHl),
-                            a->act, w->fc2_w, N, F, H);
-        be->gelu_backward(be, m->d_ffn, m->d_ffn, a->fc1, (long)N * F, c->gelu_tanh);
-        /* d ln2 into dx */
-        be->linear_backward(be, dfull, gw->fc1_w, gw->fc1_b, m->d_ffn, seq_gather(m, &t, a->ln2, NHl),
-                            w->fc1_w, N, H, F);
-        tp_sum(m, &t, dfull, m->dx, NHl);
-        if (c->post_ln_residual) {
-            /* res2 = ln2: its gradient joins d ln2, and x_mid gets only the LN path */
-            be->add_inplace(be, m->dx, m->dres, NHl);
-            be->memset0(be, m->dres, (size_t)NHl * sizeof(float));
-        }
-        /* dres (d x_mid) += LN2 backward */
-        be->layernorm_backward_acc(be, m->dres, gw->ln2_w, gw->ln2_b, m->dx, a->x_mid, w->ln2_w,
-                                   a->ln2_mean, a->ln2_rstd, NLr, H);
-
-        /* ---- attention block: x_mid = res1 + dropout(proj(attn(qkv(ln1)))) ---- */
-        d = dropout_site(m, iteration, layer_no, MC_DROPOUT_SITE_ATTN_OUT, sample0, hp);
-        be->dropout_backward(be, m->dtmp_h, m->dres, &d, Sl, B, H, s0, H, 0);
-        /* d attn into tmp_h (free during backward) */
-        be->linear_backward(be, m->tmp_h, gw->proj_w, gw->proj_b, seq_gather(m, &t, m->dtmp_h, NHl),
-                            a->attn, w->proj_w, N, A, H);
-        d = dropout_site(m, iteration, layer_no, MC_DROPOUT_SITE_ATTN_PROBS, sample0, ap);
-        be->attention_backward(be, m->d_qkv, m->attn_scratch, m->tmp_h, a->qkv, a->probs, S, B, NH,
-                               HD, m->segments, 1.0f / sqrtf((float)HD), &d, t.head_start, c->heads);
-        /* tmp_h (d attn) is consumed: it may take the whole-sequence d ln1 */
-        be->linear_backward(be, dfull, gw->qkv_w, gw->qkv_b, m->d_qkv, seq_gather(m, &t, a->ln1, NHl),
-                            w->qkv_w, N, H, t.qkv);
-        tp_sum(m, &t, dfull, m->dx, NHl);
-        if (c->post_ln_residual) {
-            be->add_inplace(be, m->dx, m->dres, NHl);
-            be->memset0(be, m->dres, (size_t)NHl * sizeof(float));
-        }
-        be->layernorm_backward_acc(be, m->dres, gw->ln1_w, gw->ln1_b, m->dx, a->x, w->ln1_w,
-                                   a->ln1_mean, a->ln1_rstd, NLr, H);
-        grads_final(m, l + 1);
+        /* full recomputation: the forward of a recomputed chunk runs again from its saved input
+         * just before the chunk's backward (same dropout keys: the same values) */
+        int first, last;
+        if (recomputed(m, l, &first, &last) && l == last)
+            for (int j = first; j <= last; j++) forward_layer(m, j, iteration, true);
+        backward_layer(m, l, iteration);
     }
 
     /* embedding: x0 = dropout(wte[tok] + wpe[pos]) */

@@ -11,6 +11,14 @@
 #include "kernels/backend.h"
 #include "parallel/comm.h"
 
+/* Activation recomputation (Megatron's --recompute-granularity / --recompute-method). */
+typedef enum {
+    MC_RECOMPUTE_NONE,
+    MC_RECOMPUTE_SELECTIVE,    /* core attention: softmax probabilities are recomputed */
+    MC_RECOMPUTE_FULL_UNIFORM, /* chunks of recompute_num_layers layers keep only their input */
+    MC_RECOMPUTE_FULL_BLOCK,   /* the first recompute_num_layers layers keep only their input */
+} mc_recompute_t;
+
 typedef struct {
     int num_layers, hidden, heads, head_dim, ffn;
     int seq, max_batch;       /* activations are planned for max_batch sequences */
@@ -26,6 +34,8 @@ typedef struct {
     uint64_t seed;
     int tp, tp_rank;          /* tensor parallelism: this rank's heads, ffn and vocab slice */
     bool sequence_parallel;   /* with tp > 1: LayerNorm/dropout regions split along the sequence */
+    mc_recompute_t recompute; /* activation recomputation */
+    int recompute_num_layers; /* uniform: layers per recomputed chunk; block: recomputed layers */
 } mc_gpt_config_t;
 
 /* How a parameter is split over the tp ranks (Megatron's tensor_model_parallel attribute). */
@@ -106,7 +116,9 @@ typedef struct {
     const int32_t *segments;              /* segments_buf for such a microbatch, else NULL */
     float *loss_mask;                     /* [B*S] */
     float *dloss;                         /* [B*S] */
-    mc_layer_acts_t *acts;                /* [num_layers] */
+    mc_layer_acts_t *acts;                /* [num_layers]; recomputed layers point into rc */
+    mc_layer_acts_t *rc;                  /* full recomputation: buffers of one recomputed chunk */
+    float *probs_scratch;                 /* selective recomputation: one layer's probabilities */
     float *x_final, *lnf, *lnf_mean, *lnf_rstd;
     float *logits;                        /* [S*B*V/tp], reused for dlogits */
     float *ce_max, *ce_sum, *ce_target;   /* [S*B] vocab-parallel loss statistics */

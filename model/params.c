@@ -35,6 +35,11 @@ void mc_gpt_config_from_args(mc_gpt_config_t *c, const mc_args_t *a)
     c->tp = a->tensor_model_parallel_size > 0 ? a->tensor_model_parallel_size : 1;
     c->tp_rank = 0; /* the trainer sets this rank's */
     c->sequence_parallel = a->sequence_parallel && c->tp > 1;
+    c->recompute = strcmp(a->recompute_granularity, "selective") == 0 ? MC_RECOMPUTE_SELECTIVE
+                   : strcmp(a->recompute_granularity, "full") != 0 ? MC_RECOMPUTE_NONE
+                   : strcmp(a->recompute_method, "block") == 0     ? MC_RECOMPUTE_FULL_BLOCK
+                                                                   : MC_RECOMPUTE_FULL_UNIFORM;
+    c->recompute_num_layers = a->recompute_num_layers;
 }
 
 static mc_param_t *add_param(mc_gpt_t *m, int *cap, const char *name, int64_t d0, int64_t d1,
