@@ -473,7 +473,7 @@ static void test_not_implemented_flags(void **state)
     expect_error(ISSUE_LINE " --bf16",
                  "--bf16 is recognised but not implemented yet in megatron-c (see docs/FLAGS.md)");
     expect_error(ISSUE_LINE " --save /tmp/ckpt", "--save is recognised but not implemented yet");
-    expect_error(ISSUE_LINE " --recompute-granularity full", "--recompute-granularity is recognised");
+    expect_error(ISSUE_LINE " --distribute-saved-activations", "--distribute-saved-activations is recognised");
     expect_error(ISSUE_LINE " --pipeline-model-parallel-size 2",
                  "--pipeline-model-parallel-size 2 is recognised but not implemented yet in megatron-c (supported: 1");
     expect_error(ISSUE_LINE " --tensor-model-parallel-size 2",
