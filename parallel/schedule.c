@@ -3,23 +3,14 @@
  * call each batch stands for. */
 #include "parallel/schedule.h"
 
+#include "cli/error.h"
+
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-static int fail(char *err, size_t n, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static int fail(char *err, size_t n, const char *fmt, ...)
-{
-    if (err && n) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(err, n, fmt, ap);
-        va_end(ap);
-    }
-    return -1;
-}
 
 /* ------------------------------------------------------------------------------------------ */
 /* Counts, tables, checks                                                                      */
@@ -78,20 +69,20 @@ int mc_pp_validate(const mc_pp_config_t *cfg, char *err, size_t errn)
     if (err && errn)
         err[0] = '\0';
     if (pp < 1)
-        return fail(err, errn, "pipeline-model-parallel size (%d) must be at least 1", pp);
+        return mc_errf(err, errn, "pipeline-model-parallel size (%d) must be at least 1", pp);
     if (cfg->pp_rank < 0 || cfg->pp_rank >= pp)
-        return fail(err, errn, "pipeline rank %d is outside [0, %d)", cfg->pp_rank, pp);
+        return mc_errf(err, errn, "pipeline rank %d is outside [0, %d)", cfg->pp_rank, pp);
     if (vpp < 1)
-        return fail(err, errn, "number of model chunks (%d) must be at least 1", vpp);
+        return mc_errf(err, errn, "number of model chunks (%d) must be at least 1", vpp);
     if (M < 1)
-        return fail(err, errn, "number of microbatches (%d) must be at least 1", M);
+        return mc_errf(err, errn, "number of microbatches (%d) must be at least 1", M);
     if (vpp > 1) {
         /* arguments.py:validate_args */
         if (cfg->overlap_p2p_comm && pp <= 1)
-            return fail(err, errn, "When interleaved schedule is used, pipeline-model-parallel "
+            return mc_errf(err, errn, "When interleaved schedule is used, pipeline-model-parallel "
                                    "size should be greater than 1");
         if (!cfg->overlap_p2p_comm && pp <= 2)
-            return fail(err, errn,
+            return mc_errf(err, errn,
                         "When interleaved schedule is used and p2p communication overlap is "
                         "disabled, pipeline-model-parallel size should be greater than 2 to avoid "
                         "having multiple p2p sends and recvs between same 2 ranks per "
@@ -99,11 +90,11 @@ int mc_pp_validate(const mc_pp_config_t *cfg, char *err, size_t errn)
         /* forward_backward_pipelining_with_interleaving (ValueError, then RuntimeError) */
         const int G = mc_pp_group_size(cfg);
         if (G > M || G < pp)
-            return fail(err, errn, "The number of contiguous micro-batches in a virtual pipeline "
+            return mc_errf(err, errn, "The number of contiguous micro-batches in a virtual pipeline "
                                    "stage should range in [PP=%d , M=%d]", pp, M);
         const int rem = M % G;
         if (rem > 0 && rem < pp)
-            return fail(err, errn,
+            return mc_errf(err, errn,
                         "The remainder of M (the total micro-batches) divided by N (number of "
                         "contiguous micro-batches in a virtual pipeline stage) should be 0, or "
                         "larger than or equal to the pipeline-parallel size, but it is %d. "
@@ -112,7 +103,7 @@ int mc_pp_validate(const mc_pp_config_t *cfg, char *err, size_t errn)
     } else if (pp > 1 && cfg->overlap_p2p_comm) {
         /* forward_backward_pipelining_without_interleaving; validate_args turns the flag off
          * without VPP before it gets here. */
-        return fail(err, errn, "Non-interleaved pipeline parallelism does not support overlapping "
+        return mc_errf(err, errn, "Non-interleaved pipeline parallelism does not support overlapping "
                                "p2p communication");
     }
     return 0;
@@ -413,7 +404,7 @@ int mc_pp_schedule(const mc_pp_config_t *cfg, mc_pp_action_t **out, int *n_out, 
     free(b.n_recv_grad);
     if (b.oom) {
         free(b.a);
-        return fail(err, errn, "out of memory building the pipeline schedule");
+        return mc_errf(err, errn, "out of memory building the pipeline schedule");
     }
     *out = b.a;
     *n_out = b.n;
@@ -536,33 +527,33 @@ static int post_op(sim_t *s, int r, int ai, const mc_p2p_op_t *o, int *qi, queue
     const bool to_next = o->dir == MC_P2P_SEND_NEXT || o->dir == MC_P2P_RECV_NEXT;
     const int peer = to_next ? (r + 1) % pp : (r - 1 + pp) % pp;
     if (pp == 1)
-        return fail(s->err, s->errn, "rank 0 action %d: %s without pipeline parallelism", ai,
+        return mc_errf(s->err, s->errn, "rank 0 action %d: %s without pipeline parallelism", ai,
                     op_text(o->dir));
     if (c < 0 || c >= s->vpp || mb < 0 || mb >= s->M)
-        return fail(s->err, s->errn, "rank %d action %d: %s of microbatch %d chunk %d is out of "
+        return mc_errf(s->err, s->errn, "rank %d action %d: %s of microbatch %d chunk %d is out of "
                     "range", r, ai, op_text(o->dir), mb, c);
     if (o->peer != peer)
-        return fail(s->err, s->errn, "rank %d action %d: %s names peer %d, not %d", r, ai,
+        return mc_errf(s->err, s->errn, "rank %d action %d: %s names peer %d, not %d", r, ai,
                     op_text(o->dir), o->peer, peer);
     /* Ends of the pipeline: nothing enters virtual stage 0 or leaves the last one. */
     if ((o->dir == MC_P2P_SEND_PREV || o->dir == MC_P2P_RECV_PREV) && vs == 0)
-        return fail(s->err, s->errn, "rank %d action %d: %s on the first virtual stage", r, ai,
+        return mc_errf(s->err, s->errn, "rank %d action %d: %s on the first virtual stage", r, ai,
                     op_text(o->dir));
     if ((o->dir == MC_P2P_SEND_NEXT || o->dir == MC_P2P_RECV_NEXT) && vs == s->nvs - 1)
-        return fail(s->err, s->errn, "rank %d action %d: %s on the last virtual stage", r, ai,
+        return mc_errf(s->err, s->errn, "rank %d action %d: %s on the last virtual stage", r, ai,
                     op_text(o->dir));
     const int x = r * s->vpp * s->M + c * s->M + mb;
     int id;
     switch (o->dir) {
     case MC_P2P_SEND_NEXT:
         if (!s->fwd[x])
-            return fail(s->err, s->errn, "rank %d action %d: sends the activation of microbatch "
+            return mc_errf(s->err, s->errn, "rank %d action %d: sends the activation of microbatch "
                         "%d chunk %d before computing it", r, ai, mb, c);
         id = tensor_id(s, 0, mb, vs + 1);
         break;
     case MC_P2P_SEND_PREV:
         if (!s->bwd[x])
-            return fail(s->err, s->errn, "rank %d action %d: sends the gradient of microbatch %d "
+            return mc_errf(s->err, s->errn, "rank %d action %d: sends the gradient of microbatch %d "
                         "chunk %d before computing it", r, ai, mb, c);
         id = tensor_id(s, 1, mb, vs - 1);
         break;
@@ -570,20 +561,20 @@ static int post_op(sim_t *s, int r, int ai, const mc_p2p_op_t *o, int *qi, queue
     case MC_P2P_RECV_NEXT: {
         int *slot = o->dir == MC_P2P_RECV_PREV ? &s->recv_act[x] : &s->recv_grad[x];
         if (*slot >= 0)
-            return fail(s->err, s->errn, "rank %d action %d: receives the %s of microbatch %d "
+            return mc_errf(s->err, s->errn, "rank %d action %d: receives the %s of microbatch %d "
                         "chunk %d twice", r, ai, o->dir == MC_P2P_RECV_PREV ? "activation" :
                         "gradient", mb, c);
         id = tensor_id(s, o->dir == MC_P2P_RECV_NEXT, mb, vs);
         break;
     }
     default:
-        return fail(s->err, s->errn, "rank %d action %d: bad p2p op", r, ai);
+        return mc_errf(s->err, s->errn, "rank %d action %d: bad p2p op", r, ai);
     }
     queue_t *mine = send ? &s->sends[r * pp + peer] : &s->recvs[r * pp + peer];
     *other = send ? &s->recvs[peer * pp + r] : &s->sends[peer * pp + r];
     *qi = qpush(mine, id);
     if (*qi < 0)
-        return fail(s->err, s->errn, "out of memory in the schedule simulation");
+        return mc_errf(s->err, s->errn, "out of memory in the schedule simulation");
     if (o->dir == MC_P2P_RECV_PREV)
         s->recv_act[x] = *qi;
     else if (o->dir == MC_P2P_RECV_NEXT)
@@ -593,7 +584,7 @@ static int post_op(sim_t *s, int r, int ai, const mc_p2p_op_t *o, int *qi, queue
         char a[96], b[96];
         tensor_text(s, send ? id : (*other)->v[*qi], a, sizeof a);
         tensor_text(s, send ? (*other)->v[*qi] : id, b, sizeof b);
-        return fail(s->err, s->errn, "rank %d sends the %s to rank %d, which receives it as the %s",
+        return mc_errf(s->err, s->errn, "rank %d sends the %s to rank %d, which receives it as the %s",
                     send ? r : peer, a, send ? peer : r, b);
     }
     return 0;
@@ -605,7 +596,7 @@ static int run_compute(sim_t *s, int r, int ai, const mc_pp_action_t *a)
     const int c = a->chunk, mb = a->mb, vs = c * s->pp + r;
     const bool fwd = a->kind == MC_PP_FORWARD;
     if (c < 0 || c >= s->vpp || mb < 0 || mb >= s->M) {
-        fail(s->err, s->errn, "rank %d action %d: microbatch %d chunk %d is out of range", r, ai,
+        mc_errf(s->err, s->errn, "rank %d action %d: microbatch %d chunk %d is out of range", r, ai,
              mb, c);
         return -1;
     }
@@ -615,7 +606,7 @@ static int run_compute(sim_t *s, int r, int ai, const mc_pp_action_t *a)
     const bool has_input = fwd ? vs > 0 : vs < s->nvs - 1;
     const int need = !has_input ? -2 : fwd ? s->recv_act[x] : s->recv_grad[x];
     if (need == -1) {
-        fail(s->err, s->errn, "rank %d action %d: %s of microbatch %d chunk %d without receiving "
+        mc_errf(s->err, s->errn, "rank %d action %d: %s of microbatch %d chunk %d without receiving "
              "its %s", r, ai, fwd ? "forward" : "backward", mb, c, fwd ? "input" : "output gradient");
         return -1;
     }
@@ -626,7 +617,7 @@ static int run_compute(sim_t *s, int r, int ai, const mc_pp_action_t *a)
     }
     if (fwd) {
         if (s->fwd[x] || mb != s->next_f[rc]) {
-            fail(s->err, s->errn, "rank %d action %d: forward of microbatch %d chunk %d out of "
+            mc_errf(s->err, s->errn, "rank %d action %d: forward of microbatch %d chunk %d out of "
                  "order (expected microbatch %d)", r, ai, mb, c, s->next_f[rc]);
             return -1;
         }
@@ -636,12 +627,12 @@ static int run_compute(sim_t *s, int r, int ai, const mc_pp_action_t *a)
             s->max_inflight[r] = s->inflight[r];
     } else {
         if (s->cfg->forward_only) {
-            fail(s->err, s->errn, "rank %d action %d: backward in a forward-only schedule", r, ai);
+            mc_errf(s->err, s->errn, "rank %d action %d: backward in a forward-only schedule", r, ai);
             return -1;
         }
         /* Megatron pops the oldest outstanding forward of the chunk. */
         if (s->bwd[x] || mb != s->next_b[rc] || !s->fwd[x]) {
-            fail(s->err, s->errn, "rank %d action %d: backward of microbatch %d chunk %d is not "
+            mc_errf(s->err, s->errn, "rank %d action %d: backward of microbatch %d chunk %d is not "
                  "the oldest outstanding forward of its chunk", r, ai, mb, c);
             return -1;
         }
@@ -662,7 +653,7 @@ int mc_pp_simulate_lists(const mc_pp_config_t *cfg, mc_pp_action_t *const *lists
     if (err && errn)
         err[0] = '\0';
     if (pp < 1 || s.vpp < 1 || s.M < 1)
-        return fail(err, errn, "bad pipeline configuration for the simulation");
+        return mc_errf(err, errn, "bad pipeline configuration for the simulation");
     int rc = -1;
     int *pos = calloc((size_t)pp, sizeof(int)), *posted = calloc((size_t)pp, sizeof(int));
     int *pend_qi = calloc((size_t)pp * MC_PP_MAX_BATCH_OPS, sizeof(int));
@@ -679,7 +670,7 @@ int mc_pp_simulate_lists(const mc_pp_config_t *cfg, mc_pp_action_t *const *lists
     s.max_inflight = calloc((size_t)pp, sizeof(int));
     if (!pos || !posted || !pend_qi || !pend_q || !s.sends || !s.recvs || !s.fwd || !s.bwd ||
         !s.recv_act || !s.recv_grad || !s.next_f || !s.next_b || !s.inflight || !s.max_inflight) {
-        fail(err, errn, "out of memory in the schedule simulation");
+        mc_errf(err, errn, "out of memory in the schedule simulation");
         goto out;
     }
     for (int i = 0; i < pp * per_rank; i++)
@@ -700,7 +691,7 @@ int mc_pp_simulate_lists(const mc_pp_config_t *cfg, mc_pp_action_t *const *lists
                         break;
                 } else {
                     if (a->n_ops < 1 || a->n_ops > MC_PP_MAX_BATCH_OPS) {
-                        fail(err, errn, "rank %d action %d: batch of %d ops", r, pos[r], a->n_ops);
+                        mc_errf(err, errn, "rank %d action %d: batch of %d ops", r, pos[r], a->n_ops);
                         goto out;
                     }
                     if (!posted[r]) {
@@ -740,14 +731,14 @@ int mc_pp_simulate_lists(const mc_pp_config_t *cfg, mc_pp_action_t *const *lists
                                         len ? ", " : "", r, pos[r], act);
             }
         if (len) {
-            fail(err, errn, "deadlock: %s", msg);
+            mc_errf(err, errn, "deadlock: %s", msg);
             goto out;
         }
     }
     for (int a = 0; a < pp; a++)
         for (int b = 0; b < pp; b++)
             if (s.sends[a * pp + b].n != s.recvs[b * pp + a].n) {
-                fail(err, errn, "rank %d sends %d tensors to rank %d, which receives %d", a,
+                mc_errf(err, errn, "rank %d sends %d tensors to rank %d, which receives %d", a,
                      s.sends[a * pp + b].n, b, s.recvs[b * pp + a].n);
                 goto out;
             }
@@ -755,7 +746,7 @@ int mc_pp_simulate_lists(const mc_pp_config_t *cfg, mc_pp_action_t *const *lists
         for (int c = 0; c < s.vpp; c++)
             if (s.next_f[r * s.vpp + c] != s.M ||
                 (!cfg->forward_only && s.next_b[r * s.vpp + c] != s.M)) {
-                fail(err, errn, "rank %d chunk %d runs %d forwards and %d backwards of %d "
+                mc_errf(err, errn, "rank %d chunk %d runs %d forwards and %d backwards of %d "
                      "microbatches", r, c, s.next_f[r * s.vpp + c], s.next_b[r * s.vpp + c], s.M);
                 goto out;
             }
@@ -764,7 +755,7 @@ int mc_pp_simulate_lists(const mc_pp_config_t *cfg, mc_pp_action_t *const *lists
         rc_cfg.pp_rank = r;
         const int want = mc_pp_max_inflight(&rc_cfg);
         if (s.max_inflight[r] != want) {
-            fail(err, errn, "rank %d holds up to %d activations, expected %d", r,
+            mc_errf(err, errn, "rank %d holds up to %d activations, expected %d", r,
                  s.max_inflight[r], want);
             goto out;
         }
@@ -799,11 +790,11 @@ int mc_pp_simulate(const mc_pp_config_t *cfg, int *max_inflight, char *err, size
 {
     const int pp = cfg->pp_size;
     if (pp < 1)
-        return fail(err, errn, "pipeline-model-parallel size (%d) must be at least 1", pp);
+        return mc_errf(err, errn, "pipeline-model-parallel size (%d) must be at least 1", pp);
     mc_pp_action_t **lists = calloc((size_t)pp, sizeof(*lists));
     int *n = calloc((size_t)pp, sizeof(int)), rc = -1;
     if (!lists || !n) {
-        fail(err, errn, "out of memory in the schedule simulation");
+        mc_errf(err, errn, "out of memory in the schedule simulation");
         goto out;
     }
     for (int r = 0; r < pp; r++) {
@@ -833,17 +824,17 @@ int mc_pp_layers(const mc_pp_layers_cfg_t *c, int pp_rank, int chunk, int *first
     if (err && errn)
         err[0] = '\0';
     if (L < 1 || pp < 1 || vpp < 1 || F < 0 || Ls < 0)
-        return fail(err, errn, "bad layer placement: %d layers, pp %d, vpp %d", L, pp, vpp);
+        return mc_errf(err, errn, "bad layer placement: %d layers, pp %d, vpp %d", L, pp, vpp);
     if (pp_rank < 0 || pp_rank >= pp || chunk < 0 || chunk >= vpp)
-        return fail(err, errn, "pipeline rank %d chunk %d is outside pp %d, vpp %d", pp_rank,
+        return mc_errf(err, errn, "pipeline rank %d chunk %d is outside pp %d, vpp %d", pp_rank,
                     chunk, pp, vpp);
     if (!F && !Ls) {
         /* validate_args / TransformerConfig.__post_init__ */
         if (L % pp)
-            return fail(err, errn, "Number of layers should be divisible by the "
+            return mc_errf(err, errn, "Number of layers should be divisible by the "
                                    "pipeline-model-parallel size");
         if ((L / pp) % vpp)
-            return fail(err, errn, "number of layers per pipeline rank (%d) must be divisible "
+            return mc_errf(err, errn, "number of layers per pipeline rank (%d) must be divisible "
                                    "by the virtual pipeline size (%d)", L / pp, vpp);
         const int per_chunk = L / pp / vpp;
         *first_layer = chunk * (L / vpp) + pp_rank * per_chunk;
@@ -851,34 +842,34 @@ int mc_pp_layers(const mc_pp_layers_cfg_t *c, int pp_rank, int chunk, int *first
         return 0;
     }
     if (pp == 1)
-        return fail(err, errn, "uneven first/last pipeline stages need "
+        return mc_errf(err, errn, "uneven first/last pipeline stages need "
                                "pipeline-model-parallel size > 1");
     /* TransformerConfig.__post_init__ (uneven PP), in its order and wording */
     int middle_stages = pp, middle_layers = L;
     if (F) {
         if (vpp > 1 && F % vpp)
-            return fail(err, errn, "number of layers at first stage: %d must be divisible by "
+            return mc_errf(err, errn, "number of layers at first stage: %d must be divisible by "
                                    "virtual pipeline parallel degree %d", F, vpp);
         middle_layers -= F;
         middle_stages--;
     }
     if (Ls) {
         if (vpp > 1 && Ls % vpp)
-            return fail(err, errn, "number of layers at last stage: %d must be divisible by "
+            return mc_errf(err, errn, "number of layers at last stage: %d must be divisible by "
                                    "virtual pipeline parallel degree %d", Ls, vpp);
         middle_layers -= Ls;
         middle_stages--;
     }
     if (middle_layers < 0 || (!middle_stages && middle_layers))
-        return fail(err, errn, "decoder first/last pipeline num layers (%d, %d) do not add up to "
+        return mc_errf(err, errn, "decoder first/last pipeline num layers (%d, %d) do not add up to "
                                "num layers %d", F, Ls, L);
     if (middle_stages && middle_layers % middle_stages)
-        return fail(err, errn, "number of layers at middle stage: %d must be divisible by the "
+        return mc_errf(err, errn, "number of layers at middle stage: %d must be divisible by the "
                                "middle pipeline model parallel size %d", middle_layers,
                     middle_stages);
     const int per_middle = middle_stages ? middle_layers / middle_stages : 0;
     if (middle_stages && vpp > 1 && per_middle % vpp)
-        return fail(err, errn, "number of layers on each middle pipeline rank: %d must be "
+        return mc_errf(err, errn, "number of layers on each middle pipeline rank: %d must be "
                                "divisible by virtual pipeline parallel degree %d", per_middle, vpp);
 
     /* get_num_layers_to_build */
