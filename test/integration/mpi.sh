@@ -36,3 +36,23 @@ srun_why() {
     fi
 }
 have_srun() { [ -z "$(srun_why)" ]; }
+
+# Layout equivalence: the numbers of a training log, one line per logged iteration
+# ("loss gradnorm paramsnorm", "-" when --log-params-norm is off) and per validation
+# ("valN loss -").
+log_numbers() {
+    sed -nE 's/.*\| lm loss: ([0-9.E+-]+) \|.*grad norm: ([0-9.]+) \| params norm: ([0-9.]+) \|.*/\1 \2 \3/p; t
+             s/.*\| lm loss: ([0-9.E+-]+) \|.*grad norm: ([0-9.]+) \|.*/\1 \2 -/p; t
+             s/.*validation loss at iteration ([0-9]+) \| lm loss value: ([0-9.E+-]+) .*/val\1 \2 -/p' "$1"
+}
+# same_log_numbers REF RUN: the same lines, at least 24 iterations, lm and validation losses and
+# params norms within 1e-5 relative, grad norms within 1e-4 relative (their sums run in another
+# order across ranks).
+same_log_numbers() {
+    paste -d' ' <(log_numbers "$1") <(log_numbers "$2") | awk -v want="$(log_numbers "$1" | wc -l)" '
+        function rel(a, b) { d = a - b; if (d < 0) d = -d; m = (a < 0 ? -a : a); return m > 0 ? d / m : d }
+        NF != 6 { bad++; next }
+        $1 ~ /^val/ { if ($1 != $4 || rel($2, $5) > 1e-5) bad++; n++; next }
+        { iters++; if (rel($1, $4) > 1e-5 || rel($2, $5) > 1e-4 || ($3 != "-" && rel($3, $6) > 1e-5) || ($3 == "-") != ($6 == "-")) bad++; n++ }
+        END { exit !(n == want && iters >= 24 && bad == 0) }'
+}
