@@ -80,10 +80,12 @@ else
     skip "faults under mpirun" "mpirun is not installed (scripts/install-deps.sh installs OpenMPI)"
 fi
 if have_srun; then
-    # --kill-on-bad-exit=0, as on clusters that keep Slurm's default: megatron-c's own check of
-    # its peers must end the job
+    # --kill-on-bad-exit=0, as on clusters that keep Slurm's default. Two things race to end the
+    # job, and either names the rank: megatron-c's check of its peers (about once a second) and
+    # Slurm's pmix plugin, which aborts the step when a task loses its PMIx connection
+    # ("srun: error: <node>: task 2: Killed").
     job_fault "srun: a rank killed with SIGKILL ends the job, naming it" KILL \
-        "megatron-c: rank [0-9]: error: rank 2 \(pid [0-9]+ on host [^)]+\) died" 30 \
+        "$DIED|srun: error: [^:]+: task 2: Killed" 30 \
         "${SRUN[@]}" --kill-on-bad-exit=0 -n 4 "$MC_BIN"
 else
     skip "faults under srun" "no Slurm here ($(srun_why))"
