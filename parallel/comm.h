@@ -24,6 +24,8 @@ typedef enum {
                                send may be recv + r*count (in place) */
     MC_COLL_BROADCAST,      /* recv[0..count) from group rank `root` (send NULL) */
     MC_COLL_BARRIER,
+    MC_COLL_P2P_BATCH,      /* p2p[0..n_p2p): sends and receives with other ranks of the group, see
+                               below (send, recv, count, dt, op, root unused) */
     MC_COLL_KINDS
 } mc_coll_kind_t;
 
@@ -41,6 +43,25 @@ typedef struct mc_group {
     void *impl;
 } mc_group_t;
 
+/* One send or receive of a p2p batch (Megatron's batch_isend_irecv, NCCL's ncclGroupStart/End
+ * around ncclSend/ncclRecv). peer is a rank of the batch's group (this rank itself allowed).
+ *
+ * A batch is one entry of the communicator's stream: it starts after everything started before it
+ * completed, all its operations are posted together (none waits for another, so a batch that
+ * sends to a peer and receives from it while the peer does the same completes), and it is
+ * complete when all of them are. Matching is per ordered pair of ranks in issue order: the k-th
+ * send from A to B (over all batches on the group, in order) is the k-th receive on B from A, with
+ * the same count and type; ranks must issue their batches in matching order (the caller's
+ * contract, as in Megatron). Operations of zero elements are matched too (buf may be NULL). buf
+ * must stay valid, and a send's unchanged, until the batch is complete. */
+typedef struct {
+    int is_send;
+    int peer; /* group rank */
+    void *buf;
+    size_t count;
+    mc_dtype_t dt;
+} mc_p2p_t;
+
 typedef struct {
     mc_coll_kind_t kind;
     mc_group_t *group;
@@ -50,6 +71,8 @@ typedef struct {
     mc_dtype_t dt;
     mc_redop_t op;
     int root;
+    const mc_p2p_t *p2p; /* MC_COLL_P2P_BATCH: start() copies the array (it may be a temporary) */
+    int n_p2p;           /* 0: nothing to do (MC_REQ_DONE) */
 } mc_coll_t;
 
 typedef int64_t mc_req_t; /* a ticket; MC_REQ_DONE when the collective completed at start */
@@ -61,7 +84,8 @@ typedef struct mc_comm {
     mc_group_t *world;
     double timeout_s; /* bound on every wait (--distributed-timeout-minutes) */
     /* Volume counters, per kind: calls and bytes of the larger of input and output per rank
-     * (all-reduce: count; reduce-scatter and all-gather: count*size; broadcast: count). */
+     * (all-reduce: count; reduce-scatter and all-gather: count*size; broadcast: count); a p2p
+     * batch is one call of the bytes this rank sends plus those it receives. */
     uint64_t calls[MC_COLL_KINDS], bytes[MC_COLL_KINDS];
 
     /* Collective over the whole world: every rank calls it once per group kind, passing the
@@ -78,7 +102,9 @@ typedef struct mc_comm {
     void *impl;
 } mc_comm_t;
 
-/* The single-rank communicator: every collective is the identity (copies where out of place). */
+/* The single-rank communicator: every collective is the identity (copies where out of place); a
+ * p2p batch may only send to and receive from this rank itself, the k-th send of the batch going
+ * to its k-th receive (anything else ends the job with mc_fatal). */
 mc_comm_t *mc_comm_single(void);
 
 /* The MPI communicator over the runtime's world (MPI_Init_thread on first use; collectives run
@@ -122,6 +148,11 @@ static inline void mc_broadcast(mc_comm_t *c, mc_group_t *g, void *buf, size_t c
 static inline void mc_barrier(mc_comm_t *c, mc_group_t *g)
 {
     mc_coll_t o = {.kind = MC_COLL_BARRIER, .group = g};
+    mc_comm_run(c, &o);
+}
+static inline void mc_p2p_batch(mc_comm_t *c, mc_group_t *g, const mc_p2p_t *ops, int n)
+{
+    mc_coll_t o = {.kind = MC_COLL_P2P_BATCH, .group = g, .p2p = ops, .n_p2p = n};
     mc_comm_run(c, &o);
 }
 

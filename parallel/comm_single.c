@@ -1,5 +1,6 @@
 /* The single-rank communicator: every group has one member, so every collective is the
- * identity; out-of-place reduce-scatter and all-gather copy send to recv. */
+ * identity; out-of-place reduce-scatter and all-gather copy send to recv. A p2p batch can only
+ * talk to this rank itself: its k-th send is copied to its k-th receive. */
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -34,8 +35,52 @@ static void single_group_free(mc_comm_t *c, mc_group_t *g)
     free(g);
 }
 
+/* The k-th send of the batch goes to its k-th receive; both must exist and agree. */
+static void single_p2p(const mc_coll_t *op)
+{
+    const char *gname = op->group && op->group->name ? op->group->name : "?";
+    if (op->n_p2p < 0 || (op->n_p2p > 0 && !op->p2p))
+        mc_fatal("p2p batch of %d operations on the %s group without its operations", op->n_p2p, gname);
+    int nsend = 0, nrecv = 0;
+    for (int i = 0; i < op->n_p2p; i++) {
+        const mc_p2p_t *p = &op->p2p[i];
+        if (p->peer != 0)
+            mc_fatal("p2p %s group rank %d on the %s group of the single-rank communicator (only rank 0 "
+                     "exists)",
+                     p->is_send ? "send to" : "receive from", p->peer, gname);
+        if ((unsigned)p->dt > MC_DT_U8) mc_fatal("p2p with unknown data type %d", (int)p->dt);
+        if (p->count > 0 && !p->buf)
+            mc_fatal("p2p %s of %zu elements on the %s group without a buffer", p->is_send ? "send" : "receive",
+                     p->count, gname);
+        if (p->is_send) nsend++;
+        else nrecv++;
+    }
+    if (nsend != nrecv)
+        mc_fatal("p2p batch on the %s group of the single-rank communicator has %d send(s) to itself but %d "
+                 "receive(s) (each send needs its receive in the same batch)",
+                 gname, nsend, nrecv);
+    int r = 0;
+    for (int s = 0; s < op->n_p2p; s++) {
+        const mc_p2p_t *snd = &op->p2p[s];
+        if (!snd->is_send) continue;
+        while (op->p2p[r].is_send) r++;
+        const mc_p2p_t *rcv = &op->p2p[r++];
+        if (snd->count != rcv->count || snd->dt != rcv->dt)
+            mc_fatal("p2p batch on the %s group of the single-rank communicator: a send of %zu elements of "
+                     "type %d is matched with a receive of %zu elements of type %d",
+                     gname, snd->count, (int)snd->dt, rcv->count, (int)rcv->dt);
+        size_t bytes = snd->count * mc_dtype_size(snd->dt);
+        if (bytes && snd->buf != rcv->buf) memmove(rcv->buf, snd->buf, bytes);
+    }
+}
+
 static mc_req_t single_start(mc_comm_t *c, const mc_coll_t *op)
 {
+    if (op->kind == MC_COLL_P2P_BATCH) {
+        single_p2p(op);
+        mc_comm_count(c, op);
+        return MC_REQ_DONE;
+    }
     mc_comm_count(c, op);
     size_t bytes = op->count * mc_dtype_size(op->dt);
     bool copies = op->kind == MC_COLL_REDUCE_SCATTER || op->kind == MC_COLL_ALL_GATHER ||

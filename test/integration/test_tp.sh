@@ -78,6 +78,11 @@ mpirun_mc 2 "${FLAGS[@]}" --seq-length 33 --max-position-embeddings 33 --tensor-
 rc=$?
 check "--sequence-parallel with a sequence tp does not divide is refused once (rc=$rc)" bash -c "[ $rc -eq 2 ] && [ \$(grep -c 'megatron-c: error: --seq-length (33) must be divisible by --tensor-model-parallel-size (2) with --sequence-parallel' '$MC_TMP/sp.err') -eq 1 ]"
 
+# a layout that does not fit the world is one error line for the whole job, exit 2
+mpirun_mc 3 "${FLAGS[@]}" --tensor-model-parallel-size 2 >"$MC_TMP/w3" 2>"$MC_TMP/w3.err"
+rc=$?
+check "tp 2 on 3 ranks is refused once (rc=$rc)" bash -c "[ $rc -eq 2 ] && [ \$(grep -c '^megatron-c: error: world size (3) is not divisible by tensor x pipeline x context parallel size (2 x 1 x 1 = 2)' '$MC_TMP/w3.err') -eq 1 ] && [ ! -s '$MC_TMP/w3' ]"
+
 # the untied model is another model, so the comparison can fail
 if same_log_numbers "$MC_TMP/single" "$MC_TMP/untied"; then
     not_ok "the comparison can fail (an untied model is not the reference)"
