@@ -20,12 +20,15 @@ static double now_s(void)
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-/* Megatron's print_rank_0: start-up lines and datetimes come from rank 0. */
-static bool g_rank0 = true;
+/* Megatron prints start-up lines and datetimes from rank 0 (print_rank_0) and the training log
+ * from the last rank (print_rank_last). megatron-c prints both from the last rank: with a single
+ * writer, launchers that merge the ranks' stdout (mpirun, srun) can never interleave or split
+ * lines, so the log stays parseable. */
+static bool g_printer = true;
 
 static void print_datetime(const char *what)
 {
-    if (!g_rank0) return;
+    if (!g_printer) return;
     time_t t = time(NULL);
     char buf[64];
     strftime(buf, sizeof(buf), "%Y-%m-%d %H:%M:%S", localtime(&t));
@@ -344,9 +347,9 @@ int mc_pretrain(mc_args_t *args)
                  "--seq-length or the model size)", be->name);
     }
     t->data = data;
-    g_rank0 = t->par.rank == 0;
+    g_printer = t->par.rank == t->par.last_rank;
     mc_error_set_rank_local(true);
-    if (g_rank0) print_startup(t, why);
+    if (g_printer) print_startup(t, why);
 
     const double start = now_s();
     const int M = args->num_microbatches, mbs = args->micro_batch_size;
@@ -355,7 +358,7 @@ int mc_pretrain(mc_args_t *args)
 
     bool exiting = false;
     if (!args->skip_train) {
-        if (g_rank0) printf("training ...\n");
+        if (g_printer) printf("training ...\n");
         print_datetime("before the start of training step");
         interval_t iv = {.t0 = now_s()};
         snapshot_volume(t, &iv);
