@@ -1,6 +1,12 @@
 /* The MPI communicator (DESIGN decision 3): host buffers, collectives on one communication
  * thread per process.
  *
+ * P2P batches (Megatron's batch_isend_irecv) are entries of the same queue: the comm thread
+ * posts every MPI_Isend/MPI_Irecv of the batch, in the given order and with one tag, then polls
+ * them all together. MPI matches messages between two ranks on one communicator in the order
+ * they were posted (non-overtaking), which is NCCL's per-pair issue order; point-to-point
+ * traffic never meets the collectives (MPI keeps them apart on the same communicator).
+ *
  * Threading: start() puts the collective in a FIFO and returns a ticket; the comm thread
  * (started at the first start()) posts the non-blocking MPI call and polls it, so the caller
  * computes meanwhile, and it can bound every collective by timeout_s and notice dead peers on
@@ -38,11 +44,13 @@ enum { QUEUE_CAP = 1024 };
 #define LIVENESS_PERIOD_S 1.0
 #define CHUNK_MAX_BYTES   (1L << 30) /* all-reduce/broadcast pieces; MPI counts are int */
 #define RSAG_MAX_COUNT    (INT_MAX / 2)
+#define P2P_TAG           0
 
 typedef struct {
     mc_coll_t op;
     int64_t ticket;
     double timeout_s; /* c->timeout_s when started: the comm thread never reads c's fields */
+    mc_p2p_t *p2p;    /* P2P: start()'s copy of op.p2p (op.p2p points at it), freed when run */
 } job_t;
 
 typedef struct {
@@ -70,6 +78,9 @@ typedef struct {
     void *scratch; /* reduce-scatter result when recv lies inside send */
     size_t scratch_cap;
     size_t chunk_elems; /* 0: by CHUNK_MAX_BYTES; MC_MPI_CHUNK_ELEMS lowers it (tests) */
+    MPI_Request *reqs;  /* a p2p batch's requests and their statuses */
+    MPI_Status *stats;
+    size_t reqs_cap;
 
     bool *watch;         /* per world rank: a peer whose pid we can check (same kernel and pid namespace) */
     mc_group_t **groups; /* live groups, freed at finalize */
@@ -111,12 +122,44 @@ static const char *mpi_errstr(int rc, char buf[MPI_MAX_ERROR_STRING])
     return buf;
 }
 
+/* The world rank of the i-th distinct peer of a p2p batch (i counts distinct peers), or -1. */
+static int p2p_peer(const mc_coll_t *o, int i)
+{
+    for (int k = 0; k < o->n_p2p; k++) {
+        bool seen = false;
+        for (int e = 0; e < k && !seen; e++) seen = o->p2p[e].peer == o->p2p[k].peer;
+        if (!seen && i-- == 0) return o->group->members[o->p2p[k].peer];
+    }
+    return -1;
+}
+
+/* The job for messages: "all-reduce", "p2p with rank 3", "p2p with ranks 1, 3". */
+static const char *job_what(const job_t *j, char *buf, size_t n)
+{
+    if (j->op.kind != MC_COLL_P2P_BATCH) return mc_coll_name(j->op.kind);
+    size_t len = (size_t)snprintf(buf, n, "p2p with rank%s", p2p_peer(&j->op, 1) >= 0 ? "s" : "");
+    for (int i = 0, r; len < n && (r = p2p_peer(&j->op, i)) >= 0; i++) {
+        if (i == 8) {
+            snprintf(buf + len, n - len, ", ...");
+            break;
+        }
+        len += (size_t)snprintf(buf + len, n - len, "%s %d", i ? "," : "", r);
+    }
+    return buf;
+}
+
 static void check_job_rc(mpi_comm_t *mc, const job_t *j, const char *call, int rc)
 {
     if (rc == MPI_SUCCESS) return;
-    char buf[MPI_MAX_ERROR_STRING];
-    comm_die(mc, "%s failed in %s on the %s group of %d ranks: %s", call, mc_coll_name(j->op.kind),
-             j->op.group->name, j->op.group->size, mpi_errstr(rc, buf));
+    char buf[MPI_MAX_ERROR_STRING], what[128];
+    int cls = MPI_SUCCESS;
+    MPI_Error_class(rc, &cls);
+    bool mismatch = j->op.kind == MC_COLL_P2P_BATCH && cls == MPI_ERR_TRUNCATE;
+    comm_die(mc, "%s failed in %s on the %s group of %d ranks: %s%s", call, job_what(j, what, sizeof(what)),
+             j->op.group->name, j->op.group->size, mpi_errstr(rc, buf),
+             mismatch ? " (a receive is shorter than the message matched to it: the ranks' p2p batches do "
+                        "not match in order, count or type)"
+                      : "");
 }
 
 static void mpi_abort_comm(mc_comm_t *c, int code)
@@ -158,28 +201,36 @@ static bool pid_dead(pid_t pid)
     return p && p[1] == ' ' && (p[2] == 'Z' || p[2] == 'X');
 }
 
+/* The peers a job waits on: the whole group for a collective, the distinct peers of a p2p batch. */
 static void check_peers(mpi_comm_t *mc, const job_t *j)
 {
     const mc_group_t *g = j->op.group;
-    for (int i = 0; i < g->size; i++) {
-        int m = g->members[i];
+    bool p2p = j->op.kind == MC_COLL_P2P_BATCH;
+    for (int i = 0;; i++) {
+        int m = p2p ? p2p_peer(&j->op, i) : i < g->size ? g->members[i] : -1;
+        if (m < 0) break;
         if (!mc->watch[m] || !pid_dead(mc->rt->pids[m])) continue;
         comm_die(mc, "rank %d (pid %d on host %s) died during %s on the %s group; aborting the job", m,
                  (int)mc->rt->pids[m], mc->rt->hosts[m], mc_coll_name(j->op.kind), g->name);
     }
 }
 
-/* Polls one posted request: spin briefly (fast collectives), then poll yielding the core.
- * Enforces the job's timeout and checks peers about once a second. */
-static void progress(mpi_comm_t *mc, const job_t *j, MPI_Request *req, double t0)
+/* Polls posted requests until all are complete (one with MPI_Test; several with MPI_Testall
+ * into stats, whose first error is the one reported): spin briefly (fast collectives), then poll
+ * yielding the core. Enforces the job's timeout and checks peers about once a second. */
+static void progress_all(mpi_comm_t *mc, const job_t *j, int n, MPI_Request *reqs, MPI_Status *stats,
+                         double t0)
 {
     double next_check = t0 + LIVENESS_PERIOD_S;
     for (int polls = 0;; polls++) {
         int flag = 0;
         pthread_mutex_lock(&mc->mpi_mu);
-        int rc = MPI_Test(req, &flag, MPI_STATUS_IGNORE);
+        int rc = stats ? MPI_Testall(n, reqs, &flag, stats) : MPI_Test(reqs, &flag, MPI_STATUS_IGNORE);
         pthread_mutex_unlock(&mc->mpi_mu);
-        check_job_rc(mc, j, "MPI_Test", rc);
+        for (int i = 0; stats && rc == MPI_ERR_IN_STATUS && i < n; i++)
+            if (stats[i].MPI_ERROR != MPI_SUCCESS && stats[i].MPI_ERROR != MPI_ERR_PENDING)
+                rc = stats[i].MPI_ERROR;
+        check_job_rc(mc, j, stats ? "MPI_Testall" : "MPI_Test", rc);
         if (flag) return;
         if (polls < SPIN_TESTS) continue;
         /* MPI moves data only inside MPI_Test (shared-memory fragments of a few KB), so the
@@ -189,16 +240,22 @@ static void progress(mpi_comm_t *mc, const job_t *j, MPI_Request *req, double t0
         sched_yield();
         if (polls % SPIN_TESTS) continue;
         double t = now_s();
+        char what[128];
         if (j->timeout_s > 0 && t - t0 > j->timeout_s)
             comm_die(mc,
                      "timed out after %g s in %s on the %s group of %d ranks (a peer stopped responding; "
                      "raise --distributed-timeout-minutes if this is expected)",
-                     j->timeout_s, mc_coll_name(j->op.kind), j->op.group->name, j->op.group->size);
+                     j->timeout_s, job_what(j, what, sizeof(what)), j->op.group->name, j->op.group->size);
         if (t >= next_check) {
             check_peers(mc, j);
             next_check = t + LIVENESS_PERIOD_S;
         }
     }
+}
+
+static void progress(mpi_comm_t *mc, const job_t *j, MPI_Request *req, double t0)
+{
+    progress_all(mc, j, 1, req, NULL, t0);
 }
 
 /* ---- running one collective (comm thread) ---- */
@@ -304,6 +361,46 @@ static void run_barrier(mpi_comm_t *mc, const job_t *j, double t0)
     progress(mc, j, &req, t0);
 }
 
+/* Every send and receive of the batch posted in order (in pieces of at most chunk_elems, so
+ * both sides cut a message alike), then all polled together. */
+static void run_p2p(mpi_comm_t *mc, const job_t *j, double t0)
+{
+    const mc_coll_t *o = &j->op;
+    size_t nreq = 0;
+    for (int i = 0; i < o->n_p2p; i++) {
+        size_t step = chunk_elems(mc, o->p2p[i].dt), c = o->p2p[i].count;
+        nreq += c ? (c + step - 1) / step : 1;
+    }
+    if (nreq > (size_t)INT_MAX)
+        comm_die(mc, "p2p batch of %zu messages on the %s group is more than MPI can wait for", nreq,
+                 o->group->name);
+    if (nreq > mc->reqs_cap) {
+        MPI_Request *p = realloc(mc->reqs, nreq * sizeof(*p));
+        if (p) mc->reqs = p;
+        MPI_Status *st = p ? realloc(mc->stats, nreq * sizeof(*st)) : NULL;
+        if (!st) comm_die(mc, "out of memory for a p2p batch of %zu messages", nreq);
+        mc->stats = st, mc->reqs_cap = nreq;
+    }
+    MPI_Comm comm = group_comm(o->group);
+    size_t k = 0;
+    pthread_mutex_lock(&mc->mpi_mu);
+    for (int i = 0; i < o->n_p2p; i++) {
+        const mc_p2p_t *p = &o->p2p[i];
+        size_t es = mc_dtype_size(p->dt), step = chunk_elems(mc, p->dt), off = 0;
+        do {
+            int n = (int)(p->count - off < step ? p->count - off : step);
+            char *buf = p->count ? (char *)p->buf + off * es : p->buf;
+            int rc = p->is_send ? MPI_Isend(buf, n, mpi_dtype(p->dt), p->peer, P2P_TAG, comm, &mc->reqs[k])
+                                : MPI_Irecv(buf, n, mpi_dtype(p->dt), p->peer, P2P_TAG, comm, &mc->reqs[k]);
+            if (rc != MPI_SUCCESS) pthread_mutex_unlock(&mc->mpi_mu);
+            check_job_rc(mc, j, p->is_send ? "MPI_Isend" : "MPI_Irecv", rc);
+            k++, off += (size_t)n;
+        } while (off < p->count);
+    }
+    pthread_mutex_unlock(&mc->mpi_mu);
+    progress_all(mc, j, (int)k, mc->reqs, mc->stats, t0);
+}
+
 static void run_job(mpi_comm_t *mc, const job_t *j)
 {
     double t0 = now_s();
@@ -313,6 +410,7 @@ static void run_job(mpi_comm_t *mc, const job_t *j)
     case MC_COLL_REDUCE_SCATTER: run_reduce_scatter(mc, j, t0); break;
     case MC_COLL_ALL_GATHER: run_all_gather(mc, j, t0); break;
     case MC_COLL_BARRIER: run_barrier(mc, j, t0); break;
+    case MC_COLL_P2P_BATCH: run_p2p(mc, j, t0); break;
     case MC_COLL_KINDS: break;
     }
 }
@@ -328,6 +426,7 @@ static void *comm_thread(void *arg)
         mc->taken++;
         pthread_mutex_unlock(&mc->mu);
         run_job(mc, &j);
+        free(j.p2p);
         pthread_mutex_lock(&mc->mu);
         mc->completed = j.ticket;
         pthread_cond_broadcast(&mc->done);
@@ -339,6 +438,24 @@ static void *comm_thread(void *arg)
 
 /* ---- the caller's side ---- */
 
+static void validate_p2p(const mc_coll_t *o)
+{
+    if (o->n_p2p < 0 || (o->n_p2p > 0 && !o->p2p))
+        mc_fatal("p2p batch of %d operations on the %s group without its operations", o->n_p2p,
+                 o->group->name);
+    for (int i = 0; i < o->n_p2p; i++) {
+        const mc_p2p_t *p = &o->p2p[i];
+        const char *dir = p->is_send ? "send" : "receive";
+        if (p->peer < 0 || p->peer >= o->group->size)
+            mc_fatal("p2p %s with group rank %d on the %s group of %d ranks", dir, p->peer, o->group->name,
+                     o->group->size);
+        if ((unsigned)p->dt > MC_DT_U8) mc_fatal("p2p %s with unknown data type %d", dir, (int)p->dt);
+        if (p->count > 0 && !p->buf)
+            mc_fatal("p2p %s of %zu elements on the %s group without a buffer", dir, p->count,
+                     o->group->name);
+    }
+}
+
 /* Caller errors, reported on the caller's thread (mc_fatal aborts the job through the hook). */
 static void validate(const mc_coll_t *o)
 {
@@ -346,6 +463,10 @@ static void validate(const mc_coll_t *o)
     if ((unsigned)o->kind >= MC_COLL_KINDS) mc_fatal("unknown collective kind %d", (int)o->kind);
     if (!o->group || !o->group->impl)
         mc_fatal("%s started on no group (this rank is not in that group)", what);
+    if (o->kind == MC_COLL_P2P_BATCH) {
+        validate_p2p(o);
+        return;
+    }
     if ((unsigned)o->dt > MC_DT_U8) mc_fatal("%s with unknown data type %d", what, (int)o->dt);
     if (o->kind == MC_COLL_BROADCAST && (o->root < 0 || o->root >= o->group->size))
         mc_fatal("broadcast from root %d on the %s group of %d ranks", o->root, o->group->name,
@@ -371,11 +492,20 @@ static void ensure_thread(mpi_comm_t *mc)
 
 static mc_req_t enqueue(mpi_comm_t *mc, const mc_coll_t *op)
 {
+    job_t job = {.op = *op, .timeout_s = mc->pub.timeout_s};
+    if (op->kind == MC_COLL_P2P_BATCH) {
+        size_t bytes = (size_t)op->n_p2p * sizeof(*op->p2p);
+        job.p2p = malloc(bytes);
+        if (!job.p2p) mc_fatal("out of memory for a p2p batch of %d operations", op->n_p2p);
+        memcpy(job.p2p, op->p2p, bytes);
+        job.op.p2p = job.p2p;
+    }
     ensure_thread(mc);
     pthread_mutex_lock(&mc->mu);
     while (mc->issued - mc->completed >= QUEUE_CAP) pthread_cond_wait(&mc->space, &mc->mu);
     int64_t t = ++mc->issued;
-    mc->ring[(t - 1) % QUEUE_CAP] = (job_t){.op = *op, .ticket = t, .timeout_s = mc->pub.timeout_s};
+    job.ticket = t;
+    mc->ring[(t - 1) % QUEUE_CAP] = job;
     pthread_cond_signal(&mc->work);
     pthread_mutex_unlock(&mc->mu);
     return t;
@@ -386,7 +516,8 @@ static mc_req_t mpi_start(mc_comm_t *c, const mc_coll_t *op)
     mpi_comm_t *mc = (mpi_comm_t *)c;
     validate(op);
     mc_comm_count(c, op);
-    if (op->count == 0 && op->kind != MC_COLL_BARRIER) return MC_REQ_DONE;
+    if (op->kind == MC_COLL_P2P_BATCH ? op->n_p2p == 0 : op->count == 0 && op->kind != MC_COLL_BARRIER)
+        return MC_REQ_DONE;
     return enqueue(mc, op);
 }
 
@@ -537,6 +668,8 @@ static void mpi_finalize(mc_comm_t *c)
     pthread_cond_destroy(&mc->done);
     free(mc->groups);
     free(mc->scratch);
+    free(mc->reqs);
+    free(mc->stats);
     free(mc->watch);
     free(mc);
 }

@@ -1,10 +1,13 @@
 #!/usr/bin/env bash
 # The comm layer (parallel/runtime.c, comm_single.c, comm_mpi.c) through test/mpi/test_comm_mpi:
-# every collective with exact values on the world, pair, strided, partial (n = 0 on some ranks)
-# and first/last groups, asynchronous use, chunked big buffers and volume counters; single-rank
-# (no launcher) and under mpirun -np 2, 4, 8. Then the failure paths: a rank that dies, one that
-# hangs past the timeout and one that calls mc_fatal must each end the whole job within 30 s,
-# with a non-zero status and a message naming the rank.
+# every collective with exact values on the world, pair, strided, partial (n = 0 on some ranks),
+# first/last and one-rank groups, asynchronous use, chunked big buffers and volume counters; p2p
+# batches (ring, pipeline patterns, both directions with one peer, mixed with collectives in
+# flight, zero elements, several MB); single-rank (no launcher) and under mpirun -np 2, 4, 8.
+# Then the failure paths: a rank that dies, one that hangs past the timeout and one that calls
+# mc_fatal must each end the whole job within 30 s, with a non-zero status and a message naming
+# the rank, also while a peer waits for it in a p2p batch; and the single-rank communicator
+# refuses p2p it cannot match.
 source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/mpi.sh"
 
@@ -30,6 +33,25 @@ run_checks "1 rank, no launcher" env -u PMIX_RANK -u PMIX_NAMESPACE "$PROG"
 rc=$?
 check "1 rank, no launcher: exits 0 (rc=$rc)" test $rc -eq 0
 want=$(grep -c '^ok - ' "$MC_TMP/out")
+
+# single_fatal NAME PATTERN ARGS...: without a launcher, exit 1 with PATTERN on stderr.
+single_fatal() {
+    local name=$1 pattern=$2
+    shift 2
+    env -u PMIX_RANK -u PMIX_NAMESPACE "$PROG" "$@" >"$MC_TMP/out" 2>"$MC_TMP/err"
+    local rc=$?
+    if [ $rc -eq 1 ] && grep -qE -- "$pattern" "$MC_TMP/err"; then
+        ok "$name"
+    else
+        not_ok "$name (rc=$rc, stderr: $(head -c 600 "$MC_TMP/err"))"
+    fi
+}
+single_fatal "1 rank: a p2p send to itself without a receive in the batch is an error" \
+    "^megatron-c: rank 0: error: p2p batch on the world group of the single-rank communicator has 1 send\(s\) to itself but 0 receive\(s\)" \
+    p2pself 0
+single_fatal "1 rank: a p2p send to group rank 1 is an error" \
+    "^megatron-c: rank 0: error: p2p send to group rank 1 on the world group of the single-rank communicator \(only rank 0 exists\)" \
+    p2ppeer 0
 
 if ! have_mpirun; then
     skip "mpirun runs of the comm test" "mpirun is not installed (scripts/install-deps.sh installs OpenMPI)"
@@ -73,3 +95,13 @@ fault "a rank that hangs past the 2 s timeout ends the job" \
 fault "mc_fatal on one rank ends the job, naming the rank" \
     "^megatron-c: rank 3: error: test failure on purpose$" \
     fatal 3
+# Only rank 3 is in MPI, waiting for rank 2 in a p2p batch (the others sleep).
+fault "a rank killed by SIGKILL while its peer waits in p2p ends the job, naming it" \
+    "megatron-c: rank 3: error: rank 2 \(pid [0-9]+ on host [^)]+\) died during p2p on the world group; aborting the job|process rank 2 " \
+    p2pdie 2
+fault "a rank that hangs past the 2 s timeout while its peer waits in p2p ends the job" \
+    "megatron-c: rank 3: error: timed out after 2 s in p2p with rank 2 on the world group of 4 ranks \(a peer stopped responding" \
+    p2psleep 2
+fault "a p2p receive shorter than the message matched to it ends the job, naming the mismatch" \
+    "megatron-c: rank 1: error: MPI_Testall failed in p2p with rank 2 on the world group of 4 ranks: .*truncat.*the ranks' p2p batches do not match" \
+    p2pshort 1

@@ -6,6 +6,11 @@
  *   test_comm_mpi die R       rank R kills itself (SIGKILL) before an all-reduce on the world
  *   test_comm_mpi sleep R     rank R sleeps past a 2 s timeout before an all-reduce on the world
  *   test_comm_mpi fatal R     rank R calls mc_fatal while the others wait in an all-reduce
+ *   test_comm_mpi p2pdie R    rank R kills itself while rank R+1 waits in a p2p batch with it
+ *   test_comm_mpi p2psleep R  rank R sleeps past a 2 s timeout while rank R+1 waits in a p2p batch
+ *   test_comm_mpi p2pshort R  rank R receives 5 floats from rank R+1, which sends 10
+ *   test_comm_mpi p2pself R   rank R sends to itself without a receive (single rank: mc_fatal)
+ *   test_comm_mpi p2ppeer R   rank R sends to group rank 1 (single rank: mc_fatal)
  *
  * A check fails when it fails on any rank (failures are combined with an all-reduce MAX); the
  * exit status is 0 iff this rank saw no failure. */
@@ -119,12 +124,12 @@ static void *xmalloc(size_t n)
 
 /* ---- groups ---- */
 
-enum { G_WORLD, G_PAIR, G_STRIDED, G_EVEN, G_ENDS, NGROUPS };
-static const char *GROUP_NAMES[NGROUPS] = {"world", "pair", "strided", "even", "ends"};
+enum { G_WORLD, G_PAIR, G_STRIDED, G_EVEN, G_ENDS, G_SELF, NGROUPS };
+static const char *GROUP_NAMES[NGROUPS] = {"world", "pair", "strided", "even", "ends", "self"};
 
-/* Each kind as Megatron would list it: pairs {2k, 2k+1} (tp-like), stride 2 (dp-like with tp=2),
- * only the even ranks (the odd ones are in no group: n = 0), and the first and last rank
- * (embedding-like). */
+/* Each kind as Megatron would list it: pairs {2k, 2k+1} (tp-like), stride 2 (dp-like with tp=2,
+ * pp-like with pp = size/2), only the even ranks (the odd ones are in no group: n = 0), the first
+ * and last rank (embedding-like) and each rank alone (any parallelism of size 1). */
 static int members_of(int kind, int rank, int size, int *m)
 {
     int n = 0;
@@ -145,6 +150,7 @@ static int members_of(int kind, int rank, int size, int *m)
             if (size > 1) m[n++] = size - 1;
         }
         break;
+    case G_SELF: m[n++] = rank; break;
     }
     return n;
 }
@@ -415,12 +421,15 @@ static void check_big(T *t)
     free(buf);
 }
 
-static void check_counters_and_empty(T *t)
+static void check_counters_and_empty(T *t, mc_group_t *g[NGROUPS])
 {
     mc_comm_t *c = t->c;
-    uint64_t calls[MC_COLL_KINDS], bytes[MC_COLL_KINDS];
+    mc_group_t *str = g[G_STRIDED];
+    uint64_t calls[MC_COLL_KINDS], bytes[MC_COLL_KINDS], gcalls[MC_COLL_KINDS], gbytes[MC_COLL_KINDS];
     memcpy(calls, c->calls, sizeof(calls));
     memcpy(bytes, c->bytes, sizeof(bytes));
+    memcpy(gcalls, str->calls, sizeof(gcalls));
+    memcpy(gbytes, str->bytes, sizeof(gbytes));
     float f[10] = {0};
     double s[5 * 8], r[5];
     int32_t gi[3 * 8], mine[3] = {1, 2, 3};
@@ -431,22 +440,249 @@ static void check_counters_and_empty(T *t)
     mc_all_gather(c, c->world, mine, gi, 3, MC_DT_I32);
     mc_broadcast(c, c->world, u, 7, MC_DT_U8, 0);
     mc_barrier(c, c->world);
+    /* p2p on the strided group: 6 f64 to next, 6 from prev, 3 i32 to prev, 3 from next */
+    double d6[6] = {1, 2, 3, 4, 5, 6}, r6[6];
+    int32_t i3[3] = {7, 8, 9}, r3[3];
+    int next = (str->rank + 1) % str->size, prev = (str->rank + str->size - 1) % str->size;
+    mc_p2p_batch(c, str,
+                 (mc_p2p_t[]){{1, next, d6, 6, MC_DT_F64},
+                              {0, prev, r6, 6, MC_DT_F64},
+                              {1, prev, i3, 3, MC_DT_I32},
+                              {0, next, r3, 3, MC_DT_I32}},
+                 4);
     uint64_t n = (uint64_t)t->size;
-    uint64_t want_bytes[MC_COLL_KINDS] = {40, 5 * 8 * n, 3 * 4 * n, 7, 0};
-    int bad = 0;
+    uint64_t want_bytes[MC_COLL_KINDS] = {40, 5 * 8 * n, 3 * 4 * n, 7, 0, 2 * (48 + 12)};
+    int bad = r6[5] != 6 || r3[2] != 9;
     for (int k = 0; k < MC_COLL_KINDS; k++) {
-        if (c->calls[k] - calls[k] != 1 || c->bytes[k] - bytes[k] != want_bytes[k]) {
-            fprintf(stderr, "rank %d: %s: %llu calls, %llu bytes; expected 1 call, %llu bytes\n", t->rank,
-                    mc_coll_name((mc_coll_kind_t)k), (unsigned long long)(c->calls[k] - calls[k]),
-                    (unsigned long long)(c->bytes[k] - bytes[k]), (unsigned long long)want_bytes[k]);
+        uint64_t gc = str->calls[k] - gcalls[k], gb = str->bytes[k] - gbytes[k];
+        uint64_t gc_want = k == MC_COLL_P2P_BATCH, gb_want = gc_want ? want_bytes[k] : 0;
+        if (c->calls[k] - calls[k] != 1 || c->bytes[k] - bytes[k] != want_bytes[k] || gc != gc_want ||
+            gb != gb_want) {
+            fprintf(stderr,
+                    "rank %d: %s: %llu calls, %llu bytes (strided group: %llu, %llu); expected 1 call, %llu "
+                    "bytes (strided group: %llu, %llu)\n",
+                    t->rank, mc_coll_name((mc_coll_kind_t)k), (unsigned long long)(c->calls[k] - calls[k]),
+                    (unsigned long long)(c->bytes[k] - bytes[k]), (unsigned long long)gc,
+                    (unsigned long long)gb, (unsigned long long)want_bytes[k], (unsigned long long)gc_want,
+                    (unsigned long long)gb_want);
             bad = 1;
         }
     }
-    report(t, bad, "volume counters: calls and bytes per kind");
+    bad |= strcmp(mc_coll_name(MC_COLL_P2P_BATCH), "p2p") != 0;
+    report(t, bad, "volume counters: calls and bytes per kind (p2p: sent + received), per group too");
 
     mc_all_reduce(c, c->world, f, 0, MC_DT_F32, MC_OP_SUM);
     mc_all_gather(c, c->world, mine, gi, 0, MC_DT_I32);
     report(t, 0, "collectives of zero elements return");
+}
+
+/* ---- p2p batches ---- */
+
+/* Payload of message `tag` sent by world rank `src`: exact in every type. */
+static double msg(mc_dtype_t dt, int src, int tag, size_t i) { return value(dt, src, i + (size_t)tag * 101); }
+
+typedef struct {
+    void *buf;
+    size_t count;
+    mc_dtype_t dt;
+    int src, tag; /* expected sender (world rank) and tag */
+} expect_t;
+
+/* Builds ops and their checks: a send of message `tag` from this rank, or a receive of the
+ * message `tag` of world rank `src` (on the group, that is group rank `peer`). */
+typedef struct {
+    T *t;
+    mc_group_t *g;
+    mc_p2p_t ops[16];
+    expect_t want[16];
+    int n, nwant;
+} batch_b;
+
+static void add_op(batch_b *b, int is_send, int peer, size_t count, mc_dtype_t dt, int tag)
+{
+    void *buf = count ? xmalloc(count * mc_dtype_size(dt)) : NULL;
+    int src = is_send ? b->t->rank : b->g->members[peer];
+    for (size_t i = 0; i < count; i++) put(dt, buf, i, is_send ? msg(dt, src, tag, i) : 77);
+    b->ops[b->n++] = (mc_p2p_t){.is_send = is_send, .peer = peer, .buf = buf, .count = count, .dt = dt};
+    if (!is_send) b->want[b->nwant++] = (expect_t){buf, count, dt, src, tag};
+}
+
+/* Checks every receive, frees every buffer and resets the builder. */
+static int batch_done(batch_b *b, const char *what)
+{
+    int bad = 0;
+    for (int k = 0; k < b->nwant; k++)
+        for (size_t i = 0; i < b->want[k].count && !bad; i++)
+            bad = expect(b->t, what, b->want[k].dt, b->want[k].buf, i,
+                         msg(b->want[k].dt, b->want[k].src, b->want[k].tag, i));
+    for (int k = 0; k < b->n; k++) free(b->ops[k].buf);
+    b->n = b->nwant = 0;
+    return bad;
+}
+
+/* Every rank sends to the next and receives from the previous in one batch (three types), with
+ * the sends first or the receives first. */
+static void check_p2p_ring(T *t, mc_group_t *g, const char *gname)
+{
+    int bad = 0;
+    for (int recv_first = 0; g && recv_first <= 1; recv_first++) {
+        batch_b b = {.t = t, .g = g};
+        int next = (g->rank + 1) % g->size, prev = (g->rank + g->size - 1) % g->size;
+        for (int d = 0; d < 3; d++) {
+            mc_dtype_t dt = d == 0 ? MC_DT_F32 : d == 1 ? MC_DT_I64 : MC_DT_U8;
+            size_t count = 500 + 7 * (size_t)d;
+            for (int half = 0; half < 2; half++) {
+                if (half == recv_first) add_op(&b, 1, next, count, dt, d);
+                else add_op(&b, 0, prev, count, dt, d);
+            }
+        }
+        mc_p2p_batch(t->c, g, b.ops, b.n);
+        bad |= batch_done(&b, "p2p ring");
+    }
+    report(t, bad, "p2p ring: send to next, receive from previous in one batch (f32 i64 u8) on the %s group",
+           gname);
+}
+
+/* Megatron's pipeline: [send_next, recv_prev] then [send_prev, recv_next], three times, without
+ * (first and last stage skip, empty batches on one stage) and with wrap-around (interleaving). */
+static void check_p2p_pipeline(T *t, mc_group_t *g, const char *gname)
+{
+    for (int wrap = 0; wrap <= 1; wrap++) {
+        int bad = 0;
+        for (int it = 0; g && it < 3; it++) {
+            batch_b b = {.t = t, .g = g};
+            int r = g->rank, pp = g->size, next = (r + 1) % pp, prev = (r + pp - 1) % pp;
+            bool first = r == 0 && !wrap, last = r == pp - 1 && !wrap;
+            if (!last) add_op(&b, 1, next, 1000 + (size_t)it, MC_DT_F32, 2 * it);
+            if (!first) add_op(&b, 0, prev, 1000 + (size_t)it, MC_DT_F32, 2 * it);
+            mc_p2p_batch(t->c, g, b.ops, b.n);
+            bad |= batch_done(&b, "p2p pipeline forward");
+            if (!first) add_op(&b, 1, prev, 700, MC_DT_F64, 2 * it + 1);
+            if (!last) add_op(&b, 0, next, 700, MC_DT_F64, 2 * it + 1);
+            mc_p2p_batch(t->c, g, b.ops, b.n);
+            bad |= batch_done(&b, "p2p pipeline backward");
+        }
+        report(t, bad,
+               "p2p pipeline %s: [send_next, recv_prev] then [send_prev, recv_next] x3 on the %s group",
+               wrap ? "with wrap-around" : "without wrap-around", gname);
+    }
+}
+
+/* Both directions to one peer in one batch, large enough that blocking sends would deadlock:
+ * group rank 0 does send_forward_recv_backward, rank 1 send_backward_recv_forward (both send
+ * first). Then two sends and two receives of different sizes to the same peer in one batch:
+ * matched in issue order. */
+static void check_p2p_same_peer(T *t, mc_group_t *g, const char *gname)
+{
+    int bad = 0;
+    if (g) {
+        batch_b b = {.t = t, .g = g};
+        int peer = (g->rank + 1) % g->size;
+        add_op(&b, 1, peer, 400000, MC_DT_F32, g->rank ? 1 : 0);
+        add_op(&b, 0, peer, 400000, MC_DT_F32, g->rank ? 0 : 1);
+        if (g->size == 1) b.want[0].tag = 0; /* to itself: its own message */
+        mc_p2p_batch(t->c, g, b.ops, b.n);
+        bad |= batch_done(&b, "p2p send and receive with one peer");
+        add_op(&b, 1, peer, 1000, MC_DT_F32, 5);
+        add_op(&b, 1, peer, 10, MC_DT_I32, 6);
+        add_op(&b, 0, peer, 1000, MC_DT_F32, 5);
+        add_op(&b, 0, peer, 10, MC_DT_I32, 6);
+        mc_p2p_batch(t->c, g, b.ops, b.n);
+        bad |= batch_done(&b, "p2p two messages each way with one peer");
+    }
+    report(t, bad, "p2p both directions with one peer in one batch (400k floats; then 2 messages each way) "
+           "on the %s group", gname);
+}
+
+/* The op array is a stack temporary of a returned function: start() must have copied it. */
+static mc_req_t start_ring_temp(T *t, mc_group_t *g, float *out, float *in, size_t count)
+{
+    int next = (g->rank + 1) % g->size, prev = (g->rank + g->size - 1) % g->size;
+    mc_p2p_t ops[2] = {{1, next, out, count, MC_DT_F32}, {0, prev, in, count, MC_DT_F32}};
+    return t->c->start(t->c, &(mc_coll_t){.kind = MC_COLL_P2P_BATCH, .group = g, .p2p = ops, .n_p2p = 2});
+}
+
+static int check_ring_result(T *t, mc_group_t *g, const float *in, size_t count, int tag)
+{
+    int prev = g->members[(g->rank + g->size - 1) % g->size], bad = 0;
+    for (size_t i = 0; i < count && !bad; i++)
+        bad = expect(t, "async p2p", MC_DT_F32, in, i, msg(MC_DT_F32, prev, tag, i));
+    return bad;
+}
+
+/* p2p batches and collectives in one stream, started back to back, only the last waited. */
+static void check_p2p_async(T *t, mc_group_t *g[NGROUPS])
+{
+    mc_comm_t *c = t->c;
+    mc_group_t *w = g[G_WORLD], *str = g[G_STRIDED], *pair = g[G_PAIR];
+    size_t n = 200000;
+    float *out = xmalloc(n * sizeof(float)), *in = xmalloc(n * sizeof(float));
+    for (size_t i = 0; i < n; i++) out[i] = (float)msg(MC_DT_F32, t->rank, 0, i), in[i] = -1;
+    int64_t x = t->rank + 1;
+    start_ring_temp(t, w, out, in, n);
+    mc_req_t a = c->start(c, &(mc_coll_t){.kind = MC_COLL_ALL_REDUCE, .group = w, .recv = &x, .count = 1,
+                                         .dt = MC_DT_I64, .op = MC_OP_SUM});
+    c->wait(c, a);
+    int bad = check_ring_result(t, w, in, n, 0) || x != (int64_t)t->size * (t->size + 1) / 2;
+    report(t, bad,
+           "p2p batch then all-reduce started back to back: waiting the all-reduce completes the batch");
+
+    /* all-reduce, p2p (strided), all-gather, p2p (pair), p2p (world): only the last waited */
+    float *out2 = xmalloc(64 * sizeof(float)), *in2 = xmalloc(64 * sizeof(float));
+    float *out3 = xmalloc(32 * sizeof(float)), *in3 = xmalloc(32 * sizeof(float));
+    int32_t gath[8], mine = t->rank * 3;
+    for (size_t i = 0; i < n; i++) out[i] = (float)msg(MC_DT_F32, t->rank, 1, i), in[i] = -1;
+    for (size_t i = 0; i < 64; i++) out2[i] = (float)msg(MC_DT_F32, t->rank, 2, i), in2[i] = -1;
+    for (size_t i = 0; i < 32; i++) out3[i] = (float)msg(MC_DT_F32, t->rank, 3, i), in3[i] = -1;
+    x = 1;
+    c->start(c, &(mc_coll_t){.kind = MC_COLL_ALL_REDUCE, .group = w, .recv = &x, .count = 1, .dt = MC_DT_I64,
+                             .op = MC_OP_SUM});
+    start_ring_temp(t, str, out2, in2, 64);
+    c->start(c, &(mc_coll_t){.kind = MC_COLL_ALL_GATHER, .group = w, .send = &mine, .recv = gath, .count = 1,
+                             .dt = MC_DT_I32});
+    start_ring_temp(t, pair, out3, in3, 32);
+    c->wait(c, start_ring_temp(t, w, out, in, n));
+    bad = x != t->size || check_ring_result(t, str, in2, 64, 2) || check_ring_result(t, pair, in3, 32, 3) ||
+          check_ring_result(t, w, in, n, 1);
+    for (int q = 0; q < t->size && !bad; q++) bad = gath[q] != q * 3;
+    report(t, bad, "collectives and p2p batches on three groups in flight, only the last waited");
+    free(out), free(in), free(out2), free(in2), free(out3), free(in3);
+}
+
+/* Zero-element operations (NULL buffers) are matched like any other; an empty batch is done. */
+static void check_p2p_zero(T *t, mc_group_t *g)
+{
+    batch_b b = {.t = t, .g = g};
+    int next = (g->rank + 1) % g->size, prev = (g->rank + g->size - 1) % g->size;
+    add_op(&b, 1, next, 0, MC_DT_F32, 0);
+    add_op(&b, 0, prev, 0, MC_DT_F32, 0);
+    mc_p2p_batch(t->c, g, b.ops, b.n);
+    int bad = batch_done(&b, "p2p zero");
+    add_op(&b, 0, prev, 0, MC_DT_I64, 0);
+    add_op(&b, 1, next, 0, MC_DT_I64, 0);
+    add_op(&b, 1, next, 5, MC_DT_I64, 1);
+    add_op(&b, 0, prev, 5, MC_DT_I64, 1);
+    mc_p2p_batch(t->c, g, b.ops, b.n);
+    bad |= batch_done(&b, "p2p zero and five");
+    mc_req_t r = t->c->start(t->c, &(mc_coll_t){.kind = MC_COLL_P2P_BATCH, .group = g, .n_p2p = 0});
+    bad |= r != MC_REQ_DONE;
+    t->c->wait(t->c, r);
+    mc_p2p_batch(t->c, g, NULL, 0);
+    report(t, bad, "p2p of zero elements (alone and among others) and empty batches");
+}
+
+/* Several MB each way (in pieces of MC_MPI_CHUNK_ELEMS = 1M elements). */
+static void check_p2p_big(T *t, mc_group_t *g)
+{
+    batch_b b = {.t = t, .g = g};
+    int next = (g->rank + 1) % g->size, prev = (g->rank + g->size - 1) % g->size;
+    add_op(&b, 1, next, 3000001, MC_DT_F32, 0);
+    add_op(&b, 0, prev, 3000001, MC_DT_F32, 0);
+    add_op(&b, 1, prev, 1000003, MC_DT_F64, 1);
+    add_op(&b, 0, next, 1000003, MC_DT_F64, 1);
+    mc_p2p_batch(t->c, g, b.ops, b.n);
+    report(t, batch_done(&b, "big p2p"),
+           "p2p of 12 MB to next and 8 MB to previous in one batch (in chunks)");
 }
 
 /* ---- the runtime ---- */
@@ -480,11 +716,40 @@ static void check_runtime(T *t)
 static int fault(T *t, const char *mode, int who)
 {
     mc_barrier(t->c, t->c->world); /* everyone is up before the fault */
-    if (strcmp(mode, "sleep") == 0) t->c->timeout_s = 2;
+    bool p2p = strncmp(mode, "p2p", 3) == 0;
+    if (strcmp(mode, "sleep") == 0 || strcmp(mode, "p2psleep") == 0) t->c->timeout_s = 2;
     if (t->rank == who) {
-        if (strcmp(mode, "die") == 0) raise(SIGKILL);
-        if (strcmp(mode, "sleep") == 0) sleep(60);
+        if (strcmp(mode, "die") == 0 || strcmp(mode, "p2pdie") == 0) raise(SIGKILL);
+        if (strcmp(mode, "sleep") == 0 || strcmp(mode, "p2psleep") == 0) sleep(60);
         if (strcmp(mode, "fatal") == 0) mc_fatal("test failure on purpose");
+        float one = 1;
+        if (strcmp(mode, "p2pself") == 0)
+            mc_p2p_batch(t->c, t->c->world,
+                         &(mc_p2p_t){.is_send = 1, .peer = t->rank, .buf = &one, .count = 1}, 1);
+        if (strcmp(mode, "p2ppeer") == 0)
+            mc_p2p_batch(t->c, t->c->world, &(mc_p2p_t){.is_send = 1, .peer = 1, .buf = &one, .count = 1}, 1);
+    }
+    if (strcmp(mode, "p2pshort") == 0 && t->size > 1 && (t->rank == who || t->rank == (who + 1) % t->size)) {
+        float buf[10] = {0};
+        bool recv = t->rank == who;
+        mc_p2p_t op = {.is_send = !recv, .peer = recv ? (who + 1) % t->size : who, .buf = buf,
+                       .count = recv ? 5 : 10};
+        mc_p2p_batch(t->c, t->c->world, &op, 1);
+        mc_barrier(t->c, t->c->world);
+        fprintf(stderr, "rank %d: the mismatched p2p batch returned\n", t->rank);
+        return 3;
+    }
+    if (p2p) {
+        /* rank who+1 waits for rank who in a p2p batch; the others stay out of MPI */
+        if (t->rank == (who + 1) % t->size) {
+            float out = 1, in = 0;
+            mc_p2p_t ops[2] = {{1, who, &out, 1, MC_DT_F32}, {0, who, &in, 1, MC_DT_F32}};
+            mc_p2p_batch(t->c, t->c->world, ops, 2);
+            fprintf(stderr, "rank %d: the p2p batch after the fault returned\n", t->rank);
+        } else {
+            sleep(60);
+        }
+        return 3;
     }
     float x = 1;
     mc_all_reduce(t->c, t->c->world, &x, 1, MC_DT_F32, MC_OP_SUM);
@@ -525,7 +790,15 @@ int main(int argc, char **argv)
     check_async(&t, g);
     check_many_in_flight(&t);
     check_big(&t);
-    check_counters_and_empty(&t);
+    for (int k = 0; k < NGROUPS; k++) check_p2p_ring(&t, g[k], GROUP_NAMES[k]);
+    check_p2p_pipeline(&t, g[G_STRIDED], "strided (pp-like)");
+    check_p2p_pipeline(&t, g[G_WORLD], "world");
+    check_p2p_same_peer(&t, g[G_PAIR], GROUP_NAMES[G_PAIR]);
+    check_p2p_same_peer(&t, g[G_ENDS], GROUP_NAMES[G_ENDS]);
+    check_p2p_async(&t, g);
+    check_p2p_zero(&t, g[G_WORLD]);
+    check_p2p_big(&t, g[G_WORLD]);
+    check_counters_and_empty(&t, g);
     for (int k = 1; k < NGROUPS; k++) c->group_free(c, g[k]);
     report(&t, 0, "group_free");
 
