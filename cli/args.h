@@ -70,6 +70,7 @@ typedef struct {
     int64_t ddp_bucket_size;        /* 0 = not given */
     int ddp_num_buckets;            /* 0 = not given */
     bool ddp_pad_buckets_for_high_nccl_busbw;
+    bool ddp_average_in_collective;
 
     /* ---- batch ---- */
     int micro_batch_size;

@@ -159,6 +159,9 @@ static void data_parallel(const mc_args_t *a)
                       "--use-distributed-optimizer)");
     if (a->overlap_param_gather && !a->overlap_grad_reduce)
         mc_user_error("must use --overlap-param-gather with --overlap-grad-reduce");
+    if (a->ddp_average_in_collective && a->calculate_per_token_loss)
+        mc_user_error("cannot average in collective when calculating per-token loss (drop "
+                      "--ddp-average-in-collective or --calculate-per-token-loss)");
     if (a->ddp_num_buckets > 0 && a->ddp_bucket_size > 0)
         mc_user_error("cannot specify both --ddp-num-buckets and --ddp-bucket-size");
 }

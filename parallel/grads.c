@@ -155,6 +155,16 @@ void mc_ddp_finish_grad_sync(mc_ddp_t *d)
         if (d->grad_req[k] == NOT_STARTED) start_bucket(d, k);
     for (int k = 0; k < d->layout.n_buckets; k++)
         if (d->grad_req[k] != MC_REQ_DONE) d->comm->wait(d->comm, d->grad_req[k]);
+    if (d->average_in_collective && d->dp > 1) {
+        /* NCCL's AVG divides the sum; MPI has no such op, so the sum is divided here */
+        mc_gpt_t *m = d->model;
+        for (int k = 0; k < d->layout.n_buckets; k++) {
+            const mc_bucket_t *bk = &d->layout.buckets[k];
+            long lo = bk->start, hi = bk->end;
+            if (d->dist_opt) mc_bucket_shard(bk, d->dp, d->dp_rank, &lo, &hi);
+            m->be->scale(m->be, m->grad_buf + lo, 1.0f / (float)d->dp, hi - lo);
+        }
+    }
     d->grad_armed = false;
 }
 
@@ -211,7 +221,10 @@ void mc_ddp_plan(mc_ddp_t *d, mc_gpt_t *m, const mc_args_t *a, int dp, int dp_ra
     d->dist_opt = a->use_distributed_optimizer;
     d->overlap_grad = a->overlap_grad_reduce;
     d->overlap_param = a->overlap_param_gather;
-    d->grad_scale = a->calculate_per_token_loss ? 1.0f : 1.0f / (float)dp;
+    /* Megatron's gradient_scaling_factor: 1/dp before a SUM, or 1 with an averaging collective
+     * (--ddp-average-in-collective) or --calculate-per-token-loss */
+    d->average_in_collective = a->ddp_average_in_collective;
+    d->grad_scale = a->calculate_per_token_loss || d->average_in_collective ? 1.0f : 1.0f / (float)dp;
     long num_params = 0;
     for (int i = 0; i < m->n_params; i++) num_params += m->params[i].numel;
     /* shared_embedding is Megatron's tied word embedding split across pipeline stages; with one

@@ -60,6 +60,7 @@ typedef struct {
     int dp, dp_rank;
     bool dist_opt, overlap_grad, overlap_param;
     float grad_scale;      /* 1/dp, or 1 with --calculate-per-token-loss */
+    bool average_in_collective; /* --ddp-average-in-collective: divide by dp after the sum */
     mc_gpt_t *model;
     mc_grad_layout_t layout;
 

@@ -23,7 +23,8 @@ FLAGS=(--mock-data --vocab-size 256 "${MODEL[@]}")
 check "single-rank reference run (exit 0)" test $? -eq 0
 check "reference has 24 logged iterations" test "$(log_numbers "$MC_TMP/single" | grep -vc '^val')" -eq 24
 
-VARIANTS=("" "--overlap-grad-reduce --ddp-bucket-size 4000" "--use-distributed-optimizer"
+VARIANTS=("" "--overlap-grad-reduce --ddp-bucket-size 4000 --ddp-average-in-collective"
+          "--use-distributed-optimizer --ddp-average-in-collective"
           "--use-distributed-optimizer --overlap-grad-reduce --overlap-param-gather --ddp-bucket-size 4000")
 for np in 2 4 8; do
     for v in "${VARIANTS[@]}"; do

@@ -402,7 +402,8 @@ static void test_bad_values(void **state)
                  "must use --overlap-param-gather with --overlap-grad-reduce");
     expect_error(ISSUE_LINE " --ddp-num-buckets 2 --ddp-bucket-size 100",
                  "cannot specify both --ddp-num-buckets and --ddp-bucket-size");
-    expect_error(ISSUE_LINE " --ddp-average-in-collective", "not implemented yet");
+    expect_error(ISSUE_LINE " --ddp-average-in-collective --calculate-per-token-loss",
+                 "cannot average in collective when calculating per-token loss");
     expect_error(ISSUE_LINE " --lr-decay-style cosin",
                  "argument --lr-decay-style: invalid choice: 'cosin' (choose from constant, linear, "
                  "cosine, inverse-square-root, WSD)");
