@@ -18,6 +18,7 @@
 #include <unistd.h>
 #include <zlib.h>
 
+#include "cli/clock.h"
 #include "cli/error.h"
 #include "cli/preprocess_args.h"
 #include "data/indexed.h"
@@ -80,13 +81,6 @@ void mc_py_float_repr(double v, char *buf, size_t n)
         snprintf(out + o, sizeof(out) - o, "e%c%02d", exp < 0 ? '-' : '+', exp < 0 ? -exp : exp);
     }
     snprintf(buf, n, "%s", out);
-}
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
 /* ---- chunks ---- */
@@ -1027,7 +1021,7 @@ typedef struct {
 static void progress(const mc_preprocess_args_t *a, int64_t docs, int64_t bytes, double t0)
 {
     if (docs % a->log_interval != 0) return;
-    double elapsed = now_s() - t0;
+    double elapsed = mc_now_s() - t0;
     if (elapsed <= 0) elapsed = 1e-9;
     char r1[40], r2[40];
     mc_py_float_repr((double)docs / elapsed, r1, sizeof(r1));
@@ -1107,7 +1101,7 @@ out:
 
 int mc_preprocess_run(const mc_preprocess_args_t *a)
 {
-    double start = now_s();
+    double start = mc_now_s();
     int n_files = 0;
     char **files = input_files(a, &n_files);
 
@@ -1167,8 +1161,8 @@ int mc_preprocess_run(const mc_preprocess_args_t *a)
     stats_t st;
     memset(&st, 0, sizeof(st));
     char rate[40];
-    mc_py_float_repr(now_s() - start, rate, sizeof(rate));
-    double t0 = now_s();
+    mc_py_float_repr(mc_now_s() - start, rate, sizeof(rate));
+    double t0 = mc_now_s();
 
     if (!failed) {
         printf("Time to startup: %s\n", rate);
@@ -1266,7 +1260,7 @@ int mc_preprocess_run(const mc_preprocess_args_t *a)
             for (int k = 0; k < keys; k++) remove_outputs(&finals[k]);
     }
 
-    double elapsed = now_s() - t0;
+    double elapsed = mc_now_s() - t0;
     if (!failed) {
         if (st.skipped > 0)
             mc_warn("skipped %lld malformed line%s (--skip-malformed); the first: %s",

@@ -34,6 +34,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "cli/clock.h"
 #include "cli/error.h"
 #include "parallel/comm.h"
 #include "parallel/runtime.h"
@@ -88,13 +89,6 @@ typedef struct {
 } mpi_comm_t;
 
 static mpi_comm_t *g_mpi; /* for mc_fatal's abort hook */
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 /* ---- dying ---- */
 
@@ -239,7 +233,7 @@ static void progress_all(mpi_comm_t *mc, const job_t *j, int n, MPI_Request *req
          * (Sleeping between polls made a 67 MB all-reduce over 4 ranks on 2 cores 5x slower.) */
         sched_yield();
         if (polls % SPIN_TESTS) continue;
-        double t = now_s();
+        double t = mc_now_s();
         char what[128];
         if (j->timeout_s > 0 && t - t0 > j->timeout_s)
             comm_die(mc,
@@ -403,7 +397,7 @@ static void run_p2p(mpi_comm_t *mc, const job_t *j, double t0)
 
 static void run_job(mpi_comm_t *mc, const job_t *j)
 {
-    double t0 = now_s();
+    double t0 = mc_now_s();
     switch (j->op.kind) {
     case MC_COLL_ALL_REDUCE:
     case MC_COLL_BROADCAST: run_chunked(mc, j, t0); break;

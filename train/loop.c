@@ -6,19 +6,13 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "cli/clock.h"
 #include "cli/error.h"
 #include "data/sampler.h"
 #include "kernels/device.h"
 #include "parallel/runtime.h"
 #include "train/log.h"
 #include "train/train.h"
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 /* Megatron prints start-up lines and datetimes from rank 0 (print_rank_0) and the training log
  * from the last rank (print_rank_last). megatron-c prints both from the last rank: with a single
@@ -110,10 +104,10 @@ static void fmt_bytes(char *buf, size_t n, double bytes)
 
 /* DESIGN decision 1: every buffer is planned before training, and the plan is logged.
  * Returns the total bytes. */
-static double print_memory_plan(FILE *out, const mc_args_t *a, const char *device)
+static double print_memory_plan(FILE *out, const mc_args_t *a, const mc_memory_plan_t *plan,
+                                const char *device)
 {
-    mc_memory_plan_t p;
-    mc_trainer_memory(a, &p);
+    const mc_memory_plan_t p = *plan;
     char opt_name[64];
     if (a->use_distributed_optimizer && a->data_parallel_size > 1)
         snprintf(opt_name, sizeof(opt_name), "optimizer state (Adam m, v; 1/%d shard)",
@@ -139,14 +133,14 @@ static double print_memory_plan(FILE *out, const mc_args_t *a, const char *devic
 
 /* On the CPU backend an allocation larger than physical memory may "succeed" (overcommit) and
  * be killed later, so the plan is checked against the machine's memory before allocating. */
-static void check_plan_fits(const mc_args_t *args, const mc_backend_t *be, int local_ranks)
+static void check_plan_fits(const mc_args_t *args, const mc_memory_plan_t *plan,
+                            const mc_backend_t *be, int local_ranks)
 {
-    mc_memory_plan_t p;
-    mc_trainer_memory(args, &p);
+    const mc_memory_plan_t p = *plan;
     double need = (p.params + p.grads + p.optimizer + p.activations + p.workspace) * local_ranks;
     double have = (double)sysconf(_SC_PHYS_PAGES) * (double)sysconf(_SC_PAGESIZE);
     if (strcmp(be->name, "cpu") == 0 && have > 0 && need > have) {
-        print_memory_plan(stdout, args, be->name);
+        print_memory_plan(stdout, args, plan, be->name);
         char nb[32], hb[32];
         fmt_bytes(nb, sizeof(nb), need);
         fmt_bytes(hb, sizeof(hb), have);
@@ -156,7 +150,7 @@ static void check_plan_fits(const mc_args_t *args, const mc_backend_t *be, int l
     }
 }
 
-static void print_startup(const mc_trainer_t *t, const char *why)
+static void print_startup(const mc_trainer_t *t, const mc_memory_plan_t *plan, const char *why)
 {
     const mc_args_t *a = t->args;
     printf("using world size: %d, data-parallel size: %d, context-parallel size: %d, "
@@ -178,7 +172,7 @@ static void print_startup(const mc_trainer_t *t, const char *why)
     long n = 0;
     for (int i = 0; i < t->model.n_params; i++) n += t->model.params[i].numel;
     printf(" > number of parameters on (tensor, pipeline) model parallel rank (0, 0): %ld\n", n);
-    print_memory_plan(stdout, a, t->be->name);
+    print_memory_plan(stdout, a, plan, t->be->name);
     if (t->data.is_mock)
         printf("> mock data: %d documents, split 969/30/1 (train %lld, valid %lld, test %lld tokens)\n",
                t->data.mock.n_docs, (long long)t->data.mock.split_tokens[0],
@@ -222,11 +216,9 @@ static size_t format_volume(const mc_trainer_t *t, const interval_t *iv, int ite
         for (int k = 0; k < MC_COLL_KINDS; k++) {
             uint64_t calls = rows[r].g->calls[k] - rows[r].c0[k];
             if (!calls || len >= n) continue;
-            char label[64];
-            snprintf(label, sizeof(label), "%s %s ", rows[r].group, mc_coll_name(k));
-            size_t ll = strlen(label);
-            while (ll < 48 && ll + 1 < sizeof(label)) label[ll++] = '.';
-            label[ll] = '\0';
+            char label[64], kind[32];
+            snprintf(kind, sizeof(kind), " %s", mc_coll_name(k));
+            mc_timer_label(label, sizeof(label), rows[r].group, kind);
             len += (size_t)snprintf(buf + len, n - len, "\n    %s: (%.1f, %.4f)", label,
                                     (double)calls / iters,
                                     (double)(rows[r].g->bytes[k] - rows[r].b0[k]) / iters / 1e6);
@@ -238,7 +230,7 @@ static void log_iteration(mc_trainer_t *t, interval_t *iv, const mc_step_result_
 {
     const mc_args_t *a = t->args;
     int iters = iv->advanced + iv->skipped;
-    double elapsed = (now_s() - iv->t0) / (iters > 0 ? iters : 1);
+    double elapsed = (mc_now_s() - iv->t0) / (iters > 0 ? iters : 1);
     mc_log_line_t l;
     memset(&l, 0, sizeof(l));
     l.iteration = t->iteration;
@@ -288,7 +280,7 @@ static void log_iteration(mc_trainer_t *t, interval_t *iv, const mc_step_result_
         fflush(stdout);
     }
     memset(iv, 0, sizeof(*iv));
-    iv->t0 = now_s();
+    iv->t0 = mc_now_s();
     snapshot_volume(t, iv);
 }
 
@@ -296,7 +288,7 @@ static void log_iteration(mc_trainer_t *t, interval_t *iv, const mc_step_result_
  * the world, as Megatron all-reduces its done flag. */
 static bool duration_exceeded(mc_trainer_t *t, double start)
 {
-    int64_t done = (now_s() - start) / 60.0 > t->args->exit_duration_in_mins;
+    int64_t done = (mc_now_s() - start) / 60.0 > t->args->exit_duration_in_mins;
     mc_all_reduce(t->comm, t->comm->world, &done, 1, MC_DT_I64, MC_OP_MAX);
     return done != 0;
 }
@@ -337,21 +329,23 @@ int mc_pretrain(mc_args_t *args)
     char why[256];
     const mc_backend_t *be = mc_backend_select(args->device, args->cpu_threads, why, sizeof(why));
     mc_runtime_t *rt = mc_runtime();
-    check_plan_fits(args, be, rt ? rt->local_size : 1);
+    mc_memory_plan_t plan; /* sized once: checked, and logged at start-up */
+    mc_trainer_memory(args, &plan);
+    check_plan_fits(args, &plan, be, rt ? rt->local_size : 1);
     mc_comm_t *comm = start_comm(args, rt);
     mc_trainer_t *t = calloc(1, sizeof(*t));
     if (!t) mc_fatal("out of host memory");
     if (mc_trainer_init(t, args, be, comm) != 0) {
-        print_memory_plan(stderr, args, be->name);
+        print_memory_plan(stderr, args, &plan, be->name);
         mc_fatal("not enough %s memory for the plan above (reduce --micro-batch-size, "
                  "--seq-length or the model size)", be->name);
     }
     t->data = data;
     g_printer = t->par.rank == t->par.last_rank;
     mc_error_set_rank_local(true);
-    if (g_printer) print_startup(t, why);
+    if (g_printer) print_startup(t, &plan, why);
 
-    const double start = now_s();
+    const double start = mc_now_s();
     const int M = args->num_microbatches, mbs = args->micro_batch_size;
     mc_microbatch_t *mbl = calloc((size_t)M, sizeof(*mbl));
     if (!mbl) mc_fatal("out of host memory");
@@ -360,7 +354,7 @@ int mc_pretrain(mc_args_t *args)
     if (!args->skip_train) {
         if (g_printer) printf("training ...\n");
         print_datetime("before the start of training step");
-        interval_t iv = {.t0 = now_s()};
+        interval_t iv = {.t0 = mc_now_s()};
         snapshot_volume(t, &iv);
         while (t->iteration < args->train_iters) { /* derived from --train-samples too */
             for (int i = 0; i < M; i++)
@@ -382,7 +376,7 @@ int mc_pretrain(mc_args_t *args)
                 char label[64];
                 snprintf(label, sizeof(label), "iteration %lld", (long long)t->iteration);
                 print_eval(t, label, evaluate(t, MC_SPLIT_VALID, &t->consumed_valid_samples));
-                iv.t0 = now_s(); /* evaluation time is not training time */
+                iv.t0 = mc_now_s(); /* evaluation time is not training time */
             }
             if (args->exit_interval > 0 && t->iteration % args->exit_interval == 0) {
                 char what[96];
@@ -393,7 +387,7 @@ int mc_pretrain(mc_args_t *args)
             }
             if (args->exit_duration_in_mins > 0 && duration_exceeded(t, start)) {
                 char what[96];
-                snprintf(what, sizeof(what), "exiting program after %.2f minutes", (now_s() - start) / 60.0);
+                snprintf(what, sizeof(what), "exiting program after %.2f minutes", (mc_now_s() - start) / 60.0);
                 print_datetime(what);
                 exiting = true;
                 break;

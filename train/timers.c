@@ -3,8 +3,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
+#include "cli/clock.h"
 #include "cli/error.h"
 
 static const struct {
@@ -24,13 +24,6 @@ static const struct {
     [MC_T_OPTIMIZER] = {"optimizer", 1, true},
 };
 
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 void mc_timers_init(mc_timers_t *t, int level, bool max_only, bool barrier_l1, mc_comm_t *comm)
 {
     memset(t, 0, sizeof(*t));
@@ -44,13 +37,21 @@ void mc_timer_start(mc_timers_t *t, mc_timer_id_t id)
 {
     if (INFO[id].level > t->level) return;
     if (INFO[id].barrier && t->barrier_l1 && t->comm) mc_barrier(t->comm, t->comm->world);
-    t->start[id] = now_s();
+    t->start[id] = mc_now_s();
 }
 
 void mc_timer_stop(mc_timers_t *t, mc_timer_id_t id)
 {
     if (INFO[id].level > t->level) return;
-    t->elapsed[id] += now_s() - t->start[id];
+    t->elapsed[id] += mc_now_s() - t->start[id];
+}
+
+void mc_timer_label(char *buf, size_t n, const char *name, const char *name2)
+{
+    snprintf(buf, n, "%s%s ", name, name2);
+    size_t len = strlen(buf);
+    while (len < 48 && len + 1 < n) buf[len++] = '.';
+    buf[len] = '\0';
 }
 
 void mc_timers_report(mc_timers_t *t, double normalizer, char *buf, size_t n)
@@ -77,10 +78,7 @@ void mc_timers_report(mc_timers_t *t, double normalizer, char *buf, size_t n)
         if (!used) continue;
         any = true;
         char label[64];
-        snprintf(label, sizeof(label), "%s ", INFO[id].name);
-        size_t ll = strlen(label);
-        while (ll < 48 && ll + 1 < sizeof(label)) label[ll++] = '.';
-        label[ll] = '\0';
+        mc_timer_label(label, sizeof(label), INFO[id].name, "");
         if (len < n) {
             if (t->max_only) len += (size_t)snprintf(buf + len, n - len, "\n    %s: %.2f", label, hi);
             else len += (size_t)snprintf(buf + len, n - len, "\n    %s: (%.2f, %.2f)", label, lo, hi);

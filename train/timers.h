@@ -36,6 +36,8 @@ void mc_timers_init(mc_timers_t *t, int level, bool max_only, bool barrier_l1, m
 /* No-ops for timers above the level. */
 void mc_timer_start(mc_timers_t *t, mc_timer_id_t id);
 void mc_timer_stop(mc_timers_t *t, mc_timer_id_t id);
+/* Megatron's timer label: "<name><name2> " padded with dots to 48 characters. */
+void mc_timer_label(char *buf, size_t n, const char *name, const char *name2);
 /* Collective over the world: gathers every rank's times, formats Megatron's block into buf
  * (empty when nothing was timed) and resets the timers. */
 void mc_timers_report(mc_timers_t *t, double normalizer, char *buf, size_t n);
