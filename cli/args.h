@@ -57,6 +57,12 @@ typedef struct {
     /* ---- parallelism (this issue: single rank) ---- */
     int tensor_model_parallel_size;
     int pipeline_model_parallel_size;
+    int virtual_pipeline_model_parallel_size;  /* vpp: model chunks per pp rank, 1 = no VPP */
+    int num_layers_per_virtual_pipeline_stage; /* 0 = unset */
+    int num_virtual_stages_per_pipeline_rank;  /* 0 = unset */
+    int decoder_first_pipeline_num_layers, decoder_last_pipeline_num_layers; /* 0 = unset */
+    int microbatch_group_size_per_vp_stage;    /* 0 = unset, means pp */
+    bool overlap_p2p_comm; /* derived: true with VPP unless --no-overlap-p2p-communication */
     int context_parallel_size;
     bool sequence_parallel;
     int world_size;                 /* derived: from the runtime (1 without a launcher) */

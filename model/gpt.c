@@ -26,7 +26,16 @@ static void *take(alloc_ctx_t *a, long bytes)
     a->bytes += bytes;
     if (!a->m) return NULL; /* sizing pass */
     mc_gpt_t *m = a->m;
-    if (m->n_bufs == m->cap_bufs) mc_fatal("internal: more activation buffers than planned");
+    if (m->n_bufs == m->cap_bufs) {
+        int cap = m->cap_bufs ? 2 * m->cap_bufs : 64;
+        void **b = realloc(m->bufs, (size_t)cap * sizeof(void *));
+        if (!b) {
+            a->failed = 1;
+            return NULL;
+        }
+        m->bufs = b;
+        m->cap_bufs = cap;
+    }
     void *p = m->be->alloc(m->be, (size_t)bytes);
     if (!p) a->failed = 1;
     else m->bufs[m->n_bufs++] = p;
@@ -59,20 +68,25 @@ static tp_dims_t tp_dims(const mc_gpt_config_t *c)
     return d;
 }
 
-/* Full recomputation: whether layer l keeps only its chunk's input, and the chunk's layers
- * [first, last] (Megatron's TransformerBlock._checkpointed_forward: uniform chunks of
- * recompute_num_layers layers, or each of the first recompute_num_layers layers alone). */
-static bool recomputed(const mc_gpt_t *m, int l, int *first, int *last)
+long mc_gpt_boundary_elems(const mc_gpt_t *m, int b)
 {
-    const mc_gpt_config_t *c = &m->cfg;
+    return (long)tp_dims(&m->cfg).seq * b * m->cfg.hidden;
+}
+
+/* Full recomputation: whether layer j of a model chunk of n layers keeps only its recompute
+ * group's input, and the group's layers [first, last] (Megatron's
+ * TransformerBlock._checkpointed_forward, per block, i.e. per model chunk: uniform groups of
+ * recompute_num_layers layers, or each of the first recompute_num_layers layers alone). */
+static bool recomputed(const mc_gpt_config_t *c, int n, int j, int *first, int *last)
+{
     const int k = c->recompute_num_layers > 0 ? c->recompute_num_layers : 1;
     if (c->recompute == MC_RECOMPUTE_FULL_UNIFORM) {
-        *first = l / k * k;
-        *last = *first + k - 1 < c->num_layers - 1 ? *first + k - 1 : c->num_layers - 1;
+        *first = j / k * k;
+        *last = *first + k - 1 < n - 1 ? *first + k - 1 : n - 1;
         return true;
     }
-    if (c->recompute == MC_RECOMPUTE_FULL_BLOCK && l < k) {
-        *first = *last = l;
+    if (c->recompute == MC_RECOMPUTE_FULL_BLOCK && j < k) {
+        *first = *last = j;
         return true;
     }
     return false;
@@ -100,7 +114,63 @@ static void take_layer(alloc_ctx_t *acts, mc_layer_acts_t *a, const mc_gpt_confi
     a->act = take(acts, SB * F * f);
 }
 
-/* One routine both sizes and allocates, so the logged plan is what is allocated. */
+/* One slot of chunk ci: the microbatch's data this chunk reads, its input and output, and every
+ * layer's saved activations. Recomputed layers keep only their group's input and point at the
+ * shared buffers of one recomputed group (m->rc), which the backward refills by running the
+ * group's forward again; with selective recomputation every layer's softmax probabilities share
+ * one buffer. */
+static void plan_slot(mc_gpt_t *m, alloc_ctx_t *acts, int ci, mc_gpt_slot_t *s)
+{
+    const mc_gpt_config_t *c = &m->cfg;
+    const mc_chunk_cfg_t *ch = &c->chunk[ci];
+    const tp_dims_t t = tp_dims(c);
+    const long S = c->seq, B = c->max_batch, H = c->hidden;
+    const long SB = S * B, LB = (long)t.seq * B, f = sizeof(float), ib = SB * (long)sizeof(int32_t);
+    const bool selective = c->recompute == MC_RECOMPUTE_SELECTIVE;
+    const int n = ch->n_layers;
+    int first, last;
+
+    if (ch->pre) {
+        s->tokens = take(acts, ib);
+        s->positions = take(acts, ib);
+    }
+    if (ch->post) {
+        s->labels = take(acts, ib);
+        s->loss_mask = take(acts, SB * f);
+    }
+    s->segments_buf = take(acts, ib);
+    s->in = take(acts, LB * H * f);
+    for (int j = 0; j < n; j++) {
+        mc_layer_acts_t *a = &s->acts[j];
+        if (recomputed(c, n, j, &first, &last)) {
+            if (j == first) a->x = j == 0 ? s->in : take(acts, LB * H * f);
+            float *x = j == first ? a->x : m->rc[j - first].x;
+            *a = m->rc[j - first];
+            a->x = x;
+        } else {
+            take_layer(acts, a, c, j > 0, !selective);
+            if (j == 0) a->x = s->in;
+            if (selective) a->probs = m->probs_scratch;
+        }
+    }
+    if (ch->post) {
+        s->x_final = n ? take(acts, LB * H * f) : s->in;
+        s->lnf = take(acts, LB * H * f);
+        s->lnf_mean = take(acts, LB * f);
+        s->lnf_rstd = take(acts, LB * f);
+        s->logits = take(acts, SB * t.vocab * f);
+        s->ce_max = take(acts, SB * f);
+        s->ce_sum = take(acts, 2 * SB * f); /* with ce_target: one all-reduce for both */
+        s->ce_target = s->ce_sum ? s->ce_sum + SB : NULL;
+        s->losses = take(acts, SB * f);
+    } else {
+        s->out = n ? take(acts, LB * H * f) : s->in;
+        s->dout = take(acts, LB * H * f);
+    }
+}
+
+/* One routine both sizes and allocates, so the logged plan is what is allocated. The slot and
+ * rc arrays exist in both passes (host structs); take() hands out NULL when sizing. */
 static void plan_activations(mc_gpt_t *m, alloc_ctx_t *acts, alloc_ctx_t *ws)
 {
     const mc_gpt_config_t *c = &m->cfg;
@@ -110,53 +180,17 @@ static void plan_activations(mc_gpt_t *m, alloc_ctx_t *acts, alloc_ctx_t *ws)
     const long SB = S * B, f = sizeof(float);
     const long LB = (long)t.seq * B; /* rows of the sequence-local regions */
 
-    m->tokens = take(acts, SB * (long)sizeof(int32_t));
-    m->positions = take(acts, SB * (long)sizeof(int32_t));
-    m->labels = take(acts, SB * (long)sizeof(int32_t));
-    m->segments_buf = take(acts, SB * (long)sizeof(int32_t));
-    m->loss_mask = take(acts, SB * f);
-    m->dloss = take(acts, SB * f);
-    /* Recomputed layers keep only their chunk's input; they share the buffers of one chunk (rc),
-     * which the backward refills by running the chunk's forward again. With selective
-     * recomputation the softmax probabilities of every layer share one buffer. */
-    const bool selective = c->recompute == MC_RECOMPUTE_SELECTIVE;
-    int slots = 0, first, last;
-    for (int l = 0; l < c->num_layers; l++)
-        if (recomputed(m, l, &first, &last) && last - first + 1 > slots) slots = last - first + 1;
-    for (int l = 0; l < c->num_layers; l++) {
-        mc_layer_acts_t *a = m->acts ? &m->acts[l] : &(mc_layer_acts_t){0};
-        if (recomputed(m, l, &first, &last)) {
-            if (l == first) a->x = take(acts, LB * H * f);
-        } else {
-            take_layer(acts, a, c, true, !selective);
-        }
-    }
-    for (int k = 0; k < slots; k++) {
-        mc_layer_acts_t *r = m->rc ? &m->rc[k] : &(mc_layer_acts_t){0};
-        take_layer(acts, r, c, k > 0, true);
-    }
-    if (selective) m->probs_scratch = take(acts, B * NH * S * S * f);
-    if (m->acts)
-        for (int l = 0; l < c->num_layers; l++) {
-            mc_layer_acts_t *a = &m->acts[l];
-            if (recomputed(m, l, &first, &last)) {
-                float *x = l == first ? a->x : m->rc[l - first].x;
-                *a = m->rc[l - first];
-                a->x = x;
-            } else if (selective) {
-                a->probs = m->probs_scratch;
-            }
-        }
-    m->x_final = take(acts, LB * H * f);
-    m->lnf = take(acts, LB * H * f);
-    m->lnf_mean = take(acts, LB * f);
-    m->lnf_rstd = take(acts, LB * f);
-    m->logits = take(acts, SB * t.vocab * f);
-    m->ce_max = take(acts, SB * f);
-    m->ce_sum = take(acts, 2 * SB * f); /* with ce_target: one all-reduce for both */
-    m->ce_target = m->ce_sum ? m->ce_sum + SB : NULL;
-    m->losses = take(acts, SB * f);
+    int groups = 0, first, last;
+    for (int ci = 0; ci < c->n_chunks; ci++)
+        for (int j = 0; j < c->chunk[ci].n_layers; j++)
+            if (recomputed(c, c->chunk[ci].n_layers, j, &first, &last) && last - first + 1 > groups)
+                groups = last - first + 1;
+    for (int k = 0; k < groups; k++) take_layer(acts, &m->rc[k], c, k > 0, true);
+    if (c->recompute == MC_RECOMPUTE_SELECTIVE) m->probs_scratch = take(acts, B * NH * S * S * f);
+    for (int ci = 0; ci < c->n_chunks; ci++)
+        for (int k = 0; k < c->chunk[ci].slots; k++) plan_slot(m, acts, ci, &m->slots[ci][k]);
 
+    m->dloss = take(ws, SB * f);
     m->tmp_h = take(ws, SB * (H > A ? H : A) * f);
     m->dx = take(ws, LB * H * f);
     m->dres = take(ws, LB * H * f);
@@ -168,12 +202,45 @@ static void plan_activations(mc_gpt_t *m, alloc_ctx_t *acts, alloc_ctx_t *ws)
     m->attn_scratch = take(ws, B * NH * S * S * f);
 }
 
+/* The host structs of the slots and the recomputation buffers. */
+static int alloc_slot_structs(mc_gpt_t *m)
+{
+    const mc_gpt_config_t *c = &m->cfg;
+    int most = 1;
+    for (int ci = 0; ci < c->n_chunks; ci++) {
+        if (c->chunk[ci].n_layers > most) most = c->chunk[ci].n_layers;
+        m->slots[ci] = calloc((size_t)c->chunk[ci].slots, sizeof(mc_gpt_slot_t));
+        if (!m->slots[ci]) return -1;
+        for (int k = 0; k < c->chunk[ci].slots; k++) {
+            m->slots[ci][k].acts = calloc((size_t)(c->chunk[ci].n_layers + 1), sizeof(mc_layer_acts_t));
+            if (!m->slots[ci][k].acts) return -1;
+        }
+    }
+    m->rc = calloc((size_t)most + 1, sizeof(mc_layer_acts_t));
+    return m->rc ? 0 : -1;
+}
+
+static void free_slot_structs(mc_gpt_t *m)
+{
+    for (int ci = 0; ci < MC_MAX_CHUNKS; ci++) {
+        if (!m->slots[ci]) continue;
+        for (int k = 0; k < m->cfg.chunk[ci].slots; k++) free(m->slots[ci][k].acts);
+        free(m->slots[ci]);
+        m->slots[ci] = NULL;
+    }
+    free(m->rc);
+    m->rc = NULL;
+}
+
 void mc_gpt_memory(const mc_gpt_t *m, long *param_bytes, long *act_bytes, long *ws_bytes)
 {
     mc_gpt_t tmp = *m;
-    tmp.acts = NULL;
+    memset(tmp.slots, 0, sizeof(tmp.slots));
+    tmp.rc = NULL;
     alloc_ctx_t a = {0}, w = {0};
+    if (alloc_slot_structs(&tmp) != 0) mc_fatal("out of host memory planning activations");
     plan_activations(&tmp, &a, &w);
+    free_slot_structs(&tmp);
     *param_bytes = m->n_elems * (long)sizeof(float);
     *act_bytes = a.bytes;
     *ws_bytes = w.bytes;
@@ -185,13 +252,8 @@ int mc_gpt_alloc(mc_gpt_t *m, const mc_backend_t *be)
     size_t pb = (size_t)m->n_elems * sizeof(float);
     m->param_buf = be->alloc(be, pb);
     m->grad_buf = be->alloc(be, pb);
-    m->acts = calloc((size_t)m->cfg.num_layers, sizeof(mc_layer_acts_t));
-    m->rc = calloc((size_t)m->cfg.num_layers + 1, sizeof(mc_layer_acts_t));
     m->host_losses = calloc((size_t)m->cfg.seq * (size_t)m->cfg.max_batch, sizeof(float));
-    m->cap_bufs = 16 * (2 * m->cfg.num_layers + 2); /* 13 per layer (and per recomputed slot), a
-                                                      * dozen outside layers */
-    m->bufs = calloc((size_t)m->cap_bufs, sizeof(void *));
-    if (!m->param_buf || !m->grad_buf || !m->acts || !m->rc || !m->host_losses || !m->bufs) return -1;
+    if (!m->param_buf || !m->grad_buf || !m->host_losses || alloc_slot_structs(m) != 0) return -1;
     alloc_ctx_t a = {.m = m}, w = {.m = m};
     plan_activations(m, &a, &w);
     if (a.failed || w.failed) return -1;
@@ -208,27 +270,40 @@ void mc_gpt_free(mc_gpt_t *m)
         if (m->param_buf) be->free(be, m->param_buf);
         if (m->grad_buf) be->free(be, m->grad_buf);
     }
+    free_slot_structs(m);
     free(m->bufs);
-    free(m->acts);
-    free(m->rc);
     free(m->host_losses);
     free(m->p.layers);
     free(m->g.layers);
     free(m->params);
+    free(m->layer_no);
     memset(m, 0, sizeof(*m));
 }
 
 /* ---------------------------------------------------------------- forward */
 
-/* Parameter blocks in table order: 0 = embeddings, 1..L = layers, L+1 = final norm (+ output
- * layer when untied; the tied output weight is the word embedding, complete only after the
- * embedding backward). */
+/* Parameter blocks in table order: 0 = embeddings (pre chunk), 1..n_local_layers = this rank's
+ * layers, then the final norm and output layer (post chunk); a block may be empty. The tied
+ * output weight of a one-stage model is the word embedding, complete only after the embedding
+ * backward. */
 static void param_block(const mc_gpt_t *m, int k, int *first, int *n)
 {
-    const int L = m->cfg.num_layers, P = m->params_per_layer;
-    if (k == 0) *first = 0, *n = 2;
-    else if (k <= L) *first = 2 + (k - 1) * P, *n = P;
-    else *first = 2 + L * P, *n = m->n_params - *first;
+    const int NL = m->n_local_layers, P = m->params_per_layer;
+    if (k == 0) *first = 0, *n = m->layer_param0;
+    else if (k <= NL) *first = m->layer_param0 + (k - 1) * P, *n = P;
+    else *first = m->layer_param0 + NL * P, *n = m->n_params - *first;
+}
+
+void mc_gpt_chunk_params(const mc_gpt_t *m, int c, int *first, int *n)
+{
+    const mc_chunk_cfg_t *ch = &m->cfg.chunk[c];
+    int f, k, e;
+    param_block(m, 1 + m->chunk_local0[c], &f, &k);
+    if (ch->pre) f = 0;
+    param_block(m, m->chunk_local0[c] + ch->n_layers + 1, &e, &k);
+    if (ch->post) e = m->n_params;
+    *first = f;
+    *n = e - f;
 }
 
 static void params_needed(mc_gpt_t *m, int k)
@@ -236,7 +311,7 @@ static void params_needed(mc_gpt_t *m, int k)
     if (!m->params_needed_hook) return;
     int first, n;
     param_block(m, k, &first, &n);
-    m->params_needed_hook(m->hook_ctx, first, n);
+    if (n) m->params_needed_hook(m->hook_ctx, first, n);
 }
 
 static void grads_final(mc_gpt_t *m, int k)
@@ -244,7 +319,7 @@ static void grads_final(mc_gpt_t *m, int k)
     if (!m->grads_final_hook) return;
     int first, n;
     param_block(m, k, &first, &n);
-    m->grads_final_hook(m->hook_ctx, first, n);
+    if (n) m->grads_final_hook(m->hook_ctx, first, n);
 }
 
 /* Sums a partial result over the tp ranks (the forward of a row-parallel layer, the backward of
@@ -285,34 +360,42 @@ static mc_dropout_t dropout_site(const mc_gpt_t *m, uint32_t iteration, uint32_t
     return d;
 }
 
-/* Layer l's forward (pre-LN, MCore local spec) on the microbatch in flight: reads acts[l].x,
- * fills acts[l] and writes the next layer's input (or x_final). */
-static void forward_layer(mc_gpt_t *m, int l, uint32_t iteration, bool training)
+/* Layer j of the chunk in flight (pre-LN, MCore local spec): reads acts[j].x, fills acts[j] and
+ * writes the next layer's input (or the chunk's output). When recomputing, the chunk's output
+ * (which may be in flight to the next stage) is not written again: the last layer of a
+ * recomputed group writes its unchanged value to scratch instead. */
+static void forward_layer(mc_gpt_t *m, int j, uint32_t iteration, bool training, bool recomputing)
 {
     const mc_backend_t *be = m->be;
     const mc_gpt_config_t *c = &m->cfg;
     const tp_dims_t t = tp_dims(c);
-    const int S = c->seq, B = m->batch, H = c->hidden, F = t.ffn, NH = t.heads, HD = c->head_dim;
+    mc_gpt_slot_t *sl = m->cur;
+    const mc_chunk_cfg_t *ch = &c->chunk[m->cur_chunk];
+    const int lj = m->chunk_local0[m->cur_chunk] + j; /* local layer index */
+    const int S = c->seq, B = sl->batch, H = c->hidden, F = t.ffn, NH = t.heads, HD = c->head_dim;
     const int A = t.attn, N = S * B, Sl = t.seq, s0 = t.seq_start;
     const long NL = (long)Sl * B * H;
     const bool bias_here = c->tp_rank == 0;
     const float hp = training ? c->hidden_dropout : 0.0f;
     const float ap = training ? c->attention_dropout : 0.0f;
     mc_dropout_t d;
-    mc_layer_acts_t *a = &m->acts[l];
-    const mc_layer_ptrs_t *w = &m->p.layers[l];
-    float *x_out = l + 1 < c->num_layers ? m->acts[l + 1].x : m->x_final;
-    const uint32_t layer_no = (uint32_t)l + 1;
+    mc_layer_acts_t *a = &sl->acts[j];
+    const mc_layer_ptrs_t *w = &m->p.layers[lj];
+    float *x_out = j + 1 < ch->n_layers ? sl->acts[j + 1].x
+                   : recomputing        ? m->dx
+                   : ch->post           ? sl->x_final
+                                        : sl->out;
+    const uint32_t layer_no = (uint32_t)m->layer_no[lj] + 1;
 
-    params_needed(m, l + 1);
+    params_needed(m, lj + 1);
     be->layernorm_forward(be, a->ln1, a->ln1_mean, a->ln1_rstd, a->x, w->ln1_w, w->ln1_b, Sl * B, H, c->eps);
     be->linear_forward(be, a->qkv, seq_gather(m, &t, a->ln1, NL), w->qkv_w, w->qkv_b, N, H, t.qkv);
-    d = dropout_site(m, iteration, layer_no, MC_DROPOUT_SITE_ATTN_PROBS, m->sample0, ap);
-    be->attention_forward(be, a->attn, a->probs, a->qkv, S, B, NH, HD, m->segments,
+    d = dropout_site(m, iteration, layer_no, MC_DROPOUT_SITE_ATTN_PROBS, sl->sample0, ap);
+    be->attention_forward(be, a->attn, a->probs, a->qkv, S, B, NH, HD, sl->segments,
                           1.0f / sqrtf((float)HD), &d, t.head_start, c->heads);
     be->linear_forward(be, m->tmp_h, a->attn, w->proj_w, bias_here ? w->proj_b : NULL, N, A, H);
     float *y = tp_sum(m, &t, m->tmp_h, m->dtmp_h, NL); /* dtmp_h: free in forward */
-    d = dropout_site(m, iteration, layer_no, MC_DROPOUT_SITE_ATTN_OUT, m->sample0, hp);
+    d = dropout_site(m, iteration, layer_no, MC_DROPOUT_SITE_ATTN_OUT, sl->sample0, hp);
     be->dropout_forward(be, y, y, &d, Sl, B, H, s0, H, 0);
     be->add(be, a->x_mid, c->post_ln_residual ? a->ln1 : a->x, y, NL);
 
@@ -321,28 +404,30 @@ static void forward_layer(mc_gpt_t *m, int l, uint32_t iteration, bool training)
     be->gelu_forward(be, a->act, a->fc1, (long)N * F, c->gelu_tanh);
     be->linear_forward(be, m->tmp_h, a->act, w->fc2_w, bias_here ? w->fc2_b : NULL, N, F, H);
     y = tp_sum(m, &t, m->tmp_h, m->dtmp_h, NL);
-    d = dropout_site(m, iteration, layer_no, MC_DROPOUT_SITE_MLP_OUT, m->sample0, hp);
+    d = dropout_site(m, iteration, layer_no, MC_DROPOUT_SITE_MLP_OUT, sl->sample0, hp);
     be->dropout_forward(be, y, y, &d, Sl, B, H, s0, H, 0);
     be->add(be, x_out, c->post_ln_residual ? a->ln2 : a->x_mid, y, NL);
 }
 
-/* Layer l's backward: dres holds the gradient at the layer's output and gets the gradient at
- * its input; parameter gradients accumulate. */
-static void backward_layer(mc_gpt_t *m, int l, uint32_t iteration)
+/* Layer j of the chunk in flight, backward: dres holds the gradient at the layer's output and
+ * gets the gradient at its input; parameter gradients accumulate. */
+static void backward_layer(mc_gpt_t *m, int j, uint32_t iteration)
 {
     const mc_backend_t *be = m->be;
     const mc_gpt_config_t *c = &m->cfg;
     const tp_dims_t t = tp_dims(c);
-    const int S = c->seq, B = m->batch, H = c->hidden, F = t.ffn, NH = t.heads, HD = c->head_dim;
+    const mc_gpt_slot_t *sl = m->cur;
+    const int lj = m->chunk_local0[m->cur_chunk] + j;
+    const int S = c->seq, B = sl->batch, H = c->hidden, F = t.ffn, NH = t.heads, HD = c->head_dim;
     const int A = t.attn, N = S * B, Sl = t.seq, s0 = t.seq_start, NLr = Sl * B;
     const long NHl = (long)NLr * H;
     float *dfull = t.sp ? m->tmp_h : m->dx;
     const float hp = c->hidden_dropout, ap = c->attention_dropout;
-    const uint64_t sample0 = m->sample0;
-    mc_layer_acts_t *a = &m->acts[l];
-    const mc_layer_ptrs_t *w = &m->p.layers[l];
-    const mc_layer_ptrs_t *gw = &m->g.layers[l];
-    const uint32_t layer_no = (uint32_t)l + 1;
+    const uint64_t sample0 = sl->sample0;
+    const mc_layer_acts_t *a = &sl->acts[j];
+    const mc_layer_ptrs_t *w = &m->p.layers[lj];
+    const mc_layer_ptrs_t *gw = &m->g.layers[lj];
+    const uint32_t layer_no = (uint32_t)m->layer_no[lj] + 1;
     mc_dropout_t d;
 
     /* ---- MLP block: x_out = res2 + dropout(fc2(gelu(fc1(ln2)))) ---- */
@@ -372,10 +457,10 @@ static void backward_layer(mc_gpt_t *m, int l, uint32_t iteration)
                         a->attn, w->proj_w, N, A, H);
     d = dropout_site(m, iteration, layer_no, MC_DROPOUT_SITE_ATTN_PROBS, sample0, ap);
     if (c->recompute == MC_RECOMPUTE_SELECTIVE) /* core attention again; dtmp_h is free here */
-        be->attention_forward(be, m->dtmp_h, a->probs, a->qkv, S, B, NH, HD, m->segments,
+        be->attention_forward(be, m->dtmp_h, a->probs, a->qkv, S, B, NH, HD, sl->segments,
                               1.0f / sqrtf((float)HD), &d, t.head_start, c->heads);
     be->attention_backward(be, m->d_qkv, m->attn_scratch, m->tmp_h, a->qkv, a->probs, S, B, NH,
-                           HD, m->segments, 1.0f / sqrtf((float)HD), &d, t.head_start, c->heads);
+                           HD, sl->segments, 1.0f / sqrtf((float)HD), &d, t.head_start, c->heads);
     /* tmp_h (d attn) is consumed: it may take the whole-sequence d ln1 */
     be->linear_backward(be, dfull, gw->qkv_w, gw->qkv_b, m->d_qkv, seq_gather(m, &t, a->ln1, NHl),
                         w->qkv_w, N, H, t.qkv);
@@ -386,63 +471,82 @@ static void backward_layer(mc_gpt_t *m, int l, uint32_t iteration)
     }
     be->layernorm_backward_acc(be, m->dres, gw->ln1_w, gw->ln1_b, m->dx, a->x, w->ln1_w,
                                a->ln1_mean, a->ln1_rstd, NLr, H);
-    grads_final(m, l + 1);
+    grads_final(m, lj + 1);
 }
 
-void mc_gpt_forward(mc_gpt_t *m, const mc_microbatch_t *mb, uint32_t iteration, bool training,
-                    double *loss_sum, double *num_tokens)
+static mc_gpt_slot_t *use_slot(mc_gpt_t *m, int c, int k)
+{
+    if (c < 0 || c >= m->cfg.n_chunks || k < 0 || k >= m->cfg.chunk[c].slots)
+        mc_fatal("internal error: no activation slot %d of model chunk %d", k, c);
+    m->cur = &m->slots[c][k];
+    m->cur_chunk = c;
+    return m->cur;
+}
+
+void mc_gpt_forward_chunk(mc_gpt_t *m, int c, int k, const mc_microbatch_t *mb, uint32_t iteration,
+                          bool training, double *loss_sum, double *num_tokens)
 {
     const mc_backend_t *be = m->be;
-    const mc_gpt_config_t *c = &m->cfg;
-    const tp_dims_t t = tp_dims(c);
-    const int S = c->seq, B = mb->b, H = c->hidden, N = S * B, Sl = t.seq, s0 = t.seq_start;
+    const mc_gpt_config_t *cf = &m->cfg;
+    const mc_chunk_cfg_t *ch = &cf->chunk[c];
+    const tp_dims_t t = tp_dims(cf);
+    const int S = cf->seq, B = mb->b, H = cf->hidden, N = S * B, Sl = t.seq, s0 = t.seq_start;
     const long NL = (long)Sl * B * H; /* elements of a sequence-local [s, b, h] activation */
-    const bool bias_here = c->tp_rank == 0; /* the position embedding joins once, before the sum */
-    const float hp = training ? c->hidden_dropout : 0.0f;
+    const bool bias_here = cf->tp_rank == 0; /* the position embedding joins once, before the sum */
+    const float hp = training ? cf->hidden_dropout : 0.0f;
+    mc_gpt_slot_t *sl = use_slot(m, c, k);
 
-    if (mb->s != S || B > c->max_batch)
+    if (mb->s != S || B > cf->max_batch)
         mc_fatal("microbatch shape [%d, %d] does not fit the planned [%d, %d]", B, mb->s,
-                 c->max_batch, S);
-    m->batch = B;
-    m->sample0 = mb->sample0;
+                 cf->max_batch, S);
+    sl->batch = B;
+    sl->sample0 = mb->sample0;
     size_t ib = (size_t)N * sizeof(int32_t), fb = (size_t)N * sizeof(float);
-    be->memcpy_h2d(be, m->tokens, mb->tokens, ib);
-    be->memcpy_h2d(be, m->positions, mb->positions, ib);
-    be->memcpy_h2d(be, m->labels, mb->labels, ib);
-    be->memcpy_h2d(be, m->loss_mask, mb->loss_mask, fb);
-    m->segments = NULL;
+    if (ch->pre) {
+        be->memcpy_h2d(be, sl->tokens, mb->tokens, ib);
+        be->memcpy_h2d(be, sl->positions, mb->positions, ib);
+    }
+    if (ch->post) {
+        be->memcpy_h2d(be, sl->labels, mb->labels, ib);
+        be->memcpy_h2d(be, sl->loss_mask, mb->loss_mask, fb);
+    }
+    sl->segments = NULL;
     if (mb->segments) {
-        be->memcpy_h2d(be, m->segments_buf, mb->segments, ib);
-        m->segments = m->segments_buf;
+        be->memcpy_h2d(be, sl->segments_buf, mb->segments, ib);
+        sl->segments = sl->segments_buf;
     }
 
-    /* embedding + dropout */
-    float *x = c->num_layers ? m->acts[0].x : m->x_final;
-    params_needed(m, 0);
-    /* vocab-parallel lookup summed over tp; the position embedding joins once */
-    float *e = t.sp ? m->tmp_h : x;
-    be->embedding_forward(be, e, m->tokens, m->positions, m->p.wte, bias_here ? m->p.wpe : NULL, S,
-                          B, H, t.vocab_start, t.vocab);
-    tp_sum(m, &t, e, x, NL);
-    mc_dropout_t d = dropout_site(m, iteration, 0, MC_DROPOUT_SITE_EMBEDDING, mb->sample0, hp);
-    be->dropout_forward(be, x, x, &d, Sl, B, H, s0, H, 0);
+    if (ch->pre) {
+        /* embedding + dropout: the vocab-parallel lookup summed over tp; the position embedding
+         * joins once */
+        params_needed(m, 0);
+        float *e = t.sp ? m->tmp_h : sl->in;
+        be->embedding_forward(be, e, sl->tokens, sl->positions, m->p.wte, bias_here ? m->p.wpe : NULL,
+                              S, B, H, t.vocab_start, t.vocab);
+        tp_sum(m, &t, e, sl->in, NL);
+        mc_dropout_t d = dropout_site(m, iteration, 0, MC_DROPOUT_SITE_EMBEDDING, mb->sample0, hp);
+        be->dropout_forward(be, sl->in, sl->in, &d, Sl, B, H, s0, H, 0);
+    }
 
-    for (int l = 0; l < c->num_layers; l++) forward_layer(m, l, iteration, training);
+    for (int j = 0; j < ch->n_layers; j++) forward_layer(m, j, iteration, training, false);
 
-    params_needed(m, c->num_layers + 1);
-    be->layernorm_forward(be, m->lnf, m->lnf_mean, m->lnf_rstd, m->x_final, m->p.lnf_w, m->p.lnf_b, Sl * B, H, c->eps);
-    be->linear_forward(be, m->logits, seq_gather(m, &t, m->lnf, NL), m->p.out_w, NULL, N, H, t.vocab);
+    *loss_sum = *num_tokens = 0;
+    if (!ch->post) return;
+    params_needed(m, m->n_local_layers + 1);
+    be->layernorm_forward(be, sl->lnf, sl->lnf_mean, sl->lnf_rstd, sl->x_final, m->p.lnf_w,
+                          m->p.lnf_b, Sl * B, H, cf->eps);
+    be->linear_forward(be, sl->logits, seq_gather(m, &t, sl->lnf, NL), m->p.out_w, NULL, N, H, t.vocab);
     /* vocab-parallel cross-entropy: global max, then global sum-exp and predicted logit */
-    be->ce_max(be, m->ce_max, m->logits, N, t.vocab);
-    tp_reduce(m, m->ce_max, N, MC_OP_MAX);
-    be->ce_sums(be, m->ce_sum, m->ce_target, m->logits, m->ce_max, m->labels, S, B, t.vocab,
+    be->ce_max(be, sl->ce_max, sl->logits, N, t.vocab);
+    tp_reduce(m, sl->ce_max, N, MC_OP_MAX);
+    be->ce_sums(be, sl->ce_sum, sl->ce_target, sl->logits, sl->ce_max, sl->labels, S, B, t.vocab,
                 t.vocab_start);
-    tp_reduce(m, m->ce_sum, 2L * N, MC_OP_SUM);
-    be->ce_loss(be, m->losses, m->ce_max, m->ce_sum, m->ce_target, S, B);
+    tp_reduce(m, sl->ce_sum, 2L * N, MC_OP_SUM);
+    be->ce_loss(be, sl->losses, sl->ce_max, sl->ce_sum, sl->ce_target, S, B);
 
     /* The loss sum is a [b*s] reduction: done on the host in double for a layout-independent
      * order (the same sum for any backend). */
-    be->memcpy_d2h(be, m->host_losses, m->losses, fb);
+    be->memcpy_d2h(be, m->host_losses, sl->losses, fb);
     double sum = 0, cnt = 0;
     for (int i = 0; i < N; i++) {
         sum += (double)m->host_losses[i] * (double)mb->loss_mask[i];
@@ -462,47 +566,77 @@ void mc_gpt_reduce_sequence_parallel_grads(mc_gpt_t *m)
             tp_reduce(m, m->grad_buf + m->params[i].offset, m->params[i].numel, MC_OP_SUM);
 }
 
-void mc_gpt_backward(mc_gpt_t *m, uint32_t iteration, float weight)
+void mc_gpt_backward_chunk(mc_gpt_t *m, int c, int k, uint32_t iteration, float weight)
 {
     const mc_backend_t *be = m->be;
-    const mc_gpt_config_t *c = &m->cfg;
-    const tp_dims_t t = tp_dims(c);
-    const int S = c->seq, B = m->batch, H = c->hidden, N = S * B, Sl = t.seq, s0 = t.seq_start;
+    const mc_gpt_config_t *cf = &m->cfg;
+    const mc_chunk_cfg_t *ch = &cf->chunk[c];
+    const tp_dims_t t = tp_dims(cf);
+    mc_gpt_slot_t *sl = use_slot(m, c, k);
+    const int S = cf->seq, B = sl->batch, H = cf->hidden, N = S * B, Sl = t.seq, s0 = t.seq_start;
     const int NLr = Sl * B;
     const long NHl = (long)NLr * H; /* elements of a sequence-local [s, b, h] activation */
     /* a column-parallel input gradient is formed over the whole sequence, then summed over tp */
     float *dfull = t.sp ? m->tmp_h : m->dx;
-    const float hp = c->hidden_dropout;
-    const uint64_t sample0 = m->sample0;
+    const float hp = cf->hidden_dropout;
 
-    /* d objective / d loss[b,s] = mask * weight */
-    be->memcpy_d2d(be, m->dloss, m->loss_mask, (size_t)N * sizeof(float));
-    be->scale(be, m->dloss, weight, N);
-    be->ce_backward(be, m->logits, m->logits, m->ce_max, m->ce_sum, m->labels, m->dloss, S, B,
-                    t.vocab, t.vocab_start);
-    be->linear_backward(be, dfull, m->g.out_w, NULL, m->logits, seq_gather(m, &t, m->lnf, NHl),
-                        m->p.out_w, N, H, t.vocab);
-    tp_sum(m, &t, dfull, m->dx, NHl); /* column-parallel (vocab) input gradient */
-    /* dx now holds d lnf; the final LN backward accumulates into dres (= d x_final) */
-    be->memset0(be, m->dres, (size_t)NHl * sizeof(float));
-    be->layernorm_backward_acc(be, m->dres, m->g.lnf_w, m->g.lnf_b, m->dx, m->x_final, m->p.lnf_w,
-                               m->lnf_mean, m->lnf_rstd, NLr, H);
-    grads_final(m, c->num_layers + 1);
+    if (ch->post) {
+        /* d objective / d loss[b,s] = mask * weight */
+        be->memcpy_d2d(be, m->dloss, sl->loss_mask, (size_t)N * sizeof(float));
+        be->scale(be, m->dloss, weight, N);
+        be->ce_backward(be, sl->logits, sl->logits, sl->ce_max, sl->ce_sum, sl->labels, m->dloss, S,
+                        B, t.vocab, t.vocab_start);
+        be->linear_backward(be, dfull, m->g.out_w, NULL, sl->logits, seq_gather(m, &t, sl->lnf, NHl),
+                            m->p.out_w, N, H, t.vocab);
+        tp_sum(m, &t, dfull, m->dx, NHl); /* column-parallel (vocab) input gradient */
+        /* dx now holds d lnf; the final LN backward accumulates into dres (= d x_final) */
+        be->memset0(be, m->dres, (size_t)NHl * sizeof(float));
+        be->layernorm_backward_acc(be, m->dres, m->g.lnf_w, m->g.lnf_b, m->dx, sl->x_final,
+                                   m->p.lnf_w, sl->lnf_mean, sl->lnf_rstd, NLr, H);
+        grads_final(m, m->n_local_layers + 1);
+    } else {
+        be->memcpy_d2d(be, m->dres, sl->dout, (size_t)NHl * sizeof(float));
+    }
     /* invariant from here: dres = gradient w.r.t. the residual stream at the current point */
 
-    for (int l = c->num_layers - 1; l >= 0; l--) {
-        /* full recomputation: the forward of a recomputed chunk runs again from its saved input
-         * just before the chunk's backward (same dropout keys: the same values) */
+    for (int j = ch->n_layers - 1; j >= 0; j--) {
+        /* full recomputation: the forward of a recomputed group runs again from its saved input
+         * just before the group's backward (same dropout keys: the same values) */
         int first, last;
-        if (recomputed(m, l, &first, &last) && l == last)
-            for (int j = first; j <= last; j++) forward_layer(m, j, iteration, true);
-        backward_layer(m, l, iteration);
+        if (recomputed(cf, ch->n_layers, j, &first, &last) && j == last)
+            for (int i = first; i <= last; i++) forward_layer(m, i, iteration, true, true);
+        backward_layer(m, j, iteration);
     }
 
+    if (!ch->pre) {
+        /* the input is dead: it carries the gradient to the previous stage */
+        be->memcpy_d2d(be, sl->in, m->dres, (size_t)NHl * sizeof(float));
+        return;
+    }
     /* embedding: x0 = dropout(wte[tok] + wpe[pos]) */
-    mc_dropout_t d = dropout_site(m, iteration, 0, MC_DROPOUT_SITE_EMBEDDING, sample0, hp);
+    mc_dropout_t d = dropout_site(m, iteration, 0, MC_DROPOUT_SITE_EMBEDDING, sl->sample0, hp);
     be->dropout_backward(be, m->dres, m->dres, &d, Sl, B, H, s0, H, 0);
-    be->embedding_backward(be, m->g.wte, m->g.wpe, seq_gather(m, &t, m->dres, NHl), m->tokens,
-                           m->positions, S, B, H, t.vocab_start, t.vocab);
+    be->embedding_backward(be, m->g.wte, m->g.wpe, seq_gather(m, &t, m->dres, NHl), sl->tokens,
+                           sl->positions, S, B, H, t.vocab_start, t.vocab);
     grads_final(m, 0);
+}
+
+/* The one-stage model (a single chunk with the embedding and the loss) in slot 0. */
+static void check_whole(const mc_gpt_t *m)
+{
+    if (m->cfg.n_chunks != 1 || !m->cfg.chunk[0].pre || !m->cfg.chunk[0].post)
+        mc_fatal("internal error: mc_gpt_forward/backward need the whole model on one rank");
+}
+
+void mc_gpt_forward(mc_gpt_t *m, const mc_microbatch_t *mb, uint32_t iteration, bool training,
+                    double *loss_sum, double *num_tokens)
+{
+    check_whole(m);
+    mc_gpt_forward_chunk(m, 0, 0, mb, iteration, training, loss_sum, num_tokens);
+}
+
+void mc_gpt_backward(mc_gpt_t *m, uint32_t iteration, float weight)
+{
+    check_whole(m);
+    mc_gpt_backward_chunk(m, 0, 0, iteration, weight);
 }

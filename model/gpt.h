@@ -1,6 +1,13 @@
 /* GPT model (MEGATRON.md section 6, MCore local spec) with explicit forward and backward over
- * buffers planned at start-up (DESIGN decision 1). One rank, one pipeline stage for now; the
- * parameter table carries each tensor's global identity so later layouts can shard it. */
+ * buffers planned at start-up (DESIGN decision 1). A model is this rank's part: its tp slice of
+ * every tensor, and its pipeline model chunks (virtual stages), each a contiguous range of
+ * global layers, the first one with the embedding and the last one with the final norm, output
+ * layer and loss. The parameter table carries each tensor's global identity (name with the
+ * global layer number, full shape), so any layout initialises and trains the same model.
+ *
+ * Activations live in slots: one slot holds one microbatch's activations through one chunk, and
+ * each chunk has as many as the pipeline schedule keeps in flight (parallel/pipeline.c sizes
+ * them); workspaces are shared. */
 #ifndef MC_MODEL_GPT_H
 #define MC_MODEL_GPT_H
 
@@ -19,8 +26,17 @@ typedef enum {
     MC_RECOMPUTE_FULL_BLOCK,   /* the first recompute_num_layers layers keep only their input */
 } mc_recompute_t;
 
+#define MC_MAX_CHUNKS 64
+
+/* One model chunk of this rank (a virtual pipeline stage). */
 typedef struct {
-    int num_layers, hidden, heads, head_dim, ffn;
+    int first_layer, n_layers; /* global layers [first_layer, first_layer + n_layers) */
+    bool pre, post;            /* embedding (first virtual stage) / final norm, output, loss (last) */
+    int slots;                 /* activation slots: microbatches in flight through it at once */
+} mc_chunk_cfg_t;
+
+typedef struct {
+    int num_layers, hidden, heads, head_dim, ffn; /* num_layers: the whole model's */
     int seq, max_batch;       /* activations are planned for max_batch sequences */
     int vocab;                /* padded vocabulary */
     int max_pos;
@@ -36,6 +52,8 @@ typedef struct {
     bool sequence_parallel;   /* with tp > 1: LayerNorm/dropout regions split along the sequence */
     mc_recompute_t recompute; /* activation recomputation */
     int recompute_num_layers; /* uniform: layers per recomputed chunk; block: recomputed layers */
+    int n_chunks;             /* model chunks on this rank: vpp (1 without interleaving) */
+    mc_chunk_cfg_t chunk[MC_MAX_CHUNKS]; /* default: one chunk of every layer, pre and post */
 } mc_gpt_config_t;
 
 /* How a parameter is split over the tp ranks (Megatron's tensor_model_parallel attribute). */
@@ -60,6 +78,11 @@ typedef struct {
     float init_std;   /* > 0: N(0, std); otherwise the constant init_value */
     float init_value;
     bool no_wd;       /* Megatron's no-decay group: biases and 1-D params */
+    bool shared_embedding; /* tied word embedding split across pipeline stages (Megatron's
+                              shared_embedding): the first stage's word embeddings and the last
+                              stage's output_layer copy, gradients all-reduced between them */
+    bool shared;      /* the last stage's copy: left out of norms and zero counts (Megatron's
+                         param_is_not_shared) */
 } mc_param_t;
 
 /* Pointers into a flat buffer for one transformer layer (params or their grads). */
@@ -73,7 +96,8 @@ typedef struct {
     mc_layer_ptrs_t *layers;
 } mc_gpt_ptrs_t;
 
-/* Saved activations of one layer for the backward pass ([s, b, *] layout). */
+/* Saved activations of one layer for the backward pass ([s, b, *] layout). x of a chunk's first
+ * layer is the slot's input. */
 typedef struct {
     float *x;          /* layer input (residual stream) [S*B*H] */
     float *ln1, *ln1_mean, *ln1_rstd;
@@ -86,6 +110,26 @@ typedef struct {
     float *act;        /* GeLU output [S*B*FFN] */
 } mc_layer_acts_t;
 
+/* One microbatch's activations through one chunk. */
+typedef struct {
+    int batch;                            /* rows of the microbatch */
+    uint64_t sample0;                     /* its first global sample index (dropout key) */
+    int32_t *tokens, *positions;          /* [B*S] (pre chunk) */
+    int32_t *labels;                      /* [B*S] (post chunk) */
+    float *loss_mask;                     /* [B*S] (post chunk) */
+    int32_t *segments_buf;                /* [B*S]: per-document attention (--reset-attention-mask) */
+    const int32_t *segments;              /* segments_buf for such a microbatch, else NULL */
+    float *in;     /* chunk input [S/tp-if-SP, B, H]: received or the embedding output; after the
+                      backward, the gradient w.r.t. it (what is sent to the previous stage) */
+    float *out;    /* chunk output (not post): the next layer's input, sent to the next stage */
+    float *dout;   /* gradient w.r.t. the output, received from the next stage (not post) */
+    mc_layer_acts_t *acts;                /* [n_layers]; recomputed layers point into m->rc */
+    float *x_final, *lnf, *lnf_mean, *lnf_rstd; /* post chunk */
+    float *logits;                        /* [S*B*V/tp], reused for dlogits */
+    float *ce_max, *ce_sum, *ce_target;   /* [S*B] vocab-parallel loss statistics */
+    float *losses;                        /* [B*S] */
+} mc_gpt_slot_t;
+
 /* Called with a range of parameter table indices [first, first + n). */
 typedef void (*mc_param_hook_t)(void *ctx, int first, int n);
 
@@ -96,8 +140,13 @@ typedef struct {
     int n_params;
     mc_param_t *params;
     long n_elems;              /* flat buffer length (parameters and padding) */
-    int params_per_layer;      /* table: embeddings [0, 2), then each layer, then the final norm
-                                  (and the output layer when untied) */
+    int params_per_layer;      /* table: the embeddings (pre chunk), each local layer in chunk
+                                  order, then the final norm and the output layer when untied
+                                  or on a stage without the embedding (post chunk) */
+    int layer_param0;          /* table index of the first layer's first parameter (0 or 2) */
+    int n_local_layers;        /* layers on this rank, chunk after chunk */
+    int *layer_no;             /* [n_local_layers]: global layer index of each */
+    int chunk_local0[MC_MAX_CHUNKS]; /* local index of each chunk's first layer */
     /* Data-parallel hooks (parallel/grads.c), NULL when unused. grads_final: during backward, the
      * gradients of these parameters are complete for this microbatch. params_needed: in forward,
      * just before these parameters are first read. */
@@ -110,26 +159,18 @@ typedef struct {
     float *param_buf, *grad_buf;
     mc_gpt_ptrs_t p, g;
 
-    /* activations, one microbatch in flight */
-    int32_t *tokens, *positions, *labels; /* [B*S] each, on the device */
-    int32_t *segments_buf;                /* [B*S]: per-document attention (--reset-attention-mask) */
-    const int32_t *segments;              /* segments_buf for such a microbatch, else NULL */
-    float *loss_mask;                     /* [B*S] */
+    /* activations: slots[c][k] is slot k of chunk c; cur is the one in flight */
+    mc_gpt_slot_t *slots[MC_MAX_CHUNKS];
+    mc_gpt_slot_t *cur;
+    int cur_chunk;
     float *dloss;                         /* [B*S] */
-    mc_layer_acts_t *acts;                /* [num_layers]; recomputed layers point into rc */
     mc_layer_acts_t *rc;                  /* full recomputation: buffers of one recomputed chunk */
     float *probs_scratch;                 /* selective recomputation: one layer's probabilities */
-    float *x_final, *lnf, *lnf_mean, *lnf_rstd;
-    float *logits;                        /* [S*B*V/tp], reused for dlogits */
-    float *ce_max, *ce_sum, *ce_target;   /* [S*B] vocab-parallel loss statistics */
-    float *losses;                        /* [B*S] */
     /* backward workspace */
     float *tmp_h, *dx, *dres, *dtmp_h, *d_ffn, *d_qkv, *attn_scratch;
     float *gath;                          /* [S*B*H] gathered sequence (sequence parallelism) */
     void **bufs;                          /* every activation/workspace buffer, for freeing */
     int n_bufs, cap_bufs;
-    int batch;                            /* rows of the microbatch in flight */
-    uint64_t sample0;                     /* its first global sample index (dropout key) */
     float *host_losses;                   /* [B*S] host copy for the loss reduction */
 } mc_gpt_t;
 
@@ -166,12 +207,30 @@ void mc_gpt_bind_ptrs(const mc_gpt_t *m, float *base, mc_gpt_ptrs_t *out);
  * fills dst[0..count) with elements [start, start+count). */
 void mc_init_normal(float *dst, uint64_t seed, const char *name, long start, long count, float std);
 
-/* Forward one microbatch. Returns the masked loss sum in *loss_sum and the token count in
- * *num_tokens. dropout: iteration keys the masks; training=false disables dropout. */
+/* The default chunking (one chunk with every layer, pre and post, one slot) is what
+ * mc_gpt_config_from_args sets; the pipeline replaces it (parallel/pipeline.c). */
+
+/* Forward of one microbatch through chunk c into its slot k. The pre chunk reads mb's tokens,
+ * the others read slot->in (received). The post chunk returns the masked loss sum in *loss_sum
+ * and the token count in *num_tokens (0 elsewhere); the others leave their output in slot->out.
+ * iteration keys the dropout masks; training = false disables dropout. */
+void mc_gpt_forward_chunk(mc_gpt_t *m, int c, int k, const mc_microbatch_t *mb, uint32_t iteration,
+                          bool training, double *loss_sum, double *num_tokens);
+/* Backward of slot k of chunk c: from the loss with per-token weights (d objective / d loss[b,s]
+ * = loss_mask[b,s] * weight) on the post chunk, else from slot->dout. Gradients accumulate into
+ * grad_buf; a chunk without the embedding leaves the gradient w.r.t. its input in slot->in. */
+void mc_gpt_backward_chunk(mc_gpt_t *m, int c, int k, uint32_t iteration, float weight);
+
+/* The whole model on one rank (one chunk, slot 0): forward and backward of the last forward. */
 void mc_gpt_forward(mc_gpt_t *m, const mc_microbatch_t *mb, uint32_t iteration, bool training,
                     double *loss_sum, double *num_tokens);
-/* Backward of the last forward with per-token loss weights: d objective / d loss[b,s] =
- * loss_mask[b,s] * weight. Gradients accumulate into grad_buf. */
 void mc_gpt_backward(mc_gpt_t *m, uint32_t iteration, float weight);
+
+/* Table indices [first, first + n) of chunk c's parameters (its layers, and the embeddings or
+ * the final norm and output layer on the first or last virtual stage). */
+void mc_gpt_chunk_params(const mc_gpt_t *m, int c, int *first, int *n);
+
+/* Elements of a chunk boundary tensor ([S/tp-if-SP, b, H]): what the pipeline sends. */
+long mc_gpt_boundary_elems(const mc_gpt_t *m, int b);
 
 #endif

@@ -40,6 +40,9 @@ void mc_gpt_config_from_args(mc_gpt_config_t *c, const mc_args_t *a)
                    : strcmp(a->recompute_method, "block") == 0     ? MC_RECOMPUTE_FULL_BLOCK
                                                                    : MC_RECOMPUTE_FULL_UNIFORM;
     c->recompute_num_layers = a->recompute_num_layers;
+    c->n_chunks = 1;
+    c->chunk[0] = (mc_chunk_cfg_t){.first_layer = 0, .n_layers = c->num_layers, .pre = true,
+                                   .post = true, .slots = 1};
 }
 
 static mc_param_t *add_param(mc_gpt_t *m, int *cap, const char *name, int64_t d0, int64_t d1,
@@ -75,19 +78,45 @@ void mc_gpt_build_params(mc_gpt_t *m, const mc_gpt_config_t *cfg)
 {
     memset(m, 0, sizeof(*m));
     m->cfg = *cfg;
-    if (m->cfg.tp < 1) m->cfg.tp = 1; /* a configuration written by hand may leave it 0 */
-    const int L = cfg->num_layers, H = cfg->hidden, F = cfg->ffn;
-    const int QKV = 3 * cfg->heads * cfg->head_dim, A = cfg->heads * cfg->head_dim;
-    /* scaled_init_method_normal: std / sqrt(2 * num_layers) for linear_proj and linear_fc2 */
-    const float out_std = cfg->init_std / sqrtf(2.0f * (float)L);
+    mc_gpt_config_t *c = &m->cfg;
+    if (c->tp < 1) c->tp = 1; /* a configuration written by hand may leave these 0 */
+    if (c->n_chunks < 1) {
+        c->n_chunks = 1;
+        c->chunk[0] = (mc_chunk_cfg_t){0, c->num_layers, true, true, 1};
+    }
+    bool pre = false, post = false;
+    for (int k = 0; k < c->n_chunks; k++) {
+        m->chunk_local0[k] = m->n_local_layers;
+        m->n_local_layers += c->chunk[k].n_layers;
+        pre |= c->chunk[k].pre;
+        post |= c->chunk[k].post;
+        if (c->chunk[k].slots < 1) c->chunk[k].slots = 1;
+    }
+    m->layer_no = malloc((size_t)(m->n_local_layers ? m->n_local_layers : 1) * sizeof(int));
+    if (!m->layer_no) mc_fatal("out of host memory building the parameter table");
+    for (int k = 0, j = 0; k < c->n_chunks; k++)
+        for (int i = 0; i < c->chunk[k].n_layers; i++) m->layer_no[j++] = c->chunk[k].first_layer + i;
+
+    const int L = c->num_layers, H = c->hidden, F = c->ffn;
+    const int QKV = 3 * c->heads * c->head_dim, A = c->heads * c->head_dim;
+    /* scaled_init_method_normal: std / sqrt(2 * num_layers) for linear_proj and linear_fc2,
+     * num_layers of the whole model */
+    const float out_std = c->init_std / sqrtf(2.0f * (float)L);
+    /* tied embeddings split over pipeline stages: the last stage has its own copy (below) */
+    const bool shared = c->tied && pre != post;
     int cap = 0;
     char n[96];
 
-    add_param(m, &cap, "embedding.word_embeddings.weight", cfg->vocab, H, MC_SPLIT_ROWS,
-              cfg->embedding_init_std, 0);
-    add_param(m, &cap, "embedding.position_embeddings.weight", cfg->max_pos, H, MC_SPLIT_NONE,
-              cfg->embedding_init_std, 0);
-    for (int l = 0; l < L; l++) {
+    if (pre) {
+        mc_param_t *w = add_param(m, &cap, "embedding.word_embeddings.weight", c->vocab, H,
+                                  MC_SPLIT_ROWS, c->embedding_init_std, 0);
+        w->shared_embedding = shared;
+        add_param(m, &cap, "embedding.position_embeddings.weight", c->max_pos, H, MC_SPLIT_NONE,
+                  c->embedding_init_std, 0);
+    }
+    m->layer_param0 = m->n_params;
+    for (int j = 0; j < m->n_local_layers; j++) {
+        const int l = m->layer_no[j];
 #define P(suffix, d0, d1, split, std, val)                                             \
     do {                                                                               \
         snprintf(n, sizeof(n), "decoder.layers.%d.%s", l, suffix);                     \
@@ -98,22 +127,30 @@ void mc_gpt_build_params(mc_gpt_t *m, const mc_gpt_config_t *cfg)
         P("input_layernorm.weight", H, 0, MC_SPLIT_NONE, 0, 1.0f);
         P("input_layernorm.bias", H, 0, MC_SPLIT_NONE, 0, 0.0f);
         P("self_attention.linear_proj.weight", H, A, MC_SPLIT_COLS, out_std, 0);
-        if (cfg->bias) P("self_attention.linear_proj.bias", H, 0, MC_SPLIT_NONE, 0, 0.0f);
-        P("self_attention.linear_qkv.weight", QKV, H, MC_SPLIT_ROWS, cfg->init_std, 0);
-        if (cfg->bias) P("self_attention.linear_qkv.bias", QKV, 0, MC_SPLIT_ROWS, 0, 0.0f);
+        if (c->bias) P("self_attention.linear_proj.bias", H, 0, MC_SPLIT_NONE, 0, 0.0f);
+        P("self_attention.linear_qkv.weight", QKV, H, MC_SPLIT_ROWS, c->init_std, 0);
+        if (c->bias) P("self_attention.linear_qkv.bias", QKV, 0, MC_SPLIT_ROWS, 0, 0.0f);
         P("pre_mlp_layernorm.weight", H, 0, MC_SPLIT_NONE, 0, 1.0f);
         P("pre_mlp_layernorm.bias", H, 0, MC_SPLIT_NONE, 0, 0.0f);
-        P("mlp.linear_fc1.weight", F, H, MC_SPLIT_ROWS, cfg->init_std, 0);
-        if (cfg->bias) P("mlp.linear_fc1.bias", F, 0, MC_SPLIT_ROWS, 0, 0.0f);
+        P("mlp.linear_fc1.weight", F, H, MC_SPLIT_ROWS, c->init_std, 0);
+        if (c->bias) P("mlp.linear_fc1.bias", F, 0, MC_SPLIT_ROWS, 0, 0.0f);
         P("mlp.linear_fc2.weight", H, F, MC_SPLIT_COLS, out_std, 0);
-        if (cfg->bias) P("mlp.linear_fc2.bias", H, 0, MC_SPLIT_NONE, 0, 0.0f);
+        if (c->bias) P("mlp.linear_fc2.bias", H, 0, MC_SPLIT_NONE, 0, 0.0f);
 #undef P
     }
-    m->params_per_layer = L ? (m->n_params - 2) / L : 0;
-    add_param(m, &cap, "decoder.final_layernorm.weight", H, 0, MC_SPLIT_NONE, 0, 1.0f);
-    add_param(m, &cap, "decoder.final_layernorm.bias", H, 0, MC_SPLIT_NONE, 0, 0.0f);
-    if (!cfg->tied)
-        add_param(m, &cap, "output_layer.weight", cfg->vocab, H, MC_SPLIT_ROWS, cfg->init_std, 0);
+    m->params_per_layer = m->n_local_layers ? (m->n_params - m->layer_param0) / m->n_local_layers : 0;
+    if (post) {
+        add_param(m, &cap, "decoder.final_layernorm.weight", H, 0, MC_SPLIT_NONE, 0, 1.0f);
+        add_param(m, &cap, "decoder.final_layernorm.bias", H, 0, MC_SPLIT_NONE, 0, 0.0f);
+        if (!c->tied) {
+            add_param(m, &cap, "output_layer.weight", c->vocab, H, MC_SPLIT_ROWS, c->init_std, 0);
+        } else if (shared) {
+            /* Megatron zero-fills the last stage's copy and all-reduces it over the embedding
+             * group, which makes it the first stage's initial word embeddings */
+            mc_param_t *o = add_param(m, &cap, "output_layer.weight", c->vocab, H, MC_SPLIT_ROWS, 0, 0);
+            o->shared_embedding = o->shared = true;
+        }
+    }
 }
 
 const mc_param_t *mc_gpt_find_param(const mc_gpt_t *m, const char *name)
@@ -137,11 +174,13 @@ void mc_gpt_bind_ptrs(const mc_gpt_t *m, float *base, mc_gpt_ptrs_t *out)
     out->wpe = at(m, base, "embedding.position_embeddings.weight");
     out->lnf_w = at(m, base, "decoder.final_layernorm.weight");
     out->lnf_b = at(m, base, "decoder.final_layernorm.bias");
-    out->out_w = m->cfg.tied ? out->wte : at(m, base, "output_layer.weight");
-    out->layers = calloc((size_t)m->cfg.num_layers, sizeof(mc_layer_ptrs_t));
+    out->out_w = at(m, base, "output_layer.weight");
+    if (!out->out_w) out->out_w = out->wte; /* tied, on the stage with the embedding */
+    out->layers = calloc((size_t)(m->n_local_layers ? m->n_local_layers : 1), sizeof(mc_layer_ptrs_t));
     if (!out->layers) mc_fatal("out of host memory");
-    for (int l = 0; l < m->cfg.num_layers; l++) {
-        mc_layer_ptrs_t *lp = &out->layers[l];
+    for (int j = 0; j < m->n_local_layers; j++) {
+        const int l = m->layer_no[j];
+        mc_layer_ptrs_t *lp = &out->layers[j];
 #define B(field, suffix)                                                               \
     do {                                                                               \
         snprintf(n, sizeof(n), "decoder.layers.%d.%s", l, suffix);                     \

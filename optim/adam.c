@@ -50,9 +50,11 @@ void mc_adam_free(mc_adam_t *opt)
 }
 
 /* A parameter duplicated on every tp rank counts on tp rank 0 only (Megatron's
- * param_is_not_tensor_parallel_duplicate), so the sums reduced over tp count it once. */
+ * param_is_not_tensor_parallel_duplicate), so the sums reduced over tp count it once; the last
+ * stage's copy of tied embeddings does not count (param_is_not_shared). */
 static bool counted_here(const mc_gpt_t *m, int param)
 {
+    if (m->params[param].shared) return false;
     return m->cfg.tp_rank == 0 || m->params[param].split != MC_SPLIT_NONE;
 }
 

@@ -51,7 +51,7 @@ static long close_bucket(builder_t *b, long param_end, int param_lo)
 }
 
 void mc_grad_layout(mc_gpt_t *m, long bucket_size, int dp, bool dist_opt, bool pad_for_busbw,
-                    bool shared_embedding, mc_grad_layout_t *out)
+                    mc_grad_layout_t *out)
 {
     memset(out, 0, sizeof(*out));
     out->param_bucket = malloc((size_t)(m->n_params ? m->n_params : 1) * sizeof(int));
@@ -65,7 +65,7 @@ void mc_grad_layout(mc_gpt_t *m, long bucket_size, int dp, bool dist_opt, bool p
     long start = 0, end = 0;
     for (int i = m->n_params - 1; i >= 0; i--) {
         mc_param_t *p = &m->params[i];
-        bool own_bucket = shared_embedding && dist_opt && i == 0;
+        bool own_bucket = p->shared_embedding && dist_opt;
         start = round_up(start, align);
         if (own_bucket && b.param_hi != i + 1) start = close_bucket(&b, start, i + 1);
         end = start + p->numel;
@@ -130,6 +130,7 @@ static void on_grads_final(void *ctx, int first, int n)
     mc_ddp_t *d = ctx;
     if (!d->grad_armed || !d->overlap_grad) return;
     for (int i = first; i < first + n; i++) {
+        if (!d->param_armed_for_sync[i]) continue; /* not this parameter's last backward */
         int k = d->layout.param_bucket[i];
         if (--d->pending[k] == 0) start_bucket(d, k);
         else if (d->pending[k] < 0)
@@ -138,14 +139,27 @@ static void on_grads_final(void *ctx, int first, int n)
     }
 }
 
-void mc_ddp_arm_grad_sync(mc_ddp_t *d)
+void mc_ddp_begin_grad_sync(mc_ddp_t *d)
 {
     for (int k = 0; k < d->layout.n_buckets; k++) {
         const mc_bucket_t *bk = &d->layout.buckets[k];
         d->pending[k] = bk->param_hi - bk->param_lo;
         d->grad_req[k] = NOT_STARTED;
     }
+    memset(d->param_armed_for_sync, 0, (size_t)d->model->n_params * sizeof(bool));
     d->grad_armed = true;
+}
+
+void mc_ddp_arm_grad_sync_params(mc_ddp_t *d, int first, int n)
+{
+    if (!d->grad_armed) mc_ddp_begin_grad_sync(d);
+    for (int i = first; i < first + n; i++) d->param_armed_for_sync[i] = true;
+}
+
+void mc_ddp_arm_grad_sync(mc_ddp_t *d)
+{
+    mc_ddp_begin_grad_sync(d);
+    mc_ddp_arm_grad_sync_params(d, 0, d->model->n_params);
 }
 
 void mc_ddp_finish_grad_sync(mc_ddp_t *d)
@@ -227,16 +241,15 @@ void mc_ddp_plan(mc_ddp_t *d, mc_gpt_t *m, const mc_args_t *a, int dp, int dp_ra
     d->grad_scale = a->calculate_per_token_loss || d->average_in_collective ? 1.0f : 1.0f / (float)dp;
     long num_params = 0;
     for (int i = 0; i < m->n_params; i++) num_params += m->params[i].numel;
-    /* shared_embedding is Megatron's tied word embedding split across pipeline stages; with one
-     * stage the tied weight is an ordinary parameter. */
-    bool shared = m->cfg.tied && a->pipeline_model_parallel_size > 1;
     mc_grad_layout(m, mc_ddp_bucket_size(a, num_params), dp, d->dist_opt,
-                   a->ddp_pad_buckets_for_high_nccl_busbw, shared, &d->layout);
+                   a->ddp_pad_buckets_for_high_nccl_busbw, &d->layout);
     const size_t nb = (size_t)d->layout.n_buckets;
     d->pending = calloc(nb, sizeof(int));
     d->grad_req = calloc(nb, sizeof(mc_req_t));
     d->param_req = calloc(nb, sizeof(mc_req_t));
-    if (!d->pending || !d->grad_req || !d->param_req) mc_fatal("out of host memory");
+    d->param_armed_for_sync = calloc((size_t)(m->n_params ? m->n_params : 1), sizeof(bool));
+    if (!d->pending || !d->grad_req || !d->param_req || !d->param_armed_for_sync)
+        mc_fatal("out of host memory");
 }
 
 void mc_ddp_bind(mc_ddp_t *d, mc_comm_t *comm, mc_group_t *dp_group)
@@ -257,6 +270,7 @@ void mc_ddp_free(mc_ddp_t *d)
     }
     mc_grad_layout_free(&d->layout);
     free(d->pending);
+    free(d->param_armed_for_sync);
     free(d->grad_req);
     free(d->param_req);
     memset(d, 0, sizeof(*d));

@@ -45,10 +45,11 @@ long mc_ddp_bucket_size(const mc_args_t *a, long num_params);
 
 /* Assigns every parameter its offset in Megatron's buffer order and fills out (call after
  * mc_gpt_build_params, before mc_gpt_alloc; it sets m->params[i].offset and m->n_elems).
- * shared_embedding: the word embedding gets a bucket of its own (tied embeddings with pp > 1
- * and the distributed optimizer). */
+ * A shared_embedding parameter (tied embeddings with pp > 1) gets a bucket of its own with the
+ * distributed optimizer, as in Megatron, so the first and last stages shard it identically and
+ * the embedding-group all-reduce of their shards adds matching elements. */
 void mc_grad_layout(mc_gpt_t *m, long bucket_size, int dp, bool dist_opt, bool pad_for_busbw,
-                    bool shared_embedding, mc_grad_layout_t *out);
+                    mc_grad_layout_t *out);
 void mc_grad_layout_free(mc_grad_layout_t *l);
 
 /* This dp rank's shard of bucket b: [lo, hi) in the flat buffers (distributed optimizer). */
@@ -66,6 +67,7 @@ typedef struct {
 
     /* per backward with sync */
     bool grad_armed;
+    bool *param_armed_for_sync; /* per parameter: its grads-final reports count (its last backward) */
     int *pending;          /* per bucket: parameters whose gradients are not final yet */
     mc_req_t *grad_req;    /* per bucket: its collective, or -2 when not started */
     /* param gather in flight */
@@ -79,8 +81,12 @@ void mc_ddp_plan(mc_ddp_t *d, mc_gpt_t *m, const mc_args_t *a, int dp, int dp_ra
 void mc_ddp_bind(mc_ddp_t *d, mc_comm_t *comm, mc_group_t *dp_group);
 void mc_ddp_free(mc_ddp_t *d);
 
-/* Call before the backward of the last microbatch of a step: arms the bucket counters so the
- * grads-final hook starts each bucket's collective (with --overlap-grad-reduce). */
+/* Grad sync of one step (Megatron enables it only for each model chunk's last backward): begin
+ * resets the bucket counters; arming parameters [first, first + n) before their last backward
+ * makes their grads-final reports count, and a bucket's collective starts once all its
+ * parameters reported (with --overlap-grad-reduce). arm_grad_sync = begin + arm everything. */
+void mc_ddp_begin_grad_sync(mc_ddp_t *d);
+void mc_ddp_arm_grad_sync_params(mc_ddp_t *d, int first, int n);
 void mc_ddp_arm_grad_sync(mc_ddp_t *d);
 /* Starts the buckets not started yet and waits for all: afterwards every rank holds the summed
  * gradients (its shard of them with the distributed optimizer). */

@@ -63,24 +63,24 @@ static double evaluate(mc_trainer_t *t, int split, int64_t *consumed)
 {
     const mc_args_t *a = t->args;
     const int mbs = a->eval_micro_batch_size;
-    const int M = a->eval_global_batch_size / (mbs * a->data_parallel_size);
+    const int M = mc_eval_microbatches(a);
     double sum = 0, tokens = 0;
+    mc_microbatch_t *mbl = calloc((size_t)(M > 0 ? M : 1), sizeof(*mbl));
+    if (!mbl) mc_fatal("out of host memory");
     mc_ddp_finish_param_gather(&t->ddp);
     for (int it = 0; it < a->eval_iters; it++) {
-        for (int i = 0; i < M; i++) {
-            mc_microbatch_t mb;
-            int64_t first = mc_sampler_index(*consumed, mbs, a->data_parallel_size, t->par.me.dp, i, 0);
-            load_microbatch(t, 0, split, first, mbs, &mb);
-            double s, c;
-            mc_gpt_forward(&t->model, &mb, 0, false, &s, &c);
-            sum += s;
-            tokens += c;
-        }
+        for (int i = 0; i < M; i++)
+            load_microbatch(t, i, split,
+                            mc_sampler_index(*consumed, mbs, a->data_parallel_size, t->par.me.dp, i, 0),
+                            mbs, &mbl[i]);
+        double s, c;
+        mc_forward_only(t, mbl, M, &s, &c); /* over the global batch already */
+        sum += s;
+        tokens += c;
         *consumed += (int64_t)mbs * a->data_parallel_size * M;
     }
-    double pair[2] = {sum, tokens};
-    mc_all_reduce(t->comm, t->par.dp_cp, pair, 2, MC_DT_F64, MC_OP_SUM);
-    return pair[1] > 0 ? pair[0] / pair[1] : 0.0;
+    free(mbl);
+    return tokens > 0 ? sum / tokens : 0.0;
 }
 
 /* Megatron's print_rank_last: the last rank prints the training log and evaluations. */
@@ -114,11 +114,17 @@ static double print_memory_plan(FILE *out, const mc_args_t *a, const mc_memory_p
                  a->data_parallel_size);
     else
         snprintf(opt_name, sizeof(opt_name), "optimizer state (Adam m, v)");
-    const char *names[] = {"parameters (fp32)", "gradients (fp32)", opt_name,
-                           "activations (1 microbatch in flight)", "workspace"};
+    /* one slot is one microbatch through one model chunk */
+    char act_name[64];
+    snprintf(act_name, sizeof(act_name), "activations (%d microbatch%s in flight)", p.inflight,
+             p.inflight == 1 ? "" : "es");
+    const char *names[] = {"parameters (fp32)", "gradients (fp32)", opt_name, act_name, "workspace"};
     double bytes[] = {p.params, p.grads, p.optimizer, p.activations, p.workspace};
     double total = 0;
-    fprintf(out, "> memory plan (per rank, %s):\n", device);
+    if (a->pipeline_model_parallel_size > 1)
+        fprintf(out, "> memory plan (per rank, %s; pipeline stage %d, the largest):\n", device, p.stage);
+    else
+        fprintf(out, "> memory plan (per rank, %s):\n", device);
     for (int i = 0; i < 5; i++) {
         char b[32];
         fmt_bytes(b, sizeof(b), bytes[i]);

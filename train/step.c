@@ -17,27 +17,72 @@ static void optimizer_segments(const mc_gpt_t *m, const mc_ddp_t *d, mc_opt_seg_
     else mc_opt_segments_full(m, segs, n, state_len);
 }
 
+/* Sums the shared_embedding parameters' elements of buf (params or grads) over the embedding
+ * group: the first stage's word embeddings and the last stage's output copy (tied embeddings
+ * with pp > 1). No-op on other ranks and layouts. */
+static void embedding_all_reduce(mc_trainer_t *t, float *buf)
+{
+    mc_group_t *g = t->par.embedding;
+    if (!g || g->size < 2) return;
+    for (int i = 0; i < t->model.n_params; i++) {
+        const mc_param_t *p = &t->model.params[i];
+        if (p->shared_embedding)
+            mc_all_reduce(t->comm, g, buf + p->offset, (size_t)p->numel, MC_DT_F32, MC_OP_SUM);
+    }
+}
+
+int mc_eval_microbatches(const mc_args_t *a)
+{
+    const int mbs = a->eval_micro_batch_size > 0 ? a->eval_micro_batch_size : a->micro_batch_size;
+    const int dp = a->data_parallel_size > 0 ? a->data_parallel_size : 1;
+    return a->eval_global_batch_size / (mbs * dp);
+}
+
+int mc_staging_slots(const mc_args_t *a)
+{
+    const int e = mc_eval_microbatches(a);
+    return a->num_microbatches > e ? a->num_microbatches : e;
+}
+
+/* The model config of pp rank pp_rank: its chunks, layers and activation slots. */
+static void stage_config(mc_gpt_config_t *cfg, const mc_args_t *args, int pp_rank)
+{
+    char err[256];
+    mc_gpt_config_from_args(cfg, args);
+    if (mc_pipeline_configure(cfg, args, pp_rank, err, sizeof(err)) != 0) mc_fatal("%s", err);
+}
+
 void mc_trainer_memory(const mc_args_t *args, mc_memory_plan_t *out)
 {
-    mc_gpt_config_t cfg;
-    mc_gpt_t plan;
-    mc_ddp_t ddp;
-    mc_gpt_config_from_args(&cfg, args);
-    mc_gpt_build_params(&plan, &cfg);
-    /* the shard sizes do not depend on which dp rank: rank 0 stands for all */
-    mc_ddp_plan(&ddp, &plan, args, args->data_parallel_size, 0);
-    long pb, ab, wb, state_len;
-    mc_gpt_memory(&plan, &pb, &ab, &wb);
-    mc_opt_seg_t *segs;
-    int n;
-    optimizer_segments(&plan, &ddp, &segs, &n, &state_len);
-    free(segs);
-    out->params = out->grads = (double)pb;
-    out->optimizer = (double)mc_adam_state_bytes(state_len);
-    out->activations = (double)ab;
-    out->workspace = (double)wb;
-    mc_ddp_free(&ddp);
-    mc_gpt_free(&plan);
+    memset(out, 0, sizeof(*out));
+    double best = -1;
+    const int pp = args->pipeline_model_parallel_size > 1 ? args->pipeline_model_parallel_size : 1;
+    for (int r = 0; r < pp; r++) {
+        mc_gpt_config_t cfg;
+        mc_gpt_t plan;
+        mc_ddp_t ddp;
+        stage_config(&cfg, args, r);
+        mc_gpt_build_params(&plan, &cfg);
+        /* the shard sizes do not depend on which dp rank: rank 0 stands for all */
+        mc_ddp_plan(&ddp, &plan, args, args->data_parallel_size, 0);
+        long pb, ab, wb, state_len;
+        mc_gpt_memory(&plan, &pb, &ab, &wb);
+        mc_opt_seg_t *segs;
+        int n;
+        optimizer_segments(&plan, &ddp, &segs, &n, &state_len);
+        free(segs);
+        mc_memory_plan_t m = {.params = (double)pb, .grads = (double)pb,
+                              .optimizer = (double)mc_adam_state_bytes(state_len),
+                              .activations = (double)ab, .workspace = (double)wb, .stage = r};
+        for (int c = 0; c < plan.cfg.n_chunks; c++) m.inflight += plan.cfg.chunk[c].slots;
+        const double total = m.params + m.grads + m.optimizer + m.activations + m.workspace;
+        if (total > best) {
+            best = total;
+            *out = m;
+        }
+        mc_ddp_free(&ddp);
+        mc_gpt_free(&plan);
+    }
 }
 
 int mc_trainer_init(mc_trainer_t *t, const mc_args_t *args, const mc_backend_t *be, mc_comm_t *comm)
@@ -49,7 +94,7 @@ int mc_trainer_init(mc_trainer_t *t, const mc_args_t *args, const mc_backend_t *
     char err[256];
     if (mc_parallel_init(&t->par, comm, args, err, sizeof(err)) != 0) mc_fatal("%s", err);
     mc_gpt_config_t cfg;
-    mc_gpt_config_from_args(&cfg, args);
+    stage_config(&cfg, args, t->par.me.pp);
     cfg.tp_rank = t->par.me.tp;
     mc_gpt_build_params(&t->model, &cfg);
     mc_ddp_plan(&t->ddp, &t->model, args, t->par.layout.dp, t->par.me.dp);
@@ -58,6 +103,9 @@ int mc_trainer_init(mc_trainer_t *t, const mc_args_t *args, const mc_backend_t *
     t->model.tp_group = t->par.tp;
     mc_ddp_bind(&t->ddp, comm, t->par.dp_cp);
     mc_gpt_init_params(&t->model);
+    /* tied embeddings over pipeline stages: the last stage's zero-filled output copy becomes the
+     * first stage's word embeddings (Megatron's embedding-group all-reduce at set-up) */
+    embedding_all_reduce(t, t->model.param_buf);
     mc_opt_seg_t *segs;
     int n;
     long state_len;
@@ -66,9 +114,10 @@ int mc_trainer_init(mc_trainer_t *t, const mc_args_t *args, const mc_backend_t *
     mc_lr_sched_init(&t->sched, args);
     mc_timers_init(&t->timers, args->timing_log_level, strcmp(args->timing_log_option, "max") == 0,
                    args->barrier_with_l1_time, comm);
+    mc_pipeline_init(&t->pipe, &t->model, comm, t->par.pp, args, t->par.me.pp, &t->timers);
 
     /* host staging: one slot of max_batch rows per microbatch of a step */
-    const size_t rows = (size_t)cfg.max_batch * (size_t)args->num_microbatches, s = (size_t)cfg.seq;
+    const size_t rows = (size_t)cfg.max_batch * (size_t)mc_staging_slots(args), s = (size_t)cfg.seq;
     t->sample_idx = malloc((size_t)cfg.max_batch * sizeof(int64_t));
     t->tokens = malloc(rows * s * sizeof(int32_t));
     t->labels = malloc(rows * s * sizeof(int32_t));
@@ -83,6 +132,7 @@ int mc_trainer_init(mc_trainer_t *t, const mc_args_t *args, const mc_backend_t *
 void mc_trainer_free(mc_trainer_t *t)
 {
     if (t->comm) mc_ddp_finish_param_gather(&t->ddp);
+    mc_pipeline_free(&t->pipe);
     mc_adam_free(&t->opt);
     mc_ddp_free(&t->ddp);
     mc_gpt_free(&t->model);
@@ -99,45 +149,104 @@ void mc_trainer_free(mc_trainer_t *t)
 
 static bool is_finite(double x) { return !isnan(x) && !isinf(x); }
 
+/* The loss pair (sum, tokens) of this rank's microbatches over the global batch: the last
+ * pipeline stage has it; broadcast over the pipeline, then summed over dp-cp (Megatron's
+ * finalize_model_grads does the same with the token count for per-token loss). */
+static void reduce_loss_pair(mc_trainer_t *t, double *sum, double *tokens)
+{
+    double pair[2] = {*sum, *tokens};
+    if (t->par.pp && t->par.pp->size > 1)
+        mc_broadcast(t->comm, t->par.pp, pair, 2, MC_DT_F64, t->par.pp->size - 1);
+    mc_all_reduce(t->comm, t->par.dp_cp, pair, 2, MC_DT_F64, MC_OP_SUM);
+    *sum = pair[0];
+    *tokens = pair[1];
+}
+
+typedef struct {
+    mc_trainer_t *t;
+    int M;
+    uint32_t it;
+    double sum, tokens;
+} step_ctx_t;
+
+static float on_loss(void *ctx, int mb, double sum, double cnt)
+{
+    step_ctx_t *s = ctx;
+    const mc_args_t *a = s->t->args;
+    (void)mb;
+    if (a->check_for_nan_in_loss_and_grad && !is_finite(sum))
+        mc_fatal("found NaN in local forward loss calculation at iteration %lld "
+                 "(lower --lr, or check the data)", (long long)s->it);
+    s->sum += sum;
+    s->tokens += cnt;
+    /* Section 5.3: objective per microbatch is sum / max(tokens, 1) / M, or the plain sum with
+     * --calculate-per-token-loss (scaled by the global token count after the step). */
+    return a->calculate_per_token_loss ? 1.0f : (float)(1.0 / (fmax(cnt, 1.0) * s->M));
+}
+
+/* Megatron enables grad sync for each model chunk's last microbatch only: its buckets may
+ * start during that backward. */
+static void before_backward(void *ctx, int mb, int chunk)
+{
+    step_ctx_t *s = ctx;
+    if (mb != s->M - 1) return;
+    int first, n;
+    mc_gpt_chunk_params(&s->t->model, chunk, &first, &n);
+    mc_ddp_arm_grad_sync_params(&s->t->ddp, first, n);
+}
+
 void mc_forward_backward(mc_trainer_t *t, const mc_microbatch_t *mbs, int M, mc_step_result_t *r)
 {
     const mc_args_t *a = t->args;
     mc_gpt_t *m = &t->model;
-    const uint32_t it = (uint32_t)(t->iteration + 1); /* dropout key: the iteration being run */
+    step_ctx_t ctx = {.t = t, .M = M, .it = (uint32_t)(t->iteration + 1)}; /* dropout key */
 
     memset(r, 0, sizeof(*r));
     mc_timer_start(&t->timers, MC_T_FORWARD_BACKWARD);
     m->be->memset0(m->be, m->grad_buf, (size_t)m->n_elems * sizeof(float));
-    for (int i = 0; i < M; i++) {
-        double sum, cnt;
-        mc_timer_start(&t->timers, MC_T_FORWARD_COMPUTE);
-        mc_gpt_forward(m, &mbs[i], it, true, &sum, &cnt);
-        mc_timer_stop(&t->timers, MC_T_FORWARD_COMPUTE);
-        if (a->check_for_nan_in_loss_and_grad && !is_finite(sum))
-            mc_fatal("found NaN in local forward loss calculation at iteration %lld "
-                     "(lower --lr, or check the data)", (long long)it);
-        /* Section 5.3: objective per microbatch is sum / max(tokens, 1) / M, or the plain sum
-         * with --calculate-per-token-loss (scaled by the global token count below). */
-        float w = a->calculate_per_token_loss ? 1.0f : (float)(1.0 / (fmax(cnt, 1.0) * M));
-        if (i == M - 1) mc_ddp_arm_grad_sync(&t->ddp); /* buckets may start during this backward */
-        mc_timer_start(&t->timers, MC_T_BACKWARD_COMPUTE);
-        mc_gpt_backward(m, it, w);
-        mc_timer_stop(&t->timers, MC_T_BACKWARD_COMPUTE);
-        r->loss_sum += sum;
-        r->num_tokens += cnt;
-    }
+    mc_ddp_begin_grad_sync(&t->ddp);
+    mc_pipeline_step_t st = {.mbs = mbs, .M = M, .iteration = ctx.it, .ctx = &ctx,
+                             .on_loss = on_loss, .before_backward = before_backward};
+    mc_pipeline_run(&t->pipe, &st);
     mc_timer_stop(&t->timers, MC_T_FORWARD_BACKWARD);
+
+    /* finalize_model_grads */
     mc_timer_start(&t->timers, MC_T_ALL_GRADS_SYNC);
     mc_ddp_finish_grad_sync(&t->ddp);
-    mc_gpt_reduce_sequence_parallel_grads(m);
     mc_timer_stop(&t->timers, MC_T_ALL_GRADS_SYNC);
-    /* the token-weighted loss over the global batch (the dp-cp group) */
-    double pair[2] = {r->loss_sum, r->num_tokens};
-    mc_all_reduce(t->comm, t->par.dp_cp, pair, 2, MC_DT_F64, MC_OP_SUM);
-    r->loss_sum = pair[0];
-    r->num_tokens = pair[1];
+    mc_timer_start(&t->timers, MC_T_LAYERNORM_GRADS_ALL_REDUCE);
+    mc_gpt_reduce_sequence_parallel_grads(m);
+    mc_timer_stop(&t->timers, MC_T_LAYERNORM_GRADS_ALL_REDUCE);
+    mc_timer_start(&t->timers, MC_T_EMBEDDING_GRADS_ALL_REDUCE);
+    embedding_all_reduce(t, m->grad_buf);
+    mc_timer_stop(&t->timers, MC_T_EMBEDDING_GRADS_ALL_REDUCE);
+    /* the token-weighted loss over the global batch */
+    reduce_loss_pair(t, &ctx.sum, &ctx.tokens);
+    r->loss_sum = ctx.sum;
+    r->num_tokens = ctx.tokens;
     if (a->calculate_per_token_loss && r->num_tokens > 0)
         mc_opt_scale_grads(&t->opt, (float)(1.0 / r->num_tokens));
+}
+
+static float on_eval_loss(void *ctx, int mb, double sum, double cnt)
+{
+    step_ctx_t *s = ctx;
+    (void)mb;
+    s->sum += sum;
+    s->tokens += cnt;
+    return 0.0f;
+}
+
+void mc_forward_only(mc_trainer_t *t, const mc_microbatch_t *mbs, int M, double *loss_sum,
+                     double *num_tokens)
+{
+    step_ctx_t ctx = {.t = t, .M = M};
+    mc_pipeline_step_t st = {.mbs = mbs, .M = M, .iteration = 0, .forward_only = true,
+                             .ctx = &ctx, .on_loss = on_eval_loss};
+    mc_pipeline_run(&t->pipe, &st);
+    reduce_loss_pair(t, &ctx.sum, &ctx.tokens);
+    *loss_sum = ctx.sum;
+    *num_tokens = ctx.tokens;
 }
 
 /* Gradient statistics are reduced over the model-parallel group, or over every rank with the

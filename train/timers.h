@@ -15,6 +15,19 @@ typedef enum {
     MC_T_FORWARD_COMPUTE,    /* level 2 */
     MC_T_BACKWARD_COMPUTE,   /* level 2 */
     MC_T_BATCH_GENERATOR,    /* level 2 */
+    /* level 2: pipeline p2p, named after Megatron's p2p_communication calls; the time a rank
+     * waits for its pipeline neighbours (the bubble) */
+    MC_T_FORWARD_RECV,
+    MC_T_FORWARD_SEND,
+    MC_T_BACKWARD_RECV,
+    MC_T_BACKWARD_SEND,
+    MC_T_FWD_SEND_FWD_RECV,
+    MC_T_FWD_SEND_BWD_RECV,
+    MC_T_BWD_SEND_FWD_RECV,
+    MC_T_BWD_SEND_BWD_RECV,
+    MC_T_FWD_BWD_SEND_FWD_BWD_RECV,
+    MC_T_LAYERNORM_GRADS_ALL_REDUCE, /* level 1: sequence-parallel LayerNorm grads over tp */
+    MC_T_EMBEDDING_GRADS_ALL_REDUCE, /* level 1: tied embedding grads over the embedding group */
     MC_T_ALL_GRADS_SYNC,     /* level 1: the gradient reduction left after the backward */
     MC_T_PARAMS_ALL_GATHER,  /* level 1 */
     MC_T_OPT_CLIP,           /* level 1: optimizer-clip-main-grad (norm and clip) */

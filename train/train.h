@@ -14,6 +14,7 @@
 #include "optim/lr.h"
 #include "parallel/comm.h"
 #include "parallel/grads.h"
+#include "parallel/pipeline.h"
 #include "parallel/state.h"
 #include "train/timers.h"
 
@@ -24,12 +25,14 @@ typedef struct {
     mc_parallel_t par;            /* groups and this rank's coordinates */
     mc_gpt_t model;
     mc_ddp_t ddp;                 /* gradient buckets, reduction and parameter gather */
+    mc_pipeline_t pipe;           /* the schedule executor (every layout, pp = 1 included) */
     mc_adam_t opt;
     mc_lr_sched_t sched;
     mc_timers_t timers;           /* --timing-log-level */
 
     mc_data_source_t data;        /* opened by mc_pretrain; tests feed microbatches directly */
-    /* host staging: num_microbatches slots of [max_batch, s], and the sample indices of one */
+    /* host staging: the microbatches of one training or evaluation step ([max_batch, s] each),
+     * and the sample indices of one */
     int32_t *tokens, *labels, *positions, *segments;
     float *loss_mask;
     int64_t *sample_idx;
@@ -48,6 +51,8 @@ typedef struct {
 /* Bytes per rank of what mc_trainer_init allocates (the memory plan). */
 typedef struct {
     double params, grads, optimizer, activations, workspace;
+    int stage;    /* the pipeline stage planned: the one that needs the most */
+    int inflight; /* its activation slots (microbatch x model chunk) */
 } mc_memory_plan_t;
 void mc_trainer_memory(const mc_args_t *args, mc_memory_plan_t *out);
 
@@ -57,10 +62,21 @@ void mc_trainer_memory(const mc_args_t *args, mc_memory_plan_t *out);
 int mc_trainer_init(mc_trainer_t *t, const mc_args_t *args, const mc_backend_t *be, mc_comm_t *comm);
 void mc_trainer_free(mc_trainer_t *t);
 
-/* Forward and backward over M microbatches into the model's gradient buffer (zeroed first),
- * with Megatron's loss normalisation (section 5.3) and the loss nan check, then the
- * data-parallel gradient reduction; r gets the loss over the global batch. */
+/* Forward and backward over M microbatches in the pipeline schedule into the model's gradient
+ * buffer (zeroed first), with Megatron's loss normalisation (section 5.3) and the loss nan
+ * check, then finalize_model_grads (data-parallel reduction, sequence-parallel LayerNorm and
+ * tied-embedding all-reduces); r gets the loss over the global batch on every rank. */
 void mc_forward_backward(mc_trainer_t *t, const mc_microbatch_t *mbs, int M, mc_step_result_t *r);
+
+/* Forward only over M microbatches in the pipeline schedule (evaluation, no dropout): the masked
+ * loss sum and token count over the global batch, on every rank. */
+void mc_forward_only(mc_trainer_t *t, const mc_microbatch_t *mbs, int M, double *loss_sum,
+                     double *num_tokens);
+
+/* Microbatches of one evaluation step, and the staging slots a step needs (the larger of a
+ * training and an evaluation step). */
+int mc_eval_microbatches(const mc_args_t *a);
+int mc_staging_slots(const mc_args_t *a);
 
 /* One optimizer step over M microbatches (M = args->num_microbatches): forward/backward with
  * Megatron's loss normalisation, nan checks, clip, Adam, scheduler advance by the global batch. */

@@ -47,7 +47,7 @@ static void test_distopt_one_bucket(void **state)
     mc_gpt_t m;
     mc_grad_layout_t l;
     fake_model(&m, numel, 3);
-    mc_grad_layout(&m, 0, 2, true, false, false, &l);
+    mc_grad_layout(&m, 0, 2, true, false, &l);
     assert_int_equal(m.params[2].offset, 0);
     assert_int_equal(m.params[1].offset, 64);
     assert_int_equal(m.params[0].offset, 128);
@@ -72,7 +72,7 @@ static void test_distopt_buckets(void **state)
     mc_grad_layout_t l;
     fake_model(&m, numel, 3);
     /* bucket closes once it holds >= 50 elements: after p1 (ends at 84) */
-    mc_grad_layout(&m, 50, 2, true, false, false, &l);
+    mc_grad_layout(&m, 50, 2, true, false, &l);
     assert_int_equal(l.n_buckets, 2);
     check_bucket(&l, 0, 0, 128, 84, 1, 3);
     check_bucket(&l, 1, 128, 256, 10, 0, 1);
@@ -83,17 +83,28 @@ static void test_distopt_buckets(void **state)
 
     /* tied embedding across stages: the word embedding (p0) gets its own bucket, which closes
      * the previous one at the embedding's padded start */
-    mc_grad_layout(&m, 0, 2, true, false, true, &l);
+    m.params[0].shared_embedding = true;
+    mc_grad_layout(&m, 0, 2, true, false, &l);
     assert_int_equal(l.n_buckets, 2);
     check_bucket(&l, 0, 0, 128, 128, 1, 3);
     check_bucket(&l, 1, 128, 256, 10, 0, 1);
     mc_grad_layout_free(&l);
+    m.params[0].shared_embedding = false;
+
+    /* the last stage's output copy (the last parameter) gets its own bucket too */
+    m.params[2].shared_embedding = true;
+    mc_grad_layout(&m, 0, 2, true, false, &l);
+    assert_int_equal(l.n_buckets, 2);
+    check_bucket(&l, 0, 0, 128, 30, 2, 3);
+    check_bucket(&l, 1, 128, 256, 74, 0, 2);
+    mc_grad_layout_free(&l);
+    m.params[2].shared_embedding = false;
 
     /* dp 3: lcm(3, 128) = 384; with the NCCL padding lcm(3, 128, 65536) = 196608 */
-    mc_grad_layout(&m, 0, 3, true, false, false, &l);
+    mc_grad_layout(&m, 0, 3, true, false, &l);
     check_bucket(&l, 0, 0, 384, 138, 0, 3);
     mc_grad_layout_free(&l);
-    mc_grad_layout(&m, 0, 3, true, true, false, &l);
+    mc_grad_layout(&m, 0, 3, true, true, &l);
     check_bucket(&l, 0, 0, 196608, 138, 0, 3);
     mc_grad_layout_free(&l);
     free(m.params);
@@ -107,7 +118,7 @@ static void test_plain_layout(void **state)
     mc_gpt_t m;
     mc_grad_layout_t l;
     fake_model(&m, numel, 4);
-    mc_grad_layout(&m, 0, 4, false, false, false, &l);
+    mc_grad_layout(&m, 0, 4, false, false, &l);
     assert_int_equal(l.n_buckets, 1);
     assert_int_equal(m.params[3].offset, 0);
     assert_int_equal(m.params[2].offset, 16);
@@ -117,7 +128,7 @@ static void test_plain_layout(void **state)
     assert_int_equal(m.n_elems, 96);
     mc_grad_layout_free(&l);
     /* bucket_size 20: p3 [0,7) < 20; p2 [16,46) closes; p1 [48,68) closes; p0 [80,90) last */
-    mc_grad_layout(&m, 20, 4, false, false, false, &l);
+    mc_grad_layout(&m, 20, 4, false, false, &l);
     assert_int_equal(l.n_buckets, 3);
     check_bucket(&l, 0, 0, 46, 46, 2, 4);
     check_bucket(&l, 1, 46, 68, 22, 1, 2);
@@ -165,7 +176,7 @@ static void test_shards_cover_params(void **state)
             mc_gpt_t m;
             mc_grad_layout_t l;
             fake_model(&m, numel, n);
-            mc_grad_layout(&m, bs, dp, true, false, false, &l);
+            mc_grad_layout(&m, bs, dp, true, false, &l);
             int *hits = calloc((size_t)m.n_elems, sizeof(int));
             long total_state = 0;
             for (int r = 0; r < dp; r++) {

@@ -1,0 +1,337 @@
+/* Pipeline executor: runs mc_pp_schedule's action list on the model (see pipeline.h). */
+#include "parallel/pipeline.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli/error.h"
+
+mc_pp_config_t mc_pipeline_schedule_config(const mc_args_t *a, int pp_rank, int num_microbatches,
+                                           bool forward_only)
+{
+    const int vpp = a->virtual_pipeline_model_parallel_size > 1 ? a->virtual_pipeline_model_parallel_size : 1;
+    mc_pp_config_t c = {
+        .pp_rank = pp_rank,
+        .pp_size = a->pipeline_model_parallel_size > 1 ? a->pipeline_model_parallel_size : 1,
+        .vpp = vpp,
+        .num_microbatches = num_microbatches,
+        .group_size = a->microbatch_group_size_per_vp_stage,
+        .overlap_p2p_comm = vpp > 1 && a->overlap_p2p_comm,
+        .forward_only = forward_only,
+    };
+    return c;
+}
+
+/* ------------------------------------------------------------------ slot accounting */
+
+/* The slot rules of the executor on an action list, calling take/give for each slot event in
+ * the order the executor meets them: inside a batch, receives take their slots before the
+ * batch starts and sends give theirs back after it started. */
+typedef struct {
+    int vpp, M;
+    bool forward_only;
+    bool *post;      /* [vpp]: chunk c holds the loss */
+    bool *pre;       /* [vpp]: chunk c holds the embedding */
+} slot_rules_t;
+
+/* Whether the action gives back (mb, chunk)'s slot: a compute that leaves nothing to send. */
+static bool compute_gives(const slot_rules_t *r, const mc_pp_action_t *x)
+{
+    if (r->forward_only) return x->kind == MC_PP_FORWARD && r->post[x->chunk];
+    return x->kind == MC_PP_BACKWARD && r->pre[x->chunk];
+}
+
+/* Whether a p2p op sends a slot's last tensor. */
+static bool op_gives(const slot_rules_t *r, const mc_p2p_op_t *o)
+{
+    return r->forward_only ? o->dir == MC_P2P_SEND_NEXT : o->dir == MC_P2P_SEND_PREV;
+}
+
+int mc_pipeline_slots(const mc_pp_config_t *cfg, int *slots, char *err, size_t errn)
+{
+    mc_pp_action_t *acts;
+    int n;
+    if (mc_pp_schedule(cfg, &acts, &n, err, errn) != 0) return -1;
+    const int vpp = cfg->vpp, M = cfg->num_microbatches;
+    bool pre[MC_MAX_CHUNKS], post[MC_MAX_CHUNKS];
+    for (int c = 0; c < vpp; c++) {
+        pre[c] = mc_pp_is_pre_process(cfg->pp_rank, c);
+        post[c] = mc_pp_is_post_process(cfg->pp_size, vpp, cfg->pp_rank, c);
+    }
+    slot_rules_t r = {vpp, M, cfg->forward_only, post, pre};
+    int live[MC_MAX_CHUNKS] = {0};
+    char *held = calloc((size_t)M * (size_t)vpp, 1);
+    if (!held) {
+        free(acts);
+        return mc_errf(err, errn, "out of host memory counting pipeline slots");
+    }
+    for (int c = 0; c < vpp; c++) slots[c] = 1;
+#define TAKE(mb, c)                                                                                \
+    do {                                                                                           \
+        if (!held[(mb) * vpp + (c)]) {                                                             \
+            held[(mb) * vpp + (c)] = 1;                                                            \
+            if (++live[c] > slots[c]) slots[c] = live[c];                                          \
+        }                                                                                          \
+    } while (0)
+#define GIVE(mb, c) (live[c]--)
+    for (int i = 0; i < n; i++) {
+        const mc_pp_action_t *x = &acts[i];
+        if (x->type == MC_PP_COMPUTE) {
+            if (x->kind == MC_PP_FORWARD) TAKE(x->mb, x->chunk);
+            if (compute_gives(&r, x)) GIVE(x->mb, x->chunk);
+            continue;
+        }
+        for (int k = 0; k < x->n_ops; k++)
+            if (x->ops[k].dir == MC_P2P_RECV_PREV) TAKE(x->ops[k].mb, x->ops[k].chunk);
+        for (int k = 0; k < x->n_ops; k++)
+            if (op_gives(&r, &x->ops[k])) GIVE(x->ops[k].mb, x->ops[k].chunk);
+    }
+#undef TAKE
+#undef GIVE
+    free(held);
+    free(acts);
+    return 0;
+}
+
+int mc_pipeline_configure(mc_gpt_config_t *cfg, const mc_args_t *a, int pp_rank, char *err,
+                          size_t errn)
+{
+    const mc_pp_config_t train = mc_pipeline_schedule_config(a, pp_rank, a->num_microbatches, false);
+    const int vpp = train.vpp;
+    if (vpp > MC_MAX_CHUNKS)
+        return mc_errf(err, errn, "%d model chunks per pipeline rank is more than megatron-c supports "
+                       "(%d; use fewer virtual stages)", vpp, MC_MAX_CHUNKS);
+    const mc_pp_layers_cfg_t lc = {.num_layers = a->num_layers, .pp_size = train.pp_size, .vpp = vpp,
+                                   .first_stage_layers = a->decoder_first_pipeline_num_layers,
+                                   .last_stage_layers = a->decoder_last_pipeline_num_layers};
+    int train_slots[MC_MAX_CHUNKS], eval_slots[MC_MAX_CHUNKS];
+    if (mc_pipeline_slots(&train, train_slots, err, errn) != 0) return -1;
+    for (int c = 0; c < vpp; c++) eval_slots[c] = 1;
+    const int eval_mbs = a->eval_micro_batch_size > 0 ? a->eval_micro_batch_size : a->micro_batch_size;
+    const int dp = a->data_parallel_size > 0 ? a->data_parallel_size : 1;
+    const int eval_m = a->eval_global_batch_size / (eval_mbs * dp);
+    if (a->eval_iters > 0 && eval_m > 0) {
+        const mc_pp_config_t ev = mc_pipeline_schedule_config(a, pp_rank, eval_m, true);
+        if (mc_pipeline_slots(&ev, eval_slots, err, errn) != 0) return -1;
+    }
+    cfg->n_chunks = vpp;
+    for (int c = 0; c < vpp; c++) {
+        mc_chunk_cfg_t *ch = &cfg->chunk[c];
+        if (mc_pp_layers(&lc, pp_rank, c, &ch->first_layer, &ch->n_layers, err, errn) != 0) return -1;
+        ch->pre = mc_pp_is_pre_process(pp_rank, c);
+        ch->post = mc_pp_is_post_process(train.pp_size, vpp, pp_rank, c);
+        ch->slots = train_slots[c] > eval_slots[c] ? train_slots[c] : eval_slots[c];
+    }
+    return 0;
+}
+
+/* ------------------------------------------------------------------ executor */
+
+void mc_pipeline_init(mc_pipeline_t *p, mc_gpt_t *model, mc_comm_t *comm, mc_group_t *pp_group,
+                      const mc_args_t *a, int pp_rank, mc_timers_t *timers)
+{
+    memset(p, 0, sizeof(*p));
+    p->model = model;
+    p->comm = comm;
+    p->pp_group = pp_group;
+    p->args = a;
+    p->pp_rank = pp_rank;
+    p->timers = timers;
+    for (int c = 0; c < model->cfg.n_chunks; c++) {
+        const int n = model->cfg.chunk[c].slots;
+        p->slots[c] = malloc((size_t)n * sizeof(mc_pipe_slot_t));
+        if (!p->slots[c]) mc_fatal("out of host memory");
+        for (int k = 0; k < n; k++) p->slots[c][k] = (mc_pipe_slot_t){.mb = -1, .req = MC_REQ_DONE};
+    }
+}
+
+void mc_pipeline_free(mc_pipeline_t *p)
+{
+    for (int c = 0; c < MC_MAX_CHUNKS; c++) free(p->slots[c]);
+    free(p->slot_of);
+    free(p->weight);
+    memset(p, 0, sizeof(*p));
+}
+
+static void timer_start(mc_pipeline_t *p, int id)
+{
+    if (p->timers) mc_timer_start(p->timers, (mc_timer_id_t)id);
+}
+
+static void timer_stop(mc_pipeline_t *p, int id)
+{
+    if (p->timers) mc_timer_stop(p->timers, (mc_timer_id_t)id);
+}
+
+/* Waits for the last batch on a slot (timed under that batch's name: pipeline idle time). */
+static void settle(mc_pipeline_t *p, mc_pipe_slot_t *s)
+{
+    if (s->req == MC_REQ_DONE) return;
+    timer_start(p, s->timer);
+    p->comm->wait(p->comm, s->req);
+    timer_stop(p, s->timer);
+    s->req = MC_REQ_DONE;
+}
+
+static int *slot_ref(mc_pipeline_t *p, int mb, int c)
+{
+    return &p->slot_of[mb * p->model->cfg.n_chunks + c];
+}
+
+/* The slot of (mb, c), taken from the chunk's ring if it has none yet. */
+static int take_slot(mc_pipeline_t *p, int mb, int c)
+{
+    int *ref = slot_ref(p, mb, c);
+    if (*ref >= 0) return *ref;
+    const int n = p->model->cfg.chunk[c].slots;
+    const int k = p->next[c];
+    mc_pipe_slot_t *s = &p->slots[c][k];
+    if (s->mb >= 0)
+        mc_fatal("internal error: pipeline slot %d of chunk %d still holds microbatch %d when "
+                 "microbatch %d needs it", k, c, s->mb, mb);
+    settle(p, s); /* a send may still read its buffers */
+    s->mb = mb;
+    p->next[c] = (k + 1) % n;
+    *ref = k;
+    return k;
+}
+
+static void give_slot(mc_pipeline_t *p, int mb, int c)
+{
+    const int k = *slot_ref(p, mb, c);
+    if (k < 0) mc_fatal("internal error: microbatch %d of chunk %d has no pipeline slot", mb, c);
+    p->slots[c][k].mb = -1;
+}
+
+/* Megatron's p2p_communication call a batch corresponds to, for its timer. */
+static int batch_timer(const mc_pp_action_t *x)
+{
+    bool sp = false, rp = false, sn = false, rn = false;
+    for (int k = 0; k < x->n_ops; k++) {
+        switch (x->ops[k].dir) {
+        case MC_P2P_SEND_PREV: sp = true; break;
+        case MC_P2P_RECV_PREV: rp = true; break;
+        case MC_P2P_SEND_NEXT: sn = true; break;
+        case MC_P2P_RECV_NEXT: rn = true; break;
+        }
+    }
+    const int n = sp + rp + sn + rn;
+    if (n > 2 || (sp && sn) || (rp && rn)) return MC_T_FWD_BWD_SEND_FWD_BWD_RECV;
+    if (n == 1) return rp ? MC_T_FORWARD_RECV : sn ? MC_T_FORWARD_SEND : rn ? MC_T_BACKWARD_RECV
+                                                                          : MC_T_BACKWARD_SEND;
+    if (sn && rn) return MC_T_FWD_SEND_BWD_RECV;
+    if (sp && rp) return MC_T_BWD_SEND_FWD_RECV;
+    if (sn && rp) return MC_T_FWD_SEND_FWD_RECV;
+    return MC_T_BWD_SEND_BWD_RECV;
+}
+
+static void run_batch(mc_pipeline_t *p, const mc_pipeline_step_t *st, const mc_pp_action_t *x,
+                      const slot_rules_t *r)
+{
+    mc_gpt_t *m = p->model;
+    mc_p2p_t ops[MC_PP_MAX_BATCH_OPS];
+    int touched[MC_PP_MAX_BATCH_OPS][2];
+    for (int k = 0; k < x->n_ops; k++) {
+        const mc_p2p_op_t *o = &x->ops[k];
+        if (o->mb < 0 || o->mb >= st->M) mc_fatal("internal error: p2p of microbatch %d", o->mb);
+        const int slot = o->dir == MC_P2P_RECV_PREV ? take_slot(p, o->mb, o->chunk)
+                                                    : *slot_ref(p, o->mb, o->chunk);
+        if (slot < 0)
+            mc_fatal("internal error: p2p of microbatch %d chunk %d before its forward", o->mb, o->chunk);
+        const mc_gpt_slot_t *gs = &m->slots[o->chunk][slot];
+        float *buf = o->dir == MC_P2P_SEND_PREV ? gs->in
+                     : o->dir == MC_P2P_RECV_PREV ? gs->in
+                     : o->dir == MC_P2P_SEND_NEXT ? gs->out
+                                                  : gs->dout;
+        ops[k] = (mc_p2p_t){.is_send = o->dir == MC_P2P_SEND_PREV || o->dir == MC_P2P_SEND_NEXT,
+                            .peer = o->peer, .buf = buf,
+                            .count = (size_t)mc_gpt_boundary_elems(m, st->mbs[o->mb].b),
+                            .dt = MC_DT_F32};
+        touched[k][0] = o->chunk;
+        touched[k][1] = slot;
+    }
+    const int timer = batch_timer(x);
+    mc_coll_t op = {.kind = MC_COLL_P2P_BATCH, .group = p->pp_group, .p2p = ops, .n_p2p = x->n_ops};
+    timer_start(p, timer);
+    mc_req_t req = p->comm->start(p->comm, &op);
+    if (!x->async) {
+        p->comm->wait(p->comm, req);
+        req = MC_REQ_DONE;
+    }
+    timer_stop(p, timer);
+    for (int k = 0; k < x->n_ops; k++) {
+        mc_pipe_slot_t *ps = &p->slots[touched[k][0]][touched[k][1]];
+        ps->req = req;
+        ps->timer = timer;
+    }
+    for (int k = 0; k < x->n_ops; k++)
+        if (op_gives(r, &x->ops[k])) give_slot(p, x->ops[k].mb, x->ops[k].chunk);
+}
+
+static void run_compute(mc_pipeline_t *p, const mc_pipeline_step_t *st, const mc_pp_action_t *x,
+                        const slot_rules_t *r)
+{
+    mc_gpt_t *m = p->model;
+    const int c = x->chunk, mb = x->mb;
+    if (mb < 0 || mb >= st->M) mc_fatal("internal error: compute of microbatch %d", mb);
+    if (x->kind == MC_PP_FORWARD) {
+        const int k = take_slot(p, mb, c);
+        settle(p, &p->slots[c][k]); /* its input may still be arriving */
+        double sum = 0, cnt = 0;
+        timer_start(p, MC_T_FORWARD_COMPUTE);
+        mc_gpt_forward_chunk(m, c, k, &st->mbs[mb], st->iteration, !st->forward_only, &sum, &cnt);
+        timer_stop(p, MC_T_FORWARD_COMPUTE);
+        if (m->cfg.chunk[c].post) p->weight[mb] = st->on_loss(st->ctx, mb, sum, cnt);
+    } else {
+        const int k = *slot_ref(p, mb, c);
+        if (k < 0) mc_fatal("internal error: backward of microbatch %d chunk %d before its forward", mb, c);
+        settle(p, &p->slots[c][k]); /* its output gradient may still be arriving */
+        if (st->before_backward) st->before_backward(st->ctx, mb, c);
+        timer_start(p, MC_T_BACKWARD_COMPUTE);
+        mc_gpt_backward_chunk(m, c, k, st->iteration, m->cfg.chunk[c].post ? p->weight[mb] : 0.0f);
+        timer_stop(p, MC_T_BACKWARD_COMPUTE);
+    }
+    if (compute_gives(r, x)) give_slot(p, mb, c);
+}
+
+void mc_pipeline_run(mc_pipeline_t *p, const mc_pipeline_step_t *st)
+{
+    mc_gpt_t *m = p->model;
+    const int vpp = m->cfg.n_chunks;
+    const mc_pp_config_t cfg = mc_pipeline_schedule_config(p->args, p->pp_rank, st->M, st->forward_only);
+    if (cfg.vpp != vpp) mc_fatal("internal error: the model has %d chunks, the schedule %d", vpp, cfg.vpp);
+    char err[256];
+    mc_pp_action_t *acts;
+    int n;
+    if (mc_pp_schedule(&cfg, &acts, &n, err, sizeof(err)) != 0) mc_fatal("%s", err);
+    if (st->M > p->cap_m) {
+        free(p->slot_of);
+        free(p->weight);
+        p->slot_of = malloc((size_t)st->M * (size_t)vpp * sizeof(int));
+        p->weight = malloc((size_t)st->M * sizeof(float));
+        if (!p->slot_of || !p->weight) mc_fatal("out of host memory");
+        p->cap_m = st->M;
+    }
+    for (int i = 0; i < st->M * vpp; i++) p->slot_of[i] = -1;
+    for (int i = 0; i < st->M; i++) p->weight[i] = 0;
+    bool pre[MC_MAX_CHUNKS], post[MC_MAX_CHUNKS];
+    for (int c = 0; c < vpp; c++) {
+        pre[c] = m->cfg.chunk[c].pre;
+        post[c] = m->cfg.chunk[c].post;
+    }
+    const slot_rules_t r = {vpp, st->M, st->forward_only, post, pre};
+
+    for (int i = 0; i < n; i++) {
+        if (acts[i].type == MC_PP_COMPUTE) run_compute(p, st, &acts[i], &r);
+        else run_batch(p, st, &acts[i], &r);
+    }
+    /* every batch complete, every slot free for the next run */
+    for (int c = 0; c < vpp; c++)
+        for (int k = 0; k < m->cfg.chunk[c].slots; k++) {
+            settle(p, &p->slots[c][k]);
+            if (p->slots[c][k].mb >= 0)
+                mc_fatal("internal error: pipeline slot %d of chunk %d still holds microbatch %d "
+                         "after the schedule", k, c, p->slots[c][k].mb);
+        }
+    free(acts);
+}

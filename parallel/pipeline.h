@@ -1,0 +1,85 @@
+/* Executes a pipeline schedule (parallel/schedule.h) on this rank's model chunks: Megatron's
+ * forward_backward_no_pipelining / _pipelining_without_interleaving / _with_interleaving
+ * (MEGATRON.md section 5), one code path for all three.
+ *
+ * Activations and their gradients cross stages as [s/(tp if sequence parallel), b, h] tensors in
+ * p2p batches (mc_p2p_batch: one ncclGroupStart/End), ops in Megatron's order. Each chunk keeps
+ * its microbatches' activations in a ring of slots (model/gpt.h), as many as the schedule has in
+ * flight: a slot is taken when the chunk's input is received (or, on the first virtual stage, at
+ * the forward) and given back once the batch that sends its last tensor (the input gradient;
+ * with forward_only the output) is posted, or after the backward (forward) that needs nothing
+ * sent. A slot taken again first waits for that batch, so a buffer is never reused while a send
+ * reads it. mc_pipeline_slots counts the slots with the same rules.
+ *
+ * Asynchronous batches (interleaving with overlap_p2p_comm) are started and waited for only
+ * before the compute that reads what they receive, or before their slot is reused. The
+ * communicator completes its operations in order, so a later collective (a tensor-parallel
+ * all-reduce inside a compute) may wait behind a pending batch; that never deadlocks, because
+ * every schedule also completes with all batches synchronous (checked by the schedule tests). */
+#ifndef MC_PARALLEL_PIPELINE_H
+#define MC_PARALLEL_PIPELINE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "cli/args.h"
+#include "model/gpt.h"
+#include "parallel/comm.h"
+#include "parallel/schedule.h"
+#include "train/timers.h"
+
+/* The schedule configuration of this run for pp rank r (Megatron's defaults from the args). */
+mc_pp_config_t mc_pipeline_schedule_config(const mc_args_t *a, int pp_rank, int num_microbatches,
+                                           bool forward_only);
+
+/* Slots each local chunk needs for this schedule (slots[c] for c < vpp, at least 1). Returns 0,
+ * or -1 with one line in err. */
+int mc_pipeline_slots(const mc_pp_config_t *cfg, int *slots, char *err, size_t errn);
+
+/* This rank's chunks for pp rank pp_rank: layers (mc_pp_layers), pre/post process, and slots for
+ * the training and the evaluation schedules. Returns 0, or -1 with one line in err. */
+int mc_pipeline_configure(mc_gpt_config_t *cfg, const mc_args_t *a, int pp_rank, char *err,
+                          size_t errn);
+
+typedef struct {
+    int mb;          /* microbatch in the slot, -1 when free */
+    mc_req_t req;    /* the last batch that reads or writes the slot's buffers */
+    int timer;       /* its timer (mc_timer_id_t), to account the wait */
+} mc_pipe_slot_t;
+
+typedef struct {
+    mc_gpt_t *model;
+    mc_comm_t *comm;
+    mc_group_t *pp_group; /* NULL with pp = 1 */
+    const mc_args_t *args;
+    int pp_rank;
+    mc_timers_t *timers;  /* may be NULL */
+    mc_pipe_slot_t *slots[MC_MAX_CHUNKS];
+    int next[MC_MAX_CHUNKS]; /* ring position of the next slot to take */
+    int *slot_of;         /* [M * vpp]: slot of (mb, chunk), -1 when none */
+    float *weight;        /* [M]: loss weight of each microbatch's backward (post chunk) */
+    int cap_m;
+} mc_pipeline_t;
+
+/* One run of the schedule over M microbatches. */
+typedef struct {
+    const mc_microbatch_t *mbs;
+    int M;
+    uint32_t iteration;   /* dropout key */
+    bool forward_only;    /* evaluation: no dropout, no backward */
+    void *ctx;
+    /* After the forward of microbatch mb on the post chunk: its loss sum and tokens; returns the
+     * weight of its backward (ignored with forward_only). */
+    float (*on_loss)(void *ctx, int mb, double loss_sum, double num_tokens);
+    /* Before the backward of (mb, chunk): grad sync arming. May be NULL. */
+    void (*before_backward)(void *ctx, int mb, int chunk);
+} mc_pipeline_step_t;
+
+void mc_pipeline_init(mc_pipeline_t *p, mc_gpt_t *model, mc_comm_t *comm, mc_group_t *pp_group,
+                      const mc_args_t *a, int pp_rank, mc_timers_t *timers);
+void mc_pipeline_free(mc_pipeline_t *p);
+
+/* Runs this rank's action list for the step; returns when every batch it started is complete. */
+void mc_pipeline_run(mc_pipeline_t *p, const mc_pipeline_step_t *s);
+
+#endif
