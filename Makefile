@@ -53,7 +53,8 @@ LDLIBS  += -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcudart -lcublasL
 CU_SRC  := $(wildcard kernels/cuda/*.cu)
 endif
 
-LIB_SRC := $(wildcard cli/*.c parallel/*.c model/*.c optim/*.c data/*.c kernels/*.c kernels/cpu/*.c train/*.c)
+LIB_SRC := $(wildcard cli/*.c parallel/*.c model/*.c optim/*.c data/*.c kernels/*.c kernels/cpu/*.c train/*.c \
+                     ckpt/*.c)
 LIB_OBJ := $(LIB_SRC:%.c=$(BUILD)/%.o) $(CU_SRC:%.cu=$(BUILD)/%.cu.o)
 BIN     := $(BUILD)/megatron-c
 
@@ -64,6 +65,9 @@ TEST_SUP_OBJ := $(TEST_SUPPORT:%.c=$(BUILD)/%.o)
 # Multi-rank test programs (run under mpirun by test/integration/*.sh), no cmocka.
 MPI_TEST_SRC := $(wildcard test/mpi/*.c)
 MPI_TEST_BIN := $(MPI_TEST_SRC:test/mpi/%.c=$(BUILD)/test/mpi/%)
+# Helper programs that integration tests drive (e.g. ckpt_tool for test_ckpt_torch.sh), no cmocka.
+TOOL_SRC     := $(wildcard test/tools/*.c)
+TOOL_BIN     := $(TOOL_SRC:test/tools/%.c=$(BUILD)/test/tools/%)
 
 .PHONY: all test demo clean docs fixtures deps tests
 .SECONDARY:
@@ -93,7 +97,11 @@ $(BUILD)/test/mpi/%: test/mpi/%.c $(LIB_OBJ)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -MMD -MP $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
-tests: $(BIN) $(TEST_BIN) $(MPI_TEST_BIN)
+$(BUILD)/test/tools/%: test/tools/%.c $(LIB_OBJ)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -MMD -MP $(LDFLAGS) -o $@ $(filter %.c %.o,$^) $(LDLIBS)
+
+tests: $(BIN) $(TEST_BIN) $(MPI_TEST_BIN) $(TOOL_BIN)
 
 test: tests
 	MC_BIN=$(abspath $(BIN)) MC_BUILD=$(abspath $(BUILD)) bash test/run.sh
