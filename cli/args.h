@@ -54,15 +54,17 @@ typedef struct {
     double init_method_std;
     double embedding_init_method_std; /* derived: init_method_std when not given */
 
-    /* ---- parallelism (this issue: single rank) ---- */
+    /* ---- parallelism ---- */
     int tensor_model_parallel_size;
     int pipeline_model_parallel_size;
-    int virtual_pipeline_model_parallel_size;  /* vpp: model chunks per pp rank, 1 = no VPP */
-    int num_layers_per_virtual_pipeline_stage; /* 0 = unset */
-    int num_virtual_stages_per_pipeline_rank;  /* 0 = unset */
-    int decoder_first_pipeline_num_layers, decoder_last_pipeline_num_layers; /* 0 = unset */
+    int virtual_pipeline_model_parallel_size;  /* derived: vpp, model chunks per pp rank, 1 = no
+                                                * VPP (Megatron's None): (num_layers/pp)/K, or V */
+    int num_layers_per_virtual_pipeline_stage; /* K; 0 = unset */
+    int num_virtual_stages_per_pipeline_rank;  /* V; 0 = unset */
+    int decoder_first_pipeline_num_layers, decoder_last_pipeline_num_layers; /* 0 = unset (even) */
     int microbatch_group_size_per_vp_stage;    /* 0 = unset, means pp */
-    bool overlap_p2p_comm; /* derived: true with VPP unless --no-overlap-p2p-communication */
+    bool overlap_p2p_comm; /* derived: true with VPP unless --no-overlap-p2p-communication; false
+                            * without VPP */
     int context_parallel_size;
     bool sequence_parallel;
     int world_size;                 /* derived: from the runtime (1 without a launcher) */
@@ -152,7 +154,7 @@ typedef struct {
     bool log_params_norm;
     bool log_num_zeros_in_grad;
     int timing_log_level;
-    char timing_log_option[16];     /* max | minmax */
+    char timing_log_option[16];     /* max | minmax | all */
     bool barrier_with_l1_time;
 
     /* ---- evaluation ---- */

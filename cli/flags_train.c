@@ -318,35 +318,62 @@ const mc_flag_t mc_flags_train[] = {
      .def = "1", GE(1), IMPLEMENTED,
      .help = "Degree of tensor model parallelism."},
     {.name = "--pipeline-model-parallel-size", DIST, INT, FIELD(pipeline_model_parallel_size),
-     .def = "1", GE(1), ONLY("pipeline parallelism is not implemented yet", "1"),
+     .def = "1", GE(1), IMPLEMENTED,
      .help = "Degree of pipeline model parallelism."},
-    {.name = "--decoder-first-pipeline-num-layers", DIST, INT, GE(0),
-     TODO("uneven pipeline stages"),
+    {.name = "--decoder-first-pipeline-num-layers", DIST, INT, GE(1),
+     FIELD(decoder_first_pipeline_num_layers), IMPLEMENTED,
      .help = "The number of transformer layers on the first pipeline stage of the decoder. "
              "Default None is even split of transformer layers across all pipeline stages"},
-    {.name = "--decoder-last-pipeline-num-layers", DIST, INT, GE(0), TODO("uneven pipeline stages"),
+    {.name = "--decoder-last-pipeline-num-layers", DIST, INT, GE(1),
+     FIELD(decoder_last_pipeline_num_layers), IMPLEMENTED,
      .help = "The number of transformer layers on the last pipeline stage of the decoder. Default "
              "None is even split of transformer layers across all pipeline stages"},
     {.name = "--pipeline-model-parallel-layout", DIST, STRING, TODO("custom pipeline layouts"),
-     .help = "A string that describes a custom pipeline model parallel layout."},
+     .help = "A string that describes a custom pipeline model parallel layout. e.g., "
+             "\"E|(t|)*3,m|m||L\". E, L, t, m denotes embedding, loss, transformer decoder layer, "
+             "and mtp layer, respectively. Stages are split by \"|\". Replicated stages or layers "
+             "can be described with multiplication. Commas can be used cosmetically. Default None "
+             "is not using this argument to set the layout."},
     {.name = "--model-parallel-size", DIST, INT,
      DEPRECATED("--model-parallel-size is no longer valid, use --tensor-model-parallel-size "
                 "instead"),
      .help = "Old model parallel argument, do not use. Use --tensor-model-parallel-size instead."},
     {.name = "--num-layers-per-virtual-pipeline-stage", DIST, INT, GE(1),
-     TODO("virtual pipeline stages"), .help = "Number of layers per virtual pipeline stage"},
+     FIELD(num_layers_per_virtual_pipeline_stage),
+     IMPLEMENTED_NOTE("virtual pipeline size = (--num-layers / pipeline size) / this; not with "
+                      "uneven first/last stages"),
+     .help = "Number of layers per virtual pipeline stage"},
     {.name = "--num-virtual-stages-per-pipeline-rank", DIST, INT, GE(1),
-     TODO("virtual pipeline stages"),
+     FIELD(num_virtual_stages_per_pipeline_rank), IMPLEMENTED,
      .help = "Number of virtual pipeline stages per pipeline parallelism rank"},
     {.name = "--microbatch-group-size-per-virtual-pipeline-stage", DIST, INT, GE(1),
-     TODO("virtual pipeline stages"),
+     FIELD(microbatch_group_size_per_vp_stage),
+     IMPLEMENTED_NOTE("None means the pipeline size; only the interleaved schedule uses it"),
      .help = "Number of contiguous microbatches per virtual pipeline stage"},
-    {.name = "--no-overlap-p2p-communication", DIST, FALSE_IF_GIVEN,
-     NOOP("Megatron turns p2p overlap off without virtual pipeline stages"),
+    {.name = "--no-overlap-p2p-communication", DIST, FALSE_IF_GIVEN, FIELD(overlap_p2p_comm),
+     IMPLEMENTED_NOTE("overlap is on by default with virtual pipeline stages and always off "
+                      "without them, as in Megatron"),
      .help = "overlap pipeline parallel communication with forward and backward chunks in 1F1B"},
     {.name = "--overlap-p2p-communication-warmup-flush", DIST, TRUE_IF_GIVEN,
-     TODO("virtual pipeline stages"),
+     TODO("overlapped p2p communication in the warmup and flush of the interleaved schedule"),
      .help = "if set, overlap pipeline parallel communication in warmup and flush"},
+    {.name = "--defer-embedding-wgrad-compute", DIST, TRUE_IF_GIVEN,
+     TODO("deferring the output layer's weight-gradient GEMMs to the pipeline flush"),
+     .help = "If set, defers the vocabulary projection linear layer weight gradient compute to "
+             "pipeline flush."},
+    {.name = "--wgrad-deferral-limit", DIST, INT, .def = "0", GE(0),
+     NOOP("only used with --defer-embedding-wgrad-compute (not implemented yet)"),
+     .help = "Number of micro-batches for which weight gradient computation of vocabulary "
+             "projection is deferred, defaults to 0 which means all the micro-batches are "
+             "deferred. Invalid if `defer-embedding-wgrad-compute` is not set"},
+    {.name = "--use-ring-exchange-p2p", DIST, TRUE_IF_GIVEN,
+     NOOP("chooses the p2p transport (a custom PyTorch build); the tensors exchanged are the "
+          "same"),
+     .help = "If set, use custom-built ring exchange for p2p communications. Note that this "
+             "option will require a custom built image that support ring-exchange p2p."},
+    {.name = "--no-scatter-gather-tensors-in-pipeline", DIST, FALSE_IF_GIVEN,
+     NOOP("Megatron-Core ignores it too (removed on main)"),
+     .help = "If not set, use scatter/gather to optimize communication of tensors in pipeline."},
     {.name = "--distributed-backend", DIST, CHOICE("nccl", "mpi", "gloo"),
      FIELD(distributed_backend), .def = "nccl",
      ONLY("the cpu backend runs MPI collectives for either choice (NCCL needs the cuda backend, "
@@ -360,7 +387,7 @@ const mc_flag_t mc_flags_train[] = {
     {.name = "--overlap-grad-reduce", DIST, TRUE_IF_GIVEN, FIELD(overlap_grad_reduce), IMPLEMENTED,
      .help = "If set, overlap DDP grad reduce."},
     {.name = "--no-align-grad-reduce", DIST, FALSE_IF_GIVEN,
-     NOOP("only matters with pipeline stages (not implemented yet)"),
+     NOOP("when each pipeline stage starts its gradient reduction; the gradients are the same"),
      .help = "If not set, all PP stages will launch gradient reduces simultaneously. Otherwise, "
              "each PP stage will independently launch as needed."},
     {.name = "--ddp-num-buckets", DIST, INT, GE(1), FIELD(ddp_num_buckets), IMPLEMENTED,
@@ -381,7 +408,8 @@ const mc_flag_t mc_flags_train[] = {
      TODO("overlapping the first bucket's gather with the optimizer step"),
      .help = "If set, overlap param all-gather of first bucket with optimizer step."},
     {.name = "--no-align-param-gather", DIST, FALSE_IF_GIVEN,
-     NOOP("Megatron turns it off without virtual pipeline stages"),
+     NOOP("when each pipeline stage starts its parameter all-gather; the parameters are the "
+          "same (Megatron turns it off without virtual pipeline stages)"),
      .help = "If not set, all PP stages will launch param all-gathers simultaneously. Otherwise, "
              "each PP stage will independently launch as needed."},
     {.name = "--local-rank", DIST, INT, .def = "0", GE(0),
@@ -564,7 +592,7 @@ const mc_flag_t mc_flags_train[] = {
      FIELD(barrier_with_l1_time), IMPLEMENTED,
      .help = "If not set, use barrier with level 1 time measurements."},
     {.name = "--timing-log-option", LOG, CHOICE("max", "minmax", "all"), .def = "minmax",
-     FIELD(timing_log_option), ONLY("the per-rank listing of 'all' is not implemented yet", "max", "minmax"),
+     FIELD(timing_log_option), IMPLEMENTED,
      .help = "Options for logging timing: max: report the max timing across all ranks minmax: "
              "report min and max timings across all ranks all: report timings of all ranks."},
     {.name = "--log-interval", LOG, INT, FIELD(log_interval), .def = "100", GE(1), IMPLEMENTED,

@@ -195,6 +195,7 @@ void mc_args_defaults(mc_args_t *args)
     }
     args->world_size = 1;
     args->data_parallel_size = 1;
+    args->virtual_pipeline_model_parallel_size = 1; /* None: no interleaving */
 }
 
 void mc_args_free(mc_args_t *args)

@@ -81,6 +81,12 @@ void mc_args_print(FILE *out, const mc_args_t *a)
         snprintf(r->name, sizeof(r->name), "%s", derived[i].name);
         snprintf(r->value, sizeof(r->value), "%d", derived[i].v);
     }
+    row_t *vpp = &rows[k++];
+    snprintf(vpp->name, sizeof(vpp->name), "virtual_pipeline_model_parallel_size");
+    if (a->virtual_pipeline_model_parallel_size > 1)
+        snprintf(vpp->value, sizeof(vpp->value), "%d", a->virtual_pipeline_model_parallel_size);
+    else
+        snprintf(vpp->value, sizeof(vpp->value), "None");
     qsort(rows, k, sizeof(row_t), row_cmp);
     fprintf(out, "------------------------ arguments ------------------------\n");
     for (size_t i = 0; i < k; i++) {

@@ -9,6 +9,7 @@
 #include "cli/args.h"
 #include "cli/error.h"
 #include "cli/flags.h"
+#include "parallel/schedule.h"
 
 int mc_padded_vocab_size(int vocab_size, int divisible_by, int tp)
 {
@@ -184,6 +185,109 @@ static void batch_sizes(mc_args_t *a)
                       a->eval_micro_batch_size, dp);
 }
 
+/* ---- pipeline parallelism ---- */
+
+/* The virtual pipeline size: validate_args' "Uneven virtual pipeline parallelism" block.
+ * --pipeline-model-parallel-layout and the account-for-* flags are refused by the parser (not
+ * implemented yet), so they take no part here. */
+static int virtual_pipeline_size(const mc_args_t *a)
+{
+    const int pp = a->pipeline_model_parallel_size, L = a->num_layers;
+    const int K = a->num_layers_per_virtual_pipeline_stage, V = a->num_virtual_stages_per_pipeline_rank;
+    if (K && V)
+        mc_user_error("No more than one of the following arguments can be set at the same time: "
+                      "--num-layers-per-virtual-pipeline-stage, --num-virtual-stages-per-pipeline-rank, "
+                      "--pipeline-model-parallel-layout (got --num-layers-per-virtual-pipeline-stage %d "
+                      "and --num-virtual-stages-per-pipeline-rank %d)", K, V);
+    if (V) return V;
+    if (!K) return 1;
+    if (a->decoder_first_pipeline_num_layers || a->decoder_last_pipeline_num_layers)
+        mc_user_error("please use --num-virtual-stages-per-pipeline-rank to specify virtual pipeline "
+                      "parallel degree when enable uneven pipeline parallelism "
+                      "(--num-layers-per-virtual-pipeline-stage cannot be combined with "
+                      "--decoder-first/last-pipeline-num-layers)");
+    if (L % pp != 0)
+        mc_user_error("number of layers of the model (--num-layers %d) must be divisible by the "
+                      "pipeline-model-parallel size (%d)", L, pp);
+    if ((L / pp) % K != 0)
+        mc_user_error("number of layers per pipeline stage (%d = --num-layers %d / "
+                      "--pipeline-model-parallel-size %d) must be divisible by the number of layers "
+                      "per virtual pipeline stage (--num-layers-per-virtual-pipeline-stage %d)",
+                      L / pp, L, pp, K);
+    return L / pp / K;
+}
+
+/* The schedule's checks (mc_pp_validate: the interleaved schedule's microbatch rules) for one
+ * microbatch count, with where the count comes from. */
+static void schedule_fits(const mc_args_t *a, int num_microbatches, bool forward_only,
+                          const char *what, int gbs, int mbs)
+{
+    const mc_pp_config_t c = {
+        .pp_rank = 0,
+        .pp_size = a->pipeline_model_parallel_size,
+        .vpp = a->virtual_pipeline_model_parallel_size,
+        .num_microbatches = num_microbatches,
+        .group_size = a->microbatch_group_size_per_vp_stage,
+        .overlap_p2p_comm = a->overlap_p2p_comm,
+        .forward_only = forward_only,
+    };
+    char err[512];
+    if (mc_pp_validate(&c, err, sizeof(err)) != 0)
+        mc_user_error("%s (%s: %d microbatches = %sglobal batch size %d / (%smicro batch size %d x "
+                      "data parallel size %d), pipeline-model-parallel size %d, %d model chunks per "
+                      "pipeline rank, microbatch group size %d)", err, what, num_microbatches,
+                      forward_only ? "eval " : "", gbs, forward_only ? "eval " : "", mbs,
+                      a->data_parallel_size, c.pp_size, c.vpp, mc_pp_group_size(&c));
+}
+
+/* Virtual pipeline size and p2p overlap (validate_args), the layers of every (pp rank, model
+ * chunk) (TransformerConfig.__post_init__, mc_pp_layers), and the schedule's microbatch rules
+ * for training and evaluation (schedules.py, mc_pp_validate), in Megatron's order. */
+static void pipeline(mc_args_t *a)
+{
+    const int pp = a->pipeline_model_parallel_size;
+    const int vpp = virtual_pipeline_size(a);
+    a->virtual_pipeline_model_parallel_size = vpp; /* a vpp of 1 is None: no interleaving */
+    /* Overlap P2P communication is disabled if not using the interleaved schedule. */
+    if (vpp == 1) a->overlap_p2p_comm = false;
+    char err[512];
+    if (vpp > 1) {
+        /* validate_args' pp > 1 (overlap) / pp > 2 (no overlap) rules come before the layer
+         * checks; mc_pp_validate owns their wording. A count of pp microbatches in groups of pp
+         * passes every microbatch rule, so only the pp rules can fail here. */
+        const mc_pp_config_t c = {.pp_size = pp, .vpp = vpp, .num_microbatches = pp,
+                                  .group_size = pp, .overlap_p2p_comm = a->overlap_p2p_comm};
+        if (mc_pp_validate(&c, err, sizeof(err)) != 0) mc_user_error("%s", err);
+    }
+
+    const mc_pp_layers_cfg_t lc = {.num_layers = a->num_layers, .pp_size = pp, .vpp = vpp,
+                                   .first_stage_layers = a->decoder_first_pipeline_num_layers,
+                                   .last_stage_layers = a->decoder_last_pipeline_num_layers};
+    for (int r = 0; r < pp; r++)
+        for (int c = 0; c < vpp; c++) {
+            int first, n;
+            if (mc_pp_layers(&lc, r, c, &first, &n, err, sizeof(err)) == 0) continue;
+            char ctx[256];
+            int len = snprintf(ctx, sizeof(ctx), "--num-layers %d, --pipeline-model-parallel-size %d",
+                               lc.num_layers, pp);
+            if (vpp > 1 && len < (int)sizeof(ctx))
+                len += snprintf(ctx + len, sizeof(ctx) - (size_t)len, ", %d virtual stages per pipeline rank", vpp);
+            if (lc.first_stage_layers && len < (int)sizeof(ctx))
+                len += snprintf(ctx + len, sizeof(ctx) - (size_t)len,
+                                ", --decoder-first-pipeline-num-layers %d", lc.first_stage_layers);
+            if (lc.last_stage_layers && len < (int)sizeof(ctx))
+                snprintf(ctx + len, sizeof(ctx) - (size_t)len, ", --decoder-last-pipeline-num-layers %d",
+                         lc.last_stage_layers);
+            mc_user_error("%s (%s)", err, ctx);
+        }
+
+    schedule_fits(a, a->num_microbatches, false, "training", a->global_batch_size, a->micro_batch_size);
+    if (a->eval_iters > 0) {
+        const int m = (int)(a->eval_global_batch_size / ((int64_t)a->eval_micro_batch_size * a->data_parallel_size));
+        schedule_fits(a, m, true, "evaluation", a->eval_global_batch_size, a->eval_micro_batch_size);
+    }
+}
+
 static void iteration_based(const mc_args_t *a)
 {
     if (a->train_samples)
@@ -246,7 +350,7 @@ static void training_length(mc_args_t *a)
 static void model_shape(mc_args_t *a)
 {
     const int h = a->hidden_size, heads = a->num_attention_heads;
-    const int tp = a->tensor_model_parallel_size, pp = a->pipeline_model_parallel_size;
+    const int tp = a->tensor_model_parallel_size;
     if (a->ffn_hidden_size == 0)
         a->ffn_hidden_size = a->swiglu ? checked_int((int64_t)((4.0 * h * 2 / 3) / 64) * 64, "--ffn-hidden-size")
                                        : checked_int(4 * (int64_t)h, "--ffn-hidden-size (4 x --hidden-size)");
@@ -272,9 +376,6 @@ static void model_shape(mc_args_t *a)
     if (a->context_parallel_size > 1 && a->seq_length % (2 * a->context_parallel_size) != 0)
         mc_user_error("--seq-length (%d) must be a multiple of 2 x --context-parallel-size (%d)",
                       a->seq_length, a->context_parallel_size);
-    if (a->num_layers % pp != 0)
-        mc_user_error("--num-layers (%d) must be divisible by --pipeline-model-parallel-size (%d)",
-                      a->num_layers, pp);
     if (a->embedding_init_method_std == 0) a->embedding_init_method_std = a->init_method_std;
 }
 
@@ -365,6 +466,7 @@ void mc_args_finalize(mc_args_t *args, int world_size)
     data_parallel(args);
     recompute(args);
     batch_sizes(args);
+    pipeline(args);
     model_shape(args);
     biases(args);
     vocabulary(args);

@@ -114,15 +114,32 @@ static void take_layer(alloc_ctx_t *acts, mc_layer_acts_t *a, const mc_gpt_confi
     a->act = take(acts, SB * F * f);
 }
 
-/* One slot of chunk ci: the microbatch's data this chunk reads, its input and output, and every
- * layer's saved activations. Recomputed layers keep only their group's input and point at the
+/* What the chunks of slot group g need: the most layers of any, and whether one has the
+ * embedding; the loss is group 1's. */
+static void group_needs(const mc_gpt_config_t *c, int g, int *n_layers, bool *pre, bool *post)
+{
+    *n_layers = 0;
+    *pre = false;
+    *post = g == 1;
+    for (int k = 0; k < c->n_chunks; k++) {
+        if (mc_gpt_slot_group(c, k) != g) continue;
+        if (c->chunk[k].n_layers > *n_layers) *n_layers = c->chunk[k].n_layers;
+        *pre |= c->chunk[k].pre;
+    }
+}
+
+/* One slot of group g: the microbatch's data its chunks read, the input and output, and every
+ * layer's saved activations, sized for the group's largest chunk (a smaller one uses a prefix:
+ * the recomputation groups of a prefix are laid out the same). Recomputed layers keep only their group's input and point at the
  * shared buffers of one recomputed group (m->rc), which the backward refills by running the
  * group's forward again; with selective recomputation every layer's softmax probabilities share
  * one buffer. */
-static void plan_slot(mc_gpt_t *m, alloc_ctx_t *acts, int ci, mc_gpt_slot_t *s)
+static void plan_slot(mc_gpt_t *m, alloc_ctx_t *acts, int g, mc_gpt_slot_t *s)
 {
     const mc_gpt_config_t *c = &m->cfg;
-    const mc_chunk_cfg_t *ch = &c->chunk[ci];
+    mc_chunk_cfg_t group;
+    group_needs(c, g, &group.n_layers, &group.pre, &group.post);
+    const mc_chunk_cfg_t *ch = &group;
     const tp_dims_t t = tp_dims(c);
     const long S = c->seq, B = c->max_batch, H = c->hidden;
     const long SB = S * B, LB = (long)t.seq * B, f = sizeof(float), ib = SB * (long)sizeof(int32_t);
@@ -187,8 +204,8 @@ static void plan_activations(mc_gpt_t *m, alloc_ctx_t *acts, alloc_ctx_t *ws)
                 groups = last - first + 1;
     for (int k = 0; k < groups; k++) take_layer(acts, &m->rc[k], c, k > 0, true);
     if (c->recompute == MC_RECOMPUTE_SELECTIVE) m->probs_scratch = take(acts, B * NH * S * S * f);
-    for (int ci = 0; ci < c->n_chunks; ci++)
-        for (int k = 0; k < c->chunk[ci].slots; k++) plan_slot(m, acts, ci, &m->slots[ci][k]);
+    for (int g = 0; g < MC_SLOT_GROUPS; g++)
+        for (int k = 0; k < c->slots[g]; k++) plan_slot(m, acts, g, &m->slots[g][k]);
 
     m->dloss = take(ws, SB * f);
     m->tmp_h = take(ws, SB * (H > A ? H : A) * f);
@@ -207,13 +224,17 @@ static int alloc_slot_structs(mc_gpt_t *m)
 {
     const mc_gpt_config_t *c = &m->cfg;
     int most = 1;
-    for (int ci = 0; ci < c->n_chunks; ci++) {
+    for (int ci = 0; ci < c->n_chunks; ci++)
         if (c->chunk[ci].n_layers > most) most = c->chunk[ci].n_layers;
-        m->slots[ci] = calloc((size_t)c->chunk[ci].slots, sizeof(mc_gpt_slot_t));
-        if (!m->slots[ci]) return -1;
-        for (int k = 0; k < c->chunk[ci].slots; k++) {
-            m->slots[ci][k].acts = calloc((size_t)(c->chunk[ci].n_layers + 1), sizeof(mc_layer_acts_t));
-            if (!m->slots[ci][k].acts) return -1;
+    for (int g = 0; g < MC_SLOT_GROUPS; g++) {
+        int n;
+        bool pre, post;
+        group_needs(c, g, &n, &pre, &post);
+        m->slots[g] = calloc((size_t)(c->slots[g] ? c->slots[g] : 1), sizeof(mc_gpt_slot_t));
+        if (!m->slots[g]) return -1;
+        for (int k = 0; k < c->slots[g]; k++) {
+            m->slots[g][k].acts = calloc((size_t)(n + 1), sizeof(mc_layer_acts_t));
+            if (!m->slots[g][k].acts) return -1;
         }
     }
     m->rc = calloc((size_t)most + 1, sizeof(mc_layer_acts_t));
@@ -222,11 +243,11 @@ static int alloc_slot_structs(mc_gpt_t *m)
 
 static void free_slot_structs(mc_gpt_t *m)
 {
-    for (int ci = 0; ci < MC_MAX_CHUNKS; ci++) {
-        if (!m->slots[ci]) continue;
-        for (int k = 0; k < m->cfg.chunk[ci].slots; k++) free(m->slots[ci][k].acts);
-        free(m->slots[ci]);
-        m->slots[ci] = NULL;
+    for (int g = 0; g < MC_SLOT_GROUPS; g++) {
+        if (!m->slots[g]) continue;
+        for (int k = 0; k < m->cfg.slots[g]; k++) free(m->slots[g][k].acts);
+        free(m->slots[g]);
+        m->slots[g] = NULL;
     }
     free(m->rc);
     m->rc = NULL;
@@ -476,9 +497,9 @@ static void backward_layer(mc_gpt_t *m, int j, uint32_t iteration)
 
 static mc_gpt_slot_t *use_slot(mc_gpt_t *m, int c, int k)
 {
-    if (c < 0 || c >= m->cfg.n_chunks || k < 0 || k >= m->cfg.chunk[c].slots)
-        mc_fatal("internal error: no activation slot %d of model chunk %d", k, c);
-    m->cur = &m->slots[c][k];
+    if (c < 0 || c >= m->cfg.n_chunks || k < 0 || k >= m->cfg.slots[mc_gpt_slot_group(&m->cfg, c)])
+        mc_fatal("internal error: no activation slot %d for model chunk %d", k, c);
+    m->cur = &m->slots[mc_gpt_slot_group(&m->cfg, c)][k];
     m->cur_chunk = c;
     return m->cur;
 }
@@ -529,6 +550,9 @@ void mc_gpt_forward_chunk(mc_gpt_t *m, int c, int k, const mc_microbatch_t *mb, 
     }
 
     for (int j = 0; j < ch->n_layers; j++) forward_layer(m, j, iteration, training, false);
+    float *chunk_out = ch->post ? sl->x_final : sl->out;
+    if (ch->n_layers == 0 && chunk_out != sl->in) /* a chunk without layers passes its input on */
+        be->memcpy_d2d(be, chunk_out, sl->in, (size_t)NL * sizeof(float));
 
     *loss_sum = *num_tokens = 0;
     if (!ch->post) return;

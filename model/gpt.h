@@ -5,9 +5,11 @@
  * layer and loss. The parameter table carries each tensor's global identity (name with the
  * global layer number, full shape), so any layout initialises and trains the same model.
  *
- * Activations live in slots: one slot holds one microbatch's activations through one chunk, and
- * each chunk has as many as the pipeline schedule keeps in flight (parallel/pipeline.c sizes
- * them); workspaces are shared. */
+ * Activations live in slots: one slot holds one microbatch's activations through one chunk. The
+ * chunks without the loss share one group of slots (sized for the largest of them), the chunk
+ * with the loss has its own (its slots also hold the logits); each group has as many as the
+ * pipeline schedule keeps in flight at once (parallel/pipeline.c counts them). Workspaces are
+ * shared. */
 #ifndef MC_MODEL_GPT_H
 #define MC_MODEL_GPT_H
 
@@ -32,8 +34,10 @@ typedef enum {
 typedef struct {
     int first_layer, n_layers; /* global layers [first_layer, first_layer + n_layers) */
     bool pre, post;            /* embedding (first virtual stage) / final norm, output, loss (last) */
-    int slots;                 /* activation slots: microbatches in flight through it at once */
 } mc_chunk_cfg_t;
+
+/* Slot groups: the chunks without the loss, and the chunk with it. */
+#define MC_SLOT_GROUPS 2
 
 typedef struct {
     int num_layers, hidden, heads, head_dim, ffn; /* num_layers: the whole model's */
@@ -54,7 +58,10 @@ typedef struct {
     int recompute_num_layers; /* uniform: layers per recomputed chunk; block: recomputed layers */
     int n_chunks;             /* model chunks on this rank: vpp (1 without interleaving) */
     mc_chunk_cfg_t chunk[MC_MAX_CHUNKS]; /* default: one chunk of every layer, pre and post */
+    int slots[MC_SLOT_GROUPS]; /* activation slots per group (microbatch x chunk in flight) */
 } mc_gpt_config_t;
+
+static inline int mc_gpt_slot_group(const mc_gpt_config_t *c, int chunk) { return c->chunk[chunk].post ? 1 : 0; }
 
 /* How a parameter is split over the tp ranks (Megatron's tensor_model_parallel attribute). */
 typedef enum {
@@ -159,8 +166,8 @@ typedef struct {
     float *param_buf, *grad_buf;
     mc_gpt_ptrs_t p, g;
 
-    /* activations: slots[c][k] is slot k of chunk c; cur is the one in flight */
-    mc_gpt_slot_t *slots[MC_MAX_CHUNKS];
+    /* activations: slots[g][k] is slot k of group g; cur is the one in flight */
+    mc_gpt_slot_t *slots[MC_SLOT_GROUPS];
     mc_gpt_slot_t *cur;
     int cur_chunk;
     float *dloss;                         /* [B*S] */
@@ -210,13 +217,13 @@ void mc_init_normal(float *dst, uint64_t seed, const char *name, long start, lon
 /* The default chunking (one chunk with every layer, pre and post, one slot) is what
  * mc_gpt_config_from_args sets; the pipeline replaces it (parallel/pipeline.c). */
 
-/* Forward of one microbatch through chunk c into its slot k. The pre chunk reads mb's tokens,
+/* Forward of one microbatch through chunk c into slot k of the chunk's group. The pre chunk reads mb's tokens,
  * the others read slot->in (received). The post chunk returns the masked loss sum in *loss_sum
  * and the token count in *num_tokens (0 elsewhere); the others leave their output in slot->out.
  * iteration keys the dropout masks; training = false disables dropout. */
 void mc_gpt_forward_chunk(mc_gpt_t *m, int c, int k, const mc_microbatch_t *mb, uint32_t iteration,
                           bool training, double *loss_sum, double *num_tokens);
-/* Backward of slot k of chunk c: from the loss with per-token weights (d objective / d loss[b,s]
+/* Backward of chunk c on slot k of its group: from the loss with per-token weights (d objective / d loss[b,s]
  * = loss_mask[b,s] * weight) on the post chunk, else from slot->dout. Gradients accumulate into
  * grad_buf; a chunk without the embedding leaves the gradient w.r.t. its input in slot->in. */
 void mc_gpt_backward_chunk(mc_gpt_t *m, int c, int k, uint32_t iteration, float weight);

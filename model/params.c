@@ -42,7 +42,9 @@ void mc_gpt_config_from_args(mc_gpt_config_t *c, const mc_args_t *a)
     c->recompute_num_layers = a->recompute_num_layers;
     c->n_chunks = 1;
     c->chunk[0] = (mc_chunk_cfg_t){.first_layer = 0, .n_layers = c->num_layers, .pre = true,
-                                   .post = true, .slots = 1};
+                                   .post = true};
+    c->slots[0] = 0;
+    c->slots[1] = 1;
 }
 
 static mc_param_t *add_param(mc_gpt_t *m, int *cap, const char *name, int64_t d0, int64_t d1,
@@ -82,7 +84,7 @@ void mc_gpt_build_params(mc_gpt_t *m, const mc_gpt_config_t *cfg)
     if (c->tp < 1) c->tp = 1; /* a configuration written by hand may leave these 0 */
     if (c->n_chunks < 1) {
         c->n_chunks = 1;
-        c->chunk[0] = (mc_chunk_cfg_t){0, c->num_layers, true, true, 1};
+        c->chunk[0] = (mc_chunk_cfg_t){0, c->num_layers, true, true};
     }
     bool pre = false, post = false;
     for (int k = 0; k < c->n_chunks; k++) {
@@ -90,7 +92,12 @@ void mc_gpt_build_params(mc_gpt_t *m, const mc_gpt_config_t *cfg)
         m->n_local_layers += c->chunk[k].n_layers;
         pre |= c->chunk[k].pre;
         post |= c->chunk[k].post;
-        if (c->chunk[k].slots < 1) c->chunk[k].slots = 1;
+    }
+    /* a group with chunks has a slot at least; one without has none */
+    for (int g = 0; g < MC_SLOT_GROUPS; g++) {
+        bool used = false;
+        for (int k = 0; k < c->n_chunks; k++) used |= mc_gpt_slot_group(c, k) == g;
+        c->slots[g] = !used ? 0 : c->slots[g] < 1 ? 1 : c->slots[g];
     }
     m->layer_no = malloc((size_t)(m->n_local_layers ? m->n_local_layers : 1) * sizeof(int));
     if (!m->layer_no) mc_fatal("out of host memory building the parameter table");

@@ -59,21 +59,21 @@ int mc_pipeline_slots(const mc_pp_config_t *cfg, int *slots, char *err, size_t e
         post[c] = mc_pp_is_post_process(cfg->pp_size, vpp, cfg->pp_rank, c);
     }
     slot_rules_t r = {vpp, M, cfg->forward_only, post, pre};
-    int live[MC_MAX_CHUNKS] = {0};
+    int live[MC_SLOT_GROUPS] = {0};
     char *held = calloc((size_t)M * (size_t)vpp, 1);
     if (!held) {
         free(acts);
         return mc_errf(err, errn, "out of host memory counting pipeline slots");
     }
-    for (int c = 0; c < vpp; c++) slots[c] = 1;
+    for (int g = 0; g < MC_SLOT_GROUPS; g++) slots[g] = 0;
 #define TAKE(mb, c)                                                                                \
     do {                                                                                           \
         if (!held[(mb) * vpp + (c)]) {                                                             \
             held[(mb) * vpp + (c)] = 1;                                                            \
-            if (++live[c] > slots[c]) slots[c] = live[c];                                          \
+            if (++live[post[c]] > slots[post[c]]) slots[post[c]] = live[post[c]];                  \
         }                                                                                          \
     } while (0)
-#define GIVE(mb, c) (live[c]--)
+#define GIVE(mb, c) (live[post[c]]--)
     for (int i = 0; i < n; i++) {
         const mc_pp_action_t *x = &acts[i];
         if (x->type == MC_PP_COMPUTE) {
@@ -104,9 +104,8 @@ int mc_pipeline_configure(mc_gpt_config_t *cfg, const mc_args_t *a, int pp_rank,
     const mc_pp_layers_cfg_t lc = {.num_layers = a->num_layers, .pp_size = train.pp_size, .vpp = vpp,
                                    .first_stage_layers = a->decoder_first_pipeline_num_layers,
                                    .last_stage_layers = a->decoder_last_pipeline_num_layers};
-    int train_slots[MC_MAX_CHUNKS], eval_slots[MC_MAX_CHUNKS];
+    int train_slots[MC_SLOT_GROUPS], eval_slots[MC_SLOT_GROUPS] = {0};
     if (mc_pipeline_slots(&train, train_slots, err, errn) != 0) return -1;
-    for (int c = 0; c < vpp; c++) eval_slots[c] = 1;
     const int eval_mbs = a->eval_micro_batch_size > 0 ? a->eval_micro_batch_size : a->micro_batch_size;
     const int dp = a->data_parallel_size > 0 ? a->data_parallel_size : 1;
     const int eval_m = a->eval_global_batch_size / (eval_mbs * dp);
@@ -120,8 +119,9 @@ int mc_pipeline_configure(mc_gpt_config_t *cfg, const mc_args_t *a, int pp_rank,
         if (mc_pp_layers(&lc, pp_rank, c, &ch->first_layer, &ch->n_layers, err, errn) != 0) return -1;
         ch->pre = mc_pp_is_pre_process(pp_rank, c);
         ch->post = mc_pp_is_post_process(train.pp_size, vpp, pp_rank, c);
-        ch->slots = train_slots[c] > eval_slots[c] ? train_slots[c] : eval_slots[c];
     }
+    for (int g = 0; g < MC_SLOT_GROUPS; g++)
+        cfg->slots[g] = train_slots[g] > eval_slots[g] ? train_slots[g] : eval_slots[g];
     return 0;
 }
 
@@ -137,17 +137,17 @@ void mc_pipeline_init(mc_pipeline_t *p, mc_gpt_t *model, mc_comm_t *comm, mc_gro
     p->args = a;
     p->pp_rank = pp_rank;
     p->timers = timers;
-    for (int c = 0; c < model->cfg.n_chunks; c++) {
-        const int n = model->cfg.chunk[c].slots;
-        p->slots[c] = malloc((size_t)n * sizeof(mc_pipe_slot_t));
-        if (!p->slots[c]) mc_fatal("out of host memory");
-        for (int k = 0; k < n; k++) p->slots[c][k] = (mc_pipe_slot_t){.mb = -1, .req = MC_REQ_DONE};
+    for (int g = 0; g < MC_SLOT_GROUPS; g++) {
+        const int n = model->cfg.slots[g];
+        p->slots[g] = malloc((size_t)(n ? n : 1) * sizeof(mc_pipe_slot_t));
+        if (!p->slots[g]) mc_fatal("out of host memory");
+        for (int k = 0; k < n; k++) p->slots[g][k] = (mc_pipe_slot_t){.mb = -1, .req = MC_REQ_DONE};
     }
 }
 
 void mc_pipeline_free(mc_pipeline_t *p)
 {
-    for (int c = 0; c < MC_MAX_CHUNKS; c++) free(p->slots[c]);
+    for (int g = 0; g < MC_SLOT_GROUPS; g++) free(p->slots[g]);
     free(p->slot_of);
     free(p->weight);
     memset(p, 0, sizeof(*p));
@@ -178,20 +178,28 @@ static int *slot_ref(mc_pipeline_t *p, int mb, int c)
     return &p->slot_of[mb * p->model->cfg.n_chunks + c];
 }
 
-/* The slot of (mb, c), taken from the chunk's ring if it has none yet. */
+/* The bookkeeping of slot k of chunk c's group. */
+static mc_pipe_slot_t *pslot(mc_pipeline_t *p, int c, int k)
+{
+    return &p->slots[mc_gpt_slot_group(&p->model->cfg, c)][k];
+}
+
+/* The slot of (mb, c), taken from the chunk's group if it has none yet: a free one, preferably
+ * one whose last batch is complete. */
 static int take_slot(mc_pipeline_t *p, int mb, int c)
 {
     int *ref = slot_ref(p, mb, c);
     if (*ref >= 0) return *ref;
-    const int n = p->model->cfg.chunk[c].slots;
-    const int k = p->next[c];
-    mc_pipe_slot_t *s = &p->slots[c][k];
-    if (s->mb >= 0)
-        mc_fatal("internal error: pipeline slot %d of chunk %d still holds microbatch %d when "
-                 "microbatch %d needs it", k, c, s->mb, mb);
+    const int g = mc_gpt_slot_group(&p->model->cfg, c), n = p->model->cfg.slots[g];
+    int k = -1;
+    for (int i = 0; i < n && (k < 0 || p->slots[g][k].req != MC_REQ_DONE); i++)
+        if (p->slots[g][i].mb < 0 && (k < 0 || p->slots[g][i].req == MC_REQ_DONE)) k = i;
+    if (k < 0)
+        mc_fatal("internal error: no free activation slot for microbatch %d of chunk %d (%d planned)",
+                 mb, c, n);
+    mc_pipe_slot_t *s = &p->slots[g][k];
     settle(p, s); /* a send may still read its buffers */
     s->mb = mb;
-    p->next[c] = (k + 1) % n;
     *ref = k;
     return k;
 }
@@ -200,7 +208,7 @@ static void give_slot(mc_pipeline_t *p, int mb, int c)
 {
     const int k = *slot_ref(p, mb, c);
     if (k < 0) mc_fatal("internal error: microbatch %d of chunk %d has no pipeline slot", mb, c);
-    p->slots[c][k].mb = -1;
+    pslot(p, c, k)->mb = -1;
 }
 
 /* Megatron's p2p_communication call a batch corresponds to, for its timer. */
@@ -238,7 +246,7 @@ static void run_batch(mc_pipeline_t *p, const mc_pipeline_step_t *st, const mc_p
                                                     : *slot_ref(p, o->mb, o->chunk);
         if (slot < 0)
             mc_fatal("internal error: p2p of microbatch %d chunk %d before its forward", o->mb, o->chunk);
-        const mc_gpt_slot_t *gs = &m->slots[o->chunk][slot];
+        const mc_gpt_slot_t *gs = &m->slots[mc_gpt_slot_group(&m->cfg, o->chunk)][slot];
         float *buf = o->dir == MC_P2P_SEND_PREV ? gs->in
                      : o->dir == MC_P2P_RECV_PREV ? gs->in
                      : o->dir == MC_P2P_SEND_NEXT ? gs->out
@@ -260,7 +268,7 @@ static void run_batch(mc_pipeline_t *p, const mc_pipeline_step_t *st, const mc_p
     }
     timer_stop(p, timer);
     for (int k = 0; k < x->n_ops; k++) {
-        mc_pipe_slot_t *ps = &p->slots[touched[k][0]][touched[k][1]];
+        mc_pipe_slot_t *ps = pslot(p, touched[k][0], touched[k][1]);
         ps->req = req;
         ps->timer = timer;
     }
@@ -276,7 +284,7 @@ static void run_compute(mc_pipeline_t *p, const mc_pipeline_step_t *st, const mc
     if (mb < 0 || mb >= st->M) mc_fatal("internal error: compute of microbatch %d", mb);
     if (x->kind == MC_PP_FORWARD) {
         const int k = take_slot(p, mb, c);
-        settle(p, &p->slots[c][k]); /* its input may still be arriving */
+        settle(p, pslot(p, c, k)); /* its input may still be arriving */
         double sum = 0, cnt = 0;
         timer_start(p, MC_T_FORWARD_COMPUTE);
         mc_gpt_forward_chunk(m, c, k, &st->mbs[mb], st->iteration, !st->forward_only, &sum, &cnt);
@@ -285,7 +293,7 @@ static void run_compute(mc_pipeline_t *p, const mc_pipeline_step_t *st, const mc
     } else {
         const int k = *slot_ref(p, mb, c);
         if (k < 0) mc_fatal("internal error: backward of microbatch %d chunk %d before its forward", mb, c);
-        settle(p, &p->slots[c][k]); /* its output gradient may still be arriving */
+        settle(p, pslot(p, c, k)); /* its output gradient may still be arriving */
         if (st->before_backward) st->before_backward(st->ctx, mb, c);
         timer_start(p, MC_T_BACKWARD_COMPUTE);
         mc_gpt_backward_chunk(m, c, k, st->iteration, m->cfg.chunk[c].post ? p->weight[mb] : 0.0f);
@@ -326,12 +334,12 @@ void mc_pipeline_run(mc_pipeline_t *p, const mc_pipeline_step_t *st)
         else run_batch(p, st, &acts[i], &r);
     }
     /* every batch complete, every slot free for the next run */
-    for (int c = 0; c < vpp; c++)
-        for (int k = 0; k < m->cfg.chunk[c].slots; k++) {
-            settle(p, &p->slots[c][k]);
-            if (p->slots[c][k].mb >= 0)
-                mc_fatal("internal error: pipeline slot %d of chunk %d still holds microbatch %d "
-                         "after the schedule", k, c, p->slots[c][k].mb);
+    for (int g = 0; g < MC_SLOT_GROUPS; g++)
+        for (int k = 0; k < m->cfg.slots[g]; k++) {
+            settle(p, &p->slots[g][k]);
+            if (p->slots[g][k].mb >= 0)
+                mc_fatal("internal error: activation slot %d of group %d still holds microbatch %d "
+                         "after the schedule", k, g, p->slots[g][k].mb);
         }
     free(acts);
 }

@@ -3,13 +3,13 @@
  * (MEGATRON.md section 5), one code path for all three.
  *
  * Activations and their gradients cross stages as [s/(tp if sequence parallel), b, h] tensors in
- * p2p batches (mc_p2p_batch: one ncclGroupStart/End), ops in Megatron's order. Each chunk keeps
- * its microbatches' activations in a ring of slots (model/gpt.h), as many as the schedule has in
- * flight: a slot is taken when the chunk's input is received (or, on the first virtual stage, at
- * the forward) and given back once the batch that sends its last tensor (the input gradient;
- * with forward_only the output) is posted, or after the backward (forward) that needs nothing
- * sent. A slot taken again first waits for that batch, so a buffer is never reused while a send
- * reads it. mc_pipeline_slots counts the slots with the same rules.
+ * p2p batches (mc_p2p_batch: one ncclGroupStart/End), ops in Megatron's order. A microbatch's
+ * activations through a chunk live in a slot of the chunk's group (model/gpt.h): a slot is taken
+ * when the chunk's input is received (or, on the first virtual stage, at the forward) and given
+ * back once the batch that sends its last tensor (the input gradient; with forward_only the
+ * output) is posted, or after the backward (forward) that needs nothing sent. A slot taken again
+ * first waits for that batch, so a buffer is never reused while a send reads it.
+ * mc_pipeline_slots counts the slots each group needs at once with the same rules.
  *
  * Asynchronous batches (interleaving with overlap_p2p_comm) are started and waited for only
  * before the compute that reads what they receive, or before their slot is reused. The
@@ -32,8 +32,9 @@
 mc_pp_config_t mc_pipeline_schedule_config(const mc_args_t *a, int pp_rank, int num_microbatches,
                                            bool forward_only);
 
-/* Slots each local chunk needs for this schedule (slots[c] for c < vpp, at least 1). Returns 0,
- * or -1 with one line in err. */
+/* Slots each group needs at once for this schedule (slots[g] for g < MC_SLOT_GROUPS: the chunks
+ * without the loss, the chunk with it; 0 for a group without chunks). Returns 0, or -1 with one
+ * line in err. */
 int mc_pipeline_slots(const mc_pp_config_t *cfg, int *slots, char *err, size_t errn);
 
 /* This rank's chunks for pp rank pp_rank: layers (mc_pp_layers), pre/post process, and slots for
@@ -54,8 +55,7 @@ typedef struct {
     const mc_args_t *args;
     int pp_rank;
     mc_timers_t *timers;  /* may be NULL */
-    mc_pipe_slot_t *slots[MC_MAX_CHUNKS];
-    int next[MC_MAX_CHUNKS]; /* ring position of the next slot to take */
+    mc_pipe_slot_t *slots[MC_SLOT_GROUPS];
     int *slot_of;         /* [M * vpp]: slot of (mb, chunk), -1 when none */
     float *weight;        /* [M]: loss weight of each microbatch's backward (post chunk) */
     int cap_m;

@@ -863,6 +863,9 @@ int mc_pp_layers(const mc_pp_layers_cfg_t *c, int pp_rank, int chunk, int *first
     if (middle_layers < 0 || (!middle_stages && middle_layers))
         return mc_errf(err, errn, "decoder first/last pipeline num layers (%d, %d) do not add up to "
                                "num layers %d", F, Ls, L);
+    if (middle_stages && !middle_layers)
+        return mc_errf(err, errn, "Mismatch: 0 middle layers remaining but %d middle PP stages "
+                               "available.", middle_stages);
     if (middle_stages && middle_layers % middle_stages)
         return mc_errf(err, errn, "number of layers at middle stage: %d must be divisible by the "
                                "middle pipeline model parallel size %d", middle_layers,

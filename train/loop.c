@@ -276,7 +276,7 @@ static void log_iteration(mc_trainer_t *t, interval_t *iv, const mc_step_result_
     struct timespec when;
     clock_gettime(CLOCK_REALTIME, &when);
     mc_format_log_line(buf, sizeof(buf), &l, &when);
-    char timers[4096], volume[2048] = "";
+    char timers[1 << 16], volume[2048] = ""; /* --timing-log-option all lists every rank */
     mc_timers_report(&t->timers, a->log_interval, timers, sizeof(timers));
     if (a->timing_log_level >= 1) format_volume(t, iv, iters > 0 ? iters : 1, volume, sizeof(volume));
     if (is_last_rank(t)) {

@@ -74,7 +74,7 @@ void mc_trainer_memory(const mc_args_t *args, mc_memory_plan_t *out)
         mc_memory_plan_t m = {.params = (double)pb, .grads = (double)pb,
                               .optimizer = (double)mc_adam_state_bytes(state_len),
                               .activations = (double)ab, .workspace = (double)wb, .stage = r};
-        for (int c = 0; c < plan.cfg.n_chunks; c++) m.inflight += plan.cfg.chunk[c].slots;
+        for (int g = 0; g < MC_SLOT_GROUPS; g++) m.inflight += plan.cfg.slots[g];
         const double total = m.params + m.grads + m.optimizer + m.activations + m.workspace;
         if (total > best) {
             best = total;
@@ -112,7 +112,7 @@ int mc_trainer_init(mc_trainer_t *t, const mc_args_t *args, const mc_backend_t *
     optimizer_segments(&t->model, &t->ddp, &segs, &n, &state_len);
     if (mc_adam_init(&t->opt, &t->model, args, segs, n, state_len) != 0) return -1;
     mc_lr_sched_init(&t->sched, args);
-    mc_timers_init(&t->timers, args->timing_log_level, strcmp(args->timing_log_option, "max") == 0,
+    mc_timers_init(&t->timers, args->timing_log_level, mc_timing_option(args->timing_log_option),
                    args->barrier_with_l1_time, comm);
     mc_pipeline_init(&t->pipe, &t->model, comm, t->par.pp, args, t->par.me.pp, &t->timers);
 

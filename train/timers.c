@@ -35,11 +35,19 @@ static const struct {
     [MC_T_OPTIMIZER] = {"optimizer", 1, true},
 };
 
-void mc_timers_init(mc_timers_t *t, int level, bool max_only, bool barrier_l1, mc_comm_t *comm)
+mc_timing_option_t mc_timing_option(const char *name)
+{
+    if (strcmp(name, "max") == 0) return MC_TIMING_MAX;
+    if (strcmp(name, "all") == 0) return MC_TIMING_ALL;
+    return MC_TIMING_MINMAX;
+}
+
+void mc_timers_init(mc_timers_t *t, int level, mc_timing_option_t option, bool barrier_l1,
+                    mc_comm_t *comm)
 {
     memset(t, 0, sizeof(*t));
     t->level = level;
-    t->max_only = max_only;
+    t->option = option;
     t->barrier_l1 = barrier_l1;
     t->comm = comm;
 }
@@ -65,37 +73,75 @@ void mc_timer_label(char *buf, size_t n, const char *name, const char *name2)
     buf[len] = '\0';
 }
 
-void mc_timers_report(mc_timers_t *t, double normalizer, char *buf, size_t n)
+#define TRUNCATED "\n    ... (truncated)"
+
+/* Copies the whole block text into buf, or its longest prefix of whole lines followed by
+ * TRUNCATED when it does not fit. */
+static void copy_block(const char *text, size_t len, char *buf, size_t n)
 {
-    buf[0] = '\0';
-    if (t->level == 0) return;
-    const int W = t->comm->size;
-    double *all = malloc((size_t)W * MC_TIMERS * sizeof(double));
-    if (!all) mc_fatal("out of host memory");
-    mc_all_gather(t->comm, t->comm->world, t->elapsed, all, MC_TIMERS, MC_DT_F64);
-    size_t len = (size_t)snprintf(buf, n, "%s time across ranks (ms):", t->max_only ? "max" : "(min, max)");
+    if (n == 0) return;
+    if (len < n) {
+        memcpy(buf, text, len + 1);
+        return;
+    }
+    size_t keep = n > sizeof(TRUNCATED) ? n - sizeof(TRUNCATED) : 0; /* room for the marker */
+    while (keep > 0 && text[keep] != '\n') keep--;
+    memcpy(buf, text, keep);
+    buf[keep] = '\0';
+    if (keep + sizeof(TRUNCATED) <= n) memcpy(buf + keep, TRUNCATED, sizeof(TRUNCATED));
+}
+
+void mc_timers_format(mc_timing_option_t option, const double *all, int world, double normalizer,
+                      char *buf, size_t n)
+{
+    if (n) buf[0] = '\0';
+    char *text = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&text, &len);
+    if (!f) mc_fatal("out of host memory");
+    /* _get_global_min_max_time_string / _get_all_ranks_time_string: times in ms per iteration */
+    const double scale = 1000.0 / normalizer;
+    fputs(option == MC_TIMING_ALL ? "times across ranks (ms):"
+          : option == MC_TIMING_MAX ? "max time across ranks (ms):"
+                                    : "(min, max) time across ranks (ms):", f);
     bool any = false;
     for (int id = 0; id < MC_TIMERS; id++) {
         /* Megatron keeps the ranks that used the timer (time > 0) */
         double lo = 0, hi = 0;
         int used = 0;
-        for (int r = 0; r < W; r++) {
-            double v = all[r * MC_TIMERS + id] * 1000.0 / normalizer;
+        for (int r = 0; r < world; r++) {
+            const double v = all[(size_t)r * MC_TIMERS + id] * scale;
             if (v <= 0) continue;
+            if (option == MC_TIMING_ALL) {
+                if (!used) fprintf(f, "\n  %s:", INFO[id].name);
+                fprintf(f, "\n     rank %2d: %.2f", r, v);
+            }
             lo = used ? (v < lo ? v : lo) : v;
             hi = used ? (v > hi ? v : hi) : v;
             used++;
         }
         if (!used) continue;
         any = true;
+        if (option == MC_TIMING_ALL) continue;
         char label[64];
         mc_timer_label(label, sizeof(label), INFO[id].name, "");
-        if (len < n) {
-            if (t->max_only) len += (size_t)snprintf(buf + len, n - len, "\n    %s: %.2f", label, hi);
-            else len += (size_t)snprintf(buf + len, n - len, "\n    %s: (%.2f, %.2f)", label, lo, hi);
-        }
+        if (option == MC_TIMING_MAX) fprintf(f, "\n    %s: %.2f", label, hi);
+        else fprintf(f, "\n    %s: (%.2f, %.2f)", label, lo, hi);
     }
-    if (!any) buf[0] = '\0';
+    if (fclose(f) != 0 || !text) mc_fatal("out of host memory");
+    if (any) copy_block(text, len, buf, n);
+    free(text);
+}
+
+void mc_timers_report(mc_timers_t *t, double normalizer, char *buf, size_t n)
+{
+    if (n) buf[0] = '\0';
+    if (t->level == 0) return;
+    const int W = t->comm->size;
+    double *all = malloc((size_t)W * MC_TIMERS * sizeof(double));
+    if (!all) mc_fatal("out of host memory");
+    mc_all_gather(t->comm, t->comm->world, t->elapsed, all, MC_TIMERS, MC_DT_F64);
+    mc_timers_format(t->option, all, W, normalizer, buf, n);
     memset(t->elapsed, 0, sizeof(t->elapsed));
     free(all);
 }

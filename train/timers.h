@@ -1,6 +1,7 @@
 /* Megatron's timers (megatron/core/timers.py) for --timing-log-level 1 and 2: named wall-clock
- * timers that accumulate over a log interval, reported after the log line as the minimum and
- * maximum over ranks of (time / log interval) in ms, for the timers some rank used. */
+ * timers that accumulate over a log interval, reported after the log line per
+ * --timing-log-option as the minimum and maximum (minmax), the maximum (max) or every rank's value
+ * (all) over ranks of (time / log interval) in ms, for the timers (and ranks) that used them. */
 #ifndef MC_TRAIN_TIMERS_H
 #define MC_TRAIN_TIMERS_H
 
@@ -37,15 +38,26 @@ typedef enum {
     MC_TIMERS
 } mc_timer_id_t;
 
+/* --timing-log-option */
+typedef enum {
+    MC_TIMING_MINMAX, /* "(min, max) time across ranks (ms):" (Megatron's default) */
+    MC_TIMING_MAX,    /* "max time across ranks (ms):" */
+    MC_TIMING_ALL,    /* "times across ranks (ms):", then each rank's time under each timer */
+} mc_timing_option_t;
+
+/* "minmax", "max" or "all" (the flag's choices); anything else is minmax. */
+mc_timing_option_t mc_timing_option(const char *name);
+
 typedef struct {
     int level;               /* --timing-log-level */
-    bool max_only;           /* --timing-log-option max */
+    mc_timing_option_t option; /* --timing-log-option */
     bool barrier_l1;         /* barrier before the level-1 timers that Megatron barriers */
     double start[MC_TIMERS], elapsed[MC_TIMERS];
     mc_comm_t *comm;
 } mc_timers_t;
 
-void mc_timers_init(mc_timers_t *t, int level, bool max_only, bool barrier_l1, mc_comm_t *comm);
+void mc_timers_init(mc_timers_t *t, int level, mc_timing_option_t option, bool barrier_l1,
+                    mc_comm_t *comm);
 /* No-ops for timers above the level. */
 void mc_timer_start(mc_timers_t *t, mc_timer_id_t id);
 void mc_timer_stop(mc_timers_t *t, mc_timer_id_t id);
@@ -54,5 +66,11 @@ void mc_timer_label(char *buf, size_t n, const char *name, const char *name2);
 /* Collective over the world: gathers every rank's times, formats Megatron's block into buf
  * (empty when nothing was timed) and resets the timers. */
 void mc_timers_report(mc_timers_t *t, double normalizer, char *buf, size_t n);
+/* The formatting alone (Timers.get_all_timers_string): all[r * MC_TIMERS + id] is rank r's
+ * elapsed seconds for timer id, world ranks; a rank's time counts only when > 0. Writes the
+ * block (no trailing newline) into buf, or "" when no rank timed anything. A block longer than
+ * buf ends in a "    ... (truncated)" line instead of being cut mid-line. */
+void mc_timers_format(mc_timing_option_t option, const double *all, int world, double normalizer,
+                      char *buf, size_t n);
 
 #endif

@@ -131,6 +131,14 @@ static void test_defaults_are_megatrons(void **state)
     assert_true(a.init_method_std == 0.02);
     assert_int_equal(a.tensor_model_parallel_size, 1);
     assert_int_equal(a.pipeline_model_parallel_size, 1);
+    assert_int_equal(a.virtual_pipeline_model_parallel_size, 1); /* None */
+    assert_int_equal(a.num_layers_per_virtual_pipeline_stage, 0);
+    assert_int_equal(a.num_virtual_stages_per_pipeline_rank, 0);
+    assert_int_equal(a.decoder_first_pipeline_num_layers, 0);
+    assert_int_equal(a.decoder_last_pipeline_num_layers, 0);
+    assert_int_equal(a.microbatch_group_size_per_vp_stage, 0);
+    assert_true(a.overlap_p2p_comm); /* Megatron's default; validation turns it off without VPP */
+    assert_string_equal(a.timing_log_option, "minmax");
     assert_int_equal(a.context_parallel_size, 1);
     assert_string_equal(a.distributed_backend, "nccl");
     assert_string_equal(a.optimizer, "adam");
@@ -301,6 +309,8 @@ static void test_noops_and_sequence_parallel(void **state)
     assert_string_equal(a.distributed_backend, "mpi");
     assert_int_equal(a.timing_log_level, 0);
     assert_int_equal(a.cpu_threads, 4);
+    parse_line(&a, MINIMAL " --timing-log-option all --timing-log-level 2", 1);
+    assert_string_equal(a.timing_log_option, "all");
 }
 
 /* nargs lists stop at the next flag; --data-path without --split gets the legacy split. */
@@ -395,7 +405,6 @@ static void test_bad_values(void **state)
     expect_error(ISSUE_LINE " --hidden-size 0", "argument --hidden-size: invalid value '0'");
     expect_error(ISSUE_LINE " --hidden-dropout 1", "must be in [0, 1)");
     expect_error(ISSUE_LINE " --timing-log-level 3", "must be in [0, 2]");
-    expect_error(ISSUE_LINE " --timing-log-option all", "not implemented yet");
     expect_error(ISSUE_LINE " --overlap-param-gather --overlap-grad-reduce",
                  "--overlap-param-gather only supported with distributed optimizer");
     expect_error(ISSUE_LINE " --overlap-param-gather --use-distributed-optimizer",
@@ -476,7 +485,17 @@ static void test_not_implemented_flags(void **state)
     expect_error(ISSUE_LINE " --save /tmp/ckpt", "--save is recognised but not implemented yet");
     expect_error(ISSUE_LINE " --distribute-saved-activations", "--distribute-saved-activations is recognised");
     expect_error(ISSUE_LINE " --pipeline-model-parallel-size 2",
-                 "--pipeline-model-parallel-size 2 is recognised but not implemented yet in megatron-c (supported: 1");
+                 "world size (1) is not divisible by tensor x pipeline x context parallel size");
+    expect_error(ISSUE_LINE " --pipeline-model-parallel-layout E|t|t|L",
+                 "--pipeline-model-parallel-layout is recognised but not implemented yet");
+    expect_error(ISSUE_LINE " --account-for-embedding-in-pipeline-split",
+                 "--account-for-embedding-in-pipeline-split is recognised but not implemented yet");
+    expect_error(ISSUE_LINE " --account-for-loss-in-pipeline-split",
+                 "--account-for-loss-in-pipeline-split is recognised but not implemented yet");
+    expect_error(ISSUE_LINE " --overlap-p2p-communication-warmup-flush",
+                 "--overlap-p2p-communication-warmup-flush is recognised but not implemented yet");
+    expect_error(ISSUE_LINE " --defer-embedding-wgrad-compute",
+                 "--defer-embedding-wgrad-compute is recognised but not implemented yet");
     expect_error(ISSUE_LINE " --tensor-model-parallel-size 2",
                  "world size (1) is not divisible by tensor x pipeline x context parallel size");
     expect_error(ISSUE_LINE " --lr-decay-style WSD", "--lr-decay-style WSD is recognised but not implemented yet");
@@ -517,6 +536,221 @@ static void test_help_and_markdown(void **state)
     assert_non_null(strstr(r.out, "| `--num-layers` | `None` | implemented |"));
     assert_non_null(strstr(r.out, "| `--bf16` | `False` | not implemented yet |"));
     assert_non_null(strstr(r.out, "| `--eval-interval` | `1000` | implemented |"));
+}
+
+/* ---- pipeline parallelism (MEGATRON.md 3.1 "Virtual pipeline", 3.2, 5.2) ---- */
+
+/* 8 layers, 8 sequences of 2 per step: 8 microbatches at dp 1. */
+#define PP_LINE MINIMAL " --num-layers 8 --global-batch-size 16"
+
+static void test_pipeline_without_vpp(void **state)
+{
+    (void)state;
+    static mc_args_t a;
+    parse_line(&a, PP_LINE " --pipeline-model-parallel-size 2", 2);
+    assert_int_equal(a.pipeline_model_parallel_size, 2);
+    assert_int_equal(a.data_parallel_size, 1);
+    assert_int_equal(a.num_microbatches, 8);
+    assert_int_equal(a.virtual_pipeline_model_parallel_size, 1);
+    assert_false(a.overlap_p2p_comm); /* forced off without VPP */
+    /* pp x dp; 1F1B has no rule on the microbatch count (one microbatch, four stages) */
+    parse_line(&a, PP_LINE " --pipeline-model-parallel-size 4 --global-batch-size 4", 8);
+    assert_int_equal(a.data_parallel_size, 2);
+    assert_int_equal(a.num_microbatches, 1);
+    assert_int_equal(a.virtual_pipeline_model_parallel_size, 1);
+    /* the group size means nothing without VPP, as in Megatron */
+    parse_line(&a, PP_LINE " --pipeline-model-parallel-size 2 "
+                   "--microbatch-group-size-per-virtual-pipeline-stage 3", 2);
+    assert_int_equal(a.microbatch_group_size_per_vp_stage, 3);
+    assert_int_equal(a.virtual_pipeline_model_parallel_size, 1);
+    parse_line(&a, PP_LINE " --no-overlap-p2p-communication", 1);
+    assert_false(a.overlap_p2p_comm);
+    /* flags that change nothing megatron-c computes */
+    parse_line(&a, PP_LINE " --pipeline-model-parallel-size 2 --use-ring-exchange-p2p "
+                   "--no-scatter-gather-tensors-in-pipeline --wgrad-deferral-limit 0 "
+                   "--no-align-grad-reduce --no-align-param-gather", 2);
+    assert_int_equal(a.pipeline_model_parallel_size, 2);
+}
+
+static void test_pipeline_vpp_derived(void **state)
+{
+    (void)state;
+    static mc_args_t a;
+    /* K: vpp = (num_layers / pp) / K */
+    parse_line(&a, PP_LINE " --pipeline-model-parallel-size 2 --num-layers-per-virtual-pipeline-stage 2", 2);
+    assert_int_equal(a.num_layers_per_virtual_pipeline_stage, 2);
+    assert_int_equal(a.virtual_pipeline_model_parallel_size, 2);
+    assert_true(a.overlap_p2p_comm); /* the default with VPP */
+    parse_line(&a, PP_LINE " --pipeline-model-parallel-size 2 --num-layers-per-virtual-pipeline-stage 1", 2);
+    assert_int_equal(a.virtual_pipeline_model_parallel_size, 4);
+    /* a vpp of 1 is None: no interleaving, no overlap */
+    parse_line(&a, PP_LINE " --pipeline-model-parallel-size 2 --num-layers-per-virtual-pipeline-stage 4", 2);
+    assert_int_equal(a.virtual_pipeline_model_parallel_size, 1);
+    assert_false(a.overlap_p2p_comm);
+    /* V: vpp = V */
+    parse_line(&a, PP_LINE " --pipeline-model-parallel-size 2 --num-virtual-stages-per-pipeline-rank 2", 2);
+    assert_int_equal(a.num_virtual_stages_per_pipeline_rank, 2);
+    assert_int_equal(a.virtual_pipeline_model_parallel_size, 2);
+    assert_true(a.overlap_p2p_comm);
+    parse_line(&a, PP_LINE " --pipeline-model-parallel-size 2 --num-virtual-stages-per-pipeline-rank 1", 2);
+    assert_int_equal(a.virtual_pipeline_model_parallel_size, 1);
+    assert_false(a.overlap_p2p_comm);
+    /* without overlap the interleaved schedule needs pp > 2 */
+    parse_line(&a, PP_LINE " --pipeline-model-parallel-size 4 --num-virtual-stages-per-pipeline-rank 2 "
+                   "--no-overlap-p2p-communication", 4);
+    assert_int_equal(a.virtual_pipeline_model_parallel_size, 2);
+    assert_false(a.overlap_p2p_comm);
+    /* the group size G: pp <= G <= M and M % G in {0} or >= pp (8 microbatches, pp 2) */
+    parse_line(&a, PP_LINE " --pipeline-model-parallel-size 2 --num-virtual-stages-per-pipeline-rank 2 "
+                   "--microbatch-group-size-per-virtual-pipeline-stage 3", 2);
+    assert_int_equal(a.microbatch_group_size_per_vp_stage, 3);
+    parse_line(&a, PP_LINE " --pipeline-model-parallel-size 2 --num-virtual-stages-per-pipeline-rank 2 "
+                   "--microbatch-group-size-per-virtual-pipeline-stage 8", 2);
+    assert_int_equal(a.microbatch_group_size_per_vp_stage, 8);
+    /* tp x pp x dp */
+    parse_line(&a, PP_LINE " --tensor-model-parallel-size 2 --pipeline-model-parallel-size 2 "
+                   "--num-layers-per-virtual-pipeline-stage 2 --global-batch-size 8", 8);
+    assert_int_equal(a.data_parallel_size, 2);
+    assert_int_equal(a.num_microbatches, 2);
+    assert_int_equal(a.virtual_pipeline_model_parallel_size, 2);
+}
+
+static void test_pipeline_uneven(void **state)
+{
+    (void)state;
+    static mc_args_t a;
+    /* num_layers % pp is not required with uneven stages: 3 + 4 */
+    parse_line(&a, PP_LINE " --num-layers 7 --pipeline-model-parallel-size 2 "
+                   "--decoder-first-pipeline-num-layers 3", 2);
+    assert_int_equal(a.decoder_first_pipeline_num_layers, 3);
+    assert_int_equal(a.decoder_last_pipeline_num_layers, 0);
+    assert_int_equal(a.virtual_pipeline_model_parallel_size, 1);
+    parse_line(&a, PP_LINE " --pipeline-model-parallel-size 3 --decoder-first-pipeline-num-layers 2 "
+                   "--decoder-last-pipeline-num-layers 2", 3);
+    assert_int_equal(a.decoder_last_pipeline_num_layers, 2);
+    /* with VPP through V: every stage's layers split over the chunks */
+    parse_line(&a, PP_LINE " --num-layers 12 --pipeline-model-parallel-size 3 "
+                   "--num-virtual-stages-per-pipeline-rank 2 --decoder-first-pipeline-num-layers 2 "
+                   "--decoder-last-pipeline-num-layers 2 --global-batch-size 12", 3);
+    assert_int_equal(a.virtual_pipeline_model_parallel_size, 2);
+}
+
+static void test_pipeline_errors(void **state)
+{
+    (void)state;
+    /* at most one way to give VPP */
+    expect_error_world(PP_LINE " --pipeline-model-parallel-size 2 --num-layers-per-virtual-pipeline-stage 2 "
+                       "--num-virtual-stages-per-pipeline-rank 2", 2,
+                       "No more than one of the following arguments can be set at the same time: "
+                       "--num-layers-per-virtual-pipeline-stage, --num-virtual-stages-per-pipeline-rank");
+    /* K must divide the layers per stage, and the stages the layers */
+    expect_error_world(PP_LINE " --pipeline-model-parallel-size 2 --num-layers-per-virtual-pipeline-stage 3", 2,
+                       "number of layers per pipeline stage (4 = --num-layers 8 / "
+                       "--pipeline-model-parallel-size 2) must be divisible by the number of layers "
+                       "per virtual pipeline stage (--num-layers-per-virtual-pipeline-stage 3)");
+    expect_error_world(PP_LINE " --num-layers 7 --pipeline-model-parallel-size 2 "
+                       "--num-layers-per-virtual-pipeline-stage 1", 2,
+                       "number of layers of the model (--num-layers 7) must be divisible by the "
+                       "pipeline-model-parallel size (2)");
+    /* K with uneven stages */
+    expect_error_world(PP_LINE " --pipeline-model-parallel-size 2 --num-layers-per-virtual-pipeline-stage 2 "
+                       "--decoder-first-pipeline-num-layers 2", 2,
+                       "please use --num-virtual-stages-per-pipeline-rank to specify virtual pipeline "
+                       "parallel degree when enable uneven pipeline parallelism");
+    expect_error_world(PP_LINE " --pipeline-model-parallel-size 2 --num-layers-per-virtual-pipeline-stage 2 "
+                       "--decoder-last-pipeline-num-layers 2", 2, "please use --num-virtual-stages-per-pipeline-rank");
+    /* the interleaved schedule's pp rules (validate_args) */
+    expect_error(PP_LINE " --num-virtual-stages-per-pipeline-rank 2",
+                 "When interleaved schedule is used, pipeline-model-parallel size should be greater than 1");
+    expect_error(PP_LINE " --num-layers-per-virtual-pipeline-stage 4",
+                 "When interleaved schedule is used, pipeline-model-parallel size should be greater than 1");
+    expect_error_world(PP_LINE " --pipeline-model-parallel-size 2 --num-virtual-stages-per-pipeline-rank 2 "
+                       "--no-overlap-p2p-communication", 2,
+                       "When interleaved schedule is used and p2p communication overlap is disabled, "
+                       "pipeline-model-parallel size should be greater than 2");
+    /* its microbatch rules (schedules.py): M % pp with the default group size pp */
+    expect_error_world(PP_LINE " --pipeline-model-parallel-size 4 --num-virtual-stages-per-pipeline-rank 2 "
+                       "--global-batch-size 12", 4,
+                       "The remainder of M (the total micro-batches) divided by N (number of contiguous "
+                       "micro-batches in a virtual pipeline stage) should be 0, or larger than or equal "
+                       "to the pipeline-parallel size, but it is 2.");
+    expect_error_world(PP_LINE " --pipeline-model-parallel-size 4 --num-virtual-stages-per-pipeline-rank 2 "
+                       "--global-batch-size 12", 4,
+                       "(training: 6 microbatches = global batch size 12 / (micro batch size 2 x data "
+                       "parallel size 1), pipeline-model-parallel size 4, 2 model chunks per pipeline "
+                       "rank, microbatch group size 4)");
+    expect_error_world(PP_LINE " --pipeline-model-parallel-size 4 --num-virtual-stages-per-pipeline-rank 2 "
+                       "--global-batch-size 4", 4,
+                       "The number of contiguous micro-batches in a virtual pipeline stage should range "
+                       "in [PP=4 , M=2]");
+    expect_error_world(PP_LINE " --pipeline-model-parallel-size 2 --num-virtual-stages-per-pipeline-rank 2 "
+                       "--microbatch-group-size-per-virtual-pipeline-stage 9", 2, "should range in [PP=2 , M=8]");
+    expect_error_world(PP_LINE " --pipeline-model-parallel-size 4 --num-virtual-stages-per-pipeline-rank 2 "
+                       "--microbatch-group-size-per-virtual-pipeline-stage 3", 4, "should range in [PP=4 , M=8]");
+    /* G = 5 of M = 8 leaves 3 < pp = 4 */
+    expect_error_world(PP_LINE " --pipeline-model-parallel-size 4 --num-virtual-stages-per-pipeline-rank 2 "
+                       "--microbatch-group-size-per-virtual-pipeline-stage 5", 4, "but it is 3.");
+    /* and the same for evaluation's microbatches, only when evaluating */
+    expect_error_world(PP_LINE " --pipeline-model-parallel-size 4 --num-virtual-stages-per-pipeline-rank 2 "
+                       "--eval-global-batch-size 12", 4,
+                       "reduces throughput. (evaluation: 6 microbatches = eval global batch size 12 / (eval "
+                       "micro batch size 2 x data parallel size 1)");
+    static mc_args_t a;
+    parse_line(&a, PP_LINE " --pipeline-model-parallel-size 4 --num-virtual-stages-per-pipeline-rank 2 "
+                   "--eval-global-batch-size 12 --eval-iters 0", 4);
+    assert_int_equal(a.eval_global_batch_size, 12);
+
+    /* even split without VPP */
+    expect_error_world(PP_LINE " --num-layers 7 --pipeline-model-parallel-size 2", 2,
+                       "Number of layers should be divisible by the pipeline-model-parallel size "
+                       "(--num-layers 7, --pipeline-model-parallel-size 2)");
+    expect_error_world(PP_LINE " --pipeline-model-parallel-size 2 --num-virtual-stages-per-pipeline-rank 3", 2,
+                       "number of layers per pipeline rank (4) must be divisible by the virtual pipeline "
+                       "size (3) (--num-layers 8, --pipeline-model-parallel-size 2, 3 virtual stages per "
+                       "pipeline rank)");
+    /* uneven stages: bad counts */
+    expect_error_world(PP_LINE " --pipeline-model-parallel-size 2 --decoder-first-pipeline-num-layers 0", 2,
+                       "argument --decoder-first-pipeline-num-layers: invalid value '0' (must be >= 1)");
+    expect_error_world(PP_LINE " --pipeline-model-parallel-size 2 --decoder-last-pipeline-num-layers -1", 2,
+                       "argument --decoder-last-pipeline-num-layers: invalid value '-1' (must be >= 1)");
+    expect_error_world(PP_LINE " --pipeline-model-parallel-size 2 --decoder-first-pipeline-num-layers 9", 2,
+                       "decoder first/last pipeline num layers (9, 0) do not add up to num layers 8 "
+                       "(--num-layers 8, --pipeline-model-parallel-size 2, "
+                       "--decoder-first-pipeline-num-layers 9)");
+    expect_error_world(PP_LINE " --pipeline-model-parallel-size 2 --decoder-first-pipeline-num-layers 3 "
+                       "--decoder-last-pipeline-num-layers 3", 2, "do not add up to num layers 8");
+    expect_error_world(PP_LINE " --pipeline-model-parallel-size 3 --decoder-first-pipeline-num-layers 3", 3,
+                       "number of layers at middle stage: 5 must be divisible by the middle pipeline "
+                       "model parallel size 2");
+    expect_error_world(PP_LINE " --pipeline-model-parallel-size 3 --decoder-first-pipeline-num-layers 4 "
+                       "--decoder-last-pipeline-num-layers 4", 3,
+                       "Mismatch: 0 middle layers remaining but 1 middle PP stages available.");
+    expect_error_world(PP_LINE " --pipeline-model-parallel-size 2 --num-virtual-stages-per-pipeline-rank 2 "
+                       "--decoder-first-pipeline-num-layers 3", 2,
+                       "number of layers at first stage: 3 must be divisible by virtual pipeline "
+                       "parallel degree 2");
+    expect_error_world(PP_LINE " --pipeline-model-parallel-size 2 --num-virtual-stages-per-pipeline-rank 2 "
+                       "--decoder-last-pipeline-num-layers 3", 2,
+                       "number of layers at last stage: 3 must be divisible by virtual pipeline "
+                       "parallel degree 2");
+    expect_error(PP_LINE " --decoder-first-pipeline-num-layers 8",
+                 "uneven first/last pipeline stages need pipeline-model-parallel size > 1");
+}
+
+/* By hand (mc_args_finalize): the derived fields. */
+static void test_pipeline_finalize_by_hand(void **state)
+{
+    (void)state;
+    static mc_args_t a;
+    mc_args_defaults(&a);
+    a.num_layers = 8, a.hidden_size = 64, a.num_attention_heads = 4, a.seq_length = 32;
+    a.max_position_embeddings = 32, a.micro_batch_size = 1, a.global_batch_size = 4, a.lr = 1e-4;
+    a.lr_set = true, a.train_iters = 10, a.vocab_size = 128;
+    a.pipeline_model_parallel_size = 4, a.num_layers_per_virtual_pipeline_stage = 1;
+    mc_args_finalize(&a, 4);
+    assert_int_equal(a.virtual_pipeline_model_parallel_size, 2);
+    assert_true(a.overlap_p2p_comm);
+    assert_int_equal(a.num_microbatches, 4);
 }
 
 /* ---- the table itself ---- */
@@ -720,6 +954,11 @@ int main(void)
         cmocka_unit_test(test_validate_args_rules),
         cmocka_unit_test(test_not_implemented_flags),
         cmocka_unit_test(test_help_and_markdown),
+        cmocka_unit_test(test_pipeline_without_vpp),
+        cmocka_unit_test(test_pipeline_vpp_derived),
+        cmocka_unit_test(test_pipeline_uneven),
+        cmocka_unit_test(test_pipeline_errors),
+        cmocka_unit_test(test_pipeline_finalize_by_hand),
         cmocka_unit_test(test_table_covers_the_spec),
         cmocka_unit_test(test_table_names_unique),
         cmocka_unit_test(test_table_entries_complete),

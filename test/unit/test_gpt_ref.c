@@ -169,7 +169,7 @@ static void check_forward_backward(const char *file)
             const mc_fx_tensor_t *lg = mc_fx_get(fx, "out.logits.0");
             assert_non_null(lg);
             assert_int_equal(lg->numel, (long)S * B * a.padded_vocab_size);
-            double e = rel_err_f32_f64(m->slots[0][0].logits, lg->data, lg->numel);
+            double e = rel_err_f32_f64(m->slots[1][0].logits, lg->data, lg->numel);
             printf("# %s logits rel err %.3g\n", file, e);
             assert_true(e <= TOL);
         }

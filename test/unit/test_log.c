@@ -13,6 +13,7 @@
 #include <time.h>
 
 #include "train/log.h"
+#include "train/timers.h"
 
 /* 2026-01-01 12:00:00 UTC */
 #define T_2026_NOON 1767268800
@@ -263,6 +264,56 @@ static void test_flops(void **state)
     assert_true(mc_num_floating_point_operations(&a, 2048) == 0x1.935f000000000p+61);
 }
 
+/* Timers.get_all_timers_string for the three --timing-log-option values: two ranks, a log
+ * interval of 10 iterations; rank 0 did not use the optimizer timer. */
+static void test_timers_block(void **state)
+{
+    (void)state;
+    double all[2 * MC_TIMERS] = {0};
+    all[0 * MC_TIMERS + MC_T_FORWARD_BACKWARD] = 1.0; /* seconds over the interval */
+    all[1 * MC_TIMERS + MC_T_FORWARD_BACKWARD] = 2.0;
+    all[1 * MC_TIMERS + MC_T_OPTIMIZER] = 0.5;
+    char buf[1024];
+    mc_timers_format(MC_TIMING_ALL, all, 2, 10, buf, sizeof(buf));
+    assert_string_equal(buf, "times across ranks (ms):\n"
+                             "  forward-backward:\n"
+                             "     rank  0: 100.00\n"
+                             "     rank  1: 200.00\n"
+                             "  optimizer:\n"
+                             "     rank  1: 50.00");
+    mc_timers_format(MC_TIMING_MINMAX, all, 2, 10, buf, sizeof(buf));
+    assert_string_equal(buf, "(min, max) time across ranks (ms):\n"
+                             "    forward-backward ...............................: (100.00, 200.00)\n"
+                             "    optimizer ......................................: (50.00, 50.00)");
+    mc_timers_format(MC_TIMING_MAX, all, 2, 10, buf, sizeof(buf));
+    assert_string_equal(buf, "max time across ranks (ms):\n"
+                             "    forward-backward ...............................: 200.00\n"
+                             "    optimizer ......................................: 50.00");
+    /* rank numbers are {:2d}: wider from 100 ranks on */
+    static double many[120 * MC_TIMERS];
+    many[119 * MC_TIMERS + MC_T_OPTIMIZER] = 0.001;
+    mc_timers_format(MC_TIMING_ALL, many, 120, 1, buf, sizeof(buf));
+    assert_string_equal(buf, "times across ranks (ms):\n  optimizer:\n     rank 119: 1.00");
+    /* nothing timed: no block at all */
+    memset(all, 0, sizeof(all));
+    mc_timers_format(MC_TIMING_ALL, all, 2, 10, buf, sizeof(buf));
+    assert_string_equal(buf, "");
+    mc_timers_format(MC_TIMING_MINMAX, all, 2, 10, buf, sizeof(buf));
+    assert_string_equal(buf, "");
+    /* too long for the buffer: whole lines, then a marker */
+    for (int r = 0; r < 120; r++) many[r * MC_TIMERS + MC_T_FORWARD_BACKWARD] = 1.0;
+    char small[100];
+    mc_timers_format(MC_TIMING_ALL, many, 120, 1, small, sizeof(small));
+    assert_string_equal(small, "times across ranks (ms):\n"
+                               "  forward-backward:\n"
+                               "     rank  0: 1000.00\n"
+                               "    ... (truncated)");
+    assert_true(strlen(small) < sizeof(small));
+    assert_int_equal(mc_timing_option("max"), MC_TIMING_MAX);
+    assert_int_equal(mc_timing_option("minmax"), MC_TIMING_MINMAX);
+    assert_int_equal(mc_timing_option("all"), MC_TIMING_ALL);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -272,6 +323,7 @@ int main(void)
         cmocka_unit_test(test_truncation),
         cmocka_unit_test(test_eval_block),
         cmocka_unit_test(test_flops),
+        cmocka_unit_test(test_timers_block),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -597,6 +597,9 @@ static void test_layers_uneven(void **state)
     expect_layers_error((mc_pp_layers_cfg_t){6, 2, 1, 3, 2},
                         "decoder first/last pipeline num layers (3, 2) do not add up to num "
                         "layers 6");
+    /* a middle stage without layers (TransformerConfig.__post_init__) */
+    expect_layers_error((mc_pp_layers_cfg_t){8, 3, 1, 4, 4},
+                        "Mismatch: 0 middle layers remaining but 1 middle PP stages available.");
 }
 
 /* Whenever a placement is accepted, virtual stages 0, 1, ... (chunk-major: v = c*pp + r) hold

@@ -1,0 +1,95 @@
+#!/usr/bin/env bash
+# Pipeline parallelism (issue 6): 1F1B (pp 2, 4), the interleaved schedule (vpp 2, with and
+# without overlapped p2p), uneven stages, tied embeddings across stages, pp x dp with the
+# distributed optimizer, recomputation, per-token loss, and the full PTD-P layout
+# tp 2 x pp 2 x dp 2 with vpp 2, sequence parallelism and the distributed optimizer, under mpirun
+# and srun, give the single-rank losses, grad norms and params norms over 24 iterations with
+# dropout on (layout-invariant init and dropout, DESIGN decision 6).
+source "$(dirname "$0")/lib.sh"
+source "$(dirname "$0")/mpi.sh"
+
+if ! have_mpirun; then
+    skip "pipeline-parallel equivalence" "mpirun is not installed (scripts/install-deps.sh installs OpenMPI)"
+    exit 0
+fi
+
+# 8 layers: pp 4 x vpp 2 has one layer per chunk. 16 sequences per step: 8 microbatches at dp 1,
+# 4 at dp 2 (the interleaved schedule needs a multiple of pp).
+FLAGS=(--device cpu --mock-data --vocab-size 256 --make-vocab-size-divisible-by 64 --num-layers 8
+       --hidden-size 32 --num-attention-heads 4 --seq-length 32 --max-position-embeddings 32
+       --micro-batch-size 2 --global-batch-size 16 --train-iters 24 --lr 3e-3
+       --lr-decay-style cosine --lr-warmup-iters 3 --min-lr 1e-4 --weight-decay 0.1
+       --clip-grad 1.0 --log-interval 1 --eval-interval 12 --eval-iters 2 --seed 1234
+       --hidden-dropout 0.1 --attention-dropout 0.1 --log-params-norm)
+
+"$MC_BIN" "${FLAGS[@]}" >"$MC_TMP/single" 2>"$MC_TMP/single.err"
+check "single-rank reference run (exit 0)" test $? -eq 0
+UNTIED=(--untie-embeddings-and-output-weights --disable-bias-linear)
+"$MC_BIN" "${FLAGS[@]}" "${UNTIED[@]}" >"$MC_TMP/untied" 2>&1
+"$MC_BIN" "${FLAGS[@]}" --calculate-per-token-loss >"$MC_TMP/pertoken" 2>&1
+
+run() { # name reference np flags...
+    local name=$1 ref=$2 np=$3
+    shift 3
+    mpirun_mc "$np" "${FLAGS[@]}" "$@" >"$MC_TMP/run" 2>"$MC_TMP/run.err"
+    local rc=$?
+    if [ $rc -ne 0 ]; then
+        not_ok "$name exits 0 (rc=$rc: $(tail -c 400 "$MC_TMP/run.err"))"
+        return
+    fi
+    check "$name gives the single-rank losses, grad and params norms" same_log_numbers "$ref" "$MC_TMP/run"
+}
+VPP2=(--num-layers-per-virtual-pipeline-stage 2)
+run "pp=2 (1F1B)" "$MC_TMP/single" 2 --pipeline-model-parallel-size 2
+inflight_pp2=$(grep -o 'activations ([0-9]* microbatch' "$MC_TMP/run" | grep -o '[0-9]*')
+check "memory plan: a pp=2 stage keeps 2 of the 8 microbatches in flight (got '$inflight_pp2')" \
+    bash -c "[ '$inflight_pp2' = 2 ] && grep -q 'memory plan (per rank, cpu; pipeline stage [01], the largest)' '$MC_TMP/run'"
+run "pp=4 (1F1B)" "$MC_TMP/single" 4 --pipeline-model-parallel-size 4
+run "pp=2, vpp=2 (interleaved, overlapped p2p)" "$MC_TMP/single" 2 --pipeline-model-parallel-size 2 "${VPP2[@]}"
+run "pp=4, vpp=2 (interleaved, overlapped p2p)" "$MC_TMP/single" 4 --pipeline-model-parallel-size 4 \
+    --num-virtual-stages-per-pipeline-rank 2
+run "pp=4, vpp=2 (interleaved, --no-overlap-p2p-communication)" "$MC_TMP/single" 4 \
+    --pipeline-model-parallel-size 4 --num-virtual-stages-per-pipeline-rank 2 --no-overlap-p2p-communication
+run "pp=2, uneven stages (3 + 5 layers)" "$MC_TMP/single" 2 --pipeline-model-parallel-size 2 \
+    --decoder-first-pipeline-num-layers 3
+run "pp=2 untied, no biases" "$MC_TMP/untied" 2 --pipeline-model-parallel-size 2 "${UNTIED[@]}"
+run "pp=2, per-token loss" "$MC_TMP/pertoken" 2 --pipeline-model-parallel-size 2 --calculate-per-token-loss
+run "pp=2, full recomputation" "$MC_TMP/single" 2 --pipeline-model-parallel-size 2 "${VPP2[@]}" \
+    --recompute-granularity full --recompute-method uniform --recompute-num-layers 1
+run "pp=2 x dp=2, distributed optimizer, overlap" "$MC_TMP/single" 4 --pipeline-model-parallel-size 2 \
+    --use-distributed-optimizer --overlap-grad-reduce --overlap-param-gather --ddp-bucket-size 2000
+PTDP=(--tensor-model-parallel-size 2 --pipeline-model-parallel-size 2 "${VPP2[@]}" --sequence-parallel
+      --use-distributed-optimizer --overlap-grad-reduce --ddp-bucket-size 4000)
+run "PTD-P tp=2 x pp=2 x dp=2, vpp=2, sequence parallel, distributed optimizer" "$MC_TMP/single" 8 "${PTDP[@]}"
+check "PTD-P world logged" grep -q 'using world size: 8, data-parallel size: 2, context-parallel size: 1, tensor-model-parallel size: 2, pipeline-model-parallel size: 2' "$MC_TMP/run"
+if have_srun; then
+    "${SRUN[@]}" -n 8 "$MC_BIN" "${FLAGS[@]}" "${PTDP[@]}" >"$MC_TMP/srun" 2>"$MC_TMP/srun.err"
+    rc=$?
+    check "PTD-P under srun --mpi=pmix -n 8 exits 0 (rc=$rc)" test $rc -eq 0
+    check "PTD-P under srun gives the single-rank losses" same_log_numbers "$MC_TMP/single" "$MC_TMP/srun"
+else
+    skip "PTD-P under srun --mpi=pmix -n 8" "no Slurm here ($(srun_why))"
+fi
+
+# The p2p timers (pipeline idle time) at --timing-log-level 2.
+mpirun_mc 2 "${FLAGS[@]}" --train-iters 4 --pipeline-model-parallel-size 2 --timing-log-level 2 \
+    >"$MC_TMP/timers" 2>&1
+check "--timing-log-level 2 reports forward-recv and backward-recv" \
+    bash -c "grep -q '^    forward-recv ' '$MC_TMP/timers' && grep -q '^    backward-recv ' '$MC_TMP/timers'"
+
+# The comparison can fail: a different seed changes the numbers.
+mpirun_mc 2 "${FLAGS[@]}" --pipeline-model-parallel-size 2 --seed 99 >"$MC_TMP/other" 2>&1
+differs() { ! same_log_numbers "$@"; }
+check "a different seed does not compare equal (the check can fail)" differs "$MC_TMP/single" "$MC_TMP/other"
+
+# Megatron's rules, one error line from rank 0 and exit 2.
+refused() { # name message np flags...
+    local name=$1 msg=$2 np=$3
+    shift 3
+    mpirun_mc "$np" "${FLAGS[@]}" "$@" >"$MC_TMP/bad" 2>"$MC_TMP/bad.err"
+    local rc=$?
+    check "$name is refused once with exit 2 (rc=$rc)" bash -c "[ $rc -eq 2 ] && [ \$(grep -c 'megatron-c: error: .*$msg' '$MC_TMP/bad.err') -eq 1 ]"
+}
+refused "interleaving with microbatches not a multiple of pp" "microbatch" 4 \
+    --pipeline-model-parallel-size 4 --num-virtual-stages-per-pipeline-rank 2 --global-batch-size 12
+refused "--num-layers not divisible by pp" "divisible" 2 --pipeline-model-parallel-size 2 --num-layers 7
