@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 static int g_rank = 0, g_world = 1;
 static void (*g_abort_hook)(int code);
@@ -30,6 +31,9 @@ void mc_user_error(const char *fmt, ...)
         fputc('\n', stderr);
     }
     if (g_world > 1 && g_rank_local_inputs && g_abort_hook) g_abort_hook(2);
+    /* Launchers end the whole job when the first rank exits non-zero: the silent ranks leave
+     * rank 0 time to print first (a loaded machine delayed it past their exit in CI). */
+    if (g_world > 1 && g_rank != 0 && !g_rank_local_inputs) nanosleep(&(struct timespec){.tv_sec = 2}, NULL);
     exit(2);
 }
 
