@@ -161,6 +161,18 @@ typedef struct {
     int eval_iters;
     int eval_interval;
 
+    /* ---- checkpointing (train/checkpoint.h) ---- */
+    char save[4096];                /* --save; empty = not given */
+    int save_interval;              /* 0 = not given */
+    bool no_save_optim, no_save_rng;
+    char load[4096];                /* --load; empty = not given */
+    bool no_load_optim, no_load_rng;
+    bool finetune;
+    bool exit_on_missing_checkpoint;
+    int ckpt_step;                  /* 0 = not given (Megatron treats 0 as unset too) */
+    char ckpt_format[16];           /* "torch": the legacy layout megatron-c writes and reads */
+    bool override_opt_param_scheduler, use_checkpoint_opt_param_scheduler;
+
     /* ---- megatron-c extensions ---- */
     char device[16];                /* "auto" | "cpu" | "cuda"; resolved at start-up */
     int cpu_threads;                /* OpenBLAS threads on the CPU backend; 0 = library default */

@@ -14,7 +14,6 @@
 #define EXT .group = "megatron-c"
 
 #define DATASETS "reading the data arguments from a file is not implemented yet; use --data-path"
-#define NEEDS_LOAD "only used with --load (not implemented yet)"
 #define NEEDS_TENSORBOARD "only used with --tensorboard-dir (not implemented yet); ignored " \
                           "otherwise, as in Megatron"
 
@@ -90,7 +89,7 @@ const mc_flag_t mc_flags_train[] = {
     {.name = "--exit-duration-in-mins", TRAIN, FLOAT, FIELD(exit_duration_in_mins), GE(0),
      IMPLEMENTED_NOTE("megatron-c also accepts fractions of a minute"),
      .help = "Exit the program after this many minutes."},
-    {.name = "--exit-signal-handler", TRAIN, TRUE_IF_GIVEN, TODO("needs checkpoint saving"),
+    {.name = "--exit-signal-handler", TRAIN, TRUE_IF_GIVEN, TODO("saving and exiting on SIGTERM"),
      .help = "Dynamically save the checkpoint and shutdown the training if SIGTERM is received"},
     {.name = "--checkpoint-activations", TRAIN, TRUE_IF_GIVEN,
      DEPRECATED("--checkpoint-activations is no longer valid, use --recompute-activations, or, "
@@ -234,12 +233,12 @@ const mc_flag_t mc_flags_train[] = {
     {.name = "--min-lr", LR, FLOAT, FIELD(min_lr), .def = "0.0", GE(0), IMPLEMENTED,
      .help = "Minimum value for learning rate. The scheduler clip values below this threshold."},
     {.name = "--override-opt-param-scheduler", .alias = "--override-opt_param-scheduler", LR,
-     TRUE_IF_GIVEN, TODO(NEEDS_LOAD),
+     TRUE_IF_GIVEN, FIELD(override_opt_param_scheduler), IMPLEMENTED,
      .help = "Reset the values of the scheduler (learning rate, warmup iterations, minimum "
              "learning rate, maximum number of iterations, and decay style from input arguments "
              "and ignore values from checkpoints."},
     {.name = "--use-checkpoint-opt-param-scheduler", .alias = "--use-checkpoint-opt_param-scheduler",
-     LR, TRUE_IF_GIVEN, TODO(NEEDS_LOAD),
+     LR, TRUE_IF_GIVEN, FIELD(use_checkpoint_opt_param_scheduler), IMPLEMENTED,
      .help = "Use checkpoint to set the values of the scheduler (learning rate, warmup "
              "iterations, minimum learning rate, maximum number of iterations, and decay style "
              "from checkpoint and ignore input arguments."},
@@ -250,53 +249,62 @@ const mc_flag_t mc_flags_train[] = {
              "values below this threshold"},
 
     /* ---- checkpointing ---- */
-    {.name = "--save", CKPT, STRING, TODO("checkpoint saving"),
+    {.name = "--save", CKPT, STRING, FIELD(save), IMPLEMENTED_NOTE("the legacy torch layout, "
+     "written under a temporary name and renamed into place when every rank is done"),
      .help = "Output directory to save checkpoints to."},
     {.name = "--save-interval", .alias = "--persistent-save-interval", CKPT, INT, GE(1),
-     TODO("checkpoint saving"), .help = "Number of iterations between persistent checkpoint saves."},
-    {.name = "--save-retain-interval", CKPT, INT, GE(1), TODO("checkpoint saving"),
+     FIELD(save_interval), IMPLEMENTED,
+     .help = "Number of iterations between persistent checkpoint saves."},
+    {.name = "--save-retain-interval", CKPT, INT, GE(1), TODO("deleting older checkpoints"),
      .help = "Number of iterations between retained checkpoints (other checkpoints _except the "
              "last checkpoint_ are automatically deleted)."},
-    {.name = "--no-save-optim", CKPT, TRUE_IF_GIVEN, TODO("checkpoint saving"),
+    {.name = "--no-save-optim", CKPT, TRUE_IF_GIVEN, FIELD(no_save_optim), IMPLEMENTED,
      .help = "Do not save current optimizer."},
-    {.name = "--no-save-rng", CKPT, TRUE_IF_GIVEN, TODO("checkpoint saving"),
+    {.name = "--no-save-rng", CKPT, TRUE_IF_GIVEN, FIELD(no_save_rng), IMPLEMENTED,
      .help = "Do not save current rng state."},
-    {.name = "--load", CKPT, STRING, TODO("checkpoint loading"),
+    {.name = "--load", CKPT, STRING, FIELD(load), IMPLEMENTED_NOTE("the legacy torch layout "
+     "saved with the same tensor and pipeline (and virtual pipeline) layout; the data-parallel "
+     "size may differ"),
      .help = "Directory containing a model checkpoint."},
-    {.name = "--no-load-optim", CKPT, TRUE_IF_GIVEN, TODO(NEEDS_LOAD),
+    {.name = "--no-load-optim", CKPT, TRUE_IF_GIVEN, FIELD(no_load_optim), IMPLEMENTED,
      .help = "Do not load optimizer when loading checkpoint."},
-    {.name = "--no-load-rng", CKPT, TRUE_IF_GIVEN, TODO(NEEDS_LOAD),
+    {.name = "--no-load-rng", CKPT, TRUE_IF_GIVEN, FIELD(no_load_rng),
+     IMPLEMENTED_NOTE("megatron-c's only random state is the dropout seed, which it then "
+                      "takes from --seed instead of the checkpoint"),
      .help = "Do not load rng state when loading checkpoint."},
-    {.name = "--non-persistent-save-interval", CKPT, INT, GE(1), TODO("checkpoint saving"),
+    {.name = "--non-persistent-save-interval", CKPT, INT, GE(1), TODO("non-persistent checkpoints"),
      .help = "Number of iterations between non-persistent saves."},
-    {.name = "--finetune", CKPT, TRUE_IF_GIVEN, TODO(NEEDS_LOAD),
+    {.name = "--finetune", CKPT, TRUE_IF_GIVEN, FIELD(finetune), IMPLEMENTED,
      .help = "Load model for finetuning. Do not load optimizer or rng state from checkpoint and "
              "set iteration to 0. Assumed when loading a release checkpoint."},
-    {.name = "--pretrained-checkpoint", CKPT, STRING, TODO("checkpoint loading"),
+    {.name = "--pretrained-checkpoint", CKPT, STRING, TODO("a separate pretrained checkpoint"),
      .help = "Directory containing a pretrained model checkpoint for finetuning."},
-    {.name = "--ckpt-step", CKPT, INT, GE(0), TODO(NEEDS_LOAD),
+    {.name = "--ckpt-step", CKPT, INT, GE(0), FIELD(ckpt_step), IMPLEMENTED,
      .help = "Checkpoint step to load model from."},
-    {.name = "--no-initialization", CKPT, FALSE_IF_GIVEN, TODO(NEEDS_LOAD),
+    {.name = "--no-initialization", CKPT, FALSE_IF_GIVEN,
+     NOOP("megatron-c's initialisation is cheap and a loaded checkpoint overwrites it"),
      .help = "Do not perform initialization when building model, can reduce startup time when "
              "definitely loading from a checkpoint"},
-    {.name = "--use-checkpoint-args", CKPT, TRUE_IF_GIVEN, TODO(NEEDS_LOAD),
+    {.name = "--use-checkpoint-args", CKPT, TRUE_IF_GIVEN,
+     TODO("taking the model arguments from the checkpoint"),
      .help = "Override model-related command-line arguments with arguments from checkpoint"},
-    {.name = "--exit-on-missing-checkpoint", CKPT, TRUE_IF_GIVEN, TODO(NEEDS_LOAD),
+    {.name = "--exit-on-missing-checkpoint", CKPT, TRUE_IF_GIVEN, FIELD(exit_on_missing_checkpoint),
+     IMPLEMENTED,
      .help = "If '--load' is set, but checkpoint is not found (e.g., path typo), then exit "
              "instead of random initialization."},
     {.name = "--use-dist-ckpt", CKPT, TRUE_IF_GIVEN,
      NOOP("deprecated; Megatron ignores it too (see --ckpt-format)"),
      .help = "Deprecated: see --ckpt-format."},
-    {.name = "--auto-detect-ckpt-format", CKPT, TRUE_IF_GIVEN, TODO(NEEDS_LOAD),
+    {.name = "--auto-detect-ckpt-format", CKPT, TRUE_IF_GIVEN, TODO("distributed checkpoint formats"),
      .help = "Determine if the checkpoint format is in legacy or distributed format."},
     {.name = "--dist-ckpt-format", CKPT, STRING,
      NOOP("deprecated; Megatron ignores it too (see --ckpt-format)"),
      .help = "Deprecated: see --ckpt-format."},
     {.name = "--ckpt-format", CKPT, CHOICE("torch", "torch_dist", "torch_dcp", "fsdp_dtensor"),
-     .def = "torch",
-     ONLY("checkpoints (--save, --load) are not implemented yet; megatron-c's default is "
-          "torch, the legacy layout (MEGATRON.md sections 9 and 11), and torch_dist is refused "
-          "until supported",
+     .def = "torch", FIELD(ckpt_format),
+     ONLY("megatron-c writes and reads Megatron's legacy layout (torch: "
+          "iter_N/mp_rank_TT[_PPP]/model_optim_rng.pt, MEGATRON.md sections 9 and 11) and makes it "
+          "its default; the distributed formats are refused until supported",
           "torch"),
      .help = "Checkpoint format to use. torch is the format used by torch.save/load. torch_dist "
              "is a megatron built-in distributed checkpointing format."},

@@ -457,6 +457,19 @@ static void data(mc_args_t *a)
     if (!a->dataloader_type[0]) strcpy(a->dataloader_type, "single");
 }
 
+/* validate_args' checkpoint rules, and OptimizerParamScheduler's assert on its two flags. */
+static void checkpointing(mc_args_t *a)
+{
+    if (a->save[0] && a->save_interval == 0)
+        mc_user_error("--save needs --save-interval (the iterations between checkpoints; the last "
+                      "iteration is saved too)");
+    if (a->override_opt_param_scheduler && a->use_checkpoint_opt_param_scheduler)
+        mc_user_error("--override-opt-param-scheduler and --use-checkpoint-opt-param-scheduler "
+                      "are mutually exclusive (both override and use-checkpoint are set)");
+    /* Megatron: "enabling --no-load-optim when skipping training" */
+    if (a->skip_train) a->no_load_optim = true;
+}
+
 void mc_args_finalize(mc_args_t *args, int world_size)
 {
     if (world_size < 1) mc_fatal("internal error: world size %d", world_size);
@@ -474,4 +487,5 @@ void mc_args_finalize(mc_args_t *args, int world_size)
     training_length(args);
     precision(args);
     data(args);
+    checkpointing(args);
 }

@@ -11,6 +11,7 @@
 #include "data/sampler.h"
 #include "kernels/device.h"
 #include "parallel/runtime.h"
+#include "train/checkpoint.h"
 #include "train/log.h"
 #include "train/train.h"
 
@@ -350,6 +351,7 @@ int mc_pretrain(mc_args_t *args)
     g_printer = t->par.rank == t->par.last_rank;
     mc_error_set_rank_local(true);
     if (g_printer) print_startup(t, &plan, why);
+    mc_ckpt_load(t); /* --load */
 
     const double start = mc_now_s();
     const int M = args->num_microbatches, mbs = args->micro_batch_size;
@@ -384,7 +386,16 @@ int mc_pretrain(mc_args_t *args)
                 print_eval(t, label, evaluate(t, MC_SPLIT_VALID, &t->consumed_valid_samples));
                 iv.t0 = mc_now_s(); /* evaluation time is not training time */
             }
+            /* Megatron's checkpoint_and_decide_exit: the periodic save, and a save before an
+             * early exit unless this iteration was just saved */
+            bool saved = false;
+            if (args->save[0] && t->iteration % args->save_interval == 0) {
+                mc_ckpt_save(t);
+                saved = true;
+                iv.t0 = mc_now_s(); /* nor is saving */
+            }
             if (args->exit_interval > 0 && t->iteration % args->exit_interval == 0) {
+                if (args->save[0] && !saved) mc_ckpt_save(t);
                 char what[96];
                 snprintf(what, sizeof(what), "exiting program at iteration %lld", (long long)t->iteration);
                 print_datetime(what);
@@ -392,6 +403,7 @@ int mc_pretrain(mc_args_t *args)
                 break;
             }
             if (args->exit_duration_in_mins > 0 && duration_exceeded(t, start)) {
+                if (args->save[0] && !saved) mc_ckpt_save(t);
                 char what[96];
                 snprintf(what, sizeof(what), "exiting program after %.2f minutes", (mc_now_s() - start) / 60.0);
                 print_datetime(what);
@@ -400,6 +412,9 @@ int mc_pretrain(mc_args_t *args)
             }
         }
         print_datetime("after training is done");
+        /* the last iteration, unless the loop just saved it (an early exit saved already) */
+        if (!exiting && args->save[0] && t->iteration != 0 && t->iteration % args->save_interval != 0)
+            mc_ckpt_save(t);
     }
     /* do_valid / do_test: a split with a dataset and --eval-iters > 0 */
     if (!exiting && args->eval_iters > 0) {

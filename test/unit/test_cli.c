@@ -475,6 +475,9 @@ static void test_validate_args_rules(void **state)
     expect_error(ISSUE_LINE " --batch-size 4", "--batch-size argument is no longer valid, use --micro-batch-size instead");
     expect_error(ISSUE_LINE " --checkpoint-activations", "--checkpoint-activations is no longer valid");
     expect_error(ISSUE_LINE " --no-position-embedding", "--no-position-embedding is deprecated");
+    expect_error(ISSUE_LINE " --save /tmp/ckpt", "--save needs --save-interval");
+    expect_error(ISSUE_LINE " --override-opt_param-scheduler --use-checkpoint-opt-param-scheduler",
+                 "are mutually exclusive");
 }
 
 static void test_not_implemented_flags(void **state)
@@ -482,7 +485,7 @@ static void test_not_implemented_flags(void **state)
     (void)state;
     expect_error(ISSUE_LINE " --bf16",
                  "--bf16 is recognised but not implemented yet in megatron-c (see docs/FLAGS.md)");
-    expect_error(ISSUE_LINE " --save /tmp/ckpt", "--save is recognised but not implemented yet");
+    expect_error(ISSUE_LINE " --save-retain-interval 2", "--save-retain-interval is recognised but not implemented yet");
     expect_error(ISSUE_LINE " --distribute-saved-activations", "--distribute-saved-activations is recognised");
     expect_error(ISSUE_LINE " --pipeline-model-parallel-size 2",
                  "world size (1) is not divisible by tensor x pipeline x context parallel size");
@@ -508,7 +511,7 @@ static void test_not_implemented_flags(void **state)
                  "--mock-data and --data-path are mutually exclusive");
     expect_error(ISSUE_LINE " --data-args-path args.txt", "--data-args-path is recognised but not implemented yet");
     expect_error(ISSUE_LINE " --rampup-batch-size 16 8 300000", "--rampup-batch-size is recognised");
-    expect_error(ISSUE_LINE " --override-opt_param-scheduler", "--override-opt-param-scheduler is recognised");
+    expect_error(ISSUE_LINE " --use-checkpoint-args", "--use-checkpoint-args is recognised but not implemented yet");
     expect_error(ISSUE_LINE " --version", "--version must be the first argument");
 }
 

@@ -1,0 +1,346 @@
+/* Saving and loading checkpoints across ranks: who writes which file when, the atomic publish,
+ * and agreement on errors. What goes into the files is train/ckpt_state.h's and
+ * train/ckpt_args.h's; the filesystem steps are train/ckpt_files.h's. */
+#include "train/checkpoint.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/time.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "ckpt/torch_save.h"
+#include "cli/error.h"
+#include "train/ckpt_args.h"
+#include "train/ckpt_files.h"
+#include "train/ckpt_state.h"
+#include "train/log.h"
+
+#define MODEL_FILE "model_optim_rng.pt"
+#define DISTOPT_FILE "distrib_optim.pt"
+#define ERR_MAX 1024
+
+static bool printer(const mc_trainer_t *t) { return t->par.rank == t->par.last_rank; }
+
+/* Megatron's "[%Y-%m-%d %H:%M:%S.%f]" prefix. */
+static void stamp(char *buf, size_t n)
+{
+    struct timeval tv;
+    gettimeofday(&tv, NULL);
+    char date[32];
+    strftime(date, sizeof(date), "%Y-%m-%d %H:%M:%S", localtime(&tv.tv_sec));
+    snprintf(buf, n, "[%s.%06ld]", date, (long)tv.tv_usec);
+}
+
+/* Every rank passes its error (empty when fine). When any rank has one, the lowest such rank's
+ * line is broadcast and the job ends with it, printed once (rank 0), exit 2, like a flag error:
+ * no rank is left waiting in a collective. Also a barrier. */
+static void agree(mc_trainer_t *t, const char *err)
+{
+    mc_comm_t *c = t->comm;
+    int64_t worst = err[0] ? c->size - c->rank : 0; /* MAX picks the lowest failing rank */
+    mc_all_reduce(c, c->world, &worst, 1, MC_DT_I64, MC_OP_MAX);
+    if (worst == 0) return;
+    char line[ERR_MAX];
+    snprintf(line, sizeof(line), "%s", err);
+    mc_broadcast(c, c->world, line, sizeof(line), MC_DT_U8, (int)(c->size - worst));
+    line[sizeof(line) - 1] = '\0';
+    fflush(stdout);
+    mc_error_set_rank_local(false);
+    mc_user_error("%s", line);
+}
+
+/* Writes obj as torch.save(obj, path) would and makes the bytes durable. */
+static int save_file(const char *path, const mc_pyobj_t *obj, const char *archive, char *err, size_t n)
+{
+    if (!obj) return mc_path_errf(err, n, path, "out of host memory building the checkpoint");
+    FILE *f = fopen(path, "wb");
+    if (!f) return mc_path_errf(err, n, path, "cannot create: %s", strerror(errno));
+    mc_torch_save_opts_t o = {.archive_name = archive};
+    int rc = mc_torch_save_stream(f, obj, &o, err, n);
+    if (rc) {
+        char inner[ERR_MAX];
+        snprintf(inner, sizeof(inner), "%s", err);
+        mc_path_errf(err, n, path, "%s", inner);
+    } else if (fsync(fileno(f)) != 0) {
+        rc = mc_path_errf(err, n, path, "fsync failed: %s", strerror(errno));
+    }
+    if (fclose(f) != 0 && !rc) rc = mc_path_errf(err, n, path, "write failed: %s", strerror(errno));
+    return rc;
+}
+
+static mc_pyobj_t *rng_state(const mc_trainer_t *t)
+{
+    mc_pyobj_t *list = mc_py_list(), *d = mc_py_dict();
+    if (!list || !d) {
+        mc_py_decref(list);
+        mc_py_decref(d);
+        return NULL;
+    }
+    int rc = mc_py_dict_set_str(d, "generator", mc_py_str("philox4x32-10"));
+    rc |= mc_py_dict_set_str(d, "seed", mc_py_int((int64_t)t->model.cfg.seed));
+    rc |= mc_py_list_append(list, d);
+    if (rc) {
+        mc_py_decref(list);
+        return NULL;
+    }
+    return list;
+}
+
+/* Megatron's generate_state_dict, in its key order. */
+static mc_pyobj_t *state_dict(const mc_trainer_t *t)
+{
+    const mc_args_t *a = t->args;
+    mc_pyobj_t *sd = mc_py_dict();
+    if (!sd) return NULL;
+    int rc = mc_py_dict_set_str(sd, "args", mc_ckpt_args_namespace(a, t->consumed_train_samples,
+                                                                   t->consumed_valid_samples));
+    rc |= mc_py_dict_set_str(sd, "checkpoint_version", mc_py_float(3.0));
+    rc |= mc_py_dict_set_str(sd, "iteration", mc_py_int(t->iteration));
+    const int chunks = t->model.cfg.n_chunks;
+    for (int c = 0; c < chunks; c++) {
+        char key[32];
+        if (chunks > 1) snprintf(key, sizeof(key), "model%d", c);
+        else snprintf(key, sizeof(key), "model");
+        rc |= mc_py_dict_set_str(sd, key, mc_ckpt_model_dict(&t->model, c));
+    }
+    if (!a->no_save_optim) {
+        rc |= mc_py_dict_set_str(sd, "optimizer", mc_ckpt_optimizer_dict(t));
+        rc |= mc_py_dict_set_str(sd, "opt_param_scheduler", mc_ckpt_scheduler_dict(&t->sched, a));
+    }
+    if (!a->no_save_rng) rc |= mc_py_dict_set_str(sd, "rng_state", rng_state(t));
+    rc |= mc_py_dict_set_str(sd, "num_floating_point_operations_so_far",
+                             mc_py_float((double)t->iteration *
+                                         mc_num_floating_point_operations(a, a->global_batch_size)));
+    if (rc) {
+        mc_py_decref(sd);
+        return NULL;
+    }
+    return sd;
+}
+
+/* ---- save ---- */
+
+void mc_ckpt_save(mc_trainer_t *t)
+{
+    const mc_args_t *a = t->args;
+    const char *dir = a->save;
+    char err[ERR_MAX] = "", when[64];
+    if (printer(t)) {
+        stamp(when, sizeof(when));
+        printf("%s saving checkpoint at iteration %7" PRId64 " to %s in torch format\n", when,
+               t->iteration, dir);
+        fflush(stdout);
+    }
+    mc_ddp_finish_param_gather(&t->ddp); /* every rank's parameters complete */
+
+    /* rank 0 prepares the directory and names the staging tree for everyone */
+    int64_t token = 0;
+    if (t->par.rank == 0 && mc_ckpt_mkdirs(dir, err, sizeof(err)) == 0) {
+        mc_ckpt_remove_stale(dir); /* trees of saves that were killed */
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        /* unique per save: a leftover of a killed save never collides with this one */
+        uint64_t u = (uint64_t)getpid() << 24 ^ (uint64_t)ts.tv_nsec ^ (uint64_t)ts.tv_sec << 32;
+        token = (int64_t)(u & INT64_MAX);
+    }
+    agree(t, err);
+    mc_broadcast(t->comm, t->comm->world, &token, 1, MC_DT_I64, 0);
+    char tmp[32], staging[MC_CKPT_PATH_MAX], final[MC_CKPT_PATH_MAX], rank_dir[MC_CKPT_PATH_MAX + 32],
+        path[MC_CKPT_PATH_MAX + 64], rank_name[32];
+    snprintf(tmp, sizeof(tmp), "%" PRIx64, (uint64_t)token);
+    mc_ckpt_iter_dir(staging, sizeof(staging), dir, t->iteration, false, tmp);
+    mc_ckpt_iter_dir(final, sizeof(final), dir, t->iteration, false, NULL);
+    mc_ckpt_rank_name(rank_name, sizeof(rank_name), t->par.me.tp, a->pipeline_model_parallel_size,
+                      t->par.me.pp);
+    snprintf(rank_dir, sizeof(rank_dir), "%s/%s", staging, rank_name);
+
+    /* dp rank 0 of each (tp, pp) writes; the distributed optimizer's shards come from all */
+    const bool writer = t->ddp.dp_rank == 0;
+    if (writer && mc_ckpt_mkdirs(rank_dir, err, sizeof(err)) == 0) {
+        mc_pyobj_t *sd = state_dict(t);
+        snprintf(path, sizeof(path), "%s/%s", rank_dir, MODEL_FILE);
+        save_file(path, sd, "model_optim_rng", err, sizeof(err));
+        mc_py_decref(sd);
+    }
+    if (t->ddp.dist_opt && !a->no_save_optim) {
+        mc_pyobj_t *d = mc_ckpt_distopt_gather(t);
+        snprintf(path, sizeof(path), "%s/%s", rank_dir, DISTOPT_FILE);
+        if (writer && !err[0]) save_file(path, d, "distrib_optim", err, sizeof(err));
+        mc_py_decref(d);
+    }
+    if (writer && !err[0]) mc_ckpt_fsync(rank_dir, err, sizeof(err));
+    agree(t, err); /* every file is complete */
+
+    /* rank 0 publishes: the iteration's tree, then the tracker, each in one rename */
+    if (t->par.rank == 0) {
+        char text[32];
+        snprintf(text, sizeof(text), "%" PRId64, t->iteration);
+        if (mc_ckpt_fsync(staging, err, sizeof(err)) == 0 &&
+            mc_ckpt_publish_dir(staging, final, err, sizeof(err)) == 0)
+            mc_ckpt_write_tracker(dir, text, tmp, err, sizeof(err));
+    }
+    agree(t, err);
+    if (printer(t)) {
+        stamp(when, sizeof(when));
+        printf("  %s successfully saved checkpoint from iteration %7" PRId64 " to %s [ t 1/%d, p 1/%d ]\n",
+               when, t->iteration, dir, a->tensor_model_parallel_size, a->pipeline_model_parallel_size);
+        fflush(stdout);
+    }
+}
+
+/* ---- load ---- */
+
+/* Why path cannot be read, with what the checkpoint holds instead. */
+static void missing(const char *path, const char *iter_dir, const char *load, char *err, size_t n)
+{
+    char held[512];
+    if (access(iter_dir, F_OK) != 0) {
+        mc_ckpt_list(load, "iter_", held, sizeof(held));
+        mc_path_errf(err, n, iter_dir, "missing; %s holds %s (fix latest_checkpointed_iteration.txt "
+                     "or give --ckpt-step)", load, held[0] ? held : "no iter_* directory");
+        return;
+    }
+    mc_ckpt_list(iter_dir, "mp_rank_", held, sizeof(held));
+    mc_path_errf(err, n, path, "missing shard file (the checkpoint holds %s: it was saved with another "
+                 "tensor or pipeline-parallel layout, or a rank failed to write it)",
+                 held[0] ? held : "no mp_rank_* directory");
+}
+
+/* Applies model_optim_rng.pt (loaded as ck) to the trainer. Returns 0, or -1 with err (no
+ * path prefix). */
+static int apply(mc_trainer_t *t, const mc_pyobj_t *ck, bool release, bool load_optim, char *err, size_t n)
+{
+    const mc_args_t *a = t->args;
+    if (!ck || ck->kind != MC_PY_DICT) return mc_errf(err, n, "not a checkpoint (the file holds a %s, not a dict)",
+                                                      ck ? mc_py_kind_name(ck->kind) : "nothing");
+    double version = 0;
+    mc_py_get_float(mc_py_dict_get_str(ck, "checkpoint_version"), &version);
+    if (version < 3.0)
+        return mc_errf(err, n, "checkpoint_version %g: only version 3.0 checkpoints (Megatron-Core's "
+                       "layout) are supported", version);
+    const mc_pyobj_t *ns = mc_py_dict_get_str(ck, "args");
+    if (ns && !a->finetune && mc_ckpt_args_check(ns, a, err, n) != 0) return -1;
+
+    const int chunks = t->model.cfg.n_chunks;
+    for (int c = 0; c < chunks; c++) {
+        char key[32], inner[ERR_MAX];
+        if (chunks > 1) snprintf(key, sizeof(key), "model%d", c);
+        else snprintf(key, sizeof(key), "model");
+        const mc_pyobj_t *m = mc_py_dict_get_str(ck, key);
+        if (!m)
+            return mc_errf(err, n, "no '%s' entry (saved with %s virtual pipeline stages)", key,
+                           chunks > 1 ? "no or other" : "");
+        if (mc_ckpt_model_load(&t->model, c, m, inner, sizeof(inner)) != 0)
+            return mc_errf(err, n, "%s: %s", key, inner);
+    }
+
+    int64_t iteration = 0;
+    if (!a->finetune && !release) {
+        if (mc_py_get_int(mc_py_dict_get_str(ck, "iteration"), &iteration) != 0 || iteration < 0)
+            return mc_errf(err, n, "no valid 'iteration' entry");
+    }
+    if (load_optim) {
+        const mc_pyobj_t *opt = mc_py_dict_get_str(ck, "optimizer");
+        const mc_pyobj_t *sched = mc_py_dict_get_str(ck, "opt_param_scheduler");
+        if (!opt || !sched)
+            return mc_errf(err, n, "no optimizer state (saved with --no-save-optim?): add "
+                           "--no-load-optim or --finetune");
+        if (mc_ckpt_optimizer_load(t, opt, err, n) != 0) return -1;
+        if (mc_ckpt_scheduler_load(&t->sched, a, sched, err, n) != 0) return -1;
+    }
+    if (!release && !a->finetune && !a->no_load_rng) {
+        int64_t seed;
+        const mc_pyobj_t *rng = mc_py_item(mc_py_dict_get_str(ck, "rng_state"), 0);
+        if (!rng)
+            return mc_errf(err, n, "no rng state (saved with --no-save-rng?): add --no-load-rng or --finetune");
+        if (mc_py_get_int(mc_py_dict_get_str(rng, "seed"), &seed) != 0)
+            return mc_errf(err, n, "the rng state is Megatron-LM's (Python, numpy and CUDA generators), "
+                           "which megatron-c cannot use: add --no-load-rng");
+        t->model.cfg.seed = (uint64_t)seed; /* the dropout stream continues as saved */
+    }
+    t->iteration = iteration;
+    t->consumed_train_samples = t->consumed_valid_samples = 0;
+    if (ns && !a->finetune && !release) { /* a release checkpoint starts over, as --finetune */
+        mc_ckpt_args_int(ns, "consumed_train_samples", &t->consumed_train_samples);
+        mc_ckpt_args_int(ns, "consumed_valid_samples", &t->consumed_valid_samples);
+    }
+    return 0;
+}
+
+bool mc_ckpt_load(mc_trainer_t *t)
+{
+    const mc_args_t *a = t->args;
+    const char *dir = a->load;
+    if (!dir[0]) return false;
+    char err[ERR_MAX] = "";
+    bool found, release;
+    int64_t iteration;
+    mc_ckpt_read_tracker(dir, &found, &iteration, &release, err, sizeof(err));
+    agree(t, err);
+    if (!found) {
+        if (a->exit_on_missing_checkpoint) {
+            snprintf(err, sizeof(err), "%.800s/%s: missing, and --exit-on-missing-checkpoint is set (no "
+                     "checkpoint to load: check the --load path)", dir, MC_CKPT_TRACKER);
+            agree(t, err);
+        }
+        if (printer(t)) {
+            printf("WARNING: could not find the metadata file %s/%s\n"
+                   "    will not load any checkpoints and will start from random\n", dir, MC_CKPT_TRACKER);
+            fflush(stdout);
+        }
+        return false;
+    }
+    mc_all_reduce(t->comm, t->comm->world, &iteration, 1, MC_DT_I64, MC_OP_MAX); /* read_metadata */
+    if (a->ckpt_step > 0) {
+        iteration = a->ckpt_step;
+        release = false;
+    }
+    if (printer(t)) {
+        if (release) printf(" loading release checkpoint from %s\n", dir);
+        else printf(" loading checkpoint from %s at iteration %" PRId64 "\n", dir, iteration);
+        fflush(stdout);
+    }
+    char iter_dir[MC_CKPT_PATH_MAX], rank_name[32], path[MC_CKPT_PATH_MAX + 64];
+    mc_ckpt_iter_dir(iter_dir, sizeof(iter_dir), dir, iteration, release, NULL);
+    mc_ckpt_rank_name(rank_name, sizeof(rank_name), t->par.me.tp, a->pipeline_model_parallel_size,
+                      t->par.me.pp);
+    snprintf(path, sizeof(path), "%s/%s/%s", iter_dir, rank_name, MODEL_FILE);
+
+    /* a release checkpoint is weights only, as --finetune */
+    const bool load_optim = !release && !a->finetune && !a->no_load_optim;
+    mc_pyobj_t *ck = NULL;
+    if (access(path, F_OK) != 0) missing(path, iter_dir, dir, err, sizeof(err));
+    else if (mc_torch_load(path, 0, &ck, err, sizeof(err)) == 0) {
+        char inner[ERR_MAX];
+        if (apply(t, ck, release, load_optim, inner, sizeof(inner)) != 0)
+            mc_path_errf(err, sizeof(err), path, "%s", inner);
+    }
+    mc_py_decref(ck);
+    agree(t, err);
+
+    if (load_optim && t->ddp.dist_opt) {
+        snprintf(path, sizeof(path), "%s/%s/%s", iter_dir, rank_name, DISTOPT_FILE);
+        mc_pyobj_t *d = NULL;
+        if (access(path, F_OK) != 0)
+            mc_path_errf(err, sizeof(err), path, "missing (the checkpoint was saved without the "
+                         "distributed optimizer's state: add --no-load-optim)");
+        else if (mc_torch_load(path, 0, &d, err, sizeof(err)) == 0) {
+            char inner[ERR_MAX];
+            if (mc_ckpt_distopt_load(t, d, inner, sizeof(inner)) != 0)
+                mc_path_errf(err, sizeof(err), path, "%s", inner);
+        }
+        mc_py_decref(d);
+        agree(t, err);
+    }
+    if (printer(t)) {
+        printf(" checkpoint version 3.0\n"
+               "  successfully loaded checkpoint from %s [ t 1/%d, p 1/%d ] at iteration %" PRId64 "\n",
+               dir, a->tensor_model_parallel_size, a->pipeline_model_parallel_size, t->iteration);
+        fflush(stdout);
+    }
+    return true;
+}

@@ -1,0 +1,206 @@
+#include "train/ckpt_args.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "cli/error.h"
+#include "cli/flags.h"
+
+typedef enum { A_INT, A_I64, A_DBL, A_BOOL, A_STR, A_LIST } kind_t;
+
+typedef struct {
+    const char *name; /* Megatron's attribute */
+    size_t off;
+    kind_t kind;
+    size_t count_off; /* A_LIST: the int holding the number of items */
+} field_t;
+
+#define F(k, f) {#f, offsetof(mc_args_t, f), k, 0}
+#define NAMED(name, k, f) {name, offsetof(mc_args_t, f), k, 0}
+#define LISTF(f, n) {#f, offsetof(mc_args_t, f), A_LIST, offsetof(mc_args_t, n)}
+
+/* Every argument of mc_args_t except the *_set companions, in args.h's order. */
+static const field_t k_fields[] = {
+    F(A_INT, num_layers), F(A_INT, hidden_size), F(A_INT, ffn_hidden_size),
+    F(A_INT, num_attention_heads), F(A_INT, kv_channels), F(A_BOOL, group_query_attention),
+    F(A_INT, num_query_groups), F(A_INT, seq_length), F(A_INT, max_position_embeddings),
+    F(A_STR, position_embedding_type), F(A_INT, make_vocab_size_divisible_by), F(A_INT, vocab_size),
+    F(A_INT, padded_vocab_size), F(A_STR, normalization), F(A_DBL, norm_epsilon),
+    F(A_BOOL, apply_residual_connection_post_layernorm), F(A_BOOL, add_bias_linear),
+    F(A_BOOL, add_qkv_bias), F(A_BOOL, bias_gelu_fusion), F(A_BOOL, swiglu),
+    F(A_BOOL, untie_embeddings_and_output_weights), F(A_STR, transformer_impl),
+    F(A_BOOL, recompute_activations), F(A_STR, recompute_granularity), F(A_STR, recompute_method),
+    F(A_INT, recompute_num_layers), LISTF(recompute_modules, n_recompute_modules),
+    F(A_DBL, hidden_dropout), F(A_DBL, attention_dropout), F(A_I64, seed), F(A_DBL, init_method_std),
+    F(A_DBL, embedding_init_method_std),
+    F(A_INT, tensor_model_parallel_size), F(A_INT, pipeline_model_parallel_size),
+    F(A_INT, virtual_pipeline_model_parallel_size), F(A_INT, num_layers_per_virtual_pipeline_stage),
+    F(A_INT, num_virtual_stages_per_pipeline_rank), F(A_INT, decoder_first_pipeline_num_layers),
+    F(A_INT, decoder_last_pipeline_num_layers), F(A_INT, microbatch_group_size_per_vp_stage),
+    F(A_BOOL, overlap_p2p_comm), F(A_INT, context_parallel_size), F(A_BOOL, sequence_parallel),
+    F(A_INT, world_size), F(A_INT, data_parallel_size), F(A_STR, distributed_backend),
+    F(A_INT, distributed_timeout_minutes), F(A_BOOL, use_tp_pp_dp_mapping),
+    F(A_BOOL, overlap_grad_reduce), F(A_BOOL, overlap_param_gather), F(A_I64, ddp_bucket_size),
+    F(A_INT, ddp_num_buckets), F(A_BOOL, ddp_pad_buckets_for_high_nccl_busbw),
+    F(A_BOOL, ddp_average_in_collective),
+    F(A_INT, micro_batch_size), F(A_INT, global_batch_size), F(A_INT, num_microbatches),
+    F(A_INT, eval_micro_batch_size), F(A_INT, eval_global_batch_size),
+    F(A_I64, train_iters), F(A_I64, train_samples), F(A_I64, exit_interval),
+    F(A_DBL, exit_duration_in_mins), F(A_BOOL, skip_train),
+    F(A_STR, optimizer), F(A_DBL, adam_beta1), F(A_DBL, adam_beta2), F(A_DBL, adam_eps),
+    F(A_DBL, sgd_momentum), F(A_DBL, weight_decay), F(A_DBL, start_weight_decay),
+    F(A_DBL, end_weight_decay), F(A_STR, weight_decay_incr_style), F(A_DBL, clip_grad),
+    F(A_BOOL, use_distributed_optimizer),
+    F(A_DBL, lr), F(A_DBL, min_lr), F(A_STR, lr_decay_style), F(A_I64, lr_decay_iters),
+    F(A_I64, lr_decay_samples), F(A_I64, lr_warmup_iters), F(A_I64, lr_warmup_samples),
+    F(A_DBL, lr_warmup_fraction), F(A_DBL, lr_warmup_init),
+    F(A_BOOL, fp16), F(A_BOOL, bf16), F(A_DBL, loss_scale), F(A_DBL, initial_loss_scale),
+    F(A_DBL, min_loss_scale), F(A_INT, loss_scale_window), F(A_INT, hysteresis),
+    F(A_BOOL, accumulate_allreduce_grads_in_fp32), F(A_BOOL, check_for_nan_in_loss_and_grad),
+    F(A_BOOL, calculate_per_token_loss),
+    F(A_BOOL, mock_data), LISTF(data_path, n_data_path), F(A_STR, split), F(A_STR, data_cache_path),
+    LISTF(train_data_path, n_train_data_path), LISTF(valid_data_path, n_valid_data_path),
+    LISTF(test_data_path, n_test_data_path), F(A_DBL, mid_level_dataset_surplus),
+    F(A_STR, tokenizer_type), F(A_STR, vocab_file), F(A_STR, merge_file), F(A_BOOL, eod_mask_loss),
+    F(A_BOOL, reset_position_ids), F(A_BOOL, reset_attention_mask), F(A_STR, dataloader_type),
+    F(A_INT, log_interval), F(A_BOOL, log_throughput), F(A_BOOL, log_params_norm),
+    F(A_BOOL, log_num_zeros_in_grad), F(A_INT, timing_log_level), F(A_STR, timing_log_option),
+    NAMED("barrier_with_L1_time", A_BOOL, barrier_with_l1_time),
+    F(A_INT, eval_iters), F(A_INT, eval_interval),
+    F(A_STR, save), F(A_INT, save_interval), F(A_BOOL, no_save_optim), F(A_BOOL, no_save_rng),
+    F(A_STR, load), F(A_BOOL, no_load_optim), F(A_BOOL, no_load_rng), F(A_BOOL, finetune),
+    F(A_BOOL, exit_on_missing_checkpoint), F(A_INT, ckpt_step), F(A_STR, ckpt_format),
+    F(A_BOOL, override_opt_param_scheduler), F(A_BOOL, use_checkpoint_opt_param_scheduler),
+    F(A_STR, device), F(A_INT, cpu_threads),
+};
+
+/* The valued flag filling the field at off, if any: it says whether Megatron's default is None
+ * and which value stands for "not given". */
+static const mc_flag_t *flag_of(size_t off)
+{
+    for (size_t i = 0; i < mc_flag_count(); i++) {
+        const mc_flag_t *f = mc_flag_at(i);
+        if (f->field_size && f->field == off && f->type != MC_FLAG_STORE_TRUE &&
+            f->type != MC_FLAG_STORE_FALSE && f->type != MC_FLAG_ACTION)
+            return f;
+    }
+    return NULL;
+}
+
+static double none_value(const mc_flag_t *f)
+{
+    double v = 0;
+    if (f && f->none) sscanf(f->none, "%lf", &v);
+    return v;
+}
+
+static mc_pyobj_t *value_of(const mc_args_t *a, const field_t *fd)
+{
+    const char *p = (const char *)a + fd->off;
+    const mc_flag_t *f = flag_of(fd->off);
+    const bool may_be_none = f && !f->def; /* Megatron's default is None */
+    int i;
+    int64_t l;
+    double d;
+    bool b;
+    switch (fd->kind) {
+    case A_INT:
+        memcpy(&i, p, sizeof(i));
+        return may_be_none && i == (int)none_value(f) ? mc_py_none() : mc_py_int(i);
+    case A_I64:
+        memcpy(&l, p, sizeof(l));
+        return may_be_none && l == (int64_t)none_value(f) ? mc_py_none() : mc_py_int(l);
+    case A_DBL:
+        memcpy(&d, p, sizeof(d));
+        return may_be_none && d == none_value(f) ? mc_py_none() : mc_py_float(d);
+    case A_BOOL:
+        memcpy(&b, p, sizeof(b));
+        return mc_py_bool(b);
+    case A_STR: return may_be_none && !*p ? mc_py_none() : mc_py_str(p);
+    case A_LIST: {
+        int count;
+        memcpy(&count, (const char *)a + fd->count_off, sizeof(count));
+        if (count == 0 && (!f || !f->def)) return mc_py_none();
+        mc_pyobj_t *list = mc_py_list();
+        char *const *items = (char *const *)(const void *)p;
+        for (int k = 0; k < count; k++)
+            if (mc_py_list_append(list, mc_py_str(items[k])) != 0) {
+                mc_py_decref(list);
+                return NULL;
+            }
+        return list;
+    }
+    }
+    return NULL;
+}
+
+mc_pyobj_t *mc_ckpt_args_namespace(const mc_args_t *a, int64_t consumed_train_samples,
+                                   int64_t consumed_valid_samples)
+{
+    mc_pyobj_t *ns = mc_py_namespace();
+    if (!ns) return NULL;
+    int rc = 0;
+    for (size_t k = 0; k < sizeof(k_fields) / sizeof(k_fields[0]); k++)
+        rc |= mc_py_attr_set(ns, k_fields[k].name, value_of(a, &k_fields[k]));
+    /* Megatron's None for "no virtual pipeline" (mc_args_t keeps 1) */
+    if (a->virtual_pipeline_model_parallel_size <= 1)
+        rc |= mc_py_attr_set(ns, "virtual_pipeline_model_parallel_size", mc_py_none());
+    /* what Megatron's check_checkpoint_args and tools read, fixed in megatron-c */
+    rc |= mc_py_attr_set(ns, "add_position_embedding", mc_py_bool(true));
+    rc |= mc_py_attr_set(ns, "data_parallel_random_init", mc_py_bool(false));
+    rc |= mc_py_attr_set(ns, "use_dist_ckpt", mc_py_bool(false));
+    rc |= mc_py_attr_set(ns, "params_dtype", mc_py_global("torch", "float32"));
+    /* training progress, which Megatron keeps in args */
+    rc |= mc_py_attr_set(ns, "consumed_train_samples", mc_py_int(consumed_train_samples));
+    rc |= mc_py_attr_set(ns, "skipped_train_samples", mc_py_int(0));
+    rc |= mc_py_attr_set(ns, "consumed_valid_samples", mc_py_int(consumed_valid_samples));
+    if (rc) {
+        mc_py_decref(ns);
+        return NULL;
+    }
+    return ns;
+}
+
+void mc_ckpt_args_int(const mc_pyobj_t *ns, const char *name, int64_t *out)
+{
+    mc_py_get_int(mc_py_attr(ns, name), out); /* leaves *out alone unless an int */
+}
+
+int mc_ckpt_args_check(const mc_pyobj_t *ns, const mc_args_t *a, char *err, size_t n)
+{
+    if (!mc_py_is_a(ns, "argparse", "Namespace"))
+        return mc_errf(err, n, "'args' is not an argparse.Namespace");
+    const struct {
+        const char *name;
+        int64_t have, none; /* none: the value Python's None stands for */
+        const char *flag;
+    } rows[] = {
+        {"num_layers", a->num_layers, -1, "--num-layers"},
+        {"hidden_size", a->hidden_size, -1, "--hidden-size"},
+        {"num_attention_heads", a->num_attention_heads, -1, "--num-attention-heads"},
+        {"max_position_embeddings", a->max_position_embeddings, -1, "--max-position-embeddings"},
+        {"padded_vocab_size", a->padded_vocab_size, -1, "the padded vocabulary"},
+        {"tensor_model_parallel_size", a->tensor_model_parallel_size, 1, "--tensor-model-parallel-size"},
+        {"pipeline_model_parallel_size", a->pipeline_model_parallel_size, 1, "--pipeline-model-parallel-size"},
+        {"virtual_pipeline_model_parallel_size", a->virtual_pipeline_model_parallel_size, 1,
+         "virtual pipeline stages per rank"},
+        {"decoder_first_pipeline_num_layers", a->decoder_first_pipeline_num_layers, 0,
+         "--decoder-first-pipeline-num-layers"},
+        {"decoder_last_pipeline_num_layers", a->decoder_last_pipeline_num_layers, 0,
+         "--decoder-last-pipeline-num-layers"},
+    };
+    for (size_t k = 0; k < sizeof(rows) / sizeof(rows[0]); k++) {
+        const mc_pyobj_t *v = mc_py_attr(ns, rows[k].name);
+        int64_t saved;
+        if (!v) continue;
+        if (v->kind == MC_PY_NONE && rows[k].none >= 0) saved = rows[k].none;
+        else if (mc_py_get_int(v, &saved) != 0) continue;
+        if (saved != rows[k].have)
+            return mc_errf(err, n, "saved with %s %" PRId64 " but this run has %" PRId64 " (%s): "
+                           "load with the layout and model shape it was saved with (resharding "
+                           "is not implemented yet)",
+                           rows[k].name, saved, rows[k].have, rows[k].flag);
+    }
+    return 0;
+}
