@@ -622,17 +622,17 @@ mc_pyobj_t *mc_py_want(const mc_pyobj_t *dict, const char *key, mc_py_kind_t wan
     char shown[CK_SHOWN_MAX + 4];
     ck_shown(key, strlen(key), shown);
     if (!dict || dict->kind != MC_PY_DICT) {
-        ck_errf(err, errn, "looking up '%s' in a %s, not a dict", shown,
+        mc_errf(err, errn, "looking up '%s' in a %s, not a dict", shown,
                 dict ? mc_py_kind_name(dict->kind) : "missing object");
         return NULL;
     }
     mc_pyobj_t *v = mc_py_dict_get_str(dict, key);
     if (!v) {
-        ck_errf(err, errn, "no key '%s'", shown);
+        mc_errf(err, errn, "no key '%s'", shown);
         return NULL;
     }
     if (!kind_accepts(want, v->kind)) {
-        ck_errf(err, errn, "'%s' is %s%s, not %s%s", shown, article(v->kind),
+        mc_errf(err, errn, "'%s' is %s%s, not %s%s", shown, article(v->kind),
                 mc_py_kind_name(v->kind), article(want), mc_py_kind_name(want));
         return NULL;
     }
@@ -726,30 +726,30 @@ int mc_py_tensor_check(const mc_pyobj_t *storage, mc_torch_dtype_t dt, int64_t o
                        const int64_t *shape, const int64_t *stride, char *err, size_t errn)
 {
     if (!storage || storage->kind != MC_PY_STORAGE)
-        return ck_errf(err, errn, "a tensor's storage is a %s",
+        return mc_errf(err, errn, "a tensor's storage is a %s",
                        storage ? mc_py_kind_name(storage->kind) : "missing object");
     size_t es = mc_torch_dtype_size(dt);
-    if (!es) return ck_errf(err, errn, "invalid tensor dtype %d", (int)dt);
+    if (!es) return mc_errf(err, errn, "invalid tensor dtype %d", (int)dt);
     if (!storage->storage.untyped && storage->storage.dtype != dt)
-        return ck_errf(err, errn, "a %s storage viewed as %s",
+        return mc_errf(err, errn, "a %s storage viewed as %s",
                        mc_torch_dtype_name(storage->storage.dtype),
                        mc_torch_dtype_name(dt));
     if (ndim < 0 || ndim > MC_PY_MAX_DIMS)
-        return ck_errf(err, errn, "a tensor with %d dimensions (at most %d)", ndim, MC_PY_MAX_DIMS);
-    if (offset < 0) return ck_errf(err, errn, "negative storage offset %lld", (long long)offset);
+        return mc_errf(err, errn, "a tensor with %d dimensions (at most %d)", ndim, MC_PY_MAX_DIMS);
+    if (offset < 0) return mc_errf(err, errn, "negative storage offset %lld", (long long)offset);
     uint64_t cap = storage->storage.nbytes / es; /* elements of dt in the storage */
     int64_t numel = 1, last = offset;
     bool empty = false;
     for (int i = 0; i < ndim; i++) {
         if (shape[i] < 0 || stride[i] < 0)
-            return ck_errf(err, errn, "negative size or stride in dimension %d", i);
+            return mc_errf(err, errn, "negative size or stride in dimension %d", i);
         if (shape[i] == 0) empty = true;
         if (__builtin_mul_overflow(numel, shape[i], &numel))
-            return ck_errf(err, errn, "tensor size overflows");
+            return mc_errf(err, errn, "tensor size overflows");
     }
     if (empty) {
         if ((uint64_t)offset > cap)
-            return ck_errf(err, errn, "storage offset %lld beyond a storage of %llu %s elements",
+            return mc_errf(err, errn, "storage offset %lld beyond a storage of %llu %s elements",
                            (long long)offset, (unsigned long long)cap, mc_torch_dtype_name(dt));
         return 0;
     }
@@ -757,10 +757,10 @@ int mc_py_tensor_check(const mc_pyobj_t *storage, mc_torch_dtype_t dt, int64_t o
         int64_t span;
         if (__builtin_mul_overflow(shape[i] - 1, stride[i], &span) ||
             __builtin_add_overflow(last, span, &last))
-            return ck_errf(err, errn, "tensor extent overflows");
+            return mc_errf(err, errn, "tensor extent overflows");
     }
     if ((uint64_t)last >= cap)
-        return ck_errf(err, errn,
+        return mc_errf(err, errn,
                        "tensor view reaches element %lld of a storage of %llu %s elements",
                        (long long)last, (unsigned long long)cap, mc_torch_dtype_name(dt));
     return 0;

@@ -32,7 +32,7 @@ int mc_torch_save_stream(FILE *f, const mc_pyobj_t *obj, const mc_torch_save_opt
     if (!z) {
         free(pkl);
         mc_pickle_storages_free(&st);
-        return ck_errf(err, errn, "out of memory");
+        return mc_errf(err, errn, "out of memory");
     }
     /* torch's serialization id: 20 digits of a hash of the record names, 20 of a combination
      * of their CRCs. Only an identifier; ours is computed the same way with our own hash. */
@@ -94,10 +94,10 @@ int mc_torch_save(const char *path, const mc_pyobj_t *obj, char *err, size_t err
     char archive[256];
     archive_name(path, archive, sizeof archive);
     FILE *f = fopen(path, "wb");
-    if (!f) return ck_errf(err, errn, "%s: cannot create: %s", path, strerror(errno));
+    if (!f) return mc_errf(err, errn, "%s: cannot create: %s", path, strerror(errno));
     mc_torch_save_opts_t opts = {.archive_name = archive};
     int rc = mc_torch_save_stream(f, obj, &opts, err, errn);
-    if (fclose(f) && !rc) rc = ck_errf(err, errn, "write failed: %s", strerror(errno));
+    if (fclose(f) && !rc) rc = mc_errf(err, errn, "write failed: %s", strerror(errno));
     if (rc) {
         ck_err_prefix(err, errn, path);
         unlink(path);
@@ -121,27 +121,27 @@ static mc_pyobj_t *load_storage(void *ctx, const char *key, mc_torch_dtype_t dt,
     char name[300], shown[CK_SHOWN_MAX + 4];
     ck_shown(key, strlen(key), shown);
     if (strlen(key) > 200) {
-        ck_errf(err, errn, "storage key '%s' too long", shown);
+        mc_errf(err, errn, "storage key '%s' too long", shown);
         return NULL;
     }
     snprintf(name, sizeof name, "data/%s", key);
     const mc_zipentry_t *e = mc_zipr_find(l->zip, name);
     if (!e) {
-        ck_errf(err, errn, "storage '%s' has no record %s/data/%s", shown, l->zip->prefix, shown);
+        mc_errf(err, errn, "storage '%s' has no record %s/data/%s", shown, l->zip->prefix, shown);
         return NULL;
     }
     size_t at = (size_t)(e - l->zip->entries);
     mc_pyobj_t *s = l->cache[at];
     if (s) {
         if (s->storage.dtype != dt || s->storage.untyped != untyped || s->storage.numel != numel) {
-            ck_errf(err, errn, "storage '%s' is used as two different types", shown);
+            mc_errf(err, errn, "storage '%s' is used as two different types", shown);
             return NULL;
         }
         return mc_py_incref(s);
     }
     size_t es = mc_torch_dtype_size(dt);
     if ((uint64_t)numel > UINT64_MAX / es || (uint64_t)numel * es != e->size) {
-        ck_errf(err, errn, "%s holds %llu bytes but its storage is %lld x %s", e->name,
+        mc_errf(err, errn, "%s holds %llu bytes but its storage is %lld x %s", e->name,
                 (unsigned long long)e->size, (long long)numel, mc_torch_dtype_name(dt));
         return NULL;
     }
@@ -152,7 +152,7 @@ static mc_pyobj_t *load_storage(void *ctx, const char *key, mc_torch_dtype_t dt,
         void *copy = e->size <= SIZE_MAX ? malloc((size_t)e->size) : NULL;
         if (!copy || !(owner = mc_py_buf_new(copy, (size_t)e->size, false))) {
             free(copy);
-            ck_errf(err, errn, "out of memory copying %s (%llu bytes)", e->name,
+            mc_errf(err, errn, "out of memory copying %s (%llu bytes)", e->name,
                     (unsigned long long)e->size);
             return NULL;
         }
@@ -162,7 +162,7 @@ static mc_pyobj_t *load_storage(void *ctx, const char *key, mc_torch_dtype_t dt,
     s = mc_py_storage_owned_by(dt, untyped, data, numel, owner, location);
     if (copy_out) mc_py_buf_release(owner); /* the storage holds the copy now */
     if (!s) {
-        ck_errf(err, errn, "out of memory");
+        mc_errf(err, errn, "out of memory");
         return NULL;
     }
     l->cache[at] = mc_py_incref(s);
@@ -175,7 +175,7 @@ static int load(const uint8_t *buf, size_t len, mc_py_buf_t *owner, unsigned fla
 {
     *out = NULL;
     if (len >= 2 && buf[0] == 0x80 && buf[1] <= 5)
-        return ck_errf(err, errn, "a torch.save file in the legacy format of torch < 1.6 (not a "
+        return mc_errf(err, errn, "a torch.save file in the legacy format of torch < 1.6 (not a "
                                   "zip archive): not supported; re-save it with a newer torch");
     mc_zipr_t zip;
     if (mc_zipr_open(&zip, buf, len, err, errn)) return -1;
@@ -189,11 +189,11 @@ static int load(const uint8_t *buf, size_t len, mc_py_buf_t *owner, unsigned fla
         for (size_t i = 0; i < zip.n; i++)
             if (mc_zipr_check_crc(&zip, &zip.entries[i], err, errn)) goto out;
     if (mc_zipr_find(&zip, "constants.pkl")) {
-        ck_errf(err, errn, "a TorchScript archive (torch.jit.save), not a torch.save file");
+        mc_errf(err, errn, "a TorchScript archive (torch.jit.save), not a torch.save file");
         goto out;
     }
     if (!pkl || !ver) {
-        ck_errf(err, errn, "no %s/%s record: not a torch.save archive", zip.prefix,
+        mc_errf(err, errn, "no %s/%s record: not a torch.save archive", zip.prefix,
                 pkl ? "version" : "data.pkl");
         goto out;
     }
@@ -202,15 +202,15 @@ static int load(const uint8_t *buf, size_t len, mc_py_buf_t *owner, unsigned fla
     memcpy(v, zip.base + ver->offset, ver->size < sizeof v - 1 ? ver->size : sizeof v - 1);
     long version = strtol(v, NULL, 10);
     if (version < 1 || version > 10) {
-        ck_errf(err, errn, "unsupported archive version '%.15s'", v);
+        mc_errf(err, errn, "unsupported archive version '%.15s'", v);
         goto out;
     }
     if (order && !(order->size == 6 && !memcmp(zip.base + order->offset, "little", 6))) {
-        ck_errf(err, errn, "a big-endian checkpoint (byteorder is not 'little'): not supported");
+        mc_errf(err, errn, "a big-endian checkpoint (byteorder is not 'little'): not supported");
         goto out;
     }
     if (!(l.cache = calloc(zip.n, sizeof *l.cache))) {
-        ck_errf(err, errn, "out of memory");
+        mc_errf(err, errn, "out of memory");
         goto out;
     }
     mc_unpickle_storages_t st = {.storage = load_storage, .ctx = &l};
@@ -237,25 +237,25 @@ int mc_torch_load(const char *path, unsigned flags, mc_pyobj_t **out, char *err,
 {
     *out = NULL;
     int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return ck_errf(err, errn, "%s: cannot open: %s", path, strerror(errno));
+    if (fd < 0) return mc_errf(err, errn, "%s: cannot open: %s", path, strerror(errno));
     struct stat sb;
     if (fstat(fd, &sb) || !S_ISREG(sb.st_mode)) {
         close(fd);
-        return ck_errf(err, errn, "%s: not a regular file", path);
+        return mc_errf(err, errn, "%s: not a regular file", path);
     }
     if (sb.st_size == 0) {
         close(fd);
-        return ck_errf(err, errn, "%s: empty file (not a checkpoint)", path);
+        return mc_errf(err, errn, "%s: empty file (not a checkpoint)", path);
     }
     size_t len = (size_t)sb.st_size;
     void *p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE, fd, 0);
     int e = errno;
     close(fd);
-    if (p == MAP_FAILED) return ck_errf(err, errn, "%s: cannot map: %s", path, strerror(e));
+    if (p == MAP_FAILED) return mc_errf(err, errn, "%s: cannot map: %s", path, strerror(e));
     mc_py_buf_t *owner = mc_py_buf_new(p, len, true);
     if (!owner) {
         munmap(p, len);
-        return ck_errf(err, errn, "%s: out of memory", path);
+        return mc_errf(err, errn, "%s: out of memory", path);
     }
     int rc = load(p, len, owner, flags, out, err, errn);
     mc_py_buf_release(owner); /* unmapped now unless a storage points into it */

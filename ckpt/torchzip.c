@@ -81,7 +81,7 @@ static int write_all(mc_zipw_t *z, const void *p, uint64_t n, char *err, size_t 
     while (n) {
         size_t k = n > (1u << 30) ? (1u << 30) : (size_t)n;
         if (fwrite(b, 1, k, z->f) != k)
-            return ck_errf(err, errn, "write failed: %s", strerror(errno ? errno : EIO));
+            return mc_errf(err, errn, "write failed: %s", strerror(errno ? errno : EIO));
         b += k;
         n -= k;
         z->pos += k;
@@ -106,16 +106,16 @@ int mc_zipw_add(mc_zipw_t *z, const char *name, const void *data, uint64_t size,
                 char *err, size_t errn)
 {
     size_t alen = strlen(z->archive), nlen = alen + 1 + strlen(name);
-    if (nlen > 0xffff) return ck_errf(err, errn, "record name too long: %s", name);
+    if (nlen > 0xffff) return mc_errf(err, errn, "record name too long: %s", name);
     if (z->n == z->cap) {
         size_t cap = z->cap ? 2 * z->cap : 16;
         record_t *r = realloc(z->rec, cap * sizeof *r);
-        if (!r) return ck_errf(err, errn, "out of memory");
+        if (!r) return mc_errf(err, errn, "out of memory");
         z->rec = r;
         z->cap = cap;
     }
     record_t *r = &z->rec[z->n];
-    if (!(r->name = malloc(nlen + 1))) return ck_errf(err, errn, "out of memory");
+    if (!(r->name = malloc(nlen + 1))) return mc_errf(err, errn, "out of memory");
     snprintf(r->name, nlen + 1, "%s/%s", z->archive, name);
     z->n++;
     r->offset = z->pos;
@@ -211,7 +211,7 @@ int mc_zipw_finish(mc_zipw_t *z, char *err, size_t errn)
     if (!rc)
         rc = write_all(z, e64, sizeof e64, err, errn) || write_all(z, loc, sizeof loc, err, errn) ||
              write_all(z, e, sizeof e, err, errn);
-    if (!rc && fflush(z->f)) rc = ck_errf(err, errn, "write failed: %s", strerror(errno));
+    if (!rc && fflush(z->f)) rc = mc_errf(err, errn, "write failed: %s", strerror(errno));
     mc_zipw_free(z);
     return rc ? -1 : 0;
 }
@@ -289,19 +289,19 @@ static int find_end(const uint8_t *b, uint64_t size, uint64_t *count, uint64_t *
                     uint64_t *cd_offset, uint64_t *cd_end, char *err, size_t errn)
 {
     if (size < EOCD_SIZE)
-        return ck_errf(err, errn, "not a zip archive: %llu bytes, too short (truncated?)",
+        return mc_errf(err, errn, "not a zip archive: %llu bytes, too short (truncated?)",
                        (unsigned long long)size);
     /* the end record, after which only its comment may follow */
     uint64_t lo = size > EOCD_SIZE + 0xffff ? size - EOCD_SIZE - 0xffff : 0, at = size - EOCD_SIZE;
     for (;; at--) {
         if (ck_le32(b + at) == SIG_EOCD && at + EOCD_SIZE + ck_le16(b + at + 20) <= size) break;
         if (at == lo)
-            return ck_errf(err, errn, "no end-of-central-directory record: not a zip archive, "
+            return mc_errf(err, errn, "no end-of-central-directory record: not a zip archive, "
                                       "or truncated");
     }
     const uint8_t *e = b + at;
     if (ck_le16(e + 4) || ck_le16(e + 6))
-        return ck_errf(err, errn, "multi-disk zip archives are not supported");
+        return mc_errf(err, errn, "multi-disk zip archives are not supported");
     *count = ck_le16(e + 10);
     *cd_size = ck_le32(e + 12);
     *cd_offset = ck_le32(e + 16);
@@ -310,19 +310,19 @@ static int find_end(const uint8_t *b, uint64_t size, uint64_t *count, uint64_t *
         uint64_t z64 = ck_le64(b + at - LOCATOR64_SIZE + 8);
         if (z64 > at - LOCATOR64_SIZE || at - LOCATOR64_SIZE - z64 < EOCD64_SIZE ||
             ck_le32(b + z64) != SIG_EOCD64)
-            return ck_errf(err, errn, "corrupt zip64 end-of-central-directory record");
+            return mc_errf(err, errn, "corrupt zip64 end-of-central-directory record");
         const uint8_t *e64 = b + z64;
         if (ck_le32(e64 + 16) || ck_le32(e64 + 20))
-            return ck_errf(err, errn, "multi-disk zip archives are not supported");
+            return mc_errf(err, errn, "multi-disk zip archives are not supported");
         *count = ck_le64(e64 + 32);
         *cd_size = ck_le64(e64 + 40);
         *cd_offset = ck_le64(e64 + 48);
         *cd_end = z64;
     }
     if (*cd_offset > *cd_end || *cd_size > *cd_end - *cd_offset)
-        return ck_errf(err, errn, "central directory outside the archive (truncated or corrupt)");
+        return mc_errf(err, errn, "central directory outside the archive (truncated or corrupt)");
     if (*count > *cd_size / CENTRAL_SIZE)
-        return ck_errf(err, errn, "central directory too small for %llu records",
+        return mc_errf(err, errn, "central directory too small for %llu records",
                        (unsigned long long)*count);
     return 0;
 }
@@ -333,34 +333,34 @@ static int parse_entry(mc_zipr_t *z, const uint8_t **pp, const uint8_t *cd_end_p
     const uint8_t *b = z->base, *h = *pp;
     char shown[CK_SHOWN_MAX + 4];
     if (cd_end_p - h < CENTRAL_SIZE || ck_le32(h) != SIG_CENTRAL)
-        return ck_errf(err, errn, "corrupt central directory");
+        return mc_errf(err, errn, "corrupt central directory");
     uint16_t flags = ck_le16(h + 8), method = ck_le16(h + 10);
     size_t nlen = ck_le16(h + 28), xlen = ck_le16(h + 30), clen = ck_le16(h + 32);
     if ((size_t)(cd_end_p - h) - CENTRAL_SIZE < nlen + xlen + clen)
-        return ck_errf(err, errn, "corrupt central directory");
+        return mc_errf(err, errn, "corrupt central directory");
     const char *name = (const char *)h + CENTRAL_SIZE;
     ck_shown(name, nlen, shown);
     if (memchr(name, 0, nlen) || nlen == 0)
-        return ck_errf(err, errn, "invalid record name '%s'", shown);
+        return mc_errf(err, errn, "invalid record name '%s'", shown);
     uint64_t csize = ck_le32(h + 20), usize = ck_le32(h + 24), loc = ck_le32(h + 42);
     if (read_zip64_extra(h + CENTRAL_SIZE + nlen, xlen, &usize, &csize, &loc, usize == U32_LIMIT,
                          csize == U32_LIMIT, loc == U32_LIMIT))
-        return ck_errf(err, errn, "%s: corrupt zip64 extra field", shown);
-    if (flags & 1) return ck_errf(err, errn, "%s: encrypted records are not supported", shown);
+        return mc_errf(err, errn, "%s: corrupt zip64 extra field", shown);
+    if (flags & 1) return mc_errf(err, errn, "%s: encrypted records are not supported", shown);
     if (method != 0 || csize != usize)
-        return ck_errf(err, errn, "%s: compressed records (method %u) are not supported", shown,
+        return mc_errf(err, errn, "%s: compressed records (method %u) are not supported", shown,
                        method);
     /* the local header, then the data, all before the central directory */
     if (loc > cd_offset || cd_offset - loc < LOCAL_SIZE || ck_le32(b + loc) != SIG_LOCAL)
-        return ck_errf(err, errn, "%s: local header missing or corrupt", shown);
+        return mc_errf(err, errn, "%s: local header missing or corrupt", shown);
     uint64_t lnlen = ck_le16(b + loc + 26), lxlen = ck_le16(b + loc + 28);
     uint64_t data = loc + LOCAL_SIZE + lnlen + lxlen;
     if (data > cd_offset || lnlen != nlen || memcmp(b + loc + LOCAL_SIZE, name, nlen))
-        return ck_errf(err, errn, "%s: local header does not match the central directory", shown);
+        return mc_errf(err, errn, "%s: local header does not match the central directory", shown);
     if (usize > cd_offset - data)
-        return ck_errf(err, errn, "%s: data runs past its space in the archive (truncated?)",
+        return mc_errf(err, errn, "%s: data runs past its space in the archive (truncated?)",
                        shown);
-    if (!(out->name = strndup(name, nlen))) return ck_errf(err, errn, "out of memory");
+    if (!(out->name = strndup(name, nlen))) return mc_errf(err, errn, "out of memory");
     out->offset = data;
     out->size = usize;
     out->crc = ck_le32(h + 16);
@@ -375,8 +375,8 @@ int mc_zipr_open(mc_zipr_t *z, const void *base, uint64_t size, char *err, size_
     z->size = size;
     uint64_t count = 0, cd_size = 0, cd_offset = 0, cd_end = 0;
     if (find_end(base, size, &count, &cd_size, &cd_offset, &cd_end, err, errn)) return -1;
-    if (count == 0) return ck_errf(err, errn, "empty zip archive");
-    if (count >= UINT32_MAX / 4) return ck_errf(err, errn, "too many records");
+    if (count == 0) return mc_errf(err, errn, "empty zip archive");
+    if (count >= UINT32_MAX / 4) return mc_errf(err, errn, "too many records");
     if (!(z->entries = calloc((size_t)count, sizeof *z->entries))) goto oom;
     size_t cap = 16;
     while (cap < 2 * count) cap *= 2;
@@ -390,7 +390,7 @@ int mc_zipr_open(mc_zipr_t *z, const void *base, uint64_t size, char *err, size_
         size_t len = strlen(e->name);
         if (find_full(z, e->name, len)) {
             char shown[CK_SHOWN_MAX + 4];
-            ck_errf(err, errn, "duplicate record %s", ck_shown(e->name, len, shown));
+            mc_errf(err, errn, "duplicate record %s", ck_shown(e->name, len, shown));
             goto fail;
         }
         size_t h = name_slot(e->name, len, cap);
@@ -401,14 +401,14 @@ int mc_zipr_open(mc_zipr_t *z, const void *base, uint64_t size, char *err, size_
     const char *slash = strchr(z->entries[0].name, '/');
     if (!slash) {
         char shown[CK_SHOWN_MAX + 4];
-        ck_errf(err, errn, "record %s is not in a folder (not a torch.save archive)",
+        mc_errf(err, errn, "record %s is not in a folder (not a torch.save archive)",
                 ck_shown(z->entries[0].name, strlen(z->entries[0].name), shown));
         goto fail;
     }
     if (!(z->prefix = strndup(z->entries[0].name, (size_t)(slash - z->entries[0].name)))) goto oom;
     return 0;
 oom:
-    ck_errf(err, errn, "out of memory");
+    mc_errf(err, errn, "out of memory");
 fail:
     mc_zipr_close(z);
     return -1;
@@ -418,7 +418,7 @@ int mc_zipr_check_crc(const mc_zipr_t *z, const mc_zipentry_t *e, char *err, siz
 {
     if (crc_of(z->base + e->offset, e->size) != e->crc) {
         char shown[CK_SHOWN_MAX + 4];
-        return ck_errf(err, errn, "CRC mismatch in %s", ck_shown(e->name, strlen(e->name), shown));
+        return mc_errf(err, errn, "CRC mismatch in %s", ck_shown(e->name, strlen(e->name), shown));
     }
     return 0;
 }

@@ -702,7 +702,7 @@ static int run(up_t *u, mc_pyobj_t **out)
         u->op_at = (size_t)(u->p - u->base);
         if (u->p >= u->end) {
             u->op = 0;
-            return ck_errf(u->err, u->errn, "truncated pickle: no STOP opcode in %zu bytes",
+            return mc_errf(u->err, u->errn, "truncated pickle: no STOP opcode in %zu bytes",
                            (size_t)(u->end - u->base));
         }
         uint8_t op = u->op = *u->p++;
@@ -962,7 +962,7 @@ int mc_unpickle(const void *buf, size_t len, const mc_unpickle_storages_t *stora
     u.memo_limit = len + 1;
     u.walk_budget = 64 * (uint64_t)len + 1000000;
     *out = NULL;
-    int rc = len ? run(&u, out) : ck_errf(err, errn, "empty pickle");
+    int rc = len ? run(&u, out) : mc_errf(err, errn, "empty pickle");
     drop_to(&u, 0);
     for (size_t i = 0; i < u.memo_cap; i++) mc_py_decref(u.memo[i]);
     free(u.memo);

@@ -1,20 +1,8 @@
 /* See util.h. */
 #include "ckpt/util.h"
 
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
-
-int ck_errf(char *err, size_t n, const char *fmt, ...)
-{
-    if (err && n) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(err, n, fmt, ap);
-        va_end(ap);
-    }
-    return -1;
-}
 
 void ck_err_prefix(char *err, size_t n, const char *prefix)
 {

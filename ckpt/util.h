@@ -1,5 +1,5 @@
 /* Small helpers shared by the ckpt/ files (internal): one-line errors, quoting file-supplied
- * text in them, little-endian byte access, a string hash. ckpt/ depends on libc and zlib only. */
+ * text in them, little-endian byte access, a string hash. ckpt/ depends on libc, zlib and cli/error.h. */
 #ifndef MC_CKPT_UTIL_H
 #define MC_CKPT_UTIL_H
 
@@ -7,8 +7,8 @@
 #include <stdint.h>
 #include <string.h>
 
-/* Formats one line into err (when err is not NULL and n > 0) and returns -1. */
-__attribute__((format(printf, 3, 4))) int ck_errf(char *err, size_t n, const char *fmt, ...);
+/* One-line errors: mc_errf (cli/error.h) formats into err and returns -1. */
+#include "cli/error.h"
 /* Prefixes err's current text with "<prefix>: " (in place, truncating). */
 void ck_err_prefix(char *err, size_t n, const char *prefix);
 

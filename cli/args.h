@@ -198,6 +198,8 @@ void mc_args_print(FILE *out, const mc_args_t *args);
 /* The vocabulary when --vocab-size gives it (mock data, NullTokenizer): vocab_size, plus the
  * eod NullTokenizer appends, as Megatron's tokenizers report it. */
 int64_t mc_args_vocab_from_size(const mc_args_t *args);
+/* Microbatches of one evaluation step: eval global batch / (eval micro batch x dp). */
+int mc_args_eval_microbatches(const mc_args_t *a);
 
 /* Megatron's padded vocab: ceil(V / (divisible_by*tp)) * (divisible_by*tp). */
 int mc_padded_vocab_size(int vocab_size, int divisible_by, int tp);

@@ -11,6 +11,13 @@
 #include "cli/flags.h"
 #include "parallel/schedule.h"
 
+int mc_args_eval_microbatches(const mc_args_t *a)
+{
+    const int64_t mbs = a->eval_micro_batch_size > 0 ? a->eval_micro_batch_size : a->micro_batch_size;
+    const int64_t dp = a->data_parallel_size > 0 ? a->data_parallel_size : 1;
+    return (int)(a->eval_global_batch_size / (mbs * dp));
+}
+
 int mc_padded_vocab_size(int vocab_size, int divisible_by, int tp)
 {
     int64_t multiple = (int64_t)divisible_by * tp;
@@ -283,7 +290,7 @@ static void pipeline(mc_args_t *a)
 
     schedule_fits(a, a->num_microbatches, false, "training", a->global_batch_size, a->micro_batch_size);
     if (a->eval_iters > 0) {
-        const int m = (int)(a->eval_global_batch_size / ((int64_t)a->eval_micro_batch_size * a->data_parallel_size));
+        const int m = mc_args_eval_microbatches(a);
         schedule_fits(a, m, true, "evaluation", a->eval_global_batch_size, a->eval_micro_batch_size);
     }
 }

@@ -106,9 +106,7 @@ int mc_pipeline_configure(mc_gpt_config_t *cfg, const mc_args_t *a, int pp_rank,
                                    .last_stage_layers = a->decoder_last_pipeline_num_layers};
     int train_slots[MC_SLOT_GROUPS], eval_slots[MC_SLOT_GROUPS] = {0};
     if (mc_pipeline_slots(&train, train_slots, err, errn) != 0) return -1;
-    const int eval_mbs = a->eval_micro_batch_size > 0 ? a->eval_micro_batch_size : a->micro_batch_size;
-    const int dp = a->data_parallel_size > 0 ? a->data_parallel_size : 1;
-    const int eval_m = a->eval_global_batch_size / (eval_mbs * dp);
+    const int eval_m = mc_args_eval_microbatches(a);
     if (a->eval_iters > 0 && eval_m > 0) {
         const mc_pp_config_t ev = mc_pipeline_schedule_config(a, pp_rank, eval_m, true);
         if (mc_pipeline_slots(&ev, eval_slots, err, errn) != 0) return -1;

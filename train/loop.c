@@ -64,7 +64,7 @@ static double evaluate(mc_trainer_t *t, int split, int64_t *consumed)
 {
     const mc_args_t *a = t->args;
     const int mbs = a->eval_micro_batch_size;
-    const int M = mc_eval_microbatches(a);
+    const int M = mc_args_eval_microbatches(a);
     double sum = 0, tokens = 0;
     mc_microbatch_t *mbl = calloc((size_t)(M > 0 ? M : 1), sizeof(*mbl));
     if (!mbl) mc_fatal("out of host memory");

@@ -31,16 +31,9 @@ static void embedding_all_reduce(mc_trainer_t *t, float *buf)
     }
 }
 
-int mc_eval_microbatches(const mc_args_t *a)
-{
-    const int mbs = a->eval_micro_batch_size > 0 ? a->eval_micro_batch_size : a->micro_batch_size;
-    const int dp = a->data_parallel_size > 0 ? a->data_parallel_size : 1;
-    return a->eval_global_batch_size / (mbs * dp);
-}
-
 int mc_staging_slots(const mc_args_t *a)
 {
-    const int e = mc_eval_microbatches(a);
+    const int e = mc_args_eval_microbatches(a);
     return a->num_microbatches > e ? a->num_microbatches : e;
 }
 

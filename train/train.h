@@ -73,9 +73,7 @@ void mc_forward_backward(mc_trainer_t *t, const mc_microbatch_t *mbs, int M, mc_
 void mc_forward_only(mc_trainer_t *t, const mc_microbatch_t *mbs, int M, double *loss_sum,
                      double *num_tokens);
 
-/* Microbatches of one evaluation step, and the staging slots a step needs (the larger of a
- * training and an evaluation step). */
-int mc_eval_microbatches(const mc_args_t *a);
+/* The staging slots a step needs: the larger of a training and an evaluation step. */
 int mc_staging_slots(const mc_args_t *a);
 
 /* One optimizer step over M microbatches (M = args->num_microbatches): forward/backward with
