@@ -56,3 +56,16 @@ same_log_numbers() {
         { iters++; if (rel($1, $4) > 1e-5 || rel($2, $5) > 1e-4 || ($3 != "-" && rel($3, $6) > 1e-5) || ($3 == "-") != ($6 == "-")) bad++; n++ }
         END { exit !(n == want && iters >= 24 && bad == 0) }'
 }
+
+# A layout's run gives the reference run's numbers (same_log_numbers); one TAP line.
+layout_equals() { # name reference np flags...: the run under mpirun with "${FLAGS[@]}" first
+    local name=$1 ref=$2 np=$3
+    shift 3
+    mpirun_mc "$np" "${FLAGS[@]}" "$@" >"$MC_TMP/run" 2>"$MC_TMP/run.err"
+    local rc=$?
+    if [ $rc -ne 0 ]; then
+        not_ok "$name exits 0 (rc=$rc: $(tail -c 400 "$MC_TMP/run.err"))"
+        return
+    fi
+    check "$name gives the single-rank losses, grad and params norms" same_log_numbers "$ref" "$MC_TMP/run"
+}

@@ -28,39 +28,28 @@ UNTIED=(--untie-embeddings-and-output-weights --disable-bias-linear)
 "$MC_BIN" "${FLAGS[@]}" "${UNTIED[@]}" >"$MC_TMP/untied" 2>&1
 "$MC_BIN" "${FLAGS[@]}" --calculate-per-token-loss >"$MC_TMP/pertoken" 2>&1
 
-run() { # name reference np flags...
-    local name=$1 ref=$2 np=$3
-    shift 3
-    mpirun_mc "$np" "${FLAGS[@]}" "$@" >"$MC_TMP/run" 2>"$MC_TMP/run.err"
-    local rc=$?
-    if [ $rc -ne 0 ]; then
-        not_ok "$name exits 0 (rc=$rc: $(tail -c 400 "$MC_TMP/run.err"))"
-        return
-    fi
-    check "$name gives the single-rank losses, grad and params norms" same_log_numbers "$ref" "$MC_TMP/run"
-}
 VPP2=(--num-layers-per-virtual-pipeline-stage 2)
-run "pp=2 (1F1B)" "$MC_TMP/single" 2 --pipeline-model-parallel-size 2
+layout_equals "pp=2 (1F1B)" "$MC_TMP/single" 2 --pipeline-model-parallel-size 2
 inflight_pp2=$(grep -o 'activations ([0-9]* microbatch' "$MC_TMP/run" | grep -o '[0-9]*')
 check "memory plan: a pp=2 stage keeps 2 of the 8 microbatches in flight (got '$inflight_pp2')" \
     bash -c "[ '$inflight_pp2' = 2 ] && grep -q 'memory plan (per rank, cpu; pipeline stage [01], the largest)' '$MC_TMP/run'"
-run "pp=4 (1F1B)" "$MC_TMP/single" 4 --pipeline-model-parallel-size 4
-run "pp=2, vpp=2 (interleaved, overlapped p2p)" "$MC_TMP/single" 2 --pipeline-model-parallel-size 2 "${VPP2[@]}"
-run "pp=4, vpp=2 (interleaved, overlapped p2p)" "$MC_TMP/single" 4 --pipeline-model-parallel-size 4 \
+layout_equals "pp=4 (1F1B)" "$MC_TMP/single" 4 --pipeline-model-parallel-size 4
+layout_equals "pp=2, vpp=2 (interleaved, overlapped p2p)" "$MC_TMP/single" 2 --pipeline-model-parallel-size 2 "${VPP2[@]}"
+layout_equals "pp=4, vpp=2 (interleaved, overlapped p2p)" "$MC_TMP/single" 4 --pipeline-model-parallel-size 4 \
     --num-virtual-stages-per-pipeline-rank 2
-run "pp=4, vpp=2 (interleaved, --no-overlap-p2p-communication)" "$MC_TMP/single" 4 \
+layout_equals "pp=4, vpp=2 (interleaved, --no-overlap-p2p-communication)" "$MC_TMP/single" 4 \
     --pipeline-model-parallel-size 4 --num-virtual-stages-per-pipeline-rank 2 --no-overlap-p2p-communication
-run "pp=2, uneven stages (3 + 5 layers)" "$MC_TMP/single" 2 --pipeline-model-parallel-size 2 \
+layout_equals "pp=2, uneven stages (3 + 5 layers)" "$MC_TMP/single" 2 --pipeline-model-parallel-size 2 \
     --decoder-first-pipeline-num-layers 3
-run "pp=2 untied, no biases" "$MC_TMP/untied" 2 --pipeline-model-parallel-size 2 "${UNTIED[@]}"
-run "pp=2, per-token loss" "$MC_TMP/pertoken" 2 --pipeline-model-parallel-size 2 --calculate-per-token-loss
-run "pp=2, full recomputation" "$MC_TMP/single" 2 --pipeline-model-parallel-size 2 "${VPP2[@]}" \
+layout_equals "pp=2 untied, no biases" "$MC_TMP/untied" 2 --pipeline-model-parallel-size 2 "${UNTIED[@]}"
+layout_equals "pp=2, per-token loss" "$MC_TMP/pertoken" 2 --pipeline-model-parallel-size 2 --calculate-per-token-loss
+layout_equals "pp=2, full recomputation" "$MC_TMP/single" 2 --pipeline-model-parallel-size 2 "${VPP2[@]}" \
     --recompute-granularity full --recompute-method uniform --recompute-num-layers 1
-run "pp=2 x dp=2, distributed optimizer, overlap" "$MC_TMP/single" 4 --pipeline-model-parallel-size 2 \
+layout_equals "pp=2 x dp=2, distributed optimizer, overlap" "$MC_TMP/single" 4 --pipeline-model-parallel-size 2 \
     --use-distributed-optimizer --overlap-grad-reduce --overlap-param-gather --ddp-bucket-size 2000
 PTDP=(--tensor-model-parallel-size 2 --pipeline-model-parallel-size 2 "${VPP2[@]}" --sequence-parallel
       --use-distributed-optimizer --overlap-grad-reduce --ddp-bucket-size 4000)
-run "PTD-P tp=2 x pp=2 x dp=2, vpp=2, sequence parallel, distributed optimizer" "$MC_TMP/single" 8 "${PTDP[@]}"
+layout_equals "PTD-P tp=2 x pp=2 x dp=2, vpp=2, sequence parallel, distributed optimizer" "$MC_TMP/single" 8 "${PTDP[@]}"
 check "PTD-P world logged" grep -q 'using world size: 8, data-parallel size: 2, context-parallel size: 1, tensor-model-parallel size: 2, pipeline-model-parallel size: 2' "$MC_TMP/run"
 if have_srun; then
     "${SRUN[@]}" -n 8 "$MC_BIN" "${FLAGS[@]}" "${PTDP[@]}" >"$MC_TMP/srun" 2>"$MC_TMP/srun.err"

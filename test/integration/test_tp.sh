@@ -26,29 +26,18 @@ check "single-rank reference run (exit 0)" test $? -eq 0
 UNTIED=(--untie-embeddings-and-output-weights --disable-bias-linear)
 "$MC_BIN" "${FLAGS[@]}" "${UNTIED[@]}" >"$MC_TMP/untied" 2>&1
 
-run() { # name reference np flags...
-    local name=$1 ref=$2 np=$3
-    shift 3
-    mpirun_mc "$np" "${FLAGS[@]}" "$@" >"$MC_TMP/run" 2>"$MC_TMP/run.err"
-    local rc=$?
-    if [ $rc -ne 0 ]; then
-        not_ok "$name exits 0 (rc=$rc: $(tail -c 400 "$MC_TMP/run.err"))"
-        return
-    fi
-    check "$name gives the single-rank losses, grad and params norms" same_log_numbers "$ref" "$MC_TMP/run"
-}
-run "tp=2" "$MC_TMP/single" 2 --tensor-model-parallel-size 2
+layout_equals "tp=2" "$MC_TMP/single" 2 --tensor-model-parallel-size 2
 mem_tp=$(grep 'activations (1 microbatch' "$MC_TMP/run" | awk '{print $(NF-1)}')
 mem_1=$(grep 'activations (1 microbatch' "$MC_TMP/single" | awk '{print $(NF-1)}')
-run "tp=4" "$MC_TMP/single" 4 --tensor-model-parallel-size 4
-run "tp=2, sequence parallel" "$MC_TMP/single" 2 --tensor-model-parallel-size 2 --sequence-parallel
+layout_equals "tp=4" "$MC_TMP/single" 4 --tensor-model-parallel-size 4
+layout_equals "tp=2, sequence parallel" "$MC_TMP/single" 2 --tensor-model-parallel-size 2 --sequence-parallel
 mem_sp=$(grep 'activations (1 microbatch' "$MC_TMP/run" | awk '{print $(NF-1)}')
-run "tp=4, sequence parallel" "$MC_TMP/single" 4 --tensor-model-parallel-size 4 --sequence-parallel
-run "tp=2 untied, no biases" "$MC_TMP/untied" 2 --tensor-model-parallel-size 2 "${UNTIED[@]}"
-run "tp=2 x dp=2" "$MC_TMP/single" 4 --tensor-model-parallel-size 2
-run "tp=2 x dp=2, distributed optimizer, overlap" "$MC_TMP/single" 4 --tensor-model-parallel-size 2 \
+layout_equals "tp=4, sequence parallel" "$MC_TMP/single" 4 --tensor-model-parallel-size 4 --sequence-parallel
+layout_equals "tp=2 untied, no biases" "$MC_TMP/untied" 2 --tensor-model-parallel-size 2 "${UNTIED[@]}"
+layout_equals "tp=2 x dp=2" "$MC_TMP/single" 4 --tensor-model-parallel-size 2
+layout_equals "tp=2 x dp=2, distributed optimizer, overlap" "$MC_TMP/single" 4 --tensor-model-parallel-size 2 \
     --use-distributed-optimizer --overlap-grad-reduce --overlap-param-gather --ddp-bucket-size 2000
-run "tp=2 x dp=2, sequence parallel, distributed optimizer" "$MC_TMP/single" 4 \
+layout_equals "tp=2 x dp=2, sequence parallel, distributed optimizer" "$MC_TMP/single" 4 \
     --tensor-model-parallel-size 2 --sequence-parallel --use-distributed-optimizer
 check "tp x dp world logged" grep -q 'using world size: 4, data-parallel size: 2, context-parallel size: 1, tensor-model-parallel size: 2' "$MC_TMP/run"
 check "activation memory per rank: tp 1 ($mem_1 MiB) > tp 2 ($mem_tp) > tp 2 with sequence parallelism ($mem_sp)" \
