@@ -28,7 +28,6 @@ mc_pp_config_t mc_pipeline_schedule_config(const mc_args_t *a, int pp_rank, int 
  * the order the executor meets them: inside a batch, receives take their slots before the
  * batch starts and sends give theirs back after it started. */
 typedef struct {
-    int vpp, M;
     bool forward_only;
     bool *post;      /* [vpp]: chunk c holds the loss */
     bool *pre;       /* [vpp]: chunk c holds the embedding */
@@ -58,7 +57,7 @@ int mc_pipeline_slots(const mc_pp_config_t *cfg, int *slots, char *err, size_t e
         pre[c] = mc_pp_is_pre_process(cfg->pp_rank, c);
         post[c] = mc_pp_is_post_process(cfg->pp_size, vpp, cfg->pp_rank, c);
     }
-    slot_rules_t r = {vpp, M, cfg->forward_only, post, pre};
+    slot_rules_t r = {cfg->forward_only, post, pre};
     int live[MC_SLOT_GROUPS] = {0};
     char *held = calloc((size_t)M * (size_t)vpp, 1);
     if (!held) {
@@ -325,7 +324,7 @@ void mc_pipeline_run(mc_pipeline_t *p, const mc_pipeline_step_t *st)
         pre[c] = m->cfg.chunk[c].pre;
         post[c] = m->cfg.chunk[c].post;
     }
-    const slot_rules_t r = {vpp, st->M, st->forward_only, post, pre};
+    const slot_rules_t r = {st->forward_only, post, pre};
 
     for (int i = 0; i < n; i++) {
         if (acts[i].type == MC_PP_COMPUTE) run_compute(p, st, &acts[i], &r);
