@@ -13,7 +13,7 @@ NVCC    ?= $(CUDA_HOME)/bin/nvcc
 VERSION := 0.1.0
 GIT_REV := $(shell git rev-parse --short HEAD 2>/dev/null || echo unknown)
 
-CFLAGS  := -std=gnu11 -O2 -g -Wall -Wextra -Wno-unused-parameter -I. \
+CFLAGS  := -std=gnu11 -O2 -g -Wall -Wextra -Wno-unused-parameter -Wpointer-arith -I. \
            -DMC_VERSION='"$(VERSION)"' -DMC_GIT_REV='"$(GIT_REV)"'
 LDLIBS  := -lopenblas -ljansson -lpcre2-8 -lz -lm -lpthread
 ifeq ($(WERROR),1)

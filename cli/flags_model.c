@@ -13,8 +13,8 @@
 
 #define ROPE_ONLY "only used with --position-embedding-type rope (not implemented yet); ignored " \
                   "otherwise, as in Megatron"
-#define FP16_ONLY "only used with --fp16/--bf16 (not implemented yet); fp32 training ignores " \
-                  "it, as in Megatron"
+#define FP16_ONLY "used with --fp16 (dynamic loss scaling); fp32 and bf16 training ignore it, " \
+                  "as in Megatron"
 
 const mc_flag_t mc_flags_model[] = {
     /* ---- network size ---- */
@@ -162,24 +162,27 @@ const mc_flag_t mc_flags_model[] = {
      .help = "Enable Xavier uniform parameter initialization"},
 
     /* ---- mixed precision ---- */
-    {.name = "--fp16", MIXED, TRUE_IF_GIVEN, FIELD(fp16), TODO("fp16 training"),
+    {.name = "--fp16", MIXED, TRUE_IF_GIVEN, FIELD(fp16),
+     IMPLEMENTED_NOTE("fp16 params and activations, fp32 master params, dynamic loss scaling"),
      .help = "Run model in fp16 mode."},
-    {.name = "--bf16", MIXED, TRUE_IF_GIVEN, FIELD(bf16), TODO("bf16 training"),
+    {.name = "--bf16", MIXED, TRUE_IF_GIVEN, FIELD(bf16),
+     IMPLEMENTED_NOTE("bf16 params and activations, fp32 master params and gradients"),
      .help = "Run model in bfloat16 mode."},
     {.name = "--grad-reduce-in-bf16", MIXED, TRUE_IF_GIVEN, TODO("bf16 gradient reduction"),
      .help = "Reduce gradients in bfloat16."},
-    {.name = "--loss-scale", MIXED, FLOAT, FIELD(loss_scale), GT(0), NOOP(FP16_ONLY),
+    {.name = "--loss-scale", MIXED, FLOAT, FIELD(loss_scale), GT(0),
+     IMPLEMENTED_NOTE("a constant scaler with --fp16 or --bf16; fp32 training ignores it, as in Megatron"),
      .help = "Static loss scaling, positive power of 2 values can improve fp16 convergence. If "
              "None, dynamic loss scaling is used."},
     {.name = "--initial-loss-scale", MIXED, FLOAT, FIELD(initial_loss_scale), .def = "4294967296",
-     GT(0), NOOP(FP16_ONLY), .help = "Initial loss-scale for dynamic loss scaling."},
+     GT(0), IMPLEMENTED_NOTE(FP16_ONLY), .help = "Initial loss-scale for dynamic loss scaling."},
     {.name = "--min-loss-scale", MIXED, FLOAT, FIELD(min_loss_scale), .def = "1.0", GT(0),
-     NOOP(FP16_ONLY), .help = "Minimum loss scale for dynamic loss scaling."},
+     IMPLEMENTED_NOTE(FP16_ONLY), .help = "Minimum loss scale for dynamic loss scaling."},
     {.name = "--loss-scale-window", MIXED, INT, FIELD(loss_scale_window), .def = "1000", GE(1),
-     NOOP(FP16_ONLY), .help = "Window over which to raise/lower dynamic scale."},
-    {.name = "--hysteresis", MIXED, INT, FIELD(hysteresis), .def = "2", GE(1), NOOP(FP16_ONLY),
+     IMPLEMENTED_NOTE(FP16_ONLY), .help = "Window over which to raise/lower dynamic scale."},
+    {.name = "--hysteresis", MIXED, INT, FIELD(hysteresis), .def = "2", GE(1), IMPLEMENTED_NOTE(FP16_ONLY),
      .help = "hysteresis for dynamic loss scaling"},
-    {.name = "--fp32-residual-connection", MIXED, TRUE_IF_GIVEN, TODO("needs --fp16/--bf16"),
+    {.name = "--fp32-residual-connection", MIXED, TRUE_IF_GIVEN, TODO("an fp32 residual stream in 16-bit training"),
      .help = "Move residual connections to fp32."},
     {.name = "--apply-query-key-layer-scaling", MIXED, TRUE_IF_GIVEN,
      NOOP("the 1/layer scale is undone inside the softmax; it only changes fp16 rounding"),
@@ -190,9 +193,9 @@ const mc_flag_t mc_flags_model[] = {
      .help = "Run attention masking and softmax in fp32."},
     {.name = "--accumulate-allreduce-grads-in-fp32", MIXED, TRUE_IF_GIVEN,
      FIELD(accumulate_allreduce_grads_in_fp32),
-     NOOP("fp32 training accumulates and reduces gradients in fp32 already"),
+     IMPLEMENTED_NOTE("an fp32 gradient buffer with --fp16 (bf16 always has one, fp32 training too)"),
      .help = "Gradient accumulation and all-reduce in fp32."},
-    {.name = "--fp16-lm-cross-entropy", MIXED, TRUE_IF_GIVEN, TODO("needs --fp16"),
+    {.name = "--fp16-lm-cross-entropy", MIXED, TRUE_IF_GIVEN, TODO("the cross-entropy in fp16 (megatron-c computes it in fp32)"),
      .help = "Move the cross entropy unreduced loss calculation for lm head to fp16."},
 
     /* ---- moe ---- */

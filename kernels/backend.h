@@ -1,19 +1,31 @@
 /* The backend op table (DESIGN decision 2).
  *
  * Model, optimizer and parallel code call compute only through this table. Every pointer is a
- * device pointer of the backend (host memory for `cpu`). All tensors are row-major fp32 unless
- * a name says otherwise. Activations use Megatron's [s, b, h] layout: row r = s_i * b + b_i.
+ * device pointer of the backend (host memory for `cpu`). Tensors are row-major. Activations use
+ * Megatron's [s, b, h] layout: row r = s_i * b + b_i.
+ *
+ * Precision (DESIGN decision 7): `dt` is the type of the model's parameters and activations
+ * (MC_DT_F32, MC_DT_BF16 or MC_DT_F16; `void *` tensors of an op are of that type); `gdt` is the
+ * type of the parameter-gradient buffer (Megatron's main_grad: fp32 for bf16 training, the
+ * parameter type for fp16 unless --accumulate-allreduce-grads-in-fp32). `float *` tensors are
+ * always fp32: LayerNorm statistics, cross-entropy statistics and losses, optimizer state.
+ * Every op computes in fp32 whatever it stores, and rounds each 16-bit output once (to nearest
+ * even), so a backend's 16-bit results differ from the fp32 op on the same (rounded) inputs only
+ * by that final rounding and by summation order.
  *
  * Conventions:
  *  - "_acc" outputs accumulate (+=); all other outputs are overwritten.
  *  - Sizes are in elements; long for element counts, int for dimensions.
- *  - Ops never allocate; scratch comes from the caller (memory is planned at start-up).
+ *  - Ops never allocate device memory; scratch comes from the caller (memory is planned at
+ *    start-up). The CPU backend converts 16-bit operands through host scratch of its own.
  */
 #ifndef MC_KERNELS_BACKEND_H
 #define MC_KERNELS_BACKEND_H
 
 #include <stddef.h>
 #include <stdint.h>
+
+#include "kernels/dtype.h"
 
 /* Where a dropout mask comes from: Philox keyed by (seed, iteration, layer, site) and counted
  * by (global sample index, element index within that sample's full unsharded activation), so the
@@ -51,8 +63,12 @@ struct mc_backend {
     void (*memcpy_d2d)(const mc_backend_t *be, void *dst, const void *src, size_t bytes);
     void (*memset0)(const mc_backend_t *be, void *p, size_t bytes);
     void (*synchronize)(const mc_backend_t *be);
+    /* dst[0..n) of type ddt = src[0..n) of type sdt (fp32, bf16, fp16), rounded to nearest even.
+     * dst may equal src only when both types have the same size. */
+    void (*convert)(const mc_backend_t *be, void *dst, mc_dtype_t ddt, const void *src,
+                    mc_dtype_t sdt, long n);
 
-    /* ---- GEMM ----
+    /* ---- GEMM (fp32) ----
      * C[M,N] = alpha * op(A) @ op(B) + beta * C, row-major, op(X) = X or X^T.
      * A is [M,K] (or [K,M] if transa), B is [K,N] (or [N,K] if transb). */
     void (*gemm)(const mc_backend_t *be, int transa, int transb, int M, int N, int K,
@@ -60,13 +76,15 @@ struct mc_backend {
                  float beta, float *C, int ldc);
 
     /* ---- linear layer (torch Linear: W is [out, in]) ----
-     * out[N, out] = in[N, in] @ W^T + bias (bias may be NULL). */
-    void (*linear_forward)(const mc_backend_t *be, float *out, const float *in, const float *W,
-                           const float *bias, int N, int in_f, int out_f);
-    /* din[N,in] = dout @ W (din may be NULL to skip); dW[out,in] += dout^T @ in;
-     * dbias[out] += column sums of dout (dbias may be NULL). */
-    void (*linear_backward)(const mc_backend_t *be, float *din, float *dW, float *dbias,
-                            const float *dout, const float *in, const float *W,
+     * out[N, out] = in[N, in] @ W^T + bias (bias may be NULL); all of type dt. */
+    void (*linear_forward)(const mc_backend_t *be, mc_dtype_t dt, void *out, const void *in,
+                           const void *W, const void *bias, int N, int in_f, int out_f);
+    /* din[N,in] = dout @ W (din may be NULL to skip; type dt); dW[out,in] += dout^T @ in and
+     * dbias[out] += column sums of dout (dbias may be NULL), both of type gdt: the weight
+     * gradient GEMM accumulates into the gradient buffer (Megatron's gradient accumulation
+     * fusion). */
+    void (*linear_backward)(const mc_backend_t *be, mc_dtype_t dt, mc_dtype_t gdt, void *din,
+                            void *dW, void *dbias, const void *dout, const void *in, const void *W,
                             int N, int in_f, int out_f);
 
     /* ---- embedding (Megatron's VocabParallelEmbedding on one shard) ----
@@ -74,40 +92,42 @@ struct mc_backend {
      * contributes zeros (the tp all-reduce adds the owner's row).
      * out[s, b, h] = wte[tokens[b, s] - vocab_start] + wpe[positions[b, s]] (wpe may be NULL).
      * tokens/positions are [b, s] row-major, as a dataset yields them. */
-    void (*embedding_forward)(const mc_backend_t *be, float *out, const int32_t *tokens,
-                              const int32_t *positions, const float *wte, const float *wpe,
-                              int S, int B, int H, int vocab_start, int V);
+    void (*embedding_forward)(const mc_backend_t *be, mc_dtype_t dt, void *out,
+                              const int32_t *tokens, const int32_t *positions, const void *wte,
+                              const void *wpe, int S, int B, int H, int vocab_start, int V);
     /* dwte[tok - vocab_start] += dout for tokens in the shard, dwpe[pos] += dout (dwpe may be
-     * NULL, dwte too). */
-    void (*embedding_backward)(const mc_backend_t *be, float *dwte, float *dwpe, const float *dout,
-                               const int32_t *tokens, const int32_t *positions,
-                               int S, int B, int H, int vocab_start, int V);
+     * NULL, dwte too); dout of type dt, dwte and dwpe of type gdt. */
+    void (*embedding_backward)(const mc_backend_t *be, mc_dtype_t dt, mc_dtype_t gdt, void *dwte,
+                               void *dwpe, const void *dout, const int32_t *tokens,
+                               const int32_t *positions, int S, int B, int H, int vocab_start, int V);
 
     /* ---- LayerNorm over the last dim C of N rows ----
-     * out = (x - mean) * rstd * w + b; mean/rstd [N] are saved for backward. */
-    void (*layernorm_forward)(const mc_backend_t *be, float *out, float *mean, float *rstd,
-                              const float *x, const float *w, const float *b, int N, int C,
-                              float eps);
-    /* dx += ..., dw += ..., db += ... */
-    void (*layernorm_backward_acc)(const mc_backend_t *be, float *dx, float *dw, float *db,
-                                   const float *dout, const float *x, const float *w,
-                                   const float *mean, const float *rstd, int N, int C);
+     * out = (x - mean) * rstd * w + b; mean/rstd [N] (fp32) are saved for backward. */
+    void (*layernorm_forward)(const mc_backend_t *be, mc_dtype_t dt, void *out, float *mean,
+                              float *rstd, const void *x, const void *w, const void *b, int N,
+                              int C, float eps);
+    /* dx += ... (type dt), dw += ..., db += ... (type gdt) */
+    void (*layernorm_backward_acc)(const mc_backend_t *be, mc_dtype_t dt, mc_dtype_t gdt, void *dx,
+                                   void *dw, void *db, const void *dout, const void *x,
+                                   const void *w, const float *mean, const float *rstd, int N,
+                                   int C);
 
     /* ---- GeLU (in place allowed for forward: out may equal x) ----
      * tanh_approx: Megatron's bias_gelu_impl; else exact erf GeLU. */
-    void (*gelu_forward)(const mc_backend_t *be, float *out, const float *x, long n, int tanh_approx);
+    void (*gelu_forward)(const mc_backend_t *be, mc_dtype_t dt, void *out, const void *x, long n,
+                         int tanh_approx);
     /* dx = dout * gelu'(x) (dx may equal dout) */
-    void (*gelu_backward)(const mc_backend_t *be, float *dx, const float *dout, const float *x,
-                          long n, int tanh_approx);
+    void (*gelu_backward)(const mc_backend_t *be, mc_dtype_t dt, void *dx, const void *dout,
+                          const void *x, long n, int tanh_approx);
 
     /* ---- dropout over a [d0, b, inner] view; out = x * mask / (1-p).
      * out may equal x. p == 0 copies. d0_offset/inner_full/inner_offset place a shard in the
      * full tensor (for a whole tensor: 0, inner, 0). */
-    void (*dropout_forward)(const mc_backend_t *be, float *out, const float *x,
+    void (*dropout_forward)(const mc_backend_t *be, mc_dtype_t dt, void *out, const void *x,
                             const mc_dropout_t *d, int d0, int B, int inner,
                             int d0_offset, int inner_full, int inner_offset);
     /* The same mask applied to a gradient (regenerated, never stored). */
-    void (*dropout_backward)(const mc_backend_t *be, float *dx, const float *dout,
+    void (*dropout_backward)(const mc_backend_t *be, mc_dtype_t dt, void *dx, const void *dout,
                              const mc_dropout_t *d, int d0, int B, int inner,
                              int d0_offset, int inner_full, int inner_offset);
 
@@ -115,9 +135,10 @@ struct mc_backend {
      * qkv: [s, b, NH*3*HD] with Megatron's per-head [q k v] layout (head i occupies columns
      * [i*3*HD, (i+1)*3*HD) as q, k, v blocks of HD).
      * out: [s, b, NH*HD] (head-major within a row: column = head*HD + d).
-     * probs: [b, NH, s, s], the softmax probabilities before dropout (saved for backward; the
-     * dropout mask is regenerated there). Masked scores are -10000 before the softmax, as in
-     * Megatron's attention_mask_func.
+     * state: what the backward needs besides qkv and out, of attention_sizes' state_bytes: the
+     * CPU backend keeps the softmax probabilities [b, NH, s, s] (type dt) before dropout, a fused
+     * (flash) kernel only the softmax statistics. Masked scores are -10000 before the softmax,
+     * as in Megatron's attention_mask_func.
      * Dropout on the probabilities uses d (site ATTN_PROBS) over the full [NH_full, s, s] per
      * sample: head_offset/NH_full place this rank's heads.
      * segments (Megatron's --reset-attention-mask): NULL = plain causal attention; else a [b, s]
@@ -126,48 +147,57 @@ struct mc_backend {
      * score (either kind) is exactly -10000 before the softmax and gets no gradient.
      * All-equal segments give results bit-identical to NULL.
      * scale = 1/sqrt(HD). */
-    void (*attention_forward)(const mc_backend_t *be, float *out, float *probs, const float *qkv,
-                              int S, int B, int NH, int HD, const int32_t *segments, float scale,
-                              const mc_dropout_t *d, int head_offset, int NH_full);
-    /* dqkv (overwritten) from dout, using saved qkv and probs; scratch has B*NH*S*S floats.
-     * segments: the same array (or NULL) as the forward pass. */
-    void (*attention_backward)(const mc_backend_t *be, float *dqkv, float *scratch,
-                               const float *dout, const float *qkv, const float *probs,
-                               int S, int B, int NH, int HD, const int32_t *segments, float scale,
-                               const mc_dropout_t *d, int head_offset, int NH_full);
+    void (*attention_forward)(const mc_backend_t *be, mc_dtype_t dt, void *out, void *state,
+                              const void *qkv, int S, int B, int NH, int HD,
+                              const int32_t *segments, float scale, const mc_dropout_t *d,
+                              int head_offset, int NH_full);
+    /* dqkv (overwritten) from dout, using saved qkv, out and state; scratch has attention_sizes'
+     * scratch_bytes. segments: the same array (or NULL) as the forward pass. */
+    void (*attention_backward)(const mc_backend_t *be, mc_dtype_t dt, void *dqkv, void *scratch,
+                               const void *dout, const void *qkv, const void *out,
+                               const void *state, int S, int B, int NH, int HD,
+                               const int32_t *segments, float scale, const mc_dropout_t *d,
+                               int head_offset, int NH_full);
+    /* Bytes of the forward's saved state and of the backward's scratch for these sizes. */
+    void (*attention_sizes)(const mc_backend_t *be, mc_dtype_t dt, int S, int B, int NH, int HD,
+                            size_t *state_bytes, size_t *scratch_bytes);
 
-    /* ---- vocab-parallel cross-entropy in fp32 (Megatron's _VocabParallelCrossEntropy) ----
-     * logits [N, V] (rows in [s, b] order: n = s_i*B + b_i) hold this rank's vocab slice
-     * [vocab_start, vocab_start + V); targets, losses and dloss are [b, s] (index b_i*S + s_i),
-     * as a dataset yields them. Three steps, with tp reductions of the [N] statistics between:
+    /* ---- vocab-parallel cross-entropy in fp32 (Megatron's _VocabParallelCrossEntropy on
+     * logits.float()) ----
+     * logits [N, V] (type dt; rows in [s, b] order: n = s_i*B + b_i) hold this rank's vocab
+     * slice [vocab_start, vocab_start + V); targets, losses and dloss are [b, s] (index
+     * b_i*S + s_i), as a dataset yields them. Three steps, with tp reductions of the [N]
+     * statistics between:
      *   ce_max:  rowmax[n] = max_j logits[n, j]                          (then all-reduce MAX)
      *   ce_sums: sumexp[n] = sum_j exp(logits[n, j] - rowmax[n]) (accumulated in double);
      *            target_logit[n] = logits[n, t - vocab_start] if the target t is in the slice,
      *            else 0                                                  (then all-reduce SUM)
      *   ce_loss: losses[b, s] = log(sumexp[n]) + rowmax[n] - target_logit[n]
      * One rank is the whole vocabulary with no reductions. */
-    void (*ce_max)(const mc_backend_t *be, float *rowmax, const float *logits, int N, int V);
-    void (*ce_sums)(const mc_backend_t *be, float *sumexp, float *target_logit, const float *logits,
-                    const float *rowmax, const int32_t *targets, int S, int B, int V,
-                    int vocab_start);
+    void (*ce_max)(const mc_backend_t *be, mc_dtype_t dt, float *rowmax, const void *logits, int N,
+                   int V);
+    void (*ce_sums)(const mc_backend_t *be, mc_dtype_t dt, float *sumexp, float *target_logit,
+                    const void *logits, const float *rowmax, const int32_t *targets, int S, int B,
+                    int V, int vocab_start);
     void (*ce_loss)(const mc_backend_t *be, float *losses, const float *rowmax, const float *sumexp,
                     const float *target_logit, int S, int B);
     /* dlogits[n, j] = (exp(logits[n, j] - rowmax[n]) / sumexp[n] - [j == t - vocab_start])
      *                 * dloss[b, s], with the reduced statistics. dlogits may equal logits. */
-    void (*ce_backward)(const mc_backend_t *be, float *dlogits, const float *logits,
+    void (*ce_backward)(const mc_backend_t *be, mc_dtype_t dt, void *dlogits, const void *logits,
                         const float *rowmax, const float *sumexp, const int32_t *targets,
                         const float *dloss, int S, int B, int V, int vocab_start);
 
-    /* ---- elementwise / reductions ---- */
-    void (*add)(const mc_backend_t *be, float *out, const float *a, const float *b, long n); /* out = a + b */
-    void (*add_inplace)(const mc_backend_t *be, float *acc, const float *x, long n); /* acc += x */
-    void (*scale)(const mc_backend_t *be, float *x, float s, long n);               /* x *= s */
+    /* ---- elementwise / reductions, on buffers of type dt ---- */
+    void (*add)(const mc_backend_t *be, mc_dtype_t dt, void *out, const void *a, const void *b,
+                long n);                                                       /* out = a + b */
+    void (*add_inplace)(const mc_backend_t *be, mc_dtype_t dt, void *acc, const void *x, long n); /* acc += x */
+    void (*scale)(const mc_backend_t *be, mc_dtype_t dt, void *x, float s, long n); /* x *= s */
     /* Sum of squares in double (returned to host), for grad and param norms. */
-    double (*sumsq)(const mc_backend_t *be, const float *x, long n);
+    double (*sumsq)(const mc_backend_t *be, mc_dtype_t dt, const void *x, long n);
     /* Number of elements equal to zero (for --log-num-zeros-in-grad). */
-    long (*count_zeros)(const mc_backend_t *be, const float *x, long n);
+    long (*count_zeros)(const mc_backend_t *be, mc_dtype_t dt, const void *x, long n);
     /* 1 if any element is inf or nan. */
-    int (*has_nonfinite)(const mc_backend_t *be, const float *x, long n);
+    int (*has_nonfinite)(const mc_backend_t *be, mc_dtype_t dt, const void *x, long n);
 
     /* ---- Adam (decoupled weight decay, bias correction) on fp32 master params ----
      * m = b1 m + (1-b1) g; v = b2 v + (1-b2) g^2; mh = m/bc1; vh = v/bc2;

@@ -93,25 +93,39 @@ static bool recomputed(const mc_gpt_config_t *c, int n, int j, int *first, int *
 }
 
 /* Buffers of one layer's saved activations: x (its input) when with_x, probs when with_probs. */
-static void take_layer(alloc_ctx_t *acts, mc_layer_acts_t *a, const mc_gpt_config_t *c, bool with_x,
-                       bool with_probs)
+/* Bytes of one layer's saved attention state and of the attention backward's scratch (the
+ * backend decides: probabilities on the CPU, softmax statistics in a fused kernel). */
+static void attention_bytes(const mc_gpt_t *m, long *state, long *scratch)
 {
+    const mc_gpt_config_t *c = &m->cfg;
+    size_t st, sc;
+    m->be->attention_sizes(m->be, c->dt, c->seq, c->max_batch, tp_dims(c).heads, c->head_dim, &st, &sc);
+    *state = (long)st;
+    *scratch = (long)sc;
+}
+
+static void take_layer(const mc_gpt_t *m, alloc_ctx_t *acts, mc_layer_acts_t *a, bool with_x,
+                       bool with_state)
+{
+    const mc_gpt_config_t *c = &m->cfg;
     const tp_dims_t t = tp_dims(c);
-    const long S = c->seq, B = c->max_batch, H = c->hidden, F = t.ffn, NH = t.heads;
-    const long SB = S * B, LB = (long)t.seq * B, f = sizeof(float);
-    if (with_x) a->x = take(acts, LB * H * f);
-    a->ln1 = take(acts, LB * H * f);
+    const long S = c->seq, B = c->max_batch, H = c->hidden, F = t.ffn;
+    const long SB = S * B, LB = (long)t.seq * B, f = sizeof(float), e = (long)mc_dtype_size(c->dt);
+    long state, scratch;
+    attention_bytes(m, &state, &scratch);
+    if (with_x) a->x = take(acts, LB * H * e);
+    a->ln1 = take(acts, LB * H * e);
     a->ln1_mean = take(acts, LB * f);
     a->ln1_rstd = take(acts, LB * f);
-    a->qkv = take(acts, SB * t.qkv * f);
-    if (with_probs) a->probs = take(acts, B * NH * S * S * f);
-    a->attn = take(acts, SB * t.attn * f);
-    a->x_mid = take(acts, LB * H * f);
-    a->ln2 = take(acts, LB * H * f);
+    a->qkv = take(acts, SB * t.qkv * e);
+    if (with_state) a->attn_state = take(acts, state);
+    a->attn = take(acts, SB * t.attn * e);
+    a->x_mid = take(acts, LB * H * e);
+    a->ln2 = take(acts, LB * H * e);
     a->ln2_mean = take(acts, LB * f);
     a->ln2_rstd = take(acts, LB * f);
-    a->fc1 = take(acts, SB * F * f);
-    a->act = take(acts, SB * F * f);
+    a->fc1 = take(acts, SB * F * e);
+    a->act = take(acts, SB * F * e);
 }
 
 /* What the chunks of slot group g need: the most layers of any, and whether one has the
@@ -143,6 +157,7 @@ static void plan_slot(mc_gpt_t *m, alloc_ctx_t *acts, int g, mc_gpt_slot_t *s)
     const tp_dims_t t = tp_dims(c);
     const long S = c->seq, B = c->max_batch, H = c->hidden;
     const long SB = S * B, LB = (long)t.seq * B, f = sizeof(float), ib = SB * (long)sizeof(int32_t);
+    const long e = (long)mc_dtype_size(c->dt);
     const bool selective = c->recompute == MC_RECOMPUTE_SELECTIVE;
     const int n = ch->n_layers;
     int first, last;
@@ -156,33 +171,33 @@ static void plan_slot(mc_gpt_t *m, alloc_ctx_t *acts, int g, mc_gpt_slot_t *s)
         s->loss_mask = take(acts, SB * f);
     }
     s->segments_buf = take(acts, ib);
-    s->in = take(acts, LB * H * f);
+    s->in = take(acts, LB * H * e);
     for (int j = 0; j < n; j++) {
         mc_layer_acts_t *a = &s->acts[j];
         if (recomputed(c, n, j, &first, &last)) {
-            if (j == first) a->x = j == 0 ? s->in : take(acts, LB * H * f);
-            float *x = j == first ? a->x : m->rc[j - first].x;
+            if (j == first) a->x = j == 0 ? s->in : take(acts, LB * H * e);
+            void *x = j == first ? a->x : m->rc[j - first].x;
             *a = m->rc[j - first];
             a->x = x;
         } else {
-            take_layer(acts, a, c, j > 0, !selective);
+            take_layer(m, acts, a, j > 0, !selective);
             if (j == 0) a->x = s->in;
-            if (selective) a->probs = m->probs_scratch;
+            if (selective) a->attn_state = m->state_scratch;
         }
     }
     if (ch->post) {
-        s->x_final = n ? take(acts, LB * H * f) : s->in;
-        s->lnf = take(acts, LB * H * f);
+        s->x_final = n ? take(acts, LB * H * e) : s->in;
+        s->lnf = take(acts, LB * H * e);
         s->lnf_mean = take(acts, LB * f);
         s->lnf_rstd = take(acts, LB * f);
-        s->logits = take(acts, SB * t.vocab * f);
+        s->logits = take(acts, SB * t.vocab * e);
         s->ce_max = take(acts, SB * f);
         s->ce_sum = take(acts, 2 * SB * f); /* with ce_target: one all-reduce for both */
         s->ce_target = s->ce_sum ? s->ce_sum + SB : NULL;
         s->losses = take(acts, SB * f);
     } else {
-        s->out = n ? take(acts, LB * H * f) : s->in;
-        s->dout = take(acts, LB * H * f);
+        s->out = n ? take(acts, LB * H * e) : s->in;
+        s->dout = take(acts, LB * H * e);
     }
 }
 
@@ -192,31 +207,33 @@ static void plan_activations(mc_gpt_t *m, alloc_ctx_t *acts, alloc_ctx_t *ws)
 {
     const mc_gpt_config_t *c = &m->cfg;
     const tp_dims_t t = tp_dims(c);
-    const long S = c->seq, B = c->max_batch, H = c->hidden, F = t.ffn, NH = t.heads;
+    const long S = c->seq, B = c->max_batch, H = c->hidden, F = t.ffn;
     const long A = t.attn, QKV = t.qkv;
-    const long SB = S * B, f = sizeof(float);
+    const long SB = S * B, f = sizeof(float), e = (long)mc_dtype_size(c->dt);
     const long LB = (long)t.seq * B; /* rows of the sequence-local regions */
+    long state, scratch;
+    attention_bytes(m, &state, &scratch);
 
     int groups = 0, first, last;
     for (int ci = 0; ci < c->n_chunks; ci++)
         for (int j = 0; j < c->chunk[ci].n_layers; j++)
             if (recomputed(c, c->chunk[ci].n_layers, j, &first, &last) && last - first + 1 > groups)
                 groups = last - first + 1;
-    for (int k = 0; k < groups; k++) take_layer(acts, &m->rc[k], c, k > 0, true);
-    if (c->recompute == MC_RECOMPUTE_SELECTIVE) m->probs_scratch = take(acts, B * NH * S * S * f);
+    for (int k = 0; k < groups; k++) take_layer(m, acts, &m->rc[k], k > 0, true);
+    if (c->recompute == MC_RECOMPUTE_SELECTIVE) m->state_scratch = take(acts, state);
     for (int g = 0; g < MC_SLOT_GROUPS; g++)
         for (int k = 0; k < c->slots[g]; k++) plan_slot(m, acts, g, &m->slots[g][k]);
 
     m->dloss = take(ws, SB * f);
-    m->tmp_h = take(ws, SB * (H > A ? H : A) * f);
-    m->dx = take(ws, LB * H * f);
-    m->dres = take(ws, LB * H * f);
+    m->tmp_h = take(ws, SB * (H > A ? H : A) * e);
+    m->dx = take(ws, LB * H * e);
+    m->dres = take(ws, LB * H * e);
     /* the whole sequence of a sequence-local activation, gathered for a column-parallel layer */
-    m->gath = t.sp ? take(ws, SB * H * f) : NULL;
-    m->dtmp_h = take(ws, SB * (H > A ? H : A) * f);
-    m->d_ffn = take(ws, SB * F * f);
-    m->d_qkv = take(ws, SB * QKV * f);
-    m->attn_scratch = take(ws, B * NH * S * S * f);
+    m->gath = t.sp ? take(ws, SB * H * e) : NULL;
+    m->dtmp_h = take(ws, SB * (H > A ? H : A) * e);
+    m->d_ffn = take(ws, SB * F * e);
+    m->d_qkv = take(ws, SB * QKV * e);
+    m->attn_scratch = take(ws, scratch);
 }
 
 /* The host structs of the slots and the recomputation buffers. */
@@ -253,16 +270,19 @@ static void free_slot_structs(mc_gpt_t *m)
     m->rc = NULL;
 }
 
-void mc_gpt_memory(const mc_gpt_t *m, long *param_bytes, long *act_bytes, long *ws_bytes)
+void mc_gpt_memory(const mc_gpt_t *m, const mc_backend_t *be, long *param_bytes, long *grad_bytes,
+                   long *act_bytes, long *ws_bytes)
 {
     mc_gpt_t tmp = *m;
+    tmp.be = be;
     memset(tmp.slots, 0, sizeof(tmp.slots));
     tmp.rc = NULL;
     alloc_ctx_t a = {0}, w = {0};
     if (alloc_slot_structs(&tmp) != 0) mc_fatal("out of host memory planning activations");
     plan_activations(&tmp, &a, &w);
     free_slot_structs(&tmp);
-    *param_bytes = m->n_elems * (long)sizeof(float);
+    *param_bytes = m->n_elems * (long)mc_dtype_size(m->cfg.dt);
+    *grad_bytes = m->n_elems * (long)mc_dtype_size(m->cfg.gdt);
     *act_bytes = a.bytes;
     *ws_bytes = w.bytes;
 }
@@ -270,16 +290,16 @@ void mc_gpt_memory(const mc_gpt_t *m, long *param_bytes, long *act_bytes, long *
 int mc_gpt_alloc(mc_gpt_t *m, const mc_backend_t *be)
 {
     m->be = be;
-    size_t pb = (size_t)m->n_elems * sizeof(float);
-    m->param_buf = be->alloc(be, pb);
-    m->grad_buf = be->alloc(be, pb);
+    m->loss_scale = 1.0f;
+    m->param_buf = be->alloc(be, (size_t)m->n_elems * mc_dtype_size(m->cfg.dt));
+    m->grad_buf = be->alloc(be, (size_t)m->n_elems * mc_dtype_size(m->cfg.gdt));
     m->host_losses = calloc((size_t)m->cfg.seq * (size_t)m->cfg.max_batch, sizeof(float));
     if (!m->param_buf || !m->grad_buf || !m->host_losses || alloc_slot_structs(m) != 0) return -1;
     alloc_ctx_t a = {.m = m}, w = {.m = m};
     plan_activations(m, &a, &w);
     if (a.failed || w.failed) return -1;
-    mc_gpt_bind_ptrs(m, m->param_buf, &m->p);
-    mc_gpt_bind_ptrs(m, m->grad_buf, &m->g);
+    mc_gpt_bind_ptrs(m, m->param_buf, m->cfg.dt, &m->p);
+    mc_gpt_bind_ptrs(m, m->grad_buf, m->cfg.gdt, &m->g);
     return 0;
 }
 
@@ -345,31 +365,31 @@ static void grads_final(mc_gpt_t *m, int k)
 
 /* Sums a partial result over the tp ranks (the forward of a row-parallel layer, the backward of
  * a column-parallel one). */
-static void tp_reduce(mc_gpt_t *m, float *buf, long n, mc_redop_t op)
+static void tp_reduce(mc_gpt_t *m, void *buf, long n, mc_dtype_t dt, mc_redop_t op)
 {
-    if (m->cfg.tp > 1) mc_all_reduce(m->comm, m->tp_group, buf, (size_t)n, MC_DT_F32, op);
+    if (m->cfg.tp > 1) mc_all_reduce(m->comm, m->tp_group, buf, (size_t)n, dt, op);
 }
 
 /* Sequence parallelism (Korthikanti et al.): the input of a column-parallel layer is the
  * sequence-local activation all-gathered over tp (into m->gath); the backward of a row-parallel
  * layer gathers its output gradient the same way. Without it, the tensor itself. */
-static const float *seq_gather(mc_gpt_t *m, const tp_dims_t *t, const float *local, long n_local)
+static const void *seq_gather(mc_gpt_t *m, const tp_dims_t *t, const void *local, long n_local)
 {
     if (!t->sp) return local;
-    mc_all_gather(m->comm, m->tp_group, local, m->gath, (size_t)n_local, MC_DT_F32);
+    mc_all_gather(m->comm, m->tp_group, local, m->gath, (size_t)n_local, m->cfg.dt);
     return m->gath;
 }
 
 /* A partial sum over tp of a whole-sequence tensor (a row-parallel output; a column-parallel
  * input gradient): all-reduced in place, or with sequence parallelism reduce-scattered into this
  * rank's rows in `local`. Returns the summed buffer. */
-static float *tp_sum(mc_gpt_t *m, const tp_dims_t *t, float *partial, float *local, long n_local)
+static void *tp_sum(mc_gpt_t *m, const tp_dims_t *t, void *partial, void *local, long n_local)
 {
     if (!t->sp) {
-        tp_reduce(m, partial, n_local, MC_OP_SUM);
+        tp_reduce(m, partial, n_local, m->cfg.dt, MC_OP_SUM);
         return partial;
     }
-    mc_reduce_scatter(m->comm, m->tp_group, partial, local, (size_t)n_local, MC_DT_F32, MC_OP_SUM);
+    mc_reduce_scatter(m->comm, m->tp_group, partial, local, (size_t)n_local, m->cfg.dt, MC_OP_SUM);
     return local;
 }
 
@@ -400,34 +420,35 @@ static void forward_layer(mc_gpt_t *m, int j, uint32_t iteration, bool training,
     const float hp = training ? c->hidden_dropout : 0.0f;
     const float ap = training ? c->attention_dropout : 0.0f;
     mc_dropout_t d;
+    const mc_dtype_t dt = c->dt;
     mc_layer_acts_t *a = &sl->acts[j];
     const mc_layer_ptrs_t *w = &m->p.layers[lj];
-    float *x_out = j + 1 < ch->n_layers ? sl->acts[j + 1].x
+    void *x_out = j + 1 < ch->n_layers ? sl->acts[j + 1].x
                    : recomputing        ? m->dx
                    : ch->post           ? sl->x_final
                                         : sl->out;
     const uint32_t layer_no = (uint32_t)m->layer_no[lj] + 1;
 
     params_needed(m, lj + 1);
-    be->layernorm_forward(be, a->ln1, a->ln1_mean, a->ln1_rstd, a->x, w->ln1_w, w->ln1_b, Sl * B, H, c->eps);
-    be->linear_forward(be, a->qkv, seq_gather(m, &t, a->ln1, NL), w->qkv_w, w->qkv_b, N, H, t.qkv);
+    be->layernorm_forward(be, dt, a->ln1, a->ln1_mean, a->ln1_rstd, a->x, w->ln1_w, w->ln1_b, Sl * B, H, c->eps);
+    be->linear_forward(be, dt, a->qkv, seq_gather(m, &t, a->ln1, NL), w->qkv_w, w->qkv_b, N, H, t.qkv);
     d = dropout_site(m, iteration, layer_no, MC_DROPOUT_SITE_ATTN_PROBS, sl->sample0, ap);
-    be->attention_forward(be, a->attn, a->probs, a->qkv, S, B, NH, HD, sl->segments,
+    be->attention_forward(be, dt, a->attn, a->attn_state, a->qkv, S, B, NH, HD, sl->segments,
                           1.0f / sqrtf((float)HD), &d, t.head_start, c->heads);
-    be->linear_forward(be, m->tmp_h, a->attn, w->proj_w, bias_here ? w->proj_b : NULL, N, A, H);
-    float *y = tp_sum(m, &t, m->tmp_h, m->dtmp_h, NL); /* dtmp_h: free in forward */
+    be->linear_forward(be, dt, m->tmp_h, a->attn, w->proj_w, bias_here ? w->proj_b : NULL, N, A, H);
+    void *y = tp_sum(m, &t, m->tmp_h, m->dtmp_h, NL); /* dtmp_h: free in forward */
     d = dropout_site(m, iteration, layer_no, MC_DROPOUT_SITE_ATTN_OUT, sl->sample0, hp);
-    be->dropout_forward(be, y, y, &d, Sl, B, H, s0, H, 0);
-    be->add(be, a->x_mid, c->post_ln_residual ? a->ln1 : a->x, y, NL);
+    be->dropout_forward(be, dt, y, y, &d, Sl, B, H, s0, H, 0);
+    be->add(be, dt, a->x_mid, c->post_ln_residual ? a->ln1 : a->x, y, NL);
 
-    be->layernorm_forward(be, a->ln2, a->ln2_mean, a->ln2_rstd, a->x_mid, w->ln2_w, w->ln2_b, Sl * B, H, c->eps);
-    be->linear_forward(be, a->fc1, seq_gather(m, &t, a->ln2, NL), w->fc1_w, w->fc1_b, N, H, F);
-    be->gelu_forward(be, a->act, a->fc1, (long)N * F, c->gelu_tanh);
-    be->linear_forward(be, m->tmp_h, a->act, w->fc2_w, bias_here ? w->fc2_b : NULL, N, F, H);
+    be->layernorm_forward(be, dt, a->ln2, a->ln2_mean, a->ln2_rstd, a->x_mid, w->ln2_w, w->ln2_b, Sl * B, H, c->eps);
+    be->linear_forward(be, dt, a->fc1, seq_gather(m, &t, a->ln2, NL), w->fc1_w, w->fc1_b, N, H, F);
+    be->gelu_forward(be, dt, a->act, a->fc1, (long)N * F, c->gelu_tanh);
+    be->linear_forward(be, dt, m->tmp_h, a->act, w->fc2_w, bias_here ? w->fc2_b : NULL, N, F, H);
     y = tp_sum(m, &t, m->tmp_h, m->dtmp_h, NL);
     d = dropout_site(m, iteration, layer_no, MC_DROPOUT_SITE_MLP_OUT, sl->sample0, hp);
-    be->dropout_forward(be, y, y, &d, Sl, B, H, s0, H, 0);
-    be->add(be, x_out, c->post_ln_residual ? a->ln2 : a->x_mid, y, NL);
+    be->dropout_forward(be, dt, y, y, &d, Sl, B, H, s0, H, 0);
+    be->add(be, dt, x_out, c->post_ln_residual ? a->ln2 : a->x_mid, y, NL);
 }
 
 /* Layer j of the chunk in flight, backward: dres holds the gradient at the layer's output and
@@ -442,7 +463,8 @@ static void backward_layer(mc_gpt_t *m, int j, uint32_t iteration)
     const int S = c->seq, B = sl->batch, H = c->hidden, F = t.ffn, NH = t.heads, HD = c->head_dim;
     const int A = t.attn, N = S * B, Sl = t.seq, s0 = t.seq_start, NLr = Sl * B;
     const long NHl = (long)NLr * H;
-    float *dfull = t.sp ? m->tmp_h : m->dx;
+    const mc_dtype_t dt = c->dt, gdt = c->gdt;
+    void *dfull = t.sp ? m->tmp_h : m->dx;
     const float hp = c->hidden_dropout, ap = c->attention_dropout;
     const uint64_t sample0 = sl->sample0;
     const mc_layer_acts_t *a = &sl->acts[j];
@@ -453,44 +475,50 @@ static void backward_layer(mc_gpt_t *m, int j, uint32_t iteration)
 
     /* ---- MLP block: x_out = res2 + dropout(fc2(gelu(fc1(ln2)))) ---- */
     d = dropout_site(m, iteration, layer_no, MC_DROPOUT_SITE_MLP_OUT, sample0, hp);
-    be->dropout_backward(be, m->dtmp_h, m->dres, &d, Sl, B, H, s0, H, 0);
-    be->linear_backward(be, m->d_ffn, gw->fc2_w, gw->fc2_b, seq_gather(m, &t, m->dtmp_h, NHl),
+    be->dropout_backward(be, dt, m->dtmp_h, m->dres, &d, Sl, B, H, s0, H, 0);
+    be->linear_backward(be, dt, gdt, m->d_ffn, gw->fc2_w, gw->fc2_b, seq_gather(m, &t, m->dtmp_h, NHl),
                         a->act, w->fc2_w, N, F, H);
-    be->gelu_backward(be, m->d_ffn, m->d_ffn, a->fc1, (long)N * F, c->gelu_tanh);
+    be->gelu_backward(be, dt, m->d_ffn, m->d_ffn, a->fc1, (long)N * F, c->gelu_tanh);
     /* d ln2 into dx */
-    be->linear_backward(be, dfull, gw->fc1_w, gw->fc1_b, m->d_ffn, seq_gather(m, &t, a->ln2, NHl),
+    be->linear_backward(be, dt, gdt, dfull, gw->fc1_w, gw->fc1_b, m->d_ffn, seq_gather(m, &t, a->ln2, NHl),
                         w->fc1_w, N, H, F);
     tp_sum(m, &t, dfull, m->dx, NHl);
     if (c->post_ln_residual) {
         /* res2 = ln2: its gradient joins d ln2, and x_mid gets only the LN path */
-        be->add_inplace(be, m->dx, m->dres, NHl);
-        be->memset0(be, m->dres, (size_t)NHl * sizeof(float));
+        be->add_inplace(be, dt, m->dx, m->dres, NHl);
+        be->memset0(be, m->dres, (size_t)NHl * mc_dtype_size(dt));
     }
     /* dres (d x_mid) += LN2 backward */
-    be->layernorm_backward_acc(be, m->dres, gw->ln2_w, gw->ln2_b, m->dx, a->x_mid, w->ln2_w,
+    be->layernorm_backward_acc(be, dt, gdt, m->dres, gw->ln2_w, gw->ln2_b, m->dx, a->x_mid, w->ln2_w,
                                a->ln2_mean, a->ln2_rstd, NLr, H);
 
     /* ---- attention block: x_mid = res1 + dropout(proj(attn(qkv(ln1)))) ---- */
     d = dropout_site(m, iteration, layer_no, MC_DROPOUT_SITE_ATTN_OUT, sample0, hp);
-    be->dropout_backward(be, m->dtmp_h, m->dres, &d, Sl, B, H, s0, H, 0);
+    be->dropout_backward(be, dt, m->dtmp_h, m->dres, &d, Sl, B, H, s0, H, 0);
     /* d attn into tmp_h (free during backward) */
-    be->linear_backward(be, m->tmp_h, gw->proj_w, gw->proj_b, seq_gather(m, &t, m->dtmp_h, NHl),
+    be->linear_backward(be, dt, gdt, m->tmp_h, gw->proj_w, gw->proj_b, seq_gather(m, &t, m->dtmp_h, NHl),
                         a->attn, w->proj_w, N, A, H);
     d = dropout_site(m, iteration, layer_no, MC_DROPOUT_SITE_ATTN_PROBS, sample0, ap);
-    if (c->recompute == MC_RECOMPUTE_SELECTIVE) /* core attention again; dtmp_h is free here */
-        be->attention_forward(be, m->dtmp_h, a->probs, a->qkv, S, B, NH, HD, sl->segments,
+    /* selective recomputation: core attention again (its output into dtmp_h, free here, which
+     * the backward then reads as the forward's output) */
+    const void *attn_out = a->attn;
+    if (c->recompute == MC_RECOMPUTE_SELECTIVE) {
+        be->attention_forward(be, dt, m->dtmp_h, a->attn_state, a->qkv, S, B, NH, HD, sl->segments,
                               1.0f / sqrtf((float)HD), &d, t.head_start, c->heads);
-    be->attention_backward(be, m->d_qkv, m->attn_scratch, m->tmp_h, a->qkv, a->probs, S, B, NH,
-                           HD, sl->segments, 1.0f / sqrtf((float)HD), &d, t.head_start, c->heads);
+        attn_out = m->dtmp_h;
+    }
+    be->attention_backward(be, dt, m->d_qkv, m->attn_scratch, m->tmp_h, a->qkv, attn_out,
+                           a->attn_state, S, B, NH, HD, sl->segments, 1.0f / sqrtf((float)HD), &d,
+                           t.head_start, c->heads);
     /* tmp_h (d attn) is consumed: it may take the whole-sequence d ln1 */
-    be->linear_backward(be, dfull, gw->qkv_w, gw->qkv_b, m->d_qkv, seq_gather(m, &t, a->ln1, NHl),
+    be->linear_backward(be, dt, gdt, dfull, gw->qkv_w, gw->qkv_b, m->d_qkv, seq_gather(m, &t, a->ln1, NHl),
                         w->qkv_w, N, H, t.qkv);
     tp_sum(m, &t, dfull, m->dx, NHl);
     if (c->post_ln_residual) {
-        be->add_inplace(be, m->dx, m->dres, NHl);
-        be->memset0(be, m->dres, (size_t)NHl * sizeof(float));
+        be->add_inplace(be, dt, m->dx, m->dres, NHl);
+        be->memset0(be, m->dres, (size_t)NHl * mc_dtype_size(dt));
     }
-    be->layernorm_backward_acc(be, m->dres, gw->ln1_w, gw->ln1_b, m->dx, a->x, w->ln1_w,
+    be->layernorm_backward_acc(be, dt, gdt, m->dres, gw->ln1_w, gw->ln1_b, m->dx, a->x, w->ln1_w,
                                a->ln1_mean, a->ln1_rstd, NLr, H);
     grads_final(m, lj + 1);
 }
@@ -515,6 +543,7 @@ void mc_gpt_forward_chunk(mc_gpt_t *m, int c, int k, const mc_microbatch_t *mb, 
     const long NL = (long)Sl * B * H; /* elements of a sequence-local [s, b, h] activation */
     const bool bias_here = cf->tp_rank == 0; /* the position embedding joins once, before the sum */
     const float hp = training ? cf->hidden_dropout : 0.0f;
+    const mc_dtype_t dt = cf->dt;
     mc_gpt_slot_t *sl = use_slot(m, c, k);
 
     if (mb->s != S || B > cf->max_batch)
@@ -541,31 +570,31 @@ void mc_gpt_forward_chunk(mc_gpt_t *m, int c, int k, const mc_microbatch_t *mb, 
         /* embedding + dropout: the vocab-parallel lookup summed over tp; the position embedding
          * joins once */
         params_needed(m, 0);
-        float *e = t.sp ? m->tmp_h : sl->in;
-        be->embedding_forward(be, e, sl->tokens, sl->positions, m->p.wte, bias_here ? m->p.wpe : NULL,
+        void *e = t.sp ? m->tmp_h : sl->in;
+        be->embedding_forward(be, dt, e, sl->tokens, sl->positions, m->p.wte, bias_here ? m->p.wpe : NULL,
                               S, B, H, t.vocab_start, t.vocab);
         tp_sum(m, &t, e, sl->in, NL);
         mc_dropout_t d = dropout_site(m, iteration, 0, MC_DROPOUT_SITE_EMBEDDING, mb->sample0, hp);
-        be->dropout_forward(be, sl->in, sl->in, &d, Sl, B, H, s0, H, 0);
+        be->dropout_forward(be, dt, sl->in, sl->in, &d, Sl, B, H, s0, H, 0);
     }
 
     for (int j = 0; j < ch->n_layers; j++) forward_layer(m, j, iteration, training, false);
-    float *chunk_out = ch->post ? sl->x_final : sl->out;
+    void *chunk_out = ch->post ? sl->x_final : sl->out;
     if (ch->n_layers == 0 && chunk_out != sl->in) /* a chunk without layers passes its input on */
-        be->memcpy_d2d(be, chunk_out, sl->in, (size_t)NL * sizeof(float));
+        be->memcpy_d2d(be, chunk_out, sl->in, (size_t)NL * mc_dtype_size(dt));
 
     *loss_sum = *num_tokens = 0;
     if (!ch->post) return;
     params_needed(m, m->n_local_layers + 1);
-    be->layernorm_forward(be, sl->lnf, sl->lnf_mean, sl->lnf_rstd, sl->x_final, m->p.lnf_w,
+    be->layernorm_forward(be, dt, sl->lnf, sl->lnf_mean, sl->lnf_rstd, sl->x_final, m->p.lnf_w,
                           m->p.lnf_b, Sl * B, H, cf->eps);
-    be->linear_forward(be, sl->logits, seq_gather(m, &t, sl->lnf, NL), m->p.out_w, NULL, N, H, t.vocab);
-    /* vocab-parallel cross-entropy: global max, then global sum-exp and predicted logit */
-    be->ce_max(be, sl->ce_max, sl->logits, N, t.vocab);
-    tp_reduce(m, sl->ce_max, N, MC_OP_MAX);
-    be->ce_sums(be, sl->ce_sum, sl->ce_target, sl->logits, sl->ce_max, sl->labels, S, B, t.vocab,
+    be->linear_forward(be, dt, sl->logits, seq_gather(m, &t, sl->lnf, NL), m->p.out_w, NULL, N, H, t.vocab);
+    /* vocab-parallel cross-entropy in fp32: global max, then global sum-exp and predicted logit */
+    be->ce_max(be, dt, sl->ce_max, sl->logits, N, t.vocab);
+    tp_reduce(m, sl->ce_max, N, MC_DT_F32, MC_OP_MAX);
+    be->ce_sums(be, dt, sl->ce_sum, sl->ce_target, sl->logits, sl->ce_max, sl->labels, S, B, t.vocab,
                 t.vocab_start);
-    tp_reduce(m, sl->ce_sum, 2L * N, MC_OP_SUM);
+    tp_reduce(m, sl->ce_sum, 2L * N, MC_DT_F32, MC_OP_SUM);
     be->ce_loss(be, sl->losses, sl->ce_max, sl->ce_sum, sl->ce_target, S, B);
 
     /* The loss sum is a [b*s] reduction: done on the host in double for a layout-independent
@@ -587,7 +616,7 @@ void mc_gpt_reduce_sequence_parallel_grads(mc_gpt_t *m)
     if (!(m->cfg.sequence_parallel && m->cfg.tp > 1)) return;
     for (int i = 0; i < m->n_params; i++)
         if (m->params[i].seq_parallel)
-            tp_reduce(m, m->grad_buf + m->params[i].offset, m->params[i].numel, MC_OP_SUM);
+            tp_reduce(m, mc_gpt_grad_at(m, m->params[i].offset), m->params[i].numel, m->cfg.gdt, MC_OP_SUM);
 }
 
 void mc_gpt_backward_chunk(mc_gpt_t *m, int c, int k, uint32_t iteration, float weight)
@@ -600,26 +629,28 @@ void mc_gpt_backward_chunk(mc_gpt_t *m, int c, int k, uint32_t iteration, float 
     const int S = cf->seq, B = sl->batch, H = cf->hidden, N = S * B, Sl = t.seq, s0 = t.seq_start;
     const int NLr = Sl * B;
     const long NHl = (long)NLr * H; /* elements of a sequence-local [s, b, h] activation */
+    const mc_dtype_t dt = cf->dt, gdt = cf->gdt;
+    const size_t hb = (size_t)NHl * mc_dtype_size(dt); /* bytes of a sequence-local activation */
     /* a column-parallel input gradient is formed over the whole sequence, then summed over tp */
-    float *dfull = t.sp ? m->tmp_h : m->dx;
+    void *dfull = t.sp ? m->tmp_h : m->dx;
     const float hp = cf->hidden_dropout;
 
     if (ch->post) {
-        /* d objective / d loss[b,s] = mask * weight */
+        /* d objective / d loss[b,s] = mask * weight, times the loss scale (Megatron's scale_loss) */
         be->memcpy_d2d(be, m->dloss, sl->loss_mask, (size_t)N * sizeof(float));
-        be->scale(be, m->dloss, weight, N);
-        be->ce_backward(be, sl->logits, sl->logits, sl->ce_max, sl->ce_sum, sl->labels, m->dloss, S,
+        be->scale(be, MC_DT_F32, m->dloss, weight * m->loss_scale, N);
+        be->ce_backward(be, dt, sl->logits, sl->logits, sl->ce_max, sl->ce_sum, sl->labels, m->dloss, S,
                         B, t.vocab, t.vocab_start);
-        be->linear_backward(be, dfull, m->g.out_w, NULL, sl->logits, seq_gather(m, &t, sl->lnf, NHl),
+        be->linear_backward(be, dt, gdt, dfull, m->g.out_w, NULL, sl->logits, seq_gather(m, &t, sl->lnf, NHl),
                             m->p.out_w, N, H, t.vocab);
         tp_sum(m, &t, dfull, m->dx, NHl); /* column-parallel (vocab) input gradient */
         /* dx now holds d lnf; the final LN backward accumulates into dres (= d x_final) */
-        be->memset0(be, m->dres, (size_t)NHl * sizeof(float));
-        be->layernorm_backward_acc(be, m->dres, m->g.lnf_w, m->g.lnf_b, m->dx, sl->x_final,
+        be->memset0(be, m->dres, hb);
+        be->layernorm_backward_acc(be, dt, gdt, m->dres, m->g.lnf_w, m->g.lnf_b, m->dx, sl->x_final,
                                    m->p.lnf_w, sl->lnf_mean, sl->lnf_rstd, NLr, H);
         grads_final(m, m->n_local_layers + 1);
     } else {
-        be->memcpy_d2d(be, m->dres, sl->dout, (size_t)NHl * sizeof(float));
+        be->memcpy_d2d(be, m->dres, sl->dout, hb);
     }
     /* invariant from here: dres = gradient w.r.t. the residual stream at the current point */
 
@@ -634,13 +665,13 @@ void mc_gpt_backward_chunk(mc_gpt_t *m, int c, int k, uint32_t iteration, float 
 
     if (!ch->pre) {
         /* the input is dead: it carries the gradient to the previous stage */
-        be->memcpy_d2d(be, sl->in, m->dres, (size_t)NHl * sizeof(float));
+        be->memcpy_d2d(be, sl->in, m->dres, hb);
         return;
     }
     /* embedding: x0 = dropout(wte[tok] + wpe[pos]) */
     mc_dropout_t d = dropout_site(m, iteration, 0, MC_DROPOUT_SITE_EMBEDDING, sl->sample0, hp);
-    be->dropout_backward(be, m->dres, m->dres, &d, Sl, B, H, s0, H, 0);
-    be->embedding_backward(be, m->g.wte, m->g.wpe, seq_gather(m, &t, m->dres, NHl), sl->tokens,
+    be->dropout_backward(be, dt, m->dres, m->dres, &d, Sl, B, H, s0, H, 0);
+    be->embedding_backward(be, dt, gdt, m->g.wte, m->g.wpe, seq_gather(m, &t, m->dres, NHl), sl->tokens,
                            sl->positions, S, B, H, t.vocab_start, t.vocab);
     grads_final(m, 0);
 }

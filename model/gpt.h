@@ -52,6 +52,8 @@ typedef struct {
     float hidden_dropout, attention_dropout;
     float init_std, embedding_init_std;
     uint64_t seed;
+    mc_dtype_t dt;            /* parameters and activations: fp32, or bf16/fp16 (--bf16, --fp16) */
+    mc_dtype_t gdt;           /* parameter gradients (Megatron's main_grad buffer) */
     int tp, tp_rank;          /* tensor parallelism: this rank's heads, ffn and vocab slice */
     bool sequence_parallel;   /* with tp > 1: LayerNorm/dropout regions split along the sequence */
     mc_recompute_t recompute; /* activation recomputation */
@@ -92,29 +94,32 @@ typedef struct {
                          param_is_not_shared) */
 } mc_param_t;
 
-/* Pointers into a flat buffer for one transformer layer (params or their grads). */
+/* Pointers into a flat buffer for one transformer layer (params, of type cfg.dt, or their grads,
+ * of type cfg.gdt). */
 typedef struct {
-    float *ln1_w, *ln1_b, *qkv_w, *qkv_b, *proj_w, *proj_b;
-    float *ln2_w, *ln2_b, *fc1_w, *fc1_b, *fc2_w, *fc2_b;
+    void *ln1_w, *ln1_b, *qkv_w, *qkv_b, *proj_w, *proj_b;
+    void *ln2_w, *ln2_b, *fc1_w, *fc1_b, *fc2_w, *fc2_b;
 } mc_layer_ptrs_t;
 
 typedef struct {
-    float *wte, *wpe, *lnf_w, *lnf_b, *out_w; /* out_w == wte when tied */
+    void *wte, *wpe, *lnf_w, *lnf_b, *out_w; /* out_w == wte when tied */
     mc_layer_ptrs_t *layers;
 } mc_gpt_ptrs_t;
 
-/* Saved activations of one layer for the backward pass ([s, b, *] layout). x of a chunk's first
- * layer is the slot's input. */
+/* Saved activations of one layer for the backward pass ([s, b, *] layout), of type cfg.dt but
+ * the LayerNorm statistics (fp32). x of a chunk's first layer is the slot's input. */
 typedef struct {
-    float *x;          /* layer input (residual stream) [S*B*H] */
-    float *ln1, *ln1_mean, *ln1_rstd;
-    float *qkv;        /* [S*B*3H] */
-    float *probs;      /* [B*NH*S*S] */
-    float *attn;       /* [S*B*H] */
-    float *x_mid;      /* residual stream after attention */
-    float *ln2, *ln2_mean, *ln2_rstd;
-    float *fc1;        /* pre-activation [S*B*FFN] */
-    float *act;        /* GeLU output [S*B*FFN] */
+    void *x;           /* layer input (residual stream) [S*B*H] */
+    void *ln1;
+    float *ln1_mean, *ln1_rstd;
+    void *qkv;         /* [S*B*3H] */
+    void *attn_state;  /* what the backend's attention backward needs (the CPU's probabilities) */
+    void *attn;        /* [S*B*H] */
+    void *x_mid;       /* residual stream after attention */
+    void *ln2;
+    float *ln2_mean, *ln2_rstd;
+    void *fc1;         /* pre-activation [S*B*FFN] */
+    void *act;         /* GeLU output [S*B*FFN] */
 } mc_layer_acts_t;
 
 /* One microbatch's activations through one chunk. */
@@ -126,13 +131,15 @@ typedef struct {
     float *loss_mask;                     /* [B*S] (post chunk) */
     int32_t *segments_buf;                /* [B*S]: per-document attention (--reset-attention-mask) */
     const int32_t *segments;              /* segments_buf for such a microbatch, else NULL */
-    float *in;     /* chunk input [S/tp-if-SP, B, H]: received or the embedding output; after the
+    /* activations and their gradients are of type cfg.dt */
+    void *in;      /* chunk input [S/tp-if-SP, B, H]: received or the embedding output; after the
                       backward, the gradient w.r.t. it (what is sent to the previous stage) */
-    float *out;    /* chunk output (not post): the next layer's input, sent to the next stage */
-    float *dout;   /* gradient w.r.t. the output, received from the next stage (not post) */
+    void *out;     /* chunk output (not post): the next layer's input, sent to the next stage */
+    void *dout;    /* gradient w.r.t. the output, received from the next stage (not post) */
     mc_layer_acts_t *acts;                /* [n_layers]; recomputed layers point into m->rc */
-    float *x_final, *lnf, *lnf_mean, *lnf_rstd; /* post chunk */
-    float *logits;                        /* [S*B*V/tp], reused for dlogits */
+    void *x_final, *lnf;                  /* post chunk */
+    float *lnf_mean, *lnf_rstd;
+    void *logits;                         /* [S*B*V/tp], reused for dlogits */
     float *ce_max, *ce_sum, *ce_target;   /* [S*B] vocab-parallel loss statistics */
     float *losses;                        /* [B*S] */
 } mc_gpt_slot_t;
@@ -163,7 +170,7 @@ typedef struct {
      * loss run over tp_group (NULL with tp = 1). */
     mc_comm_t *comm;
     mc_group_t *tp_group;
-    float *param_buf, *grad_buf;
+    void *param_buf, *grad_buf;   /* of types cfg.dt and cfg.gdt */
     mc_gpt_ptrs_t p, g;
 
     /* activations: slots[g][k] is slot k of group g; cur is the one in flight */
@@ -171,11 +178,12 @@ typedef struct {
     mc_gpt_slot_t *cur;
     int cur_chunk;
     float *dloss;                         /* [B*S] */
+    float loss_scale;                     /* the backward starts from the loss times this (fp16) */
     mc_layer_acts_t *rc;                  /* full recomputation: buffers of one recomputed chunk */
-    float *probs_scratch;                 /* selective recomputation: one layer's probabilities */
-    /* backward workspace */
-    float *tmp_h, *dx, *dres, *dtmp_h, *d_ffn, *d_qkv, *attn_scratch;
-    float *gath;                          /* [S*B*H] gathered sequence (sequence parallelism) */
+    void *state_scratch;                  /* selective recomputation: one layer's attention state */
+    /* backward workspace (type cfg.dt; attn_scratch is the backend's) */
+    void *tmp_h, *dx, *dres, *dtmp_h, *d_ffn, *d_qkv, *attn_scratch;
+    void *gath;                           /* [S*B*H] gathered sequence (sequence parallelism) */
     void **bufs;                          /* every activation/workspace buffer, for freeing */
     int n_bufs, cap_bufs;
     float *host_losses;                   /* [B*S] host copy for the loss reduction */
@@ -195,7 +203,8 @@ void mc_gpt_config_from_args(mc_gpt_config_t *cfg, const mc_args_t *args);
 /* Builds the parameter table and sizes; allocates nothing. */
 void mc_gpt_build_params(mc_gpt_t *m, const mc_gpt_config_t *cfg);
 /* Bytes needed by mc_gpt_alloc for params, grads, activations, workspace. */
-void mc_gpt_memory(const mc_gpt_t *m, long *param_bytes, long *act_bytes, long *ws_bytes);
+void mc_gpt_memory(const mc_gpt_t *m, const mc_backend_t *be, long *param_bytes, long *grad_bytes,
+                   long *act_bytes, long *ws_bytes);
 /* Allocates all buffers on the backend; returns 0 or -1 (out of memory). */
 int mc_gpt_alloc(mc_gpt_t *m, const mc_backend_t *be);
 void mc_gpt_free(mc_gpt_t *m);
@@ -207,8 +216,12 @@ void mc_gpt_reduce_sequence_parallel_grads(mc_gpt_t *m);
 /* Layout-invariant init (DESIGN decision 6). */
 void mc_gpt_init_params(mc_gpt_t *m);
 const mc_param_t *mc_gpt_find_param(const mc_gpt_t *m, const char *name);
-/* Points out->* at the named tensors of a flat buffer laid out like the parameter table. */
-void mc_gpt_bind_ptrs(const mc_gpt_t *m, float *base, mc_gpt_ptrs_t *out);
+/* Points out->* at the named tensors of a flat buffer of type dt laid out like the parameter
+ * table. */
+void mc_gpt_bind_ptrs(const mc_gpt_t *m, void *base, mc_dtype_t dt, mc_gpt_ptrs_t *out);
+/* Element `offset` of the parameter or gradient buffer. */
+static inline void *mc_gpt_param_at(const mc_gpt_t *m, long offset) { return mc_elem(m->param_buf, m->cfg.dt, offset); }
+static inline void *mc_gpt_grad_at(const mc_gpt_t *m, long offset) { return mc_elem(m->grad_buf, m->cfg.gdt, offset); }
 
 /* Element i of the full tensor `name` drawn from N(0, std), keyed only by (seed, name, i):
  * fills dst[0..count) with elements [start, start+count). */

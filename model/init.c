@@ -72,6 +72,9 @@ void mc_gpt_init_params(mc_gpt_t *m)
             mc_init_normal(d, m->cfg.seed, p->name, start, p->numel, p->init_std);
         }
     }
-    m->be->memcpy_h2d(m->be, m->param_buf, host, (size_t)m->n_elems * sizeof(float));
+    /* 16-bit models hold the init rounded to their type, as Megatron initialises params_dtype
+     * tensors (the fp32 master copies are made from these values) */
+    if (m->cfg.dt != MC_DT_F32) mc_convert(host, m->cfg.dt, host, MC_DT_F32, m->n_elems);
+    m->be->memcpy_h2d(m->be, m->param_buf, host, (size_t)m->n_elems * mc_dtype_size(m->cfg.dt));
     free(host);
 }

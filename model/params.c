@@ -32,6 +32,10 @@ void mc_gpt_config_from_args(mc_gpt_config_t *c, const mc_args_t *a)
     c->init_std = (float)a->init_method_std;
     c->embedding_init_std = (float)a->embedding_init_method_std;
     c->seed = (uint64_t)a->seed;
+    /* section 7: 16-bit params and activations; the grad buffer is fp32 for bf16 (Megatron sets
+     * accumulate_allreduce_grads_in_fp32) and the param type for fp16 unless asked for fp32 */
+    c->dt = a->bf16 ? MC_DT_BF16 : a->fp16 ? MC_DT_F16 : MC_DT_F32;
+    c->gdt = a->fp16 && !a->accumulate_allreduce_grads_in_fp32 ? MC_DT_F16 : MC_DT_F32;
     c->tp = a->tensor_model_parallel_size > 0 ? a->tensor_model_parallel_size : 1;
     c->tp_rank = 0; /* the trainer sets this rank's */
     c->sequence_parallel = a->sequence_parallel && c->tp > 1;
@@ -168,20 +172,20 @@ const mc_param_t *mc_gpt_find_param(const mc_gpt_t *m, const char *name)
 }
 
 /* Resolves the named tensors of a flat buffer into pointers. */
-static float *at(const mc_gpt_t *m, float *base, const char *name)
+static void *at(const mc_gpt_t *m, void *base, mc_dtype_t dt, const char *name)
 {
     const mc_param_t *p = mc_gpt_find_param(m, name);
-    return p ? base + p->offset : NULL;
+    return p ? mc_elem(base, dt, p->offset) : NULL;
 }
 
-void mc_gpt_bind_ptrs(const mc_gpt_t *m, float *base, mc_gpt_ptrs_t *out)
+void mc_gpt_bind_ptrs(const mc_gpt_t *m, void *base, mc_dtype_t dt, mc_gpt_ptrs_t *out)
 {
     char n[96];
-    out->wte = at(m, base, "embedding.word_embeddings.weight");
-    out->wpe = at(m, base, "embedding.position_embeddings.weight");
-    out->lnf_w = at(m, base, "decoder.final_layernorm.weight");
-    out->lnf_b = at(m, base, "decoder.final_layernorm.bias");
-    out->out_w = at(m, base, "output_layer.weight");
+    out->wte = at(m, base, dt, "embedding.word_embeddings.weight");
+    out->wpe = at(m, base, dt, "embedding.position_embeddings.weight");
+    out->lnf_w = at(m, base, dt, "decoder.final_layernorm.weight");
+    out->lnf_b = at(m, base, dt, "decoder.final_layernorm.bias");
+    out->out_w = at(m, base, dt, "output_layer.weight");
     if (!out->out_w) out->out_w = out->wte; /* tied, on the stage with the embedding */
     out->layers = calloc((size_t)(m->n_local_layers ? m->n_local_layers : 1), sizeof(mc_layer_ptrs_t));
     if (!out->layers) mc_fatal("out of host memory");
@@ -191,7 +195,7 @@ void mc_gpt_bind_ptrs(const mc_gpt_t *m, float *base, mc_gpt_ptrs_t *out)
 #define B(field, suffix)                                                               \
     do {                                                                               \
         snprintf(n, sizeof(n), "decoder.layers.%d.%s", l, suffix);                     \
-        lp->field = at(m, base, n);                                                    \
+        lp->field = at(m, base, dt, n);                                                    \
     } while (0)
         B(ln1_w, "input_layernorm.weight");
         B(ln1_b, "input_layernorm.bias");

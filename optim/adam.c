@@ -17,7 +17,11 @@ void mc_opt_segments_full(const mc_gpt_t *m, mc_opt_seg_t **segs, int *n, long *
     *state_len = m->n_elems;
 }
 
-long mc_adam_state_bytes(long state_len) { return 2 * state_len * (long)sizeof(float); }
+long mc_adam_state_bytes(long state_len, mc_dtype_t dt, mc_dtype_t gdt)
+{
+    const int copies = 2 + (dt != MC_DT_F32) + (gdt != MC_DT_F32);
+    return copies * state_len * (long)sizeof(float);
+}
 
 int mc_adam_init(mc_adam_t *opt, mc_gpt_t *model, const mc_args_t *args, mc_opt_seg_t *segs,
                  int n_segs, long state_len)
@@ -31,6 +35,8 @@ int mc_adam_init(mc_adam_t *opt, mc_gpt_t *model, const mc_args_t *args, mc_opt_
     opt->state_len = state_len;
     opt->exp_avg = be->alloc(be, bytes);
     opt->exp_avg_sq = be->alloc(be, bytes);
+    if (model->cfg.dt != MC_DT_F32 && !(opt->master = be->alloc(be, bytes))) return -1;
+    if (model->cfg.gdt != MC_DT_F32 && !(opt->main_grad = be->alloc(be, bytes))) return -1;
     opt->beta1 = args->adam_beta1;
     opt->beta2 = args->adam_beta2;
     opt->eps = args->adam_eps;
@@ -42,11 +48,57 @@ void mc_adam_free(mc_adam_t *opt)
 {
     const mc_backend_t *be = opt->model ? opt->model->be : NULL;
     if (be) {
-        if (opt->exp_avg) be->free(be, opt->exp_avg);
-        if (opt->exp_avg_sq) be->free(be, opt->exp_avg_sq);
+        float *bufs[] = {opt->exp_avg, opt->exp_avg_sq, opt->master, opt->main_grad};
+        for (size_t i = 0; i < sizeof(bufs) / sizeof(bufs[0]); i++)
+            if (bufs[i]) be->free(be, bufs[i]);
     }
     free(opt->segs);
     memset(opt, 0, sizeof(*opt));
+}
+
+float *mc_opt_param(const mc_adam_t *opt, const mc_opt_seg_t *s)
+{
+    return opt->master ? opt->master + s->state_off : (float *)opt->model->param_buf + s->off;
+}
+
+float *mc_opt_grad(const mc_adam_t *opt, const mc_opt_seg_t *s)
+{
+    return opt->main_grad ? opt->main_grad + s->state_off : (float *)opt->model->grad_buf + s->off;
+}
+
+void mc_opt_master_from_model(mc_adam_t *opt)
+{
+    const mc_gpt_t *m = opt->model;
+    if (!opt->master) return;
+    for (int i = 0; i < opt->n_segs; i++) {
+        const mc_opt_seg_t *s = &opt->segs[i];
+        m->be->convert(m->be, opt->master + s->state_off, MC_DT_F32, mc_gpt_param_at(m, s->off),
+                       m->cfg.dt, s->len);
+    }
+}
+
+void mc_opt_prepare_grads(mc_adam_t *opt)
+{
+    const mc_gpt_t *m = opt->model;
+    if (!opt->main_grad) return;
+    for (int i = 0; i < opt->n_segs; i++) {
+        const mc_opt_seg_t *s = &opt->segs[i];
+        m->be->convert(m->be, opt->main_grad + s->state_off, MC_DT_F32, mc_gpt_grad_at(m, s->off),
+                       m->cfg.gdt, s->len);
+    }
+}
+
+bool mc_opt_unscale_and_check(mc_adam_t *opt, float inv_scale)
+{
+    const mc_backend_t *be = opt->model->be;
+    bool found = false;
+    for (int i = 0; i < opt->n_segs; i++) {
+        float *g = mc_opt_grad(opt, &opt->segs[i]);
+        const long n = opt->segs[i].len;
+        if (inv_scale != 1.0f) be->scale(be, MC_DT_F32, g, inv_scale, n);
+        found |= be->has_nonfinite(be, MC_DT_F32, g, n) != 0;
+    }
+    return found;
 }
 
 /* A parameter duplicated on every tp rank counts on tp rank 0 only (Megatron's
@@ -66,7 +118,17 @@ double mc_opt_grad_sumsq(const mc_adam_t *opt)
     double s = 0;
     for (int i = 0; i < opt->n_segs; i++)
         if (counted_here(m, opt->segs[i].param))
-            s += m->be->sumsq(m->be, m->grad_buf + opt->segs[i].off, opt->segs[i].len);
+            s += m->be->sumsq(m->be, MC_DT_F32, mc_opt_grad(opt, &opt->segs[i]), opt->segs[i].len);
+    return s;
+}
+
+double mc_opt_master_sumsq(const mc_adam_t *opt)
+{
+    const mc_gpt_t *m = opt->model;
+    double s = 0;
+    for (int i = 0; i < opt->n_segs; i++)
+        if (counted_here(m, opt->segs[i].param))
+            s += m->be->sumsq(m->be, MC_DT_F32, mc_opt_param(opt, &opt->segs[i]), opt->segs[i].len);
     return s;
 }
 
@@ -76,7 +138,8 @@ double mc_opt_grad_zeros(const mc_adam_t *opt)
     double z = 0;
     for (int i = 0; i < opt->n_segs; i++)
         if (counted_here(m, opt->segs[i].param))
-            z += (double)m->be->count_zeros(m->be, m->grad_buf + opt->segs[i].off, opt->segs[i].len);
+            z += (double)m->be->count_zeros(m->be, MC_DT_F32, mc_opt_grad(opt, &opt->segs[i]),
+                                            opt->segs[i].len);
     return z;
 }
 
@@ -85,7 +148,7 @@ double mc_params_sumsq(const mc_gpt_t *m)
     double s = 0;
     for (int i = 0; i < m->n_params; i++)
         if (counted_here(m, i))
-            s += m->be->sumsq(m->be, m->param_buf + m->params[i].offset, m->params[i].numel);
+            s += m->be->sumsq(m->be, m->cfg.dt, mc_gpt_param_at(m, m->params[i].offset), m->params[i].numel);
     return s;
 }
 
@@ -93,7 +156,14 @@ void mc_opt_scale_grads(mc_adam_t *opt, float s)
 {
     const mc_gpt_t *m = opt->model;
     for (int i = 0; i < opt->n_segs; i++)
-        m->be->scale(m->be, m->grad_buf + opt->segs[i].off, s, opt->segs[i].len);
+        m->be->scale(m->be, MC_DT_F32, mc_opt_grad(opt, &opt->segs[i]), s, opt->segs[i].len);
+}
+
+void mc_opt_scale_model_grads(mc_adam_t *opt, float s)
+{
+    const mc_gpt_t *m = opt->model;
+    for (int i = 0; i < opt->n_segs; i++)
+        m->be->scale(m->be, m->cfg.gdt, mc_gpt_grad_at(m, opt->segs[i].off), s, opt->segs[i].len);
 }
 
 void mc_clip_grads(mc_adam_t *opt, double total_norm, double clip_grad)
@@ -110,9 +180,12 @@ void mc_adam_step(mc_adam_t *opt, double lr, double wd)
     for (int i = 0; i < opt->n_segs; i++) {
         const mc_opt_seg_t *s = &opt->segs[i];
         const mc_param_t *p = &m->params[s->param];
-        m->be->adam_step(m->be, m->param_buf + s->off, m->grad_buf + s->off,
-                         opt->exp_avg + s->state_off, opt->exp_avg_sq + s->state_off, s->len,
-                         (float)lr, (float)opt->beta1, (float)opt->beta2, (float)opt->eps,
-                         p->no_wd ? 0.0f : (float)wd, opt->step);
+        float *master = mc_opt_param(opt, s);
+        m->be->adam_step(m->be, master, mc_opt_grad(opt, s), opt->exp_avg + s->state_off,
+                         opt->exp_avg_sq + s->state_off, s->len, (float)lr, (float)opt->beta1,
+                         (float)opt->beta2, (float)opt->eps, p->no_wd ? 0.0f : (float)wd, opt->step);
+        /* Megatron's _copy_main_params_to_model_params */
+        if (opt->master)
+            m->be->convert(m->be, mc_gpt_param_at(m, s->off), m->cfg.dt, master, MC_DT_F32, s->len);
     }
 }

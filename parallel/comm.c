@@ -1,18 +1,6 @@
 /* Pieces of the comm interface shared by every implementation. */
 #include "parallel/comm.h"
 
-size_t mc_dtype_size(mc_dtype_t dt)
-{
-    switch (dt) {
-    case MC_DT_F32: return 4;
-    case MC_DT_F64: return 8;
-    case MC_DT_I64: return 8;
-    case MC_DT_I32: return 4;
-    case MC_DT_U8: return 1;
-    }
-    return 0;
-}
-
 const char *mc_coll_name(mc_coll_kind_t kind)
 {
     switch (kind) {

@@ -14,7 +14,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-typedef enum { MC_DT_F32, MC_DT_F64, MC_DT_I64, MC_DT_I32, MC_DT_U8 } mc_dtype_t;
+#include "kernels/dtype.h"
+
 typedef enum { MC_OP_SUM, MC_OP_MAX } mc_redop_t;
 typedef enum {
     MC_COLL_ALL_REDUCE,     /* recv[0..count) reduced in place over the group (send NULL) */
@@ -29,7 +30,6 @@ typedef enum {
     MC_COLL_KINDS
 } mc_coll_kind_t;
 
-size_t mc_dtype_size(mc_dtype_t dt);
 const char *mc_coll_name(mc_coll_kind_t kind);
 
 /* A communicator over a subset of the world. rank/size are this rank's position in it;

@@ -262,11 +262,42 @@ static MPI_Datatype mpi_dtype(mc_dtype_t dt)
     case MC_DT_I64: return MPI_INT64_T;
     case MC_DT_I32: return MPI_INT32_T;
     case MC_DT_U8: return MPI_UINT8_T;
+    case MC_DT_BF16:
+    case MC_DT_F16: return MPI_UINT16_T; /* reduced by the user ops below */
     }
     return MPI_DATATYPE_NULL;
 }
 
-static MPI_Op mpi_op(mc_redop_t op) { return op == MC_OP_MAX ? MPI_MAX : MPI_SUM; }
+/* MPI has no 16-bit float types: sums and maxima of bf16/fp16 buffers are user ops that add in
+ * fp32 and round each partial result to the 16-bit type, as a reduction kernel on the GPU does. */
+static void reduce16(const void *in, void *inout, int n, mc_dtype_t dt, bool max)
+{
+    for (int i = 0; i < n; i++) {
+        float a = mc_load_f32(in, dt, i), b = mc_load_f32(inout, dt, i);
+        mc_store_f32(inout, dt, i, max ? (a > b || a != a ? a : b) : a + b);
+    }
+}
+static void bf16_sum(void *in, void *io, int *n, MPI_Datatype *t) { (void)t, reduce16(in, io, *n, MC_DT_BF16, false); }
+static void bf16_max(void *in, void *io, int *n, MPI_Datatype *t) { (void)t, reduce16(in, io, *n, MC_DT_BF16, true); }
+static void f16_sum(void *in, void *io, int *n, MPI_Datatype *t) { (void)t, reduce16(in, io, *n, MC_DT_F16, false); }
+static void f16_max(void *in, void *io, int *n, MPI_Datatype *t) { (void)t, reduce16(in, io, *n, MC_DT_F16, true); }
+
+static MPI_Op g_op16[2][2]; /* [bf16, fp16][sum, max], made once after MPI_Init */
+
+static int make_ops16(void)
+{
+    MPI_User_function *f[2][2] = {{bf16_sum, bf16_max}, {f16_sum, f16_max}};
+    for (int t = 0; t < 2; t++)
+        for (int k = 0; k < 2; k++)
+            if (MPI_Op_create(f[t][k], 1, &g_op16[t][k]) != MPI_SUCCESS) return -1;
+    return 0;
+}
+
+static MPI_Op mpi_op(mc_redop_t op, mc_dtype_t dt)
+{
+    if (mc_dtype_is_16bit(dt)) return g_op16[dt == MC_DT_F16][op == MC_OP_MAX];
+    return op == MC_OP_MAX ? MPI_MAX : MPI_SUM;
+}
 
 static MPI_Comm group_comm(const mc_group_t *g) { return ((group_impl_t *)g->impl)->comm; }
 
@@ -294,7 +325,7 @@ static void run_chunked(mpi_comm_t *mc, const job_t *j, double t0)
             rc = MPI_Ibcast(buf, n, mpi_dtype(o->dt), o->root, group_comm(o->group), &req);
         else
             rc = MPI_Iallreduce(out_of_place ? (const char *)o->send + off * es : MPI_IN_PLACE, buf, n,
-                                mpi_dtype(o->dt), mpi_op(o->op), group_comm(o->group), &req);
+                                mpi_dtype(o->dt), mpi_op(o->op, o->dt), group_comm(o->group), &req);
         pthread_mutex_unlock(&mc->mpi_mu);
         check_job_rc(mc, j, o->kind == MC_COLL_BROADCAST ? "MPI_Ibcast" : "MPI_Iallreduce", rc);
         progress(mc, j, &req, t0);
@@ -322,7 +353,7 @@ static void run_reduce_scatter(mpi_comm_t *mc, const job_t *j, double t0)
     void *out = aliased ? scratch(mc, j, bytes) : o->recv;
     MPI_Request req;
     pthread_mutex_lock(&mc->mpi_mu);
-    int rc = MPI_Ireduce_scatter_block(o->send, out, (int)o->count, mpi_dtype(o->dt), mpi_op(o->op),
+    int rc = MPI_Ireduce_scatter_block(o->send, out, (int)o->count, mpi_dtype(o->dt), mpi_op(o->op, o->dt),
                                        group_comm(o->group), &req);
     pthread_mutex_unlock(&mc->mpi_mu);
     check_job_rc(mc, j, "MPI_Ireduce_scatter_block", rc);
@@ -443,7 +474,7 @@ static void validate_p2p(const mc_coll_t *o)
         if (p->peer < 0 || p->peer >= o->group->size)
             mc_fatal("p2p %s with group rank %d on the %s group of %d ranks", dir, p->peer, o->group->name,
                      o->group->size);
-        if ((unsigned)p->dt > MC_DT_U8) mc_fatal("p2p %s with unknown data type %d", dir, (int)p->dt);
+        if (mc_dtype_size(p->dt) == 0) mc_fatal("p2p %s with unknown data type %d", dir, (int)p->dt);
         if (p->count > 0 && !p->buf)
             mc_fatal("p2p %s of %zu elements on the %s group without a buffer", dir, p->count,
                      o->group->name);
@@ -461,7 +492,7 @@ static void validate(const mc_coll_t *o)
         validate_p2p(o);
         return;
     }
-    if ((unsigned)o->dt > MC_DT_U8) mc_fatal("%s with unknown data type %d", what, (int)o->dt);
+    if (mc_dtype_size(o->dt) == 0) mc_fatal("%s with unknown data type %d", what, (int)o->dt);
     if (o->kind == MC_COLL_BROADCAST && (o->root < 0 || o->root >= o->group->size))
         mc_fatal("broadcast from root %d on the %s group of %d ranks", o->root, o->group->name,
                  o->group->size);
@@ -725,6 +756,7 @@ static int start_mpi(mc_runtime_t *rt, char *err, size_t n)
     if (provided < MPI_THREAD_SERIALIZED)
         return mc_errf(err, n, "MPI provides thread level %d, below MPI_THREAD_SERIALIZED (%d)", provided,
                        MPI_THREAD_SERIALIZED);
+    if (make_ops16() != 0) return mc_errf(err, n, "MPI_Op_create of the 16-bit reductions failed");
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &size);
     if (rank != rt->rank || size != rt->size)

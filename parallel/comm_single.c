@@ -48,7 +48,7 @@ static void single_p2p(const mc_coll_t *op)
             mc_fatal("p2p %s group rank %d on the %s group of the single-rank communicator (only rank 0 "
                      "exists)",
                      p->is_send ? "send to" : "receive from", p->peer, gname);
-        if ((unsigned)p->dt > MC_DT_U8) mc_fatal("p2p with unknown data type %d", (int)p->dt);
+        if (mc_dtype_size(p->dt) == 0) mc_fatal("p2p with unknown data type %d", (int)p->dt);
         if (p->count > 0 && !p->buf)
             mc_fatal("p2p %s of %zu elements on the %s group without a buffer",
                      p->is_send ? "send" : "receive", p->count, gname);

@@ -102,24 +102,26 @@ static void start_bucket(mc_ddp_t *d, int k)
 {
     const mc_bucket_t *bk = &d->layout.buckets[k];
     mc_gpt_t *m = d->model;
-    float *g = m->grad_buf;
+    const mc_dtype_t gdt = m->cfg.gdt;
     const long n = bk->end - bk->start;
-    if (d->grad_scale != 1.0f) m->be->scale(m->be, g + bk->start, d->grad_scale, n);
+    if (d->grad_scale != 1.0f) m->be->scale(m->be, gdt, mc_gpt_grad_at(m, bk->start), d->grad_scale, n);
     if (d->dp == 1) {
         d->grad_req[k] = MC_REQ_DONE;
         return;
     }
-    mc_coll_t op = {.group = d->dp_group, .dt = MC_DT_F32, .op = MC_OP_SUM};
+    /* in the gradient buffer's type: fp32 for bf16 (Megatron's grad_reduce_in_fp32), fp16 for
+     * fp16 without --accumulate-allreduce-grads-in-fp32 */
+    mc_coll_t op = {.group = d->dp_group, .dt = gdt, .op = MC_OP_SUM};
     if (d->dist_opt) {
         long lo, hi;
         mc_bucket_shard(bk, d->dp, d->dp_rank, &lo, &hi);
         op.kind = MC_COLL_REDUCE_SCATTER;
-        op.send = g + bk->start;
-        op.recv = g + lo;
+        op.send = mc_gpt_grad_at(m, bk->start);
+        op.recv = mc_gpt_grad_at(m, lo);
         op.count = (size_t)(hi - lo);
     } else {
         op.kind = MC_COLL_ALL_REDUCE;
-        op.recv = g + bk->start;
+        op.recv = mc_gpt_grad_at(m, bk->start);
         op.count = (size_t)n;
     }
     d->grad_req[k] = d->comm->start(d->comm, &op);
@@ -176,7 +178,7 @@ void mc_ddp_finish_grad_sync(mc_ddp_t *d)
             const mc_bucket_t *bk = &d->layout.buckets[k];
             long lo = bk->start, hi = bk->end;
             if (d->dist_opt) mc_bucket_shard(bk, d->dp, d->dp_rank, &lo, &hi);
-            m->be->scale(m->be, m->grad_buf + lo, 1.0f / (float)d->dp, hi - lo);
+            m->be->scale(m->be, m->cfg.gdt, mc_gpt_grad_at(m, lo), 1.0f / (float)d->dp, hi - lo);
         }
     }
     d->grad_armed = false;
@@ -208,9 +210,10 @@ void mc_ddp_start_param_gather(mc_ddp_t *d)
         const mc_bucket_t *bk = &d->layout.buckets[k];
         long lo, hi;
         mc_bucket_shard(bk, d->dp, d->dp_rank, &lo, &hi);
-        mc_coll_t op = {.kind = MC_COLL_ALL_GATHER, .group = d->dp_group, .send = m->param_buf + lo,
-                        .recv = m->param_buf + bk->start, .count = (size_t)(hi - lo),
-                        .dt = MC_DT_F32};
+        /* the model's parameters, 16-bit in mixed precision (the master copies stay sharded) */
+        mc_coll_t op = {.kind = MC_COLL_ALL_GATHER, .group = d->dp_group, .send = mc_gpt_param_at(m, lo),
+                        .recv = mc_gpt_param_at(m, bk->start), .count = (size_t)(hi - lo),
+                        .dt = m->cfg.dt};
         d->param_req[k] = d->comm->start(d->comm, &op);
     }
     d->param_armed = true;

@@ -244,14 +244,14 @@ static void run_batch(mc_pipeline_t *p, const mc_pipeline_step_t *st, const mc_p
         if (slot < 0)
             mc_fatal("internal error: p2p of microbatch %d chunk %d before its forward", o->mb, o->chunk);
         const mc_gpt_slot_t *gs = &m->slots[mc_gpt_slot_group(&m->cfg, o->chunk)][slot];
-        float *buf = o->dir == MC_P2P_SEND_PREV ? gs->in
+        void *buf = o->dir == MC_P2P_SEND_PREV ? gs->in
                      : o->dir == MC_P2P_RECV_PREV ? gs->in
                      : o->dir == MC_P2P_SEND_NEXT ? gs->out
                                                   : gs->dout;
         ops[k] = (mc_p2p_t){.is_send = o->dir == MC_P2P_SEND_PREV || o->dir == MC_P2P_SEND_NEXT,
                             .peer = o->peer, .buf = buf,
                             .count = (size_t)mc_gpt_boundary_elems(m, st->mbs[o->mb].b),
-                            .dt = MC_DT_F32};
+                            .dt = m->cfg.dt};
         touched[k][0] = o->chunk;
         touched[k][1] = slot;
     }

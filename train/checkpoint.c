@@ -336,6 +336,15 @@ bool mc_ckpt_load(mc_trainer_t *t)
         mc_py_decref(d);
         agree(t, err);
     }
+    if (!load_optim) /* Megatron's reload_model_params: the master copies from the loaded weights */
+        mc_opt_master_from_model(&t->opt);
+    else if (t->ddp.dist_opt && !t->opt.master) {
+        /* an fp32 run's weights came from the shards of distrib_optim.pt ("param"): every dp rank
+         * loaded its own, the gather makes them whole (they differ from the model entry when
+         * that was saved in 16 bits) */
+        mc_ddp_start_param_gather(&t->ddp);
+        mc_ddp_finish_param_gather(&t->ddp);
+    }
     if (printer(t)) {
         printf(" checkpoint version 3.0\n"
                "  successfully loaded checkpoint from %s [ t 1/%d, p 1/%d ] at iteration %" PRId64 "\n",

@@ -2,8 +2,12 @@
  * get_parameter_state_dp_zero() layout (core/optimizer/distrib_optimizer.py):
  *
  *   {"buckets_coalesced": True,
- *    0: {(torch.float32, torch.float32): {"param": [U], "exp_avg": [U], "exp_avg_sq": [U],
- *                                         "numel_unpadded": U}}}
+ *    0: {(param dtype, grad dtype): {"param": [U], "exp_avg": [U], "exp_avg_sq": [U],
+ *                                    "numel_unpadded": U}}}
+ *
+ * (e.g. (torch.float32, torch.float32) in fp32 training, (torch.bfloat16, torch.float32) with
+ * --bf16); "param" holds the fp32 main params: the model's parameters in fp32 training, the
+ * optimizer's master copies with a 16-bit model.
  *
  * where each tensor is the gradient buffer with every bucket's end padding removed: bucket b's
  * first numel_unpadded elements, bucket after bucket (the padding between parameters stays, as
@@ -68,10 +72,16 @@ static void gather_state(mc_trainer_t *t, const float *dev, const long *start, f
     free(all);
 }
 
-/* Megatron's key of a buffer's state: (param dtype, grad dtype). */
-static mc_pyobj_t *dtype_key(void)
+static const char *torch_name(mc_dtype_t dt)
 {
-    return mc_py_tuple(2, mc_py_global("torch", "float32"), mc_py_global("torch", "float32"));
+    return dt == MC_DT_BF16 ? "bfloat16" : dt == MC_DT_F16 ? "float16" : "float32";
+}
+
+/* Megatron's key of a buffer's state: (param dtype, grad dtype). */
+static mc_pyobj_t *dtype_key(const mc_gpt_t *m)
+{
+    return mc_py_tuple(2, mc_py_global("torch", torch_name(m->cfg.dt)),
+                       mc_py_global("torch", torch_name(m->cfg.gdt)));
 }
 
 mc_pyobj_t *mc_ckpt_distopt_gather(mc_trainer_t *t)
@@ -86,19 +96,22 @@ mc_pyobj_t *mc_ckpt_distopt_gather(mc_trainer_t *t)
     mc_pyobj_t *w[3] = {NULL, NULL, NULL};
     for (int k = 0; root && k < 3; k++)
         if (!(w[k] = mc_py_tensor_new(MC_TORCH_FLOAT32, 1, shape))) mc_fatal("out of host memory");
-    /* one state vector at a time bounds the memory of the gather */
+    /* one state vector at a time bounds the memory of the gather; the master params of a 16-bit
+     * model are sharded like the moments */
     gather_state(t, t->opt.exp_avg, start, root ? mc_py_tensor_data(w[1]) : NULL);
     gather_state(t, t->opt.exp_avg_sq, start, root ? mc_py_tensor_data(w[2]) : NULL);
+    if (t->opt.master) gather_state(t, t->opt.master, start, root ? mc_py_tensor_data(w[0]) : NULL);
     if (!root) {
         free(start);
         return NULL;
     }
-    /* the parameters: every rank holds all of them after the parameter gather */
-    float *params = host_copy(t->model.be, t->model.param_buf, t->model.n_elems);
-    for (int b = 0; b < l->n_buckets; b++)
-        memcpy((float *)mc_py_tensor_data(w[0]) + start[b], params + l->buckets[b].start,
-               (size_t)l->buckets[b].numel_unpadded * sizeof(float));
-    free(params);
+    if (!t->opt.master) { /* fp32 parameters: every rank holds all of them after the gather */
+        float *params = host_copy(t->model.be, t->model.param_buf, t->model.n_elems);
+        for (int b = 0; b < l->n_buckets; b++)
+            memcpy((float *)mc_py_tensor_data(w[0]) + start[b], params + l->buckets[b].start,
+                   (size_t)l->buckets[b].numel_unpadded * sizeof(float));
+        free(params);
+    }
     free(start);
 
     mc_pyobj_t *state = mc_py_dict(), *per_bucket = mc_py_list(), *by_dtype = mc_py_dict();
@@ -106,10 +119,10 @@ mc_pyobj_t *mc_ckpt_distopt_gather(mc_trainer_t *t)
     int rc = state && per_bucket && by_dtype && per_bucket_by_dtype && buffers && out ? 0 : -1;
     for (int k = 0; k < 3; k++) rc |= mc_py_dict_set_str(state, k_keys[k], w[k]);
     rc |= mc_py_dict_set_str(state, "numel_unpadded", mc_py_int(U));
-    rc |= mc_py_dict_set(by_dtype, dtype_key(), state);
+    rc |= mc_py_dict_set(by_dtype, dtype_key(&t->model), state);
     for (int b = 0; b < l->n_buckets; b++)
         rc |= mc_py_list_append(per_bucket, mc_py_int(l->buckets[b].numel_unpadded));
-    rc |= mc_py_dict_set(per_bucket_by_dtype, dtype_key(), per_bucket);
+    rc |= mc_py_dict_set(per_bucket_by_dtype, dtype_key(&t->model), per_bucket);
     rc |= mc_py_list_append(buffers, per_bucket_by_dtype);
     rc |= mc_py_dict_set_str(out, "buckets_coalesced", mc_py_bool(true));
     rc |= mc_py_dict_set_int(out, 0, by_dtype);
@@ -158,7 +171,7 @@ int mc_ckpt_distopt_load(mc_trainer_t *t, const mc_pyobj_t *d, char *err, size_t
                          "the same --ddp-bucket-size / --ddp-num-buckets / --overlap-grad-reduce, or "
                          "add --no-load-optim", mc_py_len(per), l->n_buckets);
     }
-    float *dst[3] = {t->model.param_buf, t->opt.exp_avg, t->opt.exp_avg_sq};
+    float *dst[3] = {t->opt.master, t->opt.exp_avg, t->opt.exp_avg_sq};
     for (int k = 0; k < 3 && !rc; k++) {
         const mc_pyobj_t *w = mc_py_dict_get_str(state, k_keys[k]);
         char what[64];
@@ -174,7 +187,7 @@ int mc_ckpt_distopt_load(mc_trainer_t *t, const mc_pyobj_t *d, char *err, size_t
             const mc_opt_seg_t *g = &t->opt.segs[s];
             const mc_bucket_t *bk = &l->buckets[l->param_bucket[g->param]];
             const long at = start[l->param_bucket[g->param]] + (g->off - bk->start);
-            float *to = k == 0 ? dst[0] + g->off : dst[k] + g->state_off;
+            float *to = k == 0 ? mc_opt_param(&t->opt, g) : dst[k] + g->state_off;
             t->model.be->memcpy_h2d(t->model.be, to, src + at, (size_t)g->len * sizeof(float));
         }
     }

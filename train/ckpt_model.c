@@ -13,27 +13,18 @@
 
 static bool on_host(const mc_backend_t *be) { return strcmp(be->name, "cpu") == 0; }
 
-mc_pyobj_t *mc_ckpt_host_tensor(const mc_backend_t *be, const float *dev, int ndim, const int64_t *shape)
+static mc_torch_dtype_t torch_dtype(mc_dtype_t dt)
 {
-    if (on_host(be)) return mc_py_tensor_wrap(MC_TORCH_FLOAT32, ndim, shape, (void *)dev);
-    mc_pyobj_t *t = mc_py_tensor_new(MC_TORCH_FLOAT32, ndim, shape);
+    return dt == MC_DT_BF16 ? MC_TORCH_BFLOAT16 : dt == MC_DT_F16 ? MC_TORCH_FLOAT16 : MC_TORCH_FLOAT32;
+}
+
+mc_pyobj_t *mc_ckpt_host_tensor(const mc_backend_t *be, const void *dev, mc_dtype_t dt, int ndim,
+                                const int64_t *shape)
+{
+    if (on_host(be)) return mc_py_tensor_wrap(torch_dtype(dt), ndim, shape, (void *)dev);
+    mc_pyobj_t *t = mc_py_tensor_new(torch_dtype(dt), ndim, shape);
     if (t) be->memcpy_d2h(be, mc_py_tensor_data(t), dev, mc_py_tensor_nbytes(t));
     return t;
-}
-
-static float half_to_float(uint16_t h)
-{
-    const int e = (h >> 10) & 31, m = h & 1023;
-    float v = e == 0 ? ldexpf((float)m, -24) : e == 31 ? (m ? NAN : INFINITY) : ldexpf((float)(m | 1024), e - 25);
-    return h & 0x8000 ? -v : v;
-}
-
-static float bf16_to_float(uint16_t b)
-{
-    uint32_t u = (uint32_t)b << 16;
-    float f;
-    memcpy(&f, &u, sizeof(f));
-    return f;
 }
 
 static void shape_text(char *buf, size_t n, int ndim, const int64_t *shape)
@@ -44,7 +35,7 @@ static void shape_text(char *buf, size_t n, int ndim, const int64_t *shape)
     if (len < n) snprintf(buf + len, n - len, "]");
 }
 
-int mc_ckpt_tensor_into(const mc_backend_t *be, float *dev, const mc_pyobj_t *t, int ndim,
+int mc_ckpt_tensor_into(const mc_backend_t *be, void *dev, mc_dtype_t dt, const mc_pyobj_t *t, int ndim,
                         const int64_t *shape, const char *what, char *err, size_t n)
 {
     if (!t || t->kind != MC_PY_TENSOR)
@@ -61,24 +52,28 @@ int mc_ckpt_tensor_into(const mc_backend_t *be, float *dev, const mc_pyobj_t *t,
     if (!mc_py_tensor_contiguous(t)) return mc_errf(err, n, "%s is not a contiguous tensor", what);
     const int64_t count = mc_py_tensor_numel(t);
     const void *src = mc_py_tensor_data(t);
-    if (t->tensor.dtype == MC_TORCH_FLOAT32) {
-        be->memcpy_h2d(be, dev, src, (size_t)count * sizeof(float));
+    if (t->tensor.dtype == torch_dtype(dt)) {
+        be->memcpy_h2d(be, dev, src, (size_t)count * mc_dtype_size(dt));
         return 0;
+    }
+    mc_dtype_t from;
+    switch (t->tensor.dtype) {
+    case MC_TORCH_FLOAT32: from = MC_DT_F32; break;
+    case MC_TORCH_FLOAT16: from = MC_DT_F16; break;
+    case MC_TORCH_BFLOAT16: from = MC_DT_BF16; break;
+    case MC_TORCH_FLOAT64: from = MC_DT_F64; break;
+    default:
+        return mc_errf(err, n, "%s holds %s values, not floating point", what,
+                       mc_torch_dtype_name(t->tensor.dtype));
     }
     float *tmp = malloc((size_t)(count ? count : 1) * sizeof(float));
     if (!tmp) return mc_errf(err, n, "out of host memory reading %s", what);
-    for (int64_t i = 0; i < count; i++) {
-        switch (t->tensor.dtype) {
-        case MC_TORCH_FLOAT64: tmp[i] = (float)((const double *)src)[i]; break;
-        case MC_TORCH_FLOAT16: tmp[i] = half_to_float(((const uint16_t *)src)[i]); break;
-        case MC_TORCH_BFLOAT16: tmp[i] = bf16_to_float(((const uint16_t *)src)[i]); break;
-        default:
-            free(tmp);
-            return mc_errf(err, n, "%s holds %s values, not floating point", what,
-                           mc_torch_dtype_name(t->tensor.dtype));
-        }
-    }
-    be->memcpy_h2d(be, dev, tmp, (size_t)count * sizeof(float));
+    if (from == MC_DT_F64)
+        for (int64_t i = 0; i < count; i++) tmp[i] = (float)((const double *)src)[i];
+    else
+        mc_convert(tmp, MC_DT_F32, src, from, count);
+    mc_convert(tmp, dt, tmp, MC_DT_F32, count); /* narrowing in place */
+    be->memcpy_h2d(be, dev, tmp, (size_t)count * mc_dtype_size(dt));
     free(tmp);
     return 0;
 }
@@ -131,8 +126,8 @@ mc_pyobj_t *mc_ckpt_model_dict(const mc_gpt_t *m, int c)
     for (int i = first; i < first + count; i++) {
         const mc_param_t *p = &m->params[i];
         local_name(m, c, p->name, key, sizeof(key));
-        rc |= mc_py_dict_set_str(sd, key, mc_ckpt_host_tensor(m->be, m->param_buf + p->offset,
-                                                             p->ndim, p->local));
+        rc |= mc_py_dict_set_str(sd, key, mc_ckpt_host_tensor(m->be, mc_gpt_param_at(m, p->offset),
+                                                             m->cfg.dt, p->ndim, p->local));
         /* the module's _extra_state follows its last parameter (weight, then bias if any) */
         if (linear_module(key, module, sizeof(module))) {
             bool last = i + 1 == first + count;
@@ -171,7 +166,8 @@ int mc_ckpt_model_load(mc_gpt_t *m, int c, const mc_pyobj_t *sd, char *err, size
         if (!t)
             return mc_errf(err, n, "no tensor '%s' (saved with another model configuration or "
                            "pipeline layout)", key);
-        if (mc_ckpt_tensor_into(m->be, m->param_buf + p->offset, t, p->ndim, p->local, key, err, n) != 0)
+        if (mc_ckpt_tensor_into(m->be, mc_gpt_param_at(m, p->offset), m->cfg.dt, t, p->ndim, p->local,
+                                key, err, n) != 0)
             return -1;
     }
     /* strict, as Megatron's load_state_dict: nothing the model lacks */

@@ -7,7 +7,13 @@
  * model.parameters() order over the model chunks; indices count through the groups in that order.
  * megatron-c writes each parameter's state as torch.optim.AdamW does ({step, exp_avg,
  * exp_avg_sq}) and also the group's `step` that Apex's and Transformer Engine's FusedAdam keep,
- * so either optimizer Megatron may use resumes from the file. */
+ * so either optimizer Megatron may use resumes from the file.
+ *
+ * With a 16-bit model (--bf16, --fp16) Megatron's Float16OptimizerWithFloat16Params saves
+ * {optimizer: <that torch dict>, grad_scaler: <scaler state, when there is a scaler>,
+ * fp32_from_fp16_params: [[fp32 master param per parameter of the group] per group]}; the
+ * distributed optimizer saves {optimizer: {param_groups}, grad_scaler} and its parameter state in
+ * distrib_optim.pt. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -90,6 +96,24 @@ static mc_pyobj_t *param_groups(const mc_trainer_t *t, const int *idx, bool with
 
 /* ---- save ---- */
 
+/* The grad scaler's state_dict: DynamicGradScaler's {scale, growth_tracker, hysteresis_tracker}
+ * (scale a one-element float32 tensor), ConstantGradScaler's {}. */
+static mc_pyobj_t *scaler_dict(const mc_scaler_t *sc)
+{
+    mc_pyobj_t *d = mc_py_dict();
+    if (!d || !sc->dynamic) return d;
+    const float scale = (float)sc->scale;
+    const int64_t one[1] = {1};
+    int rc = mc_py_dict_set_str(d, "scale", mc_py_tensor_copy(MC_TORCH_FLOAT32, 1, one, &scale));
+    rc |= mc_py_dict_set_str(d, "growth_tracker", mc_py_int(sc->growth_tracker));
+    rc |= mc_py_dict_set_str(d, "hysteresis_tracker", mc_py_int(sc->hysteresis_tracker));
+    if (rc) {
+        mc_py_decref(d);
+        return NULL;
+    }
+    return d;
+}
+
 mc_pyobj_t *mc_ckpt_optimizer_dict(const mc_trainer_t *t)
 {
     const mc_gpt_t *m = &t->model;
@@ -104,31 +128,57 @@ mc_pyobj_t *mc_ckpt_optimizer_dict(const mc_trainer_t *t)
     int rc = 0;
     if (t->ddp.dist_opt) {
         /* DistributedOptimizer.state_dict: the inner state_dict without state, groups without
-         * params; the parameter state goes to distrib_optim.pt (no grad scaler in fp32) */
+         * params; the parameter state goes to distrib_optim.pt */
         mc_pyobj_t *inner = mc_py_dict();
         rc |= mc_py_dict_set_str(inner, "param_groups", param_groups(t, idx, false));
         rc |= mc_py_dict_set_str(out, "optimizer", inner);
-    } else {
-        /* torch's state: parameters in index order, each whole (one segment per parameter) */
-        mc_pyobj_t *state = mc_py_dict();
-        rc |= state ? 0 : -1;
-        float step = (float)t->opt.step;
-        for (int g = 0; g < 2; g++)
-            for (int i = 0; i < m->n_params; i++) {
-                const mc_param_t *p = &m->params[i];
-                if (group_of(p) != g) continue;
-                mc_pyobj_t *s = mc_py_dict();
-                rc |= mc_py_dict_set_str(s, "step", mc_py_tensor_copy(MC_TORCH_FLOAT32, 0, NULL, &step));
-                rc |= mc_py_dict_set_str(s, "exp_avg", mc_ckpt_host_tensor(m->be, t->opt.exp_avg + p->offset,
-                                                                           p->ndim, p->local));
-                rc |= mc_py_dict_set_str(s, "exp_avg_sq", mc_ckpt_host_tensor(m->be, t->opt.exp_avg_sq + p->offset,
-                                                                              p->ndim, p->local));
-                rc |= mc_py_dict_set_int(state, idx[i], s);
-            }
-        rc |= mc_py_dict_set_str(out, "state", state);
-        rc |= mc_py_dict_set_str(out, "param_groups", param_groups(t, idx, true));
+        if (t->scaler.enabled) rc |= mc_py_dict_set_str(out, "grad_scaler", scaler_dict(&t->scaler));
+        free(idx);
+        if (rc) {
+            mc_py_decref(out);
+            return NULL;
+        }
+        return out;
     }
+    /* torch's state: parameters in index order, each whole (one segment per parameter, whose
+     * optimizer state is laid out like the parameter buffer) */
+    mc_pyobj_t *state = mc_py_dict(), *masters = mc_py_list();
+    rc |= state && masters ? 0 : -1;
+    float step = (float)t->opt.step;
+    for (int g = 0; g < 2; g++) {
+        mc_pyobj_t *group_masters = mc_py_list();
+        for (int i = 0; i < m->n_params; i++) {
+            const mc_param_t *p = &m->params[i];
+            if (group_of(p) != g) continue;
+            mc_pyobj_t *st = mc_py_dict();
+            rc |= mc_py_dict_set_str(st, "step", mc_py_tensor_copy(MC_TORCH_FLOAT32, 0, NULL, &step));
+            rc |= mc_py_dict_set_str(st, "exp_avg", mc_ckpt_host_tensor(m->be, t->opt.exp_avg + p->offset,
+                                                                        MC_DT_F32, p->ndim, p->local));
+            rc |= mc_py_dict_set_str(st, "exp_avg_sq", mc_ckpt_host_tensor(m->be, t->opt.exp_avg_sq + p->offset,
+                                                                           MC_DT_F32, p->ndim, p->local));
+            rc |= mc_py_dict_set_int(state, idx[i], st);
+            if (t->opt.master)
+                rc |= mc_py_list_append(group_masters, mc_ckpt_host_tensor(m->be, t->opt.master + p->offset,
+                                                                           MC_DT_F32, p->ndim, p->local));
+        }
+        rc |= mc_py_list_append(masters, group_masters);
+    }
+    mc_pyobj_t *torch_dict = mc_py_dict();
+    rc |= mc_py_dict_set_str(torch_dict, "state", state);
+    rc |= mc_py_dict_set_str(torch_dict, "param_groups", param_groups(t, idx, true));
     free(idx);
+    if (!t->opt.master) { /* FP32Optimizer: the inner optimizer's dict itself */
+        mc_py_decref(out);
+        mc_py_decref(masters);
+        if (rc) {
+            mc_py_decref(torch_dict);
+            return NULL;
+        }
+        return torch_dict;
+    }
+    rc |= mc_py_dict_set_str(out, "optimizer", torch_dict);
+    if (t->scaler.enabled) rc |= mc_py_dict_set_str(out, "grad_scaler", scaler_dict(&t->scaler));
+    rc |= mc_py_dict_set_str(out, "fp32_from_fp16_params", masters);
     if (rc) {
         mc_py_decref(out);
         return NULL;
@@ -206,18 +256,66 @@ static int load_groups(mc_trainer_t *t, const mc_pyobj_t *groups, const mc_pyobj
     return 0;
 }
 
+/* The grad scaler's state (DynamicGradScaler.load_state_dict), with Megatron's warnings when
+ * the checkpoint and this run disagree on having one. */
+static int load_scaler(mc_trainer_t *t, const mc_pyobj_t *sd, char *err, size_t n)
+{
+    const bool printer = t->par.rank == t->par.last_rank;
+    if (!sd) {
+        if (t->scaler.dynamic && printer)
+            printf("***WARNING*** found an old checkpoint, will not load grad scaler ...\n");
+        return 0;
+    }
+    if (!t->scaler.enabled) {
+        if (printer)
+            printf("***WARNING*** found the grad scaler in the checkpoint but it is None in the "
+                   "class. Skipping loading grad scaler ...\n");
+        return 0;
+    }
+    if (!t->scaler.dynamic) return 0; /* ConstantGradScaler keeps its --loss-scale */
+    const mc_pyobj_t *scale = mc_py_dict_get_str(sd, "scale");
+    int64_t growth, hyst;
+    double v;
+    if (scale && scale->kind == MC_PY_TENSOR && mc_py_tensor_numel(scale) == 1 &&
+        scale->tensor.dtype == MC_TORCH_FLOAT32)
+        v = *(const float *)mc_py_tensor_data(scale);
+    else if (mc_py_get_float(scale, &v) != 0)
+        return mc_errf(err, n, "the grad scaler state has no scale (add --no-load-optim)");
+    if (mc_py_get_int(mc_py_dict_get_str(sd, "growth_tracker"), &growth) != 0 ||
+        mc_py_get_int(mc_py_dict_get_str(sd, "hysteresis_tracker"), &hyst) != 0)
+        return mc_errf(err, n, "the grad scaler state has no growth_tracker/hysteresis_tracker (add "
+                       "--no-load-optim)");
+    t->scaler.scale = v;
+    t->scaler.growth_tracker = (int)growth;
+    t->scaler.hysteresis_tracker = (int)hyst;
+    return 0;
+}
+
 int mc_ckpt_optimizer_load(mc_trainer_t *t, const mc_pyobj_t *opt, char *err, size_t n)
 {
     if (!opt || opt->kind != MC_PY_DICT) return mc_errf(err, n, "'optimizer' is not a dict");
-    const bool saved_dist = mc_py_dict_get_str(opt, "optimizer") != NULL;
+    /* FP32Optimizer saves the torch dict itself; Float16Optimizer and DistributedOptimizer wrap
+     * it as 'optimizer' (the distributed one without 'state') */
+    const mc_pyobj_t *inner = mc_py_dict_get_str(opt, "optimizer");
+    const mc_pyobj_t *torch_dict = inner ? inner : opt;
+    const bool saved_dist = mc_py_dict_get_str(torch_dict, "state") == NULL;
     if (saved_dist != t->ddp.dist_opt)
         return mc_errf(err, n, "the optimizer was saved %s --use-distributed-optimizer but this run "
                        "%s it (use the same setting, or add --no-load-optim)",
                        saved_dist ? "with" : "without", t->ddp.dist_opt ? "uses" : "does not use");
-    if (saved_dist) return load_groups(t, mc_py_path(opt, "optimizer/param_groups"), NULL, err, n);
+    if (load_scaler(t, inner ? mc_py_dict_get_str(opt, "grad_scaler") : NULL, err, n) != 0) return -1;
+    if (saved_dist) return load_groups(t, mc_py_dict_get_str(torch_dict, "param_groups"), NULL, err, n);
 
     const mc_gpt_t *m = &t->model;
-    const mc_pyobj_t *groups = mc_py_dict_get_str(opt, "param_groups"), *state = mc_py_dict_get_str(opt, "state");
+    const mc_pyobj_t *groups = mc_py_dict_get_str(torch_dict, "param_groups"),
+                     *state = mc_py_dict_get_str(torch_dict, "state");
+    /* fp32 master params: a 16-bit run needs them; an fp32 run takes them as its weights (the
+     * model entry of a 16-bit checkpoint holds them rounded) */
+    const mc_pyobj_t *masters = inner ? mc_py_dict_get_str(opt, "fp32_from_fp16_params") : NULL;
+    if (t->opt.master && !masters)
+        return mc_errf(err, n, "the optimizer state has no fp32_from_fp16_params (saved by a run "
+                       "without --bf16/--fp16): add --no-load-optim to start this run's optimizer "
+                       "from the loaded weights");
     if (!state || state->kind != MC_PY_DICT) return mc_errf(err, n, "the optimizer has no state dict");
     if (load_groups(t, groups, state, err, n) != 0) return -1;
     int *idx = malloc((size_t)(m->n_params ? m->n_params : 1) * sizeof(int)), counts[2];
@@ -225,17 +323,27 @@ int mc_ckpt_optimizer_load(mc_trainer_t *t, const mc_pyobj_t *opt, char *err, si
     param_indices(m, idx, counts);
     int rc = 0;
     for (int g = 0; g < 2 && !rc; g++) {
-        const mc_pyobj_t *params = mc_py_dict_get_str(find_group(groups, g == 0 ? 1.0 : 0.0), "params");
+        const double wd_mult = g == 0 ? 1.0 : 0.0;
+        const mc_pyobj_t *params = mc_py_dict_get_str(find_group(groups, wd_mult), "params");
         if (mc_py_len(params) != (size_t)counts[g])
             rc = mc_errf(err, n, "the optimizer's group with wd_mult %d.0 has %zu parameters but this "
                          "run's has %d (saved with another model or pipeline layout)",
                          1 - g, mc_py_len(params), counts[g]);
+        /* fp32_from_fp16_params follows the groups' order in the inner optimizer */
+        size_t gpos = 0;
+        for (size_t k = 0; k < mc_py_len(groups); k++)
+            if (mc_py_item(groups, k) == find_group(groups, wd_mult)) gpos = k;
+        const mc_pyobj_t *group_masters = masters ? mc_py_item(masters, gpos) : NULL;
+        if (!rc && masters && mc_py_len(group_masters) != (size_t)counts[g])
+            rc = mc_errf(err, n, "fp32_from_fp16_params has %zu tensors for the group with wd_mult "
+                         "%d.0 but this run has %d parameters there", mc_py_len(group_masters), 1 - g,
+                         counts[g]);
         /* the i-th parameter of a group is the i-th of this run's in that group */
         for (int i = 0, k = 0; i < m->n_params && !rc; i++) {
             const mc_param_t *p = &m->params[i];
             if (group_of(p) != g) continue;
             int64_t saved;
-            const mc_pyobj_t *s = NULL;
+            const mc_pyobj_t *s = NULL, *master = mc_py_item(group_masters, (size_t)k);
             if (mc_py_get_int(mc_py_item(params, (size_t)k++), &saved) == 0) s = mc_py_dict_get_int(state, saved);
             char what[160];
             snprintf(what, sizeof(what), "the optimizer state of %s", p->name);
@@ -244,12 +352,16 @@ int mc_ckpt_optimizer_load(mc_trainer_t *t, const mc_pyobj_t *opt, char *err, si
                 break;
             }
             snprintf(what, sizeof(what), "exp_avg of %s", p->name);
-            rc = mc_ckpt_tensor_into(m->be, t->opt.exp_avg + p->offset, mc_py_dict_get_str(s, "exp_avg"),
-                                     p->ndim, p->local, what, err, n);
+            rc = mc_ckpt_tensor_into(m->be, t->opt.exp_avg + p->offset, MC_DT_F32,
+                                     mc_py_dict_get_str(s, "exp_avg"), p->ndim, p->local, what, err, n);
             snprintf(what, sizeof(what), "exp_avg_sq of %s", p->name);
             if (!rc)
-                rc = mc_ckpt_tensor_into(m->be, t->opt.exp_avg_sq + p->offset,
+                rc = mc_ckpt_tensor_into(m->be, t->opt.exp_avg_sq + p->offset, MC_DT_F32,
                                          mc_py_dict_get_str(s, "exp_avg_sq"), p->ndim, p->local, what, err, n);
+            snprintf(what, sizeof(what), "the fp32 master copy of %s", p->name);
+            if (!rc && masters)
+                rc = mc_ckpt_tensor_into(m->be, mc_opt_param(&t->opt, &t->opt.segs[i]), MC_DT_F32,
+                                         master, p->ndim, p->local, what, err, n);
         }
     }
     free(idx);

@@ -14,12 +14,15 @@
 
 /* ---- tensors ---- */
 
-/* A float32 tensor of the given shape holding the backend buffer dev: the buffer itself on the
- * CPU backend (no copy; it must not change until the tensor is released), a host copy otherwise. */
-mc_pyobj_t *mc_ckpt_host_tensor(const mc_backend_t *be, const float *dev, int ndim, const int64_t *shape);
+/* A tensor of type dt (float32, bfloat16 or float16) and the given shape holding the backend
+ * buffer dev: the buffer itself on the CPU backend (no copy; it must not change until the tensor
+ * is released), a host copy otherwise. */
+mc_pyobj_t *mc_ckpt_host_tensor(const mc_backend_t *be, const void *dev, mc_dtype_t dt, int ndim,
+                                const int64_t *shape);
 /* Copies tensor t (float32, float64, float16 or bfloat16, contiguous, of exactly this shape) into
- * the backend buffer dev as float32. Errors name `what`. */
-int mc_ckpt_tensor_into(const mc_backend_t *be, float *dev, const mc_pyobj_t *t, int ndim,
+ * the backend buffer dev of type dt, converting (rounding to nearest even) when the types differ.
+ * Errors name `what`. */
+int mc_ckpt_tensor_into(const mc_backend_t *be, void *dev, mc_dtype_t dt, const mc_pyobj_t *t, int ndim,
                         const int64_t *shape, const char *what, char *err, size_t n);
 
 /* ---- model (Megatron's module state_dict, stage-local layer numbers) ---- */

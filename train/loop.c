@@ -119,7 +119,13 @@ static double print_memory_plan(FILE *out, const mc_args_t *a, const mc_memory_p
     char act_name[64];
     snprintf(act_name, sizeof(act_name), "activations (%d microbatch%s in flight)", p.inflight,
              p.inflight == 1 ? "" : "es");
-    const char *names[] = {"parameters (fp32)", "gradients (fp32)", opt_name, act_name, "workspace"};
+    char par_name[64], grad_name[64];
+    snprintf(par_name, sizeof(par_name), "parameters (%s)", mc_dtype_name(p.dt));
+    snprintf(grad_name, sizeof(grad_name), "gradients (%s)", mc_dtype_name(p.gdt));
+    if (p.dt != MC_DT_F32 || p.gdt != MC_DT_F32) /* + fp32 master params and/or main grads */
+        snprintf(opt_name + strlen(opt_name) - 1, sizeof(opt_name) - strlen(opt_name) + 1, "%s%s)",
+                 p.dt != MC_DT_F32 ? ", fp32 params" : "", p.gdt != MC_DT_F32 ? ", fp32 grads" : "");
+    const char *names[] = {par_name, grad_name, opt_name, act_name, "workspace"};
     double bytes[] = {p.params, p.grads, p.optimizer, p.activations, p.workspace};
     double total = 0;
     if (a->pipeline_model_parallel_size > 1)
@@ -256,19 +262,28 @@ static void log_iteration(mc_trainer_t *t, interval_t *iv, const mc_step_result_
     l.n_losses = avg >= 0 ? 1 : 0;
     l.loss_names[0] = "lm loss";
     l.loss_values[0] = avg;
-    l.loss_scale = 1.0;
-    l.has_grad_norm = 1;
+    l.loss_scale = mc_scaler_value(&t->scaler);
+    /* a skipped step has no grad norm (Megatron's optimizer returns None) */
+    l.has_grad_norm = !r->skipped;
     l.grad_norm = r->grad_norm;
     /* collectives first, on every rank; only the last rank prints */
-    if (a->log_num_zeros_in_grad) {
+    if (a->log_num_zeros_in_grad && !r->skipped) {
         l.has_num_zeros = 1;
         l.num_zeros = (long)r->num_zeros;
     }
     if (a->log_params_norm) {
         l.has_params_norm = 1;
         mc_ddp_finish_param_gather(&t->ddp);
-        double sq = mc_params_sumsq(&t->model);
-        mc_all_reduce(t->comm, t->par.mp, &sq, 1, MC_DT_F64, MC_OP_SUM);
+        /* Megatron's calc_params_l2_norm reads a bf16 model's fp32 main params (this rank's
+         * shards with the distributed optimizer), other models' own params */
+        double sq;
+        if (t->opt.master && t->model.cfg.dt == MC_DT_BF16) {
+            sq = mc_opt_master_sumsq(&t->opt);
+            mc_all_reduce(t->comm, t->ddp.dist_opt ? t->comm->world : t->par.mp, &sq, 1, MC_DT_F64, MC_OP_SUM);
+        } else {
+            sq = mc_params_sumsq(&t->model);
+            mc_all_reduce(t->comm, t->par.mp, &sq, 1, MC_DT_F64, MC_OP_SUM);
+        }
         l.params_norm = sqrt(sq);
     }
     l.skipped_iters = iv->skipped;
@@ -337,7 +352,7 @@ int mc_pretrain(mc_args_t *args)
     const mc_backend_t *be = mc_backend_select(args->device, args->cpu_threads, why, sizeof(why));
     mc_runtime_t *rt = mc_runtime();
     mc_memory_plan_t plan; /* sized once: checked, and logged at start-up */
-    mc_trainer_memory(args, &plan);
+    mc_trainer_memory(args, be, &plan);
     check_plan_fits(args, &plan, be, rt ? rt->local_size : 1);
     mc_comm_t *comm = start_comm(args, rt);
     mc_trainer_t *t = calloc(1, sizeof(*t));
@@ -375,8 +390,15 @@ int mc_pretrain(mc_args_t *args)
             t->iteration++;
             t->consumed_train_samples += (int64_t)mbs * args->data_parallel_size * M;
             double loss = r.num_tokens > 0 ? r.loss_sum / r.num_tokens : 0.0;
-            iv.loss_sum += loss;
-            iv.advanced++;
+            /* Megatron's training_log: a skipped iteration's loss is not averaged; it is a nan
+             * iteration when that loss is inf or nan */
+            if (r.skipped) {
+                iv.skipped++;
+                iv.nan += isnan(loss) || isinf(loss);
+            } else {
+                iv.loss_sum += loss;
+                iv.advanced++;
+            }
 
             if (t->iteration % args->log_interval == 0 || t->iteration == 1) log_iteration(t, &iv, &r);
             if (args->eval_interval > 0 && t->iteration % args->eval_interval == 0 &&

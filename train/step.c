@@ -20,14 +20,14 @@ static void optimizer_segments(const mc_gpt_t *m, const mc_ddp_t *d, mc_opt_seg_
 /* Sums the shared_embedding parameters' elements of buf (params or grads) over the embedding
  * group: the first stage's word embeddings and the last stage's output copy (tied embeddings
  * with pp > 1). No-op on other ranks and layouts. */
-static void embedding_all_reduce(mc_trainer_t *t, float *buf)
+static void embedding_all_reduce(mc_trainer_t *t, void *buf, mc_dtype_t dt)
 {
     mc_group_t *g = t->par.embedding;
     if (!g || g->size < 2) return;
     for (int i = 0; i < t->model.n_params; i++) {
         const mc_param_t *p = &t->model.params[i];
         if (p->shared_embedding)
-            mc_all_reduce(t->comm, g, buf + p->offset, (size_t)p->numel, MC_DT_F32, MC_OP_SUM);
+            mc_all_reduce(t->comm, g, mc_elem(buf, dt, p->offset), (size_t)p->numel, dt, MC_OP_SUM);
     }
 }
 
@@ -45,7 +45,7 @@ static void stage_config(mc_gpt_config_t *cfg, const mc_args_t *args, int pp_ran
     if (mc_pipeline_configure(cfg, args, pp_rank, err, sizeof(err)) != 0) mc_fatal("%s", err);
 }
 
-void mc_trainer_memory(const mc_args_t *args, mc_memory_plan_t *out)
+void mc_trainer_memory(const mc_args_t *args, const mc_backend_t *be, mc_memory_plan_t *out)
 {
     memset(out, 0, sizeof(*out));
     double best = -1;
@@ -58,15 +58,16 @@ void mc_trainer_memory(const mc_args_t *args, mc_memory_plan_t *out)
         mc_gpt_build_params(&plan, &cfg);
         /* the shard sizes do not depend on which dp rank: rank 0 stands for all */
         mc_ddp_plan(&ddp, &plan, args, args->data_parallel_size, 0);
-        long pb, ab, wb, state_len;
-        mc_gpt_memory(&plan, &pb, &ab, &wb);
+        long pb, gb, ab, wb, state_len;
+        mc_gpt_memory(&plan, be, &pb, &gb, &ab, &wb);
         mc_opt_seg_t *segs;
         int n;
         optimizer_segments(&plan, &ddp, &segs, &n, &state_len);
         free(segs);
-        mc_memory_plan_t m = {.params = (double)pb, .grads = (double)pb,
-                              .optimizer = (double)mc_adam_state_bytes(state_len),
-                              .activations = (double)ab, .workspace = (double)wb, .stage = r};
+        mc_memory_plan_t m = {.params = (double)pb, .grads = (double)gb,
+                              .optimizer = (double)mc_adam_state_bytes(state_len, cfg.dt, cfg.gdt),
+                              .activations = (double)ab, .workspace = (double)wb, .stage = r,
+                              .dt = cfg.dt, .gdt = cfg.gdt};
         for (int g = 0; g < MC_SLOT_GROUPS; g++) m.inflight += plan.cfg.slots[g];
         const double total = m.params + m.grads + m.optimizer + m.activations + m.workspace;
         if (total > best) {
@@ -98,12 +99,14 @@ int mc_trainer_init(mc_trainer_t *t, const mc_args_t *args, const mc_backend_t *
     mc_gpt_init_params(&t->model);
     /* tied embeddings over pipeline stages: the last stage's zero-filled output copy becomes the
      * first stage's word embeddings (Megatron's embedding-group all-reduce at set-up) */
-    embedding_all_reduce(t, t->model.param_buf);
+    embedding_all_reduce(t, t->model.param_buf, cfg.dt);
     mc_opt_seg_t *segs;
     int n;
     long state_len;
     optimizer_segments(&t->model, &t->ddp, &segs, &n, &state_len);
     if (mc_adam_init(&t->opt, &t->model, args, segs, n, state_len) != 0) return -1;
+    mc_opt_master_from_model(&t->opt); /* Megatron's main params: fp32 copies of the 16-bit ones */
+    mc_scaler_init(&t->scaler, args);
     mc_lr_sched_init(&t->sched, args);
     mc_timers_init(&t->timers, args->timing_log_level, mc_timing_option(args->timing_log_option),
                    args->barrier_with_l1_time, comm);
@@ -196,7 +199,8 @@ void mc_forward_backward(mc_trainer_t *t, const mc_microbatch_t *mbs, int M, mc_
 
     memset(r, 0, sizeof(*r));
     mc_timer_start(&t->timers, MC_T_FORWARD_BACKWARD);
-    m->be->memset0(m->be, m->grad_buf, (size_t)m->n_elems * sizeof(float));
+    m->be->memset0(m->be, m->grad_buf, (size_t)m->n_elems * mc_dtype_size(m->cfg.gdt));
+    m->loss_scale = (float)mc_scaler_value(&t->scaler);
     mc_ddp_begin_grad_sync(&t->ddp);
     mc_pipeline_step_t st = {.mbs = mbs, .M = M, .iteration = ctx.it, .ctx = &ctx,
                              .on_loss = on_loss, .before_backward = before_backward};
@@ -211,14 +215,14 @@ void mc_forward_backward(mc_trainer_t *t, const mc_microbatch_t *mbs, int M, mc_
     mc_gpt_reduce_sequence_parallel_grads(m);
     mc_timer_stop(&t->timers, MC_T_LAYERNORM_GRADS_ALL_REDUCE);
     mc_timer_start(&t->timers, MC_T_EMBEDDING_GRADS_ALL_REDUCE);
-    embedding_all_reduce(t, m->grad_buf);
+    embedding_all_reduce(t, m->grad_buf, m->cfg.gdt);
     mc_timer_stop(&t->timers, MC_T_EMBEDDING_GRADS_ALL_REDUCE);
     /* the token-weighted loss over the global batch */
     reduce_loss_pair(t, &ctx.sum, &ctx.tokens);
     r->loss_sum = ctx.sum;
     r->num_tokens = ctx.tokens;
     if (a->calculate_per_token_loss && r->num_tokens > 0)
-        mc_opt_scale_grads(&t->opt, (float)(1.0 / r->num_tokens));
+        mc_opt_scale_model_grads(&t->opt, (float)(1.0 / r->num_tokens));
 }
 
 static float on_eval_loss(void *ctx, int mb, double sum, double cnt)
@@ -254,12 +258,33 @@ static double reduce_grad_stat(mc_trainer_t *t, double local)
 /* Zeros in this step's gradients over the whole model (--log-num-zeros-in-grad). */
 static double grad_zeros(mc_trainer_t *t) { return reduce_grad_stat(t, mc_opt_grad_zeros(&t->opt)); }
 
+/* The loss scaler's part of Megatron's MixedPrecisionOptimizer.step: unscale the main grads and
+ * look for inf/nan on every rank (found_inf reduced over the grad-stats group), then update the
+ * scale. Returns whether the step must be skipped. */
+static bool unscale_and_check(mc_trainer_t *t)
+{
+    if (!t->scaler.enabled) return false;
+    int64_t found = mc_opt_unscale_and_check(&t->opt, (float)(1.0 / t->scaler.scale));
+    mc_group_t *g = t->ddp.dist_opt ? t->comm->world : t->par.mp;
+    mc_all_reduce(t->comm, g, &found, 1, MC_DT_I64, MC_OP_MAX);
+    mc_scaler_update(&t->scaler, found != 0);
+    return found != 0;
+}
+
 void mc_train_step(mc_trainer_t *t, const mc_microbatch_t *mbs, int M, mc_step_result_t *r)
 {
     const mc_args_t *a = t->args;
 
     mc_forward_backward(t, mbs, M, r);
     mc_timer_start(&t->timers, MC_T_OPTIMIZER);
+    mc_opt_prepare_grads(&t->opt);
+    r->skipped = unscale_and_check(t);
+    if (r->skipped) { /* no norm, no update, no parameter gather, no scheduler step */
+        r->grad_norm = NAN;
+        r->lr = mc_lr_at(&t->sched, t->sched.num_steps);
+        mc_timer_stop(&t->timers, MC_T_OPTIMIZER);
+        return;
+    }
     mc_timer_start(&t->timers, MC_T_OPT_CLIP);
     r->grad_norm = sqrt(reduce_grad_stat(t, mc_opt_grad_sumsq(&t->opt)));
     if (a->check_for_nan_in_loss_and_grad && !is_finite(r->grad_norm))

@@ -12,6 +12,7 @@
 #include "model/gpt.h"
 #include "optim/adam.h"
 #include "optim/lr.h"
+#include "optim/scaler.h"
 #include "parallel/comm.h"
 #include "parallel/grads.h"
 #include "parallel/pipeline.h"
@@ -27,6 +28,7 @@ typedef struct {
     mc_ddp_t ddp;                 /* gradient buckets, reduction and parameter gather */
     mc_pipeline_t pipe;           /* the schedule executor (every layout, pp = 1 included) */
     mc_adam_t opt;
+    mc_scaler_t scaler;           /* loss scaling (fp16, or --loss-scale) */
     mc_lr_sched_t sched;
     mc_timers_t timers;           /* --timing-log-level */
 
@@ -43,18 +45,20 @@ typedef struct {
 
 typedef struct {
     double loss_sum, num_tokens; /* over the global batch; the reported lm loss is their ratio */
-    double grad_norm;            /* pre-clip */
+    bool skipped;                /* the loss scaler found inf/nan gradients: no update */
+    double grad_norm;            /* pre-clip (not computed when skipped) */
     double num_zeros;            /* zeros in the gradients (--log-num-zeros-in-grad) */
     double lr;                   /* the learning rate this step used */
 } mc_step_result_t;
 
-/* Bytes per rank of what mc_trainer_init allocates (the memory plan). */
+/* Bytes per rank of what mc_trainer_init allocates (the memory plan) on backend be. */
 typedef struct {
     double params, grads, optimizer, activations, workspace;
     int stage;    /* the pipeline stage planned: the one that needs the most */
     int inflight; /* its activation slots (microbatch x model chunk) */
+    mc_dtype_t dt, gdt; /* types of the parameters and the gradient buffer */
 } mc_memory_plan_t;
-void mc_trainer_memory(const mc_args_t *args, mc_memory_plan_t *out);
+void mc_trainer_memory(const mc_args_t *args, const mc_backend_t *be, mc_memory_plan_t *out);
 
 /* Builds the parallel state (collective), the model with Megatron's buffer layout, optimizer
  * and schedule on the backend, with layout-invariant init. Returns 0, or -1 when memory does
@@ -77,7 +81,9 @@ void mc_forward_only(mc_trainer_t *t, const mc_microbatch_t *mbs, int M, double 
 int mc_staging_slots(const mc_args_t *a);
 
 /* One optimizer step over M microbatches (M = args->num_microbatches): forward/backward with
- * Megatron's loss normalisation, nan checks, clip, Adam, scheduler advance by the global batch. */
+ * Megatron's loss normalisation and loss scaling, nan checks, unscale and overflow check (a step
+ * with inf/nan gradients is skipped: r->skipped), clip, Adam, scheduler advance by the global
+ * batch when the step was applied. */
 void mc_train_step(mc_trainer_t *t, const mc_microbatch_t *mbs, int M, mc_step_result_t *r);
 
 /* The whole pretrain job (mock data): returns the process exit code. */

@@ -46,7 +46,7 @@ static inline int masked_nonzero(const float *P, int S, int i)
     return i < S - 1 && P[(long)i * S + (S - 1)] != 0.0f;
 }
 
-void mc_cpu_attention_forward(const mc_backend_t *be, float *out, float *probs, const float *qkv,
+void mc_cpu_attention_forward_f32(const mc_backend_t *be, float *out, float *probs, const float *qkv,
                               int S, int B, int NH, int HD, const int32_t *segments, float scale,
                               const mc_dropout_t *d, int head_offset, int NH_full)
 {
@@ -117,7 +117,7 @@ void mc_cpu_attention_forward(const mc_backend_t *be, float *out, float *probs, 
         }
 }
 
-void mc_cpu_attention_backward(const mc_backend_t *be, float *dqkv, float *scratch,
+void mc_cpu_attention_backward_f32(const mc_backend_t *be, float *dqkv, float *scratch,
                                const float *dout, const float *qkv, const float *probs, int S,
                                int B, int NH, int HD, const int32_t *segments, float scale,
                                const mc_dropout_t *d, int head_offset, int NH_full)

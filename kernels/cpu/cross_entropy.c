@@ -6,13 +6,13 @@
 
 #include "kernels/cpu/cpu.h"
 
-void mc_cpu_ce_max(const mc_backend_t *be, float *rowmax, const float *logits, int N, int V)
+void mc_cpu_ce_max_f32(const mc_backend_t *be, float *rowmax, const float *logits, int N, int V)
 {
     (void)be;
     for (long n = 0; n < N; n++) rowmax[n] = V > 0 ? mc_cpu_row_max(logits + n * V, V) : -INFINITY;
 }
 
-void mc_cpu_ce_sums(const mc_backend_t *be, float *sumexp, float *target_logit, const float *logits,
+void mc_cpu_ce_sums_f32(const mc_backend_t *be, float *sumexp, float *target_logit, const float *logits,
                     const float *rowmax, const int32_t *targets, int S, int B, int V, int vocab_start)
 {
     (void)be;
@@ -38,7 +38,7 @@ void mc_cpu_ce_loss(const mc_backend_t *be, float *losses, const float *rowmax, 
         }
 }
 
-void mc_cpu_ce_backward(const mc_backend_t *be, float *dlogits, const float *logits,
+void mc_cpu_ce_backward_f32(const mc_backend_t *be, float *dlogits, const float *logits,
                         const float *rowmax, const float *sumexp, const int32_t *targets,
                         const float *dloss, int S, int B, int V, int vocab_start)
 {

@@ -46,7 +46,7 @@ static void dropout_apply(float *out, const float *x, const mc_dropout_t *d, int
         }
 }
 
-void mc_cpu_dropout_forward(const mc_backend_t *be, float *out, const float *x,
+void mc_cpu_dropout_forward_f32(const mc_backend_t *be, float *out, const float *x,
                             const mc_dropout_t *d, int d0, int B, int inner, int d0_offset,
                             int inner_full, int inner_offset)
 {
@@ -54,7 +54,7 @@ void mc_cpu_dropout_forward(const mc_backend_t *be, float *out, const float *x,
     dropout_apply(out, x, d, d0, B, inner, d0_offset, inner_full, inner_offset);
 }
 
-void mc_cpu_dropout_backward(const mc_backend_t *be, float *dx, const float *dout,
+void mc_cpu_dropout_backward_f32(const mc_backend_t *be, float *dx, const float *dout,
                              const mc_dropout_t *d, int d0, int B, int inner, int d0_offset,
                              int inner_full, int inner_offset)
 {

@@ -3,19 +3,19 @@
 
 #include "kernels/cpu/cpu.h"
 
-void mc_cpu_add(const mc_backend_t *be, float *out, const float *a, const float *b, long n)
+void mc_cpu_add_f32(const mc_backend_t *be, float *out, const float *a, const float *b, long n)
 {
     (void)be;
     for (long i = 0; i < n; i++) out[i] = a[i] + b[i];
 }
 
-void mc_cpu_add_inplace(const mc_backend_t *be, float *acc, const float *x, long n)
+void mc_cpu_add_inplace_f32(const mc_backend_t *be, float *acc, const float *x, long n)
 {
     (void)be;
     for (long i = 0; i < n; i++) acc[i] += x[i];
 }
 
-void mc_cpu_scale(const mc_backend_t *be, float *x, float s, long n)
+void mc_cpu_scale_f32(const mc_backend_t *be, float *x, float s, long n)
 {
     (void)be;
     for (long i = 0; i < n; i++) x[i] *= s;
@@ -23,7 +23,7 @@ void mc_cpu_scale(const mc_backend_t *be, float *x, float s, long n)
 
 /* Eight independent double accumulators: the order is fixed (deterministic) and the loop is not
  * bound by one add's latency. */
-double mc_cpu_sumsq(const mc_backend_t *be, const float *x, long n)
+double mc_cpu_sumsq_f32(const mc_backend_t *be, const float *x, long n)
 {
     (void)be;
     double s[8] = {0};
@@ -34,7 +34,7 @@ double mc_cpu_sumsq(const mc_backend_t *be, const float *x, long n)
     return ((s[0] + s[1]) + (s[2] + s[3])) + ((s[4] + s[5]) + (s[6] + s[7]));
 }
 
-long mc_cpu_count_zeros(const mc_backend_t *be, const float *x, long n)
+long mc_cpu_count_zeros_f32(const mc_backend_t *be, const float *x, long n)
 {
     (void)be;
     long z = 0;
@@ -43,7 +43,7 @@ long mc_cpu_count_zeros(const mc_backend_t *be, const float *x, long n)
 }
 
 /* Exponent bits all ones = inf or nan; checked on the bits so no floating compare is involved. */
-int mc_cpu_has_nonfinite(const mc_backend_t *be, const float *x, long n)
+int mc_cpu_has_nonfinite_f32(const mc_backend_t *be, const float *x, long n)
 {
     (void)be;
     const long CH = 4096;

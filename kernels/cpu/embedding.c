@@ -4,7 +4,7 @@
 
 #include "kernels/cpu/cpu.h"
 
-void mc_cpu_embedding_forward(const mc_backend_t *be, float *out, const int32_t *tokens,
+void mc_cpu_embedding_forward_f32(const mc_backend_t *be, float *out, const int32_t *tokens,
                               const int32_t *positions, const float *wte, const float *wpe, int S,
                               int B, int H, int vocab_start, int V)
 {
@@ -22,7 +22,7 @@ void mc_cpu_embedding_forward(const mc_backend_t *be, float *out, const int32_t 
         }
 }
 
-void mc_cpu_embedding_backward(const mc_backend_t *be, float *dwte, float *dwpe, const float *dout,
+void mc_cpu_embedding_backward_f32(const mc_backend_t *be, float *dwte, float *dwpe, const float *dout,
                                const int32_t *tokens, const int32_t *positions, int S, int B, int H,
                                int vocab_start, int V)
 {

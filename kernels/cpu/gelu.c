@@ -24,7 +24,7 @@ static inline mc_v4f gelu_tanh_grad4(mc_v4f v, mc_v4f g)
     return ff * g;
 }
 
-void mc_cpu_gelu_forward(const mc_backend_t *be, float *out, const float *x, long n,
+void mc_cpu_gelu_forward_f32(const mc_backend_t *be, float *out, const float *x, long n,
                          int tanh_approx)
 {
     (void)be;
@@ -40,7 +40,7 @@ void mc_cpu_gelu_forward(const mc_backend_t *be, float *out, const float *x, lon
     }
 }
 
-void mc_cpu_gelu_backward(const mc_backend_t *be, float *dx, const float *dout, const float *x,
+void mc_cpu_gelu_backward_f32(const mc_backend_t *be, float *dx, const float *dout, const float *x,
                           long n, int tanh_approx)
 {
     (void)be;

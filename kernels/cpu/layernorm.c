@@ -5,7 +5,7 @@
 
 #include "kernels/cpu/cpu.h"
 
-void mc_cpu_layernorm_forward(const mc_backend_t *be, float *out, float *mean, float *rstd,
+void mc_cpu_layernorm_forward_f32(const mc_backend_t *be, float *out, float *mean, float *rstd,
                               const float *x, const float *w, const float *b, int N, int C,
                               float eps)
 {
@@ -34,7 +34,7 @@ void mc_cpu_layernorm_forward(const mc_backend_t *be, float *out, float *mean, f
     }
 }
 
-void mc_cpu_layernorm_backward_acc(const mc_backend_t *be, float *dx, float *dw, float *db,
+void mc_cpu_layernorm_backward_acc_f32(const mc_backend_t *be, float *dx, float *dw, float *db,
                                    const float *dout, const float *x, const float *w,
                                    const float *mean, const float *rstd, int N, int C)
 {

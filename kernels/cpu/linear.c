@@ -4,7 +4,7 @@
 
 #include "kernels/cpu/cpu.h"
 
-void mc_cpu_linear_forward(const mc_backend_t *be, float *out, const float *in, const float *W,
+void mc_cpu_linear_forward_f32(const mc_backend_t *be, float *out, const float *in, const float *W,
                            const float *bias, int N, int in_f, int out_f)
 {
     (void)be;
@@ -39,7 +39,7 @@ void mc_cpu_colsum_acc(float *acc, const float *x, int N, int C)
     }
 }
 
-void mc_cpu_linear_backward(const mc_backend_t *be, float *din, float *dW, float *dbias,
+void mc_cpu_linear_backward_f32(const mc_backend_t *be, float *din, float *dW, float *dbias,
                             const float *dout, const float *in, const float *W, int N, int in_f,
                             int out_f)
 {

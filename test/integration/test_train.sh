@@ -86,7 +86,7 @@ check "docs/FLAGS.md matches the flag table (make docs)" diff -q "$MC_TMP/flags.
 expect_user_error "unknown flag suggests the closest" 'did you mean --hidden-size' "${FLAGS[@]}" --hiden-size 64
 expect_user_error "non-numeric value" 'num-layers' "${FLAGS[@]}" --num-layers two
 expect_user_error "gbs divisibility" 'global batch size \(9\) is not divisible by micro batch size \(2\) times data parallel size \(1\)' "${FLAGS[@]}" --global-batch-size 9
-expect_user_error "not implemented flag" 'not implemented yet' "${FLAGS[@]}" --bf16
+expect_user_error "not implemented flag" 'not implemented yet' "${FLAGS[@]}" --fp32-residual-connection
 expect_user_error "cuda backend refused" 'cuda' "${FLAGS[@]}" --device cuda
 expect_user_error "no data" 'mock-data' --device cpu "${MODEL[@]}"
 "$MC_BIN" --device cpu --mock-data --vocab-size 50257 --num-layers 48 --hidden-size 8192 --num-attention-heads 64 \

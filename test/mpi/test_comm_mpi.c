@@ -51,12 +51,8 @@ static void report(T *t, int local_fail, const char *fmt, ...)
 
 /* ---- values: exact in every type, and so are their sums over 8 ranks ---- */
 
-static const mc_dtype_t ALL_DT[] = {MC_DT_F32, MC_DT_F64, MC_DT_I64, MC_DT_I32, MC_DT_U8};
-static const char *dt_name(mc_dtype_t dt)
-{
-    static const char *names[] = {"f32", "f64", "i64", "i32", "u8"};
-    return names[dt];
-}
+static const mc_dtype_t ALL_DT[] = {MC_DT_F32, MC_DT_F64, MC_DT_I64, MC_DT_I32, MC_DT_U8, MC_DT_BF16, MC_DT_F16};
+static const char *dt_name(mc_dtype_t dt) { return mc_dtype_name(dt); }
 
 static double value(mc_dtype_t dt, int rank, size_t i)
 {
@@ -67,6 +63,10 @@ static double value(mc_dtype_t dt, int rank, size_t i)
     case MC_DT_I64: return (double)((int64_t)rank << 35) + base - 30;
     case MC_DT_I32: return base - 30 + rank * 100000;
     case MC_DT_U8: return (double)((int)base % 32);
+    /* 16-bit floats: integers whose sums over 8 ranks (and every partial sum) stay exact:
+     * |x| <= 256 in bf16's 8-bit significand, <= 2048 in fp16's 11 bits */
+    case MC_DT_BF16: return base - 30;
+    case MC_DT_F16: return base - 30 + rank * 8;
     }
     return 0;
 }
@@ -79,6 +79,8 @@ static void put(mc_dtype_t dt, void *buf, size_t i, double v)
     case MC_DT_I64: ((int64_t *)buf)[i] = (int64_t)v; break;
     case MC_DT_I32: ((int32_t *)buf)[i] = (int32_t)v; break;
     case MC_DT_U8: ((uint8_t *)buf)[i] = (uint8_t)v; break;
+    case MC_DT_BF16:
+    case MC_DT_F16: mc_store_f32(buf, dt, (long)i, (float)v); break;
     }
 }
 
@@ -90,6 +92,8 @@ static double get(mc_dtype_t dt, const void *buf, size_t i)
     case MC_DT_I64: return (double)((const int64_t *)buf)[i];
     case MC_DT_I32: return ((const int32_t *)buf)[i];
     case MC_DT_U8: return ((const uint8_t *)buf)[i];
+    case MC_DT_BF16:
+    case MC_DT_F16: return mc_load_f32(buf, dt, (long)i);
     }
     return 0;
 }
@@ -198,7 +202,7 @@ static void check_all_reduce(T *t, mc_group_t *g, const char *gname)
         int bad = 0;
         for (size_t d = 0; g && d < sizeof(ALL_DT) / sizeof(ALL_DT[0]); d++)
             bad |= one_all_reduce(t, g, ALL_DT[d], (mc_redop_t)op, 1000 + d);
-        report(t, bad, "all-reduce %s (f32 f64 i64 i32 u8) on the %s group", op == MC_OP_SUM ? "sum" : "max",
+        report(t, bad, "all-reduce %s (f32 f64 i64 i32 u8 bf16 fp16) on the %s group", op == MC_OP_SUM ? "sum" : "max",
                gname);
     }
 }
@@ -226,8 +230,10 @@ static void check_reduce_scatter(T *t, mc_group_t *g, const char *gname)
             bad |= one_reduce_scatter(t, g, MC_DT_F32, MC_OP_SUM, in_place);
             bad |= one_reduce_scatter(t, g, MC_DT_I64, MC_OP_MAX, in_place);
             bad |= one_reduce_scatter(t, g, MC_DT_F64, MC_OP_SUM, in_place);
+            bad |= one_reduce_scatter(t, g, MC_DT_BF16, MC_OP_SUM, in_place);
+            bad |= one_reduce_scatter(t, g, MC_DT_F16, MC_OP_MAX, in_place);
         }
-        report(t, bad, "reduce-scatter %s (f32 sum, i64 max, f64 sum) on the %s group",
+        report(t, bad, "reduce-scatter %s (f32 sum, i64 max, f64 sum, bf16 sum, fp16 max) on the %s group",
                in_place ? "in place" : "out of place", gname);
     }
 }
@@ -257,8 +263,9 @@ static void check_all_gather(T *t, mc_group_t *g, const char *gname)
             bad |= one_all_gather(t, g, MC_DT_F32, in_place);
             bad |= one_all_gather(t, g, MC_DT_I32, in_place);
             bad |= one_all_gather(t, g, MC_DT_U8, in_place);
+            bad |= one_all_gather(t, g, MC_DT_BF16, in_place);
         }
-        report(t, bad, "all-gather %s (f32 i32 u8) on the %s group", in_place ? "in place" : "out of place",
+        report(t, bad, "all-gather %s (f32 i32 u8 bf16) on the %s group", in_place ? "in place" : "out of place",
                gname);
     }
 }

@@ -73,7 +73,7 @@ static void train(mc_trainer_t *t, int dp_rank)
 static void gather_param(mc_trainer_t *t, const mc_param_t *p, float *full)
 {
     const int tp = t->par.layout.tp;
-    const float *mine = t->model.param_buf + p->offset;
+    const float *mine = mc_gpt_param_at(&t->model, p->offset);
     if (p->split == MC_SPLIT_NONE || tp == 1) {
         memcpy(full, mine, (size_t)p->numel * sizeof(float));
         return;
@@ -137,7 +137,7 @@ int main(int argc, char **argv)
             continue;
         }
         const mc_param_t *q = mc_gpt_find_param(&one->model, p->name);
-        const float *ref = one->model.param_buf + q->offset;
+        const float *ref = mc_gpt_param_at(&one->model, q->offset);
         /* key-bias elements of the per-head [q k v] layout */
         const int HD = one_args.kv_channels;
         const bool qkv_bias = strstr(p->name, "linear_qkv.bias") != NULL;

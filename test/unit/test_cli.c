@@ -483,8 +483,9 @@ static void test_validate_args_rules(void **state)
 static void test_not_implemented_flags(void **state)
 {
     (void)state;
-    expect_error(ISSUE_LINE " --bf16",
-                 "--bf16 is recognised but not implemented yet in megatron-c (see docs/FLAGS.md)");
+    expect_error(ISSUE_LINE " --fp16 --bf16", "--fp16 and --bf16 are mutually exclusive");
+    expect_error(ISSUE_LINE " --fp32-residual-connection",
+                 "--fp32-residual-connection is recognised but not implemented yet in megatron-c (see docs/FLAGS.md)");
     expect_error(ISSUE_LINE " --save-retain-interval 2", "--save-retain-interval is recognised but not implemented yet");
     expect_error(ISSUE_LINE " --distribute-saved-activations", "--distribute-saved-activations is recognised");
     expect_error(ISSUE_LINE " --pipeline-model-parallel-size 2",
@@ -537,7 +538,8 @@ static void test_help_and_markdown(void **state)
     assert_non_null(strstr(r.out, "# megatron-c flags\n"));
     assert_non_null(strstr(r.out, "\n## network size\n\n| flag | default | status | note |\n"));
     assert_non_null(strstr(r.out, "| `--num-layers` | `None` | implemented |"));
-    assert_non_null(strstr(r.out, "| `--bf16` | `False` | not implemented yet |"));
+    assert_non_null(strstr(r.out, "| `--fp32-residual-connection` | `False` | not implemented yet |"));
+    assert_non_null(strstr(r.out, "| `--bf16` | `False` | implemented |"));
     assert_non_null(strstr(r.out, "| `--eval-interval` | `1000` | implemented |"));
 }
 

@@ -98,7 +98,7 @@ static void load_params(mc_gpt_t *m, const mc_fx_t *fx)
         if (!t) fail_msg("fixture lacks %s", key);
         assert_int_equal(t->dtype, 0);
         assert_int_equal(t->numel, p->numel);
-        memcpy(m->param_buf + p->offset, t->data, (size_t)p->numel * sizeof(float));
+        memcpy(mc_gpt_param_at(m, p->offset), t->data, (size_t)p->numel * sizeof(float));
     }
     /* and the fixture has no parameter the model lacks */
     for (int i = 0; i < fx->n; i++)
@@ -134,7 +134,7 @@ static void compare_grads(const mc_gpt_t *m, const mc_fx_t *fx, const char *pref
         const mc_fx_tensor_t *g = mc_fx_get(fx, key);
         if (!g) fail_msg("fixture lacks %s", key);
         assert_int_equal(g->numel, p->numel);
-        double e = rel_err_f32_f64(m->grad_buf + p->offset, g->data, p->numel);
+        double e = rel_err_f32_f64(mc_gpt_grad_at(m, p->offset), g->data, p->numel);
         if (e > TOL) fail_msg("%s: gradient rel err %.3g > %g", key, e, TOL);
         worst = fmax(worst, e);
     }
@@ -240,7 +240,7 @@ static void check_training(const char *file)
         if (!w) fail_msg("fixture lacks %s", key);
         const double *ref = w->data;
         for (long j = 0; j < p->numel; j++) {
-            double d = (double)t.model.param_buf[p->offset + j] - ref[j];
+            double d = (double)((const float *)t.model.param_buf)[p->offset + j] - ref[j];
             d2 += d * d;
             r2 += ref[j] * ref[j];
         }

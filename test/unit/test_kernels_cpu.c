@@ -214,10 +214,10 @@ static void test_linear(void **state)
     lin_ctx c = {dup_d(in, N * IN), dup_d(W, OUT * IN), dup_d(b, OUT), dup_d(R, N * OUT)};
     double want[N * OUT];
 
-    be->linear_forward(be, out, in, W, b, N, IN, OUT);
+    be->linear_forward(be, MC_DT_F32, out, in, W, b, N, IN, OUT);
     lin_ref(want, c.in, c.W, c.b);
     check_close(out, want, N * OUT, RTOL, "linear out");
-    be->linear_forward(be, out, in, W, NULL, N, IN, OUT);
+    be->linear_forward(be, MC_DT_F32, out, in, W, NULL, N, IN, OUT);
     lin_ref(want, c.in, c.W, NULL);
     check_close(out, want, N * OUT, RTOL, "linear out (no bias)");
 
@@ -228,7 +228,7 @@ static void test_linear(void **state)
     fill(db0, OUT, -1, 1);
     memcpy(dW, dW0, sizeof(dW));
     memcpy(db, db0, sizeof(db));
-    be->linear_backward(be, din, dW, db, R, in, W, N, IN, OUT);
+    be->linear_backward(be, MC_DT_F32, MC_DT_F32, din, dW, db, R, in, W, N, IN, OUT);
     check_fd(lin_loss, &c, c.in, N * IN, din, NULL, FDTOL, "linear din");
     check_fd(lin_loss, &c, c.W, OUT * IN, dW, dW0, FDTOL, "linear dW (acc)");
     check_fd(lin_loss, &c, c.b, OUT, db, db0, FDTOL, "linear dbias (acc)");
@@ -236,7 +236,7 @@ static void test_linear(void **state)
     /* din and dbias may be NULL; dW is the same */
     float dW2[OUT * IN];
     memcpy(dW2, dW0, sizeof(dW2));
-    be->linear_backward(be, NULL, dW2, NULL, R, in, W, N, IN, OUT);
+    be->linear_backward(be, MC_DT_F32, MC_DT_F32, NULL, dW2, NULL, R, in, W, N, IN, OUT);
     assert_memory_equal(dW2, dW, sizeof(dW));
     free(c.in); free(c.W); free(c.b); free(c.R);
 }
@@ -249,7 +249,7 @@ static void test_linear_dbias_many_rows(void **state)
     float *dout = fnew((long)NR * O), *in = fnew(NR), W[O] = {0}, dW[O] = {0}, db[O] = {0};
     for (long n = 0; n < NR; n++)
         for (int o = 0; o < O; o++) dout[n * O + o] = 0.1f + (float)o;
-    be->linear_backward(be, NULL, dW, db, dout, in, W, NR, I, O);
+    be->linear_backward(be, MC_DT_F32, MC_DT_F32, NULL, dW, db, dout, in, W, NR, I, O);
     for (int o = 0; o < O; o++) {
         double want = (double)NR * (double)(0.1f + (float)o);
         assert_true(fabs(db[o] - want) <= 1e-6 * want);
@@ -292,7 +292,7 @@ static void test_embedding(void **state)
     fill(R, N * H, -1, 1);
     emb_ctx c = {dup_d(wte, VOC * H), dup_d(wpe, POS * H), dup_d(R, N * H), tok, pos};
     double want[N * H];
-    be->embedding_forward(be, out, tok, pos, wte, wpe, S, B, H, 0, VOC);
+    be->embedding_forward(be, MC_DT_F32, out, tok, pos, wte, wpe, S, B, H, 0, VOC);
     emb_ref(want, &c);
     check_close(out, want, N * H, RTOL, "embedding out");
 
@@ -301,18 +301,18 @@ static void test_embedding(void **state)
     fill(dwpe0, POS * H, -1, 1);
     memcpy(dwte, dwte0, sizeof(dwte));
     memcpy(dwpe, dwpe0, sizeof(dwpe));
-    be->embedding_backward(be, dwte, dwpe, R, tok, pos, S, B, H, 0, VOC);
+    be->embedding_backward(be, MC_DT_F32, MC_DT_F32, dwte, dwpe, R, tok, pos, S, B, H, 0, VOC);
     check_fd(emb_loss, &c, c.wte, VOC * H, dwte, dwte0, FDTOL, "embedding dwte (acc)");
     check_fd(emb_loss, &c, c.wpe, POS * H, dwpe, dwpe0, FDTOL, "embedding dwpe (acc)");
 
     /* without position embeddings */
     emb_ctx c2 = c;
     c2.wpe = NULL;
-    be->embedding_forward(be, out, tok, NULL, wte, NULL, S, B, H, 0, VOC);
+    be->embedding_forward(be, MC_DT_F32, out, tok, NULL, wte, NULL, S, B, H, 0, VOC);
     emb_ref(want, &c2);
     check_close(out, want, N * H, RTOL, "embedding out (no wpe)");
     memcpy(dwte, dwte0, sizeof(dwte));
-    be->embedding_backward(be, dwte, NULL, R, tok, NULL, S, B, H, 0, VOC);
+    be->embedding_backward(be, MC_DT_F32, MC_DT_F32, dwte, NULL, R, tok, NULL, S, B, H, 0, VOC);
     check_fd(emb_loss, &c2, c2.wte, VOC * H, dwte, dwte0, FDTOL, "embedding dwte (no wpe)");
 
     /* vocab shards: the sum of the shards' outputs is the whole lookup, and each shard's
@@ -320,17 +320,17 @@ static void test_embedding(void **state)
     const int V0 = VOC / 3;
     float part[N * H], sum[N * H], dsh[VOC * H];
     memset(sum, 0, sizeof(sum));
-    be->embedding_forward(be, part, tok, pos, wte, wpe, S, B, H, 0, V0);
+    be->embedding_forward(be, MC_DT_F32, part, tok, pos, wte, wpe, S, B, H, 0, V0);
     for (int i = 0; i < N * H; i++) sum[i] += part[i];
-    be->embedding_forward(be, part, tok, NULL, wte + (long)V0 * H, NULL, S, B, H, V0, VOC - V0);
+    be->embedding_forward(be, MC_DT_F32, part, tok, NULL, wte + (long)V0 * H, NULL, S, B, H, V0, VOC - V0);
     for (int i = 0; i < N * H; i++) sum[i] += part[i];
     emb_ref(want, &c);
     check_close(sum, want, N * H, RTOL, "embedding out (two vocab shards)");
     memset(dwte, 0, sizeof(dwte));
-    be->embedding_backward(be, dwte, NULL, R, tok, NULL, S, B, H, 0, VOC);
+    be->embedding_backward(be, MC_DT_F32, MC_DT_F32, dwte, NULL, R, tok, NULL, S, B, H, 0, VOC);
     memset(dsh, 0, sizeof(dsh));
-    be->embedding_backward(be, dsh, NULL, R, tok, NULL, S, B, H, 0, V0);
-    be->embedding_backward(be, dsh + (long)V0 * H, NULL, R, tok, NULL, S, B, H, V0, VOC - V0);
+    be->embedding_backward(be, MC_DT_F32, MC_DT_F32, dsh, NULL, R, tok, NULL, S, B, H, 0, V0);
+    be->embedding_backward(be, MC_DT_F32, MC_DT_F32, dsh + (long)V0 * H, NULL, R, tok, NULL, S, B, H, V0, VOC - V0);
     assert_memory_equal(dsh, dwte, sizeof(dsh));
     free(c.wte); free(c.wpe); free(c.R);
 }
@@ -372,7 +372,7 @@ static void test_layernorm(void **state)
     const float eps = 1e-5f;
     ln_ctx c = {dup_d(x, N * H), dup_d(w, H), dup_d(b, H), dup_d(R, N * H), eps};
     double want[N * H], wm[N], wr[N];
-    be->layernorm_forward(be, out, mean, rstd, x, w, b, N, H, eps);
+    be->layernorm_forward(be, MC_DT_F32, out, mean, rstd, x, w, b, N, H, eps);
     ln_ref(want, wm, wr, &c);
     check_close(out, want, N * H, RTOL, "layernorm out");
     check_close(mean, wm, N, RTOL, "layernorm mean");
@@ -385,7 +385,7 @@ static void test_layernorm(void **state)
     memcpy(dx, dx0, sizeof(dx));
     memcpy(dw, dw0, sizeof(dw));
     memcpy(db, db0, sizeof(db));
-    be->layernorm_backward_acc(be, dx, dw, db, R, x, w, mean, rstd, N, H);
+    be->layernorm_backward_acc(be, MC_DT_F32, MC_DT_F32, dx, dw, db, R, x, w, mean, rstd, N, H);
     check_fd(ln_loss, &c, c.x, N * H, dx, dx0, FDTOL, "layernorm dx (acc)");
     check_fd(ln_loss, &c, c.w, H, dw, dw0, FDTOL, "layernorm dw (acc)");
     check_fd(ln_loss, &c, c.b, H, db, db0, FDTOL, "layernorm db (acc)");
@@ -403,7 +403,7 @@ static void test_layernorm_offset(void **state)
         w[i] = 1.0f;
         b[i] = 0.0f;
     }
-    be->layernorm_forward(be, out, &mean, &rstd, x, w, b, 1, C, 1e-5f);
+    be->layernorm_forward(be, MC_DT_F32, out, &mean, &rstd, x, w, b, 1, C, 1e-5f);
     double mu = 0, var = 0;
     for (int i = 0; i < C; i++) mu += x[i];
     mu /= C;
@@ -443,17 +443,17 @@ static void test_gelu(void **state)
     double *want = dnew(NG);
     for (int t = 0; t < 2; t++) {
         gelu_ctx c = {dup_d(x, NG), dup_d(R, NG), t};
-        be->gelu_forward(be, out, x, NG, t);
+        be->gelu_forward(be, MC_DT_F32, out, x, NG, t);
         for (int i = 0; i < NG; i++) want[i] = gelu_d(x[i], t);
         check_close(out, want, NG, RTOL, t ? "gelu tanh" : "gelu erf");
         memcpy(tmp, x, NG * sizeof(float)); /* in place */
-        be->gelu_forward(be, tmp, tmp, NG, t);
+        be->gelu_forward(be, MC_DT_F32, tmp, tmp, NG, t);
         assert_memory_equal(tmp, out, NG * sizeof(float));
 
-        be->gelu_backward(be, dx, R, x, NG, t);
+        be->gelu_backward(be, MC_DT_F32, dx, R, x, NG, t);
         check_fd(gelu_loss, &c, c.x, NG, dx, NULL, FDTOL, t ? "gelu tanh dx" : "gelu erf dx");
         memcpy(tmp, R, NG * sizeof(float)); /* dx may equal dout */
-        be->gelu_backward(be, tmp, tmp, x, NG, t);
+        be->gelu_backward(be, MC_DT_F32, tmp, tmp, x, NG, t);
         assert_memory_equal(tmp, dx, NG * sizeof(float));
         free(c.x); free(c.R);
     }
@@ -487,22 +487,22 @@ static void test_dropout_matches_rule(void **state)
     const long n = (long)D0 * DB * IN_D;
     float *x = fnew(n), *out = fnew(n), *want = fnew(n);
     fill(x, n, -1, 1);
-    be->dropout_forward(be, out, x, &drop_cfg, D0, DB, IN_D, 0, IN_D, 0);
+    be->dropout_forward(be, MC_DT_F32, out, x, &drop_cfg, D0, DB, IN_D, 0, IN_D, 0);
     dropout_ref(want, x, &drop_cfg, D0, DB, IN_D, 0, IN_D, 0);
     assert_memory_equal(out, want, (size_t)n * sizeof(float));
     /* a shard placed at odd offsets (not multiples of the Philox block of 4) */
-    be->dropout_forward(be, out, x, &drop_cfg, D0, DB, IN_D, 5, 101, 13);
+    be->dropout_forward(be, MC_DT_F32, out, x, &drop_cfg, D0, DB, IN_D, 5, 101, 13);
     dropout_ref(want, x, &drop_cfg, D0, DB, IN_D, 5, 101, 13);
     assert_memory_equal(out, want, (size_t)n * sizeof(float));
     /* backward applies the same mask and scale */
-    be->dropout_backward(be, out, x, &drop_cfg, D0, DB, IN_D, 5, 101, 13);
+    be->dropout_backward(be, MC_DT_F32, out, x, &drop_cfg, D0, DB, IN_D, 5, 101, 13);
     assert_memory_equal(out, want, (size_t)n * sizeof(float));
     /* in place */
     memcpy(out, x, (size_t)n * sizeof(float));
-    be->dropout_forward(be, out, out, &drop_cfg, D0, DB, IN_D, 5, 101, 13);
+    be->dropout_forward(be, MC_DT_F32, out, out, &drop_cfg, D0, DB, IN_D, 5, 101, 13);
     assert_memory_equal(out, want, (size_t)n * sizeof(float));
     memcpy(out, x, (size_t)n * sizeof(float));
-    be->dropout_backward(be, out, out, &drop_cfg, D0, DB, IN_D, 5, 101, 13);
+    be->dropout_backward(be, MC_DT_F32, out, out, &drop_cfg, D0, DB, IN_D, 5, 101, 13);
     assert_memory_equal(out, want, (size_t)n * sizeof(float));
     free(x); free(out); free(want);
 }
@@ -515,14 +515,14 @@ static void test_dropout_layout_invariance(void **state)
     const long n = (long)D0 * DB * IN_D;
     float *x = fnew(n), *whole = fnew(n);
     fill(x, n, 0.5, 1.5);
-    be->dropout_forward(be, whole, x, &drop_cfg, D0, DB, IN_D, 0, IN_D, 0);
+    be->dropout_forward(be, MC_DT_F32, whole, x, &drop_cfg, D0, DB, IN_D, 0, IN_D, 0);
 
     /* d0 split: rows [0, 3) and [3, 7) */
     {
         const int s1 = 3;
         float *a = fnew(n);
-        be->dropout_forward(be, a, x, &drop_cfg, s1, DB, IN_D, 0, IN_D, 0);
-        be->dropout_forward(be, a + (long)s1 * DB * IN_D, x + (long)s1 * DB * IN_D, &drop_cfg,
+        be->dropout_forward(be, MC_DT_F32, a, x, &drop_cfg, s1, DB, IN_D, 0, IN_D, 0);
+        be->dropout_forward(be, MC_DT_F32, a + (long)s1 * DB * IN_D, x + (long)s1 * DB * IN_D, &drop_cfg,
                             D0 - s1, DB, IN_D, s1, IN_D, 0);
         assert_memory_equal(a, whole, (size_t)n * sizeof(float));
         free(a);
@@ -535,8 +535,8 @@ static void test_dropout_layout_invariance(void **state)
             memcpy(xa + r * c1, x + r * IN_D, (size_t)c1 * sizeof(float));
             memcpy(xb + r * c2, x + r * IN_D + c1, (size_t)c2 * sizeof(float));
         }
-        be->dropout_forward(be, xa, xa, &drop_cfg, D0, DB, c1, 0, IN_D, 0);
-        be->dropout_forward(be, xb, xb, &drop_cfg, D0, DB, c2, 0, IN_D, c1);
+        be->dropout_forward(be, MC_DT_F32, xa, xa, &drop_cfg, D0, DB, c1, 0, IN_D, 0);
+        be->dropout_forward(be, MC_DT_F32, xb, xb, &drop_cfg, D0, DB, c2, 0, IN_D, c1);
         for (long r = 0; r < (long)D0 * DB; r++) {
             assert_memory_equal(xa + r * c1, whole + r * IN_D, (size_t)c1 * sizeof(float));
             assert_memory_equal(xb + r * c2, whole + r * IN_D + c1, (size_t)c2 * sizeof(float));
@@ -552,9 +552,9 @@ static void test_dropout_layout_invariance(void **state)
             memcpy(xb + (long)i * b2 * IN_D, x + ((long)i * DB + b1) * IN_D, (size_t)b2 * IN_D * sizeof(float));
         }
         mc_dropout_t d2 = drop_cfg;
-        be->dropout_forward(be, xa, xa, &d2, D0, b1, IN_D, 0, IN_D, 0);
+        be->dropout_forward(be, MC_DT_F32, xa, xa, &d2, D0, b1, IN_D, 0, IN_D, 0);
         d2.sample0 += b1;
-        be->dropout_forward(be, xb, xb, &d2, D0, b2, IN_D, 0, IN_D, 0);
+        be->dropout_forward(be, MC_DT_F32, xb, xb, &d2, D0, b2, IN_D, 0, IN_D, 0);
         for (int i = 0; i < D0; i++) {
             assert_memory_equal(xa + (long)i * b1 * IN_D, whole + ((long)i * DB) * IN_D, (size_t)b1 * IN_D * sizeof(float));
             assert_memory_equal(xb + (long)i * b2 * IN_D, whole + ((long)i * DB + b1) * IN_D, (size_t)b2 * IN_D * sizeof(float));
@@ -569,7 +569,7 @@ static void test_dropout_layout_invariance(void **state)
         if (which == 2) d2.site = MC_DROPOUT_SITE_ATTN_OUT;
         if (which == 3) d2.seed++;
         float *o = fnew(n);
-        be->dropout_forward(be, o, x, &d2, D0, DB, IN_D, 0, IN_D, 0);
+        be->dropout_forward(be, MC_DT_F32, o, x, &d2, D0, DB, IN_D, 0, IN_D, 0);
         assert_true(memcmp(o, whole, (size_t)n * sizeof(float)) != 0);
         free(o);
     }
@@ -587,7 +587,7 @@ static void test_dropout_rate_and_p0(void **state)
     for (int k = 0; k < 2; k++) {
         mc_dropout_t d = drop_cfg;
         d.p = ps[k];
-        be->dropout_forward(be, out, x, &d, D0L, BL, IL, 0, IL, 0);
+        be->dropout_forward(be, MC_DT_F32, out, x, &d, D0L, BL, IL, 0, IL, 0);
         long kept = 0;
         double sum = 0;
         const float sc = 1.0f / (1.0f - d.p);
@@ -604,11 +604,11 @@ static void test_dropout_rate_and_p0(void **state)
     mc_dropout_t d0 = drop_cfg;
     d0.p = 0.0f;
     fill(x, n, -1, 1);
-    be->dropout_forward(be, out, x, &d0, D0L, BL, IL, 0, IL, 0);
+    be->dropout_forward(be, MC_DT_F32, out, x, &d0, D0L, BL, IL, 0, IL, 0);
     assert_memory_equal(out, x, (size_t)n * sizeof(float));
-    be->dropout_backward(be, out, x, &d0, D0L, BL, IL, 3, IL * 2, 7);
+    be->dropout_backward(be, MC_DT_F32, out, x, &d0, D0L, BL, IL, 3, IL * 2, 7);
     assert_memory_equal(out, x, (size_t)n * sizeof(float));
-    be->dropout_forward(be, out, out, &d0, D0L, BL, IL, 0, IL, 0);
+    be->dropout_forward(be, MC_DT_F32, out, out, &d0, D0L, BL, IL, 0, IL, 0);
     assert_memory_equal(out, x, (size_t)n * sizeof(float));
     free(x); free(out);
 }
@@ -705,12 +705,12 @@ static void run_attention_case_seg(int Sx, int Bx, int NHx, int HDx, const mc_dr
     const float scale = 1.0f / sqrtf((float)HDx);
     att_ctx c = {Sx, Bx, NHx, HDx, 0, scale, d, dup_d(qkv, nqkv), dup_d(R, no), calloc((size_t)np, 1), seg};
     double *wo = dnew(no), *wp = dnew(np);
-    be->attention_forward(be, out, probs, qkv, Sx, Bx, NHx, HDx, seg, scale, d, 0, NHx);
+    be->attention_forward(be, MC_DT_F32, out, probs, qkv, Sx, Bx, NHx, HDx, seg, scale, d, 0, NHx);
     att_ref(wo, wp, &c);
     check_close(probs, wp, np, RTOL, "attention probs");
     check_close(out, wo, no, RTOL, "attention out");
     if (fd_stride) {
-        be->attention_backward(be, dqkv, scratch, R, qkv, probs, Sx, Bx, NHx, HDx, seg, scale, d, 0, NHx);
+        be->attention_backward(be, MC_DT_F32, dqkv, scratch, R, qkv, NULL, probs, Sx, Bx, NHx, HDx, seg, scale, d, 0, NHx);
         check_fd_strided(att_loss, &c, c.qkv, nqkv, dqkv, NULL, FDTOL, "attention dqkv", fd_stride);
     }
     free(qkv); free(out); free(probs); free(R); free(dqkv); free(scratch);
@@ -769,14 +769,14 @@ static void test_attention_masked_dominant(void **state)
         const float scale = 0.5f;
         att_ctx c = {SX, BX, NHX, HDX, 0, scale, d, dup_d(qkv, nqkv), dup_d(R, no), calloc((size_t)np, 1), seg};
         double *wo = dnew(no), *wp = dnew(np);
-        be->attention_forward(be, out, probs, qkv, SX, BX, NHX, HDX, seg, scale, d, 0, NHX);
+        be->attention_forward(be, MC_DT_F32, out, probs, qkv, SX, BX, NHX, HDX, seg, scale, d, 0, NHX);
         att_ref(wo, wp, &c);
         assert_true(probs[SX - 1] > 0.0f); /* row 0: the masked keys share the probability */
         if (seg) /* row 25 (document 2): keys of documents 0 and 1 are masked and carry it too */
             assert_true(probs[25L * SX + 3] > 0.0f && probs[25L * SX + 3] == probs[25L * SX + SX - 1]);
         check_close(probs, wp, np, RTOL, "attention probs (masked dominant)");
         check_close(out, wo, no, RTOL, "attention out (masked dominant)");
-        be->attention_backward(be, dqkv, scratch, R, qkv, probs, SX, BX, NHX, HDX, seg, scale, d, 0, NHX);
+        be->attention_backward(be, MC_DT_F32, dqkv, scratch, R, qkv, NULL, probs, SX, BX, NHX, HDX, seg, scale, d, 0, NHX);
         /* only v has a gradient of any size here; compare every element anyway */
         check_fd(att_loss, &c, c.qkv, nqkv, dqkv, NULL, FDTOL, "attention dqkv (masked dominant)");
         free(qkv); free(out); free(probs); free(R); free(dqkv); free(scratch);
@@ -840,10 +840,10 @@ static void test_attention_segments_equal_is_causal(void **state)
         float *o1 = fnew(no), *p1 = fnew(np), *g1 = fnew(nqkv), *t1 = fnew(np);
         fill(qkv, nqkv, -1.5, 1.5);
         fill(dout, no, -1, 1);
-        be->attention_forward(be, o0, p0, qkv, Sx, Bx, NHx, HDx, NULL, scale, d, 0, NHx);
-        be->attention_backward(be, g0, t0, dout, qkv, p0, Sx, Bx, NHx, HDx, NULL, scale, d, 0, NHx);
-        be->attention_forward(be, o1, p1, qkv, Sx, Bx, NHx, HDx, seg, scale, d, 0, NHx);
-        be->attention_backward(be, g1, t1, dout, qkv, p1, Sx, Bx, NHx, HDx, seg, scale, d, 0, NHx);
+        be->attention_forward(be, MC_DT_F32, o0, p0, qkv, Sx, Bx, NHx, HDx, NULL, scale, d, 0, NHx);
+        be->attention_backward(be, MC_DT_F32, g0, t0, dout, qkv, NULL, p0, Sx, Bx, NHx, HDx, NULL, scale, d, 0, NHx);
+        be->attention_forward(be, MC_DT_F32, o1, p1, qkv, Sx, Bx, NHx, HDx, seg, scale, d, 0, NHx);
+        be->attention_backward(be, MC_DT_F32, g1, t1, dout, qkv, NULL, p1, Sx, Bx, NHx, HDx, seg, scale, d, 0, NHx);
         assert_memory_equal(o0, o1, (size_t)no * sizeof(float));
         assert_memory_equal(p0, p1, (size_t)np * sizeof(float));
         assert_memory_equal(g0, g1, (size_t)nqkv * sizeof(float));
@@ -864,8 +864,8 @@ static void test_attention_split_invariance(void **state)
     const float scale = 1.0f / sqrtf((float)HD);
     mc_dropout_t d = attn_drop;
     d.p = 0.5f;
-    be->attention_forward(be, out, probs, qkv, S, B, NH, HD, NULL, scale, &d, 0, NH);
-    be->attention_backward(be, dqkv, scratch, dout, qkv, probs, S, B, NH, HD, NULL, scale, &d, 0, NH);
+    be->attention_forward(be, MC_DT_F32, out, probs, qkv, S, B, NH, HD, NULL, scale, &d, 0, NH);
+    be->attention_backward(be, MC_DT_F32, dqkv, scratch, dout, qkv, NULL, probs, S, B, NH, HD, NULL, scale, &d, 0, NH);
 
     /* by heads: one head per "rank" */
     for (int h = 0; h < NH; h++) {
@@ -875,8 +875,8 @@ static void test_attention_split_invariance(void **state)
             memcpy(q1 + r * 3 * HD, qkv + r * NH * 3 * HD + (long)h * 3 * HD, 3 * HD * sizeof(float));
             memcpy(do1 + r * HD, dout + r * NH * HD + (long)h * HD, HD * sizeof(float));
         }
-        be->attention_forward(be, o1, p1, q1, S, B, 1, HD, NULL, scale, &d, h, NH);
-        be->attention_backward(be, dq1, s1, do1, q1, p1, S, B, 1, HD, NULL, scale, &d, h, NH);
+        be->attention_forward(be, MC_DT_F32, o1, p1, q1, S, B, 1, HD, NULL, scale, &d, h, NH);
+        be->attention_backward(be, MC_DT_F32, dq1, s1, do1, q1, NULL, p1, S, B, 1, HD, NULL, scale, &d, h, NH);
         for (long r = 0; r < (long)S * B; r++) {
             assert_memory_equal(o1 + r * HD, out + r * NH * HD + (long)h * HD, HD * sizeof(float));
             assert_memory_equal(dq1 + r * 3 * HD, dqkv + r * NH * 3 * HD + (long)h * 3 * HD, 3 * HD * sizeof(float));
@@ -897,8 +897,8 @@ static void test_attention_split_invariance(void **state)
         }
         mc_dropout_t d2 = d;
         d2.sample0 += (uint64_t)b0;
-        be->attention_forward(be, o1, p1, q1, S, nb, NH, HD, NULL, scale, &d2, 0, NH);
-        be->attention_backward(be, dq1, s1, do1, q1, p1, S, nb, NH, HD, NULL, scale, &d2, 0, NH);
+        be->attention_forward(be, MC_DT_F32, o1, p1, q1, S, nb, NH, HD, NULL, scale, &d2, 0, NH);
+        be->attention_backward(be, MC_DT_F32, dq1, s1, do1, q1, NULL, p1, S, nb, NH, HD, NULL, scale, &d2, 0, NH);
         for (int s = 0; s < S; s++) {
             assert_memory_equal(o1 + (long)s * nb * wo, out + ((long)s * B + b0) * wo, (size_t)(nb * wo) * sizeof(float));
             assert_memory_equal(dq1 + (long)s * nb * wq, dqkv + ((long)s * B + b0) * wq, (size_t)(nb * wq) * sizeof(float));
@@ -945,20 +945,20 @@ static void ce_sharded(float *losses, float *dl, const float *logits, const int3
     for (int r = 0; r < shards; r++) {
         const int v0 = r * per, vl = r + 1 < shards ? per : V - v0;
         for (int n = 0; n < N; n++) memcpy(sl + (long)n * vl, logits + (long)n * V + v0, (size_t)vl * sizeof(float));
-        be->ce_max(be, part_m, sl, N, vl);
+        be->ce_max(be, MC_DT_F32, part_m, sl, N, vl);
         for (int n = 0; n < N; n++) mx[n] = fmaxf(mx[n], part_m[n]);
     }
     for (int r = 0; r < shards; r++) {
         const int v0 = r * per, vl = r + 1 < shards ? per : V - v0;
         for (int n = 0; n < N; n++) memcpy(sl + (long)n * vl, logits + (long)n * V + v0, (size_t)vl * sizeof(float));
-        be->ce_sums(be, part_s, part_t, sl, mx, tg, S, B, vl, v0);
+        be->ce_sums(be, MC_DT_F32, part_s, part_t, sl, mx, tg, S, B, vl, v0);
         for (int n = 0; n < N; n++) sm[n] += part_s[n], tl[n] += part_t[n];
     }
     be->ce_loss(be, losses, mx, sm, tl, S, B);
     for (int r = 0; r < shards; r++) {
         const int v0 = r * per, vl = r + 1 < shards ? per : V - v0;
         for (int n = 0; n < N; n++) memcpy(sl + (long)n * vl, logits + (long)n * V + v0, (size_t)vl * sizeof(float));
-        be->ce_backward(be, sl, sl, mx, sm, tg, dloss, S, B, vl, v0); /* in place */
+        be->ce_backward(be, MC_DT_F32, sl, sl, mx, sm, tg, dloss, S, B, vl, v0); /* in place */
         for (int n = 0; n < N; n++) memcpy(dl + (long)n * V + v0, sl + (long)n * vl, (size_t)vl * sizeof(float));
     }
 }
@@ -998,44 +998,44 @@ static void test_elementwise(void **state)
     float a[NE], b[NE], out[NE], acc[NE];
     fill(a, NE, -1, 1);
     fill(b, NE, -1, 1);
-    be->add(be, out, a, b, NE);
+    be->add(be, MC_DT_F32, out, a, b, NE);
     for (int i = 0; i < NE; i++) assert_true(out[i] == a[i] + b[i]);
     memcpy(acc, a, sizeof(acc));
-    be->add_inplace(be, acc, b, NE);
+    be->add_inplace(be, MC_DT_F32, acc, b, NE);
     assert_memory_equal(acc, out, sizeof(acc));
-    be->add(be, acc, acc, b, NE); /* out may alias */
+    be->add(be, MC_DT_F32, acc, acc, b, NE); /* out may alias */
     for (int i = 0; i < NE; i++) assert_true(acc[i] == out[i] + b[i]);
     memcpy(acc, a, sizeof(acc));
-    be->scale(be, acc, 0.37f, NE);
+    be->scale(be, MC_DT_F32, acc, 0.37f, NE);
     for (int i = 0; i < NE; i++) assert_true(acc[i] == a[i] * 0.37f);
 
     double want = 0;
     for (int i = 0; i < NE; i++) want += (double)a[i] * a[i];
-    assert_true(fabs(be->sumsq(be, a, NE) - want) <= 1e-12 * want);
-    assert_true(be->sumsq(be, a, 0) == 0.0);
-    assert_true(be->sumsq(be, a, 5) > 0.0);
+    assert_true(fabs(be->sumsq(be, MC_DT_F32, a, NE) - want) <= 1e-12 * want);
+    assert_true(be->sumsq(be, MC_DT_F32, a, 0) == 0.0);
+    assert_true(be->sumsq(be, MC_DT_F32, a, 5) > 0.0);
 
     memcpy(acc, a, sizeof(acc));
     acc[0] = 0.0f;
     acc[17] = -0.0f;
     acc[NE - 1] = 0.0f;
-    assert_int_equal(be->count_zeros(be, acc, NE), 3);
-    assert_int_equal(be->count_zeros(be, a, NE), 0);
+    assert_int_equal(be->count_zeros(be, MC_DT_F32, acc, NE), 3);
+    assert_int_equal(be->count_zeros(be, MC_DT_F32, a, NE), 0);
 
-    assert_int_equal(be->has_nonfinite(be, a, NE), 0);
+    assert_int_equal(be->has_nonfinite(be, MC_DT_F32, a, NE), 0);
     const float bad[] = {INFINITY, -INFINITY, NAN, -NAN};
     const int where[] = {0, 500, NE - 1};
     for (int k = 0; k < 4; k++)
         for (int w = 0; w < 3; w++) {
             memcpy(acc, a, sizeof(acc));
             acc[where[w]] = bad[k];
-            assert_int_equal(be->has_nonfinite(be, acc, NE), 1);
-            assert_int_equal(be->has_nonfinite(be, acc, where[w]), 0);
+            assert_int_equal(be->has_nonfinite(be, MC_DT_F32, acc, NE), 1);
+            assert_int_equal(be->has_nonfinite(be, MC_DT_F32, acc, where[w]), 0);
         }
     acc[0] = 3.4e38f;
     acc[1] = -3.4e38f;
     acc[2] = 1e-45f;
-    assert_int_equal(be->has_nonfinite(be, acc, 3), 0);
+    assert_int_equal(be->has_nonfinite(be, MC_DT_F32, acc, 3), 0);
 }
 
 /* Sum of squares of many values: double accumulation. */
@@ -1047,7 +1047,7 @@ static void test_sumsq_large(void **state)
     for (long i = 0; i < n; i++) x[i] = 0.1f;
     double want = (double)n * (double)0.1f * (double)0.1f;
     /* fp32 accumulation would be off by percents here */
-    assert_true(fabs(be->sumsq(be, x, n) - want) <= 1e-9 * want);
+    assert_true(fabs(be->sumsq(be, MC_DT_F32, x, n) - want) <= 1e-9 * want);
     free(x);
 }
 

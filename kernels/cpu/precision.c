@@ -1,0 +1,273 @@
+/* The CPU backend's ops for every precision: fp32 tensors go straight to the fp32 kernels of
+ * this folder; 16-bit operands are converted to fp32 in host scratch, the fp32 kernel runs, and
+ * each 16-bit output is rounded once on the way back. That is the contract of backend.h (compute
+ * in fp32, round each stored output), so the CPU backend is the reference for a GPU's 16-bit
+ * kernels and runs the mixed-precision logic of the rest of the program in CI.
+ *
+ * The scratch is the CPU backend's own: slots that grow to the largest operand seen and are kept
+ * (the first iteration sizes them), since the 16-bit CPU path exists to test the logic, not to
+ * be planned to the byte; the fp32 path never touches them. Only the thread that runs the model
+ * calls ops. */
+#include <stdbool.h>
+#include <stdlib.h>
+
+#include "cli/error.h"
+#include "kernels/cpu/cpu.h"
+
+enum { SLOTS = 8 };
+static float *g_tmp[SLOTS];
+static size_t g_cap[SLOTS];
+
+static float *tmp(int k, long n)
+{
+    size_t need = (size_t)(n > 0 ? n : 1);
+    if (need > g_cap[k]) {
+        float *p = realloc(g_tmp[k], need * sizeof(float));
+        if (!p) mc_fatal("out of host memory converting a %ld-element 16-bit tensor", n);
+        g_tmp[k] = p;
+        g_cap[k] = need;
+    }
+    return g_tmp[k];
+}
+
+/* An fp32 view of input x of type dt (NULL stays NULL). */
+static const float *in32(int k, const void *x, mc_dtype_t dt, long n)
+{
+    if (!x || dt == MC_DT_F32) return x;
+    float *t = tmp(k, n);
+    mc_convert(t, MC_DT_F32, x, dt, n);
+    return t;
+}
+
+/* An fp32 buffer for output y of type dt: y itself, or scratch holding y's values when the op
+ * accumulates into it. */
+static float *out32(int k, void *y, mc_dtype_t dt, long n, bool acc)
+{
+    if (!y || dt == MC_DT_F32) return y;
+    float *t = tmp(k, n);
+    if (acc) mc_convert(t, MC_DT_F32, y, dt, n);
+    return t;
+}
+
+/* Stores an output computed in f (from out32) into y. */
+static void put(void *y, mc_dtype_t dt, const float *f, long n)
+{
+    if (y && dt != MC_DT_F32) mc_convert(y, dt, f, MC_DT_F32, n);
+}
+
+void mc_cpu_convert(const mc_backend_t *be, void *dst, mc_dtype_t ddt, const void *src, mc_dtype_t sdt, long n)
+{
+    (void)be;
+    mc_convert(dst, ddt, src, sdt, n);
+}
+
+void mc_cpu_linear_forward(const mc_backend_t *be, mc_dtype_t dt, void *out, const void *in,
+                           const void *W, const void *bias, int N, int in_f, int out_f)
+{
+    const long no = (long)N * out_f;
+    float *o = out32(0, out, dt, no, false);
+    mc_cpu_linear_forward_f32(be, o, in32(1, in, dt, (long)N * in_f), in32(2, W, dt, (long)out_f * in_f),
+                              in32(3, bias, dt, out_f), N, in_f, out_f);
+    put(out, dt, o, no);
+}
+
+void mc_cpu_linear_backward(const mc_backend_t *be, mc_dtype_t dt, mc_dtype_t gdt, void *din, void *dW,
+                            void *dbias, const void *dout, const void *in, const void *W, int N,
+                            int in_f, int out_f)
+{
+    const long ni = (long)N * in_f, nw = (long)out_f * in_f;
+    float *di = out32(0, din, dt, ni, false), *dw = out32(1, dW, gdt, nw, true),
+          *db = out32(2, dbias, gdt, out_f, true);
+    mc_cpu_linear_backward_f32(be, di, dw, db, in32(3, dout, dt, (long)N * out_f), in32(4, in, dt, ni),
+                               in32(5, W, dt, nw), N, in_f, out_f);
+    put(din, dt, di, ni);
+    put(dW, gdt, dw, nw);
+    put(dbias, gdt, db, out_f);
+}
+
+void mc_cpu_embedding_forward(const mc_backend_t *be, mc_dtype_t dt, void *out, const int32_t *tokens,
+                              const int32_t *positions, const void *wte, const void *wpe, int S,
+                              int B, int H, int vocab_start, int V)
+{
+    const long no = (long)S * B * H;
+    float *o = out32(0, out, dt, no, false);
+    /* wpe has as many rows as the largest position needs; the whole table is not known here, so
+     * the positions give its extent */
+    long rows = 0;
+    for (long i = 0; wpe && i < (long)S * B; i++)
+        if (positions[i] + 1L > rows) rows = positions[i] + 1L;
+    mc_cpu_embedding_forward_f32(be, o, tokens, positions, in32(1, wte, dt, (long)V * H),
+                                 in32(2, wpe, dt, rows * H), S, B, H, vocab_start, V);
+    put(out, dt, o, no);
+}
+
+void mc_cpu_embedding_backward(const mc_backend_t *be, mc_dtype_t dt, mc_dtype_t gdt, void *dwte,
+                               void *dwpe, const void *dout, const int32_t *tokens,
+                               const int32_t *positions, int S, int B, int H, int vocab_start, int V)
+{
+    long rows = 0;
+    for (long i = 0; dwpe && i < (long)S * B; i++)
+        if (positions[i] + 1L > rows) rows = positions[i] + 1L;
+    float *dw = out32(0, dwte, gdt, (long)V * H, true), *dp = out32(1, dwpe, gdt, rows * H, true);
+    mc_cpu_embedding_backward_f32(be, dw, dp, in32(2, dout, dt, (long)S * B * H), tokens, positions,
+                                  S, B, H, vocab_start, V);
+    put(dwte, gdt, dw, (long)V * H);
+    put(dwpe, gdt, dp, rows * H);
+}
+
+void mc_cpu_layernorm_forward(const mc_backend_t *be, mc_dtype_t dt, void *out, float *mean, float *rstd,
+                              const void *x, const void *w, const void *b, int N, int C, float eps)
+{
+    const long n = (long)N * C;
+    float *o = out32(0, out, dt, n, false);
+    mc_cpu_layernorm_forward_f32(be, o, mean, rstd, in32(1, x, dt, n), in32(2, w, dt, C),
+                                 in32(3, b, dt, C), N, C, eps);
+    put(out, dt, o, n);
+}
+
+void mc_cpu_layernorm_backward_acc(const mc_backend_t *be, mc_dtype_t dt, mc_dtype_t gdt, void *dx,
+                                   void *dw, void *db, const void *dout, const void *x, const void *w,
+                                   const float *mean, const float *rstd, int N, int C)
+{
+    const long n = (long)N * C;
+    float *d = out32(0, dx, dt, n, true), *gw = out32(1, dw, gdt, C, true), *gb = out32(2, db, gdt, C, true);
+    mc_cpu_layernorm_backward_acc_f32(be, d, gw, gb, in32(3, dout, dt, n), in32(4, x, dt, n),
+                                      in32(5, w, dt, C), mean, rstd, N, C);
+    put(dx, dt, d, n);
+    put(dw, gdt, gw, C);
+    put(db, gdt, gb, C);
+}
+
+void mc_cpu_gelu_forward(const mc_backend_t *be, mc_dtype_t dt, void *out, const void *x, long n,
+                         int tanh_approx)
+{
+    float *o = out32(0, out, dt, n, false);
+    mc_cpu_gelu_forward_f32(be, o, in32(1, x, dt, n), n, tanh_approx);
+    put(out, dt, o, n);
+}
+
+void mc_cpu_gelu_backward(const mc_backend_t *be, mc_dtype_t dt, void *dx, const void *dout,
+                          const void *x, long n, int tanh_approx)
+{
+    float *d = out32(0, dx, dt, n, false);
+    mc_cpu_gelu_backward_f32(be, d, in32(1, dout, dt, n), in32(2, x, dt, n), n, tanh_approx);
+    put(dx, dt, d, n);
+}
+
+void mc_cpu_dropout_forward(const mc_backend_t *be, mc_dtype_t dt, void *out, const void *x,
+                            const mc_dropout_t *d, int d0, int B, int inner, int d0_offset,
+                            int inner_full, int inner_offset)
+{
+    const long n = (long)d0 * B * inner;
+    float *o = out32(0, out, dt, n, false);
+    mc_cpu_dropout_forward_f32(be, o, in32(1, x, dt, n), d, d0, B, inner, d0_offset, inner_full,
+                               inner_offset);
+    put(out, dt, o, n);
+}
+
+void mc_cpu_dropout_backward(const mc_backend_t *be, mc_dtype_t dt, void *dx, const void *dout,
+                             const mc_dropout_t *d, int d0, int B, int inner, int d0_offset,
+                             int inner_full, int inner_offset)
+{
+    const long n = (long)d0 * B * inner;
+    float *o = out32(0, dx, dt, n, false);
+    mc_cpu_dropout_backward_f32(be, o, in32(1, dout, dt, n), d, d0, B, inner, d0_offset, inner_full,
+                                inner_offset);
+    put(dx, dt, o, n);
+}
+
+/* The CPU attention saves the probabilities before dropout, in the model's type. */
+void mc_cpu_attention_sizes(const mc_backend_t *be, mc_dtype_t dt, int S, int B, int NH, int HD,
+                            size_t *state_bytes, size_t *scratch_bytes)
+{
+    (void)be, (void)HD;
+    const size_t probs = (size_t)B * (size_t)NH * (size_t)S * (size_t)S;
+    *state_bytes = probs * mc_dtype_size(dt);
+    *scratch_bytes = probs * sizeof(float);
+}
+
+void mc_cpu_attention_forward(const mc_backend_t *be, mc_dtype_t dt, void *out, void *state,
+                              const void *qkv, int S, int B, int NH, int HD, const int32_t *segments,
+                              float scale, const mc_dropout_t *d, int head_offset, int NH_full)
+{
+    const long no = (long)S * B * NH * HD, np = (long)B * NH * S * S;
+    float *o = out32(0, out, dt, no, false), *p = out32(1, state, dt, np, false);
+    mc_cpu_attention_forward_f32(be, o, p, in32(2, qkv, dt, 3 * no), S, B, NH, HD, segments, scale, d,
+                                 head_offset, NH_full);
+    put(out, dt, o, no);
+    put(state, dt, p, np);
+}
+
+void mc_cpu_attention_backward(const mc_backend_t *be, mc_dtype_t dt, void *dqkv, void *scratch,
+                               const void *dout, const void *qkv, const void *out, const void *state,
+                               int S, int B, int NH, int HD, const int32_t *segments, float scale,
+                               const mc_dropout_t *d, int head_offset, int NH_full)
+{
+    (void)out; /* the probabilities are saved: the output is not needed */
+    const long no = (long)S * B * NH * HD, np = (long)B * NH * S * S;
+    float *dq = out32(0, dqkv, dt, 3 * no, false);
+    mc_cpu_attention_backward_f32(be, dq, scratch, in32(1, dout, dt, no), in32(2, qkv, dt, 3 * no),
+                                  in32(3, state, dt, np), S, B, NH, HD, segments, scale, d,
+                                  head_offset, NH_full);
+    put(dqkv, dt, dq, 3 * no);
+}
+
+void mc_cpu_ce_max(const mc_backend_t *be, mc_dtype_t dt, float *rowmax, const void *logits, int N, int V)
+{
+    mc_cpu_ce_max_f32(be, rowmax, in32(0, logits, dt, (long)N * V), N, V);
+}
+
+void mc_cpu_ce_sums(const mc_backend_t *be, mc_dtype_t dt, float *sumexp, float *target_logit,
+                    const void *logits, const float *rowmax, const int32_t *targets, int S, int B,
+                    int V, int vocab_start)
+{
+    mc_cpu_ce_sums_f32(be, sumexp, target_logit, in32(0, logits, dt, (long)S * B * V), rowmax, targets,
+                       S, B, V, vocab_start);
+}
+
+void mc_cpu_ce_backward(const mc_backend_t *be, mc_dtype_t dt, void *dlogits, const void *logits,
+                        const float *rowmax, const float *sumexp, const int32_t *targets,
+                        const float *dloss, int S, int B, int V, int vocab_start)
+{
+    const long n = (long)S * B * V;
+    const float *l = in32(0, logits, dt, n);
+    float *o = out32(1, dlogits, dt, n, false);
+    mc_cpu_ce_backward_f32(be, o, l, rowmax, sumexp, targets, dloss, S, B, V, vocab_start);
+    put(dlogits, dt, o, n);
+}
+
+void mc_cpu_add(const mc_backend_t *be, mc_dtype_t dt, void *out, const void *a, const void *b, long n)
+{
+    float *o = out32(0, out, dt, n, false);
+    mc_cpu_add_f32(be, o, in32(1, a, dt, n), in32(2, b, dt, n), n);
+    put(out, dt, o, n);
+}
+
+void mc_cpu_add_inplace(const mc_backend_t *be, mc_dtype_t dt, void *acc, const void *x, long n)
+{
+    float *o = out32(0, acc, dt, n, true);
+    mc_cpu_add_inplace_f32(be, o, in32(1, x, dt, n), n);
+    put(acc, dt, o, n);
+}
+
+void mc_cpu_scale(const mc_backend_t *be, mc_dtype_t dt, void *x, float s, long n)
+{
+    float *o = out32(0, x, dt, n, true);
+    mc_cpu_scale_f32(be, o, s, n);
+    put(x, dt, o, n);
+}
+
+double mc_cpu_sumsq(const mc_backend_t *be, mc_dtype_t dt, const void *x, long n)
+{
+    return mc_cpu_sumsq_f32(be, in32(0, x, dt, n), n);
+}
+
+long mc_cpu_count_zeros(const mc_backend_t *be, mc_dtype_t dt, const void *x, long n)
+{
+    return mc_cpu_count_zeros_f32(be, in32(0, x, dt, n), n);
+}
+
+int mc_cpu_has_nonfinite(const mc_backend_t *be, mc_dtype_t dt, const void *x, long n)
+{
+    return mc_cpu_has_nonfinite_f32(be, in32(0, x, dt, n), n);
+}
