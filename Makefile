@@ -65,6 +65,10 @@ TEST_SUP_OBJ := $(TEST_SUPPORT:%.c=$(BUILD)/%.o)
 # Multi-rank test programs (run under mpirun by test/integration/*.sh), no cmocka.
 MPI_TEST_SRC := $(wildcard test/mpi/*.c)
 MPI_TEST_BIN := $(MPI_TEST_SRC:test/mpi/%.c=$(BUILD)/test/mpi/%)
+# GPU tests (test/gpu/test_gpu_*.c, cmocka): each CUDA op against the CPU op, reported skipped
+# where the build has no CUDA or no GPU is usable; test/run.sh runs them with the unit tests.
+GPU_TEST_SRC := $(wildcard test/gpu/test_gpu_*.c)
+GPU_TEST_BIN := $(GPU_TEST_SRC:test/gpu/%.c=$(BUILD)/test/%)
 # Helper programs that integration tests drive (e.g. ckpt_tool for test_ckpt_torch.sh), no cmocka.
 TOOL_SRC     := $(wildcard test/tools/*.c)
 TOOL_BIN     := $(TOOL_SRC:test/tools/%.c=$(BUILD)/test/tools/%)
@@ -93,6 +97,10 @@ $(BUILD)/test/%: test/unit/%.c $(LIB_OBJ) $(TEST_SUP_OBJ)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $^ $(LDLIBS) -lcmocka
 
+$(BUILD)/test/test_gpu_%: test/gpu/test_gpu_%.c $(LIB_OBJ) $(TEST_SUP_OBJ)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $^ $(LDLIBS) -lcmocka
+
 $(BUILD)/test/mpi/%: test/mpi/%.c $(LIB_OBJ)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -MMD -MP $(LDFLAGS) -o $@ $^ $(LDLIBS)
@@ -101,7 +109,7 @@ $(BUILD)/test/tools/%: test/tools/%.c $(LIB_OBJ)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -MMD -MP $(LDFLAGS) -o $@ $(filter %.c %.o,$^) $(LDLIBS)
 
-tests: $(BIN) $(TEST_BIN) $(MPI_TEST_BIN) $(TOOL_BIN)
+tests: $(BIN) $(TEST_BIN) $(GPU_TEST_BIN) $(MPI_TEST_BIN) $(TOOL_BIN)
 
 test: tests
 	MC_BIN=$(abspath $(BIN)) MC_BUILD=$(abspath $(BUILD)) bash test/run.sh

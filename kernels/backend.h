@@ -211,4 +211,10 @@ struct mc_backend {
 /* The CPU reference backend (always available). */
 const mc_backend_t *mc_backend_cpu(void);
 
+#ifdef MC_WITH_CUDA
+/* The CUDA backend on device `device` (kernels/cuda/): NULL with one line in err when it cannot
+ * start there. Built only with CUDA (MC_WITH_CUDA). */
+const mc_backend_t *mc_backend_cuda(int device, char *err, size_t n);
+#endif
+
 #endif
