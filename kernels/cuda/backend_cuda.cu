@@ -1,0 +1,119 @@
+// The CUDA backend: its device, stream and scratch, the memory ops, and the op table. The ops
+// live in the files named after their concern (kernels/cuda/*.cu) and are declared in cuda.h.
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernels/cuda/cuda.h"
+
+extern "C" {
+#include "cli/error.h"
+}
+
+extern "C" void mc_cuda_die(const char *what, cudaError_t e, const char *file, int line)
+{
+    mc_fatal("CUDA error in %s (%s:%d): %s", what, file, line, cudaGetErrorString(e));
+}
+
+static void *cuda_alloc(const mc_backend_t *be, size_t bytes)
+{
+    (void)be;
+    void *p = NULL;
+    if (cudaMalloc(&p, bytes ? bytes : 1) != cudaSuccess) {
+        (void)cudaGetLastError(); // out of memory is the caller's to report
+        return NULL;
+    }
+    // zero-filled, as the table promises; ordered before any op on the stream
+    if (cudaMemsetAsync(p, 0, bytes ? bytes : 1, mc_cuda_stream(be)) != cudaSuccess) {
+        (void)cudaGetLastError();
+        cudaFree(p);
+        return NULL;
+    }
+    return p;
+}
+
+static void cuda_free(const mc_backend_t *be, void *p)
+{
+    if (!p) return;
+    // the stream may still use it
+    MC_CUDA_CHECK(cudaStreamSynchronize(mc_cuda_stream(be)));
+    MC_CUDA_CHECK(cudaFree(p));
+}
+
+static void cuda_h2d(const mc_backend_t *be, void *dst, const void *src, size_t bytes)
+{
+    if (!bytes) return;
+    // synchronous for the host: src may be reused as soon as this returns
+    MC_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, mc_cuda_stream(be)));
+    MC_CUDA_CHECK(cudaStreamSynchronize(mc_cuda_stream(be)));
+}
+
+static void cuda_d2h(const mc_backend_t *be, void *dst, const void *src, size_t bytes)
+{
+    if (!bytes) return;
+    MC_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, mc_cuda_stream(be)));
+    MC_CUDA_CHECK(cudaStreamSynchronize(mc_cuda_stream(be)));
+}
+
+static void cuda_d2d(const mc_backend_t *be, void *dst, const void *src, size_t bytes)
+{
+    if (!bytes || dst == src) return;
+    MC_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, mc_cuda_stream(be)));
+}
+
+static void cuda_memset0(const mc_backend_t *be, void *p, size_t bytes)
+{
+    if (bytes) MC_CUDA_CHECK(cudaMemsetAsync(p, 0, bytes, mc_cuda_stream(be)));
+}
+
+static void cuda_synchronize(const mc_backend_t *be) { MC_CUDA_CHECK(cudaStreamSynchronize(mc_cuda_stream(be))); }
+
+// One backend per process (one rank drives one GPU).
+static mc_cuda_t g_cuda;
+static mc_backend_t g_backend;
+
+extern "C" const mc_backend_t *mc_backend_cuda(int device, char *err, size_t n)
+{
+    if (g_backend.name) {
+        if (g_cuda.device == device) return &g_backend;
+        snprintf(err, n, "the CUDA backend already runs on device %d (one device per process)", g_cuda.device);
+        return NULL;
+    }
+    int count = 0;
+    cudaError_t e = cudaGetDeviceCount(&count);
+    if (e != cudaSuccess || device < 0 || device >= count) {
+        (void)cudaGetLastError();
+        snprintf(err, n, "CUDA device %d is not available (%d visible%s%s)", device, e == cudaSuccess ? count : 0,
+                 e == cudaSuccess ? "" : ": ", e == cudaSuccess ? "" : cudaGetErrorString(e));
+        return NULL;
+    }
+    mc_cuda_t c;
+    memset(&c, 0, sizeof(c));
+    c.device = device;
+    if ((e = cudaSetDevice(device)) != cudaSuccess || (e = cudaGetDeviceProperties(&c.prop, device)) != cudaSuccess ||
+        (e = cudaStreamCreateWithFlags(&c.stream, cudaStreamNonBlocking)) != cudaSuccess) {
+        snprintf(err, n, "CUDA device %d: %s", device, cudaGetErrorString(e));
+        (void)cudaGetLastError();
+        return NULL;
+    }
+    c.scratch_bytes = 1 << 20;
+    if ((e = cudaMalloc(&c.scratch, c.scratch_bytes)) != cudaSuccess ||
+        (e = cudaMallocHost(&c.host_scratch, c.scratch_bytes)) != cudaSuccess) {
+        snprintf(err, n, "CUDA device %d: cannot allocate the backend's scratch: %s", device, cudaGetErrorString(e));
+        (void)cudaGetLastError();
+        return NULL;
+    }
+    g_cuda = c;
+    mc_backend_t b;
+    memset(&b, 0, sizeof(b));
+    b.name = "cuda";
+    b.alloc = cuda_alloc;
+    b.free = cuda_free;
+    b.memcpy_h2d = cuda_h2d;
+    b.memcpy_d2h = cuda_d2h;
+    b.memcpy_d2d = cuda_d2d;
+    b.memset0 = cuda_memset0;
+    b.synchronize = cuda_synchronize;
+    b.impl = &g_cuda;
+    g_backend = b;
+    return &g_backend;
+}
