@@ -14,6 +14,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "ckpt/torch_save.h"
 #include "cli/error.h"
 
 #ifndef RENAME_EXCHANGE
@@ -221,4 +222,29 @@ void mc_ckpt_list(const char *dir, const char *prefix, char *buf, size_t n)
         if (len + 1 < n) snprintf(buf + len, n - len, "%s%s", i ? ", " : "", names[i]);
         free(names[i]);
     }
+}
+
+int mc_ckpt_write_file(const char *path, const mc_pyobj_t *obj, char *err, size_t n)
+{
+    if (!obj) return mc_path_errf(err, n, path, "out of host memory building the checkpoint");
+    /* torch names the records' folder after the file: "model_optim_rng" for .../model_optim_rng.pt */
+    char archive[256];
+    const char *base = strrchr(path, '/');
+    base = base ? base + 1 : path;
+    snprintf(archive, sizeof(archive), "%s", base);
+    char *dot = strrchr(archive, '.');
+    if (dot && dot != archive) *dot = '\0';
+    FILE *f = fopen(path, "wb");
+    if (!f) return mc_path_errf(err, n, path, "cannot create: %s", strerror(errno));
+    mc_torch_save_opts_t o = {.archive_name = archive};
+    int rc = mc_torch_save_stream(f, obj, &o, err, n);
+    if (rc) {
+        char inner[1024];
+        snprintf(inner, sizeof(inner), "%s", err);
+        mc_path_errf(err, n, path, "%s", inner);
+    } else if (fsync(fileno(f)) != 0) {
+        rc = mc_path_errf(err, n, path, "fsync failed: %s", strerror(errno));
+    }
+    if (fclose(f) != 0 && !rc) rc = mc_path_errf(err, n, path, "write failed: %s", strerror(errno));
+    return rc;
 }
