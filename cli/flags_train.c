@@ -285,9 +285,16 @@ const mc_flag_t mc_flags_train[] = {
      NOOP("megatron-c's initialisation is cheap and a loaded checkpoint overwrites it"),
      .help = "Do not perform initialization when building model, can reduce startup time when "
              "definitely loading from a checkpoint"},
-    {.name = "--use-checkpoint-args", CKPT, TRUE_IF_GIVEN,
-     TODO("taking the model arguments from the checkpoint"),
+    {.name = "--use-checkpoint-args", CKPT, TRUE_IF_GIVEN, FIELD(use_checkpoint_args),
+     IMPLEMENTED_NOTE("the model arguments of Megatron's load_args_from_checkpoint, read from "
+                      "--load's tracker iteration (or --ckpt-step) before validation"),
      .help = "Override model-related command-line arguments with arguments from checkpoint"},
+    {.name = "--use-mp-args-from-checkpoint-args", CKPT, TRUE_IF_GIVEN,
+     FIELD(use_mp_args_from_checkpoint_args), IMPLEMENTED,
+     .help = "Copy model parallelism command-line arguments from checkpoint"},
+    {.name = "--no-use-tokenizer-model-from-checkpoint-args", CKPT, FALSE_IF_GIVEN,
+     FIELD(use_tokenizer_model_from_checkpoint_args), IMPLEMENTED,
+     .help = "If set, do not use tokenizer model path from checkpoint"},
     {.name = "--exit-on-missing-checkpoint", CKPT, TRUE_IF_GIVEN, FIELD(exit_on_missing_checkpoint),
      IMPLEMENTED,
      .help = "If '--load' is set, but checkpoint is not found (e.g., path typo), then exit "

@@ -248,3 +248,26 @@ int mc_ckpt_write_file(const char *path, const mc_pyobj_t *obj, char *err, size_
     if (fclose(f) != 0 && !rc) rc = mc_path_errf(err, n, path, "write failed: %s", strerror(errno));
     return rc;
 }
+
+int mc_ckpt_load_rank0(const char *dir, int64_t step, char *path, size_t pn, mc_pyobj_t **ck,
+                       char *err, size_t n)
+{
+    *ck = NULL;
+    bool found, release;
+    int64_t iteration;
+    if (mc_ckpt_read_tracker(dir, &found, &iteration, &release, err, n) != 0) return -1;
+    if (!found) return 0;
+    if (step > 0) {
+        iteration = step;
+        release = false;
+    }
+    char iter_dir[MC_CKPT_PATH_MAX];
+    mc_ckpt_iter_dir(iter_dir, sizeof(iter_dir), dir, iteration, release, NULL);
+    for (int pp = 0; pp < 2; pp++) {
+        char rank[32];
+        mc_ckpt_rank_name(rank, sizeof(rank), 0, pp ? 2 : 1, 0);
+        snprintf(path, pn, "%s/%s/model_optim_rng.pt", iter_dir, rank);
+        if (access(path, F_OK) == 0) return mc_torch_load(path, 0, ck, err, n);
+    }
+    return 0;
+}

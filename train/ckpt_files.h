@@ -30,6 +30,14 @@ void mc_ckpt_rank_name(char *buf, size_t n, int tp_rank, int pp_size, int pp_ran
  * makes the bytes durable (fsync). Returns 0, or -1 with "<path>: <why>" in err. */
 int mc_ckpt_write_file(const char *path, const mc_pyobj_t *obj, char *err, size_t n);
 
+/* The first rank's model_optim_rng.pt of the checkpoint in dir that a load would read (the
+ * tracker's iteration, or step when > 0): mp_rank_00 or mp_rank_00_000 (Megatron's
+ * find_checkpoint_rank_0), into *ck (mapped, see mc_torch_load). *ck is NULL when dir has no
+ * tracker or the iteration no such file. path receives the file. Errors: a malformed tracker,
+ * an unreadable file (one line naming it). */
+int mc_ckpt_load_rank0(const char *dir, int64_t step, char *path, size_t pn, mc_pyobj_t **ck,
+                       char *err, size_t n);
+
 /* mkdir -p. Returns 0, or -1 with "<path>: <why>" in err. */
 int mc_ckpt_mkdirs(const char *path, char *err, size_t n);
 /* fsync of a file or directory (a directory's fsync makes the names in it durable). */
