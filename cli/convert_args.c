@@ -145,11 +145,14 @@ void mc_convert_args_parse(mc_convert_args_t *a, int argc, char **argv)
         snprintf(name, sizeof(name), "%.*s", (int)(len < sizeof(name) ? len : sizeof(name) - 1), argv[i]);
         const ca_flag_t *g = find(name);
         if (!g) {
+            /* a flag the name begins (a shortened name), else one within a typo or two */
             const char *near = NULL;
             size_t best = 4;
-            for (int k = 0; k < N_FLAGS; k++) {
+            for (int k = 0; k < N_FLAGS && !near; k++)
+                if (strlen(name) > 2 && strncmp(FLAGS[k].name, name, strlen(name)) == 0) near = FLAGS[k].name;
+            for (int k = 0; k < N_FLAGS && best; k++) {
                 size_t d = mc_edit_distance(name, FLAGS[k].name);
-                if (d < best) best = d, near = FLAGS[k].name;
+                if (d < best && !near) best = d, near = FLAGS[k].name;
             }
             if (near) mc_user_error("unrecognized argument %s (did you mean %s?)", mc_shown(name, b), near);
             mc_user_error("unrecognized argument %s (see megatron-c convert-checkpoint --help)", mc_shown(name, b));

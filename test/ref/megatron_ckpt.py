@@ -6,8 +6,10 @@ by torch.save with the objects Megatron-LM would pickle, for a tiny GPT. megatro
     /usr/bin/python3 test/ref/megatron_ckpt.py write OUT          # every variant under OUT/<name>/
     /usr/bin/python3 test/ref/megatron_ckpt.py check-saved DIR VARIANT REF
                                         # DIR: megatron-c's re-save of VARIANT at iteration 10
-    /usr/bin/python3 test/ref/megatron_ckpt.py eval-loss REF TOKENS
+    /usr/bin/python3 test/ref/megatron_ckpt.py eval-loss REF TOKENS master|bf16
                                         # float64 loss of the samples in TOKENS (inspect-data ids)
+    /usr/bin/python3 test/ref/megatron_ckpt.py tamper DIR KIND
+                                        # one foreign or broken change to a copied variant
 
 What is Megatron's here (megatron/training/checkpointing.py generate_state_dict, core/optimizer/
 optimizer.py, distrib_optimizer.py get_parameter_state_dp_zero, core/optimizer/__init__.py
@@ -478,9 +480,9 @@ def cmd_write(out):
 # ---- checks -------------------------------------------------------------------------------------------
 def load(path):
     try:
-        return torch.load(path, weights_only=False)
+        return torch.load(path, map_location="cpu", weights_only=False)
     except TypeError:  # torch < 1.13
-        return torch.load(path)
+        return torch.load(path, map_location="cpu")
 
 
 def other_name(key):
@@ -597,9 +599,40 @@ def cmd_eval_loss(ref_path, tokens_path, which):
     print("%.9e" % (total / count))
 
 
+def cmd_tamper(d, kind):
+    """Foreign or broken content megatron-c must refuse with one line: in the checkpoint tree d
+    (a copy of a variant), rank 0's files get one change."""
+    rank = os.path.join(d, "iter_%07d" % ITERATION,
+                        sorted(x for x in os.listdir(os.path.join(d, "iter_%07d" % ITERATION)))[0])
+    path = os.path.join(rank, "model_optim_rng.pt")
+    sd = load(path)
+    m = sd["model0"] if "model0" in sd else sd["model"]
+    if kind == "qk-layernorm":  # a model megatron-c does not have (--qk-layernorm)
+        m["decoder.layers.0.self_attention.q_layernorm.weight"] = torch.ones(H // HEADS)
+    elif kind == "version2":  # before Megatron-Core's layout
+        sd["checkpoint_version"] = 2.0
+    elif kind == "decoupled-lr":  # --decoupled-lr adds parameter groups
+        groups = (sd["optimizer"].get("optimizer") or sd["optimizer"])["param_groups"]
+        groups[0]["lr_mult"] = 0.5
+    elif kind == "distopt-numel":
+        dist = load(os.path.join(rank, "distrib_optim.pt"))
+        (_, world), = dist[0].items()
+        world["numel_unpadded"] += 64
+        save(dist, os.path.join(rank, "distrib_optim.pt"))
+    elif kind == "masters":  # fp32_from_fp16_params that do not match the groups
+        sd["optimizer"]["fp32_from_fp16_params"][1].pop()
+    elif kind == "swiglu":
+        sd["args"].swiglu = True
+    else:
+        sys.exit("unknown tamper kind " + kind)
+    save(sd, path)
+
+
 def main(argv):
     if len(argv) >= 2 and argv[0] == "write":
         cmd_write(argv[1])
+    elif len(argv) == 3 and argv[0] == "tamper":
+        cmd_tamper(argv[1], argv[2])
     elif len(argv) == 4 and argv[0] == "check-saved":
         cmd_check_saved(argv[1], argv[2], argv[3])
     elif len(argv) == 4 and argv[0] == "eval-loss":
