@@ -40,11 +40,12 @@ PTD="--tensor-model-parallel-size 2 --pipeline-model-parallel-size 2 --num-virtu
 declare -A LAYOUT=(
     [tp1_fp32_local]="1"
     [tp1_bf16_te]="1"
+    [tp1_fp16_local]="1"
     [tp2_fp32_local]="2 --tensor-model-parallel-size 2"
     [tp2_pp2_vpp2_bf16_te_distopt]="8 $PTD --use-distributed-optimizer --overlap-grad-reduce --ddp-bucket-size 3000"
     [tp2_pp2_vpp2]="4 $PTD"
 )
-VARIANTS=(tp1_fp32_local tp1_bf16_te tp2_fp32_local tp2_pp2_vpp2_bf16_te_distopt)
+VARIANTS=(tp1_fp32_local tp1_bf16_te tp1_fp16_local tp2_fp32_local tp2_pp2_vpp2_bf16_te_distopt)
 
 run_np() { # np args...
     local np=$1
@@ -107,7 +108,7 @@ rc=$?
 check "tp1_fp32_local: trains iterations 11..20 (rc=$rc)" \
     bash -c "[ $rc -eq 0 ] && [ \$(grep -c 'iteration *[0-9]*/ *20 |' '$MC_TMP/ref.train') -eq 10 ] &&
         ! grep -q 'iteration *10/' '$MC_TMP/ref.train'"
-for v in tp1_bf16_te tp2_fp32_local tp2_pp2_vpp2_bf16_te_distopt; do
+for v in tp1_bf16_te tp1_fp16_local tp2_fp32_local tp2_pp2_vpp2_bf16_te_distopt; do
     if ! needs_mpi "$v"; then
         skip "$v: continues like tp1_fp32_local" "mpirun is not installed"
         continue
@@ -199,4 +200,29 @@ rc=$?
 rc2=$?
 check "Megatron's tp2 x pp2 x vpp2 distributed-optimizer bf16 checkpoint converted to tp 1: trains like tp1_fp32_local (rc=$rc, $rc2)" \
     succeeded $((rc + rc2)) same_log_numbers "$MC_TMP/ref.train" "$MC_TMP/conv.train" 10
+# fp16 to tp 2: float16 weights re-rounded from the masters, the grad scaler carried
+"$MC_BIN" convert-checkpoint --load-dir "$FX/tp1_fp16_local" --save-dir "$MC_TMP/conv16" \
+    --target-tensor-parallel-size 2 >"$MC_TMP/conv16.log" 2>&1
+rc=$?
+if have_mpirun; then
+    mpirun_mc 2 "${FLAGS[@]}" --tensor-model-parallel-size 2 --train-iters 20 --load "$MC_TMP/conv16" >"$MC_TMP/conv16.train" 2>&1
+    rc2=$?
+    check "Megatron's fp16 checkpoint converted to tp 2: trains like tp1_fp32_local (rc=$rc, $rc2)" \
+        succeeded $((rc + rc2)) same_log_numbers "$MC_TMP/ref.train" "$MC_TMP/conv16.train" 10
+fi
+cat >"$MC_TMP/conv16.py" <<'EOF'
+import sys, torch
+sys.path.insert(0, sys.argv[3])
+import megatron_ckpt  # registers the Megatron classes the args Namespace names
+sd = torch.load(sys.argv[1] + "/iter_0000010/mp_rank_01/model_optim_rng.pt", map_location="cpu")
+ref = torch.load(sys.argv[2], map_location="cpu")
+opt = sd["optimizer"]
+w = sd["model"]["decoder.layers.2.mlp.linear_fc1.weight"]
+want = ref["param"]["decoder.layers.2.mlp.linear_fc1.weight"][128:].to(torch.float16)
+ok = (w.dtype == torch.float16 and torch.equal(w, want) and float(opt["grad_scaler"]["scale"]) == 65536.0
+      and opt["grad_scaler"]["hysteresis_tracker"] == 2 and "fp32_from_fp16_params" in opt)
+sys.exit(0 if ok else 1)
+EOF
+check "the converted fp16 files: float16 weights equal torch's rounding of the masters, grad scaler kept" \
+    "$PY" "$MC_TMP/conv16.py" "$MC_TMP/conv16" "$FX/reference.pt" "$(dirname "$REF")"
 exit 0

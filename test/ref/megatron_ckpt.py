@@ -70,12 +70,17 @@ TE_NAME = {"input_layernorm.weight": "self_attention.linear_qkv.layer_norm_weigh
 TE_ORDER = [2, 3, 0, 1, 4, 5, 6, 7, 8, 9, 10, 11]
 
 VARIANTS = {
-    # name: tp, pp, vpp, bf16, names ('local'/'te'), distributed optimizer, extra state kind
-    "tp1_fp32_local": dict(tp=1, pp=1, vpp=1, bf16=False, te=False, dist=False, extra=None),
-    "tp1_bf16_te": dict(tp=1, pp=1, vpp=1, bf16=True, te=True, dist=False, extra="bytesio"),
-    "tp2_pp2_vpp2_bf16_te_distopt": dict(tp=2, pp=2, vpp=2, bf16=True, te=True, dist=True,
-                                         extra="tensor", dp=2, bucket=3000),
-    "tp2_fp32_local": dict(tp=2, pp=1, vpp=1, bf16=False, te=False, dist=False, extra=None),
+    # name: tp, pp, vpp, 16-bit type (None: fp32), names (te: Transformer Engine's), distributed
+    # optimizer, extra state kind
+    "tp1_fp32_local": dict(tp=1, pp=1, vpp=1, half=None, te=False, dist=False, extra=None),
+    "tp1_bf16_te": dict(tp=1, pp=1, vpp=1, half=torch.bfloat16, te=True, dist=False,
+                        extra="bytesio"),
+    "tp2_pp2_vpp2_bf16_te_distopt": dict(tp=2, pp=2, vpp=2, half=torch.bfloat16, te=True,
+                                         dist=True, extra="tensor", dp=2, bucket=3000),
+    "tp2_fp32_local": dict(tp=2, pp=1, vpp=1, half=None, te=False, dist=False, extra=None),
+    # fp16: Megatron's DynamicGradScaler state in the optimizer entry
+    "tp1_fp16_local": dict(tp=1, pp=1, vpp=1, half=torch.float16, te=False, dist=False,
+                           extra=None),
 }
 
 
@@ -232,7 +237,7 @@ def model_dict(var, entries, values):
     """The chunk's module.state_dict(): parameters and each linear's _extra_state after its last
     parameter, with torch's _metadata."""
     sd = collections.OrderedDict()
-    dtype = torch.bfloat16 if var["bf16"] else torch.float32
+    dtype = var["half"] or torch.float32
     linears = ("linear_proj", "linear_qkv", "linear_fc1", "linear_fc2")
     for idx, (key, name, split, shared) in enumerate(entries):
         sd[key] = values[idx].to(dtype)
@@ -263,7 +268,7 @@ def param_group(var, wd_mult, params, dist):
     g = {"params": params, "is_expert_parallel": False, "default_config": wd_mult == 1.0,
          "wd_mult": wd_mult, "lr_mult": 1.0, "is_decoupled_lr": False, "max_lr": LR,
          "min_lr": MIN_LR, "lr": current_lr()}
-    if var["bf16"]:  # Transformer Engine's FusedAdam keeps the step in the group
+    if var["half"]:  # Transformer Engine's FusedAdam keeps the step in the group
         g.update({"bias_correction": True, "betas": (0.9, 0.999), "eps": 1e-8,
                   "weight_decay": WD * wd_mult, "amsgrad": False, "step": ITERATION})
     else:  # torch.optim.AdamW
@@ -289,7 +294,7 @@ def optimizer(var, flat, ref_vals):
         ids = []
         for i in members:
             s = {}
-            if not var["bf16"]:
+            if not var["half"]:
                 s["step"] = torch.tensor(float(ITERATION))
             s["exp_avg"] = ref_vals["exp_avg"][i]
             s["exp_avg_sq"] = ref_vals["exp_avg_sq"][i]
@@ -298,10 +303,14 @@ def optimizer(var, flat, ref_vals):
             index += 1
         pg.append(param_group(var, 1.0 if gi == 0 else 0.0, ids, False))
     inner = {"state": state, "param_groups": pg}
-    if not var["bf16"]:
+    if not var["half"]:
         return inner  # FP32Optimizer.state_dict() is the inner optimizer's
-    return {"optimizer": inner,
-            "fp32_from_fp16_params": [[ref_vals["param"][i] for i in m] for m in groups]}
+    out = {"optimizer": inner}
+    if var["half"] == torch.float16:  # DynamicGradScaler.state_dict()
+        out["grad_scaler"] = {"scale": torch.tensor(65536.0), "growth_tracker": 3,
+                              "hysteresis_tracker": 2}
+    out["fp32_from_fp16_params"] = [[ref_vals["param"][i] for i in m] for m in groups]
+    return out
 
 
 def rng_state():
@@ -342,11 +351,11 @@ def namespace(var):
         weight_decay=WD, start_weight_decay=WD, end_weight_decay=WD,
         weight_decay_incr_style="constant", clip_grad=1.0, lr=LR, min_lr=MIN_LR,
         lr_decay_style="cosine", lr_decay_iters=None, lr_warmup_iters=WARMUP_ITERS,
-        lr_warmup_init=0.0, lr_warmup_fraction=None, fp16=False, bf16=var["bf16"],
-        params_dtype=torch.bfloat16 if var["bf16"] else torch.float32,
+        lr_warmup_init=0.0, lr_warmup_fraction=None, fp16=var["half"] == torch.float16,
+        bf16=var["half"] == torch.bfloat16, params_dtype=var["half"] or torch.float32,
         main_grads_dtype=torch.float32, main_params_dtype=torch.float32,
         exp_avg_dtype=torch.float32, exp_avg_sq_dtype=torch.float32,
-        accumulate_allreduce_grads_in_fp32=var["bf16"], loss_scale=None,
+        accumulate_allreduce_grads_in_fp32=var["half"] == torch.bfloat16, loss_scale=None,
         initial_loss_scale=4294967296, seed=SEED, init_method_std=0.02,
         mock_data=True, tokenizer_type="GPT2BPETokenizer", data_path=None, split=None,
         save=None, load=None, save_interval=5, ckpt_format="torch", use_dist_ckpt=False,
@@ -401,7 +410,7 @@ def buffer_layout(numels, shared, bucket_size, dp):
 def distrib_optim(var, p, per_chunk):
     """per_chunk: [(entries, values)] for this pipeline rank's chunks."""
     out = {"buckets_coalesced": True}
-    key = (torch.bfloat16 if var["bf16"] else torch.float32, torch.float32)
+    key = (var["half"] or torch.float32, torch.float32)
     for v, (entries, vals) in enumerate(per_chunk):
         numels = [t.numel() for t in vals["param"]]
         shared = [e[3] or (e[1] == "embedding.word_embeddings.weight" and var["pp"] > 1)
@@ -452,7 +461,7 @@ def write_variant(out, name, var, ref):
                          for k in ("param", "exp_avg", "exp_avg_sq")}
             sd["optimizer"] = optimizer(var, flat, flat_vals)
             sd["opt_param_scheduler"] = scheduler()
-            if var["bf16"]:  # older Megatron saved the rerun machine's state in torch files too
+            if var["half"]:  # older Megatron saved the rerun machine's state in torch files too
                 sd["rerun_state_machine"] = {"mode": RerunMode.DISABLED,
                                              "state": RerunState.NOT_RUNNING_YET,
                                              "rerun_requested": False,
