@@ -262,15 +262,18 @@ const mc_flag_t mc_flags_train[] = {
      .help = "Do not save current optimizer."},
     {.name = "--no-save-rng", CKPT, TRUE_IF_GIVEN, FIELD(no_save_rng), IMPLEMENTED,
      .help = "Do not save current rng state."},
-    {.name = "--load", CKPT, STRING, FIELD(load), IMPLEMENTED_NOTE("the legacy torch layout "
-     "saved with the same tensor and pipeline (and virtual pipeline) layout; the data-parallel "
-     "size may differ"),
+    {.name = "--load", CKPT, STRING, FIELD(load), IMPLEMENTED_NOTE("the legacy torch layout, "
+     "megatron-c's or Megatron-LM's (local or Transformer Engine names; fp32, 16-bit with fp32 "
+     "master params, or distributed optimizer), saved with the same tensor and pipeline (and "
+     "virtual pipeline) layout; the data-parallel size may differ; other layouts: megatron-c "
+     "convert-checkpoint"),
      .help = "Directory containing a model checkpoint."},
     {.name = "--no-load-optim", CKPT, TRUE_IF_GIVEN, FIELD(no_load_optim), IMPLEMENTED,
      .help = "Do not load optimizer when loading checkpoint."},
     {.name = "--no-load-rng", CKPT, TRUE_IF_GIVEN, FIELD(no_load_rng),
      IMPLEMENTED_NOTE("megatron-c's only random state is the dropout seed, which it then "
-                      "takes from --seed instead of the checkpoint"),
+                      "takes from --seed instead of the checkpoint; Megatron-LM's generator "
+                      "states are never used (a warning says so)"),
      .help = "Do not load rng state when loading checkpoint."},
     {.name = "--non-persistent-save-interval", CKPT, INT, GE(1), TODO("non-persistent checkpoints"),
      .help = "Number of iterations between non-persistent saves."},
