@@ -136,14 +136,7 @@ load_error() { # name pattern np args...
     local name=$1 pattern=$2 np=$3
     shift 3
     run_np "$np" "$@" >"$MC_TMP/err.out" 2>"$MC_TMP/err.err"
-    local rc=$?
-    local lines
-    lines=$(grep -c '^megatron-c: ' "$MC_TMP/err.err")
-    if [ $rc -ne 0 ] && [ "$lines" -eq 1 ] && grep -qE -- "$pattern" "$MC_TMP/err.err"; then
-        ok "$name"
-    else
-        not_ok "$name (rc=$rc, stderr: $(head -c 400 "$MC_TMP/err.err"))"
-    fi
+    one_error_line "$name" "$pattern" $? "$MC_TMP/err.err"
 }
 cp -r "$S" "$MC_TMP/corrupt"
 F=$MC_TMP/corrupt/iter_0000024/mp_rank_00/model_optim_rng.pt

@@ -133,14 +133,7 @@ load_error() { # name pattern variant tamper-kind [args...] (LAY: another layout
     read -r -a lay <<<"${LAYOUT[${LAY:-$v}]}"
     run_np "${lay[0]}" "${FLAGS[@]}" "${lay[@]:1}" --train-iters 20 --load "$MC_TMP/bad" "$@" \
         >"$MC_TMP/err.out" 2>"$MC_TMP/err.err"
-    local rc=$?
-    local lines
-    lines=$(grep -c '^megatron-c: ' "$MC_TMP/err.err")
-    if [ $rc -ne 0 ] && [ "$lines" -eq 1 ] && grep -qE -- "$pattern" "$MC_TMP/err.err"; then
-        ok "$name"
-    else
-        not_ok "$name (rc=$rc, stderr: $(head -c 400 "$MC_TMP/err.err"))"
-    fi
+    one_error_line "$name" "$pattern" $? "$MC_TMP/err.err"
 }
 load_error "a tensor megatron-c's model lacks (q_layernorm): one line naming it" \
     "model_optim_rng.pt: model: unexpected tensor 'decoder.layers.0.self_attention.q_layernorm.weight'" tp1_bf16_te qk-layernorm
@@ -162,10 +155,8 @@ load_error "another model shape: one line naming the argument" "saved with hidde
 mkdir -p "$MC_TMP/dist/iter_0000010" && echo 10 >"$MC_TMP/dist/latest_checkpointed_iteration.txt" &&
     echo '{"sharded_backend": "torch_dist"}' >"$MC_TMP/dist/iter_0000010/metadata.json"
 "$MC_BIN" "${FLAGS[@]}" --train-iters 20 --load "$MC_TMP/dist" >"$MC_TMP/err.out" 2>"$MC_TMP/err.err"
-rc=$?
-check "a torch_dist checkpoint: one line saying so (rc=$rc)" \
-    bash -c "[ $rc -eq 2 ] && [ \$(wc -l <'$MC_TMP/err.err') -eq 1 ] &&
-        grep -q 'iter_0000010: is a distributed checkpoint (--ckpt-format torch_dist' '$MC_TMP/err.err'"
+one_error_line "a torch_dist checkpoint: one line saying so" \
+    "iter_0000010: is a distributed checkpoint \(--ckpt-format torch_dist" $? "$MC_TMP/err.err"
 
 # ---- --use-checkpoint-args ----
 "$MC_BIN" "${RUN[@]}" --train-iters 20 --load "$FX/tp1_fp32_local" --use-checkpoint-args >"$MC_TMP/args.train" 2>&1
