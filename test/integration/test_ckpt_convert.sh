@@ -132,6 +132,18 @@ if convert to-dist --load-dir "$S" --save-dir "$MC_TMP/to-dist" --target-use-dis
         same_log_numbers "$MC_TMP/orig.run" "$MC_TMP/to-dist.run" 12
 fi
 
+# ---- a vocabulary padded for the target's tp: 300 tokens are 320 rows at tp 1, 384 at tp 2 ----
+V=(--device cpu --mock-data --vocab-size 300 --make-vocab-size-divisible-by 64 --num-layers 2 --hidden-size 32
+   --num-attention-heads 4 --seq-length 16 --max-position-embeddings 16 --micro-batch-size 2
+   --global-batch-size 4 --train-iters 4 --lr 1e-3 --log-interval 1 --eval-iters 0)
+"$MC_BIN" "${V[@]}" --save "$MC_TMP/v300" --save-interval 2 --exit-interval 2 >"$MC_TMP/v300.full" 2>&1
+if convert v300 --load-dir "$MC_TMP/v300" --save-dir "$MC_TMP/v384" --target-tensor-parallel-size 2; then
+    mpirun_mc 2 "${V[@]}" --tensor-model-parallel-size 2 --load "$MC_TMP/v384" >"$MC_TMP/v384.run" 2>&1
+    rc=$?
+    check "tp1 -> tp2 re-pads the vocabulary (320 -> 384 rows) and trains from it (rc=$rc)" \
+        succeeded $rc grep -q 'iteration *4/ *4 |' "$MC_TMP/v384.run"
+fi
+
 # ---- the tree is written like a save; other iterations stay ----
 convert again --load-dir "$D" --save-dir "$MC_TMP/dist-tp2" --ckpt-step 12 --target-tensor-parallel-size 2 \
     --target-data-parallel-size 1 --target-no-use-distributed-optimizer
