@@ -8,6 +8,8 @@
 #include "data/preprocess.h"
 #include "kernels/device.h"
 #include "parallel/runtime.h"
+#include "train/ckpt_args.h"
+#include "train/ckpt_convert.h"
 #include "train/train.h"
 
 static int print_version(void)
@@ -26,8 +28,10 @@ int main(int argc, char **argv)
     }
     if (argc >= 2 && strcmp(argv[1], "inspect-data") == 0) {
         mc_cpu_set_threads(1);
+        mc_ckpt_args_install(false); /* its output is the data: no "Setting ..." lines */
         return mc_inspect_main(argc - 1, argv + 1);
     }
+    if (argc >= 2 && strcmp(argv[1], "convert-checkpoint") == 0) return mc_convert_main(argc - 1, argv + 1);
     int first = argc >= 2 && strcmp(argv[1], "train") == 0 ? 2 : 1;
 
     /* Who we are comes first: the world size enters validation (dp), and errors name the rank. */
@@ -36,6 +40,7 @@ int main(int argc, char **argv)
     if (mc_runtime_init(&rt, err, sizeof(err)) != 0) mc_user_error("%s", err);
     mc_error_set_rank(rt.rank, rt.size);
     static mc_args_t args;
+    mc_ckpt_args_install(rt.rank == rt.size - 1); /* --use-checkpoint-args */
     mc_args_parse(&args, argc - first, argv + first, rt.size);
     int rc = mc_pretrain(&args);
     mc_args_free(&args);

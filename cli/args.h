@@ -10,6 +10,7 @@
 
 #include <stdbool.h>
 #include <stdint.h>
+#include <stddef.h>
 #include <stdio.h>
 
 #define MC_MAX_PATHS 64
@@ -172,6 +173,9 @@ typedef struct {
     int ckpt_step;                  /* 0 = not given (Megatron treats 0 as unset too) */
     char ckpt_format[16];           /* "torch": the legacy layout megatron-c writes and reads */
     bool override_opt_param_scheduler, use_checkpoint_opt_param_scheduler;
+    bool use_checkpoint_args;       /* take the model's arguments from --load's checkpoint */
+    bool use_mp_args_from_checkpoint_args; /* ... and its tp / pp / vpp */
+    bool use_tokenizer_model_from_checkpoint_args; /* ... and its tokenizer (default True) */
 
     /* ---- megatron-c extensions ---- */
     char device[16];                /* "auto" | "cpu" | "cuda"; resolved at start-up */
@@ -179,8 +183,21 @@ typedef struct {
 } mc_args_t;
 
 /* Parse argv (without the program name) into args; on any error prints one line and exits 2.
- * Runs validation and derives values for world_size (the runtime's). */
+ * Runs the hook below, then validation, and derives values for world_size (the runtime's). */
 void mc_args_parse(mc_args_t *args, int argc, char **argv, int world_size);
+
+/* Called by mc_args_parse between reading the command line and validating it: Megatron's
+ * --use-checkpoint-args takes arguments from a checkpoint there (train/ckpt_args.h installs it;
+ * cli/ does not read checkpoints). */
+typedef void (*mc_args_hook_t)(mc_args_t *args, void *ctx);
+void mc_args_set_hook(mc_args_hook_t hook, void *ctx);
+
+/* A value for a flag's field from elsewhere than the command line (a checkpoint's args): text
+ * as the command line would give it ("True"/"False": the value of a store_true/store_false
+ * flag's dest). Checked as if given: 0, or -1 with one line in err when the value is invalid or
+ * not implemented (the flag and value named). */
+struct mc_flag;
+int mc_args_take(mc_args_t *args, const struct mc_flag *f, const char *text, char *err, size_t n);
 
 /* Megatron's validate_args rules and derived values. Exits 2 with one line on violation.
  * Called by mc_args_parse; exposed for tests that fill args by hand (start from

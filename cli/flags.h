@@ -41,7 +41,7 @@ typedef enum { MC_ACTION_NONE, MC_ACTION_HELP, MC_ACTION_MARKDOWN, MC_ACTION_VER
 /* Bounds on numeric values (bits of .bounds). */
 enum { MC_MIN = 1, MC_MIN_EXCL = 2, MC_MAX = 4, MC_MAX_EXCL = 8 };
 
-typedef struct {
+typedef struct mc_flag {
     const char *name;            /* "--num-layers" */
     const char *alias;           /* a second spelling Megatron accepts ("-h"), or NULL */
     mc_flag_type_t type;

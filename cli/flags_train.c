@@ -262,15 +262,18 @@ const mc_flag_t mc_flags_train[] = {
      .help = "Do not save current optimizer."},
     {.name = "--no-save-rng", CKPT, TRUE_IF_GIVEN, FIELD(no_save_rng), IMPLEMENTED,
      .help = "Do not save current rng state."},
-    {.name = "--load", CKPT, STRING, FIELD(load), IMPLEMENTED_NOTE("the legacy torch layout "
-     "saved with the same tensor and pipeline (and virtual pipeline) layout; the data-parallel "
-     "size may differ"),
+    {.name = "--load", CKPT, STRING, FIELD(load), IMPLEMENTED_NOTE("the legacy torch layout, "
+     "megatron-c's or Megatron-LM's (local or Transformer Engine names; fp32, 16-bit with fp32 "
+     "master params, or distributed optimizer), saved with the same tensor and pipeline (and "
+     "virtual pipeline) layout; the data-parallel size may differ; other layouts: megatron-c "
+     "convert-checkpoint"),
      .help = "Directory containing a model checkpoint."},
     {.name = "--no-load-optim", CKPT, TRUE_IF_GIVEN, FIELD(no_load_optim), IMPLEMENTED,
      .help = "Do not load optimizer when loading checkpoint."},
     {.name = "--no-load-rng", CKPT, TRUE_IF_GIVEN, FIELD(no_load_rng),
      IMPLEMENTED_NOTE("megatron-c's only random state is the dropout seed, which it then "
-                      "takes from --seed instead of the checkpoint"),
+                      "takes from --seed instead of the checkpoint; Megatron-LM's generator "
+                      "states are never used (a warning says so)"),
      .help = "Do not load rng state when loading checkpoint."},
     {.name = "--non-persistent-save-interval", CKPT, INT, GE(1), TODO("non-persistent checkpoints"),
      .help = "Number of iterations between non-persistent saves."},
@@ -285,9 +288,16 @@ const mc_flag_t mc_flags_train[] = {
      NOOP("megatron-c's initialisation is cheap and a loaded checkpoint overwrites it"),
      .help = "Do not perform initialization when building model, can reduce startup time when "
              "definitely loading from a checkpoint"},
-    {.name = "--use-checkpoint-args", CKPT, TRUE_IF_GIVEN,
-     TODO("taking the model arguments from the checkpoint"),
+    {.name = "--use-checkpoint-args", CKPT, TRUE_IF_GIVEN, FIELD(use_checkpoint_args),
+     IMPLEMENTED_NOTE("the model arguments of Megatron's load_args_from_checkpoint, read from "
+                      "--load's tracker iteration (or --ckpt-step) before validation"),
      .help = "Override model-related command-line arguments with arguments from checkpoint"},
+    {.name = "--use-mp-args-from-checkpoint-args", CKPT, TRUE_IF_GIVEN,
+     FIELD(use_mp_args_from_checkpoint_args), IMPLEMENTED,
+     .help = "Copy model parallelism command-line arguments from checkpoint"},
+    {.name = "--no-use-tokenizer-model-from-checkpoint-args", CKPT, FALSE_IF_GIVEN,
+     FIELD(use_tokenizer_model_from_checkpoint_args), IMPLEMENTED,
+     .help = "If set, do not use tokenizer model path from checkpoint"},
     {.name = "--exit-on-missing-checkpoint", CKPT, TRUE_IF_GIVEN, FIELD(exit_on_missing_checkpoint),
      IMPLEMENTED,
      .help = "If '--load' is set, but checkpoint is not found (e.g., path typo), then exit "

@@ -121,6 +121,10 @@ static void print_flag_help(FILE *out, const mc_flag_t *f)
 void mc_flags_print_help(FILE *out)
 {
     fputs("usage: megatron-c [train] [--flag VALUE ...]\n"
+          "       megatron-c preprocess-data --input FILE --output-prefix PREFIX ... (--help)\n"
+          "       megatron-c inspect-data <training flags> [--split-name S] [--samples A:B] (--help)\n"
+          "       megatron-c convert-checkpoint --load-dir DIR --save-dir DIR\n"
+          "                  [--target-tensor-parallel-size T] [--target-pipeline-parallel-size P] ... (--help)\n"
           "       megatron-c --version\n\n", out);
     wrap(out, "Megatron-LM's GPT pretraining (pretrain_gpt.py) as one binary. The flags are "
               "Megatron's, with Megatron's defaults; the \"megatron-c\" group holds megatron-c's "

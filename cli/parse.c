@@ -345,34 +345,65 @@ static bool is_default(const mc_flag_t *f, const seen_t *s)
     }
 }
 
-static void check_supported(const mc_flag_t *f, const seen_t *s)
+/* Why a value given for f is not accepted (-1 with the line in err), or 0. */
+static int unsupported(const mc_flag_t *f, const seen_t *s, char *err, size_t n)
 {
-    if (!s->given) return;
-    for (const char *const *v = f->supported; *v; v++)
-        if (same_text(f, s->value, *v)) return;
     char list[256] = "", b[MC_SHOWN_MAX + 4];
     for (const char *const *v = f->supported; *v; v++) {
+        if (same_text(f, s->value, *v)) return 0;
         if (v != f->supported) strncat(list, ", ", sizeof(list) - strlen(list) - 1);
         strncat(list, *v, sizeof(list) - strlen(list) - 1);
     }
-    mc_user_error("%s %s is recognised but not implemented yet in megatron-c (supported: %s; see "
-                  "docs/FLAGS.md)", f->name, mc_shown(s->value, b), list);
+    return mc_errf(err, n, "%s %s is recognised but not implemented yet in megatron-c (supported: "
+                   "%s; see docs/FLAGS.md)", f->name, mc_shown(s->value, b), list);
+}
+
+static int status_problem(const mc_flag_t *f, const seen_t *s, char *err, size_t n)
+{
+    switch (f->status) {
+    case MC_FLAG_IMPLEMENTED:
+    case MC_FLAG_NOOP: return 0;
+    case MC_FLAG_PARTIAL: return s->given ? unsupported(f, s, err, n) : 0;
+    case MC_FLAG_DEPRECATED: return is_default(f, s) ? 0 : mc_errf(err, n, "%s", f->note);
+    case MC_FLAG_NOT_IMPLEMENTED:
+        if (is_default(f, s)) return 0;
+        return mc_errf(err, n, "%s is recognised but not implemented yet in megatron-c (see "
+                       "docs/FLAGS.md)", f->name);
+    }
+    return 0;
 }
 
 static void check_status(const mc_flag_t *f, const seen_t *s)
 {
-    switch (f->status) {
-    case MC_FLAG_IMPLEMENTED:
-    case MC_FLAG_NOOP: return;
-    case MC_FLAG_PARTIAL: check_supported(f, s); return;
-    case MC_FLAG_DEPRECATED:
-        if (!is_default(f, s)) mc_user_error("%s", f->note);
-        return;
-    case MC_FLAG_NOT_IMPLEMENTED:
-        if (!is_default(f, s))
-            mc_user_error("%s is recognised but not implemented yet in megatron-c (see docs/FLAGS.md)", f->name);
-        return;
+    char err[512];
+    if (status_problem(f, s, err, sizeof(err)) != 0) mc_user_error("%s", err);
+}
+
+static mc_args_hook_t g_hook;
+static void *g_hook_ctx;
+
+void mc_args_set_hook(mc_args_hook_t hook, void *ctx)
+{
+    g_hook = hook;
+    g_hook_ctx = ctx;
+}
+
+int mc_args_take(mc_args_t *a, const mc_flag_t *f, const char *text, char *err, size_t n)
+{
+    seen_t s = {.given = true, .value = text, .values = &s.value, .nvalues = 1};
+    if (f->type == MC_FLAG_STORE_TRUE || f->type == MC_FLAG_STORE_FALSE) {
+        const bool v = strcmp(text, "True") == 0;
+        /* given on a command line means the flag's non-default value */
+        s.given = v == (f->type == MC_FLAG_STORE_TRUE);
+        if (status_problem(f, &s, err, n) != 0) return -1;
+        set_bool(a, f, v);
+        return 0;
     }
+    if (status_problem(f, &s, err, n) != 0) return -1;
+    if (f->type == MC_FLAG_LIST) return 0; /* none of the flags taken this way fills a list */
+    set_value(a, f, text);
+    if (f->set_size) *((bool *)((char *)a + f->set_field)) = true;
+    return 0;
 }
 
 void mc_args_parse(mc_args_t *args, int argc, char **argv, int world_size)
@@ -385,5 +416,6 @@ void mc_args_parse(mc_args_t *args, int argc, char **argv, int world_size)
     /* After the whole line, so that a later occurrence of a flag can undo an earlier one. */
     for (size_t i = 0; i < n; i++) check_status(mc_flag_at(i), &seen[i]);
     free(seen);
+    if (g_hook) g_hook(args, g_hook_ctx);
     mc_args_finalize(args, world_size);
 }

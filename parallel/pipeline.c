@@ -92,31 +92,39 @@ int mc_pipeline_slots(const mc_pp_config_t *cfg, int *slots, char *err, size_t e
     return 0;
 }
 
+int mc_pipeline_chunks(mc_gpt_config_t *cfg, const mc_args_t *a, int pp_rank, char *err, size_t errn)
+{
+    const int vpp = a->virtual_pipeline_model_parallel_size > 1 ? a->virtual_pipeline_model_parallel_size : 1;
+    const int pp = a->pipeline_model_parallel_size > 1 ? a->pipeline_model_parallel_size : 1;
+    if (vpp > MC_MAX_CHUNKS)
+        return mc_errf(err, errn, "%d model chunks per pipeline rank is more than megatron-c supports "
+                       "(%d; use fewer virtual stages)", vpp, MC_MAX_CHUNKS);
+    const mc_pp_layers_cfg_t lc = {.num_layers = a->num_layers, .pp_size = pp, .vpp = vpp,
+                                   .first_stage_layers = a->decoder_first_pipeline_num_layers,
+                                   .last_stage_layers = a->decoder_last_pipeline_num_layers};
+    cfg->n_chunks = vpp;
+    for (int c = 0; c < vpp; c++) {
+        mc_chunk_cfg_t *ch = &cfg->chunk[c];
+        if (mc_pp_layers(&lc, pp_rank, c, &ch->first_layer, &ch->n_layers, err, errn) != 0) return -1;
+        ch->pre = mc_pp_is_pre_process(pp_rank, c);
+        ch->post = mc_pp_is_post_process(pp, vpp, pp_rank, c);
+    }
+    return 0;
+}
+
 int mc_pipeline_configure(mc_gpt_config_t *cfg, const mc_args_t *a, int pp_rank, char *err,
                           size_t errn)
 {
     const mc_pp_config_t train = mc_pipeline_schedule_config(a, pp_rank, a->num_microbatches, false);
-    const int vpp = train.vpp;
-    if (vpp > MC_MAX_CHUNKS)
-        return mc_errf(err, errn, "%d model chunks per pipeline rank is more than megatron-c supports "
-                       "(%d; use fewer virtual stages)", vpp, MC_MAX_CHUNKS);
-    const mc_pp_layers_cfg_t lc = {.num_layers = a->num_layers, .pp_size = train.pp_size, .vpp = vpp,
-                                   .first_stage_layers = a->decoder_first_pipeline_num_layers,
-                                   .last_stage_layers = a->decoder_last_pipeline_num_layers};
     int train_slots[MC_SLOT_GROUPS], eval_slots[MC_SLOT_GROUPS] = {0};
+    if (train.vpp > MC_MAX_CHUNKS) return mc_pipeline_chunks(cfg, a, pp_rank, err, errn); /* the error */
     if (mc_pipeline_slots(&train, train_slots, err, errn) != 0) return -1;
     const int eval_m = mc_args_eval_microbatches(a);
     if (a->eval_iters > 0 && eval_m > 0) {
         const mc_pp_config_t ev = mc_pipeline_schedule_config(a, pp_rank, eval_m, true);
         if (mc_pipeline_slots(&ev, eval_slots, err, errn) != 0) return -1;
     }
-    cfg->n_chunks = vpp;
-    for (int c = 0; c < vpp; c++) {
-        mc_chunk_cfg_t *ch = &cfg->chunk[c];
-        if (mc_pp_layers(&lc, pp_rank, c, &ch->first_layer, &ch->n_layers, err, errn) != 0) return -1;
-        ch->pre = mc_pp_is_pre_process(pp_rank, c);
-        ch->post = mc_pp_is_post_process(train.pp_size, vpp, pp_rank, c);
-    }
+    if (mc_pipeline_chunks(cfg, a, pp_rank, err, errn) != 0) return -1;
     for (int g = 0; g < MC_SLOT_GROUPS; g++)
         cfg->slots[g] = train_slots[g] > eval_slots[g] ? train_slots[g] : eval_slots[g];
     return 0;

@@ -37,6 +37,10 @@ mc_pp_config_t mc_pipeline_schedule_config(const mc_args_t *a, int pp_rank, int 
  * line in err. */
 int mc_pipeline_slots(const mc_pp_config_t *cfg, int *slots, char *err, size_t errn);
 
+/* The model chunks of pp rank pp_rank: layers (mc_pp_layers) and pre/post process. Returns 0, or
+ * -1 with one line in err. */
+int mc_pipeline_chunks(mc_gpt_config_t *cfg, const mc_args_t *a, int pp_rank, char *err, size_t errn);
+
 /* This rank's chunks for pp rank pp_rank: layers (mc_pp_layers), pre/post process, and slots for
  * the training and the evaluation schedules. Returns 0, or -1 with one line in err. */
 int mc_pipeline_configure(mc_gpt_config_t *cfg, const mc_args_t *a, int pp_rank, char *err,

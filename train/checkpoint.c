@@ -53,75 +53,6 @@ static void agree(mc_trainer_t *t, const char *err)
     mc_user_error("%s", line);
 }
 
-/* Writes obj as torch.save(obj, path) would and makes the bytes durable. */
-static int save_file(const char *path, const mc_pyobj_t *obj, const char *archive, char *err, size_t n)
-{
-    if (!obj) return mc_path_errf(err, n, path, "out of host memory building the checkpoint");
-    FILE *f = fopen(path, "wb");
-    if (!f) return mc_path_errf(err, n, path, "cannot create: %s", strerror(errno));
-    mc_torch_save_opts_t o = {.archive_name = archive};
-    int rc = mc_torch_save_stream(f, obj, &o, err, n);
-    if (rc) {
-        char inner[ERR_MAX];
-        snprintf(inner, sizeof(inner), "%s", err);
-        mc_path_errf(err, n, path, "%s", inner);
-    } else if (fsync(fileno(f)) != 0) {
-        rc = mc_path_errf(err, n, path, "fsync failed: %s", strerror(errno));
-    }
-    if (fclose(f) != 0 && !rc) rc = mc_path_errf(err, n, path, "write failed: %s", strerror(errno));
-    return rc;
-}
-
-static mc_pyobj_t *rng_state(const mc_trainer_t *t)
-{
-    mc_pyobj_t *list = mc_py_list(), *d = mc_py_dict();
-    if (!list || !d) {
-        mc_py_decref(list);
-        mc_py_decref(d);
-        return NULL;
-    }
-    int rc = mc_py_dict_set_str(d, "generator", mc_py_str("philox4x32-10"));
-    rc |= mc_py_dict_set_str(d, "seed", mc_py_int((int64_t)t->model.cfg.seed));
-    rc |= mc_py_list_append(list, d);
-    if (rc) {
-        mc_py_decref(list);
-        return NULL;
-    }
-    return list;
-}
-
-/* Megatron's generate_state_dict, in its key order. */
-static mc_pyobj_t *state_dict(const mc_trainer_t *t)
-{
-    const mc_args_t *a = t->args;
-    mc_pyobj_t *sd = mc_py_dict();
-    if (!sd) return NULL;
-    int rc = mc_py_dict_set_str(sd, "args", mc_ckpt_args_namespace(a, t->consumed_train_samples,
-                                                                   t->consumed_valid_samples));
-    rc |= mc_py_dict_set_str(sd, "checkpoint_version", mc_py_float(3.0));
-    rc |= mc_py_dict_set_str(sd, "iteration", mc_py_int(t->iteration));
-    const int chunks = t->model.cfg.n_chunks;
-    for (int c = 0; c < chunks; c++) {
-        char key[32];
-        if (chunks > 1) snprintf(key, sizeof(key), "model%d", c);
-        else snprintf(key, sizeof(key), "model");
-        rc |= mc_py_dict_set_str(sd, key, mc_ckpt_model_dict(&t->model, c));
-    }
-    if (!a->no_save_optim) {
-        rc |= mc_py_dict_set_str(sd, "optimizer", mc_ckpt_optimizer_dict(t));
-        rc |= mc_py_dict_set_str(sd, "opt_param_scheduler", mc_ckpt_scheduler_dict(&t->sched, a));
-    }
-    if (!a->no_save_rng) rc |= mc_py_dict_set_str(sd, "rng_state", rng_state(t));
-    rc |= mc_py_dict_set_str(sd, "num_floating_point_operations_so_far",
-                             mc_py_float((double)t->iteration *
-                                         mc_num_floating_point_operations(a, a->global_batch_size)));
-    if (rc) {
-        mc_py_decref(sd);
-        return NULL;
-    }
-    return sd;
-}
-
 /* ---- save ---- */
 
 void mc_ckpt_save(mc_trainer_t *t)
@@ -161,15 +92,18 @@ void mc_ckpt_save(mc_trainer_t *t)
     /* dp rank 0 of each (tp, pp) writes; the distributed optimizer's shards come from all */
     const bool writer = t->ddp.dp_rank == 0;
     if (writer && mc_ckpt_mkdirs(rank_dir, err, sizeof(err)) == 0) {
-        mc_pyobj_t *sd = state_dict(t);
+        mc_pyobj_t *sd = mc_ckpt_state_dict(t);
         snprintf(path, sizeof(path), "%s/%s", rank_dir, MODEL_FILE);
-        save_file(path, sd, "model_optim_rng", err, sizeof(err));
+        mc_ckpt_write_file(path, sd, err, sizeof(err));
         mc_py_decref(sd);
     }
     if (t->ddp.dist_opt && !a->no_save_optim) {
-        mc_pyobj_t *d = mc_ckpt_distopt_gather(t);
+        mc_ckpt_order_t o;
+        if (mc_ckpt_order_spec(&t->model, mc_ckpt_names_of(a), &o) != 0) mc_fatal("out of host memory");
+        mc_pyobj_t *d = mc_ckpt_distopt_gather(t, &o);
+        mc_ckpt_order_free(&o);
         snprintf(path, sizeof(path), "%s/%s", rank_dir, DISTOPT_FILE);
-        if (writer && !err[0]) save_file(path, d, "distrib_optim", err, sizeof(err));
+        if (writer && !err[0]) mc_ckpt_write_file(path, d, err, sizeof(err));
         mc_py_decref(d);
     }
     if (writer && !err[0]) mc_ckpt_fsync(rank_dir, err, sizeof(err));
@@ -204,71 +138,19 @@ static void missing(const char *path, const char *iter_dir, const char *load, ch
                      "or give --ckpt-step)", load, held[0] ? held : "no iter_* directory");
         return;
     }
+    char meta[MC_CKPT_PATH_MAX + 32];
+    snprintf(meta, sizeof(meta), "%s/metadata.json", iter_dir);
+    if (access(meta, F_OK) == 0) {
+        mc_path_errf(err, n, iter_dir, "is a distributed checkpoint (--ckpt-format torch_dist or "
+                     "torch_dcp), which megatron-c does not read (save it in Megatron-LM with "
+                     "--ckpt-format torch, e.g. by loading it with --ckpt-convert-format torch "
+                     "--ckpt-convert-save DIR)");
+        return;
+    }
     mc_ckpt_list(iter_dir, "mp_rank_", held, sizeof(held));
     mc_path_errf(err, n, path, "missing shard file (the checkpoint holds %s: it was saved with another "
                  "tensor or pipeline-parallel layout, or a rank failed to write it)",
                  held[0] ? held : "no mp_rank_* directory");
-}
-
-/* Applies model_optim_rng.pt (loaded as ck) to the trainer. Returns 0, or -1 with err (no
- * path prefix). */
-static int apply(mc_trainer_t *t, const mc_pyobj_t *ck, bool release, bool load_optim, char *err, size_t n)
-{
-    const mc_args_t *a = t->args;
-    if (!ck || ck->kind != MC_PY_DICT) return mc_errf(err, n, "not a checkpoint (the file holds a %s, not a dict)",
-                                                      ck ? mc_py_kind_name(ck->kind) : "nothing");
-    double version = 0;
-    mc_py_get_float(mc_py_dict_get_str(ck, "checkpoint_version"), &version);
-    if (version < 3.0)
-        return mc_errf(err, n, "checkpoint_version %g: only version 3.0 checkpoints (Megatron-Core's "
-                       "layout) are supported", version);
-    const mc_pyobj_t *ns = mc_py_dict_get_str(ck, "args");
-    if (ns && !a->finetune && mc_ckpt_args_check(ns, a, err, n) != 0) return -1;
-
-    const int chunks = t->model.cfg.n_chunks;
-    for (int c = 0; c < chunks; c++) {
-        char key[32], inner[ERR_MAX];
-        if (chunks > 1) snprintf(key, sizeof(key), "model%d", c);
-        else snprintf(key, sizeof(key), "model");
-        const mc_pyobj_t *m = mc_py_dict_get_str(ck, key);
-        if (!m)
-            return mc_errf(err, n, "no '%s' entry (saved with %s virtual pipeline stages)", key,
-                           chunks > 1 ? "no or other" : "");
-        if (mc_ckpt_model_load(&t->model, c, m, inner, sizeof(inner)) != 0)
-            return mc_errf(err, n, "%s: %s", key, inner);
-    }
-
-    int64_t iteration = 0;
-    if (!a->finetune && !release) {
-        if (mc_py_get_int(mc_py_dict_get_str(ck, "iteration"), &iteration) != 0 || iteration < 0)
-            return mc_errf(err, n, "no valid 'iteration' entry");
-    }
-    if (load_optim) {
-        const mc_pyobj_t *opt = mc_py_dict_get_str(ck, "optimizer");
-        const mc_pyobj_t *sched = mc_py_dict_get_str(ck, "opt_param_scheduler");
-        if (!opt || !sched)
-            return mc_errf(err, n, "no optimizer state (saved with --no-save-optim?): add "
-                           "--no-load-optim or --finetune");
-        if (mc_ckpt_optimizer_load(t, opt, err, n) != 0) return -1;
-        if (mc_ckpt_scheduler_load(&t->sched, a, sched, err, n) != 0) return -1;
-    }
-    if (!release && !a->finetune && !a->no_load_rng) {
-        int64_t seed;
-        const mc_pyobj_t *rng = mc_py_item(mc_py_dict_get_str(ck, "rng_state"), 0);
-        if (!rng)
-            return mc_errf(err, n, "no rng state (saved with --no-save-rng?): add --no-load-rng or --finetune");
-        if (mc_py_get_int(mc_py_dict_get_str(rng, "seed"), &seed) != 0)
-            return mc_errf(err, n, "the rng state is Megatron-LM's (Python, numpy and CUDA generators), "
-                           "which megatron-c cannot use: add --no-load-rng");
-        t->model.cfg.seed = (uint64_t)seed; /* the dropout stream continues as saved */
-    }
-    t->iteration = iteration;
-    t->consumed_train_samples = t->consumed_valid_samples = 0;
-    if (ns && !a->finetune && !release) { /* a release checkpoint starts over, as --finetune */
-        mc_ckpt_args_int(ns, "consumed_train_samples", &t->consumed_train_samples);
-        mc_ckpt_args_int(ns, "consumed_valid_samples", &t->consumed_valid_samples);
-    }
-    return 0;
 }
 
 bool mc_ckpt_load(mc_trainer_t *t)
@@ -311,18 +193,20 @@ bool mc_ckpt_load(mc_trainer_t *t)
     snprintf(path, sizeof(path), "%s/%s/%s", iter_dir, rank_name, MODEL_FILE);
 
     /* a release checkpoint is weights only, as --finetune */
-    const bool load_optim = !release && !a->finetune && !a->no_load_optim;
+    const mc_ckpt_apply_opts_t opts = {.release = release,
+                                       .load_optim = !release && !a->finetune && !a->no_load_optim};
+    mc_ckpt_applied_t got = {0};
     mc_pyobj_t *ck = NULL;
     if (access(path, F_OK) != 0) missing(path, iter_dir, dir, err, sizeof(err));
     else if (mc_torch_load(path, 0, &ck, err, sizeof(err)) == 0) {
         char inner[ERR_MAX];
-        if (apply(t, ck, release, load_optim, inner, sizeof(inner)) != 0)
+        if (mc_ckpt_apply(t, ck, &opts, &got, inner, sizeof(inner)) != 0)
             mc_path_errf(err, sizeof(err), path, "%s", inner);
     }
     mc_py_decref(ck);
     agree(t, err);
 
-    if (load_optim && t->ddp.dist_opt) {
+    if (opts.load_optim && t->ddp.dist_opt) {
         snprintf(path, sizeof(path), "%s/%s/%s", iter_dir, rank_name, DISTOPT_FILE);
         mc_pyobj_t *d = NULL;
         if (access(path, F_OK) != 0)
@@ -330,21 +214,21 @@ bool mc_ckpt_load(mc_trainer_t *t)
                          "distributed optimizer's state: add --no-load-optim)");
         else if (mc_torch_load(path, 0, &d, err, sizeof(err)) == 0) {
             char inner[ERR_MAX];
-            if (mc_ckpt_distopt_load(t, d, inner, sizeof(inner)) != 0)
+            if (mc_ckpt_distopt_load(t, d, &got.order, inner, sizeof(inner)) != 0)
                 mc_path_errf(err, sizeof(err), path, "%s", inner);
         }
         mc_py_decref(d);
         agree(t, err);
     }
-    if (!load_optim) /* Megatron's reload_model_params: the master copies from the loaded weights */
-        mc_opt_master_from_model(&t->opt);
-    else if (t->ddp.dist_opt && !t->opt.master) {
-        /* an fp32 run's weights came from the shards of distrib_optim.pt ("param"): every dp rank
-         * loaded its own, the gather makes them whole (they differ from the model entry when
-         * that was saved in 16 bits) */
-        mc_ddp_start_param_gather(&t->ddp);
-        mc_ddp_finish_param_gather(&t->ddp);
-    }
+    mc_ckpt_order_free(&got.order);
+    if (printer(t) && got.foreign_rng)
+        printf("WARNING: the checkpoint's rng state is Megatron-LM's (Python, numpy, torch and CUDA "
+               "generators), which megatron-c's dropout (Philox, keyed by --seed) cannot continue: "
+               "not loaded, as with --no-load-rng\n");
+    if (printer(t) && got.weights_16bit && !a->bf16 && !a->fp16)
+        printf("WARNING: the checkpoint's model weights are 16-bit and this run trains in fp32%s\n",
+               opts.load_optim ? " from its fp32 master parameters" : " (without --no-load-optim the "
+               "fp32 master parameters would be loaded)");
     if (printer(t)) {
         printf(" checkpoint version 3.0\n"
                "  successfully loaded checkpoint from %s [ t 1/%d, p 1/%d ] at iteration %" PRId64 "\n",

@@ -11,7 +11,8 @@
  * train/ckpt_args.h). megatron-c's only random state is the dropout seed (DESIGN decision 6), so
  * rng_state is [{"generator": "philox4x32-10", "seed": seed}]; Megatron needs --no-load-rng to
  * load it. Training resumes exactly: dropout masks are keyed by (seed, iteration, sample), and
- * the data position is the iteration and the consumed samples kept in args.
+ * the data position is the iteration and the consumed samples kept in args. Megatron-LM's files
+ * load too (train/ckpt_state.h); their RNG state is ignored with a warning.
  *
  * Saves are atomic (train/ckpt_files.h): files go to iter_N.tmp-<token>/, renamed to iter_N/
  * after every rank finished, and the tracker is replaced last, so a job killed at any moment

@@ -2,10 +2,12 @@
 
 #include <inttypes.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "cli/error.h"
 #include "cli/flags.h"
+#include "train/ckpt_files.h"
 
 typedef enum { A_INT, A_I64, A_DBL, A_BOOL, A_STR, A_LIST } kind_t;
 
@@ -198,9 +200,288 @@ int mc_ckpt_args_check(const mc_pyobj_t *ns, const mc_args_t *a, char *err, size
         else if (mc_py_get_int(v, &saved) != 0) continue;
         if (saved != rows[k].have)
             return mc_errf(err, n, "saved with %s %" PRId64 " but this run has %" PRId64 " (%s): "
-                           "load with the layout and model shape it was saved with (resharding "
-                           "is not implemented yet)",
+                           "load with the layout and model shape it was saved with, or reshard it "
+                           "with megatron-c convert-checkpoint",
                            rows[k].name, saved, rows[k].have, rows[k].flag);
     }
     return 0;
+}
+
+/* ---- a checkpoint's Namespace -> mc_args_t ---- */
+
+/* The value None stands for in a field: the flag's "not given" value. */
+static void set_none(mc_args_t *a, const field_t *fd)
+{
+    char *p = (char *)a + fd->off;
+    const mc_flag_t *f = flag_of(fd->off);
+    const double none = none_value(f);
+    switch (fd->kind) {
+    case A_INT: *(int *)(void *)p = (int)none; break;
+    case A_I64: *(int64_t *)(void *)p = (int64_t)none; break;
+    case A_DBL: *(double *)(void *)p = none; break;
+    case A_STR: p[0] = '\0'; break;
+    case A_BOOL:
+    case A_LIST: break;
+    }
+}
+
+static void free_list_field(mc_args_t *a, const field_t *fd)
+{
+    char **items = (char **)(void *)((char *)a + fd->off);
+    int *count = (int *)(void *)((char *)a + fd->count_off);
+    for (int i = 0; i < *count; i++) free(items[i]);
+    *count = 0;
+}
+
+static int set_field(mc_args_t *a, const field_t *fd, const mc_pyobj_t *v, char *err, size_t n)
+{
+    char *p = (char *)a + fd->off;
+    if (v->kind == MC_PY_NONE) {
+        if (fd->kind == A_LIST) free_list_field(a, fd);
+        else set_none(a, fd);
+        return 0;
+    }
+    int64_t i;
+    double d;
+    bool b;
+    const char *s;
+    switch (fd->kind) {
+    case A_INT:
+        if (mc_py_get_int(v, &i) != 0 || i < INT32_MIN || i > INT32_MAX) break;
+        *(int *)(void *)p = (int)i;
+        return 0;
+    case A_I64:
+        if (mc_py_get_int(v, &i) != 0) break;
+        *(int64_t *)(void *)p = i;
+        return 0;
+    case A_DBL:
+        if (mc_py_get_float(v, &d) != 0) break;
+        *(double *)(void *)p = d;
+        return 0;
+    case A_BOOL:
+        if (mc_py_get_bool(v, &b) != 0) break;
+        *(bool *)(void *)p = b;
+        return 0;
+    case A_STR: {
+        const mc_flag_t *f = flag_of(fd->off);
+        if (!(s = mc_py_get_str(v)) || !f || strlen(s) >= f->field_size) break;
+        memcpy(p, s, strlen(s) + 1);
+        return 0;
+    }
+    case A_LIST: {
+        if (v->kind != MC_PY_LIST || mc_py_len(v) > MC_MAX_PATHS) break;
+        free_list_field(a, fd);
+        char **items = (char **)(void *)p;
+        int *count = (int *)(void *)((char *)a + fd->count_off);
+        for (size_t k = 0; k < mc_py_len(v); k++) {
+            if (!(s = mc_py_get_str(mc_py_item(v, k)))) return mc_errf(err, n, "args.%s holds a non-str item", fd->name);
+            if (!(items[*count] = strdup(s))) return mc_errf(err, n, "out of host memory");
+            (*count)++;
+        }
+        return 0;
+    }
+    }
+    return mc_errf(err, n, "args.%s is a %s, which megatron-c cannot use as that argument", fd->name,
+                   mc_py_kind_name(v->kind));
+}
+
+int mc_ckpt_args_from_namespace(const mc_pyobj_t *ns, mc_args_t *a, char *err, size_t n)
+{
+    mc_args_defaults(a);
+    if (!mc_py_is_a(ns, "argparse", "Namespace"))
+        return mc_errf(err, n, "'args' is not an argparse.Namespace");
+    for (size_t k = 0; k < sizeof(k_fields) / sizeof(k_fields[0]); k++) {
+        const mc_pyobj_t *v = mc_py_attr(ns, k_fields[k].name);
+        if (v && set_field(a, &k_fields[k], v, err, n) != 0) return -1;
+    }
+    if (a->virtual_pipeline_model_parallel_size < 1) a->virtual_pipeline_model_parallel_size = 1; /* None */
+    if (a->world_size < 1) a->world_size = 1;
+    if (a->data_parallel_size < 1) a->data_parallel_size = 1;
+    return 0;
+}
+
+mc_pyobj_t *mc_ckpt_args_copy(const mc_pyobj_t *ns)
+{
+    mc_pyobj_t *out = mc_py_namespace();
+    const mc_pyobj_t *d = ns && ns->kind == MC_PY_OBJECT ? ns->object.state : NULL;
+    for (size_t k = 0; out && d && d->kind == MC_PY_DICT && k < d->dict.len; k++)
+        if (mc_py_dict_set(out->object.state, mc_py_incref(d->dict.keys[k]), mc_py_incref(d->dict.vals[k])) != 0) {
+            mc_py_decref(out);
+            return NULL;
+        }
+    return out;
+}
+
+/* ---- --use-checkpoint-args (Megatron's load_args_from_checkpoint) ---- */
+
+/* The attributes load_args_from_checkpoint sets, in its order: force takes the checkpoint's
+ * value even over the command line's; without force only an argument that is None (not given)
+ * is set. The flag whose field receives the value (and whose support is checked). */
+typedef struct {
+    const char *attr;
+    bool force;
+    const char *flag;
+} model_arg_t;
+
+static const model_arg_t k_model_args[] = {
+    {"num_layers", false, "--num-layers"}, {"hidden_size", false, "--hidden-size"},
+    {"ffn_hidden_size", false, "--ffn-hidden-size"}, {"seq_length", false, "--seq-length"},
+    {"num_attention_heads", false, "--num-attention-heads"},
+    {"num_query_groups", true, "--num-query-groups"},
+    {"group_query_attention", true, "--group-query-attention"},
+    {"kv_channels", false, "--kv-channels"},
+    {"max_position_embeddings", false, "--max-position-embeddings"},
+    {"position_embedding_type", true, "--position-embedding-type"},
+    {"use_rotary_position_embeddings", true, "--use-rotary-position-embeddings"},
+    {"rotary_base", true, "--rotary-base"}, {"rotary_percent", true, "--rotary-percent"},
+    {"rotary_interleaved", true, "--rotary-interleaved"},
+    {"add_bias_linear", true, "--disable-bias-linear"}, {"add_qkv_bias", true, "--add-qkv-bias"},
+    {"squared_relu", true, "--squared-relu"}, {"swiglu", true, "--swiglu"},
+    {"untie_embeddings_and_output_weights", true, "--untie-embeddings-and-output-weights"},
+    {"apply_layernorm_1p", true, "--apply-layernorm-1p"}, {"normalization", true, "--normalization"},
+    {"apply_query_key_layer_scaling", true, "--apply-query-key-layer-scaling"},
+    {"attention_dropout", true, "--attention-dropout"}, {"hidden_dropout", true, "--hidden-dropout"},
+    {"mtp_num_layers", true, "--mtp-num-layers"}, {"spec", true, "--spec"},
+    {"num_experts", true, "--num-experts"},
+};
+static const model_arg_t k_tokenizer_args[] = {
+    {"tokenizer_model", true, "--tokenizer-model"}, {"tokenizer_type", true, "--tokenizer-type"},
+};
+static const model_arg_t k_late_args[] = {
+    {"padded_vocab_size", false, "--padded-vocab-size"}, {"ckpt_format", false, "--ckpt-format"},
+};
+static const model_arg_t k_mp_args[] = {
+    {"tensor_model_parallel_size", true, "--tensor-model-parallel-size"},
+    {"pipeline_model_parallel_size", true, "--pipeline-model-parallel-size"},
+    {"virtual_pipeline_model_parallel_size", true, "--num-virtual-stages-per-pipeline-rank"},
+    {"num_layers_per_virtual_pipeline_stage", false, "--num-layers-per-virtual-pipeline-stage"},
+    {"expert_model_parallel_size", true, "--expert-model-parallel-size"},
+};
+
+/* A Python value as the command line would give it ("True", "0.1", "cosine"); false for None. */
+static bool value_text(const mc_pyobj_t *v, char *buf, size_t n)
+{
+    int64_t i;
+    double d;
+    switch (v->kind) {
+    case MC_PY_BOOL: snprintf(buf, n, "%s", v->b ? "True" : "False"); return true;
+    case MC_PY_INT: mc_py_get_int(v, &i); snprintf(buf, n, "%" PRId64, i); return true;
+    case MC_PY_FLOAT: /* Python's repr: the shortest text that reads back the same */
+        mc_py_get_float(v, &d);
+        for (int prec = 1; prec <= 17; prec++) {
+            snprintf(buf, n, "%.*g", prec, d);
+            if (strtod(buf, NULL) == d) break;
+        }
+        if (!strpbrk(buf, ".eni")) strncat(buf, ".0", n - strlen(buf) - 1); /* 1.0, not 1 */
+        return true;
+    case MC_PY_STR: snprintf(buf, n, "%s", mc_py_get_str(v)); return true;
+    case MC_PY_LIST:
+    case MC_PY_TUPLE:
+        buf[0] = '\0';
+        for (size_t k = 0; k < mc_py_len(v); k++) {
+            char item[256];
+            if (!value_text(mc_py_item(v, k), item, sizeof(item))) snprintf(item, sizeof(item), "None");
+            if (k) strncat(buf, " ", n - strlen(buf) - 1);
+            strncat(buf, item, n - strlen(buf) - 1);
+        }
+        return true;
+    case MC_PY_NONE: return false;
+    default: snprintf(buf, n, "<%s>", mc_py_kind_name(v->kind)); return true;
+    }
+}
+
+/* Whether the flag's field holds a value (Python: not None). */
+static bool field_set(const mc_args_t *a, const mc_flag_t *f)
+{
+    if (!f->field_size || f->def) return f->def != NULL;
+    const char *p = (const char *)a + f->field;
+    const double none = f->none ? strtod(f->none, NULL) : 0;
+    switch (f->type) {
+    case MC_FLAG_INT: return *(const int *)(const void *)p != (int)none;
+    case MC_FLAG_INT64: return *(const int64_t *)(const void *)p != (int64_t)none;
+    case MC_FLAG_FLOAT: return *(const double *)(const void *)p != none;
+    case MC_FLAG_STRING:
+    case MC_FLAG_CHOICE: return p[0] != '\0';
+    default: return false;
+    }
+}
+
+static void take_args(mc_args_t *a, const mc_pyobj_t *ns, const model_arg_t *rows, size_t count, bool printer)
+{
+    for (size_t k = 0; k < count; k++) {
+        const mc_flag_t *f = mc_flag_find(rows[k].flag);
+        if (!f) mc_fatal("internal error: no flag %s", rows[k].flag);
+        if (!rows[k].force && field_set(a, f)) continue; /* the command line's value stays */
+        const mc_pyobj_t *v = mc_py_attr(ns, rows[k].attr);
+        char text[1024], err[768];
+        if (!v || !value_text(v, text, sizeof(text))) {
+            if (printer) printf("Checkpoint did not provide arguments %s\n", rows[k].attr);
+            continue;
+        }
+        if (printer) printf("Setting %s to %s from checkpoint\n", rows[k].attr, text);
+        /* Megatron's vpp is a derived argument; megatron-c derives it from the virtual stages */
+        if (strcmp(rows[k].attr, "virtual_pipeline_model_parallel_size") == 0) {
+            int64_t vpp, per_stage = 0;
+            mc_py_get_int(mc_py_attr(ns, "num_layers_per_virtual_pipeline_stage"), &per_stage);
+            if (mc_py_get_int(v, &vpp) != 0 || vpp <= 1 || per_stage > 0 ||
+                a->num_layers_per_virtual_pipeline_stage)
+                continue; /* none, or given by the layers per virtual stage */
+        }
+        if (mc_args_take(a, f, text, err, sizeof(err)) != 0)
+            mc_user_error("%s (taken from the checkpoint's arguments by --use-checkpoint-args)", err);
+    }
+}
+
+int mc_ckpt_args_supported(const mc_pyobj_t *ns, char *err, size_t n)
+{
+    mc_args_t scratch;
+    mc_args_defaults(&scratch);
+    int rc = 0;
+    for (size_t k = 0; k < sizeof(k_model_args) / sizeof(k_model_args[0]) && !rc; k++) {
+        const mc_pyobj_t *v = mc_py_attr(ns, k_model_args[k].attr);
+        char text[1024], why[768];
+        if (!v || !value_text(v, text, sizeof(text))) continue;
+        if (mc_args_take(&scratch, mc_flag_find(k_model_args[k].flag), text, why, sizeof(why)) != 0)
+            rc = mc_errf(err, n, "the checkpoint's model has %s %s, which megatron-c cannot run: %s",
+                         k_model_args[k].attr, text, why);
+    }
+    mc_args_free(&scratch);
+    return rc;
+}
+
+static bool g_printer;
+
+static void use_checkpoint_args(mc_args_t *a, void *ctx)
+{
+    (void)ctx;
+    if (!a->use_checkpoint_args) return;
+    if (!a->load[0]) mc_user_error("--use-checkpoint-args requires --load or --pretrained-checkpoint argument");
+    char err[1024], path[MC_CKPT_PATH_MAX + 64];
+    mc_pyobj_t *ck = NULL;
+    if (mc_ckpt_load_rank0(a->load, a->ckpt_step, path, sizeof(path), &ck, err, sizeof(err)) != 0)
+        mc_user_error("%s", err);
+    const mc_pyobj_t *ns = mc_py_dict_get_str(ck, "args");
+    if (!ck) {
+        if (g_printer) printf("Checkpoint not found to provide arguments, using provided arguments.\n");
+    } else if (!ns) {
+        if (g_printer) printf("Checkpoint provided does not have arguments saved, using provided arguments.\n");
+    } else if (!mc_py_is_a(ns, "argparse", "Namespace")) {
+        mc_user_error("%s: 'args' is not an argparse.Namespace (--use-checkpoint-args needs a "
+                      "checkpoint's arguments)", path);
+    } else {
+        take_args(a, ns, k_model_args, sizeof(k_model_args) / sizeof(k_model_args[0]), g_printer);
+        if (a->use_tokenizer_model_from_checkpoint_args)
+            take_args(a, ns, k_tokenizer_args, sizeof(k_tokenizer_args) / sizeof(k_tokenizer_args[0]), g_printer);
+        take_args(a, ns, k_late_args, sizeof(k_late_args) / sizeof(k_late_args[0]), g_printer);
+        if (a->use_mp_args_from_checkpoint_args)
+            take_args(a, ns, k_mp_args, sizeof(k_mp_args) / sizeof(k_mp_args[0]), g_printer);
+    }
+    fflush(stdout);
+    mc_py_decref(ck);
+}
+
+void mc_ckpt_args_install(bool printer)
+{
+    g_printer = printer;
+    mc_args_set_hook(use_checkpoint_args, NULL);
 }

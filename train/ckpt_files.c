@@ -14,6 +14,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "ckpt/torch_save.h"
 #include "cli/error.h"
 
 #ifndef RENAME_EXCHANGE
@@ -221,4 +222,52 @@ void mc_ckpt_list(const char *dir, const char *prefix, char *buf, size_t n)
         if (len + 1 < n) snprintf(buf + len, n - len, "%s%s", i ? ", " : "", names[i]);
         free(names[i]);
     }
+}
+
+int mc_ckpt_write_file(const char *path, const mc_pyobj_t *obj, char *err, size_t n)
+{
+    if (!obj) return mc_path_errf(err, n, path, "out of host memory building the checkpoint");
+    /* torch names the records' folder after the file: "model_optim_rng" for .../model_optim_rng.pt */
+    char archive[256];
+    const char *base = strrchr(path, '/');
+    base = base ? base + 1 : path;
+    snprintf(archive, sizeof(archive), "%s", base);
+    char *dot = strrchr(archive, '.');
+    if (dot && dot != archive) *dot = '\0';
+    FILE *f = fopen(path, "wb");
+    if (!f) return mc_path_errf(err, n, path, "cannot create: %s", strerror(errno));
+    mc_torch_save_opts_t o = {.archive_name = archive};
+    int rc = mc_torch_save_stream(f, obj, &o, err, n);
+    if (rc) {
+        char inner[1024];
+        snprintf(inner, sizeof(inner), "%s", err);
+        mc_path_errf(err, n, path, "%s", inner);
+    } else if (fsync(fileno(f)) != 0) {
+        rc = mc_path_errf(err, n, path, "fsync failed: %s", strerror(errno));
+    }
+    if (fclose(f) != 0 && !rc) rc = mc_path_errf(err, n, path, "write failed: %s", strerror(errno));
+    return rc;
+}
+
+int mc_ckpt_load_rank0(const char *dir, int64_t step, char *path, size_t pn, mc_pyobj_t **ck,
+                       char *err, size_t n)
+{
+    *ck = NULL;
+    bool found, release;
+    int64_t iteration;
+    if (mc_ckpt_read_tracker(dir, &found, &iteration, &release, err, n) != 0) return -1;
+    if (!found) return 0;
+    if (step > 0) {
+        iteration = step;
+        release = false;
+    }
+    char iter_dir[MC_CKPT_PATH_MAX];
+    mc_ckpt_iter_dir(iter_dir, sizeof(iter_dir), dir, iteration, release, NULL);
+    for (int pp = 0; pp < 2; pp++) {
+        char rank[32];
+        mc_ckpt_rank_name(rank, sizeof(rank), 0, pp ? 2 : 1, 0);
+        snprintf(path, pn, "%s/%s/model_optim_rng.pt", iter_dir, rank);
+        if (access(path, F_OK) == 0) return mc_torch_load(path, 0, ck, err, n);
+    }
+    return 0;
 }

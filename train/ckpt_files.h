@@ -7,13 +7,15 @@
  *
  * A save writes iter_N.tmp-<token>/ first, renames it to iter_N/ once every rank is done, and
  * replaces the tracker last (temporary file, fsync, rename), so a process killed at any moment
- * leaves the tracker naming a complete checkpoint. Pure filesystem code: no communication. */
+ * leaves the tracker naming a complete checkpoint. Filesystem code: no communication. */
 #ifndef MC_TRAIN_CKPT_FILES_H
 #define MC_TRAIN_CKPT_FILES_H
 
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+
+#include "ckpt/pyobj.h"
 
 #define MC_CKPT_PATH_MAX 4352 /* the --save/--load directory (4096) plus what follows it */
 #define MC_CKPT_TRACKER "latest_checkpointed_iteration.txt"
@@ -23,6 +25,18 @@ void mc_ckpt_iter_dir(char *buf, size_t n, const char *dir, int64_t iteration, b
                       const char *tmp);
 /* "mp_rank_TT" for pp == 1, "mp_rank_TT_PPP" otherwise (Megatron's get_checkpoint_name). */
 void mc_ckpt_rank_name(char *buf, size_t n, int tp_rank, int pp_size, int pp_rank);
+
+/* Writes obj as torch.save(obj, path) would (the records' folder named after the file) and
+ * makes the bytes durable (fsync). Returns 0, or -1 with "<path>: <why>" in err. */
+int mc_ckpt_write_file(const char *path, const mc_pyobj_t *obj, char *err, size_t n);
+
+/* The first rank's model_optim_rng.pt of the checkpoint in dir that a load would read (the
+ * tracker's iteration, or step when > 0): mp_rank_00 or mp_rank_00_000 (Megatron's
+ * find_checkpoint_rank_0), into *ck (mapped, see mc_torch_load). *ck is NULL when dir has no
+ * tracker or the iteration no such file. path receives the file. Errors: a malformed tracker,
+ * an unreadable file (one line naming it). */
+int mc_ckpt_load_rank0(const char *dir, int64_t step, char *path, size_t pn, mc_pyobj_t **ck,
+                       char *err, size_t n);
 
 /* mkdir -p. Returns 0, or -1 with "<path>: <why>" in err. */
 int mc_ckpt_mkdirs(const char *path, char *err, size_t n);

@@ -308,3 +308,35 @@ void mc_train_step(mc_trainer_t *t, const mc_microbatch_t *mbs, int M, mc_step_r
     mc_timer_stop(&t->timers, MC_T_OPTIMIZER);
     mc_lr_sched_step(&t->sched, (int64_t)a->micro_batch_size * a->data_parallel_size * M);
 }
+
+int mc_trainer_init_state(mc_trainer_t *t, const mc_args_t *args, const mc_backend_t *be, int tp_rank,
+                          int pp_rank, char *err, size_t n)
+{
+    memset(t, 0, sizeof(*t));
+    t->args = args;
+    t->be = be;
+    t->par.me.tp = tp_rank;
+    t->par.me.pp = pp_rank;
+    mc_gpt_config_t cfg;
+    mc_gpt_config_from_args(&cfg, args);
+    if (mc_pipeline_chunks(&cfg, args, pp_rank, err, n) != 0) return -1;
+    cfg.tp_rank = tp_rank;
+    /* the state is held in fp32 whatever the run's precision: the parameters are the fp32
+     * masters, written as a 16-bit model's weights when the args say so */
+    cfg.dt = cfg.gdt = MC_DT_F32;
+    mc_gpt_build_params(&t->model, &cfg);
+    mc_ddp_plan(&t->ddp, &t->model, args, 1, 0);
+    t->model.be = be;
+    if (!(t->model.param_buf = be->alloc(be, (size_t)t->model.n_elems * sizeof(float))))
+        return mc_errf(err, n, "out of %s memory for the parameters of rank (tp %d, pp %d)", be->name,
+                       tp_rank, pp_rank);
+    mc_opt_seg_t *segs;
+    int count;
+    long state_len;
+    optimizer_segments(&t->model, &t->ddp, &segs, &count, &state_len);
+    if (mc_adam_init(&t->opt, &t->model, args, segs, count, state_len) != 0)
+        return mc_errf(err, n, "out of %s memory for the optimizer state of rank (tp %d, pp %d)",
+                       be->name, tp_rank, pp_rank);
+    mc_lr_sched_init(&t->sched, args);
+    return 0;
+}

@@ -66,6 +66,13 @@ void mc_trainer_memory(const mc_args_t *args, const mc_backend_t *be, mc_memory_
 int mc_trainer_init(mc_trainer_t *t, const mc_args_t *args, const mc_backend_t *be, mc_comm_t *comm);
 void mc_trainer_free(mc_trainer_t *t);
 
+/* What a checkpoint holds for rank (tp_rank, pp_rank) of args' layout, on the backend: the model's
+ * parameter table and buffer, the optimizer's state (every parameter of the rank: one
+ * data-parallel rank) and the scheduler; no activations, communication or data (checkpoint
+ * conversion). Free with mc_trainer_free. Returns 0, or -1 with one line in err. */
+int mc_trainer_init_state(mc_trainer_t *t, const mc_args_t *args, const mc_backend_t *be, int tp_rank,
+                          int pp_rank, char *err, size_t n);
+
 /* Forward and backward over M microbatches in the pipeline schedule into the model's gradient
  * buffer (zeroed first), with Megatron's loss normalisation (section 5.3) and the loss nan
  * check, then finalize_model_grads (data-parallel reduction, sequence-parallel LayerNorm and

@@ -12,6 +12,18 @@ check() { # name, command...
     if "$@"; then ok "$name"; else not_ok "$name"; fi
 }
 
+# one_error_line NAME PATTERN RC STDERR-FILE: a run that failed (RC != 0) with exactly one
+# "megatron-c: ..." line on stderr, matching PATTERN (grep -E); one TAP line. Multi-rank runs add
+# their launcher's lines, which do not count.
+one_error_line() {
+    local name=$1 pattern=$2 rc=$3 file=$4
+    if [ "$rc" -ne 0 ] && [ "$(grep -c '^megatron-c: ' "$file")" -eq 1 ] && grep -qE -- "$pattern" "$file"; then
+        ok "$name"
+    else
+        not_ok "$name (rc=$rc, stderr: $(head -c 400 "$file"))"
+    fi
+}
+
 # expect_user_error NAME PATTERN ARGS...: megatron-c must exit 2, print exactly one stderr line
 # starting with "megatron-c: error: " that matches PATTERN (grep -E), and print nothing on stdout.
 expect_user_error() {

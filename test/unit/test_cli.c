@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "cli/args.h"
+#include "cli/error.h"
 #include "cli/flags.h"
 
 /* The issue's example (README "Using it"), with the data and device flags of the demo. */
@@ -512,8 +513,40 @@ static void test_not_implemented_flags(void **state)
                  "--mock-data and --data-path are mutually exclusive");
     expect_error(ISSUE_LINE " --data-args-path args.txt", "--data-args-path is recognised but not implemented yet");
     expect_error(ISSUE_LINE " --rampup-batch-size 16 8 300000", "--rampup-batch-size is recognised");
-    expect_error(ISSUE_LINE " --use-checkpoint-args", "--use-checkpoint-args is recognised but not implemented yet");
     expect_error(ISSUE_LINE " --version", "--version must be the first argument");
+}
+
+/* --use-checkpoint-args' hook runs between the command line and validation, and values taken
+ * from elsewhere pass the same support checks as given ones. */
+static void take_hook(mc_args_t *a, void *ctx)
+{
+    (void)ctx;
+    char err[512];
+    if (mc_args_take(a, mc_flag_find("--num-layers"), "3", err, sizeof(err)) != 0) mc_fatal("%s", err);
+}
+
+static void test_args_hook_and_take(void **state)
+{
+    (void)state;
+    static mc_args_t a;
+    mc_args_set_hook(take_hook, NULL);
+    parse_line(&a, "--device cpu --mock-data --hidden-size 64 --num-attention-heads 4 --seq-length 64 "
+                    "--max-position-embeddings 64 --micro-batch-size 2 --train-iters 5 --lr 1e-3 --vocab-size 512", 1);
+    mc_args_set_hook(NULL, NULL);
+    assert_int_equal(a.num_layers, 3); /* validation saw it: required arguments were complete */
+    assert_int_equal(a.ffn_hidden_size, 256);
+    char err[512];
+    assert_int_equal(mc_args_take(&a, mc_flag_find("--hidden-dropout"), "0.25", err, sizeof(err)), 0);
+    assert_true(a.hidden_dropout == 0.25);
+    assert_int_equal(mc_args_take(&a, mc_flag_find("--disable-bias-linear"), "False", err, sizeof(err)), 0);
+    assert_false(a.add_bias_linear); /* a store_false flag's dest value */
+    assert_int_equal(mc_args_take(&a, mc_flag_find("--swiglu"), "False", err, sizeof(err)), 0);
+    assert_int_equal(mc_args_take(&a, mc_flag_find("--swiglu"), "True", err, sizeof(err)), -1);
+    assert_non_null(strstr(err, "--swiglu is recognised but not implemented yet"));
+    assert_int_equal(mc_args_take(&a, mc_flag_find("--normalization"), "RMSNorm", err, sizeof(err)), -1);
+    assert_non_null(strstr(err, "--normalization RMSNorm is recognised but not implemented yet"));
+    assert_int_equal(mc_args_take(&a, mc_flag_find("--rotary-base"), "500000", err, sizeof(err)), 0); /* no-op */
+    mc_args_free(&a);
 }
 
 static void test_help_and_markdown(void **state)
@@ -957,7 +990,7 @@ int main(void)
         cmocka_unit_test(test_bad_values),
         cmocka_unit_test(test_missing_required),
         cmocka_unit_test(test_validate_args_rules),
-        cmocka_unit_test(test_not_implemented_flags),
+        cmocka_unit_test(test_not_implemented_flags), cmocka_unit_test(test_args_hook_and_take),
         cmocka_unit_test(test_help_and_markdown),
         cmocka_unit_test(test_pipeline_without_vpp),
         cmocka_unit_test(test_pipeline_vpp_derived),
