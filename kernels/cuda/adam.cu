@@ -25,6 +25,7 @@ static __device__ __forceinline__ void adam1(const adam_k &k, float &p, float g,
     p = __fsub_rn(p, __fmul_rn(k.lr, upd));
 }
 
+// T (always float) is the element type MC_EW_LAUNCH passes
 template <typename T, int VEC> static __global__ void k_adam(float *p, const float *g, float *m, float *v, long n, adam_k k)
 {
     const long chunks = (n + VEC - 1) / VEC;

@@ -104,7 +104,8 @@ void mc_cuda_ce_max(const mc_backend_t *be, mc_dtype_t dt, float *rowmax, const 
 {
     if (N <= 0) return;
     MC_CUDA_DISPATCH(dt, T, "ce_max",
-                     MC_ROW_LAUNCH(k_ce_max, T, N, CE_THREADS, V % (16 / sizeof(T)) == 0 && mc_cuda_vec_ok(logits), rowmax, (const T *)logits, N, V))
+                     MC_ROW_LAUNCH(k_ce_max, T, N, CE_THREADS, V % (16 / sizeof(T)) == 0 && mc_cuda_vec_ok(logits),
+                                   rowmax, (const T *)logits, N, V))
 }
 
 void mc_cuda_ce_sums(const mc_backend_t *be, mc_dtype_t dt, float *sumexp, float *target_logit, const void *logits,
@@ -112,8 +113,9 @@ void mc_cuda_ce_sums(const mc_backend_t *be, mc_dtype_t dt, float *sumexp, float
 {
     if (S <= 0 || B <= 0) return;
     MC_CUDA_DISPATCH(dt, T, "ce_sums",
-                     MC_ROW_LAUNCH(k_ce_sums, T, (long)S * B, CE_THREADS, V % (16 / sizeof(T)) == 0 && mc_cuda_vec_ok(logits), sumexp, target_logit,
-                               (const T *)logits, rowmax, targets, S, B, V, vocab_start))
+                     MC_ROW_LAUNCH(k_ce_sums, T, (long)S * B, CE_THREADS,
+                                   V % (16 / sizeof(T)) == 0 && mc_cuda_vec_ok(logits), sumexp, target_logit,
+                                   (const T *)logits, rowmax, targets, S, B, V, vocab_start))
 }
 
 void mc_cuda_ce_loss(const mc_backend_t *be, float *losses, const float *rowmax, const float *sumexp,
@@ -132,6 +134,6 @@ void mc_cuda_ce_backward(const mc_backend_t *be, mc_dtype_t dt, void *dlogits, c
     if (S <= 0 || B <= 0 || V <= 0) return;
     MC_CUDA_DISPATCH(dt, T, "ce_backward",
                      MC_ROW_LAUNCH(k_ce_backward, T, (long)S * B, CE_THREADS,
-                                  V % (16 / sizeof(T)) == 0 && mc_cuda_vec_ok(logits, dlogits), (T *)dlogits,
-                               (const T *)logits, rowmax, sumexp, targets, dloss, S, B, V, vocab_start))
+                                   V % (16 / sizeof(T)) == 0 && mc_cuda_vec_ok(logits, dlogits), (T *)dlogits,
+                                   (const T *)logits, rowmax, sumexp, targets, dloss, S, B, V, vocab_start))
 }
