@@ -91,15 +91,15 @@ $(BUILD)/%.o: %.c
 
 $(BUILD)/%.cu.o: %.cu
 	@mkdir -p $(dir $@)
-	$(NVCC) $(NVCCFLAGS) -c $< -o $@
+	$(NVCC) $(NVCCFLAGS) -MMD -MP -MF $@.d -c $< -o $@
 
 $(BUILD)/test/%: test/unit/%.c $(LIB_OBJ) $(TEST_SUP_OBJ)
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $^ $(LDLIBS) -lcmocka
+	$(CC) $(CFLAGS) -MMD -MP $(LDFLAGS) -o $@ $(filter %.c %.o,$^) $(LDLIBS) -lcmocka
 
 $(BUILD)/test/test_gpu_%: test/gpu/test_gpu_%.c $(LIB_OBJ) $(TEST_SUP_OBJ)
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) $(LDFLAGS) -o $@ $^ $(LDLIBS) -lcmocka
+	$(CC) $(CFLAGS) -MMD -MP $(LDFLAGS) -o $@ $(filter %.c %.o,$^) $(LDLIBS) -lcmocka
 
 $(BUILD)/test/mpi/%: test/mpi/%.c $(LIB_OBJ)
 	@mkdir -p $(dir $@)

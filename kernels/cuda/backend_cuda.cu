@@ -14,6 +14,11 @@ extern "C" void mc_cuda_die(const char *what, cudaError_t e, const char *file, i
     mc_fatal("CUDA error in %s (%s:%d): %s", what, file, line, cudaGetErrorString(e));
 }
 
+extern "C" void mc_cuda_bad_dtype(const char *op, mc_dtype_t dt)
+{
+    mc_fatal("internal error: the CUDA op %s does not take %s tensors", op, mc_dtype_name(dt));
+}
+
 static void *cuda_alloc(const mc_backend_t *be, size_t bytes)
 {
     (void)be;
@@ -95,13 +100,17 @@ extern "C" const mc_backend_t *mc_backend_cuda(int device, char *err, size_t n)
         (void)cudaGetLastError();
         return NULL;
     }
-    c.scratch_bytes = 1 << 20;
+    // 32 MiB: the column reductions' partials (LayerNorm dw/db, dbias) and the embedding
+    // backward's sort of a micro-batch's tokens fit whole for the model sizes we train
+    c.scratch_bytes = 32u << 20;
+    c.host_scratch_bytes = 4096;
     if ((e = cudaMalloc(&c.scratch, c.scratch_bytes)) != cudaSuccess ||
-        (e = cudaMallocHost(&c.host_scratch, c.scratch_bytes)) != cudaSuccess) {
+        (e = cudaMallocHost(&c.host_scratch, c.host_scratch_bytes)) != cudaSuccess) {
         snprintf(err, n, "CUDA device %d: cannot allocate the backend's scratch: %s", device, cudaGetErrorString(e));
         (void)cudaGetLastError();
         return NULL;
     }
+    if (mc_cuda_gemm_init(&c, err, n) != 0) return NULL;
     g_cuda = c;
     mc_backend_t b;
     memset(&b, 0, sizeof(b));
@@ -113,6 +122,30 @@ extern "C" const mc_backend_t *mc_backend_cuda(int device, char *err, size_t n)
     b.memcpy_d2d = cuda_d2d;
     b.memset0 = cuda_memset0;
     b.synchronize = cuda_synchronize;
+    b.convert = mc_cuda_convert;
+    b.gemm = mc_cuda_gemm;
+    b.linear_forward = mc_cuda_linear_forward;
+    b.linear_backward = mc_cuda_linear_backward;
+    b.embedding_forward = mc_cuda_embedding_forward;
+    b.embedding_backward = mc_cuda_embedding_backward;
+    b.layernorm_forward = mc_cuda_layernorm_forward;
+    b.layernorm_backward_acc = mc_cuda_layernorm_backward_acc;
+    b.gelu_forward = mc_cuda_gelu_forward;
+    b.gelu_backward = mc_cuda_gelu_backward;
+    b.dropout_forward = mc_cuda_dropout_forward;
+    b.dropout_backward = mc_cuda_dropout_backward;
+    // attention_forward/_backward/_sizes: kernels/cuda/attention.cu (another branch)
+    b.ce_max = mc_cuda_ce_max;
+    b.ce_sums = mc_cuda_ce_sums;
+    b.ce_loss = mc_cuda_ce_loss;
+    b.ce_backward = mc_cuda_ce_backward;
+    b.add = mc_cuda_add;
+    b.add_inplace = mc_cuda_add_inplace;
+    b.scale = mc_cuda_scale;
+    b.sumsq = mc_cuda_sumsq;
+    b.count_zeros = mc_cuda_count_zeros;
+    b.has_nonfinite = mc_cuda_has_nonfinite;
+    b.adam_step = mc_cuda_adam_step;
     b.impl = &g_cuda;
     g_backend = b;
     return &g_backend;

@@ -4,6 +4,9 @@
 // Every op is enqueued on the backend's one compute stream and returns without waiting, except
 // those that hand a value to the host (sumsq, count_zeros, has_nonfinite, memcpy_d2h), which
 // synchronize the stream. The communication layer orders its own stream against this one.
+//
+// Only the thread that runs the model calls ops (as on the CPU backend): the GEMM plan cache and
+// the scratch are not locked.
 #ifndef MC_KERNELS_CUDA_CUDA_H
 #define MC_KERNELS_CUDA_CUDA_H
 
@@ -13,6 +16,7 @@
 extern "C" {
 #include "kernels/backend.h"
 }
+#include "kernels/cuda/gemm_map.h"
 
 typedef struct {
     int device;
@@ -21,9 +25,13 @@ typedef struct {
     void *cublaslt;          // cublasLtHandle_t (kernels/cuda/gemm.cu)
     void *gemm_workspace;    // cuBLASLt workspace on the device
     size_t gemm_workspace_bytes;
-    void *scratch;           // small device scratch for reductions (sumsq, flags)
+    // Device scratch of the ops themselves (reduction partials, the embedding backward's sort),
+    // used only inside one op on the stream, so consecutive ops share it. Ops that need more
+    // than this split their work (each op's comment says how).
+    void *scratch;
     size_t scratch_bytes;
-    void *host_scratch;      // pinned host mirror of scratch
+    void *host_scratch;      // pinned host memory that reductions copy their result into
+    size_t host_scratch_bytes;
 } mc_cuda_t;
 
 static inline const mc_cuda_t *mc_cuda(const mc_backend_t *be) { return (const mc_cuda_t *)be->impl; }
@@ -40,11 +48,104 @@ extern "C" void mc_cuda_die(const char *what, cudaError_t e, const char *file, i
 // After a kernel launch: launch configuration errors surface here, execution errors at the
 // next synchronizing call.
 #define MC_CUDA_LAUNCHED() MC_CUDA_CHECK(cudaGetLastError())
+// An op called with a type it does not take (a bug of the caller): one line, then the job ends.
+extern "C" __attribute__((noreturn)) void mc_cuda_bad_dtype(const char *op, mc_dtype_t dt);
 
 static inline unsigned mc_cuda_blocks(long n, int threads)
 {
     long b = (n + threads - 1) / threads;
     return (unsigned)(b < 1 ? 1 : b > 65535L * 32 ? 65535L * 32 : b);
 }
+
+// ---- the ops (kernels/backend.h documents each); one file per concern ----
+
+// backend_cuda.cu: memory ops, the table
+// gemm.cu: cuBLASLt, its plan cache, and the fallback kernel
+// Sets up cuBLASLt on c (handle, workspace): 0, or -1 with one line in err.
+int mc_cuda_gemm_init(mc_cuda_t *c, char *err, size_t n);
+void mc_cuda_gemm(const mc_backend_t *be, int transa, int transb, int M, int N, int K, float alpha,
+                  const float *A, int lda, const float *B, int ldb, float beta, float *C, int ldc);
+// One matmul in cuBLAS's column-major terms (kernels/cuda/gemm_map.h derives them from the
+// row-major ops): D[m,n] = alpha * op(A) op(B) + beta * D (+ bias[m] broadcast over columns
+// when bias is not NULL; bias has D's type). A and B of type ab, D of type d; fp32 compute.
+typedef struct {
+    int opa, opb, m, n, k;
+    const void *A;
+    int lda;
+    const void *B;
+    int ldb;
+    void *D;
+    int ldd;
+    const void *bias;
+    float alpha, beta;
+    mc_dtype_t ab, d;
+} mc_cuda_matmul_t;
+void mc_cuda_matmul(const mc_backend_t *be, const mc_cuda_matmul_t *g);
+// The row-major product r (gemm_map.h): C = alpha * op(A) op(B) + beta * C (+ bias[N] added to
+// every row when bias is not NULL). A and B of type ab, C (and bias) of type c. Every dimension
+// of r must be positive.
+void mc_cuda_matmul_rowmajor(const mc_backend_t *be, mc_rowmajor_gemm_t r, const void *A, const void *B, void *C,
+                             mc_dtype_t ab, mc_dtype_t c, float alpha, float beta, const void *bias);
+
+// convert.cu
+void mc_cuda_convert(const mc_backend_t *be, void *dst, mc_dtype_t ddt, const void *src, mc_dtype_t sdt, long n);
+
+// linear.cu
+void mc_cuda_linear_forward(const mc_backend_t *be, mc_dtype_t dt, void *out, const void *in, const void *W,
+                            const void *bias, int N, int in_f, int out_f);
+void mc_cuda_linear_backward(const mc_backend_t *be, mc_dtype_t dt, mc_dtype_t gdt, void *din, void *dW,
+                             void *dbias, const void *dout, const void *in, const void *W, int N, int in_f,
+                             int out_f);
+
+// embedding.cu
+void mc_cuda_embedding_forward(const mc_backend_t *be, mc_dtype_t dt, void *out, const int32_t *tokens,
+                               const int32_t *positions, const void *wte, const void *wpe, int S, int B, int H,
+                               int vocab_start, int V);
+void mc_cuda_embedding_backward(const mc_backend_t *be, mc_dtype_t dt, mc_dtype_t gdt, void *dwte, void *dwpe,
+                                const void *dout, const int32_t *tokens, const int32_t *positions, int S, int B,
+                                int H, int vocab_start, int V);
+
+// layernorm.cu
+void mc_cuda_layernorm_forward(const mc_backend_t *be, mc_dtype_t dt, void *out, float *mean, float *rstd,
+                               const void *x, const void *w, const void *b, int N, int C, float eps);
+void mc_cuda_layernorm_backward_acc(const mc_backend_t *be, mc_dtype_t dt, mc_dtype_t gdt, void *dx, void *dw,
+                                    void *db, const void *dout, const void *x, const void *w, const float *mean,
+                                    const float *rstd, int N, int C);
+
+// gelu.cu
+void mc_cuda_gelu_forward(const mc_backend_t *be, mc_dtype_t dt, void *out, const void *x, long n, int tanh_approx);
+void mc_cuda_gelu_backward(const mc_backend_t *be, mc_dtype_t dt, void *dx, const void *dout, const void *x, long n,
+                           int tanh_approx);
+
+// dropout.cu
+void mc_cuda_dropout_forward(const mc_backend_t *be, mc_dtype_t dt, void *out, const void *x, const mc_dropout_t *d,
+                             int d0, int B, int inner, int d0_offset, int inner_full, int inner_offset);
+void mc_cuda_dropout_backward(const mc_backend_t *be, mc_dtype_t dt, void *dx, const void *dout,
+                              const mc_dropout_t *d, int d0, int B, int inner, int d0_offset, int inner_full,
+                              int inner_offset);
+
+// cross_entropy.cu
+void mc_cuda_ce_max(const mc_backend_t *be, mc_dtype_t dt, float *rowmax, const void *logits, int N, int V);
+void mc_cuda_ce_sums(const mc_backend_t *be, mc_dtype_t dt, float *sumexp, float *target_logit, const void *logits,
+                     const float *rowmax, const int32_t *targets, int S, int B, int V, int vocab_start);
+void mc_cuda_ce_loss(const mc_backend_t *be, float *losses, const float *rowmax, const float *sumexp,
+                     const float *target_logit, int S, int B);
+void mc_cuda_ce_backward(const mc_backend_t *be, mc_dtype_t dt, void *dlogits, const void *logits,
+                         const float *rowmax, const float *sumexp, const int32_t *targets, const float *dloss, int S,
+                         int B, int V, int vocab_start);
+
+// elementwise.cu
+void mc_cuda_add(const mc_backend_t *be, mc_dtype_t dt, void *out, const void *a, const void *b, long n);
+void mc_cuda_add_inplace(const mc_backend_t *be, mc_dtype_t dt, void *acc, const void *x, long n);
+void mc_cuda_scale(const mc_backend_t *be, mc_dtype_t dt, void *x, float s, long n);
+
+// reduce.cu
+double mc_cuda_sumsq(const mc_backend_t *be, mc_dtype_t dt, const void *x, long n);
+long mc_cuda_count_zeros(const mc_backend_t *be, mc_dtype_t dt, const void *x, long n);
+int mc_cuda_has_nonfinite(const mc_backend_t *be, mc_dtype_t dt, const void *x, long n);
+
+// adam.cu
+void mc_cuda_adam_step(const mc_backend_t *be, float *p, const float *g, float *m, float *v, long n, float lr,
+                       float beta1, float beta2, float eps, float wd, int step);
 
 #endif

@@ -1,0 +1,297 @@
+// GEMMs through cuBLASLt: the table's fp32 gemm, and mc_cuda_matmul, the one entry the linear
+// layer uses for every precision (fp32, bf16, fp16 operands; fp32, bf16 or fp16 output).
+//
+// Precision: the compute type is always CUBLAS_COMPUTE_32F: exact fp32 arithmetic for fp32
+// operands (no TF32: the table's fp32 results are compared with OpenBLAS to fp32 summation
+// error), fp32 accumulation for 16-bit operands, one rounding of the output (alpha * acc +
+// beta * C + bias is formed in fp32, then stored in D's type).
+//
+// Plans: descriptors, layouts and the heuristic's algorithm are kept per shape, type, epilogue
+// and pointer alignment (a small cache; the shapes of a training run repeat every micro-batch).
+// When cuBLASLt offers no algorithm for a shape, a plain kernel of this file computes it
+// (correct, slow; the environment variable MC_CUDA_GEMM=fallback forces it, to compare the two
+// on a GPU).
+#include <cublasLt.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernels/cuda/common.cuh"
+#include "kernels/cuda/gemm_map.h"
+
+extern "C" {
+#include "cli/error.h"
+}
+
+#define MC_CUBLAS_CHECK(call, what_fmt, ...)                                                            \
+    do {                                                                                               \
+        cublasStatus_t mc_s_ = (call);                                                                 \
+        if (mc_s_ != CUBLAS_STATUS_SUCCESS)                                                            \
+            mc_fatal("cuBLASLt error in %s (%s:%d): %s; " what_fmt, #call, __FILE__, __LINE__,         \
+                     cublasLtGetStatusString(mc_s_), __VA_ARGS__);                                     \
+    } while (0)
+
+// 32 MiB: what cuBLAS documents for Hopper's kernels (split-K and stream-K use it).
+enum { GEMM_WORKSPACE_BYTES = 32 << 20 };
+
+int mc_cuda_gemm_init(mc_cuda_t *c, char *err, size_t n)
+{
+    cublasLtHandle_t h;
+    cublasStatus_t s = cublasLtCreate(&h);
+    if (s != CUBLAS_STATUS_SUCCESS) {
+        snprintf(err, n, "CUDA device %d: cannot start cuBLASLt: %s", c->device, cublasLtGetStatusString(s));
+        return -1;
+    }
+    cudaError_t e = cudaMalloc(&c->gemm_workspace, GEMM_WORKSPACE_BYTES);
+    if (e != cudaSuccess) {
+        (void)cudaGetLastError();
+        cublasLtDestroy(h);
+        snprintf(err, n, "CUDA device %d: cannot allocate the cuBLASLt workspace: %s", c->device,
+                 cudaGetErrorString(e));
+        return -1;
+    }
+    c->cublaslt = (void *)h;
+    c->gemm_workspace_bytes = GEMM_WORKSPACE_BYTES;
+    return 0;
+}
+
+static cudaDataType_t cuda_type(mc_dtype_t dt)
+{
+    switch (dt) {
+    case MC_DT_F32: return CUDA_R_32F;
+    case MC_DT_BF16: return CUDA_R_16BF;
+    case MC_DT_F16: return CUDA_R_16F;
+    default: mc_cuda_bad_dtype("matmul", dt);
+    }
+    return CUDA_R_32F;
+}
+
+// The largest power of two (at most 256) dividing the address: what cuBLASLt's alignment
+// preferences ask for. NULL counts as fully aligned.
+static uint32_t align_of(const void *p)
+{
+    const uintptr_t a = (uintptr_t)p;
+    if (!a) return 256;
+    uint32_t al = 1;
+    while (al < 256 && (a & (2 * al - 1)) == 0) al *= 2;
+    return al;
+}
+
+// ---- plan cache ----
+typedef struct {
+    int opa, opb, m, n, k, lda, ldb, ldd;
+    int ab, d, bias;
+    uint32_t al_a, al_b, al_d, al_bias;
+} plan_key_t;
+
+typedef struct {
+    plan_key_t key;
+    int used;
+    int has_algo; // 0: cuBLASLt offered none, use the fallback kernel
+    cublasLtMatmulDesc_t desc;
+    cublasLtMatrixLayout_t la, lb, ld;
+    cublasLtMatmulAlgo_t algo;
+} plan_t;
+
+enum { PLANS = 128 };
+static plan_t g_plans[PLANS];
+static int g_next_evict;
+
+static void plan_destroy(plan_t *p)
+{
+    if (!p->used) return;
+    cublasLtMatrixLayoutDestroy(p->la);
+    cublasLtMatrixLayoutDestroy(p->lb);
+    cublasLtMatrixLayoutDestroy(p->ld);
+    cublasLtMatmulDescDestroy(p->desc);
+    p->used = 0;
+}
+
+#define SHAPE_FMT "m %d n %d k %d, ops %d/%d, ld %d/%d/%d, %s x %s -> %s%s"
+#define SHAPE_ARGS(g)                                                                                         \
+    (g)->m, (g)->n, (g)->k, (g)->opa, (g)->opb, (g)->lda, (g)->ldb, (g)->ldd, mc_dtype_name((g)->ab),          \
+        mc_dtype_name((g)->ab), mc_dtype_name((g)->d), (g)->bias ? " + bias" : ""
+
+static plan_t *plan_get(const mc_cuda_t *c, const mc_cuda_matmul_t *g)
+{
+    plan_key_t k;
+    memset(&k, 0, sizeof(k)); // padding too: keys are compared with memcmp
+    k.opa = g->opa, k.opb = g->opb, k.m = g->m, k.n = g->n, k.k = g->k;
+    k.lda = g->lda, k.ldb = g->ldb, k.ldd = g->ldd;
+    k.ab = (int)g->ab, k.d = (int)g->d, k.bias = g->bias != NULL;
+    k.al_a = align_of(g->A), k.al_b = align_of(g->B), k.al_d = align_of(g->D), k.al_bias = align_of(g->bias);
+    for (int i = 0; i < PLANS; i++)
+        if (g_plans[i].used && memcmp(&g_plans[i].key, &k, sizeof(k)) == 0) return &g_plans[i];
+
+    int slot = -1;
+    for (int i = 0; i < PLANS && slot < 0; i++)
+        if (!g_plans[i].used) slot = i;
+    if (slot < 0) { // full: evict round-robin (a run uses far fewer shapes than PLANS)
+        slot = g_next_evict;
+        g_next_evict = (g_next_evict + 1) % PLANS;
+        plan_destroy(&g_plans[slot]);
+    }
+    plan_t *p = &g_plans[slot];
+    memset(p, 0, sizeof(*p));
+    p->key = k;
+
+    const cudaDataType_t tab = cuda_type(g->ab), td = cuda_type(g->d);
+    MC_CUBLAS_CHECK(cublasLtMatmulDescCreate(&p->desc, CUBLAS_COMPUTE_32F, CUDA_R_32F), SHAPE_FMT, SHAPE_ARGS(g));
+    const int32_t opa = g->opa ? CUBLAS_OP_T : CUBLAS_OP_N, opb = g->opb ? CUBLAS_OP_T : CUBLAS_OP_N;
+    MC_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_TRANSA, &opa, sizeof(opa)),
+                    SHAPE_FMT, SHAPE_ARGS(g));
+    MC_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_TRANSB, &opb, sizeof(opb)),
+                    SHAPE_FMT, SHAPE_ARGS(g));
+    if (g->bias) {
+        const uint32_t epi = CUBLASLT_EPILOGUE_BIAS;
+        const int32_t bt = td;
+        MC_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof(epi)),
+                        SHAPE_FMT, SHAPE_ARGS(g));
+        MC_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bt, sizeof(bt)),
+                        SHAPE_FMT, SHAPE_ARGS(g));
+        // the heuristic reads the pointer's alignment; each call sets its own pointer again
+        MC_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &g->bias,
+                                                       sizeof(g->bias)),
+                        SHAPE_FMT, SHAPE_ARGS(g));
+    }
+    // stored matrices, column-major: A is (opa ? k x m : m x k), B is (opb ? n x k : k x n)
+    const uint64_t a_rows = g->opa ? g->k : g->m, a_cols = g->opa ? g->m : g->k;
+    const uint64_t b_rows = g->opb ? g->n : g->k, b_cols = g->opb ? g->k : g->n;
+    MC_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p->la, tab, a_rows, a_cols, g->lda), SHAPE_FMT, SHAPE_ARGS(g));
+    MC_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p->lb, tab, b_rows, b_cols, g->ldb), SHAPE_FMT, SHAPE_ARGS(g));
+    MC_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p->ld, td, (uint64_t)g->m, (uint64_t)g->n, g->ldd), SHAPE_FMT,
+                    SHAPE_ARGS(g));
+    p->used = 1;
+
+    cublasLtMatmulPreference_t pref;
+    MC_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref), SHAPE_FMT, SHAPE_ARGS(g));
+    const uint64_t ws = c->gemm_workspace_bytes;
+    MC_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof(ws)),
+                    SHAPE_FMT, SHAPE_ARGS(g));
+    const cublasLtMatmulPreferenceAttributes_t al_attr[4] = {
+        CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
+        CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES};
+    const uint32_t al_val[4] = {k.al_a, k.al_b, k.al_d, k.al_d};
+    for (int i = 0; i < 4; i++)
+        MC_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, al_attr[i], &al_val[i], sizeof(al_val[i])),
+                        SHAPE_FMT, SHAPE_ARGS(g));
+    cublasLtMatmulHeuristicResult_t res;
+    int count = 0;
+    memset(&res, 0, sizeof(res));
+    const cublasStatus_t hs = cublasLtMatmulAlgoGetHeuristic((cublasLtHandle_t)c->cublaslt, p->desc, p->la, p->lb,
+                                                             p->ld, p->ld, pref, 1, &res, &count);
+    cublasLtMatmulPreferenceDestroy(pref);
+    if (hs == CUBLAS_STATUS_SUCCESS && count > 0 && res.state == CUBLAS_STATUS_SUCCESS) {
+        p->algo = res.algo;
+        p->has_algo = 1;
+    } else if (hs != CUBLAS_STATUS_SUCCESS && hs != CUBLAS_STATUS_NOT_SUPPORTED) {
+        mc_fatal("cuBLASLt error in cublasLtMatmulAlgoGetHeuristic (%s:%d): %s; " SHAPE_FMT, __FILE__, __LINE__,
+                 cublasLtGetStatusString(hs), SHAPE_ARGS(g));
+    }
+    return p;
+}
+
+// ---- fallback: one thread per output element, fp32 accumulation in k order ----
+// Column-major, cuBLAS's definition: op(A)[i,p] = opa ? A[p + i*lda] : A[i + p*lda],
+// op(B)[p,j] = opb ? B[j + p*ldb] : B[p + j*ldb], D[i + j*ldd]. beta == 0 never reads D.
+template <typename TAB, typename TD>
+static __global__ void k_gemm_fallback(int opa, int opb, int m, int n, int k, float alpha, const TAB *A, int lda, const TAB *B,
+                                int ldb, float beta, TD *D, int ldd, const TD *bias)
+{
+    for (long j = blockIdx.y * (long)blockDim.y + threadIdx.y; j < n; j += (long)gridDim.y * blockDim.y)
+        for (long i = blockIdx.x * (long)blockDim.x + threadIdx.x; i < m; i += (long)gridDim.x * blockDim.x) {
+            float acc = 0.0f;
+            for (long p = 0; p < k; p++) {
+                const float a = mc_to_f32(opa ? A[p + i * lda] : A[i + p * lda]);
+                const float b = mc_to_f32(opb ? B[j + p * ldb] : B[p + j * ldb]);
+                acc += a * b;
+            }
+            float v = alpha * acc;
+            if (beta != 0.0f) v += beta * mc_to_f32(D[i + j * ldd]);
+            if (bias) v += mc_to_f32(bias[i]);
+            D[i + j * ldd] = mc_from_f32<TD>(v);
+        }
+}
+
+static void matmul_fallback(const mc_backend_t *be, const mc_cuda_matmul_t *g)
+{
+    const dim3 threads(16, 16);
+    const dim3 blocks((unsigned)((g->m + 15) / 16 < 65535 ? (g->m + 15) / 16 : 65535),
+                      (unsigned)((g->n + 15) / 16 < 65535 ? (g->n + 15) / 16 : 65535));
+    MC_CUDA_DISPATCH(g->ab, TAB, "matmul",
+                     MC_CUDA_DISPATCH(g->d, TD, "matmul",
+                                      k_gemm_fallback<TAB, TD><<<blocks, threads, 0, mc_cuda_stream(be)>>>(
+                                          g->opa, g->opb, g->m, g->n, g->k, g->alpha, (const TAB *)g->A, g->lda,
+                                          (const TAB *)g->B, g->ldb, g->beta, (TD *)g->D, g->ldd,
+                                          (const TD *)g->bias)))
+    MC_CUDA_LAUNCHED();
+}
+
+static bool fallback_forced(void)
+{
+    const char *s = getenv("MC_CUDA_GEMM");
+    return s && strcmp(s, "fallback") == 0;
+}
+
+void mc_cuda_matmul(const mc_backend_t *be, const mc_cuda_matmul_t *g)
+{
+    if (g->m <= 0 || g->n <= 0 || g->k <= 0)
+        mc_fatal("internal error: matmul with an empty dimension (m %d n %d k %d) reached cuBLASLt", g->m, g->n, g->k);
+    if (fallback_forced()) {
+        matmul_fallback(be, g);
+        return;
+    }
+    const mc_cuda_t *c = mc_cuda(be);
+    plan_t *p = plan_get(c, g);
+    if (!p->has_algo) {
+        matmul_fallback(be, g);
+        return;
+    }
+    if (g->bias)
+        MC_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &g->bias,
+                                                       sizeof(g->bias)),
+                        SHAPE_FMT, SHAPE_ARGS(g));
+    MC_CUBLAS_CHECK(cublasLtMatmul((cublasLtHandle_t)c->cublaslt, p->desc, &g->alpha, g->A, p->la, g->B, p->lb,
+                                   &g->beta, g->D, p->ld, g->D, p->ld, &p->algo, c->gemm_workspace,
+                                   c->gemm_workspace_bytes, mc_cuda_stream(be)),
+                    SHAPE_FMT, SHAPE_ARGS(g));
+}
+
+void mc_cuda_matmul_rowmajor(const mc_backend_t *be, mc_rowmajor_gemm_t r, const void *A, const void *B, void *C,
+                             mc_dtype_t ab, mc_dtype_t c, float alpha, float beta, const void *bias)
+{
+    const mc_colmajor_gemm_t cm = mc_gemm_to_colmajor(r);
+    mc_cuda_matmul_t g;
+    memset(&g, 0, sizeof(g));
+    g.opa = cm.opa, g.opb = cm.opb, g.m = cm.m, g.n = cm.n, g.k = cm.k;
+    g.A = B, g.lda = cm.lda; // cuBLAS's first operand is our B, its second our A (gemm_map.h)
+    g.B = A, g.ldb = cm.ldb;
+    g.D = C, g.ldd = cm.ldd;
+    g.bias = bias; // one value per row of the column-major D = per column of our C
+    g.alpha = alpha, g.beta = beta;
+    g.ab = ab, g.d = c;
+    mc_cuda_matmul(be, &g);
+}
+
+// C = beta * C on an M x N row-major block (the K = 0 product); beta == 0 writes zeros without
+// reading C, as BLAS does.
+static __global__ void k_scale_rows(float *C, int M, int N, int ldc, float beta)
+{
+    const long total = (long)M * N;
+    for (long t = blockIdx.x * (long)blockDim.x + threadIdx.x; t < total; t += (long)gridDim.x * blockDim.x) {
+        float *c = C + (t / N) * ldc + t % N;
+        *c = beta == 0.0f ? 0.0f : beta * *c;
+    }
+}
+
+void mc_cuda_gemm(const mc_backend_t *be, int transa, int transb, int M, int N, int K, float alpha, const float *A,
+                  int lda, const float *B, int ldb, float beta, float *C, int ldc)
+{
+    if (M <= 0 || N <= 0) return;
+    if (K <= 0) {
+        k_scale_rows<<<mc_cuda_ew_blocks((long)M * N), MC_EW_THREADS, 0, mc_cuda_stream(be)>>>(C, M, N, ldc, beta);
+        MC_CUDA_LAUNCHED();
+        return;
+    }
+    const mc_rowmajor_gemm_t r = {transa, transb, M, N, K, lda, ldb, ldc};
+    mc_cuda_matmul_rowmajor(be, r, A, B, C, MC_DT_F32, MC_DT_F32, alpha, beta, NULL);
+}

@@ -1,0 +1,62 @@
+// The linear layer (torch Linear, W [out, in]) on cuBLASLt, every precision with fp32
+// accumulation (gemm.cu). The three products and how each maps onto cuBLAS's column-major
+// GEMM are derived in gemm_map.h (mc_linear_*_gemm) and checked on the CPU by
+// test/unit/test_cuda_gemm_map.c.
+//  forward:  out = in @ W^T + bias, the bias added in cuBLASLt's BIAS epilogue (fp32, before the
+//            one rounding of out).
+//  backward: din = dout @ W (skipped when din is NULL), type dt;
+//            dW += dout^T @ in with beta = 1 on dW of type gdt (cuBLASLt takes 16-bit A/B with an
+//            fp32 C/D, so an fp32 gradient buffer is accumulated in place, Megatron's gradient
+//            accumulation fusion);
+//            dbias += column sums of dout: a deterministic two-pass reduction in double
+//            (colsum.cuh), rounded as the CPU does: to fp32, then once to gdt.
+#include "kernels/cuda/colsum.cuh"
+
+// out[n, j] = bias[j] (or 0): the product with in_f = 0.
+template <typename T> static __global__ void k_fill_bias(T *out, const T *bias, int N, int out_f)
+{
+    const long total = (long)N * out_f;
+    for (long t = blockIdx.x * (long)blockDim.x + threadIdx.x; t < total; t += (long)gridDim.x * blockDim.x)
+        out[t] = bias ? bias[t % out_f] : mc_from_f32<T>(0.0f);
+}
+
+void mc_cuda_linear_forward(const mc_backend_t *be, mc_dtype_t dt, void *out, const void *in, const void *W,
+                            const void *bias, int N, int in_f, int out_f)
+{
+    if (N <= 0 || out_f <= 0) return;
+    if (in_f <= 0) {
+        MC_CUDA_DISPATCH(dt, T, "linear_forward",
+                         k_fill_bias<T><<<mc_cuda_ew_blocks((long)N * out_f), MC_EW_THREADS, 0, mc_cuda_stream(be)>>>(
+                             (T *)out, (const T *)bias, N, out_f))
+        MC_CUDA_LAUNCHED();
+        return;
+    }
+    mc_cuda_matmul_rowmajor(be, mc_linear_forward_gemm(N, in_f, out_f), in, W, out, dt, dt, 1.0f, 0.0f, bias);
+}
+
+// dbias[c] += sum over rows of dout[r, c]
+template <typename T, typename TG> struct dbias_sum {
+    const T *dout;
+    TG *dbias;
+    int C;
+    __device__ void terms(long r, int c, double (&t)[1]) const { t[0] = (double)mc_to_f32(dout[r * C + c]); }
+    __device__ void finish(int c, const double (&s)[1]) const
+    {
+        dbias[c] = mc_from_f32<TG>((float)((double)mc_to_f32(dbias[c]) + s[0]));
+    }
+};
+
+void mc_cuda_linear_backward(const mc_backend_t *be, mc_dtype_t dt, mc_dtype_t gdt, void *din, void *dW,
+                             void *dbias, const void *dout, const void *in, const void *W, int N, int in_f,
+                             int out_f)
+{
+    if (in_f <= 0 || out_f <= 0 || N <= 0) return; // no rows: nothing to accumulate, din is empty
+    if (din) mc_cuda_matmul_rowmajor(be, mc_linear_dgrad_gemm(N, in_f, out_f), dout, W, din, dt, dt, 1.0f, 0.0f, NULL);
+    mc_cuda_matmul_rowmajor(be, mc_linear_wgrad_gemm(N, in_f, out_f), dout, in, dW, dt, gdt, 1.0f, 1.0f, NULL);
+    if (dbias) {
+        MC_CUDA_DISPATCH(dt, T, "linear_backward",
+                         MC_CUDA_DISPATCH(gdt, TG, "linear_backward",
+                                          dbias_sum<T, TG> f = {(const T *)dout, (TG *)dbias, out_f};
+                                          mc_cuda_colsum<1>(be, f, N, out_f)))
+    }
+}

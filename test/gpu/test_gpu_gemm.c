@@ -1,0 +1,217 @@
+/* The CUDA backend's gemm and linear layer (cuBLASLt, and the fallback kernel) against the CPU
+ * backend (OpenBLAS), fp32/bf16/fp16, odd sizes, padded leading dimensions, alpha/beta, "+="
+ * into the gradient buffers, NULL optional outputs, empty dimensions.
+ *
+ * Tolerance of a product (per element): a sum of K fp32 products, in any order, is within
+ * (K + 1) * 2^-24 * sum|terms| of the exact value (standard error bound of recursive or tree
+ * summation, first order), so two implementations differ by at most twice that:
+ *     |gpu - cpu| <= 2 (K + 2) 2^-24 (|alpha| sum_k |a||b| + |beta||c| + |bias|)
+ * (K + 2 covers the beta*C and bias additions); sum |terms| is computed by the CPU backend on
+ * the absolute values. A 16-bit output adds one unit of its last place (gpu_test.h). A wrong
+ * transposition or operand gives errors of the size of the values themselves, far above it. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include "test/gpu/gpu_test.h"
+
+#define U24 5.9604644775390625e-8 /* 2^-24 */
+
+static float *abs_f32(mc_dtype_t dt, const void *h, long n)
+{
+    float *a = calloc((size_t)n + 1, sizeof(float));
+    assert_non_null(a);
+    for (long i = 0; i < n; i++) a[i] = fabsf(mc_load_f32(h, dt, i));
+    return a;
+}
+
+/* bound[i] = 2 (K + 2) 2^-24 s[i] (with 1% for the bound's own rounding) */
+static double *bound_from(const float *s, long n, long K)
+{
+    double *b = calloc((size_t)n + 1, sizeof(double));
+    assert_non_null(b);
+    for (long i = 0; i < n; i++) b[i] = 2.0 * (double)(K + 2) * U24 * (double)s[i] * 1.01;
+    return b;
+}
+
+/* ---- gemm (fp32) ---- */
+
+static void gemm_case(const mc_backend_t *be, int ta, int tb, int M, int N, int K, int pad, float alpha, float beta)
+{
+    const int a_rows = ta ? K : M, a_cols = ta ? M : K, b_rows = tb ? N : K, b_cols = tb ? K : N;
+    const int lda = (a_cols > 0 ? a_cols : 1) + pad, ldb = (b_cols > 0 ? b_cols : 1) + pad, ldc = (N > 0 ? N : 1) + pad;
+    const long na = (long)a_rows * lda, nb = (long)b_rows * ldb, nc = (long)M * ldc;
+    float *A = host_rand(MC_DT_F32, na, -1, 1), *B = host_rand(MC_DT_F32, nb, -1, 1);
+    float *C0 = host_rand(MC_DT_F32, nc, -1, 1), *C = host_copy(C0, MC_DT_F32, nc);
+    float *dA = dev_put(be, A, MC_DT_F32, na), *dB = dev_put(be, B, MC_DT_F32, nb), *dC = dev_put(be, C0, MC_DT_F32, nc);
+    cpu->gemm(cpu, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+    be->gemm(be, ta, tb, M, N, K, alpha, dA, lda, dB, ldb, beta, dC, ldc);
+    float *got = dev_get(be, dC, MC_DT_F32, nc);
+    /* the bound: |alpha| |A| |B| + |beta| |C0| */
+    float *aA = abs_f32(MC_DT_F32, A, na), *aB = abs_f32(MC_DT_F32, B, nb), *aC = abs_f32(MC_DT_F32, C0, nc);
+    cpu->gemm(cpu, ta, tb, M, N, K, fabsf(alpha), aA, lda, aB, ldb, fabsf(beta), aC, ldc);
+    double *bound = bound_from(aC, nc, K);
+    char what[160];
+    snprintf(what, sizeof(what), "gemm ta %d tb %d M %d N %d K %d pad %d alpha %g beta %g", ta, tb, M, N, K, pad,
+             (double)alpha, (double)beta);
+    check_close_b(what, MC_DT_F32, got, C, nc, 0.0, 0.0, bound);
+    /* the padding columns of C are never written */
+    for (long i = 0; i < M; i++)
+        for (int j = N; j < ldc; j++)
+            if (memcmp(&got[i * ldc + j], &C0[i * ldc + j], sizeof(float)) != 0)
+                fail_msg("%s: padding element (%ld, %d) was written", what, i, j);
+    be->free(be, dA), be->free(be, dB), be->free(be, dC);
+    free(A), free(B), free(C0), free(C), free(got), free(aA), free(aB), free(aC), free(bound);
+}
+
+static void gemm_all(const mc_backend_t *be)
+{
+    static const int sizes[][4] = {
+        /* M, N, K, pad */
+        {37, 53, 29, 0}, {64, 128, 256, 3}, {1, 1, 1, 0}, {130, 7, 300, 5}, {5, 300, 2, 1}, {257, 129, 65, 0},
+    };
+    for (int ta = 0; ta <= 1; ta++)
+        for (int tb = 0; tb <= 1; tb++)
+            for (size_t s = 0; s < sizeof(sizes) / sizeof(sizes[0]); s++) {
+                gemm_case(be, ta, tb, sizes[s][0], sizes[s][1], sizes[s][2], sizes[s][3], 1.0f, 0.0f);
+                gemm_case(be, ta, tb, sizes[s][0], sizes[s][1], sizes[s][2], sizes[s][3], 0.5f, -1.5f);
+            }
+    /* K = 0: C = beta C (beta = 0 writes zeros); M or N = 0: nothing */
+    gemm_case(be, 0, 0, 9, 11, 0, 2, 1.0f, 0.0f);
+    gemm_case(be, 1, 1, 9, 11, 0, 2, 1.0f, 2.0f);
+    gemm_case(be, 0, 1, 0, 11, 5, 1, 1.0f, 1.0f);
+    gemm_case(be, 1, 0, 9, 0, 5, 1, 1.0f, 1.0f);
+}
+
+static void test_gemm(void **state)
+{
+    (void)state;
+    const mc_backend_t *be;
+    GPU_BACKEND_OR_SKIP(be);
+    gemm_all(be);
+}
+
+static void test_gemm_fallback(void **state)
+{
+    (void)state;
+    const mc_backend_t *be;
+    GPU_BACKEND_OR_SKIP(be);
+    setenv("MC_CUDA_GEMM", "fallback", 1);
+    gemm_all(be);
+    unsetenv("MC_CUDA_GEMM");
+}
+
+/* ---- linear ---- */
+
+static void linear_forward_case(const mc_backend_t *be, mc_dtype_t dt, int N, int in_f, int out_f, int with_bias)
+{
+    const long ni = (long)N * in_f, nw = (long)out_f * in_f, no = (long)N * out_f;
+    void *in = host_rand(dt, ni, -1, 1), *W = host_rand(dt, nw, -0.5, 0.5), *b = host_rand(dt, out_f, -1, 1);
+    void *out = host_rand(dt, no, -9, 9); /* overwritten */
+    void *din = dev_put(be, in, dt, ni), *dW = dev_put(be, W, dt, nw), *db = dev_put(be, b, dt, out_f),
+         *dout = dev_put(be, out, dt, no);
+    cpu->linear_forward(cpu, dt, out, in, W, with_bias ? b : NULL, N, in_f, out_f);
+    be->linear_forward(be, dt, dout, din, dW, with_bias ? db : NULL, N, in_f, out_f);
+    void *got = dev_get(be, dout, dt, no);
+    float *ain = abs_f32(dt, in, ni), *aW = abs_f32(dt, W, nw), *ab = abs_f32(dt, b, out_f);
+    float *s = calloc((size_t)no + 1, sizeof(float));
+    assert_non_null(s);
+    cpu->linear_forward(cpu, MC_DT_F32, s, ain, aW, with_bias ? ab : NULL, N, in_f, out_f);
+    double *bound = bound_from(s, no, in_f);
+    char what[128];
+    snprintf(what, sizeof(what), "linear_forward N %d in %d out %d%s", N, in_f, out_f, with_bias ? " + bias" : "");
+    if (in_f == 0) check_exact(what, dt, got, out, no); /* bias rows or zeros */
+    else check_close_b(what, dt, got, out, no, 0.0, 0.0, bound);
+    be->free(be, din), be->free(be, dW), be->free(be, db), be->free(be, dout);
+    free(in), free(W), free(b), free(out), free(got), free(ain), free(aW), free(ab), free(s), free(bound);
+}
+
+static void linear_backward_case(const mc_backend_t *be, mc_dtype_t dt, mc_dtype_t gdt, int N, int in_f, int out_f,
+                                 int with_din, int with_dbias)
+{
+    const long ni = (long)N * in_f, nw = (long)out_f * in_f, no = (long)N * out_f;
+    void *in = host_rand(dt, ni, -1, 1), *W = host_rand(dt, nw, -0.5, 0.5), *go = host_rand(dt, no, -1, 1);
+    void *gi = host_rand(dt, ni, -9, 9);                                          /* overwritten */
+    void *gW = host_rand(gdt, nw, -1, 1), *gb = host_rand(gdt, out_f, -1, 1);    /* accumulated onto */
+    void *gW0 = host_copy(gW, gdt, nw), *gb0 = host_copy(gb, gdt, out_f);
+    void *d_in = dev_put(be, in, dt, ni), *d_W = dev_put(be, W, dt, nw), *d_go = dev_put(be, go, dt, no),
+         *d_gi = dev_put(be, gi, dt, ni), *d_gW = dev_put(be, gW, gdt, nw), *d_gb = dev_put(be, gb, gdt, out_f);
+    cpu->linear_backward(cpu, dt, gdt, with_din ? gi : NULL, gW, with_dbias ? gb : NULL, go, in, W, N, in_f, out_f);
+    be->linear_backward(be, dt, gdt, with_din ? d_gi : NULL, d_gW, with_dbias ? d_gb : NULL, d_go, d_in, d_W, N, in_f,
+                        out_f);
+    void *got_i = dev_get(be, d_gi, dt, ni), *got_W = dev_get(be, d_gW, gdt, nw), *got_b = dev_get(be, d_gb, gdt, out_f);
+    /* bounds from the absolute values */
+    float *a_in = abs_f32(dt, in, ni), *a_W = abs_f32(dt, W, nw), *a_go = abs_f32(dt, go, no);
+    float *s_i = calloc((size_t)ni + 1, sizeof(float)), *s_W = abs_f32(gdt, gW0, nw);
+    assert_non_null(s_i);
+    cpu->linear_backward(cpu, MC_DT_F32, MC_DT_F32, s_i, s_W, NULL, a_go, a_in, a_W, N, in_f, out_f);
+    double *b_i = bound_from(s_i, ni, out_f), *b_W = bound_from(s_W, nw, N);
+    char what[160];
+    snprintf(what, sizeof(what), "linear_backward N %d in %d out %d gdt %s%s%s", N, in_f, out_f, mc_dtype_name(gdt),
+             with_din ? "" : " (no din)", with_dbias ? "" : " (no dbias)");
+    if (with_din) check_close_b(what, dt, got_i, gi, ni, 0.0, 0.0, b_i);
+    else check_exact(what, dt, got_i, gi, ni); /* untouched */
+    check_close_b(what, gdt, got_W, gW, nw, 0.0, 0.0, b_W);
+    /* dbias: column sums in double on both sides, rounded to fp32 (then gdt): at most one fp32
+     * ulp apart (two doubles a few double ulps apart can round to neighbouring floats) */
+    if (with_dbias) check_close(what, gdt, got_b, gb, out_f, 1e-9, F32_EPS);
+    else check_exact(what, gdt, got_b, gb0, out_f);
+    be->free(be, d_in), be->free(be, d_W), be->free(be, d_go), be->free(be, d_gi), be->free(be, d_gW),
+        be->free(be, d_gb);
+    free(in), free(W), free(go), free(gi), free(gW), free(gb), free(gW0), free(gb0), free(got_i), free(got_W),
+        free(got_b), free(a_in), free(a_W), free(a_go), free(s_i), free(s_W), free(b_i), free(b_W);
+}
+
+static void linear_all(const mc_backend_t *be)
+{
+    static const int sizes[][3] = {{21, 11, 13}, {64, 256, 96}, {5, 1, 3}, {300, 64, 200}, {7, 129, 33}};
+    for (int t = 0; t < 3; t++) {
+        const mc_dtype_t dt = GPU_TYPES[t];
+        for (size_t s = 0; s < sizeof(sizes) / sizeof(sizes[0]); s++) {
+            const int N = sizes[s][0], in_f = sizes[s][1], out_f = sizes[s][2];
+            linear_forward_case(be, dt, N, in_f, out_f, 1);
+            linear_forward_case(be, dt, N, in_f, out_f, 0);
+            for (int g = 0; g < (dt == MC_DT_F32 ? 1 : 2); g++) {
+                const mc_dtype_t gdt = g ? MC_DT_F32 : dt; /* 16-bit grads, then fp32 main grads */
+                linear_backward_case(be, dt, gdt, N, in_f, out_f, 1, 1);
+                linear_backward_case(be, dt, gdt, N, in_f, out_f, 0, 0);
+            }
+        }
+        /* empty dimensions: in_f = 0 gives the bias (or zeros); N = 0 leaves dW and dbias */
+        linear_forward_case(be, dt, 6, 0, 5, 1);
+        linear_forward_case(be, dt, 6, 0, 5, 0);
+        linear_forward_case(be, dt, 0, 4, 5, 1);
+        linear_backward_case(be, dt, MC_DT_F32, 0, 4, 5, 1, 1);
+    }
+}
+
+static void test_linear(void **state)
+{
+    (void)state;
+    const mc_backend_t *be;
+    GPU_BACKEND_OR_SKIP(be);
+    linear_all(be);
+}
+
+static void test_linear_fallback(void **state)
+{
+    (void)state;
+    const mc_backend_t *be;
+    GPU_BACKEND_OR_SKIP(be);
+    setenv("MC_CUDA_GEMM", "fallback", 1);
+    linear_all(be);
+    unsetenv("MC_CUDA_GEMM");
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_gemm),
+        cmocka_unit_test(test_gemm_fallback),
+        cmocka_unit_test(test_linear),
+        cmocka_unit_test(test_linear_fallback),
+    };
+    return cmocka_run_group_tests(tests, gpu_setup, NULL);
+}
