@@ -47,9 +47,12 @@ endif
 endif
 NVCCFLAGS := -O3 -std=c++17 -I. -Xcompiler -Wall -Werror all-warnings \
              -gencode arch=compute_90a,code=sm_90a -gencode arch=compute_80,code=sm_80
+# NCCL (parallel/comm_nccl.c): headers and library under NCCL_HOME (CUDA_HOME by default, where
+# the CUDA 13 wheels put it: include/ and lib/).
 ifeq ($(CUDA),1)
-CFLAGS  += -DMC_WITH_CUDA=1 -I$(CUDA_HOME)/include
-LDLIBS  += -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcudart -lcublasLt -lcublas -lstdc++
+CFLAGS  += -DMC_WITH_CUDA=1 -I$(CUDA_HOME)/include -I$(NCCL_HOME)/include
+LDLIBS  += -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcudart -lcublasLt -lcublas \
+           -L$(NCCL_HOME)/lib -Wl,-rpath,$(NCCL_HOME)/lib -lnccl -lstdc++
 CU_SRC  := $(wildcard kernels/cuda/*.cu)
 endif
 

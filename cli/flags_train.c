@@ -384,8 +384,9 @@ const mc_flag_t mc_flags_train[] = {
      .help = "If not set, use scatter/gather to optimize communication of tensors in pipeline."},
     {.name = "--distributed-backend", DIST, CHOICE("nccl", "mpi", "gloo"),
      FIELD(distributed_backend), .def = "nccl",
-     ONLY("the cpu backend runs MPI collectives for either choice (NCCL needs the cuda backend, "
-          "not implemented yet); gloo is not implemented", "nccl", "mpi"),
+     ONLY("nccl: NCCL on the cuda backend, MPI on the cpu backend (its tensors are in host memory); "
+          "mpi: MPI, with the cuda backend's device buffers staged through pinned host memory (ranks "
+          "may then share a GPU); gloo is not implemented", "nccl", "mpi"),
      .help = "Which backend to use for distributed training."},
     {.name = "--distributed-timeout-minutes", DIST, INT, .def = "10", GE(1),
      FIELD(distributed_timeout_minutes),

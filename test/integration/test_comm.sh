@@ -3,7 +3,10 @@
 # every collective with exact values on the world, pair, strided, partial (n = 0 on some ranks),
 # first/last and one-rank groups, asynchronous use, chunked big buffers and volume counters; p2p
 # batches (ring, pipeline patterns, both directions with one peer, mixed with collectives in
-# flight, zero elements, several MB); single-rank (no launcher) and under mpirun -np 2, 4, 8.
+# flight, zero elements, several MB); device buffers staged through host memory (a fake device
+# the process cannot touch: every collective kind in and out of place, in flight, p2p); the
+# PMIx exchange that shares NCCL's unique ids; single-rank (no launcher) and under mpirun -np 2,
+# 4, 8.
 # Then the failure paths: a rank that dies, one that hangs past the timeout and one that calls
 # mc_fatal must each end the whole job within 30 s, with a non-zero status and a message naming
 # the rank, also while a peer waits for it in a p2p batch; and the single-rank communicator
