@@ -175,13 +175,14 @@ static void nccl_abort(mc_comm_t *c, int code) { end_job((nccl_comm_t *)c, code,
 
 /* ---- the watchdog ---- */
 
-static void check_dead(nccl_comm_t *nc, const int *ranks, int n, const char *what, const char *group)
+/* during: "all-reduce on the dp group", "setting up the NCCL communicator of the tp group" */
+static void check_dead(nccl_comm_t *nc, const int *ranks, int n, const char *during)
 {
     for (int i = 0; i < n; i++) {
         int m = ranks[i];
         if (m < 0 || m >= nc->pub.size || !nc->watch[m] || !mc_pid_dead(nc->rt->pids[m])) continue;
-        die(nc, "rank %d (pid %d on host %s) died during %s on the %s group; aborting the job", m,
-            (int)nc->rt->pids[m], nc->rt->hosts[m], what, group);
+        die(nc, "rank %d (pid %d on host %s) died during %s; aborting the job", m, (int)nc->rt->pids[m],
+            nc->rt->hosts[m], during);
     }
 }
 
@@ -204,8 +205,10 @@ static bool watch_flight(nccl_comm_t *nc, const flight_t *f, double since, doubl
         die(nc, "NCCL reported an error during %s on the %s group of %d ranks: %s (%s)", f->what, f->group->name,
             f->group->size, ncclGetErrorString(async), nccl_detail(group_nccl(f->group)));
     if (now >= *next_check) {
-        if (f->n_peers) check_dead(nc, f->peers, f->n_peers, f->what, f->group->name);
-        else check_dead(nc, f->group->members, f->group->size, f->what, f->group->name);
+        char during[160];
+        snprintf(during, sizeof(during), "%s on the %s group", f->what, f->group->name);
+        if (f->n_peers) check_dead(nc, f->peers, f->n_peers, during);
+        else check_dead(nc, f->group->members, f->group->size, during);
         *next_check = now + LIVENESS_PERIOD_S;
     }
     return false;
@@ -220,7 +223,7 @@ static void watch_guard(nccl_comm_t *nc, const char *what, double t0, double tim
             "expected)",
             timeout_s, what);
     if (now >= *next_check) {
-        for (int r = 0; r < nc->pub.size; r++) check_dead(nc, &r, 1, what, "world");
+        for (int r = 0; r < nc->pub.size; r++) check_dead(nc, &r, 1, what);
         *next_check = now + LIVENESS_PERIOD_S;
     }
 }
@@ -333,7 +336,10 @@ static void block_until(nccl_comm_t *nc, int64_t t)
         if (e == cudaSuccess) return;
         if (e != cudaErrorNotReady)
             die(nc, "CUDA error during %s on the %s group: %s", f->what, f->group->name, cudaGetErrorString(e));
-        if (polls > 64) sched_yield();
+        /* spin briefly (small collectives), then yield, then nap (a barrier may wait for a rank
+         * that writes a checkpoint) */
+        if (polls > 100000) nanosleep(&(struct timespec){.tv_nsec = 200000}, NULL);
+        else if (polls > 64) sched_yield();
     }
 }
 
