@@ -65,7 +65,10 @@ int mc_p2p_peer(const mc_coll_t *o, int i)
 
 const char *mc_coll_what(const mc_coll_t *o, char *buf, size_t n)
 {
-    if (o->kind != MC_COLL_P2P_BATCH) return mc_coll_name(o->kind);
+    if (o->kind != MC_COLL_P2P_BATCH) {
+        snprintf(buf, n, "%s", mc_coll_name(o->kind));
+        return buf;
+    }
     size_t len = (size_t)snprintf(buf, n, "p2p with rank%s", mc_p2p_peer(o, 1) >= 0 ? "s" : "");
     for (int i = 0, r; len < n && (r = mc_p2p_peer(o, i)) >= 0; i++) {
         if (i == 8) {

@@ -166,7 +166,8 @@ void mc_coll_validate(const mc_comm_t *c, const mc_coll_t *op);
 /* The world rank of the i-th distinct peer of a p2p batch (i counts distinct peers), or -1. */
 int mc_p2p_peer(const mc_coll_t *op, int i);
 
-/* The collective for messages: "all-reduce", "p2p with rank 3", "p2p with ranks 1, 3". */
+/* The collective for messages, written into buf and returned: "all-reduce", "p2p with rank 3",
+ * "p2p with ranks 1, 3". */
 const char *mc_coll_what(const mc_coll_t *op, char *buf, size_t n);
 
 /* group_new's argument check (mc_fatal): ascending world ranks below world_size that include

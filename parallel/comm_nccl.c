@@ -95,7 +95,7 @@ typedef struct {
 
     /* Staging of host buffers (caller only). */
     void *stage, *host_stage;
-    size_t stage_cap;
+    size_t stage_cap, stage_min; /* stage_min: STAGE_BYTES, or MC_NCCL_STAGE_BYTES (tests: pieces) */
     int32_t *barrier_word; /* device: a barrier is an all-reduce of it (it stays 0) */
 
     bool *watch;         /* per world rank: a peer whose pid we can check */
@@ -110,6 +110,14 @@ static nccl_comm_t *g_nccl; /* for mc_fatal's abort hook */
 static ncclComm_t group_nccl(const mc_group_t *g) { return ((const group_impl_t *)g->impl)->nccl; }
 
 /* ---- dying ---- */
+
+/* Once the job is ending, a thread that would go on (aborted collectives complete) waits to be
+ * ended with the process instead. */
+static void stop_if_dying(void)
+{
+    if (atomic_load(&g_dying))
+        for (;;) pause();
+}
 
 /* Aborts every communicator, then the job, from either thread; a second thread that gets here
  * waits for the first to end the job. */
@@ -289,6 +297,7 @@ static void guard_end(nccl_comm_t *nc)
  * communication stream after the compute stream's work so far. */
 static int64_t begin(nccl_comm_t *nc)
 {
+    stop_if_dying();
     pthread_mutex_lock(&nc->mu);
     while (nc->issued - nc->completed >= RING) pthread_cond_wait(&nc->space, &nc->mu);
     pthread_mutex_unlock(&nc->mu);
@@ -331,9 +340,13 @@ static void block_until(nccl_comm_t *nc, int64_t t)
         pthread_mutex_lock(&nc->mu);
         bool done = nc->completed >= t; /* then the slot may hold a later ticket: do not query it */
         pthread_mutex_unlock(&nc->mu);
+        stop_if_dying();
         if (done) return;
         cudaError_t e = cudaEventQuery(f->done);
-        if (e == cudaSuccess) return;
+        if (e == cudaSuccess) {
+            stop_if_dying(); /* complete because the watchdog aborted it */
+            return;
+        }
         if (e != cudaErrorNotReady)
             die(nc, "CUDA error during %s on the %s group: %s", f->what, f->group->name, cudaGetErrorString(e));
         /* spin briefly (small collectives), then yield, then nap (a barrier may wait for a rank
@@ -446,7 +459,7 @@ static bool host_op(nccl_comm_t *nc, const mc_coll_t *o)
 static void ensure_stage(nccl_comm_t *nc, size_t bytes)
 {
     if (bytes <= nc->stage_cap) return;
-    size_t cap = bytes > STAGE_BYTES ? bytes : STAGE_BYTES;
+    size_t cap = bytes > nc->stage_min ? bytes : nc->stage_min;
     if (nc->stage) CK(nc, cudaFree(nc->stage));
     if (nc->host_stage) CK(nc, cudaFreeHost(nc->host_stage));
     nc->stage = nc->host_stage = NULL, nc->stage_cap = 0;
@@ -559,6 +572,7 @@ static void nccl_wait(mc_comm_t *c, mc_req_t req)
     bool done = nc->completed >= req; /* then its slot may hold a later ticket */
     pthread_mutex_unlock(&nc->mu);
     if (!done) CK(nc, cudaStreamWaitEvent(nc->compute, nc->ring[(req - 1) % RING].done, 0));
+    stop_if_dying();
 }
 
 /* ---- groups ---- */
@@ -783,6 +797,8 @@ mc_comm_t *mc_comm_nccl(mc_runtime_t *rt, const struct mc_backend *be, double ti
         .impl = nc,
     };
     nc->rt = rt;
+    const char *stage = getenv("MC_NCCL_STAGE_BYTES");
+    nc->stage_min = stage && atol(stage) > 0 ? (size_t)atol(stage) : STAGE_BYTES;
     pthread_mutex_init(&nc->mu, NULL);
     pthread_cond_init(&nc->work, NULL);
     pthread_cond_init(&nc->space, NULL);
