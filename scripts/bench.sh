@@ -33,17 +33,7 @@ LOG_INTERVAL=10
 SMOKE=${BENCH_SMOKE:-0}
 OUT=$(mktemp -d /tmp/mc-bench.XXXXXX)
 
-gpus() {
-    if [ "${CUDA_VISIBLE_DEVICES+set}" = set ] && { [ -z "$CUDA_VISIBLE_DEVICES" ] || [ "$CUDA_VISIBLE_DEVICES" = -1 ]; }; then
-        echo 0
-    elif command -v nvidia-smi >/dev/null 2>&1; then
-        nvidia-smi -L 2>/dev/null | grep -c '^GPU '
-    else
-        echo 0
-    fi
-}
-
-if [ "$SMOKE" != 1 ] && [ "$(gpus)" -eq 0 ]; then
+if [ "$SMOKE" != 1 ] && [ "$("$ROOT/scripts/visible-gpus.sh")" -eq 0 ]; then
     echo "bench.sh: no GPU visible (nvidia-smi -L lists none, or CUDA_VISIBLE_DEVICES hides them); nothing measured"
     rmdir "$OUT"
     exit 0

@@ -62,17 +62,7 @@ CHECKS=("build (make WERROR=1 tests)" "GPU op tests (test_gpu_*)"
         "dp=2, distributed optimizer, on two GPUs (--distributed-backend nccl)"
         "compute-sanitizer memcheck of a short run")
 
-visible_gpus() {
-    if [ "${CUDA_VISIBLE_DEVICES+set}" = set ] && { [ -z "$CUDA_VISIBLE_DEVICES" ] || [ "$CUDA_VISIBLE_DEVICES" = -1 ]; }; then
-        echo 0
-    elif command -v nvidia-smi >/dev/null 2>&1; then
-        nvidia-smi -L 2>/dev/null | grep -c '^GPU '
-    else
-        echo 0
-    fi
-}
-
-GPUS=$(visible_gpus)
+GPUS=$("$ROOT/scripts/visible-gpus.sh")
 if [ "$DEVICE" = cuda ] && [ "$GPUS" -eq 0 ]; then
     echo "# no GPU visible (nvidia-smi -L lists none, or CUDA_VISIBLE_DEVICES hides them): nothing to test"
     for c in "${CHECKS[@]}"; do skip "$c" "no GPU"; done
