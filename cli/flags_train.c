@@ -408,8 +408,8 @@ const mc_flag_t mc_flags_train[] = {
      .help = "If set, make sure the bucket size is divisible by a large power of 2 (2^16) to "
              "ensure NCCL collectives have high bus bandwidth at large DP counts."},
     {.name = "--ddp-average-in-collective", DIST, TRUE_IF_GIVEN, FIELD(ddp_average_in_collective),
-     IMPLEMENTED_NOTE("MPI has no average: the summed gradients are divided by dp after the "
-                      "collective"),
+     IMPLEMENTED_NOTE("NCCL averages in the collective (ncclAvg); MPI has no average: there the "
+                      "summed gradients are divided by dp after the collective"),
      .help = "If set, average directly in data-parallel communication collective."},
     {.name = "--overlap-param-gather", DIST, TRUE_IF_GIVEN, FIELD(overlap_param_gather), IMPLEMENTED,
      .help = "If set, overlap param all-gather in distributed optimizer."},
