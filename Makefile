@@ -47,9 +47,12 @@ endif
 endif
 NVCCFLAGS := -O3 -std=c++17 -I. -Xcompiler -Wall -Werror all-warnings \
              -gencode arch=compute_90a,code=sm_90a -gencode arch=compute_80,code=sm_80
+# NCCL (parallel/comm_nccl.c): headers and library under NCCL_HOME (CUDA_HOME by default, where
+# the CUDA 13 wheels put it: include/ and lib/).
 ifeq ($(CUDA),1)
-CFLAGS  += -DMC_WITH_CUDA=1 -I$(CUDA_HOME)/include
-LDLIBS  += -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcudart -lcublasLt -lcublas -lstdc++
+CFLAGS  += -DMC_WITH_CUDA=1 -I$(CUDA_HOME)/include -I$(NCCL_HOME)/include
+LDLIBS  += -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcudart -lcublasLt -lcublas \
+           -L$(NCCL_HOME)/lib -Wl,-rpath,$(NCCL_HOME)/lib -lnccl -lstdc++
 CU_SRC  := $(wildcard kernels/cuda/*.cu)
 endif
 
@@ -65,6 +68,15 @@ TEST_SUP_OBJ := $(TEST_SUPPORT:%.c=$(BUILD)/%.o)
 # Multi-rank test programs (run under mpirun by test/integration/*.sh), no cmocka.
 MPI_TEST_SRC := $(wildcard test/mpi/*.c)
 MPI_TEST_BIN := $(MPI_TEST_SRC:test/mpi/%.c=$(BUILD)/test/mpi/%)
+# test_comm_nccl: test/mpi/test_comm_mpi.c again, on the NCCL communicator over an emulated GPU
+# (test/fake/fake_cuda.c renames comm_nccl.c's CUDA and NCCL calls to an emulation on host memory
+# and MPI), so comm_nccl.c's logic is tested without a GPU. Needs only the CUDA and NCCL headers.
+FAKE_CUDA := $(and $(wildcard $(CUDA_HOME)/include/cuda_runtime_api.h),$(wildcard $(NCCL_HOME)/include/nccl.h))
+FAKE_CFLAGS := -DMC_WITH_CUDA=1 -DMC_TEST_FAKE_NCCL=1 -I$(CUDA_HOME)/include -I$(NCCL_HOME)/include \
+               -include test/fake/fake_cuda.h
+ifneq ($(FAKE_CUDA),)
+MPI_TEST_BIN += $(BUILD)/test/mpi/test_comm_nccl
+endif
 # GPU tests (test/gpu/test_gpu_*.c, cmocka): each CUDA op against the CPU op, reported skipped
 # where the build has no CUDA or no GPU is usable; test/run.sh runs them with the unit tests.
 GPU_TEST_SRC := $(wildcard test/gpu/test_gpu_*.c)
@@ -104,6 +116,12 @@ $(BUILD)/test/test_gpu_%: test/gpu/test_gpu_%.c $(LIB_OBJ) $(TEST_SUP_OBJ)
 $(BUILD)/test/mpi/%: test/mpi/%.c $(LIB_OBJ)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -MMD -MP $(LDFLAGS) -o $@ $^ $(LDLIBS)
+
+$(BUILD)/test/mpi/test_comm_nccl: test/mpi/test_comm_mpi.c test/fake/fake_cuda.c parallel/comm_nccl.c \
+                                  $(filter-out $(BUILD)/parallel/comm_nccl.o,$(LIB_OBJ)) \
+                                  $(wildcard test/fake/*.h parallel/*.h)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(FAKE_CFLAGS) $(LDFLAGS) -o $@ $(filter %.c %.o,$^) $(LDLIBS)
 
 $(BUILD)/test/tools/%: test/tools/%.c $(LIB_OBJ)
 	@mkdir -p $(dir $@)

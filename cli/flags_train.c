@@ -394,8 +394,9 @@ const mc_flag_t mc_flags_train[] = {
      .help = "If not set, use scatter/gather to optimize communication of tensors in pipeline."},
     {.name = "--distributed-backend", DIST, CHOICE("nccl", "mpi", "gloo"),
      FIELD(distributed_backend), .def = "nccl",
-     ONLY("the cpu backend runs MPI collectives for either choice (NCCL needs the cuda backend, "
-          "not implemented yet); gloo is not implemented", "nccl", "mpi"),
+     ONLY("nccl: NCCL on the cuda backend, MPI on the cpu backend (its tensors are in host memory); "
+          "mpi: MPI, with the cuda backend's device buffers staged through pinned host memory (ranks "
+          "may then share a GPU); gloo is not implemented", "nccl", "mpi"),
      .help = "Which backend to use for distributed training."},
     {.name = "--distributed-timeout-minutes", DIST, INT, .def = "10", GE(1),
      FIELD(distributed_timeout_minutes),
@@ -417,8 +418,8 @@ const mc_flag_t mc_flags_train[] = {
      .help = "If set, make sure the bucket size is divisible by a large power of 2 (2^16) to "
              "ensure NCCL collectives have high bus bandwidth at large DP counts."},
     {.name = "--ddp-average-in-collective", DIST, TRUE_IF_GIVEN, FIELD(ddp_average_in_collective),
-     IMPLEMENTED_NOTE("MPI has no average: the summed gradients are divided by dp after the "
-                      "collective"),
+     IMPLEMENTED_NOTE("NCCL averages in the collective (ncclAvg); MPI has no average: there the "
+                      "summed gradients are divided by dp after the collective"),
      .help = "If set, average directly in data-parallel communication collective."},
     {.name = "--overlap-param-gather", DIST, TRUE_IF_GIVEN, FIELD(overlap_param_gather), IMPLEMENTED,
      .help = "If set, overlap param all-gather in distributed optimizer."},

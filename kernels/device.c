@@ -1,11 +1,15 @@
 #include <cblas.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cli/error.h"
 #include "kernels/device.h"
 
 #ifdef MC_WITH_CUDA
+#include <cuda_runtime_api.h>
+#include <nccl.h>
 /* kernels/cuda/device.cu */
 int mc_cuda_probe_device_count(void);
 int mc_cuda_runtime_version(void);
@@ -26,28 +30,142 @@ const char *mc_build_description(void)
 {
     static char buf[128];
 #ifdef MC_WITH_CUDA
-    int v = mc_cuda_runtime_version();
-    snprintf(buf, sizeof(buf), "CUDA %d.%d (sm_90a, sm_80); CUDA backend not implemented yet",
-             v / 1000, (v % 1000) / 10);
+    int v = mc_cuda_runtime_version(), nv = 0;
+    if (ncclGetVersion(&nv) != ncclSuccess) nv = 0;
+    snprintf(buf, sizeof(buf), "CUDA %d.%d (sm_90a, sm_80), NCCL %d.%d.%d", v / 1000, (v % 1000) / 10,
+             nv / 10000, nv / 100 % 100, nv % 100);
 #else
     snprintf(buf, sizeof(buf), "CPU only (built without CUDA)");
 #endif
     return buf;
 }
 
-const mc_backend_t *mc_backend_select(const char *device, int cpu_threads, char *why, size_t n)
+/* ---- the op table ---- */
+
+#define OP(f) {#f, offsetof(mc_backend_t, f)}
+static const struct {
+    const char *name;
+    size_t offset;
+} OPS[] = {
+    OP(alloc), OP(free), OP(memcpy_h2d), OP(memcpy_d2h), OP(memcpy_d2d), OP(memset0), OP(synchronize),
+    OP(convert), OP(gemm), OP(linear_forward), OP(linear_backward), OP(embedding_forward),
+    OP(embedding_backward), OP(layernorm_forward), OP(layernorm_backward_acc), OP(gelu_forward),
+    OP(gelu_backward), OP(dropout_forward), OP(dropout_backward), OP(attention_forward),
+    OP(attention_backward), OP(attention_sizes), OP(ce_max), OP(ce_sums), OP(ce_loss), OP(ce_backward),
+    OP(add), OP(add_inplace), OP(scale), OP(sumsq), OP(count_zeros), OP(has_nonfinite), OP(adam_step),
+};
+#undef OP
+
+int mc_backend_op_count(void) { return (int)(sizeof(OPS) / sizeof(OPS[0])); }
+
+const char *mc_backend_op_name(int i, size_t *offset)
+{
+    if (i < 0 || i >= mc_backend_op_count()) return NULL;
+    if (offset) *offset = OPS[i].offset;
+    return OPS[i].name;
+}
+
+const char *mc_backend_missing_op(const mc_backend_t *be)
+{
+    for (int i = 0; i < mc_backend_op_count(); i++) {
+        void (*fn)(void);
+        memcpy(&fn, (const char *)be + OPS[i].offset, sizeof(fn));
+        if (!fn) return OPS[i].name;
+    }
+    return NULL;
+}
+
+/* ---- GPUs per rank ---- */
+
+int mc_gpu_for_rank(int local_rank, int gpus) { return gpus > 0 && local_rank >= 0 ? local_rank % gpus : 0; }
+
+int mc_ranks_per_gpu(int local_rank, int local_size, int gpus)
+{
+    if (gpus <= 0 || local_size <= 0) return 1;
+    int d = mc_gpu_for_rank(local_rank, gpus), n = 0;
+    for (int r = 0; r < local_size; r++) n += r % gpus == d;
+    return n > 0 ? n : 1;
+}
+
+int mc_backend_memory(const mc_backend_t *be, double *free_bytes, double *total_bytes)
+{
+#ifdef MC_WITH_CUDA
+    if (strcmp(be->name, "cuda") == 0) {
+        size_t f = 0, t = 0;
+        if (cudaSetDevice(mc_cuda_backend_device(be)) != cudaSuccess || cudaMemGetInfo(&f, &t) != cudaSuccess) {
+            (void)cudaGetLastError();
+            return -1;
+        }
+        *free_bytes = (double)f, *total_bytes = (double)t;
+        return 0;
+    }
+#endif
+    double phys = (double)sysconf(_SC_PHYS_PAGES) * (double)sysconf(_SC_PAGESIZE);
+    if (!(phys > 0)) return -1;
+    *free_bytes = *total_bytes = phys;
+    return 0;
+}
+
+/* ---- selection ---- */
+
+#ifdef MC_WITH_CUDA
+/* The CUDA backend on this rank's GPU, or NULL with the reason in why_not. */
+static const mc_backend_t *start_cuda(int local_rank, int gpus, const char *asked, char *why, size_t n,
+                                      char *why_not, size_t wn)
+{
+    int dev = mc_gpu_for_rank(local_rank, gpus);
+    char err[256];
+    const mc_backend_t *be = mc_backend_cuda(dev, err, sizeof(err));
+    if (!be) {
+        snprintf(why_not, wn, "%s", err);
+        return NULL;
+    }
+    const char *op = mc_backend_missing_op(be);
+    if (op) {
+        snprintf(why_not, wn, "the CUDA backend's %s is not implemented yet", op);
+        return NULL;
+    }
+    struct cudaDeviceProp prop;
+    if (cudaGetDeviceProperties(&prop, dev) != cudaSuccess) {
+        (void)cudaGetLastError();
+        snprintf(prop.name, sizeof(prop.name), "?");
+        prop.totalGlobalMem = 0;
+    }
+    snprintf(why, n, "cuda (%s; this rank drives GPU %d of %d visible, local rank %d modulo %d: %s, %.1f GiB)", asked,
+             dev, gpus, local_rank, gpus, prop.name, (double)prop.totalGlobalMem / (1024.0 * 1024 * 1024));
+    return be;
+}
+#endif
+
+const mc_backend_t *mc_backend_select(const char *device, int cpu_threads, int local_rank, char *why, size_t n)
 {
     int gpus = mc_cuda_device_count();
-    char reason[160];
-    if (strcmp(device, "cuda") == 0)
-        mc_user_error("--device cuda: the CUDA backend is not implemented yet in megatron-c "
-                      "(%d GPU(s) visible; use --device cpu)", gpus);
-    if (strcmp(device, "cpu") == 0)
+    char reason[320] = "no CUDA device available";
+    if (strcmp(device, "cuda") == 0) {
+#ifdef MC_WITH_CUDA
+        if (gpus == 0)
+            mc_user_error("--device cuda: no CUDA device is visible to this process (check the driver and "
+                          "CUDA_VISIBLE_DEVICES, or use --device cpu)");
+        const mc_backend_t *be = start_cuda(local_rank, gpus, "requested by --device cuda", why, n, reason,
+                                            sizeof(reason));
+        if (!be) mc_user_error("--device cuda: %s (use --device cpu)", reason);
+        return be;
+#else
+        mc_user_error("--device cuda: this megatron-c was built without CUDA (build it where nvcc is found, "
+                      "or use --device cpu)");
+#endif
+    }
+    if (strcmp(device, "cpu") == 0) {
         snprintf(reason, sizeof(reason), "requested by --device cpu");
-    else if (gpus > 0)
-        snprintf(reason, sizeof(reason), "%d GPU(s) visible, but the CUDA backend is not implemented yet", gpus);
-    else
-        snprintf(reason, sizeof(reason), "no CUDA device available");
+    } else if (gpus > 0) {
+#ifdef MC_WITH_CUDA
+        char asked[64], why_not[256];
+        snprintf(asked, sizeof(asked), "--device auto: %d GPU(s) visible", gpus);
+        const mc_backend_t *be = start_cuda(local_rank, gpus, asked, why, n, why_not, sizeof(why_not));
+        if (be) return be;
+        snprintf(reason, sizeof(reason), "%d GPU(s) visible, but %s", gpus, why_not);
+#endif
+    }
     if (cpu_threads > 0) mc_cpu_set_threads(cpu_threads);
     snprintf(why, n, "cpu (%s; OpenBLAS with %d thread(s))", reason, openblas_get_num_threads());
     return mc_backend_cpu();

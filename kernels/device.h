@@ -6,10 +6,29 @@
 
 #include "kernels/backend.h"
 
-/* device: "auto", "cpu" or "cuda". Writes a one-line reason for the choice into why.
- * An impossible request (cuda without a GPU or without a CUDA build) is a user error.
- * cpu_threads > 0 sets the CPU backend's OpenBLAS thread count (--cpu-threads). */
-const mc_backend_t *mc_backend_select(const char *device, int cpu_threads, char *why, size_t n);
+/* device: "auto", "cpu" or "cuda". A rank drives the GPU numbered local_rank modulo the number
+ * of visible GPUs (mc_gpu_for_rank). Writes a one-line reason for the choice into why.
+ * "cuda" when it cannot be had (a build without CUDA, no visible GPU, a device that fails to
+ * start, or a CUDA backend whose op table is incomplete) is a user error; "auto" then falls back
+ * to the CPU and says why. cpu_threads > 0 sets the CPU backend's OpenBLAS thread count
+ * (--cpu-threads). */
+const mc_backend_t *mc_backend_select(const char *device, int cpu_threads, int local_rank, char *why, size_t n);
+
+/* The name of the first op of be's table that is NULL ("attention_forward"), or NULL when every
+ * op is there. The ops are listed in mc_backend_op_name's table, in the struct's order. */
+const char *mc_backend_missing_op(const mc_backend_t *be);
+/* Op i (0 <= i < mc_backend_op_count()) of the table: its name and offset in mc_backend_t. */
+int mc_backend_op_count(void);
+const char *mc_backend_op_name(int i, size_t *offset);
+
+/* The GPU a rank drives, local_rank modulo the visible count, and how many of the node's
+ * local_size ranks drive that same GPU (they share its memory). */
+int mc_gpu_for_rank(int local_rank, int gpus);
+int mc_ranks_per_gpu(int local_rank, int local_size, int gpus);
+
+/* Memory of the backend's device in bytes: free and total (CUDA: cudaMemGetInfo; CPU: physical
+ * memory, both). Returns 0, or -1 when unknown. */
+int mc_backend_memory(const mc_backend_t *be, double *free_bytes, double *total_bytes);
 
 /* OpenBLAS threads for the CPU backend. The data subcommands do no matrix work and set 1, so
  * OpenBLAS's idle thread pool does not spin on the cores their own workers need. */
@@ -19,7 +38,13 @@ void mc_cpu_set_threads(int n);
  * error (a CUDA build on a machine without a GPU). */
 int mc_cuda_device_count(void);
 
-/* "CPU only" or "CUDA <runtime version>, sm_90a/sm_80". */
+/* "CPU only" or "CUDA <runtime version>, sm_90a/sm_80, NCCL <version>". */
 const char *mc_build_description(void);
+
+#ifdef MC_WITH_CUDA
+/* The CUDA backend's device and compute stream (a cudaStream_t), kernels/cuda/handles.cu. */
+int mc_cuda_backend_device(const mc_backend_t *be);
+void *mc_cuda_backend_stream(const mc_backend_t *be);
+#endif
 
 #endif

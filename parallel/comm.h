@@ -1,13 +1,21 @@
 /* Collectives behind one interface (DESIGN decision 3). Implementations: single rank
- * (comm_single.c, every collective is the identity) and MPI (comm_mpi.c, host buffers); NCCL
- * fills the same table in the CUDA issue.
+ * (comm_single.c, every collective is the identity), MPI (comm_mpi.c, host buffers; device
+ * buffers of the cuda backend are staged through pinned host memory) and NCCL (comm_nccl.c, the
+ * cuda backend's device buffers; host buffers are staged through device memory).
  *
  * Every collective is described by an mc_coll_t and started with start(); wait() blocks until
  * it is complete. Collectives started on one communicator complete in the order they were
  * started (like a stream): a request is complete once wait() returned for it or for a later
  * one. Blocking calls are start+wait (the inline helpers below). Every wait is bounded by
- * timeout_s, and the MPI implementation notices dead peers on its node; either aborts the job
- * with a message naming the rank. Buffers are the backend's pointers (host memory here). */
+ * timeout_s, and the MPI and NCCL implementations notice dead peers on their node; either aborts
+ * the job with a message naming the rank. Buffers are the backend's pointers or host memory: the
+ * training loop all-reduces host scalars (losses, norms, flags) whatever the backend.
+ *
+ * On the cuda backend, collectives on device buffers are ordered with the backend's compute
+ * stream: a collective sees everything the compute stream did before start(), and after wait()
+ * everything enqueued on the compute stream sees its result (NCCL: the host may return from
+ * wait() before the GPU is done; reading device memory goes through the backend, which orders
+ * it). Collectives on host buffers are complete for the host when wait() returns. */
 #ifndef MC_PARALLEL_COMM_H
 #define MC_PARALLEL_COMM_H
 
@@ -16,7 +24,9 @@
 
 #include "kernels/dtype.h"
 
-typedef enum { MC_OP_SUM, MC_OP_MAX } mc_redop_t;
+/* MC_OP_AVG: the sum divided by the group size, in the collective (NCCL's ncclAvg); only on a
+ * communicator with has_avg. */
+typedef enum { MC_OP_SUM, MC_OP_MAX, MC_OP_AVG } mc_redop_t;
 typedef enum {
     MC_COLL_ALL_REDUCE,     /* recv[0..count) reduced in place over the group (send NULL) */
     MC_COLL_REDUCE_SCATTER, /* send[count*size] reduced; group rank r gets block r in recv[count].
@@ -78,11 +88,33 @@ typedef struct {
 typedef int64_t mc_req_t; /* a ticket; MC_REQ_DONE when the collective completed at start */
 #define MC_REQ_DONE ((mc_req_t)-1)
 
+/* Device memory a communicator may be handed (the cuda backend): how to tell it from host
+ * memory and how to copy it. comm_single and comm_mpi use it when mc_comm_t.devmem is set
+ * (comm_mpi stages device buffers through host memory with it); NULL: every buffer is host
+ * memory (the cpu backend). Copies are ordered after the work the backend enqueued before them;
+ * d2h and h2d return with the copy complete (src reusable, dst readable by the host); d2d may
+ * return before (it is ordered with the backend's later work). */
+typedef struct mc_devmem {
+    void *ctx;
+    int (*is_device)(void *ctx, const void *p);
+    void (*d2h)(void *ctx, void *dst, const void *src, size_t bytes);
+    void (*h2d)(void *ctx, void *dst, const void *src, size_t bytes);
+    void (*d2d)(void *ctx, void *dst, const void *src, size_t bytes);
+    void *(*host_alloc)(void *ctx, size_t bytes); /* pinned host memory; NULL on failure */
+    void (*host_free)(void *ctx, void *p);
+} mc_devmem_t;
+
+/* dst = src (bytes) for any pair of host and device buffers (memmove for two host buffers);
+ * dm may be NULL (host only). */
+void mc_comm_copy(const mc_devmem_t *dm, void *dst, const void *src, size_t bytes);
+
 typedef struct mc_comm {
-    const char *name; /* "single", "mpi" */
+    const char *name; /* "single", "mpi", "nccl" */
     int rank, size;
     mc_group_t *world;
     double timeout_s; /* bound on every wait (--distributed-timeout-minutes) */
+    int has_avg;      /* MC_OP_AVG is supported (NCCL) */
+    const mc_devmem_t *devmem; /* set before the first collective; see mc_devmem_t */
     /* Volume counters, per kind: calls and bytes of the larger of input and output per rank
      * (all-reduce: count; reduce-scatter and all-gather: count*size; broadcast: count); a p2p
      * batch is one call of the bytes this rank sends plus those it receives. */
@@ -113,8 +145,34 @@ mc_comm_t *mc_comm_single(void);
 struct mc_runtime;
 mc_comm_t *mc_comm_mpi(struct mc_runtime *rt, char *err, size_t n);
 
+#ifdef MC_WITH_CUDA
+/* The NCCL communicator over the runtime's world for the cuda backend `be` (its device and
+ * compute stream): one ncclComm per group, unique ids exchanged through the runtime (PMIx).
+ * timeout_s bounds communicator set-up and every collective. Returns NULL with one line in err
+ * when NCCL cannot start; ranks sharing a GPU are a user error (NCCL needs one GPU per rank). */
+struct mc_backend;
+mc_comm_t *mc_comm_nccl(struct mc_runtime *rt, const struct mc_backend *be, double timeout_s, char *err,
+                        size_t n);
+#endif
+
 /* Counts an op in c->calls/bytes and its group's; implementations call it from start(). */
 void mc_comm_count(mc_comm_t *c, const mc_coll_t *op);
+
+/* Caller errors of a collective that every implementation refuses (mc_fatal): unknown kind or
+ * type, no group, a root or p2p peer outside the group, a missing buffer, MC_OP_AVG where the
+ * communicator has none. */
+void mc_coll_validate(const mc_comm_t *c, const mc_coll_t *op);
+
+/* The world rank of the i-th distinct peer of a p2p batch (i counts distinct peers), or -1. */
+int mc_p2p_peer(const mc_coll_t *op, int i);
+
+/* The collective for messages, written into buf and returned: "all-reduce", "p2p with rank 3",
+ * "p2p with ranks 1, 3". */
+const char *mc_coll_what(const mc_coll_t *op, char *buf, size_t n);
+
+/* group_new's argument check (mc_fatal): ascending world ranks below world_size that include
+ * world_rank, or n = 0. */
+void mc_group_check_members(int world_rank, int world_size, const int *members, int n, const char *name);
 
 /* Blocking helpers. */
 static inline void mc_comm_run(mc_comm_t *c, const mc_coll_t *op) { c->wait(c, c->start(c, op)); }

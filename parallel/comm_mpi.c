@@ -1,5 +1,9 @@
 /* The MPI communicator (DESIGN decision 3): host buffers, collectives on one communication
- * thread per process.
+ * thread per process. With the cuda backend (pub.devmem set) device buffers are staged: start()
+ * copies them to pinned host memory after the compute stream's work (a synchronous copy), the
+ * collective runs on the copy, and wait() copies the results back before it returns, for every
+ * staged collective it completes (staging happens on the caller's thread only). Several ranks
+ * can so share one GPU.
  *
  * P2P batches (Megatron's batch_isend_irecv) are entries of the same queue: the comm thread
  * posts every MPI_Isend/MPI_Irecv of the batch, in the given order and with one tag, then polls
@@ -17,27 +21,25 @@
  * Errors: MPI returns error codes (MPI_ERRORS_RETURN) and we turn them into one line naming the
  * rank, then abort the job. The comm thread must not exit() (atexit handlers and MPI's own
  * finalisation could deadlock with the caller's thread), so it prints and calls MPI_Abort. */
-#include <errno.h>
-#include <fcntl.h>
 #include <limits.h>
 #include <mpi.h>
 #include <pthread.h>
 #include <sched.h>
-#include <signal.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "cli/clock.h"
 #include "cli/error.h"
 #include "parallel/comm.h"
+#include "parallel/liveness.h"
 #include "parallel/runtime.h"
+#include "parallel/staging.h"
 
 enum { QUEUE_CAP = 1024 };
 #define SPIN_TESTS        64 /* MPI_Test calls before yielding between polls; also how often
@@ -57,6 +59,21 @@ typedef struct {
 typedef struct {
     MPI_Comm comm;
 } group_impl_t;
+
+/* A block of pinned host memory that stages device buffers. */
+typedef struct {
+    void *p;
+    size_t cap;
+    bool busy;
+} pinned_t;
+
+/* A collective running on a stage: its regions go back to the device when it is waited. */
+typedef struct {
+    int64_t ticket;
+    int block; /* index into the pool */
+    mc_stage_region_t *r;
+    int nr;
+} staged_t;
 
 typedef struct {
     mc_comm_t pub; /* first: an mc_comm_t * is an mpi_comm_t * */
@@ -86,6 +103,14 @@ typedef struct {
     bool *watch;         /* per world rank: a peer whose pid we can check (same kernel and pid namespace) */
     mc_group_t **groups; /* live groups, freed at finalize */
     int ngroups, cap_groups;
+
+    /* Staging of device buffers (pub.devmem set), caller's thread only: the staged collectives
+     * whose results are not copied back yet, oldest first, and the pinned blocks. */
+    staged_t *staged;
+    int staged_head, n_staged, cap_staged;
+    pinned_t *pool;
+    int n_pool;
+    const mc_devmem_t *pool_dm; /* the devmem that allocated the pool (frees it at finalize) */
 } mpi_comm_t;
 
 static mpi_comm_t *g_mpi; /* for mc_fatal's abort hook */
@@ -116,32 +141,6 @@ static const char *mpi_errstr(int rc, char buf[MPI_MAX_ERROR_STRING])
     return buf;
 }
 
-/* The world rank of the i-th distinct peer of a p2p batch (i counts distinct peers), or -1. */
-static int p2p_peer(const mc_coll_t *o, int i)
-{
-    for (int k = 0; k < o->n_p2p; k++) {
-        bool seen = false;
-        for (int e = 0; e < k && !seen; e++) seen = o->p2p[e].peer == o->p2p[k].peer;
-        if (!seen && i-- == 0) return o->group->members[o->p2p[k].peer];
-    }
-    return -1;
-}
-
-/* The job for messages: "all-reduce", "p2p with rank 3", "p2p with ranks 1, 3". */
-static const char *job_what(const job_t *j, char *buf, size_t n)
-{
-    if (j->op.kind != MC_COLL_P2P_BATCH) return mc_coll_name(j->op.kind);
-    size_t len = (size_t)snprintf(buf, n, "p2p with rank%s", p2p_peer(&j->op, 1) >= 0 ? "s" : "");
-    for (int i = 0, r; len < n && (r = p2p_peer(&j->op, i)) >= 0; i++) {
-        if (i == 8) {
-            snprintf(buf + len, n - len, ", ...");
-            break;
-        }
-        len += (size_t)snprintf(buf + len, n - len, "%s %d", i ? "," : "", r);
-    }
-    return buf;
-}
-
 static void check_job_rc(mpi_comm_t *mc, const job_t *j, const char *call, int rc)
 {
     if (rc == MPI_SUCCESS) return;
@@ -149,7 +148,7 @@ static void check_job_rc(mpi_comm_t *mc, const job_t *j, const char *call, int r
     int cls = MPI_SUCCESS;
     MPI_Error_class(rc, &cls);
     bool mismatch = j->op.kind == MC_COLL_P2P_BATCH && cls == MPI_ERR_TRUNCATE;
-    comm_die(mc, "%s failed in %s on the %s group of %d ranks: %s%s", call, job_what(j, what, sizeof(what)),
+    comm_die(mc, "%s failed in %s on the %s group of %d ranks: %s%s", call, mc_coll_what(&j->op, what, sizeof(what)),
              j->op.group->name, j->op.group->size, mpi_errstr(rc, buf),
              mismatch ? " (a receive is shorter than the message matched to it: the ranks' p2p batches do "
                         "not match in order, count or type)"
@@ -178,32 +177,15 @@ static void runtime_abort_hook(int code) { mc_runtime_abort(mc_runtime(), code, 
 
 /* ---- liveness of peers on this node ---- */
 
-/* Dead: gone (ESRCH) or a zombie not yet reaped by its launcher. EPERM means alive. */
-static bool pid_dead(pid_t pid)
-{
-    if (kill(pid, 0) != 0) return errno == ESRCH;
-    char path[64], buf[512];
-    snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return false; /* just reaped: the next check sees ESRCH */
-    ssize_t k = read(fd, buf, sizeof(buf) - 1);
-    close(fd);
-    if (k <= 0) return false;
-    buf[k] = '\0';
-    /* "pid (comm) S ...": comm may hold spaces and parentheses, the state follows the last ')' */
-    char *p = strrchr(buf, ')');
-    return p && p[1] == ' ' && (p[2] == 'Z' || p[2] == 'X');
-}
-
 /* The peers a job waits on: the whole group for a collective, the distinct peers of a p2p batch. */
 static void check_peers(mpi_comm_t *mc, const job_t *j)
 {
     const mc_group_t *g = j->op.group;
     bool p2p = j->op.kind == MC_COLL_P2P_BATCH;
     for (int i = 0;; i++) {
-        int m = p2p ? p2p_peer(&j->op, i) : i < g->size ? g->members[i] : -1;
+        int m = p2p ? mc_p2p_peer(&j->op, i) : i < g->size ? g->members[i] : -1;
         if (m < 0) break;
-        if (!mc->watch[m] || !pid_dead(mc->rt->pids[m])) continue;
+        if (!mc->watch[m] || !mc_pid_dead(mc->rt->pids[m])) continue;
         comm_die(mc, "rank %d (pid %d on host %s) died during %s on the %s group; aborting the job", m,
                  (int)mc->rt->pids[m], mc->rt->hosts[m], mc_coll_name(j->op.kind), g->name);
     }
@@ -239,7 +221,7 @@ static void progress_all(mpi_comm_t *mc, const job_t *j, int n, MPI_Request *req
             comm_die(mc,
                      "timed out after %g s in %s on the %s group of %d ranks (a peer stopped responding; "
                      "raise --distributed-timeout-minutes if this is expected)",
-                     j->timeout_s, job_what(j, what, sizeof(what)), j->op.group->name, j->op.group->size);
+                     j->timeout_s, mc_coll_what(&j->op, what, sizeof(what)), j->op.group->name, j->op.group->size);
         if (t >= next_check) {
             check_peers(mc, j);
             next_check = t + LIVENESS_PERIOD_S;
@@ -463,48 +445,16 @@ static void *comm_thread(void *arg)
 
 /* ---- the caller's side ---- */
 
-static void validate_p2p(const mc_coll_t *o)
-{
-    if (o->n_p2p < 0 || (o->n_p2p > 0 && !o->p2p))
-        mc_fatal("p2p batch of %d operations on the %s group without its operations", o->n_p2p,
-                 o->group->name);
-    for (int i = 0; i < o->n_p2p; i++) {
-        const mc_p2p_t *p = &o->p2p[i];
-        const char *dir = p->is_send ? "send" : "receive";
-        if (p->peer < 0 || p->peer >= o->group->size)
-            mc_fatal("p2p %s with group rank %d on the %s group of %d ranks", dir, p->peer, o->group->name,
-                     o->group->size);
-        if (mc_dtype_size(p->dt) == 0) mc_fatal("p2p %s with unknown data type %d", dir, (int)p->dt);
-        if (p->count > 0 && !p->buf)
-            mc_fatal("p2p %s of %zu elements on the %s group without a buffer", dir, p->count,
-                     o->group->name);
-    }
-}
-
 /* Caller errors, reported on the caller's thread (mc_fatal aborts the job through the hook). */
-static void validate(const mc_coll_t *o)
+static void validate(const mc_comm_t *c, const mc_coll_t *o)
 {
-    const char *what = mc_coll_name(o->kind);
-    if ((unsigned)o->kind >= MC_COLL_KINDS) mc_fatal("unknown collective kind %d", (int)o->kind);
-    if (!o->group || !o->group->impl)
-        mc_fatal("%s started on no group (this rank is not in that group)", what);
-    if (o->kind == MC_COLL_P2P_BATCH) {
-        validate_p2p(o);
-        return;
-    }
-    if (mc_dtype_size(o->dt) == 0) mc_fatal("%s with unknown data type %d", what, (int)o->dt);
-    if (o->kind == MC_COLL_BROADCAST && (o->root < 0 || o->root >= o->group->size))
-        mc_fatal("broadcast from root %d on the %s group of %d ranks", o->root, o->group->name,
-                 o->group->size);
+    mc_coll_validate(c, o);
     bool rsag = o->kind == MC_COLL_REDUCE_SCATTER || o->kind == MC_COLL_ALL_GATHER;
-    if (o->count > 0 && (!o->recv || (rsag && !o->send)))
-        mc_fatal("%s of %zu elements on the %s group without a %s buffer", what, o->count, o->group->name,
-                 o->recv ? "send" : "receive");
     if (rsag && (o->count > RSAG_MAX_COUNT || o->count * (size_t)o->group->size > (size_t)INT_MAX))
         mc_fatal(
             "%s of %zu elements per rank on the %s group of %d ranks is more than the MPI backend "
             "moves in one call (%d per rank, %d in all; use --distributed-backend nccl or smaller buckets)",
-            what, o->count, o->group->name, o->group->size, RSAG_MAX_COUNT, INT_MAX);
+            mc_coll_name(o->kind), o->count, o->group->name, o->group->size, RSAG_MAX_COUNT, INT_MAX);
 }
 
 static void ensure_thread(mpi_comm_t *mc)
@@ -536,13 +486,107 @@ static mc_req_t enqueue(mpi_comm_t *mc, const mc_coll_t *op)
     return t;
 }
 
+/* ---- staging device buffers (the cuda backend under --distributed-backend mpi) ---- */
+
+/* A free pinned block of at least `bytes`, the smallest that fits, or a new one. Blocks are
+ * reused, not freed, until finalize: pinning memory is slow. */
+static int pool_get(mpi_comm_t *mc, size_t bytes, const mc_coll_t *op)
+{
+    int best = -1;
+    for (int i = 0; i < mc->n_pool; i++)
+        if (!mc->pool[i].busy && mc->pool[i].cap >= bytes && (best < 0 || mc->pool[i].cap < mc->pool[best].cap))
+            best = i;
+    if (best < 0) {
+        size_t cap = 4096;
+        while (cap < bytes) cap *= 2;
+        const mc_devmem_t *dm = mc->pub.devmem;
+        pinned_t *p = realloc(mc->pool, (size_t)(mc->n_pool + 1) * sizeof(*p));
+        void *block = p ? dm->host_alloc(dm->ctx, cap) : NULL;
+        if (p) mc->pool = p;
+        if (!block)
+            mc_fatal("out of pinned host memory staging a %zu-byte %s on the %s group", bytes,
+                     mc_coll_name(op->kind), op->group->name);
+        if (mc->pool_dm && mc->pool_dm != dm)
+            mc_fatal("the communicator's device memory changed while collectives were staged");
+        mc->pool_dm = dm;
+        best = mc->n_pool++;
+        mc->pool[best] = (pinned_t){.p = block, .cap = cap};
+    }
+    mc->pool[best].busy = true;
+    return best;
+}
+
+/* When some of op's buffers are device memory: copies them to a pinned stage (after the
+ * backend's compute so far: devmem's d2h orders itself), starts the collective there and
+ * returns true with its ticket. The results go back in stage_finish. */
+static bool stage_start(mpi_comm_t *mc, const mc_coll_t *op, mc_req_t *req)
+{
+    const mc_devmem_t *dm = mc->pub.devmem;
+    int nr = op->kind == MC_COLL_P2P_BATCH ? op->n_p2p : 2;
+    mc_stage_region_t *r = malloc((size_t)nr * sizeof(*r));
+    if (!r) mc_fatal("out of memory staging a %s", mc_coll_name(op->kind));
+    nr = mc_coll_regions(op, r);
+    bool any = false;
+    for (int k = 0; k < nr; k++) {
+        r[k].staged = r[k].bytes > 0 && dm->is_device(dm->ctx, r[k].ptr);
+        any |= r[k].staged;
+    }
+    if (!any) {
+        free(r);
+        return false;
+    }
+    int b = pool_get(mc, mc_stage_plan(r, nr), op);
+    char *block = mc->pool[b].p;
+    for (int k = 0; k < nr; k++)
+        if (r[k].staged && r[k].in) dm->d2h(dm->ctx, block + r[k].offset, r[k].ptr, r[k].bytes);
+    mc_coll_t on_stage;
+    mc_p2p_t *p2p = op->kind == MC_COLL_P2P_BATCH ? malloc((size_t)op->n_p2p * sizeof(*p2p)) : NULL;
+    if (op->kind == MC_COLL_P2P_BATCH && !p2p) mc_fatal("out of memory staging a p2p batch");
+    mc_stage_apply(op, r, block, &on_stage, p2p);
+    *req = enqueue(mc, &on_stage); /* copies the p2p operations */
+    free(p2p);
+    if (mc->staged_head + mc->n_staged == mc->cap_staged) {
+        if (mc->staged_head > 0) { /* reuse the consumed front */
+            memmove(mc->staged, mc->staged + mc->staged_head, (size_t)mc->n_staged * sizeof(*mc->staged));
+            mc->staged_head = 0;
+        }
+        if (mc->n_staged == mc->cap_staged) {
+            int cap = mc->cap_staged ? 2 * mc->cap_staged : 16;
+            staged_t *s = realloc(mc->staged, (size_t)cap * sizeof(*s));
+            if (!s) mc_fatal("out of memory staging a %s", mc_coll_name(op->kind));
+            mc->staged = s, mc->cap_staged = cap;
+        }
+    }
+    mc->staged[mc->staged_head + mc->n_staged++] = (staged_t){.ticket = *req, .block = b, .r = r, .nr = nr};
+    return true;
+}
+
+/* Collectives up to ticket `req` are complete: their staged results go back to the device, in
+ * the order they were started, before wait() returns. */
+static void stage_finish(mpi_comm_t *mc, mc_req_t req)
+{
+    const mc_devmem_t *dm = mc->pub.devmem;
+    while (mc->n_staged > 0 && mc->staged[mc->staged_head].ticket <= req) {
+        staged_t *s = &mc->staged[mc->staged_head];
+        const char *block = mc->pool[s->block].p;
+        for (int k = 0; k < s->nr; k++)
+            if (s->r[k].staged && s->r[k].out) dm->h2d(dm->ctx, s->r[k].ptr, block + s->r[k].offset, s->r[k].bytes);
+        mc->pool[s->block].busy = false;
+        free(s->r);
+        mc->staged_head++, mc->n_staged--;
+    }
+    if (mc->n_staged == 0) mc->staged_head = 0;
+}
+
 static mc_req_t mpi_start(mc_comm_t *c, const mc_coll_t *op)
 {
     mpi_comm_t *mc = (mpi_comm_t *)c;
-    validate(op);
+    validate(c, op);
     mc_comm_count(c, op);
     if (op->kind == MC_COLL_P2P_BATCH ? op->n_p2p == 0 : op->count == 0 && op->kind != MC_COLL_BARRIER)
         return MC_REQ_DONE;
+    mc_req_t req;
+    if (c->devmem && stage_start(mc, op, &req)) return req;
     return enqueue(mc, op);
 }
 
@@ -556,6 +600,7 @@ static void mpi_wait(mc_comm_t *c, mc_req_t req)
     while (!bad && mc->completed < req) pthread_cond_wait(&mc->done, &mc->mu);
     pthread_mutex_unlock(&mc->mu);
     if (bad) mc_fatal("wait on collective ticket %lld, which was never started", (long long)req);
+    if (mc->n_staged > 0) stage_finish(mc, req);
 }
 
 /* Waits for everything started so far: afterwards the comm thread is idle, so this thread
@@ -569,17 +614,6 @@ static void drain(mpi_comm_t *mc)
 }
 
 /* ---- groups ---- */
-
-static void check_members(mpi_comm_t *mc, const int *members, int n, const char *name)
-{
-    bool mine = n == 0;
-    for (int i = 0; i < n; i++) {
-        if (members[i] < 0 || members[i] >= mc->pub.size || (i > 0 && members[i] <= members[i - 1]))
-            mc_fatal("group '%s': member list is not ascending world ranks below %d", name, mc->pub.size);
-        mine |= members[i] == mc->pub.rank;
-    }
-    if (n < 0 || !mine) mc_fatal("group '%s': this rank is not among its %d members", name, n);
-}
 
 /* The new communicator must hold exactly `members` in that order (a rank that passed another
  * member list would otherwise silently get a different group). */
@@ -621,7 +655,7 @@ static mc_group_t *mpi_group_new(mc_comm_t *c, const int *members, int n, const 
 {
     mpi_comm_t *mc = (mpi_comm_t *)c;
     if (!name) name = "unnamed";
-    check_members(mc, members, n, name);
+    mc_group_check_members(c->rank, c->size, members, n, name);
     /* MPI_Comm_split blocks without a timeout: first a world barrier through the comm thread,
      * which does watch the clock and the peers, so a rank that died or hangs before group
      * creation ends the job instead of hanging it. Not counted in the volume counters. Being
@@ -691,6 +725,9 @@ static void mpi_finalize(mc_comm_t *c)
     pthread_cond_destroy(&mc->work);
     pthread_cond_destroy(&mc->space);
     pthread_cond_destroy(&mc->done);
+    for (int i = 0; i < mc->n_pool; i++) mc->pool_dm->host_free(mc->pool_dm->ctx, mc->pool[i].p);
+    free(mc->pool);
+    free(mc->staged);
     free(mc->groups);
     free(mc->scratch);
     free(mc->reqs);
@@ -699,44 +736,24 @@ static void mpi_finalize(mc_comm_t *c)
     free(mc);
 }
 
-/* Which kernel and pid namespace this process sees pids in: a peer's pid means something to
- * kill(2) here only if both match (containers on one host may have their own namespaces). */
-static void pid_space(char out[64])
-{
-    char boot[40] = "";
-    int fd = open("/proc/sys/kernel/random/boot_id", O_RDONLY | O_CLOEXEC);
-    if (fd >= 0) {
-        ssize_t k = read(fd, boot, 36);
-        boot[k > 0 ? k : 0] = '\0';
-        close(fd);
-    }
-    struct stat st;
-    unsigned long long ns = stat("/proc/self/ns/pid", &st) == 0 ? (unsigned long long)st.st_ino : 0;
-    memset(out, 0, 64);
-    snprintf(out, 64, "%s/%llu", boot, ns);
-}
-
 /* Peers whose death we can see: same host name and same pid space, not ourselves. */
 static int init_watch(mpi_comm_t *mc, char *err, size_t n)
 {
     int size = mc->pub.size;
-    char mine[64], *all = malloc((size_t)size * 64);
+    char mine[MC_PID_SPACE_LEN], *all = malloc((size_t)size * MC_PID_SPACE_LEN);
     mc->watch = calloc((size_t)size, sizeof(*mc->watch));
     if (!all || !mc->watch) {
         free(all);
         return mc_errf(err, n, "out of memory for %d ranks", size);
     }
-    pid_space(mine);
+    mc_pid_space(mine);
     char buf[MPI_MAX_ERROR_STRING];
-    int rc = MPI_Allgather(mine, 64, MPI_CHAR, all, 64, MPI_CHAR, MPI_COMM_WORLD);
+    int rc = MPI_Allgather(mine, MC_PID_SPACE_LEN, MPI_CHAR, all, MC_PID_SPACE_LEN, MPI_CHAR, MPI_COMM_WORLD);
     if (rc != MPI_SUCCESS) {
         free(all);
         return mc_errf(err, n, "MPI_Allgather of pid namespaces failed: %s", mpi_errstr(rc, buf));
     }
-    const mc_runtime_t *rt = mc->rt;
-    for (int r = 0; r < size; r++)
-        mc->watch[r] = r != mc->pub.rank && rt->pids[r] > 0 && strcmp(rt->hosts[r], rt->host) == 0 &&
-                       memcmp(all + (size_t)r * 64, mine, 64) == 0 && mine[0] != '/';
+    mc_liveness_watch(mc->rt, all, mc->watch);
     free(all);
     return 0;
 }

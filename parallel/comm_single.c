@@ -1,6 +1,7 @@
 /* The single-rank communicator: every group has one member, so every collective is the
  * identity; out-of-place reduce-scatter and all-gather copy send to recv. A p2p batch can only
- * talk to this rank itself: its k-th send is copied to its k-th receive. */
+ * talk to this rank itself: its k-th send is copied to its k-th receive. With the cuda backend
+ * (devmem set) the copies of device buffers are the backend's, in order on its stream. */
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -36,7 +37,7 @@ static void single_group_free(mc_comm_t *c, mc_group_t *g)
 }
 
 /* The k-th send of the batch goes to its k-th receive; both must exist and agree. */
-static void single_p2p(const mc_coll_t *op)
+static void single_p2p(const mc_comm_t *c, const mc_coll_t *op)
 {
     const char *gname = op->group && op->group->name ? op->group->name : "?";
     if (op->n_p2p < 0 || (op->n_p2p > 0 && !op->p2p))
@@ -70,14 +71,14 @@ static void single_p2p(const mc_coll_t *op)
                      "type %d is matched with a receive of %zu elements of type %d",
                      gname, snd->count, (int)snd->dt, rcv->count, (int)rcv->dt);
         size_t bytes = snd->count * mc_dtype_size(snd->dt);
-        if (bytes && snd->buf != rcv->buf) memmove(rcv->buf, snd->buf, bytes);
+        mc_comm_copy(c->devmem, rcv->buf, snd->buf, bytes);
     }
 }
 
 static mc_req_t single_start(mc_comm_t *c, const mc_coll_t *op)
 {
     if (op->kind == MC_COLL_P2P_BATCH) {
-        single_p2p(op);
+        single_p2p(c, op);
         mc_comm_count(c, op);
         return MC_REQ_DONE;
     }
@@ -85,8 +86,9 @@ static mc_req_t single_start(mc_comm_t *c, const mc_coll_t *op)
     size_t bytes = op->count * mc_dtype_size(op->dt);
     bool copies = op->kind == MC_COLL_REDUCE_SCATTER || op->kind == MC_COLL_ALL_GATHER ||
                   (op->kind == MC_COLL_ALL_REDUCE && op->send);
-    /* memmove: "in place" here is send == recv, which must not be memcpy'd onto itself */
-    if (copies && bytes && op->send != op->recv) memmove(op->recv, op->send, bytes);
+    /* "in place" here is send == recv, which mc_comm_copy leaves alone (memmove otherwise; device
+     * buffers of the cuda backend through c->devmem) */
+    if (copies) mc_comm_copy(c->devmem, op->recv, op->send, bytes);
     return MC_REQ_DONE;
 }
 

@@ -110,8 +110,10 @@ static void start_bucket(mc_ddp_t *d, int k)
         return;
     }
     /* in the gradient buffer's type: fp32 for bf16 (Megatron's grad_reduce_in_fp32), fp16 for
-     * fp16 without --accumulate-allreduce-grads-in-fp32 */
-    mc_coll_t op = {.group = d->dp_group, .dt = gdt, .op = MC_OP_SUM};
+     * fp16 without --accumulate-allreduce-grads-in-fp32; averaged in the collective where the
+     * communicator can (NCCL's ncclAvg), else summed and divided in mc_ddp_finish_grad_sync */
+    mc_coll_t op = {.group = d->dp_group, .dt = gdt,
+                    .op = d->average_in_collective && d->comm->has_avg ? MC_OP_AVG : MC_OP_SUM};
     if (d->dist_opt) {
         long lo, hi;
         mc_bucket_shard(bk, d->dp, d->dp_rank, &lo, &hi);
@@ -171,7 +173,7 @@ void mc_ddp_finish_grad_sync(mc_ddp_t *d)
         if (d->grad_req[k] == NOT_STARTED) start_bucket(d, k);
     for (int k = 0; k < d->layout.n_buckets; k++)
         if (d->grad_req[k] != MC_REQ_DONE) d->comm->wait(d->comm, d->grad_req[k]);
-    if (d->average_in_collective && d->dp > 1) {
+    if (d->average_in_collective && d->dp > 1 && !d->comm->has_avg) {
         /* NCCL's AVG divides the sum; MPI has no such op, so the sum is divided here */
         mc_gpt_t *m = d->model;
         for (int k = 0; k < d->layout.n_buckets; k++) {

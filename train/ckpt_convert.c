@@ -425,7 +425,7 @@ int mc_convert_main(int argc, char **argv)
     mc_convert_args_t o;
     mc_convert_args_parse(&o, argc - 1, argv + 1);
     char err[ERR_MAX], why[256], path[MC_CKPT_PATH_MAX + 64];
-    const mc_backend_t *be = mc_backend_select("cpu", 0, why, sizeof(why));
+    const mc_backend_t *be = mc_backend_select("cpu", 0, 0, why, sizeof(why));
 
     /* the source: its first file says the layout */
     source_t s;

@@ -10,6 +10,7 @@
 #include "cli/error.h"
 #include "data/sampler.h"
 #include "kernels/device.h"
+#include "parallel/devmem.h"
 #include "parallel/runtime.h"
 #include "train/checkpoint.h"
 #include "train/log.h"
@@ -144,22 +145,29 @@ static double print_memory_plan(FILE *out, const mc_args_t *a, const mc_memory_p
     return total;
 }
 
-/* On the CPU backend an allocation larger than physical memory may "succeed" (overcommit) and
- * be killed later, so the plan is checked against the machine's memory before allocating. */
+/* The plan is checked before allocating: on the CPU backend an allocation larger than physical
+ * memory may "succeed" (overcommit) and be killed later, and on the CUDA backend the GPU's free
+ * memory is what there is. sharing: how many ranks of this node use the same memory (every local
+ * rank for the CPU, those driving the same GPU for CUDA). */
 static void check_plan_fits(const mc_args_t *args, const mc_memory_plan_t *plan,
-                            const mc_backend_t *be, int local_ranks)
+                            const mc_backend_t *be, int sharing, const char *where)
 {
     const mc_memory_plan_t p = *plan;
-    double need = (p.params + p.grads + p.optimizer + p.activations + p.workspace) * local_ranks;
-    double have = (double)sysconf(_SC_PHYS_PAGES) * (double)sysconf(_SC_PAGESIZE);
-    if (strcmp(be->name, "cpu") == 0 && have > 0 && need > have) {
+    double need = (p.params + p.grads + p.optimizer + p.activations + p.workspace) * sharing;
+    double free_bytes = 0, total = 0;
+    bool cpu = strcmp(be->name, "cpu") == 0;
+    if (mc_backend_memory(be, &free_bytes, &total) != 0) return;
+    double have = cpu ? total : free_bytes;
+    if (have > 0 && need > have) {
         print_memory_plan(stdout, args, plan, be->name);
         char nb[32], hb[32];
         fmt_bytes(nb, sizeof(nb), need);
         fmt_bytes(hb, sizeof(hb), have);
-        mc_user_error("the memory plan needs %s for the %d rank(s) on this node but it has %s "
+        /* GPUs differ per rank: whichever rank meets this reports it and ends the job */
+        if (!cpu) mc_error_set_rank_local(true);
+        mc_user_error("the memory plan needs %s for the %d rank(s) on %s but it has %s%s "
                       "(reduce --micro-batch-size, --seq-length, --num-layers or --hidden-size, or "
-                      "use --use-distributed-optimizer)", nb, local_ranks, hb);
+                      "use --use-distributed-optimizer)", nb, sharing, where, hb, cpu ? "" : " free");
     }
 }
 
@@ -172,12 +180,14 @@ static void print_startup(const mc_trainer_t *t, const mc_memory_plan_t *plan, c
            a->tensor_model_parallel_size, a->pipeline_model_parallel_size);
     mc_args_print(stdout, a);
     printf("> device: %s\n", why);
+    bool nccl = strcmp(a->distributed_backend, "nccl") == 0, cuda = strcmp(t->be->name, "cuda") == 0;
     if (t->comm->size > 1)
         printf("> collectives: %s over %d ranks (%s)\n", t->comm->name, t->comm->size,
-               strcmp(a->distributed_backend, "nccl") == 0
-                   ? "--distributed-backend nccl needs the cuda backend; the cpu backend's tensors "
-                     "are in host memory"
-                   : "--distributed-backend mpi");
+               nccl && !cuda ? "--distributed-backend nccl needs the cuda backend; the cpu backend's tensors "
+                               "are in host memory"
+               : nccl        ? "--distributed-backend nccl"
+               : cuda        ? "--distributed-backend mpi; device buffers staged through pinned host memory"
+                             : "--distributed-backend mpi");
     printf("> building %s tokenizer ...\n", a->tokenizer_type);
     int v = (int)t->data.vocab_size;
     printf(" > padded vocab (size: %d) with %d dummy tokens (new size: %d)\n", v,
@@ -318,20 +328,44 @@ static bool duration_exceeded(mc_trainer_t *t, double start)
 static mc_comm_t *g_comm;
 static void abort_job(int code) { g_comm->abort(g_comm, code); }
 
-/* One rank: the identity communicator. More: MPI collectives over host memory (the cpu
- * backend's tensors live there whichever --distributed-backend is asked for). */
-static mc_comm_t *start_comm(const mc_args_t *args, mc_runtime_t *rt)
+/* One rank: the identity communicator. More: NCCL for the cuda backend with
+ * --distributed-backend nccl, else MPI (host memory: the cpu backend's tensors live there
+ * whichever backend is asked for; the cuda backend's device buffers are staged). */
+static mc_comm_t *start_comm(const mc_args_t *args, mc_runtime_t *rt, const mc_backend_t *be)
 {
     mc_comm_t *comm = mc_comm_single();
+    double timeout_s = 60.0 * args->distributed_timeout_minutes;
     if (rt && rt->size > 1) {
         char err[512];
-        comm = mc_comm_mpi(rt, err, sizeof(err));
+#ifdef MC_WITH_CUDA
+        if (strcmp(be->name, "cuda") == 0 && strcmp(args->distributed_backend, "nccl") == 0)
+            comm = mc_comm_nccl(rt, be, timeout_s, err, sizeof(err));
+        else
+#endif
+            comm = mc_comm_mpi(rt, err, sizeof(err));
         if (!comm) mc_fatal("%s", err);
     }
-    comm->timeout_s = 60.0 * args->distributed_timeout_minutes;
+    comm->timeout_s = timeout_s;
+    comm->devmem = mc_devmem_for(be); /* NULL for the cpu backend; NCCL does without */
     g_comm = comm;
     mc_error_set_abort_hook(abort_job);
     return comm;
+}
+
+/* Where the plan's memory comes from, for check_plan_fits: the ranks sharing it and its name. */
+static int memory_sharing(const mc_backend_t *be, const mc_runtime_t *rt, char *where, size_t n)
+{
+    int local_rank = rt ? rt->local_rank : 0, local_size = rt ? rt->local_size : 1;
+#ifdef MC_WITH_CUDA
+    if (strcmp(be->name, "cuda") == 0) {
+        int gpus = mc_cuda_device_count();
+        snprintf(where, n, "GPU %d", mc_cuda_backend_device(be));
+        return mc_ranks_per_gpu(local_rank, local_size, gpus);
+    }
+#endif
+    (void)be, (void)local_rank;
+    snprintf(where, n, "this node");
+    return local_size;
 }
 
 int mc_pretrain(mc_args_t *args)
@@ -349,12 +383,15 @@ int mc_pretrain(mc_args_t *args)
         mc_user_error("--padded-vocab-size (%d) is smaller than the tokenizer's vocabulary (%lld)",
                       args->padded_vocab_size, (long long)data.vocab_size);
     char why[256];
-    const mc_backend_t *be = mc_backend_select(args->device, args->cpu_threads, why, sizeof(why));
     mc_runtime_t *rt = mc_runtime();
+    const mc_backend_t *be =
+        mc_backend_select(args->device, args->cpu_threads, rt ? rt->local_rank : 0, why, sizeof(why));
     mc_memory_plan_t plan; /* sized once: checked, and logged at start-up */
     mc_trainer_memory(args, be, &plan);
-    check_plan_fits(args, &plan, be, rt ? rt->local_size : 1);
-    mc_comm_t *comm = start_comm(args, rt);
+    char where[64];
+    int sharing = memory_sharing(be, rt, where, sizeof(where));
+    check_plan_fits(args, &plan, be, sharing, where);
+    mc_comm_t *comm = start_comm(args, rt, be);
     mc_trainer_t *t = calloc(1, sizeof(*t));
     if (!t) mc_fatal("out of host memory");
     if (mc_trainer_init(t, args, be, comm) != 0) {

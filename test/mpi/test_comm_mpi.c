@@ -12,8 +12,17 @@
  *   test_comm_mpi p2pself R   rank R sends to itself without a receive (single rank: mc_fatal)
  *   test_comm_mpi p2ppeer R   rank R sends to group rank 1 (single rank: mc_fatal)
  *
+ * Built a second time as test_comm_nccl (MC_TEST_FAKE_NCCL, Makefile): the NCCL communicator
+ * (parallel/comm_nccl.c) on an emulated GPU (test/fake/fake_cuda.c: streams, events and NCCL on
+ * host memory and MPI), with or without a launcher. The checks above run on host buffers there
+ * (NCCL stages them, in pieces of MC_NCCL_STAGE_BYTES), and more on device buffers: every
+ * collective, their order against the compute stream, many in flight, p2p. The fault modes
+ * exercise its watchdog, plus "asyncerr R": NCCL reports an asynchronous error on rank R while
+ * it waits in an all-reduce the others never join.
+ *
  * A check fails when it fails on any rank (failures are combined with an all-reduce MAX); the
  * exit status is 0 iff this rank saw no failure. */
+#define _GNU_SOURCE /* memfd_create */
 #include <signal.h>
 #include <stdarg.h>
 #include <stdbool.h>
@@ -21,11 +30,18 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
+#include "cli/clock.h"
 #include "cli/error.h"
+#include "kernels/device.h"
 #include "parallel/comm.h"
+#include "parallel/exchange.h"
 #include "parallel/runtime.h"
+#ifdef MC_TEST_FAKE_NCCL
+#include "test/fake/fake_device.h"
+#endif
 
 typedef struct {
     mc_comm_t *c;
@@ -692,6 +708,411 @@ static void check_p2p_big(T *t, mc_group_t *g)
            "p2p of 12 MB to next and 8 MB to previous in one batch (in chunks)");
 }
 
+#ifndef MC_TEST_FAKE_NCCL /* NCCL stages host buffers itself and takes no devmem */
+/* ---- staging of device buffers (mc_comm_t.devmem: the cuda backend under MPI) ----
+ *
+ * A fake device: memory this process cannot touch (mapped PROT_NONE), with a second, writable
+ * mapping of the same pages (the "shadow") through which the fake copies and the checks go. A
+ * communicator that handed a device pointer to MPI, or touched it itself, would crash here. */
+
+static char *g_dev, *g_shadow;
+static size_t g_dev_size, g_dev_used;
+static long g_d2h, g_h2d; /* staging copies made */
+
+static void fake_device_init(void)
+{
+    g_dev_size = (size_t)64 << 20;
+    int fd = memfd_create("mc-fake-device", 0);
+    if (fd < 0 || ftruncate(fd, (off_t)g_dev_size) != 0) mc_fatal("memfd for the fake device failed");
+    g_dev = mmap(NULL, g_dev_size, PROT_NONE, MAP_SHARED, fd, 0);
+    g_shadow = mmap(NULL, g_dev_size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    close(fd);
+    if (g_dev == MAP_FAILED || g_shadow == MAP_FAILED) mc_fatal("mmap of the fake device failed");
+}
+
+static void *dev_alloc(size_t bytes)
+{
+    size_t at = (g_dev_used + 255) / 256 * 256;
+    if (at + bytes > g_dev_size) mc_fatal("the fake device is full");
+    g_dev_used = at + bytes;
+    return g_dev + at;
+}
+
+static char *shadow(const void *dev) { return g_shadow + ((const char *)dev - g_dev); }
+
+static int fake_is_device(void *ctx, const void *p)
+{
+    (void)ctx;
+    return (const char *)p >= g_dev && (const char *)p < g_dev + g_dev_size;
+}
+static void fake_d2h(void *ctx, void *dst, const void *src, size_t n) { (void)ctx, g_d2h++, memcpy(dst, shadow(src), n); }
+static void fake_h2d(void *ctx, void *dst, const void *src, size_t n) { (void)ctx, g_h2d++, memcpy(shadow(dst), src, n); }
+static void fake_d2d(void *ctx, void *dst, const void *src, size_t n) { (void)ctx, memmove(shadow(dst), shadow(src), n); }
+static void *fake_host_alloc(void *ctx, size_t n) { (void)ctx; return malloc(n); }
+static void fake_host_free(void *ctx, void *p) { (void)ctx, free(p); }
+static const mc_devmem_t FAKE = {.is_device = fake_is_device, .d2h = fake_d2h, .h2d = fake_h2d, .d2d = fake_d2d,
+                                 .host_alloc = fake_host_alloc, .host_free = fake_host_free};
+
+/* A device buffer of count elements of dt, element i = value(dt, rank, i + shift). */
+static void *dev_values(T *t, mc_dtype_t dt, size_t count, size_t shift)
+{
+    void *d = dev_alloc(count * mc_dtype_size(dt));
+    for (size_t i = 0; i < count; i++) put(dt, shadow(d), i, value(dt, t->rank, i + shift));
+    return d;
+}
+
+static void check_staged_collectives(T *t, mc_group_t *g, const char *gname)
+{
+    int bad = 0;
+    long d2h = g_d2h, h2d = g_h2d;
+    for (int oop = 0; g && oop <= 1; oop++) {
+        /* all-reduce: in place and out of place, sum and max, 32-, 64- and 16-bit */
+        const mc_dtype_t dts[3] = {MC_DT_F32, MC_DT_I64, MC_DT_BF16};
+        for (int d = 0; d < 3; d++) {
+            size_t count = 77 + (size_t)d;
+            mc_redop_t op = d == 1 ? MC_OP_MAX : MC_OP_SUM;
+            void *send = dev_values(t, dts[d], count, 0), *recv = oop ? dev_alloc(count * mc_dtype_size(dts[d])) : send;
+            mc_comm_run(t->c, &(mc_coll_t){.kind = MC_COLL_ALL_REDUCE, .group = g, .send = oop ? send : NULL,
+                                           .recv = recv, .count = count, .dt = dts[d], .op = op});
+            for (size_t i = 0; i < count && !bad; i++)
+                bad = expect(t, "staged all-reduce", dts[d], shadow(recv), i, reduced(g, dts[d], op, i));
+            for (size_t i = 0; oop && i < count && !bad; i++) /* send unchanged */
+                bad = expect(t, "staged all-reduce send", dts[d], shadow(send), i, value(dts[d], t->rank, i));
+        }
+        /* reduce-scatter: the shard in place inside send, or a buffer of its own */
+        size_t c = 33, n = (size_t)g->size;
+        float *rs = dev_values(t, MC_DT_F32, c * n, 0), *rr = oop ? dev_alloc(c * 4) : rs + (size_t)g->rank * c;
+        mc_reduce_scatter(t->c, g, rs, rr, c, MC_DT_F32, MC_OP_SUM);
+        for (size_t i = 0; i < c && !bad; i++)
+            bad = expect(t, "staged reduce-scatter", MC_DT_F32, shadow(rr), i,
+                         reduced(g, MC_DT_F32, MC_OP_SUM, (size_t)g->rank * c + i));
+        /* all-gather: send as this rank's block of recv, or a buffer of its own */
+        int32_t *ag = dev_alloc(c * n * 4), *as = oop ? dev_values(t, MC_DT_I32, c, 0) : ag + (size_t)g->rank * c;
+        if (!oop)
+            for (size_t i = 0; i < c; i++) put(MC_DT_I32, shadow(as), i, value(MC_DT_I32, t->rank, i));
+        mc_all_gather(t->c, g, as, ag, c, MC_DT_I32);
+        for (size_t q = 0; q < n && !bad; q++)
+            for (size_t i = 0; i < c && !bad; i++)
+                bad = expect(t, "staged all-gather", MC_DT_I32, shadow(ag), q * c + i, value(MC_DT_I32, g->members[q], i));
+        /* broadcast from the last group rank */
+        double *bc = dev_values(t, MC_DT_F64, 21, 3);
+        mc_broadcast(t->c, g, bc, 21, MC_DT_F64, g->size - 1);
+        for (size_t i = 0; i < 21 && !bad; i++)
+            bad = expect(t, "staged broadcast", MC_DT_F64, shadow(bc), i, value(MC_DT_F64, g->members[g->size - 1], i + 3));
+        g_dev_used = 0;
+    }
+    /* MPI stages: per pass 3 all-reduces, a reduce-scatter, an all-gather and a broadcast, each
+     * one copy in (what it reads) and one back (what it writes). The single-rank communicator
+     * copies device to device instead. */
+    long want = strcmp(t->c->name, "mpi") == 0 ? 12 : 0;
+    if (g) bad |= g_d2h - d2h != want || g_h2d - h2d != want;
+    if (g && bad) fprintf(stderr, "rank %d: staging made %ld d2h and %ld h2d copies\n", t->rank, g_d2h - d2h, g_h2d - h2d);
+    report(t, bad, "staged device buffers: all-reduce (f32 i64 bf16), reduce-scatter, all-gather (in place and "
+           "out of place), broadcast on the %s group", gname);
+}
+
+/* Several staged collectives in flight, only the last waited (wait copies every earlier one
+ * back, in order); then waits out of order; host buffers among them are not staged. */
+static void check_staged_async(T *t, mc_group_t *g[NGROUPS])
+{
+    mc_comm_t *c = t->c;
+    mc_group_t *w = g[G_WORLD], *pair = g[G_PAIR];
+    int bad = 0;
+    for (int order = 0; order < 2; order++) {
+        float *a = dev_values(t, MC_DT_F32, 50, 0), *b = dev_values(t, MC_DT_F32, 60, 9);
+        int64_t host = t->rank + 1;
+        int64_t *gath = dev_alloc(8 * (size_t)w->size), *mine = dev_values(t, MC_DT_I64, 1, 0);
+        long d2h = g_d2h;
+        mc_req_t tk[4];
+        tk[0] = c->start(c, &(mc_coll_t){.kind = MC_COLL_ALL_REDUCE, .group = w, .recv = a, .count = 50,
+                                         .dt = MC_DT_F32, .op = MC_OP_SUM});
+        tk[1] = c->start(c, &(mc_coll_t){.kind = MC_COLL_ALL_REDUCE, .group = pair, .recv = b, .count = 60,
+                                         .dt = MC_DT_F32, .op = MC_OP_MAX});
+        tk[2] = c->start(c, &(mc_coll_t){.kind = MC_COLL_ALL_REDUCE, .group = w, .recv = &host, .count = 1,
+                                         .dt = MC_DT_I64, .op = MC_OP_SUM});
+        tk[3] = c->start(c, &(mc_coll_t){.kind = MC_COLL_ALL_GATHER, .group = w, .send = mine, .recv = gath,
+                                         .count = 1, .dt = MC_DT_I64});
+        bad |= g_d2h - d2h != (strcmp(c->name, "mpi") == 0 ? 3 : 0); /* the host buffer is not staged */
+        if (order == 0) {
+            c->wait(c, tk[3]);
+        } else {
+            c->wait(c, tk[1]);
+            c->wait(c, tk[0]);
+            c->wait(c, tk[3]);
+            c->wait(c, tk[2]);
+        }
+        for (size_t i = 0; i < 50 && !bad; i++)
+            bad = expect(t, "staged async all-reduce", MC_DT_F32, shadow(a), i, reduced(w, MC_DT_F32, MC_OP_SUM, i));
+        for (size_t i = 0; i < 60 && !bad; i++)
+            bad = expect(t, "staged async pair all-reduce", MC_DT_F32, shadow(b), i,
+                         reduced(pair, MC_DT_F32, MC_OP_MAX, i + 9));
+        bad |= host != (int64_t)t->size * (t->size + 1) / 2;
+        for (int q = 0; q < w->size && !bad; q++)
+            bad = expect(t, "staged async all-gather", MC_DT_I64, shadow(gath), (size_t)q, value(MC_DT_I64, q, 0));
+        g_dev_used = 0;
+    }
+    report(t, bad, "staged collectives in flight with a host one: the last waited, then out of order");
+
+    /* more staged collectives in flight than the comm thread's queue holds */
+    enum { N = 1500 };
+    int64_t *v = dev_alloc(N * 8);
+    mc_req_t last = MC_REQ_DONE;
+    for (int k = 0; k < N; k++) {
+        put(MC_DT_I64, shadow(v), (size_t)k, (double)((int64_t)t->rank * N + k));
+        last = c->start(c, &(mc_coll_t){.kind = MC_COLL_ALL_REDUCE, .group = w, .recv = v + k, .count = 1,
+                                        .dt = MC_DT_I64, .op = MC_OP_SUM});
+    }
+    c->wait(c, last);
+    bad = 0;
+    int64_t ranks = (int64_t)t->size * (t->size - 1) / 2;
+    for (int k = 0; k < N && !bad; k++)
+        bad = expect(t, "staged queued all-reduce", MC_DT_I64, shadow(v), (size_t)k,
+                     (double)(ranks * N + (int64_t)t->size * k));
+    g_dev_used = 0;
+    report(t, bad, "%d staged all-reduces in flight, then one wait", N);
+}
+
+/* A p2p ring with device buffers, and a batch mixing a device send with a host receive. */
+static void check_staged_p2p(T *t, mc_group_t *g)
+{
+    int next = (g->rank + 1) % g->size, prev = (g->rank + g->size - 1) % g->size, bad = 0;
+    int src = g->members[prev];
+    float *out = dev_alloc(300 * 4), *in = dev_alloc(300 * 4);
+    for (size_t i = 0; i < 300; i++) put(MC_DT_F32, shadow(out), i, msg(MC_DT_F32, t->rank, 0, i));
+    mc_p2p_batch(t->c, g, (mc_p2p_t[]){{1, next, out, 300, MC_DT_F32}, {0, prev, in, 300, MC_DT_F32}}, 2);
+    for (size_t i = 0; i < 300 && !bad; i++)
+        bad = expect(t, "staged p2p", MC_DT_F32, shadow(in), i, msg(MC_DT_F32, src, 0, i));
+    double host[40];
+    double *dout = dev_alloc(40 * 8);
+    for (size_t i = 0; i < 40; i++) put(MC_DT_F64, shadow(dout), i, msg(MC_DT_F64, t->rank, 1, i));
+    mc_p2p_batch(t->c, g, (mc_p2p_t[]){{0, prev, host, 40, MC_DT_F64}, {1, next, dout, 40, MC_DT_F64}}, 2);
+    for (size_t i = 0; i < 40 && !bad; i++) bad = expect(t, "staged p2p to host", MC_DT_F64, host, i, msg(MC_DT_F64, src, 1, i));
+    g_dev_used = 0;
+    report(t, bad, "staged p2p: a ring of device buffers; a device send with a host receive in one batch");
+}
+
+static void check_staged(T *t, mc_group_t *g[NGROUPS])
+{
+    fake_device_init();
+    t->c->devmem = &FAKE;
+    for (int k = 0; k < NGROUPS; k++) check_staged_collectives(t, g[k], GROUP_NAMES[k]);
+    check_staged_async(t, g);
+    check_staged_p2p(t, g[G_WORLD]);
+    t->c->devmem = NULL;
+    munmap(g_dev, g_dev_size);
+    munmap(g_shadow, g_dev_size);
+}
+
+#endif
+
+#ifdef MC_TEST_FAKE_NCCL
+/* ---- device buffers on the emulated GPU (NCCL) ---- */
+
+static cudaStream_t g_compute; /* the fake backend's compute stream */
+
+/* A device buffer of count elements of dt, element i = value(dt, rank, i + shift). */
+static void *dvals(T *t, mc_dtype_t dt, size_t count, size_t shift)
+{
+    void *d = fake_device_alloc(count * mc_dtype_size(dt));
+    for (size_t i = 0; i < count; i++) put(dt, fake_shadow(d), i, value(dt, t->rank, i + shift));
+    return d;
+}
+
+/* Runs a collective as the program does (start, wait), then lets the compute stream finish, so
+ * the host may read the result. */
+static void drun(T *t, mc_coll_t o)
+{
+    t->c->wait(t->c, t->c->start(t->c, &o));
+    fake_stream_synchronize(g_compute);
+}
+
+static void check_device_collectives(T *t, mc_group_t *g, const char *gname)
+{
+    int bad = 0;
+    const mc_dtype_t dts[5] = {MC_DT_F32, MC_DT_F64, MC_DT_I64, MC_DT_I32, MC_DT_U8};
+    for (int oop = 0; g && oop <= 1; oop++) {
+        for (int d = 0; d < 5; d++)
+            for (int op = MC_OP_SUM; op <= MC_OP_MAX; op++) {
+                size_t count = 100 + (size_t)d;
+                void *send = dvals(t, dts[d], count, 0), *recv = oop ? fake_device_alloc(count * 8) : send;
+                drun(t, (mc_coll_t){.kind = MC_COLL_ALL_REDUCE, .group = g, .send = oop ? send : NULL, .recv = recv,
+                                    .count = count, .dt = dts[d], .op = (mc_redop_t)op});
+                for (size_t i = 0; i < count && !bad; i++)
+                    bad = expect(t, "device all-reduce", dts[d], fake_shadow(recv), i,
+                                 reduced(g, dts[d], (mc_redop_t)op, i));
+            }
+        /* ncclAvg (the group sizes here are powers of two: the average is exact) */
+        float *avg = dvals(t, MC_DT_F32, 64, 0), *avg_out = oop ? fake_device_alloc(64 * 4) : avg;
+        drun(t, (mc_coll_t){.kind = MC_COLL_ALL_REDUCE, .group = g, .send = oop ? avg : NULL, .recv = avg_out,
+                            .count = 64, .dt = MC_DT_F32, .op = MC_OP_AVG});
+        for (size_t i = 0; i < 64 && !bad; i++)
+            bad = expect(t, "device all-reduce avg", MC_DT_F32, fake_shadow(avg_out), i,
+                         reduced(g, MC_DT_F32, MC_OP_SUM, i) / g->size);
+        size_t c = 37, n = (size_t)g->size;
+        for (int d = 0; d < 2; d++) {
+            mc_dtype_t dt = d ? MC_DT_I64 : MC_DT_F32;
+            mc_redop_t op = d ? MC_OP_MAX : MC_OP_SUM;
+            char *rs = dvals(t, dt, c * n, 0);
+            char *rr = oop ? fake_device_alloc(c * 8) : rs + (size_t)g->rank * c * mc_dtype_size(dt);
+            drun(t, (mc_coll_t){.kind = MC_COLL_REDUCE_SCATTER, .group = g, .send = rs, .recv = rr, .count = c,
+                                .dt = dt, .op = op});
+            for (size_t i = 0; i < c && !bad; i++)
+                bad = expect(t, "device reduce-scatter", dt, fake_shadow(rr), i,
+                             reduced(g, dt, op, (size_t)g->rank * c + i));
+            dt = d ? MC_DT_U8 : MC_DT_F32;
+            size_t es = mc_dtype_size(dt);
+            char *ag = fake_device_alloc(c * n * es), *as = oop ? dvals(t, dt, c, 0) : ag + (size_t)g->rank * c * es;
+            for (size_t i = 0; !oop && i < c; i++) put(dt, fake_shadow(as), i, value(dt, t->rank, i));
+            drun(t, (mc_coll_t){.kind = MC_COLL_ALL_GATHER, .group = g, .send = as, .recv = ag, .count = c, .dt = dt});
+            for (size_t q = 0; q < n && !bad; q++)
+                for (size_t i = 0; i < c && !bad; i++)
+                    bad = expect(t, "device all-gather", dt, fake_shadow(ag), q * c + i, value(dt, g->members[q], i));
+        }
+        double *bc = dvals(t, MC_DT_F64, 50, 7);
+        drun(t, (mc_coll_t){.kind = MC_COLL_BROADCAST, .group = g, .recv = bc, .count = 50, .dt = MC_DT_F64,
+                            .root = g->size - 1});
+        for (size_t i = 0; i < 50 && !bad; i++)
+            bad = expect(t, "device broadcast", MC_DT_F64, fake_shadow(bc), i,
+                         value(MC_DT_F64, g->members[g->size - 1], i + 7));
+    }
+    if (g) mc_barrier(t->c, g);
+    report(t, bad, "device buffers: all-reduce sum/max (f32 f64 i64 i32 u8) and avg, reduce-scatter, all-gather "
+           "(in place and out of place), broadcast, barrier on the %s group", gname);
+}
+
+/* The collective sees the compute stream's earlier work, and the compute stream's later work sees
+ * the collective's result, while the host returns from wait() at once. */
+static void check_device_order(T *t)
+{
+    mc_comm_t *c = t->c;
+    float host[32], *d = fake_device_alloc(sizeof(host));
+    memset(fake_shadow(d), 0, sizeof(host));
+    for (size_t i = 0; i < 32; i++) host[i] = (float)value(MC_DT_F32, t->rank, i);
+    fake_stream_delay(g_compute, 0.3); /* a slow kernel, then the values land */
+    fake_stream_copy(g_compute, d, host, sizeof(host));
+    drun(t, (mc_coll_t){.kind = MC_COLL_ALL_REDUCE, .group = c->world, .recv = d, .count = 32, .dt = MC_DT_F32});
+    int bad = 0;
+    for (size_t i = 0; i < 32 && !bad; i++)
+        bad = expect(t, "ordered after compute", MC_DT_F32, fake_shadow(d), i,
+                     reduced(c->world, MC_DT_F32, MC_OP_SUM, i));
+    report(t, bad, "a collective waits for the compute stream's work started before it");
+
+    /* rank 0 joins late: the others' wait() returns before the result exists, and a copy the
+     * compute stream makes afterwards still reads the result */
+    for (size_t i = 0; i < 32; i++) put(MC_DT_F32, fake_shadow(d), i, value(MC_DT_F32, t->rank, i));
+    float out[32] = {0};
+    if (t->rank == 0) nanosleep(&(struct timespec){.tv_sec = 1}, NULL);
+    double t0 = mc_now_s();
+    c->wait(c, c->start(c, &(mc_coll_t){.kind = MC_COLL_ALL_REDUCE, .group = c->world, .recv = d, .count = 32,
+                                        .dt = MC_DT_F32}));
+    double took = mc_now_s() - t0;
+    fake_stream_copy(g_compute, out, d, sizeof(out));
+    fake_stream_synchronize(g_compute);
+    bad = t->rank != 0 && took > 0.5;
+    if (bad) fprintf(stderr, "rank %d: start+wait took %.3f s while the collective waited for rank 0\n", t->rank, took);
+    for (size_t i = 0; i < 32 && !bad; i++)
+        bad = expect(t, "compute after wait", MC_DT_F32, out, i, reduced(c->world, MC_DT_F32, MC_OP_SUM, i));
+    report(t, bad, "wait() orders the compute stream after the collective and does not hold the host");
+}
+
+/* Several on three groups in flight, only the last waited; then more than the ring holds. */
+static void check_device_in_flight(T *t, mc_group_t *g[NGROUPS])
+{
+    mc_comm_t *c = t->c;
+    mc_group_t *w = g[G_WORLD], *pair = g[G_PAIR], *str = g[G_STRIDED];
+    float *a = dvals(t, MC_DT_F32, 40, 0), *b = dvals(t, MC_DT_F32, 40, 3);
+    int64_t *gath = fake_device_alloc(8 * (size_t)str->size), *mine = dvals(t, MC_DT_I64, 1, 0);
+    double *bc = dvals(t, MC_DT_F64, 10, 0);
+    c->start(c, &(mc_coll_t){.kind = MC_COLL_ALL_REDUCE, .group = w, .recv = a, .count = 40, .dt = MC_DT_F32});
+    c->start(c, &(mc_coll_t){.kind = MC_COLL_ALL_REDUCE, .group = pair, .recv = b, .count = 40, .dt = MC_DT_F32,
+                             .op = MC_OP_MAX});
+    c->start(c, &(mc_coll_t){.kind = MC_COLL_ALL_GATHER, .group = str, .send = mine, .recv = gath, .count = 1,
+                             .dt = MC_DT_I64});
+    c->wait(c, c->start(c, &(mc_coll_t){.kind = MC_COLL_BROADCAST, .group = w, .recv = bc, .count = 10,
+                                        .dt = MC_DT_F64, .root = 0}));
+    fake_stream_synchronize(g_compute);
+    int bad = 0;
+    for (size_t i = 0; i < 40 && !bad; i++)
+        bad = expect(t, "in flight all-reduce", MC_DT_F32, fake_shadow(a), i, reduced(w, MC_DT_F32, MC_OP_SUM, i)) ||
+              expect(t, "in flight pair all-reduce", MC_DT_F32, fake_shadow(b), i,
+                     reduced(pair, MC_DT_F32, MC_OP_MAX, i + 3));
+    for (int q = 0; q < str->size && !bad; q++)
+        bad = expect(t, "in flight all-gather", MC_DT_I64, fake_shadow(gath), (size_t)q,
+                     value(MC_DT_I64, str->members[q], 0));
+    for (size_t i = 0; i < 10 && !bad; i++)
+        bad = expect(t, "in flight broadcast", MC_DT_F64, fake_shadow(bc), i, value(MC_DT_F64, 0, i));
+    report(t, bad, "device collectives on three groups in flight, only the last waited");
+
+    enum { N = 2500 }; /* more than the ring of 1024 */
+    int64_t *v = fake_device_alloc(N * 8);
+    mc_req_t last = MC_REQ_DONE;
+    for (int k = 0; k < N; k++) {
+        put(MC_DT_I64, fake_shadow(v), (size_t)k, (double)((int64_t)t->rank * N + k));
+        last = c->start(c, &(mc_coll_t){.kind = MC_COLL_ALL_REDUCE, .group = w, .recv = v + k, .count = 1,
+                                        .dt = MC_DT_I64});
+    }
+    c->wait(c, last);
+    fake_stream_synchronize(g_compute);
+    bad = 0;
+    int64_t ranks = (int64_t)t->size * (t->size - 1) / 2;
+    for (int k = 0; k < N && !bad; k++)
+        bad = expect(t, "device queued all-reduce", MC_DT_I64, fake_shadow(v), (size_t)k,
+                     (double)(ranks * N + (int64_t)t->size * k));
+    report(t, bad, "%d device all-reduces in flight (more than the ring holds), then one wait", N);
+}
+
+/* p2p batches of device buffers: to both neighbours and from both in one batch. */
+static void check_device_p2p(T *t, mc_group_t *g, const char *gname)
+{
+    int next = (g->rank + 1) % g->size, prev = (g->rank + g->size - 1) % g->size, bad = 0;
+    float *out = fake_device_alloc(500 * 4), *in = fake_device_alloc(500 * 4);
+    double *back = fake_device_alloc(70 * 8), *bin = fake_device_alloc(70 * 8);
+    for (size_t i = 0; i < 500; i++) put(MC_DT_F32, fake_shadow(out), i, msg(MC_DT_F32, t->rank, 0, i));
+    for (size_t i = 0; i < 70; i++) put(MC_DT_F64, fake_shadow(back), i, msg(MC_DT_F64, t->rank, 1, i));
+    mc_p2p_t ops[5] = {{0, prev, in, 500, MC_DT_F32}, {1, next, out, 500, MC_DT_F32}, {1, prev, back, 70, MC_DT_F64},
+                       {0, next, bin, 70, MC_DT_F64}, {1, next, NULL, 0, MC_DT_F32}};
+    t->c->wait(t->c, t->c->start(t->c, &(mc_coll_t){.kind = MC_COLL_P2P_BATCH, .group = g, .p2p = ops, .n_p2p = 5}));
+    fake_stream_synchronize(g_compute);
+    for (size_t i = 0; i < 500 && !bad; i++)
+        bad = expect(t, "device p2p ring", MC_DT_F32, fake_shadow(in), i, msg(MC_DT_F32, g->members[prev], 0, i));
+    for (size_t i = 0; i < 70 && !bad; i++)
+        bad = expect(t, "device p2p ring back", MC_DT_F64, fake_shadow(bin), i, msg(MC_DT_F64, g->members[next], 1, i));
+    report(t, bad, "device p2p: to next and previous, from previous and next (and an empty send) in one batch "
+           "on the %s group", gname);
+}
+
+/* Host collectives larger than the stage run in pieces; in place too. */
+static void check_host_pieces(T *t, mc_group_t *g)
+{
+    size_t count = 5000, n = (size_t)g->size;
+    double *ag = xmalloc(count * n * 8), *rs = xmalloc(count * n * 8);
+    for (size_t i = 0; i < count; i++) ag[(size_t)g->rank * count + i] = value(MC_DT_F64, t->rank, i);
+    for (size_t j = 0; j < count * n; j++) rs[j] = value(MC_DT_F64, t->rank, j);
+    mc_all_gather(t->c, g, ag + (size_t)g->rank * count, ag, count, MC_DT_F64);
+    mc_reduce_scatter(t->c, g, rs, rs + (size_t)g->rank * count, count, MC_DT_F64, MC_OP_SUM);
+    int bad = 0;
+    for (size_t q = 0; q < n && !bad; q++)
+        for (size_t i = 0; i < count && !bad; i++)
+            bad = expect(t, "pieces all-gather", MC_DT_F64, ag, q * count + i, value(MC_DT_F64, g->members[q], i));
+    for (size_t i = 0; i < count && !bad; i++)
+        bad = expect(t, "pieces reduce-scatter", MC_DT_F64, rs + (size_t)g->rank * count, i,
+                     reduced(g, MC_DT_F64, MC_OP_SUM, (size_t)g->rank * count + i));
+    free(ag);
+    free(rs);
+    report(t, bad, "host all-gather and reduce-scatter in place, larger than the stage (in pieces)");
+}
+
+static void check_nccl_device(T *t, mc_group_t *g[NGROUPS])
+{
+    for (int k = 0; k < NGROUPS; k++) check_device_collectives(t, g[k], GROUP_NAMES[k]);
+    check_device_order(t);
+    check_device_in_flight(t, g);
+    check_device_p2p(t, g[G_WORLD], "world");
+    check_device_p2p(t, g[G_STRIDED], "strided");
+    check_host_pieces(t, g[G_WORLD]);
+}
+#endif
+
 /* ---- the runtime ---- */
 
 static void check_runtime(T *t)
@@ -716,6 +1137,30 @@ static void check_runtime(T *t)
           mc_runtime_get(rt, next, "test.value", &theirs, sizeof(theirs)) != (long)sizeof(theirs) ||
           theirs != next * 3 + 1 || mc_runtime_get(rt, next, "test.absent", &theirs, sizeof(theirs)) != -1;
     report(t, bad, "runtime: put, commit, fence, get of the next rank's value");
+
+    /* parallel/exchange.h, as the NCCL communicator shares unique ids: in pairs {2k, 2k+1} the
+     * first publishes and both read it; rank 3 reads nothing but takes part in the fence */
+    char id[32], got[32] = "";
+    int root = t->rank / 2 * 2;
+    snprintf(id, sizeof(id), "id-of-%d", t->rank);
+    char err[256] = "";
+    bad = mc_exchange_from(rt, "test.id", t->rank == root, id, t->rank == 3 ? -1 : root, got, sizeof(got), 60, err,
+                           sizeof(err)) != 0;
+    char want[32];
+    snprintf(want, sizeof(want), "id-of-%d", root);
+    if (t->rank != 3) bad |= strcmp(got, want) != 0;
+    else bad |= got[0] != '\0';
+    int32_t mine7 = t->rank * 7, *all = xmalloc((size_t)t->size * sizeof(*all));
+    bad |= mc_exchange_all(rt, "test.all", &mine7, all, sizeof(mine7), 60, err, sizeof(err)) != 0;
+    for (int r = 0; r < t->size && !bad; r++) bad = all[r] != r * 7;
+    /* a value of another length than asked for is an error, not a short read */
+    int64_t wide = 0;
+    if (t->rank == 0) bad |= mc_runtime_put(rt, "test.len", &mine7, sizeof(mine7)) != 0;
+    bad |= mc_exchange_from(rt, "test.len", false, NULL, 0, &wide, sizeof(wide), 60, err, sizeof(err)) == 0;
+    bad |= strstr(err, "wrong length") == NULL;
+    if (bad) fprintf(stderr, "rank %d: exchange: got '%s', error '%s'\n", t->rank, got, err);
+    free(all);
+    report(t, bad, "exchange: a group root's value to its members, every rank's value to all, length checked");
 }
 
 /* ---- fault modes ---- */
@@ -725,6 +1170,20 @@ static int fault(T *t, const char *mode, int who)
     mc_barrier(t->c, t->c->world); /* everyone is up before the fault */
     bool p2p = strncmp(mode, "p2p", 3) == 0;
     if (strcmp(mode, "sleep") == 0 || strcmp(mode, "p2psleep") == 0) t->c->timeout_s = 2;
+#ifdef MC_TEST_FAKE_NCCL
+    if (strcmp(mode, "asyncerr") == 0) { /* rank `who` waits in an all-reduce the others never join */
+        t->c->timeout_s = 60;
+        if (t->rank == who) {
+            fake_nccl_fail_async();
+            float x = 1;
+            mc_all_reduce(t->c, t->c->world, &x, 1, MC_DT_F32, MC_OP_SUM);
+            fprintf(stderr, "rank %d: the all-reduce with an asynchronous NCCL error returned\n", t->rank);
+        } else {
+            sleep(60);
+        }
+        return 3;
+    }
+#endif
     if (t->rank == who) {
         if (strcmp(mode, "die") == 0 || strcmp(mode, "p2pdie") == 0) raise(SIGKILL);
         if (strcmp(mode, "sleep") == 0 || strcmp(mode, "p2psleep") == 0) sleep(60);
@@ -773,7 +1232,16 @@ int main(int argc, char **argv)
         return 2;
     }
     setenv("MC_MPI_CHUNK_ELEMS", "1000000", 0);
+#ifdef MC_TEST_FAKE_NCCL
+    setenv("MC_NCCL_STAGE_BYTES", "65536", 0);
+    const mc_backend_t *be = fake_backend();
+    g_compute = mc_cuda_backend_stream(be);
+    mc_comm_t *c = mc_comm_nccl(&rt, be, 60, err, sizeof(err));
+    const char *want_name = "nccl";
+#else
     mc_comm_t *c = rt.launched ? mc_comm_mpi(&rt, err, sizeof(err)) : mc_comm_single();
+    const char *want_name = rt.launched ? "mpi" : "single";
+#endif
     if (!c) {
         fprintf(stderr, "test_comm_mpi: rank %d: %s\n", rt.rank, err);
         return 2;
@@ -782,8 +1250,7 @@ int main(int argc, char **argv)
     if (argc == 3) return fault(&t, argv[1], atoi(argv[2]));
     if (t.size > 8) mc_fatal("this test expects at most 8 ranks");
 
-    report(&t,
-           strcmp(c->name, rt.launched ? "mpi" : "single") != 0 || (!rt.launched && mc_comm_single() != c),
+    report(&t, strcmp(c->name, want_name) != 0 || (!strcmp(want_name, "single") && mc_comm_single() != c),
            "communicator '%s' over %d rank(s)", c->name, c->size);
     check_runtime(&t);
     mc_group_t *g[NGROUPS];
@@ -806,11 +1273,19 @@ int main(int argc, char **argv)
     check_p2p_zero(&t, g[G_WORLD]);
     check_p2p_big(&t, g[G_WORLD]);
     check_counters_and_empty(&t, g);
+#ifdef MC_TEST_FAKE_NCCL
+    check_nccl_device(&t, g); /* NCCL stages host buffers itself: no devmem */
+#else
+    check_staged(&t, g);
+#endif
     for (int k = 1; k < NGROUPS; k++) c->group_free(c, g[k]);
     report(&t, 0, "group_free");
 
     int failed = t.failed;
     c->finalize(c);
+#ifdef MC_TEST_FAKE_NCCL
+    fake_finalize();
+#endif
     mc_runtime_finalize(&rt);
     return failed ? 1 : 0;
 }

@@ -16,7 +16,7 @@
 static const mc_backend_t *cpu(void)
 {
     char why[128];
-    return mc_backend_select("cpu", 1, why, sizeof(why));
+    return mc_backend_select("cpu", 1, 0, why, sizeof(why));
 }
 
 static uint16_t rounded(float v, mc_torch_dtype_t dt)
