@@ -91,7 +91,7 @@ $(BUILD)/%.o: %.c
 
 $(BUILD)/%.cu.o: %.cu
 	@mkdir -p $(dir $@)
-	$(NVCC) $(NVCCFLAGS) -c $< -o $@
+	$(NVCC) $(NVCCFLAGS) -MMD -MP -c $< -o $@
 
 $(BUILD)/test/%: test/unit/%.c $(LIB_OBJ) $(TEST_SUP_OBJ)
 	@mkdir -p $(dir $@)

@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "kernels/cuda/cuda.h"
+#include "kernels/cuda/attention.h"
 
 extern "C" {
 #include "cli/error.h"
@@ -113,6 +114,9 @@ extern "C" const mc_backend_t *mc_backend_cuda(int device, char *err, size_t n)
     b.memcpy_d2d = cuda_d2d;
     b.memset0 = cuda_memset0;
     b.synchronize = cuda_synchronize;
+    b.attention_forward = mc_cuda_attention_forward;
+    b.attention_backward = mc_cuda_attention_backward;
+    b.attention_sizes = mc_cuda_attention_sizes;
     b.impl = &g_cuda;
     g_backend = b;
     return &g_backend;
