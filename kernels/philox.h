@@ -45,9 +45,10 @@ MC_HD float mc_u32_to_unit(uint32_t x) { return (float)(x >> 8) * (1.0f / 167772
 #define MC_PHILOX_TAG_INIT 0x1A17u
 #define MC_PHILOX_TAG_DROPOUT 0xD209u
 
-/* The dropout word for element e of a sample (see mc_dropout_t in backend.h). */
-MC_HD uint32_t mc_dropout_bits(uint64_t seed, uint32_t iteration, uint32_t layer, uint32_t site,
-                               uint64_t sample, uint64_t e)
+/* The four dropout words of elements 4*(e/4) .. 4*(e/4)+3 of a sample (see mc_dropout_t in
+ * backend.h): one Philox call serves four consecutive elements. */
+MC_HD mc_philox_ctr_t mc_dropout_block(uint64_t seed, uint32_t iteration, uint32_t layer,
+                                       uint32_t site, uint64_t sample, uint64_t e)
 {
     mc_philox_ctr_t c;
     c.v[0] = (uint32_t)(e >> 2);
@@ -56,7 +57,14 @@ MC_HD uint32_t mc_dropout_bits(uint64_t seed, uint32_t iteration, uint32_t layer
     c.v[3] = (layer << 4) | (site & 15u);
     uint32_t k0 = (uint32_t)seed;
     uint32_t k1 = (uint32_t)(seed >> 32) ^ (MC_PHILOX_TAG_DROPOUT << 16) ^ (uint32_t)(sample >> 32);
-    return mc_philox4x32_10(c, k0, k1).v[e & 3];
+    return mc_philox4x32_10(c, k0, k1);
+}
+
+/* The dropout word for element e of a sample. */
+MC_HD uint32_t mc_dropout_bits(uint64_t seed, uint32_t iteration, uint32_t layer, uint32_t site,
+                               uint64_t sample, uint64_t e)
+{
+    return mc_dropout_block(seed, iteration, layer, site, sample, e).v[e & 3];
 }
 
 /* Keep element e? Same decision everywhere for the same (seed, iteration, layer, site, sample). */

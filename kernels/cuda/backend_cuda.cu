@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "kernels/cuda/cuda.h"
+#include "kernels/cuda/attention.h"
 
 extern "C" {
 #include "cli/error.h"
@@ -134,7 +135,9 @@ extern "C" const mc_backend_t *mc_backend_cuda(int device, char *err, size_t n)
     b.gelu_backward = mc_cuda_gelu_backward;
     b.dropout_forward = mc_cuda_dropout_forward;
     b.dropout_backward = mc_cuda_dropout_backward;
-    // attention_forward/_backward/_sizes: kernels/cuda/attention.cu (another branch)
+    b.attention_forward = mc_cuda_attention_forward;
+    b.attention_backward = mc_cuda_attention_backward;
+    b.attention_sizes = mc_cuda_attention_sizes;
     b.ce_max = mc_cuda_ce_max;
     b.ce_sums = mc_cuda_ce_sums;
     b.ce_loss = mc_cuda_ce_loss;
