@@ -93,6 +93,8 @@ typedef struct {
     int64_t train_samples;          /* 0 = not given; > 0 marks sample-based training (lr schedule) */
     int64_t exit_interval;          /* 0 = not given */
     double exit_duration_in_mins;   /* 0 = not given */
+    bool exit_signal_handler;       /* save and exit on exit_signal (train/signals.h) */
+    char exit_signal[16];           /* "SIGTERM": Python's signal.Signals name */
     bool skip_train;
 
     /* ---- optimizer ---- */
@@ -172,6 +174,7 @@ typedef struct {
     int ckpt_step;                  /* 0 = not given (Megatron treats 0 as unset too) */
     char ckpt_format[16];           /* "torch": the legacy layout megatron-c writes and reads */
     bool override_opt_param_scheduler, use_checkpoint_opt_param_scheduler;
+    bool async_save;                /* write in the background (train/ckpt_async.h) */
 
     /* ---- megatron-c extensions ---- */
     char device[16];                /* "auto" | "cpu" | "cuda"; resolved at start-up */

@@ -13,6 +13,7 @@
 #include "parallel/runtime.h"
 #include "train/checkpoint.h"
 #include "train/log.h"
+#include "train/signals.h"
 #include "train/train.h"
 
 /* Megatron prints start-up lines and datetimes from rank 0 (print_rank_0) and the training log
@@ -119,14 +120,16 @@ static double print_memory_plan(FILE *out, const mc_args_t *a, const mc_memory_p
     char act_name[64];
     snprintf(act_name, sizeof(act_name), "activations (%d microbatch%s in flight)", p.inflight,
              p.inflight == 1 ? "" : "es");
-    const char *names[] = {"parameters (fp32)", "gradients (fp32)", opt_name, act_name, "workspace"};
-    double bytes[] = {p.params, p.grads, p.optimizer, p.activations, p.workspace};
+    const char *names[] = {"parameters (fp32)", "gradients (fp32)", opt_name, act_name, "workspace",
+                           "async checkpoint snapshot (host)"};
+    double bytes[] = {p.params, p.grads, p.optimizer, p.activations, p.workspace, p.snapshot};
+    const int rows = p.snapshot > 0 ? 6 : 5;
     double total = 0;
     if (a->pipeline_model_parallel_size > 1)
         fprintf(out, "> memory plan (per rank, %s; pipeline stage %d, the largest):\n", device, p.stage);
     else
         fprintf(out, "> memory plan (per rank, %s):\n", device);
-    for (int i = 0; i < 5; i++) {
+    for (int i = 0; i < rows; i++) {
         char b[32];
         fmt_bytes(b, sizeof(b), bytes[i]);
         fprintf(out, "    %-40s %12s\n", names[i], b);
@@ -144,7 +147,8 @@ static void check_plan_fits(const mc_args_t *args, const mc_memory_plan_t *plan,
                             const mc_backend_t *be, int local_ranks)
 {
     const mc_memory_plan_t p = *plan;
-    double need = (p.params + p.grads + p.optimizer + p.activations + p.workspace) * local_ranks;
+    double need = (p.params + p.grads + p.optimizer + p.activations + p.workspace + p.snapshot) *
+                  local_ranks;
     double have = (double)sysconf(_SC_PHYS_PAGES) * (double)sysconf(_SC_PAGESIZE);
     if (strcmp(be->name, "cpu") == 0 && have > 0 && need > have) {
         print_memory_plan(stdout, args, plan, be->name);
@@ -300,6 +304,56 @@ static bool duration_exceeded(mc_trainer_t *t, double start)
     return done != 0;
 }
 
+/* Megatron's save_checkpoint_and_time: the save, then its time on every rank (with
+ * --async-save, the time the loop waited: the snapshot, not the write). */
+static void save_and_time(mc_trainer_t *t)
+{
+    mc_timer_start(&t->timers, MC_T_SAVE_CHECKPOINT);
+    mc_ckpt_save(t);
+    mc_timer_stop(&t->timers, MC_T_SAVE_CHECKPOINT);
+    char buf[4096];
+    mc_timers_log(&t->timers, MC_T_SAVE_CHECKPOINT, buf, sizeof(buf));
+    if (g_printer && buf[0]) {
+        puts(buf);
+        fflush(stdout);
+    }
+}
+
+/* Megatron's checkpoint_and_decide_exit, after each iteration: the exit signal (any rank's),
+ * the periodic save, then the exit conditions, each saving first unless this iteration was just
+ * saved. Returns whether to leave the loop. */
+static bool checkpoint_and_decide_exit(mc_trainer_t *t, double start)
+{
+    const mc_args_t *a = t->args;
+    const bool save = a->save[0] != 0;
+    char what[96];
+    if (a->exit_signal_handler && mc_signals_received(t->comm)) {
+        if (save) save_and_time(t);
+        /* Megatron's words, except that it names SIGTERM whatever --exit-signal is */
+        snprintf(what, sizeof(what), "exiting program after receiving %s.", a->exit_signal);
+        print_datetime(what);
+        return true;
+    }
+    bool saved = false;
+    if (save && t->iteration % a->save_interval == 0) {
+        save_and_time(t);
+        saved = true;
+    }
+    if (a->exit_duration_in_mins > 0 && duration_exceeded(t, start)) {
+        if (save && !saved) save_and_time(t);
+        snprintf(what, sizeof(what), "exiting program after %.2f minutes", (mc_now_s() - start) / 60.0);
+        print_datetime(what);
+        return true;
+    }
+    if (a->exit_interval > 0 && t->iteration % a->exit_interval == 0) {
+        if (save && !saved) save_and_time(t);
+        snprintf(what, sizeof(what), "exiting program at iteration %lld", (long long)t->iteration);
+        print_datetime(what);
+        return true;
+    }
+    return false;
+}
+
 static mc_comm_t *g_comm;
 static void abort_job(int code) { g_comm->abort(g_comm, code); }
 
@@ -336,6 +390,7 @@ int mc_pretrain(mc_args_t *args)
     char why[256];
     const mc_backend_t *be = mc_backend_select(args->device, args->cpu_threads, why, sizeof(why));
     mc_runtime_t *rt = mc_runtime();
+    mc_signals_init(args->exit_signal_handler ? mc_signal_number(args->exit_signal) : 0);
     mc_memory_plan_t plan; /* sized once: checked, and logged at start-up */
     mc_trainer_memory(args, &plan);
     check_plan_fits(args, &plan, be, rt ? rt->local_size : 1);
@@ -352,6 +407,7 @@ int mc_pretrain(mc_args_t *args)
     mc_error_set_rank_local(true);
     if (g_printer) print_startup(t, &plan, why);
     mc_ckpt_load(t); /* --load */
+    mc_ckpt_init(t);  /* --async-save's snapshot buffer */
 
     const double start = mc_now_s();
     const int M = args->num_microbatches, mbs = args->micro_batch_size;
@@ -365,6 +421,7 @@ int mc_pretrain(mc_args_t *args)
         interval_t iv = {.t0 = mc_now_s()};
         snapshot_volume(t, &iv);
         while (t->iteration < args->train_iters) { /* derived from --train-samples too */
+            mc_ckpt_finalize(t, false); /* publishes an asynchronous save once written */
             for (int i = 0; i < M; i++)
                 load_microbatch(t, i, MC_SPLIT_TRAIN,
                                 mc_sampler_index(t->consumed_train_samples, mbs,
@@ -386,35 +443,16 @@ int mc_pretrain(mc_args_t *args)
                 print_eval(t, label, evaluate(t, MC_SPLIT_VALID, &t->consumed_valid_samples));
                 iv.t0 = mc_now_s(); /* evaluation time is not training time */
             }
-            /* Megatron's checkpoint_and_decide_exit: the periodic save, and a save before an
-             * early exit unless this iteration was just saved */
-            bool saved = false;
-            if (args->save[0] && t->iteration % args->save_interval == 0) {
-                mc_ckpt_save(t);
-                saved = true;
-                iv.t0 = mc_now_s(); /* nor is saving */
-            }
-            if (args->exit_interval > 0 && t->iteration % args->exit_interval == 0) {
-                if (args->save[0] && !saved) mc_ckpt_save(t);
-                char what[96];
-                snprintf(what, sizeof(what), "exiting program at iteration %lld", (long long)t->iteration);
-                print_datetime(what);
-                exiting = true;
-                break;
-            }
-            if (args->exit_duration_in_mins > 0 && duration_exceeded(t, start)) {
-                if (args->save[0] && !saved) mc_ckpt_save(t);
-                char what[96];
-                snprintf(what, sizeof(what), "exiting program after %.2f minutes", (mc_now_s() - start) / 60.0);
-                print_datetime(what);
-                exiting = true;
-                break;
-            }
+            const bool saving = args->save[0] && t->iteration % args->save_interval == 0;
+            exiting = checkpoint_and_decide_exit(t, start);
+            if (saving || exiting) iv.t0 = mc_now_s(); /* saving is not training time */
+            if (exiting) break;
         }
+        mc_ckpt_finalize(t, true); /* the end of Megatron's train() */
         print_datetime("after training is done");
         /* the last iteration, unless the loop just saved it (an early exit saved already) */
         if (!exiting && args->save[0] && t->iteration != 0 && t->iteration % args->save_interval != 0)
-            mc_ckpt_save(t);
+            save_and_time(t);
     }
     /* do_valid / do_test: a split with a dataset and --eval-iters > 0 */
     if (!exiting && args->eval_iters > 0) {
@@ -429,6 +467,8 @@ int mc_pretrain(mc_args_t *args)
             print_eval(t, label, evaluate(t, MC_SPLIT_TEST, &consumed_test));
         }
     }
+    mc_ckpt_finalize(t, true); /* a final save written during the evaluation */
+    mc_ckpt_free(t);
     free(mbl);
     mc_trainer_free(t);
     free(t);
