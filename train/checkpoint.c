@@ -138,7 +138,8 @@ typedef struct {
         const char *archive;
         mc_pyobj_t *obj;
     } file[2];
-    long delay_ms; /* MC_TEST_CKPT_WRITE_DELAY_MS: tests hold the writer to watch training go on */
+    long delay_ms; /* MC_TEST_CKPT_WRITE_DELAY_MS: tests hold the writer after writing the files
+                    * (not yet durable nor published), to watch training go on or kill it */
     char err[ERR_MAX];
 } save_job_t;
 
@@ -196,12 +197,12 @@ static save_job_t *prepare(mc_trainer_t *t)
 static void write_job(void *p)
 {
     save_job_t *j = p;
-    if (j->delay_ms > 0)
-        nanosleep(&(struct timespec){.tv_sec = j->delay_ms / 1000, .tv_nsec = j->delay_ms % 1000 * 1000000L},
-                  NULL);
     if (j->n && mc_ckpt_mkdirs(j->rank_dir, j->err, sizeof(j->err)) == 0) {
         for (int i = 0; i < j->n && !j->err[0]; i++)
             save_file(j->file[i].path, j->file[i].obj, j->file[i].archive, j->err, sizeof(j->err));
+        if (j->delay_ms > 0)
+            nanosleep(&(struct timespec){.tv_sec = j->delay_ms / 1000,
+                                         .tv_nsec = j->delay_ms % 1000 * 1000000L}, NULL);
         if (!j->err[0]) mc_ckpt_fsync(j->rank_dir, j->err, sizeof(j->err));
     }
     for (int i = 0; i < j->n; i++) {

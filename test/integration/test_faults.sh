@@ -10,21 +10,6 @@ FLAGS=(--device cpu --mock-data --num-layers 2 --hidden-size 32 --num-attention-
        --seq-length 32 --max-position-embeddings 32 --micro-batch-size 1 --global-batch-size 8
        --train-iters 1000000 --lr 1e-3 --vocab-size 256 --log-interval 1 --eval-iters 0)
 
-# pid of the megatron-c process of rank R of this job: the one whose environment has the job's
-# marker (MC_FAULT_JOB, passed on by both launchers) and the rank
-rank_pid() { # marker rank
-    local p
-    for p in $(pgrep -f "$MC_BIN"); do
-        local env
-        env=$(tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null) || continue
-        if grep -qx "MC_FAULT_JOB=$1" <<<"$env" && grep -qxE "(PMIX_RANK|OMPI_COMM_WORLD_RANK)=$2" <<<"$env"; then
-            echo "$p"
-            return 0
-        fi
-    done
-    return 1
-}
-
 # job_fault NAME SIGNAL PATTERN MAX_S LAUNCHER...: start training, wait for iteration 3, send
 # SIGNAL to rank 2, and expect the job to end non-zero within MAX_S seconds with PATTERN on
 # stderr or stdout.
