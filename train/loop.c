@@ -304,6 +304,17 @@ static bool duration_exceeded(mc_trainer_t *t, double start)
     return done != 0;
 }
 
+/* Megatron's timers.log([name]) after a save or load: every rank's time, printed once. */
+static void log_timer(mc_trainer_t *t, mc_timer_id_t id)
+{
+    char buf[4096];
+    mc_timers_log(&t->timers, id, buf, sizeof(buf));
+    if (g_printer && buf[0]) {
+        puts(buf);
+        fflush(stdout);
+    }
+}
+
 /* Megatron's save_checkpoint_and_time: the save, then its time on every rank (with
  * --async-save, the time the loop waited: the snapshot, not the write). */
 static void save_and_time(mc_trainer_t *t)
@@ -311,12 +322,19 @@ static void save_and_time(mc_trainer_t *t)
     mc_timer_start(&t->timers, MC_T_SAVE_CHECKPOINT);
     mc_ckpt_save(t);
     mc_timer_stop(&t->timers, MC_T_SAVE_CHECKPOINT);
-    char buf[4096];
-    mc_timers_log(&t->timers, MC_T_SAVE_CHECKPOINT, buf, sizeof(buf));
-    if (g_printer && buf[0]) {
-        puts(buf);
-        fflush(stdout);
-    }
+    log_timer(t, MC_T_SAVE_CHECKPOINT);
+}
+
+/* --load, timed between barriers as Megatron's setup_model_and_optimizer does. */
+static void load_and_time(mc_trainer_t *t)
+{
+    if (!t->args->load[0]) return;
+    mc_barrier(t->comm, t->comm->world);
+    mc_timer_start(&t->timers, MC_T_LOAD_CHECKPOINT);
+    mc_ckpt_load(t);
+    mc_barrier(t->comm, t->comm->world);
+    mc_timer_stop(&t->timers, MC_T_LOAD_CHECKPOINT);
+    log_timer(t, MC_T_LOAD_CHECKPOINT);
 }
 
 /* Megatron's checkpoint_and_decide_exit, after each iteration: the exit signal (any rank's),
@@ -406,7 +424,7 @@ int mc_pretrain(mc_args_t *args)
     g_printer = t->par.rank == t->par.last_rank;
     mc_error_set_rank_local(true);
     if (g_printer) print_startup(t, &plan, why);
-    mc_ckpt_load(t); /* --load */
+    load_and_time(t); /* --load */
     mc_ckpt_init(t);  /* --async-save's snapshot buffer */
 
     const double start = mc_now_s();

@@ -34,6 +34,7 @@ static const struct {
     [MC_T_OPT_INNER_STEP] = {"optimizer-inner-step", 1, false},
     [MC_T_OPTIMIZER] = {"optimizer", 1, true},
     [MC_T_SAVE_CHECKPOINT] = {"save-checkpoint", 0, false},
+    [MC_T_LOAD_CHECKPOINT] = {"load-checkpoint", 0, false},
 };
 
 mc_timing_option_t mc_timing_option(const char *name)

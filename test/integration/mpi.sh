@@ -24,7 +24,7 @@ rank_pid() { # marker rank
     local p
     for p in $(pgrep -f "$MC_BIN"); do
         local env
-        env=$(tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null) || continue
+        env=$(tr '\0' '\n' 2>/dev/null <"/proc/$p/environ") || continue
         if grep -qx "MC_FAULT_JOB=$1" <<<"$env" && grep -qxE "(PMIX_RANK|OMPI_COMM_WORLD_RANK)=$2" <<<"$env"; then
             echo "$p"
             return 0

@@ -72,17 +72,18 @@ signal_case() {
     else
         launch "$how" "${args[@]}" >"$MC_TMP/sig.out" 2>"$MC_TMP/sig.err" &
     fi
-    local job=$! r pid
+    local job=$! r
     if ! wait_line "$MC_TMP/sig.out" 'iteration +3/' 120; then
         not_ok "$name: training started (stderr: $(head -c 300 "$MC_TMP/sig.err"))"
         kill -9 "$job" 2>/dev/null
         wait "$job" 2>/dev/null
         return
     fi
-    for r in $targets; do
-        if [ "$how" = 1 ]; then pid=$job; else pid=$(rank_pid "$MC_FAULT_JOB" "$r"); fi
-        kill -TERM "$pid"
+    local pids=()
+    for r in $targets; do # every pid first: the first signal ends the job within an iteration
+        if [ "$how" = 1 ]; then pids+=("$job"); else pids+=("$(rank_pid "$MC_FAULT_JOB" "$r")"); fi
     done
+    kill -TERM "${pids[@]}"
     wait "$job"
     local rc=$? it
     it=$(tracker "$dir")
@@ -219,6 +220,12 @@ fi
 "$MC_BIN" "${FLAGS[@]}" "${SHORT[@]}" --load "$MC_TMP/async" --ckpt-step 12 >"$MC_TMP/async.resumed" 2>&1
 check "--async-save: resuming iteration 12 gives iterations 13..24 of the uninterrupted run" \
     same_iters "$MC_TMP/sync.out" "$MC_TMP/async.resumed" 13 24
+
+# Megatron's timers after each save and after --load: "(min, max) time across ranks (ms):"
+TIMER='^    %s-checkpoint \.+: \([0-9]+\.[0-9]{2}, [0-9]+\.[0-9]{2}\)$'
+check "the save-checkpoint time is logged after each of the 2 saves, the load-checkpoint time after --load" \
+    bash -c "[ \$(grep -cE \"$(printf "$TIMER" save)\" '$MC_TMP/sync.out') -eq 2 ] &&
+        grep -B1 -E \"$(printf "$TIMER" load)\" '$MC_TMP/async.resumed' | grep -q '^(min, max) time across ranks (ms):'"
 
 # Training goes on while a save is in flight: the writer is held for a second
 # (MC_TEST_CKPT_WRITE_DELAY_MS), and iterations are logged between the save's scheduling and
