@@ -102,6 +102,9 @@ mc_ckpt_async_t *mc_ckpt_async_new(size_t snapshot_bytes)
         return NULL;
     }
     a->cap = snapshot_bytes ? aligned(snapshot_bytes) : 0;
+    /* touched now, as the rest of the plan is: the first save then costs a copy, not page
+     * faults, and a shortage of memory shows at start-up rather than mid-training */
+    if (a->cap) memset(a->snapshot, 0, a->cap);
     atomic_init(&a->done, false);
     return a;
 }
