@@ -156,8 +156,9 @@ static void check_plan_fits(const mc_args_t *args, const mc_memory_plan_t *plan,
         fmt_bytes(nb, sizeof(nb), need);
         fmt_bytes(hb, sizeof(hb), have);
         mc_user_error("the memory plan needs %s for the %d rank(s) on this node but it has %s "
-                      "(reduce --micro-batch-size, --seq-length, --num-layers or --hidden-size, or "
-                      "use --use-distributed-optimizer)", nb, local_ranks, hb);
+                      "(reduce --micro-batch-size, --seq-length, --num-layers or --hidden-size, "
+                      "use --use-distributed-optimizer%s)", nb, local_ranks, hb,
+                      plan->snapshot > 0 ? ", or save without --async-save" : "");
     }
 }
 

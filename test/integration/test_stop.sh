@@ -227,6 +227,15 @@ check "the save-checkpoint time is logged after each of the 2 saves, the load-ch
     bash -c "[ \$(grep -cE \"$(printf "$TIMER" save)\" '$MC_TMP/sync.out') -eq 2 ] &&
         grep -B1 -E \"$(printf "$TIMER" load)\" '$MC_TMP/async.resumed' | grep -q '^(min, max) time across ranks (ms):'"
 
+# The memory plan counts the snapshot: parameters and Adam moments again (rounded MiB)
+plan_mib() { sed -nE "s/^    $2 +([0-9.]+) MiB$/\1/p" "$1"; }
+p=$(plan_mib "$MC_TMP/async.out" 'parameters \(fp32\)')
+m=$(plan_mib "$MC_TMP/async.out" 'optimizer state \(Adam m, v\)')
+snap=$(plan_mib "$MC_TMP/async.out" 'async checkpoint snapshot \(host\)')
+check "--async-save: the memory plan's snapshot line is parameters + Adam moments ($p + $m = $snap MiB), absent without it" \
+    bash -c "[ -n '$snap' ] && awk 'BEGIN { d = $p + $m - $snap; exit !(d < 0.02 && d > -0.02) }' &&
+        ! grep -q 'async checkpoint snapshot' '$MC_TMP/sync.out'"
+
 # Training goes on while a save is in flight: the writer is held for a second
 # (MC_TEST_CKPT_WRITE_DELAY_MS), and iterations are logged between the save's scheduling and
 # its publication. The same hold with synchronous saving logs none (the check can fail).
