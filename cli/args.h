@@ -94,6 +94,8 @@ typedef struct {
     int64_t train_samples;          /* 0 = not given; > 0 marks sample-based training (lr schedule) */
     int64_t exit_interval;          /* 0 = not given */
     double exit_duration_in_mins;   /* 0 = not given */
+    bool exit_signal_handler;       /* save and exit on exit_signal (train/signals.h) */
+    char exit_signal[16];           /* "SIGTERM": Python's signal.Signals name */
     bool skip_train;
 
     /* ---- optimizer ---- */
@@ -176,6 +178,7 @@ typedef struct {
     bool use_checkpoint_args;       /* take the model's arguments from --load's checkpoint */
     bool use_mp_args_from_checkpoint_args; /* ... and its tp / pp / vpp */
     bool use_tokenizer_model_from_checkpoint_args; /* ... and its tokenizer (default True) */
+    bool async_save;                /* write in the background (train/ckpt_async.h) */
 
     /* ---- megatron-c extensions ---- */
     char device[16];                /* "auto" | "cpu" | "cuda"; resolved at start-up */

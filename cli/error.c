@@ -37,16 +37,32 @@ void mc_user_error(const char *fmt, ...)
     exit(2);
 }
 
+__attribute__((noreturn)) static void vfatal(const char *fmt, va_list ap)
+{
+    fflush(stdout);
+    fprintf(stderr, "megatron-c: rank %d: error: ", g_rank);
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
+    if (g_world > 1 && g_abort_hook) g_abort_hook(1);
+    exit(1);
+}
+
 void mc_fatal(const char *fmt, ...)
 {
     va_list ap;
-    fflush(stdout);
-    fprintf(stderr, "megatron-c: rank %d: error: ", g_rank);
     va_start(ap, fmt);
-    vfprintf(stderr, fmt, ap);
+    vfatal(fmt, ap);
+}
+
+void mc_fatal_by(int reporter, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    if (g_rank == reporter) vfatal(fmt, ap);
     va_end(ap);
-    fputc('\n', stderr);
-    if (g_world > 1 && g_abort_hook) g_abort_hook(1);
+    fflush(stdout);
+    /* the reporter's abort ends this rank; should it never come, end anyway */
+    nanosleep(&(struct timespec){.tv_sec = 30}, NULL);
     exit(1);
 }
 

@@ -89,8 +89,19 @@ const mc_flag_t mc_flags_train[] = {
     {.name = "--exit-duration-in-mins", TRAIN, FLOAT, FIELD(exit_duration_in_mins), GE(0),
      IMPLEMENTED_NOTE("megatron-c also accepts fractions of a minute"),
      .help = "Exit the program after this many minutes."},
-    {.name = "--exit-signal-handler", TRAIN, TRUE_IF_GIVEN, TODO("saving and exiting on SIGTERM"),
+    {.name = "--exit-signal-handler", TRAIN, TRUE_IF_GIVEN, FIELD(exit_signal_handler),
+     IMPLEMENTED,
      .help = "Dynamically save the checkpoint and shutdown the training if SIGTERM is received"},
+    {.name = "--exit-signal", TRAIN,
+     CHOICE("SIGTERM", "SIGINT", "SIGHUP", "SIGQUIT", "SIGUSR1", "SIGUSR2", "SIGALRM", "SIGXCPU",
+            "SIGPWR"),
+     .def = "SIGTERM", FIELD(exit_signal),
+     IMPLEMENTED_NOTE("the signals that ask a job to stop; Megatron lists every signal, but "
+                      "catching SIGKILL or SIGSTOP fails"),
+     .help = "Signal for the signal handler to detect."},
+    {.name = "--exit-signal-handler-for-dataloader", TRAIN, TRUE_IF_GIVEN,
+     NOOP("megatron-c has no data-loader worker processes"),
+     .help = "Use signal handler for dataloader workers"},
     {.name = "--checkpoint-activations", TRAIN, TRUE_IF_GIVEN,
      DEPRECATED("--checkpoint-activations is no longer valid, use --recompute-activations, or, "
                 "for more control, --recompute-granularity and --recompute-method."),
@@ -324,7 +335,10 @@ const mc_flag_t mc_flags_train[] = {
     {.name = "--no-ckpt-fully-parallel-save", CKPT, FALSE_IF_GIVEN,
      NOOP("only used with distributed checkpoint formats (not implemented yet)"),
      .help = "Disable applying full save parallelization across DP for distributed checkpoints."},
-    {.name = "--async-save", CKPT, TRUE_IF_GIVEN, TODO("asynchronous checkpoint saving"),
+    {.name = "--async-save", CKPT, TRUE_IF_GIVEN, FIELD(async_save),
+     IMPLEMENTED_NOTE("for the legacy torch layout, which Megatron refuses to save "
+                      "asynchronously: a host snapshot, then a background writer; the tree is "
+                      "published once every rank's files are durable (train/ckpt_async.h)"),
      .help = "Apply async checkpointing save. Currently works only with `torch_dist` distributed "
              "checkpoint format."},
     {.name = "--ckpt-fully-parallel-load", CKPT, TRUE_IF_GIVEN,

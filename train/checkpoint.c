@@ -15,6 +15,7 @@
 #include "ckpt/torch_save.h"
 #include "cli/error.h"
 #include "train/ckpt_args.h"
+#include "train/ckpt_async.h"
 #include "train/ckpt_files.h"
 #include "train/ckpt_state.h"
 #include "train/log.h"
@@ -55,22 +56,41 @@ static void agree(mc_trainer_t *t, const char *err)
 
 /* ---- save ---- */
 
-void mc_ckpt_save(mc_trainer_t *t)
+/* One save of this rank: the files it writes (dp rank 0 of each tp, pp writes; the others none)
+ * and the tree they go into. Built on the training thread; written there, or on the writer
+ * thread with --async-save, which then owns it until it is handed back for publishing. */
+typedef struct {
+    int64_t iteration;
+    char tmp[32], staging[MC_CKPT_PATH_MAX], final[MC_CKPT_PATH_MAX];
+    char rank_dir[MC_CKPT_PATH_MAX + 32];
+    int n;
+    struct {
+        char path[MC_CKPT_PATH_MAX + 64];
+        mc_pyobj_t *obj;
+    } file[2];
+    long delay_ms; /* MC_TEST_CKPT_WRITE_DELAY_MS: tests hold the writer after writing the files
+                    * (not yet durable nor published), to watch training go on or kill it */
+    char err[ERR_MAX];
+} save_job_t;
+
+static void add_file(save_job_t *j, const char *name, mc_pyobj_t *obj)
+{
+    snprintf(j->file[j->n].path, sizeof(j->file[j->n].path), "%s/%s", j->rank_dir, name);
+    j->file[j->n].obj = obj;
+    j->n++;
+}
+
+/* Rank 0 prepares the directory and names the staging tree; every rank builds what it writes
+ * (the distributed optimizer's gather is collective). */
+static save_job_t *prepare(mc_trainer_t *t)
 {
     const mc_args_t *a = t->args;
     const char *dir = a->save;
-    char err[ERR_MAX] = "", when[64];
-    if (printer(t)) {
-        stamp(when, sizeof(when));
-        printf("%s saving checkpoint at iteration %7" PRId64 " to %s in torch format\n", when,
-               t->iteration, dir);
-        fflush(stdout);
-    }
-    mc_ddp_finish_param_gather(&t->ddp); /* every rank's parameters complete */
-
-    /* rank 0 prepares the directory and names the staging tree for everyone */
+    char err[ERR_MAX] = "";
+    save_job_t *j = calloc(1, sizeof(*j));
+    if (!j) snprintf(err, sizeof(err), "out of host memory preparing a checkpoint");
     int64_t token = 0;
-    if (t->par.rank == 0 && mc_ckpt_mkdirs(dir, err, sizeof(err)) == 0) {
+    if (j && t->par.rank == 0 && mc_ckpt_mkdirs(dir, err, sizeof(err)) == 0) {
         mc_ckpt_remove_stale(dir); /* trees of saves that were killed */
         struct timespec ts;
         clock_gettime(CLOCK_REALTIME, &ts);
@@ -80,50 +100,144 @@ void mc_ckpt_save(mc_trainer_t *t)
     }
     agree(t, err);
     mc_broadcast(t->comm, t->comm->world, &token, 1, MC_DT_I64, 0);
-    char tmp[32], staging[MC_CKPT_PATH_MAX], final[MC_CKPT_PATH_MAX], rank_dir[MC_CKPT_PATH_MAX + 32],
-        path[MC_CKPT_PATH_MAX + 64], rank_name[32];
-    snprintf(tmp, sizeof(tmp), "%" PRIx64, (uint64_t)token);
-    mc_ckpt_iter_dir(staging, sizeof(staging), dir, t->iteration, false, tmp);
-    mc_ckpt_iter_dir(final, sizeof(final), dir, t->iteration, false, NULL);
+    j->iteration = t->iteration;
+    snprintf(j->tmp, sizeof(j->tmp), "%" PRIx64, (uint64_t)token);
+    mc_ckpt_iter_dir(j->staging, sizeof(j->staging), dir, t->iteration, false, j->tmp);
+    mc_ckpt_iter_dir(j->final, sizeof(j->final), dir, t->iteration, false, NULL);
+    char rank_name[32];
     mc_ckpt_rank_name(rank_name, sizeof(rank_name), t->par.me.tp, a->pipeline_model_parallel_size,
                       t->par.me.pp);
-    snprintf(rank_dir, sizeof(rank_dir), "%s/%s", staging, rank_name);
+    snprintf(j->rank_dir, sizeof(j->rank_dir), "%s/%s", j->staging, rank_name);
+    const char *delay = getenv("MC_TEST_CKPT_WRITE_DELAY_MS");
+    j->delay_ms = delay ? strtol(delay, NULL, 10) : 0;
 
-    /* dp rank 0 of each (tp, pp) writes; the distributed optimizer's shards come from all */
     const bool writer = t->ddp.dp_rank == 0;
-    if (writer && mc_ckpt_mkdirs(rank_dir, err, sizeof(err)) == 0) {
-        mc_pyobj_t *sd = mc_ckpt_state_dict(t);
-        snprintf(path, sizeof(path), "%s/%s", rank_dir, MODEL_FILE);
-        mc_ckpt_write_file(path, sd, err, sizeof(err));
-        mc_py_decref(sd);
-    }
+    if (writer) add_file(j, MODEL_FILE, mc_ckpt_state_dict(t));
     if (t->ddp.dist_opt && !a->no_save_optim) {
         mc_ckpt_order_t o;
         if (mc_ckpt_order_spec(&t->model, mc_ckpt_names_of(a), &o) != 0) mc_fatal("out of host memory");
-        mc_pyobj_t *d = mc_ckpt_distopt_gather(t, &o);
+        mc_pyobj_t *d = mc_ckpt_distopt_gather(t, &o); /* NULL on dp ranks > 0 */
         mc_ckpt_order_free(&o);
-        snprintf(path, sizeof(path), "%s/%s", rank_dir, DISTOPT_FILE);
-        if (writer && !err[0]) mc_ckpt_write_file(path, d, err, sizeof(err));
-        mc_py_decref(d);
+        if (writer) add_file(j, DISTOPT_FILE, d);
+        else mc_py_decref(d);
     }
-    if (writer && !err[0]) mc_ckpt_fsync(rank_dir, err, sizeof(err));
-    agree(t, err); /* every file is complete */
+    return j;
+}
 
-    /* rank 0 publishes: the iteration's tree, then the tracker, each in one rename */
+/* Writes the job's files and makes them durable (any thread; no communication). Releases the
+ * objects; errors go to j->err. */
+static void write_job(void *p)
+{
+    save_job_t *j = p;
+    if (j->n && mc_ckpt_mkdirs(j->rank_dir, j->err, sizeof(j->err)) == 0) {
+        for (int i = 0; i < j->n && !j->err[0]; i++)
+            mc_ckpt_write_file(j->file[i].path, j->file[i].obj, j->err, sizeof(j->err));
+        if (j->delay_ms > 0)
+            nanosleep(&(struct timespec){.tv_sec = j->delay_ms / 1000,
+                                         .tv_nsec = j->delay_ms % 1000 * 1000000L}, NULL);
+        if (!j->err[0]) mc_ckpt_fsync(j->rank_dir, j->err, sizeof(j->err));
+    }
+    for (int i = 0; i < j->n; i++) {
+        mc_py_decref(j->file[i].obj);
+        j->file[i].obj = NULL;
+    }
+}
+
+/* Collective: once every rank's files are complete, rank 0 publishes the iteration's tree, then
+ * the tracker, each in one rename. Frees the job. */
+static void publish(mc_trainer_t *t, save_job_t *j)
+{
+    const mc_args_t *a = t->args;
+    char err[ERR_MAX] = "", when[64];
+    agree(t, j->err); /* every file is complete */
     if (t->par.rank == 0) {
         char text[32];
-        snprintf(text, sizeof(text), "%" PRId64, t->iteration);
-        if (mc_ckpt_fsync(staging, err, sizeof(err)) == 0 &&
-            mc_ckpt_publish_dir(staging, final, err, sizeof(err)) == 0)
-            mc_ckpt_write_tracker(dir, text, tmp, err, sizeof(err));
+        snprintf(text, sizeof(text), "%" PRId64, j->iteration);
+        if (mc_ckpt_fsync(j->staging, err, sizeof(err)) == 0 &&
+            mc_ckpt_publish_dir(j->staging, j->final, err, sizeof(err)) == 0)
+            mc_ckpt_write_tracker(a->save, text, j->tmp, err, sizeof(err));
     }
     agree(t, err);
     if (printer(t)) {
         stamp(when, sizeof(when));
         printf("  %s successfully saved checkpoint from iteration %7" PRId64 " to %s [ t 1/%d, p 1/%d ]\n",
-               when, t->iteration, dir, a->tensor_model_parallel_size, a->pipeline_model_parallel_size);
+               when, j->iteration, a->save, a->tensor_model_parallel_size, a->pipeline_model_parallel_size);
         fflush(stdout);
     }
+    free(j);
+}
+
+/* Publishes the asynchronous save in flight once every rank's writer finished; blocking waits
+ * for it, first saying so (Megatron's words) when announce is set. */
+static void finalize(mc_trainer_t *t, bool blocking, bool announce)
+{
+    if (!mc_ckpt_async_pending(t->ckpt_async)) return;
+    if (blocking && announce && printer(t)) {
+        printf("Unfinalized async checkpoint saves. Finalizing them synchronously now.\n");
+        fflush(stdout);
+    }
+    save_job_t *j = mc_ckpt_async_finish(t->ckpt_async, t->comm, blocking);
+    if (j) publish(t, j);
+}
+
+void mc_ckpt_finalize(mc_trainer_t *t, bool blocking) { finalize(t, blocking, true); }
+
+void mc_ckpt_save(mc_trainer_t *t)
+{
+    const mc_args_t *a = t->args;
+    char err[ERR_MAX] = "", when[64];
+    if (mc_ckpt_async_pending(t->ckpt_async)) {
+        if (printer(t)) {
+            printf("WARNING: Starting a checkpoint save before previous has finished. Consider "
+                   "increasing the checkpoint interval.\n");
+            fflush(stdout);
+        }
+        finalize(t, true, false); /* one save in flight: the snapshot buffer is reused */
+    }
+    if (printer(t)) {
+        stamp(when, sizeof(when));
+        printf("%s saving checkpoint at iteration %7" PRId64 " to %s in torch format\n", when,
+               t->iteration, a->save);
+        fflush(stdout);
+    }
+    mc_ddp_finish_param_gather(&t->ddp); /* every rank's parameters complete */
+    save_job_t *j = prepare(t);
+    if (!t->ckpt_async) {
+        write_job(j);
+        publish(t, j);
+        return;
+    }
+    mc_pyobj_t *objs[2] = {j->file[0].obj, j->file[1].obj};
+    if (mc_ckpt_async_snapshot(t->ckpt_async, objs, j->n, err, sizeof(err)) == 0)
+        mc_ckpt_async_start(t->ckpt_async, write_job, j, err, sizeof(err));
+    agree(t, err);
+    if (printer(t)) {
+        stamp(when, sizeof(when));
+        printf("  %s scheduled an async checkpoint save at iteration %7" PRId64 " to %s\n", when,
+               t->iteration, a->save);
+        fflush(stdout);
+    }
+}
+
+void mc_ckpt_init(mc_trainer_t *t)
+{
+    const mc_args_t *a = t->args;
+    if (!a->async_save || !a->save[0]) return;
+    /* the snapshot holds what the files would otherwise read from training memory */
+    mc_pyobj_t *sd = mc_ckpt_state_dict(t);
+    if (!sd) mc_fatal("out of host memory");
+    const size_t bytes = mc_ckpt_borrowed_bytes(sd);
+    mc_py_decref(sd);
+    t->ckpt_async = mc_ckpt_async_new(bytes);
+    if (!t->ckpt_async)
+        mc_fatal("not enough host memory for the asynchronous checkpoint snapshot (%.2f GiB; save "
+                 "without --async-save)", (double)bytes / (1024.0 * 1024 * 1024));
+}
+
+void mc_ckpt_free(mc_trainer_t *t)
+{
+    mc_ckpt_async_free(t->ckpt_async);
+    t->ckpt_async = NULL;
 }
 
 /* ---- load ---- */

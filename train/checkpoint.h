@@ -16,8 +16,9 @@
  *
  * Saves are atomic (train/ckpt_files.h): files go to iter_N.tmp-<token>/, renamed to iter_N/
  * after every rank finished, and the tracker is replaced last, so a job killed at any moment
- * leaves the previous checkpoint loadable. Errors (unwritable directory, missing or corrupted
- * file, another layout) end the job with one line naming the file, from whichever rank met it. */
+ * leaves the previous checkpoint loadable, with --async-save too (train/ckpt_async.h). Errors
+ * (unwritable directory, missing or corrupted file, another layout) end the job with one line
+ * naming the file, from whichever rank met it. */
 #ifndef MC_TRAIN_CHECKPOINT_H
 #define MC_TRAIN_CHECKPOINT_H
 
@@ -25,8 +26,21 @@
 
 #include "train/train.h"
 
-/* Saves the trainer at t->iteration into --save. Waits for parameter gathers in flight. */
+/* With --async-save and --save: allocates the snapshot buffer of asynchronous saves
+ * (train/ckpt_async.h). Call once after mc_trainer_init; mc_ckpt_free releases it. */
+void mc_ckpt_init(mc_trainer_t *t);
+void mc_ckpt_free(mc_trainer_t *t);
+
+/* Saves the trainer at t->iteration into --save. Waits for parameter gathers in flight. With
+ * --async-save it first waits for a save still in flight, then returns once this save's state
+ * is copied and its writer started; mc_ckpt_finalize publishes it later. */
 void mc_ckpt_save(mc_trainer_t *t);
+
+/* With an asynchronous save in flight (collective): publishes it when every rank's writer has
+ * finished (blocking: after waiting for this rank's writer). A no-op otherwise. The loop calls
+ * it at the start of each iteration, and blocking at the end of training. Write errors end the
+ * job here with one line naming the file. */
+void mc_ckpt_finalize(mc_trainer_t *t, bool blocking);
 
 /* With --load: restores what Megatron's load_checkpoint restores (model; optimizer and scheduler
  * unless --no-load-optim or --finetune; the dropout seed unless --no-load-rng or --finetune;

@@ -8,8 +8,9 @@
 #include "cli/error.h"
 #include "cli/flags.h"
 #include "train/ckpt_files.h"
+#include "train/signals.h"
 
-typedef enum { A_INT, A_I64, A_DBL, A_BOOL, A_STR, A_LIST } kind_t;
+typedef enum { A_INT, A_I64, A_DBL, A_BOOL, A_STR, A_LIST, A_SIGNAL } kind_t;
 
 typedef struct {
     const char *name; /* Megatron's attribute */
@@ -49,7 +50,8 @@ static const field_t k_fields[] = {
     F(A_INT, micro_batch_size), F(A_INT, global_batch_size), F(A_INT, num_microbatches),
     F(A_INT, eval_micro_batch_size), F(A_INT, eval_global_batch_size),
     F(A_I64, train_iters), F(A_I64, train_samples), F(A_I64, exit_interval),
-    F(A_DBL, exit_duration_in_mins), F(A_BOOL, skip_train),
+    F(A_DBL, exit_duration_in_mins), F(A_BOOL, exit_signal_handler), F(A_SIGNAL, exit_signal),
+    F(A_BOOL, skip_train),
     F(A_STR, optimizer), F(A_DBL, adam_beta1), F(A_DBL, adam_beta2), F(A_DBL, adam_eps),
     F(A_DBL, sgd_momentum), F(A_DBL, weight_decay), F(A_DBL, start_weight_decay),
     F(A_DBL, end_weight_decay), F(A_STR, weight_decay_incr_style), F(A_DBL, clip_grad),
@@ -74,6 +76,7 @@ static const field_t k_fields[] = {
     F(A_STR, load), F(A_BOOL, no_load_optim), F(A_BOOL, no_load_rng), F(A_BOOL, finetune),
     F(A_BOOL, exit_on_missing_checkpoint), F(A_INT, ckpt_step), F(A_STR, ckpt_format),
     F(A_BOOL, override_opt_param_scheduler), F(A_BOOL, use_checkpoint_opt_param_scheduler),
+    F(A_BOOL, async_save),
     F(A_STR, device), F(A_INT, cpu_threads),
 };
 
@@ -120,6 +123,9 @@ static mc_pyobj_t *value_of(const mc_args_t *a, const field_t *fd)
         memcpy(&b, p, sizeof(b));
         return mc_py_bool(b);
     case A_STR: return may_be_none && !*p ? mc_py_none() : mc_py_str(p);
+    case A_SIGNAL: /* a signal.Signals member, pickled as Python does: Signals(15) */
+        return mc_py_object(mc_py_global("signal", "Signals"),
+                            mc_py_tuple(1, mc_py_int(mc_signal_number(p))), false);
     case A_LIST: {
         int count;
         memcpy(&count, (const char *)a + fd->count_off, sizeof(count));
@@ -221,7 +227,8 @@ static void set_none(mc_args_t *a, const field_t *fd)
     case A_DBL: *(double *)(void *)p = none; break;
     case A_STR: p[0] = '\0'; break;
     case A_BOOL:
-    case A_LIST: break;
+    case A_LIST:
+    case A_SIGNAL: break;
     }
 }
 
@@ -278,6 +285,21 @@ static int set_field(mc_args_t *a, const field_t *fd, const mc_pyobj_t *v, char 
             if (!(items[*count] = strdup(s))) return mc_errf(err, n, "out of host memory");
             (*count)++;
         }
+        return 0;
+    }
+    case A_SIGNAL: { /* a signal.Signals member: Signals(15) (megatron-c writes that) or, as Python
+                      * 3.11 pickles a global enum's member, the global signal.SIGTERM */
+        const mc_pyobj_t *c = v->kind == MC_PY_OBJECT ? v->object.callable : NULL;
+        const char *name = NULL;
+        if (c && c->kind == MC_PY_GLOBAL && strcmp(c->global.module, "signal") == 0 &&
+            strcmp(c->global.name, "Signals") == 0 && mc_py_get_int(mc_py_item(v->object.args, 0), &i) == 0)
+            name = mc_signal_name((int)i);
+        else if (v->kind == MC_PY_GLOBAL && strcmp(v->global.module, "signal") == 0 &&
+                 mc_signal_number(v->global.name) > 0)
+            name = v->global.name;
+        const mc_flag_t *f = flag_of(fd->off);
+        if (!name || !f || strlen(name) >= f->field_size) break;
+        memcpy(p, name, strlen(name) + 1);
         return 0;
     }
     }

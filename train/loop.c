@@ -14,6 +14,7 @@
 #include "parallel/runtime.h"
 #include "train/checkpoint.h"
 #include "train/log.h"
+#include "train/signals.h"
 #include "train/train.h"
 
 /* Megatron prints start-up lines and datetimes from rank 0 (print_rank_0) and the training log
@@ -126,14 +127,16 @@ static double print_memory_plan(FILE *out, const mc_args_t *a, const mc_memory_p
     if (p.dt != MC_DT_F32 || p.gdt != MC_DT_F32) /* + fp32 master params and/or main grads */
         snprintf(opt_name + strlen(opt_name) - 1, sizeof(opt_name) - strlen(opt_name) + 1, "%s%s)",
                  p.dt != MC_DT_F32 ? ", fp32 params" : "", p.gdt != MC_DT_F32 ? ", fp32 grads" : "");
-    const char *names[] = {par_name, grad_name, opt_name, act_name, "workspace"};
-    double bytes[] = {p.params, p.grads, p.optimizer, p.activations, p.workspace};
+    const char *names[] = {par_name, grad_name, opt_name, act_name, "workspace",
+                           "async checkpoint snapshot (host)"};
+    double bytes[] = {p.params, p.grads, p.optimizer, p.activations, p.workspace, p.snapshot};
+    const int rows = p.snapshot > 0 ? 6 : 5;
     double total = 0;
     if (a->pipeline_model_parallel_size > 1)
         fprintf(out, "> memory plan (per rank, %s; pipeline stage %d, the largest):\n", device, p.stage);
     else
         fprintf(out, "> memory plan (per rank, %s):\n", device);
-    for (int i = 0; i < 5; i++) {
+    for (int i = 0; i < rows; i++) {
         char b[32];
         fmt_bytes(b, sizeof(b), bytes[i]);
         fprintf(out, "    %-40s %12s\n", names[i], b);
@@ -153,9 +156,11 @@ static void check_plan_fits(const mc_args_t *args, const mc_memory_plan_t *plan,
                             const mc_backend_t *be, int sharing, const char *where)
 {
     const mc_memory_plan_t p = *plan;
-    double need = (p.params + p.grads + p.optimizer + p.activations + p.workspace) * sharing;
-    double free_bytes = 0, total = 0;
     bool cpu = strcmp(be->name, "cpu") == 0;
+    /* the asynchronous checkpoint snapshot is host memory: the CPU backend's, not a GPU's */
+    double need = (p.params + p.grads + p.optimizer + p.activations + p.workspace + (cpu ? p.snapshot : 0)) *
+                  sharing;
+    double free_bytes = 0, total = 0;
     if (mc_backend_memory(be, &free_bytes, &total) != 0) return;
     double have = cpu ? total : free_bytes;
     if (have > 0 && need > have) {
@@ -166,8 +171,9 @@ static void check_plan_fits(const mc_args_t *args, const mc_memory_plan_t *plan,
         /* GPUs differ per rank: whichever rank meets this reports it and ends the job */
         if (!cpu) mc_error_set_rank_local(true);
         mc_user_error("the memory plan needs %s for the %d rank(s) on %s but it has %s%s "
-                      "(reduce --micro-batch-size, --seq-length, --num-layers or --hidden-size, or "
-                      "use --use-distributed-optimizer)", nb, sharing, where, hb, cpu ? "" : " free");
+                      "(reduce --micro-batch-size, --seq-length, --num-layers or --hidden-size, "
+                      "use --use-distributed-optimizer%s)", nb, sharing, where, hb, cpu ? "" : " free",
+                      cpu && p.snapshot > 0 ? ", or save without --async-save" : "");
     }
 }
 
@@ -325,6 +331,74 @@ static bool duration_exceeded(mc_trainer_t *t, double start)
     return done != 0;
 }
 
+/* Megatron's timers.log([name]) after a save or load: every rank's time, printed once. */
+static void log_timer(mc_trainer_t *t, mc_timer_id_t id)
+{
+    char buf[4096];
+    mc_timers_log(&t->timers, id, buf, sizeof(buf));
+    if (g_printer && buf[0]) {
+        puts(buf);
+        fflush(stdout);
+    }
+}
+
+/* Megatron's save_checkpoint_and_time: the save, then its time on every rank (with
+ * --async-save, the time the loop waited: the snapshot, not the write). */
+static void save_and_time(mc_trainer_t *t)
+{
+    mc_timer_start(&t->timers, MC_T_SAVE_CHECKPOINT);
+    mc_ckpt_save(t);
+    mc_timer_stop(&t->timers, MC_T_SAVE_CHECKPOINT);
+    log_timer(t, MC_T_SAVE_CHECKPOINT);
+}
+
+/* --load, timed between barriers as Megatron's setup_model_and_optimizer does. */
+static void load_and_time(mc_trainer_t *t)
+{
+    if (!t->args->load[0]) return;
+    mc_barrier(t->comm, t->comm->world);
+    mc_timer_start(&t->timers, MC_T_LOAD_CHECKPOINT);
+    mc_ckpt_load(t);
+    mc_barrier(t->comm, t->comm->world);
+    mc_timer_stop(&t->timers, MC_T_LOAD_CHECKPOINT);
+    log_timer(t, MC_T_LOAD_CHECKPOINT);
+}
+
+/* Megatron's checkpoint_and_decide_exit, after each iteration: the exit signal (any rank's),
+ * the periodic save, then the exit conditions, each saving first unless this iteration was just
+ * saved. Returns whether to leave the loop. */
+static bool checkpoint_and_decide_exit(mc_trainer_t *t, double start)
+{
+    const mc_args_t *a = t->args;
+    const bool save = a->save[0] != 0;
+    char what[96];
+    if (a->exit_signal_handler && mc_signals_received(t->comm)) {
+        if (save) save_and_time(t);
+        /* Megatron's words, except that it names SIGTERM whatever --exit-signal is */
+        snprintf(what, sizeof(what), "exiting program after receiving %s.", a->exit_signal);
+        print_datetime(what);
+        return true;
+    }
+    bool saved = false;
+    if (save && t->iteration % a->save_interval == 0) {
+        save_and_time(t);
+        saved = true;
+    }
+    if (a->exit_duration_in_mins > 0 && duration_exceeded(t, start)) {
+        if (save && !saved) save_and_time(t);
+        snprintf(what, sizeof(what), "exiting program after %.2f minutes", (mc_now_s() - start) / 60.0);
+        print_datetime(what);
+        return true;
+    }
+    if (a->exit_interval > 0 && t->iteration % a->exit_interval == 0) {
+        if (save && !saved) save_and_time(t);
+        snprintf(what, sizeof(what), "exiting program at iteration %lld", (long long)t->iteration);
+        print_datetime(what);
+        return true;
+    }
+    return false;
+}
+
 static mc_comm_t *g_comm;
 static void abort_job(int code) { g_comm->abort(g_comm, code); }
 
@@ -384,6 +458,7 @@ int mc_pretrain(mc_args_t *args)
                       args->padded_vocab_size, (long long)data.vocab_size);
     char why[256];
     mc_runtime_t *rt = mc_runtime();
+    mc_signals_init(args->exit_signal_handler ? mc_signal_number(args->exit_signal) : 0);
     const mc_backend_t *be =
         mc_backend_select(args->device, args->cpu_threads, rt ? rt->local_rank : 0, why, sizeof(why));
     mc_memory_plan_t plan; /* sized once: checked, and logged at start-up */
@@ -403,7 +478,8 @@ int mc_pretrain(mc_args_t *args)
     g_printer = t->par.rank == t->par.last_rank;
     mc_error_set_rank_local(true);
     if (g_printer) print_startup(t, &plan, why);
-    mc_ckpt_load(t); /* --load */
+    load_and_time(t); /* --load */
+    mc_ckpt_init(t);  /* --async-save's snapshot buffer */
 
     const double start = mc_now_s();
     const int M = args->num_microbatches, mbs = args->micro_batch_size;
@@ -417,6 +493,7 @@ int mc_pretrain(mc_args_t *args)
         interval_t iv = {.t0 = mc_now_s()};
         snapshot_volume(t, &iv);
         while (t->iteration < args->train_iters) { /* derived from --train-samples too */
+            mc_ckpt_finalize(t, false); /* publishes an asynchronous save once written */
             for (int i = 0; i < M; i++)
                 load_microbatch(t, i, MC_SPLIT_TRAIN,
                                 mc_sampler_index(t->consumed_train_samples, mbs,
@@ -445,35 +522,16 @@ int mc_pretrain(mc_args_t *args)
                 print_eval(t, label, evaluate(t, MC_SPLIT_VALID, &t->consumed_valid_samples));
                 iv.t0 = mc_now_s(); /* evaluation time is not training time */
             }
-            /* Megatron's checkpoint_and_decide_exit: the periodic save, and a save before an
-             * early exit unless this iteration was just saved */
-            bool saved = false;
-            if (args->save[0] && t->iteration % args->save_interval == 0) {
-                mc_ckpt_save(t);
-                saved = true;
-                iv.t0 = mc_now_s(); /* nor is saving */
-            }
-            if (args->exit_interval > 0 && t->iteration % args->exit_interval == 0) {
-                if (args->save[0] && !saved) mc_ckpt_save(t);
-                char what[96];
-                snprintf(what, sizeof(what), "exiting program at iteration %lld", (long long)t->iteration);
-                print_datetime(what);
-                exiting = true;
-                break;
-            }
-            if (args->exit_duration_in_mins > 0 && duration_exceeded(t, start)) {
-                if (args->save[0] && !saved) mc_ckpt_save(t);
-                char what[96];
-                snprintf(what, sizeof(what), "exiting program after %.2f minutes", (mc_now_s() - start) / 60.0);
-                print_datetime(what);
-                exiting = true;
-                break;
-            }
+            const bool saving = args->save[0] && t->iteration % args->save_interval == 0;
+            exiting = checkpoint_and_decide_exit(t, start);
+            if (saving || exiting) iv.t0 = mc_now_s(); /* saving is not training time */
+            if (exiting) break;
         }
+        mc_ckpt_finalize(t, true); /* the end of Megatron's train() */
         print_datetime("after training is done");
         /* the last iteration, unless the loop just saved it (an early exit saved already) */
         if (!exiting && args->save[0] && t->iteration != 0 && t->iteration % args->save_interval != 0)
-            mc_ckpt_save(t);
+            save_and_time(t);
     }
     /* do_valid / do_test: a split with a dataset and --eval-iters > 0 */
     if (!exiting && args->eval_iters > 0) {
@@ -488,6 +546,8 @@ int mc_pretrain(mc_args_t *args)
             print_eval(t, label, evaluate(t, MC_SPLIT_TEST, &consumed_test));
         }
     }
+    mc_ckpt_finalize(t, true); /* a final save written during the evaluation */
+    mc_ckpt_free(t);
     free(mbl);
     mc_trainer_free(t);
     free(t);

@@ -1,4 +1,5 @@
 /* Trainer set-up and one training step (Megatron's train_step for one rank). */
+#include <float.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -69,6 +70,10 @@ void mc_trainer_memory(const mc_args_t *args, const mc_backend_t *be, mc_memory_
                               .activations = (double)ab, .workspace = (double)wb, .stage = r,
                               .dt = cfg.dt, .gdt = cfg.gdt};
         for (int g = 0; g < MC_SLOT_GROUPS; g++) m.inflight += plan.cfg.slots[g];
+        /* the files hold the parameters and, without the distributed optimizer (whose state
+         * is gathered into copies), the Adam moments (train/ckpt_async.h) */
+        if (args->async_save && args->save[0])
+            m.snapshot = m.params + (ddp.dist_opt || args->no_save_optim ? 0 : m.optimizer);
         const double total = m.params + m.grads + m.optimizer + m.activations + m.workspace;
         if (total > best) {
             best = total;
@@ -143,8 +148,6 @@ void mc_trainer_free(mc_trainer_t *t)
     memset(t, 0, sizeof(*t));
 }
 
-static bool is_finite(double x) { return !isnan(x) && !isinf(x); }
-
 /* The loss pair (sum, tokens) of this rank's microbatches over the global batch: the last
  * pipeline stage has it; broadcast over the pipeline, then summed over dp-cp (Megatron's
  * finalize_model_grads does the same with the token count for per-token loss). */
@@ -158,11 +161,32 @@ static void reduce_loss_pair(mc_trainer_t *t, double *sum, double *tokens)
     *tokens = pair[1];
 }
 
+/* What a non-finite value is: 0 finite, 1 NaN, 2 Inf. */
+static int non_finite(double x) { return isnan(x) ? 1 : isinf(x) ? 2 : 0; }
+
+/* --check-for-nan-in-loss-and-grad found a NaN or Inf in a value every rank has after the
+ * reductions (the loss over the global batch, the gradient norm), so every rank is here at
+ * once: the lowest rank whose own part (mine, non_finite's code) was not finite names itself
+ * and the iteration in the one error line and ends the job (Megatron's rerun state machine
+ * raises on that rank); rank 0 speaks when the reduction alone overflowed. */
+static void stop_non_finite(mc_trainer_t *t, int mine, double value, const char *what)
+{
+    const int size = t->comm->size, rank = t->comm->rank;
+    /* one all-reduce: MAX picks the lowest such rank, then its kind */
+    int64_t v = mine ? (int64_t)(size - rank) * 4 + mine : 0;
+    mc_all_reduce(t->comm, t->comm->world, &v, 1, MC_DT_I64, MC_OP_MAX);
+    const int who = v ? size - (int)(v / 4) : 0, kind = v ? (int)(v % 4) : non_finite(value);
+    mc_fatal_by(who, "found %s in %s at iteration %lld (lower --lr, or check the data; "
+                "--no-check-for-nan-in-loss-and-grad trains on)", kind == 1 ? "NaN" : "Inf", what,
+                (long long)(t->iteration + 1));
+}
+
 typedef struct {
     mc_trainer_t *t;
     int M;
     uint32_t it;
     double sum, tokens;
+    int bad_loss; /* the first non-finite local loss (non_finite's code) */
 } step_ctx_t;
 
 static float on_loss(void *ctx, int mb, double sum, double cnt)
@@ -170,9 +194,7 @@ static float on_loss(void *ctx, int mb, double sum, double cnt)
     step_ctx_t *s = ctx;
     const mc_args_t *a = s->t->args;
     (void)mb;
-    if (a->check_for_nan_in_loss_and_grad && !is_finite(sum))
-        mc_fatal("found NaN in local forward loss calculation at iteration %lld "
-                 "(lower --lr, or check the data)", (long long)s->it);
+    if (!s->bad_loss) s->bad_loss = non_finite(sum); /* reported once every rank knows */
     s->sum += sum;
     s->tokens += cnt;
     /* Section 5.3: objective per microbatch is sum / max(tokens, 1) / M, or the plain sum with
@@ -219,6 +241,8 @@ void mc_forward_backward(mc_trainer_t *t, const mc_microbatch_t *mbs, int M, mc_
     mc_timer_stop(&t->timers, MC_T_EMBEDDING_GRADS_ALL_REDUCE);
     /* the token-weighted loss over the global batch */
     reduce_loss_pair(t, &ctx.sum, &ctx.tokens);
+    if (a->check_for_nan_in_loss_and_grad && non_finite(ctx.sum))
+        stop_non_finite(t, ctx.bad_loss, ctx.sum, "local forward loss calculation");
     r->loss_sum = ctx.sum;
     r->num_tokens = ctx.tokens;
     if (a->calculate_per_token_loss && r->num_tokens > 0)
@@ -271,6 +295,27 @@ static bool unscale_and_check(mc_trainer_t *t)
     return found != 0;
 }
 
+/* MC_TEST_GRAD_POISON="ITERATION:nan|inf[:RANK]": tests turn the gradients of every rank (or of
+ * RANK) into NaN, or the non-zero ones into Inf, at that iteration, after their reduction, to
+ * reach the gradient-norm check (real inputs make the loss non-finite first). With RANK, only
+ * for layouts without data parallelism, whose ranks would otherwise disagree on the norm. */
+static void poison_grads(mc_trainer_t *t)
+{
+    const char *env = getenv("MC_TEST_GRAD_POISON");
+    long long it;
+    char kind[4];
+    int rank = -1;
+    if (!env || sscanf(env, "%lld:%3[a-z]:%d", &it, kind, &rank) < 2 || it != t->iteration + 1 ||
+        (rank >= 0 && rank != t->par.rank))
+        return;
+    if (strcmp(kind, "inf") == 0) {
+        mc_opt_scale_grads(&t->opt, FLT_MAX); /* twice: every non-zero float overflows */
+        mc_opt_scale_grads(&t->opt, FLT_MAX);
+    } else {
+        mc_opt_scale_grads(&t->opt, NAN);
+    }
+}
+
 void mc_train_step(mc_trainer_t *t, const mc_microbatch_t *mbs, int M, mc_step_result_t *r)
 {
     const mc_args_t *a = t->args;
@@ -278,6 +323,7 @@ void mc_train_step(mc_trainer_t *t, const mc_microbatch_t *mbs, int M, mc_step_r
     mc_forward_backward(t, mbs, M, r);
     mc_timer_start(&t->timers, MC_T_OPTIMIZER);
     mc_opt_prepare_grads(&t->opt);
+    poison_grads(t);
     r->skipped = unscale_and_check(t);
     if (r->skipped) { /* no norm, no update, no parameter gather, no scheduler step */
         r->grad_norm = NAN;
@@ -286,10 +332,10 @@ void mc_train_step(mc_trainer_t *t, const mc_microbatch_t *mbs, int M, mc_step_r
         return;
     }
     mc_timer_start(&t->timers, MC_T_OPT_CLIP);
-    r->grad_norm = sqrt(reduce_grad_stat(t, mc_opt_grad_sumsq(&t->opt)));
-    if (a->check_for_nan_in_loss_and_grad && !is_finite(r->grad_norm))
-        mc_fatal("found NaN or Inf in the gradient norm at iteration %lld "
-                 "(lower --lr, or check the data)", (long long)(t->iteration + 1));
+    const double local = mc_opt_grad_sumsq(&t->opt);
+    r->grad_norm = sqrt(reduce_grad_stat(t, local));
+    if (a->check_for_nan_in_loss_and_grad && non_finite(r->grad_norm))
+        stop_non_finite(t, non_finite(local), r->grad_norm, "the gradient norm");
     mc_clip_grads(&t->opt, r->grad_norm, a->clip_grad);
     mc_timer_stop(&t->timers, MC_T_OPT_CLIP);
     if (a->log_num_zeros_in_grad) {

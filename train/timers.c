@@ -33,6 +33,8 @@ static const struct {
     [MC_T_OPT_COUNT_ZEROS] = {"optimizer-count-zeros", 1, false},
     [MC_T_OPT_INNER_STEP] = {"optimizer-inner-step", 1, false},
     [MC_T_OPTIMIZER] = {"optimizer", 1, true},
+    [MC_T_SAVE_CHECKPOINT] = {"save-checkpoint", 0, false},
+    [MC_T_LOAD_CHECKPOINT] = {"load-checkpoint", 0, false},
 };
 
 mc_timing_option_t mc_timing_option(const char *name)
@@ -133,15 +135,29 @@ void mc_timers_format(mc_timing_option_t option, const double *all, int world, d
     free(text);
 }
 
+/* Gathers every rank's times (src: MC_TIMERS values) and formats the block. */
+static void gather_format(mc_timers_t *t, const double *src, double normalizer, char *buf, size_t n)
+{
+    const int W = t->comm->size;
+    double *all = malloc((size_t)W * MC_TIMERS * sizeof(double));
+    if (!all) mc_fatal("out of host memory");
+    mc_all_gather(t->comm, t->comm->world, src, all, MC_TIMERS, MC_DT_F64);
+    mc_timers_format(t->option, all, W, normalizer, buf, n);
+    free(all);
+}
+
 void mc_timers_report(mc_timers_t *t, double normalizer, char *buf, size_t n)
 {
     if (n) buf[0] = '\0';
     if (t->level == 0) return;
-    const int W = t->comm->size;
-    double *all = malloc((size_t)W * MC_TIMERS * sizeof(double));
-    if (!all) mc_fatal("out of host memory");
-    mc_all_gather(t->comm, t->comm->world, t->elapsed, all, MC_TIMERS, MC_DT_F64);
-    mc_timers_format(t->option, all, W, normalizer, buf, n);
+    gather_format(t, t->elapsed, normalizer, buf, n);
     memset(t->elapsed, 0, sizeof(t->elapsed));
-    free(all);
+}
+
+void mc_timers_log(mc_timers_t *t, mc_timer_id_t id, char *buf, size_t n)
+{
+    double mine[MC_TIMERS] = {0};
+    mine[id] = t->elapsed[id];
+    gather_format(t, mine, 1.0, buf, n);
+    t->elapsed[id] = 0;
 }

@@ -35,6 +35,8 @@ typedef enum {
     MC_T_OPT_COUNT_ZEROS,    /* level 1 */
     MC_T_OPT_INNER_STEP,     /* level 1 */
     MC_T_OPTIMIZER,          /* level 1 */
+    MC_T_SAVE_CHECKPOINT,    /* level 0: reported after each save (mc_timers_log) */
+    MC_T_LOAD_CHECKPOINT,    /* level 0: reported after --load */
     MC_TIMERS
 } mc_timer_id_t;
 
@@ -66,6 +68,10 @@ void mc_timer_label(char *buf, size_t n, const char *name, const char *name2);
 /* Collective over the world: gathers every rank's times, formats Megatron's block into buf
  * (empty when nothing was timed) and resets the timers. */
 void mc_timers_report(mc_timers_t *t, double normalizer, char *buf, size_t n);
+/* Collective over the world: Megatron's timers.log([name]) for one timer (after a save or load):
+ * every rank's elapsed time in ms, unnormalized, formatted into buf per --timing-log-option;
+ * resets that timer. */
+void mc_timers_log(mc_timers_t *t, mc_timer_id_t id, char *buf, size_t n);
 /* The formatting alone (Timers.get_all_timers_string): all[r * MC_TIMERS + id] is rank r's
  * elapsed seconds for timer id, world ranks; a rank's time counts only when > 0. Writes the
  * block (no trailing newline) into buf, or "" when no rank timed anything. A block longer than

@@ -31,6 +31,7 @@ typedef struct {
     mc_scaler_t scaler;           /* loss scaling (fp16, or --loss-scale) */
     mc_lr_sched_t sched;
     mc_timers_t timers;           /* --timing-log-level */
+    struct mc_ckpt_async *ckpt_async; /* --async-save's writer (train/ckpt_async.h), or NULL */
 
     mc_data_source_t data;        /* opened by mc_pretrain; tests feed microbatches directly */
     /* host staging: the microbatches of one training or evaluation step ([max_batch, s] each),
@@ -54,6 +55,7 @@ typedef struct {
 /* Bytes per rank of what mc_trainer_init allocates (the memory plan) on backend be. */
 typedef struct {
     double params, grads, optimizer, activations, workspace;
+    double snapshot; /* --async-save with --save: the host copy of what a save writes */
     int stage;    /* the pipeline stage planned: the one that needs the most */
     int inflight; /* its activation slots (microbatch x model chunk) */
     mc_dtype_t dt, gdt; /* types of the parameters and the gradient buffer */

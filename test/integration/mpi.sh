@@ -18,6 +18,21 @@ MPI_ASAN_OPTIONS=${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0
 MPIRUN=(timeout 300 mpirun --allow-run-as-root --oversubscribe -x "ASAN_OPTIONS=$MPI_ASAN_OPTIONS")
 SRUN=(timeout 300 srun --mpi=pmix "--export=ALL,ASAN_OPTIONS=$MPI_ASAN_OPTIONS")
 
+# pid of the megatron-c process of rank R of a job: the one whose environment has the job's
+# marker (MC_FAULT_JOB: export it, and pass -x MC_FAULT_JOB to mpirun) and the rank
+rank_pid() { # marker rank
+    local p
+    for p in $(pgrep -f "$MC_BIN"); do
+        local env
+        env=$(tr '\0' '\n' 2>/dev/null <"/proc/$p/environ") || continue
+        if grep -qx "MC_FAULT_JOB=$1" <<<"$env" && grep -qxE "(PMIX_RANK|OMPI_COMM_WORLD_RANK)=$2" <<<"$env"; then
+            echo "$p"
+            return 0
+        fi
+    done
+    return 1
+}
+
 have_mpirun() { command -v mpirun >/dev/null 2>&1; }
 # mpirun_mc NP ARGS...: megatron-c on NP ranks
 mpirun_mc() {

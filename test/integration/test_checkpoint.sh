@@ -131,6 +131,60 @@ fi
 # distributed optimizer (the tied embeddings' own bucket on the first and last stage)
 resume_case ptd-p 8 "$MC_TMP/ptdp8" "${PTD[@]}" --sequence-parallel "${DIST[@]}" --overlap-param-gather
 
+# ---- mixed precision: the 16-bit model, the fp32 master params and the loss scaler resume ----
+# fp16 starts its dynamic scale low with a short window, so the scale moves around iteration 12
+# and only a restored scaler (scale, growth and hysteresis trackers) logs the same lines after it.
+resume_case bf16 1 "$MC_TMP/bf16" --bf16
+resume_case fp16 1 "$MC_TMP/fp16" --fp16 --initial-loss-scale 4096 --loss-scale-window 5
+resume_case bf16-dp2-distopt 2 "$MC_TMP/bf16dp" --bf16 "${DIST[@]}"
+if "$PY" -c "import torch" 2>/dev/null; then
+    cat >"$MC_TMP/mixed.py" <<'EOF'
+import re, sys, torch
+def load(p):
+    try:
+        return torch.load(p, weights_only=False)
+    except TypeError:
+        return torch.load(p)
+fails = []
+def expect(c, what):
+    if not c:
+        fails.append(what)
+d16, dfp16, ddp, log16 = sys.argv[1:5]
+sd = load(d16 + "/iter_0000012/mp_rank_00/model_optim_rng.pt")
+m = sd["model"]
+weights = [k for k in m if not k.endswith("._extra_state")]
+expect(all(m[k].dtype == torch.bfloat16 for k in weights), "bf16: model weights are bfloat16")
+expect(sd["args"].bf16 is True, "bf16: args.bf16")
+opt = sd["optimizer"]
+expect(set(opt.keys()) == {"optimizer", "fp32_from_fp16_params"}, "bf16: Float16Optimizer keys %s" % list(opt))
+masters = [t for g in opt["fp32_from_fp16_params"] for t in g]
+expect(len(masters) == len(weights) and all(t.dtype == torch.float32 for t in masters), "bf16: fp32 masters")
+# every model weight is some master rounded to bfloat16 (Megatron's main-to-model copy), and the
+# masters carry more than bfloat16 precision
+rounded = {(tuple(t.shape), t.to(torch.bfloat16).float().sum().item(), t.to(torch.bfloat16).float().abs().sum().item()) for t in masters}
+for k in weights:
+    w = m[k].float()
+    expect((tuple(w.shape), w.sum().item(), w.abs().sum().item()) in rounded, "bf16: %s is a master rounded" % k)
+expect(any(not torch.equal(t, t.to(torch.bfloat16).float()) for t in masters), "bf16: masters carry more than bf16")
+sd = load(dfp16 + "/iter_0000012/mp_rank_00/model_optim_rng.pt")
+gs = sd["optimizer"]["grad_scaler"]
+expect(set(gs.keys()) == {"scale", "growth_tracker", "hysteresis_tracker"}, "fp16: grad_scaler keys")
+logged = [float(x) for x in re.findall(r"iteration +12/.*loss scale: ([0-9.]+) \|", open(log16).read())]
+expect(logged and float(gs["scale"]) == logged[0], "fp16: the saved scale %s is the logged one %s" % (gs["scale"], logged))
+expect(all(t.dtype == torch.float16 for k, t in sd["model"].items() if not k.endswith("._extra_state")), "fp16: float16 weights")
+dist = load(ddp + "/iter_0000012/mp_rank_00/distrib_optim.pt")
+keys = list(dist[0].keys())
+expect(keys == [(torch.bfloat16, torch.float32)], "bf16 distopt: buffer key %s" % keys)
+expect(dist[0][keys[0]]["param"].dtype == torch.float32, "bf16 distopt: fp32 master params")
+print("; ".join(fails) if fails else "ok")
+EOF
+    out=$("$PY" "$MC_TMP/mixed.py" "$MC_TMP/bf16" "$MC_TMP/fp16" "$MC_TMP/bf16dp" "$MC_TMP/fp16.full" 2>&1 | tail -3)
+    check "mixed precision files in torch: bfloat16 weights that are their fp32 masters rounded, the grad scaler's state, the distributed optimizer's (bfloat16, float32) buffer ($out)" \
+        test "$out" = ok
+else
+    skip "mixed precision files in torch" "python3-torch is not installed (scripts/install-deps.sh --torch)"
+fi
+
 # ---- errors: one line naming the file ----
 load_error() { # name pattern np args...
     local name=$1 pattern=$2 np=$3

@@ -10,19 +10,16 @@ FLAGS=(--device cpu --mock-data --num-layers 2 --hidden-size 32 --num-attention-
        --seq-length 32 --max-position-embeddings 32 --micro-batch-size 1 --global-batch-size 8
        --train-iters 1000000 --lr 1e-3 --vocab-size 256 --log-interval 1 --eval-iters 0)
 
-# pid of the megatron-c process of rank R of this job: the one whose environment has the job's
-# marker (MC_FAULT_JOB, passed on by both launchers) and the rank
-rank_pid() { # marker rank
-    local p
-    for p in $(pgrep -f "$MC_BIN"); do
-        local env
-        env=$(tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null) || continue
-        if grep -qx "MC_FAULT_JOB=$1" <<<"$env" && grep -qxE "(PMIX_RANK|OMPI_COMM_WORLD_RANK)=$2" <<<"$env"; then
-            echo "$p"
-            return 0
-        fi
+# Ends a job of this test that went wrong: its ranks (found by MC_FAULT_JOB, whoever launched
+# them) and its launcher, so no 1000000-iteration run outlives the test.
+kill_job() {
+    local p r
+    for r in 0 1 2 3; do
+        p=$(rank_pid "$MC_FAULT_JOB" $r)
+        [ -n "$p" ] && kill -9 "$p" 2>/dev/null
     done
-    return 1
+    kill -9 "$1" 2>/dev/null
+    wait "$1" 2>/dev/null
 }
 
 # job_fault NAME SIGNAL PATTERN MAX_S LAUNCHER...: start training, wait for iteration 3, send
@@ -34,15 +31,15 @@ job_fault() {
     export MC_FAULT_JOB=$$.$RANDOM
     "$@" "${FLAGS[@]}" >"$MC_TMP/out" 2>"$MC_TMP/err" &
     local job=$! waited=0 pid=""
-    while [ $waited -lt 600 ] && ! grep -q 'iteration        3/' "$MC_TMP/out"; do
+    # up to 4 minutes for iteration 3: a loaded machine starts 4 ranks slowly
+    while [ $waited -lt 2400 ] && kill -0 "$job" 2>/dev/null && ! grep -q 'iteration        3/' "$MC_TMP/out"; do
         sleep 0.1
         waited=$((waited + 1))
     done
     pid=$(rank_pid "$MC_FAULT_JOB" 2)
     if [ -z "$pid" ]; then
         not_ok "$name (could not find rank 2; stderr: $(head -c 400 "$MC_TMP/err"))"
-        kill -9 "$job" 2>/dev/null
-        wait "$job" 2>/dev/null
+        kill_job "$job"
         return
     fi
     local t0=$SECONDS
@@ -52,10 +49,7 @@ job_fault() {
     local took=$((SECONDS - t0))
     if kill -0 "$job" 2>/dev/null; then
         not_ok "$name (still running after ${took} s)"
-        local p
-        for p in 0 1 2 3; do kill -9 "$(rank_pid "$MC_FAULT_JOB" $p)" 2>/dev/null; done
-        kill -9 "$job" 2>/dev/null
-        wait "$job" 2>/dev/null
+        kill_job "$job"
         kill -CONT "$pid" 2>/dev/null
         return
     fi

@@ -1,0 +1,59 @@
+#include "train/signals.h"
+
+#include <signal.h>
+#include <stdint.h>
+#include <string.h>
+
+static volatile sig_atomic_t g_received;
+
+/* Async-signal-safe: one store. Any thread may run it (the signal is process-directed). */
+static void note(int signo)
+{
+    (void)signo;
+    g_received = 1;
+}
+
+/* Python's signal.Signals names of the signals that ask a job to stop and that a handler can
+ * catch (Megatron offers every signal, but catching SIGKILL or SIGSTOP fails at start-up). The
+ * --exit-signal choices (cli/flags_train.c) are these names. */
+static const struct {
+    const char *name;
+    int signo;
+} NAMES[] = {
+    {"SIGTERM", SIGTERM}, {"SIGINT", SIGINT},   {"SIGHUP", SIGHUP},   {"SIGQUIT", SIGQUIT},
+    {"SIGUSR1", SIGUSR1}, {"SIGUSR2", SIGUSR2}, {"SIGALRM", SIGALRM}, {"SIGXCPU", SIGXCPU},
+    {"SIGPWR", SIGPWR},
+};
+
+int mc_signal_number(const char *name)
+{
+    for (size_t i = 0; i < sizeof(NAMES) / sizeof(NAMES[0]); i++)
+        if (strcmp(NAMES[i].name, name) == 0) return NAMES[i].signo;
+    return -1;
+}
+
+const char *mc_signal_name(int signo)
+{
+    for (size_t i = 0; i < sizeof(NAMES) / sizeof(NAMES[0]); i++)
+        if (NAMES[i].signo == signo) return NAMES[i].name;
+    return NULL;
+}
+
+void mc_signals_init(int exit_signal)
+{
+    signal(SIGXFSZ, SIG_IGN);
+    if (exit_signal <= 0) return;
+    struct sigaction sa;
+    memset(&sa, 0, sizeof(sa));
+    sa.sa_handler = note;
+    sigemptyset(&sa.sa_mask);
+    sa.sa_flags = SA_RESTART; /* system calls in flight on any thread carry on */
+    sigaction(exit_signal, &sa, NULL);
+}
+
+bool mc_signals_received(mc_comm_t *comm)
+{
+    int64_t any = g_received != 0;
+    mc_all_reduce(comm, comm->world, &any, 1, MC_DT_I64, MC_OP_MAX);
+    return any != 0;
+}
