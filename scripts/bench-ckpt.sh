@@ -15,7 +15,8 @@
 #    directory: what the disk takes for the bytes alone (a save also pickles, computes CRC-32s
 #    and fsyncs).
 # Models: the 1B model, and a 0.54B one for which --async-save's snapshot fits this machine's
-# memory (the snapshot holds parameters and Adam moments again: 12 bytes per parameter). The
+# memory (the snapshot holds parameters and Adam moments again: 12 bytes per parameter), and the
+# 1B model's weights alone (--no-save-optim: a 4-byte-per-parameter snapshot fits). The
 # checkpoints are deleted at the end. A benchmark, not a test.
 #
 #   scripts/bench-ckpt.sh            # BENCH_DIR=build/bench-ckpt (the disk measured)
@@ -108,5 +109,8 @@ echo "| model | parameters | checkpoint | sync save (loop blocked) | async: loop
 echo "|---|---:|---:|---:|---:|---:|---:|---:|---:|"
 bench "24 layers, hidden 1792" --num-layers 24 --hidden-size 1792 --num-attention-heads 16
 bench "24 layers, hidden 1280" --num-layers 24 --hidden-size 1280 --num-attention-heads 16
+# the 1B model's weights alone (4 bytes per parameter): its snapshot fits beside training
+bench "24 layers, hidden 1792, weights only" --num-layers 24 --hidden-size 1792 --num-attention-heads 16 \
+    --no-save-optim --no-load-optim
 echo
 cat "$TMP/notes"
