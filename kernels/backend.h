@@ -52,6 +52,17 @@ enum {
 
 typedef struct mc_backend mc_backend_t;
 
+/* One tensor of the multi-tensor Adam step: fp32 master params p, main grads g, moments m and v
+ * (n elements each), its weight decay, and the model's copy of p (NULL: none to update). */
+typedef struct {
+    float *p;
+    const float *g;
+    float *m, *v;
+    void *model;
+    long n;
+    float wd;
+} mc_adam_tensor_t;
+
 struct mc_backend {
     const char *name; /* "cpu" or "cuda" */
 
@@ -87,6 +98,22 @@ struct mc_backend {
                             void *dW, void *dbias, const void *dout, const void *in, const void *W,
                             int N, int in_f, int out_f);
 
+    /* The MLP's first linear layer with its activation (Megatron's bias_gelu fusion):
+     * pre = in @ W^T + bias (kept for the backward), act = gelu(pre); all of type dt.
+     * Equal to linear_forward then gelu_forward, except that a backend may compute act from
+     * the unrounded pre (a GEMM epilogue): one more rounding of a 16-bit act at most. */
+    void (*linear_gelu_forward)(const mc_backend_t *be, mc_dtype_t dt, void *act, void *pre,
+                                const void *in, const void *W, const void *bias, int N, int in_f,
+                                int out_f, int tanh_approx);
+    /* The MLP's second linear layer backward through the activation: din = (dout @ W) *
+     * gelu'(pre) (type dt, the gradient at the first layer's output), dW and dbias as
+     * linear_backward with in = act. Equal to linear_backward then gelu_backward up to the one
+     * rounding of the product before the activation's gradient. */
+    void (*linear_backward_gelu)(const mc_backend_t *be, mc_dtype_t dt, mc_dtype_t gdt, void *din,
+                                 void *dW, void *dbias, const void *dout, const void *act,
+                                 const void *W, const void *pre, int N, int in_f, int out_f,
+                                 int tanh_approx);
+
     /* ---- embedding (Megatron's VocabParallelEmbedding on one shard) ----
      * wte holds rows [vocab_start, vocab_start + V) of the word embeddings; a token outside them
      * contributes zeros (the tp all-reduce adds the owner's row).
@@ -106,7 +133,14 @@ struct mc_backend {
     void (*layernorm_forward)(const mc_backend_t *be, mc_dtype_t dt, void *out, float *mean,
                               float *rstd, const void *x, const void *w, const void *b, int N,
                               int C, float eps);
-    /* dx += ... (type dt), dw += ..., db += ... (type gdt) */
+    /* The residual add before a pre-LN block, fused with its LayerNorm: sum = a + b (rounded to
+     * dt, as add does; sum may equal a or b), then layernorm_forward(out, sum). Results equal
+     * the two ops in sequence; the sum is read once. */
+    void (*add_layernorm_forward)(const mc_backend_t *be, mc_dtype_t dt, void *sum, void *out,
+                                  float *mean, float *rstd, const void *a, const void *b,
+                                  const void *w, const void *bias, int N, int C, float eps);
+    /* dx += ... (type dt), dw += ..., db += ... (type gdt). dx accumulating is the backward's
+     * fusion with the residual add: the residual's gradient is already in dx. */
     void (*layernorm_backward_acc)(const mc_backend_t *be, mc_dtype_t dt, mc_dtype_t gdt, void *dx,
                                    void *dw, void *db, const void *dout, const void *x,
                                    const void *w, const float *mean, const float *rstd, int N,
@@ -199,11 +233,14 @@ struct mc_backend {
     /* 1 if any element is inf or nan. */
     int (*has_nonfinite)(const mc_backend_t *be, mc_dtype_t dt, const void *x, long n);
 
-    /* ---- Adam (decoupled weight decay, bias correction) on fp32 master params ----
-     * m = b1 m + (1-b1) g; v = b2 v + (1-b2) g^2; mh = m/bc1; vh = v/bc2;
-     * p -= lr * (mh / (sqrt(vh) + eps) + wd * p), with bc1 = 1-b1^t, bc2 = 1-b2^t. */
-    void (*adam_step)(const mc_backend_t *be, float *p, const float *g, float *m, float *v, long n,
-                      float lr, float beta1, float beta2, float eps, float wd, int step);
+    /* ---- Adam (decoupled weight decay, bias correction) on fp32 master params, a list of
+     * tensors in one pass (Apex's multi-tensor apply: one launch for many parameters) ----
+     * per tensor: m = b1 m + (1-b1) g; v = b2 v + (1-b2) g^2; mh = m/bc1; vh = v/bc2;
+     * p -= lr * (mh / (sqrt(vh) + eps) + wd * p), with bc1 = 1-b1^t, bc2 = 1-b2^t; then, where
+     * `model` is not NULL, model = p rounded to model_dt (Megatron's
+     * _copy_main_params_to_model_params, fused so the master params are read once). */
+    void (*adam_step)(const mc_backend_t *be, const mc_adam_tensor_t *t, int count,
+                      mc_dtype_t model_dt, float lr, float beta1, float beta2, float eps, int step);
 
     void *impl; /* backend private state */
 };

@@ -48,8 +48,9 @@ static const struct {
     size_t offset;
 } OPS[] = {
     OP(alloc), OP(free), OP(memcpy_h2d), OP(memcpy_d2h), OP(memcpy_d2d), OP(memset0), OP(synchronize),
-    OP(convert), OP(gemm), OP(linear_forward), OP(linear_backward), OP(embedding_forward),
-    OP(embedding_backward), OP(layernorm_forward), OP(layernorm_backward_acc), OP(gelu_forward),
+    OP(convert), OP(gemm), OP(linear_forward), OP(linear_backward), OP(linear_gelu_forward),
+    OP(linear_backward_gelu), OP(embedding_forward),
+    OP(embedding_backward), OP(layernorm_forward), OP(add_layernorm_forward), OP(layernorm_backward_acc), OP(gelu_forward),
     OP(gelu_backward), OP(dropout_forward), OP(dropout_backward), OP(attention_forward),
     OP(attention_backward), OP(attention_sizes), OP(ce_max), OP(ce_sums), OP(ce_loss), OP(ce_backward),
     OP(add), OP(add_inplace), OP(scale), OP(sumsq), OP(count_zeros), OP(has_nonfinite), OP(adam_step),

@@ -439,11 +439,11 @@ static void forward_layer(mc_gpt_t *m, int j, uint32_t iteration, bool training,
     void *y = tp_sum(m, &t, m->tmp_h, m->dtmp_h, NL); /* dtmp_h: free in forward */
     d = dropout_site(m, iteration, layer_no, MC_DROPOUT_SITE_ATTN_OUT, sl->sample0, hp);
     be->dropout_forward(be, dt, y, y, &d, Sl, B, H, s0, H, 0);
-    be->add(be, dt, a->x_mid, c->post_ln_residual ? a->ln1 : a->x, y, NL);
+    be->add_layernorm_forward(be, dt, a->x_mid, a->ln2, a->ln2_mean, a->ln2_rstd,
+                              c->post_ln_residual ? a->ln1 : a->x, y, w->ln2_w, w->ln2_b, Sl * B, H, c->eps);
 
-    be->layernorm_forward(be, dt, a->ln2, a->ln2_mean, a->ln2_rstd, a->x_mid, w->ln2_w, w->ln2_b, Sl * B, H, c->eps);
-    be->linear_forward(be, dt, a->fc1, seq_gather(m, &t, a->ln2, NL), w->fc1_w, w->fc1_b, N, H, F);
-    be->gelu_forward(be, dt, a->act, a->fc1, (long)N * F, c->gelu_tanh);
+    be->linear_gelu_forward(be, dt, a->act, a->fc1, seq_gather(m, &t, a->ln2, NL), w->fc1_w, w->fc1_b, N, H, F,
+                            c->gelu_tanh);
     be->linear_forward(be, dt, m->tmp_h, a->act, w->fc2_w, bias_here ? w->fc2_b : NULL, N, F, H);
     y = tp_sum(m, &t, m->tmp_h, m->dtmp_h, NL);
     d = dropout_site(m, iteration, layer_no, MC_DROPOUT_SITE_MLP_OUT, sl->sample0, hp);
@@ -476,9 +476,8 @@ static void backward_layer(mc_gpt_t *m, int j, uint32_t iteration)
     /* ---- MLP block: x_out = res2 + dropout(fc2(gelu(fc1(ln2)))) ---- */
     d = dropout_site(m, iteration, layer_no, MC_DROPOUT_SITE_MLP_OUT, sample0, hp);
     be->dropout_backward(be, dt, m->dtmp_h, m->dres, &d, Sl, B, H, s0, H, 0);
-    be->linear_backward(be, dt, gdt, m->d_ffn, gw->fc2_w, gw->fc2_b, seq_gather(m, &t, m->dtmp_h, NHl),
-                        a->act, w->fc2_w, N, F, H);
-    be->gelu_backward(be, dt, m->d_ffn, m->d_ffn, a->fc1, (long)N * F, c->gelu_tanh);
+    be->linear_backward_gelu(be, dt, gdt, m->d_ffn, gw->fc2_w, gw->fc2_b, seq_gather(m, &t, m->dtmp_h, NHl),
+                             a->act, w->fc2_w, a->fc1, N, F, H, c->gelu_tanh);
     /* d ln2 into dx */
     be->linear_backward(be, dt, gdt, dfull, gw->fc1_w, gw->fc1_b, m->d_ffn, seq_gather(m, &t, a->ln2, NHl),
                         w->fc1_w, N, H, F);

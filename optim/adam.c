@@ -33,6 +33,8 @@ int mc_adam_init(mc_adam_t *opt, mc_gpt_t *model, const mc_args_t *args, mc_opt_
     opt->segs = segs;
     opt->n_segs = n_segs;
     opt->state_len = state_len;
+    opt->step_list = calloc((size_t)(n_segs ? n_segs : 1), sizeof(mc_adam_tensor_t));
+    if (!opt->step_list) mc_fatal("out of host memory");
     opt->exp_avg = be->alloc(be, bytes);
     opt->exp_avg_sq = be->alloc(be, bytes);
     if (model->cfg.dt != MC_DT_F32 && !(opt->master = be->alloc(be, bytes))) return -1;
@@ -53,6 +55,7 @@ void mc_adam_free(mc_adam_t *opt)
             if (bufs[i]) be->free(be, bufs[i]);
     }
     free(opt->segs);
+    free(opt->step_list);
     memset(opt, 0, sizeof(*opt));
 }
 
@@ -179,13 +182,14 @@ void mc_adam_step(mc_adam_t *opt, double lr, double wd)
     opt->step++;
     for (int i = 0; i < opt->n_segs; i++) {
         const mc_opt_seg_t *s = &opt->segs[i];
-        const mc_param_t *p = &m->params[s->param];
-        float *master = mc_opt_param(opt, s);
-        m->be->adam_step(m->be, master, mc_opt_grad(opt, s), opt->exp_avg + s->state_off,
-                         opt->exp_avg_sq + s->state_off, s->len, (float)lr, (float)opt->beta1,
-                         (float)opt->beta2, (float)opt->eps, p->no_wd ? 0.0f : (float)wd, opt->step);
-        /* Megatron's _copy_main_params_to_model_params */
-        if (opt->master)
-            m->be->convert(m->be, mc_gpt_param_at(m, s->off), m->cfg.dt, master, MC_DT_F32, s->len);
+        opt->step_list[i] = (mc_adam_tensor_t){
+            .p = mc_opt_param(opt, s), .g = mc_opt_grad(opt, s),
+            .m = opt->exp_avg + s->state_off, .v = opt->exp_avg_sq + s->state_off,
+            /* Megatron's _copy_main_params_to_model_params, in the same pass */
+            .model = opt->master ? mc_gpt_param_at(m, s->off) : NULL,
+            .n = s->len, .wd = m->params[s->param].no_wd ? 0.0f : (float)wd,
+        };
     }
+    m->be->adam_step(m->be, opt->step_list, opt->n_segs, m->cfg.dt, (float)lr, (float)opt->beta1,
+                     (float)opt->beta2, (float)opt->eps, opt->step);
 }

@@ -30,6 +30,7 @@ typedef struct {
     float *exp_avg, *exp_avg_sq;   /* [state_len] */
     float *master;                 /* [state_len] fp32 master params of a 16-bit model, else NULL */
     float *main_grad;              /* [state_len] fp32 copies of a 16-bit grad buffer, else NULL */
+    mc_adam_tensor_t *step_list;   /* [n_segs]: the segments as one multi-tensor Adam step */
     int step;                      /* applied steps (Megatron's per-group step) */
     double beta1, beta2, eps, clip_grad;
 } mc_adam_t;

@@ -200,8 +200,8 @@ float mc_cpu_row_max(const float *x, long n);
 double mc_cpu_exp_shift_sum(float *out, const float *x, long n, float m);
 
 /* adam.c */
-void mc_cpu_adam_step(const mc_backend_t *be, float *p, const float *g, float *m, float *v, long n,
-                      float lr, float beta1, float beta2, float eps, float wd, int step);
+void mc_cpu_adam_step(const mc_backend_t *be, const mc_adam_tensor_t *t, int count, mc_dtype_t model_dt,
+                      float lr, float beta1, float beta2, float eps, int step);
 
 /* precision.c: the op table's entries for every precision (16-bit operands through fp32 host
  * scratch around the fp32 kernels above); backend.h documents them. */
@@ -219,6 +219,16 @@ void mc_cpu_embedding_backward(const mc_backend_t *be, mc_dtype_t dt, mc_dtype_t
                                const int32_t *positions, int S, int B, int H, int vocab_start, int V);
 void mc_cpu_layernorm_forward(const mc_backend_t *be, mc_dtype_t dt, void *out, float *mean, float *rstd,
                               const void *x, const void *w, const void *b, int N, int C, float eps);
+void mc_cpu_linear_gelu_forward(const mc_backend_t *be, mc_dtype_t dt, void *act, void *pre,
+                                const void *in, const void *W, const void *bias, int N, int in_f,
+                                int out_f, int tanh_approx);
+void mc_cpu_linear_backward_gelu(const mc_backend_t *be, mc_dtype_t dt, mc_dtype_t gdt, void *din,
+                                 void *dW, void *dbias, const void *dout, const void *act,
+                                 const void *W, const void *pre, int N, int in_f, int out_f,
+                                 int tanh_approx);
+void mc_cpu_add_layernorm_forward(const mc_backend_t *be, mc_dtype_t dt, void *sum, void *out,
+                                  float *mean, float *rstd, const void *a, const void *b,
+                                  const void *w, const void *bias, int N, int C, float eps);
 void mc_cpu_layernorm_backward_acc(const mc_backend_t *be, mc_dtype_t dt, mc_dtype_t gdt, void *dx,
                                    void *dw, void *db, const void *dout, const void *x, const void *w,
                                    const float *mean, const float *rstd, int N, int C);

@@ -125,6 +125,34 @@ void mc_cpu_layernorm_forward(const mc_backend_t *be, mc_dtype_t dt, void *out, 
     put(out, dt, o, n);
 }
 
+/* The fused ops of the table are their parts in sequence on the CPU: nothing to save there, and
+ * the CUDA backend's fused versions are tested against exactly these. */
+void mc_cpu_linear_gelu_forward(const mc_backend_t *be, mc_dtype_t dt, void *act, void *pre,
+                                const void *in, const void *W, const void *bias, int N, int in_f,
+                                int out_f, int tanh_approx)
+{
+    mc_cpu_linear_forward(be, dt, pre, in, W, bias, N, in_f, out_f);
+    mc_cpu_gelu_forward(be, dt, act, pre, (long)N * out_f, tanh_approx);
+}
+
+void mc_cpu_linear_backward_gelu(const mc_backend_t *be, mc_dtype_t dt, mc_dtype_t gdt, void *din,
+                                 void *dW, void *dbias, const void *dout, const void *act,
+                                 const void *W, const void *pre, int N, int in_f, int out_f,
+                                 int tanh_approx)
+{
+    mc_cpu_linear_backward(be, dt, gdt, din, dW, dbias, dout, act, W, N, in_f, out_f);
+    if (din) mc_cpu_gelu_backward(be, dt, din, din, pre, (long)N * in_f, tanh_approx);
+}
+
+
+void mc_cpu_add_layernorm_forward(const mc_backend_t *be, mc_dtype_t dt, void *sum, void *out,
+                                  float *mean, float *rstd, const void *a, const void *b,
+                                  const void *w, const void *bias, int N, int C, float eps)
+{
+    mc_cpu_add(be, dt, sum, a, b, (long)N * C);
+    mc_cpu_layernorm_forward(be, dt, out, mean, rstd, sum, w, bias, N, C, eps);
+}
+
 void mc_cpu_layernorm_backward_acc(const mc_backend_t *be, mc_dtype_t dt, mc_dtype_t gdt, void *dx,
                                    void *dw, void *db, const void *dout, const void *x, const void *w,
                                    const float *mean, const float *rstd, int N, int C)

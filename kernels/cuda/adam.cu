@@ -10,6 +10,10 @@
 
 #include "kernels/cuda/common.cuh"
 
+extern "C" {
+#include "cli/error.h"
+}
+
 typedef struct {
     float lr, b1, b2, omb1, omb2, bc1, bc2, eps, wd;
 } adam_k;
@@ -25,32 +29,92 @@ static __device__ __forceinline__ void adam1(const adam_k &k, float &p, float g,
     p = __fsub_rn(p, __fmul_rn(k.lr, upd));
 }
 
-// T (always float) is the element type MC_EW_LAUNCH passes
-template <typename T, int VEC> static __global__ void k_adam(float *p, const float *g, float *m, float *v, long n, adam_k k)
+// Multi-tensor apply (Apex's scheme): a launch takes up to MAX_T tensors in its arguments, each
+// cut into chunks of CHUNK elements; blocks stride over the chunks of all of them, so a model's
+// few hundred parameters cost a handful of launches instead of two per parameter. The model's
+// copy of each updated element is written in the same pass (no second read of the master).
+enum { MAX_T = 32, CHUNK = 16384, THREADS = 256, VEC = 4 };
+
+typedef struct {
+    float *p[MAX_T];
+    const float *g[MAX_T];
+    float *m[MAX_T], *v[MAX_T];
+    void *model[MAX_T];
+    long n[MAX_T];
+    float wd[MAX_T];
+    int chunk0[MAX_T + 1];    // first chunk of each tensor; chunk0[count] = all chunks
+    unsigned char vec[MAX_T]; // every pointer 16-byte aligned: 4-element accesses
+    int count;
+} adam_list;
+
+template <typename TM, int V>
+static __device__ __forceinline__ void adam_span(const adam_k &k, float *p, const float *g, float *m, float *v,
+                                                 TM *model, long i0, long n)
 {
-    const long chunks = (n + VEC - 1) / VEC;
-    for (long c = blockIdx.x * (long)blockDim.x + threadIdx.x; c < chunks; c += (long)gridDim.x * blockDim.x) {
-        float pv[VEC], gv[VEC], mv[VEC], vv[VEC];
-        mc_load_vec<float, VEC>(pv, p, c * VEC, n);
-        mc_load_vec<float, VEC>(gv, g, c * VEC, n);
-        mc_load_vec<float, VEC>(mv, m, c * VEC, n);
-        mc_load_vec<float, VEC>(vv, v, c * VEC, n);
+    float pv[V], gv[V], mv[V], vv[V];
+    mc_load_vec<float, V>(pv, p, i0, n);
+    mc_load_vec<float, V>(gv, g, i0, n);
+    mc_load_vec<float, V>(mv, m, i0, n);
+    mc_load_vec<float, V>(vv, v, i0, n);
 #pragma unroll
-        for (int i = 0; i < VEC; i++) adam1(k, pv[i], gv[i], mv[i], vv[i]);
-        mc_store_vec<float, VEC>(p, c * VEC, n, pv);
-        mc_store_vec<float, VEC>(m, c * VEC, n, mv);
-        mc_store_vec<float, VEC>(v, c * VEC, n, vv);
+    for (int i = 0; i < V; i++) adam1(k, pv[i], gv[i], mv[i], vv[i]);
+    mc_store_vec<float, V>(p, i0, n, pv);
+    mc_store_vec<float, V>(m, i0, n, mv);
+    mc_store_vec<float, V>(v, i0, n, vv);
+    if (model) mc_store_vec<TM, V>(model, i0, n, pv);
+}
+
+template <typename TM> static __global__ void __launch_bounds__(THREADS) k_adam_multi(adam_list l, adam_k k)
+{
+    const int total = l.chunk0[l.count];
+    for (int c = blockIdx.x; c < total; c += gridDim.x) {
+        int t = 0;
+        while (c >= l.chunk0[t + 1]) t++;
+        const long n = l.n[t];
+        const long lo = (long)(c - l.chunk0[t]) * CHUNK;
+        const long hi = lo + CHUNK < n ? lo + CHUNK : n;
+        adam_k kt = k;
+        kt.wd = l.wd[t];
+        TM *model = (TM *)l.model[t];
+        if (l.vec[t]) {
+            for (long i = lo + (long)threadIdx.x * VEC; i < hi; i += (long)THREADS * VEC)
+                adam_span<TM, VEC>(kt, l.p[t], l.g[t], l.m[t], l.v[t], model, i, hi);
+        } else {
+            for (long i = lo + threadIdx.x; i < hi; i += THREADS)
+                adam_span<TM, 1>(kt, l.p[t], l.g[t], l.m[t], l.v[t], model, i, hi);
+        }
     }
 }
 
-void mc_cuda_adam_step(const mc_backend_t *be, float *p, const float *g, float *m, float *v, long n, float lr,
-                       float beta1, float beta2, float eps, float wd, int step)
+void mc_cuda_adam_step(const mc_backend_t *be, const mc_adam_tensor_t *t, int count, mc_dtype_t model_dt,
+                       float lr, float beta1, float beta2, float eps, int step)
 {
-    if (n <= 0) return;
     adam_k k;
     k.lr = lr, k.b1 = beta1, k.b2 = beta2, k.omb1 = 1.0f - beta1, k.omb2 = 1.0f - beta2;
     k.bc1 = (float)(1.0 - pow((double)beta1, (double)step));
     k.bc2 = (float)(1.0 - pow((double)beta2, (double)step));
-    k.eps = eps, k.wd = wd;
-    MC_EW_LAUNCH(k_adam, float, n, mc_cuda_vec_ok(p, g, m, v), p, g, m, v, n, k);
+    k.eps = eps, k.wd = 0.0f;
+    int i = 0;
+    while (i < count) {
+        adam_list l;
+        l.count = 0;
+        l.chunk0[0] = 0;
+        // a launch ends at MAX_T tensors, or before its chunk count could overflow an int
+        for (; i < count && l.count < MAX_T; i++) {
+            const long chunks = (t[i].n + CHUNK - 1) / CHUNK;
+            if (t[i].n <= 0) continue;
+            if (l.count > 0 && (long)l.chunk0[l.count] + chunks > 0x7fffffffL) break;
+            if (chunks > 0x7fffffffL) mc_fatal("adam_step: a tensor of %ld elements is too large", t[i].n);
+            const int j = l.count++;
+            l.p[j] = t[i].p, l.g[j] = t[i].g, l.m[j] = t[i].m, l.v[j] = t[i].v, l.model[j] = t[i].model;
+            l.n[j] = t[i].n, l.wd[j] = t[i].wd;
+            l.vec[j] = mc_cuda_vec_ok(t[i].p, t[i].g, t[i].m, t[i].v) && mc_cuda_vec_ok(t[i].model);
+            l.chunk0[j + 1] = l.chunk0[j] + (int)chunks;
+        }
+        if (l.count == 0) continue;
+        const unsigned blocks = mc_cuda_blocks(l.chunk0[l.count], 1);
+        MC_CUDA_DISPATCH(model_dt, TM, "adam_step",
+                         k_adam_multi<TM><<<blocks, THREADS, 0, mc_cuda_stream(be)>>>(l, k))
+        MC_CUDA_LAUNCHED();
+    }
 }

@@ -129,7 +129,10 @@ extern "C" const mc_backend_t *mc_backend_cuda(int device, char *err, size_t n)
     b.linear_backward = mc_cuda_linear_backward;
     b.embedding_forward = mc_cuda_embedding_forward;
     b.embedding_backward = mc_cuda_embedding_backward;
+    b.linear_gelu_forward = mc_cuda_linear_gelu_forward;
+    b.linear_backward_gelu = mc_cuda_linear_backward_gelu;
     b.layernorm_forward = mc_cuda_layernorm_forward;
+    b.add_layernorm_forward = mc_cuda_add_layernorm_forward;
     b.layernorm_backward_acc = mc_cuda_layernorm_backward_acc;
     b.gelu_forward = mc_cuda_gelu_forward;
     b.gelu_backward = mc_cuda_gelu_backward;

@@ -79,11 +79,24 @@ typedef struct {
     const void *bias;
     float alpha, beta;
     mc_dtype_t ab, d;
+    // GeLU epilogues (tanh approximation, cuBLASLt's GELU), with aux an m x n matrix of D's type
+    // and layout (leading dimension ldaux, a multiple of 8; 16-byte aligned):
+    //   MC_GEMM_GELU:  aux = acc (+ bias), D = gelu(aux)          (fc1 forward, pre-activation kept)
+    //   MC_GEMM_DGELU: D = acc * gelu'(aux)                       (fc2's input gradient)
+    int gelu;
+    void *aux;
+    int ldaux;
 } mc_cuda_matmul_t;
+enum { MC_GEMM_PLAIN = 0, MC_GEMM_GELU = 1, MC_GEMM_DGELU = 2 };
 void mc_cuda_matmul(const mc_backend_t *be, const mc_cuda_matmul_t *g);
-// The row-major product r (gemm_map.h): C = alpha * op(A) op(B) + beta * C (+ bias[N] added to
-// every row when bias is not NULL). A and B of type ab, C (and bias) of type c. Every dimension
-// of r must be positive.
+// A matmul with a GeLU epilogue through cuBLASLt: false, computing nothing, when cuBLASLt has no
+// algorithm for it (or MC_CUDA_GEMM=fallback): the caller then runs the unfused ops.
+bool mc_cuda_matmul_fused(const mc_backend_t *be, const mc_cuda_matmul_t *g);
+// The row-major product r (gemm_map.h) as a matmul: C = alpha * op(A) op(B) + beta * C (+ bias[N]
+// added to every row when bias is not NULL). A and B of type ab, C (and bias) of type c. Every
+// dimension of r must be positive.
+mc_cuda_matmul_t mc_cuda_matmul_of(mc_rowmajor_gemm_t r, const void *A, const void *B, void *C, mc_dtype_t ab,
+                                   mc_dtype_t c, float alpha, float beta, const void *bias);
 void mc_cuda_matmul_rowmajor(const mc_backend_t *be, mc_rowmajor_gemm_t r, const void *A, const void *B, void *C,
                              mc_dtype_t ab, mc_dtype_t c, float alpha, float beta, const void *bias);
 
@@ -96,6 +109,11 @@ void mc_cuda_linear_forward(const mc_backend_t *be, mc_dtype_t dt, void *out, co
 void mc_cuda_linear_backward(const mc_backend_t *be, mc_dtype_t dt, mc_dtype_t gdt, void *din, void *dW,
                              void *dbias, const void *dout, const void *in, const void *W, int N, int in_f,
                              int out_f);
+void mc_cuda_linear_gelu_forward(const mc_backend_t *be, mc_dtype_t dt, void *act, void *pre, const void *in,
+                                 const void *W, const void *bias, int N, int in_f, int out_f, int tanh_approx);
+void mc_cuda_linear_backward_gelu(const mc_backend_t *be, mc_dtype_t dt, mc_dtype_t gdt, void *din, void *dW,
+                                  void *dbias, const void *dout, const void *act, const void *W, const void *pre,
+                                  int N, int in_f, int out_f, int tanh_approx);
 
 // embedding.cu
 void mc_cuda_embedding_forward(const mc_backend_t *be, mc_dtype_t dt, void *out, const int32_t *tokens,
@@ -108,6 +126,9 @@ void mc_cuda_embedding_backward(const mc_backend_t *be, mc_dtype_t dt, mc_dtype_
 // layernorm.cu
 void mc_cuda_layernorm_forward(const mc_backend_t *be, mc_dtype_t dt, void *out, float *mean, float *rstd,
                                const void *x, const void *w, const void *b, int N, int C, float eps);
+void mc_cuda_add_layernorm_forward(const mc_backend_t *be, mc_dtype_t dt, void *sum, void *out, float *mean,
+                                   float *rstd, const void *a, const void *b, const void *w, const void *bias, int N,
+                                   int C, float eps);
 void mc_cuda_layernorm_backward_acc(const mc_backend_t *be, mc_dtype_t dt, mc_dtype_t gdt, void *dx, void *dw,
                                     void *db, const void *dout, const void *x, const void *w, const float *mean,
                                     const float *rstd, int N, int C);
@@ -145,7 +166,7 @@ long mc_cuda_count_zeros(const mc_backend_t *be, mc_dtype_t dt, const void *x, l
 int mc_cuda_has_nonfinite(const mc_backend_t *be, mc_dtype_t dt, const void *x, long n);
 
 // adam.cu
-void mc_cuda_adam_step(const mc_backend_t *be, float *p, const float *g, float *m, float *v, long n, float lr,
-                       float beta1, float beta2, float eps, float wd, int step);
+void mc_cuda_adam_step(const mc_backend_t *be, const mc_adam_tensor_t *t, int count, mc_dtype_t model_dt,
+                       float lr, float beta1, float beta2, float eps, int step);
 
 #endif

@@ -79,8 +79,8 @@ static uint32_t align_of(const void *p)
 // ---- plan cache ----
 typedef struct {
     int opa, opb, m, n, k, lda, ldb, ldd;
-    int ab, d, bias;
-    uint32_t al_a, al_b, al_d, al_bias;
+    int ab, d, bias, gelu, ldaux;
+    uint32_t al_a, al_b, al_d, al_bias, al_aux;
 } plan_key_t;
 
 typedef struct {
@@ -106,10 +106,11 @@ static void plan_destroy(plan_t *p)
     p->used = 0;
 }
 
-#define SHAPE_FMT "m %d n %d k %d, ops %d/%d, ld %d/%d/%d, %s x %s -> %s%s"
+#define SHAPE_FMT "m %d n %d k %d, ops %d/%d, ld %d/%d/%d, %s x %s -> %s%s%s"
 #define SHAPE_ARGS(g)                                                                                         \
     (g)->m, (g)->n, (g)->k, (g)->opa, (g)->opb, (g)->lda, (g)->ldb, (g)->ldd, mc_dtype_name((g)->ab),          \
-        mc_dtype_name((g)->ab), mc_dtype_name((g)->d), (g)->bias ? " + bias" : ""
+        mc_dtype_name((g)->ab), mc_dtype_name((g)->d), (g)->bias ? " + bias" : "",                             \
+        (g)->gelu == MC_GEMM_GELU ? ", GeLU epilogue" : (g)->gelu == MC_GEMM_DGELU ? ", GeLU-gradient epilogue" : ""
 
 static plan_t *plan_get(const mc_cuda_t *c, const mc_cuda_matmul_t *g)
 {
@@ -117,8 +118,9 @@ static plan_t *plan_get(const mc_cuda_t *c, const mc_cuda_matmul_t *g)
     memset(&k, 0, sizeof(k)); // padding too: keys are compared with memcmp
     k.opa = g->opa, k.opb = g->opb, k.m = g->m, k.n = g->n, k.k = g->k;
     k.lda = g->lda, k.ldb = g->ldb, k.ldd = g->ldd;
-    k.ab = (int)g->ab, k.d = (int)g->d, k.bias = g->bias != NULL;
+    k.ab = (int)g->ab, k.d = (int)g->d, k.bias = g->bias != NULL, k.gelu = g->gelu, k.ldaux = g->gelu ? g->ldaux : 0;
     k.al_a = align_of(g->A), k.al_b = align_of(g->B), k.al_d = align_of(g->D), k.al_bias = align_of(g->bias);
+    k.al_aux = align_of(g->aux);
     for (int i = 0; i < PLANS; i++)
         if (g_plans[i].used && memcmp(&g_plans[i].key, &k, sizeof(k)) == 0) return &g_plans[i];
 
@@ -141,11 +143,25 @@ static plan_t *plan_get(const mc_cuda_t *c, const mc_cuda_matmul_t *g)
                     SHAPE_FMT, SHAPE_ARGS(g));
     MC_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_TRANSB, &opb, sizeof(opb)),
                     SHAPE_FMT, SHAPE_ARGS(g));
-    if (g->bias) {
-        const uint32_t epi = CUBLASLT_EPILOGUE_BIAS;
-        const int32_t bt = td;
+    // the epilogue: bias, GeLU with its input kept in aux (and bias), or the GeLU gradient
+    const uint32_t epi = g->gelu == MC_GEMM_DGELU ? CUBLASLT_EPILOGUE_DGELU
+                         : g->gelu == MC_GEMM_GELU ? (g->bias ? CUBLASLT_EPILOGUE_GELU_AUX_BIAS : CUBLASLT_EPILOGUE_GELU_AUX)
+                         : g->bias                 ? CUBLASLT_EPILOGUE_BIAS
+                                                   : CUBLASLT_EPILOGUE_DEFAULT;
+    if (epi != CUBLASLT_EPILOGUE_DEFAULT)
         MC_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof(epi)),
                         SHAPE_FMT, SHAPE_ARGS(g));
+    if (g->gelu) {
+        const int64_t ldaux = g->ldaux;
+        MC_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, &ldaux,
+                                                       sizeof(ldaux)),
+                        SHAPE_FMT, SHAPE_ARGS(g));
+        MC_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &g->aux,
+                                                       sizeof(g->aux)),
+                        SHAPE_FMT, SHAPE_ARGS(g));
+    }
+    if (g->bias) {
+        const int32_t bt = td;
         MC_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bt, sizeof(bt)),
                         SHAPE_FMT, SHAPE_ARGS(g));
         // the heuristic reads the pointer's alignment; each call sets its own pointer again
@@ -232,32 +248,46 @@ static bool fallback_forced(void)
     return s && strcmp(s, "fallback") == 0;
 }
 
-void mc_cuda_matmul(const mc_backend_t *be, const mc_cuda_matmul_t *g)
+// Runs g with cuBLASLt when it has an algorithm for it: false otherwise (nothing computed).
+static bool matmul_cublaslt(const mc_backend_t *be, const mc_cuda_matmul_t *g)
 {
     if (g->m <= 0 || g->n <= 0 || g->k <= 0)
         mc_fatal("internal error: matmul with an empty dimension (m %d n %d k %d) reached cuBLASLt", g->m, g->n, g->k);
-    if (fallback_forced()) {
-        matmul_fallback(be, g);
-        return;
-    }
+    if (fallback_forced()) return false;
     const mc_cuda_t *c = mc_cuda(be);
     plan_t *p = plan_get(c, g);
-    if (!p->has_algo) {
-        matmul_fallback(be, g);
-        return;
-    }
+    if (!p->has_algo) return false;
     if (g->bias)
         MC_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &g->bias,
                                                        sizeof(g->bias)),
+                        SHAPE_FMT, SHAPE_ARGS(g));
+    if (g->gelu)
+        MC_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &g->aux,
+                                                       sizeof(g->aux)),
                         SHAPE_FMT, SHAPE_ARGS(g));
     MC_CUBLAS_CHECK(cublasLtMatmul((cublasLtHandle_t)c->cublaslt, p->desc, &g->alpha, g->A, p->la, g->B, p->lb,
                                    &g->beta, g->D, p->ld, g->D, p->ld, &p->algo, c->gemm_workspace,
                                    c->gemm_workspace_bytes, mc_cuda_stream(be)),
                     SHAPE_FMT, SHAPE_ARGS(g));
+    return true;
 }
 
-void mc_cuda_matmul_rowmajor(const mc_backend_t *be, mc_rowmajor_gemm_t r, const void *A, const void *B, void *C,
-                             mc_dtype_t ab, mc_dtype_t c, float alpha, float beta, const void *bias)
+void mc_cuda_matmul(const mc_backend_t *be, const mc_cuda_matmul_t *g)
+{
+    if (g->gelu) mc_fatal("internal error: a matmul with a GeLU epilogue must go through mc_cuda_matmul_fused");
+    if (!matmul_cublaslt(be, g)) matmul_fallback(be, g);
+}
+
+bool mc_cuda_matmul_fused(const mc_backend_t *be, const mc_cuda_matmul_t *g)
+{
+    if (g->gelu && (g->ldaux % 8 != 0 || g->ldaux < g->m || align_of(g->aux) < 16))
+        mc_fatal("internal error: GeLU epilogue with aux ld %d (rows %d) at alignment %u", g->ldaux, g->m,
+                 align_of(g->aux));
+    return matmul_cublaslt(be, g);
+}
+
+mc_cuda_matmul_t mc_cuda_matmul_of(mc_rowmajor_gemm_t r, const void *A, const void *B, void *C, mc_dtype_t ab,
+                                   mc_dtype_t c, float alpha, float beta, const void *bias)
 {
     const mc_colmajor_gemm_t cm = mc_gemm_to_colmajor(r);
     mc_cuda_matmul_t g;
@@ -269,6 +299,13 @@ void mc_cuda_matmul_rowmajor(const mc_backend_t *be, mc_rowmajor_gemm_t r, const
     g.bias = bias; // one value per row of the column-major D = per column of our C
     g.alpha = alpha, g.beta = beta;
     g.ab = ab, g.d = c;
+    return g;
+}
+
+void mc_cuda_matmul_rowmajor(const mc_backend_t *be, mc_rowmajor_gemm_t r, const void *A, const void *B, void *C,
+                             mc_dtype_t ab, mc_dtype_t c, float alpha, float beta, const void *bias)
+{
+    const mc_cuda_matmul_t g = mc_cuda_matmul_of(r, A, B, C, ab, c, alpha, beta, bias);
     mc_cuda_matmul(be, &g);
 }
 

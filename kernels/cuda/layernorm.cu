@@ -10,22 +10,36 @@
 //           the rows with the deterministic two-pass column reduction (colsum.cuh), in double,
 //           rounded to fp32 then to gdt as the CPU does. No atomics: results are reproducible.
 // Rows are read two or three times; a row (C*2 or C*4 bytes) stays in L1/L2 between passes.
+// add_layernorm_forward is the same forward on a row it first forms as the sum of two (the
+// residual add before a pre-LN block), so the sum is not written and read back by another kernel.
 #include "kernels/cuda/colsum.cuh"
 
 enum { LN_THREADS = 256 };
 
-template <typename T, int VEC>
-static __global__ void __launch_bounds__(LN_THREADS)
-    k_ln_forward(T *out, float *mean, float *rstd, const T *x, const T *w, const T *b, int N, int C, float eps)
+// With ADD (add_layernorm_forward), the row is first formed as x = ra + rb, rounded to T as the
+// add op rounds it, and stored: each thread later reads back only the elements it wrote, so the
+// passes need no synchronisation, and the residual stream is read once instead of twice.
+template <typename T, int VEC, bool ADD>
+static __device__ __forceinline__ void ln_forward_rows(T *out, float *mean, float *rstd, T *x, const T *ra, const T *rb, const T *w, const T *b, int N,
+                   int C, float eps)
 {
     for (long n = blockIdx.x; n < N; n += gridDim.x) {
         const T *xr = x + n * C;
         double s = 0.0;
         for (long i0 = (long)threadIdx.x * VEC; i0 < C; i0 += (long)blockDim.x * VEC) {
             float v[VEC];
-            mc_load_vec<T, VEC>(v, xr, i0, C); // 0 past C: adds nothing
+            if (ADD) {
+                float av[VEC], bv[VEC];
+                mc_load_vec<T, VEC>(av, ra + n * C, i0, C);
+                mc_load_vec<T, VEC>(bv, rb + n * C, i0, C);
 #pragma unroll
-            for (int k = 0; k < VEC; k++) s += (double)v[k];
+                for (int k = 0; k < VEC; k++) v[k] = mc_to_f32(mc_from_f32<T>(__fadd_rn(av[k], bv[k])));
+                mc_store_vec<T, VEC>(x + n * C, i0, C, v);
+            } else {
+                mc_load_vec<T, VEC>(v, xr, i0, C); // 0 past C: adds nothing
+            }
+#pragma unroll
+            for (int k = 0; k < VEC; k++) s += (double)v[k]; // past C: 0 + 0 = 0
         }
         s = mc_block_reduce(s, mc_op_sum(), 0.0);
         const double mu = C > 0 ? s / C : 0.0;
@@ -66,6 +80,21 @@ static __global__ void __launch_bounds__(LN_THREADS)
     }
 }
 
+template <typename T, int VEC>
+static __global__ void __launch_bounds__(LN_THREADS)
+    k_ln_forward(T *out, float *mean, float *rstd, const T *x, const T *w, const T *b, int N, int C, float eps)
+{
+    ln_forward_rows<T, VEC, false>(out, mean, rstd, (T *)x, NULL, NULL, w, b, N, C, eps);
+}
+
+template <typename T, int VEC>
+static __global__ void __launch_bounds__(LN_THREADS)
+    k_add_ln_forward(T *out, float *mean, float *rstd, T *sum, const T *ra, const T *rb, const T *w, const T *b, int N,
+                     int C, float eps)
+{
+    ln_forward_rows<T, VEC, true>(out, mean, rstd, sum, ra, rb, w, b, N, C, eps);
+}
+
 template <typename T>
 static void ln_forward(const mc_backend_t *be, T *out, float *mean, float *rstd, const T *x, const T *w, const T *b,
                        int N, int C, float eps)
@@ -80,6 +109,24 @@ void mc_cuda_layernorm_forward(const mc_backend_t *be, mc_dtype_t dt, void *out,
     if (N <= 0) return;
     MC_CUDA_DISPATCH(dt, T, "layernorm_forward",
                      ln_forward<T>(be, (T *)out, mean, rstd, (const T *)x, (const T *)w, (const T *)b, N, C, eps))
+}
+
+template <typename T>
+static void add_ln_forward(const mc_backend_t *be, T *sum, T *out, float *mean, float *rstd, const T *ra, const T *rb,
+                           const T *w, const T *b, int N, int C, float eps)
+{
+    const bool vec = C % (16 / sizeof(T)) == 0 && mc_cuda_vec_ok(out, sum, w, b) && mc_cuda_vec_ok(ra, rb);
+    MC_ROW_LAUNCH(k_add_ln_forward, T, N, LN_THREADS, vec, out, mean, rstd, sum, ra, rb, w, b, N, C, eps);
+}
+
+void mc_cuda_add_layernorm_forward(const mc_backend_t *be, mc_dtype_t dt, void *sum, void *out, float *mean,
+                                   float *rstd, const void *a, const void *b, const void *w, const void *bias, int N,
+                                   int C, float eps)
+{
+    if (N <= 0) return;
+    MC_CUDA_DISPATCH(dt, T, "add_layernorm_forward",
+                     add_ln_forward<T>(be, (T *)sum, (T *)out, mean, rstd, (const T *)a, (const T *)b, (const T *)w,
+                                       (const T *)bias, N, C, eps))
 }
 
 // dx (type T) += ..., one block per row

@@ -10,6 +10,12 @@
 //            accumulation fusion);
 //            dbias += column sums of dout: a deterministic two-pass reduction in double
 //            (colsum.cuh), rounded as the CPU does: to fp32, then once to gdt.
+//  with the MLP's GeLU (tanh approximation, Megatron's default bias_gelu fusion), cuBLASLt's
+//  epilogues: fc1's forward writes pre = acc + bias to the epilogue's aux matrix and gelu(pre)
+//  to the output (GELU_AUX_BIAS), and fc2's input gradient is (dout @ W) * gelu'(pre) (DGELU),
+//  each saving a pass over the [N, ffn] activations. Where cuBLASLt offers no algorithm, the
+//  ffn width is not a multiple of 8, pre is not 16-byte aligned, or the GeLU is exact erf, the
+//  two ops run in sequence.
 #include "kernels/cuda/colsum.cuh"
 
 // out[n, j] = bias[j] (or 0): the product with in_f = 0.
@@ -59,4 +65,42 @@ void mc_cuda_linear_backward(const mc_backend_t *be, mc_dtype_t dt, mc_dtype_t g
                                           dbias_sum<T, TG> f = {(const T *)dout, (TG *)dbias, out_f};
                                           mc_cuda_colsum<1>(be, f, N, out_f)))
     }
+}
+
+static bool gelu_epilogue_ok(int tanh_approx, int rows, const void *aux)
+{
+    return tanh_approx && rows % 8 == 0 && ((uintptr_t)aux & 15u) == 0;
+}
+
+void mc_cuda_linear_gelu_forward(const mc_backend_t *be, mc_dtype_t dt, void *act, void *pre, const void *in,
+                                 const void *W, const void *bias, int N, int in_f, int out_f, int tanh_approx)
+{
+    if (N <= 0 || out_f <= 0) return;
+    if (in_f > 0 && gelu_epilogue_ok(tanh_approx, out_f, pre)) {
+        mc_cuda_matmul_t g = mc_cuda_matmul_of(mc_linear_forward_gemm(N, in_f, out_f), in, W, act, dt, dt, 1.0f, 0.0f,
+                                               bias);
+        g.gelu = MC_GEMM_GELU, g.aux = pre, g.ldaux = out_f; // pre: act's layout (column-major out_f x N)
+        if (mc_cuda_matmul_fused(be, &g)) return;
+    }
+    mc_cuda_linear_forward(be, dt, pre, in, W, bias, N, in_f, out_f);
+    mc_cuda_gelu_forward(be, dt, act, pre, (long)N * out_f, tanh_approx);
+}
+
+void mc_cuda_linear_backward_gelu(const mc_backend_t *be, mc_dtype_t dt, mc_dtype_t gdt, void *din, void *dW,
+                                  void *dbias, const void *dout, const void *act, const void *W, const void *pre,
+                                  int N, int in_f, int out_f, int tanh_approx)
+{
+    if (in_f <= 0 || out_f <= 0 || N <= 0) return;
+    bool fused = din == NULL; // no input gradient wanted: nothing to fuse or compute
+    if (!fused && gelu_epilogue_ok(tanh_approx, in_f, pre)) {
+        mc_cuda_matmul_t g = mc_cuda_matmul_of(mc_linear_dgrad_gemm(N, in_f, out_f), dout, W, din, dt, dt, 1.0f, 0.0f,
+                                               NULL);
+        g.gelu = MC_GEMM_DGELU, g.aux = (void *)pre, g.ldaux = in_f; // pre: din's layout
+        fused = mc_cuda_matmul_fused(be, &g);
+    }
+    if (!fused) {
+        mc_cuda_matmul_rowmajor(be, mc_linear_dgrad_gemm(N, in_f, out_f), dout, W, din, dt, dt, 1.0f, 0.0f, NULL);
+        mc_cuda_gelu_backward(be, dt, din, din, pre, (long)N * in_f, tanh_approx);
+    }
+    mc_cuda_linear_backward(be, dt, gdt, NULL, dW, dbias, dout, act, W, N, in_f, out_f);
 }

@@ -1,4 +1,5 @@
-/* The CUDA backend's gemm and linear layer (cuBLASLt, and the fallback kernel) against the CPU
+/* The CUDA backend's gemm and linear layers (cuBLASLt with its bias and GeLU epilogues, and the
+ * fallback kernel) against the CPU
  * backend (OpenBLAS), fp32/bf16/fp16, odd sizes, padded leading dimensions, alpha/beta, "+="
  * into the gradient buffers, NULL optional outputs, empty dimensions.
  *
@@ -164,6 +165,101 @@ static void linear_backward_case(const mc_backend_t *be, mc_dtype_t dt, mc_dtype
         free(got_b), free(a_in), free(a_W), free(a_go), free(s_i), free(s_W), free(b_i), free(b_W);
 }
 
+/* ---- the MLP's linear layers fused with the GeLU (cuBLASLt epilogues) ----
+ * linear_gelu_forward: pre within the product bound of linear_forward. act = gelu(pre) where the
+ * GPU may apply gelu to the unrounded pre: |gelu'| <= 1.13 carries pre's error (bound plus one
+ * ulp of pre's type) into act, plus the two GeLU implementations' difference (test_gpu_gelu's
+ * 2e-6 + 2e-6 |act|), plus act's own rounding (gpu_test.h adds it).
+ * linear_backward_gelu: din = (dout @ W) * gelu'(pre): the product's bound plus one ulp (the
+ * CPU rounds it before the activation's gradient), times 1.13, plus the gradient formulas'
+ * difference (1e-5 of the product, test_gpu_gelu). dW and dbias as linear_backward. */
+static double *gelu_bound(mc_dtype_t dt, const double *prod_bound, const void *prod, long n, double rel)
+{
+    double *b = calloc((size_t)n + 1, sizeof(double));
+    assert_non_null(b);
+    for (long i = 0; i < n; i++) {
+        const double v = mc_load_f32(prod, dt, i);
+        b[i] = 1.13 * (prod_bound[i] + ulp_of(dt, v)) + rel * fabs(v) + 2e-6;
+    }
+    return b;
+}
+
+static void linear_gelu_case(const mc_backend_t *be, mc_dtype_t dt, mc_dtype_t gdt, int N, int H, int F, int tanh_approx)
+{
+    const long nh = (long)N * H, nw = (long)F * H, nf = (long)N * F;
+    void *in = host_rand(dt, nh, -1, 1), *W1 = host_rand(dt, nw, -0.5, 0.5), *b1 = host_rand(dt, F, -1, 1);
+    void *act = host_rand(dt, nf, -9, 9), *pre = host_rand(dt, nf, -9, 9);
+    void *d_in = dev_put(be, in, dt, nh), *d_W1 = dev_put(be, W1, dt, nw), *d_b1 = dev_put(be, b1, dt, F),
+         *d_act = dev_put(be, act, dt, nf), *d_pre = dev_put(be, pre, dt, nf);
+    char what[160];
+    snprintf(what, sizeof(what), "linear_gelu_forward N %d H %d F %d %s", N, H, F, tanh_approx ? "tanh" : "erf");
+    cpu->linear_gelu_forward(cpu, dt, act, pre, in, W1, b1, N, H, F, tanh_approx);
+    be->linear_gelu_forward(be, dt, d_act, d_pre, d_in, d_W1, d_b1, N, H, F, tanh_approx);
+    void *got_act = dev_get(be, d_act, dt, nf), *got_pre = dev_get(be, d_pre, dt, nf);
+    float *a_in = abs_f32(dt, in, nh), *a_W1 = abs_f32(dt, W1, nw), *a_b1 = abs_f32(dt, b1, F);
+    float *s = calloc((size_t)nf + 1, sizeof(float));
+    assert_non_null(s);
+    cpu->linear_forward(cpu, MC_DT_F32, s, a_in, a_W1, a_b1, N, H, F);
+    double *b_pre = bound_from(s, nf, H), *b_act = gelu_bound(dt, b_pre, pre, nf, 2e-6);
+    check_close_b(what, dt, got_pre, pre, nf, 0.0, 0.0, b_pre);
+    check_close_b(what, dt, got_act, act, nf, 0.0, 0.0, b_act);
+
+    /* fc2 backward: dout [N, H], W2 [H, F], in = act (the CPU's, on both), pre the CPU's */
+    void *go = host_rand(dt, nh, -1, 1), *W2 = host_rand(dt, nw, -0.5, 0.5), *din = host_rand(dt, nf, -9, 9);
+    void *prod = host_copy(din, dt, nf);
+    void *gW = host_rand(gdt, nw, -1, 1), *gb = host_rand(gdt, H, -1, 1), *gW0 = host_copy(gW, gdt, nw);
+    void *d_go = dev_put(be, go, dt, nh), *d_W2 = dev_put(be, W2, dt, nw), *d_din = dev_put(be, din, dt, nf),
+         *d_gW = dev_put(be, gW, gdt, nw), *d_gb = dev_put(be, gb, gdt, H);
+    be->memcpy_h2d(be, d_act, act, (size_t)nf * mc_dtype_size(dt));
+    be->memcpy_h2d(be, d_pre, pre, (size_t)nf * mc_dtype_size(dt));
+    snprintf(what, sizeof(what), "linear_backward_gelu N %d F %d H %d gdt %s %s", N, F, H, mc_dtype_name(gdt),
+             tanh_approx ? "tanh" : "erf");
+    cpu->linear_backward_gelu(cpu, dt, gdt, din, gW, gb, go, act, W2, pre, N, F, H, tanh_approx);
+    be->linear_backward_gelu(be, dt, gdt, d_din, d_gW, d_gb, d_go, d_act, d_W2, d_pre, N, F, H, tanh_approx);
+    void *got_din = dev_get(be, d_din, dt, nf), *got_gW = dev_get(be, d_gW, gdt, nw), *got_gb = dev_get(be, d_gb, gdt, H);
+    /* the product before the activation's gradient, and its bound */
+    cpu->linear_backward(cpu, dt, dt, prod, NULL, NULL, go, act, W2, N, F, H);
+    float *a_go = abs_f32(dt, go, nh), *a_W2 = abs_f32(dt, W2, nw), *a_act = abs_f32(dt, act, nf);
+    float *s_i = calloc((size_t)nf + 1, sizeof(float)), *s_W = abs_f32(gdt, gW0, nw);
+    assert_non_null(s_i);
+    cpu->linear_backward(cpu, MC_DT_F32, MC_DT_F32, s_i, s_W, NULL, a_go, a_act, a_W2, N, F, H);
+    double *b_prod = bound_from(s_i, nf, H), *b_din = gelu_bound(dt, b_prod, prod, nf, 1e-5), *b_W = bound_from(s_W, nw, N);
+    check_close_b(what, dt, got_din, din, nf, 0.0, 0.0, b_din);
+    check_close_b(what, gdt, got_gW, gW, nw, 0.0, 0.0, b_W);
+    check_close(what, gdt, got_gb, gb, H, 1e-9, F32_EPS);
+
+    be->free(be, d_in), be->free(be, d_W1), be->free(be, d_b1), be->free(be, d_act), be->free(be, d_pre),
+        be->free(be, d_go), be->free(be, d_W2), be->free(be, d_din), be->free(be, d_gW), be->free(be, d_gb);
+    free(in), free(W1), free(b1), free(act), free(pre), free(got_act), free(got_pre), free(a_in), free(a_W1),
+        free(a_b1), free(s), free(b_pre), free(b_act), free(go), free(W2), free(din), free(prod), free(gW), free(gb),
+        free(gW0), free(got_din), free(got_gW), free(got_gb), free(a_go), free(a_W2), free(a_act), free(s_i),
+        free(s_W), free(b_prod), free(b_din), free(b_W);
+}
+
+static void linear_gelu_all(const mc_backend_t *be)
+{
+    /* F a multiple of 8 (the epilogues where cuBLASLt has them) and not (the ops in sequence) */
+    static const int sizes[][3] = {{64, 96, 384}, {21, 40, 160}, {300, 64, 256}, {7, 33, 13}};
+    for (int t = 0; t < 3; t++)
+        for (size_t s = 0; s < sizeof(sizes) / sizeof(sizes[0]); s++)
+            for (int tanh_approx = 0; tanh_approx <= 1; tanh_approx++) {
+                const mc_dtype_t dt = GPU_TYPES[t];
+                linear_gelu_case(be, dt, dt == MC_DT_F32 ? dt : MC_DT_F32, sizes[s][0], sizes[s][1], sizes[s][2],
+                                 tanh_approx);
+            }
+}
+
+static void test_linear_gelu(void **state)
+{
+    (void)state;
+    const mc_backend_t *be;
+    GPU_BACKEND_OR_SKIP(be);
+    linear_gelu_all(be);
+    setenv("MC_CUDA_GEMM", "fallback", 1);
+    linear_gelu_all(be);
+    unsetenv("MC_CUDA_GEMM");
+}
+
 static void linear_all(const mc_backend_t *be)
 {
     static const int sizes[][3] = {{21, 11, 13}, {64, 256, 96}, {5, 1, 3}, {300, 64, 200}, {7, 129, 33}};
@@ -212,6 +308,7 @@ int main(void)
         cmocka_unit_test(test_gemm_fallback),
         cmocka_unit_test(test_linear),
         cmocka_unit_test(test_linear_fallback),
+        cmocka_unit_test(test_linear_gelu),
     };
     return cmocka_run_group_tests(tests, gpu_setup, NULL);
 }

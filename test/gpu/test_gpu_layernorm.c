@@ -1,4 +1,5 @@
-/* The CUDA LayerNorm forward and backward_acc against the CPU backend, fp32/bf16/fp16, with
+/* The CUDA LayerNorm forward (alone and fused with the residual add) and backward_acc against
+ * the CPU backend, fp32/bf16/fp16, with
  * and without bias, "+=" into dx/dw/db, NULL outputs, row lengths that are and are not
  * multiples of the vector width, enough rows for the multi-chunk column reduction.
  *
@@ -88,6 +89,49 @@ static void test_layernorm(void **state)
     }
 }
 
+/* add_layernorm_forward: the sum is the add op's (exact: one fp32 add rounded once, as the CPU),
+ * the LayerNorm of it as above; with sum aliasing a (an in-place residual add) and not. */
+static void add_ln_case(const mc_backend_t *be, mc_dtype_t dt, int N, int C, int with_bias, int in_place)
+{
+    const long n = (long)N * C;
+    void *a = host_rand(dt, n, -2, 4), *r = host_rand(dt, n, -1, 1), *w = host_rand(dt, C, 0.5, 1.5),
+         *b = host_rand(dt, C, -1, 1), *sum = host_rand(dt, n, -9, 9), *out = host_rand(dt, n, -9, 9);
+    float *mean = host_rand(MC_DT_F32, N, 0, 0), *rstd = host_rand(MC_DT_F32, N, 0, 0);
+    void *d_a = dev_put(be, a, dt, n), *d_r = dev_put(be, r, dt, n), *d_w = dev_put(be, w, dt, C),
+         *d_b = dev_put(be, b, dt, C), *d_sum = dev_put(be, sum, dt, n), *d_out = dev_put(be, out, dt, n);
+    float *d_mean = dev_put(be, mean, MC_DT_F32, N), *d_rstd = dev_put(be, rstd, MC_DT_F32, N);
+    char what[128];
+    snprintf(what, sizeof(what), "add_layernorm N %d C %d%s%s", N, C, with_bias ? " + bias" : "",
+             in_place ? " (sum in place of a)" : "");
+    cpu->add_layernorm_forward(cpu, dt, in_place ? a : sum, out, mean, rstd, a, r, w, with_bias ? b : NULL, N, C,
+                               1e-5f);
+    be->add_layernorm_forward(be, dt, in_place ? d_a : d_sum, d_out, d_mean, d_rstd, d_a, d_r, d_w,
+                              with_bias ? d_b : NULL, N, C, 1e-5f);
+    void *got_sum = dev_get(be, in_place ? d_a : d_sum, dt, n), *got = dev_get(be, d_out, dt, n);
+    float *got_m = dev_get(be, d_mean, MC_DT_F32, N), *got_r = dev_get(be, d_rstd, MC_DT_F32, N);
+    check_exact(what, dt, got_sum, in_place ? a : sum, n);
+    check_close(what, MC_DT_F32, got_m, mean, N, 1e-9, F32_EPS);
+    check_close(what, MC_DT_F32, got_r, rstd, N, 1e-9, F32_EPS);
+    check_close(what, dt, got, out, n, 1e-5, 1e-5);
+    be->free(be, d_a), be->free(be, d_r), be->free(be, d_w), be->free(be, d_b), be->free(be, d_sum),
+        be->free(be, d_out), be->free(be, d_mean), be->free(be, d_rstd);
+    free(a), free(r), free(w), free(b), free(sum), free(out), free(mean), free(rstd), free(got_sum), free(got),
+        free(got_m), free(got_r);
+}
+
+static void test_add_layernorm(void **state)
+{
+    (void)state;
+    const mc_backend_t *be;
+    GPU_BACKEND_OR_SKIP(be);
+    static const int sizes[][2] = {{21, 11}, {64, 768}, {5, 2049}, {3, 1}, {1000, 96}, {0, 8}};
+    for (int t = 0; t < 3; t++)
+        for (size_t s = 0; s < sizeof(sizes) / sizeof(sizes[0]); s++) {
+            add_ln_case(be, GPU_TYPES[t], sizes[s][0], sizes[s][1], 1, 0);
+            add_ln_case(be, GPU_TYPES[t], sizes[s][0], sizes[s][1], 0, 1);
+        }
+}
+
 /* N = 0 or C = 0 write nothing (backward); the CPU's C = 0 forward statistics (mean 0,
  * rstd 1/sqrt(eps)) are matched. */
 static void test_layernorm_empty(void **state)
@@ -125,6 +169,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_layernorm),
         cmocka_unit_test(test_layernorm_empty),
+        cmocka_unit_test(test_add_layernorm),
     };
     return cmocka_run_group_tests(tests, gpu_setup, NULL);
 }

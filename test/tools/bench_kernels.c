@@ -125,6 +125,11 @@ static void op_ln_f(const bufs_t *b, mc_dtype_t dt)
 {
     be->layernorm_forward(be, dt, b->y, b->stats[0], b->stats[1], b->x, b->w, b->w, (int)b->N, (int)b->H, 1e-5f);
 }
+static void op_add_ln_f(const bufs_t *b, mc_dtype_t dt)
+{
+    be->add_layernorm_forward(be, dt, b->z, b->y, b->stats[0], b->stats[1], b->x, b->z, b->w, b->w, (int)b->N,
+                              (int)b->H, 1e-5f);
+}
 static void op_ln_b(const bufs_t *b, mc_dtype_t dt)
 {
     be->layernorm_backward_acc(be, dt, MC_DT_F32, b->z, b->dW, (char *)b->dW + b->H * 4, b->y, b->x, b->w, b->stats[0],
@@ -156,7 +161,23 @@ static void op_zeros(const bufs_t *b, mc_dtype_t dt) { (void)be->count_zeros(be,
 static void op_adam(const bufs_t *b, mc_dtype_t dt)
 {
     (void)dt;
-    be->adam_step(be, b->x, b->y, b->z, b->w, b->n, 1e-4f, 0.9f, 0.95f, 1e-8f, 0.1f, 10);
+    const mc_adam_tensor_t t = {.p = b->x, .g = b->y, .m = b->z, .v = b->w, .n = b->n, .wd = 0.1f};
+    be->adam_step(be, &t, 1, MC_DT_F32, 1e-4f, 0.9f, 0.95f, 1e-8f, 10);
+}
+/* The same elements as a model's many parameters (ADAM_TENSORS of them, as a 24-layer GPT has
+ * about 300), each also written to a bf16 model copy: the multi-tensor launch. */
+enum { ADAM_TENSORS = 300 };
+static long adam_per(const bufs_t *b) { return b->n / ADAM_TENSORS / 8 * 8; } /* 16-byte aligned starts */
+static void op_adam_list(const bufs_t *b, mc_dtype_t dt)
+{
+    (void)dt;
+    static mc_adam_tensor_t t[ADAM_TENSORS];
+    const long per = adam_per(b);
+    for (int i = 0; i < ADAM_TENSORS; i++)
+        t[i] = (mc_adam_tensor_t){.p = (float *)b->x + i * per, .g = (float *)b->y + i * per,
+                                  .m = (float *)b->z + i * per, .v = (float *)b->w + i * per, .model = (char *)b->logits + i * per * 2, .n = per,
+                                  .wd = i % 2 ? 0.1f : 0.0f};
+    be->adam_step(be, t, ADAM_TENSORS, MC_DT_BF16, 1e-4f, 0.9f, 0.95f, 1e-8f, 10);
 }
 static void op_lin_f(const bufs_t *b, mc_dtype_t dt)
 {
@@ -217,6 +238,8 @@ static void run(const opts_t *o)
         report_bw("gelu_backward (tanh)", dt, sz, time_op(op_gelu_b, &b, dt), 3 * n * es);
         report_bw("dropout_forward p 0.1", dt, sz, time_op(op_dropout, &b, dt), 2 * n * es);
         report_bw("layernorm_forward", dt, szr, time_op(op_ln_f, &b, dt), 2 * NH * es + 8.0 * (double)b.N);
+        /* two addends read, the sum and the normalised row written */
+        report_bw("add_layernorm_forward", dt, szr, time_op(op_add_ln_f, &b, dt), 4 * NH * es + 8.0 * (double)b.N);
         /* dout, x read, dx read and written; dw, db fp32 */
         report_bw("layernorm_backward_acc", dt, szr, time_op(op_ln_b, &b, dt), 4 * NH * es + 8.0 * (double)b.N);
         report_bw("embedding_forward", dt, szr, time_op(op_emb_f, &b, dt), 3 * NH * es);
@@ -237,6 +260,10 @@ static void run(const opts_t *o)
     dfill(b.x, MC_DT_F32, b.n, -1, 1), dfill(b.y, MC_DT_F32, b.n, 0, 1), dfill(b.z, MC_DT_F32, b.n, -1, 1),
         dfill(b.w, MC_DT_F32, b.n, 0, 1e-4f);
     report_bw("adam_step", MC_DT_F32, sz, time_op(op_adam, &b, MC_DT_F32), 7.0 * (double)b.n * 4);
+    char sza[64];
+    snprintf(sza, sizeof(sza), "%d x %ld", ADAM_TENSORS, adam_per(&b));
+    report_bw("adam_step + bf16 copy, multi-tensor", MC_DT_F32, sza, time_op(op_adam_list, &b, MC_DT_F32),
+              (7.0 * 4 + 2) * (double)(adam_per(&b) * ADAM_TENSORS));
     const double m = (double)gemm_size(&b);
     char szg[64];
     snprintf(szg, sizeof(szg), "%.0f^3 (NT)", m);

@@ -415,6 +415,88 @@ static void test_layernorm_offset(void **state)
     assert_true(fabs(rstd - r) <= 1e-5 * r);
 }
 
+/* linear_gelu_forward and linear_backward_gelu are their parts in sequence, bit for bit (the
+ * CUDA backend's epilogue versions are tested against these), in fp32 and bf16, tanh and erf. */
+static void test_linear_gelu(void **state)
+{
+    (void)state;
+    enum { R = 6, H = 10, F = 24 };
+    float in[R * H], W1[F * H], b1[F], W2[H * F], go[R * H];
+    fill(in, R * H, -1, 1);
+    fill(W1, F * H, -0.5, 0.5);
+    fill(b1, F, -1, 1);
+    fill(W2, H * F, -0.5, 0.5);
+    fill(go, R * H, -1, 1);
+    for (int t = 0; t < 4; t++) {
+        const mc_dtype_t dt = t / 2 ? MC_DT_BF16 : MC_DT_F32;
+        const int tanh_approx = t % 2;
+        const size_t es = mc_dtype_size(dt);
+        char hin[R * H * 4], hW1[F * H * 4], hb1[F * 4], hW2[H * F * 4], hgo[R * H * 4];
+        be->convert(be, hin, dt, in, MC_DT_F32, R * H);
+        be->convert(be, hW1, dt, W1, MC_DT_F32, F * H);
+        be->convert(be, hb1, dt, b1, MC_DT_F32, F);
+        be->convert(be, hW2, dt, W2, MC_DT_F32, H * F);
+        be->convert(be, hgo, dt, go, MC_DT_F32, R * H);
+        char act[2][R * F * 4], pre[2][R * F * 4];
+        be->linear_gelu_forward(be, dt, act[0], pre[0], hin, hW1, hb1, R, H, F, tanh_approx);
+        be->linear_forward(be, dt, pre[1], hin, hW1, hb1, R, H, F);
+        be->gelu_forward(be, dt, act[1], pre[1], R * F, tanh_approx);
+        assert_memory_equal(pre[0], pre[1], R * F * es);
+        assert_memory_equal(act[0], act[1], R * F * es);
+        float gW[2][H * F], gb[2][H];
+        char din[2][R * F * 4];
+        for (int k = 0; k < 2; k++) {
+            fill(gW[k], H * F, 0, 0);
+            fill(gb[k], H, 0, 0);
+            gW[k][3] = gb[k][1] = 0.5f; /* accumulated onto */
+        }
+        be->linear_backward_gelu(be, dt, MC_DT_F32, din[0], gW[0], gb[0], hgo, act[0], hW2, pre[0], R, F, H, tanh_approx);
+        be->linear_backward(be, dt, MC_DT_F32, din[1], gW[1], gb[1], hgo, act[0], hW2, R, F, H);
+        be->gelu_backward(be, dt, din[1], din[1], pre[0], R * F, tanh_approx);
+        assert_memory_equal(din[0], din[1], R * F * es);
+        assert_memory_equal(gW[0], gW[1], sizeof(gW[0]));
+        assert_memory_equal(gb[0], gb[1], sizeof(gb[0]));
+    }
+}
+
+/* add_layernorm_forward is the add op then layernorm_forward, bit for bit, in fp32 and bf16,
+ * with the sum in its own buffer or in place of either addend. */
+static void test_add_layernorm(void **state)
+{
+    (void)state;
+    enum { R = 5, C = 37, NE = R * C };
+    float a[NE], r[NE], w[C], b[C];
+    fill(a, NE, -2, 4);
+    fill(r, NE, -1, 1);
+    fill(w, C, 0.5, 1.5);
+    fill(b, C, -1, 1);
+    for (int t = 0; t < 2; t++) {
+        const mc_dtype_t dt = t ? MC_DT_BF16 : MC_DT_F32;
+        const size_t es = mc_dtype_size(dt);
+        char ha[NE * 4], hr[NE * 4], hw[C * 4], hb[C * 4];
+        be->convert(be, ha, dt, a, MC_DT_F32, NE);
+        be->convert(be, hr, dt, r, MC_DT_F32, NE);
+        be->convert(be, hw, dt, w, MC_DT_F32, C);
+        be->convert(be, hb, dt, b, MC_DT_F32, C);
+        char sum0[NE * 4], out0[NE * 4];
+        float m0[R], r0[R];
+        be->add(be, dt, sum0, ha, hr, NE);
+        be->layernorm_forward(be, dt, out0, m0, r0, sum0, hw, hb, R, C, 1e-5f);
+        for (int place = 0; place < 3; place++) {
+            char x[NE * 4], y[NE * 4], sum[NE * 4], out[NE * 4];
+            float m1[R], r1[R];
+            memcpy(x, ha, NE * es);
+            memcpy(y, hr, NE * es);
+            char *dst = place == 0 ? sum : place == 1 ? x : y;
+            be->add_layernorm_forward(be, dt, dst, out, m1, r1, x, y, hw, hb, R, C, 1e-5f);
+            assert_memory_equal(dst, sum0, NE * es);
+            assert_memory_equal(out, out0, NE * es);
+            assert_memory_equal(m1, m0, sizeof(m0));
+            assert_memory_equal(r1, r0, sizeof(r0));
+        }
+    }
+}
+
 /* ---- GeLU ---- */
 
 enum { NG = 1001 };
@@ -1065,7 +1147,8 @@ static void test_adam(void **state)
     for (int step = 1; step <= 5; step++) {
         fill(g, NA, -1, 1);
         g[3] = 0.0f;
-        be->adam_step(be, p, g, m, v, NA, lr, b1, b2, eps, wd, step);
+        const mc_adam_tensor_t t = {.p = p, .g = g, .m = m, .v = v, .n = NA, .wd = wd};
+        be->adam_step(be, &t, 1, MC_DT_F32, lr, b1, b2, eps, step);
         double bc1 = 1.0 - pow(b1, step), bc2 = 1.0 - pow(b2, step);
         for (int i = 0; i < NA; i++) {
             md[i] = (double)b1 * md[i] + (1.0 - (double)b1) * g[i];
@@ -1078,7 +1161,51 @@ static void test_adam(void **state)
         check_close(p, pd, NA, RTOL, "adam p");
     }
     /* n = 0 touches nothing */
-    be->adam_step(be, p, g, m, v, 0, lr, b1, b2, eps, wd, 6);
+    const mc_adam_tensor_t none = {.p = p, .g = g, .m = m, .v = v, .n = 0, .wd = wd};
+    be->adam_step(be, &none, 1, MC_DT_F32, lr, b1, b2, eps, 6);
+}
+
+/* A list of tensors is each tensor's own step with its own weight decay, and the model's copy
+ * is the updated master rounded to the model's type. */
+static void test_adam_list(void **state)
+{
+    (void)state;
+    enum { NT = 5 };
+    static const long lens[NT] = {7, 0, 33, 1, 64};
+    static const float wds[NT] = {0.1f, 0.1f, 0.0f, 0.05f, 0.1f};
+    float *p[2][NT], *g[NT], *m[2][NT], *v[2][NT];
+    uint16_t *model[NT];
+    mc_adam_tensor_t list[NT];
+    for (int i = 0; i < NT; i++) {
+        const long n = lens[i] ? lens[i] : 1;
+        g[i] = fnew(n);
+        fill(g[i], n, -1, 1);
+        model[i] = calloc((size_t)n, sizeof(uint16_t));
+        for (int c = 0; c < 2; c++) p[c][i] = fnew(n), m[c][i] = fnew(n), v[c][i] = fnew(n);
+        fill(p[0][i], n, -1, 1 + i);
+        memcpy(p[1][i], p[0][i], (size_t)n * sizeof(float));
+        list[i] = (mc_adam_tensor_t){.p = p[0][i], .g = g[i], .m = m[0][i], .v = v[0][i],
+                                     .model = i == 3 ? NULL : model[i], .n = lens[i], .wd = wds[i]};
+    }
+    for (int step = 1; step <= 3; step++) {
+        be->adam_step(be, list, NT, MC_DT_BF16, 1e-2f, 0.9f, 0.95f, 1e-8f, step);
+        for (int i = 0; i < NT; i++) {
+            const mc_adam_tensor_t one = {.p = p[1][i], .g = g[i], .m = m[1][i], .v = v[1][i], .n = lens[i], .wd = wds[i]};
+            be->adam_step(be, &one, 1, MC_DT_BF16, 1e-2f, 0.9f, 0.95f, 1e-8f, step);
+        }
+    }
+    for (int i = 0; i < NT; i++) {
+        for (long k = 0; k < lens[i]; k++) {
+            assert_memory_equal(&p[0][i][k], &p[1][i][k], sizeof(float));
+            assert_memory_equal(&m[0][i][k], &m[1][i][k], sizeof(float));
+            assert_memory_equal(&v[0][i][k], &v[1][i][k], sizeof(float));
+            /* tensor 3 has no model copy: untouched */
+            assert_int_equal(model[i][k], i == 3 ? 0 : mc_bf16_from_f32(p[0][i][k]));
+        }
+        if (lens[i] == 0) assert_int_equal(model[i][0], 0);
+        free(g[i]), free(model[i]);
+        for (int c = 0; c < 2; c++) free(p[c][i]), free(m[c][i]), free(v[c][i]);
+    }
 }
 
 /* ---- the vector math of kernels/cpu/cpu.h ---- */
@@ -1151,7 +1278,10 @@ int main(void)
         cmocka_unit_test(test_cross_entropy),
         cmocka_unit_test(test_elementwise),
         cmocka_unit_test(test_sumsq_large),
+        cmocka_unit_test(test_add_layernorm),
+        cmocka_unit_test(test_linear_gelu),
         cmocka_unit_test(test_adam),
+        cmocka_unit_test(test_adam_list),
         cmocka_unit_test(test_fast_math),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
