@@ -429,8 +429,11 @@ static void forward_layer(mc_gpt_t *m, int j, uint32_t iteration, bool training,
                                         : sl->out;
     const uint32_t layer_no = (uint32_t)m->layer_no[lj] + 1;
 
-    params_needed(m, lj + 1);
-    be->layernorm_forward(be, dt, a->ln1, a->ln1_mean, a->ln1_rstd, a->x, w->ln1_w, w->ln1_b, Sl * B, H, c->eps);
+    if (!m->ln_done) {
+        params_needed(m, lj + 1);
+        be->layernorm_forward(be, dt, a->ln1, a->ln1_mean, a->ln1_rstd, a->x, w->ln1_w, w->ln1_b, Sl * B, H, c->eps);
+    }
+    m->ln_done = false;
     be->linear_forward(be, dt, a->qkv, seq_gather(m, &t, a->ln1, NL), w->qkv_w, w->qkv_b, N, H, t.qkv);
     d = dropout_site(m, iteration, layer_no, MC_DROPOUT_SITE_ATTN_PROBS, sl->sample0, ap);
     be->attention_forward(be, dt, a->attn, a->attn_state, a->qkv, S, B, NH, HD, sl->segments,
@@ -448,7 +451,24 @@ static void forward_layer(mc_gpt_t *m, int j, uint32_t iteration, bool training,
     y = tp_sum(m, &t, m->tmp_h, m->dtmp_h, NL);
     d = dropout_site(m, iteration, layer_no, MC_DROPOUT_SITE_MLP_OUT, sl->sample0, hp);
     be->dropout_forward(be, dt, y, y, &d, Sl, B, H, s0, H, 0);
-    be->add(be, dt, x_out, c->post_ln_residual ? a->ln2 : a->x_mid, y, NL);
+    /* The residual add fused with the LayerNorm that reads the sum next, in a plain forward (a
+     * recomputation ends its groups elsewhere): the next layer's LN1, or the final LayerNorm. */
+    const void *res = c->post_ln_residual ? a->ln2 : a->x_mid;
+    if (!recomputing && j + 1 < ch->n_layers) {
+        mc_layer_acts_t *na = &sl->acts[j + 1];
+        const mc_layer_ptrs_t *nw = &m->p.layers[lj + 1];
+        params_needed(m, lj + 2);
+        be->add_layernorm_forward(be, dt, x_out, na->ln1, na->ln1_mean, na->ln1_rstd, res, y, nw->ln1_w, nw->ln1_b,
+                                  Sl * B, H, c->eps);
+        m->ln_done = true;
+    } else if (!recomputing && ch->post) {
+        params_needed(m, m->n_local_layers + 1);
+        be->add_layernorm_forward(be, dt, x_out, sl->lnf, sl->lnf_mean, sl->lnf_rstd, res, y, m->p.lnf_w, m->p.lnf_b,
+                                  Sl * B, H, c->eps);
+        m->ln_done = true;
+    } else {
+        be->add(be, dt, x_out, res, y, NL);
+    }
 }
 
 /* Layer j of the chunk in flight, backward: dres holds the gradient at the layer's output and
@@ -577,6 +597,7 @@ void mc_gpt_forward_chunk(mc_gpt_t *m, int c, int k, const mc_microbatch_t *mb, 
         be->dropout_forward(be, dt, sl->in, sl->in, &d, Sl, B, H, s0, H, 0);
     }
 
+    m->ln_done = false;
     for (int j = 0; j < ch->n_layers; j++) forward_layer(m, j, iteration, training, false);
     void *chunk_out = ch->post ? sl->x_final : sl->out;
     if (ch->n_layers == 0 && chunk_out != sl->in) /* a chunk without layers passes its input on */
@@ -584,9 +605,12 @@ void mc_gpt_forward_chunk(mc_gpt_t *m, int c, int k, const mc_microbatch_t *mb, 
 
     *loss_sum = *num_tokens = 0;
     if (!ch->post) return;
-    params_needed(m, m->n_local_layers + 1);
-    be->layernorm_forward(be, dt, sl->lnf, sl->lnf_mean, sl->lnf_rstd, sl->x_final, m->p.lnf_w,
-                          m->p.lnf_b, Sl * B, H, cf->eps);
+    if (!m->ln_done) { /* else the last layer's residual add did it */
+        params_needed(m, m->n_local_layers + 1);
+        be->layernorm_forward(be, dt, sl->lnf, sl->lnf_mean, sl->lnf_rstd, sl->x_final, m->p.lnf_w,
+                              m->p.lnf_b, Sl * B, H, cf->eps);
+    }
+    m->ln_done = false;
     be->linear_forward(be, dt, sl->logits, seq_gather(m, &t, sl->lnf, NL), m->p.out_w, NULL, N, H, t.vocab);
     /* vocab-parallel cross-entropy in fp32: global max, then global sum-exp and predicted logit */
     be->ce_max(be, dt, sl->ce_max, sl->logits, N, t.vocab);

@@ -166,6 +166,9 @@ typedef struct {
      * just before these parameters are first read. */
     mc_param_hook_t grads_final_hook, params_needed_hook;
     void *hook_ctx;
+    /* Forward: the layer just run ended with its residual add fused with the LayerNorm that
+     * reads the sum next (the next layer's LN1, or the final LayerNorm), so that one is done. */
+    bool ln_done;
     /* Tensor parallelism: the all-reduces of column/row-parallel layers and the vocab-parallel
      * loss run over tp_group (NULL with tp = 1). */
     mc_comm_t *comm;
