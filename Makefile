@@ -13,7 +13,9 @@ NVCC    ?= $(CUDA_HOME)/bin/nvcc
 VERSION := 0.1.0
 GIT_REV := $(shell git rev-parse --short HEAD 2>/dev/null || echo unknown)
 
-CFLAGS  := -std=gnu11 -O2 -g -Wall -Wextra -Wno-unused-parameter -Wpointer-arith -I. \
+# -ffp-contract=off: the CPU reference rounds every a*b+c twice, as the CUDA kernels that promise
+# its results bit for bit do (their __f*_rn intrinsics); GCC would fuse them into FMAs on aarch64.
+CFLAGS  := -std=gnu11 -O2 -g -Wall -Wextra -Wno-unused-parameter -Wpointer-arith -I. -ffp-contract=off \
            -DMC_VERSION='"$(VERSION)"' -DMC_GIT_REV='"$(GIT_REV)"'
 LDLIBS  := -lopenblas -ljansson -lpcre2-8 -lz -lm -lpthread
 ifeq ($(WERROR),1)

@@ -361,6 +361,17 @@ static void drain(nccl_comm_t *nc)
     if (nc->issued > 0) block_until(nc, nc->issued);
 }
 
+/* drain, and wait until the watchdog has retired every flight too: it may still hold a copy of
+ * the last one and read its group, which must outlive that (group_free). */
+static void drain_retired(nccl_comm_t *nc)
+{
+    drain(nc);
+    pthread_mutex_lock(&nc->mu);
+    while (nc->completed < nc->posted) pthread_cond_wait(&nc->space, &nc->mu);
+    pthread_mutex_unlock(&nc->mu);
+    stop_if_dying();
+}
+
 static ncclDataType_t nccl_dtype(mc_dtype_t dt)
 {
     switch (dt) {
@@ -378,7 +389,18 @@ static ncclDataType_t nccl_dtype(mc_dtype_t dt)
 static ncclRedOp_t nccl_op(mc_redop_t op) { return op == MC_OP_MAX ? ncclMax : op == MC_OP_AVG ? ncclAvg : ncclSum; }
 
 /* The NCCL call(s) of o on the communication stream; o's buffers are device memory. */
+static void enqueue_calls(nccl_comm_t *nc, const mc_coll_t *o);
+
+/* NCCL sets up a group's (or a peer's) connections lazily, inside its first call on them, which
+ * then blocks the host until the peers make it too: bounded like communicator set-up. */
 static void enqueue(nccl_comm_t *nc, const mc_coll_t *o)
+{
+    guard_begin(nc, "in an NCCL call on the %s group (connection set-up)", o->group->name);
+    enqueue_calls(nc, o);
+    guard_end(nc);
+}
+
+static void enqueue_calls(nccl_comm_t *nc, const mc_coll_t *o)
 {
     ncclComm_t comm = group_nccl(o->group);
     ncclDataType_t dt = nccl_dtype(o->dt);
@@ -656,7 +678,7 @@ static void nccl_group_free(mc_comm_t *c, mc_group_t *g)
 {
     nccl_comm_t *nc = (nccl_comm_t *)c;
     if (!g || g == c->world) return; /* the world lives until finalize */
-    drain(nc);
+    drain_retired(nc);
     pthread_mutex_lock(&nc->mu);
     bool found = false;
     for (int i = 0; i < nc->ngroups && !found; i++)

@@ -13,9 +13,9 @@
 //  with the MLP's GeLU (tanh approximation, Megatron's default bias_gelu fusion), cuBLASLt's
 //  epilogues: fc1's forward writes pre = acc + bias to the epilogue's aux matrix and gelu(pre)
 //  to the output (GELU_AUX_BIAS), and fc2's input gradient is (dout @ W) * gelu'(pre) (DGELU),
-//  each saving a pass over the [N, ffn] activations. Where cuBLASLt offers no algorithm, the
-//  ffn width is not a multiple of 8, pre is not 16-byte aligned, or the GeLU is exact erf, the
-//  two ops run in sequence.
+//  each saving a pass over the [N, ffn] activations. For 16-bit types only; where cuBLASLt
+//  offers no algorithm, the ffn width is not a multiple of 8, pre is not 16-byte aligned, or
+//  the GeLU is exact erf, the two ops run in sequence.
 #include "kernels/cuda/colsum.cuh"
 
 // out[n, j] = bias[j] (or 0): the product with in_f = 0.
@@ -67,16 +67,18 @@ void mc_cuda_linear_backward(const mc_backend_t *be, mc_dtype_t dt, mc_dtype_t g
     }
 }
 
-static bool gelu_epilogue_ok(int tanh_approx, int rows, const void *aux)
+// 16-bit only: cuBLASLt's GeLU is closed code (it may use a fast tanh); in fp32, the reference
+// precision compared with the CPU to 1e-4 in training, the two ops run in sequence.
+static bool gelu_epilogue_ok(mc_dtype_t dt, int tanh_approx, int rows, const void *aux)
 {
-    return tanh_approx && rows % 8 == 0 && ((uintptr_t)aux & 15u) == 0;
+    return dt != MC_DT_F32 && tanh_approx && rows % 8 == 0 && ((uintptr_t)aux & 15u) == 0;
 }
 
 void mc_cuda_linear_gelu_forward(const mc_backend_t *be, mc_dtype_t dt, void *act, void *pre, const void *in,
                                  const void *W, const void *bias, int N, int in_f, int out_f, int tanh_approx)
 {
     if (N <= 0 || out_f <= 0) return;
-    if (in_f > 0 && gelu_epilogue_ok(tanh_approx, out_f, pre)) {
+    if (in_f > 0 && gelu_epilogue_ok(dt, tanh_approx, out_f, pre)) {
         mc_cuda_matmul_t g = mc_cuda_matmul_of(mc_linear_forward_gemm(N, in_f, out_f), in, W, act, dt, dt, 1.0f, 0.0f,
                                                bias);
         g.gelu = MC_GEMM_GELU, g.aux = pre, g.ldaux = out_f; // pre: act's layout (column-major out_f x N)
@@ -92,7 +94,7 @@ void mc_cuda_linear_backward_gelu(const mc_backend_t *be, mc_dtype_t dt, mc_dtyp
 {
     if (in_f <= 0 || out_f <= 0 || N <= 0) return;
     bool fused = din == NULL; // no input gradient wanted: nothing to fuse or compute
-    if (!fused && gelu_epilogue_ok(tanh_approx, in_f, pre)) {
+    if (!fused && gelu_epilogue_ok(dt, tanh_approx, in_f, pre)) {
         mc_cuda_matmul_t g = mc_cuda_matmul_of(mc_linear_dgrad_gemm(N, in_f, out_f), dout, W, din, dt, dt, 1.0f, 0.0f,
                                                NULL);
         g.gelu = MC_GEMM_DGELU, g.aux = (void *)pre, g.ldaux = in_f; // pre: din's layout
