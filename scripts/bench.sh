@@ -19,7 +19,8 @@
 # Prints a markdown table ready for docs/PERF.md; the logs stay in the folder it names. Without
 # a GPU it says so and exits 0. Environment: MC_BIN (build/rel/megatron-c, built if missing),
 # PYTHON (python3: the interpreter with torch for the peers), MODELS, ACCUM, ITERS,
-# PEAK_TFLOPS, MBS_124M / MBS_350M / MBS_1_3B / MBS_2_7B (micro batch lists),
+# PEAK_TFLOPS, MBS_124M / MBS_350M / MBS_1_3B / MBS_2_7B (micro batch lists), BENCH_LOGS (the
+# logs' folder, made if missing; default a new /tmp/mc-bench.* folder),
 # BENCH_SMOKE=1 (tiny models on the CPU backend and torch on the CPU: checks this script's own
 # plumbing, test/integration/test_gpu_scripts.sh).
 set -u
@@ -31,15 +32,16 @@ ROOT=$PWD
 : "${ACCUM:=4}" "${ITERS:=30}" "${PEAK_TFLOPS:=989}"
 LOG_INTERVAL=10
 SMOKE=${BENCH_SMOKE:-0}
-OUT=$(mktemp -d /tmp/mc-bench.XXXXXX)
+# the logs' folder (not OUT: a caller's variable of that name, e.g. the device tool's, is left alone)
+if [ -n "${BENCH_LOGS:-}" ]; then LOGS=$BENCH_LOGS; mkdir -p "$LOGS" || exit 1; else LOGS=$(mktemp -d /tmp/mc-bench.XXXXXX); fi
 
 if [ "$SMOKE" != 1 ] && [ "$("$ROOT/scripts/visible-gpus.sh")" -eq 0 ]; then
     echo "bench.sh: no GPU visible (nvidia-smi -L lists none, or CUDA_VISIBLE_DEVICES hides them); nothing measured"
-    rmdir "$OUT"
+    [ -n "${BENCH_LOGS:-}" ] || rmdir "$LOGS"
     exit 0
 fi
 if [ ! -x "$MC_BIN" ]; then
-    make -j"$(nproc)" WERROR=1 megatron-c >"$OUT/build.log" 2>&1 || { echo "bench.sh: build failed, see $OUT/build.log"; exit 1; }
+    make -j"$(nproc)" WERROR=1 megatron-c >"$LOGS/build.log" 2>&1 || { echo "bench.sh: build failed, see $LOGS/build.log"; exit 1; }
 fi
 
 # name: layers hidden heads seq, and micro batches to try
@@ -85,7 +87,7 @@ with_peak_memory() { # file command...: runs the command; the peak in MiB goes t
 run_mc() { # model mbs
     local m=$1 mbs=$2 L H A S
     read -r L H A S <<<"${SHAPE[$m]}"
-    local log=$OUT/mc-$m-mbs$mbs
+    local log=$LOGS/mc-$m-mbs$mbs
     with_peak_memory "$log.peak" "$MC_BIN" --device "$DEVICE" --bf16 --mock-data --vocab-size $VOCAB \
         --num-layers "$L" --hidden-size "$H" --num-attention-heads "$A" --seq-length "$S" \
         --max-position-embeddings "$S" --micro-batch-size "$mbs" --global-batch-size $((mbs * ACCUM)) \
@@ -106,7 +108,7 @@ run_mc() { # model mbs
 run_torch() { # model mbs mode
     local m=$1 mbs=$2 mode=$3 L H A S
     read -r L H A S <<<"${SHAPE[$m]}"
-    local log=$OUT/torch-$mode-$m-mbs$mbs
+    local log=$LOGS/torch-$mode-$m-mbs$mbs
     local vocab=$(((VOCAB + 127) / 128 * 128))
     with_peak_memory "$log.peak" "$PYTHON" "$ROOT/bench/gpt_torch.py" --device "$DEVICE" --mode "$mode" \
         --layers "$L" --hidden "$H" --heads "$A" --seq "$S" --vocab "$vocab" --micro-batch "$mbs" \
@@ -141,7 +143,7 @@ row() { # model impl result
     local m=$1 impl=$2 r=$3 L H A S
     read -r L H A S <<<"${SHAPE[$m]}"
     if [ -z "$r" ]; then
-        echo "| $m ($L x $H, seq $S) | $impl | - | did not run (no micro batch of ${MBS[$m]} fit or ran; logs in $OUT) | | | |"
+        echo "| $m ($L x $H, seq $S) | $impl | - | did not run (no micro batch of ${MBS[$m]} fit or ran; logs in $LOGS) | | | |"
         return
     fi
     read -r mbs ms tf peak alloc <<<"$r"
@@ -193,5 +195,5 @@ MODES="eager compile"
         done
     done
     echo
-    echo "logs: $OUT"
-} | tee "$OUT/table.md"
+    echo "logs: $LOGS"
+} | tee "$LOGS/table.md"

@@ -29,6 +29,8 @@
 #
 # Environment: MC_BUILD (build/rel), MC_BIN ($MC_BUILD/megatron-c), MC_GPU_TEST_NO_BUILD=1 (use
 # the build as it is), MC_GPU_TEST_KEEP=1 (keep the logs; their folder is printed),
+# MC_GPU_TEST_LOGS=DIR (the logs go there, kept), MC_GPU_TEST_TIMEOUT (seconds a training run may
+# take, default 900; the sanitizer's run twice that; the device tool's calls end at 600 s),
 # MC_GPU_TEST_DEVICE=cpu (rehearse every comparison on the CPU backend, without a GPU: this is
 # how test/integration/test_gpu_scripts.sh checks the script's own logic).
 set -u
@@ -38,8 +40,15 @@ ROOT=$PWD
 : "${MC_BIN:=$MC_BUILD/megatron-c}"
 DEVICE=${MC_GPU_TEST_DEVICE:-cuda}
 : "${LAYOUT_TOL_LOSS:=1e-5}" "${LAYOUT_TOL_GRAD:=1e-4}"
-TMP=$(mktemp -d)
-if [ "${MC_GPU_TEST_KEEP:-0}" = 1 ]; then echo "# logs in $TMP"; else trap 'rm -rf "$TMP"' EXIT; fi
+: "${MC_GPU_TEST_TIMEOUT:=900}"
+if [ -n "${MC_GPU_TEST_LOGS:-}" ]; then
+    TMP=$MC_GPU_TEST_LOGS
+    mkdir -p "$TMP" || exit 1
+    echo "# logs in $TMP"
+else
+    TMP=$(mktemp -d)
+    if [ "${MC_GPU_TEST_KEEP:-0}" = 1 ]; then echo "# logs in $TMP"; else trap 'rm -rf "$TMP"' EXIT; fi
+fi
 
 n=0 passed=0 failed=0 skipped=0
 ok() { n=$((n + 1)) passed=$((passed + 1)); echo "ok $n - $*"; }
@@ -125,13 +134,13 @@ fi
 
 # mpirun settings of the integration tests (shared memory only, as root, oversubscribed)
 export OMPI_MCA_btl=self,vader OMPI_MCA_btl_vader_single_copy_mechanism=none OMPI_MCA_rmaps_base_oversubscribe=1
-MPIRUN=(timeout 900 mpirun --allow-run-as-root --oversubscribe -x "ASAN_OPTIONS=${ASAN_OPTIONS:-}")
+MPIRUN=(timeout "$MC_GPU_TEST_TIMEOUT" mpirun --allow-run-as-root --oversubscribe -x "ASAN_OPTIONS=${ASAN_OPTIONS:-}")
 
 train() { # name np device args...: a run into $TMP/name; 0 if it exited 0 on the asked device
     local name=$1 np=$2 dev=$3
     shift 3
     if [ "$np" -eq 1 ]; then
-        timeout 900 "$MC_BIN" --device "$dev" "${FLAGS[@]}" "$@" >"$TMP/$name" 2>"$TMP/$name.err"
+        timeout "$MC_GPU_TEST_TIMEOUT" "$MC_BIN" --device "$dev" "${FLAGS[@]}" "$@" >"$TMP/$name" 2>"$TMP/$name.err"
     else
         "${MPIRUN[@]}" -np "$np" "$MC_BIN" --device "$dev" "${FLAGS[@]}" "$@" >"$TMP/$name" 2>"$TMP/$name.err"
     fi
@@ -226,7 +235,7 @@ if [ "$DEVICE" != cuda ]; then
 elif [ -z "$SANITIZER" ]; then
     not_ok "${CHECKS[10]}: compute-sanitizer not found under \$CUDA_HOME/bin, /usr/local/cuda/bin or PATH"
 else
-    timeout 1800 "$SANITIZER" --tool memcheck --error-exitcode 9 "$MC_BIN" --device cuda "${FLAGS[@]}" \
+    timeout $((2 * MC_GPU_TEST_TIMEOUT)) "$SANITIZER" --tool memcheck --error-exitcode 9 "$MC_BIN" --device cuda "${FLAGS[@]}" \
         --train-iters 3 --eval-interval 2 --eval-iters 1 --bf16 >"$TMP/memcheck" 2>&1
     rc=$?
     if [ $rc -eq 0 ] && grep -q 'ERROR SUMMARY: 0 errors' "$TMP/memcheck"; then

@@ -18,11 +18,13 @@ check "gpu-test.sh without a GPU: exit 0, all 11 checks skipped (rc=$rc)" bash -
 
 if have_mpirun; then
     MC_GPU_TEST_DEVICE=cpu MC_GPU_TEST_NO_BUILD=1 MC_BUILD="$MC_BUILD" MC_BIN="$MC_BIN" \
-        ASAN_OPTIONS="$MPI_ASAN_OPTIONS" bash "$ROOT/scripts/gpu-test.sh" >"$MC_TMP/rehearsal" 2>&1
+        MC_GPU_TEST_LOGS="$MC_TMP/gpu-logs" ASAN_OPTIONS="$MPI_ASAN_OPTIONS" \
+        bash "$ROOT/scripts/gpu-test.sh" >"$MC_TMP/rehearsal" 2>&1
     rc=$?
     check "gpu-test.sh rehearsed on the CPU backend: fp32, bf16 and the three MPI layouts compared, all pass (rc=$rc)" \
         bash -c "[ $rc -eq 0 ] && tail -1 '$MC_TMP/rehearsal' | grep -qx 'gpu-test: 5 passed, 0 failed, 6 skipped' &&
                  grep -q '^ok 7 - dp=2.*max relative differences' '$MC_TMP/rehearsal'"
+    check "gpu-test.sh keeps its logs in MC_GPU_TEST_LOGS" test -s "$MC_TMP/gpu-logs/fp32"
     [ $rc -eq 0 ] || sed 's/^/# /' "$MC_TMP/rehearsal" | head -40
 else
     skip "gpu-test.sh rehearsed on the CPU backend" "mpirun is not installed"
@@ -33,9 +35,13 @@ rc=$?
 check "bench.sh without a GPU: says so, exit 0 (rc=$rc)" \
     bash -c "[ $rc -eq 0 ] && grep -q '^bench.sh: no GPU visible' '$MC_TMP/bench-none' && [ \$(wc -l <'$MC_TMP/bench-none') -eq 1 ]"
 
-BENCH_SMOKE=1 PYTHON=$PY MC_BIN="$MC_BIN" bash "$ROOT/scripts/bench.sh" >"$MC_TMP/bench" 2>&1
+# OUT (the device tool's output folder) must survive; BENCH_LOGS names the logs' folder
+OUT="$MC_TMP/out-kept" BENCH_LOGS="$MC_TMP/bench-logs" BENCH_SMOKE=1 PYTHON=$PY MC_BIN="$MC_BIN" \
+    bash "$ROOT/scripts/bench.sh" >"$MC_TMP/bench" 2>&1
 rc=$?
 logs=$(sed -n 's/^logs: //p' "$MC_TMP/bench")
+check "bench.sh writes its logs and table to BENCH_LOGS (logs: $logs)" \
+    bash -c "[ '$logs' = '$MC_TMP/bench-logs' ] && [ -s '$MC_TMP/bench-logs/table.md' ] && [ ! -e '$MC_TMP/out-kept' ]"
 num='[0-9]+ \| [0-9.]+ \| [0-9.]+%'
 check "bench.sh plumbing (BENCH_SMOKE, CPU): a markdown table with megatron-c's fastest micro batch per model (rc=$rc)" \
     bash -c "[ $rc -eq 0 ] && grep -q '^| model | implementation | micro batch | tokens/s | TFLOP/s | MFU | peak memory |$' '$MC_TMP/bench' &&
