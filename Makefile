@@ -28,6 +28,19 @@ PMIX_CFLAGS := $(shell pkg-config --cflags pmix 2>/dev/null)
 PMIX_LIBS   := $(shell pkg-config --libs pmix 2>/dev/null)
 MPI_CFLAGS  := $(shell mpicc --showme:compile 2>/dev/null)
 MPI_LIBS    := $(shell mpicc --showme:link 2>/dev/null)
+# MC_KIT: the Debian packages unpacked under a prefix instead of installed (scripts/device-kit.sh
+# packs them, scripts/device-env.sh unpacks them on a GPU machine that has none): their headers
+# and libraries from there, since pkg-config and mpicc would name /usr.
+ifneq ($(MC_KIT),)
+KIT_LIB     := $(MC_KIT)/usr/lib/x86_64-linux-gnu
+PMIX_CFLAGS := -I$(KIT_LIB)/pmix2/include -I$(KIT_LIB)/pmix2/include/pmix
+PMIX_LIBS   := -L$(KIT_LIB)/pmix2/lib -Wl,-rpath,$(KIT_LIB)/pmix2/lib -lpmix
+MPI_CFLAGS  := -I$(KIT_LIB)/openmpi/include -I$(KIT_LIB)/openmpi/include/openmpi
+MPI_LIBS    := -L$(KIT_LIB)/openmpi/lib -Wl,-rpath,$(KIT_LIB)/openmpi/lib -lmpi
+CFLAGS      += -I$(MC_KIT)/usr/include -I$(MC_KIT)/usr/include/x86_64-linux-gnu/openblas-pthread
+LDLIBS      += -L$(KIT_LIB) -Wl,-rpath,$(KIT_LIB) -L$(KIT_LIB)/openblas-pthread -Wl,-rpath,$(KIT_LIB)/openblas-pthread \
+               -L$(MC_KIT)/lib/x86_64-linux-gnu -Wl,-rpath,$(MC_KIT)/lib/x86_64-linux-gnu
+endif
 CFLAGS  += $(PMIX_CFLAGS) $(MPI_CFLAGS)
 LDLIBS  += $(PMIX_LIBS) $(MPI_LIBS)
 

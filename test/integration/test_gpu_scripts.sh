@@ -55,5 +55,23 @@ fi
 [ $rc -eq 0 ] || sed 's/^/# /' "$MC_TMP/bench"
 case "$logs" in /tmp/mc-bench.*) rm -rf "$logs" ;; esac
 
+# scripts/device-env.sh on a stand-in kit (the real one, from scripts/device-kit.sh, needs apt's
+# network): unpacked once under MC_KIT, Debian's mpirun alternative made, the loader, PATH, Open
+# MPI's prefix and MC_KIT (which the Makefile reads) set; without a kit, one line and status 1
+kit_src=$MC_TMP/kit-src
+mkdir -p "$kit_src/usr/lib/x86_64-linux-gnu" "$kit_src/usr/bin"
+printf '#!/bin/sh\necho kit-mpirun\n' >"$kit_src/usr/bin/orterun"
+chmod +x "$kit_src/usr/bin/orterun"
+ln -s orterun "$kit_src/usr/bin/mpirun.openmpi"
+tar czf "$MC_TMP/kit.tar.gz" -C "$kit_src" .
+env_out=$(MC_KIT_TAR="$MC_TMP/kit.tar.gz" MC_KIT="$MC_TMP/kit" bash -c 'source "$1/scripts/device-env.sh" &&
+    echo "$MC_KIT|$OPAL_PREFIX|$(mpirun)|$LD_LIBRARY_PATH|$NCCL_HOME"' _ "$ROOT" 2>&1 | tail -1)
+check "device-env.sh unpacks a kit and points MC_KIT, mpirun, Open MPI and the loader there ($env_out)" \
+    bash -c "case '$env_out' in '$MC_TMP/kit|$MC_TMP/kit/usr|kit-mpirun|'*'$MC_TMP/kit/usr/lib/x86_64-linux-gnu:'*) true ;; *) false ;; esac"
+env_err=$(MC_KIT_TAR="$MC_TMP/none.tar.gz" MC_KIT="$MC_TMP/kit2" bash -c 'source "$1/scripts/device-env.sh"; echo "rc=$?"' _ "$ROOT" 2>&1)
+check "device-env.sh without a kit: one line naming it, status 1 ($env_err)" \
+    bash -c "[ \$(printf '%s\n' '$env_err' | wc -l) -eq 2 ] && printf '%s' '$env_err' | grep -q 'no $MC_TMP/none.tar.gz' &&
+             printf '%s' '$env_err' | grep -qx 'rc=1'"
+
 check "gpt_torch.py counts Megatron's FLOPs (GPT-2 124M, 512 sequences: 418398534107136)" \
     test "$($PY "$ROOT/bench/gpt_torch.py" --print-flops --layers 12 --hidden 768 --heads 12 --seq 1024 --vocab 50304 --global-batch 512)" = 418398534107136
