@@ -92,6 +92,11 @@ FAKE_CFLAGS := -DMC_WITH_CUDA=1 -DMC_TEST_FAKE_NCCL=1 -I$(CUDA_HOME)/include -I$
 ifneq ($(FAKE_CUDA),)
 MPI_TEST_BIN += $(BUILD)/test/mpi/test_comm_nccl
 endif
+# test_comm_nccl_gpu: the same device checks on a real GPU and real NCCL (test/gpu/real_device.c
+# stands in for the emulation), one rank; scripts/gpu-test.sh runs it.
+ifeq ($(CUDA),1)
+MPI_TEST_BIN += $(BUILD)/test/mpi/test_comm_nccl_gpu
+endif
 # GPU tests (test/gpu/test_gpu_*.c, cmocka): each CUDA op against the CPU op, reported skipped
 # where the build has no CUDA or no GPU is usable; test/run.sh runs them with the unit tests.
 GPU_TEST_SRC := $(wildcard test/gpu/test_gpu_*.c)
@@ -137,6 +142,10 @@ $(BUILD)/test/mpi/test_comm_nccl: test/mpi/test_comm_mpi.c test/fake/fake_cuda.c
                                   $(wildcard test/fake/*.h parallel/*.h)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(FAKE_CFLAGS) $(LDFLAGS) -o $@ $(filter %.c %.o,$^) $(LDLIBS)
+
+$(BUILD)/test/mpi/test_comm_nccl_gpu: test/mpi/test_comm_mpi.c test/gpu/real_device.c $(LIB_OBJ)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -DMC_TEST_FAKE_NCCL=1 $(LDFLAGS) -o $@ $(filter %.c %.o,$^) $(LDLIBS)
 
 $(BUILD)/test/tools/%: test/tools/%.c $(LIB_OBJ)
 	@mkdir -p $(dir $@)

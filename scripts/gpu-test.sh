@@ -21,7 +21,9 @@
 #  6. the same layouts with --distributed-backend nccl, one GPU per rank, when two GPUs are
 #     visible (else reported skipped);
 #  7. compute-sanitizer memcheck of a short run (tp 2 under MPI staging would need the sanitizer
-#     on every rank; one rank exercises every kernel) reports no error.
+#     on every rank; one rank exercises every kernel) reports no error;
+#  8. the NCCL communicator's device checks (test_comm_nccl_gpu: test/mpi/test_comm_mpi.c on real
+#     CUDA and NCCL) with one rank, so one GPU runs real NCCL too.
 #
 # Prints TAP lines, then "gpu-test: N passed, M failed, K skipped"; exits 1 if anything failed.
 # Without a GPU (none listed by nvidia-smi -L, or CUDA_VISIBLE_DEVICES empty or -1) every check
@@ -69,7 +71,8 @@ CHECKS=("build (make WERROR=1 tests)" "GPU op tests (test_gpu_*)"
         "dp=2, distributed optimizer, two ranks on one GPU (--distributed-backend mpi)"
         "tp=2 on two GPUs (--distributed-backend nccl)" "pp=2 with vpp=2 on two GPUs (--distributed-backend nccl)"
         "dp=2, distributed optimizer, on two GPUs (--distributed-backend nccl)"
-        "compute-sanitizer memcheck of a short run")
+        "compute-sanitizer memcheck of a short run"
+        "NCCL communicator on this GPU, one rank (test_comm_nccl_gpu)")
 
 GPUS=$("$ROOT/scripts/visible-gpus.sh")
 if [ "$DEVICE" = cuda ] && [ "$GPUS" -eq 0 ]; then
@@ -242,6 +245,25 @@ else
         ok "${CHECKS[10]} (3 bf16 iterations and an evaluation: 0 errors)"
     else
         not_ok "${CHECKS[10]} (rc=$rc): $(grep -m3 -E 'Invalid|ERROR SUMMARY|error' "$TMP/memcheck" | tr '\n' ' ')"
+    fi
+fi
+
+# ---- 8. the NCCL communicator on real NCCL with one rank (every group of one: the streams,
+# events, watchdog and staging against the real library; two ranks need two GPUs, check 8-10) ----
+NCCL1=$MC_BUILD/test/mpi/test_comm_nccl_gpu
+if [ "$DEVICE" != cuda ]; then
+    skip "${CHECKS[11]}" "no GPU (MC_GPU_TEST_DEVICE=$DEVICE)"
+elif [ ! -x "$NCCL1" ]; then
+    not_ok "${CHECKS[11]}: $NCCL1 is not built"
+else
+    timeout "$MC_GPU_TEST_TIMEOUT" "$NCCL1" >"$TMP/nccl1" 2>&1
+    rc=$?
+    p=$(grep -c '^ok ' "$TMP/nccl1")
+    f=$(grep -c '^not ok ' "$TMP/nccl1")
+    if [ $rc -eq 0 ] && [ "$f" -eq 0 ] && [ "$p" -gt 0 ]; then
+        ok "${CHECKS[11]} ($p checks)"
+    else
+        not_ok "${CHECKS[11]} (rc=$rc, $p passed, $f failed): $(grep -m3 -E '^not ok|error' "$TMP/nccl1" | tr '\n' ' ')"
     fi
 fi
 finish
