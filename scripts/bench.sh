@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Training throughput on one GPU (issue 7, point 5): GPT-2 124M, 350M, 1.3B and 2.7B in bf16 on
 # mock data, megatron-c against PyTorch peers (bench/gpt_torch.py, eager and torch.compile with
-# flash attention through scaled_dot_product_attention) measured in the same run.
+# flash attention through scaled_dot_product_attention) and llm.c (LLMC_DIR) measured in the
+# same run.
 #
 #   scripts/bench.sh                 all four models
 #   MODELS="124M 350M" scripts/bench.sh
@@ -21,6 +22,7 @@
 # PYTHON (python3: the interpreter with torch for the peers), MODELS, ACCUM, ITERS,
 # PEAK_TFLOPS, MBS_124M / MBS_350M / MBS_1_3B / MBS_2_7B (micro batch lists), BENCH_LOGS (the
 # logs' folder, made if missing; default a new /tmp/mc-bench.* folder),
+# LLMC_DIR (a copy of karpathy/llm.c: train_gpt2.cu and llmc/, for the llm.c peer),
 # BENCH_SMOKE=1 (tiny models on the CPU backend and torch on the CPU: checks this script's own
 # plumbing, test/integration/test_gpu_scripts.sh).
 set -u
@@ -121,6 +123,59 @@ print("%.3f %.6f %s %s" % (r["ms_per_iter"], r["tflops"], sys.argv[2], "%.2f" % 
 EOF
 }
 
+# llm.c (karpathy/llm.c's train_gpt2.cu) when LLMC_DIR names a copy of it: built into the logs'
+# folder with nvcc (two adjustments to the copy: CUDA 13's cudaMemAdvise takes a cudaMemLocation,
+# and NVML is linked from the driver's libnvidia-ml.so.1), run from scratch on random tokens in
+# its file format, no recomputation (-r 0), the same steps, micro batches and accumulation. Its
+# optimizer state falling back to managed (host) memory counts as not fitting.
+declare -A LLMC_MODEL=([124M]=gpt2:d12 [350M]=gpt2:d24 [1.3B]=gpt3:c2048 [2.7B]=gpt3:c2560)
+build_llmc() { # prints why it cannot run; nothing when it is ready
+    local b=$LOGS/llmc nvml cc nvcc_major
+    mkdir -p "$b/nvml"
+    cp -r "$LLMC_DIR/train_gpt2.cu" "$LLMC_DIR/llmc" "$b/" 2>/dev/null || { echo "cannot copy train_gpt2.cu and llmc/ from $LLMC_DIR"; return; }
+    nvcc_major=$(nvcc --version 2>/dev/null | sed -nE 's/.*release ([0-9]+)\..*/\1/p')
+    if [ "${nvcc_major:-0}" -ge 13 ]; then
+        sed -i 's/cudaMemAdviseSetPreferredLocation, cudaCpuDeviceId)/cudaMemAdviseSetPreferredLocation, cudaMemLocation{cudaMemLocationTypeHost, 0})/' \
+            "$b/llmc/cuda_utils.cuh"
+    fi
+    # NVML (llm.c uses it when nvml.h exists) from the driver, which ships no unversioned link
+    local nvml_link=()
+    nvml=$(ldconfig -p 2>/dev/null | awk '/libnvidia-ml\.so\.1 /{ print $NF; exit }')
+    [ -n "$nvml" ] && ln -sf "$nvml" "$b/nvml/libnvidia-ml.so" && nvml_link=(-L"$b/nvml" -lnvidia-ml)
+    cc=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader -i "$GPU_INDEX" 2>/dev/null | head -1 | tr -d .)
+    (cd "$b" && nvcc --threads=0 -t=0 --use_fast_math -std=c++17 -O3 -gencode "arch=compute_${cc:-90},code=sm_${cc:-90}" \
+        -DENABLE_BF16 train_gpt2.cu -lcublas -lcublasLt "${nvml_link[@]}" -o train_gpt2cu) >"$b/build.log" 2>&1 ||
+        { echo "llm.c did not build (see $b/build.log)"; return; }
+    # 256 int32 of header (magic 20240520, version 1, token count), then the tokens as uint16
+    "$PYTHON" - "$b/tokens.bin" <<'EOF' || echo "cannot write llm.c's token file"
+import sys
+import numpy as np
+n = 1 << 22
+h = np.zeros(256, np.int32)
+h[:3] = (20240520, 1, n)
+with open(sys.argv[1], "wb") as f:
+    f.write(h.tobytes())
+    f.write(np.random.default_rng(0).integers(0, 50257, n, dtype=np.uint16).tobytes())
+EOF
+}
+
+run_llmc() { # model mbs: "ms tflops peak_mib" or nothing
+    local m=$1 mbs=$2 L H A S b=$LOGS/llmc
+    read -r L H A S <<<"${SHAPE[$m]}"
+    local log=$LOGS/llmc-$m-mbs$mbs
+    with_peak_memory "$log.peak" "$b/train_gpt2cu" -i "$b/tokens.bin" -j "$b/tokens.bin" -e "${LLMC_MODEL[$m]}" \
+        -b "$mbs" -t "$S" -d $((mbs * S * ACCUM)) -x "$ITERS" -v 1000000 -m 1 -s 0 -h 0 -n 0 -r 0 -l 6e-4 -u 2 \
+        -c 0.1 >"$log" 2>"$log.err" || return 0
+    grep -q 'Fell back to cudaMallocManaged' "$log" && return 0
+    local ms flops
+    ms=$(grep -E '^step +[0-9]+/' "$log" | tail -n "$LOG_INTERVAL" | sed -nE 's/.*\| ([0-9.]+) ms \|.*/\1/p' |
+        awk '{ s += $1; n++ } END { if (n) printf "%.3f", s / n }')
+    [ -n "$ms" ] || return 0
+    flops=$("$PYTHON" "$ROOT/bench/gpt_torch.py" --print-flops --layers "$L" --hidden "$H" --heads "$A" --seq "$S" \
+        --vocab 50304 --global-batch $((mbs * ACCUM))) || return 0
+    awk -v f="$flops" -v ms="$ms" -v p="$(cat "$log.peak")" 'BEGIN { printf "%s %.6f %s\n", ms, f / (ms / 1000) / 1e12, p }'
+}
+
 # The fastest micro batch of a list: "mbs ms tflops peak ..." or nothing.
 best() { # runner model args...
     local runner=$1 m=$2
@@ -174,11 +229,16 @@ EOF
 fi
 MODES="eager compile"
 [ "$SMOKE" = 1 ] && MODES=eager
+if [ "$SMOKE" = 1 ]; then LLMC_WHY="llm.c needs a GPU (BENCH_SMOKE runs on the CPU)"
+elif [ -z "${LLMC_DIR:-}" ]; then LLMC_WHY="LLMC_DIR does not name a copy of karpathy/llm.c"
+elif [ ! -f "$LLMC_DIR/train_gpt2.cu" ]; then LLMC_WHY="no train_gpt2.cu in LLMC_DIR=$LLMC_DIR"
+else LLMC_WHY=$(build_llmc); fi
 
 {
     echo "GPU: $( [ "$DEVICE" = cuda ] && nvidia-smi --query-gpu=name,driver_version --format=csv,noheader -i "$GPU_INDEX" || echo "none (BENCH_SMOKE: CPU backend)")"
     echo "megatron-c: $("$MC_BIN" --version | tr '\n' ' ')"
     [ -z "$PEER_WHY" ] && echo "PyTorch peer: torch $("$PYTHON" -c 'import torch; print(torch.__version__)' 2>/dev/null)"
+    [ -z "$LLMC_WHY" ] && echo "llm.c peer: $LLMC_DIR $(git -C "$LLMC_DIR" rev-parse --short HEAD 2>/dev/null || cat "$LLMC_DIR/REVISION" 2>/dev/null)"
     echo "bf16, mock data, $ACCUM micro batches per step, the fastest micro batch of each list; MFU against $PEAK_TFLOPS TFLOP/s"
     echo
     echo "| model | implementation | micro batch | tokens/s | TFLOP/s | MFU | peak memory |"
@@ -193,6 +253,11 @@ MODES="eager compile"
                 row "$m" "PyTorch $mode" "$(best run_torch "$m" "$mode")"
             fi
         done
+        if [ -n "$LLMC_WHY" ]; then
+            echo "| $m | llm.c | - | not run: $LLMC_WHY | | | |"
+        else
+            row "$m" llm.c "$(best run_llmc "$m")"
+        fi
     done
     echo
     echo "logs: $LOGS"

@@ -52,6 +52,8 @@ if $PY -c 'import torch' 2>/dev/null; then
 else
     check "bench.sh says the PyTorch peer could not be run" grep -q 'the peer could not be run' "$MC_TMP/bench"
 fi
+check "bench.sh has an llm.c row per model, saying why it did not run on the CPU" \
+    test "$(grep -cE '^\| (124M|350M) \| llm.c \| - \| not run: llm.c needs a GPU' "$MC_TMP/bench")" -eq 2
 [ $rc -eq 0 ] || sed 's/^/# /' "$MC_TMP/bench"
 case "$logs" in /tmp/mc-bench.*) rm -rf "$logs" ;; esac
 
