@@ -1,6 +1,7 @@
 #include <cblas.h>
 #include <stddef.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -168,6 +169,12 @@ const mc_backend_t *mc_backend_select(const char *device, int cpu_threads, int l
 #endif
     }
     if (cpu_threads > 0) mc_cpu_set_threads(cpu_threads);
+    const char *strict = getenv("MC_TEST_STRICT_DEVICE");
+    if (strict && strcmp(strict, "1") == 0) {
+        snprintf(why, n, "strict (MC_TEST_STRICT_DEVICE=1: the cpu backend on memory the host cannot access; %s)",
+                 reason);
+        return mc_backend_strict();
+    }
     snprintf(why, n, "cpu (%s; OpenBLAS with %d thread(s))", reason, openblas_get_num_threads());
     return mc_backend_cpu();
 }

@@ -14,6 +14,12 @@
  * (--cpu-threads). */
 const mc_backend_t *mc_backend_select(const char *device, int cpu_threads, int local_rank, char *why, size_t n);
 
+/* The strict backend (kernels/strict.c), a test double for a GPU: the CPU's ops on memory the
+ * host cannot access. mc_backend_select returns it for "cpu" (and "auto" without a GPU) when
+ * the environment has MC_TEST_STRICT_DEVICE=1. mc_strict_owns: p lies in its memory. */
+const mc_backend_t *mc_backend_strict(void);
+int mc_strict_owns(const void *p);
+
 /* The name of the first op of be's table that is NULL ("attention_forward"), or NULL when every
  * op is there. The ops are listed in mc_backend_op_name's table, in the struct's order. */
 const char *mc_backend_missing_op(const mc_backend_t *be);

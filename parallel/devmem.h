@@ -5,7 +5,8 @@
 #include "kernels/backend.h"
 #include "parallel/comm.h"
 
-/* NULL for the cpu backend (its tensors are host memory); for the cuda backend: device pointers
+/* NULL for the cpu backend (its tensors are host memory); the strict test backend's by address
+ * (kernels/strict.c); for the cuda backend: device pointers
  * told apart by cudaPointerGetAttributes, the backend's own copies (ordered on its compute
  * stream), pinned host memory from cudaMallocHost. */
 const mc_devmem_t *mc_devmem_for(const mc_backend_t *be);
