@@ -5,7 +5,7 @@
 # through the op table crashes, and every "host memory?" branch takes its device path (the comm
 # layer stages buffers as for CUDA). Each layout's numbers must equal the plain CPU run's
 # exactly: single rank in fp32 (dropout, evaluation), bf16, fp16 with the dynamic loss scaler,
-# full and selective recomputation; under mpirun tp 2 with sequence parallelism, pp 2 with
+# full and selective recomputation, an indexed dataset with document masks; under mpirun tp 2 with sequence parallelism, pp 2 with
 # virtual stages, dp 2 with the distributed optimizer and both overlaps; a checkpoint saved at
 # iteration 6 (then an asynchronous one) and resumed gives the uninterrupted numbers.
 source "$(dirname "$0")/lib.sh"
@@ -41,6 +41,22 @@ pair "bf16" 1 --bf16
 pair "fp16 (dynamic loss scale)" 1 --fp16
 pair "full recomputation" 1 --recompute-granularity full --recompute-method uniform --recompute-num-layers 1
 pair "bf16, selective recomputation" 1 --bf16 --recompute-granularity selective
+SHARED=${MEGATRON_C_SHARED:-../shared}
+DATA=$SHARED/data/megatron-ref/tinyshakespeare_text_document
+if [ -f "$DATA.idx" ]; then # a Megatron dataset's tokens, document masks and positions go to the device
+    MOCK=("${FLAGS[@]}")
+    FLAGS=()
+    for ((i = 0; i < ${#MOCK[@]}; i++)); do # the same flags without the mock data and its vocabulary
+        case ${MOCK[$i]} in --mock-data) ;; --vocab-size) i=$((i + 1)) ;; *) FLAGS+=("${MOCK[$i]}") ;; esac
+    done
+    pair "indexed data, reset attention mask and position ids, EOD loss mask" 1 --data-path "$DATA" \
+        --vocab-file "$SHARED/data/gpt2/gpt2-vocab.json" --merge-file "$SHARED/data/gpt2/gpt2-merges.txt" \
+        --data-cache-path "$MC_TMP/cache" --split 90,8,2 --reset-attention-mask --reset-position-ids --eod-mask-loss \
+        --log-num-zeros-in-grad
+    FLAGS=("${MOCK[@]}")
+else
+    skip "indexed data on the strict device" "no $DATA.idx (set MEGATRON_C_SHARED)"
+fi
 if have_mpirun; then
     pair "tp 2, sequence parallel" 2 --tensor-model-parallel-size 2 --sequence-parallel
     pair "pp 2, vpp 2" 2 --pipeline-model-parallel-size 2 --num-layers-per-virtual-pipeline-stage 1
