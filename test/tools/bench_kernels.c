@@ -187,6 +187,17 @@ static void op_lin_b(const bufs_t *b, mc_dtype_t dt)
 {
     be->linear_backward(be, dt, MC_DT_F32, b->z, b->dW, NULL, b->y, b->x, b->W, (int)b->N, (int)b->H, (int)(4 * b->H));
 }
+/* the MLP's fused pair: fc1 [h -> 4h] with its GeLU (pre kept in z), and fc2's backward through
+ * the GeLU (dout [N, h] in x, din [N, 4h] into w) */
+static void op_lin_gelu_f(const bufs_t *b, mc_dtype_t dt)
+{
+    be->linear_gelu_forward(be, dt, b->y, b->z, b->x, b->W, b->w, (int)b->N, (int)b->H, (int)(4 * b->H), 1);
+}
+static void op_lin_gelu_b(const bufs_t *b, mc_dtype_t dt)
+{
+    be->linear_backward_gelu(be, dt, MC_DT_F32, b->w, b->dW, NULL, b->x, b->y, b->W, b->z, (int)b->N,
+                             (int)(4 * b->H), (int)b->H, 1);
+}
 /* the square fp32 GEMM: 4h, or 2h where x cannot hold (4h)^2 */
 static int gemm_size(const bufs_t *b) { return 16 * b->H * b->H <= b->n ? (int)(4 * b->H) : (int)(2 * b->H); }
 static void op_gemm(const bufs_t *b, mc_dtype_t dt)
@@ -256,6 +267,9 @@ static void run(const opts_t *o)
         const double lf = 2.0 * (double)b.N * (double)b.H * 4.0 * (double)b.H;
         report_flops("linear_forward + bias", dt, szl, time_op(op_lin_f, &b, dt), lf);
         report_flops("linear_backward (din, dW)", dt, szl, time_op(op_lin_b, &b, dt), 2 * lf);
+        report_flops("linear_gelu_forward (tanh)", dt, szl, time_op(op_lin_gelu_f, &b, dt), lf);
+        snprintf(szl, sizeof(szl), "%ld x %ld -> %ld", b.N, 4 * b.H, b.H);
+        report_flops("linear_backward_gelu (din, dW)", dt, szl, time_op(op_lin_gelu_b, &b, dt), 2 * lf);
     }
     dfill(b.x, MC_DT_F32, b.n, -1, 1), dfill(b.y, MC_DT_F32, b.n, 0, 1), dfill(b.z, MC_DT_F32, b.n, -1, 1),
         dfill(b.w, MC_DT_F32, b.n, 0, 1e-4f);
