@@ -53,6 +53,16 @@ else
 BUILD   := build/rel
 endif
 
+# EMU=1: the emulated CUDA device of the tests (test/emu/README.md). kernels/cuda is compiled by
+# the host C++ compiler against test/emu instead of nvcc, and linked with the emulated runtime,
+# cuBLASLt, CUB and NCCL instead of NVIDIA's libraries: the whole program runs --device cuda on
+# the CPU. Into build/emu (build/emu-san with SANITIZE=1); `make test` builds and runs it.
+EMU ?= 0
+ifeq ($(EMU),1)
+BUILD   := $(if $(filter 1,$(SANITIZE)),build/emu-san,build/emu)
+CUDA    := 0
+endif
+
 # CUDA objects when nvcc is present (DESIGN: CPU build always, CUDA when found; CUDA=0 forces off).
 ifeq ($(CUDA),)
 CUDA := $(if $(wildcard $(NVCC)),1,$(if $(shell command -v nvcc 2>/dev/null),1,0))
@@ -71,9 +81,29 @@ LDLIBS  += -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcudart -lcublasL
 CU_SRC  := $(wildcard kernels/cuda/*.cu)
 endif
 
+# The emulated device: every CUDA-built C file as with nvcc, the kernels through g++.
+CXX     ?= g++
+EMU_CXXFLAGS := -std=c++17 -O2 -g -Wall -Wextra -Wno-unused-parameter -Wno-unknown-pragmas -I. -ffp-contract=off -DMC_CUDA_EMU=1 \
+                -I$(CUDA_HOME)/include -I$(NCCL_HOME)/include
+ifeq ($(SANITIZE),1)
+EMU_CXXFLAGS += -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
+endif
+ifeq ($(WERROR),1)
+EMU_CXXFLAGS += -Werror
+endif
+EMU_PROGS := $(wildcard test/emu/test_emu_*.cpp)
+ifeq ($(EMU),1)
+CFLAGS  += -DMC_WITH_CUDA=1 -DMC_CUDA_EMU=1 -I$(CUDA_HOME)/include -I$(NCCL_HOME)/include
+LDLIBS  += -lstdc++
+CU_SRC  := $(wildcard kernels/cuda/*.cu)
+EMU_OBJ := $(patsubst %.cpp,$(BUILD)/%.o,$(filter-out $(EMU_PROGS),$(wildcard test/emu/*.cpp)))
+endif
+# Whether this machine can build the emulated device: g++ and the CUDA and NCCL headers.
+EMU_OK := $(and $(shell command -v $(CXX) 2>/dev/null),$(wildcard $(CUDA_HOME)/include/cublasLt.h),$(wildcard $(CUDA_HOME)/include/mma.h),$(wildcard $(NCCL_HOME)/include/nccl.h))
+
 LIB_SRC := $(wildcard cli/*.c parallel/*.c model/*.c optim/*.c data/*.c kernels/*.c kernels/cpu/*.c train/*.c \
                      ckpt/*.c)
-LIB_OBJ := $(LIB_SRC:%.c=$(BUILD)/%.o) $(CU_SRC:%.cu=$(BUILD)/%.cu.o)
+LIB_OBJ := $(LIB_SRC:%.c=$(BUILD)/%.o) $(CU_SRC:%.cu=$(BUILD)/%.cu.o) $(EMU_OBJ)
 BIN     := $(BUILD)/megatron-c
 
 TEST_SRC     := $(wildcard test/unit/test_*.c)
@@ -105,7 +135,7 @@ GPU_TEST_BIN := $(GPU_TEST_SRC:test/gpu/%.c=$(BUILD)/test/%)
 TOOL_SRC     := $(wildcard test/tools/*.c)
 TOOL_BIN     := $(TOOL_SRC:test/tools/%.c=$(BUILD)/test/tools/%)
 
-.PHONY: all test demo clean docs fixtures deps tests
+.PHONY: all test demo clean docs fixtures deps tests emu emu-tests
 .SECONDARY:
 all: megatron-c
 
@@ -121,9 +151,24 @@ $(BUILD)/%.o: %.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -MMD -MP -c $< -o $@
 
+ifeq ($(EMU),1)
+$(BUILD)/%.cu.o: %.cu
+	@mkdir -p $(dir $@)
+	$(CXX) -Itest/emu/include $(EMU_CXXFLAGS) -include test/emu/cuda_emu.h -x c++ -MMD -MP -MF $@.d -c $< -o $@
+else
 $(BUILD)/%.cu.o: %.cu
 	@mkdir -p $(dir $@)
 	$(NVCC) $(NVCCFLAGS) -MMD -MP -MF $@.d -c $< -o $@
+endif
+
+$(BUILD)/test/emu/%.o: test/emu/%.cpp
+	@mkdir -p $(dir $@)
+	$(CXX) $(EMU_CXXFLAGS) -MMD -MP -c $< -o $@
+
+# The emulator's own tests (test/emu/test_emu_*.cpp), linked with it and the program's library.
+$(BUILD)/test/emu/test_emu_%: test/emu/test_emu_%.cpp $(LIB_OBJ)
+	@mkdir -p $(dir $@)
+	$(CXX) $(EMU_CXXFLAGS) -MMD -MP $(LDFLAGS) -o $@ $(filter %.cpp %.o,$^) $(LDLIBS)
 
 $(BUILD)/test/%: test/unit/%.c $(LIB_OBJ) $(TEST_SUP_OBJ)
 	@mkdir -p $(dir $@)
@@ -151,10 +196,25 @@ $(BUILD)/test/tools/%: test/tools/%.c $(LIB_OBJ)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -MMD -MP $(LDFLAGS) -o $@ $(filter %.c %.o,$^) $(LDLIBS)
 
-tests: $(BIN) $(TEST_BIN) $(GPU_TEST_BIN) $(MPI_TEST_BIN) $(TOOL_BIN)
+tests: $(BIN) $(TEST_BIN) $(GPU_TEST_BIN) $(MPI_TEST_BIN) $(TOOL_BIN) emu
+
+# The emulated device's programs: megatron-c, the GPU op tests, the kernel benchmarks (their
+# plumbing) and the emulator's own tests. `make emu` builds them into build/emu(-san).
+emu-tests: $(BIN) $(GPU_TEST_BIN) $(BUILD)/test/tools/bench_kernels $(BUILD)/test/tools/bench_attention \
+           $(EMU_PROGS:test/emu/%.cpp=$(BUILD)/test/emu/%)
+ifeq ($(EMU),1)
+emu: emu-tests
+else ifneq ($(EMU_OK),)
+emu:
+	$(MAKE) EMU=1 emu-tests
+else
+emu:
+	@echo "make: no emulated CUDA device (needs $(CXX) and the CUDA and NCCL headers under $(CUDA_HOME))"
+endif
+EMU_BUILD := $(if $(EMU_OK),$(abspath $(if $(filter 1,$(SANITIZE)),build/emu-san,build/emu)))
 
 test: tests
-	MC_BIN=$(abspath $(BIN)) MC_BUILD=$(abspath $(BUILD)) bash test/run.sh
+	MC_BIN=$(abspath $(BIN)) MC_BUILD=$(abspath $(BUILD)) MC_EMU_BUILD=$(EMU_BUILD) bash test/run.sh
 
 deps:
 	bash scripts/install-deps.sh

@@ -114,7 +114,7 @@ void mc_cuda_adam_step(const mc_backend_t *be, const mc_adam_tensor_t *t, int co
         if (l.count == 0) continue;
         const unsigned blocks = mc_cuda_blocks(l.chunk0[l.count], 1);
         MC_CUDA_DISPATCH(model_dt, TM, "adam_step",
-                         k_adam_multi<TM><<<blocks, THREADS, 0, mc_cuda_stream(be)>>>(l, k))
+                         MC_LAUNCH(blocks, THREADS, 0, mc_cuda_stream(be), k_adam_multi<TM>)(l, k))
         MC_CUDA_LAUNCHED();
     }
 }

@@ -186,7 +186,7 @@ __global__ void __launch_bounds__(ATT_THREADS) att_forward_kernel(T *out, float 
     constexpr int BQ = TL.bq, BK = TL.bk;
     constexpr mc_att_layout_t L = mc_att_layout(MC_ATT_FWD, (int)sizeof(T), HDP, BQ, BK);
     static_assert(BK <= 64 && BK % 16 == 0 && BQ % 16 == 0, "a warp holds a score row as key pairs");
-    extern __shared__ __align__(128) unsigned char att_smem[];
+    MC_DYNAMIC_SMEM(unsigned char, att_smem);
     const AttSmem<T> m = att_carve<T>(att_smem, L, BQ);
     float *row_m = m.row0, *row_l = m.row1, *row_w = m.row2, *Os = m.acc0;
 
@@ -361,7 +361,7 @@ __global__ void __launch_bounds__(ATT_THREADS) att_dkdv_kernel(T *dqkv, const T 
     constexpr int BQ = TL.bq, BK = TL.bk;
     constexpr mc_att_layout_t L = mc_att_layout(MC_ATT_DKDV, (int)sizeof(T), HDP, BQ, BK);
     static_assert(BK % 16 == 0 && BQ % 16 == 0, "tiles are multiples of the mma shape");
-    extern __shared__ __align__(128) unsigned char att_smem[];
+    MC_DYNAMIC_SMEM(unsigned char, att_smem);
     const AttSmem<T> m = att_carve<T>(att_smem, L, BQ);
     float *dK = m.acc0, *dV = m.acc1;
 
@@ -419,7 +419,7 @@ __global__ void __launch_bounds__(ATT_THREADS) att_dq_kernel(T *dqkv, const T *d
     constexpr int BQ = TL.bq, BK = TL.bk;
     constexpr mc_att_layout_t L = mc_att_layout(MC_ATT_DQ, (int)sizeof(T), HDP, BQ, BK);
     static_assert(BK % 16 == 0 && BQ % 16 == 0, "tiles are multiples of the mma shape");
-    extern __shared__ __align__(128) unsigned char att_smem[];
+    MC_DYNAMIC_SMEM(unsigned char, att_smem);
     const AttSmem<T> m = att_carve<T>(att_smem, L, BQ);
     float *dQ = m.acc0;
 
@@ -532,7 +532,7 @@ static void att_forward_launch(const mc_backend_t *be, void *out, void *state, c
     static bool ready = false;
     att_grant_smem(be, (const void *)att_forward_kernel<T, HDP>, bytes, &ready, "forward", a.HD);
     const dim3 grid((unsigned)mc_att_ntiles(a.S, TL.bq), (unsigned)a.NH, (unsigned)a.B);
-    att_forward_kernel<T, HDP><<<grid, ATT_THREADS, bytes, mc_cuda_stream(be)>>>((T *)out, (float *)state,
+    MC_LAUNCH(grid, ATT_THREADS, bytes, mc_cuda_stream(be), att_forward_kernel<T, HDP>)((T *)out, (float *)state,
                                                                                 (const T *)qkv, a);
     MC_CUDA_LAUNCHED();
 }
@@ -543,7 +543,7 @@ static void att_backward_launch(const mc_backend_t *be, void *dqkv, float *D, co
 {
     const cudaStream_t st = mc_cuda_stream(be);
     const long rows = (long)a.B * a.NH * a.S;
-    att_dsum_kernel<T><<<(unsigned)((rows + ATT_WARPS - 1) / ATT_WARPS), ATT_THREADS, 0, st>>>(
+    MC_LAUNCH((unsigned)((rows + ATT_WARPS - 1) / ATT_WARPS), ATT_THREADS, 0, st, att_dsum_kernel<T>)(
         D, (const T *)dout, (const T *)out, a);
     MC_CUDA_LAUNCHED();
 
@@ -552,7 +552,7 @@ static void att_backward_launch(const mc_backend_t *be, void *dqkv, float *D, co
     static bool kv_ready = false;
     att_grant_smem(be, (const void *)att_dkdv_kernel<T, HDP>, kv_bytes, &kv_ready, "dk/dv", a.HD);
     const dim3 kv_grid((unsigned)mc_att_ntiles(a.S, KV.bk), (unsigned)a.NH, (unsigned)a.B);
-    att_dkdv_kernel<T, HDP><<<kv_grid, ATT_THREADS, kv_bytes, st>>>((T *)dqkv, (const T *)dout, (const T *)qkv,
+    MC_LAUNCH(kv_grid, ATT_THREADS, kv_bytes, st, att_dkdv_kernel<T, HDP>)((T *)dqkv, (const T *)dout, (const T *)qkv,
                                                                     state, D, a);
     MC_CUDA_LAUNCHED();
 
@@ -561,7 +561,7 @@ static void att_backward_launch(const mc_backend_t *be, void *dqkv, float *D, co
     static bool q_ready = false;
     att_grant_smem(be, (const void *)att_dq_kernel<T, HDP>, q_bytes, &q_ready, "dq", a.HD);
     const dim3 q_grid((unsigned)mc_att_ntiles(a.S, QT.bq), (unsigned)a.NH, (unsigned)a.B);
-    att_dq_kernel<T, HDP><<<q_grid, ATT_THREADS, q_bytes, st>>>((T *)dqkv, (const T *)dout, (const T *)qkv, state,
+    MC_LAUNCH(q_grid, ATT_THREADS, q_bytes, st, att_dq_kernel<T, HDP>)((T *)dqkv, (const T *)dout, (const T *)qkv, state,
                                                                 D, a);
     MC_CUDA_LAUNCHED();
 }

@@ -87,10 +87,10 @@ template <int NSUM, typename F> static void mc_cuda_colsum(const mc_backend_t *b
     chunks = (N + rows_per_chunk - 1) / rows_per_chunk; // no empty chunk at the end
     double *partial = (double *)cu->scratch;
     const dim3 grid((unsigned)colblocks, (unsigned)chunks), block(MC_COLSUM_X, MC_COLSUM_Y);
-    k_colsum_partial<NSUM, F><<<grid, block, 0, mc_cuda_stream(be)>>>(f, N, C, rows_per_chunk, partial);
+    MC_LAUNCH(grid, block, 0, mc_cuda_stream(be), k_colsum_partial<NSUM, F>)(f, N, C, rows_per_chunk, partial);
     MC_CUDA_LAUNCHED();
     if (chunks > 1) {
-        k_colsum_final<NSUM, F><<<mc_cuda_blocks(C, 256), 256, 0, mc_cuda_stream(be)>>>(f, C, (int)chunks, partial);
+        MC_LAUNCH(mc_cuda_blocks(C, 256), 256, 0, mc_cuda_stream(be), k_colsum_final<NSUM, F>)(f, C, (int)chunks, partial);
         MC_CUDA_LAUNCHED();
     }
 }

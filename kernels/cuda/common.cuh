@@ -78,10 +78,10 @@ static inline unsigned mc_cuda_ew_blocks(long chunks) { return mc_cuda_blocks(ch
     do {                                                                                           \
         constexpr int VEC_ = 16 / sizeof(T);                                                       \
         if (aligned)                                                                               \
-            KERNEL<T, VEC_><<<mc_cuda_ew_blocks(((n) + VEC_ - 1) / VEC_), MC_EW_THREADS, 0,           \
-                              mc_cuda_stream(be)>>>(__VA_ARGS__);                                  \
+            MC_LAUNCH(mc_cuda_ew_blocks(((n) + VEC_ - 1) / VEC_), MC_EW_THREADS, 0, mc_cuda_stream(be),   \
+                      KERNEL<T, VEC_>)(__VA_ARGS__);                                                \
         else                                                                                       \
-            KERNEL<T, 1><<<mc_cuda_ew_blocks(n), MC_EW_THREADS, 0, mc_cuda_stream(be)>>>(__VA_ARGS__); \
+            MC_LAUNCH(mc_cuda_ew_blocks(n), MC_EW_THREADS, 0, mc_cuda_stream(be), KERNEL<T, 1>)(__VA_ARGS__); \
         MC_CUDA_LAUNCHED();                                                                        \
     } while (0)
 
@@ -93,9 +93,9 @@ static inline unsigned mc_cuda_ew_blocks(long chunks) { return mc_cuda_blocks(ch
         constexpr int VEC_ = 16 / sizeof(T);                                                       \
         const unsigned blocks_ = mc_cuda_blocks((rows), 1);                                        \
         if (aligned)                                                                               \
-            KERNEL<T, VEC_><<<blocks_, (threads), 0, mc_cuda_stream(be)>>>(__VA_ARGS__);              \
+            MC_LAUNCH(blocks_, (threads), 0, mc_cuda_stream(be), KERNEL<T, VEC_>)(__VA_ARGS__);              \
         else                                                                                       \
-            KERNEL<T, 1><<<blocks_, (threads), 0, mc_cuda_stream(be)>>>(__VA_ARGS__);                 \
+            MC_LAUNCH(blocks_, (threads), 0, mc_cuda_stream(be), KERNEL<T, 1>)(__VA_ARGS__);                 \
         MC_CUDA_LAUNCHED();                                                                        \
     } while (0)
 

@@ -19,10 +19,10 @@ template <typename D, typename S> static void convert_launch(const mc_backend_t 
     // 16-byte accesses on the wider side; the narrower side then moves 8 bytes per thread
     constexpr int VEC = sizeof(D) > sizeof(S) ? 16 / sizeof(D) : 16 / sizeof(S);
     if (mc_cuda_vec_ok(dst, src))
-        k_convert<D, S, VEC><<<mc_cuda_ew_blocks((n + VEC - 1) / VEC), MC_EW_THREADS, 0, mc_cuda_stream(be)>>>(
+        MC_LAUNCH(mc_cuda_ew_blocks((n + VEC - 1) / VEC), MC_EW_THREADS, 0, mc_cuda_stream(be), k_convert<D, S, VEC>)(
             (D *)dst, (const S *)src, n);
     else
-        k_convert<D, S, 1><<<mc_cuda_ew_blocks(n), MC_EW_THREADS, 0, mc_cuda_stream(be)>>>((D *)dst, (const S *)src, n);
+        MC_LAUNCH(mc_cuda_ew_blocks(n), MC_EW_THREADS, 0, mc_cuda_stream(be), k_convert<D, S, 1>)((D *)dst, (const S *)src, n);
     MC_CUDA_LAUNCHED();
 }
 

@@ -122,7 +122,7 @@ void mc_cuda_ce_loss(const mc_backend_t *be, float *losses, const float *rowmax,
                      const float *target_logit, int S, int B)
 {
     if (S <= 0 || B <= 0) return;
-    k_ce_loss<<<mc_cuda_ew_blocks((long)S * B), MC_EW_THREADS, 0, mc_cuda_stream(be)>>>(losses, rowmax, sumexp,
+    MC_LAUNCH(mc_cuda_ew_blocks((long)S * B), MC_EW_THREADS, 0, mc_cuda_stream(be), k_ce_loss)(losses, rowmax, sumexp,
                                                                                          target_logit, S, B);
     MC_CUDA_LAUNCHED();
 }

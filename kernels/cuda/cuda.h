@@ -37,6 +37,19 @@ typedef struct {
 static inline const mc_cuda_t *mc_cuda(const mc_backend_t *be) { return (const mc_cuda_t *)be->impl; }
 static inline cudaStream_t mc_cuda_stream(const mc_backend_t *be) { return mc_cuda(be)->stream; }
 
+// Every kernel launch and every dynamic shared-memory array goes through these two macros, so
+// the kernels compile unchanged for the emulated device of the tests (test/emu: the host C++
+// compiler, MC_CUDA_EMU), where they expand to its launcher; under nvcc they are CUDA's syntax:
+//   MC_LAUNCH(grid, block, smem bytes, stream, kernel)(args...)  is  kernel<<<grid, block, smem, stream>>>(args...)
+#ifdef MC_CUDA_EMU
+#define MC_LAUNCH(grid, block, smem, stream, ...)                                                \
+    mc_emu_launch(grid, block, smem, stream, __VA_ARGS__, #__VA_ARGS__, __FILE__, __LINE__)
+#define MC_DYNAMIC_SMEM(type, name) type *name = (type *)mc_emu_dynamic_smem()
+#else
+#define MC_LAUNCH(grid, block, smem, stream, ...) __VA_ARGS__<<<grid, block, smem, stream>>>
+#define MC_DYNAMIC_SMEM(type, name) extern __shared__ __align__(128) type name[]
+#endif
+
 // A CUDA error inside an op is a runtime error of this rank: one line naming the call, then the
 // job ends (mc_fatal through the C side).
 extern "C" void mc_cuda_die(const char *what, cudaError_t e, const char *file, int line);

@@ -38,7 +38,7 @@ static void dropout_apply(const mc_backend_t *be, const char *op, mc_dtype_t dt,
     }
     const long items = (long)d0 * B * mc_dropout_items_per_row(inner);
     MC_CUDA_DISPATCH(dt, T, op,
-                     k_dropout<T><<<mc_cuda_ew_blocks(items), MC_EW_THREADS, 0, mc_cuda_stream(be)>>>(
+                     MC_LAUNCH(mc_cuda_ew_blocks(items), MC_EW_THREADS, 0, mc_cuda_stream(be), k_dropout<T>)(
                          (T *)out, (const T *)x, items, B, inner, d0_offset, inner_full, inner_offset, d->seed,
                          d->iteration, d->layer, d->site, d->sample0, d->p, mc_dropout_scale(d->p)))
     MC_CUDA_LAUNCHED();

@@ -139,7 +139,7 @@ static void scatter_add_rows(const mc_backend_t *be, TG *dst, const T *dout, con
     const bool vec = H % VEC == 0 && mc_cuda_vec_ok(dst, dout);
     for (long r0 = 0; r0 < N; r0 += R) {
         const long count = N - r0 < R ? N - r0 : R;
-        k_make_keys<<<mc_cuda_ew_blocks(count), MC_EW_THREADS, 0, st>>>(keys_in, rows_in, src, r0, count, S, B, offset,
+        MC_LAUNCH(mc_cuda_ew_blocks(count), MC_EW_THREADS, 0, st, k_make_keys)(keys_in, rows_in, src, r0, count, S, B, offset,
                                                                         bound, invalid);
         MC_CUDA_LAUNCHED();
         size_t tb = cub_bytes;
@@ -147,9 +147,9 @@ static void scatter_add_rows(const mc_backend_t *be, TG *dst, const T *dout, con
                                                       end_bit, st));
         const unsigned blocks = mc_cuda_blocks(count, 1);
         if (vec)
-            k_add_runs<T, TG, VEC><<<blocks, 128, 0, st>>>(dst, dout, keys_out, rows_out, count, H, invalid);
+            MC_LAUNCH(blocks, 128, 0, st, k_add_runs<T, TG, VEC>)(dst, dout, keys_out, rows_out, count, H, invalid);
         else
-            k_add_runs<T, TG, 1><<<blocks, 128, 0, st>>>(dst, dout, keys_out, rows_out, count, H, invalid);
+            MC_LAUNCH(blocks, 128, 0, st, k_add_runs<T, TG, 1>)(dst, dout, keys_out, rows_out, count, H, invalid);
         MC_CUDA_LAUNCHED();
     }
 }

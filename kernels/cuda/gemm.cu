@@ -237,7 +237,7 @@ static void matmul_fallback(const mc_backend_t *be, const mc_cuda_matmul_t *g)
                       (unsigned)((g->n + 15) / 16 < 65535 ? (g->n + 15) / 16 : 65535));
     MC_CUDA_DISPATCH(g->ab, TAB, "matmul",
                      MC_CUDA_DISPATCH(g->d, TD, "matmul",
-                                      k_gemm_fallback<TAB, TD><<<blocks, threads, 0, mc_cuda_stream(be)>>>(
+                                      MC_LAUNCH(blocks, threads, 0, mc_cuda_stream(be), k_gemm_fallback<TAB, TD>)(
                                           g->opa, g->opb, g->m, g->n, g->k, g->alpha, (const TAB *)g->A, g->lda,
                                           (const TAB *)g->B, g->ldb, g->beta, (TD *)g->D, g->ldd,
                                           (const TD *)g->bias)))
@@ -327,7 +327,7 @@ void mc_cuda_gemm(const mc_backend_t *be, int transa, int transb, int M, int N, 
 {
     if (M <= 0 || N <= 0) return;
     if (K <= 0) {
-        k_scale_rows<<<mc_cuda_ew_blocks((long)M * N), MC_EW_THREADS, 0, mc_cuda_stream(be)>>>(C, M, N, ldc, beta);
+        MC_LAUNCH(mc_cuda_ew_blocks((long)M * N), MC_EW_THREADS, 0, mc_cuda_stream(be), k_scale_rows)(C, M, N, ldc, beta);
         MC_CUDA_LAUNCHED();
         return;
     }

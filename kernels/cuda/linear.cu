@@ -32,7 +32,7 @@ void mc_cuda_linear_forward(const mc_backend_t *be, mc_dtype_t dt, void *out, co
     if (N <= 0 || out_f <= 0) return;
     if (in_f <= 0) {
         MC_CUDA_DISPATCH(dt, T, "linear_forward",
-                         k_fill_bias<T><<<mc_cuda_ew_blocks((long)N * out_f), MC_EW_THREADS, 0, mc_cuda_stream(be)>>>(
+                         MC_LAUNCH(mc_cuda_ew_blocks((long)N * out_f), MC_EW_THREADS, 0, mc_cuda_stream(be), k_fill_bias<T>)(
                              (T *)out, (const T *)bias, N, out_f))
         MC_CUDA_LAUNCHED();
         return;

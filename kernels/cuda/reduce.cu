@@ -72,11 +72,11 @@ static typename Red::R reduce_run(const mc_backend_t *be, const T *x, long n)
     if (blocks > RED_BLOCKS) blocks = RED_BLOCKS;
     if (blocks < 1) blocks = 1;
     if (vec)
-        k_reduce_partial<Red, T, VEC><<<(unsigned)blocks, RED_THREADS, 0, st>>>(partial, x, n);
+        MC_LAUNCH((unsigned)blocks, RED_THREADS, 0, st, k_reduce_partial<Red, T, VEC>)(partial, x, n);
     else
-        k_reduce_partial<Red, T, 1><<<(unsigned)blocks, RED_THREADS, 0, st>>>(partial, x, n);
+        MC_LAUNCH((unsigned)blocks, RED_THREADS, 0, st, k_reduce_partial<Red, T, 1>)(partial, x, n);
     MC_CUDA_LAUNCHED();
-    k_reduce_final<Red><<<1, RED_FINAL_THREADS, 0, st>>>(result, partial, (int)blocks);
+    MC_LAUNCH(1, RED_FINAL_THREADS, 0, st, k_reduce_final<Red>)(result, partial, (int)blocks);
     MC_CUDA_LAUNCHED();
     MC_CUDA_CHECK(cudaMemcpyAsync(cu->host_scratch, result, sizeof(R), cudaMemcpyDeviceToHost, st));
     MC_CUDA_CHECK(cudaStreamSynchronize(st));
