@@ -51,6 +51,49 @@ for t in test/integration/test_*.sh; do
     count "$name" "$log/out" $?
 done
 
+# The emulated CUDA device (test/emu, built by `make emu` into MC_EMU_BUILD): every GPU op test
+# against the CPU op under each schedule of MC_EMU_SCHEDS (a skip there is a failure: the
+# device exists), then the device memory after every launch must be the same under all of
+# them (a race between synchronisation points shows as a difference). MC_EMU_TESTS, when set,
+# names the programs to run (the sanitizer build runs a subset).
+: "${MC_EMU_SCHEDS:=forward warps}"
+emu_program() { # the op test binary
+    local t=$1 name rc s first
+    name=$(basename "$t")
+    for s in $MC_EMU_SCHEDS; do
+        MC_EMU_SCHED=$s MC_EMU_HASH="$log/hash.$s" "$t" >"$log/out" 2>&1
+        rc=$?
+        sed -i -E 's/^(not )?ok (.*)# ?SKIP(.*)$/not ok \2(skipped on the emulated device:\3)/' "$log/out"
+        count "emu-$s/$name" "$log/out" $rc
+    done
+    first=${MC_EMU_SCHEDS%% *}
+    for s in $MC_EMU_SCHEDS; do
+        [ "$s" = "$first" ] && continue
+        if cmp -s "$log/hash.$first" "$log/hash.$s" && [ -s "$log/hash.$s" ]; then
+            echo "ok - device memory identical under $first and $s after each of $(wc -l <"$log/hash.$s") launches"
+        else
+            echo "not ok - device memory differs between $first and $s: $(diff "$log/hash.$first" "$log/hash.$s" | sed -n 2p)"
+        fi >"$log/out"
+        count "emu-schedules/$name" "$log/out" 0
+    done
+}
+if [ -n "${MC_EMU_BUILD:-}" ] && [ -x "$MC_EMU_BUILD/megatron-c" ]; then
+    for t in "$MC_EMU_BUILD"/test/test_gpu_*; do
+        [ -x "$t" ] || continue
+        n=$(basename "$t")
+        [ -z "${MC_EMU_TESTS:-}" ] || [[ " $MC_EMU_TESTS " == *" ${n#test_gpu_} "* ]] || continue
+        emu_program "$t"
+    done
+    for t in "$MC_EMU_BUILD"/test/emu/test_emu_*; do
+        [ -x "$t" ] || continue
+        "$t" >"$log/out" 2>&1
+        count "emu/$(basename "$t")" "$log/out" $?
+    done
+else
+    echo "ok - the emulated CUDA device # SKIP not built (make emu needs g++ and the CUDA and NCCL headers)" >"$log/out"
+    count emu "$log/out" 0
+fi
+
 if [ "$skipped" -gt 0 ]; then
     echo "$passed passed, $failed failed, $skipped skipped"
 else
