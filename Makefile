@@ -70,8 +70,16 @@ ifeq ($(wildcard $(NVCC)),)
 NVCC := nvcc
 endif
 endif
-NVCCFLAGS := -O3 -std=c++17 -I. -Xcompiler -Wall -Werror all-warnings \
-             -gencode arch=compute_90a,code=sm_90a -gencode arch=compute_80,code=sm_80
+# SASS for H100/H200 (sm_90a) and A100-class GPUs (sm_80, which also runs on sm_86/89), and
+# compute_90 PTX that newer GPUs (Blackwell) compile at load time. NVCC_WERROR (default WERROR)
+# makes nvcc's warnings errors: CI's nvcc is known; a GPU machine's newer one may warn anew.
+NVCC_WERROR ?= $(WERROR)
+NVCCFLAGS := -O3 -std=c++17 -I. -Xcompiler -Wall \
+             -gencode arch=compute_90a,code=sm_90a -gencode arch=compute_80,code=sm_80 \
+             -gencode arch=compute_90,code=compute_90
+ifeq ($(NVCC_WERROR),1)
+NVCCFLAGS += -Werror all-warnings
+endif
 # NCCL (parallel/comm_nccl.c): headers and library under NCCL_HOME (CUDA_HOME by default, where
 # the CUDA 13 wheels put it: include/ and lib/).
 ifeq ($(CUDA),1)

@@ -30,10 +30,14 @@ int mc_cuda_device_count(void)
 const char *mc_build_description(void)
 {
     static char buf[128];
-#ifdef MC_WITH_CUDA
+#if defined(MC_CUDA_EMU)
+    int v = mc_cuda_runtime_version();
+    snprintf(buf, sizeof(buf), "CUDA %d.%d on the emulated device of the tests (test/emu: the CPU), NCCL not emulated",
+             v / 1000, (v % 1000) / 10);
+#elif defined(MC_WITH_CUDA)
     int v = mc_cuda_runtime_version(), nv = 0;
     if (ncclGetVersion(&nv) != ncclSuccess) nv = 0;
-    snprintf(buf, sizeof(buf), "CUDA %d.%d (sm_90a, sm_80), NCCL %d.%d.%d", v / 1000, (v % 1000) / 10,
+    snprintf(buf, sizeof(buf), "CUDA %d.%d (sm_90a, sm_80, compute_90 PTX), NCCL %d.%d.%d", v / 1000, (v % 1000) / 10,
              nv / 10000, nv / 100 % 100, nv % 100);
 #else
     snprintf(buf, sizeof(buf), "CPU only (built without CUDA)");

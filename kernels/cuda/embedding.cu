@@ -5,10 +5,10 @@
 //          fp32, rounded once (the CPU's order: the word row, then "+= position row").
 // backward: dst[key] += dout[n] for every row n whose key (token - vocab_start, or position) is
 //          valid. Deterministic and exactly the CPU's arithmetic: the rows' keys are sorted
-//          with a stable radix sort (CUB), so each key's rows stay in [s, b] order; then one
-//          block per run of equal keys loads dst's row once, adds the dout rows in that order
-//          in fp32 and stores once (one rounding for a 16-bit gdt, like the CPU backend's fp32
-//          round trip). The sort's buffers live in the backend's scratch; a micro-batch with
+//          with a stable radix sort (CUB), so each key's rows stay in [s, b] order; then for
+//          each run of equal keys, one thread per column loads dst's element once, adds the
+//          dout rows' in that order in fp32 and stores once (one rounding for a 16-bit gdt,
+//          like the CPU backend's fp32 round trip). The sort's buffers live in the backend's scratch; a micro-batch with
 //          more rows than fit (more than a million or so with the 32 MiB scratch) is done in
 //          consecutive row ranges, which for a 16-bit gdt rounds once per range.
 #include <cub/device/device_radix_sort.cuh>
@@ -81,27 +81,26 @@ static __global__ void k_make_keys(unsigned *keys, int *rows, const int32_t *src
     }
 }
 
-// One block per sorted position i that starts a run of equal valid keys: dst[key] += the run's
-// dout rows, in their (stable, [s, b]) order, in fp32 from dst's stored value.
-template <typename T, typename TG, int VEC>
+// One block per (sorted position i that starts a run of equal valid keys, slice of blockDim.x
+// columns): dst[key] += the run's dout rows, in their (stable, [s, b]) order, one column per
+// thread, in fp32 from dst's stored value. The columns spread over blockIdx.y, so a frequent
+// token (EOD in packed documents, a padding id) is H / blockDim.x blocks whose threads each add
+// one column of its rows, not one block adding whole rows for every repeat (the order of each
+// column's sum, which makes it the CPU's bit for bit, is fixed: its chain cannot be split).
+enum { ADD_THREADS = 128 };
+
+template <typename T, typename TG>
 static __global__ void k_add_runs(TG *dst, const T *dout, const unsigned *keys, const int *rows, long count, int H,
                                   unsigned invalid)
 {
+    const long c = (long)blockIdx.y * blockDim.x + threadIdx.x;
+    if (c >= H) return;
     for (long i = blockIdx.x; i < count; i += gridDim.x) {
         const unsigned key = keys[i];
-        if (key == invalid || (i > 0 && keys[i - 1] == key)) continue; // block-uniform
-        TG *d = dst + (long)key * H;
-        for (long i0 = (long)threadIdx.x * VEC; i0 < H; i0 += (long)blockDim.x * VEC) {
-            float acc[VEC];
-            mc_load_vec<TG, VEC>(acc, d, i0, H);
-            for (long j = i; j < count && keys[j] == key; j++) {
-                float g[VEC];
-                mc_load_vec<T, VEC>(g, dout + (long)rows[j] * H, i0, H);
-#pragma unroll
-                for (int k = 0; k < VEC; k++) acc[k] = __fadd_rn(acc[k], g[k]);
-            }
-            mc_store_vec<TG, VEC>(d, i0, H, acc);
-        }
+        if (key == invalid || (i > 0 && keys[i - 1] == key)) continue;
+        float acc = mc_to_f32(dst[(long)key * H + c]);
+        for (long j = i; j < count && keys[j] == key; j++) acc = __fadd_rn(acc, mc_to_f32(dout[(long)rows[j] * H + c]));
+        dst[(long)key * H + c] = mc_from_f32<TG>(acc);
     }
 }
 
@@ -135,8 +134,6 @@ static void scatter_add_rows(const mc_backend_t *be, TG *dst, const T *dout, con
     unsigned *keys_in = (unsigned *)sc, *keys_out = (unsigned *)(sc + slot);
     int *rows_in = (int *)(sc + 2 * slot), *rows_out = (int *)(sc + 3 * slot);
     void *cub_tmp = sc + 4 * slot;
-    constexpr int VEC = 16 / sizeof(T) < 16 / sizeof(TG) ? 16 / sizeof(T) : 16 / sizeof(TG);
-    const bool vec = H % VEC == 0 && mc_cuda_vec_ok(dst, dout);
     for (long r0 = 0; r0 < N; r0 += R) {
         const long count = N - r0 < R ? N - r0 : R;
         MC_LAUNCH(mc_cuda_ew_blocks(count), MC_EW_THREADS, 0, st, k_make_keys)(keys_in, rows_in, src, r0, count, S, B, offset,
@@ -145,11 +142,8 @@ static void scatter_add_rows(const mc_backend_t *be, TG *dst, const T *dout, con
         size_t tb = cub_bytes;
         MC_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(cub_tmp, tb, keys_in, keys_out, rows_in, rows_out, (int)count, 0,
                                                       end_bit, st));
-        const unsigned blocks = mc_cuda_blocks(count, 1);
-        if (vec)
-            MC_LAUNCH(blocks, 128, 0, st, k_add_runs<T, TG, VEC>)(dst, dout, keys_out, rows_out, count, H, invalid);
-        else
-            MC_LAUNCH(blocks, 128, 0, st, k_add_runs<T, TG, 1>)(dst, dout, keys_out, rows_out, count, H, invalid);
+        const dim3 blocks(mc_cuda_blocks(count, 1), (unsigned)((H + ADD_THREADS - 1) / ADD_THREADS));
+        MC_LAUNCH(blocks, ADD_THREADS, 0, st, k_add_runs<T, TG>)(dst, dout, keys_out, rows_out, count, H, invalid);
         MC_CUDA_LAUNCHED();
     }
 }

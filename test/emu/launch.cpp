@@ -241,12 +241,8 @@ Worker &worker()
     return w;
 }
 
-// Back to the block's scheduler; returns when this thread is picked again.
-void yield_to_scheduler(bool dying = false)
-{
-    Thread *t = tl_thread;
-    fiber_switch(&t->ctx, &tl_block->sched, dying);
-}
+int pick(Block &b);
+void yield_to_scheduler(bool dying = false);
 
 void fiber_main()
 {
@@ -278,7 +274,8 @@ int pick(Block &b)
     return -1;
 }
 
-void run_thread(Block &b, int i)
+// Thread i becomes the running one (the switch to it follows).
+Thread *make_current(Block &b, int i)
 {
     Thread &t = b.t[i];
     b.ready.reset(i);
@@ -286,9 +283,25 @@ void run_thread(Block &b, int i)
     tl_thread = &t;
     regs = &t.regs;
     b.cursor = config().policy == REVERSE ? (i == 0 ? b.n - 1 : i - 1) : (i + 1 == b.n ? 0 : i + 1);
-    fiber_switch(&b.sched, &t.ctx);
+    return &t;
+}
+
+void run_thread(Block &b, int i)
+{
+    fiber_switch(&b.sched, &make_current(b, i)->ctx);
     tl_thread = nullptr;
     regs = nullptr;
+}
+
+// The running thread waits (or ended: dying): the next ready thread runs, switched to directly
+// (half the switches of going through the scheduler); with none, the scheduler decides.
+// Returns when this thread runs again.
+void yield_to_scheduler(bool dying)
+{
+    Thread *t = tl_thread;
+    Block &b = *tl_block;
+    const int i = pick(b);
+    fiber_switch(&t->ctx, i >= 0 ? &make_current(b, i)->ctx : &b.sched, dying);
 }
 
 // Nothing can run: every thread that has not returned must wait at one block barrier.
@@ -335,7 +348,9 @@ void run_block(Block &b, uint3 bid)
         t.regs.bid = bid;
         t.regs.bdim = c.block;
         t.regs.gdim = c.grid;
-        fiber_init(&t.ctx, w.stacks + i * (STACK + GUARD) + GUARD, STACK, fiber_main);
+        // stack tops staggered by cache lines: equal offsets in every page would make all the
+        // fibers' hot frames compete for the same few sets of the L1 cache
+        fiber_init(&t.ctx, w.stacks + i * (STACK + GUARD) + GUARD, STACK - (size_t)(i * 320 % 4096), fiber_main);
         b.ready.set(i);
     }
     tl_block = &b;

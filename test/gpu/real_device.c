@@ -28,7 +28,16 @@ const mc_backend_t *fake_backend(void)
     return be;
 }
 
-void fake_finalize(void) {}
+/* Pinned copies of the sources of fake_stream_copy, freed at the end (a stream's host function
+ * may not call CUDA, so they cannot be freed when their copy has run). */
+static void *g_pinned[64];
+static int g_npinned;
+
+void fake_finalize(void)
+{
+    for (int i = 0; i < g_npinned; i++) cudaFreeHost(g_pinned[i]);
+    g_npinned = 0;
+}
 
 void *fake_shadow(const void *device_ptr) { return (void *)device_ptr; }
 
@@ -57,9 +66,25 @@ void fake_stream_delay(cudaStream_t s, double seconds)
     CK(cudaLaunchHostFunc(s, pause_host, arg)); /* in stream order, like a slow kernel */
 }
 
+/* A source in pageable host memory is first copied to pinned memory: CUDA stages a copy from
+ * pageable memory synchronously (the host would wait for the stream's earlier work, a delay
+ * included), so the ordering checks would test less. Device (managed) sources are copied as
+ * they stand, in stream order. */
 void fake_stream_copy(cudaStream_t s, void *dst, const void *src, size_t bytes)
 {
-    CK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, s));
+    struct cudaPointerAttributes a;
+    if (cudaPointerGetAttributes(&a, src) != cudaSuccess) (void)cudaGetLastError(), a.type = cudaMemoryTypeUnregistered;
+    if (a.type != cudaMemoryTypeUnregistered) {
+        CK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, s));
+        return;
+    }
+    if (g_npinned == (int)(sizeof(g_pinned) / sizeof(g_pinned[0])))
+        mc_fatal("test_comm_nccl_gpu: more than %d stream copies", g_npinned);
+    void *p = NULL;
+    CK(cudaMallocHost(&p, bytes ? bytes : 1));
+    memcpy(p, src, bytes);
+    g_pinned[g_npinned++] = p;
+    CK(cudaMemcpyAsync(dst, p, bytes, cudaMemcpyDefault, s));
 }
 
 void fake_nccl_fail_async(void)

@@ -2,7 +2,8 @@
  * exactly (forward: one fp32 add then one rounding; backward: each vocabulary row accumulates its
  * [s, b]-ordered dout rows in fp32 from its stored value, rounded once), so the results must be
  * bitwise equal: tokens inside and outside the shard, a shard not starting at 0, repeated
- * tokens (many rows into one vocabulary row), with and without position embeddings, fp32 and
+ * tokens (many rows into one vocabulary row, one token in every row), hidden sizes over one
+ * block's columns, with and without position embeddings, fp32 and
  * 16-bit gradient buffers, odd hidden sizes, NULL gradients, empty sizes. */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -80,6 +81,7 @@ static void test_embedding(void **state)
         {33, 5, 24, 0, 40, 64, 3},        /* three tokens only: long runs into few rows */
         {128, 8, 96, 7, 1000, 128, 0},    /* many rows */
         {1, 1, 1, 0, 1, 1, 0},            /* the smallest */
+        {96, 6, 300, 0, 64, 96, 1},       /* one token everywhere (EOD): a 576-row run, 3 column slices */
     };
     for (int t = 0; t < 3; t++) {
         const mc_dtype_t dt = GPU_TYPES[t];

@@ -45,6 +45,7 @@ typedef struct {
     void *W, *dW, *wte, *dwte, *wpe; /* weights */
     float *stats[4];                 /* N each */
     int32_t *tokens, *positions;
+    int32_t *eod; /* N copies of one token: a packed batch's EOD, the worst case of the backward */
 } bufs_t;
 
 static void *dalloc(size_t bytes)
@@ -145,6 +146,11 @@ static void op_emb_b(const bufs_t *b, mc_dtype_t dt)
     be->embedding_backward(be, dt, MC_DT_F32, b->dwte, NULL, b->y, b->tokens, b->positions, (int)b->S, (int)b->B,
                            (int)b->H, 0, (int)b->V);
 }
+static void op_emb_b_eod(const bufs_t *b, mc_dtype_t dt)
+{
+    be->embedding_backward(be, dt, MC_DT_F32, b->dwte, NULL, b->y, b->eod, b->positions, (int)b->S, (int)b->B,
+                           (int)b->H, 0, (int)b->V);
+}
 static void op_ce_max(const bufs_t *b, mc_dtype_t dt) { be->ce_max(be, dt, b->stats[0], b->logits, (int)b->N, (int)b->V); }
 static void op_ce_sums(const bufs_t *b, mc_dtype_t dt)
 {
@@ -226,6 +232,9 @@ static void run(const opts_t *o)
     b.tokens = dalloc((size_t)b.N * 4), b.positions = dalloc((size_t)b.N * 4);
     be->memcpy_h2d(be, b.tokens, tok, (size_t)b.N * 4);
     be->memcpy_h2d(be, b.positions, pos, (size_t)b.N * 4);
+    for (long i = 0; i < b.N; i++) tok[i] = 0;
+    b.eod = dalloc((size_t)b.N * 4);
+    be->memcpy_h2d(be, b.eod, tok, (size_t)b.N * 4);
     free(tok), free(pos);
 
     printf("%-26s %-5s %-22s %13s %14s %s\n", "op", "type", "size", "time", "achieved", "roofline");
@@ -256,6 +265,8 @@ static void run(const opts_t *o)
         report_bw("embedding_forward", dt, szr, time_op(op_emb_f, &b, dt), 3 * NH * es);
         /* dout read, the touched fp32 rows read and written (at most one per token) */
         report_bw("embedding_backward", dt, szr, time_op(op_emb_b, &b, dt), NH * es + 2 * NH * 4);
+        /* every token the same: dout read, one fp32 row read and written */
+        report_bw("embedding_backward 1 token", dt, szr, time_op(op_emb_b_eod, &b, dt), NH * es + 8.0 * (double)b.H);
         report_bw("ce_max", dt, szv, time_op(op_ce_max, &b, dt), NV * es);
         report_bw("ce_sums", dt, szv, time_op(op_ce_sums, &b, dt), NV * es);
         report_bw("ce_backward", dt, szv, time_op(op_ce_b, &b, dt), 2 * NV * es);
