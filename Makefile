@@ -220,9 +220,12 @@ emu:
 	@echo "make: no emulated CUDA device (needs $(CXX) and the CUDA and NCCL headers under $(CUDA_HOME))"
 endif
 EMU_BUILD := $(if $(EMU_OK),$(abspath $(if $(filter 1,$(SANITIZE)),build/emu-san,build/emu)))
+# the emulated op tests under two thread schedules; under the sanitizers one is enough
+EMU_SCHEDS := $(if $(filter 1,$(SANITIZE)),forward,forward warps)
 
 test: tests
-	MC_BIN=$(abspath $(BIN)) MC_BUILD=$(abspath $(BUILD)) MC_EMU_BUILD=$(EMU_BUILD) bash test/run.sh
+	MC_BIN=$(abspath $(BIN)) MC_BUILD=$(abspath $(BUILD)) MC_EMU_BUILD=$(EMU_BUILD) MC_EMU_SCHEDS="$(EMU_SCHEDS)" \
+	    bash test/run.sh
 
 deps:
 	bash scripts/install-deps.sh

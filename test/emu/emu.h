@@ -46,7 +46,7 @@ struct ThreadRegs {
     uint3 tid, bid;
     dim3 bdim, gdim;
 };
-extern thread_local const ThreadRegs *regs;
+extern __thread const ThreadRegs *regs; // __thread: no C++ TLS wrapper (UBSan mis-checks its address)
 // The running block's dynamic shared memory: exactly the launch's bytes, filled with 0xff.
 void *dynamic_smem();
 

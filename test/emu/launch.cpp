@@ -36,7 +36,7 @@
 
 namespace mc_emu {
 
-thread_local const ThreadRegs *regs;
+__thread const ThreadRegs *regs;
 
 namespace {
 
