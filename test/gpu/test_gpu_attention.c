@@ -3,9 +3,10 @@
  * dropout, with segments (--reset-attention-mask), sequence lengths around the kernels' tiles
  * (S = 1, tile +- 1, tails), head dims 64, 80 and 128 (and others padded to them), heads placed
  * by head_offset/NH_full as under tensor parallelism, and rows whose masked keys carry the
- * probability. Tolerances and cases are test/unit/attention_check.c's, which also holds the
- * host model of the same kernels to them (test_attention_tiled). Each test is skipped, saying
- * why, without a CUDA build or a GPU. MC_ATT_VERBOSE=1 prints the worst error ratios. */
+ * probability. Cases, seeds and tolerances are test/unit/attention_check.c's; the host model of
+ * the same kernels (test_attention_tiled) runs every case with the same inputs. Each test is
+ * skipped, saying why, without a CUDA build or a GPU. MC_ATT_VERBOSE=1 prints the worst error
+ * ratios. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
@@ -108,19 +109,26 @@ static void gpu_free(gpu_result_t *g)
     free(g->dqkv);
 }
 
-/* One case against the CPU backend. */
+/* One case against the CPU backend, with the host model's seed and bounds. */
 static void check_case(const mc_backend_t *be, const att_case_t *c)
 {
     att_ref_t r;
-    att_ref_make(&r, c, (uint64_t)c->S * 977 + (uint64_t)c->HD * 13 + (uint64_t)c->dt);
+    att_ref_make(&r, c, att_case_seed(c));
     gpu_result_t g = gpu_run(be, &r, r.seg);
-    att_check("out", c, g.out, r.out32, r.nout, 0);
-    att_check("dqkv", c, g.dqkv, r.dqkv32, r.nqkv, 1);
+    att_check("out", c, g.out, r.out32, r.nout, 0, NULL);
+    att_check("dqkv", c, g.dqkv, r.dqkv32, r.nqkv, 1, r.dqkv_bound);
     gpu_free(&g);
     att_ref_free(&r);
 }
 
-static const mc_dtype_t DTYPES[] = {MC_DT_F32, MC_DT_BF16, MC_DT_F16};
+/* A group of attention_check's cases, which test_attention_tiled runs on the host model too. */
+static void check_group(int group)
+{
+    const mc_backend_t *be = gpu();
+    att_case_t cases[ATT_CASES_MAX];
+    const int n = att_cases(group, cases);
+    for (int k = 0; k < n; k++) check_case(be, &cases[k]);
+}
 
 static void test_table_entries(void **state)
 {
@@ -139,90 +147,15 @@ static void test_table_entries(void **state)
 #endif
 }
 
-/* S = 1, one tile, a tile +- 1 and tails for every kernel's tiles (16, 32, 64), and a
- * GPT-length sequence. */
-static void test_lengths(void **state)
-{
-    (void)state;
-    const mc_backend_t *be = gpu();
-    static const int Ss[] = {1, 2, 15, 16, 17, 31, 32, 33, 63, 64, 65, 100, 130, 257};
-    for (int t = 0; t < 3; t++)
-        for (unsigned u = 0; u < sizeof(Ss) / sizeof(Ss[0]); u++) {
-            const att_case_t c = {.dt = DTYPES[t], .S = Ss[u], .B = 2, .NH = 2, .HD = 64, .NH_full = 2, .dropout = (int)(u & 1)};
-            check_case(be, &c);
-        }
-    for (int t = 1; t < 3; t++) {
-        const att_case_t c = {.dt = DTYPES[t], .S = 1024, .B = 1, .NH = 2, .HD = 64, .NH_full = 2, .dropout = 1};
-        check_case(be, &c);
-    }
-}
-
-/* The GPT head dims (64: 124M/350M, 128: 1.3B, 80: 2.7B), dims padded to them (3, 96) or to
- * 256 (200), with this rank's heads at an offset of NH_full (tensor parallelism). */
-static void test_head_dims(void **state)
-{
-    (void)state;
-    const mc_backend_t *be = gpu();
-    static const int HDs[] = {64, 80, 128, 3, 96, 200};
-    for (int t = 0; t < 3; t++)
-        for (int u = 0; u < 6; u++)
-            for (int drop = 0; drop <= 1; drop++) {
-                const att_case_t c = {.dt = DTYPES[t], .S = 77, .B = 2, .NH = 2, .HD = HDs[u], .head_offset = 2,
-                                      .NH_full = 6, .dropout = drop};
-                check_case(be, &c);
-            }
-}
-
-static void test_dropout(void **state)
-{
-    (void)state;
-    const mc_backend_t *be = gpu();
-    for (int t = 0; t < 3; t++) {
-        const att_case_t c = {.dt = DTYPES[t], .S = 197, .B = 3, .NH = 3, .HD = 64, .head_offset = 1, .NH_full = 4,
-                              .dropout = 1};
-        check_case(be, &c);
-        const att_case_t odd = {.dt = DTYPES[t], .S = 33, .B = 2, .NH = 3, .HD = 80, .NH_full = 3, .dropout = 1};
-        check_case(be, &odd); /* odd S: key pairs straddle Philox blocks */
-    }
-}
-
-static void test_segments(void **state)
-{
-    (void)state;
-    const mc_backend_t *be = gpu();
-    for (int t = 0; t < 3; t++)
-        for (int drop = 0; drop <= 1; drop++) {
-            const att_case_t c = {.dt = DTYPES[t], .S = 131, .B = 3, .NH = 2, .HD = 64, .NH_full = 2, .dropout = drop,
-                                  .segments = 1};
-            check_case(be, &c);
-        }
-}
-
-/* Scores up to about +-50: the online softmax rescales a lot. */
-static void test_peaked(void **state)
-{
-    (void)state;
-    const mc_backend_t *be = gpu();
-    for (int t = 0; t < 3; t++) {
-        const att_case_t c = {.dt = DTYPES[t], .S = 150, .B = 2, .NH = 1, .HD = 128, .NH_full = 1, .dropout = 1,
-                              .qk_range = 4.0f};
-        check_case(be, &c);
-    }
-}
-
-/* Every visible score far below -10000: the masked keys carry the probability (the after pass
- * of the forward, the tail query tiles of dK/dV). */
-static void test_masked_dominant(void **state)
-{
-    (void)state;
-    const mc_backend_t *be = gpu();
-    for (int t = 0; t < 3; t++)
-        for (int pass = 0; pass < 4; pass++) {
-            const att_case_t c = {.dt = DTYPES[t], .S = 70, .B = 2, .NH = 1, .HD = 4, .NH_full = 1, .dropout = pass & 1,
-                                  .segments = pass >> 1, .masked_dominant = 1};
-            check_case(be, &c);
-        }
-}
+/* The groups (attention_check.h): lengths around the tiles and S = 1024; the GPT head dims and
+ * padded ones at a head offset; dropout; segments; peaked scores; masked-dominant rows (the
+ * after pass of the forward, the tail query tiles of dK/dV). */
+static void test_lengths(void **state) { (void)state, check_group(ATT_LENGTHS); }
+static void test_head_dims(void **state) { (void)state, check_group(ATT_HEAD_DIMS); }
+static void test_dropout(void **state) { (void)state, check_group(ATT_DROPOUT); }
+static void test_segments(void **state) { (void)state, check_group(ATT_SEGMENTS); }
+static void test_peaked(void **state) { (void)state, check_group(ATT_PEAKED); }
+static void test_masked_dominant(void **state) { (void)state, check_group(ATT_MASKED_DOMINANT); }
 
 /* All-equal segments give bitwise the results of none; two runs give bitwise the same results
  * (no atomics). */
@@ -230,12 +163,15 @@ static void test_bitwise(void **state)
 {
     (void)state;
     const mc_backend_t *be = gpu();
-    for (int t = 0; t < 3; t++) {
-        const att_case_t c = {.dt = DTYPES[t], .S = 131, .B = 2, .NH = 2, .HD = 64, .NH_full = 2, .dropout = 1,
-                              .segments = 2};
+    att_case_t cases[ATT_CASES_MAX];
+    const int n = att_cases(ATT_BITWISE, cases);
+    for (int k = 0; k < n; k++) {
+        const att_case_t c = cases[k];
         att_ref_t r;
-        att_ref_make(&r, &c, 5);
+        att_ref_make(&r, &c, att_case_seed(&c));
         gpu_result_t a = gpu_run(be, &r, r.seg), b = gpu_run(be, &r, NULL), a2 = gpu_run(be, &r, r.seg);
+        att_check("out", &c, a.out, r.out32, r.nout, 0, NULL); /* the host model checks these too */
+        att_check("dqkv", &c, a.dqkv, r.dqkv32, r.nqkv, 1, r.dqkv_bound);
         assert_memory_equal(a.out, b.out, sizeof(float) * (size_t)r.nout);
         assert_memory_equal(a.dqkv, b.dqkv, sizeof(float) * (size_t)r.nqkv);
         assert_memory_equal(a.out, a2.out, sizeof(float) * (size_t)r.nout);

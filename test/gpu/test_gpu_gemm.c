@@ -217,8 +217,11 @@ static void linear_gelu_case(const mc_backend_t *be, mc_dtype_t dt, mc_dtype_t g
     cpu->linear_backward_gelu(cpu, dt, gdt, din, gW, gb, go, act, W2, pre, N, F, H, tanh_approx);
     be->linear_backward_gelu(be, dt, gdt, d_din, d_gW, d_gb, d_go, d_act, d_W2, d_pre, N, F, H, tanh_approx);
     void *got_din = dev_get(be, d_din, dt, nf), *got_gW = dev_get(be, d_gW, gdt, nw), *got_gb = dev_get(be, d_gb, gdt, H);
-    /* the product before the activation's gradient, and its bound */
-    cpu->linear_backward(cpu, dt, dt, prod, NULL, NULL, go, act, W2, N, F, H);
+    /* the product before the activation's gradient, and its bound (dW is not optional in
+     * linear_backward: a scratch one, discarded) */
+    void *scratch_gW = host_rand(dt, nw, -1, 1);
+    cpu->linear_backward(cpu, dt, dt, prod, scratch_gW, NULL, go, act, W2, N, F, H);
+    free(scratch_gW);
     float *a_go = abs_f32(dt, go, nh), *a_W2 = abs_f32(dt, W2, nw), *a_act = abs_f32(dt, act, nf);
     float *s_i = calloc((size_t)nf + 1, sizeof(float)), *s_W = abs_f32(gdt, gW0, nw);
     assert_non_null(s_i);

@@ -3,9 +3,10 @@
  * kernels/cuda/attention.cu, through the rules they share (kernels/cuda/attention_tiles.h),
  * written as plain C loops (one row or one key pair at a time where a kernel has a warp or a
  * thread). Checked against the CPU backend's attention for fp32, bf16 and fp16, with the
- * tolerances the GPU test (test/gpu/test_gpu_attention.c) holds the kernels to. This is the
- * check of the tiling logic that runs without a GPU. MC_ATT_VERBOSE=1 prints the worst
- * error/tolerance ratio of every comparison. */
+ * tolerances the GPU test (test/gpu/test_gpu_attention.c) holds the kernels to, on cases of its
+ * own and on every case of the GPU test with the same inputs (attention_check's att_cases and
+ * att_case_seed). This is the check of the tiling logic that runs without a GPU.
+ * MC_ATT_VERBOSE=1 prints the worst error/tolerance ratio of every comparison. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
@@ -286,14 +287,14 @@ static void model_backward(const model_t *m, tiles_t t, float *dqkv, const float
 static void check_case_tiles(const att_case_t *c, tiles_t t)
 {
     att_ref_t r;
-    att_ref_make(&r, c, (uint64_t)c->S * 131 + (uint64_t)c->HD * 7 + (uint64_t)c->dt);
+    att_ref_make(&r, c, att_case_seed(c));
     const model_t m = model_of(&r);
     float *out = fzalloc(r.nout), *dqkv = fzalloc(r.nqkv), *state = fzalloc(2L * c->B * c->NH * c->S);
     for (long i = 0; i < r.nqkv; i++) dqkv[i] = NAN; /* every element must be written */
     model_forward(&m, t.fwd, out, state);
-    att_check("out", c, out, r.out32, r.nout, 0);
+    att_check("out", c, out, r.out32, r.nout, 0, NULL);
     model_backward(&m, t, dqkv, out, state);
-    att_check("dqkv", c, dqkv, r.dqkv32, r.nqkv, 1);
+    att_check("dqkv", c, dqkv, r.dqkv32, r.nqkv, 1, r.dqkv_bound);
     free(out);
     free(dqkv);
     free(state);
@@ -492,19 +493,6 @@ static void test_model_peaked(void **state)
     }
 }
 
-/* Every visible score far below -10000: the keys after each query (and other documents' keys)
- * carry the probability, through the after pass. */
-static void test_model_masked_dominant(void **state)
-{
-    (void)state;
-    for (int t = 0; t < 3; t++)
-        for (int pass = 0; pass < 4; pass++) {
-            const att_case_t c = {.dt = DTYPES[t], .S = 70, .B = 2, .NH = 1, .HD = 4, .NH_full = 1, .dropout = pass & 1,
-                                  .segments = pass >> 1, .masked_dominant = 1};
-            check_case(&c);
-        }
-}
-
 /* The algorithm does not depend on the tiles: other tile shapes than the kernels' give the
  * same results within the tolerances. */
 static void test_model_any_tiles(void **state)
@@ -524,6 +512,24 @@ static void test_model_any_tiles(void **state)
         }
 }
 
+/* ---- every case of the GPU test (test/gpu/test_gpu_attention.c), with its seeds ---- */
+
+static void model_group(int group)
+{
+    att_case_t cases[ATT_CASES_MAX];
+    const int n = att_cases(group, cases);
+    assert_true(n > 0 && n <= ATT_CASES_MAX);
+    for (int k = 0; k < n; k++) check_case(&cases[k]);
+}
+
+static void test_gpu_lengths(void **state) { (void)state, model_group(ATT_LENGTHS); }
+static void test_gpu_head_dims(void **state) { (void)state, model_group(ATT_HEAD_DIMS); }
+static void test_gpu_dropout(void **state) { (void)state, model_group(ATT_DROPOUT); }
+static void test_gpu_segments(void **state) { (void)state, model_group(ATT_SEGMENTS); }
+static void test_gpu_peaked(void **state) { (void)state, model_group(ATT_PEAKED); }
+static void test_gpu_masked_dominant(void **state) { (void)state, model_group(ATT_MASKED_DOMINANT); }
+static void test_gpu_bitwise(void **state) { (void)state, model_group(ATT_BITWISE); }
+
 /* The comparison fails on a wrong result: an output off by one bf16 ulp of its scale times 4
  * is caught, so the tolerances do not hide indexing errors. */
 static void test_tolerances_are_tight(void **state)
@@ -539,7 +545,7 @@ static void test_tolerances_are_tight(void **state)
     att_tolerance(MC_DT_F32, 1, &rtol, &atol);
     assert_true(rtol < 1e-4 && atol < 1e-4);
     got[3] = 0.0f;
-    assert_true(att_check("out", &c, got, want, 4, 0) == 0.0);
+    assert_true(att_check("out", &c, got, want, 4, 0, NULL) == 0.0);
 }
 
 int main(void)
@@ -554,9 +560,15 @@ int main(void)
         cmocka_unit_test(test_model_dropout),
         cmocka_unit_test(test_model_segments),
         cmocka_unit_test(test_model_peaked),
-        cmocka_unit_test(test_model_masked_dominant),
         cmocka_unit_test(test_model_any_tiles),
         cmocka_unit_test(test_tolerances_are_tight),
+        cmocka_unit_test(test_gpu_lengths),
+        cmocka_unit_test(test_gpu_head_dims),
+        cmocka_unit_test(test_gpu_dropout),
+        cmocka_unit_test(test_gpu_segments),
+        cmocka_unit_test(test_gpu_peaked),
+        cmocka_unit_test(test_gpu_masked_dominant),
+        cmocka_unit_test(test_gpu_bitwise),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
