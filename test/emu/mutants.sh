@@ -1,0 +1,102 @@
+#!/usr/bin/env bash
+# Shows that the emulated device can fail: plants defects of the kinds the CUDA review lists
+# (../shared/reviews/cuda-2026-11-25.md) into a copy of the tree, one at a time, rebuilds the
+# emulated test that should see it, and reports which test caught it and how. A planted defect
+# that no test catches is a failure of this script: a gap to close.
+#
+#   test/emu/mutants.sh             # every mutant, on build/emu's objects (made if missing)
+#   MUTANTS="3 5" test/emu/mutants.sh
+#   SANITIZE=1 test/emu/mutants.sh  # the same against build/emu-san (AddressSanitizer + UBSan)
+#
+# Prints TAP lines ("ok N - <defect>: caught by <test> (<how>)") and a closing count.
+set -u
+cd "$(dirname "$0")/../.."
+ROOT=$PWD
+SAN=${SANITIZE:-0}
+EMU_DIR=build/emu
+[ "$SAN" = 1 ] && EMU_DIR=build/emu-san
+# make test's emulated build (MC_EMU_BUILD, an absolute path under this tree) when given
+if [ -n "${MC_EMU_BUILD:-}" ]; then
+    EMU_DIR=build/$(basename "$MC_EMU_BUILD")
+    case "$EMU_DIR" in build/emu-san) SAN=1 ;; build/emu) SAN=0 ;; *) echo "MC_EMU_BUILD=$MC_EMU_BUILD: not build/emu(-san)"; exit 1 ;; esac
+fi
+
+# number | file | text as written | planted text | test programs (test_gpu_*) | schedules | defect
+MUTANTS_TABLE=(
+"1|kernels/cuda/gemm_map.h|    c.lda = r.ldb;|    c.lda = r.lda;|gemm|forward|wrong leading dimension in the row-major -> cuBLASLt mapping"
+"2|kernels/cuda/gemm_map.h|    c.opa = r.transb;|    c.opa = r.transa;|gemm|forward|wrong operation (transposition) in the cuBLASLt mapping"
+"3|kernels/cuda/attention.cu|        __syncthreads(); // the previous tile's K, V and P are read no more|        // planted: barrier removed|attention|forward warps|removed barrier: the attention forward's loop-top __syncthreads"
+"4|kernels/cuda/common.cuh|    __syncthreads(); // sh may still be read by a previous call's broadcast|    // planted: barrier removed|layernorm|forward warps|removed barrier: mc_block_reduce's leading __syncthreads (a race between calls)"
+"5|kernels/cuda/reduce.cu|            if (c * VEC + k < n) acc = op(acc, Red::term(v[k]));|            if (c * VEC + k < n - 1) acc = op(acc, Red::term(v[k]));|reduce|forward|off-by-one index: the reductions drop the last element"
+"6|kernels/cuda/embedding.cu|    if (c >= H) return;|    if (c > H) return;|embedding|forward|off-by-one index: the embedding backward writes one column past the row"
+"7|kernels/cuda/common.cuh|return __float2bfloat16_rn(x); }|return __float2bfloat16_rz(x); }|elementwise|forward|missing bf16 rounding: stores truncate instead of rounding to nearest even"
+"8|kernels/cuda/attention.cu|m.seg_q[r] == m.seg_k[c + 1]),|m.seg_q[r] == m.seg_k[c + 2]),|attention|forward|out-of-bounds shared-memory read: the forward's document of key c + 1 read one key further"
+"9|kernels/cuda/attention.cu|                wmma::load_matrix_sync(fa, A_COL ? A + 16 * kk * lda + 16 * mi : A + 16 * mi * lda + 16 * kk, lda);|                wmma::load_matrix_sync(fa, A_COL ? A + 16 * kk * lda + 16 * mi : A + 16 * mi * lda + 16 * kk, lda + 1);|attention|forward|wmma load with a wrong leading dimension (ldm)"
+"10|kernels/cuda/reduce.cu|enum { RED_THREADS = 256, RED_BLOCKS = 1024, RED_FINAL_THREADS = 1024 };|enum { RED_THREADS = 256, RED_BLOCKS = 1024, RED_FINAL_THREADS = 2048 };|reduce|forward|a launch over the H100's 1024 threads per block"
+)
+
+WORK=$(mktemp -d /tmp/mc-mutants.XXXXXX)
+trap 'rm -rf "$WORK"' EXIT
+if [ ! -x "$EMU_DIR/megatron-c" ]; then
+    echo "# building $EMU_DIR first"
+    make -s -j"$(nproc)" EMU=1 SANITIZE="$SAN" emu-tests >"$WORK/build.log" 2>&1 || { tail -20 "$WORK/build.log"; exit 1; }
+fi
+# the working tree's files (committed or not) and the built objects, times kept, so that only
+# what a mutant touches is rebuilt
+git ls-files -z --cached --others --exclude-standard | tar --null -T - -cf - | tar -xf - -C "$WORK"
+mkdir -p "$WORK/build" && cp -a "$EMU_DIR" "$WORK/build/"
+
+n=0 caught=0 missed=0
+run_tests() { # tests schedules: prints how the first failure showed, returns 0 if one did
+    local t s rc first
+    for t in $1; do
+        first=
+        for s in $2; do
+            (cd "$WORK" && MC_EMU_SCHED=$s MC_EMU_HASH="$WORK/hash.$s" CMOCKA_MESSAGE_OUTPUT=TAP OPENBLAS_NUM_THREADS=1 \
+                timeout 900 "$EMU_DIR/test/test_gpu_$t") >"$WORK/out" 2>&1
+            rc=$?
+            if [ $rc -ne 0 ] || grep -q '^not ok' "$WORK/out"; then
+                echo "test_gpu_$t under $s: $(grep -m1 -E 'cuda-emu: error|ERROR|error:|runtime error|AddressSanitizer|Failure' "$WORK/out" | cut -c1-220) (exit $rc)"
+                return 0
+            fi
+            [ -z "$first" ] && first=$s && continue
+            if ! cmp -s "$WORK/hash.$first" "$WORK/hash.$s"; then
+                echo "test_gpu_$t: device memory differs between $first and $s ($(diff "$WORK/hash.$first" "$WORK/hash.$s" | sed -n 2p))"
+                return 0
+            fi
+        done
+    done
+    return 1
+}
+
+for m in "${MUTANTS_TABLE[@]}"; do
+    IFS='|' read -r num file from to tests scheds what <<<"$m"
+    [ -n "${MUTANTS:-}" ] && [[ " $MUTANTS " != *" $num "* ]] && continue
+    n=$((n + 1))
+    cp "$WORK/$file" "$WORK/orig"
+    FROM=$from TO=$to python3 -c 'import os,sys
+p=sys.argv[1]; s=open(p).read(); f=os.environ["FROM"]
+if s.count(f) < 1: sys.exit(1)
+open(p,"w").write(s.replace(f, os.environ["TO"], 1))' "$WORK/$file"
+    if [ $? -ne 0 ]; then
+        echo "not ok $n - mutant $num ($what): its text is no longer in $file; update the table"
+        missed=$((missed + 1))
+        continue
+    fi
+    targets=""
+    for t in $tests; do targets="$targets $EMU_DIR/test/test_gpu_$t"; done
+    if ! (cd "$WORK" && make -s -j"$(nproc)" EMU=1 SANITIZE="$SAN" $targets) >"$WORK/build.log" 2>&1; then
+        echo "ok $n - mutant $num ($what): caught by the build ($(grep -m1 'error' "$WORK/build.log" | cut -c1-200))"
+        caught=$((caught + 1))
+    elif how=$(run_tests "$tests" "$scheds"); then
+        echo "ok $n - mutant $num ($what): caught by $how"
+        caught=$((caught + 1))
+    else
+        echo "not ok $n - mutant $num ($what): NOT caught by test_gpu_{${tests// /,}} under $scheds"
+        missed=$((missed + 1))
+    fi
+    cp "$WORK/orig" "$WORK/$file" && touch "$WORK/$file" # newer than the mutant's objects: rebuilt next time
+done
+echo "1..$n"
+echo "mutants: $caught caught, $missed missed"
+[ "$missed" -eq 0 ]
