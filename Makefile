@@ -99,7 +99,7 @@ endif
 ifeq ($(WERROR),1)
 EMU_CXXFLAGS += -Werror
 endif
-EMU_PROGS := $(wildcard test/emu/test_emu_*.cpp)
+EMU_PROGS := $(wildcard test/emu/test_emu_*.cpp test/emu/test_emu_*.cu)
 ifeq ($(EMU),1)
 CFLAGS  += -DMC_WITH_CUDA=1 -DMC_CUDA_EMU=1 -I$(CUDA_HOME)/include -I$(NCCL_HOME)/include
 LDLIBS  += -lstdc++
@@ -173,10 +173,16 @@ $(BUILD)/test/emu/%.o: test/emu/%.cpp
 	@mkdir -p $(dir $@)
 	$(CXX) $(EMU_CXXFLAGS) -MMD -MP -c $< -o $@
 
-# The emulator's own tests (test/emu/test_emu_*.cpp), linked with it and the program's library.
+# The emulator's own tests, linked with it and the program's library: test/emu/test_emu_*.cpp
+# (host code), test/emu/test_emu_*.cu (kernels, compiled as kernels/cuda is).
 $(BUILD)/test/emu/test_emu_%: test/emu/test_emu_%.cpp $(LIB_OBJ)
 	@mkdir -p $(dir $@)
 	$(CXX) $(EMU_CXXFLAGS) -MMD -MP $(LDFLAGS) -o $@ $(filter %.cpp %.o,$^) $(LDLIBS)
+
+$(BUILD)/test/emu/test_emu_%: test/emu/test_emu_%.cu $(LIB_OBJ)
+	@mkdir -p $(dir $@)
+	$(CXX) -Itest/emu/include $(EMU_CXXFLAGS) -include test/emu/cuda_emu.h -x c++ -MMD -MP $(LDFLAGS) -o $@ $< \
+	    -x none $(LIB_OBJ) $(LDLIBS)
 
 $(BUILD)/test/%: test/unit/%.c $(LIB_OBJ) $(TEST_SUP_OBJ)
 	@mkdir -p $(dir $@)
@@ -209,7 +215,7 @@ tests: $(BIN) $(TEST_BIN) $(GPU_TEST_BIN) $(MPI_TEST_BIN) $(TOOL_BIN) emu
 # The emulated device's programs: megatron-c, the GPU op tests, the kernel benchmarks (their
 # plumbing) and the emulator's own tests. `make emu` builds them into build/emu(-san).
 emu-tests: $(BIN) $(GPU_TEST_BIN) $(BUILD)/test/tools/bench_kernels $(BUILD)/test/tools/bench_attention \
-           $(EMU_PROGS:test/emu/%.cpp=$(BUILD)/test/emu/%)
+           $(basename $(EMU_PROGS:test/emu/%=$(BUILD)/test/emu/%))
 ifeq ($(EMU),1)
 emu: emu-tests
 else ifneq ($(EMU_OK),)

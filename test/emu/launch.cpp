@@ -210,7 +210,7 @@ void describe(const Block &b, char *out, size_t n)
         if (t.state == WAIT_BAR || t.state == WAIT_WARP)
             snprintf(where, sizeof(where), "at %s (%s:%d)", t.what, base(t.file), t.line);
         else
-            snprintf(where, sizeof(where), "%s", t.state == EXITED ? "returned" : "running");
+            snprintf(where, sizeof(where), "%s", t.state == EXITED ? "returned" : t.state == READY ? "ready" : "running");
         len += snprintf(out + len, n - len, "%sthread%s %d%s%.0d %s", i ? "; " : "", j - i > 1 ? "s" : "", i,
                         j - i > 1 ? "-" : "", j - i > 1 ? j - 1 : 0, where);
         i = j;
