@@ -25,8 +25,13 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <time.h>
+
+#include <algorithm>
 #include <atomic>
 #include <condition_variable>
+#include <map>
+#include <string>
 #include <mutex>
 #include <thread>
 #include <vector>
@@ -441,6 +446,50 @@ Pool *pool()
     return p;
 }
 
+// MC_EMU_PROFILE=1: at exit, the kernels that took the most time (where an emulated run's time
+// goes; a GPU's would be elsewhere).
+struct ProfileEntry {
+    double seconds;
+    uint64_t launches, threads;
+};
+std::mutex g_prof_mu;
+std::map<std::string, ProfileEntry> *g_prof;
+
+void print_profile()
+{
+    std::vector<std::pair<std::string, ProfileEntry>> v(g_prof->begin(), g_prof->end());
+    std::sort(v.begin(), v.end(), [](const auto &a, const auto &b) { return a.second.seconds > b.second.seconds; });
+    fprintf(stderr, "cuda-emu: profile (seconds, launches, threads, kernel):\n");
+    for (size_t i = 0; i < v.size() && i < 20; i++)
+        fprintf(stderr, "cuda-emu: %9.3f %8llu %12llu %s\n", v[i].second.seconds,
+                (unsigned long long)v[i].second.launches, (unsigned long long)v[i].second.threads, v[i].first.c_str());
+}
+
+void profile(const LaunchConfig &c, double seconds)
+{
+    static const bool on = [] {
+        const char *s = getenv("MC_EMU_PROFILE");
+        return s && *s == '1';
+    }();
+    if (!on) return;
+    std::lock_guard<std::mutex> lk(g_prof_mu);
+    if (!g_prof) {
+        g_prof = new std::map<std::string, ProfileEntry>;
+        atexit(print_profile);
+    }
+    ProfileEntry &e = (*g_prof)[c.name];
+    e.seconds += seconds;
+    e.launches++;
+    e.threads += (uint64_t)c.grid.x * c.grid.y * c.grid.z * c.block.x * c.block.y * c.block.z;
+}
+
+double now_s()
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
 } // namespace
 
 const char *current_location()
@@ -523,6 +572,7 @@ void launch(const LaunchConfig &c, void (*body)(void *), void *ctx)
         return;
     }
     const uint64_t total = (uint64_t)c.grid.x * c.grid.y * c.grid.z, no = launches++;
+    const double t0 = now_s();
     Pool *p = total > 1 && config().workers > 1 ? pool() : nullptr;
     if (!p) {
         std::atomic<uint64_t> next{0};
@@ -540,6 +590,7 @@ void launch(const LaunchConfig &c, void (*body)(void *), void *ctx)
         std::unique_lock<std::mutex> lk(p->m);
         p->done_cv.wait(lk, [&] { return p->busy == 0; });
     }
+    profile(c, now_s() - t0);
     after_launch(c.name);
 }
 
