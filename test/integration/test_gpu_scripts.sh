@@ -1,33 +1,109 @@
 #!/usr/bin/env bash
-# The GPU scripts without a GPU (issue 7, points 4 and 5): scripts/gpu-test.sh reports every
-# check skipped and exits 0, and its comparisons, rehearsed on the CPU backend
-# (MC_GPU_TEST_DEVICE=cpu), pass (a layout run that differed would fail them); scripts/bench.sh
-# says there is no GPU and exits 0, and its plumbing (micro batch search, log parsing, the
-# markdown table, the PyTorch peer) works on tiny models on the CPU (BENCH_SMOKE=1);
-# bench/gpt_torch.py counts FLOPs with Megatron's formula (the value test_log checks for C).
+# The GPU scripts without a GPU (issue 7, points 4 and 5). scripts/gpu-test.sh, in steps: without
+# a GPU every check of every step is reported skipped, each step's summary is written and it exits
+# 0; rehearsed on the emulated device (MC_GPU_TEST_DEVICE=emu, MC_EMU_BUILD) the build, ops, nccl
+# and (in the sanitizer build) sanitizer steps pass and write their summaries, a skipped op test
+# fails, and a run that outlasts the step's budget is cut and reported inside the step
+# (test_cuda_emu.sh rehearses the train step in full). scripts/bench.sh says there is no GPU and
+# exits 0, and its plumbing (micro batch search, log parsing, the markdown table, the summaries,
+# the PyTorch peer) works on tiny models on the CPU (BENCH_SMOKE=1) and on the emulated device
+# (BENCH_DEVICE=emu); bench/gpt_torch.py counts FLOPs with Megatron's formula (the value test_log
+# checks for C). Measured on a shared 2-core machine: 7 s (25 s with build/emu-san).
 source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/mpi.sh"
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 PY=/usr/bin/python3
 
-CUDA_VISIBLE_DEVICES= bash "$ROOT/scripts/gpu-test.sh" >"$MC_TMP/none" 2>&1
-rc=$?
-check "gpu-test.sh without a GPU: exit 0, all 12 checks skipped (rc=$rc)" bash -c "[ $rc -eq 0 ] &&
-    [ \$(grep -c '^ok [0-9]* - .* # SKIP no GPU' '$MC_TMP/none') -eq 12 ] &&
-    tail -1 '$MC_TMP/none' | grep -qx 'gpu-test: 0 passed, 0 failed, 12 skipped'"
+summary_is() { # file step counts: one line, "gpu-test STEP: COUNTS (N s[; note])"
+    [ -f "$1" ] && [ "$(wc -l <"$1")" -eq 1 ] && grep -qE "^gpu-test $2: $3 \([0-9]+ s(; .*)?\)$" "$1"
+}
+closes() { # output rc counts [want-rc]: the closing line, the exit status
+    tail -1 "$1" | grep -qx "gpu-test: $3" && [ "$2" -eq "${4:-0}" ]
+}
 
-if have_mpirun; then
-    MC_GPU_TEST_DEVICE=cpu MC_GPU_TEST_NO_BUILD=1 MC_BUILD="$MC_BUILD" MC_BIN="$MC_BIN" \
-        MC_GPU_TEST_LOGS="$MC_TMP/gpu-logs" ASAN_OPTIONS="$MPI_ASAN_OPTIONS" \
-        bash "$ROOT/scripts/gpu-test.sh" >"$MC_TMP/rehearsal" 2>&1
-    rc=$?
-    check "gpu-test.sh rehearsed on the CPU backend: fp32, bf16 and the three MPI layouts compared, all pass (rc=$rc)" \
-        bash -c "[ $rc -eq 0 ] && tail -1 '$MC_TMP/rehearsal' | grep -qx 'gpu-test: 5 passed, 0 failed, 7 skipped' &&
-                 grep -q '^ok 7 - dp=2.*max relative differences' '$MC_TMP/rehearsal'"
-    check "gpu-test.sh keeps its logs in MC_GPU_TEST_LOGS" test -s "$MC_TMP/gpu-logs/fp32"
-    [ $rc -eq 0 ] || sed 's/^/# /' "$MC_TMP/rehearsal" | head -40
+# ---- without a GPU ----
+CUDA_VISIBLE_DEVICES= MC_GPU_TEST_LOGS="$MC_TMP/none-logs" bash "$ROOT/scripts/gpu-test.sh" >"$MC_TMP/none" 2>&1
+rc=$?
+no_gpu_all() {
+    closes "$MC_TMP/none" $rc "0 passed, 0 failed, 14 skipped" &&
+        [ "$(grep -c '^ok [0-9]* - .* # SKIP no GPU$' "$MC_TMP/none")" -eq 14 ]
+}
+check "gpu-test.sh without a GPU: exit 0, all 14 checks of the 5 steps skipped (rc=$rc)" no_gpu_all
+no_gpu_summaries() {
+    local d=$MC_TMP/none-logs s
+    for s in build ops sanitizer nccl; do summary_is "$d/$s.summary" $s "0 passed, 0 failed, 1 skipped" || return 1; done
+    summary_is "$d/train.summary" train "0 passed, 0 failed, 10 skipped" &&
+        summary_is "$d/all.summary" all "0 passed, 0 failed, 14 skipped"
+}
+check "gpu-test.sh without a GPU: a one-line summary per step and for all" no_gpu_summaries
+CUDA_VISIBLE_DEVICES= MC_GPU_TEST_LOGS="$MC_TMP/none-train" bash "$ROOT/scripts/gpu-test.sh" train >"$MC_TMP/none-train.out" 2>&1
+rc=$?
+check "gpu-test.sh train without a GPU: that step alone, its 10 checks skipped, exit 0 (rc=$rc)" \
+    bash -c "$(declare -f closes); closes '$MC_TMP/none-train.out' $rc '0 passed, 0 failed, 10 skipped' &&
+             [ \"\$(ls '$MC_TMP/none-train')\" = train.summary ]"
+bash "$ROOT/scripts/gpu-test.sh" bench >"$MC_TMP/bad-step" 2>&1
+rc=$?
+check "gpu-test.sh with an unknown step: its usage, status 2 (rc=$rc)" \
+    bash -c "[ $rc -eq 2 ] && grep -qF 'usage: scripts/gpu-test.sh [build|ops|train|sanitizer|nccl|all]' '$MC_TMP/bad-step'"
+
+# ---- the emulated rehearsal, step by step (test_cuda_emu.sh runs the train step in full) ----
+emu_step() { # step name env...: gpu-test.sh STEP on the emulated device into $MC_TMP/NAME{,.out}
+    local step=$1 name=$2
+    shift 2
+    env MC_GPU_TEST_DEVICE=emu MC_EMU_BUILD="$MC_EMU_BUILD" MC_GPU_TEST_LOGS="$MC_TMP/$name" "$@" \
+        bash "$ROOT/scripts/gpu-test.sh" "$step" >"$MC_TMP/$name.out" 2>&1
+}
+emu_passes() { # name step rc counts: closing line, exit 0, summary
+    closes "$MC_TMP/$1.out" "$3" "$4" && summary_is "$MC_TMP/$1/$2.summary" "$2" "$4"
+}
+if [ -z "${MC_EMU_BUILD:-}" ] || [ ! -x "$MC_EMU_BUILD/megatron-c" ]; then
+    skip "gpu-test.sh rehearsed on the emulated device" "no emulated build (MC_EMU_BUILD='${MC_EMU_BUILD:-}' has no megatron-c)"
 else
-    skip "gpu-test.sh rehearsed on the CPU backend" "mpirun is not installed"
+    # make of the tree this suite runs, which make test has just built: nothing to do
+    emu_step build emu-build
+    rc=$?
+    check "gpu-test.sh build, emulated: make EMU=1 WERROR=1 emu-tests, summary (rc=$rc)" \
+        emu_passes emu-build build $rc "1 passed, 0 failed, 0 skipped"
+    emu_step ops emu-ops MC_GPU_TEST_OPS="gelu dropout"
+    rc=$?
+    check "gpu-test.sh ops, emulated: the op tests asked for (MC_GPU_TEST_OPS) pass, summary (rc=$rc)" \
+        emu_passes emu-ops ops $rc "2 passed, 0 failed, 0 skipped"
+    # an op test that skips where the device exists fails the step
+    fake=$MC_TMP/fake-emu
+    mkdir -p "$fake/test"
+    ln -s "$MC_EMU_BUILD/megatron-c" "$fake/megatron-c"
+    printf '#!/bin/sh\necho "ok 1 - an op # SKIP no device"\n' >"$fake/test/test_gpu_fake"
+    chmod +x "$fake/test/test_gpu_fake"
+    MC_EMU_BUILD=$fake emu_step ops emu-ops-skip
+    rc=$?
+    skip_fails() {
+        closes "$MC_TMP/emu-ops-skip.out" $rc "0 passed, 1 failed, 0 skipped" 1 &&
+            grep -q '^not ok 1 - op tests test_gpu_fake: 0 passed, 0 failed, 1 skipped' "$MC_TMP/emu-ops-skip.out"
+    }
+    check "gpu-test.sh ops, emulated: a skipped op test is a failure (rc=$rc)" skip_fails
+    # the step's budget: the fp32 run (16 s and more, emulated) is cut at 22 - 20 = 2 s
+    emu_step train emu-cut MC_GPU_TEST_ONLY=fp32 MC_GPU_TEST_BUDGET=22
+    rc=$?
+    cut_reported() {
+        closes "$MC_TMP/emu-cut.out" $rc "0 passed, 1 failed, 9 skipped" 1 &&
+            grep -q '^not ok 1 - fp32: .*cut at its limit of 2 s' "$MC_TMP/emu-cut.out" &&
+            summary_is "$MC_TMP/emu-cut/train.summary" train "0 passed, 1 failed, 9 skipped"
+    }
+    check "gpu-test.sh train, emulated: a run longer than the step's budget is cut and reported, summary written (rc=$rc)" cut_reported
+    case $MC_EMU_BUILD in
+    *emu-san)
+        emu_step sanitizer emu-san
+        rc=$?
+        check "gpu-test.sh sanitizer, emulated: a short bf16 run under ASan and UBSan reports nothing, summary (rc=$rc)" \
+            emu_passes emu-san sanitizer $rc "1 passed, 0 failed, 0 skipped" ;;
+    *) skip "gpu-test.sh sanitizer, emulated" "rehearsed in the sanitizer build's suite (it needs build/emu-san)" ;;
+    esac
+    emu_step nccl emu-nccl
+    rc=$?
+    check "gpu-test.sh nccl, emulated: reported skipped (NCCL is not emulated), summary (rc=$rc)" \
+        emu_passes emu-nccl nccl $rc "0 passed, 0 failed, 1 skipped"
+    # what went wrong, when something did (two not-ok lines are expected: the fake skip, the cut)
+    [ "$(cat "$MC_TMP"/emu-*.out | grep -c '^not ok')" -eq 2 ] || grep -h '^not ok' "$MC_TMP"/emu-*.out | sed 's/^/# /' | head -20
 fi
 
 CUDA_VISIBLE_DEVICES= MC_BIN="$MC_BIN" bash "$ROOT/scripts/bench.sh" >"$MC_TMP/bench-none" 2>&1
@@ -56,6 +132,30 @@ check "bench.sh has an llm.c row per model, saying why it did not run on the CPU
     test "$(grep -cE '^\| (124M|350M) \| llm.c \| - \| not run: llm.c needs a GPU' "$MC_TMP/bench")" -eq 2
 [ $rc -eq 0 ] || sed 's/^/# /' "$MC_TMP/bench"
 case "$logs" in /tmp/mc-bench.*) rm -rf "$logs" ;; esac
+
+# the emulated rehearsal: megatron-c --device cuda on the emulated device, one summary per model
+if [ -z "${MC_EMU_BUILD:-}" ] || [ ! -x "$MC_EMU_BUILD/megatron-c" ]; then
+    skip "bench.sh rehearsed on the emulated device" "no emulated build (MC_EMU_BUILD='${MC_EMU_BUILD:-}' has no megatron-c)"
+else
+    BENCH_DEVICE=emu MC_EMU_BUILD="$MC_EMU_BUILD" BENCH_LOGS="$MC_TMP/bench-emu" PYTHON=$PY \
+        bash "$ROOT/scripts/bench.sh" >"$MC_TMP/bench-emu.out" 2>&1
+    rc=$?
+    bench_emu() {
+        local d=$MC_TMP/bench-emu m
+        [ $rc -eq 0 ] && [ "$(grep -cE "^\| (124M|350M) \([0-9]+ x [0-9]+, seq [0-9]+\) \| megatron-c \| [0-9]+ \| $num \|" "$MC_TMP/bench-emu.out")" -eq 2 ] &&
+            [ "$(grep -l '^> device: cuda (.*(emulated)' "$d"/mc-*-mbs[0-9] | wc -l)" -ge 2 ] || return 1
+        for m in 124M 350M; do
+            [ "$(wc -l <"$d/$m.summary")" -eq 1 ] &&
+                grep -qE "^bench $m: megatron-c [0-9]+ tokens/s \(micro batch [0-9]+\); PyTorch eager: .*; llm.c: not run: .* \([0-9]+ s\)$" "$d/$m.summary" || return 1
+        done
+    }
+    check "bench.sh on the emulated device (BENCH_DEVICE=emu): megatron-c --device cuda measured per model, a one-line summary each (rc=$rc)" bench_emu
+    if $PY -c 'import torch' 2>/dev/null; then
+        check "bench.sh on the emulated device: the PyTorch peer on the CPU, its ratio in the summary" \
+            grep -qE '^bench 124M: .*; PyTorch eager [0-9]+ tokens/s \(megatron-c [0-9.]+x\);' "$MC_TMP/bench-emu/124M.summary"
+    fi
+    [ $rc -eq 0 ] || sed 's/^/# /' "$MC_TMP/bench-emu.out"
+fi
 
 # scripts/device-env.sh on a stand-in kit (the real one, from scripts/device-kit.sh, needs apt's
 # network): unpacked once under MC_KIT, Debian's mpirun alternative made, the loader, PATH, Open
