@@ -182,7 +182,7 @@ fail_all() { # step why: every check of the step failed for one reason
 }
 
 # The program a step after build runs must be there and built for this device (a device machine
-# that went back between calls has lost the build: run the build step again).
+# that went back between calls has lost the build: build_first makes it again).
 binary_why() {
     if [ ! -x "$MC_BIN" ]; then
         echo "no $MC_BIN (run the build step first)"
@@ -515,9 +515,21 @@ step_nccl() {
     fi
 }
 
+# A GPU step on a machine without the build (it went back between calls, or this is the first
+# call) builds first, within the step's budget, unless MC_GPU_TEST_NO_BUILD=1.
+build_first() { # step
+    [ "$DEVICE" = cuda ] && [ "$1" != build ] && [ "${MC_GPU_TEST_NO_BUILD:-0}" != 1 ] || return 0
+    local why
+    why=$(binary_why)
+    [ -z "$why" ] && { [ "$1" != nccl ] || [ -x "$MC_BUILD/test/mpi/test_comm_nccl_gpu" ]; } && return 0
+    echo "# ${why:-no test_comm_nccl_gpu}: building first"
+    step_build
+}
+
 run_step() { # step
     local s=$1 why c
     step_begin "$s"
+    [ "$GPUS" -gt 0 ] && build_first "$s"
     if [ "$GPUS" -eq 0 ]; then
         [ "$s" = build ] && echo "# no GPU visible (nvidia-smi -L lists none, or CUDA_VISIBLE_DEVICES hides them): nothing to test"
         while IFS= read -r c; do skip "$c" "no GPU"; done < <(step_checks "$s")
