@@ -294,6 +294,7 @@ static void test_cub()
         size_t small = 64;
         cub::DeviceRadixSort::SortPairs(st, small, ski, sko, svi, svo, 1000, 0, 10);
     });
+    cudaFree(tmp), cudaFree(ki), cudaFree(ko), cudaFree(vi), cudaFree(vo);
 }
 
 // ---- schedules ----
@@ -325,9 +326,11 @@ int main(int argc, char **argv)
         int *o = dev<int>(64), h[64];
         MC_LAUNCH(1, 64, 0, 0, k_racy)(o);
         cudaMemcpy(h, o, sizeof(h), cudaMemcpyDeviceToHost);
-        long sum = 0;
+        unsigned long sum = 0;
         for (int i = 0; i < 64; i++) sum = sum * 3 + h[i];
-        printf("%ld\n", sum);
+        printf("%lu\n", sum);
+        fflush(stdout); // LeakSanitizer's exit would not flush it
+        cudaFree(o);
         return 0;
     }
     test_correct_kernels();

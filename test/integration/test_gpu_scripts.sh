@@ -146,7 +146,7 @@ else
             [ "$(grep -l '^> device: cuda (.*(emulated)' "$d"/mc-*-mbs[0-9] | wc -l)" -ge 2 ] || return 1
         for m in 124M 350M; do
             [ "$(wc -l <"$d/$m.summary")" -eq 1 ] &&
-                grep -qE "^bench $m: megatron-c [0-9]+ tokens/s \(micro batch [0-9]+\); PyTorch eager: .*; llm.c: not run: .* \([0-9]+ s\)$" "$d/$m.summary" || return 1
+                grep -qE "^bench $m: megatron-c [0-9]+ tokens/s \(micro batch [0-9]+\); PyTorch eager[: ].*; llm.c: not run: .* \([0-9]+ s\)$" "$d/$m.summary" || return 1
         done
     }
     check "bench.sh on the emulated device (BENCH_DEVICE=emu): megatron-c --device cuda measured per model, a one-line summary each (rc=$rc)" bench_emu
