@@ -43,7 +43,7 @@ extern "C" {
 #endif
 #include "kernels/philox.h"
 
-#if defined(__CUDACC__) || defined(MC_CUDA_EMU) /* device code: nvcc, or the tests' emulation */
+#ifdef __CUDACC__
 #define MC_ATT_FN __host__ __device__ static inline
 #define MC_ATT_CX __host__ __device__ static inline constexpr
 #else

@@ -25,6 +25,11 @@
 
 #include "test/emu/emu.h"
 
+// CUDA source, compiled as nvcc compiles it: headers shared with plain C (philox.h,
+// attention_tiles.h) take their __host__ __device__ (constexpr) definitions. Defined after
+// NVIDIA's headers, which must keep their host-compiler paths.
+#define __CUDACC__ 1
+
 // ---- qualifiers ----
 #undef __global__
 #undef __device__
