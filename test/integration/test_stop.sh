@@ -265,6 +265,8 @@ K=$MC_TMP/killed
 MC_TEST_CKPT_WRITE_DELAY_MS=3000 "$MC_BIN" "${FLAGS[@]}" --save "$K" --save-interval 5 --async-save >"$MC_TMP/k.out" 2>&1 &
 job=$!
 wait_line "$MC_TMP/k.out" 'scheduled an async checkpoint save at iteration +10 ' 120
+# the writer makes its temporary tree just after the line: kill once it is being written
+for _ in $(seq 600); do compgen -G "$K/iter_0000010.tmp-*" >/dev/null && break; sleep 0.1; done
 kill -9 $job
 wait $job 2>/dev/null
 it=$(tracker "$K")
