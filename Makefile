@@ -58,8 +58,9 @@ endif
 # cuBLASLt, CUB and NCCL instead of NVIDIA's libraries: the whole program runs --device cuda on
 # the CPU. Into build/emu (build/emu-san with SANITIZE=1); `make test` builds and runs it.
 EMU ?= 0
+EMU_DIR := $(if $(filter 1,$(SANITIZE)),build/emu-san,build/emu)
 ifeq ($(EMU),1)
-BUILD   := $(if $(filter 1,$(SANITIZE)),build/emu-san,build/emu)
+BUILD   := $(EMU_DIR)
 CUDA    := 0
 endif
 
@@ -225,7 +226,7 @@ else
 emu:
 	@echo "make: no emulated CUDA device (needs $(CXX) and the CUDA and NCCL headers under $(CUDA_HOME))"
 endif
-EMU_BUILD := $(if $(EMU_OK),$(abspath $(if $(filter 1,$(SANITIZE)),build/emu-san,build/emu)))
+EMU_BUILD := $(if $(EMU_OK),$(abspath $(EMU_DIR)))
 # the emulated op tests under two thread schedules; under the sanitizers one is enough
 EMU_SCHEDS := $(if $(filter 1,$(SANITIZE)),forward,forward warps)
 

@@ -44,7 +44,7 @@ static inline cudaStream_t mc_cuda_stream(const mc_backend_t *be) { return mc_cu
 #ifdef MC_CUDA_EMU
 #define MC_LAUNCH(grid, block, smem, stream, ...)                                                \
     mc_emu_launch(grid, block, smem, stream, __VA_ARGS__, #__VA_ARGS__, __FILE__, __LINE__)
-#define MC_DYNAMIC_SMEM(type, name) type *name = (type *)mc_emu_dynamic_smem()
+#define MC_DYNAMIC_SMEM(type, name) type *name = (type *)mc_emu::dynamic_smem()
 #else
 #define MC_LAUNCH(grid, block, smem, stream, ...) __VA_ARGS__<<<grid, block, smem, stream>>>
 #define MC_DYNAMIC_SMEM(type, name) extern __shared__ __align__(128) type name[]

@@ -46,8 +46,6 @@
 #include <stdio.h>
 #include <string.h>
 
-#include <map>
-#include <mutex>
 #include <new>
 #include <vector>
 
@@ -60,36 +58,21 @@ struct cublasLtContext {
 namespace {
 
 // ---- objects: every handle and descriptor is checked against the registry of live ones ----
-enum ObjKind { OBJ_HANDLE = 1, OBJ_DESC, OBJ_LAYOUT, OBJ_PREF };
-
-std::mutex g_mu;
-std::map<const void *, int> g_live; // made by a Create, not yet destroyed: its kind
+enum ObjKind {
+    OBJ_HANDLE = mc_emu::H_LT_HANDLE,
+    OBJ_DESC = mc_emu::H_LT_DESC,
+    OBJ_LAYOUT = mc_emu::H_LT_LAYOUT,
+    OBJ_PREF = mc_emu::H_LT_PREF
+};
 
 struct Obj {
     int64_t val[64]; // attribute values by id, sign- or zero-extended as their C type
 };
 
-bool is_live(const void *p, int kind)
-{
-    std::lock_guard<std::mutex> lock(g_mu);
-    const auto it = g_live.find(p);
-    return it != g_live.end() && it->second == kind;
-}
-
-void enlist(const void *p, int kind)
-{
-    std::lock_guard<std::mutex> lock(g_mu);
-    g_live[p] = kind;
-}
-
-bool unlist(const void *p, int kind)
-{
-    std::lock_guard<std::mutex> lock(g_mu);
-    const auto it = g_live.find(p);
-    if (it == g_live.end() || it->second != kind) return false;
-    g_live.erase(it);
-    return true;
-}
+// the runtime's registry of live handles (emu.h)
+bool is_live(const void *p, int kind) { return mc_emu::handle_live(p, (mc_emu::HandleKind)kind); }
+void enlist(const void *p, int kind) { mc_emu::handle_add(p, (mc_emu::HandleKind)kind); }
+bool unlist(const void *p, int kind) { return mc_emu::handle_remove(p, (mc_emu::HandleKind)kind); }
 
 const char *status_name(cublasStatus_t s)
 {

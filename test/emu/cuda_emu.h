@@ -50,7 +50,6 @@
 #define blockDim (mc_emu::regs->bdim)
 #define gridDim (mc_emu::regs->gdim)
 #define warpSize 32
-static inline void *mc_emu_dynamic_smem() { return mc_emu::dynamic_smem(); }
 
 // ---- intrinsics: barriers and warp operations name their call site when they fail ----
 namespace mc_emu {

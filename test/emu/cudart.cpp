@@ -5,48 +5,52 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <mutex>
-#include <set>
-
 #include "test/emu/emu.h"
 
 using namespace mc_emu;
 
 namespace {
-struct Handle {
-    int magic;
-};
-constexpr int STREAM = 0x5354524d, EVENT = 0x45564e54;
-std::mutex g_handles_mu;
-std::set<const void *> g_handles;
-
-template <typename T> cudaError_t make(T *out, int magic)
+// A stream or event is a live handle of its kind; the object itself holds nothing.
+template <typename T> cudaError_t make(T *out, HandleKind kind)
 {
     if (!out) return cudaErrorInvalidValue;
-    Handle *h = new Handle{magic};
-    std::lock_guard<std::mutex> lk(g_handles_mu);
-    g_handles.insert(h);
+    char *h = new char;
+    handle_add(h, kind);
     *out = (T)(void *)h;
     return cudaSuccess;
 }
 
-bool valid(const void *p, int magic)
+cudaError_t destroy(void *p, HandleKind kind)
 {
-    std::lock_guard<std::mutex> lk(g_handles_mu);
-    return g_handles.count(p) && ((const Handle *)p)->magic == magic;
-}
-
-cudaError_t destroy(void *p, int magic)
-{
-    if (!valid(p, magic)) return cudaErrorInvalidResourceHandle;
-    std::lock_guard<std::mutex> lk(g_handles_mu);
-    g_handles.erase(p);
-    delete (Handle *)p;
+    if (!handle_remove(p, kind)) return cudaErrorInvalidResourceHandle;
+    delete (char *)p;
     return cudaSuccess;
 }
 
 // The legacy (0) and per-thread default streams are streams too.
-bool valid_stream(cudaStream_t s) { return !s || s == cudaStreamPerThread || valid((const void *)s, STREAM); }
+bool valid_stream(cudaStream_t s) { return !s || s == cudaStreamPerThread || handle_live((const void *)s, H_STREAM); }
+
+// The errors the emulation returns, with the runtime's names and messages for them.
+struct ErrorText {
+    cudaError_t e;
+    const char *name, *text;
+};
+const ErrorText ERRORS[] = {
+    {cudaSuccess, "cudaSuccess", "no error"},
+    {cudaErrorInvalidValue, "cudaErrorInvalidValue", "invalid argument"},
+    {cudaErrorMemoryAllocation, "cudaErrorMemoryAllocation", "out of memory"},
+    {cudaErrorInvalidConfiguration, "cudaErrorInvalidConfiguration", "invalid configuration argument"},
+    {cudaErrorInvalidDevice, "cudaErrorInvalidDevice", "invalid device ordinal"},
+    {cudaErrorNoDevice, "cudaErrorNoDevice", "no CUDA-capable device is detected"},
+    {cudaErrorInvalidResourceHandle, "cudaErrorInvalidResourceHandle", "invalid resource handle"},
+};
+
+ErrorText error_text(cudaError_t e)
+{
+    for (const ErrorText &t : ERRORS)
+        if (t.e == e) return t;
+    return {e, "cudaErrorUnknown", "unknown error"};
+}
 
 cudaError_t ret(cudaError_t e)
 {
@@ -104,9 +108,9 @@ cudaError_t cudaGetDeviceProperties(cudaDeviceProp *p, int device)
     if (!p || device != 0 || !device_count()) return ret(cudaErrorInvalidDevice);
     memset(p, 0, sizeof(*p));
     snprintf(p->name, sizeof(p->name), "NVIDIA H100 80GB HBM3 (emulated)");
-    p->totalGlobalMem = 80ull << 30;
-    p->sharedMemPerBlock = 48 << 10;
-    p->sharedMemPerBlockOptin = 232448;
+    p->totalGlobalMem = H100_MEMORY;
+    p->sharedMemPerBlock = H100_SMEM_DEFAULT;
+    p->sharedMemPerBlockOptin = H100_SMEM_OPTIN;
     p->sharedMemPerMultiprocessor = 233472;
     p->regsPerBlock = p->regsPerMultiprocessor = 65536;
     p->warpSize = 32;
@@ -144,33 +148,8 @@ cudaError_t cudaGetLastError(void)
     return e;
 }
 
-const char *cudaGetErrorName(cudaError_t e)
-{
-    switch (e) {
-    case cudaSuccess: return "cudaSuccess";
-    case cudaErrorInvalidValue: return "cudaErrorInvalidValue";
-    case cudaErrorMemoryAllocation: return "cudaErrorMemoryAllocation";
-    case cudaErrorInvalidConfiguration: return "cudaErrorInvalidConfiguration";
-    case cudaErrorInvalidDevice: return "cudaErrorInvalidDevice";
-    case cudaErrorNoDevice: return "cudaErrorNoDevice";
-    case cudaErrorInvalidResourceHandle: return "cudaErrorInvalidResourceHandle";
-    default: return "cudaErrorUnknown";
-    }
-}
-
-const char *cudaGetErrorString(cudaError_t e)
-{
-    switch (e) {
-    case cudaSuccess: return "no error";
-    case cudaErrorInvalidValue: return "invalid argument";
-    case cudaErrorMemoryAllocation: return "out of memory";
-    case cudaErrorInvalidConfiguration: return "invalid configuration argument";
-    case cudaErrorInvalidDevice: return "invalid device ordinal";
-    case cudaErrorNoDevice: return "no CUDA-capable device is detected";
-    case cudaErrorInvalidResourceHandle: return "invalid resource handle";
-    default: return "unknown error";
-    }
-}
+const char *cudaGetErrorName(cudaError_t e) { return error_text(e).name; }
+const char *cudaGetErrorString(cudaError_t e) { return error_text(e).text; }
 
 cudaError_t cudaMalloc(void **p, size_t n) { return ret(mem_alloc(p, n, MEM_DEVICE)); }
 cudaError_t cudaMallocManaged(void **p, size_t n, unsigned int) { return ret(mem_alloc(p, n, MEM_MANAGED)); }
@@ -181,7 +160,7 @@ cudaError_t cudaFreeHost(void *p) { return ret(mem_free(p, true)); }
 cudaError_t cudaMemGetInfo(size_t *free_bytes, size_t *total)
 {
     if (!free_bytes || !total) return ret(cudaErrorInvalidValue);
-    *total = 80ull << 30;
+    *total = H100_MEMORY;
     *free_bytes = *total - device_bytes();
     return cudaSuccess;
 }
@@ -232,26 +211,26 @@ cudaError_t cudaMemsetAsync(void *p, int value, size_t n, cudaStream_t s)
 
 cudaError_t cudaMemset(void *p, int value, size_t n) { return cudaMemsetAsync(p, value, n, 0); }
 
-cudaError_t cudaStreamCreateWithFlags(cudaStream_t *s, unsigned int) { return ret(make(s, STREAM)); }
-cudaError_t cudaStreamCreate(cudaStream_t *s) { return ret(make(s, STREAM)); }
-cudaError_t cudaStreamDestroy(cudaStream_t s) { return ret(destroy((void *)s, STREAM)); }
+cudaError_t cudaStreamCreateWithFlags(cudaStream_t *s, unsigned int) { return ret(make(s, H_STREAM)); }
+cudaError_t cudaStreamCreate(cudaStream_t *s) { return ret(make(s, H_STREAM)); }
+cudaError_t cudaStreamDestroy(cudaStream_t s) { return ret(destroy((void *)s, H_STREAM)); }
 cudaError_t cudaStreamSynchronize(cudaStream_t s) { return valid_stream(s) ? cudaSuccess : ret(cudaErrorInvalidResourceHandle); }
 cudaError_t cudaDeviceSynchronize(void) { return cudaSuccess; }
-cudaError_t cudaEventCreateWithFlags(cudaEvent_t *e, unsigned int) { return ret(make(e, EVENT)); }
-cudaError_t cudaEventCreate(cudaEvent_t *e) { return ret(make(e, EVENT)); }
-cudaError_t cudaEventDestroy(cudaEvent_t e) { return ret(destroy((void *)e, EVENT)); }
+cudaError_t cudaEventCreateWithFlags(cudaEvent_t *e, unsigned int) { return ret(make(e, H_EVENT)); }
+cudaError_t cudaEventCreate(cudaEvent_t *e) { return ret(make(e, H_EVENT)); }
+cudaError_t cudaEventDestroy(cudaEvent_t e) { return ret(destroy((void *)e, H_EVENT)); }
 
 cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s)
 {
-    return valid((void *)e, EVENT) && valid_stream(s) ? cudaSuccess : ret(cudaErrorInvalidResourceHandle);
+    return handle_live((void *)e, H_EVENT) && valid_stream(s) ? cudaSuccess : ret(cudaErrorInvalidResourceHandle);
 }
 
-cudaError_t cudaEventQuery(cudaEvent_t e) { return valid((void *)e, EVENT) ? cudaSuccess : ret(cudaErrorInvalidResourceHandle); }
+cudaError_t cudaEventQuery(cudaEvent_t e) { return handle_live((void *)e, H_EVENT) ? cudaSuccess : ret(cudaErrorInvalidResourceHandle); }
 cudaError_t cudaEventSynchronize(cudaEvent_t e) { return cudaEventQuery(e); }
 
 cudaError_t cudaStreamWaitEvent(cudaStream_t s, cudaEvent_t e, unsigned int)
 {
-    return valid_stream(s) && valid((void *)e, EVENT) ? cudaSuccess : ret(cudaErrorInvalidResourceHandle);
+    return valid_stream(s) && handle_live((void *)e, H_EVENT) ? cudaSuccess : ret(cudaErrorInvalidResourceHandle);
 }
 
 cudaError_t cudaLaunchHostFunc(cudaStream_t s, cudaHostFn_t fn, void *data)

@@ -19,6 +19,18 @@ const char *current_location();
 // One line on stderr, and the run goes on (what a GPU would report only as an error code).
 void note(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
+// ---- the emulated GPU: an H100 SXM (compute capability 9.0) ----
+constexpr size_t H100_MEMORY = 80ull << 30;    // bytes of device memory
+constexpr size_t H100_SMEM_DEFAULT = 48 << 10; // dynamic shared memory per block without a grant
+constexpr size_t H100_SMEM_OPTIN = 232448;     // the most cudaFuncSetAttribute may grant (227 KiB)
+
+// ---- handles (streams, events, cuBLASLt objects): the live ones and their kinds ----
+enum HandleKind { H_STREAM = 1, H_EVENT, H_LT_HANDLE, H_LT_DESC, H_LT_LAYOUT, H_LT_PREF };
+void handle_add(const void *h, HandleKind kind);
+bool handle_live(const void *h, HandleKind kind);
+// False (nothing removed) unless h is live with that kind.
+bool handle_remove(const void *h, HandleKind kind);
+
 // ---- memory ----
 enum MemKind { MEM_NONE = 0, MEM_DEVICE = 1, MEM_HOST_PINNED = 2, MEM_MANAGED = 3 };
 // The kind of the allocation holding [p, p + bytes): MEM_NONE when p is not inside a registered

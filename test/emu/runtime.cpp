@@ -48,6 +48,33 @@ void note(const char *fmt, ...)
     va_end(ap);
 }
 
+// ---- handles ----
+
+static std::mutex g_handles_mu;
+static std::map<const void *, HandleKind> g_handles;
+
+void handle_add(const void *h, HandleKind kind)
+{
+    std::lock_guard<std::mutex> lk(g_handles_mu);
+    g_handles[h] = kind;
+}
+
+bool handle_live(const void *h, HandleKind kind)
+{
+    std::lock_guard<std::mutex> lk(g_handles_mu);
+    const auto it = g_handles.find(h);
+    return it != g_handles.end() && it->second == kind;
+}
+
+bool handle_remove(const void *h, HandleKind kind)
+{
+    std::lock_guard<std::mutex> lk(g_handles_mu);
+    const auto it = g_handles.find(h);
+    if (it == g_handles.end() || it->second != kind) return false;
+    g_handles.erase(it);
+    return true;
+}
+
 // ---- memory ----
 
 namespace {
@@ -62,7 +89,6 @@ std::map<uintptr_t, Alloc> g_by_addr;
 std::map<uint64_t, uintptr_t> g_by_seq;
 uint64_t g_seq;
 size_t g_device_bytes;
-constexpr size_t DEVICE_MEMORY = 80ull << 30; // an H100 SXM's 80 GB
 
 const Alloc *find(const void *p) // callers hold g_mem_mu
 {
@@ -81,7 +107,7 @@ cudaError_t mem_alloc(void **out, size_t bytes, MemKind kind)
     if (!out) return cudaErrorInvalidValue;
     *out = nullptr;
     std::lock_guard<std::mutex> lk(g_mem_mu);
-    if (kind != MEM_HOST_PINNED && g_device_bytes + bytes > DEVICE_MEMORY) return cudaErrorMemoryAllocation;
+    if (kind != MEM_HOST_PINNED && g_device_bytes + bytes > H100_MEMORY) return cudaErrorMemoryAllocation;
     void *p = nullptr;
     if (posix_memalign(&p, 256, bytes ? bytes : 1)) return cudaErrorMemoryAllocation; // cudaMalloc's alignment
     memset(p, 0xff, bytes);
@@ -187,13 +213,12 @@ cudaError_t last_error() { return g_last; }
 
 static std::mutex g_attr_mu;
 static std::map<const void *, size_t> g_granted;
-constexpr size_t SMEM_DEFAULT = 48 << 10, SMEM_OPTIN = 232448; // H100: 227 KiB per block by opt-in
 
 cudaError_t grant_smem(const void *kernel, int bytes)
 {
-    if (bytes < 0 || (size_t)bytes > SMEM_OPTIN) {
+    if (bytes < 0 || (size_t)bytes > H100_SMEM_OPTIN) {
         note("cudaFuncSetAttribute: %d bytes of dynamic shared memory asked, an H100 grants at most %zu", bytes,
-             SMEM_OPTIN);
+             H100_SMEM_OPTIN);
         return cudaErrorInvalidValue;
     }
     std::lock_guard<std::mutex> lk(g_attr_mu);
@@ -205,7 +230,7 @@ size_t granted_smem(const void *kernel)
 {
     std::lock_guard<std::mutex> lk(g_attr_mu);
     auto it = g_granted.find(kernel);
-    return it == g_granted.end() ? SMEM_DEFAULT : it->second;
+    return it == g_granted.end() ? H100_SMEM_DEFAULT : it->second;
 }
 
 } // namespace mc_emu

@@ -14,12 +14,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <functional>
 #include <string>
 #include <vector>
+
+#include "test/emu/child.h"
 
 namespace {
 
@@ -596,28 +597,7 @@ void test_refused_attributes()
     teardown(r);
 }
 
-// ---- refusals that end the process: run in a child, whose stderr is kept ----
-int in_child(const std::function<void()> &f, std::string *err)
-{
-    int fds[2];
-    if (pipe(fds) != 0) return -1;
-    fflush(stdout), fflush(stderr);
-    const pid_t pid = fork();
-    if (pid == 0) {
-        dup2(fds[1], 2), close(fds[0]), close(fds[1]);
-        f();
-        _exit(0);
-    }
-    close(fds[1]);
-    char buf[512];
-    ssize_t got;
-    while ((got = read(fds[0], buf, sizeof(buf))) > 0) err->append(buf, (size_t)got);
-    close(fds[0]);
-    int st = 0;
-    waitpid(pid, &st, 0);
-    return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-}
-
+// ---- refusals that end the process: run in a child (child.h), whose stderr is kept ----
 void dies(const char *what, const char *message, const Spec &s, const std::function<void(Run &)> &change)
 {
     std::string err;

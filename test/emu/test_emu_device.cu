@@ -8,14 +8,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <string>
 #include <vector>
 
 #include "kernels/cuda/cuda.h"
+#include "test/emu/child.h"
 
 static int g_n, g_failed;
 static void report(bool ok, const std::string &what)
@@ -31,36 +30,12 @@ template <typename T> static T *dev(size_t n)
     return (T *)p;
 }
 
-// Runs f in a child; true when it ended with the emulator's status and its stderr has `want`.
-template <typename F> static bool dies_with(F f, const char *want, std::string *err)
-{
-    int fd[2];
-    if (pipe(fd)) abort();
-    fflush(stdout);
-    const pid_t pid = fork();
-    if (pid == 0) {
-        dup2(fd[1], 2);
-        close(fd[0]);
-        f();
-        _exit(0);
-    }
-    close(fd[1]);
-    char buf[4096];
-    ssize_t k, len = 0;
-    while ((k = read(fd[0], buf + len, sizeof(buf) - 1 - len)) > 0) len += k;
-    buf[len] = 0;
-    close(fd[0]);
-    int st = 0;
-    waitpid(pid, &st, 0);
-    *err = buf;
-    while (!err->empty() && err->back() == '\n') err->pop_back();
-    return WIFEXITED(st) && WEXITSTATUS(st) == 86 && strstr(buf, want);
-}
-
+// f must end the process with the emulator's status and a line containing `want`.
 static void expect_death(const char *what, const char *want, void (*f)())
 {
     std::string err;
-    const bool ok = dies_with(f, want, &err);
+    const bool ok = in_child(f, &err) == 86 && err.find(want) != std::string::npos;
+    while (!err.empty() && err.back() == '\n') err.pop_back();
     report(ok, std::string(what) + (ok ? ": " : ": expected \"") + (ok ? err : std::string(want) + "\", got: " + err));
 }
 
