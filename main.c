@@ -2,14 +2,14 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "cli/args.h"
-#include "cli/error.h"
+#include "config/args.h"
+#include "base/error.h"
 #include "data/inspect.h"
 #include "data/preprocess.h"
 #include "kernels/device.h"
-#include "parallel/runtime.h"
-#include "train/ckpt_args.h"
-#include "train/ckpt_convert.h"
+#include "dist/runtime.h"
+#include "ckpt/args.h"
+#include "ckpt/convert.h"
 #include "train/train.h"
 
 static int print_version(void)

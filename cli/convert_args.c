@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cli/error.h"
+#include "base/error.h"
 
 typedef enum { CA_STRING, CA_INT, CA_INT64, CA_ON, CA_OFF, CA_CHOICE, CA_HELP } ca_type_t;
 

@@ -1,4 +1,4 @@
-/* Command line of `megatron-c convert-checkpoint` (train/ckpt_convert.h): the flags of
+/* Command line of `megatron-c convert-checkpoint` (ckpt/convert.h): the flags of
  * Megatron-LM's tools/checkpoint/convert.py that apply (--model-type, --load-dir, --save-dir,
  * the saver's --target-tensor-parallel-size, --target-pipeline-parallel-size and
  * --saver-transformer-impl, the loader's --true-vocab-size), plus what the virtual pipeline

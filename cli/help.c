@@ -3,7 +3,7 @@
 #include <stdbool.h>
 #include <string.h>
 
-#include "cli/flags.h"
+#include "config/flags.h"
 
 enum { HELP_WIDTH = 100, HELP_COLUMN = 24 };
 

@@ -9,9 +9,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cli/args.h"
-#include "cli/error.h"
-#include "cli/flags.h"
+#include "config/args.h"
+#include "base/error.h"
+#include "config/flags.h"
 
 /* What the command line said about one flag; the last occurrence wins, as in argparse. */
 typedef struct {

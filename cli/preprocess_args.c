@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cli/error.h"
+#include "base/error.h"
 
 typedef enum { PA_BOOL, PA_STRING, PA_INT, PA_LIST, PA_HELP } pa_type_t;
 typedef enum { PA_IMPLEMENTED, PA_NOOP, PA_NOT_IMPLEMENTED } pa_status_t;

@@ -7,7 +7,7 @@
 #include <string.h>
 #include <strings.h>
 
-#include "cli/flags.h"
+#include "config/flags.h"
 
 typedef struct {
     char name[64];

@@ -6,9 +6,9 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "cli/args.h"
-#include "cli/error.h"
-#include "cli/flags.h"
+#include "config/args.h"
+#include "base/error.h"
+#include "config/flags.h"
 #include "parallel/schedule.h"
 
 int mc_args_eval_microbatches(const mc_args_t *a)

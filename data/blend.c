@@ -1,5 +1,5 @@
 /* Megatron's blend and split helpers; see blend.h. */
-#include "cli/error.h"
+#include "base/error.h"
 #include "data/blend.h"
 
 #include <ctype.h>

@@ -31,7 +31,7 @@
  *
  * Everything in mc_bpe_t is read-only after loading; per-call scratch lives on the stack or in
  * malloc'd memory owned by the call. */
-#include "cli/error.h"
+#include "base/error.h"
 #include "data/bpe.h"
 
 #include <errno.h>

@@ -1,6 +1,6 @@
 /* Megatron's GPTDataset and BlendedMegatronDatasetBuilder for pretrain_gpt.py; see gpt_dataset.h.
  * References are to Megatron-LM core_v0.15.0, megatron/core/datasets/. */
-#include "cli/error.h"
+#include "base/error.h"
 #include "data/gpt_dataset.h"
 
 #include <math.h>

@@ -25,7 +25,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "cli/args.h"
+#include "config/args.h"
 #include "data/indexed.h"
 #include "data/mock.h"
 
@@ -82,7 +82,7 @@ typedef struct {
 
 /* mc_gpt_dataset_build with the index cache: the arrays are read from the cache entry of this
  * description when it is there and sound (d->from_cache), else built and written there. cache
- * NULL: exactly mc_gpt_dataset_build. Cache problems are warnings (cli/error.h mc_warn), never
+ * NULL: exactly mc_gpt_dataset_build. Cache problems are warnings (base/error.h mc_warn), never
  * errors; the return value and err are mc_gpt_dataset_build's. */
 int mc_gpt_dataset_build_cached(mc_gpt_dataset_t *d, const int32_t *sequence_lengths,
                                 int64_t num_sequences, int64_t begin, int64_t end,

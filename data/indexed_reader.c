@@ -11,7 +11,7 @@
  * aligned; the struct's array pointers point into that image. It costs the .idx size in memory
  * (12 bytes per sequence), which Megatron's dataset classes spend too when they index these
  * arrays. The .bin (the tokens, the large file) stays mapped and is read with memcpy. */
-#include "cli/error.h"
+#include "base/error.h"
 #include "data/indexed.h"
 
 #include <errno.h>

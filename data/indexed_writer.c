@@ -6,7 +6,7 @@
  * both into place, so a crash or an error never leaves a half-written dataset under the final
  * names. Unlike Megatron (numpy casts silently wrap), a token that does not fit the dtype is an
  * error. */
-#include "cli/error.h"
+#include "base/error.h"
 #include "data/indexed.h"
 
 #include <errno.h>

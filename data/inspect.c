@@ -8,8 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cli/args.h"
-#include "cli/error.h"
+#include "config/args.h"
+#include "base/error.h"
 #include "data/inspect.h"
 #include "data/sampler.h"
 #include "data/sha256.h"

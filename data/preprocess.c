@@ -18,8 +18,8 @@
 #include <unistd.h>
 #include <zlib.h>
 
-#include "cli/clock.h"
-#include "cli/error.h"
+#include "base/clock.h"
+#include "base/error.h"
 #include "cli/preprocess_args.h"
 #include "data/indexed.h"
 #include "data/tokenizer.h"

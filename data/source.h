@@ -8,7 +8,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "cli/args.h"
+#include "config/args.h"
 #include "data/gpt_dataset.h"
 #include "data/mock.h"
 #include "data/tokenizer.h"

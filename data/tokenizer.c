@@ -1,6 +1,6 @@
 /* Tokenizers as Megatron builds them: GPT2BPETokenizer (data/bpe.c) and NullTokenizer.
  * See data/tokenizer.h. */
-#include "cli/error.h"
+#include "base/error.h"
 #include "data/tokenizer.h"
 
 #include <inttypes.h>

@@ -5,7 +5,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "cli/error.h"
+#include "base/error.h"
 #include "kernels/device.h"
 
 #ifdef MC_WITH_CUDA

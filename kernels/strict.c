@@ -17,7 +17,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-#include "cli/error.h"
+#include "base/error.h"
 #include "kernels/device.h"
 
 typedef struct {

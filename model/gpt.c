@@ -8,7 +8,7 @@
 #include <string.h>
 #include <math.h>
 
-#include "cli/error.h"
+#include "base/error.h"
 #include "model/gpt.h"
 
 /* ---------------------------------------------------------------- memory */

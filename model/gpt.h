@@ -16,9 +16,9 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "cli/args.h"
+#include "config/args.h"
 #include "kernels/backend.h"
-#include "parallel/comm.h"
+#include "dist/comm.h"
 
 /* Activation recomputation (Megatron's --recompute-granularity / --recompute-method). */
 typedef enum {

@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cli/error.h"
+#include "base/error.h"
 #include "kernels/philox.h"
 #include "model/gpt.h"
 

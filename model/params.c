@@ -6,7 +6,7 @@
 #include <string.h>
 #include <math.h>
 
-#include "cli/error.h"
+#include "base/error.h"
 #include "model/gpt.h"
 
 void mc_gpt_config_from_args(mc_gpt_config_t *c, const mc_args_t *a)

@@ -13,7 +13,7 @@
 
 #include <stdbool.h>
 
-#include "cli/args.h"
+#include "config/args.h"
 #include "model/gpt.h"
 
 /* A run of elements of one parameter: buffer offset, offset in the optimizer state, length. */

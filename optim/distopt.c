@@ -2,7 +2,7 @@
 
 #include <stdlib.h>
 
-#include "cli/error.h"
+#include "base/error.h"
 
 void mc_distopt_segments(const mc_gpt_t *m, const mc_grad_layout_t *l, int dp, int dp_rank,
                          mc_opt_seg_t **segs, int *n, long *state_len)

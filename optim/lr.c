@@ -5,7 +5,7 @@
 #include <math.h>
 #include <string.h>
 
-#include "cli/error.h"
+#include "base/error.h"
 
 static int parse_decay_style(const char *s)
 {

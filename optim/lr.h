@@ -9,7 +9,7 @@
 
 #include <stdint.h>
 
-#include "cli/args.h"
+#include "config/args.h"
 
 enum { MC_LR_CONSTANT, MC_LR_LINEAR, MC_LR_COSINE, MC_LR_INVERSE_SQRT };
 enum { MC_WD_CONSTANT, MC_WD_LINEAR, MC_WD_COSINE };

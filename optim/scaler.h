@@ -10,7 +10,7 @@
 
 #include <stdbool.h>
 
-#include "cli/args.h"
+#include "config/args.h"
 
 typedef struct {
     bool enabled;  /* a grad scaler exists: overflow checks and skipped steps */

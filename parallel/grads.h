@@ -21,9 +21,9 @@
 
 #include <stdbool.h>
 
-#include "cli/args.h"
+#include "config/args.h"
 #include "model/gpt.h"
-#include "parallel/comm.h"
+#include "dist/comm.h"
 
 typedef struct {
     long start, end;      /* [start, end) in the flat buffers; end includes the padding */

@@ -4,7 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cli/error.h"
+#include "base/error.h"
 
 mc_pp_config_t mc_pipeline_schedule_config(const mc_args_t *a, int pp_rank, int num_microbatches,
                                            bool forward_only)

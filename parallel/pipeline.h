@@ -22,11 +22,11 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-#include "cli/args.h"
+#include "config/args.h"
 #include "model/gpt.h"
-#include "parallel/comm.h"
+#include "dist/comm.h"
 #include "parallel/schedule.h"
-#include "train/timers.h"
+#include "dist/timers.h"
 
 /* The schedule configuration of this run for pp rank r (Megatron's defaults from the args). */
 mc_pp_config_t mc_pipeline_schedule_config(const mc_args_t *a, int pp_rank, int num_microbatches,

@@ -3,7 +3,7 @@
  * call each batch stands for. */
 #include "parallel/schedule.h"
 
-#include "cli/error.h"
+#include "base/error.h"
 
 #include <stdarg.h>
 #include <stdint.h>

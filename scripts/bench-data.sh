@@ -93,7 +93,7 @@ fi
 # the helper needs.
 BUILD=build/rel
 OBJS=()
-for f in cli/*.c parallel/*.c model/*.c optim/*.c data/*.c kernels/*.c kernels/cpu/*.c train/*.c; do
+for f in base/*.c config/*.c dist/*.c kernels/*.c kernels/cpu/*.c model/*.c data/*.c torchfmt/*.c parallel/*.c optim/*.c ckpt/*.c train/*.c cli/*.c; do
     [ -e "$f" ] || continue
     o=$BUILD/${f%.c}.o
     [ -f "$o" ] || { make -s "$o" >>"$TMP/build.log" 2>&1 || die "cannot build $o"; }

@@ -12,7 +12,7 @@
 #include <stdint.h>
 #include <time.h>
 
-#include "cli/args.h"
+#include "config/args.h"
 
 typedef struct {
     int64_t iteration, train_iters, consumed_samples;

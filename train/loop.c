@@ -6,13 +6,13 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "cli/clock.h"
-#include "cli/error.h"
+#include "base/clock.h"
+#include "base/error.h"
 #include "data/sampler.h"
 #include "kernels/device.h"
-#include "parallel/devmem.h"
-#include "parallel/runtime.h"
-#include "train/checkpoint.h"
+#include "dist/devmem.h"
+#include "dist/runtime.h"
+#include "ckpt/checkpoint.h"
 #include "train/log.h"
 #include "train/signals.h"
 #include "train/train.h"

@@ -15,7 +15,7 @@ static void note(int signo)
 
 /* Python's signal.Signals names of the signals that ask a job to stop and that a handler can
  * catch (Megatron offers every signal, but catching SIGKILL or SIGSTOP fails at start-up). The
- * --exit-signal choices (cli/flags_train.c) are these names. */
+ * --exit-signal choices (config/flags_train.c) are these names. */
 static const struct {
     const char *name;
     int signo;

@@ -16,7 +16,7 @@
 
 #include <stdbool.h>
 
-#include "parallel/comm.h"
+#include "dist/comm.h"
 
 /* The number of a signal named as Python's signal.Signals ("SIGTERM"), or -1. Only signals a
  * process can catch are named. */

@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cli/error.h"
+#include "base/error.h"
 #include "optim/distopt.h"
 #include "train/train.h"
 
@@ -71,7 +71,7 @@ void mc_trainer_memory(const mc_args_t *args, const mc_backend_t *be, mc_memory_
                               .dt = cfg.dt, .gdt = cfg.gdt};
         for (int g = 0; g < MC_SLOT_GROUPS; g++) m.inflight += plan.cfg.slots[g];
         /* the files hold the parameters and, without the distributed optimizer (whose state
-         * is gathered into copies), the Adam moments (train/ckpt_async.h) */
+         * is gathered into copies), the Adam moments (ckpt/async.h) */
         if (args->async_save && args->save[0])
             m.snapshot = m.params + (ddp.dist_opt || args->no_save_optim ? 0 : m.optimizer);
         const double total = m.params + m.grads + m.optimizer + m.activations + m.workspace;

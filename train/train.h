@@ -7,17 +7,17 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "cli/args.h"
+#include "config/args.h"
 #include "data/source.h"
 #include "model/gpt.h"
 #include "optim/adam.h"
 #include "optim/lr.h"
 #include "optim/scaler.h"
-#include "parallel/comm.h"
+#include "dist/comm.h"
 #include "parallel/grads.h"
 #include "parallel/pipeline.h"
-#include "parallel/state.h"
-#include "train/timers.h"
+#include "dist/state.h"
+#include "dist/timers.h"
 
 typedef struct {
     const mc_args_t *args;
@@ -31,7 +31,7 @@ typedef struct {
     mc_scaler_t scaler;           /* loss scaling (fp16, or --loss-scale) */
     mc_lr_sched_t sched;
     mc_timers_t timers;           /* --timing-log-level */
-    struct mc_ckpt_async *ckpt_async; /* --async-save's writer (train/ckpt_async.h), or NULL */
+    struct mc_ckpt_async *ckpt_async; /* --async-save's writer (ckpt/async.h), or NULL */
 
     mc_data_source_t data;        /* opened by mc_pretrain; tests feed microbatches directly */
     /* host staging: the microbatches of one training or evaluation step ([max_batch, s] each),

@@ -11,7 +11,7 @@
 #include <stdbool.h>
 #include <stdlib.h>
 
-#include "cli/error.h"
+#include "base/error.h"
 #include "kernels/cpu/cpu.h"
 
 enum { SLOTS = 8 };

@@ -11,7 +11,7 @@
 #include "kernels/cuda/common.cuh"
 
 extern "C" {
-#include "cli/error.h"
+#include "base/error.h"
 }
 
 typedef struct {

@@ -25,7 +25,7 @@
 #include "kernels/cuda/attention_tiles.h"
 
 extern "C" {
-#include "cli/error.h"
+#include "base/error.h"
 float mc_cpu_dropout_scale(float p); // kernels/cpu/dropout.c: 1/(1-p) exactly as the CPU has it
 }
 

@@ -7,7 +7,7 @@
 #include "kernels/cuda/attention.h"
 
 extern "C" {
-#include "cli/error.h"
+#include "base/error.h"
 }
 
 extern "C" void mc_cuda_die(const char *what, cudaError_t e, const char *file, int line)

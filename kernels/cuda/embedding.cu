@@ -16,7 +16,7 @@
 #include "kernels/cuda/common.cuh"
 
 extern "C" {
-#include "cli/error.h"
+#include "base/error.h"
 }
 
 template <typename T, int VEC>

@@ -19,7 +19,7 @@
 #include "kernels/cuda/gemm_map.h"
 
 extern "C" {
-#include "cli/error.h"
+#include "base/error.h"
 }
 
 #define MC_CUBLAS_CHECK(call, what_fmt, ...)                                                            \

@@ -1,4 +1,4 @@
-/* An emulation of the CUDA runtime and NCCL calls that parallel/comm_nccl.c makes, on host memory
+/* An emulation of the CUDA runtime and NCCL calls that dist/comm_nccl.c makes, on host memory
  * and MPI, so that test/mpi/test_comm_nccl.c runs the NCCL communicator's own logic (streams and
  * events, the ring of collectives, the watchdog, staging of host buffers, groups and unique ids
  * through PMIx) without a GPU. What it cannot show: NCCL's and CUDA's real behaviour.
@@ -29,7 +29,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "cli/error.h"
+#include "base/error.h"
 #include "kernels/dtype.h"
 #include "test/fake/fake_device.h"
 

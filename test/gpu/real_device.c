@@ -10,7 +10,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "cli/error.h"
+#include "base/error.h"
 #include "kernels/device.h"
 #include "test/fake/fake_device.h"
 

@@ -15,9 +15,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cli/error.h"
+#include "base/error.h"
 #include "kernels/device.h"
-#include "parallel/runtime.h"
+#include "dist/runtime.h"
 #include "train/train.h"
 
 enum { STEPS = 12 };

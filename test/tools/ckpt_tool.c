@@ -10,8 +10,8 @@
  * "args", "newobj", "state", "listitems", "dictitems"}, {"tensor": dtype, "shape", "stride",
  * "offset", "requires_grad", "parameter", "values": [...] (floats; 16-bit floats widened)}.
  * Exit status 0, or 1 with the error on stderr. */
-#include "ckpt/pyobj.h"
-#include "ckpt/torch_save.h"
+#include "torchfmt/pyobj.h"
+#include "torchfmt/torch_save.h"
 
 #include <math.h>
 #include <stdio.h>

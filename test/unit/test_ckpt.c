@@ -17,10 +17,10 @@
 #include <fcntl.h>
 #include <unistd.h>
 
-#include "ckpt/pickle.h"
-#include "ckpt/pyobj.h"
-#include "ckpt/torch_save.h"
-#include "ckpt/torchzip.h"
+#include "torchfmt/pickle.h"
+#include "torchfmt/pyobj.h"
+#include "torchfmt/torch_save.h"
+#include "torchfmt/torchzip.h"
 
 /* ---- reference bytes from Python (generated once; the objects are rebuilt below) ------------- */
 

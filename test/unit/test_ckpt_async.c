@@ -1,4 +1,4 @@
-/* Asynchronous saves (train/ckpt_async.h) and the exit signal (train/signals.h): the snapshot
+/* Asynchronous saves (ckpt/async.h) and the exit signal (train/signals.h): the snapshot
  * detaches a checkpoint's tensors from training memory, the writer runs on its own thread and is
  * handed back only when done, and a caught signal is seen by the all-ranks question. */
 #include <stdarg.h>
@@ -12,8 +12,8 @@
 #include <string.h>
 #include <time.h>
 
-#include "cli/flags.h"
-#include "train/ckpt_async.h"
+#include "config/flags.h"
+#include "ckpt/async.h"
 #include "train/signals.h"
 
 /* {"model": {"w": wrap(live, 8), "b": wrap(live + 8, 3)}, "copy": owned [4], "again": the w

@@ -1,4 +1,4 @@
-/* The checkpoint directory's files (train/ckpt_files.h): Megatron's names, the tracker as
+/* The checkpoint directory's files (ckpt/files.h): Megatron's names, the tracker as
  * read_metadata parses it, and the atomic steps of a save (publishing a tree over an existing
  * one, replacing the tracker, removing leftovers of interrupted saves). */
 #include <stdarg.h>
@@ -12,7 +12,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "train/ckpt_files.h"
+#include "ckpt/files.h"
 
 static char g_dir[256];
 

@@ -1,4 +1,4 @@
-/* train/ckpt_state.h pieces that the integration tests reach only through whole checkpoints:
+/* ckpt/state.h pieces that the integration tests reach only through whole checkpoints:
  * the 16-bit rounding of a 16-bit model's saved weights, and the parameters' order and names in
  * Transformer Engine's spec. */
 #include <stdarg.h>
@@ -11,7 +11,7 @@
 
 #include "kernels/device.h"
 #include "model/gpt.h"
-#include "train/ckpt_state.h"
+#include "ckpt/state.h"
 
 static const mc_backend_t *cpu(void)
 {

@@ -12,9 +12,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "cli/args.h"
-#include "cli/error.h"
-#include "cli/flags.h"
+#include "config/args.h"
+#include "base/error.h"
+#include "config/flags.h"
 
 /* The issue's example (README "Using it"), with the data and device flags of the demo. */
 #define ISSUE_LINE                                                                                  \

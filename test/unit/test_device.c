@@ -11,7 +11,7 @@
 #include <string.h>
 
 #include "kernels/device.h"
-#include "parallel/devmem.h"
+#include "dist/devmem.h"
 
 /* The table names every function pointer of mc_backend_t: the struct is name, the ops, impl. */
 static void test_op_table_covers_the_struct(void **state)

@@ -12,7 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cli/args.h"
+#include "config/args.h"
 #include "model/gpt.h"
 #include "train/train.h"
 #include "test/unit/fixture.h"

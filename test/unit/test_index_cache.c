@@ -19,7 +19,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "cli/args.h"
+#include "config/args.h"
 #include "data/gpt_dataset.h"
 #include "data/index_cache.h"
 #include "data/indexed.h"

@@ -1,0 +1,134 @@
+#include "base/error.h"
+
+#include <ctype.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+static int g_rank = 0, g_world = 1;
+static void (*g_abort_hook)(int code);
+static bool g_rank_local_inputs;
+
+void mc_error_set_rank(int rank, int world_size) { g_rank = rank; g_world = world_size; }
+void mc_error_set_abort_hook(void (*hook)(int code)) { g_abort_hook = hook; }
+void mc_error_set_rank_local(bool on) { g_rank_local_inputs = on; }
+
+void mc_user_error(const char *fmt, ...)
+{
+    va_list ap;
+    fflush(stdout);
+    /* Until training starts (flags, data files) every rank reads the same inputs and meets the
+     * same error, so rank 0 speaks for all, one line, and every rank exits with the code (no
+     * abort: it could kill rank 0 before it speaks). Later errors may be one rank's: every rank
+     * that meets one reports it and ends the job. */
+    if (g_rank == 0 || g_rank_local_inputs) {
+        fputs("megatron-c: error: ", stderr);
+        va_start(ap, fmt);
+        vfprintf(stderr, fmt, ap);
+        va_end(ap);
+        fputc('\n', stderr);
+    }
+    if (g_world > 1 && g_rank_local_inputs && g_abort_hook) g_abort_hook(2);
+    /* Launchers end the whole job when the first rank exits non-zero: the silent ranks leave
+     * rank 0 time to print first (a loaded machine delayed it past their exit in CI). */
+    if (g_world > 1 && g_rank != 0 && !g_rank_local_inputs) nanosleep(&(struct timespec){.tv_sec = 2}, NULL);
+    exit(2);
+}
+
+__attribute__((noreturn)) static void vfatal(const char *fmt, va_list ap)
+{
+    fflush(stdout);
+    fprintf(stderr, "megatron-c: rank %d: error: ", g_rank);
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
+    if (g_world > 1 && g_abort_hook) g_abort_hook(1);
+    exit(1);
+}
+
+void mc_fatal(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vfatal(fmt, ap);
+}
+
+void mc_fatal_by(int reporter, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    if (g_rank == reporter) vfatal(fmt, ap);
+    va_end(ap);
+    fflush(stdout);
+    /* the reporter's abort ends this rank; should it never come, end anyway */
+    nanosleep(&(struct timespec){.tv_sec = 30}, NULL);
+    exit(1);
+}
+
+void mc_warn(const char *fmt, ...)
+{
+    va_list ap;
+    fputs("megatron-c: warning: ", stderr);
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fputc('\n', stderr);
+}
+
+int mc_errf(char *err, size_t n, const char *fmt, ...)
+{
+    if (err && n) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(err, n, fmt, ap);
+        va_end(ap);
+    }
+    return -1;
+}
+
+int mc_path_errf(char *err, size_t n, const char *path, const char *fmt, ...)
+{
+    if (!err || n == 0) return -1;
+    int k = snprintf(err, n, "%s: ", path);
+    if (k >= 0 && (size_t)k < n) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(err + k, n - (size_t)k, fmt, ap);
+        va_end(ap);
+    }
+    return -1;
+}
+
+const char *mc_shown(const char *s, char buf[MC_SHOWN_MAX + 4])
+{
+    size_t n = 0;
+    for (; s[n] && n < MC_SHOWN_MAX; n++) buf[n] = iscntrl((unsigned char)s[n]) ? '?' : s[n];
+    if (s[n]) memcpy(buf + n, "...", 3), n += 3;
+    buf[n] = '\0';
+    return buf;
+}
+
+/* Levenshtein distance with one rolling row; flag names are short. */
+size_t mc_edit_distance(const char *a, const char *b)
+{
+    size_t la = strlen(a), lb = strlen(b);
+    size_t *row = malloc((lb + 1) * sizeof(*row));
+    if (!row) return (size_t)-1;
+    for (size_t j = 0; j <= lb; j++) row[j] = j;
+    for (size_t i = 1; i <= la; i++) {
+        size_t diag = row[0];
+        row[0] = i;
+        for (size_t j = 1; j <= lb; j++) {
+            size_t up = row[j];
+            size_t best = diag + (a[i - 1] != b[j - 1]);
+            if (up + 1 < best) best = up + 1;
+            if (row[j - 1] + 1 < best) best = row[j - 1] + 1;
+            row[j] = best;
+            diag = up;
+        }
+    }
+    size_t d = row[lb];
+    free(row);
+    return d;
+}

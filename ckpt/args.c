@@ -1,0 +1,509 @@
+#include "ckpt/args.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/error.h"
+#include "config/flags.h"
+#include "ckpt/files.h"
+#include "train/signals.h"
+
+typedef enum { A_INT, A_I64, A_DBL, A_BOOL, A_STR, A_LIST, A_SIGNAL } kind_t;
+
+typedef struct {
+    const char *name; /* Megatron's attribute */
+    size_t off;
+    kind_t kind;
+    size_t count_off; /* A_LIST: the int holding the number of items */
+} field_t;
+
+#define F(k, f) {#f, offsetof(mc_args_t, f), k, 0}
+#define NAMED(name, k, f) {name, offsetof(mc_args_t, f), k, 0}
+#define LISTF(f, n) {#f, offsetof(mc_args_t, f), A_LIST, offsetof(mc_args_t, n)}
+
+/* Every argument of mc_args_t except the *_set companions, in args.h's order. */
+static const field_t k_fields[] = {
+    F(A_INT, num_layers), F(A_INT, hidden_size), F(A_INT, ffn_hidden_size),
+    F(A_INT, num_attention_heads), F(A_INT, kv_channels), F(A_BOOL, group_query_attention),
+    F(A_INT, num_query_groups), F(A_INT, seq_length), F(A_INT, max_position_embeddings),
+    F(A_STR, position_embedding_type), F(A_INT, make_vocab_size_divisible_by), F(A_INT, vocab_size),
+    F(A_INT, padded_vocab_size), F(A_STR, normalization), F(A_DBL, norm_epsilon),
+    F(A_BOOL, apply_residual_connection_post_layernorm), F(A_BOOL, add_bias_linear),
+    F(A_BOOL, add_qkv_bias), F(A_BOOL, bias_gelu_fusion), F(A_BOOL, swiglu),
+    F(A_BOOL, untie_embeddings_and_output_weights), F(A_STR, transformer_impl),
+    F(A_BOOL, recompute_activations), F(A_STR, recompute_granularity), F(A_STR, recompute_method),
+    F(A_INT, recompute_num_layers), LISTF(recompute_modules, n_recompute_modules),
+    F(A_DBL, hidden_dropout), F(A_DBL, attention_dropout), F(A_I64, seed), F(A_DBL, init_method_std),
+    F(A_DBL, embedding_init_method_std),
+    F(A_INT, tensor_model_parallel_size), F(A_INT, pipeline_model_parallel_size),
+    F(A_INT, virtual_pipeline_model_parallel_size), F(A_INT, num_layers_per_virtual_pipeline_stage),
+    F(A_INT, num_virtual_stages_per_pipeline_rank), F(A_INT, decoder_first_pipeline_num_layers),
+    F(A_INT, decoder_last_pipeline_num_layers), F(A_INT, microbatch_group_size_per_vp_stage),
+    F(A_BOOL, overlap_p2p_comm), F(A_INT, context_parallel_size), F(A_BOOL, sequence_parallel),
+    F(A_INT, world_size), F(A_INT, data_parallel_size), F(A_STR, distributed_backend),
+    F(A_INT, distributed_timeout_minutes), F(A_BOOL, use_tp_pp_dp_mapping),
+    F(A_BOOL, overlap_grad_reduce), F(A_BOOL, overlap_param_gather), F(A_I64, ddp_bucket_size),
+    F(A_INT, ddp_num_buckets), F(A_BOOL, ddp_pad_buckets_for_high_nccl_busbw),
+    F(A_BOOL, ddp_average_in_collective),
+    F(A_INT, micro_batch_size), F(A_INT, global_batch_size), F(A_INT, num_microbatches),
+    F(A_INT, eval_micro_batch_size), F(A_INT, eval_global_batch_size),
+    F(A_I64, train_iters), F(A_I64, train_samples), F(A_I64, exit_interval),
+    F(A_DBL, exit_duration_in_mins), F(A_BOOL, exit_signal_handler), F(A_SIGNAL, exit_signal),
+    F(A_BOOL, skip_train),
+    F(A_STR, optimizer), F(A_DBL, adam_beta1), F(A_DBL, adam_beta2), F(A_DBL, adam_eps),
+    F(A_DBL, sgd_momentum), F(A_DBL, weight_decay), F(A_DBL, start_weight_decay),
+    F(A_DBL, end_weight_decay), F(A_STR, weight_decay_incr_style), F(A_DBL, clip_grad),
+    F(A_BOOL, use_distributed_optimizer),
+    F(A_DBL, lr), F(A_DBL, min_lr), F(A_STR, lr_decay_style), F(A_I64, lr_decay_iters),
+    F(A_I64, lr_decay_samples), F(A_I64, lr_warmup_iters), F(A_I64, lr_warmup_samples),
+    F(A_DBL, lr_warmup_fraction), F(A_DBL, lr_warmup_init),
+    F(A_BOOL, fp16), F(A_BOOL, bf16), F(A_DBL, loss_scale), F(A_DBL, initial_loss_scale),
+    F(A_DBL, min_loss_scale), F(A_INT, loss_scale_window), F(A_INT, hysteresis),
+    F(A_BOOL, accumulate_allreduce_grads_in_fp32), F(A_BOOL, check_for_nan_in_loss_and_grad),
+    F(A_BOOL, calculate_per_token_loss),
+    F(A_BOOL, mock_data), LISTF(data_path, n_data_path), F(A_STR, split), F(A_STR, data_cache_path),
+    LISTF(train_data_path, n_train_data_path), LISTF(valid_data_path, n_valid_data_path),
+    LISTF(test_data_path, n_test_data_path), F(A_DBL, mid_level_dataset_surplus),
+    F(A_STR, tokenizer_type), F(A_STR, vocab_file), F(A_STR, merge_file), F(A_BOOL, eod_mask_loss),
+    F(A_BOOL, reset_position_ids), F(A_BOOL, reset_attention_mask), F(A_STR, dataloader_type),
+    F(A_INT, log_interval), F(A_BOOL, log_throughput), F(A_BOOL, log_params_norm),
+    F(A_BOOL, log_num_zeros_in_grad), F(A_INT, timing_log_level), F(A_STR, timing_log_option),
+    NAMED("barrier_with_L1_time", A_BOOL, barrier_with_l1_time),
+    F(A_INT, eval_iters), F(A_INT, eval_interval),
+    F(A_STR, save), F(A_INT, save_interval), F(A_BOOL, no_save_optim), F(A_BOOL, no_save_rng),
+    F(A_STR, load), F(A_BOOL, no_load_optim), F(A_BOOL, no_load_rng), F(A_BOOL, finetune),
+    F(A_BOOL, exit_on_missing_checkpoint), F(A_INT, ckpt_step), F(A_STR, ckpt_format),
+    F(A_BOOL, override_opt_param_scheduler), F(A_BOOL, use_checkpoint_opt_param_scheduler),
+    F(A_BOOL, async_save),
+    F(A_STR, device), F(A_INT, cpu_threads),
+};
+
+/* The valued flag filling the field at off, if any: it says whether Megatron's default is None
+ * and which value stands for "not given". */
+static const mc_flag_t *flag_of(size_t off)
+{
+    for (size_t i = 0; i < mc_flag_count(); i++) {
+        const mc_flag_t *f = mc_flag_at(i);
+        if (f->field_size && f->field == off && f->type != MC_FLAG_STORE_TRUE &&
+            f->type != MC_FLAG_STORE_FALSE && f->type != MC_FLAG_ACTION)
+            return f;
+    }
+    return NULL;
+}
+
+static double none_value(const mc_flag_t *f)
+{
+    double v = 0;
+    if (f && f->none) sscanf(f->none, "%lf", &v);
+    return v;
+}
+
+static mc_pyobj_t *value_of(const mc_args_t *a, const field_t *fd)
+{
+    const char *p = (const char *)a + fd->off;
+    const mc_flag_t *f = flag_of(fd->off);
+    const bool may_be_none = f && !f->def; /* Megatron's default is None */
+    int i;
+    int64_t l;
+    double d;
+    bool b;
+    switch (fd->kind) {
+    case A_INT:
+        memcpy(&i, p, sizeof(i));
+        return may_be_none && i == (int)none_value(f) ? mc_py_none() : mc_py_int(i);
+    case A_I64:
+        memcpy(&l, p, sizeof(l));
+        return may_be_none && l == (int64_t)none_value(f) ? mc_py_none() : mc_py_int(l);
+    case A_DBL:
+        memcpy(&d, p, sizeof(d));
+        return may_be_none && d == none_value(f) ? mc_py_none() : mc_py_float(d);
+    case A_BOOL:
+        memcpy(&b, p, sizeof(b));
+        return mc_py_bool(b);
+    case A_STR: return may_be_none && !*p ? mc_py_none() : mc_py_str(p);
+    case A_SIGNAL: /* a signal.Signals member, pickled as Python does: Signals(15) */
+        return mc_py_object(mc_py_global("signal", "Signals"),
+                            mc_py_tuple(1, mc_py_int(mc_signal_number(p))), false);
+    case A_LIST: {
+        int count;
+        memcpy(&count, (const char *)a + fd->count_off, sizeof(count));
+        if (count == 0 && (!f || !f->def)) return mc_py_none();
+        mc_pyobj_t *list = mc_py_list();
+        char *const *items = (char *const *)(const void *)p;
+        for (int k = 0; k < count; k++)
+            if (mc_py_list_append(list, mc_py_str(items[k])) != 0) {
+                mc_py_decref(list);
+                return NULL;
+            }
+        return list;
+    }
+    }
+    return NULL;
+}
+
+mc_pyobj_t *mc_ckpt_args_namespace(const mc_args_t *a, int64_t consumed_train_samples,
+                                   int64_t consumed_valid_samples)
+{
+    mc_pyobj_t *ns = mc_py_namespace();
+    if (!ns) return NULL;
+    int rc = 0;
+    for (size_t k = 0; k < sizeof(k_fields) / sizeof(k_fields[0]); k++)
+        rc |= mc_py_attr_set(ns, k_fields[k].name, value_of(a, &k_fields[k]));
+    /* Megatron's None for "no virtual pipeline" (mc_args_t keeps 1) */
+    if (a->virtual_pipeline_model_parallel_size <= 1)
+        rc |= mc_py_attr_set(ns, "virtual_pipeline_model_parallel_size", mc_py_none());
+    /* what Megatron's check_checkpoint_args and tools read, fixed in megatron-c */
+    rc |= mc_py_attr_set(ns, "add_position_embedding", mc_py_bool(true));
+    rc |= mc_py_attr_set(ns, "data_parallel_random_init", mc_py_bool(false));
+    rc |= mc_py_attr_set(ns, "use_dist_ckpt", mc_py_bool(false));
+    rc |= mc_py_attr_set(ns, "params_dtype", mc_py_global("torch", "float32"));
+    /* training progress, which Megatron keeps in args */
+    rc |= mc_py_attr_set(ns, "consumed_train_samples", mc_py_int(consumed_train_samples));
+    rc |= mc_py_attr_set(ns, "skipped_train_samples", mc_py_int(0));
+    rc |= mc_py_attr_set(ns, "consumed_valid_samples", mc_py_int(consumed_valid_samples));
+    if (rc) {
+        mc_py_decref(ns);
+        return NULL;
+    }
+    return ns;
+}
+
+void mc_ckpt_args_int(const mc_pyobj_t *ns, const char *name, int64_t *out)
+{
+    mc_py_get_int(mc_py_attr(ns, name), out); /* leaves *out alone unless an int */
+}
+
+int mc_ckpt_args_check(const mc_pyobj_t *ns, const mc_args_t *a, char *err, size_t n)
+{
+    if (!mc_py_is_a(ns, "argparse", "Namespace"))
+        return mc_errf(err, n, "'args' is not an argparse.Namespace");
+    const struct {
+        const char *name;
+        int64_t have, none; /* none: the value Python's None stands for */
+        const char *flag;
+    } rows[] = {
+        {"num_layers", a->num_layers, -1, "--num-layers"},
+        {"hidden_size", a->hidden_size, -1, "--hidden-size"},
+        {"num_attention_heads", a->num_attention_heads, -1, "--num-attention-heads"},
+        {"max_position_embeddings", a->max_position_embeddings, -1, "--max-position-embeddings"},
+        {"padded_vocab_size", a->padded_vocab_size, -1, "the padded vocabulary"},
+        {"tensor_model_parallel_size", a->tensor_model_parallel_size, 1, "--tensor-model-parallel-size"},
+        {"pipeline_model_parallel_size", a->pipeline_model_parallel_size, 1, "--pipeline-model-parallel-size"},
+        {"virtual_pipeline_model_parallel_size", a->virtual_pipeline_model_parallel_size, 1,
+         "virtual pipeline stages per rank"},
+        {"decoder_first_pipeline_num_layers", a->decoder_first_pipeline_num_layers, 0,
+         "--decoder-first-pipeline-num-layers"},
+        {"decoder_last_pipeline_num_layers", a->decoder_last_pipeline_num_layers, 0,
+         "--decoder-last-pipeline-num-layers"},
+    };
+    for (size_t k = 0; k < sizeof(rows) / sizeof(rows[0]); k++) {
+        const mc_pyobj_t *v = mc_py_attr(ns, rows[k].name);
+        int64_t saved;
+        if (!v) continue;
+        if (v->kind == MC_PY_NONE && rows[k].none >= 0) saved = rows[k].none;
+        else if (mc_py_get_int(v, &saved) != 0) continue;
+        if (saved != rows[k].have)
+            return mc_errf(err, n, "saved with %s %" PRId64 " but this run has %" PRId64 " (%s): "
+                           "load with the layout and model shape it was saved with, or reshard it "
+                           "with megatron-c convert-checkpoint",
+                           rows[k].name, saved, rows[k].have, rows[k].flag);
+    }
+    return 0;
+}
+
+/* ---- a checkpoint's Namespace -> mc_args_t ---- */
+
+/* The value None stands for in a field: the flag's "not given" value. */
+static void set_none(mc_args_t *a, const field_t *fd)
+{
+    char *p = (char *)a + fd->off;
+    const mc_flag_t *f = flag_of(fd->off);
+    const double none = none_value(f);
+    switch (fd->kind) {
+    case A_INT: *(int *)(void *)p = (int)none; break;
+    case A_I64: *(int64_t *)(void *)p = (int64_t)none; break;
+    case A_DBL: *(double *)(void *)p = none; break;
+    case A_STR: p[0] = '\0'; break;
+    case A_BOOL:
+    case A_LIST:
+    case A_SIGNAL: break;
+    }
+}
+
+static void free_list_field(mc_args_t *a, const field_t *fd)
+{
+    char **items = (char **)(void *)((char *)a + fd->off);
+    int *count = (int *)(void *)((char *)a + fd->count_off);
+    for (int i = 0; i < *count; i++) free(items[i]);
+    *count = 0;
+}
+
+static int set_field(mc_args_t *a, const field_t *fd, const mc_pyobj_t *v, char *err, size_t n)
+{
+    char *p = (char *)a + fd->off;
+    if (v->kind == MC_PY_NONE) {
+        if (fd->kind == A_LIST) free_list_field(a, fd);
+        else set_none(a, fd);
+        return 0;
+    }
+    int64_t i;
+    double d;
+    bool b;
+    const char *s;
+    switch (fd->kind) {
+    case A_INT:
+        if (mc_py_get_int(v, &i) != 0 || i < INT32_MIN || i > INT32_MAX) break;
+        *(int *)(void *)p = (int)i;
+        return 0;
+    case A_I64:
+        if (mc_py_get_int(v, &i) != 0) break;
+        *(int64_t *)(void *)p = i;
+        return 0;
+    case A_DBL:
+        if (mc_py_get_float(v, &d) != 0) break;
+        *(double *)(void *)p = d;
+        return 0;
+    case A_BOOL:
+        if (mc_py_get_bool(v, &b) != 0) break;
+        *(bool *)(void *)p = b;
+        return 0;
+    case A_STR: {
+        const mc_flag_t *f = flag_of(fd->off);
+        if (!(s = mc_py_get_str(v)) || !f || strlen(s) >= f->field_size) break;
+        memcpy(p, s, strlen(s) + 1);
+        return 0;
+    }
+    case A_LIST: {
+        if (v->kind != MC_PY_LIST || mc_py_len(v) > MC_MAX_PATHS) break;
+        free_list_field(a, fd);
+        char **items = (char **)(void *)p;
+        int *count = (int *)(void *)((char *)a + fd->count_off);
+        for (size_t k = 0; k < mc_py_len(v); k++) {
+            if (!(s = mc_py_get_str(mc_py_item(v, k)))) return mc_errf(err, n, "args.%s holds a non-str item", fd->name);
+            if (!(items[*count] = strdup(s))) return mc_errf(err, n, "out of host memory");
+            (*count)++;
+        }
+        return 0;
+    }
+    case A_SIGNAL: { /* a signal.Signals member: Signals(15) (megatron-c writes that) or, as Python
+                      * 3.11 pickles a global enum's member, the global signal.SIGTERM */
+        const mc_pyobj_t *c = v->kind == MC_PY_OBJECT ? v->object.callable : NULL;
+        const char *name = NULL;
+        if (c && c->kind == MC_PY_GLOBAL && strcmp(c->global.module, "signal") == 0 &&
+            strcmp(c->global.name, "Signals") == 0 && mc_py_get_int(mc_py_item(v->object.args, 0), &i) == 0)
+            name = mc_signal_name((int)i);
+        else if (v->kind == MC_PY_GLOBAL && strcmp(v->global.module, "signal") == 0 &&
+                 mc_signal_number(v->global.name) > 0)
+            name = v->global.name;
+        const mc_flag_t *f = flag_of(fd->off);
+        if (!name || !f || strlen(name) >= f->field_size) break;
+        memcpy(p, name, strlen(name) + 1);
+        return 0;
+    }
+    }
+    return mc_errf(err, n, "args.%s is a %s, which megatron-c cannot use as that argument", fd->name,
+                   mc_py_kind_name(v->kind));
+}
+
+int mc_ckpt_args_from_namespace(const mc_pyobj_t *ns, mc_args_t *a, char *err, size_t n)
+{
+    mc_args_defaults(a);
+    if (!mc_py_is_a(ns, "argparse", "Namespace"))
+        return mc_errf(err, n, "'args' is not an argparse.Namespace");
+    for (size_t k = 0; k < sizeof(k_fields) / sizeof(k_fields[0]); k++) {
+        const mc_pyobj_t *v = mc_py_attr(ns, k_fields[k].name);
+        if (v && set_field(a, &k_fields[k], v, err, n) != 0) return -1;
+    }
+    if (a->virtual_pipeline_model_parallel_size < 1) a->virtual_pipeline_model_parallel_size = 1; /* None */
+    if (a->world_size < 1) a->world_size = 1;
+    if (a->data_parallel_size < 1) a->data_parallel_size = 1;
+    return 0;
+}
+
+mc_pyobj_t *mc_ckpt_args_copy(const mc_pyobj_t *ns)
+{
+    mc_pyobj_t *out = mc_py_namespace();
+    const mc_pyobj_t *d = ns && ns->kind == MC_PY_OBJECT ? ns->object.state : NULL;
+    for (size_t k = 0; out && d && d->kind == MC_PY_DICT && k < d->dict.len; k++)
+        if (mc_py_dict_set(out->object.state, mc_py_incref(d->dict.keys[k]), mc_py_incref(d->dict.vals[k])) != 0) {
+            mc_py_decref(out);
+            return NULL;
+        }
+    return out;
+}
+
+/* ---- --use-checkpoint-args (Megatron's load_args_from_checkpoint) ---- */
+
+/* The attributes load_args_from_checkpoint sets, in its order: force takes the checkpoint's
+ * value even over the command line's; without force only an argument that is None (not given)
+ * is set. The flag whose field receives the value (and whose support is checked). */
+typedef struct {
+    const char *attr;
+    bool force;
+    const char *flag;
+} model_arg_t;
+
+static const model_arg_t k_model_args[] = {
+    {"num_layers", false, "--num-layers"}, {"hidden_size", false, "--hidden-size"},
+    {"ffn_hidden_size", false, "--ffn-hidden-size"}, {"seq_length", false, "--seq-length"},
+    {"num_attention_heads", false, "--num-attention-heads"},
+    {"num_query_groups", true, "--num-query-groups"},
+    {"group_query_attention", true, "--group-query-attention"},
+    {"kv_channels", false, "--kv-channels"},
+    {"max_position_embeddings", false, "--max-position-embeddings"},
+    {"position_embedding_type", true, "--position-embedding-type"},
+    {"use_rotary_position_embeddings", true, "--use-rotary-position-embeddings"},
+    {"rotary_base", true, "--rotary-base"}, {"rotary_percent", true, "--rotary-percent"},
+    {"rotary_interleaved", true, "--rotary-interleaved"},
+    {"add_bias_linear", true, "--disable-bias-linear"}, {"add_qkv_bias", true, "--add-qkv-bias"},
+    {"squared_relu", true, "--squared-relu"}, {"swiglu", true, "--swiglu"},
+    {"untie_embeddings_and_output_weights", true, "--untie-embeddings-and-output-weights"},
+    {"apply_layernorm_1p", true, "--apply-layernorm-1p"}, {"normalization", true, "--normalization"},
+    {"apply_query_key_layer_scaling", true, "--apply-query-key-layer-scaling"},
+    {"attention_dropout", true, "--attention-dropout"}, {"hidden_dropout", true, "--hidden-dropout"},
+    {"mtp_num_layers", true, "--mtp-num-layers"}, {"spec", true, "--spec"},
+    {"num_experts", true, "--num-experts"},
+};
+static const model_arg_t k_tokenizer_args[] = {
+    {"tokenizer_model", true, "--tokenizer-model"}, {"tokenizer_type", true, "--tokenizer-type"},
+};
+static const model_arg_t k_late_args[] = {
+    {"padded_vocab_size", false, "--padded-vocab-size"}, {"ckpt_format", false, "--ckpt-format"},
+};
+static const model_arg_t k_mp_args[] = {
+    {"tensor_model_parallel_size", true, "--tensor-model-parallel-size"},
+    {"pipeline_model_parallel_size", true, "--pipeline-model-parallel-size"},
+    {"virtual_pipeline_model_parallel_size", true, "--num-virtual-stages-per-pipeline-rank"},
+    {"num_layers_per_virtual_pipeline_stage", false, "--num-layers-per-virtual-pipeline-stage"},
+    {"expert_model_parallel_size", true, "--expert-model-parallel-size"},
+};
+
+/* A Python value as the command line would give it ("True", "0.1", "cosine"); false for None. */
+static bool value_text(const mc_pyobj_t *v, char *buf, size_t n)
+{
+    int64_t i;
+    double d;
+    switch (v->kind) {
+    case MC_PY_BOOL: snprintf(buf, n, "%s", v->b ? "True" : "False"); return true;
+    case MC_PY_INT: mc_py_get_int(v, &i); snprintf(buf, n, "%" PRId64, i); return true;
+    case MC_PY_FLOAT: /* Python's repr: the shortest text that reads back the same */
+        mc_py_get_float(v, &d);
+        for (int prec = 1; prec <= 17; prec++) {
+            snprintf(buf, n, "%.*g", prec, d);
+            if (strtod(buf, NULL) == d) break;
+        }
+        if (!strpbrk(buf, ".eni")) strncat(buf, ".0", n - strlen(buf) - 1); /* 1.0, not 1 */
+        return true;
+    case MC_PY_STR: snprintf(buf, n, "%s", mc_py_get_str(v)); return true;
+    case MC_PY_LIST:
+    case MC_PY_TUPLE:
+        buf[0] = '\0';
+        for (size_t k = 0; k < mc_py_len(v); k++) {
+            char item[256];
+            if (!value_text(mc_py_item(v, k), item, sizeof(item))) snprintf(item, sizeof(item), "None");
+            if (k) strncat(buf, " ", n - strlen(buf) - 1);
+            strncat(buf, item, n - strlen(buf) - 1);
+        }
+        return true;
+    case MC_PY_NONE: return false;
+    default: snprintf(buf, n, "<%s>", mc_py_kind_name(v->kind)); return true;
+    }
+}
+
+/* Whether the flag's field holds a value (Python: not None). */
+static bool field_set(const mc_args_t *a, const mc_flag_t *f)
+{
+    if (!f->field_size || f->def) return f->def != NULL;
+    const char *p = (const char *)a + f->field;
+    const double none = f->none ? strtod(f->none, NULL) : 0;
+    switch (f->type) {
+    case MC_FLAG_INT: return *(const int *)(const void *)p != (int)none;
+    case MC_FLAG_INT64: return *(const int64_t *)(const void *)p != (int64_t)none;
+    case MC_FLAG_FLOAT: return *(const double *)(const void *)p != none;
+    case MC_FLAG_STRING:
+    case MC_FLAG_CHOICE: return p[0] != '\0';
+    default: return false;
+    }
+}
+
+static void take_args(mc_args_t *a, const mc_pyobj_t *ns, const model_arg_t *rows, size_t count, bool printer)
+{
+    for (size_t k = 0; k < count; k++) {
+        const mc_flag_t *f = mc_flag_find(rows[k].flag);
+        if (!f) mc_fatal("internal error: no flag %s", rows[k].flag);
+        if (!rows[k].force && field_set(a, f)) continue; /* the command line's value stays */
+        const mc_pyobj_t *v = mc_py_attr(ns, rows[k].attr);
+        char text[1024], err[768];
+        if (!v || !value_text(v, text, sizeof(text))) {
+            if (printer) printf("Checkpoint did not provide arguments %s\n", rows[k].attr);
+            continue;
+        }
+        if (printer) printf("Setting %s to %s from checkpoint\n", rows[k].attr, text);
+        /* Megatron's vpp is a derived argument; megatron-c derives it from the virtual stages */
+        if (strcmp(rows[k].attr, "virtual_pipeline_model_parallel_size") == 0) {
+            int64_t vpp, per_stage = 0;
+            mc_py_get_int(mc_py_attr(ns, "num_layers_per_virtual_pipeline_stage"), &per_stage);
+            if (mc_py_get_int(v, &vpp) != 0 || vpp <= 1 || per_stage > 0 ||
+                a->num_layers_per_virtual_pipeline_stage)
+                continue; /* none, or given by the layers per virtual stage */
+        }
+        if (mc_args_take(a, f, text, err, sizeof(err)) != 0)
+            mc_user_error("%s (taken from the checkpoint's arguments by --use-checkpoint-args)", err);
+    }
+}
+
+int mc_ckpt_args_supported(const mc_pyobj_t *ns, char *err, size_t n)
+{
+    mc_args_t scratch;
+    mc_args_defaults(&scratch);
+    int rc = 0;
+    for (size_t k = 0; k < sizeof(k_model_args) / sizeof(k_model_args[0]) && !rc; k++) {
+        const mc_pyobj_t *v = mc_py_attr(ns, k_model_args[k].attr);
+        char text[1024], why[768];
+        if (!v || !value_text(v, text, sizeof(text))) continue;
+        if (mc_args_take(&scratch, mc_flag_find(k_model_args[k].flag), text, why, sizeof(why)) != 0)
+            rc = mc_errf(err, n, "the checkpoint's model has %s %s, which megatron-c cannot run: %s",
+                         k_model_args[k].attr, text, why);
+    }
+    mc_args_free(&scratch);
+    return rc;
+}
+
+static bool g_printer;
+
+static void use_checkpoint_args(mc_args_t *a, void *ctx)
+{
+    (void)ctx;
+    if (!a->use_checkpoint_args) return;
+    if (!a->load[0]) mc_user_error("--use-checkpoint-args requires --load or --pretrained-checkpoint argument");
+    char err[1024], path[MC_CKPT_PATH_MAX + 64];
+    mc_pyobj_t *ck = NULL;
+    if (mc_ckpt_load_rank0(a->load, a->ckpt_step, path, sizeof(path), &ck, err, sizeof(err)) != 0)
+        mc_user_error("%s", err);
+    const mc_pyobj_t *ns = mc_py_dict_get_str(ck, "args");
+    if (!ck) {
+        if (g_printer) printf("Checkpoint not found to provide arguments, using provided arguments.\n");
+    } else if (!ns) {
+        if (g_printer) printf("Checkpoint provided does not have arguments saved, using provided arguments.\n");
+    } else if (!mc_py_is_a(ns, "argparse", "Namespace")) {
+        mc_user_error("%s: 'args' is not an argparse.Namespace (--use-checkpoint-args needs a "
+                      "checkpoint's arguments)", path);
+    } else {
+        take_args(a, ns, k_model_args, sizeof(k_model_args) / sizeof(k_model_args[0]), g_printer);
+        if (a->use_tokenizer_model_from_checkpoint_args)
+            take_args(a, ns, k_tokenizer_args, sizeof(k_tokenizer_args) / sizeof(k_tokenizer_args[0]), g_printer);
+        take_args(a, ns, k_late_args, sizeof(k_late_args) / sizeof(k_late_args[0]), g_printer);
+        if (a->use_mp_args_from_checkpoint_args)
+            take_args(a, ns, k_mp_args, sizeof(k_mp_args) / sizeof(k_mp_args[0]), g_printer);
+    }
+    fflush(stdout);
+    mc_py_decref(ck);
+}
+
+void mc_ckpt_args_install(bool printer)
+{
+    g_printer = printer;
+    mc_args_set_hook(use_checkpoint_args, NULL);
+}

@@ -1,0 +1,353 @@
+/* Saving and loading checkpoints across ranks: who writes which file when, the atomic publish,
+ * and agreement on errors. What goes into the files is ckpt/state.h's and
+ * ckpt/args.h's; the filesystem steps are ckpt/files.h's. */
+#include "ckpt/checkpoint.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/time.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "torchfmt/torch_save.h"
+#include "base/error.h"
+#include "ckpt/args.h"
+#include "ckpt/async.h"
+#include "ckpt/files.h"
+#include "ckpt/state.h"
+#include "train/log.h"
+
+#define MODEL_FILE "model_optim_rng.pt"
+#define DISTOPT_FILE "distrib_optim.pt"
+#define ERR_MAX 1024
+
+static bool printer(const mc_trainer_t *t) { return t->par.rank == t->par.last_rank; }
+
+/* Megatron's "[%Y-%m-%d %H:%M:%S.%f]" prefix. */
+static void stamp(char *buf, size_t n)
+{
+    struct timeval tv;
+    gettimeofday(&tv, NULL);
+    char date[32];
+    strftime(date, sizeof(date), "%Y-%m-%d %H:%M:%S", localtime(&tv.tv_sec));
+    snprintf(buf, n, "[%s.%06ld]", date, (long)tv.tv_usec);
+}
+
+/* Every rank passes its error (empty when fine). When any rank has one, the lowest such rank's
+ * line is broadcast and the job ends with it, printed once (rank 0), exit 2, like a flag error:
+ * no rank is left waiting in a collective. Also a barrier. */
+static void agree(mc_trainer_t *t, const char *err)
+{
+    mc_comm_t *c = t->comm;
+    int64_t worst = err[0] ? c->size - c->rank : 0; /* MAX picks the lowest failing rank */
+    mc_all_reduce(c, c->world, &worst, 1, MC_DT_I64, MC_OP_MAX);
+    if (worst == 0) return;
+    char line[ERR_MAX];
+    snprintf(line, sizeof(line), "%s", err);
+    mc_broadcast(c, c->world, line, sizeof(line), MC_DT_U8, (int)(c->size - worst));
+    line[sizeof(line) - 1] = '\0';
+    fflush(stdout);
+    mc_error_set_rank_local(false);
+    mc_user_error("%s", line);
+}
+
+/* ---- save ---- */
+
+/* One save of this rank: the files it writes (dp rank 0 of each tp, pp writes; the others none)
+ * and the tree they go into. Built on the training thread; written there, or on the writer
+ * thread with --async-save, which then owns it until it is handed back for publishing. */
+typedef struct {
+    int64_t iteration;
+    char tmp[32], staging[MC_CKPT_PATH_MAX], final[MC_CKPT_PATH_MAX];
+    char rank_dir[MC_CKPT_PATH_MAX + 32];
+    int n;
+    struct {
+        char path[MC_CKPT_PATH_MAX + 64];
+        mc_pyobj_t *obj;
+    } file[2];
+    long delay_ms; /* MC_TEST_CKPT_WRITE_DELAY_MS: tests hold the writer after writing the files
+                    * (not yet durable nor published), to watch training go on or kill it */
+    char err[ERR_MAX];
+} save_job_t;
+
+static void add_file(save_job_t *j, const char *name, mc_pyobj_t *obj)
+{
+    snprintf(j->file[j->n].path, sizeof(j->file[j->n].path), "%s/%s", j->rank_dir, name);
+    j->file[j->n].obj = obj;
+    j->n++;
+}
+
+/* Rank 0 prepares the directory and names the staging tree; every rank builds what it writes
+ * (the distributed optimizer's gather is collective). */
+static save_job_t *prepare(mc_trainer_t *t)
+{
+    const mc_args_t *a = t->args;
+    const char *dir = a->save;
+    char err[ERR_MAX] = "";
+    save_job_t *j = calloc(1, sizeof(*j));
+    if (!j) snprintf(err, sizeof(err), "out of host memory preparing a checkpoint");
+    int64_t token = 0;
+    if (j && t->par.rank == 0 && mc_ckpt_mkdirs(dir, err, sizeof(err)) == 0) {
+        mc_ckpt_remove_stale(dir); /* trees of saves that were killed */
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        /* unique per save: a leftover of a killed save never collides with this one */
+        uint64_t u = (uint64_t)getpid() << 24 ^ (uint64_t)ts.tv_nsec ^ (uint64_t)ts.tv_sec << 32;
+        token = (int64_t)(u & INT64_MAX);
+    }
+    agree(t, err);
+    mc_broadcast(t->comm, t->comm->world, &token, 1, MC_DT_I64, 0);
+    j->iteration = t->iteration;
+    snprintf(j->tmp, sizeof(j->tmp), "%" PRIx64, (uint64_t)token);
+    mc_ckpt_iter_dir(j->staging, sizeof(j->staging), dir, t->iteration, false, j->tmp);
+    mc_ckpt_iter_dir(j->final, sizeof(j->final), dir, t->iteration, false, NULL);
+    char rank_name[32];
+    mc_ckpt_rank_name(rank_name, sizeof(rank_name), t->par.me.tp, a->pipeline_model_parallel_size,
+                      t->par.me.pp);
+    snprintf(j->rank_dir, sizeof(j->rank_dir), "%s/%s", j->staging, rank_name);
+    const char *delay = getenv("MC_TEST_CKPT_WRITE_DELAY_MS");
+    j->delay_ms = delay ? strtol(delay, NULL, 10) : 0;
+
+    const bool writer = t->ddp.dp_rank == 0;
+    if (writer) add_file(j, MODEL_FILE, mc_ckpt_state_dict(t));
+    if (t->ddp.dist_opt && !a->no_save_optim) {
+        mc_ckpt_order_t o;
+        if (mc_ckpt_order_spec(&t->model, mc_ckpt_names_of(a), &o) != 0) mc_fatal("out of host memory");
+        mc_pyobj_t *d = mc_ckpt_distopt_gather(t, &o); /* NULL on dp ranks > 0 */
+        mc_ckpt_order_free(&o);
+        if (writer) add_file(j, DISTOPT_FILE, d);
+        else mc_py_decref(d);
+    }
+    return j;
+}
+
+/* Writes the job's files and makes them durable (any thread; no communication). Releases the
+ * objects; errors go to j->err. */
+static void write_job(void *p)
+{
+    save_job_t *j = p;
+    if (j->n && mc_ckpt_mkdirs(j->rank_dir, j->err, sizeof(j->err)) == 0) {
+        for (int i = 0; i < j->n && !j->err[0]; i++)
+            mc_ckpt_write_file(j->file[i].path, j->file[i].obj, j->err, sizeof(j->err));
+        if (j->delay_ms > 0)
+            nanosleep(&(struct timespec){.tv_sec = j->delay_ms / 1000,
+                                         .tv_nsec = j->delay_ms % 1000 * 1000000L}, NULL);
+        if (!j->err[0]) mc_ckpt_fsync(j->rank_dir, j->err, sizeof(j->err));
+    }
+    for (int i = 0; i < j->n; i++) {
+        mc_py_decref(j->file[i].obj);
+        j->file[i].obj = NULL;
+    }
+}
+
+/* Collective: once every rank's files are complete, rank 0 publishes the iteration's tree, then
+ * the tracker, each in one rename. Frees the job. */
+static void publish(mc_trainer_t *t, save_job_t *j)
+{
+    const mc_args_t *a = t->args;
+    char err[ERR_MAX] = "", when[64];
+    agree(t, j->err); /* every file is complete */
+    if (t->par.rank == 0) {
+        char text[32];
+        snprintf(text, sizeof(text), "%" PRId64, j->iteration);
+        if (mc_ckpt_fsync(j->staging, err, sizeof(err)) == 0 &&
+            mc_ckpt_publish_dir(j->staging, j->final, err, sizeof(err)) == 0)
+            mc_ckpt_write_tracker(a->save, text, j->tmp, err, sizeof(err));
+    }
+    agree(t, err);
+    if (printer(t)) {
+        stamp(when, sizeof(when));
+        printf("  %s successfully saved checkpoint from iteration %7" PRId64 " to %s [ t 1/%d, p 1/%d ]\n",
+               when, j->iteration, a->save, a->tensor_model_parallel_size, a->pipeline_model_parallel_size);
+        fflush(stdout);
+    }
+    free(j);
+}
+
+/* Publishes the asynchronous save in flight once every rank's writer finished; blocking waits
+ * for it, first saying so (Megatron's words) when announce is set. */
+static void finalize(mc_trainer_t *t, bool blocking, bool announce)
+{
+    if (!mc_ckpt_async_pending(t->ckpt_async)) return;
+    if (blocking && announce && printer(t)) {
+        printf("Unfinalized async checkpoint saves. Finalizing them synchronously now.\n");
+        fflush(stdout);
+    }
+    save_job_t *j = mc_ckpt_async_finish(t->ckpt_async, t->comm, blocking);
+    if (j) publish(t, j);
+}
+
+void mc_ckpt_finalize(mc_trainer_t *t, bool blocking) { finalize(t, blocking, true); }
+
+void mc_ckpt_save(mc_trainer_t *t)
+{
+    const mc_args_t *a = t->args;
+    char err[ERR_MAX] = "", when[64];
+    if (mc_ckpt_async_pending(t->ckpt_async)) {
+        if (printer(t)) {
+            printf("WARNING: Starting a checkpoint save before previous has finished. Consider "
+                   "increasing the checkpoint interval.\n");
+            fflush(stdout);
+        }
+        finalize(t, true, false); /* one save in flight: the snapshot buffer is reused */
+    }
+    if (printer(t)) {
+        stamp(when, sizeof(when));
+        printf("%s saving checkpoint at iteration %7" PRId64 " to %s in torch format\n", when,
+               t->iteration, a->save);
+        fflush(stdout);
+    }
+    mc_ddp_finish_param_gather(&t->ddp); /* every rank's parameters complete */
+    save_job_t *j = prepare(t);
+    if (!t->ckpt_async) {
+        write_job(j);
+        publish(t, j);
+        return;
+    }
+    mc_pyobj_t *objs[2] = {j->file[0].obj, j->file[1].obj};
+    if (mc_ckpt_async_snapshot(t->ckpt_async, objs, j->n, err, sizeof(err)) == 0)
+        mc_ckpt_async_start(t->ckpt_async, write_job, j, err, sizeof(err));
+    agree(t, err);
+    if (printer(t)) {
+        stamp(when, sizeof(when));
+        printf("  %s scheduled an async checkpoint save at iteration %7" PRId64 " to %s\n", when,
+               t->iteration, a->save);
+        fflush(stdout);
+    }
+}
+
+void mc_ckpt_init(mc_trainer_t *t)
+{
+    const mc_args_t *a = t->args;
+    if (!a->async_save || !a->save[0]) return;
+    /* the snapshot holds what the files would otherwise read from training memory */
+    mc_pyobj_t *sd = mc_ckpt_state_dict(t);
+    if (!sd) mc_fatal("out of host memory");
+    const size_t bytes = mc_ckpt_borrowed_bytes(sd);
+    mc_py_decref(sd);
+    t->ckpt_async = mc_ckpt_async_new(bytes);
+    if (!t->ckpt_async)
+        mc_fatal("not enough host memory for the asynchronous checkpoint snapshot (%.2f GiB; save "
+                 "without --async-save)", (double)bytes / (1024.0 * 1024 * 1024));
+}
+
+void mc_ckpt_free(mc_trainer_t *t)
+{
+    mc_ckpt_async_free(t->ckpt_async);
+    t->ckpt_async = NULL;
+}
+
+/* ---- load ---- */
+
+/* Why path cannot be read, with what the checkpoint holds instead. */
+static void missing(const char *path, const char *iter_dir, const char *load, char *err, size_t n)
+{
+    char held[512];
+    if (access(iter_dir, F_OK) != 0) {
+        mc_ckpt_list(load, "iter_", held, sizeof(held));
+        mc_path_errf(err, n, iter_dir, "missing; %s holds %s (fix latest_checkpointed_iteration.txt "
+                     "or give --ckpt-step)", load, held[0] ? held : "no iter_* directory");
+        return;
+    }
+    char meta[MC_CKPT_PATH_MAX + 32];
+    snprintf(meta, sizeof(meta), "%s/metadata.json", iter_dir);
+    if (access(meta, F_OK) == 0) {
+        mc_path_errf(err, n, iter_dir, "is a distributed checkpoint (--ckpt-format torch_dist or "
+                     "torch_dcp), which megatron-c does not read (save it in Megatron-LM with "
+                     "--ckpt-format torch, e.g. by loading it with --ckpt-convert-format torch "
+                     "--ckpt-convert-save DIR)");
+        return;
+    }
+    mc_ckpt_list(iter_dir, "mp_rank_", held, sizeof(held));
+    mc_path_errf(err, n, path, "missing shard file (the checkpoint holds %s: it was saved with another "
+                 "tensor or pipeline-parallel layout, or a rank failed to write it)",
+                 held[0] ? held : "no mp_rank_* directory");
+}
+
+bool mc_ckpt_load(mc_trainer_t *t)
+{
+    const mc_args_t *a = t->args;
+    const char *dir = a->load;
+    if (!dir[0]) return false;
+    char err[ERR_MAX] = "";
+    bool found, release;
+    int64_t iteration;
+    mc_ckpt_read_tracker(dir, &found, &iteration, &release, err, sizeof(err));
+    agree(t, err);
+    if (!found) {
+        if (a->exit_on_missing_checkpoint) {
+            snprintf(err, sizeof(err), "%.800s/%s: missing, and --exit-on-missing-checkpoint is set (no "
+                     "checkpoint to load: check the --load path)", dir, MC_CKPT_TRACKER);
+            agree(t, err);
+        }
+        if (printer(t)) {
+            printf("WARNING: could not find the metadata file %s/%s\n"
+                   "    will not load any checkpoints and will start from random\n", dir, MC_CKPT_TRACKER);
+            fflush(stdout);
+        }
+        return false;
+    }
+    mc_all_reduce(t->comm, t->comm->world, &iteration, 1, MC_DT_I64, MC_OP_MAX); /* read_metadata */
+    if (a->ckpt_step > 0) {
+        iteration = a->ckpt_step;
+        release = false;
+    }
+    if (printer(t)) {
+        if (release) printf(" loading release checkpoint from %s\n", dir);
+        else printf(" loading checkpoint from %s at iteration %" PRId64 "\n", dir, iteration);
+        fflush(stdout);
+    }
+    char iter_dir[MC_CKPT_PATH_MAX], rank_name[32], path[MC_CKPT_PATH_MAX + 64];
+    mc_ckpt_iter_dir(iter_dir, sizeof(iter_dir), dir, iteration, release, NULL);
+    mc_ckpt_rank_name(rank_name, sizeof(rank_name), t->par.me.tp, a->pipeline_model_parallel_size,
+                      t->par.me.pp);
+    snprintf(path, sizeof(path), "%s/%s/%s", iter_dir, rank_name, MODEL_FILE);
+
+    /* a release checkpoint is weights only, as --finetune */
+    const mc_ckpt_apply_opts_t opts = {.release = release,
+                                       .load_optim = !release && !a->finetune && !a->no_load_optim};
+    mc_ckpt_applied_t got = {0};
+    mc_pyobj_t *ck = NULL;
+    if (access(path, F_OK) != 0) missing(path, iter_dir, dir, err, sizeof(err));
+    else if (mc_torch_load(path, 0, &ck, err, sizeof(err)) == 0) {
+        char inner[ERR_MAX];
+        if (mc_ckpt_apply(t, ck, &opts, &got, inner, sizeof(inner)) != 0)
+            mc_path_errf(err, sizeof(err), path, "%s", inner);
+    }
+    mc_py_decref(ck);
+    agree(t, err);
+
+    if (opts.load_optim && t->ddp.dist_opt) {
+        snprintf(path, sizeof(path), "%s/%s/%s", iter_dir, rank_name, DISTOPT_FILE);
+        mc_pyobj_t *d = NULL;
+        if (access(path, F_OK) != 0)
+            mc_path_errf(err, sizeof(err), path, "missing (the checkpoint was saved without the "
+                         "distributed optimizer's state: add --no-load-optim)");
+        else if (mc_torch_load(path, 0, &d, err, sizeof(err)) == 0) {
+            char inner[ERR_MAX];
+            if (mc_ckpt_distopt_load(t, d, &got.order, inner, sizeof(inner)) != 0)
+                mc_path_errf(err, sizeof(err), path, "%s", inner);
+        }
+        mc_py_decref(d);
+        agree(t, err);
+    }
+    mc_ckpt_order_free(&got.order);
+    if (printer(t) && got.foreign_rng)
+        printf("WARNING: the checkpoint's rng state is Megatron-LM's (Python, numpy, torch and CUDA "
+               "generators), which megatron-c's dropout (Philox, keyed by --seed) cannot continue: "
+               "not loaded, as with --no-load-rng\n");
+    if (printer(t) && got.weights_16bit && !a->bf16 && !a->fp16)
+        printf("WARNING: the checkpoint's model weights are 16-bit and this run trains in fp32%s\n",
+               opts.load_optim ? " from its fp32 master parameters" : " (without --no-load-optim the "
+               "fp32 master parameters would be loaded)");
+    if (printer(t)) {
+        printf(" checkpoint version 3.0\n"
+               "  successfully loaded checkpoint from %s [ t 1/%d, p 1/%d ] at iteration %" PRId64 "\n",
+               dir, a->tensor_model_parallel_size, a->pipeline_model_parallel_size, t->iteration);
+        fflush(stdout);
+    }
+    return true;
+}

@@ -1,0 +1,363 @@
+/* Model chunks <-> Megatron's module state dicts (MEGATRON.md section 6, "Local-spec state-dict
+ * keys", and Transformer Engine's fused names), the parameters' order in a file, and the tensor
+ * conversions the checkpoint entries share. */
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/error.h"
+#include "ckpt/state.h"
+
+/* ---- tensors ---- */
+
+static bool on_host(const mc_backend_t *be) { return strcmp(be->name, "cpu") == 0; }
+
+static mc_torch_dtype_t torch_dtype(mc_dtype_t dt)
+{
+    return dt == MC_DT_BF16 ? MC_TORCH_BFLOAT16 : dt == MC_DT_F16 ? MC_TORCH_FLOAT16 : MC_TORCH_FLOAT32;
+}
+
+mc_pyobj_t *mc_ckpt_host_tensor(const mc_backend_t *be, const void *dev, mc_dtype_t dt, int ndim,
+                                const int64_t *shape)
+{
+    if (on_host(be)) return mc_py_tensor_wrap(torch_dtype(dt), ndim, shape, (void *)dev);
+    mc_pyobj_t *t = mc_py_tensor_new(torch_dtype(dt), ndim, shape);
+    if (t) be->memcpy_d2h(be, mc_py_tensor_data(t), dev, mc_py_tensor_nbytes(t));
+    return t;
+}
+
+mc_pyobj_t *mc_ckpt_host_tensor_as(const mc_backend_t *be, const float *dev, int ndim,
+                                   const int64_t *shape, mc_torch_dtype_t dt)
+{
+    if (dt == MC_TORCH_FLOAT32) return mc_ckpt_host_tensor(be, dev, MC_DT_F32, ndim, shape);
+    mc_pyobj_t *t = mc_py_tensor_new(dt, ndim, shape);
+    if (!t) return NULL;
+    const int64_t count = mc_py_tensor_numel(t);
+    const float *src = dev;
+    float *tmp = NULL;
+    if (!on_host(be)) {
+        if (!(tmp = malloc((size_t)(count ? count : 1) * sizeof(float)))) {
+            mc_py_decref(t);
+            return NULL;
+        }
+        be->memcpy_d2h(be, tmp, dev, (size_t)count * sizeof(float));
+        src = tmp;
+    }
+    /* round to nearest even, as torch's .to() and Megatron's main-to-model copy */
+    mc_convert(mc_py_tensor_data(t), dt == MC_TORCH_BFLOAT16 ? MC_DT_BF16 : MC_DT_F16, src, MC_DT_F32, count);
+    free(tmp);
+    return t;
+}
+
+static void shape_text(char *buf, size_t n, int ndim, const int64_t *shape)
+{
+    size_t len = (size_t)snprintf(buf, n, "[");
+    for (int i = 0; i < ndim && len < n; i++)
+        len += (size_t)snprintf(buf + len, n - len, "%s%" PRId64, i ? ", " : "", shape[i]);
+    if (len < n) snprintf(buf + len, n - len, "]");
+}
+
+int mc_ckpt_tensor_into(const mc_backend_t *be, void *dev, mc_dtype_t dt, const mc_pyobj_t *t, int ndim,
+                        const int64_t *shape, const char *what, char *err, size_t n)
+{
+    if (!t || t->kind != MC_PY_TENSOR)
+        return mc_errf(err, n, "%s is a %s, not a tensor", what, t ? mc_py_kind_name(t->kind) : "missing value");
+    bool same = t->tensor.ndim == ndim;
+    for (int i = 0; same && i < ndim; i++) same = t->tensor.shape[i] == shape[i];
+    if (!same) {
+        char have[128], want[128];
+        shape_text(have, sizeof(have), t->tensor.ndim, t->tensor.shape);
+        shape_text(want, sizeof(want), ndim, shape);
+        return mc_errf(err, n, "%s has shape %s but this run's is %s (saved with another model "
+                       "shape or tensor-parallel layout)", what, have, want);
+    }
+    if (!mc_py_tensor_contiguous(t)) return mc_errf(err, n, "%s is not a contiguous tensor", what);
+    const int64_t count = mc_py_tensor_numel(t);
+    const void *src = mc_py_tensor_data(t);
+    if (t->tensor.dtype == torch_dtype(dt)) {
+        be->memcpy_h2d(be, dev, src, (size_t)count * mc_dtype_size(dt));
+        return 0;
+    }
+    mc_dtype_t from;
+    switch (t->tensor.dtype) {
+    case MC_TORCH_FLOAT32: from = MC_DT_F32; break;
+    case MC_TORCH_FLOAT16: from = MC_DT_F16; break;
+    case MC_TORCH_BFLOAT16: from = MC_DT_BF16; break;
+    case MC_TORCH_FLOAT64: from = MC_DT_F64; break;
+    default:
+        return mc_errf(err, n, "%s holds %s values, not floating point", what,
+                       mc_torch_dtype_name(t->tensor.dtype));
+    }
+    float *tmp = malloc((size_t)(count ? count : 1) * sizeof(float));
+    if (!tmp) return mc_errf(err, n, "out of host memory reading %s", what);
+    if (from == MC_DT_F64)
+        for (int64_t i = 0; i < count; i++) tmp[i] = (float)((const double *)src)[i];
+    else
+        mc_convert(tmp, MC_DT_F32, src, from, count);
+    mc_convert(tmp, dt, tmp, MC_DT_F32, count); /* narrowing in place */
+    be->memcpy_h2d(be, dev, tmp, (size_t)count * mc_dtype_size(dt));
+    free(tmp);
+    return 0;
+}
+
+/* ---- names ---- */
+
+#define KEY_MAX 160
+
+/* The local spec's layer suffixes that Transformer Engine's spec renames. */
+static const char *const k_te_names[][2] = {
+    {"input_layernorm.weight", "self_attention.linear_qkv.layer_norm_weight"},
+    {"input_layernorm.bias", "self_attention.linear_qkv.layer_norm_bias"},
+    {"pre_mlp_layernorm.weight", "mlp.linear_fc1.layer_norm_weight"},
+    {"pre_mlp_layernorm.bias", "mlp.linear_fc1.layer_norm_bias"},
+};
+
+mc_ckpt_names_t mc_ckpt_names_of(const mc_args_t *a)
+{
+    return strcmp(a->transformer_impl, "transformer_engine") == 0 ? MC_CKPT_NAMES_TE : MC_CKPT_NAMES_LOCAL;
+}
+
+/* Megatron's key of a parameter in chunk c: its global layer number made chunk-local, in the
+ * spec's names. */
+static void param_key(const mc_gpt_t *m, int c, const char *global, mc_ckpt_names_t names, char *buf, size_t n)
+{
+    int layer, used = 0;
+    if (sscanf(global, "decoder.layers.%d.%n", &layer, &used) != 1 || used == 0) {
+        snprintf(buf, n, "%s", global);
+        return;
+    }
+    const char *suffix = global + used;
+    for (size_t k = 0; names == MC_CKPT_NAMES_TE && k < sizeof(k_te_names) / sizeof(k_te_names[0]); k++)
+        if (strcmp(suffix, k_te_names[k][0]) == 0) suffix = k_te_names[k][1];
+    snprintf(buf, n, "decoder.layers.%d.%s", layer - m->cfg.chunk[c].first_layer, suffix);
+}
+
+void mc_ckpt_model_key(const mc_gpt_t *m, int c, char *buf, size_t n)
+{
+    if (m->cfg.n_chunks > 1) snprintf(buf, n, "model%d", c);
+    else snprintf(buf, n, "model");
+}
+
+/* The module a parameter key belongs to ("...linear_qkv" for ".weight" and ".layer_norm_bias"
+ * alike), and whether it is a tensor-parallel linear, which adds `<module>._extra_state` after
+ * its parameters. */
+static bool linear_module(const char *key, char *module, size_t n)
+{
+    static const char *const linears[] = {"linear_proj", "linear_qkv", "linear_fc1", "linear_fc2",
+                                          "output_layer"};
+    const char *dot = strrchr(key, '.');
+    if (!dot) return false;
+    snprintf(module, n, "%.*s", (int)(dot - key), key);
+    const char *last = strrchr(module, '.');
+    last = last ? last + 1 : module;
+    for (size_t i = 0; i < sizeof(linears) / sizeof(linears[0]); i++)
+        if (strcmp(last, linears[i]) == 0) return true;
+    return false;
+}
+
+static bool is_extra_state(const char *key)
+{
+    const char *suffix = "._extra_state";
+    size_t l = strlen(key), s = strlen(suffix);
+    return l >= s && strcmp(key + l - s, suffix) == 0;
+}
+
+/* ---- order ---- */
+
+void mc_ckpt_order_free(mc_ckpt_order_t *o)
+{
+    free(o->param);
+    memset(o, 0, sizeof(*o));
+}
+
+static int order_alloc(const mc_gpt_t *m, mc_ckpt_order_t *o, mc_ckpt_names_t names)
+{
+    memset(o, 0, sizeof(*o));
+    o->names = names;
+    o->param = malloc((size_t)(m->n_params ? m->n_params : 1) * sizeof(int));
+    return o->param ? 0 : -1;
+}
+
+static bool in_linear_proj(const char *name) { return strstr(name, ".self_attention.linear_proj.") != NULL; }
+
+int mc_ckpt_order_spec(const mc_gpt_t *m, mc_ckpt_names_t names, mc_ckpt_order_t *o)
+{
+    if (order_alloc(m, o, names) != 0) return -1;
+    for (int c = 0; c < m->cfg.n_chunks; c++) {
+        int first, count;
+        mc_gpt_chunk_params(m, c, &first, &count);
+        for (int i = first; i < first + count;) {
+            int layer, j = i;
+            if (names != MC_CKPT_NAMES_TE || sscanf(m->params[i].name, "decoder.layers.%d.", &layer) != 1) {
+                o->param[o->n++] = i++;
+                continue;
+            }
+            /* a layer's parameters: TE builds linear_proj before linear_qkv (and its LayerNorm) */
+            char prefix[48];
+            snprintf(prefix, sizeof(prefix), "decoder.layers.%d.", layer);
+            while (j < first + count && strncmp(m->params[j].name, prefix, strlen(prefix)) == 0) j++;
+            for (int k = i; k < j; k++)
+                if (in_linear_proj(m->params[k].name)) o->param[o->n++] = k;
+            for (int k = i; k < j; k++)
+                if (!in_linear_proj(m->params[k].name)) o->param[o->n++] = k;
+            i = j;
+        }
+        o->chunk_end[c] = o->n;
+    }
+    return 0;
+}
+
+/* Chunk c's keys in both specs' names: keys[2*(i-first)] local, [+1] TE. */
+static char (*chunk_keys(const mc_gpt_t *m, int c, int first, int count))[KEY_MAX]
+{
+    char(*keys)[KEY_MAX] = malloc((size_t)(2 * count + 1) * KEY_MAX);
+    for (int i = 0; keys && i < count; i++) {
+        param_key(m, c, m->params[first + i].name, MC_CKPT_NAMES_LOCAL, keys[2 * i], KEY_MAX);
+        param_key(m, c, m->params[first + i].name, MC_CKPT_NAMES_TE, keys[2 * i + 1], KEY_MAX);
+    }
+    return keys;
+}
+
+int mc_ckpt_order_file(const mc_gpt_t *m, const mc_pyobj_t *ck, mc_ckpt_order_t *o, char *err, size_t n)
+{
+    if (order_alloc(m, o, MC_CKPT_NAMES_LOCAL) != 0) return mc_errf(err, n, "out of host memory");
+    bool *seen = calloc((size_t)(m->n_params ? m->n_params : 1), sizeof(bool));
+    if (!seen) return mc_errf(err, n, "out of host memory");
+    int rc = 0;
+    char entry[32], shown[MC_SHOWN_MAX + 4];
+    for (int c = 0; c < m->cfg.n_chunks && !rc; c++) {
+        mc_ckpt_model_key(m, c, entry, sizeof(entry));
+        const mc_pyobj_t *sd = mc_py_dict_get_str(ck, entry);
+        if (!sd) {
+            rc = mc_errf(err, n, "no '%s' entry (saved with %s virtual pipeline stages)", entry,
+                         m->cfg.n_chunks > 1 ? "no or other" : "");
+            break;
+        }
+        if (sd->kind != MC_PY_DICT) {
+            rc = mc_errf(err, n, "'%s' is a %s, not a state dict", entry, mc_py_kind_name(sd->kind));
+            break;
+        }
+        int first, count;
+        mc_gpt_chunk_params(m, c, &first, &count);
+        char(*keys)[KEY_MAX] = chunk_keys(m, c, first, count);
+        if (!keys) {
+            rc = mc_errf(err, n, "out of host memory");
+            break;
+        }
+        for (size_t k = 0; k < sd->dict.len && !rc; k++) {
+            const char *name = mc_py_get_str(sd->dict.keys[k]);
+            if (!name) {
+                rc = mc_errf(err, n, "'%s' has a %s key, not a str", entry, mc_py_kind_name(sd->dict.keys[k]->kind));
+                break;
+            }
+            if (is_extra_state(name)) continue; /* Transformer Engine's FP8 metadata, or None */
+            int found = -1;
+            for (int i = 0; i < count && found < 0; i++)
+                if (strcmp(keys[2 * i], name) == 0 || strcmp(keys[2 * i + 1], name) == 0) found = first + i;
+            /* strict, as Megatron's load_state_dict: nothing the model lacks */
+            if (found < 0)
+                rc = mc_errf(err, n, "%s: unexpected tensor '%s' (saved with another model "
+                             "configuration or pipeline layout)", entry, mc_shown(name, shown));
+            else if (seen[found])
+                rc = mc_errf(err, n, "%s: tensor '%s' given twice (under the local and the "
+                             "Transformer Engine name)", entry, mc_shown(name, shown));
+            else {
+                seen[found] = true;
+                o->param[o->n++] = found;
+                if (strcmp(keys[2 * (found - first)], name) != 0) o->names = MC_CKPT_NAMES_TE;
+            }
+        }
+        for (int i = 0; i < count && !rc; i++)
+            if (!seen[first + i])
+                rc = mc_errf(err, n, "%s: no tensor '%s' (saved with another model configuration "
+                             "or pipeline layout)", entry, keys[2 * i]);
+        free(keys);
+        o->chunk_end[c] = o->n;
+    }
+    free(seen);
+    if (rc) mc_ckpt_order_free(o);
+    return rc;
+}
+
+/* ---- model state dicts ---- */
+
+/* A linear's _extra_state: Transformer Engine's modules keep their FP8 metadata there (an empty
+ * uint8 tensor without FP8); Megatron's own linears return None. */
+static mc_pyobj_t *extra_state_value(mc_ckpt_names_t names, const char *module)
+{
+    const char *last = strrchr(module, '.');
+    last = last ? last + 1 : module;
+    if (names == MC_CKPT_NAMES_TE && strcmp(last, "output_layer") != 0) {
+        const int64_t zero = 0;
+        return mc_py_tensor_new(MC_TORCH_UINT8, 1, &zero);
+    }
+    return mc_py_none();
+}
+
+static int add_extra_state(mc_pyobj_t *sd, mc_ckpt_names_t names, const char *module)
+{
+    char key[KEY_MAX + 16];
+    snprintf(key, sizeof(key), "%s._extra_state", module);
+    return mc_py_dict_set_str(sd, key, extra_state_value(names, module));
+}
+
+mc_pyobj_t *mc_ckpt_model_dict(const mc_gpt_t *m, const mc_ckpt_order_t *o, int c, mc_torch_dtype_t dt)
+{
+    mc_pyobj_t *sd = mc_py_ordered_dict();
+    if (!sd) return NULL;
+    int rc = 0;
+    char key[KEY_MAX], module[KEY_MAX], next[KEY_MAX], next_module[KEY_MAX] = "";
+    const int lo = c ? o->chunk_end[c - 1] : 0, hi = o->chunk_end[c];
+    for (int k = lo; k < hi; k++) {
+        const mc_param_t *p = &m->params[o->param[k]];
+        param_key(m, c, p->name, o->names, key, sizeof(key));
+        /* a 16-bit model's own weights; fp32 ones (training, or the converter's masters) rounded
+         * to the checkpoint's type, which is then what a 16-bit run holds */
+        const void *w = mc_gpt_param_at(m, p->offset);
+        rc |= mc_py_dict_set_str(sd, key, m->cfg.dt == MC_DT_F32
+                                              ? mc_ckpt_host_tensor_as(m->be, w, p->ndim, p->local, dt)
+                                              : mc_ckpt_host_tensor(m->be, w, m->cfg.dt, p->ndim, p->local));
+        /* the module's _extra_state follows its last parameter */
+        if (linear_module(key, module, sizeof(module))) {
+            bool last = k + 1 == hi;
+            if (!last) {
+                param_key(m, c, m->params[o->param[k + 1]].name, o->names, next, sizeof(next));
+                linear_module(next, next_module, sizeof(next_module));
+            }
+            if (last || strcmp(next_module, module) != 0) rc |= add_extra_state(sd, o->names, module);
+        }
+    }
+    /* tied output layer on the embedding's stage: the module exists without a weight */
+    if (m->cfg.chunk[c].post && !mc_gpt_find_param(m, "output_layer.weight"))
+        rc |= add_extra_state(sd, o->names, "output_layer");
+    if (rc) {
+        mc_py_decref(sd);
+        return NULL;
+    }
+    return sd;
+}
+
+int mc_ckpt_model_load(mc_gpt_t *m, int c, const mc_pyobj_t *sd, char *err, size_t n)
+{
+    if (!sd || sd->kind != MC_PY_DICT) return mc_errf(err, n, "the model state is not a dict");
+    int first, count;
+    mc_gpt_chunk_params(m, c, &first, &count);
+    char local[KEY_MAX], te[KEY_MAX];
+    for (int i = first; i < first + count; i++) {
+        const mc_param_t *p = &m->params[i];
+        param_key(m, c, p->name, MC_CKPT_NAMES_LOCAL, local, sizeof(local));
+        param_key(m, c, p->name, MC_CKPT_NAMES_TE, te, sizeof(te));
+        const mc_pyobj_t *t = mc_py_dict_get_str(sd, local);
+        const char *key = local;
+        if (!t && (t = mc_py_dict_get_str(sd, te))) key = te;
+        if (!t)
+            return mc_errf(err, n, "no tensor '%s' (saved with another model configuration or "
+                           "pipeline layout)", local);
+        if (mc_ckpt_tensor_into(m->be, mc_gpt_param_at(m, p->offset), m->cfg.dt, t, p->ndim, p->local, key,
+                                err, n) != 0)
+            return -1;
+    }
+    return 0;
+}

@@ -1,0 +1,133 @@
+/* The trainer's state as the entries of Megatron's checkpoint files, both ways (MEGATRON.md
+ * section 9): the model chunks' state dicts (ckpt/model.c), the optimizer and the
+ * learning-rate scheduler (ckpt/optim.c), the distributed optimizer's distrib_optim.pt
+ * (ckpt/distopt.c), and one rank's whole model_optim_rng.pt (ckpt/rank.c).
+ * Files Megatron-LM wrote load too: its local or Transformer Engine names, its fp32, 16-bit
+ * (fp32 master params) and distributed optimizer forms, its RNG state (not used). Loading
+ * checks every name, shape and count against this run's layout and fails with one line (err)
+ * saying what differs; it never leaves a half-applied state that training would continue from
+ * (the caller ends the job on error). */
+#ifndef MC_TRAIN_CKPT_STATE_H
+#define MC_TRAIN_CKPT_STATE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "torchfmt/pyobj.h"
+#include "train/train.h"
+
+/* ---- tensors ---- */
+
+/* A tensor of type dt (float32, bfloat16 or float16) and the given shape holding the backend
+ * buffer dev: the buffer itself on the CPU backend (no copy; it must not change until the tensor
+ * is released), a host copy otherwise. */
+mc_pyobj_t *mc_ckpt_host_tensor(const mc_backend_t *be, const void *dev, mc_dtype_t dt, int ndim,
+                                const int64_t *shape);
+/* The fp32 buffer dev as a tensor of dt (float32, bfloat16 or float16, rounded to nearest even):
+ * fp32 weights written as a 16-bit model's. */
+mc_pyobj_t *mc_ckpt_host_tensor_as(const mc_backend_t *be, const float *dev, int ndim,
+                                   const int64_t *shape, mc_torch_dtype_t dt);
+/* Copies tensor t (float32, float64, float16 or bfloat16, contiguous, of exactly this shape) into
+ * the backend buffer dev of type dt, converting (rounding to nearest even) when the types differ.
+ * Errors name `what`. */
+int mc_ckpt_tensor_into(const mc_backend_t *be, void *dev, mc_dtype_t dt, const mc_pyobj_t *t, int ndim,
+                        const int64_t *shape, const char *what, char *err, size_t n);
+
+/* ---- parameter names and order in a file ---- */
+
+/* Megatron names a layer's LayerNorms after the module that holds them: the local spec has
+ * input_layernorm / pre_mlp_layernorm; Transformer Engine's spec fuses them into the linear that
+ * follows (self_attention.linear_qkv.layer_norm_weight, mlp.linear_fc1.layer_norm_bias) and so
+ * lists a layer's parameters as linear_proj, then linear_qkv's LayerNorm and weights, ... */
+typedef enum { MC_CKPT_NAMES_LOCAL, MC_CKPT_NAMES_TE } mc_ckpt_names_t;
+
+/* This rank's parameters in a file's order: chunk after chunk, each in Megatron's
+ * named_parameters() order. It fixes the optimizer's state indices (torch numbers parameters
+ * through the groups in that order) and the distributed optimizer's buffers (laid out in
+ * reverse of it). */
+typedef struct {
+    int n;
+    int *param;                   /* table indices */
+    int chunk_end[MC_MAX_CHUNKS]; /* chunk c's are param[chunk_end[c-1] .. chunk_end[c]) */
+    mc_ckpt_names_t names;
+} mc_ckpt_order_t;
+
+/* What a save writes: names from --transformer-impl (transformer_engine: TE's). */
+mc_ckpt_names_t mc_ckpt_names_of(const mc_args_t *a);
+int mc_ckpt_order_spec(const mc_gpt_t *m, mc_ckpt_names_t names, mc_ckpt_order_t *o);
+/* What a file holds: the order of the model entries of ck (model, or model0, model1, ...),
+ * which must name exactly this rank's parameters (in either spec's names; _extra_state entries
+ * are skipped). Errors name the entry and the tensor. */
+int mc_ckpt_order_file(const mc_gpt_t *m, const mc_pyobj_t *ck, mc_ckpt_order_t *o, char *err, size_t n);
+void mc_ckpt_order_free(mc_ckpt_order_t *o);
+/* "model" with one chunk, "model<c>" with several. */
+void mc_ckpt_model_key(const mc_gpt_t *m, int c, char *buf, size_t n);
+
+/* ---- model (Megatron's module state_dict, stage-local layer numbers) ---- */
+
+/* Model chunk c's state dict in o's order and names: an OrderedDict with the layers numbered
+ * from 0 within the chunk, this rank's tp slice of each tensor as dt (float32 or the 16-bit
+ * type of a 16-bit model), and each linear's _extra_state after its parameters (None; an empty
+ * uint8 tensor for Transformer Engine's modules). NULL when out of memory. */
+mc_pyobj_t *mc_ckpt_model_dict(const mc_gpt_t *m, const mc_ckpt_order_t *o, int c, mc_torch_dtype_t dt);
+/* Loads chunk c's weights from its state dict (checked by mc_ckpt_order_file). */
+int mc_ckpt_model_load(mc_gpt_t *m, int c, const mc_pyobj_t *sd, char *err, size_t n);
+
+/* ---- optimizer and scheduler ---- */
+
+/* The `optimizer` entry, Megatron's form for this run: FP32Optimizer's state_dict (the inner
+ * torch optimizer's {state: {i: {step, exp_avg, exp_avg_sq}}, param_groups: [...]}) for fp32;
+ * Float16OptimizerWithFloat16Params' {optimizer: {state, param_groups}, fp32_from_fp16_params}
+ * for --bf16/--fp16; DistributedOptimizer's {optimizer: {param_groups}} (the state going to
+ * distrib_optim.pt) with --use-distributed-optimizer. */
+mc_pyobj_t *mc_ckpt_optimizer_dict(const mc_trainer_t *t, const mc_ckpt_order_t *o);
+/* Loads any of those forms (Megatron's with Apex/TE FusedAdam or torch's Adam). The fp32 master
+ * parameters of a 16-bit checkpoint are the true weights: they replace what the model entries
+ * gave. */
+int mc_ckpt_optimizer_load(mc_trainer_t *t, const mc_pyobj_t *opt, const mc_ckpt_order_t *o,
+                           char *err, size_t n);
+
+/* `opt_param_scheduler`: OptimizerParamScheduler.state_dict(). Loading follows its
+ * load_state_dict: values must equal this run's unless --override-opt-param-scheduler (keep
+ * this run's) or --use-checkpoint-opt-param-scheduler (take the checkpoint's); num_steps is
+ * always taken. */
+mc_pyobj_t *mc_ckpt_scheduler_dict(const mc_lr_sched_t *s, const mc_args_t *a);
+int mc_ckpt_scheduler_load(mc_lr_sched_t *s, const mc_args_t *a, const mc_pyobj_t *sd, char *err,
+                           size_t n);
+
+/* ---- distributed optimizer (distrib_optim.pt) ---- */
+
+/* Collective over the data-parallel group: every rank's Adam shards gathered into Megatron's
+ * get_parameter_state_dp_zero() dict (one buffer per model chunk, laid out in o's order),
+ * returned on dp rank 0 (NULL on the others). */
+mc_pyobj_t *mc_ckpt_distopt_gather(mc_trainer_t *t, const mc_ckpt_order_t *o);
+/* This rank's shards from such a dict (every dp rank reads the file), and every parameter's
+ * fp32 master value. */
+int mc_ckpt_distopt_load(mc_trainer_t *t, const mc_pyobj_t *d, const mc_ckpt_order_t *o, char *err,
+                         size_t n);
+
+/* ---- one rank's model_optim_rng.pt ---- */
+
+/* Megatron's generate_state_dict for this rank, in its key order. NULL when out of memory. */
+mc_pyobj_t *mc_ckpt_state_dict(const mc_trainer_t *t);
+
+typedef struct {
+    bool release;    /* a release checkpoint: weights only, from iteration 0 */
+    bool load_optim; /* optimizer and scheduler (not with --no-load-optim, --finetune, release) */
+} mc_ckpt_apply_opts_t;
+
+/* What loading found that the caller reports. */
+typedef struct {
+    bool foreign_rng;     /* Megatron-LM's generator states: not usable, ignored */
+    bool weights_16bit;   /* the model entries were 16-bit */
+    mc_ckpt_order_t order; /* the file's parameter order (for distrib_optim.pt); free it */
+} mc_ckpt_applied_t;
+
+/* Megatron's load_checkpoint for one rank's model_optim_rng.pt (ck): checks the version and the
+ * args, loads the model chunks, the optimizer and scheduler, the dropout seed (unless
+ * --no-load-rng, --finetune or release), the iteration and the consumed samples. Returns 0, or
+ * -1 with err (no path prefix). */
+int mc_ckpt_apply(mc_trainer_t *t, const mc_pyobj_t *ck, const mc_ckpt_apply_opts_t *opts,
+                  mc_ckpt_applied_t *out, char *err, size_t n);
+
+#endif

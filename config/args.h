@@ -1,0 +1,227 @@
+/* Parsed and validated configuration: Megatron's `args` namespace.
+ *
+ * Field names are Megatron's argparse dests. The flag table (config/flags.c) is the single source
+ * of truth for which flag fills which field, its default, group and help. Derived fields (marked
+ * "derived") are computed by mc_args_finalize() exactly as Megatron's validate_args does.
+ * Optional numeric flags whose Megatron default is None use the *_set companion or a sentinel
+ * noted next to the field. */
+#ifndef MC_CLI_ARGS_H
+#define MC_CLI_ARGS_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <stddef.h>
+#include <stdio.h>
+
+#define MC_MAX_PATHS 64
+
+typedef struct {
+    /* ---- model shape ---- */
+    int num_layers;
+    int hidden_size;
+    int ffn_hidden_size;            /* derived: 4h when not given */
+    int num_attention_heads;
+    int kv_channels;                /* derived: h / heads when not given */
+    bool group_query_attention;
+    int num_query_groups;           /* derived: heads unless --group-query-attention */
+    int seq_length;
+    int max_position_embeddings;
+    char position_embedding_type[32];
+    int make_vocab_size_divisible_by;
+    int vocab_size;                 /* 0 = not given */
+    int padded_vocab_size;          /* derived (or given by --padded-vocab-size) */
+    char normalization[16];         /* "LayerNorm" | "RMSNorm" */
+    double norm_epsilon;
+    bool apply_residual_connection_post_layernorm;
+    bool add_bias_linear;           /* false with --disable-bias-linear */
+    bool add_qkv_bias;
+    bool bias_gelu_fusion;          /* false with --no-bias-gelu-fusion (and without biases) */
+    bool swiglu;
+    bool untie_embeddings_and_output_weights;
+    char transformer_impl[32];
+
+    /* ---- activation recomputation ---- */
+    bool recompute_activations;     /* sets recompute_granularity "selective" */
+    char recompute_granularity[16]; /* "" | full | selective */
+    char recompute_method[16];      /* "" | uniform | block */
+    int recompute_num_layers;       /* 0 = not given */
+    int n_recompute_modules;
+    char *recompute_modules[MC_MAX_PATHS];
+
+    /* ---- regularisation and init ---- */
+    double hidden_dropout;
+    double attention_dropout;
+    int64_t seed;
+    double init_method_std;
+    double embedding_init_method_std; /* derived: init_method_std when not given */
+
+    /* ---- parallelism ---- */
+    int tensor_model_parallel_size;
+    int pipeline_model_parallel_size;
+    int virtual_pipeline_model_parallel_size;  /* derived: vpp, model chunks per pp rank, 1 = no
+                                                * VPP (Megatron's None): (num_layers/pp)/K, or V */
+    int num_layers_per_virtual_pipeline_stage; /* K; 0 = unset */
+    int num_virtual_stages_per_pipeline_rank;  /* V; 0 = unset */
+    int decoder_first_pipeline_num_layers, decoder_last_pipeline_num_layers; /* 0 = unset (even) */
+    int microbatch_group_size_per_vp_stage;    /* 0 = unset, means pp */
+    bool overlap_p2p_comm; /* derived: true with VPP unless --no-overlap-p2p-communication; false
+                            * without VPP */
+    int context_parallel_size;
+    bool sequence_parallel;
+    int world_size;                 /* derived: from the runtime (1 without a launcher) */
+    int data_parallel_size;         /* derived */
+    char distributed_backend[16];
+    int distributed_timeout_minutes;
+    bool use_tp_pp_dp_mapping;      /* rank order tp-cp-ep-pp-dp */
+    /* data-parallel gradient reduction (parallel/grads.h) */
+    bool overlap_grad_reduce;
+    bool overlap_param_gather;
+    int64_t ddp_bucket_size;        /* 0 = not given */
+    int ddp_num_buckets;            /* 0 = not given */
+    bool ddp_pad_buckets_for_high_nccl_busbw;
+    bool ddp_average_in_collective;
+
+    /* ---- batch ---- */
+    int micro_batch_size;
+    int global_batch_size;          /* derived: mbs*dp when not given */
+    int num_microbatches;           /* derived */
+    int eval_micro_batch_size;      /* derived: mbs when not given */
+    int eval_global_batch_size;     /* derived: gbs when not given */
+
+    /* ---- training length ---- */
+    int64_t train_iters;            /* 0 = not given; derived as train_samples // gbs when
+                                     * --train-samples is given (training.update_train_iters) */
+    int64_t train_samples;          /* 0 = not given; > 0 marks sample-based training (lr schedule) */
+    int64_t exit_interval;          /* 0 = not given */
+    double exit_duration_in_mins;   /* 0 = not given */
+    bool exit_signal_handler;       /* save and exit on exit_signal (train/signals.h) */
+    char exit_signal[16];           /* "SIGTERM": Python's signal.Signals name */
+    bool skip_train;
+
+    /* ---- optimizer ---- */
+    char optimizer[16];             /* "adam" | "sgd" */
+    double adam_beta1, adam_beta2, adam_eps;
+    double sgd_momentum;
+    double weight_decay;
+    double start_weight_decay;      /* derived for constant style */
+    double end_weight_decay;
+    bool start_weight_decay_set, end_weight_decay_set;
+    char weight_decay_incr_style[16]; /* constant | linear | cosine */
+    double clip_grad;
+    bool use_distributed_optimizer;
+
+    /* ---- learning rate ---- */
+    double lr;
+    bool lr_set;
+    double min_lr;
+    char lr_decay_style[32];        /* constant | linear | cosine | inverse-square-root | WSD */
+    int64_t lr_decay_iters;         /* 0 = not given */
+    int64_t lr_decay_samples;       /* 0 = not given */
+    int64_t lr_warmup_iters;
+    int64_t lr_warmup_samples;
+    double lr_warmup_fraction;      /* < 0 = not given */
+    double lr_warmup_init;
+
+    /* ---- mixed precision ---- */
+    bool fp16, bf16;
+    double loss_scale;              /* 0 = not given (dynamic for fp16) */
+    double initial_loss_scale;
+    double min_loss_scale;
+    int loss_scale_window;
+    int hysteresis;
+    bool accumulate_allreduce_grads_in_fp32;
+    bool check_for_nan_in_loss_and_grad;
+    bool calculate_per_token_loss;
+
+    /* ---- data ---- */
+    bool mock_data;
+    int n_data_path;
+    char *data_path[MC_MAX_PATHS];
+    char split[128];                /* empty = not given */
+    char data_cache_path[4096];     /* --data-cache-path; empty = Megatron's default */
+    /* --train-data-path / --valid-data-path / --test-data-path (weights and prefixes) */
+    int n_train_data_path, n_valid_data_path, n_test_data_path;
+    char *train_data_path[MC_MAX_PATHS], *valid_data_path[MC_MAX_PATHS], *test_data_path[MC_MAX_PATHS];
+    double mid_level_dataset_surplus;
+    char tokenizer_type[64];
+    char vocab_file[4096];
+    char merge_file[4096];
+    bool eod_mask_loss;
+    bool reset_position_ids;
+    bool reset_attention_mask;
+    char dataloader_type[16];       /* derived: "single" */
+
+    /* ---- logging ---- */
+    int log_interval;
+    bool log_throughput;
+    bool log_params_norm;
+    bool log_num_zeros_in_grad;
+    int timing_log_level;
+    char timing_log_option[16];     /* max | minmax | all */
+    bool barrier_with_l1_time;
+
+    /* ---- evaluation ---- */
+    int eval_iters;
+    int eval_interval;
+
+    /* ---- checkpointing (ckpt/checkpoint.h) ---- */
+    char save[4096];                /* --save; empty = not given */
+    int save_interval;              /* 0 = not given */
+    bool no_save_optim, no_save_rng;
+    char load[4096];                /* --load; empty = not given */
+    bool no_load_optim, no_load_rng;
+    bool finetune;
+    bool exit_on_missing_checkpoint;
+    int ckpt_step;                  /* 0 = not given (Megatron treats 0 as unset too) */
+    char ckpt_format[16];           /* "torch": the legacy layout megatron-c writes and reads */
+    bool override_opt_param_scheduler, use_checkpoint_opt_param_scheduler;
+    bool use_checkpoint_args;       /* take the model's arguments from --load's checkpoint */
+    bool use_mp_args_from_checkpoint_args; /* ... and its tp / pp / vpp */
+    bool use_tokenizer_model_from_checkpoint_args; /* ... and its tokenizer (default True) */
+    bool async_save;                /* write in the background (ckpt/async.h) */
+
+    /* ---- megatron-c extensions ---- */
+    char device[16];                /* "auto" | "cpu" | "cuda"; resolved at start-up */
+    int cpu_threads;                /* OpenBLAS threads on the CPU backend; 0 = library default */
+} mc_args_t;
+
+/* Parse argv (without the program name) into args; on any error prints one line and exits 2.
+ * Runs the hook below, then validation, and derives values for world_size (the runtime's). */
+void mc_args_parse(mc_args_t *args, int argc, char **argv, int world_size);
+
+/* Called by mc_args_parse between reading the command line and validating it: Megatron's
+ * --use-checkpoint-args takes arguments from a checkpoint there (ckpt/args.h installs it;
+ * cli/ does not read checkpoints). */
+typedef void (*mc_args_hook_t)(mc_args_t *args, void *ctx);
+void mc_args_set_hook(mc_args_hook_t hook, void *ctx);
+
+/* A value for a flag's field from elsewhere than the command line (a checkpoint's args): text
+ * as the command line would give it ("True"/"False": the value of a store_true/store_false
+ * flag's dest). Checked as if given: 0, or -1 with one line in err when the value is invalid or
+ * not implemented (the flag and value named). */
+struct mc_flag;
+int mc_args_take(mc_args_t *args, const struct mc_flag *f, const char *text, char *err, size_t n);
+
+/* Megatron's validate_args rules and derived values. Exits 2 with one line on violation.
+ * Called by mc_args_parse; exposed for tests that fill args by hand (start from
+ * mc_args_defaults). Call it once: it derives train_iters from train_samples. */
+void mc_args_finalize(mc_args_t *args, int world_size);
+
+/* Defaults for every field (Megatron's defaults, section 11 of the spec for differences). */
+void mc_args_defaults(mc_args_t *args);
+
+void mc_args_free(mc_args_t *args);
+
+/* Megatron's start-up "arguments" block (cli/report.c). */
+void mc_args_print(FILE *out, const mc_args_t *args);
+
+/* The vocabulary when --vocab-size gives it (mock data, NullTokenizer): vocab_size, plus the
+ * eod NullTokenizer appends, as Megatron's tokenizers report it. */
+int64_t mc_args_vocab_from_size(const mc_args_t *args);
+/* Microbatches of one evaluation step: eval global batch / (eval micro batch x dp). */
+int mc_args_eval_microbatches(const mc_args_t *a);
+
+/* Megatron's padded vocab: ceil(V / (divisible_by*tp)) * (divisible_by*tp). */
+int mc_padded_vocab_size(int vocab_size, int divisible_by, int tp);
+
+#endif

@@ -1,0 +1,103 @@
+/* The flag table: the single source of truth for megatron-c's command line.
+ *
+ * One entry per flag of Megatron-LM's pretrain_gpt.py that megatron-c knows, plus the megatron-c
+ * extensions. Each entry says how the value is parsed, Megatron's default (as the text its
+ * argparse would turn into the value), the argparse group, the help text, which mc_args_t field
+ * it fills, and how far megatron-c supports it. Parsing (cli/parse.c), defaults, --help and
+ * docs/FLAGS.md (cli/help.c) are all driven by this table, so they cannot disagree. */
+#ifndef MC_CLI_FLAGS_H
+#define MC_CLI_FLAGS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdio.h>
+
+#include "config/args.h"
+
+typedef enum {
+    MC_FLAG_INT,         /* int field (or no field), base-10 */
+    MC_FLAG_INT64,       /* int64_t field */
+    MC_FLAG_FLOAT,       /* double field; finite values only */
+    MC_FLAG_STRING,      /* char[] field */
+    MC_FLAG_CHOICE,      /* char[] field; one of .choices */
+    MC_FLAG_STORE_TRUE,  /* bool field; no value */
+    MC_FLAG_STORE_FALSE, /* bool field; no value (the --no-* / --disable-* flags) */
+    MC_FLAG_LIST,        /* nargs: values up to the next flag; .nargs and .elem say how many/what */
+    MC_FLAG_ACTION,      /* --help, --flags-markdown, --version: act, take no value */
+} mc_flag_type_t;
+
+/* Zero is "not implemented yet" on purpose: an entry that forgets its status is refused, never
+ * silently accepted. */
+typedef enum {
+    MC_FLAG_NOT_IMPLEMENTED = 0, /* recognised; any value other than the default stops the run */
+    MC_FLAG_IMPLEMENTED,         /* does what Megatron does */
+    MC_FLAG_PARTIAL,             /* implemented for the values in .supported only */
+    MC_FLAG_NOOP,                /* accepted, no effect in megatron-c (.note says why) */
+    MC_FLAG_DEPRECATED,          /* Megatron refuses it too; .note is the message */
+} mc_flag_status_t;
+
+typedef enum { MC_ACTION_NONE, MC_ACTION_HELP, MC_ACTION_MARKDOWN, MC_ACTION_VERSION } mc_flag_action_t;
+
+/* Bounds on numeric values (bits of .bounds). */
+enum { MC_MIN = 1, MC_MIN_EXCL = 2, MC_MAX = 4, MC_MAX_EXCL = 8 };
+
+typedef struct mc_flag {
+    const char *name;            /* "--num-layers" */
+    const char *alias;           /* a second spelling Megatron accepts ("-h"), or NULL */
+    mc_flag_type_t type;
+    const char *group;           /* Megatron's argparse group title */
+    const char *def;             /* Megatron's default as text ("128", "1e-05", "linear");
+                                  * NULL = None (Python) for valued flags; for store_true /
+                                  * store_false NULL means False / True */
+    const char *help;
+    mc_flag_status_t status;
+    const char *note;            /* why no-op, what is missing, deprecation message */
+    const char *const *supported; /* MC_FLAG_PARTIAL: the values megatron-c implements */
+    const char *const *choices;  /* MC_FLAG_CHOICE: the allowed values, NULL-terminated */
+    size_t field;                /* offsetof(mc_args_t, x) when field_size > 0 */
+    size_t field_size;           /* 0 = the flag fills no field */
+    size_t set_field;            /* offsetof a bool set true when the flag is given, if set_size */
+    size_t set_size;
+    size_t count_field;          /* MC_FLAG_LIST with a field: offsetof the int count */
+    const char *none;            /* value the field holds while unset (default None), if not 0 */
+    int nargs;                   /* MC_FLAG_LIST: 0 = any number ('*'), -1 = at least one ('+'),
+                                  * N > 0 = exactly N */
+    mc_flag_type_t elem;         /* MC_FLAG_LIST: type of each value (MC_FLAG_STRING or INT) */
+    unsigned bounds;             /* MC_MIN | MC_MIN_EXCL | MC_MAX | MC_MAX_EXCL */
+    double min, max;
+    mc_flag_action_t action;
+} mc_flag_t;
+
+/* The table, in help order within each group. */
+size_t mc_flag_count(void);
+const mc_flag_t *mc_flag_at(size_t i);
+
+/* Megatron's group titles in Megatron's --help order, NULL-terminated. */
+const char *const *mc_flag_groups(void);
+
+/* Exact lookup by name or alias (no abbreviations: Megatron's parser has allow_abbrev=False).
+ * Returns NULL when unknown. */
+const mc_flag_t *mc_flag_find(const char *name);
+
+/* The known flag name closest to `name` by edit distance, or NULL if none is close enough to
+ * be a plausible typo. */
+const char *mc_flag_suggest(const char *name);
+
+/* Whether v satisfies the flag's bounds, and the bounds as text (">= 1", "in [0, 1)") for
+ * error messages. A flag without bounds accepts every value. */
+bool mc_flag_within_bounds(const mc_flag_t *f, double v);
+void mc_flag_bounds_text(const mc_flag_t *f, char *buf, size_t n);
+
+/* "implemented", "partial", "no-op", "not implemented yet", "deprecated". */
+const char *mc_flag_status_name(mc_flag_status_t status);
+
+/* The default as --help shows it: "None", "False", "True", "128", ... */
+const char *mc_flag_default_text(const mc_flag_t *f);
+
+/* --help: every flag, grouped, with its default and (when not plainly implemented) status. */
+void mc_flags_print_help(FILE *f);
+
+/* docs/FLAGS.md: a Markdown table per group (flag, default, status, note). */
+void mc_flags_print_markdown(FILE *f);
+
+#endif

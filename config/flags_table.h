@@ -1,0 +1,44 @@
+/* Shorthands for writing the flag table (config/flags_model.c, config/flags_train.c). Internal to cli/.
+ * The table is split in two files only to keep each readable; config/flags.c joins them. */
+#ifndef MC_CLI_FLAGS_TABLE_H
+#define MC_CLI_FLAGS_TABLE_H
+
+#include <stddef.h>
+
+#include "config/flags.h"
+
+#define INT .type = MC_FLAG_INT
+#define INT64 .type = MC_FLAG_INT64
+#define FLOAT .type = MC_FLAG_FLOAT
+#define STRING .type = MC_FLAG_STRING
+#define TRUE_IF_GIVEN .type = MC_FLAG_STORE_TRUE
+#define FALSE_IF_GIVEN .type = MC_FLAG_STORE_FALSE
+#define CHOICE(...) .type = MC_FLAG_CHOICE, .choices = (const char *const[]){__VA_ARGS__, NULL}
+/* nargs: LIST(0) is '*', LIST(-1) is '+', LIST(n) takes exactly n values. */
+#define LIST(n) .type = MC_FLAG_LIST, .nargs = (n), .elem = MC_FLAG_STRING
+#define INT_LIST(n) .type = MC_FLAG_LIST, .nargs = (n), .elem = MC_FLAG_INT
+
+#define FIELD(x) .field = offsetof(mc_args_t, x), .field_size = sizeof(((mc_args_t *)0)->x)
+/* A bool companion set when the flag is given (for defaults of None where 0 is a real value). */
+#define SET_FLAG(x) .set_field = offsetof(mc_args_t, x), .set_size = sizeof(((mc_args_t *)0)->x)
+#define LIST_FIELD(x, n) FIELD(x), .count_field = offsetof(mc_args_t, n)
+
+#define GE(x) .bounds = MC_MIN, .min = (x)
+#define GT(x) .bounds = MC_MIN_EXCL, .min = (x)
+#define BETWEEN(a, b) .bounds = MC_MIN | MC_MAX, .min = (a), .max = (b)
+#define PROBABILITY .bounds = MC_MIN | MC_MAX_EXCL, .min = 0, .max = 1
+
+#define IMPLEMENTED .status = MC_FLAG_IMPLEMENTED
+#define IMPLEMENTED_NOTE(why) .status = MC_FLAG_IMPLEMENTED, .note = (why)
+#define NOOP(why) .status = MC_FLAG_NOOP, .note = (why)
+#define TODO(why) .status = MC_FLAG_NOT_IMPLEMENTED, .note = (why)
+#define DEPRECATED(msg) .status = MC_FLAG_DEPRECATED, .note = (msg)
+#define ONLY(why, ...)                                                                              \
+    .status = MC_FLAG_PARTIAL, .note = (why), .supported = (const char *const[]){__VA_ARGS__, NULL}
+
+extern const mc_flag_t mc_flags_model[];
+extern const size_t mc_flags_model_count;
+extern const mc_flag_t mc_flags_train[];
+extern const size_t mc_flags_train_count;
+
+#endif
