@@ -11,7 +11,7 @@
 #include <stdint.h>
 #include <zlib.h>
 
-#include "cli/preprocess_args.h"
+#include "data/preprocess.h" /* mc_preprocess_args_t */
 #include "data/indexed.h"
 #include "data/json_scan.h"
 #include "data/tokenizer.h"
