@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "base/error.h"
+#include "base/py_float.h"
 #include "config/flags.h"
 #include "ckpt/files.h"
 #include "train/signals.h"
@@ -390,11 +391,7 @@ static bool value_text(const mc_pyobj_t *v, char *buf, size_t n)
     case MC_PY_INT: mc_py_get_int(v, &i); snprintf(buf, n, "%" PRId64, i); return true;
     case MC_PY_FLOAT: /* Python's repr: the shortest text that reads back the same */
         mc_py_get_float(v, &d);
-        for (int prec = 1; prec <= 17; prec++) {
-            snprintf(buf, n, "%.*g", prec, d);
-            if (strtod(buf, NULL) == d) break;
-        }
-        if (!strpbrk(buf, ".eni")) strncat(buf, ".0", n - strlen(buf) - 1); /* 1.0, not 1 */
+        mc_py_float_repr(d, buf, n);
         return true;
     case MC_PY_STR: snprintf(buf, n, "%s", mc_py_get_str(v)); return true;
     case MC_PY_LIST:

@@ -9,7 +9,7 @@
 #include "config/args.h"
 #include "base/error.h"
 #include "config/flags.h"
-#include "parallel/schedule.h"
+#include "config/pipeline_layout.h"
 
 int mc_args_eval_microbatches(const mc_args_t *a)
 {

@@ -49,17 +49,4 @@ int mc_preprocess_main(int argc, char **argv);
 /* Runs the pipeline for parsed arguments. Returns 0; errors exit 2 after cleaning up. */
 int mc_preprocess_run(const mc_preprocess_args_t *a);
 
-/* The fast line scanner, exposed for tests. Returns 1 when line[0..n) is one JSON object as
- * Python's json.loads reads it (RFC 8259 plus NaN/Infinity/-Infinity; strict UTF-8; no control
- * characters in strings; surrogate escapes paired), with no escaped key at its top level and
- * nesting under 512; then *kind says what the last value under key is (0 absent, 's' string,
- * '[' list, 'o' anything else) and, for a string, buf (room for n bytes) holds its bytes and *len
- * their count. Returns 0 otherwise; the pipeline then asks jansson, which decides and explains. */
-int mc_json_line_scan(const char *line, size_t n, const char *key, int *kind, char *buf,
-                      size_t *len);
-
-/* Python's repr() of a float ("0.1", "12345.0", "1e+16"), as Megatron's progress line prints
- * its rates. */
-void mc_py_float_repr(double v, char *buf, size_t n);
-
 #endif

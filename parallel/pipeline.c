@@ -132,6 +132,31 @@ int mc_pipeline_configure(mc_gpt_config_t *cfg, const mc_args_t *a, int pp_rank,
 
 /* ------------------------------------------------------------------ executor */
 
+/* (Re)builds *s for M microbatches. Returns 0, or -1 with one line in err. */
+static int build_schedule(const mc_pipeline_t *p, mc_pipe_schedule_t *s, int M, bool forward_only,
+                          char *err, size_t errn)
+{
+    free(s->acts);
+    *s = (mc_pipe_schedule_t){0};
+    const mc_pp_config_t cfg = mc_pipeline_schedule_config(p->args, p->pp_rank, M, forward_only);
+    if (cfg.vpp != p->model->cfg.n_chunks)
+        return mc_errf(err, errn, "internal error: the model has %d chunks, the schedule %d",
+                       p->model->cfg.n_chunks, cfg.vpp);
+    if (mc_pp_schedule(&cfg, &s->acts, &s->n, err, errn) != 0) return -1;
+    s->M = M;
+    return 0;
+}
+
+/* The step's action list: the one built at init unless M changed. */
+static const mc_pipe_schedule_t *schedule_for(mc_pipeline_t *p, int M, bool forward_only)
+{
+    mc_pipe_schedule_t *s = &p->sched[forward_only];
+    char err[256];
+    if (s->M != M && build_schedule(p, s, M, forward_only, err, sizeof(err)) != 0)
+        mc_fatal("%s", err);
+    return s;
+}
+
 void mc_pipeline_init(mc_pipeline_t *p, mc_gpt_t *model, mc_comm_t *comm, mc_group_t *pp_group,
                       const mc_args_t *a, int pp_rank, mc_timers_t *timers)
 {
@@ -148,6 +173,13 @@ void mc_pipeline_init(mc_pipeline_t *p, mc_gpt_t *model, mc_comm_t *comm, mc_gro
         if (!p->slots[g]) mc_fatal("out of host memory");
         for (int k = 0; k < n; k++) p->slots[g][k] = (mc_pipe_slot_t){.mb = -1, .req = MC_REQ_DONE};
     }
+    /* The schedules once (a failure is reported by the first step that needs it) */
+    char err[256];
+    if (a->num_microbatches > 0)
+        build_schedule(p, &p->sched[0], a->num_microbatches, false, err, sizeof(err));
+    const int eval_m = mc_args_eval_microbatches(a);
+    if (a->eval_iters > 0 && eval_m > 0)
+        build_schedule(p, &p->sched[1], eval_m, true, err, sizeof(err));
 }
 
 void mc_pipeline_free(mc_pipeline_t *p)
@@ -155,6 +187,7 @@ void mc_pipeline_free(mc_pipeline_t *p)
     for (int g = 0; g < MC_SLOT_GROUPS; g++) free(p->slots[g]);
     free(p->slot_of);
     free(p->weight);
+    for (int i = 0; i < 2; i++) free(p->sched[i].acts);
     memset(p, 0, sizeof(*p));
 }
 
@@ -311,12 +344,9 @@ void mc_pipeline_run(mc_pipeline_t *p, const mc_pipeline_step_t *st)
 {
     mc_gpt_t *m = p->model;
     const int vpp = m->cfg.n_chunks;
-    const mc_pp_config_t cfg = mc_pipeline_schedule_config(p->args, p->pp_rank, st->M, st->forward_only);
-    if (cfg.vpp != vpp) mc_fatal("internal error: the model has %d chunks, the schedule %d", vpp, cfg.vpp);
-    char err[256];
-    mc_pp_action_t *acts;
-    int n;
-    if (mc_pp_schedule(&cfg, &acts, &n, err, sizeof(err)) != 0) mc_fatal("%s", err);
+    const mc_pipe_schedule_t *sched = schedule_for(p, st->M, st->forward_only);
+    const mc_pp_action_t *acts = sched->acts;
+    const int n = sched->n;
     if (st->M > p->cap_m) {
         free(p->slot_of);
         free(p->weight);
@@ -346,5 +376,4 @@ void mc_pipeline_run(mc_pipeline_t *p, const mc_pipeline_step_t *st)
                 mc_fatal("internal error: activation slot %d of group %d still holds microbatch %d "
                          "after the schedule", k, g, p->slots[g][k].mb);
         }
-    free(acts);
 }

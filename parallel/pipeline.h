@@ -52,6 +52,13 @@ typedef struct {
     int timer;       /* its timer (mc_timer_id_t), to account the wait */
 } mc_pipe_slot_t;
 
+/* An action list of this rank, built once and reused by every step with the same M. */
+typedef struct {
+    int M;                /* 0: not built */
+    mc_pp_action_t *acts;
+    int n;
+} mc_pipe_schedule_t;
+
 typedef struct {
     mc_gpt_t *model;
     mc_comm_t *comm;
@@ -63,6 +70,7 @@ typedef struct {
     int *slot_of;         /* [M * vpp]: slot of (mb, chunk), -1 when none */
     float *weight;        /* [M]: loss weight of each microbatch's backward (post chunk) */
     int cap_m;
+    mc_pipe_schedule_t sched[2]; /* training, evaluation (forward only) */
 } mc_pipeline_t;
 
 /* One run of the schedule over M microbatches. */
@@ -79,6 +87,8 @@ typedef struct {
     void (*before_backward)(void *ctx, int mb, int chunk);
 } mc_pipeline_step_t;
 
+/* Also builds the training schedule (a->num_microbatches) and, with evaluation, the forward-only
+ * one (mc_args_eval_microbatches); a step with another M rebuilds that schedule once. */
 void mc_pipeline_init(mc_pipeline_t *p, mc_gpt_t *model, mc_comm_t *comm, mc_group_t *pp_group,
                       const mc_args_t *a, int pp_rank, mc_timers_t *timers);
 void mc_pipeline_free(mc_pipeline_t *p);

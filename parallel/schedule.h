@@ -41,12 +41,15 @@
  *         async [send_prev, recv_next]; cooldown batches are synchronous. This is the path with
  *         overlap_p2p_comm_warmup_flush False (Megatron's default); the flush variant is not
  *         modelled.
- * Both are checked by mc_pp_simulate for every configuration the tests enumerate. */
+ * Both are checked by the tests' all-rank simulator (test/unit/schedule_check.h) for every
+ * configuration they enumerate. */
 #ifndef MC_PARALLEL_SCHEDULE_H
 #define MC_PARALLEL_SCHEDULE_H
 
 #include <stdbool.h>
 #include <stddef.h>
+
+#include "config/pipeline_layout.h"
 
 typedef enum { MC_PP_FORWARD, MC_PP_BACKWARD } mc_pp_kind_t;
 
@@ -79,26 +82,10 @@ typedef struct {
     bool async; /* started, not waited for (see the executor contract above) */
 } mc_pp_action_t;
 
-typedef struct {
-    int pp_rank, pp_size;
-    int vpp;              /* model chunks per rank; 1 = no interleaving */
-    int num_microbatches; /* M */
-    int group_size;       /* microbatch_group_size_per_vp_stage G; 0 = pp (Megatron's default) */
-    bool overlap_p2p_comm; /* interleaved only; Megatron raises without VPP (pass false there) */
-    bool forward_only;     /* evaluation: forwards only, no gradients */
-} mc_pp_config_t;
-
-/* Megatron's checks for the schedule (schedules.py and arguments.py:validate_args). Returns 0,
- * or -1 with one line in err. */
-int mc_pp_validate(const mc_pp_config_t *cfg, char *err, size_t errn);
-
 /* The action list of cfg->pp_rank into *out (malloc'ed, caller frees) and *n_out. Returns 0, or
  * -1 with one line in err (invalid config, out of memory). */
 int mc_pp_schedule(const mc_pp_config_t *cfg, mc_pp_action_t **out, int *n_out, char *err,
                    size_t errn);
-
-/* G after the default (0 -> pp). */
-int mc_pp_group_size(const mc_pp_config_t *cfg);
 
 /* Forward steps per rank: M * vpp. */
 int mc_pp_total(const mc_pp_config_t *cfg);
@@ -113,55 +100,5 @@ int mc_pp_warmup(const mc_pp_config_t *cfg);
  * microbatch k runs microbatch mb[k] on forward chunk chunk[k]; backward step k runs mb[k] on
  * chunk vpp - 1 - chunk[k]. Writes M*vpp entries to each array. G must be >= 1. */
 void mc_pp_table(int num_microbatches, int vpp, int group_size, int *mb, int *chunk);
-
-/* Most forwards whose backward has not run yet that cfg->pp_rank holds at once, counted in
- * chunk activations (one microbatch through one model chunk): min(warmup + 1, M*vpp), which for
- * 1F1B is min(pp - rank, M); 0 with forward_only (nothing is kept for a backward). */
-int mc_pp_max_inflight(const mc_pp_config_t *cfg);
-
-/* Runs the action lists of all pp ranks together (cfg's pp_rank is ignored): synchronous batches
- * block until every op in them is matched, asynchronous ones do not, a compute waits for the
- * receive of its input; sends and receives match per ordered rank pair in issue order and must
- * name the same tensor. Checks: no deadlock; every sent tensor is received; each rank runs F
- * then B exactly once for every (microbatch, chunk), per chunk in microbatch order (so the loss
- * of the last virtual stage is taken in microbatch order) and B on the oldest outstanding
- * forward; a tensor is sent only after it was computed; and max_inflight matches
- * mc_pp_max_inflight. Fills max_inflight[pp] when not NULL. Returns 0, or -1 with one line. */
-int mc_pp_simulate(const mc_pp_config_t *cfg, int *max_inflight, char *err, size_t errn);
-
-/* The same checks on given lists (lists[r] with n[r] actions for pp rank r); for tests. */
-int mc_pp_simulate_lists(const mc_pp_config_t *cfg, mc_pp_action_t *const *lists, const int *n,
-                         int *max_inflight, char *err, size_t errn);
-
-/* Text form, for tests and logs: computes "F<mb>c<chunk>" / "B<mb>c<chunk>", batches
- * "[SP0c1 RP1c1]" (synchronous) or "<RP1c1 SN0c1>" (asynchronous) with SP/RP/SN/RN for
- * send_prev/recv_prev/send_next/recv_next, separated by spaces. Returns the length it needed
- * (like snprintf). */
-int mc_pp_format(const mc_pp_action_t *a, int n, char *buf, size_t bufn);
-
-/* Transformer-layer placement (MEGATRON.md 3.2; transformer_layer.get_transformer_layer_offset
- * and transformer_block.get_num_layers_to_build). first_stage_layers / last_stage_layers are
- * --decoder-first/last-pipeline-num-layers, 0 = unset. Even split: chunk v of rank p holds
- * [v*(L/vpp) + p*(L/pp/vpp), +L/pp/vpp). Uneven: the first (last) rank holds the given number,
- * the other ranks split the rest evenly; with vpp each rank's layers are split evenly over its
- * chunks and chunk v of every rank comes after chunk v-1 of every rank. The account-for-
- * embedding/loss splits and --pipeline-model-parallel-layout are not handled. */
-typedef struct {
-    int num_layers, pp_size, vpp;
-    int first_stage_layers, last_stage_layers;
-} mc_pp_layers_cfg_t;
-
-/* Global index of the first layer of (pp_rank, chunk) and how many layers it has. Returns 0, or
- * -1 with one line in err for a placement Megatron rejects. */
-int mc_pp_layers(const mc_pp_layers_cfg_t *c, int pp_rank, int chunk, int *first_layer,
-                 int *n_layers, char *err, size_t errn);
-
-/* The embedding lives on chunk 0 of pp rank 0; final norm, output layer and loss on the last
- * chunk of the last pp rank. */
-static inline bool mc_pp_is_pre_process(int pp_rank, int chunk) { return pp_rank == 0 && chunk == 0; }
-static inline bool mc_pp_is_post_process(int pp_size, int vpp, int pp_rank, int chunk)
-{
-    return pp_rank == pp_size - 1 && chunk == vpp - 1;
-}
 
 #endif

@@ -694,10 +694,362 @@ static int memo_get(up_t *u, uint64_t idx)
 
 /* ---- the machine ----------------------------------------------------------------------------- */
 
-static int run(up_t *u, mc_pyobj_t **out)
+/* PROTO, FRAME and the stack itself: MARK, POP, POP_MARK, DUP. */
+static int op_stack(up_t *u, uint8_t op)
+{
+    const uint8_t *b;
+    int rc = 0;
+    switch (op) {
+    case 0x80: /* PROTO */
+        if (!(b = take(u, 1))) return -1;
+        if (b[0] > 5) rc = bad(u, "unsupported pickle protocol %d", b[0]);
+        break;
+    case 0x95: /* FRAME: a length hint */
+        rc = take(u, 8) ? 0 : -1;
+        break;
+    case '(': /* MARK */
+        if (u->nmarks == u->mcap) {
+            size_t cap = u->mcap ? 2 * u->mcap : 32;
+            size_t *m = realloc(u->marks, cap * sizeof *m);
+            if (!m) return oom(u);
+            u->marks = m;
+            u->mcap = cap;
+        }
+        u->marks[u->nmarks++] = u->sp;
+        break;
+    case '0': /* POP: an item, or the MARK when none is above it */
+        if (u->sp > fence(u)) mc_py_decref(u->stack[--u->sp]);
+        else if (u->nmarks) u->nmarks--;
+        else rc = bad(u, "pickle stack underflow");
+        break;
+    case '1': { /* POP_MARK */
+        ptrdiff_t k = pop_mark(u);
+        if (k < 0) return -1;
+        drop_to(u, (size_t)k);
+        break;
+    }
+    case '2': { /* DUP */
+        mc_pyobj_t *o = top(u);
+        if (!o) return -1;
+        if (is_container(o)) u->shared = true;
+        rc = push(u, mc_py_incref(o));
+        break;
+    }
+    }
+    return rc;
+}
+
+/* None, booleans, ints, floats, strings and bytes. */
+static int op_scalar(up_t *u, uint8_t op)
 {
     const uint8_t *b;
     int64_t iv = 0;
+    int rc = 0;
+    switch (op) {
+    case 'N': rc = push(u, mc_py_none()); break;
+    case 0x88: rc = push(u, mc_py_bool(true)); break;
+    case 0x89: rc = push(u, mc_py_bool(false)); break;
+    case 'J':
+        if (!(b = take(u, 4))) return -1;
+        rc = push(u, mc_py_int((int32_t)ck_le32(b)));
+        break;
+    case 'K':
+        if (!(b = take(u, 1))) return -1;
+        rc = push(u, mc_py_int(b[0]));
+        break;
+    case 'M':
+        if (!(b = take(u, 2))) return -1;
+        rc = push(u, mc_py_int(ck_le16(b)));
+        break;
+    case 0x8a: /* LONG1 */
+    case 0x8b: { /* LONG4 */
+        uint64_t n;
+        if (!(b = take(u, op == 0x8a ? 1 : 4))) return -1;
+        if (op == 0x8a) n = b[0];
+        else if ((int32_t)ck_le32(b) < 0) return bad(u, "negative LONG4 length");
+        else n = ck_le32(b);
+        if (!(b = take(u, n)) || decode_long(u, b, n, &iv)) return -1;
+        rc = push(u, mc_py_int(iv));
+        break;
+    }
+    case 'G': { /* BINFLOAT: big-endian */
+        if (!(b = take(u, 8))) return -1;
+        uint64_t bits = 0;
+        for (int i = 0; i < 8; i++) bits = bits << 8 | b[i];
+        double f;
+        memcpy(&f, &bits, 8);
+        rc = push(u, mc_py_float(f));
+        break;
+    }
+    case 'X': /* BINUNICODE */
+    case 'T': /* BINSTRING (Python 2 str; signed length) */
+    case 'B': /* BINBYTES */
+        if (!(b = take(u, 4))) return -1;
+        if (op == 'T' && (int32_t)ck_le32(b) < 0) return bad(u, "negative BINSTRING length");
+        rc = push_str(u, ck_le32(b), op == 'B');
+        break;
+    case 0x8c: /* SHORT_BINUNICODE */
+    case 'U':  /* SHORT_BINSTRING */
+    case 'C':  /* SHORT_BINBYTES */
+        if (!(b = take(u, 1))) return -1;
+        rc = push_str(u, b[0], op == 'C');
+        break;
+    case 0x8d: /* BINUNICODE8 */
+    case 0x8e: /* BINBYTES8 */
+    case 0x96: /* BYTEARRAY8 (kept as bytes) */
+        if (!(b = take(u, 8))) return -1;
+        rc = push_str(u, ck_le64(b), op != 0x8d);
+        break;
+    }
+    return rc;
+}
+
+/* Empty containers and the ones built from the stack: tuples, lists, dicts. */
+static int op_collect(up_t *u, uint8_t op)
+{
+    int rc = 0;
+    switch (op) {
+    case ')': rc = push(u, mc_py_tuple(0)); break;
+    case ']': rc = push(u, mc_py_list()); break;
+    case '}': rc = push(u, mc_py_dict()); break;
+    case 't': /* TUPLE */
+    case 'l': { /* LIST */
+        ptrdiff_t k = pop_mark(u);
+        if (k < 0) return -1;
+        rc = collect(u, (size_t)k, op == 't' ? MC_PY_TUPLE : MC_PY_LIST);
+        break;
+    }
+    case 0x85: /* TUPLE1-3 */
+    case 0x86:
+    case 0x87: {
+        size_t n = (size_t)(op - 0x84);
+        if (u->sp - fence(u) < n) return bad(u, "pickle stack underflow");
+        rc = collect(u, u->sp - n, MC_PY_TUPLE);
+        break;
+    }
+    case 'd': { /* DICT */
+        ptrdiff_t k = pop_mark(u);
+        if (k < 0) return -1;
+        if (push(u, mc_py_dict())) return -1;
+        /* move the dict below its items, then set them */
+        mc_pyobj_t *d = u->stack[u->sp - 1];
+        memmove(u->stack + k + 1, u->stack + k, (u->sp - 1 - (size_t)k) * sizeof *u->stack);
+        u->stack[k] = d;
+        rc = setitems(u, (size_t)k + 1);
+        break;
+    }
+    }
+    return rc;
+}
+
+/* Items added to a list, dict or set on the stack; sets. */
+static int op_fill(up_t *u, uint8_t op)
+{
+    int rc = 0;
+    switch (op) {
+    case 'a': /* APPEND */
+        if (u->sp - fence(u) < 2) return bad(u, "pickle stack underflow");
+        rc = appends(u, u->sp - 1);
+        break;
+    case 'e': { /* APPENDS */
+        ptrdiff_t k = pop_mark(u);
+        rc = k < 0 ? -1 : appends(u, (size_t)k);
+        break;
+    }
+    case 's': /* SETITEM */
+        if (u->sp - fence(u) < 3) return bad(u, "pickle stack underflow");
+        rc = setitems(u, u->sp - 2);
+        break;
+    case 'u': { /* SETITEMS */
+        ptrdiff_t k = pop_mark(u);
+        rc = k < 0 ? -1 : setitems(u, (size_t)k);
+        break;
+    }
+    case 0x8f: /* EMPTY_SET: set([]) as protocol 2 would write it */
+    case 0x91: { /* FROZENSET */
+        ptrdiff_t k = 0;
+        if (op == 0x91 && (k = pop_mark(u)) < 0) return -1;
+        if (op == 0x91) rc = collect(u, (size_t)k, MC_PY_LIST);
+        else rc = push(u, mc_py_list());
+        if (rc) break;
+        mc_pyobj_t *items = adopt(pop(u));
+        rc = push(u, mc_py_object(mc_py_global("builtins", op == 0x91 ? "frozenset" : "set"),
+                                  adopt(mc_py_tuple(1, items)), false));
+        break;
+    }
+    case 0x90: { /* ADDITEMS */
+        ptrdiff_t k = pop_mark(u);
+        if (k < 0) return -1;
+        if (k == 0 || (size_t)k - 1 < fence(u) ||
+            !mc_py_is_a(u->stack[k - 1], "builtins", "set"))
+            return bad(u, "ADDITEMS without a set");
+        rc = appends(u, (size_t)k);
+        break;
+    }
+    }
+    return rc;
+}
+
+/* Globals, reductions, objects, BUILD, persistent ids. */
+static int op_object(up_t *u, uint8_t op)
+{
+    int rc = 0;
+    switch (op) {
+    case 'c': { /* GLOBAL */
+        size_t ml, nl;
+        const char *m = read_line(u, &ml), *n = m ? read_line(u, &nl) : NULL;
+        if (!n) return -1;
+        rc = push_global(u, m, ml, n, nl);
+        break;
+    }
+    case 0x93: { /* STACK_GLOBAL */
+        mc_pyobj_t *name = pop(u), *mod = name ? pop(u) : NULL;
+        if (!mod || mod->kind != MC_PY_STR || name->kind != MC_PY_STR)
+            rc = u->failed ? -1 : bad(u, "STACK_GLOBAL names that are not str");
+        else
+            rc = push_global(u, mod->str.data, mod->str.len, name->str.data, name->str.len);
+        mc_py_decref(name);
+        mc_py_decref(mod);
+        break;
+    }
+    case 'R': { /* REDUCE */
+        mc_pyobj_t *args = pop(u), *fn = args ? pop(u) : NULL;
+        if (!fn) {
+            mc_py_decref(args);
+            return -1;
+        }
+        mc_pyobj_t *r = reduce(u, fn, args, 0);
+        rc = r ? push(u, r) : -1;
+        break;
+    }
+    case 0x81: /* NEWOBJ */
+    case 0x92: { /* NEWOBJ_EX */
+        mc_pyobj_t *kw = op == 0x92 ? pop(u) : NULL;
+        if (op == 0x92 && !kw) return -1;
+        mc_pyobj_t *args = pop(u), *cls = args ? pop(u) : NULL;
+        if (!cls || args->kind != MC_PY_TUPLE || (kw && mc_py_len(kw))) {
+            if (!u->failed)
+                bad(u, kw && mc_py_len(kw) ? "NEWOBJ_EX with keyword arguments (not supported)"
+                                           : "NEWOBJ arguments that are not a tuple");
+            mc_py_decref(kw);
+            mc_py_decref(args);
+            mc_py_decref(cls);
+            return -1;
+        }
+        mc_py_decref(kw);
+        rc = push(u, mc_py_object(adopt(cls), adopt(args), true));
+        break;
+    }
+    case 'b': rc = build(u); break;
+    case 'Q': { /* BINPERSID */
+        mc_pyobj_t *pid = pop(u);
+        if (!pid) return -1;
+        mc_pyobj_t *s = persistent_load(u, pid);
+        mc_py_decref(pid);
+        rc = s ? push(u, s) : -1;
+        break;
+    }
+    }
+    return rc;
+}
+
+/* The memo. */
+static int op_memo(up_t *u, uint8_t op)
+{
+    const uint8_t *b;
+    int rc = 0;
+    switch (op) {
+    case 'q':
+        if (!(b = take(u, 1))) return -1;
+        rc = memo_put(u, b[0]);
+        break;
+    case 'r':
+        if (!(b = take(u, 4))) return -1;
+        rc = memo_put(u, ck_le32(b));
+        break;
+    case 0x94: rc = memo_put(u, u->memo_count); break; /* MEMOIZE */
+    case 'h':
+        if (!(b = take(u, 1))) return -1;
+        rc = memo_get(u, b[0]);
+        break;
+    case 'j':
+        if (!(b = take(u, 4))) return -1;
+        rc = memo_get(u, ck_le32(b));
+        break;
+    }
+    return rc;
+}
+
+/* One opcode other than STOP, by its group. */
+static int dispatch(up_t *u, uint8_t op)
+{
+    switch (op) {
+    case 0x80:
+    case 0x95:
+    case '(':
+    case '0':
+    case '1':
+    case '2':
+        return op_stack(u, op);
+    case 'N':
+    case 0x88:
+    case 0x89:
+    case 'J':
+    case 'K':
+    case 'M':
+    case 0x8a:
+    case 0x8b:
+    case 'G':
+    case 'X':
+    case 'T':
+    case 'B':
+    case 0x8c:
+    case 'U':
+    case 'C':
+    case 0x8d:
+    case 0x8e:
+    case 0x96:
+        return op_scalar(u, op);
+    case ')':
+    case ']':
+    case '}':
+    case 't':
+    case 'l':
+    case 0x85:
+    case 0x86:
+    case 0x87:
+    case 'd':
+        return op_collect(u, op);
+    case 'a':
+    case 'e':
+    case 's':
+    case 'u':
+    case 0x8f:
+    case 0x91:
+    case 0x90:
+        return op_fill(u, op);
+    case 'c':
+    case 0x93:
+    case 'R':
+    case 0x81:
+    case 0x92:
+    case 'b':
+    case 'Q':
+        return op_object(u, op);
+    case 'q':
+    case 'r':
+    case 0x94:
+    case 'h':
+    case 'j':
+        return op_memo(u, op);
+    default:
+        return bad(u, op_name(op) ? "unsupported pickle opcode" : "invalid pickle opcode");
+    }
+}
+
+/* Runs the opcodes up to STOP; each group of opcodes has its function. */
+static int run(up_t *u, mc_pyobj_t **out)
+{
     while (!u->failed) {
         u->op_at = (size_t)(u->p - u->base);
         if (u->p >= u->end) {
@@ -706,247 +1058,13 @@ static int run(up_t *u, mc_pyobj_t **out)
                            (size_t)(u->end - u->base));
         }
         uint8_t op = u->op = *u->p++;
-        int rc = 0;
-        switch (op) {
-        case 0x80: /* PROTO */
-            if (!(b = take(u, 1))) return -1;
-            if (b[0] > 5) rc = bad(u, "unsupported pickle protocol %d", b[0]);
-            break;
-        case 0x95: /* FRAME: a length hint */
-            rc = take(u, 8) ? 0 : -1;
-            break;
-        case '.': { /* STOP */
+        if (op == '.') { /* STOP */
             mc_pyobj_t *o = pop(u);
             if (!o) return -1;
             *out = o;
             return 0;
         }
-        case '(': /* MARK */
-            if (u->nmarks == u->mcap) {
-                size_t cap = u->mcap ? 2 * u->mcap : 32;
-                size_t *m = realloc(u->marks, cap * sizeof *m);
-                if (!m) return oom(u);
-                u->marks = m;
-                u->mcap = cap;
-            }
-            u->marks[u->nmarks++] = u->sp;
-            break;
-        case '0': /* POP: an item, or the MARK when none is above it */
-            if (u->sp > fence(u)) mc_py_decref(u->stack[--u->sp]);
-            else if (u->nmarks) u->nmarks--;
-            else rc = bad(u, "pickle stack underflow");
-            break;
-        case '1': { /* POP_MARK */
-            ptrdiff_t k = pop_mark(u);
-            if (k < 0) return -1;
-            drop_to(u, (size_t)k);
-            break;
-        }
-        case '2': { /* DUP */
-            mc_pyobj_t *o = top(u);
-            if (!o) return -1;
-            if (is_container(o)) u->shared = true;
-            rc = push(u, mc_py_incref(o));
-            break;
-        }
-        case 'N': rc = push(u, mc_py_none()); break;
-        case 0x88: rc = push(u, mc_py_bool(true)); break;
-        case 0x89: rc = push(u, mc_py_bool(false)); break;
-        case 'J':
-            if (!(b = take(u, 4))) return -1;
-            rc = push(u, mc_py_int((int32_t)ck_le32(b)));
-            break;
-        case 'K':
-            if (!(b = take(u, 1))) return -1;
-            rc = push(u, mc_py_int(b[0]));
-            break;
-        case 'M':
-            if (!(b = take(u, 2))) return -1;
-            rc = push(u, mc_py_int(ck_le16(b)));
-            break;
-        case 0x8a: /* LONG1 */
-        case 0x8b: { /* LONG4 */
-            uint64_t n;
-            if (!(b = take(u, op == 0x8a ? 1 : 4))) return -1;
-            if (op == 0x8a) n = b[0];
-            else if ((int32_t)ck_le32(b) < 0) return bad(u, "negative LONG4 length");
-            else n = ck_le32(b);
-            if (!(b = take(u, n)) || decode_long(u, b, n, &iv)) return -1;
-            rc = push(u, mc_py_int(iv));
-            break;
-        }
-        case 'G': { /* BINFLOAT: big-endian */
-            if (!(b = take(u, 8))) return -1;
-            uint64_t bits = 0;
-            for (int i = 0; i < 8; i++) bits = bits << 8 | b[i];
-            double f;
-            memcpy(&f, &bits, 8);
-            rc = push(u, mc_py_float(f));
-            break;
-        }
-        case 'X': /* BINUNICODE */
-        case 'T': /* BINSTRING (Python 2 str; signed length) */
-        case 'B': /* BINBYTES */
-            if (!(b = take(u, 4))) return -1;
-            if (op == 'T' && (int32_t)ck_le32(b) < 0) return bad(u, "negative BINSTRING length");
-            rc = push_str(u, ck_le32(b), op == 'B');
-            break;
-        case 0x8c: /* SHORT_BINUNICODE */
-        case 'U':  /* SHORT_BINSTRING */
-        case 'C':  /* SHORT_BINBYTES */
-            if (!(b = take(u, 1))) return -1;
-            rc = push_str(u, b[0], op == 'C');
-            break;
-        case 0x8d: /* BINUNICODE8 */
-        case 0x8e: /* BINBYTES8 */
-        case 0x96: /* BYTEARRAY8 (kept as bytes) */
-            if (!(b = take(u, 8))) return -1;
-            rc = push_str(u, ck_le64(b), op != 0x8d);
-            break;
-        case ')': rc = push(u, mc_py_tuple(0)); break;
-        case ']': rc = push(u, mc_py_list()); break;
-        case '}': rc = push(u, mc_py_dict()); break;
-        case 't': /* TUPLE */
-        case 'l': { /* LIST */
-            ptrdiff_t k = pop_mark(u);
-            if (k < 0) return -1;
-            rc = collect(u, (size_t)k, op == 't' ? MC_PY_TUPLE : MC_PY_LIST);
-            break;
-        }
-        case 0x85: /* TUPLE1-3 */
-        case 0x86:
-        case 0x87: {
-            size_t n = (size_t)(op - 0x84);
-            if (u->sp - fence(u) < n) return bad(u, "pickle stack underflow");
-            rc = collect(u, u->sp - n, MC_PY_TUPLE);
-            break;
-        }
-        case 'd': { /* DICT */
-            ptrdiff_t k = pop_mark(u);
-            if (k < 0) return -1;
-            if (push(u, mc_py_dict())) return -1;
-            /* move the dict below its items, then set them */
-            mc_pyobj_t *d = u->stack[u->sp - 1];
-            memmove(u->stack + k + 1, u->stack + k, (u->sp - 1 - (size_t)k) * sizeof *u->stack);
-            u->stack[k] = d;
-            rc = setitems(u, (size_t)k + 1);
-            break;
-        }
-        case 'a': /* APPEND */
-            if (u->sp - fence(u) < 2) return bad(u, "pickle stack underflow");
-            rc = appends(u, u->sp - 1);
-            break;
-        case 'e': { /* APPENDS */
-            ptrdiff_t k = pop_mark(u);
-            rc = k < 0 ? -1 : appends(u, (size_t)k);
-            break;
-        }
-        case 's': /* SETITEM */
-            if (u->sp - fence(u) < 3) return bad(u, "pickle stack underflow");
-            rc = setitems(u, u->sp - 2);
-            break;
-        case 'u': { /* SETITEMS */
-            ptrdiff_t k = pop_mark(u);
-            rc = k < 0 ? -1 : setitems(u, (size_t)k);
-            break;
-        }
-        case 0x8f: /* EMPTY_SET: set([]) as protocol 2 would write it */
-        case 0x91: { /* FROZENSET */
-            ptrdiff_t k = 0;
-            if (op == 0x91 && (k = pop_mark(u)) < 0) return -1;
-            if (op == 0x91) rc = collect(u, (size_t)k, MC_PY_LIST);
-            else rc = push(u, mc_py_list());
-            if (rc) break;
-            mc_pyobj_t *items = adopt(pop(u));
-            rc = push(u, mc_py_object(mc_py_global("builtins", op == 0x91 ? "frozenset" : "set"),
-                                      adopt(mc_py_tuple(1, items)), false));
-            break;
-        }
-        case 0x90: { /* ADDITEMS */
-            ptrdiff_t k = pop_mark(u);
-            if (k < 0) return -1;
-            if (k == 0 || (size_t)k - 1 < fence(u) ||
-                !mc_py_is_a(u->stack[k - 1], "builtins", "set"))
-                return bad(u, "ADDITEMS without a set");
-            rc = appends(u, (size_t)k);
-            break;
-        }
-        case 'c': { /* GLOBAL */
-            size_t ml, nl;
-            const char *m = read_line(u, &ml), *n = m ? read_line(u, &nl) : NULL;
-            if (!n) return -1;
-            rc = push_global(u, m, ml, n, nl);
-            break;
-        }
-        case 0x93: { /* STACK_GLOBAL */
-            mc_pyobj_t *name = pop(u), *mod = name ? pop(u) : NULL;
-            if (!mod || mod->kind != MC_PY_STR || name->kind != MC_PY_STR)
-                rc = u->failed ? -1 : bad(u, "STACK_GLOBAL names that are not str");
-            else
-                rc = push_global(u, mod->str.data, mod->str.len, name->str.data, name->str.len);
-            mc_py_decref(name);
-            mc_py_decref(mod);
-            break;
-        }
-        case 'R': { /* REDUCE */
-            mc_pyobj_t *args = pop(u), *fn = args ? pop(u) : NULL;
-            if (!fn) {
-                mc_py_decref(args);
-                return -1;
-            }
-            mc_pyobj_t *r = reduce(u, fn, args, 0);
-            rc = r ? push(u, r) : -1;
-            break;
-        }
-        case 0x81: /* NEWOBJ */
-        case 0x92: { /* NEWOBJ_EX */
-            mc_pyobj_t *kw = op == 0x92 ? pop(u) : NULL;
-            if (op == 0x92 && !kw) return -1;
-            mc_pyobj_t *args = pop(u), *cls = args ? pop(u) : NULL;
-            if (!cls || args->kind != MC_PY_TUPLE || (kw && mc_py_len(kw))) {
-                if (!u->failed)
-                    bad(u, kw && mc_py_len(kw) ? "NEWOBJ_EX with keyword arguments (not supported)"
-                                               : "NEWOBJ arguments that are not a tuple");
-                mc_py_decref(kw);
-                mc_py_decref(args);
-                mc_py_decref(cls);
-                return -1;
-            }
-            mc_py_decref(kw);
-            rc = push(u, mc_py_object(adopt(cls), adopt(args), true));
-            break;
-        }
-        case 'b': rc = build(u); break;
-        case 'Q': { /* BINPERSID */
-            mc_pyobj_t *pid = pop(u);
-            if (!pid) return -1;
-            mc_pyobj_t *s = persistent_load(u, pid);
-            mc_py_decref(pid);
-            rc = s ? push(u, s) : -1;
-            break;
-        }
-        case 'q':
-            if (!(b = take(u, 1))) return -1;
-            rc = memo_put(u, b[0]);
-            break;
-        case 'r':
-            if (!(b = take(u, 4))) return -1;
-            rc = memo_put(u, ck_le32(b));
-            break;
-        case 0x94: rc = memo_put(u, u->memo_count); break; /* MEMOIZE */
-        case 'h':
-            if (!(b = take(u, 1))) return -1;
-            rc = memo_get(u, b[0]);
-            break;
-        case 'j':
-            if (!(b = take(u, 4))) return -1;
-            rc = memo_get(u, ck_le32(b));
-            break;
-        default:
-            if (op_name(op)) rc = bad(u, "unsupported pickle opcode");
-            else rc = bad(u, "invalid pickle opcode");
-            break;
-        }
+        int rc = dispatch(u, op);
         if (rc) return -1;
     }
     return -1;

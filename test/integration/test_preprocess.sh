@@ -125,6 +125,19 @@ check "malformed line: no output or temporary files" no_files "$M/out"
 printf '{"text": "1"}\n\n{"text": "2"}\n' >"$M/blank.jsonl"
 "${PP[@]}" --input "$M/blank.jsonl" --output-prefix "$M/out/b" --workers 1 "${NULL[@]}" >/dev/null 2>"$M/err"
 check "a blank line is malformed (line 2)" grep -q 'blank.jsonl, line 2: blank line' "$M/err"
+# A blank first line: the first chunk's text is still empty when the line ends (UBSan once
+# aborted there on memcpy to NULL, leaving a .bin.tmp); the same one error as any bad line.
+printf '\n{"text": "1"}\n' >"$M/blank1.jsonl"
+"${PP[@]}" --input "$M/blank1.jsonl" --output-prefix "$M/out/b" --workers 1 "${NULL[@]}" >/dev/null 2>"$M/err"
+rc=$?
+check "a blank first line: exit 2" test $rc -eq 2
+check "a blank first line: one error naming file and line 1" \
+    bash -c "[ \$(wc -l <'$M/err') -eq 1 ] && grep -qE '^megatron-c: error: .*blank1.jsonl, line 1: blank line' '$M/err'"
+check "a blank first line: no output or temporary files" no_files "$M/out"
+printf '\n' >"$M/blank_only.jsonl"
+"${PP[@]}" --input "$M/blank_only.jsonl" --output-prefix "$M/out/b" --workers 2 "${NULL[@]}" >/dev/null 2>"$M/err"
+check "a file of one blank line: line 1 is malformed" grep -q 'blank_only.jsonl, line 1: blank line' "$M/err"
+check "a file of one blank line: no files" no_files "$M/out"
 printf '{"text": "1"}\n{"x": "2"}\n' >"$M/nokey.jsonl"
 "${PP[@]}" --input "$M/nokey.jsonl" --output-prefix "$M/out/k" --workers 1 "${NULL[@]}" >/dev/null 2>"$M/err"
 check "a missing key names the key and line 2" grep -q 'nokey.jsonl, line 2: no key "text"' "$M/err"

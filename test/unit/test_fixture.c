@@ -468,6 +468,81 @@ static void test_truncated(void **state)
     tmp_done(&t);
 }
 
+/* Hand-made files: duplicate names rejected; empty record lists and zero-size tensors valid. */
+static void check_hand_made(tmp_t *t)
+{
+    /* Duplicate names: a hand-made two-record file. */
+    unsigned char d[64];
+    size_t o;
+    memcpy(d, "MCFX0001", 8), o = 8;
+    put_u32(d + o, 2), o += 4;
+    for (int r = 0; r < 2; r++) {
+        put_u32(d + o, 1), o += 4;
+        d[o++] = 'a';
+        put_u32(d + o, MC_FX_I32), o += 4;
+        put_u32(d + o, 0), o += 4;
+        put_u32(d + o, 7), o += 4;
+    }
+    expect_rejected(t, d, o, "duplicate name");
+    d[12 + 17 + 4] = 'b'; /* rename the second record: now valid */
+    write_file(t->path, d, o);
+    mc_fx_t *fx = mc_fx_load(t->path);
+    assert_non_null(fx);
+    assert_int_equal(fx->n, 2);
+    assert_string_equal(fx->t[1].name, "b");
+    assert_int_equal(fx->t[0].ndim, 0);
+    assert_int_equal(fx->t[0].numel, 1);
+    assert_true(mc_fx_scalar(fx, "b") == 7.0);
+    mc_fx_free(fx);
+
+    /* An empty record list and a zero-size tensor are valid. */
+    memcpy(d, "MCFX0001\0\0\0\0", 12);
+    write_file(t->path, d, 12);
+    fx = mc_fx_load(t->path);
+    assert_non_null(fx);
+    assert_int_equal(fx->n, 0);
+    mc_fx_free(fx);
+    o = 8;
+    put_u32(d + o, 1), o += 4;
+    put_u32(d + o, 1), o += 4;
+    d[o++] = 'z';
+    put_u32(d + o, MC_FX_F64), o += 4;
+    put_u32(d + o, 2), o += 4;
+    put_i64(d + o, 0), o += 8;
+    put_i64(d + o, INT64_MAX), o += 8;
+    write_file(t->path, d, o);
+    fx = mc_fx_load(t->path);
+    assert_non_null(fx);
+    assert_int_equal(fx->t[0].numel, 0);
+    mc_fx_free(fx);
+}
+
+/* Random single-byte damage in the first records of orig[0..n) (b: room for n bytes). */
+static void check_random_damage(tmp_t *t, const unsigned char *orig, unsigned char *b,
+                                size_t n)
+{
+    /* Random single-byte damage in the first records: never a crash; NULL or a valid load. */
+    srand(12345);
+    mc_fx_t *fx;
+    int rejected = 0;
+    for (int i = 0; i < 300; i++) {
+        memcpy(b, orig, n);
+        size_t pos = (size_t)rand() % (n < 4096 ? n : 4096);
+        b[pos] ^= (unsigned char)(1 + rand() % 255);
+        write_file(t->path, b, n);
+        int lines;
+        fx = load_captured(t, t->path, &lines, NULL, 0);
+        if (fx) {
+            assert_int_equal(lines, 0);
+            mc_fx_free(fx);
+        } else {
+            assert_int_equal(lines, 1);
+            rejected++;
+        }
+    }
+    assert_true(rejected > 0);
+}
+
 static void test_corrupt_headers(void **state)
 {
     (void)state;
@@ -524,69 +599,8 @@ static void test_corrupt_headers(void **state)
     MUTATE((memcpy(b + n, "\0\0\0\0\0\0\0\0", 8), len = n + 8), "trailing zeros");
 #undef MUTATE
 
-    /* Duplicate names: a hand-made two-record file. */
-    unsigned char d[64];
-    memcpy(d, "MCFX0001", 8), o = 8;
-    put_u32(d + o, 2), o += 4;
-    for (int r = 0; r < 2; r++) {
-        put_u32(d + o, 1), o += 4;
-        d[o++] = 'a';
-        put_u32(d + o, MC_FX_I32), o += 4;
-        put_u32(d + o, 0), o += 4;
-        put_u32(d + o, 7), o += 4;
-    }
-    expect_rejected(&t, d, o, "duplicate name");
-    d[12 + 17 + 4] = 'b'; /* rename the second record: now valid */
-    write_file(t.path, d, o);
-    mc_fx_t *fx = mc_fx_load(t.path);
-    assert_non_null(fx);
-    assert_int_equal(fx->n, 2);
-    assert_string_equal(fx->t[1].name, "b");
-    assert_int_equal(fx->t[0].ndim, 0);
-    assert_int_equal(fx->t[0].numel, 1);
-    assert_true(mc_fx_scalar(fx, "b") == 7.0);
-    mc_fx_free(fx);
-
-    /* An empty record list and a zero-size tensor are valid. */
-    memcpy(d, "MCFX0001\0\0\0\0", 12);
-    write_file(t.path, d, 12);
-    fx = mc_fx_load(t.path);
-    assert_non_null(fx);
-    assert_int_equal(fx->n, 0);
-    mc_fx_free(fx);
-    o = 8;
-    put_u32(d + o, 1), o += 4;
-    put_u32(d + o, 1), o += 4;
-    d[o++] = 'z';
-    put_u32(d + o, MC_FX_F64), o += 4;
-    put_u32(d + o, 2), o += 4;
-    put_i64(d + o, 0), o += 8;
-    put_i64(d + o, INT64_MAX), o += 8;
-    write_file(t.path, d, o);
-    fx = mc_fx_load(t.path);
-    assert_non_null(fx);
-    assert_int_equal(fx->t[0].numel, 0);
-    mc_fx_free(fx);
-
-    /* Random single-byte damage in the first records: never a crash; NULL or a valid load. */
-    srand(12345);
-    int rejected = 0;
-    for (int i = 0; i < 300; i++) {
-        memcpy(b, orig, n);
-        size_t pos = (size_t)rand() % (n < 4096 ? n : 4096);
-        b[pos] ^= (unsigned char)(1 + rand() % 255);
-        write_file(t.path, b, n);
-        int lines;
-        fx = load_captured(&t, t.path, &lines, NULL, 0);
-        if (fx) {
-            assert_int_equal(lines, 0);
-            mc_fx_free(fx);
-        } else {
-            assert_int_equal(lines, 1);
-            rejected++;
-        }
-    }
-    assert_true(rejected > 0);
+    check_hand_made(&t);
+    check_random_damage(&t, orig, b, n);
     free(b);
     free(orig);
     tmp_done(&t);

@@ -642,26 +642,10 @@ static void check_index_record(json_t *rec, const char *dtype, int64_t rows, int
     assert_string_equal(json_string_value(json_object_get(rec, "sha256")), hash);
 }
 
-static void test_megatron_reference(void **state)
+/* The datasets of configs.p, built from the arguments its megatron_c_flags give; the split
+ * matrix checked against the one Megatron printed. */
+static mc_gpt_datasets_t *ref_build(json_t *cfg, char *prefix)
 {
-    (void)state;
-    char *jp = shared_path("data/megatron-ref/sample_order_public.json");
-    char *prefix = shared_path("data/megatron-ref/tinyshakespeare_text_document");
-    char *idxp = shared_path("data/megatron-ref/tinyshakespeare_text_document.idx");
-    assert_true(jp && prefix && idxp);
-    if (access(jp, R_OK) != 0 || access(idxp, R_OK) != 0) {
-        print_message("skipping: %s or the dataset is absent (set MEGATRON_C_SHARED)\n", jp);
-        free(jp);
-        free(prefix);
-        free(idxp);
-        skip();
-    }
-    json_error_t jerr;
-    json_t *root = json_load_file(jp, 0, &jerr);
-    if (!root) fail_msg("%s: %s (line %d)", jp, jerr.text, jerr.line);
-    json_t *cfg = jpath(root, "configs", "p", NULL);
-    assert_non_null(cfg);
-
     /* Arguments as in configs.p.megatron_c_flags. */
     const char *flags = json_string_value(json_object_get(cfg, "megatron_c_flags"));
     assert_non_null(flags);
@@ -699,89 +683,183 @@ static void test_megatron_reference(void **state)
 
     mc_gpt_datasets_t *D = mc_gpt_datasets_build(&c, err, sizeof err);
     if (!D) fail_msg("build: %s", err);
+    return D;
+}
 
-    static const char *names[3] = {"train", "valid", "test"};
+/* One sample Megatron logged for split sp: indices, documents, tokens, labels, loss mask. */
+static void ref_check_sample(mc_gpt_datasets_t *D, int sp, const mc_gpt_dataset_t *g, json_t *smp)
+{
     int32_t text[33], tok[32], lab[32], pos[32];
     float lm[32];
-    int checked = 0;
-    for (int sp = 0; sp < 3; sp++) {
-        json_t *r = jpath(cfg, "splits", names[sp], NULL);
-        assert_non_null(r);
-        assert_int_equal(mc_gpt_datasets_components(D, sp), 1);
-        assert_false(mc_gpt_datasets_blended(D, sp));
-        const mc_gpt_dataset_t *g = mc_gpt_datasets_component(D, sp, 0);
-        assert_int_equal(mc_gpt_datasets_len(D, sp), jint(r, "len"));
-        assert_int_equal(g->length, jint(r, "len"));
-        assert_int_equal(g->num_samples_requested, jint(r, "num_samples_requested"));
-        json_t *range = json_object_get(r, "split_sequence_range");
-        assert_int_equal(g->seq_begin, json_integer_value(json_array_get(range, 0)));
-        assert_int_equal(g->seq_end, json_integer_value(json_array_get(range, 1)));
-        assert_int_equal(g->tokens_per_epoch, jint(r, "num_tokens_per_epoch"));
-        assert_int_equal(g->num_epochs, jint(r, "num_epochs"));
-        const char *sep = json_string_value(jpath(r, "megatron_logged_values",
-                                                  "separate_final_epoch", NULL));
-        assert_non_null(sep);
-        assert_string_equal(sep, g->separate_final_epoch ? "True" : "False");
+    char err[512];
+    int64_t idx = jint(smp, "idx");
+    int64_t j = mc_gpt_dataset_shuffle_at(g, idx);
+    assert_int_equal(j, jint(smp, "shuffle_index[idx]"));
+    int64_t b, bo, e, eo;
+    mc_gpt_dataset_sample_at(g, j, &b, &bo);
+    mc_gpt_dataset_sample_at(g, j + 1, &e, &eo);
+    json_t *sj = json_object_get(smp, "sample_index[j]");
+    json_t *sj1 = json_object_get(smp, "sample_index[j+1]");
+    assert_int_equal(b, json_integer_value(json_array_get(sj, 0)));
+    assert_int_equal(bo, json_integer_value(json_array_get(sj, 1)));
+    assert_int_equal(e, json_integer_value(json_array_get(sj1, 0)));
+    assert_int_equal(eo, json_integer_value(json_array_get(sj1, 1)));
+    json_t *docs = json_object_get(smp, "document_ids");
+    assert_int_equal((int64_t)json_array_size(docs), e - b + 1);
+    for (int64_t k = b; k <= e; k++)
+        assert_int_equal(g->document_index[k],
+                         json_integer_value(json_array_get(docs, (size_t)(k - b))));
 
-        char h1[65], h2[65], h3[65];
-        index_hashes(g, h1, h2, h3);
-        check_index_record(json_object_get(r, "document_index"), "int32", g->document_index_len,
-                           0, h1);
-        check_index_record(json_object_get(r, "sample_index"),
-                           g->sample_index_int64 ? "int64" : "int32", g->length + 1, 2, h2);
-        check_index_record(json_object_get(r, "shuffle_index"),
-                           g->shuffle_index_int64 ? "int64" : "uint32", g->length, 0, h3);
-
-        json_t *samples = json_object_get(r, "samples");
-        assert_true(json_array_size(samples) >= 50);
-        size_t si;
-        json_t *smp;
-        json_array_foreach(samples, si, smp) {
-            int64_t idx = jint(smp, "idx");
-            int64_t j = mc_gpt_dataset_shuffle_at(g, idx);
-            assert_int_equal(j, jint(smp, "shuffle_index[idx]"));
-            int64_t b, bo, e, eo;
-            mc_gpt_dataset_sample_at(g, j, &b, &bo);
-            mc_gpt_dataset_sample_at(g, j + 1, &e, &eo);
-            json_t *sj = json_object_get(smp, "sample_index[j]");
-            json_t *sj1 = json_object_get(smp, "sample_index[j+1]");
-            assert_int_equal(b, json_integer_value(json_array_get(sj, 0)));
-            assert_int_equal(bo, json_integer_value(json_array_get(sj, 1)));
-            assert_int_equal(e, json_integer_value(json_array_get(sj1, 0)));
-            assert_int_equal(eo, json_integer_value(json_array_get(sj1, 1)));
-            json_t *docs = json_object_get(smp, "document_ids");
-            assert_int_equal((int64_t)json_array_size(docs), e - b + 1);
-            for (int64_t k = b; k <= e; k++)
-                assert_int_equal(g->document_index[k],
-                                 json_integer_value(json_array_get(docs, (size_t)(k - b))));
-
-            if (mc_gpt_datasets_text(D, sp, idx, text, err, sizeof err)) fail_msg("%s", err);
-            int64_t one = idx;
-            if (mc_gpt_datasets_batch(D, sp, &one, 1, tok, lab, lm, pos, NULL, err, sizeof err))
-                fail_msg("%s", err);
-            json_t *jt = json_object_get(smp, "tokens");
-            assert_int_equal(json_array_size(jt), 32);
-            float lsum = 0;
-            for (int k = 0; k < 32; k++) {
-                assert_int_equal(tok[k], json_integer_value(json_array_get(jt, (size_t)k)));
-                assert_int_equal(text[k], tok[k]);
-                assert_int_equal(lab[k], text[k + 1]);
-                assert_int_equal(pos[k], k);
-                lsum += lm[k];
-            }
-            json_t *f8 = json_object_get(smp, "first8");
-            for (int k = 0; k < 8; k++)
-                assert_int_equal(tok[k], json_integer_value(json_array_get(f8, (size_t)k)));
-            assert_int_equal(lab[31], jint(smp, "labels_last"));
-            assert_true(lsum == (float)json_number_value(json_object_get(smp, "loss_mask_sum")));
-            char ht[65], hl[65];
-            sha256_i64_of_i32(tok, 32, ht);
-            sha256_i64_of_i32(lab, 32, hl);
-            assert_string_equal(ht, json_string_value(json_object_get(smp, "tokens_sha256")));
-            assert_string_equal(hl, json_string_value(json_object_get(smp, "labels_sha256")));
-            checked++;
-        }
+    if (mc_gpt_datasets_text(D, sp, idx, text, err, sizeof err)) fail_msg("%s", err);
+    int64_t one = idx;
+    if (mc_gpt_datasets_batch(D, sp, &one, 1, tok, lab, lm, pos, NULL, err, sizeof err))
+        fail_msg("%s", err);
+    json_t *jt = json_object_get(smp, "tokens");
+    assert_int_equal(json_array_size(jt), 32);
+    float lsum = 0;
+    for (int k = 0; k < 32; k++) {
+        assert_int_equal(tok[k], json_integer_value(json_array_get(jt, (size_t)k)));
+        assert_int_equal(text[k], tok[k]);
+        assert_int_equal(lab[k], text[k + 1]);
+        assert_int_equal(pos[k], k);
+        lsum += lm[k];
     }
+    json_t *f8 = json_object_get(smp, "first8");
+    for (int k = 0; k < 8; k++)
+        assert_int_equal(tok[k], json_integer_value(json_array_get(f8, (size_t)k)));
+    assert_int_equal(lab[31], jint(smp, "labels_last"));
+    assert_true(lsum == (float)json_number_value(json_object_get(smp, "loss_mask_sum")));
+    char ht[65], hl[65];
+    sha256_i64_of_i32(tok, 32, ht);
+    sha256_i64_of_i32(lab, 32, hl);
+    assert_string_equal(ht, json_string_value(json_object_get(smp, "tokens_sha256")));
+    assert_string_equal(hl, json_string_value(json_object_get(smp, "labels_sha256")));
+}
+
+/* Split sp against Megatron's record of it; returns the samples checked. */
+static int ref_check_split(mc_gpt_datasets_t *D, json_t *cfg, int sp)
+{
+    static const char *names[3] = {"train", "valid", "test"};
+    int checked = 0;
+    json_t *r = jpath(cfg, "splits", names[sp], NULL);
+    assert_non_null(r);
+    assert_int_equal(mc_gpt_datasets_components(D, sp), 1);
+    assert_false(mc_gpt_datasets_blended(D, sp));
+    const mc_gpt_dataset_t *g = mc_gpt_datasets_component(D, sp, 0);
+    assert_int_equal(mc_gpt_datasets_len(D, sp), jint(r, "len"));
+    assert_int_equal(g->length, jint(r, "len"));
+    assert_int_equal(g->num_samples_requested, jint(r, "num_samples_requested"));
+    json_t *range = json_object_get(r, "split_sequence_range");
+    assert_int_equal(g->seq_begin, json_integer_value(json_array_get(range, 0)));
+    assert_int_equal(g->seq_end, json_integer_value(json_array_get(range, 1)));
+    assert_int_equal(g->tokens_per_epoch, jint(r, "num_tokens_per_epoch"));
+    assert_int_equal(g->num_epochs, jint(r, "num_epochs"));
+    const char *sep = json_string_value(jpath(r, "megatron_logged_values",
+                                              "separate_final_epoch", NULL));
+    assert_non_null(sep);
+    assert_string_equal(sep, g->separate_final_epoch ? "True" : "False");
+
+    char h1[65], h2[65], h3[65];
+    index_hashes(g, h1, h2, h3);
+    check_index_record(json_object_get(r, "document_index"), "int32", g->document_index_len,
+                       0, h1);
+    check_index_record(json_object_get(r, "sample_index"),
+                       g->sample_index_int64 ? "int64" : "int32", g->length + 1, 2, h2);
+    check_index_record(json_object_get(r, "shuffle_index"),
+                       g->shuffle_index_int64 ? "int64" : "uint32", g->length, 0, h3);
+
+    json_t *samples = json_object_get(r, "samples");
+    assert_true(json_array_size(samples) >= 50);
+    size_t si;
+    json_t *smp;
+    json_array_foreach(samples, si, smp) {
+        ref_check_sample(D, sp, g, smp);
+        checked++;
+    }
+    return checked;
+}
+
+/* Data-parallel rank r's micro-batches of the sampler's iteration, fresh and resumed. */
+static void ref_check_sampler_rank(mc_gpt_datasets_t *D, json_t *S, int r, int mbs, int dp,
+                                   int gbs, int it, int nmb)
+{
+    const mc_gpt_dataset_t *train = mc_gpt_datasets_component(D, 0, 0);
+    int32_t text[33];
+    char err[512];
+    char key[32];
+    snprintf(key, sizeof key, "dp_rank_%d", r);
+    json_t *fresh = jpath(S, "fresh_start", key, NULL);
+    json_t *resume = jpath(S, "resume_at_iteration_3", key, NULL);
+    json_t *dl = jpath(S, "dataloader_check", key, NULL);
+    assert_true(fresh && resume && dl);
+    mc_sampler_t from0, from_it;
+    assert_int_equal(mc_sampler_init(&from0, mc_gpt_datasets_len(D, 0), 0, mbs, dp, r, err,
+                                     sizeof err), 0);
+    assert_int_equal(mc_sampler_init(&from_it, mc_gpt_datasets_len(D, 0), (int64_t)it * gbs,
+                                     mbs, dp, r, err, sizeof err), 0);
+    int64_t ia[2], ib[2];
+    for (int k = 0; k < it * nmb; k++) assert_int_equal(mc_sampler_next(&from0, ia), 1);
+    for (int m = 0; m < nmb; m++) {
+        assert_int_equal(mc_sampler_next(&from0, ia), 1);
+        assert_int_equal(mc_sampler_next(&from_it, ib), 1);
+        for (int j = 0; j < mbs; j++) {
+            int64_t want = json_integer_value(json_array_get(json_array_get(fresh, (size_t)m),
+                                                             (size_t)j));
+            assert_int_equal(ia[j], want);
+            assert_int_equal(ib[j], json_integer_value(json_array_get(
+                                        json_array_get(resume, (size_t)m), (size_t)j)));
+            assert_int_equal(mc_sampler_index((int64_t)it * gbs, mbs, dp, r, m, j), want);
+            /* the sample each global index resolves to */
+            char gk[32];
+            snprintf(gk, sizeof gk, "%lld", (long long)want);
+            json_t *gs = jpath(S, "samples", gk, NULL);
+            assert_non_null(gs);
+            assert_int_equal(jint(gs, "dp_rank"), r);
+            assert_int_equal(jint(gs, "microbatch"), m);
+            assert_int_equal(mc_gpt_dataset_shuffle_at(train, want),
+                             jint(gs, "shuffle_index[idx]"));
+            if (mc_gpt_datasets_text(D, 0, want, text, err, sizeof err)) fail_msg("%s", err);
+            char ht[65];
+            sha256_i64_of_i32(text, 32, ht);
+            assert_string_equal(ht, json_string_value(json_object_get(gs, "tokens_sha256")));
+        }
+        /* the micro-batch as the loader stacks it: tokens [mbs, 32] int64 */
+        int32_t btok[2 * 32], blab[2 * 32], bpos[2 * 32], bseg[2 * 32];
+        float blm[2 * 32];
+        if (mc_gpt_datasets_batch(D, 0, ia, mbs, btok, blab, blm, bpos, bseg, err, sizeof err))
+            fail_msg("%s", err);
+        json_t *entry = json_array_get(dl, (size_t)m);
+        assert_int_equal(jint(entry, "microbatch"), m);
+        char hb[65];
+        sha256_i64_of_i32(btok, (size_t)mbs * 32, hb);
+        assert_string_equal(hb, json_string_value(json_object_get(entry,
+                                                                  "batch_tokens_sha256")));
+    }
+}
+
+static void test_megatron_reference(void **state)
+{
+    (void)state;
+    char *jp = shared_path("data/megatron-ref/sample_order_public.json");
+    char *prefix = shared_path("data/megatron-ref/tinyshakespeare_text_document");
+    char *idxp = shared_path("data/megatron-ref/tinyshakespeare_text_document.idx");
+    assert_true(jp && prefix && idxp);
+    if (access(jp, R_OK) != 0 || access(idxp, R_OK) != 0) {
+        print_message("skipping: %s or the dataset is absent (set MEGATRON_C_SHARED)\n", jp);
+        free(jp);
+        free(prefix);
+        free(idxp);
+        skip();
+    }
+    json_error_t jerr;
+    json_t *root = json_load_file(jp, 0, &jerr);
+    if (!root) fail_msg("%s: %s (line %d)", jp, jerr.text, jerr.line);
+    json_t *cfg = jpath(root, "configs", "p", NULL);
+    assert_non_null(cfg);
+    mc_gpt_datasets_t *D = ref_build(cfg, prefix);
+
+    int checked = 0;
+    for (int sp = 0; sp < 3; sp++) checked += ref_check_split(D, cfg, sp);
     assert_true(checked >= 150);
 
     /* The DP sampler of iteration 3: mbs 2, dp 4, gbs 16 (2 micro-batches). */
@@ -794,58 +872,7 @@ static void test_megatron_reference(void **state)
     assert_int_equal(jint(S, "total_samples (len(train_ds))"), mc_gpt_datasets_len(D, 0));
     const int nmb = gbs / (mbs * dp);
     assert_int_equal(nmb, jint(S, "num_microbatches (ConstantNumMicroBatchesCalculator.get())"));
-    const mc_gpt_dataset_t *train = mc_gpt_datasets_component(D, 0, 0);
-    for (int r = 0; r < dp; r++) {
-        char key[32];
-        snprintf(key, sizeof key, "dp_rank_%d", r);
-        json_t *fresh = jpath(S, "fresh_start", key, NULL);
-        json_t *resume = jpath(S, "resume_at_iteration_3", key, NULL);
-        json_t *dl = jpath(S, "dataloader_check", key, NULL);
-        assert_true(fresh && resume && dl);
-        mc_sampler_t from0, from_it;
-        assert_int_equal(mc_sampler_init(&from0, mc_gpt_datasets_len(D, 0), 0, mbs, dp, r, err,
-                                         sizeof err), 0);
-        assert_int_equal(mc_sampler_init(&from_it, mc_gpt_datasets_len(D, 0), (int64_t)it * gbs,
-                                         mbs, dp, r, err, sizeof err), 0);
-        int64_t ia[2], ib[2];
-        for (int k = 0; k < it * nmb; k++) assert_int_equal(mc_sampler_next(&from0, ia), 1);
-        for (int m = 0; m < nmb; m++) {
-            assert_int_equal(mc_sampler_next(&from0, ia), 1);
-            assert_int_equal(mc_sampler_next(&from_it, ib), 1);
-            for (int j = 0; j < mbs; j++) {
-                int64_t want = json_integer_value(json_array_get(json_array_get(fresh, (size_t)m),
-                                                                 (size_t)j));
-                assert_int_equal(ia[j], want);
-                assert_int_equal(ib[j], json_integer_value(json_array_get(
-                                            json_array_get(resume, (size_t)m), (size_t)j)));
-                assert_int_equal(mc_sampler_index((int64_t)it * gbs, mbs, dp, r, m, j), want);
-                /* the sample each global index resolves to */
-                char gk[32];
-                snprintf(gk, sizeof gk, "%lld", (long long)want);
-                json_t *gs = jpath(S, "samples", gk, NULL);
-                assert_non_null(gs);
-                assert_int_equal(jint(gs, "dp_rank"), r);
-                assert_int_equal(jint(gs, "microbatch"), m);
-                assert_int_equal(mc_gpt_dataset_shuffle_at(train, want),
-                                 jint(gs, "shuffle_index[idx]"));
-                if (mc_gpt_datasets_text(D, 0, want, text, err, sizeof err)) fail_msg("%s", err);
-                char ht[65];
-                sha256_i64_of_i32(text, 32, ht);
-                assert_string_equal(ht, json_string_value(json_object_get(gs, "tokens_sha256")));
-            }
-            /* the micro-batch as the loader stacks it: tokens [mbs, 32] int64 */
-            int32_t btok[2 * 32], blab[2 * 32], bpos[2 * 32], bseg[2 * 32];
-            float blm[2 * 32];
-            if (mc_gpt_datasets_batch(D, 0, ia, mbs, btok, blab, blm, bpos, bseg, err, sizeof err))
-                fail_msg("%s", err);
-            json_t *entry = json_array_get(dl, (size_t)m);
-            assert_int_equal(jint(entry, "microbatch"), m);
-            char hb[65];
-            sha256_i64_of_i32(btok, (size_t)mbs * 32, hb);
-            assert_string_equal(hb, json_string_value(json_object_get(entry,
-                                                                      "batch_tokens_sha256")));
-        }
-    }
+    for (int r = 0; r < dp; r++) ref_check_sampler_rank(D, S, r, mbs, dp, gbs, it, nmb);
 
     mc_gpt_datasets_free(D);
     json_decref(root);

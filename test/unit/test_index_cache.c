@@ -452,6 +452,83 @@ static void test_npy_rejects_damage(void **state)
 
 /* ---- the cache in the builder ---------------------------------------------------------------- */
 
+/* Megatron's names: <md5>-GPTDataset-<split>-<affix>, and nothing else (no temporary files). */
+static void check_cache_names(const char *cache)
+{
+    regex_t re;
+    assert_int_equal(regcomp(&re, "^[0-9a-f]{32}-GPTDataset-(train|valid|test)-"
+                                  "(description\\.txt|document_index\\.npy|sample_index\\.npy|"
+                                  "shuffle_index\\.npy)$", REG_EXTENDED | REG_NOSUB), 0);
+    DIR *d = opendir(cache);
+    assert_non_null(d);
+    int files = 0;
+    for (struct dirent *e; (e = readdir(d));) {
+        if (e->d_name[0] == '.') continue;
+        if (regexec(&re, e->d_name, 0, NULL, 0)) fail_msg("unexpected file %s", e->d_name);
+        files++;
+    }
+    closedir(d);
+    regfree(&re);
+    assert_int_equal(files, 12);
+}
+
+/* Each split's description.txt: MD5 named, and what Megatron writes in it. */
+static void check_descriptions(const char *cache, const char *prefix)
+{
+    static const char *const names[3] = {"train", "valid", "test"};
+    for (int sp = 0; sp < 3; sp++) {
+        char *desc = entry_file(cache, names[sp], "description.txt");
+        FILE *f = fopen(desc, "rb");
+        char text[8192];
+        size_t k = fread(text, 1, sizeof text - 1, f);
+        text[k] = '\0';
+        fclose(f);
+        char hex[33];
+        mc_md5_hex(text, k, hex);
+        assert_memory_equal(strrchr(desc, '/') + 1, hex, 32);
+        assert_non_null(strstr(text, "\"class\": \"GPTDataset\""));
+        assert_non_null(strstr(text, prefix));
+        char want[64];
+        snprintf(want, sizeof want, "\"index_split\": \"%s\"", names[sp]);
+        assert_non_null(strstr(text, want));
+        assert_non_null(strstr(text, "\"random_seed\": 7"));
+        assert_non_null(strstr(text, "\"sequence_length\": 16"));
+        assert_non_null(strstr(text, "\"cache_format_version\": 1"));
+        free(desc);
+    }
+}
+
+/* numpy reads the cached arrays with Megatron's dtypes and shapes. */
+static void check_numpy(const mc_gpt_dataset_t *g, const char *cache)
+{
+    if (have_numpy()) {
+        char *doc = entry_file(cache, "train", "document_index.npy");
+        char *smp = entry_file(cache, "train", "sample_index.npy");
+        char *shf = entry_file(cache, "train", "shuffle_index.npy");
+        char cmd[4096];
+        snprintf(cmd, sizeof cmd,
+                 PYTHON " -c \"import numpy as np, sys\n"
+                 "d = np.load('%s'); s = np.load('%s'); h = np.load('%s')\n"
+                 "assert d.dtype == np.int32 and d.shape == (%lld,), d.shape\n"
+                 "assert s.dtype == np.int32 and s.shape == (%lld, 2), s.shape\n"
+                 "assert h.dtype == np.uint32 and h.shape == (%lld,), h.shape\n"
+                 "assert sorted(h.tolist()) == list(range(%lld))\n"
+                 "assert (s[0] == 0).all() and int(d.min()) >= %lld and int(d.max()) < %lld\n"
+                 "assert int(h[0]) == %lld and tuple(s[5]) == (%lld, %lld) and int(d[3]) == %d\n\"",
+                 doc, smp, shf, (long long)g->document_index_len, (long long)g->length + 1,
+                 (long long)g->length, (long long)g->length, (long long)g->seq_begin,
+                 (long long)g->seq_end, (long long)mc_gpt_dataset_shuffle_at(g, 0),
+                 (long long)((const int32_t *)g->sample_index)[10],
+                 (long long)((const int32_t *)g->sample_index)[11], g->document_index[3]);
+        assert_int_equal(system(cmd), 0);
+        free(doc);
+        free(smp);
+        free(shf);
+    } else {
+        print_message("numpy check of the cached arrays skipped: no %s with numpy\n", PYTHON);
+    }
+}
+
 static void test_cache_layout_and_reuse(void **state)
 {
     (void)state;
@@ -482,42 +559,8 @@ static void test_cache_layout_and_reuse(void **state)
 
     /* Megatron's names: <md5>-GPTDataset-<split>-<affix>, md5 = MD5(description.txt), and
      * nothing else (no temporary files). */
-    regex_t re;
-    assert_int_equal(regcomp(&re, "^[0-9a-f]{32}-GPTDataset-(train|valid|test)-"
-                                  "(description\\.txt|document_index\\.npy|sample_index\\.npy|"
-                                  "shuffle_index\\.npy)$", REG_EXTENDED | REG_NOSUB), 0);
-    DIR *d = opendir(cache);
-    assert_non_null(d);
-    int files = 0;
-    for (struct dirent *e; (e = readdir(d));) {
-        if (e->d_name[0] == '.') continue;
-        if (regexec(&re, e->d_name, 0, NULL, 0)) fail_msg("unexpected file %s", e->d_name);
-        files++;
-    }
-    closedir(d);
-    regfree(&re);
-    assert_int_equal(files, 12);
-    static const char *const names[3] = {"train", "valid", "test"};
-    for (int sp = 0; sp < 3; sp++) {
-        char *desc = entry_file(cache, names[sp], "description.txt");
-        FILE *f = fopen(desc, "rb");
-        char text[8192];
-        size_t k = fread(text, 1, sizeof text - 1, f);
-        text[k] = '\0';
-        fclose(f);
-        char hex[33];
-        mc_md5_hex(text, k, hex);
-        assert_memory_equal(strrchr(desc, '/') + 1, hex, 32);
-        assert_non_null(strstr(text, "\"class\": \"GPTDataset\""));
-        assert_non_null(strstr(text, prefix));
-        char want[64];
-        snprintf(want, sizeof want, "\"index_split\": \"%s\"", names[sp]);
-        assert_non_null(strstr(text, want));
-        assert_non_null(strstr(text, "\"random_seed\": 7"));
-        assert_non_null(strstr(text, "\"sequence_length\": 16"));
-        assert_non_null(strstr(text, "\"cache_format_version\": 1"));
-        free(desc);
-    }
+    check_cache_names(cache);
+    check_descriptions(cache, prefix);
 
     /* The second build reads all three entries: the same arrays, from the cache. */
     capture_start(&cap);
@@ -545,33 +588,7 @@ static void test_cache_layout_and_reuse(void **state)
     }
 
     /* numpy reads the cached arrays with Megatron's dtypes and shapes. */
-    if (have_numpy()) {
-        const mc_gpt_dataset_t *g = comp(D2, 0);
-        char *doc = entry_file(cache, "train", "document_index.npy");
-        char *smp = entry_file(cache, "train", "sample_index.npy");
-        char *shf = entry_file(cache, "train", "shuffle_index.npy");
-        char cmd[4096];
-        snprintf(cmd, sizeof cmd,
-                 PYTHON " -c \"import numpy as np, sys\n"
-                 "d = np.load('%s'); s = np.load('%s'); h = np.load('%s')\n"
-                 "assert d.dtype == np.int32 and d.shape == (%lld,), d.shape\n"
-                 "assert s.dtype == np.int32 and s.shape == (%lld, 2), s.shape\n"
-                 "assert h.dtype == np.uint32 and h.shape == (%lld,), h.shape\n"
-                 "assert sorted(h.tolist()) == list(range(%lld))\n"
-                 "assert (s[0] == 0).all() and int(d.min()) >= %lld and int(d.max()) < %lld\n"
-                 "assert int(h[0]) == %lld and tuple(s[5]) == (%lld, %lld) and int(d[3]) == %d\n\"",
-                 doc, smp, shf, (long long)g->document_index_len, (long long)g->length + 1,
-                 (long long)g->length, (long long)g->length, (long long)g->seq_begin,
-                 (long long)g->seq_end, (long long)mc_gpt_dataset_shuffle_at(g, 0),
-                 (long long)((const int32_t *)g->sample_index)[10],
-                 (long long)((const int32_t *)g->sample_index)[11], g->document_index[3]);
-        assert_int_equal(system(cmd), 0);
-        free(doc);
-        free(smp);
-        free(shf);
-    } else {
-        print_message("numpy check of the cached arrays skipped: no %s with numpy\n", PYTHON);
-    }
+    check_numpy(comp(D2, 0), cache);
 
     mc_gpt_datasets_free(ref);
     mc_gpt_datasets_free(D1);

@@ -8,6 +8,7 @@
 #include <cmocka.h>
 
 #include "parallel/pipeline.h"
+#include "test/unit/schedule_check.h"
 
 static int slots_of(mc_pp_config_t c, int *s)
 {

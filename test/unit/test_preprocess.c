@@ -12,8 +12,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "base/py_float.h"
 #include "cli/preprocess_args.h"
-#include "data/preprocess.h"
+#include "data/json_scan.h"
 
 static void check_repr(double v, const char *want)
 {

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "parallel/schedule.h"
+#include "test/unit/schedule_check.h"
 
 static mc_pp_config_t cfg(int pp, int vpp, int M, int G, bool overlap, bool fwd_only)
 {

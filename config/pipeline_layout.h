@@ -1,0 +1,53 @@
+/* The pipeline's layout as pure arithmetic on the configuration: the schedule's parameters and
+ * Megatron's checks of them (the interleaved schedule's microbatch rules), and which transformer
+ * layers each (pp rank, model chunk) holds. Below parallel/ so that the command line's checks
+ * (cli/validate.c) and the pipeline (parallel/schedule.h, parallel/pipeline.c) share them. */
+#ifndef MC_CONFIG_PIPELINE_LAYOUT_H
+#define MC_CONFIG_PIPELINE_LAYOUT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+/* A pipeline schedule's parameters (parallel/schedule.h says which schedule runs). */
+typedef struct {
+    int pp_rank, pp_size;
+    int vpp;              /* model chunks per rank; 1 = no interleaving */
+    int num_microbatches; /* M */
+    int group_size;       /* microbatch_group_size_per_vp_stage G; 0 = pp (Megatron's default) */
+    bool overlap_p2p_comm; /* interleaved only; Megatron raises without VPP (pass false there) */
+    bool forward_only;     /* evaluation: forwards only, no gradients */
+} mc_pp_config_t;
+
+/* Megatron's checks for the schedule (schedules.py and arguments.py:validate_args). Returns 0,
+ * or -1 with one line in err. */
+int mc_pp_validate(const mc_pp_config_t *cfg, char *err, size_t errn);
+
+/* G after the default (0 -> pp). */
+int mc_pp_group_size(const mc_pp_config_t *cfg);
+
+/* Transformer-layer placement (MEGATRON.md 3.2; transformer_layer.get_transformer_layer_offset
+ * and transformer_block.get_num_layers_to_build). first_stage_layers / last_stage_layers are
+ * --decoder-first/last-pipeline-num-layers, 0 = unset. Even split: chunk v of rank p holds
+ * [v*(L/vpp) + p*(L/pp/vpp), +L/pp/vpp). Uneven: the first (last) rank holds the given number,
+ * the other ranks split the rest evenly; with vpp each rank's layers are split evenly over its
+ * chunks and chunk v of every rank comes after chunk v-1 of every rank. The account-for-
+ * embedding/loss splits and --pipeline-model-parallel-layout are not handled. */
+typedef struct {
+    int num_layers, pp_size, vpp;
+    int first_stage_layers, last_stage_layers;
+} mc_pp_layers_cfg_t;
+
+/* Global index of the first layer of (pp_rank, chunk) and how many layers it has. Returns 0, or
+ * -1 with one line in err for a placement Megatron rejects. */
+int mc_pp_layers(const mc_pp_layers_cfg_t *c, int pp_rank, int chunk, int *first_layer,
+                 int *n_layers, char *err, size_t errn);
+
+/* The embedding lives on chunk 0 of pp rank 0; final norm, output layer and loss on the last
+ * chunk of the last pp rank. */
+static inline bool mc_pp_is_pre_process(int pp_rank, int chunk) { return pp_rank == 0 && chunk == 0; }
+static inline bool mc_pp_is_post_process(int pp_size, int vpp, int pp_rank, int chunk)
+{
+    return pp_rank == pp_size - 1 && chunk == vpp - 1;
+}
+
+#endif
