@@ -22,8 +22,8 @@
  * naming this rank, the collective and its group, when that collective takes longer than
  * timeout_s (counted from when it became the oldest: the ones before it have their own bound),
  * when NCCL reports an asynchronous error (a network peer gone), or when a peer on this node died
- * or has been stopped (SIGSTOP) for heartbeat_s (their pids, as comm_mpi checks them). Ending the job: every communicator is aborted (kernels
- * stuck on a peer return), then PMIx_Abort. Communicator set-up, which blocks the host inside
+ * or has been stopped (SIGSTOP) for heartbeat_s (their pids, as comm_mpi checks them). Ending the
+ * job: every communicator is aborted (kernels stuck on a peer return), then PMIx_Abort. Communicator set-up, which blocks the host inside
  * PMIx and NCCL, is guarded the same way. */
 #ifdef MC_WITH_CUDA
 
