@@ -72,6 +72,7 @@ typedef struct {
     int data_parallel_size;         /* derived */
     char distributed_backend[16];
     int distributed_timeout_minutes;
+    int heartbeat_timeout_seconds;  /* 0: off */
     bool use_tp_pp_dp_mapping;      /* rank order tp-cp-ep-pp-dp */
     /* data-parallel gradient reduction (parallel/grads.h) */
     bool overlap_grad_reduce;

@@ -668,6 +668,12 @@ const mc_flag_t mc_flags_train[] = {
      .help = "Backend to run on (DESIGN decision 2)."},
     {.name = "--cpu-threads", EXT, INT, FIELD(cpu_threads), .def = "0", GE(0), IMPLEMENTED,
      .help = "OpenBLAS threads on the CPU backend; 0 keeps the library's default."},
+    {.name = "--heartbeat-timeout-seconds", EXT, INT, FIELD(heartbeat_timeout_seconds), .def = "30",
+     GE(0),
+     IMPLEMENTED_NOTE("a rank on the same node stopped (SIGSTOP, a debugger) this long while others wait "
+                      "for it ends the job, naming it; ranks on other nodes are bounded by "
+                      "--distributed-timeout-minutes; 0 turns the check off"),
+     .help = "Seconds a rank may be stopped while its peers wait for it."},
     {.name = "--help", .alias = "-h", EXT, .type = MC_FLAG_ACTION, .action = MC_ACTION_HELP,
      IMPLEMENTED, .help = "Show this help message and exit."},
     {.name = "--flags-markdown", EXT, .type = MC_FLAG_ACTION, .action = MC_ACTION_MARKDOWN,

@@ -45,6 +45,10 @@ enum { QUEUE_CAP = 1024 };
 #define SPIN_TESTS        64 /* MPI_Test calls before yielding between polls; also how often
                                 the clock is read for the timeout and liveness checks */
 #define LIVENESS_PERIOD_S 1.0
+#define NAP_AFTER_S       0.5    /* a wait this long naps between polls (the peers are elsewhere) */
+#define NAP_MIN_S         10e-6  /* naps start here and grow by NAP_SLOPE s per s of waiting */
+#define NAP_SLOPE         2e-3
+#define NAP_MAX_S         1e-3
 #define CHUNK_MAX_BYTES   (1L << 30) /* all-reduce/broadcast pieces; MPI counts are int */
 #define RSAG_MAX_COUNT    (INT_MAX / 2)
 #define P2P_TAG           0
@@ -53,6 +57,7 @@ typedef struct {
     mc_coll_t op;
     int64_t ticket;
     double timeout_s; /* c->timeout_s when started: the comm thread never reads c's fields */
+    double heartbeat_s; /* c->heartbeat_s when started */
     mc_p2p_t *p2p;    /* P2P: start()'s copy of op.p2p (op.p2p points at it), freed when run */
 } job_t;
 
@@ -101,6 +106,7 @@ typedef struct {
     size_t reqs_cap;
 
     bool *watch;         /* per world rank: a peer whose pid we can check (same kernel and pid namespace) */
+    mc_stop_seen_t *stopped; /* per world rank, comm thread only: since when it is seen stopped */
     mc_group_t **groups; /* live groups, freed at finalize */
     int ngroups, cap_groups;
 
@@ -177,18 +183,39 @@ static void runtime_abort_hook(int code) { mc_runtime_abort(mc_runtime(), code, 
 
 /* ---- liveness of peers on this node ---- */
 
-/* The peers a job waits on: the whole group for a collective, the distinct peers of a p2p batch. */
-static void check_peers(mpi_comm_t *mc, const job_t *j)
+/* The peers a job waits on (the whole group for a collective, the distinct peers of a p2p
+ * batch): one that died, or that has been stopped for the job's heartbeat_s, ends the job. */
+static void check_peers(mpi_comm_t *mc, const job_t *j, double now)
 {
     const mc_group_t *g = j->op.group;
     bool p2p = j->op.kind == MC_COLL_P2P_BATCH;
     for (int i = 0;; i++) {
         int m = p2p ? mc_p2p_peer(&j->op, i) : i < g->size ? g->members[i] : -1;
         if (m < 0) break;
-        if (!mc->watch[m] || !mc_pid_dead(mc->rt->pids[m])) continue;
-        comm_die(mc, "rank %d (pid %d on host %s) died during %s on the %s group; aborting the job", m,
-                 (int)mc->rt->pids[m], mc->rt->hosts[m], mc_coll_name(j->op.kind), g->name);
+        if (!mc->watch[m]) continue;
+        if (mc_pid_dead(mc->rt->pids[m]))
+            comm_die(mc, "rank %d (pid %d on host %s) died during %s on the %s group; aborting the job", m,
+                     (int)mc->rt->pids[m], mc->rt->hosts[m], mc_coll_name(j->op.kind), g->name);
+        double silent = j->heartbeat_s > 0 ? mc_stopped_for(mc->rt->pids[m], &mc->stopped[m], now) : 0;
+        if (silent >= j->heartbeat_s && silent > 0) {
+            char during[160], what[128], line[640];
+            snprintf(during, sizeof(during), "%s on the %s group", mc_coll_what(&j->op, what, sizeof(what)),
+                     g->name);
+            mc_silent_line(mc->rt, m, silent, during, line, sizeof(line));
+            comm_die(mc, "%s", line);
+        }
     }
+}
+
+/* How long to sleep before the next poll of a wait that has been idle for `idle` seconds: not
+ * at all at first (MPI moves data only inside MPI_Test, see progress_all), then a nap growing
+ * with the wait, up to NAP_MAX_S, so a rank waiting seconds for a peer (a straggler, a
+ * checkpoint save, a stopped rank) leaves its core alone. */
+static long nap_ns(double idle)
+{
+    if (idle < NAP_AFTER_S) return 0;
+    double s = (idle - NAP_AFTER_S) * NAP_SLOPE;
+    return (long)((s < NAP_MIN_S ? NAP_MIN_S : s > NAP_MAX_S ? NAP_MAX_S : s) * 1e9);
 }
 
 /* Polls posted requests until all are complete (one with MPI_Test; several with MPI_Testall
@@ -197,7 +224,8 @@ static void check_peers(mpi_comm_t *mc, const job_t *j)
 static void progress_all(mpi_comm_t *mc, const job_t *j, int n, MPI_Request *reqs, MPI_Status *stats,
                          double t0)
 {
-    double next_check = t0 + LIVENESS_PERIOD_S;
+    double next_check = t0 + LIVENESS_PERIOD_S, t1 = mc_now_s(); /* t1: this wait's start */
+    long nap = 0;
     for (int polls = 0;; polls++) {
         int flag = 0;
         pthread_mutex_lock(&mc->mpi_mu);
@@ -212,10 +240,13 @@ static void progress_all(mpi_comm_t *mc, const job_t *j, int n, MPI_Request *req
         /* MPI moves data only inside MPI_Test (shared-memory fragments of a few KB), so the
          * thread keeps polling, as MPI_Wait would, but yields the core between polls to any
          * thread that can compute: this rank's own, or other ranks' when they share cores.
-         * (Sleeping between polls made a 67 MB all-reduce over 4 ranks on 2 cores 5x slower.) */
-        sched_yield();
-        if (polls % SPIN_TESTS) continue;
+         * (Sleeping between polls made a 67 MB all-reduce over 4 ranks on 2 cores 5x slower.)
+         * Only a wait idle for NAP_AFTER_S naps instead. */
+        if (nap) nanosleep(&(struct timespec){.tv_nsec = nap}, NULL);
+        else sched_yield();
+        if (polls % SPIN_TESTS && !nap) continue;
         double t = mc_now_s();
+        nap = nap_ns(t - t1);
         char what[128];
         if (j->timeout_s > 0 && t - t0 > j->timeout_s)
             comm_die(mc,
@@ -223,7 +254,7 @@ static void progress_all(mpi_comm_t *mc, const job_t *j, int n, MPI_Request *req
                      "raise --distributed-timeout-minutes if this is expected)",
                      j->timeout_s, mc_coll_what(&j->op, what, sizeof(what)), j->op.group->name, j->op.group->size);
         if (t >= next_check) {
-            check_peers(mc, j);
+            check_peers(mc, j, t);
             next_check = t + LIVENESS_PERIOD_S;
         }
     }
@@ -467,7 +498,7 @@ static void ensure_thread(mpi_comm_t *mc)
 
 static mc_req_t enqueue(mpi_comm_t *mc, const mc_coll_t *op)
 {
-    job_t job = {.op = *op, .timeout_s = mc->pub.timeout_s};
+    job_t job = {.op = *op, .timeout_s = mc->pub.timeout_s, .heartbeat_s = mc->pub.heartbeat_s};
     if (op->kind == MC_COLL_P2P_BATCH) {
         size_t bytes = (size_t)op->n_p2p * sizeof(*op->p2p);
         job.p2p = malloc(bytes);
@@ -733,6 +764,7 @@ static void mpi_finalize(mc_comm_t *c)
     free(mc->reqs);
     free(mc->stats);
     free(mc->watch);
+    free(mc->stopped);
     free(mc);
 }
 
@@ -742,7 +774,8 @@ static int init_watch(mpi_comm_t *mc, char *err, size_t n)
     int size = mc->pub.size;
     char mine[MC_PID_SPACE_LEN], *all = malloc((size_t)size * MC_PID_SPACE_LEN);
     mc->watch = calloc((size_t)size, sizeof(*mc->watch));
-    if (!all || !mc->watch) {
+    mc->stopped = calloc((size_t)size, sizeof(*mc->stopped));
+    if (!all || !mc->watch || !mc->stopped) {
         free(all);
         return mc_errf(err, n, "out of memory for %d ranks", size);
     }
@@ -810,6 +843,7 @@ static mpi_comm_t *new_comm(mc_runtime_t *rt)
         .rank = rt->rank,
         .size = rt->size,
         .timeout_s = 600,
+        .heartbeat_s = 30,
         .group_new = mpi_group_new,
         .group_free = mpi_group_free,
         .start = mpi_start,

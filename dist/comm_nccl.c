@@ -22,8 +22,8 @@
  * naming this rank, the collective and its group, when that collective takes longer than
  * timeout_s (counted from when it became the oldest: the ones before it have their own bound),
  * when NCCL reports an asynchronous error (a network peer gone), or when a peer on this node died
- * (their pids, as comm_mpi checks them). Ending the job: every communicator is aborted (kernels
- * stuck on a peer return), then PMIx_Abort. Communicator set-up, which blocks the host inside
+ * or has been stopped (SIGSTOP) for heartbeat_s (their pids, as comm_mpi checks them). Ending the
+ * job: every communicator is aborted (kernels stuck on a peer return), then PMIx_Abort. Communicator set-up, which blocks the host inside
  * PMIx and NCCL, is guarded the same way. */
 #ifdef MC_WITH_CUDA
 
@@ -64,7 +64,7 @@ typedef struct {
 typedef struct {
     cudaEvent_t done;
     mc_group_t *group;
-    double t_start, timeout_s;
+    double t_start, timeout_s, heartbeat_s;
     char what[96];      /* "all-reduce", "p2p with rank 3" */
     int peers[MAX_PEERS]; /* p2p: the distinct peers (world ranks), for the liveness check */
     int n_peers;        /* 0: the whole group */
@@ -88,7 +88,7 @@ typedef struct {
     /* A blocking set-up step the watchdog bounds (under mu). */
     bool guard_on;
     char guard_what[160];
-    double guard_t0, guard_timeout_s;
+    double guard_t0, guard_timeout_s, guard_heartbeat_s;
     bool stop;
     pthread_t watchdog;
     bool watchdog_on;
@@ -99,6 +99,7 @@ typedef struct {
     int32_t *barrier_word; /* device: a barrier is an all-reduce of it (it stays 0) */
 
     bool *watch;         /* per world rank: a peer whose pid we can check */
+    mc_stop_seen_t *stopped; /* per world rank, watchdog only: since when it is seen stopped */
     mc_group_t **groups; /* live groups, world included (under mu: the watchdog aborts them) */
     int ngroups, cap_groups;
     int seq; /* groups made so far: the key of the next unique id */
@@ -183,14 +184,23 @@ static void nccl_abort(mc_comm_t *c, int code) { end_job((nccl_comm_t *)c, code,
 
 /* ---- the watchdog ---- */
 
-/* during: "all-reduce on the dp group", "setting up the NCCL communicator of the tp group" */
-static void check_dead(nccl_comm_t *nc, const int *ranks, int n, const char *during)
+/* A peer that died, or has been stopped for heartbeat_s (0: not checked), ends the job.
+ * during: "all-reduce on the dp group", "setting up the NCCL communicator of the tp group" */
+static void check_dead(nccl_comm_t *nc, const int *ranks, int n, const char *during, double heartbeat_s)
 {
+    double now = mc_now_s();
     for (int i = 0; i < n; i++) {
         int m = ranks[i];
-        if (m < 0 || m >= nc->pub.size || !nc->watch[m] || !mc_pid_dead(nc->rt->pids[m])) continue;
-        die(nc, "rank %d (pid %d on host %s) died during %s; aborting the job", m, (int)nc->rt->pids[m],
-            nc->rt->hosts[m], during);
+        if (m < 0 || m >= nc->pub.size || !nc->watch[m]) continue;
+        if (mc_pid_dead(nc->rt->pids[m]))
+            die(nc, "rank %d (pid %d on host %s) died during %s; aborting the job", m, (int)nc->rt->pids[m],
+                nc->rt->hosts[m], during);
+        double silent = heartbeat_s > 0 ? mc_stopped_for(nc->rt->pids[m], &nc->stopped[m], now) : 0;
+        if (silent >= heartbeat_s && silent > 0) {
+            char line[640];
+            mc_silent_line(nc->rt, m, silent, during, line, sizeof(line));
+            die(nc, "%s", line);
+        }
     }
 }
 
@@ -215,14 +225,15 @@ static bool watch_flight(nccl_comm_t *nc, const flight_t *f, double since, doubl
     if (now >= *next_check) {
         char during[160];
         snprintf(during, sizeof(during), "%s on the %s group", f->what, f->group->name);
-        if (f->n_peers) check_dead(nc, f->peers, f->n_peers, during);
-        else check_dead(nc, f->group->members, f->group->size, during);
+        if (f->n_peers) check_dead(nc, f->peers, f->n_peers, during, f->heartbeat_s);
+        else check_dead(nc, f->group->members, f->group->size, during, f->heartbeat_s);
         *next_check = now + LIVENESS_PERIOD_S;
     }
     return false;
 }
 
-static void watch_guard(nccl_comm_t *nc, const char *what, double t0, double timeout_s, double *next_check)
+static void watch_guard(nccl_comm_t *nc, const char *what, double t0, double timeout_s, double heartbeat_s,
+                        double *next_check)
 {
     double now = mc_now_s();
     if (timeout_s > 0 && now - t0 > timeout_s)
@@ -231,7 +242,7 @@ static void watch_guard(nccl_comm_t *nc, const char *what, double t0, double tim
             "expected)",
             timeout_s, what);
     if (now >= *next_check) {
-        for (int r = 0; r < nc->pub.size; r++) check_dead(nc, &r, 1, what);
+        for (int r = 0; r < nc->pub.size; r++) check_dead(nc, &r, 1, what, heartbeat_s);
         *next_check = now + LIVENESS_PERIOD_S;
     }
 }
@@ -251,7 +262,7 @@ static void *watchdog_main(void *arg)
         flight_t f = {0};
         if (have) f = nc->ring[nc->completed % RING];
         char what[sizeof(nc->guard_what)];
-        double g_t0 = nc->guard_t0, g_timeout = nc->guard_timeout_s;
+        double g_t0 = nc->guard_t0, g_timeout = nc->guard_timeout_s, g_heartbeat = nc->guard_heartbeat_s;
         if (guard) memcpy(what, nc->guard_what, sizeof(what));
         pthread_mutex_unlock(&nc->mu);
 
@@ -264,7 +275,7 @@ static void *watchdog_main(void *arg)
             nap = NAP_MIN_NS;
             continue;
         }
-        if (guard) watch_guard(nc, what, g_t0, g_timeout, &next_check);
+        if (guard) watch_guard(nc, what, g_t0, g_timeout, g_heartbeat, &next_check);
         nanosleep(&(struct timespec){.tv_nsec = nap}, NULL);
         nap = nap * 2 > NAP_MAX_NS ? NAP_MAX_NS : nap * 2;
         pthread_mutex_lock(&nc->mu);
@@ -279,6 +290,7 @@ static void guard_begin(nccl_comm_t *nc, const char *fmt, const char *name)
     snprintf(nc->guard_what, sizeof(nc->guard_what), fmt, name);
     nc->guard_t0 = mc_now_s();
     nc->guard_timeout_s = nc->pub.timeout_s;
+    nc->guard_heartbeat_s = nc->pub.heartbeat_s;
     nc->guard_on = true;
     pthread_cond_signal(&nc->work);
     pthread_mutex_unlock(&nc->mu);
@@ -315,6 +327,7 @@ static void post(nccl_comm_t *nc, int64_t t, const mc_coll_t *o)
     f->group = o->group;
     f->t_start = mc_now_s();
     f->timeout_s = nc->pub.timeout_s;
+    f->heartbeat_s = nc->pub.heartbeat_s;
     mc_coll_what(o, f->what, sizeof(f->what));
     f->n_peers = 0;
     for (int i = 0, r; o->kind == MC_COLL_P2P_BATCH && (r = mc_p2p_peer(o, i)) >= 0; i++) {
@@ -715,6 +728,7 @@ static void nccl_finalize(mc_comm_t *c)
     pthread_cond_destroy(&nc->space);
     free(nc->groups);
     free(nc->watch);
+    free(nc->stopped);
     free(nc);
 }
 
@@ -764,8 +778,10 @@ static int exchange_idents(nccl_comm_t *nc, char *err, size_t n)
     ident_t *all = calloc((size_t)rt->size, sizeof(*all));
     char *gpus = malloc((size_t)rt->size * sizeof(mine.gpu)), *spaces = malloc((size_t)rt->size * MC_PID_SPACE_LEN);
     nc->watch = calloc((size_t)rt->size, sizeof(*nc->watch));
+    nc->stopped = calloc((size_t)rt->size, sizeof(*nc->stopped));
     int rc = -1;
-    if (!all || !gpus || !spaces || !nc->watch) mc_errf(err, n, "out of memory for %d ranks", rt->size);
+    if (!all || !gpus || !spaces || !nc->watch || !nc->stopped)
+        mc_errf(err, n, "out of memory for %d ranks", rt->size);
     else if (mc_exchange_all(rt, "mc.nccl.ident", &mine, all, sizeof(mine), nc->pub.timeout_s, err, n) == 0)
         rc = 0;
     if (rc == 0) {
@@ -809,6 +825,7 @@ mc_comm_t *mc_comm_nccl(mc_runtime_t *rt, const struct mc_backend *be, double ti
         .rank = rt->rank,
         .size = rt->size,
         .timeout_s = timeout_s,
+        .heartbeat_s = 30,
         .has_avg = 1,
         .group_new = nccl_group_new,
         .group_free = nccl_group_free,

@@ -9,20 +9,55 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-bool mc_pid_dead(pid_t pid)
+/* The state letter of /proc/<pid>/stat ("pid (comm) S ..."), or 0 when it cannot be read. */
+static char pid_state(pid_t pid)
 {
-    if (kill(pid, 0) != 0) return errno == ESRCH;
     char path[64], buf[512];
     snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
     int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return false; /* just reaped: the next check sees ESRCH */
+    if (fd < 0) return 0;
     ssize_t k = read(fd, buf, sizeof(buf) - 1);
     close(fd);
-    if (k <= 0) return false;
+    if (k <= 0) return 0;
     buf[k] = '\0';
-    /* "pid (comm) S ...": comm may hold spaces and parentheses, the state follows the last ')' */
+    /* comm may hold spaces and parentheses: the state follows the last ')' */
     char *p = strrchr(buf, ')');
-    return p && p[1] == ' ' && (p[2] == 'Z' || p[2] == 'X');
+    return p && p[1] == ' ' ? p[2] : 0;
+}
+
+bool mc_pid_dead(pid_t pid)
+{
+    if (kill(pid, 0) != 0) return errno == ESRCH;
+    char st = pid_state(pid); /* 0: just reaped, the next check sees ESRCH */
+    return st == 'Z' || st == 'X';
+}
+
+bool mc_pid_stopped(pid_t pid)
+{
+    char st = pid_state(pid);
+    return st == 'T' || st == 't';
+}
+
+double mc_stopped_for(pid_t pid, mc_stop_seen_t *s, double now)
+{
+    if (!mc_pid_stopped(pid)) {
+        s->since = s->last = 0;
+        return 0;
+    }
+    /* not looked at for a while (it took no part in the collectives since): it may have run
+     * in between, so its silence counts from now */
+    if (s->since == 0 || now - s->last > MC_STOP_GAP_S) s->since = now;
+    s->last = now;
+    return now - s->since;
+}
+
+void mc_silent_line(const mc_runtime_t *rt, int r, double for_s, const char *during, char *buf, size_t n)
+{
+    snprintf(buf, n,
+             "rank %d (host %s, pid %d) has not responded for %.0f s (stopped or hung: its process is "
+             "stopped, by SIGSTOP or a debugger, while this rank waits for it in %s; raise "
+             "--heartbeat-timeout-seconds if this is expected, 0 turns the check off)",
+             r, rt->hosts[r], (int)rt->pids[r], for_s, during);
 }
 
 void mc_pid_space(char out[MC_PID_SPACE_LEN])

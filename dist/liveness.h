@@ -1,7 +1,13 @@
-/* Noticing that a peer process on this node died (comm_mpi.c, comm_nccl.c): a rank blocked in a
- * collective with a dead peer would otherwise wait for the whole timeout. A peer's pid is
- * checked only where it means the same process here: same host and same kernel pid namespace
- * (containers on one host may have their own). */
+/* Noticing that a peer process on this node died or stopped (comm_mpi.c, comm_nccl.c): a rank
+ * blocked in a collective with a dead or stopped peer would otherwise wait for the whole
+ * timeout. A peer's pid is checked only where it means the same process here: same host and same
+ * kernel pid namespace (containers on one host may have their own).
+ *
+ * Stopped (SIGSTOP, SIGTSTP, a debugger): the kernel's own word, /proc/<pid>/stat state 'T' or
+ * 't', stands for a heartbeat. It is exact: SIGSTOP stops every thread of a process, while a
+ * process busy computing, saving a checkpoint (fsync: state 'D') or evaluating is never 'T', so
+ * long saves cannot look silent. Peers on other nodes are not seen; their silence is bounded by
+ * --distributed-timeout-minutes. */
 #ifndef MC_PARALLEL_LIVENESS_H
 #define MC_PARALLEL_LIVENESS_H
 
@@ -14,6 +20,23 @@
 
 /* Gone (ESRCH) or a zombie not yet reaped by its launcher. A pid we may not signal is alive. */
 bool mc_pid_dead(pid_t pid);
+
+/* Stopped by a signal or held by a tracer (state 'T' or 't'). */
+bool mc_pid_stopped(pid_t pid);
+
+/* One peer's stop as seen by the periodic checks: when it was first and last seen stopped (0:
+ * running when last looked). Checks more than MC_STOP_GAP_S apart count the silence anew. */
+#define MC_STOP_GAP_S 5.0
+typedef struct {
+    double since, last;
+} mc_stop_seen_t;
+
+/* For how long pid has been seen stopped, as of now (mc_now_s()); 0 when it is running. */
+double mc_stopped_for(pid_t pid, mc_stop_seen_t *s, double now);
+
+/* The message for world rank r found stopped for for_s seconds while this rank waits in
+ * `during` ("all-reduce on the dp group"): names the rank, its host and pid. */
+void mc_silent_line(const mc_runtime_t *rt, int r, double for_s, const char *during, char *buf, size_t n);
 
 /* "<boot id>/<pid namespace inode>": equal strings mean pids are comparable. Starts with '/'
  * when the boot id is unreadable (then nothing is watched). */

@@ -420,6 +420,7 @@ static mc_comm_t *start_comm(const mc_args_t *args, mc_runtime_t *rt, const mc_b
         if (!comm) mc_fatal("%s", err);
     }
     comm->timeout_s = timeout_s;
+    comm->heartbeat_s = args->heartbeat_timeout_seconds;
     comm->devmem = mc_devmem_for(be); /* NULL for the cpu backend; NCCL does without */
     g_comm = comm;
     mc_error_set_abort_hook(abort_job);

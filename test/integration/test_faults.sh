@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # A dying or hanging rank during data-parallel training (issue 4, acceptance 5): a rank killed
 # with SIGKILL brings the whole job down, non-zero, with a message naming it, within 30 s, under
-# mpirun and under srun; a rank that stops responding (SIGSTOP) is caught by
-# --distributed-timeout-minutes.
+# mpirun and under srun; a rank that stops responding (SIGSTOP) is named within
+# --heartbeat-timeout-seconds (a peer on the node seen stopped that long; 5 s here, 30 s by
+# default), or caught by --distributed-timeout-minutes when that check is off; a checkpoint save
+# longer than the heartbeat bound is no false alarm.
 source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/mpi.sh"
 
@@ -23,7 +25,7 @@ kill_job() {
 }
 
 # job_fault NAME SIGNAL PATTERN MAX_S LAUNCHER...: start training, wait for iteration 3, send
-# SIGNAL to rank 2, and expect the job to end non-zero within MAX_S seconds with PATTERN on
+# SIGNAL to rank $FAULT_RANK (2 unless set), and expect the job to end non-zero within MAX_S seconds with PATTERN on
 # stderr or stdout.
 job_fault() {
     local name=$1 sig=$2 pattern=$3 max=$4
@@ -36,9 +38,9 @@ job_fault() {
         sleep 0.1
         waited=$((waited + 1))
     done
-    pid=$(rank_pid "$MC_FAULT_JOB" 2)
+    pid=$(rank_pid "$MC_FAULT_JOB" "${FAULT_RANK:-2}")
     if [ -z "$pid" ]; then
-        not_ok "$name (could not find rank 2; stderr: $(head -c 400 "$MC_TMP/err"))"
+        not_ok "$name (could not find rank ${FAULT_RANK:-2}; stderr: $(head -c 400 "$MC_TMP/err"))"
         kill_job "$job"
         return
     fi
@@ -69,7 +71,16 @@ if have_mpirun; then
         "${MPIRUN[@]}" -x MC_FAULT_JOB -np 4 "$MC_BIN"
     job_fault "mpirun: a rank that stops responding is caught by --distributed-timeout-minutes 1" STOP \
         'megatron-c: rank [0-9]: error: timed out after 60 s in [a-z-]+ on the [a-z-]+ group' 75 \
-        "${MPIRUN[@]}" -x MC_FAULT_JOB -np 4 "$MC_BIN" --distributed-timeout-minutes 1
+        "${MPIRUN[@]}" -x MC_FAULT_JOB -np 4 "$MC_BIN" --distributed-timeout-minutes 1 \
+        --heartbeat-timeout-seconds 0
+    # the bound: 5 s stopped, plus up to a second between checks, plus the abort; the line names
+    # the rank, its host and pid
+    for np in 2 4; do
+        FAULT_RANK=$((np - 1)) job_fault \
+            "mpirun -np $np: a stopped rank (SIGSTOP) ends the job within --heartbeat-timeout-seconds 5, naming it" \
+            STOP "megatron-c: rank [0-9]: error: rank $((np - 1)) \(host $(hostname), pid [0-9]+\) has not responded for [5-9] s \(stopped or hung" 20 \
+            "${MPIRUN[@]}" -x MC_FAULT_JOB -np $np "$MC_BIN" --heartbeat-timeout-seconds 5
+    done
 else
     skip "faults under mpirun" "mpirun is not installed (scripts/install-deps.sh installs OpenMPI)"
 fi
@@ -83,4 +94,39 @@ if have_srun; then
         "${SRUN[@]}" --kill-on-bad-exit=0 -n 4 "$MC_BIN"
 else
     skip "faults under srun" "no Slurm here ($(srun_why))"
+fi
+
+# A checkpoint save that holds its writer (rank 0) 8 s, longer than the 3 s heartbeat bound, while
+# rank 1 waits for it: busy is not silent, the job ends normally.
+if have_mpirun; then
+    SAVE=(--train-iters 4 --save-interval 2 --save "$MC_TMP/slow-save" --heartbeat-timeout-seconds 3)
+    t0=$SECONDS
+    MC_TEST_CKPT_WRITE_DELAY_MS=8000 "${MPIRUN[@]}" -x MC_TEST_CKPT_WRITE_DELAY_MS -np 2 "$MC_BIN" \
+        "${FLAGS[@]}" "${SAVE[@]}" >"$MC_TMP/out" 2>"$MC_TMP/err"
+    rc=$? took=$((SECONDS - t0))
+    check "mpirun: a checkpoint save held 8 s past a 3 s heartbeat bound is no false alarm (rc=$rc, ${took} s)" \
+        bash -c "[ $rc -eq 0 ] && [ $took -ge 16 ] && ! grep -q 'has not responded' '$MC_TMP/err' '$MC_TMP/out'"
+fi
+
+# The communicator alone (test/mpi/test_comm_mpi, and the NCCL watchdog on an emulated GPU): a
+# rank that stops itself before an all-reduce is named by the ranks waiting for it within their
+# 2 s bound; a rank busy 4 s is no false alarm, and the rank waiting for it naps instead of
+# burning a core (under a quarter of its wall time in CPU).
+if have_mpirun; then
+    for prog in test_comm_mpi test_comm_nccl; do
+        bin=$MC_BUILD/test/mpi/$prog
+        if [ ! -x "$bin" ]; then
+            skip "$prog: stopped and slow ranks" "$prog is not built"
+            continue
+        fi
+        t0=$SECONDS
+        "${MPIRUN[@]}" -np 4 "$bin" stop 2 >"$MC_TMP/out" 2>"$MC_TMP/err"
+        rc=$? took=$((SECONDS - t0))
+        check "$prog: a stopped rank ends the job within 2 s + checks, naming it (rc=$rc, ${took} s)" \
+            bash -c "[ $rc -ne 0 ] && [ $took -lt 20 ] && grep -qE '^megatron-c: rank [013]: error: rank 2 \(host $(hostname), pid [0-9]+\) has not responded for [2-4] s \(stopped or hung: .* all-reduce on the world group' '$MC_TMP/err'"
+        "${MPIRUN[@]}" -np 2 "$bin" slow 1 >"$MC_TMP/out" 2>"$MC_TMP/err"
+        rc=$?
+        check "$prog: a rank busy 4 s past a 2 s heartbeat is no false alarm, its peer idles ($(grep -o 'using .* of CPU' "$MC_TMP/err"))" \
+            bash -c "[ $rc -eq 0 ] && ! grep -q 'has not responded' '$MC_TMP/err'"
+    done
 fi

@@ -9,6 +9,11 @@
  *   test_comm_mpi p2pdie R    rank R kills itself while rank R+1 waits in a p2p batch with it
  *   test_comm_mpi p2psleep R  rank R sleeps past a 2 s timeout while rank R+1 waits in a p2p batch
  *   test_comm_mpi p2pshort R  rank R receives 5 floats from rank R+1, which sends 10
+ *   test_comm_mpi stop R      rank R stops itself (SIGSTOP) before an all-reduce on the world;
+ *                             heartbeat_s is 2 s, the timeout 60 s
+ *   test_comm_mpi slow R      rank R computes (sleeps) 4 s before an all-reduce, past a 2 s
+ *                             heartbeat_s: no false alarm; the ranks waiting for it print the CPU
+ *                             time of their wait and fail when it is over a quarter of the wall time
  *   test_comm_mpi p2pself R   rank R sends to itself without a receive (single rank: mc_fatal)
  *   test_comm_mpi p2ppeer R   rank R sends to group rank 1 (single rank: mc_fatal)
  *
@@ -31,6 +36,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "base/clock.h"
@@ -1165,11 +1171,38 @@ static void check_runtime(T *t)
 
 /* ---- fault modes ---- */
 
+static double cpu_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* Rank `who` is busy for 4 s, longer than heartbeat_s, while the others wait for it in an
+ * all-reduce: it must complete (busy is not silent), and the waiting ranks must not burn a core. */
+static int slow_peer(T *t, int who)
+{
+    if (t->rank == who) sleep(4);
+    float x = 1;
+    double w0 = mc_now_s(), c0 = cpu_s();
+    mc_all_reduce(t->c, t->c->world, &x, 1, MC_DT_F32, MC_OP_SUM);
+    double wall = mc_now_s() - w0, cpu = cpu_s() - c0;
+    bool bad = x != (float)t->size;
+    if (t->rank != who) {
+        fprintf(stderr, "rank %d: waited %.1f s in the all-reduce using %.2f s of CPU\n", t->rank, wall, cpu);
+        bad |= wall > 2 && cpu > 0.25 * wall;
+    }
+    mc_barrier(t->c, t->c->world);
+    return bad ? 1 : 0;
+}
+
 static int fault(T *t, const char *mode, int who)
 {
     mc_barrier(t->c, t->c->world); /* everyone is up before the fault */
     bool p2p = strncmp(mode, "p2p", 3) == 0;
     if (strcmp(mode, "sleep") == 0 || strcmp(mode, "p2psleep") == 0) t->c->timeout_s = 2;
+    if (strcmp(mode, "stop") == 0 || strcmp(mode, "slow") == 0) t->c->timeout_s = 60, t->c->heartbeat_s = 2;
+    if (strcmp(mode, "slow") == 0) return slow_peer(t, who);
 #ifdef MC_TEST_FAKE_NCCL
     if (strcmp(mode, "asyncerr") == 0) { /* rank `who` waits in an all-reduce the others never join */
         t->c->timeout_s = 60;
@@ -1186,6 +1219,7 @@ static int fault(T *t, const char *mode, int who)
 #endif
     if (t->rank == who) {
         if (strcmp(mode, "die") == 0 || strcmp(mode, "p2pdie") == 0) raise(SIGKILL);
+        if (strcmp(mode, "stop") == 0) raise(SIGSTOP);
         if (strcmp(mode, "sleep") == 0 || strcmp(mode, "p2psleep") == 0) sleep(60);
         if (strcmp(mode, "fatal") == 0) mc_fatal("test failure on purpose");
         float one = 1;
@@ -1247,7 +1281,17 @@ int main(int argc, char **argv)
         return 2;
     }
     T t = {.c = c, .rt = &rt, .rank = c->rank, .size = c->size};
-    if (argc == 3) return fault(&t, argv[1], atoi(argv[2]));
+    if (argc == 3) {
+        int rc = fault(&t, argv[1], atoi(argv[2]));
+        if (rc == 0) { /* a mode that must not end the job ("slow") ends as a job does */
+            c->finalize(c);
+#ifdef MC_TEST_FAKE_NCCL
+            fake_finalize();
+#endif
+            mc_runtime_finalize(&rt);
+        }
+        return rc;
+    }
     if (t.size > 8) mc_fatal("this test expects at most 8 ranks");
 
     report(&t, strcmp(c->name, want_name) != 0 || (!strcmp(want_name, "single") && mc_comm_single() != c),
