@@ -67,9 +67,11 @@ static void set_arg(flags_ctx_t *c, int i, const char *s)
 static void insert_arg(flags_ctx_t *c, int at, const char *s)
 {
     if (c->n >= MAX_ARGS) return;
+    char copy[MAX_ARG_LEN + 1]; /* s may be one of the arguments that move */
+    snprintf(copy, sizeof copy, "%s", s);
     memmove(c->args[at + 1], c->args[at], sizeof c->args[0] * (size_t)(c->n - at));
     c->n++;
-    set_arg(c, at, s);
+    memcpy(c->args[at], copy, sizeof copy);
 }
 
 static const char *random_flag(void)
