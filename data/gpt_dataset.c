@@ -502,14 +502,23 @@ struct mc_gpt_datasets {
     int32_t *scratch;               /* seq_length + 1 */
 };
 
+/* a * b, or INT64_MAX when it overflows (Python's int would not; the dataset then refuses the
+ * count as too many samples). Operands are non-negative counts. */
+static int64_t mul_sat(int64_t a, int64_t b)
+{
+    int64_t r;
+    return __builtin_mul_overflow(a, b, &r) ? INT64_MAX : r;
+}
+
 void mc_gpt_num_samples(const mc_args_t *a, int64_t out[3])
 {
     int64_t eval_gbs = a->eval_global_batch_size > 0 ? a->eval_global_batch_size
                                                       : a->global_batch_size;
-    out[0] = a->train_samples > 0 ? a->train_samples : a->train_iters * a->global_batch_size;
-    int64_t points = a->eval_interval > 0 ? a->train_iters / a->eval_interval + 1 : 1;
-    out[1] = points * a->eval_iters * eval_gbs;
-    out[2] = (int64_t)a->eval_iters * eval_gbs;
+    out[0] = a->train_samples > 0 ? a->train_samples : mul_sat(a->train_iters, a->global_batch_size);
+    int64_t points = a->eval_interval > 0 ? a->train_iters / a->eval_interval : 0;
+    points = points < INT64_MAX ? points + 1 : INT64_MAX;
+    out[1] = mul_sat(mul_sat(points, a->eval_iters), eval_gbs);
+    out[2] = mul_sat(a->eval_iters, eval_gbs);
 }
 
 void mc_gpt_data_config_from_args(mc_gpt_data_config_t *c, const mc_args_t *a, int32_t eod,

@@ -319,6 +319,12 @@ static void test_num_samples_from_args(void **state)
     assert_int_equal(ns[0], 1234);
     assert_int_equal(ns[1], (154 / 100 + 1) * 2 * 4);
     assert_int_equal(ns[2], 8);
+    /* --train-iters near INT64_MAX (found by fuzz_flags): the counts saturate, no overflow */
+    a.train_samples = 0;
+    a.train_iters = INT64_MAX;
+    a.eval_interval = 1;
+    mc_gpt_num_samples(&a, ns);
+    assert_true(ns[0] == INT64_MAX && ns[1] == INT64_MAX);
 }
 
 /* ---- sample fields (2.7) --------------------------------------------------------------------- */
