@@ -143,6 +143,10 @@ GPU_TEST_BIN := $(GPU_TEST_SRC:test/gpu/%.c=$(BUILD)/test/%)
 # Helper programs that integration tests drive (e.g. ckpt_tool for test_ckpt_torch.sh), no cmocka.
 TOOL_SRC     := $(wildcard test/tools/*.c)
 TOOL_BIN     := $(TOOL_SRC:test/tools/%.c=$(BUILD)/test/tools/%)
+# Mutation fuzzers of the .idx reader, torch.load and the flag parser (scripts/fuzz.sh), with
+# their shared driver test/fuzz/fuzz.c.
+FUZZ_SRC     := $(wildcard test/fuzz/fuzz_*.c)
+FUZZ_BIN     := $(FUZZ_SRC:test/fuzz/%.c=$(BUILD)/test/fuzz/%)
 
 .PHONY: all test demo clean docs fixtures deps tests emu emu-tests
 .SECONDARY:
@@ -211,7 +215,11 @@ $(BUILD)/test/tools/%: test/tools/%.c $(LIB_OBJ)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -MMD -MP $(LDFLAGS) -o $@ $(filter %.c %.o,$^) $(LDLIBS)
 
-tests: $(BIN) $(TEST_BIN) $(GPU_TEST_BIN) $(MPI_TEST_BIN) $(TOOL_BIN) emu
+$(BUILD)/test/fuzz/fuzz_%: test/fuzz/fuzz_%.c $(BUILD)/test/fuzz/fuzz.o $(LIB_OBJ)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -MMD -MP $(LDFLAGS) -o $@ $(filter %.c %.o,$^) $(LDLIBS)
+
+tests: $(BIN) $(TEST_BIN) $(GPU_TEST_BIN) $(MPI_TEST_BIN) $(TOOL_BIN) $(FUZZ_BIN) emu
 
 # The emulated device's programs: megatron-c, the GPU op tests, the kernel benchmarks (their
 # plumbing) and the emulator's own tests. `make emu` builds them into build/emu(-san).

@@ -152,9 +152,18 @@ int mc_ckpt_read_tracker(const char *dir, bool *found, int64_t *iteration, bool 
         if (errno == ENOENT || errno == ENOTDIR) return 0;
         return mc_path_errf(err, n, path, "cannot read: %s", strerror(errno));
     }
+    struct stat st;
+    if (fstat(fileno(f), &st) == 0 && !S_ISREG(st.st_mode)) {
+        fclose(f);
+        return mc_path_errf(err, n, path, "is %s, not Megatron's tracker file (remove it, or write "
+                            "the iteration of an iter_* directory into a file of that name)",
+                            S_ISDIR(st.st_mode) ? "a directory" : "not a regular file");
+    }
     size_t len = fread(text, 1, sizeof(text) - 1, f);
-    bool more = fgetc(f) != EOF;
+    bool more = fgetc(f) != EOF, bad = ferror(f);
+    int read_errno = errno;
     fclose(f);
+    if (bad) return mc_path_errf(err, n, path, "cannot read: %s", strerror(read_errno));
     text[len] = '\0';
     *found = true;
     /* Python's str.strip() then int() or 'release' */

@@ -228,7 +228,26 @@ void mc_split_range(const double bookend[2], int64_t num_elements, int64_t *begi
 
 int64_t mc_size_for_dataset(double normalized_weight, int64_t target, double surplus)
 {
-    return (int64_t)ceil(ceil((double)target * normalized_weight) * (1.0 + surplus));
+    double v = ceil(ceil((double)target * normalized_weight) * (1.0 + surplus));
+    /* the comparison is false for NaN; converting a double outside int64 is undefined */
+    if (!(v >= 0.0 && v < 0x1p62)) return -1;
+    return (int64_t)v;
+}
+
+int mc_blend_check_weights(const mc_blend_t *b, const char *flag, char *err, size_t en)
+{
+    if (!b->weights) return 0;
+    char shown[MC_SHOWN_MAX + 4];
+    for (int i = 0; i < b->n; i++)
+        if (!(b->weights[i] > 0.0) || isinf(b->weights[i]))
+            return mc_errf(err, en, "%s: the weight %g of '%s' is not a positive finite number "
+                           "(Megatron's BlendedDataset needs every weight > 0; give e.g. "
+                           "'0.3 a 0.7 b', or leave weights out to blend by size)", flag,
+                           b->weights[i], mc_shown(b->prefixes[i], shown));
+    if (isinf(mc_numpy_sum(b->weights, b->n)))
+        return mc_errf(err, en, "%s: the weights sum to infinity (give smaller weights: only "
+                       "their ratios matter)", flag);
+    return 0;
 }
 
 /* ---- blending indices ------------------------------------------------------------------------ */

@@ -39,8 +39,14 @@ int mc_split_matrix(const char *split, double bookends[3][2], int present[3], ch
  * [int(round(b0 * N)), int(round(b1 * N))), Python's round half to even. */
 void mc_split_range(const double bookend[2], int64_t num_elements, int64_t *begin, int64_t *end);
 
+/* Blend weights that Megatron can use: every one finite and > 0 (BlendedDataset asserts it;
+ * zero, NaN or infinite weights make normalize() give NaN) and their sum finite. 0, or -1 with
+ * err naming flag (e.g. "--data-path") and the weight. */
+int mc_blend_check_weights(const mc_blend_t *b, const char *flag, char *err, size_t en);
+
 /* _get_size_per_split_per_dataset: int(ceil(ceil(target * w) * (1 + surplus))) for one
- * normalised weight and one target size. */
+ * normalised weight and one target size; -1 when that is not a number below 2^62 (a NaN weight,
+ * a huge --mid-level-dataset-surplus), where Python would fail or ask for a Python big int. */
 int64_t mc_size_for_dataset(double normalized_weight, int64_t target, double surplus);
 
 /* helpers.cpp build_blending_indices (weights already normalised). 0, or -1 out of memory. */

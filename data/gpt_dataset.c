@@ -391,6 +391,42 @@ void mc_gpt_dataset_sample_at(const mc_gpt_dataset_t *d, int64_t row, int64_t *d
     }
 }
 
+/* The document of the indexed dataset that holds sequence seq: document_indices[doc] <= seq <
+ * document_indices[doc + 1] (empty documents repeat an entry; the last such is the one). */
+static int64_t document_of(const mc_indexed_t *x, int64_t seq)
+{
+    int64_t lo = 0, hi = x->num_documents; /* document_indices has num_documents + 1 entries */
+    while (hi - lo > 1) {
+        int64_t mid = lo + (hi - lo) / 2;
+        if (x->document_indices[mid] <= seq) lo = mid;
+        else hi = mid;
+    }
+    return lo;
+}
+
+/* Megatron would index its embedding with these ids: one beyond its rows (or negative, from a
+ * signed dtype) is an IndexError there, and a silent zero row in our kernels. One pass over the
+ * tokens of a sample, so it costs nothing next to a training step. */
+static int check_tokens(const mc_gpt_dataset_t *d, int64_t seq, int64_t off, const int32_t *t,
+                        int64_t len, char *err, size_t n)
+{
+    for (int64_t k = 0; k < len; k++) {
+        if (t[k] >= 0 && (d->token_limit <= 0 || t[k] < d->token_limit)) continue;
+        const mc_indexed_t *x = d->indexed;
+        char limit[64] = "";
+        if (d->token_limit > 0)
+            snprintf(limit, sizeof limit, ", outside the vocabulary [0, %lld)",
+                     (long long)d->token_limit);
+        mc_errf(err, n, "%s.bin: token id %d at position %lld of document %lld (sequence %lld)%s "
+                "(the data was made with another tokenizer, or is corrupt: re-run "
+                "preprocess_data.py with this run's tokenizer)", x->prefix, t[k],
+                (long long)(off + k), (long long)document_of(x, seq), (long long)seq,
+                t[k] < 0 ? ", negative" : limit);
+        return MC_DATA_BAD_TOKENS;
+    }
+    return 0;
+}
+
 int mc_gpt_dataset_text(const mc_gpt_dataset_t *d, int64_t i, int32_t pad, int32_t *text,
                         char *err, size_t n)
 {
@@ -411,7 +447,8 @@ int mc_gpt_dataset_text(const mc_gpt_dataset_t *d, int64_t i, int32_t pad, int32
             return mc_errf(err, n, "internal: sample %lld spans more than %lld tokens",
                         (long long)i, (long long)want);
         if (len > 0 && mc_indexed_get(d->indexed, seq, off, len, text + got, err, n) != 0)
-            return -1;
+            return MC_DATA_BAD_TOKENS; /* bounds hold since open: a value not an int32 id */
+        if (check_tokens(d, seq, off, text + got, len, err, n)) return MC_DATA_BAD_TOKENS;
         got += len;
     }
     for (; got < want; got++) text[got] = pad;
@@ -465,14 +502,23 @@ struct mc_gpt_datasets {
     int32_t *scratch;               /* seq_length + 1 */
 };
 
+/* a * b, or INT64_MAX when it overflows (Python's int would not; the dataset then refuses the
+ * count as too many samples). Operands are non-negative counts. */
+static int64_t mul_sat(int64_t a, int64_t b)
+{
+    int64_t r;
+    return __builtin_mul_overflow(a, b, &r) ? INT64_MAX : r;
+}
+
 void mc_gpt_num_samples(const mc_args_t *a, int64_t out[3])
 {
     int64_t eval_gbs = a->eval_global_batch_size > 0 ? a->eval_global_batch_size
                                                       : a->global_batch_size;
-    out[0] = a->train_samples > 0 ? a->train_samples : a->train_iters * a->global_batch_size;
-    int64_t points = a->eval_interval > 0 ? a->train_iters / a->eval_interval + 1 : 1;
-    out[1] = points * a->eval_iters * eval_gbs;
-    out[2] = (int64_t)a->eval_iters * eval_gbs;
+    out[0] = a->train_samples > 0 ? a->train_samples : mul_sat(a->train_iters, a->global_batch_size);
+    int64_t points = a->eval_interval > 0 ? a->train_iters / a->eval_interval : 0;
+    points = points < INT64_MAX ? points + 1 : INT64_MAX;
+    out[1] = mul_sat(mul_sat(points, a->eval_iters), eval_gbs);
+    out[2] = mul_sat(a->eval_iters, eval_gbs);
 }
 
 void mc_gpt_data_config_from_args(mc_gpt_data_config_t *c, const mc_args_t *a, int32_t eod,
@@ -591,6 +637,7 @@ static int build_prefix_splits(mc_gpt_datasets_t *D, const mc_gpt_data_config_t 
             break;
         }
         g->indexed = x;
+        g->token_limit = c->vocab_limit;
         out[i] = g;
     }
     free(dir);
@@ -628,7 +675,12 @@ static int assemble_split(mc_gpt_datasets_t *D, int i, mc_gpt_dataset_t **comp, 
                         split_name(i));
         }
         size = 0;
-        for (int j = 0; j < k; j++) size += targets[j];
+        for (int j = 0; j < k; j++)
+            if (__builtin_add_overflow(size, targets[j], &size)) {
+                free(w);
+                free(lens);
+                return mc_errf(err, n, "the %s blend's sizes overflow int64", split_name(i));
+            }
         memcpy(w, weights, sizeof *w * (size_t)k);
     } else {
         int64_t sum = 0;
@@ -695,7 +747,8 @@ static int set_single(mc_gpt_datasets_t *D, int i, mc_gpt_dataset_t *g, char *er
 /* One blend (prefixes, optional weights) over the split matrix, for the splits in present[]
  * (all three with --data-path, one with a per-split path). */
 static int build_blend(mc_gpt_datasets_t *D, const mc_gpt_data_config_t *c, const mc_blend_t *bl,
-                       const double bookends[3][2], const int present[3], char *err, size_t n)
+                       const char *flag, const double bookends[3][2], const int present[3],
+                       char *err, size_t n)
 {
     int k = bl->n;
     const int64_t *sizes = c->num_samples;
@@ -713,6 +766,7 @@ static int build_blend(mc_gpt_datasets_t *D, const mc_gpt_data_config_t *c, cons
     int rc = -1;
     if (!comp) goto oom;
     if (bl->weights) {
+        if (mc_blend_check_weights(bl, flag, err, n)) goto out;
         for (int i = 0; i < 3; i++)
             if (present[i] && sizes[i] < 0) {
                 mc_errf(err, n, "weighted blends need a sample count for the %s split",
@@ -730,6 +784,13 @@ static int build_blend(mc_gpt_datasets_t *D, const mc_gpt_data_config_t *c, cons
                 int64_t t = present[i] ? sizes[i] : 0;
                 target[j][i] = mc_size_for_dataset(w[j], t, 0.0);
                 buffer[j][i] = mc_size_for_dataset(w[j], t, c->mid_level_dataset_surplus);
+                if (target[j][i] < 0 || buffer[j][i] < 0) {
+                    mc_errf(err, n, "--mid-level-dataset-surplus %g: component %d of the %s "
+                            "split would need more than 2^62 samples (give a small surplus, "
+                            "Megatron's default is 0.005)", c->mid_level_dataset_surplus, j,
+                            split_name(i));
+                    goto out;
+                }
             }
     }
     for (int j = 0; j < k; j++) {
@@ -768,8 +829,32 @@ out:
     return rc;
 }
 
+int mc_gpt_check_train_split(const mc_gpt_data_config_t *c, char *err, size_t n)
+{
+    if (c->num_samples[MC_SPLIT_TRAIN] <= 0) return 0;
+    if (c->n_data_path > 0) {
+        double bookends[3][2];
+        int present[3];
+        const char *split = c->split && c->split[0] ? c->split : "969, 30, 1";
+        if (mc_split_matrix(split, bookends, present, err, n)) return -1;
+        char shown[MC_SHOWN_MAX + 4];
+        if (!present[MC_SPLIT_TRAIN])
+            return mc_errf(err, n, "--split '%s' leaves the train split empty, but training needs "
+                           "%lld samples (give the train split a positive weight, e.g. --split "
+                           "99,1,0)", mc_shown(split, shown),
+                           (long long)c->num_samples[MC_SPLIT_TRAIN]);
+    } else if (c->n_split_data_path[MC_SPLIT_VALID] + c->n_split_data_path[MC_SPLIT_TEST] > 0 &&
+               c->n_split_data_path[MC_SPLIT_TRAIN] == 0) {
+        return mc_errf(err, n, "no --train-data-path, but training needs %lld samples (give "
+                       "--train-data-path, or --data-path with --split)",
+                       (long long)c->num_samples[MC_SPLIT_TRAIN]);
+    }
+    return 0;
+}
+
 mc_gpt_datasets_t *mc_gpt_datasets_build(const mc_gpt_data_config_t *c, char *err, size_t n)
 {
+    if (mc_gpt_check_train_split(c, err, n)) return NULL;
     mc_gpt_datasets_t *D = calloc(1, sizeof *D);
     if (!D) {
         mc_errf(err, n, "out of memory");
@@ -795,7 +880,7 @@ mc_gpt_datasets_t *mc_gpt_datasets_build(const mc_gpt_data_config_t *c, char *er
         if (mc_split_matrix(split, bookends, present, err, n)) goto bad;
         mc_blend_t bl;
         if (mc_blend_from_list(&bl, c->data_path, c->n_data_path, err, n)) goto bad;
-        int r = build_blend(D, c, &bl, bookends, present, err, n);
+        int r = build_blend(D, c, &bl, "--data-path", bookends, present, err, n);
         mc_blend_free(&bl);
         if (r) goto bad;
     } else if (per_split) {
@@ -810,14 +895,16 @@ mc_gpt_datasets_t *mc_gpt_datasets_build(const mc_gpt_data_config_t *c, char *er
             mc_blend_t bl;
             if (mc_blend_from_list(&bl, c->split_data_path[i], c->n_split_data_path[i], err, n))
                 goto bad;
+            static const char *const flags[3] = {"--train-data-path", "--valid-data-path",
+                                                 "--test-data-path"};
             int r;
             if (bl.n == 1) { /* a single prefix is built directly, weights or not */
                 double *keep = bl.weights;
                 bl.weights = NULL;
-                r = build_blend(D, c, &bl, bookends, present, err, n);
+                r = build_blend(D, c, &bl, flags[i], bookends, present, err, n);
                 bl.weights = keep;
             } else {
-                r = build_blend(D, c, &bl, bookends, present, err, n);
+                r = build_blend(D, c, &bl, flags[i], bookends, present, err, n);
             }
             mc_blend_free(&bl);
             if (r) goto bad;
@@ -888,7 +975,8 @@ int mc_gpt_datasets_batch(mc_gpt_datasets_t *d, int split, const int64_t *idx, i
 {
     const int s = d->seq_length;
     for (int r = 0; r < b; r++) {
-        if (mc_gpt_datasets_text(d, split, idx[r], d->scratch, err, n) != 0) return -1;
+        int rc = mc_gpt_datasets_text(d, split, idx[r], d->scratch, err, n);
+        if (rc != 0) return rc;
         size_t o = (size_t)r * (size_t)s;
         mc_gpt_sample_fields(d->scratch, s, &d->opts, tokens + o, labels + o, loss_mask + o,
                              positions + o, segments ? segments + o : NULL);

@@ -57,6 +57,9 @@ typedef struct {
     bool shuffle_index_int64;
     int64_t length;                 /* len(GPTDataset) = sample_index rows - 1 */
     const mc_indexed_t *indexed;    /* token source for mc_gpt_dataset_text; not owned */
+    /* Token ids read from the .bin must lie in [0, token_limit) (the embedding's rows); 0: only
+     * negative ids are refused. */
+    int64_t token_limit;
     bool from_cache;                /* the arrays were read from the index cache */
 } mc_gpt_dataset_t;
 
@@ -97,7 +100,10 @@ void mc_gpt_dataset_sample_at(const mc_gpt_dataset_t *d, int64_t row, int64_t *d
 
 /* The text of sample i (Megatron's _query_document_sample_shuffle_indices): seq_length + 1
  * tokens, the end filled with pad if the sample is short (only a partial validation sample).
- * Returns 0, or -1 (i out of range, or a read error from the indexed dataset) with err set. */
+ * Returns 0; -1 (i out of range) with err set; or MC_DATA_BAD_TOKENS with err naming the .bin,
+ * the document and the token when the file holds a token id outside [0, token_limit) or one
+ * that is not an int32 (a user's data error, not a bug). */
+#define MC_DATA_BAD_TOKENS (-2)
 int mc_gpt_dataset_text(const mc_gpt_dataset_t *d, int64_t i, int32_t pad, int32_t *text,
                         char *err, size_t n);
 
@@ -143,6 +149,9 @@ typedef struct {
      * memory (configs written by hand, tests). "": Megatron's default, a directory per prefix,
      * <prefix>/cache/GPTDataset_indices (mc_index_cache_default_dir). Else the directory. */
     const char *cache_path;
+    /* Token ids must lie below it: the padded vocabulary, the rows of Megatron's embedding (an id
+     * at or above it is Megatron's IndexError). 0: only negative ids are refused. */
+    int64_t vocab_limit;
 } mc_gpt_data_config_t;
 
 typedef struct mc_gpt_datasets mc_gpt_datasets_t;
@@ -156,6 +165,12 @@ void mc_gpt_num_samples(const mc_args_t *a, int64_t out[3]);
 void mc_gpt_data_config_from_args(mc_gpt_data_config_t *c, const mc_args_t *a, int32_t eod,
                                   int32_t pad);
 
+/* Training samples need a train split: --split with a zero train weight (Megatron builds no
+ * train dataset and fails on its first batch) or per-split paths without --train-data-path are
+ * usage errors when c->num_samples[train] > 0. 0, or -1 with err naming the flag. Called by
+ * mc_gpt_datasets_build; needs no file (cli/validate.c may call it too). */
+int mc_gpt_check_train_split(const mc_gpt_data_config_t *c, char *err, size_t n);
+
 /* Opens every prefix and builds every split. NULL with one line in err on failure (a file
  * problem names the file; an impossible configuration says what Megatron would do). */
 mc_gpt_datasets_t *mc_gpt_datasets_build(const mc_gpt_data_config_t *c, char *err, size_t n);
@@ -163,12 +178,12 @@ void mc_gpt_datasets_free(mc_gpt_datasets_t *d);
 
 /* len(dataset) of a split: 0 when the split has no dataset. */
 int64_t mc_gpt_datasets_len(const mc_gpt_datasets_t *d, int split);
-/* dataset[i]'s text (seq_length + 1 tokens). 0, or -1 with err. */
+/* dataset[i]'s text (seq_length + 1 tokens). 0, or -1 or MC_DATA_BAD_TOKENS with err. */
 int mc_gpt_datasets_text(const mc_gpt_datasets_t *d, int split, int64_t i, int32_t *text,
                          char *err, size_t n);
 /* One micro-batch: the samples idx[0..b) of a split into row-major [b, seq_length] arrays
  * (segments may be NULL), as mc_gpt_sample_fields. Uses a buffer inside d: do not call it on
- * the same d from two threads at once. 0, or -1 with err. */
+ * the same d from two threads at once. 0, or -1 or MC_DATA_BAD_TOKENS with err. */
 int mc_gpt_datasets_batch(mc_gpt_datasets_t *d, int split, const int64_t *idx, int b,
                           int32_t *tokens, int32_t *labels, float *loss_mask, int32_t *positions,
                           int32_t *segments, char *err, size_t n);

@@ -297,8 +297,10 @@ static void print_sample(FILE *out, mc_data_source_t *s, int split, int64_t i, i
     if (s->is_mock) {
         if (mc_mock_sample(&s->mock, split, i, S, text) != 0)
             mc_fatal("the %s split of the mock data is empty", SPLIT_NAMES[split]);
-    } else if (mc_gpt_datasets_text(s->gpt, split, i, text, err, sizeof(err)) != 0) {
-        mc_fatal("sample %lld of the %s split: %s", (long long)i, SPLIT_NAMES[split], err);
+    } else {
+        int rc = mc_gpt_datasets_text(s->gpt, split, i, text, err, sizeof(err));
+        if (rc == MC_DATA_BAD_TOKENS) mc_user_error("%s", err);
+        if (rc != 0) mc_fatal("sample %lld of the %s split: %s", (long long)i, SPLIT_NAMES[split], err);
     }
     char *bytes = NULL;
     size_t len = 0;

@@ -40,6 +40,12 @@ int mc_data_source_open(mc_data_source_t *s, const mc_args_t *a, char *err, size
     mc_gpt_data_config_t c;
     mc_gpt_data_config_from_args(&c, a, s->opts.eod, s->opts.pad);
     c.mid_level_dataset_surplus = a->mid_level_dataset_surplus;
+    /* The embedding's rows, as mc_pretrain pads the vocabulary: ids in [vocab, padded) index
+     * padding rows in Megatron too, and train; ids beyond are its IndexError. */
+    c.vocab_limit = a->padded_vocab_size > 0
+                        ? a->padded_vocab_size
+                        : mc_padded_vocab_size((int)s->vocab_size, a->make_vocab_size_divisible_by,
+                                               a->tensor_model_parallel_size);
     c.n_split_data_path[MC_SPLIT_TRAIN] = a->n_train_data_path;
     c.split_data_path[MC_SPLIT_TRAIN] = a->train_data_path;
     c.n_split_data_path[MC_SPLIT_VALID] = a->n_valid_data_path;

@@ -34,7 +34,8 @@ int64_t mc_data_source_len(const mc_data_source_t *s, int split);
 
 /* Fills [b, seq_length] tokens/labels/loss_mask/positions (and segments, the per-document
  * attention of --reset-attention-mask, when not NULL) with samples idx[0..b) of a split.
- * 0, or -1 with err (index past the split's end, or a read error). */
+ * 0, or -1 with err (index past the split's end), or MC_DATA_BAD_TOKENS with err (the .bin
+ * holds a token id outside the padded vocabulary: the user's data error). */
 int mc_data_source_batch(mc_data_source_t *s, int split, const int64_t *idx, int b,
                          int32_t *tokens, int32_t *labels, float *loss_mask, int32_t *positions,
                          int32_t *segments, char *err, size_t n);

@@ -50,9 +50,11 @@ static void load_microbatch(mc_trainer_t *t, int slot, int split, int64_t first,
                  split == MC_SPLIT_TRAIN ? "train" : split == MC_SPLIT_VALID ? "validation" : "test",
                  (long long)len, (long long)(first + b - 1));
     int32_t *segments = t->args->reset_attention_mask ? t->segments + base : NULL;
-    if (mc_data_source_batch(&t->data, split, t->sample_idx, b, t->tokens + base, t->labels + base,
-                             t->loss_mask + base, t->positions + base, segments, err, sizeof(err)) != 0)
-        mc_fatal("%s", err);
+    int rc = mc_data_source_batch(&t->data, split, t->sample_idx, b, t->tokens + base,
+                                  t->labels + base, t->loss_mask + base, t->positions + base,
+                                  segments, err, sizeof(err));
+    if (rc == MC_DATA_BAD_TOKENS) mc_user_error("%s", err); /* the data's fault: this rank's */
+    if (rc != 0) mc_fatal("%s", err);
     mc_microbatch_t out = {.b = b, .s = s, .tokens = t->tokens + base, .labels = t->labels + base,
                            .positions = t->positions + base, .loss_mask = t->loss_mask + base,
                            .segments = segments, .sample0 = (uint64_t)first};

@@ -207,6 +207,10 @@ if have_mpirun; then
         "error: .*model_optim_rng.pt: saved with tensor_model_parallel_size 1 but this run has 2" \
         2 "${FLAGS[@]}" --tensor-model-parallel-size 2 --load "$S"
 fi
+mkdir -p "$MC_TMP/trackerdir/latest_checkpointed_iteration.txt"
+load_error "a tracker that is a directory: one error naming it" \
+    "error: .*trackerdir/latest_checkpointed_iteration.txt: is a directory, not Megatron's tracker file \(remove it" \
+    1 "${FLAGS[@]}" --load "$MC_TMP/trackerdir"
 load_error "saved at pp 2, loaded at pp 1: one error naming the missing shard" \
     "error: .*iter_0000024/mp_rank_00/model_optim_rng.pt: missing shard file \(the checkpoint holds mp_rank_00_000" \
     1 "${FLAGS[@]}" --load "$P"

@@ -51,3 +51,54 @@ expect_user_error "GPT-2 tokenizer without files" 'vocab' "${MODEL[@]}" --data-p
 expect_user_error "mock and data path exclusive" 'mutually exclusive' "${MODEL[@]}" "${TOK[@]}" --mock-data --vocab-size 64 --data-path "$DATA"
 printf 'MMIDIDX\0\0garbage' >"$MC_TMP/bad.idx"; : >"$MC_TMP/bad.bin"
 expect_user_error "corrupt index names the file" 'bad.idx' "${MODEL[@]}" "${TOK[@]}" --data-path "$MC_TMP/bad" --split 90,8,2
+
+# ---- the data's own mistakes: one line naming the file, the document and the id ----
+# Token ids beyond the padded vocabulary (tinyshakespeare's GPT-2 ids under a 64-token
+# NullTokenizer, padded to 128) and negative ones (the .idx's dtype byte says int8 over uint16
+# tokens): Megatron's embedding raises IndexError on both.
+NULLTOK=(--tokenizer-type NullTokenizer --vocab-size 64)
+cp "$DATA.idx" "$MC_TMP/int8.idx"
+ln -s "$DATA.bin" "$MC_TMP/int8.bin"
+printf '\x02' | dd of="$MC_TMP/int8.idx" bs=1 seek=17 conv=notrunc 2>/dev/null
+BADTOK='^megatron-c: error: .*tinyshakespeare_text_document\.bin: token id [0-9]+ at position [0-9]+ of document [0-9]+ .*outside the vocabulary \[0, 128\)'
+NEGTOK='^megatron-c: error: .*int8\.bin: token id -[0-9]+ at position [0-9]+ of document [0-9]+ .*negative'
+"$MC_BIN" "${MODEL[@]}" "${NULLTOK[@]}" --data-path "$DATA" --split 90,8,2 >"$MC_TMP/tok.out" 2>"$MC_TMP/tok.err"
+rc=$?
+check "ids beyond the padded vocabulary: exit 2" test $rc -eq 2
+one_error_line "ids beyond the padded vocabulary: one line naming .bin, document, id" "$BADTOK" $rc "$MC_TMP/tok.err"
+"$MC_BIN" "${MODEL[@]}" "${TOK[@]}" --data-path "$MC_TMP/int8" --split 90,8,2 >"$MC_TMP/neg.out" 2>"$MC_TMP/neg.err"
+rc=$?
+check "negative ids (int8 dtype): exit 2" test $rc -eq 2
+one_error_line "negative ids (int8 dtype): one line naming .bin, document, id" "$NEGTOK" $rc "$MC_TMP/neg.err"
+"$MC_BIN" inspect-data "${MODEL[@]}" "${TOK[@]}" --data-path "$MC_TMP/int8" --split 90,8,2 >"$MC_TMP/ins.out" 2>"$MC_TMP/ins.err"
+rc=$?
+check "inspect-data refuses negative ids too (exit 2)" test $rc -eq 2
+one_error_line "inspect-data: one line naming .bin, document, id" "$NEGTOK" $rc "$MC_TMP/ins.err"
+# Two ranks read different samples: the rank that meets the id reports it and ends the job
+# (the other may report its own before it goes); nothing hangs.
+source "$(dirname "$0")/mpi.sh"
+if have_mpirun; then
+    mpirun_mc 2 "${MODEL[@]}" "${NULLTOK[@]}" --data-path "$DATA" --split 90,8,2 >"$MC_TMP/tok2.out" 2>"$MC_TMP/tok2.err"
+    rc=$?
+    lines=$(grep -c '^megatron-c: ' "$MC_TMP/tok2.err")
+    if [ $rc -ne 0 ] && [ $rc -ne 124 ] && [ "$lines" -ge 1 ] &&
+        [ "$(grep -cE "$BADTOK" "$MC_TMP/tok2.err")" -eq "$lines" ]; then
+        ok "2 ranks: bad ids end the job with the error line, no hang"
+    else
+        not_ok "2 ranks: bad ids end the job (rc=$rc, stderr: $(head -c 400 "$MC_TMP/tok2.err"))"
+    fi
+else
+    skip "2 ranks: bad ids end the job" "no mpirun"
+fi
+
+# ---- blend and split mistakes: usage errors naming the flag ----
+expect_user_error "blend weights all zero" "--data-path: the weight 0 of '.*' is not a positive finite number" \
+    "${MODEL[@]}" "${TOK[@]}" --data-path 0 "$DATA" 0 "$DATA" --split 90,8,2
+expect_user_error "blend weight NaN" "--data-path: the weight nan of" \
+    "${MODEL[@]}" "${TOK[@]}" --data-path nan "$DATA" 1 "$DATA" --split 90,8,2
+expect_user_error "blend weight inf" "--data-path: the weight inf of" \
+    "${MODEL[@]}" "${TOK[@]}" --data-path inf "$DATA" 1 "$DATA" --split 90,8,2
+expect_user_error "--mid-level-dataset-surplus 1e300" "--mid-level-dataset-surplus 1e\+300: .* \(give a small surplus" \
+    "${MODEL[@]}" "${TOK[@]}" --data-path 1 "$DATA" 1 "$DATA" --split 90,8,2 --mid-level-dataset-surplus 1e300
+expect_user_error "--split with no train part" "--split '0,100,0' leaves the train split empty, but training needs 24 samples" \
+    "${MODEL[@]}" "${TOK[@]}" --data-path "$DATA" --split 0,100,0

@@ -90,6 +90,14 @@ static void test_tracker(void **state)
         assert_non_null(strstr(err, MC_CKPT_TRACKER));
         assert_non_null(strstr(err, "invalid metadata file"));
     }
+    /* A directory in its place: one line naming it and saying so (fopen opens directories). */
+    assert_int_equal(unlink(path), 0);
+    assert_int_equal(mkdir(path, 0755), 0);
+    assert_int_equal(mc_ckpt_read_tracker(g_dir, &found, &it, &release, err, sizeof(err)), -1);
+    assert_non_null(strstr(err, MC_CKPT_TRACKER));
+    assert_non_null(strstr(err, "is a directory"));
+    assert_null(strchr(err, '\n'));
+    assert_int_equal(rmdir(path), 0);
 }
 
 static void test_publish(void **state)

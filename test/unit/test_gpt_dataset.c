@@ -319,6 +319,12 @@ static void test_num_samples_from_args(void **state)
     assert_int_equal(ns[0], 1234);
     assert_int_equal(ns[1], (154 / 100 + 1) * 2 * 4);
     assert_int_equal(ns[2], 8);
+    /* --train-iters near INT64_MAX (found by fuzz_flags): the counts saturate, no overflow */
+    a.train_samples = 0;
+    a.train_iters = INT64_MAX;
+    a.eval_interval = 1;
+    mc_gpt_num_samples(&a, ns);
+    assert_true(ns[0] == INT64_MAX && ns[1] == INT64_MAX);
 }
 
 /* ---- sample fields (2.7) --------------------------------------------------------------------- */
@@ -1185,6 +1191,114 @@ static void test_builder_blends(void **state)
     rmdir(dir);
 }
 
+/* build must fail with one line containing want (and no newline) */
+static void expect_build_error(const mc_gpt_data_config_t *c, const char *want)
+{
+    char err[512] = "";
+    mc_gpt_datasets_t *D = mc_gpt_datasets_build(c, err, sizeof err);
+    if (D) {
+        mc_gpt_datasets_free(D);
+        fail_msg("built, expected an error with '%s'", want);
+    }
+    if (!strstr(err, want)) fail_msg("'%s' lacks '%s'", err, want);
+    assert_null(strchr(err, '\n'));
+}
+
+/* The first failing sample of the train split: its return code, err set. */
+static int first_bad_sample(mc_gpt_datasets_t *D, char *err, size_t n)
+{
+    int32_t text[17];
+    for (int64_t i = 0; i < mc_gpt_datasets_len(D, MC_SPLIT_TRAIN); i++) {
+        int rc = mc_gpt_datasets_text(D, MC_SPLIT_TRAIN, i, text, err, n);
+        if (rc) return rc;
+    }
+    return 0;
+}
+
+/* Users' mistakes, each one line naming what to change: weights that are zero, NaN or infinite,
+ * a surplus too large for int64, a split with no train part, token ids beyond the padded
+ * vocabulary or negative (an .idx whose dtype byte says int8 over uint16 tokens). */
+static void test_builder_user_errors(void **state)
+{
+    (void)state;
+    char dir[] = "/tmp/mc_gpt_user_XXXXXX", A[4200], B[4200], hi[65], hb[65];
+    assert_non_null(mkdtemp(dir));
+    write_synthetic(dir, "A", 300, 1, hi, hb);
+    write_synthetic(dir, "B", 200, 2, hi, hb);
+    snprintf(A, sizeof A, "%s/A", dir);
+    snprintf(B, sizeof B, "%s/B", dir);
+    char *zero[] = {"0", A, "0", B}, *nan[] = {"nan", A, "1", B}, *inf[] = {"inf", A, "1", B};
+    char *big[] = {"1e308", A, "1e308", B}, *ok[] = {"0.3", A, "0.7", B}, *one[] = {A};
+    mc_gpt_data_config_t c = {.n_data_path = 4, .data_path = zero, .split = "90,8,2",
+                              .seq_length = 16, .seed = 1, .num_samples = {100, 10, 10},
+                              .mid_level_dataset_surplus = 0.005,
+                              .sample = {.eod = SYN_EOD, .pad = MC_PAD_TOKEN_ID}};
+    expect_build_error(&c, "--data-path: the weight 0 of");
+    c.data_path = nan;
+    expect_build_error(&c, "the weight nan of");
+    c.data_path = inf;
+    expect_build_error(&c, "the weight inf of");
+    c.data_path = big;
+    expect_build_error(&c, "sum to infinity");
+    c.data_path = ok;
+    c.mid_level_dataset_surplus = 1e300;
+    expect_build_error(&c, "--mid-level-dataset-surplus 1e+300");
+    c.mid_level_dataset_surplus = 0.005;
+
+    /* no train split, but train samples wanted; none wanted: fine */
+    c.data_path = one;
+    c.n_data_path = 1;
+    c.split = "0,100,0";
+    expect_build_error(&c, "--split '0,100,0' leaves the train split empty");
+    c.num_samples[MC_SPLIT_TRAIN] = 0;
+    char err[512];
+    mc_gpt_datasets_t *D = mc_gpt_datasets_build(&c, err, sizeof err);
+    if (!D) fail_msg("%s", err);
+    mc_gpt_datasets_free(D);
+    c.num_samples[MC_SPLIT_TRAIN] = 100;
+    mc_gpt_data_config_t per = {.n_split_data_path = {0, 1, 0}, .split_data_path = {NULL, one},
+                                .seq_length = 16, .seed = 1, .num_samples = {100, 10, 10}};
+    expect_build_error(&per, "no --train-data-path");
+
+    /* Token ids: the synthetic ones reach SYN_EOD; below the limit they pass. */
+    c.split = "90,8,2";
+    c.vocab_limit = SYN_EOD + 1;
+    D = mc_gpt_datasets_build(&c, err, sizeof err);
+    if (!D) fail_msg("%s", err);
+    assert_int_equal(first_bad_sample(D, err, sizeof err), 0);
+    mc_gpt_datasets_free(D);
+    c.vocab_limit = 1000;
+    D = mc_gpt_datasets_build(&c, err, sizeof err);
+    if (!D) fail_msg("%s", err);
+    assert_int_equal(first_bad_sample(D, err, sizeof err), MC_DATA_BAD_TOKENS);
+    char want[4300];
+    snprintf(want, sizeof want, "%s.bin: token id ", A);
+    if (!strstr(err, want) || !strstr(err, "of document ") ||
+        !strstr(err, "outside the vocabulary [0, 1000)"))
+        fail_msg("%s", err);
+    mc_gpt_datasets_free(D);
+    /* dtype byte 2 (int8) over uint16 tokens: bytes >= 128 are negative ids */
+    char path[4300];
+    snprintf(path, sizeof path, "%s.idx", A);
+    FILE *f = fopen(path, "r+b");
+    assert_non_null(f);
+    assert_int_equal(fseek(f, 17, SEEK_SET), 0);
+    fputc(MC_DTYPE_INT8, f);
+    fclose(f);
+    c.vocab_limit = 0;
+    D = mc_gpt_datasets_build(&c, err, sizeof err);
+    if (!D) fail_msg("%s", err);
+    assert_int_equal(first_bad_sample(D, err, sizeof err), MC_DATA_BAD_TOKENS);
+    if (!strstr(err, "negative")) fail_msg("%s", err);
+    mc_gpt_datasets_free(D);
+
+    for (int k = 0; k < 4; k++) {
+        snprintf(path, sizeof path, "%s/%s.%s", dir, k / 2 ? "B" : "A", k % 2 ? "bin" : "idx");
+        unlink(path);
+    }
+    rmdir(dir);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1204,6 +1318,7 @@ int main(void)
         cmocka_unit_test(test_sampler),
         cmocka_unit_test(test_megatron_reference),
         cmocka_unit_test(test_builder_blends),
+        cmocka_unit_test(test_builder_user_errors),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
