@@ -473,7 +473,7 @@ int mc_ckpt_args_supported(const mc_pyobj_t *ns, char *err, size_t n)
 
 static bool g_printer;
 
-static void use_checkpoint_args(mc_args_t *a, void *ctx)
+void mc_ckpt_args_use(mc_args_t *a, void *ctx)
 {
     (void)ctx;
     if (!a->use_checkpoint_args) return;
@@ -505,5 +505,4 @@ static void use_checkpoint_args(mc_args_t *a, void *ctx)
 void mc_ckpt_args_install(bool printer)
 {
     g_printer = printer;
-    mc_args_set_hook(use_checkpoint_args, NULL);
 }

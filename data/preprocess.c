@@ -20,7 +20,6 @@
 
 #include "base/clock.h"
 #include "base/error.h"
-#include "cli/preprocess_args.h"
 #include "data/indexed.h"
 #include "data/tokenizer.h"
 
@@ -1283,13 +1282,4 @@ int mc_preprocess_run(const mc_preprocess_args_t *a)
     free_files(files, n_files);
     if (failed) mc_user_error("%s", err);
     return 0;
-}
-
-int mc_preprocess_main(int argc, char **argv)
-{
-    mc_preprocess_args_t a;
-    mc_preprocess_args_parse(&a, argc - 1, argv + 1);
-    int rc = mc_preprocess_run(&a);
-    mc_preprocess_args_free(&a);
-    return rc;
 }

@@ -14,6 +14,7 @@
 
 #include "config/args.h"
 #include "base/error.h"
+#include "cli/cli.h"
 #include "config/flags.h"
 
 /* The example (README "Using it"), with the data and device flags of the demo. */
