@@ -24,7 +24,8 @@ typedef struct {
 
 /* Reads argv[0..argc) into the sets' structs (their defaults must be in place: mc_cli_defaults)
  * and checks the required flags. Returns what was given, one entry per flag of the sets in
- * order (free() it). Support status is the caller's (mc_cli_check_status). */
+ * order (the parser's, valid until the next call). Support status is the caller's
+ * (mc_cli_check_status). */
 mc_flag_seen_t *mc_cli_parse(const mc_cli_t *c, int argc, char **argv);
 void mc_cli_defaults(const mc_cli_t *c);
 /* The flag a name (or, with allow_abbrev, a unique prefix) stands for; *ambiguous when several. */

@@ -97,6 +97,6 @@ int mc_cli_convert(int argc, char **argv)
                   .nsets = 1,
                   .help = help};
     mc_cli_defaults(&c);
-    free(mc_cli_parse(&c, argc - 1, argv + 1));
+    mc_cli_parse(&c, argc - 1, argv + 1);
     return mc_convert_run(&o);
 }

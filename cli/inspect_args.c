@@ -189,7 +189,6 @@ int mc_cli_inspect(int argc, char **argv)
     options(&o, &raw, &c, seen);
     stand_ins(&c, seen, o.iteration_given);
     mc_cli_check_status(&c, seen, 1, c.nsets - 1);
-    free(seen);
     mc_args_run_hook(&args);
     mc_args_finalize(&args, (int)raw.dp_size);
     int rc = mc_inspect_run(&args, &o);

@@ -192,9 +192,14 @@ static void check_required(const mc_cli_t *c, const mc_flag_seen_t *seen)
     if (missing[0]) mc_user_error("the following arguments are required: %s", missing);
 }
 
+/* The parser's record of the last command line: kept reachable, since every error exits with
+ * it allocated. */
+static mc_flag_seen_t *g_seen;
+
 mc_flag_seen_t *mc_cli_parse(const mc_cli_t *c, int argc, char **argv)
 {
-    mc_flag_seen_t *seen = calloc(total_flags(c) + 1, sizeof(*seen));
+    free(g_seen);
+    mc_flag_seen_t *seen = g_seen = calloc(total_flags(c) + 1, sizeof(*seen));
     if (!seen) mc_fatal("out of host memory parsing the command line");
     char b[MC_SHOWN_MAX + 4];
     for (int i = 0; i < argc; i++) {
@@ -255,7 +260,6 @@ void mc_args_parse(mc_args_t *args, int argc, char **argv, int world_size)
     mc_flag_seen_t *seen = mc_cli_parse(&c, argc, argv);
     /* After the whole line, so that a later occurrence of a flag can undo an earlier one. */
     mc_cli_check_status(&c, seen, 0, c.nsets);
-    free(seen);
     mc_args_run_hook(args);
     mc_args_finalize(args, world_size);
 }

@@ -179,7 +179,6 @@ void mc_preprocess_args_parse(mc_preprocess_args_t *a, int argc, char **argv)
     need_int_range("--partitions", a->partitions, 1, 4096);
     need_int_range("--log-interval", a->log_interval, 1, INT64_MAX);
     json_keys(a, mc_cli_seen(&c, seen, "--json-keys"));
-    free(seen);
     if (a->input[0] == '\0') mc_user_error("--input must not be empty");
     if (a->output_prefix[0] == '\0') mc_user_error("--output-prefix must not be empty");
     if (a->vocab_size != -1) need_int_range("--vocab-size", a->vocab_size, 1, INT32_MAX - 1);
