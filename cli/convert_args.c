@@ -80,10 +80,11 @@ static void help(FILE *f)
           "                                     [--target-pipeline-parallel-size P] [...]\n\n"
           "Reshards a checkpoint in the legacy torch layout (megatron-c's, or Megatron-LM's\n"
           "--ckpt-format torch) to another tensor/pipeline parallel size, virtual pipeline\n"
-          "layout and distributed-optimizer setting. Unlike Megatron's tools/checkpoint/convert.py\n"
-          "it carries the optimizer state (Adam moments, fp32 master parameters, step), the\n"
-          "learning-rate scheduler, the iteration and the consumed samples, so that training\n"
-          "continues with the same losses in the new layout.\n", f);
+          "layout and distributed-optimizer setting. Unlike Megatron's\n"
+          "tools/checkpoint/convert.py it carries the optimizer state (Adam moments, fp32\n"
+          "master parameters, step), the learning-rate scheduler, the iteration and the\n"
+          "consumed samples, so that training continues with the same losses in the new\n"
+          "layout.\n", f);
     mc_flag_set_t set = {FLAGS, sizeof(FLAGS) / sizeof(FLAGS[0]), NULL};
     mc_cli_print_flags(f, &set);
 }

@@ -127,7 +127,8 @@ static void options(mc_inspect_opts_t *o, const raw_t *r, const mc_cli_t *c,
     o->iteration = r->iteration;
     o->dp_rank = r->dp_rank;
     if (mc_cli_seen(c, seen, "--data-parallel-rank")->given && !o->iteration_given)
-        mc_user_error("--data-parallel-rank needs --iteration (the rank's samples of that iteration)");
+        mc_user_error("--data-parallel-rank needs --iteration (the rank's samples of that "
+                      "iteration)");
     if (r->dp_rank >= r->dp_size)
         mc_user_error("--data-parallel-rank (%lld) must be less than --data-parallel-size (%lld)",
                       (long long)r->dp_rank, (long long)r->dp_size);

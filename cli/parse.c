@@ -143,7 +143,8 @@ static int take_flag(const mc_cli_t *c, void *base, const mc_flag_t *f, const ch
     case MC_FLAG_ACTION: run_action(c, f); break;
     case MC_FLAG_STORE_TRUE:
     case MC_FLAG_STORE_FALSE:
-        if (eq) mc_user_error("argument %s: ignored explicit argument '%s'", f->name, mc_shown(eq, b));
+        if (eq)
+            mc_user_error("argument %s: ignored explicit argument '%s'", f->name, mc_shown(eq, b));
         mc_flag_set_bool(base, f, f->type == MC_FLAG_STORE_TRUE);
         break;
     case MC_FLAG_LIST:
@@ -231,7 +232,8 @@ void mc_cli_check_status(const mc_cli_t *c, const mc_flag_seen_t *seen, int firs
     for (int k = 0; k < first + n && k < c->nsets; k++)
         for (size_t j = 0; j < c->sets[k].count; j++, i++) {
             char err[512];
-            if (k >= first && mc_flag_status_problem(&c->sets[k].flags[j], &seen[i], err, sizeof(err)))
+            if (k < first) continue;
+            if (mc_flag_status_problem(&c->sets[k].flags[j], &seen[i], err, sizeof(err)))
                 mc_user_error("%s", err);
         }
 }

@@ -175,7 +175,8 @@ void mc_preprocess_args_parse(mc_preprocess_args_t *a, int argc, char **argv)
             mc_user_error("%s is not implemented yet in megatron-c", FLAGS[k].name);
         }
     need_int_range("--workers", a->workers, 1, 4096);
-    need_int_range("--max-documents", a->max_documents, mc_cli_seen(&c, seen, "--max-documents")->given ? 0 : -1, INT64_MAX);
+    const bool max_given = mc_cli_seen(&c, seen, "--max-documents")->given;
+    need_int_range("--max-documents", a->max_documents, max_given ? 0 : -1, INT64_MAX);
     need_int_range("--partitions", a->partitions, 1, 4096);
     need_int_range("--log-interval", a->log_interval, 1, INT64_MAX);
     json_keys(a, mc_cli_seen(&c, seen, "--json-keys"));
