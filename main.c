@@ -2,14 +2,12 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "config/args.h"
 #include "base/error.h"
-#include "data/inspect.h"
-#include "data/preprocess.h"
-#include "kernels/device.h"
-#include "dist/runtime.h"
 #include "ckpt/args.h"
-#include "ckpt/convert.h"
+#include "cli/cli.h"
+#include "config/env.h"
+#include "dist/runtime.h"
+#include "kernels/device.h"
 #include "train/train.h"
 
 static int print_version(void)
@@ -21,17 +19,19 @@ static int print_version(void)
 
 int main(int argc, char **argv)
 {
+    mc_env_load(); /* the environment knobs (config/env.h), once, before any component starts */
+    mc_args_set_hook(mc_ckpt_args_use, NULL); /* --use-checkpoint-args */
     if (argc >= 2 && strcmp(argv[1], "--version") == 0) return print_version();
     if (argc >= 2 && strcmp(argv[1], "preprocess-data") == 0) {
         mc_cpu_set_threads(1);
-        return mc_preprocess_main(argc - 1, argv + 1);
+        return mc_cli_preprocess(argc - 1, argv + 1);
     }
     if (argc >= 2 && strcmp(argv[1], "inspect-data") == 0) {
         mc_cpu_set_threads(1);
         mc_ckpt_args_install(false); /* its output is the data: no "Setting ..." lines */
-        return mc_inspect_main(argc - 1, argv + 1);
+        return mc_cli_inspect(argc - 1, argv + 1);
     }
-    if (argc >= 2 && strcmp(argv[1], "convert-checkpoint") == 0) return mc_convert_main(argc - 1, argv + 1);
+    if (argc >= 2 && strcmp(argv[1], "convert-checkpoint") == 0) return mc_cli_convert(argc - 1, argv + 1);
     int first = argc >= 2 && strcmp(argv[1], "train") == 0 ? 2 : 1;
 
     /* Who we are comes first: the world size enters validation (dp), and errors name the rank. */
@@ -40,7 +40,7 @@ int main(int argc, char **argv)
     if (mc_runtime_init(&rt, err, sizeof(err)) != 0) mc_user_error("%s", err);
     mc_error_set_rank(rt.rank, rt.size);
     static mc_args_t args;
-    mc_ckpt_args_install(rt.rank == rt.size - 1); /* --use-checkpoint-args */
+    mc_ckpt_args_install(rt.rank == rt.size - 1); /* which rank prints "Setting ..." */
     mc_args_parse(&args, argc - first, argv + first, rt.size);
     int rc = mc_pretrain(&args);
     mc_args_free(&args);

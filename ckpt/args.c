@@ -1,6 +1,9 @@
 #include "ckpt/args.h"
 
 #include <inttypes.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,66 +23,66 @@ typedef struct {
     size_t count_off; /* A_LIST: the int holding the number of items */
 } field_t;
 
-#define F(k, f) {#f, offsetof(mc_args_t, f), k, 0}
-#define NAMED(name, k, f) {name, offsetof(mc_args_t, f), k, 0}
-#define LISTF(f, n) {#f, offsetof(mc_args_t, f), A_LIST, offsetof(mc_args_t, n)}
-
-/* Every argument of mc_args_t except the *_set companions, in args.h's order. */
-static const field_t k_fields[] = {
-    F(A_INT, num_layers), F(A_INT, hidden_size), F(A_INT, ffn_hidden_size),
-    F(A_INT, num_attention_heads), F(A_INT, kv_channels), F(A_BOOL, group_query_attention),
-    F(A_INT, num_query_groups), F(A_INT, seq_length), F(A_INT, max_position_embeddings),
-    F(A_STR, position_embedding_type), F(A_INT, make_vocab_size_divisible_by), F(A_INT, vocab_size),
-    F(A_INT, padded_vocab_size), F(A_STR, normalization), F(A_DBL, norm_epsilon),
-    F(A_BOOL, apply_residual_connection_post_layernorm), F(A_BOOL, add_bias_linear),
-    F(A_BOOL, add_qkv_bias), F(A_BOOL, bias_gelu_fusion), F(A_BOOL, swiglu),
-    F(A_BOOL, untie_embeddings_and_output_weights), F(A_STR, transformer_impl),
-    F(A_BOOL, recompute_activations), F(A_STR, recompute_granularity), F(A_STR, recompute_method),
-    F(A_INT, recompute_num_layers), LISTF(recompute_modules, n_recompute_modules),
-    F(A_DBL, hidden_dropout), F(A_DBL, attention_dropout), F(A_I64, seed), F(A_DBL, init_method_std),
-    F(A_DBL, embedding_init_method_std),
-    F(A_INT, tensor_model_parallel_size), F(A_INT, pipeline_model_parallel_size),
-    F(A_INT, virtual_pipeline_model_parallel_size), F(A_INT, num_layers_per_virtual_pipeline_stage),
-    F(A_INT, num_virtual_stages_per_pipeline_rank), F(A_INT, decoder_first_pipeline_num_layers),
-    F(A_INT, decoder_last_pipeline_num_layers), F(A_INT, microbatch_group_size_per_vp_stage),
-    F(A_BOOL, overlap_p2p_comm), F(A_INT, context_parallel_size), F(A_BOOL, sequence_parallel),
-    F(A_INT, world_size), F(A_INT, data_parallel_size), F(A_STR, distributed_backend),
-    F(A_INT, distributed_timeout_minutes), F(A_BOOL, use_tp_pp_dp_mapping),
-    F(A_BOOL, overlap_grad_reduce), F(A_BOOL, overlap_param_gather), F(A_I64, ddp_bucket_size),
-    F(A_INT, ddp_num_buckets), F(A_BOOL, ddp_pad_buckets_for_high_nccl_busbw),
-    F(A_BOOL, ddp_average_in_collective),
-    F(A_INT, micro_batch_size), F(A_INT, global_batch_size), F(A_INT, num_microbatches),
-    F(A_INT, eval_micro_batch_size), F(A_INT, eval_global_batch_size),
-    F(A_I64, train_iters), F(A_I64, train_samples), F(A_I64, exit_interval),
-    F(A_DBL, exit_duration_in_mins), F(A_BOOL, exit_signal_handler), F(A_SIGNAL, exit_signal),
-    F(A_BOOL, skip_train),
-    F(A_STR, optimizer), F(A_DBL, adam_beta1), F(A_DBL, adam_beta2), F(A_DBL, adam_eps),
-    F(A_DBL, sgd_momentum), F(A_DBL, weight_decay), F(A_DBL, start_weight_decay),
-    F(A_DBL, end_weight_decay), F(A_STR, weight_decay_incr_style), F(A_DBL, clip_grad),
-    F(A_BOOL, use_distributed_optimizer),
-    F(A_DBL, lr), F(A_DBL, min_lr), F(A_STR, lr_decay_style), F(A_I64, lr_decay_iters),
-    F(A_I64, lr_decay_samples), F(A_I64, lr_warmup_iters), F(A_I64, lr_warmup_samples),
-    F(A_DBL, lr_warmup_fraction), F(A_DBL, lr_warmup_init),
-    F(A_BOOL, fp16), F(A_BOOL, bf16), F(A_DBL, loss_scale), F(A_DBL, initial_loss_scale),
-    F(A_DBL, min_loss_scale), F(A_INT, loss_scale_window), F(A_INT, hysteresis),
-    F(A_BOOL, accumulate_allreduce_grads_in_fp32), F(A_BOOL, check_for_nan_in_loss_and_grad),
-    F(A_BOOL, calculate_per_token_loss),
-    F(A_BOOL, mock_data), LISTF(data_path, n_data_path), F(A_STR, split), F(A_STR, data_cache_path),
-    LISTF(train_data_path, n_train_data_path), LISTF(valid_data_path, n_valid_data_path),
-    LISTF(test_data_path, n_test_data_path), F(A_DBL, mid_level_dataset_surplus),
-    F(A_STR, tokenizer_type), F(A_STR, vocab_file), F(A_STR, merge_file), F(A_BOOL, eod_mask_loss),
-    F(A_BOOL, reset_position_ids), F(A_BOOL, reset_attention_mask), F(A_STR, dataloader_type),
-    F(A_INT, log_interval), F(A_BOOL, log_throughput), F(A_BOOL, log_params_norm),
-    F(A_BOOL, log_num_zeros_in_grad), F(A_INT, timing_log_level), F(A_STR, timing_log_option),
-    NAMED("barrier_with_L1_time", A_BOOL, barrier_with_l1_time),
-    F(A_INT, eval_iters), F(A_INT, eval_interval),
-    F(A_STR, save), F(A_INT, save_interval), F(A_BOOL, no_save_optim), F(A_BOOL, no_save_rng),
-    F(A_STR, load), F(A_BOOL, no_load_optim), F(A_BOOL, no_load_rng), F(A_BOOL, finetune),
-    F(A_BOOL, exit_on_missing_checkpoint), F(A_INT, ckpt_step), F(A_STR, ckpt_format),
-    F(A_BOOL, override_opt_param_scheduler), F(A_BOOL, use_checkpoint_opt_param_scheduler),
-    F(A_BOOL, async_save),
-    F(A_STR, device), F(A_INT, cpu_threads),
+/* The values no flag fills: derived by validation, stored as Megatron stores them. */
+static const field_t k_derived[] = {
+    {"virtual_pipeline_model_parallel_size", offsetof(mc_args_t, virtual_pipeline_model_parallel_size), A_INT, 0},
+    {"world_size", offsetof(mc_args_t, world_size), A_INT, 0},
+    {"data_parallel_size", offsetof(mc_args_t, data_parallel_size), A_INT, 0},
+    {"num_microbatches", offsetof(mc_args_t, num_microbatches), A_INT, 0},
 };
+
+/* The flags that say how to read a checkpoint's args, which are not part of them. */
+static const char *const k_not_stored[] = {"use_checkpoint_args", "use_mp_args_from_checkpoint_args",
+                                           "use_tokenizer_model_from_checkpoint_args"};
+
+enum { MAX_FIELDS = 512 };
+static field_t k_fields[MAX_FIELDS];
+static size_t k_nfields;
+static pthread_once_t k_once = PTHREAD_ONCE_INIT;
+
+static kind_t kind_of(const mc_flag_t *f)
+{
+    if (strcmp(f->dest, "exit_signal") == 0) return A_SIGNAL;
+    switch (f->type) {
+    case MC_FLAG_STORE_TRUE:
+    case MC_FLAG_STORE_FALSE: return A_BOOL;
+    case MC_FLAG_INT: return A_INT;
+    case MC_FLAG_INT64: return A_I64;
+    case MC_FLAG_FLOAT: return A_DBL;
+    case MC_FLAG_LIST: return A_LIST;
+    default: return A_STR;
+    }
+}
+
+static bool listed(size_t off)
+{
+    for (size_t k = 0; k < k_nfields; k++)
+        if (k_fields[k].off == off) return true;
+    return false;
+}
+
+/* Every field of mc_args_t that a flag fills (once: a store_true / store_false pair shares one),
+ * under the flag's dest, then the derived ones. */
+static void list_fields(void)
+{
+    for (size_t i = 0; i < mc_flag_count(); i++) {
+        const mc_flag_t *f = mc_flag_at(i);
+        bool skip = !f->field_size || !f->dest || listed(f->field);
+        for (size_t k = 0; k < sizeof(k_not_stored) / sizeof(k_not_stored[0]) && !skip; k++)
+            skip = strcmp(f->dest, k_not_stored[k]) == 0;
+        if (skip) continue;
+        if (k_nfields == MAX_FIELDS) mc_fatal("internal: more than %d flag fields", MAX_FIELDS);
+        k_fields[k_nfields++] = (field_t){f->dest, f->field, kind_of(f), f->count_field};
+    }
+    for (size_t k = 0; k < sizeof(k_derived) / sizeof(k_derived[0]); k++)
+        if (!listed(k_derived[k].off)) k_fields[k_nfields++] = k_derived[k];
+}
+
+static size_t field_count(void)
+{
+    pthread_once(&k_once, list_fields);
+    return k_nfields;
+}
 
 /* The valued flag filling the field at off, if any: it says whether Megatron's default is None
  * and which value stands for "not given". */
@@ -150,7 +153,7 @@ mc_pyobj_t *mc_ckpt_args_namespace(const mc_args_t *a, int64_t consumed_train_sa
     mc_pyobj_t *ns = mc_py_namespace();
     if (!ns) return NULL;
     int rc = 0;
-    for (size_t k = 0; k < sizeof(k_fields) / sizeof(k_fields[0]); k++)
+    for (size_t k = 0, nf = field_count(); k < nf; k++)
         rc |= mc_py_attr_set(ns, k_fields[k].name, value_of(a, &k_fields[k]));
     /* Megatron's None for "no virtual pipeline" (mc_args_t keeps 1) */
     if (a->virtual_pipeline_model_parallel_size <= 1)
@@ -313,7 +316,7 @@ int mc_ckpt_args_from_namespace(const mc_pyobj_t *ns, mc_args_t *a, char *err, s
     mc_args_defaults(a);
     if (!mc_py_is_a(ns, "argparse", "Namespace"))
         return mc_errf(err, n, "'args' is not an argparse.Namespace");
-    for (size_t k = 0; k < sizeof(k_fields) / sizeof(k_fields[0]); k++) {
+    for (size_t k = 0, nf = field_count(); k < nf; k++) {
         const mc_pyobj_t *v = mc_py_attr(ns, k_fields[k].name);
         if (v && set_field(a, &k_fields[k], v, err, n) != 0) return -1;
     }
@@ -470,7 +473,7 @@ int mc_ckpt_args_supported(const mc_pyobj_t *ns, char *err, size_t n)
 
 static bool g_printer;
 
-static void use_checkpoint_args(mc_args_t *a, void *ctx)
+void mc_ckpt_args_use(mc_args_t *a, void *ctx)
 {
     (void)ctx;
     if (!a->use_checkpoint_args) return;
@@ -502,5 +505,4 @@ static void use_checkpoint_args(mc_args_t *a, void *ctx)
 void mc_ckpt_args_install(bool printer)
 {
     g_printer = printer;
-    mc_args_set_hook(use_checkpoint_args, NULL);
 }

@@ -38,13 +38,16 @@ int mc_ckpt_args_supported(const mc_pyobj_t *ns, char *err, size_t n);
 /* A new Namespace holding ns's attributes (shared values): a checkpoint's args to amend. */
 mc_pyobj_t *mc_ckpt_args_copy(const mc_pyobj_t *ns);
 
-/* Installs --use-checkpoint-args as the argument parser's hook (config/args.h): Megatron's
+/* --use-checkpoint-args, the hook cli/ runs between parsing and validation (main.c installs it
+ * with mc_args_set_hook, cli/cli.h): Megatron's
  * load_args_from_checkpoint, which reads the args of --load's first rank's file (the tracker's
  * iteration, or --ckpt-step) before validation and takes the model's arguments from it
  * (num_layers, hidden_size, ... as Megatron lists them; the tokenizer unless
  * --no-use-tokenizer-model-from-checkpoint-args; tp, pp and virtual stages with
  * --use-mp-args-from-checkpoint-args), printing "Setting X to V from checkpoint" on the
- * printing rank. A value megatron-c does not implement is one error line. */
+ * printing rank (set by mc_ckpt_args_install). A value megatron-c does not implement is one error
+ * line. */
+void mc_ckpt_args_use(mc_args_t *args, void *ctx);
 void mc_ckpt_args_install(bool printer);
 
 #endif

@@ -18,6 +18,7 @@
 #include "ckpt/async.h"
 #include "ckpt/files.h"
 #include "ckpt/state.h"
+#include "config/env.h"
 #include "train/log.h"
 
 #define MODEL_FILE "model_optim_rng.pt"
@@ -108,7 +109,7 @@ static save_job_t *prepare(mc_trainer_t *t)
     mc_ckpt_rank_name(rank_name, sizeof(rank_name), t->par.me.tp, a->pipeline_model_parallel_size,
                       t->par.me.pp);
     snprintf(j->rank_dir, sizeof(j->rank_dir), "%s/%s", j->staging, rank_name);
-    const char *delay = getenv("MC_TEST_CKPT_WRITE_DELAY_MS");
+    const char *delay = mc_env_text(MC_ENV_TEST_CKPT_WRITE_DELAY_MS);
     j->delay_ms = delay ? strtol(delay, NULL, 10) : 0;
 
     const bool writer = t->ddp.dp_rank == 0;

@@ -2,6 +2,7 @@
 #include "ckpt/convert.h"
 
 #include <inttypes.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -9,7 +10,6 @@
 #include <unistd.h>
 
 #include "torchfmt/torch_save.h"
-#include "cli/convert_args.h"
 #include "base/error.h"
 #include "kernels/device.h"
 #include "parallel/pipeline.h"
@@ -420,10 +420,30 @@ static void read_rank(source_t *s, model_t *fm, const mc_backend_t *be, int tp, 
 
 /* ---- the subcommand ---- */
 
-int mc_convert_main(int argc, char **argv)
+/* Writing into the source's own directory replaces the source while it is read, and writing
+ * an older iteration over a later checkpoint rewinds that checkpoint's tracker: both only when
+ * asked with --overwrite. */
+static void refuse_replacing(const mc_convert_args_t *o, const source_t *s)
 {
-    mc_convert_args_t o;
-    mc_convert_args_parse(&o, argc - 1, argv + 1);
+    if (o->overwrite) return;
+    char src[PATH_MAX], dst[PATH_MAX], err[ERR_MAX];
+    if (realpath(o->load_dir, src) && realpath(o->save_dir, dst) && strcmp(src, dst) == 0)
+        mc_user_error("--save-dir %s is the directory of --load-dir %s: converting would replace "
+                      "the source (give another --save-dir, or --overwrite to replace it)",
+                      o->save_dir, o->load_dir);
+    bool found = false, release = false;
+    int64_t held = 0;
+    if (mc_ckpt_read_tracker(o->save_dir, &found, &held, &release, err, sizeof(err)) != 0)
+        return; /* no readable tracker: nothing to rewind */
+    if (found && !release && !s->release && held > s->iteration)
+        mc_user_error("--save-dir %s holds a later checkpoint (its tracker says iteration %" PRId64
+                      "): converting iteration %" PRId64 " there would rewind it (give another "
+                      "--save-dir, or --overwrite to write it anyway)",
+                      o->save_dir, held, s->iteration);
+}
+
+int mc_convert_run(const mc_convert_args_t *o)
+{
     char err[ERR_MAX], why[256], path[MC_CKPT_PATH_MAX + 64];
     const mc_backend_t *be = mc_backend_select("cpu", 0, 0, why, sizeof(why));
 
@@ -431,21 +451,22 @@ int mc_convert_main(int argc, char **argv)
     source_t s;
     memset(&s, 0, sizeof(s));
     bool found;
-    if (mc_ckpt_read_tracker(o.load_dir, &found, &s.iteration, &s.release, err, sizeof(err)) != 0)
+    if (mc_ckpt_read_tracker(o->load_dir, &found, &s.iteration, &s.release, err, sizeof(err)) != 0)
         mc_user_error("%s", err);
     if (!found)
-        mc_user_error("%s/%s: missing (no checkpoint to convert: check --load-dir)", o.load_dir, MC_CKPT_TRACKER);
-    if (o.ckpt_step > 0) {
-        s.iteration = o.ckpt_step;
+        mc_user_error("%s/%s: missing (no checkpoint to convert: check --load-dir)", o->load_dir, MC_CKPT_TRACKER);
+    if (o->ckpt_step > 0) {
+        s.iteration = o->ckpt_step;
         s.release = false;
     }
-    mc_ckpt_iter_dir(s.iter_dir, sizeof(s.iter_dir), o.load_dir, s.iteration, s.release, NULL);
+    refuse_replacing(o, &s);
+    mc_ckpt_iter_dir(s.iter_dir, sizeof(s.iter_dir), o->load_dir, s.iteration, s.release, NULL);
     mc_pyobj_t *ck0 = NULL;
-    if (mc_ckpt_load_rank0(o.load_dir, o.ckpt_step, path, sizeof(path), &ck0, err, sizeof(err)) != 0)
+    if (mc_ckpt_load_rank0(o->load_dir, o->ckpt_step, path, sizeof(path), &ck0, err, sizeof(err)) != 0)
         mc_user_error("%s", err);
     if (!ck0) {
         char held[512];
-        mc_ckpt_list(access(s.iter_dir, F_OK) == 0 ? s.iter_dir : o.load_dir,
+        mc_ckpt_list(access(s.iter_dir, F_OK) == 0 ? s.iter_dir : o->load_dir,
                      access(s.iter_dir, F_OK) == 0 ? "mp_rank_" : "iter_", held, sizeof(held));
         mc_user_error("%s: no mp_rank_00 or mp_rank_00_000 shard (it holds %s)", s.iter_dir,
                       held[0] ? held : "nothing of a checkpoint");
@@ -466,15 +487,15 @@ int mc_convert_main(int argc, char **argv)
     const int tp_s = s.args.tensor_model_parallel_size, pp_s = s.args.pipeline_model_parallel_size;
     char layout[256];
     describe(layout, sizeof(layout), &s.args);
-    printf("loading checkpoint from %s at iteration %" PRId64 " (%s)\n", o.load_dir, s.iteration, layout);
+    printf("loading checkpoint from %s at iteration %" PRId64 " (%s)\n", o->load_dir, s.iteration, layout);
     fflush(stdout);
     for (int pp = 0; pp < pp_s; pp++)
         for (int tp = 0; tp < tp_s; tp++) read_rank(&s, &fm, be, tp, pp, pp == 0 && tp == 0);
 
     /* the target */
     mc_args_t t_args;
-    target_args(&t_args, &s.args, &o, s.names);
-    t_args.padded_vocab_size = target_vocab(&s.args, &t_args, o.true_vocab_size);
+    target_args(&t_args, &s.args, o, s.names);
+    t_args.padded_vocab_size = target_vocab(&s.args, &t_args, o->true_vocab_size);
     if (t_args.padded_vocab_size % t_args.tensor_model_parallel_size != 0)
         mc_user_error("the padded vocabulary (%d) is not divisible by --target-tensor-parallel-size %d "
                       "(give --true-vocab-size)", t_args.padded_vocab_size, t_args.tensor_model_parallel_size);
@@ -485,16 +506,16 @@ int mc_convert_main(int argc, char **argv)
                    .consumed_valid = s.consumed_valid, .step = s.step, .seed = s.seed};
     if (!tg.ns) mc_fatal("out of host memory");
     describe(layout, sizeof(layout), &t_args);
-    printf("saving it to %s (%s)\n", o.save_dir, layout);
+    printf("saving it to %s (%s)\n", o->save_dir, layout);
     fflush(stdout);
 
     /* written like a save: a temporary tree, renamed into place, then the tracker */
-    if (mc_ckpt_mkdirs(o.save_dir, err, sizeof(err)) != 0) mc_user_error("%s", err);
-    mc_ckpt_remove_stale(o.save_dir);
+    if (mc_ckpt_mkdirs(o->save_dir, err, sizeof(err)) != 0) mc_user_error("%s", err);
+    mc_ckpt_remove_stale(o->save_dir);
     char tmp[32], staging[MC_CKPT_PATH_MAX], final[MC_CKPT_PATH_MAX], rank[32];
     snprintf(tmp, sizeof(tmp), "%lx", (unsigned long)getpid() ^ (unsigned long)time(NULL) << 16);
-    mc_ckpt_iter_dir(staging, sizeof(staging), o.save_dir, s.iteration, s.release, tmp);
-    mc_ckpt_iter_dir(final, sizeof(final), o.save_dir, s.iteration, s.release, NULL);
+    mc_ckpt_iter_dir(staging, sizeof(staging), o->save_dir, s.iteration, s.release, tmp);
+    mc_ckpt_iter_dir(final, sizeof(final), o->save_dir, s.iteration, s.release, NULL);
     for (int pp = 0; pp < t_args.pipeline_model_parallel_size; pp++)
         for (int tp = 0; tp < t_args.tensor_model_parallel_size; tp++) {
             mc_ckpt_rank_name(rank, sizeof(rank), tp, t_args.pipeline_model_parallel_size, pp);
@@ -505,7 +526,7 @@ int mc_convert_main(int argc, char **argv)
     if (s.release) snprintf(text, sizeof(text), "release");
     else snprintf(text, sizeof(text), "%" PRId64, s.iteration);
     if (mc_ckpt_fsync(staging, err, sizeof(err)) != 0 || mc_ckpt_publish_dir(staging, final, err, sizeof(err)) != 0 ||
-        mc_ckpt_write_tracker(o.save_dir, text, tmp, err, sizeof(err)) != 0)
+        mc_ckpt_write_tracker(o->save_dir, text, tmp, err, sizeof(err)) != 0)
         mc_user_error("%s", err);
     if (s.foreign_rng)
         printf("note: the source's rng state is Megatron-LM's, which megatron-c does not use; the converted "

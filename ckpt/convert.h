@@ -1,6 +1,6 @@
 /* `megatron-c convert-checkpoint`: reshards a checkpoint in the legacy torch layout (megatron-c's
  * or Megatron-LM's, MEGATRON.md section 9) to another tensor / pipeline parallel size, virtual
- * pipeline layout and distributed-optimizer setting (flags: cli/convert_args.h).
+ * pipeline layout and distributed-optimizer setting (flags: cli/convert_args.c).
  *
  * Every source rank's files are loaded as training would load them (ckpt/state.h, into a
  * rank's state on the host: mc_trainer_init_state), gathered into full tensors per parameter
@@ -14,8 +14,31 @@
 #ifndef MC_TRAIN_CKPT_CONVERT_H
 #define MC_TRAIN_CKPT_CONVERT_H
 
-/* The subcommand: argv[0] is "convert-checkpoint". Returns the exit code; errors are one line
- * (exit 2). */
-int mc_convert_main(int argc, char **argv);
+#include <stdbool.h>
+#include <stdint.h>
+
+/* The options of `megatron-c convert-checkpoint` (filled by cli/convert_args.c). */
+/* -1 in an int field: not given (keep the source's). */
+typedef struct {
+    const char *load_dir, *save_dir; /* required */
+    int64_t ckpt_step;               /* 0: the tracker's iteration */
+    int tp, pp;                      /* --target-tensor/pipeline-parallel-size */
+    int layers_per_virtual_stage;    /* --target-num-layers-per-virtual-pipeline-stage */
+    int virtual_stages;              /* --target-num-virtual-stages-per-pipeline-rank */
+    int first_stage_layers, last_stage_layers; /* --target-decoder-first/last-pipeline-num-layers */
+    int dp;                          /* --target-data-parallel-size */
+    int dist_opt;                    /* 1: --target-use-distributed-optimizer, 0: --target-no-... */
+    int overlap_grad_reduce;         /* 1 / 0: --target-[no-]overlap-grad-reduce */
+    int64_t ddp_bucket_size;         /* --target-ddp-bucket-size */
+    const char *transformer_impl;    /* --saver-transformer-impl; NULL: the source's names */
+    int64_t true_vocab_size;         /* --true-vocab-size */
+    bool overwrite;                  /* --overwrite: --save-dir may be --load-dir's directory or
+                                      * hold a later checkpoint */
+} mc_convert_args_t;
+
+/* Converts o->load_dir's checkpoint into o->save_dir. Returns 0; errors are one line (exit 2).
+ * Refuses a --save-dir that is --load-dir's directory (also through a symbolic link) or that
+ * holds a later iteration than the one converted, unless o->overwrite. */
+int mc_convert_run(const mc_convert_args_t *o);
 
 #endif

@@ -1,5 +1,6 @@
 /* Command line of `megatron-c preprocess-data`: the flags of Megatron's tools/preprocess_data.py
- * (MEGATRON.md section 10) with their own small table, separate from pretrain_gpt.py's.
+ * (MEGATRON.md section 10): a table of the shared flag type (config/flags.h), read by the shared
+ * parser (cli/cli.h) into data/preprocess.h's options.
  *
  * Parsing follows that script's argparse parser: `--flag value` and `--flag=value`, the last
  * occurrence wins, and (unlike pretrain_gpt.py, whose parser sets allow_abbrev=False) a unique
@@ -9,39 +10,10 @@
 #define MC_CLI_PREPROCESS_ARGS_H
 
 #include <stdbool.h>
-#include <stdint.h>
 #include <stdio.h>
 
-typedef struct {
-    /* input data */
-    const char *input;              /* required; a glob when partitions > 1 */
-    const char **json_keys;         /* default {"text"}; duplicates removed (Megatron keys a
-                                     * dict by them, so a repeated key is one output) */
-    int n_json_keys;
-    bool split_sentences;           /* not implemented yet (needs NLTK punkt) */
-    bool keep_newlines;             /* not implemented yet */
-    /* tokenization process */
-    bool append_eod;
-    const char *lang;               /* "english"; only used by sentence splitting */
-    /* output data */
-    const char *output_prefix;      /* required */
-    /* runtime */
-    int workers;                    /* required, >= 1, divisible by partitions */
-    bool find_optimal_num_workers;  /* not implemented yet */
-    int partitions;                 /* 1 */
-    int64_t log_interval;           /* 1000 */
-    bool keep_sequential_samples;
-    int64_t max_documents;          /* -1: no limit (see preprocess.h for the semantics) */
-    /* tokenizer */
-    const char *tokenizer_type;     /* required (Megatron's default None crashes the script) */
-    const char *vocab_file;
-    const char *merge_file;
-    int64_t vocab_size;             /* -1: not given */
-    const char *tokenizer_model;    /* accepted; no tokenizer implemented here reads it */
-    bool legacy_tokenizer;          /* accepted, no effect */
-    /* megatron-c extension */
-    bool skip_malformed;
-} mc_preprocess_args_t;
+#include "data/preprocess.h"
+
 
 /* Parses argv[0..argc) (the arguments after "preprocess-data"). Fills *a (pointers into argv
  * or static strings; free with mc_preprocess_args_free). Exits 0 after --help, exits 2 with one

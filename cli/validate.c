@@ -11,21 +11,6 @@
 #include "config/flags.h"
 #include "config/pipeline_layout.h"
 
-int mc_args_eval_microbatches(const mc_args_t *a)
-{
-    const int64_t mbs = a->eval_micro_batch_size > 0 ? a->eval_micro_batch_size : a->micro_batch_size;
-    const int64_t dp = a->data_parallel_size > 0 ? a->data_parallel_size : 1;
-    return (int)(a->eval_global_batch_size / (mbs * dp));
-}
-
-int mc_padded_vocab_size(int vocab_size, int divisible_by, int tp)
-{
-    int64_t multiple = (int64_t)divisible_by * tp;
-    if (vocab_size <= 0 || multiple <= 0) return vocab_size;
-    int64_t padded = (vocab_size + multiple - 1) / multiple * multiple;
-    return padded > INT_MAX ? -1 : (int)padded;
-}
-
 /* ---- values filled by hand (tests) must still respect the table ---- */
 
 /* The field's numeric value, or false when the field holds its "not given" value. */
@@ -394,13 +379,6 @@ static void biases(mc_args_t *a)
                       "but not implemented yet in megatron-c (see docs/FLAGS.md)");
     if (!a->add_bias_linear) a->bias_gelu_fusion = false;
     if (a->add_bias_linear) a->add_qkv_bias = true;
-}
-
-/* tokenizer.build_tokenizer + _vocab_size_with_padding. NullTokenizer's vocabulary is
- * vocab_size ids plus its eod; --mock-data with GPT2BPETokenizer uses vocab_size as is. */
-int64_t mc_args_vocab_from_size(const mc_args_t *a)
-{
-    return strcmp(a->tokenizer_type, "NullTokenizer") == 0 ? (int64_t)a->vocab_size + 1 : a->vocab_size;
 }
 
 static void vocabulary(mc_args_t *a)

@@ -186,16 +186,6 @@ typedef struct {
     int cpu_threads;                /* OpenBLAS threads on the CPU backend; 0 = library default */
 } mc_args_t;
 
-/* Parse argv (without the program name) into args; on any error prints one line and exits 2.
- * Runs the hook below, then validation, and derives values for world_size (the runtime's). */
-void mc_args_parse(mc_args_t *args, int argc, char **argv, int world_size);
-
-/* Called by mc_args_parse between reading the command line and validating it: Megatron's
- * --use-checkpoint-args takes arguments from a checkpoint there (ckpt/args.h installs it;
- * cli/ does not read checkpoints). */
-typedef void (*mc_args_hook_t)(mc_args_t *args, void *ctx);
-void mc_args_set_hook(mc_args_hook_t hook, void *ctx);
-
 /* A value for a flag's field from elsewhere than the command line (a checkpoint's args): text
  * as the command line would give it ("True"/"False": the value of a store_true/store_false
  * flag's dest). Checked as if given: 0, or -1 with one line in err when the value is invalid or
@@ -203,17 +193,15 @@ void mc_args_set_hook(mc_args_hook_t hook, void *ctx);
 struct mc_flag;
 int mc_args_take(mc_args_t *args, const struct mc_flag *f, const char *text, char *err, size_t n);
 
-/* Megatron's validate_args rules and derived values. Exits 2 with one line on violation.
- * Called by mc_args_parse; exposed for tests that fill args by hand (start from
- * mc_args_defaults). Call it once: it derives train_iters from train_samples. */
-void mc_args_finalize(mc_args_t *args, int world_size);
+/* The functions that parse a command line into mc_args_t and validate it are cli/'s
+ * (cli/cli.h); those below are config/'s, for every layer. */
 
 /* Defaults for every field (Megatron's defaults, section 11 of the spec for differences). */
 void mc_args_defaults(mc_args_t *args);
 
 void mc_args_free(mc_args_t *args);
 
-/* Megatron's start-up "arguments" block (cli/report.c). */
+/* Megatron's start-up "arguments" block (config/report.c). */
 void mc_args_print(FILE *out, const mc_args_t *args);
 
 /* The vocabulary when --vocab-size gives it (mock data, NullTokenizer): vocab_size, plus the

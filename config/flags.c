@@ -36,22 +36,39 @@ const mc_flag_t *mc_flag_find(const char *name)
 }
 
 
-const char *mc_flag_suggest(const char *name)
+const char *mc_flag_closest(const char *name, const char *const *names, size_t n)
 {
     const char *best = NULL;
     size_t best_d = (size_t)-1;
-    for (size_t i = 0; i < mc_flag_count(); i++) {
-        const mc_flag_t *f = mc_flag_at(i);
-        size_t d = mc_edit_distance(name, f->name);
+    for (size_t i = 0; i < n; i++) {
+        size_t d = mc_edit_distance(name, names[i]);
         /* A cut-off name ("--micro-batch") is a typo too, though far by edit distance. */
-        if (strlen(name) >= 5 && strncmp(f->name, name, strlen(name)) == 0 && d > 1) d = 1;
-        if (d < best_d) best_d = d, best = f->name;
+        if (strlen(name) >= 5 && strncmp(names[i], name, strlen(name)) == 0 && d > 1) d = 1;
+        if (d < best_d) best_d = d, best = names[i];
     }
     /* A third of the name (at least 2 edits) still reads as a typo; beyond that the
      * suggestion would be noise. */
     size_t limit = strlen(name) / 3;
     if (limit < 2) limit = 2;
     return best_d <= limit ? best : NULL;
+}
+
+const char *mc_flag_suggest(const char *name)
+{
+    const size_t n = mc_flag_count();
+    const char **names = malloc(n * sizeof(*names));
+    if (!names) mc_fatal("out of host memory");
+    for (size_t i = 0; i < n; i++) names[i] = mc_flag_at(i)->name;
+    const char *best = mc_flag_closest(name, names, n);
+    free(names);
+    return best;
+}
+
+int mc_flag_training_sets(mc_flag_set_t out[2], mc_args_t *args)
+{
+    out[0] = (mc_flag_set_t){mc_flags_model, mc_flags_model_count, args};
+    out[1] = (mc_flag_set_t){mc_flags_train, mc_flags_train_count, args};
+    return 2;
 }
 
 const char *mc_flag_status_name(mc_flag_status_t status)

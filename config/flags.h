@@ -5,14 +5,18 @@
  * argparse would turn into the value), the argparse group, the help text, which mc_args_t field
  * it fills, and how far megatron-c supports it. Parsing (cli/parse.c), defaults, --help and
  * docs/FLAGS.md (cli/help.c) are all driven by this table, so they cannot disagree. */
-#ifndef MC_CLI_FLAGS_H
-#define MC_CLI_FLAGS_H
+#ifndef MC_CONFIG_FLAGS_H
+#define MC_CONFIG_FLAGS_H
 
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdio.h>
 
 #include "config/args.h"
+
+/* The flag tables of every subcommand share this type: training's (config/flags_*.c, fields of
+ * mc_args_t) and preprocess-data's, convert-checkpoint's and inspect-data's (cli/..._args.c,
+ * fields of the options struct each consumer declares). One parser reads them all (cli/cli.h). */
 
 typedef enum {
     MC_FLAG_INT,         /* int field (or no field), base-10 */
@@ -66,7 +70,48 @@ typedef struct mc_flag {
     unsigned bounds;             /* MC_MIN | MC_MIN_EXCL | MC_MAX | MC_MAX_EXCL */
     double min, max;
     mc_flag_action_t action;
+    const char *dest;            /* the field's name, which is Megatron's attribute (FIELD sets
+                                  * it; ckpt/args.c stores the fields under it) */
+    bool ref;                    /* MC_FLAG_STRING / CHOICE: the field is a const char * that
+                                  * points into argv (or at .def) instead of a char[] copy */
+    int required;                /* > 0: must be given; "the following arguments are required"
+                                  * names the missing ones in the order of this number */
 } mc_flag_t;
+
+/* A table and the struct its fields lie in. */
+typedef struct {
+    const mc_flag_t *flags;
+    size_t count;
+    void *base;
+} mc_flag_set_t;
+
+/* What a command line said about one flag; the last occurrence wins, as in argparse. */
+typedef struct {
+    bool given;
+    const char *value;          /* single-valued flags */
+    const char *const *values;  /* list flags: the values of the last occurrence */
+    int nvalues;
+} mc_flag_seen_t;
+
+/* Training's table as sets over *args (the table is written in two parts); returns 2. */
+int mc_flag_training_sets(mc_flag_set_t out[2], mc_args_t *args);
+
+/* ---- values (config/flag_value.c); every problem is one line through mc_user_error ---- */
+
+/* Megatron's default (or the "not given" value) into the flag's field. */
+void mc_flag_default(void *base, const mc_flag_t *f);
+/* A value as given on a command line, parsed, checked (syntax, choices, bounds) and stored. */
+void mc_flag_set_text(void *base, const mc_flag_t *f, const char *text);
+void mc_flag_set_bool(void *base, const mc_flag_t *f, bool v);
+/* nargs checked; stored (copies) when the flag has a field. */
+void mc_flag_set_list(void *base, const mc_flag_t *f, const char *const *values, int n);
+void mc_flag_free_list(void *base, const mc_flag_t *f);
+/* Why the support status refuses what was given (-1, one line in err), or 0. */
+int mc_flag_status_problem(const mc_flag_t *f, const mc_flag_seen_t *s, char *err, size_t n);
+
+/* The name of names[0..n) closest to `name` by edit distance (a cut-off name counts as one
+ * edit), or NULL when none is close enough to be a plausible typo. */
+const char *mc_flag_closest(const char *name, const char *const *names, size_t n);
 
 /* The table, in help order within each group. */
 size_t mc_flag_count(void);

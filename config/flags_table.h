@@ -1,4 +1,5 @@
-/* Shorthands for writing the flag table (config/flags_model.c, config/flags_train.c). Internal to cli/.
+/* Shorthands for writing the flag tables (config/flags_model.c, config/flags_train.c, and the
+ * subcommands' tables in cli/..._args.c). Internal to the table files.
  * The table is split in two files only to keep each readable; config/flags.c joins them. */
 #ifndef MC_CLI_FLAGS_TABLE_H
 #define MC_CLI_FLAGS_TABLE_H
@@ -18,7 +19,14 @@
 #define LIST(n) .type = MC_FLAG_LIST, .nargs = (n), .elem = MC_FLAG_STRING
 #define INT_LIST(n) .type = MC_FLAG_LIST, .nargs = (n), .elem = MC_FLAG_INT
 
-#define FIELD(x) .field = offsetof(mc_args_t, x), .field_size = sizeof(((mc_args_t *)0)->x)
+#define FIELD(x) FIELD_OF(mc_args_t, x)
+/* Megatron's attribute spelled otherwise than the field ("barrier_with_L1_time"). */
+#define FIELD_NAMED(x, name) .field = offsetof(mc_args_t, x), .field_size = sizeof(((mc_args_t *)0)->x), \
+                             .dest = (name)
+/* A field of another subcommand's options struct T. */
+#define FIELD_OF(T, x) .field = offsetof(T, x), .field_size = sizeof(((T *)0)->x), .dest = #x
+/* A const char * field of T pointing into argv. */
+#define REF_OF(T, x) FIELD_OF(T, x), .ref = true
 /* A bool companion set when the flag is given (for defaults of None where 0 is a real value). */
 #define SET_FLAG(x) .set_field = offsetof(mc_args_t, x), .set_size = sizeof(((mc_args_t *)0)->x)
 #define LIST_FIELD(x, n) FIELD(x), .count_field = offsetof(mc_args_t, n)

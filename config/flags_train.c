@@ -622,7 +622,7 @@ const mc_flag_t mc_flags_train[] = {
     {.name = "--log-energy", LOG, TRUE_IF_GIVEN, TODO("energy readings"),
      .help = "If set, log energy consumption (in Joules)"},
     {.name = "--no-barrier-with-level-1-timing", LOG, FALSE_IF_GIVEN,
-     FIELD(barrier_with_l1_time), IMPLEMENTED,
+     FIELD_NAMED(barrier_with_l1_time, "barrier_with_L1_time"), IMPLEMENTED,
      .help = "If not set, use barrier with level 1 time measurements."},
     {.name = "--timing-log-option", LOG, CHOICE("max", "minmax", "all"), .def = "minmax",
      FIELD(timing_log_option), IMPLEMENTED,

@@ -19,17 +19,38 @@
  * --data-parallel-size D (default 1): "m<TAB>global train-sample indices" (Megatron's
  * MegatronPretrainingSampler, consumed_samples = I x global batch size; MEGATRON.md 2.9).
  *
- * Inspect-only options are taken out of argv first; the rest goes to mc_args_parse with world
- * size D (tensor/pipeline/context parallel sizes are 1, so dp = D). Model-shape and optimizer
- * flags that training requires (--num-layers, --hidden-size, --num-attention-heads,
- * --max-position-embeddings, --lr; --micro-batch-size when --global-batch-size is given and
- * there is no --iteration) may be given as in training but are not required: they do not
- * change the datasets. Every problem is one line and exit 2 (mc_user_error). */
+ * cli/inspect_args.c reads the command line (inspect-data's own options and training's table in
+ * one parser) and validates the training arguments with world size D (tensor/pipeline/context
+ * parallel sizes are 1, so dp = D). Model-shape and optimizer flags that training requires
+ * (--num-layers, --hidden-size, --num-attention-heads, --max-position-embeddings, --lr;
+ * --micro-batch-size when --global-batch-size is given and there is no --iteration) may be given
+ * as in training but are not required: they do not change the datasets. Every problem is one
+ * line and exit 2 (mc_user_error). */
 #ifndef MC_DATA_INSPECT_H
 #define MC_DATA_INSPECT_H
 
-/* Entry point; argv[0] is "inspect-data". Returns 0; errors exit (2 for the user's, 1 for a
- * read error). */
-int mc_inspect_main(int argc, char **argv);
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "config/args.h"
+
+enum { MC_INSPECT_IDS, MC_INSPECT_TEXT, MC_INSPECT_SHA256 };
+
+/* inspect-data's own options, checked against each other (cli/inspect_args.c). */
+typedef struct {
+    int split;                   /* MC_SPLIT_TRAIN, ...: --split-name */
+    int format;                  /* MC_INSPECT_*: --format */
+    bool samples_given;          /* --samples A:B; ":B" and "A:" leave one out */
+    bool begin_given, end_given;
+    int64_t begin, end;
+    bool iteration_given;        /* --iteration I of --data-parallel-rank R */
+    int64_t iteration, dp_rank;
+} mc_inspect_opts_t;
+
+extern const char *const mc_inspect_split_names[3]; /* "train", "valid", "test" */
+
+/* Builds the datasets of args and prints what o asks. Returns 0; errors exit (2 for the
+ * user's, 1 for a read error). */
+int mc_inspect_run(const mc_args_t *args, const mc_inspect_opts_t *o);
 
 #endif

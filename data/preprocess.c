@@ -16,7 +16,6 @@
 #include "base/clock.h"
 #include "base/error.h"
 #include "base/py_float.h"
-#include "cli/preprocess_args.h"
 #include "data/indexed.h"
 #include "data/preprocess_pipe.h"
 #include "data/tokenizer.h"
@@ -604,13 +603,4 @@ int mc_preprocess_run(const mc_preprocess_args_t *a)
     mc_prep_free_files(files, n_files);
     if (!ok) mc_user_error("%s", err);
     return 0;
-}
-
-int mc_preprocess_main(int argc, char **argv)
-{
-    mc_preprocess_args_t a;
-    mc_preprocess_args_parse(&a, argc - 1, argv + 1);
-    int rc = mc_preprocess_run(&a);
-    mc_preprocess_args_free(&a);
-    return rc;
 }

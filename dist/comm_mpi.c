@@ -36,6 +36,7 @@
 
 #include "base/clock.h"
 #include "base/error.h"
+#include "config/env.h"
 #include "dist/comm.h"
 #include "dist/liveness.h"
 #include "dist/runtime.h"
@@ -858,7 +859,7 @@ static mpi_comm_t *new_comm(mc_runtime_t *rt)
     pthread_cond_init(&mc->work, NULL);
     pthread_cond_init(&mc->space, NULL);
     pthread_cond_init(&mc->done, NULL);
-    const char *chunk = getenv("MC_MPI_CHUNK_ELEMS"); /* tests: exercise chunking with small buffers */
+    const char *chunk = mc_env_text(MC_ENV_MPI_CHUNK_ELEMS); /* tests: exercise chunking with small buffers */
     if (chunk && atol(chunk) > 0) mc->chunk_elems = (size_t)atol(chunk);
     return mc;
 }

@@ -43,6 +43,7 @@
 
 #include "base/clock.h"
 #include "base/error.h"
+#include "config/env.h"
 #include "kernels/device.h"
 #include "dist/comm.h"
 #include "dist/exchange.h"
@@ -836,7 +837,7 @@ mc_comm_t *mc_comm_nccl(mc_runtime_t *rt, const struct mc_backend *be, double ti
         .impl = nc,
     };
     nc->rt = rt;
-    const char *stage = getenv("MC_NCCL_STAGE_BYTES");
+    const char *stage = mc_env_text(MC_ENV_NCCL_STAGE_BYTES);
     nc->stage_min = stage && atol(stage) > 0 ? (size_t)atol(stage) : STAGE_BYTES;
     pthread_mutex_init(&nc->mu, NULL);
     pthread_cond_init(&nc->work, NULL);

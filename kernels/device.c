@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include "base/error.h"
+#include "config/env.h"
 #include "kernels/device.h"
 
 #ifdef MC_WITH_CUDA
@@ -173,7 +174,7 @@ const mc_backend_t *mc_backend_select(const char *device, int cpu_threads, int l
 #endif
     }
     if (cpu_threads > 0) mc_cpu_set_threads(cpu_threads);
-    const char *strict = getenv("MC_TEST_STRICT_DEVICE");
+    const char *strict = mc_env_text(MC_ENV_TEST_STRICT_DEVICE);
     if (strict && strcmp(strict, "1") == 0) {
         snprintf(why, n, "strict (MC_TEST_STRICT_DEVICE=1: the cpu backend on memory the host cannot access; %s)",
                  reason);

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "base/error.h"
+#include "config/env.h"
 #include "optim/distopt.h"
 #include "train/train.h"
 
@@ -301,7 +302,7 @@ static bool unscale_and_check(mc_trainer_t *t)
  * for layouts without data parallelism, whose ranks would otherwise disagree on the norm. */
 static void poison_grads(mc_trainer_t *t)
 {
-    const char *env = getenv("MC_TEST_GRAD_POISON");
+    const char *env = mc_env_text(MC_ENV_TEST_GRAD_POISON);
     long long it;
     char kind[4];
     int rank = -1;

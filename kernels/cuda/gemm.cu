@@ -20,6 +20,7 @@
 
 extern "C" {
 #include "base/error.h"
+#include "config/env.h"
 }
 
 #define MC_CUBLAS_CHECK(call, what_fmt, ...)                                                            \
@@ -246,7 +247,7 @@ static void matmul_fallback(const mc_backend_t *be, const mc_cuda_matmul_t *g)
 
 static bool fallback_forced(void)
 {
-    const char *s = getenv("MC_CUDA_GEMM");
+    const char *s = mc_env_text(MC_ENV_CUDA_GEMM);
     return s && strcmp(s, "fallback") == 0;
 }
 

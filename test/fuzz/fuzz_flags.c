@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cli/cli.h"
 #include "config/args.h"
 #include "config/flags.h"
 #include "data/gpt_dataset.h"

@@ -16,6 +16,7 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include "config/env.h"
 #include "test/gpu/gpu_test.h"
 
 #define U24 5.9604644775390625e-8 /* 2^-24 */
@@ -100,8 +101,10 @@ static void test_gemm_fallback(void **state)
     const mc_backend_t *be;
     GPU_BACKEND_OR_SKIP(be);
     setenv("MC_CUDA_GEMM", "fallback", 1);
+    mc_env_load(); /* the knobs are read once; read them again */
     gemm_all(be);
     unsetenv("MC_CUDA_GEMM");
+    mc_env_load();
 }
 
 /* ---- linear ---- */
@@ -259,8 +262,10 @@ static void test_linear_gelu(void **state)
     GPU_BACKEND_OR_SKIP(be);
     linear_gelu_all(be);
     setenv("MC_CUDA_GEMM", "fallback", 1);
+    mc_env_load(); /* the knobs are read once; read them again */
     linear_gelu_all(be);
     unsetenv("MC_CUDA_GEMM");
+    mc_env_load();
 }
 
 static void linear_all(const mc_backend_t *be)
@@ -300,8 +305,10 @@ static void test_linear_fallback(void **state)
     const mc_backend_t *be;
     GPU_BACKEND_OR_SKIP(be);
     setenv("MC_CUDA_GEMM", "fallback", 1);
+    mc_env_load(); /* the knobs are read once; read them again */
     linear_all(be);
     unsetenv("MC_CUDA_GEMM");
+    mc_env_load();
 }
 
 int main(void)

@@ -184,6 +184,27 @@ convert_error "an iteration that is not there: one line" "iter_0000013: no mp_ra
 convert_error "an unknown flag: one line with a suggestion" "unrecognized argument --target-tensor-parallel \\(did you mean --target-tensor-parallel-size" \
     --load-dir "$S" --save-dir "$MC_TMP/out-bad" --target-tensor-parallel 2
 convert_error "--load-dir and --save-dir are required" "the following arguments are required: --load-dir, --save-dir"
+# the source's own directory (also through a symbolic link) and a directory holding a later
+# checkpoint are refused unless --overwrite: the first would replace the source, the second
+# would rewind the later checkpoint's tracker
+convert_error "--save-dir equal to --load-dir is refused" \
+    "--save-dir .* is the directory of --load-dir .*\\(give another --save-dir, or --overwrite" \
+    --load-dir "$S" --save-dir "$S"
+ln -s "$S" "$MC_TMP/single-link"
+convert_error "--save-dir naming --load-dir through a symbolic link is refused" \
+    "--save-dir .*single-link is the directory of --load-dir" --load-dir "$S" --save-dir "$MC_TMP/single-link"
+check "the refused conversions leave the source as it was" \
+    bash -c "[ \"\$(cat '$S/latest_checkpointed_iteration.txt')\" = 12 ] && ! compgen -G '$S/*.tmp-*' >/dev/null"
+mkdir -p "$MC_TMP/later"
+echo 20 >"$MC_TMP/later/latest_checkpointed_iteration.txt"
+convert_error "a --save-dir holding a later checkpoint is refused" \
+    "--save-dir .*later holds a later checkpoint \\(its tracker says iteration 20\\): converting iteration 12 there would rewind it \\(give another --save-dir, or --overwrite" \
+    --load-dir "$S" --save-dir "$MC_TMP/later"
+check "the refused conversion leaves the later tracker alone" \
+    bash -c "[ \"\$(cat '$MC_TMP/later/latest_checkpointed_iteration.txt')\" = 20 ]"
+convert later-overwrite --load-dir "$S" --save-dir "$MC_TMP/later" --overwrite &&
+    check "--overwrite writes over a later checkpoint (its tracker then names the converted iteration)" \
+        bash -c "[ \"\$(cat '$MC_TMP/later/latest_checkpointed_iteration.txt')\" = 12 ] && [ -d '$MC_TMP/later/iter_0000012' ]"
 "$MC_BIN" convert-checkpoint --help >"$MC_TMP/help" 2>&1
 check "convert-checkpoint --help lists Megatron's converter flags" \
     bash -c "grep -q -- '--target-tensor-parallel-size' '$MC_TMP/help' && grep -q -- '--load-dir' '$MC_TMP/help'"

@@ -41,6 +41,7 @@
 
 #include "base/clock.h"
 #include "base/error.h"
+#include "config/env.h"
 #include "kernels/device.h"
 #include "dist/comm.h"
 #include "dist/exchange.h"
@@ -1266,8 +1267,10 @@ int main(int argc, char **argv)
         return 2;
     }
     setenv("MC_MPI_CHUNK_ELEMS", "1000000", 0);
+    mc_env_load(); /* the knobs are read once: after setting them */
 #ifdef MC_TEST_FAKE_NCCL
     setenv("MC_NCCL_STAGE_BYTES", "65536", 0);
+    mc_env_load(); /* the knobs are read once: after setting them */
     const mc_backend_t *be = fake_backend();
     g_compute = mc_cuda_backend_stream(be);
     mc_comm_t *c = mc_comm_nccl(&rt, be, 60, err, sizeof(err));

@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "base/error.h"
+#include "cli/cli.h"
 #include "kernels/device.h"
 #include "dist/runtime.h"
 #include "train/train.h"

@@ -14,6 +14,8 @@
 
 #include "config/args.h"
 #include "base/error.h"
+#include "cli/cli.h"
+#include "config/env.h"
 #include "config/flags.h"
 
 /* The example (README "Using it"), with the data and device flags of the demo. */
@@ -971,6 +973,22 @@ static void test_suggestions(void **state)
     assert_null(mc_flag_suggest("--completely-unrelated-thing"));
 }
 
+/* The environment knobs are read once (config/env.h): a change after start-up is not seen
+ * until they are read again. */
+static void test_env_read_once(void **state)
+{
+    (void)state;
+    setenv("MC_TEST_GRAD_POISON", "3:nan", 1);
+    mc_env_load();
+    assert_string_equal(mc_env_text(MC_ENV_TEST_GRAD_POISON), "3:nan");
+    setenv("MC_TEST_GRAD_POISON", "4:inf", 1);
+    assert_string_equal(mc_env_text(MC_ENV_TEST_GRAD_POISON), "3:nan");
+    unsetenv("MC_TEST_GRAD_POISON");
+    mc_env_load();
+    assert_null(mc_env_text(MC_ENV_TEST_GRAD_POISON));
+    for (int k = 0; k < MC_ENV_COUNT; k++) assert_non_null(mc_env_info((mc_env_knob_t)k)->help);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1001,6 +1019,7 @@ int main(void)
         cmocka_unit_test(test_table_names_unique),
         cmocka_unit_test(test_table_entries_complete),
         cmocka_unit_test(test_suggestions),
+        cmocka_unit_test(test_env_read_once),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cli/cli.h"
 #include "config/args.h"
 #include "model/gpt.h"
 #include "train/train.h"
