@@ -402,7 +402,12 @@ void mc_heartbeat_bye(mc_heartbeat_t *hb)
         close(hb->out_fd);
         hb->out_fd = -1;
     }
-    for (int i = 0; i < hb->n_tries; i++) end_try(&hb->tries[i], 0);
+    /* a link still waiting for its 'A' may already be the successor's predecessor link */
+    for (int i = 0; i < hb->n_tries; i++) {
+        if (hb->tries[i].fd >= 0 && hb->tries[i].hello_sent)
+            send(hb->tries[i].fd, "B", 1, MSG_NOSIGNAL | MSG_DONTWAIT);
+        end_try(&hb->tries[i], 0);
+    }
     for (int i = 0; i < MAX_PENDING; i++) drop_pending(&hb->pending[i]);
     if (hb->pred_fd >= 0) close(hb->pred_fd);
     if (hb->listen_fd >= 0) close(hb->listen_fd);

@@ -13,8 +13,8 @@
  *                             heartbeat_s is 2 s, the timeout 60 s
  *   test_comm_mpi stop R ring the same with the same-node /proc check off (heartbeat_ring_only):
  *                             the heartbeat ring alone must catch it (rank R+1, its successor)
- *   test_comm_mpi finish R    rank R finishes (finalize, exit) while the others compute 3 s, past a
- *                             2 s heartbeat_s, then all-reduce without it: no false alarm
+ *   test_comm_mpi finish R    rank R finishes (finalize, exit) while its successor waits 4 s, past
+ *                             a 2 s heartbeat_s, in an all-reduce of the others: no false alarm
  *   test_comm_mpi slow R      rank R computes (sleeps) 4 s before an all-reduce, past a 2 s
  *                             heartbeat_s: no false alarm; the ranks waiting for it print the CPU
  *                             time of their wait and fail when it is over a quarter of the wall time
@@ -1200,9 +1200,9 @@ static int slow_peer(T *t, int who)
     return bad ? 1 : 0;
 }
 
-/* Rank `who` finishes first (its bye ends its successor's watch); the others compute past
- * heartbeat_s and then wait in an all-reduce of their own, where a missing bye would be a silent
- * predecessor. Returns 0 on every rank when the job ends normally. */
+/* Rank `who` finishes first (its bye ends its successor's watch); its successor then waits past
+ * heartbeat_s in an all-reduce with the others, who compute meanwhile: without the bye, `who`
+ * would be a silent (or dead) predecessor. Returns 0 on every rank when the job ends normally. */
 static int finish_early(T *t, int who)
 {
     int *rest = xmalloc((size_t)t->size * sizeof(*rest)), n = 0;
@@ -1214,7 +1214,7 @@ static int finish_early(T *t, int who)
     t->c->heartbeat_s = 2;
     mc_barrier(t->c, t->c->world);
     if (t->rank == who) return 0;
-    sleep(3);
+    if (t->rank != (who + 1) % t->size) sleep(4); /* its successor waits for them meanwhile */
     float x = 1;
     mc_all_reduce(t->c, g, &x, 1, MC_DT_F32, MC_OP_SUM);
     return x == (float)(t->size - 1) ? 0 : 1;
