@@ -113,7 +113,8 @@ typedef struct mc_comm {
     int rank, size;
     mc_group_t *world;
     double timeout_s; /* bound on every wait (--distributed-timeout-minutes) */
-    double heartbeat_s; /* a peer on this node seen stopped this long ends the job (0: never) */
+    double heartbeat_s; /* a peer seen stopped or silent this long ends the job (0: never) */
+    int heartbeat_ring_only; /* tests: skip the same-node /proc checks; the heartbeat ring alone watches */
     int has_avg;      /* MC_OP_AVG is supported (NCCL) */
     const mc_devmem_t *devmem; /* set before the first collective; see mc_devmem_t */
     /* Volume counters, per kind: calls and bytes of the larger of input and output per rank

@@ -38,6 +38,7 @@
 #include "base/error.h"
 #include "config/env.h"
 #include "dist/comm.h"
+#include "dist/heartbeat.h"
 #include "dist/liveness.h"
 #include "dist/runtime.h"
 #include "dist/staging.h"
@@ -59,6 +60,7 @@ typedef struct {
     int64_t ticket;
     double timeout_s; /* c->timeout_s when started: the comm thread never reads c's fields */
     double heartbeat_s; /* c->heartbeat_s when started */
+    bool ring_only;     /* c->heartbeat_ring_only when started */
     mc_p2p_t *p2p;    /* P2P: start()'s copy of op.p2p (op.p2p points at it), freed when run */
 } job_t;
 
@@ -108,6 +110,7 @@ typedef struct {
 
     bool *watch;         /* per world rank: a peer whose pid we can check (same kernel and pid namespace) */
     mc_stop_seen_t *stopped; /* per world rank, comm thread only: since when it is seen stopped */
+    double next_beat;        /* comm thread only: the heartbeat ring's next tick */
     mc_group_t **groups; /* live groups, freed at finalize */
     int ngroups, cap_groups;
 
@@ -193,7 +196,7 @@ static void check_peers(mpi_comm_t *mc, const job_t *j, double now)
     for (int i = 0;; i++) {
         int m = p2p ? mc_p2p_peer(&j->op, i) : i < g->size ? g->members[i] : -1;
         if (m < 0) break;
-        if (!mc->watch[m]) continue;
+        if (!mc->watch[m] || j->ring_only) continue;
         if (mc_pid_dead(mc->rt->pids[m]))
             comm_die(mc, "rank %d (pid %d on host %s) died during %s on the %s group; aborting the job", m,
                      (int)mc->rt->pids[m], mc->rt->hosts[m], mc_coll_name(j->op.kind), g->name);
@@ -202,10 +205,27 @@ static void check_peers(mpi_comm_t *mc, const job_t *j, double now)
             char during[160], what[128], line[640];
             snprintf(during, sizeof(during), "%s on the %s group", mc_coll_what(&j->op, what, sizeof(what)),
                      g->name);
-            mc_silent_line(mc->rt, m, silent, during, line, sizeof(line));
+            mc_silent_line(mc->rt, m, silent, MC_SILENT_STOPPED, during, line, sizeof(line));
             comm_die(mc, "%s", line);
         }
     }
+}
+
+/* The heartbeat ring (dist/heartbeat.h), every MC_HEARTBEAT_PERIOD_S, idle (j NULL: beats only)
+ * or waiting in job j (its predecessor judged by the job's heartbeat_s). */
+static void ring_tick(mpi_comm_t *mc, const job_t *j, double now)
+{
+    if (now < mc->next_beat) return;
+    mc->next_beat = now + MC_HEARTBEAT_PERIOD_S;
+    mc_hb_event_t ev;
+    if (!mc_heartbeat_tick(mc->rt->heartbeat, now, j ? j->heartbeat_s : 0, &ev)) return;
+    char during[160], what[128], line[768];
+    /* the words of check_peers' messages for the same events */
+    snprintf(during, sizeof(during), "%s on the %s group",
+             ev.kind == MC_HB_GONE ? mc_coll_name(j->op.kind) : mc_coll_what(&j->op, what, sizeof(what)),
+             j->op.group->name);
+    mc_heartbeat_line(mc->rt, &ev, during, line, sizeof(line));
+    comm_die(mc, "%s", line);
 }
 
 /* How long to sleep before the next poll of a wait that has been idle for `idle` seconds: not
@@ -258,6 +278,7 @@ static void progress_all(mpi_comm_t *mc, const job_t *j, int n, MPI_Request *req
             check_peers(mc, j, t);
             next_check = t + LIVENESS_PERIOD_S;
         }
+        ring_tick(mc, j, t);
     }
 }
 
@@ -459,11 +480,23 @@ static void *comm_thread(void *arg)
     mpi_comm_t *mc = arg;
     pthread_mutex_lock(&mc->mu);
     for (;;) {
-        while (!mc->stop && mc->taken == mc->issued) pthread_cond_wait(&mc->work, &mc->mu);
+        while (!mc->stop && mc->taken == mc->issued) {
+            /* idle (the caller computes, evaluates, saves): keep beating */
+            pthread_mutex_unlock(&mc->mu);
+            ring_tick(mc, NULL, mc_now_s());
+            pthread_mutex_lock(&mc->mu);
+            if (mc->stop || mc->taken != mc->issued) break;
+            struct timespec until;
+            clock_gettime(CLOCK_MONOTONIC, &until);
+            until.tv_nsec += (long)(MC_HEARTBEAT_PERIOD_S * 1e9);
+            until.tv_sec += until.tv_nsec / 1000000000L, until.tv_nsec %= 1000000000L;
+            pthread_cond_timedwait(&mc->work, &mc->mu, &until);
+        }
         if (mc->taken == mc->issued) break; /* stopping, queue drained */
         job_t j = mc->ring[mc->taken % QUEUE_CAP];
         mc->taken++;
         pthread_mutex_unlock(&mc->mu);
+        ring_tick(mc, NULL, mc_now_s()); /* short jobs back to back: beat between them */
         run_job(mc, &j);
         free(j.p2p);
         pthread_mutex_lock(&mc->mu);
@@ -499,7 +532,8 @@ static void ensure_thread(mpi_comm_t *mc)
 
 static mc_req_t enqueue(mpi_comm_t *mc, const mc_coll_t *op)
 {
-    job_t job = {.op = *op, .timeout_s = mc->pub.timeout_s, .heartbeat_s = mc->pub.heartbeat_s};
+    job_t job = {.op = *op, .timeout_s = mc->pub.timeout_s, .heartbeat_s = mc->pub.heartbeat_s,
+                 .ring_only = mc->pub.heartbeat_ring_only != 0};
     if (op->kind == MC_COLL_P2P_BATCH) {
         size_t bytes = (size_t)op->n_p2p * sizeof(*op->p2p);
         job.p2p = malloc(bytes);
@@ -747,6 +781,9 @@ static void mpi_finalize(mc_comm_t *c)
         pthread_mutex_unlock(&mc->mu);
         pthread_join(mc->thread, NULL);
     }
+    /* finished: the successor stops watching this rank before MPI_Finalize (which may wait for
+     * ranks still working) */
+    mc_heartbeat_bye(mc->rt->heartbeat);
     while (mc->ngroups > 0) release_group(mc, mc->groups[--mc->ngroups]);
     MPI_Group_free(&mc->world_group);
     MPI_Finalize();
@@ -856,7 +893,11 @@ static mpi_comm_t *new_comm(mc_runtime_t *rt)
     mc->rt = rt;
     pthread_mutex_init(&mc->mu, NULL);
     pthread_mutex_init(&mc->mpi_mu, NULL);
-    pthread_cond_init(&mc->work, NULL);
+    pthread_condattr_t mono; /* the idle comm thread's timed wait for work */
+    pthread_condattr_init(&mono);
+    pthread_condattr_setclock(&mono, CLOCK_MONOTONIC);
+    pthread_cond_init(&mc->work, &mono);
+    pthread_condattr_destroy(&mono);
     pthread_cond_init(&mc->space, NULL);
     pthread_cond_init(&mc->done, NULL);
     const char *chunk = mc_env_text(MC_ENV_MPI_CHUNK_ELEMS); /* tests: exercise chunking with small buffers */
@@ -884,5 +925,8 @@ mc_comm_t *mc_comm_mpi(struct mc_runtime *rt, char *err, size_t n)
     if (make_world(mc, err, n) != 0 || init_watch(mc, err, n) != 0) return NULL;
     g_mpi = mc;
     mc_error_set_abort_hook(abort_hook);
+    /* the thread beats from now on (the heartbeat ring connects within the ranks' skew here,
+     * just after init_watch's all-gather), though no collective has started yet */
+    ensure_thread(mc);
     return &mc->pub;
 }

@@ -47,6 +47,7 @@
 #include "kernels/device.h"
 #include "dist/comm.h"
 #include "dist/exchange.h"
+#include "dist/heartbeat.h"
 #include "dist/liveness.h"
 #include "dist/runtime.h"
 #include "dist/staging.h"
@@ -66,6 +67,7 @@ typedef struct {
     cudaEvent_t done;
     mc_group_t *group;
     double t_start, timeout_s, heartbeat_s;
+    bool ring_only;     /* c->heartbeat_ring_only: no /proc checks */
     char what[96];      /* "all-reduce", "p2p with rank 3" */
     int peers[MAX_PEERS]; /* p2p: the distinct peers (world ranks), for the liveness check */
     int n_peers;        /* 0: the whole group */
@@ -90,6 +92,7 @@ typedef struct {
     bool guard_on;
     char guard_what[160];
     double guard_t0, guard_timeout_s, guard_heartbeat_s;
+    bool guard_ring_only;
     bool stop;
     pthread_t watchdog;
     bool watchdog_on;
@@ -101,6 +104,7 @@ typedef struct {
 
     bool *watch;         /* per world rank: a peer whose pid we can check */
     mc_stop_seen_t *stopped; /* per world rank, watchdog only: since when it is seen stopped */
+    double next_beat;        /* watchdog only: the heartbeat ring's next tick */
     mc_group_t **groups; /* live groups, world included (under mu: the watchdog aborts them) */
     int ngroups, cap_groups;
     int seq; /* groups made so far: the key of the next unique id */
@@ -199,10 +203,24 @@ static void check_dead(nccl_comm_t *nc, const int *ranks, int n, const char *dur
         double silent = heartbeat_s > 0 ? mc_stopped_for(nc->rt->pids[m], &nc->stopped[m], now) : 0;
         if (silent >= heartbeat_s && silent > 0) {
             char line[640];
-            mc_silent_line(nc->rt, m, silent, during, line, sizeof(line));
+            mc_silent_line(nc->rt, m, silent, MC_SILENT_STOPPED, during, line, sizeof(line));
             die(nc, "%s", line);
         }
     }
+}
+
+/* The heartbeat ring (dist/heartbeat.h), every MC_HEARTBEAT_PERIOD_S: beats only while idle
+ * (watch_s 0), else the predecessor is judged while this rank waits in `during`. */
+static void ring_tick(nccl_comm_t *nc, double watch_s, const char *during)
+{
+    double now = mc_now_s();
+    if (now < nc->next_beat) return;
+    nc->next_beat = now + MC_HEARTBEAT_PERIOD_S;
+    mc_hb_event_t ev;
+    if (!mc_heartbeat_tick(nc->rt->heartbeat, now, watch_s, &ev)) return;
+    char line[768];
+    mc_heartbeat_line(nc->rt, &ev, during, line, sizeof(line));
+    die(nc, "%s", line);
 }
 
 /* The oldest unfinished collective: done, hung, failed asynchronously, or waiting on a dead peer. */
@@ -226,15 +244,24 @@ static bool watch_flight(nccl_comm_t *nc, const flight_t *f, double since, doubl
     if (now >= *next_check) {
         char during[160];
         snprintf(during, sizeof(during), "%s on the %s group", f->what, f->group->name);
-        if (f->n_peers) check_dead(nc, f->peers, f->n_peers, during, f->heartbeat_s);
-        else check_dead(nc, f->group->members, f->group->size, during, f->heartbeat_s);
+        if (f->ring_only) {
+        } else if (f->n_peers) {
+            check_dead(nc, f->peers, f->n_peers, during, f->heartbeat_s);
+        } else {
+            check_dead(nc, f->group->members, f->group->size, during, f->heartbeat_s);
+        }
         *next_check = now + LIVENESS_PERIOD_S;
+    }
+    if (now >= nc->next_beat) {
+        char during[160];
+        snprintf(during, sizeof(during), "%s on the %s group", f->what, f->group->name);
+        ring_tick(nc, f->heartbeat_s, during);
     }
     return false;
 }
 
 static void watch_guard(nccl_comm_t *nc, const char *what, double t0, double timeout_s, double heartbeat_s,
-                        double *next_check)
+                        bool ring_only, double *next_check)
 {
     double now = mc_now_s();
     if (timeout_s > 0 && now - t0 > timeout_s)
@@ -243,8 +270,26 @@ static void watch_guard(nccl_comm_t *nc, const char *what, double t0, double tim
             "expected)",
             timeout_s, what);
     if (now >= *next_check) {
-        for (int r = 0; r < nc->pub.size; r++) check_dead(nc, &r, 1, what, heartbeat_s);
+        for (int r = 0; r < nc->pub.size && !ring_only; r++) check_dead(nc, &r, 1, what, heartbeat_s);
         *next_check = now + LIVENESS_PERIOD_S;
+    }
+    ring_tick(nc, heartbeat_s, what);
+}
+
+/* Waits for work with nc->mu held, beating the heartbeat ring while idle (the caller computes,
+ * evaluates or saves a checkpoint). */
+static void idle_wait(nccl_comm_t *nc)
+{
+    while (!nc->stop && nc->completed == nc->posted && !nc->guard_on) {
+        pthread_mutex_unlock(&nc->mu);
+        ring_tick(nc, 0, NULL);
+        pthread_mutex_lock(&nc->mu);
+        if (nc->stop || nc->completed != nc->posted || nc->guard_on) return;
+        struct timespec until;
+        clock_gettime(CLOCK_MONOTONIC, &until);
+        until.tv_nsec += (long)(MC_HEARTBEAT_PERIOD_S * 1e9);
+        until.tv_sec += until.tv_nsec / 1000000000L, until.tv_nsec %= 1000000000L;
+        pthread_cond_timedwait(&nc->work, &nc->mu, &until);
     }
 }
 
@@ -257,13 +302,14 @@ static void *watchdog_main(void *arg)
     long nap = NAP_MIN_NS;
     pthread_mutex_lock(&nc->mu);
     for (;;) {
-        while (!nc->stop && nc->completed == nc->posted && !nc->guard_on) pthread_cond_wait(&nc->work, &nc->mu);
+        idle_wait(nc);
         if (nc->stop && nc->completed == nc->posted) break;
         bool have = nc->completed < nc->posted, guard = nc->guard_on;
         flight_t f = {0};
         if (have) f = nc->ring[nc->completed % RING];
         char what[sizeof(nc->guard_what)];
         double g_t0 = nc->guard_t0, g_timeout = nc->guard_timeout_s, g_heartbeat = nc->guard_heartbeat_s;
+        bool g_ring_only = nc->guard_ring_only;
         if (guard) memcpy(what, nc->guard_what, sizeof(what));
         pthread_mutex_unlock(&nc->mu);
 
@@ -276,7 +322,7 @@ static void *watchdog_main(void *arg)
             nap = NAP_MIN_NS;
             continue;
         }
-        if (guard) watch_guard(nc, what, g_t0, g_timeout, g_heartbeat, &next_check);
+        if (guard) watch_guard(nc, what, g_t0, g_timeout, g_heartbeat, g_ring_only, &next_check);
         nanosleep(&(struct timespec){.tv_nsec = nap}, NULL);
         nap = nap * 2 > NAP_MAX_NS ? NAP_MAX_NS : nap * 2;
         pthread_mutex_lock(&nc->mu);
@@ -292,6 +338,7 @@ static void guard_begin(nccl_comm_t *nc, const char *fmt, const char *name)
     nc->guard_t0 = mc_now_s();
     nc->guard_timeout_s = nc->pub.timeout_s;
     nc->guard_heartbeat_s = nc->pub.heartbeat_s;
+    nc->guard_ring_only = nc->pub.heartbeat_ring_only != 0;
     nc->guard_on = true;
     pthread_cond_signal(&nc->work);
     pthread_mutex_unlock(&nc->mu);
@@ -329,6 +376,7 @@ static void post(nccl_comm_t *nc, int64_t t, const mc_coll_t *o)
     f->t_start = mc_now_s();
     f->timeout_s = nc->pub.timeout_s;
     f->heartbeat_s = nc->pub.heartbeat_s;
+    f->ring_only = nc->pub.heartbeat_ring_only != 0;
     mc_coll_what(o, f->what, sizeof(f->what));
     f->n_peers = 0;
     for (int i = 0, r; o->kind == MC_COLL_P2P_BATCH && (r = mc_p2p_peer(o, i)) >= 0; i++) {
@@ -715,6 +763,7 @@ static void nccl_finalize(mc_comm_t *c)
         pthread_mutex_unlock(&nc->mu);
         pthread_join(nc->watchdog, NULL);
     }
+    mc_heartbeat_bye(nc->rt->heartbeat); /* finished: the successor stops watching this rank */
     mc_error_set_abort_hook(runtime_abort_hook);
     g_nccl = NULL;
     while (nc->ngroups > 0) release_group(nc->groups[--nc->ngroups]);
@@ -840,7 +889,11 @@ mc_comm_t *mc_comm_nccl(mc_runtime_t *rt, const struct mc_backend *be, double ti
     const char *stage = mc_env_text(MC_ENV_NCCL_STAGE_BYTES);
     nc->stage_min = stage && atol(stage) > 0 ? (size_t)atol(stage) : STAGE_BYTES;
     pthread_mutex_init(&nc->mu, NULL);
-    pthread_cond_init(&nc->work, NULL);
+    pthread_condattr_t mono; /* the idle watchdog's timed wait for work */
+    pthread_condattr_init(&mono);
+    pthread_condattr_setclock(&mono, CLOCK_MONOTONIC);
+    pthread_cond_init(&nc->work, &mono);
+    pthread_condattr_destroy(&mono);
     pthread_cond_init(&nc->space, NULL);
     if (init_cuda(nc, be, err, n) != 0 || exchange_idents(nc, err, n) != 0) return NULL;
     int rc = pthread_create(&nc->watchdog, NULL, watchdog_main, nc);

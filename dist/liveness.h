@@ -6,8 +6,8 @@
  * Stopped (SIGSTOP, SIGTSTP, a debugger): the kernel's own word, /proc/<pid>/stat state 'T' or
  * 't', stands for a heartbeat. It is exact: SIGSTOP stops every thread of a process, while a
  * process busy computing, saving a checkpoint (fsync: state 'D') or evaluating is never 'T', so
- * long saves cannot look silent. Peers on other nodes are not seen; their silence is bounded by
- * --distributed-timeout-minutes. */
+ * long saves cannot look silent. Peers on other nodes are not seen here: dist/heartbeat.h's ring
+ * watches them. */
 #ifndef MC_PARALLEL_LIVENESS_H
 #define MC_PARALLEL_LIVENESS_H
 
@@ -34,9 +34,12 @@ typedef struct {
 /* For how long pid has been seen stopped, as of now (mc_now_s()); 0 when it is running. */
 double mc_stopped_for(pid_t pid, mc_stop_seen_t *s, double now);
 
-/* The message for world rank r found stopped for for_s seconds while this rank waits in
- * `during` ("all-reduce on the dp group"): names the rank, its host and pid. */
-void mc_silent_line(const mc_runtime_t *rt, int r, double for_s, const char *during, char *buf, size_t n);
+/* The message for world rank r found silent for for_s seconds while this rank waits in `during`
+ * ("all-reduce on the dp group"): names the rank, its host and pid; how: how it was seen
+ * (MC_SILENT_STOPPED for the /proc check, dist/heartbeat.c's for the ring). */
+#define MC_SILENT_STOPPED "its process is stopped, by SIGSTOP or a debugger"
+void mc_silent_line(const mc_runtime_t *rt, int r, double for_s, const char *how, const char *during, char *buf,
+                    size_t n);
 
 /* "<boot id>/<pid namespace inode>": equal strings mean pids are comparable. Starts with '/'
  * when the boot id is unreadable (then nothing is watched). */

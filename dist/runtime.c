@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "base/error.h"
+#include "dist/heartbeat.h"
 
 /* Key-value store for the single-rank case (no PMIx server): put/get still work, so callers
  * need no special case for one rank. */
@@ -150,12 +151,28 @@ static int query_job(mc_runtime_t *rt, rt_impl_t *im, char *err, size_t n)
     return 0;
 }
 
-/* Every rank publishes its pid and host; after one fence everyone knows everyone's. */
+/* The heartbeat ring's links: the successor's and predecessor's listening sockets. */
+static void link_heartbeat(mc_runtime_t *rt)
+{
+    unsigned char succ[MC_HEARTBEAT_BLOB_MAX], pred[MC_HEARTBEAT_BLOB_MAX];
+    int s = (rt->rank + 1) % rt->size, p = (rt->rank + rt->size - 1) % rt->size;
+    long ns = mc_runtime_get(rt, s, "mc.hb", succ, sizeof(succ));
+    long np = mc_runtime_get(rt, p, "mc.hb", pred, sizeof(pred));
+    mc_heartbeat_link(rt->heartbeat, succ, ns > 0 ? (size_t)ns : 0, strcmp(rt->hosts[s], rt->host) == 0, pred,
+                      np > 0 ? (size_t)np : 0);
+}
+
+/* Every rank publishes its pid, host and heartbeat address; after one fence everyone knows
+ * everyone's. */
 static int exchange_peers(mc_runtime_t *rt, rt_impl_t *im, char *err, size_t n)
 {
     int32_t pid = (int32_t)getpid();
+    unsigned char hb[MC_HEARTBEAT_BLOB_MAX];
+    size_t hb_len = 0;
+    rt->heartbeat = mc_heartbeat_open(rt->rank, rt->size, hb, &hb_len);
     pmix_status_t st = put_bytes("mc.pid", &pid, sizeof(pid));
     if (st == PMIX_SUCCESS) st = put_bytes("mc.host", rt->host, strlen(rt->host) + 1);
+    if (st == PMIX_SUCCESS) st = put_bytes("mc.hb", hb, hb_len);
     if (st != PMIX_SUCCESS)
         return mc_errf(err, n, "PMIx_Put of this rank's pid and host failed: %s", PMIx_Error_string(st));
     st = PMIx_Commit();
@@ -173,6 +190,7 @@ static int exchange_peers(mc_runtime_t *rt, rt_impl_t *im, char *err, size_t n)
         if (len < 1) return mc_errf(err, n, "PMIx_Get of rank %d's host failed", r);
         rt->hosts[r][MC_HOST_MAX - 1] = '\0';
     }
+    link_heartbeat(rt);
     return 0;
 }
 
@@ -322,9 +340,10 @@ void mc_runtime_finalize(mc_runtime_t *rt)
         }
         free(im);
     }
+    mc_heartbeat_free(rt->heartbeat);
     free(rt->pids);
     free(rt->hosts);
-    rt->pids = NULL, rt->hosts = NULL, rt->impl = NULL;
+    rt->pids = NULL, rt->hosts = NULL, rt->impl = NULL, rt->heartbeat = NULL;
     rt->launched = false;
     if (g_rt == rt) g_rt = NULL;
 }

@@ -2,9 +2,10 @@
 # A dying or hanging rank during data-parallel training (issue 4, acceptance 5): a rank killed
 # with SIGKILL brings the whole job down, non-zero, with a message naming it, within 30 s, under
 # mpirun and under srun; a rank that stops responding (SIGSTOP) is named within
-# --heartbeat-timeout-seconds (a peer on the node seen stopped that long; 5 s here, 30 s by
-# default), or caught by --distributed-timeout-minutes when that check is off; a checkpoint save
-# longer than the heartbeat bound is no false alarm.
+# --heartbeat-timeout-seconds (a peer on the node seen stopped that long, or its heartbeat silent
+# at its ring successor; 5 s here, 30 s by default), or caught by --distributed-timeout-minutes
+# when that check is off; a checkpoint save longer than the heartbeat bound is no false alarm;
+# ranks finishing at different times are none either.
 source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/mpi.sh"
 
@@ -97,7 +98,8 @@ else
 fi
 
 # A checkpoint save that holds its writer (rank 0) 8 s, longer than the 3 s heartbeat bound, while
-# rank 1 waits for it: busy is not silent, the job ends normally.
+# rank 1 waits for it: busy is not silent (neither for the /proc check nor for the heartbeat ring,
+# whose beats come from rank 0's comm thread), the job ends normally.
 if have_mpirun; then
     SAVE=(--train-iters 4 --save-interval 2 --save "$MC_TMP/slow-save" --heartbeat-timeout-seconds 3)
     t0=$SECONDS
@@ -106,6 +108,13 @@ if have_mpirun; then
     rc=$? took=$((SECONDS - t0))
     check "mpirun: a checkpoint save held 8 s past a 3 s heartbeat bound is no false alarm (rc=$rc, ${took} s)" \
         bash -c "[ $rc -eq 0 ] && [ $took -ge 16 ] && ! grep -q 'has not responded' '$MC_TMP/err' '$MC_TMP/out'"
+    # A normal run of 4 ranks under a 2 s heartbeat: start-up (the ring connects), training and
+    # the ranks' exits, one after the other, raise no alarm.
+    "${MPIRUN[@]}" -np 4 "$MC_BIN" "${FLAGS[@]}" --train-iters 3 --heartbeat-timeout-seconds 2 \
+        >"$MC_TMP/out" 2>"$MC_TMP/err"
+    rc=$?
+    check "mpirun -np 4: a normal run under a 2 s heartbeat ends cleanly, no false alarm (rc=$rc)" \
+        bash -c "[ $rc -eq 0 ] && ! grep -qE 'has not responded|died during' '$MC_TMP/err' '$MC_TMP/out'"
 fi
 
 # The communicator alone (test/mpi/test_comm_mpi, and the NCCL watchdog on an emulated GPU): a
@@ -128,5 +137,18 @@ if have_mpirun; then
         rc=$?
         check "$prog: a rank busy 4 s past a 2 s heartbeat is no false alarm, its peer idles ($(grep -o 'using .* of CPU' "$MC_TMP/err"))" \
             bash -c "[ $rc -eq 0 ] && ! grep -q 'has not responded' '$MC_TMP/err'"
+        # The network heartbeat ring alone (the same-node /proc check off, as for a rank on
+        # another node): rank 3, the stopped rank's successor, names it within 2 s + ticks.
+        t0=$SECONDS
+        "${MPIRUN[@]}" -np 4 "$bin" stop 2 ring >"$MC_TMP/out" 2>"$MC_TMP/err"
+        rc=$? took=$((SECONDS - t0))
+        check "$prog: the heartbeat ring alone names a stopped rank within 2 s + ticks (rc=$rc, ${took} s)" \
+            bash -c "[ $rc -ne 0 ] && [ $took -lt 20 ] && grep -qE '^megatron-c: rank 3: error: rank 2 \(host $(hostname), pid [0-9]+\) has not responded for [2-4] s \(stopped or hung: no heartbeat from it .* all-reduce on the world group' '$MC_TMP/err'"
+        # Ranks finishing at different times: rank 1 finalizes and exits while rank 2, its ring
+        # successor, waits 4 s (past a 2 s heartbeat) for the others: its bye is no silence.
+        "${MPIRUN[@]}" -np 4 "$bin" finish 1 >"$MC_TMP/out" 2>"$MC_TMP/err"
+        rc=$?
+        check "$prog: a rank that finishes first is no false alarm (rc=$rc)" \
+            bash -c "[ $rc -eq 0 ] && ! grep -qE 'has not responded|died during' '$MC_TMP/err'"
     done
 fi

@@ -11,6 +11,10 @@
  *   test_comm_mpi p2pshort R  rank R receives 5 floats from rank R+1, which sends 10
  *   test_comm_mpi stop R      rank R stops itself (SIGSTOP) before an all-reduce on the world;
  *                             heartbeat_s is 2 s, the timeout 60 s
+ *   test_comm_mpi stop R ring the same with the same-node /proc check off (heartbeat_ring_only):
+ *                             the heartbeat ring alone must catch it (rank R+1, its successor)
+ *   test_comm_mpi finish R    rank R finishes (finalize, exit) while its successor waits 4 s, past
+ *                             a 2 s heartbeat_s, in an all-reduce of the others: no false alarm
  *   test_comm_mpi slow R      rank R computes (sleeps) 4 s before an all-reduce, past a 2 s
  *                             heartbeat_s: no false alarm; the ranks waiting for it print the CPU
  *                             time of their wait and fail when it is over a quarter of the wall time
@@ -1197,8 +1201,30 @@ static int slow_peer(T *t, int who)
     return bad ? 1 : 0;
 }
 
-static int fault(T *t, const char *mode, int who)
+/* Rank `who` finishes first (its bye ends its successor's watch); its successor then waits past
+ * heartbeat_s in an all-reduce with the others, who compute meanwhile: without the bye, `who`
+ * would be a silent (or dead) predecessor. Returns 0 on every rank when the job ends normally. */
+static int finish_early(T *t, int who)
 {
+    int *rest = xmalloc((size_t)t->size * sizeof(*rest)), n = 0;
+    for (int r = 0; r < t->size; r++)
+        if (r != who) rest[n++] = r;
+    mc_group_t *g = t->rank == who ? t->c->group_new(t->c, &who, 1, "alone")
+                                   : t->c->group_new(t->c, rest, n, "rest");
+    free(rest);
+    t->c->heartbeat_s = 2;
+    mc_barrier(t->c, t->c->world);
+    if (t->rank == who) return 0;
+    if (t->rank != (who + 1) % t->size) sleep(4); /* its successor waits for them meanwhile */
+    float x = 1;
+    mc_all_reduce(t->c, g, &x, 1, MC_DT_F32, MC_OP_SUM);
+    return x == (float)(t->size - 1) ? 0 : 1;
+}
+
+static int fault(T *t, const char *mode, int who, bool ring_only)
+{
+    t->c->heartbeat_ring_only = ring_only;
+    if (strcmp(mode, "finish") == 0) return finish_early(t, who);
     mc_barrier(t->c, t->c->world); /* everyone is up before the fault */
     bool p2p = strncmp(mode, "p2p", 3) == 0;
     if (strcmp(mode, "sleep") == 0 || strcmp(mode, "p2psleep") == 0) t->c->timeout_s = 2;
@@ -1284,9 +1310,9 @@ int main(int argc, char **argv)
         return 2;
     }
     T t = {.c = c, .rt = &rt, .rank = c->rank, .size = c->size};
-    if (argc == 3) {
-        int rc = fault(&t, argv[1], atoi(argv[2]));
-        if (rc == 0) { /* a mode that must not end the job ("slow") ends as a job does */
+    if (argc == 3 || argc == 4) {
+        int rc = fault(&t, argv[1], atoi(argv[2]), argc == 4 && strcmp(argv[3], "ring") == 0);
+        if (rc == 0) { /* a mode that must not end the job ("slow", "finish") ends as a job does */
             c->finalize(c);
 #ifdef MC_TEST_FAKE_NCCL
             fake_finalize();
