@@ -1,7 +1,7 @@
 /* Monotonic wall-clock seconds, for timers, timeouts and throughput. (cli/ holds the helpers
  * every layer uses, with error.h.) */
-#ifndef MC_CLI_CLOCK_H
-#define MC_CLI_CLOCK_H
+#ifndef MC_BASE_CLOCK_H
+#define MC_BASE_CLOCK_H
 
 #include <time.h>
 

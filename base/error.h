@@ -1,8 +1,8 @@
 /* One way to report errors (DESIGN decision 8).
  * User errors: "megatron-c: error: <what> (<what to do>)", exit 2.
  * Runtime errors: name the rank, exit 1 (and abort the job once there is more than one rank). */
-#ifndef MC_CLI_ERROR_H
-#define MC_CLI_ERROR_H
+#ifndef MC_BASE_ERROR_H
+#define MC_BASE_ERROR_H
 
 #include <stdarg.h>
 #include <stdbool.h>

@@ -3,8 +3,8 @@
  * dests), with Python's None where Megatron's default None was kept, plus the training progress
  * Megatron keeps in args (consumed_train_samples, consumed_valid_samples). Loading compares the
  * arguments that fix the checkpoint's layout, as Megatron's check_checkpoint_args does. */
-#ifndef MC_TRAIN_CKPT_ARGS_H
-#define MC_TRAIN_CKPT_ARGS_H
+#ifndef MC_CKPT_ARGS_H
+#define MC_CKPT_ARGS_H
 
 #include <stdbool.h>
 #include <stddef.h>

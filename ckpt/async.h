@@ -17,8 +17,8 @@
  *
  * Megatron offers --async-save only for its distributed formats (torch_dist); megatron-c offers
  * it for the legacy torch layout it writes. One save is in flight at a time. */
-#ifndef MC_TRAIN_CKPT_ASYNC_H
-#define MC_TRAIN_CKPT_ASYNC_H
+#ifndef MC_CKPT_ASYNC_H
+#define MC_CKPT_ASYNC_H
 
 #include <stdbool.h>
 #include <stddef.h>

@@ -19,8 +19,8 @@
  * leaves the previous checkpoint loadable, with --async-save too (ckpt/async.h). Errors
  * (unwritable directory, missing or corrupted file, another layout) end the job with one line
  * naming the file, from whichever rank met it. */
-#ifndef MC_TRAIN_CHECKPOINT_H
-#define MC_TRAIN_CHECKPOINT_H
+#ifndef MC_CKPT_CHECKPOINT_H
+#define MC_CKPT_CHECKPOINT_H
 
 #include <stdbool.h>
 

@@ -11,8 +11,8 @@
  * Megatron-LM's files its optimizer group fields and grad scaler too. The vocabulary is re-padded
  * for the target tensor-parallel size (--true-vocab-size), new rows as Megatron's converter pads
  * them (copies of the last row; zero Adam moments). */
-#ifndef MC_TRAIN_CKPT_CONVERT_H
-#define MC_TRAIN_CKPT_CONVERT_H
+#ifndef MC_CKPT_CONVERT_H
+#define MC_CKPT_CONVERT_H
 
 #include <stdbool.h>
 #include <stdint.h>

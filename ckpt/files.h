@@ -8,8 +8,8 @@
  * A save writes iter_N.tmp-<token>/ first, renames it to iter_N/ once every rank is done, and
  * replaces the tracker last (temporary file, fsync, rename), so a process killed at any moment
  * leaves the tracker naming a complete checkpoint. Filesystem code: no communication. */
-#ifndef MC_TRAIN_CKPT_FILES_H
-#define MC_TRAIN_CKPT_FILES_H
+#ifndef MC_CKPT_FILES_H
+#define MC_CKPT_FILES_H
 
 #include <stdbool.h>
 #include <stddef.h>

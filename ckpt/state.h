@@ -7,8 +7,8 @@
  * checks every name, shape and count against this run's layout and fails with one line (err)
  * saying what differs; it never leaves a half-applied state that training would continue from
  * (the caller ends the job on error). */
-#ifndef MC_TRAIN_CKPT_STATE_H
-#define MC_TRAIN_CKPT_STATE_H
+#ifndef MC_CKPT_STATE_H
+#define MC_CKPT_STATE_H
 
 #include <stdbool.h>
 #include <stddef.h>

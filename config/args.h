@@ -5,8 +5,8 @@
  * "derived") are computed by mc_args_finalize() exactly as Megatron's validate_args does.
  * Optional numeric flags whose Megatron default is None use the *_set companion or a sentinel
  * noted next to the field. */
-#ifndef MC_CLI_ARGS_H
-#define MC_CLI_ARGS_H
+#ifndef MC_CONFIG_ARGS_H
+#define MC_CONFIG_ARGS_H
 
 #include <stdbool.h>
 #include <stdint.h>

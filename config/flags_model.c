@@ -16,6 +16,8 @@
 #define FP16_ONLY "used with --fp16 (dynamic loss scaling); fp32 and bf16 training ignore it, " \
                   "as in Megatron"
 
+/* One flag per entry, its fields packed as written. */
+/* clang-format off */
 const mc_flag_t mc_flags_model[] = {
     /* ---- network size ---- */
     {.name = "--num-layers", NET, INT, FIELD(num_layers), GE(1), IMPLEMENTED,
@@ -240,5 +242,6 @@ const mc_flag_t mc_flags_model[] = {
      ONLY("needs --use-precision-aware-optimizer (not implemented yet)", "fp32"),
      .help = "Dtype of main params when enabling precision-aware-optimizer"},
 };
+/* clang-format on */
 
 const size_t mc_flags_model_count = sizeof(mc_flags_model) / sizeof(mc_flags_model[0]);

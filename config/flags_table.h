@@ -1,8 +1,8 @@
 /* Shorthands for writing the flag tables (config/flags_model.c, config/flags_train.c, and the
  * subcommands' tables in cli/..._args.c). Internal to the table files.
  * The table is split in two files only to keep each readable; config/flags.c joins them. */
-#ifndef MC_CLI_FLAGS_TABLE_H
-#define MC_CLI_FLAGS_TABLE_H
+#ifndef MC_CONFIG_FLAGS_TABLE_H
+#define MC_CONFIG_FLAGS_TABLE_H
 
 #include <stddef.h>
 

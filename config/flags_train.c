@@ -17,6 +17,8 @@
 #define NEEDS_TENSORBOARD "only used with --tensorboard-dir (not implemented yet); ignored " \
                           "otherwise, as in Megatron"
 
+/* One flag per entry, its fields packed as written. */
+/* clang-format off */
 const mc_flag_t mc_flags_train[] = {
     /* ---- training ---- */
     {.name = "--micro-batch-size", TRAIN, INT, FIELD(micro_batch_size), GE(1), IMPLEMENTED,
@@ -682,5 +684,6 @@ const mc_flag_t mc_flags_train[] = {
      IMPLEMENTED_NOTE("must be the first argument"),
      .help = "Print the version and how megatron-c was built, and exit."},
 };
+/* clang-format on */
 
 const size_t mc_flags_train_count = sizeof(mc_flags_train) / sizeof(mc_flags_train[0]);

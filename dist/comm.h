@@ -16,8 +16,8 @@
  * everything enqueued on the compute stream sees its result (NCCL: the host may return from
  * wait() before the GPU is done; reading device memory goes through the backend, which orders
  * it). Collectives on host buffers are complete for the host when wait() returns. */
-#ifndef MC_PARALLEL_COMM_H
-#define MC_PARALLEL_COMM_H
+#ifndef MC_DIST_COMM_H
+#define MC_DIST_COMM_H
 
 #include <stddef.h>
 #include <stdint.h>

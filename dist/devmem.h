@@ -1,6 +1,6 @@
 /* The comm layer's view of a backend's memory (mc_devmem_t in dist/comm.h). */
-#ifndef MC_PARALLEL_DEVMEM_H
-#define MC_PARALLEL_DEVMEM_H
+#ifndef MC_DIST_DEVMEM_H
+#define MC_DIST_DEVMEM_H
 
 #include "kernels/backend.h"
 #include "dist/comm.h"

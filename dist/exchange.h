@@ -2,8 +2,8 @@
  * fence, get), without MPI: the NCCL communicator's unique ids, GPU identities and pid
  * namespaces. Each call is collective over the world (a fence inside): every rank calls the same
  * functions in the same order with the same keys; a key is used once. */
-#ifndef MC_PARALLEL_EXCHANGE_H
-#define MC_PARALLEL_EXCHANGE_H
+#ifndef MC_DIST_EXCHANGE_H
+#define MC_DIST_EXCHANGE_H
 
 #include <stdbool.h>
 #include <stddef.h>

@@ -5,8 +5,8 @@
  * Order 'tp-cp-ep-dp-pp' (default) or 'tp-cp-ep-pp-dp' (--use-tp-pp-dp-mapping), leftmost token
  * at stride 1: default global_rank = tp + TP*(cp + CP*(ep + EP*(dp + DP*pp))). ep is 1 for the
  * dense decoder. */
-#ifndef MC_PARALLEL_GROUPS_H
-#define MC_PARALLEL_GROUPS_H
+#ifndef MC_DIST_GROUPS_H
+#define MC_DIST_GROUPS_H
 
 #include <stdbool.h>
 #include <stddef.h>

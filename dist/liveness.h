@@ -8,8 +8,8 @@
  * process busy computing, saving a checkpoint (fsync: state 'D') or evaluating is never 'T', so
  * long saves cannot look silent. Peers on other nodes are not seen here: dist/heartbeat.h's ring
  * watches them. */
-#ifndef MC_PARALLEL_LIVENESS_H
-#define MC_PARALLEL_LIVENESS_H
+#ifndef MC_DIST_LIVENESS_H
+#define MC_DIST_LIVENESS_H
 
 #include <stdbool.h>
 #include <sys/types.h>

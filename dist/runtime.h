@@ -3,8 +3,8 @@
  * With no PMIx server in the environment (neither PMIX_RANK nor PMIX_NAMESPACE set) the
  * program is one rank and nothing is initialised; PMIx_Init is never tried then, because it
  * fails slowly outside a launcher and a later MPI_Init after a failed PMIx_Init can hang. */
-#ifndef MC_PARALLEL_RUNTIME_H
-#define MC_PARALLEL_RUNTIME_H
+#ifndef MC_DIST_RUNTIME_H
+#define MC_DIST_RUNTIME_H
 
 #include <stdbool.h>
 #include <stddef.h>

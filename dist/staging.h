@@ -6,8 +6,8 @@
  * batch. Regions that overlap (an in-place reduce-scatter's shard inside its send buffer, an
  * in-place all-gather's send block inside its receive buffer) keep their relative position in
  * the stage, so a collective in place stays in place on the stage. */
-#ifndef MC_PARALLEL_STAGING_H
-#define MC_PARALLEL_STAGING_H
+#ifndef MC_DIST_STAGING_H
+#define MC_DIST_STAGING_H
 
 #include <stdbool.h>
 #include <stddef.h>

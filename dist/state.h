@@ -1,7 +1,7 @@
 /* Megatron's parallel state (megatron/core/parallel_state.py): this rank's coordinates in the
  * layout and its communicators for every group kind (MEGATRON.md section 4). */
-#ifndef MC_PARALLEL_STATE_H
-#define MC_PARALLEL_STATE_H
+#ifndef MC_DIST_STATE_H
+#define MC_DIST_STATE_H
 
 #include "config/args.h"
 #include "dist/comm.h"

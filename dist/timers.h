@@ -2,8 +2,8 @@
  * timers that accumulate over a log interval, reported after the log line per
  * --timing-log-option as the minimum and maximum (minmax), the maximum (max) or every rank's value
  * (all) over ranks of (time / log interval) in ms, for the timers (and ranks) that used them. */
-#ifndef MC_TRAIN_TIMERS_H
-#define MC_TRAIN_TIMERS_H
+#ifndef MC_DIST_TIMERS_H
+#define MC_DIST_TIMERS_H
 
 #include <stdbool.h>
 #include <stddef.h>

@@ -55,6 +55,8 @@ def main():
                                                                d["pattern"].replace("*/", "*\\/")))
     w('#include "data/unicode_classes.h"')
     w("")
+    w("/* One range per line, as generated. */")
+    w("/* clang-format off */")
     w("const uint8_t mc_uc_latin1[256] = {")
     row = []
     for cp in range(256):

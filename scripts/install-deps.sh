@@ -4,7 +4,7 @@
 #   scripts/install-deps.sh --torch   also python3-torch (PyTorch fixtures and the CPU benchmark)
 set -euo pipefail
 pkgs=(gcc make libc6-dev libopenblas-dev libcmocka-dev zlib1g-dev libjansson-dev libpcre2-dev pkg-config
-      libpmix-dev openmpi-bin libopenmpi-dev)
+      libpmix-dev openmpi-bin libopenmpi-dev clang-format)
 [ "${1:-}" = "--torch" ] && pkgs+=(python3-torch python3-numpy python3-regex)
 
 missing=()

@@ -19,8 +19,8 @@
  * other call into an opaque object. Malformed input yields an error, never a crash: every read
  * is bounds-checked, sizes are checked against the input before allocating, and containers
  * cannot be made to contain themselves. */
-#ifndef MC_CKPT_PICKLE_H
-#define MC_CKPT_PICKLE_H
+#ifndef MC_TORCHFMT_PICKLE_H
+#define MC_TORCHFMT_PICKLE_H
 
 #include "torchfmt/pyobj.h"
 

@@ -21,8 +21,8 @@
  * (a flat byte buffer); several tensors may share one storage. A storage's bytes are owned (heap),
  * borrowed from the caller (never freed here), or mapped from a loaded file (unmapped when the
  * last storage of that file is released). Data is little-endian, as torch writes on x86/ARM. */
-#ifndef MC_CKPT_PYOBJ_H
-#define MC_CKPT_PYOBJ_H
+#ifndef MC_TORCHFMT_PYOBJ_H
+#define MC_TORCHFMT_PYOBJ_H
 
 #include <stdbool.h>
 #include <stddef.h>

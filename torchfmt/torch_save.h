@@ -16,8 +16,8 @@
  * A file holds the records torch 2.6+ writes, in its order: data.pkl, .format_version ("1"),
  * .storage_alignment ("64"), byteorder ("little"), data/0, data/1, ... (storages in key order),
  * version ("3\n"), .data/serialization_id. */
-#ifndef MC_CKPT_TORCH_SAVE_H
-#define MC_CKPT_TORCH_SAVE_H
+#ifndef MC_TORCHFMT_TORCH_SAVE_H
+#define MC_TORCHFMT_TORCH_SAVE_H
 
 #include "torchfmt/pyobj.h"
 

@@ -13,8 +13,8 @@
  * The writer streams: each record goes to the FILE* as it is added (tensors are written from
  * their memory, never gathered). The reader parses an archive in memory (a mapped file):
  * classic or zip64 end records, central directory, local headers, all bounds-checked. */
-#ifndef MC_CKPT_TORCHZIP_H
-#define MC_CKPT_TORCHZIP_H
+#ifndef MC_TORCHFMT_TORCHZIP_H
+#define MC_TORCHFMT_TORCHZIP_H
 
 #include <stdbool.h>
 #include <stddef.h>

@@ -1,7 +1,7 @@
 /* Small helpers shared by the ckpt/ files (internal): one-line errors, quoting file-supplied
  * text in them, little-endian byte access, a string hash. ckpt/ depends on libc, zlib and base/error.h. */
-#ifndef MC_CKPT_UTIL_H
-#define MC_CKPT_UTIL_H
+#ifndef MC_TORCHFMT_UTIL_H
+#define MC_TORCHFMT_UTIL_H
 
 #include <stddef.h>
 #include <stdint.h>
