@@ -11,7 +11,11 @@ static int g_rank = 0, g_world = 1;
 static void (*g_abort_hook)(int code);
 static bool g_rank_local_inputs;
 
-void mc_error_set_rank(int rank, int world_size) { g_rank = rank; g_world = world_size; }
+void mc_error_set_rank(int rank, int world_size)
+{
+    g_rank = rank;
+    g_world = world_size;
+}
 void mc_error_set_abort_hook(void (*hook)(int code)) { g_abort_hook = hook; }
 void mc_error_set_rank_local(bool on) { g_rank_local_inputs = on; }
 
@@ -33,7 +37,8 @@ void mc_user_error(const char *fmt, ...)
     if (g_world > 1 && g_rank_local_inputs && g_abort_hook) g_abort_hook(2);
     /* Launchers end the whole job when the first rank exits non-zero: the silent ranks leave
      * rank 0 time to print first (a loaded machine delayed it past their exit in CI). */
-    if (g_world > 1 && g_rank != 0 && !g_rank_local_inputs) nanosleep(&(struct timespec){.tv_sec = 2}, NULL);
+    if (g_world > 1 && g_rank != 0 && !g_rank_local_inputs)
+        nanosleep(&(struct timespec){.tv_sec = 2}, NULL);
     exit(2);
 }
 

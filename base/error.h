@@ -12,7 +12,8 @@ __attribute__((noreturn, format(printf, 1, 2))) void mc_user_error(const char *f
 __attribute__((noreturn, format(printf, 1, 2))) void mc_fatal(const char *fmt, ...);
 /* A runtime error that every rank meets at once (a value reduced over the ranks): rank
  * `reporter` reports it as mc_fatal does and ends the job; the others stay silent until then. */
-__attribute__((noreturn, format(printf, 2, 3))) void mc_fatal_by(int reporter, const char *fmt, ...);
+__attribute__((noreturn, format(printf, 2, 3))) void mc_fatal_by(int reporter, const char *fmt,
+                                                                 ...);
 __attribute__((format(printf, 1, 2))) void mc_warn(const char *fmt, ...);
 
 /* For functions that report failure through an (err, n) buffer: format one line into err

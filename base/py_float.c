@@ -10,9 +10,18 @@
 
 void mc_py_float_repr(double v, char *buf, size_t n)
 {
-    if (isnan(v)) { snprintf(buf, n, "nan"); return; }
-    if (isinf(v)) { snprintf(buf, n, v < 0 ? "-inf" : "inf"); return; }
-    if (v == 0) { snprintf(buf, n, signbit(v) ? "-0.0" : "0.0"); return; }
+    if (isnan(v)) {
+        snprintf(buf, n, "nan");
+        return;
+    }
+    if (isinf(v)) {
+        snprintf(buf, n, v < 0 ? "-inf" : "inf");
+        return;
+    }
+    if (v == 0) {
+        snprintf(buf, n, signbit(v) ? "-0.0" : "0.0");
+        return;
+    }
     /* The shortest %e that reads back as v: Python's repr digits. */
     char e[40];
     for (int p = 0; p < 17; p++) {
@@ -38,8 +47,7 @@ void mc_py_float_repr(double v, char *buf, size_t n)
             out[o++] = '.';
             if (nd > exp + 1)
                 for (int i = exp + 1; i < nd; i++) out[o++] = digits[i];
-            else
-                out[o++] = '0';
+            else out[o++] = '0';
         } else {
             out[o++] = '0';
             out[o++] = '.';

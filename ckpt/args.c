@@ -25,14 +25,16 @@ typedef struct {
 
 /* The values no flag fills: derived by validation, stored as Megatron stores them. */
 static const field_t k_derived[] = {
-    {"virtual_pipeline_model_parallel_size", offsetof(mc_args_t, virtual_pipeline_model_parallel_size), A_INT, 0},
+    {"virtual_pipeline_model_parallel_size",
+     offsetof(mc_args_t, virtual_pipeline_model_parallel_size), A_INT, 0},
     {"world_size", offsetof(mc_args_t, world_size), A_INT, 0},
     {"data_parallel_size", offsetof(mc_args_t, data_parallel_size), A_INT, 0},
     {"num_microbatches", offsetof(mc_args_t, num_microbatches), A_INT, 0},
 };
 
 /* The flags that say how to read a checkpoint's args, which are not part of them. */
-static const char *const k_not_stored[] = {"use_checkpoint_args", "use_mp_args_from_checkpoint_args",
+static const char *const k_not_stored[] = {"use_checkpoint_args",
+                                           "use_mp_args_from_checkpoint_args",
                                            "use_tokenizer_model_from_checkpoint_args"};
 
 enum { MAX_FIELDS = 512 };
@@ -123,9 +125,7 @@ static mc_pyobj_t *value_of(const mc_args_t *a, const field_t *fd)
     case A_DBL:
         memcpy(&d, p, sizeof(d));
         return may_be_none && d == none_value(f) ? mc_py_none() : mc_py_float(d);
-    case A_BOOL:
-        memcpy(&b, p, sizeof(b));
-        return mc_py_bool(b);
+    case A_BOOL: memcpy(&b, p, sizeof(b)); return mc_py_bool(b);
     case A_STR: return may_be_none && !*p ? mc_py_none() : mc_py_str(p);
     case A_SIGNAL: /* a signal.Signals member, pickled as Python does: Signals(15) */
         return mc_py_object(mc_py_global("signal", "Signals"),
@@ -193,8 +193,10 @@ int mc_ckpt_args_check(const mc_pyobj_t *ns, const mc_args_t *a, char *err, size
         {"num_attention_heads", a->num_attention_heads, -1, "--num-attention-heads"},
         {"max_position_embeddings", a->max_position_embeddings, -1, "--max-position-embeddings"},
         {"padded_vocab_size", a->padded_vocab_size, -1, "the padded vocabulary"},
-        {"tensor_model_parallel_size", a->tensor_model_parallel_size, 1, "--tensor-model-parallel-size"},
-        {"pipeline_model_parallel_size", a->pipeline_model_parallel_size, 1, "--pipeline-model-parallel-size"},
+        {"tensor_model_parallel_size", a->tensor_model_parallel_size, 1,
+         "--tensor-model-parallel-size"},
+        {"pipeline_model_parallel_size", a->pipeline_model_parallel_size, 1,
+         "--pipeline-model-parallel-size"},
         {"virtual_pipeline_model_parallel_size", a->virtual_pipeline_model_parallel_size, 1,
          "virtual pipeline stages per rank"},
         {"decoder_first_pipeline_num_layers", a->decoder_first_pipeline_num_layers, 0,
@@ -209,7 +211,8 @@ int mc_ckpt_args_check(const mc_pyobj_t *ns, const mc_args_t *a, char *err, size
         if (v->kind == MC_PY_NONE && rows[k].none >= 0) saved = rows[k].none;
         else if (mc_py_get_int(v, &saved) != 0) continue;
         if (saved != rows[k].have)
-            return mc_errf(err, n, "saved with %s %" PRId64 " but this run has %" PRId64 " (%s): "
+            return mc_errf(err, n,
+                           "saved with %s %" PRId64 " but this run has %" PRId64 " (%s): "
                            "load with the layout and model shape it was saved with, or reshard it "
                            "with megatron-c convert-checkpoint",
                            rows[k].name, saved, rows[k].have, rows[k].flag);
@@ -285,7 +288,8 @@ static int set_field(mc_args_t *a, const field_t *fd, const mc_pyobj_t *v, char 
         char **items = (char **)(void *)p;
         int *count = (int *)(void *)((char *)a + fd->count_off);
         for (size_t k = 0; k < mc_py_len(v); k++) {
-            if (!(s = mc_py_get_str(mc_py_item(v, k)))) return mc_errf(err, n, "args.%s holds a non-str item", fd->name);
+            if (!(s = mc_py_get_str(mc_py_item(v, k))))
+                return mc_errf(err, n, "args.%s holds a non-str item", fd->name);
             if (!(items[*count] = strdup(s))) return mc_errf(err, n, "out of host memory");
             (*count)++;
         }
@@ -296,7 +300,8 @@ static int set_field(mc_args_t *a, const field_t *fd, const mc_pyobj_t *v, char 
         const mc_pyobj_t *c = v->kind == MC_PY_OBJECT ? v->object.callable : NULL;
         const char *name = NULL;
         if (c && c->kind == MC_PY_GLOBAL && strcmp(c->global.module, "signal") == 0 &&
-            strcmp(c->global.name, "Signals") == 0 && mc_py_get_int(mc_py_item(v->object.args, 0), &i) == 0)
+            strcmp(c->global.name, "Signals") == 0 &&
+            mc_py_get_int(mc_py_item(v->object.args, 0), &i) == 0)
             name = mc_signal_name((int)i);
         else if (v->kind == MC_PY_GLOBAL && strcmp(v->global.module, "signal") == 0 &&
                  mc_signal_number(v->global.name) > 0)
@@ -307,8 +312,8 @@ static int set_field(mc_args_t *a, const field_t *fd, const mc_pyobj_t *v, char 
         return 0;
     }
     }
-    return mc_errf(err, n, "args.%s is a %s, which megatron-c cannot use as that argument", fd->name,
-                   mc_py_kind_name(v->kind));
+    return mc_errf(err, n, "args.%s is a %s, which megatron-c cannot use as that argument",
+                   fd->name, mc_py_kind_name(v->kind));
 }
 
 int mc_ckpt_args_from_namespace(const mc_pyobj_t *ns, mc_args_t *a, char *err, size_t n)
@@ -320,7 +325,8 @@ int mc_ckpt_args_from_namespace(const mc_pyobj_t *ns, mc_args_t *a, char *err, s
         const mc_pyobj_t *v = mc_py_attr(ns, k_fields[k].name);
         if (v && set_field(a, &k_fields[k], v, err, n) != 0) return -1;
     }
-    if (a->virtual_pipeline_model_parallel_size < 1) a->virtual_pipeline_model_parallel_size = 1; /* None */
+    if (a->virtual_pipeline_model_parallel_size < 1)
+        a->virtual_pipeline_model_parallel_size = 1; /* None */
     if (a->world_size < 1) a->world_size = 1;
     if (a->data_parallel_size < 1) a->data_parallel_size = 1;
     return 0;
@@ -331,7 +337,8 @@ mc_pyobj_t *mc_ckpt_args_copy(const mc_pyobj_t *ns)
     mc_pyobj_t *out = mc_py_namespace();
     const mc_pyobj_t *d = ns && ns->kind == MC_PY_OBJECT ? ns->object.state : NULL;
     for (size_t k = 0; out && d && d->kind == MC_PY_DICT && k < d->dict.len; k++)
-        if (mc_py_dict_set(out->object.state, mc_py_incref(d->dict.keys[k]), mc_py_incref(d->dict.vals[k])) != 0) {
+        if (mc_py_dict_set(out->object.state, mc_py_incref(d->dict.keys[k]),
+                           mc_py_incref(d->dict.vals[k])) != 0) {
             mc_py_decref(out);
             return NULL;
         }
@@ -350,8 +357,10 @@ typedef struct {
 } model_arg_t;
 
 static const model_arg_t k_model_args[] = {
-    {"num_layers", false, "--num-layers"}, {"hidden_size", false, "--hidden-size"},
-    {"ffn_hidden_size", false, "--ffn-hidden-size"}, {"seq_length", false, "--seq-length"},
+    {"num_layers", false, "--num-layers"},
+    {"hidden_size", false, "--hidden-size"},
+    {"ffn_hidden_size", false, "--ffn-hidden-size"},
+    {"seq_length", false, "--seq-length"},
     {"num_attention_heads", false, "--num-attention-heads"},
     {"num_query_groups", true, "--num-query-groups"},
     {"group_query_attention", true, "--group-query-attention"},
@@ -359,22 +368,30 @@ static const model_arg_t k_model_args[] = {
     {"max_position_embeddings", false, "--max-position-embeddings"},
     {"position_embedding_type", true, "--position-embedding-type"},
     {"use_rotary_position_embeddings", true, "--use-rotary-position-embeddings"},
-    {"rotary_base", true, "--rotary-base"}, {"rotary_percent", true, "--rotary-percent"},
+    {"rotary_base", true, "--rotary-base"},
+    {"rotary_percent", true, "--rotary-percent"},
     {"rotary_interleaved", true, "--rotary-interleaved"},
-    {"add_bias_linear", true, "--disable-bias-linear"}, {"add_qkv_bias", true, "--add-qkv-bias"},
-    {"squared_relu", true, "--squared-relu"}, {"swiglu", true, "--swiglu"},
+    {"add_bias_linear", true, "--disable-bias-linear"},
+    {"add_qkv_bias", true, "--add-qkv-bias"},
+    {"squared_relu", true, "--squared-relu"},
+    {"swiglu", true, "--swiglu"},
     {"untie_embeddings_and_output_weights", true, "--untie-embeddings-and-output-weights"},
-    {"apply_layernorm_1p", true, "--apply-layernorm-1p"}, {"normalization", true, "--normalization"},
+    {"apply_layernorm_1p", true, "--apply-layernorm-1p"},
+    {"normalization", true, "--normalization"},
     {"apply_query_key_layer_scaling", true, "--apply-query-key-layer-scaling"},
-    {"attention_dropout", true, "--attention-dropout"}, {"hidden_dropout", true, "--hidden-dropout"},
-    {"mtp_num_layers", true, "--mtp-num-layers"}, {"spec", true, "--spec"},
+    {"attention_dropout", true, "--attention-dropout"},
+    {"hidden_dropout", true, "--hidden-dropout"},
+    {"mtp_num_layers", true, "--mtp-num-layers"},
+    {"spec", true, "--spec"},
     {"num_experts", true, "--num-experts"},
 };
 static const model_arg_t k_tokenizer_args[] = {
-    {"tokenizer_model", true, "--tokenizer-model"}, {"tokenizer_type", true, "--tokenizer-type"},
+    {"tokenizer_model", true, "--tokenizer-model"},
+    {"tokenizer_type", true, "--tokenizer-type"},
 };
 static const model_arg_t k_late_args[] = {
-    {"padded_vocab_size", false, "--padded-vocab-size"}, {"ckpt_format", false, "--ckpt-format"},
+    {"padded_vocab_size", false, "--padded-vocab-size"},
+    {"ckpt_format", false, "--ckpt-format"},
 };
 static const model_arg_t k_mp_args[] = {
     {"tensor_model_parallel_size", true, "--tensor-model-parallel-size"},
@@ -391,7 +408,10 @@ static bool value_text(const mc_pyobj_t *v, char *buf, size_t n)
     double d;
     switch (v->kind) {
     case MC_PY_BOOL: snprintf(buf, n, "%s", v->b ? "True" : "False"); return true;
-    case MC_PY_INT: mc_py_get_int(v, &i); snprintf(buf, n, "%" PRId64, i); return true;
+    case MC_PY_INT:
+        mc_py_get_int(v, &i);
+        snprintf(buf, n, "%" PRId64, i);
+        return true;
     case MC_PY_FLOAT: /* Python's repr: the shortest text that reads back the same */
         mc_py_get_float(v, &d);
         mc_py_float_repr(d, buf, n);
@@ -402,7 +422,8 @@ static bool value_text(const mc_pyobj_t *v, char *buf, size_t n)
         buf[0] = '\0';
         for (size_t k = 0; k < mc_py_len(v); k++) {
             char item[256];
-            if (!value_text(mc_py_item(v, k), item, sizeof(item))) snprintf(item, sizeof(item), "None");
+            if (!value_text(mc_py_item(v, k), item, sizeof(item)))
+                snprintf(item, sizeof(item), "None");
             if (k) strncat(buf, " ", n - strlen(buf) - 1);
             strncat(buf, item, n - strlen(buf) - 1);
         }
@@ -428,7 +449,8 @@ static bool field_set(const mc_args_t *a, const mc_flag_t *f)
     }
 }
 
-static void take_args(mc_args_t *a, const mc_pyobj_t *ns, const model_arg_t *rows, size_t count, bool printer)
+static void take_args(mc_args_t *a, const mc_pyobj_t *ns, const model_arg_t *rows, size_t count,
+                      bool printer)
 {
     for (size_t k = 0; k < count; k++) {
         const mc_flag_t *f = mc_flag_find(rows[k].flag);
@@ -450,7 +472,8 @@ static void take_args(mc_args_t *a, const mc_pyobj_t *ns, const model_arg_t *row
                 continue; /* none, or given by the layers per virtual stage */
         }
         if (mc_args_take(a, f, text, err, sizeof(err)) != 0)
-            mc_user_error("%s (taken from the checkpoint's arguments by --use-checkpoint-args)", err);
+            mc_user_error("%s (taken from the checkpoint's arguments by --use-checkpoint-args)",
+                          err);
     }
 }
 
@@ -464,8 +487,9 @@ int mc_ckpt_args_supported(const mc_pyobj_t *ns, char *err, size_t n)
         char text[1024], why[768];
         if (!v || !value_text(v, text, sizeof(text))) continue;
         if (mc_args_take(&scratch, mc_flag_find(k_model_args[k].flag), text, why, sizeof(why)) != 0)
-            rc = mc_errf(err, n, "the checkpoint's model has %s %s, which megatron-c cannot run: %s",
-                         k_model_args[k].attr, text, why);
+            rc =
+                mc_errf(err, n, "the checkpoint's model has %s %s, which megatron-c cannot run: %s",
+                        k_model_args[k].attr, text, why);
     }
     mc_args_free(&scratch);
     return rc;
@@ -477,23 +501,29 @@ void mc_ckpt_args_use(mc_args_t *a, void *ctx)
 {
     (void)ctx;
     if (!a->use_checkpoint_args) return;
-    if (!a->load[0]) mc_user_error("--use-checkpoint-args requires --load or --pretrained-checkpoint argument");
+    if (!a->load[0])
+        mc_user_error("--use-checkpoint-args requires --load or --pretrained-checkpoint argument");
     char err[1024], path[MC_CKPT_PATH_MAX + 64];
     mc_pyobj_t *ck = NULL;
     if (mc_ckpt_load_rank0(a->load, a->ckpt_step, path, sizeof(path), &ck, err, sizeof(err)) != 0)
         mc_user_error("%s", err);
     const mc_pyobj_t *ns = mc_py_dict_get_str(ck, "args");
     if (!ck) {
-        if (g_printer) printf("Checkpoint not found to provide arguments, using provided arguments.\n");
+        if (g_printer)
+            printf("Checkpoint not found to provide arguments, using provided arguments.\n");
     } else if (!ns) {
-        if (g_printer) printf("Checkpoint provided does not have arguments saved, using provided arguments.\n");
+        if (g_printer)
+            printf(
+                "Checkpoint provided does not have arguments saved, using provided arguments.\n");
     } else if (!mc_py_is_a(ns, "argparse", "Namespace")) {
         mc_user_error("%s: 'args' is not an argparse.Namespace (--use-checkpoint-args needs a "
-                      "checkpoint's arguments)", path);
+                      "checkpoint's arguments)",
+                      path);
     } else {
         take_args(a, ns, k_model_args, sizeof(k_model_args) / sizeof(k_model_args[0]), g_printer);
         if (a->use_tokenizer_model_from_checkpoint_args)
-            take_args(a, ns, k_tokenizer_args, sizeof(k_tokenizer_args) / sizeof(k_tokenizer_args[0]), g_printer);
+            take_args(a, ns, k_tokenizer_args,
+                      sizeof(k_tokenizer_args) / sizeof(k_tokenizer_args[0]), g_printer);
         take_args(a, ns, k_late_args, sizeof(k_late_args) / sizeof(k_late_args[0]), g_printer);
         if (a->use_mp_args_from_checkpoint_args)
             take_args(a, ns, k_mp_args, sizeof(k_mp_args) / sizeof(k_mp_args[0]), g_printer);
@@ -502,7 +532,4 @@ void mc_ckpt_args_use(mc_args_t *a, void *ctx)
     mc_py_decref(ck);
 }
 
-void mc_ckpt_args_install(bool printer)
-{
-    g_printer = printer;
-}
+void mc_ckpt_args_install(bool printer) { g_printer = printer; }

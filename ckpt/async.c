@@ -15,8 +15,8 @@ struct mc_ckpt_async {
     char *snapshot;
     size_t cap, used;
     pthread_t thread;
-    bool running;       /* a thread was started and not joined */
-    atomic_bool done;   /* set by the writer as its last action */
+    bool running;     /* a thread was started and not joined */
+    atomic_bool done; /* set by the writer as its last action */
     void (*write)(void *job);
     void *job;
 };
@@ -33,7 +33,8 @@ static void each_storage(mc_pyobj_t *o, visit_fn visit, void *ctx, int depth)
     switch (o->kind) {
     case MC_PY_TUPLE:
     case MC_PY_LIST:
-        for (size_t i = 0; i < o->seq.len; i++) each_storage(o->seq.items[i], visit, ctx, depth + 1);
+        for (size_t i = 0; i < o->seq.len; i++)
+            each_storage(o->seq.items[i], visit, ctx, depth + 1);
         break;
     case MC_PY_DICT:
         for (size_t i = 0; i < o->dict.len; i++) {
@@ -118,8 +119,10 @@ int mc_ckpt_async_snapshot(mc_ckpt_async_t *a, mc_pyobj_t *const *objs, int n, c
     if (c.full) {
         size_t need = 0;
         for (int i = 0; i < n; i++) need += mc_ckpt_borrowed_bytes(objs[i]);
-        return mc_errf(err, errn, "the checkpoint needs a snapshot of %zu bytes but %zu were "
-                       "planned (a bug: please report it; --async-save off avoids it)", need, a->cap);
+        return mc_errf(err, errn,
+                       "the checkpoint needs a snapshot of %zu bytes but %zu were "
+                       "planned (a bug: please report it; --async-save off avoids it)",
+                       need, a->cap);
     }
     return 0;
 }
@@ -142,7 +145,8 @@ int mc_ckpt_async_start(mc_ckpt_async_t *a, void (*write)(void *job), void *job,
     a->job = job;
     atomic_store(&a->done, false);
     int rc = pthread_create(&a->thread, NULL, writer_main, a);
-    if (rc) return mc_errf(err, errn, "cannot start the checkpoint writer thread: %s", strerror(rc));
+    if (rc)
+        return mc_errf(err, errn, "cannot start the checkpoint writer thread: %s", strerror(rc));
     a->running = true;
     return 0;
 }

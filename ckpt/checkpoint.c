@@ -116,7 +116,8 @@ static save_job_t *prepare(mc_trainer_t *t)
     if (writer) add_file(j, MODEL_FILE, mc_ckpt_state_dict(t));
     if (t->ddp.dist_opt && !a->no_save_optim) {
         mc_ckpt_order_t o;
-        if (mc_ckpt_order_spec(&t->model, mc_ckpt_names_of(a), &o) != 0) mc_fatal("out of host memory");
+        if (mc_ckpt_order_spec(&t->model, mc_ckpt_names_of(a), &o) != 0)
+            mc_fatal("out of host memory");
         mc_pyobj_t *d = mc_ckpt_distopt_gather(t, &o); /* NULL on dp ranks > 0 */
         mc_ckpt_order_free(&o);
         if (writer) add_file(j, DISTOPT_FILE, d);
@@ -135,7 +136,8 @@ static void write_job(void *p)
             mc_ckpt_write_file(j->file[i].path, j->file[i].obj, j->err, sizeof(j->err));
         if (j->delay_ms > 0)
             nanosleep(&(struct timespec){.tv_sec = j->delay_ms / 1000,
-                                         .tv_nsec = j->delay_ms % 1000 * 1000000L}, NULL);
+                                         .tv_nsec = j->delay_ms % 1000 * 1000000L},
+                      NULL);
         if (!j->err[0]) mc_ckpt_fsync(j->rank_dir, j->err, sizeof(j->err));
     }
     for (int i = 0; i < j->n; i++) {
@@ -161,8 +163,10 @@ static void publish(mc_trainer_t *t, save_job_t *j)
     agree(t, err);
     if (printer(t)) {
         stamp(when, sizeof(when));
-        printf("  %s successfully saved checkpoint from iteration %7" PRId64 " to %s [ t 1/%d, p 1/%d ]\n",
-               when, j->iteration, a->save, a->tensor_model_parallel_size, a->pipeline_model_parallel_size);
+        printf("  %s successfully saved checkpoint from iteration %7" PRId64
+               " to %s [ t 1/%d, p 1/%d ]\n",
+               when, j->iteration, a->save, a->tensor_model_parallel_size,
+               a->pipeline_model_parallel_size);
         fflush(stdout);
     }
     free(j);
@@ -232,7 +236,8 @@ void mc_ckpt_init(mc_trainer_t *t)
     t->ckpt_async = mc_ckpt_async_new(bytes);
     if (!t->ckpt_async)
         mc_fatal("not enough host memory for the asynchronous checkpoint snapshot (%.2f GiB; save "
-                 "without --async-save)", (double)bytes / (1024.0 * 1024 * 1024));
+                 "without --async-save)",
+                 (double)bytes / (1024.0 * 1024 * 1024));
 }
 
 void mc_ckpt_free(mc_trainer_t *t)
@@ -249,21 +254,25 @@ static void missing(const char *path, const char *iter_dir, const char *load, ch
     char held[512];
     if (access(iter_dir, F_OK) != 0) {
         mc_ckpt_list(load, "iter_", held, sizeof(held));
-        mc_path_errf(err, n, iter_dir, "missing; %s holds %s (fix latest_checkpointed_iteration.txt "
-                     "or give --ckpt-step)", load, held[0] ? held : "no iter_* directory");
+        mc_path_errf(err, n, iter_dir,
+                     "missing; %s holds %s (fix latest_checkpointed_iteration.txt "
+                     "or give --ckpt-step)",
+                     load, held[0] ? held : "no iter_* directory");
         return;
     }
     char meta[MC_CKPT_PATH_MAX + 32];
     snprintf(meta, sizeof(meta), "%s/metadata.json", iter_dir);
     if (access(meta, F_OK) == 0) {
-        mc_path_errf(err, n, iter_dir, "is a distributed checkpoint (--ckpt-format torch_dist or "
+        mc_path_errf(err, n, iter_dir,
+                     "is a distributed checkpoint (--ckpt-format torch_dist or "
                      "torch_dcp), which megatron-c does not read (save it in Megatron-LM with "
                      "--ckpt-format torch, e.g. by loading it with --ckpt-convert-format torch "
                      "--ckpt-convert-save DIR)");
         return;
     }
     mc_ckpt_list(iter_dir, "mp_rank_", held, sizeof(held));
-    mc_path_errf(err, n, path, "missing shard file (the checkpoint holds %s: it was saved with another "
+    mc_path_errf(err, n, path,
+                 "missing shard file (the checkpoint holds %s: it was saved with another "
                  "tensor or pipeline-parallel layout, or a rank failed to write it)",
                  held[0] ? held : "no mp_rank_* directory");
 }
@@ -280,13 +289,16 @@ bool mc_ckpt_load(mc_trainer_t *t)
     agree(t, err);
     if (!found) {
         if (a->exit_on_missing_checkpoint) {
-            snprintf(err, sizeof(err), "%.800s/%s: missing, and --exit-on-missing-checkpoint is set (no "
-                     "checkpoint to load: check the --load path)", dir, MC_CKPT_TRACKER);
+            snprintf(err, sizeof(err),
+                     "%.800s/%s: missing, and --exit-on-missing-checkpoint is set (no "
+                     "checkpoint to load: check the --load path)",
+                     dir, MC_CKPT_TRACKER);
             agree(t, err);
         }
         if (printer(t)) {
             printf("WARNING: could not find the metadata file %s/%s\n"
-                   "    will not load any checkpoints and will start from random\n", dir, MC_CKPT_TRACKER);
+                   "    will not load any checkpoints and will start from random\n",
+                   dir, MC_CKPT_TRACKER);
             fflush(stdout);
         }
         return false;
@@ -325,7 +337,8 @@ bool mc_ckpt_load(mc_trainer_t *t)
         snprintf(path, sizeof(path), "%s/%s/%s", iter_dir, rank_name, DISTOPT_FILE);
         mc_pyobj_t *d = NULL;
         if (access(path, F_OK) != 0)
-            mc_path_errf(err, sizeof(err), path, "missing (the checkpoint was saved without the "
+            mc_path_errf(err, sizeof(err), path,
+                         "missing (the checkpoint was saved without the "
                          "distributed optimizer's state: add --no-load-optim)");
         else if (mc_torch_load(path, 0, &d, err, sizeof(err)) == 0) {
             char inner[ERR_MAX];
@@ -337,16 +350,19 @@ bool mc_ckpt_load(mc_trainer_t *t)
     }
     mc_ckpt_order_free(&got.order);
     if (printer(t) && got.foreign_rng)
-        printf("WARNING: the checkpoint's rng state is Megatron-LM's (Python, numpy, torch and CUDA "
-               "generators), which megatron-c's dropout (Philox, keyed by --seed) cannot continue: "
-               "not loaded, as with --no-load-rng\n");
+        printf(
+            "WARNING: the checkpoint's rng state is Megatron-LM's (Python, numpy, torch and CUDA "
+            "generators), which megatron-c's dropout (Philox, keyed by --seed) cannot continue: "
+            "not loaded, as with --no-load-rng\n");
     if (printer(t) && got.weights_16bit && !a->bf16 && !a->fp16)
         printf("WARNING: the checkpoint's model weights are 16-bit and this run trains in fp32%s\n",
-               opts.load_optim ? " from its fp32 master parameters" : " (without --no-load-optim the "
-               "fp32 master parameters would be loaded)");
+               opts.load_optim ? " from its fp32 master parameters"
+                               : " (without --no-load-optim the "
+                                 "fp32 master parameters would be loaded)");
     if (printer(t)) {
         printf(" checkpoint version 3.0\n"
-               "  successfully loaded checkpoint from %s [ t 1/%d, p 1/%d ] at iteration %" PRId64 "\n",
+               "  successfully loaded checkpoint from %s [ t 1/%d, p 1/%d ] at iteration %" PRId64
+               "\n",
                dir, a->tensor_model_parallel_size, a->pipeline_model_parallel_size, t->iteration);
         fflush(stdout);
     }

@@ -49,7 +49,8 @@ static full_t *add_full(model_t *fm, const mc_param_t *p)
     if (f) return f;
     if (fm->n == fm->cap) {
         fm->cap = fm->cap ? 2 * fm->cap : 64;
-        if (!(fm->items = realloc(fm->items, (size_t)fm->cap * sizeof(full_t)))) mc_fatal("out of host memory");
+        if (!(fm->items = realloc(fm->items, (size_t)fm->cap * sizeof(full_t))))
+            mc_fatal("out of host memory");
     }
     f = &fm->items[fm->n++];
     memset(f, 0, sizeof(*f));
@@ -58,7 +59,8 @@ static full_t *add_full(model_t *fm, const mc_param_t *p)
     f->shape[0] = p->shape[0];
     f->shape[1] = p->ndim > 1 ? p->shape[1] : 1;
     for (int k = 0; k < 3; k++)
-        if (!(f->v[k] = calloc((size_t)(f->shape[0] * f->shape[1]), sizeof(float)))) mc_fatal("out of host memory");
+        if (!(f->v[k] = calloc((size_t)(f->shape[0] * f->shape[1]), sizeof(float))))
+            mc_fatal("out of host memory");
     return f;
 }
 
@@ -73,7 +75,8 @@ static void free_model(model_t *fm)
 /* Copies between parameter p's slice on its tp rank (local, p->local's shape) and the full tensor
  * f. Reading a target slice, rows past the source's (a vocabulary padded further) take the last
  * row, as Megatron's converter pads them (weights), or zeros (Adam moments). */
-static void slice_copy(const mc_param_t *p, int tp_rank, full_t *f, int k, float *local, bool to_full)
+static void slice_copy(const mc_param_t *p, int tp_rank, full_t *f, int k, float *local,
+                       bool to_full)
 {
     const int64_t rows = p->local[0], cols = p->ndim > 1 ? p->local[1] : 1, full_cols = f->shape[1];
     const int64_t row0 = p->split == MC_SPLIT_ROWS ? tp_rank * rows : 0;
@@ -122,10 +125,12 @@ static void rank_copy(mc_trainer_t *t, model_t *fm, bool to_full)
         if (to_full && (p->shared || (p->split == MC_SPLIT_NONE && m->cfg.tp_rank != 0))) continue;
         full_t *f = to_full ? add_full(fm, p) : find_full(fm, name);
         if (!f) mc_fatal("internal error: the source checkpoint has no %s", name);
-        float *moments[2] = {malloc((size_t)p->numel * sizeof(float)), malloc((size_t)p->numel * sizeof(float))};
+        float *moments[2] = {malloc((size_t)p->numel * sizeof(float)),
+                             malloc((size_t)p->numel * sizeof(float))};
         if (!moments[0] || !moments[1]) mc_fatal("out of host memory");
         if (to_full) moments_copy(t, i, moments, true);
-        slice_copy(p, m->cfg.tp_rank, f, 0, (float *)m->param_buf + p->offset, to_full); /* fp32 state */
+        slice_copy(p, m->cfg.tp_rank, f, 0, (float *)m->param_buf + p->offset,
+                   to_full); /* fp32 state */
         for (int k = 0; k < 2; k++) slice_copy(p, m->cfg.tp_rank, f, k + 1, moments[k], to_full);
         if (!to_full) moments_copy(t, i, moments, false);
         free(moments[0]);
@@ -135,18 +140,27 @@ static void rank_copy(mc_trainer_t *t, model_t *fm, bool to_full)
 
 /* ---- layouts ---- */
 
-static int vpp_of(const mc_args_t *a) { return a->virtual_pipeline_model_parallel_size > 1 ? a->virtual_pipeline_model_parallel_size : 1; }
+static int vpp_of(const mc_args_t *a)
+{
+    return a->virtual_pipeline_model_parallel_size > 1 ? a->virtual_pipeline_model_parallel_size
+                                                       : 1;
+}
 
 static void describe(char *buf, size_t n, const mc_args_t *a)
 {
-    int len = snprintf(buf, n, "tp %d, pp %d", a->tensor_model_parallel_size, a->pipeline_model_parallel_size);
-    if (vpp_of(a) > 1 && len < (int)n) len += snprintf(buf + len, n - (size_t)len, ", %d virtual stages", vpp_of(a));
+    int len = snprintf(buf, n, "tp %d, pp %d", a->tensor_model_parallel_size,
+                       a->pipeline_model_parallel_size);
+    if (vpp_of(a) > 1 && len < (int)n)
+        len += snprintf(buf + len, n - (size_t)len, ", %d virtual stages", vpp_of(a));
     if (a->decoder_first_pipeline_num_layers && len < (int)n)
-        len += snprintf(buf + len, n - (size_t)len, ", first stage %d layers", a->decoder_first_pipeline_num_layers);
+        len += snprintf(buf + len, n - (size_t)len, ", first stage %d layers",
+                        a->decoder_first_pipeline_num_layers);
     if (a->decoder_last_pipeline_num_layers && len < (int)n)
-        len += snprintf(buf + len, n - (size_t)len, ", last stage %d layers", a->decoder_last_pipeline_num_layers);
+        len += snprintf(buf + len, n - (size_t)len, ", last stage %d layers",
+                        a->decoder_last_pipeline_num_layers);
     if (a->use_distributed_optimizer && len < (int)n)
-        snprintf(buf + len, n - (size_t)len, ", distributed optimizer (dp %d)", a->data_parallel_size);
+        snprintf(buf + len, n - (size_t)len, ", distributed optimizer (dp %d)",
+                 a->data_parallel_size);
 }
 
 /* The target's padded vocabulary: the tokenizer's vocabulary padded for the target tp. */
@@ -154,22 +168,29 @@ static int target_vocab(const mc_args_t *src, const mc_args_t *tgt, int64_t true
 {
     const int m_src = src->make_vocab_size_divisible_by * src->tensor_model_parallel_size;
     const int m_tgt = tgt->make_vocab_size_divisible_by * tgt->tensor_model_parallel_size;
-    const int64_t v = true_vocab > 0 ? true_vocab : src->vocab_size > 0 ? mc_args_vocab_from_size(src) : 0;
+    const int64_t v = true_vocab > 0        ? true_vocab
+                      : src->vocab_size > 0 ? mc_args_vocab_from_size(src)
+                                            : 0;
     if (v > src->padded_vocab_size)
-        mc_user_error("--true-vocab-size %lld is larger than the checkpoint's padded vocabulary (%d)",
-                      (long long)v, src->padded_vocab_size);
-    if (v > 0) return mc_padded_vocab_size((int)v, tgt->make_vocab_size_divisible_by, tgt->tensor_model_parallel_size);
+        mc_user_error(
+            "--true-vocab-size %lld is larger than the checkpoint's padded vocabulary (%d)",
+            (long long)v, src->padded_vocab_size);
+    if (v > 0)
+        return mc_padded_vocab_size((int)v, tgt->make_vocab_size_divisible_by,
+                                    tgt->tensor_model_parallel_size);
     /* the true size lies in (padded - m_src, padded]: padding it for m_tgt gives the same
      * size exactly when m_tgt divides it and is no smaller than m_src */
     if (src->padded_vocab_size % m_tgt == 0 && m_tgt >= m_src) return src->padded_vocab_size;
-    mc_user_error("the checkpoint does not say its vocabulary size (it was trained with a tokenizer's "
-                  "vocabulary file), and its padded vocabulary (%d) does not fit tensor-parallel size %d "
-                  "(give --true-vocab-size, the tokenizer's vocabulary: 50257 for GPT-2)",
-                  src->padded_vocab_size, tgt->tensor_model_parallel_size);
+    mc_user_error(
+        "the checkpoint does not say its vocabulary size (it was trained with a tokenizer's "
+        "vocabulary file), and its padded vocabulary (%d) does not fit tensor-parallel size %d "
+        "(give --true-vocab-size, the tokenizer's vocabulary: 50257 for GPT-2)",
+        src->padded_vocab_size, tgt->tensor_model_parallel_size);
 }
 
 /* The target layout from the flags; checked against the model. */
-static void target_args(mc_args_t *t, const mc_args_t *src, const mc_convert_args_t *o, mc_ckpt_names_t names)
+static void target_args(mc_args_t *t, const mc_args_t *src, const mc_convert_args_t *o,
+                        mc_ckpt_names_t names)
 {
     *t = *src; /* lists stay owned by src */
     if (o->tp > 0) t->tensor_model_parallel_size = o->tp;
@@ -177,9 +198,11 @@ static void target_args(mc_args_t *t, const mc_args_t *src, const mc_convert_arg
     const bool virtual_given = o->layers_per_virtual_stage > 0 || o->virtual_stages > 0 ||
                                o->first_stage_layers > 0 || o->last_stage_layers > 0;
     if (virtual_given || t->pipeline_model_parallel_size != src->pipeline_model_parallel_size) {
-        t->num_layers_per_virtual_pipeline_stage = o->layers_per_virtual_stage > 0 ? o->layers_per_virtual_stage : 0;
+        t->num_layers_per_virtual_pipeline_stage =
+            o->layers_per_virtual_stage > 0 ? o->layers_per_virtual_stage : 0;
         t->num_virtual_stages_per_pipeline_rank = o->virtual_stages > 0 ? o->virtual_stages : 0;
-        t->decoder_first_pipeline_num_layers = o->first_stage_layers > 0 ? o->first_stage_layers : 0;
+        t->decoder_first_pipeline_num_layers =
+            o->first_stage_layers > 0 ? o->first_stage_layers : 0;
         t->decoder_last_pipeline_num_layers = o->last_stage_layers > 0 ? o->last_stage_layers : 0;
     }
     if (o->dp > 0) t->data_parallel_size = o->dp;
@@ -191,36 +214,47 @@ static void target_args(mc_args_t *t, const mc_args_t *src, const mc_convert_arg
     }
     if (!t->use_distributed_optimizer) t->overlap_param_gather = false;
     snprintf(t->transformer_impl, sizeof(t->transformer_impl), "%s",
-             o->transformer_impl ? o->transformer_impl : names == MC_CKPT_NAMES_TE ? "transformer_engine" : "local");
+             o->transformer_impl         ? o->transformer_impl
+             : names == MC_CKPT_NAMES_TE ? "transformer_engine"
+                                         : "local");
 
     const int tp = t->tensor_model_parallel_size, pp = t->pipeline_model_parallel_size;
-    const int K = t->num_layers_per_virtual_pipeline_stage, V = t->num_virtual_stages_per_pipeline_rank;
+    const int K = t->num_layers_per_virtual_pipeline_stage,
+              V = t->num_virtual_stages_per_pipeline_rank;
     if (t->num_attention_heads % tp != 0)
-        mc_user_error("the model's %d attention heads are not divisible by --target-tensor-parallel-size %d",
-                      t->num_attention_heads, tp);
+        mc_user_error(
+            "the model's %d attention heads are not divisible by --target-tensor-parallel-size %d",
+            t->num_attention_heads, tp);
     if (t->num_query_groups % tp != 0 && tp % t->num_query_groups != 0)
-        mc_user_error("the model's %d query groups and --target-tensor-parallel-size %d do not divide "
-                      "one another", t->num_query_groups, tp);
+        mc_user_error(
+            "the model's %d query groups and --target-tensor-parallel-size %d do not divide "
+            "one another",
+            t->num_query_groups, tp);
     if (t->ffn_hidden_size % tp != 0)
-        mc_user_error("the model's FFN size %d is not divisible by --target-tensor-parallel-size %d",
-                      t->ffn_hidden_size, tp);
+        mc_user_error(
+            "the model's FFN size %d is not divisible by --target-tensor-parallel-size %d",
+            t->ffn_hidden_size, tp);
     if (K && V)
         mc_user_error("give only one of --target-num-layers-per-virtual-pipeline-stage and "
                       "--target-num-virtual-stages-per-pipeline-rank");
     if (K && (t->decoder_first_pipeline_num_layers || t->decoder_last_pipeline_num_layers))
-        mc_user_error("--target-num-layers-per-virtual-pipeline-stage cannot be combined with uneven "
-                      "first/last stages (use --target-num-virtual-stages-per-pipeline-rank)");
+        mc_user_error(
+            "--target-num-layers-per-virtual-pipeline-stage cannot be combined with uneven "
+            "first/last stages (use --target-num-virtual-stages-per-pipeline-rank)");
     if (K && (t->num_layers % pp != 0 || (t->num_layers / pp) % K != 0))
-        mc_user_error("the model's %d layers do not split into --target-pipeline-parallel-size %d stages "
-                      "of --target-num-layers-per-virtual-pipeline-stage %d layers", t->num_layers, pp, K);
+        mc_user_error(
+            "the model's %d layers do not split into --target-pipeline-parallel-size %d stages "
+            "of --target-num-layers-per-virtual-pipeline-stage %d layers",
+            t->num_layers, pp, K);
     t->virtual_pipeline_model_parallel_size = K ? t->num_layers / pp / K : V ? V : 1;
     if (t->virtual_pipeline_model_parallel_size > 1 && pp < 2)
         mc_user_error("virtual pipeline stages need --target-pipeline-parallel-size > 1");
     if (t->virtual_pipeline_model_parallel_size > 1 && t->num_microbatches > 0 &&
         t->num_microbatches % pp != 0)
-        mc_warn("the target's interleaved schedule needs microbatches in multiples of the pipeline size "
-                "(%d): the checkpoint's %d will not do without another --global-batch-size",
-                pp, t->num_microbatches);
+        mc_warn(
+            "the target's interleaved schedule needs microbatches in multiples of the pipeline size "
+            "(%d): the checkpoint's %d will not do without another --global-batch-size",
+            pp, t->num_microbatches);
     char err[512];
     for (int r = 0; r < pp; r++) {
         mc_gpt_config_t cfg;
@@ -240,18 +274,25 @@ static mc_pyobj_t *target_namespace(const mc_pyobj_t *ns, const mc_args_t *t)
     mc_pyobj_t *out = mc_ckpt_args_copy(ns);
     if (!out) return NULL;
 #define INT_OR_NONE(v) ((v) > 0 ? mc_py_int(v) : mc_py_none())
-    int rc = mc_py_attr_set(out, "tensor_model_parallel_size", mc_py_int(t->tensor_model_parallel_size));
-    rc |= mc_py_attr_set(out, "pipeline_model_parallel_size", mc_py_int(t->pipeline_model_parallel_size));
+    int rc =
+        mc_py_attr_set(out, "tensor_model_parallel_size", mc_py_int(t->tensor_model_parallel_size));
+    rc |= mc_py_attr_set(out, "pipeline_model_parallel_size",
+                         mc_py_int(t->pipeline_model_parallel_size));
     rc |= mc_py_attr_set(out, "virtual_pipeline_model_parallel_size",
                          vpp_of(t) > 1 ? mc_py_int(vpp_of(t)) : mc_py_none());
-    rc |= mc_py_attr_set(out, "num_layers_per_virtual_pipeline_stage", INT_OR_NONE(t->num_layers_per_virtual_pipeline_stage));
-    rc |= mc_py_attr_set(out, "num_virtual_stages_per_pipeline_rank", INT_OR_NONE(t->num_virtual_stages_per_pipeline_rank));
-    rc |= mc_py_attr_set(out, "decoder_first_pipeline_num_layers", INT_OR_NONE(t->decoder_first_pipeline_num_layers));
-    rc |= mc_py_attr_set(out, "decoder_last_pipeline_num_layers", INT_OR_NONE(t->decoder_last_pipeline_num_layers));
+    rc |= mc_py_attr_set(out, "num_layers_per_virtual_pipeline_stage",
+                         INT_OR_NONE(t->num_layers_per_virtual_pipeline_stage));
+    rc |= mc_py_attr_set(out, "num_virtual_stages_per_pipeline_rank",
+                         INT_OR_NONE(t->num_virtual_stages_per_pipeline_rank));
+    rc |= mc_py_attr_set(out, "decoder_first_pipeline_num_layers",
+                         INT_OR_NONE(t->decoder_first_pipeline_num_layers));
+    rc |= mc_py_attr_set(out, "decoder_last_pipeline_num_layers",
+                         INT_OR_NONE(t->decoder_last_pipeline_num_layers));
     rc |= mc_py_attr_set(out, "padded_vocab_size", mc_py_int(t->padded_vocab_size));
     rc |= mc_py_attr_set(out, "data_parallel_size", mc_py_int(t->data_parallel_size));
     rc |= mc_py_attr_set(out, "world_size", mc_py_int(t->world_size));
-    rc |= mc_py_attr_set(out, "use_distributed_optimizer", mc_py_bool(t->use_distributed_optimizer));
+    rc |=
+        mc_py_attr_set(out, "use_distributed_optimizer", mc_py_bool(t->use_distributed_optimizer));
     rc |= mc_py_attr_set(out, "overlap_grad_reduce", mc_py_bool(t->overlap_grad_reduce));
     rc |= mc_py_attr_set(out, "overlap_param_gather", mc_py_bool(t->overlap_param_gather));
     rc |= mc_py_attr_set(out, "ddp_bucket_size", INT_OR_NONE(t->ddp_bucket_size));
@@ -277,7 +318,8 @@ static const mc_pyobj_t *group_like(const mc_pyobj_t *groups, const mc_pyobj_t *
     double want = -1, wd = -2;
     mc_py_get_float(mc_py_dict_get_str(g, "wd_mult"), &want);
     for (size_t k = 0; k < mc_py_len(groups); k++)
-        if (mc_py_get_float(mc_py_dict_get_str(mc_py_item(groups, k), "wd_mult"), &wd) == 0 && wd == want)
+        if (mc_py_get_float(mc_py_dict_get_str(mc_py_item(groups, k), "wd_mult"), &wd) == 0 &&
+            wd == want)
             return mc_py_item(groups, k);
     return NULL;
 }
@@ -296,7 +338,8 @@ static int carry_optimizer(mc_pyobj_t *opt, const mc_pyobj_t *src_opt)
         for (size_t j = 0; like && like->kind == MC_PY_DICT && j < like->dict.len; j++) {
             const char *key = mc_py_get_str(like->dict.keys[j]);
             if (key && strcmp(key, "params") != 0 && strcmp(key, "step") != 0)
-                rc |= mc_py_dict_set(g, mc_py_incref(like->dict.keys[j]), mc_py_incref(like->dict.vals[j]));
+                rc |= mc_py_dict_set(g, mc_py_incref(like->dict.keys[j]),
+                                     mc_py_incref(like->dict.vals[j]));
         }
     }
     const mc_pyobj_t *scaler = mc_py_dict_get_str(src_opt, "grad_scaler");
@@ -307,8 +350,8 @@ static int carry_optimizer(mc_pyobj_t *opt, const mc_pyobj_t *src_opt)
 
 typedef struct {
     const mc_args_t *args;
-    const mc_pyobj_t *ck0;   /* the source's first file: templates */
-    mc_pyobj_t *ns;          /* the target's Namespace */
+    const mc_pyobj_t *ck0; /* the source's first file: templates */
+    mc_pyobj_t *ns;        /* the target's Namespace */
     const mc_lr_sched_t *sched;
     int64_t iteration, consumed_train, consumed_valid;
     int step;
@@ -320,7 +363,8 @@ static void write_rank(const target_t *tg, model_t *fm, const mc_backend_t *be, 
 {
     char err[ERR_MAX], path[MC_CKPT_PATH_MAX + 128];
     mc_trainer_t t;
-    if (mc_trainer_init_state(&t, tg->args, be, tp, pp, err, sizeof(err)) != 0) mc_user_error("%s", err);
+    if (mc_trainer_init_state(&t, tg->args, be, tp, pp, err, sizeof(err)) != 0)
+        mc_user_error("%s", err);
     rank_copy(&t, fm, false);
     t.opt.step = tg->step;
     t.sched = *tg->sched;
@@ -335,7 +379,9 @@ static void write_rank(const target_t *tg, model_t *fm, const mc_backend_t *be, 
     mc_pyobj_t *opt = mc_py_dict_get_str(sd, "optimizer");
     if (opt && src_opt) rc |= carry_optimizer(opt, src_opt);
     const mc_pyobj_t *flops = mc_py_dict_get_str(tg->ck0, "num_floating_point_operations_so_far");
-    if (flops) rc |= mc_py_dict_set_str(sd, "num_floating_point_operations_so_far", mc_py_incref((mc_pyobj_t *)flops));
+    if (flops)
+        rc |= mc_py_dict_set_str(sd, "num_floating_point_operations_so_far",
+                                 mc_py_incref((mc_pyobj_t *)flops));
     if (rc) mc_fatal("out of host memory building the converted checkpoint");
     if (mc_ckpt_mkdirs(rank_dir, err, sizeof(err)) != 0) mc_user_error("%s", err);
     snprintf(path, sizeof(path), "%s/%s", rank_dir, MODEL_FILE);
@@ -343,7 +389,8 @@ static void write_rank(const target_t *tg, model_t *fm, const mc_backend_t *be, 
     mc_py_decref(sd);
     if (tg->args->use_distributed_optimizer && !tg->args->no_save_optim) {
         mc_ckpt_order_t o;
-        if (mc_ckpt_order_spec(&t.model, mc_ckpt_names_of(tg->args), &o) != 0) mc_fatal("out of host memory");
+        if (mc_ckpt_order_spec(&t.model, mc_ckpt_names_of(tg->args), &o) != 0)
+            mc_fatal("out of host memory");
         mc_pyobj_t *d = mc_ckpt_distopt_gather(&t, &o);
         mc_ckpt_order_free(&o);
         snprintf(path, sizeof(path), "%s/%s", rank_dir, DISTOPT_FILE);
@@ -372,30 +419,35 @@ static void read_rank(source_t *s, model_t *fm, const mc_backend_t *be, int tp, 
 {
     char err[ERR_MAX], inner[ERR_MAX], rank[32], path[MC_CKPT_PATH_MAX + 64];
     mc_trainer_t t;
-    if (mc_trainer_init_state(&t, &s->args, be, tp, pp, err, sizeof(err)) != 0) mc_user_error("%s", err);
+    if (mc_trainer_init_state(&t, &s->args, be, tp, pp, err, sizeof(err)) != 0)
+        mc_user_error("%s", err);
     mc_ckpt_rank_name(rank, sizeof(rank), tp, s->args.pipeline_model_parallel_size, pp);
     snprintf(path, sizeof(path), "%s/%s/%s", s->iter_dir, rank, MODEL_FILE);
     if (access(path, F_OK) != 0) {
         char held[512];
         mc_ckpt_list(s->iter_dir, "mp_rank_", held, sizeof(held));
-        mc_user_error("%s: missing shard file (the checkpoint's args say tensor_model_parallel_size %d x "
-                      "pipeline_model_parallel_size %d, but it holds %s)", path,
-                      s->args.tensor_model_parallel_size, s->args.pipeline_model_parallel_size,
-                      held[0] ? held : "no mp_rank_* directory");
+        mc_user_error(
+            "%s: missing shard file (the checkpoint's args say tensor_model_parallel_size %d x "
+            "pipeline_model_parallel_size %d, but it holds %s)",
+            path, s->args.tensor_model_parallel_size, s->args.pipeline_model_parallel_size,
+            held[0] ? held : "no mp_rank_* directory");
     }
     mc_pyobj_t *ck = NULL;
     if (mc_torch_load(path, 0, &ck, err, sizeof(err)) != 0) mc_user_error("%s", err);
     const mc_ckpt_apply_opts_t opts = {.release = s->release, .load_optim = s->has_optim};
     mc_ckpt_applied_t got;
-    if (mc_ckpt_apply(&t, ck, &opts, &got, inner, sizeof(inner)) != 0) mc_user_error("%s: %s", path, inner);
+    if (mc_ckpt_apply(&t, ck, &opts, &got, inner, sizeof(inner)) != 0)
+        mc_user_error("%s: %s", path, inner);
     mc_py_decref(ck);
     if (s->dist) {
         snprintf(path, sizeof(path), "%s/%s/%s", s->iter_dir, rank, DISTOPT_FILE);
         mc_pyobj_t *d = NULL;
         if (access(path, F_OK) != 0)
-            mc_user_error("%s: missing (the checkpoint's args say --use-distributed-optimizer)", path);
+            mc_user_error("%s: missing (the checkpoint's args say --use-distributed-optimizer)",
+                          path);
         if (mc_torch_load(path, 0, &d, err, sizeof(err)) != 0) mc_user_error("%s", err);
-        if (mc_ckpt_distopt_load(&t, d, &got.order, inner, sizeof(inner)) != 0) mc_user_error("%s: %s", path, inner);
+        if (mc_ckpt_distopt_load(&t, d, &got.order, inner, sizeof(inner)) != 0)
+            mc_user_error("%s: %s", path, inner);
         mc_py_decref(d);
     }
     if (first) {
@@ -407,11 +459,13 @@ static void read_rank(source_t *s, model_t *fm, const mc_backend_t *be, int tp, 
         s->step = t.opt.step;
         s->seed = t.model.cfg.seed;
         s->foreign_rng = got.foreign_rng;
-    } else if (t.opt.step != s->step || t.iteration != s->iteration || t.sched.num_steps != s->sched.num_steps) {
-        mc_user_error("%s/%s: holds iteration %" PRId64 ", optimizer step %d, scheduler step %" PRId64
-                      " but rank 0 holds %" PRId64 ", %d, %" PRId64 " (files of different saves)",
-                      s->iter_dir, rank, t.iteration, t.opt.step, t.sched.num_steps, s->iteration, s->step,
-                      s->sched.num_steps);
+    } else if (t.opt.step != s->step || t.iteration != s->iteration ||
+               t.sched.num_steps != s->sched.num_steps) {
+        mc_user_error("%s/%s: holds iteration %" PRId64
+                      ", optimizer step %d, scheduler step %" PRId64 " but rank 0 holds %" PRId64
+                      ", %d, %" PRId64 " (files of different saves)",
+                      s->iter_dir, rank, t.iteration, t.opt.step, t.sched.num_steps, s->iteration,
+                      s->step, s->sched.num_steps);
     }
     mc_ckpt_order_free(&got.order);
     rank_copy(&t, fm, true);
@@ -454,7 +508,8 @@ int mc_convert_run(const mc_convert_args_t *o)
     if (mc_ckpt_read_tracker(o->load_dir, &found, &s.iteration, &s.release, err, sizeof(err)) != 0)
         mc_user_error("%s", err);
     if (!found)
-        mc_user_error("%s/%s: missing (no checkpoint to convert: check --load-dir)", o->load_dir, MC_CKPT_TRACKER);
+        mc_user_error("%s/%s: missing (no checkpoint to convert: check --load-dir)", o->load_dir,
+                      MC_CKPT_TRACKER);
     if (o->ckpt_step > 0) {
         s.iteration = o->ckpt_step;
         s.release = false;
@@ -462,7 +517,8 @@ int mc_convert_run(const mc_convert_args_t *o)
     refuse_replacing(o, &s);
     mc_ckpt_iter_dir(s.iter_dir, sizeof(s.iter_dir), o->load_dir, s.iteration, s.release, NULL);
     mc_pyobj_t *ck0 = NULL;
-    if (mc_ckpt_load_rank0(o->load_dir, o->ckpt_step, path, sizeof(path), &ck0, err, sizeof(err)) != 0)
+    if (mc_ckpt_load_rank0(o->load_dir, o->ckpt_step, path, sizeof(path), &ck0, err, sizeof(err)) !=
+        0)
         mc_user_error("%s", err);
     if (!ck0) {
         char held[512];
@@ -473,9 +529,11 @@ int mc_convert_run(const mc_convert_args_t *o)
     }
     const mc_pyobj_t *ns = mc_py_dict_get_str(ck0, "args");
     if (!ns) mc_user_error("%s: no 'args' entry (the layout it was saved with is unknown)", path);
-    if (mc_ckpt_args_from_namespace(ns, &s.args, err, sizeof(err)) != 0) mc_user_error("%s: %s", path, err);
+    if (mc_ckpt_args_from_namespace(ns, &s.args, err, sizeof(err)) != 0)
+        mc_user_error("%s: %s", path, err);
     if (mc_ckpt_args_supported(ns, err, sizeof(err)) != 0) mc_user_error("%s: %s", path, err);
-    s.has_optim = mc_py_dict_get_str(ck0, "optimizer") && mc_py_dict_get_str(ck0, "opt_param_scheduler");
+    s.has_optim =
+        mc_py_dict_get_str(ck0, "optimizer") && mc_py_dict_get_str(ck0, "opt_param_scheduler");
     s.dist = s.has_optim && s.args.use_distributed_optimizer;
     /* take the file's scheduler and seed as they are */
     s.args.use_checkpoint_opt_param_scheduler = true;
@@ -487,7 +545,8 @@ int mc_convert_run(const mc_convert_args_t *o)
     const int tp_s = s.args.tensor_model_parallel_size, pp_s = s.args.pipeline_model_parallel_size;
     char layout[256];
     describe(layout, sizeof(layout), &s.args);
-    printf("loading checkpoint from %s at iteration %" PRId64 " (%s)\n", o->load_dir, s.iteration, layout);
+    printf("loading checkpoint from %s at iteration %" PRId64 " (%s)\n", o->load_dir, s.iteration,
+           layout);
     fflush(stdout);
     for (int pp = 0; pp < pp_s; pp++)
         for (int tp = 0; tp < tp_s; tp++) read_rank(&s, &fm, be, tp, pp, pp == 0 && tp == 0);
@@ -497,13 +556,21 @@ int mc_convert_run(const mc_convert_args_t *o)
     target_args(&t_args, &s.args, o, s.names);
     t_args.padded_vocab_size = target_vocab(&s.args, &t_args, o->true_vocab_size);
     if (t_args.padded_vocab_size % t_args.tensor_model_parallel_size != 0)
-        mc_user_error("the padded vocabulary (%d) is not divisible by --target-tensor-parallel-size %d "
-                      "(give --true-vocab-size)", t_args.padded_vocab_size, t_args.tensor_model_parallel_size);
+        mc_user_error(
+            "the padded vocabulary (%d) is not divisible by --target-tensor-parallel-size %d "
+            "(give --true-vocab-size)",
+            t_args.padded_vocab_size, t_args.tensor_model_parallel_size);
     t_args.no_save_optim = !s.has_optim;
     t_args.no_save_rng = false;
-    target_t tg = {.args = &t_args, .ck0 = ck0, .ns = target_namespace(ns, &t_args), .sched = &s.sched,
-                   .iteration = s.iteration, .consumed_train = s.consumed_train,
-                   .consumed_valid = s.consumed_valid, .step = s.step, .seed = s.seed};
+    target_t tg = {.args = &t_args,
+                   .ck0 = ck0,
+                   .ns = target_namespace(ns, &t_args),
+                   .sched = &s.sched,
+                   .iteration = s.iteration,
+                   .consumed_train = s.consumed_train,
+                   .consumed_valid = s.consumed_valid,
+                   .step = s.step,
+                   .seed = s.seed};
     if (!tg.ns) mc_fatal("out of host memory");
     describe(layout, sizeof(layout), &t_args);
     printf("saving it to %s (%s)\n", o->save_dir, layout);
@@ -525,13 +592,17 @@ int mc_convert_run(const mc_convert_args_t *o)
     char text[32];
     if (s.release) snprintf(text, sizeof(text), "release");
     else snprintf(text, sizeof(text), "%" PRId64, s.iteration);
-    if (mc_ckpt_fsync(staging, err, sizeof(err)) != 0 || mc_ckpt_publish_dir(staging, final, err, sizeof(err)) != 0 ||
+    if (mc_ckpt_fsync(staging, err, sizeof(err)) != 0 ||
+        mc_ckpt_publish_dir(staging, final, err, sizeof(err)) != 0 ||
         mc_ckpt_write_tracker(o->save_dir, text, tmp, err, sizeof(err)) != 0)
         mc_user_error("%s", err);
     if (s.foreign_rng)
-        printf("note: the source's rng state is Megatron-LM's, which megatron-c does not use; the converted "
-               "checkpoint holds megatron-c's (the dropout seed %" PRIu64 "): Megatron-LM loads it with "
-               "--no-load-rng\n", s.seed);
+        printf(
+            "note: the source's rng state is Megatron-LM's, which megatron-c does not use; the converted "
+            "checkpoint holds megatron-c's (the dropout seed %" PRIu64
+            "): Megatron-LM loads it with "
+            "--no-load-rng\n",
+            s.seed);
     printf("converted iteration %" PRId64 " to %s\n", s.iteration, final);
     mc_py_decref(tg.ns);
     mc_py_decref(ck0);

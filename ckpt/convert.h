@@ -20,19 +20,19 @@
 /* The options of `megatron-c convert-checkpoint` (filled by cli/convert_args.c). */
 /* -1 in an int field: not given (keep the source's). */
 typedef struct {
-    const char *load_dir, *save_dir; /* required */
-    int64_t ckpt_step;               /* 0: the tracker's iteration */
-    int tp, pp;                      /* --target-tensor/pipeline-parallel-size */
-    int layers_per_virtual_stage;    /* --target-num-layers-per-virtual-pipeline-stage */
-    int virtual_stages;              /* --target-num-virtual-stages-per-pipeline-rank */
+    const char *load_dir, *save_dir;           /* required */
+    int64_t ckpt_step;                         /* 0: the tracker's iteration */
+    int tp, pp;                                /* --target-tensor/pipeline-parallel-size */
+    int layers_per_virtual_stage;              /* --target-num-layers-per-virtual-pipeline-stage */
+    int virtual_stages;                        /* --target-num-virtual-stages-per-pipeline-rank */
     int first_stage_layers, last_stage_layers; /* --target-decoder-first/last-pipeline-num-layers */
-    int dp;                          /* --target-data-parallel-size */
-    int dist_opt;                    /* 1: --target-use-distributed-optimizer, 0: --target-no-... */
-    int overlap_grad_reduce;         /* 1 / 0: --target-[no-]overlap-grad-reduce */
-    int64_t ddp_bucket_size;         /* --target-ddp-bucket-size */
-    const char *transformer_impl;    /* --saver-transformer-impl; NULL: the source's names */
-    int64_t true_vocab_size;         /* --true-vocab-size */
-    bool overwrite;                  /* --overwrite: --save-dir may be --load-dir's directory or
+    int dp;                                    /* --target-data-parallel-size */
+    int dist_opt;                 /* 1: --target-use-distributed-optimizer, 0: --target-no-... */
+    int overlap_grad_reduce;      /* 1 / 0: --target-[no-]overlap-grad-reduce */
+    int64_t ddp_bucket_size;      /* --target-ddp-bucket-size */
+    const char *transformer_impl; /* --saver-transformer-impl; NULL: the source's names */
+    int64_t true_vocab_size;      /* --true-vocab-size */
+    bool overwrite;               /* --overwrite: --save-dir may be --load-dir's directory or
                                       * hold a later checkpoint */
 } mc_convert_args_t;
 

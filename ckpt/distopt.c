@@ -31,9 +31,9 @@ static const char *const k_keys[] = {"param", "exp_avg", "exp_avg_sq"};
 /* Megatron's buffers of this rank, one per model chunk. */
 typedef struct {
     int n_chunks;
-    long *pos;                        /* [n_params]: start in its chunk's world tensor */
-    int *chunk;                       /* [n_params] */
-    long unpadded[MC_MAX_CHUNKS];     /* world tensor lengths */
+    long *pos;                         /* [n_params]: start in its chunk's world tensor */
+    int *chunk;                        /* [n_params] */
+    long unpadded[MC_MAX_CHUNKS];      /* world tensor lengths */
     mc_grad_layout_t l[MC_MAX_CHUNKS]; /* buckets per chunk */
 } buffers_t;
 
@@ -74,7 +74,8 @@ static void buffers(const mc_trainer_t *t, const mc_ckpt_order_t *o, buffers_t *
         b->unpadded[c] = u;
         for (int k = lo; k < hi; k++) {
             const mc_bucket_t *bk = &b->l[c].buckets[b->l[c].param_bucket[k - lo]];
-            b->pos[o->param[k]] = start[b->l[c].param_bucket[k - lo]] + tmp[k - lo].offset - bk->start;
+            b->pos[o->param[k]] =
+                start[b->l[c].param_bucket[k - lo]] + tmp[k - lo].offset - bk->start;
             b->chunk[o->param[k]] = c;
         }
     }
@@ -118,7 +119,8 @@ static float *gather_state(mc_trainer_t *t, const float *dev)
         const mc_bucket_t *bk = &l->buckets[b];
         const long shard = (bk->end - bk->start) / dp;
         for (int r = 0; r < dp; r++)
-            memcpy(full + bk->start + r * shard, all + (size_t)r * (size_t)L + packed, (size_t)shard * sizeof(float));
+            memcpy(full + bk->start + r * shard, all + (size_t)r * (size_t)L + packed,
+                   (size_t)shard * sizeof(float));
         packed += shard;
     }
     free(all);
@@ -129,7 +131,9 @@ static float *gather_state(mc_trainer_t *t, const float *dev)
 static mc_pyobj_t *dtype_key(const mc_args_t *a)
 {
     const char *param = a->bf16 ? "bfloat16" : a->fp16 ? "float16" : "float32";
-    const char *grad = a->bf16 || a->fp16 ? (a->accumulate_allreduce_grads_in_fp32 ? "float32" : param) : "float32";
+    const char *grad = a->bf16 || a->fp16
+                           ? (a->accumulate_allreduce_grads_in_fp32 ? "float32" : param)
+                           : "float32";
     return mc_py_tuple(2, mc_py_global("torch", param), mc_py_global("torch", grad));
 }
 
@@ -142,7 +146,8 @@ static mc_pyobj_t *per_bucket(const mc_args_t *a, const buffers_t *b, bool unpad
         mc_pyobj_t *list = mc_py_list(), *by_dtype = mc_py_dict();
         for (int k = 0; k < b->l[c].n_buckets; k++) {
             const mc_bucket_t *bk = &b->l[c].buckets[k];
-            rc |= mc_py_list_append(list, mc_py_int(unpadded ? bk->numel_unpadded : bk->end - bk->start));
+            rc |= mc_py_list_append(list,
+                                    mc_py_int(unpadded ? bk->numel_unpadded : bk->end - bk->start));
         }
         rc |= mc_py_dict_set(by_dtype, dtype_key(a), list);
         rc |= mc_py_list_append(out, by_dtype);
@@ -183,7 +188,8 @@ mc_pyobj_t *mc_ckpt_distopt_gather(mc_trainer_t *t, const mc_ckpt_order_t *o)
             float *world = mc_py_tensor_data(w);
             for (int i = 0; i < m->n_params; i++)
                 if (b.chunk[i] == c)
-                    memcpy(world + b.pos[i], src[k] + m->params[i].offset, (size_t)m->params[i].numel * sizeof(float));
+                    memcpy(world + b.pos[i], src[k] + m->params[i].offset,
+                           (size_t)m->params[i].numel * sizeof(float));
             rc |= mc_py_dict_set_str(state, k_keys[k], w);
         }
         rc |= mc_py_dict_set_str(state, "numel_unpadded", mc_py_int(b.unpadded[c]));
@@ -211,22 +217,29 @@ static int check_buffer(const mc_pyobj_t *d, const buffers_t *b, int c, const mc
     const mc_pyobj_t *entry = mc_py_dict_get_int(d, c);
     *state = only_value(entry);
     if (!*state || (*state)->kind != MC_PY_DICT)
-        return mc_errf(err, n, "has no buffer %d with one parameter type (%d model chunks expected; "
+        return mc_errf(err, n,
+                       "has no buffer %d with one parameter type (%d model chunks expected; "
                        "not a distributed-optimizer state of the dp_zero_gather_scatter kind)",
                        c, b->n_chunks);
     if (mc_py_dict_get_str(d, "buckets_coalesced") == NULL &&
         mc_py_len(mc_py_dict_get_str(*state, "param")) > 0)
-        return mc_errf(err, n, "holds per-bucket tensors (Megatron's format before February 2024), "
-                       "which megatron-c does not read (re-save it with a newer Megatron-LM, or add "
-                       "--no-load-optim)");
+        return mc_errf(
+            err, n,
+            "holds per-bucket tensors (Megatron's format before February 2024), "
+            "which megatron-c does not read (re-save it with a newer Megatron-LM, or add "
+            "--no-load-optim)");
     int64_t saved_u = -1;
     mc_py_get_int(mc_py_dict_get_str(*state, "numel_unpadded"), &saved_u);
     if (saved_u != b->unpadded[c])
-        return mc_errf(err, n, "buffer %d holds %lld unpadded elements but this run's has %ld (saved "
-                       "with another model, pipeline layout, parameter order or gradient buckets: "
-                       "use the same --ddp-bucket-size / --ddp-num-buckets / --overlap-grad-reduce, or "
-                       "add --no-load-optim)", c, (long long)saved_u, b->unpadded[c]);
-    const mc_pyobj_t *per = only_value(mc_py_item(mc_py_dict_get_str(d, "per_bucket_numel_unpadded"), (size_t)c));
+        return mc_errf(
+            err, n,
+            "buffer %d holds %lld unpadded elements but this run's has %ld (saved "
+            "with another model, pipeline layout, parameter order or gradient buckets: "
+            "use the same --ddp-bucket-size / --ddp-num-buckets / --overlap-grad-reduce, or "
+            "add --no-load-optim)",
+            c, (long long)saved_u, b->unpadded[c]);
+    const mc_pyobj_t *per =
+        only_value(mc_py_item(mc_py_dict_get_str(d, "per_bucket_numel_unpadded"), (size_t)c));
     if (per) {
         const mc_grad_layout_t *l = &b->l[c];
         bool same = mc_py_len(per) == (size_t)l->n_buckets;
@@ -236,21 +249,25 @@ static int check_buffer(const mc_pyobj_t *d, const buffers_t *b, int c, const mc
             same = v == l->buckets[k].numel_unpadded;
         }
         if (!same)
-            return mc_errf(err, n, "buffer %d was saved with other gradient buckets (%zu, this run has "
+            return mc_errf(err, n,
+                           "buffer %d was saved with other gradient buckets (%zu, this run has "
                            "%d): use the same --ddp-bucket-size / --ddp-num-buckets / "
-                           "--overlap-grad-reduce, or add --no-load-optim", c, mc_py_len(per), l->n_buckets);
+                           "--overlap-grad-reduce, or add --no-load-optim",
+                           c, mc_py_len(per), l->n_buckets);
     }
     for (int k = 0; k < 3; k++) {
         const mc_pyobj_t *w = mc_py_dict_get_str(*state, k_keys[k]);
-        if (!w || w->kind != MC_PY_TENSOR || w->tensor.dtype != MC_TORCH_FLOAT32 || w->tensor.ndim != 1 ||
-            w->tensor.shape[0] != b->unpadded[c] || !mc_py_tensor_contiguous(w))
+        if (!w || w->kind != MC_PY_TENSOR || w->tensor.dtype != MC_TORCH_FLOAT32 ||
+            w->tensor.ndim != 1 || w->tensor.shape[0] != b->unpadded[c] ||
+            !mc_py_tensor_contiguous(w))
             return mc_errf(err, n, "buffer %d: '%s' is not a float32 vector of %ld elements", c,
                            k_keys[k], b->unpadded[c]);
     }
     return 0;
 }
 
-int mc_ckpt_distopt_load(mc_trainer_t *t, const mc_pyobj_t *d, const mc_ckpt_order_t *o, char *err, size_t n)
+int mc_ckpt_distopt_load(mc_trainer_t *t, const mc_pyobj_t *d, const mc_ckpt_order_t *o, char *err,
+                         size_t n)
 {
     const mc_gpt_t *m = &t->model;
     if (!d || d->kind != MC_PY_DICT) return mc_errf(err, n, "not a dict");
@@ -258,28 +275,34 @@ int mc_ckpt_distopt_load(mc_trainer_t *t, const mc_pyobj_t *d, const mc_ckpt_ord
     buffers(t, o, &b);
     int rc = 0;
     if (mc_py_dict_get_int(d, b.n_chunks))
-        rc = mc_errf(err, n, "holds more gradient buffers than this run's %d model chunks (saved with "
-                     "another virtual pipeline layout)", b.n_chunks);
+        rc = mc_errf(err, n,
+                     "holds more gradient buffers than this run's %d model chunks (saved with "
+                     "another virtual pipeline layout)",
+                     b.n_chunks);
     const mc_pyobj_t *state[MC_MAX_CHUNKS];
     for (int c = 0; c < b.n_chunks && !rc; c++) rc = check_buffer(d, &b, c, &state[c], err, n);
     for (int c = 0; c < b.n_chunks && !rc; c++) {
         const float *world[3];
-        for (int k = 0; k < 3; k++) world[k] = mc_py_tensor_data(mc_py_dict_get_str(state[c], k_keys[k]));
+        for (int k = 0; k < 3; k++)
+            world[k] = mc_py_tensor_data(mc_py_dict_get_str(state[c], k_keys[k]));
         /* fp32 training: every parameter's fp32 master is the model's weight, and ranks must agree
          * on all of them, not only their shards (a 16-bit model's weights came from the model
          * entry; its masters are sharded, below) */
         for (int i = 0; i < m->n_params && !t->opt.master; i++)
             if (b.chunk[i] == c)
-                m->be->memcpy_h2d(m->be, mc_gpt_param_at(m, m->params[i].offset), world[0] + b.pos[i],
-                                  (size_t)m->params[i].numel * sizeof(float));
+                m->be->memcpy_h2d(m->be, mc_gpt_param_at(m, m->params[i].offset),
+                                  world[0] + b.pos[i], (size_t)m->params[i].numel * sizeof(float));
         for (int s = 0; s < t->opt.n_segs; s++) {
             const mc_opt_seg_t *g = &t->opt.segs[s];
             if (b.chunk[g->param] != c) continue;
             const long at = b.pos[g->param] + (g->off - m->params[g->param].offset);
-            m->be->memcpy_h2d(m->be, t->opt.exp_avg + g->state_off, world[1] + at, (size_t)g->len * sizeof(float));
-            m->be->memcpy_h2d(m->be, t->opt.exp_avg_sq + g->state_off, world[2] + at, (size_t)g->len * sizeof(float));
+            m->be->memcpy_h2d(m->be, t->opt.exp_avg + g->state_off, world[1] + at,
+                              (size_t)g->len * sizeof(float));
+            m->be->memcpy_h2d(m->be, t->opt.exp_avg_sq + g->state_off, world[2] + at,
+                              (size_t)g->len * sizeof(float));
             if (t->opt.master)
-                m->be->memcpy_h2d(m->be, t->opt.master + g->state_off, world[0] + at, (size_t)g->len * sizeof(float));
+                m->be->memcpy_h2d(m->be, t->opt.master + g->state_off, world[0] + at,
+                                  (size_t)g->len * sizeof(float));
         }
     }
     buffers_free(&b);

@@ -40,7 +40,8 @@ void mc_ckpt_rank_name(char *buf, size_t n, int tp_rank, int pp_size, int pp_ran
 int mc_ckpt_mkdirs(const char *path, char *err, size_t n)
 {
     char p[MC_CKPT_PATH_MAX];
-    if (snprintf(p, sizeof(p), "%s", path) >= (int)sizeof(p)) return mc_path_errf(err, n, path, "path too long");
+    if (snprintf(p, sizeof(p), "%s", path) >= (int)sizeof(p))
+        return mc_path_errf(err, n, path, "path too long");
     for (char *s = p + 1;; s++) {
         bool end = *s == '\0';
         if (*s != '/' && !end) continue;
@@ -76,7 +77,8 @@ static int rm_entry(const char *path, const struct stat *st, int flag, struct FT
 int mc_ckpt_rmtree(const char *path, char *err, size_t n)
 {
     struct stat st;
-    if (lstat(path, &st) != 0) return errno == ENOENT ? 0 : mc_path_errf(err, n, path, "%s", strerror(errno));
+    if (lstat(path, &st) != 0)
+        return errno == ENOENT ? 0 : mc_path_errf(err, n, path, "%s", strerror(errno));
     if (nftw(path, rm_entry, 16, FTW_DEPTH | FTW_PHYS) != 0)
         return mc_path_errf(err, n, path, "cannot remove: %s", strerror(errno));
     return 0;
@@ -98,7 +100,8 @@ int mc_ckpt_publish_dir(const char *staging, const char *final, char *err, size_
     struct stat st;
     if (lstat(final, &st) != 0) {
         if (rename(staging, final) != 0)
-            return mc_path_errf(err, n, final, "cannot rename %s to it: %s", staging, strerror(errno));
+            return mc_path_errf(err, n, final, "cannot rename %s to it: %s", staging,
+                                strerror(errno));
         return mc_ckpt_fsync(parent, err, n);
     }
     /* Saving an iteration that exists (a run resumed at its last checkpoint): swap the trees in
@@ -108,11 +111,13 @@ int mc_ckpt_publish_dir(const char *staging, const char *final, char *err, size_
         return mc_ckpt_rmtree(staging, err, n); /* now holds the old tree */
     }
     if (errno != EINVAL && errno != ENOSYS && errno != ENOTSUP)
-        return mc_path_errf(err, n, final, "cannot exchange it with %s: %s", staging, strerror(errno));
+        return mc_path_errf(err, n, final, "cannot exchange it with %s: %s", staging,
+                            strerror(errno));
     /* no exchange on this filesystem: move the old tree aside first (a short window) */
     snprintf(aside, sizeof(aside), "%s.old", staging);
     if (rename(final, aside) != 0 || rename(staging, final) != 0)
-        return mc_path_errf(err, n, final, "cannot replace it with %s: %s", staging, strerror(errno));
+        return mc_path_errf(err, n, final, "cannot replace it with %s: %s", staging,
+                            strerror(errno));
     if (mc_ckpt_fsync(parent, err, n) != 0) return -1;
     return mc_ckpt_rmtree(aside, err, n);
 }
@@ -140,8 +145,8 @@ int mc_ckpt_write_tracker(const char *dir, const char *text, const char *tmp, ch
     return mc_ckpt_fsync(dir, err, n);
 }
 
-int mc_ckpt_read_tracker(const char *dir, bool *found, int64_t *iteration, bool *release,
-                         char *err, size_t n)
+int mc_ckpt_read_tracker(const char *dir, bool *found, int64_t *iteration, bool *release, char *err,
+                         size_t n)
 {
     char path[MC_CKPT_PATH_MAX], text[64], shown[MC_SHOWN_MAX + 4];
     snprintf(path, sizeof(path), "%s/%s", dir, MC_CKPT_TRACKER);
@@ -155,7 +160,8 @@ int mc_ckpt_read_tracker(const char *dir, bool *found, int64_t *iteration, bool 
     struct stat st;
     if (fstat(fileno(f), &st) == 0 && !S_ISREG(st.st_mode)) {
         fclose(f);
-        return mc_path_errf(err, n, path, "is %s, not Megatron's tracker file (remove it, or write "
+        return mc_path_errf(err, n, path,
+                            "is %s, not Megatron's tracker file (remove it, or write "
                             "the iteration of an iter_* directory into a file of that name)",
                             S_ISDIR(st.st_mode) ? "a directory" : "not a regular file");
     }
@@ -178,9 +184,11 @@ int mc_ckpt_read_tracker(const char *dir, bool *found, int64_t *iteration, bool 
     errno = 0;
     long long v = strtoll(s, &end, 10);
     if (more || *s == '\0' || *end != '\0' || errno || v < 0)
-        return mc_path_errf(err, n, path, "invalid metadata file: '%s' is neither an iteration nor "
+        return mc_path_errf(err, n, path,
+                            "invalid metadata file: '%s' is neither an iteration nor "
                             "'release' (remove it to start from scratch, or write the iteration of "
-                            "an iter_* directory into it)", mc_shown(s, shown));
+                            "an iter_* directory into it)",
+                            mc_shown(s, shown));
     *iteration = v;
     return 0;
 }
@@ -208,7 +216,10 @@ int mc_ckpt_remove_stale(const char *dir)
     return removed;
 }
 
-static int by_name(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
+static int by_name(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
 
 void mc_ckpt_list(const char *dir, const char *prefix, char *buf, size_t n)
 {

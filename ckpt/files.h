@@ -55,8 +55,8 @@ int mc_ckpt_write_tracker(const char *dir, const char *text, const char *tmp, ch
 
 /* Reads dir's tracker (Megatron's read_metadata): *found false when there is none; otherwise the
  * iteration, or release (iteration 0). A malformed tracker is an error naming it. */
-int mc_ckpt_read_tracker(const char *dir, bool *found, int64_t *iteration, bool *release,
-                         char *err, size_t n);
+int mc_ckpt_read_tracker(const char *dir, bool *found, int64_t *iteration, bool *release, char *err,
+                         size_t n);
 
 /* Removes leftovers of interrupted saves in dir (iter_*.tmp-* and the tracker's temporary
  * files). Returns how many it removed. */

@@ -16,7 +16,9 @@ static bool on_host(const mc_backend_t *be) { return strcmp(be->name, "cpu") == 
 
 static mc_torch_dtype_t torch_dtype(mc_dtype_t dt)
 {
-    return dt == MC_DT_BF16 ? MC_TORCH_BFLOAT16 : dt == MC_DT_F16 ? MC_TORCH_FLOAT16 : MC_TORCH_FLOAT32;
+    return dt == MC_DT_BF16  ? MC_TORCH_BFLOAT16
+           : dt == MC_DT_F16 ? MC_TORCH_FLOAT16
+                             : MC_TORCH_FLOAT32;
 }
 
 mc_pyobj_t *mc_ckpt_host_tensor(const mc_backend_t *be, const void *dev, mc_dtype_t dt, int ndim,
@@ -46,7 +48,8 @@ mc_pyobj_t *mc_ckpt_host_tensor_as(const mc_backend_t *be, const float *dev, int
         src = tmp;
     }
     /* round to nearest even, as torch's .to() and Megatron's main-to-model copy */
-    mc_convert(mc_py_tensor_data(t), dt == MC_TORCH_BFLOAT16 ? MC_DT_BF16 : MC_DT_F16, src, MC_DT_F32, count);
+    mc_convert(mc_py_tensor_data(t), dt == MC_TORCH_BFLOAT16 ? MC_DT_BF16 : MC_DT_F16, src,
+               MC_DT_F32, count);
     free(tmp);
     return t;
 }
@@ -59,19 +62,22 @@ static void shape_text(char *buf, size_t n, int ndim, const int64_t *shape)
     if (len < n) snprintf(buf + len, n - len, "]");
 }
 
-int mc_ckpt_tensor_into(const mc_backend_t *be, void *dev, mc_dtype_t dt, const mc_pyobj_t *t, int ndim,
-                        const int64_t *shape, const char *what, char *err, size_t n)
+int mc_ckpt_tensor_into(const mc_backend_t *be, void *dev, mc_dtype_t dt, const mc_pyobj_t *t,
+                        int ndim, const int64_t *shape, const char *what, char *err, size_t n)
 {
     if (!t || t->kind != MC_PY_TENSOR)
-        return mc_errf(err, n, "%s is a %s, not a tensor", what, t ? mc_py_kind_name(t->kind) : "missing value");
+        return mc_errf(err, n, "%s is a %s, not a tensor", what,
+                       t ? mc_py_kind_name(t->kind) : "missing value");
     bool same = t->tensor.ndim == ndim;
     for (int i = 0; same && i < ndim; i++) same = t->tensor.shape[i] == shape[i];
     if (!same) {
         char have[128], want[128];
         shape_text(have, sizeof(have), t->tensor.ndim, t->tensor.shape);
         shape_text(want, sizeof(want), ndim, shape);
-        return mc_errf(err, n, "%s has shape %s but this run's is %s (saved with another model "
-                       "shape or tensor-parallel layout)", what, have, want);
+        return mc_errf(err, n,
+                       "%s has shape %s but this run's is %s (saved with another model "
+                       "shape or tensor-parallel layout)",
+                       what, have, want);
     }
     if (!mc_py_tensor_contiguous(t)) return mc_errf(err, n, "%s is not a contiguous tensor", what);
     const int64_t count = mc_py_tensor_numel(t);
@@ -94,8 +100,7 @@ int mc_ckpt_tensor_into(const mc_backend_t *be, void *dev, mc_dtype_t dt, const 
     if (!tmp) return mc_errf(err, n, "out of host memory reading %s", what);
     if (from == MC_DT_F64)
         for (int64_t i = 0; i < count; i++) tmp[i] = (float)((const double *)src)[i];
-    else
-        mc_convert(tmp, MC_DT_F32, src, from, count);
+    else mc_convert(tmp, MC_DT_F32, src, from, count);
     mc_convert(tmp, dt, tmp, MC_DT_F32, count); /* narrowing in place */
     be->memcpy_h2d(be, dev, tmp, (size_t)count * mc_dtype_size(dt));
     free(tmp);
@@ -116,12 +121,14 @@ static const char *const k_te_names[][2] = {
 
 mc_ckpt_names_t mc_ckpt_names_of(const mc_args_t *a)
 {
-    return strcmp(a->transformer_impl, "transformer_engine") == 0 ? MC_CKPT_NAMES_TE : MC_CKPT_NAMES_LOCAL;
+    return strcmp(a->transformer_impl, "transformer_engine") == 0 ? MC_CKPT_NAMES_TE
+                                                                  : MC_CKPT_NAMES_LOCAL;
 }
 
 /* Megatron's key of a parameter in chunk c: its global layer number made chunk-local, in the
  * spec's names. */
-static void param_key(const mc_gpt_t *m, int c, const char *global, mc_ckpt_names_t names, char *buf, size_t n)
+static void param_key(const mc_gpt_t *m, int c, const char *global, mc_ckpt_names_t names,
+                      char *buf, size_t n)
 {
     int layer, used = 0;
     if (sscanf(global, "decoder.layers.%d.%n", &layer, &used) != 1 || used == 0) {
@@ -129,7 +136,8 @@ static void param_key(const mc_gpt_t *m, int c, const char *global, mc_ckpt_name
         return;
     }
     const char *suffix = global + used;
-    for (size_t k = 0; names == MC_CKPT_NAMES_TE && k < sizeof(k_te_names) / sizeof(k_te_names[0]); k++)
+    for (size_t k = 0; names == MC_CKPT_NAMES_TE && k < sizeof(k_te_names) / sizeof(k_te_names[0]);
+         k++)
         if (strcmp(suffix, k_te_names[k][0]) == 0) suffix = k_te_names[k][1];
     snprintf(buf, n, "decoder.layers.%d.%s", layer - m->cfg.chunk[c].first_layer, suffix);
 }
@@ -180,7 +188,10 @@ static int order_alloc(const mc_gpt_t *m, mc_ckpt_order_t *o, mc_ckpt_names_t na
     return o->param ? 0 : -1;
 }
 
-static bool in_linear_proj(const char *name) { return strstr(name, ".self_attention.linear_proj.") != NULL; }
+static bool in_linear_proj(const char *name)
+{
+    return strstr(name, ".self_attention.linear_proj.") != NULL;
+}
 
 int mc_ckpt_order_spec(const mc_gpt_t *m, mc_ckpt_names_t names, mc_ckpt_order_t *o)
 {
@@ -190,14 +201,16 @@ int mc_ckpt_order_spec(const mc_gpt_t *m, mc_ckpt_names_t names, mc_ckpt_order_t
         mc_gpt_chunk_params(m, c, &first, &count);
         for (int i = first; i < first + count;) {
             int layer, j = i;
-            if (names != MC_CKPT_NAMES_TE || sscanf(m->params[i].name, "decoder.layers.%d.", &layer) != 1) {
+            if (names != MC_CKPT_NAMES_TE ||
+                sscanf(m->params[i].name, "decoder.layers.%d.", &layer) != 1) {
                 o->param[o->n++] = i++;
                 continue;
             }
             /* a layer's parameters: TE builds linear_proj before linear_qkv (and its LayerNorm) */
             char prefix[48];
             snprintf(prefix, sizeof(prefix), "decoder.layers.%d.", layer);
-            while (j < first + count && strncmp(m->params[j].name, prefix, strlen(prefix)) == 0) j++;
+            while (j < first + count && strncmp(m->params[j].name, prefix, strlen(prefix)) == 0)
+                j++;
             for (int k = i; k < j; k++)
                 if (in_linear_proj(m->params[k].name)) o->param[o->n++] = k;
             for (int k = i; k < j; k++)
@@ -220,7 +233,8 @@ static char (*chunk_keys(const mc_gpt_t *m, int c, int first, int count))[KEY_MA
     return keys;
 }
 
-int mc_ckpt_order_file(const mc_gpt_t *m, const mc_pyobj_t *ck, mc_ckpt_order_t *o, char *err, size_t n)
+int mc_ckpt_order_file(const mc_gpt_t *m, const mc_pyobj_t *ck, mc_ckpt_order_t *o, char *err,
+                       size_t n)
 {
     if (order_alloc(m, o, MC_CKPT_NAMES_LOCAL) != 0) return mc_errf(err, n, "out of host memory");
     bool *seen = calloc((size_t)(m->n_params ? m->n_params : 1), sizeof(bool));
@@ -236,7 +250,8 @@ int mc_ckpt_order_file(const mc_gpt_t *m, const mc_pyobj_t *ck, mc_ckpt_order_t 
             break;
         }
         if (sd->kind != MC_PY_DICT) {
-            rc = mc_errf(err, n, "'%s' is a %s, not a state dict", entry, mc_py_kind_name(sd->kind));
+            rc =
+                mc_errf(err, n, "'%s' is a %s, not a state dict", entry, mc_py_kind_name(sd->kind));
             break;
         }
         int first, count;
@@ -249,20 +264,26 @@ int mc_ckpt_order_file(const mc_gpt_t *m, const mc_pyobj_t *ck, mc_ckpt_order_t 
         for (size_t k = 0; k < sd->dict.len && !rc; k++) {
             const char *name = mc_py_get_str(sd->dict.keys[k]);
             if (!name) {
-                rc = mc_errf(err, n, "'%s' has a %s key, not a str", entry, mc_py_kind_name(sd->dict.keys[k]->kind));
+                rc = mc_errf(err, n, "'%s' has a %s key, not a str", entry,
+                             mc_py_kind_name(sd->dict.keys[k]->kind));
                 break;
             }
             if (is_extra_state(name)) continue; /* Transformer Engine's FP8 metadata, or None */
             int found = -1;
             for (int i = 0; i < count && found < 0; i++)
-                if (strcmp(keys[2 * i], name) == 0 || strcmp(keys[2 * i + 1], name) == 0) found = first + i;
+                if (strcmp(keys[2 * i], name) == 0 || strcmp(keys[2 * i + 1], name) == 0)
+                    found = first + i;
             /* strict, as Megatron's load_state_dict: nothing the model lacks */
             if (found < 0)
-                rc = mc_errf(err, n, "%s: unexpected tensor '%s' (saved with another model "
-                             "configuration or pipeline layout)", entry, mc_shown(name, shown));
+                rc = mc_errf(err, n,
+                             "%s: unexpected tensor '%s' (saved with another model "
+                             "configuration or pipeline layout)",
+                             entry, mc_shown(name, shown));
             else if (seen[found])
-                rc = mc_errf(err, n, "%s: tensor '%s' given twice (under the local and the "
-                             "Transformer Engine name)", entry, mc_shown(name, shown));
+                rc = mc_errf(err, n,
+                             "%s: tensor '%s' given twice (under the local and the "
+                             "Transformer Engine name)",
+                             entry, mc_shown(name, shown));
             else {
                 seen[found] = true;
                 o->param[o->n++] = found;
@@ -271,8 +292,10 @@ int mc_ckpt_order_file(const mc_gpt_t *m, const mc_pyobj_t *ck, mc_ckpt_order_t 
         }
         for (int i = 0; i < count && !rc; i++)
             if (!seen[first + i])
-                rc = mc_errf(err, n, "%s: no tensor '%s' (saved with another model configuration "
-                             "or pipeline layout)", entry, keys[2 * i]);
+                rc = mc_errf(err, n,
+                             "%s: no tensor '%s' (saved with another model configuration "
+                             "or pipeline layout)",
+                             entry, keys[2 * i]);
         free(keys);
         o->chunk_end[c] = o->n;
     }
@@ -303,7 +326,8 @@ static int add_extra_state(mc_pyobj_t *sd, mc_ckpt_names_t names, const char *mo
     return mc_py_dict_set_str(sd, key, extra_state_value(names, module));
 }
 
-mc_pyobj_t *mc_ckpt_model_dict(const mc_gpt_t *m, const mc_ckpt_order_t *o, int c, mc_torch_dtype_t dt)
+mc_pyobj_t *mc_ckpt_model_dict(const mc_gpt_t *m, const mc_ckpt_order_t *o, int c,
+                               mc_torch_dtype_t dt)
 {
     mc_pyobj_t *sd = mc_py_ordered_dict();
     if (!sd) return NULL;
@@ -316,9 +340,10 @@ mc_pyobj_t *mc_ckpt_model_dict(const mc_gpt_t *m, const mc_ckpt_order_t *o, int 
         /* a 16-bit model's own weights; fp32 ones (training, or the converter's masters) rounded
          * to the checkpoint's type, which is then what a 16-bit run holds */
         const void *w = mc_gpt_param_at(m, p->offset);
-        rc |= mc_py_dict_set_str(sd, key, m->cfg.dt == MC_DT_F32
-                                              ? mc_ckpt_host_tensor_as(m->be, w, p->ndim, p->local, dt)
-                                              : mc_ckpt_host_tensor(m->be, w, m->cfg.dt, p->ndim, p->local));
+        rc |= mc_py_dict_set_str(sd, key,
+                                 m->cfg.dt == MC_DT_F32
+                                     ? mc_ckpt_host_tensor_as(m->be, w, p->ndim, p->local, dt)
+                                     : mc_ckpt_host_tensor(m->be, w, m->cfg.dt, p->ndim, p->local));
         /* the module's _extra_state follows its last parameter */
         if (linear_module(key, module, sizeof(module))) {
             bool last = k + 1 == hi;
@@ -326,7 +351,8 @@ mc_pyobj_t *mc_ckpt_model_dict(const mc_gpt_t *m, const mc_ckpt_order_t *o, int 
                 param_key(m, c, m->params[o->param[k + 1]].name, o->names, next, sizeof(next));
                 linear_module(next, next_module, sizeof(next_module));
             }
-            if (last || strcmp(next_module, module) != 0) rc |= add_extra_state(sd, o->names, module);
+            if (last || strcmp(next_module, module) != 0)
+                rc |= add_extra_state(sd, o->names, module);
         }
     }
     /* tied output layer on the embedding's stage: the module exists without a weight */
@@ -353,10 +379,12 @@ int mc_ckpt_model_load(mc_gpt_t *m, int c, const mc_pyobj_t *sd, char *err, size
         const char *key = local;
         if (!t && (t = mc_py_dict_get_str(sd, te))) key = te;
         if (!t)
-            return mc_errf(err, n, "no tensor '%s' (saved with another model configuration or "
-                           "pipeline layout)", local);
-        if (mc_ckpt_tensor_into(m->be, mc_gpt_param_at(m, p->offset), m->cfg.dt, t, p->ndim, p->local, key,
-                                err, n) != 0)
+            return mc_errf(err, n,
+                           "no tensor '%s' (saved with another model configuration or "
+                           "pipeline layout)",
+                           local);
+        if (mc_ckpt_tensor_into(m->be, mc_gpt_param_at(m, p->offset), m->cfg.dt, t, p->ndim,
+                                p->local, key, err, n) != 0)
             return -1;
     }
     return 0;

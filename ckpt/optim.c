@@ -18,11 +18,12 @@
 #include "base/error.h"
 #include "ckpt/state.h"
 
-static const char *const k_lr_styles[] = {[MC_LR_CONSTANT] = "constant", [MC_LR_LINEAR] = "linear",
+static const char *const k_lr_styles[] = {[MC_LR_CONSTANT] = "constant",
+                                          [MC_LR_LINEAR] = "linear",
                                           [MC_LR_COSINE] = "cosine",
                                           [MC_LR_INVERSE_SQRT] = "inverse-square-root"};
-static const char *const k_wd_styles[] = {[MC_WD_CONSTANT] = "constant", [MC_WD_LINEAR] = "linear",
-                                          [MC_WD_COSINE] = "cosine"};
+static const char *const k_wd_styles[] = {
+    [MC_WD_CONSTANT] = "constant", [MC_WD_LINEAR] = "linear", [MC_WD_COSINE] = "cosine"};
 
 /* ---- parameter groups ---- */
 
@@ -41,8 +42,8 @@ static void param_indices(const mc_gpt_t *m, const mc_ckpt_order_t *o, int *idx,
 
 /* One of Megatron's param_groups as torch's state_dict packs it: Megatron's fields, the inner
  * optimizer's defaults with the scheduler's current lr and weight decay, then step and params. */
-static mc_pyobj_t *param_group(const mc_trainer_t *t, int g, const mc_ckpt_order_t *o, const int *idx,
-                               bool with_params)
+static mc_pyobj_t *param_group(const mc_trainer_t *t, int g, const mc_ckpt_order_t *o,
+                               const int *idx, bool with_params)
 {
     const mc_args_t *a = t->args;
     const double wd_mult = g == 0 ? 1.0 : 0.0;
@@ -57,7 +58,8 @@ static mc_pyobj_t *param_group(const mc_trainer_t *t, int g, const mc_ckpt_order
     rc |= mc_py_dict_set_str(d, "max_lr", mc_py_float(a->lr));
     rc |= mc_py_dict_set_str(d, "min_lr", mc_py_float(a->min_lr));
     rc |= mc_py_dict_set_str(d, "lr", mc_py_float(mc_lr_at(&t->sched, n)));
-    rc |= mc_py_dict_set_str(d, "betas", mc_py_tuple(2, mc_py_float(a->adam_beta1), mc_py_float(a->adam_beta2)));
+    rc |= mc_py_dict_set_str(
+        d, "betas", mc_py_tuple(2, mc_py_float(a->adam_beta1), mc_py_float(a->adam_beta2)));
     rc |= mc_py_dict_set_str(d, "eps", mc_py_float(a->adam_eps));
     rc |= mc_py_dict_set_str(d, "weight_decay", mc_py_float(mc_wd_at(&t->sched, n) * wd_mult));
     rc |= mc_py_dict_set_str(d, "amsgrad", mc_py_bool(false));
@@ -86,7 +88,8 @@ static mc_pyobj_t *param_groups(const mc_trainer_t *t, const mc_ckpt_order_t *o,
 {
     mc_pyobj_t *list = mc_py_list();
     int rc = list ? 0 : -1;
-    for (int g = 0; g < 2; g++) rc |= mc_py_list_append(list, param_group(t, g, o, idx, with_params));
+    for (int g = 0; g < 2; g++)
+        rc |= mc_py_list_append(list, param_group(t, g, o, idx, with_params));
     if (rc) {
         mc_py_decref(list);
         return NULL;
@@ -107,8 +110,9 @@ static const float *master_of(const mc_trainer_t *t, const mc_param_t *p)
 static int load_master(mc_trainer_t *t, const mc_param_t *p, const mc_pyobj_t *v, const char *what,
                        char *err, size_t n)
 {
-    return mc_ckpt_tensor_into(t->model.be, mc_opt_param(&t->opt, &t->opt.segs[p - t->model.params]),
-                               MC_DT_F32, v, p->ndim, p->local, what, err, n);
+    return mc_ckpt_tensor_into(t->model.be,
+                               mc_opt_param(&t->opt, &t->opt.segs[p - t->model.params]), MC_DT_F32,
+                               v, p->ndim, p->local, what, err, n);
 }
 
 /* The grad scaler's state_dict: DynamicGradScaler's {scale, growth_tracker, hysteresis_tracker}
@@ -156,7 +160,8 @@ static int load_scaler(mc_trainer_t *t, const mc_pyobj_t *sd, char *err, size_t 
         return mc_errf(err, n, "the grad scaler state has no scale (add --no-load-optim)");
     if (mc_py_get_int(mc_py_dict_get_str(sd, "growth_tracker"), &growth) != 0 ||
         mc_py_get_int(mc_py_dict_get_str(sd, "hysteresis_tracker"), &hyst) != 0)
-        return mc_errf(err, n, "the grad scaler state has no growth_tracker/hysteresis_tracker (add "
+        return mc_errf(err, n,
+                       "the grad scaler state has no growth_tracker/hysteresis_tracker (add "
                        "--no-load-optim)");
     t->scaler.scale = v;
     t->scaler.growth_tracker = (int)growth;
@@ -180,11 +185,14 @@ static mc_pyobj_t *adam_state(const mc_trainer_t *t, const mc_ckpt_order_t *o, c
             const mc_param_t *p = &m->params[o->param[k]];
             if (group_of(p) != g) continue;
             mc_pyobj_t *s = mc_py_dict();
-            rc |= mc_py_dict_set_str(s, "step", mc_py_tensor_copy(MC_TORCH_FLOAT32, 0, NULL, &step));
-            rc |= mc_py_dict_set_str(s, "exp_avg", mc_ckpt_host_tensor(m->be, t->opt.exp_avg + p->offset,
-                                                                       MC_DT_F32, p->ndim, p->local));
-            rc |= mc_py_dict_set_str(s, "exp_avg_sq", mc_ckpt_host_tensor(m->be, t->opt.exp_avg_sq + p->offset,
-                                                                          MC_DT_F32, p->ndim, p->local));
+            rc |=
+                mc_py_dict_set_str(s, "step", mc_py_tensor_copy(MC_TORCH_FLOAT32, 0, NULL, &step));
+            rc |= mc_py_dict_set_str(s, "exp_avg",
+                                     mc_ckpt_host_tensor(m->be, t->opt.exp_avg + p->offset,
+                                                         MC_DT_F32, p->ndim, p->local));
+            rc |= mc_py_dict_set_str(s, "exp_avg_sq",
+                                     mc_ckpt_host_tensor(m->be, t->opt.exp_avg_sq + p->offset,
+                                                         MC_DT_F32, p->ndim, p->local));
             rc |= mc_py_dict_set_int(state, idx[o->param[k]], s);
         }
     if (rc) {
@@ -204,8 +212,8 @@ static mc_pyobj_t *masters(const mc_trainer_t *t, const mc_ckpt_order_t *o)
         for (int k = 0; k < o->n; k++) {
             const mc_param_t *p = &t->model.params[o->param[k]];
             if (group_of(p) == g)
-                rc |= mc_py_list_append(list, mc_ckpt_host_tensor(t->model.be, master_of(t, p), MC_DT_F32,
-                                                                  p->ndim, p->local));
+                rc |= mc_py_list_append(list, mc_ckpt_host_tensor(t->model.be, master_of(t, p),
+                                                                  MC_DT_F32, p->ndim, p->local));
         }
         rc |= mc_py_list_append(groups, list);
     }
@@ -234,13 +242,15 @@ mc_pyobj_t *mc_ckpt_optimizer_dict(const mc_trainer_t *t, const mc_ckpt_order_t 
         mc_pyobj_t *inner = mc_py_dict();
         rc |= mc_py_dict_set_str(inner, "param_groups", param_groups(t, o, idx, false));
         rc |= mc_py_dict_set_str(out, "optimizer", inner);
-        if (t->scaler.enabled) rc |= mc_py_dict_set_str(out, "grad_scaler", scaler_dict(&t->scaler));
+        if (t->scaler.enabled)
+            rc |= mc_py_dict_set_str(out, "grad_scaler", scaler_dict(&t->scaler));
     } else if (model_16bit(t->args)) {
         mc_pyobj_t *inner = mc_py_dict();
         rc |= mc_py_dict_set_str(inner, "state", adam_state(t, o, idx));
         rc |= mc_py_dict_set_str(inner, "param_groups", param_groups(t, o, idx, true));
         rc |= mc_py_dict_set_str(out, "optimizer", inner);
-        if (t->scaler.enabled) rc |= mc_py_dict_set_str(out, "grad_scaler", scaler_dict(&t->scaler));
+        if (t->scaler.enabled)
+            rc |= mc_py_dict_set_str(out, "grad_scaler", scaler_dict(&t->scaler));
         rc |= mc_py_dict_set_str(out, "fp32_from_fp16_params", masters(t, o));
     } else {
         rc |= mc_py_dict_set_str(out, "state", adam_state(t, o, idx));
@@ -262,7 +272,8 @@ static int saved_group_kind(const mc_pyobj_t *g)
 {
     double wd = -1, lr_mult = 1;
     bool decoupled = false;
-    if (!g || g->kind != MC_PY_DICT || mc_py_get_float(mc_py_dict_get_str(g, "wd_mult"), &wd) != 0) return -1;
+    if (!g || g->kind != MC_PY_DICT || mc_py_get_float(mc_py_dict_get_str(g, "wd_mult"), &wd) != 0)
+        return -1;
     mc_py_get_float(mc_py_dict_get_str(g, "lr_mult"), &lr_mult);
     mc_py_get_bool(mc_py_dict_get_str(g, "is_decoupled_lr"), &decoupled);
     if (lr_mult != 1.0 || decoupled) return -1;
@@ -275,37 +286,46 @@ static int64_t saved_step(const mc_pyobj_t *groups, const mc_pyobj_t *state)
 {
     for (size_t k = 0; k < mc_py_len(groups); k++) {
         double v;
-        if (mc_py_get_float(mc_py_dict_get_str(mc_py_item(groups, k), "step"), &v) == 0) return (int64_t)v;
+        if (mc_py_get_float(mc_py_dict_get_str(mc_py_item(groups, k), "step"), &v) == 0)
+            return (int64_t)v;
     }
     for (size_t k = 0; state && k < state->dict.len; k++) {
         const mc_pyobj_t *s = mc_py_dict_get_str(state->dict.vals[k], "step");
         double v;
         if (mc_py_get_float(s, &v) == 0) return (int64_t)v;
-        if (s && s->kind == MC_PY_TENSOR && mc_py_tensor_numel(s) == 1 && s->tensor.dtype == MC_TORCH_FLOAT32)
-            return (int64_t)*(const float *)mc_py_tensor_data(s);
+        if (s && s->kind == MC_PY_TENSOR && mc_py_tensor_numel(s) == 1 &&
+            s->tensor.dtype == MC_TORCH_FLOAT32)
+            return (int64_t) * (const float *)mc_py_tensor_data(s);
     }
     return -1;
 }
 
 /* Checks the saved groups are Megatron's two standard ones and takes the step count. */
-static int load_groups(mc_trainer_t *t, const mc_pyobj_t *groups, const mc_pyobj_t *state, char *err, size_t n)
+static int load_groups(mc_trainer_t *t, const mc_pyobj_t *groups, const mc_pyobj_t *state,
+                       char *err, size_t n)
 {
-    if (!groups || groups->kind != MC_PY_LIST) return mc_errf(err, n, "the optimizer has no param_groups list");
+    if (!groups || groups->kind != MC_PY_LIST)
+        return mc_errf(err, n, "the optimizer has no param_groups list");
     bool have[2] = {false, false};
     for (size_t k = 0; k < mc_py_len(groups); k++) {
         int g = saved_group_kind(mc_py_item(groups, k));
         if (g < 0 || have[g])
-            return mc_errf(err, n, "the optimizer has parameter groups other than Megatron's "
-                           "standard two (weight decay, and none for biases and 1-D parameters): "
-                           "decoupled or scaled learning rates are not supported (add --no-load-optim)");
+            return mc_errf(
+                err, n,
+                "the optimizer has parameter groups other than Megatron's "
+                "standard two (weight decay, and none for biases and 1-D parameters): "
+                "decoupled or scaled learning rates are not supported (add --no-load-optim)");
         have[g] = true;
     }
     for (int g = 0; g < 2; g++)
         if (!have[g])
-            return mc_errf(err, n, "the optimizer has no parameter group with wd_mult %s (saved "
-                           "with other parameter groups; add --no-load-optim)", g == 0 ? "1.0" : "0.0");
+            return mc_errf(err, n,
+                           "the optimizer has no parameter group with wd_mult %s (saved "
+                           "with other parameter groups; add --no-load-optim)",
+                           g == 0 ? "1.0" : "0.0");
     int64_t step = saved_step(groups, state);
-    if (step < 0) return mc_errf(err, n, "the optimizer state has no step count (add --no-load-optim)");
+    if (step < 0)
+        return mc_errf(err, n, "the optimizer state has no step count (add --no-load-optim)");
     t->opt.step = (int)step;
     return 0;
 }
@@ -320,38 +340,45 @@ static int load_group(mc_trainer_t *t, const mc_ckpt_order_t *o, const mc_pyobj_
     int count = 0;
     for (int k = 0; k < o->n; k++) count += group_of(&m->params[o->param[k]]) == g;
     if (mc_py_len(params) != (size_t)count)
-        return mc_errf(err, n, "the optimizer's group with wd_mult %d.0 has %zu parameters but this "
-                       "run's has %d (saved with another model or pipeline layout)", 1 - g,
-                       mc_py_len(params), count);
+        return mc_errf(err, n,
+                       "the optimizer's group with wd_mult %d.0 has %zu parameters but this "
+                       "run's has %d (saved with another model or pipeline layout)",
+                       1 - g, mc_py_len(params), count);
     if (master_list && mc_py_len(master_list) != (size_t)count)
-        return mc_errf(err, n, "fp32_from_fp16_params of the group with wd_mult %d.0 has %zu "
+        return mc_errf(err, n,
+                       "fp32_from_fp16_params of the group with wd_mult %d.0 has %zu "
                        "tensors but the group %d parameters (a model mixing 16-bit and fp32 "
-                       "parameters is not supported; add --no-load-optim)", 1 - g,
-                       mc_py_len(master_list), count);
+                       "parameters is not supported; add --no-load-optim)",
+                       1 - g, mc_py_len(master_list), count);
     char what[160];
     for (int k = 0, j = 0; k < o->n; k++) {
         const mc_param_t *p = &m->params[o->param[k]];
         if (group_of(p) != g) continue;
         int64_t saved;
         const mc_pyobj_t *s = NULL;
-        if (mc_py_get_int(mc_py_item(params, (size_t)j), &saved) == 0) s = mc_py_dict_get_int(state, saved);
+        if (mc_py_get_int(mc_py_item(params, (size_t)j), &saved) == 0)
+            s = mc_py_dict_get_int(state, saved);
         if (!s) return mc_errf(err, n, "the optimizer state of %s is missing", p->name);
         snprintf(what, sizeof(what), "exp_avg of %s", p->name);
-        if (mc_ckpt_tensor_into(m->be, t->opt.exp_avg + p->offset, MC_DT_F32, mc_py_dict_get_str(s, "exp_avg"),
-                                p->ndim, p->local, what, err, n) != 0)
+        if (mc_ckpt_tensor_into(m->be, t->opt.exp_avg + p->offset, MC_DT_F32,
+                                mc_py_dict_get_str(s, "exp_avg"), p->ndim, p->local, what, err,
+                                n) != 0)
             return -1;
         snprintf(what, sizeof(what), "exp_avg_sq of %s", p->name);
         if (mc_ckpt_tensor_into(m->be, t->opt.exp_avg_sq + p->offset, MC_DT_F32,
-                                mc_py_dict_get_str(s, "exp_avg_sq"), p->ndim, p->local, what, err, n) != 0)
+                                mc_py_dict_get_str(s, "exp_avg_sq"), p->ndim, p->local, what, err,
+                                n) != 0)
             return -1;
         snprintf(what, sizeof(what), "the fp32 master of %s", p->name);
-        if (master_list && load_master(t, p, mc_py_item(master_list, (size_t)j), what, err, n) != 0) return -1;
+        if (master_list && load_master(t, p, mc_py_item(master_list, (size_t)j), what, err, n) != 0)
+            return -1;
         j++;
     }
     return 0;
 }
 
-int mc_ckpt_optimizer_load(mc_trainer_t *t, const mc_pyobj_t *opt, const mc_ckpt_order_t *o, char *err, size_t n)
+int mc_ckpt_optimizer_load(mc_trainer_t *t, const mc_pyobj_t *opt, const mc_ckpt_order_t *o,
+                           char *err, size_t n)
 {
     if (!opt || opt->kind != MC_PY_DICT) return mc_errf(err, n, "'optimizer' is not a dict");
     /* Megatron's three forms: Float16OptimizerWithFloat16Params ({optimizer, grad_scaler,
@@ -362,21 +389,27 @@ int mc_ckpt_optimizer_load(mc_trainer_t *t, const mc_pyobj_t *opt, const mc_ckpt
     const mc_pyobj_t *inner = mc_py_dict_get_str(opt, "optimizer");
     const bool saved_dist = inner && !all_masters;
     if (!inner) inner = opt;
-    if (inner->kind != MC_PY_DICT) return mc_errf(err, n, "'optimizer' holds no optimizer state dict");
+    if (inner->kind != MC_PY_DICT)
+        return mc_errf(err, n, "'optimizer' holds no optimizer state dict");
     if (saved_dist != t->ddp.dist_opt)
-        return mc_errf(err, n, "the optimizer was saved %s --use-distributed-optimizer but this run "
+        return mc_errf(err, n,
+                       "the optimizer was saved %s --use-distributed-optimizer but this run "
                        "%s it (use the same setting, convert the checkpoint with megatron-c "
                        "convert-checkpoint, or add --no-load-optim)",
                        saved_dist ? "with" : "without", t->ddp.dist_opt ? "uses" : "does not use");
     const mc_pyobj_t *groups = mc_py_dict_get_str(inner, "param_groups");
-    if (load_scaler(t, inner != opt ? mc_py_dict_get_str(opt, "grad_scaler") : NULL, err, n) != 0) return -1;
+    if (load_scaler(t, inner != opt ? mc_py_dict_get_str(opt, "grad_scaler") : NULL, err, n) != 0)
+        return -1;
     if (saved_dist) return load_groups(t, groups, NULL, err, n);
 
     const mc_pyobj_t *state = mc_py_dict_get_str(inner, "state");
-    if (!state || state->kind != MC_PY_DICT) return mc_errf(err, n, "the optimizer has no state dict");
+    if (!state || state->kind != MC_PY_DICT)
+        return mc_errf(err, n, "the optimizer has no state dict");
     if (load_groups(t, groups, state, err, n) != 0) return -1;
-    if (all_masters && (all_masters->kind != MC_PY_LIST || mc_py_len(all_masters) != mc_py_len(groups)))
-        return mc_errf(err, n, "fp32_from_fp16_params is not a list with one entry per parameter group");
+    if (all_masters &&
+        (all_masters->kind != MC_PY_LIST || mc_py_len(all_masters) != mc_py_len(groups)))
+        return mc_errf(err, n,
+                       "fp32_from_fp16_params is not a list with one entry per parameter group");
     for (size_t gi = 0; gi < mc_py_len(groups); gi++) {
         const mc_pyobj_t *group = mc_py_item(groups, gi);
         if (load_group(t, o, group, saved_group_kind(group), state,
@@ -425,7 +458,8 @@ static int check_number(const mc_args_t *a, double *have, const mc_pyobj_t *sd, 
         return 0;
     }
     if (saved != *have)
-        return mc_errf(err, n, "the scheduler's %s is %.17g in the checkpoint but %.17g in this run "
+        return mc_errf(err, n,
+                       "the scheduler's %s is %.17g in the checkpoint but %.17g in this run "
                        "(give the same flags, or --override-opt-param-scheduler to keep this "
                        "run's, or --use-checkpoint-opt-param-scheduler to take the checkpoint's)",
                        what, saved, *have);
@@ -442,26 +476,33 @@ static int check_style(const mc_args_t *a, int *have, const char *const *names, 
         if (strcmp(names[i], saved) == 0) s = i;
     if (a->override_opt_param_scheduler) return 0;
     char shown[MC_SHOWN_MAX + 4];
-    if (s < 0) return mc_errf(err, n, "the scheduler's %s '%s' is not supported", what, mc_shown(saved, shown));
+    if (s < 0)
+        return mc_errf(err, n, "the scheduler's %s '%s' is not supported", what,
+                       mc_shown(saved, shown));
     if (a->use_checkpoint_opt_param_scheduler) {
         *have = s;
         return 0;
     }
     if (s != *have)
-        return mc_errf(err, n, "the scheduler's %s is %s in the checkpoint but %s in this run (give "
+        return mc_errf(err, n,
+                       "the scheduler's %s is %s in the checkpoint but %s in this run (give "
                        "the same flags, or --override-opt-param-scheduler or "
-                       "--use-checkpoint-opt-param-scheduler)", what, saved, names[*have]);
+                       "--use-checkpoint-opt-param-scheduler)",
+                       what, saved, names[*have]);
     return 0;
 }
 
-int mc_ckpt_scheduler_load(mc_lr_sched_t *s, const mc_args_t *a, const mc_pyobj_t *sd, char *err, size_t n)
+int mc_ckpt_scheduler_load(mc_lr_sched_t *s, const mc_args_t *a, const mc_pyobj_t *sd, char *err,
+                           size_t n)
 {
-    if (!sd || sd->kind != MC_PY_DICT) return mc_errf(err, n, "'opt_param_scheduler' is not a dict");
+    if (!sd || sd->kind != MC_PY_DICT)
+        return mc_errf(err, n, "'opt_param_scheduler' is not a dict");
     mc_lr_sched_t x = *s;
     double decay = (double)x.decay_steps, incr = (double)x.wd_incr_steps;
     if (check_number(a, &x.max_lr, sd, "max_lr", "learning rate", err, n) ||
         check_number(a, &x.min_lr, sd, "min_lr", "minimum learning rate", err, n) ||
-        check_number(a, &x.warmup_steps, sd, "lr_warmup_steps", "warmup length (samples)", err, n) ||
+        check_number(a, &x.warmup_steps, sd, "lr_warmup_steps", "warmup length (samples)", err,
+                     n) ||
         check_number(a, &decay, sd, "lr_decay_steps", "decay length (samples)", err, n) ||
         check_style(a, &x.decay_style, k_lr_styles, 4, sd, "lr_decay_style", "decay style", err, n))
         return -1;
@@ -470,7 +511,8 @@ int mc_ckpt_scheduler_load(mc_lr_sched_t *s, const mc_args_t *a, const mc_pyobj_
         (check_number(a, &x.start_wd, sd, "start_wd", "start weight decay", err, n) ||
          check_number(a, &x.end_wd, sd, "end_wd", "end weight decay", err, n) ||
          check_number(a, &incr, sd, "wd_incr_steps", "weight-decay length (samples)", err, n) ||
-         check_style(a, &x.wd_incr_style, k_wd_styles, 3, sd, "wd_incr_style", "weight-decay style", err, n)))
+         check_style(a, &x.wd_incr_style, k_wd_styles, 3, sd, "wd_incr_style", "weight-decay style",
+                     err, n)))
         return -1;
     int64_t steps;
     if (mc_py_get_int(mc_py_dict_get_str(sd, "num_steps"), &steps) != 0 || steps < 0)

@@ -39,8 +39,9 @@ mc_pyobj_t *mc_ckpt_state_dict(const mc_trainer_t *t)
     if (mc_ckpt_order_spec(&t->model, mc_ckpt_names_of(a), &o) != 0) return NULL;
     mc_pyobj_t *sd = mc_py_dict();
     int rc = sd ? 0 : -1;
-    rc |= mc_py_dict_set_str(sd, "args", mc_ckpt_args_namespace(a, t->consumed_train_samples,
-                                                                t->consumed_valid_samples));
+    rc |= mc_py_dict_set_str(
+        sd, "args",
+        mc_ckpt_args_namespace(a, t->consumed_train_samples, t->consumed_valid_samples));
     rc |= mc_py_dict_set_str(sd, "checkpoint_version", mc_py_float(3.0));
     rc |= mc_py_dict_set_str(sd, "iteration", mc_py_int(t->iteration));
     for (int c = 0; c < t->model.cfg.n_chunks; c++) {
@@ -54,8 +55,8 @@ mc_pyobj_t *mc_ckpt_state_dict(const mc_trainer_t *t)
     }
     if (!a->no_save_rng) rc |= mc_py_dict_set_str(sd, "rng_state", rng_state(t));
     rc |= mc_py_dict_set_str(sd, "num_floating_point_operations_so_far",
-                             mc_py_float((double)t->iteration *
-                                         mc_num_floating_point_operations(a, a->global_batch_size)));
+                             mc_py_float((double)t->iteration * mc_num_floating_point_operations(
+                                                                    a, a->global_batch_size)));
     mc_ckpt_order_free(&o);
     if (rc) {
         mc_py_decref(sd);
@@ -67,11 +68,13 @@ mc_pyobj_t *mc_ckpt_state_dict(const mc_trainer_t *t)
 /* The dropout seed from rng_state, unless it is Megatron-LM's generator states (Python, numpy,
  * torch, CUDA and the tracker's), which megatron-c's Philox dropout cannot continue: those are
  * ignored, as with --no-load-rng, and reported. */
-static int load_rng(mc_trainer_t *t, const mc_pyobj_t *ck, mc_ckpt_applied_t *out, char *err, size_t n)
+static int load_rng(mc_trainer_t *t, const mc_pyobj_t *ck, mc_ckpt_applied_t *out, char *err,
+                    size_t n)
 {
     const mc_pyobj_t *rng = mc_py_item(mc_py_dict_get_str(ck, "rng_state"), 0);
     if (!rng)
-        return mc_errf(err, n, "no rng state (saved with --no-save-rng?): add --no-load-rng or --finetune");
+        return mc_errf(err, n,
+                       "no rng state (saved with --no-save-rng?): add --no-load-rng or --finetune");
     int64_t seed;
     if (mc_py_get_int(mc_py_dict_get_str(rng, "seed"), &seed) == 0) {
         t->model.cfg.seed = (uint64_t)seed; /* the dropout stream continues as saved */
@@ -81,7 +84,8 @@ static int load_rng(mc_trainer_t *t, const mc_pyobj_t *ck, mc_ckpt_applied_t *ou
         out->foreign_rng = true;
         return 0;
     }
-    return mc_errf(err, n, "the rng state is neither megatron-c's nor Megatron-LM's: add --no-load-rng");
+    return mc_errf(err, n,
+                   "the rng state is neither megatron-c's nor Megatron-LM's: add --no-load-rng");
 }
 
 /* Whether the chunks' weights are 16-bit (a --bf16/--fp16 run's). */
@@ -102,13 +106,16 @@ int mc_ckpt_apply(mc_trainer_t *t, const mc_pyobj_t *ck, const mc_ckpt_apply_opt
 {
     const mc_args_t *a = t->args;
     memset(out, 0, sizeof(*out));
-    if (!ck || ck->kind != MC_PY_DICT) return mc_errf(err, n, "not a checkpoint (the file holds a %s, not a dict)",
-                                                      ck ? mc_py_kind_name(ck->kind) : "nothing");
+    if (!ck || ck->kind != MC_PY_DICT)
+        return mc_errf(err, n, "not a checkpoint (the file holds a %s, not a dict)",
+                       ck ? mc_py_kind_name(ck->kind) : "nothing");
     double version = 0;
     mc_py_get_float(mc_py_dict_get_str(ck, "checkpoint_version"), &version);
     if (version < 3.0)
-        return mc_errf(err, n, "checkpoint_version %g: only version 3.0 checkpoints (Megatron-Core's "
-                       "layout) are supported", version);
+        return mc_errf(err, n,
+                       "checkpoint_version %g: only version 3.0 checkpoints (Megatron-Core's "
+                       "layout) are supported",
+                       version);
     const mc_pyobj_t *ns = mc_py_dict_get_str(ck, "args");
     if (ns && !a->finetune && mc_ckpt_args_check(ns, a, err, n) != 0) return -1;
 
@@ -116,7 +123,8 @@ int mc_ckpt_apply(mc_trainer_t *t, const mc_pyobj_t *ck, const mc_ckpt_apply_opt
     for (int c = 0; c < t->model.cfg.n_chunks; c++) {
         char key[32], inner[1024];
         mc_ckpt_model_key(&t->model, c, key, sizeof(key));
-        if (mc_ckpt_model_load(&t->model, c, mc_py_dict_get_str(ck, key), inner, sizeof(inner)) != 0)
+        if (mc_ckpt_model_load(&t->model, c, mc_py_dict_get_str(ck, key), inner, sizeof(inner)) !=
+            0)
             return mc_errf(err, n, "%s: %s", key, inner);
     }
     /* a 16-bit model's fp32 masters start as its loaded weights (Megatron's reload_model_params);
@@ -133,15 +141,18 @@ int mc_ckpt_apply(mc_trainer_t *t, const mc_pyobj_t *ck, const mc_ckpt_apply_opt
         const mc_pyobj_t *opt = mc_py_dict_get_str(ck, "optimizer");
         const mc_pyobj_t *sched = mc_py_dict_get_str(ck, "opt_param_scheduler");
         if (!opt || !sched)
-            return mc_errf(err, n, "no optimizer state (saved with --no-save-optim?): add "
+            return mc_errf(err, n,
+                           "no optimizer state (saved with --no-save-optim?): add "
                            "--no-load-optim or --finetune");
         if (mc_ckpt_optimizer_load(t, opt, &out->order, err, n) != 0) return -1;
         if (mc_ckpt_scheduler_load(&t->sched, a, sched, err, n) != 0) return -1;
     }
-    if (!opts->release && !a->finetune && !a->no_load_rng && load_rng(t, ck, out, err, n) != 0) return -1;
+    if (!opts->release && !a->finetune && !a->no_load_rng && load_rng(t, ck, out, err, n) != 0)
+        return -1;
     t->iteration = iteration;
     t->consumed_train_samples = t->consumed_valid_samples = 0;
-    if (ns && !a->finetune && !opts->release) { /* a release checkpoint starts over, as --finetune */
+    if (ns && !a->finetune &&
+        !opts->release) { /* a release checkpoint starts over, as --finetune */
         mc_ckpt_args_int(ns, "consumed_train_samples", &t->consumed_train_samples);
         mc_ckpt_args_int(ns, "consumed_valid_samples", &t->consumed_valid_samples);
     }

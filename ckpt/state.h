@@ -30,8 +30,8 @@ mc_pyobj_t *mc_ckpt_host_tensor_as(const mc_backend_t *be, const float *dev, int
 /* Copies tensor t (float32, float64, float16 or bfloat16, contiguous, of exactly this shape) into
  * the backend buffer dev of type dt, converting (rounding to nearest even) when the types differ.
  * Errors name `what`. */
-int mc_ckpt_tensor_into(const mc_backend_t *be, void *dev, mc_dtype_t dt, const mc_pyobj_t *t, int ndim,
-                        const int64_t *shape, const char *what, char *err, size_t n);
+int mc_ckpt_tensor_into(const mc_backend_t *be, void *dev, mc_dtype_t dt, const mc_pyobj_t *t,
+                        int ndim, const int64_t *shape, const char *what, char *err, size_t n);
 
 /* ---- parameter names and order in a file ---- */
 
@@ -58,7 +58,8 @@ int mc_ckpt_order_spec(const mc_gpt_t *m, mc_ckpt_names_t names, mc_ckpt_order_t
 /* What a file holds: the order of the model entries of ck (model, or model0, model1, ...),
  * which must name exactly this rank's parameters (in either spec's names; _extra_state entries
  * are skipped). Errors name the entry and the tensor. */
-int mc_ckpt_order_file(const mc_gpt_t *m, const mc_pyobj_t *ck, mc_ckpt_order_t *o, char *err, size_t n);
+int mc_ckpt_order_file(const mc_gpt_t *m, const mc_pyobj_t *ck, mc_ckpt_order_t *o, char *err,
+                       size_t n);
 void mc_ckpt_order_free(mc_ckpt_order_t *o);
 /* "model" with one chunk, "model<c>" with several. */
 void mc_ckpt_model_key(const mc_gpt_t *m, int c, char *buf, size_t n);
@@ -69,7 +70,8 @@ void mc_ckpt_model_key(const mc_gpt_t *m, int c, char *buf, size_t n);
  * from 0 within the chunk, this rank's tp slice of each tensor as dt (float32 or the 16-bit
  * type of a 16-bit model), and each linear's _extra_state after its parameters (None; an empty
  * uint8 tensor for Transformer Engine's modules). NULL when out of memory. */
-mc_pyobj_t *mc_ckpt_model_dict(const mc_gpt_t *m, const mc_ckpt_order_t *o, int c, mc_torch_dtype_t dt);
+mc_pyobj_t *mc_ckpt_model_dict(const mc_gpt_t *m, const mc_ckpt_order_t *o, int c,
+                               mc_torch_dtype_t dt);
 /* Loads chunk c's weights from its state dict (checked by mc_ckpt_order_file). */
 int mc_ckpt_model_load(mc_gpt_t *m, int c, const mc_pyobj_t *sd, char *err, size_t n);
 
@@ -118,8 +120,8 @@ typedef struct {
 
 /* What loading found that the caller reports. */
 typedef struct {
-    bool foreign_rng;     /* Megatron-LM's generator states: not usable, ignored */
-    bool weights_16bit;   /* the model entries were 16-bit */
+    bool foreign_rng;      /* Megatron-LM's generator states: not usable, ignored */
+    bool weights_16bit;    /* the model entries were 16-bit */
     mc_ckpt_order_t order; /* the file's parameter order (for distrib_optim.pt); free it */
 } mc_ckpt_applied_t;
 

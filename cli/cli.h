@@ -14,12 +14,12 @@
 enum { MC_CLI_MAX_SETS = 4 };
 
 typedef struct {
-    const char *prog;              /* "megatron-c", "megatron-c preprocess-data": in messages */
+    const char *prog; /* "megatron-c", "megatron-c preprocess-data": in messages */
     mc_flag_set_t sets[MC_CLI_MAX_SETS]; /* looked up in this order */
     int nsets;
-    bool allow_abbrev;             /* a unique prefix of a flag name is that flag (argparse's
+    bool allow_abbrev;    /* a unique prefix of a flag name is that flag (argparse's
                                     * default; Megatron's pretrain_gpt.py turns it off) */
-    void (*help)(FILE *);          /* MC_ACTION_HELP; NULL: training's --help */
+    void (*help)(FILE *); /* MC_ACTION_HELP; NULL: training's --help */
 } mc_cli_t;
 
 /* Reads argv[0..argc) into the sets' structs (their defaults must be in place: mc_cli_defaults)
@@ -57,8 +57,8 @@ void mc_args_run_hook(mc_args_t *args);
 void mc_args_finalize(mc_args_t *args, int world_size);
 
 /* ---- the subcommands: parse their command line, then run the layer that does the work ---- */
-int mc_cli_preprocess(int argc, char **argv);  /* argv[0] is "preprocess-data" */
-int mc_cli_convert(int argc, char **argv);     /* argv[0] is "convert-checkpoint" */
-int mc_cli_inspect(int argc, char **argv);     /* argv[0] is "inspect-data" */
+int mc_cli_preprocess(int argc, char **argv); /* argv[0] is "preprocess-data" */
+int mc_cli_convert(int argc, char **argv);    /* argv[0] is "convert-checkpoint" */
+int mc_cli_inspect(int argc, char **argv);    /* argv[0] is "inspect-data" */
 
 #endif

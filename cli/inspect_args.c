@@ -20,12 +20,25 @@ typedef struct {
 #define G .group = "inspect-data"
 
 static const mc_flag_t FLAGS[] = {
-    {.name = "--split-name", G, CHOICE("train", "valid", "test"), REF(split), .def = "train",
-     IMPLEMENTED, .help = "the split whose samples are printed"},
-    {.name = "--samples", G, STRING, REF(samples), IMPLEMENTED,
+    {.name = "--split-name",
+     G,
+     CHOICE("train", "valid", "test"),
+     REF(split),
+     .def = "train",
+     IMPLEMENTED,
+     .help = "the split whose samples are printed"},
+    {.name = "--samples",
+     G,
+     STRING,
+     REF(samples),
+     IMPLEMENTED,
      .help = "A:B, the samples A, A+1, ..., B-1 (default 0:10, shortened to the split's length); "
              "\"A:\" runs to the split's end, \":B\" starts at 0"},
-    {.name = "--format", G, CHOICE("ids", "text", "sha256"), REF(format), .def = "ids",
+    {.name = "--format",
+     G,
+     CHOICE("ids", "text", "sha256"),
+     REF(format),
+     .def = "ids",
      IMPLEMENTED,
      .help = "ids: the seq_length+1 token ids of the sample (tokens are all but the last, labels "
              "all but the first), separated by single spaces; -1 is the pad that ends a partial "
@@ -33,20 +46,41 @@ static const mc_flag_t FLAGS[] = {
              "written as \\\\ and each newline as \\n (all other bytes, invalid UTF-8 included, "
              "as they are; trailing pads left out; not available with --mock-data). sha256: the "
              "lowercase hex SHA-256 of those ids as little-endian int64"},
-    {.name = "--data-parallel-size", G, INT64, OPT(dp_size), .def = "1", BETWEEN(1, INT_MAX),
+    {.name = "--data-parallel-size",
+     G,
+     INT64,
+     OPT(dp_size),
+     .def = "1",
+     BETWEEN(1, INT_MAX),
      IMPLEMENTED,
      .help = "data-parallel ranks of the training run (tensor, pipeline and context parallel "
              "sizes are 1): the default --global-batch-size is then --micro-batch-size x D"},
-    {.name = "--iteration", G, INT64, OPT(iteration), .def = "0", GE(0), IMPLEMENTED,
+    {.name = "--iteration",
+     G,
+     INT64,
+     OPT(iteration),
+     .def = "0",
+     GE(0),
+     IMPLEMENTED,
      .help = "instead of samples, print the train-split samples that data-parallel rank R "
              "consumes in training iteration I (0-based, less than the number of training "
              "iterations): one line per microbatch, its number, a tab, and the global sample "
              "indices separated by single spaces (needs --micro-batch-size)"},
-    {.name = "--data-parallel-rank", G, INT64, OPT(dp_rank), .def = "0",
-     BETWEEN(0, INT_MAX - 1), IMPLEMENTED,
+    {.name = "--data-parallel-rank",
+     G,
+     INT64,
+     OPT(dp_rank),
+     .def = "0",
+     BETWEEN(0, INT_MAX - 1),
+     IMPLEMENTED,
      .help = "the rank R for --iteration, 0 <= R < D"},
-    {.name = "--help", .alias = "-h", G, .type = MC_FLAG_ACTION, .action = MC_ACTION_HELP,
-     IMPLEMENTED, .help = "show this help message and exit"},
+    {.name = "--help",
+     .alias = "-h",
+     G,
+     .type = MC_FLAG_ACTION,
+     .action = MC_ACTION_HELP,
+     IMPLEMENTED,
+     .help = "show this help message and exit"},
 };
 
 static void help(FILE *f)
@@ -68,7 +102,8 @@ static void help(FILE *f)
           "Output: one header line\n"
           "  # samples: train=N valid=N test=N\n"
           "(the number of samples of each split; 0 when the split has no dataset; \"unbounded\"\n"
-          "with --mock-data), then one line per sample: its index, a tab, and per --format.\n", f);
+          "with --mock-data), then one line per sample: its index, a tab, and per --format.\n",
+          f);
     mc_flag_set_t set = {FLAGS, sizeof(FLAGS) / sizeof(FLAGS[0]), NULL};
     mc_cli_print_flags(f, &set);
 }
@@ -100,7 +135,8 @@ static void samples_option(mc_inspect_opts_t *o, const char *v)
     if ((la && !parse_count(v, la, &o->begin)) || (lb && !parse_count(colon + 1, lb, &o->end)) ||
         (!la && !lb))
         mc_user_error("argument --samples: invalid value '%s' (expected A:B with non-negative "
-                      "integers A <= B, the samples A to B-1)", mc_shown(v, b));
+                      "integers A <= B, the samples A to B-1)",
+                      mc_shown(v, b));
     if (o->begin_given && o->end_given && o->begin > o->end)
         mc_user_error("argument --samples: invalid value '%s' (A must not exceed B in A:B)",
                       mc_shown(v, b));
@@ -138,7 +174,8 @@ static void options(mc_inspect_opts_t *o, const raw_t *r, const mc_cli_t *c,
                       "not apply to it");
     if (o->split != 0)
         mc_user_error("--iteration is for the train split (training iterations), not "
-                      "--split-name %s", mc_inspect_split_names[o->split]);
+                      "--split-name %s",
+                      mc_inspect_split_names[o->split]);
     if (!mc_cli_seen(c, seen, "--micro-batch-size")->given)
         mc_user_error("--iteration needs --micro-batch-size (the training run's)");
 }

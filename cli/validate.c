@@ -88,8 +88,9 @@ static void check_required(const mc_args_t *a)
     /* NullTokenizer and --mock-data have no vocabulary file to size the embedding from; the
      * GPT-2 tokenizer reads its files. */
     const bool gpt2 = strcmp(a->tokenizer_type, "GPT2BPETokenizer") == 0;
-    const bool files = gpt2 && !a->mock_data && a->n_data_path + a->n_train_data_path + a->n_valid_data_path +
-                                       a->n_test_data_path > 0;
+    const bool files =
+        gpt2 && !a->mock_data &&
+        a->n_data_path + a->n_train_data_path + a->n_valid_data_path + a->n_test_data_path > 0;
     append(list, sizeof(list), !files && a->vocab_size == 0 && !a->vocab_file[0], "--vocab-size");
     append(list, sizeof(list), files && !a->vocab_file[0], "--vocab-file");
     append(list, sizeof(list), files && !a->merge_file[0], "--merge-file");
@@ -108,14 +109,18 @@ static void parallel_sizes(mc_args_t *a, int world_size)
     const int cp = a->context_parallel_size;
     const int64_t model = (int64_t)tp * pp * cp;
     if (world_size % model != 0)
-        mc_user_error("world size (%d) is not divisible by tensor x pipeline x context parallel size "
-                      "(%d x %d x %d = %lld)", world_size, tp, pp, cp, (long long)model);
+        mc_user_error(
+            "world size (%d) is not divisible by tensor x pipeline x context parallel size "
+            "(%d x %d x %d = %lld)",
+            world_size, tp, pp, cp, (long long)model);
     a->world_size = world_size;
     a->data_parallel_size = (int)(world_size / model);
     if (tp == 1) a->sequence_parallel = false; /* Megatron: no change of numerics at tp 1 */
     if (a->sequence_parallel && a->seq_length % tp != 0)
-        mc_user_error("--seq-length (%d) must be divisible by --tensor-model-parallel-size (%d) with "
-                      "--sequence-parallel", a->seq_length, tp);
+        mc_user_error(
+            "--seq-length (%d) must be divisible by --tensor-model-parallel-size (%d) with "
+            "--sequence-parallel",
+            a->seq_length, tp);
 }
 
 /* Activation recomputation (arguments.py, TransformerBlock._checkpointed_forward). */
@@ -139,8 +144,10 @@ static void recompute(mc_args_t *a)
     for (int i = 0; i < a->n_recompute_modules; i++)
         if (strcmp(a->recompute_modules[i], "core_attn") != 0) {
             char shown[MC_SHOWN_MAX + 4];
-            mc_user_error("--recompute-modules %s is recognised but not implemented yet in megatron-c "
-                          "(supported: core_attn)", mc_shown(a->recompute_modules[i], shown));
+            mc_user_error(
+                "--recompute-modules %s is recognised but not implemented yet in megatron-c "
+                "(supported: core_attn)",
+                mc_shown(a->recompute_modules[i], shown));
         }
 }
 
@@ -162,19 +169,21 @@ static void data_parallel(const mc_args_t *a)
 static void batch_sizes(mc_args_t *a)
 {
     const int dp = a->data_parallel_size, mbs = a->micro_batch_size;
-    if (a->global_batch_size == 0) a->global_batch_size = checked_int((int64_t)mbs * dp, "global batch size");
+    if (a->global_batch_size == 0)
+        a->global_batch_size = checked_int((int64_t)mbs * dp, "global batch size");
     const int64_t per_step = (int64_t)mbs * dp;
     if (a->global_batch_size % per_step != 0)
         mc_user_error("global batch size (%d) is not divisible by micro batch size (%d) times data "
-                      "parallel size (%d)", a->global_batch_size, mbs, dp);
+                      "parallel size (%d)",
+                      a->global_batch_size, mbs, dp);
     a->num_microbatches = (int)(a->global_batch_size / per_step);
 
     if (a->eval_micro_batch_size == 0) a->eval_micro_batch_size = mbs;
     if (a->eval_global_batch_size == 0) a->eval_global_batch_size = a->global_batch_size;
     if (a->eval_global_batch_size % ((int64_t)a->eval_micro_batch_size * dp) != 0)
         mc_user_error("eval global batch size (%d) is not divisible by eval micro batch size (%d) "
-                      "times data parallel size (%d)", a->eval_global_batch_size,
-                      a->eval_micro_batch_size, dp);
+                      "times data parallel size (%d)",
+                      a->eval_global_batch_size, a->eval_micro_batch_size, dp);
 }
 
 /* ---- pipeline parallelism ---- */
@@ -185,27 +194,33 @@ static void batch_sizes(mc_args_t *a)
 static int virtual_pipeline_size(const mc_args_t *a)
 {
     const int pp = a->pipeline_model_parallel_size, L = a->num_layers;
-    const int K = a->num_layers_per_virtual_pipeline_stage, V = a->num_virtual_stages_per_pipeline_rank;
+    const int K = a->num_layers_per_virtual_pipeline_stage,
+              V = a->num_virtual_stages_per_pipeline_rank;
     if (K && V)
-        mc_user_error("No more than one of the following arguments can be set at the same time: "
-                      "--num-layers-per-virtual-pipeline-stage, --num-virtual-stages-per-pipeline-rank, "
-                      "--pipeline-model-parallel-layout (got --num-layers-per-virtual-pipeline-stage %d "
-                      "and --num-virtual-stages-per-pipeline-rank %d)", K, V);
+        mc_user_error(
+            "No more than one of the following arguments can be set at the same time: "
+            "--num-layers-per-virtual-pipeline-stage, --num-virtual-stages-per-pipeline-rank, "
+            "--pipeline-model-parallel-layout (got --num-layers-per-virtual-pipeline-stage %d "
+            "and --num-virtual-stages-per-pipeline-rank %d)",
+            K, V);
     if (V) return V;
     if (!K) return 1;
     if (a->decoder_first_pipeline_num_layers || a->decoder_last_pipeline_num_layers)
-        mc_user_error("please use --num-virtual-stages-per-pipeline-rank to specify virtual pipeline "
-                      "parallel degree when enable uneven pipeline parallelism "
-                      "(--num-layers-per-virtual-pipeline-stage cannot be combined with "
-                      "--decoder-first/last-pipeline-num-layers)");
+        mc_user_error(
+            "please use --num-virtual-stages-per-pipeline-rank to specify virtual pipeline "
+            "parallel degree when enable uneven pipeline parallelism "
+            "(--num-layers-per-virtual-pipeline-stage cannot be combined with "
+            "--decoder-first/last-pipeline-num-layers)");
     if (L % pp != 0)
         mc_user_error("number of layers of the model (--num-layers %d) must be divisible by the "
-                      "pipeline-model-parallel size (%d)", L, pp);
+                      "pipeline-model-parallel size (%d)",
+                      L, pp);
     if ((L / pp) % K != 0)
-        mc_user_error("number of layers per pipeline stage (%d = --num-layers %d / "
-                      "--pipeline-model-parallel-size %d) must be divisible by the number of layers "
-                      "per virtual pipeline stage (--num-layers-per-virtual-pipeline-stage %d)",
-                      L / pp, L, pp, K);
+        mc_user_error(
+            "number of layers per pipeline stage (%d = --num-layers %d / "
+            "--pipeline-model-parallel-size %d) must be divisible by the number of layers "
+            "per virtual pipeline stage (--num-layers-per-virtual-pipeline-stage %d)",
+            L / pp, L, pp, K);
     return L / pp / K;
 }
 
@@ -225,11 +240,13 @@ static void schedule_fits(const mc_args_t *a, int num_microbatches, bool forward
     };
     char err[512];
     if (mc_pp_validate(&c, err, sizeof(err)) != 0)
-        mc_user_error("%s (%s: %d microbatches = %sglobal batch size %d / (%smicro batch size %d x "
-                      "data parallel size %d), pipeline-model-parallel size %d, %d model chunks per "
-                      "pipeline rank, microbatch group size %d)", err, what, num_microbatches,
-                      forward_only ? "eval " : "", gbs, forward_only ? "eval " : "", mbs,
-                      a->data_parallel_size, c.pp_size, c.vpp, mc_pp_group_size(&c));
+        mc_user_error(
+            "%s (%s: %d microbatches = %sglobal batch size %d / (%smicro batch size %d x "
+            "data parallel size %d), pipeline-model-parallel size %d, %d model chunks per "
+            "pipeline rank, microbatch group size %d)",
+            err, what, num_microbatches, forward_only ? "eval " : "", gbs,
+            forward_only ? "eval " : "", mbs, a->data_parallel_size, c.pp_size, c.vpp,
+            mc_pp_group_size(&c));
 }
 
 /* Virtual pipeline size and p2p overlap (validate_args), the layers of every (pp rank, model
@@ -247,12 +264,17 @@ static void pipeline(mc_args_t *a)
         /* validate_args' pp > 1 (overlap) / pp > 2 (no overlap) rules come before the layer
          * checks; mc_pp_validate owns their wording. A count of pp microbatches in groups of pp
          * passes every microbatch rule, so only the pp rules can fail here. */
-        const mc_pp_config_t c = {.pp_size = pp, .vpp = vpp, .num_microbatches = pp,
-                                  .group_size = pp, .overlap_p2p_comm = a->overlap_p2p_comm};
+        const mc_pp_config_t c = {.pp_size = pp,
+                                  .vpp = vpp,
+                                  .num_microbatches = pp,
+                                  .group_size = pp,
+                                  .overlap_p2p_comm = a->overlap_p2p_comm};
         if (mc_pp_validate(&c, err, sizeof(err)) != 0) mc_user_error("%s", err);
     }
 
-    const mc_pp_layers_cfg_t lc = {.num_layers = a->num_layers, .pp_size = pp, .vpp = vpp,
+    const mc_pp_layers_cfg_t lc = {.num_layers = a->num_layers,
+                                   .pp_size = pp,
+                                   .vpp = vpp,
                                    .first_stage_layers = a->decoder_first_pipeline_num_layers,
                                    .last_stage_layers = a->decoder_last_pipeline_num_layers};
     for (int r = 0; r < pp; r++)
@@ -260,23 +282,27 @@ static void pipeline(mc_args_t *a)
             int first, n;
             if (mc_pp_layers(&lc, r, c, &first, &n, err, sizeof(err)) == 0) continue;
             char ctx[256];
-            int len = snprintf(ctx, sizeof(ctx), "--num-layers %d, --pipeline-model-parallel-size %d",
-                               lc.num_layers, pp);
+            int len =
+                snprintf(ctx, sizeof(ctx), "--num-layers %d, --pipeline-model-parallel-size %d",
+                         lc.num_layers, pp);
             if (vpp > 1 && len < (int)sizeof(ctx))
-                len += snprintf(ctx + len, sizeof(ctx) - (size_t)len, ", %d virtual stages per pipeline rank", vpp);
+                len += snprintf(ctx + len, sizeof(ctx) - (size_t)len,
+                                ", %d virtual stages per pipeline rank", vpp);
             if (lc.first_stage_layers && len < (int)sizeof(ctx))
                 len += snprintf(ctx + len, sizeof(ctx) - (size_t)len,
                                 ", --decoder-first-pipeline-num-layers %d", lc.first_stage_layers);
             if (lc.last_stage_layers && len < (int)sizeof(ctx))
-                snprintf(ctx + len, sizeof(ctx) - (size_t)len, ", --decoder-last-pipeline-num-layers %d",
-                         lc.last_stage_layers);
+                snprintf(ctx + len, sizeof(ctx) - (size_t)len,
+                         ", --decoder-last-pipeline-num-layers %d", lc.last_stage_layers);
             mc_user_error("%s (%s)", err, ctx);
         }
 
-    schedule_fits(a, a->num_microbatches, false, "training", a->global_batch_size, a->micro_batch_size);
+    schedule_fits(a, a->num_microbatches, false, "training", a->global_batch_size,
+                  a->micro_batch_size);
     if (a->eval_iters > 0) {
         const int m = mc_args_eval_microbatches(a);
-        schedule_fits(a, m, true, "evaluation", a->eval_global_batch_size, a->eval_micro_batch_size);
+        schedule_fits(a, m, true, "evaluation", a->eval_global_batch_size,
+                      a->eval_micro_batch_size);
     }
 }
 
@@ -315,7 +341,8 @@ static void lr_schedule(const mc_args_t *a)
     double decay, warmup;
     if (a->train_samples) {
         decay = (double)(a->lr_decay_samples ? a->lr_decay_samples : a->train_samples);
-        warmup = a->lr_warmup_fraction >= 0 ? a->lr_warmup_fraction * decay : (double)a->lr_warmup_samples;
+        warmup = a->lr_warmup_fraction >= 0 ? a->lr_warmup_fraction * decay
+                                            : (double)a->lr_warmup_samples;
     } else {
         decay = (double)(a->lr_decay_iters ? a->lr_decay_iters : a->train_iters) * (double)gbs;
         warmup = a->lr_warmup_fraction >= 0 ? a->lr_warmup_fraction * decay
@@ -344,27 +371,33 @@ static void model_shape(mc_args_t *a)
     const int h = a->hidden_size, heads = a->num_attention_heads;
     const int tp = a->tensor_model_parallel_size;
     if (a->ffn_hidden_size == 0)
-        a->ffn_hidden_size = a->swiglu ? checked_int((int64_t)((4.0 * h * 2 / 3) / 64) * 64, "--ffn-hidden-size")
-                                       : checked_int(4 * (int64_t)h, "--ffn-hidden-size (4 x --hidden-size)");
+        a->ffn_hidden_size =
+            a->swiglu ? checked_int((int64_t)((4.0 * h * 2 / 3) / 64) * 64, "--ffn-hidden-size")
+                      : checked_int(4 * (int64_t)h, "--ffn-hidden-size (4 x --hidden-size)");
     if (a->kv_channels == 0) {
         if (h % heads != 0)
             mc_user_error("--hidden-size (%d) must be divisible by --num-attention-heads (%d) (or "
-                          "give --kv-channels)", h, heads);
+                          "give --kv-channels)",
+                          h, heads);
         a->kv_channels = h / heads;
     }
     if (heads % tp != 0)
-        mc_user_error("--num-attention-heads (%d) must be divisible by --tensor-model-parallel-size "
-                      "(%d)", heads, tp);
+        mc_user_error(
+            "--num-attention-heads (%d) must be divisible by --tensor-model-parallel-size "
+            "(%d)",
+            heads, tp);
     if (!a->group_query_attention) a->num_query_groups = heads;
     if (heads % a->num_query_groups != 0)
         mc_user_error("--num-attention-heads (%d) must be divisible by --num-query-groups (%d)",
                       heads, a->num_query_groups);
     if (a->num_query_groups % tp != 0 && tp % a->num_query_groups != 0)
         mc_user_error("--num-query-groups (%d) and --tensor-model-parallel-size (%d) must divide "
-                      "one another", a->num_query_groups, tp);
+                      "one another",
+                      a->num_query_groups, tp);
     if (a->max_position_embeddings < a->seq_length)
         mc_user_error("--max-position-embeddings (%d) must be greater than or equal to "
-                      "--seq-length (%d)", a->max_position_embeddings, a->seq_length);
+                      "--seq-length (%d)",
+                      a->max_position_embeddings, a->seq_length);
     if (a->context_parallel_size > 1 && a->seq_length % (2 * a->context_parallel_size) != 0)
         mc_user_error("--seq-length (%d) must be a multiple of 2 x --context-parallel-size (%d)",
                       a->seq_length, a->context_parallel_size);
@@ -375,8 +408,9 @@ static void model_shape(mc_args_t *a)
 static void biases(mc_args_t *a)
 {
     if (a->add_qkv_bias && !a->add_bias_linear)
-        mc_user_error("--add-qkv-bias with --disable-bias-linear (a bias on QKV only) is recognised "
-                      "but not implemented yet in megatron-c (see docs/FLAGS.md)");
+        mc_user_error(
+            "--add-qkv-bias with --disable-bias-linear (a bias on QKV only) is recognised "
+            "but not implemented yet in megatron-c (see docs/FLAGS.md)");
     if (!a->add_bias_linear) a->bias_gelu_fusion = false;
     if (a->add_bias_linear) a->add_qkv_bias = true;
 }
@@ -393,26 +427,31 @@ static void vocabulary(mc_args_t *a)
                           a->padded_vocab_size, (long long)v);
         if (a->padded_vocab_size % tp != 0)
             mc_user_error("--padded-vocab-size (%d) must be divisible by "
-                          "--tensor-model-parallel-size (%d)", a->padded_vocab_size, tp);
+                          "--tensor-model-parallel-size (%d)",
+                          a->padded_vocab_size, tp);
         return;
     }
     a->padded_vocab_size = mc_padded_vocab_size((int)v, a->make_vocab_size_divisible_by, tp);
-    if (a->padded_vocab_size < 0) mc_user_error("--vocab-size (%d) is too large to pad", a->vocab_size);
+    if (a->padded_vocab_size < 0)
+        mc_user_error("--vocab-size (%d) is too large to pad", a->vocab_size);
 }
 
 static void optimizer(mc_args_t *a)
 {
-    if (a->min_lr > a->lr) mc_user_error("--min-lr (%g) must not exceed --lr (%g)", a->min_lr, a->lr);
+    if (a->min_lr > a->lr)
+        mc_user_error("--min-lr (%g) must not exceed --lr (%g)", a->min_lr, a->lr);
     if (strcmp(a->weight_decay_incr_style, "constant") == 0) {
         if (a->start_weight_decay_set || a->end_weight_decay_set)
-            mc_user_error("--start-weight-decay and --end-weight-decay need "
-                          "--weight-decay-incr-style linear or cosine (constant uses --weight-decay)");
+            mc_user_error(
+                "--start-weight-decay and --end-weight-decay need "
+                "--weight-decay-incr-style linear or cosine (constant uses --weight-decay)");
         a->start_weight_decay = a->end_weight_decay = a->weight_decay;
         return;
     }
     if (!a->start_weight_decay_set || !a->end_weight_decay_set)
         mc_user_error("--weight-decay-incr-style %s needs both --start-weight-decay and "
-                      "--end-weight-decay", a->weight_decay_incr_style);
+                      "--end-weight-decay",
+                      a->weight_decay_incr_style);
     if (a->end_weight_decay < a->start_weight_decay)
         mc_user_error("--end-weight-decay (%g) must not be smaller than --start-weight-decay (%g)",
                       a->end_weight_decay, a->start_weight_decay);

@@ -8,7 +8,8 @@
 
 int mc_args_eval_microbatches(const mc_args_t *a)
 {
-    const int64_t mbs = a->eval_micro_batch_size > 0 ? a->eval_micro_batch_size : a->micro_batch_size;
+    const int64_t mbs =
+        a->eval_micro_batch_size > 0 ? a->eval_micro_batch_size : a->micro_batch_size;
     const int64_t dp = a->data_parallel_size > 0 ? a->data_parallel_size : 1;
     return (int)(a->eval_global_batch_size / (mbs * dp));
 }
@@ -25,6 +26,6 @@ int mc_padded_vocab_size(int vocab_size, int divisible_by, int tp)
  * vocab_size ids plus its eod; --mock-data with GPT2BPETokenizer uses vocab_size as is. */
 int64_t mc_args_vocab_from_size(const mc_args_t *a)
 {
-    return strcmp(a->tokenizer_type, "NullTokenizer") == 0 ? (int64_t)a->vocab_size + 1 : a->vocab_size;
+    return strcmp(a->tokenizer_type, "NullTokenizer") == 0 ? (int64_t)a->vocab_size + 1
+                                                           : a->vocab_size;
 }
-

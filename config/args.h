@@ -19,23 +19,23 @@ typedef struct {
     /* ---- model shape ---- */
     int num_layers;
     int hidden_size;
-    int ffn_hidden_size;            /* derived: 4h when not given */
+    int ffn_hidden_size; /* derived: 4h when not given */
     int num_attention_heads;
-    int kv_channels;                /* derived: h / heads when not given */
+    int kv_channels; /* derived: h / heads when not given */
     bool group_query_attention;
-    int num_query_groups;           /* derived: heads unless --group-query-attention */
+    int num_query_groups; /* derived: heads unless --group-query-attention */
     int seq_length;
     int max_position_embeddings;
     char position_embedding_type[32];
     int make_vocab_size_divisible_by;
-    int vocab_size;                 /* 0 = not given */
-    int padded_vocab_size;          /* derived (or given by --padded-vocab-size) */
-    char normalization[16];         /* "LayerNorm" | "RMSNorm" */
+    int vocab_size;         /* 0 = not given */
+    int padded_vocab_size;  /* derived (or given by --padded-vocab-size) */
+    char normalization[16]; /* "LayerNorm" | "RMSNorm" */
     double norm_epsilon;
     bool apply_residual_connection_post_layernorm;
-    bool add_bias_linear;           /* false with --disable-bias-linear */
+    bool add_bias_linear; /* false with --disable-bias-linear */
     bool add_qkv_bias;
-    bool bias_gelu_fusion;          /* false with --no-bias-gelu-fusion (and without biases) */
+    bool bias_gelu_fusion; /* false with --no-bias-gelu-fusion (and without biases) */
     bool swiglu;
     bool untie_embeddings_and_output_weights;
     char transformer_impl[32];
@@ -63,48 +63,48 @@ typedef struct {
     int num_layers_per_virtual_pipeline_stage; /* K; 0 = unset */
     int num_virtual_stages_per_pipeline_rank;  /* V; 0 = unset */
     int decoder_first_pipeline_num_layers, decoder_last_pipeline_num_layers; /* 0 = unset (even) */
-    int microbatch_group_size_per_vp_stage;    /* 0 = unset, means pp */
+    int microbatch_group_size_per_vp_stage; /* 0 = unset, means pp */
     bool overlap_p2p_comm; /* derived: true with VPP unless --no-overlap-p2p-communication; false
                             * without VPP */
     int context_parallel_size;
     bool sequence_parallel;
-    int world_size;                 /* derived: from the runtime (1 without a launcher) */
-    int data_parallel_size;         /* derived */
+    int world_size;         /* derived: from the runtime (1 without a launcher) */
+    int data_parallel_size; /* derived */
     char distributed_backend[16];
     int distributed_timeout_minutes;
-    int heartbeat_timeout_seconds;  /* 0: off */
-    bool use_tp_pp_dp_mapping;      /* rank order tp-cp-ep-pp-dp */
+    int heartbeat_timeout_seconds; /* 0: off */
+    bool use_tp_pp_dp_mapping;     /* rank order tp-cp-ep-pp-dp */
     /* data-parallel gradient reduction (parallel/grads.h) */
     bool overlap_grad_reduce;
     bool overlap_param_gather;
-    int64_t ddp_bucket_size;        /* 0 = not given */
-    int ddp_num_buckets;            /* 0 = not given */
+    int64_t ddp_bucket_size; /* 0 = not given */
+    int ddp_num_buckets;     /* 0 = not given */
     bool ddp_pad_buckets_for_high_nccl_busbw;
     bool ddp_average_in_collective;
 
     /* ---- batch ---- */
     int micro_batch_size;
-    int global_batch_size;          /* derived: mbs*dp when not given */
-    int num_microbatches;           /* derived */
-    int eval_micro_batch_size;      /* derived: mbs when not given */
-    int eval_global_batch_size;     /* derived: gbs when not given */
+    int global_batch_size;      /* derived: mbs*dp when not given */
+    int num_microbatches;       /* derived */
+    int eval_micro_batch_size;  /* derived: mbs when not given */
+    int eval_global_batch_size; /* derived: gbs when not given */
 
     /* ---- training length ---- */
-    int64_t train_iters;            /* 0 = not given; derived as train_samples // gbs when
+    int64_t train_iters;          /* 0 = not given; derived as train_samples // gbs when
                                      * --train-samples is given (training.update_train_iters) */
-    int64_t train_samples;          /* 0 = not given; > 0 marks sample-based training (lr schedule) */
-    int64_t exit_interval;          /* 0 = not given */
-    double exit_duration_in_mins;   /* 0 = not given */
-    bool exit_signal_handler;       /* save and exit on exit_signal (train/signals.h) */
-    char exit_signal[16];           /* "SIGTERM": Python's signal.Signals name */
+    int64_t train_samples;        /* 0 = not given; > 0 marks sample-based training (lr schedule) */
+    int64_t exit_interval;        /* 0 = not given */
+    double exit_duration_in_mins; /* 0 = not given */
+    bool exit_signal_handler;     /* save and exit on exit_signal (train/signals.h) */
+    char exit_signal[16];         /* "SIGTERM": Python's signal.Signals name */
     bool skip_train;
 
     /* ---- optimizer ---- */
-    char optimizer[16];             /* "adam" | "sgd" */
+    char optimizer[16]; /* "adam" | "sgd" */
     double adam_beta1, adam_beta2, adam_eps;
     double sgd_momentum;
     double weight_decay;
-    double start_weight_decay;      /* derived for constant style */
+    double start_weight_decay; /* derived for constant style */
     double end_weight_decay;
     bool start_weight_decay_set, end_weight_decay_set;
     char weight_decay_incr_style[16]; /* constant | linear | cosine */
@@ -115,17 +115,17 @@ typedef struct {
     double lr;
     bool lr_set;
     double min_lr;
-    char lr_decay_style[32];        /* constant | linear | cosine | inverse-square-root | WSD */
-    int64_t lr_decay_iters;         /* 0 = not given */
-    int64_t lr_decay_samples;       /* 0 = not given */
+    char lr_decay_style[32];  /* constant | linear | cosine | inverse-square-root | WSD */
+    int64_t lr_decay_iters;   /* 0 = not given */
+    int64_t lr_decay_samples; /* 0 = not given */
     int64_t lr_warmup_iters;
     int64_t lr_warmup_samples;
-    double lr_warmup_fraction;      /* < 0 = not given */
+    double lr_warmup_fraction; /* < 0 = not given */
     double lr_warmup_init;
 
     /* ---- mixed precision ---- */
     bool fp16, bf16;
-    double loss_scale;              /* 0 = not given (dynamic for fp16) */
+    double loss_scale; /* 0 = not given (dynamic for fp16) */
     double initial_loss_scale;
     double min_loss_scale;
     int loss_scale_window;
@@ -138,11 +138,12 @@ typedef struct {
     bool mock_data;
     int n_data_path;
     char *data_path[MC_MAX_PATHS];
-    char split[128];                /* empty = not given */
-    char data_cache_path[4096];     /* --data-cache-path; empty = Megatron's default */
+    char split[128];            /* empty = not given */
+    char data_cache_path[4096]; /* --data-cache-path; empty = Megatron's default */
     /* --train-data-path / --valid-data-path / --test-data-path (weights and prefixes) */
     int n_train_data_path, n_valid_data_path, n_test_data_path;
-    char *train_data_path[MC_MAX_PATHS], *valid_data_path[MC_MAX_PATHS], *test_data_path[MC_MAX_PATHS];
+    char *train_data_path[MC_MAX_PATHS], *valid_data_path[MC_MAX_PATHS],
+        *test_data_path[MC_MAX_PATHS];
     double mid_level_dataset_surplus;
     char tokenizer_type[64];
     char vocab_file[4096];
@@ -150,7 +151,7 @@ typedef struct {
     bool eod_mask_loss;
     bool reset_position_ids;
     bool reset_attention_mask;
-    char dataloader_type[16];       /* derived: "single" */
+    char dataloader_type[16]; /* derived: "single" */
 
     /* ---- logging ---- */
     int log_interval;
@@ -158,7 +159,7 @@ typedef struct {
     bool log_params_norm;
     bool log_num_zeros_in_grad;
     int timing_log_level;
-    char timing_log_option[16];     /* max | minmax | all */
+    char timing_log_option[16]; /* max | minmax | all */
     bool barrier_with_l1_time;
 
     /* ---- evaluation ---- */
@@ -166,24 +167,24 @@ typedef struct {
     int eval_interval;
 
     /* ---- checkpointing (ckpt/checkpoint.h) ---- */
-    char save[4096];                /* --save; empty = not given */
-    int save_interval;              /* 0 = not given */
+    char save[4096];   /* --save; empty = not given */
+    int save_interval; /* 0 = not given */
     bool no_save_optim, no_save_rng;
-    char load[4096];                /* --load; empty = not given */
+    char load[4096]; /* --load; empty = not given */
     bool no_load_optim, no_load_rng;
     bool finetune;
     bool exit_on_missing_checkpoint;
-    int ckpt_step;                  /* 0 = not given (Megatron treats 0 as unset too) */
-    char ckpt_format[16];           /* "torch": the legacy layout megatron-c writes and reads */
+    int ckpt_step;        /* 0 = not given (Megatron treats 0 as unset too) */
+    char ckpt_format[16]; /* "torch": the legacy layout megatron-c writes and reads */
     bool override_opt_param_scheduler, use_checkpoint_opt_param_scheduler;
-    bool use_checkpoint_args;       /* take the model's arguments from --load's checkpoint */
+    bool use_checkpoint_args;              /* take the model's arguments from --load's checkpoint */
     bool use_mp_args_from_checkpoint_args; /* ... and its tp / pp / vpp */
     bool use_tokenizer_model_from_checkpoint_args; /* ... and its tokenizer (default True) */
-    bool async_save;                /* write in the background (ckpt/async.h) */
+    bool async_save;                               /* write in the background (ckpt/async.h) */
 
     /* ---- megatron-c extensions ---- */
-    char device[16];                /* "auto" | "cpu" | "cuda"; resolved at start-up */
-    int cpu_threads;                /* OpenBLAS threads on the CPU backend; 0 = library default */
+    char device[16]; /* "auto" | "cpu" | "cuda"; resolved at start-up */
+    int cpu_threads; /* OpenBLAS threads on the CPU backend; 0 = library default */
 } mc_args_t;
 
 /* A value for a flag's field from elsewhere than the command line (a checkpoint's args): text

@@ -24,7 +24,8 @@ static const mc_env_info_t INFO[MC_ENV_COUNT] = {
                                          "ckpt/checkpoint.c",
                                          "Tests: holds a checkpoint's writer this long after "
                                          "writing its files, before publishing them."},
-    [MC_ENV_TEST_GRAD_POISON] = {"MC_TEST_GRAD_POISON", "ITERATION:{nan,inf}[:RANK]", "train/step.c",
+    [MC_ENV_TEST_GRAD_POISON] = {"MC_TEST_GRAD_POISON", "ITERATION:{nan,inf}[:RANK]",
+                                 "train/step.c",
                                  "Tests: turns the gradients (of every rank, or of RANK) into NaN, "
                                  "or the non-zero ones into Inf, at that iteration, to reach the "
                                  "gradient-norm check."},
@@ -63,7 +64,8 @@ void mc_env_print_markdown(FILE *out)
     fputs("\n## Environment variables\n\n"
           "Read once at start-up (config/env.c); the components get the values from there. "
           "Most exist for the tests.\n\n"
-          "| Variable | Value | Read by | Effect |\n|---|---|---|---|\n", out);
+          "| Variable | Value | Read by | Effect |\n|---|---|---|---|\n",
+          out);
     for (int k = 0; k < MC_ENV_COUNT; k++)
         fprintf(out, "| `%s` | `%s` | %s | %s |\n", INFO[k].name, INFO[k].value, INFO[k].reader,
                 INFO[k].help);

@@ -44,7 +44,8 @@ static void check_bounds(const mc_flag_t *f, double v, const char *text)
     if (mc_flag_within_bounds(f, v)) return;
     char b[MC_SHOWN_MAX + 4], range[96];
     mc_flag_bounds_text(f, range, sizeof(range));
-    mc_user_error("argument %s: invalid value '%s' (must be %s)", f->name, mc_shown(text, b), range);
+    mc_user_error("argument %s: invalid value '%s' (must be %s)", f->name, mc_shown(text, b),
+                  range);
 }
 
 static long long parse_integer(const mc_flag_t *f, mc_flag_type_t type, const char *text)
@@ -117,7 +118,8 @@ static void store_number_text(void *base, const mc_flag_t *f, const char *text, 
         if (bounded) check_bounds(f, v, text);
         if (f->field_size) memcpy(field_of(base, f), &v, sizeof(v));
     } else {
-        long long v = parse_integer(f, f->type == MC_FLAG_INT64 ? MC_FLAG_INT64 : MC_FLAG_INT, text);
+        long long v =
+            parse_integer(f, f->type == MC_FLAG_INT64 ? MC_FLAG_INT64 : MC_FLAG_INT, text);
         if (bounded) check_bounds(f, (double)v, text);
         if (f->field_size) store_integer(base, f, v);
     }
@@ -158,7 +160,8 @@ void mc_flag_set_list(void *base, const mc_flag_t *f, const char *const *values,
 {
     if (f->nargs > 0 && n != f->nargs)
         mc_user_error("argument %s: expected %d arguments", f->name, f->nargs);
-    if (f->nargs < 0 && n == 0) mc_user_error("argument %s: expected at least one argument", f->name);
+    if (f->nargs < 0 && n == 0)
+        mc_user_error("argument %s: expected at least one argument", f->name);
     for (int i = 0; i < n; i++)
         if (f->elem == MC_FLAG_INT) parse_integer(f, MC_FLAG_INT, values[i]);
     if (!f->field_size) return;
@@ -183,8 +186,7 @@ void mc_flag_default(void *base, const mc_flag_t *f)
     case MC_FLAG_LIST:
     case MC_FLAG_ACTION: break; /* lists default to None: no values */
     default:
-        if (f->def)
-            mc_flag_set_text(base, f, f->def);
+        if (f->def) mc_flag_set_text(base, f, f->def);
         else if (f->none) /* the "not given" sentinel lies outside the flag's bounds */
             store_number_text(base, f, f->none, false);
     }
@@ -196,7 +198,8 @@ static bool same_text(const mc_flag_t *f, const char *x, const char *y)
 {
     double dx, dy;
     long long ix, iy;
-    if (f->type == MC_FLAG_FLOAT && parse_real_text(x, &dx) && parse_real_text(y, &dy)) return dx == dy;
+    if (f->type == MC_FLAG_FLOAT && parse_real_text(x, &dx) && parse_real_text(y, &dy))
+        return dx == dy;
     if ((f->type == MC_FLAG_INT || f->type == MC_FLAG_INT64) && parse_integer_text(x, &ix) &&
         parse_integer_text(y, &iy))
         return ix == iy;
@@ -238,8 +241,10 @@ static int unsupported(const mc_flag_t *f, const mc_flag_seen_t *s, char *err, s
         if (v != f->supported) strncat(list, ", ", sizeof(list) - strlen(list) - 1);
         strncat(list, *v, sizeof(list) - strlen(list) - 1);
     }
-    return mc_errf(err, n, "%s %s is recognised but not implemented yet in megatron-c (supported: "
-                   "%s; see docs/FLAGS.md)", f->name, mc_shown(s->value, b), list);
+    return mc_errf(err, n,
+                   "%s %s is recognised but not implemented yet in megatron-c (supported: "
+                   "%s; see docs/FLAGS.md)",
+                   f->name, mc_shown(s->value, b), list);
 }
 
 int mc_flag_status_problem(const mc_flag_t *f, const mc_flag_seen_t *s, char *err, size_t n)
@@ -251,8 +256,10 @@ int mc_flag_status_problem(const mc_flag_t *f, const mc_flag_seen_t *s, char *er
     case MC_FLAG_DEPRECATED: return is_default(f, s) ? 0 : mc_errf(err, n, "%s", f->note);
     case MC_FLAG_NOT_IMPLEMENTED:
         if (is_default(f, s)) return 0;
-        return mc_errf(err, n, "%s is recognised but not implemented yet in megatron-c (see "
-                       "docs/FLAGS.md)", f->name);
+        return mc_errf(err, n,
+                       "%s is recognised but not implemented yet in megatron-c (see "
+                       "docs/FLAGS.md)",
+                       f->name);
     }
     return 0;
 }

@@ -19,10 +19,23 @@ const mc_flag_t *mc_flag_at(size_t i)
 const char *const *mc_flag_groups(void)
 {
     /* The order of Megatron's parse_args (arguments.py), so --help reads like Megatron's. */
-    static const char *const groups[] = {
-        "network size", "regularization", "training", "initialization", "learning rate",
-        "checkpointing", "mixed precision", "distributed", "validation", "data and dataloader",
-        "tokenizer", "moe", "logging", "Transformer-Engine", "experimental", "megatron-c", NULL};
+    static const char *const groups[] = {"network size",
+                                         "regularization",
+                                         "training",
+                                         "initialization",
+                                         "learning rate",
+                                         "checkpointing",
+                                         "mixed precision",
+                                         "distributed",
+                                         "validation",
+                                         "data and dataloader",
+                                         "tokenizer",
+                                         "moe",
+                                         "logging",
+                                         "Transformer-Engine",
+                                         "experimental",
+                                         "megatron-c",
+                                         NULL};
     return groups;
 }
 
@@ -108,10 +121,7 @@ void mc_flag_bounds_text(const mc_flag_t *f, char *buf, size_t n)
     if (lo && hi)
         snprintf(buf, n, "in %c%.15g, %.15g%c", (f->bounds & MC_MIN) ? '[' : '(', f->min, f->max,
                  (f->bounds & MC_MAX) ? ']' : ')');
-    else if (lo)
-        snprintf(buf, n, "%s %.15g", (f->bounds & MC_MIN) ? ">=" : ">", f->min);
-    else if (hi)
-        snprintf(buf, n, "%s %.15g", (f->bounds & MC_MAX) ? "<=" : "<", f->max);
-    else
-        snprintf(buf, n, "any value");
+    else if (lo) snprintf(buf, n, "%s %.15g", (f->bounds & MC_MIN) ? ">=" : ">", f->min);
+    else if (hi) snprintf(buf, n, "%s %.15g", (f->bounds & MC_MAX) ? "<=" : "<", f->max);
+    else snprintf(buf, n, "any value");
 }

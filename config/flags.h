@@ -40,41 +40,46 @@ typedef enum {
     MC_FLAG_DEPRECATED,          /* Megatron refuses it too; .note is the message */
 } mc_flag_status_t;
 
-typedef enum { MC_ACTION_NONE, MC_ACTION_HELP, MC_ACTION_MARKDOWN, MC_ACTION_VERSION } mc_flag_action_t;
+typedef enum {
+    MC_ACTION_NONE,
+    MC_ACTION_HELP,
+    MC_ACTION_MARKDOWN,
+    MC_ACTION_VERSION
+} mc_flag_action_t;
 
 /* Bounds on numeric values (bits of .bounds). */
 enum { MC_MIN = 1, MC_MIN_EXCL = 2, MC_MAX = 4, MC_MAX_EXCL = 8 };
 
 typedef struct mc_flag {
-    const char *name;            /* "--num-layers" */
-    const char *alias;           /* a second spelling Megatron accepts ("-h"), or NULL */
+    const char *name;  /* "--num-layers" */
+    const char *alias; /* a second spelling Megatron accepts ("-h"), or NULL */
     mc_flag_type_t type;
-    const char *group;           /* Megatron's argparse group title */
-    const char *def;             /* Megatron's default as text ("128", "1e-05", "linear");
+    const char *group; /* Megatron's argparse group title */
+    const char *def;   /* Megatron's default as text ("128", "1e-05", "linear");
                                   * NULL = None (Python) for valued flags; for store_true /
                                   * store_false NULL means False / True */
     const char *help;
     mc_flag_status_t status;
-    const char *note;            /* why no-op, what is missing, deprecation message */
+    const char *note;             /* why no-op, what is missing, deprecation message */
     const char *const *supported; /* MC_FLAG_PARTIAL: the values megatron-c implements */
-    const char *const *choices;  /* MC_FLAG_CHOICE: the allowed values, NULL-terminated */
-    size_t field;                /* offsetof(mc_args_t, x) when field_size > 0 */
-    size_t field_size;           /* 0 = the flag fills no field */
-    size_t set_field;            /* offsetof a bool set true when the flag is given, if set_size */
+    const char *const *choices;   /* MC_FLAG_CHOICE: the allowed values, NULL-terminated */
+    size_t field;                 /* offsetof(mc_args_t, x) when field_size > 0 */
+    size_t field_size;            /* 0 = the flag fills no field */
+    size_t set_field;             /* offsetof a bool set true when the flag is given, if set_size */
     size_t set_size;
-    size_t count_field;          /* MC_FLAG_LIST with a field: offsetof the int count */
-    const char *none;            /* value the field holds while unset (default None), if not 0 */
-    int nargs;                   /* MC_FLAG_LIST: 0 = any number ('*'), -1 = at least one ('+'),
+    size_t count_field;  /* MC_FLAG_LIST with a field: offsetof the int count */
+    const char *none;    /* value the field holds while unset (default None), if not 0 */
+    int nargs;           /* MC_FLAG_LIST: 0 = any number ('*'), -1 = at least one ('+'),
                                   * N > 0 = exactly N */
-    mc_flag_type_t elem;         /* MC_FLAG_LIST: type of each value (MC_FLAG_STRING or INT) */
-    unsigned bounds;             /* MC_MIN | MC_MIN_EXCL | MC_MAX | MC_MAX_EXCL */
+    mc_flag_type_t elem; /* MC_FLAG_LIST: type of each value (MC_FLAG_STRING or INT) */
+    unsigned bounds;     /* MC_MIN | MC_MIN_EXCL | MC_MAX | MC_MAX_EXCL */
     double min, max;
     mc_flag_action_t action;
-    const char *dest;            /* the field's name, which is Megatron's attribute (FIELD sets
+    const char *dest; /* the field's name, which is Megatron's attribute (FIELD sets
                                   * it; ckpt/args.c stores the fields under it) */
-    bool ref;                    /* MC_FLAG_STRING / CHOICE: the field is a const char * that
+    bool ref;         /* MC_FLAG_STRING / CHOICE: the field is a const char * that
                                   * points into argv (or at .def) instead of a char[] copy */
-    int required;                /* > 0: must be given; "the following arguments are required"
+    int required;     /* > 0: must be given; "the following arguments are required"
                                   * names the missing ones in the order of this number */
 } mc_flag_t;
 
@@ -88,8 +93,8 @@ typedef struct {
 /* What a command line said about one flag; the last occurrence wins, as in argparse. */
 typedef struct {
     bool given;
-    const char *value;          /* single-valued flags */
-    const char *const *values;  /* list flags: the values of the last occurrence */
+    const char *value;         /* single-valued flags */
+    const char *const *values; /* list flags: the values of the last occurrence */
     int nvalues;
 } mc_flag_seen_t;
 

@@ -11,10 +11,12 @@
 #define TE .group = "Transformer-Engine"
 #define EXP .group = "experimental"
 
-#define ROPE_ONLY "only used with --position-embedding-type rope (not implemented yet); ignored " \
-                  "otherwise, as in Megatron"
-#define FP16_ONLY "used with --fp16 (dynamic loss scaling); fp32 and bf16 training ignore it, " \
-                  "as in Megatron"
+#define ROPE_ONLY                                                                                  \
+    "only used with --position-embedding-type rope (not implemented yet); ignored "                \
+    "otherwise, as in Megatron"
+#define FP16_ONLY                                                                                  \
+    "used with --fp16 (dynamic loss scaling); fp32 and bf16 training ignore it, "                  \
+    "as in Megatron"
 
 /* One flag per entry, its fields packed as written. */
 /* clang-format off */

@@ -14,15 +14,16 @@
 #define STRING .type = MC_FLAG_STRING
 #define TRUE_IF_GIVEN .type = MC_FLAG_STORE_TRUE
 #define FALSE_IF_GIVEN .type = MC_FLAG_STORE_FALSE
-#define CHOICE(...) .type = MC_FLAG_CHOICE, .choices = (const char *const[]){__VA_ARGS__, NULL}
+#define CHOICE(...)                                                                                \
+    .type = MC_FLAG_CHOICE, .choices = (const char *const[]) { __VA_ARGS__, NULL }
 /* nargs: LIST(0) is '*', LIST(-1) is '+', LIST(n) takes exactly n values. */
 #define LIST(n) .type = MC_FLAG_LIST, .nargs = (n), .elem = MC_FLAG_STRING
 #define INT_LIST(n) .type = MC_FLAG_LIST, .nargs = (n), .elem = MC_FLAG_INT
 
 #define FIELD(x) FIELD_OF(mc_args_t, x)
 /* Megatron's attribute spelled otherwise than the field ("barrier_with_L1_time"). */
-#define FIELD_NAMED(x, name) .field = offsetof(mc_args_t, x), .field_size = sizeof(((mc_args_t *)0)->x), \
-                             .dest = (name)
+#define FIELD_NAMED(x, name)                                                                       \
+    .field = offsetof(mc_args_t, x), .field_size = sizeof(((mc_args_t *)0)->x), .dest = (name)
 /* A field of another subcommand's options struct T. */
 #define FIELD_OF(T, x) .field = offsetof(T, x), .field_size = sizeof(((T *)0)->x), .dest = #x
 /* A const char * field of T pointing into argv. */
@@ -41,8 +42,11 @@
 #define NOOP(why) .status = MC_FLAG_NOOP, .note = (why)
 #define TODO(why) .status = MC_FLAG_NOT_IMPLEMENTED, .note = (why)
 #define DEPRECATED(msg) .status = MC_FLAG_DEPRECATED, .note = (msg)
-#define ONLY(why, ...)                                                                              \
-    .status = MC_FLAG_PARTIAL, .note = (why), .supported = (const char *const[]){__VA_ARGS__, NULL}
+#define ONLY(why, ...)                                                                             \
+    .status = MC_FLAG_PARTIAL, .note = (why), .supported = (const char *const[])                   \
+    {                                                                                              \
+        __VA_ARGS__, NULL                                                                          \
+    }
 
 extern const mc_flag_t mc_flags_model[];
 extern const size_t mc_flags_model_count;

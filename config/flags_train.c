@@ -14,8 +14,9 @@
 #define EXT .group = "megatron-c"
 
 #define DATASETS "reading the data arguments from a file is not implemented yet; use --data-path"
-#define NEEDS_TENSORBOARD "only used with --tensorboard-dir (not implemented yet); ignored " \
-                          "otherwise, as in Megatron"
+#define NEEDS_TENSORBOARD                                                                          \
+    "only used with --tensorboard-dir (not implemented yet); ignored "                             \
+    "otherwise, as in Megatron"
 
 /* One flag per entry, its fields packed as written. */
 /* clang-format off */

@@ -12,45 +12,49 @@ int mc_pp_group_size(const mc_pp_config_t *cfg)
 int mc_pp_validate(const mc_pp_config_t *cfg, char *err, size_t errn)
 {
     const int pp = cfg->pp_size, vpp = cfg->vpp, M = cfg->num_microbatches;
-    if (err && errn)
-        err[0] = '\0';
+    if (err && errn) err[0] = '\0';
     if (pp < 1)
         return mc_errf(err, errn, "pipeline-model-parallel size (%d) must be at least 1", pp);
     if (cfg->pp_rank < 0 || cfg->pp_rank >= pp)
         return mc_errf(err, errn, "pipeline rank %d is outside [0, %d)", cfg->pp_rank, pp);
-    if (vpp < 1)
-        return mc_errf(err, errn, "number of model chunks (%d) must be at least 1", vpp);
-    if (M < 1)
-        return mc_errf(err, errn, "number of microbatches (%d) must be at least 1", M);
+    if (vpp < 1) return mc_errf(err, errn, "number of model chunks (%d) must be at least 1", vpp);
+    if (M < 1) return mc_errf(err, errn, "number of microbatches (%d) must be at least 1", M);
     if (vpp > 1) {
         /* arguments.py:validate_args */
         if (cfg->overlap_p2p_comm && pp <= 1)
-            return mc_errf(err, errn, "When interleaved schedule is used, pipeline-model-parallel "
-                                   "size should be greater than 1");
-        if (!cfg->overlap_p2p_comm && pp <= 2)
             return mc_errf(err, errn,
-                        "When interleaved schedule is used and p2p communication overlap is "
-                        "disabled, pipeline-model-parallel size should be greater than 2 to avoid "
-                        "having multiple p2p sends and recvs between same 2 ranks per "
-                        "communication batch");
+                           "When interleaved schedule is used, pipeline-model-parallel "
+                           "size should be greater than 1");
+        if (!cfg->overlap_p2p_comm && pp <= 2)
+            return mc_errf(
+                err, errn,
+                "When interleaved schedule is used and p2p communication overlap is "
+                "disabled, pipeline-model-parallel size should be greater than 2 to avoid "
+                "having multiple p2p sends and recvs between same 2 ranks per "
+                "communication batch");
         /* forward_backward_pipelining_with_interleaving (ValueError, then RuntimeError) */
         const int G = mc_pp_group_size(cfg);
         if (G > M || G < pp)
-            return mc_errf(err, errn, "The number of contiguous micro-batches in a virtual pipeline "
-                                   "stage should range in [PP=%d , M=%d]", pp, M);
+            return mc_errf(err, errn,
+                           "The number of contiguous micro-batches in a virtual pipeline "
+                           "stage should range in [PP=%d , M=%d]",
+                           pp, M);
         const int rem = M % G;
         if (rem > 0 && rem < pp)
-            return mc_errf(err, errn,
-                        "The remainder of M (the total micro-batches) divided by N (number of "
-                        "contiguous micro-batches in a virtual pipeline stage) should be 0, or "
-                        "larger than or equal to the pipeline-parallel size, but it is %d. "
-                        "Otherwise, it introduces dependency bubbles in the pipeline and reduces "
-                        "throughput.", rem);
+            return mc_errf(
+                err, errn,
+                "The remainder of M (the total micro-batches) divided by N (number of "
+                "contiguous micro-batches in a virtual pipeline stage) should be 0, or "
+                "larger than or equal to the pipeline-parallel size, but it is %d. "
+                "Otherwise, it introduces dependency bubbles in the pipeline and reduces "
+                "throughput.",
+                rem);
     } else if (pp > 1 && cfg->overlap_p2p_comm) {
         /* forward_backward_pipelining_without_interleaving; validate_args turns the flag off
          * without VPP before it gets here. */
-        return mc_errf(err, errn, "Non-interleaved pipeline parallelism does not support overlapping "
-                               "p2p communication");
+        return mc_errf(err, errn,
+                       "Non-interleaved pipeline parallelism does not support overlapping "
+                       "p2p communication");
     }
     return 0;
 }
@@ -63,66 +67,78 @@ int mc_pp_layers(const mc_pp_layers_cfg_t *c, int pp_rank, int chunk, int *first
 {
     const int L = c->num_layers, pp = c->pp_size, vpp = c->vpp;
     const int F = c->first_stage_layers, Ls = c->last_stage_layers;
-    if (err && errn)
-        err[0] = '\0';
+    if (err && errn) err[0] = '\0';
     if (L < 1 || pp < 1 || vpp < 1 || F < 0 || Ls < 0)
         return mc_errf(err, errn, "bad layer placement: %d layers, pp %d, vpp %d", L, pp, vpp);
     if (pp_rank < 0 || pp_rank >= pp || chunk < 0 || chunk >= vpp)
         return mc_errf(err, errn, "pipeline rank %d chunk %d is outside pp %d, vpp %d", pp_rank,
-                    chunk, pp, vpp);
+                       chunk, pp, vpp);
     if (!F && !Ls) {
         /* validate_args / TransformerConfig.__post_init__ */
         if (L % pp)
-            return mc_errf(err, errn, "Number of layers should be divisible by the "
-                                   "pipeline-model-parallel size");
+            return mc_errf(err, errn,
+                           "Number of layers should be divisible by the "
+                           "pipeline-model-parallel size");
         if ((L / pp) % vpp)
-            return mc_errf(err, errn, "number of layers per pipeline rank (%d) must be divisible "
-                                   "by the virtual pipeline size (%d)", L / pp, vpp);
+            return mc_errf(err, errn,
+                           "number of layers per pipeline rank (%d) must be divisible "
+                           "by the virtual pipeline size (%d)",
+                           L / pp, vpp);
         const int per_chunk = L / pp / vpp;
         *first_layer = chunk * (L / vpp) + pp_rank * per_chunk;
         *n_layers = per_chunk;
         return 0;
     }
     if (pp == 1)
-        return mc_errf(err, errn, "uneven first/last pipeline stages need "
-                               "pipeline-model-parallel size > 1");
+        return mc_errf(err, errn,
+                       "uneven first/last pipeline stages need "
+                       "pipeline-model-parallel size > 1");
     /* TransformerConfig.__post_init__ (uneven PP), in its order and wording */
     int middle_stages = pp, middle_layers = L;
     if (F) {
         if (vpp > 1 && F % vpp)
-            return mc_errf(err, errn, "number of layers at first stage: %d must be divisible by "
-                                   "virtual pipeline parallel degree %d", F, vpp);
+            return mc_errf(err, errn,
+                           "number of layers at first stage: %d must be divisible by "
+                           "virtual pipeline parallel degree %d",
+                           F, vpp);
         middle_layers -= F;
         middle_stages--;
     }
     if (Ls) {
         if (vpp > 1 && Ls % vpp)
-            return mc_errf(err, errn, "number of layers at last stage: %d must be divisible by "
-                                   "virtual pipeline parallel degree %d", Ls, vpp);
+            return mc_errf(err, errn,
+                           "number of layers at last stage: %d must be divisible by "
+                           "virtual pipeline parallel degree %d",
+                           Ls, vpp);
         middle_layers -= Ls;
         middle_stages--;
     }
     if (middle_layers < 0 || (!middle_stages && middle_layers))
-        return mc_errf(err, errn, "decoder first/last pipeline num layers (%d, %d) do not add up to "
-                               "num layers %d", F, Ls, L);
+        return mc_errf(err, errn,
+                       "decoder first/last pipeline num layers (%d, %d) do not add up to "
+                       "num layers %d",
+                       F, Ls, L);
     if (middle_stages && !middle_layers)
-        return mc_errf(err, errn, "Mismatch: 0 middle layers remaining but %d middle PP stages "
-                               "available.", middle_stages);
+        return mc_errf(err, errn,
+                       "Mismatch: 0 middle layers remaining but %d middle PP stages "
+                       "available.",
+                       middle_stages);
     if (middle_stages && middle_layers % middle_stages)
-        return mc_errf(err, errn, "number of layers at middle stage: %d must be divisible by the "
-                               "middle pipeline model parallel size %d", middle_layers,
-                    middle_stages);
+        return mc_errf(err, errn,
+                       "number of layers at middle stage: %d must be divisible by the "
+                       "middle pipeline model parallel size %d",
+                       middle_layers, middle_stages);
     const int per_middle = middle_stages ? middle_layers / middle_stages : 0;
     if (middle_stages && vpp > 1 && per_middle % vpp)
-        return mc_errf(err, errn, "number of layers on each middle pipeline rank: %d must be "
-                               "divisible by virtual pipeline parallel degree %d", per_middle, vpp);
+        return mc_errf(err, errn,
+                       "number of layers on each middle pipeline rank: %d must be "
+                       "divisible by virtual pipeline parallel degree %d",
+                       per_middle, vpp);
 
     /* get_num_layers_to_build */
     int on_rank = per_middle;
-    if (pp_rank == 0 && F)
-        on_rank = F;
-    if (pp_rank == pp - 1 && Ls)
-        on_rank = Ls;
+    if (pp_rank == 0 && F) on_rank = F;
+    if (pp_rank == pp - 1 && Ls) on_rank = Ls;
     *n_layers = on_rank / vpp;
 
     /* get_transformer_layer_offset: a "round" of chunk v holds the first rank's, every middle
@@ -130,9 +146,9 @@ int mc_pp_layers(const mc_pp_layers_cfg_t *c, int pp_rank, int chunk, int *first
     const int middle_rank = F ? pp_rank - 1 : pp_rank;
     const int f_chunk = F / vpp, l_chunk = Ls / vpp, m_chunk = middle_layers / vpp;
     const int round = f_chunk + m_chunk + l_chunk;
-    if (pp_rank == 0)
-        *first_layer = chunk * round;
+    if (pp_rank == 0) *first_layer = chunk * round;
     else
-        *first_layer = chunk * round + f_chunk + middle_rank * (middle_stages ? m_chunk / middle_stages : 0);
+        *first_layer =
+            chunk * round + f_chunk + middle_rank * (middle_stages ? m_chunk / middle_stages : 0);
     return 0;
 }

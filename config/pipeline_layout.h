@@ -11,9 +11,9 @@
 /* A pipeline schedule's parameters (parallel/schedule.h says which schedule runs). */
 typedef struct {
     int pp_rank, pp_size;
-    int vpp;              /* model chunks per rank; 1 = no interleaving */
-    int num_microbatches; /* M */
-    int group_size;       /* microbatch_group_size_per_vp_stage G; 0 = pp (Megatron's default) */
+    int vpp;               /* model chunks per rank; 1 = no interleaving */
+    int num_microbatches;  /* M */
+    int group_size;        /* microbatch_group_size_per_vp_stage G; 0 = pp (Megatron's default) */
     bool overlap_p2p_comm; /* interleaved only; Megatron raises without VPP (pass false there) */
     bool forward_only;     /* evaluation: forwards only, no gradients */
 } mc_pp_config_t;
@@ -44,7 +44,10 @@ int mc_pp_layers(const mc_pp_layers_cfg_t *c, int pp_rank, int chunk, int *first
 
 /* The embedding lives on chunk 0 of pp rank 0; final norm, output layer and loss on the last
  * chunk of the last pp rank. */
-static inline bool mc_pp_is_pre_process(int pp_rank, int chunk) { return pp_rank == 0 && chunk == 0; }
+static inline bool mc_pp_is_pre_process(int pp_rank, int chunk)
+{
+    return pp_rank == 0 && chunk == 0;
+}
 static inline bool mc_pp_is_post_process(int pp_size, int vpp, int pp_rank, int chunk)
 {
     return pp_rank == pp_size - 1 && chunk == vpp - 1;

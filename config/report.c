@@ -72,8 +72,12 @@ void mc_args_print(FILE *out, const mc_args_t *a)
         format_value(f, a, r->value, sizeof(r->value));
     }
     /* values derived in validate_args that no flag sets */
-    const struct { const char *name; int v; } derived[] = {
-        {"world_size", a->world_size}, {"data_parallel_size", a->data_parallel_size},
+    const struct {
+        const char *name;
+        int v;
+    } derived[] = {
+        {"world_size", a->world_size},
+        {"data_parallel_size", a->data_parallel_size},
         {"num_microbatches", a->num_microbatches},
     };
     for (size_t i = 0; i < sizeof(derived) / sizeof(derived[0]); i++) {
@@ -85,8 +89,7 @@ void mc_args_print(FILE *out, const mc_args_t *a)
     snprintf(vpp->name, sizeof(vpp->name), "virtual_pipeline_model_parallel_size");
     if (a->virtual_pipeline_model_parallel_size > 1)
         snprintf(vpp->value, sizeof(vpp->value), "%d", a->virtual_pipeline_model_parallel_size);
-    else
-        snprintf(vpp->value, sizeof(vpp->value), "None");
+    else snprintf(vpp->value, sizeof(vpp->value), "None");
     qsort(rows, k, sizeof(row_t), row_cmp);
     fprintf(out, "------------------------ arguments ------------------------\n");
     for (size_t i = 0; i < k; i++) {

@@ -23,7 +23,10 @@ static size_t digitpart(const char *s, char **o)
     for (;;) {
         *(*o)++ = s[i++];
         if (isdigit((unsigned char)s[i])) continue;
-        if (s[i] == '_' && isdigit((unsigned char)s[i + 1])) { i++; continue; }
+        if (s[i] == '_' && isdigit((unsigned char)s[i + 1])) {
+            i++;
+            continue;
+        }
         return i;
     }
 }
@@ -113,9 +116,9 @@ int mc_blend_from_list(mc_blend_t *b, char *const *list, int n, char *err, size_
             if (ok && first_bad >= 0) {
                 free(w);
                 return mc_errf(err, en,
-                            "data path list mixes weights and prefixes: '%s' is not a weight "
-                            "but '%s' is (give 'w1 p1 w2 p2 ...' or only prefixes)",
-                            list[2 * first_bad], list[2 * i]);
+                               "data path list mixes weights and prefixes: '%s' is not a weight "
+                               "but '%s' is (give 'w1 p1 w2 p2 ...' or only prefixes)",
+                               list[2 * first_bad], list[2 * i]);
             }
         }
         if (first_bad >= 0) {
@@ -177,8 +180,7 @@ void mc_normalize(const double *w, int n, double *out)
 
 /* ---- split ----------------------------------------------------------------------------------- */
 
-int mc_split_matrix(const char *split, double bookends[3][2], int present[3], char *err,
-                    size_t en)
+int mc_split_matrix(const char *split, double bookends[3][2], int present[3], char *err, size_t en)
 {
     double v[3] = {0.0, 0.0, 0.0};
     int k = 0;
@@ -200,7 +202,7 @@ int mc_split_matrix(const char *split, double bookends[3][2], int present[3], ch
             return mc_errf(err, en, "--split '%s': '%s' is not a number", split, tok);
         if (k == 3)
             return mc_errf(err, en, "--split '%s': more than 3 weights (give train,valid,test)",
-                        split);
+                           split);
         v[k++] = x;
         p = q;
     }
@@ -240,13 +242,16 @@ int mc_blend_check_weights(const mc_blend_t *b, const char *flag, char *err, siz
     char shown[MC_SHOWN_MAX + 4];
     for (int i = 0; i < b->n; i++)
         if (!(b->weights[i] > 0.0) || isinf(b->weights[i]))
-            return mc_errf(err, en, "%s: the weight %g of '%s' is not a positive finite number "
+            return mc_errf(err, en,
+                           "%s: the weight %g of '%s' is not a positive finite number "
                            "(Megatron's BlendedDataset needs every weight > 0; give e.g. "
-                           "'0.3 a 0.7 b', or leave weights out to blend by size)", flag,
-                           b->weights[i], mc_shown(b->prefixes[i], shown));
+                           "'0.3 a 0.7 b', or leave weights out to blend by size)",
+                           flag, b->weights[i], mc_shown(b->prefixes[i], shown));
     if (isinf(mc_numpy_sum(b->weights, b->n)))
-        return mc_errf(err, en, "%s: the weights sum to infinity (give smaller weights: only "
-                       "their ratios matter)", flag);
+        return mc_errf(err, en,
+                       "%s: the weights sum to infinity (give smaller weights: only "
+                       "their ratios matter)",
+                       flag);
     return 0;
 }
 

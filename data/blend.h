@@ -10,8 +10,8 @@
 
 typedef struct {
     int n;
-    char **prefixes;                /* [n], stripped of surrounding whitespace */
-    double *weights;                /* [n] as given (not normalised), or NULL: None */
+    char **prefixes; /* [n], stripped of surrounding whitespace */
+    double *weights; /* [n] as given (not normalised), or NULL: None */
 } mc_blend_t;
 
 /* get_blend_from_list: an even-length list whose even positions all parse as Python floats
@@ -33,8 +33,7 @@ void mc_normalize(const double *w, int n, double *out);
 /* parse_and_normalize_split + convert_split_vector_to_split_matrix: "969, 30, 1" gives
  * bookends[i] = {begin, end} of split i and present[i] = 0 where the split is None (empty
  * weight). 0, or -1 with err (not numbers, more than 3, all zero). */
-int mc_split_matrix(const char *split, double bookends[3][2], int present[3], char *err,
-                    size_t en);
+int mc_split_matrix(const char *split, double bookends[3][2], int present[3], char *err, size_t en);
 /* The split's sequence range of a dataset with num_elements sequences:
  * [int(round(b0 * N)), int(round(b1 * N))), Python's round half to even. */
 void mc_split_range(const double bookend[2], int64_t num_elements, int64_t *begin, int64_t *end);

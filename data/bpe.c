@@ -76,7 +76,7 @@ struct mc_bpe {
     size_t word_maxlen;
     unsigned char *word_bytes;
 
-    int32_t ndec;     /* largest id + 1 */
+    int32_t ndec; /* largest id + 1 */
     uint32_t *dec_off;
     int32_t *dec_len; /* < 0: no token with this id, or not decodable */
     unsigned char *dec_bytes;
@@ -130,7 +130,8 @@ static inline int32_t word_get(const mc_bpe_t *b, const unsigned char *w, size_t
     for (;;) {
         const word_slot_t *s = &b->words[i];
         if (s->id < 0) return -1;
-        if (s->hash == h32 && s->len == n && memcmp(b->word_bytes + s->off, w, n) == 0) return s->id;
+        if (s->hash == h32 && s->len == n && memcmp(b->word_bytes + s->off, w, n) == 0)
+            return s->id;
         i = (i + 1) & b->word_mask;
     }
 }
@@ -145,7 +146,8 @@ static uint32_t byte_to_cp(unsigned b)
     if ((b >= 0x21 && b <= 0x7E) || (b >= 0xA1 && b <= 0xAC) || (b >= 0xAE && b <= 0xFF)) return b;
     uint32_t k = 0;
     for (unsigned x = 0; x < b; x++)
-        if (!((x >= 0x21 && x <= 0x7E) || (x >= 0xA1 && x <= 0xAC) || (x >= 0xAE && x <= 0xFF))) k++;
+        if (!((x >= 0x21 && x <= 0x7E) || (x >= 0xA1 && x <= 0xAC) || (x >= 0xAE && x <= 0xFF)))
+            k++;
     return 0x100 + k;
 }
 
@@ -436,9 +438,9 @@ int mc_bpe_encode(const mc_bpe_t *b, const char *text, size_t len, mc_ids_t *ids
         if (c == '\'' && pos + 1 < len) {
             unsigned c1 = s[pos + 1], c2 = pos + 2 < len ? s[pos + 2] : 0;
             size_t m = 0;
-            if (c1 == 's' || c1 == 't' || c1 == 'm' || c1 == 'd')
-                m = 2;
-            else if ((c1 == 'r' && c2 == 'e') || (c1 == 'v' && c2 == 'e') || (c1 == 'l' && c2 == 'l'))
+            if (c1 == 's' || c1 == 't' || c1 == 'm' || c1 == 'd') m = 2;
+            else if ((c1 == 'r' && c2 == 'e') || (c1 == 'v' && c2 == 'e') ||
+                     (c1 == 'l' && c2 == 'l'))
                 m = 3;
             if (m) {
                 if (emit_piece(b, s + pos, m, &sc, ids) < 0) goto oom;
@@ -665,11 +667,12 @@ static int load_vocab(mc_bpe_t *b, intern_t *t, const char *path, char *err, siz
     int64_t maxid = -1, eod = -1;
     const char *key;
     json_t *val;
-    json_object_foreach(root, key, val) {
+    json_object_foreach(root, key, val)
+    {
         if (!json_is_integer(val) || json_integer_value(val) < 0 ||
             json_integer_value(val) >= INT32_MAX) {
             mc_errf(err, n, "vocab file '%s': the id of token '%.40s' is not an integer in [0, %d)",
-                   path, key, INT32_MAX);
+                    path, key, INT32_MAX);
             goto out;
         }
         int64_t id = json_integer_value(val);
@@ -695,7 +698,8 @@ static int load_vocab(mc_bpe_t *b, intern_t *t, const char *path, char *err, siz
     if (!b->dec_off || !b->dec_len || !b->dec_bytes) goto oom;
     for (size_t i = 0; i < nd; i++) b->dec_len[i] = -1;
     size_t dpos = 0;
-    json_object_foreach(root, key, val) {
+    json_object_foreach(root, key, val)
+    {
         size_t klen = strlen(key);
         int32_t id = (int32_t)json_integer_value(val);
         int64_t s = intern(t, (const unsigned char *)key, klen);
@@ -762,7 +766,8 @@ static int load_merges(intern_t *t, const char *path, merge_rec_t **recs_out, si
         size_t e = p;
         while (e < len && s[e] != '\n' && s[e] != '\r') e++;
         int last = e >= len; /* no newline after this segment: Python's [-1], dropped */
-        size_t next = e < len ? (s[e] == '\r' && e + 1 < len && s[e + 1] == '\n' ? e + 2 : e + 1) : len + 1;
+        size_t next =
+            e < len ? (s[e] == '\r' && e + 1 < len && s[e + 1] == '\n' ? e + 2 : e + 1) : len + 1;
         lineno++;
         if (lineno > 1 && !last) {
             rank++;
@@ -792,8 +797,10 @@ static int load_merges(intern_t *t, const char *path, merge_rec_t **recs_out, si
                 nf++;
             }
             if (nf != 0 && nf != 2) {
-                mc_errf(err, n, "merge file '%s' line %zu: expected two tokens separated by a space, found %d",
-                       path, lineno, nf);
+                mc_errf(
+                    err, n,
+                    "merge file '%s' line %zu: expected two tokens separated by a space, found %d",
+                    path, lineno, nf);
                 goto out;
             }
             if (nf == 2) {
@@ -816,7 +823,8 @@ static int load_merges(intern_t *t, const char *path, merge_rec_t **recs_out, si
                     if (!nr) goto oom;
                     recs = nr;
                 }
-                recs[nrec++] = (merge_rec_t){(uint32_t)a, (uint32_t)bb, (uint32_t)rank, (uint32_t)r};
+                recs[nrec++] =
+                    (merge_rec_t){(uint32_t)a, (uint32_t)bb, (uint32_t)rank, (uint32_t)r};
             }
         }
         p = next;
@@ -854,7 +862,8 @@ static int build_merge_table(mc_bpe_t *b, const merge_rec_t *recs, size_t nrec)
     for (size_t k = 0; k < nrec; k++) { /* a repeated pair keeps its last rank */
         uint64_t key = (uint64_t)recs[k].l << 32 | recs[k].r;
         uint64_t i = (key * 0x9E3779B97F4A7C15ull) >> b->merge_shift;
-        while (b->merge_keys[i] != MERGE_EMPTY && b->merge_keys[i] != key) i = (i + 1) & b->merge_mask;
+        while (b->merge_keys[i] != MERGE_EMPTY && b->merge_keys[i] != key)
+            i = (i + 1) & b->merge_mask;
         b->merge_keys[i] = key;
         b->merge_vals[i] = (merge_val_t){recs[k].rank, recs[k].result};
     }
@@ -946,7 +955,8 @@ mc_bpe_t *mc_bpe_load(const char *vocab_file, const char *merge_file, char *err,
     intern_free(&t);
     return b;
 oom:
-    mc_errf(err, n, "GPT2BPETokenizer: out of memory loading '%s' and '%s'", vocab_file, merge_file);
+    mc_errf(err, n, "GPT2BPETokenizer: out of memory loading '%s' and '%s'", vocab_file,
+            merge_file);
 fail:
     free(recs);
     intern_free(&t);

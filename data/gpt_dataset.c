@@ -26,37 +26,37 @@ static const char *split_name(int split)
  * every value stored fits T by the caller's choice of T (helpers.py). Returns the number of rows
  * written (num_samples + 1), or -1 where Megatron's assert(sample_idx_index == num_samples) at
  * the end of the documents would fail. */
-#define MC_DEFINE_BUILD_SAMPLE_IDX(name, T)                                                      \
-    static int64_t name(T *out, const int32_t *sizes, const int32_t *doc_idx, int64_t n_doc,    \
-                        int seq_length, int64_t num_samples, int add_extra)                     \
-    {                                                                                            \
-        int64_t s = 0, di = 0, off = 0;                                                          \
-        out[0] = 0;                                                                              \
-        out[1] = 0;                                                                              \
-        s = 1;                                                                                   \
-        while (s <= num_samples) {                                                               \
-            int64_t rem = (int64_t)seq_length + add_extra;                                       \
-            while (rem != 0) {                                                                   \
-                int64_t dl = (int64_t)sizes[doc_idx[di]] - off;                                  \
-                rem -= dl;                                                                       \
-                if (rem <= 0) {                                                                  \
-                    off += rem + dl - add_extra;                                                 \
-                    rem = 0;                                                                     \
-                } else {                                                                         \
-                    if (di == n_doc - 1) {                                                       \
-                        if (s != num_samples) return -1;                                         \
-                        off = (int64_t)sizes[doc_idx[di]] - add_extra;                           \
-                        break;                                                                   \
-                    }                                                                            \
-                    di++;                                                                        \
-                    off = 0;                                                                     \
-                }                                                                                \
-            }                                                                                    \
-            out[2 * s] = (T)di;                                                                  \
-            out[2 * s + 1] = (T)off;                                                             \
-            s++;                                                                                 \
-        }                                                                                        \
-        return s;                                                                                \
+#define MC_DEFINE_BUILD_SAMPLE_IDX(name, T)                                                        \
+    static int64_t name(T *out, const int32_t *sizes, const int32_t *doc_idx, int64_t n_doc,       \
+                        int seq_length, int64_t num_samples, int add_extra)                        \
+    {                                                                                              \
+        int64_t s = 0, di = 0, off = 0;                                                            \
+        out[0] = 0;                                                                                \
+        out[1] = 0;                                                                                \
+        s = 1;                                                                                     \
+        while (s <= num_samples) {                                                                 \
+            int64_t rem = (int64_t)seq_length + add_extra;                                         \
+            while (rem != 0) {                                                                     \
+                int64_t dl = (int64_t)sizes[doc_idx[di]] - off;                                    \
+                rem -= dl;                                                                         \
+                if (rem <= 0) {                                                                    \
+                    off += rem + dl - add_extra;                                                   \
+                    rem = 0;                                                                       \
+                } else {                                                                           \
+                    if (di == n_doc - 1) {                                                         \
+                        if (s != num_samples) return -1;                                           \
+                        off = (int64_t)sizes[doc_idx[di]] - add_extra;                             \
+                        break;                                                                     \
+                    }                                                                              \
+                    di++;                                                                          \
+                    off = 0;                                                                       \
+                }                                                                                  \
+            }                                                                                      \
+            out[2 * s] = (T)di;                                                                    \
+            out[2 * s + 1] = (T)off;                                                               \
+            s++;                                                                                   \
+        }                                                                                          \
+        return s;                                                                                  \
     }
 
 MC_DEFINE_BUILD_SAMPLE_IDX(build_sample_idx_i32, int32_t)
@@ -83,8 +83,7 @@ static void document_index_part(int32_t *out, int64_t begin, int64_t end, int64_
 }
 
 /* _build_shuffle_index: shuffle(arange(0, first)) then shuffle(arange(first, total)). */
-static void shuffle_index_build(void *out, bool i64, int64_t first, int64_t total,
-                                mc_mt19937_t *rs)
+static void shuffle_index_build(void *out, bool i64, int64_t first, int64_t total, mc_mt19937_t *rs)
 {
     if (i64) {
         int64_t *x = out;
@@ -115,17 +114,19 @@ static int plan(mc_gpt_dataset_t *d, const int32_t *sequence_lengths, int64_t nu
     d->seq_end = end;
     d->num_samples_requested = num_samples;
     if (seed < 0 || seed > (int64_t)UINT32_MAX)
-        return mc_errf(err, n, "--seed %lld: the dataset shuffle uses numpy's RandomState, which "
-                    "takes seeds in [0, 2^32 - 1]", (long long)seed);
+        return mc_errf(err, n,
+                       "--seed %lld: the dataset shuffle uses numpy's RandomState, which "
+                       "takes seeds in [0, 2^32 - 1]",
+                       (long long)seed);
     if (seq_length < 2)
         return mc_errf(err, n, "--seq-length %d: Megatron's sample index needs at least 2",
-                    seq_length);
+                       seq_length);
     if (begin < 0 || end < begin || end > num_sequences)
         return mc_errf(err, n, "split range [%lld, %lld) outside the %lld sequences",
-                    (long long)begin, (long long)end, (long long)num_sequences);
+                       (long long)begin, (long long)end, (long long)num_sequences);
     if (num_sequences > INT32_MAX)
         return mc_errf(err, n, "%lld sequences: Megatron's document index holds int32 ids",
-                    (long long)num_sequences);
+                       (long long)num_sequences);
 
     /* _get_num_tokens_per_epoch */
     int64_t T = 0;
@@ -133,16 +134,17 @@ static int plan(mc_gpt_dataset_t *d, const int32_t *sequence_lengths, int64_t nu
     d->tokens_per_epoch = T;
     if (T < 2)
         return mc_errf(err, n,
-                    "the %s split has %lld sequences and %lld tokens; Megatron cannot build "
-                    "samples from it (it would loop forever or abort): change --split or the "
-                    "data", split_name(split), (long long)(end - begin), (long long)T);
+                       "the %s split has %lld sequences and %lld tokens; Megatron cannot build "
+                       "samples from it (it would loop forever or abort): change --split or the "
+                       "data",
+                       split_name(split), (long long)(end - begin), (long long)T);
 
     /* _get_num_epochs: the smallest E >= 1 with E*T >= num_samples*seq_length + 1. */
     int64_t E = 1;
     if (num_samples >= 0) {
         if (num_samples > (INT64_MAX - add_extra) / seq_length)
             return mc_errf(err, n, "%lld samples of %d tokens overflow", (long long)num_samples,
-                        seq_length);
+                           seq_length);
         int64_t req = num_samples * seq_length + add_extra;
         E = (req + T - 1) / T;
         if (E < 1) E = 1;
@@ -150,7 +152,7 @@ static int plan(mc_gpt_dataset_t *d, const int32_t *sequence_lengths, int64_t nu
     d->num_epochs = E;
     if (E > INT32_MAX || (end - begin) > INT64_MAX / E)
         return mc_errf(err, n, "%lld epochs over %lld sequences is too many", (long long)E,
-                    (long long)(end - begin));
+                       (long long)(end - begin));
 
     bool separate = false;
     int64_t sans = 0;
@@ -160,7 +162,7 @@ static int plan(mc_gpt_dataset_t *d, const int32_t *sequence_lengths, int64_t nu
         int64_t per_epoch = (T - add_extra) / seq_length;
         if (from_final < 0 || from_final > per_epoch + 1)
             return mc_errf(err, n, "internal: num_samples_from_final_epoch %lld outside [0, %lld]",
-                        (long long)from_final, (long long)per_epoch + 1);
+                           (long long)from_final, (long long)per_epoch + 1);
         separate = from_final < (int64_t)(0.80 * (double)per_epoch);
     }
     d->separate_final_epoch = separate;
@@ -169,8 +171,7 @@ static int plan(mc_gpt_dataset_t *d, const int32_t *sequence_lengths, int64_t nu
 
     /* The sample count of helpers.build_sample_idx, and the dtypes (helpers.py). */
     int64_t ns;
-    if (drop_last_partial_sequence)
-        ns = (E * T - add_extra) / seq_length;
+    if (drop_last_partial_sequence) ns = (E * T - add_extra) / seq_length;
     else /* helpers.cpp: ceil(float(E*T - add_extra) / seq_length), in single precision */
         ns = (int64_t)ceilf((float)(E * T - add_extra) / (float)seq_length);
     int32_t max_size = 0;
@@ -196,8 +197,8 @@ static int build_arrays(mc_gpt_dataset_t *d, const int32_t *sequence_lengths, in
 
     /* Document index. */
     int64_t ndoc = end - begin;
-    d->document_index = malloc(sizeof(int32_t) * (size_t)(d->document_index_len
-                                                           ? d->document_index_len : 1));
+    d->document_index =
+        malloc(sizeof(int32_t) * (size_t)(d->document_index_len ? d->document_index_len : 1));
     if (!d->document_index) {
         mc_gpt_dataset_free(d);
         return mc_errf(err, n, "out of memory (document index)");
@@ -217,15 +218,17 @@ static int build_arrays(mc_gpt_dataset_t *d, const int32_t *sequence_lengths, in
         return mc_errf(err, n, "out of memory (sample index of %lld samples)", (long long)ns);
     }
     int64_t rows = d->sample_index_int64
-        ? build_sample_idx_i64(d->sample_index, sequence_lengths, d->document_index,
-                               d->document_index_len, d->seq_length, ns, add_extra)
-        : build_sample_idx_i32(d->sample_index, sequence_lengths, d->document_index,
-                               d->document_index_len, d->seq_length, ns, add_extra);
+                       ? build_sample_idx_i64(d->sample_index, sequence_lengths, d->document_index,
+                                              d->document_index_len, d->seq_length, ns, add_extra)
+                       : build_sample_idx_i32(d->sample_index, sequence_lengths, d->document_index,
+                                              d->document_index_len, d->seq_length, ns, add_extra);
     if (rows < 0) {
         int split = d->split;
         mc_gpt_dataset_free(d);
-        return mc_errf(err, n, "the %s split's documents end before its %lld samples (Megatron's "
-                    "build_sample_idx asserts here)", split_name(split), (long long)ns);
+        return mc_errf(err, n,
+                       "the %s split's documents end before its %lld samples (Megatron's "
+                       "build_sample_idx asserts here)",
+                       split_name(split), (long long)ns);
     }
     d->length = rows - 1;
 
@@ -247,9 +250,9 @@ int mc_gpt_dataset_build(mc_gpt_dataset_t *d, const int32_t *sequence_lengths,
                          int split, int seq_length, int64_t seed, bool drop_last_partial_sequence,
                          char *err, size_t n)
 {
-    return mc_gpt_dataset_build_cached(d, sequence_lengths, num_sequences, begin, end,
-                                       num_samples, split, seq_length, seed,
-                                       drop_last_partial_sequence, NULL, err, n);
+    return mc_gpt_dataset_build_cached(d, sequence_lengths, num_sequences, begin, end, num_samples,
+                                       split, seq_length, seed, drop_last_partial_sequence, NULL,
+                                       err, n);
 }
 
 /* ---- The index cache (data/index_cache.h) ------------------------------------------------- */
@@ -266,37 +269,43 @@ static bool cached_arrays_fit(const mc_gpt_dataset_t *d, const mc_npy_t a[3], in
     const int64_t ns = d->length;
     if (strcmp(doc->descr, "<i4") || doc->ndim != 1 || doc->shape[0] != d->document_index_len)
         return mc_errf(why, n, "document_index.npy is %s %lld-d, expected <i4 [%lld]", doc->descr,
-                    (long long)doc->ndim, (long long)d->document_index_len), false;
+                       (long long)doc->ndim, (long long)d->document_index_len),
+               false;
     const char *sd = d->sample_index_int64 ? "<i8" : "<i4";
-    if (strcmp(smp->descr, sd) || smp->ndim != 2 || smp->shape[0] != ns + 1 ||
-        smp->shape[1] != 2)
+    if (strcmp(smp->descr, sd) || smp->ndim != 2 || smp->shape[0] != ns + 1 || smp->shape[1] != 2)
         return mc_errf(why, n, "sample_index.npy does not have dtype %s and shape (%lld, 2)", sd,
-                    (long long)ns + 1), false;
+                       (long long)ns + 1),
+               false;
     const char *hd = d->shuffle_index_int64 ? "<i8" : "<u4";
     if (strcmp(shf->descr, hd) || shf->ndim != 1 || shf->shape[0] != ns)
         return mc_errf(why, n, "shuffle_index.npy does not have dtype %s and shape (%lld,)", hd,
-                    (long long)ns), false;
+                       (long long)ns),
+               false;
     const int32_t *di = doc->data;
     for (int64_t i = 0; i < d->document_index_len; i++)
         if (di[i] < d->seq_begin || di[i] >= d->seq_end)
-            return mc_errf(why, n, "document_index[%lld] = %d is outside the split's sequences "
-                        "[%lld, %lld)", (long long)i, di[i], (long long)d->seq_begin,
-                        (long long)d->seq_end), false;
+            return mc_errf(why, n,
+                           "document_index[%lld] = %d is outside the split's sequences "
+                           "[%lld, %lld)",
+                           (long long)i, di[i], (long long)d->seq_begin, (long long)d->seq_end),
+                   false;
     for (int64_t r = 0; r <= ns; r++) {
         int64_t pos = d->sample_index_int64 ? ((const int64_t *)smp->data)[2 * r]
                                             : ((const int32_t *)smp->data)[2 * r];
         int64_t off = d->sample_index_int64 ? ((const int64_t *)smp->data)[2 * r + 1]
                                             : ((const int32_t *)smp->data)[2 * r + 1];
         if (pos < 0 || pos >= d->document_index_len || off < 0 || off > max_size)
-            return mc_errf(why, n, "sample_index[%lld] = (%lld, %lld) is out of range", (long long)r,
-                        (long long)pos, (long long)off), false;
+            return mc_errf(why, n, "sample_index[%lld] = (%lld, %lld) is out of range",
+                           (long long)r, (long long)pos, (long long)off),
+                   false;
     }
     for (int64_t i = 0; i < ns; i++) {
         int64_t v = d->shuffle_index_int64 ? ((const int64_t *)shf->data)[i]
                                            : (int64_t)((const uint32_t *)shf->data)[i];
         if (v < 0 || v >= ns)
             return mc_errf(why, n, "shuffle_index[%lld] = %lld is outside [0, %lld)", (long long)i,
-                        (long long)v, (long long)ns), false;
+                           (long long)v, (long long)ns),
+                   false;
     }
     return true;
 }
@@ -417,22 +426,23 @@ static int check_tokens(const mc_gpt_dataset_t *d, int64_t seq, int64_t off, con
         if (d->token_limit > 0)
             snprintf(limit, sizeof limit, ", outside the vocabulary [0, %lld)",
                      (long long)d->token_limit);
-        mc_errf(err, n, "%s.bin: token id %d at position %lld of document %lld (sequence %lld)%s "
+        mc_errf(err, n,
+                "%s.bin: token id %d at position %lld of document %lld (sequence %lld)%s "
                 "(the data was made with another tokenizer, or is corrupt: re-run "
-                "preprocess_data.py with this run's tokenizer)", x->prefix, t[k],
-                (long long)(off + k), (long long)document_of(x, seq), (long long)seq,
-                t[k] < 0 ? ", negative" : limit);
+                "preprocess_data.py with this run's tokenizer)",
+                x->prefix, t[k], (long long)(off + k), (long long)document_of(x, seq),
+                (long long)seq, t[k] < 0 ? ", negative" : limit);
         return MC_DATA_BAD_TOKENS;
     }
     return 0;
 }
 
-int mc_gpt_dataset_text(const mc_gpt_dataset_t *d, int64_t i, int32_t pad, int32_t *text,
-                        char *err, size_t n)
+int mc_gpt_dataset_text(const mc_gpt_dataset_t *d, int64_t i, int32_t pad, int32_t *text, char *err,
+                        size_t n)
 {
     if (i < 0 || i >= d->length)
         return mc_errf(err, n, "sample %lld of the %s split is out of range [0, %lld)",
-                    (long long)i, split_name(d->split), (long long)d->length);
+                       (long long)i, split_name(d->split), (long long)d->length);
     if (!d->indexed) return mc_errf(err, n, "internal: dataset has no token source");
     const int64_t want = (int64_t)d->seq_length + 1;
     int64_t j = mc_gpt_dataset_shuffle_at(d, i), b, bo, e, eo;
@@ -445,7 +455,7 @@ int mc_gpt_dataset_text(const mc_gpt_dataset_t *d, int64_t i, int32_t pad, int32
         int64_t len = k < e ? (int64_t)d->indexed->sequence_lengths[seq] - off : eo + 1 - off;
         if (len < 0 || got + len > want)
             return mc_errf(err, n, "internal: sample %lld spans more than %lld tokens",
-                        (long long)i, (long long)want);
+                           (long long)i, (long long)want);
         if (len > 0 && mc_indexed_get(d->indexed, seq, off, len, text + got, err, n) != 0)
             return MC_DATA_BAD_TOKENS; /* bounds hold since open: a value not an int32 id */
         if (check_tokens(d, seq, off, text + got, len, err, n)) return MC_DATA_BAD_TOKENS;
@@ -483,10 +493,10 @@ void mc_gpt_sample_fields(const int32_t *text, int seq_length, const mc_sample_o
  * All splits (BlendedMegatronDatasetBuilder) */
 
 typedef struct {
-    int n;                          /* components; 0 = no dataset for the split */
+    int n; /* components; 0 = no dataset for the split */
     mc_gpt_dataset_t **comp;
     bool blended;
-    int64_t size;                   /* blended length */
+    int64_t size; /* blended length */
     int16_t *dataset_index;
     int64_t *dataset_sample_index;
 } split_t;
@@ -499,7 +509,7 @@ struct mc_gpt_datasets {
     split_t split[3];
     int seq_length;
     mc_sample_opts_t opts;
-    int32_t *scratch;               /* seq_length + 1 */
+    int32_t *scratch; /* seq_length + 1 */
 };
 
 /* a * b, or INT64_MAX when it overflows (Python's int would not; the dataset then refuses the
@@ -512,9 +522,10 @@ static int64_t mul_sat(int64_t a, int64_t b)
 
 void mc_gpt_num_samples(const mc_args_t *a, int64_t out[3])
 {
-    int64_t eval_gbs = a->eval_global_batch_size > 0 ? a->eval_global_batch_size
-                                                      : a->global_batch_size;
-    out[0] = a->train_samples > 0 ? a->train_samples : mul_sat(a->train_iters, a->global_batch_size);
+    int64_t eval_gbs =
+        a->eval_global_batch_size > 0 ? a->eval_global_batch_size : a->global_batch_size;
+    out[0] =
+        a->train_samples > 0 ? a->train_samples : mul_sat(a->train_iters, a->global_batch_size);
     int64_t points = a->eval_interval > 0 ? a->train_iters / a->eval_interval : 0;
     points = points < INT64_MAX ? points + 1 : INT64_MAX;
     out[1] = mul_sat(mul_sat(points, a->eval_iters), eval_gbs);
@@ -630,9 +641,9 @@ static int build_prefix_splits(mc_gpt_datasets_t *D, const mc_gpt_data_config_t 
         }
         bool drop = i != MC_SPLIT_VALID || c->drop_last_partial_validation_sequence;
         char e2[512];
-        if (mc_gpt_dataset_build_cached(g, x->sequence_lengths, x->num_sequences, b, e, sizes[i],
-                                        i, c->seq_length, c->seed, drop, dir ? &cache : NULL,
-                                        e2, sizeof e2) != 0) {
+        if (mc_gpt_dataset_build_cached(g, x->sequence_lengths, x->num_sequences, b, e, sizes[i], i,
+                                        c->seq_length, c->seed, drop, dir ? &cache : NULL, e2,
+                                        sizeof e2) != 0) {
             rc = mc_errf(err, n, "%s: %s", prefix, e2);
             break;
         }
@@ -672,7 +683,7 @@ static int assemble_split(mc_gpt_datasets_t *D, int i, mc_gpt_dataset_t **comp, 
             free(w);
             free(lens);
             return mc_errf(err, n, "weighted blends need a sample count for the %s split",
-                        split_name(i));
+                           split_name(i));
         }
         size = 0;
         for (int j = 0; j < k; j++)
@@ -701,8 +712,10 @@ static int assemble_split(mc_gpt_datasets_t *D, int i, mc_gpt_dataset_t **comp, 
             double wj = w[j];
             free(w);
             free(lens);
-            return mc_errf(err, n, "blend component %d of the %s split has weight %g (Megatron's "
-                        "BlendedDataset asserts every weight > 0)", j, split_name(i), wj);
+            return mc_errf(err, n,
+                           "blend component %d of the %s split has weight %g (Megatron's "
+                           "BlendedDataset asserts every weight > 0)",
+                           j, split_name(i), wj);
         }
     S->size = size;
     S->dataset_index = malloc(sizeof *S->dataset_index * (size_t)(size ? size : 1));
@@ -711,8 +724,8 @@ static int assemble_split(mc_gpt_datasets_t *D, int i, mc_gpt_dataset_t **comp, 
     if (!S->dataset_index || !S->dataset_sample_index) {
         rc = -1;
     } else if (exhaustive) {
-        rc = mc_build_exhaustive_blending_indices(S->dataset_index, S->dataset_sample_index,
-                                                  lens, k);
+        rc = mc_build_exhaustive_blending_indices(S->dataset_index, S->dataset_sample_index, lens,
+                                                  k);
     } else {
         mc_normalize(w, k, w); /* BlendedDataset's "redundant normalization" */
         rc = mc_build_blending_indices(S->dataset_index, S->dataset_sample_index, w, k, size);
@@ -724,9 +737,11 @@ static int assemble_split(mc_gpt_datasets_t *D, int i, mc_gpt_dataset_t **comp, 
     for (int64_t s = 0; s < size; s++) {
         int c = S->dataset_index[s];
         if (S->dataset_sample_index[s] >= comp[c]->length)
-            return mc_errf(err, n, "the %s blend needs sample %lld of component %d, which has %lld "
-                        "(raise --mid-level-dataset-surplus)", split_name(i),
-                        (long long)S->dataset_sample_index[s], c, (long long)comp[c]->length);
+            return mc_errf(err, n,
+                           "the %s blend needs sample %lld of component %d, which has %lld "
+                           "(raise --mid-level-dataset-surplus)",
+                           split_name(i), (long long)S->dataset_sample_index[s], c,
+                           (long long)comp[c]->length);
     }
     return 0;
 }
@@ -761,7 +776,7 @@ static int build_blend(mc_gpt_datasets_t *D, const mc_gpt_data_config_t *c, cons
         return 0;
     }
     double *w = NULL;
-    int64_t (*target)[3] = NULL, (*buffer)[3] = NULL;
+    int64_t(*target)[3] = NULL, (*buffer)[3] = NULL;
     mc_gpt_dataset_t *(*comp)[3] = calloc((size_t)k, sizeof *comp);
     int rc = -1;
     if (!comp) goto oom;
@@ -770,7 +785,7 @@ static int build_blend(mc_gpt_datasets_t *D, const mc_gpt_data_config_t *c, cons
         for (int i = 0; i < 3; i++)
             if (present[i] && sizes[i] < 0) {
                 mc_errf(err, n, "weighted blends need a sample count for the %s split",
-                     split_name(i));
+                        split_name(i));
                 goto out;
             }
         w = malloc(sizeof *w * (size_t)k);
@@ -785,18 +800,19 @@ static int build_blend(mc_gpt_datasets_t *D, const mc_gpt_data_config_t *c, cons
                 target[j][i] = mc_size_for_dataset(w[j], t, 0.0);
                 buffer[j][i] = mc_size_for_dataset(w[j], t, c->mid_level_dataset_surplus);
                 if (target[j][i] < 0 || buffer[j][i] < 0) {
-                    mc_errf(err, n, "--mid-level-dataset-surplus %g: component %d of the %s "
+                    mc_errf(err, n,
+                            "--mid-level-dataset-surplus %g: component %d of the %s "
                             "split would need more than 2^62 samples (give a small surplus, "
-                            "Megatron's default is 0.005)", c->mid_level_dataset_surplus, j,
-                            split_name(i));
+                            "Megatron's default is 0.005)",
+                            c->mid_level_dataset_surplus, j, split_name(i));
                     goto out;
                 }
             }
     }
     for (int j = 0; j < k; j++) {
         int64_t none[3] = {-1, -1, -1};
-        if (build_prefix_splits(D, c, bl->prefixes[j], bookends, present,
-                                buffer ? buffer[j] : none, comp[j], err, n))
+        if (build_prefix_splits(D, c, bl->prefixes[j], bookends, present, buffer ? buffer[j] : none,
+                                comp[j], err, n))
             goto out;
     }
     for (int i = 0; i < 3; i++) {
@@ -839,13 +855,15 @@ int mc_gpt_check_train_split(const mc_gpt_data_config_t *c, char *err, size_t n)
         if (mc_split_matrix(split, bookends, present, err, n)) return -1;
         char shown[MC_SHOWN_MAX + 4];
         if (!present[MC_SPLIT_TRAIN])
-            return mc_errf(err, n, "--split '%s' leaves the train split empty, but training needs "
+            return mc_errf(err, n,
+                           "--split '%s' leaves the train split empty, but training needs "
                            "%lld samples (give the train split a positive weight, e.g. --split "
-                           "99,1,0)", mc_shown(split, shown),
-                           (long long)c->num_samples[MC_SPLIT_TRAIN]);
+                           "99,1,0)",
+                           mc_shown(split, shown), (long long)c->num_samples[MC_SPLIT_TRAIN]);
     } else if (c->n_split_data_path[MC_SPLIT_VALID] + c->n_split_data_path[MC_SPLIT_TEST] > 0 &&
                c->n_split_data_path[MC_SPLIT_TRAIN] == 0) {
-        return mc_errf(err, n, "no --train-data-path, but training needs %lld samples (give "
+        return mc_errf(err, n,
+                       "no --train-data-path, but training needs %lld samples (give "
                        "--train-data-path, or --data-path with --split)",
                        (long long)c->num_samples[MC_SPLIT_TRAIN]);
     }
@@ -867,8 +885,7 @@ mc_gpt_datasets_t *mc_gpt_datasets_build(const mc_gpt_data_config_t *c, char *er
         mc_errf(err, n, "out of memory");
         goto bad;
     }
-    bool per_split = c->n_split_data_path[0] || c->n_split_data_path[1] ||
-                     c->n_split_data_path[2];
+    bool per_split = c->n_split_data_path[0] || c->n_split_data_path[1] || c->n_split_data_path[2];
     if (c->n_data_path > 0 && per_split) {
         mc_errf(err, n, "--data-path and --train/valid/test-data-path are exclusive");
         goto bad;
@@ -954,15 +971,15 @@ void mc_gpt_datasets_blend_at(const mc_gpt_datasets_t *d, int split, int64_t i, 
     }
 }
 
-int mc_gpt_datasets_text(const mc_gpt_datasets_t *d, int split, int64_t i, int32_t *text,
-                         char *err, size_t n)
+int mc_gpt_datasets_text(const mc_gpt_datasets_t *d, int split, int64_t i, int32_t *text, char *err,
+                         size_t n)
 {
     if (split < 0 || split > 2 || !d->split[split].n)
         return mc_errf(err, n, "no dataset for the %s split", split_name(split));
     const split_t *S = &d->split[split];
     if (i < 0 || i >= S->size)
         return mc_errf(err, n, "sample %lld of the %s split is out of range [0, %lld)",
-                    (long long)i, split_name(split), (long long)S->size);
+                       (long long)i, split_name(split), (long long)S->size);
     int k;
     int64_t j;
     mc_gpt_datasets_blend_at(d, split, i, &k, &j);

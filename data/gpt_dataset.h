@@ -37,10 +37,10 @@
 /* ---------------------------------------------------------------------------------------------
  * One GPTDataset */
 typedef struct {
-    int split;                      /* MC_SPLIT_* (valid may keep a partial last sample) */
+    int split; /* MC_SPLIT_* (valid may keep a partial last sample) */
     int seq_length;
-    int64_t seq_begin, seq_end;     /* the split's sequences [begin, end) of the indexed dataset */
-    int64_t num_samples_requested;  /* -1: None (one epoch) */
+    int64_t seq_begin, seq_end;    /* the split's sequences [begin, end) of the indexed dataset */
+    int64_t num_samples_requested; /* -1: None (one epoch) */
     int64_t tokens_per_epoch;
     int64_t num_epochs;
     bool separate_final_epoch;
@@ -55,12 +55,12 @@ typedef struct {
     /* shuffle_index: [length], uint32, or int64 when length >= 2^32 - 2. */
     void *shuffle_index;
     bool shuffle_index_int64;
-    int64_t length;                 /* len(GPTDataset) = sample_index rows - 1 */
-    const mc_indexed_t *indexed;    /* token source for mc_gpt_dataset_text; not owned */
+    int64_t length;              /* len(GPTDataset) = sample_index rows - 1 */
+    const mc_indexed_t *indexed; /* token source for mc_gpt_dataset_text; not owned */
     /* Token ids read from the .bin must lie in [0, token_limit) (the embedding's rows); 0: only
      * negative ids are refused. */
     int64_t token_limit;
-    bool from_cache;                /* the arrays were read from the index cache */
+    bool from_cache; /* the arrays were read from the index cache */
 } mc_gpt_dataset_t;
 
 /* Builds the indices of the GPTDataset over sequences [begin, end) of a dataset whose sequence
@@ -77,9 +77,9 @@ void mc_gpt_dataset_free(mc_gpt_dataset_t *d);
 
 /* The index cache of one indexed dataset (data/index_cache.h). */
 typedef struct {
-    const char *dir;                /* the cache directory; NULL or "": no cache */
-    const char *dataset_path;       /* the prefix, for the description */
-    const char *lengths_md5;        /* mc_index_cache_lengths_md5 of all its sequence lengths, or
+    const char *dir;          /* the cache directory; NULL or "": no cache */
+    const char *dataset_path; /* the prefix, for the description */
+    const char *lengths_md5;  /* mc_index_cache_lengths_md5 of all its sequence lengths, or
                                      * NULL to compute it here */
 } mc_gpt_index_cache_t;
 
@@ -104,17 +104,17 @@ void mc_gpt_dataset_sample_at(const mc_gpt_dataset_t *d, int64_t row, int64_t *d
  * the document and the token when the file holds a token id outside [0, token_limit) or one
  * that is not an int32 (a user's data error, not a bug). */
 #define MC_DATA_BAD_TOKENS (-2)
-int mc_gpt_dataset_text(const mc_gpt_dataset_t *d, int64_t i, int32_t pad, int32_t *text,
-                        char *err, size_t n);
+int mc_gpt_dataset_text(const mc_gpt_dataset_t *d, int64_t i, int32_t pad, int32_t *text, char *err,
+                        size_t n);
 
 /* ---------------------------------------------------------------------------------------------
  * A sample's training fields (GPTDataset.__getitem__ with _get_ltor_masks_and_position_ids). */
 typedef struct {
-    int32_t eod;                    /* tokenizer.eod */
-    int32_t pad;                    /* tokenizer.pad, or MC_PAD_TOKEN_ID */
-    bool eod_mask_loss;             /* --eod-mask-loss */
-    bool reset_position_ids;        /* --reset-position-ids */
-    bool reset_attention_mask;      /* --reset-attention-mask */
+    int32_t eod;               /* tokenizer.eod */
+    int32_t pad;               /* tokenizer.pad, or MC_PAD_TOKEN_ID */
+    bool eod_mask_loss;        /* --eod-mask-loss */
+    bool reset_position_ids;   /* --reset-position-ids */
+    bool reset_attention_mask; /* --reset-attention-mask */
 } mc_sample_opts_t;
 
 /* From text[seq_length + 1]: tokens = text[:-1], labels = text[1:]; loss_mask 1, 0 where
@@ -138,10 +138,10 @@ typedef struct {
     /* --train-data-path / --valid-data-path / --test-data-path (n = 0: no dataset for it). */
     int n_split_data_path[3];
     char *const *split_data_path[3];
-    const char *split;              /* --split; NULL or "" = "969, 30, 1" (the legacy default) */
+    const char *split; /* --split; NULL or "" = "969, 30, 1" (the legacy default) */
     int seq_length;
-    int64_t seed;                   /* --seed, the config's random_seed */
-    int64_t num_samples[3];         /* requested per split (mc_gpt_num_samples); -1 = None */
+    int64_t seed;                     /* --seed, the config's random_seed */
+    int64_t num_samples[3];           /* requested per split (mc_gpt_num_samples); -1 = None */
     double mid_level_dataset_surplus; /* --mid-level-dataset-surplus, 0.005 */
     bool drop_last_partial_validation_sequence; /* true */
     mc_sample_opts_t sample;
@@ -179,8 +179,8 @@ void mc_gpt_datasets_free(mc_gpt_datasets_t *d);
 /* len(dataset) of a split: 0 when the split has no dataset. */
 int64_t mc_gpt_datasets_len(const mc_gpt_datasets_t *d, int split);
 /* dataset[i]'s text (seq_length + 1 tokens). 0, or -1 or MC_DATA_BAD_TOKENS with err. */
-int mc_gpt_datasets_text(const mc_gpt_datasets_t *d, int split, int64_t i, int32_t *text,
-                         char *err, size_t n);
+int mc_gpt_datasets_text(const mc_gpt_datasets_t *d, int split, int64_t i, int32_t *text, char *err,
+                         size_t n);
 /* One micro-batch: the samples idx[0..b) of a split into row-major [b, seq_length] arrays
  * (segments may be NULL), as mc_gpt_sample_fields. Uses a buffer inside d: do not call it on
  * the same d from two threads at once. 0, or -1 or MC_DATA_BAD_TOKENS with err. */

@@ -178,11 +178,12 @@ int mc_npy_write(const char *path, const char *descr, int ndim, const int64_t *s
      * multiple of 64 bytes in all (numpy.lib.format.ARRAY_ALIGN). */
     char dict[160];
     int dl = ndim == 1
-        ? snprintf(dict, sizeof dict, "{'descr': '%s', 'fortran_order': False, 'shape': (%lld,), }",
-                   descr, (long long)shape[0])
-        : snprintf(dict, sizeof dict,
-                   "{'descr': '%s', 'fortran_order': False, 'shape': (%lld, %lld), }", descr,
-                   (long long)shape[0], (long long)shape[1]);
+                 ? snprintf(dict, sizeof dict,
+                            "{'descr': '%s', 'fortran_order': False, 'shape': (%lld,), }", descr,
+                            (long long)shape[0])
+                 : snprintf(dict, sizeof dict,
+                            "{'descr': '%s', 'fortran_order': False, 'shape': (%lld, %lld), }",
+                            descr, (long long)shape[0], (long long)shape[1]);
     size_t total = (10 + (size_t)dl + 1 + 63) / 64 * 64;
     unsigned char head[256];
     memcpy(head, NPY_MAGIC, 6);
@@ -305,7 +306,8 @@ static bool parse_header(const char *h, size_t len, mc_npy_t *a, char *why, size
     }
     while (c.p < c.end && (*c.p == ' ' || *c.p == '\n' || *c.p == '\t')) c.p++;
     if (c.p != c.end) return mc_errf(why, n, "trailing bytes in the header"), false;
-    if (!have_descr || !have_order || !have_shape) return mc_errf(why, n, "incomplete header"), false;
+    if (!have_descr || !have_order || !have_shape)
+        return mc_errf(why, n, "incomplete header"), false;
     if (fortran && a->ndim > 1) return mc_errf(why, n, "Fortran order"), false;
     return true;
 }
@@ -336,8 +338,7 @@ int mc_npy_read(const char *path, mc_npy_t *a, char *err, size_t n)
             mc_errf(err, n, "%s: %s", path, strerror(errno));
             goto bad;
         }
-        hlen = (size_t)pre[8] | (size_t)pre[9] << 8 | (size_t)pre[10] << 16 |
-               (size_t)pre[11] << 24;
+        hlen = (size_t)pre[8] | (size_t)pre[9] << 8 | (size_t)pre[10] << 16 | (size_t)pre[11] << 24;
         pre_len = 12;
     } else {
         mc_errf(err, n, "%s: NPY version %d.%d", path, pre[6], pre[7]);
@@ -369,7 +370,7 @@ int mc_npy_read(const char *path, mc_npy_t *a, char *err, size_t n)
     int64_t bytes = count * (int64_t)isz;
     if ((int64_t)st.st_size != (int64_t)(pre_len + hlen) + bytes) {
         mc_errf(err, n, "%s: %lld bytes, expected %lld for its header (truncated or padded)", path,
-             (long long)st.st_size, (long long)(pre_len + hlen) + (long long)bytes);
+                (long long)st.st_size, (long long)(pre_len + hlen) + (long long)bytes);
         goto bad;
     }
     a->data = malloc(bytes ? (size_t)bytes : 1);
@@ -411,8 +412,9 @@ char *mc_index_cache_description(const mc_index_desc_t *d)
     size_t len = 0;
     FILE *f = open_memstream(&buf, &len);
     if (!f) return NULL;
-    fprintf(f, "{\n    \"class\": \"GPTDataset\",\n    \"written_by\": \"megatron-c\",\n"
-               "    \"cache_format_version\": %d,\n    \"dataset_path\": ",
+    fprintf(f,
+            "{\n    \"class\": \"GPTDataset\",\n    \"written_by\": \"megatron-c\",\n"
+            "    \"cache_format_version\": %d,\n    \"dataset_path\": ",
             MC_INDEX_CACHE_FORMAT_VERSION);
     json_string(f, d->dataset_path ? d->dataset_path : "");
     fprintf(f, ",\n    \"num_sequences\": %lld,\n    \"sequence_lengths_md5\": ",
@@ -424,9 +426,10 @@ char *mc_index_cache_description(const mc_index_desc_t *d)
             (long long)d->begin, (long long)d->end);
     if (d->num_samples < 0) fputs("null", f);
     else fprintf(f, "%lld", (long long)d->num_samples);
-    fprintf(f, ",\n    \"sequence_length\": %d,\n    \"random_seed\": %lld,\n"
-               "    \"drop_last_partial_sequence\": %s,\n"
-               "    \"add_extra_token_to_sequence\": %s\n}\n",
+    fprintf(f,
+            ",\n    \"sequence_length\": %d,\n    \"random_seed\": %lld,\n"
+            "    \"drop_last_partial_sequence\": %s,\n"
+            "    \"add_extra_token_to_sequence\": %s\n}\n",
             d->seq_length, (long long)d->seed, d->drop_last_partial_sequence ? "true" : "false",
             d->add_extra_token_to_sequence ? "true" : "false");
     if (fclose(f)) {
@@ -493,14 +496,10 @@ static void warn_entry(const mc_index_cache_entry_t *e, const char *why)
     if (!strncmp(why, e->base, bl)) why += bl; /* "<base>shuffle_index.npy: ..." */
     stats.rejected++;
     stats.warnings++;
-    mc_warn("ignoring the dataset index cache entry %s*: %s; rebuilding the indices", e->base,
-            why);
+    mc_warn("ignoring the dataset index cache entry %s*: %s; rebuilding the indices", e->base, why);
 }
 
-void mc_index_cache_reject(const mc_index_cache_entry_t *e, const char *why)
-{
-    warn_entry(e, why);
-}
+void mc_index_cache_reject(const mc_index_cache_entry_t *e, const char *why) { warn_entry(e, why); }
 
 int mc_index_cache_load(const mc_index_cache_entry_t *e, mc_npy_t out[3])
 {
@@ -566,8 +565,8 @@ int mc_index_cache_store(const mc_index_cache_entry_t *e, const mc_npy_t arrays[
             snprintf(why, sizeof why, "out of memory");
             goto bad;
         }
-        int r = mc_npy_write(path, arrays[k].descr, arrays[k].ndim, arrays[k].shape,
-                             arrays[k].data, why, sizeof why);
+        int r = mc_npy_write(path, arrays[k].descr, arrays[k].ndim, arrays[k].shape, arrays[k].data,
+                             why, sizeof why);
         free(path);
         if (r) goto bad;
     }
@@ -595,10 +594,7 @@ bad:
     return -1;
 }
 
-void mc_index_cache_get_stats(mc_index_cache_stats_t *s)
-{
-    *s = stats;
-}
+void mc_index_cache_get_stats(mc_index_cache_stats_t *s) { *s = stats; }
 
 void mc_index_cache_reset_stats(void)
 {

@@ -38,10 +38,10 @@
 /* ---------------------------------------------------------------------------------------------
  * NPY (numpy.lib.format v1.0; v2.0 is read too) for little-endian integer arrays in C order. */
 typedef struct {
-    char descr[4];                  /* "<i4", "<u4" or "<i8" */
-    int ndim;                       /* 1 or 2 */
+    char descr[4]; /* "<i4", "<u4" or "<i8" */
+    int ndim;      /* 1 or 2 */
     int64_t shape[2];
-    void *data;                     /* malloc'd, row-major */
+    void *data; /* malloc'd, row-major */
 } mc_npy_t;
 
 /* Writes an array atomically: <path>.tmp.XXXXXX, fsync, rename onto path. descr: "<i4", "<u4"
@@ -61,12 +61,12 @@ size_t mc_npy_itemsize(const char *descr);
 
 /* Everything a GPTDataset's three index arrays depend on. */
 typedef struct {
-    const char *dataset_path;       /* the prefix, as given */
+    const char *dataset_path; /* the prefix, as given */
     int64_t num_sequences;
     const char *sequence_lengths_md5; /* mc_index_cache_lengths_md5 of all the sequences */
-    const char *split;              /* "train", "valid" or "test" */
-    int64_t begin, end;             /* the split's sequence range */
-    int64_t num_samples;            /* requested; -1 = None */
+    const char *split;                /* "train", "valid" or "test" */
+    int64_t begin, end;               /* the split's sequence range */
+    int64_t num_samples;              /* requested; -1 = None */
     int seq_length;
     int64_t seed;
     bool drop_last_partial_sequence;
@@ -86,8 +86,8 @@ char *mc_index_cache_default_dir(const char *prefix);
 typedef struct {
     char *dir;
     char *description;
-    char md5[33];                   /* md5 of description */
-    char *base;                     /* <dir>/<md5>-GPTDataset-<split>- */
+    char md5[33]; /* md5 of description */
+    char *base;   /* <dir>/<md5>-GPTDataset-<split>- */
 } mc_index_cache_entry_t;
 
 enum { MC_INDEX_CACHE_DOCUMENT, MC_INDEX_CACHE_SAMPLE, MC_INDEX_CACHE_SHUFFLE };
@@ -113,12 +113,12 @@ int mc_index_cache_store(const mc_index_cache_entry_t *e, const mc_npy_t arrays[
 
 /* Counters since the start or the last reset (tests; one builder thread at a time). */
 typedef struct {
-    int64_t hits;                   /* entries loaded (before the caller's checks) */
-    int64_t misses;                 /* no entry */
-    int64_t rejected;               /* BAD entries plus mc_index_cache_reject calls */
-    int64_t stored;                 /* entries written */
-    int64_t store_failures;         /* entries that could not be written */
-    int64_t warnings;               /* mc_warn lines printed */
+    int64_t hits;           /* entries loaded (before the caller's checks) */
+    int64_t misses;         /* no entry */
+    int64_t rejected;       /* BAD entries plus mc_index_cache_reject calls */
+    int64_t stored;         /* entries written */
+    int64_t store_failures; /* entries that could not be written */
+    int64_t warnings;       /* mc_warn lines printed */
 } mc_index_cache_stats_t;
 
 void mc_index_cache_get_stats(mc_index_cache_stats_t *s);

@@ -9,25 +9,31 @@
 
 /* Megatron's DType codes. */
 enum {
-    MC_DTYPE_UINT8 = 1, MC_DTYPE_INT8 = 2, MC_DTYPE_INT16 = 3, MC_DTYPE_INT32 = 4,
-    MC_DTYPE_INT64 = 5, MC_DTYPE_FLOAT64 = 6, MC_DTYPE_FLOAT32 = 7, MC_DTYPE_UINT16 = 8,
+    MC_DTYPE_UINT8 = 1,
+    MC_DTYPE_INT8 = 2,
+    MC_DTYPE_INT16 = 3,
+    MC_DTYPE_INT32 = 4,
+    MC_DTYPE_INT64 = 5,
+    MC_DTYPE_FLOAT64 = 6,
+    MC_DTYPE_FLOAT32 = 7,
+    MC_DTYPE_UINT16 = 8,
 };
 
 typedef struct {
     char *prefix;
-    int dtype;                          /* MC_DTYPE_* of the tokens in .bin */
-    int itemsize;                       /* bytes per token */
-    int64_t num_sequences;              /* S */
-    int64_t num_documents;              /* D - 1 (document_indices has D entries) */
+    int dtype;             /* MC_DTYPE_* of the tokens in .bin */
+    int itemsize;          /* bytes per token */
+    int64_t num_sequences; /* S */
+    int64_t num_documents; /* D - 1 (document_indices has D entries) */
     /* The arrays point into an aligned copy of the .idx (idx_map): in the file they sit at
      * offset 34, misaligned for int32/int64 loads. */
-    const int32_t *sequence_lengths;    /* [S] */
-    const int64_t *sequence_pointers;   /* [S] byte offsets into .bin */
-    const int64_t *document_indices;    /* [D] */
-    const int8_t *sequence_modes;       /* [S] or NULL (multimodal only) */
-    const uint8_t *bin;                 /* the .bin mapping */
+    const int32_t *sequence_lengths;  /* [S] */
+    const int64_t *sequence_pointers; /* [S] byte offsets into .bin */
+    const int64_t *document_indices;  /* [D] */
+    const int8_t *sequence_modes;     /* [S] or NULL (multimodal only) */
+    const uint8_t *bin;               /* the .bin mapping */
     size_t bin_size, idx_size;
-    void *idx_map;                      /* the aligned .idx copy (heap) */
+    void *idx_map; /* the aligned .idx copy (heap) */
 } mc_indexed_t;
 
 /* Opens <prefix>.idx and <prefix>.bin (mmap) and validates everything the reader relies on:
@@ -40,8 +46,8 @@ void mc_indexed_close(mc_indexed_t *d);
 
 /* Tokens [offset, offset+length) of sequence seq, converted to int32 (Megatron's get()).
  * Returns 0, or -1 if out of range or a value does not fit int32 (err says which). */
-int mc_indexed_get(const mc_indexed_t *d, int64_t seq, int64_t offset, int64_t length,
-                   int32_t *out, char *err, size_t n);
+int mc_indexed_get(const mc_indexed_t *d, int64_t seq, int64_t offset, int64_t length, int32_t *out,
+                   char *err, size_t n);
 
 /* Writer (Megatron's IndexedDatasetBuilder). Writes <prefix>.bin/.idx under temporary names
  * (<prefix>.bin.tmp, <prefix>.idx.tmp) and renames them only in mc_indexed_writer_finish. */

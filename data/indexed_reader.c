@@ -34,10 +34,14 @@ static const uint8_t LEGACY_MAGIC[8] = {'T', 'N', 'T', 'I', 'D', 'X', 0, 0};
 int mc_indexed_dtype_size(int dtype)
 {
     switch (dtype) {
-    case MC_DTYPE_UINT8: case MC_DTYPE_INT8: return 1;
-    case MC_DTYPE_INT16: case MC_DTYPE_UINT16: return 2;
-    case MC_DTYPE_INT32: case MC_DTYPE_FLOAT32: return 4;
-    case MC_DTYPE_INT64: case MC_DTYPE_FLOAT64: return 8;
+    case MC_DTYPE_UINT8:
+    case MC_DTYPE_INT8: return 1;
+    case MC_DTYPE_INT16:
+    case MC_DTYPE_UINT16: return 2;
+    case MC_DTYPE_INT32:
+    case MC_DTYPE_FLOAT32: return 4;
+    case MC_DTYPE_INT64:
+    case MC_DTYPE_FLOAT64: return 8;
     default: return 0;
     }
 }
@@ -126,45 +130,49 @@ static int check_header(const map_t *m, bool multimodal, header_t *h, const char
 {
     size_t head = m->size < sizeof(MAGIC) ? m->size : sizeof(MAGIC);
     if (m->size >= sizeof(LEGACY_MAGIC) && memcmp(m->p, LEGACY_MAGIC, sizeof(LEGACY_MAGIC)) == 0)
-        return mc_path_errf(err, n, path, "bad magic: legacy TNTIDX index (Megatron's obsolete non-mmap "
-                                  "format; re-run preprocess_data to get an MMIDIDX index)");
+        return mc_path_errf(err, n, path,
+                            "bad magic: legacy TNTIDX index (Megatron's obsolete non-mmap "
+                            "format; re-run preprocess_data to get an MMIDIDX index)");
     if (head > 0 && memcmp(m->p, MAGIC, head) != 0)
         return mc_path_errf(err, n, path, "bad magic (not a Megatron MMIDIDX index)");
     if (m->size < HEADER_SIZE)
         return mc_path_errf(err, n, path, "truncated: %zu bytes, the header alone is %d", m->size,
-                    HEADER_SIZE);
+                            HEADER_SIZE);
     uint64_t version = le64(m->p + 9);
     if (version != 1)
         return mc_path_errf(err, n, path, "unsupported version %llu (expected 1)",
-                    (unsigned long long)version);
+                            (unsigned long long)version);
     h->dtype = m->p[17];
     if (mc_indexed_dtype_size(h->dtype) == 0)
         return mc_path_errf(err, n, path, "bad dtype code %d (expected 1..8)", h->dtype);
     h->S = le64(m->p + 18);
     h->D = le64(m->p + 26);
     if (h->D == 0)
-        return mc_path_errf(err, n, path, "document count is 0 (document_indices must start with 0)");
+        return mc_path_errf(err, n, path,
+                            "document count is 0 (document_indices must start with 0)");
 
     /* 34 + 12S + 8D (+ S sequence_modes), computed without wrapping. */
     uint64_t per_seq = multimodal ? 13 : 12, a, b, c, need;
     if (__builtin_mul_overflow(h->S, per_seq, &a) || __builtin_mul_overflow(h->D, 8, &b) ||
         __builtin_add_overflow(a, b, &c) || __builtin_add_overflow(c, HEADER_SIZE, &need))
-        return mc_path_errf(err, n, path, "header claims %llu sequences and %llu document indices, "
-                                  "impossibly many (corrupt index)",
-                    (unsigned long long)h->S, (unsigned long long)h->D);
+        return mc_path_errf(err, n, path,
+                            "header claims %llu sequences and %llu document indices, "
+                            "impossibly many (corrupt index)",
+                            (unsigned long long)h->S, (unsigned long long)h->D);
     if (need > m->size)
-        return mc_path_errf(err, n, path, "truncated: %llu sequences and %llu document indices need "
-                                  "%llu bytes, the file has %zu",
-                    (unsigned long long)h->S, (unsigned long long)h->D,
-                    (unsigned long long)need, m->size);
+        return mc_path_errf(err, n, path,
+                            "truncated: %llu sequences and %llu document indices need "
+                            "%llu bytes, the file has %zu",
+                            (unsigned long long)h->S, (unsigned long long)h->D,
+                            (unsigned long long)need, m->size);
     if (need < m->size) {
         uint64_t extra = m->size - need;
-        return mc_path_errf(err, n, path, "%llu trailing bytes after %llu sequences and %llu document "
-                                  "indices%s",
-                    (unsigned long long)extra, (unsigned long long)h->S,
-                    (unsigned long long)h->D,
-                    !multimodal && extra == h->S ? " (a multimodal index with sequence_modes?)"
-                                                 : "");
+        return mc_path_errf(
+            err, n, path,
+            "%llu trailing bytes after %llu sequences and %llu document "
+            "indices%s",
+            (unsigned long long)extra, (unsigned long long)h->S, (unsigned long long)h->D,
+            !multimodal && extra == h->S ? " (a multimodal index with sequence_modes?)" : "");
     }
     return 0;
 }
@@ -176,7 +184,8 @@ static int copy_aligned(mc_indexed_t *d, const map_t *m, const header_t *h, cons
 {
     size_t shift = h->S % 2 == 0 ? 6 : 2;
     uint8_t *img = malloc(m->size + shift);
-    if (!img) return mc_path_errf(err, n, path, "out of memory copying the %zu-byte index", m->size);
+    if (!img)
+        return mc_path_errf(err, n, path, "out of memory copying the %zu-byte index", m->size);
     memcpy(img + shift, m->p, m->size);
     const uint8_t *base = img + shift + HEADER_SIZE;
     d->idx_map = img;
@@ -197,14 +206,15 @@ static int check_arrays(const mc_indexed_t *d, int64_t D, const char *path, char
     for (int64_t i = 1; i < D; i++)
         if (di[i] < di[i - 1])
             return mc_path_errf(err, n, path, "document_indices decrease at %lld (%lld after %lld)",
-                        (long long)i, (long long)di[i], (long long)di[i - 1]);
+                                (long long)i, (long long)di[i], (long long)di[i - 1]);
     if (di[D - 1] != d->num_sequences)
-        return mc_path_errf(err, n, path, "document_indices end at %lld, not at the sequence count %lld",
-                    (long long)di[D - 1], (long long)d->num_sequences);
+        return mc_path_errf(err, n, path,
+                            "document_indices end at %lld, not at the sequence count %lld",
+                            (long long)di[D - 1], (long long)d->num_sequences);
     for (int64_t i = 0; i < d->num_sequences; i++)
         if (d->sequence_lengths[i] < 0)
             return mc_path_errf(err, n, path, "sequence %lld has negative length %d", (long long)i,
-                        d->sequence_lengths[i]);
+                                d->sequence_lengths[i]);
     return 0;
 }
 
@@ -216,10 +226,11 @@ static int check_pointers(const mc_indexed_t *d, const char *bin_path, char *err
         int64_t p = d->sequence_pointers[i];
         int64_t bytes = (int64_t)d->sequence_lengths[i] * d->itemsize; /* < 2^35, no wrap */
         if (p < 0 || (uint64_t)p > d->bin_size || (uint64_t)bytes > d->bin_size - (uint64_t)p)
-            return mc_path_errf(err, n, bin_path, "sequence %lld (%lld bytes at byte offset %lld) lies "
-                                          "outside the file's %zu bytes (truncated .bin or "
-                                          "corrupt .idx)",
-                        (long long)i, (long long)bytes, (long long)p, d->bin_size);
+            return mc_path_errf(err, n, bin_path,
+                                "sequence %lld (%lld bytes at byte offset %lld) lies "
+                                "outside the file's %zu bytes (truncated .bin or "
+                                "corrupt .idx)",
+                                (long long)i, (long long)bytes, (long long)p, d->bin_size);
     }
     return 0;
 }
@@ -256,10 +267,8 @@ int mc_indexed_open(mc_indexed_t *d, const char *prefix, bool multimodal, char *
     char *idx_path = full_path(prefix, ".idx"), *bin_path = full_path(prefix, ".bin");
     d->prefix = strdup(prefix);
     int rc;
-    if (!idx_path || !bin_path || !d->prefix)
-        rc = mc_path_errf(err, n, prefix, "out of memory");
-    else
-        rc = open_idx(d, idx_path, multimodal, err, n);
+    if (!idx_path || !bin_path || !d->prefix) rc = mc_path_errf(err, n, prefix, "out of memory");
+    else rc = open_idx(d, idx_path, multimodal, err, n);
     if (rc == 0) rc = open_bin(d, bin_path, err, n);
     free(idx_path);
     free(bin_path);
@@ -299,20 +308,21 @@ static int64_t convert_int64(const uint8_t *src, int64_t n, int32_t *out, int64_
     return -1;
 }
 
-int mc_indexed_get(const mc_indexed_t *d, int64_t seq, int64_t offset, int64_t length,
-                   int32_t *out, char *err, size_t n_err)
+int mc_indexed_get(const mc_indexed_t *d, int64_t seq, int64_t offset, int64_t length, int32_t *out,
+                   char *err, size_t n_err)
 {
     char name[4096];
     snprintf(name, sizeof(name), "%s.bin", d->prefix ? d->prefix : "(closed dataset)");
     if (seq < 0 || seq >= d->num_sequences)
-        return mc_path_errf(err, n_err, name, "sequence %lld out of range [0, %lld)", (long long)seq,
-                    (long long)d->num_sequences);
+        return mc_path_errf(err, n_err, name, "sequence %lld out of range [0, %lld)",
+                            (long long)seq, (long long)d->num_sequences);
     int64_t len = d->sequence_lengths[seq];
     if (offset < 0 || length < 0 || offset > len || length > len - offset)
-        return mc_path_errf(err, n_err, name, "tokens [%lld, %lld + %lld) out of range of sequence %lld "
-                                      "(length %lld)",
-                    (long long)offset, (long long)offset, (long long)length, (long long)seq,
-                    (long long)len);
+        return mc_path_errf(err, n_err, name,
+                            "tokens [%lld, %lld + %lld) out of range of sequence %lld "
+                            "(length %lld)",
+                            (long long)offset, (long long)offset, (long long)length, (long long)seq,
+                            (long long)len);
     const uint8_t *src = d->bin + d->sequence_pointers[seq] + offset * d->itemsize;
     int64_t n = length;
     if (n == 0) return 0; /* src may be NULL for an empty .bin */
@@ -325,14 +335,15 @@ int mc_indexed_get(const mc_indexed_t *d, int64_t seq, int64_t offset, int64_t l
     case MC_DTYPE_INT64: {
         int64_t bad = 0, at = convert_int64(src, n, out, &bad);
         if (at >= 0)
-            return mc_path_errf(err, n_err, name, "token %lld at position %lld of sequence %lld does "
-                                          "not fit int32",
-                        (long long)bad, (long long)(offset + at), (long long)seq);
+            return mc_path_errf(err, n_err, name,
+                                "token %lld at position %lld of sequence %lld does "
+                                "not fit int32",
+                                (long long)bad, (long long)(offset + at), (long long)seq);
         break;
     }
     default:
         return mc_path_errf(err, n_err, name, "dtype %s is not a token dtype (integers only)",
-                    mc_indexed_dtype_name(d->dtype));
+                            mc_indexed_dtype_name(d->dtype));
     }
     return 0;
 }

@@ -33,11 +33,11 @@ struct mc_indexed_writer {
     char *bin_path, *idx_path, *bin_tmp, *idx_tmp;
     int dtype, itemsize;
     out_t bin;
-    int32_t *lengths;     /* sequence_lengths */
+    int32_t *lengths; /* sequence_lengths */
     int64_t n_seq, cap_seq;
-    int64_t *docs;        /* document_indices, starting with 0 */
+    int64_t *docs; /* document_indices, starting with 0 */
     int64_t n_doc, cap_doc;
-    bool failed;          /* an I/O error left the .bin inconsistent with the index */
+    bool failed; /* an I/O error left the .bin inconsistent with the index */
 };
 
 
@@ -109,8 +109,10 @@ static int out_write(out_t *o, const void *data, size_t size, char *err, size_t 
 static int out_close(out_t *o, char *err, size_t n)
 {
     int rc = out_flush(o, err, n);
-    if (rc == 0 && fsync(o->fd) != 0) rc = mc_path_errf(err, n, o->path, "fsync: %s", strerror(errno));
-    if (close(o->fd) != 0 && rc == 0) rc = mc_path_errf(err, n, o->path, "close: %s", strerror(errno));
+    if (rc == 0 && fsync(o->fd) != 0)
+        rc = mc_path_errf(err, n, o->path, "fsync: %s", strerror(errno));
+    if (close(o->fd) != 0 && rc == 0)
+        rc = mc_path_errf(err, n, o->path, "close: %s", strerror(errno));
     o->fd = -1;
     free(o->buf);
     o->buf = NULL;
@@ -154,7 +156,7 @@ mc_indexed_writer_t *mc_indexed_writer_open(const char *prefix, int dtype, char 
     if (mc_indexed_dtype_size(dtype) == 0 || dtype == MC_DTYPE_FLOAT32 ||
         dtype == MC_DTYPE_FLOAT64) {
         mc_path_errf(err, n, prefix, "dtype %d (%s) is not a token dtype", dtype,
-             mc_indexed_dtype_name(dtype));
+                     mc_indexed_dtype_name(dtype));
         return NULL;
     }
     mc_indexed_writer_t *w = calloc(1, sizeof(*w));
@@ -224,8 +226,10 @@ static void encode(int dtype, const int32_t *t, int64_t n, uint8_t *dst)
 {
     for (int64_t i = 0; i < n; i++) {
         switch (dtype) {
-        case MC_DTYPE_UINT8: case MC_DTYPE_INT8: dst[i] = (uint8_t)t[i]; break;
-        case MC_DTYPE_INT16: case MC_DTYPE_UINT16: {
+        case MC_DTYPE_UINT8:
+        case MC_DTYPE_INT8: dst[i] = (uint8_t)t[i]; break;
+        case MC_DTYPE_INT16:
+        case MC_DTYPE_UINT16: {
             uint16_t v = (uint16_t)t[i];
             memcpy(dst + 2 * i, &v, 2);
             break;
@@ -258,23 +262,26 @@ static int check_document(const mc_indexed_writer_t *w, const int32_t *tokens,
 {
     int64_t doc = w->n_doc - 1;
     if (n_seq < 0 || (n_seq > 0 && !lengths))
-        return mc_path_errf(err, n, w->bin_tmp, "document %lld: bad sequence count %d", (long long)doc,
-                    n_seq);
+        return mc_path_errf(err, n, w->bin_tmp, "document %lld: bad sequence count %d",
+                            (long long)doc, n_seq);
     *total = 0;
     for (int i = 0; i < n_seq; i++) {
         if (lengths[i] < 0)
-            return mc_path_errf(err, n, w->bin_tmp, "document %lld: sequence %d has negative length %d",
-                        (long long)doc, i, lengths[i]);
+            return mc_path_errf(err, n, w->bin_tmp,
+                                "document %lld: sequence %d has negative length %d", (long long)doc,
+                                i, lengths[i]);
         *total += lengths[i];
     }
     if (*total > 0 && !tokens)
         return mc_path_errf(err, n, w->bin_tmp, "document %lld: %lld tokens but no token array",
-                    (long long)doc, (long long)*total);
+                            (long long)doc, (long long)*total);
     for (int64_t i = 0; i < *total; i++)
         if (!fits(w->dtype, tokens[i]))
-            return mc_path_errf(err, n, w->bin_tmp, "token value %d (document %lld, position %lld) "
-                                            "does not fit dtype %s",
-                        tokens[i], (long long)doc, (long long)i, mc_indexed_dtype_name(w->dtype));
+            return mc_path_errf(err, n, w->bin_tmp,
+                                "token value %d (document %lld, position %lld) "
+                                "does not fit dtype %s",
+                                tokens[i], (long long)doc, (long long)i,
+                                mc_indexed_dtype_name(w->dtype));
     return 0;
 }
 
@@ -316,12 +323,12 @@ int mc_indexed_writer_add_index(mc_indexed_writer_t *w, const char *prefix, char
     int rc = 0;
     if (d.dtype != w->dtype)
         rc = mc_path_errf(err, n, prefix, "add_index: dtype %s does not match the writer's %s",
-                  mc_indexed_dtype_name(d.dtype), mc_indexed_dtype_name(w->dtype));
+                          mc_indexed_dtype_name(d.dtype), mc_indexed_dtype_name(w->dtype));
     else if (!contiguous(&d))
-        rc = mc_path_errf(err, n, prefix, "add_index: sequences are not stored back to back in the .bin, "
-                                  "so its bytes cannot be appended as they are");
-    else
-        rc = reserve(w, d.num_sequences, d.num_documents, err, n);
+        rc = mc_path_errf(err, n, prefix,
+                          "add_index: sequences are not stored back to back in the .bin, "
+                          "so its bytes cannot be appended as they are");
+    else rc = reserve(w, d.num_sequences, d.num_documents, err, n);
     if (rc == 0 && d.bin_size > 0 && out_write(&w->bin, d.bin, d.bin_size, err, n)) {
         w->failed = true;
         rc = -1;
@@ -345,9 +352,9 @@ static int write_idx(const mc_indexed_writer_t *w, char *err, size_t n)
     if (out_open(&o, w->idx_tmp, err, n)) return -1;
     uint64_t version = 1, S = (uint64_t)w->n_seq, D = (uint64_t)w->n_doc;
     uint8_t dtype = (uint8_t)w->dtype;
-    int rc = out_write(&o, MAGIC, sizeof(MAGIC), err, n) ||
-             out_write(&o, &version, 8, err, n) || out_write(&o, &dtype, 1, err, n) ||
-             out_write(&o, &S, 8, err, n) || out_write(&o, &D, 8, err, n);
+    int rc = out_write(&o, MAGIC, sizeof(MAGIC), err, n) || out_write(&o, &version, 8, err, n) ||
+             out_write(&o, &dtype, 1, err, n) || out_write(&o, &S, 8, err, n) ||
+             out_write(&o, &D, 8, err, n);
     if (rc == 0) rc = out_write(&o, w->lengths, (size_t)w->n_seq * 4, err, n);
     int64_t ptr = 0;
     for (int64_t i = 0; rc == 0 && i < w->n_seq; i++) {
@@ -370,12 +377,12 @@ static int publish(const mc_indexed_writer_t *w, char *err, size_t n)
         return mc_path_errf(err, n, w->idx_path, "cannot replace: %s", strerror(errno));
     if (rename(w->bin_tmp, w->bin_path) != 0)
         return mc_path_errf(err, n, w->bin_path, "cannot rename %s into place: %s", w->bin_tmp,
-                    strerror(errno));
+                            strerror(errno));
     if (rename(w->idx_tmp, w->idx_path) != 0) {
         int e = errno;
         unlink(w->bin_path);
         return mc_path_errf(err, n, w->idx_path, "cannot rename %s into place: %s", w->idx_tmp,
-                    strerror(e));
+                            strerror(e));
     }
     return 0;
 }

@@ -49,17 +49,16 @@ static void sha256_of_ids(const int32_t *ids, int count, char hex[65])
     }
     mc_sha256_final(&c, digest);
     static const char digits[] = "0123456789abcdef";
-    for (int i = 0; i < 32; i++) hex[2 * i] = digits[digest[i] >> 4], hex[2 * i + 1] = digits[digest[i] & 15];
+    for (int i = 0; i < 32; i++)
+        hex[2 * i] = digits[digest[i] >> 4], hex[2 * i + 1] = digits[digest[i] & 15];
     hex[64] = '\0';
 }
 
 static void print_length(FILE *out, const mc_data_source_t *s, int split)
 {
     int64_t len = mc_data_source_len(s, split);
-    if (s->is_mock && len > 0)
-        fprintf(out, " %s=unbounded", SPLIT_NAMES[split]);
-    else
-        fprintf(out, " %s=%lld", SPLIT_NAMES[split], (long long)len);
+    if (s->is_mock && len > 0) fprintf(out, " %s=unbounded", SPLIT_NAMES[split]);
+    else fprintf(out, " %s=%lld", SPLIT_NAMES[split], (long long)len);
 }
 
 static void print_header(FILE *out, const mc_data_source_t *s)
@@ -82,7 +81,8 @@ static void print_sample(FILE *out, mc_data_source_t *s, int split, int64_t i, i
     } else {
         int rc = mc_gpt_datasets_text(s->gpt, split, i, text, err, sizeof(err));
         if (rc == MC_DATA_BAD_TOKENS) mc_user_error("%s", err);
-        if (rc != 0) mc_fatal("sample %lld of the %s split: %s", (long long)i, SPLIT_NAMES[split], err);
+        if (rc != 0)
+            mc_fatal("sample %lld of the %s split: %s", (long long)i, SPLIT_NAMES[split], err);
     }
     char *bytes = NULL;
     size_t len = 0;
@@ -96,9 +96,10 @@ static void print_sample(FILE *out, mc_data_source_t *s, int split, int64_t i, i
             while (k < n && text[k] >= 0 && text[k] < v) k++;
             if (k == n) mc_fatal("out of host memory decoding sample %lld", (long long)i);
             const int bad = text[k];
-            mc_user_error("sample %lld of the %s split holds id %d, outside the tokenizer's "
-                          "vocabulary of %lld ids (is the tokenizer the one that made the dataset?)",
-                          (long long)i, SPLIT_NAMES[split], bad, (long long)v);
+            mc_user_error(
+                "sample %lld of the %s split holds id %d, outside the tokenizer's "
+                "vocabulary of %lld ids (is the tokenizer the one that made the dataset?)",
+                (long long)i, SPLIT_NAMES[split], bad, (long long)v);
         }
     }
     if (*header_due) print_header(out, s);
@@ -125,7 +126,8 @@ static void run_samples(mc_data_source_t *s, const mc_inspect_opts_t *o)
     const int64_t len = mc_data_source_len(s, split);
     if (len == 0)
         mc_user_error("the %s split has no dataset (its --split weight is 0, or its "
-                      "--%s-data-path is not given)", SPLIT_NAMES[split], SPLIT_NAMES[split]);
+                      "--%s-data-path is not given)",
+                      SPLIT_NAMES[split], SPLIT_NAMES[split]);
     if (o->format == FMT_TEXT && s->is_mock)
         mc_user_error("--format text needs a tokenizer to decode with, and --mock-data has none "
                       "(use --format ids or sha256)");
@@ -150,17 +152,19 @@ static void run_samples(mc_data_source_t *s, const mc_inspect_opts_t *o)
     if (end > limit) {
         if (s->is_mock)
             mc_user_error("--samples %lld:%lld is too large for the mock data at --seq-length %d "
-                          "(indices must stay below %lld)", (long long)begin, (long long)end,
-                          s->seq_length, (long long)limit);
+                          "(indices must stay below %lld)",
+                          (long long)begin, (long long)end, s->seq_length, (long long)limit);
         mc_user_error("--samples %lld:%lld is out of range: the %s split has %lld samples "
-                      "(0:%lld)", (long long)begin, (long long)end, SPLIT_NAMES[split],
-                      (long long)len, (long long)len);
+                      "(0:%lld)",
+                      (long long)begin, (long long)end, SPLIT_NAMES[split], (long long)len,
+                      (long long)len);
     }
 
     int32_t *text = malloc(((size_t)s->seq_length + 1) * sizeof(int32_t));
     if (!text) mc_fatal("out of host memory");
     bool header_due = true;
-    for (int64_t i = begin; i < end; i++) print_sample(stdout, s, split, i, o->format, text, &header_due);
+    for (int64_t i = begin; i < end; i++)
+        print_sample(stdout, s, split, i, o->format, text, &header_due);
     if (header_due) print_header(stdout, s);
     free(text);
 }
@@ -171,7 +175,8 @@ static void run_sampler(mc_data_source_t *s, const mc_args_t *a, const mc_inspec
     if (total == 0) mc_user_error("--iteration: the train split has no dataset");
     if (o->iteration >= a->train_iters)
         mc_user_error("--iteration %lld is past the end of training (iterations 0 to %lld of "
-                      "--train-iters %lld)", (long long)o->iteration, (long long)a->train_iters - 1,
+                      "--train-iters %lld)",
+                      (long long)o->iteration, (long long)a->train_iters - 1,
                       (long long)a->train_iters);
     const int mbs = a->micro_batch_size, dp = a->data_parallel_size, m = a->num_microbatches;
     const int64_t consumed = o->iteration * a->global_batch_size;
@@ -190,7 +195,8 @@ static void run_sampler(mc_data_source_t *s, const mc_args_t *a, const mc_inspec
     print_header(stdout, s);
     for (int k = 0; k < m; k++) {
         printf("%d\t", k);
-        for (int j = 0; j < mbs; j++) printf(j ? " %lld" : "%lld", (long long)idx[(size_t)k * mbs + j]);
+        for (int j = 0; j < mbs; j++)
+            printf(j ? " %lld" : "%lld", (long long)idx[(size_t)k * mbs + j]);
         putchar('\n');
     }
     free(idx);
@@ -202,11 +208,10 @@ int mc_inspect_run(const mc_args_t *args, const mc_inspect_opts_t *o)
     char err[1024];
     if (mc_data_source_open(&src, args, err, sizeof(err)) != 0) mc_user_error("%s", err);
 
-    if (o->iteration_given)
-        run_sampler(&src, args, o);
-    else
-        run_samples(&src, o);
-    if (fflush(stdout) != 0 || ferror(stdout)) mc_fatal("writing the output failed: %s", strerror(errno));
+    if (o->iteration_given) run_sampler(&src, args, o);
+    else run_samples(&src, o);
+    if (fflush(stdout) != 0 || ferror(stdout))
+        mc_fatal("writing the output failed: %s", strerror(errno));
 
     mc_data_source_free(&src);
     return 0;

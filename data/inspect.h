@@ -38,12 +38,12 @@ enum { MC_INSPECT_IDS, MC_INSPECT_TEXT, MC_INSPECT_SHA256 };
 
 /* inspect-data's own options, checked against each other (cli/inspect_args.c). */
 typedef struct {
-    int split;                   /* MC_SPLIT_TRAIN, ...: --split-name */
-    int format;                  /* MC_INSPECT_*: --format */
-    bool samples_given;          /* --samples A:B; ":B" and "A:" leave one out */
+    int split;          /* MC_SPLIT_TRAIN, ...: --split-name */
+    int format;         /* MC_INSPECT_*: --format */
+    bool samples_given; /* --samples A:B; ":B" and "A:" leave one out */
     bool begin_given, end_given;
     int64_t begin, end;
-    bool iteration_given;        /* --iteration I of --data-parallel-rank R */
+    bool iteration_given; /* --iteration I of --data-parallel-rank R */
     int64_t iteration, dp_rank;
 } mc_inspect_opts_t;
 

@@ -16,7 +16,7 @@ enum { FJ_MAX_DEPTH = 512 };
 typedef struct {
     const unsigned char *s, *end;
     int depth;
-    bool esc;                /* the last string had escapes */
+    bool esc; /* the last string had escapes */
 } fj_t;
 
 static inline void fj_ws(fj_t *j)
@@ -61,8 +61,7 @@ static size_t utf8_seq(const unsigned char *p, const unsigned char *end)
         n = 4;
         if (c == 0xF0) lo = 0x90;
         if (c == 0xF4) hi = 0x8F;
-    } else
-        return 0;
+    } else return 0;
     if ((size_t)(end - p) < n) return 0;
     if (p[1] < lo || p[1] > hi) return 0;
     for (size_t i = 2; i < n; i++)
@@ -134,8 +133,7 @@ static bool fj_number(fj_t *j)
     if (*p == '0') p++;
     else if (*p >= '1' && *p <= '9')
         while (p < end && *p >= '0' && *p <= '9') p++;
-    else
-        return false;
+    else return false;
     if (p < end && *p == '.') {
         p++;
         if (p >= end || *p < '0' || *p > '9') return false;
@@ -223,8 +221,8 @@ static bool fj_value(fj_t *j, const char *const *keys, const size_t *key_len, in
     }
 }
 
-bool mc_json_scan_object(const char *line, size_t n, const char *const *keys,
-                         const size_t *key_len, int nkeys, mc_json_val_t *vals)
+bool mc_json_scan_object(const char *line, size_t n, const char *const *keys, const size_t *key_len,
+                         int nkeys, mc_json_val_t *vals)
 {
     fj_t j = {(const unsigned char *)line, (const unsigned char *)line + n, 0, false};
     memset(vals, 0, (size_t)nkeys * sizeof(*vals));
@@ -239,7 +237,8 @@ static void put_utf8(unsigned char **o, unsigned u)
 {
     unsigned char *q = *o;
     if (u < 0x80) *q++ = (unsigned char)u;
-    else if (u < 0x800) *q++ = (unsigned char)(0xC0 | u >> 6), *q++ = (unsigned char)(0x80 | (u & 0x3F));
+    else if (u < 0x800)
+        *q++ = (unsigned char)(0xC0 | u >> 6), *q++ = (unsigned char)(0x80 | (u & 0x3F));
     else if (u < 0x10000)
         *q++ = (unsigned char)(0xE0 | u >> 12), *q++ = (unsigned char)(0x80 | (u >> 6 & 0x3F)),
         *q++ = (unsigned char)(0x80 | (u & 0x3F));

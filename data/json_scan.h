@@ -9,10 +9,10 @@
 
 /* A top-level value of a scanned object. */
 typedef struct {
-    const char *p;           /* a string: its raw bytes between the quotes; a list: from '[' */
+    const char *p; /* a string: its raw bytes between the quotes; a list: from '[' */
     size_t n;
-    int kind;                /* 0 absent, 's' string, '[' list, 'o' other */
-    bool esc;                /* a string with escapes (mc_json_decode gives its bytes) */
+    int kind; /* 0 absent, 's' string, '[' list, 'o' other */
+    bool esc; /* a string with escapes (mc_json_decode gives its bytes) */
 } mc_json_val_t;
 
 /* The elements of a list value the scanner validated. */
@@ -24,8 +24,8 @@ typedef struct {
  * -Infinity; strict UTF-8; no control characters in strings; surrogate escapes paired), with no
  * escaped key at its top level and nesting under 512. Fills vals[k] with the last value under
  * keys[k] (key_len[k] bytes) at the top level. */
-bool mc_json_scan_object(const char *line, size_t n, const char *const *keys,
-                         const size_t *key_len, int nkeys, mc_json_val_t *vals);
+bool mc_json_scan_object(const char *line, size_t n, const char *const *keys, const size_t *key_len,
+                         int nkeys, mc_json_val_t *vals);
 
 /* The bytes of a validated string's raw text raw[0..n) with escapes resolved, into out (room for
  * n bytes: an escape never decodes to more bytes than it is written with). Returns the length. */

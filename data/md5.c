@@ -30,10 +30,22 @@ static void compress(uint32_t h[4], const uint8_t p[64])
         uint32_t f;
         int g;
         switch (i >> 4) {
-        case 0: f = (b & c) | (~b & d); g = i; break;
-        case 1: f = (d & b) | (~d & c); g = (5 * i + 1) & 15; break;
-        case 2: f = b ^ c ^ d; g = (3 * i + 5) & 15; break;
-        default: f = c ^ (b | ~d); g = (7 * i) & 15; break;
+        case 0:
+            f = (b & c) | (~b & d);
+            g = i;
+            break;
+        case 1:
+            f = (d & b) | (~d & c);
+            g = (5 * i + 1) & 15;
+            break;
+        case 2:
+            f = b ^ c ^ d;
+            g = (3 * i + 5) & 15;
+            break;
+        default:
+            f = c ^ (b | ~d);
+            g = (7 * i) & 15;
+            break;
         }
         f += a + K[i] + m[g];
         a = d;

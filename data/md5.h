@@ -9,9 +9,9 @@
 
 typedef struct {
     uint32_t h[4];
-    uint64_t bytes;          /* message length so far */
+    uint64_t bytes; /* message length so far */
     uint8_t block[64];
-    size_t used;             /* bytes pending in block */
+    size_t used; /* bytes pending in block */
 } mc_md5_t;
 
 void mc_md5_init(mc_md5_t *c);

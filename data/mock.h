@@ -14,7 +14,7 @@ enum { MC_SPLIT_TRAIN = 0, MC_SPLIT_VALID = 1, MC_SPLIT_TEST = 2 };
 typedef struct {
     int n_docs;
     int32_t *doc_len;
-    int64_t *doc_end;       /* cumulative token count within the doc's split, exclusive end */
+    int64_t *doc_end; /* cumulative token count within the doc's split, exclusive end */
     int split_begin[3], split_end[3];
     int64_t split_tokens[3];
     int32_t eod;

@@ -52,19 +52,18 @@ uint64_t mc_mt19937_next64(mc_mt19937_t *r)
 }
 
 /* Smallest 2^k - 1 >= max (max > 0): numpy's mask |= mask >> 1 ... >> 32. */
-static inline uint64_t mask_for(uint64_t max)
-{
-    return ~(uint64_t)0 >> __builtin_clzll(max);
-}
+static inline uint64_t mask_for(uint64_t max) { return ~(uint64_t)0 >> __builtin_clzll(max); }
 
 uint64_t mc_mt19937_bounded(mc_mt19937_t *r, uint64_t max)
 {
     if (max == 0) return 0;
     uint64_t mask = mask_for(max), v;
     if (max <= 0xffffffffu) {
-        do v = mc_mt19937_next32(r) & mask; while (v > max);
+        do v = mc_mt19937_next32(r) & mask;
+        while (v > max);
     } else {
-        do v = mc_mt19937_next64(r) & mask; while (v > max);
+        do v = mc_mt19937_next64(r) & mask;
+        while (v > max);
     }
     return v;
 }
@@ -74,22 +73,22 @@ uint64_t mc_mt19937_bounded(mc_mt19937_t *r, uint64_t max)
  * dominate (3-4x faster on arrays larger than the cache). The order of draws and swaps is
  * unchanged. */
 #define MC_SHUFFLE_BLOCK 64
-#define MC_DEFINE_SHUFFLE(name, T)                                                    \
-    void name(mc_mt19937_t *r, T *x, int64_t n)                                       \
-    {                                                                                 \
-        int64_t js[MC_SHUFFLE_BLOCK];                                                 \
-        for (int64_t i = n - 1; i >= 1;) {                                            \
-            int m = i < MC_SHUFFLE_BLOCK ? (int)i : MC_SHUFFLE_BLOCK;                 \
-            for (int k = 0; k < m; k++) {                                             \
-                js[k] = (int64_t)mc_mt19937_bounded(r, (uint64_t)(i - k));            \
-                __builtin_prefetch(&x[js[k]], 1);                                     \
-            }                                                                         \
-            for (int k = 0; k < m; k++, i--) {                                        \
-                T t = x[i];                                                           \
-                x[i] = x[js[k]];                                                      \
-                x[js[k]] = t;                                                         \
-            }                                                                         \
-        }                                                                             \
+#define MC_DEFINE_SHUFFLE(name, T)                                                                 \
+    void name(mc_mt19937_t *r, T *x, int64_t n)                                                    \
+    {                                                                                              \
+        int64_t js[MC_SHUFFLE_BLOCK];                                                              \
+        for (int64_t i = n - 1; i >= 1;) {                                                         \
+            int m = i < MC_SHUFFLE_BLOCK ? (int)i : MC_SHUFFLE_BLOCK;                              \
+            for (int k = 0; k < m; k++) {                                                          \
+                js[k] = (int64_t)mc_mt19937_bounded(r, (uint64_t)(i - k));                         \
+                __builtin_prefetch(&x[js[k]], 1);                                                  \
+            }                                                                                      \
+            for (int k = 0; k < m; k++, i--) {                                                     \
+                T t = x[i];                                                                        \
+                x[i] = x[js[k]];                                                                   \
+                x[js[k]] = t;                                                                      \
+            }                                                                                      \
+        }                                                                                          \
     }
 
 MC_DEFINE_SHUFFLE(mc_mt19937_shuffle_i32, int32_t)

@@ -18,7 +18,7 @@
 
 typedef struct {
     uint32_t mt[MC_MT19937_N];
-    int pos;                    /* next untempered word; MC_MT19937_N = regenerate first */
+    int pos; /* next untempered word; MC_MT19937_N = regenerate first */
 } mc_mt19937_t;
 
 /* RandomState(seed) for an integer seed in [0, 2^32 - 1] (numpy rejects others). */

@@ -149,7 +149,7 @@ static int64_t read_file(reader_t *r, int file, int64_t global)
     printf("Opening %s\n", path);
     fflush(stdout);
 
-    int64_t line = 0;   /* lines completed in this file */
+    int64_t line = 0; /* lines completed in this file */
     mc_prep_chunk_t *c = NULL;
     bool partial = false; /* the chunk's last line has no '\n' yet */
     int64_t result = -1;
@@ -330,8 +330,8 @@ static bool write_chunk(mc_prep_pipe_t *p, mc_prep_chunk_t *c, mc_prep_out_t *ou
         int64_t g = c->first_global + i;
         int part = 0;
         if (a->partitions > 1) {
-            part = a->keep_sequential_samples ? (int)(g / partition_size)
-                                              : (int)(g % a->partitions);
+            part =
+                a->keep_sequential_samples ? (int)(g / partition_size) : (int)(g % a->partitions);
             if (part >= a->partitions) part = a->partitions - 1;
         }
         for (int k = 0; k < p->keys; k++) {
@@ -545,8 +545,7 @@ static bool pipe_run(mc_prep_pipe_t *p, outputs_t *o, int64_t partition_size, st
     return !p->failed;
 }
 
-static void report(const mc_preprocess_args_t *a, const stats_t *st, const outputs_t *o,
-                   double t0)
+static void report(const mc_preprocess_args_t *a, const stats_t *st, const outputs_t *o, double t0)
 {
     double elapsed = mc_now_s() - t0;
     if (st->skipped > 0)

@@ -46,31 +46,31 @@
  * filled by cli/preprocess_args.c. */
 typedef struct {
     /* input data */
-    const char *input;              /* required; a glob when partitions > 1 */
-    const char **json_keys;         /* default {"text"}; duplicates removed (Megatron keys a
+    const char *input;      /* required; a glob when partitions > 1 */
+    const char **json_keys; /* default {"text"}; duplicates removed (Megatron keys a
                                      * dict by them, so a repeated key is one output) */
     int n_json_keys;
-    bool split_sentences;           /* not implemented yet (needs NLTK punkt) */
-    bool keep_newlines;             /* not implemented yet */
+    bool split_sentences; /* not implemented yet (needs NLTK punkt) */
+    bool keep_newlines;   /* not implemented yet */
     /* tokenization process */
     bool append_eod;
-    const char *lang;               /* "english"; only used by sentence splitting */
+    const char *lang; /* "english"; only used by sentence splitting */
     /* output data */
-    const char *output_prefix;      /* required */
+    const char *output_prefix; /* required */
     /* runtime */
-    int workers;                    /* required, >= 1, divisible by partitions */
-    bool find_optimal_num_workers;  /* not implemented yet */
-    int partitions;                 /* 1 */
-    int64_t log_interval;           /* 1000 */
+    int workers;                   /* required, >= 1, divisible by partitions */
+    bool find_optimal_num_workers; /* not implemented yet */
+    int partitions;                /* 1 */
+    int64_t log_interval;          /* 1000 */
     bool keep_sequential_samples;
-    int64_t max_documents;          /* -1: no limit (see preprocess.h for the semantics) */
+    int64_t max_documents; /* -1: no limit (see preprocess.h for the semantics) */
     /* tokenizer */
-    const char *tokenizer_type;     /* required (Megatron's default None crashes the script) */
+    const char *tokenizer_type; /* required (Megatron's default None crashes the script) */
     const char *vocab_file;
     const char *merge_file;
-    int64_t vocab_size;             /* -1: not given */
-    const char *tokenizer_model;    /* accepted; no tokenizer implemented here reads it */
-    bool legacy_tokenizer;          /* accepted, no effect */
+    int64_t vocab_size;          /* -1: not given */
+    const char *tokenizer_model; /* accepted; no tokenizer implemented here reads it */
+    bool legacy_tokenizer;       /* accepted, no effect */
     /* megatron-c extension */
     bool skip_malformed;
 } mc_preprocess_args_t;

@@ -29,15 +29,15 @@ enum { SLOT_FREE, SLOT_FILLED, SLOT_DONE };
 
 typedef struct {
     int state;
-    int64_t seq;           /* chunk number in input order */
+    int64_t seq; /* chunk number in input order */
     /* input, owned by the reader while filling */
-    char *text;            /* the lines back to back, without their '\n' */
+    char *text; /* the lines back to back, without their '\n' */
     size_t text_len, text_cap;
-    size_t *line_off;      /* [n_lines + 1] */
+    size_t *line_off; /* [n_lines + 1] */
     int n_lines, lines_cap;
-    int file;              /* index into the input list */
-    int64_t first_line;    /* 1-based line number (in that file) of line 0 */
-    int64_t first_global;  /* 0-based line number over all inputs of line 0 */
+    int file;             /* index into the input list */
+    int64_t first_line;   /* 1-based line number (in that file) of line 0 */
+    int64_t first_global; /* 0-based line number over all inputs of line 0 */
     /* output, owned by a worker while tokenizing */
     mc_ids_t *tokens;      /* [keys] every document's tokens, back to back */
     mc_ids_t *lens;        /* [keys] sequence lengths */
@@ -55,32 +55,32 @@ typedef struct {
     char **files;
     int n_files;
     int keys;
-    size_t *key_len;       /* strlen of each --json-keys key */
+    size_t *key_len; /* strlen of each --json-keys key */
     /* ring */
     mc_prep_chunk_t *slots;
     int n_slots;
     pthread_mutex_t mu;
     pthread_cond_t cv_free, cv_work, cv_done;
-    int64_t produced;      /* chunks handed to the workers so far */
-    int64_t next_work;     /* next chunk a worker takes */
-    bool eof;              /* the reader is done (produced is final) */
-    bool stop;             /* abort or --max-documents reached: everybody winds down */
+    int64_t produced;  /* chunks handed to the workers so far */
+    int64_t next_work; /* next chunk a worker takes */
+    bool eof;          /* the reader is done (produced is final) */
+    bool stop;         /* abort or --max-documents reached: everybody winds down */
     bool failed;
     char err[ERR_LEN];
 } mc_prep_pipe_t;
 
 /* A worker's buffers. */
 typedef struct {
-    char *buf;               /* decoded strings with escapes */
+    char *buf; /* decoded strings with escapes */
     size_t cap;
-    mc_json_val_t *vals;     /* [keys], then two size_t marks per key (mc_prep_encode_chunk) */
+    mc_json_val_t *vals; /* [keys], then two size_t marks per key (mc_prep_encode_chunk) */
 } mc_prep_scratch_t;
 
 /* The output files of one partition and key. */
 typedef struct {
     char *prefix;
-    mc_indexed_writer_t *w;  /* open; NULL once finished (or never opened) */
-    bool finished;           /* the files exist at prefix.bin/.idx */
+    mc_indexed_writer_t *w; /* open; NULL once finished (or never opened) */
+    bool finished;          /* the files exist at prefix.bin/.idx */
 } mc_prep_out_t;
 
 /* Records the run's first error and stops every thread. */

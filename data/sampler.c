@@ -16,9 +16,9 @@ int mc_sampler_init(mc_sampler_t *s, int64_t total_samples, int64_t consumed_sam
         why = "data parallel rank should be smaller than data parallel size";
     if (why) {
         if (err && n)
-            snprintf(err, n, "sampler: %s (total %lld, consumed %lld, mbs %d, dp %d, rank %d)",
-                     why, (long long)total_samples, (long long)consumed_samples,
-                     micro_batch_size, dp_size, dp_rank);
+            snprintf(err, n, "sampler: %s (total %lld, consumed %lld, mbs %d, dp %d, rank %d)", why,
+                     (long long)total_samples, (long long)consumed_samples, micro_batch_size,
+                     dp_size, dp_rank);
         return -1;
     }
     s->total_samples = total_samples;

@@ -9,8 +9,8 @@
 #include <stdint.h>
 
 typedef struct {
-    int64_t total_samples;          /* len(dataset) */
-    int64_t next;                   /* first global index of the next block */
+    int64_t total_samples; /* len(dataset) */
+    int64_t next;          /* first global index of the next block */
     int micro_batch_size, dp_size, dp_rank;
 } mc_sampler_t;
 
@@ -25,8 +25,8 @@ int mc_sampler_next(mc_sampler_t *s, int64_t *idx);
 /* Global index of element j of micro-batch m of DP rank r, for a stream starting at
  * consumed_samples with fixed blocks: consumed + m*mbs*dp + r*mbs + j. Iteration t of training
  * with a fixed global batch starts at consumed_samples = t * gbs. */
-static inline int64_t mc_sampler_index(int64_t consumed_samples, int micro_batch_size,
-                                       int dp_size, int dp_rank, int64_t microbatch, int j)
+static inline int64_t mc_sampler_index(int64_t consumed_samples, int micro_batch_size, int dp_size,
+                                       int dp_rank, int64_t microbatch, int j)
 {
     return consumed_samples + microbatch * (int64_t)micro_batch_size * dp_size +
            (int64_t)dp_rank * micro_batch_size + j;

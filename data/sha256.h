@@ -8,9 +8,9 @@
 
 typedef struct {
     uint32_t h[8];
-    uint64_t bytes;          /* message length so far */
+    uint64_t bytes; /* message length so far */
     uint8_t block[64];
-    size_t used;             /* bytes pending in block */
+    size_t used; /* bytes pending in block */
 } mc_sha256_t;
 
 void mc_sha256_init(mc_sha256_t *c);

@@ -27,12 +27,13 @@ int mc_data_source_open(mc_data_source_t *s, const mc_args_t *a, char *err, size
     }
 
     if (a->n_data_path + a->n_train_data_path + a->n_valid_data_path + a->n_test_data_path == 0) {
-        snprintf(err, n, "no training data (pass --data-path PREFIX, the per-split --*-data-path "
-                         "flags, or --mock-data)");
+        snprintf(err, n,
+                 "no training data (pass --data-path PREFIX, the per-split --*-data-path "
+                 "flags, or --mock-data)");
         return -1;
     }
-    s->tokenizer = mc_tokenizer_build(a->tokenizer_type, a->vocab_file, a->merge_file,
-                                      a->vocab_size, err, n);
+    s->tokenizer =
+        mc_tokenizer_build(a->tokenizer_type, a->vocab_file, a->merge_file, a->vocab_size, err, n);
     if (!s->tokenizer) return -1;
     s->vocab_size = mc_tokenizer_vocab_size(s->tokenizer);
     s->opts.eod = mc_tokenizer_eod(s->tokenizer);
@@ -71,9 +72,9 @@ int64_t mc_data_source_len(const mc_data_source_t *s, int split)
     return mc_gpt_datasets_len(s->gpt, split);
 }
 
-int mc_data_source_batch(mc_data_source_t *s, int split, const int64_t *idx, int b,
-                         int32_t *tokens, int32_t *labels, float *loss_mask, int32_t *positions,
-                         int32_t *segments, char *err, size_t n)
+int mc_data_source_batch(mc_data_source_t *s, int split, const int64_t *idx, int b, int32_t *tokens,
+                         int32_t *labels, float *loss_mask, int32_t *positions, int32_t *segments,
+                         char *err, size_t n)
 {
     const int S = s->seq_length;
     if (!s->is_mock)
@@ -82,7 +83,9 @@ int mc_data_source_batch(mc_data_source_t *s, int split, const int64_t *idx, int
     for (int r = 0; r < b; r++) {
         if (mc_mock_sample(&s->mock, split, idx[r], S, s->text) != 0) {
             snprintf(err, n, "the %s split of the mock data is empty",
-                     split == MC_SPLIT_TRAIN ? "train" : split == MC_SPLIT_VALID ? "valid" : "test");
+                     split == MC_SPLIT_TRAIN   ? "train"
+                     : split == MC_SPLIT_VALID ? "valid"
+                                               : "test");
             return -1;
         }
         size_t o = (size_t)r * S;

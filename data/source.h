@@ -16,12 +16,12 @@
 typedef struct {
     bool is_mock;
     int seq_length;
-    int64_t vocab_size;          /* the tokenizer's (before padding) */
+    int64_t vocab_size; /* the tokenizer's (before padding) */
     mc_sample_opts_t opts;
-    mc_tokenizer_t *tokenizer;   /* NULL for mock data */
-    mc_gpt_datasets_t *gpt;      /* NULL for mock data */
+    mc_tokenizer_t *tokenizer; /* NULL for mock data */
+    mc_gpt_datasets_t *gpt;    /* NULL for mock data */
     mc_mock_data_t mock;
-    int32_t *text;               /* [seq_length + 1] staging for mock samples */
+    int32_t *text; /* [seq_length + 1] staging for mock samples */
 } mc_data_source_t;
 
 /* Builds the tokenizer and every split's dataset as pretrain_gpt.py would. 0, or -1 with one
@@ -36,8 +36,8 @@ int64_t mc_data_source_len(const mc_data_source_t *s, int split);
  * attention of --reset-attention-mask, when not NULL) with samples idx[0..b) of a split.
  * 0, or -1 with err (index past the split's end), or MC_DATA_BAD_TOKENS with err (the .bin
  * holds a token id outside the padded vocabulary: the user's data error). */
-int mc_data_source_batch(mc_data_source_t *s, int split, const int64_t *idx, int b,
-                         int32_t *tokens, int32_t *labels, float *loss_mask, int32_t *positions,
-                         int32_t *segments, char *err, size_t n);
+int mc_data_source_batch(mc_data_source_t *s, int split, const int64_t *idx, int b, int32_t *tokens,
+                         int32_t *labels, float *loss_mask, int32_t *positions, int32_t *segments,
+                         char *err, size_t n);
 
 #endif

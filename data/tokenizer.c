@@ -27,8 +27,8 @@ void mc_ids_free(mc_ids_t *ids)
     ids->n = ids->cap = 0;
 }
 
-mc_tokenizer_t *mc_tokenizer_build(const char *type, const char *vocab_file,
-                                   const char *merge_file, int64_t vocab_size, char *err, size_t n)
+mc_tokenizer_t *mc_tokenizer_build(const char *type, const char *vocab_file, const char *merge_file,
+                                   int64_t vocab_size, char *err, size_t n)
 {
     if (!type) {
         mc_errf(err, n, "no tokenizer type given (--tokenizer-type)");
@@ -57,8 +57,9 @@ mc_tokenizer_t *mc_tokenizer_build(const char *type, const char *vocab_file,
     }
     if (strcmp(type, "NullTokenizer") == 0) {
         if (vocab_size < 0 || vocab_size >= INT32_MAX) {
-            mc_errf(err, n, "NullTokenizer needs a vocab size in [0, %d) (--vocab-size), got %" PRId64,
-                   INT32_MAX, vocab_size);
+            mc_errf(err, n,
+                    "NullTokenizer needs a vocab size in [0, %d) (--vocab-size), got %" PRId64,
+                    INT32_MAX, vocab_size);
             return NULL;
         }
         mc_tokenizer_t *t = calloc(1, sizeof(*t));
@@ -70,8 +71,9 @@ mc_tokenizer_t *mc_tokenizer_build(const char *type, const char *vocab_file,
         t->null_vocab = vocab_size;
         return t;
     }
-    mc_errf(err, n, "tokenizer type '%s' is not supported (supported: GPT2BPETokenizer, NullTokenizer)",
-           type);
+    mc_errf(err, n,
+            "tokenizer type '%s' is not supported (supported: GPT2BPETokenizer, NullTokenizer)",
+            type);
     return NULL;
 }
 
@@ -139,7 +141,8 @@ static int py_int(const unsigned char *s, size_t len, int64_t *v)
             continue;
         }
         if (c < '0' || c > '9') return -1;
-        if (x > (uint64_t)INT64_MAX / 10) x = (uint64_t)INT64_MAX; /* saturate; range-checked later */
+        if (x > (uint64_t)INT64_MAX / 10)
+            x = (uint64_t)INT64_MAX; /* saturate; range-checked later */
         else x = x * 10 + (c - '0');
     }
     if (x > (uint64_t)INT64_MAX) x = (uint64_t)INT64_MAX;
@@ -160,14 +163,18 @@ static int null_encode(const mc_tokenizer_t *t, const char *text, size_t len, mc
         char q[128];
         if (py_int(s + p, e - p, &v) < 0) {
             quote(q, sizeof(q), s + p, e - p);
-            mc_errf(err, n, "NullTokenizer: '%s' is not an integer (text must be ids separated by "
-                           "single spaces)", q);
+            mc_errf(err, n,
+                    "NullTokenizer: '%s' is not an integer (text must be ids separated by "
+                    "single spaces)",
+                    q);
             return -1;
         }
         if (v < 0 || v > t->null_vocab) {
             quote(q, sizeof(q), s + p, e - p);
-            mc_errf(err, n, "NullTokenizer: id %s is outside [0, %" PRId64 "] (vocab size %" PRId64
-                           ", eod %" PRId64 ")", q, t->null_vocab, t->null_vocab, t->null_vocab);
+            mc_errf(err, n,
+                    "NullTokenizer: id %s is outside [0, %" PRId64 "] (vocab size %" PRId64
+                    ", eod %" PRId64 ")",
+                    q, t->null_vocab, t->null_vocab, t->null_vocab);
             return -1;
         }
         if (mc_ids_push(ids, (int32_t)v) < 0) {
@@ -207,7 +214,8 @@ static char *null_decode(const mc_tokenizer_t *t, const int32_t *ids, size_t cou
     return out;
 }
 
-char *mc_tokenizer_decode(const mc_tokenizer_t *t, const int32_t *ids, size_t count, size_t *out_len)
+char *mc_tokenizer_decode(const mc_tokenizer_t *t, const int32_t *ids, size_t count,
+                          size_t *out_len)
 {
     if (count && !ids) return NULL;
     if (t->kind == TOK_GPT2) return mc_bpe_decode(t->bpe, ids, count, out_len);

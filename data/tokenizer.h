@@ -34,8 +34,8 @@ typedef struct mc_tokenizer mc_tokenizer_t;
 
 /* type: "GPT2BPETokenizer" (needs vocab_file and merge_file) or "NullTokenizer" (needs
  * vocab_size). NULL with one line in err on failure (missing/malformed files named). */
-mc_tokenizer_t *mc_tokenizer_build(const char *type, const char *vocab_file,
-                                   const char *merge_file, int64_t vocab_size, char *err, size_t n);
+mc_tokenizer_t *mc_tokenizer_build(const char *type, const char *vocab_file, const char *merge_file,
+                                   int64_t vocab_size, char *err, size_t n);
 void mc_tokenizer_free(mc_tokenizer_t *t);
 
 /* Megatron's tokenizer.vocab_size (GPT-2: 50257; Null: vocab_size + 1) and tokenizer.eod. */
@@ -58,6 +58,7 @@ int32_t mc_tokenizer_eod(const mc_tokenizer_t *t);
 int mc_tokenizer_encode(const mc_tokenizer_t *t, const char *text, size_t len, mc_ids_t *ids,
                         char *err, size_t n);
 /* The bytes of ids (malloc'd, not NUL-terminated; *out_len set). NULL on an id out of range. */
-char *mc_tokenizer_decode(const mc_tokenizer_t *t, const int32_t *ids, size_t count, size_t *out_len);
+char *mc_tokenizer_decode(const mc_tokenizer_t *t, const int32_t *ids, size_t count,
+                          size_t *out_len);
 
 #endif

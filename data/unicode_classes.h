@@ -16,7 +16,7 @@ typedef struct {
     uint32_t cls;    /* MC_UC_L / MC_UC_N / MC_UC_S */
 } mc_uc_range_t;
 
-extern const uint8_t mc_uc_latin1[256];   /* class of U+0000..U+00FF */
+extern const uint8_t mc_uc_latin1[256];    /* class of U+0000..U+00FF */
 extern const mc_uc_range_t mc_uc_ranges[]; /* sorted, disjoint */
 extern const size_t mc_uc_nranges;
 
@@ -27,12 +27,9 @@ static inline int mc_uc_class(uint32_t cp)
     size_t lo = 0, hi = mc_uc_nranges;
     while (lo < hi) {
         size_t mid = (lo + hi) / 2;
-        if (cp < mc_uc_ranges[mid].lo)
-            hi = mid;
-        else if (cp > mc_uc_ranges[mid].hi)
-            lo = mid + 1;
-        else
-            return (int)mc_uc_ranges[mid].cls;
+        if (cp < mc_uc_ranges[mid].lo) hi = mid;
+        else if (cp > mc_uc_ranges[mid].hi) lo = mid + 1;
+        else return (int)mc_uc_ranges[mid].cls;
     }
     return MC_UC_OTHER;
 }

@@ -28,7 +28,8 @@ void mc_comm_count(mc_comm_t *c, const mc_coll_t *op)
     if ((unsigned)op->kind >= MC_COLL_KINDS) return;
     uint64_t bytes = op->count * mc_dtype_size(op->dt);
     int size = op->group ? op->group->size : 1;
-    if (op->kind == MC_COLL_REDUCE_SCATTER || op->kind == MC_COLL_ALL_GATHER) bytes *= (uint64_t)size;
+    if (op->kind == MC_COLL_REDUCE_SCATTER || op->kind == MC_COLL_ALL_GATHER)
+        bytes *= (uint64_t)size;
     if (op->kind == MC_COLL_BARRIER) bytes = 0;
     if (op->kind == MC_COLL_P2P_BATCH) {
         bytes = 0;
@@ -89,9 +90,10 @@ static void validate_p2p(const mc_coll_t *o)
         const mc_p2p_t *p = &o->p2p[i];
         const char *dir = p->is_send ? "send" : "receive";
         if (p->peer < 0 || p->peer >= o->group->size)
-            mc_fatal("p2p %s with group rank %d on the %s group of %d ranks", dir, p->peer, o->group->name,
-                     o->group->size);
-        if (mc_dtype_size(p->dt) == 0) mc_fatal("p2p %s with unknown data type %d", dir, (int)p->dt);
+            mc_fatal("p2p %s with group rank %d on the %s group of %d ranks", dir, p->peer,
+                     o->group->name, o->group->size);
+        if (mc_dtype_size(p->dt) == 0)
+            mc_fatal("p2p %s with unknown data type %d", dir, (int)p->dt);
         if (p->count > 0 && !p->buf)
             mc_fatal("p2p %s of %zu elements on the %s group without a buffer", dir, p->count,
                      o->group->name);
@@ -110,24 +112,28 @@ void mc_coll_validate(const mc_comm_t *c, const mc_coll_t *o)
     }
     if (mc_dtype_size(o->dt) == 0) mc_fatal("%s with unknown data type %d", what, (int)o->dt);
     bool reduces = o->kind == MC_COLL_ALL_REDUCE || o->kind == MC_COLL_REDUCE_SCATTER;
-    if (reduces && (unsigned)o->op > MC_OP_AVG) mc_fatal("%s with unknown reduction %d", what, (int)o->op);
+    if (reduces && (unsigned)o->op > MC_OP_AVG)
+        mc_fatal("%s with unknown reduction %d", what, (int)o->op);
     if (reduces && o->op == MC_OP_AVG && !c->has_avg)
-        mc_fatal("%s with an average on the %s communicator, which has none (sum, then divide)", what, c->name);
+        mc_fatal("%s with an average on the %s communicator, which has none (sum, then divide)",
+                 what, c->name);
     if (o->kind == MC_COLL_BROADCAST && (o->root < 0 || o->root >= o->group->size))
         mc_fatal("broadcast from root %d on the %s group of %d ranks", o->root, o->group->name,
                  o->group->size);
     bool rsag = o->kind == MC_COLL_REDUCE_SCATTER || o->kind == MC_COLL_ALL_GATHER;
     if (o->count > 0 && (!o->recv || (rsag && !o->send)))
-        mc_fatal("%s of %zu elements on the %s group without a %s buffer", what, o->count, o->group->name,
-                 o->recv ? "send" : "receive");
+        mc_fatal("%s of %zu elements on the %s group without a %s buffer", what, o->count,
+                 o->group->name, o->recv ? "send" : "receive");
 }
 
-void mc_group_check_members(int world_rank, int world_size, const int *members, int n, const char *name)
+void mc_group_check_members(int world_rank, int world_size, const int *members, int n,
+                            const char *name)
 {
     bool mine = n == 0;
     for (int i = 0; i < n; i++) {
         if (members[i] < 0 || members[i] >= world_size || (i > 0 && members[i] <= members[i - 1]))
-            mc_fatal("group '%s': member list is not ascending world ranks below %d", name, world_size);
+            mc_fatal("group '%s': member list is not ascending world ranks below %d", name,
+                     world_size);
         mine |= members[i] == world_rank;
     }
     if (n < 0 || !mine) mc_fatal("group '%s': this rank is not among its %d members", name, n);

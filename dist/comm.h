@@ -35,7 +35,7 @@ typedef enum {
                                send may be recv + r*count (in place) */
     MC_COLL_BROADCAST,      /* recv[0..count) from group rank `root` (send NULL) */
     MC_COLL_BARRIER,
-    MC_COLL_P2P_BATCH,      /* p2p[0..n_p2p): sends and receives with other ranks of the group, see
+    MC_COLL_P2P_BATCH, /* p2p[0..n_p2p): sends and receives with other ranks of the group, see
                                below (send, recv, count, dt, op, root unused) */
     MC_COLL_KINDS
 } mc_coll_kind_t;
@@ -112,10 +112,10 @@ typedef struct mc_comm {
     const char *name; /* "single", "mpi", "nccl" */
     int rank, size;
     mc_group_t *world;
-    double timeout_s; /* bound on every wait (--distributed-timeout-minutes) */
+    double timeout_s;   /* bound on every wait (--distributed-timeout-minutes) */
     double heartbeat_s; /* a peer seen stopped or silent this long ends the job (0: never) */
     int heartbeat_ring_only; /* tests: skip the same-node /proc checks; the heartbeat ring alone watches */
-    int has_avg;      /* MC_OP_AVG is supported (NCCL) */
+    int has_avg;             /* MC_OP_AVG is supported (NCCL) */
     const mc_devmem_t *devmem; /* set before the first collective; see mc_devmem_t */
     /* Volume counters, per kind: calls and bytes of the larger of input and output per rank
      * (all-reduce: count; reduce-scatter and all-gather: count*size; broadcast: count); a p2p
@@ -153,8 +153,8 @@ mc_comm_t *mc_comm_mpi(struct mc_runtime *rt, char *err, size_t n);
  * timeout_s bounds communicator set-up and every collective. Returns NULL with one line in err
  * when NCCL cannot start; ranks sharing a GPU are a user error (NCCL needs one GPU per rank). */
 struct mc_backend;
-mc_comm_t *mc_comm_nccl(struct mc_runtime *rt, const struct mc_backend *be, double timeout_s, char *err,
-                        size_t n);
+mc_comm_t *mc_comm_nccl(struct mc_runtime *rt, const struct mc_backend *be, double timeout_s,
+                        char *err, size_t n);
 #endif
 
 /* Counts an op in c->calls/bytes and its group's; implementations call it from start(). */
@@ -174,35 +174,46 @@ const char *mc_coll_what(const mc_coll_t *op, char *buf, size_t n);
 
 /* group_new's argument check (mc_fatal): ascending world ranks below world_size that include
  * world_rank, or n = 0. */
-void mc_group_check_members(int world_rank, int world_size, const int *members, int n, const char *name);
+void mc_group_check_members(int world_rank, int world_size, const int *members, int n,
+                            const char *name);
 
 /* Blocking helpers. */
 static inline void mc_comm_run(mc_comm_t *c, const mc_coll_t *op) { c->wait(c, c->start(c, op)); }
 static inline void mc_all_reduce(mc_comm_t *c, mc_group_t *g, void *buf, size_t count,
                                  mc_dtype_t dt, mc_redop_t op)
 {
-    mc_coll_t o = {.kind = MC_COLL_ALL_REDUCE, .group = g, .recv = buf, .count = count, .dt = dt, .op = op};
+    mc_coll_t o = {
+        .kind = MC_COLL_ALL_REDUCE, .group = g, .recv = buf, .count = count, .dt = dt, .op = op};
     mc_comm_run(c, &o);
 }
 static inline void mc_reduce_scatter(mc_comm_t *c, mc_group_t *g, const void *send, void *recv,
                                      size_t count, mc_dtype_t dt, mc_redop_t op)
 {
-    mc_coll_t o = {.kind = MC_COLL_REDUCE_SCATTER, .group = g, .send = send, .recv = recv,
-                   .count = count, .dt = dt, .op = op};
+    mc_coll_t o = {.kind = MC_COLL_REDUCE_SCATTER,
+                   .group = g,
+                   .send = send,
+                   .recv = recv,
+                   .count = count,
+                   .dt = dt,
+                   .op = op};
     mc_comm_run(c, &o);
 }
 static inline void mc_all_gather(mc_comm_t *c, mc_group_t *g, const void *send, void *recv,
                                  size_t count, mc_dtype_t dt)
 {
-    mc_coll_t o = {.kind = MC_COLL_ALL_GATHER, .group = g, .send = send, .recv = recv,
-                   .count = count, .dt = dt};
+    mc_coll_t o = {.kind = MC_COLL_ALL_GATHER,
+                   .group = g,
+                   .send = send,
+                   .recv = recv,
+                   .count = count,
+                   .dt = dt};
     mc_comm_run(c, &o);
 }
-static inline void mc_broadcast(mc_comm_t *c, mc_group_t *g, void *buf, size_t count,
-                                mc_dtype_t dt, int root)
+static inline void mc_broadcast(mc_comm_t *c, mc_group_t *g, void *buf, size_t count, mc_dtype_t dt,
+                                int root)
 {
-    mc_coll_t o = {.kind = MC_COLL_BROADCAST, .group = g, .recv = buf, .count = count, .dt = dt,
-                   .root = root};
+    mc_coll_t o = {
+        .kind = MC_COLL_BROADCAST, .group = g, .recv = buf, .count = count, .dt = dt, .root = root};
     mc_comm_run(c, &o);
 }
 static inline void mc_barrier(mc_comm_t *c, mc_group_t *g)

@@ -44,24 +44,25 @@
 #include "dist/staging.h"
 
 enum { QUEUE_CAP = 1024 };
-#define SPIN_TESTS        64 /* MPI_Test calls before yielding between polls; also how often
+#define SPIN_TESTS                                                                                 \
+    64 /* MPI_Test calls before yielding between polls; also how often
                                 the clock is read for the timeout and liveness checks */
 #define LIVENESS_PERIOD_S 1.0
-#define NAP_AFTER_S       0.5    /* a wait this long naps between polls (the peers are elsewhere) */
-#define NAP_MIN_S         10e-6  /* naps start here and grow by NAP_SLOPE s per s of waiting */
-#define NAP_SLOPE         2e-3
-#define NAP_MAX_S         1e-3
-#define CHUNK_MAX_BYTES   (1L << 30) /* all-reduce/broadcast pieces; MPI counts are int */
-#define RSAG_MAX_COUNT    (INT_MAX / 2)
-#define P2P_TAG           0
+#define NAP_AFTER_S 0.5 /* a wait this long naps between polls (the peers are elsewhere) */
+#define NAP_MIN_S 10e-6 /* naps start here and grow by NAP_SLOPE s per s of waiting */
+#define NAP_SLOPE 2e-3
+#define NAP_MAX_S 1e-3
+#define CHUNK_MAX_BYTES (1L << 30) /* all-reduce/broadcast pieces; MPI counts are int */
+#define RSAG_MAX_COUNT (INT_MAX / 2)
+#define P2P_TAG 0
 
 typedef struct {
     mc_coll_t op;
     int64_t ticket;
-    double timeout_s; /* c->timeout_s when started: the comm thread never reads c's fields */
+    double timeout_s;   /* c->timeout_s when started: the comm thread never reads c's fields */
     double heartbeat_s; /* c->heartbeat_s when started */
     bool ring_only;     /* c->heartbeat_ring_only when started */
-    mc_p2p_t *p2p;    /* P2P: start()'s copy of op.p2p (op.p2p points at it), freed when run */
+    mc_p2p_t *p2p;      /* P2P: start()'s copy of op.p2p (op.p2p points at it), freed when run */
 } job_t;
 
 typedef struct {
@@ -108,10 +109,10 @@ typedef struct {
     MPI_Status *stats;
     size_t reqs_cap;
 
-    bool *watch;         /* per world rank: a peer whose pid we can check (same kernel and pid namespace) */
+    bool *watch; /* per world rank: a peer whose pid we can check (same kernel and pid namespace) */
     mc_stop_seen_t *stopped; /* per world rank, comm thread only: since when it is seen stopped */
     double next_beat;        /* comm thread only: the heartbeat ring's next tick */
-    mc_group_t **groups; /* live groups, freed at finalize */
+    mc_group_t **groups;     /* live groups, freed at finalize */
     int ngroups, cap_groups;
 
     /* Staging of device buffers (pub.devmem set), caller's thread only: the staged collectives
@@ -128,7 +129,8 @@ static mpi_comm_t *g_mpi; /* for mc_fatal's abort hook */
 /* ---- dying ---- */
 
 /* Prints "megatron-c: rank R: error: ..." and ends the job. Safe on the comm thread. */
-__attribute__((noreturn, format(printf, 2, 3))) static void comm_die(mpi_comm_t *mc, const char *fmt, ...)
+__attribute__((noreturn, format(printf, 2, 3))) static void comm_die(mpi_comm_t *mc,
+                                                                     const char *fmt, ...)
 {
     char line[1024];
     int k = snprintf(line, sizeof(line), "megatron-c: rank %d: error: ", mc->pub.rank);
@@ -158,11 +160,14 @@ static void check_job_rc(mpi_comm_t *mc, const job_t *j, const char *call, int r
     int cls = MPI_SUCCESS;
     MPI_Error_class(rc, &cls);
     bool mismatch = j->op.kind == MC_COLL_P2P_BATCH && cls == MPI_ERR_TRUNCATE;
-    comm_die(mc, "%s failed in %s on the %s group of %d ranks: %s%s", call, mc_coll_what(&j->op, what, sizeof(what)),
-             j->op.group->name, j->op.group->size, mpi_errstr(rc, buf),
-             mismatch ? " (a receive is shorter than the message matched to it: the ranks' p2p batches do "
-                        "not match in order, count or type)"
-                      : "");
+    comm_die(
+        mc, "%s failed in %s on the %s group of %d ranks: %s%s", call,
+        mc_coll_what(&j->op, what, sizeof(what)), j->op.group->name, j->op.group->size,
+        mpi_errstr(rc, buf),
+        mismatch
+            ? " (a receive is shorter than the message matched to it: the ranks' p2p batches do "
+              "not match in order, count or type)"
+            : "");
 }
 
 static void mpi_abort_comm(mc_comm_t *c, int code)
@@ -198,13 +203,15 @@ static void check_peers(mpi_comm_t *mc, const job_t *j, double now)
         if (m < 0) break;
         if (!mc->watch[m] || j->ring_only) continue;
         if (mc_pid_dead(mc->rt->pids[m]))
-            comm_die(mc, "rank %d (pid %d on host %s) died during %s on the %s group; aborting the job", m,
-                     (int)mc->rt->pids[m], mc->rt->hosts[m], mc_coll_name(j->op.kind), g->name);
-        double silent = j->heartbeat_s > 0 ? mc_stopped_for(mc->rt->pids[m], &mc->stopped[m], now) : 0;
+            comm_die(mc,
+                     "rank %d (pid %d on host %s) died during %s on the %s group; aborting the job",
+                     m, (int)mc->rt->pids[m], mc->rt->hosts[m], mc_coll_name(j->op.kind), g->name);
+        double silent =
+            j->heartbeat_s > 0 ? mc_stopped_for(mc->rt->pids[m], &mc->stopped[m], now) : 0;
         if (silent >= j->heartbeat_s && silent > 0) {
             char during[160], what[128], line[640];
-            snprintf(during, sizeof(during), "%s on the %s group", mc_coll_what(&j->op, what, sizeof(what)),
-                     g->name);
+            snprintf(during, sizeof(during), "%s on the %s group",
+                     mc_coll_what(&j->op, what, sizeof(what)), g->name);
             mc_silent_line(mc->rt, m, silent, MC_SILENT_STOPPED, during, line, sizeof(line));
             comm_die(mc, "%s", line);
         }
@@ -222,7 +229,8 @@ static void ring_tick(mpi_comm_t *mc, const job_t *j, double now)
     char during[160], what[128], line[768];
     /* the words of check_peers' messages for the same events */
     snprintf(during, sizeof(during), "%s on the %s group",
-             ev.kind == MC_HB_GONE ? mc_coll_name(j->op.kind) : mc_coll_what(&j->op, what, sizeof(what)),
+             ev.kind == MC_HB_GONE ? mc_coll_name(j->op.kind)
+                                   : mc_coll_what(&j->op, what, sizeof(what)),
              j->op.group->name);
     mc_heartbeat_line(mc->rt, &ev, during, line, sizeof(line));
     comm_die(mc, "%s", line);
@@ -242,15 +250,16 @@ static long nap_ns(double idle)
 /* Polls posted requests until all are complete (one with MPI_Test; several with MPI_Testall
  * into stats, whose first error is the one reported): spin briefly (fast collectives), then poll
  * yielding the core. Enforces the job's timeout and checks peers about once a second. */
-static void progress_all(mpi_comm_t *mc, const job_t *j, int n, MPI_Request *reqs, MPI_Status *stats,
-                         double t0)
+static void progress_all(mpi_comm_t *mc, const job_t *j, int n, MPI_Request *reqs,
+                         MPI_Status *stats, double t0)
 {
     double next_check = t0 + LIVENESS_PERIOD_S, t1 = mc_now_s(); /* t1: this wait's start */
     long nap = 0;
     for (int polls = 0;; polls++) {
         int flag = 0;
         pthread_mutex_lock(&mc->mpi_mu);
-        int rc = stats ? MPI_Testall(n, reqs, &flag, stats) : MPI_Test(reqs, &flag, MPI_STATUS_IGNORE);
+        int rc =
+            stats ? MPI_Testall(n, reqs, &flag, stats) : MPI_Test(reqs, &flag, MPI_STATUS_IGNORE);
         pthread_mutex_unlock(&mc->mpi_mu);
         for (int i = 0; stats && rc == MPI_ERR_IN_STATUS && i < n; i++)
             if (stats[i].MPI_ERROR != MPI_SUCCESS && stats[i].MPI_ERROR != MPI_ERR_PENDING)
@@ -270,10 +279,12 @@ static void progress_all(mpi_comm_t *mc, const job_t *j, int n, MPI_Request *req
         nap = nap_ns(t - t1);
         char what[128];
         if (j->timeout_s > 0 && t - t0 > j->timeout_s)
-            comm_die(mc,
-                     "timed out after %g s in %s on the %s group of %d ranks (a peer stopped responding; "
-                     "raise --distributed-timeout-minutes if this is expected)",
-                     j->timeout_s, mc_coll_what(&j->op, what, sizeof(what)), j->op.group->name, j->op.group->size);
+            comm_die(
+                mc,
+                "timed out after %g s in %s on the %s group of %d ranks (a peer stopped responding; "
+                "raise --distributed-timeout-minutes if this is expected)",
+                j->timeout_s, mc_coll_what(&j->op, what, sizeof(what)), j->op.group->name,
+                j->op.group->size);
         if (t >= next_check) {
             check_peers(mc, j, t);
             next_check = t + LIVENESS_PERIOD_S;
@@ -312,10 +323,22 @@ static void reduce16(const void *in, void *inout, int n, mc_dtype_t dt, bool max
         mc_store_f32(inout, dt, i, max ? (a > b || a != a ? a : b) : a + b);
     }
 }
-static void bf16_sum(void *in, void *io, int *n, MPI_Datatype *t) { (void)t, reduce16(in, io, *n, MC_DT_BF16, false); }
-static void bf16_max(void *in, void *io, int *n, MPI_Datatype *t) { (void)t, reduce16(in, io, *n, MC_DT_BF16, true); }
-static void f16_sum(void *in, void *io, int *n, MPI_Datatype *t) { (void)t, reduce16(in, io, *n, MC_DT_F16, false); }
-static void f16_max(void *in, void *io, int *n, MPI_Datatype *t) { (void)t, reduce16(in, io, *n, MC_DT_F16, true); }
+static void bf16_sum(void *in, void *io, int *n, MPI_Datatype *t)
+{
+    (void)t, reduce16(in, io, *n, MC_DT_BF16, false);
+}
+static void bf16_max(void *in, void *io, int *n, MPI_Datatype *t)
+{
+    (void)t, reduce16(in, io, *n, MC_DT_BF16, true);
+}
+static void f16_sum(void *in, void *io, int *n, MPI_Datatype *t)
+{
+    (void)t, reduce16(in, io, *n, MC_DT_F16, false);
+}
+static void f16_max(void *in, void *io, int *n, MPI_Datatype *t)
+{
+    (void)t, reduce16(in, io, *n, MC_DT_F16, true);
+}
 
 static MPI_Op g_op16[2][2]; /* [bf16, fp16][sum, max], made once after MPI_Init */
 
@@ -359,8 +382,9 @@ static void run_chunked(mpi_comm_t *mc, const job_t *j, double t0)
         if (o->kind == MC_COLL_BROADCAST)
             rc = MPI_Ibcast(buf, n, mpi_dtype(o->dt), o->root, group_comm(o->group), &req);
         else
-            rc = MPI_Iallreduce(out_of_place ? (const char *)o->send + off * es : MPI_IN_PLACE, buf, n,
-                                mpi_dtype(o->dt), mpi_op(o->op, o->dt), group_comm(o->group), &req);
+            rc = MPI_Iallreduce(out_of_place ? (const char *)o->send + off * es : MPI_IN_PLACE, buf,
+                                n, mpi_dtype(o->dt), mpi_op(o->op, o->dt), group_comm(o->group),
+                                &req);
         pthread_mutex_unlock(&mc->mpi_mu);
         check_job_rc(mc, j, o->kind == MC_COLL_BROADCAST ? "MPI_Ibcast" : "MPI_Iallreduce", rc);
         progress(mc, j, &req, t0);
@@ -388,8 +412,8 @@ static void run_reduce_scatter(mpi_comm_t *mc, const job_t *j, double t0)
     void *out = aliased ? scratch(mc, j, bytes) : o->recv;
     MPI_Request req;
     pthread_mutex_lock(&mc->mpi_mu);
-    int rc = MPI_Ireduce_scatter_block(o->send, out, (int)o->count, mpi_dtype(o->dt), mpi_op(o->op, o->dt),
-                                       group_comm(o->group), &req);
+    int rc = MPI_Ireduce_scatter_block(o->send, out, (int)o->count, mpi_dtype(o->dt),
+                                       mpi_op(o->op, o->dt), group_comm(o->group), &req);
     pthread_mutex_unlock(&mc->mpi_mu);
     check_job_rc(mc, j, "MPI_Ireduce_scatter_block", rc);
     progress(mc, j, &req, t0);
@@ -404,8 +428,8 @@ static void run_all_gather(mpi_comm_t *mc, const job_t *j, double t0)
     MPI_Datatype dt = mpi_dtype(o->dt);
     MPI_Request req;
     pthread_mutex_lock(&mc->mpi_mu);
-    int rc = MPI_Iallgather(in_place ? MPI_IN_PLACE : o->send, (int)o->count, dt, o->recv, (int)o->count, dt,
-                            group_comm(o->group), &req);
+    int rc = MPI_Iallgather(in_place ? MPI_IN_PLACE : o->send, (int)o->count, dt, o->recv,
+                            (int)o->count, dt, group_comm(o->group), &req);
     pthread_mutex_unlock(&mc->mpi_mu);
     check_job_rc(mc, j, "MPI_Iallgather", rc);
     progress(mc, j, &req, t0);
@@ -432,8 +456,8 @@ static void run_p2p(mpi_comm_t *mc, const job_t *j, double t0)
         nreq += c ? (c + step - 1) / step : 1;
     }
     if (nreq > (size_t)INT_MAX)
-        comm_die(mc, "p2p batch of %zu messages on the %s group is more than MPI can wait for", nreq,
-                 o->group->name);
+        comm_die(mc, "p2p batch of %zu messages on the %s group is more than MPI can wait for",
+                 nreq, o->group->name);
     if (nreq > mc->reqs_cap) {
         MPI_Request *p = realloc(mc->reqs, nreq * sizeof(*p));
         if (p) mc->reqs = p;
@@ -450,8 +474,10 @@ static void run_p2p(mpi_comm_t *mc, const job_t *j, double t0)
         do {
             int n = (int)(p->count - off < step ? p->count - off : step);
             char *buf = p->count ? (char *)p->buf + off * es : p->buf;
-            int rc = p->is_send ? MPI_Isend(buf, n, mpi_dtype(p->dt), p->peer, P2P_TAG, comm, &mc->reqs[k])
-                                : MPI_Irecv(buf, n, mpi_dtype(p->dt), p->peer, P2P_TAG, comm, &mc->reqs[k]);
+            int rc =
+                p->is_send
+                    ? MPI_Isend(buf, n, mpi_dtype(p->dt), p->peer, P2P_TAG, comm, &mc->reqs[k])
+                    : MPI_Irecv(buf, n, mpi_dtype(p->dt), p->peer, P2P_TAG, comm, &mc->reqs[k]);
             if (rc != MPI_SUCCESS) pthread_mutex_unlock(&mc->mpi_mu);
             check_job_rc(mc, j, p->is_send ? "MPI_Isend" : "MPI_Irecv", rc);
             k++, off += (size_t)n;
@@ -519,7 +545,8 @@ static void validate(const mc_comm_t *c, const mc_coll_t *o)
         mc_fatal(
             "%s of %zu elements per rank on the %s group of %d ranks is more than the MPI backend "
             "moves in one call (%d per rank, %d in all; use --distributed-backend nccl or smaller buckets)",
-            mc_coll_name(o->kind), o->count, o->group->name, o->group->size, RSAG_MAX_COUNT, INT_MAX);
+            mc_coll_name(o->kind), o->count, o->group->name, o->group->size, RSAG_MAX_COUNT,
+            INT_MAX);
 }
 
 static void ensure_thread(mpi_comm_t *mc)
@@ -532,7 +559,9 @@ static void ensure_thread(mpi_comm_t *mc)
 
 static mc_req_t enqueue(mpi_comm_t *mc, const mc_coll_t *op)
 {
-    job_t job = {.op = *op, .timeout_s = mc->pub.timeout_s, .heartbeat_s = mc->pub.heartbeat_s,
+    job_t job = {.op = *op,
+                 .timeout_s = mc->pub.timeout_s,
+                 .heartbeat_s = mc->pub.heartbeat_s,
                  .ring_only = mc->pub.heartbeat_ring_only != 0};
     if (op->kind == MC_COLL_P2P_BATCH) {
         size_t bytes = (size_t)op->n_p2p * sizeof(*op->p2p);
@@ -560,7 +589,8 @@ static int pool_get(mpi_comm_t *mc, size_t bytes, const mc_coll_t *op)
 {
     int best = -1;
     for (int i = 0; i < mc->n_pool; i++)
-        if (!mc->pool[i].busy && mc->pool[i].cap >= bytes && (best < 0 || mc->pool[i].cap < mc->pool[best].cap))
+        if (!mc->pool[i].busy && mc->pool[i].cap >= bytes &&
+            (best < 0 || mc->pool[i].cap < mc->pool[best].cap))
             best = i;
     if (best < 0) {
         size_t cap = 4096;
@@ -613,7 +643,8 @@ static bool stage_start(mpi_comm_t *mc, const mc_coll_t *op, mc_req_t *req)
     free(p2p);
     if (mc->staged_head + mc->n_staged == mc->cap_staged) {
         if (mc->staged_head > 0) { /* reuse the consumed front */
-            memmove(mc->staged, mc->staged + mc->staged_head, (size_t)mc->n_staged * sizeof(*mc->staged));
+            memmove(mc->staged, mc->staged + mc->staged_head,
+                    (size_t)mc->n_staged * sizeof(*mc->staged));
             mc->staged_head = 0;
         }
         if (mc->n_staged == mc->cap_staged) {
@@ -623,7 +654,8 @@ static bool stage_start(mpi_comm_t *mc, const mc_coll_t *op, mc_req_t *req)
             mc->staged = s, mc->cap_staged = cap;
         }
     }
-    mc->staged[mc->staged_head + mc->n_staged++] = (staged_t){.ticket = *req, .block = b, .r = r, .nr = nr};
+    mc->staged[mc->staged_head + mc->n_staged++] =
+        (staged_t){.ticket = *req, .block = b, .r = r, .nr = nr};
     return true;
 }
 
@@ -636,7 +668,8 @@ static void stage_finish(mpi_comm_t *mc, mc_req_t req)
         staged_t *s = &mc->staged[mc->staged_head];
         const char *block = mc->pool[s->block].p;
         for (int k = 0; k < s->nr; k++)
-            if (s->r[k].staged && s->r[k].out) dm->h2d(dm->ctx, s->r[k].ptr, block + s->r[k].offset, s->r[k].bytes);
+            if (s->r[k].staged && s->r[k].out)
+                dm->h2d(dm->ctx, s->r[k].ptr, block + s->r[k].offset, s->r[k].bytes);
         mc->pool[s->block].busy = false;
         free(s->r);
         mc->staged_head++, mc->n_staged--;
@@ -649,7 +682,8 @@ static mc_req_t mpi_start(mc_comm_t *c, const mc_coll_t *op)
     mpi_comm_t *mc = (mpi_comm_t *)c;
     validate(c, op);
     mc_comm_count(c, op);
-    if (op->kind == MC_COLL_P2P_BATCH ? op->n_p2p == 0 : op->count == 0 && op->kind != MC_COLL_BARRIER)
+    if (op->kind == MC_COLL_P2P_BATCH ? op->n_p2p == 0
+                                      : op->count == 0 && op->kind != MC_COLL_BARRIER)
         return MC_REQ_DONE;
     mc_req_t req;
     if (c->devmem && stage_start(mc, op, &req)) return req;
@@ -698,7 +732,8 @@ static int verify_group(mpi_comm_t *mc, MPI_Comm comm, const int *members, int n
     return bad ? -1 : 0;
 }
 
-static mc_group_t *make_group(mpi_comm_t *mc, MPI_Comm comm, const int *members, int n, const char *name)
+static mc_group_t *make_group(mpi_comm_t *mc, MPI_Comm comm, const int *members, int n,
+                              const char *name)
 {
     mc_group_t *g = calloc(1, sizeof(*g));
     group_impl_t *gi = malloc(sizeof(*gi));
@@ -708,7 +743,8 @@ static mc_group_t *make_group(mpi_comm_t *mc, MPI_Comm comm, const int *members,
         mc_group_t **p = realloc(mc->groups, (size_t)cap * sizeof(*p));
         if (p) mc->groups = p, mc->cap_groups = cap;
     }
-    if (!g || !gi || !m || mc->ngroups == mc->cap_groups) mc_fatal("out of memory creating group '%s'", name);
+    if (!g || !gi || !m || mc->ngroups == mc->cap_groups)
+        mc_fatal("out of memory creating group '%s'", name);
     memcpy(m, members, (size_t)n * sizeof(*m));
     gi->comm = comm;
     MPI_Comm_rank(comm, &g->rank);
@@ -735,11 +771,13 @@ static mc_group_t *mpi_group_new(mc_comm_t *c, const int *members, int n, const 
     int bad = rc == MPI_SUCCESS && n > 0 ? verify_group(mc, comm, members, n) : 0;
     if (rc == MPI_SUCCESS && n > 0 && !bad) rc = MPI_Comm_set_errhandler(comm, MPI_ERRORS_RETURN);
     pthread_mutex_unlock(&mc->mpi_mu);
-    if (rc != MPI_SUCCESS) mc_fatal("MPI_Comm_split for the %s group failed: %s", name, mpi_errstr(rc, buf));
+    if (rc != MPI_SUCCESS)
+        mc_fatal("MPI_Comm_split for the %s group failed: %s", name, mpi_errstr(rc, buf));
     if (bad)
-        mc_fatal("the %s group came out different from its %d members starting at rank %d (ranks passed "
-                 "inconsistent member lists)",
-                 name, n, members[0]);
+        mc_fatal(
+            "the %s group came out different from its %d members starting at rank %d (ranks passed "
+            "inconsistent member lists)",
+            name, n, members[0]);
     return n ? make_group(mc, comm, members, n, name) : NULL;
 }
 
@@ -819,7 +857,8 @@ static int init_watch(mpi_comm_t *mc, char *err, size_t n)
     }
     mc_pid_space(mine);
     char buf[MPI_MAX_ERROR_STRING];
-    int rc = MPI_Allgather(mine, MC_PID_SPACE_LEN, MPI_CHAR, all, MC_PID_SPACE_LEN, MPI_CHAR, MPI_COMM_WORLD);
+    int rc = MPI_Allgather(mine, MC_PID_SPACE_LEN, MPI_CHAR, all, MC_PID_SPACE_LEN, MPI_CHAR,
+                           MPI_COMM_WORLD);
     if (rc != MPI_SUCCESS) {
         free(all);
         return mc_errf(err, n, "MPI_Allgather of pid namespaces failed: %s", mpi_errstr(rc, buf));
@@ -839,17 +878,18 @@ static int start_mpi(mc_runtime_t *rt, char *err, size_t n)
         return mc_errf(err, n, "MPI was already %s; mc_comm_mpi initialises it once",
                        finalized ? "finalized" : "initialised");
     int rc = MPI_Init_thread(NULL, NULL, MPI_THREAD_SERIALIZED, &provided);
-    if (rc != MPI_SUCCESS) return mc_errf(err, n, "MPI_Init_thread failed: %s", mpi_errstr(rc, buf));
+    if (rc != MPI_SUCCESS)
+        return mc_errf(err, n, "MPI_Init_thread failed: %s", mpi_errstr(rc, buf));
     MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
     if (provided < MPI_THREAD_SERIALIZED)
-        return mc_errf(err, n, "MPI provides thread level %d, below MPI_THREAD_SERIALIZED (%d)", provided,
-                       MPI_THREAD_SERIALIZED);
+        return mc_errf(err, n, "MPI provides thread level %d, below MPI_THREAD_SERIALIZED (%d)",
+                       provided, MPI_THREAD_SERIALIZED);
     if (make_ops16() != 0) return mc_errf(err, n, "MPI_Op_create of the 16-bit reductions failed");
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &size);
     if (rank != rt->rank || size != rt->size)
-        return mc_errf(err, n, "MPI sees rank %d of %d but the launcher (PMIx) says rank %d of %d", rank,
-                       size, rt->rank, rt->size);
+        return mc_errf(err, n, "MPI sees rank %d of %d but the launcher (PMIx) says rank %d of %d",
+                       rank, size, rt->rank, rt->size);
     return 0;
 }
 
@@ -900,7 +940,8 @@ static mpi_comm_t *new_comm(mc_runtime_t *rt)
     pthread_condattr_destroy(&mono);
     pthread_cond_init(&mc->space, NULL);
     pthread_cond_init(&mc->done, NULL);
-    const char *chunk = mc_env_text(MC_ENV_MPI_CHUNK_ELEMS); /* tests: exercise chunking with small buffers */
+    const char *chunk =
+        mc_env_text(MC_ENV_MPI_CHUNK_ELEMS); /* tests: exercise chunking with small buffers */
     if (chunk && atol(chunk) > 0) mc->chunk_elems = (size_t)atol(chunk);
     return mc;
 }

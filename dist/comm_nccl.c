@@ -53,10 +53,10 @@
 #include "dist/staging.h"
 
 enum { RING = 1024, MAX_PEERS = 8 };
-#define STAGE_BYTES       ((size_t)16 << 20) /* device stage (and its pinned mirror) for host buffers */
+#define STAGE_BYTES ((size_t)16 << 20) /* device stage (and its pinned mirror) for host buffers */
 #define LIVENESS_PERIOD_S 1.0
-#define NAP_MIN_NS        20000L /* the watchdog's polling interval, doubling up to NAP_MAX_NS */
-#define NAP_MAX_NS        1000000L
+#define NAP_MIN_NS 20000L /* the watchdog's polling interval, doubling up to NAP_MAX_NS */
+#define NAP_MAX_NS 1000000L
 
 typedef struct {
     ncclComm_t nccl;
@@ -67,10 +67,10 @@ typedef struct {
     cudaEvent_t done;
     mc_group_t *group;
     double t_start, timeout_s, heartbeat_s;
-    bool ring_only;     /* c->heartbeat_ring_only: no /proc checks */
-    char what[96];      /* "all-reduce", "p2p with rank 3" */
+    bool ring_only;       /* c->heartbeat_ring_only: no /proc checks */
+    char what[96];        /* "all-reduce", "p2p with rank 3" */
     int peers[MAX_PEERS]; /* p2p: the distinct peers (world ranks), for the liveness check */
-    int n_peers;        /* 0: the whole group */
+    int n_peers;          /* 0: the whole group */
 } flight_t;
 
 typedef struct {
@@ -99,13 +99,14 @@ typedef struct {
 
     /* Staging of host buffers (caller only). */
     void *stage, *host_stage;
-    size_t stage_cap, stage_min; /* stage_min: STAGE_BYTES, or MC_NCCL_STAGE_BYTES (tests: pieces) */
+    size_t stage_cap,
+        stage_min;         /* stage_min: STAGE_BYTES, or MC_NCCL_STAGE_BYTES (tests: pieces) */
     int32_t *barrier_word; /* device: a barrier is an all-reduce of it (it stays 0) */
 
-    bool *watch;         /* per world rank: a peer whose pid we can check */
+    bool *watch;             /* per world rank: a peer whose pid we can check */
     mc_stop_seen_t *stopped; /* per world rank, watchdog only: since when it is seen stopped */
     double next_beat;        /* watchdog only: the heartbeat ring's next tick */
-    mc_group_t **groups; /* live groups, world included (under mu: the watchdog aborts them) */
+    mc_group_t **groups;     /* live groups, world included (under mu: the watchdog aborts them) */
     int ngroups, cap_groups;
     int seq; /* groups made so far: the key of the next unique id */
 } nccl_comm_t;
@@ -146,7 +147,8 @@ __attribute__((noreturn)) static void end_job(nccl_comm_t *nc, int code, const c
 }
 
 /* "megatron-c: rank R: error: ...", then the job ends. Safe on the watchdog thread. */
-__attribute__((noreturn, format(printf, 2, 3))) static void die(nccl_comm_t *nc, const char *fmt, ...)
+__attribute__((noreturn, format(printf, 2, 3))) static void die(nccl_comm_t *nc, const char *fmt,
+                                                                ...)
 {
     char line[1024];
     int k = snprintf(line, sizeof(line), "megatron-c: rank %d: error: ", nc->pub.rank);
@@ -157,11 +159,12 @@ __attribute__((noreturn, format(printf, 2, 3))) static void die(nccl_comm_t *nc,
     end_job(nc, 1, line);
 }
 
-#define CK(nc, call)                                                                                  \
-    do {                                                                                              \
-        cudaError_t ck_e_ = (call);                                                                   \
-        if (ck_e_ != cudaSuccess)                                                                     \
-            die(nc, "CUDA error in %s (%s:%d): %s", #call, __FILE__, __LINE__, cudaGetErrorString(ck_e_)); \
+#define CK(nc, call)                                                                               \
+    do {                                                                                           \
+        cudaError_t ck_e_ = (call);                                                                \
+        if (ck_e_ != cudaSuccess)                                                                  \
+            die(nc, "CUDA error in %s (%s:%d): %s", #call, __FILE__, __LINE__,                     \
+                cudaGetErrorString(ck_e_));                                                        \
     } while (0)
 
 static const char *nccl_detail(ncclComm_t comm)
@@ -174,8 +177,9 @@ static void check_nccl(nccl_comm_t *nc, ncclResult_t r, const char *call, const 
 {
     if (r == ncclSuccess) return;
     char what[96];
-    die(nc, "%s failed in %s on the %s group of %d ranks: %s (%s)", call, mc_coll_what(o, what, sizeof(what)),
-        o->group->name, o->group->size, ncclGetErrorString(r), nccl_detail(group_nccl(o->group)));
+    die(nc, "%s failed in %s on the %s group of %d ranks: %s (%s)", call,
+        mc_coll_what(o, what, sizeof(what)), o->group->name, o->group->size, ncclGetErrorString(r),
+        nccl_detail(group_nccl(o->group)));
 }
 
 static void abort_hook(int code)
@@ -191,15 +195,16 @@ static void nccl_abort(mc_comm_t *c, int code) { end_job((nccl_comm_t *)c, code,
 
 /* A peer that died, or has been stopped for heartbeat_s (0: not checked), ends the job.
  * during: "all-reduce on the dp group", "setting up the NCCL communicator of the tp group" */
-static void check_dead(nccl_comm_t *nc, const int *ranks, int n, const char *during, double heartbeat_s)
+static void check_dead(nccl_comm_t *nc, const int *ranks, int n, const char *during,
+                       double heartbeat_s)
 {
     double now = mc_now_s();
     for (int i = 0; i < n; i++) {
         int m = ranks[i];
         if (m < 0 || m >= nc->pub.size || !nc->watch[m]) continue;
         if (mc_pid_dead(nc->rt->pids[m]))
-            die(nc, "rank %d (pid %d on host %s) died during %s; aborting the job", m, (int)nc->rt->pids[m],
-                nc->rt->hosts[m], during);
+            die(nc, "rank %d (pid %d on host %s) died during %s; aborting the job", m,
+                (int)nc->rt->pids[m], nc->rt->hosts[m], during);
         double silent = heartbeat_s > 0 ? mc_stopped_for(nc->rt->pids[m], &nc->stopped[m], now) : 0;
         if (silent >= heartbeat_s && silent > 0) {
             char line[640];
@@ -229,7 +234,8 @@ static bool watch_flight(nccl_comm_t *nc, const flight_t *f, double since, doubl
     cudaError_t e = cudaEventQuery(f->done);
     if (e == cudaSuccess) return true;
     if (e != cudaErrorNotReady)
-        die(nc, "CUDA error during %s on the %s group: %s", f->what, f->group->name, cudaGetErrorString(e));
+        die(nc, "CUDA error during %s on the %s group: %s", f->what, f->group->name,
+            cudaGetErrorString(e));
     double now = mc_now_s();
     if (f->timeout_s > 0 && now - since > f->timeout_s)
         die(nc,
@@ -237,10 +243,11 @@ static bool watch_flight(nccl_comm_t *nc, const flight_t *f, double since, doubl
             "--distributed-timeout-minutes if this is expected)",
             f->timeout_s, f->what, f->group->name, f->group->size);
     ncclResult_t async = ncclSuccess;
-    if (ncclCommGetAsyncError(group_nccl(f->group), &async) == ncclSuccess && async != ncclSuccess &&
-        async != ncclInProgress)
-        die(nc, "NCCL reported an error during %s on the %s group of %d ranks: %s (%s)", f->what, f->group->name,
-            f->group->size, ncclGetErrorString(async), nccl_detail(group_nccl(f->group)));
+    if (ncclCommGetAsyncError(group_nccl(f->group), &async) == ncclSuccess &&
+        async != ncclSuccess && async != ncclInProgress)
+        die(nc, "NCCL reported an error during %s on the %s group of %d ranks: %s (%s)", f->what,
+            f->group->name, f->group->size, ncclGetErrorString(async),
+            nccl_detail(group_nccl(f->group)));
     if (now >= *next_check) {
         char during[160];
         snprintf(during, sizeof(during), "%s on the %s group", f->what, f->group->name);
@@ -260,8 +267,8 @@ static bool watch_flight(nccl_comm_t *nc, const flight_t *f, double since, doubl
     return false;
 }
 
-static void watch_guard(nccl_comm_t *nc, const char *what, double t0, double timeout_s, double heartbeat_s,
-                        bool ring_only, double *next_check)
+static void watch_guard(nccl_comm_t *nc, const char *what, double t0, double timeout_s,
+                        double heartbeat_s, bool ring_only, double *next_check)
 {
     double now = mc_now_s();
     if (timeout_s > 0 && now - t0 > timeout_s)
@@ -270,7 +277,8 @@ static void watch_guard(nccl_comm_t *nc, const char *what, double t0, double tim
             "expected)",
             timeout_s, what);
     if (now >= *next_check) {
-        for (int r = 0; r < nc->pub.size && !ring_only; r++) check_dead(nc, &r, 1, what, heartbeat_s);
+        for (int r = 0; r < nc->pub.size && !ring_only; r++)
+            check_dead(nc, &r, 1, what, heartbeat_s);
         *next_check = now + LIVENESS_PERIOD_S;
     }
     ring_tick(nc, heartbeat_s, what);
@@ -308,13 +316,15 @@ static void *watchdog_main(void *arg)
         flight_t f = {0};
         if (have) f = nc->ring[nc->completed % RING];
         char what[sizeof(nc->guard_what)];
-        double g_t0 = nc->guard_t0, g_timeout = nc->guard_timeout_s, g_heartbeat = nc->guard_heartbeat_s;
+        double g_t0 = nc->guard_t0, g_timeout = nc->guard_timeout_s,
+               g_heartbeat = nc->guard_heartbeat_s;
         bool g_ring_only = nc->guard_ring_only;
         if (guard) memcpy(what, nc->guard_what, sizeof(what));
         pthread_mutex_unlock(&nc->mu);
 
         /* a collective counts from when it became the oldest: the ones before had their own bound */
-        if (have && watch_flight(nc, &f, f.t_start > oldest_since ? f.t_start : oldest_since, &next_check)) {
+        if (have && watch_flight(nc, &f, f.t_start > oldest_since ? f.t_start : oldest_since,
+                                 &next_check)) {
             pthread_mutex_lock(&nc->mu);
             nc->completed++;
             pthread_cond_broadcast(&nc->space);
@@ -410,7 +420,8 @@ static void block_until(nccl_comm_t *nc, int64_t t)
             return;
         }
         if (e != cudaErrorNotReady)
-            die(nc, "CUDA error during %s on the %s group: %s", f->what, f->group->name, cudaGetErrorString(e));
+            die(nc, "CUDA error during %s on the %s group: %s", f->what, f->group->name,
+                cudaGetErrorString(e));
         /* spin briefly (small collectives), then yield, then nap (a barrier may wait for a rank
          * that writes a checkpoint) */
         if (polls > 100000) nanosleep(&(struct timespec){.tv_nsec = 200000}, NULL);
@@ -448,7 +459,10 @@ static ncclDataType_t nccl_dtype(mc_dtype_t dt)
     return ncclFloat32;
 }
 
-static ncclRedOp_t nccl_op(mc_redop_t op) { return op == MC_OP_MAX ? ncclMax : op == MC_OP_AVG ? ncclAvg : ncclSum; }
+static ncclRedOp_t nccl_op(mc_redop_t op)
+{
+    return op == MC_OP_MAX ? ncclMax : op == MC_OP_AVG ? ncclAvg : ncclSum;
+}
 
 /* The NCCL call(s) of o on the communication stream; o's buffers are device memory. */
 static void enqueue_calls(nccl_comm_t *nc, const mc_coll_t *o);
@@ -470,7 +484,8 @@ static void enqueue_calls(nccl_comm_t *nc, const mc_coll_t *o)
     switch (o->kind) {
     case MC_COLL_ALL_REDUCE: {
         const void *send = o->send ? o->send : o->recv; /* in place when equal */
-        check_nccl(nc, ncclAllReduce(send, o->recv, o->count, dt, nccl_op(o->op), comm, s), "ncclAllReduce", o);
+        check_nccl(nc, ncclAllReduce(send, o->recv, o->count, dt, nccl_op(o->op), comm, s),
+                   "ncclAllReduce", o);
         break;
     }
     case MC_COLL_REDUCE_SCATTER:
@@ -481,11 +496,13 @@ static void enqueue_calls(nccl_comm_t *nc, const mc_coll_t *o)
         check_nccl(nc, ncclAllGather(o->send, o->recv, o->count, dt, comm, s), "ncclAllGather", o);
         break;
     case MC_COLL_BROADCAST:
-        check_nccl(nc, ncclBroadcast(o->recv, o->recv, o->count, dt, o->root, comm, s), "ncclBroadcast", o);
+        check_nccl(nc, ncclBroadcast(o->recv, o->recv, o->count, dt, o->root, comm, s),
+                   "ncclBroadcast", o);
         break;
     case MC_COLL_BARRIER:
-        check_nccl(nc, ncclAllReduce(nc->barrier_word, nc->barrier_word, 1, ncclInt32, ncclSum, comm, s),
-                   "ncclAllReduce (barrier)", o);
+        check_nccl(
+            nc, ncclAllReduce(nc->barrier_word, nc->barrier_word, 1, ncclInt32, ncclSum, comm, s),
+            "ncclAllReduce (barrier)", o);
         break;
     case MC_COLL_P2P_BATCH:
         /* Zero-element operations are left out on both sides alike, so the per-pair order of the
@@ -494,8 +511,9 @@ static void enqueue_calls(nccl_comm_t *nc, const mc_coll_t *o)
         for (int i = 0; i < o->n_p2p; i++) {
             const mc_p2p_t *p = &o->p2p[i];
             if (!p->count) continue;
-            ncclResult_t r = p->is_send ? ncclSend(p->buf, p->count, nccl_dtype(p->dt), p->peer, comm, s)
-                                        : ncclRecv(p->buf, p->count, nccl_dtype(p->dt), p->peer, comm, s);
+            ncclResult_t r = p->is_send
+                                 ? ncclSend(p->buf, p->count, nccl_dtype(p->dt), p->peer, comm, s)
+                                 : ncclRecv(p->buf, p->count, nccl_dtype(p->dt), p->peer, comm, s);
             if (r != ncclSuccess) ncclGroupEnd();
             check_nccl(nc, r, p->is_send ? "ncclSend" : "ncclRecv", o);
         }
@@ -533,8 +551,8 @@ static bool host_op(nccl_comm_t *nc, const mc_coll_t *o)
             if (r[i].bytes) seen++, host += is_host(r[i].ptr);
     }
     if (host && host != seen)
-        die(nc, "internal error: a %s on the %s group mixes host and device buffers", mc_coll_name(o->kind),
-            o->group->name);
+        die(nc, "internal error: a %s on the %s group mixes host and device buffers",
+            mc_coll_name(o->kind), o->group->name);
     return host > 0;
 }
 
@@ -547,21 +565,26 @@ static void ensure_stage(nccl_comm_t *nc, size_t bytes)
     if (nc->stage) CK(nc, cudaFree(nc->stage));
     if (nc->host_stage) CK(nc, cudaFreeHost(nc->host_stage));
     nc->stage = nc->host_stage = NULL, nc->stage_cap = 0;
-    if (cudaMalloc(&nc->stage, cap) != cudaSuccess || cudaMallocHost(&nc->host_stage, cap) != cudaSuccess)
-        die(nc, "out of memory for a %zu-byte stage of host buffers for NCCL (CUDA device %d)", cap, nc->device);
+    if (cudaMalloc(&nc->stage, cap) != cudaSuccess ||
+        cudaMallocHost(&nc->host_stage, cap) != cudaSuccess)
+        die(nc, "out of memory for a %zu-byte stage of host buffers for NCCL (CUDA device %d)", cap,
+            nc->device);
     nc->stage_cap = cap;
 }
 
 /* Runs o on the device stage: host -> pinned -> device, the collective, device -> pinned, then
  * (after the GPU is done) pinned -> host. */
-static void run_on_stage(nccl_comm_t *nc, const mc_coll_t *o, const mc_coll_t *staged, size_t in_off,
-                         size_t in_len, size_t out_off, size_t out_len)
+static void run_on_stage(nccl_comm_t *nc, const mc_coll_t *o, const mc_coll_t *staged,
+                         size_t in_off, size_t in_len, size_t out_off, size_t out_len)
 {
     char *d = nc->stage, *h = nc->host_stage;
     int64_t t = begin(nc);
-    if (in_len) CK(nc, cudaMemcpyAsync(d + in_off, h + in_off, in_len, cudaMemcpyHostToDevice, nc->stream));
+    if (in_len)
+        CK(nc, cudaMemcpyAsync(d + in_off, h + in_off, in_len, cudaMemcpyHostToDevice, nc->stream));
     enqueue(nc, staged);
-    if (out_len) CK(nc, cudaMemcpyAsync(h + out_off, d + out_off, out_len, cudaMemcpyDeviceToHost, nc->stream));
+    if (out_len)
+        CK(nc,
+           cudaMemcpyAsync(h + out_off, d + out_off, out_len, cudaMemcpyDeviceToHost, nc->stream));
     post(nc, t, o);
     block_until(nc, t);
 }
@@ -571,7 +594,8 @@ static void run_on_stage(nccl_comm_t *nc, const mc_coll_t *o, const mc_coll_t *s
  * all-gather's send block inside recv, a reduce-scatter's shard inside send). */
 static void run_host(nccl_comm_t *nc, const mc_coll_t *o)
 {
-    const size_t es = mc_dtype_size(o->dt), size = (size_t)o->group->size, me = (size_t)o->group->rank;
+    const size_t es = mc_dtype_size(o->dt), size = (size_t)o->group->size,
+                 me = (size_t)o->group->rank;
     const bool rs = o->kind == MC_COLL_REDUCE_SCATTER, ag = o->kind == MC_COLL_ALL_GATHER;
     const size_t per = rs || ag ? size : 1;
     ensure_stage(nc, per * es);
@@ -583,7 +607,8 @@ static void run_host(nccl_comm_t *nc, const mc_coll_t *o)
         mc_coll_t s = *o;
         s.count = m;
         if (rs) {
-            for (size_t r = 0; r < size; r++) memcpy(h + r * mb, src + (r * o->count + off) * es, mb);
+            for (size_t r = 0; r < size; r++)
+                memcpy(h + r * mb, src + (r * o->count + off) * es, mb);
             s.send = d, s.recv = d + me * mb;
             run_on_stage(nc, o, &s, 0, size * mb, me * mb, mb);
             memcpy(dst + off * es, h + me * mb, mb);
@@ -591,7 +616,8 @@ static void run_host(nccl_comm_t *nc, const mc_coll_t *o)
             memcpy(h + me * mb, src + off * es, mb);
             s.send = d + me * mb, s.recv = d;
             run_on_stage(nc, o, &s, me * mb, mb, 0, size * mb);
-            for (size_t r = 0; r < size; r++) memcpy(dst + (r * o->count + off) * es, h + r * mb, mb);
+            for (size_t r = 0; r < size; r++)
+                memcpy(dst + (r * o->count + off) * es, h + r * mb, mb);
         } else { /* all-reduce, broadcast: in place on the stage */
             memcpy(h, src + off * es, mb);
             s.send = NULL, s.recv = d;
@@ -629,7 +655,8 @@ static mc_req_t nccl_start(mc_comm_t *c, const mc_coll_t *op)
     nccl_comm_t *nc = (nccl_comm_t *)c;
     mc_coll_validate(c, op);
     mc_comm_count(c, op);
-    if (op->kind == MC_COLL_P2P_BATCH ? op->n_p2p == 0 : op->count == 0 && op->kind != MC_COLL_BARRIER)
+    if (op->kind == MC_COLL_P2P_BATCH ? op->n_p2p == 0
+                                      : op->count == 0 && op->kind != MC_COLL_BARRIER)
         return MC_REQ_DONE;
     if (op->kind != MC_COLL_BARRIER && host_op(nc, op)) {
         if (op->kind == MC_COLL_P2P_BATCH) run_host_p2p(nc, op);
@@ -651,7 +678,8 @@ static void nccl_wait(mc_comm_t *c, mc_req_t req)
 {
     nccl_comm_t *nc = (nccl_comm_t *)c;
     if (req == MC_REQ_DONE) return;
-    if (req <= 0 || req > nc->issued) mc_fatal("wait on collective ticket %lld, which was never started", (long long)req);
+    if (req <= 0 || req > nc->issued)
+        mc_fatal("wait on collective ticket %lld, which was never started", (long long)req);
     pthread_mutex_lock(&nc->mu);
     bool done = nc->completed >= req; /* then its slot may hold a later ticket */
     pthread_mutex_unlock(&nc->mu);
@@ -700,13 +728,14 @@ static mc_group_t *make_group(nccl_comm_t *nc, const int *members, int n, const 
     if (root) {
         ncclResult_t r = ncclGetUniqueId(&id);
         if (r != ncclSuccess)
-            die(nc, "ncclGetUniqueId for the %s group failed: %s (%s)", name, ncclGetErrorString(r), nccl_detail(NULL));
+            die(nc, "ncclGetUniqueId for the %s group failed: %s (%s)", name, ncclGetErrorString(r),
+                nccl_detail(NULL));
     }
     char key[64], err[512];
     snprintf(key, sizeof(key), "mc.nccl.id.%d", ++nc->seq);
     guard_begin(nc, "setting up the NCCL communicator of the %s group", name);
-    if (mc_exchange_from(nc->rt, key, root, &id, n > 0 ? members[0] : -1, &id, sizeof(id), nc->pub.timeout_s, err,
-                         sizeof(err)) != 0)
+    if (mc_exchange_from(nc->rt, key, root, &id, n > 0 ? members[0] : -1, &id, sizeof(id),
+                         nc->pub.timeout_s, err, sizeof(err)) != 0)
         die(nc, "%s (setting up the %s group)", err, name);
     if (n == 0) {
         guard_end(nc);
@@ -716,8 +745,8 @@ static mc_group_t *make_group(nccl_comm_t *nc, const int *members, int n, const 
     ncclResult_t r = ncclCommInitRank(&comm, n, id, me);
     guard_end(nc);
     if (r != ncclSuccess)
-        die(nc, "ncclCommInitRank of the %s group of %d ranks failed: %s (%s)", name, n, ncclGetErrorString(r),
-            nccl_detail(NULL));
+        die(nc, "ncclCommInitRank of the %s group of %d ranks failed: %s (%s)", name, n,
+            ncclGetErrorString(r), nccl_detail(NULL));
     return add_group(nc, comm, members, n, me, name);
 }
 
@@ -800,7 +829,8 @@ static int init_cuda(nccl_comm_t *nc, const struct mc_backend *be, char *err, si
     if ((e = cudaEventCreateWithFlags(&nc->ready, cudaEventDisableTiming)) != cudaSuccess)
         return cuda_errf(err, n, "creating CUDA events for NCCL", e);
     for (int i = 0; i < RING; i++)
-        if ((e = cudaEventCreateWithFlags(&nc->ring[i].done, cudaEventDisableTiming)) != cudaSuccess)
+        if ((e = cudaEventCreateWithFlags(&nc->ring[i].done, cudaEventDisableTiming)) !=
+            cudaSuccess)
             return cuda_errf(err, n, "creating CUDA events for NCCL", e);
     if ((e = cudaMalloc((void **)&nc->barrier_word, sizeof(int32_t))) != cudaSuccess ||
         (e = cudaMemset(nc->barrier_word, 0, sizeof(int32_t))) != cudaSuccess)
@@ -826,13 +856,15 @@ static int exchange_idents(nccl_comm_t *nc, char *err, size_t n)
     snprintf(mine.gpu, sizeof(mine.gpu), "%s/%s", rt->host, bus);
     mc_pid_space(mine.space);
     ident_t *all = calloc((size_t)rt->size, sizeof(*all));
-    char *gpus = malloc((size_t)rt->size * sizeof(mine.gpu)), *spaces = malloc((size_t)rt->size * MC_PID_SPACE_LEN);
+    char *gpus = malloc((size_t)rt->size * sizeof(mine.gpu)),
+         *spaces = malloc((size_t)rt->size * MC_PID_SPACE_LEN);
     nc->watch = calloc((size_t)rt->size, sizeof(*nc->watch));
     nc->stopped = calloc((size_t)rt->size, sizeof(*nc->stopped));
     int rc = -1;
     if (!all || !gpus || !spaces || !nc->watch || !nc->stopped)
         mc_errf(err, n, "out of memory for %d ranks", rt->size);
-    else if (mc_exchange_all(rt, "mc.nccl.ident", &mine, all, sizeof(mine), nc->pub.timeout_s, err, n) == 0)
+    else if (mc_exchange_all(rt, "mc.nccl.ident", &mine, all, sizeof(mine), nc->pub.timeout_s, err,
+                             n) == 0)
         rc = 0;
     if (rc == 0) {
         for (int r = 0; r < rt->size; r++) {
@@ -843,10 +875,11 @@ static int exchange_idents(nccl_comm_t *nc, char *err, size_t n)
         int a, b;
         mc_exchange_first_duplicate(gpus, rt->size, sizeof(mine.gpu), &a, &b);
         if (a >= 0)
-            mc_user_error("--distributed-backend nccl: ranks %d and %d share the GPU %s, and NCCL needs a GPU "
-                          "of its own for every rank (use --distributed-backend mpi to share GPUs, or start "
-                          "at most as many ranks per node as it has GPUs)",
-                          a, b, all[a].gpu);
+            mc_user_error(
+                "--distributed-backend nccl: ranks %d and %d share the GPU %s, and NCCL needs a GPU "
+                "of its own for every rank (use --distributed-backend mpi to share GPUs, or start "
+                "at most as many ranks per node as it has GPUs)",
+                a, b, all[a].gpu);
     }
     free(all);
     free(gpus);
@@ -854,7 +887,8 @@ static int exchange_idents(nccl_comm_t *nc, char *err, size_t n)
     return rc;
 }
 
-mc_comm_t *mc_comm_nccl(mc_runtime_t *rt, const struct mc_backend *be, double timeout_s, char *err, size_t n)
+mc_comm_t *mc_comm_nccl(mc_runtime_t *rt, const struct mc_backend *be, double timeout_s, char *err,
+                        size_t n)
 {
     if (!rt) rt = mc_runtime();
     if (!rt) {

@@ -18,8 +18,9 @@ static mc_group_t *single_group_new(mc_comm_t *c, const int *members, int n, con
     (void)c;
     if (n == 0) return NULL;
     if (n != 1 || members[0] != 0)
-        mc_fatal("group '%s' of %d ranks asked of the single-rank communicator (only rank 0 exists)",
-                 name ? name : "?", n);
+        mc_fatal(
+            "group '%s' of %d ranks asked of the single-rank communicator (only rank 0 exists)",
+            name ? name : "?", n);
     mc_group_t *g = calloc(1, sizeof(*g));
     int *m = malloc(sizeof(*m));
     if (!g || !m) mc_fatal("out of memory creating group '%s'", name ? name : "?");
@@ -41,14 +42,16 @@ static void single_p2p(const mc_comm_t *c, const mc_coll_t *op)
 {
     const char *gname = op->group && op->group->name ? op->group->name : "?";
     if (op->n_p2p < 0 || (op->n_p2p > 0 && !op->p2p))
-        mc_fatal("p2p batch of %d operations on the %s group without its operations", op->n_p2p, gname);
+        mc_fatal("p2p batch of %d operations on the %s group without its operations", op->n_p2p,
+                 gname);
     int nsend = 0, nrecv = 0;
     for (int i = 0; i < op->n_p2p; i++) {
         const mc_p2p_t *p = &op->p2p[i];
         if (p->peer != 0)
-            mc_fatal("p2p %s group rank %d on the %s group of the single-rank communicator (only rank 0 "
-                     "exists)",
-                     p->is_send ? "send to" : "receive from", p->peer, gname);
+            mc_fatal(
+                "p2p %s group rank %d on the %s group of the single-rank communicator (only rank 0 "
+                "exists)",
+                p->is_send ? "send to" : "receive from", p->peer, gname);
         if (mc_dtype_size(p->dt) == 0) mc_fatal("p2p with unknown data type %d", (int)p->dt);
         if (p->count > 0 && !p->buf)
             mc_fatal("p2p %s of %zu elements on the %s group without a buffer",
@@ -57,9 +60,10 @@ static void single_p2p(const mc_comm_t *c, const mc_coll_t *op)
         else nrecv++;
     }
     if (nsend != nrecv)
-        mc_fatal("p2p batch on the %s group of the single-rank communicator has %d send(s) to itself but %d "
-                 "receive(s) (each send needs its receive in the same batch)",
-                 gname, nsend, nrecv);
+        mc_fatal(
+            "p2p batch on the %s group of the single-rank communicator has %d send(s) to itself but %d "
+            "receive(s) (each send needs its receive in the same batch)",
+            gname, nsend, nrecv);
     int r = 0;
     for (int s = 0; s < op->n_p2p; s++) {
         const mc_p2p_t *snd = &op->p2p[s];
@@ -67,9 +71,10 @@ static void single_p2p(const mc_comm_t *c, const mc_coll_t *op)
         while (op->p2p[r].is_send) r++;
         const mc_p2p_t *rcv = &op->p2p[r++];
         if (snd->count != rcv->count || snd->dt != rcv->dt)
-            mc_fatal("p2p batch on the %s group of the single-rank communicator: a send of %zu elements of "
-                     "type %d is matched with a receive of %zu elements of type %d",
-                     gname, snd->count, (int)snd->dt, rcv->count, (int)rcv->dt);
+            mc_fatal(
+                "p2p batch on the %s group of the single-rank communicator: a send of %zu elements of "
+                "type %d is matched with a receive of %zu elements of type %d",
+                gname, snd->count, (int)snd->dt, rcv->count, (int)rcv->dt);
         size_t bytes = snd->count * mc_dtype_size(snd->dt);
         mc_comm_copy(c->devmem, rcv->buf, snd->buf, bytes);
     }

@@ -82,15 +82,25 @@ const mc_devmem_t *mc_devmem_for(const mc_backend_t *be)
 {
     if (strcmp(be->name, "strict") == 0) {
         static mc_devmem_t sdm;
-        sdm = (mc_devmem_t){.ctx = (void *)be, .is_device = strict_is_device, .d2h = be_d2h, .h2d = be_h2d,
-                            .d2d = be_d2d, .host_alloc = strict_host_alloc, .host_free = strict_host_free};
+        sdm = (mc_devmem_t){.ctx = (void *)be,
+                            .is_device = strict_is_device,
+                            .d2h = be_d2h,
+                            .h2d = be_h2d,
+                            .d2d = be_d2d,
+                            .host_alloc = strict_host_alloc,
+                            .host_free = strict_host_free};
         return &sdm;
     }
 #ifdef MC_WITH_CUDA
     static mc_devmem_t dm;
     if (strcmp(be->name, "cuda") == 0) {
-        dm = (mc_devmem_t){.ctx = (void *)be, .is_device = cuda_is_device, .d2h = be_d2h, .h2d = be_h2d,
-                           .d2d = be_d2d, .host_alloc = cuda_host_alloc, .host_free = cuda_host_free};
+        dm = (mc_devmem_t){.ctx = (void *)be,
+                           .is_device = cuda_is_device,
+                           .d2h = be_d2h,
+                           .h2d = be_h2d,
+                           .d2d = be_d2d,
+                           .host_alloc = cuda_host_alloc,
+                           .host_free = cuda_host_free};
         return &dm;
     }
 #endif

@@ -14,8 +14,8 @@
  * reads world rank `from`'s value into out (exactly len bytes). One group's root publishes its
  * unique id and the members read it; ranks in no group pass from = -1. Returns 0, or -1 with one
  * line in err. */
-int mc_exchange_from(mc_runtime_t *rt, const char *key, bool publish, const void *mine, int from, void *out,
-                     size_t len, double timeout_s, char *err, size_t n);
+int mc_exchange_from(mc_runtime_t *rt, const char *key, bool publish, const void *mine, int from,
+                     void *out, size_t len, double timeout_s, char *err, size_t n);
 
 /* Every rank puts `mine` (len bytes); afterwards all[r * len ...] holds rank r's. */
 int mc_exchange_all(mc_runtime_t *rt, const char *key, const void *mine, void *all, size_t len,

@@ -38,18 +38,20 @@ static void coords_to_arr(mc_rank_coords_t c, int v[NAX])
 int mc_layout_init(mc_layout_t *l, int world, int tp, int pp, int cp, bool tp_pp_dp_order,
                    char *err, size_t n)
 {
-    if (err && n)
-        err[0] = '\0';
+    if (err && n) err[0] = '\0';
     if (world < 1 || tp < 1 || pp < 1 || cp < 1) {
         if (err && n)
-            snprintf(err, n, "world size (%d), tensor (%d), pipeline (%d) and context (%d) "
-                     "parallel sizes must be positive", world, tp, pp, cp);
+            snprintf(err, n,
+                     "world size (%d), tensor (%d), pipeline (%d) and context (%d) "
+                     "parallel sizes must be positive",
+                     world, tp, pp, cp);
         return -1;
     }
     long mp = (long)tp * pp * cp;
     if (world % mp != 0) {
         if (err && n)
-            snprintf(err, n, "world_size (%d) is not divisible by tensor_model_parallel_size (%d) "
+            snprintf(err, n,
+                     "world_size (%d) is not divisible by tensor_model_parallel_size (%d) "
                      "x pipeline_model_parallel_size (%d) x context_parallel_size (%d)",
                      world, tp, pp, cp);
         return -1;
@@ -73,8 +75,8 @@ mc_rank_coords_t mc_layout_coords(const mc_layout_t *l, int rank)
         v[ax[i]] = rank % s;
         rank /= s;
     }
-    return (mc_rank_coords_t){.tp = v[AX_TP], .cp = v[AX_CP], .ep = v[AX_EP], .dp = v[AX_DP],
-                              .pp = v[AX_PP]};
+    return (mc_rank_coords_t){
+        .tp = v[AX_TP], .cp = v[AX_CP], .ep = v[AX_EP], .dp = v[AX_DP], .pp = v[AX_PP]};
 }
 
 int mc_layout_rank(const mc_layout_t *l, mc_rank_coords_t c)
@@ -83,8 +85,7 @@ int mc_layout_rank(const mc_layout_t *l, mc_rank_coords_t c)
     order_axes(l, ax);
     coords_to_arr(c, v);
     int r = 0;
-    for (int i = NAX - 1; i >= 0; i--)
-        r = r * axis_size(l, ax[i]) + v[ax[i]];
+    for (int i = NAX - 1; i >= 0; i--) r = r * axis_size(l, ax[i]) + v[ax[i]];
     return r;
 }
 
@@ -111,8 +112,7 @@ static int masked_size(const mc_layout_t *l, unsigned mask)
 {
     int n = 1;
     for (int a = 0; a < NAX; a++)
-        if (mask & (1u << a))
-            n *= axis_size(l, a);
+        if (mask & (1u << a)) n *= axis_size(l, a);
     return n;
 }
 
@@ -128,8 +128,7 @@ static void masked_group(const mc_layout_t *l, unsigned mask, int group_index, i
     }
     int g = group_index;
     for (int i = 0; i < NAX; i++) {
-        if (mask & (1u << ax[i]))
-            continue;
+        if (mask & (1u << ax[i])) continue;
         int s = axis_size(l, ax[i]);
         base += (g % s) * stride[i];
         g /= s;
@@ -138,8 +137,7 @@ static void masked_group(const mc_layout_t *l, unsigned mask, int group_index, i
     for (int k = 0; k < gs; k++) {
         int r = base, m = k;
         for (int i = 0; i < NAX; i++) {
-            if (!(mask & (1u << ax[i])))
-                continue;
+            if (!(mask & (1u << ax[i]))) continue;
             int s = axis_size(l, ax[i]);
             r += (m % s) * stride[i];
             m /= s;
@@ -156,8 +154,7 @@ static int group_index_of(const mc_layout_t *l, unsigned mask, int rank)
     coords_to_arr(mc_layout_coords(l, rank), v);
     int g = 0;
     for (int i = NAX - 1; i >= 0; i--) {
-        if (mask & (1u << ax[i]))
-            continue;
+        if (mask & (1u << ax[i])) continue;
         g = g * axis_size(l, ax[i]) + v[ax[i]];
     }
     return g;
@@ -185,8 +182,7 @@ int mc_group_members(const mc_layout_t *l, mc_group_kind_t kind, int rank, bool 
                      int *members, int cap)
 {
     unsigned mask = kind_mask(kind);
-    if (!mask || rank < 0 || rank >= l->world)
-        return -1;
+    if (!mask || rank < 0 || rank >= l->world) return -1;
     int g = group_index_of(l, mask, rank);
     int gs = masked_size(l, mask);
     if (is_embedding_kind(kind)) {
@@ -194,18 +190,14 @@ int mc_group_members(const mc_layout_t *l, mc_group_kind_t kind, int rank, bool 
         masked_group(l, mask, g, pp_ranks);
         int ne = embedding_subset(l, kind, untied_embeddings, pp_ranks, emb);
         int in = 0;
-        for (int i = 0; i < ne; i++)
-            in |= emb[i] == rank;
-        if (!in)
-            return 0;
-        for (int i = 0; i < ne && i < cap; i++)
-            members[i] = emb[i];
+        for (int i = 0; i < ne; i++) in |= emb[i] == rank;
+        if (!in) return 0;
+        for (int i = 0; i < ne && i < cap; i++) members[i] = emb[i];
         return ne;
     }
     int buf[gs];
     masked_group(l, mask, g, buf);
-    for (int i = 0; i < gs && i < cap; i++)
-        members[i] = buf[i];
+    for (int i = 0; i < gs && i < cap; i++) members[i] = buf[i];
     return gs;
 }
 
@@ -213,8 +205,7 @@ int mc_group_all(const mc_layout_t *l, mc_group_kind_t kind, bool untied_embeddi
                  int cap, int *group_size)
 {
     unsigned mask = kind_mask(kind);
-    if (!mask)
-        return -1;
+    if (!mask) return -1;
     int gs = masked_size(l, mask);
     int ng = l->world / gs;
     int buf[gs], emb[2];
@@ -228,13 +219,10 @@ int mc_group_all(const mc_layout_t *l, mc_group_kind_t kind, bool untied_embeddi
         }
         for (int i = 0; i < out_size; i++) {
             long idx = (long)g * out_size + i;
-            if (idx < cap)
-                groups[idx] = src[i];
+            if (idx < cap) groups[idx] = src[i];
         }
     }
-    if (is_embedding_kind(kind) && ng == 0)
-        out_size = 0;
-    if (group_size)
-        *group_size = out_size;
+    if (is_embedding_kind(kind) && ng == 0) out_size = 0;
+    if (group_size) *group_size = out_size;
     return ng;
 }

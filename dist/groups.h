@@ -11,8 +11,13 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-typedef struct { int tp, cp, ep, dp, pp; } mc_rank_coords_t;
-typedef struct { int world, tp, cp, ep, dp, pp; int order_pp_before_dp; } mc_layout_t;
+typedef struct {
+    int tp, cp, ep, dp, pp;
+} mc_rank_coords_t;
+typedef struct {
+    int world, tp, cp, ep, dp, pp;
+    int order_pp_before_dp;
+} mc_layout_t;
 
 /* world % (tp*cp*pp) == 0; dp = world/(tp*cp*pp), ep = 1. Returns 0, or -1 with one line in err. */
 int mc_layout_init(mc_layout_t *l, int world, int tp, int pp, int cp, bool tp_pp_dp_order,

@@ -25,7 +25,7 @@
 
 enum { MAX_ADDRS = 8, MAX_TRIES = MAX_ADDRS + 1, MAX_PENDING = 8, HELLO = 16 };
 #define CONNECT_TRY_S 5.0  /* one connection attempt; then it starts again */
-#define RETRY_S       1.0  /* after a refused or failed attempt */
+#define RETRY_S 1.0        /* after a refused or failed attempt */
 #define PENDING_MAX_S 10.0 /* an accepted connection must say hello within this */
 
 typedef struct {
@@ -135,11 +135,13 @@ static int listen_on(int family, uint16_t *port)
         close(fd);
         return -1;
     }
-    *port = ntohs(family == AF_INET6 ? ((struct sockaddr_in6 *)&ss)->sin6_port : ((struct sockaddr_in *)&ss)->sin_port);
+    *port = ntohs(family == AF_INET6 ? ((struct sockaddr_in6 *)&ss)->sin6_port
+                                     : ((struct sockaddr_in *)&ss)->sin_port);
     return fd;
 }
 
-mc_heartbeat_t *mc_heartbeat_open(int rank, int size, unsigned char blob[MC_HEARTBEAT_BLOB_MAX], size_t *len)
+mc_heartbeat_t *mc_heartbeat_open(int rank, int size, unsigned char blob[MC_HEARTBEAT_BLOB_MAX],
+                                  size_t *len)
 {
     uint16_t port = 0;
     bool v6 = true;
@@ -169,8 +171,8 @@ static void add_try(mc_heartbeat_t *hb, int family, const unsigned char *addr)
     memcpy(t->to.addr, addr, family == AF_INET ? 4 : 16);
 }
 
-void mc_heartbeat_link(mc_heartbeat_t *hb, const unsigned char *succ, size_t succ_len, bool same_host,
-                       const unsigned char *pred, size_t pred_len)
+void mc_heartbeat_link(mc_heartbeat_t *hb, const unsigned char *succ, size_t succ_len,
+                       bool same_host, const unsigned char *pred, size_t pred_len)
 {
     if (!hb) return;
     hb->pred_expected = pred_len >= 11 && get_be(pred + 8, 2) != 0;
@@ -179,7 +181,8 @@ void mc_heartbeat_link(mc_heartbeat_t *hb, const unsigned char *succ, size_t suc
     hb->succ_nonce = get_be(succ, 8);
     hb->succ_port = (uint16_t)get_be(succ + 8, 2);
     if (same_host) add_try(hb, AF_INET, (const unsigned char[]){127, 0, 0, 1});
-    for (size_t i = 0; i < succ[10] && 11 + 17 * (i + 1) <= succ_len && hb->n_tries < MAX_TRIES; i++)
+    for (size_t i = 0; i < succ[10] && 11 + 17 * (i + 1) <= succ_len && hb->n_tries < MAX_TRIES;
+         i++)
         add_try(hb, succ[11 + 17 * i] == 6 ? AF_INET6 : AF_INET, succ + 12 + 17 * i);
     if (hb->n_tries == 0) hb->succ_expected = false; /* nowhere to connect: nothing to judge */
 }
@@ -267,7 +270,8 @@ static void beat(mc_heartbeat_t *hb, double now)
 {
     if (hb->out_fd < 0 || now - hb->last_beat < MC_HEARTBEAT_PERIOD_S) return;
     hb->last_beat = now;
-    if (send(hb->out_fd, "b", 1, MSG_NOSIGNAL | MSG_DONTWAIT) < 0 && errno != EAGAIN && errno != EINTR) {
+    if (send(hb->out_fd, "b", 1, MSG_NOSIGNAL | MSG_DONTWAIT) < 0 && errno != EAGAIN &&
+        errno != EINTR) {
         close(hb->out_fd); /* the successor is gone: its own successor reports it */
         hb->out_fd = -1, hb->succ_lost = true;
     }
@@ -283,7 +287,8 @@ static void drop_pending(pending_t *p)
 
 static void accept_all(mc_heartbeat_t *hb, double now)
 {
-    for (int fd; hb->listen_fd >= 0 && (fd = accept4(hb->listen_fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC)) >= 0;) {
+    for (int fd; hb->listen_fd >= 0 &&
+                 (fd = accept4(hb->listen_fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC)) >= 0;) {
         pending_t *slot = NULL;
         for (int i = 0; i < MAX_PENDING && !slot; i++)
             if (hb->pending[i].fd < 0) slot = &hb->pending[i];
@@ -299,7 +304,8 @@ static void accept_all(mc_heartbeat_t *hb, double now)
 static void step_pending(mc_heartbeat_t *hb, pending_t *p, double now)
 {
     ssize_t k = recv(p->fd, p->buf + p->got, (size_t)(HELLO - p->got), 0);
-    if (k == 0 || (k < 0 && errno != EAGAIN && errno != EINTR) || now - p->t_start > PENDING_MAX_S) {
+    if (k == 0 || (k < 0 && errno != EAGAIN && errno != EINTR) ||
+        now - p->t_start > PENDING_MAX_S) {
         drop_pending(p);
         return;
     }
@@ -368,27 +374,31 @@ bool mc_heartbeat_tick(mc_heartbeat_t *hb, double now, double watch_s, mc_hb_eve
     return true;
 }
 
-void mc_heartbeat_line(const mc_runtime_t *rt, const mc_hb_event_t *ev, const char *during, char *buf, size_t n)
+void mc_heartbeat_line(const mc_runtime_t *rt, const mc_hb_event_t *ev, const char *during,
+                       char *buf, size_t n)
 {
     int r = ev->rank, pid = (int)rt->pids[r];
     const char *host = rt->hosts[r];
     switch (ev->kind) {
     case MC_HB_SILENT:
-        mc_silent_line(rt, r, ev->for_s,
-                       "no heartbeat from it reached this rank, its successor in the heartbeat ring: its "
-                       "process is stopped or hung, or its node or the network failed",
-                       during, buf, n);
+        mc_silent_line(
+            rt, r, ev->for_s,
+            "no heartbeat from it reached this rank, its successor in the heartbeat ring: its "
+            "process is stopped or hung, or its node or the network failed",
+            during, buf, n);
         break;
     case MC_HB_GONE:
         /* its connection closed without a bye; the same words as the same-node check's */
-        snprintf(buf, n, "rank %d (pid %d on host %s) died during %s; aborting the job", r, pid, host, during);
+        snprintf(buf, n, "rank %d (pid %d on host %s) died during %s; aborting the job", r, pid,
+                 host, during);
         break;
     case MC_HB_NO_SUCC:
-        snprintf(buf, n,
-                 "rank %d (host %s, pid %d) has not responded for %.0f s (this rank cannot open its "
-                 "heartbeat connection to it, while it waits in %s: a firewall blocks TCP between the "
-                 "nodes, or the rank hung at start-up; --heartbeat-timeout-seconds 0 turns the check off)",
-                 r, host, pid, ev->for_s, during);
+        snprintf(
+            buf, n,
+            "rank %d (host %s, pid %d) has not responded for %.0f s (this rank cannot open its "
+            "heartbeat connection to it, while it waits in %s: a firewall blocks TCP between the "
+            "nodes, or the rank hung at start-up; --heartbeat-timeout-seconds 0 turns the check off)",
+            r, host, pid, ev->for_s, during);
         break;
     }
 }

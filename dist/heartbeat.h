@@ -31,12 +31,13 @@ typedef struct mc_heartbeat mc_heartbeat_t;
 /* Opens the listening socket and fills blob (*len bytes) for the runtime to publish. Returns
  * NULL when sockets are unavailable: the blob then says "no heartbeat" (port 0) and its
  * neighbours neither connect nor expect it. */
-mc_heartbeat_t *mc_heartbeat_open(int rank, int size, unsigned char blob[MC_HEARTBEAT_BLOB_MAX], size_t *len);
+mc_heartbeat_t *mc_heartbeat_open(int rank, int size, unsigned char blob[MC_HEARTBEAT_BLOB_MAX],
+                                  size_t *len);
 
 /* After the exchange: the successor's and predecessor's blobs; same_host: the successor runs on
  * this host (then loopback is tried first). */
-void mc_heartbeat_link(mc_heartbeat_t *hb, const unsigned char *succ, size_t succ_len, bool same_host,
-                       const unsigned char *pred, size_t pred_len);
+void mc_heartbeat_link(mc_heartbeat_t *hb, const unsigned char *succ, size_t succ_len,
+                       bool same_host, const unsigned char *pred, size_t pred_len);
 
 typedef enum {
     MC_HB_SILENT, /* the predecessor sent nothing for for_s (or never connected) */
@@ -56,8 +57,8 @@ typedef struct {
 bool mc_heartbeat_tick(mc_heartbeat_t *hb, double now, double watch_s, mc_hb_event_t *ev);
 
 /* The one-line message for ev while this rank waits in `during` ("all-reduce on the dp group"). */
-void mc_heartbeat_line(const struct mc_runtime *rt, const mc_hb_event_t *ev, const char *during, char *buf,
-                       size_t n);
+void mc_heartbeat_line(const struct mc_runtime *rt, const mc_hb_event_t *ev, const char *during,
+                       char *buf, size_t n);
 
 /* This rank is finishing: tells the successor (a 'bye'), stops watching. Idempotent. */
 void mc_heartbeat_bye(mc_heartbeat_t *hb);

@@ -51,14 +51,15 @@ double mc_stopped_for(pid_t pid, mc_stop_seen_t *s, double now)
     return now - s->since;
 }
 
-void mc_silent_line(const mc_runtime_t *rt, int r, double for_s, const char *how, const char *during, char *buf,
-                    size_t n)
+void mc_silent_line(const mc_runtime_t *rt, int r, double for_s, const char *how,
+                    const char *during, char *buf, size_t n)
 {
-    snprintf(buf, n,
-             "rank %d (host %s, pid %d) has not responded for %.0f s (stopped or hung: %s, while this "
-             "rank waits in %s; raise --heartbeat-timeout-seconds if this is expected, 0 turns the "
-             "check off)",
-             r, rt->hosts[r], (int)rt->pids[r], for_s, how, during);
+    snprintf(
+        buf, n,
+        "rank %d (host %s, pid %d) has not responded for %.0f s (stopped or hung: %s, while this "
+        "rank waits in %s; raise --heartbeat-timeout-seconds if this is expected, 0 turns the "
+        "check off)",
+        r, rt->hosts[r], (int)rt->pids[r], for_s, how, during);
 }
 
 void mc_pid_space(char out[MC_PID_SPACE_LEN])

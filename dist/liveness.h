@@ -38,8 +38,8 @@ double mc_stopped_for(pid_t pid, mc_stop_seen_t *s, double now);
  * ("all-reduce on the dp group"): names the rank, its host and pid; how: how it was seen
  * (MC_SILENT_STOPPED for the /proc check, dist/heartbeat.c's for the ring). */
 #define MC_SILENT_STOPPED "its process is stopped, by SIGSTOP or a debugger"
-void mc_silent_line(const mc_runtime_t *rt, int r, double for_s, const char *how, const char *during, char *buf,
-                    size_t n);
+void mc_silent_line(const mc_runtime_t *rt, int r, double for_s, const char *how,
+                    const char *during, char *buf, size_t n);
 
 /* "<boot id>/<pid namespace inode>": equal strings mean pids are comparable. Starts with '/'
  * when the boot id is unreadable (then nothing is watched). */

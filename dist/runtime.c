@@ -48,7 +48,8 @@ static int alloc_peer_arrays(mc_runtime_t *rt, char *err, size_t n)
 
 static void own_host(mc_runtime_t *rt)
 {
-    if (gethostname(rt->host, sizeof(rt->host)) != 0) snprintf(rt->host, sizeof(rt->host), "localhost");
+    if (gethostname(rt->host, sizeof(rt->host)) != 0)
+        snprintf(rt->host, sizeof(rt->host), "localhost");
     rt->host[sizeof(rt->host) - 1] = '\0';
 }
 
@@ -158,8 +159,8 @@ static void link_heartbeat(mc_runtime_t *rt)
     int s = (rt->rank + 1) % rt->size, p = (rt->rank + rt->size - 1) % rt->size;
     long ns = mc_runtime_get(rt, s, "mc.hb", succ, sizeof(succ));
     long np = mc_runtime_get(rt, p, "mc.hb", pred, sizeof(pred));
-    mc_heartbeat_link(rt->heartbeat, succ, ns > 0 ? (size_t)ns : 0, strcmp(rt->hosts[s], rt->host) == 0, pred,
-                      np > 0 ? (size_t)np : 0);
+    mc_heartbeat_link(rt->heartbeat, succ, ns > 0 ? (size_t)ns : 0,
+                      strcmp(rt->hosts[s], rt->host) == 0, pred, np > 0 ? (size_t)np : 0);
 }
 
 /* Every rank publishes its pid, host and heartbeat address; after one fence everyone knows
@@ -174,12 +175,14 @@ static int exchange_peers(mc_runtime_t *rt, rt_impl_t *im, char *err, size_t n)
     if (st == PMIX_SUCCESS) st = put_bytes("mc.host", rt->host, strlen(rt->host) + 1);
     if (st == PMIX_SUCCESS) st = put_bytes("mc.hb", hb, hb_len);
     if (st != PMIX_SUCCESS)
-        return mc_errf(err, n, "PMIx_Put of this rank's pid and host failed: %s", PMIx_Error_string(st));
+        return mc_errf(err, n, "PMIx_Put of this rank's pid and host failed: %s",
+                       PMIx_Error_string(st));
     st = PMIx_Commit();
     if (st != PMIX_SUCCESS) return mc_errf(err, n, "PMIx_Commit failed: %s", PMIx_Error_string(st));
     st = fence_all(im, 0);
     if (st != PMIX_SUCCESS)
-        return mc_errf(err, n, "PMIx_Fence (exchanging pids and hosts) failed: %s", PMIx_Error_string(st));
+        return mc_errf(err, n, "PMIx_Fence (exchanging pids and hosts) failed: %s",
+                       PMIx_Error_string(st));
     if (alloc_peer_arrays(rt, err, n) != 0) return -1;
     for (int r = 0; r < rt->size; r++) {
         int32_t p = 0;
@@ -198,10 +201,11 @@ static int init_launched(mc_runtime_t *rt, rt_impl_t *im, char *err, size_t n)
 {
     pmix_status_t st = PMIx_Init(&im->me, NULL, 0);
     if (st != PMIX_SUCCESS)
-        return mc_errf(err, n,
-                       "PMIx_Init failed: %s (PMIX_RANK/PMIX_NAMESPACE are set, but the launcher's PMIx "
-                       "server did not answer)",
-                       PMIx_Error_string(st));
+        return mc_errf(
+            err, n,
+            "PMIx_Init failed: %s (PMIX_RANK/PMIX_NAMESPACE are set, but the launcher's PMIx "
+            "server did not answer)",
+            PMIx_Error_string(st));
     rt->launched = true;
     rt->rank = (int)im->me.rank;
     if (query_job(rt, im, err, n) != 0) return -1;

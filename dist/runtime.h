@@ -14,7 +14,7 @@
 
 typedef struct mc_runtime {
     int rank, size, local_rank, local_size;
-    bool launched;        /* under a PMIx launcher */
+    bool launched; /* under a PMIx launcher */
     char host[MC_HOST_MAX];
     /* every rank's pid and host (exchanged at init), for naming ranks in messages and for
      * noticing dead peers on this node */

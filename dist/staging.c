@@ -18,7 +18,8 @@ int mc_coll_regions(const mc_coll_t *o, mc_stage_region_t *r)
         }
         return o->n_p2p > 0 ? o->n_p2p : 0;
     }
-    size_t bytes = o->count * mc_dtype_size(o->dt), all = bytes * (size_t)(o->group ? o->group->size : 1);
+    size_t bytes = o->count * mc_dtype_size(o->dt),
+           all = bytes * (size_t)(o->group ? o->group->size : 1);
     switch (o->kind) {
     case MC_COLL_ALL_REDUCE:
         if (o->send && o->send != o->recv) {
@@ -49,7 +50,10 @@ int mc_coll_regions(const mc_coll_t *o, mc_stage_region_t *r)
     return 2;
 }
 
-static size_t align_up(size_t x) { return (x + MC_STAGE_ALIGN - 1) / MC_STAGE_ALIGN * MC_STAGE_ALIGN; }
+static size_t align_up(size_t x)
+{
+    return (x + MC_STAGE_ALIGN - 1) / MC_STAGE_ALIGN * MC_STAGE_ALIGN;
+}
 
 size_t mc_stage_plan(mc_stage_region_t *r, int n)
 {
@@ -59,7 +63,8 @@ size_t mc_stage_plan(mc_stage_region_t *r, int n)
         r[k].offset = 0;
         if (!r[k].staged || !r[k].bytes) continue;
         int j = m++;
-        while (j > 0 && (uintptr_t)r[idx[j - 1]].ptr > (uintptr_t)r[k].ptr) idx[j] = idx[j - 1], j--;
+        while (j > 0 && (uintptr_t)r[idx[j - 1]].ptr > (uintptr_t)r[k].ptr)
+            idx[j] = idx[j - 1], j--;
         idx[j] = k;
     }
     size_t total = 0;
@@ -99,6 +104,7 @@ void mc_stage_apply(const mc_coll_t *op, const mc_stage_region_t *r, void *block
         return;
     }
     out->recv = on_stage(&r[1], block, op->recv);
-    if (op->kind == MC_COLL_ALL_REDUCE && op->send == op->recv) out->send = op->send ? out->recv : NULL;
+    if (op->kind == MC_COLL_ALL_REDUCE && op->send == op->recv)
+        out->send = op->send ? out->recv : NULL;
     else out->send = on_stage(&r[0], block, (void *)op->send);
 }

@@ -15,9 +15,10 @@
 #include "dist/comm.h"
 
 typedef struct {
-    void *ptr;     /* the caller's buffer */
-    size_t bytes;  /* 0: absent or unused */
-    bool in, out;  /* read by the collective (copied to the stage before), written (copied back after) */
+    void *ptr;    /* the caller's buffer */
+    size_t bytes; /* 0: absent or unused */
+    bool in,
+        out; /* read by the collective (copied to the stage before), written (copied back after) */
     bool staged;   /* lives in memory the transport cannot use (the caller decides) */
     size_t offset; /* mc_stage_plan: where it lies in the stage */
 } mc_stage_region_t;

@@ -5,7 +5,8 @@
 
 #include "base/error.h"
 
-static mc_group_t *make_group(mc_parallel_t *ps, mc_group_kind_t kind, bool untied, const char *name)
+static mc_group_t *make_group(mc_parallel_t *ps, mc_group_kind_t kind, bool untied,
+                              const char *name)
 {
     int cap = ps->world, *members = malloc((size_t)cap * sizeof(int));
     if (!members) mc_fatal("out of host memory");
@@ -38,13 +39,15 @@ int mc_parallel_init(mc_parallel_t *ps, mc_comm_t *comm, const mc_args_t *a, cha
     ps->mp = make_group(ps, MC_GROUP_MP, untied, "tp-pp");
     ps->tp_dp_cp = make_group(ps, MC_GROUP_TP_DP_CP, untied, "tp-dp-cp");
     ps->embedding = make_group(ps, MC_GROUP_EMBEDDING, untied, "embedding");
-    ps->position_embedding = make_group(ps, MC_GROUP_POSITION_EMBEDDING, untied, "position-embedding");
+    ps->position_embedding =
+        make_group(ps, MC_GROUP_POSITION_EMBEDDING, untied, "position-embedding");
     return 0;
 }
 
 void mc_parallel_free(mc_parallel_t *ps)
 {
-    mc_group_t **all[] = {&ps->tp, &ps->dp, &ps->dp_cp, &ps->pp, &ps->cp, &ps->mp,
+    mc_group_t **all[] = {&ps->tp,       &ps->dp,        &ps->dp_cp,
+                          &ps->pp,       &ps->cp,        &ps->mp,
                           &ps->tp_dp_cp, &ps->embedding, &ps->position_embedding};
     for (size_t i = 0; i < sizeof(all) / sizeof(all[0]); i++)
         if (*all[i]) ps->comm->group_free(ps->comm, *all[i]), *all[i] = NULL;

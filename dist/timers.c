@@ -103,9 +103,10 @@ void mc_timers_format(mc_timing_option_t option, const double *all, int world, d
     if (!f) mc_fatal("out of host memory");
     /* _get_global_min_max_time_string / _get_all_ranks_time_string: times in ms per iteration */
     const double scale = 1000.0 / normalizer;
-    fputs(option == MC_TIMING_ALL ? "times across ranks (ms):"
+    fputs(option == MC_TIMING_ALL   ? "times across ranks (ms):"
           : option == MC_TIMING_MAX ? "max time across ranks (ms):"
-                                    : "(min, max) time across ranks (ms):", f);
+                                    : "(min, max) time across ranks (ms):",
+          f);
     bool any = false;
     for (int id = 0; id < MC_TIMERS; id++) {
         /* Megatron keeps the ranks that used the timer (time > 0) */

@@ -12,10 +12,10 @@
 
 /* In the order training_log lists them. */
 typedef enum {
-    MC_T_FORWARD_BACKWARD,   /* level 1 */
-    MC_T_FORWARD_COMPUTE,    /* level 2 */
-    MC_T_BACKWARD_COMPUTE,   /* level 2 */
-    MC_T_BATCH_GENERATOR,    /* level 2 */
+    MC_T_FORWARD_BACKWARD, /* level 1 */
+    MC_T_FORWARD_COMPUTE,  /* level 2 */
+    MC_T_BACKWARD_COMPUTE, /* level 2 */
+    MC_T_BATCH_GENERATOR,  /* level 2 */
     /* level 2: pipeline p2p, named after Megatron's p2p_communication calls; the time a rank
      * waits for its pipeline neighbours (the bubble) */
     MC_T_FORWARD_RECV,
@@ -29,14 +29,14 @@ typedef enum {
     MC_T_FWD_BWD_SEND_FWD_BWD_RECV,
     MC_T_LAYERNORM_GRADS_ALL_REDUCE, /* level 1: sequence-parallel LayerNorm grads over tp */
     MC_T_EMBEDDING_GRADS_ALL_REDUCE, /* level 1: tied embedding grads over the embedding group */
-    MC_T_ALL_GRADS_SYNC,     /* level 1: the gradient reduction left after the backward */
-    MC_T_PARAMS_ALL_GATHER,  /* level 1 */
-    MC_T_OPT_CLIP,           /* level 1: optimizer-clip-main-grad (norm and clip) */
-    MC_T_OPT_COUNT_ZEROS,    /* level 1 */
-    MC_T_OPT_INNER_STEP,     /* level 1 */
-    MC_T_OPTIMIZER,          /* level 1 */
-    MC_T_SAVE_CHECKPOINT,    /* level 0: reported after each save (mc_timers_log) */
-    MC_T_LOAD_CHECKPOINT,    /* level 0: reported after --load */
+    MC_T_ALL_GRADS_SYNC,             /* level 1: the gradient reduction left after the backward */
+    MC_T_PARAMS_ALL_GATHER,          /* level 1 */
+    MC_T_OPT_CLIP,                   /* level 1: optimizer-clip-main-grad (norm and clip) */
+    MC_T_OPT_COUNT_ZEROS,            /* level 1 */
+    MC_T_OPT_INNER_STEP,             /* level 1 */
+    MC_T_OPTIMIZER,                  /* level 1 */
+    MC_T_SAVE_CHECKPOINT,            /* level 0: reported after each save (mc_timers_log) */
+    MC_T_LOAD_CHECKPOINT,            /* level 0: reported after --load */
     MC_TIMERS
 } mc_timer_id_t;
 
@@ -51,9 +51,9 @@ typedef enum {
 mc_timing_option_t mc_timing_option(const char *name);
 
 typedef struct {
-    int level;               /* --timing-log-level */
+    int level;                 /* --timing-log-level */
     mc_timing_option_t option; /* --timing-log-option */
-    bool barrier_l1;         /* barrier before the level-1 timers that Megatron barriers */
+    bool barrier_l1;           /* barrier before the level-1 timers that Megatron barriers */
     double start[MC_TIMERS], elapsed[MC_TIMERS];
     mc_comm_t *comm;
 } mc_timers_t;

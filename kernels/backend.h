@@ -36,11 +36,11 @@
  * d0 = 1, inner = heads*s*s (see the attention op, which applies its own dropout). */
 typedef struct {
     uint64_t seed;
-    uint32_t iteration;   /* training iteration (1-based) or 0x80000000|eval step for eval */
-    uint32_t layer;       /* global layer number (1-based); 0 for the embedding */
-    uint32_t site;        /* MC_DROPOUT_SITE_* */
-    uint64_t sample0;     /* global sample index of batch row 0 */
-    float p;              /* drop probability; 0 disables */
+    uint32_t iteration; /* training iteration (1-based) or 0x80000000|eval step for eval */
+    uint32_t layer;     /* global layer number (1-based); 0 for the embedding */
+    uint32_t site;      /* MC_DROPOUT_SITE_* */
+    uint64_t sample0;   /* global sample index of batch row 0 */
+    float p;            /* drop probability; 0 disables */
 } mc_dropout_t;
 
 enum {
@@ -67,7 +67,7 @@ struct mc_backend {
     const char *name; /* "cpu" or "cuda" */
 
     /* ---- memory ---- */
-    void *(*alloc)(const mc_backend_t *be, size_t bytes);   /* zero-filled; NULL on failure */
+    void *(*alloc)(const mc_backend_t *be, size_t bytes); /* zero-filled; NULL on failure */
     void (*free)(const mc_backend_t *be, void *p);
     void (*memcpy_h2d)(const mc_backend_t *be, void *dst, const void *src, size_t bytes);
     void (*memcpy_d2h)(const mc_backend_t *be, void *dst, const void *src, size_t bytes);
@@ -82,9 +82,8 @@ struct mc_backend {
     /* ---- GEMM (fp32) ----
      * C[M,N] = alpha * op(A) @ op(B) + beta * C, row-major, op(X) = X or X^T.
      * A is [M,K] (or [K,M] if transa), B is [K,N] (or [N,K] if transb). */
-    void (*gemm)(const mc_backend_t *be, int transa, int transb, int M, int N, int K,
-                 float alpha, const float *A, int lda, const float *B, int ldb,
-                 float beta, float *C, int ldc);
+    void (*gemm)(const mc_backend_t *be, int transa, int transb, int M, int N, int K, float alpha,
+                 const float *A, int lda, const float *B, int ldb, float beta, float *C, int ldc);
 
     /* ---- linear layer (torch Linear: W is [out, in]) ----
      * out[N, out] = in[N, in] @ W^T + bias (bias may be NULL); all of type dt. */
@@ -126,7 +125,8 @@ struct mc_backend {
      * NULL, dwte too); dout of type dt, dwte and dwpe of type gdt. */
     void (*embedding_backward)(const mc_backend_t *be, mc_dtype_t dt, mc_dtype_t gdt, void *dwte,
                                void *dwpe, const void *dout, const int32_t *tokens,
-                               const int32_t *positions, int S, int B, int H, int vocab_start, int V);
+                               const int32_t *positions, int S, int B, int H, int vocab_start,
+                               int V);
 
     /* ---- LayerNorm over the last dim C of N rows ----
      * out = (x - mean) * rstd * w + b; mean/rstd [N] (fp32) are saved for backward. */
@@ -158,12 +158,12 @@ struct mc_backend {
      * out may equal x. p == 0 copies. d0_offset/inner_full/inner_offset place a shard in the
      * full tensor (for a whole tensor: 0, inner, 0). */
     void (*dropout_forward)(const mc_backend_t *be, mc_dtype_t dt, void *out, const void *x,
-                            const mc_dropout_t *d, int d0, int B, int inner,
-                            int d0_offset, int inner_full, int inner_offset);
+                            const mc_dropout_t *d, int d0, int B, int inner, int d0_offset,
+                            int inner_full, int inner_offset);
     /* The same mask applied to a gradient (regenerated, never stored). */
     void (*dropout_backward)(const mc_backend_t *be, mc_dtype_t dt, void *dx, const void *dout,
-                             const mc_dropout_t *d, int d0, int B, int inner,
-                             int d0_offset, int inner_full, int inner_offset);
+                             const mc_dropout_t *d, int d0, int B, int inner, int d0_offset,
+                             int inner_full, int inner_offset);
 
     /* ---- causal self-attention ----
      * qkv: [s, b, NH*3*HD] with Megatron's per-head [q k v] layout (head i occupies columns
@@ -223,8 +223,9 @@ struct mc_backend {
 
     /* ---- elementwise / reductions, on buffers of type dt ---- */
     void (*add)(const mc_backend_t *be, mc_dtype_t dt, void *out, const void *a, const void *b,
-                long n);                                                       /* out = a + b */
-    void (*add_inplace)(const mc_backend_t *be, mc_dtype_t dt, void *acc, const void *x, long n); /* acc += x */
+                long n); /* out = a + b */
+    void (*add_inplace)(const mc_backend_t *be, mc_dtype_t dt, void *acc, const void *x,
+                        long n);                                                    /* acc += x */
     void (*scale)(const mc_backend_t *be, mc_dtype_t dt, void *x, float s, long n); /* x *= s */
     /* Sum of squares in double (returned to host), for grad and param norms. */
     double (*sumsq)(const mc_backend_t *be, mc_dtype_t dt, const void *x, long n);

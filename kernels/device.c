@@ -33,13 +33,15 @@ const char *mc_build_description(void)
     static char buf[128];
 #if defined(MC_CUDA_EMU)
     int v = mc_cuda_runtime_version();
-    snprintf(buf, sizeof(buf), "CUDA %d.%d on the emulated device of the tests (test/emu: the CPU), NCCL not emulated",
-             v / 1000, (v % 1000) / 10);
+    snprintf(
+        buf, sizeof(buf),
+        "CUDA %d.%d on the emulated device of the tests (test/emu: the CPU), NCCL not emulated",
+        v / 1000, (v % 1000) / 10);
 #elif defined(MC_WITH_CUDA)
     int v = mc_cuda_runtime_version(), nv = 0;
     if (ncclGetVersion(&nv) != ncclSuccess) nv = 0;
-    snprintf(buf, sizeof(buf), "CUDA %d.%d (sm_90a, sm_80, compute_90 PTX), NCCL %d.%d.%d", v / 1000, (v % 1000) / 10,
-             nv / 10000, nv / 100 % 100, nv % 100);
+    snprintf(buf, sizeof(buf), "CUDA %d.%d (sm_90a, sm_80, compute_90 PTX), NCCL %d.%d.%d",
+             v / 1000, (v % 1000) / 10, nv / 10000, nv / 100 % 100, nv % 100);
 #else
     snprintf(buf, sizeof(buf), "CPU only (built without CUDA)");
 #endif
@@ -48,18 +50,50 @@ const char *mc_build_description(void)
 
 /* ---- the op table ---- */
 
-#define OP(f) {#f, offsetof(mc_backend_t, f)}
+#define OP(f)                                                                                      \
+    {                                                                                              \
+#f, offsetof(mc_backend_t, f)                                                              \
+    }
 static const struct {
     const char *name;
     size_t offset;
 } OPS[] = {
-    OP(alloc), OP(free), OP(memcpy_h2d), OP(memcpy_d2h), OP(memcpy_d2d), OP(memset0), OP(synchronize),
-    OP(convert), OP(gemm), OP(linear_forward), OP(linear_backward), OP(linear_gelu_forward),
-    OP(linear_backward_gelu), OP(embedding_forward),
-    OP(embedding_backward), OP(layernorm_forward), OP(add_layernorm_forward), OP(layernorm_backward_acc), OP(gelu_forward),
-    OP(gelu_backward), OP(dropout_forward), OP(dropout_backward), OP(attention_forward),
-    OP(attention_backward), OP(attention_sizes), OP(ce_max), OP(ce_sums), OP(ce_loss), OP(ce_backward),
-    OP(add), OP(add_inplace), OP(scale), OP(sumsq), OP(count_zeros), OP(has_nonfinite), OP(adam_step),
+    OP(alloc),
+    OP(free),
+    OP(memcpy_h2d),
+    OP(memcpy_d2h),
+    OP(memcpy_d2d),
+    OP(memset0),
+    OP(synchronize),
+    OP(convert),
+    OP(gemm),
+    OP(linear_forward),
+    OP(linear_backward),
+    OP(linear_gelu_forward),
+    OP(linear_backward_gelu),
+    OP(embedding_forward),
+    OP(embedding_backward),
+    OP(layernorm_forward),
+    OP(add_layernorm_forward),
+    OP(layernorm_backward_acc),
+    OP(gelu_forward),
+    OP(gelu_backward),
+    OP(dropout_forward),
+    OP(dropout_backward),
+    OP(attention_forward),
+    OP(attention_backward),
+    OP(attention_sizes),
+    OP(ce_max),
+    OP(ce_sums),
+    OP(ce_loss),
+    OP(ce_backward),
+    OP(add),
+    OP(add_inplace),
+    OP(scale),
+    OP(sumsq),
+    OP(count_zeros),
+    OP(has_nonfinite),
+    OP(adam_step),
 };
 #undef OP
 
@@ -84,7 +118,10 @@ const char *mc_backend_missing_op(const mc_backend_t *be)
 
 /* ---- GPUs per rank ---- */
 
-int mc_gpu_for_rank(int local_rank, int gpus) { return gpus > 0 && local_rank >= 0 ? local_rank % gpus : 0; }
+int mc_gpu_for_rank(int local_rank, int gpus)
+{
+    return gpus > 0 && local_rank >= 0 ? local_rank % gpus : 0;
+}
 
 int mc_ranks_per_gpu(int local_rank, int local_size, int gpus)
 {
@@ -99,7 +136,8 @@ int mc_backend_memory(const mc_backend_t *be, double *free_bytes, double *total_
 #ifdef MC_WITH_CUDA
     if (strcmp(be->name, "cuda") == 0) {
         size_t f = 0, t = 0;
-        if (cudaSetDevice(mc_cuda_backend_device(be)) != cudaSuccess || cudaMemGetInfo(&f, &t) != cudaSuccess) {
+        if (cudaSetDevice(mc_cuda_backend_device(be)) != cudaSuccess ||
+            cudaMemGetInfo(&f, &t) != cudaSuccess) {
             (void)cudaGetLastError();
             return -1;
         }
@@ -117,8 +155,8 @@ int mc_backend_memory(const mc_backend_t *be, double *free_bytes, double *total_
 
 #ifdef MC_WITH_CUDA
 /* The CUDA backend on this rank's GPU, or NULL with the reason in why_not. */
-static const mc_backend_t *start_cuda(int local_rank, int gpus, const char *asked, char *why, size_t n,
-                                      char *why_not, size_t wn)
+static const mc_backend_t *start_cuda(int local_rank, int gpus, const char *asked, char *why,
+                                      size_t n, char *why_not, size_t wn)
 {
     int dev = mc_gpu_for_rank(local_rank, gpus);
     char err[256];
@@ -138,28 +176,34 @@ static const mc_backend_t *start_cuda(int local_rank, int gpus, const char *aske
         snprintf(prop.name, sizeof(prop.name), "?");
         prop.totalGlobalMem = 0;
     }
-    snprintf(why, n, "cuda (%s; this rank drives GPU %d of %d visible, local rank %d modulo %d: %s, %.1f GiB)", asked,
-             dev, gpus, local_rank, gpus, prop.name, (double)prop.totalGlobalMem / (1024.0 * 1024 * 1024));
+    snprintf(
+        why, n,
+        "cuda (%s; this rank drives GPU %d of %d visible, local rank %d modulo %d: %s, %.1f GiB)",
+        asked, dev, gpus, local_rank, gpus, prop.name,
+        (double)prop.totalGlobalMem / (1024.0 * 1024 * 1024));
     return be;
 }
 #endif
 
-const mc_backend_t *mc_backend_select(const char *device, int cpu_threads, int local_rank, char *why, size_t n)
+const mc_backend_t *mc_backend_select(const char *device, int cpu_threads, int local_rank,
+                                      char *why, size_t n)
 {
     int gpus = mc_cuda_device_count();
     char reason[320] = "no CUDA device available";
     if (strcmp(device, "cuda") == 0) {
 #ifdef MC_WITH_CUDA
         if (gpus == 0)
-            mc_user_error("--device cuda: no CUDA device is visible to this process (check the driver and "
-                          "CUDA_VISIBLE_DEVICES, or use --device cpu)");
-        const mc_backend_t *be = start_cuda(local_rank, gpus, "requested by --device cuda", why, n, reason,
-                                            sizeof(reason));
+            mc_user_error(
+                "--device cuda: no CUDA device is visible to this process (check the driver and "
+                "CUDA_VISIBLE_DEVICES, or use --device cpu)");
+        const mc_backend_t *be = start_cuda(local_rank, gpus, "requested by --device cuda", why, n,
+                                            reason, sizeof(reason));
         if (!be) mc_user_error("--device cuda: %s (use --device cpu)", reason);
         return be;
 #else
-        mc_user_error("--device cuda: this megatron-c was built without CUDA (build it where nvcc is found, "
-                      "or use --device cpu)");
+        mc_user_error(
+            "--device cuda: this megatron-c was built without CUDA (build it where nvcc is found, "
+            "or use --device cpu)");
 #endif
     }
     if (strcmp(device, "cpu") == 0) {
@@ -168,7 +212,8 @@ const mc_backend_t *mc_backend_select(const char *device, int cpu_threads, int l
 #ifdef MC_WITH_CUDA
         char asked[64], why_not[256];
         snprintf(asked, sizeof(asked), "--device auto: %d GPU(s) visible", gpus);
-        const mc_backend_t *be = start_cuda(local_rank, gpus, asked, why, n, why_not, sizeof(why_not));
+        const mc_backend_t *be =
+            start_cuda(local_rank, gpus, asked, why, n, why_not, sizeof(why_not));
         if (be) return be;
         snprintf(reason, sizeof(reason), "%d GPU(s) visible, but %s", gpus, why_not);
 #endif
@@ -176,8 +221,10 @@ const mc_backend_t *mc_backend_select(const char *device, int cpu_threads, int l
     if (cpu_threads > 0) mc_cpu_set_threads(cpu_threads);
     const char *strict = mc_env_text(MC_ENV_TEST_STRICT_DEVICE);
     if (strict && strcmp(strict, "1") == 0) {
-        snprintf(why, n, "strict (MC_TEST_STRICT_DEVICE=1: the cpu backend on memory the host cannot access; %s)",
-                 reason);
+        snprintf(
+            why, n,
+            "strict (MC_TEST_STRICT_DEVICE=1: the cpu backend on memory the host cannot access; %s)",
+            reason);
         return mc_backend_strict();
     }
     snprintf(why, n, "cpu (%s; OpenBLAS with %d thread(s))", reason, openblas_get_num_threads());

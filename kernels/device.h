@@ -12,7 +12,8 @@
  * start, or a CUDA backend whose op table is incomplete) is a user error; "auto" then falls back
  * to the CPU and says why. cpu_threads > 0 sets the CPU backend's OpenBLAS thread count
  * (--cpu-threads). */
-const mc_backend_t *mc_backend_select(const char *device, int cpu_threads, int local_rank, char *why, size_t n);
+const mc_backend_t *mc_backend_select(const char *device, int cpu_threads, int local_rank,
+                                      char *why, size_t n);
 
 /* The strict backend (kernels/strict.c), a test double for a GPU: the CPU's ops on memory the
  * host cannot access. mc_backend_select returns it for "cpu" (and "auto" without a GPU) when

@@ -9,7 +9,15 @@
 #include <stdint.h>
 #include <string.h>
 
-typedef enum { MC_DT_F32, MC_DT_F64, MC_DT_I64, MC_DT_I32, MC_DT_U8, MC_DT_BF16, MC_DT_F16 } mc_dtype_t;
+typedef enum {
+    MC_DT_F32,
+    MC_DT_F64,
+    MC_DT_I64,
+    MC_DT_I32,
+    MC_DT_U8,
+    MC_DT_BF16,
+    MC_DT_F16
+} mc_dtype_t;
 
 size_t mc_dtype_size(mc_dtype_t dt);
 /* "fp32", "bf16", "fp16", ... for messages and the memory plan. */

@@ -11,7 +11,9 @@
 #define MC_HD static inline
 #endif
 
-typedef struct { uint32_t v[4]; } mc_philox_ctr_t;
+typedef struct {
+    uint32_t v[4];
+} mc_philox_ctr_t;
 
 MC_HD uint32_t mc_mulhilo32(uint32_t a, uint32_t b, uint32_t *hi)
 {

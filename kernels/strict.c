@@ -60,13 +60,17 @@ static void *T(const void *p, const char *op)
     int i = find(p);
     char *h = i >= 0 ? g_reg[i].host + ((const char *)p - g_reg[i].dev) : NULL;
     pthread_mutex_unlock(&g_mu);
-    if (!h) mc_fatal("strict device: %s was given host memory %p where the op table wants device memory", op, p);
+    if (!h)
+        mc_fatal(
+            "strict device: %s was given host memory %p where the op table wants device memory", op,
+            p);
     return h;
 }
 
 static void host_only(const void *p, const char *op)
 {
-    if (mc_strict_owns(p)) mc_fatal("strict device: %s was given device memory %p where it wants host memory", op, p);
+    if (mc_strict_owns(p))
+        mc_fatal("strict device: %s was given device memory %p where it wants host memory", op, p);
 }
 
 static const mc_backend_t *cpu(void) { return mc_backend_cpu(); }
@@ -77,7 +81,8 @@ static void *s_alloc(const mc_backend_t *be, size_t bytes)
 {
     (void)be;
     const size_t page = (size_t)sysconf(_SC_PAGESIZE);
-    const size_t len = (bytes + page - 1) / page * page + page; /* + a page: one past the end stays inside */
+    const size_t len =
+        (bytes + page - 1) / page * page + page; /* + a page: one past the end stays inside */
     int fd = memfd_create("mc-strict", MFD_CLOEXEC);
     if (fd < 0) return NULL;
     if (ftruncate(fd, (off_t)len) != 0) {
@@ -85,7 +90,8 @@ static void *s_alloc(const mc_backend_t *be, size_t bytes)
         return NULL;
     }
     char *dev = mmap(NULL, len, PROT_NONE, MAP_SHARED, fd, 0);
-    char *host = dev == MAP_FAILED ? MAP_FAILED : mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    char *host =
+        dev == MAP_FAILED ? MAP_FAILED : mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
     close(fd);
     if (dev == MAP_FAILED || host == MAP_FAILED) {
         if (dev != MAP_FAILED) munmap(dev, len);
@@ -158,176 +164,199 @@ static void s_sync(const mc_backend_t *be) { (void)be; }
 
 #define D(p) T((p), __func__ + 2)
 
-static void s_convert(const mc_backend_t *be, void *dst, mc_dtype_t ddt, const void *src, mc_dtype_t sdt, long n)
+static void s_convert(const mc_backend_t *be, void *dst, mc_dtype_t ddt, const void *src,
+                      mc_dtype_t sdt, long n)
 {
     (void)be;
     cpu()->convert(cpu(), D(dst), ddt, D(src), sdt, n);
 }
 
-static void s_gemm(const mc_backend_t *be, int ta, int tb, int M, int N, int K, float alpha, const float *A, int lda,
-                   const float *B, int ldb, float beta, float *C, int ldc)
+static void s_gemm(const mc_backend_t *be, int ta, int tb, int M, int N, int K, float alpha,
+                   const float *A, int lda, const float *B, int ldb, float beta, float *C, int ldc)
 {
     (void)be;
     cpu()->gemm(cpu(), ta, tb, M, N, K, alpha, D(A), lda, D(B), ldb, beta, D(C), ldc);
 }
 
-static void s_linear_forward(const mc_backend_t *be, mc_dtype_t dt, void *out, const void *in, const void *W,
-                             const void *bias, int N, int in_f, int out_f)
+static void s_linear_forward(const mc_backend_t *be, mc_dtype_t dt, void *out, const void *in,
+                             const void *W, const void *bias, int N, int in_f, int out_f)
 {
     (void)be;
     cpu()->linear_forward(cpu(), dt, D(out), D(in), D(W), D(bias), N, in_f, out_f);
 }
 
-static void s_linear_backward(const mc_backend_t *be, mc_dtype_t dt, mc_dtype_t gdt, void *din, void *dW, void *dbias,
-                              const void *dout, const void *in, const void *W, int N, int in_f, int out_f)
+static void s_linear_backward(const mc_backend_t *be, mc_dtype_t dt, mc_dtype_t gdt, void *din,
+                              void *dW, void *dbias, const void *dout, const void *in,
+                              const void *W, int N, int in_f, int out_f)
 {
     (void)be;
-    cpu()->linear_backward(cpu(), dt, gdt, D(din), D(dW), D(dbias), D(dout), D(in), D(W), N, in_f, out_f);
+    cpu()->linear_backward(cpu(), dt, gdt, D(din), D(dW), D(dbias), D(dout), D(in), D(W), N, in_f,
+                           out_f);
 }
 
-static void s_linear_gelu_forward(const mc_backend_t *be, mc_dtype_t dt, void *act, void *pre, const void *in,
-                                  const void *W, const void *bias, int N, int in_f, int out_f, int tanh_approx)
+static void s_linear_gelu_forward(const mc_backend_t *be, mc_dtype_t dt, void *act, void *pre,
+                                  const void *in, const void *W, const void *bias, int N, int in_f,
+                                  int out_f, int tanh_approx)
 {
     (void)be;
-    cpu()->linear_gelu_forward(cpu(), dt, D(act), D(pre), D(in), D(W), D(bias), N, in_f, out_f, tanh_approx);
+    cpu()->linear_gelu_forward(cpu(), dt, D(act), D(pre), D(in), D(W), D(bias), N, in_f, out_f,
+                               tanh_approx);
 }
 
-static void s_linear_backward_gelu(const mc_backend_t *be, mc_dtype_t dt, mc_dtype_t gdt, void *din, void *dW,
-                                   void *dbias, const void *dout, const void *act, const void *W, const void *pre,
-                                   int N, int in_f, int out_f, int tanh_approx)
+static void s_linear_backward_gelu(const mc_backend_t *be, mc_dtype_t dt, mc_dtype_t gdt, void *din,
+                                   void *dW, void *dbias, const void *dout, const void *act,
+                                   const void *W, const void *pre, int N, int in_f, int out_f,
+                                   int tanh_approx)
 {
     (void)be;
-    cpu()->linear_backward_gelu(cpu(), dt, gdt, D(din), D(dW), D(dbias), D(dout), D(act), D(W), D(pre), N, in_f,
-                                out_f, tanh_approx);
+    cpu()->linear_backward_gelu(cpu(), dt, gdt, D(din), D(dW), D(dbias), D(dout), D(act), D(W),
+                                D(pre), N, in_f, out_f, tanh_approx);
 }
 
-static void s_embedding_forward(const mc_backend_t *be, mc_dtype_t dt, void *out, const int32_t *tokens,
-                                const int32_t *positions, const void *wte, const void *wpe, int S, int B, int H,
-                                int vocab_start, int V)
+static void s_embedding_forward(const mc_backend_t *be, mc_dtype_t dt, void *out,
+                                const int32_t *tokens, const int32_t *positions, const void *wte,
+                                const void *wpe, int S, int B, int H, int vocab_start, int V)
 {
     (void)be;
-    cpu()->embedding_forward(cpu(), dt, D(out), D(tokens), D(positions), D(wte), D(wpe), S, B, H, vocab_start, V);
+    cpu()->embedding_forward(cpu(), dt, D(out), D(tokens), D(positions), D(wte), D(wpe), S, B, H,
+                             vocab_start, V);
 }
 
-static void s_embedding_backward(const mc_backend_t *be, mc_dtype_t dt, mc_dtype_t gdt, void *dwte, void *dwpe,
-                                 const void *dout, const int32_t *tokens, const int32_t *positions, int S, int B,
-                                 int H, int vocab_start, int V)
+static void s_embedding_backward(const mc_backend_t *be, mc_dtype_t dt, mc_dtype_t gdt, void *dwte,
+                                 void *dwpe, const void *dout, const int32_t *tokens,
+                                 const int32_t *positions, int S, int B, int H, int vocab_start,
+                                 int V)
 {
     (void)be;
-    cpu()->embedding_backward(cpu(), dt, gdt, D(dwte), D(dwpe), D(dout), D(tokens), D(positions), S, B, H,
-                              vocab_start, V);
+    cpu()->embedding_backward(cpu(), dt, gdt, D(dwte), D(dwpe), D(dout), D(tokens), D(positions), S,
+                              B, H, vocab_start, V);
 }
 
-static void s_layernorm_forward(const mc_backend_t *be, mc_dtype_t dt, void *out, float *mean, float *rstd,
-                                const void *x, const void *w, const void *b, int N, int C, float eps)
+static void s_layernorm_forward(const mc_backend_t *be, mc_dtype_t dt, void *out, float *mean,
+                                float *rstd, const void *x, const void *w, const void *b, int N,
+                                int C, float eps)
 {
     (void)be;
     cpu()->layernorm_forward(cpu(), dt, D(out), D(mean), D(rstd), D(x), D(w), D(b), N, C, eps);
 }
 
-static void s_add_layernorm_forward(const mc_backend_t *be, mc_dtype_t dt, void *sum, void *out, float *mean,
-                                    float *rstd, const void *a, const void *b, const void *w, const void *bias, int N,
-                                    int C, float eps)
+static void s_add_layernorm_forward(const mc_backend_t *be, mc_dtype_t dt, void *sum, void *out,
+                                    float *mean, float *rstd, const void *a, const void *b,
+                                    const void *w, const void *bias, int N, int C, float eps)
 {
     (void)be;
-    cpu()->add_layernorm_forward(cpu(), dt, D(sum), D(out), D(mean), D(rstd), D(a), D(b), D(w), D(bias), N, C, eps);
+    cpu()->add_layernorm_forward(cpu(), dt, D(sum), D(out), D(mean), D(rstd), D(a), D(b), D(w),
+                                 D(bias), N, C, eps);
 }
 
-static void s_layernorm_backward_acc(const mc_backend_t *be, mc_dtype_t dt, mc_dtype_t gdt, void *dx, void *dw,
-                                     void *db, const void *dout, const void *x, const void *w, const float *mean,
-                                     const float *rstd, int N, int C)
+static void s_layernorm_backward_acc(const mc_backend_t *be, mc_dtype_t dt, mc_dtype_t gdt,
+                                     void *dx, void *dw, void *db, const void *dout, const void *x,
+                                     const void *w, const float *mean, const float *rstd, int N,
+                                     int C)
 {
     (void)be;
-    cpu()->layernorm_backward_acc(cpu(), dt, gdt, D(dx), D(dw), D(db), D(dout), D(x), D(w), D(mean), D(rstd), N, C);
+    cpu()->layernorm_backward_acc(cpu(), dt, gdt, D(dx), D(dw), D(db), D(dout), D(x), D(w), D(mean),
+                                  D(rstd), N, C);
 }
 
-static void s_gelu_forward(const mc_backend_t *be, mc_dtype_t dt, void *out, const void *x, long n, int tanh_approx)
+static void s_gelu_forward(const mc_backend_t *be, mc_dtype_t dt, void *out, const void *x, long n,
+                           int tanh_approx)
 {
     (void)be;
     cpu()->gelu_forward(cpu(), dt, D(out), D(x), n, tanh_approx);
 }
 
-static void s_gelu_backward(const mc_backend_t *be, mc_dtype_t dt, void *dx, const void *dout, const void *x, long n,
-                            int tanh_approx)
+static void s_gelu_backward(const mc_backend_t *be, mc_dtype_t dt, void *dx, const void *dout,
+                            const void *x, long n, int tanh_approx)
 {
     (void)be;
     cpu()->gelu_backward(cpu(), dt, D(dx), D(dout), D(x), n, tanh_approx);
 }
 
-static void s_dropout_forward(const mc_backend_t *be, mc_dtype_t dt, void *out, const void *x, const mc_dropout_t *d,
-                              int d0, int B, int inner, int d0_offset, int inner_full, int inner_offset)
+static void s_dropout_forward(const mc_backend_t *be, mc_dtype_t dt, void *out, const void *x,
+                              const mc_dropout_t *d, int d0, int B, int inner, int d0_offset,
+                              int inner_full, int inner_offset)
 {
     (void)be;
     host_only(d, "dropout_forward's key");
-    cpu()->dropout_forward(cpu(), dt, D(out), D(x), d, d0, B, inner, d0_offset, inner_full, inner_offset);
+    cpu()->dropout_forward(cpu(), dt, D(out), D(x), d, d0, B, inner, d0_offset, inner_full,
+                           inner_offset);
 }
 
-static void s_dropout_backward(const mc_backend_t *be, mc_dtype_t dt, void *dx, const void *dout, const mc_dropout_t *d,
-                               int d0, int B, int inner, int d0_offset, int inner_full, int inner_offset)
+static void s_dropout_backward(const mc_backend_t *be, mc_dtype_t dt, void *dx, const void *dout,
+                               const mc_dropout_t *d, int d0, int B, int inner, int d0_offset,
+                               int inner_full, int inner_offset)
 {
     (void)be;
     host_only(d, "dropout_backward's key");
-    cpu()->dropout_backward(cpu(), dt, D(dx), D(dout), d, d0, B, inner, d0_offset, inner_full, inner_offset);
+    cpu()->dropout_backward(cpu(), dt, D(dx), D(dout), d, d0, B, inner, d0_offset, inner_full,
+                            inner_offset);
 }
 
-static void s_attention_forward(const mc_backend_t *be, mc_dtype_t dt, void *out, void *state, const void *qkv, int S,
-                                int B, int NH, int HD, const int32_t *segments, float scale, const mc_dropout_t *d,
+static void s_attention_forward(const mc_backend_t *be, mc_dtype_t dt, void *out, void *state,
+                                const void *qkv, int S, int B, int NH, int HD,
+                                const int32_t *segments, float scale, const mc_dropout_t *d,
                                 int head_offset, int NH_full)
 {
     (void)be;
     host_only(d, "attention_forward's dropout key");
-    cpu()->attention_forward(cpu(), dt, D(out), D(state), D(qkv), S, B, NH, HD, D(segments), scale, d, head_offset,
-                             NH_full);
+    cpu()->attention_forward(cpu(), dt, D(out), D(state), D(qkv), S, B, NH, HD, D(segments), scale,
+                             d, head_offset, NH_full);
 }
 
-static void s_attention_backward(const mc_backend_t *be, mc_dtype_t dt, void *dqkv, void *scratch, const void *dout,
-                                 const void *qkv, const void *out, const void *state, int S, int B, int NH, int HD,
-                                 const int32_t *segments, float scale, const mc_dropout_t *d, int head_offset,
-                                 int NH_full)
+static void s_attention_backward(const mc_backend_t *be, mc_dtype_t dt, void *dqkv, void *scratch,
+                                 const void *dout, const void *qkv, const void *out,
+                                 const void *state, int S, int B, int NH, int HD,
+                                 const int32_t *segments, float scale, const mc_dropout_t *d,
+                                 int head_offset, int NH_full)
 {
     (void)be;
     host_only(d, "attention_backward's dropout key");
-    cpu()->attention_backward(cpu(), dt, D(dqkv), D(scratch), D(dout), D(qkv), D(out), D(state), S, B, NH, HD,
-                              D(segments), scale, d, head_offset, NH_full);
+    cpu()->attention_backward(cpu(), dt, D(dqkv), D(scratch), D(dout), D(qkv), D(out), D(state), S,
+                              B, NH, HD, D(segments), scale, d, head_offset, NH_full);
 }
 
-static void s_attention_sizes(const mc_backend_t *be, mc_dtype_t dt, int S, int B, int NH, int HD, size_t *state_bytes,
-                              size_t *scratch_bytes)
+static void s_attention_sizes(const mc_backend_t *be, mc_dtype_t dt, int S, int B, int NH, int HD,
+                              size_t *state_bytes, size_t *scratch_bytes)
 {
     (void)be;
     cpu()->attention_sizes(cpu(), dt, S, B, NH, HD, state_bytes, scratch_bytes);
 }
 
-static void s_ce_max(const mc_backend_t *be, mc_dtype_t dt, float *rowmax, const void *logits, int N, int V)
+static void s_ce_max(const mc_backend_t *be, mc_dtype_t dt, float *rowmax, const void *logits,
+                     int N, int V)
 {
     (void)be;
     cpu()->ce_max(cpu(), dt, D(rowmax), D(logits), N, V);
 }
 
-static void s_ce_sums(const mc_backend_t *be, mc_dtype_t dt, float *sumexp, float *target_logit, const void *logits,
-                      const float *rowmax, const int32_t *targets, int S, int B, int V, int vocab_start)
+static void s_ce_sums(const mc_backend_t *be, mc_dtype_t dt, float *sumexp, float *target_logit,
+                      const void *logits, const float *rowmax, const int32_t *targets, int S, int B,
+                      int V, int vocab_start)
 {
     (void)be;
-    cpu()->ce_sums(cpu(), dt, D(sumexp), D(target_logit), D(logits), D(rowmax), D(targets), S, B, V, vocab_start);
+    cpu()->ce_sums(cpu(), dt, D(sumexp), D(target_logit), D(logits), D(rowmax), D(targets), S, B, V,
+                   vocab_start);
 }
 
-static void s_ce_loss(const mc_backend_t *be, float *losses, const float *rowmax, const float *sumexp,
-                      const float *target_logit, int S, int B)
+static void s_ce_loss(const mc_backend_t *be, float *losses, const float *rowmax,
+                      const float *sumexp, const float *target_logit, int S, int B)
 {
     (void)be;
     cpu()->ce_loss(cpu(), D(losses), D(rowmax), D(sumexp), D(target_logit), S, B);
 }
 
-static void s_ce_backward(const mc_backend_t *be, mc_dtype_t dt, void *dlogits, const void *logits, const float *rowmax,
-                          const float *sumexp, const int32_t *targets, const float *dloss, int S, int B, int V,
-                          int vocab_start)
+static void s_ce_backward(const mc_backend_t *be, mc_dtype_t dt, void *dlogits, const void *logits,
+                          const float *rowmax, const float *sumexp, const int32_t *targets,
+                          const float *dloss, int S, int B, int V, int vocab_start)
 {
     (void)be;
-    cpu()->ce_backward(cpu(), dt, D(dlogits), D(logits), D(rowmax), D(sumexp), D(targets), D(dloss), S, B, V,
-                       vocab_start);
+    cpu()->ce_backward(cpu(), dt, D(dlogits), D(logits), D(rowmax), D(sumexp), D(targets), D(dloss),
+                       S, B, V, vocab_start);
 }
 
-static void s_add(const mc_backend_t *be, mc_dtype_t dt, void *out, const void *a, const void *b, long n)
+static void s_add(const mc_backend_t *be, mc_dtype_t dt, void *out, const void *a, const void *b,
+                  long n)
 {
     (void)be;
     cpu()->add(cpu(), dt, D(out), D(a), D(b), n);
@@ -363,16 +392,22 @@ static int s_has_nonfinite(const mc_backend_t *be, mc_dtype_t dt, const void *x,
     return cpu()->has_nonfinite(cpu(), dt, D(x), n);
 }
 
-static void s_adam_step(const mc_backend_t *be, const mc_adam_tensor_t *t, int count, mc_dtype_t model_dt, float lr,
-                        float beta1, float beta2, float eps, int step)
+static void s_adam_step(const mc_backend_t *be, const mc_adam_tensor_t *t, int count,
+                        mc_dtype_t model_dt, float lr, float beta1, float beta2, float eps,
+                        int step)
 {
     (void)be;
     host_only(t, "adam_step's list");
     mc_adam_tensor_t *h = malloc((size_t)(count > 0 ? count : 1) * sizeof(*h));
     if (!h) mc_fatal("out of host memory");
     for (int i = 0; i < count; i++)
-        h[i] = (mc_adam_tensor_t){.p = D(t[i].p), .g = D(t[i].g), .m = D(t[i].m), .v = D(t[i].v),
-                                  .model = D(t[i].model), .n = t[i].n, .wd = t[i].wd};
+        h[i] = (mc_adam_tensor_t){.p = D(t[i].p),
+                                  .g = D(t[i].g),
+                                  .m = D(t[i].m),
+                                  .v = D(t[i].v),
+                                  .model = D(t[i].model),
+                                  .n = t[i].n,
+                                  .wd = t[i].wd};
     cpu()->adam_step(cpu(), h, count, model_dt, lr, beta1, beta2, eps, step);
     free(h);
 }

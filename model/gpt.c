@@ -14,7 +14,7 @@
 /* ---------------------------------------------------------------- memory */
 
 typedef struct {
-    mc_gpt_t *m;    /* NULL in the sizing pass */
+    mc_gpt_t *m; /* NULL in the sizing pass */
     long bytes;
     int failed;
 } alloc_ctx_t;
@@ -99,7 +99,8 @@ static void attention_bytes(const mc_gpt_t *m, long *state, long *scratch)
 {
     const mc_gpt_config_t *c = &m->cfg;
     size_t st, sc;
-    m->be->attention_sizes(m->be, c->dt, c->seq, c->max_batch, tp_dims(c).heads, c->head_dim, &st, &sc);
+    m->be->attention_sizes(m->be, c->dt, c->seq, c->max_batch, tp_dims(c).heads, c->head_dim, &st,
+                           &sc);
     *state = (long)st;
     *scratch = (long)sc;
 }
@@ -396,8 +397,12 @@ static void *tp_sum(mc_gpt_t *m, const tp_dims_t *t, void *partial, void *local,
 static mc_dropout_t dropout_site(const mc_gpt_t *m, uint32_t iteration, uint32_t layer,
                                  uint32_t site, uint64_t sample0, float p)
 {
-    mc_dropout_t d = {.seed = m->cfg.seed, .iteration = iteration, .layer = layer,
-                      .site = site, .sample0 = sample0, .p = p};
+    mc_dropout_t d = {.seed = m->cfg.seed,
+                      .iteration = iteration,
+                      .layer = layer,
+                      .site = site,
+                      .sample0 = sample0,
+                      .p = p};
     return d;
 }
 
@@ -424,17 +429,19 @@ static void forward_layer(mc_gpt_t *m, int j, uint32_t iteration, bool training,
     mc_layer_acts_t *a = &sl->acts[j];
     const mc_layer_ptrs_t *w = &m->p.layers[lj];
     void *x_out = j + 1 < ch->n_layers ? sl->acts[j + 1].x
-                   : recomputing        ? m->dx
-                   : ch->post           ? sl->x_final
-                                        : sl->out;
+                  : recomputing        ? m->dx
+                  : ch->post           ? sl->x_final
+                                       : sl->out;
     const uint32_t layer_no = (uint32_t)m->layer_no[lj] + 1;
 
     if (!m->ln_done) {
         params_needed(m, lj + 1);
-        be->layernorm_forward(be, dt, a->ln1, a->ln1_mean, a->ln1_rstd, a->x, w->ln1_w, w->ln1_b, Sl * B, H, c->eps);
+        be->layernorm_forward(be, dt, a->ln1, a->ln1_mean, a->ln1_rstd, a->x, w->ln1_w, w->ln1_b,
+                              Sl * B, H, c->eps);
     }
     m->ln_done = false;
-    be->linear_forward(be, dt, a->qkv, seq_gather(m, &t, a->ln1, NL), w->qkv_w, w->qkv_b, N, H, t.qkv);
+    be->linear_forward(be, dt, a->qkv, seq_gather(m, &t, a->ln1, NL), w->qkv_w, w->qkv_b, N, H,
+                       t.qkv);
     d = dropout_site(m, iteration, layer_no, MC_DROPOUT_SITE_ATTN_PROBS, sl->sample0, ap);
     be->attention_forward(be, dt, a->attn, a->attn_state, a->qkv, S, B, NH, HD, sl->segments,
                           1.0f / sqrtf((float)HD), &d, t.head_start, c->heads);
@@ -443,10 +450,11 @@ static void forward_layer(mc_gpt_t *m, int j, uint32_t iteration, bool training,
     d = dropout_site(m, iteration, layer_no, MC_DROPOUT_SITE_ATTN_OUT, sl->sample0, hp);
     be->dropout_forward(be, dt, y, y, &d, Sl, B, H, s0, H, 0);
     be->add_layernorm_forward(be, dt, a->x_mid, a->ln2, a->ln2_mean, a->ln2_rstd,
-                              c->post_ln_residual ? a->ln1 : a->x, y, w->ln2_w, w->ln2_b, Sl * B, H, c->eps);
+                              c->post_ln_residual ? a->ln1 : a->x, y, w->ln2_w, w->ln2_b, Sl * B, H,
+                              c->eps);
 
-    be->linear_gelu_forward(be, dt, a->act, a->fc1, seq_gather(m, &t, a->ln2, NL), w->fc1_w, w->fc1_b, N, H, F,
-                            c->gelu_tanh);
+    be->linear_gelu_forward(be, dt, a->act, a->fc1, seq_gather(m, &t, a->ln2, NL), w->fc1_w,
+                            w->fc1_b, N, H, F, c->gelu_tanh);
     be->linear_forward(be, dt, m->tmp_h, a->act, w->fc2_w, bias_here ? w->fc2_b : NULL, N, F, H);
     y = tp_sum(m, &t, m->tmp_h, m->dtmp_h, NL);
     d = dropout_site(m, iteration, layer_no, MC_DROPOUT_SITE_MLP_OUT, sl->sample0, hp);
@@ -458,13 +466,13 @@ static void forward_layer(mc_gpt_t *m, int j, uint32_t iteration, bool training,
         mc_layer_acts_t *na = &sl->acts[j + 1];
         const mc_layer_ptrs_t *nw = &m->p.layers[lj + 1];
         params_needed(m, lj + 2);
-        be->add_layernorm_forward(be, dt, x_out, na->ln1, na->ln1_mean, na->ln1_rstd, res, y, nw->ln1_w, nw->ln1_b,
-                                  Sl * B, H, c->eps);
+        be->add_layernorm_forward(be, dt, x_out, na->ln1, na->ln1_mean, na->ln1_rstd, res, y,
+                                  nw->ln1_w, nw->ln1_b, Sl * B, H, c->eps);
         m->ln_done = true;
     } else if (!recomputing && ch->post) {
         params_needed(m, m->n_local_layers + 1);
-        be->add_layernorm_forward(be, dt, x_out, sl->lnf, sl->lnf_mean, sl->lnf_rstd, res, y, m->p.lnf_w, m->p.lnf_b,
-                                  Sl * B, H, c->eps);
+        be->add_layernorm_forward(be, dt, x_out, sl->lnf, sl->lnf_mean, sl->lnf_rstd, res, y,
+                                  m->p.lnf_w, m->p.lnf_b, Sl * B, H, c->eps);
         m->ln_done = true;
     } else {
         be->add(be, dt, x_out, res, y, NL);
@@ -496,11 +504,12 @@ static void backward_layer(mc_gpt_t *m, int j, uint32_t iteration)
     /* ---- MLP block: x_out = res2 + dropout(fc2(gelu(fc1(ln2)))) ---- */
     d = dropout_site(m, iteration, layer_no, MC_DROPOUT_SITE_MLP_OUT, sample0, hp);
     be->dropout_backward(be, dt, m->dtmp_h, m->dres, &d, Sl, B, H, s0, H, 0);
-    be->linear_backward_gelu(be, dt, gdt, m->d_ffn, gw->fc2_w, gw->fc2_b, seq_gather(m, &t, m->dtmp_h, NHl),
-                             a->act, w->fc2_w, a->fc1, N, F, H, c->gelu_tanh);
+    be->linear_backward_gelu(be, dt, gdt, m->d_ffn, gw->fc2_w, gw->fc2_b,
+                             seq_gather(m, &t, m->dtmp_h, NHl), a->act, w->fc2_w, a->fc1, N, F, H,
+                             c->gelu_tanh);
     /* d ln2 into dx */
-    be->linear_backward(be, dt, gdt, dfull, gw->fc1_w, gw->fc1_b, m->d_ffn, seq_gather(m, &t, a->ln2, NHl),
-                        w->fc1_w, N, H, F);
+    be->linear_backward(be, dt, gdt, dfull, gw->fc1_w, gw->fc1_b, m->d_ffn,
+                        seq_gather(m, &t, a->ln2, NHl), w->fc1_w, N, H, F);
     tp_sum(m, &t, dfull, m->dx, NHl);
     if (c->post_ln_residual) {
         /* res2 = ln2: its gradient joins d ln2, and x_mid gets only the LN path */
@@ -508,15 +517,15 @@ static void backward_layer(mc_gpt_t *m, int j, uint32_t iteration)
         be->memset0(be, m->dres, (size_t)NHl * mc_dtype_size(dt));
     }
     /* dres (d x_mid) += LN2 backward */
-    be->layernorm_backward_acc(be, dt, gdt, m->dres, gw->ln2_w, gw->ln2_b, m->dx, a->x_mid, w->ln2_w,
-                               a->ln2_mean, a->ln2_rstd, NLr, H);
+    be->layernorm_backward_acc(be, dt, gdt, m->dres, gw->ln2_w, gw->ln2_b, m->dx, a->x_mid,
+                               w->ln2_w, a->ln2_mean, a->ln2_rstd, NLr, H);
 
     /* ---- attention block: x_mid = res1 + dropout(proj(attn(qkv(ln1)))) ---- */
     d = dropout_site(m, iteration, layer_no, MC_DROPOUT_SITE_ATTN_OUT, sample0, hp);
     be->dropout_backward(be, dt, m->dtmp_h, m->dres, &d, Sl, B, H, s0, H, 0);
     /* d attn into tmp_h (free during backward) */
-    be->linear_backward(be, dt, gdt, m->tmp_h, gw->proj_w, gw->proj_b, seq_gather(m, &t, m->dtmp_h, NHl),
-                        a->attn, w->proj_w, N, A, H);
+    be->linear_backward(be, dt, gdt, m->tmp_h, gw->proj_w, gw->proj_b,
+                        seq_gather(m, &t, m->dtmp_h, NHl), a->attn, w->proj_w, N, A, H);
     d = dropout_site(m, iteration, layer_no, MC_DROPOUT_SITE_ATTN_PROBS, sample0, ap);
     /* selective recomputation: core attention again (its output into dtmp_h, free here, which
      * the backward then reads as the forward's output) */
@@ -530,8 +539,8 @@ static void backward_layer(mc_gpt_t *m, int j, uint32_t iteration)
                            a->attn_state, S, B, NH, HD, sl->segments, 1.0f / sqrtf((float)HD), &d,
                            t.head_start, c->heads);
     /* tmp_h (d attn) is consumed: it may take the whole-sequence d ln1 */
-    be->linear_backward(be, dt, gdt, dfull, gw->qkv_w, gw->qkv_b, m->d_qkv, seq_gather(m, &t, a->ln1, NHl),
-                        w->qkv_w, N, H, t.qkv);
+    be->linear_backward(be, dt, gdt, dfull, gw->qkv_w, gw->qkv_b, m->d_qkv,
+                        seq_gather(m, &t, a->ln1, NHl), w->qkv_w, N, H, t.qkv);
     tp_sum(m, &t, dfull, m->dx, NHl);
     if (c->post_ln_residual) {
         be->add_inplace(be, dt, m->dx, m->dres, NHl);
@@ -559,7 +568,7 @@ void mc_gpt_forward_chunk(mc_gpt_t *m, int c, int k, const mc_microbatch_t *mb, 
     const mc_chunk_cfg_t *ch = &cf->chunk[c];
     const tp_dims_t t = tp_dims(cf);
     const int S = cf->seq, B = mb->b, H = cf->hidden, N = S * B, Sl = t.seq, s0 = t.seq_start;
-    const long NL = (long)Sl * B * H; /* elements of a sequence-local [s, b, h] activation */
+    const long NL = (long)Sl * B * H;        /* elements of a sequence-local [s, b, h] activation */
     const bool bias_here = cf->tp_rank == 0; /* the position embedding joins once, before the sum */
     const float hp = training ? cf->hidden_dropout : 0.0f;
     const mc_dtype_t dt = cf->dt;
@@ -590,8 +599,8 @@ void mc_gpt_forward_chunk(mc_gpt_t *m, int c, int k, const mc_microbatch_t *mb, 
          * joins once */
         params_needed(m, 0);
         void *e = t.sp ? m->tmp_h : sl->in;
-        be->embedding_forward(be, dt, e, sl->tokens, sl->positions, m->p.wte, bias_here ? m->p.wpe : NULL,
-                              S, B, H, t.vocab_start, t.vocab);
+        be->embedding_forward(be, dt, e, sl->tokens, sl->positions, m->p.wte,
+                              bias_here ? m->p.wpe : NULL, S, B, H, t.vocab_start, t.vocab);
         tp_sum(m, &t, e, sl->in, NL);
         mc_dropout_t d = dropout_site(m, iteration, 0, MC_DROPOUT_SITE_EMBEDDING, mb->sample0, hp);
         be->dropout_forward(be, dt, sl->in, sl->in, &d, Sl, B, H, s0, H, 0);
@@ -611,12 +620,13 @@ void mc_gpt_forward_chunk(mc_gpt_t *m, int c, int k, const mc_microbatch_t *mb, 
                               m->p.lnf_b, Sl * B, H, cf->eps);
     }
     m->ln_done = false;
-    be->linear_forward(be, dt, sl->logits, seq_gather(m, &t, sl->lnf, NL), m->p.out_w, NULL, N, H, t.vocab);
+    be->linear_forward(be, dt, sl->logits, seq_gather(m, &t, sl->lnf, NL), m->p.out_w, NULL, N, H,
+                       t.vocab);
     /* vocab-parallel cross-entropy in fp32: global max, then global sum-exp and predicted logit */
     be->ce_max(be, dt, sl->ce_max, sl->logits, N, t.vocab);
     tp_reduce(m, sl->ce_max, N, MC_DT_F32, MC_OP_MAX);
-    be->ce_sums(be, dt, sl->ce_sum, sl->ce_target, sl->logits, sl->ce_max, sl->labels, S, B, t.vocab,
-                t.vocab_start);
+    be->ce_sums(be, dt, sl->ce_sum, sl->ce_target, sl->logits, sl->ce_max, sl->labels, S, B,
+                t.vocab, t.vocab_start);
     tp_reduce(m, sl->ce_sum, 2L * N, MC_DT_F32, MC_OP_SUM);
     be->ce_loss(be, sl->losses, sl->ce_max, sl->ce_sum, sl->ce_target, S, B);
 
@@ -639,7 +649,8 @@ void mc_gpt_reduce_sequence_parallel_grads(mc_gpt_t *m)
     if (!(m->cfg.sequence_parallel && m->cfg.tp > 1)) return;
     for (int i = 0; i < m->n_params; i++)
         if (m->params[i].seq_parallel)
-            tp_reduce(m, mc_gpt_grad_at(m, m->params[i].offset), m->params[i].numel, m->cfg.gdt, MC_OP_SUM);
+            tp_reduce(m, mc_gpt_grad_at(m, m->params[i].offset), m->params[i].numel, m->cfg.gdt,
+                      MC_OP_SUM);
 }
 
 void mc_gpt_backward_chunk(mc_gpt_t *m, int c, int k, uint32_t iteration, float weight)
@@ -662,10 +673,10 @@ void mc_gpt_backward_chunk(mc_gpt_t *m, int c, int k, uint32_t iteration, float 
         /* d objective / d loss[b,s] = mask * weight, times the loss scale (Megatron's scale_loss) */
         be->memcpy_d2d(be, m->dloss, sl->loss_mask, (size_t)N * sizeof(float));
         be->scale(be, MC_DT_F32, m->dloss, weight * m->loss_scale, N);
-        be->ce_backward(be, dt, sl->logits, sl->logits, sl->ce_max, sl->ce_sum, sl->labels, m->dloss, S,
-                        B, t.vocab, t.vocab_start);
-        be->linear_backward(be, dt, gdt, dfull, m->g.out_w, NULL, sl->logits, seq_gather(m, &t, sl->lnf, NHl),
-                            m->p.out_w, N, H, t.vocab);
+        be->ce_backward(be, dt, sl->logits, sl->logits, sl->ce_max, sl->ce_sum, sl->labels,
+                        m->dloss, S, B, t.vocab, t.vocab_start);
+        be->linear_backward(be, dt, gdt, dfull, m->g.out_w, NULL, sl->logits,
+                            seq_gather(m, &t, sl->lnf, NHl), m->p.out_w, N, H, t.vocab);
         tp_sum(m, &t, dfull, m->dx, NHl); /* column-parallel (vocab) input gradient */
         /* dx now holds d lnf; the final LN backward accumulates into dres (= d x_final) */
         be->memset0(be, m->dres, hb);
@@ -694,8 +705,8 @@ void mc_gpt_backward_chunk(mc_gpt_t *m, int c, int k, uint32_t iteration, float 
     /* embedding: x0 = dropout(wte[tok] + wpe[pos]) */
     mc_dropout_t d = dropout_site(m, iteration, 0, MC_DROPOUT_SITE_EMBEDDING, sl->sample0, hp);
     be->dropout_backward(be, dt, m->dres, m->dres, &d, Sl, B, H, s0, H, 0);
-    be->embedding_backward(be, dt, gdt, m->g.wte, m->g.wpe, seq_gather(m, &t, m->dres, NHl), sl->tokens,
-                           sl->positions, S, B, H, t.vocab_start, t.vocab);
+    be->embedding_backward(be, dt, gdt, m->g.wte, m->g.wpe, seq_gather(m, &t, m->dres, NHl),
+                           sl->tokens, sl->positions, S, B, H, t.vocab_start, t.vocab);
     grads_final(m, 0);
 }
 

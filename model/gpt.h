@@ -33,7 +33,7 @@ typedef enum {
 /* One model chunk of this rank (a virtual pipeline stage). */
 typedef struct {
     int first_layer, n_layers; /* global layers [first_layer, first_layer + n_layers) */
-    bool pre, post;            /* embedding (first virtual stage) / final norm, output, loss (last) */
+    bool pre, post; /* embedding (first virtual stage) / final norm, output, loss (last) */
 } mc_chunk_cfg_t;
 
 /* Slot groups: the chunks without the loss, and the chunk with it. */
@@ -41,14 +41,14 @@ typedef struct {
 
 typedef struct {
     int num_layers, hidden, heads, head_dim, ffn; /* num_layers: the whole model's */
-    int seq, max_batch;       /* activations are planned for max_batch sequences */
-    int vocab;                /* padded vocabulary */
+    int seq, max_batch; /* activations are planned for max_batch sequences */
+    int vocab;          /* padded vocabulary */
     int max_pos;
     float eps;
-    bool bias;                /* add_bias_linear */
-    bool tied;                /* output layer shares the word embeddings */
-    bool gelu_tanh;           /* Megatron's bias_gelu_impl; else erf GeLU */
-    bool post_ln_residual;    /* --apply-residual-connection-post-layernorm */
+    bool bias;             /* add_bias_linear */
+    bool tied;             /* output layer shares the word embeddings */
+    bool gelu_tanh;        /* Megatron's bias_gelu_impl; else erf GeLU */
+    bool post_ln_residual; /* --apply-residual-connection-post-layernorm */
     float hidden_dropout, attention_dropout;
     float init_std, embedding_init_std;
     uint64_t seed;
@@ -63,7 +63,10 @@ typedef struct {
     int slots[MC_SLOT_GROUPS]; /* activation slots per group (microbatch x chunk in flight) */
 } mc_gpt_config_t;
 
-static inline int mc_gpt_slot_group(const mc_gpt_config_t *c, int chunk) { return c->chunk[chunk].post ? 1 : 0; }
+static inline int mc_gpt_slot_group(const mc_gpt_config_t *c, int chunk)
+{
+    return c->chunk[chunk].post ? 1 : 0;
+}
 
 /* How a parameter is split over the tp ranks (Megatron's tensor_model_parallel attribute). */
 typedef enum {
@@ -77,20 +80,20 @@ typedef enum {
 typedef struct {
     char name[96];
     int ndim;
-    int64_t shape[2];  /* full, unsharded */
+    int64_t shape[2]; /* full, unsharded */
     mc_split_t split;
     int64_t local[2];  /* this rank's slice */
     long numel;        /* of the slice */
     bool seq_parallel; /* a LayerNorm parameter under sequence parallelism: its gradient is a
                           partial sum over this rank's sequence rows, summed over tp per step */
-    long offset;      /* element offset in the flat parameter / gradient buffers */
-    float init_std;   /* > 0: N(0, std); otherwise the constant init_value */
+    long offset;       /* element offset in the flat parameter / gradient buffers */
+    float init_std;    /* > 0: N(0, std); otherwise the constant init_value */
     float init_value;
-    bool no_wd;       /* Megatron's no-decay group: biases and 1-D params */
+    bool no_wd;            /* Megatron's no-decay group: biases and 1-D params */
     bool shared_embedding; /* tied word embedding split across pipeline stages (Megatron's
                               shared_embedding): the first stage's word embeddings and the last
                               stage's output_layer copy, gradients all-reduced between them */
-    bool shared;      /* the last stage's copy: left out of norms and zero counts (Megatron's
+    bool shared;           /* the last stage's copy: left out of norms and zero counts (Megatron's
                          param_is_not_shared) */
 } mc_param_t;
 
@@ -109,39 +112,39 @@ typedef struct {
 /* Saved activations of one layer for the backward pass ([s, b, *] layout), of type cfg.dt but
  * the LayerNorm statistics (fp32). x of a chunk's first layer is the slot's input. */
 typedef struct {
-    void *x;           /* layer input (residual stream) [S*B*H] */
+    void *x; /* layer input (residual stream) [S*B*H] */
     void *ln1;
     float *ln1_mean, *ln1_rstd;
-    void *qkv;         /* [S*B*3H] */
-    void *attn_state;  /* what the backend's attention backward needs (the CPU's probabilities) */
-    void *attn;        /* [S*B*H] */
-    void *x_mid;       /* residual stream after attention */
+    void *qkv;        /* [S*B*3H] */
+    void *attn_state; /* what the backend's attention backward needs (the CPU's probabilities) */
+    void *attn;       /* [S*B*H] */
+    void *x_mid;      /* residual stream after attention */
     void *ln2;
     float *ln2_mean, *ln2_rstd;
-    void *fc1;         /* pre-activation [S*B*FFN] */
-    void *act;         /* GeLU output [S*B*FFN] */
+    void *fc1; /* pre-activation [S*B*FFN] */
+    void *act; /* GeLU output [S*B*FFN] */
 } mc_layer_acts_t;
 
 /* One microbatch's activations through one chunk. */
 typedef struct {
-    int batch;                            /* rows of the microbatch */
-    uint64_t sample0;                     /* its first global sample index (dropout key) */
-    int32_t *tokens, *positions;          /* [B*S] (pre chunk) */
-    int32_t *labels;                      /* [B*S] (post chunk) */
-    float *loss_mask;                     /* [B*S] (post chunk) */
-    int32_t *segments_buf;                /* [B*S]: per-document attention (--reset-attention-mask) */
-    const int32_t *segments;              /* segments_buf for such a microbatch, else NULL */
+    int batch;                   /* rows of the microbatch */
+    uint64_t sample0;            /* its first global sample index (dropout key) */
+    int32_t *tokens, *positions; /* [B*S] (pre chunk) */
+    int32_t *labels;             /* [B*S] (post chunk) */
+    float *loss_mask;            /* [B*S] (post chunk) */
+    int32_t *segments_buf;       /* [B*S]: per-document attention (--reset-attention-mask) */
+    const int32_t *segments;     /* segments_buf for such a microbatch, else NULL */
     /* activations and their gradients are of type cfg.dt */
-    void *in;      /* chunk input [S/tp-if-SP, B, H]: received or the embedding output; after the
+    void *in;   /* chunk input [S/tp-if-SP, B, H]: received or the embedding output; after the
                       backward, the gradient w.r.t. it (what is sent to the previous stage) */
-    void *out;     /* chunk output (not post): the next layer's input, sent to the next stage */
-    void *dout;    /* gradient w.r.t. the output, received from the next stage (not post) */
-    mc_layer_acts_t *acts;                /* [n_layers]; recomputed layers point into m->rc */
-    void *x_final, *lnf;                  /* post chunk */
+    void *out;  /* chunk output (not post): the next layer's input, sent to the next stage */
+    void *dout; /* gradient w.r.t. the output, received from the next stage (not post) */
+    mc_layer_acts_t *acts; /* [n_layers]; recomputed layers point into m->rc */
+    void *x_final, *lnf;   /* post chunk */
     float *lnf_mean, *lnf_rstd;
-    void *logits;                         /* [S*B*V/tp], reused for dlogits */
-    float *ce_max, *ce_sum, *ce_target;   /* [S*B] vocab-parallel loss statistics */
-    float *losses;                        /* [B*S] */
+    void *logits;                       /* [S*B*V/tp], reused for dlogits */
+    float *ce_max, *ce_sum, *ce_target; /* [S*B] vocab-parallel loss statistics */
+    float *losses;                      /* [B*S] */
 } mc_gpt_slot_t;
 
 /* Called with a range of parameter table indices [first, first + n). */
@@ -153,13 +156,13 @@ typedef struct {
 
     int n_params;
     mc_param_t *params;
-    long n_elems;              /* flat buffer length (parameters and padding) */
-    int params_per_layer;      /* table: the embeddings (pre chunk), each local layer in chunk
+    long n_elems;                    /* flat buffer length (parameters and padding) */
+    int params_per_layer;            /* table: the embeddings (pre chunk), each local layer in chunk
                                   order, then the final norm and the output layer when untied
                                   or on a stage without the embedding (post chunk) */
-    int layer_param0;          /* table index of the first layer's first parameter (0 or 2) */
-    int n_local_layers;        /* layers on this rank, chunk after chunk */
-    int *layer_no;             /* [n_local_layers]: global layer index of each */
+    int layer_param0;                /* table index of the first layer's first parameter (0 or 2) */
+    int n_local_layers;              /* layers on this rank, chunk after chunk */
+    int *layer_no;                   /* [n_local_layers]: global layer index of each */
     int chunk_local0[MC_MAX_CHUNKS]; /* local index of each chunk's first layer */
     /* Data-parallel hooks (parallel/grads.c), NULL when unused. grads_final: during backward, the
      * gradients of these parameters are complete for this microbatch. params_needed: in forward,
@@ -173,23 +176,23 @@ typedef struct {
      * loss run over tp_group (NULL with tp = 1). */
     mc_comm_t *comm;
     mc_group_t *tp_group;
-    void *param_buf, *grad_buf;   /* of types cfg.dt and cfg.gdt */
+    void *param_buf, *grad_buf; /* of types cfg.dt and cfg.gdt */
     mc_gpt_ptrs_t p, g;
 
     /* activations: slots[g][k] is slot k of group g; cur is the one in flight */
     mc_gpt_slot_t *slots[MC_SLOT_GROUPS];
     mc_gpt_slot_t *cur;
     int cur_chunk;
-    float *dloss;                         /* [B*S] */
-    float loss_scale;                     /* the backward starts from the loss times this (fp16) */
-    mc_layer_acts_t *rc;                  /* full recomputation: buffers of one recomputed chunk */
-    void *state_scratch;                  /* selective recomputation: one layer's attention state */
+    float *dloss;        /* [B*S] */
+    float loss_scale;    /* the backward starts from the loss times this (fp16) */
+    mc_layer_acts_t *rc; /* full recomputation: buffers of one recomputed chunk */
+    void *state_scratch; /* selective recomputation: one layer's attention state */
     /* backward workspace (type cfg.dt; attn_scratch is the backend's) */
     void *tmp_h, *dx, *dres, *dtmp_h, *d_ffn, *d_qkv, *attn_scratch;
-    void *gath;                           /* [S*B*H] gathered sequence (sequence parallelism) */
-    void **bufs;                          /* every activation/workspace buffer, for freeing */
+    void *gath;  /* [S*B*H] gathered sequence (sequence parallelism) */
+    void **bufs; /* every activation/workspace buffer, for freeing */
     int n_bufs, cap_bufs;
-    float *host_losses;                   /* [B*S] host copy for the loss reduction */
+    float *host_losses; /* [B*S] host copy for the loss reduction */
 } mc_gpt_t;
 
 /* A microbatch as the dataset yields it: [b, s] row-major, on the host. */
@@ -198,7 +201,7 @@ typedef struct {
     const int32_t *tokens, *labels, *positions;
     const float *loss_mask;
     const int32_t *segments; /* [b, s] document numbers for --reset-attention-mask, or NULL */
-    uint64_t sample0;  /* global index of row 0, keys dropout masks */
+    uint64_t sample0;        /* global index of row 0, keys dropout masks */
 } mc_microbatch_t;
 
 void mc_gpt_config_from_args(mc_gpt_config_t *cfg, const mc_args_t *args);
@@ -223,8 +226,14 @@ const mc_param_t *mc_gpt_find_param(const mc_gpt_t *m, const char *name);
  * table. */
 void mc_gpt_bind_ptrs(const mc_gpt_t *m, void *base, mc_dtype_t dt, mc_gpt_ptrs_t *out);
 /* Element `offset` of the parameter or gradient buffer. */
-static inline void *mc_gpt_param_at(const mc_gpt_t *m, long offset) { return mc_elem(m->param_buf, m->cfg.dt, offset); }
-static inline void *mc_gpt_grad_at(const mc_gpt_t *m, long offset) { return mc_elem(m->grad_buf, m->cfg.gdt, offset); }
+static inline void *mc_gpt_param_at(const mc_gpt_t *m, long offset)
+{
+    return mc_elem(m->param_buf, m->cfg.dt, offset);
+}
+static inline void *mc_gpt_grad_at(const mc_gpt_t *m, long offset)
+{
+    return mc_elem(m->grad_buf, m->cfg.gdt, offset);
+}
 
 /* Element i of the full tensor `name` drawn from N(0, std), keyed only by (seed, name, i):
  * fills dst[0..count) with elements [start, start+count). */

@@ -19,7 +19,7 @@ void mc_gpt_config_from_args(mc_gpt_config_t *c, const mc_args_t *a)
     c->ffn = a->ffn_hidden_size;
     c->seq = a->seq_length;
     c->max_batch = a->micro_batch_size > a->eval_micro_batch_size ? a->micro_batch_size
-                                                                   : a->eval_micro_batch_size;
+                                                                  : a->eval_micro_batch_size;
     c->vocab = a->padded_vocab_size;
     c->max_pos = a->max_position_embeddings;
     c->eps = (float)a->norm_epsilon;
@@ -40,13 +40,13 @@ void mc_gpt_config_from_args(mc_gpt_config_t *c, const mc_args_t *a)
     c->tp_rank = 0; /* the trainer sets this rank's */
     c->sequence_parallel = a->sequence_parallel && c->tp > 1;
     c->recompute = strcmp(a->recompute_granularity, "selective") == 0 ? MC_RECOMPUTE_SELECTIVE
-                   : strcmp(a->recompute_granularity, "full") != 0 ? MC_RECOMPUTE_NONE
-                   : strcmp(a->recompute_method, "block") == 0     ? MC_RECOMPUTE_FULL_BLOCK
-                                                                   : MC_RECOMPUTE_FULL_UNIFORM;
+                   : strcmp(a->recompute_granularity, "full") != 0    ? MC_RECOMPUTE_NONE
+                   : strcmp(a->recompute_method, "block") == 0        ? MC_RECOMPUTE_FULL_BLOCK
+                                                                      : MC_RECOMPUTE_FULL_UNIFORM;
     c->recompute_num_layers = a->recompute_num_layers;
     c->n_chunks = 1;
-    c->chunk[0] = (mc_chunk_cfg_t){.first_layer = 0, .n_layers = c->num_layers, .pre = true,
-                                   .post = true};
+    c->chunk[0] =
+        (mc_chunk_cfg_t){.first_layer = 0, .n_layers = c->num_layers, .pre = true, .post = true};
     c->slots[0] = 0;
     c->slots[1] = 1;
 }
@@ -69,7 +69,8 @@ static mc_param_t *add_param(mc_gpt_t *m, int *cap, const char *name, int64_t d0
     p->local[0] = p->split == MC_SPLIT_ROWS ? d0 / m->cfg.tp : d0;
     p->local[1] = p->split == MC_SPLIT_COLS ? d1 / m->cfg.tp : d1;
     p->numel = (long)(d1 ? p->local[0] * p->local[1] : p->local[0]);
-    p->seq_parallel = m->cfg.sequence_parallel && m->cfg.tp > 1 && strstr(name, "layernorm") != NULL;
+    p->seq_parallel =
+        m->cfg.sequence_parallel && m->cfg.tp > 1 && strstr(name, "layernorm") != NULL;
     p->offset = m->n_elems;
     p->init_std = std;
     p->init_value = value;
@@ -106,7 +107,8 @@ void mc_gpt_build_params(mc_gpt_t *m, const mc_gpt_config_t *cfg)
     m->layer_no = malloc((size_t)(m->n_local_layers ? m->n_local_layers : 1) * sizeof(int));
     if (!m->layer_no) mc_fatal("out of host memory building the parameter table");
     for (int k = 0, j = 0; k < c->n_chunks; k++)
-        for (int i = 0; i < c->chunk[k].n_layers; i++) m->layer_no[j++] = c->chunk[k].first_layer + i;
+        for (int i = 0; i < c->chunk[k].n_layers; i++)
+            m->layer_no[j++] = c->chunk[k].first_layer + i;
 
     const int L = c->num_layers, H = c->hidden, F = c->ffn;
     const int QKV = 3 * c->heads * c->head_dim, A = c->heads * c->head_dim;
@@ -128,10 +130,10 @@ void mc_gpt_build_params(mc_gpt_t *m, const mc_gpt_config_t *cfg)
     m->layer_param0 = m->n_params;
     for (int j = 0; j < m->n_local_layers; j++) {
         const int l = m->layer_no[j];
-#define P(suffix, d0, d1, split, std, val)                                             \
-    do {                                                                               \
-        snprintf(n, sizeof(n), "decoder.layers.%d.%s", l, suffix);                     \
-        add_param(m, &cap, n, d0, d1, split, std, val);                                \
+#define P(suffix, d0, d1, split, std, val)                                                         \
+    do {                                                                                           \
+        snprintf(n, sizeof(n), "decoder.layers.%d.%s", l, suffix);                                 \
+        add_param(m, &cap, n, d0, d1, split, std, val);                                            \
     } while (0)
         /* Megatron's ColumnParallelLinear (qkv, fc1) splits output rows; RowParallelLinear
          * (proj, fc2) splits input columns and keeps its bias whole */
@@ -149,7 +151,8 @@ void mc_gpt_build_params(mc_gpt_t *m, const mc_gpt_config_t *cfg)
         if (c->bias) P("mlp.linear_fc2.bias", H, 0, MC_SPLIT_NONE, 0, 0.0f);
 #undef P
     }
-    m->params_per_layer = m->n_local_layers ? (m->n_params - m->layer_param0) / m->n_local_layers : 0;
+    m->params_per_layer =
+        m->n_local_layers ? (m->n_params - m->layer_param0) / m->n_local_layers : 0;
     if (post) {
         add_param(m, &cap, "decoder.final_layernorm.weight", H, 0, MC_SPLIT_NONE, 0, 1.0f);
         add_param(m, &cap, "decoder.final_layernorm.bias", H, 0, MC_SPLIT_NONE, 0, 0.0f);
@@ -158,7 +161,8 @@ void mc_gpt_build_params(mc_gpt_t *m, const mc_gpt_config_t *cfg)
         } else if (shared) {
             /* Megatron zero-fills the last stage's copy and all-reduces it over the embedding
              * group, which makes it the first stage's initial word embeddings */
-            mc_param_t *o = add_param(m, &cap, "output_layer.weight", c->vocab, H, MC_SPLIT_ROWS, 0, 0);
+            mc_param_t *o =
+                add_param(m, &cap, "output_layer.weight", c->vocab, H, MC_SPLIT_ROWS, 0, 0);
             o->shared_embedding = o->shared = true;
         }
     }
@@ -187,15 +191,16 @@ void mc_gpt_bind_ptrs(const mc_gpt_t *m, void *base, mc_dtype_t dt, mc_gpt_ptrs_
     out->lnf_b = at(m, base, dt, "decoder.final_layernorm.bias");
     out->out_w = at(m, base, dt, "output_layer.weight");
     if (!out->out_w) out->out_w = out->wte; /* tied, on the stage with the embedding */
-    out->layers = calloc((size_t)(m->n_local_layers ? m->n_local_layers : 1), sizeof(mc_layer_ptrs_t));
+    out->layers =
+        calloc((size_t)(m->n_local_layers ? m->n_local_layers : 1), sizeof(mc_layer_ptrs_t));
     if (!out->layers) mc_fatal("out of host memory");
     for (int j = 0; j < m->n_local_layers; j++) {
         const int l = m->layer_no[j];
         mc_layer_ptrs_t *lp = &out->layers[j];
-#define B(field, suffix)                                                               \
-    do {                                                                               \
-        snprintf(n, sizeof(n), "decoder.layers.%d.%s", l, suffix);                     \
-        lp->field = at(m, base, dt, n);                                                    \
+#define B(field, suffix)                                                                           \
+    do {                                                                                           \
+        snprintf(n, sizeof(n), "decoder.layers.%d.%s", l, suffix);                                 \
+        lp->field = at(m, base, dt, n);                                                            \
     } while (0)
         B(ln1_w, "input_layernorm.weight");
         B(ln1_b, "input_layernorm.bias");

@@ -11,7 +11,8 @@ void mc_opt_segments_full(const mc_gpt_t *m, mc_opt_seg_t **segs, int *n, long *
     if (!*segs) mc_fatal("out of host memory");
     for (int i = 0; i < m->n_params; i++) {
         const mc_param_t *p = &m->params[i];
-        (*segs)[i] = (mc_opt_seg_t){.off = p->offset, .state_off = p->offset, .len = p->numel, .param = i};
+        (*segs)[i] =
+            (mc_opt_seg_t){.off = p->offset, .state_off = p->offset, .len = p->numel, .param = i};
     }
     *n = m->n_params;
     *state_len = m->n_elems;
@@ -151,7 +152,8 @@ double mc_params_sumsq(const mc_gpt_t *m)
     double s = 0;
     for (int i = 0; i < m->n_params; i++)
         if (counted_here(m, i))
-            s += m->be->sumsq(m->be, m->cfg.dt, mc_gpt_param_at(m, m->params[i].offset), m->params[i].numel);
+            s += m->be->sumsq(m->be, m->cfg.dt, mc_gpt_param_at(m, m->params[i].offset),
+                              m->params[i].numel);
     return s;
 }
 
@@ -183,11 +185,14 @@ void mc_adam_step(mc_adam_t *opt, double lr, double wd)
     for (int i = 0; i < opt->n_segs; i++) {
         const mc_opt_seg_t *s = &opt->segs[i];
         opt->step_list[i] = (mc_adam_tensor_t){
-            .p = mc_opt_param(opt, s), .g = mc_opt_grad(opt, s),
-            .m = opt->exp_avg + s->state_off, .v = opt->exp_avg_sq + s->state_off,
+            .p = mc_opt_param(opt, s),
+            .g = mc_opt_grad(opt, s),
+            .m = opt->exp_avg + s->state_off,
+            .v = opt->exp_avg_sq + s->state_off,
             /* Megatron's _copy_main_params_to_model_params, in the same pass */
             .model = opt->master ? mc_gpt_param_at(m, s->off) : NULL,
-            .n = s->len, .wd = m->params[s->param].no_wd ? 0.0f : (float)wd,
+            .n = s->len,
+            .wd = m->params[s->param].no_wd ? 0.0f : (float)wd,
         };
     }
     m->be->adam_step(m->be, opt->step_list, opt->n_segs, m->cfg.dt, (float)lr, (float)opt->beta1,

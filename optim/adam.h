@@ -27,11 +27,11 @@ typedef struct {
     mc_opt_seg_t *segs;
     int n_segs;
     long state_len;
-    float *exp_avg, *exp_avg_sq;   /* [state_len] */
-    float *master;                 /* [state_len] fp32 master params of a 16-bit model, else NULL */
-    float *main_grad;              /* [state_len] fp32 copies of a 16-bit grad buffer, else NULL */
-    mc_adam_tensor_t *step_list;   /* [n_segs]: the segments as one multi-tensor Adam step */
-    int step;                      /* applied steps (Megatron's per-group step) */
+    float *exp_avg, *exp_avg_sq; /* [state_len] */
+    float *master;               /* [state_len] fp32 master params of a 16-bit model, else NULL */
+    float *main_grad;            /* [state_len] fp32 copies of a 16-bit grad buffer, else NULL */
+    mc_adam_tensor_t *step_list; /* [n_segs]: the segments as one multi-tensor Adam step */
+    int step;                    /* applied steps (Megatron's per-group step) */
     double beta1, beta2, eps, clip_grad;
 } mc_adam_t;
 

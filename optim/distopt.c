@@ -24,7 +24,8 @@ void mc_distopt_segments(const mc_gpt_t *m, const mc_grad_layout_t *l, int dp, i
             long e = p->offset + p->numel < hi ? p->offset + p->numel : hi;
             if (a >= e) continue;
             if (k == cap) mc_fatal("internal error: too many optimizer segments");
-            (*segs)[k++] = (mc_opt_seg_t){.off = a, .state_off = state + (a - lo), .len = e - a, .param = i};
+            (*segs)[k++] =
+                (mc_opt_seg_t){.off = a, .state_off = state + (a - lo), .len = e - a, .param = i};
         }
         state += hi - lo;
     }

@@ -17,7 +17,8 @@ static int parse_decay_style(const char *s)
         mc_user_error("--lr-decay-style WSD is not supported yet (use constant, linear, cosine or "
                       "inverse-square-root)");
     mc_user_error("unknown --lr-decay-style '%s' (use constant, linear, cosine or "
-                  "inverse-square-root)", s);
+                  "inverse-square-root)",
+                  s);
 }
 
 static int parse_wd_style(const char *s)
@@ -62,7 +63,8 @@ void mc_lr_sched_init(mc_lr_sched_t *s, const mc_args_t *a)
     } else {
         if (!a->start_weight_decay_set || !a->end_weight_decay_set)
             mc_user_error("--weight-decay-incr-style %s needs --start-weight-decay and "
-                          "--end-weight-decay (give both)", a->weight_decay_incr_style);
+                          "--end-weight-decay (give both)",
+                          a->weight_decay_incr_style);
         s->start_wd = a->start_weight_decay;
         s->end_wd = a->end_weight_decay;
     }
@@ -77,7 +79,8 @@ void mc_lr_sched_init(mc_lr_sched_t *s, const mc_args_t *a)
                       s->init_lr, s->max_lr);
     if (!(s->decay_steps > 0))
         mc_user_error("the lr decay length must be > 0 samples, got %lld (raise --lr-decay-iters "
-                      "or --lr-decay-samples)", (long long)s->decay_steps);
+                      "or --lr-decay-samples)",
+                      (long long)s->decay_steps);
     if (!(s->warmup_steps < (double)s->decay_steps))
         mc_user_error("lr warmup (%.17g samples) must be shorter than lr decay (%lld samples) "
                       "(lower the warmup or raise --lr-decay-iters/--lr-decay-samples)",
@@ -87,7 +90,8 @@ void mc_lr_sched_init(mc_lr_sched_t *s, const mc_args_t *a)
                       s->start_wd);
     if (!(s->end_wd >= s->start_wd))
         mc_user_error("end weight decay (%g) must be >= start weight decay (%g) "
-                      "(raise --end-weight-decay)", s->end_wd, s->start_wd);
+                      "(raise --end-weight-decay)",
+                      s->end_wd, s->start_wd);
 
     s->num_steps = 0; /* step(0) */
 }

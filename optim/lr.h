@@ -20,11 +20,11 @@ typedef struct {
      * need not be a whole number of samples. Otherwise it holds an integer. */
     double warmup_steps;
     int64_t decay_steps;
-    int decay_style;              /* MC_LR_* */
+    int decay_style; /* MC_LR_* */
     double start_wd, end_wd;
     int64_t wd_incr_steps;
-    int wd_incr_style;            /* MC_WD_* */
-    int64_t num_steps;            /* samples consumed by successful updates */
+    int wd_incr_style; /* MC_WD_* */
+    int64_t num_steps; /* samples consumed by successful updates */
 } mc_lr_sched_t;
 
 /* Builds the schedule from args (iteration-based: *_iters times the global batch; sample-based:

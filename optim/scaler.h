@@ -13,7 +13,7 @@
 #include "config/args.h"
 
 typedef struct {
-    bool enabled;  /* a grad scaler exists: overflow checks and skipped steps */
+    bool enabled; /* a grad scaler exists: overflow checks and skipped steps */
     bool dynamic;
     double scale;
     double min_scale;

@@ -73,8 +73,7 @@ void mc_grad_layout(mc_gpt_t *m, long bucket_size, int dp, bool dist_opt, bool p
         out->param_bucket[i] = out->n_buckets;
         if ((bucket_size > 0 && end - b.bucket_start >= bucket_size) || own_bucket)
             start = close_bucket(&b, end, i);
-        else
-            start = end;
+        else start = end;
     }
     if (b.param_hi > 0) end = close_bucket(&b, end, 0);
     else end = start;
@@ -104,7 +103,8 @@ static void start_bucket(mc_ddp_t *d, int k)
     mc_gpt_t *m = d->model;
     const mc_dtype_t gdt = m->cfg.gdt;
     const long n = bk->end - bk->start;
-    if (d->grad_scale != 1.0f) m->be->scale(m->be, gdt, mc_gpt_grad_at(m, bk->start), d->grad_scale, n);
+    if (d->grad_scale != 1.0f)
+        m->be->scale(m->be, gdt, mc_gpt_grad_at(m, bk->start), d->grad_scale, n);
     if (d->dp == 1) {
         d->grad_req[k] = MC_REQ_DONE;
         return;
@@ -112,7 +112,8 @@ static void start_bucket(mc_ddp_t *d, int k)
     /* in the gradient buffer's type: fp32 for bf16 (Megatron's grad_reduce_in_fp32), fp16 for
      * fp16 without --accumulate-allreduce-grads-in-fp32; averaged in the collective where the
      * communicator can (NCCL's ncclAvg), else summed and divided in mc_ddp_finish_grad_sync */
-    mc_coll_t op = {.group = d->dp_group, .dt = gdt,
+    mc_coll_t op = {.group = d->dp_group,
+                    .dt = gdt,
                     .op = d->average_in_collective && d->comm->has_avg ? MC_OP_AVG : MC_OP_SUM};
     if (d->dist_opt) {
         long lo, hi;
@@ -213,8 +214,11 @@ void mc_ddp_start_param_gather(mc_ddp_t *d)
         long lo, hi;
         mc_bucket_shard(bk, d->dp, d->dp_rank, &lo, &hi);
         /* the model's parameters, 16-bit in mixed precision (the master copies stay sharded) */
-        mc_coll_t op = {.kind = MC_COLL_ALL_GATHER, .group = d->dp_group, .send = mc_gpt_param_at(m, lo),
-                        .recv = mc_gpt_param_at(m, bk->start), .count = (size_t)(hi - lo),
+        mc_coll_t op = {.kind = MC_COLL_ALL_GATHER,
+                        .group = d->dp_group,
+                        .send = mc_gpt_param_at(m, lo),
+                        .recv = mc_gpt_param_at(m, bk->start),
+                        .count = (size_t)(hi - lo),
                         .dt = m->cfg.dt};
         d->param_req[k] = d->comm->start(d->comm, &op);
     }
@@ -243,7 +247,8 @@ void mc_ddp_plan(mc_ddp_t *d, mc_gpt_t *m, const mc_args_t *a, int dp, int dp_ra
     /* Megatron's gradient_scaling_factor: 1/dp before a SUM, or 1 with an averaging collective
      * (--ddp-average-in-collective) or --calculate-per-token-loss */
     d->average_in_collective = a->ddp_average_in_collective;
-    d->grad_scale = a->calculate_per_token_loss || d->average_in_collective ? 1.0f : 1.0f / (float)dp;
+    d->grad_scale =
+        a->calculate_per_token_loss || d->average_in_collective ? 1.0f : 1.0f / (float)dp;
     long num_params = 0;
     for (int i = 0; i < m->n_params; i++) num_params += m->params[i].numel;
     mc_grad_layout(m, mc_ddp_bucket_size(a, num_params), dp, d->dist_opt,

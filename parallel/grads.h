@@ -26,16 +26,16 @@
 #include "dist/comm.h"
 
 typedef struct {
-    long start, end;      /* [start, end) in the flat buffers; end includes the padding */
-    long numel_unpadded;  /* Megatron's per_bucket_numel_unpadded */
+    long start, end;        /* [start, end) in the flat buffers; end includes the padding */
+    long numel_unpadded;    /* Megatron's per_bucket_numel_unpadded */
     int param_lo, param_hi; /* parameter table indices [lo, hi), held in reverse order */
 } mc_bucket_t;
 
 typedef struct {
     int n_buckets;
     mc_bucket_t *buckets;
-    int *param_bucket;    /* bucket of each parameter (table index) */
-    long n_elems;         /* buffer length, padding included */
+    int *param_bucket; /* bucket of each parameter (table index) */
+    long n_elems;      /* buffer length, padding included */
 } mc_grad_layout_t;
 
 /* Megatron's resolve_ddp_bucket_size: --ddp-num-buckets gives num_params / n, else
@@ -60,16 +60,17 @@ typedef struct {
     mc_group_t *dp_group;
     int dp, dp_rank;
     bool dist_opt, overlap_grad, overlap_param;
-    float grad_scale;      /* 1/dp, or 1 with --calculate-per-token-loss */
+    float grad_scale;           /* 1/dp, or 1 with --calculate-per-token-loss */
     bool average_in_collective; /* --ddp-average-in-collective: divide by dp after the sum */
     mc_gpt_t *model;
     mc_grad_layout_t layout;
 
     /* per backward with sync */
     bool grad_armed;
-    bool *param_armed_for_sync; /* per parameter: its grads-final reports count (its last backward) */
-    int *pending;          /* per bucket: parameters whose gradients are not final yet */
-    mc_req_t *grad_req;    /* per bucket: its collective, or -2 when not started */
+    bool *
+        param_armed_for_sync; /* per parameter: its grads-final reports count (its last backward) */
+    int *pending;             /* per bucket: parameters whose gradients are not final yet */
+    mc_req_t *grad_req;       /* per bucket: its collective, or -2 when not started */
     /* param gather in flight */
     bool param_armed;
     mc_req_t *param_req;

@@ -9,7 +9,8 @@
 mc_pp_config_t mc_pipeline_schedule_config(const mc_args_t *a, int pp_rank, int num_microbatches,
                                            bool forward_only)
 {
-    const int vpp = a->virtual_pipeline_model_parallel_size > 1 ? a->virtual_pipeline_model_parallel_size : 1;
+    const int vpp =
+        a->virtual_pipeline_model_parallel_size > 1 ? a->virtual_pipeline_model_parallel_size : 1;
     mc_pp_config_t c = {
         .pp_rank = pp_rank,
         .pp_size = a->pipeline_model_parallel_size > 1 ? a->pipeline_model_parallel_size : 1,
@@ -29,8 +30,8 @@ mc_pp_config_t mc_pipeline_schedule_config(const mc_args_t *a, int pp_rank, int 
  * batch starts and sends give theirs back after it started. */
 typedef struct {
     bool forward_only;
-    bool *post;      /* [vpp]: chunk c holds the loss */
-    bool *pre;       /* [vpp]: chunk c holds the embedding */
+    bool *post; /* [vpp]: chunk c holds the loss */
+    bool *pre;  /* [vpp]: chunk c holds the embedding */
 } slot_rules_t;
 
 /* Whether the action gives back (mb, chunk)'s slot: a compute that leaves nothing to send. */
@@ -67,8 +68,8 @@ int mc_pipeline_slots(const mc_pp_config_t *cfg, int *slots, char *err, size_t e
     for (int g = 0; g < MC_SLOT_GROUPS; g++) slots[g] = 0;
 #define TAKE(mb, c)                                                                                \
     do {                                                                                           \
-        if (!held[(mb) * vpp + (c)]) {                                                             \
-            held[(mb) * vpp + (c)] = 1;                                                            \
+        if (!held[(mb)*vpp + (c)]) {                                                               \
+            held[(mb)*vpp + (c)] = 1;                                                              \
             if (++live[post[c]] > slots[post[c]]) slots[post[c]] = live[post[c]];                  \
         }                                                                                          \
     } while (0)
@@ -92,20 +93,27 @@ int mc_pipeline_slots(const mc_pp_config_t *cfg, int *slots, char *err, size_t e
     return 0;
 }
 
-int mc_pipeline_chunks(mc_gpt_config_t *cfg, const mc_args_t *a, int pp_rank, char *err, size_t errn)
+int mc_pipeline_chunks(mc_gpt_config_t *cfg, const mc_args_t *a, int pp_rank, char *err,
+                       size_t errn)
 {
-    const int vpp = a->virtual_pipeline_model_parallel_size > 1 ? a->virtual_pipeline_model_parallel_size : 1;
+    const int vpp =
+        a->virtual_pipeline_model_parallel_size > 1 ? a->virtual_pipeline_model_parallel_size : 1;
     const int pp = a->pipeline_model_parallel_size > 1 ? a->pipeline_model_parallel_size : 1;
     if (vpp > MC_MAX_CHUNKS)
-        return mc_errf(err, errn, "%d model chunks per pipeline rank is more than megatron-c supports "
-                       "(%d; use fewer virtual stages)", vpp, MC_MAX_CHUNKS);
-    const mc_pp_layers_cfg_t lc = {.num_layers = a->num_layers, .pp_size = pp, .vpp = vpp,
+        return mc_errf(err, errn,
+                       "%d model chunks per pipeline rank is more than megatron-c supports "
+                       "(%d; use fewer virtual stages)",
+                       vpp, MC_MAX_CHUNKS);
+    const mc_pp_layers_cfg_t lc = {.num_layers = a->num_layers,
+                                   .pp_size = pp,
+                                   .vpp = vpp,
                                    .first_stage_layers = a->decoder_first_pipeline_num_layers,
                                    .last_stage_layers = a->decoder_last_pipeline_num_layers};
     cfg->n_chunks = vpp;
     for (int c = 0; c < vpp; c++) {
         mc_chunk_cfg_t *ch = &cfg->chunk[c];
-        if (mc_pp_layers(&lc, pp_rank, c, &ch->first_layer, &ch->n_layers, err, errn) != 0) return -1;
+        if (mc_pp_layers(&lc, pp_rank, c, &ch->first_layer, &ch->n_layers, err, errn) != 0)
+            return -1;
         ch->pre = mc_pp_is_pre_process(pp_rank, c);
         ch->post = mc_pp_is_post_process(pp, vpp, pp_rank, c);
     }
@@ -115,9 +123,11 @@ int mc_pipeline_chunks(mc_gpt_config_t *cfg, const mc_args_t *a, int pp_rank, ch
 int mc_pipeline_configure(mc_gpt_config_t *cfg, const mc_args_t *a, int pp_rank, char *err,
                           size_t errn)
 {
-    const mc_pp_config_t train = mc_pipeline_schedule_config(a, pp_rank, a->num_microbatches, false);
+    const mc_pp_config_t train =
+        mc_pipeline_schedule_config(a, pp_rank, a->num_microbatches, false);
     int train_slots[MC_SLOT_GROUPS], eval_slots[MC_SLOT_GROUPS] = {0};
-    if (train.vpp > MC_MAX_CHUNKS) return mc_pipeline_chunks(cfg, a, pp_rank, err, errn); /* the error */
+    if (train.vpp > MC_MAX_CHUNKS)
+        return mc_pipeline_chunks(cfg, a, pp_rank, err, errn); /* the error */
     if (mc_pipeline_slots(&train, train_slots, err, errn) != 0) return -1;
     const int eval_m = mc_args_eval_microbatches(a);
     if (a->eval_iters > 0 && eval_m > 0) {
@@ -233,8 +243,9 @@ static int take_slot(mc_pipeline_t *p, int mb, int c)
     for (int i = 0; i < n && (k < 0 || p->slots[g][k].req != MC_REQ_DONE); i++)
         if (p->slots[g][i].mb < 0 && (k < 0 || p->slots[g][i].req == MC_REQ_DONE)) k = i;
     if (k < 0)
-        mc_fatal("internal error: no free activation slot for microbatch %d of chunk %d (%d planned)",
-                 mb, c, n);
+        mc_fatal(
+            "internal error: no free activation slot for microbatch %d of chunk %d (%d planned)",
+            mb, c, n);
     mc_pipe_slot_t *s = &p->slots[g][k];
     settle(p, s); /* a send may still read its buffers */
     s->mb = mb;
@@ -263,8 +274,11 @@ static int batch_timer(const mc_pp_action_t *x)
     }
     const int n = sp + rp + sn + rn;
     if (n > 2 || (sp && sn) || (rp && rn)) return MC_T_FWD_BWD_SEND_FWD_BWD_RECV;
-    if (n == 1) return rp ? MC_T_FORWARD_RECV : sn ? MC_T_FORWARD_SEND : rn ? MC_T_BACKWARD_RECV
-                                                                          : MC_T_BACKWARD_SEND;
+    if (n == 1)
+        return rp   ? MC_T_FORWARD_RECV
+               : sn ? MC_T_FORWARD_SEND
+               : rn ? MC_T_BACKWARD_RECV
+                    : MC_T_BACKWARD_SEND;
     if (sn && rn) return MC_T_FWD_SEND_BWD_RECV;
     if (sp && rp) return MC_T_BWD_SEND_FWD_RECV;
     if (sn && rp) return MC_T_FWD_SEND_FWD_RECV;
@@ -283,14 +297,16 @@ static void run_batch(mc_pipeline_t *p, const mc_pipeline_step_t *st, const mc_p
         const int slot = o->dir == MC_P2P_RECV_PREV ? take_slot(p, o->mb, o->chunk)
                                                     : *slot_ref(p, o->mb, o->chunk);
         if (slot < 0)
-            mc_fatal("internal error: p2p of microbatch %d chunk %d before its forward", o->mb, o->chunk);
+            mc_fatal("internal error: p2p of microbatch %d chunk %d before its forward", o->mb,
+                     o->chunk);
         const mc_gpt_slot_t *gs = &m->slots[mc_gpt_slot_group(&m->cfg, o->chunk)][slot];
-        void *buf = o->dir == MC_P2P_SEND_PREV ? gs->in
-                     : o->dir == MC_P2P_RECV_PREV ? gs->in
-                     : o->dir == MC_P2P_SEND_NEXT ? gs->out
-                                                  : gs->dout;
+        void *buf = o->dir == MC_P2P_SEND_PREV   ? gs->in
+                    : o->dir == MC_P2P_RECV_PREV ? gs->in
+                    : o->dir == MC_P2P_SEND_NEXT ? gs->out
+                                                 : gs->dout;
         ops[k] = (mc_p2p_t){.is_send = o->dir == MC_P2P_SEND_PREV || o->dir == MC_P2P_SEND_NEXT,
-                            .peer = o->peer, .buf = buf,
+                            .peer = o->peer,
+                            .buf = buf,
                             .count = (size_t)mc_gpt_boundary_elems(m, st->mbs[o->mb].b),
                             .dt = m->cfg.dt};
         touched[k][0] = o->chunk;
@@ -330,7 +346,9 @@ static void run_compute(mc_pipeline_t *p, const mc_pipeline_step_t *st, const mc
         if (m->cfg.chunk[c].post) p->weight[mb] = st->on_loss(st->ctx, mb, sum, cnt);
     } else {
         const int k = *slot_ref(p, mb, c);
-        if (k < 0) mc_fatal("internal error: backward of microbatch %d chunk %d before its forward", mb, c);
+        if (k < 0)
+            mc_fatal("internal error: backward of microbatch %d chunk %d before its forward", mb,
+                     c);
         settle(p, pslot(p, c, k)); /* its output gradient may still be arriving */
         if (st->before_backward) st->before_backward(st->ctx, mb, c);
         timer_start(p, MC_T_BACKWARD_COMPUTE);
@@ -374,6 +392,7 @@ void mc_pipeline_run(mc_pipeline_t *p, const mc_pipeline_step_t *st)
             settle(p, &p->slots[g][k]);
             if (p->slots[g][k].mb >= 0)
                 mc_fatal("internal error: activation slot %d of group %d still holds microbatch %d "
-                         "after the schedule", k, g, p->slots[g][k].mb);
+                         "after the schedule",
+                         k, g, p->slots[g][k].mb);
         }
 }

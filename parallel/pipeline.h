@@ -39,7 +39,8 @@ int mc_pipeline_slots(const mc_pp_config_t *cfg, int *slots, char *err, size_t e
 
 /* The model chunks of pp rank pp_rank: layers (mc_pp_layers) and pre/post process. Returns 0, or
  * -1 with one line in err. */
-int mc_pipeline_chunks(mc_gpt_config_t *cfg, const mc_args_t *a, int pp_rank, char *err, size_t errn);
+int mc_pipeline_chunks(mc_gpt_config_t *cfg, const mc_args_t *a, int pp_rank, char *err,
+                       size_t errn);
 
 /* This rank's chunks for pp rank pp_rank: layers (mc_pp_layers), pre/post process, and slots for
  * the training and the evaluation schedules. Returns 0, or -1 with one line in err. */
@@ -47,14 +48,14 @@ int mc_pipeline_configure(mc_gpt_config_t *cfg, const mc_args_t *a, int pp_rank,
                           size_t errn);
 
 typedef struct {
-    int mb;          /* microbatch in the slot, -1 when free */
-    mc_req_t req;    /* the last batch that reads or writes the slot's buffers */
-    int timer;       /* its timer (mc_timer_id_t), to account the wait */
+    int mb;       /* microbatch in the slot, -1 when free */
+    mc_req_t req; /* the last batch that reads or writes the slot's buffers */
+    int timer;    /* its timer (mc_timer_id_t), to account the wait */
 } mc_pipe_slot_t;
 
 /* An action list of this rank, built once and reused by every step with the same M. */
 typedef struct {
-    int M;                /* 0: not built */
+    int M; /* 0: not built */
     mc_pp_action_t *acts;
     int n;
 } mc_pipe_schedule_t;
@@ -65,10 +66,10 @@ typedef struct {
     mc_group_t *pp_group; /* NULL with pp = 1 */
     const mc_args_t *args;
     int pp_rank;
-    mc_timers_t *timers;  /* may be NULL */
+    mc_timers_t *timers; /* may be NULL */
     mc_pipe_slot_t *slots[MC_SLOT_GROUPS];
-    int *slot_of;         /* [M * vpp]: slot of (mb, chunk), -1 when none */
-    float *weight;        /* [M]: loss weight of each microbatch's backward (post chunk) */
+    int *slot_of;  /* [M * vpp]: slot of (mb, chunk), -1 when none */
+    float *weight; /* [M]: loss weight of each microbatch's backward (post chunk) */
     int cap_m;
     mc_pipe_schedule_t sched[2]; /* training, evaluation (forward only) */
 } mc_pipeline_t;
@@ -77,8 +78,8 @@ typedef struct {
 typedef struct {
     const mc_microbatch_t *mbs;
     int M;
-    uint32_t iteration;   /* dropout key */
-    bool forward_only;    /* evaluation: no dropout, no backward */
+    uint32_t iteration; /* dropout key */
+    bool forward_only;  /* evaluation: no dropout, no backward */
     void *ctx;
     /* After the forward of microbatch mb on the post chunk: its loss sum and tokens; returns the
      * weight of its backward (ignored with forward_only). */

@@ -19,16 +19,14 @@ int mc_pp_warmup(const mc_pp_config_t *cfg)
 {
     const int pp = cfg->pp_size, r = cfg->pp_rank, total = mc_pp_total(cfg);
     int w;
-    if (pp == 1)
-        return 0; /* forward_backward_no_pipelining has no warmup */
+    if (pp == 1) return 0; /* forward_backward_no_pipelining has no warmup */
     if (cfg->vpp == 1) {
         /* forward_backward_pipelining_without_interleaving: also when forward_only */
         w = pp - r - 1;
         return w < cfg->num_microbatches ? w : cfg->num_microbatches;
     }
     /* get_pp_rank_microbatches (overlap_moe_expert_parallel_comm is not modelled) */
-    if (cfg->forward_only)
-        return total;
+    if (cfg->forward_only) return total;
     w = (pp - r - 1) * 2 + (cfg->vpp - 1) * mc_pp_group_size(cfg);
     return w >= total ? total : w;
 }
@@ -50,7 +48,9 @@ void mc_pp_table(int num_microbatches, int vpp, int group_size, int *mb, int *ch
 /* ------------------------------------------------------------------------------------------ */
 /* Building a list                                                                              */
 
-typedef struct { int mb, chunk; } tensor_t; /* mb < 0: None (nothing to send) */
+typedef struct {
+    int mb, chunk;
+} tensor_t; /* mb < 0: None (nothing to send) */
 static const tensor_t NONE = {-1, -1};
 
 typedef struct {
@@ -65,8 +65,7 @@ typedef struct {
 
 static mc_pp_action_t *push(builder_t *b)
 {
-    if (b->oom)
-        return NULL;
+    if (b->oom) return NULL;
     if (b->n == b->cap) {
         int cap = b->cap ? 2 * b->cap : 64;
         mc_pp_action_t *a = realloc(b->a, (size_t)cap * sizeof(*a));
@@ -85,8 +84,7 @@ static mc_pp_action_t *push(builder_t *b)
 static void compute(builder_t *b, mc_pp_kind_t kind, int mb, int chunk)
 {
     mc_pp_action_t *x = push(b);
-    if (!x)
-        return;
+    if (!x) return;
     x->type = MC_PP_COMPUTE;
     x->kind = kind;
     x->mb = mb;
@@ -107,22 +105,16 @@ static void add_op(mc_pp_action_t *x, mc_p2p_dir_t dir, int mb, int chunk, int p
 static void batch(builder_t *b, bool async, tensor_t send_prev, int recv_prev, tensor_t send_next,
                   int recv_next)
 {
-    if (send_prev.mb < 0 && recv_prev < 0 && send_next.mb < 0 && recv_next < 0)
-        return;
+    if (send_prev.mb < 0 && recv_prev < 0 && send_next.mb < 0 && recv_next < 0) return;
     mc_pp_action_t *x = push(b);
-    if (!x)
-        return;
+    if (!x) return;
     const int prev = (b->rank - 1 + b->pp) % b->pp, next = (b->rank + 1) % b->pp;
     x->type = MC_PP_P2P;
     x->async = async;
-    if (send_prev.mb >= 0)
-        add_op(x, MC_P2P_SEND_PREV, send_prev.mb, send_prev.chunk, prev);
-    if (recv_prev >= 0)
-        add_op(x, MC_P2P_RECV_PREV, b->n_recv_act[recv_prev]++, recv_prev, prev);
-    if (send_next.mb >= 0)
-        add_op(x, MC_P2P_SEND_NEXT, send_next.mb, send_next.chunk, next);
-    if (recv_next >= 0)
-        add_op(x, MC_P2P_RECV_NEXT, b->n_recv_grad[recv_next]++, recv_next, next);
+    if (send_prev.mb >= 0) add_op(x, MC_P2P_SEND_PREV, send_prev.mb, send_prev.chunk, prev);
+    if (recv_prev >= 0) add_op(x, MC_P2P_RECV_PREV, b->n_recv_act[recv_prev]++, recv_prev, prev);
+    if (send_next.mb >= 0) add_op(x, MC_P2P_SEND_NEXT, send_next.mb, send_next.chunk, next);
+    if (recv_next >= 0) add_op(x, MC_P2P_RECV_NEXT, b->n_recv_grad[recv_next]++, recv_next, next);
 }
 
 static tensor_t T(int mb, int chunk) { return (tensor_t){mb, chunk}; }
@@ -132,8 +124,7 @@ static void gen_no_pipelining(builder_t *b, const mc_pp_config_t *cfg)
 {
     for (int i = 0; i < cfg->num_microbatches; i++) {
         compute(b, MC_PP_FORWARD, i, 0);
-        if (!cfg->forward_only)
-            compute(b, MC_PP_BACKWARD, i, 0);
+        if (!cfg->forward_only) compute(b, MC_PP_BACKWARD, i, 0);
     }
 }
 
@@ -146,45 +137,34 @@ static void gen_1f1b(builder_t *b, const mc_pp_config_t *cfg)
     const bool first = cfg->pp_rank == 0, last = cfg->pp_rank == cfg->pp_size - 1;
 
     for (int i = 0; i < W; i++) {
-        if (!first)
-            batch(b, false, NONE, 0, NONE, -1); /* recv_forward */
+        if (!first) batch(b, false, NONE, 0, NONE, -1); /* recv_forward */
         compute(b, MC_PP_FORWARD, i, 0);
-        if (!last)
-            batch(b, false, NONE, -1, T(i, 0), -1); /* send_forward */
+        if (!last) batch(b, false, NONE, -1, T(i, 0), -1); /* send_forward */
     }
     /* Before 1F1B, the first steady forward's input (skipped when everything was warmup). */
-    if (R > 0 && !first)
-        batch(b, false, NONE, 0, NONE, -1); /* recv_forward */
+    if (R > 0 && !first) batch(b, false, NONE, 0, NONE, -1); /* recv_forward */
 
     for (int i = 0; i < R; i++) {
         const bool last_it = i == R - 1;
         compute(b, MC_PP_FORWARD, W + i, 0);
         if (cfg->forward_only) {
-            if (!last)
-                batch(b, false, NONE, -1, T(W + i, 0), -1); /* send_forward */
-            if (!last_it && !first)
-                batch(b, false, NONE, 0, NONE, -1); /* recv_forward */
+            if (!last) batch(b, false, NONE, -1, T(W + i, 0), -1);      /* send_forward */
+            if (!last_it && !first) batch(b, false, NONE, 0, NONE, -1); /* recv_forward */
             continue;
         }
-        if (!last)
-            batch(b, false, NONE, -1, T(W + i, 0), 0); /* send_forward_recv_backward */
-        compute(b, MC_PP_BACKWARD, i, 0);               /* pops the oldest: microbatch i */
+        if (!last) batch(b, false, NONE, -1, T(W + i, 0), 0); /* send_forward_recv_backward */
+        compute(b, MC_PP_BACKWARD, i, 0);                     /* pops the oldest: microbatch i */
         if (!first) {
-            if (last_it)
-                batch(b, false, T(i, 0), -1, NONE, -1); /* send_backward */
-            else
-                batch(b, false, T(i, 0), 0, NONE, -1); /* send_backward_recv_forward */
+            if (last_it) batch(b, false, T(i, 0), -1, NONE, -1); /* send_backward */
+            else batch(b, false, T(i, 0), 0, NONE, -1);          /* send_backward_recv_forward */
         }
     }
-    if (cfg->forward_only)
-        return;
+    if (cfg->forward_only) return;
     for (int i = 0; i < W; i++) {
         const int mb = R + i;
-        if (!last)
-            batch(b, false, NONE, -1, NONE, 0); /* recv_backward */
+        if (!last) batch(b, false, NONE, -1, NONE, 0); /* recv_backward */
         compute(b, MC_PP_BACKWARD, mb, 0);
-        if (!first)
-            batch(b, false, T(mb, 0), -1, NONE, -1); /* send_backward */
+        if (!first) batch(b, false, T(mb, 0), -1, NONE, -1); /* send_backward */
     }
 }
 
@@ -218,8 +198,7 @@ static bool recv_from_prev(const ileave_t *s, int k, bool forward, int *next_chu
         } else {
             next = chunk_of(s, k - (s->pp - 1), forward);
         }
-        if (next == last_chunk)
-            recv = false;
+        if (next == last_chunk) recv = false;
         next += forward ? 1 : -1;
     } else {
         next = chunk_of(s, k + 1, forward);
@@ -229,24 +208,22 @@ static bool recv_from_prev(const ileave_t *s, int k, bool forward, int *next_chu
 }
 
 /* forward_backward_pipelining_with_interleaving (overlap_p2p_comm_warmup_flush False). */
-static void gen_interleaved(builder_t *b, const mc_pp_config_t *cfg, const int *mbt,
-                            const int *cht)
+static void gen_interleaved(builder_t *b, const mc_pp_config_t *cfg, const int *mbt, const int *cht)
 {
     const int vpp = cfg->vpp, total = mc_pp_total(cfg), W = mc_pp_warmup(cfg), R = total - W;
     const bool first = cfg->pp_rank == 0, last = cfg->pp_rank == cfg->pp_size - 1;
-    const bool all_warmup = W == total, overlap = cfg->overlap_p2p_comm, fwd_only = cfg->forward_only;
+    const bool all_warmup = W == total, overlap = cfg->overlap_p2p_comm,
+               fwd_only = cfg->forward_only;
     const ileave_t s = {cfg->pp_size, cfg->pp_rank, vpp, total, mbt, cht};
     int nf, nb;
 
     /* input_tensors[0].append(recv_forward(...)): nothing on virtual stage 0 */
-    if (!first)
-        batch(b, false, NONE, 0, NONE, -1);
+    if (!first) batch(b, false, NONE, 0, NONE, -1);
 
     for (int k = 0; k < W; k++) {
         const int c = chunk_of(&s, k, true), mb = mbt[k];
         bool recv_prev = recv_from_prev(&s, k, true, &nf);
-        if (k == total - 1)
-            recv_prev = false;
+        if (k == total - 1) recv_prev = false;
         compute(b, MC_PP_FORWARD, mb, c);
         /* The loss output of the last virtual stage is not sent. */
         const tensor_t out = c == vpp - 1 && last ? NONE : T(mb, c);
@@ -272,8 +249,7 @@ static void gen_interleaved(builder_t *b, const mc_pp_config_t *cfg, const int *
             compute(b, MC_PP_FORWARD, fmb, fc);
             /* pp_post_forward; the last step's forward input was already received */
             bool recv_prev = recv_from_prev(&s, fk, true, &nf);
-            if (k == R - 1)
-                recv_prev = false;
+            if (k == R - 1) recv_prev = false;
             batch(b, true, NONE, recv_prev ? nf : -1, out, -1);
             compute(b, MC_PP_BACKWARD, bmb, bc);
             /* pp_post_backward */
@@ -284,23 +260,19 @@ static void gen_interleaved(builder_t *b, const mc_pp_config_t *cfg, const int *
             compute(b, MC_PP_BACKWARD, bmb, bc);
             bool recv_prev = recv_from_prev(&s, fk, true, &nf);
             bool recv_next = recv_from_prev(&s, bk, false, &nb);
-            if (k == R - 1)
-                recv_prev = false;
+            if (k == R - 1) recv_prev = false;
             /* send_forward_backward_recv_forward_backward */
             batch(b, false, grad, recv_prev ? nf : -1, out, recv_next ? nb : -1);
         }
     }
 
-    if (fwd_only)
-        return;
+    if (fwd_only) return;
     /* Everything was warmup: the first gradient (of the last chunk) is received here. */
-    if (all_warmup && !last)
-        batch(b, false, NONE, -1, NONE, vpp - 1); /* recv_backward */
+    if (all_warmup && !last) batch(b, false, NONE, -1, NONE, vpp - 1); /* recv_backward */
     for (int k = R; k < total; k++) {
         const int c = chunk_of(&s, k, false), mb = mbt[k];
         bool recv_next = recv_from_prev(&s, k, false, &nb);
-        if (k == total - 1)
-            recv_next = false;
+        if (k == total - 1) recv_next = false;
         compute(b, MC_PP_BACKWARD, mb, c);
         /* Virtual stage 0 sends no gradient. */
         const tensor_t grad = c == 0 && first ? NONE : T(mb, c);
@@ -313,24 +285,19 @@ int mc_pp_schedule(const mc_pp_config_t *cfg, mc_pp_action_t **out, int *n_out, 
 {
     *out = NULL;
     *n_out = 0;
-    if (mc_pp_validate(cfg, err, errn))
-        return -1;
+    if (mc_pp_validate(cfg, err, errn)) return -1;
     builder_t b = {.rank = cfg->pp_rank, .pp = cfg->pp_size};
     int *mbt = NULL, *cht = NULL;
     const int total = mc_pp_total(cfg);
     b.n_recv_act = calloc((size_t)cfg->vpp, sizeof(int));
     b.n_recv_grad = calloc((size_t)cfg->vpp, sizeof(int));
-    if (!b.n_recv_act || !b.n_recv_grad)
-        b.oom = 1;
-    else if (cfg->pp_size == 1)
-        gen_no_pipelining(&b, cfg);
-    else if (cfg->vpp == 1)
-        gen_1f1b(&b, cfg);
+    if (!b.n_recv_act || !b.n_recv_grad) b.oom = 1;
+    else if (cfg->pp_size == 1) gen_no_pipelining(&b, cfg);
+    else if (cfg->vpp == 1) gen_1f1b(&b, cfg);
     else {
         mbt = malloc((size_t)total * sizeof(int));
         cht = malloc((size_t)total * sizeof(int));
-        if (!mbt || !cht)
-            b.oom = 1;
+        if (!mbt || !cht) b.oom = 1;
         else {
             mc_pp_table(cfg->num_microbatches, cfg->vpp, mc_pp_group_size(cfg), mbt, cht);
             gen_interleaved(&b, cfg, mbt, cht);
@@ -348,4 +315,3 @@ int mc_pp_schedule(const mc_pp_config_t *cfg, mc_pp_action_t **out, int *n_out, 
     *n_out = b.n;
     return 0;
 }
-

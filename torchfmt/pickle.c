@@ -136,14 +136,14 @@ typedef struct {
 
 typedef struct {
     buf_t out;
-    ptrmap_t memo;     /* object -> memo index */
+    ptrmap_t memo; /* object -> memo index */
     uint32_t next_memo;
-    gmemo_t *globals;  /* globals already written, by name */
+    gmemo_t *globals; /* globals already written, by name */
     size_t nglobals;
     /* torch's constant strings: memo index + 1, 0 until first written */
     uint32_t s_storage, s_cpu, s_latin1;
     uint32_t singletons[257]; /* the same for bytes' '' (256) and one-character latin-1 strs */
-    ptrmap_t storage_ids;      /* storage -> index into storages */
+    ptrmap_t storage_ids;     /* storage -> index into storages */
     const mc_pyobj_t **storages;
     uint32_t *storage_key_memo; /* memo index of each storage's key string */
     size_t nstorages, storages_cap;
@@ -340,8 +340,7 @@ static void save_bytes(w_t *w, const mc_pyobj_t *o)
 }
 
 /* A tuple of the n objects in items (CPython's save_tuple), memoized as obj. */
-static int save_tuple_items(w_t *w, mc_pyobj_t *const *items, size_t n, const void *obj,
-                            int depth)
+static int save_tuple_items(w_t *w, mc_pyobj_t *const *items, size_t n, const void *obj, int depth)
 {
     uint32_t idx;
     if (n == 0) {
@@ -465,12 +464,18 @@ static void save_empty_ordered_dict(w_t *w)
 }
 
 static const char *const STORAGE_CLASS[MC_TORCH_DTYPE_COUNT] = {
-    [MC_TORCH_FLOAT32] = "FloatStorage",    [MC_TORCH_FLOAT64] = "DoubleStorage",
-    [MC_TORCH_FLOAT16] = "HalfStorage",     [MC_TORCH_BFLOAT16] = "BFloat16Storage",
-    [MC_TORCH_INT64] = "LongStorage",       [MC_TORCH_INT32] = "IntStorage",
-    [MC_TORCH_INT16] = "ShortStorage",      [MC_TORCH_INT8] = "CharStorage",
-    [MC_TORCH_UINT8] = "ByteStorage",       [MC_TORCH_BOOL] = "BoolStorage",
-    [MC_TORCH_COMPLEX64] = "ComplexFloatStorage", [MC_TORCH_COMPLEX128] = "ComplexDoubleStorage",
+    [MC_TORCH_FLOAT32] = "FloatStorage",
+    [MC_TORCH_FLOAT64] = "DoubleStorage",
+    [MC_TORCH_FLOAT16] = "HalfStorage",
+    [MC_TORCH_BFLOAT16] = "BFloat16Storage",
+    [MC_TORCH_INT64] = "LongStorage",
+    [MC_TORCH_INT32] = "IntStorage",
+    [MC_TORCH_INT16] = "ShortStorage",
+    [MC_TORCH_INT8] = "CharStorage",
+    [MC_TORCH_UINT8] = "ByteStorage",
+    [MC_TORCH_BOOL] = "BoolStorage",
+    [MC_TORCH_COMPLEX64] = "ComplexFloatStorage",
+    [MC_TORCH_COMPLEX128] = "ComplexDoubleStorage",
 };
 
 const char *mc_pickle_storage_class(mc_torch_dtype_t dt)
@@ -485,8 +490,9 @@ static int save_storage_pid(w_t *w, const mc_pyobj_t *s)
 {
     const char *cls = mc_pickle_storage_class(s->storage.dtype);
     if (!cls || s->storage.untyped)
-        return fail(w, "cannot save a %s storage (torch >= 2.3 writes it untyped, through "
-                       "_rebuild_tensor_v3, which this writer does not emit)",
+        return fail(w,
+                    "cannot save a %s storage (torch >= 2.3 writes it untyped, through "
+                    "_rebuild_tensor_v3, which this writer does not emit)",
                     mc_torch_dtype_name(s->storage.dtype));
     uint32_t id;
     bool seen = ptrmap_get(&w->storage_ids, s, &id);
@@ -533,8 +539,9 @@ static int save_plain_tensor(w_t *w, const mc_pyobj_t *t, bool requires_grad, co
     if (!s->storage.untyped && s->storage.dtype != t->tensor.dtype)
         return fail(w, "cannot save a tensor viewing a storage of another dtype");
     if (s->storage.untyped || !mc_pickle_storage_class(t->tensor.dtype))
-        return fail(w, "cannot save a %s tensor (torch >= 2.3 writes it through "
-                       "_rebuild_tensor_v3, which this writer does not emit)",
+        return fail(w,
+                    "cannot save a %s tensor (torch >= 2.3 writes it through "
+                    "_rebuild_tensor_v3, which this writer does not emit)",
                     mc_torch_dtype_name(t->tensor.dtype));
     save_global(w, "torch._utils", "_rebuild_tensor_v2");
     put1(&w->out, '(');

@@ -14,14 +14,22 @@ static const struct {
     const char *name;
     size_t size;
 } DTYPES[MC_TORCH_DTYPE_COUNT] = {
-    [MC_TORCH_FLOAT32] = {"float32", 4},        [MC_TORCH_FLOAT64] = {"float64", 8},
-    [MC_TORCH_FLOAT16] = {"float16", 2},        [MC_TORCH_BFLOAT16] = {"bfloat16", 2},
-    [MC_TORCH_INT64] = {"int64", 8},            [MC_TORCH_INT32] = {"int32", 4},
-    [MC_TORCH_INT16] = {"int16", 2},            [MC_TORCH_INT8] = {"int8", 1},
-    [MC_TORCH_UINT8] = {"uint8", 1},            [MC_TORCH_BOOL] = {"bool", 1},
-    [MC_TORCH_COMPLEX64] = {"complex64", 8},    [MC_TORCH_COMPLEX128] = {"complex128", 16},
-    [MC_TORCH_UINT16] = {"uint16", 2},          [MC_TORCH_UINT32] = {"uint32", 4},
-    [MC_TORCH_UINT64] = {"uint64", 8},          [MC_TORCH_FLOAT8_E4M3FN] = {"float8_e4m3fn", 1},
+    [MC_TORCH_FLOAT32] = {"float32", 4},
+    [MC_TORCH_FLOAT64] = {"float64", 8},
+    [MC_TORCH_FLOAT16] = {"float16", 2},
+    [MC_TORCH_BFLOAT16] = {"bfloat16", 2},
+    [MC_TORCH_INT64] = {"int64", 8},
+    [MC_TORCH_INT32] = {"int32", 4},
+    [MC_TORCH_INT16] = {"int16", 2},
+    [MC_TORCH_INT8] = {"int8", 1},
+    [MC_TORCH_UINT8] = {"uint8", 1},
+    [MC_TORCH_BOOL] = {"bool", 1},
+    [MC_TORCH_COMPLEX64] = {"complex64", 8},
+    [MC_TORCH_COMPLEX128] = {"complex128", 16},
+    [MC_TORCH_UINT16] = {"uint16", 2},
+    [MC_TORCH_UINT32] = {"uint32", 4},
+    [MC_TORCH_UINT64] = {"uint64", 8},
+    [MC_TORCH_FLOAT8_E4M3FN] = {"float8_e4m3fn", 1},
     [MC_TORCH_FLOAT8_E5M2] = {"float8_e5m2", 1},
 };
 
@@ -41,9 +49,9 @@ int mc_torch_dtype_from_name(const char *name, mc_torch_dtype_t *out)
     static const struct {
         const char *alias;
         mc_torch_dtype_t dt;
-    } ALIASES[] = {{"float", MC_TORCH_FLOAT32}, {"double", MC_TORCH_FLOAT64},
-                   {"half", MC_TORCH_FLOAT16},  {"long", MC_TORCH_INT64},
-                   {"int", MC_TORCH_INT32},     {"short", MC_TORCH_INT16},
+    } ALIASES[] = {{"float", MC_TORCH_FLOAT32},    {"double", MC_TORCH_FLOAT64},
+                   {"half", MC_TORCH_FLOAT16},     {"long", MC_TORCH_INT64},
+                   {"int", MC_TORCH_INT32},        {"short", MC_TORCH_INT16},
                    {"cfloat", MC_TORCH_COMPLEX64}, {"cdouble", MC_TORCH_COMPLEX128}};
     for (int i = 0; i < MC_TORCH_DTYPE_COUNT; i++)
         if (!strcmp(name, DTYPES[i].name)) return *out = (mc_torch_dtype_t)i, 0;
@@ -54,8 +62,8 @@ int mc_torch_dtype_from_name(const char *name, mc_torch_dtype_t *out)
 
 const char *mc_py_kind_name(mc_py_kind_t kind)
 {
-    static const char *const NAMES[] = {"None", "bool",   "int",    "float",   "str",
-                                        "bytes", "tuple", "list",   "dict",    "global",
+    static const char *const NAMES[] = {"None",   "bool",    "int",   "float", "str",
+                                        "bytes",  "tuple",   "list",  "dict",  "global",
                                         "object", "storage", "tensor"};
     return (unsigned)kind <= MC_PY_TENSOR ? NAMES[kind] : "invalid";
 }
@@ -120,9 +128,7 @@ static void free_one(mc_pyobj_t *o, mc_pyobj_t **queue)
 {
     switch (o->kind) {
     case MC_PY_STR:
-    case MC_PY_BYTES:
-        free(o->str.data);
-        break;
+    case MC_PY_BYTES: free(o->str.data); break;
     case MC_PY_TUPLE:
     case MC_PY_LIST:
         for (size_t i = 0; i < o->seq.len; i++) release_child(o->seq.items[i], queue);
@@ -158,8 +164,7 @@ static void free_one(mc_pyobj_t *o, mc_pyobj_t **queue)
         free(o->tensor.shape);
         free(o->tensor.stride);
         break;
-    default:
-        break;
+    default: break;
     }
     free(o);
 }
@@ -732,8 +737,7 @@ int mc_py_tensor_check(const mc_pyobj_t *storage, mc_torch_dtype_t dt, int64_t o
     if (!es) return mc_errf(err, errn, "invalid tensor dtype %d", (int)dt);
     if (!storage->storage.untyped && storage->storage.dtype != dt)
         return mc_errf(err, errn, "a %s storage viewed as %s",
-                       mc_torch_dtype_name(storage->storage.dtype),
-                       mc_torch_dtype_name(dt));
+                       mc_torch_dtype_name(storage->storage.dtype), mc_torch_dtype_name(dt));
     if (ndim < 0 || ndim > MC_PY_MAX_DIMS)
         return mc_errf(err, errn, "a tensor with %d dimensions (at most %d)", ndim, MC_PY_MAX_DIMS);
     if (offset < 0) return mc_errf(err, errn, "negative storage offset %lld", (long long)offset);
@@ -910,8 +914,7 @@ static bool equal(const mc_pyobj_t *a, const mc_pyobj_t *b, int depth)
     case MC_PY_FLOAT: return !memcmp(&a->f, &b->f, sizeof a->f);
     case MC_PY_STR:
     case MC_PY_BYTES:
-    case MC_PY_GLOBAL:
-        return key_equal(a, b, 0);
+    case MC_PY_GLOBAL: return key_equal(a, b, 0);
     case MC_PY_TUPLE:
     case MC_PY_LIST:
         if (a->seq.len != b->seq.len) return false;
@@ -937,13 +940,9 @@ static bool equal(const mc_pyobj_t *a, const mc_pyobj_t *b, int depth)
     case MC_PY_STORAGE:
         return a->storage.dtype == b->storage.dtype && a->storage.nbytes == b->storage.nbytes &&
                (!a->storage.nbytes || !memcmp(a->storage.data, b->storage.data, a->storage.nbytes));
-    case MC_PY_TENSOR:
-        return tensor_equal(a, b);
+    case MC_PY_TENSOR: return tensor_equal(a, b);
     }
     return false;
 }
 
-bool mc_py_equal(const mc_pyobj_t *a, const mc_pyobj_t *b)
-{
-    return equal_opt(a, b, 0);
-}
+bool mc_py_equal(const mc_pyobj_t *a, const mc_pyobj_t *b) { return equal_opt(a, b, 0); }

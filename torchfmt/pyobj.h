@@ -31,9 +31,9 @@
 typedef enum {
     MC_PY_NONE,
     MC_PY_BOOL,
-    MC_PY_INT,     /* Python int that fits int64 */
-    MC_PY_FLOAT,   /* double */
-    MC_PY_STR,     /* UTF-8 */
+    MC_PY_INT,   /* Python int that fits int64 */
+    MC_PY_FLOAT, /* double */
+    MC_PY_STR,   /* UTF-8 */
     MC_PY_BYTES,
     MC_PY_TUPLE,
     MC_PY_LIST,
@@ -96,10 +96,10 @@ struct mc_pyobj {
         struct { /* DICT */
             mc_pyobj_t **keys, **vals;
             size_t len, cap;
-            uint32_t *index;    /* hash index of the keys (internal), NULL when small */
+            uint32_t *index; /* hash index of the keys (internal), NULL when small */
             size_t index_cap;
-            bool ordered;       /* collections.OrderedDict */
-            mc_pyobj_t *attrs;  /* OrderedDict instance attributes (a DICT, e.g. the
+            bool ordered;      /* collections.OrderedDict */
+            mc_pyobj_t *attrs; /* OrderedDict instance attributes (a DICT, e.g. the
                                    _metadata that module.state_dict() attaches), or NULL */
         } dict;
         struct { /* GLOBAL */
@@ -114,28 +114,28 @@ struct mc_pyobj {
         } object;
         struct { /* STORAGE */
             mc_torch_dtype_t dtype;
-            bool untyped;   /* torch.UntypedStorage (numel counts bytes; dtype is UINT8) */
-            int64_t numel;  /* elements of dtype */
+            bool untyped;  /* torch.UntypedStorage (numel counts bytes; dtype is UINT8) */
+            int64_t numel; /* elements of dtype */
             size_t nbytes;
-            void *data;     /* NULL only when nbytes is 0 */
+            void *data;         /* NULL only when nbytes is 0 */
             mc_py_buf_t *owner; /* NULL: borrowed */
-            char *location; /* where torch saved it from ("cpu", "cuda:0"); loaded to CPU */
+            char *location;     /* where torch saved it from ("cpu", "cuda:0"); loaded to CPU */
         } storage;
         struct {                 /* TENSOR */
             mc_pyobj_t *storage; /* a STORAGE */
             mc_torch_dtype_t dtype;
             int ndim;
-            int64_t offset;      /* storage offset, in elements of dtype */
+            int64_t offset;          /* storage offset, in elements of dtype */
             int64_t *shape, *stride; /* ndim each (strides in elements); NULL when ndim is 0 */
             bool requires_grad;
-            bool parameter;      /* a torch.nn.Parameter (_rebuild_parameter) */
+            bool parameter; /* a torch.nn.Parameter (_rebuild_parameter) */
         } tensor;
     };
 };
 
 /* ---- dtypes ---------------------------------------------------------------------------------- */
 
-size_t mc_torch_dtype_size(mc_torch_dtype_t dt);     /* bytes per element; 0 for an invalid value */
+size_t mc_torch_dtype_size(mc_torch_dtype_t dt); /* bytes per element; 0 for an invalid value */
 const char *mc_torch_dtype_name(mc_torch_dtype_t dt); /* torch's name: "float32", "bfloat16", ... */
 /* By torch's name ("float32", also "float"/"half"/"long"...). Returns 0, or -1 if unknown. */
 int mc_torch_dtype_from_name(const char *name, mc_torch_dtype_t *out);
@@ -152,15 +152,15 @@ mc_pyobj_t *mc_py_none(void);
 mc_pyobj_t *mc_py_bool(bool v);
 mc_pyobj_t *mc_py_int(int64_t v);
 mc_pyobj_t *mc_py_float(double v);
-mc_pyobj_t *mc_py_str(const char *s);              /* copies; must be UTF-8 */
-mc_pyobj_t *mc_py_strn(const char *s, size_t n);   /* copies n bytes */
-mc_pyobj_t *mc_py_bytes(const void *p, size_t n);  /* copies */
+mc_pyobj_t *mc_py_str(const char *s);             /* copies; must be UTF-8 */
+mc_pyobj_t *mc_py_strn(const char *s, size_t n);  /* copies n bytes */
+mc_pyobj_t *mc_py_bytes(const void *p, size_t n); /* copies */
 /* A tuple of n items, stealing each (NULL items make it fail, after releasing the rest). */
 mc_pyobj_t *mc_py_tuple(size_t n, ...);
 mc_pyobj_t *mc_py_tuple_of(size_t n, mc_pyobj_t *const *items); /* steals items[0..n) */
 mc_pyobj_t *mc_py_list(void);
 mc_pyobj_t *mc_py_dict(void);
-mc_pyobj_t *mc_py_ordered_dict(void);              /* collections.OrderedDict() */
+mc_pyobj_t *mc_py_ordered_dict(void); /* collections.OrderedDict() */
 mc_pyobj_t *mc_py_global(const char *module, const char *name);
 /* callable(*args) (newobj: cls.__new__(cls, *args)); steals both; args must be a tuple. */
 mc_pyobj_t *mc_py_object(mc_pyobj_t *callable, mc_pyobj_t *args, bool newobj);
@@ -201,7 +201,7 @@ int mc_py_attr_set(mc_pyobj_t *obj, const char *name, mc_pyobj_t *val);
 /* ---- lookups (borrowed references; NULL when absent or the container has another kind) ------- */
 
 size_t mc_py_len(const mc_pyobj_t *o); /* items of a tuple, list or dict; 0 otherwise */
-mc_pyobj_t *mc_py_item(const mc_pyobj_t *seq, size_t i);       /* tuple or list */
+mc_pyobj_t *mc_py_item(const mc_pyobj_t *seq, size_t i); /* tuple or list */
 mc_pyobj_t *mc_py_dict_get(const mc_pyobj_t *dict, const mc_pyobj_t *key);
 mc_pyobj_t *mc_py_dict_get_str(const mc_pyobj_t *dict, const char *key);
 mc_pyobj_t *mc_py_dict_get_int(const mc_pyobj_t *dict, int64_t key);
@@ -232,7 +232,7 @@ bool mc_py_equal(const mc_pyobj_t *a, const mc_pyobj_t *b);
 
 /* ---- tensors --------------------------------------------------------------------------------- */
 
-void *mc_py_tensor_data(const mc_pyobj_t *t);   /* first element (storage data + offset) */
+void *mc_py_tensor_data(const mc_pyobj_t *t); /* first element (storage data + offset) */
 int64_t mc_py_tensor_numel(const mc_pyobj_t *t);
 size_t mc_py_tensor_nbytes(const mc_pyobj_t *t); /* numel x element size */
 bool mc_py_tensor_contiguous(const mc_pyobj_t *t);

@@ -40,13 +40,13 @@ int mc_torch_save_stream(FILE *f, const mc_pyobj_t *obj, const mc_torch_save_opt
     uint32_t crc;
     char key[32];
     int rc = 0;
-#define ADD(name, data, size)                                                                  \
-    do {                                                                                       \
-        if (!rc) {                                                                             \
-            rc = mc_zipw_add(z, name, data, size, &crc, err, errn);                            \
-            names ^= ck_hash(name, strlen(name)) + 0x9e3779b9 + (names << 6) + (names >> 2);   \
-            crcs ^= crc + 0x9e3779b9 + (crcs << 6) + (crcs >> 2);                              \
-        }                                                                                      \
+#define ADD(name, data, size)                                                                      \
+    do {                                                                                           \
+        if (!rc) {                                                                                 \
+            rc = mc_zipw_add(z, name, data, size, &crc, err, errn);                                \
+            names ^= ck_hash(name, strlen(name)) + 0x9e3779b9 + (names << 6) + (names >> 2);       \
+            crcs ^= crc + 0x9e3779b9 + (crcs << 6) + (crcs >> 2);                                  \
+        }                                                                                          \
     } while (0)
     ADD("data.pkl", pkl, pkl_len);
     ADD(".format_version", "1", 1); /* storages in numeric key order */
@@ -175,8 +175,9 @@ static int load(const uint8_t *buf, size_t len, mc_py_buf_t *owner, unsigned fla
 {
     *out = NULL;
     if (len >= 2 && buf[0] == 0x80 && buf[1] <= 5)
-        return mc_errf(err, errn, "a torch.save file in the legacy format of torch < 1.6 (not a "
-                                  "zip archive): not supported; re-save it with a newer torch");
+        return mc_errf(err, errn,
+                       "a torch.save file in the legacy format of torch < 1.6 (not a "
+                       "zip archive): not supported; re-save it with a newer torch");
     mc_zipr_t zip;
     if (mc_zipr_open(&zip, buf, len, err, errn)) return -1;
     int rc = -1;

@@ -19,8 +19,8 @@
 #define EOCD_SIZE 22
 #define EOCD64_SIZE 56
 #define LOCATOR64_SIZE 20
-#define FLAGS 0x0808      /* sizes in a data descriptor; UTF-8 names */
-#define ALIGNMENT 64      /* torch's kFieldAlignment */
+#define FLAGS 0x0808 /* sizes in a data descriptor; UTF-8 names */
+#define ALIGNMENT 64 /* torch's kFieldAlignment */
 #define U32_LIMIT 0xFFFFFFFFull
 
 /* zlib's crc32 takes 32-bit lengths. */
@@ -296,8 +296,9 @@ static int find_end(const uint8_t *b, uint64_t size, uint64_t *count, uint64_t *
     for (;; at--) {
         if (ck_le32(b + at) == SIG_EOCD && at + EOCD_SIZE + ck_le16(b + at + 20) <= size) break;
         if (at == lo)
-            return mc_errf(err, errn, "no end-of-central-directory record: not a zip archive, "
-                                      "or truncated");
+            return mc_errf(err, errn,
+                           "no end-of-central-directory record: not a zip archive, "
+                           "or truncated");
     }
     const uint8_t *e = b + at;
     if (ck_le16(e + 4) || ck_le16(e + 6))

@@ -45,7 +45,7 @@ typedef struct {
     char *name;      /* full name ("archive/data/0"), NUL-terminated */
     uint64_t offset; /* of the data, from the start of the archive */
     uint64_t size;
-    uint32_t crc;    /* from the central directory */
+    uint32_t crc; /* from the central directory */
 } mc_zipentry_t;
 
 typedef struct {
@@ -53,8 +53,8 @@ typedef struct {
     uint64_t size;
     mc_zipentry_t *entries; /* in central directory order */
     size_t n;
-    char *prefix;           /* the archive folder, from the first record's name (as torch) */
-    uint32_t *index;        /* hash of names (internal) */
+    char *prefix;    /* the archive folder, from the first record's name (as torch) */
+    uint32_t *index; /* hash of names (internal) */
     size_t index_cap;
 } mc_zipr_t;
 

@@ -39,7 +39,7 @@ typedef struct {
     size_t op_at; /* offset of the opcode being run */
     uint8_t op;
     bool failed;
-    bool shared;  /* a container was fetched from the memo: check insertions for cycles */
+    bool shared; /* a container was fetched from the memo: check insertions for cycles */
     uint32_t stamp;
     uint64_t walk_budget;
     mc_pyobj_t **walk;
@@ -49,30 +49,74 @@ typedef struct {
 static const char *op_name(uint8_t op)
 {
     switch (op) {
-    case 0x80: return "PROTO";      case 0x95: return "FRAME";       case '.': return "STOP";
-    case '(': return "MARK";        case '0': return "POP";          case '1': return "POP_MARK";
-    case '2': return "DUP";         case 'N': return "NONE";         case 0x88: return "NEWTRUE";
-    case 0x89: return "NEWFALSE";   case 'J': return "BININT";       case 'K': return "BININT1";
-    case 'M': return "BININT2";     case 0x8a: return "LONG1";       case 0x8b: return "LONG4";
-    case 'G': return "BINFLOAT";    case 'X': return "BINUNICODE";   case 'B': return "BINBYTES";
-    case 0x8c: return "SHORT_BINUNICODE";  case 0x8d: return "BINUNICODE8";
-    case 'T': return "BINSTRING";   case 'U': return "SHORT_BINSTRING";
-    case 'C': return "SHORT_BINBYTES";     case 0x8e: return "BINBYTES8";
-    case 0x96: return "BYTEARRAY8"; case ')': return "EMPTY_TUPLE";  case 't': return "TUPLE";
-    case 0x85: return "TUPLE1";     case 0x86: return "TUPLE2";      case 0x87: return "TUPLE3";
-    case ']': return "EMPTY_LIST";  case 'l': return "LIST";         case 'a': return "APPEND";
-    case 'e': return "APPENDS";     case '}': return "EMPTY_DICT";   case 'd': return "DICT";
-    case 's': return "SETITEM";     case 'u': return "SETITEMS";     case 0x8f: return "EMPTY_SET";
-    case 0x90: return "ADDITEMS";   case 0x91: return "FROZENSET";   case 'c': return "GLOBAL";
-    case 0x93: return "STACK_GLOBAL"; case 'R': return "REDUCE";     case 0x81: return "NEWOBJ";
-    case 0x92: return "NEWOBJ_EX";  case 'b': return "BUILD";        case 'Q': return "BINPERSID";
-    case 'P': return "PERSID";      case 'q': return "BINPUT";       case 'r': return "LONG_BINPUT";
-    case 0x94: return "MEMOIZE";    case 'h': return "BINGET";       case 'j': return "LONG_BINGET";
-    case 'I': return "INT";         case 'L': return "LONG";         case 'F': return "FLOAT";
-    case 'S': return "STRING";      case 'V': return "UNICODE";      case 'p': return "PUT";
-    case 'g': return "GET";         case 'i': return "INST";         case 'o': return "OBJ";
-    case 0x82: return "EXT1";       case 0x83: return "EXT2";        case 0x84: return "EXT4";
-    case 0x97: return "NEXT_BUFFER"; case 0x98: return "READONLY_BUFFER";
+    case 0x80: return "PROTO";
+    case 0x95: return "FRAME";
+    case '.': return "STOP";
+    case '(': return "MARK";
+    case '0': return "POP";
+    case '1': return "POP_MARK";
+    case '2': return "DUP";
+    case 'N': return "NONE";
+    case 0x88: return "NEWTRUE";
+    case 0x89: return "NEWFALSE";
+    case 'J': return "BININT";
+    case 'K': return "BININT1";
+    case 'M': return "BININT2";
+    case 0x8a: return "LONG1";
+    case 0x8b: return "LONG4";
+    case 'G': return "BINFLOAT";
+    case 'X': return "BINUNICODE";
+    case 'B': return "BINBYTES";
+    case 0x8c: return "SHORT_BINUNICODE";
+    case 0x8d: return "BINUNICODE8";
+    case 'T': return "BINSTRING";
+    case 'U': return "SHORT_BINSTRING";
+    case 'C': return "SHORT_BINBYTES";
+    case 0x8e: return "BINBYTES8";
+    case 0x96: return "BYTEARRAY8";
+    case ')': return "EMPTY_TUPLE";
+    case 't': return "TUPLE";
+    case 0x85: return "TUPLE1";
+    case 0x86: return "TUPLE2";
+    case 0x87: return "TUPLE3";
+    case ']': return "EMPTY_LIST";
+    case 'l': return "LIST";
+    case 'a': return "APPEND";
+    case 'e': return "APPENDS";
+    case '}': return "EMPTY_DICT";
+    case 'd': return "DICT";
+    case 's': return "SETITEM";
+    case 'u': return "SETITEMS";
+    case 0x8f: return "EMPTY_SET";
+    case 0x90: return "ADDITEMS";
+    case 0x91: return "FROZENSET";
+    case 'c': return "GLOBAL";
+    case 0x93: return "STACK_GLOBAL";
+    case 'R': return "REDUCE";
+    case 0x81: return "NEWOBJ";
+    case 0x92: return "NEWOBJ_EX";
+    case 'b': return "BUILD";
+    case 'Q': return "BINPERSID";
+    case 'P': return "PERSID";
+    case 'q': return "BINPUT";
+    case 'r': return "LONG_BINPUT";
+    case 0x94: return "MEMOIZE";
+    case 'h': return "BINGET";
+    case 'j': return "LONG_BINGET";
+    case 'I': return "INT";
+    case 'L': return "LONG";
+    case 'F': return "FLOAT";
+    case 'S': return "STRING";
+    case 'V': return "UNICODE";
+    case 'p': return "PUT";
+    case 'g': return "GET";
+    case 'i': return "INST";
+    case 'o': return "OBJ";
+    case 0x82: return "EXT1";
+    case 0x83: return "EXT2";
+    case 0x84: return "EXT4";
+    case 0x97: return "NEXT_BUFFER";
+    case 0x98: return "READONLY_BUFFER";
     default: return NULL;
     }
 }
@@ -253,8 +297,11 @@ static bool valid_utf8(const uint8_t *s, size_t n)
 {
     for (size_t i = 0; i < n;) {
         uint8_t c = s[i];
-        size_t len = c < 0x80 ? 1 : (c & 0xe0) == 0xc0 ? 2 : (c & 0xf0) == 0xe0 ? 3
-                                 : (c & 0xf8) == 0xf0 ? 4 : 0;
+        size_t len = c < 0x80             ? 1
+                     : (c & 0xe0) == 0xc0 ? 2
+                     : (c & 0xf0) == 0xe0 ? 3
+                     : (c & 0xf8) == 0xf0 ? 4
+                                          : 0;
         if (!len || i + len > n) return false;
         uint32_t cp = len == 1 ? c : c & (0x7f >> len);
         for (size_t k = 1; k < len; k++) {
@@ -320,8 +367,8 @@ static bool is_global(const mc_pyobj_t *o, const char *module, const char *name)
 
 static mc_pyobj_t *persistent_load(up_t *u, const mc_pyobj_t *pid)
 {
-    if (!pid || pid->kind != MC_PY_TUPLE || pid->seq.len < 5 ||
-        !mc_py_get_str(pid->seq.items[0]) || strcmp(mc_py_get_str(pid->seq.items[0]), "storage")) {
+    if (!pid || pid->kind != MC_PY_TUPLE || pid->seq.len < 5 || !mc_py_get_str(pid->seq.items[0]) ||
+        strcmp(mc_py_get_str(pid->seq.items[0]), "storage")) {
         bad(u, "a persistent id that is not a torch storage");
         return NULL;
     }
@@ -336,8 +383,8 @@ static mc_pyobj_t *persistent_load(up_t *u, const mc_pyobj_t *pid)
     }
     /* torch.FloatStorage (torch.cuda.FloatStorage from torch < 1.11), torch.UntypedStorage */
     const char *mod = type->global.module, *cls = type->global.name;
-    bool untyped = !strcmp(cls, "UntypedStorage") &&
-                   (!strcmp(mod, "torch") || !strcmp(mod, "torch.storage"));
+    bool untyped =
+        !strcmp(cls, "UntypedStorage") && (!strcmp(mod, "torch") || !strcmp(mod, "torch.storage"));
     mc_torch_dtype_t dt = MC_TORCH_UINT8;
     if (!untyped) {
         int found = -1;
@@ -395,7 +442,10 @@ static mc_pyobj_t *rebuild_tensor(up_t *u, const mc_pyobj_t *args, int version)
     int nd, ns;
     if (args->seq.len < need) {
         bad(u, "_rebuild_tensor%s with %zu arguments",
-            version == 1 ? "" : version == 2 ? "_v2" : "_v3", args->seq.len);
+            version == 1   ? ""
+            : version == 2 ? "_v2"
+                           : "_v3",
+            args->seq.len);
         return NULL;
     }
     mc_pyobj_t *const *a = args->seq.items;
@@ -600,8 +650,7 @@ static int setitems(up_t *u, size_t k)
     if ((u->sp - k) % 2) return bad(u, "SETITEMS with an odd number of items");
     mc_pyobj_t *target = u->stack[k - 1], *dict = target;
     if (target->kind == MC_PY_OBJECT) {
-        if (!target->object.dictitems && !(target->object.dictitems = mc_py_dict()))
-            return oom(u);
+        if (!target->object.dictitems && !(target->object.dictitems = mc_py_dict())) return oom(u);
         dict = target->object.dictitems;
     } else if (target->kind != MC_PY_DICT) {
         return bad(u, "setting items of a %s", mc_py_kind_name(target->kind));
@@ -704,9 +753,7 @@ static int op_stack(up_t *u, uint8_t op)
         if (!(b = take(u, 1))) return -1;
         if (b[0] > 5) rc = bad(u, "unsupported pickle protocol %d", b[0]);
         break;
-    case 0x95: /* FRAME: a length hint */
-        rc = take(u, 8) ? 0 : -1;
-        break;
+    case 0x95: /* FRAME: a length hint */ rc = take(u, 8) ? 0 : -1; break;
     case '(': /* MARK */
         if (u->nmarks == u->mcap) {
             size_t cap = u->mcap ? 2 * u->mcap : 32;
@@ -761,7 +808,7 @@ static int op_scalar(up_t *u, uint8_t op)
         if (!(b = take(u, 2))) return -1;
         rc = push(u, mc_py_int(ck_le16(b)));
         break;
-    case 0x8a: /* LONG1 */
+    case 0x8a:   /* LONG1 */
     case 0x8b: { /* LONG4 */
         uint64_t n;
         if (!(b = take(u, op == 0x8a ? 1 : 4))) return -1;
@@ -812,7 +859,7 @@ static int op_collect(up_t *u, uint8_t op)
     case ')': rc = push(u, mc_py_tuple(0)); break;
     case ']': rc = push(u, mc_py_list()); break;
     case '}': rc = push(u, mc_py_dict()); break;
-    case 't': /* TUPLE */
+    case 't':   /* TUPLE */
     case 'l': { /* LIST */
         ptrdiff_t k = pop_mark(u);
         if (k < 0) return -1;
@@ -865,7 +912,7 @@ static int op_fill(up_t *u, uint8_t op)
         rc = k < 0 ? -1 : setitems(u, (size_t)k);
         break;
     }
-    case 0x8f: /* EMPTY_SET: set([]) as protocol 2 would write it */
+    case 0x8f:   /* EMPTY_SET: set([]) as protocol 2 would write it */
     case 0x91: { /* FROZENSET */
         ptrdiff_t k = 0;
         if (op == 0x91 && (k = pop_mark(u)) < 0) return -1;
@@ -880,8 +927,7 @@ static int op_fill(up_t *u, uint8_t op)
     case 0x90: { /* ADDITEMS */
         ptrdiff_t k = pop_mark(u);
         if (k < 0) return -1;
-        if (k == 0 || (size_t)k - 1 < fence(u) ||
-            !mc_py_is_a(u->stack[k - 1], "builtins", "set"))
+        if (k == 0 || (size_t)k - 1 < fence(u) || !mc_py_is_a(u->stack[k - 1], "builtins", "set"))
             return bad(u, "ADDITEMS without a set");
         rc = appends(u, (size_t)k);
         break;
@@ -906,8 +952,7 @@ static int op_object(up_t *u, uint8_t op)
         mc_pyobj_t *name = pop(u), *mod = name ? pop(u) : NULL;
         if (!mod || mod->kind != MC_PY_STR || name->kind != MC_PY_STR)
             rc = u->failed ? -1 : bad(u, "STACK_GLOBAL names that are not str");
-        else
-            rc = push_global(u, mod->str.data, mod->str.len, name->str.data, name->str.len);
+        else rc = push_global(u, mod->str.data, mod->str.len, name->str.data, name->str.len);
         mc_py_decref(name);
         mc_py_decref(mod);
         break;
@@ -922,7 +967,7 @@ static int op_object(up_t *u, uint8_t op)
         rc = r ? push(u, r) : -1;
         break;
     }
-    case 0x81: /* NEWOBJ */
+    case 0x81:   /* NEWOBJ */
     case 0x92: { /* NEWOBJ_EX */
         mc_pyobj_t *kw = op == 0x92 ? pop(u) : NULL;
         if (op == 0x92 && !kw) return -1;
@@ -989,8 +1034,7 @@ static int dispatch(up_t *u, uint8_t op)
     case '(':
     case '0':
     case '1':
-    case '2':
-        return op_stack(u, op);
+    case '2': return op_stack(u, op);
     case 'N':
     case 0x88:
     case 0x89:
@@ -1008,8 +1052,7 @@ static int dispatch(up_t *u, uint8_t op)
     case 'C':
     case 0x8d:
     case 0x8e:
-    case 0x96:
-        return op_scalar(u, op);
+    case 0x96: return op_scalar(u, op);
     case ')':
     case ']':
     case '}':
@@ -1018,32 +1061,27 @@ static int dispatch(up_t *u, uint8_t op)
     case 0x85:
     case 0x86:
     case 0x87:
-    case 'd':
-        return op_collect(u, op);
+    case 'd': return op_collect(u, op);
     case 'a':
     case 'e':
     case 's':
     case 'u':
     case 0x8f:
     case 0x91:
-    case 0x90:
-        return op_fill(u, op);
+    case 0x90: return op_fill(u, op);
     case 'c':
     case 0x93:
     case 'R':
     case 0x81:
     case 0x92:
     case 'b':
-    case 'Q':
-        return op_object(u, op);
+    case 'Q': return op_object(u, op);
     case 'q':
     case 'r':
     case 0x94:
     case 'h':
-    case 'j':
-        return op_memo(u, op);
-    default:
-        return bad(u, op_name(op) ? "unsupported pickle opcode" : "invalid pickle opcode");
+    case 'j': return op_memo(u, op);
+    default: return bad(u, op_name(op) ? "unsupported pickle opcode" : "invalid pickle opcode");
     }
 }
 
@@ -1073,8 +1111,12 @@ static int run(up_t *u, mc_pyobj_t **out)
 int mc_unpickle(const void *buf, size_t len, const mc_unpickle_storages_t *storages,
                 mc_pyobj_t **out, char *err, size_t errn)
 {
-    up_t u = {.base = buf, .p = buf, .end = (const uint8_t *)buf + len, .st = storages,
-              .err = err, .errn = errn};
+    up_t u = {.base = buf,
+              .p = buf,
+              .end = (const uint8_t *)buf + len,
+              .st = storages,
+              .err = err,
+              .errn = errn};
     /* Python's pickler numbers memo entries from 0, one per memoized object: an index beyond
      * the input length cannot come from it. */
     u.memo_limit = len + 1;

@@ -26,7 +26,11 @@ static inline uint64_t ck_le64(const uint8_t *p)
 {
     return ck_le32(p) | (uint64_t)ck_le32(p + 4) << 32;
 }
-static inline void ck_put16(uint8_t *p, uint16_t v) { p[0] = (uint8_t)v; p[1] = (uint8_t)(v >> 8); }
+static inline void ck_put16(uint8_t *p, uint16_t v)
+{
+    p[0] = (uint8_t)v;
+    p[1] = (uint8_t)(v >> 8);
+}
 static inline void ck_put32(uint8_t *p, uint32_t v)
 {
     for (int i = 0; i < 4; i++) p[i] = (uint8_t)(v >> (8 * i));

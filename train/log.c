@@ -144,8 +144,8 @@ double mc_num_floating_point_operations(const mc_args_t *a, int64_t batch_size)
 
     /* Python ints are exact; the first float appears at the causal "/ 2". */
     const int64_t mlp = 3 * 2 * h * (ffn * e * L);
-    const double attn = (double)(3 * 2) *
-                        ((double)(h * (q + k + v)) + (double)(q * s) / 2 * 2 + (double)(q * h));
+    const double attn =
+        (double)(3 * 2) * ((double)(h * (q + k + v)) + (double)(q * s) / 2 * 2 + (double)(q * h));
     const double self_attn = attn * (double)L;
     const int64_t logit = 3 * 2 * h * V * 1;
     const double inner = (double)mlp + self_attn + (double)logit;

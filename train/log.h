@@ -16,24 +16,24 @@
 
 typedef struct {
     int64_t iteration, train_iters, consumed_samples;
-    int64_t skipped_samples;          /* ' skipped samples' appears only when > 0 */
+    int64_t skipped_samples; /* ' skipped samples' appears only when > 0 */
     double elapsed_ms_per_iter;
-    int has_throughput;               /* --log-throughput */
+    int has_throughput; /* --log-throughput */
     double tflops_per_gpu;
-    int has_lr;                       /* learning rate is omitted when None */
+    int has_lr; /* learning rate is omitted when None */
     double lr;
     int global_batch_size;
-    int n_losses;                     /* a loss whose average is not >= 0 (or NaN) is left out */
+    int n_losses; /* a loss whose average is not >= 0 (or NaN) is left out */
     const char *loss_names[4];
     double loss_values[4];
     double loss_scale;
-    int has_grad_norm;                /* None on a skipped step */
+    int has_grad_norm; /* None on a skipped step */
     double grad_norm;
-    int has_num_zeros;                /* --log-num-zeros-in-grad */
+    int has_num_zeros; /* --log-num-zeros-in-grad */
     long num_zeros;
-    int has_params_norm;              /* --log-params-norm */
+    int has_params_norm; /* --log-params-norm */
     double params_norm;
-    int skipped_iters, nan_iters;     /* counts within the interval */
+    int skipped_iters, nan_iters; /* counts within the interval */
 } mc_log_line_t;
 
 /* Writes the line without a trailing newline, starting with the timestamp " [YYYY-mm-dd

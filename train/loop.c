@@ -47,17 +47,24 @@ static void load_microbatch(mc_trainer_t *t, int slot, int split, int64_t first,
     if (first + b > len)
         mc_fatal("the %s dataset has %lld samples but sample %lld was asked for (the dataset is "
                  "built for the requested iterations; this is a bug)",
-                 split == MC_SPLIT_TRAIN ? "train" : split == MC_SPLIT_VALID ? "validation" : "test",
+                 split == MC_SPLIT_TRAIN   ? "train"
+                 : split == MC_SPLIT_VALID ? "validation"
+                                           : "test",
                  (long long)len, (long long)(first + b - 1));
     int32_t *segments = t->args->reset_attention_mask ? t->segments + base : NULL;
-    int rc = mc_data_source_batch(&t->data, split, t->sample_idx, b, t->tokens + base,
-                                  t->labels + base, t->loss_mask + base, t->positions + base,
-                                  segments, err, sizeof(err));
+    int rc =
+        mc_data_source_batch(&t->data, split, t->sample_idx, b, t->tokens + base, t->labels + base,
+                             t->loss_mask + base, t->positions + base, segments, err, sizeof(err));
     if (rc == MC_DATA_BAD_TOKENS) mc_user_error("%s", err); /* the data's fault: this rank's */
     if (rc != 0) mc_fatal("%s", err);
-    mc_microbatch_t out = {.b = b, .s = s, .tokens = t->tokens + base, .labels = t->labels + base,
-                           .positions = t->positions + base, .loss_mask = t->loss_mask + base,
-                           .segments = segments, .sample0 = (uint64_t)first};
+    mc_microbatch_t out = {.b = b,
+                           .s = s,
+                           .tokens = t->tokens + base,
+                           .labels = t->labels + base,
+                           .positions = t->positions + base,
+                           .loss_mask = t->loss_mask + base,
+                           .segments = segments,
+                           .sample0 = (uint64_t)first};
     *mb = out;
     mc_timer_stop(&t->timers, MC_T_BATCH_GENERATOR);
 }
@@ -75,9 +82,10 @@ static double evaluate(mc_trainer_t *t, int split, int64_t *consumed)
     mc_ddp_finish_param_gather(&t->ddp);
     for (int it = 0; it < a->eval_iters; it++) {
         for (int i = 0; i < M; i++)
-            load_microbatch(t, i, split,
-                            mc_sampler_index(*consumed, mbs, a->data_parallel_size, t->par.me.dp, i, 0),
-                            mbs, &mbl[i]);
+            load_microbatch(
+                t, i, split,
+                mc_sampler_index(*consumed, mbs, a->data_parallel_size, t->par.me.dp, i, 0), mbs,
+                &mbl[i]);
         double s, c;
         mc_forward_only(t, mbl, M, &s, &c); /* over the global batch already */
         sum += s;
@@ -117,8 +125,7 @@ static double print_memory_plan(FILE *out, const mc_args_t *a, const mc_memory_p
     if (a->use_distributed_optimizer && a->data_parallel_size > 1)
         snprintf(opt_name, sizeof(opt_name), "optimizer state (Adam m, v; 1/%d shard)",
                  a->data_parallel_size);
-    else
-        snprintf(opt_name, sizeof(opt_name), "optimizer state (Adam m, v)");
+    else snprintf(opt_name, sizeof(opt_name), "optimizer state (Adam m, v)");
     /* one slot is one microbatch through one model chunk */
     char act_name[64];
     snprintf(act_name, sizeof(act_name), "activations (%d microbatch%s in flight)", p.inflight,
@@ -128,16 +135,17 @@ static double print_memory_plan(FILE *out, const mc_args_t *a, const mc_memory_p
     snprintf(grad_name, sizeof(grad_name), "gradients (%s)", mc_dtype_name(p.gdt));
     if (p.dt != MC_DT_F32 || p.gdt != MC_DT_F32) /* + fp32 master params and/or main grads */
         snprintf(opt_name + strlen(opt_name) - 1, sizeof(opt_name) - strlen(opt_name) + 1, "%s%s)",
-                 p.dt != MC_DT_F32 ? ", fp32 params" : "", p.gdt != MC_DT_F32 ? ", fp32 grads" : "");
-    const char *names[] = {par_name, grad_name, opt_name, act_name, "workspace",
-                           "async checkpoint snapshot (host)"};
+                 p.dt != MC_DT_F32 ? ", fp32 params" : "",
+                 p.gdt != MC_DT_F32 ? ", fp32 grads" : "");
+    const char *names[] = {par_name, grad_name,   opt_name,
+                           act_name, "workspace", "async checkpoint snapshot (host)"};
     double bytes[] = {p.params, p.grads, p.optimizer, p.activations, p.workspace, p.snapshot};
     const int rows = p.snapshot > 0 ? 6 : 5;
     double total = 0;
     if (a->pipeline_model_parallel_size > 1)
-        fprintf(out, "> memory plan (per rank, %s; pipeline stage %d, the largest):\n", device, p.stage);
-    else
-        fprintf(out, "> memory plan (per rank, %s):\n", device);
+        fprintf(out, "> memory plan (per rank, %s; pipeline stage %d, the largest):\n", device,
+                p.stage);
+    else fprintf(out, "> memory plan (per rank, %s):\n", device);
     for (int i = 0; i < rows; i++) {
         char b[32];
         fmt_bytes(b, sizeof(b), bytes[i]);
@@ -160,8 +168,9 @@ static void check_plan_fits(const mc_args_t *args, const mc_memory_plan_t *plan,
     const mc_memory_plan_t p = *plan;
     bool cpu = strcmp(be->name, "cpu") == 0;
     /* the asynchronous checkpoint snapshot is host memory: the CPU backend's, not a GPU's */
-    double need = (p.params + p.grads + p.optimizer + p.activations + p.workspace + (cpu ? p.snapshot : 0)) *
-                  sharing;
+    double need =
+        (p.params + p.grads + p.optimizer + p.activations + p.workspace + (cpu ? p.snapshot : 0)) *
+        sharing;
     double free_bytes = 0, total = 0;
     if (mc_backend_memory(be, &free_bytes, &total) != 0) return;
     double have = cpu ? total : free_bytes;
@@ -174,7 +183,8 @@ static void check_plan_fits(const mc_args_t *args, const mc_memory_plan_t *plan,
         if (!cpu) mc_error_set_rank_local(true);
         mc_user_error("the memory plan needs %s for the %d rank(s) on %s but it has %s%s "
                       "(reduce --micro-batch-size, --seq-length, --num-layers or --hidden-size, "
-                      "use --use-distributed-optimizer%s)", nb, sharing, where, hb, cpu ? "" : " free",
+                      "use --use-distributed-optimizer%s)",
+                      nb, sharing, where, hb, cpu ? "" : " free",
                       cpu && p.snapshot > 0 ? ", or save without --async-save" : "");
     }
 }
@@ -188,14 +198,17 @@ static void print_startup(const mc_trainer_t *t, const mc_memory_plan_t *plan, c
            a->tensor_model_parallel_size, a->pipeline_model_parallel_size);
     mc_args_print(stdout, a);
     printf("> device: %s\n", why);
-    bool nccl = strcmp(a->distributed_backend, "nccl") == 0, cuda = strcmp(t->be->name, "cuda") == 0;
+    bool nccl = strcmp(a->distributed_backend, "nccl") == 0,
+         cuda = strcmp(t->be->name, "cuda") == 0;
     if (t->comm->size > 1)
         printf("> collectives: %s over %d ranks (%s)\n", t->comm->name, t->comm->size,
-               nccl && !cuda ? "--distributed-backend nccl needs the cuda backend; the cpu backend's tensors "
-                               "are in host memory"
-               : nccl        ? "--distributed-backend nccl"
-               : cuda        ? "--distributed-backend mpi; device buffers staged through pinned host memory"
-                             : "--distributed-backend mpi");
+               nccl && !cuda
+                   ? "--distributed-backend nccl needs the cuda backend; the cpu backend's tensors "
+                     "are in host memory"
+               : nccl ? "--distributed-backend nccl"
+               : cuda
+                   ? "--distributed-backend mpi; device buffers staged through pinned host memory"
+                   : "--distributed-backend mpi");
     printf("> building %s tokenizer ...\n", a->tokenizer_type);
     int v = (int)t->data.vocab_size;
     printf(" > padded vocab (size: %d) with %d dummy tokens (new size: %d)\n", v,
@@ -205,9 +218,10 @@ static void print_startup(const mc_trainer_t *t, const mc_memory_plan_t *plan, c
     printf(" > number of parameters on (tensor, pipeline) model parallel rank (0, 0): %ld\n", n);
     print_memory_plan(stdout, a, plan, t->be->name);
     if (t->data.is_mock)
-        printf("> mock data: %d documents, split 969/30/1 (train %lld, valid %lld, test %lld tokens)\n",
-               t->data.mock.n_docs, (long long)t->data.mock.split_tokens[0],
-               (long long)t->data.mock.split_tokens[1], (long long)t->data.mock.split_tokens[2]);
+        printf(
+            "> mock data: %d documents, split 969/30/1 (train %lld, valid %lld, test %lld tokens)\n",
+            t->data.mock.n_docs, (long long)t->data.mock.split_tokens[0],
+            (long long)t->data.mock.split_tokens[1], (long long)t->data.mock.split_tokens[2]);
     else
         printf("> datasets: train %lld, validation %lld, test %lld samples of %d tokens\n",
                (long long)mc_data_source_len(&t->data, MC_SPLIT_TRAIN),
@@ -236,10 +250,15 @@ static void snapshot_volume(const mc_trainer_t *t, interval_t *iv)
 
 /* megatron-c's addition to the timers block (--timing-log-level >= 1): this rank's collectives
  * per iteration on its tp and dp-cp groups, as counted by the comm layer, in the timers' style. */
-static size_t format_volume(const mc_trainer_t *t, const interval_t *iv, int iters, char *buf, size_t n)
+static size_t format_volume(const mc_trainer_t *t, const interval_t *iv, int iters, char *buf,
+                            size_t n)
 {
     size_t len = (size_t)snprintf(buf, n, "communication per iteration on this rank (calls, MB):");
-    const struct { const char *group; const mc_group_t *g; const uint64_t *c0, *b0; } rows[] = {
+    const struct {
+        const char *group;
+        const mc_group_t *g;
+        const uint64_t *c0, *b0;
+    } rows[] = {
         {"tp", t->par.tp, iv->tp_calls, iv->tp_bytes},
         {"dp-cp", t->par.dp_cp, iv->dp_calls, iv->dp_bytes},
     };
@@ -297,7 +316,8 @@ static void log_iteration(mc_trainer_t *t, interval_t *iv, const mc_step_result_
         double sq;
         if (t->opt.master && t->model.cfg.dt == MC_DT_BF16) {
             sq = mc_opt_master_sumsq(&t->opt);
-            mc_all_reduce(t->comm, t->ddp.dist_opt ? t->comm->world : t->par.mp, &sq, 1, MC_DT_F64, MC_OP_SUM);
+            mc_all_reduce(t->comm, t->ddp.dist_opt ? t->comm->world : t->par.mp, &sq, 1, MC_DT_F64,
+                          MC_OP_SUM);
         } else {
             sq = mc_params_sumsq(&t->model);
             mc_all_reduce(t->comm, t->par.mp, &sq, 1, MC_DT_F64, MC_OP_SUM);
@@ -312,7 +332,8 @@ static void log_iteration(mc_trainer_t *t, interval_t *iv, const mc_step_result_
     mc_format_log_line(buf, sizeof(buf), &l, &when);
     char timers[1 << 16], volume[2048] = ""; /* --timing-log-option all lists every rank */
     mc_timers_report(&t->timers, a->log_interval, timers, sizeof(timers));
-    if (a->timing_log_level >= 1) format_volume(t, iv, iters > 0 ? iters : 1, volume, sizeof(volume));
+    if (a->timing_log_level >= 1)
+        format_volume(t, iv, iters > 0 ? iters : 1, volume, sizeof(volume));
     if (is_last_rank(t)) {
         puts(buf);
         if (timers[0]) puts(timers);
@@ -388,7 +409,8 @@ static bool checkpoint_and_decide_exit(mc_trainer_t *t, double start)
     }
     if (a->exit_duration_in_mins > 0 && duration_exceeded(t, start)) {
         if (save && !saved) save_and_time(t);
-        snprintf(what, sizeof(what), "exiting program after %.2f minutes", (mc_now_s() - start) / 60.0);
+        snprintf(what, sizeof(what), "exiting program after %.2f minutes",
+                 (mc_now_s() - start) / 60.0);
         print_datetime(what);
         return true;
     }
@@ -453,17 +475,17 @@ int mc_pretrain(mc_args_t *args)
     char err[1024];
     if (mc_data_source_open(&data, args, err, sizeof(err)) != 0) mc_user_error("%s", err);
     if (args->padded_vocab_size == 0)
-        args->padded_vocab_size = mc_padded_vocab_size((int)data.vocab_size,
-                                                       args->make_vocab_size_divisible_by,
-                                                       args->tensor_model_parallel_size);
+        args->padded_vocab_size =
+            mc_padded_vocab_size((int)data.vocab_size, args->make_vocab_size_divisible_by,
+                                 args->tensor_model_parallel_size);
     else if (args->padded_vocab_size < data.vocab_size)
         mc_user_error("--padded-vocab-size (%d) is smaller than the tokenizer's vocabulary (%lld)",
                       args->padded_vocab_size, (long long)data.vocab_size);
     char why[256];
     mc_runtime_t *rt = mc_runtime();
     mc_signals_init(args->exit_signal_handler ? mc_signal_number(args->exit_signal) : 0);
-    const mc_backend_t *be =
-        mc_backend_select(args->device, args->cpu_threads, rt ? rt->local_rank : 0, why, sizeof(why));
+    const mc_backend_t *be = mc_backend_select(args->device, args->cpu_threads,
+                                               rt ? rt->local_rank : 0, why, sizeof(why));
     mc_memory_plan_t plan; /* sized once: checked, and logged at start-up */
     mc_trainer_memory(args, be, &plan);
     char where[64];
@@ -475,7 +497,8 @@ int mc_pretrain(mc_args_t *args)
     if (mc_trainer_init(t, args, be, comm) != 0) {
         print_memory_plan(stderr, args, &plan, be->name);
         mc_fatal("not enough %s memory for the plan above (reduce --micro-batch-size, "
-                 "--seq-length or the model size)", be->name);
+                 "--seq-length or the model size)",
+                 be->name);
     }
     t->data = data;
     g_printer = t->par.rank == t->par.last_rank;
@@ -496,7 +519,7 @@ int mc_pretrain(mc_args_t *args)
         interval_t iv = {.t0 = mc_now_s()};
         snapshot_volume(t, &iv);
         while (t->iteration < args->train_iters) { /* derived from --train-samples too */
-            mc_ckpt_finalize(t, false); /* publishes an asynchronous save once written */
+            mc_ckpt_finalize(t, false);            /* publishes an asynchronous save once written */
             for (int i = 0; i < M; i++)
                 load_microbatch(t, i, MC_SPLIT_TRAIN,
                                 mc_sampler_index(t->consumed_train_samples, mbs,
@@ -517,7 +540,8 @@ int mc_pretrain(mc_args_t *args)
                 iv.advanced++;
             }
 
-            if (t->iteration % args->log_interval == 0 || t->iteration == 1) log_iteration(t, &iv, &r);
+            if (t->iteration % args->log_interval == 0 || t->iteration == 1)
+                log_iteration(t, &iv, &r);
             if (args->eval_interval > 0 && t->iteration % args->eval_interval == 0 &&
                 args->eval_iters > 0 && mc_data_source_len(&t->data, MC_SPLIT_VALID) > 0) {
                 char label[64];
@@ -533,14 +557,16 @@ int mc_pretrain(mc_args_t *args)
         mc_ckpt_finalize(t, true); /* the end of Megatron's train() */
         print_datetime("after training is done");
         /* the last iteration, unless the loop just saved it (an early exit saved already) */
-        if (!exiting && args->save[0] && t->iteration != 0 && t->iteration % args->save_interval != 0)
+        if (!exiting && args->save[0] && t->iteration != 0 &&
+            t->iteration % args->save_interval != 0)
             save_and_time(t);
     }
     /* do_valid / do_test: a split with a dataset and --eval-iters > 0 */
     if (!exiting && args->eval_iters > 0) {
         char label[96];
         if (mc_data_source_len(&t->data, MC_SPLIT_VALID) > 0) {
-            snprintf(label, sizeof(label), "iteration %lld on validation set", (long long)t->iteration);
+            snprintf(label, sizeof(label), "iteration %lld on validation set",
+                     (long long)t->iteration);
             print_eval(t, label, evaluate(t, MC_SPLIT_VALID, &t->consumed_valid_samples));
         }
         int64_t consumed_test = 0;

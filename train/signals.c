@@ -20,9 +20,9 @@ static const struct {
     const char *name;
     int signo;
 } NAMES[] = {
-    {"SIGTERM", SIGTERM}, {"SIGINT", SIGINT},   {"SIGHUP", SIGHUP},   {"SIGQUIT", SIGQUIT},
-    {"SIGUSR1", SIGUSR1}, {"SIGUSR2", SIGUSR2}, {"SIGALRM", SIGALRM}, {"SIGXCPU", SIGXCPU},
-    {"SIGPWR", SIGPWR},
+    {"SIGTERM", SIGTERM}, {"SIGINT", SIGINT},   {"SIGHUP", SIGHUP},
+    {"SIGQUIT", SIGQUIT}, {"SIGUSR1", SIGUSR1}, {"SIGUSR2", SIGUSR2},
+    {"SIGALRM", SIGALRM}, {"SIGXCPU", SIGXCPU}, {"SIGPWR", SIGPWR},
 };
 
 int mc_signal_number(const char *name)

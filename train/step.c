@@ -66,10 +66,14 @@ void mc_trainer_memory(const mc_args_t *args, const mc_backend_t *be, mc_memory_
         int n;
         optimizer_segments(&plan, &ddp, &segs, &n, &state_len);
         free(segs);
-        mc_memory_plan_t m = {.params = (double)pb, .grads = (double)gb,
+        mc_memory_plan_t m = {.params = (double)pb,
+                              .grads = (double)gb,
                               .optimizer = (double)mc_adam_state_bytes(state_len, cfg.dt, cfg.gdt),
-                              .activations = (double)ab, .workspace = (double)wb, .stage = r,
-                              .dt = cfg.dt, .gdt = cfg.gdt};
+                              .activations = (double)ab,
+                              .workspace = (double)wb,
+                              .stage = r,
+                              .dt = cfg.dt,
+                              .gdt = cfg.gdt};
         for (int g = 0; g < MC_SLOT_GROUPS; g++) m.inflight += plan.cfg.slots[g];
         /* the files hold the parameters and, without the distributed optimizer (whose state
          * is gathered into copies), the Adam moments (ckpt/async.h) */
@@ -126,7 +130,8 @@ int mc_trainer_init(mc_trainer_t *t, const mc_args_t *args, const mc_backend_t *
     t->positions = malloc(rows * s * sizeof(int32_t));
     t->segments = malloc(rows * s * sizeof(int32_t));
     t->loss_mask = malloc(rows * s * sizeof(float));
-    if (!t->sample_idx || !t->tokens || !t->labels || !t->positions || !t->segments || !t->loss_mask)
+    if (!t->sample_idx || !t->tokens || !t->labels || !t->positions || !t->segments ||
+        !t->loss_mask)
         return -1;
     return 0;
 }
@@ -177,9 +182,10 @@ static void stop_non_finite(mc_trainer_t *t, int mine, double value, const char 
     int64_t v = mine ? (int64_t)(size - rank) * 4 + mine : 0;
     mc_all_reduce(t->comm, t->comm->world, &v, 1, MC_DT_I64, MC_OP_MAX);
     const int who = v ? size - (int)(v / 4) : 0, kind = v ? (int)(v % 4) : non_finite(value);
-    mc_fatal_by(who, "found %s in %s at iteration %lld (lower --lr, or check the data; "
-                "--no-check-for-nan-in-loss-and-grad trains on)", kind == 1 ? "NaN" : "Inf", what,
-                (long long)(t->iteration + 1));
+    mc_fatal_by(who,
+                "found %s in %s at iteration %lld (lower --lr, or check the data; "
+                "--no-check-for-nan-in-loss-and-grad trains on)",
+                kind == 1 ? "NaN" : "Inf", what, (long long)(t->iteration + 1));
 }
 
 typedef struct {
@@ -225,8 +231,12 @@ void mc_forward_backward(mc_trainer_t *t, const mc_microbatch_t *mbs, int M, mc_
     m->be->memset0(m->be, m->grad_buf, (size_t)m->n_elems * mc_dtype_size(m->cfg.gdt));
     m->loss_scale = (float)mc_scaler_value(&t->scaler);
     mc_ddp_begin_grad_sync(&t->ddp);
-    mc_pipeline_step_t st = {.mbs = mbs, .M = M, .iteration = ctx.it, .ctx = &ctx,
-                             .on_loss = on_loss, .before_backward = before_backward};
+    mc_pipeline_step_t st = {.mbs = mbs,
+                             .M = M,
+                             .iteration = ctx.it,
+                             .ctx = &ctx,
+                             .on_loss = on_loss,
+                             .before_backward = before_backward};
     mc_pipeline_run(&t->pipe, &st);
     mc_timer_stop(&t->timers, MC_T_FORWARD_BACKWARD);
 
@@ -263,8 +273,12 @@ void mc_forward_only(mc_trainer_t *t, const mc_microbatch_t *mbs, int M, double 
                      double *num_tokens)
 {
     step_ctx_t ctx = {.t = t, .M = M};
-    mc_pipeline_step_t st = {.mbs = mbs, .M = M, .iteration = 0, .forward_only = true,
-                             .ctx = &ctx, .on_loss = on_eval_loss};
+    mc_pipeline_step_t st = {.mbs = mbs,
+                             .M = M,
+                             .iteration = 0,
+                             .forward_only = true,
+                             .ctx = &ctx,
+                             .on_loss = on_eval_loss};
     mc_pipeline_run(&t->pipe, &st);
     reduce_loss_pair(t, &ctx.sum, &ctx.tokens);
     *loss_sum = ctx.sum;
@@ -281,7 +295,10 @@ static double reduce_grad_stat(mc_trainer_t *t, double local)
 }
 
 /* Zeros in this step's gradients over the whole model (--log-num-zeros-in-grad). */
-static double grad_zeros(mc_trainer_t *t) { return reduce_grad_stat(t, mc_opt_grad_zeros(&t->opt)); }
+static double grad_zeros(mc_trainer_t *t)
+{
+    return reduce_grad_stat(t, mc_opt_grad_zeros(&t->opt));
+}
 
 /* The loss scaler's part of Megatron's MixedPrecisionOptimizer.step: unscale the main grads and
  * look for inf/nan on every rank (found_inf reduced over the grad-stats group), then update the
@@ -356,8 +373,8 @@ void mc_train_step(mc_trainer_t *t, const mc_microbatch_t *mbs, int M, mc_step_r
     mc_lr_sched_step(&t->sched, (int64_t)a->micro_batch_size * a->data_parallel_size * M);
 }
 
-int mc_trainer_init_state(mc_trainer_t *t, const mc_args_t *args, const mc_backend_t *be, int tp_rank,
-                          int pp_rank, char *err, size_t n)
+int mc_trainer_init_state(mc_trainer_t *t, const mc_args_t *args, const mc_backend_t *be,
+                          int tp_rank, int pp_rank, char *err, size_t n)
 {
     memset(t, 0, sizeof(*t));
     t->args = args;
@@ -375,8 +392,8 @@ int mc_trainer_init_state(mc_trainer_t *t, const mc_args_t *args, const mc_backe
     mc_ddp_plan(&t->ddp, &t->model, args, 1, 0);
     t->model.be = be;
     if (!(t->model.param_buf = be->alloc(be, (size_t)t->model.n_elems * sizeof(float))))
-        return mc_errf(err, n, "out of %s memory for the parameters of rank (tp %d, pp %d)", be->name,
-                       tp_rank, pp_rank);
+        return mc_errf(err, n, "out of %s memory for the parameters of rank (tp %d, pp %d)",
+                       be->name, tp_rank, pp_rank);
     mc_opt_seg_t *segs;
     int count;
     long state_len;

@@ -23,17 +23,17 @@ typedef struct {
     const mc_args_t *args;
     const mc_backend_t *be;
     mc_comm_t *comm;
-    mc_parallel_t par;            /* groups and this rank's coordinates */
+    mc_parallel_t par; /* groups and this rank's coordinates */
     mc_gpt_t model;
-    mc_ddp_t ddp;                 /* gradient buckets, reduction and parameter gather */
-    mc_pipeline_t pipe;           /* the schedule executor (every layout, pp = 1 included) */
+    mc_ddp_t ddp;       /* gradient buckets, reduction and parameter gather */
+    mc_pipeline_t pipe; /* the schedule executor (every layout, pp = 1 included) */
     mc_adam_t opt;
-    mc_scaler_t scaler;           /* loss scaling (fp16, or --loss-scale) */
+    mc_scaler_t scaler; /* loss scaling (fp16, or --loss-scale) */
     mc_lr_sched_t sched;
-    mc_timers_t timers;           /* --timing-log-level */
+    mc_timers_t timers;               /* --timing-log-level */
     struct mc_ckpt_async *ckpt_async; /* --async-save's writer (ckpt/async.h), or NULL */
 
-    mc_data_source_t data;        /* opened by mc_pretrain; tests feed microbatches directly */
+    mc_data_source_t data; /* opened by mc_pretrain; tests feed microbatches directly */
     /* host staging: the microbatches of one training or evaluation step ([max_batch, s] each),
      * and the sample indices of one */
     int32_t *tokens, *labels, *positions, *segments;
@@ -55,9 +55,9 @@ typedef struct {
 /* Bytes per rank of what mc_trainer_init allocates (the memory plan) on backend be. */
 typedef struct {
     double params, grads, optimizer, activations, workspace;
-    double snapshot; /* --async-save with --save: the host copy of what a save writes */
-    int stage;    /* the pipeline stage planned: the one that needs the most */
-    int inflight; /* its activation slots (microbatch x model chunk) */
+    double snapshot;    /* --async-save with --save: the host copy of what a save writes */
+    int stage;          /* the pipeline stage planned: the one that needs the most */
+    int inflight;       /* its activation slots (microbatch x model chunk) */
     mc_dtype_t dt, gdt; /* types of the parameters and the gradient buffer */
 } mc_memory_plan_t;
 void mc_trainer_memory(const mc_args_t *args, const mc_backend_t *be, mc_memory_plan_t *out);
@@ -65,15 +65,16 @@ void mc_trainer_memory(const mc_args_t *args, const mc_backend_t *be, mc_memory_
 /* Builds the parallel state (collective), the model with Megatron's buffer layout, optimizer
  * and schedule on the backend, with layout-invariant init. Returns 0, or -1 when memory does
  * not fit. */
-int mc_trainer_init(mc_trainer_t *t, const mc_args_t *args, const mc_backend_t *be, mc_comm_t *comm);
+int mc_trainer_init(mc_trainer_t *t, const mc_args_t *args, const mc_backend_t *be,
+                    mc_comm_t *comm);
 void mc_trainer_free(mc_trainer_t *t);
 
 /* What a checkpoint holds for rank (tp_rank, pp_rank) of args' layout, on the backend: the model's
  * parameter table and buffer, the optimizer's state (every parameter of the rank: one
  * data-parallel rank) and the scheduler; no activations, communication or data (checkpoint
  * conversion). Free with mc_trainer_free. Returns 0, or -1 with one line in err. */
-int mc_trainer_init_state(mc_trainer_t *t, const mc_args_t *args, const mc_backend_t *be, int tp_rank,
-                          int pp_rank, char *err, size_t n);
+int mc_trainer_init_state(mc_trainer_t *t, const mc_args_t *args, const mc_backend_t *be,
+                          int tp_rank, int pp_rank, char *err, size_t n);
 
 /* Forward and backward over M microbatches in the pipeline schedule into the model's gradient
  * buffer (zeroed first), with Megatron's loss normalisation (section 5.3) and the loss nan

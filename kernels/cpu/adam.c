@@ -36,7 +36,8 @@ static void adam_tensor(const adam_k *k, float *p, const float *g, float *m, flo
     }
     if (i < n) {
         const int r = (int)(n - i);
-        mc_v4f pv = mc_v4_load_part(p + i, r), mv = mc_v4_load_part(m + i, r), vv = mc_v4_load_part(v + i, r);
+        mc_v4f pv = mc_v4_load_part(p + i, r), mv = mc_v4_load_part(m + i, r),
+               vv = mc_v4_load_part(v + i, r);
         adam4(k, &pv, mc_v4_load_part(g + i, r), &mv, &vv);
         mc_v4_store_part(p + i, pv, r);
         mc_v4_store_part(m + i, mv, r);
@@ -46,13 +47,18 @@ static void adam_tensor(const adam_k *k, float *p, const float *g, float *m, flo
 
 /* The list in order, each tensor updated and then copied (rounded) to the model: on the CPU
  * there is no launch to save, and this keeps the master params in cache for the copy. */
-void mc_cpu_adam_step(const mc_backend_t *be, const mc_adam_tensor_t *t, int count, mc_dtype_t model_dt,
-                      float lr, float beta1, float beta2, float eps, int step)
+void mc_cpu_adam_step(const mc_backend_t *be, const mc_adam_tensor_t *t, int count,
+                      mc_dtype_t model_dt, float lr, float beta1, float beta2, float eps, int step)
 {
     adam_k k = {
-        .lr = lr, .b1 = beta1, .b2 = beta2, .omb1 = 1.0f - beta1, .omb2 = 1.0f - beta2,
+        .lr = lr,
+        .b1 = beta1,
+        .b2 = beta2,
+        .omb1 = 1.0f - beta1,
+        .omb2 = 1.0f - beta2,
         .bc1 = (float)(1.0 - pow((double)beta1, (double)step)),
-        .bc2 = (float)(1.0 - pow((double)beta2, (double)step)), .eps = eps,
+        .bc2 = (float)(1.0 - pow((double)beta2, (double)step)),
+        .eps = eps,
     };
     for (int i = 0; i < count; i++) {
         if (t[i].n <= 0) continue;

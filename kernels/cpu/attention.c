@@ -46,9 +46,10 @@ static inline int masked_nonzero(const float *P, int S, int i)
     return i < S - 1 && P[(long)i * S + (S - 1)] != 0.0f;
 }
 
-void mc_cpu_attention_forward_f32(const mc_backend_t *be, float *out, float *probs, const float *qkv,
-                              int S, int B, int NH, int HD, const int32_t *segments, float scale,
-                              const mc_dropout_t *d, int head_offset, int NH_full)
+void mc_cpu_attention_forward_f32(const mc_backend_t *be, float *out, float *probs,
+                                  const float *qkv, int S, int B, int NH, int HD,
+                                  const int32_t *segments, float scale, const mc_dropout_t *d,
+                                  int head_offset, int NH_full)
 {
     (void)be;
     (void)NH_full; /* the element index only needs this rank's head offset */
@@ -107,7 +108,8 @@ void mc_cpu_attention_forward_f32(const mc_backend_t *be, float *out, float *pro
                         int ce = full ? c : imin(c, i + 1 - c0);
                         if (ce < 0) ce = 0;
                         mc_cpu_dropout_span(t, P + (long)i * S + c0, ce, d, sample,
-                                            ebase + (uint64_t)i * (uint64_t)S + (uint64_t)c0, dscale);
+                                            ebase + (uint64_t)i * (uint64_t)S + (uint64_t)c0,
+                                            dscale);
                         for (int j = ce; j < c; j++) t[j] = 0.0f;
                     }
                     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, r, HD, c, 1.0f, tile,
@@ -118,9 +120,9 @@ void mc_cpu_attention_forward_f32(const mc_backend_t *be, float *out, float *pro
 }
 
 void mc_cpu_attention_backward_f32(const mc_backend_t *be, float *dqkv, float *scratch,
-                               const float *dout, const float *qkv, const float *probs, int S,
-                               int B, int NH, int HD, const int32_t *segments, float scale,
-                               const mc_dropout_t *d, int head_offset, int NH_full)
+                                   const float *dout, const float *qkv, const float *probs, int S,
+                                   int B, int NH, int HD, const int32_t *segments, float scale,
+                                   const mc_dropout_t *d, int head_offset, int NH_full)
 {
     (void)be;
     (void)NH_full;
@@ -174,7 +176,8 @@ void mc_cpu_attention_backward_f32(const mc_backend_t *be, float *dqkv, float *s
                     const float *pr = P + (long)i * S;
                     const int ce = full ? W : i + 1; /* P is exactly 0 beyond ce */
                     if (drop)
-                        mc_cpu_dropout_span(t, t, ce, d, sample, ebase + (uint64_t)i * (uint64_t)S, dscale);
+                        mc_cpu_dropout_span(t, t, ce, d, sample, ebase + (uint64_t)i * (uint64_t)S,
+                                            dscale);
                     double dot = 0.0;
                     for (int j = 0; j < ce; j++) dot += (double)t[j] * pr[j];
                     const float fd = (float)dot;

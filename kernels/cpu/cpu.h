@@ -119,42 +119,43 @@ void mc_cpu_gemm(const mc_backend_t *be, int transa, int transb, int M, int N, i
 
 /* linear.c */
 void mc_cpu_linear_forward_f32(const mc_backend_t *be, float *out, const float *in, const float *W,
-                           const float *bias, int N, int in_f, int out_f);
+                               const float *bias, int N, int in_f, int out_f);
 void mc_cpu_linear_backward_f32(const mc_backend_t *be, float *din, float *dW, float *dbias,
-                            const float *dout, const float *in, const float *W, int N, int in_f,
-                            int out_f);
+                                const float *dout, const float *in, const float *W, int N, int in_f,
+                                int out_f);
 /* acc[j] += sum over n of x[n, j] for j < C (x is [N, C]), summed in double. */
 void mc_cpu_colsum_acc(float *acc, const float *x, int N, int C);
 
 /* embedding.c */
 void mc_cpu_embedding_forward_f32(const mc_backend_t *be, float *out, const int32_t *tokens,
-                              const int32_t *positions, const float *wte, const float *wpe, int S,
-                              int B, int H, int vocab_start, int V);
-void mc_cpu_embedding_backward_f32(const mc_backend_t *be, float *dwte, float *dwpe, const float *dout,
-                               const int32_t *tokens, const int32_t *positions, int S, int B, int H,
-                               int vocab_start, int V);
+                                  const int32_t *positions, const float *wte, const float *wpe,
+                                  int S, int B, int H, int vocab_start, int V);
+void mc_cpu_embedding_backward_f32(const mc_backend_t *be, float *dwte, float *dwpe,
+                                   const float *dout, const int32_t *tokens,
+                                   const int32_t *positions, int S, int B, int H, int vocab_start,
+                                   int V);
 
 /* layernorm.c */
 void mc_cpu_layernorm_forward_f32(const mc_backend_t *be, float *out, float *mean, float *rstd,
-                              const float *x, const float *w, const float *b, int N, int C,
-                              float eps);
+                                  const float *x, const float *w, const float *b, int N, int C,
+                                  float eps);
 void mc_cpu_layernorm_backward_acc_f32(const mc_backend_t *be, float *dx, float *dw, float *db,
-                                   const float *dout, const float *x, const float *w,
-                                   const float *mean, const float *rstd, int N, int C);
+                                       const float *dout, const float *x, const float *w,
+                                       const float *mean, const float *rstd, int N, int C);
 
 /* gelu.c */
 void mc_cpu_gelu_forward_f32(const mc_backend_t *be, float *out, const float *x, long n,
-                         int tanh_approx);
+                             int tanh_approx);
 void mc_cpu_gelu_backward_f32(const mc_backend_t *be, float *dx, const float *dout, const float *x,
-                          long n, int tanh_approx);
+                              long n, int tanh_approx);
 
 /* dropout.c */
 void mc_cpu_dropout_forward_f32(const mc_backend_t *be, float *out, const float *x,
-                            const mc_dropout_t *d, int d0, int B, int inner, int d0_offset,
-                            int inner_full, int inner_offset);
+                                const mc_dropout_t *d, int d0, int B, int inner, int d0_offset,
+                                int inner_full, int inner_offset);
 void mc_cpu_dropout_backward_f32(const mc_backend_t *be, float *dx, const float *dout,
-                             const mc_dropout_t *d, int d0, int B, int inner, int d0_offset,
-                             int inner_full, int inner_offset);
+                                 const mc_dropout_t *d, int d0, int B, int inner, int d0_offset,
+                                 int inner_full, int inner_offset);
 /* dst[i] = keep(e0 + i) ? src[i] * scale : 0 for i in [0, n), with keep = mc_dropout_keep for
  * (d's seed/iteration/layer/site, sample). One Philox block serves four consecutive elements.
  * dst may equal src. */
@@ -164,25 +165,25 @@ void mc_cpu_dropout_span(float *dst, const float *src, long n, const mc_dropout_
 float mc_cpu_dropout_scale(float p);
 
 /* attention.c */
-void mc_cpu_attention_forward_f32(const mc_backend_t *be, float *out, float *probs, const float *qkv,
-                              int S, int B, int NH, int HD, const int32_t *segments, float scale,
-                              const mc_dropout_t *d,
-                              int head_offset, int NH_full);
+void mc_cpu_attention_forward_f32(const mc_backend_t *be, float *out, float *probs,
+                                  const float *qkv, int S, int B, int NH, int HD,
+                                  const int32_t *segments, float scale, const mc_dropout_t *d,
+                                  int head_offset, int NH_full);
 void mc_cpu_attention_backward_f32(const mc_backend_t *be, float *dqkv, float *scratch,
-                               const float *dout, const float *qkv, const float *probs, int S,
-                               int B, int NH, int HD, const int32_t *segments, float scale,
-                               const mc_dropout_t *d,
-                               int head_offset, int NH_full);
+                                   const float *dout, const float *qkv, const float *probs, int S,
+                                   int B, int NH, int HD, const int32_t *segments, float scale,
+                                   const mc_dropout_t *d, int head_offset, int NH_full);
 
 /* cross_entropy.c */
 void mc_cpu_ce_max_f32(const mc_backend_t *be, float *rowmax, const float *logits, int N, int V);
-void mc_cpu_ce_sums_f32(const mc_backend_t *be, float *sumexp, float *target_logit, const float *logits,
-                    const float *rowmax, const int32_t *targets, int S, int B, int V, int vocab_start);
+void mc_cpu_ce_sums_f32(const mc_backend_t *be, float *sumexp, float *target_logit,
+                        const float *logits, const float *rowmax, const int32_t *targets, int S,
+                        int B, int V, int vocab_start);
 void mc_cpu_ce_loss(const mc_backend_t *be, float *losses, const float *rowmax, const float *sumexp,
                     const float *target_logit, int S, int B);
 void mc_cpu_ce_backward_f32(const mc_backend_t *be, float *dlogits, const float *logits,
-                        const float *rowmax, const float *sumexp, const int32_t *targets,
-                        const float *dloss, int S, int B, int V, int vocab_start);
+                            const float *rowmax, const float *sumexp, const int32_t *targets,
+                            const float *dloss, int S, int B, int V, int vocab_start);
 
 /* elementwise.c */
 void mc_cpu_add_f32(const mc_backend_t *be, float *out, const float *a, const float *b, long n);
@@ -200,25 +201,28 @@ float mc_cpu_row_max(const float *x, long n);
 double mc_cpu_exp_shift_sum(float *out, const float *x, long n, float m);
 
 /* adam.c */
-void mc_cpu_adam_step(const mc_backend_t *be, const mc_adam_tensor_t *t, int count, mc_dtype_t model_dt,
-                      float lr, float beta1, float beta2, float eps, int step);
+void mc_cpu_adam_step(const mc_backend_t *be, const mc_adam_tensor_t *t, int count,
+                      mc_dtype_t model_dt, float lr, float beta1, float beta2, float eps, int step);
 
 /* precision.c: the op table's entries for every precision (16-bit operands through fp32 host
  * scratch around the fp32 kernels above); backend.h documents them. */
-void mc_cpu_convert(const mc_backend_t *be, void *dst, mc_dtype_t ddt, const void *src, mc_dtype_t sdt, long n);
+void mc_cpu_convert(const mc_backend_t *be, void *dst, mc_dtype_t ddt, const void *src,
+                    mc_dtype_t sdt, long n);
 void mc_cpu_linear_forward(const mc_backend_t *be, mc_dtype_t dt, void *out, const void *in,
                            const void *W, const void *bias, int N, int in_f, int out_f);
-void mc_cpu_linear_backward(const mc_backend_t *be, mc_dtype_t dt, mc_dtype_t gdt, void *din, void *dW,
-                            void *dbias, const void *dout, const void *in, const void *W, int N,
-                            int in_f, int out_f);
-void mc_cpu_embedding_forward(const mc_backend_t *be, mc_dtype_t dt, void *out, const int32_t *tokens,
-                              const int32_t *positions, const void *wte, const void *wpe, int S,
-                              int B, int H, int vocab_start, int V);
+void mc_cpu_linear_backward(const mc_backend_t *be, mc_dtype_t dt, mc_dtype_t gdt, void *din,
+                            void *dW, void *dbias, const void *dout, const void *in, const void *W,
+                            int N, int in_f, int out_f);
+void mc_cpu_embedding_forward(const mc_backend_t *be, mc_dtype_t dt, void *out,
+                              const int32_t *tokens, const int32_t *positions, const void *wte,
+                              const void *wpe, int S, int B, int H, int vocab_start, int V);
 void mc_cpu_embedding_backward(const mc_backend_t *be, mc_dtype_t dt, mc_dtype_t gdt, void *dwte,
                                void *dwpe, const void *dout, const int32_t *tokens,
-                               const int32_t *positions, int S, int B, int H, int vocab_start, int V);
-void mc_cpu_layernorm_forward(const mc_backend_t *be, mc_dtype_t dt, void *out, float *mean, float *rstd,
-                              const void *x, const void *w, const void *b, int N, int C, float eps);
+                               const int32_t *positions, int S, int B, int H, int vocab_start,
+                               int V);
+void mc_cpu_layernorm_forward(const mc_backend_t *be, mc_dtype_t dt, void *out, float *mean,
+                              float *rstd, const void *x, const void *w, const void *b, int N,
+                              int C, float eps);
 void mc_cpu_linear_gelu_forward(const mc_backend_t *be, mc_dtype_t dt, void *act, void *pre,
                                 const void *in, const void *W, const void *bias, int N, int in_f,
                                 int out_f, int tanh_approx);
@@ -230,8 +234,9 @@ void mc_cpu_add_layernorm_forward(const mc_backend_t *be, mc_dtype_t dt, void *s
                                   float *mean, float *rstd, const void *a, const void *b,
                                   const void *w, const void *bias, int N, int C, float eps);
 void mc_cpu_layernorm_backward_acc(const mc_backend_t *be, mc_dtype_t dt, mc_dtype_t gdt, void *dx,
-                                   void *dw, void *db, const void *dout, const void *x, const void *w,
-                                   const float *mean, const float *rstd, int N, int C);
+                                   void *dw, void *db, const void *dout, const void *x,
+                                   const void *w, const float *mean, const float *rstd, int N,
+                                   int C);
 void mc_cpu_gelu_forward(const mc_backend_t *be, mc_dtype_t dt, void *out, const void *x, long n,
                          int tanh_approx);
 void mc_cpu_gelu_backward(const mc_backend_t *be, mc_dtype_t dt, void *dx, const void *dout,
@@ -245,20 +250,24 @@ void mc_cpu_dropout_backward(const mc_backend_t *be, mc_dtype_t dt, void *dx, co
 void mc_cpu_attention_sizes(const mc_backend_t *be, mc_dtype_t dt, int S, int B, int NH, int HD,
                             size_t *state_bytes, size_t *scratch_bytes);
 void mc_cpu_attention_forward(const mc_backend_t *be, mc_dtype_t dt, void *out, void *state,
-                              const void *qkv, int S, int B, int NH, int HD, const int32_t *segments,
-                              float scale, const mc_dropout_t *d, int head_offset, int NH_full);
+                              const void *qkv, int S, int B, int NH, int HD,
+                              const int32_t *segments, float scale, const mc_dropout_t *d,
+                              int head_offset, int NH_full);
 void mc_cpu_attention_backward(const mc_backend_t *be, mc_dtype_t dt, void *dqkv, void *scratch,
-                               const void *dout, const void *qkv, const void *out, const void *state,
-                               int S, int B, int NH, int HD, const int32_t *segments, float scale,
-                               const mc_dropout_t *d, int head_offset, int NH_full);
-void mc_cpu_ce_max(const mc_backend_t *be, mc_dtype_t dt, float *rowmax, const void *logits, int N, int V);
+                               const void *dout, const void *qkv, const void *out,
+                               const void *state, int S, int B, int NH, int HD,
+                               const int32_t *segments, float scale, const mc_dropout_t *d,
+                               int head_offset, int NH_full);
+void mc_cpu_ce_max(const mc_backend_t *be, mc_dtype_t dt, float *rowmax, const void *logits, int N,
+                   int V);
 void mc_cpu_ce_sums(const mc_backend_t *be, mc_dtype_t dt, float *sumexp, float *target_logit,
                     const void *logits, const float *rowmax, const int32_t *targets, int S, int B,
                     int V, int vocab_start);
 void mc_cpu_ce_backward(const mc_backend_t *be, mc_dtype_t dt, void *dlogits, const void *logits,
                         const float *rowmax, const float *sumexp, const int32_t *targets,
                         const float *dloss, int S, int B, int V, int vocab_start);
-void mc_cpu_add(const mc_backend_t *be, mc_dtype_t dt, void *out, const void *a, const void *b, long n);
+void mc_cpu_add(const mc_backend_t *be, mc_dtype_t dt, void *out, const void *a, const void *b,
+                long n);
 void mc_cpu_add_inplace(const mc_backend_t *be, mc_dtype_t dt, void *acc, const void *x, long n);
 void mc_cpu_scale(const mc_backend_t *be, mc_dtype_t dt, void *x, float s, long n);
 double mc_cpu_sumsq(const mc_backend_t *be, mc_dtype_t dt, const void *x, long n);

@@ -12,8 +12,9 @@ void mc_cpu_ce_max_f32(const mc_backend_t *be, float *rowmax, const float *logit
     for (long n = 0; n < N; n++) rowmax[n] = V > 0 ? mc_cpu_row_max(logits + n * V, V) : -INFINITY;
 }
 
-void mc_cpu_ce_sums_f32(const mc_backend_t *be, float *sumexp, float *target_logit, const float *logits,
-                    const float *rowmax, const int32_t *targets, int S, int B, int V, int vocab_start)
+void mc_cpu_ce_sums_f32(const mc_backend_t *be, float *sumexp, float *target_logit,
+                        const float *logits, const float *rowmax, const int32_t *targets, int S,
+                        int B, int V, int vocab_start)
 {
     (void)be;
     for (int s = 0; s < S; s++)
@@ -39,8 +40,8 @@ void mc_cpu_ce_loss(const mc_backend_t *be, float *losses, const float *rowmax, 
 }
 
 void mc_cpu_ce_backward_f32(const mc_backend_t *be, float *dlogits, const float *logits,
-                        const float *rowmax, const float *sumexp, const int32_t *targets,
-                        const float *dloss, int S, int B, int V, int vocab_start)
+                            const float *rowmax, const float *sumexp, const int32_t *targets,
+                            const float *dloss, int S, int B, int V, int vocab_start)
 {
     (void)be;
     if (V <= 0) return;

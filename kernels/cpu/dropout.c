@@ -18,7 +18,8 @@ void mc_cpu_dropout_span(float *dst, const float *src, long n, const mc_dropout_
     c.v[2] = d->iteration;
     c.v[3] = (d->layer << 4) | (d->site & 15u);
     const uint32_t k0 = (uint32_t)d->seed;
-    const uint32_t k1 = (uint32_t)(d->seed >> 32) ^ (MC_PHILOX_TAG_DROPOUT << 16) ^ (uint32_t)(sample >> 32);
+    const uint32_t k1 =
+        (uint32_t)(d->seed >> 32) ^ (MC_PHILOX_TAG_DROPOUT << 16) ^ (uint32_t)(sample >> 32);
     uint64_t e = e0;
     long i = 0;
     while (i < n) {
@@ -47,16 +48,16 @@ static void dropout_apply(float *out, const float *x, const mc_dropout_t *d, int
 }
 
 void mc_cpu_dropout_forward_f32(const mc_backend_t *be, float *out, const float *x,
-                            const mc_dropout_t *d, int d0, int B, int inner, int d0_offset,
-                            int inner_full, int inner_offset)
+                                const mc_dropout_t *d, int d0, int B, int inner, int d0_offset,
+                                int inner_full, int inner_offset)
 {
     (void)be;
     dropout_apply(out, x, d, d0, B, inner, d0_offset, inner_full, inner_offset);
 }
 
 void mc_cpu_dropout_backward_f32(const mc_backend_t *be, float *dx, const float *dout,
-                             const mc_dropout_t *d, int d0, int B, int inner, int d0_offset,
-                             int inner_full, int inner_offset)
+                                 const mc_dropout_t *d, int d0, int B, int inner, int d0_offset,
+                                 int inner_full, int inner_offset)
 {
     (void)be;
     dropout_apply(dx, dout, d, d0, B, inner, d0_offset, inner_full, inner_offset);

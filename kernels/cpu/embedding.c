@@ -5,8 +5,8 @@
 #include "kernels/cpu/cpu.h"
 
 void mc_cpu_embedding_forward_f32(const mc_backend_t *be, float *out, const int32_t *tokens,
-                              const int32_t *positions, const float *wte, const float *wpe, int S,
-                              int B, int H, int vocab_start, int V)
+                                  const int32_t *positions, const float *wte, const float *wpe,
+                                  int S, int B, int H, int vocab_start, int V)
 {
     (void)be;
     for (int s = 0; s < S; s++)
@@ -22,9 +22,10 @@ void mc_cpu_embedding_forward_f32(const mc_backend_t *be, float *out, const int3
         }
 }
 
-void mc_cpu_embedding_backward_f32(const mc_backend_t *be, float *dwte, float *dwpe, const float *dout,
-                               const int32_t *tokens, const int32_t *positions, int S, int B, int H,
-                               int vocab_start, int V)
+void mc_cpu_embedding_backward_f32(const mc_backend_t *be, float *dwte, float *dwpe,
+                                   const float *dout, const int32_t *tokens,
+                                   const int32_t *positions, int S, int B, int H, int vocab_start,
+                                   int V)
 {
     (void)be;
     /* Rows are visited in [s, b] order, so repeated tokens accumulate in a fixed order. */

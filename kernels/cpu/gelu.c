@@ -6,7 +6,7 @@
 
 #define GELU_K0 0.7978845608028654f /* sqrt(2/pi) */
 #define GELU_K1 0.044715f
-#define GELU_K2 0.1070322243f       /* 3 * 0.044715 * sqrt(2/pi) */
+#define GELU_K2 0.1070322243f /* 3 * 0.044715 * sqrt(2/pi) */
 #define GELU_RSQRT2 0.70710678118654752f
 #define GELU_RSQRT2PI 0.3989422804014327f
 
@@ -25,13 +25,15 @@ static inline mc_v4f gelu_tanh_grad4(mc_v4f v, mc_v4f g)
 }
 
 void mc_cpu_gelu_forward_f32(const mc_backend_t *be, float *out, const float *x, long n,
-                         int tanh_approx)
+                             int tanh_approx)
 {
     (void)be;
     if (tanh_approx) { /* out may equal x: each vector is loaded before it is stored */
         long i = 0;
         for (; i + 4 <= n; i += 4) mc_v4_store(out + i, gelu_tanh4(mc_v4_load(x + i)));
-        if (i < n) mc_v4_store_part(out + i, gelu_tanh4(mc_v4_load_part(x + i, (int)(n - i))), (int)(n - i));
+        if (i < n)
+            mc_v4_store_part(out + i, gelu_tanh4(mc_v4_load_part(x + i, (int)(n - i))),
+                             (int)(n - i));
     } else {
         for (long i = 0; i < n; i++) {
             float v = x[i];
@@ -41,7 +43,7 @@ void mc_cpu_gelu_forward_f32(const mc_backend_t *be, float *out, const float *x,
 }
 
 void mc_cpu_gelu_backward_f32(const mc_backend_t *be, float *dx, const float *dout, const float *x,
-                          long n, int tanh_approx)
+                              long n, int tanh_approx)
 {
     (void)be;
     if (tanh_approx) { /* dx may equal dout */
@@ -50,12 +52,15 @@ void mc_cpu_gelu_backward_f32(const mc_backend_t *be, float *dx, const float *do
             mc_v4_store(dx + i, gelu_tanh_grad4(mc_v4_load(x + i), mc_v4_load(dout + i)));
         if (i < n) {
             const int r = (int)(n - i);
-            mc_v4_store_part(dx + i, gelu_tanh_grad4(mc_v4_load_part(x + i, r), mc_v4_load_part(dout + i, r)), r);
+            mc_v4_store_part(
+                dx + i, gelu_tanh_grad4(mc_v4_load_part(x + i, r), mc_v4_load_part(dout + i, r)),
+                r);
         }
     } else {
         for (long i = 0; i < n; i++) {
             float v = x[i];
-            float ff = 0.5f * (1.0f + erff(v * GELU_RSQRT2)) + v * expf(-0.5f * v * v) * GELU_RSQRT2PI;
+            float ff =
+                0.5f * (1.0f + erff(v * GELU_RSQRT2)) + v * expf(-0.5f * v * v) * GELU_RSQRT2PI;
             dx[i] = ff * dout[i];
         }
     }

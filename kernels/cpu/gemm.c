@@ -10,9 +10,10 @@ void mc_cpu_gemm(const mc_backend_t *be, int transa, int transb, int M, int N, i
     if (M <= 0 || N <= 0) return;
     if (K <= 0) { /* C = beta * C; BLAS would do the same, but avoid its checks on lda/ldb. */
         for (int i = 0; i < M; i++)
-            for (int j = 0; j < N; j++) C[(long)i * ldc + j] = beta == 0.0f ? 0.0f : beta * C[(long)i * ldc + j];
+            for (int j = 0; j < N; j++)
+                C[(long)i * ldc + j] = beta == 0.0f ? 0.0f : beta * C[(long)i * ldc + j];
         return;
     }
-    cblas_sgemm(CblasRowMajor, transa ? CblasTrans : CblasNoTrans, transb ? CblasTrans : CblasNoTrans,
-                M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+    cblas_sgemm(CblasRowMajor, transa ? CblasTrans : CblasNoTrans,
+                transb ? CblasTrans : CblasNoTrans, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
 }

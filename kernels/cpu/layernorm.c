@@ -6,8 +6,8 @@
 #include "kernels/cpu/cpu.h"
 
 void mc_cpu_layernorm_forward_f32(const mc_backend_t *be, float *out, float *mean, float *rstd,
-                              const float *x, const float *w, const float *b, int N, int C,
-                              float eps)
+                                  const float *x, const float *w, const float *b, int N, int C,
+                                  float eps)
 {
     (void)be;
     for (int n = 0; n < N; n++) {
@@ -35,8 +35,8 @@ void mc_cpu_layernorm_forward_f32(const mc_backend_t *be, float *out, float *mea
 }
 
 void mc_cpu_layernorm_backward_acc_f32(const mc_backend_t *be, float *dx, float *dw, float *db,
-                                   const float *dout, const float *x, const float *w,
-                                   const float *mean, const float *rstd, int N, int C)
+                                       const float *dout, const float *x, const float *w,
+                                       const float *mean, const float *rstd, int N, int C)
 {
     (void)be;
     if (C <= 0) return;

@@ -5,13 +5,14 @@
 #include "kernels/cpu/cpu.h"
 
 void mc_cpu_linear_forward_f32(const mc_backend_t *be, float *out, const float *in, const float *W,
-                           const float *bias, int N, int in_f, int out_f)
+                               const float *bias, int N, int in_f, int out_f)
 {
     (void)be;
     if (N <= 0 || out_f <= 0) return;
     float beta = 0.0f;
     if (bias) { /* out = bias, then out += in @ W^T */
-        for (int n = 0; n < N; n++) memcpy(out + (long)n * out_f, bias, (size_t)out_f * sizeof(float));
+        for (int n = 0; n < N; n++)
+            memcpy(out + (long)n * out_f, bias, (size_t)out_f * sizeof(float));
         beta = 1.0f;
     }
     if (in_f <= 0) {
@@ -40,15 +41,15 @@ void mc_cpu_colsum_acc(float *acc, const float *x, int N, int C)
 }
 
 void mc_cpu_linear_backward_f32(const mc_backend_t *be, float *din, float *dW, float *dbias,
-                            const float *dout, const float *in, const float *W, int N, int in_f,
-                            int out_f)
+                                const float *dout, const float *in, const float *W, int N, int in_f,
+                                int out_f)
 {
     (void)be;
     if (in_f <= 0 || out_f <= 0) return;
     if (N <= 0) return; /* nothing to accumulate; din has no rows */
-    if (din) /* din[N, in] = dout[N, out] @ W[out, in] */
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, N, in_f, out_f, 1.0f, dout, out_f,
-                    W, in_f, 0.0f, din, in_f);
+    if (din)            /* din[N, in] = dout[N, out] @ W[out, in] */
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, N, in_f, out_f, 1.0f, dout, out_f, W,
+                    in_f, 0.0f, din, in_f);
     /* dW[out, in] += dout^T @ in */
     cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, out_f, in_f, N, 1.0f, dout, out_f, in,
                 in_f, 1.0f, dW, in_f);

@@ -55,7 +55,8 @@ static void put(void *y, mc_dtype_t dt, const float *f, long n)
     if (y && dt != MC_DT_F32) mc_convert(y, dt, f, MC_DT_F32, n);
 }
 
-void mc_cpu_convert(const mc_backend_t *be, void *dst, mc_dtype_t ddt, const void *src, mc_dtype_t sdt, long n)
+void mc_cpu_convert(const mc_backend_t *be, void *dst, mc_dtype_t ddt, const void *src,
+                    mc_dtype_t sdt, long n)
 {
     (void)be;
     mc_convert(dst, ddt, src, sdt, n);
@@ -66,28 +67,29 @@ void mc_cpu_linear_forward(const mc_backend_t *be, mc_dtype_t dt, void *out, con
 {
     const long no = (long)N * out_f;
     float *o = out32(0, out, dt, no, false);
-    mc_cpu_linear_forward_f32(be, o, in32(1, in, dt, (long)N * in_f), in32(2, W, dt, (long)out_f * in_f),
-                              in32(3, bias, dt, out_f), N, in_f, out_f);
+    mc_cpu_linear_forward_f32(be, o, in32(1, in, dt, (long)N * in_f),
+                              in32(2, W, dt, (long)out_f * in_f), in32(3, bias, dt, out_f), N, in_f,
+                              out_f);
     put(out, dt, o, no);
 }
 
-void mc_cpu_linear_backward(const mc_backend_t *be, mc_dtype_t dt, mc_dtype_t gdt, void *din, void *dW,
-                            void *dbias, const void *dout, const void *in, const void *W, int N,
-                            int in_f, int out_f)
+void mc_cpu_linear_backward(const mc_backend_t *be, mc_dtype_t dt, mc_dtype_t gdt, void *din,
+                            void *dW, void *dbias, const void *dout, const void *in, const void *W,
+                            int N, int in_f, int out_f)
 {
     const long ni = (long)N * in_f, nw = (long)out_f * in_f;
     float *di = out32(0, din, dt, ni, false), *dw = out32(1, dW, gdt, nw, true),
           *db = out32(2, dbias, gdt, out_f, true);
-    mc_cpu_linear_backward_f32(be, di, dw, db, in32(3, dout, dt, (long)N * out_f), in32(4, in, dt, ni),
-                               in32(5, W, dt, nw), N, in_f, out_f);
+    mc_cpu_linear_backward_f32(be, di, dw, db, in32(3, dout, dt, (long)N * out_f),
+                               in32(4, in, dt, ni), in32(5, W, dt, nw), N, in_f, out_f);
     put(din, dt, di, ni);
     put(dW, gdt, dw, nw);
     put(dbias, gdt, db, out_f);
 }
 
-void mc_cpu_embedding_forward(const mc_backend_t *be, mc_dtype_t dt, void *out, const int32_t *tokens,
-                              const int32_t *positions, const void *wte, const void *wpe, int S,
-                              int B, int H, int vocab_start, int V)
+void mc_cpu_embedding_forward(const mc_backend_t *be, mc_dtype_t dt, void *out,
+                              const int32_t *tokens, const int32_t *positions, const void *wte,
+                              const void *wpe, int S, int B, int H, int vocab_start, int V)
 {
     const long no = (long)S * B * H;
     float *o = out32(0, out, dt, no, false);
@@ -103,7 +105,8 @@ void mc_cpu_embedding_forward(const mc_backend_t *be, mc_dtype_t dt, void *out, 
 
 void mc_cpu_embedding_backward(const mc_backend_t *be, mc_dtype_t dt, mc_dtype_t gdt, void *dwte,
                                void *dwpe, const void *dout, const int32_t *tokens,
-                               const int32_t *positions, int S, int B, int H, int vocab_start, int V)
+                               const int32_t *positions, int S, int B, int H, int vocab_start,
+                               int V)
 {
     long rows = 0;
     for (long i = 0; dwpe && i < (long)S * B; i++)
@@ -115,8 +118,9 @@ void mc_cpu_embedding_backward(const mc_backend_t *be, mc_dtype_t dt, mc_dtype_t
     put(dwpe, gdt, dp, rows * H);
 }
 
-void mc_cpu_layernorm_forward(const mc_backend_t *be, mc_dtype_t dt, void *out, float *mean, float *rstd,
-                              const void *x, const void *w, const void *b, int N, int C, float eps)
+void mc_cpu_layernorm_forward(const mc_backend_t *be, mc_dtype_t dt, void *out, float *mean,
+                              float *rstd, const void *x, const void *w, const void *b, int N,
+                              int C, float eps)
 {
     const long n = (long)N * C;
     float *o = out32(0, out, dt, n, false);
@@ -154,11 +158,13 @@ void mc_cpu_add_layernorm_forward(const mc_backend_t *be, mc_dtype_t dt, void *s
 }
 
 void mc_cpu_layernorm_backward_acc(const mc_backend_t *be, mc_dtype_t dt, mc_dtype_t gdt, void *dx,
-                                   void *dw, void *db, const void *dout, const void *x, const void *w,
-                                   const float *mean, const float *rstd, int N, int C)
+                                   void *dw, void *db, const void *dout, const void *x,
+                                   const void *w, const float *mean, const float *rstd, int N,
+                                   int C)
 {
     const long n = (long)N * C;
-    float *d = out32(0, dx, dt, n, true), *gw = out32(1, dw, gdt, C, true), *gb = out32(2, db, gdt, C, true);
+    float *d = out32(0, dx, dt, n, true), *gw = out32(1, dw, gdt, C, true),
+          *gb = out32(2, db, gdt, C, true);
     mc_cpu_layernorm_backward_acc_f32(be, d, gw, gb, in32(3, dout, dt, n), in32(4, x, dt, n),
                                       in32(5, w, dt, C), mean, rstd, N, C);
     put(dx, dt, d, n);
@@ -215,21 +221,23 @@ void mc_cpu_attention_sizes(const mc_backend_t *be, mc_dtype_t dt, int S, int B,
 }
 
 void mc_cpu_attention_forward(const mc_backend_t *be, mc_dtype_t dt, void *out, void *state,
-                              const void *qkv, int S, int B, int NH, int HD, const int32_t *segments,
-                              float scale, const mc_dropout_t *d, int head_offset, int NH_full)
+                              const void *qkv, int S, int B, int NH, int HD,
+                              const int32_t *segments, float scale, const mc_dropout_t *d,
+                              int head_offset, int NH_full)
 {
     const long no = (long)S * B * NH * HD, np = (long)B * NH * S * S;
     float *o = out32(0, out, dt, no, false), *p = out32(1, state, dt, np, false);
-    mc_cpu_attention_forward_f32(be, o, p, in32(2, qkv, dt, 3 * no), S, B, NH, HD, segments, scale, d,
-                                 head_offset, NH_full);
+    mc_cpu_attention_forward_f32(be, o, p, in32(2, qkv, dt, 3 * no), S, B, NH, HD, segments, scale,
+                                 d, head_offset, NH_full);
     put(out, dt, o, no);
     put(state, dt, p, np);
 }
 
 void mc_cpu_attention_backward(const mc_backend_t *be, mc_dtype_t dt, void *dqkv, void *scratch,
-                               const void *dout, const void *qkv, const void *out, const void *state,
-                               int S, int B, int NH, int HD, const int32_t *segments, float scale,
-                               const mc_dropout_t *d, int head_offset, int NH_full)
+                               const void *dout, const void *qkv, const void *out,
+                               const void *state, int S, int B, int NH, int HD,
+                               const int32_t *segments, float scale, const mc_dropout_t *d,
+                               int head_offset, int NH_full)
 {
     (void)out; /* the probabilities are saved: the output is not needed */
     const long no = (long)S * B * NH * HD, np = (long)B * NH * S * S;
@@ -240,7 +248,8 @@ void mc_cpu_attention_backward(const mc_backend_t *be, mc_dtype_t dt, void *dqkv
     put(dqkv, dt, dq, 3 * no);
 }
 
-void mc_cpu_ce_max(const mc_backend_t *be, mc_dtype_t dt, float *rowmax, const void *logits, int N, int V)
+void mc_cpu_ce_max(const mc_backend_t *be, mc_dtype_t dt, float *rowmax, const void *logits, int N,
+                   int V)
 {
     mc_cpu_ce_max_f32(be, rowmax, in32(0, logits, dt, (long)N * V), N, V);
 }
@@ -249,8 +258,8 @@ void mc_cpu_ce_sums(const mc_backend_t *be, mc_dtype_t dt, float *sumexp, float 
                     const void *logits, const float *rowmax, const int32_t *targets, int S, int B,
                     int V, int vocab_start)
 {
-    mc_cpu_ce_sums_f32(be, sumexp, target_logit, in32(0, logits, dt, (long)S * B * V), rowmax, targets,
-                       S, B, V, vocab_start);
+    mc_cpu_ce_sums_f32(be, sumexp, target_logit, in32(0, logits, dt, (long)S * B * V), rowmax,
+                       targets, S, B, V, vocab_start);
 }
 
 void mc_cpu_ce_backward(const mc_backend_t *be, mc_dtype_t dt, void *dlogits, const void *logits,
@@ -264,7 +273,8 @@ void mc_cpu_ce_backward(const mc_backend_t *be, mc_dtype_t dt, void *dlogits, co
     put(dlogits, dt, o, n);
 }
 
-void mc_cpu_add(const mc_backend_t *be, mc_dtype_t dt, void *out, const void *a, const void *b, long n)
+void mc_cpu_add(const mc_backend_t *be, mc_dtype_t dt, void *out, const void *a, const void *b,
+                long n)
 {
     float *o = out32(0, out, dt, n, false);
     mc_cpu_add_f32(be, o, in32(1, a, dt, n), in32(2, b, dt, n), n);

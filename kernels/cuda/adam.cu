@@ -48,8 +48,8 @@ typedef struct {
 } adam_list;
 
 template <typename TM, int V>
-static __device__ __forceinline__ void adam_span(const adam_k &k, float *p, const float *g, float *m, float *v,
-                                                 TM *model, long i0, long n)
+static __device__ __forceinline__ void adam_span(const adam_k &k, float *p, const float *g,
+                                                 float *m, float *v, TM *model, long i0, long n)
 {
     float pv[V], gv[V], mv[V], vv[V];
     mc_load_vec<float, V>(pv, p, i0, n);
@@ -64,7 +64,8 @@ static __device__ __forceinline__ void adam_span(const adam_k &k, float *p, cons
     if (model) mc_store_vec<TM, V>(model, i0, n, pv);
 }
 
-template <typename TM> static __global__ void __launch_bounds__(THREADS) k_adam_multi(adam_list l, adam_k k)
+template <typename TM>
+static __global__ void __launch_bounds__(THREADS) k_adam_multi(adam_list l, adam_k k)
 {
     const int total = l.chunk0[l.count];
     for (int c = blockIdx.x; c < total; c += gridDim.x) {
@@ -86,8 +87,8 @@ template <typename TM> static __global__ void __launch_bounds__(THREADS) k_adam_
     }
 }
 
-void mc_cuda_adam_step(const mc_backend_t *be, const mc_adam_tensor_t *t, int count, mc_dtype_t model_dt,
-                       float lr, float beta1, float beta2, float eps, int step)
+void mc_cuda_adam_step(const mc_backend_t *be, const mc_adam_tensor_t *t, int count,
+                       mc_dtype_t model_dt, float lr, float beta1, float beta2, float eps, int step)
 {
     adam_k k;
     k.lr = lr, k.b1 = beta1, k.b2 = beta2, k.omb1 = 1.0f - beta1, k.omb2 = 1.0f - beta2;
@@ -104,9 +105,11 @@ void mc_cuda_adam_step(const mc_backend_t *be, const mc_adam_tensor_t *t, int co
             const long chunks = (t[i].n + CHUNK - 1) / CHUNK;
             if (t[i].n <= 0) continue;
             if (l.count > 0 && (long)l.chunk0[l.count] + chunks > 0x7fffffffL) break;
-            if (chunks > 0x7fffffffL) mc_fatal("adam_step: a tensor of %ld elements is too large", t[i].n);
+            if (chunks > 0x7fffffffL)
+                mc_fatal("adam_step: a tensor of %ld elements is too large", t[i].n);
             const int j = l.count++;
-            l.p[j] = t[i].p, l.g[j] = t[i].g, l.m[j] = t[i].m, l.v[j] = t[i].v, l.model[j] = t[i].model;
+            l.p[j] = t[i].p, l.g[j] = t[i].g, l.m[j] = t[i].m, l.v[j] = t[i].v,
+            l.model[j] = t[i].model;
             l.n[j] = t[i].n, l.wd[j] = t[i].wd;
             l.vec[j] = mc_cuda_vec_ok(t[i].p, t[i].g, t[i].m, t[i].v) && mc_cuda_vec_ok(t[i].model);
             l.chunk0[j + 1] = l.chunk0[j] + (int)chunks;

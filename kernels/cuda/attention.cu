@@ -48,8 +48,14 @@ __device__ __forceinline__ float att_f32(__half x) { return __half2float(x); }
 __device__ __forceinline__ float att_f32(__nv_bfloat16 x) { return __bfloat162float(x); }
 template <typename T> __device__ __forceinline__ T att_from(float x);
 template <> __device__ __forceinline__ float att_from<float>(float x) { return x; }
-template <> __device__ __forceinline__ __half att_from<__half>(float x) { return __float2half_rn(x); }
-template <> __device__ __forceinline__ __nv_bfloat16 att_from<__nv_bfloat16>(float x) { return __float2bfloat16_rn(x); }
+template <> __device__ __forceinline__ __half att_from<__half>(float x)
+{
+    return __float2half_rn(x);
+}
+template <> __device__ __forceinline__ __nv_bfloat16 att_from<__nv_bfloat16>(float x)
+{
+    return __float2bfloat16_rn(x);
+}
 
 __device__ __forceinline__ float warp_max(float x)
 {
@@ -69,14 +75,16 @@ __device__ __forceinline__ float warp_sum(float x)
 template <typename T, bool A_COL, bool B_COL, bool ACC, int M, int N, int K>
 __device__ __forceinline__ void tile_mm(float *C, int ldc, const T *A, int lda, const T *B, int ldb)
 {
-    static_assert(M % 16 == 0 && N % 16 == 0 && K % 16 == 0, "tiles are multiples of the mma shape");
+    static_assert(M % 16 == 0 && N % 16 == 0 && K % 16 == 0,
+                  "tiles are multiples of the mma shape");
     if constexpr (std::is_same<T, float>::value) {
         for (int idx = threadIdx.x; idx < M * N; idx += ATT_THREADS) {
             const int r = idx / N, c = idx - r * N;
             float s = 0.0f;
             if constexpr (ACC) s = C[r * ldc + c];
             for (int k = 0; k < K; k++)
-                s = fmaf(A_COL ? A[k * lda + r] : A[r * lda + k], B_COL ? B[c * ldb + k] : B[k * ldb + c], s);
+                s = fmaf(A_COL ? A[k * lda + r] : A[r * lda + k],
+                         B_COL ? B[c * ldb + k] : B[k * ldb + c], s);
             C[r * ldc + c] = s;
         }
     } else {
@@ -94,8 +102,10 @@ __device__ __forceinline__ void tile_mm(float *C, int ldc, const T *A, int lda, 
             for (int kk = 0; kk < K / 16; kk++) {
                 wmma::fragment<wmma::matrix_a, 16, 16, 16, T, LA> fa;
                 wmma::fragment<wmma::matrix_b, 16, 16, 16, T, LB> fb;
-                wmma::load_matrix_sync(fa, A_COL ? A + 16 * kk * lda + 16 * mi : A + 16 * mi * lda + 16 * kk, lda);
-                wmma::load_matrix_sync(fb, B_COL ? B + 16 * ni * ldb + 16 * kk : B + 16 * kk * ldb + 16 * ni, ldb);
+                wmma::load_matrix_sync(
+                    fa, A_COL ? A + 16 * kk * lda + 16 * mi : A + 16 * mi * lda + 16 * kk, lda);
+                wmma::load_matrix_sync(
+                    fb, B_COL ? B + 16 * ni * ldb + 16 * kk : B + 16 * kk * ldb + 16 * ni, ldb);
                 wmma::mma_sync(acc, fa, fb, acc);
             }
             wmma::store_matrix_sync(cp, acc, ldc, wmma::mem_row_major);
@@ -106,7 +116,8 @@ __device__ __forceinline__ void tile_mm(float *C, int ldc, const T *A, int lda, 
 // dst[r][d] = row r0 + r, column d of src (rows `stride` elements apart) for r < R, d < HDP;
 // zeros past row S - 1 and column HD - 1, so padding never adds to a product.
 template <typename T, int R, int HDP>
-__device__ __forceinline__ void load_tile(T *dst, int ld, const T *src, long stride, int r0, int S, int HD)
+__device__ __forceinline__ void load_tile(T *dst, int ld, const T *src, long stride, int r0, int S,
+                                          int HD)
 {
     for (int idx = threadIdx.x; idx < R * HDP; idx += ATT_THREADS) {
         const int r = idx / HDP, d = idx - r * HDP, s = r0 + r;
@@ -117,7 +128,8 @@ __device__ __forceinline__ void load_tile(T *dst, int ld, const T *src, long str
 // Document numbers of positions s0 .. s0 + n - 1 of this batch row (0 without segments).
 __device__ __forceinline__ void load_seg(int32_t *dst, const int32_t *seg, int n, int s0, int S)
 {
-    for (int r = threadIdx.x; r < n; r += ATT_THREADS) dst[r] = (seg && s0 + r < S) ? seg[s0 + r] : 0;
+    for (int r = threadIdx.x; r < n; r += ATT_THREADS)
+        dst[r] = (seg && s0 + r < S) ? seg[s0 + r] : 0;
 }
 
 // A CTA's shared-memory buffers (attention_tiles.h's layout; a kernel touches only its own).
@@ -128,7 +140,8 @@ template <typename T> struct AttSmem {
     int32_t *seg_q, *seg_k;
 };
 template <typename T>
-__device__ __forceinline__ AttSmem<T> att_carve(unsigned char *base, const mc_att_layout_t L, int bq)
+__device__ __forceinline__ AttSmem<T> att_carve(unsigned char *base, const mc_att_layout_t L,
+                                                int bq)
 {
     AttSmem<T> m;
     m.q = (T *)(base + L.q);
@@ -158,7 +171,8 @@ template <typename T> struct AttHead {
     uint64_t sample;
     int b, h;
 };
-template <typename T> __device__ __forceinline__ AttHead<T> att_head(const T *qkv, const T *dout, const AttArgs &a)
+template <typename T>
+__device__ __forceinline__ AttHead<T> att_head(const T *qkv, const T *dout, const AttArgs &a)
 {
     AttHead<T> hd;
     hd.h = blockIdx.y;
@@ -180,18 +194,21 @@ template <typename T> __device__ __forceinline__ AttHead<T> att_head(const T *qk
 // Forward
 // ---------------------------------------------------------------------------------------------
 template <typename T, int HDP>
-__global__ void __launch_bounds__(ATT_THREADS) att_forward_kernel(T *out, float *state, const T *qkv, AttArgs a)
+__global__ void __launch_bounds__(ATT_THREADS)
+    att_forward_kernel(T *out, float *state, const T *qkv, AttArgs a)
 {
     constexpr mc_att_tiles_t TL = mc_att_tiles(MC_ATT_FWD, (int)sizeof(T), HDP);
     constexpr int BQ = TL.bq, BK = TL.bk;
     constexpr mc_att_layout_t L = mc_att_layout(MC_ATT_FWD, (int)sizeof(T), HDP, BQ, BK);
-    static_assert(BK <= 64 && BK % 16 == 0 && BQ % 16 == 0, "a warp holds a score row as key pairs");
+    static_assert(BK <= 64 && BK % 16 == 0 && BQ % 16 == 0,
+                  "a warp holds a score row as key pairs");
     MC_DYNAMIC_SMEM(unsigned char, att_smem);
     const AttSmem<T> m = att_carve<T>(att_smem, L, BQ);
     float *row_m = m.row0, *row_l = m.row1, *row_w = m.row2, *Os = m.acc0;
 
     const int S = a.S, tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
-    const int i0 = (mc_att_ntiles(S, BQ) - 1 - (int)blockIdx.x) * BQ; // the longest rows start first
+    const int i0 =
+        (mc_att_ntiles(S, BQ) - 1 - (int)blockIdx.x) * BQ; // the longest rows start first
     const AttHead<T> hd = att_head<T>(qkv, nullptr, a);
     const mc_dropout_t d = a.d;
 
@@ -216,7 +233,8 @@ __global__ void __launch_bounds__(ATT_THREADS) att_forward_kernel(T *out, float 
             const int i = i0 + r, c = 2 * lane, j = j0 + c;
             float s0 = -INFINITY, s1 = -INFINITY;
             if (c < BK) {
-                s0 = mc_att_fwd_score(mc_att_kind(i, j, S, m.seg_q[r] == m.seg_k[c]), m.s[r * L.lds + c] * a.scale);
+                s0 = mc_att_fwd_score(mc_att_kind(i, j, S, m.seg_q[r] == m.seg_k[c]),
+                                      m.s[r * L.lds + c] * a.scale);
                 s1 = mc_att_fwd_score(mc_att_kind(i, j + 1, S, m.seg_q[r] == m.seg_k[c + 1]),
                                       m.s[r * L.lds + c + 1] * a.scale);
             }
@@ -228,7 +246,8 @@ __global__ void __launch_bounds__(ATT_THREADS) att_forward_kernel(T *out, float 
             const float sum = warp_sum(p0 + p1); // l counts every probability, dropped or not
             if (c < BK) {
                 unsigned keep = 3u;
-                if (a.drop && (p0 != 0.0f || p1 != 0.0f)) keep = mc_att_keep2(&d, hd.sample, mc_att_elem(a.head_offset, hd.h, S, i, j));
+                if (a.drop && (p0 != 0.0f || p1 != 0.0f))
+                    keep = mc_att_keep2(&d, hd.sample, mc_att_elem(a.head_offset, hd.h, S, i, j));
                 m.p[r * L.ldp + c] = att_from<T>((keep & 1u) ? p0 : 0.0f);
                 m.p[r * L.ldp + c + 1] = att_from<T>((keep & 2u) ? p1 : 0.0f);
             }
@@ -262,7 +281,8 @@ __global__ void __launch_bounds__(ATT_THREADS) att_forward_kernel(T *out, float 
                 const float p0 = mc_att_kind(i, j, S, 1) == MC_ATT_AFTER ? row_w[r] : 0.0f;
                 const float p1 = mc_att_kind(i, j + 1, S, 1) == MC_ATT_AFTER ? row_w[r] : 0.0f;
                 unsigned keep = 3u;
-                if (a.drop && (p0 != 0.0f || p1 != 0.0f)) keep = mc_att_keep2(&d, hd.sample, mc_att_elem(a.head_offset, hd.h, S, i, j));
+                if (a.drop && (p0 != 0.0f || p1 != 0.0f))
+                    keep = mc_att_keep2(&d, hd.sample, mc_att_elem(a.head_offset, hd.h, S, i, j));
                 m.p[r * L.ldp + c] = att_from<T>((keep & 1u) ? p0 : 0.0f);
                 m.p[r * L.ldp + c + 1] = att_from<T>((keep & 2u) ? p1 : 0.0f);
             }
@@ -276,7 +296,8 @@ __global__ void __launch_bounds__(ATT_THREADS) att_forward_kernel(T *out, float 
     T *o = out + hd.ooff;
     for (int idx = tid; idx < BQ * HDP; idx += ATT_THREADS) {
         const int r = idx / HDP, dd = idx - r * HDP, i = i0 + r;
-        if (i < S && dd < a.HD) o[(long)i * hd.lo + dd] = att_from<T>(Os[r * L.ldf + dd] * (a.dscale / row_l[r]));
+        if (i < S && dd < a.HD)
+            o[(long)i * hd.lo + dd] = att_from<T>(Os[r * L.ldf + dd] * (a.dscale / row_l[r]));
     }
     const long st = ((long)hd.b * a.NH + hd.h) * S, plane = (long)a.B * a.NH * S;
     for (int r = tid; r < BQ; r += ATT_THREADS)
@@ -292,7 +313,8 @@ __global__ void __launch_bounds__(ATT_THREADS) att_forward_kernel(T *out, float 
 
 // D[(b * NH + h) * S + i] = sum_d dout * out of that row, in fp32; one warp per row.
 template <typename T>
-__global__ void __launch_bounds__(ATT_THREADS) att_dsum_kernel(float *D, const T *dout, const T *out, AttArgs a)
+__global__ void __launch_bounds__(ATT_THREADS)
+    att_dsum_kernel(float *D, const T *dout, const T *out, AttArgs a)
 {
     const long rows = (long)a.B * a.NH * a.S;
     const long row = (long)blockIdx.x * ATT_WARPS + threadIdx.x / 32;
@@ -310,8 +332,9 @@ __global__ void __launch_bounds__(ATT_THREADS) att_dsum_kernel(float *D, const T
 // Row statistics of the query tile at i0 into row0..row2: m, 1/l and D (zeros past S). Returns
 // whether an AFTER key of these queries carries probability.
 template <typename T>
-__device__ __forceinline__ int load_rows(const AttSmem<T> &m, int bq, const float *state, const float *D,
-                                         const AttArgs &a, const AttHead<T> &hd, int i0)
+__device__ __forceinline__ int load_rows(const AttSmem<T> &m, int bq, const float *state,
+                                         const float *D, const AttArgs &a, const AttHead<T> &hd,
+                                         int i0)
 {
     const long st = ((long)hd.b * a.NH + hd.h) * a.S, plane = (long)a.B * a.NH * a.S;
     int any = 0;
@@ -330,9 +353,9 @@ __device__ __forceinline__ int load_rows(const AttSmem<T> &m, int bq, const floa
 // m.p and dS = p (dP keep/(1-p) - D) into m.ds, each only when asked. m.s (scores) is read for
 // VISIBLE entries only, m.dp (dout . v) only with dS.
 template <typename T>
-__device__ __forceinline__ void att_bwd_pair(const AttSmem<T> &m, bool want_pd, bool want_ds, int lds, int ldp, int r,
-                                             int c, int i, int j, const AttArgs &a, const AttHead<T> &hd,
-                                             const mc_dropout_t *d)
+__device__ __forceinline__ void
+att_bwd_pair(const AttSmem<T> &m, bool want_pd, bool want_ds, int lds, int ldp, int r, int c, int i,
+             int j, const AttArgs &a, const AttHead<T> &hd, const mc_dropout_t *d)
 {
     int kind[2];
     float p[2];
@@ -342,7 +365,8 @@ __device__ __forceinline__ void att_bwd_pair(const AttSmem<T> &m, bool want_pd, 
         p[u] = mc_att_prob(kind[u], s, m.row0[r], m.row1[r]);
     }
     unsigned keep = 3u;
-    if (a.drop && (p[0] != 0.0f || p[1] != 0.0f)) keep = mc_att_keep2(d, hd.sample, mc_att_elem(a.head_offset, hd.h, a.S, i, j));
+    if (a.drop && (p[0] != 0.0f || p[1] != 0.0f))
+        keep = mc_att_keep2(d, hd.sample, mc_att_elem(a.head_offset, hd.h, a.S, i, j));
     for (int u = 0; u < 2; u++) {
         const bool kept = (keep >> u) & 1u;
         if (want_pd) m.p[r * ldp + c + u] = att_from<T>(kept ? p[u] * a.dscale : 0.0f);
@@ -354,8 +378,9 @@ __device__ __forceinline__ void att_bwd_pair(const AttSmem<T> &m, bool want_pd, 
 }
 
 template <typename T, int HDP>
-__global__ void __launch_bounds__(ATT_THREADS) att_dkdv_kernel(T *dqkv, const T *dout, const T *qkv, const float *state,
-                                                              const float *D, AttArgs a)
+__global__ void __launch_bounds__(ATT_THREADS)
+    att_dkdv_kernel(T *dqkv, const T *dout, const T *qkv, const float *state, const float *D,
+                    AttArgs a)
 {
     constexpr mc_att_tiles_t TL = mc_att_tiles(MC_ATT_DKDV, (int)sizeof(T), HDP);
     constexpr int BQ = TL.bq, BK = TL.bk;
@@ -379,7 +404,7 @@ __global__ void __launch_bounds__(ATT_THREADS) att_dkdv_kernel(T *dqkv, const T 
     for (int I = 0; I < nI; I++) {
         const int i0 = I * BQ;
         const bool causal = I >= Ic; // else every key of the tile is after every query
-        __syncthreads(); // the previous query tile is read no more
+        __syncthreads();             // the previous query tile is read no more
         const int after = load_rows(m, BQ, state, D, a, hd, i0);
         if (!__syncthreads_or(causal || after)) continue; // only zero probabilities here
         load_tile<T, BQ, HDP>(m.dout, L.ldt, hd.dout, hd.lo, i0, S, a.HD);
@@ -387,8 +412,10 @@ __global__ void __launch_bounds__(ATT_THREADS) att_dkdv_kernel(T *dqkv, const T 
         if (causal) load_tile<T, BQ, HDP>(m.q, L.ldt, hd.q, hd.lq, i0, S, a.HD);
         __syncthreads();
         if (causal) {
-            tile_mm<T, false, true, false, BQ, BK, HDP>(m.s, L.lds, m.q, L.ldt, m.k, L.ldt);     // Q K^T
-            tile_mm<T, false, true, false, BQ, BK, HDP>(m.dp, L.lds, m.dout, L.ldt, m.v, L.ldt); // dO V^T
+            tile_mm<T, false, true, false, BQ, BK, HDP>(m.s, L.lds, m.q, L.ldt, m.k,
+                                                        L.ldt); // Q K^T
+            tile_mm<T, false, true, false, BQ, BK, HDP>(m.dp, L.lds, m.dout, L.ldt, m.v,
+                                                        L.ldt); // dO V^T
             __syncthreads();
         }
         // outside causal tiles no entry is VISIBLE (m.s is not read) and no dS is formed
@@ -397,8 +424,11 @@ __global__ void __launch_bounds__(ATT_THREADS) att_dkdv_kernel(T *dqkv, const T 
             att_bwd_pair(m, true, causal, L.lds, L.ldp, r, c, i0 + r, j0 + c, a, hd, &d);
         }
         __syncthreads();
-        tile_mm<T, true, false, true, BK, HDP, BQ>(dV, L.ldf, m.p, L.ldp, m.dout, L.ldt);         // dV += Pd^T dO
-        if (causal) tile_mm<T, true, false, true, BK, HDP, BQ>(dK, L.ldf, m.ds, L.ldp, m.q, L.ldt); // dK += dS^T Q
+        tile_mm<T, true, false, true, BK, HDP, BQ>(dV, L.ldf, m.p, L.ldp, m.dout,
+                                                   L.ldt); // dV += Pd^T dO
+        if (causal)
+            tile_mm<T, true, false, true, BK, HDP, BQ>(dK, L.ldf, m.ds, L.ldp, m.q,
+                                                       L.ldt); // dK += dS^T Q
     }
     __syncthreads();
     T *dk = dqkv + hd.qoff + a.HD, *dv = dk + a.HD;
@@ -412,8 +442,9 @@ __global__ void __launch_bounds__(ATT_THREADS) att_dkdv_kernel(T *dqkv, const T 
 }
 
 template <typename T, int HDP>
-__global__ void __launch_bounds__(ATT_THREADS) att_dq_kernel(T *dqkv, const T *dout, const T *qkv, const float *state,
-                                                            const float *D, AttArgs a)
+__global__ void __launch_bounds__(ATT_THREADS)
+    att_dq_kernel(T *dqkv, const T *dout, const T *qkv, const float *state, const float *D,
+                  AttArgs a)
 {
     constexpr mc_att_tiles_t TL = mc_att_tiles(MC_ATT_DQ, (int)sizeof(T), HDP);
     constexpr int BQ = TL.bq, BK = TL.bk;
@@ -424,7 +455,8 @@ __global__ void __launch_bounds__(ATT_THREADS) att_dq_kernel(T *dqkv, const T *d
     float *dQ = m.acc0;
 
     const int S = a.S, tid = threadIdx.x;
-    const int i0 = (mc_att_ntiles(S, BQ) - 1 - (int)blockIdx.x) * BQ; // the longest rows start first
+    const int i0 =
+        (mc_att_ntiles(S, BQ) - 1 - (int)blockIdx.x) * BQ; // the longest rows start first
     const AttHead<T> hd = att_head<T>(qkv, dout, a);
     const mc_dropout_t d = a.d;
 
@@ -443,21 +475,24 @@ __global__ void __launch_bounds__(ATT_THREADS) att_dq_kernel(T *dqkv, const T *d
         load_tile<T, BK, HDP>(m.v, L.ldt, hd.v, hd.lq, j0, S, a.HD);
         load_seg(m.seg_k, hd.seg, BK, j0, S);
         __syncthreads();
-        tile_mm<T, false, true, false, BQ, BK, HDP>(m.s, L.lds, m.q, L.ldt, m.k, L.ldt);     // Q K^T
-        tile_mm<T, false, true, false, BQ, BK, HDP>(m.dp, L.lds, m.dout, L.ldt, m.v, L.ldt); // dO V^T
+        tile_mm<T, false, true, false, BQ, BK, HDP>(m.s, L.lds, m.q, L.ldt, m.k, L.ldt); // Q K^T
+        tile_mm<T, false, true, false, BQ, BK, HDP>(m.dp, L.lds, m.dout, L.ldt, m.v,
+                                                    L.ldt); // dO V^T
         __syncthreads();
         for (int idx = tid; idx < BQ * (BK / 2); idx += ATT_THREADS) {
             const int r = idx / (BK / 2), c = 2 * (idx - r * (BK / 2));
             att_bwd_pair(m, false, true, L.lds, L.ldp, r, c, i0 + r, j0 + c, a, hd, &d);
         }
         __syncthreads();
-        tile_mm<T, false, false, true, BQ, HDP, BK>(dQ, L.ldf, m.ds, L.ldp, m.k, L.ldt); // dQ += dS K
+        tile_mm<T, false, false, true, BQ, HDP, BK>(dQ, L.ldf, m.ds, L.ldp, m.k,
+                                                    L.ldt); // dQ += dS K
     }
     __syncthreads();
     T *dq = dqkv + hd.qoff;
     for (int idx = tid; idx < BQ * HDP; idx += ATT_THREADS) {
         const int r = idx / HDP, dd = idx - r * HDP, i = i0 + r;
-        if (i < S && dd < a.HD) dq[(long)i * hd.lq + dd] = att_from<T>(dQ[r * L.ldf + dd] * a.scale);
+        if (i < S && dd < a.HD)
+            dq[(long)i * hd.lq + dd] = att_from<T>(dQ[r * L.ldf + dd] * a.scale);
     }
 }
 
@@ -487,15 +522,18 @@ template <typename F> static void att_dispatch(mc_dtype_t dt, int HD, F &&f)
     case MC_DT_F32: att_dispatch_hd<float>(HD, f); break;
     case MC_DT_BF16: att_dispatch_hd<__nv_bfloat16>(HD, f); break;
     case MC_DT_F16: att_dispatch_hd<__half>(HD, f); break;
-    default: mc_fatal("the CUDA attention takes fp32, bf16 or fp16 tensors, not %s", mc_dtype_name(dt));
+    default:
+        mc_fatal("the CUDA attention takes fp32, bf16 or fp16 tensors, not %s", mc_dtype_name(dt));
     }
 }
 
-static AttArgs att_args(int S, int B, int NH, int HD, const int32_t *segments, float scale, const mc_dropout_t *d,
-                        int head_offset)
+static AttArgs att_args(int S, int B, int NH, int HD, const int32_t *segments, float scale,
+                        const mc_dropout_t *d, int head_offset)
 {
     if (NH > 65535 || B > 65535)
-        mc_fatal("the CUDA attention takes at most 65535 heads and batch rows per call (%d heads, %d rows)", NH, B);
+        mc_fatal(
+            "the CUDA attention takes at most 65535 heads and batch rows per call (%d heads, %d rows)",
+            NH, B);
     AttArgs a;
     memset(&a, 0, sizeof(a));
     a.S = S;
@@ -513,38 +551,44 @@ static AttArgs att_args(int S, int B, int NH, int HD, const int32_t *segments, f
 
 // Grants a kernel its dynamic shared memory (once per kernel); a device with less per block
 // than the kernel needs is an error naming both.
-static void att_grant_smem(const mc_backend_t *be, const void *kernel, size_t bytes, bool *ready, const char *what, int HD)
+static void att_grant_smem(const mc_backend_t *be, const void *kernel, size_t bytes, bool *ready,
+                           const char *what, int HD)
 {
     if (*ready) return;
     const cudaDeviceProp *prop = &mc_cuda(be)->prop;
     if (bytes > prop->sharedMemPerBlockOptin)
-        mc_fatal("the CUDA attention %s kernel for head dim %d needs %zu bytes of shared memory per block; %s has %zu",
-                 what, HD, bytes, prop->name, (size_t)prop->sharedMemPerBlockOptin);
-    MC_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes));
+        mc_fatal(
+            "the CUDA attention %s kernel for head dim %d needs %zu bytes of shared memory per block; %s has %zu",
+            what, HD, bytes, prop->name, (size_t)prop->sharedMemPerBlockOptin);
+    MC_CUDA_CHECK(
+        cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes));
     *ready = true;
 }
 
 template <typename T, int HDP>
-static void att_forward_launch(const mc_backend_t *be, void *out, void *state, const void *qkv, const AttArgs &a)
+static void att_forward_launch(const mc_backend_t *be, void *out, void *state, const void *qkv,
+                               const AttArgs &a)
 {
     constexpr mc_att_tiles_t TL = mc_att_tiles(MC_ATT_FWD, (int)sizeof(T), HDP);
     constexpr size_t bytes = mc_att_layout(MC_ATT_FWD, (int)sizeof(T), HDP, TL.bq, TL.bk).bytes;
     static bool ready = false;
     att_grant_smem(be, (const void *)att_forward_kernel<T, HDP>, bytes, &ready, "forward", a.HD);
     const dim3 grid((unsigned)mc_att_ntiles(a.S, TL.bq), (unsigned)a.NH, (unsigned)a.B);
-    MC_LAUNCH(grid, ATT_THREADS, bytes, mc_cuda_stream(be), att_forward_kernel<T, HDP>)((T *)out, (float *)state,
-                                                                                (const T *)qkv, a);
+    MC_LAUNCH(grid, ATT_THREADS, bytes, mc_cuda_stream(be), att_forward_kernel<T, HDP>)
+    ((T *)out, (float *)state, (const T *)qkv, a);
     MC_CUDA_LAUNCHED();
 }
 
 template <typename T, int HDP>
-static void att_backward_launch(const mc_backend_t *be, void *dqkv, float *D, const void *dout, const void *qkv,
-                                const void *out, const float *state, const AttArgs &a)
+static void att_backward_launch(const mc_backend_t *be, void *dqkv, float *D, const void *dout,
+                                const void *qkv, const void *out, const float *state,
+                                const AttArgs &a)
 {
     const cudaStream_t st = mc_cuda_stream(be);
     const long rows = (long)a.B * a.NH * a.S;
-    MC_LAUNCH((unsigned)((rows + ATT_WARPS - 1) / ATT_WARPS), ATT_THREADS, 0, st, att_dsum_kernel<T>)(
-        D, (const T *)dout, (const T *)out, a);
+    MC_LAUNCH((unsigned)((rows + ATT_WARPS - 1) / ATT_WARPS), ATT_THREADS, 0, st,
+              att_dsum_kernel<T>)
+    (D, (const T *)dout, (const T *)out, a);
     MC_CUDA_LAUNCHED();
 
     constexpr mc_att_tiles_t KV = mc_att_tiles(MC_ATT_DKDV, (int)sizeof(T), HDP);
@@ -552,8 +596,8 @@ static void att_backward_launch(const mc_backend_t *be, void *dqkv, float *D, co
     static bool kv_ready = false;
     att_grant_smem(be, (const void *)att_dkdv_kernel<T, HDP>, kv_bytes, &kv_ready, "dk/dv", a.HD);
     const dim3 kv_grid((unsigned)mc_att_ntiles(a.S, KV.bk), (unsigned)a.NH, (unsigned)a.B);
-    MC_LAUNCH(kv_grid, ATT_THREADS, kv_bytes, st, att_dkdv_kernel<T, HDP>)((T *)dqkv, (const T *)dout, (const T *)qkv,
-                                                                    state, D, a);
+    MC_LAUNCH(kv_grid, ATT_THREADS, kv_bytes, st, att_dkdv_kernel<T, HDP>)
+    ((T *)dqkv, (const T *)dout, (const T *)qkv, state, D, a);
     MC_CUDA_LAUNCHED();
 
     constexpr mc_att_tiles_t QT = mc_att_tiles(MC_ATT_DQ, (int)sizeof(T), HDP);
@@ -561,13 +605,13 @@ static void att_backward_launch(const mc_backend_t *be, void *dqkv, float *D, co
     static bool q_ready = false;
     att_grant_smem(be, (const void *)att_dq_kernel<T, HDP>, q_bytes, &q_ready, "dq", a.HD);
     const dim3 q_grid((unsigned)mc_att_ntiles(a.S, QT.bq), (unsigned)a.NH, (unsigned)a.B);
-    MC_LAUNCH(q_grid, ATT_THREADS, q_bytes, st, att_dq_kernel<T, HDP>)((T *)dqkv, (const T *)dout, (const T *)qkv, state,
-                                                                D, a);
+    MC_LAUNCH(q_grid, ATT_THREADS, q_bytes, st, att_dq_kernel<T, HDP>)
+    ((T *)dqkv, (const T *)dout, (const T *)qkv, state, D, a);
     MC_CUDA_LAUNCHED();
 }
 
-extern "C" void mc_cuda_attention_sizes(const mc_backend_t *be, mc_dtype_t dt, int S, int B, int NH, int HD,
-                                        size_t *state_bytes, size_t *scratch_bytes)
+extern "C" void mc_cuda_attention_sizes(const mc_backend_t *be, mc_dtype_t dt, int S, int B, int NH,
+                                        int HD, size_t *state_bytes, size_t *scratch_bytes)
 {
     (void)be;
     (void)dt;
@@ -577,10 +621,10 @@ extern "C" void mc_cuda_attention_sizes(const mc_backend_t *be, mc_dtype_t dt, i
     *scratch_bytes = rows * sizeof(float);   // D = rowsum(dout * out)
 }
 
-extern "C" void mc_cuda_attention_forward(const mc_backend_t *be, mc_dtype_t dt, void *out, void *state,
-                                          const void *qkv, int S, int B, int NH, int HD,
-                                          const int32_t *segments, float scale, const mc_dropout_t *d,
-                                          int head_offset, int NH_full)
+extern "C" void mc_cuda_attention_forward(const mc_backend_t *be, mc_dtype_t dt, void *out,
+                                          void *state, const void *qkv, int S, int B, int NH,
+                                          int HD, const int32_t *segments, float scale,
+                                          const mc_dropout_t *d, int head_offset, int NH_full)
 {
     (void)NH_full; // the dropout element numbers need only this rank's first head
     if (S <= 0 || B <= 0 || NH <= 0 || HD <= 0) return;
@@ -591,18 +635,18 @@ extern "C" void mc_cuda_attention_forward(const mc_backend_t *be, mc_dtype_t dt,
     });
 }
 
-extern "C" void mc_cuda_attention_backward(const mc_backend_t *be, mc_dtype_t dt, void *dqkv, void *scratch,
-                                           const void *dout, const void *qkv, const void *out,
-                                           const void *state, int S, int B, int NH, int HD,
-                                           const int32_t *segments, float scale, const mc_dropout_t *d,
-                                           int head_offset, int NH_full)
+extern "C" void mc_cuda_attention_backward(const mc_backend_t *be, mc_dtype_t dt, void *dqkv,
+                                           void *scratch, const void *dout, const void *qkv,
+                                           const void *out, const void *state, int S, int B, int NH,
+                                           int HD, const int32_t *segments, float scale,
+                                           const mc_dropout_t *d, int head_offset, int NH_full)
 {
     (void)NH_full;
     if (S <= 0 || B <= 0 || NH <= 0 || HD <= 0) return;
     const AttArgs a = att_args(S, B, NH, HD, segments, scale, d, head_offset);
     att_dispatch(dt, HD, [&](auto tag) {
         using Tag = decltype(tag);
-        att_backward_launch<typename Tag::type, Tag::hdp>(be, dqkv, (float *)scratch, dout, qkv, out,
-                                                          (const float *)state, a);
+        att_backward_launch<typename Tag::type, Tag::hdp>(be, dqkv, (float *)scratch, dout, qkv,
+                                                          out, (const float *)state, a);
     });
 }

@@ -63,7 +63,10 @@ enum { MC_ATT_PAD = 0, MC_ATT_AFTER = 1, MC_ATT_OTHER_DOC = 2, MC_ATT_VISIBLE = 
  * (always true without --reset-attention-mask). */
 MC_ATT_CX int mc_att_kind(int i, int j, int S, int same_doc)
 {
-    return (i >= S || j >= S) ? MC_ATT_PAD : j > i ? MC_ATT_AFTER : same_doc ? MC_ATT_VISIBLE : MC_ATT_OTHER_DOC;
+    return (i >= S || j >= S) ? MC_ATT_PAD
+           : j > i            ? MC_ATT_AFTER
+           : same_doc         ? MC_ATT_VISIBLE
+                              : MC_ATT_OTHER_DOC;
 }
 
 /* Running max and sum of row i before any key is visited: the S-1-i AFTER keys, each
@@ -98,7 +101,8 @@ MC_ATT_FN float mc_att_fwd_score(int kind, float s)
 /* Backward: p_ij from s = scale * q.k, the saved row max m and 1/l (masked entries: -10000). */
 MC_ATT_FN float mc_att_prob(int kind, float s, float m, float inv_l)
 {
-    return kind == MC_ATT_PAD ? 0.0f : mc_att_exp((kind == MC_ATT_VISIBLE ? s : MC_ATT_MASK) - m) * inv_l;
+    return kind == MC_ATT_PAD ? 0.0f
+                              : mc_att_exp((kind == MC_ATT_VISIBLE ? s : MC_ATT_MASK) - m) * inv_l;
 }
 
 /* The score gradient p (dP - D), dP = dout . v with the dropout mask and 1/(1-p) applied;
@@ -134,9 +138,11 @@ MC_ATT_FN unsigned mc_att_keep2(const mc_dropout_t *d, uint64_t sample, uint64_t
 {
     const mc_philox_ctr_t r = mc_dropout_block(d->seed, d->iteration, d->layer, d->site, sample, e);
     const unsigned k = (unsigned)(e & 3u);
-    const uint32_t w1 = k == 3u ? mc_dropout_block(d->seed, d->iteration, d->layer, d->site, sample, e + 1).v[0]
-                                : r.v[k + 1u];
-    return (unsigned)(mc_u32_to_unit(r.v[k]) >= d->p) | ((unsigned)(mc_u32_to_unit(w1) >= d->p) << 1);
+    const uint32_t w1 =
+        k == 3u ? mc_dropout_block(d->seed, d->iteration, d->layer, d->site, sample, e + 1).v[0]
+                : r.v[k + 1u];
+    return (unsigned)(mc_u32_to_unit(r.v[k]) >= d->p) |
+           ((unsigned)(mc_u32_to_unit(w1) >= d->p) << 1);
 }
 
 /* ---- sizes ---- */
@@ -165,12 +171,15 @@ MC_ATT_CX mc_att_tiles_t mc_att_mk_tiles(int bq, int bk)
 MC_ATT_CX mc_att_tiles_t mc_att_tiles(int kernel, int tsize, int hdp)
 {
     if (tsize == 2) {
-        if (kernel == MC_ATT_FWD) return hdp <= 128 ? mc_att_mk_tiles(64, 32) : mc_att_mk_tiles(32, 32);
-        if (kernel == MC_ATT_DKDV) return hdp <= 64 ? mc_att_mk_tiles(32, 64) : mc_att_mk_tiles(32, 32);
+        if (kernel == MC_ATT_FWD)
+            return hdp <= 128 ? mc_att_mk_tiles(64, 32) : mc_att_mk_tiles(32, 32);
+        if (kernel == MC_ATT_DKDV)
+            return hdp <= 64 ? mc_att_mk_tiles(32, 64) : mc_att_mk_tiles(32, 32);
         return hdp <= 80 ? mc_att_mk_tiles(64, 32) : mc_att_mk_tiles(32, 32);
     }
     if (kernel == MC_ATT_FWD) return hdp <= 128 ? mc_att_mk_tiles(32, 32) : mc_att_mk_tiles(16, 16);
-    if (kernel == MC_ATT_DKDV) return hdp <= 128 ? mc_att_mk_tiles(16, 32) : mc_att_mk_tiles(16, 16);
+    if (kernel == MC_ATT_DKDV)
+        return hdp <= 128 ? mc_att_mk_tiles(16, 32) : mc_att_mk_tiles(16, 16);
     return hdp <= 128 ? mc_att_mk_tiles(32, 16) : mc_att_mk_tiles(16, 16);
 }
 

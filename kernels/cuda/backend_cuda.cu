@@ -71,7 +71,10 @@ static void cuda_memset0(const mc_backend_t *be, void *p, size_t bytes)
     if (bytes) MC_CUDA_CHECK(cudaMemsetAsync(p, 0, bytes, mc_cuda_stream(be)));
 }
 
-static void cuda_synchronize(const mc_backend_t *be) { MC_CUDA_CHECK(cudaStreamSynchronize(mc_cuda_stream(be))); }
+static void cuda_synchronize(const mc_backend_t *be)
+{
+    MC_CUDA_CHECK(cudaStreamSynchronize(mc_cuda_stream(be)));
+}
 
 // One backend per process (one rank drives one GPU).
 static mc_cuda_t g_cuda;
@@ -81,21 +84,24 @@ extern "C" const mc_backend_t *mc_backend_cuda(int device, char *err, size_t n)
 {
     if (g_backend.name) {
         if (g_cuda.device == device) return &g_backend;
-        snprintf(err, n, "the CUDA backend already runs on device %d (one device per process)", g_cuda.device);
+        snprintf(err, n, "the CUDA backend already runs on device %d (one device per process)",
+                 g_cuda.device);
         return NULL;
     }
     int count = 0;
     cudaError_t e = cudaGetDeviceCount(&count);
     if (e != cudaSuccess || device < 0 || device >= count) {
         (void)cudaGetLastError();
-        snprintf(err, n, "CUDA device %d is not available (%d visible%s%s)", device, e == cudaSuccess ? count : 0,
-                 e == cudaSuccess ? "" : ": ", e == cudaSuccess ? "" : cudaGetErrorString(e));
+        snprintf(err, n, "CUDA device %d is not available (%d visible%s%s)", device,
+                 e == cudaSuccess ? count : 0, e == cudaSuccess ? "" : ": ",
+                 e == cudaSuccess ? "" : cudaGetErrorString(e));
         return NULL;
     }
     mc_cuda_t c;
     memset(&c, 0, sizeof(c));
     c.device = device;
-    if ((e = cudaSetDevice(device)) != cudaSuccess || (e = cudaGetDeviceProperties(&c.prop, device)) != cudaSuccess ||
+    if ((e = cudaSetDevice(device)) != cudaSuccess ||
+        (e = cudaGetDeviceProperties(&c.prop, device)) != cudaSuccess ||
         (e = cudaStreamCreateWithFlags(&c.stream, cudaStreamNonBlocking)) != cudaSuccess) {
         snprintf(err, n, "CUDA device %d: %s", device, cudaGetErrorString(e));
         (void)cudaGetLastError();
@@ -107,7 +113,8 @@ extern "C" const mc_backend_t *mc_backend_cuda(int device, char *err, size_t n)
     c.host_scratch_bytes = 4096;
     if ((e = cudaMalloc(&c.scratch, c.scratch_bytes)) != cudaSuccess ||
         (e = cudaMallocHost(&c.host_scratch, c.host_scratch_bytes)) != cudaSuccess) {
-        snprintf(err, n, "CUDA device %d: cannot allocate the backend's scratch: %s", device, cudaGetErrorString(e));
+        snprintf(err, n, "CUDA device %d: cannot allocate the backend's scratch: %s", device,
+                 cudaGetErrorString(e));
         (void)cudaGetLastError();
         return NULL;
     }

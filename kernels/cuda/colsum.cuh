@@ -59,7 +59,8 @@ static __global__ void __launch_bounds__(MC_COLSUM_X *MC_COLSUM_Y)
 template <int NSUM, typename F>
 static __global__ void k_colsum_final(F f, int C, int chunks, const double *partial)
 {
-    for (long c = blockIdx.x * (long)blockDim.x + threadIdx.x; c < C; c += (long)gridDim.x * blockDim.x) {
+    for (long c = blockIdx.x * (long)blockDim.x + threadIdx.x; c < C;
+         c += (long)gridDim.x * blockDim.x) {
         double tot[NSUM];
 #pragma unroll
         for (int k = 0; k < NSUM; k++) {
@@ -72,7 +73,8 @@ static __global__ void k_colsum_final(F f, int C, int chunks, const double *part
 
 // Runs both passes on the backend's stream; N <= 0 or C <= 0 does nothing (the sums are zero
 // and "+= 0" leaves every gradient buffer as it is).
-template <int NSUM, typename F> static void mc_cuda_colsum(const mc_backend_t *be, F f, int N, int C)
+template <int NSUM, typename F>
+static void mc_cuda_colsum(const mc_backend_t *be, F f, int N, int C)
 {
     if (N <= 0 || C <= 0) return;
     const mc_cuda_t *cu = mc_cuda(be);
@@ -87,10 +89,12 @@ template <int NSUM, typename F> static void mc_cuda_colsum(const mc_backend_t *b
     chunks = (N + rows_per_chunk - 1) / rows_per_chunk; // no empty chunk at the end
     double *partial = (double *)cu->scratch;
     const dim3 grid((unsigned)colblocks, (unsigned)chunks), block(MC_COLSUM_X, MC_COLSUM_Y);
-    MC_LAUNCH(grid, block, 0, mc_cuda_stream(be), k_colsum_partial<NSUM, F>)(f, N, C, rows_per_chunk, partial);
+    MC_LAUNCH(grid, block, 0, mc_cuda_stream(be), k_colsum_partial<NSUM, F>)
+    (f, N, C, rows_per_chunk, partial);
     MC_CUDA_LAUNCHED();
     if (chunks > 1) {
-        MC_LAUNCH(mc_cuda_blocks(C, 256), 256, 0, mc_cuda_stream(be), k_colsum_final<NSUM, F>)(f, C, (int)chunks, partial);
+        MC_LAUNCH(mc_cuda_blocks(C, 256), 256, 0, mc_cuda_stream(be), k_colsum_final<NSUM, F>)
+        (f, C, (int)chunks, partial);
         MC_CUDA_LAUNCHED();
     }
 }

@@ -20,8 +20,14 @@ __device__ __forceinline__ float mc_to_f32(__half x) { return __half2float(x); }
 
 template <typename T> __device__ __forceinline__ T mc_from_f32(float x);
 template <> __device__ __forceinline__ float mc_from_f32<float>(float x) { return x; }
-template <> __device__ __forceinline__ __nv_bfloat16 mc_from_f32<__nv_bfloat16>(float x) { return __float2bfloat16_rn(x); }
-template <> __device__ __forceinline__ __half mc_from_f32<__half>(float x) { return __float2half_rn(x); }
+template <> __device__ __forceinline__ __nv_bfloat16 mc_from_f32<__nv_bfloat16>(float x)
+{
+    return __float2bfloat16_rn(x);
+}
+template <> __device__ __forceinline__ __half mc_from_f32<__half>(float x)
+{
+    return __float2half_rn(x);
+}
 
 // ---- VEC consecutive elements as one access ----
 // VEC = 16 / sizeof(T) gives 16-byte loads and stores (the pointer must be 16-byte aligned:
@@ -61,7 +67,8 @@ __device__ __forceinline__ void mc_store_vec(T *p, long i0, long n, const float 
 
 // True when every pointer given (NULLs ignored) is 16-byte aligned, so the VEC = 16/sizeof(T)
 // path may be used. Buffers from cudaMalloc are; views at odd offsets take the plain path.
-static inline bool mc_cuda_vec_ok(const void *a, const void *b = NULL, const void *c = NULL, const void *d = NULL)
+static inline bool mc_cuda_vec_ok(const void *a, const void *b = NULL, const void *c = NULL,
+                                  const void *d = NULL)
 {
     return (((uintptr_t)a | (uintptr_t)b | (uintptr_t)c | (uintptr_t)d) & 15u) == 0;
 }
@@ -69,33 +76,40 @@ static inline bool mc_cuda_vec_ok(const void *a, const void *b = NULL, const voi
 // Threads per block of the elementwise kernels, and their grid for `chunks` work items (a
 // grid-stride loop covers the rest when the grid is capped).
 enum { MC_EW_THREADS = 256 };
-static inline unsigned mc_cuda_ew_blocks(long chunks) { return mc_cuda_blocks(chunks, MC_EW_THREADS); }
+static inline unsigned mc_cuda_ew_blocks(long chunks)
+{
+    return mc_cuda_blocks(chunks, MC_EW_THREADS);
+}
 
 // Launches the elementwise KERNEL<T, VEC> over n elements (one VEC-element chunk per thread and
 // grid-stride step) on be's stream: VEC = 16 / sizeof(T) when `aligned` (mc_cuda_vec_ok of its
 // pointers), else 1. The kernel's arguments follow.
-#define MC_EW_LAUNCH(KERNEL, T, n, aligned, ...)                                                     \
+#define MC_EW_LAUNCH(KERNEL, T, n, aligned, ...)                                                   \
     do {                                                                                           \
         constexpr int VEC_ = 16 / sizeof(T);                                                       \
-        if (aligned)                                                                               \
-            MC_LAUNCH(mc_cuda_ew_blocks(((n) + VEC_ - 1) / VEC_), MC_EW_THREADS, 0, mc_cuda_stream(be),   \
-                      KERNEL<T, VEC_>)(__VA_ARGS__);                                                \
-        else                                                                                       \
-            MC_LAUNCH(mc_cuda_ew_blocks(n), MC_EW_THREADS, 0, mc_cuda_stream(be), KERNEL<T, 1>)(__VA_ARGS__); \
+        if (aligned) {                                                                             \
+            MC_LAUNCH(mc_cuda_ew_blocks(((n) + VEC_ - 1) / VEC_), MC_EW_THREADS, 0,                \
+                      mc_cuda_stream(be), KERNEL<T, VEC_>)                                         \
+            (__VA_ARGS__);                                                                         \
+        } else {                                                                                   \
+            MC_LAUNCH(mc_cuda_ew_blocks(n), MC_EW_THREADS, 0, mc_cuda_stream(be), KERNEL<T, 1>)    \
+            (__VA_ARGS__);                                                                         \
+        }                                                                                          \
         MC_CUDA_LAUNCHED();                                                                        \
     } while (0)
 
 // Launches the row kernel KERNEL<T, VEC> with one block of `threads` per row (grid-stride over
 // rows past the grid's cap): VEC = 16 / sizeof(T) when `aligned` (every row starts 16-byte
 // aligned: the row length a multiple of VEC and the pointers aligned), else 1.
-#define MC_ROW_LAUNCH(KERNEL, T, rows, threads, aligned, ...)                                        \
+#define MC_ROW_LAUNCH(KERNEL, T, rows, threads, aligned, ...)                                      \
     do {                                                                                           \
         constexpr int VEC_ = 16 / sizeof(T);                                                       \
         const unsigned blocks_ = mc_cuda_blocks((rows), 1);                                        \
-        if (aligned)                                                                               \
-            MC_LAUNCH(blocks_, (threads), 0, mc_cuda_stream(be), KERNEL<T, VEC_>)(__VA_ARGS__);              \
-        else                                                                                       \
-            MC_LAUNCH(blocks_, (threads), 0, mc_cuda_stream(be), KERNEL<T, 1>)(__VA_ARGS__);                 \
+        if (aligned) {                                                                             \
+            MC_LAUNCH(blocks_, (threads), 0, mc_cuda_stream(be), KERNEL<T, VEC_>)(__VA_ARGS__);    \
+        } else {                                                                                   \
+            MC_LAUNCH(blocks_, (threads), 0, mc_cuda_stream(be), KERNEL<T, 1>)(__VA_ARGS__);       \
+        }                                                                                          \
         MC_CUDA_LAUNCHED();                                                                        \
     } while (0)
 
@@ -140,21 +154,21 @@ template <typename T, typename Op> __device__ T mc_block_reduce(T v, Op op, T id
 
 // ---- dispatch on the element type ----
 // Runs the statements with T the device type of dt (float, __nv_bfloat16 or __half).
-#define MC_CUDA_DISPATCH(dt, T, OPNAME, ...)                                                      \
-    switch (dt) {                                                                              \
-    case MC_DT_F32: {                                                                          \
-        typedef float T;                                                                       \
-        __VA_ARGS__;                                                                           \
-    } break;                                                                                   \
-    case MC_DT_BF16: {                                                                         \
-        typedef __nv_bfloat16 T;                                                               \
-        __VA_ARGS__;                                                                           \
-    } break;                                                                                   \
-    case MC_DT_F16: {                                                                          \
-        typedef __half T;                                                                      \
-        __VA_ARGS__;                                                                           \
-    } break;                                                                                   \
-    default: mc_cuda_bad_dtype(OPNAME, dt);                                                    \
+#define MC_CUDA_DISPATCH(dt, T, OPNAME, ...)                                                       \
+    switch (dt) {                                                                                  \
+    case MC_DT_F32: {                                                                              \
+        typedef float T;                                                                           \
+        __VA_ARGS__;                                                                               \
+    } break;                                                                                       \
+    case MC_DT_BF16: {                                                                             \
+        typedef __nv_bfloat16 T;                                                                   \
+        __VA_ARGS__;                                                                               \
+    } break;                                                                                       \
+    case MC_DT_F16: {                                                                              \
+        typedef __half T;                                                                          \
+        __VA_ARGS__;                                                                               \
+    } break;                                                                                       \
+    default: mc_cuda_bad_dtype(OPNAME, dt);                                                        \
     }
 
 #endif

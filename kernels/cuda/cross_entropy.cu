@@ -19,7 +19,8 @@
 enum { CE_THREADS = 256 };
 
 template <typename T, int VEC>
-static __global__ void __launch_bounds__(CE_THREADS) k_ce_max(float *rowmax, const T *logits, int N, int V)
+static __global__ void __launch_bounds__(CE_THREADS)
+    k_ce_max(float *rowmax, const T *logits, int N, int V)
 {
     for (long n = blockIdx.x; n < N; n += gridDim.x) {
         const T *x = logits + n * V;
@@ -38,8 +39,8 @@ static __global__ void __launch_bounds__(CE_THREADS) k_ce_max(float *rowmax, con
 
 template <typename T, int VEC>
 static __global__ void __launch_bounds__(CE_THREADS)
-    k_ce_sums(float *sumexp, float *target_logit, const T *logits, const float *rowmax, const int32_t *targets, int S,
-              int B, int V, int vocab_start)
+    k_ce_sums(float *sumexp, float *target_logit, const T *logits, const float *rowmax,
+              const int32_t *targets, int S, int B, int V, int vocab_start)
 {
     const long N = (long)S * B;
     for (long n = blockIdx.x; n < N; n += gridDim.x) {
@@ -63,27 +64,30 @@ static __global__ void __launch_bounds__(CE_THREADS)
     }
 }
 
-static __global__ void k_ce_loss(float *losses, const float *rowmax, const float *sumexp, const float *target_logit,
-                                 int S, int B)
+static __global__ void k_ce_loss(float *losses, const float *rowmax, const float *sumexp,
+                                 const float *target_logit, int S, int B)
 {
     const long N = (long)S * B;
-    for (long n = blockIdx.x * (long)blockDim.x + threadIdx.x; n < N; n += (long)gridDim.x * blockDim.x) {
+    for (long n = blockIdx.x * (long)blockDim.x + threadIdx.x; n < N;
+         n += (long)gridDim.x * blockDim.x) {
         const long si = n / B, bi = n % B;
-        losses[bi * S + si] = (float)(log((double)sumexp[n]) + (double)rowmax[n] - (double)target_logit[n]);
+        losses[bi * S + si] =
+            (float)(log((double)sumexp[n]) + (double)rowmax[n] - (double)target_logit[n]);
     }
 }
 
 template <typename T, int VEC>
 static __global__ void __launch_bounds__(CE_THREADS)
-    k_ce_backward(T *dlogits, const T *logits, const float *rowmax, const float *sumexp, const int32_t *targets,
-                  const float *dloss, int S, int B, int V, int vocab_start)
+    k_ce_backward(T *dlogits, const T *logits, const float *rowmax, const float *sumexp,
+                  const int32_t *targets, const float *dloss, int S, int B, int V, int vocab_start)
 {
     const long N = (long)S * B;
     for (long n = blockIdx.x; n < N; n += gridDim.x) {
         const long si = n / B, bi = n % B;
         const float m = rowmax[n], g = dloss[bi * S + si];
         const float f = (float)((double)g / (double)sumexp[n]);
-        const long t = (long)targets[bi * S + si] - vocab_start; // outside [0, V): no one-hot term here
+        const long t =
+            (long)targets[bi * S + si] - vocab_start; // outside [0, V): no one-hot term here
         const T *x = logits + n * V;
         T *dx = dlogits + n * V;
         for (long i0 = (long)threadIdx.x * VEC; i0 < V; i0 += (long)blockDim.x * VEC) {
@@ -100,40 +104,45 @@ static __global__ void __launch_bounds__(CE_THREADS)
     }
 }
 
-void mc_cuda_ce_max(const mc_backend_t *be, mc_dtype_t dt, float *rowmax, const void *logits, int N, int V)
+void mc_cuda_ce_max(const mc_backend_t *be, mc_dtype_t dt, float *rowmax, const void *logits, int N,
+                    int V)
 {
     if (N <= 0) return;
     MC_CUDA_DISPATCH(dt, T, "ce_max",
-                     MC_ROW_LAUNCH(k_ce_max, T, N, CE_THREADS, V % (16 / sizeof(T)) == 0 && mc_cuda_vec_ok(logits),
-                                   rowmax, (const T *)logits, N, V))
+                     MC_ROW_LAUNCH(k_ce_max, T, N, CE_THREADS,
+                                   V % (16 / sizeof(T)) == 0 && mc_cuda_vec_ok(logits), rowmax,
+                                   (const T *)logits, N, V))
 }
 
-void mc_cuda_ce_sums(const mc_backend_t *be, mc_dtype_t dt, float *sumexp, float *target_logit, const void *logits,
-                     const float *rowmax, const int32_t *targets, int S, int B, int V, int vocab_start)
+void mc_cuda_ce_sums(const mc_backend_t *be, mc_dtype_t dt, float *sumexp, float *target_logit,
+                     const void *logits, const float *rowmax, const int32_t *targets, int S, int B,
+                     int V, int vocab_start)
 {
     if (S <= 0 || B <= 0) return;
     MC_CUDA_DISPATCH(dt, T, "ce_sums",
                      MC_ROW_LAUNCH(k_ce_sums, T, (long)S * B, CE_THREADS,
-                                   V % (16 / sizeof(T)) == 0 && mc_cuda_vec_ok(logits), sumexp, target_logit,
-                                   (const T *)logits, rowmax, targets, S, B, V, vocab_start))
+                                   V % (16 / sizeof(T)) == 0 && mc_cuda_vec_ok(logits), sumexp,
+                                   target_logit, (const T *)logits, rowmax, targets, S, B, V,
+                                   vocab_start))
 }
 
-void mc_cuda_ce_loss(const mc_backend_t *be, float *losses, const float *rowmax, const float *sumexp,
-                     const float *target_logit, int S, int B)
+void mc_cuda_ce_loss(const mc_backend_t *be, float *losses, const float *rowmax,
+                     const float *sumexp, const float *target_logit, int S, int B)
 {
     if (S <= 0 || B <= 0) return;
-    MC_LAUNCH(mc_cuda_ew_blocks((long)S * B), MC_EW_THREADS, 0, mc_cuda_stream(be), k_ce_loss)(losses, rowmax, sumexp,
-                                                                                         target_logit, S, B);
+    MC_LAUNCH(mc_cuda_ew_blocks((long)S * B), MC_EW_THREADS, 0, mc_cuda_stream(be), k_ce_loss)
+    (losses, rowmax, sumexp, target_logit, S, B);
     MC_CUDA_LAUNCHED();
 }
 
-void mc_cuda_ce_backward(const mc_backend_t *be, mc_dtype_t dt, void *dlogits, const void *logits, const float *rowmax,
-                         const float *sumexp, const int32_t *targets, const float *dloss, int S, int B, int V,
-                         int vocab_start)
+void mc_cuda_ce_backward(const mc_backend_t *be, mc_dtype_t dt, void *dlogits, const void *logits,
+                         const float *rowmax, const float *sumexp, const int32_t *targets,
+                         const float *dloss, int S, int B, int V, int vocab_start)
 {
     if (S <= 0 || B <= 0 || V <= 0) return;
     MC_CUDA_DISPATCH(dt, T, "ce_backward",
                      MC_ROW_LAUNCH(k_ce_backward, T, (long)S * B, CE_THREADS,
-                                   V % (16 / sizeof(T)) == 0 && mc_cuda_vec_ok(logits, dlogits), (T *)dlogits,
-                                   (const T *)logits, rowmax, sumexp, targets, dloss, S, B, V, vocab_start))
+                                   V % (16 / sizeof(T)) == 0 && mc_cuda_vec_ok(logits, dlogits),
+                                   (T *)dlogits, (const T *)logits, rowmax, sumexp, targets, dloss,
+                                   S, B, V, vocab_start))
 }

@@ -20,21 +20,24 @@ extern "C" {
 
 typedef struct {
     int device;
-    cudaStream_t stream;     // every op of the table runs here
-    cudaDeviceProp prop;     // SM count, shared memory per block, L2 size
-    void *cublaslt;          // cublasLtHandle_t (kernels/cuda/gemm.cu)
-    void *gemm_workspace;    // cuBLASLt workspace on the device
+    cudaStream_t stream;  // every op of the table runs here
+    cudaDeviceProp prop;  // SM count, shared memory per block, L2 size
+    void *cublaslt;       // cublasLtHandle_t (kernels/cuda/gemm.cu)
+    void *gemm_workspace; // cuBLASLt workspace on the device
     size_t gemm_workspace_bytes;
     // Device scratch of the ops themselves (reduction partials, the embedding backward's sort),
     // used only inside one op on the stream, so consecutive ops share it. Ops that need more
     // than this split their work (each op's comment says how).
     void *scratch;
     size_t scratch_bytes;
-    void *host_scratch;      // pinned host memory that reductions copy their result into
+    void *host_scratch; // pinned host memory that reductions copy their result into
     size_t host_scratch_bytes;
 } mc_cuda_t;
 
-static inline const mc_cuda_t *mc_cuda(const mc_backend_t *be) { return (const mc_cuda_t *)be->impl; }
+static inline const mc_cuda_t *mc_cuda(const mc_backend_t *be)
+{
+    return (const mc_cuda_t *)be->impl;
+}
 static inline cudaStream_t mc_cuda_stream(const mc_backend_t *be) { return mc_cuda(be)->stream; }
 
 // Every kernel launch and every dynamic shared-memory array goes through these two macros, so
@@ -42,7 +45,7 @@ static inline cudaStream_t mc_cuda_stream(const mc_backend_t *be) { return mc_cu
 // compiler, MC_CUDA_EMU), where they expand to its launcher; under nvcc they are CUDA's syntax:
 //   MC_LAUNCH(grid, block, smem bytes, stream, kernel)(args...)  is  kernel<<<grid, block, smem, stream>>>(args...)
 #ifdef MC_CUDA_EMU
-#define MC_LAUNCH(grid, block, smem, stream, ...)                                                \
+#define MC_LAUNCH(grid, block, smem, stream, ...)                                                  \
     mc_emu_launch(grid, block, smem, stream, __VA_ARGS__, #__VA_ARGS__, __FILE__, __LINE__)
 #define MC_DYNAMIC_SMEM(type, name) type *name = (type *)mc_emu::dynamic_smem()
 #else
@@ -53,10 +56,10 @@ static inline cudaStream_t mc_cuda_stream(const mc_backend_t *be) { return mc_cu
 // A CUDA error inside an op is a runtime error of this rank: one line naming the call, then the
 // job ends (mc_fatal through the C side).
 extern "C" void mc_cuda_die(const char *what, cudaError_t e, const char *file, int line);
-#define MC_CUDA_CHECK(call)                                                                    \
-    do {                                                                                       \
-        cudaError_t mc_e_ = (call);                                                            \
-        if (mc_e_ != cudaSuccess) mc_cuda_die(#call, mc_e_, __FILE__, __LINE__);               \
+#define MC_CUDA_CHECK(call)                                                                        \
+    do {                                                                                           \
+        cudaError_t mc_e_ = (call);                                                                \
+        if (mc_e_ != cudaSuccess) mc_cuda_die(#call, mc_e_, __FILE__, __LINE__);                   \
     } while (0)
 // After a kernel launch: launch configuration errors surface here, execution errors at the
 // next synchronizing call.
@@ -108,68 +111,81 @@ bool mc_cuda_matmul_fused(const mc_backend_t *be, const mc_cuda_matmul_t *g);
 // The row-major product r (gemm_map.h) as a matmul: C = alpha * op(A) op(B) + beta * C (+ bias[N]
 // added to every row when bias is not NULL). A and B of type ab, C (and bias) of type c. Every
 // dimension of r must be positive.
-mc_cuda_matmul_t mc_cuda_matmul_of(mc_rowmajor_gemm_t r, const void *A, const void *B, void *C, mc_dtype_t ab,
-                                   mc_dtype_t c, float alpha, float beta, const void *bias);
-void mc_cuda_matmul_rowmajor(const mc_backend_t *be, mc_rowmajor_gemm_t r, const void *A, const void *B, void *C,
-                             mc_dtype_t ab, mc_dtype_t c, float alpha, float beta, const void *bias);
+mc_cuda_matmul_t mc_cuda_matmul_of(mc_rowmajor_gemm_t r, const void *A, const void *B, void *C,
+                                   mc_dtype_t ab, mc_dtype_t c, float alpha, float beta,
+                                   const void *bias);
+void mc_cuda_matmul_rowmajor(const mc_backend_t *be, mc_rowmajor_gemm_t r, const void *A,
+                             const void *B, void *C, mc_dtype_t ab, mc_dtype_t c, float alpha,
+                             float beta, const void *bias);
 
 // convert.cu
-void mc_cuda_convert(const mc_backend_t *be, void *dst, mc_dtype_t ddt, const void *src, mc_dtype_t sdt, long n);
+void mc_cuda_convert(const mc_backend_t *be, void *dst, mc_dtype_t ddt, const void *src,
+                     mc_dtype_t sdt, long n);
 
 // linear.cu
-void mc_cuda_linear_forward(const mc_backend_t *be, mc_dtype_t dt, void *out, const void *in, const void *W,
-                            const void *bias, int N, int in_f, int out_f);
-void mc_cuda_linear_backward(const mc_backend_t *be, mc_dtype_t dt, mc_dtype_t gdt, void *din, void *dW,
-                             void *dbias, const void *dout, const void *in, const void *W, int N, int in_f,
-                             int out_f);
-void mc_cuda_linear_gelu_forward(const mc_backend_t *be, mc_dtype_t dt, void *act, void *pre, const void *in,
-                                 const void *W, const void *bias, int N, int in_f, int out_f, int tanh_approx);
-void mc_cuda_linear_backward_gelu(const mc_backend_t *be, mc_dtype_t dt, mc_dtype_t gdt, void *din, void *dW,
-                                  void *dbias, const void *dout, const void *act, const void *W, const void *pre,
-                                  int N, int in_f, int out_f, int tanh_approx);
+void mc_cuda_linear_forward(const mc_backend_t *be, mc_dtype_t dt, void *out, const void *in,
+                            const void *W, const void *bias, int N, int in_f, int out_f);
+void mc_cuda_linear_backward(const mc_backend_t *be, mc_dtype_t dt, mc_dtype_t gdt, void *din,
+                             void *dW, void *dbias, const void *dout, const void *in, const void *W,
+                             int N, int in_f, int out_f);
+void mc_cuda_linear_gelu_forward(const mc_backend_t *be, mc_dtype_t dt, void *act, void *pre,
+                                 const void *in, const void *W, const void *bias, int N, int in_f,
+                                 int out_f, int tanh_approx);
+void mc_cuda_linear_backward_gelu(const mc_backend_t *be, mc_dtype_t dt, mc_dtype_t gdt, void *din,
+                                  void *dW, void *dbias, const void *dout, const void *act,
+                                  const void *W, const void *pre, int N, int in_f, int out_f,
+                                  int tanh_approx);
 
 // embedding.cu
-void mc_cuda_embedding_forward(const mc_backend_t *be, mc_dtype_t dt, void *out, const int32_t *tokens,
-                               const int32_t *positions, const void *wte, const void *wpe, int S, int B, int H,
-                               int vocab_start, int V);
-void mc_cuda_embedding_backward(const mc_backend_t *be, mc_dtype_t dt, mc_dtype_t gdt, void *dwte, void *dwpe,
-                                const void *dout, const int32_t *tokens, const int32_t *positions, int S, int B,
-                                int H, int vocab_start, int V);
+void mc_cuda_embedding_forward(const mc_backend_t *be, mc_dtype_t dt, void *out,
+                               const int32_t *tokens, const int32_t *positions, const void *wte,
+                               const void *wpe, int S, int B, int H, int vocab_start, int V);
+void mc_cuda_embedding_backward(const mc_backend_t *be, mc_dtype_t dt, mc_dtype_t gdt, void *dwte,
+                                void *dwpe, const void *dout, const int32_t *tokens,
+                                const int32_t *positions, int S, int B, int H, int vocab_start,
+                                int V);
 
 // layernorm.cu
-void mc_cuda_layernorm_forward(const mc_backend_t *be, mc_dtype_t dt, void *out, float *mean, float *rstd,
-                               const void *x, const void *w, const void *b, int N, int C, float eps);
-void mc_cuda_add_layernorm_forward(const mc_backend_t *be, mc_dtype_t dt, void *sum, void *out, float *mean,
-                                   float *rstd, const void *a, const void *b, const void *w, const void *bias, int N,
-                                   int C, float eps);
-void mc_cuda_layernorm_backward_acc(const mc_backend_t *be, mc_dtype_t dt, mc_dtype_t gdt, void *dx, void *dw,
-                                    void *db, const void *dout, const void *x, const void *w, const float *mean,
-                                    const float *rstd, int N, int C);
+void mc_cuda_layernorm_forward(const mc_backend_t *be, mc_dtype_t dt, void *out, float *mean,
+                               float *rstd, const void *x, const void *w, const void *b, int N,
+                               int C, float eps);
+void mc_cuda_add_layernorm_forward(const mc_backend_t *be, mc_dtype_t dt, void *sum, void *out,
+                                   float *mean, float *rstd, const void *a, const void *b,
+                                   const void *w, const void *bias, int N, int C, float eps);
+void mc_cuda_layernorm_backward_acc(const mc_backend_t *be, mc_dtype_t dt, mc_dtype_t gdt, void *dx,
+                                    void *dw, void *db, const void *dout, const void *x,
+                                    const void *w, const float *mean, const float *rstd, int N,
+                                    int C);
 
 // gelu.cu
-void mc_cuda_gelu_forward(const mc_backend_t *be, mc_dtype_t dt, void *out, const void *x, long n, int tanh_approx);
-void mc_cuda_gelu_backward(const mc_backend_t *be, mc_dtype_t dt, void *dx, const void *dout, const void *x, long n,
-                           int tanh_approx);
+void mc_cuda_gelu_forward(const mc_backend_t *be, mc_dtype_t dt, void *out, const void *x, long n,
+                          int tanh_approx);
+void mc_cuda_gelu_backward(const mc_backend_t *be, mc_dtype_t dt, void *dx, const void *dout,
+                           const void *x, long n, int tanh_approx);
 
 // dropout.cu
-void mc_cuda_dropout_forward(const mc_backend_t *be, mc_dtype_t dt, void *out, const void *x, const mc_dropout_t *d,
-                             int d0, int B, int inner, int d0_offset, int inner_full, int inner_offset);
+void mc_cuda_dropout_forward(const mc_backend_t *be, mc_dtype_t dt, void *out, const void *x,
+                             const mc_dropout_t *d, int d0, int B, int inner, int d0_offset,
+                             int inner_full, int inner_offset);
 void mc_cuda_dropout_backward(const mc_backend_t *be, mc_dtype_t dt, void *dx, const void *dout,
-                              const mc_dropout_t *d, int d0, int B, int inner, int d0_offset, int inner_full,
-                              int inner_offset);
+                              const mc_dropout_t *d, int d0, int B, int inner, int d0_offset,
+                              int inner_full, int inner_offset);
 
 // cross_entropy.cu
-void mc_cuda_ce_max(const mc_backend_t *be, mc_dtype_t dt, float *rowmax, const void *logits, int N, int V);
-void mc_cuda_ce_sums(const mc_backend_t *be, mc_dtype_t dt, float *sumexp, float *target_logit, const void *logits,
-                     const float *rowmax, const int32_t *targets, int S, int B, int V, int vocab_start);
-void mc_cuda_ce_loss(const mc_backend_t *be, float *losses, const float *rowmax, const float *sumexp,
-                     const float *target_logit, int S, int B);
+void mc_cuda_ce_max(const mc_backend_t *be, mc_dtype_t dt, float *rowmax, const void *logits, int N,
+                    int V);
+void mc_cuda_ce_sums(const mc_backend_t *be, mc_dtype_t dt, float *sumexp, float *target_logit,
+                     const void *logits, const float *rowmax, const int32_t *targets, int S, int B,
+                     int V, int vocab_start);
+void mc_cuda_ce_loss(const mc_backend_t *be, float *losses, const float *rowmax,
+                     const float *sumexp, const float *target_logit, int S, int B);
 void mc_cuda_ce_backward(const mc_backend_t *be, mc_dtype_t dt, void *dlogits, const void *logits,
-                         const float *rowmax, const float *sumexp, const int32_t *targets, const float *dloss, int S,
-                         int B, int V, int vocab_start);
+                         const float *rowmax, const float *sumexp, const int32_t *targets,
+                         const float *dloss, int S, int B, int V, int vocab_start);
 
 // elementwise.cu
-void mc_cuda_add(const mc_backend_t *be, mc_dtype_t dt, void *out, const void *a, const void *b, long n);
+void mc_cuda_add(const mc_backend_t *be, mc_dtype_t dt, void *out, const void *a, const void *b,
+                 long n);
 void mc_cuda_add_inplace(const mc_backend_t *be, mc_dtype_t dt, void *acc, const void *x, long n);
 void mc_cuda_scale(const mc_backend_t *be, mc_dtype_t dt, void *x, float s, long n);
 
@@ -179,7 +195,8 @@ long mc_cuda_count_zeros(const mc_backend_t *be, mc_dtype_t dt, const void *x, l
 int mc_cuda_has_nonfinite(const mc_backend_t *be, mc_dtype_t dt, const void *x, long n);
 
 // adam.cu
-void mc_cuda_adam_step(const mc_backend_t *be, const mc_adam_tensor_t *t, int count, mc_dtype_t model_dt,
-                       float lr, float beta1, float beta2, float eps, int step);
+void mc_cuda_adam_step(const mc_backend_t *be, const mc_adam_tensor_t *t, int count,
+                       mc_dtype_t model_dt, float lr, float beta1, float beta2, float eps,
+                       int step);
 
 #endif

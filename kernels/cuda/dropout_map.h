@@ -19,7 +19,7 @@
 MC_HD long mc_dropout_items_per_row(int inner) { return (long)(inner + 2) / 4 + 1; }
 
 typedef struct {
-    long row;       /* i * B + b: the row's elements start at row * inner in the buffer */
+    long row;        /* i * B + b: the row's elements start at row * inner in the buffer */
     uint64_t sample; /* global sample index */
     uint64_t e0;     /* element number of the row's inner index 0 */
     uint64_t block;  /* Philox block (counter word 0 is its low 32 bits, as in mc_dropout_bits) */
@@ -27,8 +27,8 @@ typedef struct {
 } mc_dropout_item_t;
 
 /* Work item t of rows * mc_dropout_items_per_row(inner). */
-MC_HD mc_dropout_item_t mc_dropout_item(long t, int B, int inner, int d0_offset, int inner_full, int inner_offset,
-                                        uint64_t sample0)
+MC_HD mc_dropout_item_t mc_dropout_item(long t, int B, int inner, int d0_offset, int inner_full,
+                                        int inner_offset, uint64_t sample0)
 {
     const long per = mc_dropout_items_per_row(inner);
     mc_dropout_item_t it;
@@ -40,7 +40,8 @@ MC_HD mc_dropout_item_t mc_dropout_item(long t, int B, int inner, int d0_offset,
     it.block = (e0 >> 2) + (uint64_t)g;
     /* the block's elements [4 block, 4 block + 4) within the row's [e0, e0 + inner) */
     const uint64_t lo = it.block * 4 > e0 ? it.block * 4 : e0;
-    const uint64_t hi = it.block * 4 + 4 < e0 + (uint64_t)inner ? it.block * 4 + 4 : e0 + (uint64_t)inner;
+    const uint64_t hi =
+        it.block * 4 + 4 < e0 + (uint64_t)inner ? it.block * 4 + 4 : e0 + (uint64_t)inner;
     it.j0 = (int)(lo - e0);
     it.j1 = hi > lo ? (int)(hi - e0) : it.j0;
     return it;
@@ -48,8 +49,8 @@ MC_HD mc_dropout_item_t mc_dropout_item(long t, int B, int inner, int d0_offset,
 
 /* The four mask words of Philox block `block` of a sample: word k is mc_dropout_bits(...,
  * e = 4 block + k) (the same counter and key). */
-MC_HD mc_philox_ctr_t mc_dropout_block_words(uint64_t seed, uint32_t iteration, uint32_t layer, uint32_t site,
-                                             uint64_t sample, uint64_t block)
+MC_HD mc_philox_ctr_t mc_dropout_block_words(uint64_t seed, uint32_t iteration, uint32_t layer,
+                                             uint32_t site, uint64_t sample, uint64_t block)
 {
     mc_philox_ctr_t c;
     c.v[0] = (uint32_t)block;
@@ -57,7 +58,8 @@ MC_HD mc_philox_ctr_t mc_dropout_block_words(uint64_t seed, uint32_t iteration, 
     c.v[2] = iteration;
     c.v[3] = (layer << 4) | (site & 15u);
     const uint32_t k0 = (uint32_t)seed;
-    const uint32_t k1 = (uint32_t)(seed >> 32) ^ (MC_PHILOX_TAG_DROPOUT << 16) ^ (uint32_t)(sample >> 32);
+    const uint32_t k1 =
+        (uint32_t)(seed >> 32) ^ (MC_PHILOX_TAG_DROPOUT << 16) ^ (uint32_t)(sample >> 32);
     return mc_philox4x32_10(c, k0, k1);
 }
 

@@ -27,17 +27,21 @@ static __device__ __forceinline__ float gelu_grad(float v, float g, bool tanh_ap
 {
     if (tanh_approx) {
         const float t = tanhf(GELU_K0 * v * (1.0f + GELU_K1 * v * v));
-        const float ff = 0.5f * v * ((1.0f - t * t) * (GELU_K0 + GELU_K2 * v * v)) + 0.5f * (1.0f + t);
+        const float ff =
+            0.5f * v * ((1.0f - t * t) * (GELU_K0 + GELU_K2 * v * v)) + 0.5f * (1.0f + t);
         return ff * g;
     }
-    const float ff = 0.5f * (1.0f + erff(v * GELU_RSQRT2)) + v * expf(-0.5f * v * v) * GELU_RSQRT2PI;
+    const float ff =
+        0.5f * (1.0f + erff(v * GELU_RSQRT2)) + v * expf(-0.5f * v * v) * GELU_RSQRT2PI;
     return ff * g;
 }
 
-template <typename T, int VEC> static __global__ void k_gelu_forward(T *out, const T *x, long n, bool tanh_approx)
+template <typename T, int VEC>
+static __global__ void k_gelu_forward(T *out, const T *x, long n, bool tanh_approx)
 {
     const long chunks = (n + VEC - 1) / VEC;
-    for (long c = blockIdx.x * (long)blockDim.x + threadIdx.x; c < chunks; c += (long)gridDim.x * blockDim.x) {
+    for (long c = blockIdx.x * (long)blockDim.x + threadIdx.x; c < chunks;
+         c += (long)gridDim.x * blockDim.x) {
         float v[VEC];
         mc_load_vec<T, VEC>(v, x, c * VEC, n);
 #pragma unroll
@@ -50,7 +54,8 @@ template <typename T, int VEC>
 static __global__ void k_gelu_backward(T *dx, const T *dout, const T *x, long n, bool tanh_approx)
 {
     const long chunks = (n + VEC - 1) / VEC;
-    for (long c = blockIdx.x * (long)blockDim.x + threadIdx.x; c < chunks; c += (long)gridDim.x * blockDim.x) {
+    for (long c = blockIdx.x * (long)blockDim.x + threadIdx.x; c < chunks;
+         c += (long)gridDim.x * blockDim.x) {
         float v[VEC], g[VEC];
         mc_load_vec<T, VEC>(v, x, c * VEC, n);
         mc_load_vec<T, VEC>(g, dout, c * VEC, n);
@@ -60,19 +65,20 @@ static __global__ void k_gelu_backward(T *dx, const T *dout, const T *x, long n,
     }
 }
 
-void mc_cuda_gelu_forward(const mc_backend_t *be, mc_dtype_t dt, void *out, const void *x, long n, int tanh_approx)
+void mc_cuda_gelu_forward(const mc_backend_t *be, mc_dtype_t dt, void *out, const void *x, long n,
+                          int tanh_approx)
 {
     if (n <= 0) return;
     MC_CUDA_DISPATCH(dt, T, "gelu_forward",
-                     MC_EW_LAUNCH(k_gelu_forward, T, n, mc_cuda_vec_ok(out, x), (T *)out, (const T *)x, n,
-                                  tanh_approx != 0))
+                     MC_EW_LAUNCH(k_gelu_forward, T, n, mc_cuda_vec_ok(out, x), (T *)out,
+                                  (const T *)x, n, tanh_approx != 0))
 }
 
-void mc_cuda_gelu_backward(const mc_backend_t *be, mc_dtype_t dt, void *dx, const void *dout, const void *x, long n,
-                           int tanh_approx)
+void mc_cuda_gelu_backward(const mc_backend_t *be, mc_dtype_t dt, void *dx, const void *dout,
+                           const void *x, long n, int tanh_approx)
 {
     if (n <= 0) return;
     MC_CUDA_DISPATCH(dt, T, "gelu_backward",
-                     MC_EW_LAUNCH(k_gelu_backward, T, n, mc_cuda_vec_ok(dx, dout, x), (T *)dx, (const T *)dout,
-                                  (const T *)x, n, tanh_approx != 0))
+                     MC_EW_LAUNCH(k_gelu_backward, T, n, mc_cuda_vec_ok(dx, dout, x), (T *)dx,
+                                  (const T *)dout, (const T *)x, n, tanh_approx != 0))
 }

@@ -23,12 +23,12 @@ extern "C" {
 #include "config/env.h"
 }
 
-#define MC_CUBLAS_CHECK(call, what_fmt, ...)                                                            \
-    do {                                                                                               \
-        cublasStatus_t mc_s_ = (call);                                                                 \
-        if (mc_s_ != CUBLAS_STATUS_SUCCESS)                                                            \
-            mc_fatal("cuBLASLt error in %s (%s:%d): %s; " what_fmt, #call, __FILE__, __LINE__,         \
-                     cublasLtGetStatusString(mc_s_), __VA_ARGS__);                                     \
+#define MC_CUBLAS_CHECK(call, what_fmt, ...)                                                       \
+    do {                                                                                           \
+        cublasStatus_t mc_s_ = (call);                                                             \
+        if (mc_s_ != CUBLAS_STATUS_SUCCESS)                                                        \
+            mc_fatal("cuBLASLt error in %s (%s:%d): %s; " what_fmt, #call, __FILE__, __LINE__,     \
+                     cublasLtGetStatusString(mc_s_), __VA_ARGS__);                                 \
     } while (0)
 
 // 32 MiB: what cuBLAS documents for Hopper's kernels (split-K and stream-K use it).
@@ -39,7 +39,8 @@ int mc_cuda_gemm_init(mc_cuda_t *c, char *err, size_t n)
     cublasLtHandle_t h;
     cublasStatus_t s = cublasLtCreate(&h);
     if (s != CUBLAS_STATUS_SUCCESS) {
-        snprintf(err, n, "CUDA device %d: cannot start cuBLASLt: %s", c->device, cublasLtGetStatusString(s));
+        snprintf(err, n, "CUDA device %d: cannot start cuBLASLt: %s", c->device,
+                 cublasLtGetStatusString(s));
         return -1;
     }
     cudaError_t e = cudaMalloc(&c->gemm_workspace, GEMM_WORKSPACE_BYTES);
@@ -108,10 +109,13 @@ static void plan_destroy(plan_t *p)
 }
 
 #define SHAPE_FMT "m %d n %d k %d, ops %d/%d, ld %d/%d/%d, %s x %s -> %s%s%s"
-#define SHAPE_ARGS(g)                                                                                         \
-    (g)->m, (g)->n, (g)->k, (g)->opa, (g)->opb, (g)->lda, (g)->ldb, (g)->ldd, mc_dtype_name((g)->ab),          \
-        mc_dtype_name((g)->ab), mc_dtype_name((g)->d), (g)->bias ? " + bias" : "",                             \
-        (g)->gelu == MC_GEMM_GELU ? ", GeLU epilogue" : (g)->gelu == MC_GEMM_DGELU ? ", GeLU-gradient epilogue" : ""
+#define SHAPE_ARGS(g)                                                                              \
+    (g)->m, (g)->n, (g)->k, (g)->opa, (g)->opb, (g)->lda, (g)->ldb, (g)->ldd,                      \
+        mc_dtype_name((g)->ab), mc_dtype_name((g)->ab), mc_dtype_name((g)->d),                     \
+        (g)->bias ? " + bias" : "",                                                                \
+        (g)->gelu == MC_GEMM_GELU    ? ", GeLU epilogue"                                           \
+        : (g)->gelu == MC_GEMM_DGELU ? ", GeLU-gradient epilogue"                                  \
+                                     : ""
 
 static plan_t *plan_get(const mc_cuda_t *c, const mc_cuda_matmul_t *g)
 {
@@ -119,8 +123,10 @@ static plan_t *plan_get(const mc_cuda_t *c, const mc_cuda_matmul_t *g)
     memset(&k, 0, sizeof(k)); // padding too: keys are compared with memcmp
     k.opa = g->opa, k.opb = g->opb, k.m = g->m, k.n = g->n, k.k = g->k;
     k.lda = g->lda, k.ldb = g->ldb, k.ldd = g->ldd;
-    k.ab = (int)g->ab, k.d = (int)g->d, k.bias = g->bias != NULL, k.gelu = g->gelu, k.ldaux = g->gelu ? g->ldaux : 0;
-    k.al_a = align_of(g->A), k.al_b = align_of(g->B), k.al_d = align_of(g->D), k.al_bias = align_of(g->bias);
+    k.ab = (int)g->ab, k.d = (int)g->d, k.bias = g->bias != NULL, k.gelu = g->gelu,
+    k.ldaux = g->gelu ? g->ldaux : 0;
+    k.al_a = align_of(g->A), k.al_b = align_of(g->B), k.al_d = align_of(g->D),
+    k.al_bias = align_of(g->bias);
     k.al_aux = align_of(g->aux);
     for (int i = 0; i < PLANS; i++)
         if (g_plans[i].used && memcmp(&g_plans[i].key, &k, sizeof(k)) == 0) return &g_plans[i];
@@ -138,64 +144,76 @@ static plan_t *plan_get(const mc_cuda_t *c, const mc_cuda_matmul_t *g)
     p->key = k;
 
     const cudaDataType_t tab = cuda_type(g->ab), td = cuda_type(g->d);
-    MC_CUBLAS_CHECK(cublasLtMatmulDescCreate(&p->desc, CUBLAS_COMPUTE_32F, CUDA_R_32F), SHAPE_FMT, SHAPE_ARGS(g));
-    const int32_t opa = g->opa ? CUBLAS_OP_T : CUBLAS_OP_N, opb = g->opb ? CUBLAS_OP_T : CUBLAS_OP_N;
-    MC_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_TRANSA, &opa, sizeof(opa)),
-                    SHAPE_FMT, SHAPE_ARGS(g));
-    MC_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_TRANSB, &opb, sizeof(opb)),
-                    SHAPE_FMT, SHAPE_ARGS(g));
+    MC_CUBLAS_CHECK(cublasLtMatmulDescCreate(&p->desc, CUBLAS_COMPUTE_32F, CUDA_R_32F), SHAPE_FMT,
+                    SHAPE_ARGS(g));
+    const int32_t opa = g->opa ? CUBLAS_OP_T : CUBLAS_OP_N,
+                  opb = g->opb ? CUBLAS_OP_T : CUBLAS_OP_N;
+    MC_CUBLAS_CHECK(
+        cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_TRANSA, &opa, sizeof(opa)),
+        SHAPE_FMT, SHAPE_ARGS(g));
+    MC_CUBLAS_CHECK(
+        cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_TRANSB, &opb, sizeof(opb)),
+        SHAPE_FMT, SHAPE_ARGS(g));
     // the epilogue: bias, GeLU with its input kept in aux (and bias), or the GeLU gradient
-    const uint32_t epi = g->gelu == MC_GEMM_DGELU ? CUBLASLT_EPILOGUE_DGELU
-                         : g->gelu == MC_GEMM_GELU ? (g->bias ? CUBLASLT_EPILOGUE_GELU_AUX_BIAS : CUBLASLT_EPILOGUE_GELU_AUX)
+    const uint32_t epi = g->gelu == MC_GEMM_DGELU  ? CUBLASLT_EPILOGUE_DGELU
+                         : g->gelu == MC_GEMM_GELU ? (g->bias ? CUBLASLT_EPILOGUE_GELU_AUX_BIAS
+                                                              : CUBLASLT_EPILOGUE_GELU_AUX)
                          : g->bias                 ? CUBLASLT_EPILOGUE_BIAS
                                                    : CUBLASLT_EPILOGUE_DEFAULT;
     if (epi != CUBLASLT_EPILOGUE_DEFAULT)
-        MC_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof(epi)),
+        MC_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi,
+                                                       sizeof(epi)),
                         SHAPE_FMT, SHAPE_ARGS(g));
     if (g->gelu) {
         const int64_t ldaux = g->ldaux;
-        MC_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, &ldaux,
-                                                       sizeof(ldaux)),
+        MC_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(
+                            p->desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, &ldaux, sizeof(ldaux)),
                         SHAPE_FMT, SHAPE_ARGS(g));
-        MC_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &g->aux,
-                                                       sizeof(g->aux)),
+        MC_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p->desc,
+                                                       CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER,
+                                                       &g->aux, sizeof(g->aux)),
                         SHAPE_FMT, SHAPE_ARGS(g));
     }
     if (g->bias) {
         const int32_t bt = td;
-        MC_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bt, sizeof(bt)),
+        MC_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE,
+                                                       &bt, sizeof(bt)),
                         SHAPE_FMT, SHAPE_ARGS(g));
         // the heuristic reads the pointer's alignment; each call sets its own pointer again
-        MC_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &g->bias,
-                                                       sizeof(g->bias)),
+        MC_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER,
+                                                       &g->bias, sizeof(g->bias)),
                         SHAPE_FMT, SHAPE_ARGS(g));
     }
     // stored matrices, column-major: A is (opa ? k x m : m x k), B is (opb ? n x k : k x n)
     const uint64_t a_rows = g->opa ? g->k : g->m, a_cols = g->opa ? g->m : g->k;
     const uint64_t b_rows = g->opb ? g->n : g->k, b_cols = g->opb ? g->k : g->n;
-    MC_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p->la, tab, a_rows, a_cols, g->lda), SHAPE_FMT, SHAPE_ARGS(g));
-    MC_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p->lb, tab, b_rows, b_cols, g->ldb), SHAPE_FMT, SHAPE_ARGS(g));
-    MC_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p->ld, td, (uint64_t)g->m, (uint64_t)g->n, g->ldd), SHAPE_FMT,
+    MC_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p->la, tab, a_rows, a_cols, g->lda), SHAPE_FMT,
                     SHAPE_ARGS(g));
+    MC_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p->lb, tab, b_rows, b_cols, g->ldb), SHAPE_FMT,
+                    SHAPE_ARGS(g));
+    MC_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p->ld, td, (uint64_t)g->m, (uint64_t)g->n, g->ldd),
+                    SHAPE_FMT, SHAPE_ARGS(g));
     p->used = 1;
 
     cublasLtMatmulPreference_t pref;
     MC_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref), SHAPE_FMT, SHAPE_ARGS(g));
     const uint64_t ws = c->gemm_workspace_bytes;
-    MC_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof(ws)),
+    MC_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(
+                        pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof(ws)),
                     SHAPE_FMT, SHAPE_ARGS(g));
     const cublasLtMatmulPreferenceAttributes_t al_attr[4] = {
         CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
         CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES};
     const uint32_t al_val[4] = {k.al_a, k.al_b, k.al_d, k.al_d};
     for (int i = 0; i < 4; i++)
-        MC_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, al_attr[i], &al_val[i], sizeof(al_val[i])),
-                        SHAPE_FMT, SHAPE_ARGS(g));
+        MC_CUBLAS_CHECK(
+            cublasLtMatmulPreferenceSetAttribute(pref, al_attr[i], &al_val[i], sizeof(al_val[i])),
+            SHAPE_FMT, SHAPE_ARGS(g));
     cublasLtMatmulHeuristicResult_t res;
     int count = 0;
     memset(&res, 0, sizeof(res));
-    const cublasStatus_t hs = cublasLtMatmulAlgoGetHeuristic((cublasLtHandle_t)c->cublaslt, p->desc, p->la, p->lb,
-                                                             p->ld, p->ld, pref, 1, &res, &count);
+    const cublasStatus_t hs = cublasLtMatmulAlgoGetHeuristic(
+        (cublasLtHandle_t)c->cublaslt, p->desc, p->la, p->lb, p->ld, p->ld, pref, 1, &res, &count);
     cublasLtMatmulPreferenceDestroy(pref);
     if (hs == CUBLAS_STATUS_SUCCESS && count > 0 && res.state == CUBLAS_STATUS_SUCCESS) {
         p->algo = res.algo;
@@ -203,8 +221,8 @@ static plan_t *plan_get(const mc_cuda_t *c, const mc_cuda_matmul_t *g)
     } else if (hs != CUBLAS_STATUS_SUCCESS && hs != CUBLAS_STATUS_NOT_SUPPORTED && !g->gelu) {
         // (a GeLU epilogue that cuBLASLt refuses for this type combination, with whatever
         // status, is only a missing algorithm: the caller runs the unfused ops)
-        mc_fatal("cuBLASLt error in cublasLtMatmulAlgoGetHeuristic (%s:%d): %s; " SHAPE_FMT, __FILE__, __LINE__,
-                 cublasLtGetStatusString(hs), SHAPE_ARGS(g));
+        mc_fatal("cuBLASLt error in cublasLtMatmulAlgoGetHeuristic (%s:%d): %s; " SHAPE_FMT,
+                 __FILE__, __LINE__, cublasLtGetStatusString(hs), SHAPE_ARGS(g));
     }
     return p;
 }
@@ -213,11 +231,14 @@ static plan_t *plan_get(const mc_cuda_t *c, const mc_cuda_matmul_t *g)
 // Column-major, cuBLAS's definition: op(A)[i,p] = opa ? A[p + i*lda] : A[i + p*lda],
 // op(B)[p,j] = opb ? B[j + p*ldb] : B[p + j*ldb], D[i + j*ldd]. beta == 0 never reads D.
 template <typename TAB, typename TD>
-static __global__ void k_gemm_fallback(int opa, int opb, int m, int n, int k, float alpha, const TAB *A, int lda, const TAB *B,
-                                int ldb, float beta, TD *D, int ldd, const TD *bias)
+static __global__ void k_gemm_fallback(int opa, int opb, int m, int n, int k, float alpha,
+                                       const TAB *A, int lda, const TAB *B, int ldb, float beta,
+                                       TD *D, int ldd, const TD *bias)
 {
-    for (long j = blockIdx.y * (long)blockDim.y + threadIdx.y; j < n; j += (long)gridDim.y * blockDim.y)
-        for (long i = blockIdx.x * (long)blockDim.x + threadIdx.x; i < m; i += (long)gridDim.x * blockDim.x) {
+    for (long j = blockIdx.y * (long)blockDim.y + threadIdx.y; j < n;
+         j += (long)gridDim.y * blockDim.y)
+        for (long i = blockIdx.x * (long)blockDim.x + threadIdx.x; i < m;
+             i += (long)gridDim.x * blockDim.x) {
             float acc = 0.0f;
             for (long p = 0; p < k; p++) {
                 const float a = mc_to_f32(opa ? A[p + i * lda] : A[i + p * lda]);
@@ -236,12 +257,13 @@ static void matmul_fallback(const mc_backend_t *be, const mc_cuda_matmul_t *g)
     const dim3 threads(16, 16);
     const dim3 blocks((unsigned)((g->m + 15) / 16 < 65535 ? (g->m + 15) / 16 : 65535),
                       (unsigned)((g->n + 15) / 16 < 65535 ? (g->n + 15) / 16 : 65535));
-    MC_CUDA_DISPATCH(g->ab, TAB, "matmul",
-                     MC_CUDA_DISPATCH(g->d, TD, "matmul",
-                                      MC_LAUNCH(blocks, threads, 0, mc_cuda_stream(be), k_gemm_fallback<TAB, TD>)(
-                                          g->opa, g->opb, g->m, g->n, g->k, g->alpha, (const TAB *)g->A, g->lda,
-                                          (const TAB *)g->B, g->ldb, g->beta, (TD *)g->D, g->ldd,
-                                          (const TD *)g->bias)))
+    MC_CUDA_DISPATCH(
+        g->ab, TAB, "matmul",
+        MC_CUDA_DISPATCH(
+            g->d, TD, "matmul",
+            MC_LAUNCH(blocks, threads, 0, mc_cuda_stream(be), k_gemm_fallback<TAB, TD>)(
+                g->opa, g->opb, g->m, g->n, g->k, g->alpha, (const TAB *)g->A, g->lda,
+                (const TAB *)g->B, g->ldb, g->beta, (TD *)g->D, g->ldd, (const TD *)g->bias)))
     MC_CUDA_LAUNCHED();
 }
 
@@ -255,42 +277,47 @@ static bool fallback_forced(void)
 static bool matmul_cublaslt(const mc_backend_t *be, const mc_cuda_matmul_t *g)
 {
     if (g->m <= 0 || g->n <= 0 || g->k <= 0)
-        mc_fatal("internal error: matmul with an empty dimension (m %d n %d k %d) reached cuBLASLt", g->m, g->n, g->k);
+        mc_fatal("internal error: matmul with an empty dimension (m %d n %d k %d) reached cuBLASLt",
+                 g->m, g->n, g->k);
     if (fallback_forced()) return false;
     const mc_cuda_t *c = mc_cuda(be);
     plan_t *p = plan_get(c, g);
     if (!p->has_algo) return false;
     if (g->bias)
-        MC_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &g->bias,
-                                                       sizeof(g->bias)),
+        MC_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER,
+                                                       &g->bias, sizeof(g->bias)),
                         SHAPE_FMT, SHAPE_ARGS(g));
     if (g->gelu)
-        MC_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &g->aux,
-                                                       sizeof(g->aux)),
+        MC_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p->desc,
+                                                       CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER,
+                                                       &g->aux, sizeof(g->aux)),
                         SHAPE_FMT, SHAPE_ARGS(g));
-    MC_CUBLAS_CHECK(cublasLtMatmul((cublasLtHandle_t)c->cublaslt, p->desc, &g->alpha, g->A, p->la, g->B, p->lb,
-                                   &g->beta, g->D, p->ld, g->D, p->ld, &p->algo, c->gemm_workspace,
-                                   c->gemm_workspace_bytes, mc_cuda_stream(be)),
+    MC_CUBLAS_CHECK(cublasLtMatmul((cublasLtHandle_t)c->cublaslt, p->desc, &g->alpha, g->A, p->la,
+                                   g->B, p->lb, &g->beta, g->D, p->ld, g->D, p->ld, &p->algo,
+                                   c->gemm_workspace, c->gemm_workspace_bytes, mc_cuda_stream(be)),
                     SHAPE_FMT, SHAPE_ARGS(g));
     return true;
 }
 
 void mc_cuda_matmul(const mc_backend_t *be, const mc_cuda_matmul_t *g)
 {
-    if (g->gelu) mc_fatal("internal error: a matmul with a GeLU epilogue must go through mc_cuda_matmul_fused");
+    if (g->gelu)
+        mc_fatal(
+            "internal error: a matmul with a GeLU epilogue must go through mc_cuda_matmul_fused");
     if (!matmul_cublaslt(be, g)) matmul_fallback(be, g);
 }
 
 bool mc_cuda_matmul_fused(const mc_backend_t *be, const mc_cuda_matmul_t *g)
 {
     if (g->gelu && (g->ldaux % 8 != 0 || g->ldaux < g->m || align_of(g->aux) < 16))
-        mc_fatal("internal error: GeLU epilogue with aux ld %d (rows %d) at alignment %u", g->ldaux, g->m,
-                 align_of(g->aux));
+        mc_fatal("internal error: GeLU epilogue with aux ld %d (rows %d) at alignment %u", g->ldaux,
+                 g->m, align_of(g->aux));
     return matmul_cublaslt(be, g);
 }
 
-mc_cuda_matmul_t mc_cuda_matmul_of(mc_rowmajor_gemm_t r, const void *A, const void *B, void *C, mc_dtype_t ab,
-                                   mc_dtype_t c, float alpha, float beta, const void *bias)
+mc_cuda_matmul_t mc_cuda_matmul_of(mc_rowmajor_gemm_t r, const void *A, const void *B, void *C,
+                                   mc_dtype_t ab, mc_dtype_t c, float alpha, float beta,
+                                   const void *bias)
 {
     const mc_colmajor_gemm_t cm = mc_gemm_to_colmajor(r);
     mc_cuda_matmul_t g;
@@ -305,8 +332,9 @@ mc_cuda_matmul_t mc_cuda_matmul_of(mc_rowmajor_gemm_t r, const void *A, const vo
     return g;
 }
 
-void mc_cuda_matmul_rowmajor(const mc_backend_t *be, mc_rowmajor_gemm_t r, const void *A, const void *B, void *C,
-                             mc_dtype_t ab, mc_dtype_t c, float alpha, float beta, const void *bias)
+void mc_cuda_matmul_rowmajor(const mc_backend_t *be, mc_rowmajor_gemm_t r, const void *A,
+                             const void *B, void *C, mc_dtype_t ab, mc_dtype_t c, float alpha,
+                             float beta, const void *bias)
 {
     const mc_cuda_matmul_t g = mc_cuda_matmul_of(r, A, B, C, ab, c, alpha, beta, bias);
     mc_cuda_matmul(be, &g);
@@ -317,18 +345,21 @@ void mc_cuda_matmul_rowmajor(const mc_backend_t *be, mc_rowmajor_gemm_t r, const
 static __global__ void k_scale_rows(float *C, int M, int N, int ldc, float beta)
 {
     const long total = (long)M * N;
-    for (long t = blockIdx.x * (long)blockDim.x + threadIdx.x; t < total; t += (long)gridDim.x * blockDim.x) {
+    for (long t = blockIdx.x * (long)blockDim.x + threadIdx.x; t < total;
+         t += (long)gridDim.x * blockDim.x) {
         float *c = C + (t / N) * ldc + t % N;
         *c = beta == 0.0f ? 0.0f : beta * *c;
     }
 }
 
-void mc_cuda_gemm(const mc_backend_t *be, int transa, int transb, int M, int N, int K, float alpha, const float *A,
-                  int lda, const float *B, int ldb, float beta, float *C, int ldc)
+void mc_cuda_gemm(const mc_backend_t *be, int transa, int transb, int M, int N, int K, float alpha,
+                  const float *A, int lda, const float *B, int ldb, float beta, float *C, int ldc)
 {
     if (M <= 0 || N <= 0) return;
     if (K <= 0) {
-        MC_LAUNCH(mc_cuda_ew_blocks((long)M * N), MC_EW_THREADS, 0, mc_cuda_stream(be), k_scale_rows)(C, M, N, ldc, beta);
+        MC_LAUNCH(mc_cuda_ew_blocks((long)M * N), MC_EW_THREADS, 0, mc_cuda_stream(be),
+                  k_scale_rows)
+        (C, M, N, ldc, beta);
         MC_CUDA_LAUNCHED();
         return;
     }

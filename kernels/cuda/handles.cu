@@ -5,4 +5,7 @@
 
 extern "C" int mc_cuda_backend_device(const mc_backend_t *be) { return mc_cuda(be)->device; }
 
-extern "C" void *mc_cuda_backend_stream(const mc_backend_t *be) { return (void *)mc_cuda_stream(be); }
+extern "C" void *mc_cuda_backend_stream(const mc_backend_t *be)
+{
+    return (void *)mc_cuda_stream(be);
+}

@@ -20,8 +20,9 @@ enum { LN_THREADS = 256 };
 // add op rounds it, and stored: each thread later reads back only the elements it wrote, so the
 // passes need no synchronisation, and the residual stream is read once instead of twice.
 template <typename T, int VEC, bool ADD>
-static __device__ __forceinline__ void ln_forward_rows(T *out, float *mean, float *rstd, T *x, const T *ra, const T *rb, const T *w, const T *b, int N,
-                   int C, float eps)
+static __device__ __forceinline__ void ln_forward_rows(T *out, float *mean, float *rstd, T *x,
+                                                       const T *ra, const T *rb, const T *w,
+                                                       const T *b, int N, int C, float eps)
 {
     for (long n = blockIdx.x; n < N; n += gridDim.x) {
         const T *xr = x + n * C;
@@ -33,7 +34,8 @@ static __device__ __forceinline__ void ln_forward_rows(T *out, float *mean, floa
                 mc_load_vec<T, VEC>(av, ra + n * C, i0, C);
                 mc_load_vec<T, VEC>(bv, rb + n * C, i0, C);
 #pragma unroll
-                for (int k = 0; k < VEC; k++) v[k] = mc_to_f32(mc_from_f32<T>(__fadd_rn(av[k], bv[k])));
+                for (int k = 0; k < VEC; k++)
+                    v[k] = mc_to_f32(mc_from_f32<T>(__fadd_rn(av[k], bv[k])));
                 mc_store_vec<T, VEC>(x + n * C, i0, C, v);
             } else {
                 mc_load_vec<T, VEC>(v, xr, i0, C); // 0 past C: adds nothing
@@ -82,57 +84,65 @@ static __device__ __forceinline__ void ln_forward_rows(T *out, float *mean, floa
 
 template <typename T, int VEC>
 static __global__ void __launch_bounds__(LN_THREADS)
-    k_ln_forward(T *out, float *mean, float *rstd, const T *x, const T *w, const T *b, int N, int C, float eps)
+    k_ln_forward(T *out, float *mean, float *rstd, const T *x, const T *w, const T *b, int N, int C,
+                 float eps)
 {
     ln_forward_rows<T, VEC, false>(out, mean, rstd, (T *)x, NULL, NULL, w, b, N, C, eps);
 }
 
 template <typename T, int VEC>
 static __global__ void __launch_bounds__(LN_THREADS)
-    k_add_ln_forward(T *out, float *mean, float *rstd, T *sum, const T *ra, const T *rb, const T *w, const T *b, int N,
-                     int C, float eps)
+    k_add_ln_forward(T *out, float *mean, float *rstd, T *sum, const T *ra, const T *rb, const T *w,
+                     const T *b, int N, int C, float eps)
 {
     ln_forward_rows<T, VEC, true>(out, mean, rstd, sum, ra, rb, w, b, N, C, eps);
 }
 
 template <typename T>
-static void ln_forward(const mc_backend_t *be, T *out, float *mean, float *rstd, const T *x, const T *w, const T *b,
-                       int N, int C, float eps)
+static void ln_forward(const mc_backend_t *be, T *out, float *mean, float *rstd, const T *x,
+                       const T *w, const T *b, int N, int C, float eps)
 {
-    MC_ROW_LAUNCH(k_ln_forward, T, N, LN_THREADS, C % (16 / sizeof(T)) == 0 && mc_cuda_vec_ok(out, x, w, b), out, mean,
-                  rstd, x, w, b, N, C, eps);
+    MC_ROW_LAUNCH(k_ln_forward, T, N, LN_THREADS,
+                  C % (16 / sizeof(T)) == 0 && mc_cuda_vec_ok(out, x, w, b), out, mean, rstd, x, w,
+                  b, N, C, eps);
 }
 
-void mc_cuda_layernorm_forward(const mc_backend_t *be, mc_dtype_t dt, void *out, float *mean, float *rstd,
-                               const void *x, const void *w, const void *b, int N, int C, float eps)
+void mc_cuda_layernorm_forward(const mc_backend_t *be, mc_dtype_t dt, void *out, float *mean,
+                               float *rstd, const void *x, const void *w, const void *b, int N,
+                               int C, float eps)
 {
     if (N <= 0) return;
     MC_CUDA_DISPATCH(dt, T, "layernorm_forward",
-                     ln_forward<T>(be, (T *)out, mean, rstd, (const T *)x, (const T *)w, (const T *)b, N, C, eps))
+                     ln_forward<T>(be, (T *)out, mean, rstd, (const T *)x, (const T *)w,
+                                   (const T *)b, N, C, eps))
 }
 
 template <typename T>
-static void add_ln_forward(const mc_backend_t *be, T *sum, T *out, float *mean, float *rstd, const T *ra, const T *rb,
-                           const T *w, const T *b, int N, int C, float eps)
+static void add_ln_forward(const mc_backend_t *be, T *sum, T *out, float *mean, float *rstd,
+                           const T *ra, const T *rb, const T *w, const T *b, int N, int C,
+                           float eps)
 {
-    const bool vec = C % (16 / sizeof(T)) == 0 && mc_cuda_vec_ok(out, sum, w, b) && mc_cuda_vec_ok(ra, rb);
-    MC_ROW_LAUNCH(k_add_ln_forward, T, N, LN_THREADS, vec, out, mean, rstd, sum, ra, rb, w, b, N, C, eps);
+    const bool vec =
+        C % (16 / sizeof(T)) == 0 && mc_cuda_vec_ok(out, sum, w, b) && mc_cuda_vec_ok(ra, rb);
+    MC_ROW_LAUNCH(k_add_ln_forward, T, N, LN_THREADS, vec, out, mean, rstd, sum, ra, rb, w, b, N, C,
+                  eps);
 }
 
-void mc_cuda_add_layernorm_forward(const mc_backend_t *be, mc_dtype_t dt, void *sum, void *out, float *mean,
-                                   float *rstd, const void *a, const void *b, const void *w, const void *bias, int N,
-                                   int C, float eps)
+void mc_cuda_add_layernorm_forward(const mc_backend_t *be, mc_dtype_t dt, void *sum, void *out,
+                                   float *mean, float *rstd, const void *a, const void *b,
+                                   const void *w, const void *bias, int N, int C, float eps)
 {
     if (N <= 0) return;
     MC_CUDA_DISPATCH(dt, T, "add_layernorm_forward",
-                     add_ln_forward<T>(be, (T *)sum, (T *)out, mean, rstd, (const T *)a, (const T *)b, (const T *)w,
-                                       (const T *)bias, N, C, eps))
+                     add_ln_forward<T>(be, (T *)sum, (T *)out, mean, rstd, (const T *)a,
+                                       (const T *)b, (const T *)w, (const T *)bias, N, C, eps))
 }
 
 // dx (type T) += ..., one block per row
 template <typename T, int VEC>
 static __global__ void __launch_bounds__(LN_THREADS)
-    k_ln_backward_dx(T *dx, const T *dout, const T *x, const T *w, const float *mean, const float *rstd, int N, int C)
+    k_ln_backward_dx(T *dx, const T *dout, const T *x, const T *w, const float *mean,
+                     const float *rstd, int N, int C)
 {
     for (long n = blockIdx.x; n < N; n += gridDim.x) {
         const T *g = dout + n * C, *xr = x + n * C;
@@ -193,25 +203,28 @@ template <typename T, typename TG> struct ln_dwdb {
 };
 
 template <typename T, typename TG>
-static void ln_backward(const mc_backend_t *be, T *dx, TG *dw, TG *db, const T *dout, const T *x, const T *w,
-                        const float *mean, const float *rstd, int N, int C)
+static void ln_backward(const mc_backend_t *be, T *dx, TG *dw, TG *db, const T *dout, const T *x,
+                        const T *w, const float *mean, const float *rstd, int N, int C)
 {
     if (dx)
-        MC_ROW_LAUNCH(k_ln_backward_dx, T, N, LN_THREADS, C % (16 / sizeof(T)) == 0 && mc_cuda_vec_ok(dx, dout, x, w),
-                      dx, dout, x, w, mean, rstd, N, C);
+        MC_ROW_LAUNCH(k_ln_backward_dx, T, N, LN_THREADS,
+                      C % (16 / sizeof(T)) == 0 && mc_cuda_vec_ok(dx, dout, x, w), dx, dout, x, w,
+                      mean, rstd, N, C);
     if (dw || db) {
         ln_dwdb<T, TG> f = {dout, x, mean, rstd, dw, db, C};
         mc_cuda_colsum<2>(be, f, N, C);
     }
 }
 
-void mc_cuda_layernorm_backward_acc(const mc_backend_t *be, mc_dtype_t dt, mc_dtype_t gdt, void *dx, void *dw,
-                                    void *db, const void *dout, const void *x, const void *w, const float *mean,
-                                    const float *rstd, int N, int C)
+void mc_cuda_layernorm_backward_acc(const mc_backend_t *be, mc_dtype_t dt, mc_dtype_t gdt, void *dx,
+                                    void *dw, void *db, const void *dout, const void *x,
+                                    const void *w, const float *mean, const float *rstd, int N,
+                                    int C)
 {
     if (C <= 0 || N <= 0) return;
-    MC_CUDA_DISPATCH(dt, T, "layernorm_backward_acc",
-                     MC_CUDA_DISPATCH(gdt, TG, "layernorm_backward_acc",
-                                      ln_backward<T, TG>(be, (T *)dx, (TG *)dw, (TG *)db, (const T *)dout,
-                                                         (const T *)x, (const T *)w, mean, rstd, N, C)))
+    MC_CUDA_DISPATCH(
+        dt, T, "layernorm_backward_acc",
+        MC_CUDA_DISPATCH(gdt, TG, "layernorm_backward_acc",
+                         ln_backward<T, TG>(be, (T *)dx, (TG *)dw, (TG *)db, (const T *)dout,
+                                            (const T *)x, (const T *)w, mean, rstd, N, C)))
 }

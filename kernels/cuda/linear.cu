@@ -22,22 +22,25 @@
 template <typename T> static __global__ void k_fill_bias(T *out, const T *bias, int N, int out_f)
 {
     const long total = (long)N * out_f;
-    for (long t = blockIdx.x * (long)blockDim.x + threadIdx.x; t < total; t += (long)gridDim.x * blockDim.x)
+    for (long t = blockIdx.x * (long)blockDim.x + threadIdx.x; t < total;
+         t += (long)gridDim.x * blockDim.x)
         out[t] = bias ? bias[t % out_f] : mc_from_f32<T>(0.0f);
 }
 
-void mc_cuda_linear_forward(const mc_backend_t *be, mc_dtype_t dt, void *out, const void *in, const void *W,
-                            const void *bias, int N, int in_f, int out_f)
+void mc_cuda_linear_forward(const mc_backend_t *be, mc_dtype_t dt, void *out, const void *in,
+                            const void *W, const void *bias, int N, int in_f, int out_f)
 {
     if (N <= 0 || out_f <= 0) return;
     if (in_f <= 0) {
         MC_CUDA_DISPATCH(dt, T, "linear_forward",
-                         MC_LAUNCH(mc_cuda_ew_blocks((long)N * out_f), MC_EW_THREADS, 0, mc_cuda_stream(be), k_fill_bias<T>)(
-                             (T *)out, (const T *)bias, N, out_f))
+                         MC_LAUNCH(mc_cuda_ew_blocks((long)N * out_f), MC_EW_THREADS, 0,
+                                   mc_cuda_stream(be),
+                                   k_fill_bias<T>)((T *)out, (const T *)bias, N, out_f))
         MC_CUDA_LAUNCHED();
         return;
     }
-    mc_cuda_matmul_rowmajor(be, mc_linear_forward_gemm(N, in_f, out_f), in, W, out, dt, dt, 1.0f, 0.0f, bias);
+    mc_cuda_matmul_rowmajor(be, mc_linear_forward_gemm(N, in_f, out_f), in, W, out, dt, dt, 1.0f,
+                            0.0f, bias);
 }
 
 // dbias[c] += sum over rows of dout[r, c]
@@ -45,25 +48,32 @@ template <typename T, typename TG> struct dbias_sum {
     const T *dout;
     TG *dbias;
     int C;
-    __device__ void terms(long r, int c, double (&t)[1]) const { t[0] = (double)mc_to_f32(dout[r * C + c]); }
+    __device__ void terms(long r, int c, double (&t)[1]) const
+    {
+        t[0] = (double)mc_to_f32(dout[r * C + c]);
+    }
     __device__ void finish(int c, const double (&s)[1]) const
     {
         dbias[c] = mc_from_f32<TG>((float)((double)mc_to_f32(dbias[c]) + s[0]));
     }
 };
 
-void mc_cuda_linear_backward(const mc_backend_t *be, mc_dtype_t dt, mc_dtype_t gdt, void *din, void *dW,
-                             void *dbias, const void *dout, const void *in, const void *W, int N, int in_f,
-                             int out_f)
+void mc_cuda_linear_backward(const mc_backend_t *be, mc_dtype_t dt, mc_dtype_t gdt, void *din,
+                             void *dW, void *dbias, const void *dout, const void *in, const void *W,
+                             int N, int in_f, int out_f)
 {
     if (in_f <= 0 || out_f <= 0 || N <= 0) return; // no rows: nothing to accumulate, din is empty
-    if (din) mc_cuda_matmul_rowmajor(be, mc_linear_dgrad_gemm(N, in_f, out_f), dout, W, din, dt, dt, 1.0f, 0.0f, NULL);
-    mc_cuda_matmul_rowmajor(be, mc_linear_wgrad_gemm(N, in_f, out_f), dout, in, dW, dt, gdt, 1.0f, 1.0f, NULL);
+    if (din)
+        mc_cuda_matmul_rowmajor(be, mc_linear_dgrad_gemm(N, in_f, out_f), dout, W, din, dt, dt,
+                                1.0f, 0.0f, NULL);
+    mc_cuda_matmul_rowmajor(be, mc_linear_wgrad_gemm(N, in_f, out_f), dout, in, dW, dt, gdt, 1.0f,
+                            1.0f, NULL);
     if (dbias) {
-        MC_CUDA_DISPATCH(dt, T, "linear_backward",
-                         MC_CUDA_DISPATCH(gdt, TG, "linear_backward",
-                                          dbias_sum<T, TG> f = {(const T *)dout, (TG *)dbias, out_f};
-                                          mc_cuda_colsum<1>(be, f, N, out_f)))
+        MC_CUDA_DISPATCH(
+            dt, T, "linear_backward",
+            MC_CUDA_DISPATCH(gdt, TG, "linear_backward",
+                             dbias_sum<T, TG> f = {(const T *)dout, (TG *)dbias, out_f};
+                             mc_cuda_colsum<1>(be, f, N, out_f)))
     }
 }
 
@@ -74,34 +84,38 @@ static bool gelu_epilogue_ok(mc_dtype_t dt, int tanh_approx, int rows, const voi
     return dt != MC_DT_F32 && tanh_approx && rows % 8 == 0 && ((uintptr_t)aux & 15u) == 0;
 }
 
-void mc_cuda_linear_gelu_forward(const mc_backend_t *be, mc_dtype_t dt, void *act, void *pre, const void *in,
-                                 const void *W, const void *bias, int N, int in_f, int out_f, int tanh_approx)
+void mc_cuda_linear_gelu_forward(const mc_backend_t *be, mc_dtype_t dt, void *act, void *pre,
+                                 const void *in, const void *W, const void *bias, int N, int in_f,
+                                 int out_f, int tanh_approx)
 {
     if (N <= 0 || out_f <= 0) return;
     if (in_f > 0 && gelu_epilogue_ok(dt, tanh_approx, out_f, pre)) {
-        mc_cuda_matmul_t g = mc_cuda_matmul_of(mc_linear_forward_gemm(N, in_f, out_f), in, W, act, dt, dt, 1.0f, 0.0f,
-                                               bias);
-        g.gelu = MC_GEMM_GELU, g.aux = pre, g.ldaux = out_f; // pre: act's layout (column-major out_f x N)
+        mc_cuda_matmul_t g = mc_cuda_matmul_of(mc_linear_forward_gemm(N, in_f, out_f), in, W, act,
+                                               dt, dt, 1.0f, 0.0f, bias);
+        g.gelu = MC_GEMM_GELU, g.aux = pre,
+        g.ldaux = out_f; // pre: act's layout (column-major out_f x N)
         if (mc_cuda_matmul_fused(be, &g)) return;
     }
     mc_cuda_linear_forward(be, dt, pre, in, W, bias, N, in_f, out_f);
     mc_cuda_gelu_forward(be, dt, act, pre, (long)N * out_f, tanh_approx);
 }
 
-void mc_cuda_linear_backward_gelu(const mc_backend_t *be, mc_dtype_t dt, mc_dtype_t gdt, void *din, void *dW,
-                                  void *dbias, const void *dout, const void *act, const void *W, const void *pre,
-                                  int N, int in_f, int out_f, int tanh_approx)
+void mc_cuda_linear_backward_gelu(const mc_backend_t *be, mc_dtype_t dt, mc_dtype_t gdt, void *din,
+                                  void *dW, void *dbias, const void *dout, const void *act,
+                                  const void *W, const void *pre, int N, int in_f, int out_f,
+                                  int tanh_approx)
 {
     if (in_f <= 0 || out_f <= 0 || N <= 0) return;
     bool fused = din == NULL; // no input gradient wanted: nothing to fuse or compute
     if (!fused && gelu_epilogue_ok(dt, tanh_approx, in_f, pre)) {
-        mc_cuda_matmul_t g = mc_cuda_matmul_of(mc_linear_dgrad_gemm(N, in_f, out_f), dout, W, din, dt, dt, 1.0f, 0.0f,
-                                               NULL);
+        mc_cuda_matmul_t g = mc_cuda_matmul_of(mc_linear_dgrad_gemm(N, in_f, out_f), dout, W, din,
+                                               dt, dt, 1.0f, 0.0f, NULL);
         g.gelu = MC_GEMM_DGELU, g.aux = (void *)pre, g.ldaux = in_f; // pre: din's layout
         fused = mc_cuda_matmul_fused(be, &g);
     }
     if (!fused) {
-        mc_cuda_matmul_rowmajor(be, mc_linear_dgrad_gemm(N, in_f, out_f), dout, W, din, dt, dt, 1.0f, 0.0f, NULL);
+        mc_cuda_matmul_rowmajor(be, mc_linear_dgrad_gemm(N, in_f, out_f), dout, W, din, dt, dt,
+                                1.0f, 0.0f, NULL);
         mc_cuda_gelu_backward(be, dt, din, din, pre, (long)N * in_f, tanh_approx);
     }
     mc_cuda_linear_backward(be, dt, gdt, NULL, dW, dbias, dout, act, W, N, in_f, out_f);

@@ -22,22 +22,30 @@ struct red_zeros {
     typedef unsigned long long R;
     typedef mc_op_sum Op;
     static __device__ R identity() { return 0ull; }
-    static __device__ R term(float v) { return v == 0.0f ? 1ull : 0ull; } // -0 too; no FTZ in this build
+    static __device__ R term(float v)
+    {
+        return v == 0.0f ? 1ull : 0ull;
+    } // -0 too; no FTZ in this build
 };
 struct red_nonfinite {
     typedef unsigned R;
     typedef mc_op_or Op;
     static __device__ R identity() { return 0u; }
-    static __device__ R term(float v) { return isfinite(v) ? 0u : 1u; } // a 16-bit inf/nan stays one in fp32
+    static __device__ R term(float v)
+    {
+        return isfinite(v) ? 0u : 1u;
+    } // a 16-bit inf/nan stays one in fp32
 };
 
 template <typename Red, typename T, int VEC>
-static __global__ void __launch_bounds__(RED_THREADS) k_reduce_partial(typename Red::R *partial, const T *x, long n)
+static __global__ void __launch_bounds__(RED_THREADS)
+    k_reduce_partial(typename Red::R *partial, const T *x, long n)
 {
     typename Red::R acc = Red::identity();
     const typename Red::Op op{};
     const long chunks = (n + VEC - 1) / VEC;
-    for (long c = blockIdx.x * (long)blockDim.x + threadIdx.x; c < chunks; c += (long)gridDim.x * blockDim.x) {
+    for (long c = blockIdx.x * (long)blockDim.x + threadIdx.x; c < chunks;
+         c += (long)gridDim.x * blockDim.x) {
         float v[VEC];
         mc_load_vec<T, VEC>(v, x, c * VEC, n);
 #pragma unroll
@@ -71,10 +79,12 @@ static typename Red::R reduce_run(const mc_backend_t *be, const T *x, long n)
     long blocks = (chunks + RED_THREADS - 1) / RED_THREADS;
     if (blocks > RED_BLOCKS) blocks = RED_BLOCKS;
     if (blocks < 1) blocks = 1;
-    if (vec)
-        MC_LAUNCH((unsigned)blocks, RED_THREADS, 0, st, k_reduce_partial<Red, T, VEC>)(partial, x, n);
-    else
+    if (vec) {
+        MC_LAUNCH((unsigned)blocks, RED_THREADS, 0, st, k_reduce_partial<Red, T, VEC>)
+        (partial, x, n);
+    } else {
         MC_LAUNCH((unsigned)blocks, RED_THREADS, 0, st, k_reduce_partial<Red, T, 1>)(partial, x, n);
+    }
     MC_CUDA_LAUNCHED();
     MC_LAUNCH(1, RED_FINAL_THREADS, 0, st, k_reduce_final<Red>)(result, partial, (int)blocks);
     MC_CUDA_LAUNCHED();
@@ -105,6 +115,7 @@ int mc_cuda_has_nonfinite(const mc_backend_t *be, mc_dtype_t dt, const void *x, 
 {
     if (n <= 0) return 0;
     int r = 0;
-    MC_CUDA_DISPATCH(dt, T, "has_nonfinite", r = reduce_run<red_nonfinite, T>(be, (const T *)x, n) != 0)
+    MC_CUDA_DISPATCH(dt, T, "has_nonfinite",
+                     r = reduce_run<red_nonfinite, T>(be, (const T *)x, n) != 0)
     return r;
 }
