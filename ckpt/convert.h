@@ -33,7 +33,7 @@ typedef struct {
     const char *transformer_impl; /* --saver-transformer-impl; NULL: the source's names */
     int64_t true_vocab_size;      /* --true-vocab-size */
     bool overwrite;               /* --overwrite: --save-dir may be --load-dir's directory or
-                                      * hold a later checkpoint */
+                                   * hold a later checkpoint */
 } mc_convert_args_t;
 
 /* Converts o->load_dir's checkpoint into o->save_dir. Returns 0; errors are one line (exit 2).

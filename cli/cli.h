@@ -18,7 +18,7 @@ typedef struct {
     mc_flag_set_t sets[MC_CLI_MAX_SETS]; /* looked up in this order */
     int nsets;
     bool allow_abbrev;    /* a unique prefix of a flag name is that flag (argparse's
-                                    * default; Megatron's pretrain_gpt.py turns it off) */
+                           * default; Megatron's pretrain_gpt.py turns it off) */
     void (*help)(FILE *); /* MC_ACTION_HELP; NULL: training's --help */
 } mc_cli_t;
 

@@ -91,7 +91,7 @@ typedef struct {
 
     /* ---- training length ---- */
     int64_t train_iters;          /* 0 = not given; derived as train_samples // gbs when
-                                     * --train-samples is given (training.update_train_iters) */
+                                   * --train-samples is given (training.update_train_iters) */
     int64_t train_samples;        /* 0 = not given; > 0 marks sample-based training (lr schedule) */
     int64_t exit_interval;        /* 0 = not given */
     double exit_duration_in_mins; /* 0 = not given */

@@ -56,8 +56,8 @@ typedef struct mc_flag {
     mc_flag_type_t type;
     const char *group; /* Megatron's argparse group title */
     const char *def;   /* Megatron's default as text ("128", "1e-05", "linear");
-                                  * NULL = None (Python) for valued flags; for store_true /
-                                  * store_false NULL means False / True */
+                        * NULL = None (Python) for valued flags; for store_true /
+                        * store_false NULL means False / True */
     const char *help;
     mc_flag_status_t status;
     const char *note;             /* why no-op, what is missing, deprecation message */
@@ -70,17 +70,17 @@ typedef struct mc_flag {
     size_t count_field;  /* MC_FLAG_LIST with a field: offsetof the int count */
     const char *none;    /* value the field holds while unset (default None), if not 0 */
     int nargs;           /* MC_FLAG_LIST: 0 = any number ('*'), -1 = at least one ('+'),
-                                  * N > 0 = exactly N */
+                          * N > 0 = exactly N */
     mc_flag_type_t elem; /* MC_FLAG_LIST: type of each value (MC_FLAG_STRING or INT) */
     unsigned bounds;     /* MC_MIN | MC_MIN_EXCL | MC_MAX | MC_MAX_EXCL */
     double min, max;
     mc_flag_action_t action;
     const char *dest; /* the field's name, which is Megatron's attribute (FIELD sets
-                                  * it; ckpt/args.c stores the fields under it) */
+                       * it; ckpt/args.c stores the fields under it) */
     bool ref;         /* MC_FLAG_STRING / CHOICE: the field is a const char * that
-                                  * points into argv (or at .def) instead of a char[] copy */
+                       * points into argv (or at .def) instead of a char[] copy */
     int required;     /* > 0: must be given; "the following arguments are required"
-                                  * names the missing ones in the order of this number */
+                       * names the missing ones in the order of this number */
 } mc_flag_t;
 
 /* A table and the struct its fields lie in. */

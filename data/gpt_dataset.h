@@ -80,7 +80,7 @@ typedef struct {
     const char *dir;          /* the cache directory; NULL or "": no cache */
     const char *dataset_path; /* the prefix, for the description */
     const char *lengths_md5;  /* mc_index_cache_lengths_md5 of all its sequence lengths, or
-                                     * NULL to compute it here */
+                               * NULL to compute it here */
 } mc_gpt_index_cache_t;
 
 /* mc_gpt_dataset_build with the index cache: the arrays are read from the cache entry of this

@@ -48,7 +48,7 @@ typedef struct {
     /* input data */
     const char *input;      /* required; a glob when partitions > 1 */
     const char **json_keys; /* default {"text"}; duplicates removed (Megatron keys a
-                                     * dict by them, so a repeated key is one output) */
+                             * dict by them, so a repeated key is one output) */
     int n_json_keys;
     bool split_sentences; /* not implemented yet (needs NLTK punkt) */
     bool keep_newlines;   /* not implemented yet */
