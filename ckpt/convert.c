@@ -496,50 +496,87 @@ static void refuse_replacing(const mc_convert_args_t *o, const source_t *s)
                       o->save_dir, held, s->iteration);
 }
 
-int mc_convert_run(const mc_convert_args_t *o)
+/* The source: the tracker (or --ckpt-step) says the iteration, its first file the layout and
+ * the arguments it was saved with. Returns that file's state dict; *ns is its args. */
+static mc_pyobj_t *open_source(const mc_convert_args_t *o, source_t *s, const mc_pyobj_t **ns,
+                               char *path, size_t path_n)
 {
-    char err[ERR_MAX], why[256], path[MC_CKPT_PATH_MAX + 64];
-    const mc_backend_t *be = mc_backend_select("cpu", 0, 0, why, sizeof(why));
-
-    /* the source: its first file says the layout */
-    source_t s;
-    memset(&s, 0, sizeof(s));
+    char err[ERR_MAX];
     bool found;
-    if (mc_ckpt_read_tracker(o->load_dir, &found, &s.iteration, &s.release, err, sizeof(err)) != 0)
+    if (mc_ckpt_read_tracker(o->load_dir, &found, &s->iteration, &s->release, err, sizeof(err)) !=
+        0)
         mc_user_error("%s", err);
     if (!found)
         mc_user_error("%s/%s: missing (no checkpoint to convert: check --load-dir)", o->load_dir,
                       MC_CKPT_TRACKER);
     if (o->ckpt_step > 0) {
-        s.iteration = o->ckpt_step;
-        s.release = false;
+        s->iteration = o->ckpt_step;
+        s->release = false;
     }
-    refuse_replacing(o, &s);
-    mc_ckpt_iter_dir(s.iter_dir, sizeof(s.iter_dir), o->load_dir, s.iteration, s.release, NULL);
+    refuse_replacing(o, s);
+    mc_ckpt_iter_dir(s->iter_dir, sizeof(s->iter_dir), o->load_dir, s->iteration, s->release, NULL);
     mc_pyobj_t *ck0 = NULL;
-    if (mc_ckpt_load_rank0(o->load_dir, o->ckpt_step, path, sizeof(path), &ck0, err, sizeof(err)) !=
-        0)
+    if (mc_ckpt_load_rank0(o->load_dir, o->ckpt_step, path, path_n, &ck0, err, sizeof(err)) != 0)
         mc_user_error("%s", err);
     if (!ck0) {
         char held[512];
-        mc_ckpt_list(access(s.iter_dir, F_OK) == 0 ? s.iter_dir : o->load_dir,
-                     access(s.iter_dir, F_OK) == 0 ? "mp_rank_" : "iter_", held, sizeof(held));
-        mc_user_error("%s: no mp_rank_00 or mp_rank_00_000 shard (it holds %s)", s.iter_dir,
+        mc_ckpt_list(access(s->iter_dir, F_OK) == 0 ? s->iter_dir : o->load_dir,
+                     access(s->iter_dir, F_OK) == 0 ? "mp_rank_" : "iter_", held, sizeof(held));
+        mc_user_error("%s: no mp_rank_00 or mp_rank_00_000 shard (it holds %s)", s->iter_dir,
                       held[0] ? held : "nothing of a checkpoint");
     }
-    const mc_pyobj_t *ns = mc_py_dict_get_str(ck0, "args");
-    if (!ns) mc_user_error("%s: no 'args' entry (the layout it was saved with is unknown)", path);
-    if (mc_ckpt_args_from_namespace(ns, &s.args, err, sizeof(err)) != 0)
+    *ns = mc_py_dict_get_str(ck0, "args");
+    if (!*ns) mc_user_error("%s: no 'args' entry (the layout it was saved with is unknown)", path);
+    if (mc_ckpt_args_from_namespace(*ns, &s->args, err, sizeof(err)) != 0)
         mc_user_error("%s: %s", path, err);
-    if (mc_ckpt_args_supported(ns, err, sizeof(err)) != 0) mc_user_error("%s: %s", path, err);
-    s.has_optim =
+    if (mc_ckpt_args_supported(*ns, err, sizeof(err)) != 0) mc_user_error("%s: %s", path, err);
+    s->has_optim =
         mc_py_dict_get_str(ck0, "optimizer") && mc_py_dict_get_str(ck0, "opt_param_scheduler");
-    s.dist = s.has_optim && s.args.use_distributed_optimizer;
+    s->dist = s->has_optim && s->args.use_distributed_optimizer;
     /* take the file's scheduler and seed as they are */
-    s.args.use_checkpoint_opt_param_scheduler = true;
-    s.args.override_opt_param_scheduler = false;
-    s.args.finetune = false;
-    s.args.no_load_rng = mc_py_dict_get_str(ck0, "rng_state") == NULL;
+    s->args.use_checkpoint_opt_param_scheduler = true;
+    s->args.override_opt_param_scheduler = false;
+    s->args.finetune = false;
+    s->args.no_load_rng = mc_py_dict_get_str(ck0, "rng_state") == NULL;
+    return ck0;
+}
+
+/* Written like a save: every target rank's file into a temporary tree, renamed into place, then
+ * the tracker. Returns the final iteration directory in final. */
+static void write_target(const mc_convert_args_t *o, const source_t *s, const target_t *tg,
+                         model_t *fm, const mc_backend_t *be, char final[MC_CKPT_PATH_MAX])
+{
+    const mc_args_t *t_args = tg->args;
+    char err[ERR_MAX], path[MC_CKPT_PATH_MAX + 64];
+    if (mc_ckpt_mkdirs(o->save_dir, err, sizeof(err)) != 0) mc_user_error("%s", err);
+    mc_ckpt_remove_stale(o->save_dir);
+    char tmp[32], staging[MC_CKPT_PATH_MAX], rank[32];
+    snprintf(tmp, sizeof(tmp), "%lx", (unsigned long)getpid() ^ (unsigned long)time(NULL) << 16);
+    mc_ckpt_iter_dir(staging, sizeof(staging), o->save_dir, s->iteration, s->release, tmp);
+    mc_ckpt_iter_dir(final, MC_CKPT_PATH_MAX, o->save_dir, s->iteration, s->release, NULL);
+    for (int pp = 0; pp < t_args->pipeline_model_parallel_size; pp++)
+        for (int tp = 0; tp < t_args->tensor_model_parallel_size; tp++) {
+            mc_ckpt_rank_name(rank, sizeof(rank), tp, t_args->pipeline_model_parallel_size, pp);
+            snprintf(path, sizeof(path), "%s/%s", staging, rank);
+            write_rank(tg, fm, be, tp, pp, path);
+        }
+    char text[32];
+    if (s->release) snprintf(text, sizeof(text), "release");
+    else snprintf(text, sizeof(text), "%" PRId64, s->iteration);
+    if (mc_ckpt_fsync(staging, err, sizeof(err)) != 0 ||
+        mc_ckpt_publish_dir(staging, final, err, sizeof(err)) != 0 ||
+        mc_ckpt_write_tracker(o->save_dir, text, tmp, err, sizeof(err)) != 0)
+        mc_user_error("%s", err);
+}
+
+int mc_convert_run(const mc_convert_args_t *o)
+{
+    char why[256], path[MC_CKPT_PATH_MAX + 64];
+    const mc_backend_t *be = mc_backend_select("cpu", 0, 0, why, sizeof(why));
+    source_t s;
+    memset(&s, 0, sizeof(s));
+    const mc_pyobj_t *ns = NULL;
+    mc_pyobj_t *ck0 = open_source(o, &s, &ns, path, sizeof(path));
 
     model_t fm = {0};
     const int tp_s = s.args.tensor_model_parallel_size, pp_s = s.args.pipeline_model_parallel_size;
@@ -575,34 +612,13 @@ int mc_convert_run(const mc_convert_args_t *o)
     describe(layout, sizeof(layout), &t_args);
     printf("saving it to %s (%s)\n", o->save_dir, layout);
     fflush(stdout);
-
-    /* written like a save: a temporary tree, renamed into place, then the tracker */
-    if (mc_ckpt_mkdirs(o->save_dir, err, sizeof(err)) != 0) mc_user_error("%s", err);
-    mc_ckpt_remove_stale(o->save_dir);
-    char tmp[32], staging[MC_CKPT_PATH_MAX], final[MC_CKPT_PATH_MAX], rank[32];
-    snprintf(tmp, sizeof(tmp), "%lx", (unsigned long)getpid() ^ (unsigned long)time(NULL) << 16);
-    mc_ckpt_iter_dir(staging, sizeof(staging), o->save_dir, s.iteration, s.release, tmp);
-    mc_ckpt_iter_dir(final, sizeof(final), o->save_dir, s.iteration, s.release, NULL);
-    for (int pp = 0; pp < t_args.pipeline_model_parallel_size; pp++)
-        for (int tp = 0; tp < t_args.tensor_model_parallel_size; tp++) {
-            mc_ckpt_rank_name(rank, sizeof(rank), tp, t_args.pipeline_model_parallel_size, pp);
-            snprintf(path, sizeof(path), "%s/%s", staging, rank);
-            write_rank(&tg, &fm, be, tp, pp, path);
-        }
-    char text[32];
-    if (s.release) snprintf(text, sizeof(text), "release");
-    else snprintf(text, sizeof(text), "%" PRId64, s.iteration);
-    if (mc_ckpt_fsync(staging, err, sizeof(err)) != 0 ||
-        mc_ckpt_publish_dir(staging, final, err, sizeof(err)) != 0 ||
-        mc_ckpt_write_tracker(o->save_dir, text, tmp, err, sizeof(err)) != 0)
-        mc_user_error("%s", err);
+    char final[MC_CKPT_PATH_MAX];
+    write_target(o, &s, &tg, &fm, be, final);
     if (s.foreign_rng)
-        printf(
-            "note: the source's rng state is Megatron-LM's, which megatron-c does not use; the converted "
-            "checkpoint holds megatron-c's (the dropout seed %" PRIu64
-            "): Megatron-LM loads it with "
-            "--no-load-rng\n",
-            s.seed);
+        printf("note: the source's rng state is Megatron-LM's, which megatron-c does not use; the "
+               "converted checkpoint holds megatron-c's (the dropout seed %" PRIu64
+               "): Megatron-LM loads it with --no-load-rng\n",
+               s.seed);
     printf("converted iteration %" PRId64 " to %s\n", s.iteration, final);
     mc_py_decref(tg.ns);
     mc_py_decref(ck0);

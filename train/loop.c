@@ -467,10 +467,11 @@ static int memory_sharing(const mc_backend_t *be, const mc_runtime_t *rt, char *
     return local_size;
 }
 
-int mc_pretrain(mc_args_t *args)
+/* Data first: bad files are reported before any memory is planned, and the tokenizer fixes the
+ * vocabulary (Megatron pads it in build_tokenizer). Then the backend, the memory plan checked
+ * against what this rank may use, the communicator and the trainer, with --load applied. */
+static mc_trainer_t *start_trainer(mc_args_t *args)
 {
-    /* Data first: bad files are reported before any memory is planned, and the tokenizer fixes
-     * the vocabulary (Megatron pads it in build_tokenizer). */
     mc_data_source_t data;
     char err[1024];
     if (mc_data_source_open(&data, args, err, sizeof(err)) != 0) mc_user_error("%s", err);
@@ -506,78 +507,97 @@ int mc_pretrain(mc_args_t *args)
     if (g_printer) print_startup(t, &plan, why);
     load_and_time(t); /* --load */
     mc_ckpt_init(t);  /* --async-save's snapshot buffer */
+    return t;
+}
 
-    const double start = mc_now_s();
+/* One iteration of Megatron's train(): the step, the log line, evaluation and saving at their
+ * intervals. Returns true when the run must stop early (exit conditions, signals). */
+static bool train_iteration(mc_trainer_t *t, mc_microbatch_t *mbl, interval_t *iv, double start)
+{
+    const mc_args_t *args = t->args;
     const int M = args->num_microbatches, mbs = args->micro_batch_size;
-    mc_microbatch_t *mbl = calloc((size_t)M, sizeof(*mbl));
+    mc_ckpt_finalize(t, false); /* publishes an asynchronous save once written */
+    for (int i = 0; i < M; i++)
+        load_microbatch(t, i, MC_SPLIT_TRAIN,
+                        mc_sampler_index(t->consumed_train_samples, mbs, args->data_parallel_size,
+                                         t->par.me.dp, i, 0),
+                        mbs, &mbl[i]);
+    mc_step_result_t r;
+    mc_train_step(t, mbl, M, &r);
+    t->iteration++;
+    t->consumed_train_samples += (int64_t)mbs * args->data_parallel_size * M;
+    double loss = r.num_tokens > 0 ? r.loss_sum / r.num_tokens : 0.0;
+    /* Megatron's training_log: a skipped iteration's loss is not averaged; it is a nan iteration
+     * when that loss is inf or nan */
+    if (r.skipped) {
+        iv->skipped++;
+        iv->nan += isnan(loss) || isinf(loss);
+    } else {
+        iv->loss_sum += loss;
+        iv->advanced++;
+    }
+
+    if (t->iteration % args->log_interval == 0 || t->iteration == 1) log_iteration(t, iv, &r);
+    if (args->eval_interval > 0 && t->iteration % args->eval_interval == 0 &&
+        args->eval_iters > 0 && mc_data_source_len(&t->data, MC_SPLIT_VALID) > 0) {
+        char label[64];
+        snprintf(label, sizeof(label), "iteration %lld", (long long)t->iteration);
+        print_eval(t, label, evaluate(t, MC_SPLIT_VALID, &t->consumed_valid_samples));
+        iv->t0 = mc_now_s(); /* evaluation time is not training time */
+    }
+    const bool saving = args->save[0] && t->iteration % args->save_interval == 0;
+    const bool exiting = checkpoint_and_decide_exit(t, start);
+    if (saving || exiting) iv->t0 = mc_now_s(); /* saving is not training time */
+    return exiting;
+}
+
+/* Megatron's train() to the end: returns true when it stopped early. */
+static bool train(mc_trainer_t *t, double start)
+{
+    const mc_args_t *args = t->args;
+    mc_microbatch_t *mbl = calloc((size_t)args->num_microbatches, sizeof(*mbl));
     if (!mbl) mc_fatal("out of host memory");
-
+    if (g_printer) printf("training ...\n");
+    print_datetime("before the start of training step");
+    interval_t iv = {.t0 = mc_now_s()};
+    snapshot_volume(t, &iv);
     bool exiting = false;
-    if (!args->skip_train) {
-        if (g_printer) printf("training ...\n");
-        print_datetime("before the start of training step");
-        interval_t iv = {.t0 = mc_now_s()};
-        snapshot_volume(t, &iv);
-        while (t->iteration < args->train_iters) { /* derived from --train-samples too */
-            mc_ckpt_finalize(t, false);            /* publishes an asynchronous save once written */
-            for (int i = 0; i < M; i++)
-                load_microbatch(t, i, MC_SPLIT_TRAIN,
-                                mc_sampler_index(t->consumed_train_samples, mbs,
-                                                 args->data_parallel_size, t->par.me.dp, i, 0),
-                                mbs, &mbl[i]);
-            mc_step_result_t r;
-            mc_train_step(t, mbl, M, &r);
-            t->iteration++;
-            t->consumed_train_samples += (int64_t)mbs * args->data_parallel_size * M;
-            double loss = r.num_tokens > 0 ? r.loss_sum / r.num_tokens : 0.0;
-            /* Megatron's training_log: a skipped iteration's loss is not averaged; it is a nan
-             * iteration when that loss is inf or nan */
-            if (r.skipped) {
-                iv.skipped++;
-                iv.nan += isnan(loss) || isinf(loss);
-            } else {
-                iv.loss_sum += loss;
-                iv.advanced++;
-            }
+    while (!exiting && t->iteration < args->train_iters) /* derived from --train-samples too */
+        exiting = train_iteration(t, mbl, &iv, start);
+    mc_ckpt_finalize(t, true); /* the end of Megatron's train() */
+    print_datetime("after training is done");
+    /* the last iteration, unless the loop just saved it (an early exit saved already) */
+    if (!exiting && args->save[0] && t->iteration != 0 && t->iteration % args->save_interval != 0)
+        save_and_time(t);
+    free(mbl);
+    return exiting;
+}
 
-            if (t->iteration % args->log_interval == 0 || t->iteration == 1)
-                log_iteration(t, &iv, &r);
-            if (args->eval_interval > 0 && t->iteration % args->eval_interval == 0 &&
-                args->eval_iters > 0 && mc_data_source_len(&t->data, MC_SPLIT_VALID) > 0) {
-                char label[64];
-                snprintf(label, sizeof(label), "iteration %lld", (long long)t->iteration);
-                print_eval(t, label, evaluate(t, MC_SPLIT_VALID, &t->consumed_valid_samples));
-                iv.t0 = mc_now_s(); /* evaluation time is not training time */
-            }
-            const bool saving = args->save[0] && t->iteration % args->save_interval == 0;
-            exiting = checkpoint_and_decide_exit(t, start);
-            if (saving || exiting) iv.t0 = mc_now_s(); /* saving is not training time */
-            if (exiting) break;
-        }
-        mc_ckpt_finalize(t, true); /* the end of Megatron's train() */
-        print_datetime("after training is done");
-        /* the last iteration, unless the loop just saved it (an early exit saved already) */
-        if (!exiting && args->save[0] && t->iteration != 0 &&
-            t->iteration % args->save_interval != 0)
-            save_and_time(t);
+/* do_valid / do_test: a split with a dataset and --eval-iters > 0 */
+static void evaluate_at_end(mc_trainer_t *t)
+{
+    char label[96];
+    if (mc_data_source_len(&t->data, MC_SPLIT_VALID) > 0) {
+        snprintf(label, sizeof(label), "iteration %lld on validation set", (long long)t->iteration);
+        print_eval(t, label, evaluate(t, MC_SPLIT_VALID, &t->consumed_valid_samples));
     }
-    /* do_valid / do_test: a split with a dataset and --eval-iters > 0 */
-    if (!exiting && args->eval_iters > 0) {
-        char label[96];
-        if (mc_data_source_len(&t->data, MC_SPLIT_VALID) > 0) {
-            snprintf(label, sizeof(label), "iteration %lld on validation set",
-                     (long long)t->iteration);
-            print_eval(t, label, evaluate(t, MC_SPLIT_VALID, &t->consumed_valid_samples));
-        }
-        int64_t consumed_test = 0;
-        if (mc_data_source_len(&t->data, MC_SPLIT_TEST) > 0) {
-            snprintf(label, sizeof(label), "iteration %lld on test set", (long long)t->iteration);
-            print_eval(t, label, evaluate(t, MC_SPLIT_TEST, &consumed_test));
-        }
+    int64_t consumed_test = 0;
+    if (mc_data_source_len(&t->data, MC_SPLIT_TEST) > 0) {
+        snprintf(label, sizeof(label), "iteration %lld on test set", (long long)t->iteration);
+        print_eval(t, label, evaluate(t, MC_SPLIT_TEST, &consumed_test));
     }
+}
+
+int mc_pretrain(mc_args_t *args)
+{
+    mc_trainer_t *t = start_trainer(args);
+    mc_comm_t *comm = t->comm;
+    const double start = mc_now_s();
+    bool exiting = false;
+    if (!args->skip_train) exiting = train(t, start);
+    if (!exiting && args->eval_iters > 0) evaluate_at_end(t);
     mc_ckpt_finalize(t, true); /* a final save written during the evaluation */
     mc_ckpt_free(t);
-    free(mbl);
     mc_trainer_free(t);
     free(t);
     comm->finalize(comm);
