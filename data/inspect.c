@@ -206,7 +206,7 @@ int mc_inspect_run(const mc_args_t *args, const mc_inspect_opts_t *o)
 {
     mc_data_source_t src;
     char err[1024];
-    if (mc_data_source_open(&src, args, err, sizeof(err)) != 0) mc_user_error("%s", err);
+    if (mc_data_source_open(&src, args, false, err, sizeof(err)) != 0) mc_user_error("%s", err);
 
     if (o->iteration_given) run_sampler(&src, args, o);
     else run_samples(&src, o);

@@ -4,7 +4,8 @@
 
 #include "data/source.h"
 
-int mc_data_source_open(mc_data_source_t *s, const mc_args_t *a, char *err, size_t n)
+int mc_data_source_open(mc_data_source_t *s, const mc_args_t *a, bool check_ids, char *err,
+                        size_t n)
 {
     memset(s, 0, sizeof(*s));
     s->seq_length = a->seq_length;
@@ -43,7 +44,8 @@ int mc_data_source_open(mc_data_source_t *s, const mc_args_t *a, char *err, size
     c.mid_level_dataset_surplus = a->mid_level_dataset_surplus;
     /* The embedding's rows, as mc_pretrain pads the vocabulary: ids in [vocab, padded) index
      * padding rows in Megatron too, and train; ids beyond are its IndexError. */
-    c.vocab_limit = a->padded_vocab_size > 0
+    c.vocab_limit = !check_ids ? 0
+                    : a->padded_vocab_size > 0
                         ? a->padded_vocab_size
                         : mc_padded_vocab_size((int)s->vocab_size, a->make_vocab_size_divisible_by,
                                                a->tensor_model_parallel_size);

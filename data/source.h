@@ -25,8 +25,11 @@ typedef struct {
 } mc_data_source_t;
 
 /* Builds the tokenizer and every split's dataset as pretrain_gpt.py would. 0, or -1 with one
- * line in err (names the file or the flag at fault). */
-int mc_data_source_open(mc_data_source_t *s, const mc_args_t *a, char *err, size_t n);
+ * line in err (names the file or the flag at fault). check_ids: a sample holding an id beyond
+ * the embedding's rows (the padded vocabulary) is an error when read (training); negative ids
+ * always are. inspect-data shows the ids as they are instead. */
+int mc_data_source_open(mc_data_source_t *s, const mc_args_t *a, bool check_ids, char *err,
+                        size_t n);
 void mc_data_source_free(mc_data_source_t *s);
 
 /* Samples in a split (mock data: unbounded, INT64_MAX; 0: no dataset for the split). */

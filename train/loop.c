@@ -474,7 +474,7 @@ static mc_trainer_t *start_trainer(mc_args_t *args)
 {
     mc_data_source_t data;
     char err[1024];
-    if (mc_data_source_open(&data, args, err, sizeof(err)) != 0) mc_user_error("%s", err);
+    if (mc_data_source_open(&data, args, true, err, sizeof(err)) != 0) mc_user_error("%s", err);
     if (args->padded_vocab_size == 0)
         args->padded_vocab_size =
             mc_padded_vocab_size((int)data.vocab_size, args->make_vocab_size_divisible_by,
