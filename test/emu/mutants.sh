@@ -29,9 +29,9 @@ MUTANTS_TABLE=(
 "4|kernels/cuda/common.cuh|    __syncthreads(); // sh may still be read by a previous call's broadcast|    // planted: barrier removed|layernorm|forward warps|removed barrier: mc_block_reduce's leading __syncthreads (a race between calls)"
 "5|kernels/cuda/reduce.cu|            if (c * VEC + k < n) acc = op(acc, Red::term(v[k]));|            if (c * VEC + k < n - 1) acc = op(acc, Red::term(v[k]));|reduce|forward|off-by-one index: the reductions drop the last element"
 "6|kernels/cuda/embedding.cu|    if (c >= H) return;|    if (c > H) return;|embedding|forward|off-by-one index: the embedding backward writes one column past the row"
-"7|kernels/cuda/common.cuh|return __float2bfloat16_rn(x); }|return __float2bfloat16_rz(x); }|elementwise|forward|missing bf16 rounding: stores truncate instead of rounding to nearest even"
+"7|kernels/cuda/common.cuh|    return __float2bfloat16_rn(x);|    return __float2bfloat16_rz(x);|elementwise|forward|missing bf16 rounding: stores truncate instead of rounding to nearest even"
 "8|kernels/cuda/attention.cu|m.seg_q[r] == m.seg_k[c + 1]),|m.seg_q[r] == m.seg_k[c + 2]),|attention|forward|out-of-bounds shared-memory read: the forward's document of key c + 1 read one key further"
-"9|kernels/cuda/attention.cu|                wmma::load_matrix_sync(fa, A_COL ? A + 16 * kk * lda + 16 * mi : A + 16 * mi * lda + 16 * kk, lda);|                wmma::load_matrix_sync(fa, A_COL ? A + 16 * kk * lda + 16 * mi : A + 16 * mi * lda + 16 * kk, lda + 1);|attention|forward|wmma load with a wrong leading dimension (ldm)"
+"9|kernels/cuda/attention.cu|                    fa, A_COL ? A + 16 * kk * lda + 16 * mi : A + 16 * mi * lda + 16 * kk, lda);|                    fa, A_COL ? A + 16 * kk * lda + 16 * mi : A + 16 * mi * lda + 16 * kk, lda + 1);|attention|forward|wmma load with a wrong leading dimension (ldm)"
 "10|kernels/cuda/reduce.cu|enum { RED_THREADS = 256, RED_BLOCKS = 1024, RED_FINAL_THREADS = 1024 };|enum { RED_THREADS = 256, RED_BLOCKS = 1024, RED_FINAL_THREADS = 2048 };|reduce|forward|a launch over the H100's 1024 threads per block"
 )
 
