@@ -16,13 +16,7 @@
 #define G .group = "options"
 
 static const mc_flag_t FLAGS[] = {
-    {.name = "--help",
-     .alias = "-h",
-     G,
-     .type = MC_FLAG_ACTION,
-     .action = MC_ACTION_HELP,
-     IMPLEMENTED,
-     .help = "show this help message and exit"},
+    MC_FLAG_HELP_ROW("options"),
     {.name = "--model-type",
      G,
      CHOICE("GPT"),

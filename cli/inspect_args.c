@@ -74,13 +74,7 @@ static const mc_flag_t FLAGS[] = {
      BETWEEN(0, INT_MAX - 1),
      IMPLEMENTED,
      .help = "the rank R for --iteration, 0 <= R < D"},
-    {.name = "--help",
-     .alias = "-h",
-     G,
-     .type = MC_FLAG_ACTION,
-     .action = MC_ACTION_HELP,
-     IMPLEMENTED,
-     .help = "show this help message and exit"},
+    MC_FLAG_HELP_ROW("inspect-data"),
 };
 
 static void help(FILE *f)

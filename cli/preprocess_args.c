@@ -22,13 +22,7 @@
 /* Megatron's order: the tokenizer group first (_add_tokenizer_args is called before the
  * script's own groups), then input data, tokenization process, output data, runtime. */
 static const mc_flag_t FLAGS[] = {
-    {.name = "--help",
-     .alias = "-h",
-     .group = "",
-     .type = MC_FLAG_ACTION,
-     .action = MC_ACTION_HELP,
-     IMPLEMENTED,
-     .help = "show this help message and exit"},
+    MC_FLAG_HELP_ROW(""),
     {.name = "--tokenizer-type",
      TOK,
      STRING,

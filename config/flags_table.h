@@ -42,6 +42,13 @@
 #define NOOP(why) .status = MC_FLAG_NOOP, .note = (why)
 #define TODO(why) .status = MC_FLAG_NOT_IMPLEMENTED, .note = (why)
 #define DEPRECATED(msg) .status = MC_FLAG_DEPRECATED, .note = (msg)
+
+/* argparse's own -h/--help, as the subcommands' tables list it in group grp. */
+#define MC_FLAG_HELP_ROW(grp)                                                                      \
+    {                                                                                              \
+        .name = "--help", .alias = "-h", .group = (grp), .type = MC_FLAG_ACTION,                   \
+        .action = MC_ACTION_HELP, IMPLEMENTED, .help = "show this help message and exit"           \
+    }
 #define ONLY(why, ...)                                                                             \
     .status = MC_FLAG_PARTIAL, .note = (why), .supported = (const char *const[])                   \
     {                                                                                              \

@@ -512,11 +512,7 @@ static void *comm_thread(void *arg)
             ring_tick(mc, NULL, mc_now_s());
             pthread_mutex_lock(&mc->mu);
             if (mc->stop || mc->taken != mc->issued) break;
-            struct timespec until;
-            clock_gettime(CLOCK_MONOTONIC, &until);
-            until.tv_nsec += (long)(MC_HEARTBEAT_PERIOD_S * 1e9);
-            until.tv_sec += until.tv_nsec / 1000000000L, until.tv_nsec %= 1000000000L;
-            pthread_cond_timedwait(&mc->work, &mc->mu, &until);
+            mc_cond_wait_s(&mc->work, &mc->mu, MC_HEARTBEAT_PERIOD_S);
         }
         if (mc->taken == mc->issued) break; /* stopping, queue drained */
         job_t j = mc->ring[mc->taken % QUEUE_CAP];
@@ -933,11 +929,7 @@ static mpi_comm_t *new_comm(mc_runtime_t *rt)
     mc->rt = rt;
     pthread_mutex_init(&mc->mu, NULL);
     pthread_mutex_init(&mc->mpi_mu, NULL);
-    pthread_condattr_t mono; /* the idle comm thread's timed wait for work */
-    pthread_condattr_init(&mono);
-    pthread_condattr_setclock(&mono, CLOCK_MONOTONIC);
-    pthread_cond_init(&mc->work, &mono);
-    pthread_condattr_destroy(&mono);
+    mc_cond_init_monotonic(&mc->work); /* the idle comm thread's timed wait for work */
     pthread_cond_init(&mc->space, NULL);
     pthread_cond_init(&mc->done, NULL);
     const char *chunk =

@@ -293,11 +293,7 @@ static void idle_wait(nccl_comm_t *nc)
         ring_tick(nc, 0, NULL);
         pthread_mutex_lock(&nc->mu);
         if (nc->stop || nc->completed != nc->posted || nc->guard_on) return;
-        struct timespec until;
-        clock_gettime(CLOCK_MONOTONIC, &until);
-        until.tv_nsec += (long)(MC_HEARTBEAT_PERIOD_S * 1e9);
-        until.tv_sec += until.tv_nsec / 1000000000L, until.tv_nsec %= 1000000000L;
-        pthread_cond_timedwait(&nc->work, &nc->mu, &until);
+        mc_cond_wait_s(&nc->work, &nc->mu, MC_HEARTBEAT_PERIOD_S);
     }
 }
 
@@ -923,11 +919,7 @@ mc_comm_t *mc_comm_nccl(mc_runtime_t *rt, const struct mc_backend *be, double ti
     const char *stage = mc_env_text(MC_ENV_NCCL_STAGE_BYTES);
     nc->stage_min = stage && atol(stage) > 0 ? (size_t)atol(stage) : STAGE_BYTES;
     pthread_mutex_init(&nc->mu, NULL);
-    pthread_condattr_t mono; /* the idle watchdog's timed wait for work */
-    pthread_condattr_init(&mono);
-    pthread_condattr_setclock(&mono, CLOCK_MONOTONIC);
-    pthread_cond_init(&nc->work, &mono);
-    pthread_condattr_destroy(&mono);
+    mc_cond_init_monotonic(&nc->work); /* the idle watchdog's timed wait for work */
     pthread_cond_init(&nc->space, NULL);
     if (init_cuda(nc, be, err, n) != 0 || exchange_idents(nc, err, n) != 0) return NULL;
     int rc = pthread_create(&nc->watchdog, NULL, watchdog_main, nc);

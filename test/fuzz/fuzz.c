@@ -12,6 +12,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "base/clock.h"
+
 /* Sanitizer reports exit with a code of their own; leaks count as failures too. */
 __attribute__((used, visibility("default"))) const char *__asan_default_options(void)
 {
@@ -245,19 +247,12 @@ bool fuzz_run_child(void (*fn)(void *), void *ctx, const int *allowed, int n_all
     return false;
 }
 
-static double now_s(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
-
 long fuzz_loop(const fuzz_opts_t *o, const fuzz_target_t *t)
 {
-    double end = now_s() + o->seconds;
+    double end = mc_now_s() + o->seconds;
     long runs = 0, failures = 0;
     char why[128];
-    for (long i = 0; (o->max_runs == 0 || i < o->max_runs) && (i == 0 || now_s() < end); i++) {
+    for (long i = 0; (o->max_runs == 0 || i < o->max_runs) && (i == 0 || mc_now_s() < end); i++) {
         t->make(t->ctx, i);
         runs++;
         if (fuzz_run_child(t->run, t->ctx, t->allowed, t->n_allowed, o->timeout_s, NULL, why,
