@@ -52,6 +52,13 @@ enum {
 
 typedef struct mc_backend mc_backend_t;
 
+/* The MLP's activation (Megatron's activation_func), where an op applies one elementwise. */
+typedef enum {
+    MC_ACT_GELU_ERF = 0,     /* F.gelu (exact erf) */
+    MC_ACT_GELU_TANH = 1,    /* Megatron's bias_gelu_impl (tanh approximation) */
+    MC_ACT_SQUARED_RELU = 2, /* --squared-relu: relu(x)^2 */
+} mc_act_t;
+
 /* One tensor of the multi-tensor Adam step: fp32 master params p, main grads g, moments m and v
  * (n elements each), its weight decay, and the model's copy of p (NULL: none to update). */
 typedef struct {
@@ -146,13 +153,49 @@ struct mc_backend {
                                    const void *w, const float *mean, const float *rstd, int N,
                                    int C);
 
-    /* ---- GeLU (in place allowed for forward: out may equal x) ----
-     * tanh_approx: Megatron's bias_gelu_impl; else exact erf GeLU. */
+    /* ---- RMSNorm over the last dim C of N rows (Megatron's --normalization RMSNorm, fp32
+     * math): out = x * rstd * w, rstd = 1 / sqrt(mean(x^2) + eps) [N] (fp32) saved for
+     * backward. The three mirror the LayerNorm ops above, without mean and bias. */
+    void (*rmsnorm_forward)(const mc_backend_t *be, mc_dtype_t dt, void *out, float *rstd,
+                            const void *x, const void *w, int N, int C, float eps);
+    /* sum = a + b (rounded to dt; sum may equal a or b), then rmsnorm_forward(out, sum). */
+    void (*add_rmsnorm_forward)(const mc_backend_t *be, mc_dtype_t dt, void *sum, void *out,
+                                float *rstd, const void *a, const void *b, const void *w, int N,
+                                int C, float eps);
+    /* dx += ... (type dt: fused with the residual's gradient already in dx), dw += ... (gdt). */
+    void (*rmsnorm_backward_acc)(const mc_backend_t *be, mc_dtype_t dt, mc_dtype_t gdt, void *dx,
+                                 void *dw, const void *dout, const void *x, const void *w,
+                                 const float *rstd, int N, int C);
+
+    /* ---- rotary position embedding (Megatron's apply_rotary_pos_emb, sbhd), in place on the
+     * query and key heads of a qkv tensor ----
+     * qkv: [s, b, NG*(QPG+2)*HD], Megatron's linear_qkv layout (see attention_forward): per
+     * query group, QPG query heads, then its key head, then its value head. The first rot_dim
+     * (even, <= HD) elements of every query and key head are rotated, the rest and the value
+     * heads left as they are: element pairs (i, i + rot_dim/2), or (2i, 2i+1) when
+     * interleaved, for i < rot_dim/2, turn by the angle of sequence position s_i and frequency
+     * i, whose cosine and sine are cos_t/sin_t [S, rot_dim/2] (fp32):
+     *   y_a = x_a cos - x_b sin,  y_b = x_b cos + x_a sin     (computed in fp32).
+     * inverse: turn by minus the angle, the backward (on dqkv: the transpose of a rotation). */
+    void (*rope)(const mc_backend_t *be, mc_dtype_t dt, void *qkv, const float *cos_t,
+                 const float *sin_t, int S, int B, int NG, int QPG, int HD, int rot_dim,
+                 int interleaved, int inverse);
+
+    /* ---- the MLP activation, elementwise (named for GeLU, the first; in place allowed for
+     * forward: out may equal x) ---- */
     void (*gelu_forward)(const mc_backend_t *be, mc_dtype_t dt, void *out, const void *x, long n,
                          int tanh_approx);
-    /* dx = dout * gelu'(x) (dx may equal dout) */
+    /* dx = dout * act'(x) (dx may equal dout) */
     void (*gelu_backward)(const mc_backend_t *be, mc_dtype_t dt, void *dx, const void *dout,
                           const void *x, long n, int tanh_approx);
+
+    /* ---- SwiGLU (Megatron's --swiglu: silu(gate) * up, computed in fp32) ----
+     * x: [N, 2F], each row [gate | up] (linear_fc1's output on one tp rank); out: [N, F]. */
+    void (*swiglu_forward)(const mc_backend_t *be, mc_dtype_t dt, void *out, const void *x, int N,
+                           int F);
+    /* dx [N, 2F] = [dout * up * silu'(gate) | dout * silu(gate)] (overwritten). */
+    void (*swiglu_backward)(const mc_backend_t *be, mc_dtype_t dt, void *dx, const void *dout,
+                            const void *x, int N, int F);
 
     /* ---- dropout over a [d0, b, inner] view; out = x * mask / (1-p).
      * out may equal x. p == 0 copies. d0_offset/inner_full/inner_offset place a shard in the
@@ -165,9 +208,11 @@ struct mc_backend {
                              const mc_dropout_t *d, int d0, int B, int inner, int d0_offset,
                              int inner_full, int inner_offset);
 
-    /* ---- causal self-attention ----
-     * qkv: [s, b, NH*3*HD] with Megatron's per-head [q k v] layout (head i occupies columns
-     * [i*3*HD, (i+1)*3*HD) as q, k, v blocks of HD).
+    /* ---- causal self-attention, with grouped-query attention ----
+     * qkv: [s, b, NG*(NH/NG + 2)*HD], Megatron's linear_qkv layout: query group g occupies
+     * columns [g*(NH/NG+2)*HD, (g+1)*(NH/NG+2)*HD) as its NH/NG query heads, then its key head,
+     * then its value head, HD each; query head i uses the key and value of group i / (NH/NG).
+     * NG == NH is multi-head attention (per head [q k v]). NG divides NH.
      * out: [s, b, NH*HD] (head-major within a row: column = head*HD + d).
      * state: what the backward needs besides qkv and out, of attention_sizes' state_bytes: the
      * CPU backend keeps the softmax probabilities [b, NH, s, s] (type dt) before dropout, a fused
@@ -185,8 +230,8 @@ struct mc_backend {
                               const void *qkv, int S, int B, int NH, int HD,
                               const int32_t *segments, float scale, const mc_dropout_t *d,
                               int head_offset, int NH_full);
-    /* dqkv (overwritten) from dout, using saved qkv, out and state; scratch has attention_sizes'
-     * scratch_bytes. segments: the same array (or NULL) as the forward pass. */
+    /* dqkv (overwritten; a key or value head gets the sum over its group's query heads) from
+     * dout, using saved qkv, out and state; scratch has attention_sizes' scratch_bytes. segments: the same array (or NULL) as the forward pass. */
     void (*attention_backward)(const mc_backend_t *be, mc_dtype_t dt, void *dqkv, void *scratch,
                                const void *dout, const void *qkv, const void *out,
                                const void *state, int S, int B, int NH, int HD,
