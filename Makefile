@@ -148,7 +148,7 @@ TOOL_BIN     := $(TOOL_SRC:test/tools/%.c=$(BUILD)/test/tools/%)
 FUZZ_SRC     := $(wildcard test/fuzz/fuzz_*.c)
 FUZZ_BIN     := $(FUZZ_SRC:test/fuzz/%.c=$(BUILD)/test/fuzz/%)
 
-.PHONY: all test demo clean docs fixtures deps tests emu emu-tests
+.PHONY: all test demo demo-llama clean docs fixtures deps tests emu emu-tests
 .SECONDARY:
 all: megatron-c
 
@@ -253,6 +253,21 @@ demo: deps
 	  --lr-decay-style cosine --lr-warmup-iters 10 --min-lr 3e-4 --weight-decay 0.1 \
 	  --clip-grad 1.0 --hidden-dropout 0.0 --attention-dropout 0.0 --log-interval 20 \
 	  --eval-interval 100 --eval-iters 4 --log-throughput
+
+# A small Llama-architecture model (grouped-query attention, SwiGLU, RoPE, RMSNorm, untied) on
+# the shared Shakespeare dataset (Megatron's preprocessing of it, GPT-2 tokens; CPU, ~2 min).
+SHARED ?= $(or $(MEGATRON_C_SHARED),../shared)
+demo-llama: deps
+	$(MAKE) megatron-c
+	./megatron-c --device cpu --data-path $(SHARED)/data/megatron-ref/tinyshakespeare_text_document \
+	  --split 949,50,1 --tokenizer-type GPT2BPETokenizer --vocab-file $(SHARED)/data/gpt2/gpt2-vocab.json \
+	  --merge-file $(SHARED)/data/gpt2/gpt2-merges.txt --num-layers 4 --hidden-size 128 \
+	  --num-attention-heads 8 --group-query-attention --num-query-groups 2 --swiglu \
+	  --position-embedding-type rope --normalization RMSNorm --untie-embeddings-and-output-weights \
+	  --disable-bias-linear --seq-length 128 --max-position-embeddings 128 --micro-batch-size 4 \
+	  --global-batch-size 16 --train-iters 100 --lr 2e-3 --lr-decay-style cosine \
+	  --lr-warmup-iters 10 --min-lr 2e-4 --weight-decay 0.1 --clip-grad 1.0 --hidden-dropout 0.0 \
+	  --attention-dropout 0.0 --log-interval 10 --eval-interval 50 --eval-iters 4 --log-throughput
 
 docs: megatron-c
 	./megatron-c --flags-markdown > docs/FLAGS.md

@@ -367,6 +367,7 @@ static const model_arg_t k_model_args[] = {
     {"kv_channels", false, "--kv-channels"},
     {"max_position_embeddings", false, "--max-position-embeddings"},
     {"position_embedding_type", true, "--position-embedding-type"},
+    {"add_position_embedding", true, "--no-position-embedding"},
     {"use_rotary_position_embeddings", true, "--use-rotary-position-embeddings"},
     {"rotary_base", true, "--rotary-base"},
     {"rotary_percent", true, "--rotary-percent"},

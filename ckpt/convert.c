@@ -79,11 +79,10 @@ static void slice_copy(const mc_param_t *p, int tp_rank, full_t *f, int k, float
                        bool to_full)
 {
     const int64_t rows = p->local[0], cols = p->ndim > 1 ? p->local[1] : 1, full_cols = f->shape[1];
-    const int64_t row0 = p->split == MC_SPLIT_ROWS ? tp_rank * rows : 0;
     const int64_t col0 = p->split == MC_SPLIT_COLS ? tp_rank * cols : 0;
     for (int64_t r = 0; r < rows; r++) {
         float *l = local + r * cols;
-        int64_t fr = row0 + r;
+        int64_t fr = mc_param_full_row(p, tp_rank, r);
         if (to_full) {
             memcpy(f->v[k] + fr * full_cols + col0, l, (size_t)cols * sizeof(float));
             continue;

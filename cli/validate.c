@@ -390,10 +390,13 @@ static void model_shape(mc_args_t *a)
     if (heads % a->num_query_groups != 0)
         mc_user_error("--num-attention-heads (%d) must be divisible by --num-query-groups (%d)",
                       heads, a->num_query_groups);
-    if (a->num_query_groups % tp != 0 && tp % a->num_query_groups != 0)
-        mc_user_error("--num-query-groups (%d) and --tensor-model-parallel-size (%d) must divide "
-                      "one another",
+    if (a->num_query_groups % tp != 0)
+        mc_user_error("--num-query-groups (%d) must be divisible by --tensor-model-parallel-size "
+                      "(%d) (each tp rank holds whole query groups)",
                       a->num_query_groups, tp);
+    if (a->squared_relu && a->swiglu)
+        mc_user_error("--squared-relu and --swiglu exclude one another (Megatron's activation is "
+                      "one or the other)");
     if (a->max_position_embeddings < a->seq_length)
         mc_user_error("--max-position-embeddings (%d) must be greater than or equal to "
                       "--seq-length (%d)",
@@ -404,15 +407,28 @@ static void model_shape(mc_args_t *a)
     if (a->embedding_init_method_std == 0) a->embedding_init_method_std = a->init_method_std;
 }
 
-/* Megatron-Core keeps the two bias flags in sync; a QKV-only bias needs a model change. */
+/* Megatron-Core keeps the two bias flags in sync (add_qkv_bias is the narrower one). */
 static void biases(mc_args_t *a)
 {
-    if (a->add_qkv_bias && !a->add_bias_linear)
-        mc_user_error(
-            "--add-qkv-bias with --disable-bias-linear (a bias on QKV only) is recognised "
-            "but not implemented yet in megatron-c (see docs/FLAGS.md)");
     if (!a->add_bias_linear) a->bias_gelu_fusion = false;
     if (a->add_bias_linear) a->add_qkv_bias = true;
+}
+
+/* Megatron's legacy RoPE spellings, and what rotary embeddings need of the head size. */
+static void position_embeddings(mc_args_t *a)
+{
+    if (a->use_rotary_position_embeddings)
+        snprintf(a->position_embedding_type, sizeof(a->position_embedding_type), "rope");
+    const bool rope = strcmp(a->position_embedding_type, "rope") == 0;
+    if (!a->add_position_embedding && !rope)
+        mc_user_error("--no-position-embedding is deprecated, use --position-embedding-type");
+    if (!rope) return;
+    /* RotaryEmbedding: dim = int(kv_channels * rotary_percent) frequencies in pairs */
+    const int rot = (int)(a->kv_channels * a->rotary_percent);
+    if (rot < 2 || rot % 2 != 0)
+        mc_user_error("--rotary-percent (%g) of --kv-channels (%d) gives %d rotary dimensions; "
+                      "it must be a positive even number",
+                      a->rotary_percent, a->kv_channels, rot);
 }
 
 static void vocabulary(mc_args_t *a)
@@ -506,6 +522,7 @@ void mc_args_finalize(mc_args_t *args, int world_size)
     pipeline(args);
     model_shape(args);
     biases(args);
+    position_embeddings(args);
     vocabulary(args);
     optimizer(args);
     training_length(args);

@@ -26,7 +26,15 @@ typedef struct {
     int num_query_groups; /* derived: heads unless --group-query-attention */
     int seq_length;
     int max_position_embeddings;
-    char position_embedding_type[32];
+    char position_embedding_type[32];    /* learned_absolute | rope | none */
+    bool use_rotary_position_embeddings; /* deprecated spelling of rope */
+    bool add_position_embedding;         /* false with --no-position-embedding */
+    int rotary_base;
+    double rotary_percent;
+    bool rotary_interleaved;
+    int rotary_seq_len_interpolation_factor; /* 0 = not given */
+    bool use_rope_scaling;
+    double rope_scaling_factor;
     int make_vocab_size_divisible_by;
     int vocab_size;         /* 0 = not given */
     int padded_vocab_size;  /* derived (or given by --padded-vocab-size) */
@@ -37,6 +45,8 @@ typedef struct {
     bool add_qkv_bias;
     bool bias_gelu_fusion; /* false with --no-bias-gelu-fusion (and without biases) */
     bool swiglu;
+    bool squared_relu;
+    bool qk_layernorm;
     bool untie_embeddings_and_output_weights;
     char transformer_impl[32];
 

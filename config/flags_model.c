@@ -11,9 +11,6 @@
 #define TE .group = "Transformer-Engine"
 #define EXP .group = "experimental"
 
-#define ROPE_ONLY                                                                                  \
-    "only used with --position-embedding-type rope (not implemented yet); ignored "                \
-    "otherwise, as in Megatron"
 #define FP16_ONLY                                                                                  \
     "used with --fp16 (dynamic loss scaling); fp32 and bf16 training ignore it, "                  \
     "as in Megatron"
@@ -40,10 +37,9 @@ const mc_flag_t mc_flags_model[] = {
      .help = "Projection weights dimension in multi-head attention. This is set to "
              "args.hidden_size // args.num_attention_heads if not provided."},
     {.name = "--group-query-attention", NET, TRUE_IF_GIVEN, FIELD(group_query_attention),
-     TODO("grouped-query attention"), .help = "Use group-query attention."},
+     IMPLEMENTED, .help = "Use group-query attention."},
     {.name = "--num-query-groups", NET, INT, FIELD(num_query_groups), .def = "1", GE(1),
-     NOOP("only used with --group-query-attention (not implemented yet); ignored otherwise, as "
-          "in Megatron"),
+     IMPLEMENTED_NOTE("used with --group-query-attention; ignored otherwise, as in Megatron"),
      .help = "Number of query groups for group-query attention."},
     {.name = "--softmax-type", NET, CHOICE("learnable", "vanilla", "off-by-one"), .def = "vanilla",
      ONLY("the other softmax variants are not implemented yet", "vanilla"),
@@ -59,31 +55,36 @@ const mc_flag_t mc_flags_model[] = {
     {.name = "--position-embedding-type", NET,
      CHOICE("learned_absolute", "rope", "yarn", "mrope", "relative", "none"),
      FIELD(position_embedding_type), .def = "learned_absolute",
-     ONLY("rope and the other types are not implemented yet", "learned_absolute"),
+     ONLY("yarn, mrope and relative are not implemented yet", "learned_absolute", "rope", "none"),
      .help = "Position embedding type."},
     {.name = "--use-rotary-position-embeddings", NET, TRUE_IF_GIVEN,
-     TODO("deprecated spelling of --position-embedding-type rope"),
+     FIELD(use_rotary_position_embeddings), IMPLEMENTED,
      .help = "Use rotary positional embeddings or not. Deprecated: use "
              "--position-embedding-type"},
-    {.name = "--rotary-base", NET, INT, .def = "10000", GE(1), NOOP(ROPE_ONLY),
+    {.name = "--rotary-base", NET, INT, FIELD(rotary_base), .def = "10000", GE(1), IMPLEMENTED,
      .help = "Base to use for rotary positional embeddings, default 10000"},
-    {.name = "--rotary-percent", NET, FLOAT, .def = "1.0", BETWEEN(0, 1), NOOP(ROPE_ONLY),
+    {.name = "--rotary-percent", NET, FLOAT, FIELD(rotary_percent), .def = "1.0", BETWEEN(0, 1),
+     IMPLEMENTED,
      .help = "Percent of rotary dimension to use, default 100%"},
-    {.name = "--rotary-interleaved", NET, TRUE_IF_GIVEN, TODO("rotary embeddings"),
+    {.name = "--rotary-interleaved", NET, TRUE_IF_GIVEN, FIELD(rotary_interleaved), IMPLEMENTED,
      .help = "Use interleaved rotary embedding."},
-    {.name = "--rotary-seq-len-interpolation-factor", NET, INT, GE(1), TODO("rotary embeddings"),
+    {.name = "--rotary-seq-len-interpolation-factor", NET, INT,
+     FIELD(rotary_seq_len_interpolation_factor), GE(1), IMPLEMENTED,
      .help = "Sequence length interpolation factor for rotary embeddings."},
-    {.name = "--use-rope-scaling", NET, TRUE_IF_GIVEN, TODO("rotary embeddings"),
+    {.name = "--use-rope-scaling", NET, TRUE_IF_GIVEN, FIELD(use_rope_scaling), IMPLEMENTED,
      .help = "Apply rope scaling as used in llama3.x"},
+    {.name = "--rope-scaling-factor", NET, FLOAT, FIELD(rope_scaling_factor), .def = "8.0", GT(0),
+     IMPLEMENTED, .help = "Rope scaling factor in llama3.x models"},
     {.name = "--no-position-embedding", NET, FALSE_IF_GIVEN,
-     DEPRECATED("--no-position-embedding is deprecated, use --position-embedding-type"),
+     FIELD_NAMED(add_position_embedding, "add_position_embedding"),
+     IMPLEMENTED_NOTE("only with rope, as in Megatron (which refuses it otherwise)"),
      .help = "Disable position embedding. Deprecated: use --position-embedding-type"},
     {.name = "--make-vocab-size-divisible-by", NET, INT, FIELD(make_vocab_size_divisible_by),
      .def = "128", GE(1), IMPLEMENTED,
      .help = "Pad the vocab size to be divisible by this value. This is added for computational "
              "efficiency reasons."},
     {.name = "--normalization", NET, CHOICE("LayerNorm", "RMSNorm"), FIELD(normalization),
-     .def = "LayerNorm", ONLY("RMSNorm is not implemented yet", "LayerNorm"),
+     .def = "LayerNorm", IMPLEMENTED,
      .help = "Which normalization technique to use."},
     {.name = "--norm-epsilon", NET, FLOAT, FIELD(norm_epsilon), .def = "1e-05", GT(0), IMPLEMENTED,
      .help = "Epsilon for layer norm and RMS norm."},
@@ -97,9 +98,9 @@ const mc_flag_t mc_flags_model[] = {
      NOOP("ignored by Megatron-Core models (MEGATRON.md section 3)"),
      .help = "Use OpenAIs GeLU implementation. This option should not be used unless for "
              "backward compatibility reasons."},
-    {.name = "--squared-relu", NET, TRUE_IF_GIVEN, TODO("squared ReLU activation"),
+    {.name = "--squared-relu", NET, TRUE_IF_GIVEN, FIELD(squared_relu), IMPLEMENTED,
      .help = "Use squared relu activation instead of default gelu"},
-    {.name = "--swiglu", NET, TRUE_IF_GIVEN, FIELD(swiglu), TODO("SwiGLU MLP"),
+    {.name = "--swiglu", NET, TRUE_IF_GIVEN, FIELD(swiglu), IMPLEMENTED,
      .help = "Use gated linear units and SiLU activation instead of default gelu"},
     {.name = "--quick-geglu", NET, TRUE_IF_GIVEN, TODO("quick GeGLU activation"),
      .help = "Use quick geglu activation instead of default gelu"},

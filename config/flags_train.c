@@ -139,8 +139,7 @@ const mc_flag_t mc_flags_train[] = {
     {.name = "--disable-bias-linear", TRAIN, FALSE_IF_GIVEN, FIELD(add_bias_linear), IMPLEMENTED,
      .help = "Disable bias in the linear layers"},
     {.name = "--add-qkv-bias", TRAIN, TRUE_IF_GIVEN, FIELD(add_qkv_bias),
-     IMPLEMENTED_NOTE("already on with biases (the default); a QKV-only bias with "
-                      "--disable-bias-linear is not implemented yet"),
+     IMPLEMENTED,
      .help = "Enable bias only in the QKV linear layers"},
     {.name = "--optimizer", TRAIN, CHOICE("adam", "sgd"), FIELD(optimizer), .def = "adam",
      ONLY("SGD is not implemented yet", "adam"), .help = "Optimizer function"},

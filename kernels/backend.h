@@ -110,7 +110,7 @@ struct mc_backend {
      * the unrounded pre (a GEMM epilogue): one more rounding of a 16-bit act at most. */
     void (*linear_gelu_forward)(const mc_backend_t *be, mc_dtype_t dt, void *act, void *pre,
                                 const void *in, const void *W, const void *bias, int N, int in_f,
-                                int out_f, int tanh_approx);
+                                int out_f, mc_act_t activation);
     /* The MLP's second linear layer backward through the activation: din = (dout @ W) *
      * gelu'(pre) (type dt, the gradient at the first layer's output), dW and dbias as
      * linear_backward with in = act. Equal to linear_backward then gelu_backward up to the one
@@ -118,7 +118,7 @@ struct mc_backend {
     void (*linear_backward_gelu)(const mc_backend_t *be, mc_dtype_t dt, mc_dtype_t gdt, void *din,
                                  void *dW, void *dbias, const void *dout, const void *act,
                                  const void *W, const void *pre, int N, int in_f, int out_f,
-                                 int tanh_approx);
+                                 mc_act_t activation);
 
     /* ---- embedding (Megatron's VocabParallelEmbedding on one shard) ----
      * wte holds rows [vocab_start, vocab_start + V) of the word embeddings; a token outside them
@@ -184,10 +184,10 @@ struct mc_backend {
     /* ---- the MLP activation, elementwise (named for GeLU, the first; in place allowed for
      * forward: out may equal x) ---- */
     void (*gelu_forward)(const mc_backend_t *be, mc_dtype_t dt, void *out, const void *x, long n,
-                         int tanh_approx);
+                         mc_act_t act);
     /* dx = dout * act'(x) (dx may equal dout) */
     void (*gelu_backward)(const mc_backend_t *be, mc_dtype_t dt, void *dx, const void *dout,
-                          const void *x, long n, int tanh_approx);
+                          const void *x, long n, mc_act_t act);
 
     /* ---- SwiGLU (Megatron's --swiglu: silu(gate) * up, computed in fp32) ----
      * x: [N, 2F], each row [gate | up] (linear_fc1's output on one tp rank); out: [N, F]. */
@@ -227,14 +227,14 @@ struct mc_backend {
      * All-equal segments give results bit-identical to NULL.
      * scale = 1/sqrt(HD). */
     void (*attention_forward)(const mc_backend_t *be, mc_dtype_t dt, void *out, void *state,
-                              const void *qkv, int S, int B, int NH, int HD,
+                              const void *qkv, int S, int B, int NH, int NG, int HD,
                               const int32_t *segments, float scale, const mc_dropout_t *d,
                               int head_offset, int NH_full);
     /* dqkv (overwritten; a key or value head gets the sum over its group's query heads) from
      * dout, using saved qkv, out and state; scratch has attention_sizes' scratch_bytes. segments: the same array (or NULL) as the forward pass. */
     void (*attention_backward)(const mc_backend_t *be, mc_dtype_t dt, void *dqkv, void *scratch,
                                const void *dout, const void *qkv, const void *out,
-                               const void *state, int S, int B, int NH, int HD,
+                               const void *state, int S, int B, int NH, int NG, int HD,
                                const int32_t *segments, float scale, const mc_dropout_t *d,
                                int head_offset, int NH_full);
     /* Bytes of the forward's saved state and of the backward's scratch for these sizes. */

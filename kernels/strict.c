@@ -196,21 +196,21 @@ static void s_linear_backward(const mc_backend_t *be, mc_dtype_t dt, mc_dtype_t 
 
 static void s_linear_gelu_forward(const mc_backend_t *be, mc_dtype_t dt, void *act, void *pre,
                                   const void *in, const void *W, const void *bias, int N, int in_f,
-                                  int out_f, int tanh_approx)
+                                  int out_f, mc_act_t activation)
 {
     (void)be;
     cpu()->linear_gelu_forward(cpu(), dt, D(act), D(pre), D(in), D(W), D(bias), N, in_f, out_f,
-                               tanh_approx);
+                               activation);
 }
 
 static void s_linear_backward_gelu(const mc_backend_t *be, mc_dtype_t dt, mc_dtype_t gdt, void *din,
                                    void *dW, void *dbias, const void *dout, const void *act,
                                    const void *W, const void *pre, int N, int in_f, int out_f,
-                                   int tanh_approx)
+                                   mc_act_t activation)
 {
     (void)be;
     cpu()->linear_backward_gelu(cpu(), dt, gdt, D(din), D(dW), D(dbias), D(dout), D(act), D(W),
-                                D(pre), N, in_f, out_f, tanh_approx);
+                                D(pre), N, in_f, out_f, activation);
 }
 
 static void s_embedding_forward(const mc_backend_t *be, mc_dtype_t dt, void *out,
@@ -260,17 +260,65 @@ static void s_layernorm_backward_acc(const mc_backend_t *be, mc_dtype_t dt, mc_d
 }
 
 static void s_gelu_forward(const mc_backend_t *be, mc_dtype_t dt, void *out, const void *x, long n,
-                           int tanh_approx)
+                           mc_act_t act)
 {
     (void)be;
-    cpu()->gelu_forward(cpu(), dt, D(out), D(x), n, tanh_approx);
+    cpu()->gelu_forward(cpu(), dt, D(out), D(x), n, act);
 }
 
 static void s_gelu_backward(const mc_backend_t *be, mc_dtype_t dt, void *dx, const void *dout,
-                            const void *x, long n, int tanh_approx)
+                            const void *x, long n, mc_act_t act)
 {
     (void)be;
-    cpu()->gelu_backward(cpu(), dt, D(dx), D(dout), D(x), n, tanh_approx);
+    cpu()->gelu_backward(cpu(), dt, D(dx), D(dout), D(x), n, act);
+}
+
+/* ---- the Llama block: RMSNorm and SwiGLU ---- */
+
+static void s_rmsnorm_forward(const mc_backend_t *be, mc_dtype_t dt, void *out, float *rstd,
+                              const void *x, const void *w, int N, int C, float eps)
+{
+    (void)be;
+    cpu()->rmsnorm_forward(cpu(), dt, D(out), D(rstd), D(x), D(w), N, C, eps);
+}
+
+static void s_add_rmsnorm_forward(const mc_backend_t *be, mc_dtype_t dt, void *sum, void *out,
+                                  float *rstd, const void *a, const void *b, const void *w, int N,
+                                  int C, float eps)
+{
+    (void)be;
+    cpu()->add_rmsnorm_forward(cpu(), dt, D(sum), D(out), D(rstd), D(a), D(b), D(w), N, C, eps);
+}
+
+static void s_rmsnorm_backward_acc(const mc_backend_t *be, mc_dtype_t dt, mc_dtype_t gdt, void *dx,
+                                   void *dw, const void *dout, const void *x, const void *w,
+                                   const float *rstd, int N, int C)
+{
+    (void)be;
+    cpu()->rmsnorm_backward_acc(cpu(), dt, gdt, D(dx), D(dw), D(dout), D(x), D(w), D(rstd), N, C);
+}
+
+static void s_rope(const mc_backend_t *be, mc_dtype_t dt, void *qkv, const float *cos_t,
+                   const float *sin_t, int S, int B, int NG, int QPG, int HD, int rot_dim,
+                   int interleaved, int inverse)
+{
+    (void)be;
+    cpu()->rope(cpu(), dt, D(qkv), D(cos_t), D(sin_t), S, B, NG, QPG, HD, rot_dim, interleaved,
+                inverse);
+}
+
+static void s_swiglu_forward(const mc_backend_t *be, mc_dtype_t dt, void *out, const void *x, int N,
+                             int F)
+{
+    (void)be;
+    cpu()->swiglu_forward(cpu(), dt, D(out), D(x), N, F);
+}
+
+static void s_swiglu_backward(const mc_backend_t *be, mc_dtype_t dt, void *dx, const void *dout,
+                              const void *x, int N, int F)
+{
+    (void)be;
+    cpu()->swiglu_backward(cpu(), dt, D(dx), D(dout), D(x), N, F);
 }
 
 static void s_dropout_forward(const mc_backend_t *be, mc_dtype_t dt, void *out, const void *x,
@@ -294,26 +342,26 @@ static void s_dropout_backward(const mc_backend_t *be, mc_dtype_t dt, void *dx, 
 }
 
 static void s_attention_forward(const mc_backend_t *be, mc_dtype_t dt, void *out, void *state,
-                                const void *qkv, int S, int B, int NH, int HD,
+                                const void *qkv, int S, int B, int NH, int NG, int HD,
                                 const int32_t *segments, float scale, const mc_dropout_t *d,
                                 int head_offset, int NH_full)
 {
     (void)be;
     host_only(d, "attention_forward's dropout key");
-    cpu()->attention_forward(cpu(), dt, D(out), D(state), D(qkv), S, B, NH, HD, D(segments), scale,
-                             d, head_offset, NH_full);
+    cpu()->attention_forward(cpu(), dt, D(out), D(state), D(qkv), S, B, NH, NG, HD, D(segments),
+                             scale, d, head_offset, NH_full);
 }
 
 static void s_attention_backward(const mc_backend_t *be, mc_dtype_t dt, void *dqkv, void *scratch,
                                  const void *dout, const void *qkv, const void *out,
-                                 const void *state, int S, int B, int NH, int HD,
+                                 const void *state, int S, int B, int NH, int NG, int HD,
                                  const int32_t *segments, float scale, const mc_dropout_t *d,
                                  int head_offset, int NH_full)
 {
     (void)be;
     host_only(d, "attention_backward's dropout key");
     cpu()->attention_backward(cpu(), dt, D(dqkv), D(scratch), D(dout), D(qkv), D(out), D(state), S,
-                              B, NH, HD, D(segments), scale, d, head_offset, NH_full);
+                              B, NH, NG, HD, D(segments), scale, d, head_offset, NH_full);
 }
 
 static void s_attention_sizes(const mc_backend_t *be, mc_dtype_t dt, int S, int B, int NH, int HD,
@@ -438,6 +486,12 @@ const mc_backend_t *mc_backend_strict(void)
         .layernorm_backward_acc = s_layernorm_backward_acc,
         .gelu_forward = s_gelu_forward,
         .gelu_backward = s_gelu_backward,
+        .rmsnorm_forward = s_rmsnorm_forward,
+        .add_rmsnorm_forward = s_add_rmsnorm_forward,
+        .rmsnorm_backward_acc = s_rmsnorm_backward_acc,
+        .rope = s_rope,
+        .swiglu_forward = s_swiglu_forward,
+        .swiglu_backward = s_swiglu_backward,
         .dropout_forward = s_dropout_forward,
         .dropout_backward = s_dropout_backward,
         .attention_forward = s_attention_forward,

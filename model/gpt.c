@@ -10,6 +10,7 @@
 
 #include "base/error.h"
 #include "model/gpt.h"
+#include "model/rope.h"
 
 /* ---------------------------------------------------------------- memory */
 
@@ -45,7 +46,7 @@ static void *take(alloc_ctx_t *a, long bytes)
 /* This rank's slice of the tensor-parallel dimensions (Megatron's column/row-parallel layers):
  * heads, attention width, ffn width and vocabulary, and where its vocabulary starts. */
 typedef struct {
-    int heads, attn, qkv, ffn, vocab, vocab_start, head_start;
+    int heads, groups, attn, qkv, ffn, ffn1, vocab, vocab_start, head_start;
     /* sequence parallelism: this rank's sequence rows [seq_start, seq_start + seq) of the
      * LayerNorm, dropout and residual regions (the whole sequence without it) */
     bool sp;
@@ -56,9 +57,11 @@ static tp_dims_t tp_dims(const mc_gpt_config_t *c)
 {
     tp_dims_t d;
     d.heads = c->heads / c->tp;
+    d.groups = (c->groups > 0 ? c->groups : c->heads) / c->tp;
     d.attn = d.heads * c->head_dim;
-    d.qkv = 3 * d.attn;
+    d.qkv = (d.heads + 2 * d.groups) * c->head_dim; /* per group: its queries, key, value */
     d.ffn = c->ffn / c->tp;
+    d.ffn1 = c->swiglu ? 2 * d.ffn : d.ffn; /* linear_fc1's output: [gate | up] with SwiGLU */
     d.vocab = c->vocab / c->tp;
     d.vocab_start = c->tp_rank * d.vocab;
     d.head_start = c->tp_rank * d.heads;
@@ -116,16 +119,16 @@ static void take_layer(const mc_gpt_t *m, alloc_ctx_t *acts, mc_layer_acts_t *a,
     attention_bytes(m, &state, &scratch);
     if (with_x) a->x = take(acts, LB * H * e);
     a->ln1 = take(acts, LB * H * e);
-    a->ln1_mean = take(acts, LB * f);
+    if (!c->rms) a->ln1_mean = take(acts, LB * f); /* RMSNorm keeps only rstd */
     a->ln1_rstd = take(acts, LB * f);
     a->qkv = take(acts, SB * t.qkv * e);
     if (with_state) a->attn_state = take(acts, state);
     a->attn = take(acts, SB * t.attn * e);
     a->x_mid = take(acts, LB * H * e);
     a->ln2 = take(acts, LB * H * e);
-    a->ln2_mean = take(acts, LB * f);
+    if (!c->rms) a->ln2_mean = take(acts, LB * f);
     a->ln2_rstd = take(acts, LB * f);
-    a->fc1 = take(acts, SB * F * e);
+    a->fc1 = take(acts, SB * t.ffn1 * e);
     a->act = take(acts, SB * F * e);
 }
 
@@ -189,7 +192,7 @@ static void plan_slot(mc_gpt_t *m, alloc_ctx_t *acts, int g, mc_gpt_slot_t *s)
     if (ch->post) {
         s->x_final = n ? take(acts, LB * H * e) : s->in;
         s->lnf = take(acts, LB * H * e);
-        s->lnf_mean = take(acts, LB * f);
+        if (!c->rms) s->lnf_mean = take(acts, LB * f);
         s->lnf_rstd = take(acts, LB * f);
         s->logits = take(acts, SB * t.vocab * e);
         s->ce_max = take(acts, SB * f);
@@ -232,9 +235,14 @@ static void plan_activations(mc_gpt_t *m, alloc_ctx_t *acts, alloc_ctx_t *ws)
     /* the whole sequence of a sequence-local activation, gathered for a column-parallel layer */
     m->gath = t.sp ? take(ws, SB * H * e) : NULL;
     m->dtmp_h = take(ws, SB * (H > A ? H : A) * e);
-    m->d_ffn = take(ws, SB * F * e);
+    m->d_ffn = take(ws, SB * t.ffn1 * e);
+    m->d_act = c->swiglu ? take(ws, SB * F * e) : NULL;
     m->d_qkv = take(ws, SB * QKV * e);
     m->attn_scratch = take(ws, scratch);
+    if (c->pos == MC_POS_ROPE) {
+        m->rope_cos = take(ws, S * (c->rope.rot_dim / 2) * f);
+        m->rope_sin = take(ws, S * (c->rope.rot_dim / 2) * f);
+    }
 }
 
 /* The host structs of the slots and the recomputation buffers. */
@@ -288,6 +296,20 @@ void mc_gpt_memory(const mc_gpt_t *m, const mc_backend_t *be, long *param_bytes,
     *ws_bytes = w.bytes;
 }
 
+/* The rotary angles of positions 0..S-1 (Megatron's RotaryEmbedding over the whole
+ * sequence, for every layer and microbatch). */
+static int upload_rope_tables(mc_gpt_t *m)
+{
+    const long n = (long)m->cfg.seq * (m->cfg.rope.rot_dim / 2);
+    float *host = malloc(2 * (size_t)n * sizeof(float));
+    if (!host) return -1;
+    mc_rope_tables(&m->cfg.rope, m->cfg.seq, host, host + n);
+    m->be->memcpy_h2d(m->be, m->rope_cos, host, (size_t)n * sizeof(float));
+    m->be->memcpy_h2d(m->be, m->rope_sin, host + n, (size_t)n * sizeof(float));
+    free(host);
+    return 0;
+}
+
 int mc_gpt_alloc(mc_gpt_t *m, const mc_backend_t *be)
 {
     m->be = be;
@@ -299,6 +321,7 @@ int mc_gpt_alloc(mc_gpt_t *m, const mc_backend_t *be)
     alloc_ctx_t a = {.m = m}, w = {.m = m};
     plan_activations(m, &a, &w);
     if (a.failed || w.failed) return -1;
+    if (m->cfg.pos == MC_POS_ROPE && upload_rope_tables(m) != 0) return -1;
     mc_gpt_bind_ptrs(m, m->param_buf, m->cfg.dt, &m->p);
     mc_gpt_bind_ptrs(m, m->grad_buf, m->cfg.gdt, &m->g);
     return 0;
@@ -406,6 +429,49 @@ static mc_dropout_t dropout_site(const mc_gpt_t *m, uint32_t iteration, uint32_t
     return d;
 }
 
+/* The model's normalization (LayerNorm or RMSNorm) over N rows of the hidden size: the op, the
+ * residual add fused with it, and the backward accumulating into dx. */
+static void norm_forward(const mc_gpt_t *m, void *out, float *mean, float *rstd, const void *x,
+                         const void *w, const void *b, int N)
+{
+    const mc_gpt_config_t *c = &m->cfg;
+    if (c->rms) m->be->rmsnorm_forward(m->be, c->dt, out, rstd, x, w, N, c->hidden, c->eps);
+    else m->be->layernorm_forward(m->be, c->dt, out, mean, rstd, x, w, b, N, c->hidden, c->eps);
+}
+
+static void add_norm_forward(const mc_gpt_t *m, void *sum, void *out, float *mean, float *rstd,
+                             const void *a, const void *b, const void *w, const void *bias, int N)
+{
+    const mc_gpt_config_t *c = &m->cfg;
+    if (c->rms)
+        m->be->add_rmsnorm_forward(m->be, c->dt, sum, out, rstd, a, b, w, N, c->hidden, c->eps);
+    else
+        m->be->add_layernorm_forward(m->be, c->dt, sum, out, mean, rstd, a, b, w, bias, N,
+                                     c->hidden, c->eps);
+}
+
+static void norm_backward_acc(const mc_gpt_t *m, void *dx, void *dw, void *db, const void *dout,
+                              const void *x, const void *w, const float *mean, const float *rstd,
+                              int N)
+{
+    const mc_gpt_config_t *c = &m->cfg;
+    if (c->rms)
+        m->be->rmsnorm_backward_acc(m->be, c->dt, c->gdt, dx, dw, dout, x, w, rstd, N, c->hidden);
+    else
+        m->be->layernorm_backward_acc(m->be, c->dt, c->gdt, dx, dw, db, dout, x, w, mean, rstd, N,
+                                      c->hidden);
+}
+
+/* Rotary embeddings on the query and key heads of a qkv tensor in place: forward, or the
+ * inverse rotation on its gradient. */
+static void rope(const mc_gpt_t *m, const tp_dims_t *t, void *qkv, int B, int inverse)
+{
+    const mc_gpt_config_t *c = &m->cfg;
+    if (c->pos != MC_POS_ROPE) return;
+    m->be->rope(m->be, c->dt, qkv, m->rope_cos, m->rope_sin, c->seq, B, t->groups,
+                t->heads / t->groups, c->head_dim, c->rope.rot_dim, c->rope.interleaved, inverse);
+}
+
 /* Layer j of the chunk in flight (pre-LN, MCore local spec): reads acts[j].x, fills acts[j] and
  * writes the next layer's input (or the chunk's output). When recomputing, the chunk's output
  * (which may be in flight to the next stage) is not written again: the last layer of a
@@ -436,25 +502,30 @@ static void forward_layer(mc_gpt_t *m, int j, uint32_t iteration, bool training,
 
     if (!m->ln_done) {
         params_needed(m, lj + 1);
-        be->layernorm_forward(be, dt, a->ln1, a->ln1_mean, a->ln1_rstd, a->x, w->ln1_w, w->ln1_b,
-                              Sl * B, H, c->eps);
+        norm_forward(m, a->ln1, a->ln1_mean, a->ln1_rstd, a->x, w->ln1_w, w->ln1_b, Sl * B);
     }
     m->ln_done = false;
     be->linear_forward(be, dt, a->qkv, seq_gather(m, &t, a->ln1, NL), w->qkv_w, w->qkv_b, N, H,
                        t.qkv);
+    rope(m, &t, a->qkv, B, 0); /* the saved qkv holds the rotated queries and keys */
     d = dropout_site(m, iteration, layer_no, MC_DROPOUT_SITE_ATTN_PROBS, sl->sample0, ap);
-    be->attention_forward(be, dt, a->attn, a->attn_state, a->qkv, S, B, NH, HD, sl->segments,
-                          1.0f / sqrtf((float)HD), &d, t.head_start, c->heads);
+    be->attention_forward(be, dt, a->attn, a->attn_state, a->qkv, S, B, NH, t.groups, HD,
+                          sl->segments, 1.0f / sqrtf((float)HD), &d, t.head_start, c->heads);
     be->linear_forward(be, dt, m->tmp_h, a->attn, w->proj_w, bias_here ? w->proj_b : NULL, N, A, H);
     void *y = tp_sum(m, &t, m->tmp_h, m->dtmp_h, NL); /* dtmp_h: free in forward */
     d = dropout_site(m, iteration, layer_no, MC_DROPOUT_SITE_ATTN_OUT, sl->sample0, hp);
     be->dropout_forward(be, dt, y, y, &d, Sl, B, H, s0, H, 0);
-    be->add_layernorm_forward(be, dt, a->x_mid, a->ln2, a->ln2_mean, a->ln2_rstd,
-                              c->post_ln_residual ? a->ln1 : a->x, y, w->ln2_w, w->ln2_b, Sl * B, H,
-                              c->eps);
+    add_norm_forward(m, a->x_mid, a->ln2, a->ln2_mean, a->ln2_rstd,
+                     c->post_ln_residual ? a->ln1 : a->x, y, w->ln2_w, w->ln2_b, Sl * B);
 
-    be->linear_gelu_forward(be, dt, a->act, a->fc1, seq_gather(m, &t, a->ln2, NL), w->fc1_w,
-                            w->fc1_b, N, H, F, c->gelu_tanh);
+    const void *ln2_full = seq_gather(m, &t, a->ln2, NL);
+    if (c->swiglu) {
+        be->linear_forward(be, dt, a->fc1, ln2_full, w->fc1_w, w->fc1_b, N, H, t.ffn1);
+        be->swiglu_forward(be, dt, a->act, a->fc1, N, F);
+    } else {
+        be->linear_gelu_forward(be, dt, a->act, a->fc1, ln2_full, w->fc1_w, w->fc1_b, N, H, F,
+                                c->act);
+    }
     be->linear_forward(be, dt, m->tmp_h, a->act, w->fc2_w, bias_here ? w->fc2_b : NULL, N, F, H);
     y = tp_sum(m, &t, m->tmp_h, m->dtmp_h, NL);
     d = dropout_site(m, iteration, layer_no, MC_DROPOUT_SITE_MLP_OUT, sl->sample0, hp);
@@ -466,13 +537,13 @@ static void forward_layer(mc_gpt_t *m, int j, uint32_t iteration, bool training,
         mc_layer_acts_t *na = &sl->acts[j + 1];
         const mc_layer_ptrs_t *nw = &m->p.layers[lj + 1];
         params_needed(m, lj + 2);
-        be->add_layernorm_forward(be, dt, x_out, na->ln1, na->ln1_mean, na->ln1_rstd, res, y,
-                                  nw->ln1_w, nw->ln1_b, Sl * B, H, c->eps);
+        add_norm_forward(m, x_out, na->ln1, na->ln1_mean, na->ln1_rstd, res, y, nw->ln1_w,
+                         nw->ln1_b, Sl * B);
         m->ln_done = true;
     } else if (!recomputing && ch->post) {
         params_needed(m, m->n_local_layers + 1);
-        be->add_layernorm_forward(be, dt, x_out, sl->lnf, sl->lnf_mean, sl->lnf_rstd, res, y,
-                                  m->p.lnf_w, m->p.lnf_b, Sl * B, H, c->eps);
+        add_norm_forward(m, x_out, sl->lnf, sl->lnf_mean, sl->lnf_rstd, res, y, m->p.lnf_w,
+                         m->p.lnf_b, Sl * B);
         m->ln_done = true;
     } else {
         be->add(be, dt, x_out, res, y, NL);
@@ -504,12 +575,18 @@ static void backward_layer(mc_gpt_t *m, int j, uint32_t iteration)
     /* ---- MLP block: x_out = res2 + dropout(fc2(gelu(fc1(ln2)))) ---- */
     d = dropout_site(m, iteration, layer_no, MC_DROPOUT_SITE_MLP_OUT, sample0, hp);
     be->dropout_backward(be, dt, m->dtmp_h, m->dres, &d, Sl, B, H, s0, H, 0);
-    be->linear_backward_gelu(be, dt, gdt, m->d_ffn, gw->fc2_w, gw->fc2_b,
-                             seq_gather(m, &t, m->dtmp_h, NHl), a->act, w->fc2_w, a->fc1, N, F, H,
-                             c->gelu_tanh);
+    const void *dmlp_full = seq_gather(m, &t, m->dtmp_h, NHl);
+    if (c->swiglu) {
+        be->linear_backward(be, dt, gdt, m->d_act, gw->fc2_w, gw->fc2_b, dmlp_full, a->act,
+                            w->fc2_w, N, F, H);
+        be->swiglu_backward(be, dt, m->d_ffn, m->d_act, a->fc1, N, F);
+    } else {
+        be->linear_backward_gelu(be, dt, gdt, m->d_ffn, gw->fc2_w, gw->fc2_b, dmlp_full, a->act,
+                                 w->fc2_w, a->fc1, N, F, H, c->act);
+    }
     /* d ln2 into dx */
     be->linear_backward(be, dt, gdt, dfull, gw->fc1_w, gw->fc1_b, m->d_ffn,
-                        seq_gather(m, &t, a->ln2, NHl), w->fc1_w, N, H, F);
+                        seq_gather(m, &t, a->ln2, NHl), w->fc1_w, N, H, t.ffn1);
     tp_sum(m, &t, dfull, m->dx, NHl);
     if (c->post_ln_residual) {
         /* res2 = ln2: its gradient joins d ln2, and x_mid gets only the LN path */
@@ -517,8 +594,8 @@ static void backward_layer(mc_gpt_t *m, int j, uint32_t iteration)
         be->memset0(be, m->dres, (size_t)NHl * mc_dtype_size(dt));
     }
     /* dres (d x_mid) += LN2 backward */
-    be->layernorm_backward_acc(be, dt, gdt, m->dres, gw->ln2_w, gw->ln2_b, m->dx, a->x_mid,
-                               w->ln2_w, a->ln2_mean, a->ln2_rstd, NLr, H);
+    norm_backward_acc(m, m->dres, gw->ln2_w, gw->ln2_b, m->dx, a->x_mid, w->ln2_w, a->ln2_mean,
+                      a->ln2_rstd, NLr);
 
     /* ---- attention block: x_mid = res1 + dropout(proj(attn(qkv(ln1)))) ---- */
     d = dropout_site(m, iteration, layer_no, MC_DROPOUT_SITE_ATTN_OUT, sample0, hp);
@@ -531,13 +608,14 @@ static void backward_layer(mc_gpt_t *m, int j, uint32_t iteration)
      * the backward then reads as the forward's output) */
     const void *attn_out = a->attn;
     if (c->recompute == MC_RECOMPUTE_SELECTIVE) {
-        be->attention_forward(be, dt, m->dtmp_h, a->attn_state, a->qkv, S, B, NH, HD, sl->segments,
-                              1.0f / sqrtf((float)HD), &d, t.head_start, c->heads);
+        be->attention_forward(be, dt, m->dtmp_h, a->attn_state, a->qkv, S, B, NH, t.groups, HD,
+                              sl->segments, 1.0f / sqrtf((float)HD), &d, t.head_start, c->heads);
         attn_out = m->dtmp_h;
     }
     be->attention_backward(be, dt, m->d_qkv, m->attn_scratch, m->tmp_h, a->qkv, attn_out,
-                           a->attn_state, S, B, NH, HD, sl->segments, 1.0f / sqrtf((float)HD), &d,
-                           t.head_start, c->heads);
+                           a->attn_state, S, B, NH, t.groups, HD, sl->segments,
+                           1.0f / sqrtf((float)HD), &d, t.head_start, c->heads);
+    rope(m, &t, m->d_qkv, B, 1); /* back through the rotation to linear_qkv's output */
     /* tmp_h (d attn) is consumed: it may take the whole-sequence d ln1 */
     be->linear_backward(be, dt, gdt, dfull, gw->qkv_w, gw->qkv_b, m->d_qkv,
                         seq_gather(m, &t, a->ln1, NHl), w->qkv_w, N, H, t.qkv);
@@ -546,8 +624,8 @@ static void backward_layer(mc_gpt_t *m, int j, uint32_t iteration)
         be->add_inplace(be, dt, m->dx, m->dres, NHl);
         be->memset0(be, m->dres, (size_t)NHl * mc_dtype_size(dt));
     }
-    be->layernorm_backward_acc(be, dt, gdt, m->dres, gw->ln1_w, gw->ln1_b, m->dx, a->x, w->ln1_w,
-                               a->ln1_mean, a->ln1_rstd, NLr, H);
+    norm_backward_acc(m, m->dres, gw->ln1_w, gw->ln1_b, m->dx, a->x, w->ln1_w, a->ln1_mean,
+                      a->ln1_rstd, NLr);
     grads_final(m, lj + 1);
 }
 
@@ -616,8 +694,8 @@ void mc_gpt_forward_chunk(mc_gpt_t *m, int c, int k, const mc_microbatch_t *mb, 
     if (!ch->post) return;
     if (!m->ln_done) { /* else the last layer's residual add did it */
         params_needed(m, m->n_local_layers + 1);
-        be->layernorm_forward(be, dt, sl->lnf, sl->lnf_mean, sl->lnf_rstd, sl->x_final, m->p.lnf_w,
-                              m->p.lnf_b, Sl * B, H, cf->eps);
+        norm_forward(m, sl->lnf, sl->lnf_mean, sl->lnf_rstd, sl->x_final, m->p.lnf_w, m->p.lnf_b,
+                     Sl * B);
     }
     m->ln_done = false;
     be->linear_forward(be, dt, sl->logits, seq_gather(m, &t, sl->lnf, NL), m->p.out_w, NULL, N, H,
@@ -680,8 +758,8 @@ void mc_gpt_backward_chunk(mc_gpt_t *m, int c, int k, uint32_t iteration, float 
         tp_sum(m, &t, dfull, m->dx, NHl); /* column-parallel (vocab) input gradient */
         /* dx now holds d lnf; the final LN backward accumulates into dres (= d x_final) */
         be->memset0(be, m->dres, hb);
-        be->layernorm_backward_acc(be, dt, gdt, m->dres, m->g.lnf_w, m->g.lnf_b, m->dx, sl->x_final,
-                                   m->p.lnf_w, sl->lnf_mean, sl->lnf_rstd, NLr, H);
+        norm_backward_acc(m, m->dres, m->g.lnf_w, m->g.lnf_b, m->dx, sl->x_final, m->p.lnf_w,
+                          sl->lnf_mean, sl->lnf_rstd, NLr);
         grads_final(m, m->n_local_layers + 1);
     } else {
         be->memcpy_d2d(be, m->dres, sl->dout, hb);

@@ -36,18 +36,40 @@ typedef struct {
     bool pre, post; /* embedding (first virtual stage) / final norm, output, loss (last) */
 } mc_chunk_cfg_t;
 
+/* Position embeddings (--position-embedding-type); 0 is the default of a zeroed config. */
+typedef enum {
+    MC_POS_LEARNED = 0, /* learned_absolute: embedding.position_embeddings */
+    MC_POS_ROPE,        /* rotary embeddings on queries and keys */
+    MC_POS_NONE,        /* none */
+} mc_pos_t;
+
+/* Rotary embeddings (Megatron's RotaryEmbedding): frequencies of rot_dim / 2 pairs. */
+typedef struct {
+    int rot_dim;      /* int(head_dim * rotary_percent), even */
+    bool interleaved; /* pairs (2i, 2i+1); else (i, i + rot_dim/2) */
+    double base;      /* rotary_base */
+    int interp;       /* seq_len_interpolation_factor; 0 = none */
+    double scaling;   /* Llama 3.1 frequency scaling factor (use_rope_scaling); 0 = none */
+} mc_rope_cfg_t;
+
 /* Slot groups: the chunks without the loss, and the chunk with it. */
 #define MC_SLOT_GROUPS 2
 
 typedef struct {
     int num_layers, hidden, heads, head_dim, ffn; /* num_layers: the whole model's */
+    int groups; /* query groups (grouped-query attention); 0 or heads: multi-head attention */
     int seq, max_batch; /* activations are planned for max_batch sequences */
     int vocab;          /* padded vocabulary */
     int max_pos;
     float eps;
     bool bias;             /* add_bias_linear */
+    bool qkv_bias;         /* --add-qkv-bias: a linear_qkv bias without the others */
     bool tied;             /* output layer shares the word embeddings */
-    bool gelu_tanh;        /* Megatron's bias_gelu_impl; else erf GeLU */
+    bool rms;              /* RMSNorm (weight only) wherever a LayerNorm is */
+    mc_act_t act;          /* the MLP's activation, without swiglu */
+    bool swiglu;           /* gated MLP: linear_fc1 gives [gate | up], silu(gate) * up */
+    mc_pos_t pos;          /* position embeddings */
+    mc_rope_cfg_t rope;    /* with pos == MC_POS_ROPE */
     bool post_ln_residual; /* --apply-residual-connection-post-layernorm */
     float hidden_dropout, attention_dropout;
     float init_std, embedding_init_std;
@@ -70,9 +92,11 @@ static inline int mc_gpt_slot_group(const mc_gpt_config_t *c, int chunk)
 
 /* How a parameter is split over the tp ranks (Megatron's tensor_model_parallel attribute). */
 typedef enum {
-    MC_SPLIT_NONE = -1, /* duplicated on every tp rank (LayerNorms, row-parallel biases, wpe) */
-    MC_SPLIT_ROWS = 0,  /* column-parallel weights and biases, vocab-parallel embeddings */
-    MC_SPLIT_COLS = 1,  /* row-parallel weights */
+    MC_SPLIT_NONE = -1,    /* duplicated on every tp rank (LayerNorms, row-parallel biases, wpe) */
+    MC_SPLIT_ROWS = 0,     /* column-parallel weights and biases, vocab-parallel embeddings */
+    MC_SPLIT_COLS = 1,     /* row-parallel weights */
+    MC_SPLIT_ROWS_GLU = 2, /* SwiGLU's linear_fc1 [gate; up]: each half split by rows, a rank
+                              holding [its gate rows; its up rows] (Megatron's layout) */
 } mc_split_t;
 
 /* One parameter tensor: Megatron state-dict name (global layer numbers) and full shape; this
@@ -96,6 +120,16 @@ typedef struct {
     bool shared;           /* the last stage's copy: left out of norms and zero counts (Megatron's
                          param_is_not_shared) */
 } mc_param_t;
+
+/* The row of the full tensor that local row r of p holds on tp rank tp_rank. */
+static inline int64_t mc_param_full_row(const mc_param_t *p, int tp_rank, int64_t r)
+{
+    const int64_t rows = p->local[0], half = rows / 2;
+    if (p->split == MC_SPLIT_ROWS) return tp_rank * rows + r;
+    if (p->split == MC_SPLIT_ROWS_GLU)
+        return (r < half ? 0 : p->shape[0] / 2 - half) + tp_rank * half + r;
+    return r;
+}
 
 /* Pointers into a flat buffer for one transformer layer (params, of type cfg.dt, or their grads,
  * of type cfg.gdt). */
@@ -189,8 +223,10 @@ typedef struct {
     void *state_scratch; /* selective recomputation: one layer's attention state */
     /* backward workspace (type cfg.dt; attn_scratch is the backend's) */
     void *tmp_h, *dx, *dres, *dtmp_h, *d_ffn, *d_qkv, *attn_scratch;
-    void *gath;  /* [S*B*H] gathered sequence (sequence parallelism) */
-    void **bufs; /* every activation/workspace buffer, for freeing */
+    void *d_act;                /* SwiGLU: the gradient at the activation's output [S*B*F/tp] */
+    float *rope_cos, *rope_sin; /* rotary embeddings: [S, rot_dim/2] angle tables (fp32) */
+    void *gath;                 /* [S*B*H] gathered sequence (sequence parallelism) */
+    void **bufs;                /* every activation/workspace buffer, for freeing */
     int n_bufs, cap_bufs;
     float *host_losses; /* [B*S] host copy for the loss reduction */
 } mc_gpt_t;

@@ -68,6 +68,10 @@ void mc_gpt_init_params(mc_gpt_t *m)
             for (long i = 0; i < p->local[0]; i++)
                 mc_init_normal(d + i * lc, m->cfg.seed, p->name, i * cols + r * lc, lc,
                                p->init_std);
+        } else if (p->split == MC_SPLIT_ROWS_GLU) { /* its rows of each half */
+            for (long i = 0; i < p->local[0]; i++)
+                mc_init_normal(d + i * cols, m->cfg.seed, p->name,
+                               (long)mc_param_full_row(p, r, i) * cols, cols, p->init_std);
         } else {
             long start = p->split == MC_SPLIT_ROWS ? r * (long)p->local[0] * cols : 0;
             mc_init_normal(d, m->cfg.seed, p->name, start, p->numel, p->init_std);

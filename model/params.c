@@ -15,6 +15,7 @@ void mc_gpt_config_from_args(mc_gpt_config_t *c, const mc_args_t *a)
     c->num_layers = a->num_layers;
     c->hidden = a->hidden_size;
     c->heads = a->num_attention_heads;
+    c->groups = a->num_query_groups > 0 ? a->num_query_groups : a->num_attention_heads;
     c->head_dim = a->kv_channels;
     c->ffn = a->ffn_hidden_size;
     c->seq = a->seq_length;
@@ -24,8 +25,23 @@ void mc_gpt_config_from_args(mc_gpt_config_t *c, const mc_args_t *a)
     c->max_pos = a->max_position_embeddings;
     c->eps = (float)a->norm_epsilon;
     c->bias = a->add_bias_linear;
+    c->qkv_bias = a->add_qkv_bias;
     c->tied = !a->untie_embeddings_and_output_weights;
-    c->gelu_tanh = a->bias_gelu_fusion;
+    c->rms = strcmp(a->normalization, "RMSNorm") == 0;
+    /* Megatron's MLP: squared_relu, else bias_gelu_impl (tanh) with the fusion, else F.gelu */
+    c->act = a->squared_relu       ? MC_ACT_SQUARED_RELU
+             : a->bias_gelu_fusion ? MC_ACT_GELU_TANH
+                                   : MC_ACT_GELU_ERF;
+    c->swiglu = a->swiglu;
+    c->pos = strcmp(a->position_embedding_type, "rope") == 0   ? MC_POS_ROPE
+             : strcmp(a->position_embedding_type, "none") == 0 ? MC_POS_NONE
+                                                               : MC_POS_LEARNED;
+    if (c->pos == MC_POS_ROPE)
+        c->rope = (mc_rope_cfg_t){.rot_dim = (int)(a->kv_channels * a->rotary_percent),
+                                  .interleaved = a->rotary_interleaved,
+                                  .base = a->rotary_base,
+                                  .interp = a->rotary_seq_len_interpolation_factor,
+                                  .scaling = a->use_rope_scaling ? a->rope_scaling_factor : 0};
     c->post_ln_residual = a->apply_residual_connection_post_layernorm;
     c->hidden_dropout = (float)a->hidden_dropout;
     c->attention_dropout = (float)a->attention_dropout;
@@ -66,7 +82,7 @@ static mc_param_t *add_param(mc_gpt_t *m, int *cap, const char *name, int64_t d0
     p->shape[0] = d0;
     p->shape[1] = d1;
     p->split = m->cfg.tp > 1 ? split : MC_SPLIT_NONE;
-    p->local[0] = p->split == MC_SPLIT_ROWS ? d0 / m->cfg.tp : d0;
+    p->local[0] = p->split == MC_SPLIT_ROWS || p->split == MC_SPLIT_ROWS_GLU ? d0 / m->cfg.tp : d0;
     p->local[1] = p->split == MC_SPLIT_COLS ? d1 / m->cfg.tp : d1;
     p->numel = (long)(d1 ? p->local[0] * p->local[1] : p->local[0]);
     p->seq_parallel =
@@ -110,8 +126,11 @@ void mc_gpt_build_params(mc_gpt_t *m, const mc_gpt_config_t *cfg)
         for (int i = 0; i < c->chunk[k].n_layers; i++)
             m->layer_no[j++] = c->chunk[k].first_layer + i;
 
-    const int L = c->num_layers, H = c->hidden, F = c->ffn;
-    const int QKV = 3 * c->heads * c->head_dim, A = c->heads * c->head_dim;
+    if (c->groups < 1) c->groups = c->heads;
+    const int L = c->num_layers, H = c->hidden, F = c->ffn, F1 = c->swiglu ? 2 * F : F;
+    const int QKV = (c->heads + 2 * c->groups) * c->head_dim, A = c->heads * c->head_dim;
+    const mc_split_t fc1_split = c->swiglu ? MC_SPLIT_ROWS_GLU : MC_SPLIT_ROWS;
+    const bool ln_bias = !c->rms, qkv_bias = c->bias || c->qkv_bias;
     /* scaled_init_method_normal: std / sqrt(2 * num_layers) for linear_proj and linear_fc2,
      * num_layers of the whole model */
     const float out_std = c->init_std / sqrtf(2.0f * (float)L);
@@ -124,8 +143,9 @@ void mc_gpt_build_params(mc_gpt_t *m, const mc_gpt_config_t *cfg)
         mc_param_t *w = add_param(m, &cap, "embedding.word_embeddings.weight", c->vocab, H,
                                   MC_SPLIT_ROWS, c->embedding_init_std, 0);
         w->shared_embedding = shared;
-        add_param(m, &cap, "embedding.position_embeddings.weight", c->max_pos, H, MC_SPLIT_NONE,
-                  c->embedding_init_std, 0);
+        if (c->pos == MC_POS_LEARNED)
+            add_param(m, &cap, "embedding.position_embeddings.weight", c->max_pos, H, MC_SPLIT_NONE,
+                      c->embedding_init_std, 0);
     }
     m->layer_param0 = m->n_params;
     for (int j = 0; j < m->n_local_layers; j++) {
@@ -138,15 +158,15 @@ void mc_gpt_build_params(mc_gpt_t *m, const mc_gpt_config_t *cfg)
         /* Megatron's ColumnParallelLinear (qkv, fc1) splits output rows; RowParallelLinear
          * (proj, fc2) splits input columns and keeps its bias whole */
         P("input_layernorm.weight", H, 0, MC_SPLIT_NONE, 0, 1.0f);
-        P("input_layernorm.bias", H, 0, MC_SPLIT_NONE, 0, 0.0f);
+        if (ln_bias) P("input_layernorm.bias", H, 0, MC_SPLIT_NONE, 0, 0.0f);
         P("self_attention.linear_proj.weight", H, A, MC_SPLIT_COLS, out_std, 0);
         if (c->bias) P("self_attention.linear_proj.bias", H, 0, MC_SPLIT_NONE, 0, 0.0f);
         P("self_attention.linear_qkv.weight", QKV, H, MC_SPLIT_ROWS, c->init_std, 0);
-        if (c->bias) P("self_attention.linear_qkv.bias", QKV, 0, MC_SPLIT_ROWS, 0, 0.0f);
+        if (qkv_bias) P("self_attention.linear_qkv.bias", QKV, 0, MC_SPLIT_ROWS, 0, 0.0f);
         P("pre_mlp_layernorm.weight", H, 0, MC_SPLIT_NONE, 0, 1.0f);
-        P("pre_mlp_layernorm.bias", H, 0, MC_SPLIT_NONE, 0, 0.0f);
-        P("mlp.linear_fc1.weight", F, H, MC_SPLIT_ROWS, c->init_std, 0);
-        if (c->bias) P("mlp.linear_fc1.bias", F, 0, MC_SPLIT_ROWS, 0, 0.0f);
+        if (ln_bias) P("pre_mlp_layernorm.bias", H, 0, MC_SPLIT_NONE, 0, 0.0f);
+        P("mlp.linear_fc1.weight", F1, H, fc1_split, c->init_std, 0);
+        if (c->bias) P("mlp.linear_fc1.bias", F1, 0, fc1_split, 0, 0.0f);
         P("mlp.linear_fc2.weight", H, F, MC_SPLIT_COLS, out_std, 0);
         if (c->bias) P("mlp.linear_fc2.bias", H, 0, MC_SPLIT_NONE, 0, 0.0f);
 #undef P
@@ -155,7 +175,8 @@ void mc_gpt_build_params(mc_gpt_t *m, const mc_gpt_config_t *cfg)
         m->n_local_layers ? (m->n_params - m->layer_param0) / m->n_local_layers : 0;
     if (post) {
         add_param(m, &cap, "decoder.final_layernorm.weight", H, 0, MC_SPLIT_NONE, 0, 1.0f);
-        add_param(m, &cap, "decoder.final_layernorm.bias", H, 0, MC_SPLIT_NONE, 0, 0.0f);
+        if (ln_bias)
+            add_param(m, &cap, "decoder.final_layernorm.bias", H, 0, MC_SPLIT_NONE, 0, 0.0f);
         if (!c->tied) {
             add_param(m, &cap, "output_layer.weight", c->vocab, H, MC_SPLIT_ROWS, c->init_std, 0);
         } else if (shared) {

@@ -1,5 +1,7 @@
-/* Causal self-attention on OpenBLAS, per (batch row, head), reading q/k/v in place from the
- * [s, b, NH*3*HD] qkv buffer through leading dimensions (no copies).
+/* Causal self-attention on OpenBLAS, per (batch row, query head), reading q/k/v in place from
+ * the [s, b, NG*(NH/NG+2)*HD] qkv buffer through leading dimensions (no copies). With query
+ * groups (NG < NH) the query heads of a group share its key and value head; the backward sums
+ * their dk/dv contributions into the group's columns (the first head of a group overwrites).
  *
  * Causality is exploited in blocks of ATT_R query rows: scores are computed only for the keys a
  * block can see (masked scores are the constant -10000 whatever q.k is), and the products with
@@ -47,22 +49,22 @@ static inline int masked_nonzero(const float *P, int S, int i)
 }
 
 void mc_cpu_attention_forward_f32(const mc_backend_t *be, float *out, float *probs,
-                                  const float *qkv, int S, int B, int NH, int HD,
+                                  const float *qkv, int S, int B, int NH, int NG, int HD,
                                   const int32_t *segments, float scale, const mc_dropout_t *d,
                                   int head_offset, int NH_full)
 {
     (void)be;
     (void)NH_full; /* the element index only needs this rank's head offset */
-    if (S <= 0 || B <= 0 || NH <= 0 || HD <= 0) return;
-    const long lq = (long)B * NH * 3 * HD, lo = (long)B * NH * HD;
+    if (S <= 0 || B <= 0 || NH <= 0 || NG <= 0 || HD <= 0) return;
+    const long lq = mc_cpu_qkv_width(NH, NG, HD) * B, lo = (long)B * NH * HD;
     const int drop = d && d->p > 0.0f;
     const float dscale = drop ? mc_cpu_dropout_scale(d->p) : 1.0f;
     const long SS = (long)S * S;
 
     for (int b = 0; b < B; b++)
         for (int h = 0; h < NH; h++) {
-            const float *q = qkv + (long)b * NH * 3 * HD + (long)h * 3 * HD;
-            const float *k = q + HD, *v = q + 2 * HD;
+            const float *q = qkv + mc_cpu_qkv_q(b, h, NH, NG, HD);
+            const float *k = qkv + mc_cpu_qkv_k(b, h, NH, NG, HD), *v = k + HD;
             float *o = out + (long)b * NH * HD + (long)h * HD;
             float *P = probs + ((long)b * NH + h) * SS;
             const uint64_t sample = drop ? d->sample0 + (uint64_t)b : 0;
@@ -121,22 +123,24 @@ void mc_cpu_attention_forward_f32(const mc_backend_t *be, float *out, float *pro
 
 void mc_cpu_attention_backward_f32(const mc_backend_t *be, float *dqkv, float *scratch,
                                    const float *dout, const float *qkv, const float *probs, int S,
-                                   int B, int NH, int HD, const int32_t *segments, float scale,
-                                   const mc_dropout_t *d, int head_offset, int NH_full)
+                                   int B, int NH, int NG, int HD, const int32_t *segments,
+                                   float scale, const mc_dropout_t *d, int head_offset, int NH_full)
 {
     (void)be;
     (void)NH_full;
-    if (S <= 0 || B <= 0 || NH <= 0 || HD <= 0) return;
-    const long lq = (long)B * NH * 3 * HD, lo = (long)B * NH * HD;
+    if (S <= 0 || B <= 0 || NH <= 0 || NG <= 0 || HD <= 0) return;
+    const long lq = mc_cpu_qkv_width(NH, NG, HD) * B, lo = (long)B * NH * HD;
     const int drop = d && d->p > 0.0f;
     const float dscale = drop ? mc_cpu_dropout_scale(d->p) : 1.0f;
     const long SS = (long)S * S;
 
     for (int b = 0; b < B; b++)
         for (int h = 0; h < NH; h++) {
-            const long off = (long)b * NH * 3 * HD + (long)h * 3 * HD;
-            const float *q = qkv + off, *k = q + HD, *v = q + 2 * HD;
-            float *dq = dqkv + off, *dk = dq + HD, *dv = dq + 2 * HD;
+            const long qo = mc_cpu_qkv_q(b, h, NH, NG, HD), ko = mc_cpu_qkv_k(b, h, NH, NG, HD);
+            const float *q = qkv + qo, *k = qkv + ko, *v = k + HD;
+            float *dq = dqkv + qo, *dk = dqkv + ko, *dv = dk + HD;
+            /* the group's first query head overwrites its dk/dv, the others add to them */
+            const int first = h % (NH / NG) == 0;
             const float *dO = dout + (long)b * NH * HD + (long)h * HD;
             const float *P = probs + ((long)b * NH + h) * SS;
             float *T = scratch + ((long)b * NH + h) * SS;
@@ -144,7 +148,9 @@ void mc_cpu_attention_backward_f32(const mc_backend_t *be, float *dqkv, float *s
             const uint64_t ebase = (uint64_t)(head_offset + h) * (uint64_t)SS;
             const int32_t *seg = segments ? segments + (long)b * S : NULL;
 
-            for (int s = 0; s < S; s++) memset(dv + (long)s * lq, 0, (size_t)HD * sizeof(float));
+            if (first)
+                for (int s = 0; s < S; s++)
+                    memset(dv + (long)s * lq, 0, (size_t)HD * sizeof(float));
 
             for (int i0 = 0; i0 < S; i0 += ATT_R) {
                 const int i1 = imin(i0 + ATT_R, S), r = i1 - i0;
@@ -197,8 +203,8 @@ void mc_cpu_attention_backward_f32(const mc_backend_t *be, float *dqkv, float *s
             for (int j0 = 0; j0 < S; j0 += ATT_R) {
                 const int c = imin(ATT_R, S - j0);
                 cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, c, HD, S - j0, scale,
-                            T + (long)j0 * S + j0, S, q + (long)j0 * lq, (int)lq, 0.0f,
-                            dk + (long)j0 * lq, (int)lq);
+                            T + (long)j0 * S + j0, S, q + (long)j0 * lq, (int)lq,
+                            first ? 0.0f : 1.0f, dk + (long)j0 * lq, (int)lq);
             }
         }
 }

@@ -61,6 +61,13 @@ static const mc_backend_t cpu_backend = {
     .layernorm_backward_acc = mc_cpu_layernorm_backward_acc,
     .gelu_forward = mc_cpu_gelu_forward,
     .gelu_backward = mc_cpu_gelu_backward,
+    /* the Llama block: RMSNorm and SwiGLU */
+    .rmsnorm_forward = mc_cpu_rmsnorm_forward,
+    .add_rmsnorm_forward = mc_cpu_add_rmsnorm_forward,
+    .rmsnorm_backward_acc = mc_cpu_rmsnorm_backward_acc,
+    .rope = mc_cpu_rope,
+    .swiglu_forward = mc_cpu_swiglu_forward,
+    .swiglu_backward = mc_cpu_swiglu_backward,
     .dropout_forward = mc_cpu_dropout_forward,
     .dropout_backward = mc_cpu_dropout_backward,
     .attention_forward = mc_cpu_attention_forward,

@@ -143,11 +143,28 @@ void mc_cpu_layernorm_backward_acc_f32(const mc_backend_t *be, float *dx, float 
                                        const float *dout, const float *x, const float *w,
                                        const float *mean, const float *rstd, int N, int C);
 
-/* gelu.c */
+/* rmsnorm.c */
+void mc_cpu_rmsnorm_forward_f32(const mc_backend_t *be, float *out, float *rstd, const float *x,
+                                const float *w, int N, int C, float eps);
+void mc_cpu_rmsnorm_backward_acc_f32(const mc_backend_t *be, float *dx, float *dw,
+                                     const float *dout, const float *x, const float *w,
+                                     const float *rstd, int N, int C);
+
+/* rope.c */
+void mc_cpu_rope_f32(const mc_backend_t *be, float *qkv, const float *cos_t, const float *sin_t,
+                     int S, int B, int NG, int QPG, int HD, int rot_dim, int interleaved,
+                     int inverse);
+
+/* gelu.c: the MLP's elementwise activation (GeLU or squared ReLU) */
 void mc_cpu_gelu_forward_f32(const mc_backend_t *be, float *out, const float *x, long n,
-                             int tanh_approx);
+                             mc_act_t act);
 void mc_cpu_gelu_backward_f32(const mc_backend_t *be, float *dx, const float *dout, const float *x,
-                              long n, int tanh_approx);
+                              long n, mc_act_t act);
+
+/* swiglu.c */
+void mc_cpu_swiglu_forward_f32(const mc_backend_t *be, float *out, const float *x, int N, int F);
+void mc_cpu_swiglu_backward_f32(const mc_backend_t *be, float *dx, const float *dout,
+                                const float *x, int N, int F);
 
 /* dropout.c */
 void mc_cpu_dropout_forward_f32(const mc_backend_t *be, float *out, const float *x,
@@ -165,14 +182,29 @@ void mc_cpu_dropout_span(float *dst, const float *src, long n, const mc_dropout_
 float mc_cpu_dropout_scale(float p);
 
 /* attention.c */
+/* Megatron's linear_qkv layout with NG query groups (backend.h's attention_forward): the width
+ * of one [s, b] row of one batch row, and the offsets in row s = 0 of query head h's q and of
+ * its group's k (v follows k). */
+static inline long mc_cpu_qkv_width(int NH, int NG, int HD) { return (long)(NH + 2 * NG) * HD; }
+static inline long mc_cpu_qkv_q(int b, int h, int NH, int NG, int HD)
+{
+    const int qpg = NH / NG;
+    return b * mc_cpu_qkv_width(NH, NG, HD) + ((long)(h / qpg) * (qpg + 2) + h % qpg) * HD;
+}
+static inline long mc_cpu_qkv_k(int b, int h, int NH, int NG, int HD)
+{
+    const int qpg = NH / NG;
+    return b * mc_cpu_qkv_width(NH, NG, HD) + ((long)(h / qpg) * (qpg + 2) + qpg) * HD;
+}
 void mc_cpu_attention_forward_f32(const mc_backend_t *be, float *out, float *probs,
-                                  const float *qkv, int S, int B, int NH, int HD,
+                                  const float *qkv, int S, int B, int NH, int NG, int HD,
                                   const int32_t *segments, float scale, const mc_dropout_t *d,
                                   int head_offset, int NH_full);
 void mc_cpu_attention_backward_f32(const mc_backend_t *be, float *dqkv, float *scratch,
                                    const float *dout, const float *qkv, const float *probs, int S,
-                                   int B, int NH, int HD, const int32_t *segments, float scale,
-                                   const mc_dropout_t *d, int head_offset, int NH_full);
+                                   int B, int NH, int NG, int HD, const int32_t *segments,
+                                   float scale, const mc_dropout_t *d, int head_offset,
+                                   int NH_full);
 
 /* cross_entropy.c */
 void mc_cpu_ce_max_f32(const mc_backend_t *be, float *rowmax, const float *logits, int N, int V);
@@ -225,11 +257,11 @@ void mc_cpu_layernorm_forward(const mc_backend_t *be, mc_dtype_t dt, void *out, 
                               int C, float eps);
 void mc_cpu_linear_gelu_forward(const mc_backend_t *be, mc_dtype_t dt, void *act, void *pre,
                                 const void *in, const void *W, const void *bias, int N, int in_f,
-                                int out_f, int tanh_approx);
+                                int out_f, mc_act_t activation);
 void mc_cpu_linear_backward_gelu(const mc_backend_t *be, mc_dtype_t dt, mc_dtype_t gdt, void *din,
                                  void *dW, void *dbias, const void *dout, const void *act,
                                  const void *W, const void *pre, int N, int in_f, int out_f,
-                                 int tanh_approx);
+                                 mc_act_t activation);
 void mc_cpu_add_layernorm_forward(const mc_backend_t *be, mc_dtype_t dt, void *sum, void *out,
                                   float *mean, float *rstd, const void *a, const void *b,
                                   const void *w, const void *bias, int N, int C, float eps);
@@ -238,9 +270,25 @@ void mc_cpu_layernorm_backward_acc(const mc_backend_t *be, mc_dtype_t dt, mc_dty
                                    const void *w, const float *mean, const float *rstd, int N,
                                    int C);
 void mc_cpu_gelu_forward(const mc_backend_t *be, mc_dtype_t dt, void *out, const void *x, long n,
-                         int tanh_approx);
+                         mc_act_t act);
 void mc_cpu_gelu_backward(const mc_backend_t *be, mc_dtype_t dt, void *dx, const void *dout,
-                          const void *x, long n, int tanh_approx);
+                          const void *x, long n, mc_act_t act);
+/* precision.c: RMSNorm and SwiGLU */
+void mc_cpu_rmsnorm_forward(const mc_backend_t *be, mc_dtype_t dt, void *out, float *rstd,
+                            const void *x, const void *w, int N, int C, float eps);
+void mc_cpu_add_rmsnorm_forward(const mc_backend_t *be, mc_dtype_t dt, void *sum, void *out,
+                                float *rstd, const void *a, const void *b, const void *w, int N,
+                                int C, float eps);
+void mc_cpu_rmsnorm_backward_acc(const mc_backend_t *be, mc_dtype_t dt, mc_dtype_t gdt, void *dx,
+                                 void *dw, const void *dout, const void *x, const void *w,
+                                 const float *rstd, int N, int C);
+void mc_cpu_rope(const mc_backend_t *be, mc_dtype_t dt, void *qkv, const float *cos_t,
+                 const float *sin_t, int S, int B, int NG, int QPG, int HD, int rot_dim,
+                 int interleaved, int inverse);
+void mc_cpu_swiglu_forward(const mc_backend_t *be, mc_dtype_t dt, void *out, const void *x, int N,
+                           int F);
+void mc_cpu_swiglu_backward(const mc_backend_t *be, mc_dtype_t dt, void *dx, const void *dout,
+                            const void *x, int N, int F);
 void mc_cpu_dropout_forward(const mc_backend_t *be, mc_dtype_t dt, void *out, const void *x,
                             const mc_dropout_t *d, int d0, int B, int inner, int d0_offset,
                             int inner_full, int inner_offset);
@@ -250,12 +298,12 @@ void mc_cpu_dropout_backward(const mc_backend_t *be, mc_dtype_t dt, void *dx, co
 void mc_cpu_attention_sizes(const mc_backend_t *be, mc_dtype_t dt, int S, int B, int NH, int HD,
                             size_t *state_bytes, size_t *scratch_bytes);
 void mc_cpu_attention_forward(const mc_backend_t *be, mc_dtype_t dt, void *out, void *state,
-                              const void *qkv, int S, int B, int NH, int HD,
+                              const void *qkv, int S, int B, int NH, int NG, int HD,
                               const int32_t *segments, float scale, const mc_dropout_t *d,
                               int head_offset, int NH_full);
 void mc_cpu_attention_backward(const mc_backend_t *be, mc_dtype_t dt, void *dqkv, void *scratch,
                                const void *dout, const void *qkv, const void *out,
-                               const void *state, int S, int B, int NH, int HD,
+                               const void *state, int S, int B, int NH, int NG, int HD,
                                const int32_t *segments, float scale, const mc_dropout_t *d,
                                int head_offset, int NH_full);
 void mc_cpu_ce_max(const mc_backend_t *be, mc_dtype_t dt, float *rowmax, const void *logits, int N,

@@ -1,5 +1,7 @@
-/* GeLU, fp32. tanh_approx: Megatron's bias_gelu_impl / bias_gelu_back (fused_bias_gelu.py) with
- * the vector tanh of cpu.h; else exact erf GeLU (F.gelu) with libm's erff/expf. */
+/* The MLP's elementwise activation, fp32. MC_ACT_GELU_TANH: Megatron's bias_gelu_impl /
+ * bias_gelu_back (fused_bias_gelu.py) with the vector tanh of cpu.h; MC_ACT_GELU_ERF: exact erf
+ * GeLU (F.gelu) with libm's erff/expf; MC_ACT_SQUARED_RELU: Megatron's squared_relu, relu(x)^2,
+ * whose gradient is 2 relu(x) dout (exact products: the CUDA kernels match it bit for bit). */
 #include <math.h>
 
 #include "kernels/cpu/cpu.h"
@@ -24,17 +26,42 @@ static inline mc_v4f gelu_tanh_grad4(mc_v4f v, mc_v4f g)
     return ff * g;
 }
 
+/* relu(x) keeping NaN (torch's relu propagates it): x < 0 is false for NaN */
+static inline float relu(float v) { return v < 0.0f ? 0.0f : v; }
+
+static void gelu_tanh_forward(float *out, const float *x, long n)
+{
+    long i = 0; /* out may equal x: each vector is loaded before it is stored */
+    for (; i + 4 <= n; i += 4) mc_v4_store(out + i, gelu_tanh4(mc_v4_load(x + i)));
+    if (i < n)
+        mc_v4_store_part(out + i, gelu_tanh4(mc_v4_load_part(x + i, (int)(n - i))), (int)(n - i));
+}
+
+static void gelu_tanh_backward(float *dx, const float *dout, const float *x, long n)
+{
+    long i = 0; /* dx may equal dout */
+    for (; i + 4 <= n; i += 4)
+        mc_v4_store(dx + i, gelu_tanh_grad4(mc_v4_load(x + i), mc_v4_load(dout + i)));
+    if (i < n) {
+        const int r = (int)(n - i);
+        mc_v4_store_part(
+            dx + i, gelu_tanh_grad4(mc_v4_load_part(x + i, r), mc_v4_load_part(dout + i, r)), r);
+    }
+}
+
 void mc_cpu_gelu_forward_f32(const mc_backend_t *be, float *out, const float *x, long n,
-                             int tanh_approx)
+                             mc_act_t act)
 {
     (void)be;
-    if (tanh_approx) { /* out may equal x: each vector is loaded before it is stored */
-        long i = 0;
-        for (; i + 4 <= n; i += 4) mc_v4_store(out + i, gelu_tanh4(mc_v4_load(x + i)));
-        if (i < n)
-            mc_v4_store_part(out + i, gelu_tanh4(mc_v4_load_part(x + i, (int)(n - i))),
-                             (int)(n - i));
-    } else {
+    switch (act) {
+    case MC_ACT_GELU_TANH: gelu_tanh_forward(out, x, n); break;
+    case MC_ACT_SQUARED_RELU:
+        for (long i = 0; i < n; i++) {
+            const float r = relu(x[i]);
+            out[i] = r * r;
+        }
+        break;
+    default:
         for (long i = 0; i < n; i++) {
             float v = x[i];
             out[i] = 0.5f * v * (1.0f + erff(v * GELU_RSQRT2));
@@ -43,20 +70,15 @@ void mc_cpu_gelu_forward_f32(const mc_backend_t *be, float *out, const float *x,
 }
 
 void mc_cpu_gelu_backward_f32(const mc_backend_t *be, float *dx, const float *dout, const float *x,
-                              long n, int tanh_approx)
+                              long n, mc_act_t act)
 {
     (void)be;
-    if (tanh_approx) { /* dx may equal dout */
-        long i = 0;
-        for (; i + 4 <= n; i += 4)
-            mc_v4_store(dx + i, gelu_tanh_grad4(mc_v4_load(x + i), mc_v4_load(dout + i)));
-        if (i < n) {
-            const int r = (int)(n - i);
-            mc_v4_store_part(
-                dx + i, gelu_tanh_grad4(mc_v4_load_part(x + i, r), mc_v4_load_part(dout + i, r)),
-                r);
-        }
-    } else {
+    switch (act) {
+    case MC_ACT_GELU_TANH: gelu_tanh_backward(dx, dout, x, n); break;
+    case MC_ACT_SQUARED_RELU:
+        for (long i = 0; i < n; i++) dx[i] = 2.0f * relu(x[i]) * dout[i];
+        break;
+    default:
         for (long i = 0; i < n; i++) {
             float v = x[i];
             float ff =

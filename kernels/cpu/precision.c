@@ -133,19 +133,19 @@ void mc_cpu_layernorm_forward(const mc_backend_t *be, mc_dtype_t dt, void *out, 
  * the CUDA backend's fused versions are tested against exactly these. */
 void mc_cpu_linear_gelu_forward(const mc_backend_t *be, mc_dtype_t dt, void *act, void *pre,
                                 const void *in, const void *W, const void *bias, int N, int in_f,
-                                int out_f, int tanh_approx)
+                                int out_f, mc_act_t activation)
 {
     mc_cpu_linear_forward(be, dt, pre, in, W, bias, N, in_f, out_f);
-    mc_cpu_gelu_forward(be, dt, act, pre, (long)N * out_f, tanh_approx);
+    mc_cpu_gelu_forward(be, dt, act, pre, (long)N * out_f, activation);
 }
 
 void mc_cpu_linear_backward_gelu(const mc_backend_t *be, mc_dtype_t dt, mc_dtype_t gdt, void *din,
                                  void *dW, void *dbias, const void *dout, const void *act,
                                  const void *W, const void *pre, int N, int in_f, int out_f,
-                                 int tanh_approx)
+                                 mc_act_t activation)
 {
     mc_cpu_linear_backward(be, dt, gdt, din, dW, dbias, dout, act, W, N, in_f, out_f);
-    if (din) mc_cpu_gelu_backward(be, dt, din, din, pre, (long)N * in_f, tanh_approx);
+    if (din) mc_cpu_gelu_backward(be, dt, din, din, pre, (long)N * in_f, activation);
 }
 
 
@@ -173,19 +173,79 @@ void mc_cpu_layernorm_backward_acc(const mc_backend_t *be, mc_dtype_t dt, mc_dty
 }
 
 void mc_cpu_gelu_forward(const mc_backend_t *be, mc_dtype_t dt, void *out, const void *x, long n,
-                         int tanh_approx)
+                         mc_act_t act)
 {
     float *o = out32(0, out, dt, n, false);
-    mc_cpu_gelu_forward_f32(be, o, in32(1, x, dt, n), n, tanh_approx);
+    mc_cpu_gelu_forward_f32(be, o, in32(1, x, dt, n), n, act);
     put(out, dt, o, n);
 }
 
 void mc_cpu_gelu_backward(const mc_backend_t *be, mc_dtype_t dt, void *dx, const void *dout,
-                          const void *x, long n, int tanh_approx)
+                          const void *x, long n, mc_act_t act)
 {
     float *d = out32(0, dx, dt, n, false);
-    mc_cpu_gelu_backward_f32(be, d, in32(1, dout, dt, n), in32(2, x, dt, n), n, tanh_approx);
+    mc_cpu_gelu_backward_f32(be, d, in32(1, dout, dt, n), in32(2, x, dt, n), n, act);
     put(dx, dt, d, n);
+}
+
+/* ---- RMSNorm and SwiGLU (the Llama block) ---- */
+
+void mc_cpu_rmsnorm_forward(const mc_backend_t *be, mc_dtype_t dt, void *out, float *rstd,
+                            const void *x, const void *w, int N, int C, float eps)
+{
+    const long n = (long)N * C;
+    float *o = out32(0, out, dt, n, false);
+    mc_cpu_rmsnorm_forward_f32(be, o, rstd, in32(1, x, dt, n), in32(2, w, dt, C), N, C, eps);
+    put(out, dt, o, n);
+}
+
+/* The add op then the RMSNorm of its rounded sum, as add_layernorm_forward. */
+void mc_cpu_add_rmsnorm_forward(const mc_backend_t *be, mc_dtype_t dt, void *sum, void *out,
+                                float *rstd, const void *a, const void *b, const void *w, int N,
+                                int C, float eps)
+{
+    mc_cpu_add(be, dt, sum, a, b, (long)N * C);
+    mc_cpu_rmsnorm_forward(be, dt, out, rstd, sum, w, N, C, eps);
+}
+
+void mc_cpu_rmsnorm_backward_acc(const mc_backend_t *be, mc_dtype_t dt, mc_dtype_t gdt, void *dx,
+                                 void *dw, const void *dout, const void *x, const void *w,
+                                 const float *rstd, int N, int C)
+{
+    const long n = (long)N * C;
+    float *d = out32(0, dx, dt, n, true), *gw = out32(1, dw, gdt, C, true);
+    mc_cpu_rmsnorm_backward_acc_f32(be, d, gw, in32(2, dout, dt, n), in32(3, x, dt, n),
+                                    in32(4, w, dt, C), rstd, N, C);
+    put(dx, dt, d, n);
+    put(dw, gdt, gw, C);
+}
+
+void mc_cpu_rope(const mc_backend_t *be, mc_dtype_t dt, void *qkv, const float *cos_t,
+                 const float *sin_t, int S, int B, int NG, int QPG, int HD, int rot_dim,
+                 int interleaved, int inverse)
+{
+    const long n = (long)S * B * NG * (QPG + 2) * HD;
+    float *x = out32(0, qkv, dt, n, true);
+    mc_cpu_rope_f32(be, x, cos_t, sin_t, S, B, NG, QPG, HD, rot_dim, interleaved, inverse);
+    put(qkv, dt, x, n);
+}
+
+void mc_cpu_swiglu_forward(const mc_backend_t *be, mc_dtype_t dt, void *out, const void *x, int N,
+                           int F)
+{
+    const long n = (long)N * F;
+    float *o = out32(0, out, dt, n, false);
+    mc_cpu_swiglu_forward_f32(be, o, in32(1, x, dt, 2 * n), N, F);
+    put(out, dt, o, n);
+}
+
+void mc_cpu_swiglu_backward(const mc_backend_t *be, mc_dtype_t dt, void *dx, const void *dout,
+                            const void *x, int N, int F)
+{
+    const long n = (long)N * F;
+    float *d = out32(0, dx, dt, 2 * n, false);
+    mc_cpu_swiglu_backward_f32(be, d, in32(1, dout, dt, n), in32(2, x, dt, 2 * n), N, F);
+    put(dx, dt, d, 2 * n);
 }
 
 void mc_cpu_dropout_forward(const mc_backend_t *be, mc_dtype_t dt, void *out, const void *x,
@@ -221,13 +281,14 @@ void mc_cpu_attention_sizes(const mc_backend_t *be, mc_dtype_t dt, int S, int B,
 }
 
 void mc_cpu_attention_forward(const mc_backend_t *be, mc_dtype_t dt, void *out, void *state,
-                              const void *qkv, int S, int B, int NH, int HD,
+                              const void *qkv, int S, int B, int NH, int NG, int HD,
                               const int32_t *segments, float scale, const mc_dropout_t *d,
                               int head_offset, int NH_full)
 {
     const long no = (long)S * B * NH * HD, np = (long)B * NH * S * S;
+    const long nq = (long)S * B * mc_cpu_qkv_width(NH, NG, HD);
     float *o = out32(0, out, dt, no, false), *p = out32(1, state, dt, np, false);
-    mc_cpu_attention_forward_f32(be, o, p, in32(2, qkv, dt, 3 * no), S, B, NH, HD, segments, scale,
+    mc_cpu_attention_forward_f32(be, o, p, in32(2, qkv, dt, nq), S, B, NH, NG, HD, segments, scale,
                                  d, head_offset, NH_full);
     put(out, dt, o, no);
     put(state, dt, p, np);
@@ -235,17 +296,18 @@ void mc_cpu_attention_forward(const mc_backend_t *be, mc_dtype_t dt, void *out, 
 
 void mc_cpu_attention_backward(const mc_backend_t *be, mc_dtype_t dt, void *dqkv, void *scratch,
                                const void *dout, const void *qkv, const void *out,
-                               const void *state, int S, int B, int NH, int HD,
+                               const void *state, int S, int B, int NH, int NG, int HD,
                                const int32_t *segments, float scale, const mc_dropout_t *d,
                                int head_offset, int NH_full)
 {
     (void)out; /* the probabilities are saved: the output is not needed */
     const long no = (long)S * B * NH * HD, np = (long)B * NH * S * S;
-    float *dq = out32(0, dqkv, dt, 3 * no, false);
-    mc_cpu_attention_backward_f32(be, dq, scratch, in32(1, dout, dt, no), in32(2, qkv, dt, 3 * no),
-                                  in32(3, state, dt, np), S, B, NH, HD, segments, scale, d,
+    const long nq = (long)S * B * mc_cpu_qkv_width(NH, NG, HD);
+    float *dq = out32(0, dqkv, dt, nq, false);
+    mc_cpu_attention_backward_f32(be, dq, scratch, in32(1, dout, dt, no), in32(2, qkv, dt, nq),
+                                  in32(3, state, dt, np), S, B, NH, NG, HD, segments, scale, d,
                                   head_offset, NH_full);
-    put(dqkv, dt, dq, 3 * no);
+    put(dqkv, dt, dq, nq);
 }
 
 void mc_cpu_ce_max(const mc_backend_t *be, mc_dtype_t dt, float *rowmax, const void *logits, int N,

@@ -7,7 +7,9 @@
 //   att_forward_kernel  one CTA per (query tile, head, batch row): online softmax over the key
 //                       tiles up to the diagonal, then (rarely) the masked keys after it.
 //   att_dsum_kernel     D = rowsum(dout * out) in fp32, one warp per row.
-//   att_dkdv_kernel     one CTA per (key tile, head, batch row): dK and dV over the query tiles.
+//   att_dkdv_kernel     one CTA per (key tile, query group, batch row): dK and dV over the query
+//                       tiles of each query head of the group in turn (grouped-query attention:
+//                       the group's heads share its k/v, so one CTA owns their sum, no races).
 //   att_dq_kernel       one CTA per (query tile, head, batch row): dQ over the key tiles.
 // Tile products go through tile_mm: wmma (mma.sync m16n16k16, fp32 accumulation) for bf16 and
 // fp16, fp32 FMA for fp32 (fp32 training must match the CPU to 1e-4, which TF32 would not).
@@ -34,10 +36,10 @@ constexpr int ATT_WARPS = ATT_THREADS / 32;
 
 // What every kernel needs besides its tensors (passed by value).
 struct AttArgs {
-    int S, B, NH, HD, head_offset;
-    float scale;  // 1/sqrt(HD), applied to q.k
-    float dscale; // 1/(1-p) with dropout, else 1
-    int drop;     // dropout on the probabilities (d.p > 0)
+    int S, B, NH, NG, QPG, HD, head_offset; // QPG = NH / NG query heads per group
+    float scale;                            // 1/sqrt(HD), applied to q.k
+    float dscale;                           // 1/(1-p) with dropout, else 1
+    int drop;                               // dropout on the probabilities (d.p > 0)
     mc_dropout_t d;
     const int32_t *seg; // [B, S] document numbers or NULL
 };
@@ -162,28 +164,32 @@ __device__ __forceinline__ AttSmem<T> att_carve(unsigned char *base, const mc_at
     return m;
 }
 
-// What the CTA of (head blockIdx.y, batch row blockIdx.z) reads: its q, k, v and dout columns
-// (rows lq and lo elements apart), its documents and its dropout sample.
+// What the CTA working on query head h of batch row b reads: its q, its group's k and v, its
+// dout columns (rows lq and lo elements apart), its documents and its dropout sample. Megatron's
+// linear_qkv layout: per group, QPG query heads, then the key head, then the value head.
 template <typename T> struct AttHead {
     const T *q, *k, *v, *dout;
     const int32_t *seg;
-    long lq, lo, qoff, ooff; // row strides; offsets of this head's q and out columns in row 0
+    long lq, lo, qoff, koff, ooff; // row strides; offsets of q, k and out columns in row 0
     uint64_t sample;
     int b, h;
 };
 template <typename T>
-__device__ __forceinline__ AttHead<T> att_head(const T *qkv, const T *dout, const AttArgs &a)
+__device__ __forceinline__ AttHead<T> att_head(const T *qkv, const T *dout, const AttArgs &a, int h,
+                                               int b)
 {
     AttHead<T> hd;
-    hd.h = blockIdx.y;
-    hd.b = blockIdx.z;
-    hd.lq = (long)a.B * a.NH * 3 * a.HD;
+    hd.h = h;
+    hd.b = b;
+    hd.lq = (long)a.B * (a.NH + 2 * a.NG) * a.HD;
     hd.lo = (long)a.B * a.NH * a.HD;
-    hd.qoff = (long)hd.b * a.NH * 3 * a.HD + (long)hd.h * 3 * a.HD;
-    hd.ooff = (long)hd.b * a.NH * a.HD + (long)hd.h * a.HD;
+    const long grp = (long)b * (a.NH + 2 * a.NG) * a.HD + (long)(h / a.QPG) * (a.QPG + 2) * a.HD;
+    hd.qoff = grp + (long)(h % a.QPG) * a.HD;
+    hd.koff = grp + (long)a.QPG * a.HD;
+    hd.ooff = (long)b * a.NH * a.HD + (long)h * a.HD;
     hd.q = qkv + hd.qoff;
-    hd.k = hd.q + a.HD;
-    hd.v = hd.q + 2 * a.HD;
+    hd.k = qkv + hd.koff;
+    hd.v = hd.k + a.HD;
     hd.dout = dout ? dout + hd.ooff : nullptr;
     hd.seg = a.seg ? a.seg + (long)hd.b * a.S : nullptr;
     hd.sample = a.d.sample0 + (uint64_t)hd.b;
@@ -209,7 +215,7 @@ __global__ void __launch_bounds__(ATT_THREADS)
     const int S = a.S, tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
     const int i0 =
         (mc_att_ntiles(S, BQ) - 1 - (int)blockIdx.x) * BQ; // the longest rows start first
-    const AttHead<T> hd = att_head<T>(qkv, nullptr, a);
+    const AttHead<T> hd = att_head<T>(qkv, nullptr, a, (int)blockIdx.y, (int)blockIdx.z);
     const mc_dropout_t d = a.d;
 
     load_tile<T, BQ, HDP>(m.q, L.ldt, hd.q, hd.lq, i0, S, a.HD);
@@ -391,52 +397,56 @@ __global__ void __launch_bounds__(ATT_THREADS)
     float *dK = m.acc0, *dV = m.acc1;
 
     const int S = a.S, tid = threadIdx.x;
-    const int j0 = (int)blockIdx.x * BK; // early keys (the most query tiles) first
-    const AttHead<T> hd = att_head<T>(qkv, dout, a);
+    const int j0 = (int)blockIdx.x * BK;    // early keys (the most query tiles) first
+    const int h0 = (int)blockIdx.y * a.QPG; // the group's first query head
+    const AttHead<T> hd0 = att_head<T>(qkv, dout, a, h0, (int)blockIdx.z);
     const mc_dropout_t d = a.d;
 
-    load_tile<T, BK, HDP>(m.k, L.ldt, hd.k, hd.lq, j0, S, a.HD);
-    load_tile<T, BK, HDP>(m.v, L.ldt, hd.v, hd.lq, j0, S, a.HD);
-    load_seg(m.seg_k, hd.seg, BK, j0, S);
+    load_tile<T, BK, HDP>(m.k, L.ldt, hd0.k, hd0.lq, j0, S, a.HD);
+    load_tile<T, BK, HDP>(m.v, L.ldt, hd0.v, hd0.lq, j0, S, a.HD);
+    load_seg(m.seg_k, hd0.seg, BK, j0, S);
     for (int idx = tid; idx < BK * L.ldf; idx += ATT_THREADS) dK[idx] = dV[idx] = 0.0f;
 
     const int Ic = mc_att_first_causal_query_tile(j0, BQ), nI = mc_att_ntiles(S, BQ);
-    for (int I = 0; I < nI; I++) {
-        const int i0 = I * BQ;
-        const bool causal = I >= Ic; // else every key of the tile is after every query
-        __syncthreads();             // the previous query tile is read no more
-        const int after = load_rows(m, BQ, state, D, a, hd, i0);
-        if (!__syncthreads_or(causal || after)) continue; // only zero probabilities here
-        load_tile<T, BQ, HDP>(m.dout, L.ldt, hd.dout, hd.lo, i0, S, a.HD);
-        load_seg(m.seg_q, hd.seg, BQ, i0, S);
-        if (causal) load_tile<T, BQ, HDP>(m.q, L.ldt, hd.q, hd.lq, i0, S, a.HD);
-        __syncthreads();
-        if (causal) {
-            tile_mm<T, false, true, false, BQ, BK, HDP>(m.s, L.lds, m.q, L.ldt, m.k,
-                                                        L.ldt); // Q K^T
-            tile_mm<T, false, true, false, BQ, BK, HDP>(m.dp, L.lds, m.dout, L.ldt, m.v,
-                                                        L.ldt); // dO V^T
+    for (int hq = 0; hq < a.QPG; hq++) { // the group's dK and dV sum over its query heads
+        const AttHead<T> hd = att_head<T>(qkv, dout, a, h0 + hq, (int)blockIdx.z);
+        for (int I = 0; I < nI; I++) {
+            const int i0 = I * BQ;
+            const bool causal = I >= Ic; // else every key of the tile is after every query
+            __syncthreads();             // the previous query tile is read no more
+            const int after = load_rows(m, BQ, state, D, a, hd, i0);
+            if (!__syncthreads_or(causal || after)) continue; // only zero probabilities here
+            load_tile<T, BQ, HDP>(m.dout, L.ldt, hd.dout, hd.lo, i0, S, a.HD);
+            load_seg(m.seg_q, hd.seg, BQ, i0, S);
+            if (causal) load_tile<T, BQ, HDP>(m.q, L.ldt, hd.q, hd.lq, i0, S, a.HD);
             __syncthreads();
+            if (causal) {
+                tile_mm<T, false, true, false, BQ, BK, HDP>(m.s, L.lds, m.q, L.ldt, m.k,
+                                                            L.ldt); // Q K^T
+                tile_mm<T, false, true, false, BQ, BK, HDP>(m.dp, L.lds, m.dout, L.ldt, m.v,
+                                                            L.ldt); // dO V^T
+                __syncthreads();
+            }
+            // outside causal tiles no entry is VISIBLE (m.s is not read) and no dS is formed
+            for (int idx = tid; idx < BQ * (BK / 2); idx += ATT_THREADS) {
+                const int r = idx / (BK / 2), c = 2 * (idx - r * (BK / 2));
+                att_bwd_pair(m, true, causal, L.lds, L.ldp, r, c, i0 + r, j0 + c, a, hd, &d);
+            }
+            __syncthreads();
+            tile_mm<T, true, false, true, BK, HDP, BQ>(dV, L.ldf, m.p, L.ldp, m.dout,
+                                                       L.ldt); // dV += Pd^T dO
+            if (causal)
+                tile_mm<T, true, false, true, BK, HDP, BQ>(dK, L.ldf, m.ds, L.ldp, m.q,
+                                                           L.ldt); // dK += dS^T Q
         }
-        // outside causal tiles no entry is VISIBLE (m.s is not read) and no dS is formed
-        for (int idx = tid; idx < BQ * (BK / 2); idx += ATT_THREADS) {
-            const int r = idx / (BK / 2), c = 2 * (idx - r * (BK / 2));
-            att_bwd_pair(m, true, causal, L.lds, L.ldp, r, c, i0 + r, j0 + c, a, hd, &d);
-        }
-        __syncthreads();
-        tile_mm<T, true, false, true, BK, HDP, BQ>(dV, L.ldf, m.p, L.ldp, m.dout,
-                                                   L.ldt); // dV += Pd^T dO
-        if (causal)
-            tile_mm<T, true, false, true, BK, HDP, BQ>(dK, L.ldf, m.ds, L.ldp, m.q,
-                                                       L.ldt); // dK += dS^T Q
     }
     __syncthreads();
-    T *dk = dqkv + hd.qoff + a.HD, *dv = dk + a.HD;
+    T *dk = dqkv + hd0.koff, *dv = dk + a.HD;
     for (int idx = tid; idx < BK * HDP; idx += ATT_THREADS) {
         const int r = idx / HDP, dd = idx - r * HDP, j = j0 + r;
         if (j < S && dd < a.HD) {
-            dk[(long)j * hd.lq + dd] = att_from<T>(dK[r * L.ldf + dd] * a.scale);
-            dv[(long)j * hd.lq + dd] = att_from<T>(dV[r * L.ldf + dd]);
+            dk[(long)j * hd0.lq + dd] = att_from<T>(dK[r * L.ldf + dd] * a.scale);
+            dv[(long)j * hd0.lq + dd] = att_from<T>(dV[r * L.ldf + dd]);
         }
     }
 }
@@ -457,7 +467,7 @@ __global__ void __launch_bounds__(ATT_THREADS)
     const int S = a.S, tid = threadIdx.x;
     const int i0 =
         (mc_att_ntiles(S, BQ) - 1 - (int)blockIdx.x) * BQ; // the longest rows start first
-    const AttHead<T> hd = att_head<T>(qkv, dout, a);
+    const AttHead<T> hd = att_head<T>(qkv, dout, a, (int)blockIdx.y, (int)blockIdx.z);
     const mc_dropout_t d = a.d;
 
     load_tile<T, BQ, HDP>(m.q, L.ldt, hd.q, hd.lq, i0, S, a.HD);
@@ -527,9 +537,13 @@ template <typename F> static void att_dispatch(mc_dtype_t dt, int HD, F &&f)
     }
 }
 
-static AttArgs att_args(int S, int B, int NH, int HD, const int32_t *segments, float scale,
+static AttArgs att_args(int S, int B, int NH, int NG, int HD, const int32_t *segments, float scale,
                         const mc_dropout_t *d, int head_offset)
 {
+    if (NG <= 0 || NH % NG != 0)
+        mc_fatal(
+            "the CUDA attention needs query groups that divide the heads (%d heads, %d groups)", NH,
+            NG);
     if (NH > 65535 || B > 65535)
         mc_fatal(
             "the CUDA attention takes at most 65535 heads and batch rows per call (%d heads, %d rows)",
@@ -539,6 +553,8 @@ static AttArgs att_args(int S, int B, int NH, int HD, const int32_t *segments, f
     a.S = S;
     a.B = B;
     a.NH = NH;
+    a.NG = NG;
+    a.QPG = NH / NG;
     a.HD = HD;
     a.head_offset = head_offset;
     a.scale = scale;
@@ -595,7 +611,7 @@ static void att_backward_launch(const mc_backend_t *be, void *dqkv, float *D, co
     constexpr size_t kv_bytes = mc_att_layout(MC_ATT_DKDV, (int)sizeof(T), HDP, KV.bq, KV.bk).bytes;
     static bool kv_ready = false;
     att_grant_smem(be, (const void *)att_dkdv_kernel<T, HDP>, kv_bytes, &kv_ready, "dk/dv", a.HD);
-    const dim3 kv_grid((unsigned)mc_att_ntiles(a.S, KV.bk), (unsigned)a.NH, (unsigned)a.B);
+    const dim3 kv_grid((unsigned)mc_att_ntiles(a.S, KV.bk), (unsigned)a.NG, (unsigned)a.B);
     MC_LAUNCH(kv_grid, ATT_THREADS, kv_bytes, st, att_dkdv_kernel<T, HDP>)
     ((T *)dqkv, (const T *)dout, (const T *)qkv, state, D, a);
     MC_CUDA_LAUNCHED();
@@ -623,12 +639,12 @@ extern "C" void mc_cuda_attention_sizes(const mc_backend_t *be, mc_dtype_t dt, i
 
 extern "C" void mc_cuda_attention_forward(const mc_backend_t *be, mc_dtype_t dt, void *out,
                                           void *state, const void *qkv, int S, int B, int NH,
-                                          int HD, const int32_t *segments, float scale,
+                                          int NG, int HD, const int32_t *segments, float scale,
                                           const mc_dropout_t *d, int head_offset, int NH_full)
 {
     (void)NH_full; // the dropout element numbers need only this rank's first head
     if (S <= 0 || B <= 0 || NH <= 0 || HD <= 0) return;
-    const AttArgs a = att_args(S, B, NH, HD, segments, scale, d, head_offset);
+    const AttArgs a = att_args(S, B, NH, NG, HD, segments, scale, d, head_offset);
     att_dispatch(dt, HD, [&](auto tag) {
         using Tag = decltype(tag);
         att_forward_launch<typename Tag::type, Tag::hdp>(be, out, state, qkv, a);
@@ -638,12 +654,12 @@ extern "C" void mc_cuda_attention_forward(const mc_backend_t *be, mc_dtype_t dt,
 extern "C" void mc_cuda_attention_backward(const mc_backend_t *be, mc_dtype_t dt, void *dqkv,
                                            void *scratch, const void *dout, const void *qkv,
                                            const void *out, const void *state, int S, int B, int NH,
-                                           int HD, const int32_t *segments, float scale,
+                                           int NG, int HD, const int32_t *segments, float scale,
                                            const mc_dropout_t *d, int head_offset, int NH_full)
 {
     (void)NH_full;
     if (S <= 0 || B <= 0 || NH <= 0 || HD <= 0) return;
-    const AttArgs a = att_args(S, B, NH, HD, segments, scale, d, head_offset);
+    const AttArgs a = att_args(S, B, NH, NG, HD, segments, scale, d, head_offset);
     att_dispatch(dt, HD, [&](auto tag) {
         using Tag = decltype(tag);
         att_backward_launch<typename Tag::type, Tag::hdp>(be, dqkv, (float *)scratch, dout, qkv,

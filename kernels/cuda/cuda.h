@@ -130,11 +130,11 @@ void mc_cuda_linear_backward(const mc_backend_t *be, mc_dtype_t dt, mc_dtype_t g
                              int N, int in_f, int out_f);
 void mc_cuda_linear_gelu_forward(const mc_backend_t *be, mc_dtype_t dt, void *act, void *pre,
                                  const void *in, const void *W, const void *bias, int N, int in_f,
-                                 int out_f, int tanh_approx);
+                                 int out_f, mc_act_t activation);
 void mc_cuda_linear_backward_gelu(const mc_backend_t *be, mc_dtype_t dt, mc_dtype_t gdt, void *din,
                                   void *dW, void *dbias, const void *dout, const void *act,
                                   const void *W, const void *pre, int N, int in_f, int out_f,
-                                  int tanh_approx);
+                                  mc_act_t activation);
 
 // embedding.cu
 void mc_cuda_embedding_forward(const mc_backend_t *be, mc_dtype_t dt, void *out,
@@ -157,11 +157,27 @@ void mc_cuda_layernorm_backward_acc(const mc_backend_t *be, mc_dtype_t dt, mc_dt
                                     const void *w, const float *mean, const float *rstd, int N,
                                     int C);
 
-// gelu.cu
+// gelu.cu: the MLP's elementwise activation (GeLU or squared ReLU)
 void mc_cuda_gelu_forward(const mc_backend_t *be, mc_dtype_t dt, void *out, const void *x, long n,
-                          int tanh_approx);
+                          mc_act_t act);
 void mc_cuda_gelu_backward(const mc_backend_t *be, mc_dtype_t dt, void *dx, const void *dout,
-                           const void *x, long n, int tanh_approx);
+                           const void *x, long n, mc_act_t act);
+
+// rmsnorm.cu
+void mc_cuda_rmsnorm_forward(const mc_backend_t *be, mc_dtype_t dt, void *out, float *rstd,
+                             const void *x, const void *w, int N, int C, float eps);
+void mc_cuda_add_rmsnorm_forward(const mc_backend_t *be, mc_dtype_t dt, void *sum, void *out,
+                                 float *rstd, const void *a, const void *b, const void *w, int N,
+                                 int C, float eps);
+void mc_cuda_rmsnorm_backward_acc(const mc_backend_t *be, mc_dtype_t dt, mc_dtype_t gdt, void *dx,
+                                  void *dw, const void *dout, const void *x, const void *w,
+                                  const float *rstd, int N, int C);
+
+// swiglu.cu
+void mc_cuda_swiglu_forward(const mc_backend_t *be, mc_dtype_t dt, void *out, const void *x, int N,
+                            int F);
+void mc_cuda_swiglu_backward(const mc_backend_t *be, mc_dtype_t dt, void *dx, const void *dout,
+                             const void *x, int N, int F);
 
 // dropout.cu
 void mc_cuda_dropout_forward(const mc_backend_t *be, mc_dtype_t dt, void *out, const void *x,

@@ -15,7 +15,8 @@
 //  to the output (GELU_AUX_BIAS), and fc2's input gradient is (dout @ W) * gelu'(pre) (DGELU),
 //  each saving a pass over the [N, ffn] activations. For 16-bit types only; where cuBLASLt
 //  offers no algorithm, the ffn width is not a multiple of 8, pre is not 16-byte aligned, or
-//  the GeLU is exact erf, the two ops run in sequence.
+//  the activation is not the tanh GeLU (exact erf GeLU, squared ReLU), the two ops run in
+//  sequence.
 #include "kernels/cuda/colsum.cuh"
 
 // out[n, j] = bias[j] (or 0): the product with in_f = 0.
@@ -79,17 +80,18 @@ void mc_cuda_linear_backward(const mc_backend_t *be, mc_dtype_t dt, mc_dtype_t g
 
 // 16-bit only: cuBLASLt's GeLU is closed code (it may use a fast tanh); in fp32, the reference
 // precision compared with the CPU to 1e-4 in training, the two ops run in sequence.
-static bool gelu_epilogue_ok(mc_dtype_t dt, int tanh_approx, int rows, const void *aux)
+static bool gelu_epilogue_ok(mc_dtype_t dt, mc_act_t act, int rows, const void *aux)
 {
-    return dt != MC_DT_F32 && tanh_approx && rows % 8 == 0 && ((uintptr_t)aux & 15u) == 0;
+    return dt != MC_DT_F32 && act == MC_ACT_GELU_TANH && rows % 8 == 0 &&
+           ((uintptr_t)aux & 15u) == 0;
 }
 
 void mc_cuda_linear_gelu_forward(const mc_backend_t *be, mc_dtype_t dt, void *act, void *pre,
                                  const void *in, const void *W, const void *bias, int N, int in_f,
-                                 int out_f, int tanh_approx)
+                                 int out_f, mc_act_t activation)
 {
     if (N <= 0 || out_f <= 0) return;
-    if (in_f > 0 && gelu_epilogue_ok(dt, tanh_approx, out_f, pre)) {
+    if (in_f > 0 && gelu_epilogue_ok(dt, activation, out_f, pre)) {
         mc_cuda_matmul_t g = mc_cuda_matmul_of(mc_linear_forward_gemm(N, in_f, out_f), in, W, act,
                                                dt, dt, 1.0f, 0.0f, bias);
         g.gelu = MC_GEMM_GELU, g.aux = pre,
@@ -97,17 +99,17 @@ void mc_cuda_linear_gelu_forward(const mc_backend_t *be, mc_dtype_t dt, void *ac
         if (mc_cuda_matmul_fused(be, &g)) return;
     }
     mc_cuda_linear_forward(be, dt, pre, in, W, bias, N, in_f, out_f);
-    mc_cuda_gelu_forward(be, dt, act, pre, (long)N * out_f, tanh_approx);
+    mc_cuda_gelu_forward(be, dt, act, pre, (long)N * out_f, activation);
 }
 
 void mc_cuda_linear_backward_gelu(const mc_backend_t *be, mc_dtype_t dt, mc_dtype_t gdt, void *din,
                                   void *dW, void *dbias, const void *dout, const void *act,
                                   const void *W, const void *pre, int N, int in_f, int out_f,
-                                  int tanh_approx)
+                                  mc_act_t activation)
 {
     if (in_f <= 0 || out_f <= 0 || N <= 0) return;
     bool fused = din == NULL; // no input gradient wanted: nothing to fuse or compute
-    if (!fused && gelu_epilogue_ok(dt, tanh_approx, in_f, pre)) {
+    if (!fused && gelu_epilogue_ok(dt, activation, in_f, pre)) {
         mc_cuda_matmul_t g = mc_cuda_matmul_of(mc_linear_dgrad_gemm(N, in_f, out_f), dout, W, din,
                                                dt, dt, 1.0f, 0.0f, NULL);
         g.gelu = MC_GEMM_DGELU, g.aux = (void *)pre, g.ldaux = in_f; // pre: din's layout
@@ -116,7 +118,7 @@ void mc_cuda_linear_backward_gelu(const mc_backend_t *be, mc_dtype_t dt, mc_dtyp
     if (!fused) {
         mc_cuda_matmul_rowmajor(be, mc_linear_dgrad_gemm(N, in_f, out_f), dout, W, din, dt, dt,
                                 1.0f, 0.0f, NULL);
-        mc_cuda_gelu_backward(be, dt, din, din, pre, (long)N * in_f, tanh_approx);
+        mc_cuda_gelu_backward(be, dt, din, din, pre, (long)N * in_f, activation);
     }
     mc_cuda_linear_backward(be, dt, gdt, NULL, dW, dbias, dout, act, W, N, in_f, out_f);
 }

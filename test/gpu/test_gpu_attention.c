@@ -78,10 +78,10 @@ static gpu_result_t gpu_run(const mc_backend_t *be, const att_ref_t *r, const in
     void *qkv = upload(be, r->qkv, nq), *dout = upload(be, r->dout, no), *out = upload(be, nan, no);
     void *dqkv = upload(be, nan, nq), *state = upload(be, NULL, state_bytes), *scratch = upload(be, NULL, scratch_bytes);
     int32_t *dseg = seg ? upload(be, seg, sizeof(int32_t) * (size_t)c->S * c->B) : NULL;
-    mc_cuda_attention_forward(be, c->dt, out, state, qkv, c->S, c->B, c->NH, c->HD, dseg, r->scale, &r->d,
-                              c->head_offset, c->NH_full);
-    mc_cuda_attention_backward(be, c->dt, dqkv, scratch, dout, qkv, out, state, c->S, c->B, c->NH, c->HD, dseg,
-                               r->scale, &r->d, c->head_offset, c->NH_full);
+    mc_cuda_attention_forward(be, c->dt, out, state, qkv, c->S, c->B, c->NH, att_ng(c), c->HD, dseg, r->scale,
+                              &r->d, c->head_offset, c->NH_full);
+    mc_cuda_attention_backward(be, c->dt, dqkv, scratch, dout, qkv, out, state, c->S, c->B, c->NH, att_ng(c), c->HD,
+                               dseg, r->scale, &r->d, c->head_offset, c->NH_full);
     void *host = malloc(nq);
     assert_non_null(host);
     be->memcpy_d2h(be, host, out, no);
@@ -139,8 +139,9 @@ static void test_table_entries(void **state)
     assert_ptr_equal(be->attention_backward, mc_cuda_attention_backward);
     assert_ptr_equal(be->attention_sizes, mc_cuda_attention_sizes);
     /* empty sizes touch nothing */
-    mc_cuda_attention_forward(be, MC_DT_BF16, NULL, NULL, NULL, 0, 2, 2, 64, NULL, 0.125f, NULL, 0, 2);
-    mc_cuda_attention_backward(be, MC_DT_BF16, NULL, NULL, NULL, NULL, NULL, NULL, 5, 0, 2, 64, NULL, 0.125f, NULL, 0, 2);
+    mc_cuda_attention_forward(be, MC_DT_BF16, NULL, NULL, NULL, 0, 2, 2, 2, 64, NULL, 0.125f, NULL, 0, 2);
+    mc_cuda_attention_backward(be, MC_DT_BF16, NULL, NULL, NULL, NULL, NULL, NULL, 5, 0, 2, 2, 64, NULL, 0.125f, NULL, 0,
+                               2);
     be->synchronize(be);
 #else
     (void)be;
@@ -154,6 +155,7 @@ static void test_lengths(void **state) { (void)state, check_group(ATT_LENGTHS); 
 static void test_head_dims(void **state) { (void)state, check_group(ATT_HEAD_DIMS); }
 static void test_dropout(void **state) { (void)state, check_group(ATT_DROPOUT); }
 static void test_segments(void **state) { (void)state, check_group(ATT_SEGMENTS); }
+static void test_gqa(void **state) { (void)state, check_group(ATT_GQA); }
 static void test_peaked(void **state) { (void)state, check_group(ATT_PEAKED); }
 static void test_masked_dominant(void **state) { (void)state, check_group(ATT_MASKED_DOMINANT); }
 
@@ -188,7 +190,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_table_entries), cmocka_unit_test(test_lengths),     cmocka_unit_test(test_head_dims),
         cmocka_unit_test(test_dropout),       cmocka_unit_test(test_segments),    cmocka_unit_test(test_peaked),
-        cmocka_unit_test(test_masked_dominant), cmocka_unit_test(test_bitwise),
+        cmocka_unit_test(test_masked_dominant), cmocka_unit_test(test_bitwise), cmocka_unit_test(test_gqa),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -4,6 +4,7 @@
 Writes the MCFX test fixtures that the C model, optimizer and schedule are checked against.
 
     /usr/bin/python3 test/ref/gpt_ref.py test/fixtures      # generate (what `make fixtures` runs)
+    /usr/bin/python3 test/ref/gpt_ref.py test/fixtures llama_gqa.mcfx   # only the named ones
     /usr/bin/python3 test/ref/gpt_ref.py --self-check       # gradient/optimizer self-check only
 
 Spec: /work/shared/spec/MEGATRON.md sections 5.3 (loss normalisation), 6 (model math),
@@ -20,8 +21,17 @@ import os
 import struct
 import sys
 
-import numpy as np
-import torch
+# OpenBLAS picks its float64 GEMM kernel by CPU, and the kernels round differently: pin the
+# AVX2 one the committed fixtures were made with, so regenerating them on an AVX-512 machine
+# leaves them byte-identical (set before numpy/torch load OpenBLAS; an explicit value wins).
+if os.uname().machine == "x86_64":
+    os.environ.setdefault("OPENBLAS_CORETYPE", "Haswell")
+
+import numpy as np  # noqa: E402
+import torch  # noqa: E402
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import llama_ref  # noqa: E402  (the Llama block's ops)
 
 torch.set_default_dtype(torch.float64)
 
@@ -102,42 +112,94 @@ def padded_vocab(v, divisible_by=128, tp=1):
     return ((v + m - 1) // m) * m
 
 
+# The Llama-family options (fixture records config.<key>), with the values that make the GPT
+# model. Enumerations as integers: position_embedding_type 0 learned_absolute, 1 rope, 2 none;
+# normalization 0 LayerNorm, 1 RMSNorm; rotary_seq_len_interpolation_factor 0 = none.
+LLAMA_KEYS = dict(position_embedding_type=0, normalization=0, swiglu=False, squared_relu=False,
+                  group_query_attention=False, num_query_groups=None, rotary_base=10000,
+                  rotary_percent=1.0, rotary_interleaved=False,
+                  rotary_seq_len_interpolation_factor=0, use_rope_scaling=False,
+                  rope_scaling_factor=8.0, add_qkv_bias=None, qk_layernorm=False)
+
+
 def make_cfg(num_layers, hidden, heads, ffn, seq, mbs, nmb, vocab, max_pos, tied, bias,
-             eps=1e-5, seed=1234, post_ln=False):
-    return dict(num_layers=num_layers, hidden_size=hidden, num_attention_heads=heads,
-                ffn_hidden_size=ffn, kv_channels=hidden // heads, seq_length=seq,
-                max_position_embeddings=max_pos, micro_batch_size=mbs, num_microbatches=nmb,
-                global_batch_size=mbs * nmb, vocab_size=vocab,
-                make_vocab_size_divisible_by=128, padded_vocab_size=padded_vocab(vocab),
-                add_bias_linear=bool(bias), bias_gelu_fusion=bool(bias),
-                untie_embeddings_and_output_weights=not tied, norm_epsilon=eps,
-                apply_residual_connection_post_layernorm=bool(post_ln),
-                init_method_std=0.02, hidden_dropout=0.0, attention_dropout=0.0, seed=seed)
+             eps=1e-5, seed=1234, post_ln=False, llama=None):
+    """llama: None for the GPT fixtures (whose records stay as they were), else a dict of
+    LLAMA_KEYS overrides plus optionally kv_channels; every LLAMA_KEYS entry is then recorded."""
+    cfg = dict(num_layers=num_layers, hidden_size=hidden, num_attention_heads=heads,
+               ffn_hidden_size=ffn, kv_channels=hidden // heads, seq_length=seq,
+               max_position_embeddings=max_pos, micro_batch_size=mbs, num_microbatches=nmb,
+               global_batch_size=mbs * nmb, vocab_size=vocab,
+               make_vocab_size_divisible_by=128, padded_vocab_size=padded_vocab(vocab),
+               add_bias_linear=bool(bias), bias_gelu_fusion=bool(bias),
+               untie_embeddings_and_output_weights=not tied, norm_epsilon=eps,
+               apply_residual_connection_post_layernorm=bool(post_ln),
+               init_method_std=0.02, hidden_dropout=0.0, attention_dropout=0.0, seed=seed)
+    if llama is None:
+        return cfg
+    llama = dict(llama)
+    cfg["kv_channels"] = llama.pop("kv_channels", cfg["kv_channels"])
+    assert set(llama) <= set(LLAMA_KEYS), set(llama) - set(LLAMA_KEYS)
+    cfg.update(LLAMA_KEYS, **llama)
+    if not cfg["group_query_attention"]:
+        cfg["num_query_groups"] = heads  # Megatron: num_query_groups None = one per head
+    if cfg["add_qkv_bias"] is None or cfg["add_bias_linear"]:
+        cfg["add_qkv_bias"] = cfg["add_bias_linear"]  # --add-bias-linear implies qkv bias
+    if cfg["swiglu"] or cfg["squared_relu"]:
+        cfg["bias_gelu_fusion"] = False
+    assert not (cfg["swiglu"] and cfg["squared_relu"])
+    assert heads % cfg["num_query_groups"] == 0
+    return cfg
+
+
+def cfg_opt(cfg, key):
+    """A Llama option with its GPT value when the cfg predates them (GPT fixtures, callers such
+    as megatron_ckpt.py)."""
+    if key in cfg:
+        return cfg[key]
+    if key == "num_query_groups":
+        return cfg["num_attention_heads"]
+    if key == "add_qkv_bias":
+        return cfg["add_bias_linear"]
+    return LLAMA_KEYS[key]
+
+
+def norm_shapes(prefix, n, cfg):
+    """A normalization layer's parameters: RMSNorm has no bias."""
+    out = [(prefix + ".weight", (n,))]
+    return out if cfg_opt(cfg, "normalization") == 1 else out + [(prefix + ".bias", (n,))]
 
 
 def param_shapes(cfg):
     """(name, shape) in model.parameters() order, global layer numbers."""
     h, f, V = cfg["hidden_size"], cfg["ffn_hidden_size"], cfg["padded_vocab_size"]
+    np_, ng, hn = cfg["num_attention_heads"], cfg_opt(cfg, "num_query_groups"), cfg["kv_channels"]
     bias = cfg["add_bias_linear"]
-    out = [("embedding.word_embeddings.weight", (V, h)),
-           ("embedding.position_embeddings.weight", (cfg["max_position_embeddings"], h))]
+    out = [("embedding.word_embeddings.weight", (V, h))]
+    if cfg_opt(cfg, "position_embedding_type") == 0:
+        out.append(("embedding.position_embeddings.weight", (cfg["max_position_embeddings"], h)))
+    qkv_rows = ng * (np_ // ng + 2) * hn
+    fc1_rows = 2 * f if cfg_opt(cfg, "swiglu") else f
     for i in range(cfg["num_layers"]):
         p = "decoder.layers.%d." % i
-        out += [(p + "input_layernorm.weight", (h,)), (p + "input_layernorm.bias", (h,)),
-                (p + "self_attention.linear_qkv.weight", (3 * h, h))]
-        if bias:
-            out.append((p + "self_attention.linear_qkv.bias", (3 * h,)))
-        out.append((p + "self_attention.linear_proj.weight", (h, h)))
+        out += norm_shapes(p + "input_layernorm", h, cfg)
+        out.append((p + "self_attention.linear_qkv.weight", (qkv_rows, h)))
+        if cfg_opt(cfg, "add_qkv_bias"):
+            out.append((p + "self_attention.linear_qkv.bias", (qkv_rows,)))
+        if cfg_opt(cfg, "qk_layernorm"):
+            out += norm_shapes(p + "self_attention.q_layernorm", hn, cfg)
+            out += norm_shapes(p + "self_attention.k_layernorm", hn, cfg)
+        out.append((p + "self_attention.linear_proj.weight", (h, np_ * hn)))
         if bias:
             out.append((p + "self_attention.linear_proj.bias", (h,)))
-        out += [(p + "pre_mlp_layernorm.weight", (h,)), (p + "pre_mlp_layernorm.bias", (h,)),
-                (p + "mlp.linear_fc1.weight", (f, h))]
+        out += norm_shapes(p + "pre_mlp_layernorm", h, cfg)
+        out.append((p + "mlp.linear_fc1.weight", (fc1_rows, h)))
         if bias:
-            out.append((p + "mlp.linear_fc1.bias", (f,)))
+            out.append((p + "mlp.linear_fc1.bias", (fc1_rows,)))
         out.append((p + "mlp.linear_fc2.weight", (h, f)))
         if bias:
             out.append((p + "mlp.linear_fc2.bias", (h,)))
-    out += [("decoder.final_layernorm.weight", (h,)), ("decoder.final_layernorm.bias", (h,))]
+    out += norm_shapes("decoder.final_layernorm", h, cfg)
     if cfg["untie_embeddings_and_output_weights"]:
         out.append(("output_layer.weight", (V, h)))
     return out
@@ -189,13 +251,37 @@ def linear(x, w, b=None):
     return y if b is None else y + b
 
 
-def attention(x, P, pre, cfg):
-    """x: [s, b, h] -> [s, b, h] (before linear_proj's bias is added; returns proj output + bias)."""
+def norm(x, P, prefix, cfg):
+    """The model's normalization layer `prefix` (LayerNorm, or RMSNorm without bias)."""
+    if cfg_opt(cfg, "normalization") == 1:
+        return llama_ref.rms_norm(x, P[prefix + ".weight"], cfg["norm_epsilon"])
+    return layer_norm(x, P[prefix + ".weight"], P[prefix + ".bias"], cfg["norm_epsilon"])
+
+
+def split_qkv(qkv, cfg):
+    """linear_qkv output [s, b, ng*(np/ng+2)*hn] -> q [s,b,np,hn], k and v [s,b,ng,hn]: per query
+    group its np/ng query heads, then its key head, then its value head."""
+    s, b = qkv.shape[:2]
+    np_, ng, hn = cfg["num_attention_heads"], cfg_opt(cfg, "num_query_groups"), cfg["kv_channels"]
+    qpg = np_ // ng
+    qkv = qkv.view(s, b, ng, (qpg + 2) * hn)
+    q = qkv[..., :qpg * hn].reshape(s, b, np_, hn)
+    return q, qkv[..., qpg * hn:(qpg + 1) * hn], qkv[..., (qpg + 1) * hn:]
+
+
+def attention(x, P, pre, cfg, rope=None):
+    """x: [s, b, h] -> linear_proj output (with its bias) [s, b, h]; rope: (cos, sin) or None."""
     s, b, h = x.shape
-    np_, hn = cfg["num_attention_heads"], cfg["kv_channels"]
-    qkv = linear(x, P[pre + "linear_qkv.weight"], P.get(pre + "linear_qkv.bias"))  # [s,b,3h]
-    qkv = qkv.view(s, b, np_, 3 * hn)                 # per head: [q_i | k_i | v_i]
-    q, k, v = qkv[..., :hn], qkv[..., hn:2 * hn], qkv[..., 2 * hn:]
+    np_, ng, hn = cfg["num_attention_heads"], cfg_opt(cfg, "num_query_groups"), cfg["kv_channels"]
+    qkv = linear(x, P[pre + "linear_qkv.weight"], P.get(pre + "linear_qkv.bias"))
+    q, k, v = split_qkv(qkv, cfg)
+    if cfg_opt(cfg, "qk_layernorm"):  # over each head's hn channels, before RoPE
+        q, k = norm(q, P, pre + "q_layernorm", cfg), norm(k, P, pre + "k_layernorm", cfg)
+    if rope is not None:
+        q = llama_ref.apply_rope(q, *rope, cfg_opt(cfg, "rotary_interleaved"))
+        k = llama_ref.apply_rope(k, *rope, cfg_opt(cfg, "rotary_interleaved"))
+    if ng != np_:  # query head i uses the key/value head of group i // (np/ng)
+        k, v = k.repeat_interleave(np_ // ng, dim=2), v.repeat_interleave(np_ // ng, dim=2)
     q, k, v = (t.permute(1, 2, 0, 3) for t in (q, k, v))  # [b, np, s, hn]
     scores = (q @ k.transpose(-1, -2)) / math.sqrt(hn)   # [b, np, s(q), s(k)]
     causal = torch.triu(torch.ones(s, s, dtype=torch.bool), diagonal=1)  # True = masked (k > q)
@@ -208,27 +294,32 @@ def attention(x, P, pre, cfg):
 
 def mlp(x, P, pre, cfg):
     y = linear(x, P[pre + "linear_fc1.weight"], P.get(pre + "linear_fc1.bias"))
-    y = gelu_tanh(y) if cfg["add_bias_linear"] else gelu_erf(y)
+    if cfg_opt(cfg, "swiglu"):
+        y = llama_ref.swiglu(y)
+    elif cfg_opt(cfg, "squared_relu"):
+        y = llama_ref.squared_relu(y)
+    else:
+        y = gelu_tanh(y) if cfg["add_bias_linear"] else gelu_erf(y)
     return linear(y, P[pre + "linear_fc2.weight"], P.get(pre + "linear_fc2.bias"))
 
 
 def gpt_forward(P, cfg, tokens):
     """P: name -> float64 tensor; tokens: int64 [b, s]. Returns logits [s, b, V_pad]."""
     b, s = tokens.shape
-    eps = cfg["norm_epsilon"]
-    x = P["embedding.word_embeddings.weight"][tokens] \
-        + P["embedding.position_embeddings.weight"][torch.arange(s)][None, :, :]
+    x = P["embedding.word_embeddings.weight"][tokens]
+    if cfg_opt(cfg, "position_embedding_type") == 0:
+        x = x + P["embedding.position_embeddings.weight"][torch.arange(s)][None, :, :]
     x = x.transpose(0, 1)  # [s, b, h]; embedding dropout p=0
+    rope = llama_ref.rope_cos_sin(cfg, s) if cfg_opt(cfg, "position_embedding_type") == 1 else None
     for i in range(cfg["num_layers"]):
         pre = "decoder.layers.%d." % i
         # --apply-residual-connection-post-layernorm: the residual is the LayerNorm output
         post_ln = cfg.get("apply_residual_connection_post_layernorm", False)
-        y = layer_norm(x, P[pre + "input_layernorm.weight"], P[pre + "input_layernorm.bias"], eps)
-        x = (y if post_ln else x) + attention(y, P, pre + "self_attention.", cfg)
-        y = layer_norm(x, P[pre + "pre_mlp_layernorm.weight"], P[pre + "pre_mlp_layernorm.bias"],
-                       eps)
+        y = norm(x, P, pre + "input_layernorm", cfg)
+        x = (y if post_ln else x) + attention(y, P, pre + "self_attention.", cfg, rope)
+        y = norm(x, P, pre + "pre_mlp_layernorm", cfg)
         x = (y if post_ln else x) + mlp(y, P, pre + "mlp.", cfg)
-    x = layer_norm(x, P["decoder.final_layernorm.weight"], P["decoder.final_layernorm.bias"], eps)
+    x = norm(x, P, "decoder.final_layernorm", cfg)
     w_out = P["output_layer.weight"] if cfg["untie_embeddings_and_output_weights"] \
         else P["embedding.word_embeddings.weight"]
     return x @ w_out.t()  # [s, b, V_pad]
@@ -425,6 +516,27 @@ TRAIN_UNTIED_NOBIAS = dict(lr=2e-3, min_lr=1e-4, lr_warmup_iters=0, lr_decay_ite
                            clip_grad=0.5, adam_beta1=0.9, adam_beta2=0.999, adam_eps=1e-8,
                            lr_warmup_init=0.0)
 
+# The Llama block (RoPE, RMSNorm, SwiGLU / squared ReLU, grouped-query attention), untied or tied.
+ROPE_RMS = dict(position_embedding_type=1, normalization=1)
+CFG_LLAMA_GQA = dict(num_layers=2, hidden=48, heads=6, ffn=64, seq=16, mbs=2, nmb=2, vocab=100,
+                     max_pos=16, tied=False, bias=False, eps=1e-5, seed=2468, llama=dict(
+                         ROPE_RMS, swiglu=True, group_query_attention=True, num_query_groups=2,
+                         rotary_base=10000, rotary_percent=1.0))
+CFG_LLAMA_VARIANTS = dict(num_layers=2, hidden=32, heads=4, ffn=80, seq=12, mbs=3, nmb=2,
+                          vocab=90, max_pos=12, tied=True, bias=False, eps=1e-6, seed=1357,
+                          llama=dict(ROPE_RMS, squared_relu=True, group_query_attention=True,
+                                     num_query_groups=1, kv_channels=12, rotary_base=500000,
+                                     rotary_percent=0.5, rotary_interleaved=True,
+                                     use_rope_scaling=True, rope_scaling_factor=8.0,
+                                     rotary_seq_len_interpolation_factor=2, add_qkv_bias=True))
+CFG_LLAMA_QKNORM = dict(num_layers=2, hidden=32, heads=4, ffn=48, seq=8, mbs=2, nmb=2, vocab=64,
+                        max_pos=8, tied=False, bias=False, eps=1e-5, seed=8642, llama=dict(
+                            ROPE_RMS, swiglu=True, group_query_attention=True,
+                            num_query_groups=2, qk_layernorm=True))
+TRAIN_LLAMA = dict(lr=3e-3, min_lr=3e-4, lr_warmup_iters=2, lr_decay_iters=10, train_iters=10,
+                   lr_decay_style="cosine", weight_decay=0.1, clip_grad=1.0, adam_beta1=0.9,
+                   adam_beta2=0.95, adam_eps=1e-8, lr_warmup_init=0.0)
+
 
 def build_model_fixture(spec, data_seed):
     cfg = make_cfg(**{k: v for k, v in spec.items() if k != "per_token_grads"})
@@ -510,6 +622,124 @@ def build_train_fixture(spec, train, data_seed):
 # --------------------------------------------------------------------------------------------
 # Self-check
 # --------------------------------------------------------------------------------------------
+def fd_check(cfg, label, log):
+    """Autograd gradients of the backward objective against central finite differences on 12
+    entries of every parameter (2-D weights scaled by 10 so the nonlinearities are exercised
+    away from zero), and the reported loss against its token-weighted definition."""
+    rng = np.random.default_rng(3)
+    batches = to_torch(random_batches(rng, cfg, 2))
+    batches[1][2][0, :] = 0.0  # a row with no loss tokens
+    P = as_f64_leaves(init_params(cfg))
+    with torch.no_grad():
+        for k, p in P.items():
+            if p.dim() == 2:
+                p.mul_(10.0)
+    r = compute_grads(P, cfg, batches)
+    gen = torch.Generator().manual_seed(11)
+    worst = 0.0
+    for k, p in P.items():
+        flat = p.detach().view(-1)
+        idx = torch.randperm(flat.numel(), generator=gen)[:12]
+        for i in idx.tolist():
+            h = 1e-5
+            old = flat[i].item()
+            with torch.no_grad():
+                flat[i] = old + h
+                fp = forward_backward(P, cfg, batches)["objective"].item()
+                flat[i] = old - h
+                fm = forward_backward(P, cfg, batches)["objective"].item()
+                flat[i] = old
+            fd = (fp - fm) / (2 * h)
+            ag = r["grads"][k].view(-1)[i].item()
+            worst = max(worst, abs(fd - ag) / max(1e-3, abs(fd)))
+            assert abs(fd - ag) <= 1e-7 + 1e-5 * abs(fd), (k, i, fd, ag)
+    # Reported loss = token-weighted over microbatches.
+    tot = sum(float((token_losses(gpt_forward(P, cfg, t), l) * m).sum())
+              for t, l, m in batches)
+    ntok = sum(float(m.sum()) for _, _, m in batches)
+    assert abs(r["loss"] - tot / ntok) < 1e-12
+    log("self-check: autograd vs finite differences (%s): worst |fd-ag|/max(|fd|,1e-3) %.2e"
+        % (label, worst))
+
+
+def check_gqa_loop(log):
+    """Grouped-query attention (np=4, ng=2, hn=6 != h/np, qkv bias, RMSNorm q/k layernorm, RoPE)
+    against an explicit loop over batch rows and query heads that picks each head's rows of
+    linear_qkv by hand and rotates q/k pairs one at a time."""
+    cfg = make_cfg(1, 8, 4, 16, 5, 2, 1, 11, 6, True, False, seed=21, llama=dict(
+        position_embedding_type=1, normalization=1, group_query_attention=True,
+        num_query_groups=2, kv_channels=6, add_qkv_bias=True, qk_layernorm=True))
+    P = {k: v.double() for k, v in init_params(cfg).items()}
+    y = torch.randn(5, 2, 8)
+    pre = "decoder.layers.0.self_attention."
+    got = attention(y, P, pre, cfg, llama_ref.rope_cos_sin(cfg, 5))
+    W, bias = P[pre + "linear_qkv.weight"], P[pre + "linear_qkv.bias"]
+    ang = llama_ref.rope_angles(cfg, 5).double()
+    hn, qpg, eps = 6, 2, cfg["norm_epsilon"]
+
+    def head(rows, x, which):
+        t = x @ W[rows].t() + bias[rows]
+        t = t / torch.sqrt((t * t).mean(-1, keepdim=True) + eps) * P[pre + which]
+        out = t.clone()
+        for p in range(5):
+            for i in range(hn // 2):
+                c, s = math.cos(float(ang[p, i])), math.sin(float(ang[p, i]))
+                out[p, i] = t[p, i] * c - t[p, i + hn // 2] * s
+                out[p, i + hn // 2] = t[p, i + hn // 2] * c + t[p, i] * s
+        return out
+
+    ctx = torch.zeros(5, 2, 4 * hn)
+    for bi in range(2):
+        for hd in range(4):
+            g0 = (hd // qpg) * (qpg + 2) * hn  # first row of the head's query group
+            q = head(slice(g0 + (hd % qpg) * hn, g0 + (hd % qpg + 1) * hn), y[:, bi],
+                     "q_layernorm.weight")
+            k = head(slice(g0 + qpg * hn, g0 + (qpg + 1) * hn), y[:, bi], "k_layernorm.weight")
+            v = y[:, bi] @ W[g0 + (qpg + 1) * hn:g0 + (qpg + 2) * hn].t() \
+                + bias[g0 + (qpg + 1) * hn:g0 + (qpg + 2) * hn]
+            for i in range(5):
+                sc = torch.tensor([float(q[i] @ k[j]) / math.sqrt(hn) if j <= i else -10000.0
+                                   for j in range(5)])
+                pr = torch.exp(sc - sc.max())
+                ctx[i, bi, hd * hn:(hd + 1) * hn] = (pr / pr.sum()) @ v
+    ref = ctx @ P[pre + "linear_proj.weight"].t()
+    assert torch.allclose(got, ref, atol=1e-12), (got - ref).abs().max()
+    log("self-check: grouped-query attention (q/k norm, RoPE) matches an explicit loop")
+
+
+# Tiny Llama models with every option on between them (swiglu and squared ReLU exclude each
+# other): GQA + RMSNorm + RMSNorm q/k norm + rope; MQA + LayerNorm q/k norm (with bias) +
+# interleaved partial rope with Llama 3.1 scaling (a blended band) and interpolation; biases +
+# swiglu (fc1 bias [2f]) + no position embedding.
+TINY_LLAMA = [
+    ("gqa swiglu rmsnorm qk-norm rope qkv-bias",
+     dict(num_layers=2, hidden=8, heads=4, ffn=12, seq=5, mbs=2, nmb=2, vocab=11, max_pos=6,
+          tied=False, bias=False, seed=7, llama=dict(
+              position_embedding_type=1, normalization=1, swiglu=True,
+              group_query_attention=True, num_query_groups=2, kv_channels=4, add_qkv_bias=True,
+              qk_layernorm=True))),
+    ("mqa squared-relu layernorm qk-norm rope interleaved 0.5 scaling interpolation",
+     dict(num_layers=2, hidden=8, heads=2, ffn=12, seq=6, mbs=2, nmb=2, vocab=11, max_pos=6,
+          tied=True, bias=False, eps=1e-6, seed=8, llama=dict(
+              position_embedding_type=1, normalization=0, squared_relu=True,
+              group_query_attention=True, num_query_groups=1, kv_channels=16,
+              rotary_base=1000000, rotary_percent=0.5, rotary_interleaved=True,
+              use_rope_scaling=True, rope_scaling_factor=8.0,
+              rotary_seq_len_interpolation_factor=2, add_qkv_bias=True, qk_layernorm=True))),
+    ("bias swiglu no-position qk-norm",
+     dict(num_layers=2, hidden=8, heads=2, ffn=12, seq=5, mbs=2, nmb=2, vocab=11, max_pos=6,
+          tied=True, bias=True, seed=9, llama=dict(
+              position_embedding_type=2, swiglu=True, qk_layernorm=True))),
+]
+
+
+def check_llama(log):
+    llama_ref.self_check_ops(log)
+    check_gqa_loop(log)
+    for label, spec in TINY_LLAMA:
+        fd_check(make_cfg(**spec), label, log)
+
+
 def self_check(verbose=True):
     def log(*a):
         if verbose:
@@ -556,42 +786,9 @@ def self_check(verbose=True):
     # Autograd against central finite differences on tiny models (both variants, with masked
     # tokens and two microbatches, so the loss normalisation is part of the check).
     for tied, bias in ((True, True), (False, False)):
-        cfg = make_cfg(2, 8, 2, 12, 5, 2, 2, 11, 6, tied, bias, seed=7)
-        rng = np.random.default_rng(3)
-        batches = to_torch(random_batches(rng, cfg, 2))
-        batches[1][2][0, :] = 0.0  # a row with no loss tokens
-        P = as_f64_leaves(init_params(cfg))
-        # Make the model less trivial than init so gelu/softmax are exercised away from zero.
-        with torch.no_grad():
-            for k, p in P.items():
-                if p.dim() == 2:
-                    p.mul_(10.0)
-        r = compute_grads(P, cfg, batches)
-        gen = torch.Generator().manual_seed(11)
-        worst = 0.0
-        for k, p in P.items():
-            flat = p.detach().view(-1)
-            idx = torch.randperm(flat.numel(), generator=gen)[:12]
-            for i in idx.tolist():
-                h = 1e-5
-                old = flat[i].item()
-                with torch.no_grad():
-                    flat[i] = old + h
-                    fp = forward_backward(P, cfg, batches)["objective"].item()
-                    flat[i] = old - h
-                    fm = forward_backward(P, cfg, batches)["objective"].item()
-                    flat[i] = old
-                fd = (fp - fm) / (2 * h)
-                ag = r["grads"][k].view(-1)[i].item()
-                worst = max(worst, abs(fd - ag) / max(1e-3, abs(fd)))
-                assert abs(fd - ag) <= 1e-7 + 1e-5 * abs(fd), (k, i, fd, ag)
-        # Reported loss = token-weighted over microbatches.
-        tot = sum(float((token_losses(gpt_forward(P, cfg, t), l) * m).sum())
-                  for t, l, m in batches)
-        ntok = sum(float(m.sum()) for _, _, m in batches)
-        assert abs(r["loss"] - tot / ntok) < 1e-12
-        log("self-check: autograd vs finite differences (tied=%d bias=%d): worst |fd-ag|/max(|fd|,1e-3) %.2e"
-            % (tied, bias, worst))
+        fd_check(make_cfg(2, 8, 2, 12, 5, 2, 2, 11, 6, tied, bias, seed=7),
+                 "tied=%d bias=%d" % (tied, bias), log)
+    check_llama(log)
 
     # Hand Adam + clipping against torch.optim.AdamW + clip_grad_norm_.
     params = {"a.weight": torch.randn(4, 3), "a.bias": torch.randn(4), "ln.weight": torch.randn(3)}
@@ -650,7 +847,7 @@ def main(argv):
     if "--self-check" in argv:
         self_check()
         return 0
-    if len(argv) != 2:
+    if len(argv) < 2:
         print(__doc__)
         return 2
     outdir = argv[1]
@@ -665,8 +862,16 @@ def main(argv):
         ("train_tied_bias.mcfx", lambda: build_train_fixture(CFG_TIED_BIAS, TRAIN_TIED_BIAS, 303)),
         ("train_untied_nobias.mcfx",
          lambda: build_train_fixture(CFG_UNTIED_NOBIAS, TRAIN_UNTIED_NOBIAS, 404)),
+        ("llama_gqa.mcfx", lambda: build_model_fixture(CFG_LLAMA_GQA, 606)),
+        ("llama_variants.mcfx", lambda: build_model_fixture(CFG_LLAMA_VARIANTS, 707)),
+        ("llama_qknorm.mcfx", lambda: build_model_fixture(CFG_LLAMA_QKNORM, 808)),
+        ("train_llama.mcfx", lambda: build_train_fixture(CFG_LLAMA_GQA, TRAIN_LLAMA, 909)),
     ]
+    only = argv[2:]  # optional fixture names: write just those
+    assert set(only) <= {f for f, _ in jobs}, set(only) - {f for f, _ in jobs}
     for fname, job in jobs:
+        if only and fname not in only:
+            continue
         fx, summary = job()
         path = os.path.join(outdir, fname)
         size = fx.write(path)

@@ -43,7 +43,7 @@ static double now(void)
 
 static int usage(const char *why)
 {
-    fprintf(stderr, "bench_attention: %s (usage: bench_attention [--dtype bf16|fp16|fp32] [--dropout P] [--iters N] [--quick])\n",
+    fprintf(stderr, "bench_attention: %s (usage: bench_attention [--dtype bf16|fp16|fp32] [--dropout P] [--groups NG] [--iters N] [--quick])\n",
             why);
     return 2;
 }
@@ -52,7 +52,7 @@ int main(int argc, char **argv)
 {
     mc_dtype_t dt = MC_DT_BF16;
     float p = 0.0f;
-    int iters = 20, quick = 0;
+    int iters = 20, quick = 0, groups = 0; /* groups: query groups (GQA), 0 = one per head */
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--quick")) quick = 1;
         else if (!strcmp(argv[i], "--dtype") && i + 1 < argc) {
@@ -64,6 +64,9 @@ int main(int argc, char **argv)
         } else if (!strcmp(argv[i], "--dropout") && i + 1 < argc) {
             p = strtof(argv[++i], NULL);
             if (!(p >= 0.0f && p < 1.0f)) return usage("--dropout takes a probability in [0, 1)");
+        } else if (!strcmp(argv[i], "--groups") && i + 1 < argc) {
+            groups = atoi(argv[++i]);
+            if (groups < 1) return usage("--groups takes a positive count of query groups");
         } else if (!strcmp(argv[i], "--iters") && i + 1 < argc) {
             iters = atoi(argv[++i]);
             if (iters < 1) return usage("--iters takes a positive count");
@@ -71,7 +74,7 @@ int main(int argc, char **argv)
             return usage("unknown argument");
     }
 #ifndef MC_WITH_CUDA
-    (void)dt, (void)p, (void)iters, (void)quick, (void)now, (void)SHAPES;
+    (void)dt, (void)p, (void)iters, (void)quick, (void)groups, (void)now, (void)SHAPES;
     fprintf(stderr, "bench_attention: this build has no CUDA (nvcc not found or CUDA=0); build with CUDA on a machine with a GPU\n");
     return 1;
 #else
@@ -92,13 +95,18 @@ int main(int argc, char **argv)
     printf("# %s, dropout %.2f, %d iterations; TFLOP/s counts causal FLOPs (fwd 2 B NH S^2 HD, bwd 2.5x); "
            "peak %.0f TFLOP/s\n",
            mc_dtype_name(dt), (double)p, iters, PEAK_BF16_TFLOPS);
-    printf("%-9s %5s %3s %3s %4s %9s %9s %6s %9s %9s %6s\n", "model", "S", "B", "NH", "HD", "fwd_ms", "fwd_TF/s",
+    printf("%-9s %5s %3s %3s %3s %4s %9s %9s %6s %9s %9s %6s\n", "model", "S", "B", "NH", "NG", "HD", "fwd_ms", "fwd_TF/s",
            "fwd_%", "bwd_ms", "bwd_TF/s", "bwd_%");
     for (int si = 0; si < nshape; si++)
         for (int k = 0; k < nsb; k++) {
             const shape_t *sh = &SHAPES[si];
             const int S = quick ? 128 : SB[k][0], B = quick ? 1 : SB[k][1], NH = sh->NH, HD = sh->HD;
-            const long nq = (long)S * B * NH * 3 * HD, no = (long)S * B * NH * HD;
+            const int NG = groups ? groups : NH;
+            if (NH % NG) {
+                printf("# %s: %d query groups do not divide %d heads, skipped\n", sh->model, NG, NH);
+                continue;
+            }
+            const long nq = (long)S * B * (NH + 2 * NG) * HD, no = (long)S * B * NH * HD;
             const size_t es = mc_dtype_size(dt);
             float *h = malloc(sizeof(float) * (size_t)nq);
             void *h16 = malloc(es * (size_t)nq);
@@ -127,10 +135,10 @@ int main(int argc, char **argv)
             double tf = 0.0, tb = 0.0;
             for (int it = -1; it < iters; it++) { /* iteration -1 warms up */
                 const double t0 = now();
-                mc_cuda_attention_forward(be, dt, out, state, qkv, S, B, NH, HD, NULL, scale, &d, 0, NH);
+                mc_cuda_attention_forward(be, dt, out, state, qkv, S, B, NH, NG, HD, NULL, scale, &d, 0, NH);
                 be->synchronize(be);
                 const double t1 = now();
-                mc_cuda_attention_backward(be, dt, dqkv, scratch, dout, qkv, out, state, S, B, NH, HD, NULL, scale,
+                mc_cuda_attention_backward(be, dt, dqkv, scratch, dout, qkv, out, state, S, B, NH, NG, HD, NULL, scale,
                                            &d, 0, NH);
                 be->synchronize(be);
                 const double t2 = now();
@@ -143,7 +151,7 @@ int main(int argc, char **argv)
             tb /= iters;
             const double flops = 2.0 * B * NH * (double)S * S * HD;
             const double ftf = flops / tf * 1e-12, btf = 2.5 * flops / tb * 1e-12;
-            printf("%-9s %5d %3d %3d %4d %9.3f %9.1f %5.1f%% %9.3f %9.1f %5.1f%%\n", sh->model, S, B, NH, HD, tf * 1e3,
+            printf("%-9s %5d %3d %3d %3d %4d %9.3f %9.1f %5.1f%% %9.3f %9.1f %5.1f%%\n", sh->model, S, B, NH, NG, HD, tf * 1e3,
                    ftf, 100.0 * ftf / PEAK_BF16_TFLOPS, tb * 1e3, btf, 100.0 * btf / PEAK_BF16_TFLOPS);
             fflush(stdout);
             be->free(be, qkv);

@@ -24,6 +24,7 @@ uint64_t att_case_seed(const att_case_t *c)
     const char *env = getenv("MC_ATT_SEED");
     uint64_t h = 14695981039346656037ull;
     for (size_t k = 0; k < sizeof(f) / sizeof(f[0]); k++) h = (h ^ (uint64_t)f[k]) * 1099511628211ull;
+    if (att_ng(c) != c->NH) h = (h ^ (uint64_t)att_ng(c)) * 1099511628211ull; /* MHA cases keep their inputs */
     return h + (env ? strtoull(env, NULL, 10) : 0);
 }
 
@@ -94,9 +95,26 @@ static int cases_other(int group, att_case_t *cs)
     return n;
 }
 
+/* Grouped-query attention: MQA and two groups, with dropout, segments, odd S and several head
+ * dims (the dK/dV kernel sums a group's query heads). */
+static int cases_gqa(att_case_t *cs)
+{
+    int n = 0;
+    for (int t = 0; t < 3; t++) {
+        cs[n++] = (att_case_t){.dt = DTYPES[t], .S = 77, .B = 2, .NH = 4, .NG = 1, .HD = 64, .NH_full = 4, .dropout = 1};
+        cs[n++] = (att_case_t){.dt = DTYPES[t], .S = 65, .B = 2, .NH = 4, .NG = 2, .HD = 64, .head_offset = 4,
+                               .NH_full = 8, .dropout = 1, .segments = 1};
+        cs[n++] = (att_case_t){.dt = DTYPES[t], .S = 33, .B = 1, .NH = 6, .NG = 2, .HD = 80, .NH_full = 6};
+        cs[n++] = (att_case_t){.dt = DTYPES[t], .S = 40, .B = 1, .NH = 2, .NG = 1, .HD = 128, .NH_full = 2,
+                               .dropout = 1};
+    }
+    return n;
+}
+
 int att_cases(int group, att_case_t *cases)
 {
     switch (group) {
+    case ATT_GQA: return cases_gqa(cases);
     case ATT_LENGTHS: return cases_lengths(cases);
     case ATT_HEAD_DIMS: return cases_head_dims(cases);
     case ATT_DROPOUT: return cases_dropout(cases);
@@ -156,9 +174,10 @@ static void make_inputs(att_ref_t *r, const att_case_t *c, uint64_t seed)
     r->qkv32 = xcalloc(r->nqkv, sizeof(float));
     r->dout32 = xcalloc(r->nout, sizeof(float));
     const double qr = c->qk_range > 0.0f ? c->qk_range : 1.5;
+    const long gw = (long)(NH / att_ng(c) + 2) * HD; /* a query group's columns: q heads, k, v */
     for (long i = 0; i < r->nqkv; i++) {
-        const long col = i % (3L * HD); /* q, k or v of a head */
-        const double range = col < 2L * HD ? qr : 1.0;
+        const long col = i % gw; /* q, k or v of a group */
+        const double range = col < gw - HD ? qr : 1.0;
         r->qkv32[i] = mc_round_to(c->dt, (float)(-range + 2.0 * range * urand()));
     }
     if (c->masked_dominant) /* integer q and k: scores near -20000 * HD / 4, exact in fp32 */
@@ -266,7 +285,7 @@ void att_ref_make(att_ref_t *r, const att_case_t *c, uint64_t seed)
     r->c = *c;
     const int S = c->S, B = c->B, NH = c->NH, HD = c->HD;
     const size_t es = mc_dtype_size(c->dt);
-    r->nqkv = (long)S * B * NH * 3 * HD;
+    r->nqkv = (long)S * B * (NH + 2 * att_ng(c)) * HD;
     r->nout = (long)S * B * NH * HD;
     r->scale = c->masked_dominant ? 0.5f : 1.0f / sqrtf((float)HD);
     r->d = att_dropout;
@@ -279,10 +298,10 @@ void att_ref_make(att_ref_t *r, const att_case_t *c, uint64_t seed)
     void *state = xcalloc((long)state_bytes, 1), *scratch = xcalloc((long)scratch_bytes, 1);
     r->out = xcalloc(r->nout, es);
     r->dqkv = xcalloc(r->nqkv, es);
-    be->attention_forward(be, c->dt, r->out, state, r->qkv, S, B, NH, HD, r->seg, r->scale, &r->d, c->head_offset,
-                          c->NH_full);
-    be->attention_backward(be, c->dt, r->dqkv, scratch, r->dout, r->qkv, r->out, state, S, B, NH, HD, r->seg,
-                           r->scale, &r->d, c->head_offset, c->NH_full);
+    be->attention_forward(be, c->dt, r->out, state, r->qkv, S, B, NH, att_ng(c), HD, r->seg, r->scale, &r->d,
+                          c->head_offset, c->NH_full);
+    be->attention_backward(be, c->dt, r->dqkv, scratch, r->dout, r->qkv, r->out, state, S, B, NH, att_ng(c), HD,
+                           r->seg, r->scale, &r->d, c->head_offset, c->NH_full);
     if (c->masked_dominant) { /* backend.h: the CPU's state is the probabilities [b, NH, s, s] of dt */
         const long np = (long)B * NH * S * S;
         float *probs = xcalloc(np, sizeof(float));
@@ -316,8 +335,8 @@ void att_ref_free(att_ref_t *r)
 const char *att_case_name(const att_case_t *c)
 {
     static char buf[160];
-    snprintf(buf, sizeof(buf), "%s S=%d B=%d NH=%d HD=%d heads %d/%d%s seg=%d%s qk=%.1f", mc_dtype_name(c->dt), c->S,
-             c->B, c->NH, c->HD, c->head_offset, c->NH_full, c->dropout ? " dropout" : "", c->segments,
+    snprintf(buf, sizeof(buf), "%s S=%d B=%d NH=%d NG=%d HD=%d heads %d/%d%s seg=%d%s qk=%.1f", mc_dtype_name(c->dt),
+             c->S, c->B, c->NH, att_ng(c), c->HD, c->head_offset, c->NH_full, c->dropout ? " dropout" : "", c->segments,
              c->masked_dominant ? " masked-dominant" : "", (double)(c->qk_range > 0.0f ? c->qk_range : 1.5f));
     return buf;
 }

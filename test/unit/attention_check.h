@@ -11,6 +11,7 @@
 typedef struct {
     mc_dtype_t dt;
     int S, B, NH, HD;
+    int NG;                   /* query groups (grouped-query attention); 0: NH */
     int head_offset, NH_full; /* this rank's heads among NH_full (tensor parallelism) */
     int dropout;              /* dropout on the probabilities (att_dropout) */
     int segments;             /* 0: none, 1: random documents (--reset-attention-mask), 2: all equal */
@@ -52,11 +53,15 @@ enum {
     ATT_PEAKED,          /* scores up to about +-50 */
     ATT_MASKED_DOMINANT, /* the masked keys carry the probability */
     ATT_BITWISE,         /* all-equal segments (the GPU test also compares them with none) */
+    ATT_GQA,             /* grouped-query attention: NG in {1 (MQA), 2} */
     ATT_GROUPS
 };
 #define ATT_CASES_MAX 48
 /* Fills cases[ATT_CASES_MAX] with a group's cases; returns how many. */
 int att_cases(int group, att_case_t *cases);
+
+/* The case's query groups (NG, or NH when 0). */
+static inline int att_ng(const att_case_t *c) { return c->NG ? c->NG : c->NH; }
 
 /* Makes the inputs (deterministic in seed) and runs the CPU backend's forward and backward. */
 void att_ref_make(att_ref_t *r, const att_case_t *c, uint64_t seed);

@@ -45,13 +45,24 @@ typedef struct {
     int S, B, NH, HD, drop;
     long lq, lo;
     float dscale;
+    int NG, QPG; /* query groups, query heads per group */
 } model_t;
+
+/* Offsets in row 0 of qkv of query head h's q and of its group's k (Megatron's layout). */
+static long q_off(const model_t *m, int b, int h)
+{
+    return (long)b * (m->NH + 2 * m->NG) * m->HD + ((long)(h / m->QPG) * (m->QPG + 2) + h % m->QPG) * m->HD;
+}
+static long k_off(const model_t *m, int b, int h)
+{
+    return (long)b * (m->NH + 2 * m->NG) * m->HD + ((long)(h / m->QPG) * (m->QPG + 2) + m->QPG) * m->HD;
+}
 
 static model_t model_of(const att_ref_t *r)
 {
     const att_case_t *c = &r->c;
-    model_t m = {r, c->S, c->B, c->NH, c->HD, r->d.p > 0.0f, (long)c->B * c->NH * 3 * c->HD, (long)c->B * c->NH * c->HD,
-                 1.0f};
+    model_t m = {r,    c->S,      c->B,  c->NH, c->HD, r->d.p > 0.0f, (long)c->B * (c->NH + 2 * att_ng(c)) * c->HD,
+                 (long)c->B * c->NH * c->HD, 1.0f, att_ng(c), c->NH / att_ng(c)};
     if (m.drop) m.dscale = mc_cpu_dropout_scale(r->d.p);
     return m;
 }
@@ -90,7 +101,7 @@ static void model_forward(const model_t *m, mc_att_tiles_t t, float *out, float 
     float *O = fzalloc((long)BQ * HD), *rm = fzalloc(BQ), *rl = fzalloc(BQ), *P = fzalloc(BK);
     for (int b = 0; b < m->B; b++)
         for (int h = 0; h < m->NH; h++) {
-            const float *q = r->qkv32 + (long)b * m->NH * 3 * HD + (long)h * 3 * HD, *k = q + HD, *v = q + 2 * HD;
+            const float *q = r->qkv32 + q_off(m, b, h), *k = r->qkv32 + k_off(m, b, h), *v = k + HD;
             const uint64_t sample = r->d.sample0 + (uint64_t)b;
             for (int I = mc_att_ntiles(S, BQ) - 1; I >= 0; I--) {
                 const int i0 = I * BQ;
@@ -210,18 +221,24 @@ static void model_backward(const model_t *m, tiles_t t, float *dqkv, const float
         D[row] = dot(r->dout32 + off, out + off, HD);
     }
     const int KQ = t.dkdv.bq, KK = t.dkdv.bk, QQ = t.dq.bq, QK = t.dq.bk;
-    float *dK = fzalloc((long)KK * HD), *dV = fzalloc((long)KK * HD), *dQ = fzalloc((long)QQ * HD);
+    /* a group's dK and dV over all keys: att_dkdv_kernel sums the group's query heads in turn */
+    float *dKg = fzalloc((long)S * HD + (long)KK * HD), *dVg = fzalloc((long)S * HD + (long)KK * HD);
+    float *dQ = fzalloc((long)QQ * HD);
     for (int b = 0; b < m->B; b++)
         for (int h = 0; h < NH; h++) {
-            const long qoff = (long)b * NH * 3 * HD + (long)h * 3 * HD;
-            const float *q = r->qkv32 + qoff, *k = q + HD, *v = q + 2 * HD;
+            const long qoff = q_off(m, b, h), koff = k_off(m, b, h);
+            const float *q = r->qkv32 + qoff, *k = r->qkv32 + koff, *v = k + HD;
+            const int first = h % m->QPG == 0, last_head = h % m->QPG == m->QPG - 1;
             const float *dO = r->dout32 + (long)b * NH * HD + (long)h * HD;
             const long st = ((long)b * NH + h) * S, plane = rows;
             /* dK, dV: one key tile at a time */
             for (int J = 0; J < mc_att_ntiles(S, KK); J++) {
                 const int j0 = J * KK, Ic = mc_att_first_causal_query_tile(j0, KQ);
-                memset(dK, 0, sizeof(float) * (size_t)KK * (size_t)HD);
-                memset(dV, 0, sizeof(float) * (size_t)KK * (size_t)HD);
+                float *dK = dKg + (long)j0 * HD, *dV = dVg + (long)j0 * HD;
+                if (first) {
+                    memset(dK, 0, sizeof(float) * (size_t)KK * (size_t)HD);
+                    memset(dV, 0, sizeof(float) * (size_t)KK * (size_t)HD);
+                }
                 for (int I = 0; I < mc_att_ntiles(S, KQ); I++) {
                     const int i0 = I * KQ, causal = I >= Ic;
                     int any = causal;
@@ -245,10 +262,10 @@ static void model_backward(const model_t *m, tiles_t t, float *dqkv, const float
                         }
                     }
                 }
-                for (int c = 0; c < KK && j0 + c < S; c++)
+                for (int c = 0; c < KK && j0 + c < S && last_head; c++)
                     for (int e = 0; e < HD; e++) {
-                        dqkv[qoff + (long)(j0 + c) * m->lq + HD + e] = mc_round_to(dt, dK[(long)c * HD + e] * r->scale);
-                        dqkv[qoff + (long)(j0 + c) * m->lq + 2 * HD + e] = mc_round_to(dt, dV[(long)c * HD + e]);
+                        dqkv[koff + (long)(j0 + c) * m->lq + e] = mc_round_to(dt, dK[(long)c * HD + e] * r->scale);
+                        dqkv[koff + (long)(j0 + c) * m->lq + HD + e] = mc_round_to(dt, dV[(long)c * HD + e]);
                     }
             }
             /* dQ: one query tile at a time, key tiles up to the diagonal */
@@ -278,8 +295,8 @@ static void model_backward(const model_t *m, tiles_t t, float *dqkv, const float
             }
         }
     free(D);
-    free(dK);
-    free(dV);
+    free(dKg);
+    free(dVg);
     free(dQ);
 }
 
@@ -529,6 +546,7 @@ static void test_gpu_segments(void **state) { (void)state, model_group(ATT_SEGME
 static void test_gpu_peaked(void **state) { (void)state, model_group(ATT_PEAKED); }
 static void test_gpu_masked_dominant(void **state) { (void)state, model_group(ATT_MASKED_DOMINANT); }
 static void test_gpu_bitwise(void **state) { (void)state, model_group(ATT_BITWISE); }
+static void test_gpu_gqa(void **state) { (void)state, model_group(ATT_GQA); }
 
 /* The comparison fails on a wrong result: an output off by one bf16 ulp of its scale times 4
  * is caught, so the tolerances do not hide indexing errors. */
@@ -569,6 +587,7 @@ int main(void)
         cmocka_unit_test(test_gpu_peaked),
         cmocka_unit_test(test_gpu_masked_dominant),
         cmocka_unit_test(test_gpu_bitwise),
+        cmocka_unit_test(test_gpu_gqa),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -43,6 +43,35 @@ static mc_fx_t *load(const char *file)
     return fx;
 }
 
+/* A config record of the Llama options, or its GPT default when the fixture has none. */
+static double opt(const mc_fx_t *fx, const char *k, double def)
+{
+    return mc_fx_get(fx, k) ? mc_fx_scalar(fx, k) : def;
+}
+
+static void llama_args_from_fixture(mc_args_t *a, const mc_fx_t *fx)
+{
+    static const char *pos[] = {"learned_absolute", "rope", "none"};
+    snprintf(a->position_embedding_type, sizeof(a->position_embedding_type), "%s",
+             pos[(int)opt(fx, "config.position_embedding_type", 0)]);
+    snprintf(a->normalization, sizeof(a->normalization), "%s",
+             opt(fx, "config.normalization", 0) ? "RMSNorm" : "LayerNorm");
+    a->swiglu = opt(fx, "config.swiglu", 0) != 0;
+    a->squared_relu = opt(fx, "config.squared_relu", 0) != 0;
+    a->group_query_attention = opt(fx, "config.group_query_attention", 0) != 0;
+    a->num_query_groups = (int)opt(fx, "config.num_query_groups", 1);
+    a->kv_channels = (int)opt(fx, "config.kv_channels", 0);
+    a->rotary_base = (int)opt(fx, "config.rotary_base", 10000);
+    a->rotary_percent = opt(fx, "config.rotary_percent", 1.0);
+    a->rotary_interleaved = opt(fx, "config.rotary_interleaved", 0) != 0;
+    a->rotary_seq_len_interpolation_factor =
+        (int)opt(fx, "config.rotary_seq_len_interpolation_factor", 0);
+    a->use_rope_scaling = opt(fx, "config.use_rope_scaling", 0) != 0;
+    a->rope_scaling_factor = opt(fx, "config.rope_scaling_factor", 8.0);
+    a->add_qkv_bias = opt(fx, "config.add_qkv_bias", 0) != 0;
+    a->qk_layernorm = opt(fx, "config.qk_layernorm", 0) != 0;
+}
+
 /* Megatron-style args for the fixture's model; dropout off (the reference has none). */
 static void args_from_fixture(mc_args_t *a, const mc_fx_t *fx)
 {
@@ -62,6 +91,7 @@ static void args_from_fixture(mc_args_t *a, const mc_fx_t *fx)
     a->norm_epsilon = mc_fx_scalar(fx, "config.norm_epsilon");
     a->apply_residual_connection_post_layernorm =
         ival(fx, "config.apply_residual_connection_post_layernorm") != 0;
+    llama_args_from_fixture(a, fx);
     a->hidden_dropout = 0;
     a->attention_dropout = 0;
     a->mock_data = true;
@@ -258,6 +288,9 @@ static void test_untied_nobias(void **s) { (void)s; check_forward_backward("gpt_
 static void test_postln_pertoken(void **s) { (void)s; check_forward_backward("gpt_postln_pertoken.mcfx"); }
 static void test_train_tied_bias(void **s) { (void)s; check_training("train_tied_bias.mcfx"); }
 static void test_train_untied_nobias(void **s) { (void)s; check_training("train_untied_nobias.mcfx"); }
+static void test_llama_gqa(void **s) { (void)s; check_forward_backward("llama_gqa.mcfx"); }
+static void test_llama_variants(void **s) { (void)s; check_forward_backward("llama_variants.mcfx"); }
+static void test_train_llama(void **s) { (void)s; check_training("train_llama.mcfx"); }
 
 int main(void)
 {
@@ -267,6 +300,9 @@ int main(void)
         cmocka_unit_test(test_postln_pertoken),
         cmocka_unit_test(test_train_tied_bias),
         cmocka_unit_test(test_train_untied_nobias),
+        cmocka_unit_test(test_llama_gqa),
+        cmocka_unit_test(test_llama_variants),
+        cmocka_unit_test(test_train_llama),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

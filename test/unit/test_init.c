@@ -14,7 +14,7 @@ static mc_gpt_config_t small_cfg(int layers)
 {
     mc_gpt_config_t c = {.num_layers = layers, .hidden = 16, .heads = 2, .head_dim = 8, .ffn = 64,
                          .seq = 8, .max_batch = 2, .vocab = 64, .max_pos = 8, .eps = 1e-5f,
-                         .bias = true, .tied = true, .gelu_tanh = true, .init_std = 0.02f,
+                         .bias = true, .tied = true, .act = MC_ACT_GELU_TANH, .init_std = 0.02f,
                          .embedding_init_std = 0.02f, .seed = 1234};
     return c;
 }

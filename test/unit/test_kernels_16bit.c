@@ -142,14 +142,14 @@ static void test_elementwise(void **state)
     const long n = 301;
     for (int t = 0; t < 2; t++) {
         const mc_dtype_t dt = TYPES[t];
-        for (int tanh_approx = 0; tanh_approx <= 1; tanh_approx++) {
+        for (mc_act_t act = MC_ACT_GELU_ERF; act <= MC_ACT_SQUARED_RELU; act++) {
             buf_t x = mk(dt, n, -4, 4), g = mk(dt, n, -1, 1);
             buf_t o = mk(dt, n, 0, 0);
-            be->gelu_forward(be, MC_DT_F32, o.ref, x.ref, n, tanh_approx);
-            be->gelu_forward(be, dt, o.h, x.h, n, tanh_approx);
+            be->gelu_forward(be, MC_DT_F32, o.ref, x.ref, n, act);
+            be->gelu_forward(be, dt, o.h, x.h, n, act);
             same(&o, "gelu_forward");
-            be->gelu_backward(be, MC_DT_F32, g.ref, g.ref, x.ref, n, tanh_approx); /* in place */
-            be->gelu_backward(be, dt, g.h, g.h, x.h, n, tanh_approx);
+            be->gelu_backward(be, MC_DT_F32, g.ref, g.ref, x.ref, n, act); /* in place */
+            be->gelu_backward(be, dt, g.h, g.h, x.h, n, act);
             same(&g, "gelu_backward in place");
             rm(&x), rm(&g), rm(&o);
         }
@@ -229,17 +229,17 @@ static void test_attention(void **state)
         const long no = (long)N * NH * HD, np = (long)st[0] / 4;
         buf_t qkv = mk(dt, 3 * no, -2, 2), out = mk(dt, no, 0, 0), probs = mk(dt, np, 0, 0);
         float *scratch = calloc(sc / 4 + 1, 4);
-        be->attention_forward(be, MC_DT_F32, out.ref, probs.ref, qkv.ref, S, B, NH, HD, NULL, scale, &d, 1, 4);
-        be->attention_forward(be, dt, out.h, probs.h, qkv.h, S, B, NH, HD, NULL, scale, &d, 1, 4);
+        be->attention_forward(be, MC_DT_F32, out.ref, probs.ref, qkv.ref, S, B, NH, NH, HD, NULL, scale, &d, 1, 4);
+        be->attention_forward(be, dt, out.h, probs.h, qkv.h, S, B, NH, NH, HD, NULL, scale, &d, 1, 4);
         same(&out, "attention_forward");
         same(&probs, "attention_forward saved probabilities");
         /* the backward reads the saved (rounded) probabilities: the reference gets them too */
         for (long i = 0; i < np; i++) probs.ref[i] = mc_round_to(dt, probs.ref[i]);
         for (long i = 0; i < no; i++) out.ref[i] = mc_round_to(dt, out.ref[i]);
         buf_t dout = mk(dt, no, -1, 1), dqkv = mk(dt, 3 * no, 0, 0);
-        be->attention_backward(be, MC_DT_F32, dqkv.ref, scratch, dout.ref, qkv.ref, out.ref, probs.ref, S, B, NH,
+        be->attention_backward(be, MC_DT_F32, dqkv.ref, scratch, dout.ref, qkv.ref, out.ref, probs.ref, S, B, NH, NH,
                                HD, NULL, scale, &d, 1, 4);
-        be->attention_backward(be, dt, dqkv.h, scratch, dout.h, qkv.h, out.h, probs.h, S, B, NH, HD, NULL, scale,
+        be->attention_backward(be, dt, dqkv.h, scratch, dout.h, qkv.h, out.h, probs.h, S, B, NH, NH, HD, NULL, scale,
                                &d, 1, 4);
         same(&dqkv, "attention_backward");
         free(scratch);
@@ -281,6 +281,47 @@ static int setup(void **state)
     return 0;
 }
 
+/* ---- the Llama block: RMSNorm and SwiGLU ---- */
+
+static void test_rmsnorm(void **state)
+{
+    (void)state;
+    for (int t = 0; t < 2; t++)
+        for (int gfp32 = 0; gfp32 <= 1; gfp32++) {
+            const mc_dtype_t dt = TYPES[t], gdt = gfp32 ? MC_DT_F32 : dt;
+            buf_t x = mk(dt, (long)N * H, -2, 3), w = mk(dt, H, 0.5, 1.5), out = mk(dt, (long)N * H, 0, 0);
+            float rstd[2][N];
+            be->rmsnorm_forward(be, MC_DT_F32, out.ref, rstd[0], x.ref, w.ref, N, H, 1e-5f);
+            be->rmsnorm_forward(be, dt, out.h, rstd[1], x.h, w.h, N, H, 1e-5f);
+            same(&out, "rmsnorm_forward");
+            assert_memory_equal(rstd[0], rstd[1], sizeof(rstd[0]));
+            buf_t dout = mk(dt, (long)N * H, -1, 1), dx = mk(dt, (long)N * H, -1, 1), dw = mk(gdt, H, -1, 1);
+            be->rmsnorm_backward_acc(be, MC_DT_F32, MC_DT_F32, dx.ref, dw.ref, dout.ref, x.ref, w.ref, rstd[0], N, H);
+            be->rmsnorm_backward_acc(be, dt, gdt, dx.h, dw.h, dout.h, x.h, w.h, rstd[1], N, H);
+            same(&dx, "rmsnorm_backward dx");
+            same(&dw, "rmsnorm_backward dw");
+            buf_t *all[] = {&x, &w, &out, &dout, &dx, &dw};
+            for (size_t i = 0; i < sizeof(all) / sizeof(all[0]); i++) rm(all[i]);
+        }
+}
+
+static void test_swiglu(void **state)
+{
+    (void)state;
+    for (int t = 0; t < 2; t++) {
+        const mc_dtype_t dt = TYPES[t];
+        buf_t x = mk(dt, (long)N * 2 * FF, -5, 5), out = mk(dt, (long)N * FF, 0, 0);
+        be->swiglu_forward(be, MC_DT_F32, out.ref, x.ref, N, FF);
+        be->swiglu_forward(be, dt, out.h, x.h, N, FF);
+        same(&out, "swiglu_forward");
+        buf_t dout = mk(dt, (long)N * FF, -1, 1), dx = mk(dt, (long)N * 2 * FF, 0, 0);
+        be->swiglu_backward(be, MC_DT_F32, dx.ref, dout.ref, x.ref, N, FF);
+        be->swiglu_backward(be, dt, dx.h, dout.h, x.h, N, FF);
+        same(&dx, "swiglu_backward");
+        rm(&x), rm(&out), rm(&dout), rm(&dx);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -288,6 +329,7 @@ int main(void)
         cmocka_unit_test(test_layernorm), cmocka_unit_test(test_elementwise),
         cmocka_unit_test(test_dropout),   cmocka_unit_test(test_attention),
         cmocka_unit_test(test_cross_entropy),
+        cmocka_unit_test(test_rmsnorm),   cmocka_unit_test(test_swiglu),
     };
     return cmocka_run_group_tests(tests, setup, NULL);
 }

@@ -416,7 +416,7 @@ static void test_layernorm_offset(void **state)
 }
 
 /* linear_gelu_forward and linear_backward_gelu are their parts in sequence, bit for bit (the
- * CUDA backend's epilogue versions are tested against these), in fp32 and bf16, tanh and erf. */
+ * CUDA backend's epilogue versions are tested against these), in fp32 and bf16, every activation. */
 static void test_linear_gelu(void **state)
 {
     (void)state;
@@ -427,9 +427,9 @@ static void test_linear_gelu(void **state)
     fill(b1, F, -1, 1);
     fill(W2, H * F, -0.5, 0.5);
     fill(go, R * H, -1, 1);
-    for (int t = 0; t < 4; t++) {
-        const mc_dtype_t dt = t / 2 ? MC_DT_BF16 : MC_DT_F32;
-        const int tanh_approx = t % 2;
+    for (int t = 0; t < 6; t++) {
+        const mc_dtype_t dt = t / 3 ? MC_DT_BF16 : MC_DT_F32;
+        const mc_act_t tanh_approx = (mc_act_t)(t % 3); /* erf, tanh, squared ReLU */
         const size_t es = mc_dtype_size(dt);
         char hin[R * H * 4], hW1[F * H * 4], hb1[F * 4], hW2[H * F * 4], hgo[R * H * 4];
         be->convert(be, hin, dt, in, MC_DT_F32, R * H);
@@ -504,7 +504,8 @@ typedef struct { double *x, *R; int tanh_approx; } gelu_ctx;
 
 static double gelu_d(double x, int t)
 {
-    if (t) return 0.5 * x * (1.0 + tanh(0.7978845608028654 * x * (1.0 + 0.044715 * x * x)));
+    if (t == MC_ACT_SQUARED_RELU) return x > 0 ? x * x : 0.0;
+    if (t == MC_ACT_GELU_TANH) return 0.5 * x * (1.0 + tanh(0.7978845608028654 * x * (1.0 + 0.044715 * x * x)));
     return 0.5 * x * (1.0 + erf(x / sqrt(2.0)));
 }
 static double gelu_loss(void *p)
@@ -523,17 +524,18 @@ static void test_gelu(void **state)
     x[0] = 0.0f;
     fill(R, NG, -1, 1);
     double *want = dnew(NG);
-    for (int t = 0; t < 2; t++) {
+    static const char *names[] = {"gelu erf", "gelu tanh", "squared relu"};
+    for (mc_act_t t = MC_ACT_GELU_ERF; t <= MC_ACT_SQUARED_RELU; t++) {
         gelu_ctx c = {dup_d(x, NG), dup_d(R, NG), t};
         be->gelu_forward(be, MC_DT_F32, out, x, NG, t);
         for (int i = 0; i < NG; i++) want[i] = gelu_d(x[i], t);
-        check_close(out, want, NG, RTOL, t ? "gelu tanh" : "gelu erf");
+        check_close(out, want, NG, RTOL, names[t]);
         memcpy(tmp, x, NG * sizeof(float)); /* in place */
         be->gelu_forward(be, MC_DT_F32, tmp, tmp, NG, t);
         assert_memory_equal(tmp, out, NG * sizeof(float));
 
         be->gelu_backward(be, MC_DT_F32, dx, R, x, NG, t);
-        check_fd(gelu_loss, &c, c.x, NG, dx, NULL, FDTOL, t ? "gelu tanh dx" : "gelu erf dx");
+        check_fd(gelu_loss, &c, c.x, NG, dx, NULL, FDTOL, names[t]);
         memcpy(tmp, R, NG * sizeof(float)); /* dx may equal dout */
         be->gelu_backward(be, MC_DT_F32, tmp, tmp, x, NG, t);
         assert_memory_equal(tmp, dx, NG * sizeof(float));
@@ -704,21 +706,24 @@ typedef struct {
     double *qkv, *R;
     unsigned char *keep;   /* [b, NH, s, s] mask from mc_dropout_keep, made on first use */
     const int32_t *seg;    /* NULL or [b, s] document numbers (--reset-attention-mask) */
+    int NG_;               /* query groups (0: NH_, multi-head attention) */
 } att_ctx;
 
 /* Naive causal attention in double; probs (may be NULL) before dropout, [b, NH, s, s].
  * With segments, key j is visible to query i iff j <= i and both are in the same document. */
 static void att_ref(double *out, double *probs, const att_ctx *c)
 {
-    const int Sx = c->S_, Bx = c->B_, NHx = c->NH_, HDx = c->HD_;
-    const long lq = (long)Bx * NHx * 3 * HDx, lo = (long)Bx * NHx * HDx;
+    const int Sx = c->S_, Bx = c->B_, NHx = c->NH_, HDx = c->HD_, NGx = c->NG_ ? c->NG_ : NHx;
+    const int QPG = NHx / NGx; /* Megatron's layout: per group QPG q heads, then k, then v */
+    const long lq = (long)Bx * (NHx + 2 * NGx) * HDx, lo = (long)Bx * NHx * HDx;
     const int drop = c->d && c->d->p > 0.0f;
     const double dsc = drop ? 1.0 / (1.0 - (double)c->d->p) : 1.0;
     double *sc = dnew(Sx), *pd = dnew(Sx);
     for (int b = 0; b < Bx; b++)
         for (int h = 0; h < NHx; h++) {
-            const double *q = c->qkv + (long)b * NHx * 3 * HDx + (long)h * 3 * HDx;
-            const double *k = q + HDx, *v = q + 2 * HDx;
+            const double *grp = c->qkv + (long)b * (NHx + 2 * NGx) * HDx + (long)(h / QPG) * (QPG + 2) * HDx;
+            const double *q = grp + (long)(h % QPG) * HDx; /* k and v repeated per query head */
+            const double *k = grp + (long)QPG * HDx, *v = k + HDx;
             for (int i = 0; i < Sx; i++) {
                 double mx = -INFINITY;
                 for (int j = 0; j < Sx; j++) {
@@ -772,11 +777,11 @@ static double att_loss(void *p)
 static const mc_dropout_t attn_drop = {.seed = 77, .iteration = 5, .layer = 2,
                                        .site = MC_DROPOUT_SITE_ATTN_PROBS, .sample0 = 40, .p = 0.25f};
 
-/* Forward against the reference, backward against finite differences. */
-static void run_attention_case_seg(int Sx, int Bx, int NHx, int HDx, const mc_dropout_t *d,
-                                   double qlo, double qhi, int fd_stride, const int32_t *seg)
+/* Forward against the reference, backward against finite differences; NGx query groups. */
+static void run_attention_case_ng(int Sx, int Bx, int NHx, int NGx, int HDx, const mc_dropout_t *d,
+                                  double qlo, double qhi, int fd_stride, const int32_t *seg)
 {
-    const long nqkv = (long)Sx * Bx * NHx * 3 * HDx, no = (long)Sx * Bx * NHx * HDx;
+    const long nqkv = (long)Sx * Bx * (NHx + 2 * NGx) * HDx, no = (long)Sx * Bx * NHx * HDx;
     const long np = (long)Bx * NHx * Sx * Sx;
     float *qkv = fnew(nqkv), *out = fnew(no), *probs = fnew(np), *R = fnew(no);
     float *dqkv = fnew(nqkv), *scratch = fnew(np);
@@ -785,18 +790,23 @@ static void run_attention_case_seg(int Sx, int Bx, int NHx, int HDx, const mc_dr
     fill(dqkv, nqkv, 7, 8); /* overwritten */
     fill(scratch, np, 7, 8);
     const float scale = 1.0f / sqrtf((float)HDx);
-    att_ctx c = {Sx, Bx, NHx, HDx, 0, scale, d, dup_d(qkv, nqkv), dup_d(R, no), calloc((size_t)np, 1), seg};
+    att_ctx c = {Sx, Bx, NHx, HDx, 0, scale, d, dup_d(qkv, nqkv), dup_d(R, no), calloc((size_t)np, 1), seg, NGx};
     double *wo = dnew(no), *wp = dnew(np);
-    be->attention_forward(be, MC_DT_F32, out, probs, qkv, Sx, Bx, NHx, HDx, seg, scale, d, 0, NHx);
+    be->attention_forward(be, MC_DT_F32, out, probs, qkv, Sx, Bx, NHx, NGx, HDx, seg, scale, d, 0, NHx);
     att_ref(wo, wp, &c);
     check_close(probs, wp, np, RTOL, "attention probs");
     check_close(out, wo, no, RTOL, "attention out");
     if (fd_stride) {
-        be->attention_backward(be, MC_DT_F32, dqkv, scratch, R, qkv, NULL, probs, Sx, Bx, NHx, HDx, seg, scale, d, 0, NHx);
+        be->attention_backward(be, MC_DT_F32, dqkv, scratch, R, qkv, NULL, probs, Sx, Bx, NHx, NGx, HDx, seg, scale, d, 0, NHx);
         check_fd_strided(att_loss, &c, c.qkv, nqkv, dqkv, NULL, FDTOL, "attention dqkv", fd_stride);
     }
     free(qkv); free(out); free(probs); free(R); free(dqkv); free(scratch);
     free(c.qkv); free(c.R); free(c.keep); free(wo); free(wp);
+}
+static void run_attention_case_seg(int Sx, int Bx, int NHx, int HDx, const mc_dropout_t *d,
+                                   double qlo, double qhi, int fd_stride, const int32_t *seg)
+{
+    run_attention_case_ng(Sx, Bx, NHx, NHx, HDx, d, qlo, qhi, fd_stride, seg);
 }
 static void run_attention_case(int Sx, int Bx, int NHx, int HDx, const mc_dropout_t *d,
                                double qlo, double qhi, int fd_stride)
@@ -812,6 +822,22 @@ static void test_attention(void **state)
     d0.p = 0.0f;
     run_attention_case(S, B, NH, HD, &d0, -1.5, 1.5, 1);
     run_attention_case(S, B, NH, HD, &attn_drop, -1.5, 1.5, 1);
+}
+
+/* Grouped-query attention: NG in {1 (MQA), 2, NH}, against the double loop with k and v repeated
+ * per query head and finite differences (dk/dv sum over a group's heads), with dropout, segments
+ * and more rows than one block (64). */
+static void test_attention_gqa(void **state)
+{
+    (void)state;
+    static const int NGs[] = {1, 2, 4};
+    int32_t seg[2 * 70];
+    for (int i = 0; i < 2 * 70; i++) seg[i] = (i % 70) / 23 + (i >= 70 ? 5 : 0);
+    for (int u = 0; u < 3; u++) {
+        run_attention_case_ng(7, 2, 4, NGs[u], 3, NULL, -1.5, 1.5, 1, NULL);
+        run_attention_case_ng(7, 2, 4, NGs[u], 3, &attn_drop, -1.5, 1.5, 1, NULL);
+        run_attention_case_ng(70, 2, 4, NGs[u], 2, &attn_drop, -1, 1, 7, seg);
+    }
 }
 
 /* More rows than one block of the implementation (64) and more keys than its dropout tile
@@ -849,16 +875,16 @@ static void test_attention_masked_dominant(void **state)
                 qkv[(long)s * 3 * HDX + HDX + e] = -100.0f - (float)((s * e) % 4); /* k */
             }
         const float scale = 0.5f;
-        att_ctx c = {SX, BX, NHX, HDX, 0, scale, d, dup_d(qkv, nqkv), dup_d(R, no), calloc((size_t)np, 1), seg};
+        att_ctx c = {SX, BX, NHX, HDX, 0, scale, d, dup_d(qkv, nqkv), dup_d(R, no), calloc((size_t)np, 1), seg, NHX};
         double *wo = dnew(no), *wp = dnew(np);
-        be->attention_forward(be, MC_DT_F32, out, probs, qkv, SX, BX, NHX, HDX, seg, scale, d, 0, NHX);
+        be->attention_forward(be, MC_DT_F32, out, probs, qkv, SX, BX, NHX, NHX, HDX, seg, scale, d, 0, NHX);
         att_ref(wo, wp, &c);
         assert_true(probs[SX - 1] > 0.0f); /* row 0: the masked keys share the probability */
         if (seg) /* row 25 (document 2): keys of documents 0 and 1 are masked and carry it too */
             assert_true(probs[25L * SX + 3] > 0.0f && probs[25L * SX + 3] == probs[25L * SX + SX - 1]);
         check_close(probs, wp, np, RTOL, "attention probs (masked dominant)");
         check_close(out, wo, no, RTOL, "attention out (masked dominant)");
-        be->attention_backward(be, MC_DT_F32, dqkv, scratch, R, qkv, NULL, probs, SX, BX, NHX, HDX, seg, scale, d, 0, NHX);
+        be->attention_backward(be, MC_DT_F32, dqkv, scratch, R, qkv, NULL, probs, SX, BX, NHX, NHX, HDX, seg, scale, d, 0, NHX);
         /* only v has a gradient of any size here; compare every element anyway */
         check_fd(att_loss, &c, c.qkv, nqkv, dqkv, NULL, FDTOL, "attention dqkv (masked dominant)");
         free(qkv); free(out); free(probs); free(R); free(dqkv); free(scratch);
@@ -922,10 +948,10 @@ static void test_attention_segments_equal_is_causal(void **state)
         float *o1 = fnew(no), *p1 = fnew(np), *g1 = fnew(nqkv), *t1 = fnew(np);
         fill(qkv, nqkv, -1.5, 1.5);
         fill(dout, no, -1, 1);
-        be->attention_forward(be, MC_DT_F32, o0, p0, qkv, Sx, Bx, NHx, HDx, NULL, scale, d, 0, NHx);
-        be->attention_backward(be, MC_DT_F32, g0, t0, dout, qkv, NULL, p0, Sx, Bx, NHx, HDx, NULL, scale, d, 0, NHx);
-        be->attention_forward(be, MC_DT_F32, o1, p1, qkv, Sx, Bx, NHx, HDx, seg, scale, d, 0, NHx);
-        be->attention_backward(be, MC_DT_F32, g1, t1, dout, qkv, NULL, p1, Sx, Bx, NHx, HDx, seg, scale, d, 0, NHx);
+        be->attention_forward(be, MC_DT_F32, o0, p0, qkv, Sx, Bx, NHx, NHx, HDx, NULL, scale, d, 0, NHx);
+        be->attention_backward(be, MC_DT_F32, g0, t0, dout, qkv, NULL, p0, Sx, Bx, NHx, NHx, HDx, NULL, scale, d, 0, NHx);
+        be->attention_forward(be, MC_DT_F32, o1, p1, qkv, Sx, Bx, NHx, NHx, HDx, seg, scale, d, 0, NHx);
+        be->attention_backward(be, MC_DT_F32, g1, t1, dout, qkv, NULL, p1, Sx, Bx, NHx, NHx, HDx, seg, scale, d, 0, NHx);
         assert_memory_equal(o0, o1, (size_t)no * sizeof(float));
         assert_memory_equal(p0, p1, (size_t)np * sizeof(float));
         assert_memory_equal(g0, g1, (size_t)nqkv * sizeof(float));
@@ -946,8 +972,8 @@ static void test_attention_split_invariance(void **state)
     const float scale = 1.0f / sqrtf((float)HD);
     mc_dropout_t d = attn_drop;
     d.p = 0.5f;
-    be->attention_forward(be, MC_DT_F32, out, probs, qkv, S, B, NH, HD, NULL, scale, &d, 0, NH);
-    be->attention_backward(be, MC_DT_F32, dqkv, scratch, dout, qkv, NULL, probs, S, B, NH, HD, NULL, scale, &d, 0, NH);
+    be->attention_forward(be, MC_DT_F32, out, probs, qkv, S, B, NH, NH, HD, NULL, scale, &d, 0, NH);
+    be->attention_backward(be, MC_DT_F32, dqkv, scratch, dout, qkv, NULL, probs, S, B, NH, NH, HD, NULL, scale, &d, 0, NH);
 
     /* by heads: one head per "rank" */
     for (int h = 0; h < NH; h++) {
@@ -957,8 +983,8 @@ static void test_attention_split_invariance(void **state)
             memcpy(q1 + r * 3 * HD, qkv + r * NH * 3 * HD + (long)h * 3 * HD, 3 * HD * sizeof(float));
             memcpy(do1 + r * HD, dout + r * NH * HD + (long)h * HD, HD * sizeof(float));
         }
-        be->attention_forward(be, MC_DT_F32, o1, p1, q1, S, B, 1, HD, NULL, scale, &d, h, NH);
-        be->attention_backward(be, MC_DT_F32, dq1, s1, do1, q1, NULL, p1, S, B, 1, HD, NULL, scale, &d, h, NH);
+        be->attention_forward(be, MC_DT_F32, o1, p1, q1, S, B, 1, 1, HD, NULL, scale, &d, h, NH);
+        be->attention_backward(be, MC_DT_F32, dq1, s1, do1, q1, NULL, p1, S, B, 1, 1, HD, NULL, scale, &d, h, NH);
         for (long r = 0; r < (long)S * B; r++) {
             assert_memory_equal(o1 + r * HD, out + r * NH * HD + (long)h * HD, HD * sizeof(float));
             assert_memory_equal(dq1 + r * 3 * HD, dqkv + r * NH * 3 * HD + (long)h * 3 * HD, 3 * HD * sizeof(float));
@@ -979,8 +1005,8 @@ static void test_attention_split_invariance(void **state)
         }
         mc_dropout_t d2 = d;
         d2.sample0 += (uint64_t)b0;
-        be->attention_forward(be, MC_DT_F32, o1, p1, q1, S, nb, NH, HD, NULL, scale, &d2, 0, NH);
-        be->attention_backward(be, MC_DT_F32, dq1, s1, do1, q1, NULL, p1, S, nb, NH, HD, NULL, scale, &d2, 0, NH);
+        be->attention_forward(be, MC_DT_F32, o1, p1, q1, S, nb, NH, NH, HD, NULL, scale, &d2, 0, NH);
+        be->attention_backward(be, MC_DT_F32, dq1, s1, do1, q1, NULL, p1, S, nb, NH, NH, HD, NULL, scale, &d2, 0, NH);
         for (int s = 0; s < S; s++) {
             assert_memory_equal(o1 + (long)s * nb * wo, out + ((long)s * B + b0) * wo, (size_t)(nb * wo) * sizeof(float));
             assert_memory_equal(dq1 + (long)s * nb * wq, dqkv + ((long)s * B + b0) * wq, (size_t)(nb * wq) * sizeof(float));
@@ -1271,6 +1297,7 @@ int main(void)
         cmocka_unit_test(test_dropout_rate_and_p0),
         cmocka_unit_test(test_attention),
         cmocka_unit_test(test_attention_long),
+        cmocka_unit_test(test_attention_gqa),
         cmocka_unit_test(test_attention_masked_dominant),
         cmocka_unit_test(test_attention_split_invariance),
         cmocka_unit_test(test_attention_segments),
