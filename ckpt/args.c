@@ -159,7 +159,6 @@ mc_pyobj_t *mc_ckpt_args_namespace(const mc_args_t *a, int64_t consumed_train_sa
     if (a->virtual_pipeline_model_parallel_size <= 1)
         rc |= mc_py_attr_set(ns, "virtual_pipeline_model_parallel_size", mc_py_none());
     /* what Megatron's check_checkpoint_args and tools read, fixed in megatron-c */
-    rc |= mc_py_attr_set(ns, "add_position_embedding", mc_py_bool(true));
     rc |= mc_py_attr_set(ns, "data_parallel_random_init", mc_py_bool(false));
     rc |= mc_py_attr_set(ns, "use_dist_ckpt", mc_py_bool(false));
     rc |= mc_py_attr_set(ns, "params_dtype", mc_py_global("torch", "float32"));

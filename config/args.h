@@ -47,6 +47,7 @@ typedef struct {
     bool swiglu;
     bool squared_relu;
     bool qk_layernorm;
+    bool apply_wd_to_qk_layernorm;
     bool untie_embeddings_and_output_weights;
     char transformer_impl[32];
 

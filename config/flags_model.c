@@ -142,8 +142,8 @@ const mc_flag_t mc_flags_model[] = {
           "Megatron"),
      .help = "Momentum factor for sgd"},
 
-    {.name = "--apply-wd-to-qk-layernorm", REG, TRUE_IF_GIVEN,
-     NOOP("only used with --qk-layernorm (not implemented yet)"),
+    {.name = "--apply-wd-to-qk-layernorm", REG, TRUE_IF_GIVEN, FIELD(apply_wd_to_qk_layernorm),
+     IMPLEMENTED,
      .help = "Apply weight decay to the query and key layernorm weights."},
 
     /* ---- initialization ---- */
@@ -232,7 +232,7 @@ const mc_flag_t mc_flags_model[] = {
     {.name = "--spec", EXP, LIST(0), TODO("custom layer specs"),
      .help = "Specify the <module_location function_name> pair that returns a spec to customize "
              "a model, transformer block, or transformer layer, depending on the use case."},
-    {.name = "--qk-layernorm", EXP, TRUE_IF_GIVEN, TODO("LayerNorm on queries and keys"),
+    {.name = "--qk-layernorm", EXP, TRUE_IF_GIVEN, FIELD(qk_layernorm), IMPLEMENTED,
      .help = "Whether to layer normalize the q and k attention embeddings."},
     {.name = "--use-precision-aware-optimizer", EXP, TRUE_IF_GIVEN,
      TODO("precision-aware optimizer"),

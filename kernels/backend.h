@@ -181,6 +181,22 @@ struct mc_backend {
                  const float *sin_t, int S, int B, int NG, int QPG, int HD, int rot_dim,
                  int interleaved, int inverse);
 
+    /* ---- Megatron's --qk-layernorm: q_layernorm and k_layernorm over each query and key head's
+     * HD channels (LayerNorm, or RMSNorm when rms), between linear_qkv and RoPE ----
+     * x, out: [T, NG*(QPG+2)*HD] in rope's layout (T = s*b rows; out != x): query heads take
+     * (wq, bq), key heads (wk, bk) [HD] (biases NULL with rms), value heads are copied. mean
+     * (NULL with rms) and rstd: [T, NG, QPG+1] (fp32), per head in the layout's order. */
+    void (*qk_norm_forward)(const mc_backend_t *be, mc_dtype_t dt, void *out, float *mean,
+                            float *rstd, const void *x, const void *wq, const void *bq,
+                            const void *wk, const void *bk, int T, int NG, int QPG, int HD,
+                            float eps, int rms);
+    /* In place on dqkv: the query and key heads' gradients taken back to the norms' input (the
+     * value heads' left as they are); dwq, dbq, dwk, dbk += the weight gradients (type gdt). */
+    void (*qk_norm_backward)(const mc_backend_t *be, mc_dtype_t dt, mc_dtype_t gdt, void *dqkv,
+                             void *dwq, void *dbq, void *dwk, void *dbk, const void *x,
+                             const void *wq, const void *wk, const float *mean, const float *rstd,
+                             int T, int NG, int QPG, int HD, int rms);
+
     /* ---- the MLP activation, elementwise (named for GeLU, the first; in place allowed for
      * forward: out may equal x) ---- */
     void (*gelu_forward)(const mc_backend_t *be, mc_dtype_t dt, void *out, const void *x, long n,

@@ -307,6 +307,26 @@ static void s_rope(const mc_backend_t *be, mc_dtype_t dt, void *qkv, const float
                 inverse);
 }
 
+static void s_qk_norm_forward(const mc_backend_t *be, mc_dtype_t dt, void *out, float *mean,
+                              float *rstd, const void *x, const void *wq, const void *bq,
+                              const void *wk, const void *bk, int rows, int NG, int QPG, int HD,
+                              float eps, int rms)
+{
+    (void)be;
+    cpu()->qk_norm_forward(cpu(), dt, D(out), D(mean), D(rstd), D(x), D(wq), D(bq), D(wk), D(bk),
+                           rows, NG, QPG, HD, eps, rms);
+}
+
+static void s_qk_norm_backward(const mc_backend_t *be, mc_dtype_t dt, mc_dtype_t gdt, void *dqkv,
+                               void *dwq, void *dbq, void *dwk, void *dbk, const void *x,
+                               const void *wq, const void *wk, const float *mean, const float *rstd,
+                               int rows, int NG, int QPG, int HD, int rms)
+{
+    (void)be;
+    cpu()->qk_norm_backward(cpu(), dt, gdt, D(dqkv), D(dwq), D(dbq), D(dwk), D(dbk), D(x), D(wq),
+                            D(wk), D(mean), D(rstd), rows, NG, QPG, HD, rms);
+}
+
 static void s_swiglu_forward(const mc_backend_t *be, mc_dtype_t dt, void *out, const void *x, int N,
                              int F)
 {
@@ -490,6 +510,8 @@ const mc_backend_t *mc_backend_strict(void)
         .add_rmsnorm_forward = s_add_rmsnorm_forward,
         .rmsnorm_backward_acc = s_rmsnorm_backward_acc,
         .rope = s_rope,
+        .qk_norm_forward = s_qk_norm_forward,
+        .qk_norm_backward = s_qk_norm_backward,
         .swiglu_forward = s_swiglu_forward,
         .swiglu_backward = s_swiglu_backward,
         .dropout_forward = s_dropout_forward,

@@ -122,6 +122,12 @@ static void take_layer(const mc_gpt_t *m, alloc_ctx_t *acts, mc_layer_acts_t *a,
     if (!c->rms) a->ln1_mean = take(acts, LB * f); /* RMSNorm keeps only rstd */
     a->ln1_rstd = take(acts, LB * f);
     a->qkv = take(acts, SB * t.qkv * e);
+    if (c->qk_norm) {
+        const long heads = SB * t.groups * (t.heads / t.groups + 1);
+        a->qkv_in = take(acts, SB * t.qkv * e);
+        if (!c->rms) a->qk_mean = take(acts, heads * f);
+        a->qk_rstd = take(acts, heads * f);
+    }
     if (with_state) a->attn_state = take(acts, state);
     a->attn = take(acts, SB * t.attn * e);
     a->x_mid = take(acts, LB * H * e);
@@ -505,8 +511,11 @@ static void forward_layer(mc_gpt_t *m, int j, uint32_t iteration, bool training,
         norm_forward(m, a->ln1, a->ln1_mean, a->ln1_rstd, a->x, w->ln1_w, w->ln1_b, Sl * B);
     }
     m->ln_done = false;
-    be->linear_forward(be, dt, a->qkv, seq_gather(m, &t, a->ln1, NL), w->qkv_w, w->qkv_b, N, H,
-                       t.qkv);
+    be->linear_forward(be, dt, c->qk_norm ? a->qkv_in : a->qkv, seq_gather(m, &t, a->ln1, NL),
+                       w->qkv_w, w->qkv_b, N, H, t.qkv);
+    if (c->qk_norm)
+        be->qk_norm_forward(be, dt, a->qkv, a->qk_mean, a->qk_rstd, a->qkv_in, w->qln_w, w->qln_b,
+                            w->kln_w, w->kln_b, N, t.groups, NH / t.groups, HD, c->eps, c->rms);
     rope(m, &t, a->qkv, B, 0); /* the saved qkv holds the rotated queries and keys */
     d = dropout_site(m, iteration, layer_no, MC_DROPOUT_SITE_ATTN_PROBS, sl->sample0, ap);
     be->attention_forward(be, dt, a->attn, a->attn_state, a->qkv, S, B, NH, t.groups, HD,
@@ -615,7 +624,11 @@ static void backward_layer(mc_gpt_t *m, int j, uint32_t iteration)
     be->attention_backward(be, dt, m->d_qkv, m->attn_scratch, m->tmp_h, a->qkv, attn_out,
                            a->attn_state, S, B, NH, t.groups, HD, sl->segments,
                            1.0f / sqrtf((float)HD), &d, t.head_start, c->heads);
-    rope(m, &t, m->d_qkv, B, 1); /* back through the rotation to linear_qkv's output */
+    rope(m, &t, m->d_qkv, B, 1); /* back through the rotation (and the q/k norms) */
+    if (c->qk_norm)
+        be->qk_norm_backward(be, dt, gdt, m->d_qkv, gw->qln_w, gw->qln_b, gw->kln_w, gw->kln_b,
+                             a->qkv_in, w->qln_w, w->kln_w, a->qk_mean, a->qk_rstd, N, t.groups,
+                             NH / t.groups, HD, c->rms);
     /* tmp_h (d attn) is consumed: it may take the whole-sequence d ln1 */
     be->linear_backward(be, dt, gdt, dfull, gw->qkv_w, gw->qkv_b, m->d_qkv,
                         seq_gather(m, &t, a->ln1, NHl), w->qkv_w, N, H, t.qkv);
@@ -724,7 +737,7 @@ void mc_gpt_forward_chunk(mc_gpt_t *m, int c, int k, const mc_microbatch_t *mb, 
 
 void mc_gpt_reduce_sequence_parallel_grads(mc_gpt_t *m)
 {
-    if (!(m->cfg.sequence_parallel && m->cfg.tp > 1)) return;
+    if (m->cfg.tp <= 1) return;
     for (int i = 0; i < m->n_params; i++)
         if (m->params[i].seq_parallel)
             tp_reduce(m, mc_gpt_grad_at(m, m->params[i].offset), m->params[i].numel, m->cfg.gdt,

@@ -66,6 +66,8 @@ typedef struct {
     bool qkv_bias;         /* --add-qkv-bias: a linear_qkv bias without the others */
     bool tied;             /* output layer shares the word embeddings */
     bool rms;              /* RMSNorm (weight only) wherever a LayerNorm is */
+    bool qk_norm;          /* --qk-layernorm: q_layernorm and k_layernorm on each head */
+    bool wd_qk_norm;       /* --apply-wd-to-qk-layernorm: their parameters decay */
     mc_act_t act;          /* the MLP's activation, without swiglu */
     bool swiglu;           /* gated MLP: linear_fc1 gives [gate | up], silu(gate) * up */
     mc_pos_t pos;          /* position embeddings */
@@ -108,8 +110,9 @@ typedef struct {
     mc_split_t split;
     int64_t local[2];  /* this rank's slice */
     long numel;        /* of the slice */
-    bool seq_parallel; /* a LayerNorm parameter under sequence parallelism: its gradient is a
-                          partial sum over this rank's sequence rows, summed over tp per step */
+    bool seq_parallel; /* its gradient is a partial sum, summed over tp per step: a norm's
+                          under sequence parallelism (this rank's sequence rows), and
+                          q/k_layernorm's always (this rank's heads) */
     long offset;       /* element offset in the flat parameter / gradient buffers */
     float init_std;    /* > 0: N(0, std); otherwise the constant init_value */
     float init_value;
@@ -135,6 +138,7 @@ static inline int64_t mc_param_full_row(const mc_param_t *p, int tp_rank, int64_
  * of type cfg.gdt). */
 typedef struct {
     void *ln1_w, *ln1_b, *qkv_w, *qkv_b, *proj_w, *proj_b;
+    void *qln_w, *qln_b, *kln_w, *kln_b; /* --qk-layernorm */
     void *ln2_w, *ln2_b, *fc1_w, *fc1_b, *fc2_w, *fc2_b;
 } mc_layer_ptrs_t;
 
@@ -149,7 +153,9 @@ typedef struct {
     void *x; /* layer input (residual stream) [S*B*H] */
     void *ln1;
     float *ln1_mean, *ln1_rstd;
-    void *qkv;        /* [S*B*3H] */
+    void *qkv;                /* [S*B*3H] */
+    void *qkv_in;             /* --qk-layernorm: linear_qkv's output, the norms' input */
+    float *qk_mean, *qk_rstd; /* their statistics, per query and key head */
     void *attn_state; /* what the backend's attention backward needs (the CPU's probabilities) */
     void *attn;       /* [S*B*H] */
     void *x_mid;      /* residual stream after attention */

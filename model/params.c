@@ -28,6 +28,8 @@ void mc_gpt_config_from_args(mc_gpt_config_t *c, const mc_args_t *a)
     c->qkv_bias = a->add_qkv_bias;
     c->tied = !a->untie_embeddings_and_output_weights;
     c->rms = strcmp(a->normalization, "RMSNorm") == 0;
+    c->qk_norm = a->qk_layernorm;
+    c->wd_qk_norm = a->apply_wd_to_qk_layernorm;
     /* Megatron's MLP: squared_relu, else bias_gelu_impl (tanh) with the fusion, else F.gelu */
     c->act = a->squared_relu       ? MC_ACT_SQUARED_RELU
              : a->bias_gelu_fusion ? MC_ACT_GELU_TANH
@@ -85,13 +87,16 @@ static mc_param_t *add_param(mc_gpt_t *m, int *cap, const char *name, int64_t d0
     p->local[0] = p->split == MC_SPLIT_ROWS || p->split == MC_SPLIT_ROWS_GLU ? d0 / m->cfg.tp : d0;
     p->local[1] = p->split == MC_SPLIT_COLS ? d1 / m->cfg.tp : d1;
     p->numel = (long)(d1 ? p->local[0] * p->local[1] : p->local[0]);
+    /* Megatron's _allreduce_layernorm_grads: under sequence parallelism every norm, and
+     * q_layernorm/k_layernorm always (each tp rank normalises its own heads) */
+    const bool qk_ln = strstr(name, "q_layernorm.") || strstr(name, "k_layernorm.");
     p->seq_parallel =
-        m->cfg.sequence_parallel && m->cfg.tp > 1 && strstr(name, "layernorm") != NULL;
+        m->cfg.tp > 1 && (qk_ln || (m->cfg.sequence_parallel && strstr(name, "layernorm") != NULL));
     p->offset = m->n_elems;
     p->init_std = std;
     p->init_value = value;
     /* Megatron's get_standard_config_overrides: no weight decay for 1-D params and biases. */
-    p->no_wd = p->ndim == 1 || strstr(name, ".bias") != NULL;
+    p->no_wd = (p->ndim == 1 || strstr(name, ".bias") != NULL) && !(qk_ln && m->cfg.wd_qk_norm);
     /* Keep every tensor 16-float aligned so vector kernels can assume it. */
     m->n_elems += (p->numel + 15) & ~15L;
     return p;
@@ -163,6 +168,14 @@ void mc_gpt_build_params(mc_gpt_t *m, const mc_gpt_config_t *cfg)
         if (c->bias) P("self_attention.linear_proj.bias", H, 0, MC_SPLIT_NONE, 0, 0.0f);
         P("self_attention.linear_qkv.weight", QKV, H, MC_SPLIT_ROWS, c->init_std, 0);
         if (qkv_bias) P("self_attention.linear_qkv.bias", QKV, 0, MC_SPLIT_ROWS, 0, 0.0f);
+        if (c->qk_norm) { /* over one head's channels: whole on every tp rank */
+            P("self_attention.q_layernorm.weight", c->head_dim, 0, MC_SPLIT_NONE, 0, 1.0f);
+            if (ln_bias)
+                P("self_attention.q_layernorm.bias", c->head_dim, 0, MC_SPLIT_NONE, 0, 0.0f);
+            P("self_attention.k_layernorm.weight", c->head_dim, 0, MC_SPLIT_NONE, 0, 1.0f);
+            if (ln_bias)
+                P("self_attention.k_layernorm.bias", c->head_dim, 0, MC_SPLIT_NONE, 0, 0.0f);
+        }
         P("pre_mlp_layernorm.weight", H, 0, MC_SPLIT_NONE, 0, 1.0f);
         if (ln_bias) P("pre_mlp_layernorm.bias", H, 0, MC_SPLIT_NONE, 0, 0.0f);
         P("mlp.linear_fc1.weight", F1, H, fc1_split, c->init_std, 0);
@@ -227,6 +240,10 @@ void mc_gpt_bind_ptrs(const mc_gpt_t *m, void *base, mc_dtype_t dt, mc_gpt_ptrs_
         B(ln1_b, "input_layernorm.bias");
         B(qkv_w, "self_attention.linear_qkv.weight");
         B(qkv_b, "self_attention.linear_qkv.bias");
+        B(qln_w, "self_attention.q_layernorm.weight");
+        B(qln_b, "self_attention.q_layernorm.bias");
+        B(kln_w, "self_attention.k_layernorm.weight");
+        B(kln_b, "self_attention.k_layernorm.bias");
         B(proj_w, "self_attention.linear_proj.weight");
         B(proj_b, "self_attention.linear_proj.bias");
         B(ln2_w, "pre_mlp_layernorm.weight");

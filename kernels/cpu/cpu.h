@@ -155,6 +155,16 @@ void mc_cpu_rope_f32(const mc_backend_t *be, float *qkv, const float *cos_t, con
                      int S, int B, int NG, int QPG, int HD, int rot_dim, int interleaved,
                      int inverse);
 
+/* qk_norm.c */
+void mc_cpu_qk_norm_forward_f32(const mc_backend_t *be, float *out, float *mean, float *rstd,
+                                const float *x, const float *wq, const float *bq, const float *wk,
+                                const float *bk, int T, int NG, int QPG, int HD, float eps,
+                                int rms);
+void mc_cpu_qk_norm_backward_f32(const mc_backend_t *be, float *dqkv, float *dwq, float *dbq,
+                                 float *dwk, float *dbk, const float *x, const float *wq,
+                                 const float *wk, const float *mean, const float *rstd, int T,
+                                 int NG, int QPG, int HD, int rms);
+
 /* gelu.c: the MLP's elementwise activation (GeLU or squared ReLU) */
 void mc_cpu_gelu_forward_f32(const mc_backend_t *be, float *out, const float *x, long n,
                              mc_act_t act);
@@ -285,6 +295,14 @@ void mc_cpu_rmsnorm_backward_acc(const mc_backend_t *be, mc_dtype_t dt, mc_dtype
 void mc_cpu_rope(const mc_backend_t *be, mc_dtype_t dt, void *qkv, const float *cos_t,
                  const float *sin_t, int S, int B, int NG, int QPG, int HD, int rot_dim,
                  int interleaved, int inverse);
+void mc_cpu_qk_norm_forward(const mc_backend_t *be, mc_dtype_t dt, void *out, float *mean,
+                            float *rstd, const void *x, const void *wq, const void *bq,
+                            const void *wk, const void *bk, int T, int NG, int QPG, int HD,
+                            float eps, int rms);
+void mc_cpu_qk_norm_backward(const mc_backend_t *be, mc_dtype_t dt, mc_dtype_t gdt, void *dqkv,
+                             void *dwq, void *dbq, void *dwk, void *dbk, const void *x,
+                             const void *wq, const void *wk, const float *mean, const float *rstd,
+                             int T, int NG, int QPG, int HD, int rms);
 void mc_cpu_swiglu_forward(const mc_backend_t *be, mc_dtype_t dt, void *out, const void *x, int N,
                            int F);
 void mc_cpu_swiglu_backward(const mc_backend_t *be, mc_dtype_t dt, void *dx, const void *dout,

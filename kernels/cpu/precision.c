@@ -230,6 +230,37 @@ void mc_cpu_rope(const mc_backend_t *be, mc_dtype_t dt, void *qkv, const float *
     put(qkv, dt, x, n);
 }
 
+void mc_cpu_qk_norm_forward(const mc_backend_t *be, mc_dtype_t dt, void *out, float *mean,
+                            float *rstd, const void *x, const void *wq, const void *bq,
+                            const void *wk, const void *bk, int T, int NG, int QPG, int HD,
+                            float eps, int rms)
+{
+    const long n = (long)T * NG * (QPG + 2) * HD;
+    float *o = out32(0, out, dt, n, false);
+    mc_cpu_qk_norm_forward_f32(be, o, mean, rstd, in32(1, x, dt, n), in32(2, wq, dt, HD),
+                               in32(3, bq, dt, HD), in32(4, wk, dt, HD), in32(5, bk, dt, HD), T, NG,
+                               QPG, HD, eps, rms);
+    put(out, dt, o, n);
+}
+
+void mc_cpu_qk_norm_backward(const mc_backend_t *be, mc_dtype_t dt, mc_dtype_t gdt, void *dqkv,
+                             void *dwq, void *dbq, void *dwk, void *dbk, const void *x,
+                             const void *wq, const void *wk, const float *mean, const float *rstd,
+                             int T, int NG, int QPG, int HD, int rms)
+{
+    const long n = (long)T * NG * (QPG + 2) * HD;
+    float *d = out32(0, dqkv, dt, n, true);
+    float *gwq = out32(1, dwq, gdt, HD, true), *gbq = out32(2, dbq, gdt, HD, true);
+    float *gwk = out32(3, dwk, gdt, HD, true), *gbk = out32(4, dbk, gdt, HD, true);
+    mc_cpu_qk_norm_backward_f32(be, d, gwq, gbq, gwk, gbk, in32(5, x, dt, n), in32(6, wq, dt, HD),
+                                in32(7, wk, dt, HD), mean, rstd, T, NG, QPG, HD, rms);
+    put(dqkv, dt, d, n);
+    put(dwq, gdt, gwq, HD);
+    put(dbq, gdt, gbq, HD);
+    put(dwk, gdt, gwk, HD);
+    put(dbk, gdt, gbk, HD);
+}
+
 void mc_cpu_swiglu_forward(const mc_backend_t *be, mc_dtype_t dt, void *out, const void *x, int N,
                            int F)
 {

@@ -72,7 +72,7 @@ lay() { # name np flags...
         not_ok "$name exits 0 (rc=$rc: $(tail -c 400 "$MC_TMP/run.err"))"
         return
     fi
-    check "$name gives the single-rank numbers" same_log_numbers "$MC_TMP/single" "$MC_TMP/run" 20
+    check "$name gives the single-rank numbers" same_log_numbers "${REF:-$MC_TMP/single}" "$MC_TMP/run" 20
 }
 VPP=(--pipeline-model-parallel-size 2 --num-layers-per-virtual-pipeline-stage 1)
 lay "Llama tp=2" 2 --tensor-model-parallel-size 2
@@ -84,6 +84,26 @@ lay "Llama dp=2, distributed optimizer, overlapped grad reduce and param gather"
 PTDP=(--tensor-model-parallel-size 2 "${VPP[@]}" --sequence-parallel --use-distributed-optimizer
       --overlap-grad-reduce --ddp-bucket-size 3000 --recompute-activations)
 lay "Llama PTD-P tp=2 x pp=2 x dp=2, vpp=2, sequence parallel, selective recomputation" 8 "${PTDP[@]}"
+# --qk-layernorm: each tp rank normalises its own heads, so q/k_layernorm's gradients are summed
+# over tp (Megatron's _allreduce_layernorm_grads), with or without sequence parallelism
+for norm in RMSNorm LayerNorm; do
+    QK=(--qk-layernorm --normalization "$norm")
+    "$MC_BIN" "${FLAGS[@]}" "${QK[@]}" >"$MC_TMP/qk-$norm" 2>&1
+    check "Llama --qk-layernorm ($norm) run (exit 0)" test $? -eq 0
+    REF=$MC_TMP/qk-$norm lay "Llama --qk-layernorm ($norm) tp=2" 2 "${QK[@]}" --tensor-model-parallel-size 2
+done
+REF=$MC_TMP/qk-RMSNorm lay "Llama --qk-layernorm PTD-P" 8 --qk-layernorm "${PTDP[@]}"
+if same_log_numbers "$MC_TMP/single" "$MC_TMP/qk-RMSNorm" 20; then
+    not_ok "the q/k layernorm changes the numbers"
+else
+    ok "the q/k layernorm changes the numbers"
+fi
+"$MC_BIN" "${FLAGS[@]}" --qk-layernorm --apply-wd-to-qk-layernorm >"$MC_TMP/qk-wd" 2>&1
+if same_log_numbers "$MC_TMP/qk-RMSNorm" "$MC_TMP/qk-wd" 20; then
+    not_ok "--apply-wd-to-qk-layernorm decays the q/k layernorm weights (the numbers change)"
+else
+    ok "--apply-wd-to-qk-layernorm decays the q/k layernorm weights (the numbers change)"
+fi
 if have_srun; then
     "${SRUN[@]}" -n 8 "$MC_BIN" "${FLAGS[@]}" "${PTDP[@]}" >"$MC_TMP/srun" 2>"$MC_TMP/srun.err"
     rc=$?

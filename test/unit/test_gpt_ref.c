@@ -290,6 +290,7 @@ static void test_train_tied_bias(void **s) { (void)s; check_training("train_tied
 static void test_train_untied_nobias(void **s) { (void)s; check_training("train_untied_nobias.mcfx"); }
 static void test_llama_gqa(void **s) { (void)s; check_forward_backward("llama_gqa.mcfx"); }
 static void test_llama_variants(void **s) { (void)s; check_forward_backward("llama_variants.mcfx"); }
+static void test_llama_qknorm(void **s) { (void)s; check_forward_backward("llama_qknorm.mcfx"); }
 static void test_train_llama(void **s) { (void)s; check_training("train_llama.mcfx"); }
 
 int main(void)
@@ -302,6 +303,7 @@ int main(void)
         cmocka_unit_test(test_train_untied_nobias),
         cmocka_unit_test(test_llama_gqa),
         cmocka_unit_test(test_llama_variants),
+        cmocka_unit_test(test_llama_qknorm),
         cmocka_unit_test(test_train_llama),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
