@@ -145,15 +145,16 @@ check "fp16 Llama run with a constant loss scale tracks bf16's loss within 2%" \
 
 # Checkpoints carry the Llama model: a tp 1 save at iteration 10 converted to tp 2 (fc1's
 # [gate; up] halves and GQA's groups resharded) resumes with the single-rank numbers, and
-# --use-checkpoint-args brings back every model flag (rope, RMSNorm, SwiGLU, GQA, untied, biases)
-"$MC_BIN" "${FLAGS[@]}" --save "$MC_TMP/ck" --save-interval 10 --exit-interval 10 >"$MC_TMP/saving" 2>&1
+# --use-checkpoint-args brings back every model flag (rope, RMSNorm, SwiGLU, GQA, untied, biases);
+# the model has q/k layernorms too
+"$MC_BIN" "${FLAGS[@]}" --qk-layernorm --save "$MC_TMP/ck" --save-interval 10 --exit-interval 10 >"$MC_TMP/saving" 2>&1
 check "the Llama run saves (exit 0)" test $? -eq 0
-grep -E ' iteration +(1[1-9]|20)/|validation loss at iteration 20 ' "$MC_TMP/single" >"$MC_TMP/tail"
+grep -E ' iteration +(1[1-9]|20)/|validation loss at iteration 20 ' "$MC_TMP/qk-RMSNorm" >"$MC_TMP/tail"
 "$MC_BIN" convert-checkpoint --load-dir "$MC_TMP/ck" --save-dir "$MC_TMP/ck2" \
     --target-tensor-parallel-size 2 >"$MC_TMP/conv" 2>&1
 rc=$?
 check "convert-checkpoint of the Llama model to tp 2 (rc=$rc: $(tail -c 300 "$MC_TMP/conv"))" test $rc -eq 0
-mpirun_mc 2 "${FLAGS[@]}" --tensor-model-parallel-size 2 --load "$MC_TMP/ck2" >"$MC_TMP/res2" 2>"$MC_TMP/res2.err"
+mpirun_mc 2 "${FLAGS[@]}" --qk-layernorm --tensor-model-parallel-size 2 --load "$MC_TMP/ck2" >"$MC_TMP/res2" 2>"$MC_TMP/res2.err"
 check "tp 2 resumed from the converted checkpoint gives the single-rank iterations 11-20" \
     same_log_numbers "$MC_TMP/tail" "$MC_TMP/res2" 10
 BASE=()
@@ -167,7 +168,8 @@ for f in "${FLAGS[@]}"; do # FLAGS without the model's (what --use-checkpoint-ar
     [ $skip_next -eq 1 ] && { skip_next=0; continue; }
     BASE+=("$f")
 done
-"$MC_BIN" "${BASE[@]}" --use-checkpoint-args --load "$MC_TMP/ck" >"$MC_TMP/res1" 2>"$MC_TMP/res1.err"
+# (Megatron's load_args_from_checkpoint does not take qk_layernorm: it is passed again)
+"$MC_BIN" "${BASE[@]}" --qk-layernorm --use-checkpoint-args --load "$MC_TMP/ck" >"$MC_TMP/res1" 2>"$MC_TMP/res1.err"
 rc=$?
 check "--use-checkpoint-args takes the Llama model from the checkpoint (rc=$rc $(tail -c 300 "$MC_TMP/res1.err"))" \
     same_log_numbers "$MC_TMP/tail" "$MC_TMP/res1" 10
