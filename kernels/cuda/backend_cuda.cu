@@ -141,8 +141,13 @@ extern "C" const mc_backend_t *mc_backend_cuda(int device, char *err, size_t n)
     b.layernorm_forward = mc_cuda_layernorm_forward;
     b.add_layernorm_forward = mc_cuda_add_layernorm_forward;
     b.layernorm_backward_acc = mc_cuda_layernorm_backward_acc;
+    b.rmsnorm_forward = mc_cuda_rmsnorm_forward;
+    b.add_rmsnorm_forward = mc_cuda_add_rmsnorm_forward;
+    b.rmsnorm_backward_acc = mc_cuda_rmsnorm_backward_acc;
     b.gelu_forward = mc_cuda_gelu_forward;
     b.gelu_backward = mc_cuda_gelu_backward;
+    b.swiglu_forward = mc_cuda_swiglu_forward;
+    b.swiglu_backward = mc_cuda_swiglu_backward;
     b.dropout_forward = mc_cuda_dropout_forward;
     b.dropout_backward = mc_cuda_dropout_backward;
     b.attention_forward = mc_cuda_attention_forward;

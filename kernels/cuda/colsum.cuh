@@ -1,5 +1,5 @@
 // Deterministic column reductions over the rows of an [N, C] tensor, in double (as the CPU
-// reference sums them): the bias gradient of the linear layer and LayerNorm's dw/db.
+// reference sums them): the linear layer's bias gradient, LayerNorm's dw/db, RMSNorm's dw.
 //
 // F supplies, for row r and column c, NSUM terms (F::terms), and writes the NSUM column sums
 // into its outputs (F::finish, which does the "+=" of the gradient buffer and its rounding).

@@ -16,8 +16,9 @@ if grep -qE 'no CUDA device visible|has no CUDA backend' "$MC_TMP/err"; then
 else
     check "bench_kernels --quick runs (rc $rc: $(head -c 300 "$MC_TMP/err"))" test "$rc" -eq 0
     missing=""
-    for op in add add_inplace scale gelu_forward gelu_backward dropout_forward layernorm_forward add_layernorm_forward \
-        layernorm_backward_acc embedding_forward embedding_backward ce_max ce_sums ce_backward sumsq \
+    for op in add add_inplace scale gelu_forward gelu_backward swiglu_forward swiglu_backward dropout_forward \
+        layernorm_forward add_layernorm_forward layernorm_backward_acc rmsnorm_forward add_rmsnorm_forward \
+        rmsnorm_backward_acc embedding_forward embedding_backward ce_max ce_sums ce_backward sumsq \
         count_zeros has_nonfinite linear_forward linear_backward linear_gelu_forward linear_backward_gelu adam_step \
         gemm convert; do
         grep -q "^$op" "$MC_TMP/out" || missing="$missing $op"

@@ -136,6 +136,27 @@ static void op_ln_b(const bufs_t *b, mc_dtype_t dt)
     be->layernorm_backward_acc(be, dt, MC_DT_F32, b->z, b->dW, (char *)b->dW + b->H * 4, b->y, b->x, b->w, b->stats[0],
                                b->stats[1], (int)b->N, (int)b->H);
 }
+static void op_rms_f(const bufs_t *b, mc_dtype_t dt)
+{
+    be->rmsnorm_forward(be, dt, b->y, b->stats[1], b->x, b->w, (int)b->N, (int)b->H, 1e-5f);
+}
+static void op_add_rms_f(const bufs_t *b, mc_dtype_t dt)
+{
+    be->add_rmsnorm_forward(be, dt, b->z, b->y, b->stats[1], b->x, b->z, b->w, (int)b->N, (int)b->H, 1e-5f);
+}
+static void op_rms_b(const bufs_t *b, mc_dtype_t dt)
+{
+    be->rmsnorm_backward_acc(be, dt, MC_DT_F32, b->z, b->dW, b->y, b->x, b->w, b->stats[1], (int)b->N, (int)b->H);
+}
+/* SwiGLU over the MLP's activations: x [N, 4h] = [gate | up] of F = 2h each, out [N, 2h] */
+static void op_swiglu_f(const bufs_t *b, mc_dtype_t dt)
+{
+    be->swiglu_forward(be, dt, b->y, b->x, (int)b->N, (int)(2 * b->H));
+}
+static void op_swiglu_b(const bufs_t *b, mc_dtype_t dt)
+{
+    be->swiglu_backward(be, dt, b->z, b->y, b->x, (int)b->N, (int)(2 * b->H));
+}
 static void op_emb_f(const bufs_t *b, mc_dtype_t dt)
 {
     be->embedding_forward(be, dt, b->y, b->tokens, b->positions, b->wte, b->wpe, (int)b->S, (int)b->B, (int)b->H, 0,
@@ -239,8 +260,9 @@ static void run(const opts_t *o)
 
     printf("%-26s %-5s %-22s %13s %14s %s\n", "op", "type", "size", "time", "achieved", "roofline");
     const mc_dtype_t types[2] = {MC_DT_BF16, MC_DT_F32};
-    char sz[64], szr[64], szv[64];
+    char sz[64], szr[64], szv[64], szs[64];
     snprintf(sz, sizeof(sz), "n %ld", b.n);
+    snprintf(szs, sizeof(szs), "%ld x %ld -> %ld", b.N, 4 * b.H, 2 * b.H);
     snprintf(szr, sizeof(szr), "%ld x %ld", b.N, b.H);
     snprintf(szv, sizeof(szv), "%ld x %ld", b.N, b.V);
     for (int t = 0; t < 2; t++) {
@@ -256,12 +278,19 @@ static void run(const opts_t *o)
         report_bw("scale", dt, sz, time_op(op_scale, &b, dt), 2 * n * es);
         report_bw("gelu_forward (tanh)", dt, sz, time_op(op_gelu_f, &b, dt), 2 * n * es);
         report_bw("gelu_backward (tanh)", dt, sz, time_op(op_gelu_b, &b, dt), 3 * n * es);
+        /* x read, out (half of x) written; backward: dout and x read, dx written */
+        report_bw("swiglu_forward", dt, szs, time_op(op_swiglu_f, &b, dt), 1.5 * n * es);
+        report_bw("swiglu_backward", dt, szs, time_op(op_swiglu_b, &b, dt), 2.5 * n * es);
         report_bw("dropout_forward p 0.1", dt, sz, time_op(op_dropout, &b, dt), 2 * n * es);
         report_bw("layernorm_forward", dt, szr, time_op(op_ln_f, &b, dt), 2 * NH * es + 8.0 * (double)b.N);
         /* two addends read, the sum and the normalised row written */
         report_bw("add_layernorm_forward", dt, szr, time_op(op_add_ln_f, &b, dt), 4 * NH * es + 8.0 * (double)b.N);
         /* dout, x read, dx read and written; dw, db fp32 */
         report_bw("layernorm_backward_acc", dt, szr, time_op(op_ln_b, &b, dt), 4 * NH * es + 8.0 * (double)b.N);
+        /* as LayerNorm's, without the mean and the bias */
+        report_bw("rmsnorm_forward", dt, szr, time_op(op_rms_f, &b, dt), 2 * NH * es + 4.0 * (double)b.N);
+        report_bw("add_rmsnorm_forward", dt, szr, time_op(op_add_rms_f, &b, dt), 4 * NH * es + 4.0 * (double)b.N);
+        report_bw("rmsnorm_backward_acc", dt, szr, time_op(op_rms_b, &b, dt), 4 * NH * es + 4.0 * (double)b.N);
         report_bw("embedding_forward", dt, szr, time_op(op_emb_f, &b, dt), 3 * NH * es);
         /* dout read, the touched fp32 rows read and written (at most one per token) */
         report_bw("embedding_backward", dt, szr, time_op(op_emb_b, &b, dt), NH * es + 2 * NH * 4);
