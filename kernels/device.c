@@ -76,6 +76,7 @@ static const struct {
     OP(layernorm_forward),
     OP(add_layernorm_forward),
     OP(layernorm_backward_acc),
+    OP(rope),
     OP(gelu_forward),
     OP(gelu_backward),
     OP(dropout_forward),

@@ -17,7 +17,7 @@ else
     check "bench_kernels --quick runs (rc $rc: $(head -c 300 "$MC_TMP/err"))" test "$rc" -eq 0
     missing=""
     for op in add add_inplace scale gelu_forward gelu_backward dropout_forward layernorm_forward add_layernorm_forward \
-        layernorm_backward_acc embedding_forward embedding_backward ce_max ce_sums ce_backward sumsq \
+        layernorm_backward_acc rope embedding_forward embedding_backward ce_max ce_sums ce_backward sumsq \
         count_zeros has_nonfinite linear_forward linear_backward linear_gelu_forward linear_backward_gelu adam_step \
         gemm convert; do
         grep -q "^$op" "$MC_TMP/out" || missing="$missing $op"
