@@ -79,6 +79,7 @@ static const struct {
     OP(rmsnorm_forward),
     OP(add_rmsnorm_forward),
     OP(rmsnorm_backward_acc),
+    OP(rope),
     OP(gelu_forward),
     OP(gelu_backward),
     OP(swiglu_forward),

@@ -144,6 +144,7 @@ extern "C" const mc_backend_t *mc_backend_cuda(int device, char *err, size_t n)
     b.rmsnorm_forward = mc_cuda_rmsnorm_forward;
     b.add_rmsnorm_forward = mc_cuda_add_rmsnorm_forward;
     b.rmsnorm_backward_acc = mc_cuda_rmsnorm_backward_acc;
+    b.rope = mc_cuda_rope;
     b.gelu_forward = mc_cuda_gelu_forward;
     b.gelu_backward = mc_cuda_gelu_backward;
     b.swiglu_forward = mc_cuda_swiglu_forward;

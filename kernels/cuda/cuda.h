@@ -179,6 +179,11 @@ void mc_cuda_swiglu_forward(const mc_backend_t *be, mc_dtype_t dt, void *out, co
 void mc_cuda_swiglu_backward(const mc_backend_t *be, mc_dtype_t dt, void *dx, const void *dout,
                              const void *x, int N, int F);
 
+// rope.cu
+void mc_cuda_rope(const mc_backend_t *be, mc_dtype_t dt, void *qkv, const float *cos_t,
+                  const float *sin_t, int S, int B, int NG, int QPG, int HD, int rot_dim,
+                  int interleaved, int inverse);
+
 // dropout.cu
 void mc_cuda_dropout_forward(const mc_backend_t *be, mc_dtype_t dt, void *out, const void *x,
                              const mc_dropout_t *d, int d0, int B, int inner, int d0_offset,

@@ -18,7 +18,7 @@ else
     missing=""
     for op in add add_inplace scale gelu_forward gelu_backward swiglu_forward swiglu_backward dropout_forward \
         layernorm_forward add_layernorm_forward layernorm_backward_acc rmsnorm_forward add_rmsnorm_forward \
-        rmsnorm_backward_acc embedding_forward embedding_backward ce_max ce_sums ce_backward sumsq \
+        rmsnorm_backward_acc rope embedding_forward embedding_backward ce_max ce_sums ce_backward sumsq \
         count_zeros has_nonfinite linear_forward linear_backward linear_gelu_forward linear_backward_gelu adam_step \
         gemm convert; do
         grep -q "^$op" "$MC_TMP/out" || missing="$missing $op"

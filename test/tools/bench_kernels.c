@@ -11,6 +11,7 @@
  * GPT-2 350M-like micro-batch (s 1024, b 8, h 1024, vocab 50304); --quick uses small ones.
  * Each op runs until 50 ms have passed after one warm-up call, timed on the host around a
  * synchronize (launch overhead included, negligible at these sizes). */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -46,6 +47,7 @@ typedef struct {
     float *stats[4];                 /* N each */
     int32_t *tokens, *positions;
     int32_t *eod; /* N copies of one token: a packed batch's EOD, the worst case of the backward */
+    float *rope_cos, *rope_sin; /* [S, rope_hd / 2] angle tables */
 } bufs_t;
 
 static void *dalloc(size_t bytes)
@@ -225,6 +227,31 @@ static void op_lin_gelu_b(const bufs_t *b, mc_dtype_t dt)
     be->linear_backward_gelu(be, dt, MC_DT_F32, b->w, b->dW, NULL, b->x, b->y, b->W, b->z, (int)b->N,
                              (int)(4 * b->H), (int)b->H, 1);
 }
+/* RoPE on a Llama-like linear_qkv output: ROPE_HEADS query heads of H/ROPE_HEADS in ROPE_GROUPS
+ * query groups (grouped-query attention), fully rotated; rows [NG*(QPG+2)*HD] in x */
+enum { ROPE_HEADS = 8, ROPE_GROUPS = 2 };
+static int rope_hd(const bufs_t *b) { return (int)(b->H / ROPE_HEADS); }
+static void op_rope(const bufs_t *b, mc_dtype_t dt)
+{
+    const int hd = rope_hd(b);
+    be->rope(be, dt, b->x, b->rope_cos, b->rope_sin, (int)b->S, (int)b->B, ROPE_GROUPS, ROPE_HEADS / ROPE_GROUPS,
+             hd, hd, 0, 0);
+}
+/* true rotations (cos^2 + sin^2 = 1), so the repeated calls in place keep x's magnitude */
+static void rope_tables(bufs_t *b)
+{
+    const long half = rope_hd(b) / 2, nt = b->S * half;
+    float *h = malloc((size_t)nt * 2 * sizeof(float));
+    if (!h) exit(1);
+    for (long k = 0; k < nt; k++) {
+        const double a = (double)(k / half) * pow(10000.0, -(double)(k % half) / (double)half);
+        h[k] = (float)cos(a), h[nt + k] = (float)sin(a);
+    }
+    b->rope_cos = dalloc((size_t)nt * 4), b->rope_sin = dalloc((size_t)nt * 4);
+    be->memcpy_h2d(be, b->rope_cos, h, (size_t)nt * 4);
+    be->memcpy_h2d(be, b->rope_sin, h + nt, (size_t)nt * 4);
+    free(h);
+}
 /* the square fp32 GEMM: 4h, or 2h where x cannot hold (4h)^2 */
 static int gemm_size(const bufs_t *b) { return 16 * b->H * b->H <= b->n ? (int)(4 * b->H) : (int)(2 * b->H); }
 static void op_gemm(const bufs_t *b, mc_dtype_t dt)
@@ -257,6 +284,7 @@ static void run(const opts_t *o)
     b.eod = dalloc((size_t)b.N * 4);
     be->memcpy_h2d(be, b.eod, tok, (size_t)b.N * 4);
     free(tok), free(pos);
+    rope_tables(&b);
 
     printf("%-26s %-5s %-22s %13s %14s %s\n", "op", "type", "size", "time", "achieved", "roofline");
     const mc_dtype_t types[2] = {MC_DT_BF16, MC_DT_F32};
@@ -268,6 +296,7 @@ static void run(const opts_t *o)
     for (int t = 0; t < 2; t++) {
         const mc_dtype_t dt = types[t];
         const double es = (double)mc_dtype_size(dt), n = (double)b.n, NH = (double)(b.N * b.H), NV = (double)(b.N * b.V);
+        char szq[64];
         dfill(b.x, dt, b.n, -2, 2), dfill(b.y, dt, b.n, -2, 2), dfill(b.z, dt, b.n, -2, 2), dfill(b.w, dt, b.H, 0.5f, 1.5f);
         dfill(b.logits, dt, b.N * b.V, -4, 4), dfill(b.wte, dt, b.V * b.H, -1, 1), dfill(b.wpe, dt, b.S * b.H, -1, 1);
         dfill(b.W, dt, 4 * b.H * b.H, -0.05f, 0.05f), dfill(b.stats[3], MC_DT_F32, b.N, 0, 1e-3f);
@@ -291,6 +320,11 @@ static void run(const opts_t *o)
         report_bw("rmsnorm_forward", dt, szr, time_op(op_rms_f, &b, dt), 2 * NH * es + 4.0 * (double)b.N);
         report_bw("add_rmsnorm_forward", dt, szr, time_op(op_add_rms_f, &b, dt), 4 * NH * es + 4.0 * (double)b.N);
         report_bw("rmsnorm_backward_acc", dt, szr, time_op(op_rms_b, &b, dt), 4 * NH * es + 4.0 * (double)b.N);
+        /* the query and key heads read and written (the value heads untouched), the tables read */
+        snprintf(szq, sizeof(szq), "%ld x %d (%d/%d heads)", b.N, ROPE_GROUPS * (ROPE_HEADS / ROPE_GROUPS + 2) * rope_hd(&b),
+                 ROPE_HEADS, ROPE_GROUPS);
+        report_bw("rope (GQA)", dt, szq, time_op(op_rope, &b, dt),
+                  2 * (double)b.N * (ROPE_HEADS + ROPE_GROUPS) * rope_hd(&b) * es + 4.0 * (double)(b.S * rope_hd(&b)));
         report_bw("embedding_forward", dt, szr, time_op(op_emb_f, &b, dt), 3 * NH * es);
         /* dout read, the touched fp32 rows read and written (at most one per token) */
         report_bw("embedding_backward", dt, szr, time_op(op_emb_b, &b, dt), NH * es + 2 * NH * 4);

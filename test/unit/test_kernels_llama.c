@@ -1,7 +1,8 @@
-/* The CPU reference backend's ops of the Llama block (RMSNorm, SwiGLU) in fp32: against
+/* The CPU reference backend's ops of the Llama block (RMSNorm, SwiGLU, RoPE) in fp32: against
  * double-precision loops written here, the backward ops against central finite differences of
  * the double forward, and add_rmsnorm_forward against the add op then rmsnorm_forward, bit for
- * bit. (The 16-bit wrappers: test_kernels_16bit.c; squared ReLU: test_kernels_cpu.c's GeLU test.) */
+ * bit; RoPE also in bf16 (its 16-bit wrapper). (The other 16-bit wrappers: test_kernels_16bit.c;
+ * squared ReLU: test_kernels_cpu.c's GeLU test.) */
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
@@ -13,6 +14,7 @@
 #include <string.h>
 
 #include "kernels/backend.h"
+#include "kernels/dtype.h"
 
 /* Odd sizes: no row lines up with the CPU's 4-float vectors. */
 enum { N = 13, C = 37, F = 19 };
@@ -210,6 +212,151 @@ static void test_swiglu(void **state)
     assert_true(fabs(dx[2] - R[2] * x[F + 2]) <= 1e-6 * fabs(R[2] * x[F + 2]));
 }
 
+/* ---- RoPE ---- */
+
+/* The sizes of one case: qkv [S, B, NG*(QPG+2)*HD], the first rot elements of each query and key
+ * head rotated. */
+typedef struct {
+    int S, B, NG, QPG, HD, rot;
+} rope_case_t;
+
+static long rope_len(const rope_case_t *c) { return (long)c->S * c->B * c->NG * (c->QPG + 2) * c->HD; }
+
+/* Megatron's angle tables, rot/2 frequencies base^(-2i/rot) per position, rounded to fp32 (the
+ * op's input: the reference reads the same values). */
+static void rope_tables(const rope_case_t *c, float *cos_t, float *sin_t)
+{
+    const int half = c->rot / 2;
+    for (int s = 0; s < c->S; s++)
+        for (int i = 0; i < half; i++) {
+            const double a = s * pow(10000.0, -2.0 * i / c->rot);
+            cos_t[s * half + i] = (float)cos(a), sin_t[s * half + i] = (float)sin(a);
+        }
+}
+
+/* apply_rotary_pos_emb written as Megatron writes it, in double, on every query and key head:
+ * t = x[:rot]; y = t * cos + rotate_half(t) * sin, with the frequency table repeated over a pair
+ * (cat(f, f), or each f twice when interleaved) and rotate_half(t) = cat(-t2, t1) for the halves
+ * t1, t2 (interleaved: the pairs (t[2i], t[2i+1]) become (-t[2i+1], t[2i])); x[rot:] and the value
+ * heads pass through. inverse: the angle negated. */
+static void rope_ref(const rope_case_t *c, double *x, const float *cos_t, const float *sin_t, int interleaved,
+                     int inverse)
+{
+    const int half = c->rot / 2, row = c->NG * (c->QPG + 2) * c->HD;
+    double emb_c[64], emb_s[64], rh[64];
+    assert_true(c->rot <= 64);
+    for (int s = 0; s < c->S; s++) {
+        for (int j = 0; j < c->rot; j++) { /* the angle of element j */
+            const int f = interleaved ? j / 2 : j % half;
+            emb_c[j] = cos_t[s * half + f], emb_s[j] = (inverse ? -1.0 : 1.0) * sin_t[s * half + f];
+        }
+        for (int b = 0; b < c->B; b++)
+            for (int g = 0; g < c->NG; g++)
+                for (int h = 0; h < c->QPG + 1; h++) { /* the query heads, then the key head */
+                    double *t = x + ((long)s * c->B + b) * row + (g * (c->QPG + 2) + h) * c->HD;
+                    for (int j = 0; j < c->rot; j++)
+                        rh[j] = interleaved ? (j % 2 ? t[j - 1] : -t[j + 1]) : (j < half ? -t[j + half] : t[j - half]);
+                    for (int j = 0; j < c->rot; j++) t[j] = t[j] * emb_c[j] + rh[j] * emb_s[j];
+                }
+    }
+}
+
+/* True for an element the op must leave as it is: a value head, or past rot in a q/k head. */
+static int rope_untouched(const rope_case_t *c, long e)
+{
+    const int in_group = (int)(e % ((long)(c->QPG + 2) * c->HD));
+    return in_group / c->HD == c->QPG + 1 || in_group % c->HD >= c->rot;
+}
+
+/* The fp32 op against the reference, forward and inverse; the untouched elements bit for bit;
+ * the inverse of the forward gives x back within 1e-6. */
+static void rope_case_f32(const rope_case_t *c, int interleaved)
+{
+    const long n = rope_len(c);
+    const size_t nt = (size_t)c->S * (c->rot / 2);
+    float *x = malloc((size_t)n * sizeof(float)), *y = malloc((size_t)n * sizeof(float));
+    float *ct = malloc(nt * sizeof(float)), *st = malloc(nt * sizeof(float));
+    double *want = malloc((size_t)n * sizeof(double));
+    assert_true(x && y && ct && st && want);
+    fill(x, n, -2, 2);
+    rope_tables(c, ct, st);
+    char what[128];
+    for (int inverse = 0; inverse <= 1; inverse++) {
+        snprintf(what, sizeof(what), "rope S %d B %d NG %d QPG %d HD %d rot %d%s%s", c->S, c->B, c->NG, c->QPG, c->HD,
+                 c->rot, interleaved ? " interleaved" : "", inverse ? " inverse" : "");
+        memcpy(y, x, (size_t)n * sizeof(float));
+        to_d(want, x, n);
+        be->rope(be, MC_DT_F32, y, ct, st, c->S, c->B, c->NG, c->QPG, c->HD, c->rot, interleaved, inverse);
+        rope_ref(c, want, ct, st, interleaved, inverse);
+        check_close(y, want, n, 1e-6, what);
+        for (long e = 0; e < n; e++)
+            if (rope_untouched(c, e) && memcmp(&y[e], &x[e], sizeof(float)) != 0)
+                fail_msg("%s: element %ld (a value head or past rot) changed: %.9g -> %.9g", what, e, (double)x[e],
+                         (double)y[e]);
+    }
+    /* back through the rotation: the transpose of a rotation is its inverse */
+    memcpy(y, x, (size_t)n * sizeof(float));
+    be->rope(be, MC_DT_F32, y, ct, st, c->S, c->B, c->NG, c->QPG, c->HD, c->rot, interleaved, 0);
+    be->rope(be, MC_DT_F32, y, ct, st, c->S, c->B, c->NG, c->QPG, c->HD, c->rot, interleaved, 1);
+    for (long e = 0; e < n; e++)
+        if (!(fabs((double)y[e] - x[e]) <= 1e-6))
+            fail_msg("rope inverse(forward(x)) (%s): element %ld: %.9g, x %.9g", what, e, (double)y[e], (double)x[e]);
+    free(x), free(y), free(ct), free(st), free(want);
+}
+
+/* Multi-head (QPG 1), grouped-query (QPG 3, and NG 1 with QPG 4: multi-query), rotary percent 0.5
+ * (rot < HD), each non-interleaved and interleaved. */
+static const rope_case_t ROPE_CASES[] = {
+    {.S = 5, .B = 2, .NG = 3, .QPG = 1, .HD = 16, .rot = 16}, {.S = 4, .B = 3, .NG = 2, .QPG = 3, .HD = 12, .rot = 12},
+    {.S = 6, .B = 1, .NG = 1, .QPG = 4, .HD = 8, .rot = 8},   {.S = 5, .B = 2, .NG = 2, .QPG = 2, .HD = 16, .rot = 8},
+};
+enum { ROPE_NCASES = sizeof(ROPE_CASES) / sizeof(ROPE_CASES[0]) };
+
+static void test_rope(void **state)
+{
+    (void)state;
+    for (int k = 0; k < ROPE_NCASES; k++)
+        for (int il = 0; il <= 1; il++) rope_case_f32(&ROPE_CASES[k], il);
+}
+
+/* bf16 through the 16-bit wrapper: the fp32 op on the widened values, each result rounded once
+ * to bf16 (so within one bf16 unit of the double reference), the untouched elements as they were. */
+static void test_rope_bf16(void **state)
+{
+    (void)state;
+    for (int k = 0; k < ROPE_NCASES; k++)
+        for (int il = 0; il <= 1; il++)
+            for (int inverse = 0; inverse <= 1; inverse++) {
+                const rope_case_t *c = &ROPE_CASES[k];
+                const long n = rope_len(c);
+                float *x = malloc((size_t)n * sizeof(float)), *y32 = malloc((size_t)n * sizeof(float));
+                uint16_t *h = malloc((size_t)n * 2), *h0 = malloc((size_t)n * 2);
+                float ct[16 * 32], st[16 * 32];
+                double *want = malloc((size_t)n * sizeof(double));
+                assert_true(x && y32 && h && h0 && want && c->S * c->rot / 2 <= 16 * 32);
+                fill(x, n, -2, 2);
+                be->convert(be, h0, MC_DT_BF16, x, MC_DT_F32, n);
+                be->convert(be, x, MC_DT_F32, h0, MC_DT_BF16, n); /* the bf16 values, widened */
+                memcpy(h, h0, (size_t)n * 2), memcpy(y32, x, (size_t)n * sizeof(float));
+                rope_tables(c, ct, st);
+                be->rope(be, MC_DT_BF16, h, ct, st, c->S, c->B, c->NG, c->QPG, c->HD, c->rot, il, inverse);
+                be->rope(be, MC_DT_F32, y32, ct, st, c->S, c->B, c->NG, c->QPG, c->HD, c->rot, il, inverse);
+                to_d(want, x, n);
+                rope_ref(c, want, ct, st, il, inverse);
+                for (long e = 0; e < n; e++) {
+                    const double got = mc_f32_from_bf16(h[e]);
+                    if (h[e] != mc_bf16_from_f32(y32[e]))
+                        fail_msg("rope bf16 case %d%s%s: element %ld is %.9g, not the fp32 op's %.9g rounded", k,
+                                 il ? " interleaved" : "", inverse ? " inverse" : "", e, got, (double)y32[e]);
+                    if (!(fabs(got - want[e]) <= ldexp(fmax(fabs(got), fabs(want[e])), -8) + 1e-6))
+                        fail_msg("rope bf16 case %d: element %ld: got %.9g, want %.9g", k, e, got, want[e]);
+                    if (rope_untouched(c, e) && h[e] != h0[e])
+                        fail_msg("rope bf16 case %d: untouched element %ld changed", k, e);
+                }
+                free(x), free(y32), free(h), free(h0), free(want);
+            }
+}
+
 int main(void)
 {
     be = mc_backend_cpu();
@@ -218,6 +365,8 @@ int main(void)
         cmocka_unit_test(test_add_rmsnorm),
         cmocka_unit_test(test_rmsnorm_empty),
         cmocka_unit_test(test_swiglu),
+        cmocka_unit_test(test_rope),
+        cmocka_unit_test(test_rope_bf16),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
