@@ -31,6 +31,9 @@
 #                layout tests: the layouts sum in another order);
 #             8-10. the same layouts with --distributed-backend nccl, one GPU per rank, when two
 #                GPUs are visible (else reported skipped);
+#             11. the Llama block (grouped-query attention, SwiGLU, RoPE, RMSNorm, q/k layernorm,
+#                untied, no biases) in fp32 on the device gives the CPU run's losses (as 1.);
+#             12. its bf16 run on the device tracks its fp32 run within 1% (as 2.);
 #  sanitizer  compute-sanitizer memcheck of a short bf16 run (MC_GPU_TEST_SAN_ITERS, default 3,
 #             iterations and an evaluation; one rank exercises every kernel) reports no error;
 #  nccl       the NCCL communicator's device checks (test_comm_nccl_gpu: test/mpi/test_comm_mpi.c on
@@ -96,7 +99,7 @@ emu)
     exit 2 ;;
 esac
 : "${LAYOUT_TOL_LOSS:=1e-5}" "${LAYOUT_TOL_GRAD:=1e-4}"
-: "${MC_GPU_TEST_ONLY:=fp32 bf16 fp16 fp16-overflow tp pp dp}" "${MC_GPU_TEST_ITERS:=24}"
+: "${MC_GPU_TEST_ONLY:=fp32 bf16 fp16 fp16-overflow tp pp dp llama llama-bf16}" "${MC_GPU_TEST_ITERS:=24}"
 : "${MC_GPU_TEST_SAN_ITERS:=3}"
 if [ -n "${MC_GPU_TEST_LOGS:-}" ]; then
     LOGS=$MC_GPU_TEST_LOGS
@@ -152,7 +155,7 @@ CHECK_BUILD="build (make WERROR=1 NVCC_WERROR=0: megatron-c, the GPU op tests, t
 CHECK_OPS="GPU op tests (test_gpu_*)"
 FP32_TOL=1e-4
 [ "$DEVICE" = emu ] && FP32_TOL=1e-5 # the emulation computes as the CPU does
-TRAIN=(fp32 bf16 fp16 fp16-overflow tp pp dp nccl-tp nccl-pp nccl-dp)
+TRAIN=(fp32 bf16 fp16 fp16-overflow tp pp dp nccl-tp nccl-pp nccl-dp llama llama-bf16)
 declare -A CHECK
 CHECK[fp32]="fp32: $MC_GPU_TEST_ITERS iterations on $WHERE give the CPU run's lm losses within $FP32_TOL"
 CHECK[bf16]="bf16 on $WHERE tracks its fp32 losses within 1%"
@@ -164,6 +167,8 @@ CHECK[dp]="dp=2, distributed optimizer, overlapped grad reduce and param gather,
 CHECK[nccl-tp]="tp=2 with sequence parallelism on two GPUs (--distributed-backend nccl)"
 CHECK[nccl-pp]="pp=2 with vpp=2 on two GPUs (--distributed-backend nccl)"
 CHECK[nccl-dp]="dp=2, distributed optimizer, on two GPUs (--distributed-backend nccl)"
+CHECK[llama]="Llama block (GQA, SwiGLU, RoPE, RMSNorm, q/k layernorm, untied) in fp32 on $WHERE gives the CPU run's lm losses within $FP32_TOL"
+CHECK[llama-bf16]="Llama block in bf16 on $WHERE tracks its fp32 losses within 1%"
 CHECK_SAN="compute-sanitizer memcheck of a short run"
 [ "$DEVICE" = emu ] && CHECK_SAN="ASan and UBSan (build/emu-san) on a short run on the emulated device"
 CHECK_NCCL="NCCL communicator on this GPU, one rank (test_comm_nccl_gpu)"
@@ -440,6 +445,42 @@ step_train() {
             layout "$key" nccl
         fi
     done
+    llama_checks
+}
+
+# The Llama block's ops (rope, qk_norm, rmsnorm, swiglu, grouped-query attention) in a training
+# run: fp32 against the CPU, bf16 against the device's fp32.
+LLAMA=(--position-embedding-type rope --normalization RMSNorm --swiglu --group-query-attention
+       --num-query-groups 2 --qk-layernorm --untie-embeddings-and-output-weights --disable-bias-linear)
+llama_checks() {
+    local d have=0
+    if ! selected llama && ! selected llama-bf16; then
+        skip "${CHECK[llama]}" "not in MC_GPU_TEST_ONLY"
+        skip "${CHECK[llama-bf16]}" "not in MC_GPU_TEST_ONLY"
+        return
+    fi
+    train llama 1 cuda "${LLAMA[@]}" && have=1
+    local why=$RUN_WHY
+    if ! selected llama; then
+        skip "${CHECK[llama]}" "not in MC_GPU_TEST_ONLY"
+    elif [ $have -ne 1 ]; then
+        not_ok "${CHECK[llama]}: $why"
+    elif train cpu-llama 1 cpu "${LLAMA[@]}"; then
+        d=$(compare "$LOGS/cpu-llama" "$LOGS/llama" "$FP32_TOL" - -)
+        result llama $? "$d"
+    else
+        not_ok "${CHECK[llama]}: $RUN_WHY"
+    fi
+    if ! selected llama-bf16; then
+        skip "${CHECK[llama-bf16]}" "not in MC_GPU_TEST_ONLY"
+    elif [ $have -ne 1 ]; then
+        not_ok "${CHECK[llama-bf16]}: no fp32 run ($why)"
+    elif train llama-bf16 1 cuda "${LLAMA[@]}" --bf16; then
+        d=$(compare "$LOGS/llama" "$LOGS/llama-bf16" 1e-2 - -)
+        result llama-bf16 $? "$d"
+    else
+        not_ok "${CHECK[llama-bf16]}: $RUN_WHY"
+    fi
 }
 
 # ---- sanitizer ----

@@ -18,10 +18,10 @@ if [ -z "${MC_EMU_BUILD:-}" ] || [ ! -x "$MC_EMU_BUILD/megatron-c" ]; then
     skip "megatron-c --device cuda on the emulated device" "no emulated build (MC_EMU_BUILD='${MC_EMU_BUILD:-}' has no megatron-c; make emu)"
     exit 0
 fi
-only=() what="fp32, bf16, fp16 (tracking and overflow), tp 2 + SP, pp 2 x vpp 2, dp 2 distopt"
+only=() what="fp32, bf16, fp16 (tracking and overflow), tp 2 + SP, pp 2 x vpp 2, dp 2 distopt, Llama fp32 and bf16"
 case $MC_EMU_BUILD in
-*emu-san) only=(MC_GPU_TEST_ONLY="fp32 fp16-overflow tp pp dp" MC_GPU_TEST_ITERS=12)
-    what="fp32, fp16 overflow, tp 2 + SP, pp 2 x vpp 2, dp 2 distopt (sanitizer build: 12 iterations)" ;;
+*emu-san) only=(MC_GPU_TEST_ONLY="fp32 fp16-overflow tp pp dp llama" MC_GPU_TEST_ITERS=12)
+    what="fp32, fp16 overflow, tp 2 + SP, pp 2 x vpp 2, dp 2 distopt, Llama fp32 (sanitizer build: 12 iterations)" ;;
 esac
 
 start=$(date +%s)
