@@ -76,6 +76,8 @@ static const struct {
     OP(layernorm_forward),
     OP(add_layernorm_forward),
     OP(layernorm_backward_acc),
+    OP(qk_norm_forward),
+    OP(qk_norm_backward),
     OP(gelu_forward),
     OP(gelu_backward),
     OP(dropout_forward),

@@ -141,6 +141,8 @@ extern "C" const mc_backend_t *mc_backend_cuda(int device, char *err, size_t n)
     b.layernorm_forward = mc_cuda_layernorm_forward;
     b.add_layernorm_forward = mc_cuda_add_layernorm_forward;
     b.layernorm_backward_acc = mc_cuda_layernorm_backward_acc;
+    b.qk_norm_forward = mc_cuda_qk_norm_forward;
+    b.qk_norm_backward = mc_cuda_qk_norm_backward;
     b.gelu_forward = mc_cuda_gelu_forward;
     b.gelu_backward = mc_cuda_gelu_backward;
     b.dropout_forward = mc_cuda_dropout_forward;
