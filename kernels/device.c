@@ -80,6 +80,8 @@ static const struct {
     OP(add_rmsnorm_forward),
     OP(rmsnorm_backward_acc),
     OP(rope),
+    OP(qk_norm_forward),
+    OP(qk_norm_backward),
     OP(gelu_forward),
     OP(gelu_backward),
     OP(swiglu_forward),

@@ -145,6 +145,8 @@ extern "C" const mc_backend_t *mc_backend_cuda(int device, char *err, size_t n)
     b.add_rmsnorm_forward = mc_cuda_add_rmsnorm_forward;
     b.rmsnorm_backward_acc = mc_cuda_rmsnorm_backward_acc;
     b.rope = mc_cuda_rope;
+    b.qk_norm_forward = mc_cuda_qk_norm_forward;
+    b.qk_norm_backward = mc_cuda_qk_norm_backward;
     b.gelu_forward = mc_cuda_gelu_forward;
     b.gelu_backward = mc_cuda_gelu_backward;
     b.swiglu_forward = mc_cuda_swiglu_forward;

@@ -157,6 +157,16 @@ void mc_cuda_layernorm_backward_acc(const mc_backend_t *be, mc_dtype_t dt, mc_dt
                                     const void *w, const float *mean, const float *rstd, int N,
                                     int C);
 
+// qk_norm.cu: --qk-layernorm, LayerNorm or RMSNorm over each query and key head
+void mc_cuda_qk_norm_forward(const mc_backend_t *be, mc_dtype_t dt, void *out, float *mean,
+                             float *rstd, const void *x, const void *wq, const void *bq,
+                             const void *wk, const void *bk, int T, int NG, int QPG, int HD,
+                             float eps, int rms);
+void mc_cuda_qk_norm_backward(const mc_backend_t *be, mc_dtype_t dt, mc_dtype_t gdt, void *dqkv,
+                              void *dwq, void *dbq, void *dwk, void *dbk, const void *x,
+                              const void *wq, const void *wk, const float *mean, const float *rstd,
+                              int T, int NG, int QPG, int HD, int rms);
+
 // gelu.cu: the MLP's elementwise activation (GeLU or squared ReLU)
 void mc_cuda_gelu_forward(const mc_backend_t *be, mc_dtype_t dt, void *out, const void *x, long n,
                           mc_act_t act);

@@ -20,7 +20,7 @@ else
         layernorm_forward add_layernorm_forward layernorm_backward_acc rmsnorm_forward add_rmsnorm_forward \
         rmsnorm_backward_acc rope embedding_forward embedding_backward ce_max ce_sums ce_backward sumsq \
         count_zeros has_nonfinite linear_forward linear_backward linear_gelu_forward linear_backward_gelu adam_step \
-        gemm convert; do
+        gemm convert qk_norm_forward qk_norm_backward; do
         grep -q "^$op" "$MC_TMP/out" || missing="$missing $op"
     done
     check "bench_kernels times every op${missing:+ (missing:$missing)}" test -z "$missing"

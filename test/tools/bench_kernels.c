@@ -260,6 +260,25 @@ static void op_gemm(const bufs_t *b, mc_dtype_t dt)
     const int m = gemm_size(b);
     be->gemm(be, 0, 1, m, m, m, 1.0f, b->x, m, b->y, m, 0.0f, b->z, m);
 }
+/* --qk-layernorm (LayerNorm) on a Llama-like linear_qkv output: QKN_HEADS query heads of
+ * H/QKN_HEADS in QKN_GROUPS query groups; rows [NG*(QPG+2)*HD] in x, out in y, the backward in
+ * place on y; the statistics (QKN_HEADS + QKN_GROUPS per token) in z, the weight gradients in dW */
+enum { QKN_HEADS = 8, QKN_GROUPS = 2 };
+static int qkn_hd(const bufs_t *b) { return (int)(b->H / QKN_HEADS); }
+static long qkn_stats(const bufs_t *b) { return b->N * (QKN_HEADS + QKN_GROUPS); }
+static void op_qkn_f(const bufs_t *b, mc_dtype_t dt)
+{
+    float *st = b->z;
+    be->qk_norm_forward(be, dt, b->y, st, st + qkn_stats(b), b->x, b->w, b->w, b->w, b->w, (int)b->N, QKN_GROUPS,
+                        QKN_HEADS / QKN_GROUPS, qkn_hd(b), 1e-5f, 0);
+}
+static void op_qkn_b(const bufs_t *b, mc_dtype_t dt)
+{
+    float *st = b->z, *dw = b->dW;
+    const int hd = qkn_hd(b);
+    be->qk_norm_backward(be, dt, MC_DT_F32, b->y, dw, dw + hd, dw + 2 * hd, dw + 3 * hd, b->x, b->w, b->w, st,
+                         st + qkn_stats(b), (int)b->N, QKN_GROUPS, QKN_HEADS / QKN_GROUPS, hd, 0);
+}
 
 static void run(const opts_t *o)
 {
@@ -325,6 +344,15 @@ static void run(const opts_t *o)
                  ROPE_HEADS, ROPE_GROUPS);
         report_bw("rope (GQA)", dt, szq, time_op(op_rope, &b, dt),
                   2 * (double)b.N * (ROPE_HEADS + ROPE_GROUPS) * rope_hd(&b) * es + 4.0 * (double)(b.S * rope_hd(&b)));
+        /* the whole qkv read and written (the value heads copied), the statistics written; the
+         * backward: the query and key heads' dout and x read, dx written, the statistics read */
+        char szk[64];
+        const double qk = (double)b.N * (QKN_HEADS + QKN_GROUPS) * qkn_hd(&b), qs = 8.0 * (double)qkn_stats(&b);
+        snprintf(szk, sizeof(szk), "%ld x %d (%d/%d heads)", b.N,
+                 QKN_GROUPS * (QKN_HEADS / QKN_GROUPS + 2) * qkn_hd(&b), QKN_HEADS, QKN_GROUPS);
+        report_bw("qk_norm_forward (GQA)", dt, szk, time_op(op_qkn_f, &b, dt),
+                  2 * (qk + (double)b.N * QKN_GROUPS * qkn_hd(&b)) * es + qs);
+        report_bw("qk_norm_backward (GQA)", dt, szk, time_op(op_qkn_b, &b, dt), 3 * qk * es + qs);
         report_bw("embedding_forward", dt, szr, time_op(op_emb_f, &b, dt), 3 * NH * es);
         /* dout read, the touched fp32 rows read and written (at most one per token) */
         report_bw("embedding_backward", dt, szr, time_op(op_emb_b, &b, dt), NH * es + 2 * NH * 4);

@@ -178,6 +178,187 @@ static void test_rmsnorm_empty(void **state)
     assert_true(x[0] == 3.0f && dw[0] == 5.0f);
 }
 
+/* ---- q/k LayerNorm (Megatron's --qk-layernorm: qk_norm_forward, qk_norm_backward) ----
+ * Against a double reference of its own: LayerNorm or RMSNorm over each query and key head's HD
+ * channels (query heads with wq, bq; key heads with wk, bk), value heads copied; the backward
+ * against the analytic gradient in double and, in fp32, central differences of the forward; the
+ * weight gradients accumulated onto non-zero starts. GQA (two query heads a group) and MHA, fp32
+ * and bf16 (the CPU backend's op is the 16-bit wrapper mc_cpu_qk_norm_*: fp32 in, rounded out). */
+
+enum { QK_MAX = 520, QK_HD = 13 }; /* the largest case's elements; HD odd */
+#define QK_BF16_TOL 4e-3            /* 2^-8: a bf16 output's rounding, relative to the tensor's scale */
+
+typedef struct {
+    int T, NG, QPG, HD, rms;
+} qk_case_t;
+
+static qk_case_t g_qc;
+static double g_qx[QK_MAX], g_qw[2][QK_HD], g_qb[2][QK_HD], g_qR[QK_MAX]; /* [0]: query, [1]: key */
+
+static long qk_len(const qk_case_t *c) { return (long)c->T * c->NG * (c->QPG + 2) * c->HD; }
+static long qk_heads(const qk_case_t *c) { return (long)c->T * c->NG * (c->QPG + 1); }
+
+/* Forward from g_qx: out, and per normalised head its mean (0 with RMSNorm) and rstd. */
+static void qk_ref(double *out, double *mean, double *rstd)
+{
+    const qk_case_t *c = &g_qc;
+    const int HD = c->HD;
+    for (long g = 0; g < (long)c->T * c->NG; g++)
+        for (int h = 0; h < c->QPG + 2; h++) {
+            const long o = (g * (c->QPG + 2) + h) * HD, si = g * (c->QPG + 1) + h;
+            if (h == c->QPG + 1) { /* the value head */
+                for (int j = 0; j < HD; j++) out[o + j] = g_qx[o + j];
+                continue;
+            }
+            const int k = h == c->QPG;
+            double mu = 0, v = 0;
+            for (int j = 0; j < HD && !c->rms; j++) mu += g_qx[o + j] / HD;
+            for (int j = 0; j < HD; j++) v += (g_qx[o + j] - mu) * (g_qx[o + j] - mu) / HD;
+            const double r = 1.0 / sqrt(v + EPS);
+            for (int j = 0; j < HD; j++)
+                out[o + j] = (g_qx[o + j] - mu) * r * g_qw[k][j] + (c->rms ? 0.0 : g_qb[k][j]);
+            if (mean) mean[si] = mu;
+            if (rstd) rstd[si] = r;
+        }
+}
+static double qk_loss(void)
+{
+    static double out[QK_MAX];
+    double s = 0;
+    qk_ref(out, NULL, NULL);
+    for (long i = 0; i < qk_len(&g_qc); i++) s += out[i] * g_qR[i];
+    return s;
+}
+
+/* The analytic backward of qk_loss: dx (the value heads' gradient passes through), dw, db. */
+static void qk_grad_ref(double *dx, double dw[2][QK_HD], double db[2][QK_HD])
+{
+    const qk_case_t *c = &g_qc;
+    const int HD = c->HD;
+    static double out[QK_MAX], mean[QK_MAX], rstd[QK_MAX];
+    qk_ref(out, mean, rstd);
+    memset(dw, 0, 2 * QK_HD * sizeof(double)), memset(db, 0, 2 * QK_HD * sizeof(double));
+    for (long g = 0; g < (long)c->T * c->NG; g++)
+        for (int h = 0; h < c->QPG + 2; h++) {
+            const long o = (g * (c->QPG + 2) + h) * HD, si = g * (c->QPG + 1) + h;
+            if (h == c->QPG + 1) {
+                for (int j = 0; j < HD; j++) dx[o + j] = g_qR[o + j];
+                continue;
+            }
+            const int k = h == c->QPG;
+            const double r = rstd[si];
+            double a = 0, b = 0; /* mean(dout * w), mean(dout * w * xhat) */
+            for (int j = 0; j < HD; j++) {
+                const double xh = (g_qx[o + j] - mean[si]) * r, dn = g_qR[o + j] * g_qw[k][j];
+                a += dn / HD, b += dn * xh / HD;
+                dw[k][j] += g_qR[o + j] * xh, db[k][j] += g_qR[o + j];
+            }
+            for (int j = 0; j < HD; j++) {
+                const double xh = (g_qx[o + j] - mean[si]) * r;
+                dx[o + j] = r * (g_qR[o + j] * g_qw[k][j] - (c->rms ? 0.0 : a) - xh * b);
+            }
+        }
+}
+
+/* x rounded to dt and back (the values a dt op sees). */
+static void qk_round(float *x, long n, mc_dtype_t dt)
+{
+    char tmp[QK_MAX * 4];
+    be->convert(be, tmp, dt, x, MC_DT_F32, n);
+    be->convert(be, x, MC_DT_F32, tmp, dt, n);
+}
+
+/* One case in dt (gradients in gdt): the op on dt buffers, compared in fp32. */
+static void qk_case(const qk_case_t *c, mc_dtype_t dt, mc_dtype_t gdt)
+{
+    g_qc = *c;
+    const long n = qk_len(c), ns = qk_heads(c);
+    const int HD = c->HD, f32 = dt == MC_DT_F32;
+    const double tol = f32 ? RTOL : QK_BF16_TOL;
+    char what[96];
+    snprintf(what, sizeof(what), "qk_norm %s T %d NG %d QPG %d HD %d %s gdt %s", c->rms ? "RMSNorm" : "LayerNorm", c->T,
+             c->NG, c->QPG, HD, mc_dtype_name(dt), mc_dtype_name(gdt));
+    assert_true(n <= QK_MAX && HD <= QK_HD);
+    float x[QK_MAX], w[2][QK_HD], b[2][QK_HD], R[QK_MAX];
+    fill(x, n, -2, 3);
+    for (int j = 0; j < HD; j++) x[HD + j] += 4.0f; /* the second head off-centre: RMS is not the variance */
+    fill(w[0], 2 * QK_HD, 0.5, 1.5), fill(b[0], 2 * QK_HD, -1, 1), fill(R, n, -1, 1);
+    qk_round(x, n, dt), qk_round(w[0], 2 * QK_HD, dt), qk_round(b[0], 2 * QK_HD, dt), qk_round(R, n, dt);
+    to_d(g_qx, x, n), to_d(g_qw[0], w[0], 2 * QK_HD), to_d(g_qb[0], b[0], 2 * QK_HD), to_d(g_qR, R, n);
+
+    /* forward, into garbage-filled outputs */
+    char hx[QK_MAX * 4], hw[2][QK_HD * 4], hb[2][QK_HD * 4], hout[QK_MAX * 4];
+    be->convert(be, hx, dt, x, MC_DT_F32, n);
+    for (int k = 0; k < 2; k++)
+        be->convert(be, hw[k], dt, w[k], MC_DT_F32, HD), be->convert(be, hb[k], dt, b[k], MC_DT_F32, HD);
+    memset(hout, 0x7f, sizeof(hout));
+    float mean[QK_MAX], rstd[QK_MAX], out[QK_MAX];
+    memset(mean, 0x7f, sizeof(mean)), memset(rstd, 0x7f, sizeof(rstd));
+    be->qk_norm_forward(be, dt, hout, c->rms ? NULL : mean, rstd, hx, hw[0], c->rms ? NULL : hb[0], hw[1],
+                        c->rms ? NULL : hb[1], c->T, c->NG, c->QPG, HD, (float)EPS, c->rms);
+    be->convert(be, out, MC_DT_F32, hout, dt, n);
+    double want[QK_MAX], wm[QK_MAX], wr[QK_MAX];
+    qk_ref(want, wm, wr);
+    check_close(out, want, n, tol, what);
+    check_close(rstd, wr, ns, RTOL, what);
+    if (!c->rms) check_close(mean, wm, ns, RTOL, what);
+    for (long i = 0; i < n; i++) /* value heads copied unchanged */
+        if (i / HD % (c->QPG + 2) == c->QPG + 1 && memcmp(&out[i], &x[i], sizeof(float)) != 0)
+            fail_msg("%s: value element %ld changed (%g, was %g)", what, i, (double)out[i], (double)x[i]);
+
+    /* backward: dqkv starts as the output gradient R, the weight gradients at non-zero values */
+    float base[4][QK_HD], got[4][QK_HD], dx[QK_MAX];
+    fill(base[0], 4 * QK_HD, -1, 1);
+    qk_round(base[0], 4 * QK_HD, gdt);
+    char hd[QK_MAX * 4], hg[4][QK_HD * 4];
+    be->convert(be, hd, dt, R, MC_DT_F32, n);
+    for (int k = 0; k < 4; k++) be->convert(be, hg[k], gdt, base[k], MC_DT_F32, HD);
+    be->qk_norm_backward(be, dt, gdt, hd, hg[0], c->rms ? NULL : hg[1], hg[2], c->rms ? NULL : hg[3], hx, hw[0], hw[1],
+                         c->rms ? NULL : mean, rstd, c->T, c->NG, c->QPG, HD, c->rms);
+    be->convert(be, dx, MC_DT_F32, hd, dt, n);
+    for (int k = 0; k < 4; k++) be->convert(be, got[k], MC_DT_F32, hg[k], gdt, HD);
+    for (long i = 0; i < n; i++) /* the value heads' gradient untouched */
+        if (i / HD % (c->QPG + 2) == c->QPG + 1 && memcmp(&dx[i], &R[i], sizeof(float)) != 0)
+            fail_msg("%s: value gradient %ld changed (%g, was %g)", what, i, (double)dx[i], (double)R[i]);
+    double wdx[QK_MAX], wdw[2][QK_HD], wdb[2][QK_HD], acc[4][QK_HD];
+    qk_grad_ref(wdx, wdw, wdb);
+    for (int j = 0; j < HD; j++) /* "+=" onto the starts; RMSNorm has no bias gradient to add */
+        acc[0][j] = base[0][j] + wdw[0][j], acc[1][j] = base[1][j] + (c->rms ? 0.0 : wdb[0][j]),
+        acc[2][j] = base[2][j] + wdw[1][j], acc[3][j] = base[3][j] + (c->rms ? 0.0 : wdb[1][j]);
+    const double gtol = gdt == MC_DT_F32 ? RTOL : QK_BF16_TOL;
+    check_close(dx, wdx, n, tol, what);
+    static const char *names[4] = {"dwq", "dbq", "dwk", "dbk"};
+    for (int k = 0; k < 4; k++) {
+        char wk[128];
+        snprintf(wk, sizeof(wk), "%s %s (acc)", what, names[k]);
+        check_close(got[k], acc[k], HD, gtol, wk);
+    }
+    if (!f32) return;
+    /* fp32: the same gradients against central differences of the double forward */
+    check_fd(qk_loss, g_qx, n, dx, NULL, "qk_norm dqkv (finite differences)");
+    check_fd(qk_loss, g_qw[0], HD, got[0], base[0], "qk_norm dwq (finite differences, acc)");
+    check_fd(qk_loss, g_qw[1], HD, got[2], base[2], "qk_norm dwk (finite differences, acc)");
+    if (c->rms) return;
+    check_fd(qk_loss, g_qb[0], HD, got[1], base[1], "qk_norm dbq (finite differences, acc)");
+    check_fd(qk_loss, g_qb[1], HD, got[3], base[3], "qk_norm dbk (finite differences, acc)");
+}
+
+static void test_qk_norm(void **state)
+{
+    (void)state;
+    static const qk_case_t cases[] = {
+        {5, 2, 2, QK_HD, 0}, /* GQA: two query heads, a key and a value head per group */
+        {4, 3, 1, QK_HD, 0}, /* MHA */
+        {5, 2, 2, QK_HD, 1},
+        {4, 3, 1, QK_HD, 1},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        qk_case(&cases[i], MC_DT_F32, MC_DT_F32);
+        qk_case(&cases[i], MC_DT_BF16, MC_DT_F32);
+        qk_case(&cases[i], MC_DT_BF16, MC_DT_BF16);
+    }
+}
+
 /* ---- SwiGLU ---- */
 
 static double g_xs[N * 2 * F];
@@ -364,6 +545,7 @@ int main(void)
         cmocka_unit_test(test_rmsnorm),
         cmocka_unit_test(test_add_rmsnorm),
         cmocka_unit_test(test_rmsnorm_empty),
+        cmocka_unit_test(test_qk_norm),
         cmocka_unit_test(test_swiglu),
         cmocka_unit_test(test_rope),
         cmocka_unit_test(test_rope_bf16),
