@@ -19,27 +19,42 @@ void mc_error_set_rank(int rank, int world_size)
 void mc_error_set_abort_hook(void (*hook)(int code)) { g_abort_hook = hook; }
 void mc_error_set_rank_local(bool on) { g_rank_local_inputs = on; }
 
-void mc_user_error(const char *fmt, ...)
+/* Until training starts (flags, data files) every rank reads the same inputs and meets the
+ * same errors, so rank 0 speaks for all and every rank exits with the code (no abort: it could
+ * kill rank 0 before it speaks). Later errors may be one rank's: every rank that meets one
+ * reports it and ends the job. */
+static bool speaks_for_inputs(void) { return g_rank == 0 || g_rank_local_inputs; }
+
+__attribute__((noreturn)) static void exit_user_error(void)
 {
-    va_list ap;
-    fflush(stdout);
-    /* Until training starts (flags, data files) every rank reads the same inputs and meets the
-     * same error, so rank 0 speaks for all, one line, and every rank exits with the code (no
-     * abort: it could kill rank 0 before it speaks). Later errors may be one rank's: every rank
-     * that meets one reports it and ends the job. */
-    if (g_rank == 0 || g_rank_local_inputs) {
-        fputs("megatron-c: error: ", stderr);
-        va_start(ap, fmt);
-        vfprintf(stderr, fmt, ap);
-        va_end(ap);
-        fputc('\n', stderr);
-    }
     if (g_world > 1 && g_rank_local_inputs && g_abort_hook) g_abort_hook(2);
     /* Launchers end the whole job when the first rank exits non-zero: the silent ranks leave
      * rank 0 time to print first (a loaded machine delayed it past their exit in CI). */
     if (g_world > 1 && g_rank != 0 && !g_rank_local_inputs)
         nanosleep(&(struct timespec){.tv_sec = 2}, NULL);
     exit(2);
+}
+
+void mc_user_error(const char *fmt, ...)
+{
+    va_list ap;
+    fflush(stdout);
+    if (speaks_for_inputs()) {
+        fputs("megatron-c: error: ", stderr);
+        va_start(ap, fmt);
+        vfprintf(stderr, fmt, ap);
+        va_end(ap);
+        fputc('\n', stderr);
+    }
+    exit_user_error();
+}
+
+void mc_user_errors(const char *const *lines, int n)
+{
+    fflush(stdout);
+    if (speaks_for_inputs())
+        for (int i = 0; i < n; i++) fprintf(stderr, "megatron-c: error: %s\n", lines[i]);
+    exit_user_error();
 }
 
 __attribute__((noreturn)) static void vfatal(const char *fmt, va_list ap)
@@ -71,14 +86,28 @@ void mc_fatal_by(int reporter, const char *fmt, ...)
     exit(1);
 }
 
+static void vwarn(const char *fmt, va_list ap)
+{
+    fputs("megatron-c: warning: ", stderr);
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
+}
+
 void mc_warn(const char *fmt, ...)
 {
     va_list ap;
-    fputs("megatron-c: warning: ", stderr);
     va_start(ap, fmt);
-    vfprintf(stderr, fmt, ap);
+    vwarn(fmt, ap);
     va_end(ap);
-    fputc('\n', stderr);
+}
+
+void mc_input_warn(const char *fmt, ...)
+{
+    if (!speaks_for_inputs()) return;
+    va_list ap;
+    va_start(ap, fmt);
+    vwarn(fmt, ap);
+    va_end(ap);
 }
 
 int mc_errf(char *err, size_t n, const char *fmt, ...)
@@ -114,26 +143,30 @@ const char *mc_shown(const char *s, char buf[MC_SHOWN_MAX + 4])
     return buf;
 }
 
-/* Levenshtein distance with one rolling row; flag names are short. */
+/* Optimal string alignment: Levenshtein with a swap of two neighbouring characters as one
+ * edit (the commonest typo: "lenght"), over two rolling rows and the one before them. */
 size_t mc_edit_distance(const char *a, const char *b)
 {
     size_t la = strlen(a), lb = strlen(b);
-    size_t *row = malloc((lb + 1) * sizeof(*row));
-    if (!row) return (size_t)-1;
-    for (size_t j = 0; j <= lb; j++) row[j] = j;
+    size_t *rows = malloc(3 * (lb + 1) * sizeof(*rows));
+    if (!rows) return (size_t)-1;
+    size_t *older = rows, *prev = rows + lb + 1, *cur = rows + 2 * (lb + 1);
+    for (size_t j = 0; j <= lb; j++) prev[j] = j;
     for (size_t i = 1; i <= la; i++) {
-        size_t diag = row[0];
-        row[0] = i;
+        cur[0] = i;
         for (size_t j = 1; j <= lb; j++) {
-            size_t up = row[j];
-            size_t best = diag + (a[i - 1] != b[j - 1]);
-            if (up + 1 < best) best = up + 1;
-            if (row[j - 1] + 1 < best) best = row[j - 1] + 1;
-            row[j] = best;
-            diag = up;
+            size_t best = prev[j - 1] + (a[i - 1] != b[j - 1]);
+            if (prev[j] + 1 < best) best = prev[j] + 1;
+            if (cur[j - 1] + 1 < best) best = cur[j - 1] + 1;
+            if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] &&
+                older[j - 2] + 1 < best)
+                best = older[j - 2] + 1;
+            cur[j] = best;
         }
+        size_t *t = older;
+        older = prev, prev = cur, cur = t;
     }
-    size_t d = row[lb];
-    free(row);
+    size_t d = prev[lb];
+    free(rows);
     return d;
 }

@@ -9,12 +9,18 @@
 #include <stddef.h>
 
 __attribute__((noreturn, format(printf, 1, 2))) void mc_user_error(const char *fmt, ...);
+/* Several user errors found together (every problem of a command line): one line each, as
+ * mc_user_error prints it, then exit 2 once. */
+__attribute__((noreturn)) void mc_user_errors(const char *const *lines, int n);
 __attribute__((noreturn, format(printf, 1, 2))) void mc_fatal(const char *fmt, ...);
 /* A runtime error that every rank meets at once (a value reduced over the ranks): rank
  * `reporter` reports it as mc_fatal does and ends the job; the others stay silent until then. */
 __attribute__((noreturn, format(printf, 2, 3))) void mc_fatal_by(int reporter, const char *fmt,
                                                                  ...);
 __attribute__((format(printf, 1, 2))) void mc_warn(const char *fmt, ...);
+/* A warning about the inputs every rank reads alike (the command line): rank 0 prints it for
+ * all, as it reports user errors, so a job shows it once. */
+__attribute__((format(printf, 1, 2))) void mc_input_warn(const char *fmt, ...);
 
 /* For functions that report failure through an (err, n) buffer: format one line into err
  * (when err is not NULL) and return -1. The path variant prefixes "<path>: ". */
@@ -27,7 +33,8 @@ __attribute__((format(printf, 4, 5))) int mc_path_errf(char *err, size_t n, cons
 #define MC_SHOWN_MAX 80
 const char *mc_shown(const char *s, char buf[MC_SHOWN_MAX + 4]);
 
-/* Levenshtein distance, for "did you mean" suggestions. */
+/* Edit distance (Levenshtein, with a swap of neighbouring characters as one edit), for "did
+ * you mean" suggestions. */
 size_t mc_edit_distance(const char *a, const char *b);
 
 /* Set once the runtime knows who we are; runtime errors then say "rank N". */

@@ -1,7 +1,8 @@
 /* The command line of every subcommand: one parser for the flag tables of config/flags.h, with
  * argparse's conventions (`--flag value` and `--flag=value`, the last occurrence wins, a token
  * starting with '-' is a flag unless it reads as a negative number), one --help action, "did you
- * mean" for unknown flags, and one line through mc_user_error (exit 2) for every problem. */
+ * mean" for unknown flags, and one line for every problem: a line's problems are gathered and
+ * told together ("megatron-c: error: ..." each), then exit 2 once. */
 #ifndef MC_CLI_CLI_H
 #define MC_CLI_CLI_H
 
@@ -23,26 +24,41 @@ typedef struct {
 } mc_cli_t;
 
 /* Reads argv[0..argc) into the sets' structs (their defaults must be in place: mc_cli_defaults)
- * and checks the required flags. Returns what was given, one entry per flag of the sets in
+ * and checks the required flags; every problem found (unknown flags, refused values, missing
+ * flags) is reported, then exit 2. Returns what was given, one entry per flag of the sets in
  * order (the parser's, valid until the next call). Support status is the caller's
  * (mc_cli_check_status). */
 mc_flag_seen_t *mc_cli_parse(const mc_cli_t *c, int argc, char **argv);
+/* A problem of the command line being read, gathered to be told with the others (the same line
+ * twice is told once). */
+__attribute__((format(printf, 1, 2))) void mc_cli_problem(const char *fmt, ...);
 void mc_cli_defaults(const mc_cli_t *c);
 /* The flag a name (or, with allow_abbrev, a unique prefix) stands for; *ambiguous when several. */
 const mc_flag_t *mc_cli_resolve(const mc_cli_t *c, const char *name, bool *ambiguous);
 const char *mc_cli_suggest(const mc_cli_t *c, const char *name);
 /* What was given for a flag by name (exact). */
 const mc_flag_seen_t *mc_cli_seen(const mc_cli_t *c, const mc_flag_seen_t *seen, const char *name);
-/* Refuses what the support status of sets[first..first+n) does not allow (one line, exit 2). */
+/* Refuses what the support status of sets[first..first+n) does not allow (one line for each,
+ * exit 2). */
 void mc_cli_check_status(const mc_cli_t *c, const mc_flag_seen_t *seen, int first, int n);
 /* A subcommand's flags, grouped as in its table, for its --help (cli/help.c). */
 void mc_cli_print_flags(FILE *out, const mc_flag_set_t *set);
 
 /* ---- training (pretrain_gpt.py's command line) ---- */
 
-/* Parse argv (without the program name) into args; on any error prints one line and exits 2.
- * Runs the hook below, then validation, and derives values for world_size (the runtime's). */
+/* Parse argv (without the program name) into args; the problems of the line (unknown flags,
+ * refused values, flags not implemented, old flags that conflict) are told all together, one
+ * line each, then exit 2. The old flags Megatron removed are taken as today's (cli/legacy.c),
+ * one warning each. Runs the hook below, then validation (whose first violation stops the
+ * run), and derives values for world_size (the runtime's). */
 void mc_args_parse(mc_args_t *args, int argc, char **argv, int world_size);
+
+/* The flags Megatron removed (MC_FLAG_LEGACY, config/flags_legacy.c) that seen says were given,
+ * taken into args as their .modern flags; an old flag that disagrees with a flag given too, or
+ * stands for one megatron-c refuses, is a problem (mc_cli_problem). */
+void mc_cli_legacy_map(const mc_cli_t *c, const mc_flag_seen_t *seen, mc_args_t *args);
+/* One warning line for each old flag mc_cli_legacy_map took, naming today's spelling. */
+void mc_cli_legacy_warn(void);
 
 /* Called by mc_args_parse between reading the command line and validating it: Megatron's
  * --use-checkpoint-args takes arguments from a checkpoint there (main.c installs ckpt/args.h's;

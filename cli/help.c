@@ -67,10 +67,26 @@ static const char *default_shown(const mc_flag_t *f)
     return *d ? d : "''"; /* Python's repr of the empty-string defaults */
 }
 
+/* What an old flag is taken as: "--recompute-granularity full --recompute-method METHOD (and
+ * --recompute-num-layers 1 unless given)", or "" when it stands for nothing. */
+static void legacy_meaning(const mc_flag_t *f, char *buf, size_t n)
+{
+    buf[0] = '\0';
+    if (!f->modern) return;
+    char mv[128], text[512];
+    metavar(f, mv, sizeof(mv));
+    const char *at = strstr(f->modern, "%s");
+    if (at) snprintf(text, sizeof(text), "%.*s%s%s", (int)(at - f->modern), f->modern, mv, at + 2);
+    else snprintf(text, sizeof(text), "%s", f->modern);
+    snprintf(buf, n, "%s%s%s%s%s%s", text, f->modern_default ? " (and " : "",
+             f->modern_default ? f->modern_default : "", f->modern_default ? " unless given)" : "",
+             f->only_with ? "; no effect without " : "", f->only_with ? f->only_with : "");
+}
+
 /* "[partial: supported 1]", "[no-op: why]", ... or "" for implemented flags. */
 static void status_tag(const mc_flag_t *f, char *buf, size_t n)
 {
-    char list[256];
+    char list[256], meaning[768];
     switch (f->status) {
     case MC_FLAG_IMPLEMENTED: buf[0] = '\0'; break;
     case MC_FLAG_PARTIAL:
@@ -80,6 +96,11 @@ static void status_tag(const mc_flag_t *f, char *buf, size_t n)
     case MC_FLAG_NOOP: snprintf(buf, n, " [no-op: %s]", f->note); break;
     case MC_FLAG_DEPRECATED: snprintf(buf, n, " [deprecated: refused]"); break;
     case MC_FLAG_NOT_IMPLEMENTED: snprintf(buf, n, " [not implemented yet]"); break;
+    case MC_FLAG_LEGACY:
+        legacy_meaning(f, meaning, sizeof(meaning));
+        snprintf(buf, n, " [legacy: %s%s]",
+                 meaning[0] ? "taken as " : "accepted, removed from Megatron", meaning);
+        break;
     }
 }
 
@@ -108,7 +129,7 @@ static void wrap(FILE *out, const char *text, int col, int indent)
 
 static void print_flag_help(FILE *out, const mc_flag_t *f)
 {
-    char inv[768], tag[512], text[2048];
+    char inv[768], tag[1024], text[2048];
     invocation(f, inv, sizeof(inv));
     status_tag(f, tag, sizeof(tag));
     if (f->type == MC_FLAG_ACTION) snprintf(text, sizeof(text), "%s%s", f->help, tag);
@@ -136,8 +157,9 @@ void mc_flags_print_help(FILE *out)
          "Megatron-LM's GPT pretraining (pretrain_gpt.py) as one binary. The flags are "
          "Megatron's, with Megatron's defaults; the \"megatron-c\" group holds megatron-c's "
          "own. A flag marked [not implemented yet] stops the run if it is given anything but "
-         "its default; [no-op] flags are accepted and change nothing. docs/FLAGS.md has the "
-         "full support table.",
+         "its default; [no-op] flags are accepted and change nothing; [legacy] flags are ones "
+         "Megatron removed, taken as the flags named. docs/FLAGS.md has the full support "
+         "table.",
          0, 0);
     for (const char *const *g = mc_flag_groups(); *g; g++) {
         fprintf(out, "\n%s:\n", *g);
@@ -182,12 +204,19 @@ static void markdown_row(FILE *out, const mc_flag_t *f)
         fputc('`', out);
     }
     fprintf(out, " | %s | ", mc_flag_status_name(f->status));
-    if (f->status == MC_FLAG_PARTIAL) {
+    if (f->supported) { /* partial, or an old flag with some values refused */
         char list[256];
         join(f->supported, ", ", list, sizeof(list));
         fputs("supported: ", out);
         cell(out, list);
         fputs(f->note ? ". " : "", out);
+    }
+    if (f->status == MC_FLAG_LEGACY && f->modern) {
+        char meaning[768];
+        legacy_meaning(f, meaning, sizeof(meaning));
+        fputs("taken as ", out);
+        cell(out, meaning);
+        fputs(": ", out);
     }
     if (f->note) cell(out, f->note);
     fputs(" |\n", out);
@@ -195,13 +224,14 @@ static void markdown_row(FILE *out, const mc_flag_t *f)
 
 static void markdown_summary(FILE *out)
 {
-    size_t counts[5] = {0};
+    size_t counts[MC_FLAG_LEGACY + 1] = {0};
     for (size_t i = 0; i < mc_flag_count(); i++) counts[mc_flag_at(i)->status]++;
     fprintf(out,
             "%zu flags: %zu implemented, %zu partial, %zu no-op, %zu not implemented yet, "
-            "%zu deprecated.\n",
+            "%zu deprecated, %zu legacy.\n",
             mc_flag_count(), counts[MC_FLAG_IMPLEMENTED], counts[MC_FLAG_PARTIAL],
-            counts[MC_FLAG_NOOP], counts[MC_FLAG_NOT_IMPLEMENTED], counts[MC_FLAG_DEPRECATED]);
+            counts[MC_FLAG_NOOP], counts[MC_FLAG_NOT_IMPLEMENTED], counts[MC_FLAG_DEPRECATED],
+            counts[MC_FLAG_LEGACY]);
 }
 
 void mc_flags_print_markdown(FILE *out)
@@ -219,7 +249,10 @@ void mc_flags_print_markdown(FILE *out)
         "| no-op | accepted and changes nothing in megatron-c; the note says why |\n"
         "| not implemented yet | accepted with its default value; anything else stops the run "
         "(exit 2) |\n"
-        "| deprecated | refused, as Megatron refuses it |\n\n",
+        "| deprecated | refused, as Megatron refuses it |\n"
+        "| legacy | Megatron removed it, but old recipes pass it: accepted and taken as the "
+        "modern flags shown (one warning line says so); one that disagrees with a flag given "
+        "too stops the run (exit 2) |\n\n",
         out);
     markdown_summary(out);
     for (const char *const *g = mc_flag_groups(); *g; g++) {

@@ -1,7 +1,8 @@
 /* Values of flags: parsing, checking and storing one value into a flag's field, defaults, and
  * the support status of what was given. Shared by every subcommand's table (config/flags.h) and
  * by values that come from elsewhere than a command line (a checkpoint's args: mc_args_take).
- * Every problem is one line through mc_user_error (exit 2). */
+ * Every problem is one line: returned in an (err, n) buffer, so that a command line's parser can
+ * gather them all, or through mc_user_error (exit 2). */
 #include <ctype.h>
 #include <errno.h>
 #include <limits.h>
@@ -39,46 +40,46 @@ static bool parse_real_text(const char *s, double *out)
     return true;
 }
 
-static void check_bounds(const mc_flag_t *f, double v, const char *text)
+static int check_bounds(const mc_flag_t *f, double v, const char *text, char *err, size_t n)
 {
-    if (mc_flag_within_bounds(f, v)) return;
+    if (mc_flag_within_bounds(f, v)) return 0;
     char b[MC_SHOWN_MAX + 4], range[96];
     mc_flag_bounds_text(f, range, sizeof(range));
-    mc_user_error("argument %s: invalid value '%s' (must be %s)", f->name, mc_shown(text, b),
-                  range);
+    return mc_errf(err, n, "argument %s: invalid value '%s' (must be %s)", f->name,
+                   mc_shown(text, b), range);
 }
 
-static long long parse_integer(const mc_flag_t *f, mc_flag_type_t type, const char *text)
+static int parse_integer(const mc_flag_t *f, mc_flag_type_t type, const char *text, long long *v,
+                         char *err, size_t n)
 {
     char b[MC_SHOWN_MAX + 4];
-    long long v;
-    if (!parse_integer_text(text, &v))
-        mc_user_error("argument %s: invalid int value: '%s'", f->name, mc_shown(text, b));
-    if (type == MC_FLAG_INT && (v < INT_MIN || v > INT_MAX))
-        mc_user_error("argument %s: value '%s' is too large", f->name, mc_shown(text, b));
-    return v;
+    if (!parse_integer_text(text, v))
+        return mc_errf(err, n, "argument %s: invalid int value: '%s'", f->name, mc_shown(text, b));
+    if (type == MC_FLAG_INT && (*v < INT_MIN || *v > INT_MAX))
+        return mc_errf(err, n, "argument %s: value '%s' is too large", f->name, mc_shown(text, b));
+    return 0;
 }
 
-static double parse_real(const mc_flag_t *f, const char *text)
+static int parse_real(const mc_flag_t *f, const char *text, double *v, char *err, size_t n)
 {
     char b[MC_SHOWN_MAX + 4];
-    double v;
-    if (!parse_real_text(text, &v))
-        mc_user_error("argument %s: invalid float value: '%s'", f->name, mc_shown(text, b));
-    return v;
+    if (!parse_real_text(text, v))
+        return mc_errf(err, n, "argument %s: invalid float value: '%s'", f->name,
+                       mc_shown(text, b));
+    return 0;
 }
 
-static void check_choice(const mc_flag_t *f, const char *text)
+static int check_choice(const mc_flag_t *f, const char *text, char *err, size_t n)
 {
     for (const char *const *c = f->choices; *c; c++)
-        if (strcmp(*c, text) == 0) return;
+        if (strcmp(*c, text) == 0) return 0;
     char list[512] = "", b[MC_SHOWN_MAX + 4];
     for (const char *const *c = f->choices; *c; c++) {
         if (c != f->choices) strncat(list, ", ", sizeof(list) - strlen(list) - 1);
         strncat(list, *c, sizeof(list) - strlen(list) - 1);
     }
-    mc_user_error("argument %s: invalid choice: '%s' (choose from %s)", f->name, mc_shown(text, b),
-                  list);
+    return mc_errf(err, n, "argument %s: invalid choice: '%s' (choose from %s)", f->name,
+                   mc_shown(text, b), list);
 }
 
 /* ---- fields ---- */
@@ -98,46 +99,58 @@ static void store_integer(void *base, const mc_flag_t *f, long long v)
     }
 }
 
-static void store_string(void *base, const mc_flag_t *f, const char *text)
+static int store_string(void *base, const mc_flag_t *f, const char *text, char *err, size_t n)
 {
     if (f->ref) {
         memcpy(field_of(base, f), &text, sizeof(text));
-        return;
+        return 0;
     }
     if (strlen(text) >= f->field_size)
-        mc_user_error("argument %s: value is too long (at most %zu characters)", f->name,
-                      f->field_size - 1);
+        return mc_errf(err, n, "argument %s: value is too long (at most %zu characters)", f->name,
+                       f->field_size - 1);
     memcpy(field_of(base, f), text, strlen(text) + 1);
+    return 0;
 }
 
 /* A numeric value, as the field's type. */
-static void store_number_text(void *base, const mc_flag_t *f, const char *text, bool bounded)
+static int store_number_text(void *base, const mc_flag_t *f, const char *text, bool bounded,
+                             char *err, size_t n)
 {
     if (f->type == MC_FLAG_FLOAT) {
-        double v = parse_real(f, text);
-        if (bounded) check_bounds(f, v, text);
+        double v;
+        if (parse_real(f, text, &v, err, n) || (bounded && check_bounds(f, v, text, err, n)))
+            return -1;
         if (f->field_size) memcpy(field_of(base, f), &v, sizeof(v));
     } else {
-        long long v =
-            parse_integer(f, f->type == MC_FLAG_INT64 ? MC_FLAG_INT64 : MC_FLAG_INT, text);
-        if (bounded) check_bounds(f, (double)v, text);
+        long long v;
+        mc_flag_type_t t = f->type == MC_FLAG_INT64 ? MC_FLAG_INT64 : MC_FLAG_INT;
+        if (parse_integer(f, t, text, &v, err, n) ||
+            (bounded && check_bounds(f, (double)v, text, err, n)))
+            return -1;
         if (f->field_size) store_integer(base, f, v);
+    }
+    return 0;
+}
+
+int mc_flag_parse_text(void *base, const mc_flag_t *f, const char *text, char *err, size_t n)
+{
+    switch (f->type) {
+    case MC_FLAG_INT:
+    case MC_FLAG_INT64:
+    case MC_FLAG_FLOAT: return store_number_text(base, f, text, true, err, n);
+    case MC_FLAG_CHOICE:
+        if (check_choice(f, text, err, n)) return -1;
+        /* fall through */
+    case MC_FLAG_STRING: return f->field_size ? store_string(base, f, text, err, n) : 0;
+    default: return 0;
     }
 }
 
 /* Defaults go through here too, so a default the table gets wrong fails loudly. */
 void mc_flag_set_text(void *base, const mc_flag_t *f, const char *text)
 {
-    switch (f->type) {
-    case MC_FLAG_INT:
-    case MC_FLAG_INT64:
-    case MC_FLAG_FLOAT: store_number_text(base, f, text, true); break;
-    case MC_FLAG_CHOICE: check_choice(f, text); /* fall through */
-    case MC_FLAG_STRING:
-        if (f->field_size) store_string(base, f, text);
-        break;
-    default: break;
-    }
+    char err[512];
+    if (mc_flag_parse_text(base, f, text, err, sizeof(err))) mc_user_error("%s", err);
 }
 
 void mc_flag_set_bool(void *base, const mc_flag_t *f, bool v)
@@ -156,22 +169,40 @@ void mc_flag_free_list(void *base, const mc_flag_t *f)
     *count = 0;
 }
 
-void mc_flag_set_list(void *base, const mc_flag_t *f, const char *const *values, int n)
+int mc_flag_parse_list(void *base, const mc_flag_t *f, const char *const *values, int count,
+                       char *err, size_t n)
 {
-    if (f->nargs > 0 && n != f->nargs)
-        mc_user_error("argument %s: expected %d arguments", f->name, f->nargs);
-    if (f->nargs < 0 && n == 0)
-        mc_user_error("argument %s: expected at least one argument", f->name);
-    for (int i = 0; i < n; i++)
-        if (f->elem == MC_FLAG_INT) parse_integer(f, MC_FLAG_INT, values[i]);
-    if (!f->field_size) return;
+    if (f->nargs > 0 && count != f->nargs)
+        return mc_errf(err, n, "argument %s: expected %d arguments", f->name, f->nargs);
+    if (f->nargs < 0 && count == 0)
+        return mc_errf(err, n, "argument %s: expected at least one argument", f->name);
+    long long v;
+    for (int i = 0; i < count; i++)
+        if (f->elem == MC_FLAG_INT && parse_integer(f, MC_FLAG_INT, values[i], &v, err, n))
+            return -1;
+    if (!f->field_size) return 0;
     size_t cap = f->field_size / sizeof(char *);
-    if ((size_t)n > cap) mc_user_error("argument %s: at most %zu values", f->name, cap);
+    if ((size_t)count > cap)
+        return mc_errf(err, n, "argument %s: at most %zu values", f->name, cap);
     mc_flag_free_list(base, f);
     char **items = field_of(base, f);
-    for (int i = 0; i < n; i++)
+    for (int i = 0; i < count; i++)
         if (!(items[i] = strdup(values[i]))) mc_fatal("out of host memory parsing %s", f->name);
-    *(int *)((char *)base + f->count_field) = n;
+    *(int *)((char *)base + f->count_field) = count;
+    return 0;
+}
+
+void mc_flag_set_list(void *base, const mc_flag_t *f, const char *const *values, int n)
+{
+    char err[512];
+    if (mc_flag_parse_list(base, f, values, n, err, sizeof(err))) mc_user_error("%s", err);
+}
+
+static void none_value(void *base, const mc_flag_t *f)
+{
+    char err[512];
+    if (store_number_text(base, f, f->none, false, err, sizeof(err)))
+        mc_fatal("internal: the not-given value of %s: %s", f->name, err);
 }
 
 void mc_flag_default(void *base, const mc_flag_t *f)
@@ -180,7 +211,7 @@ void mc_flag_default(void *base, const mc_flag_t *f)
     switch (f->type) {
     case MC_FLAG_STORE_TRUE:
     case MC_FLAG_STORE_FALSE:
-        if (f->none) store_number_text(base, f, f->none, false);
+        if (f->none) none_value(base, f);
         else mc_flag_set_bool(base, f, strcmp(mc_flag_default_text(f), "True") == 0);
         break;
     case MC_FLAG_LIST:
@@ -188,13 +219,13 @@ void mc_flag_default(void *base, const mc_flag_t *f)
     default:
         if (f->def) mc_flag_set_text(base, f, f->def);
         else if (f->none) /* the "not given" sentinel lies outside the flag's bounds */
-            store_number_text(base, f, f->none, false);
+            none_value(base, f);
     }
 }
 
 /* ---- support status of what was given ---- */
 
-static bool same_text(const mc_flag_t *f, const char *x, const char *y)
+bool mc_flag_same_value(const mc_flag_t *f, const char *x, const char *y)
 {
     double dx, dy;
     long long ix, iy;
@@ -228,7 +259,7 @@ static bool is_default(const mc_flag_t *f, const mc_flag_seen_t *s)
         join_values(s, joined, sizeof(joined));
         return f->def && strcmp(joined, f->def) == 0;
     }
-    default: return f->def && same_text(f, s->value, f->def);
+    default: return f->def && mc_flag_same_value(f, s->value, f->def);
     }
 }
 
@@ -237,10 +268,13 @@ static int unsupported(const mc_flag_t *f, const mc_flag_seen_t *s, char *err, s
 {
     char list[256] = "", b[MC_SHOWN_MAX + 4];
     for (const char *const *v = f->supported; *v; v++) {
-        if (same_text(f, s->value, *v)) return 0;
+        if (mc_flag_same_value(f, s->value, *v)) return 0;
         if (v != f->supported) strncat(list, ", ", sizeof(list) - strlen(list) - 1);
         strncat(list, *v, sizeof(list) - strlen(list) - 1);
     }
+    if (f->status == MC_FLAG_LEGACY)
+        return mc_errf(err, n, "%s %s is not supported (supported: %s): %s", f->name,
+                       mc_shown(s->value, b), list, f->note);
     return mc_errf(err, n,
                    "%s %s is recognised but not implemented yet in megatron-c (supported: "
                    "%s; see docs/FLAGS.md)",
@@ -253,13 +287,15 @@ int mc_flag_status_problem(const mc_flag_t *f, const mc_flag_seen_t *s, char *er
     case MC_FLAG_IMPLEMENTED:
     case MC_FLAG_NOOP: return 0;
     case MC_FLAG_PARTIAL: return s->given ? unsupported(f, s, err, n) : 0;
+    case MC_FLAG_LEGACY: return s->given && f->supported ? unsupported(f, s, err, n) : 0;
     case MC_FLAG_DEPRECATED: return is_default(f, s) ? 0 : mc_errf(err, n, "%s", f->note);
     case MC_FLAG_NOT_IMPLEMENTED:
         if (is_default(f, s)) return 0;
+        /* the note names what is missing, or the implemented alternative */
         return mc_errf(err, n,
-                       "%s is recognised but not implemented yet in megatron-c (see "
+                       "%s is recognised but not implemented yet in megatron-c (%s%ssee "
                        "docs/FLAGS.md)",
-                       f->name);
+                       f->name, f->note ? f->note : "", f->note ? "; " : "");
     }
     return 0;
 }
@@ -269,7 +305,7 @@ int mc_flag_status_problem(const mc_flag_t *f, const mc_flag_seen_t *s, char *er
 void mc_args_defaults(mc_args_t *args)
 {
     memset(args, 0, sizeof(*args));
-    mc_flag_set_t sets[2];
+    mc_flag_set_t sets[MC_TRAINING_SETS];
     for (int k = 0, n = mc_flag_training_sets(sets, args); k < n; k++)
         for (size_t i = 0; i < sets[k].count; i++) mc_flag_default(args, &sets[k].flags[i]);
     args->world_size = 1;

@@ -1,19 +1,25 @@
-/* The flag table as one sequence (it is written in two files), lookup and typo suggestions. */
+/* The flag table as one sequence (it is written in three files), lookup and typo suggestions. */
 #include "base/error.h"
 #include "config/flags.h"
 
+#include <ctype.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "config/flags_table.h"
 
-size_t mc_flag_count(void) { return mc_flags_model_count + mc_flags_train_count; }
+size_t mc_flag_count(void)
+{
+    return mc_flags_model_count + mc_flags_train_count + mc_flags_legacy_count;
+}
 
 const mc_flag_t *mc_flag_at(size_t i)
 {
     if (i < mc_flags_model_count) return &mc_flags_model[i];
     i -= mc_flags_model_count;
-    return i < mc_flags_train_count ? &mc_flags_train[i] : NULL;
+    if (i < mc_flags_train_count) return &mc_flags_train[i];
+    i -= mc_flags_train_count;
+    return i < mc_flags_legacy_count ? &mc_flags_legacy[i] : NULL;
 }
 
 const char *const *mc_flag_groups(void)
@@ -49,21 +55,105 @@ const mc_flag_t *mc_flag_find(const char *name)
 }
 
 
+/* ---- did you mean ---- */
+
+enum { MAX_WORDS = 16, NAME_MAX_LEN = 128 };
+
+/* A name as typos are judged: without its leading dashes, in lower case, '_' read as '-'; its
+ * words; and the words run together. */
+typedef struct {
+    char norm[NAME_MAX_LEN];
+    char flat[NAME_MAX_LEN];
+    char words[MAX_WORDS][NAME_MAX_LEN];
+    int n;
+} words_t;
+
+static bool split_words(const char *name, words_t *w)
+{
+    while (*name == '-') name++;
+    if (strlen(name) >= NAME_MAX_LEN) return false;
+    size_t k = 0, f = 0, len = 0;
+    w->n = 0;
+    for (const char *p = name;; p++) {
+        char ch = *p == '_' ? '-' : (char)tolower((unsigned char)*p);
+        if (ch != '\0') w->norm[k++] = ch;
+        if (ch != '-' && ch != '\0') {
+            w->flat[f++] = ch;
+            if (w->n == MAX_WORDS) return false;
+            w->words[w->n][len++] = ch;
+            continue;
+        }
+        if (len) w->words[w->n++][len] = '\0', len = 0;
+        if (ch == '\0') break;
+    }
+    w->norm[k] = w->flat[f] = '\0';
+    return w->n > 0;
+}
+
+/* The slips that turn the typed word a into b, when small enough to be a typo: one edit in a
+ * word of three letters or more, two in one of eight or more; else -1. */
+static int word_slips(const char *a, const char *b)
+{
+    size_t d = mc_edit_distance(a, b), la = strlen(a), lb = strlen(b);
+    size_t shorter = la < lb ? la : lb;
+    if (d == 0 || (d == 1 && shorter >= 3) || (d == 2 && shorter >= 8)) return (int)d;
+    return -1;
+}
+
+/* Word by word, in order: every typed word is a word of the candidate with small slips (two
+ * at most in all), and at most one candidate word is left out, not the first (a leading word
+ * names another thing: --expert-tensor-parallel-size), of a candidate of three words or more.
+ * Costs a slip 1 and the left-out word 2; -1 when implausible. */
+static int word_cost(const words_t *t, const words_t *c)
+{
+    enum { NONE = 1 << 20 };
+    /* the fewest slips matching the first i typed words with the first j candidate words,
+     * with o (0 or 1) candidate words left out */
+    int slips[MAX_WORDS + 1][MAX_WORDS + 1][2];
+    for (int i = 0; i <= t->n; i++)
+        for (int j = 0; j <= c->n; j++) slips[i][j][0] = slips[i][j][1] = NONE;
+    slips[0][0][0] = 0;
+    for (int i = 0; i <= t->n; i++)
+        for (int j = 0; j < c->n; j++)
+            for (int o = 0; o < 2; o++) {
+                int here = slips[i][j][o];
+                if (here == NONE) continue;
+                if (o == 0 && j > 0 && c->n >= 3 && here < slips[i][j + 1][1])
+                    slips[i][j + 1][1] = here;
+                int s = i < t->n ? word_slips(t->words[i], c->words[j]) : -1;
+                if (s >= 0 && here + s < slips[i + 1][j + 1][o]) slips[i + 1][j + 1][o] = here + s;
+            }
+    int best = -1;
+    for (int o = 0; o < 2; o++) {
+        int s = slips[t->n][c->n][o];
+        if (s <= 2 && (best < 0 || s + 2 * o < best)) best = s + 2 * o;
+    }
+    return best;
+}
+
+/* How far `typed` is from `cand` as a typo (0 is the same name), or -1 if it is not one. */
+static int typo_cost(const words_t *t, const char *cand)
+{
+    words_t c;
+    if (!split_words(cand, &c)) return -1;
+    if (strcmp(t->norm, c.norm) == 0) return 0;
+    if (strcmp(t->flat, c.flat) == 0) return 1; /* --global-batchsize */
+    /* cut off: --micro-batch */
+    if (strlen(t->norm) >= 3 && strncmp(c.norm, t->norm, strlen(t->norm)) == 0) return 1;
+    return word_cost(t, &c);
+}
+
 const char *mc_flag_closest(const char *name, const char *const *names, size_t n)
 {
+    words_t t;
+    if (!split_words(name, &t)) return NULL;
     const char *best = NULL;
-    size_t best_d = (size_t)-1;
+    int best_cost = -1;
     for (size_t i = 0; i < n; i++) {
-        size_t d = mc_edit_distance(name, names[i]);
-        /* A cut-off name ("--micro-batch") is a typo too, though far by edit distance. */
-        if (strlen(name) >= 5 && strncmp(names[i], name, strlen(name)) == 0 && d > 1) d = 1;
-        if (d < best_d) best_d = d, best = names[i];
+        int cost = typo_cost(&t, names[i]);
+        if (cost >= 0 && (best_cost < 0 || cost < best_cost)) best_cost = cost, best = names[i];
     }
-    /* A third of the name (at least 2 edits) still reads as a typo; beyond that the
-     * suggestion would be noise. */
-    size_t limit = strlen(name) / 3;
-    if (limit < 2) limit = 2;
-    return best_d <= limit ? best : NULL;
+    return best;
 }
 
 const char *mc_flag_suggest(const char *name)
@@ -77,11 +167,12 @@ const char *mc_flag_suggest(const char *name)
     return best;
 }
 
-int mc_flag_training_sets(mc_flag_set_t out[2], mc_args_t *args)
+int mc_flag_training_sets(mc_flag_set_t out[MC_TRAINING_SETS], mc_args_t *args)
 {
     out[0] = (mc_flag_set_t){mc_flags_model, mc_flags_model_count, args};
     out[1] = (mc_flag_set_t){mc_flags_train, mc_flags_train_count, args};
-    return 2;
+    out[2] = (mc_flag_set_t){mc_flags_legacy, mc_flags_legacy_count, args};
+    return MC_TRAINING_SETS;
 }
 
 const char *mc_flag_status_name(mc_flag_status_t status)
@@ -91,6 +182,7 @@ const char *mc_flag_status_name(mc_flag_status_t status)
     case MC_FLAG_PARTIAL: return "partial";
     case MC_FLAG_NOOP: return "no-op";
     case MC_FLAG_DEPRECATED: return "deprecated";
+    case MC_FLAG_LEGACY: return "legacy";
     case MC_FLAG_NOT_IMPLEMENTED: break;
     }
     return "not implemented yet";

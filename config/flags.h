@@ -38,6 +38,9 @@ typedef enum {
     MC_FLAG_PARTIAL,             /* implemented for the values in .supported only */
     MC_FLAG_NOOP,                /* accepted, no effect in megatron-c (.note says why) */
     MC_FLAG_DEPRECATED,          /* Megatron refuses it too; .note is the message */
+    MC_FLAG_LEGACY,              /* Megatron removed it but old recipes pass it: accepted, taken
+                                  * as .modern (cli/legacy.c), with a warning; .note says
+                                  * when and why Megatron dropped it */
 } mc_flag_status_t;
 
 typedef enum {
@@ -81,6 +84,14 @@ typedef struct mc_flag {
                        * points into argv (or at .def) instead of a char[] copy */
     int required;     /* > 0: must be given; "the following arguments are required"
                        * names the missing ones in the order of this number */
+    /* MC_FLAG_LEGACY: what the old flag means in today's flags, as command-line text where %s
+     * is the value given ("--recompute-granularity full --recompute-method %s"; NULL: nothing,
+     * the note says why); today's flags it implied through old defaults, set unless given
+     * ("--recompute-num-layers 1"); and the one flag value without which it had no effect
+     * ("--recompute-granularity full"; NULL: always in effect). */
+    const char *modern;
+    const char *modern_default;
+    const char *only_with;
 } mc_flag_t;
 
 /* A table and the struct its fields lie in. */
@@ -93,29 +104,43 @@ typedef struct {
 /* What a command line said about one flag; the last occurrence wins, as in argparse. */
 typedef struct {
     bool given;
+    bool invalid;              /* its value was refused (one problem is enough) */
     const char *value;         /* single-valued flags */
     const char *const *values; /* list flags: the values of the last occurrence */
     int nvalues;
 } mc_flag_seen_t;
 
-/* Training's table as sets over *args (the table is written in two parts); returns 2. */
-int mc_flag_training_sets(mc_flag_set_t out[2], mc_args_t *args);
+/* Training's table as sets over *args (the table is written in three parts: the model's, the
+ * run's, and the flags Megatron removed); returns 3. */
+enum { MC_TRAINING_SETS = 3 };
+int mc_flag_training_sets(mc_flag_set_t out[MC_TRAINING_SETS], mc_args_t *args);
 
-/* ---- values (config/flag_value.c); every problem is one line through mc_user_error ---- */
+/* ---- values (config/flag_value.c) ---- */
 
 /* Megatron's default (or the "not given" value) into the flag's field. */
 void mc_flag_default(void *base, const mc_flag_t *f);
-/* A value as given on a command line, parsed, checked (syntax, choices, bounds) and stored. */
+/* A value as given on a command line, parsed, checked (syntax, choices, bounds) and stored;
+ * -1 with one line in err when refused (nothing stored). */
+int mc_flag_parse_text(void *base, const mc_flag_t *f, const char *text, char *err, size_t n);
+/* The same, the refusal through mc_user_error (exit 2). */
 void mc_flag_set_text(void *base, const mc_flag_t *f, const char *text);
 void mc_flag_set_bool(void *base, const mc_flag_t *f, bool v);
-/* nargs checked; stored (copies) when the flag has a field. */
+/* nargs and each value checked; stored (copies) when the flag has a field. */
+int mc_flag_parse_list(void *base, const mc_flag_t *f, const char *const *values, int count,
+                       char *err, size_t n);
 void mc_flag_set_list(void *base, const mc_flag_t *f, const char *const *values, int n);
 void mc_flag_free_list(void *base, const mc_flag_t *f);
+/* Whether two texts are the same value of f ("1e-3" and "0.001" are). */
+bool mc_flag_same_value(const mc_flag_t *f, const char *x, const char *y);
 /* Why the support status refuses what was given (-1, one line in err), or 0. */
 int mc_flag_status_problem(const mc_flag_t *f, const mc_flag_seen_t *s, char *err, size_t n);
 
-/* The name of names[0..n) closest to `name` by edit distance (a cut-off name counts as one
- * edit), or NULL when none is close enough to be a plausible typo. */
+/* The name of names[0..n) that `name` is a plausible typo of, or NULL. Plausible: the same
+ * but for case and '-' versus '_', or the words run together, or cut off, or word by word
+ * with at most two small slips inside words (an edit of a word of 3 or more letters, two of
+ * one of 8 or more) and at most one word left out of a name of three or more, not its first;
+ * an extra word, or a word swapped for another (--q-lora-rank against --local-rank), never
+ * is. The closest by those edits wins, the first on ties. */
 const char *mc_flag_closest(const char *name, const char *const *names, size_t n);
 
 /* The table, in help order within each group. */
@@ -129,8 +154,7 @@ const char *const *mc_flag_groups(void);
  * Returns NULL when unknown. */
 const mc_flag_t *mc_flag_find(const char *name);
 
-/* The known flag name closest to `name` by edit distance, or NULL if none is close enough to
- * be a plausible typo. */
+/* The known flag name `name` is a plausible typo of (mc_flag_closest), or NULL. */
 const char *mc_flag_suggest(const char *name);
 
 /* Whether v satisfies the flag's bounds, and the bounds as text (">= 1", "in [0, 1)") for
@@ -138,7 +162,7 @@ const char *mc_flag_suggest(const char *name);
 bool mc_flag_within_bounds(const mc_flag_t *f, double v);
 void mc_flag_bounds_text(const mc_flag_t *f, char *buf, size_t n);
 
-/* "implemented", "partial", "no-op", "not implemented yet", "deprecated". */
+/* "implemented", "partial", "no-op", "not implemented yet", "deprecated", "legacy". */
 const char *mc_flag_status_name(mc_flag_status_t status);
 
 /* The default as --help shows it: "None", "False", "True", "128", ... */

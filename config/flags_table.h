@@ -1,6 +1,7 @@
 /* Shorthands for writing the flag tables (config/flags_model.c, config/flags_train.c, and the
  * subcommands' tables in cli/..._args.c). Internal to the table files.
- * The table is split in two files only to keep each readable; config/flags.c joins them. */
+ * The table is split in three files only to keep each readable (the model's flags, the run's,
+ * and those Megatron removed); config/flags.c joins them. */
 #ifndef MC_CONFIG_FLAGS_TABLE_H
 #define MC_CONFIG_FLAGS_TABLE_H
 
@@ -59,5 +60,7 @@ extern const mc_flag_t mc_flags_model[];
 extern const size_t mc_flags_model_count;
 extern const mc_flag_t mc_flags_train[];
 extern const size_t mc_flags_train_count;
+extern const mc_flag_t mc_flags_legacy[];
+extern const size_t mc_flags_legacy_count;
 
 #endif

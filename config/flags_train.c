@@ -105,11 +105,6 @@ const mc_flag_t mc_flags_train[] = {
     {.name = "--exit-signal-handler-for-dataloader", TRAIN, TRUE_IF_GIVEN,
      NOOP("megatron-c has no data-loader worker processes"),
      .help = "Use signal handler for dataloader workers"},
-    {.name = "--checkpoint-activations", TRAIN, TRUE_IF_GIVEN,
-     DEPRECATED("--checkpoint-activations is no longer valid, use --recompute-activations, or, "
-                "for more control, --recompute-granularity and --recompute-method."),
-     .help = "Checkpoint activation to allow for training with larger models, sequences, and "
-             "batch sizes."},
     {.name = "--no-masked-softmax-fusion", TRAIN, FALSE_IF_GIVEN,
      NOOP("chooses a PyTorch kernel; the math is the same"),
      .help = "Disable fusion of query_key_value scaling, masking, and softmax."},
