@@ -135,7 +135,7 @@ load_error() { # name pattern variant tamper-kind [args...] (LAY: another layout
         >"$MC_TMP/err.out" 2>"$MC_TMP/err.err"
     one_error_line "$name" "$pattern" $? "$MC_TMP/err.err"
 }
-load_error "a tensor megatron-c's model lacks (q_layernorm): one line naming it" \
+load_error "a tensor the run's model lacks (q_layernorm without --qk-layernorm): one line naming it" \
     "model_optim_rng.pt: model: unexpected tensor 'decoder.layers.0.self_attention.q_layernorm.weight'" tp1_bf16_te qk-layernorm
 load_error "checkpoint_version 2.0: one line" "checkpoint_version 2: only version 3.0" tp1_fp32_local version2
 load_error "decoupled learning-rate groups: one line" "parameter groups other than Megatron's standard two" \
@@ -169,8 +169,8 @@ check "--use-checkpoint-args trains like the run given every flag" \
     same_log_numbers "$MC_TMP/ref.train" "$MC_TMP/args.train" 10
 load_error "--use-checkpoint-args keeps a model flag given (not None), as Megatron: the load then refuses it" \
     "saved with num_layers 4 but this run has 2" tp1_fp32_local none --use-checkpoint-args --num-layers 2
-load_error "--use-checkpoint-args with a model megatron-c lacks (swiglu): one line" \
-    "--swiglu is recognised but not implemented yet .*--use-checkpoint-args" tp1_fp32_local swiglu --use-checkpoint-args
+load_error "--use-checkpoint-args with a model megatron-c lacks (MoE): one line" \
+    "--num-experts .*not implemented yet .*--use-checkpoint-args" tp1_fp32_local moe --use-checkpoint-args
 expect_user_error "--use-checkpoint-args without --load: Megatron's assertion as one line" \
     "--use-checkpoint-args requires --load" "${RUN[@]}" --train-iters 20 --use-checkpoint-args
 if have_mpirun; then

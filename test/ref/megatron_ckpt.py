@@ -616,7 +616,7 @@ def cmd_tamper(d, kind):
     path = os.path.join(rank, "model_optim_rng.pt")
     sd = load(path)
     m = sd["model0"] if "model0" in sd else sd["model"]
-    if kind == "qk-layernorm":  # a model megatron-c does not have (--qk-layernorm)
+    if kind == "qk-layernorm":  # a tensor this model does not have (saved without --qk-layernorm)
         m["decoder.layers.0.self_attention.q_layernorm.weight"] = torch.ones(H // HEADS)
     elif kind == "version2":  # before Megatron-Core's layout
         sd["checkpoint_version"] = 2.0
@@ -630,8 +630,8 @@ def cmd_tamper(d, kind):
         save(dist, os.path.join(rank, "distrib_optim.pt"))
     elif kind == "masters":  # fp32_from_fp16_params that do not match the groups
         sd["optimizer"]["fp32_from_fp16_params"][1].pop()
-    elif kind == "swiglu":
-        sd["args"].swiglu = True
+    elif kind == "moe":  # a model megatron-c does not have (--num-experts)
+        sd["args"].num_experts = 8
     else:
         sys.exit("unknown tamper kind " + kind)
     save(sd, path)
