@@ -217,16 +217,12 @@ static void print_startup(const mc_trainer_t *t, const mc_memory_plan_t *plan, c
     for (int i = 0; i < t->model.n_params; i++) n += t->model.params[i].numel;
     printf(" > number of parameters on (tensor, pipeline) model parallel rank (0, 0): %ld\n", n);
     print_memory_plan(stdout, a, plan, t->be->name);
-    if (t->data.is_mock)
-        printf(
-            "> mock data: %d documents, split 969/30/1 (train %lld, valid %lld, test %lld tokens)\n",
-            t->data.mock.n_docs, (long long)t->data.mock.split_tokens[0],
-            (long long)t->data.mock.split_tokens[1], (long long)t->data.mock.split_tokens[2]);
-    else
-        printf("> datasets: train %lld, validation %lld, test %lld samples of %d tokens\n",
-               (long long)mc_data_source_len(&t->data, MC_SPLIT_TRAIN),
-               (long long)mc_data_source_len(&t->data, MC_SPLIT_VALID),
-               (long long)mc_data_source_len(&t->data, MC_SPLIT_TEST), a->seq_length);
+    if (t->data.is_mock) /* Megatron's MockGPTDataset: 100000 documents split 1,1,1 */
+        printf("> mock data: %d documents, split %s\n", MC_MOCK_NUM_DOCS, MC_MOCK_SPLIT);
+    printf("> datasets: train %lld, validation %lld, test %lld samples of %d tokens\n",
+           (long long)mc_data_source_len(&t->data, MC_SPLIT_TRAIN),
+           (long long)mc_data_source_len(&t->data, MC_SPLIT_VALID),
+           (long long)mc_data_source_len(&t->data, MC_SPLIT_TEST), a->seq_length);
     fflush(stdout);
 }
 
