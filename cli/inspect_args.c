@@ -44,7 +44,8 @@ static const mc_flag_t FLAGS[] = {
              "all but the first), separated by single spaces; -1 is the pad that ends a partial "
              "validation sample. text: those ids decoded by the tokenizer, with each backslash "
              "written as \\\\ and each newline as \\n (all other bytes, invalid UTF-8 included, "
-             "as they are; trailing pads left out; not available with --mock-data). sha256: the "
+             "as they are; trailing pads left out; not available with --mock-data sized by "
+             "--vocab-size alone). sha256: the "
              "lowercase hex SHA-256 of those ids as little-endian int64"},
     {.name = "--data-parallel-size",
      G,
@@ -95,8 +96,8 @@ static void help(FILE *f)
           "\n"
           "Output: one header line\n"
           "  # samples: train=N valid=N test=N\n"
-          "(the number of samples of each split; 0 when the split has no dataset; \"unbounded\"\n"
-          "with --mock-data), then one line per sample: its index, a tab, and per --format.\n",
+          "(the number of samples of each split; 0 when the split has no dataset), then one\n"
+          "line per sample: its index, a tab, and per --format.\n",
           f);
     mc_flag_set_t set = {FLAGS, sizeof(FLAGS) / sizeof(FLAGS[0]), NULL};
     mc_cli_print_flags(f, &set);

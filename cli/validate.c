@@ -10,6 +10,7 @@
 #include "base/error.h"
 #include "config/flags.h"
 #include "config/pipeline_layout.h"
+#include "data/mock.h"
 
 /* ---- values filled by hand (tests) must still respect the table ---- */
 
@@ -71,6 +72,15 @@ static void append(char *list, size_t n, bool missing, const char *name)
     strncat(list, name, n - strlen(list) - 1);
 }
 
+/* GPT2BPETokenizer built from --vocab-file/--merge-file: it, not --vocab-size, sizes the
+ * vocabulary (Megatron passes --vocab-size to NullTokenizer and TikTokenizer only). */
+static bool tokenizer_files(const mc_args_t *a)
+{
+    if (strcmp(a->tokenizer_type, "GPT2BPETokenizer") != 0) return false;
+    if (a->mock_data) return a->vocab_file[0] || a->merge_file[0];
+    return a->n_data_path + a->n_train_data_path + a->n_valid_data_path + a->n_test_data_path > 0;
+}
+
 /* validate_args' required arguments plus what pretrain needs later, named together the way
  * argparse names missing required arguments. */
 static void check_required(const mc_args_t *a)
@@ -85,12 +95,10 @@ static void check_required(const mc_args_t *a)
     append(list, sizeof(list), !a->lr_set, "--lr");
     append(list, sizeof(list), !a->skip_train && !a->train_iters && !a->train_samples,
            "--train-iters or --train-samples");
-    /* NullTokenizer and --mock-data have no vocabulary file to size the embedding from; the
-     * GPT-2 tokenizer reads its files. */
-    const bool gpt2 = strcmp(a->tokenizer_type, "GPT2BPETokenizer") == 0;
-    const bool files =
-        gpt2 && !a->mock_data &&
-        a->n_data_path + a->n_train_data_path + a->n_valid_data_path + a->n_test_data_path > 0;
+    /* NullTokenizer has no vocabulary file to size the embedding from; the GPT-2 tokenizer
+     * reads its files, for --mock-data too when either is given (without them, megatron-c's
+     * mock data takes --vocab-size). */
+    const bool files = tokenizer_files(a);
     append(list, sizeof(list), !files && a->vocab_size == 0 && !a->vocab_file[0], "--vocab-size");
     append(list, sizeof(list), files && !a->vocab_file[0], "--vocab-file");
     append(list, sizeof(list), files && !a->merge_file[0], "--merge-file");
@@ -433,7 +441,8 @@ static void position_embeddings(mc_args_t *a)
 
 static void vocabulary(mc_args_t *a)
 {
-    if (a->vocab_size == 0) return; /* sized by the vocabulary file's tokenizer */
+    /* sized by the vocabulary file's tokenizer (mc_pretrain pads it) */
+    if (a->vocab_size == 0 || tokenizer_files(a)) return;
     const int tp = a->tensor_model_parallel_size;
     const int64_t v = mc_args_vocab_from_size(a);
     if (v > INT_MAX) mc_user_error("--vocab-size (%d) is too large", a->vocab_size);
@@ -489,6 +498,10 @@ static void data(mc_args_t *a)
     if (a->n_data_path > 0 && per_split)
         mc_user_error("--data-path and --train-data-path/--valid-data-path/--test-data-path are "
                       "mutually exclusive (give one of them)");
+    if (a->mock_data && a->split[0])
+        mc_warn("--split is ignored with --mock-data: Megatron's mock datasets always split "
+                "\"%s\" (BlendedMegatronDatasetConfig)",
+                MC_MOCK_SPLIT);
     if (a->n_data_path > 0 && !a->split[0]) {
         mc_warn("please specify --split when using --data-path; using the legacy default "
                 "value of \"969, 30, 1\"");

@@ -534,7 +534,9 @@ const mc_flag_t mc_flags_train[] = {
     {.name = "--no-mmap-bin-files", DATA, FALSE_IF_GIVEN,
      NOOP("megatron-c always maps .bin files; the samples are the same"),
      .help = "Disable mmap-ing of .bin files."},
-    {.name = "--mock-data", DATA, TRUE_IF_GIVEN, FIELD(mock_data), IMPLEMENTED,
+    {.name = "--mock-data", DATA, TRUE_IF_GIVEN, FIELD(mock_data),
+     IMPLEMENTED_NOTE("Megatron's MockGPTDataset: 100000 documents split 1,1,1 (--split is "
+                      "ignored, as by Megatron), the tokenizer's vocabulary"),
      .help = "Skip data loading and validation and opt for artificial generation of mock data "
              "when an implementation is available."},
     {.name = "--seq-length", DATA, INT, FIELD(seq_length), GE(1), IMPLEMENTED,
@@ -567,8 +569,9 @@ const mc_flag_t mc_flags_train[] = {
 
     /* ---- tokenizer ---- */
     {.name = "--vocab-size", TOK, INT, FIELD(vocab_size), GE(1),
-     IMPLEMENTED_NOTE("the vocabulary of --mock-data and NullTokenizer (which adds one id for "
-                      "eod)"),
+     IMPLEMENTED_NOTE("the vocabulary of NullTokenizer (which adds one id for eod), and of "
+                      "--mock-data without tokenizer files; GPT2BPETokenizer's files size their "
+                      "own, as in Megatron"),
      .help = "Size of vocab before EOD or padding."},
     {.name = "--padded-vocab-size", TOK, INT, FIELD(padded_vocab_size), GE(1), IMPLEMENTED,
      .help = "Vocabulary size of the model (padded to be divisible by tensor model parallel "

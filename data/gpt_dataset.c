@@ -443,7 +443,8 @@ int mc_gpt_dataset_text(const mc_gpt_dataset_t *d, int64_t i, int32_t pad, int32
     if (i < 0 || i >= d->length)
         return mc_errf(err, n, "sample %lld of the %s split is out of range [0, %lld)",
                        (long long)i, split_name(d->split), (long long)d->length);
-    if (!d->indexed) return mc_errf(err, n, "internal: dataset has no token source");
+    if (!d->indexed && !d->mock) return mc_errf(err, n, "internal: dataset has no token source");
+    const int32_t *lengths = d->indexed ? d->indexed->sequence_lengths : d->mock->sequence_lengths;
     const int64_t want = (int64_t)d->seq_length + 1;
     int64_t j = mc_gpt_dataset_shuffle_at(d, i), b, bo, e, eo;
     mc_gpt_dataset_sample_at(d, j, &b, &bo);
@@ -452,10 +453,15 @@ int mc_gpt_dataset_text(const mc_gpt_dataset_t *d, int64_t i, int32_t pad, int32
     for (int64_t k = b; k <= e; k++) {
         int64_t seq = d->document_index[k];
         int64_t off = k == b ? bo : 0;
-        int64_t len = k < e ? (int64_t)d->indexed->sequence_lengths[seq] - off : eo + 1 - off;
+        int64_t len = k < e ? (int64_t)lengths[seq] - off : eo + 1 - off;
         if (len < 0 || got + len > want)
             return mc_errf(err, n, "internal: sample %lld spans more than %lld tokens",
                            (long long)i, (long long)want);
+        if (d->mock) { /* ids below the tokenizer's vocabulary by construction */
+            mc_mock_get(d->mock, seq, off, len, text + got);
+            got += len;
+            continue;
+        }
         if (len > 0 && mc_indexed_get(d->indexed, seq, off, len, text + got, err, n) != 0)
             return MC_DATA_BAD_TOKENS; /* bounds hold since open: a value not an int32 id */
         if (check_tokens(d, seq, off, text + got, len, err, n)) return MC_DATA_BAD_TOKENS;
@@ -509,7 +515,8 @@ struct mc_gpt_datasets {
     split_t split[3];
     int seq_length;
     mc_sample_opts_t opts;
-    int32_t *scratch; /* seq_length + 1 */
+    int32_t *scratch;    /* seq_length + 1 */
+    mc_mock_data_t mock; /* --mock-data's documents (sequence_lengths NULL otherwise) */
 };
 
 /* a * b, or INT64_MAX when it overflows (Python's int would not; the dataset then refuses the
@@ -570,6 +577,7 @@ void mc_gpt_datasets_free(mc_gpt_datasets_t *d)
         free(d->indexed[i]);
     }
     free(d->indexed);
+    mc_mock_free(&d->mock);
     free(d->scratch);
     free(d);
 }
@@ -610,8 +618,33 @@ static mc_gpt_dataset_t *new_dataset(mc_gpt_datasets_t *D)
     return x;
 }
 
-/* _build_megatron_dataset_splits: one prefix, the splits present in the matrix, each with its
- * requested size (-1 = None). out[i] is NULL where the split is None. */
+/* _build_megatron_dataset_splits over one low-level dataset of num_sequences sequences: the
+ * splits present in the matrix, each with its requested size (-1 = None). out[i] is NULL where
+ * the split is None. The caller sets each dataset's token source. */
+static int build_splits(mc_gpt_datasets_t *D, const mc_gpt_data_config_t *c,
+                        const int32_t *sequence_lengths, int64_t num_sequences,
+                        const double bookends[3][2], const int present[3], const int64_t sizes[3],
+                        const mc_gpt_index_cache_t *cache, mc_gpt_dataset_t *out[3], char *err,
+                        size_t n)
+{
+    for (int i = 0; i < 3; i++) out[i] = NULL;
+    for (int i = 0; i < 3; i++) {
+        if (!present[i]) continue;
+        int64_t b, e;
+        mc_split_range(bookends[i], num_sequences, &b, &e);
+        mc_gpt_dataset_t *g = new_dataset(D);
+        if (!g) return mc_errf(err, n, "out of memory");
+        bool drop = i != MC_SPLIT_VALID || c->drop_last_partial_validation_sequence;
+        if (mc_gpt_dataset_build_cached(g, sequence_lengths, num_sequences, b, e, sizes[i], i,
+                                        c->seq_length, c->seed, drop, cache, err, n) != 0)
+            return -1;
+        g->token_limit = c->vocab_limit;
+        out[i] = g;
+    }
+    return 0;
+}
+
+/* build_splits over one prefix, with its index cache. */
 static int build_prefix_splits(mc_gpt_datasets_t *D, const mc_gpt_data_config_t *c,
                                const char *prefix, const double bookends[3][2],
                                const int present[3], const int64_t sizes[3],
@@ -628,31 +661,14 @@ static int build_prefix_splits(mc_gpt_datasets_t *D, const mc_gpt_data_config_t 
         mc_index_cache_lengths_md5(x->sequence_lengths, x->num_sequences, lengths_md5);
         cache.dir = dir;
     }
-    int rc = 0;
-    for (int i = 0; i < 3; i++) {
-        out[i] = NULL;
-        if (!present[i]) continue;
-        int64_t b, e;
-        mc_split_range(bookends[i], x->num_sequences, &b, &e);
-        mc_gpt_dataset_t *g = new_dataset(D);
-        if (!g) {
-            rc = mc_errf(err, n, "out of memory");
-            break;
-        }
-        bool drop = i != MC_SPLIT_VALID || c->drop_last_partial_validation_sequence;
-        char e2[512];
-        if (mc_gpt_dataset_build_cached(g, x->sequence_lengths, x->num_sequences, b, e, sizes[i], i,
-                                        c->seq_length, c->seed, drop, dir ? &cache : NULL, e2,
-                                        sizeof e2) != 0) {
-            rc = mc_errf(err, n, "%s: %s", prefix, e2);
-            break;
-        }
-        g->indexed = x;
-        g->token_limit = c->vocab_limit;
-        out[i] = g;
-    }
+    char e2[512];
+    int rc = build_splits(D, c, x->sequence_lengths, x->num_sequences, bookends, present, sizes,
+                          dir ? &cache : NULL, out, e2, sizeof e2);
     free(dir);
-    return rc;
+    if (rc) return mc_errf(err, n, "%s: %s", prefix, e2);
+    for (int i = 0; i < 3; i++)
+        if (out[i]) out[i]->indexed = x;
+    return 0;
 }
 
 /* The top-level dataset of split i from its components (one per prefix). weights: the
@@ -845,6 +861,32 @@ out:
     return rc;
 }
 
+/* --mock-data: MockGPTDataset splits over MockGPTLowLevelDataset. Megatron's config replaces
+ * the split by "1,1,1" when there is no blend, and keeps no index cache without
+ * --data-cache-path (none is kept here at all: the arrays are the same). */
+static int build_mock(mc_gpt_datasets_t *D, const mc_gpt_data_config_t *c, char *err, size_t n)
+{
+    if (c->mock_vocab_size < 1)
+        return mc_errf(err, n, "the mock data needs a vocabulary of at least 1 id (got %lld)",
+                       (long long)c->mock_vocab_size);
+    if (mc_mock_init(&D->mock, c->mock_vocab_size, c->sample.eod) != 0)
+        return mc_errf(err, n, "out of memory");
+    double bookends[3][2];
+    int present[3];
+    if (mc_split_matrix(MC_MOCK_SPLIT, bookends, present, err, n)) return -1;
+    mc_gpt_dataset_t *out[3];
+    char e2[512];
+    if (build_splits(D, c, D->mock.sequence_lengths, MC_MOCK_NUM_DOCS, bookends, present,
+                     c->num_samples, NULL, out, e2, sizeof e2))
+        return mc_errf(err, n, "mock data: %s", e2);
+    for (int i = 0; i < 3; i++) {
+        if (!out[i]) continue;
+        out[i]->mock = &D->mock;
+        if (set_single(D, i, out[i], err, n)) return -1;
+    }
+    return 0;
+}
+
 int mc_gpt_check_train_split(const mc_gpt_data_config_t *c, char *err, size_t n)
 {
     if (c->num_samples[MC_SPLIT_TRAIN] <= 0) return 0;
@@ -886,11 +928,13 @@ mc_gpt_datasets_t *mc_gpt_datasets_build(const mc_gpt_data_config_t *c, char *er
         goto bad;
     }
     bool per_split = c->n_split_data_path[0] || c->n_split_data_path[1] || c->n_split_data_path[2];
-    if (c->n_data_path > 0 && per_split) {
-        mc_errf(err, n, "--data-path and --train/valid/test-data-path are exclusive");
+    if ((c->n_data_path > 0) + per_split + c->mock > 1) {
+        mc_errf(err, n, "--mock-data, --data-path and --train/valid/test-data-path are exclusive");
         goto bad;
     }
-    if (c->n_data_path > 0) {
+    if (c->mock) {
+        if (build_mock(D, c, err, n)) goto bad;
+    } else if (c->n_data_path > 0) {
         double bookends[3][2];
         int present[3];
         const char *split = c->split && c->split[0] ? c->split : "969, 30, 1";

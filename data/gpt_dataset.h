@@ -7,7 +7,8 @@
  *   mc_gpt_datasets_t  what BlendedMegatronDatasetBuilder returns for pretrain_gpt.py: per split
  *                      (train, valid, test) nothing, one GPTDataset, or a BlendedDataset of
  *                      several (data/blend.h), from --data-path + --split or from per-split
- *                      paths (--train-data-path ...).
+ *                      paths (--train-data-path ...); or with --mock-data one MockGPTDataset
+ *                      per split (data/mock.h).
  *
  * The three index arrays are cached as Megatron caches them (data/index_cache.h): with a cache
  * directory (--data-cache-path, by default <prefix>/cache/GPTDataset_indices), each GPTDataset's
@@ -57,6 +58,7 @@ typedef struct {
     bool shuffle_index_int64;
     int64_t length;              /* len(GPTDataset) = sample_index rows - 1 */
     const mc_indexed_t *indexed; /* token source for mc_gpt_dataset_text; not owned */
+    const mc_mock_data_t *mock;  /* or this one (--mock-data); not owned */
     /* Token ids read from the .bin must lie in [0, token_limit) (the embedding's rows); 0: only
      * negative ids are refused. */
     int64_t token_limit;
@@ -138,6 +140,10 @@ typedef struct {
     /* --train-data-path / --valid-data-path / --test-data-path (n = 0: no dataset for it). */
     int n_split_data_path[3];
     char *const *split_data_path[3];
+    /* --mock-data instead of any path: MockGPTDatasets (data/mock.h) over the split "1,1,1"
+     * (split is not read), with the tokenizer's vocabulary size and sample.eod. */
+    bool mock;
+    int64_t mock_vocab_size;
     const char *split; /* --split; NULL or "" = "969, 30, 1" (the legacy default) */
     int seq_length;
     int64_t seed;                     /* --seed, the config's random_seed */
@@ -171,8 +177,9 @@ void mc_gpt_data_config_from_args(mc_gpt_data_config_t *c, const mc_args_t *a, i
  * mc_gpt_datasets_build; needs no file (cli/validate.c may call it too). */
 int mc_gpt_check_train_split(const mc_gpt_data_config_t *c, char *err, size_t n);
 
-/* Opens every prefix and builds every split. NULL with one line in err on failure (a file
- * problem names the file; an impossible configuration says what Megatron would do). */
+/* Opens every prefix (or draws the mock documents) and builds every split. NULL with one line
+ * in err on failure (a file problem names the file; an impossible configuration says what
+ * Megatron would do). */
 mc_gpt_datasets_t *mc_gpt_datasets_build(const mc_gpt_data_config_t *c, char *err, size_t n);
 void mc_gpt_datasets_free(mc_gpt_datasets_t *d);
 

@@ -56,9 +56,7 @@ static void sha256_of_ids(const int32_t *ids, int count, char hex[65])
 
 static void print_length(FILE *out, const mc_data_source_t *s, int split)
 {
-    int64_t len = mc_data_source_len(s, split);
-    if (s->is_mock && len > 0) fprintf(out, " %s=unbounded", SPLIT_NAMES[split]);
-    else fprintf(out, " %s=%lld", SPLIT_NAMES[split], (long long)len);
+    fprintf(out, " %s=%lld", SPLIT_NAMES[split], (long long)mc_data_source_len(s, split));
 }
 
 static void print_header(FILE *out, const mc_data_source_t *s)
@@ -75,15 +73,9 @@ static void print_sample(FILE *out, mc_data_source_t *s, int split, int64_t i, i
 {
     const int S = s->seq_length;
     char err[512];
-    if (s->is_mock) {
-        if (mc_mock_sample(&s->mock, split, i, S, text) != 0)
-            mc_fatal("the %s split of the mock data is empty", SPLIT_NAMES[split]);
-    } else {
-        int rc = mc_gpt_datasets_text(s->gpt, split, i, text, err, sizeof(err));
-        if (rc == MC_DATA_BAD_TOKENS) mc_user_error("%s", err);
-        if (rc != 0)
-            mc_fatal("sample %lld of the %s split: %s", (long long)i, SPLIT_NAMES[split], err);
-    }
+    int rc = mc_gpt_datasets_text(s->gpt, split, i, text, err, sizeof(err));
+    if (rc == MC_DATA_BAD_TOKENS) mc_user_error("%s", err);
+    if (rc != 0) mc_fatal("sample %lld of the %s split: %s", (long long)i, SPLIT_NAMES[split], err);
     char *bytes = NULL;
     size_t len = 0;
     if (format == FMT_TEXT) {
@@ -128,32 +120,23 @@ static void run_samples(mc_data_source_t *s, const mc_inspect_opts_t *o)
         mc_user_error("the %s split has no dataset (its --split weight is 0, or its "
                       "--%s-data-path is not given)",
                       SPLIT_NAMES[split], SPLIT_NAMES[split]);
-    if (o->format == FMT_TEXT && s->is_mock)
-        mc_user_error("--format text needs a tokenizer to decode with, and --mock-data has none "
-                      "(use --format ids or sha256)");
-    /* Mock splits are unbounded; sample i starts at token i x seq_length, so stop before that
-     * overflows. */
-    const int64_t limit = s->is_mock ? INT64_MAX / (s->seq_length + 1) : len;
+    if (o->format == FMT_TEXT && !s->tokenizer)
+        mc_user_error("--format text needs a tokenizer to decode with, and --mock-data sized by "
+                      "--vocab-size has none (give --vocab-file and --merge-file, or use --format "
+                      "ids or sha256)");
     int64_t begin = o->begin, end;
     if (!o->samples_given) {
         begin = 0;
-        end = limit < 10 ? limit : 10;
+        end = len < 10 ? len : 10;
     } else if (o->end_given) {
         end = o->end;
-    } else if (s->is_mock) {
-        mc_user_error("--samples %lld: needs an end with --mock-data (its splits are unbounded)",
-                      (long long)begin);
     } else {
         end = len;
     }
     if (begin > end) /* "A:" with A past the end */
         mc_user_error("--samples %lld: starts past the end of the %s split (%lld samples)",
                       (long long)begin, SPLIT_NAMES[split], (long long)len);
-    if (end > limit) {
-        if (s->is_mock)
-            mc_user_error("--samples %lld:%lld is too large for the mock data at --seq-length %d "
-                          "(indices must stay below %lld)",
-                          (long long)begin, (long long)end, s->seq_length, (long long)limit);
+    if (end > len) {
         mc_user_error("--samples %lld:%lld is out of range: the %s split has %lld samples "
                       "(0:%lld)",
                       (long long)begin, (long long)end, SPLIT_NAMES[split], (long long)len,

@@ -5,8 +5,7 @@
  * --train-iters/--train-samples, --global-batch-size, --eval-interval, --eval-iters, ...),
  * builds every split with mc_data_source_open exactly as training does, and prints:
  *
- *   # samples: train=N valid=N test=N        (len(dataset); 0 = no dataset for the split;
- *                                             "unbounded" with --mock-data)
+ *   # samples: train=N valid=N test=N        (len(dataset); 0 = no dataset for the split)
  *   then one line per sample i of --split-name (default train) in --samples A:B (default 0:10):
  *   i<TAB>ids     the seq_length + 1 ids of the sample's text (tokens = text[:-1], labels =
  *                 text[1:]), single spaces; a pad (-1) only ends a partial validation sample

@@ -1,9 +1,14 @@
-/* Embedded default data (--mock-data), shaped like Megatron's MockGPTDataset: 100000 documents
- * of lengths drawn in [1, 4096), document k holding tokens 1, 2, ..., n-1 then eod (token values
- * wrap to stay below eod). Documents are split 969/30/1 into train/valid/test; samples of
- * seq_length+1 tokens are cut from each split's token stream, consecutive samples overlapping by
- * one token, wrapping around for further epochs. The draw uses Philox with a fixed key (as
- * Megatron's mock uses a fixed numpy seed), not numpy's generator. */
+/* Megatron's MockGPTLowLevelDataset (--mock-data; megatron/core/datasets/gpt_dataset.py on
+ * main), bit for bit: 100000 documents whose lengths are
+ * numpy.random.default_rng(seed=0).integers(low=1, high=4096, size=100000, dtype=int32)
+ * (data/pcg64.h); document k of length n holds the tokens (1, 2, ..., n-1) % vocab_size, then
+ * eod, where vocab_size and eod are the tokenizer's (core_v0.15 had no "% vocab_size": ids up to
+ * 4094 whatever the vocabulary).
+ *
+ * Megatron wraps it in GPTDatasets like any indexed dataset (MockGPTDataset): the document,
+ * sample and shuffle indices are built from these lengths with --seed, over the split "1,1,1"
+ * (BlendedMegatronDatasetConfig sets it when there is no blend, whatever --split says). See
+ * mc_gpt_datasets_build in data/gpt_dataset.h. */
 #ifndef MC_DATA_MOCK_H
 #define MC_DATA_MOCK_H
 
@@ -11,22 +16,24 @@
 
 enum { MC_SPLIT_TRAIN = 0, MC_SPLIT_VALID = 1, MC_SPLIT_TEST = 2 };
 
-typedef struct {
-    int n_docs;
-    int32_t *doc_len;
-    int64_t *doc_end; /* cumulative token count within the doc's split, exclusive end */
-    int split_begin[3], split_end[3];
-    int64_t split_tokens[3];
-    int32_t eod;
-} mc_mock_data_t;
-
+/* MockGPTLowLevelDataset's hard-coded seed, size and max_sequence_length. */
+#define MC_MOCK_SEED 0
 #define MC_MOCK_NUM_DOCS 100000
 #define MC_MOCK_MAX_DOC_LEN 4096
+/* The split Megatron uses for mock data (blended_megatron_dataset_config.py). */
+#define MC_MOCK_SPLIT "1,1,1"
 
-/* eod is the last id of the vocabulary (vocab - 1); tokens stay in [1, eod). Returns 0 or -1. */
-int mc_mock_init(mc_mock_data_t *d, int32_t vocab, int n_docs);
+typedef struct {
+    int32_t *sequence_lengths; /* [MC_MOCK_NUM_DOCS], each in [1, 4096) */
+    int64_t vocab_size;        /* tokenizer.vocab_size */
+    int32_t eod;               /* tokenizer.eod */
+} mc_mock_data_t;
+
+/* Draws the lengths. vocab_size >= 1. Returns 0, or -1 out of memory. */
+int mc_mock_init(mc_mock_data_t *d, int64_t vocab_size, int32_t eod);
 void mc_mock_free(mc_mock_data_t *d);
-/* The seq_length+1 tokens of sample idx of a split. Returns -1 if the split is empty. */
-int mc_mock_sample(const mc_mock_data_t *d, int split, int64_t idx, int seq_length, int32_t *text);
+/* Tokens [offset, offset + length) of document doc (MockGPTLowLevelDataset.get), within it. */
+void mc_mock_get(const mc_mock_data_t *d, int64_t doc, int64_t offset, int64_t length,
+                 int32_t *out);
 
 #endif

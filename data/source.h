@@ -1,6 +1,6 @@
 /* Where training samples come from: Megatron's GPT datasets (--data-path, or the per-split
- * paths) with the tokenizer that made them, or the embedded mock data (--mock-data), behind
- * one call that fills a microbatch. */
+ * paths) with the tokenizer that made them, or Megatron's mock datasets (--mock-data) with the
+ * tokenizer's vocabulary, behind one call that fills a microbatch. */
 #ifndef MC_DATA_SOURCE_H
 #define MC_DATA_SOURCE_H
 
@@ -10,18 +10,15 @@
 
 #include "config/args.h"
 #include "data/gpt_dataset.h"
-#include "data/mock.h"
 #include "data/tokenizer.h"
 
 typedef struct {
-    bool is_mock;
+    bool is_mock; /* --mock-data */
     int seq_length;
     int64_t vocab_size; /* the tokenizer's (before padding) */
     mc_sample_opts_t opts;
-    mc_tokenizer_t *tokenizer; /* NULL for mock data */
-    mc_gpt_datasets_t *gpt;    /* NULL for mock data */
-    mc_mock_data_t mock;
-    int32_t *text; /* [seq_length + 1] staging for mock samples */
+    mc_tokenizer_t *tokenizer; /* NULL for mock data sized by --vocab-size alone */
+    mc_gpt_datasets_t *gpt;
 } mc_data_source_t;
 
 /* Builds the tokenizer and every split's dataset as pretrain_gpt.py would. 0, or -1 with one
@@ -32,7 +29,7 @@ int mc_data_source_open(mc_data_source_t *s, const mc_args_t *a, bool check_ids,
                         size_t n);
 void mc_data_source_free(mc_data_source_t *s);
 
-/* Samples in a split (mock data: unbounded, INT64_MAX; 0: no dataset for the split). */
+/* Samples in a split (0: no dataset for the split). */
 int64_t mc_data_source_len(const mc_data_source_t *s, int split);
 
 /* Fills [b, seq_length] tokens/labels/loss_mask/positions (and segments, the per-document

@@ -147,12 +147,12 @@ static void gather_format(mc_timers_t *t, const double *src, double normalizer, 
     free(all);
 }
 
-void mc_timers_report(mc_timers_t *t, double normalizer, char *buf, size_t n)
+void mc_timers_report(mc_timers_t *t, double normalizer, bool reset, char *buf, size_t n)
 {
     if (n) buf[0] = '\0';
     if (t->level == 0) return;
     gather_format(t, t->elapsed, normalizer, buf, n);
-    memset(t->elapsed, 0, sizeof(t->elapsed));
+    if (reset) memset(t->elapsed, 0, sizeof(t->elapsed));
 }
 
 void mc_timers_log(mc_timers_t *t, mc_timer_id_t id, char *buf, size_t n)

@@ -66,8 +66,8 @@ void mc_timer_stop(mc_timers_t *t, mc_timer_id_t id);
 /* Megatron's timer label: "<name><name2> " padded with dots to 48 characters. */
 void mc_timer_label(char *buf, size_t n, const char *name, const char *name2);
 /* Collective over the world: gathers every rank's times, formats Megatron's block into buf
- * (empty when nothing was timed) and resets the timers. */
-void mc_timers_report(mc_timers_t *t, double normalizer, char *buf, size_t n);
+ * (empty when nothing was timed) and, with reset, resets the timers (timers.log(reset=...)). */
+void mc_timers_report(mc_timers_t *t, double normalizer, bool reset, char *buf, size_t n);
 /* Collective over the world: Megatron's timers.log([name]) for one timer (after a save or load):
  * every rank's elapsed time in ms, unnormalized, formatted into buf per --timing-log-option;
  * resets that timer. */

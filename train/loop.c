@@ -217,16 +217,12 @@ static void print_startup(const mc_trainer_t *t, const mc_memory_plan_t *plan, c
     for (int i = 0; i < t->model.n_params; i++) n += t->model.params[i].numel;
     printf(" > number of parameters on (tensor, pipeline) model parallel rank (0, 0): %ld\n", n);
     print_memory_plan(stdout, a, plan, t->be->name);
-    if (t->data.is_mock)
-        printf(
-            "> mock data: %d documents, split 969/30/1 (train %lld, valid %lld, test %lld tokens)\n",
-            t->data.mock.n_docs, (long long)t->data.mock.split_tokens[0],
-            (long long)t->data.mock.split_tokens[1], (long long)t->data.mock.split_tokens[2]);
-    else
-        printf("> datasets: train %lld, validation %lld, test %lld samples of %d tokens\n",
-               (long long)mc_data_source_len(&t->data, MC_SPLIT_TRAIN),
-               (long long)mc_data_source_len(&t->data, MC_SPLIT_VALID),
-               (long long)mc_data_source_len(&t->data, MC_SPLIT_TEST), a->seq_length);
+    if (t->data.is_mock) /* Megatron's MockGPTDataset: 100000 documents split 1,1,1 */
+        printf("> mock data: %d documents, split %s\n", MC_MOCK_NUM_DOCS, MC_MOCK_SPLIT);
+    printf("> datasets: train %lld, validation %lld, test %lld samples of %d tokens\n",
+           (long long)mc_data_source_len(&t->data, MC_SPLIT_TRAIN),
+           (long long)mc_data_source_len(&t->data, MC_SPLIT_VALID),
+           (long long)mc_data_source_len(&t->data, MC_SPLIT_TEST), a->seq_length);
     fflush(stdout);
 }
 
@@ -234,6 +230,12 @@ static void print_startup(const mc_trainer_t *t, const mc_memory_plan_t *plan, c
 typedef struct {
     double loss_sum; /* sum of per-iteration lm loss over advanced iterations */
     int advanced, skipped, nan;
+    /* total_loss_dict holds 'lm loss' from the first advanced iteration of this train() on
+     * (kept across intervals): before it, the line has no loss at all */
+    bool have_loss;
+    /* the first iteration of this train(): Megatron main logs it and resets nothing
+     * (should_reset = not is_first_iteration), so the next line covers it again */
+    bool first;
     double t0;
     /* collective volume on the tp and dp-cp groups at the interval's start */
     uint64_t tp_calls[MC_COLL_KINDS], tp_bytes[MC_COLL_KINDS];
@@ -295,10 +297,11 @@ static void log_iteration(mc_trainer_t *t, interval_t *iv, const mc_step_result_
     l.has_lr = 1;
     l.lr = mc_lr_at(&t->sched, t->sched.num_steps); /* read after the scheduler step */
     l.global_batch_size = a->global_batch_size;
-    double avg = iv->advanced ? iv->loss_sum / iv->advanced : 0.0;
-    l.n_losses = avg >= 0 ? 1 : 0;
+    /* avg = total / max(1, advanced): 0 in an interval that skipped every step, which main
+     * prints (`if avg >= 0.0`; core_v0.15's `> 0.0` left it out) */
+    l.n_losses = iv->have_loss ? 1 : 0;
     l.loss_names[0] = "lm loss";
-    l.loss_values[0] = avg;
+    l.loss_values[0] = iv->loss_sum / (iv->advanced > 1 ? iv->advanced : 1);
     l.loss_scale = mc_scaler_value(&t->scaler);
     /* a skipped step has no grad norm (Megatron's optimizer returns None) */
     l.has_grad_norm = !r->skipped;
@@ -331,7 +334,7 @@ static void log_iteration(mc_trainer_t *t, interval_t *iv, const mc_step_result_
     clock_gettime(CLOCK_REALTIME, &when);
     mc_format_log_line(buf, sizeof(buf), &l, &when);
     char timers[1 << 16], volume[2048] = ""; /* --timing-log-option all lists every rank */
-    mc_timers_report(&t->timers, a->log_interval, timers, sizeof(timers));
+    mc_timers_report(&t->timers, a->log_interval, !iv->first, timers, sizeof(timers));
     if (a->timing_log_level >= 1)
         format_volume(t, iv, iters > 0 ? iters : 1, volume, sizeof(volume));
     if (is_last_rank(t)) {
@@ -340,7 +343,12 @@ static void log_iteration(mc_trainer_t *t, interval_t *iv, const mc_step_result_
         if (volume[0]) puts(volume);
         fflush(stdout);
     }
-    memset(iv, 0, sizeof(*iv));
+    if (iv->first) {
+        iv->first = false;
+        return;
+    }
+    iv->loss_sum = 0;
+    iv->advanced = iv->skipped = iv->nan = 0;
     iv->t0 = mc_now_s();
     snapshot_volume(t, iv);
 }
@@ -535,9 +543,10 @@ static bool train_iteration(mc_trainer_t *t, mc_microbatch_t *mbl, interval_t *i
     } else {
         iv->loss_sum += loss;
         iv->advanced++;
+        iv->have_loss = true;
     }
 
-    if (t->iteration % args->log_interval == 0 || t->iteration == 1) log_iteration(t, iv, &r);
+    if (t->iteration % args->log_interval == 0 || iv->first) log_iteration(t, iv, &r);
     if (args->eval_interval > 0 && t->iteration % args->eval_interval == 0 &&
         args->eval_iters > 0 && mc_data_source_len(&t->data, MC_SPLIT_VALID) > 0) {
         char label[64];
@@ -559,7 +568,7 @@ static bool train(mc_trainer_t *t, double start)
     if (!mbl) mc_fatal("out of host memory");
     if (g_printer) printf("training ...\n");
     print_datetime("before the start of training step");
-    interval_t iv = {.t0 = mc_now_s()};
+    interval_t iv = {.first = true, .t0 = mc_now_s()};
     snapshot_volume(t, &iv);
     bool exiting = false;
     while (!exiting && t->iteration < args->train_iters) /* derived from --train-samples too */

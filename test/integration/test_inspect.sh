@@ -52,8 +52,8 @@ expect_user_error "gbs divisible by mbs x dp, as in training" "global batch size
     inspect-data "${MOCK[@]}" --micro-batch-size 1 --data-parallel-size 3 --iteration 0
 expect_user_error "text needs a tokenizer" "--format text needs a tokenizer.*--mock-data" \
     inspect-data "${MOCK[@]}" --format text
-expect_user_error "mock --samples needs an end" "needs an end with --mock-data" \
-    inspect-data "${MOCK[@]}" --samples 3:
+expect_user_error "mock: --samples past the end of the split" "--samples 4261893:4261894 is out of range: the train split has 4261893 samples" \
+    inspect-data "${MOCK[@]}" --samples 4261893:4261894
 
 "${INSPECT[@]}" --help >"$MC_TMP/help" 2>&1
 help_ok() {
@@ -66,11 +66,24 @@ help_ok() {
 check "--help exits 0 and names every option and the escapes" help_ok
 
 # ---- --mock-data ----
+# Megatron's MockGPTDatasets (test/ref/megatron_mock.py SEQ 16 SEED 1234 VOCAB 512 EOD 511 sizes
+# 40,12,4): 100000 documents split 1,1,1 whatever --split says, indexed with --seed.
+MOCK_HEADER="# samples: train=4261893 valid=4259983 test=4267941"
 "${INSPECT[@]}" "${MOCK[@]}" >"$MC_TMP/mock" 2>"$MC_TMP/mock.err"
-check "mock: header, then 10 samples of 17 ids by default" \
-    bash -c '[ "$(head -1 "$1")" = "# samples: train=unbounded valid=unbounded test=unbounded" ] &&
+check "mock: Megatron's split lengths, then 10 samples of 17 ids by default" \
+    bash -c '[ "$(head -1 "$1")" = "$2" ] &&
              [ "$(wc -l <"$1")" -eq 11 ] &&
-             tail -n +2 "$1" | awk -F"\t" -v n=0 "\$1 != n++ || split(\$2, a, \" \") != 17 { exit 1 }"' _ "$MC_TMP/mock"
+             tail -n +2 "$1" | awk -F"\t" -v n=0 "\$1 != n++ || split(\$2, a, \" \") != 17 { exit 1 }"' _ "$MC_TMP/mock" "$MOCK_HEADER"
+check "mock: train sample 0 is Megatron's" \
+    bash -c '[ "$(sed -n 2p "$1")" = "$(printf "0\t55 56 57 58 59 60 61 62 63 64 65 66 67 68 69 70 71")" ]' _ "$MC_TMP/mock"
+"${INSPECT[@]}" "${MOCK[@]}" --split-name valid --format sha256 --samples 4259982:4259983 >"$MC_TMP/mockv"
+check "mock: the last valid sample's sha256 is Megatron's" \
+    grep -qx "$(printf '4259982\t671055e776276521d39e46a25d12ca698cb03496ee4d802e631511e705e964f2')" "$MC_TMP/mockv"
+"${INSPECT[@]}" "${MOCK[@]}" --split-name test --format sha256 --samples 1000:1001 --split 90,8,2 >"$MC_TMP/mockt" 2>"$MC_TMP/mockt.err"
+check "mock: --split is ignored, as by Megatron, with a warning naming it" \
+    bash -c '[ "$(head -1 "$1")" = "$3" ] &&
+             grep -qx "$(printf "1000\tcb906f07bdbaa143eac4211e5fb2c99dee5731fcbb68f243bbd3f5ea4382717e")" "$1" &&
+             grep -q "warning: --split is ignored with --mock-data" "$2"' _ "$MC_TMP/mockt" "$MC_TMP/mockt.err" "$MOCK_HEADER"
 "${INSPECT[@]}" "${MOCK[@]}" --samples 3:5 --split-name test >"$MC_TMP/mock35"
 "${INSPECT[@]}" "${MOCK[@]}" --samples 0:10 --split-name test >"$MC_TMP/mock010"
 check "mock: --samples 3:5 are lines 3 and 4 of 0:10" \

@@ -89,6 +89,8 @@ follows_rule() {
         BEGIN { scale = 4294967296; hyst = 2; growth = 0; prev_lr = ""; prev_c = 0 }
         {
             n++
+            if (n == 1) first = $1
+            if (n == 2) $1 -= first # the second line also counts the first iteration (main)
             if ($1 == 1) { growth = 0; hyst--; if (hyst <= 0) { scale /= 2; if (scale < 1) scale = 1 }; skipped++
                            if ($3 != 0) bad++ ; if (prev_lr != "" && $4 != prev_lr) bad++ }
             else { growth++; if (growth == 4) { growth = 0; hyst = 2; scale *= 2 }; applied++; if ($3 != 1) bad++ }
@@ -96,11 +98,11 @@ follows_rule() {
             if ($5 != prev_c + 8) bad++
             prev_lr = $4; prev_c = $5
         }
-        END { exit !(n == 24 && bad == 0 && skipped >= 2 && applied >= 8) }'
+        END { exit !(n == 24 && bad == 0 && skipped >= 2 && applied >= 6) }'
 }
 check "fp16 dynamic scaling: iterations overflow at 2^32 and are skipped, then train" \
     bash -c "grep -q 'iteration        1/      24 .*loss scale: 4294967296.0 | params norm: [0-9.]* | number of skipped iterations:   1 |' '$MC_TMP/fp16-dynamic' &&
-             grep -q 'iteration       24/.*grad norm' '$MC_TMP/fp16-dynamic'"
+             grep -q 'iteration       2[0-4]/.*grad norm' '$MC_TMP/fp16-dynamic'"
 check "fp16 dynamic scaling follows Megatron's rule at every iteration (skips without grad norm or lr step, hysteresis, growth every 4 good steps)" \
     follows_rule "$MC_TMP/fp16-dynamic"
 learns() { # the loss of the last applied iteration is below that of the first one
@@ -109,11 +111,57 @@ learns() { # the loss of the last applied iteration is below that of the first o
 }
 check "fp16 dynamic scaling still learns (the last applied loss is 5% below the first)" learns "$MC_TMP/fp16-dynamic"
 
+# ---- the lm loss of intervals with skipped iterations (Megatron main's training_log) ----
+# total_loss_dict sums the loss of applied iterations only; its 'lm loss' key exists from the
+# first applied iteration of the run on, and the line prints total / max(1, applied) when
+# >= 0: no loss at all before any step was applied, 0 in a later interval that skipped every
+# step. The first iteration's line resets nothing, so the next line counts it again.
+per_iter() { # "iteration skipped loss" per logged line ("-": no lm loss field)
+    awk '/ iteration +[0-9]+\// {
+        match($0, / iteration +[0-9]+\//); it = substr($0, RSTART + 11, RLENGTH - 12) + 0
+        sk = $0; sub(/.*number of skipped iterations: +/, "", sk); sub(/ .*/, "", sk)
+        l = "-"; if (index($0, "| lm loss: ")) { l = $0; sub(/.*\| lm loss: /, "", l); sub(/ .*/, "", l) }
+        print it, sk, l }' "$1"
+}
+no_loss_until_applied() { # every line before the first applied step has no lm loss; later
+    per_iter "$1" | awk '{ n++ } n <= 2 && $2 != n { bad++ } # lines 1 and 2: 1 and 2 skipped
+        $2 == 0 { applied = 1 }
+        !applied && $3 != "-" { bad++ }
+        !applied { before++ }
+        applied && $2 == 0 && $3 == "-" { bad++ }
+        applied && $2 == 1 && $3 != "0.000000E+00" { bad++ }
+        END { exit !(n == 24 && before >= 3 && applied && bad == 0) }'
+}
+check "fp16: no lm loss before the first applied step, then 0.000000E+00 on a skipped one (log interval 1)" \
+    no_loss_until_applied "$MC_TMP/fp16-dynamic"
+run fp16-interval4 --fp16 --loss-scale-window 4 --log-interval 4
+# Each --log-interval 4 line against the iterations of the --log-interval 1 run (the same
+# steps): its skipped count, and its loss the mean over the applied iterations in its interval
+# (iterations 1..4 for the line at 4), absent before the first applied one.
+intervals_match() { # interval-1 run, interval-4 run
+    awk 'NR == FNR { sk[$1] = $2; l[$1] = $3; next }
+        FNR == 1 { if (sk[1] != 1 || sk[2] != 2) bad++; sk[2] = 1 } # both skipped at 2^32
+        { k = $1; n++; nsk = 0; nadv = 0; sum = 0
+          for (i = prev + 1; i <= k; i++) {
+              nsk += sk[i]
+              if (sk[i] == 0) { nadv++; sum += l[i]; have = 1 }
+          }
+          if ($2 != nsk) bad++
+          if (!have) { if ($3 != "-") bad++ }
+          else if (nadv == 0) { if ($3 != "0.000000E+00") bad++ }
+          else { want = sum / nadv; d = $3 - want; if (d < 0) d = -d; if (d > 2e-6 * want) bad++; mixed += nsk > 0 }
+          if (k > 1) prev = k }
+        END { exit !(n == 7 && bad == 0 && mixed >= 1) }' <(per_iter "$1") <(per_iter "$2")
+}
+check "fp16 --log-interval 4: each line's skipped count and the mean loss of its applied iterations" \
+    intervals_match "$MC_TMP/fp16-dynamic" "$MC_TMP/fp16-interval4"
+
 # ---- overflow is the scaler's signal, NaN outside it stops the run (issue 8, point 6) ----
 run fp16-overflow --fp16 --loss-scale 1073741824 --train-iters 6 --eval-iters 0
-check "fp16 with a constant scale that always overflows: every iteration is skipped, the run ends normally" \
-    bash -c "[ \$(grep -c 'number of skipped iterations:   1 |' '$MC_TMP/fp16-overflow') -eq 6 ] &&
-             ! grep -q 'grad norm' '$MC_TMP/fp16-overflow'"
+check "fp16 with a constant scale that always overflows: every iteration is skipped, no lm loss, the run ends normally" \
+    bash -c "[ \$(grep -c 'number of skipped iterations:   1 |' '$MC_TMP/fp16-overflow') -eq 5 ] &&
+             grep -q 'iteration        2/.* number of skipped iterations:   2 |' '$MC_TMP/fp16-overflow' &&
+             ! grep -q 'grad norm' '$MC_TMP/fp16-overflow' && ! grep -q 'lm loss: ' '$MC_TMP/fp16-overflow'"
 "$MC_BIN" "${FLAGS[@]}" --bf16 --lr 1e37 --lr-warmup-iters 0 --clip-grad 0 --train-iters 6 >"$MC_TMP/nan" 2>"$MC_TMP/nan.err"
 rc=$?
 if [ $rc -ne 0 ] && [ "$(wc -l <"$MC_TMP/nan.err")" -eq 1 ] &&

@@ -32,11 +32,15 @@ iter_lines() { # file first last
             }
         }' "$1"
 }
-# same_iters REF RUN first last: the same lines, one per iteration
+# same_iters REF RUN first last: the same lines, one per iteration, RUN resumed at first.
+# Megatron main logs the first iteration of a run without resetting the interval (training_log's
+# should_reset = not is_first_iteration), so a resumed run's second line also counts its first
+# iteration: that line is left out.
+resumed_iter_lines() { iter_lines "$1" "$2" "$3" | awk -v skip="$(($2 + 1))" '!index($0, " iteration " sprintf("%8d", skip) "/")'; }
 same_iters() {
-    local want=$(($4 - $3 + 1))
-    diff <(iter_lines "$1" "$3" "$4") <(iter_lines "$2" "$3" "$4") >"$MC_TMP/iters.diff" &&
-        [ "$(iter_lines "$2" "$3" "$4" | wc -l)" -eq "$want" ]
+    local want=$(($4 - $3))
+    diff <(resumed_iter_lines "$1" "$3" "$4") <(resumed_iter_lines "$2" "$3" "$4") >"$MC_TMP/iters.diff" &&
+        [ "$(resumed_iter_lines "$2" "$3" "$4" | wc -l)" -eq "$want" ]
 }
 wait_line() { # file pattern seconds: until the file has a line matching pattern (grep -E)
     local until=$((SECONDS + $3))

@@ -49,6 +49,24 @@ expect_user_error "missing dataset names the file" 'nope' "${MODEL[@]}" "${TOK[@
 expect_user_error "missing vocab file names it" 'missing-vocab.json' "${MODEL[@]}" --vocab-file "$MC_TMP/missing-vocab.json" --merge-file "$SHARED/data/gpt2/gpt2-merges.txt" --data-path "$DATA" --split 90,8,2
 expect_user_error "GPT-2 tokenizer without files" 'vocab' "${MODEL[@]}" --data-path "$DATA" --split 90,8,2
 expect_user_error "mock and data path exclusive" 'mutually exclusive' "${MODEL[@]}" "${TOK[@]}" --mock-data --vocab-size 64 --data-path "$DATA"
+# The vocabulary comes from the tokenizer when it has files, as in Megatron (its GPT-2 tokenizer
+# never reads --vocab-size), for --mock-data too: 50257 ids padded to 50304.
+PADDED='^ > padded vocab \(size: 50257\) with 47 dummy tokens \(new size: 50304\)$'
+"$MC_BIN" "${MODEL[@]}" "${TOK[@]}" --mock-data >"$MC_TMP/mockgpt2" 2>"$MC_TMP/mockgpt2.err"
+check "--mock-data with the GPT-2 files and no --vocab-size trains, on a 50257-id vocabulary" \
+    bash -c "[ $? -eq 0 ] && [ ! -s '$MC_TMP/mockgpt2.err' ] && grep -qE '$PADDED' '$MC_TMP/mockgpt2' &&
+             grep -qE 'iteration +6/ +6' '$MC_TMP/mockgpt2'"
+"$MC_BIN" "${MODEL[@]}" "${TOK[@]}" --mock-data --vocab-size 512 >"$MC_TMP/mockgpt2v" 2>&1
+check "--mock-data with the GPT-2 files: --vocab-size does not size the vocabulary" grep -qE "$PADDED" "$MC_TMP/mockgpt2v"
+"$MC_BIN" "${MODEL[@]}" "${TOK[@]}" --data-path "$DATA" --split 90,8,2 --vocab-size 512 >"$MC_TMP/datav" 2>&1
+check "--data-path with the GPT-2 files: --vocab-size does not size the vocabulary" \
+    bash -c "grep -qE '$PADDED' '$MC_TMP/datav' && grep -qE 'iteration +6/ +6' '$MC_TMP/datav'"
+"$MC_BIN" "${MODEL[@]}" --mock-data --vocab-size 2 >"$MC_TMP/mock2" 2>&1
+check "--mock-data with a 2-id vocabulary trains (ids wrap as Megatron's)" grep -qE 'iteration +6/ +6' "$MC_TMP/mock2"
+expect_user_error "--mock-data with a vocab file and no merge file" 'required: --merge-file$' \
+    "${MODEL[@]}" --mock-data --vocab-file "$SHARED/data/gpt2/gpt2-vocab.json"
+expect_user_error "--mock-data with a missing vocab file names it" "missing-vocab.json" \
+    "${MODEL[@]}" --mock-data --vocab-file "$MC_TMP/missing-vocab.json" --merge-file "$SHARED/data/gpt2/gpt2-merges.txt"
 printf 'MMIDIDX\0\0garbage' >"$MC_TMP/bad.idx"; : >"$MC_TMP/bad.bin"
 expect_user_error "corrupt index names the file" 'bad.idx' "${MODEL[@]}" "${TOK[@]}" --data-path "$MC_TMP/bad" --split 90,8,2
 
