@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/time.h>
 #include <time.h>
 #include <unistd.h>
@@ -146,14 +147,57 @@ static void write_job(void *p)
     }
 }
 
+/* The iteration the tracker names before this save (0 for none, release or unreadable), read
+ * only with --save-retain-interval, as Megatron's iter_finalize_fn. */
+static int64_t previous_iteration(const mc_args_t *a)
+{
+    bool found, release;
+    int64_t it = 0;
+    char err[ERR_MAX];
+    if (a->save_retain_interval <= 0) return 0;
+    if (mc_ckpt_read_tracker(a->save, &found, &it, &release, err, sizeof(err)) != 0 || release)
+        return 0;
+    return it;
+}
+
+/* --save-retain-interval on rank 0: the previous checkpoint goes unless its iteration is a
+ * multiple of the interval (Megatron's save_checkpoint; a symbolic link is kept, and a failed
+ * delete is only reported). */
+static void retire_previous(const mc_args_t *a, int64_t prev, int64_t iteration)
+{
+    if (a->save_retain_interval <= 0 || prev <= 0 || prev == iteration ||
+        prev % a->save_retain_interval == 0)
+        return;
+    char dir[MC_CKPT_PATH_MAX], err[MC_CKPT_PATH_MAX + ERR_MAX] = "";
+    struct stat st;
+    mc_ckpt_iter_dir(dir, sizeof(dir), a->save, prev, false, NULL);
+    if (lstat(dir, &st) != 0) /* shutil.rmtree's OSError, as Python prints it */
+        snprintf(err, sizeof(err), "[Errno %d] %s: '%s'", errno, strerror(errno), dir);
+    else if (S_ISLNK(st.st_mode))
+        printf("  skipping deleting checkpoint from iteration %7" PRId64
+               " at %s since it is a symbolic link\n",
+               prev, a->save);
+    else mc_ckpt_rmtree(dir, err, sizeof(err));
+    if (err[0])
+        printf("  encountered exception \"%s\" when trying to delete checkpoint from iteration "
+               "%7" PRId64 " at %s\n",
+               err, prev, a->save);
+    else if (!S_ISLNK(st.st_mode))
+        printf("  successfully deleted checkpoint from iteration %7" PRId64 " at %s\n", prev,
+               a->save);
+    fflush(stdout);
+}
+
 /* Collective: once every rank's files are complete, rank 0 publishes the iteration's tree, then
  * the tracker, each in one rename. Frees the job. */
 static void publish(mc_trainer_t *t, save_job_t *j)
 {
     const mc_args_t *a = t->args;
     char err[ERR_MAX] = "", when[64];
+    int64_t prev = 0;
     agree(t, j->err); /* every file is complete */
     if (t->par.rank == 0) {
+        prev = previous_iteration(a);
         char text[32];
         snprintf(text, sizeof(text), "%" PRId64, j->iteration);
         if (mc_ckpt_fsync(j->staging, err, sizeof(err)) == 0 &&
@@ -169,6 +213,7 @@ static void publish(mc_trainer_t *t, save_job_t *j)
                a->pipeline_model_parallel_size);
         fflush(stdout);
     }
+    if (t->par.rank == 0) retire_previous(a, prev, j->iteration);
     free(j);
 }
 

@@ -516,6 +516,9 @@ static void checkpointing(mc_args_t *a)
     if (a->save[0] && a->save_interval == 0)
         mc_user_error("--save needs --save-interval (the iterations between checkpoints; the last "
                       "iteration is saved too)");
+    if (a->save[0] && a->save_retain_interval > 0 && a->save_retain_interval % a->save_interval)
+        mc_user_error("--save-retain-interval (%d) must be a multiple of --save-interval (%d)",
+                      a->save_retain_interval, a->save_interval);
     if (a->override_opt_param_scheduler && a->use_checkpoint_opt_param_scheduler)
         mc_user_error("--override-opt-param-scheduler and --use-checkpoint-opt-param-scheduler "
                       "are mutually exclusive (both override and use-checkpoint are set)");

@@ -178,8 +178,9 @@ typedef struct {
     int eval_interval;
 
     /* ---- checkpointing (ckpt/checkpoint.h) ---- */
-    char save[4096];   /* --save; empty = not given */
-    int save_interval; /* 0 = not given */
+    char save[4096];          /* --save; empty = not given */
+    int save_interval;        /* 0 = not given */
+    int save_retain_interval; /* 0 = not given: every checkpoint is kept */
     bool no_save_optim, no_save_rng;
     char load[4096]; /* --load; empty = not given */
     bool no_load_optim, no_load_rng;

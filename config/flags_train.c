@@ -77,6 +77,14 @@ const mc_flag_t mc_flags_train[] = {
      IMPLEMENTED_NOTE("already the default; Megatron has only the --no- form, megatron-c takes "
                       "both"),
      .help = "Check for NaNs in loss and grad (the default)."},
+    {.name = "--rerun-mode", TRAIN, CHOICE("disabled", "validate_results", "report_stats"),
+     .def = "disabled",
+     ONLY("megatron-c has no rerun state machine: a NaN or Inf in the loss or the gradient norm "
+          "stops the run, which is Megatron's disabled mode, so that is megatron-c's default "
+          "(Megatron's is validate_results, which re-runs the iteration first; report_stats "
+          "measures the variability of re-runs)", "disabled"),
+     .help = "Use re-run engine to validate results (default) or to emit stats on variability of "
+             "computations due to non-deterministic algorithms."},
     {.name = "--check-for-spiky-loss", TRAIN, TRUE_IF_GIVEN, TODO("the rerun state machine"),
      .help = "Check for spiky loss"},
     {.name = "--check-for-large-grads", TRAIN, TRUE_IF_GIVEN, TODO("the rerun state machine"),
@@ -263,7 +271,10 @@ const mc_flag_t mc_flags_train[] = {
     {.name = "--save-interval", .alias = "--persistent-save-interval", CKPT, INT, GE(1),
      FIELD(save_interval), IMPLEMENTED,
      .help = "Number of iterations between persistent checkpoint saves."},
-    {.name = "--save-retain-interval", CKPT, INT, GE(1), TODO("deleting older checkpoints"),
+    {.name = "--save-retain-interval", CKPT, INT, GE(1), FIELD(save_retain_interval),
+     IMPLEMENTED_NOTE("after each save, rank 0 deletes the previous checkpoint the tracker named "
+                      "unless its iteration is a multiple of the interval (or a symbolic link), "
+                      "as Megatron's save_checkpoint (synchronously; Megatron in a thread)"),
      .help = "Number of iterations between retained checkpoints (other checkpoints _except the "
              "last checkpoint_ are automatically deleted)."},
     {.name = "--no-save-optim", CKPT, TRUE_IF_GIVEN, FIELD(no_save_optim), IMPLEMENTED,

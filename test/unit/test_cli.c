@@ -223,7 +223,8 @@ static void test_noops_and_sequence_parallel(void **state)
                    "--use-mcore-models --no-masked-softmax-fusion --no-persist-layer-norm "
                    "--no-gradient-accumulation-fusion --attention-softmax-in-fp32 --num-workers 8 "
                    "--distributed-timeout-minutes 30 --local-rank 3 --sequence-parallel "
-                   "--dataloader-type single --tokenizer-type GPT2BPETokenizer --cpu-threads 4",
+                   "--dataloader-type single --tokenizer-type GPT2BPETokenizer --cpu-threads 4 "
+                   "--rerun-mode disabled",
                1);
     assert_false(a.sequence_parallel); /* Megatron turns it off at tp 1 */
     assert_string_equal(a.transformer_impl, "local");
@@ -407,7 +408,13 @@ static void test_not_implemented_flags(void **state)
     mc_expect_error(ISSUE_LINE " --fp32-residual-connection",
                  "--fp32-residual-connection is recognised but not implemented yet in megatron-c (an fp32 "
                  "residual stream in 16-bit training; see docs/FLAGS.md)");
-    mc_expect_error(ISSUE_LINE " --save-retain-interval 2", "--save-retain-interval is recognised but not implemented yet");
+    mc_expect_error(ISSUE_LINE " --save /tmp/ckpt --save-interval 2 --save-retain-interval 3",
+                    "--save-retain-interval (3) must be a multiple of --save-interval (2)");
+    mc_expect_error(ISSUE_LINE " --rerun-mode validate_results",
+                    "--rerun-mode validate_results is recognised but not implemented yet in "
+                    "megatron-c (supported: disabled;");
+    mc_expect_error(ISSUE_LINE " --rerun-mode report_stats", "--rerun-mode report_stats is recognised");
+    mc_expect_error(ISSUE_LINE " --rerun-mode fast", "argument --rerun-mode: invalid choice: 'fast'");
     mc_expect_error(ISSUE_LINE " --distribute-saved-activations", "--distribute-saved-activations is recognised");
     mc_expect_error(ISSUE_LINE " --pipeline-model-parallel-size 2",
                  "world size (1) is not divisible by tensor x pipeline x context parallel size");
