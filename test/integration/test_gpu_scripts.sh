@@ -81,12 +81,13 @@ else
             grep -q '^not ok 1 - op tests test_gpu_fake: 0 passed, 0 failed, 1 skipped' "$MC_TMP/emu-ops-skip.out"
     }
     check "gpu-test.sh ops, emulated: a skipped op test is a failure (rc=$rc)" skip_fails
-    # the step's budget: the fp32 run (16 s and more, emulated) is cut at 22 - 20 = 2 s
+    # the step's budget: the fp32 run (16 s and more, emulated) is cut at 22 - 20 = 2 s (on a
+    # loaded machine the setup may already have spent them: then no time is left for it)
     emu_step train emu-cut MC_GPU_TEST_ONLY=fp32 MC_GPU_TEST_BUDGET=22
     rc=$?
     cut_reported() {
         closes "$MC_TMP/emu-cut.out" $rc "0 passed, 1 failed, 11 skipped" 1 &&
-            grep -q '^not ok 1 - fp32: .*cut at its limit of 2 s' "$MC_TMP/emu-cut.out" &&
+            grep -qE "^not ok 1 - fp32: .*(cut at its limit of [12] s|no time left in the step's MC_GPU_TEST_BUDGET)" "$MC_TMP/emu-cut.out" &&
             summary_is "$MC_TMP/emu-cut/train.summary" train "0 passed, 1 failed, 11 skipped"
     }
     check "gpu-test.sh train, emulated: a run longer than the step's budget is cut and reported, summary written (rc=$rc)" cut_reported
