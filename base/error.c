@@ -10,6 +10,7 @@
 static int g_rank = 0, g_world = 1;
 static void (*g_abort_hook)(int code);
 static bool g_rank_local_inputs;
+static void (*g_user_trap)(const char *line);
 
 void mc_error_set_rank(int rank, int world_size)
 {
@@ -35,9 +36,18 @@ __attribute__((noreturn)) static void exit_user_error(void)
     exit(2);
 }
 
+void mc_user_error_trap(void (*trap)(const char *line)) { g_user_trap = trap; }
+
 void mc_user_error(const char *fmt, ...)
 {
     va_list ap;
+    if (g_user_trap) {
+        char line[1024];
+        va_start(ap, fmt);
+        vsnprintf(line, sizeof(line), fmt, ap);
+        va_end(ap);
+        g_user_trap(line); /* does not return; if it did, the line is still reported */
+    }
     fflush(stdout);
     if (speaks_for_inputs()) {
         fputs("megatron-c: error: ", stderr);

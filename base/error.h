@@ -12,6 +12,10 @@ __attribute__((noreturn, format(printf, 1, 2))) void mc_user_error(const char *f
 /* Several user errors found together (every problem of a command line): one line each, as
  * mc_user_error prints it, then exit 2 once. */
 __attribute__((noreturn)) void mc_user_errors(const char *const *lines, int n);
+/* While a trap is set, mc_user_error hands its line to the trap (which must not return: it
+ * longjmps) instead of printing and exiting, so a caller can gather every problem of its inputs
+ * and report them with mc_user_errors. NULL clears it. */
+void mc_user_error_trap(void (*trap)(const char *line));
 __attribute__((noreturn, format(printf, 1, 2))) void mc_fatal(const char *fmt, ...);
 /* A runtime error that every rank meets at once (a value reduced over the ranks): rank
  * `reporter` reports it as mc_fatal does and ends the job; the others stay silent until then. */

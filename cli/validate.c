@@ -2,6 +2,7 @@
  * checks Megatron makes later (tokenizer padding, the lr scheduler's asserts) so that every
  * configuration problem is a one-line user error before any work starts. */
 #include <limits.h>
+#include <setjmp.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
@@ -526,23 +527,89 @@ static void checkpointing(mc_args_t *a)
     if (a->skip_train) a->no_load_optim = true;
 }
 
+/* ---- every problem at once ---- */
+
+/* The rule groups in Megatron's order. A group that derives values other groups read (the
+ * data-parallel size, the microbatch count, the head size) is a prerequisite of those: when it
+ * fails they are skipped, since they would judge values never set. Every other group runs
+ * whatever failed before it, so a command line's problems are reported together. */
+enum {
+    R_REQUIRED = 1 << 0, /* nothing is sized without the required arguments */
+    R_SIZES = 1 << 1,
+    R_BATCH = 1 << 2,
+    R_SHAPE = 1 << 3,
+};
+typedef struct {
+    void (*run)(mc_args_t *a, int world_size);
+    unsigned provides, needs;
+} rule_t;
+
+#define RULE(fn)                                                                                   \
+    static void rule_##fn(mc_args_t *a, int world_size) { fn(a); }
+RULE(check_fields)
+RULE(check_required)
+RULE(data_parallel)
+RULE(recompute)
+RULE(batch_sizes)
+RULE(pipeline)
+RULE(model_shape)
+RULE(biases)
+RULE(position_embeddings)
+RULE(vocabulary)
+RULE(optimizer)
+RULE(training_length)
+RULE(precision)
+RULE(data)
+RULE(checkpointing)
+#undef RULE
+static void rule_parallel_sizes(mc_args_t *a, int world_size) { parallel_sizes(a, world_size); }
+
+static const rule_t RULES[] = {
+    {rule_check_fields, R_REQUIRED, 0},
+    {rule_check_required, R_REQUIRED, 0},
+    {rule_parallel_sizes, R_SIZES, R_REQUIRED},
+    {rule_data_parallel, 0, R_REQUIRED},
+    {rule_recompute, 0, R_REQUIRED},
+    {rule_batch_sizes, R_BATCH, R_REQUIRED | R_SIZES},
+    {rule_pipeline, 0, R_REQUIRED | R_SIZES | R_BATCH},
+    {rule_model_shape, R_SHAPE, R_REQUIRED},
+    {rule_biases, 0, R_REQUIRED},
+    {rule_position_embeddings, 0, R_REQUIRED | R_SHAPE},
+    {rule_vocabulary, 0, R_REQUIRED},
+    {rule_optimizer, 0, R_REQUIRED},
+    {rule_training_length, 0, R_REQUIRED | R_SIZES | R_BATCH},
+    {rule_precision, 0, R_REQUIRED},
+    {rule_data, 0, R_REQUIRED},
+    {rule_checkpointing, 0, R_REQUIRED},
+};
+
+#define MAX_PROBLEMS 32
+static char g_problems[MAX_PROBLEMS][1024];
+static int g_n_problems;
+static jmp_buf g_rule_failed;
+
+__attribute__((noreturn)) static void trap_problem(const char *line)
+{
+    if (g_n_problems < MAX_PROBLEMS)
+        snprintf(g_problems[g_n_problems++], sizeof(g_problems[0]), "%s", line);
+    longjmp(g_rule_failed, 1);
+}
+
 void mc_args_finalize(mc_args_t *args, int world_size)
 {
     if (world_size < 1) mc_fatal("internal error: world size %d", world_size);
-    check_fields(args);
-    check_required(args);
-    parallel_sizes(args, world_size);
-    data_parallel(args);
-    recompute(args);
-    batch_sizes(args);
-    pipeline(args);
-    model_shape(args);
-    biases(args);
-    position_embeddings(args);
-    vocabulary(args);
-    optimizer(args);
-    training_length(args);
-    precision(args);
-    data(args);
-    checkpointing(args);
+    volatile unsigned failed = 0; /* volatile: read after longjmp */
+    g_n_problems = 0;
+    for (volatile size_t i = 0; i < sizeof(RULES) / sizeof(RULES[0]); i++) {
+        if (RULES[i].needs & failed) continue;
+        mc_user_error_trap(trap_problem);
+        if (setjmp(g_rule_failed) == 0) RULES[i].run(args, world_size);
+        else failed |= RULES[i].provides;
+        mc_user_error_trap(NULL);
+    }
+    if (g_n_problems > 0) {
+        const char *lines[MAX_PROBLEMS];
+        for (int i = 0; i < g_n_problems; i++) lines[i] = g_problems[i];
+        mc_user_errors(lines, g_n_problems);
+    }
 }

@@ -14,6 +14,9 @@ export CMOCKA_MESSAGE_OUTPUT=TAP
 export OPENBLAS_NUM_THREADS=1
 
 passed=0 failed=0 skipped=0
+# Each program's seconds go on its line and the slowest are listed at the end: CI has a time
+# limit, and this is where to look first when the suite grows slow.
+started=$SECONDS
 log=$(mktemp -d)
 trap 'rm -rf "$log"' EXIT
 
@@ -35,7 +38,10 @@ count() { # name, output file, exit code
     grep -E '^not ok ' "$out" | grep -vE '# ?SKIP' | sed "s|^|$name: |"
     grep -E '^(not )?ok .*# ?SKIP' "$out" | sed "s|^|$name: |"
     passed=$((passed + p)) failed=$((failed + f)) skipped=$((skipped + s))
-    printf '%-40s %3d passed, %d failed, %d skipped\n' "$name" "$p" "$f" "$s"
+    printf '%-40s %3d passed, %d failed, %d skipped %5ds\n' "$name" "$p" "$f" "$s" \
+        $((SECONDS - started))
+    echo "$((SECONDS - started)) $name" >>"$log/times"
+    started=$SECONDS
 }
 
 for t in "$MC_BUILD"/test/test_*; do
@@ -94,6 +100,7 @@ else
     count emu "$log/out" 0
 fi
 
+echo "slowest: $(sort -rn "$log/times" | head -8 | awk '{printf "%s %ss; ", $2, $1}')"
 if [ "$skipped" -gt 0 ]; then
     echo "$passed passed, $failed failed, $skipped skipped"
 else

@@ -91,8 +91,13 @@ void mc_expect_error(const char *line, const char *what) { mc_expect_error_world
 
 void mc_expect_errors(const char *line, int n, const char *const *what)
 {
+    mc_expect_errors_world(line, 1, n, what);
+}
+
+void mc_expect_errors_world(const char *line, int world_size, int n, const char *const *what)
+{
     static mc_run_t r;
-    mc_run_parse(&r, line, 1);
+    mc_run_parse(&r, line, world_size);
     if (r.status != 2 || mc_run_lines(r.err) != n)
         fail_msg("for '%s': status %d, stderr '%s', expected %d lines", line, r.status, r.err, n);
     const char *p = r.err;

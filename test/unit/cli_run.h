@@ -32,5 +32,6 @@ void mc_expect_error(const char *line, const char *what);
 /* Several problems in one line: exit 2 once, exactly n stderr lines, each "megatron-c: error:
  * ...", line k containing what[k], nothing on stdout. */
 void mc_expect_errors(const char *line, int n, const char *const *what);
+void mc_expect_errors_world(const char *line, int world_size, int n, const char *const *what);
 
 #endif

@@ -377,8 +377,13 @@ static void test_validate_args_rules(void **state)
                        "--max-position-embeddings 64", 8,
                        "--seq-length (63) must be divisible by --tensor-model-parallel-size (2) with "
                        "--sequence-parallel");
-    mc_expect_error_world(ISSUE_LINE " --tensor-model-parallel-size 3", 8,
-                       "world size (8) is not divisible by tensor x pipeline x context parallel size");
+    /* two rules broken: both reported, in Megatron's order */
+    mc_expect_errors_world(ISSUE_LINE " --tensor-model-parallel-size 3", 8, 2,
+                           (const char *const[]){
+                               "world size (8) is not divisible by tensor x pipeline x context "
+                               "parallel size",
+                               "--num-attention-heads (4) must be divisible by "
+                               "--tensor-model-parallel-size (3)"});
     mc_expect_error(ISSUE_LINE " --eval-global-batch-size 5",
                  "eval global batch size (5) is not divisible by eval micro batch size (2)");
     mc_expect_error(ISSUE_LINE " --num-attention-heads 5",
@@ -399,6 +404,27 @@ static void test_validate_args_rules(void **state)
     mc_expect_error(ISSUE_LINE " --save /tmp/ckpt", "--save needs --save-interval");
     mc_expect_error(ISSUE_LINE " --override-opt_param-scheduler --use-checkpoint-opt-param-scheduler",
                  "are mutually exclusive");
+}
+
+/* Every broken rule is reported in one run, in Megatron's order; a rule that reads a value
+ * an earlier failed rule should have derived (here the microbatch count) is not judged. */
+static void test_validate_every_problem(void **state)
+{
+    (void)state;
+    mc_expect_errors(ISSUE_LINE " --global-batch-size 9 --num-attention-heads 5 --min-lr 1e-2 "
+                                "--fp16 --bf16 --save /tmp/x",
+                     5,
+                     (const char *const[]){
+                         "global batch size (9) is not divisible by micro batch size (2)",
+                         "--hidden-size (64) must be divisible by --num-attention-heads (5)",
+                         "--min-lr (0.01) must not exceed --lr (0.001)",
+                         "--fp16 and --bf16 are mutually exclusive",
+                         "--save needs --save-interval",
+                     });
+    /* missing required arguments: nothing else is judged on zeros */
+    mc_expect_errors("--num-layers 2 --hidden-size 64 --num-attention-heads 4 --micro-batch-size 2 "
+                     "--lr 1e-3 --min-lr 1 --fp16 --bf16",
+                     1, (const char *const[]){"the following arguments are required"});
 }
 
 static void test_not_implemented_flags(void **state)
@@ -934,6 +960,7 @@ int main(void)
         cmocka_unit_test(test_bad_values),
         cmocka_unit_test(test_missing_required),
         cmocka_unit_test(test_validate_args_rules),
+        cmocka_unit_test(test_validate_every_problem),
         cmocka_unit_test(test_not_implemented_flags), cmocka_unit_test(test_args_hook_and_take),
         cmocka_unit_test(test_help_and_markdown),
         cmocka_unit_test(test_pipeline_without_vpp),
