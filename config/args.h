@@ -172,6 +172,15 @@ typedef struct {
     int timing_log_level;
     char timing_log_option[16]; /* max | minmax | all */
     bool barrier_with_l1_time;
+    /* TensorBoard (train/tensorboard.h): the last rank writes event files into the directory */
+    char tensorboard_dir[4096];         /* --tensorboard-dir; empty = no TensorBoard */
+    int tensorboard_log_interval;       /* iterations between training scalars */
+    int tensorboard_queue_size;         /* SummaryWriter's max_queue: events per flush */
+    bool log_timers_to_tensorboard;     /* iteration-time, throughput, <timer>-time */
+    bool log_loss_scale_to_tensorboard; /* default true: --no-log-loss-scale-to-tensorboard */
+    bool log_validation_ppl_to_tensorboard;
+    bool log_memory_to_tensorboard; /* mem-* scalars */
+    bool log_world_size_to_tensorboard;
 
     /* ---- evaluation ---- */
     int eval_iters;
