@@ -10,6 +10,7 @@
 #include "base/error.h"
 #include "data/sampler.h"
 #include "kernels/device.h"
+#include "kernels/memstats.h"
 #include "dist/devmem.h"
 #include "dist/runtime.h"
 #include "ckpt/checkpoint.h"
@@ -395,6 +396,14 @@ static void write_tensorboard(mc_trainer_t *t, const interval_t *iv, const mc_st
         .has_params_norm = a->log_params_norm,
         .params_norm = iv->params_norm,
     };
+    if (a->log_memory_to_tensorboard) { /* torch.cuda.memory_stats() of this rank's device */
+        mc_memstats_t m;
+        mc_memstats_get(&m);
+        v.has_memory = true;
+        v.mem_reserved = v.mem_allocated = (double)m.allocated_bytes;
+        v.mem_max_allocated = (double)m.peak_allocated_bytes;
+        v.mem_count = (double)m.allocations;
+    }
     mc_tensorboard_iteration(t->tb, a, &v);
 }
 
