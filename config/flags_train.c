@@ -656,7 +656,9 @@ const mc_flag_t mc_flags_train[] = {
      FIELD(log_validation_ppl_to_tensorboard), IMPLEMENTED,
      .help = "If set, write validation perplexity to tensorboard."},
     {.name = "--log-memory-to-tensorboard", LOG, TRUE_IF_GIVEN, FIELD(log_memory_to_tensorboard),
-     IMPLEMENTED, .help = "Enable memory logging to tensorboard."},
+     IMPLEMENTED_NOTE("the backend's allocations; reserved equals allocated (no caching "
+                      "allocator: every buffer is allocated once, at start-up)"),
+     .help = "Enable memory logging to tensorboard."},
     {.name = "--log-world-size-to-tensorboard", LOG, TRUE_IF_GIVEN,
      FIELD(log_world_size_to_tensorboard), IMPLEMENTED,
      .help = "Enable world size logging to tensorboard."},
