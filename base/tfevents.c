@@ -54,74 +54,136 @@ void mc_tfrecord_frame(const void *data, size_t n, uint8_t *out)
 }
 
 /* ---- protobuf wire format: key = field << 3 | wire type (0 varint, 1 fixed64, 2 bytes,
- * 5 fixed32) ---- */
-static size_t put_varint(uint8_t *out, uint64_t v)
+ * 5 fixed32). A message is written into a bounded buffer; a nested one is written first into
+ * its own buffer, then copied in as a bytes field, so every length is known when it is written.
+ * ---- */
+typedef struct {
+    uint8_t *p;
+    size_t n, cap;
+    int overflow;
+} pb_t;
+
+static void pb_raw(pb_t *b, const void *data, size_t len)
 {
+    if (b->overflow || len > b->cap - b->n) {
+        b->overflow = 1;
+        return;
+    }
+    memcpy(b->p + b->n, data, len);
+    b->n += len;
+}
+
+static void pb_varint(pb_t *b, uint64_t v)
+{
+    uint8_t tmp[10];
     size_t i = 0;
     do {
-        out[i++] = (uint8_t)((v & 0x7fu) | (v >= 0x80u ? 0x80u : 0u));
+        tmp[i++] = (uint8_t)((v & 0x7fu) | (v >= 0x80u ? 0x80u : 0u));
         v >>= 7;
     } while (v);
-    return i;
+    pb_raw(b, tmp, i);
 }
 
-static size_t varint_len(uint64_t v)
-{
-    size_t i = 1;
-    while (v >= 0x80u) v >>= 7, i++;
-    return i;
-}
+static void pb_key(pb_t *b, int field, int wire) { pb_varint(b, (uint64_t)(field << 3 | wire)); }
 
-static size_t put_double(uint8_t *out, int field, double v)
+static void pb_double(pb_t *b, int field, double v)
 {
     uint64_t bits;
+    uint8_t le[8];
     memcpy(&bits, &v, 8);
-    out[0] = (uint8_t)(field << 3 | 1);
-    put_le(out + 1, bits, 8);
-    return 9;
+    put_le(le, bits, 8);
+    pb_key(b, field, 1);
+    pb_raw(b, le, 8);
+}
+
+static void pb_float(pb_t *b, int field, float v)
+{
+    uint32_t bits;
+    uint8_t le[4];
+    memcpy(&bits, &v, 4);
+    put_le(le, bits, 4);
+    pb_key(b, field, 5);
+    pb_raw(b, le, 4);
+}
+
+static void pb_bytes(pb_t *b, int field, const void *data, size_t len)
+{
+    pb_key(b, field, 2);
+    pb_varint(b, len);
+    pb_raw(b, data, len);
 }
 
 /* Event (tensorflow/core/util/event.proto): wall_time = 1 (double), step = 2 (int64),
  * file_version = 3 (string), summary = 5 (Summary). Summary: value = 1 (repeated Value).
- * Summary.Value: tag = 1 (string), simple_value = 2 (float). */
+ * Returns the Event's length, 0 when it does not fit. */
+static size_t event(uint8_t *out, size_t cap, double wall_time, int64_t step, const uint8_t *value,
+                    size_t value_len)
+{
+    uint8_t *summary = malloc(value_len + 16);
+    if (!summary) return 0;
+    pb_t s = {summary, 0, value_len + 16, 0}, e = {out, 0, cap, 0};
+    pb_bytes(&s, 1, value, value_len);
+    pb_double(&e, 1, wall_time);
+    if (step != 0) { /* proto3 leaves a zero out, as SerializeToString does */
+        pb_key(&e, 2, 0);
+        pb_varint(&e, (uint64_t)step);
+    }
+    pb_bytes(&e, 5, summary, s.n);
+    free(summary);
+    return e.overflow || s.overflow ? 0 : e.n;
+}
+
+/* Summary.Value: tag = 1 (string), simple_value = 2 (float), as torch's add_scalar writes it. */
 size_t mc_tfevent_scalar(uint8_t *out, size_t cap, double wall_time, int64_t step, const char *tag,
                          float value)
 {
     const size_t tl = strlen(tag);
-    if (tl > 1u << 20 || cap < 48 + tl) return 0;
-    size_t n = 0;
-    /* the Value's length, then the Summary's around it: both known before any byte is written,
-     * so the nested messages are written front to back */
-    const size_t value_len = 1 + varint_len(tl) + tl + 5;
-    const size_t summary_len = 1 + varint_len(value_len) + value_len;
-    n += put_double(out + n, 1, wall_time);
-    if (step != 0) { /* proto3 leaves a zero out, as SerializeToString does */
-        out[n++] = 2 << 3 | 0;
-        n += put_varint(out + n, (uint64_t)step);
-    }
-    out[n++] = 5 << 3 | 2;
-    n += put_varint(out + n, summary_len);
-    out[n++] = 1 << 3 | 2;
-    n += put_varint(out + n, value_len);
-    out[n++] = 1 << 3 | 2;
-    n += put_varint(out + n, tl);
-    memcpy(out + n, tag, tl);
-    n += tl;
-    out[n++] = 2 << 3 | 5;
-    uint32_t bits;
-    memcpy(&bits, &value, 4);
-    put_le(out + n, bits, 4);
-    return n + 4;
+    uint8_t *v = malloc(tl + 32);
+    if (!v) return 0;
+    pb_t b = {v, 0, tl + 32, 0};
+    pb_bytes(&b, 1, tag, tl);
+    pb_float(&b, 2, value);
+    size_t n = b.overflow ? 0 : event(out, cap, wall_time, step, v, b.n);
+    free(v);
+    return n;
 }
 
-static size_t file_version_event(uint8_t *out, double wall_time)
+/* torch's add_text: Summary.Value {tag = 1: "<tag>/text_summary", tensor = 8: TensorProto
+ * {dtype = 1: DT_STRING (7), tensor_shape = 2: {dim = 2: {size = 1: 1}}, string_val = 8: text},
+ * metadata = 9: SummaryMetadata {plugin_data = 1: {plugin_name = 1: "text"}}} (the text
+ * plugin's content, TextPluginData(version=0), serializes to nothing). */
+size_t mc_tfevent_text(uint8_t *out, size_t cap, double wall_time, int64_t step, const char *tag,
+                       const char *text)
+{
+    static const uint8_t shape[] = {0x12, 0x02, 0x08, 0x01}; /* dim { size: 1 } */
+    static const uint8_t metadata[] = {0x0a, 0x06, 0x0a, 0x04, 't', 'e', 'x', 't'};
+    static const char suffix[] = "/text_summary";
+    const size_t tl = strlen(tag), xl = strlen(text), room = tl + xl + 64;
+    uint8_t *buf = malloc(2 * room);
+    if (!buf) return 0;
+    pb_t t = {buf, 0, room, 0}, v = {buf + room, 0, room, 0};
+    pb_key(&t, 1, 0);
+    pb_varint(&t, 7);
+    pb_bytes(&t, 2, shape, sizeof(shape));
+    pb_bytes(&t, 8, text, xl);
+    pb_key(&v, 1, 2);
+    pb_varint(&v, tl + sizeof(suffix) - 1);
+    pb_raw(&v, tag, tl);
+    pb_raw(&v, suffix, sizeof(suffix) - 1);
+    pb_bytes(&v, 8, t.p, t.n);
+    pb_bytes(&v, 9, metadata, sizeof(metadata));
+    size_t n = t.overflow || v.overflow ? 0 : event(out, cap, wall_time, step, v.p, v.n);
+    free(buf);
+    return n;
+}
+
+static size_t file_version_event(uint8_t *out, size_t cap, double wall_time)
 {
     static const char version[] = "brain.Event:2";
-    size_t n = put_double(out, 1, wall_time);
-    out[n++] = 3 << 3 | 2;
-    out[n++] = (uint8_t)(sizeof(version) - 1);
-    memcpy(out + n, version, sizeof(version) - 1);
-    return n + sizeof(version) - 1;
+    pb_t e = {out, 0, cap, 0};
+    pb_double(&e, 1, wall_time);
+    pb_bytes(&e, 3, version, sizeof(version) - 1);
+    return e.overflow ? 0 : e.n;
 }
 
 static double wall_now(void)
@@ -197,26 +259,44 @@ int mc_tfevents_open(mc_tfevents_t *w, const char *dir, int max_queue, char *err
     w->fd = open(w->path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0666);
     if (w->fd < 0) return mc_path_errf(err, n, w->path, "cannot create: %s", strerror(errno));
     uint8_t ev[64];
-    size_t len = file_version_event(ev, now);
+    size_t len = file_version_event(ev, sizeof(ev), now);
     /* EventFileWriter writes and flushes the version event at once: an empty run still leaves a
      * file TensorBoard recognises */
     if (queue(w, ev, len) != 0) return mc_errf(err, n, "out of host memory");
     return mc_tfevents_flush(w, err, n);
 }
 
-int mc_tfevents_scalar(mc_tfevents_t *w, const char *tag, double value, int64_t step, char *err,
-                       size_t n)
+/* Queues one event (len bytes at ev, 0 = it could not be encoded) and flushes when max_queue
+ * events wait or FLUSH_SECS have passed. */
+static int add_event(mc_tfevents_t *w, const uint8_t *ev, size_t len, char *err, size_t n)
 {
-    const size_t cap = 48 + strlen(tag);
-    uint8_t small[256], *ev = cap <= sizeof(small) ? small : malloc(cap);
-    if (!ev) return mc_errf(err, n, "out of host memory");
-    size_t len = mc_tfevent_scalar(ev, cap, wall_now(), step, tag, (float)value);
-    int rc = len && queue(w, ev, len) == 0 ? 0 : mc_errf(err, n, "out of host memory");
-    if (ev != small) free(ev);
-    if (rc != 0) return rc;
+    if (!len || queue(w, ev, len) != 0) return mc_errf(err, n, "out of host memory");
     if (w->pending >= w->max_queue || mc_now_s() - w->last_flush >= FLUSH_SECS)
         return mc_tfevents_flush(w, err, n);
     return 0;
+}
+
+int mc_tfevents_scalar(mc_tfevents_t *w, const char *tag, double value, int64_t step, char *err,
+                       size_t n)
+{
+    const size_t cap = 64 + strlen(tag);
+    uint8_t *ev = malloc(cap);
+    if (!ev) return mc_errf(err, n, "out of host memory");
+    int rc =
+        add_event(w, ev, mc_tfevent_scalar(ev, cap, wall_now(), step, tag, (float)value), err, n);
+    free(ev);
+    return rc;
+}
+
+int mc_tfevents_text(mc_tfevents_t *w, const char *tag, const char *text, int64_t step, char *err,
+                     size_t n)
+{
+    const size_t cap = 128 + strlen(tag) + strlen(text);
+    uint8_t *ev = malloc(cap);
+    if (!ev) return mc_errf(err, n, "out of host memory");
+    int rc = add_event(w, ev, mc_tfevent_text(ev, cap, wall_now(), step, tag, text), err, n);
+    free(ev);
+    return rc;
 }
 
 int mc_tfevents_close(mc_tfevents_t *w, char *err, size_t n)

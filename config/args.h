@@ -225,6 +225,9 @@ void mc_args_free(mc_args_t *args);
 
 /* Megatron's start-up "arguments" block (config/report.c). */
 void mc_args_print(FILE *out, const mc_args_t *args);
+/* Each (name, value) row of that block, in its order (write_args_to_tensorboard's texts too). */
+void mc_args_each(const mc_args_t *a, void (*fn)(void *ctx, const char *name, const char *value),
+                  void *ctx);
 
 /* The vocabulary when --vocab-size gives it (mock data, NullTokenizer): vocab_size, plus the
  * eod NullTokenizer appends, as Megatron's tokenizers report it. */

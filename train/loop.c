@@ -568,8 +568,9 @@ static mc_trainer_t *start_trainer(mc_args_t *args)
     mc_error_set_rank_local(true);
     if (g_printer) print_startup(t, &plan, why);
     t->tb = mc_tensorboard_open(args, t->par.rank == t->par.last_rank);
-    load_and_time(t); /* --load */
-    mc_ckpt_init(t);  /* --async-save's snapshot buffer */
+    load_and_time(t);                               /* --load */
+    mc_tensorboard_args(t->tb, args, t->iteration); /* after the load, as pretrain() */
+    mc_ckpt_init(t);                                /* --async-save's snapshot buffer */
     return t;
 }
 

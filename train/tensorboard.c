@@ -47,6 +47,26 @@ void mc_tensorboard_close(mc_tensorboard_t *tb)
     free(tb);
 }
 
+typedef struct {
+    mc_tensorboard_t *tb;
+    int64_t step;
+} args_ctx_t;
+
+static void arg_text(void *ctx, const char *name, const char *value)
+{
+    const args_ctx_t *c = ctx;
+    char err[4608];
+    check(mc_tfevents_text(&c->tb->w, name, value, c->step, err, sizeof(err)), err);
+}
+
+void mc_tensorboard_args(mc_tensorboard_t *tb, const mc_args_t *a, int64_t iteration)
+{
+    if (!tb) return;
+    args_ctx_t c = {tb, iteration};
+    mc_args_each(a, arg_text, &c);
+    mc_tensorboard_flush(tb);
+}
+
 bool mc_tensorboard_due(const mc_args_t *a, int64_t iteration)
 {
     return a->tensorboard_dir[0] && a->tensorboard_log_interval > 0 &&

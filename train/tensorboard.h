@@ -20,6 +20,9 @@ typedef struct mc_tensorboard mc_tensorboard_t;
 /* The writer of the last rank with --tensorboard-dir (prints "> setting tensorboard ..."), NULL
  * elsewhere. A directory that cannot be created is a user error. */
 mc_tensorboard_t *mc_tensorboard_open(const mc_args_t *a, bool last_rank);
+/* Megatron's write_args_to_tensorboard: add_text(name, value, global_step=args.iteration) for
+ * each argument of the start-up block (config/report.c's names and values). */
+void mc_tensorboard_args(mc_tensorboard_t *tb, const mc_args_t *a, int64_t iteration);
 /* Flushes and closes; NULL is allowed. */
 void mc_tensorboard_close(mc_tensorboard_t *tb);
 /* Writes what is queued (each log interval and evaluation, so a killed run leaves its scalars

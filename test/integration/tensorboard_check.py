@@ -101,6 +101,32 @@ def check_file(d, args):
     return records
 
 
+def check_args(ea, log):
+    """write_args_to_tensorboard: one text per row of the log's arguments block, at step 0."""
+    from tensorboard.util import tensor_util
+    rows, inside = {}, False
+    for raw in open(log, errors="replace"):
+        if "-- arguments --" in raw:
+            inside = True
+        elif "end of arguments" in raw:
+            inside = False
+        elif inside:
+            m = re.match(r"^  (\S+) \.* ?(.*)$", raw.rstrip("\n"))
+            if m:
+                rows[m.group(1) + "/text_summary"] = m.group(2)
+    tags = set(ea.Tags()["tensors"])
+    tap(rows and tags == set(rows), "a text per argument of the block (%d rows, %d texts; missing %s, extra %s)"
+        % (len(rows), len(tags), sorted(set(rows) - tags)[:3], sorted(tags - set(rows))[:3]))
+    bad = []
+    for tag in sorted(tags & set(rows)):
+        ev = ea.Tensors(tag)
+        got = tensor_util.make_ndarray(ev[0].tensor_proto).tolist()
+        if len(ev) != 1 or ev[0].step != 0 or got != [rows[tag].encode()] or \
+                ea.SummaryMetadata(tag).plugin_data.plugin_name != "text":
+            bad.append((tag, got, rows[tag]))
+    tap(not bad, "each text holds its argument's value, text plugin, step 0 (differing: %s)" % bad[:3])
+
+
 def main():
     global case
     p = argparse.ArgumentParser()
@@ -113,11 +139,12 @@ def main():
     p.add_argument("--killed", action="store_true")
     p.add_argument("--queue", type=int, default=0)
     p.add_argument("--per-iteration", type=int, default=0)
+    p.add_argument("--args", action="store_true", help="compare the texts with the arguments block")
     args = p.parse_args()
     case = args.case
 
     records = check_file(args.dir, args)
-    ea = EventAccumulator(args.dir, size_guidance={"scalars": 0})
+    ea = EventAccumulator(args.dir, size_guidance={"scalars": 0, "tensors": 0})
     ea.Reload()
     tags = set(ea.Tags()["scalars"])
     sc = {t: [(e.step, e.value) for e in ea.Scalars(t)] for t in tags}
@@ -128,9 +155,13 @@ def main():
         tap(tags == want, "tags as Megatron's for these flags (missing %s, extra %s)"
             % (sorted(want - tags), sorted(tags - want)))
 
+    if args.args:
+        check_args(ea, args.log)
+
     if args.queue:
-        # flushed by the iteration-1 log line, then only when --tensorboard-queue-size events wait
-        n = records - 1 - args.per_iteration
+        # the version and the arguments' texts flushed at start-up, iteration 1's scalars by its
+        # log line, then only when --tensorboard-queue-size events wait
+        n = records - 1 - len(ea.Tags()["tensors"]) - args.per_iteration
         tap(n > 0 and n % args.queue == 0,
             "after the first log line, events reached the file %d at a time (%d)" % (args.queue, n))
         return

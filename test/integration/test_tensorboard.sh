@@ -47,7 +47,7 @@ TIMERS=$(sed -nE 's/^    ([a-z-]+) \.+: \(.*/\1-time/p' "$MC_TMP/all.log" | sort
 ALL_TAGS="$DEFAULT_TAGS,$(vs world-size num-zeros params-norm),mem-reserved-bytes,mem-allocated-bytes"
 ALL_TAGS+=",mem-max-allocated-bytes,mem-allocated-count,iteration-time,throughput,$TIMERS"
 ALL_TAGS+=",$VALID_TAGS,$(vs "lm loss validation ppl")"
-run_checked "every switch" "$D" "$MC_TMP/all.log" --expect-tags "$ALL_TAGS"
+run_checked "every switch" "$D" "$MC_TMP/all.log" --expect-tags "$ALL_TAGS" --args
 
 # 2. Defaults with --no-log-loss-scale-to-tensorboard, fp16 (skipped iterations: no grad-norm),
 # timers logged but not written, --tensorboard-log-interval 3, validation without PPL.
@@ -64,7 +64,14 @@ run_checked "interval 3, no loss scale" "$D" "$MC_TMP/interval.log" --tb-interva
 D=$MC_TMP/skip
 "$MC_BIN" "${FLAGS[@]}" --train-iters 4 --skip-train --tensorboard-dir "$D" >"$MC_TMP/skip.log" 2>&1
 check "--skip-train: the run exits 0" test $? -eq 0
-check "--skip-train: only the file_version event (40 bytes)" test "$(stat -c %s "$D"/events.out.tfevents.* 2>/dev/null)" = 40
+no_scalars() { # DIR: a readable file holding the arguments' texts and no scalar
+    "$PY" -c 'import sys
+from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+ea = EventAccumulator(sys.argv[1])
+ea.Reload()
+sys.exit(not (ea.Tags()["tensors"] and not ea.Tags()["scalars"]))' "$1" 2>/dev/null
+}
+check "--skip-train: the arguments' texts and no scalar" no_scalars "$D"
 
 # 4. Two ranks, pipeline-parallel: the last rank (world_size - 1) writes, with its log's values.
 if have_mpirun; then
@@ -78,10 +85,12 @@ EOF
     chmod +x "$MC_TMP/rank.sh"
     "${MPIRUN[@]}" -np 2 "$MC_TMP/rank.sh" "${FLAGS[@]}" --train-iters 6 --log-interval 1 \
         --eval-interval 3 --pipeline-model-parallel-size 2 --tensorboard-dir "$D" \
-        --log-world-size-to-tensorboard --log-params-norm >"$MC_TMP/mpi.log" 2>"$MC_TMP/mpi.err"
+        --log-world-size-to-tensorboard --log-params-norm --log-timers-to-tensorboard \
+        --timing-log-level 1 >"$MC_TMP/mpi.log" 2>"$MC_TMP/mpi.err"
     check "mpirun -np 2: the run exits 0" test $? -eq 0
+    TIMERS=$(sed -nE 's/^    ([a-z-]+) \.+: \(.*/\1-time/p' "$MC_TMP/mpi.log" | sort -u | paste -sd,)
     TB_WORLD=2 run_checked "mpirun -np 2 pp=2" "$D" "$MC_TMP/mpi.log" --pid "$(awk '$1 == 1 {print $2}' "$MC_TMP/pids")" \
-        --expect-tags "$DEFAULT_TAGS,$(vs world-size params-norm),$VALID_TAGS"
+        --expect-tags "$DEFAULT_TAGS,$(vs world-size params-norm),iteration-time,$TIMERS,$VALID_TAGS"
 else
     skip "mpirun -np 2: the last rank writes" "mpirun is not installed"
 fi

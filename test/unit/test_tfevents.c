@@ -74,6 +74,22 @@ static void test_scalar_event(void **state)
     assert_int_equal(mc_tfevent_scalar(out, 20, 1.5, 7, "lm loss", 2.5f), 0);
 }
 
+/* Event(wall_time=1.5, step=3, summary=torch's text("lr", "0.001")).SerializeToString() */
+static void test_text_event(void **state)
+{
+    (void)state;
+    static const uint8_t want[] = {
+        0x09, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0xf8, 0x3f, 0x10, 0x03, 0x2a, 0x2e, 0x0a, 0x2c,
+        0x0a, 0x0f, 0x6c, 0x72, 0x2f, 0x74, 0x65, 0x78, 0x74, 0x5f, 0x73, 0x75, 0x6d, 0x6d, 0x61,
+        0x72, 0x79, 0x42, 0x0f, 0x08, 0x07, 0x12, 0x04, 0x12, 0x02, 0x08, 0x01, 0x42, 0x05, 0x30,
+        0x2e, 0x30, 0x30, 0x31, 0x4a, 0x08, 0x0a, 0x06, 0x0a, 0x04, 0x74, 0x65, 0x78, 0x74};
+    uint8_t out[256];
+    size_t n = mc_tfevent_text(out, sizeof(out), 1.5, 3, "lr", "0.001");
+    assert_int_equal(n, sizeof(want));
+    assert_memory_equal(out, want, sizeof(want));
+    assert_int_equal(mc_tfevent_text(out, 40, 1.5, 3, "lr", "0.001"), 0);
+}
+
 static long file_size(const char *path)
 {
     struct stat st;
@@ -153,6 +169,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_crc32c_vectors), cmocka_unit_test(test_mask),
         cmocka_unit_test(test_record_framing), cmocka_unit_test(test_scalar_event),
+        cmocka_unit_test(test_text_event),
         cmocka_unit_test(test_writer),         cmocka_unit_test(test_writer_bad_dir),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
