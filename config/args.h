@@ -172,6 +172,15 @@ typedef struct {
     int timing_log_level;
     char timing_log_option[16]; /* max | minmax | all */
     bool barrier_with_l1_time;
+    /* TensorBoard (train/tensorboard.h): the last rank writes event files into the directory */
+    char tensorboard_dir[4096];         /* --tensorboard-dir; empty = no TensorBoard */
+    int tensorboard_log_interval;       /* iterations between training scalars */
+    int tensorboard_queue_size;         /* SummaryWriter's max_queue: events per flush */
+    bool log_timers_to_tensorboard;     /* iteration-time, throughput, <timer>-time */
+    bool log_loss_scale_to_tensorboard; /* default true: --no-log-loss-scale-to-tensorboard */
+    bool log_validation_ppl_to_tensorboard;
+    bool log_memory_to_tensorboard; /* mem-* scalars */
+    bool log_world_size_to_tensorboard;
 
     /* ---- evaluation ---- */
     int eval_iters;
@@ -216,6 +225,9 @@ void mc_args_free(mc_args_t *args);
 
 /* Megatron's start-up "arguments" block (config/report.c). */
 void mc_args_print(FILE *out, const mc_args_t *args);
+/* Each (name, value) row of that block, in its order (write_args_to_tensorboard's texts too). */
+void mc_args_each(const mc_args_t *a, void (*fn)(void *ctx, const char *name, const char *value),
+                  void *ctx);
 
 /* The vocabulary when --vocab-size gives it (mock data, NullTokenizer): vocab_size, plus the
  * eod NullTokenizer appends, as Megatron's tokenizers report it. */

@@ -14,9 +14,6 @@
 #define EXT .group = "megatron-c"
 
 #define DATASETS "reading the data arguments from a file is not implemented yet; use --data-path"
-#define NEEDS_TENSORBOARD                                                                          \
-    "only used with --tensorboard-dir (not implemented yet); ignored "                             \
-    "otherwise, as in Megatron"
 
 /* One flag per entry, its fields packed as written. */
 /* clang-format off */
@@ -641,22 +638,29 @@ const mc_flag_t mc_flags_train[] = {
              "report min and max timings across all ranks all: report timings of all ranks."},
     {.name = "--log-interval", LOG, INT, FIELD(log_interval), .def = "100", GE(1), IMPLEMENTED,
      .help = "Report loss and timing interval."},
-    {.name = "--tensorboard-dir", LOG, STRING, TODO("TensorBoard event files"),
+    {.name = "--tensorboard-dir", LOG, STRING, FIELD(tensorboard_dir),
+     IMPLEMENTED_NOTE("event files written by the last rank, as Megatron's"),
      .help = "Write TensorBoard logs to this directory."},
-    {.name = "--tensorboard-log-interval", LOG, INT, .def = "1", GE(1), NOOP(NEEDS_TENSORBOARD),
-     .help = "Report to tensorboard interval."},
-    {.name = "--tensorboard-queue-size", LOG, INT, .def = "1000", GE(1), NOOP(NEEDS_TENSORBOARD),
+    {.name = "--tensorboard-log-interval", LOG, INT, FIELD(tensorboard_log_interval), .def = "1",
+     GE(1), IMPLEMENTED, .help = "Report to tensorboard interval."},
+    {.name = "--tensorboard-queue-size", LOG, INT, FIELD(tensorboard_queue_size), .def = "1000",
+     GE(1), IMPLEMENTED,
      .help = "Size of the tensorboard queue for pending events and summaries before one of the "
              "\"add\" calls forces a flush to disk."},
-    {.name = "--log-timers-to-tensorboard", LOG, TRUE_IF_GIVEN, NOOP(NEEDS_TENSORBOARD),
-     .help = "If set, write timers to tensorboard."},
-    {.name = "--no-log-loss-scale-to-tensorboard", LOG, FALSE_IF_GIVEN, NOOP(NEEDS_TENSORBOARD),
+    {.name = "--log-timers-to-tensorboard", LOG, TRUE_IF_GIVEN, FIELD(log_timers_to_tensorboard),
+     IMPLEMENTED, .help = "If set, write timers to tensorboard."},
+    {.name = "--no-log-loss-scale-to-tensorboard", LOG, FALSE_IF_GIVEN,
+     FIELD(log_loss_scale_to_tensorboard), IMPLEMENTED,
      .help = "Disable loss-scale logging to tensorboard."},
-    {.name = "--log-validation-ppl-to-tensorboard", LOG, TRUE_IF_GIVEN, NOOP(NEEDS_TENSORBOARD),
+    {.name = "--log-validation-ppl-to-tensorboard", LOG, TRUE_IF_GIVEN,
+     FIELD(log_validation_ppl_to_tensorboard), IMPLEMENTED,
      .help = "If set, write validation perplexity to tensorboard."},
-    {.name = "--log-memory-to-tensorboard", LOG, TRUE_IF_GIVEN, NOOP(NEEDS_TENSORBOARD),
+    {.name = "--log-memory-to-tensorboard", LOG, TRUE_IF_GIVEN, FIELD(log_memory_to_tensorboard),
+     IMPLEMENTED_NOTE("the backend's allocations; reserved equals allocated (no caching "
+                      "allocator: every buffer is allocated once, at start-up)"),
      .help = "Enable memory logging to tensorboard."},
-    {.name = "--log-world-size-to-tensorboard", LOG, TRUE_IF_GIVEN, NOOP(NEEDS_TENSORBOARD),
+    {.name = "--log-world-size-to-tensorboard", LOG, TRUE_IF_GIVEN,
+     FIELD(log_world_size_to_tensorboard), IMPLEMENTED,
      .help = "Enable world size logging to tensorboard."},
     {.name = "--wandb-project", LOG, STRING, .def = "", TODO("Weights & Biases logging"),
      .help = "The wandb project name. Ignore wandb by default."},

@@ -57,7 +57,8 @@ static void format_value(const mc_flag_t *f, const mc_args_t *a, char *out, size
     }
 }
 
-void mc_args_print(FILE *out, const mc_args_t *a)
+void mc_args_each(const mc_args_t *a, void (*fn)(void *ctx, const char *name, const char *value),
+                  void *ctx)
 {
     size_t n = mc_flag_count(), k = 0;
     row_t *rows = calloc(n + 8, sizeof(row_t));
@@ -91,12 +92,20 @@ void mc_args_print(FILE *out, const mc_args_t *a)
         snprintf(vpp->value, sizeof(vpp->value), "%d", a->virtual_pipeline_model_parallel_size);
     else snprintf(vpp->value, sizeof(vpp->value), "None");
     qsort(rows, k, sizeof(row_t), row_cmp);
-    fprintf(out, "------------------------ arguments ------------------------\n");
-    for (size_t i = 0; i < k; i++) {
-        int dots = 48 - (int)strlen(rows[i].name);
-        fprintf(out, "  %s %.*s %s\n", rows[i].name, dots > 0 ? dots : 0,
-                "................................................", rows[i].value);
-    }
-    fprintf(out, "-------------------- end of arguments ---------------------\n");
+    for (size_t i = 0; i < k; i++) fn(ctx, rows[i].name, rows[i].value);
     free(rows);
+}
+
+static void print_row(void *out, const char *name, const char *value)
+{
+    int dots = 48 - (int)strlen(name);
+    fprintf(out, "  %s %.*s %s\n", name, dots > 0 ? dots : 0,
+            "................................................", value);
+}
+
+void mc_args_print(FILE *out, const mc_args_t *a)
+{
+    fprintf(out, "------------------------ arguments ------------------------\n");
+    mc_args_each(a, print_row, out);
+    fprintf(out, "-------------------- end of arguments ---------------------\n");
 }

@@ -155,6 +155,27 @@ void mc_timers_report(mc_timers_t *t, double normalizer, bool reset, char *buf, 
     if (reset) memset(t->elapsed, 0, sizeof(t->elapsed));
 }
 
+void mc_timers_max(mc_timers_t *t, double normalizer, double max_s[MC_TIMERS])
+{
+    memset(max_s, 0, MC_TIMERS * sizeof(double));
+    if (t->level == 0) return;
+    const int W = t->comm->size;
+    double *all = malloc((size_t)W * MC_TIMERS * sizeof(double));
+    if (!all) mc_fatal("out of host memory");
+    mc_all_gather(t->comm, t->comm->world, t->elapsed, all, MC_TIMERS, MC_DT_F64);
+    for (int id = 0; id < MC_TIMERS; id++) {
+        if (id == MC_T_SAVE_CHECKPOINT || id == MC_T_LOAD_CHECKPOINT) continue;
+        for (int r = 0; r < W; r++) {
+            const double v = all[(size_t)r * MC_TIMERS + id];
+            if (v > max_s[id]) max_s[id] = v; /* unused on every rank: stays 0 */
+        }
+        max_s[id] /= normalizer;
+    }
+    free(all);
+}
+
+const char *mc_timer_name(mc_timer_id_t id) { return INFO[id].name; }
+
 void mc_timers_log(mc_timers_t *t, mc_timer_id_t id, char *buf, size_t n)
 {
     double mine[MC_TIMERS] = {0};

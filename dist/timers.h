@@ -72,6 +72,13 @@ void mc_timers_report(mc_timers_t *t, double normalizer, bool reset, char *buf, 
  * every rank's elapsed time in ms, unnormalized, formatted into buf per --timing-log-option;
  * resets that timer. */
 void mc_timers_log(mc_timers_t *t, mc_timer_id_t id, char *buf, size_t n);
+/* Collective over the world (none at --timing-log-level 0): Megatron's timers.write(timers_to_log,
+ * writer, iteration, normalizer, reset=False) for TensorBoard. max_s[id] is the maximum over the
+ * ranks of timer id's elapsed seconds / normalizer, 0 for a timer no rank used and for the
+ * save and load timers, which training_log does not list. */
+void mc_timers_max(mc_timers_t *t, double normalizer, double max_s[MC_TIMERS]);
+/* Megatron's name of a timer ("forward-backward"). */
+const char *mc_timer_name(mc_timer_id_t id);
 /* The formatting alone (Timers.get_all_timers_string): all[r * MC_TIMERS + id] is rank r's
  * elapsed seconds for timer id, world ranks; a rank's time counts only when > 0. Writes the
  * block (no trailing newline) into buf, or "" when no rank timed anything. A block longer than

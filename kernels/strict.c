@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "base/error.h"
+#include "kernels/memstats.h"
 #include "kernels/device.h"
 
 typedef struct {
@@ -110,6 +111,7 @@ static void *s_alloc(const mc_backend_t *be, size_t bytes)
     g_reg[at] = (region_t){dev, host, len - page};
     g_n++;
     pthread_mutex_unlock(&g_mu);
+    mc_memstats_alloc(dev, bytes);
     return dev; /* memfd pages read as zero: zero-filled as the table promises */
 }
 
@@ -127,6 +129,7 @@ static void s_free(const mc_backend_t *be, void *p)
     memmove(&g_reg[i], &g_reg[i + 1], (size_t)(g_n - i - 1) * sizeof(*g_reg));
     g_n--;
     pthread_mutex_unlock(&g_mu);
+    mc_memstats_free(p);
     const size_t page = (size_t)sysconf(_SC_PAGESIZE);
     munmap(r.dev, r.bytes + page);
     munmap(r.host, r.bytes + page);

@@ -10,11 +10,13 @@
 #include "base/error.h"
 #include "data/sampler.h"
 #include "kernels/device.h"
+#include "kernels/memstats.h"
 #include "dist/devmem.h"
 #include "dist/runtime.h"
 #include "ckpt/checkpoint.h"
 #include "train/log.h"
 #include "train/signals.h"
+#include "train/tensorboard.h"
 #include "train/train.h"
 
 /* Megatron prints start-up lines and datetimes from rank 0 (print_rank_0) and the training log
@@ -99,9 +101,14 @@ static double evaluate(mc_trainer_t *t, int split, int64_t *consumed)
 /* Megatron's print_rank_last: the last rank prints the training log and evaluations. */
 static bool is_last_rank(const mc_trainer_t *t) { return t->par.rank == t->par.last_rank; }
 
-static void print_eval(const mc_trainer_t *t, const char *label, double loss)
+/* evaluate_and_print_results: the block, and the validation scalars unless write_tb is false
+ * (the end-of-run evaluations with --skip-train) */
+static void print_eval(const mc_trainer_t *t, const char *label, double loss, bool write_tb)
 {
     if (!is_last_rank(t)) return;
+    if (write_tb)
+        mc_tensorboard_validation(t->tb, t->args, t->iteration, t->consumed_train_samples,
+                                  "lm loss", loss);
     char buf[1024];
     const char *names[] = {"lm loss"};
     mc_format_eval_block(buf, sizeof(buf), label, names, &loss, 1);
@@ -237,6 +244,7 @@ typedef struct {
      * (should_reset = not is_first_iteration), so the next line covers it again */
     bool first;
     double t0;
+    double params_norm; /* of this iteration, with --log-params-norm when it is logged */
     /* collective volume on the tp and dp-cp groups at the interval's start */
     uint64_t tp_calls[MC_COLL_KINDS], tp_bytes[MC_COLL_KINDS];
     uint64_t dp_calls[MC_COLL_KINDS], dp_bytes[MC_COLL_KINDS];
@@ -278,6 +286,24 @@ static size_t format_volume(const mc_trainer_t *t, const interval_t *iv, int ite
     return len;
 }
 
+/* Megatron's calc_params_l2_norm, a collective over the model-parallel group (the world with the
+ * distributed optimizer): it reads a bf16 model's fp32 main params (this rank's shards with the
+ * distributed optimizer), other models' own params. */
+static double params_norm(mc_trainer_t *t)
+{
+    mc_ddp_finish_param_gather(&t->ddp);
+    double sq;
+    if (t->opt.master && t->model.cfg.dt == MC_DT_BF16) {
+        sq = mc_opt_master_sumsq(&t->opt);
+        mc_all_reduce(t->comm, t->ddp.dist_opt ? t->comm->world : t->par.mp, &sq, 1, MC_DT_F64,
+                      MC_OP_SUM);
+    } else {
+        sq = mc_params_sumsq(&t->model);
+        mc_all_reduce(t->comm, t->par.mp, &sq, 1, MC_DT_F64, MC_OP_SUM);
+    }
+    return sqrt(sq);
+}
+
 static void log_iteration(mc_trainer_t *t, interval_t *iv, const mc_step_result_t *r)
 {
     const mc_args_t *a = t->args;
@@ -313,19 +339,7 @@ static void log_iteration(mc_trainer_t *t, interval_t *iv, const mc_step_result_
     }
     if (a->log_params_norm) {
         l.has_params_norm = 1;
-        mc_ddp_finish_param_gather(&t->ddp);
-        /* Megatron's calc_params_l2_norm reads a bf16 model's fp32 main params (this rank's
-         * shards with the distributed optimizer), other models' own params */
-        double sq;
-        if (t->opt.master && t->model.cfg.dt == MC_DT_BF16) {
-            sq = mc_opt_master_sumsq(&t->opt);
-            mc_all_reduce(t->comm, t->ddp.dist_opt ? t->comm->world : t->par.mp, &sq, 1, MC_DT_F64,
-                          MC_OP_SUM);
-        } else {
-            sq = mc_params_sumsq(&t->model);
-            mc_all_reduce(t->comm, t->par.mp, &sq, 1, MC_DT_F64, MC_OP_SUM);
-        }
-        l.params_norm = sqrt(sq);
+        l.params_norm = iv->params_norm;
     }
     l.skipped_iters = iv->skipped;
     l.nan_iters = iv->nan;
@@ -333,6 +347,14 @@ static void log_iteration(mc_trainer_t *t, interval_t *iv, const mc_step_result_
     struct timespec when;
     clock_gettime(CLOCK_REALTIME, &when);
     mc_format_log_line(buf, sizeof(buf), &l, &when);
+    if (a->tensorboard_dir[0] && a->log_timers_to_tensorboard) {
+        /* timers.write(..., reset=False) before timers.log, a collective on every rank */
+        double max_s[MC_TIMERS];
+        mc_timers_max(&t->timers, a->log_interval, max_s);
+        mc_tensorboard_timers(t->tb, a, t->iteration, elapsed, l.has_throughput, l.tflops_per_gpu,
+                              max_s);
+    }
+    mc_tensorboard_flush(t->tb);
     char timers[1 << 16], volume[2048] = ""; /* --timing-log-option all lists every rank */
     mc_timers_report(&t->timers, a->log_interval, !iv->first, timers, sizeof(timers));
     if (a->timing_log_level >= 1)
@@ -351,6 +373,38 @@ static void log_iteration(mc_trainer_t *t, interval_t *iv, const mc_step_result_
     iv->advanced = iv->skipped = iv->nan = 0;
     iv->t0 = mc_now_s();
     snapshot_volume(t, iv);
+}
+
+/* training_log's TensorBoard part, at --tensorboard-log-interval (the writer is the last rank's;
+ * the values every rank has) */
+static void write_tensorboard(mc_trainer_t *t, const interval_t *iv, const mc_step_result_t *r,
+                              double loss)
+{
+    const mc_args_t *a = t->args;
+    mc_tb_iteration_t v = {
+        .iteration = t->iteration,
+        .consumed_samples = t->consumed_train_samples,
+        .lr = mc_lr_at(&t->sched, t->sched.num_steps), /* as the log line: after the step */
+        .batch_size = a->global_batch_size,
+        .loss = loss,
+        .loss_scale = mc_scaler_value(&t->scaler),
+        .world_size = a->world_size,
+        .has_grad_norm = !r->skipped,
+        .grad_norm = r->grad_norm,
+        .has_num_zeros = a->log_num_zeros_in_grad && !r->skipped,
+        .num_zeros = r->num_zeros,
+        .has_params_norm = a->log_params_norm,
+        .params_norm = iv->params_norm,
+    };
+    if (a->log_memory_to_tensorboard) { /* torch.cuda.memory_stats() of this rank's device */
+        mc_memstats_t m;
+        mc_memstats_get(&m);
+        v.has_memory = true;
+        v.mem_reserved = v.mem_allocated = (double)m.allocated_bytes;
+        v.mem_max_allocated = (double)m.peak_allocated_bytes;
+        v.mem_count = (double)m.allocations;
+    }
+    mc_tensorboard_iteration(t->tb, a, &v);
 }
 
 /* Every rank must leave the loop at the same iteration: the clock decision is the maximum over
@@ -513,8 +567,10 @@ static mc_trainer_t *start_trainer(mc_args_t *args)
     g_printer = t->par.rank == t->par.last_rank;
     mc_error_set_rank_local(true);
     if (g_printer) print_startup(t, &plan, why);
-    load_and_time(t); /* --load */
-    mc_ckpt_init(t);  /* --async-save's snapshot buffer */
+    t->tb = mc_tensorboard_open(args, t->par.rank == t->par.last_rank);
+    load_and_time(t);                               /* --load */
+    mc_tensorboard_args(t->tb, args, t->iteration); /* after the load, as pretrain() */
+    mc_ckpt_init(t);                                /* --async-save's snapshot buffer */
     return t;
 }
 
@@ -546,12 +602,16 @@ static bool train_iteration(mc_trainer_t *t, mc_microbatch_t *mbl, interval_t *i
         iv->have_loss = true;
     }
 
-    if (t->iteration % args->log_interval == 0 || iv->first) log_iteration(t, iv, &r);
+    const bool log_due = t->iteration % args->log_interval == 0 || iv->first;
+    const bool tb_due = mc_tensorboard_due(args, t->iteration);
+    if (args->log_params_norm && (log_due || tb_due)) iv->params_norm = params_norm(t);
+    if (tb_due) write_tensorboard(t, iv, &r, loss);
+    if (log_due) log_iteration(t, iv, &r);
     if (args->eval_interval > 0 && t->iteration % args->eval_interval == 0 &&
         args->eval_iters > 0 && mc_data_source_len(&t->data, MC_SPLIT_VALID) > 0) {
         char label[64];
         snprintf(label, sizeof(label), "iteration %lld", (long long)t->iteration);
-        print_eval(t, label, evaluate(t, MC_SPLIT_VALID, &t->consumed_valid_samples));
+        print_eval(t, label, evaluate(t, MC_SPLIT_VALID, &t->consumed_valid_samples), true);
         iv->t0 = mc_now_s(); /* evaluation time is not training time */
     }
     const bool saving = args->save[0] && t->iteration % args->save_interval == 0;
@@ -588,12 +648,14 @@ static void evaluate_at_end(mc_trainer_t *t)
     char label[96];
     if (mc_data_source_len(&t->data, MC_SPLIT_VALID) > 0) {
         snprintf(label, sizeof(label), "iteration %lld on validation set", (long long)t->iteration);
-        print_eval(t, label, evaluate(t, MC_SPLIT_VALID, &t->consumed_valid_samples));
+        print_eval(t, label, evaluate(t, MC_SPLIT_VALID, &t->consumed_valid_samples),
+                   !t->args->skip_train);
     }
     int64_t consumed_test = 0;
     if (mc_data_source_len(&t->data, MC_SPLIT_TEST) > 0) {
         snprintf(label, sizeof(label), "iteration %lld on test set", (long long)t->iteration);
-        print_eval(t, label, evaluate(t, MC_SPLIT_TEST, &consumed_test));
+        /* Megatron writes the test loss under the validation tags too */
+        print_eval(t, label, evaluate(t, MC_SPLIT_TEST, &consumed_test), !t->args->skip_train);
     }
 }
 
@@ -607,6 +669,7 @@ int mc_pretrain(mc_args_t *args)
     if (!exiting && args->eval_iters > 0) evaluate_at_end(t);
     mc_ckpt_finalize(t, true); /* a final save written during the evaluation */
     mc_ckpt_free(t);
+    mc_tensorboard_close(t->tb);
     mc_trainer_free(t);
     free(t);
     comm->finalize(comm);

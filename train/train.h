@@ -32,6 +32,7 @@ typedef struct {
     mc_lr_sched_t sched;
     mc_timers_t timers;               /* --timing-log-level */
     struct mc_ckpt_async *ckpt_async; /* --async-save's writer (ckpt/async.h), or NULL */
+    struct mc_tensorboard *tb;        /* the last rank's --tensorboard-dir writer, or NULL */
 
     mc_data_source_t data; /* opened by mc_pretrain; tests feed microbatches directly */
     /* host staging: the microbatches of one training or evaluation step ([max_batch, s] each),

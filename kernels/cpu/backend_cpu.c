@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "kernels/cpu/cpu.h"
+#include "kernels/memstats.h"
 
 #define MC_CPU_ALIGN 64
 
@@ -16,12 +17,14 @@ void *mc_cpu_alloc(const mc_backend_t *be, size_t bytes)
     if (n == 0) n = MC_CPU_ALIGN;
     void *p = aligned_alloc(MC_CPU_ALIGN, n);
     if (p) memset(p, 0, n);
+    mc_memstats_alloc(p, n);
     return p;
 }
 
 void mc_cpu_free(const mc_backend_t *be, void *p)
 {
     (void)be;
+    mc_memstats_free(p);
     free(p);
 }
 

@@ -8,6 +8,7 @@
 
 extern "C" {
 #include "base/error.h"
+#include "kernels/memstats.h"
 }
 
 extern "C" void mc_cuda_die(const char *what, cudaError_t e, const char *file, int line)
@@ -34,6 +35,7 @@ static void *cuda_alloc(const mc_backend_t *be, size_t bytes)
         cudaFree(p);
         return NULL;
     }
+    mc_memstats_alloc(p, bytes ? bytes : 1);
     return p;
 }
 
@@ -42,6 +44,7 @@ static void cuda_free(const mc_backend_t *be, void *p)
     if (!p) return;
     // the stream may still use it
     MC_CUDA_CHECK(cudaStreamSynchronize(mc_cuda_stream(be)));
+    mc_memstats_free(p);
     MC_CUDA_CHECK(cudaFree(p));
 }
 
