@@ -47,7 +47,8 @@ LAYOUT=" --num-layers-per-virtual-pipeline-stage --num-virtual-stages-per-pipeli
  --decoder-first-pipeline-num-layers --decoder-last-pipeline-num-layers
  --account-for-embedding-in-pipeline-split --account-for-loss-in-pipeline-split "
 
-# fill LINE DIR: the placeholders of a recipe line, for a run whose files go under DIR
+# fill LINE DIR: FILLED, the recipe line with its placeholders filled for a run whose files
+# go under DIR
 fill() {
     local s=$1 d=$2
     s=${s//@DATA@/$d/data/my-gpt3_00_text_document}
@@ -62,28 +63,26 @@ fill() {
     s=${s//@LOAD@/$d/ckpt}
     s=${s//@TB@/$d/tensorboard}
     s=${s//@CACHE@/$d/cache}
-    printf '%s' "$s"
+    FILLED=$s
 }
 
-# read_recipe FILE: WORLD, EXPECT and LINES (the argument lines, one flag with its values each)
+# read_recipe FILE: WORLD, EXPECT, LINES (the argument lines, one flag with its values each)
+# and VAL (each flag's first value, empty for a switch)
+declare -A VAL
 read_recipe() {
+    local l v
     WORLD=$(sed -nE 's/^# world: ([0-9]+).*/\1/p' "$1")
     EXPECT=$(sed -nE 's/^# expect: (.*)$/\1/p' "$1")
     mapfile -t LINES < <(grep -vE '^[[:space:]]*(#|$)' "$1")
-}
-flag_of() { local w=${1%% *}; printf '%s' "${w%%=*}"; }
-# value_of FLAG: the recipe's value for FLAG (its first word), empty if absent; has FLAG
-value_of() {
-    local l
+    VAL=()
     for l in "${LINES[@]}"; do
-        if [ "$(flag_of "$l")" = "$1" ]; then
-            l=${l#"$1"}
-            l=${l# }
-            printf '%s' "${l%% *}"
-        fi
+        v=""
+        [[ $l == *" "* ]] && v=${l#* } && v=${v%% *}
+        VAL[${l%% *}]=$v
     done
 }
-has() { local l; for l in "${LINES[@]}"; do [ "$(flag_of "$l")" = "$1" ] && return 0; done; return 1; }
+value_of() { printf '%s' "${VAL[$1]:-}"; }
+has() { [ -n "${VAL[$1]+set}" ]; }
 
 # args_of DIR: ARGS, the recipe's lines split into words (as a shell splits an unquoted
 # expansion: quotes stay in the values), placeholders filled
@@ -91,7 +90,8 @@ args_of() {
     local l w
     ARGS=()
     for l in "${LINES[@]}"; do
-        for w in $(fill "$l" "$1"); do ARGS+=("$w"); done
+        fill "$l" "$1"
+        for w in $FILLED; do ARGS+=("$w"); done
     done
 }
 
@@ -104,7 +104,7 @@ refused() {
         line=${line#megatron-c: error: }
         if [[ $line =~ (--[A-Za-z0-9][A-Za-z0-9_-]*)(.*) ]]; then
             flag=${BASH_REMATCH[1]} rest=${BASH_REMATCH[2]}
-            val=$(value_of "$flag")
+            val=${VAL[$flag]:-}
             if [ -n "$val" ] && [[ $rest == " $val"* ]]; then echo "$flag=$val"; else echo "$flag"; fi
         else
             echo "${line// /_}"
@@ -114,7 +114,7 @@ refused() {
 
 # shrink MODE TP PP DIR REFUSED: SARGS, the shrunk line (MODE single or parallel)
 shrink() {
-    local mode=$1 tp=$2 pp=$3 d=$4 refused l f w layers gbs layout="" v
+    local mode=$1 tp=$2 pp=$3 d=$4 refused l f w layers gbs layout="" v base kept_lines
     refused=" $(for f in $5; do printf '%s ' "${f%%=*}"; done)"
     kept() { has "$1" && [[ $refused != *" $1 "* ]]; }
     # the pipeline layout this run keeps, and its layer count
@@ -138,12 +138,17 @@ shrink() {
         fi
     fi
     SARGS=(--device cpu)
+    kept_lines=()
     for l in "${LINES[@]}"; do
-        f=$(flag_of "$l")
+        f=${l%% *}
         [[ $refused == *" $f "* ]] && continue
         [[ $SHRUNK == *" $f"[[:space:]]* ]] && [[ $layout != *" $f"[[:space:]]* ]] && continue
-        for w in $(fill "$l" "$d"); do SARGS+=("$w"); done
+        fill "$l" "$d"
+        for w in $FILLED; do SARGS+=("$w"); done
+        fill "$l" DIR
+        kept_lines+=("$FILLED")
     done
+    base=${#SARGS[@]}
     gbs=2
     if [ "$mode" = parallel ]; then
         SARGS+=(--tensor-model-parallel-size "$tp" --pipeline-model-parallel-size "$pp")
@@ -159,6 +164,9 @@ shrink() {
     if has --lr-decay-iters || has --lr-decay-samples; then SARGS+=(--lr-decay-iters 3); fi
     if has --lr-warmup-iters || has --lr-warmup-samples; then SARGS+=(--lr-warmup-iters 1); fi
     if kept --fp16; then SARGS+=(--initial-loss-scale 4096); fi
+    # the line's identity: its recipe lines in order of name (no recipe repeats a flag), then
+    # what was added
+    SKEY="$(printf '%s\n' "${kept_lines[@]}" | sort | tr '\n' ' ')${SARGS[*]:base}"
     return 0
 }
 
@@ -167,20 +175,42 @@ losses_ok() {
     sed -nE 's/.*\| lm loss: ([^ |]+) \|.*/\1/p' "$1" |
         awk '{ n++; if ($1 !~ /^-?[0-9.]+(E[+-][0-9]+)?$/) bad++ } END { exit !(n == 3 && bad == 0) }'
 }
-# train NAME MODE NP: runs SARGS (on NP ranks under mpirun when MODE is parallel); one TAP line
-train() {
-    local name=$1 mode=$2 np=$3 rc
-    rm -rf "$RUN_DIR/ckpt" "$RUN_DIR/cache" "$RUN_DIR/tensorboard"
-    if [ "$mode" = parallel ]; then
-        mpirun_mc "$np" "${SARGS[@]}" >"$RUN_DIR/out" 2>"$RUN_DIR/err"
+# start TAG NAME MODE NP: runs SARGS in the background (on NP ranks under mpirun when MODE is
+# parallel), its output in $RUN_DIR/TAG.*; finish TAG waits for it and prints its TAP line. A
+# recipe's runs overlap (the machine idles while ranks start). A line that another recipe was
+# shrunk to already (paths aside) is not run again: its result stands, named.
+declare -A RAN NAME KEY LINE
+start() {
+    local tag=$1 np=$4 d=$RUN_DIR/$1
+    # placeholders of this run are filled with its own directory
+    local args=("${SARGS[@]//$RUN_DIR/$d}")
+    NAME[$tag]=$2 KEY[$tag]="$np $SKEY" LINE[$tag]="${args[*]}"
+    [ -n "${RAN[${KEY[$tag]}]:-}" ] && return
+    mkdir -p "$d"
+    if [ "$3" = parallel ]; then
+        (mpirun_mc "$np" "${args[@]}" >"$d/out" 2>"$d/err"; echo $? >"$d/rc") &
     else
-        timeout 120 "$MC_BIN" "${SARGS[@]}" >"$RUN_DIR/out" 2>"$RUN_DIR/err"
+        (timeout 120 "$MC_BIN" "${args[@]}" >"$d/out" 2>"$d/err"; echo $? >"$d/rc") &
     fi
-    rc=$?
-    if [ $rc -eq 0 ] && losses_ok "$RUN_DIR/out"; then
-        ok "$name: $(sed -nE 's/.*\| lm loss: ([^ |]+) \|.*/\1/p' "$RUN_DIR/out" | tr '\n' ' ')"
+}
+finish() {
+    local tag=$1 d=$RUN_DIR/$1 name=${NAME[$1]} key=${KEY[$1]} rc losses
+    if [ ! -d "$d" ]; then
+        case ${RAN[$key]} in
+        ok:*) ok "$name: the line of ${RAN[$key]#ok:}" ;;
+        *) not_ok "$name: the line of ${RAN[$key]#bad:}, which failed" ;;
+        esac
+        return
+    fi
+    wait
+    rc=$(cat "$d/rc")
+    if [ "$rc" -eq 0 ] && losses_ok "$d/out"; then
+        losses=$(sed -nE 's/.*\| lm loss: ([^ |]+) \|.*/\1/p' "$d/out" | tr '\n' ' ')
+        ok "$name: losses $losses"
+        RAN[$key]="ok:${name%% *} (losses $losses)"
     else
-        not_ok "$name (rc=$rc, stderr: $(grep -v '^megatron-c: warning' "$RUN_DIR/err" | head -c 600); line: ${SARGS[*]})"
+        not_ok "$name (rc=$rc, stderr: $(grep -v '^megatron-c: warning' "$d/err" | head -c 600); line: ${LINE[$tag]})"
+        RAN[$key]="bad:${name%% *}"
     fi
 }
 
@@ -225,7 +255,8 @@ for file in "$RECIPE_DIR"/*.args; do
     # (b) shrunk, without the flags refused as written
     [[ $outcome == refused* ]] || ref=""
     shrink single 1 1 "$RUN_DIR" "$ref"
-    train "$name shrunk${ref:+ without $ref} trains 3 iterations on one rank" single 1
+    start one "$name shrunk${ref:+ without $ref} trains 3 iterations on one rank" single 1
+    parallel=""
     tp=$(value_of --tensor-model-parallel-size) pp=$(value_of --pipeline-model-parallel-size)
     tp=${tp:-1} pp=${pp:-1}
     if [ "$tp" -gt 1 ] || [ "$pp" -gt 1 ]; then
@@ -233,12 +264,18 @@ for file in "$RECIPE_DIR"/*.args; do
             if [ "$pp" -ge "$tp" ]; then pp=$((pp / 2)); else tp=$((tp / 2)); fi
         done
         if ! have_mpirun; then
-            skip "$name shrunk at tp $tp pp $pp" "mpirun is not installed (scripts/install-deps.sh installs OpenMPI)"
+            parallel="skip"
         else
             shrink parallel "$tp" "$pp" "$RUN_DIR" "$ref"
-            train "$name shrunk at tp $tp pp $pp trains 3 iterations on $((tp * pp)) ranks" parallel $((tp * pp))
+            start mp "$name shrunk at tp $tp pp $pp trains 3 iterations on $((tp * pp)) ranks" parallel $((tp * pp))
+            parallel="run"
         fi
     fi
+    finish one
+    case $parallel in
+    run) finish mp ;;
+    skip) skip "$name shrunk at tp $tp pp $pp" "mpirun is not installed (scripts/install-deps.sh installs OpenMPI)" ;;
+    esac
     rm -rf "$RUN_DIR"
 done
 echo "recipes: $starts of $total start as written"
