@@ -257,9 +257,9 @@ for file in "$RECIPE_DIR"/*.args; do
         EXPECT=$outcome
     fi
     if [ "$outcome" = "$EXPECT" ]; then
-        ok "$name as written on $WORLD ranks: $outcome"
+        ok "$name as written at world size $WORLD: $outcome"
     else
-        not_ok "$name as written on $WORLD ranks: $outcome, expected $EXPECT"
+        not_ok "$name as written at world size $WORLD: $outcome, expected $EXPECT"
     fi
 
     # (b) shrunk, without the flags refused as written
