@@ -4,11 +4,13 @@
 #include <limits.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "config/args.h"
 #include "base/error.h"
 #include "config/flags.h"
+#include "config/microbatches.h"
 #include "config/pipeline_layout.h"
 #include "data/mock.h"
 
@@ -174,6 +176,23 @@ static void data_parallel(const mc_args_t *a)
         mc_user_error("cannot specify both --ddp-num-buckets and --ddp-bucket-size");
 }
 
+/* --rampup-batch-size's three strings (argparse keeps nargs='*' values as text; Megatron calls
+ * int() on them when it builds the calculator). a->num_microbatches stays the final batch's, the
+ * most any iteration uses: the buffers are planned for it. */
+static void rampup_values(mc_args_t *a)
+{
+    if (a->n_rampup_batch_size == 0) return;
+    long long v[3];
+    for (int i = 0; i < 3; i++) v[i] = strtoll(a->rampup_batch_size[i], NULL, 10);
+    if (v[0] < 1 || v[1] < 1 || v[2] < 0 || v[0] > INT_MAX || v[1] > INT_MAX)
+        mc_user_error("--rampup-batch-size %lld %lld %lld: the start batch size and increment "
+                      "must be positive and the ramp-up samples not negative",
+                      v[0], v[1], v[2]);
+    a->rampup_start = (int)v[0];
+    a->rampup_increment = (int)v[1];
+    a->rampup_samples = v[2];
+}
+
 static void batch_sizes(mc_args_t *a)
 {
     const int dp = a->data_parallel_size, mbs = a->micro_batch_size;
@@ -185,6 +204,7 @@ static void batch_sizes(mc_args_t *a)
                       "parallel size (%d)",
                       a->global_batch_size, mbs, dp);
     a->num_microbatches = (int)(a->global_batch_size / per_step);
+    rampup_values(a);
 
     if (a->eval_micro_batch_size == 0) a->eval_micro_batch_size = mbs;
     if (a->eval_global_batch_size == 0) a->eval_global_batch_size = a->global_batch_size;
@@ -327,6 +347,9 @@ static void iteration_based(const mc_args_t *a)
                       "--train-iters)");
     if (a->lr_warmup_fraction >= 0 && a->lr_warmup_iters)
         mc_user_error("can only specify one of --lr-warmup-fraction and --lr-warmup-iters");
+    if (a->rampup_start)
+        mc_user_error("expected no batch-size rampup for iteration-based training (use "
+                      "--train-samples with --rampup-batch-size)");
 }
 
 static void sample_based(const mc_args_t *a)
@@ -369,9 +392,35 @@ static void training_length(mc_args_t *a)
     if (a->train_iters) iteration_based(a);
     if (a->train_samples) sample_based(a);
     if (a->train_iters || a->train_samples) lr_schedule(a);
-    /* training.update_train_iters (constant batch size): the loop counts iterations either way;
-     * train_samples > 0 still marks sample-based training for the lr schedule. */
-    if (a->train_samples) a->train_iters = a->train_samples / a->global_batch_size;
+    /* training.update_train_iters: the loop counts iterations either way; train_samples > 0
+     * still marks sample-based training for the lr schedule. */
+    mc_microbatches_t c;
+    char err[512];
+    if (mc_microbatches_init(&c, a, err, sizeof(err)) != 0) mc_user_error("%s", err);
+    if (a->train_samples) a->train_iters = mc_microbatches_train_iters(&c, a->train_samples);
+}
+
+/* The batches of the ramp-up that training reaches, in the loop's order: Megatron checks each
+ * at the start of its iteration (update_num_microbatches' consistency check) and its pipeline
+ * schedule then takes that number of microbatches (the interleaved schedule's rules); here
+ * both are user errors before any work starts. */
+static void rampup_batches(const mc_args_t *a)
+{
+    if (!a->rampup_start) return;
+    mc_microbatches_t c;
+    char err[512];
+    if (mc_microbatches_init(&c, a, err, sizeof(err)) != 0) mc_user_error("%s", err);
+    c.current_global_batch_size = 0; /* every batch is new */
+    int64_t consumed = 0;
+    for (int64_t it = 0; it < a->train_iters; it++) {
+        if (mc_microbatches_update(&c, consumed)) {
+            if (mc_microbatches_check(&c, a, err, sizeof(err)) != 0) mc_user_error("%s", err);
+            schedule_fits(a, c.num_microbatches, false, "training, batch size ramp-up",
+                          c.current_global_batch_size, a->micro_batch_size);
+        }
+        if (consumed > c.rampup_samples) break; /* the final batch from here on */
+        consumed += c.current_global_batch_size;
+    }
 }
 
 static void model_shape(mc_args_t *a)
@@ -542,6 +591,7 @@ void mc_args_finalize(mc_args_t *args, int world_size)
     vocabulary(args);
     optimizer(args);
     training_length(args);
+    rampup_batches(args);
     precision(args);
     data(args);
     checkpointing(args);
