@@ -325,6 +325,8 @@ static void log_iteration(mc_trainer_t *t, interval_t *iv, const mc_step_result_
     }
     l.has_lr = 1;
     l.lr = mc_lr_at(&t->sched, t->sched.num_steps); /* read after the scheduler step */
+    l.has_decoupled_lr = a->decoupled_lr >= 0;
+    l.decoupled_lr = mc_decoupled_lr_at(&t->sched, t->sched.num_steps);
     l.global_batch_size = gbs;
     /* avg = total / max(1, advanced): 0 in an interval that skipped every step, which main
      * prints (`if avg >= 0.0`; core_v0.15's `> 0.0` left it out) */
