@@ -323,7 +323,8 @@ static int load_decoupled_bounds(mc_trainer_t *t, const mc_pyobj_t *g, char *err
     double max_lr, min_lr;
     if (mc_py_get_float(mc_py_dict_get_str(g, "max_lr"), &max_lr) != 0 ||
         mc_py_get_float(mc_py_dict_get_str(g, "min_lr"), &min_lr) != 0)
-        return mc_errf(err, n, "the optimizer's decoupled learning-rate group has no max_lr/min_lr");
+        return mc_errf(err, n,
+                       "the optimizer's decoupled learning-rate group has no max_lr/min_lr");
     t->sched.decoupled_max_lr = max_lr;
     t->sched.decoupled_min_lr = min_lr;
     return 0;
@@ -400,7 +401,9 @@ static int load_group(mc_trainer_t *t, const mc_ckpt_order_t *o, const mc_pyobj_
     const mc_pyobj_t *params = mc_py_dict_get_str(group, "params");
     int count = 0;
     for (int k = 0; k < o->n; k++) count += group_of(t, &m->params[o->param[k]]) == g;
-    const char *what = g == G_DECOUPLED ? "is_decoupled_lr" : g == G_WD ? "wd_mult 1.0" : "wd_mult 0.0";
+    const char *what = g == G_DECOUPLED ? "is_decoupled_lr"
+                       : g == G_WD      ? "wd_mult 1.0"
+                                        : "wd_mult 0.0";
     if (mc_py_len(params) != (size_t)count)
         return mc_errf(err, n,
                        "the optimizer's group with %s has %zu parameters but this "

@@ -18,9 +18,9 @@
 #include "config/args.h"
 
 typedef struct {
-    int global_batch_size;     /* after the ramp-up */
-    int micro_batch_times_dp;  /* micro batch size x data parallel size */
-    int start, increment;      /* 0, 0 without a ramp-up */
+    int global_batch_size;    /* after the ramp-up */
+    int micro_batch_times_dp; /* micro batch size x data parallel size */
+    int start, increment;     /* 0, 0 without a ramp-up */
     int64_t rampup_samples;
     double samples_per_increment; /* Megatron's rampup_samples_per_increment (a float) */
     int current_global_batch_size;

@@ -320,8 +320,8 @@ static void log_iteration(mc_trainer_t *t, interval_t *iv, const mc_step_result_
     l.elapsed_ms_per_iter = elapsed * 1000.0;
     if (a->log_throughput) {
         l.has_throughput = 1;
-        l.tflops_per_gpu = mc_num_floating_point_operations(a, gbs) /
-                           (elapsed * 1e12 * a->world_size);
+        l.tflops_per_gpu =
+            mc_num_floating_point_operations(a, gbs) / (elapsed * 1e12 * a->world_size);
     }
     l.has_lr = 1;
     l.lr = mc_lr_at(&t->sched, t->sched.num_steps); /* read after the scheduler step */
@@ -546,9 +546,9 @@ static mc_trainer_t *start_trainer(mc_args_t *args)
     if (mc_microbatches_init(&t->microbatches, args, err, sizeof(err)) != 0)
         mc_user_error("%s", err); /* validation refused it already */
     if (g_printer) print_startup(t, &plan, why);
-    load_and_time(t); /* --load */
+    load_and_time(t);                          /* --load */
     if (args->load[0]) update_microbatches(t); /* load_checkpoint's update */
-    mc_ckpt_init(t);  /* --async-save's snapshot buffer */
+    mc_ckpt_init(t);                           /* --async-save's snapshot buffer */
     return t;
 }
 
