@@ -79,3 +79,8 @@ expect_user_error "a ramp batch that is no whole number of microbatches" \
     "current global batch size \(3\) is not divisible by micro-batch-size \(2\) times data parallel size \(1\)" \
     "${FLAGS[@]}" --micro-batch-size 2 --rampup-batch-size 2 1 24
 # the interleaved schedule's refusal of a ramp batch: test_cli.c (it needs pp ranks)
+
+# inspect-data --iteration: the samples of that iteration's (ramp) batch
+"$MC_BIN" inspect-data "${FLAGS[@]}" --split-name train --iteration 4 >"$MC_TMP/insp" 2>&1
+check "inspect-data --iteration 4 lists the ramp's batch of 4 from sample 8" \
+    test "$(tail -n +2 "$MC_TMP/insp" | cut -f2 | tr '\n' ' ')" = "8 9 10 11 "
