@@ -106,6 +106,13 @@ if have_mpirun; then
         mpirun_mc 2 "${FLAGS[@]}" "${DIST[@]}" --load "$MC_TMP/dck" >"$MC_TMP/d2" 2>"$MC_TMP/d2.err"
     check "the distributed optimizer (dp 2) saves and resumes with the single rank's losses" \
         test $? -eq 0 -a "$(resumed "$MC_TMP/dec")" = "$(resumed "$MC_TMP/d2")"
+    # convert-checkpoint keeps each group's fields by Megatron's identifier keys
+    "$MC_BIN" convert-checkpoint --load-dir "$MC_TMP/ck" --save-dir "$MC_TMP/ck22" \
+        --target-tensor-parallel-size 2 --target-pipeline-parallel-size 2 >"$MC_TMP/cv" 2>&1 &&
+        mpirun_mc 4 "${FLAGS[@]}" "${DEC[@]}" --tensor-model-parallel-size 2 \
+            --pipeline-model-parallel-size 2 --load "$MC_TMP/ck22" >"$MC_TMP/c2" 2>"$MC_TMP/c2.err"
+    check "converted to tp 2 pp 2, the checkpoint resumes with the single rank's losses" \
+        test $? -eq 0 -a "$(resumed "$MC_TMP/dec")" = "$(resumed "$MC_TMP/c2")"
 else
     skip "--decoupled-lr under tp 2, pp 2 and the distributed optimizer" "mpirun is not installed"
 fi
