@@ -127,10 +127,10 @@ int mc_pipeline_chunks(mc_gpt_config_t *cfg, const mc_args_t *a, int pp_rank, ch
 static void rampup_slots(const mc_args_t *a, int pp_rank, int *slots)
 {
     const int per = a->micro_batch_size * a->data_parallel_size;
-    for (int gbs = a->rampup_start; a->rampup_start && gbs < a->global_batch_size;
+    for (int64_t gbs = a->rampup_start; a->rampup_start && gbs < a->global_batch_size;
          gbs += a->rampup_increment) {
         if (gbs % per != 0) continue;
-        const mc_pp_config_t c = mc_pipeline_schedule_config(a, pp_rank, gbs / per, false);
+        const mc_pp_config_t c = mc_pipeline_schedule_config(a, pp_rank, (int)(gbs / per), false);
         int s[MC_SLOT_GROUPS];
         char err[256];
         if (mc_pipeline_slots(&c, s, err, sizeof(err)) != 0) continue;
