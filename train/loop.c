@@ -257,6 +257,9 @@ static void print_startup(const mc_trainer_t *t, const mc_memory_plan_t *plan, c
 typedef struct {
     double loss_sum; /* sum of per-iteration lm loss over advanced iterations */
     int advanced, skipped, nan;
+    /* num_floating_point_operations_since_last_log_event: each iteration's, of its own batch
+     * (--rampup-batch-size changes it within an interval) */
+    double flops;
     /* total_loss_dict holds 'lm loss' from the first advanced iteration of this train() on
      * (kept across intervals): before it, the line has no loss at all */
     bool have_loss;
@@ -320,8 +323,7 @@ static void log_iteration(mc_trainer_t *t, interval_t *iv, const mc_step_result_
     l.elapsed_ms_per_iter = elapsed * 1000.0;
     if (a->log_throughput) {
         l.has_throughput = 1;
-        l.tflops_per_gpu =
-            mc_num_floating_point_operations(a, gbs) / (elapsed * 1e12 * a->world_size);
+        l.tflops_per_gpu = iv->flops / (iters > 0 ? iters : 1) / (elapsed * 1e12 * a->world_size);
     }
     l.has_lr = 1;
     l.lr = mc_lr_at(&t->sched, t->sched.num_steps); /* read after the scheduler step */
@@ -380,6 +382,7 @@ static void log_iteration(mc_trainer_t *t, interval_t *iv, const mc_step_result_
     }
     iv->loss_sum = 0;
     iv->advanced = iv->skipped = iv->nan = 0;
+    iv->flops = 0;
     iv->t0 = mc_now_s();
     snapshot_volume(t, iv);
 }
@@ -572,6 +575,9 @@ static bool train_iteration(mc_trainer_t *t, mc_microbatch_t *mbl, interval_t *i
                         mbs, &mbl[i]);
     mc_step_result_t r;
     mc_train_step(t, mbl, M, &r);
+    if (args->log_throughput)
+        iv->flops +=
+            mc_num_floating_point_operations(args, t->microbatches.current_global_batch_size);
     t->iteration++;
     t->consumed_train_samples += (int64_t)mbs * args->data_parallel_size * M;
     double loss = r.num_tokens > 0 ? r.loss_sum / r.num_tokens : 0.0;
