@@ -91,6 +91,7 @@ check "loading another run's decoupled group takes its max_lr and min_lr (torch'
 
 if have_mpirun; then
     for rest in "--tensor-model-parallel-size 2" "--pipeline-model-parallel-size 2"; do
+        # shellcheck disable=SC2086
         mpirun_mc 2 "${FLAGS[@]}" "${DEC[@]}" $rest >"$MC_TMP/run" 2>"$MC_TMP/run.err"
         rc=$?
         if [ $rc -ne 0 ]; then
