@@ -312,14 +312,26 @@ static mc_pyobj_t *groups_of(const mc_pyobj_t *opt)
     return mc_py_dict_get_str(inner ? inner : opt, "param_groups");
 }
 
+/* A group's identifier keys as Megatron matches groups on load (_filter_and_reorder_param_groups:
+ * wd_mult, lr_mult, is_expert_parallel, is_decoupled_lr; megatron-c's groups are never expert
+ * parallel). */
+static bool same_group(const mc_pyobj_t *a, const mc_pyobj_t *b)
+{
+    double wa = -1, wb = -2, la = 1, lb = 1;
+    bool da = false, db = false;
+    mc_py_get_float(mc_py_dict_get_str(a, "wd_mult"), &wa);
+    mc_py_get_float(mc_py_dict_get_str(b, "wd_mult"), &wb);
+    mc_py_get_float(mc_py_dict_get_str(a, "lr_mult"), &la);
+    mc_py_get_float(mc_py_dict_get_str(b, "lr_mult"), &lb);
+    mc_py_get_bool(mc_py_dict_get_str(a, "is_decoupled_lr"), &da);
+    mc_py_get_bool(mc_py_dict_get_str(b, "is_decoupled_lr"), &db);
+    return wa == wb && la == lb && da == db;
+}
+
 static const mc_pyobj_t *group_like(const mc_pyobj_t *groups, const mc_pyobj_t *g)
 {
-    double want = -1, wd = -2;
-    mc_py_get_float(mc_py_dict_get_str(g, "wd_mult"), &want);
     for (size_t k = 0; k < mc_py_len(groups); k++)
-        if (mc_py_get_float(mc_py_dict_get_str(mc_py_item(groups, k), "wd_mult"), &wd) == 0 &&
-            wd == want)
-            return mc_py_item(groups, k);
+        if (same_group(mc_py_item(groups, k), g)) return mc_py_item(groups, k);
     return NULL;
 }
 

@@ -6,7 +6,11 @@
  * group. The parameter groups are _get_param_groups' for the standard overrides: weight-decayed
  * parameters first (wd_mult 1), then biases and 1-D parameters (wd_mult 0), each in the file's
  * named_parameters() order over the model chunks (mc_ckpt_order_t); indices count through the
- * groups in that order.
+ * groups in that order. With --decoupled-lr the word embeddings and output layer form a third
+ * group (is_decoupled_lr, wd_mult 1) whose max_lr and min_lr are --decoupled-lr and
+ * --decoupled-min-lr; _get_param_groups orders groups by their first parameter on the rank and
+ * appends the other ranks' keys (every rank has every group, maybe empty), so it is the first
+ * group where the word embeddings are (pipeline stage 0) and the last elsewhere.
  * megatron-c writes each parameter's state as torch.optim.AdamW does ({step, exp_avg,
  * exp_avg_sq}) and also the group's `step` that Apex's and Transformer Engine's FusedAdam keep,
  * so either optimizer Megatron may use resumes from the file. */
@@ -27,17 +31,41 @@ static const char *const k_wd_styles[] = {
 
 /* ---- parameter groups ---- */
 
-/* group 0: weight decay (wd_mult 1); group 1: none (wd_mult 0) */
-static int group_of(const mc_param_t *p) { return p->no_wd ? 1 : 0; }
+/* The kinds of parameter group: weight decay (wd_mult 1), none (wd_mult 0), and the decoupled
+ * learning rate's (wd_mult 1, is_decoupled_lr). */
+enum { G_WD, G_NO_WD, G_DECOUPLED, G_KINDS };
 
-/* idx[i]: parameter i's index in the torch state, counting through group 0, then group 1, each
- * in the file's order; counts[g]. */
-static void param_indices(const mc_gpt_t *m, const mc_ckpt_order_t *o, int *idx, int counts[2])
+static bool decoupled(const mc_trainer_t *t) { return t->args->decoupled_lr >= 0; }
+
+static int group_of(const mc_trainer_t *t, const mc_param_t *p)
 {
-    counts[0] = counts[1] = 0;
-    for (int k = 0; k < o->n; k++) counts[group_of(&m->params[o->param[k]])]++;
-    int next[2] = {0, counts[0]};
-    for (int k = 0; k < o->n; k++) idx[o->param[k]] = next[group_of(&m->params[o->param[k]])]++;
+    if (decoupled(t) && p->embedding_or_output) return G_DECOUPLED;
+    return p->no_wd ? G_NO_WD : G_WD;
+}
+
+/* The groups of this rank in _get_param_groups' order; returns their number. */
+static int group_order(const mc_trainer_t *t, int order[G_KINDS])
+{
+    if (!decoupled(t)) {
+        order[0] = G_WD, order[1] = G_NO_WD;
+        return 2;
+    }
+    const bool first = t->par.me.pp == 0; /* its first parameter: the word embeddings */
+    order[0] = first ? G_DECOUPLED : G_WD;
+    order[1] = first ? G_WD : G_NO_WD;
+    order[2] = first ? G_NO_WD : G_DECOUPLED;
+    return 3;
+}
+
+/* idx[i]: parameter i's index in the torch state, counting through the groups in group_order,
+ * each in the file's order. */
+static void param_indices(const mc_trainer_t *t, const mc_ckpt_order_t *o, int *idx)
+{
+    int order[G_KINDS], next = 0;
+    const int ng = group_order(t, order);
+    for (int gi = 0; gi < ng; gi++)
+        for (int k = 0; k < o->n; k++)
+            if (group_of(t, &t->model.params[o->param[k]]) == order[gi]) idx[o->param[k]] = next++;
 }
 
 /* One of Megatron's param_groups as torch's state_dict packs it: Megatron's fields, the inner
@@ -46,18 +74,20 @@ static mc_pyobj_t *param_group(const mc_trainer_t *t, int g, const mc_ckpt_order
                                const int *idx, bool with_params)
 {
     const mc_args_t *a = t->args;
-    const double wd_mult = g == 0 ? 1.0 : 0.0;
-    const int64_t n = t->sched.num_steps;
+    const double wd_mult = g == G_NO_WD ? 0.0 : 1.0;
+    const bool dec = g == G_DECOUPLED;
+    const mc_lr_sched_t *s = &t->sched;
+    const int64_t n = s->num_steps;
     mc_pyobj_t *d = mc_py_dict();
     int rc = d ? 0 : -1;
     rc |= mc_py_dict_set_str(d, "is_expert_parallel", mc_py_bool(false));
     rc |= mc_py_dict_set_str(d, "default_config", mc_py_bool(true));
     rc |= mc_py_dict_set_str(d, "wd_mult", mc_py_float(wd_mult));
     rc |= mc_py_dict_set_str(d, "lr_mult", mc_py_float(1.0));
-    rc |= mc_py_dict_set_str(d, "is_decoupled_lr", mc_py_bool(false));
-    rc |= mc_py_dict_set_str(d, "max_lr", mc_py_float(a->lr));
-    rc |= mc_py_dict_set_str(d, "min_lr", mc_py_float(a->min_lr));
-    rc |= mc_py_dict_set_str(d, "lr", mc_py_float(mc_lr_at(&t->sched, n)));
+    rc |= mc_py_dict_set_str(d, "is_decoupled_lr", mc_py_bool(dec));
+    rc |= mc_py_dict_set_str(d, "max_lr", mc_py_float(dec ? s->decoupled_max_lr : a->lr));
+    rc |= mc_py_dict_set_str(d, "min_lr", mc_py_float(dec ? s->decoupled_min_lr : a->min_lr));
+    rc |= mc_py_dict_set_str(d, "lr", mc_py_float(dec ? mc_decoupled_lr_at(s, n) : mc_lr_at(s, n)));
     rc |= mc_py_dict_set_str(
         d, "betas", mc_py_tuple(2, mc_py_float(a->adam_beta1), mc_py_float(a->adam_beta2)));
     rc |= mc_py_dict_set_str(d, "eps", mc_py_float(a->adam_eps));
@@ -72,7 +102,7 @@ static mc_pyobj_t *param_group(const mc_trainer_t *t, int g, const mc_ckpt_order
     if (with_params) {
         mc_pyobj_t *params = mc_py_list();
         for (int k = 0; k < o->n; k++)
-            if (group_of(&t->model.params[o->param[k]]) == g)
+            if (group_of(t, &t->model.params[o->param[k]]) == g)
                 rc |= mc_py_list_append(params, mc_py_int(idx[o->param[k]]));
         rc |= mc_py_dict_set_str(d, "params", params);
     }
@@ -87,9 +117,10 @@ static mc_pyobj_t *param_groups(const mc_trainer_t *t, const mc_ckpt_order_t *o,
                                 bool with_params)
 {
     mc_pyobj_t *list = mc_py_list();
-    int rc = list ? 0 : -1;
-    for (int g = 0; g < 2; g++)
-        rc |= mc_py_list_append(list, param_group(t, g, o, idx, with_params));
+    int rc = list ? 0 : -1, order[G_KINDS];
+    const int ng = group_order(t, order);
+    for (int gi = 0; gi < ng; gi++)
+        rc |= mc_py_list_append(list, param_group(t, order[gi], o, idx, with_params));
     if (rc) {
         mc_py_decref(list);
         return NULL;
@@ -180,10 +211,12 @@ static mc_pyobj_t *adam_state(const mc_trainer_t *t, const mc_ckpt_order_t *o, c
     mc_pyobj_t *state = mc_py_dict();
     int rc = state ? 0 : -1;
     float step = (float)t->opt.step;
-    for (int g = 0; g < 2; g++)
+    int order[G_KINDS];
+    const int ng = group_order(t, order);
+    for (int gi = 0; gi < ng; gi++)
         for (int k = 0; k < o->n; k++) {
             const mc_param_t *p = &m->params[o->param[k]];
-            if (group_of(p) != g) continue;
+            if (group_of(t, p) != order[gi]) continue;
             mc_pyobj_t *s = mc_py_dict();
             rc |=
                 mc_py_dict_set_str(s, "step", mc_py_tensor_copy(MC_TORCH_FLOAT32, 0, NULL, &step));
@@ -206,12 +239,13 @@ static mc_pyobj_t *adam_state(const mc_trainer_t *t, const mc_ckpt_order_t *o, c
 static mc_pyobj_t *masters(const mc_trainer_t *t, const mc_ckpt_order_t *o)
 {
     mc_pyobj_t *groups = mc_py_list();
-    int rc = groups ? 0 : -1;
-    for (int g = 0; g < 2; g++) {
+    int rc = groups ? 0 : -1, order[G_KINDS];
+    const int ng = group_order(t, order);
+    for (int gi = 0; gi < ng; gi++) {
         mc_pyobj_t *list = mc_py_list();
         for (int k = 0; k < o->n; k++) {
             const mc_param_t *p = &t->model.params[o->param[k]];
-            if (group_of(p) == g)
+            if (group_of(t, p) == order[gi])
                 rc |= mc_py_list_append(list, mc_ckpt_host_tensor(t->model.be, master_of(t, p),
                                                                   MC_DT_F32, p->ndim, p->local));
         }
@@ -227,14 +261,14 @@ static mc_pyobj_t *masters(const mc_trainer_t *t, const mc_ckpt_order_t *o)
 mc_pyobj_t *mc_ckpt_optimizer_dict(const mc_trainer_t *t, const mc_ckpt_order_t *o)
 {
     const mc_gpt_t *m = &t->model;
-    int *idx = malloc((size_t)(m->n_params ? m->n_params : 1) * sizeof(int)), counts[2];
+    int *idx = malloc((size_t)(m->n_params ? m->n_params : 1) * sizeof(int));
     mc_pyobj_t *out = mc_py_dict();
     if (!idx || !out) {
         free(idx);
         mc_py_decref(out);
         return NULL;
     }
-    param_indices(m, o, idx, counts);
+    param_indices(t, o, idx);
     int rc = 0;
     if (t->ddp.dist_opt) {
         /* DistributedOptimizer.state_dict: the inner state_dict without state, groups without
@@ -266,18 +300,34 @@ mc_pyobj_t *mc_ckpt_optimizer_dict(const mc_trainer_t *t, const mc_ckpt_order_t 
 
 /* ---- load ---- */
 
-/* The parameter group of Megatron's standard overrides a saved group is: 0 (weight decay) or
- * 1 (wd_mult 0); -1 for any other (decoupled or scaled learning rates). */
+/* The kind of a saved group (its identifier keys: wd_mult, lr_mult, is_decoupled_lr): G_WD,
+ * G_NO_WD, G_DECOUPLED, or -1 for any other (scaled learning rates, a decoupled group without
+ * weight decay). */
 static int saved_group_kind(const mc_pyobj_t *g)
 {
     double wd = -1, lr_mult = 1;
-    bool decoupled = false;
+    bool dec = false;
     if (!g || g->kind != MC_PY_DICT || mc_py_get_float(mc_py_dict_get_str(g, "wd_mult"), &wd) != 0)
         return -1;
     mc_py_get_float(mc_py_dict_get_str(g, "lr_mult"), &lr_mult);
-    mc_py_get_bool(mc_py_dict_get_str(g, "is_decoupled_lr"), &decoupled);
-    if (lr_mult != 1.0 || decoupled) return -1;
-    return wd == 1.0 ? 0 : wd == 0.0 ? 1 : -1;
+    mc_py_get_bool(mc_py_dict_get_str(g, "is_decoupled_lr"), &dec);
+    if (lr_mult != 1.0) return -1;
+    if (dec) return wd == 1.0 ? G_DECOUPLED : -1;
+    return wd == 1.0 ? G_WD : wd == 0.0 ? G_NO_WD : -1;
+}
+
+/* torch's load_state_dict takes a group's hyperparameters from the file: the decoupled group's
+ * max_lr and min_lr are the checkpoint's from here on (the scheduler reads them per group). */
+static int load_decoupled_bounds(mc_trainer_t *t, const mc_pyobj_t *g, char *err, size_t n)
+{
+    double max_lr, min_lr;
+    if (mc_py_get_float(mc_py_dict_get_str(g, "max_lr"), &max_lr) != 0 ||
+        mc_py_get_float(mc_py_dict_get_str(g, "min_lr"), &min_lr) != 0)
+        return mc_errf(err, n,
+                       "the optimizer's decoupled learning-rate group has no max_lr/min_lr");
+    t->sched.decoupled_max_lr = max_lr;
+    t->sched.decoupled_min_lr = min_lr;
+    return 0;
 }
 
 /* Adam's step count: the groups' `step` (Apex/TE FusedAdam, DistributedOptimizer), else the
@@ -306,17 +356,29 @@ static int load_groups(mc_trainer_t *t, const mc_pyobj_t *groups, const mc_pyobj
 {
     if (!groups || groups->kind != MC_PY_LIST)
         return mc_errf(err, n, "the optimizer has no param_groups list");
-    bool have[2] = {false, false};
+    bool have[G_KINDS] = {false, false, false};
     for (size_t k = 0; k < mc_py_len(groups); k++) {
         int g = saved_group_kind(mc_py_item(groups, k));
         if (g < 0 || have[g])
-            return mc_errf(
-                err, n,
-                "the optimizer has parameter groups other than Megatron's "
-                "standard two (weight decay, and none for biases and 1-D parameters): "
-                "decoupled or scaled learning rates are not supported (add --no-load-optim)");
+            return mc_errf(err, n,
+                           "the optimizer has parameter groups other than Megatron's standard two "
+                           "(weight decay, and none for biases and 1-D parameters) and "
+                           "--decoupled-lr's: scaled learning rates are not supported (add "
+                           "--no-load-optim)");
         have[g] = true;
+        if (g == G_DECOUPLED && decoupled(t) &&
+            load_decoupled_bounds(t, mc_py_item(groups, k), err, n) != 0)
+            return -1;
     }
+    if (have[G_DECOUPLED] && !decoupled(t))
+        return mc_errf(err, n,
+                       "the optimizer was saved with --decoupled-lr (a parameter group of the "
+                       "embedding and output layer) but this run has none (give --decoupled-lr, "
+                       "or add --no-load-optim)");
+    if (!have[G_DECOUPLED] && decoupled(t))
+        return mc_errf(err, n,
+                       "the optimizer has no parameter group with is_decoupled_lr (saved without "
+                       "--decoupled-lr; drop --decoupled-lr or add --no-load-optim)");
     for (int g = 0; g < 2; g++)
         if (!have[g])
             return mc_errf(err, n,
@@ -338,39 +400,42 @@ static int load_group(mc_trainer_t *t, const mc_ckpt_order_t *o, const mc_pyobj_
     const mc_gpt_t *m = &t->model;
     const mc_pyobj_t *params = mc_py_dict_get_str(group, "params");
     int count = 0;
-    for (int k = 0; k < o->n; k++) count += group_of(&m->params[o->param[k]]) == g;
+    for (int k = 0; k < o->n; k++) count += group_of(t, &m->params[o->param[k]]) == g;
+    const char *what = g == G_DECOUPLED ? "is_decoupled_lr"
+                       : g == G_WD      ? "wd_mult 1.0"
+                                        : "wd_mult 0.0";
     if (mc_py_len(params) != (size_t)count)
         return mc_errf(err, n,
-                       "the optimizer's group with wd_mult %d.0 has %zu parameters but this "
+                       "the optimizer's group with %s has %zu parameters but this "
                        "run's has %d (saved with another model or pipeline layout)",
-                       1 - g, mc_py_len(params), count);
+                       what, mc_py_len(params), count);
     if (master_list && mc_py_len(master_list) != (size_t)count)
         return mc_errf(err, n,
-                       "fp32_from_fp16_params of the group with wd_mult %d.0 has %zu "
+                       "fp32_from_fp16_params of the group with %s has %zu "
                        "tensors but the group %d parameters (a model mixing 16-bit and fp32 "
                        "parameters is not supported; add --no-load-optim)",
-                       1 - g, mc_py_len(master_list), count);
-    char what[160];
+                       what, mc_py_len(master_list), count);
+    char name[160];
     for (int k = 0, j = 0; k < o->n; k++) {
         const mc_param_t *p = &m->params[o->param[k]];
-        if (group_of(p) != g) continue;
+        if (group_of(t, p) != g) continue;
         int64_t saved;
         const mc_pyobj_t *s = NULL;
         if (mc_py_get_int(mc_py_item(params, (size_t)j), &saved) == 0)
             s = mc_py_dict_get_int(state, saved);
         if (!s) return mc_errf(err, n, "the optimizer state of %s is missing", p->name);
-        snprintf(what, sizeof(what), "exp_avg of %s", p->name);
+        snprintf(name, sizeof(name), "exp_avg of %s", p->name);
         if (mc_ckpt_tensor_into(m->be, t->opt.exp_avg + p->offset, MC_DT_F32,
-                                mc_py_dict_get_str(s, "exp_avg"), p->ndim, p->local, what, err,
+                                mc_py_dict_get_str(s, "exp_avg"), p->ndim, p->local, name, err,
                                 n) != 0)
             return -1;
-        snprintf(what, sizeof(what), "exp_avg_sq of %s", p->name);
+        snprintf(name, sizeof(name), "exp_avg_sq of %s", p->name);
         if (mc_ckpt_tensor_into(m->be, t->opt.exp_avg_sq + p->offset, MC_DT_F32,
-                                mc_py_dict_get_str(s, "exp_avg_sq"), p->ndim, p->local, what, err,
+                                mc_py_dict_get_str(s, "exp_avg_sq"), p->ndim, p->local, name, err,
                                 n) != 0)
             return -1;
-        snprintf(what, sizeof(what), "the fp32 master of %s", p->name);
-        if (master_list && load_master(t, p, mc_py_item(master_list, (size_t)j), what, err, n) != 0)
+        snprintf(name, sizeof(name), "the fp32 master of %s", p->name);
+        if (master_list && load_master(t, p, mc_py_item(master_list, (size_t)j), name, err, n) != 0)
             return -1;
         j++;
     }

@@ -5,11 +5,13 @@
 #include <setjmp.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "config/args.h"
 #include "base/error.h"
 #include "config/flags.h"
+#include "config/microbatches.h"
 #include "config/pipeline_layout.h"
 #include "data/mock.h"
 
@@ -175,6 +177,23 @@ static void data_parallel(const mc_args_t *a)
         mc_user_error("cannot specify both --ddp-num-buckets and --ddp-bucket-size");
 }
 
+/* --rampup-batch-size's three strings (argparse keeps nargs='*' values as text; Megatron calls
+ * int() on them when it builds the calculator). a->num_microbatches stays the final batch's, the
+ * most any iteration uses: the buffers are planned for it. */
+static void rampup_values(mc_args_t *a)
+{
+    if (a->n_rampup_batch_size == 0) return;
+    long long v[3];
+    for (int i = 0; i < 3; i++) v[i] = strtoll(a->rampup_batch_size[i], NULL, 10);
+    if (v[0] < 1 || v[1] < 1 || v[2] < 0 || v[0] > INT_MAX || v[1] > INT_MAX)
+        mc_user_error("--rampup-batch-size %lld %lld %lld: the start batch size and increment "
+                      "must be positive and the ramp-up samples not negative",
+                      v[0], v[1], v[2]);
+    a->rampup_start = (int)v[0];
+    a->rampup_increment = (int)v[1];
+    a->rampup_samples = v[2];
+}
+
 static void batch_sizes(mc_args_t *a)
 {
     const int dp = a->data_parallel_size, mbs = a->micro_batch_size;
@@ -186,6 +205,7 @@ static void batch_sizes(mc_args_t *a)
                       "parallel size (%d)",
                       a->global_batch_size, mbs, dp);
     a->num_microbatches = (int)(a->global_batch_size / per_step);
+    rampup_values(a);
 
     if (a->eval_micro_batch_size == 0) a->eval_micro_batch_size = mbs;
     if (a->eval_global_batch_size == 0) a->eval_global_batch_size = a->global_batch_size;
@@ -328,6 +348,9 @@ static void iteration_based(const mc_args_t *a)
                       "--train-iters)");
     if (a->lr_warmup_fraction >= 0 && a->lr_warmup_iters)
         mc_user_error("can only specify one of --lr-warmup-fraction and --lr-warmup-iters");
+    if (a->rampup_start)
+        mc_user_error("expected no batch-size rampup for iteration-based training (use "
+                      "--train-samples with --rampup-batch-size)");
 }
 
 static void sample_based(const mc_args_t *a)
@@ -370,9 +393,35 @@ static void training_length(mc_args_t *a)
     if (a->train_iters) iteration_based(a);
     if (a->train_samples) sample_based(a);
     if (a->train_iters || a->train_samples) lr_schedule(a);
-    /* training.update_train_iters (constant batch size): the loop counts iterations either way;
-     * train_samples > 0 still marks sample-based training for the lr schedule. */
-    if (a->train_samples) a->train_iters = a->train_samples / a->global_batch_size;
+    /* training.update_train_iters: the loop counts iterations either way; train_samples > 0
+     * still marks sample-based training for the lr schedule. */
+    mc_microbatches_t c;
+    char err[512];
+    if (mc_microbatches_init(&c, a, err, sizeof(err)) != 0) mc_user_error("%s", err);
+    if (a->train_samples) a->train_iters = mc_microbatches_train_iters(&c, a->train_samples);
+}
+
+/* The batches of the ramp-up that training reaches, in the loop's order: Megatron checks each
+ * at the start of its iteration (update_num_microbatches' consistency check) and its pipeline
+ * schedule then takes that number of microbatches (the interleaved schedule's rules); here
+ * both are user errors before any work starts. */
+static void rampup_batches(const mc_args_t *a)
+{
+    if (!a->rampup_start) return;
+    mc_microbatches_t c;
+    char err[512];
+    if (mc_microbatches_init(&c, a, err, sizeof(err)) != 0) mc_user_error("%s", err);
+    c.current_global_batch_size = 0; /* every batch is new */
+    int64_t consumed = 0;
+    for (int64_t it = 0; it < a->train_iters; it++) {
+        if (mc_microbatches_update(&c, consumed)) {
+            if (mc_microbatches_check(&c, a, err, sizeof(err)) != 0) mc_user_error("%s", err);
+            schedule_fits(a, c.num_microbatches, false, "training, batch size ramp-up",
+                          c.current_global_batch_size, a->micro_batch_size);
+        }
+        if (consumed > c.rampup_samples) break; /* the final batch from here on */
+        consumed += c.current_global_batch_size;
+    }
 }
 
 static void model_shape(mc_args_t *a)
@@ -538,6 +587,7 @@ enum {
     R_SIZES = 1 << 1,
     R_BATCH = 1 << 2,
     R_SHAPE = 1 << 3,
+    R_PIPE = 1 << 4, /* the virtual pipeline size */
 };
 typedef struct {
     void (*run)(mc_args_t *a, int world_size);
@@ -558,6 +608,7 @@ RULE(position_embeddings)
 RULE(vocabulary)
 RULE(optimizer)
 RULE(training_length)
+RULE(rampup_batches)
 RULE(precision)
 RULE(data)
 RULE(checkpointing)
@@ -571,13 +622,14 @@ static const rule_t RULES[] = {
     {rule_data_parallel, 0, R_REQUIRED},
     {rule_recompute, 0, R_REQUIRED},
     {rule_batch_sizes, R_BATCH, R_REQUIRED | R_SIZES},
-    {rule_pipeline, 0, R_REQUIRED | R_SIZES | R_BATCH},
+    {rule_pipeline, R_PIPE, R_REQUIRED | R_SIZES | R_BATCH},
     {rule_model_shape, R_SHAPE, R_REQUIRED},
     {rule_biases, 0, R_REQUIRED},
     {rule_position_embeddings, 0, R_REQUIRED | R_SHAPE},
     {rule_vocabulary, 0, R_REQUIRED},
     {rule_optimizer, 0, R_REQUIRED},
     {rule_training_length, 0, R_REQUIRED | R_SIZES | R_BATCH},
+    {rule_rampup_batches, 0, R_REQUIRED | R_SIZES | R_BATCH | R_PIPE},
     {rule_precision, 0, R_REQUIRED},
     {rule_data, 0, R_REQUIRED},
     {rule_checkpointing, 0, R_REQUIRED},

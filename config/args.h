@@ -99,6 +99,12 @@ typedef struct {
     int num_microbatches;       /* derived */
     int eval_micro_batch_size;  /* derived: mbs when not given */
     int eval_global_batch_size; /* derived: gbs when not given */
+    /* --rampup-batch-size as Megatron stores it (nargs='*' strings), and its parsed values:
+     * rampup_start 0 = no ramp-up (config/microbatches.h) */
+    int n_rampup_batch_size;
+    char *rampup_batch_size[3];
+    int rampup_start, rampup_increment;
+    int64_t rampup_samples;
 
     /* ---- training length ---- */
     int64_t train_iters;          /* 0 = not given; derived as train_samples // gbs when
@@ -133,6 +139,9 @@ typedef struct {
     int64_t lr_warmup_samples;
     double lr_warmup_fraction; /* < 0 = not given */
     double lr_warmup_init;
+    /* --decoupled-lr / --decoupled-min-lr: the embedding and output layer's max and min lr
+     * (Megatron's is_decoupled_lr parameter groups); < 0 = not given (None) */
+    double decoupled_lr, decoupled_min_lr;
 
     /* ---- mixed precision ---- */
     bool fp16, bf16;

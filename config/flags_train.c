@@ -30,7 +30,8 @@ const mc_flag_t mc_flags_train[] = {
              "data-parallel-size. If this value is None, then use micro-batch-size * "
              "data-parallel-size as the global batch size. This choice will result in 1 for "
              "number of micro-batches."},
-    {.name = "--rampup-batch-size", TRAIN, INT_LIST(3), TODO("batch-size ramp-up"),
+    {.name = "--rampup-batch-size", TRAIN, INT_LIST(3),
+     LIST_FIELD(rampup_batch_size, n_rampup_batch_size), IMPLEMENTED_NOTE("needs --train-samples"),
      .help = "Batch size ramp up with the following values: --rampup-batch-size <start batch "
              "size> <batch size increment> <ramp-up samples>"},
     {.name = "--step-batch-size-schedule", TRAIN, STRING, TODO("batch-size schedules"),
@@ -255,9 +256,11 @@ const mc_flag_t mc_flags_train[] = {
      .help = "Use checkpoint to set the values of the scheduler (learning rate, warmup "
              "iterations, minimum learning rate, maximum number of iterations, and decay style "
              "from checkpoint and ignore input arguments."},
-    {.name = "--decoupled-lr", LR, FLOAT, GE(0), TODO("a separate learning rate for embeddings"),
+    {.name = "--decoupled-lr", LR, FLOAT, FIELD(decoupled_lr), .none = "-1", GE(0),
+     IMPLEMENTED_NOTE("word embeddings and output layer"),
      .help = "Separate learning rate for the input and output layer"},
-    {.name = "--decoupled-min-lr", LR, FLOAT, GE(0), TODO("a separate learning rate for embeddings"),
+    {.name = "--decoupled-min-lr", LR, FLOAT, FIELD(decoupled_min_lr), .none = "-1",
+     GE(0), IMPLEMENTED,
      .help = "Minimum value for learning rate for the input and output layer. The scheduler clip "
              "values below this threshold"},
 

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "base/error.h"
+#include "config/microbatches.h"
 #include "data/inspect.h"
 #include "data/sampler.h"
 #include "data/sha256.h"
@@ -161,8 +162,19 @@ static void run_sampler(mc_data_source_t *s, const mc_args_t *a, const mc_inspec
                       "--train-iters %lld)",
                       (long long)o->iteration, (long long)a->train_iters - 1,
                       (long long)a->train_iters);
-    const int mbs = a->micro_batch_size, dp = a->data_parallel_size, m = a->num_microbatches;
-    const int64_t consumed = o->iteration * a->global_batch_size;
+    const int mbs = a->micro_batch_size, dp = a->data_parallel_size;
+    /* the iteration's batch and its first sample: with --rampup-batch-size, each earlier
+     * iteration consumed its own batch */
+    mc_microbatches_t c;
+    char cerr[512];
+    if (mc_microbatches_init(&c, a, cerr, sizeof(cerr)) != 0) mc_user_error("%s", cerr);
+    int64_t consumed = a->rampup_start ? 0 : o->iteration * a->global_batch_size;
+    for (int64_t it = 0; a->rampup_start && it < o->iteration; it++) {
+        mc_microbatches_update(&c, consumed);
+        consumed += c.current_global_batch_size;
+    }
+    mc_microbatches_update(&c, consumed);
+    const int m = c.num_microbatches;
     mc_sampler_t smp;
     char err[512];
     if (mc_sampler_init(&smp, total, consumed, mbs, dp, (int)o->dp_rank, err, sizeof(err)) != 0)

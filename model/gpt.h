@@ -122,6 +122,9 @@ typedef struct {
                               stage's output_layer copy, gradients all-reduced between them */
     bool shared;           /* the last stage's copy: left out of norms and zero counts (Megatron's
                          param_is_not_shared) */
+    bool embedding_or_output; /* Megatron's is_embedding_or_output_parameter: the word embeddings
+                                 and output_layer.weight (also the last stage's tied copy), which
+                                 --decoupled-lr applies to */
 } mc_param_t;
 
 /* The row of the full tensor that local row r of p holds on tp rank tp_rank. */

@@ -148,6 +148,7 @@ void mc_gpt_build_params(mc_gpt_t *m, const mc_gpt_config_t *cfg)
         mc_param_t *w = add_param(m, &cap, "embedding.word_embeddings.weight", c->vocab, H,
                                   MC_SPLIT_ROWS, c->embedding_init_std, 0);
         w->shared_embedding = shared;
+        w->embedding_or_output = true;
         if (c->pos == MC_POS_LEARNED)
             add_param(m, &cap, "embedding.position_embeddings.weight", c->max_pos, H, MC_SPLIT_NONE,
                       c->embedding_init_std, 0);
@@ -191,13 +192,14 @@ void mc_gpt_build_params(mc_gpt_t *m, const mc_gpt_config_t *cfg)
         if (ln_bias)
             add_param(m, &cap, "decoder.final_layernorm.bias", H, 0, MC_SPLIT_NONE, 0, 0.0f);
         if (!c->tied) {
-            add_param(m, &cap, "output_layer.weight", c->vocab, H, MC_SPLIT_ROWS, c->init_std, 0);
+            add_param(m, &cap, "output_layer.weight", c->vocab, H, MC_SPLIT_ROWS, c->init_std, 0)
+                ->embedding_or_output = true;
         } else if (shared) {
             /* Megatron zero-fills the last stage's copy and all-reduces it over the embedding
              * group, which makes it the first stage's initial word embeddings */
             mc_param_t *o =
                 add_param(m, &cap, "output_layer.weight", c->vocab, H, MC_SPLIT_ROWS, 0, 0);
-            o->shared_embedding = o->shared = true;
+            o->shared_embedding = o->shared = o->embedding_or_output = true;
         }
     }
 }

@@ -178,13 +178,17 @@ void mc_clip_grads(mc_adam_t *opt, double total_norm, double clip_grad)
     if (coeff < 1.0) mc_opt_scale_grads(opt, (float)coeff);
 }
 
-void mc_adam_step(mc_adam_t *opt, double lr, double wd)
+void mc_adam_step(mc_adam_t *opt, double lr, double decoupled_lr, double wd)
 {
     const mc_gpt_t *m = opt->model;
     opt->step++;
+    /* the decoupled group's segments go last, stepped by a second call with their lr */
+    int n_main = 0, n_dec = 0;
     for (int i = 0; i < opt->n_segs; i++) {
         const mc_opt_seg_t *s = &opt->segs[i];
-        opt->step_list[i] = (mc_adam_tensor_t){
+        const bool dec = decoupled_lr >= 0 && m->params[s->param].embedding_or_output;
+        const int k = dec ? opt->n_segs - 1 - n_dec++ : n_main++;
+        opt->step_list[k] = (mc_adam_tensor_t){
             .p = mc_opt_param(opt, s),
             .g = mc_opt_grad(opt, s),
             .m = opt->exp_avg + s->state_off,
@@ -195,6 +199,10 @@ void mc_adam_step(mc_adam_t *opt, double lr, double wd)
             .wd = m->params[s->param].no_wd ? 0.0f : (float)wd,
         };
     }
-    m->be->adam_step(m->be, opt->step_list, opt->n_segs, m->cfg.dt, (float)lr, (float)opt->beta1,
-                     (float)opt->beta2, (float)opt->eps, opt->step);
+    if (n_main)
+        m->be->adam_step(m->be, opt->step_list, n_main, m->cfg.dt, (float)lr, (float)opt->beta1,
+                         (float)opt->beta2, (float)opt->eps, opt->step);
+    if (n_dec)
+        m->be->adam_step(m->be, opt->step_list + n_main, n_dec, m->cfg.dt, (float)decoupled_lr,
+                         (float)opt->beta1, (float)opt->beta2, (float)opt->eps, opt->step);
 }

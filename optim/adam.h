@@ -81,7 +81,9 @@ double mc_params_sumsq(const mc_gpt_t *model);
 double mc_opt_master_sumsq(const mc_adam_t *opt);
 
 /* One Adam step with learning rate lr and weight decay wd (times each param's wd_mult) on the
- * master params, which are then copied (rounded) into a 16-bit model's params. */
-void mc_adam_step(mc_adam_t *opt, double lr, double wd);
+ * master params, which are then copied (rounded) into a 16-bit model's params. decoupled_lr >= 0
+ * is the learning rate of the embedding and output layer (--decoupled-lr: Megatron's
+ * is_decoupled_lr parameter group, a second optimizer group stepped with its own lr). */
+void mc_adam_step(mc_adam_t *opt, double lr, double decoupled_lr, double wd);
 
 #endif

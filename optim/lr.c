@@ -93,12 +93,14 @@ void mc_lr_sched_init(mc_lr_sched_t *s, const mc_args_t *a)
                       "(raise --end-weight-decay)",
                       s->end_wd, s->start_wd);
 
+    s->decoupled_max_lr = a->decoupled_lr; /* < 0: not given */
+    s->decoupled_min_lr = a->decoupled_min_lr >= 0 ? a->decoupled_min_lr : a->min_lr;
     s->num_steps = 0; /* step(0) */
 }
 
-double mc_lr_at(const mc_lr_sched_t *s, int64_t num_steps)
+/* get_lr(param_group): the group's max_lr and min_lr with the scheduler's warmup and decay */
+static double lr_at(const mc_lr_sched_t *s, int64_t num_steps, double max_lr, double min_lr)
 {
-    const double max_lr = s->max_lr, min_lr = s->min_lr;
     const double n = (double)num_steps;
 
     /* linear warmup */
@@ -122,6 +124,17 @@ double mc_lr_at(const mc_lr_sched_t *s, int64_t num_steps)
     if (s->decay_style == MC_LR_LINEAR) coeff = 1.0 - decay_ratio;
     else coeff = 0.5 * (cos(M_PI * decay_ratio) + 1.0); /* MC_LR_COSINE */
     return min_lr + coeff * delta_lr;
+}
+
+double mc_lr_at(const mc_lr_sched_t *s, int64_t num_steps)
+{
+    return lr_at(s, num_steps, s->max_lr, s->min_lr);
+}
+
+double mc_decoupled_lr_at(const mc_lr_sched_t *s, int64_t num_steps)
+{
+    if (s->decoupled_max_lr < 0) return -1;
+    return lr_at(s, num_steps, s->decoupled_max_lr, s->decoupled_min_lr);
 }
 
 double mc_wd_at(const mc_lr_sched_t *s, int64_t num_steps)

@@ -25,6 +25,9 @@ typedef struct {
     int64_t wd_incr_steps;
     int wd_incr_style; /* MC_WD_* */
     int64_t num_steps; /* samples consumed by successful updates */
+    /* --decoupled-lr's group: its max_lr and min_lr (--decoupled-min-lr, else --min-lr, as
+     * _update_min_and_max_lr_in_param_groups); decoupled_max_lr < 0 without one */
+    double decoupled_max_lr, decoupled_min_lr;
 } mc_lr_sched_t;
 
 /* Builds the schedule from args (iteration-based: *_iters times the global batch; sample-based:
@@ -34,6 +37,8 @@ void mc_lr_sched_init(mc_lr_sched_t *s, const mc_args_t *args);
 
 /* get_lr / get_wd at num_steps samples (independent of s->num_steps). */
 double mc_lr_at(const mc_lr_sched_t *s, int64_t num_steps);
+/* get_lr of the decoupled group (its max_lr and min_lr); -1 without --decoupled-lr. */
+double mc_decoupled_lr_at(const mc_lr_sched_t *s, int64_t num_steps);
 double mc_wd_at(const mc_lr_sched_t *s, int64_t num_steps);
 
 /* step(increment): num_steps += increment. */

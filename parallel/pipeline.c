@@ -120,6 +120,25 @@ int mc_pipeline_chunks(mc_gpt_config_t *cfg, const mc_args_t *a, int pp_rank, ch
     return 0;
 }
 
+/* With --rampup-batch-size the iterations of the ramp run fewer microbatches than the final
+ * batch: the slots are the most any of them needs. A batch size the ramp may reach but that is
+ * not a whole number of microbatches, or that the schedule refuses, is left out: validation
+ * refuses those that training reaches. */
+static void rampup_slots(const mc_args_t *a, int pp_rank, int *slots)
+{
+    const int per = a->micro_batch_size * a->data_parallel_size;
+    for (int64_t gbs = a->rampup_start; a->rampup_start && gbs < a->global_batch_size;
+         gbs += a->rampup_increment) {
+        if (gbs % per != 0) continue;
+        const mc_pp_config_t c = mc_pipeline_schedule_config(a, pp_rank, (int)(gbs / per), false);
+        int s[MC_SLOT_GROUPS];
+        char err[256];
+        if (mc_pipeline_slots(&c, s, err, sizeof(err)) != 0) continue;
+        for (int g = 0; g < MC_SLOT_GROUPS; g++)
+            if (s[g] > slots[g]) slots[g] = s[g];
+    }
+}
+
 int mc_pipeline_configure(mc_gpt_config_t *cfg, const mc_args_t *a, int pp_rank, char *err,
                           size_t errn)
 {
@@ -129,6 +148,7 @@ int mc_pipeline_configure(mc_gpt_config_t *cfg, const mc_args_t *a, int pp_rank,
     if (train.vpp > MC_MAX_CHUNKS)
         return mc_pipeline_chunks(cfg, a, pp_rank, err, errn); /* the error */
     if (mc_pipeline_slots(&train, train_slots, err, errn) != 0) return -1;
+    rampup_slots(a, pp_rank, train_slots);
     const int eval_m = mc_args_eval_microbatches(a);
     if (a->eval_iters > 0 && eval_m > 0) {
         const mc_pp_config_t ev = mc_pipeline_schedule_config(a, pp_rank, eval_m, true);

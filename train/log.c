@@ -73,6 +73,11 @@ int mc_format_log_line(char *buf, size_t n, const mc_log_line_t *l, const struct
         put_E6(&o, l->lr);
         put(&o, " |");
     }
+    if (l->has_decoupled_lr) {
+        put(&o, " decoupled learning rate: ");
+        put_E6(&o, l->decoupled_lr);
+        put(&o, " |");
+    }
     put(&o, " global batch size: %5d |", l->global_batch_size);
     for (int i = 0; i < l->n_losses && i < 4; i++) {
         if (!(l->loss_values[i] >= 0.0)) continue; /* `if avg >= 0.0` */

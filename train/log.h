@@ -22,6 +22,10 @@ typedef struct {
     double tflops_per_gpu;
     int has_lr; /* learning rate is omitted when None */
     double lr;
+    /* --decoupled-lr: the embedding and output layer's group, printed by the first and last
+     * pipeline stages (the last rank prints the line) */
+    int has_decoupled_lr;
+    double decoupled_lr;
     int global_batch_size;
     int n_losses; /* a loss whose average is not >= 0 (or NaN) is left out */
     const char *loss_names[4];

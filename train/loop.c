@@ -196,6 +196,25 @@ static void check_plan_fits(const mc_args_t *args, const mc_memory_plan_t *plan,
     }
 }
 
+/* Megatron's num_microbatches_calculator logs with logger.info; training.py's
+ * logging.basicConfig prints its records to stdout in Python's default format. */
+#define MC_CALC_LOG "INFO:megatron.core.num_microbatches_calculator:"
+
+/* update_num_microbatches(consumed_train_samples, consistency_check=True, verbose=True): the
+ * batch of the coming iteration (or, after --load, of the checkpoint's next one). */
+static void update_microbatches(mc_trainer_t *t)
+{
+    mc_microbatches_t *c = &t->microbatches;
+    const int old = c->current_global_batch_size;
+    if (mc_microbatches_update(c, t->consumed_train_samples) && g_printer) {
+        printf(MC_CALC_LOG "ramping up batch size from %d to %d\n", old,
+               c->current_global_batch_size);
+        fflush(stdout);
+    }
+    char err[512];
+    if (mc_microbatches_check(c, t->args, err, sizeof(err)) != 0) mc_user_error("%s", err);
+}
+
 static void print_startup(const mc_trainer_t *t, const mc_memory_plan_t *plan, const char *why)
 {
     const mc_args_t *a = t->args;
@@ -204,6 +223,14 @@ static void print_startup(const mc_trainer_t *t, const mc_memory_plan_t *plan, c
            a->world_size, a->data_parallel_size, a->context_parallel_size,
            a->tensor_model_parallel_size, a->pipeline_model_parallel_size);
     mc_args_print(stdout, a);
+    if (a->rampup_start) { /* the calculator's constructor, logged through Python's logging */
+        printf(MC_CALC_LOG "will use batch size rampup starting from global batch size %d to "
+                           "global batch size %d with batchsize increments %d over %lld samples.\n",
+               a->rampup_start, a->global_batch_size, a->rampup_increment,
+               (long long)a->rampup_samples);
+        printf(MC_CALC_LOG "setting initial batch size to %d\n",
+               t->microbatches.current_global_batch_size);
+    }
     printf("> device: %s\n", why);
     bool nccl = strcmp(a->distributed_backend, "nccl") == 0,
          cuda = strcmp(t->be->name, "cuda") == 0;
@@ -237,6 +264,9 @@ static void print_startup(const mc_trainer_t *t, const mc_memory_plan_t *plan, c
 typedef struct {
     double loss_sum; /* sum of per-iteration lm loss over advanced iterations */
     int advanced, skipped, nan;
+    /* num_floating_point_operations_since_last_log_event: each iteration's, of its own batch
+     * (--rampup-batch-size changes it within an interval) */
+    double flops;
     /* total_loss_dict holds 'lm loss' from the first advanced iteration of this train() on
      * (kept across intervals): before it, the line has no loss at all */
     bool have_loss;
@@ -307,6 +337,8 @@ static double params_norm(mc_trainer_t *t)
 static void log_iteration(mc_trainer_t *t, interval_t *iv, const mc_step_result_t *r)
 {
     const mc_args_t *a = t->args;
+    /* the batch of this iteration: mbs x dp x get_num_microbatches() */
+    const int gbs = t->microbatches.current_global_batch_size;
     int iters = iv->advanced + iv->skipped;
     double elapsed = (mc_now_s() - iv->t0) / (iters > 0 ? iters : 1);
     mc_log_line_t l;
@@ -317,12 +349,13 @@ static void log_iteration(mc_trainer_t *t, interval_t *iv, const mc_step_result_
     l.elapsed_ms_per_iter = elapsed * 1000.0;
     if (a->log_throughput) {
         l.has_throughput = 1;
-        l.tflops_per_gpu = mc_num_floating_point_operations(a, a->global_batch_size) /
-                           (elapsed * 1e12 * a->world_size);
+        l.tflops_per_gpu = iv->flops / (iters > 0 ? iters : 1) / (elapsed * 1e12 * a->world_size);
     }
     l.has_lr = 1;
     l.lr = mc_lr_at(&t->sched, t->sched.num_steps); /* read after the scheduler step */
-    l.global_batch_size = a->global_batch_size;
+    l.has_decoupled_lr = a->decoupled_lr >= 0;
+    l.decoupled_lr = mc_decoupled_lr_at(&t->sched, t->sched.num_steps);
+    l.global_batch_size = gbs;
     /* avg = total / max(1, advanced): 0 in an interval that skipped every step, which main
      * prints (`if avg >= 0.0`; core_v0.15's `> 0.0` left it out) */
     l.n_losses = iv->have_loss ? 1 : 0;
@@ -371,6 +404,7 @@ static void log_iteration(mc_trainer_t *t, interval_t *iv, const mc_step_result_
     }
     iv->loss_sum = 0;
     iv->advanced = iv->skipped = iv->nan = 0;
+    iv->flops = 0;
     iv->t0 = mc_now_s();
     snapshot_volume(t, iv);
 }
@@ -385,7 +419,9 @@ static void write_tensorboard(mc_trainer_t *t, const interval_t *iv, const mc_st
         .iteration = t->iteration,
         .consumed_samples = t->consumed_train_samples,
         .lr = mc_lr_at(&t->sched, t->sched.num_steps), /* as the log line: after the step */
-        .batch_size = a->global_batch_size,
+        .has_decoupled_lr = a->decoupled_lr >= 0,
+        .decoupled_lr = mc_decoupled_lr_at(&t->sched, t->sched.num_steps),
+        .batch_size = t->microbatches.current_global_batch_size, /* this iteration's */
         .loss = loss,
         .loss_scale = mc_scaler_value(&t->scaler),
         .world_size = a->world_size,
@@ -566,9 +602,12 @@ static mc_trainer_t *start_trainer(mc_args_t *args)
     t->data = data;
     g_printer = t->par.rank == t->par.last_rank;
     mc_error_set_rank_local(true);
+    if (mc_microbatches_init(&t->microbatches, args, err, sizeof(err)) != 0)
+        mc_user_error("%s", err); /* validation refused it already */
     if (g_printer) print_startup(t, &plan, why);
     t->tb = mc_tensorboard_open(args, t->par.rank == t->par.last_rank);
     load_and_time(t);                               /* --load */
+    if (args->load[0]) update_microbatches(t);      /* load_checkpoint's update */
     mc_tensorboard_args(t->tb, args, t->iteration); /* after the load, as pretrain() */
     mc_ckpt_init(t);                                /* --async-save's snapshot buffer */
     return t;
@@ -579,8 +618,14 @@ static mc_trainer_t *start_trainer(mc_args_t *args)
 static bool train_iteration(mc_trainer_t *t, mc_microbatch_t *mbl, interval_t *iv, double start)
 {
     const mc_args_t *args = t->args;
-    const int M = args->num_microbatches, mbs = args->micro_batch_size;
+    const int mbs = args->micro_batch_size;
     mc_ckpt_finalize(t, false); /* publishes an asynchronous save once written */
+    /* Megatron's train(): a ramp-up step saves a checkpoint before the first iteration with
+     * more microbatches (not at iteration 0) */
+    const int before = t->microbatches.num_microbatches;
+    update_microbatches(t);
+    const int M = t->microbatches.num_microbatches;
+    if (M != before && t->iteration != 0 && args->save[0]) save_and_time(t);
     for (int i = 0; i < M; i++)
         load_microbatch(t, i, MC_SPLIT_TRAIN,
                         mc_sampler_index(t->consumed_train_samples, mbs, args->data_parallel_size,
@@ -588,6 +633,9 @@ static bool train_iteration(mc_trainer_t *t, mc_microbatch_t *mbl, interval_t *i
                         mbs, &mbl[i]);
     mc_step_result_t r;
     mc_train_step(t, mbl, M, &r);
+    if (args->log_throughput)
+        iv->flops +=
+            mc_num_floating_point_operations(args, t->microbatches.current_global_batch_size);
     t->iteration++;
     t->consumed_train_samples += (int64_t)mbs * args->data_parallel_size * M;
     double loss = r.num_tokens > 0 ? r.loss_sum / r.num_tokens : 0.0;

@@ -364,7 +364,8 @@ void mc_train_step(mc_trainer_t *t, const mc_microbatch_t *mbs, int M, mc_step_r
 
     r->lr = mc_lr_at(&t->sched, t->sched.num_steps);
     mc_timer_start(&t->timers, MC_T_OPT_INNER_STEP);
-    mc_adam_step(&t->opt, r->lr, mc_wd_at(&t->sched, t->sched.num_steps));
+    mc_adam_step(&t->opt, r->lr, mc_decoupled_lr_at(&t->sched, t->sched.num_steps),
+                 mc_wd_at(&t->sched, t->sched.num_steps));
     mc_timer_stop(&t->timers, MC_T_OPT_INNER_STEP);
     mc_timer_start(&t->timers, MC_T_PARAMS_ALL_GATHER);
     mc_ddp_start_param_gather(&t->ddp);

@@ -94,10 +94,8 @@ void mc_tensorboard_iteration(mc_tensorboard_t *tb, const mc_args_t *a, const mc
 {
     if (!tb || !mc_tensorboard_due(a, v->iteration)) return;
     scalar_vs(tb, "learning-rate", v->lr, v);
-    /* HOOK(--decoupled-lr): Megatron writes add_scalar('decoupled-learning-rate',
-     * decoupled_learning_rate, iteration) here when args.decoupled_lr is not None; megatron-c
-     * refuses --decoupled-lr until the embeddings' separate learning rate exists, so there is no
-     * value to write yet. */
+    if (v->has_decoupled_lr) /* against the iteration only, as Megatron */
+        scalar(tb, "decoupled-learning-rate", v->decoupled_lr, v->iteration);
     /* 'skipped-train-samples' is written only when args.skipped_train_samples > 0, which takes
      * --iterations-to-skip (not implemented): always 0 here */
     scalar_vs(tb, "batch-size", v->batch_size, v);

@@ -38,6 +38,8 @@ bool mc_tensorboard_due(const mc_args_t *a, int64_t iteration);
 typedef struct {
     int64_t iteration, consumed_samples;
     double lr;
+    bool has_decoupled_lr; /* --decoupled-lr */
+    double decoupled_lr;
     int batch_size;    /* micro batch x data parallel x microbatches */
     double loss;       /* this iteration's lm loss (loss_dict), also on a skipped step */
     double loss_scale; /* 1.0 without a scaler */

@@ -8,6 +8,7 @@
 #include <stdint.h>
 
 #include "config/args.h"
+#include "config/microbatches.h"
 #include "data/source.h"
 #include "model/gpt.h"
 #include "optim/adam.h"
@@ -43,6 +44,8 @@ typedef struct {
 
     int64_t iteration;
     int64_t consumed_train_samples, consumed_valid_samples;
+    /* the global batch of this iteration (--rampup-batch-size), updated at its start */
+    mc_microbatches_t microbatches;
 } mc_trainer_t;
 
 typedef struct {

@@ -464,7 +464,8 @@ static void test_not_implemented_flags(void **state)
     mc_expect_error(ISSUE_LINE " --data-path 0.3 a 0.7 b --split 99,1,0",
                  "--mock-data and --data-path are mutually exclusive");
     mc_expect_error(ISSUE_LINE " --data-args-path args.txt", "--data-args-path is recognised but not implemented yet");
-    mc_expect_error(ISSUE_LINE " --rampup-batch-size 16 8 300000", "--rampup-batch-size is recognised");
+    mc_expect_error(ISSUE_LINE " --rampup-batch-size 16 8 300000",
+                 "expected no batch-size rampup for iteration-based training");
     mc_expect_error(ISSUE_LINE " --version", "--version must be the first argument");
 }
 
@@ -603,6 +604,35 @@ static void test_pipeline_vpp_derived(void **state)
     assert_int_equal(a.data_parallel_size, 2);
     assert_int_equal(a.num_microbatches, 2);
     assert_int_equal(a.virtual_pipeline_model_parallel_size, 2);
+}
+
+/* --rampup-batch-size: update_train_iters' count, the final batch's microbatches (the most any
+ * iteration runs), and each ramp batch training reaches checked against the interleaved
+ * schedule, which takes pp <= M (Megatron raises at that iteration). */
+static void test_rampup_batch_size(void **state)
+{
+    (void)state;
+    static mc_args_t a;
+#define RAMP_LINE                                                                                   \
+    "--num-layers 8 --hidden-size 64 --num-attention-heads 4 --seq-length 64 "                     \
+    "--max-position-embeddings 64 --micro-batch-size 2 --lr 1e-3 --vocab-size 512 "                \
+    "--global-batch-size 16 --train-samples 160"
+    mc_run_parse_here(&a, RAMP_LINE " --rampup-batch-size 4 4 48", 1);
+    assert_int_equal(a.train_iters, 14); /* 8 ramp iterations to 56 samples, 104 // 16 */
+    assert_int_equal(a.num_microbatches, 8);
+    assert_int_equal(a.rampup_start, 4);
+    assert_int_equal(a.rampup_samples, 48);
+    mc_run_parse_here(&a, RAMP_LINE " --rampup-batch-size 8 8 48 --pipeline-model-parallel-size 2 "
+                   "--num-virtual-stages-per-pipeline-rank 2", 2);
+    mc_expect_error_world(RAMP_LINE " --rampup-batch-size 4 4 48 --pipeline-model-parallel-size 2 "
+                          "--num-virtual-stages-per-pipeline-rank 2 --micro-batch-size 4", 2,
+                          "(training, batch size ramp-up: 1 microbatches = global batch size 4");
+    mc_expect_error_world(RAMP_LINE " --rampup-batch-size 2 2 48 --micro-batch-size 2", 2,
+                          "current global batch size (2) is not divisible by micro-batch-size (2) "
+                          "times data parallel size (2)");
+    mc_expect_error(RAMP_LINE " --rampup-batch-size 0 4 48",
+                 "--rampup-batch-size 0 4 48: the start batch size and increment must be positive");
+#undef RAMP_LINE
 }
 
 static void test_pipeline_uneven(void **state)
@@ -964,6 +994,7 @@ int main(void)
         cmocka_unit_test(test_not_implemented_flags), cmocka_unit_test(test_args_hook_and_take),
         cmocka_unit_test(test_help_and_markdown),
         cmocka_unit_test(test_pipeline_without_vpp),
+        cmocka_unit_test(test_rampup_batch_size),
         cmocka_unit_test(test_pipeline_vpp_derived),
         cmocka_unit_test(test_pipeline_uneven),
         cmocka_unit_test(test_pipeline_errors),

@@ -61,6 +61,25 @@ static void test_example_line(void **state)
     assert_int_equal(len, (int)strlen(want));
 }
 
+/* --decoupled-lr: training_log adds the decoupled group's lr right after the learning rate. */
+static void test_decoupled_lr_field(void **state)
+{
+    (void)state;
+    set_tz("UTC");
+    mc_log_line_t l = example_line();
+    l.has_decoupled_lr = 1;
+    l.decoupled_lr = 2.5e-3;
+    struct timespec when = {T_2026_NOON, 0};
+    char buf[1024];
+    const char *want =
+        " [2026-01-01 12:00:00.000000] iteration       10/     100 | consumed samples:          640 |"
+        " elapsed time per iteration (ms): 123.4 | learning rate: 1.500000E-04 | decoupled learning"
+        " rate: 2.500000E-03 | global batch size:    64 | lm loss: 1.034567E+01 | loss scale: 1.0 |"
+        " grad norm: 3.456 | number of skipped iterations:   0 | number of nan iterations:   0 |";
+    mc_format_log_line(buf, sizeof(buf), &l, &when);
+    assert_string_equal(buf, want);
+}
+
 static void test_optional_fields(void **state)
 {
     (void)state;
@@ -318,6 +337,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_example_line),
+        cmocka_unit_test(test_decoupled_lr_field),
         cmocka_unit_test(test_optional_fields),
         cmocka_unit_test(test_wide_and_nonfinite),
         cmocka_unit_test(test_truncation),

@@ -276,6 +276,30 @@ static void test_logged_lr_is_lr_of_i_times_gbs(void **state)
     assert_int_equal(t.num_steps, gbs);
 }
 
+/* --decoupled-lr: get_lr(param_group) with the group's max_lr and min_lr (--decoupled-min-lr,
+ * else --min-lr), the scheduler's warmup and decay; the other group keeps --lr's. Warmup 80 and
+ * decay 800 samples: at 40 half the max, at 440 the cosine's midpoint. */
+static void test_decoupled_group(void **state)
+{
+    (void)state;
+    mc_args_t a = base_args("cosine");
+    a.decoupled_lr = -1;
+    a.decoupled_min_lr = -1;
+    mc_lr_sched_t s = sched(&a);
+    assert_true(mc_decoupled_lr_at(&s, 40) < 0); /* no decoupled group */
+    a.decoupled_lr = 5e-3;
+    s = sched(&a);
+    assert_close(mc_decoupled_lr_at(&s, 40), 2.5e-3);
+    assert_close(mc_lr_at(&s, 40), 0.5e-3);
+    assert_close(mc_decoupled_lr_at(&s, 440), 1e-4 + 0.5 * (5e-3 - 1e-4));
+    assert_true(mc_decoupled_lr_at(&s, 801) == 1e-4);
+    a.decoupled_min_lr = 2e-4;
+    s = sched(&a);
+    assert_close(mc_decoupled_lr_at(&s, 440), 2e-4 + 0.5 * (5e-3 - 2e-4));
+    assert_true(mc_decoupled_lr_at(&s, 801) == 2e-4);
+    assert_close(mc_lr_at(&s, 440), 1e-4 + 0.5 * (1e-3 - 1e-4));
+}
+
 static void test_weight_decay(void **state)
 {
     (void)state;
@@ -409,6 +433,7 @@ int main(void)
         cmocka_unit_test(test_constant),
         cmocka_unit_test(test_inverse_sqrt),
         cmocka_unit_test(test_logged_lr_is_lr_of_i_times_gbs),
+        cmocka_unit_test(test_decoupled_group),
         cmocka_unit_test(test_weight_decay),
         cmocka_unit_test(test_user_errors),
     };
