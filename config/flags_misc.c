@@ -298,13 +298,13 @@ const mc_flag_t mc_flags_misc[] = {
      .help = "When set to True, clone the output of scatter_to_sequence_parallel_region in "
              "embedding layer to facilitate garbage collection of input."},
     {.name = "--disable-flight-recorder-dump-on-timeout", G_DI, FALSE_IF_GIVEN,
-     TODO("dump flight recorder traces on NCCL timeout (TORCH_NCCL_DUMP_ON_TIMEOUT)"),
+     NOOP("PyTorch's NCCL flight recorder (TORCH_NCCL_*); megatron-c has none"),
      .help = "Dump flight recorder traces on NCCL timeout (TORCH_NCCL_DUMP_ON_TIMEOUT)."},
     {.name = "--disable-flight-recorder-extra-dump-on-exec", G_DI, FALSE_IF_GIVEN,
-     TODO("enable extra flight recorder dump on execution ..."),
+     NOOP("PyTorch's NCCL flight recorder (TORCH_NCCL_*); megatron-c has none"),
      .help = "Enable extra flight recorder dump on execution (TORCH_NCCL_EXTRA_DUMP_ON_EXEC)."},
     {.name = "--disable-flight-recorder-include-only-active", G_DI, FALSE_IF_GIVEN,
-     TODO("include only active operations in flight recorder dumps ..."),
+     NOOP("PyTorch's NCCL flight recorder (TORCH_NCCL_*); megatron-c has none"),
      .help = "Include only active operations in flight recorder dumps (TORCH_INCLUDE_ONLY_ACTIVE)."},
     {.name = "--disable-gloo-process-groups", G_TRAINING, FALSE_IF_GIVEN,
      NOOP("megatron-c creates no Gloo process groups"),
@@ -316,7 +316,7 @@ const mc_flag_t mc_flags_misc[] = {
      TODO("hybrid Mamba models"),
      .help = "Controls usage of the memory efficient path for Mamba layers."},
     {.name = "--disable-manual-gc-eval", G_TRAINING, FALSE_IF_GIVEN,
-     TODO("when using manual garbage collection, this controls garbage ..."),
+     NOOP("Python's garbage collector; megatron-c has none"),
      .help = "When using manual garbage collection, this controls garbage collection at the start "
              "and the end of each evaluation run."},
     {.name = "--disable-pad-vocab-size", G_TOKENIZER, FALSE_IF_GIVEN,
@@ -341,28 +341,28 @@ const mc_flag_t mc_flags_misc[] = {
      FALSE_IF_GIVEN, TODO("whether to ignore extra whitespaces in the input text while encoding"),
      .help = "Whether to ignore extra whitespaces in the input text while encoding."},
     {.name = "--disable-tp-comm-bulk-dgrad", G_TRAINING, FALSE_IF_GIVEN,
-     TODO("Transformer Engine's tensor-parallel communication overlap"),
+     NOOP("only used with --tp-comm-overlap (not implemented yet); ignored otherwise, as in Megatron"),
      .help = "Controls Reduce-Scatter overlap with Bprop weight gradient GEMM. Don't care if "
              "tp_comm_overlap is False."},
     {.name = "--disable-tp-comm-bulk-wgrad", G_TRAINING, FALSE_IF_GIVEN,
-     TODO("Transformer Engine's tensor-parallel communication overlap"),
+     NOOP("only used with --tp-comm-overlap (not implemented yet); ignored otherwise, as in Megatron"),
      .help = "Controls All-Gather overlap with Bprop activation gradient GEMM. Don't care if "
              "tp_comm_overlap is False."},
     {.name = "--disable-tp-comm-overlap-ag", G_TRAINING, FALSE_IF_GIVEN,
-     TODO("Transformer Engine's tensor-parallel communication overlap"),
+     NOOP("only used with --tp-comm-overlap (not implemented yet); ignored otherwise, as in Megatron"),
      .help = "Controls All-Gather overlap with GEMM by pipelining the GEMM and All-Gather. Don't "
              "care if tp_comm_overlap is False."},
     {.name = "--disable-tp-comm-overlap-rs", G_TRAINING, FALSE_IF_GIVEN,
-     TODO("Transformer Engine's tensor-parallel communication overlap"),
+     NOOP("only used with --tp-comm-overlap (not implemented yet); ignored otherwise, as in Megatron"),
      .help = "Controls Reduce-Scatter overlap with GEMM by pipelining the GEMM and "
              "Reduce-Scatter. Don't care if tp_comm_overlap is False."},
     {.name = "--disable-tp-comm-split-ag", G_TRAINING, FALSE_IF_GIVEN,
-     TODO("Transformer Engine's tensor-parallel communication overlap"),
+     NOOP("only used with --tp-comm-overlap (not implemented yet); ignored otherwise, as in Megatron"),
      .help = "Deprecated from TransformerEngine v1.6.0. Controls All-Gather overlap with Fprop "
              "GEMM by pipelining the GEMM and All-Gather splits. Don't care if tp_comm_overlap is "
              "False."},
     {.name = "--disable-tp-comm-split-rs", G_TRAINING, FALSE_IF_GIVEN,
-     TODO("Transformer Engine's tensor-parallel communication overlap"),
+     NOOP("only used with --tp-comm-overlap (not implemented yet); ignored otherwise, as in Megatron"),
      .help = "Deprecated from TransformerEngine v1.6.0. Controls Reduce-Scatter overlap with "
              "Fprop GEMM by pipelining the GEMM and Reduce-Scatter splits. Don't care if "
              "tp_comm_overlap is False."},
@@ -895,13 +895,13 @@ const mc_flag_t mc_flags_misc[] = {
     {.name = "--no-data-sharding", G_VISION, FALSE_IF_GIVEN, TODO("vision models"),
      .help = "Disable data sharding."},
     {.name = "--no-flight-recorder-dump-on-timeout", G_DI, FALSE_IF_GIVEN,
-     TODO("dump flight recorder traces on NCCL timeout (TORCH_NCCL_DUMP_ON_TIMEOUT)"),
+     NOOP("PyTorch's NCCL flight recorder (TORCH_NCCL_*); megatron-c has none"),
      .help = "Dump flight recorder traces on NCCL timeout (TORCH_NCCL_DUMP_ON_TIMEOUT)."},
     {.name = "--no-flight-recorder-extra-dump-on-exec", G_DI, FALSE_IF_GIVEN,
-     TODO("enable extra flight recorder dump on execution ..."),
+     NOOP("PyTorch's NCCL flight recorder (TORCH_NCCL_*); megatron-c has none"),
      .help = "Enable extra flight recorder dump on execution (TORCH_NCCL_EXTRA_DUMP_ON_EXEC)."},
     {.name = "--no-flight-recorder-include-only-active", G_DI, FALSE_IF_GIVEN,
-     TODO("include only active operations in flight recorder dumps ..."),
+     NOOP("PyTorch's NCCL flight recorder (TORCH_NCCL_*); megatron-c has none"),
      .help = "Include only active operations in flight recorder dumps (TORCH_INCLUDE_ONLY_ACTIVE)."},
     {.name = "--no-gradient-reduce-div-fusion", G_DISTRIBUTED, FALSE_IF_GIVEN,
      TODO("if not set, fuse the division in gradient reduce"),
@@ -957,28 +957,28 @@ const mc_flag_t mc_flags_misc[] = {
      TODO("whether to ignore extra whitespaces in the input text while encoding"),
      .help = "Whether to ignore extra whitespaces in the input text while encoding."},
     {.name = "--no-tp-comm-bulk-dgrad", G_TC, FALSE_IF_GIVEN,
-     TODO("Transformer Engine's tensor-parallel communication overlap"),
+     NOOP("only used with --tp-comm-overlap (not implemented yet); ignored otherwise, as in Megatron"),
      .help = "Controls Reduce-Scatter overlap with Bprop weight gradient GEMM. Don't care if "
              "tp_comm_overlap is False."},
     {.name = "--no-tp-comm-bulk-wgrad", G_TC, FALSE_IF_GIVEN,
-     TODO("Transformer Engine's tensor-parallel communication overlap"),
+     NOOP("only used with --tp-comm-overlap (not implemented yet); ignored otherwise, as in Megatron"),
      .help = "Controls All-Gather overlap with Bprop activation gradient GEMM. Don't care if "
              "tp_comm_overlap is False."},
     {.name = "--no-tp-comm-overlap-ag", G_TC, FALSE_IF_GIVEN,
-     TODO("Transformer Engine's tensor-parallel communication overlap"),
+     NOOP("only used with --tp-comm-overlap (not implemented yet); ignored otherwise, as in Megatron"),
      .help = "Controls All-Gather overlap with GEMM by pipelining the GEMM and All-Gather. Don't "
              "care if tp_comm_overlap is False."},
     {.name = "--no-tp-comm-overlap-rs", G_TC, FALSE_IF_GIVEN,
-     TODO("Transformer Engine's tensor-parallel communication overlap"),
+     NOOP("only used with --tp-comm-overlap (not implemented yet); ignored otherwise, as in Megatron"),
      .help = "Controls Reduce-Scatter overlap with GEMM by pipelining the GEMM and "
              "Reduce-Scatter. Don't care if tp_comm_overlap is False."},
     {.name = "--no-tp-comm-split-ag", G_TC, FALSE_IF_GIVEN,
-     TODO("Transformer Engine's tensor-parallel communication overlap"),
+     NOOP("only used with --tp-comm-overlap (not implemented yet); ignored otherwise, as in Megatron"),
      .help = "Deprecated from TransformerEngine v1.6.0. Controls All-Gather overlap with Fprop "
              "GEMM by pipelining the GEMM and All-Gather splits. Don't care if tp_comm_overlap is "
              "False."},
     {.name = "--no-tp-comm-split-rs", G_TC, FALSE_IF_GIVEN,
-     TODO("Transformer Engine's tensor-parallel communication overlap"),
+     NOOP("only used with --tp-comm-overlap (not implemented yet); ignored otherwise, as in Megatron"),
      .help = "Deprecated from TransformerEngine v1.6.0. Controls Reduce-Scatter overlap with "
              "Fprop GEMM by pipelining the GEMM and Reduce-Scatter splits. Don't care if "
              "tp_comm_overlap is False."},

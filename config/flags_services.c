@@ -36,7 +36,8 @@ const mc_flag_t mc_flags_services[] = {
      TODO("NVIDIA Resiliency Extension fault tolerance"),
      .help = "If set, FT package will try to automatically compute the timeouts. Note: This "
              "feature is for Nvidia internal use only."},
-    {.name = "--disable-msc", G_MSC, TRUE_IF_GIVEN, TODO("the Multi-Storage Client"),
+    {.name = "--disable-msc", G_MSC, TRUE_IF_GIVEN,
+     NOOP("turns off the Multi-Storage Client (a no-op at main), which megatron-c does not use"),
      .help = "[DEPRECATED] MSC is disabled by default; this flag is a no-op and will be removed "
              "in a future release."},
     {.name = "--disable-straggler-on-startup", G_STRAGGLER, TRUE_IF_GIVEN,

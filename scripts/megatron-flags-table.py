@@ -52,7 +52,23 @@ NOOP = {
     "TorchScript",
     "--disable-gloo-process-groups": "megatron-c creates no Gloo process groups",
     "--enable-gloo-process-groups": "megatron-c creates no Gloo process groups",
+    "--disable-manual-gc-eval": "Python's garbage collector; megatron-c has none",
+    "--disable-msc": "turns off the Multi-Storage Client (a no-op at main), which megatron-c "
+    "does not use",
 }
+# The same by pattern: switches that only turn off what megatron-c does not have.
+NOOP_PATTERNS = [
+    (r"^--(disable|no)-flight-recorder-", "PyTorch's NCCL flight recorder (TORCH_NCCL_*); "
+     "megatron-c has none"),
+    (r"^--(disable|no)-tp-comm-", "only used with --tp-comm-overlap (not implemented yet); "
+     "ignored otherwise, as in Megatron"),
+]
+
+
+def noop_reason(name):
+    if name in NOOP:
+        return NOOP[name]
+    return next((why for pat, why in NOOP_PATTERNS if re.search(pat, name)), None)
 
 # The feature a flag belongs to, by its name (first match), else by its group.
 BY_NAME = [
@@ -235,8 +251,8 @@ def entry(name, rows_by_ver, main_rows, old_rows):
                     choices.append(c)
     macro, d = type_and_default(name, row, rows, choices)
     what = feature(name, row)
-    if name in NOOP:
-        status = "NOOP(%s)" % c_str(NOOP[name])
+    if noop_reason(name):
+        status = "NOOP(%s)" % c_str(noop_reason(name))
     else:
         status = "TODO(%s)" % c_str(what or first_sentence(row["help"]) or name[2:])
     help_text = row["help"] or "(no help in Megatron)"
