@@ -96,6 +96,15 @@ BY_NAME = [
     (r"muon|soap|lion|adaptive|ademamix|precondition|newton-schulz|orthogonal", "other optimizers"),
     (r"torch-dcp|dcp|dist-ckpt|async-save|ckpt-fully-parallel|fully-parallel", "torch_dist checkpoints"),
     (r"nccl|ub-|userbuffer|symmetric|gloo", "NCCL tuning"),
+    (r"^fim-", "fill-in-the-middle (FIM) data"),
+    (r"^mup-|^use-mup", "Maximal Update Parametrization (MuP)"),
+    (r"mhc", "mHC residual connections"),
+    (r"flight-recorder", "PyTorch's NCCL flight recorder"),
+    (r"^gdp-|^linear-(conv|key|num|value)", "gated delta net layers"),
+    (r"^qk-clip", "QK-clip"),
+    (r"^save-(activations|dgrads|params|wgrads)-interval", "dumping tensors for debugging"),
+    (r"tiktoken|tokenizer-(hf|sentencepiece|metadata|special)|null-tokenizer|chat-template|"
+     r"trust-remote-code|gigatoken", "other tokenizers and their options"),
 ]
 BY_GROUP = {
     "moe": "mixture of experts (MoE)",
