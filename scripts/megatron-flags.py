@@ -13,7 +13,8 @@ and lists parser._option_string_actions: at today's main many flags are generate
 dataclasses (TransformerConfig through megatron/training/argument_utils.py), which grepping
 arguments.py would miss. Only building the parser needs the import chain, not torch itself:
 torch, triton and numpy are replaced by permissive stubs (a stub's attribute, call or subscript
-is another stub), so any Python 3.10+ runs it with no packages installed beyond `packaging`.
+is another stub), so Python 3.10+ runs it with just packaging, PyYAML, psutil and
+typing_extensions installed (what Megatron's modules import at the top level).
 A default that comes from a stub (a torch dtype, say) is printed as stub:NAME.
 
 Output: one row per option string, tab-separated, with a header row:
@@ -21,9 +22,15 @@ Output: one row per option string, tab-separated, with a header row:
 action is argparse's action class (store, store_true, ...); source is "megatron" or
 "modelopt" (the extra_args_provider's). Tabs and newlines inside help are written as spaces.
 
-Committed outputs (run with Debian's python3 3.11, packaging 25):
-    test/fixtures/megatron-flags-core_v0.15.0.tsv   core_v0.15.0 = 0d7e02bd26
-    test/fixtures/megatron-flags-main-d98e8a64dd.tsv main = d98e8a64dd
+Committed outputs, written on Debian 12's /usr/bin/python3 (3.11, with python3-yaml,
+python3-psutil and python3-typing-extensions) in a venv that adds packaging 26.4:
+    python3 -m venv --system-site-packages /tmp/v && /tmp/v/bin/pip install packaging
+    /tmp/v/bin/python scripts/megatron-flags.py /tmp/mlm-015 \
+        > test/fixtures/megatron-flags-core_v0.15.0.tsv     # core_v0.15.0 = 0d7e02bd26
+    /tmp/v/bin/python scripts/megatron-flags.py /tmp/mlm-main \
+        > test/fixtures/megatron-flags-main-d98e8a64dd.tsv  # main = d98e8a64dd
+(594 and 900 option strings; Megatron's import-time warnings about Apex and Transformer
+Engine go to stderr.)
 """
 import abc
 import argparse
