@@ -22,7 +22,6 @@
 #define G_PROFILING .group = "profiling"
 #define G_REGULARIZATION .group = "regularization"
 #define G_RETRO .group = "retro"
-#define G_RL .group = "rl"
 #define G_TC .group = "transformer configuration"
 #define G_TE .group = "Transformer-Engine"
 #define G_TOKENIZER .group = "tokenizer"
@@ -215,7 +214,12 @@ const mc_flag_t mc_flags_misc[] = {
              "\"full_iteration_inference\" are also accepted and migrated to the new API in "
              "validate_args."},
     {.name = "--cuda-graph-scope", G_INFERENCE, LIST(-1), TODO("CUDA graphs"),
-     .help = "==SUPPRESS=="},
+     .help = "Determines the CUDA graphs capturing scope. Valid values are \"full\", \"attn\" and "
+             "\"full_iteration\". \"Full\" scope captures a whole Transformer layer. \"Attn\" "
+             "scope only captures operations in TransformerLayer._forward_attention(). "
+             "\"ful_iteration\" scope captures a whole iteration. full_iteration scope is only "
+             "supported with --cuda-graph-impl=local, attn scope is only supported with "
+             "--cuda-graph-impl=transformer_engine."},
     {.name = "--cuda-graph-warmup-steps", G_INFERENCE, INT64, .def = "3", TODO("CUDA graphs"),
      .help = "Number of warmup steps for CUDA graphs. Note: GTP (``gtp_weight_remat_size > 1``) "
              "forces a minimum of 2 per-graph warmup steps regardless of this value, because the "
@@ -904,26 +908,6 @@ const mc_flag_t mc_flags_misc[] = {
     {.name = "--no-pin-cpu-params", G_TRAINING, FALSE_IF_GIVEN,
      TODO("disable pinning of CPU memory for parameters"),
      .help = "Disable pinning of CPU memory for parameters."},
-    {.name = "--no-rl-offload-inference-model-weights-when-idle", G_RL, FALSE_IF_GIVEN,
-     .def = "False", TODO("offloading to host memory"),
-     .help = "When using a separate RL inference model, offload its weights to CPU when not doing "
-             "rollout inference, and restore to GPU right before inference. Works with two "
-             "backends: 1) UVM (when --rl-inference-model-unified-memory-level=1), or 2) "
-             "torch_memory_saver (when UVM is not enabled; requires torch_memory_saver to be "
-             "installed)."},
-    {.name = "--no-rl-offload-kv-cache-during-training", G_RL, FALSE_IF_GIVEN, .def = "False",
-     TODO("offloading to host memory"),
-     .help = "Offload KV cache to CPU during training to save GPU memory"},
-    {.name = "--no-rl-persist-cuda-graphs", G_RL, FALSE_IF_GIVEN, .def = "False",
-     TODO("CUDA graphs"),
-     .help = "Persist CUDA graphs when the inference engine is suspended. If False, CUDA graphs "
-             "are deleted on suspend and re-captured on resume."},
-    {.name = "--no-rl-reset-cuda-graphs", G_RL, FALSE_IF_GIVEN, .def = "False",
-     TODO("CUDA graphs"),
-     .help = "Reset CUDA graphs between inference/training to save GPU memory"},
-    {.name = "--no-rl-training-cuda-graphs", G_RL, FALSE_IF_GIVEN, .def = "False",
-     TODO("CUDA graphs"),
-     .help = "If set, do not toggle CUDA graphs on/off between inference and training phases."},
     {.name = "--no-rope-freq", G_NS, STRING,
      TODO("controls which layers to skip performing Rotary Position Embedding"),
      .help = "Controls which layers to skip performing Rotary Position Embedding. Accepts either: "
@@ -1137,26 +1121,6 @@ const mc_flag_t mc_flags_misc[] = {
      .help = "Retro project directory, which contains the preprocessed data for pretraining. This "
              "directory is built during preprocessing (see tools/retro/README.md), and contains "
              "subdirectories for the chunk database and pretraining neighbors."},
-    {.name = "--rl-offload-inference-model-weights-when-idle", G_RL, TRUE_IF_GIVEN,
-     TODO("offloading to host memory"),
-     .help = "When using a separate RL inference model, offload its weights to CPU when not doing "
-             "rollout inference, and restore to GPU right before inference. Works with two "
-             "backends: 1) UVM (when --rl-inference-model-unified-memory-level=1), or 2) "
-             "torch_memory_saver (when UVM is not enabled; requires torch_memory_saver to be "
-             "installed)."},
-    {.name = "--rl-offload-kv-cache-during-training", G_RL, TRUE_IF_GIVEN,
-     TODO("offloading to host memory"),
-     .help = "Offload KV cache to CPU during training to save GPU memory"},
-    {.name = "--rl-offload-optimizer-during-inference", G_RL, TRUE_IF_GIVEN,
-     TODO("offloading to host memory"),
-     .help = "Offload optimizer state to CPU during inference/rollout to save GPU memory"},
-    {.name = "--rl-persist-cuda-graphs", G_RL, TRUE_IF_GIVEN, TODO("CUDA graphs"),
-     .help = "Persist CUDA graphs when the inference engine is suspended. If False, CUDA graphs "
-             "are deleted on suspend and re-captured on resume."},
-    {.name = "--rl-reset-cuda-graphs", G_RL, TRUE_IF_GIVEN, TODO("CUDA graphs"),
-     .help = "Reset CUDA graphs between inference/training to save GPU memory"},
-    {.name = "--rl-training-cuda-graphs", G_RL, TRUE_IF_GIVEN, TODO("CUDA graphs"),
-     .help = "If set, do not toggle CUDA graphs on/off between inference and training phases."},
     {.name = "--rope-type", G_TRAINING, CHOICE("rope", "yarn"), TODO("type of rope to use"),
      .help = "Type of rope to use. Note that MLA takes yarn by default, and common attention "
              "takes rope by default."},

@@ -9,7 +9,6 @@
 #define G_DISTRIBUTED .group = "distributed"
 #define G_EAV .group = "experimental_attention_variant"
 #define G_KITCHEN .group = "kitchen"
-#define G_MG .group = "modelopt-generic"
 #define G_MLA .group = "mla"
 #define G_MP .group = "mixed precision"
 #define G_NS .group = "network size"
@@ -69,16 +68,6 @@ const mc_flag_t mc_flags_mla_fp8[] = {
              "and gdn2 also select the layer built for the hybrid layer pattern symbol 'G'. "
              "'gated_delta_net' is a deprecated alias of 'gdn': it is normalized to 'gdn' in "
              "__post_init__ and emits a DeprecationWarning."},
-    {.name = "--export-kv-cache-quant", G_MG,
-     CHOICE("none", "fp8", "fp8_affine", "nvfp4", "nvfp4_affine", "nvfp4_rotate"), .def = "none",
-     TODO("quantized training"),
-     .help = "Type of KV cache quantization to perform."},
-    {.name = "--export-quant-cfg", G_MG, STRING, TODO("quantized training"),
-     .help = "Specify a quantization config from mtq.config.choices."},
-    {.name = "--export-real-quant-cfg", G_MG,
-     CHOICE("fp8_real_quant", "fp8_blockwise_real_quant", "None"), .def = "None",
-     TODO("quantized training"),
-     .help = "Specify a real quantization config from the supported choices."},
     {.name = "--first-last-layers-bf16", G_TE, TRUE_IF_GIVEN, TODO("FP8/FP4 training"),
      .help = "If True, retains first and last N TransformerBlocks in BF16 as opposed to FP8."},
     {.name = "--fp4-format", G_TE, CHOICE("e2m1"), TODO("FP8/FP4 training"),

@@ -7,10 +7,8 @@
 #define G_CHECKPOINTING .group = "checkpointing"
 #define G_DI .group = "distributed init"
 #define G_LOGGING .group = "logging"
-#define G_MG .group = "modelopt-generic"
 #define G_MOE .group = "moe"
 #define G_NS .group = "network size"
-#define G_RL .group = "rl"
 #define G_TC .group = "transformer configuration"
 
 /* One flag per entry, its fields packed as written. */
@@ -26,12 +24,6 @@ const mc_flag_t mc_flags_moe[] = {
              "source of truth and implies ``expert_gtp_weight_remat_size = "
              "expert_tensor_parallel_num_weight_shards // expert_tensor_parallel_size`` (resolved "
              "in ``__post_init__``)."},
-    {.name = "--export-moe-apply-probs-on-input", G_MG, TRUE_IF_GIVEN,
-     TODO("mixture of experts (MoE)"),
-     .help = "Use Llama-4 expert scaling on input instead of output."},
-    {.name = "--freeze-base-for-mtp", G_MG, TRUE_IF_GIVEN, TODO("multi-token prediction"),
-     .help = "Deprecated alias for --qad-train-target mtp: freeze all base model parameters and "
-             "only train MTP heads."},
     {.name = "--gtp-expert-remat-nccl-ub", G_DI, TRUE_IF_GIVEN, TODO("mixture of experts (MoE)"),
      .help = "Like --gtp-remat-nccl-ub but for routed-expert (EGTP) groups."},
     {.name = "--inference-moe-disable-fused-quant-kernels", G_TC, TRUE_IF_GIVEN,
@@ -379,14 +371,6 @@ const mc_flag_t mc_flags_moe[] = {
      TODO("mixture of experts (MoE)"),
      .help = "Overlap EP A2A communications with independent computations of different "
              "micro-batches in 1f1b phase of pipelining or non-pipelining schedule."},
-    {.name = "--rl-inference-expert-model-parallel-size", G_RL, INT64,
-     TODO("mixture of experts (MoE)"),
-     .help = "Degree of expert model parallelism for inference for RL."},
-    {.name = "--rl-inference-expert-tensor-model-parallel-size", G_RL, INT64,
-     TODO("mixture of experts (MoE)"),
-     .help = "Degree of expert tensor model parallelism for inference for RL. For MoE models, "
-             "this controls the TP size for expert layers specifically. Defaults to training "
-             "expert_tensor_parallel_size if not specified."},
     {.name = "--save-tokens-per-expert-interval", G_CHECKPOINTING, INT64,
      TODO("mixture of experts (MoE)"),
      .help = "Number of iterations between tokens-per-expert routing metadata saves."},

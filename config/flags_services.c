@@ -9,7 +9,6 @@
 #define G_FI .group = "fault injector"
 #define G_FP .group = "ft_package"
 #define G_IPR .group = "In-process restart"
-#define G_LD .group = "Logits Distillation"
 #define G_MSC .group = "msc"
 #define G_OL .group = "one logger"
 #define G_OPENTELEMETRY .group = "opentelemetry"
@@ -126,10 +125,6 @@ const mc_flag_t mc_flags_services[] = {
      .help = "Interval (in seconds) between SIGTERM and SIGKILL issued on hard timeout"},
     {.name = "--log-straggler", G_STRAGGLER, TRUE_IF_GIVEN, TODO("the straggler detector"),
      .help = "If set, tracks and logs straggler per GPU."},
-    {.name = "--logits-load-msc-prefetch-depth", G_LD, INT64, .def = "2",
-     TODO("the Multi-Storage Client"),
-     .help = "For MSC/object-storage logits tar shards, number of whole tar shards to prefetch "
-             "into the MSC cache ahead of sequential tar consumption."},
     {.name = "--no-one-logger", G_OL, FALSE_IF_GIVEN, TODO("one-logger telemetry"),
      .help = "If set, disable using one_logger to track E2E metricsNote that one_logger is an "
              "internal tool and not available externally. For installation, please go to "

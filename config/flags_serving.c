@@ -49,17 +49,22 @@ const mc_flag_t mc_flags_serving[] = {
     {.name = "--export-force-local-attention", G_MG, TRUE_IF_GIVEN,
      TODO("Model Optimizer (nvidia-modelopt)"),
      .help = "Forcing local DotProductAttention; otherwise TEDotProductAttention is used."},
-    {.name = "--export-kd-cfg", G_MG, STRING, TODO("knowledge distillation"),
+    {.name = "--export-kd-cfg", G_MG, STRING, TODO("Model Optimizer (nvidia-modelopt)"),
      .help = "Path to distillation configuration yaml file, in order to use non-default settings."},
     {.name = "--export-kd-teacher-ckpt-format", G_MG,
-     CHOICE("torch", "torch_dist", "torch_dcp", "zarr"), TODO("knowledge distillation"),
+     CHOICE("torch", "torch_dist", "torch_dcp", "zarr"), TODO("Model Optimizer (nvidia-modelopt)"),
      .help = "Checkpoint format of teacher model, if different from student's."},
-    {.name = "--export-kd-teacher-load", G_MG, STRING, TODO("knowledge distillation"),
+    {.name = "--export-kd-teacher-load", G_MG, STRING, TODO("Model Optimizer (nvidia-modelopt)"),
      .help = "Path to checkpoint to load as distillation teacher. (Enables distillation mode "
              "automatically)"},
-    {.name = "--export-kd-teacher-model-config", G_MG, STRING, TODO("knowledge distillation"),
+    {.name = "--export-kd-teacher-model-config", G_MG, STRING,
+     TODO("Model Optimizer (nvidia-modelopt)"),
      .help = "Path to teacher model config for distillation. If not provided, defaults to "
              "${export_kd_teacher_load}/model_config.yaml."},
+    {.name = "--export-kv-cache-quant", G_MG,
+     CHOICE("none", "fp8", "fp8_affine", "nvfp4", "nvfp4_affine", "nvfp4_rotate"), .def = "none",
+     TODO("Model Optimizer (nvidia-modelopt)"),
+     .help = "Type of KV cache quantization to perform."},
     {.name = "--export-legacy-megatron", G_MG, TRUE_IF_GIVEN,
      TODO("Model Optimizer (nvidia-modelopt)"),
      .help = "Export a legacy megatron-lm checkpoint."},
@@ -68,12 +73,21 @@ const mc_flag_t mc_flags_serving[] = {
      .help = "Model type to use in model_provider. Use \"HybridModel\" for hybrid models "
              "(formerly MambaModel). \"MambaModel\" is accepted for backward compatibility but "
              "deprecated."},
+    {.name = "--export-moe-apply-probs-on-input", G_MG, TRUE_IF_GIVEN,
+     TODO("Model Optimizer (nvidia-modelopt)"),
+     .help = "Use Llama-4 expert scaling on input instead of output."},
     {.name = "--export-offline-model", G_MG, TRUE_IF_GIVEN,
      TODO("Model Optimizer (nvidia-modelopt)"),
      .help = "If set, the base model will have no decoder layer. Only the embedding layer and "
              "output layer are initialized."},
     {.name = "--export-qk-l2-norm", G_MG, TRUE_IF_GIVEN, TODO("Model Optimizer (nvidia-modelopt)"),
      .help = "Use Llama-4 L2Norm instead of normal LayerNorm/RMSNorm for QK normalization."},
+    {.name = "--export-quant-cfg", G_MG, STRING, TODO("Model Optimizer (nvidia-modelopt)"),
+     .help = "Specify a quantization config from mtq.config.choices."},
+    {.name = "--export-real-quant-cfg", G_MG,
+     CHOICE("fp8_real_quant", "fp8_blockwise_real_quant", "None"), .def = "None",
+     TODO("Model Optimizer (nvidia-modelopt)"),
+     .help = "Specify a real quantization config from the supported choices."},
     {.name = "--export-te-mcore-model", G_MG, TRUE_IF_GIVEN,
      TODO("Model Optimizer (nvidia-modelopt)"),
      .help = "Indicate the source checkpoint uses the fused Transformer-Engine mcore layer spec "
@@ -91,6 +105,10 @@ const mc_flag_t mc_flags_serving[] = {
      .help = "HF dataset used for finetuning."},
     {.name = "--flash-decode", G_INFERENCE, TRUE_IF_GIVEN, TODO("inference"),
      .help = "Use the optimized flash decoding kernel during inference."},
+    {.name = "--freeze-base-for-mtp", G_MG, TRUE_IF_GIVEN,
+     TODO("Model Optimizer (nvidia-modelopt)"),
+     .help = "Deprecated alias for --qad-train-target mtp: freeze all base model parameters and "
+             "only train MTP heads."},
     {.name = "--grpo-clamp-eps-lower", G_RL, FLOAT, .def = "0.01", TODO("reinforcement learning"),
      .help = "Lower GRPO clipping bound."},
     {.name = "--grpo-clamp-eps-upper", G_RL, FLOAT, .def = "0.01", TODO("reinforcement learning"),
@@ -259,13 +277,15 @@ const mc_flag_t mc_flags_serving[] = {
      .help = "Path to YAML config file for RL environment configuration."},
     {.name = "--langrl-external-server", G_RL, TRUE_IF_GIVEN, TODO("reinforcement learning"),
      .help = "(no help in Megatron)"},
-    {.name = "--langrl-inference-server-conversation-template", G_RL, STRING, TODO("inference"),
+    {.name = "--langrl-inference-server-conversation-template", G_RL, STRING,
+     TODO("reinforcement learning"),
      .help = "Conversation template, if using a chat server."},
     {.name = "--langrl-inference-server-type", G_RL,
      CHOICE("inplace_megatron", "inplace_megatron_chat"), .def = "inplace_megatron",
-     TODO("inference"),
+     TODO("reinforcement learning"),
      .help = "Type of inference server to use."},
-    {.name = "--logits-load-decode-threads", G_LD, INT64, .def = "4", TODO("inference"),
+    {.name = "--logits-load-decode-threads", G_LD, INT64, .def = "4",
+     TODO("knowledge distillation"),
      .help = "Number of decode threads for cached-logits zstd decompression and torch.load "
              "processing."},
     {.name = "--logits-load-dir", G_LD, STRING, TODO("knowledge distillation"),
@@ -277,6 +297,10 @@ const mc_flag_t mc_flags_serving[] = {
      TODO("knowledge distillation"),
      .help = "KD loss alpha for loading logits. Total loss is calculated as alpha * kd_loss + (1 "
              "- alpha) * lm_loss."},
+    {.name = "--logits-load-msc-prefetch-depth", G_LD, INT64, .def = "2",
+     TODO("knowledge distillation"),
+     .help = "For MSC/object-storage logits tar shards, number of whole tar shards to prefetch "
+             "into the MSC cache ahead of sequential tar consumption."},
     {.name = "--logits-load-prefetch-factor", G_LD, INT64, .def = "3",
      TODO("knowledge distillation"),
      .help = "PyTorch DataLoader prefetch factor for decoded cached-logits iterations. (Non-MSC "
@@ -329,20 +353,40 @@ const mc_flag_t mc_flags_serving[] = {
      TODO("reinforcement learning"),
      .help = "If set, calculate the intra-group similarity of rollouts."},
     {.name = "--no-rl-inference-logprobs-is-correction", G_RL, FALSE_IF_GIVEN, .def = "False",
-     TODO("inference"),
+     TODO("reinforcement learning"),
      .help = "If set, use inference logprobs in importance sampling correction of the loss."},
+    {.name = "--no-rl-offload-inference-model-weights-when-idle", G_RL, FALSE_IF_GIVEN,
+     .def = "False", TODO("reinforcement learning"),
+     .help = "When using a separate RL inference model, offload its weights to CPU when not doing "
+             "rollout inference, and restore to GPU right before inference. Works with two "
+             "backends: 1) UVM (when --rl-inference-model-unified-memory-level=1), or 2) "
+             "torch_memory_saver (when UVM is not enabled; requires torch_memory_saver to be "
+             "installed)."},
+    {.name = "--no-rl-offload-kv-cache-during-training", G_RL, FALSE_IF_GIVEN, .def = "False",
+     TODO("reinforcement learning"),
+     .help = "Offload KV cache to CPU during training to save GPU memory"},
     {.name = "--no-rl-partial-rollouts", G_RL, FALSE_IF_GIVEN, .def = "False",
      TODO("reinforcement learning"),
      .help = "Allow inference to continue generating rollouts while training updates the policy "
              "weights. This enables off-policy training where rollouts may be generated with a "
              "stale version of the policy. Use --rl-generation-lag to control the degree of "
              "staleness."},
+    {.name = "--no-rl-persist-cuda-graphs", G_RL, FALSE_IF_GIVEN, .def = "False",
+     TODO("reinforcement learning"),
+     .help = "Persist CUDA graphs when the inference engine is suspended. If False, CUDA graphs "
+             "are deleted on suspend and re-captured on resume."},
     {.name = "--no-rl-remove-kv-cache-during-training", G_RL, FALSE_IF_GIVEN, .def = "False",
-     TODO("inference"),
+     TODO("reinforcement learning"),
      .help = "Remove KV cache during training to save GPU memory"},
+    {.name = "--no-rl-reset-cuda-graphs", G_RL, FALSE_IF_GIVEN, .def = "False",
+     TODO("reinforcement learning"),
+     .help = "Reset CUDA graphs between inference/training to save GPU memory"},
     {.name = "--no-rl-skip-bos-token", G_RL, FALSE_IF_GIVEN, .def = "False",
      TODO("reinforcement learning"),
      .help = "Skip BOS token at the beginning of the sequences. Default is False."},
+    {.name = "--no-rl-training-cuda-graphs", G_RL, FALSE_IF_GIVEN, .def = "False",
+     TODO("reinforcement learning"),
+     .help = "If set, do not toggle CUDA graphs on/off between inference and training phases."},
     {.name = "--no-rl-use-sequence-packing", G_RL, FALSE_IF_GIVEN, .def = "False",
      TODO("reinforcement learning"),
      .help = "Enable sequence packing"},
@@ -397,23 +441,34 @@ const mc_flag_t mc_flags_serving[] = {
      TODO("reinforcement learning"),
      .help = "If --inference-logprobs-is-correction is on and this coefficient is set, apply "
              "truncation for the IS correction at GRPO loss."},
-    {.name = "--rl-inference-logprobs-is-correction", G_RL, TRUE_IF_GIVEN, TODO("inference"),
+    {.name = "--rl-inference-expert-model-parallel-size", G_RL, INT64,
+     TODO("reinforcement learning"),
+     .help = "Degree of expert model parallelism for inference for RL."},
+    {.name = "--rl-inference-expert-tensor-model-parallel-size", G_RL, INT64,
+     TODO("reinforcement learning"),
+     .help = "Degree of expert tensor model parallelism for inference for RL. For MoE models, "
+             "this controls the TP size for expert layers specifically. Defaults to training "
+             "expert_tensor_parallel_size if not specified."},
+    {.name = "--rl-inference-logprobs-is-correction", G_RL, TRUE_IF_GIVEN,
+     TODO("reinforcement learning"),
      .help = "If set, use inference logprobs in importance sampling correction of the loss."},
     {.name = "--rl-inference-model-unified-memory-level", G_RL, CHOICE("0", "1"), .def = "0",
-     TODO("inference"),
+     TODO("reinforcement learning"),
      .help = "Allocate the separate RL inference model parameters from a unified virtual memory "
              "(UVM) CUDA mempool. Level 0 disables UVM (default). Level 1 enables UVM allocation "
              "so the inference model weights can be prefetched to CPU when idle while keeping "
              "CUDA-graph-safe device pointers."},
-    {.name = "--rl-inference-parsers", G_RL, LIST(0), .def = "", TODO("inference"),
+    {.name = "--rl-inference-parsers", G_RL, LIST(0), .def = "", TODO("reinforcement learning"),
      .help = "List of response parsers to enable for RL inference (e.g. --rl-inference-parsers "
              "deepseek-r1-reasoning qwen3-coder-tool)."},
-    {.name = "--rl-inference-pipeline-model-parallel-size", G_RL, INT64, TODO("inference"),
+    {.name = "--rl-inference-pipeline-model-parallel-size", G_RL, INT64,
+     TODO("reinforcement learning"),
      .help = "Degree of pipeline model parallelism for inference for RL."},
-    {.name = "--rl-inference-tensor-model-parallel-size", G_RL, INT64, TODO("inference"),
+    {.name = "--rl-inference-tensor-model-parallel-size", G_RL, INT64,
+     TODO("reinforcement learning"),
      .help = "Degree of tensor model parallelism for inference for RL."},
     {.name = "--rl-kv-cache-management-mode", G_RL, CHOICE("persist", "offload", "recompute"),
-     .def = "persist", TODO("inference"),
+     .def = "persist", TODO("reinforcement learning"),
      .help = "KV cache management mode during RL training: persist: leave KV cache in GPU memory "
              "(default), offload: offload KV cache to CPU during training, recompute: deallocate "
              "KV cache and recompute from scratch each cycle"},
@@ -422,11 +477,27 @@ const mc_flag_t mc_flags_serving[] = {
              "(--rl-generation-lag + 1) training batches of grpo_prompts_per_step * "
              "grpo_group_size requests each. Requires --rl-partial-rollouts when above one "
              "training batch; mutually exclusive with --rl-generation-lag."},
+    {.name = "--rl-offload-inference-model-weights-when-idle", G_RL, TRUE_IF_GIVEN,
+     TODO("reinforcement learning"),
+     .help = "When using a separate RL inference model, offload its weights to CPU when not doing "
+             "rollout inference, and restore to GPU right before inference. Works with two "
+             "backends: 1) UVM (when --rl-inference-model-unified-memory-level=1), or 2) "
+             "torch_memory_saver (when UVM is not enabled; requires torch_memory_saver to be "
+             "installed)."},
+    {.name = "--rl-offload-kv-cache-during-training", G_RL, TRUE_IF_GIVEN,
+     TODO("reinforcement learning"),
+     .help = "Offload KV cache to CPU during training to save GPU memory"},
+    {.name = "--rl-offload-optimizer-during-inference", G_RL, TRUE_IF_GIVEN,
+     TODO("reinforcement learning"),
+     .help = "Offload optimizer state to CPU during inference/rollout to save GPU memory"},
     {.name = "--rl-partial-rollouts", G_RL, TRUE_IF_GIVEN, TODO("reinforcement learning"),
      .help = "Allow inference to continue generating rollouts while training updates the policy "
              "weights. This enables off-policy training where rollouts may be generated with a "
              "stale version of the policy. Use --rl-generation-lag to control the degree of "
              "staleness."},
+    {.name = "--rl-persist-cuda-graphs", G_RL, TRUE_IF_GIVEN, TODO("reinforcement learning"),
+     .help = "Persist CUDA graphs when the inference engine is suspended. If False, CUDA graphs "
+             "are deleted on suspend and re-captured on resume."},
     {.name = "--rl-profile", G_RL, TRUE_IF_GIVEN, TODO("reinforcement learning"),
      .help = "Enable RL profiling to collect detailed timer data (JSONL + CSV)."},
     {.name = "--rl-profile-dir", G_RL, STRING, TODO("reinforcement learning"),
@@ -435,8 +506,11 @@ const mc_flag_t mc_flags_serving[] = {
      .help = "Number of prompts to evaluate for for each RL task.This evaluation can be very "
              "expensive when using environmentsthat evaluate pass@k so we default to a lower "
              "number."},
-    {.name = "--rl-remove-kv-cache-during-training", G_RL, TRUE_IF_GIVEN, TODO("inference"),
+    {.name = "--rl-remove-kv-cache-during-training", G_RL, TRUE_IF_GIVEN,
+     TODO("reinforcement learning"),
      .help = "Remove KV cache during training to save GPU memory"},
+    {.name = "--rl-reset-cuda-graphs", G_RL, TRUE_IF_GIVEN, TODO("reinforcement learning"),
+     .help = "Reset CUDA graphs between inference/training to save GPU memory"},
     {.name = "--rl-rollout-bank-dir", G_RL, STRING, TODO("reinforcement learning"),
      .help = "Directory for the durable rollout bank (on Lustre). Defaults to <save>/rollout_bank "
              "so the bank stays coupled to the checkpoint."},
@@ -464,6 +538,8 @@ const mc_flag_t mc_flags_serving[] = {
              "independently while still yielding complete rollout groups to training. G submits "
              "one rollout group at a time. B submits grpo_prompts_per_step rollout groups "
              "together."},
+    {.name = "--rl-training-cuda-graphs", G_RL, TRUE_IF_GIVEN, TODO("reinforcement learning"),
+     .help = "If set, do not toggle CUDA graphs on/off between inference and training phases."},
     {.name = "--rl-use-sequence-packing", G_RL, TRUE_IF_GIVEN, TODO("reinforcement learning"),
      .help = "Enable sequence packing"},
     {.name = "--rl-verify-model-weights-swap", G_RL, TRUE_IF_GIVEN, TODO("reinforcement learning"),
@@ -474,7 +550,7 @@ const mc_flag_t mc_flags_serving[] = {
     {.name = "--sft-tokenizer-prompt-format", G_SFT, STRING, .def = "nemotron-h-aligned",
      TODO("supervised fine-tuning"),
      .help = "SFT prompt format."},
-    {.name = "--teacher-model-config", G_MG, STRING, TODO("knowledge distillation"),
+    {.name = "--teacher-model-config", G_MG, STRING, TODO("Model Optimizer (nvidia-modelopt)"),
      .help = "Path to teacher model config for distillation. If not provided, defaults to "
              "${export_kd_teacher_load}/model_config.yaml."},
     {.name = "--use-legacy-static-engine", G_INFERENCE, TRUE_IF_GIVEN, TODO("inference"),

@@ -176,7 +176,14 @@ def first_sentence(help_text):
     return s if len(s) <= 72 else s[:69].rsplit(" ", 1)[0] + " ..."
 
 
+# Groups that are one feature whatever their flags are named (--export-kv-cache-quant is
+# Model Optimizer's, not quantized training).
+WHOLE_GROUPS = {"modelopt-generic", "rl", "Logits Distillation", "sft"}
+
+
 def feature(name, row):
+    if row["group"] in WHOLE_GROUPS:
+        return BY_GROUP[row["group"]]
     for pat, what in BY_NAME:
         if re.search(pat, name[2:]):
             return what
@@ -264,7 +271,9 @@ def entry(name, rows_by_ver, main_rows, old_rows):
         status = "NOOP(%s)" % c_str(noop_reason(name))
     else:
         status = "TODO(%s)" % c_str(what or first_sentence(row["help"]) or name[2:])
-    help_text = row["help"] or "(no help in Megatron)"
+    # main hides --cuda-graph-scope (argparse.SUPPRESS); core_v0.15.0 says what it was
+    helps = [r["help"] for r in (row, old_rows.get(name)) if r and r["help"] != "==SUPPRESS=="]
+    help_text = next((h for h in helps if h), "(no help in Megatron)")
     parts = ["{.name = %s" % c_str(name), group_macro(group), macro]
     if d is not None:
         parts.append(".def = %s" % c_str(d))
