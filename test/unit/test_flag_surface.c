@@ -101,8 +101,39 @@ static bool is_switch(const row_t *r)
            strcmp(r->action, "boolean_optional") == 0;
 }
 
+/* Entries that read fewer values than Megatron's type takes, on purpose or not yet fixed:
+ * each is named here so that a new one fails. */
+static bool known_narrower(const char *name)
+{
+    /* an int where Megatron's type=float (1000 reads alike; 1e3 does not) */
+    return strcmp(name, "--loss-scale-window") == 0;
+}
+
+static bool integer_choices(const char *choices)
+{
+    for (const char *p = choices; *p; p++)
+        if (*p != '|' && (*p < '0' || *p > '9') && *p != '-') return false;
+    return true;
+}
+
+/* Whether the table's type t (a list's element type when elem) reads every value Megatron's
+ * type reads: an int as INT, INT64 or FLOAT; a float as FLOAT (list elements as text: the
+ * table has no float lists); choices as CHOICE or text, integer ones also as INT with bounds;
+ * text and Megatron's own converters (tuple_type, moe_freq_type, ...) as text. */
+static bool same_value_type(mc_flag_type_t t, const row_t *r, bool elem)
+{
+    if (known_narrower(r->option)) return true;
+    bool text = t == MC_FLAG_STRING || t == MC_FLAG_CHOICE;
+    if (r->choices[0])
+        return text || (integer_choices(r->choices) && (t == MC_FLAG_INT || t == MC_FLAG_INT64));
+    if (strcmp(r->type, "int") == 0)
+        return t == MC_FLAG_INT || t == MC_FLAG_INT64 || t == MC_FLAG_FLOAT;
+    if (strcmp(r->type, "float") == 0) return t == MC_FLAG_FLOAT || (elem && t == MC_FLAG_STRING);
+    return text;
+}
+
 /* Whether the table's entry parses the way Megatron's action does: a switch as a switch, a
- * valued flag with Megatron's number of values. */
+ * valued flag with Megatron's number of values, each read as Megatron's type reads it. */
 static bool same_form(const mc_flag_t *f, const row_t *r)
 {
     if (strcmp(r->action, "help") == 0) return f->type == MC_FLAG_ACTION;
@@ -110,8 +141,8 @@ static bool same_form(const mc_flag_t *f, const row_t *r)
     if (f->type == MC_FLAG_STORE_TRUE || f->type == MC_FLAG_STORE_FALSE ||
         f->type == MC_FLAG_ACTION)
         return false;
-    if (!r->nargs[0]) return f->type != MC_FLAG_LIST;
-    if (f->type != MC_FLAG_LIST) return false;
+    if (!r->nargs[0]) return f->type != MC_FLAG_LIST && same_value_type(f->type, r, false);
+    if (f->type != MC_FLAG_LIST || !same_value_type(f->elem, r, true)) return false;
     if (strcmp(r->nargs, "+") == 0) return f->nargs == -1;
     if (strcmp(r->nargs, "*") == 0) return f->nargs == 0;
     return f->nargs == atoi(r->nargs);
@@ -143,8 +174,8 @@ static void test_forms_agree_with_megatron(void **state)
         for (int j = 0; j < g_nrows && !agrees; j++)
             if (strcmp(g_rows[j].option, g_rows[i].option) == 0) agrees = same_form(f, &g_rows[j]);
         if (agrees) continue;
-        print_message("# %s: Megatron's is %s nargs '%s', the table's is not alike\n",
-                      g_rows[i].option, g_rows[i].action, g_rows[i].nargs);
+        print_message("# %s: Megatron's is %s type '%s' nargs '%s', the table's is not alike\n",
+                      g_rows[i].option, g_rows[i].action, g_rows[i].type, g_rows[i].nargs);
         bad++;
     }
     if (bad) fail_msg("%d flags parse otherwise than Megatron's", bad);
