@@ -310,7 +310,7 @@ const mc_flag_t mc_flags_misc[] = {
      NOOP("PyTorch's NCCL flight recorder (TORCH_NCCL_*); megatron-c has none"),
      .help = "Include only active operations in flight recorder dumps (TORCH_INCLUDE_ONLY_ACTIVE)."},
     {.name = "--disable-gloo-process-groups", G_TRAINING, FALSE_IF_GIVEN,
-     NOOP("megatron-c creates no Gloo process groups"),
+     TODO("Megatron's checks of runs without Gloo process groups"),
      .help = "If enabled, create Gloo process groups for communications."},
     {.name = "--disable-jit-fuser", G_DI, TRUE_IF_GIVEN,
      NOOP("TorchScript's fuser; megatron-c's kernels are C and CUDA, never TorchScript"),

@@ -50,12 +50,16 @@ NOOP = {
     "--manual-gc-eval": "Python's garbage collector; megatron-c has none",
     "--disable-jit-fuser": "TorchScript's fuser; megatron-c's kernels are C and CUDA, never "
     "TorchScript",
-    "--disable-gloo-process-groups": "megatron-c creates no Gloo process groups",
-    "--enable-gloo-process-groups": "megatron-c creates no Gloo process groups",
     "--disable-manual-gc-eval": "Python's garbage collector; megatron-c has none",
     "--disable-msc": "turns off the Multi-Storage Client (a no-op at main), which megatron-c "
     "does not use",
 }
+# Not no-ops although megatron-c lacks what they steer: Megatron checks the run against them.
+TODO_NOTES = {
+    # Megatron then refuses --use-distributed-optimizer with torch checkpoints
+    "--disable-gloo-process-groups": "Megatron's checks of runs without Gloo process groups",
+}
+
 # The same by pattern: switches that only turn off what megatron-c does not have.
 NOOP_PATTERNS = [
     (r"^--(disable|no)-flight-recorder-", "PyTorch's NCCL flight recorder (TORCH_NCCL_*); "
@@ -270,7 +274,8 @@ def entry(name, rows_by_ver, main_rows, old_rows):
     if noop_reason(name):
         status = "NOOP(%s)" % c_str(noop_reason(name))
     else:
-        status = "TODO(%s)" % c_str(what or first_sentence(row["help"]) or name[2:])
+        note = TODO_NOTES.get(name) or what or first_sentence(row["help"]) or name[2:]
+        status = "TODO(%s)" % c_str(note)
     # main hides --cuda-graph-scope (argparse.SUPPRESS); core_v0.15.0 says what it was
     helps = [r["help"] for r in (row, old_rows.get(name)) if r and r["help"] != "==SUPPRESS=="]
     help_text = next((h for h in helps if h), "(no help in Megatron)")
