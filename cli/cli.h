@@ -12,7 +12,8 @@
 #include "config/args.h"
 #include "config/flags.h"
 
-enum { MC_CLI_MAX_SETS = 4 };
+/* inspect-data: its own table, then training's */
+enum { MC_CLI_MAX_SETS = 1 + MC_TRAINING_SETS };
 
 typedef struct {
     const char *prog; /* "megatron-c", "megatron-c preprocess-data": in messages */

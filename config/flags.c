@@ -1,4 +1,4 @@
-/* The flag table as one sequence (it is written in three files), lookup and typo suggestions. */
+/* The flag table as one sequence (it is written in several files), lookup and typo suggestions. */
 #include "base/error.h"
 #include "config/flags.h"
 
@@ -8,38 +8,81 @@
 
 #include "config/flags_table.h"
 
+/* The table's parts in lookup and help order: the flags megatron-c implements (or names the
+ * alternative of) first, so that "did you mean" prefers them on ties. */
+static const struct {
+    const mc_flag_t *flags;
+    const size_t *count;
+} k_parts[MC_TRAINING_SETS] = {
+    {mc_flags_model, &mc_flags_model_count},       {mc_flags_train, &mc_flags_train_count},
+    {mc_flags_legacy, &mc_flags_legacy_count},     {mc_flags_moe, &mc_flags_moe_count},
+    {mc_flags_mla_fp8, &mc_flags_mla_fp8_count},   {mc_flags_serving, &mc_flags_serving_count},
+    {mc_flags_services, &mc_flags_services_count}, {mc_flags_misc, &mc_flags_misc_count},
+};
+
 size_t mc_flag_count(void)
 {
-    return mc_flags_model_count + mc_flags_train_count + mc_flags_legacy_count;
+    size_t n = 0;
+    for (int k = 0; k < MC_TRAINING_SETS; k++) n += *k_parts[k].count;
+    return n;
 }
 
 const mc_flag_t *mc_flag_at(size_t i)
 {
-    if (i < mc_flags_model_count) return &mc_flags_model[i];
-    i -= mc_flags_model_count;
-    if (i < mc_flags_train_count) return &mc_flags_train[i];
-    i -= mc_flags_train_count;
-    return i < mc_flags_legacy_count ? &mc_flags_legacy[i] : NULL;
+    for (int k = 0; k < MC_TRAINING_SETS; k++) {
+        if (i < *k_parts[k].count) return &k_parts[k].flags[i];
+        i -= *k_parts[k].count;
+    }
+    return NULL;
 }
 
 const char *const *mc_flag_groups(void)
 {
-    /* The order of Megatron's parse_args (arguments.py), so --help reads like Megatron's. */
+    /* The order of Megatron's parse_args (arguments.py), so --help reads like Megatron's; the
+     * titles are core_v0.15.0's where it has the group, main's otherwise (main renamed some:
+     * a flag of both versions is under the old title, one only main has under the new). */
     static const char *const groups[] = {"network size",
+                                         "transformer configuration",
                                          "regularization",
                                          "training",
+                                         "rl",
                                          "initialization",
                                          "learning rate",
+                                         "learning rate and weight decay",
                                          "checkpointing",
                                          "mixed precision",
                                          "distributed",
+                                         "distributed init",
                                          "validation",
                                          "data and dataloader",
                                          "tokenizer",
+                                         "autoresume",
+                                         "biencoder",
+                                         "vision",
+                                         "retro",
                                          "moe",
+                                         "mla",
+                                         "experimental_attention_variant",
+                                         "heterogeneous architecture",
                                          "logging",
+                                         "profiling",
+                                         "config logger",
+                                         "Logits Distillation",
+                                         "straggler",
+                                         "workload inspector",
+                                         "inference",
                                          "Transformer-Engine",
                                          "experimental",
+                                         "one logger",
+                                         "In-process restart",
+                                         "ft_package",
+                                         "rerun engine",
+                                         "msc",
+                                         "kitchen",
+                                         "sft",
+                                         "fault injector",
+                                         "opentelemetry",
+                                         "modelopt-generic",
                                          "megatron-c",
                                          NULL};
     return groups;
@@ -169,9 +212,8 @@ const char *mc_flag_suggest(const char *name)
 
 int mc_flag_training_sets(mc_flag_set_t out[MC_TRAINING_SETS], mc_args_t *args)
 {
-    out[0] = (mc_flag_set_t){mc_flags_model, mc_flags_model_count, args};
-    out[1] = (mc_flag_set_t){mc_flags_train, mc_flags_train_count, args};
-    out[2] = (mc_flag_set_t){mc_flags_legacy, mc_flags_legacy_count, args};
+    for (int k = 0; k < MC_TRAINING_SETS; k++)
+        out[k] = (mc_flag_set_t){k_parts[k].flags, *k_parts[k].count, args};
     return MC_TRAINING_SETS;
 }
 

@@ -110,9 +110,10 @@ typedef struct {
     int nvalues;
 } mc_flag_seen_t;
 
-/* Training's table as sets over *args (the table is written in three parts: the model's, the
- * run's, and the flags Megatron removed); returns 3. */
-enum { MC_TRAINING_SETS = 3 };
+/* Training's table as sets over *args (the table is written in parts: the model's, the run's,
+ * the flags Megatron removed, and five of Megatron's flags megatron-c lacks, by feature);
+ * returns MC_TRAINING_SETS. */
+enum { MC_TRAINING_SETS = 8 };
 int mc_flag_training_sets(mc_flag_set_t out[MC_TRAINING_SETS], mc_args_t *args);
 
 /* ---- values (config/flag_value.c) ---- */

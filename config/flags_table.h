@@ -1,7 +1,7 @@
 /* Shorthands for writing the flag tables (config/flags_model.c, config/flags_train.c, and the
  * subcommands' tables in cli/..._args.c). Internal to the table files.
- * The table is split in three files only to keep each readable (the model's flags, the run's,
- * and those Megatron removed); config/flags.c joins them. */
+ * The table is split in files only to keep each readable (the model's flags, the run's, those
+ * Megatron removed, and the rest of Megatron's surface by feature); config/flags.c joins them. */
 #ifndef MC_CONFIG_FLAGS_TABLE_H
 #define MC_CONFIG_FLAGS_TABLE_H
 
@@ -62,5 +62,17 @@ extern const mc_flag_t mc_flags_train[];
 extern const size_t mc_flags_train_count;
 extern const mc_flag_t mc_flags_legacy[];
 extern const size_t mc_flags_legacy_count;
+/* The rest of Megatron's surface, recognised and mostly refused by name (scripts/
+ * megatron-flags-table.py wrote them first): */
+extern const mc_flag_t mc_flags_moe[]; /* mixture of experts, multi-token prediction */
+extern const size_t mc_flags_moe_count;
+extern const mc_flag_t mc_flags_mla_fp8[]; /* MLA, FP8/FP4, other attention variants */
+extern const size_t mc_flags_mla_fp8_count;
+extern const mc_flag_t mc_flags_serving[]; /* inference, RL, distillation, modelopt */
+extern const size_t mc_flags_serving_count;
+extern const mc_flag_t mc_flags_services[]; /* fault tolerance, restarts, telemetry, ... */
+extern const size_t mc_flags_services_count;
+extern const mc_flag_t mc_flags_misc[]; /* everything else megatron-c lacks */
+extern const size_t mc_flags_misc_count;
 
 #endif

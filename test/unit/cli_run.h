@@ -12,7 +12,7 @@ enum { MC_RUN_MAX_ARGS = 160 };
 
 typedef struct {
     int status;        /* exit status, or -1 if the child did not exit normally */
-    char out[1 << 17]; /* stdout (--help is long) */
+    char out[1 << 20]; /* stdout (--help is long: the whole of Megatron's surface) */
     char err[8192];
 } mc_run_t;
 

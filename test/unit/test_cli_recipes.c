@@ -296,7 +296,7 @@ static void test_all_problems_in_one_run(void **state)
 {
     (void)state;
     static const char *const what[] = {
-        "unrecognized argument --q-lora-rank (see megatron-c --help)",
+        "unrecognized argument --frobnicate-level (see megatron-c --help)",
         "unrecognized argument --hiden-size (did you mean --hidden-size?)",
         "argument --lr: invalid float value: 'fast'",
         "argument --seq-length: expected one argument",
@@ -310,9 +310,9 @@ static void test_all_problems_in_one_run(void **state)
         "--checkpoint-activations conflicts with --recompute-method block",
     };
     /* values after an unknown flag are its own; the same problem twice is told once */
-    mc_expect_errors(LINE " --q-lora-rank 512 --hiden-size 64 --lr fast --seq-length --fp16 stray "
+    mc_expect_errors(LINE " --frobnicate-level 512 --hiden-size 64 --lr fast --seq-length --fp16 stray "
                           "--optimizer lamb --fp32-residual-connection --check-for-spiky-loss "
-                          "--q-lora-rank 512 --lr-decay-style WSD --checkpoint-activations "
+                          "--frobnicate-level 512 --lr-decay-style WSD --checkpoint-activations "
                           "--recompute-granularity full --recompute-method block",
                      sizeof(what) / sizeof(what[0]), what);
     /* a refused value is one problem, not also a support problem */
