@@ -464,7 +464,7 @@ static void test_not_implemented_flags(void **state)
     mc_expect_error(ISSUE_LINE " --data-path 0.3 a 0.7 b --split 99,1,0",
                  "--mock-data and --data-path are mutually exclusive");
     mc_expect_error(ISSUE_LINE " --data-args-path args.txt", "--data-args-path is recognised but not implemented yet");
-    mc_expect_error(ISSUE_LINE " --rampup-batch-size 16 8 300000",
+    mc_expect_error(ISSUE_LINE " --rampup-batch-size 4 4 300000",
                  "expected no batch-size rampup for iteration-based training");
     mc_expect_error(ISSUE_LINE " --version", "--version must be the first argument");
 }
