@@ -587,7 +587,8 @@ enum {
     R_SIZES = 1 << 1,
     R_BATCH = 1 << 2,
     R_SHAPE = 1 << 3,
-    R_PIPE = 1 << 4, /* the virtual pipeline size */
+    R_PIPE = 1 << 4,   /* the virtual pipeline size */
+    R_LENGTH = 1 << 5, /* the iterations of sample-based training */
 };
 typedef struct {
     void (*run)(mc_args_t *a, int world_size);
@@ -628,8 +629,8 @@ static const rule_t RULES[] = {
     {rule_position_embeddings, 0, R_REQUIRED | R_SHAPE},
     {rule_vocabulary, 0, R_REQUIRED},
     {rule_optimizer, 0, R_REQUIRED},
-    {rule_training_length, 0, R_REQUIRED | R_SIZES | R_BATCH},
-    {rule_rampup_batches, 0, R_REQUIRED | R_SIZES | R_BATCH | R_PIPE},
+    {rule_training_length, R_LENGTH, R_REQUIRED | R_SIZES | R_BATCH},
+    {rule_rampup_batches, 0, R_REQUIRED | R_SIZES | R_BATCH | R_PIPE | R_LENGTH},
     {rule_precision, 0, R_REQUIRED},
     {rule_data, 0, R_REQUIRED},
     {rule_checkpointing, 0, R_REQUIRED},
