@@ -191,6 +191,7 @@ def main():
     # except the second, which averages the first two as Megatron main's does)
     fields = {
         "learning-rate": ("learning rate", 1e-6, 0.0),
+        "decoupled-learning-rate": ("decoupled learning rate", 1e-6, 0.0),
         "batch-size": ("global batch size", 0.0, 0.0),
         "loss-scale": ("loss scale", 0.0, 0.05),
         "grad-norm": ("grad norm", 0.0, 0.0005),

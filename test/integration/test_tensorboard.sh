@@ -60,6 +60,20 @@ check "fp16 run skipped iteration 3 (for the grad-norm check)" grep -qE 'iterati
 run_checked "interval 3, no loss scale" "$D" "$MC_TMP/interval.log" --tb-interval 3 \
     --expect-tags "$(vs learning-rate batch-size "lm loss" grad-norm),$VALID_TAGS"
 
+# 2b. A batch-size ramp and --decoupled-lr: 'batch-size' is each iteration's batch (2, 4, 6, then
+# 8), 'decoupled-learning-rate' the decoupled group's, against the iteration only (as Megatron).
+D=$MC_TMP/ramp
+"$MC_BIN" --device cpu --mock-data --num-layers 2 --hidden-size 32 --num-attention-heads 4 \
+    --seq-length 32 --max-position-embeddings 32 --micro-batch-size 2 --global-batch-size 8 \
+    --lr 1e-3 --lr-decay-style cosine --min-lr 1e-4 --vocab-size 128 --seed 7 --eval-iters 0 \
+    --train-samples 64 --rampup-batch-size 2 2 16 --decoupled-lr 5e-3 --log-interval 1 \
+    --tensorboard-dir "$D" >"$MC_TMP/ramp.log" 2>&1
+check "ramp-up and --decoupled-lr: the run exits 0" test $? -eq 0
+check "ramp-up: the log's batch sizes ramp 2, 4, 6, 8" \
+    test "$(grep -oE 'global batch size: +[0-9]+' "$MC_TMP/ramp.log" | awk '{print $4}' | uniq | paste -sd,)" = "2,4,6,8"
+run_checked "ramp-up, decoupled lr" "$D" "$MC_TMP/ramp.log" \
+    --expect-tags "$(vs learning-rate batch-size "lm loss" loss-scale grad-norm),decoupled-learning-rate"
+
 # 3. --skip-train: the end-of-run evaluations write nothing (write_to_tensorboard=not skip_train).
 D=$MC_TMP/skip
 "$MC_BIN" "${FLAGS[@]}" --train-iters 4 --skip-train --tensorboard-dir "$D" >"$MC_TMP/skip.log" 2>&1
