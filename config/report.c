@@ -49,7 +49,9 @@ static void format_value(const mc_flag_t *f, const mc_args_t *a, char *out, size
         size_t used = 0;
         used += (size_t)snprintf(out, n, count ? "[" : "None");
         for (int i = 0; i < count && used < n; i++)
-            used += (size_t)snprintf(out + used, n - used, "%s'%s'", i ? ", " : "", items[i]);
+            used +=
+                (size_t)snprintf(out + used, n - used, f->elem == MC_FLAG_INT ? "%s%s" : "%s'%s'",
+                                 i ? ", " : "", items[i]); /* ints unquoted, as Python's */
         if (count && used < n) snprintf(out + used, n - used, "]");
         break;
     }
