@@ -345,18 +345,6 @@ static void range_pop(const mc_trainer_t *t)
     if (t->args->profile && t->be->range_pop) t->be->range_pop(t->be);
 }
 
-static void optimizer_step(mc_trainer_t *t, int M, mc_step_result_t *r);
-
-void mc_train_step(mc_trainer_t *t, const mc_microbatch_t *mbs, int M, mc_step_result_t *r)
-{
-    range_push(t, "forward-backward");
-    mc_forward_backward(t, mbs, M, r);
-    range_pop(t);
-    range_push(t, "optimizer");
-    optimizer_step(t, M, r);
-    range_pop(t);
-}
-
 /* Megatron's optimizer.step() and the scheduler's: unscale and overflow check, clip, Adam, the
  * parameter gather. */
 static void optimizer_step(mc_trainer_t *t, int M, mc_step_result_t *r)
@@ -394,6 +382,16 @@ static void optimizer_step(mc_trainer_t *t, int M, mc_step_result_t *r)
     mc_timer_stop(&t->timers, MC_T_PARAMS_ALL_GATHER);
     mc_timer_stop(&t->timers, MC_T_OPTIMIZER);
     mc_lr_sched_step(&t->sched, (int64_t)a->micro_batch_size * a->data_parallel_size * M);
+}
+
+void mc_train_step(mc_trainer_t *t, const mc_microbatch_t *mbs, int M, mc_step_result_t *r)
+{
+    range_push(t, "forward-backward");
+    mc_forward_backward(t, mbs, M, r);
+    range_pop(t);
+    range_push(t, "optimizer");
+    optimizer_step(t, M, r);
+    range_pop(t);
 }
 
 int mc_trainer_init_state(mc_trainer_t *t, const mc_args_t *args, const mc_backend_t *be,
