@@ -87,3 +87,16 @@ rc=$?
 a=$(losses "$MC_TMP/straight") b=$(losses "$MC_TMP/tp2")
 check "tp 2 + sequence parallel: the single rank's losses (rc=$rc; $b)" \
     bash -c "[ $rc -eq 0 ] && [ -n '$a' ] && [ '$a' = '$b' ]"
+
+# the CUDA backend (on the emulated device): 1 + w by its add op, the CPU's losses within 1e-5
+if [ -n "${MC_EMU_BUILD:-}" ] && [ -x "$MC_EMU_BUILD/megatron-c" ]; then
+    "$MC_EMU_BUILD/megatron-c" "${LLAMA[@]/cpu/cuda}" --apply-layernorm-1p --train-iters 8 >"$MC_TMP/emu" 2>&1
+    rc=$?
+    a=$(losses "$MC_TMP/straight") b=$(losses "$MC_TMP/emu")
+    check "--device cuda (emulated): the CPU run's losses within 1e-5 (rc=$rc; $b)" \
+        bash -c "[ $rc -eq 0 ] && [ \$(wc -w <<<'$b') -eq 8 ] &&
+                 paste <(tr ' ' '\n' <<<'$a') <(tr ' ' '\n' <<<'$b') |
+                 awk '\$1 != \"\" { d = \$1 - \$2; if (d < 0) d = -d; if (d > 1e-5 * \$1) bad = 1 } END { exit bad }'"
+else
+    skip "--apply-layernorm-1p on the emulated device" "no emulated build (MC_EMU_BUILD='${MC_EMU_BUILD:-}'; make emu)"
+fi

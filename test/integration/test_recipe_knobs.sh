@@ -103,3 +103,23 @@ check "one error line, with Megatron's assertion message" \
              grep -qx 'megatron-c: rank 0: error: Parameter hashes not matching across DP replicas (after 2 iterations)' '$MC_TMP/err'"
 check "the differing rank names the tensors (Megatron's log line)" \
     grep -q "^megatron-c: warning: \[Rank 1\] Hash not matching for decoder.layers.0.mlp.linear_fc2.weight$" "$MC_TMP/err"
+
+# ---- --profile on the emulated CUDA device: the profiler calls at Megatron's iterations ----
+# (test/emu's cudaProfilerStart/Stop say themselves on stderr, merged here with the log lines)
+if [ -n "${MC_EMU_BUILD:-}" ] && [ -x "$MC_EMU_BUILD/megatron-c" ]; then
+    EMU=("${FLAGS[@]/cpu/cuda}" --train-iters 4 --distributed-backend mpi)
+    "$MC_EMU_BUILD/megatron-c" "${EMU[@]}" --profile --profile-step-start 1 --profile-step-end 3 \
+        >"$MC_TMP/emu" 2>&1
+    rc=$?
+    got=$(grep -oE '^ \[[^]]*\] iteration +[0-9]+|^cuda-emu: cudaProfiler[A-Za-z]+' "$MC_TMP/emu" |
+          sed -E 's/.*iteration +/it/; s/cuda-emu: cudaProfiler//' | tr '\n' ' ')
+    check "--profile-step-start 1 --profile-step-end 3: cudaProfilerStart after iteration 1, Stop after 3 (rc=$rc; $got)" \
+        [ "$got" = "it1 Start it2 it3 Stop it4 " ]
+    "$MC_EMU_BUILD/megatron-c" "${EMU[@]}" --profile --profile-step-start 1 --profile-step-end 3 \
+        --profile-ranks 1 >"$MC_TMP/emu" 2>&1
+    rc=$?
+    check "--profile-ranks 1 on a one-rank job: no profiler call on rank 0 (rc=$rc)" \
+        bash -c "[ $rc -eq 0 ] && ! grep -q cudaProfiler '$MC_TMP/emu'"
+else
+    skip "--profile on the emulated device" "no emulated build (MC_EMU_BUILD='${MC_EMU_BUILD:-}'; make emu)"
+fi
