@@ -137,6 +137,14 @@ static mc_pyobj_t *value_of(const mc_args_t *a, const field_t *fd)
         mc_pyobj_t *list = mc_py_list();
         char *const *items = (char *const *)(const void *)p;
         const bool ints = f && f->elem == MC_FLAG_INT; /* --profile-ranks: Python ints */
+        if (count == 0) { /* Megatron's default list of one value ([0]) */
+            if (mc_py_list_append(list, ints ? mc_py_int(strtoll(f->def, NULL, 10))
+                                             : mc_py_str(f->def)) != 0) {
+                mc_py_decref(list);
+                return NULL;
+            }
+            return list;
+        }
         for (int k = 0; k < count; k++)
             if (mc_py_list_append(list, ints ? mc_py_int(strtoll(items[k], NULL, 10))
                                              : mc_py_str(items[k])) != 0) {
