@@ -33,6 +33,17 @@ static void hash_params(const mc_trainer_t *t, uint8_t *out)
     free(host);
 }
 
+/* The model chunk (virtual pipeline stage) holding parameter i. */
+static int chunk_of(const mc_gpt_t *m, int i)
+{
+    for (int c = 0; c < m->cfg.n_chunks; c++) {
+        int first, n;
+        mc_gpt_chunk_params(m, c, &first, &n);
+        if (i >= first && i < first + n) return c;
+    }
+    return 0;
+}
+
 void mc_check_weight_hashes(mc_trainer_t *t)
 {
     const mc_gpt_t *m = &t->model;
@@ -49,7 +60,8 @@ void mc_check_weight_hashes(mc_trainer_t *t)
     for (int r = 0; r < dp->size; r++) differ |= memcmp(mine, all + bytes * (size_t)r, bytes) != 0;
     for (int i = 0; i < m->n_params; i++) /* Megatron's log names them against dp rank 0 */
         if (memcmp(mine + (size_t)i * DIGEST, all + (size_t)i * DIGEST, DIGEST) != 0)
-            mc_warn("[Rank %d] Hash not matching for %s", t->par.rank, m->params[i].name);
+            mc_warn("[Rank %d] Hash not matching for %s in model chunk%d", t->par.rank,
+                    m->params[i].name, chunk_of(m, i));
     free(all);
     free(mine);
     mc_all_reduce(t->comm, t->comm->world, &differ, 1, MC_DT_I64, MC_OP_MAX);

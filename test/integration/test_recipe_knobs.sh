@@ -102,7 +102,7 @@ check "one error line, with Megatron's assertion message" \
     bash -c "[ \$(grep -c '^megatron-c: .*error: ' '$MC_TMP/err') -eq 1 ] &&
              grep -qx 'megatron-c: rank 0: error: Parameter hashes not matching across DP replicas (after 2 iterations)' '$MC_TMP/err'"
 check "the differing rank names the tensors (Megatron's log line)" \
-    grep -q "^megatron-c: warning: \[Rank 1\] Hash not matching for decoder.layers.0.mlp.linear_fc2.weight$" "$MC_TMP/err"
+    grep -q "^megatron-c: warning: \[Rank 1\] Hash not matching for decoder.layers.0.mlp.linear_fc2.weight in model chunk0$" "$MC_TMP/err"
 
 # ---- --profile on the emulated CUDA device: the profiler calls at Megatron's iterations ----
 # (test/emu's cudaProfilerStart/Stop say themselves on stderr, merged here with the log lines)
