@@ -136,8 +136,18 @@ static mc_pyobj_t *value_of(const mc_args_t *a, const field_t *fd)
         if (count == 0 && (!f || !f->def)) return mc_py_none();
         mc_pyobj_t *list = mc_py_list();
         char *const *items = (char *const *)(const void *)p;
+        const bool ints = f && f->elem == MC_FLAG_INT; /* --profile-ranks: Python ints */
+        if (count == 0) { /* Megatron's default list of one value ([0]) */
+            if (mc_py_list_append(list, ints ? mc_py_int(strtoll(f->def, NULL, 10))
+                                             : mc_py_str(f->def)) != 0) {
+                mc_py_decref(list);
+                return NULL;
+            }
+            return list;
+        }
         for (int k = 0; k < count; k++)
-            if (mc_py_list_append(list, mc_py_str(items[k])) != 0) {
+            if (mc_py_list_append(list, ints ? mc_py_int(strtoll(items[k], NULL, 10))
+                                             : mc_py_str(items[k])) != 0) {
                 mc_py_decref(list);
                 return NULL;
             }
@@ -287,7 +297,12 @@ static int set_field(mc_args_t *a, const field_t *fd, const mc_pyobj_t *v, char 
         char **items = (char **)(void *)p;
         int *count = (int *)(void *)((char *)a + fd->count_off);
         for (size_t k = 0; k < mc_py_len(v); k++) {
-            if (!(s = mc_py_get_str(mc_py_item(v, k))))
+            char num[24];
+            int64_t iv;
+            if (mc_py_get_int(mc_py_item(v, k), &iv) == 0) { /* an int list (profile_ranks) */
+                snprintf(num, sizeof(num), "%lld", (long long)iv);
+                s = num;
+            } else if (!(s = mc_py_get_str(mc_py_item(v, k))))
                 return mc_errf(err, n, "args.%s holds a non-str item", fd->name);
             if (!(items[*count] = strdup(s))) return mc_errf(err, n, "out of host memory");
             (*count)++;

@@ -41,7 +41,8 @@ typedef struct {
     char normalization[16]; /* "LayerNorm" | "RMSNorm" */
     double norm_epsilon;
     bool apply_residual_connection_post_layernorm;
-    bool add_bias_linear; /* false with --disable-bias-linear */
+    bool apply_layernorm_1p; /* every norm computes with (1 + weight), weights start at 0 */
+    bool add_bias_linear;    /* false with --disable-bias-linear */
     bool add_qkv_bias;
     bool bias_gelu_fusion; /* false with --no-bias-gelu-fusion (and without biases) */
     bool swiglu;
@@ -112,8 +113,15 @@ typedef struct {
     int64_t train_samples;        /* 0 = not given; > 0 marks sample-based training (lr schedule) */
     int64_t exit_interval;        /* 0 = not given */
     double exit_duration_in_mins; /* 0 = not given */
-    bool exit_signal_handler;     /* save and exit on exit_signal (train/signals.h) */
-    char exit_signal[16];         /* "SIGTERM": Python's signal.Signals name */
+    int check_weight_hash_across_dp_replicas_interval; /* 0 = not given (None) */
+    /* --profile: the CUDA profiler from iteration profile_step_start to profile_step_end on the
+     * global ranks profile_ranks (train/profile.h) */
+    bool profile;
+    int profile_step_start, profile_step_end;
+    int n_profile_ranks;
+    char *profile_ranks[64];  /* none given: [0], Megatron's default */
+    bool exit_signal_handler; /* save and exit on exit_signal (train/signals.h) */
+    char exit_signal[16];     /* "SIGTERM": Python's signal.Signals name */
     bool skip_train;
 
     /* ---- optimizer ---- */
@@ -178,6 +186,7 @@ typedef struct {
     bool log_throughput;
     bool log_params_norm;
     bool log_num_zeros_in_grad;
+    bool log_progress; /* <save>/progress.txt (train/progress.h) */
     int timing_log_level;
     char timing_log_option[16]; /* max | minmax | all */
     bool barrier_with_l1_time;

@@ -88,7 +88,13 @@ const mc_flag_t mc_flags_model[] = {
      .help = "Which normalization technique to use."},
     {.name = "--norm-epsilon", NET, FLOAT, FIELD(norm_epsilon), .def = "1e-05", GT(0), IMPLEMENTED,
      .help = "Epsilon for layer norm and RMS norm."},
-    {.name = "--apply-layernorm-1p", NET, TRUE_IF_GIVEN, TODO("LayerNorm with (1+w)"),
+    {.name = "--apply-layernorm-1p", NET, TRUE_IF_GIVEN, FIELD(apply_layernorm_1p),
+     IMPLEMENTED_NOTE("Transformer Engine's zero_centered_gamma, which Megatron's default "
+                      "--transformer-impl gives every norm (input_layernorm, pre_mlp_layernorm, "
+                      "q/k_layernorm, final_layernorm; LayerNorm and RMSNorm): the norm computes "
+                      "with 1 + w, w starts at zero and is what checkpoints hold; 1 + w is "
+                      "rounded to the parameter type with 16-bit parameters (TE adds the 1 in "
+                      "fp32)"),
      .help = "Adjust LayerNorm weights such that they are centered around zero. This improves "
              "numerical stability."},
     {.name = "--apply-residual-connection-post-layernorm", NET, TRUE_IF_GIVEN,

@@ -139,6 +139,8 @@ const mc_flag_t mc_flags_serving[] = {
              "1.Setting this to -1 indicates that batch pipelining is not used."},
     {.name = "--inference-coordinator-port", G_INFERENCE, INT64, TODO("inference"),
      .help = "This port will be used to setup the inference coordinator on node-0"},
+    {.name = "--inference-wandb-logging", G_INFERENCE, TRUE_IF_GIVEN, TODO("inference"),
+     .help = "Enable inference wandb logging."},
     {.name = "--inference-disable-ep-consensus", G_INFERENCE, TRUE_IF_GIVEN, TODO("inference"),
      .help = "Skip the EP-group consensus all-reduce in the inference engine control loop and "
              "step on local state only. Pause/unpause take effect as soon as the signal is "
@@ -329,6 +331,8 @@ const mc_flag_t mc_flags_serving[] = {
      .help = "Will be set automatically when loading a ModelOpt checkpoint."},
     {.name = "--nccl-all-reduce-for-prefill", G_INFERENCE, TRUE_IF_GIVEN, TODO("inference"),
      .help = "If True, use NCCL all-reduce kernels when symmetric all-reduce is enabled."},
+    {.name = "--no-inference-wandb-logging", G_INFERENCE, FALSE_IF_GIVEN, .def = "False",
+     TODO("inference"), .help = "Enable inference wandb logging."},
     {.name = "--no-inference-disable-ep-consensus", G_INFERENCE, FALSE_IF_GIVEN, .def = "False",
      TODO("inference"),
      .help = "Skip the EP-group consensus all-reduce in the inference engine control loop and "

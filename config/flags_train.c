@@ -186,6 +186,14 @@ const mc_flag_t mc_flags_train[] = {
     {.name = "--deterministic-mode", TRAIN, TRUE_IF_GIVEN, NOOP("megatron-c is always deterministic"),
      .help = "Choose code that has deterministic execution. This usually means slower execution, "
              "but is good for debugging and testing."},
+    {.name = "--check-weight-hash-across-dp-replicas-interval", TRAIN, INT, GE(1),
+     FIELD(check_weight_hash_across_dp_replicas_interval),
+     IMPLEMENTED_NOTE("before training and after every N iterations each rank hashes its "
+                      "parameters (SHA-256 per tensor; Megatron SHA-1) and compares them with "
+                      "every replica of its data-parallel group; a mismatch names the tensor and "
+                      "stops the job with Megatron's message"),
+     .help = "Interval to check weight hashes are same across DP replicas. If not specified, "
+             "weight hashes not checked."},
     {.name = "--calculate-per-token-loss", TRAIN, TRUE_IF_GIVEN, FIELD(calculate_per_token_loss),
      IMPLEMENTED,
      .help = "Scale cross entropy loss by the number of non-padded tokens in the global batch, "
@@ -194,14 +202,25 @@ const mc_flag_t mc_flags_train[] = {
      NOOP("PyTorch's asynchronous CPU/GPU execution"),
      .help = "Training CPU-GPU synchronization interval, to ensure that CPU is not running too far "
              "ahead of GPU."},
-    {.name = "--profile", TRAIN, TRUE_IF_GIVEN, TODO("nsys profiling ranges"),
-     .help = "Enable nsys profiling."},
-    {.name = "--profile-step-start", TRAIN, INT, .def = "10", GE(0),
-     NOOP("only used with --profile (not implemented yet)"),
-     .help = "Global step to start profiling."},
-    {.name = "--profile-step-end", TRAIN, INT, .def = "12", GE(0),
-     NOOP("only used with --profile (not implemented yet)"), .help = "Global step to stop profiling."},
-    {.name = "--use-pytorch-profiler", TRAIN, TRUE_IF_GIVEN, TODO("PyTorch profiler traces"),
+    {.name = "--profile", TRAIN, TRUE_IF_GIVEN, FIELD(profile),
+     IMPLEMENTED_NOTE("the CUDA backend calls cudaProfilerStart before iteration "
+                      "--profile-step-start + 1 and cudaProfilerStop after iteration "
+                      "--profile-step-end on the ranks of --profile-ranks, with NVTX ranges around "
+                      "forward-backward and the optimizer (nsys --capture-range=cudaProfilerApi); "
+                      "the CPU backend has no CUDA profiler and says so in one line"),
+     .help = "Enable nsys profiling. When using this option, nsys options should be specified in "
+             "commandline. An example nsys commandline is `nsys profile -s none -t nvtx,cuda -o "
+             "<path/to/output_file> --force-overwrite true --capture-range=cudaProfilerApi "
+             "--capture-range-end=stop`."},
+    {.name = "--profile-step-start", TRAIN, INT, .def = "10", FIELD(profile_step_start),
+     IMPLEMENTED, .help = "Global step to start profiling."},
+    {.name = "--profile-step-end", TRAIN, INT, .def = "12", FIELD(profile_step_end), IMPLEMENTED,
+     .help = "Global step to stop profiling."},
+    {.name = "--profile-ranks", TRAIN, INT_LIST(-1), LIST_FIELD(profile_ranks, n_profile_ranks),
+     .def = "0", IMPLEMENTED, .help = "Global ranks to profile."},
+    {.name = "--use-pytorch-profiler", TRAIN, TRUE_IF_GIVEN,
+     TODO("torch.profiler's TensorBoard traces are PyTorch's; megatron-c has no PyTorch: use "
+          "--profile under nsys"),
      .help = "Use the built-in pytorch profiler. Useful if you wish to view profiles in "
              "tensorboard."},
     {.name = "--iterations-to-skip", TRAIN, INT_LIST(-1), TODO("skipping iterations"),
@@ -294,8 +313,27 @@ const mc_flag_t mc_flags_train[] = {
                       "takes from --seed instead of the checkpoint; Megatron-LM's generator "
                       "states are never used (a warning says so)"),
      .help = "Do not load rng state when loading checkpoint."},
-    {.name = "--non-persistent-save-interval", CKPT, INT, GE(1), TODO("non-persistent checkpoints"),
+    {.name = "--non-persistent-save-interval", CKPT, INT, GE(1),
+     TODO("non-persistent checkpoints: Megatron's global type is a second tree under "
+          "<save>/non_persistent keeping only the latest, its local type needs "
+          "nvidia_resiliency_ext; megatron-c writes persistent checkpoints only"),
      .help = "Number of iterations between non-persistent saves."},
+    {.name = "--non-persistent-ckpt-type", CKPT, CHOICE("global", "local", "in_memory"),
+     TODO("non-persistent checkpoints (see --non-persistent-save-interval)"),
+     .help = "Type of non-persistent model checkpoints. \"global\" - Saved as a standard "
+             "checkpoint (e.g., on Lustre) with old checkpoints being removed. \"local\" - Each "
+             "rank saves a portion of the checkpoint locally (e.g., on SSD/ramdisk). None - No "
+             "non-persistent checkpointing (default option)."},
+    {.name = "--non-persistent-global-ckpt-dir", CKPT, STRING,
+     TODO("non-persistent checkpoints (see --non-persistent-save-interval)"),
+     .help = "Directory containing global non-persistent model checkpoints."},
+    {.name = "--non-persistent-local-ckpt-dir", CKPT, STRING,
+     TODO("non-persistent checkpoints (see --non-persistent-save-interval)"),
+     .help = "Directory containing local non-persistent model checkpoints."},
+    {.name = "--non-persistent-local-ckpt-algo", CKPT, CHOICE("fully_parallel", "atomic"),
+     .def = "fully_parallel",
+     TODO("non-persistent checkpoints (see --non-persistent-save-interval)"),
+     .help = "Algorithm for local non-persistent checkpointing."},
     {.name = "--finetune", CKPT, TRUE_IF_GIVEN, FIELD(finetune), IMPLEMENTED,
      .help = "Load model for finetuning. Do not load optimizer or rng state from checkpoint and "
              "set iteration to 0. Assumed when loading a release checkpoint."},
@@ -343,12 +381,29 @@ const mc_flag_t mc_flags_train[] = {
     {.name = "--no-ckpt-fully-parallel-save", CKPT, FALSE_IF_GIVEN,
      NOOP("only used with distributed checkpoint formats (not implemented yet)"),
      .help = "Disable applying full save parallelization across DP for distributed checkpoints."},
+    {.name = "--dist-ckpt-workers", CKPT, INT, .def = "1", GE(1),
+     NOOP("Megatron splits an asynchronous torch_dist save over this many writer processes; "
+          "megatron-c writes the legacy layout with one writer thread per rank and the same "
+          "bytes whatever the value"),
+     .help = "Number of workers for distributed checkpointing. Only used for async save. If set "
+             "to 1, the checkpointing is performed in a single process."},
     {.name = "--async-save", CKPT, TRUE_IF_GIVEN, FIELD(async_save),
      IMPLEMENTED_NOTE("for the legacy torch layout, which Megatron refuses to save "
                       "asynchronously: a host snapshot, then a background writer; the tree is "
                       "published once every rank's files are durable (ckpt/async.h)"),
      .help = "Apply async checkpointing save. Currently works only with `torch_dist` distributed "
              "checkpoint format."},
+    {.name = "--use-persistent-ckpt-worker", CKPT, TRUE_IF_GIVEN,
+     NOOP("Megatron's persistent worker saves forking a process for each asynchronous save; "
+          "megatron-c's --async-save writer is a thread started per save, which costs "
+          "microseconds, so there is nothing to keep alive"),
+     .help = "Enables a persitent checkpoint worker for async save"},
+    {.name = "--ckpt-assume-constant-structure", CKPT, TRUE_IF_GIVEN,
+     NOOP("Megatron uses it only for the distributed formats (cached save plans, no sharding "
+          "re-validation) and local non-persistent checkpoints; the legacy torch writer has "
+          "neither, in Megatron and in megatron-c"),
+     .help = "If the model and optimizer state dict structure isconstant throughout a *single "
+             "training job*, it allows fordifferent checkpointing performance optimizations."},
     {.name = "--ckpt-fully-parallel-load", CKPT, TRUE_IF_GIVEN,
      NOOP("only used with distributed checkpoint formats (not implemented yet)"),
      .help = "Apply full load parallelization across DP for distributed checkpoints."},
@@ -617,7 +672,11 @@ const mc_flag_t mc_flags_train[] = {
      IMPLEMENTED, .help = "If set, calculate and log the number of zeros in gradient."},
     {.name = "--log-throughput", LOG, TRUE_IF_GIVEN, FIELD(log_throughput), IMPLEMENTED,
      .help = "If set, calculate and log throughput per GPU."},
-    {.name = "--log-progress", LOG, TRUE_IF_GIVEN, TODO("progress.txt in the checkpoint directory"),
+    {.name = "--log-progress", LOG, TRUE_IF_GIVEN, FIELD(log_progress),
+     IMPLEMENTED_NOTE("rank 0 appends Megatron's lines to <save>/progress.txt: 'Starting job', and "
+                      "after each save the iteration, job and cumulative TFLOP/s/GPU, "
+                      "floating-point operations and tokens; nothing without --save, as in "
+                      "Megatron"),
      .help = "If set, log progress (in terms of number of processed tokens and number of "
              "floating-point operations) to progress.txt file in checkpoint directory."},
     {.name = "--timing-log-level", LOG, INT, FIELD(timing_log_level), .def = "0", BETWEEN(0, 2),
@@ -652,8 +711,8 @@ const mc_flag_t mc_flags_train[] = {
              "\"add\" calls forces a flush to disk."},
     {.name = "--log-timers-to-tensorboard", LOG, TRUE_IF_GIVEN, FIELD(log_timers_to_tensorboard),
      IMPLEMENTED, .help = "If set, write timers to tensorboard."},
-    {.name = "--no-log-loss-scale-to-tensorboard", LOG, FALSE_IF_GIVEN,
-     FIELD(log_loss_scale_to_tensorboard), IMPLEMENTED,
+    {.name = "--no-log-loss-scale-to-tensorboard", .alias = "--disable-log-loss-scale-to-tensorboard",
+     LOG, FALSE_IF_GIVEN, FIELD(log_loss_scale_to_tensorboard), IMPLEMENTED,
      .help = "Disable loss-scale logging to tensorboard."},
     {.name = "--log-validation-ppl-to-tensorboard", LOG, TRUE_IF_GIVEN,
      FIELD(log_validation_ppl_to_tensorboard), IMPLEMENTED,

@@ -47,9 +47,15 @@ static void format_value(const mc_flag_t *f, const mc_args_t *a, char *out, size
         int count = f->count_field ? *(const int *)((const char *)a + f->count_field) : 0;
         char *const *items = (char *const *)p;
         size_t used = 0;
+        if (!count && f->def) { /* Megatron's default list of one value (--profile-ranks: [0]) */
+            snprintf(out, n, f->elem == MC_FLAG_INT ? "[%s]" : "['%s']", f->def);
+            break;
+        }
         used += (size_t)snprintf(out, n, count ? "[" : "None");
         for (int i = 0; i < count && used < n; i++)
-            used += (size_t)snprintf(out + used, n - used, "%s'%s'", i ? ", " : "", items[i]);
+            used +=
+                (size_t)snprintf(out + used, n - used, f->elem == MC_FLAG_INT ? "%s%s" : "%s'%s'",
+                                 i ? ", " : "", items[i]); /* ints unquoted, as Python's */
         if (count && used < n) snprintf(out + used, n - used, "]");
         break;
     }

@@ -304,6 +304,15 @@ struct mc_backend {
     void (*adam_step)(const mc_backend_t *be, const mc_adam_tensor_t *t, int count,
                       mc_dtype_t model_dt, float lr, float beta1, float beta2, float eps, int step);
 
+    /* ---- profiling (--profile): optional, NULL where the backend has no profiler (the CPU's;
+     * not in the required op list of kernels/device.c) ----
+     * profiler: start (1) or stop (0) the device profiler's capture (cudaProfilerStart/Stop,
+     * after the stream's work so far); range_push/range_pop: a named range (NVTX) on the
+     * profiler's timeline. */
+    void (*profiler)(const mc_backend_t *be, int start);
+    void (*range_push)(const mc_backend_t *be, const char *name);
+    void (*range_pop)(const mc_backend_t *be);
+
     void *impl; /* backend private state */
 };
 

@@ -213,6 +213,25 @@ static void plan_slot(mc_gpt_t *m, alloc_ctx_t *acts, int g, mc_gpt_slot_t *s)
 
 /* One routine both sizes and allocates, so the logged plan is what is allocated. The slot and
  * rc arrays exist in both passes (host structs); take() hands out NULL when sizing. */
+/* --apply-layernorm-1p: whether parameter p is a norm's weight (input_layernorm,
+ * pre_mlp_layernorm, q/k_layernorm, final_layernorm: each one TE's zero_centered_gamma
+ * covers), and the sizes of the ones vector and of the (1 + w) copies. */
+static bool is_norm_weight(const mc_param_t *p)
+{
+    const size_t n = strlen(p->name), k = strlen("layernorm.weight");
+    return n >= k && strcmp(p->name + n - k, "layernorm.weight") == 0;
+}
+
+static void norm_1p_sizes(const mc_gpt_t *m, long *most, long *total)
+{
+    *most = *total = 1;
+    for (int i = 0; i < m->n_params; i++)
+        if (is_norm_weight(&m->params[i])) {
+            *total += m->params[i].numel;
+            if (m->params[i].numel > *most) *most = m->params[i].numel;
+        }
+}
+
 static void plan_activations(mc_gpt_t *m, alloc_ctx_t *acts, alloc_ctx_t *ws)
 {
     const mc_gpt_config_t *c = &m->cfg;
@@ -245,6 +264,12 @@ static void plan_activations(mc_gpt_t *m, alloc_ctx_t *acts, alloc_ctx_t *ws)
     m->d_act = c->swiglu ? take(ws, SB * F * e) : NULL;
     m->d_qkv = take(ws, SB * QKV * e);
     m->attn_scratch = take(ws, scratch);
+    if (c->norm_1p) {
+        long most, total;
+        norm_1p_sizes(m, &most, &total);
+        m->norm_1p_ones = take(ws, most * e);
+        m->norm_1p_eff = take(ws, total * e);
+    }
     if (c->pos == MC_POS_ROPE) {
         m->rope_cos = take(ws, S * (c->rope.rot_dim / 2) * f);
         m->rope_sin = take(ws, S * (c->rope.rot_dim / 2) * f);
@@ -316,6 +341,47 @@ static int upload_rope_tables(mc_gpt_t *m)
     return 0;
 }
 
+/* The norm weight pointer *w of m->p, redirected to its (1 + w) copy. */
+static void to_norm_1p(const mc_gpt_t *m, void **w)
+{
+    for (int i = 0; *w && i < m->n_params; i++)
+        if (m->norm_1p[i] && mc_elem(m->param_buf, m->cfg.dt, m->params[i].offset) == *w) {
+            *w = m->norm_1p[i];
+            return;
+        }
+}
+
+/* --apply-layernorm-1p: the ones vector, a (1 + w) copy per norm weight, and m->p's norm
+ * weights pointing at the copies (the gradients stay w's: d(1 + w)/dw = 1). */
+static int setup_norm_1p(mc_gpt_t *m)
+{
+    const mc_dtype_t dt = m->cfg.dt;
+    long most, total, used = 0;
+    norm_1p_sizes(m, &most, &total);
+    m->norm_1p = calloc((size_t)m->n_params, sizeof(void *));
+    uint16_t *ones = malloc((size_t)most * sizeof(float));
+    if (!m->norm_1p || !ones) return -1;
+    for (long i = 0; i < most; i++)
+        if (dt == MC_DT_F32) ((float *)(void *)ones)[i] = 1.0f;
+        else ones[i] = dt == MC_DT_BF16 ? mc_bf16_from_f32(1.0f) : mc_f16_from_f32(1.0f);
+    m->be->memcpy_h2d(m->be, m->norm_1p_ones, ones, (size_t)most * mc_dtype_size(dt));
+    free(ones);
+    for (int i = 0; i < m->n_params; i++)
+        if (is_norm_weight(&m->params[i])) {
+            m->norm_1p[i] = mc_elem(m->norm_1p_eff, dt, used);
+            used += m->params[i].numel;
+        }
+    to_norm_1p(m, &m->p.lnf_w);
+    for (int j = 0; j < m->n_local_layers; j++) {
+        mc_layer_ptrs_t *lp = &m->p.layers[j];
+        to_norm_1p(m, &lp->ln1_w);
+        to_norm_1p(m, &lp->ln2_w);
+        to_norm_1p(m, &lp->qln_w);
+        to_norm_1p(m, &lp->kln_w);
+    }
+    return 0;
+}
+
 int mc_gpt_alloc(mc_gpt_t *m, const mc_backend_t *be)
 {
     m->be = be;
@@ -330,7 +396,7 @@ int mc_gpt_alloc(mc_gpt_t *m, const mc_backend_t *be)
     if (m->cfg.pos == MC_POS_ROPE && upload_rope_tables(m) != 0) return -1;
     mc_gpt_bind_ptrs(m, m->param_buf, m->cfg.dt, &m->p);
     mc_gpt_bind_ptrs(m, m->grad_buf, m->cfg.gdt, &m->g);
-    return 0;
+    return m->cfg.norm_1p ? setup_norm_1p(m) : 0;
 }
 
 void mc_gpt_free(mc_gpt_t *m)
@@ -346,6 +412,7 @@ void mc_gpt_free(mc_gpt_t *m)
     free(m->host_losses);
     free(m->p.layers);
     free(m->g.layers);
+    free(m->norm_1p);
     free(m->params);
     free(m->layer_no);
     memset(m, 0, sizeof(*m));
@@ -377,12 +444,18 @@ void mc_gpt_chunk_params(const mc_gpt_t *m, int c, int *first, int *n)
     *n = e - f;
 }
 
+/* Block k's parameters are about to be read: the data-parallel hook (a gather to wait for),
+ * then --apply-layernorm-1p's 1 + w of its norms from the parameters just updated. */
 static void params_needed(mc_gpt_t *m, int k)
 {
-    if (!m->params_needed_hook) return;
     int first, n;
     param_block(m, k, &first, &n);
-    if (n) m->params_needed_hook(m->hook_ctx, first, n);
+    if (n && m->params_needed_hook) m->params_needed_hook(m->hook_ctx, first, n);
+    for (int i = first; m->norm_1p && i < first + n; i++)
+        if (m->norm_1p[i])
+            m->be->add(m->be, m->cfg.dt, m->norm_1p[i],
+                       mc_elem(m->param_buf, m->cfg.dt, m->params[i].offset), m->norm_1p_ones,
+                       m->params[i].numel);
 }
 
 static void grads_final(mc_gpt_t *m, int k)

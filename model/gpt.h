@@ -68,6 +68,7 @@ typedef struct {
     bool rms;              /* RMSNorm (weight only) wherever a LayerNorm is */
     bool qk_norm;          /* --qk-layernorm: q_layernorm and k_layernorm on each head */
     bool wd_qk_norm;       /* --apply-wd-to-qk-layernorm: their parameters decay */
+    bool norm_1p;          /* --apply-layernorm-1p: every norm computes with (1 + weight) */
     mc_act_t act;          /* the MLP's activation, without swiglu */
     bool swiglu;           /* gated MLP: linear_fc1 gives [gate | up], silu(gate) * up */
     mc_pos_t pos;          /* position embeddings */
@@ -235,7 +236,12 @@ typedef struct {
     void *d_act;                /* SwiGLU: the gradient at the activation's output [S*B*F/tp] */
     float *rope_cos, *rope_sin; /* rotary embeddings: [S, rot_dim/2] angle tables (fp32) */
     void *gath;                 /* [S*B*H] gathered sequence (sequence parallelism) */
-    void **bufs;                /* every activation/workspace buffer, for freeing */
+    /* --apply-layernorm-1p: the weights the norms compute with, 1 + w, formed from the
+     * parameters each time a block's parameters are needed (m->p points there); norm_1p[i] is
+     * parameter i's (NULL for the others), norm_1p_ones a vector of ones (type cfg.dt) */
+    void **norm_1p;
+    void *norm_1p_eff, *norm_1p_ones;
+    void **bufs; /* every activation/workspace buffer, for freeing */
     int n_bufs, cap_bufs;
     float *host_losses; /* [B*S] host copy for the loss reduction */
 } mc_gpt_t;

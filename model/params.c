@@ -30,6 +30,7 @@ void mc_gpt_config_from_args(mc_gpt_config_t *c, const mc_args_t *a)
     c->rms = strcmp(a->normalization, "RMSNorm") == 0;
     c->qk_norm = a->qk_layernorm;
     c->wd_qk_norm = a->apply_wd_to_qk_layernorm;
+    c->norm_1p = a->apply_layernorm_1p;
     /* Megatron's MLP: squared_relu, else bias_gelu_impl (tanh) with the fusion, else F.gelu */
     c->act = a->squared_relu       ? MC_ACT_SQUARED_RELU
              : a->bias_gelu_fusion ? MC_ACT_GELU_TANH
@@ -153,6 +154,8 @@ void mc_gpt_build_params(mc_gpt_t *m, const mc_gpt_config_t *cfg)
             add_param(m, &cap, "embedding.position_embeddings.weight", c->max_pos, H, MC_SPLIT_NONE,
                       c->embedding_init_std, 0);
     }
+    /* --apply-layernorm-1p: Megatron's zero_centered_gamma initialises the weights to zero */
+    const float gamma = c->norm_1p ? 0.0f : 1.0f;
     m->layer_param0 = m->n_params;
     for (int j = 0; j < m->n_local_layers; j++) {
         const int l = m->layer_no[j];
@@ -163,21 +166,21 @@ void mc_gpt_build_params(mc_gpt_t *m, const mc_gpt_config_t *cfg)
     } while (0)
         /* Megatron's ColumnParallelLinear (qkv, fc1) splits output rows; RowParallelLinear
          * (proj, fc2) splits input columns and keeps its bias whole */
-        P("input_layernorm.weight", H, 0, MC_SPLIT_NONE, 0, 1.0f);
+        P("input_layernorm.weight", H, 0, MC_SPLIT_NONE, 0, gamma);
         if (ln_bias) P("input_layernorm.bias", H, 0, MC_SPLIT_NONE, 0, 0.0f);
         P("self_attention.linear_proj.weight", H, A, MC_SPLIT_COLS, out_std, 0);
         if (c->bias) P("self_attention.linear_proj.bias", H, 0, MC_SPLIT_NONE, 0, 0.0f);
         P("self_attention.linear_qkv.weight", QKV, H, MC_SPLIT_ROWS, c->init_std, 0);
         if (qkv_bias) P("self_attention.linear_qkv.bias", QKV, 0, MC_SPLIT_ROWS, 0, 0.0f);
         if (c->qk_norm) { /* over one head's channels: whole on every tp rank */
-            P("self_attention.q_layernorm.weight", c->head_dim, 0, MC_SPLIT_NONE, 0, 1.0f);
+            P("self_attention.q_layernorm.weight", c->head_dim, 0, MC_SPLIT_NONE, 0, gamma);
             if (ln_bias)
                 P("self_attention.q_layernorm.bias", c->head_dim, 0, MC_SPLIT_NONE, 0, 0.0f);
-            P("self_attention.k_layernorm.weight", c->head_dim, 0, MC_SPLIT_NONE, 0, 1.0f);
+            P("self_attention.k_layernorm.weight", c->head_dim, 0, MC_SPLIT_NONE, 0, gamma);
             if (ln_bias)
                 P("self_attention.k_layernorm.bias", c->head_dim, 0, MC_SPLIT_NONE, 0, 0.0f);
         }
-        P("pre_mlp_layernorm.weight", H, 0, MC_SPLIT_NONE, 0, 1.0f);
+        P("pre_mlp_layernorm.weight", H, 0, MC_SPLIT_NONE, 0, gamma);
         if (ln_bias) P("pre_mlp_layernorm.bias", H, 0, MC_SPLIT_NONE, 0, 0.0f);
         P("mlp.linear_fc1.weight", F1, H, fc1_split, c->init_std, 0);
         if (c->bias) P("mlp.linear_fc1.bias", F1, 0, fc1_split, 0, 0.0f);
@@ -188,7 +191,7 @@ void mc_gpt_build_params(mc_gpt_t *m, const mc_gpt_config_t *cfg)
     m->params_per_layer =
         m->n_local_layers ? (m->n_params - m->layer_param0) / m->n_local_layers : 0;
     if (post) {
-        add_param(m, &cap, "decoder.final_layernorm.weight", H, 0, MC_SPLIT_NONE, 0, 1.0f);
+        add_param(m, &cap, "decoder.final_layernorm.weight", H, 0, MC_SPLIT_NONE, 0, gamma);
         if (ln_bias)
             add_param(m, &cap, "decoder.final_layernorm.bias", H, 0, MC_SPLIT_NONE, 0, 0.0f);
         if (!c->tied) {

@@ -15,6 +15,8 @@
 #include "dist/runtime.h"
 #include "ckpt/checkpoint.h"
 #include "train/log.h"
+#include "train/progress.h"
+#include "train/weight_hash.h"
 #include "train/signals.h"
 #include "train/tensorboard.h"
 #include "train/train.h"
@@ -471,6 +473,7 @@ static void save_and_time(mc_trainer_t *t)
     mc_ckpt_save(t);
     mc_timer_stop(&t->timers, MC_T_SAVE_CHECKPOINT);
     log_timer(t, MC_T_SAVE_CHECKPOINT);
+    if (t->args->log_progress) mc_progress_saved(t, t->job_start_wall, t->flops_at_start);
 }
 
 /* --load, timed between barriers as Megatron's setup_model_and_optimizer does. */
@@ -613,12 +616,31 @@ static mc_trainer_t *start_trainer(mc_args_t *args)
     return t;
 }
 
+/* --profile on this rank: Megatron's --profile-ranks, [0] unless given. */
+static bool profiling_here(const mc_trainer_t *t)
+{
+    const mc_args_t *a = t->args;
+    if (!a->profile) return false;
+    if (a->n_profile_ranks == 0) return t->par.rank == 0;
+    for (int i = 0; i < a->n_profile_ranks; i++)
+        if (atoi(a->profile_ranks[i]) == t->par.rank) return true;
+    return false;
+}
+
+/* Megatron's cudaProfilerStart before iteration --profile-step-start + 1 runs (train()'s loop
+ * head) and cudaProfilerStop after iteration --profile-step-end (post_training_step_callbacks). */
+static void profiler_at(const mc_trainer_t *t, int64_t step, int start)
+{
+    if (t->iteration == step && profiling_here(t) && t->be->profiler) t->be->profiler(t->be, start);
+}
+
 /* One iteration of Megatron's train(): the step, the log line, evaluation and saving at their
  * intervals. Returns true when the run must stop early (exit conditions, signals). */
 static bool train_iteration(mc_trainer_t *t, mc_microbatch_t *mbl, interval_t *iv, double start)
 {
     const mc_args_t *args = t->args;
     const int mbs = args->micro_batch_size;
+    profiler_at(t, args->profile_step_start, 1);
     mc_ckpt_finalize(t, false); /* publishes an asynchronous save once written */
     /* Megatron's train(): a ramp-up step saves a checkpoint before the first iteration with
      * more microbatches (not at iteration 0) */
@@ -662,6 +684,11 @@ static bool train_iteration(mc_trainer_t *t, mc_microbatch_t *mbl, interval_t *i
         print_eval(t, label, evaluate(t, MC_SPLIT_VALID, &t->consumed_valid_samples), true);
         iv->t0 = mc_now_s(); /* evaluation time is not training time */
     }
+    /* post_training_step_callbacks */
+    if (args->check_weight_hash_across_dp_replicas_interval > 0 &&
+        t->iteration % args->check_weight_hash_across_dp_replicas_interval == 0)
+        mc_check_weight_hashes(t);
+    profiler_at(t, args->profile_step_end, 0);
     const bool saving = args->save[0] && t->iteration % args->save_interval == 0;
     const bool exiting = checkpoint_and_decide_exit(t, start);
     if (saving || exiting) iv->t0 = mc_now_s(); /* saving is not training time */
@@ -678,6 +705,8 @@ static bool train(mc_trainer_t *t, double start)
     print_datetime("before the start of training step");
     interval_t iv = {.first = true, .t0 = mc_now_s()};
     snapshot_volume(t, &iv);
+    /* train(): "check weight hash across DP replicas to be very pedantic" before the loop */
+    if (args->check_weight_hash_across_dp_replicas_interval > 0) mc_check_weight_hashes(t);
     bool exiting = false;
     while (!exiting && t->iteration < args->train_iters) /* derived from --train-samples too */
         exiting = train_iteration(t, mbl, &iv, start);
@@ -709,7 +738,16 @@ static void evaluate_at_end(mc_trainer_t *t)
 
 int mc_pretrain(mc_args_t *args)
 {
+    const double job_start = mc_progress_wall_s();
     mc_trainer_t *t = start_trainer(args);
+    t->job_start_wall = job_start;
+    t->flops_at_start =
+        (double)t->iteration * mc_num_floating_point_operations(args, args->global_batch_size);
+    if (args->log_progress) mc_progress_append(t, "Starting job");
+    if (args->profile && !t->be->profiler && g_printer)
+        printf("> --profile: the %s backend has no CUDA profiler, so nothing is captured "
+               "(cudaProfilerStart/Stop and NVTX ranges need --device cuda)\n",
+               t->be->name);
     mc_comm_t *comm = t->comm;
     const double start = mc_now_s();
     bool exiting = false;

@@ -334,11 +334,22 @@ static void poison_grads(mc_trainer_t *t)
     }
 }
 
-void mc_train_step(mc_trainer_t *t, const mc_microbatch_t *mbs, int M, mc_step_result_t *r)
+/* --profile: a named range on the backend's profiler timeline (NVTX on CUDA; none on the CPU) */
+static void range_push(const mc_trainer_t *t, const char *name)
+{
+    if (t->args->profile && t->be->range_push) t->be->range_push(t->be, name);
+}
+
+static void range_pop(const mc_trainer_t *t)
+{
+    if (t->args->profile && t->be->range_pop) t->be->range_pop(t->be);
+}
+
+/* Megatron's optimizer.step() and the scheduler's: unscale and overflow check, clip, Adam, the
+ * parameter gather. */
+static void optimizer_step(mc_trainer_t *t, int M, mc_step_result_t *r)
 {
     const mc_args_t *a = t->args;
-
-    mc_forward_backward(t, mbs, M, r);
     mc_timer_start(&t->timers, MC_T_OPTIMIZER);
     mc_opt_prepare_grads(&t->opt);
     poison_grads(t);
@@ -372,6 +383,16 @@ void mc_train_step(mc_trainer_t *t, const mc_microbatch_t *mbs, int M, mc_step_r
     mc_timer_stop(&t->timers, MC_T_PARAMS_ALL_GATHER);
     mc_timer_stop(&t->timers, MC_T_OPTIMIZER);
     mc_lr_sched_step(&t->sched, (int64_t)a->micro_batch_size * a->data_parallel_size * M);
+}
+
+void mc_train_step(mc_trainer_t *t, const mc_microbatch_t *mbs, int M, mc_step_result_t *r)
+{
+    range_push(t, "forward-backward");
+    mc_forward_backward(t, mbs, M, r);
+    range_pop(t);
+    range_push(t, "optimizer");
+    optimizer_step(t, M, r);
+    range_pop(t);
 }
 
 int mc_trainer_init_state(mc_trainer_t *t, const mc_args_t *args, const mc_backend_t *be,

@@ -46,6 +46,9 @@ typedef struct {
     int64_t consumed_train_samples, consumed_valid_samples;
     /* the global batch of this iteration (--rampup-batch-size), updated at its start */
     mc_microbatches_t microbatches;
+    /* --log-progress: when the process started (epoch seconds, Megatron's _TRAIN_START_TIME)
+     * and the floating-point operations of the loaded checkpoint */
+    double job_start_wall, flops_at_start;
 } mc_trainer_t;
 
 typedef struct {

@@ -3,6 +3,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <cuda_profiler_api.h>
+#include <nvtx3/nvToolsExt.h> // header-only (NVTX3): no library to link
+
 #include "kernels/cuda/cuda.h"
 #include "kernels/cuda/attention.h"
 
@@ -77,6 +80,27 @@ static void cuda_memset0(const mc_backend_t *be, void *p, size_t bytes)
 static void cuda_synchronize(const mc_backend_t *be)
 {
     MC_CUDA_CHECK(cudaStreamSynchronize(mc_cuda_stream(be)));
+}
+
+// --profile: the capture range of nsys --capture-range=cudaProfilerApi, and named ranges. The
+// profiler sees the device's work, so the stream is drained at both ends of the range.
+static void cuda_profiler(const mc_backend_t *be, int start)
+{
+    MC_CUDA_CHECK(cudaStreamSynchronize(mc_cuda_stream(be)));
+    if (start) MC_CUDA_CHECK(cudaProfilerStart());
+    else MC_CUDA_CHECK(cudaProfilerStop());
+}
+
+static void cuda_range_push(const mc_backend_t *be, const char *name)
+{
+    (void)be;
+    nvtxRangePushA(name);
+}
+
+static void cuda_range_pop(const mc_backend_t *be)
+{
+    (void)be;
+    nvtxRangePop();
 }
 
 // One backend per process (one rank drives one GPU).
@@ -170,6 +194,9 @@ extern "C" const mc_backend_t *mc_backend_cuda(int device, char *err, size_t n)
     b.count_zeros = mc_cuda_count_zeros;
     b.has_nonfinite = mc_cuda_has_nonfinite;
     b.adam_step = mc_cuda_adam_step;
+    b.profiler = cuda_profiler;
+    b.range_push = cuda_range_push;
+    b.range_pop = cuda_range_pop;
     b.impl = &g_cuda;
     g_backend = b;
     return &g_backend;

@@ -14,6 +14,8 @@
 #include <cuda_runtime.h>
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
+#include <cuda_profiler_api.h>
+#include <nvtx3/nvToolsExt.h>
 #include <math.h>
 #include <stddef.h>
 #include <stdint.h>

@@ -20,23 +20,6 @@
 static const char *const k_lists[] = {"megatron-flags-core_v0.15.0.tsv",
                                       "megatron-flags-main-d98e8a64dd.tsv"};
 
-/* Option strings whose entries other work in flight adds (left out of this table on purpose
- * until it lands; an entry present is checked like any other). */
-static bool owned_elsewhere(const char *name)
-{
-    static const char *const owned[] = {
-        "--rampup-batch-size", "--decoupled-lr", "--decoupled-min-lr", "--apply-layernorm-1p",
-        "--check-weight-hash-across-dp-replicas-interval", "--log-progress", "--profile",
-        "--profile-step-start", "--profile-step-end", "--profile-ranks", "--use-pytorch-profiler",
-        "--use-persistent-ckpt-worker", "--dist-ckpt-workers", "--ckpt-assume-constant-structure",
-        "--non-persistent-save-interval", "--non-persistent-ckpt-type",
-        "--non-persistent-global-ckpt-dir", "--non-persistent-local-ckpt-dir",
-        "--non-persistent-local-ckpt-algo", "--persistent-save-interval", NULL};
-    for (const char *const *o = owned; *o; o++)
-        if (strcmp(*o, name) == 0) return true;
-    return strstr(name, "tensorboard") || strstr(name, "wandb");
-}
-
 /* One option string of one list: the columns the checks need. */
 typedef struct {
     char option[96];
@@ -154,7 +137,7 @@ static void test_every_string_is_in_the_table(void **state)
     int missing = 0;
     for (int i = 0; i < g_nrows; i++) {
         const row_t *r = &g_rows[i];
-        if (mc_flag_find(r->option) || owned_elsewhere(r->option)) continue;
+        if (mc_flag_find(r->option)) continue;
         print_message("# %s is not in the flag table\n", r->option);
         missing++;
     }
