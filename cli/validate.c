@@ -349,8 +349,9 @@ static void iteration_based(const mc_args_t *a)
     if (a->lr_warmup_fraction >= 0 && a->lr_warmup_iters)
         mc_user_error("can only specify one of --lr-warmup-fraction and --lr-warmup-iters");
     if (a->rampup_start)
-        mc_user_error("expected no batch-size rampup for iteration-based training (use "
-                      "--train-samples with --rampup-batch-size)");
+        mc_user_error("expected no batch-size rampup for iteration-based training "
+                      "(--rampup-batch-size needs --train-samples in place of --train-iters; "
+                      "Megatron refuses this too)");
 }
 
 static void sample_based(const mc_args_t *a)
