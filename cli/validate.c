@@ -433,6 +433,12 @@ static void model_shape(mc_args_t *a)
         a->ffn_hidden_size =
             a->swiglu ? checked_int((int64_t)((4.0 * h * 2 / 3) / 64) * 64, "--ffn-hidden-size")
                       : checked_int(4 * (int64_t)h, "--ffn-hidden-size (4 x --hidden-size)");
+    /* Megatron's SwiGLU default rounds down to a multiple of 64: below a hidden size of 24 it
+     * is 0, an MLP with no units (Megatron goes on with empty weights) */
+    if (a->ffn_hidden_size == 0)
+        mc_user_error("--swiglu with --hidden-size %d gives an --ffn-hidden-size of 0 (Megatron's "
+                      "int(4 x hidden x 2/3 / 64) x 64); give --ffn-hidden-size",
+                      h);
     if (a->kv_channels == 0) {
         if (h % heads != 0)
             mc_user_error("--hidden-size (%d) must be divisible by --num-attention-heads (%d) (or "

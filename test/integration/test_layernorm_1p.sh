@@ -19,7 +19,7 @@ GPT=(--device cpu --mock-data --vocab-size 256 --num-layers 2 --hidden-size 16
      --num-attention-heads 2 --seq-length 16 --max-position-embeddings 16 --micro-batch-size 2
      --global-batch-size 4 --lr 1e-2 --log-interval 1 --eval-iters 0 --seed 1234)
 LLAMA=("${GPT[@]}" --normalization RMSNorm --qk-layernorm --position-embedding-type rope --swiglu
-       --disable-bias-linear)
+       --ffn-hidden-size 32 --disable-bias-linear)
 
 losses() { grep -o 'lm loss: [^ ]*' "$1" | cut -d' ' -f3 | tr '\n' ' '; }
 # a checkpoint tensor's values, one per line ($TOOL's JSON, read with Python's json module)
@@ -53,8 +53,11 @@ for model in GPT LLAMA; do
         >"$MC_TMP/$model-1p.out" 2>&1
     rc=$?
     a=$(losses "$MC_TMP/plain") b=$(losses "$MC_TMP/$model-1p.out")
-    check "$model: --apply-layernorm-1p gives the plain run's 8 losses (rc=$rc; $b)" \
-        bash -c "[ $rc -eq 0 ] && [ -n '$a' ] && [ '$a' = '$b' ]"
+    # 1 + w rounds unlike w itself once Adam has moved it: the numbers agree to the layout
+    # tests' tolerances (same_log_numbers), not bit for bit
+    check "$model: the --apply-layernorm-1p run exits 0 (rc=$rc; $b)" \
+        bash -c "[ $rc -eq 0 ] && [ -n '$a' ]" && check "$model: --apply-layernorm-1p gives the plain run's 8 losses and grad norms" \
+        same_log_numbers "$MC_TMP/plain" "$MC_TMP/$model-1p.out" 8
     if [ -x "$TOOL" ]; then
         # Transformer Engine's names: input_layernorm in linear_qkv, pre_mlp_layernorm in linear_fc1
         norms=(decoder.final_layernorm.weight decoder.layers.1.self_attention.linear_qkv.layer_norm_weight
@@ -82,11 +85,10 @@ a=$(losses "$MC_TMP/straight" | cut -d' ' -f5,7,8) b=$(losses "$MC_TMP/resumed" 
 check "resumed at 4 from its checkpoint: the straight run's losses 5, 7 and 8 (rc=$rc; $b)" \
     bash -c "[ $rc -eq 0 ] && [ -n '$a' ] && [ '$a' = '$b' ]"
 
-# tp 2 with sequence parallelism (Llama), pp 2 (GPT: the final norm on the last stage; the Llama
-# block's SwiGLU under pp 2 drifts from one rank in the last digits with or without this flag):
-# the single rank's losses
+# tp 2 with sequence parallelism (Llama), pp 2 (the final norm on the last stage): the single
+# rank's losses
 for layout in "LLAMA --tensor-model-parallel-size 2 --sequence-parallel" \
-              "GPT --pipeline-model-parallel-size 2"; do
+              "GPT --pipeline-model-parallel-size 2" "LLAMA --pipeline-model-parallel-size 2"; do
     model=${layout%% *}
     declare -n F=$model
     # shellcheck disable=SC2086 # the layout's flags
@@ -94,8 +96,9 @@ for layout in "LLAMA --tensor-model-parallel-size 2 --sequence-parallel" \
         >"$MC_TMP/par" 2>&1
     rc=$?
     a=$(losses "$MC_TMP/$model-1p.out") b=$(losses "$MC_TMP/par")
-    check "$layout: the single rank's losses (rc=$rc; $b)" \
-        bash -c "[ $rc -eq 0 ] && [ -n '$a' ] && [ '$a' = '$b' ]"
+    check "$layout: exits 0 (rc=$rc; $b)" \
+        bash -c "[ $rc -eq 0 ] && [ -n '$a' ]" &&
+        check "$layout: the single rank's losses and grad norms" same_log_numbers "$MC_TMP/$model-1p.out" "$MC_TMP/par" 8
     unset -n F
 done
 

@@ -391,6 +391,8 @@ static void test_validate_args_rules(void **state)
     mc_expect_error(ISSUE_LINE " --max-position-embeddings 32",
                  "--max-position-embeddings (32) must be greater than or equal to --seq-length (64)");
     mc_expect_error(ISSUE_LINE " --min-lr 1e-2", "--min-lr (0.01) must not exceed --lr (0.001)");
+    mc_expect_error(ISSUE_LINE " --swiglu --hidden-size 16",
+                    "--swiglu with --hidden-size 16 gives an --ffn-hidden-size of 0");
     mc_expect_error(ISSUE_LINE " --train-samples 100", "--train-iters and --train-samples are mutually exclusive");
     mc_expect_error(ISSUE_LINE " --lr-warmup-fraction 0.1",
                  "can only specify one of --lr-warmup-fraction and --lr-warmup-iters");
