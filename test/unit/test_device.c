@@ -13,12 +13,16 @@
 #include "kernels/device.h"
 #include "dist/devmem.h"
 
-/* The table names every function pointer of mc_backend_t: the struct is name, the ops, impl. */
+/* The table names every required function pointer of mc_backend_t: the struct is name, the ops,
+ * the three optional profiling hooks (NULL on the CPU), impl. */
 static void test_op_table_covers_the_struct(void **state)
 {
     (void)state;
     int n = mc_backend_op_count();
-    assert_int_equal(sizeof(mc_backend_t), (size_t)(n + 2) * sizeof(void *));
+    assert_int_equal(offsetof(mc_backend_t, profiler), (size_t)(n + 1) * sizeof(void *));
+    assert_int_equal(offsetof(mc_backend_t, range_push), (size_t)(n + 2) * sizeof(void *));
+    assert_int_equal(offsetof(mc_backend_t, range_pop), (size_t)(n + 3) * sizeof(void *));
+    assert_int_equal(sizeof(mc_backend_t), (size_t)(n + 5) * sizeof(void *));
     for (int i = 0; i < n; i++) { /* the struct's order, right after name */
         size_t off = 0;
         assert_non_null(mc_backend_op_name(i, &off));
