@@ -1,6 +1,8 @@
 /* The start-up "arguments" block, as Megatron's _print_args prints it: every argument sorted
  * case-insensitively, name padded with dots, value after validation and derivation. Names are
- * the flags' spellings with '-' as '_'; store_false flags report whether they were given. */
+ * Megatron's attributes (the flags' dest: --no-log-loss-scale-to-tensorboard is
+ * log_loss_scale_to_tensorboard, True unless given), each once however many flags fill it. */
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -27,7 +29,7 @@ static void format_value(const mc_flag_t *f, const mc_args_t *a, char *out, size
     const char *p = (const char *)a + f->field;
     switch (f->type) {
     case MC_FLAG_STORE_TRUE: snprintf(out, n, "%s", *(const bool *)p ? "True" : "False"); break;
-    case MC_FLAG_STORE_FALSE: snprintf(out, n, "%s", *(const bool *)p ? "False" : "True"); break;
+    case MC_FLAG_STORE_FALSE: snprintf(out, n, "%s", *(const bool *)p ? "True" : "False"); break;
     case MC_FLAG_INT:
     case MC_FLAG_INT64: {
         long long v = f->field_size == sizeof(int64_t) ? *(const int64_t *)p : *(const int *)p;
@@ -72,11 +74,16 @@ void mc_args_each(const mc_args_t *a, void (*fn)(void *ctx, const char *name, co
     for (size_t i = 0; i < n; i++) {
         const mc_flag_t *f = mc_flag_at(i);
         if (!f->field_size || f->type == MC_FLAG_ACTION) continue;
-        row_t *r = &rows[k++];
-        snprintf(r->name, sizeof(r->name), "%s", f->name + 2);
+        row_t *r = &rows[k];
+        if (f->dest) snprintf(r->name, sizeof(r->name), "%s", f->dest);
+        else snprintf(r->name, sizeof(r->name), "%s", f->name + 2);
         for (char *c = r->name; *c; c++)
             if (*c == '-') *c = '_';
+        bool seen = false; /* a field two flags fill (--add-bias-linear, --disable-bias-linear) */
+        for (size_t j = 0; j < k && !seen; j++) seen = strcmp(rows[j].name, r->name) == 0;
+        if (seen) continue;
         format_value(f, a, r->value, sizeof(r->value));
+        k++;
     }
     /* values derived in validate_args that no flag sets */
     const struct {

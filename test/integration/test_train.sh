@@ -97,3 +97,13 @@ expect_user_error "no data" 'mock-data' --device cpu "${MODEL[@]}"
   --seq-length 2048 --max-position-embeddings 2048 --micro-batch-size 8 --train-iters 1 --lr 1e-4 >"$MC_TMP/big" 2>"$MC_TMP/big.err"
 rc=$?
 check "a plan larger than memory: exit 2 with one line naming the need" bash -c "[ $rc -eq 2 ] && [ \$(wc -l <'$MC_TMP/big.err') -eq 1 ] && grep -q 'memory plan needs' '$MC_TMP/big.err' && grep -q 'activations' '$MC_TMP/big'"
+
+# The arguments block names Megatron's attributes: a store_false flag under its dest with the
+# attribute's value, a field two flags fill once.
+"$MC_BIN" "${FLAGS[@]}" --train-iters 6 --no-log-loss-scale-to-tensorboard --disable-bias-linear \
+    >"$MC_TMP/argsblock" 2>&1
+check "arguments block: log_loss_scale_to_tensorboard False, add_bias_linear False, once each" \
+    bash -c "grep -qE '^  log_loss_scale_to_tensorboard \.+ False$' '$MC_TMP/argsblock' &&
+             grep -qE '^  add_bias_linear \.+ False$' '$MC_TMP/argsblock' &&
+             [ \$(grep -cE '^  add_bias_linear ' '$MC_TMP/argsblock') -eq 1 ] &&
+             ! grep -qE '^  (no|disable)_(log_loss_scale|bias_linear)' '$MC_TMP/argsblock'"
