@@ -624,8 +624,10 @@ static void test_rampup_batch_size(void **state)
     assert_int_equal(a.num_microbatches, 8);
     assert_int_equal(a.rampup_start, 4);
     assert_int_equal(a.rampup_samples, 48);
+    mc_args_free(&a); /* the list's strings: the next parse starts from the defaults */
     mc_run_parse_here(&a, RAMP_LINE " --rampup-batch-size 8 8 48 --pipeline-model-parallel-size 2 "
                    "--num-virtual-stages-per-pipeline-rank 2", 2);
+    mc_args_free(&a);
     mc_expect_error_world(RAMP_LINE " --rampup-batch-size 4 4 48 --pipeline-model-parallel-size 2 "
                           "--num-virtual-stages-per-pipeline-rank 2 --micro-batch-size 4", 2,
                           "(training, batch size ramp-up: 1 microbatches = global batch size 4");
