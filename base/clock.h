@@ -13,6 +13,14 @@ static inline double mc_now_s(void)
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
+/* Seconds since the epoch (time stamps in files: TensorBoard events, progress.txt). */
+static inline double mc_wall_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
 /* A condition variable whose timed waits (mc_cond_wait_s) follow the monotonic clock. */
 static inline void mc_cond_init_monotonic(pthread_cond_t *c)
 {

@@ -7,12 +7,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "base/clock.h"
 #include "base/error.h"
+#include "base/fs.h"
 
 /* SummaryWriter's flush_secs default: pending events reach the file at least this often. */
 #define FLUSH_SECS 120.0
@@ -186,33 +186,6 @@ static size_t file_version_event(uint8_t *out, size_t cap, double wall_time)
     return e.overflow ? 0 : e.n;
 }
 
-static double wall_now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-/* mkdir -p */
-static int make_dirs(const char *dir, char *err, size_t n)
-{
-    char p[4096];
-    if (snprintf(p, sizeof(p), "%s", dir) >= (int)sizeof(p))
-        return mc_path_errf(err, n, dir, "path too long");
-    for (char *s = p + 1;; s++) {
-        if (*s != '/' && *s != '\0') continue;
-        const char c = *s;
-        *s = '\0';
-        struct stat st;
-        if (mkdir(p, 0777) != 0 && errno != EEXIST)
-            return mc_path_errf(err, n, p, "cannot create the directory: %s", strerror(errno));
-        if (stat(p, &st) != 0 || !S_ISDIR(st.st_mode))
-            return mc_path_errf(err, n, p, "not a directory");
-        if (c == '\0') return 0;
-        *s = c;
-    }
-}
-
 static int queue(mc_tfevents_t *w, const uint8_t *data, size_t len)
 {
     if (w->len + len + 16 > w->cap) {
@@ -249,10 +222,10 @@ int mc_tfevents_open(mc_tfevents_t *w, const char *dir, int max_queue, char *err
     memset(w, 0, sizeof(*w));
     w->fd = -1;
     w->max_queue = max_queue > 0 ? max_queue : 1;
-    if (make_dirs(dir, err, n) != 0) return -1;
+    if (mc_mkdirs(dir, err, n) != 0) return -1;
     char host[256] = "localhost";
     gethostname(host, sizeof(host) - 1);
-    const double now = wall_now();
+    const double now = mc_wall_s();
     if (snprintf(w->path, sizeof(w->path), "%s/events.out.tfevents.%010lld.%s.%ld.0", dir,
                  (long long)now, host, (long)getpid()) >= (int)sizeof(w->path))
         return mc_path_errf(err, n, dir, "path too long");
@@ -283,7 +256,7 @@ int mc_tfevents_scalar(mc_tfevents_t *w, const char *tag, double value, int64_t 
     uint8_t *ev = malloc(cap);
     if (!ev) return mc_errf(err, n, "out of host memory");
     int rc =
-        add_event(w, ev, mc_tfevent_scalar(ev, cap, wall_now(), step, tag, (float)value), err, n);
+        add_event(w, ev, mc_tfevent_scalar(ev, cap, mc_wall_s(), step, tag, (float)value), err, n);
     free(ev);
     return rc;
 }
@@ -294,7 +267,7 @@ int mc_tfevents_text(mc_tfevents_t *w, const char *tag, const char *text, int64_
     const size_t cap = 128 + strlen(tag) + strlen(text);
     uint8_t *ev = malloc(cap);
     if (!ev) return mc_errf(err, n, "out of host memory");
-    int rc = add_event(w, ev, mc_tfevent_text(ev, cap, wall_now(), step, tag, text), err, n);
+    int rc = add_event(w, ev, mc_tfevent_text(ev, cap, mc_wall_s(), step, tag, text), err, n);
     free(ev);
     return rc;
 }

@@ -1,6 +1,7 @@
 /* Saving and loading checkpoints across ranks: who writes which file when, the atomic publish,
  * and agreement on errors. What goes into the files is ckpt/state.h's and
  * ckpt/args.h's; the filesystem steps are ckpt/files.h's. */
+#include "base/fs.h"
 #include "ckpt/checkpoint.h"
 
 #include <errno.h>
@@ -92,7 +93,7 @@ static save_job_t *prepare(mc_trainer_t *t)
     save_job_t *j = calloc(1, sizeof(*j));
     if (!j) snprintf(err, sizeof(err), "out of host memory preparing a checkpoint");
     int64_t token = 0;
-    if (j && t->par.rank == 0 && mc_ckpt_mkdirs(dir, err, sizeof(err)) == 0) {
+    if (j && t->par.rank == 0 && mc_mkdirs(dir, err, sizeof(err)) == 0) {
         mc_ckpt_remove_stale(dir); /* trees of saves that were killed */
         struct timespec ts;
         clock_gettime(CLOCK_REALTIME, &ts);
@@ -132,7 +133,7 @@ static save_job_t *prepare(mc_trainer_t *t)
 static void write_job(void *p)
 {
     save_job_t *j = p;
-    if (j->n && mc_ckpt_mkdirs(j->rank_dir, j->err, sizeof(j->err)) == 0) {
+    if (j->n && mc_mkdirs(j->rank_dir, j->err, sizeof(j->err)) == 0) {
         for (int i = 0; i < j->n && !j->err[0]; i++)
             mc_ckpt_write_file(j->file[i].path, j->file[i].obj, j->err, sizeof(j->err));
         if (j->delay_ms > 0)

@@ -1,4 +1,5 @@
 /* `megatron-c convert-checkpoint` (ckpt/convert.h). */
+#include "base/fs.h"
 #include "ckpt/convert.h"
 
 #include <inttypes.h>
@@ -394,7 +395,7 @@ static void write_rank(const target_t *tg, model_t *fm, const mc_backend_t *be, 
         rc |= mc_py_dict_set_str(sd, "num_floating_point_operations_so_far",
                                  mc_py_incref((mc_pyobj_t *)flops));
     if (rc) mc_fatal("out of host memory building the converted checkpoint");
-    if (mc_ckpt_mkdirs(rank_dir, err, sizeof(err)) != 0) mc_user_error("%s", err);
+    if (mc_mkdirs(rank_dir, err, sizeof(err)) != 0) mc_user_error("%s", err);
     snprintf(path, sizeof(path), "%s/%s", rank_dir, MODEL_FILE);
     if (mc_ckpt_write_file(path, sd, err, sizeof(err)) != 0) mc_user_error("%s", err);
     mc_py_decref(sd);
@@ -559,7 +560,7 @@ static void write_target(const mc_convert_args_t *o, const source_t *s, const ta
 {
     const mc_args_t *t_args = tg->args;
     char err[ERR_MAX], path[MC_CKPT_PATH_MAX + 64];
-    if (mc_ckpt_mkdirs(o->save_dir, err, sizeof(err)) != 0) mc_user_error("%s", err);
+    if (mc_mkdirs(o->save_dir, err, sizeof(err)) != 0) mc_user_error("%s", err);
     mc_ckpt_remove_stale(o->save_dir);
     char tmp[32], staging[MC_CKPT_PATH_MAX], rank[32];
     snprintf(tmp, sizeof(tmp), "%lx", (unsigned long)getpid() ^ (unsigned long)time(NULL) << 16);

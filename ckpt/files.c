@@ -37,25 +37,6 @@ void mc_ckpt_rank_name(char *buf, size_t n, int tp_rank, int pp_size, int pp_ran
     else snprintf(buf, n, "mp_rank_%02d", tp_rank);
 }
 
-int mc_ckpt_mkdirs(const char *path, char *err, size_t n)
-{
-    char p[MC_CKPT_PATH_MAX];
-    if (snprintf(p, sizeof(p), "%s", path) >= (int)sizeof(p))
-        return mc_path_errf(err, n, path, "path too long");
-    for (char *s = p + 1;; s++) {
-        bool end = *s == '\0';
-        if (*s != '/' && !end) continue;
-        *s = '\0';
-        struct stat st;
-        if (mkdir(p, 0777) != 0 && errno != EEXIST)
-            return mc_path_errf(err, n, p, "cannot create the directory: %s", strerror(errno));
-        if (stat(p, &st) != 0 || !S_ISDIR(st.st_mode))
-            return mc_path_errf(err, n, p, "exists but is not a directory");
-        if (end) return 0;
-        *s = '/';
-    }
-}
-
 int mc_ckpt_fsync(const char *path, char *err, size_t n)
 {
     int fd = open(path, O_RDONLY | O_CLOEXEC);

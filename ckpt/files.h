@@ -38,8 +38,6 @@ int mc_ckpt_write_file(const char *path, const mc_pyobj_t *obj, char *err, size_
 int mc_ckpt_load_rank0(const char *dir, int64_t step, char *path, size_t pn, mc_pyobj_t **ck,
                        char *err, size_t n);
 
-/* mkdir -p. Returns 0, or -1 with "<path>: <why>" in err. */
-int mc_ckpt_mkdirs(const char *path, char *err, size_t n);
 /* fsync of a file or directory (a directory's fsync makes the names in it durable). */
 int mc_ckpt_fsync(const char *path, char *err, size_t n);
 /* Removes a directory tree (or a file); 0, or -1 with err. A missing path is fine. */

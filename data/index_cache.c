@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "base/error.h"
+#include "base/fs.h"
 #include "data/md5.h"
 
 #if !defined(__BYTE_ORDER__) || __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
@@ -98,33 +99,6 @@ static int write_atomic(const char *path, const void *head, size_t head_len, con
         return -1;
     }
     free(tmp);
-    return 0;
-}
-
-/* mkdir -p (mode 0777 less the umask, as os.makedirs). */
-static int make_dirs(const char *dir, char *err, size_t n)
-{
-    char *p = strdup(dir);
-    if (!p) return mc_errf(err, n, "out of memory");
-    for (char *s = p + 1; *s; s++) {
-        if (*s != '/') continue;
-        *s = '\0';
-        if (mkdir(p, 0777) && errno != EEXIST) {
-            mc_errf(err, n, "%s: %s", p, strerror(errno));
-            free(p);
-            return -1;
-        }
-        *s = '/';
-    }
-    if (mkdir(p, 0777) && errno != EEXIST) {
-        mc_errf(err, n, "%s: %s", p, strerror(errno));
-        free(p);
-        return -1;
-    }
-    free(p);
-    struct stat st;
-    if (stat(dir, &st)) return mc_errf(err, n, "%s: %s", dir, strerror(errno));
-    if (!S_ISDIR(st.st_mode)) return mc_errf(err, n, "%s: not a directory", dir);
     return 0;
 }
 
@@ -558,7 +532,7 @@ bad:
 int mc_index_cache_store(const mc_index_cache_entry_t *e, const mc_npy_t arrays[3])
 {
     char why[4600];
-    if (make_dirs(e->dir, why, sizeof why)) goto bad;
+    if (mc_mkdirs(e->dir, why, sizeof why)) goto bad; /* mode 0777 less the umask, as os.makedirs */
     for (int k = 0; k < 3; k++) {
         char *path = mc_index_cache_path(e, ARRAY_AFFIX[k]);
         if (!path) {

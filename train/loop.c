@@ -738,7 +738,7 @@ static void evaluate_at_end(mc_trainer_t *t)
 
 int mc_pretrain(mc_args_t *args)
 {
-    const double job_start = mc_progress_wall_s();
+    const double job_start = mc_wall_s();
     mc_trainer_t *t = start_trainer(args);
     t->job_start_wall = job_start;
     t->flops_at_start =

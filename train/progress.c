@@ -5,17 +5,11 @@
 #include <string.h>
 #include <time.h>
 
+#include "base/clock.h"
+#include "base/fs.h"
 #include "base/error.h"
-#include "ckpt/files.h"
 #include "train/log.h"
 #include "train/progress.h"
-
-double mc_progress_wall_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 static void progress_path(const mc_trainer_t *t, char *path, size_t n)
 {
@@ -30,7 +24,7 @@ void mc_progress_append(const mc_trainer_t *t, const char *text)
     char path[4200], err[4400];
     progress_path(t, path, sizeof(path));
     /* Megatron's open fails on a --save that does not exist yet; the save would make it */
-    if (mc_ckpt_mkdirs(t->args->save, err, sizeof(err)) != 0) mc_fatal("--log-progress: %s", err);
+    if (mc_mkdirs(t->args->save, err, sizeof(err)) != 0) mc_fatal("--log-progress: %s", err);
     FILE *f = fopen(path, "a");
     if (!f) mc_fatal("cannot append to %s (--log-progress)", path);
     time_t now = time(NULL);
@@ -98,7 +92,7 @@ void mc_progress_saved(const mc_trainer_t *t, double job_start, double flops_at_
         /* the operations so far as the checkpoint stores them (ckpt/rank.c) */
         const double flops =
             (double)t->iteration * mc_num_floating_point_operations(a, a->global_batch_size);
-        const double now = mc_progress_wall_s(), per = 1e12 * a->world_size;
+        const double now = mc_wall_s(), per = 1e12 * a->world_size;
         const double job = (flops - flops_at_start) / ((now - job_start) * per);
         char path[4200];
         progress_path(t, path, sizeof(path));

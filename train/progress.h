@@ -17,7 +17,4 @@ void mc_progress_append(const mc_trainer_t *t, const char *text);
  * done before this job (those of the loaded checkpoint). */
 void mc_progress_saved(const mc_trainer_t *t, double job_start, double flops_at_start);
 
-/* Epoch seconds now (Megatron's time.time()). */
-double mc_progress_wall_s(void);
-
 #endif

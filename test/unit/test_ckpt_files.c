@@ -12,6 +12,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "base/fs.h"
 #include "ckpt/files.h"
 
 static char g_dir[256];
@@ -107,7 +108,7 @@ static void test_publish(void **state)
     mc_ckpt_iter_dir(staging, sizeof(staging), g_dir, 7, false, "a");
     mc_ckpt_iter_dir(final, sizeof(final), g_dir, 7, false, NULL);
     snprintf(f, sizeof(f), "%s/mp_rank_00", staging);
-    assert_int_equal(mc_ckpt_mkdirs(f, err, sizeof(err)), 0);
+    assert_int_equal(mc_mkdirs(f, err, sizeof(err)), 0);
     snprintf(f, sizeof(f), "%s/mp_rank_00/model_optim_rng.pt", staging);
     put(f, "old");
     assert_int_equal(mc_ckpt_publish_dir(staging, final, err, sizeof(err)), 0);
@@ -117,7 +118,7 @@ static void test_publish(void **state)
     /* the same iteration again: the new tree replaces the old one whole */
     mc_ckpt_iter_dir(staging, sizeof(staging), g_dir, 7, false, "b");
     snprintf(f, sizeof(f), "%s/mp_rank_01", staging);
-    assert_int_equal(mc_ckpt_mkdirs(f, err, sizeof(err)), 0);
+    assert_int_equal(mc_mkdirs(f, err, sizeof(err)), 0);
     assert_int_equal(mc_ckpt_publish_dir(staging, final, err, sizeof(err)), 0);
     assert_false(exists(staging));
     snprintf(f, sizeof(f), "%s/mp_rank_01", final);
@@ -131,9 +132,9 @@ static void test_stale_and_list(void **state)
     (void)state;
     char err[512], p[600], held[256];
     snprintf(p, sizeof(p), "%s/iter_0000003.tmp-9/mp_rank_00", g_dir);
-    assert_int_equal(mc_ckpt_mkdirs(p, err, sizeof(err)), 0);
+    assert_int_equal(mc_mkdirs(p, err, sizeof(err)), 0);
     snprintf(p, sizeof(p), "%s/iter_0000002/mp_rank_00", g_dir);
-    assert_int_equal(mc_ckpt_mkdirs(p, err, sizeof(err)), 0);
+    assert_int_equal(mc_mkdirs(p, err, sizeof(err)), 0);
     snprintf(p, sizeof(p), "%s/%s.tmp-9", g_dir, MC_CKPT_TRACKER);
     put(p, "3");
     snprintf(p, sizeof(p), "%s/notes.tmp-1", g_dir); /* not ours: left alone */
@@ -144,7 +145,7 @@ static void test_stale_and_list(void **state)
     assert_string_equal(held, "iter_0000002");
     /* mkdirs refuses a path through a file */
     snprintf(p, sizeof(p), "%s/notes.tmp-1/sub", g_dir);
-    assert_int_equal(mc_ckpt_mkdirs(p, err, sizeof(err)), -1);
+    assert_int_equal(mc_mkdirs(p, err, sizeof(err)), -1);
     assert_non_null(strstr(err, "not a directory"));
 }
 

@@ -15,6 +15,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "base/clock.h"
 #include "config/flags.h"
 #include "dist/comm.h"
 #include "train/log.h"
@@ -59,7 +60,7 @@ static void test_saved_line_numbers(void **state)
     fclose(f);
 
     /* this process started 500 s ago after loading a checkpoint of 50 F */
-    mc_progress_saved(&t, mc_progress_wall_s() - 500, 50 * F);
+    mc_progress_saved(&t, mc_wall_s() - 500, 50 * F);
     f = fopen(path, "r");
     assert_non_null(f);
     char line[1024], last[1024] = "";
