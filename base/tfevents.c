@@ -86,24 +86,27 @@ static void pb_varint(pb_t *b, uint64_t v)
 
 static void pb_key(pb_t *b, int field, int wire) { pb_varint(b, (uint64_t)(field << 3 | wire)); }
 
+/* A fixed-width field: wire type 1 (8 bytes, double) or 5 (4 bytes, float), little-endian. */
+static void pb_fixed(pb_t *b, int field, uint64_t bits, int bytes)
+{
+    uint8_t le[8];
+    put_le(le, bits, bytes);
+    pb_key(b, field, bytes == 8 ? 1 : 5);
+    pb_raw(b, le, (size_t)bytes);
+}
+
 static void pb_double(pb_t *b, int field, double v)
 {
     uint64_t bits;
-    uint8_t le[8];
     memcpy(&bits, &v, 8);
-    put_le(le, bits, 8);
-    pb_key(b, field, 1);
-    pb_raw(b, le, 8);
+    pb_fixed(b, field, bits, 8);
 }
 
 static void pb_float(pb_t *b, int field, float v)
 {
     uint32_t bits;
-    uint8_t le[4];
     memcpy(&bits, &v, 4);
-    put_le(le, bits, 4);
-    pb_key(b, field, 5);
-    pb_raw(b, le, 4);
+    pb_fixed(b, field, bits, 4);
 }
 
 static void pb_bytes(pb_t *b, int field, const void *data, size_t len)
