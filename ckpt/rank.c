@@ -54,11 +54,8 @@ mc_pyobj_t *mc_ckpt_state_dict(const mc_trainer_t *t)
         rc |= mc_py_dict_set_str(sd, "opt_param_scheduler", mc_ckpt_scheduler_dict(&t->sched, a));
     }
     if (!a->no_save_rng) rc |= mc_py_dict_set_str(sd, "rng_state", rng_state(t));
-    /* the operations are linear in the batch: with a ramp-up, those of the consumed samples */
     const double flops =
-        a->rampup_start
-            ? mc_num_floating_point_operations(a, t->consumed_train_samples)
-            : (double)t->iteration * mc_num_floating_point_operations(a, a->global_batch_size);
+        mc_floating_point_operations_so_far(a, t->iteration, t->consumed_train_samples);
     rc |= mc_py_dict_set_str(sd, "num_floating_point_operations_so_far", mc_py_float(flops));
     mc_ckpt_order_free(&o);
     if (rc) {

@@ -156,3 +156,9 @@ double mc_num_floating_point_operations(const mc_args_t *a, int64_t batch_size)
     const double inner = (double)mlp + self_attn + (double)logit;
     return (double)(batch_size * s) * inner;
 }
+
+double mc_floating_point_operations_so_far(const mc_args_t *a, int64_t iterations, int64_t samples)
+{
+    if (a->rampup_start) return mc_num_floating_point_operations(a, samples);
+    return (double)iterations * mc_num_floating_point_operations(a, a->global_batch_size);
+}

@@ -59,4 +59,10 @@ int mc_format_eval_block(char *buf, size_t n, const char *label, const char **na
  * else 2. For MHA with ffn = 4h this is 72BsLh^2 + 6Bs^2Lh + 6BshV. */
 double mc_num_floating_point_operations(const mc_args_t *args, int64_t batch_size);
 
+/* num_floating_point_operations_so_far after `iterations` iterations that consumed `samples`
+ * samples: iterations x one batch's, or with --rampup-batch-size those of the consumed samples
+ * (the operations are linear in the batch). What checkpoints store and progress.txt reports. */
+double mc_floating_point_operations_so_far(const mc_args_t *args, int64_t iterations,
+                                           int64_t samples);
+
 #endif

@@ -742,7 +742,7 @@ int mc_pretrain(mc_args_t *args)
     mc_trainer_t *t = start_trainer(args);
     t->job_start_wall = job_start;
     t->flops_at_start =
-        (double)t->iteration * mc_num_floating_point_operations(args, args->global_batch_size);
+        mc_floating_point_operations_so_far(args, t->iteration, t->consumed_train_samples);
     if (args->log_progress) mc_progress_append(t, "Starting job");
     if (args->profile && !t->be->profiler && g_printer)
         printf("> --profile: the %s backend has no CUDA profiler, so nothing is captured "

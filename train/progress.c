@@ -89,9 +89,8 @@ void mc_progress_saved(const mc_trainer_t *t, double job_start, double flops_at_
     if (!a->save[0]) return;
     char text[512] = "";
     if (t->par.rank == 0) {
-        /* the operations so far as the checkpoint stores them (ckpt/rank.c) */
         const double flops =
-            (double)t->iteration * mc_num_floating_point_operations(a, a->global_batch_size);
+            mc_floating_point_operations_so_far(a, t->iteration, t->consumed_train_samples);
         const double now = mc_wall_s(), per = 1e12 * a->world_size;
         const double job = (flops - flops_at_start) / ((now - job_start) * per);
         char path[4200];
