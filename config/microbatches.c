@@ -67,6 +67,17 @@ int mc_microbatches_check(const mc_microbatches_t *c, const mc_args_t *a, char *
                    c->start, c->increment, (long long)c->rampup_samples);
 }
 
+int64_t mc_microbatches_seek(mc_microbatches_t *c, int64_t iteration)
+{
+    int64_t consumed = c->start ? 0 : iteration * c->global_batch_size;
+    for (int64_t it = 0; c->start && it < iteration; it++) {
+        mc_microbatches_update(c, consumed);
+        consumed += c->current_global_batch_size;
+    }
+    mc_microbatches_update(c, consumed);
+    return consumed;
+}
+
 int64_t mc_microbatches_train_iters(const mc_microbatches_t *c, int64_t train_samples)
 {
     if (!c->start) return train_samples / c->global_batch_size;

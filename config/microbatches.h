@@ -39,6 +39,10 @@ bool mc_microbatches_update(mc_microbatches_t *c, int64_t consumed_samples);
 /* Megatron's consistency check of the current batch: 0, or -1 with its message in err. */
 int mc_microbatches_check(const mc_microbatches_t *c, const mc_args_t *a, char *err, size_t n);
 
+/* The samples consumed before iteration `iteration` (0-based) of a run from the start, each
+ * earlier iteration having taken its own batch; c is left at that iteration's batch. */
+int64_t mc_microbatches_seek(mc_microbatches_t *c, int64_t iteration);
+
 /* training.update_train_iters with a ramp-up: the iterations of the ramp (counted while the
  * consumed samples are <= both the ramp-up samples and train_samples, so the last may cross
  * train_samples), then train_samples' remaining whole global batches. */

@@ -168,12 +168,7 @@ static void run_sampler(mc_data_source_t *s, const mc_args_t *a, const mc_inspec
     mc_microbatches_t c;
     char cerr[512];
     if (mc_microbatches_init(&c, a, cerr, sizeof(cerr)) != 0) mc_user_error("%s", cerr);
-    int64_t consumed = a->rampup_start ? 0 : o->iteration * a->global_batch_size;
-    for (int64_t it = 0; a->rampup_start && it < o->iteration; it++) {
-        mc_microbatches_update(&c, consumed);
-        consumed += c.current_global_batch_size;
-    }
-    mc_microbatches_update(&c, consumed);
+    const int64_t consumed = mc_microbatches_seek(&c, o->iteration);
     const int m = c.num_microbatches;
     mc_sampler_t smp;
     char err[512];
