@@ -74,16 +74,12 @@ void mc_args_each(const mc_args_t *a, void (*fn)(void *ctx, const char *name, co
     for (size_t i = 0; i < n; i++) {
         const mc_flag_t *f = mc_flag_at(i);
         if (!f->field_size || f->type == MC_FLAG_ACTION) continue;
-        row_t *r = &rows[k];
+        row_t *r = &rows[k++];
         if (f->dest) snprintf(r->name, sizeof(r->name), "%s", f->dest);
         else snprintf(r->name, sizeof(r->name), "%s", f->name + 2);
         for (char *c = r->name; *c; c++)
             if (*c == '-') *c = '_';
-        bool seen = false; /* a field two flags fill (--add-bias-linear, --disable-bias-linear) */
-        for (size_t j = 0; j < k && !seen; j++) seen = strcmp(rows[j].name, r->name) == 0;
-        if (seen) continue;
         format_value(f, a, r->value, sizeof(r->value));
-        k++;
     }
     /* values derived in validate_args that no flag sets */
     const struct {
@@ -105,7 +101,10 @@ void mc_args_each(const mc_args_t *a, void (*fn)(void *ctx, const char *name, co
         snprintf(vpp->value, sizeof(vpp->value), "%d", a->virtual_pipeline_model_parallel_size);
     else snprintf(vpp->value, sizeof(vpp->value), "None");
     qsort(rows, k, sizeof(row_t), row_cmp);
-    for (size_t i = 0; i < k; i++) fn(ctx, rows[i].name, rows[i].value);
+    for (size_t i = 0; i < k; i++) /* a field two flags fill (--add-bias-linear and
+                                     * --disable-bias-linear), its value alike, once */
+        if (i == 0 || strcmp(rows[i].name, rows[i - 1].name) != 0)
+            fn(ctx, rows[i].name, rows[i].value);
     free(rows);
 }
 
