@@ -103,22 +103,16 @@ static mc_param_t *add_param(mc_gpt_t *m, int *cap, const char *name, int64_t d0
     return p;
 }
 
-void mc_gpt_build_params(mc_gpt_t *m, const mc_gpt_config_t *cfg)
+/* The chunks' local layers (their global numbers in m->layer_no), whether this rank holds the
+ * embedding (pre) and the output layer (post), and each slot group's count. */
+static void local_layers(mc_gpt_t *m, bool *pre, bool *post)
 {
-    memset(m, 0, sizeof(*m));
-    m->cfg = *cfg;
     mc_gpt_config_t *c = &m->cfg;
-    if (c->tp < 1) c->tp = 1; /* a configuration written by hand may leave these 0 */
-    if (c->n_chunks < 1) {
-        c->n_chunks = 1;
-        c->chunk[0] = (mc_chunk_cfg_t){0, c->num_layers, true, true};
-    }
-    bool pre = false, post = false;
     for (int k = 0; k < c->n_chunks; k++) {
         m->chunk_local0[k] = m->n_local_layers;
         m->n_local_layers += c->chunk[k].n_layers;
-        pre |= c->chunk[k].pre;
-        post |= c->chunk[k].post;
+        *pre |= c->chunk[k].pre;
+        *post |= c->chunk[k].post;
     }
     /* a group with chunks has a slot at least; one without has none */
     for (int g = 0; g < MC_SLOT_GROUPS; g++) {
@@ -131,6 +125,20 @@ void mc_gpt_build_params(mc_gpt_t *m, const mc_gpt_config_t *cfg)
     for (int k = 0, j = 0; k < c->n_chunks; k++)
         for (int i = 0; i < c->chunk[k].n_layers; i++)
             m->layer_no[j++] = c->chunk[k].first_layer + i;
+}
+
+void mc_gpt_build_params(mc_gpt_t *m, const mc_gpt_config_t *cfg)
+{
+    memset(m, 0, sizeof(*m));
+    m->cfg = *cfg;
+    mc_gpt_config_t *c = &m->cfg;
+    if (c->tp < 1) c->tp = 1; /* a configuration written by hand may leave these 0 */
+    if (c->n_chunks < 1) {
+        c->n_chunks = 1;
+        c->chunk[0] = (mc_chunk_cfg_t){0, c->num_layers, true, true};
+    }
+    bool pre = false, post = false;
+    local_layers(m, &pre, &post);
 
     if (c->groups < 1) c->groups = c->heads;
     const int L = c->num_layers, H = c->hidden, F = c->ffn, F1 = c->swiglu ? 2 * F : F;
