@@ -188,7 +188,8 @@ void mc_ckpt_args_int(const mc_pyobj_t *ns, const char *name, int64_t *out)
     mc_py_get_int(mc_py_attr(ns, name), out); /* leaves *out alone unless an int */
 }
 
-int mc_ckpt_args_check(const mc_pyobj_t *ns, const mc_args_t *a, char *err, size_t n)
+int mc_ckpt_args_check(const mc_pyobj_t *ns, const mc_args_t *a, bool any_layout, char *err,
+                       size_t n)
 {
     if (!mc_py_is_a(ns, "argparse", "Namespace"))
         return mc_errf(err, n, "'args' is not an argparse.Namespace");
@@ -213,7 +214,10 @@ int mc_ckpt_args_check(const mc_pyobj_t *ns, const mc_args_t *a, char *err, size
         {"decoder_last_pipeline_num_layers", a->decoder_last_pipeline_num_layers, 0,
          "--decoder-last-pipeline-num-layers"},
     };
-    for (size_t k = 0; k < sizeof(rows) / sizeof(rows[0]); k++) {
+    /* torch_dist stores global tensors: only the model's shape must match (the padded vocabulary
+     * follows tp, and loading re-pads it) */
+    const size_t count = any_layout ? 4 : sizeof(rows) / sizeof(rows[0]);
+    for (size_t k = 0; k < count; k++) {
         const mc_pyobj_t *v = mc_py_attr(ns, rows[k].name);
         int64_t saved;
         if (!v) continue;

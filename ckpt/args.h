@@ -17,10 +17,12 @@
 mc_pyobj_t *mc_ckpt_args_namespace(const mc_args_t *a, int64_t consumed_train_samples,
                                    int64_t consumed_valid_samples);
 
-/* The model shape and tensor/pipeline/virtual-pipeline layout in ns against a. Returns 0, or -1
- * with one line naming the first difference. Attributes the Namespace lacks are not compared
- * (older checkpoints, as Megatron's getattr defaults). */
-int mc_ckpt_args_check(const mc_pyobj_t *ns, const mc_args_t *a, char *err, size_t n);
+/* The model shape and tensor/pipeline/virtual-pipeline layout in ns against a (any_layout: the
+ * model shape only, for torch_dist checkpoints). Returns 0, or -1 with one line naming the first
+ * difference. Attributes the Namespace lacks are not compared (older checkpoints, as Megatron's
+ * getattr defaults). */
+int mc_ckpt_args_check(const mc_pyobj_t *ns, const mc_args_t *a, bool any_layout, char *err,
+                       size_t n);
 
 /* An integer attribute of ns (*out unchanged when absent or None). */
 void mc_ckpt_args_int(const mc_pyobj_t *ns, const char *name, int64_t *out);

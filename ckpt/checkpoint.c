@@ -18,6 +18,7 @@
 #include "base/error.h"
 #include "ckpt/args.h"
 #include "ckpt/async.h"
+#include "ckpt/dist.h"
 #include "ckpt/files.h"
 #include "ckpt/state.h"
 #include "config/env.h"
@@ -28,6 +29,8 @@
 #define ERR_MAX 1024
 
 static bool printer(const mc_trainer_t *t) { return t->par.rank == t->par.last_rank; }
+
+static bool is_dist(const mc_args_t *a) { return strcmp(a->ckpt_format, "torch_dist") == 0; }
 
 /* Megatron's "[%Y-%m-%d %H:%M:%S.%f]" prefix. */
 static void stamp(char *buf, size_t n)
@@ -71,6 +74,7 @@ typedef struct {
         char path[MC_CKPT_PATH_MAX + 64];
         mc_pyobj_t *obj;
     } file[2];
+    mc_dist_job_t *dist; /* --ckpt-format torch_dist: this rank's items (ckpt/dist.h) */
     long delay_ms; /* MC_TEST_CKPT_WRITE_DELAY_MS: tests hold the writer after writing the files
                     * (not yet durable nor published), to watch training go on or kill it */
     char err[ERR_MAX];
@@ -114,6 +118,10 @@ static save_job_t *prepare(mc_trainer_t *t)
     const char *delay = mc_env_text(MC_ENV_TEST_CKPT_WRITE_DELAY_MS);
     j->delay_ms = delay ? strtol(delay, NULL, 10) : 0;
 
+    if (is_dist(a)) {
+        j->dist = mc_dist_prepare(t, j->staging);
+        return j;
+    }
     const bool writer = t->ddp.dp_rank == 0;
     if (writer) add_file(j, MODEL_FILE, mc_ckpt_state_dict(t));
     if (t->ddp.dist_opt && !a->no_save_optim) {
@@ -133,6 +141,14 @@ static save_job_t *prepare(mc_trainer_t *t)
 static void write_job(void *p)
 {
     save_job_t *j = p;
+    if (j->dist) {
+        mc_dist_write(j->dist, j->err, sizeof(j->err));
+        if (j->delay_ms > 0)
+            nanosleep(&(struct timespec){.tv_sec = j->delay_ms / 1000,
+                                         .tv_nsec = j->delay_ms % 1000 * 1000000L},
+                      NULL);
+        return;
+    }
     if (j->n && mc_mkdirs(j->rank_dir, j->err, sizeof(j->err)) == 0) {
         for (int i = 0; i < j->n && !j->err[0]; i++)
             mc_ckpt_write_file(j->file[i].path, j->file[i].obj, j->err, sizeof(j->err));
@@ -197,6 +213,11 @@ static void publish(mc_trainer_t *t, save_job_t *j)
     char err[ERR_MAX] = "", when[64];
     int64_t prev = 0;
     agree(t, j->err); /* every file is complete */
+    if (j->dist) { /* rank 0 indexes every rank's items */
+        mc_dist_finish(t, j->dist, j->final, err, sizeof(err));
+        j->dist = NULL;
+        agree(t, err);
+    }
     if (t->par.rank == 0) {
         prev = previous_iteration(a);
         char text[32];
@@ -247,8 +268,11 @@ void mc_ckpt_save(mc_trainer_t *t)
     }
     if (printer(t)) {
         stamp(when, sizeof(when));
-        printf("%s saving checkpoint at iteration %7" PRId64 " to %s in torch format\n", when,
-               t->iteration, a->save);
+        printf("%s saving checkpoint at iteration %7" PRId64 " to %s in %s format\n", when,
+               t->iteration, a->save, a->ckpt_format);
+        if (is_dist(a) && a->use_distributed_optimizer && !a->no_save_optim)
+            printf("Storing distributed optimizer sharded state of type %s\n",
+                   a->dist_ckpt_optim_fully_reshardable ? "fully_reshardable" : "dp_reshardable");
         fflush(stdout);
     }
     mc_ddp_finish_param_gather(&t->ddp); /* every rank's parameters complete */
@@ -258,8 +282,10 @@ void mc_ckpt_save(mc_trainer_t *t)
         publish(t, j);
         return;
     }
-    mc_pyobj_t *objs[2] = {j->file[0].obj, j->file[1].obj};
-    if (mc_ckpt_async_snapshot(t->ckpt_async, objs, j->n, err, sizeof(err)) == 0)
+    mc_pyobj_t *pair[2] = {j->file[0].obj, j->file[1].obj}, **objs = pair;
+    int n_objs = j->n;
+    if (j->dist) n_objs = (int)mc_dist_job_objects(j->dist, &objs);
+    if (mc_ckpt_async_snapshot(t->ckpt_async, objs, n_objs, err, sizeof(err)) == 0)
         mc_ckpt_async_start(t->ckpt_async, write_job, j, err, sizeof(err));
     agree(t, err);
     if (printer(t)) {
@@ -306,21 +332,23 @@ static void missing(const char *path, const char *iter_dir, const char *load, ch
                      load, held[0] ? held : "no iter_* directory");
         return;
     }
-    char meta[MC_CKPT_PATH_MAX + 32];
-    snprintf(meta, sizeof(meta), "%s/metadata.json", iter_dir);
-    if (access(meta, F_OK) == 0) {
-        mc_path_errf(err, n, iter_dir,
-                     "is a distributed checkpoint (--ckpt-format torch_dist or "
-                     "torch_dcp), which megatron-c does not read (save it in Megatron-LM with "
-                     "--ckpt-format torch, e.g. by loading it with --ckpt-convert-format torch "
-                     "--ckpt-convert-save DIR)");
-        return;
-    }
     mc_ckpt_list(iter_dir, "mp_rank_", held, sizeof(held));
     mc_path_errf(err, n, path,
                  "missing shard file (the checkpoint holds %s: it was saved with another "
                  "tensor or pipeline-parallel layout, or a rank failed to write it)",
                  held[0] ? held : "no mp_rank_* directory");
+}
+
+static void loaded(const mc_trainer_t *t, const char *dir)
+{
+    const mc_args_t *a = t->args;
+    if (printer(t)) {
+        printf(" checkpoint version 3.0\n"
+               "  successfully loaded checkpoint from %s [ t 1/%d, p 1/%d ] at iteration %" PRId64
+               "\n",
+               dir, a->tensor_model_parallel_size, a->pipeline_model_parallel_size, t->iteration);
+        fflush(stdout);
+    }
 }
 
 bool mc_ckpt_load(mc_trainer_t *t)
@@ -354,13 +382,25 @@ bool mc_ckpt_load(mc_trainer_t *t)
         iteration = a->ckpt_step;
         release = false;
     }
-    if (printer(t)) {
-        if (release) printf(" loading release checkpoint from %s\n", dir);
-        else printf(" loading checkpoint from %s at iteration %" PRId64 "\n", dir, iteration);
-        fflush(stdout);
-    }
     char iter_dir[MC_CKPT_PATH_MAX], rank_name[32], path[MC_CKPT_PATH_MAX + 64];
     mc_ckpt_iter_dir(iter_dir, sizeof(iter_dir), dir, iteration, release, NULL);
+    /* the format on disk decides, whatever --ckpt-format says (Megatron's
+     * _get_checkpoint_format) */
+    const bool dist = mc_dist_is_checkpoint(iter_dir);
+    if (printer(t)) {
+        const char *infix = dist ? "distributed " : "";
+        if (release) printf(" loading release %scheckpoint from %s\n", infix, dir);
+        else
+            printf(" loading %scheckpoint from %s at iteration %" PRId64 "\n", infix, dir,
+                   iteration);
+        fflush(stdout);
+    }
+    if (dist) {
+        mc_dist_load(t, iter_dir, release, err, sizeof(err));
+        agree(t, err);
+        loaded(t, dir);
+        return true;
+    }
     mc_ckpt_rank_name(rank_name, sizeof(rank_name), t->par.me.tp, a->pipeline_model_parallel_size,
                       t->par.me.pp);
     snprintf(path, sizeof(path), "%s/%s/%s", iter_dir, rank_name, MODEL_FILE);
@@ -405,12 +445,6 @@ bool mc_ckpt_load(mc_trainer_t *t)
                opts.load_optim ? " from its fp32 master parameters"
                                : " (without --no-load-optim the "
                                  "fp32 master parameters would be loaded)");
-    if (printer(t)) {
-        printf(" checkpoint version 3.0\n"
-               "  successfully loaded checkpoint from %s [ t 1/%d, p 1/%d ] at iteration %" PRId64
-               "\n",
-               dir, a->tensor_model_parallel_size, a->pipeline_model_parallel_size, t->iteration);
-        fflush(stdout);
-    }
+    loaded(t, dir);
     return true;
 }

@@ -28,16 +28,7 @@
 
 static const char *const k_keys[] = {"param", "exp_avg", "exp_avg_sq"};
 
-/* Megatron's buffers of this rank, one per model chunk. */
-typedef struct {
-    int n_chunks;
-    long *pos;                         /* [n_params]: start in its chunk's world tensor */
-    int *chunk;                        /* [n_params] */
-    long unpadded[MC_MAX_CHUNKS];      /* world tensor lengths */
-    mc_grad_layout_t l[MC_MAX_CHUNKS]; /* buckets per chunk */
-} buffers_t;
-
-static void buffers_free(buffers_t *b)
+void mc_ckpt_buffers_free(mc_ckpt_buffers_t *b)
 {
     free(b->pos);
     free(b->chunk);
@@ -45,7 +36,7 @@ static void buffers_free(buffers_t *b)
     memset(b, 0, sizeof(*b));
 }
 
-static void buffers(const mc_trainer_t *t, const mc_ckpt_order_t *o, buffers_t *b)
+void mc_ckpt_buffers(const mc_trainer_t *t, const mc_ckpt_order_t *o, mc_ckpt_buffers_t *b)
 {
     const mc_gpt_t *m = &t->model;
     const mc_args_t *a = t->args;
@@ -127,8 +118,8 @@ static float *gather_state(mc_trainer_t *t, const float *dev)
     return full;
 }
 
-/* Megatron's key of a buffer: (param dtype, grad dtype). */
-static mc_pyobj_t *dtype_key(const mc_args_t *a)
+
+mc_pyobj_t *mc_ckpt_buffer_dtype_key(const mc_args_t *a)
 {
     const char *param = a->bf16 ? "bfloat16" : a->fp16 ? "float16" : "float32";
     const char *grad = a->bf16 || a->fp16
@@ -138,7 +129,7 @@ static mc_pyobj_t *dtype_key(const mc_args_t *a)
 }
 
 /* [{key: [v...]}, ...]: a per-bucket list of every chunk's buffer. */
-static mc_pyobj_t *per_bucket(const mc_args_t *a, const buffers_t *b, bool unpadded)
+static mc_pyobj_t *per_bucket(const mc_args_t *a, const mc_ckpt_buffers_t *b, bool unpadded)
 {
     mc_pyobj_t *out = mc_py_list();
     int rc = out ? 0 : -1;
@@ -149,7 +140,7 @@ static mc_pyobj_t *per_bucket(const mc_args_t *a, const buffers_t *b, bool unpad
             rc |= mc_py_list_append(list,
                                     mc_py_int(unpadded ? bk->numel_unpadded : bk->end - bk->start));
         }
-        rc |= mc_py_dict_set(by_dtype, dtype_key(a), list);
+        rc |= mc_py_dict_set(by_dtype, mc_ckpt_buffer_dtype_key(a), list);
         rc |= mc_py_list_append(out, by_dtype);
     }
     if (rc) {
@@ -170,8 +161,8 @@ mc_pyobj_t *mc_ckpt_distopt_gather(mc_trainer_t *t, const mc_ckpt_order_t *o)
     if (t->ddp.dp_rank != 0) return NULL;
     /* fp32 parameters: every rank holds all of them after the parameter gather */
     if (!src[0]) src[0] = host_copy(m->be, m->param_buf, m->n_elems);
-    buffers_t b;
-    buffers(t, o, &b);
+    mc_ckpt_buffers_t b;
+    mc_ckpt_buffers(t, o, &b);
     mc_pyobj_t *out = mc_py_dict();
     int rc = out ? 0 : -1;
     rc |= mc_py_dict_set_str(out, "buckets_coalesced", mc_py_bool(true));
@@ -193,13 +184,13 @@ mc_pyobj_t *mc_ckpt_distopt_gather(mc_trainer_t *t, const mc_ckpt_order_t *o)
             rc |= mc_py_dict_set_str(state, k_keys[k], w);
         }
         rc |= mc_py_dict_set_str(state, "numel_unpadded", mc_py_int(b.unpadded[c]));
-        rc |= mc_py_dict_set(by_dtype, dtype_key(t->args), state);
+        rc |= mc_py_dict_set(by_dtype, mc_ckpt_buffer_dtype_key(t->args), state);
         rc |= mc_py_dict_set_int(out, c, by_dtype);
     }
     rc |= mc_py_dict_set_str(out, "per_bucket_numel", per_bucket(t->args, &b, false));
     rc |= mc_py_dict_set_str(out, "per_bucket_numel_unpadded", per_bucket(t->args, &b, true));
     for (int k = 0; k < 3; k++) free(src[k]);
-    buffers_free(&b);
+    mc_ckpt_buffers_free(&b);
     if (rc) mc_fatal("out of host memory saving the distributed optimizer state");
     return out;
 }
@@ -211,7 +202,7 @@ static const mc_pyobj_t *only_value(const mc_pyobj_t *d)
 }
 
 /* Buffer c of the file against this run's: its size, and its buckets when the file lists them. */
-static int check_buffer(const mc_pyobj_t *d, const buffers_t *b, int c, const mc_pyobj_t **state,
+static int check_buffer(const mc_pyobj_t *d, const mc_ckpt_buffers_t *b, int c, const mc_pyobj_t **state,
                         char *err, size_t n)
 {
     const mc_pyobj_t *entry = mc_py_dict_get_int(d, c);
@@ -271,8 +262,8 @@ int mc_ckpt_distopt_load(mc_trainer_t *t, const mc_pyobj_t *d, const mc_ckpt_ord
 {
     const mc_gpt_t *m = &t->model;
     if (!d || d->kind != MC_PY_DICT) return mc_errf(err, n, "not a dict");
-    buffers_t b;
-    buffers(t, o, &b);
+    mc_ckpt_buffers_t b;
+    mc_ckpt_buffers(t, o, &b);
     int rc = 0;
     if (mc_py_dict_get_int(d, b.n_chunks))
         rc = mc_errf(err, n,
@@ -305,6 +296,6 @@ int mc_ckpt_distopt_load(mc_trainer_t *t, const mc_pyobj_t *d, const mc_ckpt_ord
                                   (size_t)g->len * sizeof(float));
         }
     }
-    buffers_free(&b);
+    mc_ckpt_buffers_free(&b);
     return rc;
 }

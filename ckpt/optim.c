@@ -334,6 +334,9 @@ static int load_decoupled_bounds(mc_trainer_t *t, const mc_pyobj_t *g, char *err
  * per-parameter `step` tensor of torch's Adam. -1 when absent. */
 static int64_t saved_step(const mc_pyobj_t *groups, const mc_pyobj_t *state)
 {
+    double common; /* Megatron's torch_dist common_step: one step for every parameter */
+    if (mc_py_get_float(mc_py_dict_get_str(state, "common_step"), &common) == 0)
+        return (int64_t)common;
     for (size_t k = 0; k < mc_py_len(groups); k++) {
         double v;
         if (mc_py_get_float(mc_py_dict_get_str(mc_py_item(groups, k), "step"), &v) == 0)
@@ -482,6 +485,20 @@ int mc_ckpt_optimizer_load(mc_trainer_t *t, const mc_pyobj_t *opt, const mc_ckpt
             return -1;
     }
     return 0;
+}
+
+int mc_ckpt_optimizer_load_scalars(mc_trainer_t *t, const mc_pyobj_t *opt, char *err, size_t n)
+{
+    if (!opt || opt->kind != MC_PY_DICT) return mc_errf(err, n, "'optimizer' is not a dict");
+    const mc_pyobj_t *inner = mc_py_dict_get_str(opt, "optimizer");
+    if (!inner) inner = opt;
+    if (inner->kind != MC_PY_DICT)
+        return mc_errf(err, n, "'optimizer' holds no optimizer state dict");
+    if (load_scaler(t, inner != opt ? mc_py_dict_get_str(opt, "grad_scaler") : NULL, err, n) != 0)
+        return -1;
+    const mc_pyobj_t *state = mc_py_dict_get_str(inner, "state");
+    return load_groups(t, mc_py_dict_get_str(inner, "param_groups"),
+                       state && state->kind == MC_PY_DICT ? state : NULL, err, n);
 }
 
 mc_pyobj_t *mc_ckpt_scheduler_dict(const mc_lr_sched_t *s, const mc_args_t *a)

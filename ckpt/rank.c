@@ -9,7 +9,7 @@
 #include "train/log.h"
 
 /* megatron-c's only random state is the dropout seed (DESIGN decision 6). */
-static mc_pyobj_t *rng_state(const mc_trainer_t *t)
+mc_pyobj_t *mc_ckpt_rng_state(const mc_trainer_t *t)
 {
     mc_pyobj_t *list = mc_py_list(), *d = mc_py_dict();
     if (!list || !d) {
@@ -53,7 +53,7 @@ mc_pyobj_t *mc_ckpt_state_dict(const mc_trainer_t *t)
         rc |= mc_py_dict_set_str(sd, "optimizer", mc_ckpt_optimizer_dict(t, &o));
         rc |= mc_py_dict_set_str(sd, "opt_param_scheduler", mc_ckpt_scheduler_dict(&t->sched, a));
     }
-    if (!a->no_save_rng) rc |= mc_py_dict_set_str(sd, "rng_state", rng_state(t));
+    if (!a->no_save_rng) rc |= mc_py_dict_set_str(sd, "rng_state", mc_ckpt_rng_state(t));
     const double flops =
         mc_floating_point_operations_so_far(a, t->iteration, t->consumed_train_samples);
     rc |= mc_py_dict_set_str(sd, "num_floating_point_operations_so_far", mc_py_float(flops));
@@ -117,7 +117,7 @@ int mc_ckpt_apply(mc_trainer_t *t, const mc_pyobj_t *ck, const mc_ckpt_apply_opt
                        "layout) are supported",
                        version);
     const mc_pyobj_t *ns = mc_py_dict_get_str(ck, "args");
-    if (ns && !a->finetune && mc_ckpt_args_check(ns, a, err, n) != 0) return -1;
+    if (ns && !a->finetune && mc_ckpt_args_check(ns, a, opts->dist, err, n) != 0) return -1;
 
     if (mc_ckpt_order_file(&t->model, ck, &out->order, err, n) != 0) return -1;
     for (int c = 0; c < t->model.cfg.n_chunks; c++) {

@@ -89,6 +89,11 @@ mc_pyobj_t *mc_ckpt_optimizer_dict(const mc_trainer_t *t, const mc_ckpt_order_t 
 int mc_ckpt_optimizer_load(mc_trainer_t *t, const mc_pyobj_t *opt, const mc_ckpt_order_t *o,
                            char *err, size_t n);
 
+/* Only the scalars of any of those forms (the grad scaler, the groups and the step; the step
+ * may also be state's common_step): a torch_dist checkpoint's common.pt, whose tensors are
+ * loaded separately. */
+int mc_ckpt_optimizer_load_scalars(mc_trainer_t *t, const mc_pyobj_t *opt, char *err, size_t n);
+
 /* `opt_param_scheduler`: OptimizerParamScheduler.state_dict(). Loading follows its
  * load_state_dict: values must equal this run's unless --override-opt-param-scheduler (keep
  * this run's) or --use-checkpoint-opt-param-scheduler (take the checkpoint's); num_steps is
@@ -98,6 +103,19 @@ int mc_ckpt_scheduler_load(mc_lr_sched_t *s, const mc_args_t *a, const mc_pyobj_
                            size_t n);
 
 /* ---- distributed optimizer (distrib_optim.pt) ---- */
+
+/* Megatron's gradient buffers of this rank, one per model chunk, in o's parameter order. */
+typedef struct {
+    int n_chunks;
+    long *pos;                         /* [n_params]: start in its chunk's world tensor */
+    int *chunk;                        /* [n_params] */
+    long unpadded[MC_MAX_CHUNKS];      /* world tensor lengths */
+    mc_grad_layout_t l[MC_MAX_CHUNKS]; /* buckets per chunk */
+} mc_ckpt_buffers_t;
+void mc_ckpt_buffers(const mc_trainer_t *t, const mc_ckpt_order_t *o, mc_ckpt_buffers_t *b);
+void mc_ckpt_buffers_free(mc_ckpt_buffers_t *b);
+/* Megatron's key of a buffer: the tuple (param dtype, grad dtype) as torch globals. */
+mc_pyobj_t *mc_ckpt_buffer_dtype_key(const mc_args_t *a);
 
 /* Collective over the data-parallel group: every rank's Adam shards gathered into Megatron's
  * get_parameter_state_dp_zero() dict (one buffer per model chunk, laid out in o's order),
@@ -110,10 +128,15 @@ int mc_ckpt_distopt_load(mc_trainer_t *t, const mc_pyobj_t *d, const mc_ckpt_ord
 
 /* ---- one rank's model_optim_rng.pt ---- */
 
+/* rng_state: [{"generator": "philox4x32-10", "seed": seed}], megatron-c's only random state
+ * (the dropout seed, DESIGN decision 6). */
+mc_pyobj_t *mc_ckpt_rng_state(const mc_trainer_t *t);
+
 /* Megatron's generate_state_dict for this rank, in its key order. NULL when out of memory. */
 mc_pyobj_t *mc_ckpt_state_dict(const mc_trainer_t *t);
 
 typedef struct {
+    bool dist;       /* a torch_dist checkpoint: any parallel layout loads */
     bool release;    /* a release checkpoint: weights only, from iteration 0 */
     bool load_optim; /* optimizer and scheduler (not with --no-load-optim, --finetune, release) */
 } mc_ckpt_apply_opts_t;

@@ -373,7 +373,10 @@ const mc_flag_t mc_flags_misc[] = {
      TODO("if set, do not use tokenizer model path from checkpoint"),
      .help = "If set, do not use tokenizer model path from checkpoint"},
     {.name = "--dist-ckpt-optim-fully-reshardable", G_CHECKPOINTING, TRUE_IF_GIVEN,
-     TODO("torch_dist checkpoints"),
+     FIELD(dist_ckpt_optim_fully_reshardable),
+     IMPLEMENTED_NOTE("torch_dist saves the distributed optimizer's state in model space "
+                      "(optimizer.state.{param,exp_avg,exp_avg_sq}.<key>) instead of "
+                      "dp_reshardable buckets; loads read either"),
      .help = "Make optimizer distributed checkpoint fully reshardable (TP/PP/EP/DP) as opposed to "
              "plain DP reshardability."},
     {.name = "--dist-ckpt-save-pre-mcore-014", G_CHECKPOINTING, TRUE_IF_GIVEN,
@@ -383,7 +386,11 @@ const mc_flag_t mc_flags_misc[] = {
              "format is determined based on checkpoint metadata)."},
     {.name = "--dist-ckpt-strictness", G_CHECKPOINTING,
      CHOICE("assume_ok_unexpected", "log_unexpected", "log_all", "raise_unexpected", "raise_all", "return_unexpected", "return_all", "ignore_all"),
-     .def = "assume_ok_unexpected", TODO("torch_dist checkpoints"),
+     .def = "assume_ok_unexpected", FIELD(dist_ckpt_strictness),
+     IMPLEMENTED_NOTE("torch_dist loads: keys the checkpoint has but this run does not ask for "
+                      "(unexpected) are logged or refused as Megatron's StrictHandling says; a "
+                      "key this run needs that is missing is always an error (return_* and "
+                      "ignore_all behave as the log_* values)"),
      .help = "Determine handling of key mismatch during checkpoint load. Check StrictHandling "
              "docs for flags meaning. NOTE: This flag controls only distributed checkpoint load "
              "from storage, not loading state dict into the model. For fsdp_dtensor checkpoints "

@@ -362,24 +362,27 @@ const mc_flag_t mc_flags_train[] = {
     {.name = "--use-dist-ckpt", CKPT, TRUE_IF_GIVEN,
      NOOP("deprecated; Megatron ignores it too (see --ckpt-format)"),
      .help = "Deprecated: see --ckpt-format."},
-    {.name = "--auto-detect-ckpt-format", CKPT, TRUE_IF_GIVEN, TODO("distributed checkpoint formats"),
+    {.name = "--auto-detect-ckpt-format", CKPT, TRUE_IF_GIVEN,
+     NOOP("megatron-c detects the format of every --load checkpoint (legacy torch or torch_dist), "
+          "as Megatron-LM's load_checkpoint does; saves follow --ckpt-format"),
      .help = "Determine if the checkpoint format is in legacy or distributed format."},
     {.name = "--dist-ckpt-format", CKPT, STRING,
      NOOP("deprecated; Megatron ignores it too (see --ckpt-format)"),
      .help = "Deprecated: see --ckpt-format."},
     {.name = "--ckpt-format", CKPT, CHOICE("torch", "torch_dist", "torch_dcp", "fsdp_dtensor"),
      .def = "torch", FIELD(ckpt_format),
-     ONLY("megatron-c writes and reads Megatron's legacy layout (torch: "
-          "iter_N/mp_rank_TT[_PPP]/model_optim_rng.pt, MEGATRON.md sections 9 and 11) and makes it "
-          "its default; the distributed formats are refused until supported",
-          "torch"),
+     ONLY("megatron-c writes Megatron's legacy layout (torch: iter_N/mp_rank_TT[_PPP]/"
+          "model_optim_rng.pt) and its distributed one (torch_dist: PyTorch Distributed "
+          "Checkpoint files, loadable at any parallel layout; ckpt/dist.h), and reads both",
+          "torch", "torch_dist"),
      .help = "Checkpoint format to use. torch is the format used by torch.save/load. torch_dist "
              "is a megatron built-in distributed checkpointing format."},
     {.name = "--ckpt-fully-parallel-save", CKPT, TRUE_IF_GIVEN,
      NOOP("deprecated; Megatron ignores it too"),
      .help = "Deprecated: see --no-ckpt-fully-parallel-save."},
     {.name = "--no-ckpt-fully-parallel-save", CKPT, FALSE_IF_GIVEN,
-     NOOP("only used with distributed checkpoint formats (not implemented yet)"),
+     NOOP("Megatron spreads the writing of replicated torch_dist chunks over the dp ranks; "
+          "megatron-c's dp rank 0 of each (tp, pp) domain writes them, the same bytes either way"),
      .help = "Disable applying full save parallelization across DP for distributed checkpoints."},
     {.name = "--dist-ckpt-workers", CKPT, INT, .def = "1", GE(1),
      NOOP("Megatron splits an asynchronous torch_dist save over this many writer processes; "
@@ -405,7 +408,9 @@ const mc_flag_t mc_flags_train[] = {
      .help = "If the model and optimizer state dict structure isconstant throughout a *single "
              "training job*, it allows fordifferent checkpointing performance optimizations."},
     {.name = "--ckpt-fully-parallel-load", CKPT, TRUE_IF_GIVEN,
-     NOOP("only used with distributed checkpoint formats (not implemented yet)"),
+     NOOP("Megatron reads each torch_dist chunk once per dp group and exchanges it; megatron-c's "
+          "ranks each read the boxes they need straight from the files, the same state either "
+          "way"),
      .help = "Apply full load parallelization across DP for distributed checkpoints."},
 
     /* ---- distributed ---- */

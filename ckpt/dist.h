@@ -1,0 +1,92 @@
+/* Megatron-LM's `--ckpt-format torch_dist` (MEGATRON.md section 9;
+ * ../shared/data/megatron-ref/torch_dist/FORMAT.md): the trainer's state as Megatron's sharded
+ * state dict, saved as PyTorch Distributed Checkpoint files (torchfmt/dcp.h):
+ *
+ *   DIR/iter_{:07d}/common.pt      rank 0: args, iteration, scheduler, the optimizer's
+ *                                  non-tensor part, content_metadata
+ *                  /__R_{0,1}.distcp  every rank's chunks
+ *                  /.metadata      rank 0: the index of every chunk
+ *                  /metadata.json  rank 0, last: {"sharded_backend": "torch_dist", ...}
+ *
+ * Every tensor is stored whole and global (layers stacked, tensor-parallel pieces at their
+ * offsets), so a checkpoint loads at any tp / pp / vpp / dp layout: each rank reads the boxes it
+ * needs. The distributed optimizer's state is written in Megatron's default form,
+ * dp_reshardable (its buckets), or with --dist-ckpt-optim-fully-reshardable in model space
+ * (optimizer.state.{param,exp_avg,exp_avg_sq}.<key>), as the plain optimizer's is
+ * (optimizer.state.{exp_avg,exp_avg_sq[,fp32_param]}.<key>). */
+#ifndef MC_CKPT_DIST_H
+#define MC_CKPT_DIST_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "torchfmt/dcp.h"
+#include "train/train.h"
+
+/* ---- the model's sharded tensors (ckpt/dist_shard.c) ---- */
+
+/* One piece of a parameter: a box of a global tensor that is a contiguous run of the local
+ * tensor (SwiGLU's fc1 has two per rank: its gate rows and its up rows). */
+typedef struct {
+    int param;        /* table index */
+    char key[128];    /* checkpoint key: layers stacked, Transformer Engine's norm names */
+    int ndim;         /* of the global tensor (a stacked layer's has a leading axis) */
+    int64_t global[MC_DCP_MAX_DIMS];
+    int64_t offsets[MC_DCP_MAX_DIMS];
+    int64_t sizes[MC_DCP_MAX_DIMS];
+    long start, numel; /* the run in the local tensor, in elements */
+    bool main;         /* Megatron's replica_id is zero but for dp: this rank's copy is stored */
+} mc_shard_t;
+
+/* This rank's pieces, in parameter order. *out is malloc'ed. */
+int mc_dist_shards(const mc_gpt_t *m, mc_shard_t **out, int *n);
+
+/* The ShardedObject key of a per-layer _extra_state and of rng_state. */
+void mc_dist_rng_key(const mc_trainer_t *t, char *buf, size_t n);
+
+/* Copies the box (dst_off, dst_sizes) of a global tensor from the box (src_off, src_sizes) held
+ * contiguously in src, where they overlap (elements of size es). */
+void mc_dist_copy_overlap(int ndim, const int64_t *src_off, const int64_t *src_sizes,
+                          const void *src, const int64_t *dst_off, const int64_t *dst_sizes,
+                          void *dst, size_t es);
+
+/* ---- per-parameter optimizer state (ckpt/dist_state.c) ---- */
+
+/* This rank's local parameters' fp32 state: v[0] the master weights, v[1] exp_avg, v[2]
+ * exp_avg_sq, each p->numel floats per parameter (NULL for parameters the optimizer skips). */
+typedef struct {
+    int n;
+    float *(*v)[3];
+} mc_param_state_t;
+
+void mc_param_state_free(mc_param_state_t *s);
+/* Collective over dp with the distributed optimizer (a gather): the state on dp rank 0, an
+ * empty one elsewhere. Without it: this rank's. */
+void mc_param_state_get(mc_trainer_t *t, mc_param_state_t *s);
+/* Puts s into the optimizer (each rank takes its shards) and the master weights into the
+ * model. */
+void mc_param_state_set(mc_trainer_t *t, const mc_param_state_t *s);
+
+/* ---- save and load (ckpt/dist_save.c, ckpt/dist_load.c) ---- */
+
+/* What one rank writes into the staging directory (built on the training thread). */
+typedef struct mc_dist_job mc_dist_job_t;
+mc_dist_job_t *mc_dist_prepare(mc_trainer_t *t, const char *staging);
+/* Every object the job holds (for --async-save's snapshot). */
+size_t mc_dist_job_objects(mc_dist_job_t *j, mc_pyobj_t ***objs);
+/* Writes this rank's files (any thread, no communication); errors into err. */
+void mc_dist_write(mc_dist_job_t *j, char *err, size_t n);
+/* Collective: gathers every rank's records; rank 0 writes .metadata and metadata.json into the
+ * staging directory (final: the directory it will be published as). Frees the job. Errors
+ * into err (the caller agrees on them). */
+void mc_dist_finish(mc_trainer_t *t, mc_dist_job_t *j, const char *final, char *err, size_t n);
+/* Megatron's index of this rank's (tp, pp) domain: its rank in the model-parallel group. */
+int mc_dist_domain(const mc_trainer_t *t);
+
+/* Whether DIR (an iteration directory) holds a torch_dist checkpoint (metadata.json). */
+bool mc_dist_is_checkpoint(const char *iter_dir);
+/* Loads the torch_dist checkpoint in iter_dir into t (collective: ranks agree on errors). */
+int mc_dist_load(mc_trainer_t *t, const char *iter_dir, bool release, char *err, size_t n);
+
+#endif

@@ -1,0 +1,412 @@
+/* Loading a torch_dist checkpoint (ckpt/dist.h) at any layout. Each rank reads the boxes of the
+ * global tensors its parameters hold and builds what a legacy file of its own would hold (the
+ * model chunks' state dicts, with the iteration, args and rng state of common.pt), which
+ * ckpt/rank.c then applies as for the legacy format. The optimizer's tensors become each local
+ * parameter's whole state (ckpt/dist_state.c): read as boxes from the model-space forms, or
+ * decoded from the dp_reshardable buckets of every (tp, pp) domain of the saved layout. */
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "base/error.h"
+#include "ckpt/args.h"
+#include "ckpt/dist.h"
+#include "ckpt/files.h"
+#include "ckpt/state.h"
+#include "kernels/device.h"
+#include "torchfmt/torch_save.h"
+
+typedef struct {
+    const char *dir;
+    mc_pyobj_t *common;
+    mc_dcp_meta_t meta;
+    mc_dcp_reader_t *r;
+} source_t;
+
+bool mc_dist_is_checkpoint(const char *iter_dir)
+{
+    char path[MC_CKPT_PATH_MAX + 32];
+    snprintf(path, sizeof(path), "%s/metadata.json", iter_dir);
+    return access(path, F_OK) == 0;
+}
+
+static void close_source(source_t *s)
+{
+    mc_dcp_reader_free(s->r);
+    mc_dcp_meta_free(&s->meta);
+    mc_py_decref(s->common);
+    memset(s, 0, sizeof(*s));
+}
+
+/* metadata.json must name the torch_dist backend (Megatron refuses a directory without it). */
+static int check_metadata_json(const char *dir, char *err, size_t n)
+{
+    char path[MC_CKPT_PATH_MAX + 32], text[1024] = "";
+    snprintf(path, sizeof(path), "%s/metadata.json", dir);
+    FILE *f = fopen(path, "r");
+    if (!f) return mc_path_errf(err, n, path, "cannot be read");
+    const size_t got = fread(text, 1, sizeof(text) - 1, f);
+    fclose(f);
+    text[got] = '\0';
+    if (!strstr(text, "\"sharded_backend\"") || !strstr(text, "\"torch_dist\""))
+        return mc_path_errf(err, n, path,
+                            "is not a torch_dist checkpoint's metadata (expected "
+                            "{\"sharded_backend\": \"torch_dist\", ...}; the file is damaged or "
+                            "of another format)");
+    return 0;
+}
+
+static int open_source(source_t *s, const char *dir, char *err, size_t n)
+{
+    memset(s, 0, sizeof(*s));
+    s->dir = dir;
+    char path[MC_CKPT_PATH_MAX + 32];
+    if (check_metadata_json(dir, err, n) != 0) return -1;
+    snprintf(path, sizeof(path), "%s/common.pt", dir);
+    if (mc_torch_load(path, 0, &s->common, err, n) != 0) return -1;
+    if (s->common->kind != MC_PY_DICT)
+        return mc_path_errf(err, n, path, "holds a %s, not a dict",
+                            mc_py_kind_name(s->common->kind));
+    snprintf(path, sizeof(path), "%s/.metadata", dir);
+    if (mc_dcp_meta_read(path, &s->meta, err, n) != 0) return -1;
+    if (!(s->r = mc_dcp_reader_new(dir, &s->meta))) mc_fatal("out of host memory");
+    return 0;
+}
+
+static bool vocab_key(const char *key)
+{
+    return strcmp(key, "embedding.word_embeddings.weight") == 0 ||
+           strcmp(key, "output_layer.weight") == 0 || strstr(key, ".output_layer.weight") != NULL;
+}
+
+/* The piece p of key into dst (as dt). A vocabulary saved at another padding (another tp) loads
+ * its rows that exist; rows past them are zero (padding, never a real token's). */
+static int read_piece(source_t *s, const char *key, const mc_shard_t *p, mc_torch_dtype_t dt,
+                      void *dst, char *err, size_t n)
+{
+    const mc_dcp_entry_t *e = mc_dcp_meta_find(&s->meta, key);
+    if (!e || e->bytes)
+        return mc_errf(err, n,
+                       "%s/.metadata: no tensor '%s' (saved with another model configuration)",
+                       s->dir, key);
+    bool same = e->ndim == p->ndim, rest = same;
+    for (int d = 0; same && d < p->ndim; d++) {
+        same = e->shape[d] == p->global[d];
+        if (d > 0) rest = rest && e->shape[d] == p->global[d];
+    }
+    if (same) return mc_dcp_read_box(s->r, key, p->ndim, p->offsets, p->sizes, dt, dst, err, n);
+    if (!rest || !vocab_key(key))
+        return mc_errf(err, n,
+                       "%s: '%s' has another shape in the checkpoint than in this run (%" PRId64
+                       " x ... against %" PRId64 " x ...: saved with another model shape)",
+                       s->dir, key, e->ndim ? e->shape[0] : 0, p->global[0]);
+    memset(dst, 0, (size_t)p->numel * mc_torch_dtype_size(dt));
+    const int64_t hi = e->shape[0] < p->offsets[0] + p->sizes[0] ? e->shape[0]
+                                                                 : p->offsets[0] + p->sizes[0];
+    if (hi <= p->offsets[0]) return 0;
+    int64_t sizes[MC_DCP_MAX_DIMS];
+    memcpy(sizes, p->sizes, sizeof(sizes));
+    sizes[0] = hi - p->offsets[0];
+    return mc_dcp_read_box(s->r, key, p->ndim, p->offsets, sizes, dt, dst, err, n);
+}
+
+/* A parameter's name in chunk c's legacy state dict: its layer numbered within the chunk. */
+static void chunk_name(const mc_gpt_t *m, int c, const mc_param_t *p, char *buf, size_t n)
+{
+    int layer, used = 0;
+    if (sscanf(p->name, "decoder.layers.%d.%n", &layer, &used) != 1 || used == 0)
+        snprintf(buf, n, "%s", p->name);
+    else
+        snprintf(buf, n, "decoder.layers.%d.%s", layer - m->cfg.chunk[c].first_layer,
+                 p->name + used);
+}
+
+static mc_torch_dtype_t stored_dtype(const source_t *s, const char *key)
+{
+    const mc_dcp_entry_t *e = mc_dcp_meta_find(&s->meta, key);
+    if (e && !e->bytes && (e->dtype == MC_TORCH_BFLOAT16 || e->dtype == MC_TORCH_FLOAT16))
+        return e->dtype;
+    return MC_TORCH_FLOAT32;
+}
+
+/* The model chunks' state dicts into ck ("model", or "model0", "model1", ...). */
+static int model_dicts(source_t *s, const mc_gpt_t *m, const mc_shard_t *sh, int n_sh,
+                       mc_pyobj_t *ck, char *err, size_t n)
+{
+    for (int c = 0; c < m->cfg.n_chunks; c++) {
+        int first, count;
+        mc_gpt_chunk_params(m, c, &first, &count);
+        mc_pyobj_t *od = mc_py_ordered_dict();
+        char key[32], name[128];
+        for (int i = first; i < first + count; i++) {
+            const mc_param_t *p = &m->params[i];
+            mc_pyobj_t *tensor = NULL;
+            for (int k = 0; k < n_sh; k++) {
+                if (sh[k].param != i) continue;
+                const mc_torch_dtype_t dt = stored_dtype(s, sh[k].key);
+                if (!tensor && !(tensor = mc_py_tensor_new(dt, p->ndim, p->local)))
+                    mc_fatal("out of host memory");
+                char *at = (char *)mc_py_tensor_data(tensor) +
+                           (size_t)sh[k].start * mc_torch_dtype_size(tensor->tensor.dtype);
+                if (read_piece(s, sh[k].key, &sh[k], tensor->tensor.dtype, at, err, n) != 0) {
+                    mc_py_decref(tensor);
+                    mc_py_decref(od);
+                    return -1;
+                }
+            }
+            chunk_name(m, c, p, name, sizeof(name));
+            if (mc_py_dict_set_str(od, name, tensor)) mc_fatal("out of host memory");
+        }
+        mc_ckpt_model_key(m, c, key, sizeof(key));
+        if (mc_py_dict_set_str(ck, key, od)) mc_fatal("out of host memory");
+    }
+    return 0;
+}
+
+/* A byte item's object: Megatron's ShardedObject [value] gives value. NULL when absent. */
+static mc_pyobj_t *read_value(source_t *s, const char *key, char *err, size_t n, int *rc)
+{
+    const mc_dcp_entry_t *e = mc_dcp_meta_find(&s->meta, key);
+    if (!e || !e->bytes) return NULL;
+    mc_pyobj_t *list = NULL;
+    if (mc_dcp_read_object(s->r, key, &list, err, n) != 0) {
+        *rc = -1;
+        return NULL;
+    }
+    mc_pyobj_t *v = mc_py_incref(mc_py_item(list, 0));
+    mc_py_decref(list);
+    if (!v) *rc = mc_errf(err, n, "%s: '%s' is not a one-item list", s->dir, key);
+    return v;
+}
+
+/* rng_state: this rank's domain's, else any domain's (megatron-c's one dropout seed is the
+ * same in all; a layout change keeps it). */
+static int rng_of(source_t *s, const mc_trainer_t *t, mc_pyobj_t *ck, char *err, size_t n)
+{
+    char key[96];
+    mc_dist_rng_key(t, key, sizeof(key));
+    if (!mc_dcp_meta_find(&s->meta, key))
+        for (size_t k = 0; k < s->meta.n; k++)
+            if (strncmp(s->meta.entries[k].key, "rng_state/", 10) == 0) {
+                snprintf(key, sizeof(key), "%s", s->meta.entries[k].key);
+                break;
+            }
+    int rc = 0;
+    mc_pyobj_t *v = read_value(s, key, err, n, &rc);
+    if (v && mc_py_dict_set_str(ck, "rng_state", v)) mc_fatal("out of host memory");
+    return rc;
+}
+
+/* The model-space forms: optimizer.state.{fp32_param|param,exp_avg,exp_avg_sq}.<key>; fp32
+ * training without masters saved reads them from the model's own tensors. */
+static int model_space_state(source_t *s, const mc_shard_t *sh, int n_sh, mc_param_state_t *ps,
+                             char *err, size_t n)
+{
+    static const char *const masters[] = {"fp32_param", "param"};
+    char key[320];
+    for (int k = 0; k < n_sh; k++)
+        for (int v = 0; v < 3; v++) {
+            if (v == 0) {
+                snprintf(key, sizeof(key), "%s", sh[k].key);
+                for (int j = 0; j < 2; j++) {
+                    char alt[320];
+                    snprintf(alt, sizeof(alt), "optimizer.state.%s.%s", masters[j], sh[k].key);
+                    if (mc_dcp_meta_find(&s->meta, alt)) snprintf(key, sizeof(key), "%s", alt);
+                }
+            } else {
+                snprintf(key, sizeof(key), "optimizer.state.%s.%s", v == 1 ? "exp_avg" : "exp_avg_sq",
+                         sh[k].key);
+            }
+            if (read_piece(s, key, &sh[k], MC_TORCH_FLOAT32, ps->v[sh[k].param][v] + sh[k].start,
+                           err, n) != 0)
+                return -1;
+        }
+    return 0;
+}
+
+/* dp_reshardable: the buckets of one saved (tp, pp) domain, rebuilt as that rank's training
+ * state would hold them (a rank of the saved layout on the host), then every piece of it that
+ * overlaps one of this rank's pieces copied into ps. */
+static int decode_domain(source_t *s, const mc_args_t *src, int tp, int pp, const mc_shard_t *sh,
+                         int n_sh, mc_param_state_t *ps, char *err, size_t n)
+{
+    char why[256];
+    const mc_backend_t *be = mc_backend_select("cpu", 0, 0, why, sizeof(why));
+    mc_trainer_t st;
+    if (mc_trainer_init_state(&st, src, be, tp, pp, err, n) != 0) return -1;
+    mc_shard_t *ssh;
+    int n_ssh, rc = 0;
+    if (mc_dist_shards(&st.model, &ssh, &n_ssh) != 0) mc_fatal("out of host memory");
+    mc_ckpt_order_t o;
+    if (mc_ckpt_order_spec(&st.model, mc_ckpt_names_of(src), &o) != 0)
+        mc_fatal("out of host memory");
+    mc_ckpt_buffers_t b;
+    mc_ckpt_buffers(&st, &o, &b);
+    char prefix[256], key[320];
+    const char *param = src->bf16 ? "bfloat16" : src->fp16 ? "float16" : "float32";
+    const char *grad = (src->bf16 || src->fp16) && !src->accumulate_allreduce_grads_in_fp32
+                           ? param
+                           : "float32";
+    for (int c = 0; c < b.n_chunks && !rc; c++) {
+        float *world[3];
+        for (int v = 0; v < 3; v++)
+            if (!(world[v] = calloc((size_t)b.unpadded[c] + 1, sizeof(float))))
+                mc_fatal("out of host memory");
+        long wstart = 0;
+        for (int k = 0; k < b.l[c].n_buckets && !rc; k++) {
+            snprintf(prefix, sizeof(prefix),
+                     "optimizer.distributed.dp_group_idx_%d.gbuf_idx_%d.dtype_(torch.%s, "
+                     "torch.%s).bucket_idx_%d",
+                     pp * src->tensor_model_parallel_size + tp, c, param, grad, k);
+            const int64_t start[1] = {0}, len[1] = {b.l[c].buckets[k].numel_unpadded};
+            for (int v = 0; v < 3 && !rc; v++) {
+                snprintf(key, sizeof(key), "%s.%s", prefix,
+                         v == 0 ? "param" : v == 1 ? "exp_avg" : "exp_avg_sq");
+                rc = mc_dcp_read_box(s->r, key, 1, start, len, MC_TORCH_FLOAT32,
+                                     world[v] + wstart, err, n);
+            }
+            wstart += len[0];
+        }
+        for (int a = 0; a < n_ssh && !rc; a++) {
+            if (b.chunk[ssh[a].param] != c) continue;
+            for (int k = 0; k < n_sh; k++) {
+                if (strcmp(ssh[a].key, sh[k].key) != 0) continue;
+                for (int v = 0; v < 3; v++)
+                    mc_dist_copy_overlap(ssh[a].ndim, ssh[a].offsets, ssh[a].sizes,
+                                         world[v] + b.pos[ssh[a].param] + ssh[a].start,
+                                         sh[k].offsets, sh[k].sizes,
+                                         ps->v[sh[k].param][v] + sh[k].start, sizeof(float));
+            }
+        }
+        for (int v = 0; v < 3; v++) free(world[v]);
+    }
+    mc_ckpt_buffers_free(&b);
+    mc_ckpt_order_free(&o);
+    free(ssh);
+    mc_trainer_free(&st);
+    return rc;
+}
+
+static int dp_reshardable_state(source_t *s, const mc_shard_t *sh, int n_sh, mc_param_state_t *ps,
+                                char *err, size_t n)
+{
+    const mc_pyobj_t *ns = mc_py_dict_get_str(s->common, "args");
+    mc_args_t src;
+    memset(&src, 0, sizeof(src));
+    char inner[512];
+    if (!ns || mc_ckpt_args_from_namespace(ns, &src, inner, sizeof(inner)) != 0) {
+        mc_args_free(&src);
+        return mc_errf(err, n, "%s/common.pt: %s", s->dir,
+                       ns ? inner : "no 'args' (the layout of its optimizer buckets is unknown)");
+    }
+    int rc = 0;
+    for (int pp = 0; pp < src.pipeline_model_parallel_size && !rc; pp++)
+        for (int tp = 0; tp < src.tensor_model_parallel_size && !rc; tp++)
+            rc = decode_domain(s, &src, tp, pp, sh, n_sh, ps, err, n);
+    mc_args_free(&src);
+    return rc;
+}
+
+/* The optimizer's scalars: common.pt's optimizer entry, or for dp_reshardable the per-domain
+ * objects of DistributedOptimizer.state_dict() (this rank's domain's when saved at this
+ * layout, else the first's: the step and the group settings are the same in all). */
+static int optimizer_scalars(source_t *s, mc_trainer_t *t, const mc_pyobj_t *opt, char *err,
+                             size_t n)
+{
+    if (!mc_py_dict_get_str(opt, "param_state_sharding_type") ||
+        mc_py_dict_get_str(opt, "optimizer") || mc_py_dict_get_str(opt, "param_groups"))
+        return mc_ckpt_optimizer_load_scalars(t, opt, err, n);
+    char key[160];
+    int dom = mc_dist_domain(t), rc = 0;
+    snprintf(key, sizeof(key), "optimizer.distributed.dp_group_idx_%d.optimizer/shard_0_1", dom);
+    if (!mc_dcp_meta_find(&s->meta, key)) dom = 0;
+    mc_pyobj_t *d = mc_py_dict();
+    static const char *const names[] = {"optimizer", "grad_scaler"};
+    for (int k = 0; k < 2 && !rc; k++) {
+        snprintf(key, sizeof(key), "optimizer.distributed.dp_group_idx_%d.%s/shard_0_1", dom,
+                 names[k]);
+        mc_pyobj_t *v = read_value(s, key, err, n, &rc);
+        if (v && mc_py_dict_set_str(d, names[k], v)) mc_fatal("out of host memory");
+    }
+    if (!rc && !mc_py_dict_get_str(d, "optimizer"))
+        rc = mc_errf(err, n, "%s/.metadata: no %s (the distributed optimizer's parameter groups)",
+                     s->dir, key);
+    if (!rc) rc = mc_ckpt_optimizer_load_scalars(t, d, err, n);
+    mc_py_decref(d);
+    return rc;
+}
+
+static int load_optimizer(source_t *s, mc_trainer_t *t, const mc_shard_t *sh, int n_sh, char *err,
+                          size_t n)
+{
+    const mc_pyobj_t *opt = mc_py_dict_get_str(s->common, "optimizer");
+    const mc_pyobj_t *sched = mc_py_dict_get_str(s->common, "opt_param_scheduler");
+    if (!opt || !sched || opt->kind != MC_PY_DICT)
+        return mc_errf(err, n,
+                       "%s/common.pt: no optimizer state (saved with --no-save-optim?): add "
+                       "--no-load-optim or --finetune",
+                       s->dir);
+    char inner[512];
+    if (mc_ckpt_scheduler_load(&t->sched, t->args, sched, inner, sizeof(inner)) != 0 ||
+        optimizer_scalars(s, t, opt, inner, sizeof(inner)) != 0)
+        return mc_errf(err, n, "%s/common.pt: %s", s->dir, inner);
+    const char *kind = mc_py_get_str(mc_py_dict_get_str(opt, "param_state_sharding_type"));
+    mc_param_state_t ps = {.n = t->model.n_params};
+    if (!(ps.v = calloc((size_t)(ps.n ? ps.n : 1), sizeof(*ps.v)))) mc_fatal("out of host memory");
+    for (int i = 0; i < ps.n; i++)
+        for (int k = 0; k < 3; k++)
+            if (!(ps.v[i][k] = calloc((size_t)t->model.params[i].numel + 1, sizeof(float))))
+                mc_fatal("out of host memory");
+    int rc;
+    if (kind && strcmp(kind, "dp_reshardable") == 0)
+        rc = dp_reshardable_state(s, sh, n_sh, &ps, err, n);
+    else if (!kind || strcmp(kind, "fully_reshardable") == 0)
+        rc = model_space_state(s, sh, n_sh, &ps, err, n);
+    else
+        rc = mc_errf(err, n,
+                     "%s/common.pt: the distributed optimizer's state is of the %s kind, which "
+                     "megatron-c does not read (save it with dp_reshardable or "
+                     "--dist-ckpt-optim-fully-reshardable, or add --no-load-optim)",
+                     s->dir, kind);
+    if (!rc) mc_param_state_set(t, &ps);
+    mc_param_state_free(&ps);
+    return rc;
+}
+
+int mc_dist_load(mc_trainer_t *t, const char *iter_dir, bool release, char *err, size_t n)
+{
+    const mc_args_t *a = t->args;
+    source_t s;
+    mc_shard_t *sh = NULL;
+    int n_sh = 0, rc = open_source(&s, iter_dir, err, n);
+    if (!rc && mc_dist_shards(&t->model, &sh, &n_sh) != 0) mc_fatal("out of host memory");
+    mc_pyobj_t *ck = mc_py_dict();
+    static const char *const carried[] = {"args", "checkpoint_version", "iteration",
+                                          "num_floating_point_operations_so_far"};
+    for (size_t k = 0; !rc && k < sizeof(carried) / sizeof(carried[0]); k++) {
+        mc_pyobj_t *v = mc_py_dict_get_str(s.common, carried[k]);
+        if (v && mc_py_dict_set_str(ck, carried[k], mc_py_incref(v)))
+            mc_fatal("out of host memory");
+    }
+    if (!rc) rc = model_dicts(&s, &t->model, sh, n_sh, ck, err, n);
+    const bool rng = !release && !a->finetune && !a->no_load_rng;
+    if (!rc && rng) rc = rng_of(&s, t, ck, err, n);
+    const mc_ckpt_apply_opts_t opts = {.dist = true, .release = release, .load_optim = false};
+    mc_ckpt_applied_t got = {0};
+    char inner[1024];
+    if (!rc && mc_ckpt_apply(t, ck, &opts, &got, inner, sizeof(inner)) != 0)
+        rc = mc_errf(err, n, "%s: %s", iter_dir, inner);
+    mc_ckpt_order_free(&got.order);
+    if (!rc && got.foreign_rng && t->par.rank == t->par.last_rank)
+        printf("WARNING: the checkpoint's rng state is Megatron-LM's (Python, numpy, torch and "
+               "CUDA generators), which megatron-c's dropout (Philox, keyed by --seed) cannot "
+               "continue: not loaded, as with --no-load-rng\n");
+    if (!rc && !release && !a->finetune && !a->no_load_optim)
+        rc = load_optimizer(&s, t, sh, n_sh, err, n);
+    mc_py_decref(ck);
+    free(sh);
+    close_source(&s);
+    return rc;
+}

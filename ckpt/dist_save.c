@@ -1,0 +1,427 @@
+/* Saving a torch_dist checkpoint (ckpt/dist.h): who writes which item. Megatron's replica rules
+ * decide: a tensor piece is written by the rank whose replica_id is all zeros (tp rank 0 for
+ * replicated tensors, dp rank 0 always), the per-layer _extra_state objects by tp and dp rank 0,
+ * rng_state and the optimizer's per-domain objects by dp rank 0 of each (tp, pp) domain. */
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/error.h"
+#include "base/fs.h"
+#include "ckpt/args.h"
+#include "ckpt/dist.h"
+#include "ckpt/files.h"
+#include "ckpt/state.h"
+#include "train/log.h"
+
+struct mc_dist_job {
+    char staging[MC_CKPT_PATH_MAX];
+    mc_dcp_writer_t *w;
+    mc_pyobj_t *common; /* rank 0: common.pt */
+    mc_dcp_records_t recs;
+    mc_pyobj_t **objs; /* for the asynchronous snapshot */
+};
+
+static mc_torch_dtype_t model_dtype(const mc_args_t *a)
+{
+    return a->bf16 ? MC_TORCH_BFLOAT16 : a->fp16 ? MC_TORCH_FLOAT16 : MC_TORCH_FLOAT32;
+}
+
+static const char *optim_sharding(const mc_args_t *a)
+{
+    return a->dist_ckpt_optim_fully_reshardable ? "fully_reshardable" : "dp_reshardable";
+}
+
+static void need(int rc)
+{
+    if (rc) mc_fatal("out of host memory preparing a checkpoint");
+}
+
+/* [value]: what a ShardedObject stores. Steals value. */
+static void add_object(mc_dcp_writer_t *w, const char *key, mc_pyobj_t *value)
+{
+    mc_pyobj_t *list = mc_py_list();
+    need(mc_py_list_append(list, value));
+    need(mc_dcp_writer_add_object(w, key, list));
+    mc_py_decref(list);
+}
+
+static void add_tensor(mc_dcp_writer_t *w, const char *key, mc_pyobj_t *t, const mc_shard_t *s)
+{
+    need(!t || mc_dcp_writer_add_tensor(w, key, t, s->global, s->offsets));
+    mc_py_decref(t);
+}
+
+/* The model's pieces this rank stores (dp rank 0). */
+static void add_model(const mc_trainer_t *t, mc_dcp_writer_t *w, const mc_shard_t *s, int n)
+{
+    const mc_gpt_t *m = &t->model;
+    for (int k = 0; k < n; k++) {
+        if (!s[k].main) continue;
+        const mc_param_t *p = &m->params[s[k].param];
+        const void *at = mc_gpt_param_at(m, p->offset + s[k].start);
+        add_tensor(w, s[k].key,
+                   m->cfg.dt == MC_DT_F32
+                       ? mc_ckpt_host_tensor_as(m->be, at, s[k].ndim, s[k].sizes,
+                                                model_dtype(t->args))
+                       : mc_ckpt_host_tensor(m->be, at, m->cfg.dt, s[k].ndim, s[k].sizes),
+                   &s[k]);
+    }
+}
+
+/* Each linear's _extra_state (None for megatron-c's modules, as for Megatron's local spec). */
+static void add_extra_states(const mc_trainer_t *t, mc_dcp_writer_t *w)
+{
+    static const char *const linears[] = {"self_attention.linear_proj", "self_attention.linear_qkv",
+                                          "mlp.linear_fc1", "mlp.linear_fc2"};
+    const mc_gpt_t *m = &t->model;
+    char key[192];
+    for (int j = 0; j < m->n_local_layers; j++)
+        for (size_t k = 0; k < sizeof(linears) / sizeof(linears[0]); k++) {
+            snprintf(key, sizeof(key), "decoder.layers.%s._extra_state/shard_%d_%d", linears[k],
+                     m->layer_no[j], m->cfg.num_layers);
+            add_object(w, key, mc_py_none());
+        }
+    const mc_param_t *out = mc_gpt_find_param(m, "output_layer.weight");
+    if (out && !out->shared) add_object(w, "output_layer._extra_state/shard_0_1", mc_py_none());
+}
+
+/* optimizer.state.<name>.<key> for every stored piece: the model-space forms. */
+static void add_param_state(mc_dcp_writer_t *w, const mc_param_state_t *ps, const mc_shard_t *s,
+                            int n, bool with_master, const char *master_name)
+{
+    static const char *const names[] = {NULL, "exp_avg", "exp_avg_sq"};
+    char key[256];
+    for (int k = 0; k < n; k++) {
+        if (!s[k].main) continue;
+        for (int v = with_master ? 0 : 1; v < 3; v++) {
+            snprintf(key, sizeof(key), "optimizer.state.%s.%s", v ? names[v] : master_name,
+                     s[k].key);
+            add_tensor(w, key,
+                       mc_py_tensor_copy(MC_TORCH_FLOAT32, s[k].ndim, s[k].sizes,
+                                         ps->v[s[k].param][v] + s[k].start),
+                       &s[k]);
+        }
+    }
+}
+
+/* The piece [at, at + len) of a world tensor as a view (its storage shared). */
+static mc_pyobj_t *view(const mc_pyobj_t *world, int64_t at, int64_t len)
+{
+    return mc_py_tensor(mc_py_incref(world->tensor.storage), MC_TORCH_FLOAT32, at, 1, &len, NULL);
+}
+
+typedef struct {
+    long pos, numel;
+} span_t;
+
+static int by_pos(const void *a, const void *b)
+{
+    const span_t *x = a, *y = b;
+    return (x->pos > y->pos) - (x->pos < y->pos);
+}
+
+/* dp_reshardable: bucket k of chunk c (world range [wstart, wstart + its unpadded length)) as
+ * one 1-D tensor per state, a chunk per parameter and per gap (the padding between parameters:
+ * zeros here, uninitialised memory in Megatron's). spans: the chunk's parameters by position. */
+static void add_bucket(mc_dcp_writer_t *w, const char *prefix, mc_pyobj_t *const world[3],
+                       long len, long wstart, const span_t *spans, int n_spans)
+{
+    static const char *const names[] = {"param", "exp_avg", "exp_avg_sq"};
+    long at = 0;
+    int i = 0;
+    while (i < n_spans && spans[i].pos < wstart) i++;
+    while (at < len) {
+        const long next = i < n_spans && spans[i].pos - wstart < len ? spans[i].pos - wstart : len;
+        const long piece = next > at ? next - at : spans[i++].numel; /* a gap, else a parameter */
+        for (int v = 0; v < 3; v++) {
+            char key[320];
+            snprintf(key, sizeof(key), "%s.%s", prefix, names[v]);
+            const int64_t global[1] = {len}, offs[1] = {at};
+            mc_pyobj_t *tensor = view(world[v], wstart + at, piece);
+            need(!tensor || mc_dcp_writer_add_tensor(w, key, tensor, global, offs));
+            mc_py_decref(tensor);
+        }
+        at += piece;
+    }
+}
+
+static void dtype_text(const mc_args_t *a, char *buf, size_t n)
+{
+    const char *param = a->bf16 ? "bfloat16" : a->fp16 ? "float16" : "float32";
+    const char *grad = a->bf16 || a->fp16
+                           ? (a->accumulate_allreduce_grads_in_fp32 ? "float32" : param)
+                           : "float32";
+    snprintf(buf, n, "(torch.%s, torch.%s)", param, grad);
+}
+
+/* Megatron's index of this (tp, pp) domain: the rank in the model-parallel group. */
+int mc_dist_domain(const mc_trainer_t *t)
+{
+    return t->par.me.pp * t->args->tensor_model_parallel_size + t->par.me.tp;
+}
+
+/* The distributed optimizer's dp_reshardable state: the buckets of every buffer and the
+ * domain's objects, from dp rank 0 (the gather is collective). */
+static void add_dp_reshardable(mc_trainer_t *t, mc_dcp_writer_t *w, const mc_pyobj_t *opt)
+{
+    const mc_gpt_t *m = &t->model;
+    mc_ckpt_order_t o;
+    need(mc_ckpt_order_spec(m, mc_ckpt_names_of(t->args), &o));
+    mc_pyobj_t *d = mc_ckpt_distopt_gather(t, &o);
+    if (!d) {
+        mc_ckpt_order_free(&o);
+        return;
+    }
+    mc_ckpt_buffers_t b;
+    mc_ckpt_buffers(t, &o, &b);
+    char prefix[256], dt[64], key[320];
+    const int dom = mc_dist_domain(t);
+    dtype_text(t->args, dt, sizeof(dt));
+    span_t *spans = malloc((size_t)(m->n_params + 1) * sizeof(span_t));
+    if (!spans) mc_fatal("out of host memory preparing a checkpoint");
+    for (int c = 0; c < b.n_chunks; c++) {
+        const mc_pyobj_t *by_dtype = mc_py_dict_get_int(d, c);
+        mc_pyobj_t *world[3];
+        for (int v = 0; v < 3; v++)
+            world[v] = mc_py_dict_get_str(by_dtype->dict.vals[0],
+                                          v == 0 ? "param" : v == 1 ? "exp_avg" : "exp_avg_sq");
+        int n_spans = 0;
+        for (int i = 0; i < m->n_params; i++)
+            if (b.chunk[i] == c) spans[n_spans++] = (span_t){b.pos[i], m->params[i].numel};
+        qsort(spans, (size_t)n_spans, sizeof(span_t), by_pos);
+        long wstart = 0;
+        for (int k = 0; k < b.l[c].n_buckets; k++) {
+            snprintf(prefix, sizeof(prefix),
+                     "optimizer.distributed.dp_group_idx_%d.gbuf_idx_%d.dtype_%s.bucket_idx_%d", dom,
+                     c, dt, k);
+            const long len = b.l[c].buckets[k].numel_unpadded;
+            add_bucket(w, prefix, world, len, wstart, spans, n_spans);
+            wstart += len;
+        }
+    }
+    free(spans);
+    static const char *const lists[] = {"per_bucket_numel", "per_bucket_numel_unpadded"};
+    for (int k = 0; k < 2; k++) {
+        snprintf(key, sizeof(key), "optimizer.distributed.dp_group_idx_%d.%s/shard_0_1", dom,
+                 lists[k]);
+        add_object(w, key, mc_py_incref(mc_py_dict_get_str(d, lists[k])));
+    }
+    /* DistributedOptimizer.state_dict()'s entries, one object each */
+    for (size_t k = 0; k < opt->dict.len; k++) {
+        snprintf(key, sizeof(key), "optimizer.distributed.dp_group_idx_%d.%s/shard_0_1", dom,
+                 mc_py_get_str(opt->dict.keys[k]));
+        add_object(w, key, mc_py_incref(opt->dict.vals[k]));
+    }
+    mc_ckpt_buffers_free(&b);
+    mc_ckpt_order_free(&o);
+    mc_py_decref(d);
+}
+
+/* The legacy optimizer dict without its tensors, and Megatron's common_step: what common.pt
+ * holds of the plain optimizer (its tensors are sharded). */
+static void strip_state(mc_pyobj_t *opt, int step)
+{
+    mc_pyobj_t *inner = mc_py_dict_get_str(opt, "optimizer");
+    if (!inner) inner = opt;
+    mc_pyobj_t *state = mc_py_dict();
+    need(mc_py_dict_set_str(state, "common_step", mc_py_int(step)));
+    need(mc_py_dict_set_str(inner, "state", state));
+    mc_pyobj_t *key = mc_py_str("fp32_from_fp16_params");
+    if (mc_py_dict_get(opt, key)) mc_py_dict_del(opt, key);
+    mc_py_decref(key);
+}
+
+static mc_pyobj_t *content_metadata(const mc_args_t *a)
+{
+    mc_pyobj_t *d = mc_py_dict();
+    if (a->use_distributed_optimizer)
+        need(mc_py_dict_set_str(d, "distrib_optim_sharding_type", mc_py_str(optim_sharding(a))));
+    need(mc_py_dict_set_str(d, "singleton_local_shards", mc_py_bool(false)));
+    need(mc_py_dict_set_str(d, "chained_optim_avoid_prefix", mc_py_bool(true)));
+    return d;
+}
+
+/* common.pt (rank 0): Megatron's state dict less its sharded part. opt: the optimizer's
+ * non-tensor part (NULL with --no-save-optim). */
+static mc_pyobj_t *common_dict(const mc_trainer_t *t, mc_pyobj_t *opt)
+{
+    const mc_args_t *a = t->args;
+    mc_pyobj_t *sd = mc_py_dict();
+    need(mc_py_dict_set_str(
+        sd, "args",
+        mc_ckpt_args_namespace(a, t->consumed_train_samples, t->consumed_valid_samples)));
+    need(mc_py_dict_set_str(sd, "checkpoint_version", mc_py_float(3.0)));
+    need(mc_py_dict_set_str(sd, "iteration", mc_py_int(t->iteration)));
+    if (opt) {
+        need(mc_py_dict_set_str(sd, "optimizer", opt));
+        need(mc_py_dict_set_str(sd, "opt_param_scheduler", mc_ckpt_scheduler_dict(&t->sched, a)));
+    }
+    need(mc_py_dict_set_str(sd, "num_floating_point_operations_so_far",
+                            mc_py_float(mc_floating_point_operations_so_far(
+                                a, t->iteration, t->consumed_train_samples))));
+    need(mc_py_dict_set_str(sd, "content_metadata", content_metadata(a)));
+    return sd;
+}
+
+/* The optimizer's items (collective: gathers over dp) and its common.pt entry. */
+static mc_pyobj_t *add_optimizer(mc_trainer_t *t, mc_dcp_writer_t *w, const mc_shard_t *s, int n)
+{
+    const mc_args_t *a = t->args;
+    mc_ckpt_order_t o;
+    need(mc_ckpt_order_spec(&t->model, mc_ckpt_names_of(a), &o));
+    mc_pyobj_t *opt = mc_ckpt_optimizer_dict(t, &o);
+    mc_ckpt_order_free(&o);
+    need(!opt);
+    if (t->ddp.dist_opt && !a->dist_ckpt_optim_fully_reshardable) {
+        add_dp_reshardable(t, w, opt);
+        mc_py_decref(opt);
+        opt = mc_py_dict();
+    } else {
+        mc_param_state_t ps;
+        mc_param_state_get(t, &ps); /* empty on dp ranks > 0 of the distributed optimizer */
+        const bool masters = t->ddp.dist_opt || a->bf16 || a->fp16;
+        if (ps.n && t->ddp.dp_rank == 0)
+            add_param_state(w, &ps, s, n, masters, t->ddp.dist_opt ? "param" : "fp32_param");
+        mc_param_state_free(&ps);
+        if (!t->ddp.dist_opt) strip_state(opt, t->opt.step);
+    }
+    if (t->ddp.dist_opt)
+        need(mc_py_dict_set_str(opt, "param_state_sharding_type", mc_py_str(optim_sharding(a))));
+    return opt;
+}
+
+mc_dist_job_t *mc_dist_prepare(mc_trainer_t *t, const char *staging)
+{
+    const mc_args_t *a = t->args;
+    mc_dist_job_t *j = calloc(1, sizeof(*j));
+    if (!j || !(j->w = mc_dcp_writer_new(staging, t->par.rank)))
+        mc_fatal("out of host memory preparing a checkpoint");
+    snprintf(j->staging, sizeof(j->staging), "%s", staging);
+    mc_shard_t *s;
+    int n;
+    need(mc_dist_shards(&t->model, &s, &n));
+    const bool dp0 = t->ddp.dp_rank == 0;
+    if (dp0) add_model(t, j->w, s, n);
+    if (dp0 && t->par.me.tp == 0) add_extra_states(t, j->w);
+    mc_pyobj_t *opt = a->no_save_optim ? NULL : add_optimizer(t, j->w, s, n);
+    if (dp0 && !a->no_save_rng) {
+        char key[96];
+        mc_dist_rng_key(t, key, sizeof(key));
+        mc_pyobj_t *rng = mc_ckpt_rng_state(t);
+        need(!rng);
+        add_object(j->w, key, rng); /* [[state]], as Megatron's [rng_state_list] */
+    }
+    free(s);
+    if (t->par.rank == 0) j->common = common_dict(t, opt);
+    else mc_py_decref(opt);
+    return j;
+}
+
+size_t mc_dist_job_objects(mc_dist_job_t *j, mc_pyobj_t ***objs)
+{
+    const size_t n = mc_dcp_writer_count(j->w);
+    mc_pyobj_t **w = mc_dcp_writer_objects(j->w);
+    free(j->objs);
+    j->objs = malloc((n + 1) * sizeof(mc_pyobj_t *));
+    if (!j->objs) mc_fatal("out of host memory");
+    memcpy(j->objs, w, n * sizeof(mc_pyobj_t *));
+    size_t k = n;
+    if (j->common) j->objs[k++] = j->common;
+    *objs = j->objs;
+    return k;
+}
+
+void mc_dist_write(mc_dist_job_t *j, char *err, size_t n)
+{
+    if (mc_mkdirs(j->staging, err, n) != 0) return;
+    if (j->common) {
+        char path[MC_CKPT_PATH_MAX + 16];
+        snprintf(path, sizeof(path), "%s/common.pt", j->staging);
+        if (mc_ckpt_write_file(path, j->common, err, n) != 0) return;
+        mc_py_decref(j->common);
+        j->common = NULL;
+    }
+    const int rc = mc_dcp_writer_finish(j->w, &j->recs, err, n);
+    j->w = NULL;
+    (void)rc;
+}
+
+/* Every rank's packed records on rank 0 (the comm layer has no gather: an all-gather of the
+ * lengths, then of the buffers padded to the longest). NULL elsewhere. */
+static uint8_t *gather_records(mc_trainer_t *t, const uint8_t *mine, size_t len, int64_t **lens,
+                               int64_t *stride)
+{
+    mc_comm_t *c = t->comm;
+    const int world = c->size;
+    int64_t *l = calloc((size_t)world, sizeof(int64_t)), me = (int64_t)len, longest = 0;
+    if (!l) mc_fatal("out of host memory");
+    mc_all_gather(c, c->world, &me, l, 1, MC_DT_I64);
+    for (int r = 0; r < world; r++) longest = l[r] > longest ? l[r] : longest;
+    uint8_t *send = calloc((size_t)longest + 1, 1), *all = calloc((size_t)(longest + 1) * world, 1);
+    if (!send || !all) mc_fatal("out of host memory gathering the checkpoint's index");
+    memcpy(send, mine, len);
+    mc_all_gather(c, c->world, send, all, (size_t)longest + 1, MC_DT_U8);
+    free(send);
+    if (c->rank != 0) {
+        free(all);
+        free(l);
+        return NULL;
+    }
+    *stride = longest + 1;
+    *lens = l;
+    return all;
+}
+
+static int write_text(const char *path, const char *text, char *err, size_t n)
+{
+    FILE *f = fopen(path, "w");
+    if (!f || fputs(text, f) < 0 || fflush(f) != 0) {
+        if (f) fclose(f);
+        return mc_path_errf(err, n, path, "cannot write it");
+    }
+    return fclose(f) == 0 ? 0 : mc_path_errf(err, n, path, "cannot write it");
+}
+
+/* Rank 0: the index of every rank's items, then metadata.json (last, as Megatron). */
+static void write_index(const char *staging, const char *final, const uint8_t *all,
+                        const int64_t *lens, int64_t stride, int world, char *err, size_t n)
+{
+    mc_dcp_records_t recs = {0};
+    for (int r = 0; r < world && !err[0]; r++) {
+        mc_dcp_records_unpack(all + r * stride, (size_t)lens[r], &recs, err, n);
+    }
+    mc_dcp_meta_t m = {0};
+    char path[MC_CKPT_PATH_MAX + 32];
+    if (!err[0] && mc_dcp_meta_from_records(&recs, &m, err, n) == 0) {
+        snprintf(path, sizeof(path), "%s/.metadata", staging);
+        if (mc_dcp_meta_write(path, &m, final, err, n) == 0) {
+            snprintf(path, sizeof(path), "%s/metadata.json", staging);
+            write_text(path,
+                       "{\"sharded_backend\": \"torch_dist\", \"sharded_backend_version\": 1, "
+                       "\"common_backend\": \"torch\", \"common_backend_version\": 1}",
+                       err, n);
+        }
+    }
+    mc_dcp_meta_free(&m);
+    mc_dcp_records_free(&recs);
+}
+
+void mc_dist_finish(mc_trainer_t *t, mc_dist_job_t *j, const char *final, char *err, size_t n)
+{
+    uint8_t *mine = NULL, *all;
+    size_t len = 0;
+    if (mc_dcp_records_pack(&j->recs, &mine, &len) != 0) mc_fatal("out of host memory");
+    int64_t *lens = NULL, stride = 0;
+    all = gather_records(t, mine, len, &lens, &stride);
+    free(mine);
+    if (all) write_index(j->staging, final, all, lens, stride, t->comm->size, err, n);
+    free(all);
+    free(lens);
+    mc_dcp_records_free(&j->recs);
+    if (j->w) mc_dcp_writer_free(j->w);
+    mc_py_decref(j->common);
+    free(j->objs);
+    free(j);
+}

@@ -1,0 +1,141 @@
+/* The model's sharded state dict in Megatron's keys and sharding (FORMAT.md section 4): layers
+ * stacked along a leading axis of global layer numbers, the norms in Transformer Engine's
+ * fused names (the local spec's sharded_state_dict renames them too), column-parallel tensors
+ * split along their rows, row-parallel weights along their columns, the rest replicated (stored
+ * by tp rank 0). SwiGLU's fc1 is stored as [every gate row; every up row], each rank writing its
+ * rows of both halves (Megatron's apply_swiglu_sharded_factory). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ckpt/dist.h"
+
+static const char *const k_fused[][2] = {
+    {"input_layernorm.weight", "self_attention.linear_qkv.layer_norm_weight"},
+    {"input_layernorm.bias", "self_attention.linear_qkv.layer_norm_bias"},
+    {"pre_mlp_layernorm.weight", "mlp.linear_fc1.layer_norm_weight"},
+    {"pre_mlp_layernorm.bias", "mlp.linear_fc1.layer_norm_bias"},
+};
+
+/* The key of parameter p; *layer its global layer number (-1 outside the layers). */
+static void shard_key(const mc_param_t *p, char *buf, size_t n, int *layer)
+{
+    int used = 0;
+    *layer = -1;
+    if (sscanf(p->name, "decoder.layers.%d.%n", layer, &used) != 1 || used == 0) {
+        *layer = -1;
+        snprintf(buf, n, "%s", p->shared ? "embedding.word_embeddings.weight" : p->name);
+        return;
+    }
+    const char *suffix = p->name + used;
+    for (size_t k = 0; k < sizeof(k_fused) / sizeof(k_fused[0]); k++)
+        if (strcmp(suffix, k_fused[k][0]) == 0) suffix = k_fused[k][1];
+    snprintf(buf, n, "decoder.layers.%s", suffix);
+}
+
+/* A piece of p: rows [row0, row0 + rows) of the local tensor at global row grow and global
+ * column gcol of the unstacked tensor. */
+static void add_piece(mc_shard_t *s, const mc_param_t *p, int index, const char *key, int layer,
+                      int num_layers, int64_t row0, int64_t rows, int64_t grow, int64_t gcol,
+                      bool main)
+{
+    memset(s, 0, sizeof(*s));
+    s->param = index;
+    snprintf(s->key, sizeof(s->key), "%s", key);
+    const int lead = layer >= 0 ? 1 : 0;
+    s->ndim = p->ndim + lead;
+    if (lead) {
+        s->global[0] = num_layers;
+        s->offsets[0] = layer;
+        s->sizes[0] = 1;
+    }
+    const int64_t cols = p->ndim > 1 ? p->local[1] : 1;
+    s->global[lead] = p->shape[0];
+    s->offsets[lead] = grow;
+    s->sizes[lead] = rows;
+    if (p->ndim > 1) {
+        s->global[lead + 1] = p->shape[1];
+        s->offsets[lead + 1] = gcol;
+        s->sizes[lead + 1] = cols;
+    }
+    s->start = (long)(row0 * cols);
+    s->numel = (long)(rows * cols);
+    s->main = main;
+}
+
+int mc_dist_shards(const mc_gpt_t *m, mc_shard_t **out, int *n)
+{
+    mc_shard_t *s = malloc((size_t)(2 * m->n_params + 1) * sizeof(mc_shard_t));
+    if (!s) return -1;
+    const int tp = m->cfg.tp_rank;
+    int k = 0;
+    for (int i = 0; i < m->n_params; i++) {
+        const mc_param_t *p = &m->params[i];
+        char key[128];
+        int layer;
+        shard_key(p, key, sizeof(key), &layer);
+        const int64_t rows = p->local[0];
+        const int L = m->cfg.num_layers;
+        switch (p->split) {
+        case MC_SPLIT_NONE:
+            add_piece(&s[k++], p, i, key, layer, L, 0, rows, 0, 0, tp == 0);
+            break;
+        case MC_SPLIT_ROWS:
+            add_piece(&s[k++], p, i, key, layer, L, 0, rows, tp * rows, 0, !p->shared);
+            break;
+        case MC_SPLIT_COLS:
+            add_piece(&s[k++], p, i, key, layer, L, 0, rows, 0, tp * p->local[1], true);
+            break;
+        case MC_SPLIT_ROWS_GLU: {
+            const int64_t half = rows / 2, full_half = p->shape[0] / 2;
+            add_piece(&s[k++], p, i, key, layer, L, 0, half, tp * half, 0, true);
+            add_piece(&s[k++], p, i, key, layer, L, half, half, full_half + tp * half, 0, true);
+            break;
+        }
+        }
+    }
+    *out = s;
+    *n = k;
+    return 0;
+}
+
+void mc_dist_rng_key(const mc_trainer_t *t, char *buf, size_t n)
+{
+    snprintf(buf, n, "rng_state/shard_%d.%d_%d.%d", t->par.me.pp, t->par.me.tp,
+             t->args->pipeline_model_parallel_size, t->args->tensor_model_parallel_size);
+}
+
+/* Recursion over the dimensions of the overlap, innermost copied as one run. */
+static void copy_dim(int d, int ndim, const int64_t *lo, const int64_t *hi, const int64_t *src_off,
+                     const int64_t *src_sizes, const char *src, const int64_t *dst_off,
+                     const int64_t *dst_sizes, char *dst, size_t es)
+{
+    if (d == ndim - 1) {
+        memcpy(dst + (size_t)(lo[d] - dst_off[d]) * es, src + (size_t)(lo[d] - src_off[d]) * es,
+               (size_t)(hi[d] - lo[d]) * es);
+        return;
+    }
+    size_t src_stride = es, dst_stride = es;
+    for (int k = d + 1; k < ndim; k++) {
+        src_stride *= (size_t)src_sizes[k];
+        dst_stride *= (size_t)dst_sizes[k];
+    }
+    for (int64_t i = lo[d]; i < hi[d]; i++)
+        copy_dim(d + 1, ndim, lo, hi, src_off, src_sizes,
+                 src + (size_t)(i - src_off[d]) * src_stride, dst_off, dst_sizes,
+                 dst + (size_t)(i - dst_off[d]) * dst_stride, es);
+}
+
+void mc_dist_copy_overlap(int ndim, const int64_t *src_off, const int64_t *src_sizes,
+                          const void *src, const int64_t *dst_off, const int64_t *dst_sizes,
+                          void *dst, size_t es)
+{
+    int64_t lo[MC_DCP_MAX_DIMS], hi[MC_DCP_MAX_DIMS];
+    for (int d = 0; d < ndim; d++) {
+        lo[d] = src_off[d] > dst_off[d] ? src_off[d] : dst_off[d];
+        const int64_t a = src_off[d] + src_sizes[d], b = dst_off[d] + dst_sizes[d];
+        hi[d] = a < b ? a : b;
+        if (hi[d] <= lo[d]) return;
+    }
+    copy_dim(0, ndim, lo, hi, src_off, src_sizes, src, dst_off, dst_sizes, dst, es);
+}
