@@ -96,6 +96,9 @@ static int parse_entries(const mc_pyobj_t *sdm, mc_dcp_meta_t *m, char *err, siz
         if (mc_py_is_a(v, DCP_MOD, "BytesStorageMetadata")) {
             e->bytes = true;
             e->dtype = MC_TORCH_UINT8;
+            mc_dcp_chunk_t c; /* its one item, which storage_data places */
+            memset(&c, 0, sizeof c);
+            if (dcp_entry_add_chunk(e, &c)) return mc_errf(err, errn, "out of memory");
         } else if (!mc_py_is_a(v, DCP_MOD, "TensorStorageMetadata")) {
             return mc_errf(err, errn, "key '%s': not a Tensor/BytesStorageMetadata",
                            ck_shown(key, strlen(key), shown));
