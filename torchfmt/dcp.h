@@ -65,8 +65,8 @@ typedef struct {
  * chunk has a storage record; byte keys have exactly one item. Errors start with the path. */
 int mc_dcp_meta_read(const char *path, mc_dcp_meta_t *m, char *err, size_t errn);
 /* The same from memory (fuzzing); name is used in errors. */
-int mc_dcp_meta_read_mem(const void *buf, size_t len, const char *name, mc_dcp_meta_t *m,
-                         char *err, size_t errn);
+int mc_dcp_meta_read_mem(const void *buf, size_t len, const char *name, mc_dcp_meta_t *m, char *err,
+                         size_t errn);
 const mc_dcp_entry_t *mc_dcp_meta_find(const mc_dcp_meta_t *m, const char *key);
 void mc_dcp_meta_free(mc_dcp_meta_t *m);
 
