@@ -78,7 +78,7 @@ int mc_dist_shards(const mc_gpt_t *m, mc_shard_t **out, int *n)
         const int L = m->cfg.num_layers;
         switch (p->split) {
         case MC_SPLIT_NONE:
-            add_piece(&s[k++], p, i, key, layer, L, 0, rows, 0, 0, tp == 0);
+            add_piece(&s[k++], p, i, key, layer, L, 0, rows, 0, 0, tp == 0 && !p->shared);
             break;
         case MC_SPLIT_ROWS:
             add_piece(&s[k++], p, i, key, layer, L, 0, rows, tp * rows, 0, !p->shared);

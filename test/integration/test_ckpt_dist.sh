@@ -1,0 +1,170 @@
+#!/usr/bin/env bash
+# torch_dist checkpoints (issue 18; ckpt/dist.h): --ckpt-format torch_dist saves, every --load
+# detects the format, and any layout loads any other.
+#  - the layout on disk: iter_N/{common.pt,__R_{0,1}.distcp,.metadata,metadata.json}, tracker;
+#  - exact resume: the iterations after a load equal the run that did not stop (single rank);
+#  - any layout loads any other, the distributed optimizer on or off, both of its forms
+#    (dp_reshardable, --dist-ckpt-optim-fully-reshardable), bf16: the resumed iterations equal
+#    the single-rank run that did not stop (layout invariance makes them equal);
+#  - --async-save writes torch_dist too; kill -9 in the middle of a save leaves the previous
+#    checkpoint loadable;
+#  - one-line errors naming the file for a damaged .metadata, .distcp, common.pt, metadata.json;
+#  - Megatron-LM's own checkpoints (../shared/data/megatron-ref/torch_dist): each loads at tp 1
+#    and tp 2 and training continues.
+source "$(dirname "$0")/lib.sh"
+source "$(dirname "$0")/mpi.sh"
+
+# 8 layers: tp 2 x pp 2 x vpp 2 has two layers per chunk. Dropout on.
+FLAGS=(--device cpu --mock-data --vocab-size 256 --make-vocab-size-divisible-by 64 --num-layers 8
+       --hidden-size 32 --num-attention-heads 4 --seq-length 32 --max-position-embeddings 32
+       --micro-batch-size 2 --global-batch-size 8 --train-iters 8 --lr 3e-3
+       --lr-decay-style cosine --lr-warmup-iters 2 --min-lr 1e-4 --weight-decay 0.1
+       --clip-grad 1.0 --log-interval 1 --eval-iters 0 --seed 1234
+       --hidden-dropout 0.1 --attention-dropout 0.1 --log-params-norm)
+DIST=(--ckpt-format torch_dist)
+
+# Iterations 5..8 after a save at 4, without timestamps and times. A resumed run's second line
+# also counts its first iteration (Megatron main's training_log), so iteration 6 is left out.
+resumed() {
+    sed -nE '/iteration +(5|7|8)\/ +8 \|/{s/^ \[[^]]*\]//; s/ elapsed time per iteration \(ms\): [0-9.]+ \|//; p}' "$1"
+}
+run_np() { # np args...
+    local np=$1
+    shift
+    if [ "$np" -eq 1 ]; then "$MC_BIN" "$@"; else mpirun_mc "$np" "$@"; fi
+}
+
+"$MC_BIN" "${FLAGS[@]}" >"$MC_TMP/base" 2>&1
+check "the uninterrupted single-rank run" grep -q 'iteration        8/       8' "$MC_TMP/base"
+"$MC_BIN" "${FLAGS[@]}" --bf16 >"$MC_TMP/base16" 2>&1
+
+# layout_case NAME SAVE-NP "SAVE FLAGS" LOAD-NP "LOAD FLAGS" [BASE]: saves at iteration 4 under
+# one layout, loads under the other, and compares iterations 5..8 with the base run.
+layout_case() {
+    local name=$1 snp=$2 sflags=$3 lnp=$4 lflags=$5 base=${6:-$MC_TMP/base} dir=$MC_TMP/$1
+    if { [ "$snp" -gt 1 ] || [ "$lnp" -gt 1 ]; } && ! have_mpirun; then
+        skip "$name" "mpirun is not installed (scripts/install-deps.sh installs OpenMPI)"
+        return
+    fi
+    # shellcheck disable=SC2086
+    run_np "$snp" "${FLAGS[@]}" $sflags "${DIST[@]}" --save "$dir" --save-interval 4 \
+        >"$MC_TMP/$name.save" 2>&1
+    local rc1=$?
+    # shellcheck disable=SC2086
+    run_np "$lnp" "${FLAGS[@]}" $lflags --load "$dir" --ckpt-step 4 >"$MC_TMP/$name.load" 2>&1
+    local rc2=$?
+    if [ $rc1 -eq 0 ] && [ $rc2 -eq 0 ] && [ "$(resumed "$MC_TMP/$name.load" | wc -l)" -eq 3 ] &&
+        diff <(resumed "$base") <(resumed "$MC_TMP/$name.load") >"$MC_TMP/$name.diff"; then
+        ok "$name: iterations 5..8 after loading equal the run that did not stop"
+    else
+        not_ok "$name (rc=$rc1,$rc2): $(head -c 600 "$MC_TMP/$name.diff") $(grep -h 'error' "$MC_TMP/$name.save" "$MC_TMP/$name.load" | head -c 400)"
+    fi
+}
+
+# ---- one rank: the files, exact resume ----
+S=$MC_TMP/single
+layout_case single 1 "" 1 ""
+S=$MC_TMP/single
+check "single: the files of Megatron's layout" \
+    bash -c "[ \"\$(ls -A '$S/iter_0000004' | sort | tr '\n' ' ')\" = '.metadata __0_0.distcp __0_1.distcp common.pt metadata.json ' ] &&
+             [ \"\$(cat '$S/latest_checkpointed_iteration.txt')\" = 8 ] &&
+             grep -q '\"sharded_backend\": \"torch_dist\"' '$S/iter_0000004/metadata.json'"
+check "single: the save says its format" grep -q 'in torch_dist format' "$MC_TMP/single.save"
+check "single: the load says the checkpoint is distributed" \
+    grep -q 'loading distributed checkpoint from .* at iteration 4' "$MC_TMP/single.load"
+
+# ---- any layout loads any other ----
+PTD="--tensor-model-parallel-size 2 --pipeline-model-parallel-size 2 --num-virtual-stages-per-pipeline-rank 2"
+layout_case "tp2-pp2-vpp2-distopt-to-1" 4 "$PTD --use-distributed-optimizer" 1 ""
+layout_case "1-to-dp2-distopt" 1 "" 2 "--use-distributed-optimizer"
+layout_case "dp2-distopt-to-tp2-distopt" 2 "--use-distributed-optimizer" 2 \
+    "--tensor-model-parallel-size 2 --use-distributed-optimizer"
+layout_case "tp2-sp-fully-reshardable-to-pp2-vpp2-distopt" 2 \
+    "--tensor-model-parallel-size 2 --sequence-parallel --use-distributed-optimizer --dist-ckpt-optim-fully-reshardable" \
+    2 "--pipeline-model-parallel-size 2 --num-virtual-stages-per-pipeline-rank 2 --use-distributed-optimizer"
+layout_case "pp2-to-tp2-dp2-distopt" 2 "--pipeline-model-parallel-size 2" 4 \
+    "--tensor-model-parallel-size 2 --use-distributed-optimizer"
+layout_case "bf16-pp2-to-1-distopt" 2 "--bf16 --pipeline-model-parallel-size 2" 1 \
+    "--bf16 --use-distributed-optimizer" "$MC_TMP/base16"
+
+# ---- --async-save ----
+layout_case async 1 "--async-save" 1 ""
+
+# ---- damaged files: one line naming the file ----
+C=$MC_TMP/corrupt
+cp -r "$S" "$C"
+I=$C/iter_0000004
+load_error() { # name pattern
+    "$MC_BIN" "${FLAGS[@]}" --load "$C" --ckpt-step 4 >"$MC_TMP/err.out" 2>"$MC_TMP/err.err"
+    one_error_line "$1" "$2" $? "$MC_TMP/err.err"
+    rm -rf "$C"
+    cp -r "$S" "$C"
+}
+truncate -s 100 "$I/.metadata"
+load_error "a truncated .metadata: one error naming it" "error: .*corrupt/iter_0000004/\.metadata: "
+truncate -s 1000 "$I/__0_0.distcp"
+load_error "a truncated .distcp: one error naming it" "error: .*corrupt/iter_0000004/__0_0\.distcp"
+# the middle of the file: inside the largest tensor's data
+printf 'garbage' | dd of="$I/__0_1.distcp" bs=1 seek=$(($(stat -c %s "$I/__0_1.distcp") / 2)) conv=notrunc 2>/dev/null
+load_error "a damaged .distcp: one error naming it" "error: .*corrupt/iter_0000004/__0_1\.distcp"
+truncate -s 500 "$I/common.pt"
+load_error "a truncated common.pt: one error naming it" "error: .*corrupt/iter_0000004/common\.pt: "
+echo '{"sharded_backend": "zarr"}' >"$I/metadata.json"
+load_error "a metadata.json of another backend: one error naming it" \
+    "error: .*corrupt/iter_0000004/metadata\.json: "
+rm "$I/common.pt"
+load_error "a missing common.pt: one error naming it" "error: .*corrupt/iter_0000004/common\.pt"
+
+# ---- kill -9 during a save leaves the previous checkpoint loadable ----
+K=$MC_TMP/killed
+"$MC_BIN" "${FLAGS[@]}" "${DIST[@]}" --save "$K" --save-interval 4 --exit-interval 4 >/dev/null 2>&1
+MC_TEST_CKPT_WRITE_DELAY_MS=3000 "$MC_BIN" "${FLAGS[@]}" "${DIST[@]}" --load "$K" --save "$K" \
+    --save-interval 2 >"$MC_TMP/kill.log" 2>&1 &
+pid=$!
+for _ in $(seq 100); do
+    compgen -G "$K/iter_0000006.tmp-*" >/dev/null && break
+    sleep 0.1
+done
+mid=0
+compgen -G "$K/iter_0000006.tmp-*" >/dev/null && mid=1
+kill -9 $pid 2>/dev/null
+wait $pid 2>/dev/null
+"$MC_BIN" "${FLAGS[@]}" --load "$K" --exit-interval 5 >"$MC_TMP/kill.resume" 2>&1
+rc=$?
+check "kill -9 in the middle of a save (mid=$mid): the tracker still names iteration 4, which loads (rc=$rc)" \
+    bash -c "[ $mid -eq 1 ] && [ \"\$(cat '$K/latest_checkpointed_iteration.txt')\" = 4 ] && [ $rc -eq 0 ] &&
+             grep -q 'loading distributed checkpoint from .* at iteration 4' '$MC_TMP/kill.resume'"
+
+# ---- Megatron-LM's own checkpoints ----
+SHARED=${MEGATRON_C_SHARED:-$(dirname "$0")/../../../shared}
+REF=$SHARED/data/megatron-ref/torch_dist
+RF=(--device cpu --mock-data --num-layers 2 --hidden-size 64 --num-attention-heads 4
+    --ffn-hidden-size 256 --seq-length 32 --max-position-embeddings 32
+    --position-embedding-type learned_absolute --tokenizer-type NullTokenizer --vocab-size 127
+    --make-vocab-size-divisible-by 64 --init-method-std 0.02 --seed 1234 --hidden-dropout 0.0
+    --attention-dropout 0.0 --transformer-impl local --micro-batch-size 2 --global-batch-size 4
+    --optimizer adam --lr 1e-3 --min-lr 1e-4 --lr-decay-style cosine --lr-warmup-iters 2
+    --lr-decay-iters 10 --weight-decay 0.1 --adam-beta1 0.9 --adam-beta2 0.95 --adam-eps 1e-8
+    --clip-grad 1.0 --use-distributed-optimizer --log-interval 1 --eval-iters 0
+    --use-checkpoint-opt-param-scheduler --train-iters 12)
+for layout in tp1pp1 tp2pp1 tp1pp2; do
+    if [ ! -d "$REF/$layout" ]; then
+        skip "Megatron's $layout checkpoint" "$REF/$layout is absent (set MEGATRON_C_SHARED)"
+        continue
+    fi
+    extra=()
+    [ $layout = tp2pp1 ] && extra=(--no-load-optim --no-load-rng)
+    for np in 1 2; do
+        if [ $np -eq 2 ] && ! have_mpirun; then
+            skip "Megatron's $layout at tp 2" "mpirun is not installed"
+            continue
+        fi
+        tp=()
+        [ $np -eq 2 ] && tp=(--tensor-model-parallel-size 2)
+        run_np $np "${RF[@]}" "${tp[@]}" "${extra[@]}" --load "$REF/$layout" >"$MC_TMP/ref.log" 2>&1
+        rc=$?
+        check "Megatron's $layout loads at tp $np and trains iterations 11 and 12 (rc=$rc $(grep -h error "$MC_TMP/ref.log" | head -c 300))" \
+            bash -c "[ $rc -eq 0 ] && grep -q 'successfully loaded checkpoint from .* at iteration 10' '$MC_TMP/ref.log' &&
+                     grep -qE 'iteration +12/ +12 .*lm loss: [0-9.]+E' '$MC_TMP/ref.log'"
+    done
+done
