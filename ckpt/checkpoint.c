@@ -396,7 +396,11 @@ bool mc_ckpt_load(mc_trainer_t *t)
         fflush(stdout);
     }
     if (dist) {
-        mc_dist_load(t, iter_dir, release, err, sizeof(err));
+        mc_dist_usage_t u;
+        mc_dist_load(t, iter_dir, release, &u, err, sizeof(err));
+        agree(t, err);
+        mc_dist_strictness(t, &u, err, sizeof(err));
+        mc_dist_usage_free(&u);
         agree(t, err);
         loaded(t, dir);
         return true;

@@ -86,7 +86,21 @@ int mc_dist_domain(const mc_trainer_t *t);
 
 /* Whether DIR (an iteration directory) holds a torch_dist checkpoint (metadata.json). */
 bool mc_dist_is_checkpoint(const char *iter_dir);
-/* Loads the torch_dist checkpoint in iter_dir into t (collective: ranks agree on errors). */
-int mc_dist_load(mc_trainer_t *t, const char *iter_dir, bool release, char *err, size_t n);
+/* The checkpoint's keys and those this rank read (used[k] for keys[k]; the same keys on every
+ * rank): what --dist-ckpt-strictness judges once every rank has loaded. */
+typedef struct {
+    size_t n;
+    char **keys;
+    uint8_t *used;
+} mc_dist_usage_t;
+void mc_dist_usage_free(mc_dist_usage_t *u);
+
+/* Loads the torch_dist checkpoint in iter_dir into t (no communication: the caller agrees on
+ * errors). u receives the keys it read. */
+int mc_dist_load(mc_trainer_t *t, const char *iter_dir, bool release, mc_dist_usage_t *u,
+                 char *err, size_t n);
+/* Collective, after every rank loaded: the keys no rank read, logged or refused (err) as
+ * --dist-ckpt-strictness says (assume_ok_unexpected and ignore_all: nothing). */
+void mc_dist_strictness(mc_trainer_t *t, mc_dist_usage_t *u, char *err, size_t n);
 
 #endif

@@ -23,7 +23,21 @@ typedef struct {
     mc_pyobj_t *common;
     mc_dcp_meta_t meta;
     mc_dcp_reader_t *r;
+    uint8_t *used; /* [meta.n]: the keys this rank asked for (--dist-ckpt-strictness) */
 } source_t;
+
+/* Marks key (or every key starting with it, prefix) as asked for. */
+static void mark(source_t *s, const char *key, bool prefix)
+{
+    const size_t l = strlen(key);
+    if (!prefix) {
+        const mc_dcp_entry_t *e = mc_dcp_meta_find(&s->meta, key);
+        if (e) s->used[e - s->meta.entries] = 1;
+        return;
+    }
+    for (size_t k = 0; k < s->meta.n; k++)
+        if (strncmp(s->meta.entries[k].key, key, l) == 0) s->used[k] = 1;
+}
 
 bool mc_dist_is_checkpoint(const char *iter_dir)
 {
@@ -34,6 +48,7 @@ bool mc_dist_is_checkpoint(const char *iter_dir)
 
 static void close_source(source_t *s)
 {
+    free(s->used);
     mc_dcp_reader_free(s->r);
     mc_dcp_meta_free(&s->meta);
     mc_py_decref(s->common);
@@ -71,7 +86,8 @@ static int open_source(source_t *s, const char *dir, char *err, size_t n)
                             mc_py_kind_name(s->common->kind));
     snprintf(path, sizeof(path), "%s/.metadata", dir);
     if (mc_dcp_meta_read(path, &s->meta, err, n) != 0) return -1;
-    if (!(s->r = mc_dcp_reader_new(dir, &s->meta))) mc_fatal("out of host memory");
+    if (!(s->r = mc_dcp_reader_new(dir, &s->meta)) || !(s->used = calloc(s->meta.n + 1, 1)))
+        mc_fatal("out of host memory");
     return 0;
 }
 
@@ -91,6 +107,7 @@ static int read_piece(source_t *s, const char *key, const mc_shard_t *p, mc_torc
         return mc_errf(err, n,
                        "%s/.metadata: no tensor '%s' (saved with another model configuration)",
                        s->dir, key);
+    mark(s, key, false);
     bool same = e->ndim == p->ndim, rest = same;
     for (int d = 0; same && d < p->ndim; d++) {
         same = e->shape[d] == p->global[d];
@@ -170,6 +187,7 @@ static mc_pyobj_t *read_value(source_t *s, const char *key, char *err, size_t n,
 {
     const mc_dcp_entry_t *e = mc_dcp_meta_find(&s->meta, key);
     if (!e || !e->bytes) return NULL;
+    mark(s, key, false);
     mc_pyobj_t *list = NULL;
     if (mc_dcp_read_object(s->r, key, &list, err, n) != 0) {
         *rc = -1;
@@ -245,6 +263,9 @@ static int decode_domain(source_t *s, const mc_args_t *src, int tp, int pp, cons
     mc_ckpt_buffers_t b;
     mc_ckpt_buffers(&st, &o, &b);
     char prefix[256], key[320];
+    snprintf(prefix, sizeof(prefix), "optimizer.distributed.dp_group_idx_%d.",
+             pp * src->tensor_model_parallel_size + tp);
+    mark(s, prefix, true); /* the domain's buckets and objects */
     const char *param = src->bf16 ? "bfloat16" : src->fp16 ? "float16" : "float32";
     const char *grad = (src->bf16 || src->fp16) && !src->accumulate_allreduce_grads_in_fp32
                            ? param
@@ -375,8 +396,29 @@ static int load_optimizer(source_t *s, mc_trainer_t *t, const mc_shard_t *sh, in
     return rc;
 }
 
-int mc_dist_load(mc_trainer_t *t, const char *iter_dir, bool release, char *err, size_t n)
+/* Hands the keys and what this rank asked for to the caller's strictness check. */
+static void usage_of(source_t *s, mc_dist_usage_t *u)
 {
+    u->n = s->meta.n;
+    u->used = s->used;
+    s->used = NULL;
+    if (!(u->keys = calloc(u->n + 1, sizeof(char *)))) mc_fatal("out of host memory");
+    for (size_t k = 0; k < u->n; k++)
+        if (!(u->keys[k] = strdup(s->meta.entries[k].key))) mc_fatal("out of host memory");
+}
+
+void mc_dist_usage_free(mc_dist_usage_t *u)
+{
+    for (size_t k = 0; u->keys && k < u->n; k++) free(u->keys[k]);
+    free(u->keys);
+    free(u->used);
+    memset(u, 0, sizeof(*u));
+}
+
+int mc_dist_load(mc_trainer_t *t, const char *iter_dir, bool release, mc_dist_usage_t *u,
+                 char *err, size_t n)
+{
+    memset(u, 0, sizeof(*u));
     const mc_args_t *a = t->args;
     source_t s;
     mc_shard_t *sh = NULL;
@@ -391,6 +433,10 @@ int mc_dist_load(mc_trainer_t *t, const char *iter_dir, bool release, char *err,
             mc_fatal("out of host memory");
     }
     if (!rc) rc = model_dicts(&s, &t->model, sh, n_sh, ck, err, n);
+    if (!rc) { /* the linears' _extra_state objects (megatron-c's are None) */
+        mark(&s, "decoder.layers.", true);
+        mark(&s, "output_layer._extra_state", true);
+    }
     const bool rng = !release && !a->finetune && !a->no_load_rng;
     if (!rc && rng) rc = rng_of(&s, t, ck, err, n);
     const mc_ckpt_apply_opts_t opts = {.dist = true, .release = release, .load_optim = false};
@@ -407,6 +453,40 @@ int mc_dist_load(mc_trainer_t *t, const char *iter_dir, bool release, char *err,
         rc = load_optimizer(&s, t, sh, n_sh, err, n);
     mc_py_decref(ck);
     free(sh);
+    if (!rc) usage_of(&s, u);
     close_source(&s);
     return rc;
+}
+
+/* Megatron's StrictHandling for the keys no rank asked for (a key a rank needs and the
+ * checkpoint lacks is an error of the load itself). */
+void mc_dist_strictness(mc_trainer_t *t, mc_dist_usage_t *u, char *err, size_t n)
+{
+    const char *mode = t->args->dist_ckpt_strictness;
+    const bool log = strncmp(mode, "log_", 4) == 0 || strncmp(mode, "return_", 7) == 0;
+    const bool raise = strncmp(mode, "raise_", 6) == 0;
+    if (!log && !raise) return;
+    int32_t *any = calloc(u->n + 1, sizeof(int32_t));
+    if (!any) mc_fatal("out of host memory");
+    for (size_t k = 0; k < u->n; k++) any[k] = u->used[k];
+    mc_all_reduce(t->comm, t->comm->world, any, u->n, MC_DT_I32, MC_OP_MAX);
+    char list[2048] = "";
+    size_t count = 0, at = 0;
+    for (size_t k = 0; k < u->n; k++) {
+        if (any[k]) continue;
+        if (at < sizeof(list) - 1)
+            at += (size_t)snprintf(list + at, sizeof(list) - at, "%s'%s'", count ? ", " : "",
+                                   u->keys[k]);
+        count++;
+    }
+    free(any);
+    if (count == 0) return;
+    if (at >= sizeof(list) - 1) snprintf(list + sizeof(list) - 5, 5, "...");
+    if (raise)
+        snprintf(err, n,
+                 "--dist-ckpt-strictness %s: %zu unexpected keys in the checkpoint (not found in "
+                 "this run's sharded state dict): {%s}",
+                 mode, count, list);
+    else if (t->par.rank == 0)
+        printf("WARNING: Unexpected keys (not found in sharded_state_dict): {%s}\n", list);
 }

@@ -87,6 +87,22 @@ layout_case "pp2-to-tp2-dp2-distopt" 2 "--pipeline-model-parallel-size 2" 4 \
 layout_case "bf16-pp2-to-1-distopt" 2 "--bf16 --pipeline-model-parallel-size 2" 1 \
     "--bf16 --use-distributed-optimizer" "$MC_TMP/base16"
 
+# ---- --dist-ckpt-strictness: the optimizer's keys are unexpected with --no-load-optim ----
+O=$MC_TMP/1-to-dp2-distopt
+"$MC_BIN" "${FLAGS[@]}" --load "$O" --ckpt-step 4 --no-load-optim --dist-ckpt-strictness log_unexpected \
+    >"$MC_TMP/strict.log" 2>&1
+check "--dist-ckpt-strictness log_unexpected: the optimizer's keys are logged" \
+    grep -q "WARNING: Unexpected keys (not found in sharded_state_dict): {'optimizer.state.exp_avg" "$MC_TMP/strict.log"
+"$MC_BIN" "${FLAGS[@]}" --load "$O" --ckpt-step 4 --no-load-optim >"$MC_TMP/strict.ok" 2>&1
+check "--dist-ckpt-strictness assume_ok_unexpected (the default) says nothing" \
+    bash -c "[ $? -eq 0 ] && ! grep -q 'Unexpected keys' '$MC_TMP/strict.ok'"
+expect_user_error "--dist-ckpt-strictness raise_unexpected: one line listing them" \
+    "raise_unexpected: [0-9]+ unexpected keys .*'optimizer.state.exp_avg" \
+    "${FLAGS[@]}" --load "$O" --ckpt-step 4 --no-load-optim --dist-ckpt-strictness raise_unexpected
+"$MC_BIN" "${FLAGS[@]}" --load "$O" --ckpt-step 4 --dist-ckpt-strictness raise_all >"$MC_TMP/strict.all" 2>&1
+check "--dist-ckpt-strictness raise_all: a full load has no unexpected key (rc=$?)" \
+    grep -q 'iteration        8/' "$MC_TMP/strict.all"
+
 # ---- --async-save ----
 layout_case async 1 "--async-save" 1 ""
 
