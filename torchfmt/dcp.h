@@ -42,7 +42,8 @@ typedef struct {
     uint64_t length; /* of the item's archive */
 } mc_dcp_chunk_t;
 
-/* One key: a global tensor (TensorStorageMetadata) or a byte item (BytesStorageMetadata). */
+/* One key: a global tensor (TensorStorageMetadata) or a byte item (BytesStorageMetadata: ndim
+ * 0, dtype uint8, one chunk whose offsets and sizes are unused). */
 typedef struct {
     char *key;
     bool bytes;
@@ -142,8 +143,9 @@ mc_dcp_reader_t *mc_dcp_reader_new(const char *dir, const mc_dcp_meta_t *m);
 void mc_dcp_reader_free(mc_dcp_reader_t *r);
 
 /* Copies the box [start, start + sizes) of key's global tensor (ndim must be the key's) into
- * dst, contiguous, converted to dst_dtype (float32, bfloat16 or float16; rounding to nearest
- * even, as torch's copy_). Reads every chunk overlapping the box; each chunk item is checked
+ * dst, contiguous, converted to dst_dtype (float32, bfloat16 or float16 from any of those;
+ * rounding to nearest even, as torch's copy_; dst_dtype equal to the key's dtype copies the bytes
+ * of any dtype). Reads every chunk overlapping the box; each chunk item is checked
  * (its archive, CRC, its tensor's dtype and shape = the chunk's sizes) on first use. Errors:
  * unknown key, a box outside the tensor, a bad item (naming its file and offset). */
 int mc_dcp_read_box(mc_dcp_reader_t *r, const char *key, int ndim, const int64_t *start,

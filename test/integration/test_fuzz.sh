@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # A short run of each fuzzer (scripts/fuzz.sh; test/fuzz/): a few seconds of mutated .idx files,
-# torch.save files and flag lists under the sanitizers, one TAP line each, plus the driver's
+# torch.save files, flag lists and DCP .metadata files under the sanitizers, one TAP line each, plus the driver's
 # self-test (a child's heap overflow must count as a failure). The sanitizer build is where
 # they find things; the release build skips them.
 source "$(dirname "$0")/lib.sh"
@@ -11,16 +11,16 @@ SECONDS_EACH=${MC_FUZZ_SECONDS:-6}
 case $MC_BUILD in
 *san*) ;;
 *)
-    for f in selftest idx pt flags; do skip "fuzz $f" "the release build (run it with SANITIZE=1)"; done
+    for f in selftest idx pt flags dcp; do skip "fuzz $f" "the release build (run it with SANITIZE=1)"; done
     exit 0 ;;
 esac
 if [ ! -x "$MC_BUILD/test/fuzz/fuzz_idx" ]; then
-    for f in selftest idx pt flags; do skip "fuzz $f" "no fuzzers in $MC_BUILD"; done
+    for f in selftest idx pt flags dcp; do skip "fuzz $f" "no fuzzers in $MC_BUILD"; done
     exit 0
 fi
 "$MC_BUILD/test/fuzz/fuzz_idx" --selftest >"$MC_TMP/self" 2>&1
 check "fuzz selftest: a child's heap overflow is a failure" grep -q 'caught' "$MC_TMP/self"
-for f in idx pt flags; do
+for f in idx pt flags dcp; do
     MC_BUILD=$MC_BUILD bash "$ROOT/scripts/fuzz.sh" "$f" --seconds "$SECONDS_EACH" \
         --crashes "$MC_TMP/crashes" >"$MC_TMP/$f" 2>&1
     rc=$?

@@ -110,6 +110,28 @@ static void test_ref_metadata(void **state)
     for (size_t i = 0; i < 3; i++) check_ref_metadata(LAYOUTS[i]);
 }
 
+static void check_same_meta(const mc_dcp_meta_t *a, const mc_dcp_meta_t *b);
+
+/* Megatron's MCoreMetadata written again as a plain Metadata reads back the same index. */
+static void test_ref_rewrite(void **state)
+{
+    char path[] = "/tmp/test_dcp_meta.XXXXXX", err[512];
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    close(fd);
+    for (size_t i = 0; i < 3; i++) {
+        ref_t r;
+        ref_open(&r, LAYOUTS[i]);
+        mc_dcp_meta_t back;
+        if (mc_dcp_meta_write(path, &r.m, r.dir, err, sizeof err)) fail_msg("%s", err);
+        if (mc_dcp_meta_read(path, &back, err, sizeof err)) fail_msg("%s", err);
+        check_same_meta(&r.m, &back);
+        mc_dcp_meta_free(&back);
+        ref_close(&r);
+    }
+    unlink(path);
+}
+
 /* sha256 of a box read in the key's own dtype. */
 static void box_sha(mc_dcp_reader_t *rd, const mc_dcp_entry_t *e, const int64_t *start,
                     const int64_t *sizes, char hex[65])
@@ -620,6 +642,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_ref_metadata),
+        cmocka_unit_test(test_ref_rewrite),
         cmocka_unit_test(test_ref_tensors),
         cmocka_unit_test(test_ref_convert),
         cmocka_unit_test(test_roundtrip),
