@@ -184,3 +184,30 @@ for layout in tp1pp1 tp2pp1 tp1pp2; do
                      grep -qE 'iteration +12/ +12 .*lm loss: [0-9.]+E' '$MC_TMP/ref.log'"
     done
 done
+
+# ---- Megatron's checkpoints loaded and saved again at their layout: the same files ----
+# No iteration is trained (--train-iters 10 is the checkpoint's), so the save at the end holds
+# what was loaded: every key, dtype, shape, chunk and tensor hash must be Megatron's.
+DUMP=$MC_BUILD/test/tools/dcp_dump
+for case in "tp1pp1 1" "tp2pp1 2 --tensor-model-parallel-size 2 --no-load-optim --no-load-rng --no-save-optim" \
+    "tp1pp2 2 --pipeline-model-parallel-size 2"; do
+    read -r layout np extra <<<"$case"
+    if [ ! -d "$REF/$layout" ] || [ ! -x "$DUMP" ]; then
+        skip "Megatron's $layout saved again" "$REF/$layout or $DUMP is absent"
+        continue
+    fi
+    if [ "$np" -gt 1 ] && ! have_mpirun; then
+        skip "Megatron's $layout saved again" "mpirun is not installed"
+        continue
+    fi
+    out=$MC_TMP/again-$layout
+    # shellcheck disable=SC2086
+    run_np "$np" "${RF[@]}" --train-iters 10 $extra --load "$REF/$layout" "${DIST[@]}" --save "$out" \
+        --save-interval 7 >"$out.log" 2>&1
+    rc=$?
+    "$DUMP" "$out/iter_0000010" >"$out.dump" 2>&1 && "$DUMP" --chunks "$out/iter_0000010" >"$out.chunks" 2>&1
+    python3 "$(dirname "$0")/dcp_vs_manifest.py" "$REF/$layout.manifest.json" "$out.dump" "$out.chunks" \
+        >"$out.cmp" 2>&1
+    check "Megatron's $layout loaded and saved again: the same keys, dtypes, shapes, chunks and hashes (rc=$rc: $(tail -3 "$out.cmp" | tr '\n' ' ' | head -c 400))" \
+        bash -c "[ $rc -eq 0 ] && grep -q ', 0 differences' '$out.cmp'"
+done

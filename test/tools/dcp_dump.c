@@ -5,6 +5,9 @@
  *                           tensors: key TAB dtype TAB shape (comma-separated) TAB sha256 of the
  *                           whole tensor (C order, the stored dtype's little-endian bytes);
  *                           byte items: key TAB object TAB - TAB -
+ *   dcp_dump --chunks DIR   one line per tensor chunk: key TAB offsets TAB sizes (comma-separated),
+ *                           in the .metadata's order (how a checkpoint is cut, to compare with
+ *                           another writer's)
  *   dcp_dump --sample DIR   writes a small two-rank checkpoint into DIR (an existing folder):
  *                           "w" float32 [4,6,5] in two chunks along axis 1, "b" bfloat16 [8,4]
  *                           in two row chunks, "v" float32 [10], "obj/shard_0_1" = [{'a': 1}];
@@ -127,8 +130,34 @@ static int sample(const char *dir)
     return rc ? 1 : 0;
 }
 
+static int chunks(const char *dir)
+{
+    char path[4200], err[1024];
+    snprintf(path, sizeof path, "%s/.metadata", dir);
+    mc_dcp_meta_t m;
+    if (mc_dcp_meta_read(path, &m, err, sizeof err)) {
+        fprintf(stderr, "dcp_dump: %s\n", err);
+        return 1;
+    }
+    for (size_t k = 0; k < m.n; k++) {
+        const mc_dcp_entry_t *e = &m.entries[k];
+        for (size_t c = 0; !e->bytes && c < e->n_chunks; c++) {
+            printf("%s\t", e->key);
+            for (int d = 0; d < e->ndim; d++)
+                printf("%s%lld", d ? "," : "", (long long)e->chunks[c].offsets[d]);
+            printf("\t");
+            for (int d = 0; d < e->ndim; d++)
+                printf("%s%lld", d ? "," : "", (long long)e->chunks[c].sizes[d]);
+            printf("\n");
+        }
+    }
+    mc_dcp_meta_free(&m);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
+    if (argc == 3 && !strcmp(argv[1], "--chunks")) return chunks(argv[2]);
     if (argc == 3 && !strcmp(argv[1], "--sample")) return sample(argv[2]);
     if (argc == 2 && argv[1][0] != '-') return dump(argv[1]);
     fprintf(stderr, "usage: dcp_dump DIR | dcp_dump --sample DIR\n");
