@@ -244,6 +244,21 @@ static int model_space_state(source_t *s, const mc_shard_t *sh, int n_sh, mc_par
     return 0;
 }
 
+/* Whether any piece of a overlaps a piece of b of the same key. */
+static bool overlaps(const mc_shard_t *a, int na, const mc_shard_t *b, int nb)
+{
+    for (int i = 0; i < na; i++)
+        for (int j = 0; j < nb; j++) {
+            if (a[i].ndim != b[j].ndim || strcmp(a[i].key, b[j].key) != 0) continue;
+            bool meet = true;
+            for (int d = 0; meet && d < a[i].ndim; d++)
+                meet = a[i].offsets[d] < b[j].offsets[d] + b[j].sizes[d] &&
+                       b[j].offsets[d] < a[i].offsets[d] + a[i].sizes[d];
+            if (meet) return true;
+        }
+    return false;
+}
+
 /* dp_reshardable: the buckets of one saved (tp, pp) domain, rebuilt as that rank's training
  * state would hold them (a rank of the saved layout on the host), then every piece of it that
  * overlaps one of this rank's pieces copied into ps. */
@@ -257,15 +272,20 @@ static int decode_domain(source_t *s, const mc_args_t *src, int tp, int pp, cons
     mc_shard_t *ssh;
     int n_ssh, rc = 0;
     if (mc_dist_shards(&st.model, &ssh, &n_ssh) != 0) mc_fatal("out of host memory");
+    char prefix[256], key[320];
+    snprintf(prefix, sizeof(prefix), "optimizer.distributed.dp_group_idx_%d.",
+             pp * src->tensor_model_parallel_size + tp);
+    mark(s, prefix, true); /* the domain's buckets and objects */
+    if (!overlaps(ssh, n_ssh, sh, n_sh)) { /* none of this rank's parameters: not read */
+        free(ssh);
+        mc_trainer_free(&st);
+        return 0;
+    }
     mc_ckpt_order_t o;
     if (mc_ckpt_order_spec(&st.model, mc_ckpt_names_of(src), &o) != 0)
         mc_fatal("out of host memory");
     mc_ckpt_buffers_t b;
     mc_ckpt_buffers(&st, &o, &b);
-    char prefix[256], key[320];
-    snprintf(prefix, sizeof(prefix), "optimizer.distributed.dp_group_idx_%d.",
-             pp * src->tensor_model_parallel_size + tp);
-    mark(s, prefix, true); /* the domain's buckets and objects */
     const char *param = src->bf16 ? "bfloat16" : src->fp16 ? "float16" : "float32";
     const char *grad = (src->bf16 || src->fp16) && !src->accumulate_allreduce_grads_in_fp32
                            ? param

@@ -104,6 +104,13 @@ one_error_line "--dist-ckpt-strictness raise_unexpected: one line listing them" 
 check "--dist-ckpt-strictness raise_all: a full load has no unexpected key (rc=$?)" \
     grep -q 'iteration        8/' "$MC_TMP/strict.all"
 
+# ---- fp16: the loss scaler resumes (plain optimizer: common.pt; distributed: an object) ----
+"$MC_BIN" "${FLAGS[@]}" --fp16 --initial-loss-scale 4096 --loss-scale-window 3 >"$MC_TMP/base-fp16" 2>&1
+layout_case fp16 1 "--fp16 --initial-loss-scale 4096 --loss-scale-window 3" 1 \
+    "--fp16 --initial-loss-scale 4096 --loss-scale-window 3" "$MC_TMP/base-fp16"
+layout_case fp16-distopt 1 "--fp16 --initial-loss-scale 4096 --loss-scale-window 3 --use-distributed-optimizer" 1 \
+    "--fp16 --initial-loss-scale 4096 --loss-scale-window 3 --use-distributed-optimizer" "$MC_TMP/base-fp16"
+
 # ---- --async-save ----
 layout_case async 1 "--async-save" 1 ""
 
