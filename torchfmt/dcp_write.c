@@ -143,13 +143,30 @@ static int add_record(mc_dcp_records_t *recs, const witem_t *it, const char *fil
     return 0;
 }
 
+/* What torch's writer saves of a chunk: a plain tensor (no Parameter, no requires_grad) whose
+ * storage is exactly its bytes (torch.save writes a view's whole storage, so torch clones such
+ * a chunk first). New reference, or NULL when out of memory. */
+static mc_pyobj_t *plain_chunk(const mc_pyobj_t *t)
+{
+    if (t->tensor.offset || t->tensor.storage->storage.nbytes != mc_py_tensor_nbytes(t))
+        return mc_py_tensor_copy(t->tensor.dtype, t->tensor.ndim, t->tensor.shape,
+                                 mc_py_tensor_data(t));
+    if (!t->tensor.parameter && !t->tensor.requires_grad) return mc_py_incref((mc_pyobj_t *)t);
+    return mc_py_tensor(mc_py_incref(t->tensor.storage), t->tensor.dtype, 0, t->tensor.ndim,
+                        t->tensor.shape, NULL);
+}
+
 /* Appends item it to f (named name, at path) and records it. */
 static int write_item(FILE *f, const char *path, const char *name, const witem_t *it,
                       mc_dcp_records_t *recs, char *err, size_t errn)
 {
     off_t start = ftello(f);
     if (start < 0) return mc_errf(err, errn, "%s: %s", path, strerror(errno));
-    if (mc_torch_save_stream(f, it->obj, NULL, err, errn)) {
+    mc_pyobj_t *obj = it->bytes ? mc_py_incref(it->obj) : plain_chunk(it->obj);
+    if (!obj) return mc_errf(err, errn, "%s: out of memory", path);
+    int rc = mc_torch_save_stream(f, obj, NULL, err, errn);
+    mc_py_decref(obj);
+    if (rc) {
         char shown[CK_SHOWN_MAX + 4], pre[4200];
         snprintf(pre, sizeof pre, "%s: key '%s'", path, ck_shown(it->key, strlen(it->key), shown));
         ck_err_prefix(err, errn, pre);
