@@ -121,21 +121,37 @@ if [ -f "$dir/.metadata" ] && [ -s "$MC_TMP/tp2pp1.out" ]; then
     done
 fi
 
-# a megatron-c checkpoint against test/tools/dcp_dump's lines for it (dcp_check.py's closing
-# "ok N tensors M objects" line is compared only when the dump has one)
-if [ -n "${MC_DCP_CKPT:-}" ] && [ -n "${MC_DCP_DUMP:-}" ]; then
-    dcp "megatron-c checkpoint $MC_DCP_CKPT" "$MC_DCP_CKPT" "$MC_TMP/mc.out"
-    okline='^ok [0-9]+ tensors [0-9]+ objects$'
-    grep -qE "$okline" "$MC_DCP_DUMP" && okline="^$" # it has one: compare it too
-    grep -vE "$okline" "$MC_TMP/mc.out" >"$MC_TMP/mc.lines"
-    grep -vE "$okline" "$MC_DCP_DUMP" >"$MC_TMP/dump.lines"
-    if diff "$MC_TMP/dump.lines" "$MC_TMP/mc.lines" >"$MC_TMP/dump.diff"; then
-        ok "megatron-c checkpoint: dcp_check.py's $(wc -l <"$MC_TMP/mc.lines") lines equal dcp_dump's"
+# megatron-c's checkpoints: torch's reading of every tensor equals test/tools/dcp_dump's
+# (dcp_check.py sorts by key; its closing "ok N tensors M objects" line is left out)
+mc_case() { # name iter-dir dump-file
+    dcp "megatron-c $1" "$2" "$MC_TMP/mc.out"
+    grep -vE '^ok [0-9]+ tensors [0-9]+ objects$' "$MC_TMP/mc.out" | sort >"$MC_TMP/mc.lines"
+    grep -vE '^ok [0-9]+ tensors [0-9]+ objects$' "$3" | sort >"$MC_TMP/dump.lines"
+    if [ -s "$MC_TMP/mc.lines" ] && diff "$MC_TMP/dump.lines" "$MC_TMP/mc.lines" >"$MC_TMP/dump.diff"; then
+        ok "megatron-c $1: torch's $(wc -l <"$MC_TMP/mc.lines") lines equal dcp_dump's"
     else
-        not_ok "megatron-c checkpoint: dcp_check.py and dcp_dump differ (< dump, > torch): $(head_of "$MC_TMP/dump.diff" 600)"
+        not_ok "megatron-c $1: dcp_check.py and dcp_dump differ (< dump, > torch): $(head_of "$MC_TMP/dump.diff" 600)"
     fi
+}
+DUMP=${MC_BUILD:-}/test/tools/dcp_dump
+if [ -n "${MC_DCP_CKPT:-}" ] && [ -n "${MC_DCP_DUMP:-}" ]; then
+    mc_case "checkpoint $MC_DCP_CKPT" "$MC_DCP_CKPT" "$MC_DCP_DUMP"
 elif [ -n "${MC_DCP_CKPT:-}${MC_DCP_DUMP:-}" ]; then
     not_ok "MC_DCP_CKPT and MC_DCP_DUMP must be set together"
+elif [ -x "$MC_BIN" ] && [ -x "$DUMP" ]; then
+    TINY=(--device cpu --mock-data --vocab-size 256 --make-vocab-size-divisible-by 64 --num-layers 2
+          --hidden-size 32 --num-attention-heads 4 --seq-length 32 --max-position-embeddings 32
+          --micro-batch-size 2 --global-batch-size 4 --train-iters 2 --lr 1e-3 --eval-iters 0
+          --ckpt-format torch_dist --save-interval 2)
+    for c in "distopt --use-distributed-optimizer" "distopt-model-space --use-distributed-optimizer --dist-ckpt-optim-fully-reshardable" \
+        "bf16 --bf16" "swiglu --swiglu --ffn-hidden-size 64 --untie-embeddings-and-output-weights"; do
+        read -r name extra <<<"$c"
+        # shellcheck disable=SC2086
+        "$MC_BIN" "${TINY[@]}" $extra --save "$MC_TMP/mc-$name" >"$MC_TMP/mc-$name.log" 2>&1 &&
+            "$DUMP" "$MC_TMP/mc-$name/iter_0000002" >"$MC_TMP/mc-$name.dump" 2>&1
+        if [ $? -eq 0 ]; then mc_case "$name" "$MC_TMP/mc-$name/iter_0000002" "$MC_TMP/mc-$name.dump"
+        else not_ok "megatron-c $name: saving or dumping failed: $(tail_of "$MC_TMP/mc-$name.log")"; fi
+    done
 else
-    skip "a megatron-c checkpoint against test/tools/dcp_dump" "MC_DCP_CKPT and MC_DCP_DUMP are not set"
+    skip "megatron-c's checkpoints against test/tools/dcp_dump" "no megatron-c or dcp_dump (MC_BIN, MC_BUILD)"
 fi
