@@ -461,7 +461,7 @@ static void test_not_implemented_flags(void **state)
     mc_expect_error(ISSUE_LINE " --lr-decay-style WSD", "--lr-decay-style WSD is recognised but not implemented yet");
     mc_expect_error(ISSUE_LINE " --optimizer sgd", "--optimizer sgd is recognised but not implemented yet");
     mc_expect_error(ISSUE_LINE " --quick-geglu", "--quick-geglu is recognised but not implemented yet");
-    mc_expect_error(ISSUE_LINE " --ckpt-format torch_dist", "--ckpt-format torch_dist is recognised");
+    mc_expect_error(ISSUE_LINE " --ckpt-format torch_dcp", "--ckpt-format torch_dcp is recognised");
     /* nargs: values are consumed up to the next flag, then the flag is refused. */
     mc_expect_error(ISSUE_LINE " --data-path 0.3 a 0.7 b --split 99,1,0",
                  "--mock-data and --data-path are mutually exclusive");
