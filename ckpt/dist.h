@@ -29,9 +29,9 @@
 /* One piece of a parameter: a box of a global tensor that is a contiguous run of the local
  * tensor (SwiGLU's fc1 has two per rank: its gate rows and its up rows). */
 typedef struct {
-    int param;        /* table index */
-    char key[128];    /* checkpoint key: layers stacked, Transformer Engine's norm names */
-    int ndim;         /* of the global tensor (a stacked layer's has a leading axis) */
+    int param;     /* table index */
+    char key[128]; /* checkpoint key: layers stacked, Transformer Engine's norm names */
+    int ndim;      /* of the global tensor (a stacked layer's has a leading axis) */
     int64_t global[MC_DCP_MAX_DIMS];
     int64_t offsets[MC_DCP_MAX_DIMS];
     int64_t sizes[MC_DCP_MAX_DIMS];
@@ -97,8 +97,8 @@ void mc_dist_usage_free(mc_dist_usage_t *u);
 
 /* Loads the torch_dist checkpoint in iter_dir into t (no communication: the caller agrees on
  * errors). u receives the keys it read. */
-int mc_dist_load(mc_trainer_t *t, const char *iter_dir, bool release, mc_dist_usage_t *u,
-                 char *err, size_t n);
+int mc_dist_load(mc_trainer_t *t, const char *iter_dir, bool release, mc_dist_usage_t *u, char *err,
+                 size_t n);
 /* Collective, after every rank loaded: the keys no rank read, logged or refused (err) as
  * --dist-ckpt-strictness says (assume_ok_unexpected and ignore_all: nothing). */
 void mc_dist_strictness(mc_trainer_t *t, mc_dist_usage_t *u, char *err, size_t n);

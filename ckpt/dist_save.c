@@ -61,12 +61,12 @@ static void add_model(const mc_trainer_t *t, mc_dcp_writer_t *w, const mc_shard_
         if (!s[k].main) continue;
         const mc_param_t *p = &m->params[s[k].param];
         const void *at = mc_gpt_param_at(m, p->offset + s[k].start);
-        add_tensor(w, s[k].key,
-                   m->cfg.dt == MC_DT_F32
-                       ? mc_ckpt_host_tensor_as(m->be, at, s[k].ndim, s[k].sizes,
-                                                model_dtype(t->args))
-                       : mc_ckpt_host_tensor(m->be, at, m->cfg.dt, s[k].ndim, s[k].sizes),
-                   &s[k]);
+        add_tensor(
+            w, s[k].key,
+            m->cfg.dt == MC_DT_F32
+                ? mc_ckpt_host_tensor_as(m->be, at, s[k].ndim, s[k].sizes, model_dtype(t->args))
+                : mc_ckpt_host_tensor(m->be, at, m->cfg.dt, s[k].ndim, s[k].sizes),
+            &s[k]);
     }
 }
 
@@ -125,8 +125,8 @@ static int by_pos(const void *a, const void *b)
 /* dp_reshardable: bucket k of chunk c (world range [wstart, wstart + its unpadded length)) as
  * one 1-D tensor per state, a chunk per parameter and per gap (the padding between parameters:
  * zeros here, uninitialised memory in Megatron's). spans: the chunk's parameters by position. */
-static void add_bucket(mc_dcp_writer_t *w, const char *prefix, mc_pyobj_t *const world[3],
-                       long len, long wstart, const span_t *spans, int n_spans)
+static void add_bucket(mc_dcp_writer_t *w, const char *prefix, mc_pyobj_t *const world[3], long len,
+                       long wstart, const span_t *spans, int n_spans)
 {
     static const char *const names[] = {"param", "exp_avg", "exp_avg_sq"};
     long at = 0;
@@ -185,8 +185,9 @@ static void add_dp_reshardable(mc_trainer_t *t, mc_dcp_writer_t *w, const mc_pyo
         const mc_pyobj_t *by_dtype = mc_py_dict_get_int(d, c);
         mc_pyobj_t *world[3];
         for (int v = 0; v < 3; v++)
-            world[v] = mc_py_dict_get_str(by_dtype->dict.vals[0],
-                                          v == 0 ? "param" : v == 1 ? "exp_avg" : "exp_avg_sq");
+            world[v] = mc_py_dict_get_str(by_dtype->dict.vals[0], v == 0   ? "param"
+                                                                  : v == 1 ? "exp_avg"
+                                                                           : "exp_avg_sq");
         int n_spans = 0;
         for (int i = 0; i < m->n_params; i++)
             if (b.chunk[i] == c) spans[n_spans++] = (span_t){b.pos[i], m->params[i].numel};
@@ -194,8 +195,8 @@ static void add_dp_reshardable(mc_trainer_t *t, mc_dcp_writer_t *w, const mc_pyo
         long wstart = 0;
         for (int k = 0; k < b.l[c].n_buckets; k++) {
             snprintf(prefix, sizeof(prefix),
-                     "optimizer.distributed.dp_group_idx_%d.gbuf_idx_%d.dtype_%s.bucket_idx_%d", dom,
-                     c, dt, k);
+                     "optimizer.distributed.dp_group_idx_%d.gbuf_idx_%d.dtype_%s.bucket_idx_%d",
+                     dom, c, dt, k);
             const long len = b.l[c].buckets[k].numel_unpadded;
             add_bucket(w, prefix, world, len, wstart, spans, n_spans);
             wstart += len;

@@ -215,8 +215,9 @@ typedef struct {
     bool exit_on_missing_checkpoint;
     int ckpt_step;        /* 0 = not given (Megatron treats 0 as unset too) */
     char ckpt_format[16]; /* what saves write: "torch" (legacy) or "torch_dist"; loads detect */
-    bool dist_ckpt_optim_fully_reshardable; /* torch_dist: the distributed optimizer in model space */
-    char dist_ckpt_strictness[24];          /* torch_dist: what to do with keys that do not match */
+    bool
+        dist_ckpt_optim_fully_reshardable; /* torch_dist: the distributed optimizer in model space */
+    char dist_ckpt_strictness[24];         /* torch_dist: what to do with keys that do not match */
     bool override_opt_param_scheduler, use_checkpoint_opt_param_scheduler;
     bool use_checkpoint_args;              /* take the model's arguments from --load's checkpoint */
     bool use_mp_args_from_checkpoint_args; /* ... and its tp / pp / vpp */

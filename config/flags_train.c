@@ -386,14 +386,14 @@ const mc_flag_t mc_flags_train[] = {
      .help = "Disable applying full save parallelization across DP for distributed checkpoints."},
     {.name = "--dist-ckpt-workers", CKPT, INT, .def = "1", GE(1),
      NOOP("Megatron splits an asynchronous torch_dist save over this many writer processes; "
-          "megatron-c writes the legacy layout with one writer thread per rank and the same "
-          "bytes whatever the value"),
+          "megatron-c writes with one writer thread per rank and the same bytes whatever the "
+          "value"),
      .help = "Number of workers for distributed checkpointing. Only used for async save. If set "
              "to 1, the checkpointing is performed in a single process."},
     {.name = "--async-save", CKPT, TRUE_IF_GIVEN, FIELD(async_save),
-     IMPLEMENTED_NOTE("for the legacy torch layout, which Megatron refuses to save "
-                      "asynchronously: a host snapshot, then a background writer; the tree is "
-                      "published once every rank's files are durable (ckpt/async.h)"),
+     IMPLEMENTED_NOTE("for torch_dist and for the legacy torch layout (which Megatron refuses "
+                      "to save asynchronously): a host snapshot, then a background writer; the "
+                      "tree is published once every rank's files are durable (ckpt/async.h)"),
      .help = "Apply async checkpointing save. Currently works only with `torch_dist` distributed "
              "checkpoint format."},
     {.name = "--use-persistent-ckpt-worker", CKPT, TRUE_IF_GIVEN,
