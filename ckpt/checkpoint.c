@@ -213,7 +213,7 @@ static void publish(mc_trainer_t *t, save_job_t *j)
     char err[ERR_MAX] = "", when[64];
     int64_t prev = 0;
     agree(t, j->err); /* every file is complete */
-    if (j->dist) { /* rank 0 indexes every rank's items */
+    if (j->dist) {    /* rank 0 indexes every rank's items */
         mc_dist_finish(t, j->dist, j->final, err, sizeof(err));
         j->dist = NULL;
         agree(t, err);

@@ -103,8 +103,8 @@ static int read_piece(source_t *s, const char *key, const mc_shard_t *p, mc_torc
                        " x ... against %" PRId64 " x ...: saved with another model shape)",
                        s->dir, key, e->ndim ? e->shape[0] : 0, p->global[0]);
     memset(dst, 0, (size_t)p->numel * mc_torch_dtype_size(dt));
-    const int64_t hi = e->shape[0] < p->offsets[0] + p->sizes[0] ? e->shape[0]
-                                                                 : p->offsets[0] + p->sizes[0];
+    const int64_t hi =
+        e->shape[0] < p->offsets[0] + p->sizes[0] ? e->shape[0] : p->offsets[0] + p->sizes[0];
     if (hi <= p->offsets[0]) return 0;
     int64_t sizes[MC_DCP_MAX_DIMS];
     memcpy(sizes, p->sizes, sizeof(sizes));
@@ -216,8 +216,8 @@ static int model_space_state(source_t *s, const mc_shard_t *sh, int n_sh, mc_par
                     if (mc_dcp_meta_find(&s->meta, alt)) snprintf(key, sizeof(key), "%s", alt);
                 }
             } else {
-                snprintf(key, sizeof(key), "optimizer.state.%s.%s", v == 1 ? "exp_avg" : "exp_avg_sq",
-                         sh[k].key);
+                snprintf(key, sizeof(key), "optimizer.state.%s.%s",
+                         v == 1 ? "exp_avg" : "exp_avg_sq", sh[k].key);
             }
             if (read_piece(s, key, &sh[k], MC_TORCH_FLOAT32, ps->v[sh[k].param][v] + sh[k].start,
                            err, n) != 0)
@@ -246,9 +246,8 @@ static int decode_domain(source_t *s, const mc_args_t *src, int tp, int pp, cons
     mc_ckpt_buffers(&st, &o, &b);
     char prefix[256], key[320];
     const char *param = src->bf16 ? "bfloat16" : src->fp16 ? "float16" : "float32";
-    const char *grad = (src->bf16 || src->fp16) && !src->accumulate_allreduce_grads_in_fp32
-                           ? param
-                           : "float32";
+    const char *grad =
+        (src->bf16 || src->fp16) && !src->accumulate_allreduce_grads_in_fp32 ? param : "float32";
     for (int c = 0; c < b.n_chunks && !rc; c++) {
         float *world[3];
         for (int v = 0; v < 3; v++)
@@ -263,9 +262,11 @@ static int decode_domain(source_t *s, const mc_args_t *src, int tp, int pp, cons
             const int64_t start[1] = {0}, len[1] = {b.l[c].buckets[k].numel_unpadded};
             for (int v = 0; v < 3 && !rc; v++) {
                 snprintf(key, sizeof(key), "%s.%s", prefix,
-                         v == 0 ? "param" : v == 1 ? "exp_avg" : "exp_avg_sq");
-                rc = mc_dcp_read_box(s->r, key, 1, start, len, MC_TORCH_FLOAT32,
-                                     world[v] + wstart, err, n);
+                         v == 0   ? "param"
+                         : v == 1 ? "exp_avg"
+                                  : "exp_avg_sq");
+                rc = mc_dcp_read_box(s->r, key, 1, start, len, MC_TORCH_FLOAT32, world[v] + wstart,
+                                     err, n);
             }
             wstart += len[0];
         }

@@ -61,12 +61,12 @@ static void add_model(const mc_trainer_t *t, mc_dcp_writer_t *w, const mc_shard_
         if (!s[k].main) continue;
         const mc_param_t *p = &m->params[s[k].param];
         const void *at = mc_gpt_param_at(m, p->offset + s[k].start);
-        add_tensor(w, s[k].key,
-                   m->cfg.dt == MC_DT_F32
-                       ? mc_ckpt_host_tensor_as(m->be, at, s[k].ndim, s[k].sizes,
-                                                model_dtype(t->args))
-                       : mc_ckpt_host_tensor(m->be, at, m->cfg.dt, s[k].ndim, s[k].sizes),
-                   &s[k]);
+        add_tensor(
+            w, s[k].key,
+            m->cfg.dt == MC_DT_F32
+                ? mc_ckpt_host_tensor_as(m->be, at, s[k].ndim, s[k].sizes, model_dtype(t->args))
+                : mc_ckpt_host_tensor(m->be, at, m->cfg.dt, s[k].ndim, s[k].sizes),
+            &s[k]);
     }
 }
 
@@ -125,8 +125,8 @@ static int by_pos(const void *a, const void *b)
 /* dp_reshardable: bucket k of chunk c (world range [wstart, wstart + its unpadded length)) as
  * one 1-D tensor per state, a chunk per parameter and per gap (the padding between parameters:
  * zeros here, uninitialised memory in Megatron's). spans: the chunk's parameters by position. */
-static void add_bucket(mc_dcp_writer_t *w, const char *prefix, mc_pyobj_t *const world[3],
-                       long len, long wstart, const span_t *spans, int n_spans)
+static void add_bucket(mc_dcp_writer_t *w, const char *prefix, mc_pyobj_t *const world[3], long len,
+                       long wstart, const span_t *spans, int n_spans)
 {
     static const char *const names[] = {"param", "exp_avg", "exp_avg_sq"};
     long at = 0;
@@ -185,8 +185,9 @@ static void add_dp_reshardable(mc_trainer_t *t, mc_dcp_writer_t *w, const mc_pyo
         const mc_pyobj_t *by_dtype = mc_py_dict_get_int(d, c);
         mc_pyobj_t *world[3];
         for (int v = 0; v < 3; v++)
-            world[v] = mc_py_dict_get_str(by_dtype->dict.vals[0],
-                                          v == 0 ? "param" : v == 1 ? "exp_avg" : "exp_avg_sq");
+            world[v] = mc_py_dict_get_str(by_dtype->dict.vals[0], v == 0   ? "param"
+                                                                  : v == 1 ? "exp_avg"
+                                                                           : "exp_avg_sq");
         int n_spans = 0;
         for (int i = 0; i < m->n_params; i++)
             if (b.chunk[i] == c) spans[n_spans++] = (span_t){b.pos[i], m->params[i].numel};
@@ -194,8 +195,8 @@ static void add_dp_reshardable(mc_trainer_t *t, mc_dcp_writer_t *w, const mc_pyo
         long wstart = 0;
         for (int k = 0; k < b.l[c].n_buckets; k++) {
             snprintf(prefix, sizeof(prefix),
-                     "optimizer.distributed.dp_group_idx_%d.gbuf_idx_%d.dtype_%s.bucket_idx_%d", dom,
-                     c, dt, k);
+                     "optimizer.distributed.dp_group_idx_%d.gbuf_idx_%d.dtype_%s.bucket_idx_%d",
+                     dom, c, dt, k);
             const long len = b.l[c].buckets[k].numel_unpadded;
             add_bucket(w, prefix, world, len, wstart, spans, n_spans);
             wstart += len;
@@ -384,17 +385,12 @@ static int write_text(const char *path, const char *text, char *err, size_t n)
     return fclose(f) == 0 ? 0 : mc_path_errf(err, n, path, "cannot write it");
 }
 
-/* Rank 0: the index of every rank's items, then metadata.json (last, as Megatron). */
-static void write_index(const char *staging, const char *final, const uint8_t *all,
-                        const int64_t *lens, int64_t stride, int world, char *err, size_t n)
+void mc_dist_write_index(const char *staging, const char *final, const mc_dcp_records_t *recs,
+                         char *err, size_t n)
 {
-    mc_dcp_records_t recs = {0};
-    for (int r = 0; r < world && !err[0]; r++) {
-        mc_dcp_records_unpack(all + r * stride, (size_t)lens[r], &recs, err, n);
-    }
     mc_dcp_meta_t m = {0};
     char path[MC_CKPT_PATH_MAX + 32];
-    if (!err[0] && mc_dcp_meta_from_records(&recs, &m, err, n) == 0) {
+    if (mc_dcp_meta_from_records(recs, &m, err, n) == 0) {
         snprintf(path, sizeof(path), "%s/.metadata", staging);
         if (mc_dcp_meta_write(path, &m, final, err, n) == 0) {
             snprintf(path, sizeof(path), "%s/metadata.json", staging);
@@ -405,7 +401,29 @@ static void write_index(const char *staging, const char *final, const uint8_t *a
         }
     }
     mc_dcp_meta_free(&m);
-    mc_dcp_records_free(&recs);
+}
+
+mc_pyobj_t *mc_dist_job_common(mc_dist_job_t *j) { return j->common; }
+
+static void job_free(mc_dist_job_t *j)
+{
+    mc_dcp_records_free(&j->recs);
+    if (j->w) mc_dcp_writer_free(j->w);
+    mc_py_decref(j->common);
+    free(j->objs);
+    free(j);
+}
+
+void mc_dist_collect(mc_dist_job_t *j, mc_dcp_records_t *recs)
+{
+    uint8_t *buf = NULL;
+    size_t len = 0;
+    char err[256];
+    if (mc_dcp_records_pack(&j->recs, &buf, &len) != 0 ||
+        mc_dcp_records_unpack(buf, len, recs, err, sizeof(err)) != 0)
+        mc_fatal("out of host memory collecting a checkpoint's index");
+    free(buf);
+    job_free(j);
 }
 
 void mc_dist_finish(mc_trainer_t *t, mc_dist_job_t *j, const char *final, char *err, size_t n)
@@ -416,12 +434,15 @@ void mc_dist_finish(mc_trainer_t *t, mc_dist_job_t *j, const char *final, char *
     int64_t *lens = NULL, stride = 0;
     all = gather_records(t, mine, len, &lens, &stride);
     free(mine);
-    if (all) write_index(j->staging, final, all, lens, stride, t->comm->size, err, n);
+    if (all) {
+        /* rank 0: every rank's records, then the index */
+        mc_dcp_records_t recs = {0};
+        for (int r = 0; r < t->comm->size && !err[0]; r++)
+            mc_dcp_records_unpack(all + r * stride, (size_t)lens[r], &recs, err, n);
+        if (!err[0]) mc_dist_write_index(j->staging, final, &recs, err, n);
+        mc_dcp_records_free(&recs);
+    }
     free(all);
     free(lens);
-    mc_dcp_records_free(&j->recs);
-    if (j->w) mc_dcp_writer_free(j->w);
-    mc_py_decref(j->common);
-    free(j->objs);
-    free(j);
+    job_free(j);
 }

@@ -25,8 +25,8 @@ static void state_alloc(mc_param_state_t *s, const mc_gpt_t *m)
     if (!s->v) mc_fatal("out of host memory");
     for (int i = 0; i < s->n; i++)
         for (int k = 0; k < 3; k++)
-            if (!(s->v[i][k] = calloc((size_t)(m->params[i].numel ? m->params[i].numel : 1),
-                                      sizeof(float))))
+            if (!(s->v[i][k] =
+                      calloc((size_t)(m->params[i].numel ? m->params[i].numel : 1), sizeof(float))))
                 mc_fatal("out of host memory");
 }
 

@@ -202,8 +202,8 @@ static const mc_pyobj_t *only_value(const mc_pyobj_t *d)
 }
 
 /* Buffer c of the file against this run's: its size, and its buckets when the file lists them. */
-static int check_buffer(const mc_pyobj_t *d, const mc_ckpt_buffers_t *b, int c, const mc_pyobj_t **state,
-                        char *err, size_t n)
+static int check_buffer(const mc_pyobj_t *d, const mc_ckpt_buffers_t *b, int c,
+                        const mc_pyobj_t **state, char *err, size_t n)
 {
     const mc_pyobj_t *entry = mc_py_dict_get_int(d, c);
     *state = only_value(entry);
