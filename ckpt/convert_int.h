@@ -40,6 +40,10 @@ typedef struct {
     bool torch_dist; /* the target's format */
 } mc_cv_target_t;
 
+/* ---- ckpt/convert_carry.c ---- */
+
+/* The source's Namespace ns with the target's layout t and format. NULL when out of memory. */
+mc_pyobj_t *mc_cv_target_namespace(const mc_pyobj_t *ns, const mc_args_t *t, bool torch_dist);
 /* A target state dict's entries from the source: the Namespace, the optimizer groups' fields
  * and grad scaler, the floating-point operations so far. Returns nonzero when out of memory. */
 int mc_cv_carry(const mc_cv_target_t *tg, mc_pyobj_t *sd);
