@@ -1,6 +1,6 @@
 /* `megatron-c convert-checkpoint` (ckpt/convert.h). */
 #include "base/fs.h"
-#include "ckpt/convert.h"
+#include "ckpt/convert_int.h"
 
 #include <inttypes.h>
 #include <limits.h>
@@ -15,10 +15,11 @@
 #include "kernels/device.h"
 #include "parallel/pipeline.h"
 #include "ckpt/args.h"
+#include "ckpt/dist.h"
 #include "ckpt/files.h"
 #include "ckpt/state.h"
 
-#define ERR_MAX 1024
+#define ERR_MAX MC_CV_ERR_MAX
 #define MODEL_FILE "model_optim_rng.pt"
 #define DISTOPT_FILE "distrib_optim.pt"
 
@@ -268,166 +269,56 @@ static void target_args(mc_args_t *t, const mc_args_t *src, const mc_convert_arg
 
 /* ---- the target's files ---- */
 
-/* The source's Namespace with the target's layout. */
-static mc_pyobj_t *target_namespace(const mc_pyobj_t *ns, const mc_args_t *t)
+/* Target rank (tp, pp)'s state: cut from the full tensors of a legacy source, or loaded from a
+ * torch_dist one (which carries its scalars itself). */
+static void build_rank(const mc_cv_target_t *tg, const mc_cv_source_t *s, model_t *fm,
+                       const mc_backend_t *be, int tp, int pp, mc_trainer_t *t)
 {
-    mc_pyobj_t *out = mc_ckpt_args_copy(ns);
-    if (!out) return NULL;
-#define INT_OR_NONE(v) ((v) > 0 ? mc_py_int(v) : mc_py_none())
-    int rc =
-        mc_py_attr_set(out, "tensor_model_parallel_size", mc_py_int(t->tensor_model_parallel_size));
-    rc |= mc_py_attr_set(out, "pipeline_model_parallel_size",
-                         mc_py_int(t->pipeline_model_parallel_size));
-    rc |= mc_py_attr_set(out, "virtual_pipeline_model_parallel_size",
-                         vpp_of(t) > 1 ? mc_py_int(vpp_of(t)) : mc_py_none());
-    rc |= mc_py_attr_set(out, "num_layers_per_virtual_pipeline_stage",
-                         INT_OR_NONE(t->num_layers_per_virtual_pipeline_stage));
-    rc |= mc_py_attr_set(out, "num_virtual_stages_per_pipeline_rank",
-                         INT_OR_NONE(t->num_virtual_stages_per_pipeline_rank));
-    rc |= mc_py_attr_set(out, "decoder_first_pipeline_num_layers",
-                         INT_OR_NONE(t->decoder_first_pipeline_num_layers));
-    rc |= mc_py_attr_set(out, "decoder_last_pipeline_num_layers",
-                         INT_OR_NONE(t->decoder_last_pipeline_num_layers));
-    rc |= mc_py_attr_set(out, "padded_vocab_size", mc_py_int(t->padded_vocab_size));
-    rc |= mc_py_attr_set(out, "data_parallel_size", mc_py_int(t->data_parallel_size));
-    rc |= mc_py_attr_set(out, "world_size", mc_py_int(t->world_size));
-    rc |=
-        mc_py_attr_set(out, "use_distributed_optimizer", mc_py_bool(t->use_distributed_optimizer));
-    rc |= mc_py_attr_set(out, "overlap_grad_reduce", mc_py_bool(t->overlap_grad_reduce));
-    rc |= mc_py_attr_set(out, "overlap_param_gather", mc_py_bool(t->overlap_param_gather));
-    rc |= mc_py_attr_set(out, "ddp_bucket_size", INT_OR_NONE(t->ddp_bucket_size));
-    rc |= mc_py_attr_set(out, "ddp_num_buckets", INT_OR_NONE(t->ddp_num_buckets));
-    rc |= mc_py_attr_set(out, "transformer_impl", mc_py_str(t->transformer_impl));
-#undef INT_OR_NONE
-    if (rc) {
-        mc_py_decref(out);
-        return NULL;
+    if (s->torch_dist) {
+        mc_cv_load_dist_rank(s, tg->args, be, tp, pp, t);
+        return;
     }
-    return out;
+    char err[ERR_MAX];
+    if (mc_trainer_init_state(t, tg->args, be, tp, pp, err, sizeof(err)) != 0)
+        mc_user_error("%s", err);
+    rank_copy(t, fm, false);
+    t->opt.step = tg->step;
+    t->sched = *tg->sched;
+    t->iteration = tg->iteration;
+    t->consumed_train_samples = tg->consumed_train;
+    t->consumed_valid_samples = tg->consumed_valid;
+    t->model.cfg.seed = tg->seed;
 }
 
-/* The inner optimizer's param_groups of an `optimizer` entry (any of Megatron's forms). */
-static mc_pyobj_t *groups_of(const mc_pyobj_t *opt)
-{
-    const mc_pyobj_t *inner = mc_py_dict_get_str(opt, "optimizer");
-    return mc_py_dict_get_str(inner ? inner : opt, "param_groups");
-}
-
-/* A group's identifier keys as Megatron matches groups on load (_filter_and_reorder_param_groups:
- * wd_mult, lr_mult, is_expert_parallel, is_decoupled_lr; megatron-c's groups are never expert
- * parallel). */
-static bool same_group(const mc_pyobj_t *a, const mc_pyobj_t *b)
-{
-    double wa = -1, wb = -2, la = 1, lb = 1;
-    bool da = false, db = false;
-    mc_py_get_float(mc_py_dict_get_str(a, "wd_mult"), &wa);
-    mc_py_get_float(mc_py_dict_get_str(b, "wd_mult"), &wb);
-    mc_py_get_float(mc_py_dict_get_str(a, "lr_mult"), &la);
-    mc_py_get_float(mc_py_dict_get_str(b, "lr_mult"), &lb);
-    mc_py_get_bool(mc_py_dict_get_str(a, "is_decoupled_lr"), &da);
-    mc_py_get_bool(mc_py_dict_get_str(b, "is_decoupled_lr"), &db);
-    return wa == wb && la == lb && da == db;
-}
-
-static const mc_pyobj_t *group_like(const mc_pyobj_t *groups, const mc_pyobj_t *g)
-{
-    for (size_t k = 0; k < mc_py_len(groups); k++)
-        if (same_group(mc_py_item(groups, k), g)) return mc_py_item(groups, k);
-    return NULL;
-}
-
-/* What the source's optimizer entry holds beyond megatron-c's: its groups' fields (Apex or
- * Transformer Engine's FusedAdam keep bias_correction, adam_w_mode, ... there, and torch
- * replaces a group with the saved one on load) and the grad scaler. */
-static int carry_optimizer(mc_pyobj_t *opt, const mc_pyobj_t *src_opt)
-{
-    int rc = 0;
-    mc_pyobj_t *groups = groups_of(opt);
-    const mc_pyobj_t *src_groups = groups_of(src_opt);
-    for (size_t k = 0; k < mc_py_len(groups); k++) {
-        mc_pyobj_t *g = mc_py_item(groups, k);
-        const mc_pyobj_t *like = group_like(src_groups, g);
-        for (size_t j = 0; like && like->kind == MC_PY_DICT && j < like->dict.len; j++) {
-            const char *key = mc_py_get_str(like->dict.keys[j]);
-            if (key && strcmp(key, "params") != 0 && strcmp(key, "step") != 0)
-                rc |= mc_py_dict_set(g, mc_py_incref(like->dict.keys[j]),
-                                     mc_py_incref(like->dict.vals[j]));
-        }
-    }
-    const mc_pyobj_t *scaler = mc_py_dict_get_str(src_opt, "grad_scaler");
-    if (scaler && mc_py_dict_get_str(opt, "optimizer"))
-        rc |= mc_py_dict_set_str(opt, "grad_scaler", mc_py_incref((mc_pyobj_t *)scaler));
-    return rc;
-}
-
-typedef struct {
-    const mc_args_t *args;
-    const mc_pyobj_t *ck0; /* the source's first file: templates */
-    mc_pyobj_t *ns;        /* the target's Namespace */
-    const mc_lr_sched_t *sched;
-    int64_t iteration, consumed_train, consumed_valid;
-    int step;
-    uint64_t seed;
-} target_t;
-
-static void write_rank(const target_t *tg, model_t *fm, const mc_backend_t *be, int tp, int pp,
-                       const char *rank_dir)
+/* A rank's legacy files (model_optim_rng.pt, distrib_optim.pt) into rank_dir. */
+static void write_rank(const mc_cv_target_t *tg, mc_trainer_t *t, const char *rank_dir)
 {
     char err[ERR_MAX], path[MC_CKPT_PATH_MAX + 128];
-    mc_trainer_t t;
-    if (mc_trainer_init_state(&t, tg->args, be, tp, pp, err, sizeof(err)) != 0)
-        mc_user_error("%s", err);
-    rank_copy(&t, fm, false);
-    t.opt.step = tg->step;
-    t.sched = *tg->sched;
-    t.iteration = tg->iteration;
-    t.consumed_train_samples = tg->consumed_train;
-    t.consumed_valid_samples = tg->consumed_valid;
-    t.model.cfg.seed = tg->seed;
-    mc_pyobj_t *sd = mc_ckpt_state_dict(&t);
-    int rc = sd ? 0 : -1;
-    rc |= mc_py_dict_set_str(sd, "args", mc_py_incref(tg->ns));
-    const mc_pyobj_t *src_opt = mc_py_dict_get_str(tg->ck0, "optimizer");
-    mc_pyobj_t *opt = mc_py_dict_get_str(sd, "optimizer");
-    if (opt && src_opt) rc |= carry_optimizer(opt, src_opt);
-    const mc_pyobj_t *flops = mc_py_dict_get_str(tg->ck0, "num_floating_point_operations_so_far");
-    if (flops)
-        rc |= mc_py_dict_set_str(sd, "num_floating_point_operations_so_far",
-                                 mc_py_incref((mc_pyobj_t *)flops));
-    if (rc) mc_fatal("out of host memory building the converted checkpoint");
+    mc_pyobj_t *sd = mc_ckpt_state_dict(t);
+    if (!sd || mc_cv_carry(tg, sd) != 0)
+        mc_fatal("out of host memory building the converted checkpoint");
     if (mc_mkdirs(rank_dir, err, sizeof(err)) != 0) mc_user_error("%s", err);
     snprintf(path, sizeof(path), "%s/%s", rank_dir, MODEL_FILE);
     if (mc_ckpt_write_file(path, sd, err, sizeof(err)) != 0) mc_user_error("%s", err);
     mc_py_decref(sd);
     if (tg->args->use_distributed_optimizer && !tg->args->no_save_optim) {
         mc_ckpt_order_t o;
-        if (mc_ckpt_order_spec(&t.model, mc_ckpt_names_of(tg->args), &o) != 0)
+        if (mc_ckpt_order_spec(&t->model, mc_ckpt_names_of(tg->args), &o) != 0)
             mc_fatal("out of host memory");
-        mc_pyobj_t *d = mc_ckpt_distopt_gather(&t, &o);
+        mc_pyobj_t *d = mc_ckpt_distopt_gather(t, &o);
         mc_ckpt_order_free(&o);
         snprintf(path, sizeof(path), "%s/%s", rank_dir, DISTOPT_FILE);
         if (mc_ckpt_write_file(path, d, err, sizeof(err)) != 0) mc_user_error("%s", err);
         mc_py_decref(d);
     }
     if (mc_ckpt_fsync(rank_dir, err, sizeof(err)) != 0) mc_user_error("%s", err);
-    mc_trainer_free(&t);
 }
 
 /* ---- the source's files ---- */
 
-typedef struct {
-    mc_args_t args;
-    bool release, has_optim, dist;
-    char iter_dir[MC_CKPT_PATH_MAX];
-    mc_ckpt_names_t names;
-    mc_lr_sched_t sched;
-    int64_t iteration, consumed_train, consumed_valid;
-    int step;
-    uint64_t seed;
-    bool foreign_rng;
-} source_t;
 
-static void read_rank(source_t *s, model_t *fm, const mc_backend_t *be, int tp, int pp, bool first)
+static void read_rank(mc_cv_source_t *s, model_t *fm, const mc_backend_t *be, int tp, int pp,
+                      bool first)
 {
     char err[ERR_MAX], inner[ERR_MAX], rank[32], path[MC_CKPT_PATH_MAX + 64];
     mc_trainer_t t;
@@ -489,7 +380,7 @@ static void read_rank(source_t *s, model_t *fm, const mc_backend_t *be, int tp, 
 /* Writing into the source's own directory replaces the source while it is read, and writing
  * an older iteration over a later checkpoint rewinds that checkpoint's tracker: both only when
  * asked with --overwrite. */
-static void refuse_replacing(const mc_convert_args_t *o, const source_t *s)
+static void refuse_replacing(const mc_convert_args_t *o, const mc_cv_source_t *s)
 {
     if (o->overwrite) return;
     char src[PATH_MAX], dst[PATH_MAX], err[ERR_MAX];
@@ -510,7 +401,7 @@ static void refuse_replacing(const mc_convert_args_t *o, const source_t *s)
 
 /* The source: the tracker (or --ckpt-step) says the iteration, its first file the layout and
  * the arguments it was saved with. Returns that file's state dict; *ns is its args. */
-static mc_pyobj_t *open_source(const mc_convert_args_t *o, source_t *s, const mc_pyobj_t **ns,
+static mc_pyobj_t *open_source(const mc_convert_args_t *o, mc_cv_source_t *s, const mc_pyobj_t **ns,
                                char *path, size_t path_n)
 {
     char err[ERR_MAX];
@@ -527,6 +418,10 @@ static mc_pyobj_t *open_source(const mc_convert_args_t *o, source_t *s, const mc
     }
     refuse_replacing(o, s);
     mc_ckpt_iter_dir(s->iter_dir, sizeof(s->iter_dir), o->load_dir, s->iteration, s->release, NULL);
+    if (mc_dist_is_checkpoint(s->iter_dir)) {
+        snprintf(path, path_n, "%s/common.pt", s->iter_dir);
+        return mc_cv_open_dist(s, ns);
+    }
     mc_pyobj_t *ck0 = NULL;
     if (mc_ckpt_load_rank0(o->load_dir, o->ckpt_step, path, path_n, &ck0, err, sizeof(err)) != 0)
         mc_user_error("%s", err);
@@ -553,10 +448,12 @@ static mc_pyobj_t *open_source(const mc_convert_args_t *o, source_t *s, const mc
     return ck0;
 }
 
-/* Written like a save: every target rank's file into a temporary tree, renamed into place, then
- * the tracker. Returns the final iteration directory in final. */
-static void write_target(const mc_convert_args_t *o, const source_t *s, const target_t *tg,
-                         model_t *fm, const mc_backend_t *be, char final[MC_CKPT_PATH_MAX])
+/* Written like a save: every target rank's files into a temporary tree (a torch_dist target's
+ * index last, from every rank's records), renamed into place, then the tracker. Returns the
+ * final iteration directory in final. */
+static void write_target(const mc_convert_args_t *o, const mc_cv_source_t *s,
+                         const mc_cv_target_t *tg, model_t *fm, const mc_backend_t *be,
+                         char final[MC_CKPT_PATH_MAX])
 {
     const mc_args_t *t_args = tg->args;
     char err[ERR_MAX], path[MC_CKPT_PATH_MAX + 64];
@@ -566,12 +463,22 @@ static void write_target(const mc_convert_args_t *o, const source_t *s, const ta
     snprintf(tmp, sizeof(tmp), "%lx", (unsigned long)getpid() ^ (unsigned long)time(NULL) << 16);
     mc_ckpt_iter_dir(staging, sizeof(staging), o->save_dir, s->iteration, s->release, tmp);
     mc_ckpt_iter_dir(final, MC_CKPT_PATH_MAX, o->save_dir, s->iteration, s->release, NULL);
+    mc_dcp_records_t recs = {0};
     for (int pp = 0; pp < t_args->pipeline_model_parallel_size; pp++)
         for (int tp = 0; tp < t_args->tensor_model_parallel_size; tp++) {
-            mc_ckpt_rank_name(rank, sizeof(rank), tp, t_args->pipeline_model_parallel_size, pp);
-            snprintf(path, sizeof(path), "%s/%s", staging, rank);
-            write_rank(tg, fm, be, tp, pp, path);
+            mc_trainer_t t;
+            build_rank(tg, s, fm, be, tp, pp, &t);
+            if (tg->torch_dist) {
+                mc_cv_write_dist_rank(tg, &t, tp, pp, staging, &recs);
+            } else {
+                mc_ckpt_rank_name(rank, sizeof(rank), tp, t_args->pipeline_model_parallel_size, pp);
+                snprintf(path, sizeof(path), "%s/%s", staging, rank);
+                write_rank(tg, &t, path);
+            }
+            mc_trainer_free(&t);
         }
+    if (tg->torch_dist) mc_cv_finish_dist(staging, final, &recs);
+    mc_dcp_records_free(&recs);
     char text[32];
     if (s->release) snprintf(text, sizeof(text), "release");
     else snprintf(text, sizeof(text), "%" PRId64, s->iteration);
@@ -585,7 +492,7 @@ int mc_convert_run(const mc_convert_args_t *o)
 {
     char why[256], path[MC_CKPT_PATH_MAX + 64];
     const mc_backend_t *be = mc_backend_select("cpu", 0, 0, why, sizeof(why));
-    source_t s;
+    mc_cv_source_t s;
     memset(&s, 0, sizeof(s));
     const mc_pyobj_t *ns = NULL;
     mc_pyobj_t *ck0 = open_source(o, &s, &ns, path, sizeof(path));
@@ -594,10 +501,11 @@ int mc_convert_run(const mc_convert_args_t *o)
     const int tp_s = s.args.tensor_model_parallel_size, pp_s = s.args.pipeline_model_parallel_size;
     char layout[256];
     describe(layout, sizeof(layout), &s.args);
-    printf("loading checkpoint from %s at iteration %" PRId64 " (%s)\n", o->load_dir, s.iteration,
-           layout);
+    printf("loading %s checkpoint from %s at iteration %" PRId64 " (%s)\n",
+           s.torch_dist ? "torch_dist" : "legacy torch", o->load_dir, s.iteration, layout);
     fflush(stdout);
-    for (int pp = 0; pp < pp_s; pp++)
+    /* a torch_dist source is read by each target rank itself (build_rank) */
+    for (int pp = 0; pp < pp_s && !s.torch_dist; pp++)
         for (int tp = 0; tp < tp_s; tp++) read_rank(&s, &fm, be, tp, pp, pp == 0 && tp == 0);
 
     /* the target */
@@ -611,18 +519,22 @@ int mc_convert_run(const mc_convert_args_t *o)
             t_args.padded_vocab_size, t_args.tensor_model_parallel_size);
     t_args.no_save_optim = !s.has_optim;
     t_args.no_save_rng = false;
-    target_t tg = {.args = &t_args,
-                   .ck0 = ck0,
-                   .ns = target_namespace(ns, &t_args),
-                   .sched = &s.sched,
-                   .iteration = s.iteration,
-                   .consumed_train = s.consumed_train,
-                   .consumed_valid = s.consumed_valid,
-                   .step = s.step,
-                   .seed = s.seed};
+    const bool to_dist =
+        o->target_format ? strcmp(o->target_format, "torch_dist") == 0 : s.torch_dist;
+    mc_cv_target_t tg = {.args = &t_args,
+                         .ck0 = ck0,
+                         .ns = mc_cv_target_namespace(ns, &t_args, to_dist),
+                         .torch_dist = to_dist,
+                         .sched = &s.sched,
+                         .iteration = s.iteration,
+                         .consumed_train = s.consumed_train,
+                         .consumed_valid = s.consumed_valid,
+                         .step = s.step,
+                         .seed = s.seed};
     if (!tg.ns) mc_fatal("out of host memory");
     describe(layout, sizeof(layout), &t_args);
-    printf("saving it to %s (%s)\n", o->save_dir, layout);
+    printf("saving it to %s (%s, %s format)\n", o->save_dir, layout,
+           to_dist ? "torch_dist" : "legacy torch");
     fflush(stdout);
     char final[MC_CKPT_PATH_MAX];
     write_target(o, &s, &tg, &fm, be, final);

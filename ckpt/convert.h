@@ -1,6 +1,12 @@
-/* `megatron-c convert-checkpoint`: reshards a checkpoint in the legacy torch layout (megatron-c's
- * or Megatron-LM's, MEGATRON.md section 9) to another tensor / pipeline parallel size, virtual
- * pipeline layout and distributed-optimizer setting (flags: cli/convert_args.c).
+/* `megatron-c convert-checkpoint`: reshards a checkpoint in the legacy torch layout or in
+ * torch_dist's (megatron-c's or Megatron-LM's, MEGATRON.md section 9) to another tensor /
+ * pipeline parallel size, virtual pipeline layout, distributed-optimizer setting and format
+ * (flags: cli/convert_args.c; the target's format is the source's unless
+ * --target-ckpt-format says otherwise).
+ *
+ * A torch_dist source is loaded into each target rank's host state as a training run at that
+ * layout loads it (ckpt/dist.h); a torch_dist target is saved rank by rank as a save writes it,
+ * its index from the records collected in-process (ckpt/convert_dist.c). For a legacy source:
  *
  * Every source rank's files are loaded as training would load them (ckpt/state.h, into a
  * rank's state on the host: mc_trainer_init_state), gathered into full tensors per parameter
@@ -32,6 +38,7 @@ typedef struct {
     int64_t ddp_bucket_size;      /* --target-ddp-bucket-size */
     const char *transformer_impl; /* --saver-transformer-impl; NULL: the source's names */
     int64_t true_vocab_size;      /* --true-vocab-size */
+    const char *target_format;    /* --target-ckpt-format torch|torch_dist; NULL: the source's */
     bool overwrite;               /* --overwrite: --save-dir may be --load-dir's directory or
                                    * hold a later checkpoint */
 } mc_convert_args_t;

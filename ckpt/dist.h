@@ -81,6 +81,14 @@ void mc_dist_write(mc_dist_job_t *j, char *err, size_t n);
  * staging directory (final: the directory it will be published as). Frees the job. Errors
  * into err (the caller agrees on them). */
 void mc_dist_finish(mc_trainer_t *t, mc_dist_job_t *j, const char *final, char *err, size_t n);
+/* In-process saves (convert-checkpoint writes every rank's files itself): frees a written job,
+ * appending its records to recs, ... */
+void mc_dist_collect(mc_dist_job_t *j, mc_dcp_records_t *recs);
+/* ... then .metadata (every record's index) and metadata.json (last) into staging. */
+void mc_dist_write_index(const char *staging, const char *final, const mc_dcp_records_t *recs,
+                         char *err, size_t n);
+/* Rank 0's common.pt state dict, to amend before mc_dist_write (NULL on other ranks). */
+mc_pyobj_t *mc_dist_job_common(mc_dist_job_t *j);
 /* Megatron's index of this rank's (tp, pp) domain: its rank in the model-parallel group. */
 int mc_dist_domain(const mc_trainer_t *t);
 

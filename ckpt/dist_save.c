@@ -385,17 +385,12 @@ static int write_text(const char *path, const char *text, char *err, size_t n)
     return fclose(f) == 0 ? 0 : mc_path_errf(err, n, path, "cannot write it");
 }
 
-/* Rank 0: the index of every rank's items, then metadata.json (last, as Megatron). */
-static void write_index(const char *staging, const char *final, const uint8_t *all,
-                        const int64_t *lens, int64_t stride, int world, char *err, size_t n)
+void mc_dist_write_index(const char *staging, const char *final, const mc_dcp_records_t *recs,
+                         char *err, size_t n)
 {
-    mc_dcp_records_t recs = {0};
-    for (int r = 0; r < world && !err[0]; r++) {
-        mc_dcp_records_unpack(all + r * stride, (size_t)lens[r], &recs, err, n);
-    }
     mc_dcp_meta_t m = {0};
     char path[MC_CKPT_PATH_MAX + 32];
-    if (!err[0] && mc_dcp_meta_from_records(&recs, &m, err, n) == 0) {
+    if (mc_dcp_meta_from_records(recs, &m, err, n) == 0) {
         snprintf(path, sizeof(path), "%s/.metadata", staging);
         if (mc_dcp_meta_write(path, &m, final, err, n) == 0) {
             snprintf(path, sizeof(path), "%s/metadata.json", staging);
@@ -406,7 +401,29 @@ static void write_index(const char *staging, const char *final, const uint8_t *a
         }
     }
     mc_dcp_meta_free(&m);
-    mc_dcp_records_free(&recs);
+}
+
+mc_pyobj_t *mc_dist_job_common(mc_dist_job_t *j) { return j->common; }
+
+static void job_free(mc_dist_job_t *j)
+{
+    mc_dcp_records_free(&j->recs);
+    if (j->w) mc_dcp_writer_free(j->w);
+    mc_py_decref(j->common);
+    free(j->objs);
+    free(j);
+}
+
+void mc_dist_collect(mc_dist_job_t *j, mc_dcp_records_t *recs)
+{
+    uint8_t *buf = NULL;
+    size_t len = 0;
+    char err[256];
+    if (mc_dcp_records_pack(&j->recs, &buf, &len) != 0 ||
+        mc_dcp_records_unpack(buf, len, recs, err, sizeof(err)) != 0)
+        mc_fatal("out of host memory collecting a checkpoint's index");
+    free(buf);
+    job_free(j);
 }
 
 void mc_dist_finish(mc_trainer_t *t, mc_dist_job_t *j, const char *final, char *err, size_t n)
@@ -417,12 +434,15 @@ void mc_dist_finish(mc_trainer_t *t, mc_dist_job_t *j, const char *final, char *
     int64_t *lens = NULL, stride = 0;
     all = gather_records(t, mine, len, &lens, &stride);
     free(mine);
-    if (all) write_index(j->staging, final, all, lens, stride, t->comm->size, err, n);
+    if (all) {
+        /* rank 0: every rank's records, then the index */
+        mc_dcp_records_t recs = {0};
+        for (int r = 0; r < t->comm->size && !err[0]; r++)
+            mc_dcp_records_unpack(all + r * stride, (size_t)lens[r], &recs, err, n);
+        if (!err[0]) mc_dist_write_index(j->staging, final, &recs, err, n);
+        mc_dcp_records_free(&recs);
+    }
     free(all);
     free(lens);
-    mc_dcp_records_free(&j->recs);
-    if (j->w) mc_dcp_writer_free(j->w);
-    mc_py_decref(j->common);
-    free(j->objs);
-    free(j);
+    job_free(j);
 }

@@ -156,6 +156,14 @@ static const mc_flag_t FLAGS[] = {
      IMPLEMENTED,
      .help = "Names of the saved model: local (input_layernorm, ...) or transformer_engine "
              "(fused layer_norm_weight, ...); default: the source's"},
+    {.name = "--target-ckpt-format",
+     G,
+     CHOICE("torch", "torch_dist"),
+     REF(target_format),
+     IMPLEMENTED,
+     .help = "Format of the converted checkpoint: torch (legacy, mp_rank_* files) or torch_dist "
+             "(PyTorch Distributed Checkpoint files; the distributed optimizer's state "
+             "dp_reshardable); default: the source's"},
     {.name = "--true-vocab-size",
      G,
      INT64,
@@ -171,9 +179,9 @@ static void help(FILE *f)
     fputs("usage: megatron-c convert-checkpoint --load-dir DIR --save-dir DIR\n"
           "                                     [--target-tensor-parallel-size T]\n"
           "                                     [--target-pipeline-parallel-size P] [...]\n\n"
-          "Reshards a checkpoint in the legacy torch layout (megatron-c's, or Megatron-LM's\n"
-          "--ckpt-format torch) to another tensor/pipeline parallel size, virtual pipeline\n"
-          "layout and distributed-optimizer setting. Unlike Megatron's\n"
+          "Reshards a checkpoint (megatron-c's or Megatron-LM's, --ckpt-format torch or\n"
+          "torch_dist) to another tensor/pipeline parallel size, virtual pipeline layout,\n"
+          "distributed-optimizer setting and format (--target-ckpt-format). Unlike Megatron's\n"
           "tools/checkpoint/convert.py it carries the optimizer state (Adam moments, fp32\n"
           "master parameters, step), the learning-rate scheduler, the iteration and the\n"
           "consumed samples, so that training continues with the same losses in the new\n"
