@@ -60,7 +60,10 @@ void mc_cv_load_dist_rank(const mc_cv_source_t *s, const mc_args_t *t_args, cons
     /* loads print as the last rank: the first target rank speaks, once */
     t->par.rank = pp * t_args->tensor_model_parallel_size + tp;
     t->par.last_rank = 0;
-    if (mc_dist_load(t, s->iter_dir, s->release, err, sizeof(err)) != 0) mc_user_error("%s", err);
+    mc_dist_usage_t used; /* --dist-ckpt-strictness is for training runs, not the converter */
+    if (mc_dist_load(t, s->iter_dir, s->release, &used, err, sizeof(err)) != 0)
+        mc_user_error("%s", err);
+    mc_dist_usage_free(&used);
 }
 
 void mc_cv_write_dist_rank(const mc_cv_target_t *tg, mc_trainer_t *t, int tp, int pp,
