@@ -155,8 +155,8 @@ load_error "another model shape: one line naming the argument" "saved with hidde
 mkdir -p "$MC_TMP/dist/iter_0000010" && echo 10 >"$MC_TMP/dist/latest_checkpointed_iteration.txt" &&
     echo '{"sharded_backend": "torch_dist"}' >"$MC_TMP/dist/iter_0000010/metadata.json"
 "$MC_BIN" "${FLAGS[@]}" --train-iters 20 --load "$MC_TMP/dist" >"$MC_TMP/err.out" 2>"$MC_TMP/err.err"
-one_error_line "a torch_dist checkpoint: one line saying so" \
-    "iter_0000010: is a distributed checkpoint \(--ckpt-format torch_dist" $? "$MC_TMP/err.err"
+one_error_line "a torch_dist checkpoint without its files: one line naming the missing one" \
+    "iter_0000010/common.pt: cannot open" $? "$MC_TMP/err.err"
 
 # ---- --use-checkpoint-args ----
 "$MC_BIN" "${RUN[@]}" --train-iters 20 --load "$FX/tp1_fp32_local" --use-checkpoint-args >"$MC_TMP/args.train" 2>&1
