@@ -286,9 +286,8 @@ static int decode_domain(source_t *s, const mc_args_t *src, int tp, int pp, cons
         mc_fatal("out of host memory");
     mc_ckpt_buffers_t b;
     mc_ckpt_buffers(&st, &o, &b);
-    const char *param = src->bf16 ? "bfloat16" : src->fp16 ? "float16" : "float32";
-    const char *grad =
-        (src->bf16 || src->fp16) && !src->accumulate_allreduce_grads_in_fp32 ? param : "float32";
+    const char *param, *grad;
+    mc_ckpt_buffer_dtypes(src, &param, &grad);
     for (int c = 0; c < b.n_chunks && !rc; c++) {
         float *world[3];
         for (int v = 0; v < 3; v++)

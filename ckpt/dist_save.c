@@ -149,10 +149,8 @@ static void add_bucket(mc_dcp_writer_t *w, const char *prefix, mc_pyobj_t *const
 
 static void dtype_text(const mc_args_t *a, char *buf, size_t n)
 {
-    const char *param = a->bf16 ? "bfloat16" : a->fp16 ? "float16" : "float32";
-    const char *grad = a->bf16 || a->fp16
-                           ? (a->accumulate_allreduce_grads_in_fp32 ? "float32" : param)
-                           : "float32";
+    const char *param, *grad;
+    mc_ckpt_buffer_dtypes(a, &param, &grad);
     snprintf(buf, n, "(torch.%s, torch.%s)", param, grad);
 }
 

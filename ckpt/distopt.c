@@ -119,12 +119,16 @@ static float *gather_state(mc_trainer_t *t, const float *dev)
 }
 
 
+void mc_ckpt_buffer_dtypes(const mc_args_t *a, const char **param, const char **grad)
+{
+    *param = a->bf16 ? "bfloat16" : a->fp16 ? "float16" : "float32";
+    *grad = (a->bf16 || a->fp16) && !a->accumulate_allreduce_grads_in_fp32 ? *param : "float32";
+}
+
 mc_pyobj_t *mc_ckpt_buffer_dtype_key(const mc_args_t *a)
 {
-    const char *param = a->bf16 ? "bfloat16" : a->fp16 ? "float16" : "float32";
-    const char *grad = a->bf16 || a->fp16
-                           ? (a->accumulate_allreduce_grads_in_fp32 ? "float32" : param)
-                           : "float32";
+    const char *param, *grad;
+    mc_ckpt_buffer_dtypes(a, &param, &grad);
     return mc_py_tuple(2, mc_py_global("torch", param), mc_py_global("torch", grad));
 }
 

@@ -114,7 +114,9 @@ typedef struct {
 } mc_ckpt_buffers_t;
 void mc_ckpt_buffers(const mc_trainer_t *t, const mc_ckpt_order_t *o, mc_ckpt_buffers_t *b);
 void mc_ckpt_buffers_free(mc_ckpt_buffers_t *b);
-/* Megatron's key of a buffer: the tuple (param dtype, grad dtype) as torch globals. */
+/* The types of a buffer's parameters and gradients, torch's names ("float32", "bfloat16"), and
+ * Megatron's key of a buffer: the tuple (param dtype, grad dtype) as torch globals. */
+void mc_ckpt_buffer_dtypes(const mc_args_t *a, const char **param, const char **grad);
 mc_pyobj_t *mc_ckpt_buffer_dtype_key(const mc_args_t *a);
 
 /* Collective over the data-parallel group: every rank's Adam shards gathered into Megatron's

@@ -19,5 +19,7 @@ int dcp_entry_add_chunk(mc_dcp_entry_t *e, const mc_dcp_chunk_t *c);
 ptrdiff_t dcp_meta_lookup(const mc_dcp_meta_t *m, const char *key);
 /* A file name as stored in a chunk: plain (no '/', not "." or ".."), under 64 bytes. */
 int dcp_check_file_name(const char *name, char *err, size_t errn);
+/* Appends a copy of r (its key pointer taken over) to recs, growing it. 0, or -1 out of memory. */
+int dcp_records_push(mc_dcp_records_t *recs, const mc_dcp_record_t *r);
 
 #endif

@@ -58,7 +58,7 @@ int mc_dcp_records_pack(const mc_dcp_records_t *recs, uint8_t **buf, size_t *len
     return 0;
 }
 
-static int push(mc_dcp_records_t *recs, const mc_dcp_record_t *r)
+int dcp_records_push(mc_dcp_records_t *recs, const mc_dcp_record_t *r)
 {
     if (recs->n == recs->cap) {
         size_t cap = recs->cap ? 2 * recs->cap : 16;
@@ -126,7 +126,7 @@ int mc_dcp_records_unpack(const uint8_t *buf, size_t len, mc_dcp_records_t *recs
         mc_dcp_record_t r;
         memset(&r, 0, sizeof r);
         if (unpack_one(buf, len, &at, &r, err, errn)) return -1;
-        if (push(recs, &r)) {
+        if (dcp_records_push(recs, &r)) {
             free(r.key);
             return mc_errf(err, errn, "out of memory");
         }

@@ -118,29 +118,23 @@ static int cmp_size_desc(const void *a, const void *b, void *ctx)
 static int add_record(mc_dcp_records_t *recs, const witem_t *it, const char *file, uint64_t off,
                       uint64_t len)
 {
-    if (recs->n == recs->cap) {
-        size_t cap = recs->cap ? 2 * recs->cap : 16;
-        mc_dcp_record_t *p = realloc(recs->items, cap * sizeof *p);
-        if (!p) return -1;
-        recs->items = p;
-        recs->cap = cap;
-    }
-    mc_dcp_record_t *r = &recs->items[recs->n];
-    memset(r, 0, sizeof *r);
-    if (!(r->key = strdup(it->key))) return -1;
-    r->bytes = it->bytes;
-    r->dtype = it->bytes ? MC_TORCH_UINT8 : it->obj->tensor.dtype;
-    r->ndim = it->ndim;
+    mc_dcp_record_t r;
+    memset(&r, 0, sizeof r);
+    if (!(r.key = strdup(it->key))) return -1;
+    r.bytes = it->bytes;
+    r.dtype = it->bytes ? MC_TORCH_UINT8 : it->obj->tensor.dtype;
+    r.ndim = it->ndim;
     for (int d = 0; d < it->ndim; d++) {
-        r->shape[d] = it->shape[d];
-        r->chunk.offsets[d] = it->offsets[d];
-        r->chunk.sizes[d] = it->obj->tensor.shape[d];
+        r.shape[d] = it->shape[d];
+        r.chunk.offsets[d] = it->offsets[d];
+        r.chunk.sizes[d] = it->obj->tensor.shape[d];
     }
-    snprintf(r->chunk.file, sizeof r->chunk.file, "%s", file);
-    r->chunk.offset = off;
-    r->chunk.length = len;
-    recs->n++;
-    return 0;
+    snprintf(r.chunk.file, sizeof r.chunk.file, "%s", file);
+    r.chunk.offset = off;
+    r.chunk.length = len;
+    if (dcp_records_push(recs, &r) == 0) return 0;
+    free(r.key);
+    return -1;
 }
 
 /* What torch's writer saves of a chunk: a plain tensor (no Parameter, no requires_grad) whose
