@@ -114,6 +114,21 @@ layout_case fp16-distopt 1 "--fp16 --initial-loss-scale 4096 --loss-scale-window
 # ---- --async-save ----
 layout_case async 1 "--async-save" 1 ""
 
+# ---- the CUDA backend (the emulated device): its checkpoint loads on the CPU and resumes ----
+if [ -n "${MC_EMU_BUILD:-}" ] && [ -x "$MC_EMU_BUILD/megatron-c" ]; then
+    "$MC_EMU_BUILD/megatron-c" "${FLAGS[@]}" --device cuda --use-distributed-optimizer "${DIST[@]}" \
+        --save "$MC_TMP/emu" --save-interval 4 --exit-interval 4 >"$MC_TMP/emu.save" 2>&1
+    rc1=$?
+    "$MC_BIN" "${FLAGS[@]}" --load "$MC_TMP/emu" --ckpt-step 4 >"$MC_TMP/emu.load" 2>&1
+    rc2=$?
+    check "saved by --device cuda (emulated device), loaded on the CPU: iterations 5..8 equal the run that did not stop (rc=$rc1,$rc2)" \
+        bash -c "[ $rc1 -eq 0 ] && [ $rc2 -eq 0 ] && [ \$(grep -c 'iteration .*/       8 |' '$MC_TMP/emu.load') -eq 4 ] &&
+                 diff <(sed -nE '/iteration +(5|7|8)\/ +8 \|/{s/^ \[[^]]*\]//; s/ elapsed time per iteration \(ms\): [0-9.]+ \|//; p}' '$MC_TMP/base') \
+                      <(sed -nE '/iteration +(5|7|8)\/ +8 \|/{s/^ \[[^]]*\]//; s/ elapsed time per iteration \(ms\): [0-9.]+ \|//; p}' '$MC_TMP/emu.load') >/dev/null"
+else
+    skip "a checkpoint of --device cuda (emulated device)" "no emulated build (MC_EMU_BUILD='${MC_EMU_BUILD:-}'; make emu)"
+fi
+
 # ---- damaged files: one line naming the file ----
 C=$MC_TMP/corrupt
 cp -r "$S" "$C"
