@@ -225,10 +225,11 @@ int mc_ckpt_args_check(const mc_pyobj_t *ns, const mc_args_t *a, bool any_layout
         else if (mc_py_get_int(v, &saved) != 0) continue;
         if (saved != rows[k].have)
             return mc_errf(err, n,
-                           "saved with %s %" PRId64 " but this run has %" PRId64 " (%s): "
-                           "load with the layout and model shape it was saved with, or reshard it "
-                           "with megatron-c convert-checkpoint",
-                           rows[k].name, saved, rows[k].have, rows[k].flag);
+                           "saved with %s %" PRId64 " but this run has %" PRId64 " (%s): %s",
+                           rows[k].name, saved, rows[k].have, rows[k].flag,
+                           any_layout ? "load with the model shape it was saved with"
+                                      : "load with the layout and model shape it was saved "
+                                        "with, or reshard it with megatron-c convert-checkpoint");
     }
     return 0;
 }

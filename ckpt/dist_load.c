@@ -97,6 +97,14 @@ static bool vocab_key(const char *key)
            strcmp(key, "output_layer.weight") == 0 || strstr(key, ".output_layer.weight") != NULL;
 }
 
+static void shape_text(char *buf, size_t n, int ndim, const int64_t *shape)
+{
+    size_t at = (size_t)snprintf(buf, n, "[");
+    for (int d = 0; d < ndim && at < n; d++)
+        at += (size_t)snprintf(buf + at, n - at, "%s%" PRId64, d ? ", " : "", shape[d]);
+    if (at < n) snprintf(buf + at, n - at, "]");
+}
+
 /* The piece p of key into dst (as dt). A vocabulary saved at another padding (another tp) loads
  * its rows that exist; rows past them are zero (padding, never a real token's). */
 static int read_piece(source_t *s, const char *key, const mc_shard_t *p, mc_torch_dtype_t dt,
@@ -114,11 +122,15 @@ static int read_piece(source_t *s, const char *key, const mc_shard_t *p, mc_torc
         if (d > 0) rest = rest && e->shape[d] == p->global[d];
     }
     if (same) return mc_dcp_read_box(s->r, key, p->ndim, p->offsets, p->sizes, dt, dst, err, n);
-    if (!rest || !vocab_key(key))
+    if (!rest || !vocab_key(key)) {
+        char saved[96], here[96];
+        shape_text(saved, sizeof(saved), e->ndim, e->shape);
+        shape_text(here, sizeof(here), p->ndim, p->global);
         return mc_errf(err, n,
-                       "%s: '%s' has another shape in the checkpoint than in this run (%" PRId64
-                       " x ... against %" PRId64 " x ...: saved with another model shape)",
-                       s->dir, key, e->ndim ? e->shape[0] : 0, p->global[0]);
+                       "%s: '%s' is %s in the checkpoint but %s in this run (saved with another "
+                       "model shape)",
+                       s->dir, key, saved, here);
+    }
     memset(dst, 0, (size_t)p->numel * mc_torch_dtype_size(dt));
     const int64_t hi =
         e->shape[0] < p->offsets[0] + p->sizes[0] ? e->shape[0] : p->offsets[0] + p->sizes[0];
@@ -444,6 +456,11 @@ int mc_dist_load(mc_trainer_t *t, const char *iter_dir, bool release, mc_dist_us
     mc_shard_t *sh = NULL;
     int n_sh = 0, rc = open_source(&s, iter_dir, err, n);
     if (!rc && mc_dist_shards(&t->model, &sh, &n_sh) != 0) mc_fatal("out of host memory");
+    /* the model's shape first: a clearer line than the first tensor that does not fit */
+    const mc_pyobj_t *ns = rc ? NULL : mc_py_dict_get_str(s.common, "args");
+    char inner[1024];
+    if (ns && !a->finetune && mc_ckpt_args_check(ns, a, true, inner, sizeof(inner)) != 0)
+        rc = mc_errf(err, n, "%s/common.pt: %s", iter_dir, inner);
     mc_pyobj_t *ck = mc_py_dict();
     static const char *const carried[] = {"args", "checkpoint_version", "iteration",
                                           "num_floating_point_operations_so_far"};
@@ -461,7 +478,6 @@ int mc_dist_load(mc_trainer_t *t, const char *iter_dir, bool release, mc_dist_us
     if (!rc && rng) rc = rng_of(&s, t, ck, err, n);
     const mc_ckpt_apply_opts_t opts = {.dist = true, .release = release, .load_optim = false};
     mc_ckpt_applied_t got = {0};
-    char inner[1024];
     if (!rc && mc_ckpt_apply(t, ck, &opts, &got, inner, sizeof(inner)) != 0)
         rc = mc_errf(err, n, "%s: %s", iter_dir, inner);
     mc_ckpt_order_free(&got.order);

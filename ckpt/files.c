@@ -270,5 +270,9 @@ int mc_ckpt_load_rank0(const char *dir, int64_t step, char *path, size_t pn, mc_
         snprintf(path, pn, "%s/%s/model_optim_rng.pt", iter_dir, rank);
         if (access(path, F_OK) == 0) return mc_torch_load(path, 0, ck, err, n);
     }
-    return 0;
+    /* torch_dist: the non-sharded state (args included) is common.pt */
+    snprintf(path, pn, "%s/metadata.json", iter_dir);
+    if (access(path, F_OK) != 0) return 0;
+    snprintf(path, pn, "%s/common.pt", iter_dir);
+    return mc_torch_load(path, 0, ck, err, n);
 }

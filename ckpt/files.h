@@ -32,9 +32,9 @@ int mc_ckpt_write_file(const char *path, const mc_pyobj_t *obj, char *err, size_
 
 /* The first rank's model_optim_rng.pt of the checkpoint in dir that a load would read (the
  * tracker's iteration, or step when > 0): mp_rank_00 or mp_rank_00_000 (Megatron's
- * find_checkpoint_rank_0), into *ck (mapped, see mc_torch_load). *ck is NULL when dir has no
- * tracker or the iteration no such file. path receives the file. Errors: a malformed tracker,
- * an unreadable file (one line naming it). */
+ * find_checkpoint_rank_0), or a torch_dist checkpoint's common.pt, into *ck (mapped, see
+ * mc_torch_load). *ck is NULL when dir has no tracker or the iteration no such file. path
+ * receives the file. Errors: a malformed tracker, an unreadable file (one line naming it). */
 int mc_ckpt_load_rank0(const char *dir, int64_t step, char *path, size_t pn, mc_pyobj_t **ck,
                        char *err, size_t n);
 

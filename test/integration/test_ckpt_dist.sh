@@ -154,6 +154,20 @@ load_error "a metadata.json of another backend: one error naming it" \
 rm "$I/common.pt"
 load_error "a missing common.pt: one error naming it" "error: .*corrupt/iter_0000004/common\.pt"
 
+# ---- another model: one line naming what differs ----
+"$MC_BIN" "${FLAGS[@]}" --num-layers 4 --load "$S" --ckpt-step 4 >/dev/null 2>"$MC_TMP/shape.err"
+one_error_line "another number of layers: one line naming it" \
+    "common.pt: saved with num_layers 8 but this run has 4 \(--num-layers\): load with the model shape" $? "$MC_TMP/shape.err"
+"$MC_BIN" "${FLAGS[@]}" --ffn-hidden-size 64 --load "$S" --ckpt-step 4 >/dev/null 2>"$MC_TMP/ffn.err"
+one_error_line "another ffn size: one line naming the tensor and both shapes" \
+    "'decoder.layers.mlp.linear_fc1.weight' is \[8, 128, 32\] in the checkpoint but \[8, 64, 32\] in this run" $? "$MC_TMP/ffn.err"
+# --use-checkpoint-args reads a torch_dist checkpoint's args (common.pt)
+"$MC_BIN" --device cpu --mock-data --vocab-size 256 --lr 3e-3 --train-iters 8 --micro-batch-size 2 \
+    --global-batch-size 8 --load "$S" --ckpt-step 4 \
+    --use-checkpoint-args --use-checkpoint-opt-param-scheduler --exit-interval 5 --eval-iters 0 >"$MC_TMP/uca.log" 2>&1
+check "--use-checkpoint-args takes a torch_dist checkpoint's model arguments (rc=$?)" \
+    bash -c "grep -q 'successfully loaded checkpoint from .* at iteration 4' '$MC_TMP/uca.log' && grep -qE 'num_layers \.+ 8$' '$MC_TMP/uca.log'"
+
 # ---- kill -9 during a save leaves the previous checkpoint loadable ----
 K=$MC_TMP/killed
 "$MC_BIN" "${FLAGS[@]}" "${DIST[@]}" --save "$K" --save-interval 4 --exit-interval 4 >/dev/null 2>&1
