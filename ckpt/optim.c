@@ -43,18 +43,22 @@ static int group_of(const mc_trainer_t *t, const mc_param_t *p)
     return p->no_wd ? G_NO_WD : G_WD;
 }
 
-/* The groups of this rank in _get_param_groups' order; returns their number. */
-static int group_order(const mc_trainer_t *t, int order[G_KINDS])
+/* The groups of this rank in _get_param_groups' order; returns their number. Megatron keys its
+ * groups by first appearance in named_parameters() (o's order), then appends the kinds other
+ * ranks have, rank 0's first (the word embeddings' stage: decoupled, weight decay, none). */
+static int group_order(const mc_trainer_t *t, const mc_ckpt_order_t *o, int order[G_KINDS])
 {
-    if (!decoupled(t)) {
-        order[0] = G_WD, order[1] = G_NO_WD;
-        return 2;
+    const int kinds = decoupled(t) ? 3 : 2;
+    bool seen[G_KINDS] = {false, false, false};
+    int n = 0;
+    for (int k = 0; k < o->n && n < kinds; k++) {
+        const int g = group_of(t, &t->model.params[o->param[k]]);
+        if (!seen[g]) seen[g] = true, order[n++] = g;
     }
-    const bool first = t->par.me.pp == 0; /* its first parameter: the word embeddings */
-    order[0] = first ? G_DECOUPLED : G_WD;
-    order[1] = first ? G_WD : G_NO_WD;
-    order[2] = first ? G_NO_WD : G_DECOUPLED;
-    return 3;
+    static const int rank0[] = {G_DECOUPLED, G_WD, G_NO_WD};
+    for (int j = decoupled(t) ? 0 : 1; j < 3; j++)
+        if (!seen[rank0[j]]) seen[rank0[j]] = true, order[n++] = rank0[j];
+    return n;
 }
 
 /* idx[i]: parameter i's index in the torch state, counting through the groups in group_order,
@@ -62,7 +66,7 @@ static int group_order(const mc_trainer_t *t, int order[G_KINDS])
 static void param_indices(const mc_trainer_t *t, const mc_ckpt_order_t *o, int *idx)
 {
     int order[G_KINDS], next = 0;
-    const int ng = group_order(t, order);
+    const int ng = group_order(t, o, order);
     for (int gi = 0; gi < ng; gi++)
         for (int k = 0; k < o->n; k++)
             if (group_of(t, &t->model.params[o->param[k]]) == order[gi]) idx[o->param[k]] = next++;
@@ -118,7 +122,7 @@ static mc_pyobj_t *param_groups(const mc_trainer_t *t, const mc_ckpt_order_t *o,
 {
     mc_pyobj_t *list = mc_py_list();
     int rc = list ? 0 : -1, order[G_KINDS];
-    const int ng = group_order(t, order);
+    const int ng = group_order(t, o, order);
     for (int gi = 0; gi < ng; gi++)
         rc |= mc_py_list_append(list, param_group(t, order[gi], o, idx, with_params));
     if (rc) {
@@ -212,7 +216,7 @@ static mc_pyobj_t *adam_state(const mc_trainer_t *t, const mc_ckpt_order_t *o, c
     int rc = state ? 0 : -1;
     float step = (float)t->opt.step;
     int order[G_KINDS];
-    const int ng = group_order(t, order);
+    const int ng = group_order(t, o, order);
     for (int gi = 0; gi < ng; gi++)
         for (int k = 0; k < o->n; k++) {
             const mc_param_t *p = &m->params[o->param[k]];
@@ -240,7 +244,7 @@ static mc_pyobj_t *masters(const mc_trainer_t *t, const mc_ckpt_order_t *o)
 {
     mc_pyobj_t *groups = mc_py_list();
     int rc = groups ? 0 : -1, order[G_KINDS];
-    const int ng = group_order(t, order);
+    const int ng = group_order(t, o, order);
     for (int gi = 0; gi < ng; gi++) {
         mc_pyobj_t *list = mc_py_list();
         for (int k = 0; k < o->n; k++) {

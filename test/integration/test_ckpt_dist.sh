@@ -248,3 +248,21 @@ for case in "tp1pp1 1" "tp2pp1 2 --tensor-model-parallel-size 2 --no-load-optim 
     check "Megatron's $layout loaded and saved again: the same keys, dtypes, shapes, chunks and hashes (rc=$rc: $(tail -3 "$out.cmp" | tr '\n' ' ' | head -c 400))" \
         bash -c "[ $rc -eq 0 ] && grep -q ', 0 differences' '$out.cmp'"
 done
+
+# With PyTorch 2.x (scripts/install-deps.sh --torch2): the distributed optimizer's per-domain
+# param_groups list its groups in Megatron's order (first appearance on the stage: the second
+# pipeline stage starts with a LayerNorm, so its first group has no weight decay).
+PY2=${MC_TORCH2_PYTHON:-$(dirname "$0")/../../build/venv-torch2/bin/python}
+groups_of() { # iter-dir: "key: wd_mult,wd_mult" per optimizer object
+    DCP_CHECK_REPR=1 "$PY2" "$(dirname "$0")/../ref/dcp_check.py" "$1" 2>/dev/null |
+        awk -F'\t' '$1 ~ /\.optimizer\/shard_0_1$/ { s = $4; o = ""; while (match(s, /.wd_mult.: [0-9.]+/)) {
+            o = o substr(s, RSTART + 11, RLENGTH - 11) ","; s = substr(s, RSTART + RLENGTH) } print $1 ": " o }'
+}
+if [ -x "$PY2" ] && "$PY2" -c 'import torch.distributed.checkpoint' 2>/dev/null && [ -d "$MC_TMP/again-tp1pp2" ]; then
+    groups_of "$REF/tp1pp2/iter_0000010" >"$MC_TMP/groups.ref"
+    groups_of "$MC_TMP/again-tp1pp2/iter_0000010" >"$MC_TMP/groups.mc"
+    check "the per-domain param_groups in Megatron's order ($(tr '\n' ' ' <"$MC_TMP/groups.mc"))" \
+        bash -c "[ \$(wc -l <'$MC_TMP/groups.ref') -eq 2 ] && cmp -s '$MC_TMP/groups.ref' '$MC_TMP/groups.mc'"
+else
+    skip "the per-domain param_groups in Megatron's order" "no PyTorch 2.x (scripts/install-deps.sh --torch2) or no tp1pp2 save"
+fi

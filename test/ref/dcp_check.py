@@ -17,6 +17,7 @@ stand-in subclasses of torch's own classes, so Megatron need not be installed.
 import dataclasses
 import hashlib
 import io
+import os
 import pickle
 import sys
 import warnings
@@ -112,7 +113,9 @@ def main():
         if isinstance(meta, BytesStorageMetadata):
             if isinstance(state[key], io.BytesIO):
                 fail(f"{key}: byte item not loaded")
-            print(f"{key}\tobject\t-\t-")
+            # DCP_CHECK_REPR=1: the object's repr instead of "-" (to compare objects by value)
+            shown = repr(state[key]) if os.environ.get("DCP_CHECK_REPR") else "-"
+            print(f"{key}\tobject\t-\t{shown}")
             n_o += 1
             continue
         t = state[key]
