@@ -138,24 +138,27 @@ static save_job_t *prepare(mc_trainer_t *t)
 
 /* Writes the job's files and makes them durable (any thread; no communication). Releases the
  * objects; errors go to j->err. */
+/* MC_TEST_CKPT_WRITE_DELAY_MS: the writer waits after writing its files. */
+static void hold(const save_job_t *j)
+{
+    if (j->delay_ms > 0)
+        nanosleep(&(struct timespec){.tv_sec = j->delay_ms / 1000,
+                                     .tv_nsec = j->delay_ms % 1000 * 1000000L},
+                  NULL);
+}
+
 static void write_job(void *p)
 {
     save_job_t *j = p;
     if (j->dist) {
         mc_dist_write(j->dist, j->err, sizeof(j->err));
-        if (j->delay_ms > 0)
-            nanosleep(&(struct timespec){.tv_sec = j->delay_ms / 1000,
-                                         .tv_nsec = j->delay_ms % 1000 * 1000000L},
-                      NULL);
+        hold(j);
         return;
     }
     if (j->n && mc_mkdirs(j->rank_dir, j->err, sizeof(j->err)) == 0) {
         for (int i = 0; i < j->n && !j->err[0]; i++)
             mc_ckpt_write_file(j->file[i].path, j->file[i].obj, j->err, sizeof(j->err));
-        if (j->delay_ms > 0)
-            nanosleep(&(struct timespec){.tv_sec = j->delay_ms / 1000,
-                                         .tv_nsec = j->delay_ms % 1000 * 1000000L},
-                      NULL);
+        hold(j);
         if (!j->err[0]) mc_ckpt_fsync(j->rank_dir, j->err, sizeof(j->err));
     }
     for (int i = 0; i < j->n; i++) {
@@ -399,6 +402,7 @@ bool mc_ckpt_load(mc_trainer_t *t)
         mc_dist_usage_t u;
         mc_dist_load(t, iter_dir, release, &u, err, sizeof(err));
         agree(t, err);
+        if (printer(t) && u.foreign_rng) mc_ckpt_warn_foreign_rng();
         mc_dist_strictness(t, &u, err, sizeof(err));
         mc_dist_usage_free(&u);
         agree(t, err);
@@ -439,11 +443,7 @@ bool mc_ckpt_load(mc_trainer_t *t)
         agree(t, err);
     }
     mc_ckpt_order_free(&got.order);
-    if (printer(t) && got.foreign_rng)
-        printf(
-            "WARNING: the checkpoint's rng state is Megatron-LM's (Python, numpy, torch and CUDA "
-            "generators), which megatron-c's dropout (Philox, keyed by --seed) cannot continue: "
-            "not loaded, as with --no-load-rng\n");
+    if (printer(t) && got.foreign_rng) mc_ckpt_warn_foreign_rng();
     if (printer(t) && got.weights_16bit && !a->bf16 && !a->fp16)
         printf("WARNING: the checkpoint's model weights are 16-bit and this run trains in fp32%s\n",
                opts.load_optim ? " from its fp32 master parameters"

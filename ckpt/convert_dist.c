@@ -63,6 +63,7 @@ void mc_cv_load_dist_rank(const mc_cv_source_t *s, const mc_args_t *t_args, cons
     mc_dist_usage_t used; /* --dist-ckpt-strictness is for training runs, not the converter */
     if (mc_dist_load(t, s->iter_dir, s->release, &used, err, sizeof(err)) != 0)
         mc_user_error("%s", err);
+    if (used.foreign_rng && t->par.rank == 0) mc_ckpt_warn_foreign_rng(); /* once */
     mc_dist_usage_free(&used);
 }
 

@@ -42,14 +42,19 @@ typedef struct {
 /* This rank's pieces, in parameter order. *out is malloc'ed. */
 int mc_dist_shards(const mc_gpt_t *m, mc_shard_t **out, int *n);
 
-/* The ShardedObject key of a per-layer _extra_state and of rng_state. */
+/* Megatron's index of the (tp, pp) domain of the distributed optimizer: its rank in the
+ * model-parallel group. */
+int mc_dist_domain(const mc_args_t *a, int tp, int pp);
+/* "optimizer.distributed.dp_group_idx_<domain>.<what>", with "/shard_0_1" for an object (the
+ * domain's ShardedObjects: optimizer, grad_scaler, per_bucket_numel[_unpadded]). */
+void mc_dist_optim_key(char *buf, size_t n, int domain, const char *what, bool object);
+/* The key prefix of bucket `bucket` of buffer `chunk` (dp_reshardable), for a's types:
+ * "...dp_group_idx_D.gbuf_idx_C.dtype_(torch.P, torch.G).bucket_idx_B"; ".param" etc. follow. */
+void mc_dist_bucket_key(const mc_args_t *a, int domain, int chunk, int bucket, char *buf, size_t n);
+
+/* The ShardedObject key of rng_state. */
 void mc_dist_rng_key(const mc_trainer_t *t, char *buf, size_t n);
 
-/* Copies the box (dst_off, dst_sizes) of a global tensor from the box (src_off, src_sizes) held
- * contiguously in src, where they overlap (elements of size es). */
-void mc_dist_copy_overlap(int ndim, const int64_t *src_off, const int64_t *src_sizes,
-                          const void *src, const int64_t *dst_off, const int64_t *dst_sizes,
-                          void *dst, size_t es);
 
 /* ---- per-parameter optimizer state (ckpt/dist_state.c) ---- */
 
@@ -60,6 +65,8 @@ typedef struct {
     float *(*v)[3];
 } mc_param_state_t;
 
+/* Zeroed state for every parameter of m. */
+void mc_param_state_alloc(mc_param_state_t *s, const mc_gpt_t *m);
 void mc_param_state_free(mc_param_state_t *s);
 /* Collective over dp with the distributed optimizer (a gather): the state on dp rank 0, an
  * empty one elsewhere. Without it: this rank's. */
@@ -89,8 +96,6 @@ void mc_dist_write_index(const char *staging, const char *final, const mc_dcp_re
                          char *err, size_t n);
 /* Rank 0's common.pt state dict, to amend before mc_dist_write (NULL on other ranks). */
 mc_pyobj_t *mc_dist_job_common(mc_dist_job_t *j);
-/* Megatron's index of this rank's (tp, pp) domain: its rank in the model-parallel group. */
-int mc_dist_domain(const mc_trainer_t *t);
 
 /* Whether DIR (an iteration directory) holds a torch_dist checkpoint (metadata.json). */
 bool mc_dist_is_checkpoint(const char *iter_dir);
@@ -100,6 +105,7 @@ typedef struct {
     size_t n;
     char **keys;
     uint8_t *used;
+    bool foreign_rng; /* Megatron-LM's generator states: not usable, ignored (the caller warns) */
 } mc_dist_usage_t;
 void mc_dist_usage_free(mc_dist_usage_t *u);
 

@@ -141,17 +141,6 @@ static int read_piece(source_t *s, const char *key, const mc_shard_t *p, mc_torc
     return mc_dcp_read_box(s->r, key, p->ndim, p->offsets, sizes, dt, dst, err, n);
 }
 
-/* A parameter's name in chunk c's legacy state dict: its layer numbered within the chunk. */
-static void chunk_name(const mc_gpt_t *m, int c, const mc_param_t *p, char *buf, size_t n)
-{
-    int layer, used = 0;
-    if (sscanf(p->name, "decoder.layers.%d.%n", &layer, &used) != 1 || used == 0)
-        snprintf(buf, n, "%s", p->name);
-    else
-        snprintf(buf, n, "decoder.layers.%d.%s", layer - m->cfg.chunk[c].first_layer,
-                 p->name + used);
-}
-
 static mc_torch_dtype_t stored_dtype(const source_t *s, const char *key)
 {
     const mc_dcp_entry_t *e = mc_dcp_meta_find(&s->meta, key);
@@ -185,7 +174,7 @@ static int model_dicts(source_t *s, const mc_gpt_t *m, const mc_shard_t *sh, int
                     return -1;
                 }
             }
-            chunk_name(m, c, p, name, sizeof(name));
+            mc_ckpt_param_key(m, c, p->name, MC_CKPT_NAMES_LOCAL, name, sizeof(name));
             if (mc_py_dict_set_str(od, name, tensor)) mc_fatal("out of host memory");
         }
         mc_ckpt_model_key(m, c, key, sizeof(key));
@@ -246,8 +235,8 @@ static int model_space_state(source_t *s, const mc_shard_t *sh, int n_sh, mc_par
                     if (mc_dcp_meta_find(&s->meta, alt)) snprintf(key, sizeof(key), "%s", alt);
                 }
             } else {
-                snprintf(key, sizeof(key), "optimizer.state.%s.%s",
-                         v == 1 ? "exp_avg" : "exp_avg_sq", sh[k].key);
+                snprintf(key, sizeof(key), "optimizer.state.%s.%s", mc_ckpt_state_keys[v],
+                         sh[k].key);
             }
             if (read_piece(s, key, &sh[k], MC_TORCH_FLOAT32, ps->v[sh[k].param][v] + sh[k].start,
                            err, n) != 0)
@@ -285,8 +274,8 @@ static int decode_domain(source_t *s, const mc_args_t *src, int tp, int pp, cons
     int n_ssh, rc = 0;
     if (mc_dist_shards(&st.model, &ssh, &n_ssh) != 0) mc_fatal("out of host memory");
     char prefix[256], key[320];
-    snprintf(prefix, sizeof(prefix), "optimizer.distributed.dp_group_idx_%d.",
-             pp * src->tensor_model_parallel_size + tp);
+    const int dom = mc_dist_domain(src, tp, pp);
+    mc_dist_optim_key(prefix, sizeof(prefix), dom, "", false);
     mark(s, prefix, true);                 /* the domain's buckets and objects */
     if (!overlaps(ssh, n_ssh, sh, n_sh)) { /* none of this rank's parameters: not read */
         free(ssh);
@@ -298,8 +287,6 @@ static int decode_domain(source_t *s, const mc_args_t *src, int tp, int pp, cons
         mc_fatal("out of host memory");
     mc_ckpt_buffers_t b;
     mc_ckpt_buffers(&st, &o, &b);
-    const char *param, *grad;
-    mc_ckpt_buffer_dtypes(src, &param, &grad);
     for (int c = 0; c < b.n_chunks && !rc; c++) {
         float *world[3];
         for (int v = 0; v < 3; v++)
@@ -307,16 +294,10 @@ static int decode_domain(source_t *s, const mc_args_t *src, int tp, int pp, cons
                 mc_fatal("out of host memory");
         long wstart = 0;
         for (int k = 0; k < b.l[c].n_buckets && !rc; k++) {
-            snprintf(prefix, sizeof(prefix),
-                     "optimizer.distributed.dp_group_idx_%d.gbuf_idx_%d.dtype_(torch.%s, "
-                     "torch.%s).bucket_idx_%d",
-                     pp * src->tensor_model_parallel_size + tp, c, param, grad, k);
+            mc_dist_bucket_key(src, dom, c, k, prefix, sizeof(prefix));
             const int64_t start[1] = {0}, len[1] = {b.l[c].buckets[k].numel_unpadded};
             for (int v = 0; v < 3 && !rc; v++) {
-                snprintf(key, sizeof(key), "%s.%s", prefix,
-                         v == 0   ? "param"
-                         : v == 1 ? "exp_avg"
-                                  : "exp_avg_sq");
+                snprintf(key, sizeof(key), "%s.%s", prefix, mc_ckpt_state_keys[v]);
                 rc = mc_dcp_read_box(s->r, key, 1, start, len, MC_TORCH_FLOAT32, world[v] + wstart,
                                      err, n);
             }
@@ -327,10 +308,10 @@ static int decode_domain(source_t *s, const mc_args_t *src, int tp, int pp, cons
             for (int k = 0; k < n_sh; k++) {
                 if (strcmp(ssh[a].key, sh[k].key) != 0) continue;
                 for (int v = 0; v < 3; v++)
-                    mc_dist_copy_overlap(ssh[a].ndim, ssh[a].offsets, ssh[a].sizes,
-                                         world[v] + b.pos[ssh[a].param] + ssh[a].start,
-                                         sh[k].offsets, sh[k].sizes,
-                                         ps->v[sh[k].param][v] + sh[k].start, sizeof(float));
+                    mc_dcp_copy_overlap(ssh[a].ndim, ssh[a].offsets, ssh[a].sizes,
+                                        world[v] + b.pos[ssh[a].param] + ssh[a].start,
+                                        MC_TORCH_FLOAT32, sh[k].offsets, sh[k].sizes,
+                                        ps->v[sh[k].param][v] + sh[k].start, MC_TORCH_FLOAT32);
             }
         }
         for (int v = 0; v < 3; v++) free(world[v]);
@@ -372,14 +353,13 @@ static int optimizer_scalars(source_t *s, mc_trainer_t *t, const mc_pyobj_t *opt
         mc_py_dict_get_str(opt, "optimizer") || mc_py_dict_get_str(opt, "param_groups"))
         return mc_ckpt_optimizer_load_scalars(t, opt, err, n);
     char key[160];
-    int dom = mc_dist_domain(t), rc = 0;
-    snprintf(key, sizeof(key), "optimizer.distributed.dp_group_idx_%d.optimizer/shard_0_1", dom);
+    int dom = mc_dist_domain(t->args, t->par.me.tp, t->par.me.pp), rc = 0;
+    mc_dist_optim_key(key, sizeof(key), dom, "optimizer", true);
     if (!mc_dcp_meta_find(&s->meta, key)) dom = 0;
     mc_pyobj_t *d = mc_py_dict();
     static const char *const names[] = {"optimizer", "grad_scaler"};
     for (int k = 0; k < 2 && !rc; k++) {
-        snprintf(key, sizeof(key), "optimizer.distributed.dp_group_idx_%d.%s/shard_0_1", dom,
-                 names[k]);
+        mc_dist_optim_key(key, sizeof(key), dom, names[k], true);
         mc_pyobj_t *v = read_value(s, key, err, n, &rc);
         if (v && mc_py_dict_set_str(d, names[k], v)) mc_fatal("out of host memory");
     }
@@ -406,12 +386,8 @@ static int load_optimizer(source_t *s, mc_trainer_t *t, const mc_shard_t *sh, in
         optimizer_scalars(s, t, opt, inner, sizeof(inner)) != 0)
         return mc_errf(err, n, "%s/common.pt: %s", s->dir, inner);
     const char *kind = mc_py_get_str(mc_py_dict_get_str(opt, "param_state_sharding_type"));
-    mc_param_state_t ps = {.n = t->model.n_params};
-    if (!(ps.v = calloc((size_t)(ps.n ? ps.n : 1), sizeof(*ps.v)))) mc_fatal("out of host memory");
-    for (int i = 0; i < ps.n; i++)
-        for (int k = 0; k < 3; k++)
-            if (!(ps.v[i][k] = calloc((size_t)t->model.params[i].numel + 1, sizeof(float))))
-                mc_fatal("out of host memory");
+    mc_param_state_t ps;
+    mc_param_state_alloc(&ps, &t->model);
     int rc;
     if (kind && strcmp(kind, "dp_reshardable") == 0)
         rc = dp_reshardable_state(s, sh, n_sh, &ps, err, n);
@@ -481,10 +457,7 @@ int mc_dist_load(mc_trainer_t *t, const char *iter_dir, bool release, mc_dist_us
     if (!rc && mc_ckpt_apply(t, ck, &opts, &got, inner, sizeof(inner)) != 0)
         rc = mc_errf(err, n, "%s: %s", iter_dir, inner);
     mc_ckpt_order_free(&got.order);
-    if (!rc && got.foreign_rng && t->par.rank == t->par.last_rank)
-        printf("WARNING: the checkpoint's rng state is Megatron-LM's (Python, numpy, torch and "
-               "CUDA generators), which megatron-c's dropout (Philox, keyed by --seed) cannot "
-               "continue: not loaded, as with --no-load-rng\n");
+    u->foreign_rng = got.foreign_rng;
     if (!rc && !release && !a->finetune && !a->no_load_optim)
         rc = load_optimizer(&s, t, sh, n_sh, err, n);
     mc_py_decref(ck);

@@ -23,11 +23,6 @@ struct mc_dist_job {
     mc_pyobj_t **objs; /* for the asynchronous snapshot */
 };
 
-static mc_torch_dtype_t model_dtype(const mc_args_t *a)
-{
-    return a->bf16 ? MC_TORCH_BFLOAT16 : a->fp16 ? MC_TORCH_FLOAT16 : MC_TORCH_FLOAT32;
-}
-
 static const char *optim_sharding(const mc_args_t *a)
 {
     return a->dist_ckpt_optim_fully_reshardable ? "fully_reshardable" : "dp_reshardable";
@@ -59,13 +54,10 @@ static void add_model(const mc_trainer_t *t, mc_dcp_writer_t *w, const mc_shard_
     const mc_gpt_t *m = &t->model;
     for (int k = 0; k < n; k++) {
         if (!s[k].main) continue;
-        const mc_param_t *p = &m->params[s[k].param];
-        const void *at = mc_gpt_param_at(m, p->offset + s[k].start);
+        const void *at = mc_gpt_param_at(m, m->params[s[k].param].offset + s[k].start);
         add_tensor(
             w, s[k].key,
-            m->cfg.dt == MC_DT_F32
-                ? mc_ckpt_host_tensor_as(m->be, at, s[k].ndim, s[k].sizes, model_dtype(t->args))
-                : mc_ckpt_host_tensor(m->be, at, m->cfg.dt, s[k].ndim, s[k].sizes),
+            mc_ckpt_weight_tensor(m, at, s[k].ndim, s[k].sizes, mc_ckpt_model_dtype(t->args)),
             &s[k]);
     }
 }
@@ -125,10 +117,9 @@ static int by_pos(const void *a, const void *b)
 /* dp_reshardable: bucket k of chunk c (world range [wstart, wstart + its unpadded length)) as
  * one 1-D tensor per state, a chunk per parameter and per gap (the padding between parameters:
  * zeros here, uninitialised memory in Megatron's). spans: the chunk's parameters by position. */
-static void add_bucket(mc_dcp_writer_t *w, const char *prefix, mc_pyobj_t *const world[3], long len,
-                       long wstart, const span_t *spans, int n_spans)
+static void add_bucket(mc_dcp_writer_t *w, const char *prefix, const mc_pyobj_t *const world[3],
+                       long len, long wstart, const span_t *spans, int n_spans)
 {
-    static const char *const names[] = {"param", "exp_avg", "exp_avg_sq"};
     long at = 0;
     int i = 0;
     while (i < n_spans && spans[i].pos < wstart) i++;
@@ -137,7 +128,7 @@ static void add_bucket(mc_dcp_writer_t *w, const char *prefix, mc_pyobj_t *const
         const long piece = next > at ? next - at : spans[i++].numel; /* a gap, else a parameter */
         for (int v = 0; v < 3; v++) {
             char key[320];
-            snprintf(key, sizeof(key), "%s.%s", prefix, names[v]);
+            snprintf(key, sizeof(key), "%s.%s", prefix, mc_ckpt_state_keys[v]);
             const int64_t global[1] = {len}, offs[1] = {at};
             mc_pyobj_t *tensor = view(world[v], wstart + at, piece);
             need(!tensor || mc_dcp_writer_add_tensor(w, key, tensor, global, offs));
@@ -145,19 +136,6 @@ static void add_bucket(mc_dcp_writer_t *w, const char *prefix, mc_pyobj_t *const
         }
         at += piece;
     }
-}
-
-static void dtype_text(const mc_args_t *a, char *buf, size_t n)
-{
-    const char *param, *grad;
-    mc_ckpt_buffer_dtypes(a, &param, &grad);
-    snprintf(buf, n, "(torch.%s, torch.%s)", param, grad);
-}
-
-/* Megatron's index of this (tp, pp) domain: the rank in the model-parallel group. */
-int mc_dist_domain(const mc_trainer_t *t)
-{
-    return t->par.me.pp * t->args->tensor_model_parallel_size + t->par.me.tp;
 }
 
 /* The distributed optimizer's dp_reshardable state: the buckets of every buffer and the
@@ -174,27 +152,20 @@ static void add_dp_reshardable(mc_trainer_t *t, mc_dcp_writer_t *w, const mc_pyo
     }
     mc_ckpt_buffers_t b;
     mc_ckpt_buffers(t, &o, &b);
-    char prefix[256], dt[64], key[320];
-    const int dom = mc_dist_domain(t);
-    dtype_text(t->args, dt, sizeof(dt));
+    char prefix[256], key[320];
+    const int dom = mc_dist_domain(t->args, t->par.me.tp, t->par.me.pp);
     span_t *spans = malloc((size_t)(m->n_params + 1) * sizeof(span_t));
     if (!spans) mc_fatal("out of host memory preparing a checkpoint");
     for (int c = 0; c < b.n_chunks; c++) {
-        const mc_pyobj_t *by_dtype = mc_py_dict_get_int(d, c);
-        mc_pyobj_t *world[3];
-        for (int v = 0; v < 3; v++)
-            world[v] = mc_py_dict_get_str(by_dtype->dict.vals[0], v == 0   ? "param"
-                                                                  : v == 1 ? "exp_avg"
-                                                                           : "exp_avg_sq");
+        const mc_pyobj_t *world[3];
+        for (int v = 0; v < 3; v++) world[v] = mc_ckpt_distopt_world(d, c, v);
         int n_spans = 0;
         for (int i = 0; i < m->n_params; i++)
             if (b.chunk[i] == c) spans[n_spans++] = (span_t){b.pos[i], m->params[i].numel};
         qsort(spans, (size_t)n_spans, sizeof(span_t), by_pos);
         long wstart = 0;
         for (int k = 0; k < b.l[c].n_buckets; k++) {
-            snprintf(prefix, sizeof(prefix),
-                     "optimizer.distributed.dp_group_idx_%d.gbuf_idx_%d.dtype_%s.bucket_idx_%d",
-                     dom, c, dt, k);
+            mc_dist_bucket_key(t->args, dom, c, k, prefix, sizeof(prefix));
             const long len = b.l[c].buckets[k].numel_unpadded;
             add_bucket(w, prefix, world, len, wstart, spans, n_spans);
             wstart += len;
@@ -203,33 +174,17 @@ static void add_dp_reshardable(mc_trainer_t *t, mc_dcp_writer_t *w, const mc_pyo
     free(spans);
     static const char *const lists[] = {"per_bucket_numel", "per_bucket_numel_unpadded"};
     for (int k = 0; k < 2; k++) {
-        snprintf(key, sizeof(key), "optimizer.distributed.dp_group_idx_%d.%s/shard_0_1", dom,
-                 lists[k]);
+        mc_dist_optim_key(key, sizeof(key), dom, lists[k], true);
         add_object(w, key, mc_py_incref(mc_py_dict_get_str(d, lists[k])));
     }
     /* DistributedOptimizer.state_dict()'s entries, one object each */
     for (size_t k = 0; k < opt->dict.len; k++) {
-        snprintf(key, sizeof(key), "optimizer.distributed.dp_group_idx_%d.%s/shard_0_1", dom,
-                 mc_py_get_str(opt->dict.keys[k]));
+        mc_dist_optim_key(key, sizeof(key), dom, mc_py_get_str(opt->dict.keys[k]), true);
         add_object(w, key, mc_py_incref(opt->dict.vals[k]));
     }
     mc_ckpt_buffers_free(&b);
     mc_ckpt_order_free(&o);
     mc_py_decref(d);
-}
-
-/* The legacy optimizer dict without its tensors, and Megatron's common_step: what common.pt
- * holds of the plain optimizer (its tensors are sharded). */
-static void strip_state(mc_pyobj_t *opt, int step)
-{
-    mc_pyobj_t *inner = mc_py_dict_get_str(opt, "optimizer");
-    if (!inner) inner = opt;
-    mc_pyobj_t *state = mc_py_dict();
-    need(mc_py_dict_set_str(state, "common_step", mc_py_int(step)));
-    need(mc_py_dict_set_str(inner, "state", state));
-    mc_pyobj_t *key = mc_py_str("fp32_from_fp16_params");
-    if (mc_py_dict_get(opt, key)) mc_py_dict_del(opt, key);
-    mc_py_decref(key);
 }
 
 static mc_pyobj_t *content_metadata(const mc_args_t *a)
@@ -270,7 +225,7 @@ static mc_pyobj_t *add_optimizer(mc_trainer_t *t, mc_dcp_writer_t *w, const mc_s
     const mc_args_t *a = t->args;
     mc_ckpt_order_t o;
     need(mc_ckpt_order_spec(&t->model, mc_ckpt_names_of(a), &o));
-    mc_pyobj_t *opt = mc_ckpt_optimizer_dict(t, &o);
+    mc_pyobj_t *opt = mc_ckpt_optimizer_common(t, &o);
     mc_ckpt_order_free(&o);
     need(!opt);
     if (t->ddp.dist_opt && !a->dist_ckpt_optim_fully_reshardable) {
@@ -284,7 +239,6 @@ static mc_pyobj_t *add_optimizer(mc_trainer_t *t, mc_dcp_writer_t *w, const mc_s
         if (ps.n && t->ddp.dp_rank == 0)
             add_param_state(w, &ps, s, n, masters, t->ddp.dist_opt ? "param" : "fp32_param");
         mc_param_state_free(&ps);
-        if (!t->ddp.dist_opt) strip_state(opt, t->opt.step);
     }
     if (t->ddp.dist_opt)
         need(mc_py_dict_set_str(opt, "param_state_sharding_type", mc_py_str(optim_sharding(a))));
@@ -342,9 +296,8 @@ void mc_dist_write(mc_dist_job_t *j, char *err, size_t n)
         mc_py_decref(j->common);
         j->common = NULL;
     }
-    const int rc = mc_dcp_writer_finish(j->w, &j->recs, err, n);
+    mc_dcp_writer_finish(j->w, &j->recs, err, n); /* frees the writer, also on error */
     j->w = NULL;
-    (void)rc;
 }
 
 /* Every rank's packed records on rank 0 (the comm layer has no gather: an all-gather of the
@@ -373,16 +326,6 @@ static uint8_t *gather_records(mc_trainer_t *t, const uint8_t *mine, size_t len,
     return all;
 }
 
-static int write_text(const char *path, const char *text, char *err, size_t n)
-{
-    FILE *f = fopen(path, "w");
-    if (!f || fputs(text, f) < 0 || fflush(f) != 0) {
-        if (f) fclose(f);
-        return mc_path_errf(err, n, path, "cannot write it");
-    }
-    return fclose(f) == 0 ? 0 : mc_path_errf(err, n, path, "cannot write it");
-}
-
 void mc_dist_write_index(const char *staging, const char *final, const mc_dcp_records_t *recs,
                          char *err, size_t n)
 {
@@ -391,11 +334,11 @@ void mc_dist_write_index(const char *staging, const char *final, const mc_dcp_re
     if (mc_dcp_meta_from_records(recs, &m, err, n) == 0) {
         snprintf(path, sizeof(path), "%s/.metadata", staging);
         if (mc_dcp_meta_write(path, &m, final, err, n) == 0) {
+            static const char json[] =
+                "{\"sharded_backend\": \"torch_dist\", \"sharded_backend_version\": 1, "
+                "\"common_backend\": \"torch\", \"common_backend_version\": 1}";
             snprintf(path, sizeof(path), "%s/metadata.json", staging);
-            write_text(path,
-                       "{\"sharded_backend\": \"torch_dist\", \"sharded_backend_version\": 1, "
-                       "\"common_backend\": \"torch\", \"common_backend_version\": 1}",
-                       err, n);
+            mc_write_file(path, json, sizeof(json) - 1, err, n);
         }
     }
     mc_dcp_meta_free(&m);
@@ -414,13 +357,8 @@ static void job_free(mc_dist_job_t *j)
 
 void mc_dist_collect(mc_dist_job_t *j, mc_dcp_records_t *recs)
 {
-    uint8_t *buf = NULL;
-    size_t len = 0;
-    char err[256];
-    if (mc_dcp_records_pack(&j->recs, &buf, &len) != 0 ||
-        mc_dcp_records_unpack(buf, len, recs, err, sizeof(err)) != 0)
+    if (mc_dcp_records_move(recs, &j->recs) != 0)
         mc_fatal("out of host memory collecting a checkpoint's index");
-    free(buf);
     job_free(j);
 }
 

@@ -9,13 +9,7 @@
 #include <string.h>
 
 #include "ckpt/dist.h"
-
-static const char *const k_fused[][2] = {
-    {"input_layernorm.weight", "self_attention.linear_qkv.layer_norm_weight"},
-    {"input_layernorm.bias", "self_attention.linear_qkv.layer_norm_bias"},
-    {"pre_mlp_layernorm.weight", "mlp.linear_fc1.layer_norm_weight"},
-    {"pre_mlp_layernorm.bias", "mlp.linear_fc1.layer_norm_bias"},
-};
+#include "ckpt/state.h"
 
 /* The key of parameter p; *layer its global layer number (-1 outside the layers). */
 static void shard_key(const mc_param_t *p, char *buf, size_t n, int *layer)
@@ -27,10 +21,7 @@ static void shard_key(const mc_param_t *p, char *buf, size_t n, int *layer)
         snprintf(buf, n, "%s", p->shared ? "embedding.word_embeddings.weight" : p->name);
         return;
     }
-    const char *suffix = p->name + used;
-    for (size_t k = 0; k < sizeof(k_fused) / sizeof(k_fused[0]); k++)
-        if (strcmp(suffix, k_fused[k][0]) == 0) suffix = k_fused[k][1];
-    snprintf(buf, n, "decoder.layers.%s", suffix);
+    snprintf(buf, n, "decoder.layers.%s", mc_ckpt_te_name(p->name + used));
 }
 
 /* A piece of p: rows [row0, row0 + rows) of the local tensor at global row grow and global
@@ -105,37 +96,23 @@ void mc_dist_rng_key(const mc_trainer_t *t, char *buf, size_t n)
              t->args->pipeline_model_parallel_size, t->args->tensor_model_parallel_size);
 }
 
-/* Recursion over the dimensions of the overlap, innermost copied as one run. */
-static void copy_dim(int d, int ndim, const int64_t *lo, const int64_t *hi, const int64_t *src_off,
-                     const int64_t *src_sizes, const char *src, const int64_t *dst_off,
-                     const int64_t *dst_sizes, char *dst, size_t es)
+int mc_dist_domain(const mc_args_t *a, int tp, int pp)
 {
-    if (d == ndim - 1) {
-        memcpy(dst + (size_t)(lo[d] - dst_off[d]) * es, src + (size_t)(lo[d] - src_off[d]) * es,
-               (size_t)(hi[d] - lo[d]) * es);
-        return;
-    }
-    size_t src_stride = es, dst_stride = es;
-    for (int k = d + 1; k < ndim; k++) {
-        src_stride *= (size_t)src_sizes[k];
-        dst_stride *= (size_t)dst_sizes[k];
-    }
-    for (int64_t i = lo[d]; i < hi[d]; i++)
-        copy_dim(d + 1, ndim, lo, hi, src_off, src_sizes,
-                 src + (size_t)(i - src_off[d]) * src_stride, dst_off, dst_sizes,
-                 dst + (size_t)(i - dst_off[d]) * dst_stride, es);
+    return pp * a->tensor_model_parallel_size + tp;
 }
 
-void mc_dist_copy_overlap(int ndim, const int64_t *src_off, const int64_t *src_sizes,
-                          const void *src, const int64_t *dst_off, const int64_t *dst_sizes,
-                          void *dst, size_t es)
+void mc_dist_optim_key(char *buf, size_t n, int domain, const char *what, bool object)
 {
-    int64_t lo[MC_DCP_MAX_DIMS], hi[MC_DCP_MAX_DIMS];
-    for (int d = 0; d < ndim; d++) {
-        lo[d] = src_off[d] > dst_off[d] ? src_off[d] : dst_off[d];
-        const int64_t a = src_off[d] + src_sizes[d], b = dst_off[d] + dst_sizes[d];
-        hi[d] = a < b ? a : b;
-        if (hi[d] <= lo[d]) return;
-    }
-    copy_dim(0, ndim, lo, hi, src_off, src_sizes, src, dst_off, dst_sizes, dst, es);
+    snprintf(buf, n, "optimizer.distributed.dp_group_idx_%d.%s%s", domain, what,
+             object ? "/shard_0_1" : "");
+}
+
+void mc_dist_bucket_key(const mc_args_t *a, int domain, int chunk, int bucket, char *buf, size_t n)
+{
+    const char *param, *grad;
+    mc_ckpt_buffer_dtypes(a, &param, &grad);
+    char what[160];
+    snprintf(what, sizeof(what), "gbuf_idx_%d.dtype_(torch.%s, torch.%s).bucket_idx_%d", chunk,
+             param, grad, bucket);
+    mc_dist_optim_key(buf, n, domain, what, false);
 }

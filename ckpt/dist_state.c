@@ -8,8 +8,6 @@
 #include "ckpt/dist.h"
 #include "ckpt/state.h"
 
-static const char *const k_keys[] = {"param", "exp_avg", "exp_avg_sq"};
-
 void mc_param_state_free(mc_param_state_t *s)
 {
     for (int i = 0; i < s->n; i++)
@@ -18,7 +16,7 @@ void mc_param_state_free(mc_param_state_t *s)
     memset(s, 0, sizeof(*s));
 }
 
-static void state_alloc(mc_param_state_t *s, const mc_gpt_t *m)
+void mc_param_state_alloc(mc_param_state_t *s, const mc_gpt_t *m)
 {
     s->n = m->n_params;
     s->v = calloc((size_t)(s->n ? s->n : 1), sizeof(*s->v));
@@ -37,14 +35,6 @@ static int order_of(const mc_trainer_t *t, mc_ckpt_order_t *o)
     return 0;
 }
 
-/* The world tensors of chunk c in a dp_zero dict. */
-static const mc_pyobj_t *world_of(const mc_pyobj_t *d, int c, int k)
-{
-    const mc_pyobj_t *by_dtype = mc_py_dict_get_int(d, c);
-    if (!by_dtype || by_dtype->kind != MC_PY_DICT || by_dtype->dict.len != 1) return NULL;
-    return mc_py_dict_get_str(by_dtype->dict.vals[0], k_keys[k]);
-}
-
 void mc_param_state_get(mc_trainer_t *t, mc_param_state_t *s)
 {
     const mc_gpt_t *m = &t->model;
@@ -57,10 +47,10 @@ void mc_param_state_get(mc_trainer_t *t, mc_param_state_t *s)
         if (d) {
             mc_ckpt_buffers_t b;
             mc_ckpt_buffers(t, &o, &b);
-            state_alloc(s, m);
+            mc_param_state_alloc(s, m);
             for (int i = 0; i < m->n_params; i++)
                 for (int k = 0; k < 3; k++) {
-                    const float *w = mc_py_tensor_data(world_of(d, b.chunk[i], k));
+                    const float *w = mc_py_tensor_data(mc_ckpt_distopt_world(d, b.chunk[i], k));
                     memcpy(s->v[i][k], w + b.pos[i], (size_t)m->params[i].numel * sizeof(float));
                 }
             mc_ckpt_buffers_free(&b);
@@ -69,7 +59,7 @@ void mc_param_state_get(mc_trainer_t *t, mc_param_state_t *s)
         mc_ckpt_order_free(&o);
         return;
     }
-    state_alloc(s, m);
+    mc_param_state_alloc(s, m);
     for (int i = 0; i < m->n_params; i++) {
         const mc_opt_seg_t *g = &t->opt.segs[i]; /* whole parameter i */
         const size_t bytes = (size_t)m->params[i].numel * sizeof(float);
@@ -95,7 +85,7 @@ static mc_pyobj_t *dp_zero_of(const mc_trainer_t *t, const mc_ckpt_buffers_t *b,
                 if (b->chunk[i] == c)
                     memcpy((float *)mc_py_tensor_data(w) + b->pos[i], s->v[i][k],
                            (size_t)m->params[i].numel * sizeof(float));
-            rc |= mc_py_dict_set_str(state, k_keys[k], w);
+            rc |= mc_py_dict_set_str(state, mc_ckpt_state_keys[k], w);
         }
         rc |= mc_py_dict_set_str(state, "numel_unpadded", mc_py_int(b->unpadded[c]));
         rc |= mc_py_dict_set(by_dtype, mc_ckpt_buffer_dtype_key(t->args), state);

@@ -26,7 +26,7 @@
 #include "base/error.h"
 #include "ckpt/state.h"
 
-static const char *const k_keys[] = {"param", "exp_avg", "exp_avg_sq"};
+const char *const mc_ckpt_state_keys[3] = {"param", "exp_avg", "exp_avg_sq"};
 
 void mc_ckpt_buffers_free(mc_ckpt_buffers_t *b)
 {
@@ -185,7 +185,7 @@ mc_pyobj_t *mc_ckpt_distopt_gather(mc_trainer_t *t, const mc_ckpt_order_t *o)
                 if (b.chunk[i] == c)
                     memcpy(world + b.pos[i], src[k] + m->params[i].offset,
                            (size_t)m->params[i].numel * sizeof(float));
-            rc |= mc_py_dict_set_str(state, k_keys[k], w);
+            rc |= mc_py_dict_set_str(state, mc_ckpt_state_keys[k], w);
         }
         rc |= mc_py_dict_set_str(state, "numel_unpadded", mc_py_int(b.unpadded[c]));
         rc |= mc_py_dict_set(by_dtype, mc_ckpt_buffer_dtype_key(t->args), state);
@@ -203,6 +203,11 @@ mc_pyobj_t *mc_ckpt_distopt_gather(mc_trainer_t *t, const mc_ckpt_order_t *o)
 static const mc_pyobj_t *only_value(const mc_pyobj_t *d)
 {
     return d && d->kind == MC_PY_DICT && d->dict.len == 1 ? d->dict.vals[0] : NULL;
+}
+
+const mc_pyobj_t *mc_ckpt_distopt_world(const mc_pyobj_t *d, int c, int k)
+{
+    return mc_py_dict_get_str(only_value(mc_py_dict_get_int(d, c)), mc_ckpt_state_keys[k]);
 }
 
 /* Buffer c of the file against this run's: its size, and its buckets when the file lists them. */
@@ -251,12 +256,12 @@ static int check_buffer(const mc_pyobj_t *d, const mc_ckpt_buffers_t *b, int c,
                            c, mc_py_len(per), l->n_buckets);
     }
     for (int k = 0; k < 3; k++) {
-        const mc_pyobj_t *w = mc_py_dict_get_str(*state, k_keys[k]);
+        const mc_pyobj_t *w = mc_py_dict_get_str(*state, mc_ckpt_state_keys[k]);
         if (!w || w->kind != MC_PY_TENSOR || w->tensor.dtype != MC_TORCH_FLOAT32 ||
             w->tensor.ndim != 1 || w->tensor.shape[0] != b->unpadded[c] ||
             !mc_py_tensor_contiguous(w))
             return mc_errf(err, n, "buffer %d: '%s' is not a float32 vector of %ld elements", c,
-                           k_keys[k], b->unpadded[c]);
+                           mc_ckpt_state_keys[k], b->unpadded[c]);
     }
     return 0;
 }
@@ -279,7 +284,7 @@ int mc_ckpt_distopt_load(mc_trainer_t *t, const mc_pyobj_t *d, const mc_ckpt_ord
     for (int c = 0; c < b.n_chunks && !rc; c++) {
         const float *world[3];
         for (int k = 0; k < 3; k++)
-            world[k] = mc_py_tensor_data(mc_py_dict_get_str(state[c], k_keys[k]));
+            world[k] = mc_py_tensor_data(mc_py_dict_get_str(state[c], mc_ckpt_state_keys[k]));
         /* fp32 training: every parameter's fp32 master is the model's weight, and ranks must agree
          * on all of them, not only their shards (a 16-bit model's weights came from the model
          * entry; its masters are sharded, below) */

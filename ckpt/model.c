@@ -125,21 +125,35 @@ mc_ckpt_names_t mc_ckpt_names_of(const mc_args_t *a)
                                                                   : MC_CKPT_NAMES_LOCAL;
 }
 
-/* Megatron's key of a parameter in chunk c: its global layer number made chunk-local, in the
- * spec's names. */
-static void param_key(const mc_gpt_t *m, int c, const char *global, mc_ckpt_names_t names,
-                      char *buf, size_t n)
+const char *mc_ckpt_te_name(const char *suffix)
+{
+    for (size_t k = 0; k < sizeof(k_te_names) / sizeof(k_te_names[0]); k++)
+        if (strcmp(suffix, k_te_names[k][0]) == 0) return k_te_names[k][1];
+    return suffix;
+}
+
+mc_torch_dtype_t mc_ckpt_model_dtype(const mc_args_t *a)
+{
+    return a->bf16 ? MC_TORCH_BFLOAT16 : a->fp16 ? MC_TORCH_FLOAT16 : MC_TORCH_FLOAT32;
+}
+
+void mc_ckpt_param_key(const mc_gpt_t *m, int c, const char *global, mc_ckpt_names_t names,
+                       char *buf, size_t n)
 {
     int layer, used = 0;
     if (sscanf(global, "decoder.layers.%d.%n", &layer, &used) != 1 || used == 0) {
         snprintf(buf, n, "%s", global);
         return;
     }
-    const char *suffix = global + used;
-    for (size_t k = 0; names == MC_CKPT_NAMES_TE && k < sizeof(k_te_names) / sizeof(k_te_names[0]);
-         k++)
-        if (strcmp(suffix, k_te_names[k][0]) == 0) suffix = k_te_names[k][1];
+    const char *suffix = names == MC_CKPT_NAMES_TE ? mc_ckpt_te_name(global + used) : global + used;
     snprintf(buf, n, "decoder.layers.%d.%s", layer - m->cfg.chunk[c].first_layer, suffix);
+}
+
+mc_pyobj_t *mc_ckpt_weight_tensor(const mc_gpt_t *m, const void *w, int ndim, const int64_t *shape,
+                                  mc_torch_dtype_t dt)
+{
+    return m->cfg.dt == MC_DT_F32 ? mc_ckpt_host_tensor_as(m->be, w, ndim, shape, dt)
+                                  : mc_ckpt_host_tensor(m->be, w, m->cfg.dt, ndim, shape);
 }
 
 void mc_ckpt_model_key(const mc_gpt_t *m, int c, char *buf, size_t n)
@@ -227,8 +241,10 @@ static char (*chunk_keys(const mc_gpt_t *m, int c, int first, int count))[KEY_MA
 {
     char(*keys)[KEY_MAX] = malloc((size_t)(2 * count + 1) * KEY_MAX);
     for (int i = 0; keys && i < count; i++) {
-        param_key(m, c, m->params[first + i].name, MC_CKPT_NAMES_LOCAL, keys[2 * i], KEY_MAX);
-        param_key(m, c, m->params[first + i].name, MC_CKPT_NAMES_TE, keys[2 * i + 1], KEY_MAX);
+        mc_ckpt_param_key(m, c, m->params[first + i].name, MC_CKPT_NAMES_LOCAL, keys[2 * i],
+                          KEY_MAX);
+        mc_ckpt_param_key(m, c, m->params[first + i].name, MC_CKPT_NAMES_TE, keys[2 * i + 1],
+                          KEY_MAX);
     }
     return keys;
 }
@@ -336,19 +352,16 @@ mc_pyobj_t *mc_ckpt_model_dict(const mc_gpt_t *m, const mc_ckpt_order_t *o, int 
     const int lo = c ? o->chunk_end[c - 1] : 0, hi = o->chunk_end[c];
     for (int k = lo; k < hi; k++) {
         const mc_param_t *p = &m->params[o->param[k]];
-        param_key(m, c, p->name, o->names, key, sizeof(key));
-        /* a 16-bit model's own weights; fp32 ones (training, or the converter's masters) rounded
-         * to the checkpoint's type, which is then what a 16-bit run holds */
-        const void *w = mc_gpt_param_at(m, p->offset);
-        rc |= mc_py_dict_set_str(sd, key,
-                                 m->cfg.dt == MC_DT_F32
-                                     ? mc_ckpt_host_tensor_as(m->be, w, p->ndim, p->local, dt)
-                                     : mc_ckpt_host_tensor(m->be, w, m->cfg.dt, p->ndim, p->local));
+        mc_ckpt_param_key(m, c, p->name, o->names, key, sizeof(key));
+        rc |= mc_py_dict_set_str(
+            sd, key,
+            mc_ckpt_weight_tensor(m, mc_gpt_param_at(m, p->offset), p->ndim, p->local, dt));
         /* the module's _extra_state follows its last parameter */
         if (linear_module(key, module, sizeof(module))) {
             bool last = k + 1 == hi;
             if (!last) {
-                param_key(m, c, m->params[o->param[k + 1]].name, o->names, next, sizeof(next));
+                mc_ckpt_param_key(m, c, m->params[o->param[k + 1]].name, o->names, next,
+                                  sizeof(next));
                 linear_module(next, next_module, sizeof(next_module));
             }
             if (last || strcmp(next_module, module) != 0)
@@ -373,8 +386,8 @@ int mc_ckpt_model_load(mc_gpt_t *m, int c, const mc_pyobj_t *sd, char *err, size
     char local[KEY_MAX], te[KEY_MAX];
     for (int i = first; i < first + count; i++) {
         const mc_param_t *p = &m->params[i];
-        param_key(m, c, p->name, MC_CKPT_NAMES_LOCAL, local, sizeof(local));
-        param_key(m, c, p->name, MC_CKPT_NAMES_TE, te, sizeof(te));
+        mc_ckpt_param_key(m, c, p->name, MC_CKPT_NAMES_LOCAL, local, sizeof(local));
+        mc_ckpt_param_key(m, c, p->name, MC_CKPT_NAMES_TE, te, sizeof(te));
         const mc_pyobj_t *t = mc_py_dict_get_str(sd, local);
         const char *key = local;
         if (!t && (t = mc_py_dict_get_str(sd, te))) key = te;

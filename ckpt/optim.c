@@ -262,7 +262,20 @@ static mc_pyobj_t *masters(const mc_trainer_t *t, const mc_ckpt_order_t *o)
     return groups;
 }
 
-mc_pyobj_t *mc_ckpt_optimizer_dict(const mc_trainer_t *t, const mc_ckpt_order_t *o)
+/* Megatron's torch_dist common_step in place of the per-parameter state, whose tensors are
+ * sharded. */
+static mc_pyobj_t *common_state(const mc_trainer_t *t)
+{
+    mc_pyobj_t *state = mc_py_dict();
+    if (mc_py_dict_set_str(state, "common_step", mc_py_int(t->opt.step))) {
+        mc_py_decref(state);
+        return NULL;
+    }
+    return state;
+}
+
+/* tensors: the legacy form; otherwise torch_dist's common part (no tensor at all). */
+static mc_pyobj_t *optimizer_dict(const mc_trainer_t *t, const mc_ckpt_order_t *o, bool tensors)
 {
     const mc_gpt_t *m = &t->model;
     int *idx = malloc((size_t)(m->n_params ? m->n_params : 1) * sizeof(int));
@@ -284,14 +297,14 @@ mc_pyobj_t *mc_ckpt_optimizer_dict(const mc_trainer_t *t, const mc_ckpt_order_t 
             rc |= mc_py_dict_set_str(out, "grad_scaler", scaler_dict(&t->scaler));
     } else if (model_16bit(t->args)) {
         mc_pyobj_t *inner = mc_py_dict();
-        rc |= mc_py_dict_set_str(inner, "state", adam_state(t, o, idx));
+        rc |= mc_py_dict_set_str(inner, "state", tensors ? adam_state(t, o, idx) : common_state(t));
         rc |= mc_py_dict_set_str(inner, "param_groups", param_groups(t, o, idx, true));
         rc |= mc_py_dict_set_str(out, "optimizer", inner);
         if (t->scaler.enabled)
             rc |= mc_py_dict_set_str(out, "grad_scaler", scaler_dict(&t->scaler));
-        rc |= mc_py_dict_set_str(out, "fp32_from_fp16_params", masters(t, o));
+        if (tensors) rc |= mc_py_dict_set_str(out, "fp32_from_fp16_params", masters(t, o));
     } else {
-        rc |= mc_py_dict_set_str(out, "state", adam_state(t, o, idx));
+        rc |= mc_py_dict_set_str(out, "state", tensors ? adam_state(t, o, idx) : common_state(t));
         rc |= mc_py_dict_set_str(out, "param_groups", param_groups(t, o, idx, true));
     }
     free(idx);
@@ -300,6 +313,16 @@ mc_pyobj_t *mc_ckpt_optimizer_dict(const mc_trainer_t *t, const mc_ckpt_order_t 
         return NULL;
     }
     return out;
+}
+
+mc_pyobj_t *mc_ckpt_optimizer_dict(const mc_trainer_t *t, const mc_ckpt_order_t *o)
+{
+    return optimizer_dict(t, o, true);
+}
+
+mc_pyobj_t *mc_ckpt_optimizer_common(const mc_trainer_t *t, const mc_ckpt_order_t *o)
+{
+    return optimizer_dict(t, o, false);
 }
 
 /* ---- load ---- */

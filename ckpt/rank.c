@@ -27,11 +27,6 @@ mc_pyobj_t *mc_ckpt_rng_state(const mc_trainer_t *t)
     return list;
 }
 
-static mc_torch_dtype_t model_dtype(const mc_args_t *a)
-{
-    return a->bf16 ? MC_TORCH_BFLOAT16 : a->fp16 ? MC_TORCH_FLOAT16 : MC_TORCH_FLOAT32;
-}
-
 mc_pyobj_t *mc_ckpt_state_dict(const mc_trainer_t *t)
 {
     const mc_args_t *a = t->args;
@@ -47,7 +42,8 @@ mc_pyobj_t *mc_ckpt_state_dict(const mc_trainer_t *t)
     for (int c = 0; c < t->model.cfg.n_chunks; c++) {
         char key[32];
         mc_ckpt_model_key(&t->model, c, key, sizeof(key));
-        rc |= mc_py_dict_set_str(sd, key, mc_ckpt_model_dict(&t->model, &o, c, model_dtype(a)));
+        rc |= mc_py_dict_set_str(sd, key,
+                                 mc_ckpt_model_dict(&t->model, &o, c, mc_ckpt_model_dtype(a)));
     }
     if (!a->no_save_optim) {
         rc |= mc_py_dict_set_str(sd, "optimizer", mc_ckpt_optimizer_dict(t, &o));
@@ -86,6 +82,13 @@ static int load_rng(mc_trainer_t *t, const mc_pyobj_t *ck, mc_ckpt_applied_t *ou
     }
     return mc_errf(err, n,
                    "the rng state is neither megatron-c's nor Megatron-LM's: add --no-load-rng");
+}
+
+void mc_ckpt_warn_foreign_rng(void)
+{
+    printf("WARNING: the checkpoint's rng state is Megatron-LM's (Python, numpy, torch and CUDA "
+           "generators), which megatron-c's dropout (Philox, keyed by --seed) cannot continue: "
+           "not loaded, as with --no-load-rng\n");
 }
 
 /* Whether the chunks' weights are 16-bit (a --bf16/--fp16 run's). */

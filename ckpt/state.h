@@ -61,6 +61,21 @@ int mc_ckpt_order_spec(const mc_gpt_t *m, mc_ckpt_names_t names, mc_ckpt_order_t
 int mc_ckpt_order_file(const mc_gpt_t *m, const mc_pyobj_t *ck, mc_ckpt_order_t *o, char *err,
                        size_t n);
 void mc_ckpt_order_free(mc_ckpt_order_t *o);
+/* Megatron's key of a parameter (global name, global layer numbers) in chunk c's state dict:
+ * its layer number made chunk-local, in the spec's names. */
+void mc_ckpt_param_key(const mc_gpt_t *m, int c, const char *global, mc_ckpt_names_t names,
+                       char *buf, size_t n);
+/* A layer parameter's name suffix in Transformer Engine's spec: the LayerNorms fused into the
+ * linear that follows ("input_layernorm.weight" -> "self_attention.linear_qkv.layer_norm_weight");
+ * other suffixes unchanged. */
+const char *mc_ckpt_te_name(const char *suffix);
+/* The type of a run's model weights in its checkpoints: bfloat16, float16 or float32. */
+mc_torch_dtype_t mc_ckpt_model_dtype(const mc_args_t *a);
+/* Model weights at w (the model's buffer) as a checkpoint tensor of dt: a 16-bit model's own
+ * weights, fp32 ones (training, or the converter's masters) rounded to dt, which is then what a
+ * 16-bit run holds. */
+mc_pyobj_t *mc_ckpt_weight_tensor(const mc_gpt_t *m, const void *w, int ndim, const int64_t *shape,
+                                  mc_torch_dtype_t dt);
 /* "model" with one chunk, "model<c>" with several. */
 void mc_ckpt_model_key(const mc_gpt_t *m, int c, char *buf, size_t n);
 
@@ -83,6 +98,9 @@ int mc_ckpt_model_load(mc_gpt_t *m, int c, const mc_pyobj_t *sd, char *err, size
  * for --bf16/--fp16; DistributedOptimizer's {optimizer: {param_groups}} (the state going to
  * distrib_optim.pt) with --use-distributed-optimizer. */
 mc_pyobj_t *mc_ckpt_optimizer_dict(const mc_trainer_t *t, const mc_ckpt_order_t *o);
+/* The same without any tensor: torch_dist's common.pt entry, whose tensors are sharded (the
+ * per-parameter state becomes {common_step: step}; no fp32_from_fp16_params). */
+mc_pyobj_t *mc_ckpt_optimizer_common(const mc_trainer_t *t, const mc_ckpt_order_t *o);
 /* Loads any of those forms (Megatron's with Apex/TE FusedAdam or torch's Adam). The fp32 master
  * parameters of a 16-bit checkpoint are the true weights: they replace what the model entries
  * gave. */
@@ -119,6 +137,12 @@ void mc_ckpt_buffers_free(mc_ckpt_buffers_t *b);
 void mc_ckpt_buffer_dtypes(const mc_args_t *a, const char **param, const char **grad);
 mc_pyobj_t *mc_ckpt_buffer_dtype_key(const mc_args_t *a);
 
+/* The distributed optimizer's per-parameter states, in Megatron's names and order: the fp32
+ * master "param", "exp_avg", "exp_avg_sq". */
+extern const char *const mc_ckpt_state_keys[3];
+/* World tensor k (an index of mc_ckpt_state_keys) of buffer c in a dp_zero dict, or NULL. */
+const mc_pyobj_t *mc_ckpt_distopt_world(const mc_pyobj_t *d, int c, int k);
+
 /* Collective over the data-parallel group: every rank's Adam shards gathered into Megatron's
  * get_parameter_state_dp_zero() dict (one buffer per model chunk, laid out in o's order),
  * returned on dp rank 0 (NULL on the others). */
@@ -149,6 +173,9 @@ typedef struct {
     bool weights_16bit;    /* the model entries were 16-bit */
     mc_ckpt_order_t order; /* the file's parameter order (for distrib_optim.pt); free it */
 } mc_ckpt_applied_t;
+
+/* The warning for a foreign_rng load (on the rank that prints). */
+void mc_ckpt_warn_foreign_rng(void);
 
 /* Megatron's load_checkpoint for one rank's model_optim_rng.pt (ck): checks the version and the
  * args, loads the model chunks, the optimizer and scheduler, the dropout seed (unless

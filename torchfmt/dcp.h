@@ -100,6 +100,9 @@ int mc_dcp_records_pack(const mc_dcp_records_t *recs, uint8_t **buf, size_t *len
 int mc_dcp_records_unpack(const uint8_t *buf, size_t len, mc_dcp_records_t *recs, char *err,
                           size_t errn);
 void mc_dcp_records_free(mc_dcp_records_t *recs);
+/* Appends src's records to dst (their keys move with them) and empties src. 0, or -1 when out
+ * of memory (the records not moved stay in src). */
+int mc_dcp_records_move(mc_dcp_records_t *dst, mc_dcp_records_t *src);
 /* Every rank's records merged into a checkpoint index: keys in the order first met, chunks in
  * the order given. Fails (one line naming the key) when two records of one key disagree on
  * shape, dtype or kind, when a byte key has two items, or when a tensor's chunks do not tile
@@ -151,6 +154,12 @@ void mc_dcp_reader_free(mc_dcp_reader_t *r);
 int mc_dcp_read_box(mc_dcp_reader_t *r, const char *key, int ndim, const int64_t *start,
                     const int64_t *sizes, mc_torch_dtype_t dst_dtype, void *dst, char *err,
                     size_t errn);
+/* Copies where the box (src_off, src_sizes) of a global tensor, held contiguously in src as
+ * sdt, overlaps the box (dst_off, dst_sizes) held in dst as ddt: a copy, or between the float
+ * types with one rounding to nearest even. Nothing when they do not overlap. */
+void mc_dcp_copy_overlap(int ndim, const int64_t *src_off, const int64_t *src_sizes,
+                         const void *src, mc_torch_dtype_t sdt, const int64_t *dst_off,
+                         const int64_t *dst_sizes, void *dst, mc_torch_dtype_t ddt);
 /* A byte item's object (what torch.load of its archive gives: Megatron's one-element list). New
  * reference. */
 int mc_dcp_read_object(mc_dcp_reader_t *r, const char *key, mc_pyobj_t **out, char *err,

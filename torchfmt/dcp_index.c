@@ -232,6 +232,20 @@ void mc_dcp_meta_free(mc_dcp_meta_t *m)
 
 /* ---- records --------------------------------------------------------------------------- */
 
+int mc_dcp_records_move(mc_dcp_records_t *dst, mc_dcp_records_t *src)
+{
+    size_t k = 0;
+    while (k < src->n && dcp_records_push(dst, &src->items[k]) == 0) k++;
+    if (k < src->n) { /* out of memory: the records not moved stay in src */
+        memmove(src->items, src->items + k, (src->n - k) * sizeof *src->items);
+        src->n -= k;
+        return -1;
+    }
+    free(src->items);
+    memset(src, 0, sizeof *src);
+    return 0;
+}
+
 void mc_dcp_records_free(mc_dcp_records_t *recs)
 {
     if (!recs) return;

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <unistd.h>
 
+#include "base/fs.h"
 #include "torchfmt/pickle.h"
 #include "torchfmt/util.h"
 
@@ -27,6 +28,15 @@ static mc_pyobj_t *instance(mc_pyobj_t *cls, mc_pyobj_t *state)
     mc_pyobj_t *o = mc_py_object(mc_py_incref(cls), mc_py_tuple(0), true);
     if (o) o->object.state = state;
     else mc_py_decref(state);
+    return o;
+}
+
+/* An instance of DCP_MOD's class `name` with BUILD state (stolen). */
+static mc_pyobj_t *dcp_instance(const char *name, mc_pyobj_t *state)
+{
+    mc_pyobj_t *cls = mc_py_global(DCP_MOD, name);
+    mc_pyobj_t *o = cls ? instance(cls, state) : (mc_py_decref(state), NULL);
+    mc_py_decref(cls);
     return o;
 }
 
@@ -145,10 +155,7 @@ static mc_pyobj_t *storage_meta(const char *checkpoint_id)
         mc_py_decref(st);
         return NULL;
     }
-    mc_pyobj_t *cls = mc_py_global(DCP_MOD, "StorageMeta");
-    mc_pyobj_t *o = cls ? instance(cls, st) : (mc_py_decref(st), NULL);
-    mc_py_decref(cls);
-    return o;
+    return dcp_instance("StorageMeta", st);
 }
 
 static mc_pyobj_t *metadata_graph(const mc_dcp_meta_t *m, const char *checkpoint_id)
@@ -176,22 +183,7 @@ static mc_pyobj_t *metadata_graph(const mc_dcp_meta_t *m, const char *checkpoint
         mc_py_decref(st);
         return NULL;
     }
-    mc_pyobj_t *cls = mc_py_global(DCP_MOD, "Metadata");
-    mc_pyobj_t *o = cls ? instance(cls, st) : (mc_py_decref(st), NULL);
-    mc_py_decref(cls);
-    return o;
-}
-
-static int write_all(int fd, const uint8_t *p, size_t n)
-{
-    while (n) {
-        ssize_t w = write(fd, p, n);
-        if (w < 0 && errno == EINTR) continue;
-        if (w <= 0) return -1;
-        p += w;
-        n -= (size_t)w;
-    }
-    return 0;
+    return dcp_instance("Metadata", st);
 }
 
 int mc_dcp_meta_write(const char *path, const mc_dcp_meta_t *m, const char *checkpoint_id,
@@ -209,12 +201,7 @@ int mc_dcp_meta_write(const char *path, const mc_dcp_meta_t *m, const char *chec
         ck_err_prefix(err, errn, path);
         return -1;
     }
-    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (fd < 0 || write_all(fd, pkl, len) || fsync(fd)) {
-        rc = mc_errf(err, errn, "%s: %s", path, strerror(errno));
-        if (fd >= 0) unlink(path);
-    }
-    if (fd >= 0 && close(fd) && !rc) rc = mc_errf(err, errn, "%s: %s", path, strerror(errno));
+    rc = mc_write_file(path, pkl, len, err, errn);
     free(pkl);
     return rc;
 }

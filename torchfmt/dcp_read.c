@@ -187,36 +187,29 @@ static void convert(const uint8_t *src, mc_torch_dtype_t sdt, uint8_t *dst, mc_t
         store_f(dst + (size_t)i * ds, ddt, load_f(src + (size_t)i * ss, sdt));
 }
 
-typedef struct {
-    int ndim;
-    const int64_t *start, *sizes; /* the box */
-    mc_torch_dtype_t dt;
-    uint8_t *dst;
-} box_t;
-
-/* Copies the part of chunk c (data src of dtype sdt) inside box b. */
-static void copy_overlap(const box_t *b, const mc_dcp_chunk_t *c, const uint8_t *src,
-                         mc_torch_dtype_t sdt)
+void mc_dcp_copy_overlap(int ndim, const int64_t *src_off, const int64_t *src_sizes,
+                         const void *src, mc_torch_dtype_t sdt, const int64_t *dst_off,
+                         const int64_t *dst_sizes, void *dst, mc_torch_dtype_t ddt)
 {
-    int n = b->ndim;
     int64_t lo[MC_DCP_MAX_DIMS], hi[MC_DCP_MAX_DIMS], idx[MC_DCP_MAX_DIMS];
-    for (int d = 0; d < n; d++) {
-        lo[d] = c->offsets[d] > b->start[d] ? c->offsets[d] : b->start[d];
-        int64_t ce = c->offsets[d] + c->sizes[d], be = b->start[d] + b->sizes[d];
-        hi[d] = ce < be ? ce : be;
+    for (int d = 0; d < ndim; d++) {
+        lo[d] = src_off[d] > dst_off[d] ? src_off[d] : dst_off[d];
+        int64_t se = src_off[d] + src_sizes[d], de = dst_off[d] + dst_sizes[d];
+        hi[d] = se < de ? se : de;
         if (hi[d] <= lo[d]) return;
         idx[d] = lo[d];
     }
-    size_t ss = mc_torch_dtype_size(sdt), ds = mc_torch_dtype_size(b->dt);
-    int64_t run = n ? hi[n - 1] - lo[n - 1] : 1;
+    size_t ss = mc_torch_dtype_size(sdt), ds = mc_torch_dtype_size(ddt);
+    int64_t run = ndim ? hi[ndim - 1] - lo[ndim - 1] : 1;
     for (;;) {
-        int64_t si = 0, di = 0; /* row-major positions in the chunk and the box */
-        for (int d = 0; d < n; d++) {
-            si = si * c->sizes[d] + (idx[d] - c->offsets[d]);
-            di = di * b->sizes[d] + (idx[d] - b->start[d]);
+        int64_t si = 0, di = 0; /* row-major positions in the source and the destination */
+        for (int d = 0; d < ndim; d++) {
+            si = si * src_sizes[d] + (idx[d] - src_off[d]);
+            di = di * dst_sizes[d] + (idx[d] - dst_off[d]);
         }
-        convert(src + (size_t)si * ss, sdt, b->dst + (size_t)di * ds, b->dt, run);
-        int d = n - 2; /* the next row: an odometer over all but the last dimension */
+        convert((const uint8_t *)src + (size_t)si * ss, sdt, (uint8_t *)dst + (size_t)di * ds, ddt,
+                run);
+        int d = ndim - 2; /* the next row: an odometer over all but the last dimension */
         while (d >= 0 && ++idx[d] == hi[d]) idx[d] = lo[d], d--;
         if (d < 0) return;
     }
@@ -244,7 +237,6 @@ int mc_dcp_read_box(mc_dcp_reader_t *r, const char *key, int ndim, const int64_t
         return mc_errf(err, errn, "%s: key '%s': cannot convert %s to %s", r->dir, k,
                        mc_torch_dtype_name(e->dtype), mc_torch_dtype_name(dst_dtype));
     if (dcp_volume(ndim, sizes) == 0) return 0;
-    box_t b = {ndim, start, sizes, dst_dtype, dst};
     for (size_t c = 0; c < e->n_chunks; c++) {
         const mc_dcp_chunk_t *ch = &e->chunks[c];
         bool meets = dcp_volume(ndim, ch->sizes) > 0;
@@ -254,7 +246,8 @@ int mc_dcp_read_box(mc_dcp_reader_t *r, const char *key, int ndim, const int64_t
         if (!meets) continue;
         const mc_pyobj_t *t = chunk_tensor(r, (size_t)i, c, err, errn);
         if (!t) return -1;
-        copy_overlap(&b, ch, mc_py_tensor_data(t), e->dtype);
+        mc_dcp_copy_overlap(ndim, ch->offsets, ch->sizes, mc_py_tensor_data(t), e->dtype, start,
+                            sizes, dst, dst_dtype);
     }
     return 0;
 }

@@ -189,17 +189,8 @@ check "kill -9 in the middle of a save (mid=$mid): the tracker still names itera
              grep -q 'loading distributed checkpoint from .* at iteration 4' '$MC_TMP/kill.resume'"
 
 # ---- Megatron-LM's own checkpoints ----
-SHARED=${MEGATRON_C_SHARED:-$(dirname "$0")/../../../shared}
-REF=$SHARED/data/megatron-ref/torch_dist
-RF=(--device cpu --mock-data --num-layers 2 --hidden-size 64 --num-attention-heads 4
-    --ffn-hidden-size 256 --seq-length 32 --max-position-embeddings 32
-    --position-embedding-type learned_absolute --tokenizer-type NullTokenizer --vocab-size 127
-    --make-vocab-size-divisible-by 64 --init-method-std 0.02 --seed 1234 --hidden-dropout 0.0
-    --attention-dropout 0.0 --transformer-impl local --micro-batch-size 2 --global-batch-size 4
-    --optimizer adam --lr 1e-3 --min-lr 1e-4 --lr-decay-style cosine --lr-warmup-iters 2
-    --lr-decay-iters 10 --weight-decay 0.1 --adam-beta1 0.9 --adam-beta2 0.95 --adam-eps 1e-8
-    --clip-grad 1.0 --use-distributed-optimizer --log-interval 1 --eval-iters 0
-    --use-checkpoint-opt-param-scheduler --train-iters 12)
+source "$(dirname "$0")/megatron_ref.sh"
+REF=$TORCH_DIST_REF
 for layout in tp1pp1 tp2pp1 tp1pp2; do
     if [ ! -d "$REF/$layout" ]; then
         skip "Megatron's $layout checkpoint" "$REF/$layout is absent (set MEGATRON_C_SHARED)"

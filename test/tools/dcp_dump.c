@@ -22,15 +22,21 @@
 #include "kernels/dtype.h"
 #include "torchfmt/dcp.h"
 
-static int dump(const char *dir)
+/* DIR/.metadata into m; 0, or -1 after saying why on stderr. */
+static int open_meta(const char *dir, mc_dcp_meta_t *m)
 {
     char path[4200], err[1024];
     snprintf(path, sizeof path, "%s/.metadata", dir);
+    if (mc_dcp_meta_read(path, m, err, sizeof err) == 0) return 0;
+    fprintf(stderr, "dcp_dump: %s\n", err);
+    return -1;
+}
+
+static int dump(const char *dir)
+{
+    char err[1024];
     mc_dcp_meta_t m;
-    if (mc_dcp_meta_read(path, &m, err, sizeof err)) {
-        fprintf(stderr, "dcp_dump: %s\n", err);
-        return 1;
-    }
+    if (open_meta(dir, &m)) return 1;
     mc_dcp_reader_t *r = mc_dcp_reader_new(dir, &m);
     int rc = r ? 0 : 1;
     for (size_t i = 0; i < m.n && !rc; i++) {
@@ -132,13 +138,8 @@ static int sample(const char *dir)
 
 static int chunks(const char *dir)
 {
-    char path[4200], err[1024];
-    snprintf(path, sizeof path, "%s/.metadata", dir);
     mc_dcp_meta_t m;
-    if (mc_dcp_meta_read(path, &m, err, sizeof err)) {
-        fprintf(stderr, "dcp_dump: %s\n", err);
-        return 1;
-    }
+    if (open_meta(dir, &m)) return 1;
     for (size_t k = 0; k < m.n; k++) {
         const mc_dcp_entry_t *e = &m.entries[k];
         for (size_t c = 0; !e->bytes && c < e->n_chunks; c++) {
