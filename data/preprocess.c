@@ -569,8 +569,11 @@ int mc_preprocess_run(const mc_preprocess_args_t *a)
     int64_t part_size = partition_size(a, files, n_files);
 
     char err[ERR_LEN] = "";
-    mc_tokenizer_t *tok = mc_tokenizer_build(a->tokenizer_type, a->vocab_file, a->merge_file,
-                                             a->vocab_size, err, sizeof(err));
+    mc_tokenizer_t *tok = mc_tokenizer_build(&(mc_tokenizer_spec_t){.type = a->tokenizer_type,
+                                                                    .vocab_file = a->vocab_file,
+                                                                    .merge_file = a->merge_file,
+                                                                    .vocab_size = a->vocab_size},
+                                             err, sizeof(err));
     if (!tok) {
         mc_prep_free_files(files, n_files);
         mc_user_error("%s", err[0] ? err : "cannot build the tokenizer");

@@ -30,8 +30,11 @@ int mc_data_source_open(mc_data_source_t *s, const mc_args_t *a, bool check_ids,
         s->vocab_size = a->vocab_size;
         s->opts.eod = (int32_t)(a->vocab_size - 1);
     } else {
-        s->tokenizer = mc_tokenizer_build(a->tokenizer_type, a->vocab_file, a->merge_file,
-                                          a->vocab_size, err, n);
+        s->tokenizer = mc_tokenizer_build(&(mc_tokenizer_spec_t){.type = a->tokenizer_type,
+                                                                 .vocab_file = a->vocab_file,
+                                                                 .merge_file = a->merge_file,
+                                                                 .vocab_size = a->vocab_size},
+                                          err, n);
         if (!s->tokenizer) return -1;
         s->vocab_size = mc_tokenizer_vocab_size(s->tokenizer);
         s->opts.eod = mc_tokenizer_eod(s->tokenizer);

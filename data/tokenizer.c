@@ -27,9 +27,10 @@ void mc_ids_free(mc_ids_t *ids)
     ids->n = ids->cap = 0;
 }
 
-mc_tokenizer_t *mc_tokenizer_build(const char *type, const char *vocab_file, const char *merge_file,
-                                   int64_t vocab_size, char *err, size_t n)
+mc_tokenizer_t *mc_tokenizer_build(const mc_tokenizer_spec_t *spec, char *err, size_t n)
 {
+    const char *type = spec->type, *vocab_file = spec->vocab_file, *merge_file = spec->merge_file;
+    const int64_t vocab_size = spec->vocab_size;
     if (!type) {
         mc_errf(err, n, "no tokenizer type given (--tokenizer-type)");
         return NULL;

@@ -32,10 +32,19 @@ void mc_ids_free(mc_ids_t *ids);
 
 typedef struct mc_tokenizer mc_tokenizer_t;
 
-/* type: "GPT2BPETokenizer" (needs vocab_file and merge_file) or "NullTokenizer" (needs
+/* What builds a tokenizer: Megatron's tokenizer arguments (--tokenizer-type and its files and
+ * options), filled from the training or the preprocess-data arguments. */
+typedef struct {
+    const char *type;            /* --tokenizer-type */
+    const char *vocab_file;      /* --vocab-file */
+    const char *merge_file;      /* --merge-file */
+    const char *tokenizer_model; /* --tokenizer-model */
+    int64_t vocab_size;          /* --vocab-size (NullTokenizer) */
+} mc_tokenizer_spec_t;
+
+/* type "GPT2BPETokenizer" (needs vocab_file and merge_file) or "NullTokenizer" (needs
  * vocab_size). NULL with one line in err on failure (missing/malformed files named). */
-mc_tokenizer_t *mc_tokenizer_build(const char *type, const char *vocab_file, const char *merge_file,
-                                   int64_t vocab_size, char *err, size_t n);
+mc_tokenizer_t *mc_tokenizer_build(const mc_tokenizer_spec_t *spec, char *err, size_t n);
 void mc_tokenizer_free(mc_tokenizer_t *t);
 
 /* Megatron's tokenizer.vocab_size (GPT-2: 50257; Null: vocab_size + 1) and tokenizer.eod. */

@@ -40,12 +40,12 @@ static int have_gpt2(void)
     return access(v, R_OK) == 0 && access(m, R_OK) == 0;
 }
 
-#define NEED_GPT2()                                                                           \
-    do {                                                                                      \
-        if (!have_gpt2()) {                                                                   \
-            printf("# skipped: no GPT-2 vocab/merges under %s/data/gpt2\n", shared_dir());   \
-            skip();                                                                           \
-        }                                                                                     \
+#define NEED_GPT2()                                                                                \
+    do {                                                                                           \
+        if (!have_gpt2()) {                                                                        \
+            printf("# skipped: no GPT-2 vocab/merges under %s/data/gpt2\n", shared_dir());         \
+            skip();                                                                                \
+        }                                                                                          \
     } while (0)
 
 static mc_tokenizer_t *gpt2(void)
@@ -53,7 +53,10 @@ static mc_tokenizer_t *gpt2(void)
     char v[4096], m[4096], err[512] = "";
     shared_path(v, sizeof(v), "data/gpt2/gpt2-vocab.json");
     shared_path(m, sizeof(m), "data/gpt2/gpt2-merges.txt");
-    mc_tokenizer_t *t = mc_tokenizer_build("GPT2BPETokenizer", v, m, 0, err, sizeof(err));
+    mc_tokenizer_t *t = mc_tokenizer_build(
+        &(mc_tokenizer_spec_t){
+            .type = "GPT2BPETokenizer", .vocab_file = v, .merge_file = m, .vocab_size = 0},
+        err, sizeof(err));
     if (!t) fail_msg("cannot build GPT2BPETokenizer: %s", err);
     return t;
 }
@@ -133,8 +136,10 @@ static corpus_t load_corpus(void)
     char path[4096];
     assert_int_equal(mc_fx_path(path, sizeof(path), "bpe_corpus.txt"), 0);
     FILE *f = fopen(path, "r");
-    if (!f) fail_msg("cannot open %s (run `/usr/bin/python3 test/ref/gpt2_tokenizer_ref.py "
-                     "--fixture test/fixtures/bpe_corpus.txt`)", path);
+    if (!f)
+        fail_msg("cannot open %s (run `/usr/bin/python3 test/ref/gpt2_tokenizer_ref.py "
+                 "--fixture test/fixtures/bpe_corpus.txt`)",
+                 path);
     corpus_t cp = {0};
     size_t cap = 0, lcap = 0;
     char *line = NULL;
@@ -424,7 +429,8 @@ static void test_threads_identical(void **state)
     for (int k = 0; k <= NT; k++) {
         assert_true(w[k].ok);
         for (size_t i = 0; i < d.n; i++) {
-            if (k < NT) bad += diff_ids("thread", w[k].out[i], w[k].nout[i], w[NT].out[i], w[NT].nout[i]);
+            if (k < NT)
+                bad += diff_ids("thread", w[k].out[i], w[k].nout[i], w[NT].out[i], w[NT].nout[i]);
             free(w[k].out[i]);
         }
         free(w[k].out);
@@ -454,9 +460,26 @@ static void test_random_roundtrip(void **state)
 {
     NEED_GPT2();
     mc_tokenizer_t *t = gpt2();
-    static const char *pieces[] = {" ", "  ", "\n", "\t", "'s", "'", "a", "Z", "1", "\xc3\xa9",
-                                   "\xe4\xb8\xad", "\xf0\x9f\x98\x80", "\xe3\x80\x80", "\xc2\xa0",
-                                   "\x80", "\xff", "\xed\xa0\x80", "\xf0\x9f", "!", "\x1c"};
+    static const char *pieces[] = {" ",
+                                   "  ",
+                                   "\n",
+                                   "\t",
+                                   "'s",
+                                   "'",
+                                   "a",
+                                   "Z",
+                                   "1",
+                                   "\xc3\xa9",
+                                   "\xe4\xb8\xad",
+                                   "\xf0\x9f\x98\x80",
+                                   "\xe3\x80\x80",
+                                   "\xc2\xa0",
+                                   "\x80",
+                                   "\xff",
+                                   "\xed\xa0\x80",
+                                   "\xf0\x9f",
+                                   "!",
+                                   "\x1c"};
     unsigned char buf[4096];
     for (int it = 0; it < 3000; it++) {
         size_t len = 0;
@@ -540,10 +563,10 @@ static void expect_ids(const mc_tokenizer_t *t, const char *text, size_t tl, con
     mc_ids_free(&ids);
 }
 
-#define EXPECT(t, text, ...)                                                                  \
-    do {                                                                                      \
-        const int32_t w_[] = {__VA_ARGS__};                                                   \
-        expect_ids(t, text, strlen(text), w_, sizeof(w_) / sizeof(w_[0]));                    \
+#define EXPECT(t, text, ...)                                                                       \
+    do {                                                                                           \
+        const int32_t w_[] = {__VA_ARGS__};                                                        \
+        expect_ids(t, text, strlen(text), w_, sizeof(w_) / sizeof(w_[0]));                         \
     } while (0)
 
 static void test_tiny_vocab_semantics(void **state)
@@ -557,17 +580,20 @@ static void test_tiny_vocab_semantics(void **state)
      * checked with test/ref/gpt2_tokenizer_ref.py's GPT2Ref on the same files. */
     char *m = tmp_str("#version: test\na a\na b\nĠ a\nb c\naa a\n\nab c\nc c\nab c\nx x");
     char err[256] = "";
-    mc_tokenizer_t *t = mc_tokenizer_build("GPT2BPETokenizer", v, m, 0, err, sizeof(err));
+    mc_tokenizer_t *t = mc_tokenizer_build(
+        &(mc_tokenizer_spec_t){
+            .type = "GPT2BPETokenizer", .vocab_file = v, .merge_file = m, .vocab_size = 0},
+        err, sizeof(err));
     if (!t) fail_msg("%s", err);
     assert_int_equal(mc_tokenizer_vocab_size(t), 12);
     assert_int_equal(mc_tokenizer_eod(t), 8);
-    EXPECT(t, "aaa", 4);        /* aa a (left to right, no overlap), then aaa */
-    EXPECT(t, "aaaa", 2, 2);    /* aa aa */
-    EXPECT(t, "aaaaa", 2, 4);   /* aa aa a, then aa aaa */
-    EXPECT(t, "aab", 2, 1);     /* (a a)=0 before (a b)=1 */
+    EXPECT(t, "aaa", 4);      /* aa a (left to right, no overlap), then aaa */
+    EXPECT(t, "aaaa", 2, 2);  /* aa aa */
+    EXPECT(t, "aaaaa", 2, 4); /* aa aa a, then aa aaa */
+    EXPECT(t, "aab", 2, 1);   /* (a a)=0 before (a b)=1 */
     EXPECT(t, "ab", 3);
     EXPECT(t, "abc", 10);
-    EXPECT(t, "abcc", 3, 0);    /* (c c)=7 before (ab c)=8 */
+    EXPECT(t, "abcc", 3, 0); /* (c c)=7 before (ab c)=8 */
     EXPECT(t, " a", 6);
     EXPECT(t, "xx", 11, 11);
     EXPECT(t, "cc", 0);
@@ -593,25 +619,28 @@ static void null_err(const mc_tokenizer_t *t, const char *text)
 static void test_null_tokenizer(void **state)
 {
     char err[256] = "";
-    mc_tokenizer_t *t = mc_tokenizer_build("NullTokenizer", NULL, NULL, 5000, err, sizeof(err));
+    mc_tokenizer_t *t = mc_tokenizer_build(
+        &(mc_tokenizer_spec_t){
+            .type = "NullTokenizer", .vocab_file = NULL, .merge_file = NULL, .vocab_size = 5000},
+        err, sizeof(err));
     assert_non_null(t);
     assert_int_equal(mc_tokenizer_vocab_size(t), 5001);
     assert_int_equal(mc_tokenizer_eod(t), 5000);
     EXPECT(t, "1 2 3", 1, 2, 3);
     EXPECT(t, "0", 0);
-    EXPECT(t, "5000", 5000);                 /* eod itself */
-    EXPECT(t, "42\n", 42);                   /* int() strips whitespace */
+    EXPECT(t, "5000", 5000); /* eod itself */
+    EXPECT(t, "42\n", 42);   /* int() strips whitespace */
     EXPECT(t, "\t7 8\r\n", 7, 8);
     EXPECT(t, "+9 -0 0012 1_000", 9, 0, 12, 1000);
-    EXPECT(t, "3\xe3\x80\x80", 3);           /* U+3000 is str.isspace */
-    EXPECT(t, "4\x1c", 4);                   /* so is U+001C */
-    null_err(t, "");                         /* int('') */
-    null_err(t, "1  2");                     /* split(' ') gives an empty field */
+    EXPECT(t, "3\xe3\x80\x80", 3); /* U+3000 is str.isspace */
+    EXPECT(t, "4\x1c", 4);         /* so is U+001C */
+    null_err(t, "");               /* int('') */
+    null_err(t, "1  2");           /* split(' ') gives an empty field */
     null_err(t, " 1");
     null_err(t, "1 ");
     null_err(t, "abc");
     null_err(t, "1.5");
-    null_err(t, "5001");                     /* outside [0, eod] */
+    null_err(t, "5001"); /* outside [0, eod] */
     null_err(t, "-1");
     null_err(t, "99999999999999999999999");
     null_err(t, "1__0");
@@ -634,7 +663,10 @@ static void test_null_tokenizer(void **state)
     assert_null(mc_tokenizer_decode(t, bad, 1, &ol));
     mc_tokenizer_free(t);
     err[0] = 0;
-    assert_null(mc_tokenizer_build("NullTokenizer", NULL, NULL, -1, err, sizeof(err)));
+    assert_null(mc_tokenizer_build(
+        &(mc_tokenizer_spec_t){
+            .type = "NullTokenizer", .vocab_file = NULL, .merge_file = NULL, .vocab_size = -1},
+        err, sizeof(err)));
     assert_true(one_line(err));
 }
 
@@ -645,14 +677,19 @@ static void expect_build_fail(const char *type, const char *vocab, const char *m
                               const char *must_name)
 {
     char err[512] = "";
-    mc_tokenizer_t *t = mc_tokenizer_build(type, vocab, merges, 0, err, sizeof(err));
+    mc_tokenizer_t *t = mc_tokenizer_build(
+        &(mc_tokenizer_spec_t){
+            .type = type, .vocab_file = vocab, .merge_file = merges, .vocab_size = 0},
+        err, sizeof(err));
     if (t) {
         mc_tokenizer_free(t);
-        fail_msg("build succeeded (vocab %s, merges %s)", vocab ? vocab : "-", merges ? merges : "-");
+        fail_msg("build succeeded (vocab %s, merges %s)", vocab ? vocab : "-",
+                 merges ? merges : "-");
     }
     printf("# %s\n", err);
     assert_true(one_line(err));
-    if (must_name && !strstr(err, must_name)) fail_msg("error does not name %s: %s", must_name, err);
+    if (must_name && !strstr(err, must_name))
+        fail_msg("error does not name %s: %s", must_name, err);
 }
 
 static void test_bad_files(void **state)
@@ -663,14 +700,14 @@ static void test_bad_files(void **state)
     expect_build_fail("GPT2BPETokenizer", "/nonexistent/vocab.json", gm, "/nonexistent/vocab.json");
     expect_build_fail("GPT2BPETokenizer", gv, "/nonexistent/merges.txt", "/nonexistent/merges.txt");
     const char *bad_vocabs[] = {
-        "{\"a\": 0, \"b\": 1,",                 /* truncated */
+        "{\"a\": 0, \"b\": 1,", /* truncated */
         "not json",
         "",
-        "[1, 2, 3]",                            /* not an object */
+        "[1, 2, 3]", /* not an object */
         "{\"a\": 0, \"b\": \"one\", \"<|endoftext|>\": 3}",
         "{\"a\": 0, \"b\": -1, \"<|endoftext|>\": 3}",
         "{\"a\": 0, \"b\": 1.5, \"<|endoftext|>\": 3}",
-        "{\"a\": 0, \"b\": 1}",                 /* no <|endoftext|> */
+        "{\"a\": 0, \"b\": 1}", /* no <|endoftext|> */
         "{\"a\": 0, \"b\": 1, \"<|endoftext|>\": 3}\xff",
     };
     for (size_t i = 0; i < sizeof(bad_vocabs) / sizeof(bad_vocabs[0]); i++) {
@@ -679,16 +716,16 @@ static void test_bad_files(void **state)
         rm_tmp(v);
     }
     const char *bad_merges[] = {
-        "#version: 0.2\na b\nab\n",             /* one field */
-        "#version: 0.2\na b c\n",               /* three fields */
-        "#version: 0.2\na \xff\n",              /* not UTF-8 */
+        "#version: 0.2\na b\nab\n", /* one field */
+        "#version: 0.2\na b c\n",   /* three fields */
+        "#version: 0.2\na \xff\n",  /* not UTF-8 */
     };
     for (size_t i = 0; i < sizeof(bad_merges) / sizeof(bad_merges[0]); i++) {
         char *m = tmp_str(bad_merges[i]);
         expect_build_fail("GPT2BPETokenizer", gv, m, m);
         rm_tmp(m);
     }
-    {   /* the bad line is named */
+    { /* the bad line is named */
         char *m = tmp_str("#version: 0.2\na b\n\nb a\nx y z\n");
         expect_build_fail("GPT2BPETokenizer", gv, m, "line 5");
         rm_tmp(m);
@@ -702,7 +739,10 @@ static void test_bad_files(void **state)
     for (size_t i = 0; i < sizeof(ok_merges) / sizeof(ok_merges[0]); i++) {
         char *m = tmp_str(ok_merges[i]);
         char err[256] = "";
-        mc_tokenizer_t *t = mc_tokenizer_build("GPT2BPETokenizer", gv, m, 0, err, sizeof(err));
+        mc_tokenizer_t *t = mc_tokenizer_build(
+            &(mc_tokenizer_spec_t){
+                .type = "GPT2BPETokenizer", .vocab_file = gv, .merge_file = m, .vocab_size = 0},
+            err, sizeof(err));
         if (!t) fail_msg("merges #%zu refused: %s", i, err);
         if (i < 2) EXPECT(t, "ab", 2);
         else EXPECT(t, "ab", 0, 1);
