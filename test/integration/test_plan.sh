@@ -4,7 +4,8 @@
 # and Megatron-LM 2021's materialised attention and p2p scatter/gather), and --search finds a
 # layout at least as fast as the paper's for each row's model and GPU count; the predicted
 # memory is the start-up memory plan of real runs in every layout the layout tests run; the
-# predicted tensor-parallel volume is what the comm layer counts in those runs.
+# predicted tensor-parallel and data-parallel volumes are what the comm layer counts in those
+# runs.
 source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/mpi.sh"
 
@@ -63,8 +64,8 @@ M=(--device cpu --cpu-threads 1 --mock-data --num-layers 4 --hidden-size 64 --nu
    --global-batch-size 8 --train-iters 1 --lr 1e-4 --log-interval 1 --eval-iters 0
    --timing-log-level 1)
 memory_block() { awk '/^> memory plan/ { on = 1 } on { print } on && /^    total/ { exit }' "$1"; }
-tp_counted() { # the last "communication per iteration" block's tp rows: "calls bytes"
-    awk '/^communication per iteration/ { c = 0; mb = 0 } /^    tp / { gsub(/[(),:]/, " "); c += $(NF - 1); mb += $NF } END { printf "%d %.4f\n", c, mb }' "$1"
+counted() { # group file: the last "communication per iteration" block's rows of the group
+    awk -v g="$1" '/^communication per iteration/ { c = 0; mb = 0 } $1 == g { gsub(/[(),:]/, " "); c += $(NF - 1); mb += $NF } END { printf "%d %.4f\n", c, mb }' "$2"
 }
 layout() { # np name flags...
     local np=$1 name=$2
@@ -80,12 +81,17 @@ layout() { # np name flags...
     memory_block "$MC_TMP/plan" >"$MC_TMP/m.plan"
     check "$name: the plan's memory is the run's start-up plan ($(tail -1 "$MC_TMP/m.run"))" \
         cmp -s "$MC_TMP/m.run" "$MC_TMP/m.plan"
-    read -r calls mb <<<"$(tp_counted "$MC_TMP/run")"
+    read -r calls mb <<<"$(counted tp "$MC_TMP/run")"
     pc=$(sed -nE 's/.*tensor-parallel collectives .* ([0-9]+) calls, ([0-9]+) bytes per GPU/\1 \2/p' "$MC_TMP/plan")
     read -r pcalls pbytes <<<"${pc:-0 0}"
     check "$name: tp collectives as counted by the run ($calls calls, $mb MB) = predicted ($pcalls, $pbytes bytes)" \
         awk -v c="$calls" -v m="$mb" -v pc="$pcalls" -v pb="$pbytes" \
         'BEGIN { exit !(c == pc && (pb / 1e6 - m < 0.0002 && m - pb / 1e6 < 0.0002)) }'
+    grep -q "data-parallel reduction.* bytes per GPU" "$MC_TMP/plan" || return 0
+    read -r _ mb <<<"$(counted dp-cp "$MC_TMP/run")"
+    pbytes=$(sed -nE 's/.*data-parallel reduction .* ([0-9]+) bytes per GPU/\1/p' "$MC_TMP/plan")
+    check "$name: dp reduction as counted by the run ($mb MB) = predicted (${pbytes:-none} bytes)" \
+        awk -v m="$mb" -v pb="$pbytes" 'BEGIN { exit !(pb != "" && pb / 1e6 - m < 0.0002 && m - pb / 1e6 < 0.0002) }'
 }
 layout 1 "one rank"
 layout 1 "one rank, full recomputation" --recompute-granularity full --recompute-method uniform --recompute-num-layers 1
@@ -94,6 +100,7 @@ layout 2 "tp2" --tensor-model-parallel-size 2
 layout 2 "tp2 + sequence parallel, full recomputation" --tensor-model-parallel-size 2 --sequence-parallel \
     --recompute-granularity full --recompute-method uniform --recompute-num-layers 1
 layout 2 "pp2 vpp2" --pipeline-model-parallel-size 2 --num-layers-per-virtual-pipeline-stage 1
+layout 2 "dp2" --overlap-grad-reduce
 layout 2 "dp2 + distributed optimizer" --use-distributed-optimizer
 layout 4 "tp2 pp2 + sequence parallel, distributed optimizer" --tensor-model-parallel-size 2 \
     --pipeline-model-parallel-size 2 --sequence-parallel --use-distributed-optimizer
