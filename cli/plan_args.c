@@ -191,6 +191,11 @@ static int search(const mc_args_t *raw, const mc_cluster_t *cl, int64_t vocab, i
     if (!best) mc_fatal("out of host memory");
     int tried, fitting;
     const int n = mc_plan_search(raw, cl, mc_args_check, vocab, top, best, &tried, &fitting);
+    if (n == 0)
+        mc_user_error("plan --search: none of the %d layouts of this model and batch on %d x %s "
+                      "is valid and fits in %.0f GB (reduce the model or --seq-length, or use "
+                      "more GPUs)",
+                      tried, cl->num_gpus, cl->gpu.long_name, cl->gpu.memory_gb);
     printf("> search: %d layouts of %d x %s (%d per node) tried, %d valid and fitting\n", tried,
            cl->num_gpus, cl->gpu.long_name, cl->gpus_per_node, fitting);
     printf("%4s %12s %12s %12s %7s %11s  %s\n", "rank", "tokens/s", "TFLOP/s/GPU", "(paper's)",
@@ -203,7 +208,7 @@ static int search(const mc_args_t *raw, const mc_cluster_t *cl, int64_t vocab, i
                100 * best[i].time.mfu, best[i].memory / 1e9, flags);
     }
     free(best);
-    return n > 0 ? 0 : 2;
+    return 0;
 }
 
 int mc_cli_plan(int argc, char **argv)
@@ -222,7 +227,11 @@ int mc_cli_plan(int argc, char **argv)
     mc_cli_legacy_warn();
     mc_args_run_hook(&args);
     raw = args; /* before validation derives values: --search re-validates each layout */
-    mc_args_finalize(&args, o.num_gpus);
+    /* --search replaces the layout: the line's own is checked at its tp x pp ranks only (the
+     * model and training flags), each candidate at --num-gpus */
+    mc_args_finalize(&args,
+                     o.search ? args.tensor_model_parallel_size * args.pipeline_model_parallel_size
+                              : o.num_gpus);
     if (o.check) {
         printf("plan --check: valid at %d ranks: tp %d, pp %d, vpp %d, dp %d, %d microbatches\n",
                o.num_gpus, args.tensor_model_parallel_size, args.pipeline_model_parallel_size,

@@ -31,6 +31,14 @@ check "--check: every broken rule is told (world size and heads for tp 3)" \
 expect_user_error "plan: an unknown GPU is refused" "invalid choice.*a100" \
     plan --num-gpus 8 --gpu v100 "${TINY[@]}"
 
+expect_user_error "--search: nothing fits in 1 GB" "none of the [0-9]+ layouts .* fits in 1 GB" \
+    plan --num-gpus 8 --gpu-memory-gb 1 --search --num-layers 8 --hidden-size 4096 \
+    --num-attention-heads 32 --seq-length 2048 --max-position-embeddings 2048 \
+    --micro-batch-size 1 --global-batch-size 64 --train-iters 10 --lr 1e-4 --mock-data --vocab-size 50000
+"$MC_BIN" plan --num-gpus 16 --gpu h100 "${TINY[@]}" --search --search-top 3 >"$MC_TMP/out" 2>&1
+check "--search: three ranked layouts, each with its exact flags, all of 16 GPUs" \
+    test "$(grep -cE '^ +[123] .*--tensor-model-parallel-size [0-9]+ --pipeline-model-parallel-size [0-9]+ --micro-batch-size [0-9]+' "$MC_TMP/out")" -eq 3
+
 # ---- Table 1 ----
 paper_tflops() { # gpus: the TFLOP/s per GPU of PERF.md's row with that many GPUs
     awk -F'|' -v g="$1" '$9 + 0 == g + 0 && g + 0 > 0 { gsub(/ /, "", $12); print $12; exit }' "$PERF"
