@@ -115,7 +115,7 @@ rows=$(bash "$SC21/table1.sbatch" --points)
 check "table1: ten rows, also listed by --rows" test "$(wc -l <<<"$rows")" -eq 10 -a \
     "$(bash "$SC21/table1.sbatch" --rows)" = "$rows"
 if [ -f "$PERF" ]; then
-    while read -r r t p d w mbs gbs L h heads vs rc _; do
+    while read -r r t p d w mbs gbs L h heads _ rc _; do
         # the row of PERF.md's table with these heads, hidden size and layers: columns 2..10
         paper=$(awk -F'|' -v h="$h" -v l="$L" \
             '$4 + 0 == h && $5 + 0 == l { s = ""; for (i = 3; i <= 11; i++) { gsub(/ /, "", $i); s = s (i > 3 ? " " : "") $i } print s }' "$PERF")
