@@ -31,6 +31,10 @@ int main(int argc, char **argv)
         mc_ckpt_args_install(false); /* its output is the data: no "Setting ..." lines */
         return mc_cli_inspect(argc - 1, argv + 1);
     }
+    if (argc >= 2 && strcmp(argv[1], "plan") == 0) {
+        mc_ckpt_args_install(false); /* --use-checkpoint-args without "Setting ..." lines */
+        return mc_cli_plan(argc - 1, argv + 1);
+    }
     if (argc >= 2 && strcmp(argv[1], "convert-checkpoint") == 0)
         return mc_cli_convert(argc - 1, argv + 1);
     int first = argc >= 2 && strcmp(argv[1], "train") == 0 ? 2 : 1;

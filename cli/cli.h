@@ -72,10 +72,14 @@ void mc_args_run_hook(mc_args_t *args);
  * Called by mc_args_parse; exposed for tests that fill args by hand (start from
  * mc_args_defaults). Call it once: it derives train_iters from train_samples. */
 void mc_args_finalize(mc_args_t *args, int world_size);
+/* The same rules without reporting: the number of problems (0: valid), the first one's line in
+ * first[0..n). `megatron-c plan --search` tries layouts with it. */
+int mc_args_check(mc_args_t *args, int world_size, char *first, size_t n);
 
 /* ---- the subcommands: parse their command line, then run the layer that does the work ---- */
 int mc_cli_preprocess(int argc, char **argv); /* argv[0] is "preprocess-data" */
 int mc_cli_convert(int argc, char **argv);    /* argv[0] is "convert-checkpoint" */
 int mc_cli_inspect(int argc, char **argv);    /* argv[0] is "inspect-data" */
+int mc_cli_plan(int argc, char **argv);       /* argv[0] is "plan" */
 
 #endif

@@ -655,7 +655,8 @@ __attribute__((noreturn)) static void trap_problem(const char *line)
     longjmp(g_rule_failed, 1);
 }
 
-void mc_args_finalize(mc_args_t *args, int world_size)
+/* Runs the rule groups under the trap; the problems are left in g_problems. */
+static int run_rules(mc_args_t *args, int world_size)
 {
     if (world_size < 1) mc_fatal("internal error: world size %d", world_size);
     volatile unsigned failed = 0; /* volatile: read after longjmp */
@@ -667,7 +668,19 @@ void mc_args_finalize(mc_args_t *args, int world_size)
         else failed |= RULES[i].provides;
         mc_user_error_trap(NULL);
     }
-    if (g_n_problems > 0) {
+    return g_n_problems;
+}
+
+int mc_args_check(mc_args_t *args, int world_size, char *first, size_t n)
+{
+    const int problems = run_rules(args, world_size);
+    if (problems > 0 && first && n > 0) snprintf(first, n, "%s", g_problems[0]);
+    return problems;
+}
+
+void mc_args_finalize(mc_args_t *args, int world_size)
+{
+    if (run_rules(args, world_size) > 0) {
         const char *lines[MAX_PROBLEMS];
         for (int i = 0; i < g_n_problems; i++) lines[i] = g_problems[i];
         mc_user_errors(lines, g_n_problems);

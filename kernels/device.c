@@ -8,6 +8,7 @@
 #include "base/error.h"
 #include "config/env.h"
 #include "kernels/device.h"
+#include "kernels/cpu/cpu.h"
 
 #ifdef MC_WITH_CUDA
 #include <cuda_runtime_api.h>
@@ -237,4 +238,22 @@ const mc_backend_t *mc_backend_select(const char *device, int cpu_threads, int l
     }
     snprintf(why, n, "cpu (%s; OpenBLAS with %d thread(s))", reason, openblas_get_num_threads());
     return mc_backend_cpu();
+}
+
+void mc_flash_attention_sizes(const mc_backend_t *be, mc_dtype_t dt, int S, int B, int NH, int HD,
+                              size_t *state_bytes, size_t *scratch_bytes)
+{
+    (void)be, (void)dt, (void)HD;
+    const size_t rows = (S > 0 && B > 0 && NH > 0) ? (size_t)S * (size_t)B * (size_t)NH : 0;
+    *state_bytes = 2 * rows * sizeof(float);
+    *scratch_bytes = rows * sizeof(float);
+}
+
+const mc_backend_t *mc_backend_sizing(const char *device)
+{
+    static const mc_backend_t cuda = {.name = "cuda", .attention_sizes = mc_flash_attention_sizes};
+    static const mc_backend_t cpu = {.name = "cpu", .attention_sizes = mc_cpu_attention_sizes};
+    if (strcmp(device, "cuda") == 0) return &cuda;
+    if (strcmp(device, "cpu") == 0) return &cpu;
+    return NULL;
 }

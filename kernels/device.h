@@ -15,6 +15,15 @@
 const mc_backend_t *mc_backend_select(const char *device, int cpu_threads, int local_rank,
                                       char *why, size_t n);
 
+/* A backend for sizing only (`megatron-c plan`): the name and attention_sizes of device's
+ * backend ("cpu" or "cuda"), every other op NULL; it touches no device and exists in every
+ * build. NULL for another name. */
+const mc_backend_t *mc_backend_sizing(const char *device);
+/* The fused (flash) attention's sizes, the CUDA backend's attention_sizes: the softmax row
+ * statistics (max, sum) as state and one float per row (rowsum(dout * out)) as scratch. */
+void mc_flash_attention_sizes(const mc_backend_t *be, mc_dtype_t dt, int S, int B, int NH, int HD,
+                              size_t *state_bytes, size_t *scratch_bytes);
+
 /* The strict backend (kernels/strict.c), a test double for a GPU: the CPU's ops on memory the
  * host cannot access. mc_backend_select returns it for "cpu" (and "auto" without a GPU) when
  * the environment has MC_TEST_STRICT_DEVICE=1. mc_strict_owns: p lies in its memory. */

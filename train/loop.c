@@ -126,8 +126,8 @@ static void fmt_bytes(char *buf, size_t n, double bytes)
 
 /* DESIGN decision 1: every buffer is planned before training, and the plan is logged.
  * Returns the total bytes. */
-static double print_memory_plan(FILE *out, const mc_args_t *a, const mc_memory_plan_t *plan,
-                                const char *device)
+double mc_memory_plan_print(FILE *out, const mc_args_t *a, const mc_memory_plan_t *plan,
+                           const char *device)
 {
     const mc_memory_plan_t p = *plan;
     char opt_name[64];
@@ -184,7 +184,7 @@ static void check_plan_fits(const mc_args_t *args, const mc_memory_plan_t *plan,
     if (mc_backend_memory(be, &free_bytes, &total) != 0) return;
     double have = cpu ? total : free_bytes;
     if (have > 0 && need > have) {
-        print_memory_plan(stdout, args, plan, be->name);
+        mc_memory_plan_print(stdout, args, plan, be->name);
         char nb[32], hb[32];
         fmt_bytes(nb, sizeof(nb), need);
         fmt_bytes(hb, sizeof(hb), have);
@@ -252,7 +252,7 @@ static void print_startup(const mc_trainer_t *t, const mc_memory_plan_t *plan, c
     long n = 0;
     for (int i = 0; i < t->model.n_params; i++) n += t->model.params[i].numel;
     printf(" > number of parameters on (tensor, pipeline) model parallel rank (0, 0): %ld\n", n);
-    print_memory_plan(stdout, a, plan, t->be->name);
+    mc_memory_plan_print(stdout, a, plan, t->be->name);
     if (t->data.is_mock) /* Megatron's MockGPTDataset: 100000 documents split 1,1,1 */
         printf("> mock data: %d documents, split %s\n", MC_MOCK_NUM_DOCS, MC_MOCK_SPLIT);
     printf("> datasets: train %lld, validation %lld, test %lld samples of %d tokens\n",
@@ -597,7 +597,7 @@ static mc_trainer_t *start_trainer(mc_args_t *args)
     mc_trainer_t *t = calloc(1, sizeof(*t));
     if (!t) mc_fatal("out of host memory");
     if (mc_trainer_init(t, args, be, comm) != 0) {
-        print_memory_plan(stderr, args, &plan, be->name);
+        mc_memory_plan_print(stderr, args, &plan, be->name);
         mc_fatal("not enough %s memory for the plan above (reduce --micro-batch-size, "
                  "--seq-length or the model size)",
                  be->name);

@@ -6,6 +6,7 @@
 
 #include <stdbool.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "config/args.h"
 #include "config/microbatches.h"
@@ -68,6 +69,10 @@ typedef struct {
     mc_dtype_t dt, gdt; /* types of the parameters and the gradient buffer */
 } mc_memory_plan_t;
 void mc_trainer_memory(const mc_args_t *args, const mc_backend_t *be, mc_memory_plan_t *out);
+/* The plan's lines ("> memory plan (per rank, device...):", one per part, the total), as the
+ * start-up prints them; returns the total in bytes. */
+double mc_memory_plan_print(FILE *out, const mc_args_t *a, const mc_memory_plan_t *plan,
+                            const char *device);
 
 /* Builds the parallel state (collective), the model with Megatron's buffer layout, optimizer
  * and schedule on the backend, with layout-invariant init. Returns 0, or -1 when memory does

@@ -28,6 +28,7 @@
 
 extern "C" {
 #include "base/error.h"
+#include "kernels/device.h"
 float mc_cpu_dropout_scale(float p); // kernels/cpu/dropout.c: 1/(1-p) exactly as the CPU has it
 }
 
@@ -629,12 +630,7 @@ static void att_backward_launch(const mc_backend_t *be, void *dqkv, float *D, co
 extern "C" void mc_cuda_attention_sizes(const mc_backend_t *be, mc_dtype_t dt, int S, int B, int NH,
                                         int HD, size_t *state_bytes, size_t *scratch_bytes)
 {
-    (void)be;
-    (void)dt;
-    (void)HD;
-    const size_t rows = (S > 0 && B > 0 && NH > 0) ? (size_t)S * (size_t)B * (size_t)NH : 0;
-    *state_bytes = 2 * rows * sizeof(float); // row max and row sum
-    *scratch_bytes = rows * sizeof(float);   // D = rowsum(dout * out)
+    mc_flash_attention_sizes(be, dt, S, B, NH, HD, state_bytes, scratch_bytes);
 }
 
 extern "C" void mc_cuda_attention_forward(const mc_backend_t *be, mc_dtype_t dt, void *out,

@@ -1,0 +1,117 @@
+/* `megatron-c plan`: memory and time per iteration of a training command line on a stated
+ * cluster, before a GPU is spent (the paper's sections 3 and 5 as arithmetic).
+ *
+ * Memory is mc_trainer_memory's, the start-up memory plan itself, on a sizing backend of the
+ * GPU's kind (kernels/device.h), so the two cannot disagree. Time is a model with its constants
+ * stated once (plan/hw.c): GEMMs on a roofline with a cuBLAS ceiling and wave quantisation,
+ * memory-bound ops at a fraction of HBM bandwidth, collectives as rings on the link each
+ * dimension uses (Megatron's rank order: tp fastest, then dp, then pp), the pipeline bubble
+ * (p-1)/(v*m), the data-parallel reduction with what --overlap-grad-reduce hides, and the
+ * optimizer step as memory traffic. */
+#ifndef MC_PLAN_PLAN_H
+#define MC_PLAN_PLAN_H
+
+#include <stdbool.h>
+#include <stdio.h>
+
+#include "config/args.h"
+#include "train/train.h"
+
+/* A GPU and its node: peaks from the vendors' datasheets, achieved fractions stated once. */
+typedef struct {
+    const char *name;      /* "a100", "h100", "h200" */
+    const char *long_name; /* "A100 SXM4 80 GB" */
+    double peak_tflops;    /* dense bf16/fp16 tensor-core peak */
+    double memory_gb;      /* HBM, 10^9 bytes */
+    double hbm_gbps;       /* HBM bandwidth, GB/s */
+    int sms;               /* streaming multiprocessors (wave quantisation) */
+    double intra_gbps;     /* NVLink/NVSwitch, per GPU and direction, GB/s */
+    double inter_gbps;     /* the node's network, per GPU and direction, GB/s */
+    double gemm_ceiling;   /* fraction of peak cuBLAS reaches on large GEMMs */
+    const char *source;    /* where the numbers come from */
+} mc_gpu_t;
+
+/* The fractions every GPU shares (plan/hw.c says why each). */
+#define MC_PLAN_HBM_FRACTION 0.80    /* memory-bound kernels reach this much of HBM bandwidth */
+#define MC_PLAN_LINK_FRACTION 0.80   /* NCCL rings reach this much of a link's bandwidth */
+#define MC_PLAN_FLASH_FRACTION 0.50  /* fused attention reaches this much of the GEMM ceiling */
+#define MC_PLAN_STEP_LATENCY_S 10e-6 /* one step of a ring collective or one p2p transfer */
+#define MC_PLAN_RESERVED_GB 3.0      /* CUDA context, NCCL and cuBLAS buffers per GPU */
+
+const mc_gpu_t *mc_gpu_find(const char *name);
+/* "a100, h100, h200" */
+const char *mc_gpu_names(void);
+
+/* How the attention is computed: a fused (flash) kernel, megatron-c's on CUDA, or with the
+ * [s, s] scores and probabilities written to memory, as Megatron's 2021 fused softmax did. */
+typedef enum { MC_ATTN_FLASH, MC_ATTN_MATERIALIZED } mc_attn_kernel_t;
+
+/* The cluster a plan is for. */
+typedef struct {
+    mc_gpu_t gpu; /* after overrides */
+    int num_gpus, gpus_per_node;
+    mc_attn_kernel_t attn;
+    bool pp_scatter_gather; /* the paper's p2p optimisation: each tp rank sends 1/t of a
+                               stage's output (sequence parallelism does so by itself) */
+} mc_cluster_t;
+
+/* Seconds per iteration, by part, of the slowest pipeline stage. */
+typedef struct {
+    double compute;      /* GEMMs and memory-bound ops of m microbatches, recomputation included */
+    double tp_comm;      /* tensor-parallel collectives (not overlapped) */
+    double pp_comm;      /* pipeline p2p transfers */
+    double bubble;       /* the pipeline's idle time, (p-1)/v of a microbatch's work */
+    double dp_comm;      /* the data-parallel reduction (and the distributed optimizer's gather) */
+    double dp_exposed;   /* the part of dp_comm not hidden behind the backward */
+    double optimizer;    /* the optimizer step */
+    double iteration;    /* compute + tp_comm + pp_comm + bubble + dp_exposed + optimizer */
+    double bubble_fraction; /* the paper's (p-1)/(v*m) */
+    int microbatches;       /* m */
+    /* volumes per iteration and GPU, bytes, as the comm layer counts them (per call the larger
+     * of a rank's input and output) */
+    double tp_bytes, pp_bytes, dp_bytes;
+    int tp_calls;
+    /* floating-point operations per iteration, all GPUs: Megatron's count (the log line's) and
+     * the hardware's (with the recomputed forward, the paper's Table 1 count) */
+    double model_flops, hw_flops;
+    double tokens_per_s, model_tflops_per_gpu, hw_tflops_per_gpu, mfu;
+} mc_plan_time_t;
+
+/* The time model for args (validated at the cluster's world size, padded vocabulary set) with
+ * its memory plan mem (the parameter and gradient buffers the reduction and optimizer move). */
+void mc_plan_time(const mc_args_t *args, const mc_cluster_t *cl, const mc_memory_plan_t *mem,
+                  mc_plan_time_t *out);
+
+/* Seconds of `batch` GEMMs [M,K] x [K,N] in e-byte values: the slower of the tensor cores
+ * (the cuBLAS ceiling times the wave quantisation of 256x128 output tiles over the SMs) and
+ * the memory traffic. *eff (may be NULL): the fraction of peak reached. */
+double mc_plan_gemm_seconds(const mc_gpu_t *g, double batch, double M, double N, double K,
+                            double e, double *eff);
+
+/* The memory plan on the cluster's GPU (mc_trainer_memory on the sizing backend) and its total
+ * in bytes. */
+double mc_plan_memory(const mc_args_t *args, const char *device, mc_memory_plan_t *out);
+
+/* Validation as the command line's: the number of problems, the first in first[0..n). */
+typedef int (*mc_plan_check_fn)(mc_args_t *args, int world_size, char *first, size_t n);
+
+typedef struct {
+    mc_args_t args; /* the candidate, validated */
+    mc_memory_plan_t mem;
+    mc_plan_time_t time;
+    double memory; /* bytes per GPU, the largest stage */
+} mc_plan_candidate_t;
+
+/* --search: every layout of the model and batch on the cluster that validates and fits,
+ * ranked by predicted tokens/s; the best `top` in best[] (count returned), *tried and *fitting
+ * counted. base: the command line's arguments before validation (its layout is replaced);
+ * vocab: the tokenizer's vocabulary, padded per tp size (0: base's --padded-vocab-size). */
+int mc_plan_search(const mc_args_t *base, const mc_cluster_t *cl, mc_plan_check_fn check,
+                   int64_t vocab, int top, mc_plan_candidate_t *best, int *tried, int *fitting);
+
+/* Printing: the memory and time of one plan; the flags that select a candidate's layout. */
+void mc_plan_print(FILE *out, const mc_args_t *args, const mc_cluster_t *cl, const char *device,
+                   const mc_memory_plan_t *mem, const mc_plan_time_t *t);
+void mc_plan_layout_flags(const mc_args_t *a, char *buf, size_t n);
+
+#endif

@@ -1,0 +1,114 @@
+/* `megatron-c plan --search`: every layout of the command line's model and batch on the cluster
+ * (t, p, d, micro batch, virtual stages, recomputation, sequence parallelism, distributed
+ * optimizer) that Megatron's validation accepts, ranked by the time model; memory, the costlier
+ * part, is planned in rank order until enough of them fit. */
+#include "plan/plan.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/error.h"
+#include "kernels/device.h"
+
+/* One layout: the knobs the search turns. */
+typedef struct {
+    int t, p, b, v, rc; /* rc: 0 none, 1 selective, 2 full (uniform, 1 layer) */
+    bool sp, dist;
+    double tokens_per_s, memory;
+} knobs_t;
+
+static const char *const RECOMPUTE[] = {"", "selective", "full"};
+
+double mc_plan_memory(const mc_args_t *args, const char *device, mc_memory_plan_t *out)
+{
+    mc_trainer_memory(args, mc_backend_sizing(device), out);
+    return out->params + out->grads + out->optimizer + out->activations + out->workspace;
+}
+
+/* base with the layout of k, validated: 0, or -1 when Megatron's rules refuse it. The padded
+ * vocabulary follows the tp size, as the tokenizer pads it. */
+static int apply(mc_args_t *a, const mc_args_t *base, const knobs_t *k, const mc_cluster_t *cl,
+                 mc_plan_check_fn check, int64_t vocab)
+{
+    *a = *base;
+    a->tensor_model_parallel_size = k->t;
+    a->pipeline_model_parallel_size = k->p;
+    a->micro_batch_size = k->b;
+    a->num_layers_per_virtual_pipeline_stage = 0;
+    a->num_virtual_stages_per_pipeline_rank = k->v > 1 ? k->v : 0;
+    a->virtual_pipeline_model_parallel_size = 1;
+    a->sequence_parallel = k->sp;
+    a->use_distributed_optimizer = k->dist;
+    a->recompute_activations = false;
+    snprintf(a->recompute_granularity, sizeof(a->recompute_granularity), "%s", RECOMPUTE[k->rc]);
+    snprintf(a->recompute_method, sizeof(a->recompute_method), "%s", k->rc == 2 ? "uniform" : "");
+    a->recompute_num_layers = k->rc == 2 ? 1 : 0;
+    if (vocab > 0)
+        a->padded_vocab_size = mc_padded_vocab_size((int)vocab, a->make_vocab_size_divisible_by, k->t);
+    char first[256];
+    return check(a, cl->num_gpus, first, sizeof(first)) == 0 ? 0 : -1;
+}
+
+static int by_speed(const void *x, const void *y)
+{
+    const double a = ((const knobs_t *)x)->tokens_per_s, b = ((const knobs_t *)y)->tokens_per_s;
+    return a < b ? 1 : a > b ? -1 : 0;
+}
+
+/* Every layout the rules accept, timed, in *out (malloc'd); the count. */
+static int enumerate(const mc_args_t *base, const mc_cluster_t *cl, mc_plan_check_fn check,
+                     int64_t vocab, knobs_t **out, int *tried)
+{
+    const int N = cl->num_gpus, L = base->num_layers;
+    int n = 0, cap = 256;
+    knobs_t *all = malloc((size_t)cap * sizeof(knobs_t));
+    static mc_args_t a; /* large: not on the stack */
+    const double usable = (cl->gpu.memory_gb - MC_PLAN_RESERVED_GB) * 1e9;
+    for (int t = 1; t <= cl->gpus_per_node && all; t *= 2)
+        for (int p = 1; N % t == 0 && p <= N / t && p <= L; p++) {
+            if ((N / t) % p) continue;
+            const int d = N / t / p;
+            for (int b = 1; b <= 32; b *= 2)
+                for (int v = 1; v <= 8 && base->global_batch_size % (b * d) == 0; v++)
+                    for (int rc = 0; rc < 3 && (v == 1 || (p > 1 && L % (p * v) == 0)); rc++)
+                        for (int sp = 0; sp <= (t > 1); sp++)
+                            for (int dist = 0; dist <= (d > 1); dist++) {
+                                knobs_t k = {t, p, b, v, rc, sp, dist, 0, 0};
+                                ++*tried;
+                                if (apply(&a, base, &k, cl, check, vocab) != 0) continue;
+                                mc_plan_time_t tm;
+                                mc_memory_plan_t mem;
+                                k.memory = mc_plan_memory(&a, "cuda", &mem);
+                                if (k.memory > usable) continue;
+                                mc_plan_time(&a, cl, &mem, &tm);
+                                k.tokens_per_s = tm.tokens_per_s;
+                                if (n == cap) {
+                                    cap *= 2;
+                                    knobs_t *g = realloc(all, (size_t)cap * sizeof(knobs_t));
+                                    if (!g) break;
+                                    all = g;
+                                }
+                                all[n++] = k;
+                            }
+        }
+    *out = all;
+    return all ? n : 0;
+}
+
+int mc_plan_search(const mc_args_t *base, const mc_cluster_t *cl, mc_plan_check_fn check,
+                   int64_t vocab, int top, mc_plan_candidate_t *best, int *tried, int *fitting)
+{
+    knobs_t *all;
+    *tried = 0;
+    *fitting = enumerate(base, cl, check, vocab, &all, tried);
+    qsort(all, (size_t)*fitting, sizeof(knobs_t), by_speed);
+    int n = 0;
+    for (; n < top && n < *fitting; n++) {
+        mc_plan_candidate_t *c = &best[n];
+        if (apply(&c->args, base, &all[n], cl, check, vocab) != 0) mc_fatal("plan: search lost a layout");
+        c->memory = mc_plan_memory(&c->args, "cuda", &c->mem);
+        mc_plan_time(&c->args, cl, &c->mem, &c->time);
+    }
+    free(all);
+    return n;
+}

@@ -1,0 +1,344 @@
+/* The time model of `megatron-c plan` (plan/plan.h): one microbatch through each pipeline
+ * stage, from the layer's GEMMs, memory-bound ops and tensor-parallel collectives, then the
+ * schedule, the data-parallel reduction and the optimizer step. */
+#include "plan/plan.h"
+
+#include <math.h>
+#include <string.h>
+
+#include "base/error.h"
+#include "model/gpt.h"
+#include "parallel/pipeline.h"
+#include "train/log.h"
+
+/* The sizes of one microbatch on one GPU. */
+typedef struct {
+    const mc_gpu_t *g;
+    bool flash;
+    double e;              /* bytes per activation value */
+    double b, s, h, M, Ml; /* M = b*s rows; Ml: the sequence-local rows (M/t with sp) */
+    double nh, hd, A, Q;   /* this GPU's heads; head size; attention and qkv widths (all heads) */
+    double F, fc1, V;      /* ffn, linear_fc1's width (2F with swiglu), padded vocabulary */
+    int t;
+    bool sp, swiglu, rms;
+} dims_t;
+
+double mc_plan_gemm_seconds(const mc_gpu_t *g, double batch, double M, double N, double K,
+                            double e, double *eff)
+{
+    if (M <= 0 || N <= 0 || K <= 0 || batch <= 0) return 0;
+    const double tiles = ceil(M / 256) * ceil(N / 128) * batch;
+    const double wave = tiles / (ceil(tiles / g->sms) * g->sms);
+    const double flops = 2 * M * N * K * batch;
+    const double core = flops / (g->peak_tflops * 1e12 * g->gemm_ceiling * wave);
+    const double mem = (M * K + K * N + M * N) * batch * e / (g->hbm_gbps * 1e9 * MC_PLAN_HBM_FRACTION);
+    const double s = core > mem ? core : mem;
+    if (eff) *eff = flops / s / (g->peak_tflops * 1e12);
+    return s;
+}
+
+static double mem_s(const mc_gpu_t *g, double bytes)
+{
+    return bytes / (g->hbm_gbps * 1e9 * MC_PLAN_HBM_FRACTION);
+}
+
+/* A ring collective over n ranks moving `sent` bytes per rank in `steps` steps. */
+static double ring_s(double sent, int steps, double gbps)
+{
+    return sent / (gbps * 1e9 * MC_PLAN_LINK_FRACTION) + steps * MC_PLAN_STEP_LATENCY_S;
+}
+
+/* Forward of one layer's GEMMs and core attention on this GPU. */
+static double layer_gemms_f(const dims_t *d)
+{
+    const mc_gpu_t *g = d->g;
+    const double t = d->t;
+    double s = mc_plan_gemm_seconds(g, 1, d->M, d->Q / t, d->h, d->e, NULL) +
+               mc_plan_gemm_seconds(g, 1, d->M, d->h, d->A / t, d->e, NULL) +
+               mc_plan_gemm_seconds(g, 1, d->M, d->fc1 / t, d->h, d->e, NULL) +
+               mc_plan_gemm_seconds(g, 1, d->M, d->h, d->F / t, d->e, NULL);
+    return s;
+}
+
+/* Core attention of one layer: forward, backward. Materialised: two batched GEMMs over the full
+ * [s, s] scores plus the softmax and dropout passes over them (4 forward, 6 backward); flash:
+ * the causal half of the scores at MC_PLAN_FLASH_FRACTION of the GEMM ceiling, its backward
+ * 2.5 times the forward's work (it recomputes the scores). */
+static void core_attention(const dims_t *d, double *f, double *bwd)
+{
+    const mc_gpu_t *g = d->g;
+    const double heads = d->b * d->nh;
+    if (d->flash) {
+        const double flops = 4 * heads * d->s * d->s * d->hd * 0.5;
+        const double rate = g->peak_tflops * 1e12 * g->gemm_ceiling * MC_PLAN_FLASH_FRACTION;
+        *f = flops / rate;
+        *bwd = 2.5 * flops / rate;
+        return;
+    }
+    const double scores = heads * d->s * d->s * d->e;
+    const double qk = mc_plan_gemm_seconds(g, heads, d->s, d->s, d->hd, d->e, NULL);
+    const double pv = mc_plan_gemm_seconds(g, heads, d->s, d->hd, d->s, d->e, NULL);
+    *f = qk + pv + mem_s(g, 4 * scores);
+    *bwd = 2 * (qk + pv) + mem_s(g, 6 * scores);
+}
+
+/* Bytes the memory-bound ops of one layer's forward move: two norms, two dropout + residual
+ * adds (read two, write one, a byte mask), the activation, rotary embeddings. The backward
+ * moves about twice as much. */
+static double layer_elementwise_bytes(const dims_t *d)
+{
+    const double rows = d->Ml * d->h * d->e;
+    const double norms = 2 * 2 * rows;
+    const double residual = 2 * (3 * rows + d->Ml * d->h);
+    const double act = (d->swiglu ? 3 : 2) * d->M * (d->F / d->t) * d->e;
+    return norms + residual + act;
+}
+
+/* The output layer and the cross-entropy (logits in fp32): forward, backward. */
+static void head_compute(const dims_t *d, double *f, double *bwd)
+{
+    const double V = d->V / d->t;
+    const double gemm = mc_plan_gemm_seconds(d->g, 1, d->M, V, d->h, d->e, NULL);
+    const double ce = mem_s(d->g, 2 * d->M * V * 4 + d->M * V * d->e);
+    *f = gemm + ce;
+    *bwd = 2 * gemm + ce;
+}
+
+static void dims_from(dims_t *d, const mc_args_t *a, const mc_cluster_t *cl)
+{
+    memset(d, 0, sizeof(*d));
+    d->g = &cl->gpu;
+    d->flash = cl->attn == MC_ATTN_FLASH;
+    d->e = (a->fp16 || a->bf16) ? 2 : 4;
+    d->t = a->tensor_model_parallel_size;
+    d->sp = a->sequence_parallel && d->t > 1;
+    d->b = a->micro_batch_size;
+    d->s = a->seq_length;
+    d->h = a->hidden_size;
+    d->M = d->b * d->s;
+    d->Ml = d->sp ? d->M / d->t : d->M;
+    d->hd = a->kv_channels;
+    d->nh = (double)a->num_attention_heads / d->t;
+    d->A = a->num_attention_heads * d->hd;
+    d->Q = (a->num_attention_heads + 2.0 * a->num_query_groups) * d->hd;
+    d->F = a->ffn_hidden_size;
+    d->swiglu = a->swiglu;
+    d->fc1 = d->swiglu ? 2 * d->F : d->F;
+    d->V = a->padded_vocab_size;
+    d->rms = strcmp(a->normalization, "RMSNorm") == 0;
+}
+
+/* One microbatch through one stage: seconds of forward and backward work (recomputation in the
+ * backward), tensor-parallel collectives and pipeline transfers, and the tp volume as the comm
+ * layer counts it (per call the larger of input and output). */
+typedef struct {
+    double f, b, tp, pp;
+    double tp_bytes, pp_bytes;
+    int tp_calls;
+} stage_t;
+
+/* n collectives of X bytes each over the tp group: all-reduces (ar) or gathers/scatters. */
+static void tp_calls(stage_t *st, const dims_t *d, double n, double X, bool ar, double gbps)
+{
+    if (d->t < 2 || n <= 0) return;
+    const double share = (double)(d->t - 1) / d->t;
+    st->tp += n * (ar ? ring_s(2 * share * X, 2 * (d->t - 1), gbps)
+                      : ring_s(share * X, d->t - 1, gbps));
+    st->tp_bytes += n * X;
+    st->tp_calls += (int)n;
+}
+
+/* The collectives of one layer: forward, backward, and the recomputed forward (rc). */
+static void layer_tp(stage_t *st, const dims_t *d, bool rc, double gbps)
+{
+    const double X = d->M * d->h * d->e;
+    if (d->sp) { /* an all-gather before and a reduce-scatter after each parallel pair; the
+                  * backward re-gathers the column-parallel inputs for the weight gradients */
+        tp_calls(st, d, 2 + 4 + (rc ? 2 : 0), X, false, gbps);
+        tp_calls(st, d, 2 + 2 + (rc ? 2 : 0), X, false, gbps);
+    } else {
+        tp_calls(st, d, 4 + (rc ? 2 : 0), X, true, gbps);
+    }
+}
+
+/* The embedding (pre) and the output layer with the loss (post). */
+static void ends_tp(stage_t *st, const dims_t *d, bool pre, bool post, double gbps)
+{
+    const double X = d->M * d->h * d->e;
+    if (pre) tp_calls(st, d, d->sp ? 2 : 1, X, !d->sp, gbps);
+    if (!post) return;
+    if (d->sp) tp_calls(st, d, 3, X, false, gbps);
+    else tp_calls(st, d, 1, X, true, gbps);
+    /* the vocab-parallel cross-entropy's statistics: max, then sum-exp and the target logit */
+    tp_calls(st, d, 1, d->M * 4, true, gbps);
+    tp_calls(st, d, 1, 2 * d->M * 4, true, gbps);
+}
+
+/* Layers of a chunk of n layers whose forward is recomputed. */
+static int recomputed_layers(const mc_args_t *a, int n)
+{
+    if (strcmp(a->recompute_granularity, "full") != 0) return 0;
+    if (strcmp(a->recompute_method, "block") == 0)
+        return a->recompute_num_layers < n ? a->recompute_num_layers : n;
+    return n;
+}
+
+static double tp_gbps(const mc_args_t *a, const mc_cluster_t *cl)
+{
+    return a->tensor_model_parallel_size <= cl->gpus_per_node ? cl->gpu.intra_gbps
+                                                               : cl->gpu.inter_gbps;
+}
+
+static void stage_time(const mc_args_t *a, const dims_t *d, const mc_gpt_config_t *cfg,
+                       const mc_cluster_t *cl, stage_t *st)
+{
+    memset(st, 0, sizeof(*st));
+    double core_f, core_b, head_f, head_b;
+    core_attention(d, &core_f, &core_b);
+    const double ew = layer_elementwise_bytes(d);
+    const double lf = layer_gemms_f(d) + core_f + mem_s(d->g, ew);
+    const double lb = 2 * layer_gemms_f(d) + core_b + mem_s(d->g, 2 * ew);
+    const bool selective = strcmp(a->recompute_granularity, "selective") == 0;
+    const double tgbps = tp_gbps(a, cl);
+    /* Megatron's rank order (tp, dp, pp): stages meet on the network unless one node holds all */
+    const double pgbps = cl->num_gpus > cl->gpus_per_node ? cl->gpu.inter_gbps
+                                                          : cl->gpu.intra_gbps;
+    const double X_pp = (d->sp || cl->pp_scatter_gather ? d->M / d->t : d->M) * d->h * d->e;
+    for (int c = 0; c < cfg->n_chunks; c++) {
+        const mc_chunk_cfg_t *ch = &cfg->chunk[c];
+        const int rc = recomputed_layers(a, ch->n_layers);
+        st->f += ch->n_layers * lf;
+        st->b += ch->n_layers * lb + rc * lf + (selective ? ch->n_layers * core_f : 0);
+        for (int j = 0; j < ch->n_layers; j++) layer_tp(st, d, j < rc, tgbps);
+        if (ch->pre) st->f += mem_s(d->g, 2 * d->M * d->h * d->e);
+        if (ch->post) {
+            head_compute(d, &head_f, &head_b);
+            st->f += head_f;
+            st->b += head_b;
+        }
+        ends_tp(st, d, ch->pre, ch->post, tgbps);
+        /* p2p: receive the forward input and the backward gradient unless first, send them on
+         * unless last */
+        const int transfers = 2 * ((ch->pre ? 0 : 1) + (ch->post ? 0 : 1));
+        st->pp += transfers * ring_s(X_pp, 1, pgbps);
+        st->pp_bytes += transfers * X_pp;
+    }
+}
+
+/* Per step: the sequence-parallel norms' gradient sums over tp (a tensor each). */
+static void step_tp(const mc_args_t *a, const dims_t *d, const mc_gpt_config_t *cfg,
+                    double gsize, double gbps, stage_t *st)
+{
+    if (!d->sp) return;
+    const int tensors = d->rms ? 1 : 2;
+    for (int c = 0; c < cfg->n_chunks; c++) {
+        const int n = 2 * tensors * cfg->chunk[c].n_layers + (cfg->chunk[c].post ? tensors : 0);
+        tp_calls(st, d, n, d->h * gsize, true, gbps);
+    }
+}
+
+/* The data-parallel reduction, what of it the backward hides (--overlap-grad-reduce: bucket by
+ * bucket during the last microbatch's backward; --overlap-param-gather: the distributed
+ * optimizer's gather during the next forward), and the optimizer step. */
+static void dp_and_optimizer(const mc_args_t *a, const mc_cluster_t *cl, const mc_memory_plan_t *mem,
+                             const stage_t *slow, mc_plan_time_t *o)
+{
+    const int dp = a->data_parallel_size, t = a->tensor_model_parallel_size;
+    const double gbps = t * dp <= cl->gpus_per_node ? cl->gpu.intra_gbps : cl->gpu.inter_gbps;
+    const double share = (double)(dp - 1) / dp;
+    const double esize = mc_dtype_size(mem->dt), gsize = mc_dtype_size(mem->gdt);
+    const double elems = mem->params / esize;
+    const bool dist = a->use_distributed_optimizer && dp > 1;
+    double reduce = 0, gather = 0;
+    if (dp > 1) {
+        reduce = dist ? ring_s(share * mem->grads, dp - 1, gbps)
+                      : ring_s(2 * share * mem->grads, 2 * (dp - 1), gbps);
+        gather = dist ? ring_s(share * mem->params, dp - 1, gbps) : 0;
+        o->dp_bytes = mem->grads + (dist ? mem->params : 0);
+    }
+    const double bucket = a->ddp_bucket_size > 0 ? (double)a->ddp_bucket_size
+                          : 40e6 > 1e6 * dp  ? 40e6
+                                             : 1e6 * dp;
+    const double buckets = a->overlap_grad_reduce ? ceil(elems / bucket) : 1;
+    double exposed = reduce, g_exposed = gather;
+    if (a->overlap_grad_reduce && reduce > 0)
+        exposed = fmax(reduce - slow->b, reduce / buckets);
+    if (a->overlap_param_gather && gather > 0)
+        g_exposed = fmax(gather - slow->f, gather / buckets);
+    /* tied embeddings over stages: the first and the last stage sum the word embeddings' grads */
+    double tied = 0;
+    if (a->pipeline_model_parallel_size > 1 && !a->untie_embeddings_and_output_weights)
+        tied = ring_s((double)a->padded_vocab_size / t * a->hidden_size * gsize, 1,
+                      cl->gpu.inter_gbps);
+    o->dp_comm = reduce + gather + tied;
+    o->dp_exposed = exposed + g_exposed + tied;
+    /* Adam: read the gradients twice (norm, step), read and write fp32 main params and both
+     * moments, write the 16-bit params */
+    const double shard = dist ? elems / dp : elems;
+    o->optimizer = mem_s(&cl->gpu, shard * (2 * gsize + 24 + (esize < 4 ? esize : 0)));
+}
+
+/* Floating-point operations the GPUs execute per iteration: three passes of every layer, the
+ * recomputed forward, the output layer; attention over the full [s, s] when materialised, its
+ * causal half with flash. The paper's Table 1 counts this way (96 B s l h^2 (1 + s/6h +
+ * V/16lh) with full recomputation). */
+static double hw_flops(const mc_args_t *a, const dims_t *d)
+{
+    const double h = d->h, s = d->s;
+    const double gemms = 2 * h * d->Q + 2 * d->A * h + 2 * h * d->fc1 + 2 * d->F * h;
+    const double core = 4 * s * d->A * (d->flash ? 0.5 : 1);
+    const int L = a->num_layers;
+    double rc = 0;
+    if (strcmp(a->recompute_granularity, "selective") == 0) rc = L * core;
+    else if (strcmp(a->recompute_granularity, "full") == 0) {
+        const int per_chunk = L / (a->pipeline_model_parallel_size *
+                                   a->virtual_pipeline_model_parallel_size);
+        const int chunks = L / (per_chunk > 0 ? per_chunk : 1);
+        rc = chunks * recomputed_layers(a, per_chunk) * (gemms + core);
+    }
+    const double per_token = L * 3 * (gemms + core) + rc + 6 * h * d->V;
+    return (double)a->global_batch_size * s * per_token;
+}
+
+void mc_plan_time(const mc_args_t *args, const mc_cluster_t *cl, const mc_memory_plan_t *mem,
+                  mc_plan_time_t *o)
+{
+    memset(o, 0, sizeof(*o));
+    dims_t d;
+    dims_from(&d, args, cl);
+    const int pp = args->pipeline_model_parallel_size;
+    stage_t slow = {0};
+    double worst = -1;
+    for (int r = 0; r < pp; r++) {
+        mc_gpt_config_t cfg;
+        char err[256];
+        mc_gpt_config_from_args(&cfg, args);
+        if (mc_pipeline_chunks(&cfg, args, r, err, sizeof(err)) != 0) mc_fatal("%s", err);
+        stage_t st;
+        stage_time(args, &d, &cfg, cl, &st);
+        step_tp(args, &d, &cfg, mc_dtype_size(mem->gdt), tp_gbps(args, cl), &st);
+        if (st.f + st.b + st.tp + st.pp > worst) {
+            worst = st.f + st.b + st.tp + st.pp;
+            slow = st;
+        }
+    }
+    const int m = args->num_microbatches, v = args->virtual_pipeline_model_parallel_size;
+    o->microbatches = m;
+    o->bubble_fraction = (double)(pp - 1) / ((double)v * m);
+    o->compute = m * (slow.f + slow.b);
+    o->tp_comm = m * slow.tp;
+    o->pp_comm = m * slow.pp;
+    o->bubble = (double)(pp - 1) / v * worst;
+    o->tp_bytes = slow.tp_bytes * m;
+    o->tp_calls = slow.tp_calls * m;
+    o->pp_bytes = slow.pp_bytes * m;
+    dp_and_optimizer(args, cl, mem, &slow, o);
+    o->iteration = o->compute + o->tp_comm + o->pp_comm + o->bubble + o->dp_exposed + o->optimizer;
+    o->model_flops = mc_num_floating_point_operations(args, args->global_batch_size);
+    o->hw_flops = hw_flops(args, &d);
+    const double n = cl->num_gpus;
+    o->tokens_per_s = (double)args->global_batch_size * args->seq_length / o->iteration;
+    o->model_tflops_per_gpu = o->model_flops / o->iteration / n / 1e12;
+    o->hw_tflops_per_gpu = o->hw_flops / o->iteration / n / 1e12;
+    o->mfu = o->model_tflops_per_gpu / cl->gpu.peak_tflops;
+}
