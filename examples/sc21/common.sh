@@ -43,8 +43,8 @@ sc21_unknown() {
 }
 
 # sc21_point SCRIPT NAME: exit status 0 when NAME is one of the script's points, else sc21_unknown.
-sc21_point() {
-    points | grep -qxF -- "$2" || sc21_unknown "$1" point "$2"
+sc21_point() { # (not grep -q: it stops reading, and points' SIGPIPE would fail the pipe)
+    points | grep -xF -- "$2" >/dev/null || sc21_unknown "$1" point "$2"
 }
 
 # sc21_check SCRIPT NAME: megatron-c's dry run of the point at its world size, 8 GPUs a node.
