@@ -47,12 +47,13 @@ sc21_point() { # (not grep -q: it stops reading, and points' SIGPIPE would fail 
     points | grep -xF -- "$2" >/dev/null || sc21_unknown "$1" point "$2"
 }
 
-# sc21_check SCRIPT NAME: megatron-c's dry run of the point at its world size, 8 GPUs a node.
-sc21_check() {
+# sc21_plan NAME PLAN-OPTIONS...: megatron-c plan of the point at its world size, 8 GPUs a node
+# (with --check: only the dry run, exit 0 when the job would start, 2 with every problem).
+sc21_plan() {
     local out
-    mapfile -t out < <(point_args "$2")
+    mapfile -t out < <(point_args "$1")
     [ "${#out[@]}" -gt 0 ] || return 2
-    "${MEGATRON_C:-megatron-c}" plan --check --num-gpus "${out[0]}" --gpus-per-node 8 "${out[@]:1}"
+    "${MEGATRON_C:-megatron-c}" plan --num-gpus "${out[0]}" --gpus-per-node 8 "${@:2}" "${out[@]:1}"
 }
 
 # sc21_run SCRIPT NAME: the point as this Slurm job (its tasks must be the point's world size).
@@ -68,20 +69,33 @@ sc21_run() {
     exec srun --mpi=pmix "${MEGATRON_C:-megatron-c}" "${out[@]:1}"
 }
 
-# sc21_main SCRIPT VAR ARGS...: --points, --print NAME, --check NAME, or the point $VAR as a job.
+# sc21_main SCRIPT VAR ARGS...: --points, --print NAME, --check NAME, --plan NAME [OPTIONS], or
+# the point $VAR as a job.
 sc21_main() {
     local script=$1 var=$2
     shift 2
     case "${1:-}" in
-    --points) points; exit 0 ;;
-    --print | --check)
+    --points)
+        [ $# -eq 1 ] || { echo "$script: --points takes nothing; '$2' is extra" >&2; exit 2; }
+        points
+        exit 0
+        ;;
+    --print | --check | --plan)
         [ -n "${2:-}" ] || { echo "$script: $1 needs a point (--points lists them)" >&2; exit 2; }
-        if [ "$1" = --print ]; then point_args "$2"; else sc21_check "$script" "$2"; fi
+        if [ "$1" != --plan ] && [ $# -gt 2 ]; then
+            echo "$script: $1 takes one point; '$3' is extra (plan's options go with --plan)" >&2
+            exit 2
+        fi
+        case $1 in
+        --print) point_args "$2" ;;
+        --check) sc21_plan "$2" --check ;;
+        --plan) sc21_plan "$2" "${@:3}" ;;
+        esac
         exit $?
         ;;
     ?*)
         echo "$script: unknown argument '$1' (--points, --print POINT, --check POINT," \
-            "or none with $var set)" >&2
+            "--plan POINT [PLAN-OPTIONS], or none with $var set)" >&2
         exit 2
         ;;
     esac

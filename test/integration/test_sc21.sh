@@ -173,11 +173,26 @@ want=$(for s in sp -; do for b in 12 24 36 48 60; do
     echo "8 12 1 96 1 $b 96 12288 96 2 full $s"; done; done)
 same_points figure18 "$want"
 for f in 11 12 13 14 15 16 17 18; do names "figure$f"; done
+# 18's substitute does what the paper's optimization did to the pipeline's traffic: with
+# sequence parallelism each rank sends 1/t of what it sends without, as much as megatron-c plan
+# predicts for the paper's own scatter/gather (--pp-scatter-gather)
+p2p() { # point plan-options...: the pipeline's GB per GPU an iteration, as megatron-c plan says
+    MEGATRON_C=$MC_BIN bash "$SC21/figure18.sbatch" --plan "$@" 2>&1 |
+        sed -n 's/^ *pipeline p2p .* \([0-9.]*\) GB per GPU.*/\1/p'
+}
+sg=$(p2p scatter-gather-b24) none=$(p2p no-scatter-gather-b24) paper=$(p2p no-scatter-gather-b24 --pp-scatter-gather)
+check "figure18: scatter-gather points send 1/8 of the pipeline's bytes, as the paper's optimization ($sg, $none, $paper GB)" \
+    awk -v a="$sg" -v b="$none" -v c="$paper" 'BEGIN { exit !(a > 0 && a == c && (b / a - 8) ^ 2 < 1e-4) }'
 
 # ---- the modes ----
 MEGATRON_C=$MC_BIN bash "$SC21/figure18.sbatch" --check scatter-gather-b60 >"$MC_TMP/out" 2>&1
 check "--check: megatron-c plan --check of the point at its world size ($(head -c 200 "$MC_TMP/out"))" \
     grep -q "valid at 96 ranks" "$MC_TMP/out"
+MEGATRON_C=$MC_BIN bash "$SC21/figure16.sbatch" --plan mb2-b512 --gpu a100 >"$MC_TMP/out" 2>&1
+check "--plan: megatron-c plan of the point with plan's options ($(head -1 "$MC_TMP/out" | head -c 200))" \
+    grep -q "^> plan: 64 x A100 .*tp 8, pp 8, dp 1, micro batch 2, 256 microbatches" "$MC_TMP/out"
+bash "$SC21/figure16.sbatch" --check mb2-b512 --gpu a100 >/dev/null 2>"$MC_TMP/bad"
+check "--check with more: exit 2, one line" bash -c "[ $? -eq 2 ] && [ \$(wc -l <'$MC_TMP/bad') -eq 1 ]"
 bash "$SC21/figure13.sbatch" --print p8-t4-b32 >/dev/null 2>"$MC_TMP/bad"
 check "an unknown point: exit 2 naming the points" \
     bash -c "[ $? -eq 2 ] && grep -q \"no point 'p8-t4-b32' (points: p2-t32-b32 \" '$MC_TMP/bad'"
@@ -198,7 +213,8 @@ chmod +x "$MC_TMP/bin/scontrol" "$MC_TMP/bin/srun"
 (cd "$MC_TMP/spool" && PATH=$MC_TMP/bin:$PATH SLURM_JOB_ID=7 SLURM_NTASKS=96 POINT=interleaved-b24 \
     MEGATRON_C=/opt/megatron-c bash ./slurm_script) >/dev/null 2>"$MC_TMP/job.err"
 { echo --mpi=pmix; echo /opt/megatron-c; tail -n +2 "$MC_TMP/figure12/interleaved-b24"; } >"$MC_TMP/want.args"
-check "a job runs srun --mpi=pmix megatron-c with the point's arguments, from sbatch's copy ($(head -c 200 "$MC_TMP/job.err"))" \
+err=$(head -c 200 "$MC_TMP/job.err" | tr '\n' ' ')
+check "a job runs srun --mpi=pmix megatron-c with the point's arguments, from sbatch's copy${err:+ ($err)}" \
     cmp -s "$MC_TMP/want.args" "$MC_TMP/srun.args"
 rm -f "$MC_TMP/srun.args"
 (cd "$MC_TMP/spool" && PATH=$MC_TMP/bin:$PATH SLURM_JOB_ID=7 SLURM_NTASKS=64 POINT=interleaved-b24 \
