@@ -57,14 +57,14 @@ typedef struct {
 
 /* Seconds per iteration, by part, of the slowest pipeline stage. */
 typedef struct {
-    double compute;      /* GEMMs and memory-bound ops of m microbatches, recomputation included */
-    double tp_comm;      /* tensor-parallel collectives (not overlapped) */
-    double pp_comm;      /* pipeline p2p transfers */
-    double bubble;       /* the pipeline's idle time, (p-1)/v of a microbatch's work */
-    double dp_comm;      /* the data-parallel reduction (and the distributed optimizer's gather) */
-    double dp_exposed;   /* the part of dp_comm not hidden behind the backward */
-    double optimizer;    /* the optimizer step */
-    double iteration;    /* compute + tp_comm + pp_comm + bubble + dp_exposed + optimizer */
+    double compute;    /* GEMMs and memory-bound ops of m microbatches, recomputation included */
+    double tp_comm;    /* tensor-parallel collectives (not overlapped) */
+    double pp_comm;    /* pipeline p2p transfers */
+    double bubble;     /* the pipeline's idle time, (p-1)/v of a microbatch's work */
+    double dp_comm;    /* the data-parallel reduction (and the distributed optimizer's gather) */
+    double dp_exposed; /* the part of dp_comm not hidden behind the backward */
+    double optimizer;  /* the optimizer step */
+    double iteration;  /* compute + tp_comm + pp_comm + bubble + dp_exposed + optimizer */
     double bubble_fraction; /* the paper's (p-1)/(v*m) */
     int microbatches;       /* m */
     /* volumes per iteration and GPU, bytes, as the comm layer counts them (per call the larger
@@ -85,8 +85,8 @@ void mc_plan_time(const mc_args_t *args, const mc_cluster_t *cl, const mc_memory
 /* Seconds of `batch` GEMMs [M,K] x [K,N] in e-byte values: the slower of the tensor cores
  * (the cuBLAS ceiling times the wave quantisation of 256x128 output tiles over the SMs) and
  * the memory traffic. *eff (may be NULL): the fraction of peak reached. */
-double mc_plan_gemm_seconds(const mc_gpu_t *g, double batch, double M, double N, double K,
-                            double e, double *eff);
+double mc_plan_gemm_seconds(const mc_gpu_t *g, double batch, double M, double N, double K, double e,
+                            double *eff);
 
 /* The memory plan on the cluster's GPU (mc_trainer_memory on the sizing backend) and its total
  * in bytes. */

@@ -13,8 +13,9 @@ static void line_s(FILE *out, const char *name, double s, const char *note)
 
 void mc_plan_layout_flags(const mc_args_t *a, char *buf, size_t n)
 {
-    int k = snprintf(buf, n, "--tensor-model-parallel-size %d --pipeline-model-parallel-size %d "
-                             "--micro-batch-size %d",
+    int k = snprintf(buf, n,
+                     "--tensor-model-parallel-size %d --pipeline-model-parallel-size %d "
+                     "--micro-batch-size %d",
                      a->tensor_model_parallel_size, a->pipeline_model_parallel_size,
                      a->micro_batch_size);
     if (a->virtual_pipeline_model_parallel_size > 1 && k < (int)n)
@@ -40,12 +41,13 @@ static void print_gemms(FILE *out, const mc_args_t *a, const mc_cluster_t *cl)
     const double M = (double)a->micro_batch_size * a->seq_length, hd = a->kv_channels;
     const double Q = (a->num_attention_heads + 2.0 * a->num_query_groups) * hd;
     const double A = a->num_attention_heads * hd, F = a->ffn_hidden_size;
-    const double shapes[4][3] = {{M, Q / t, h}, {M, h, A / t}, {M, (a->swiglu ? 2 : 1) * F / t, h},
-                                 {M, h, F / t}};
+    const double shapes[4][3] = {
+        {M, Q / t, h}, {M, h, A / t}, {M, (a->swiglu ? 2 : 1) * F / t, h}, {M, h, F / t}};
     const char *names[4] = {"linear_qkv", "linear_proj", "linear_fc1", "linear_fc2"};
     const double e = (a->fp16 || a->bf16) ? 2 : 4;
-    fprintf(out, "> GEMMs of one layer's forward on one GPU (M x N x K; fraction of the %s's "
-                 "%.0f TFLOP/s the model gives them):\n",
+    fprintf(out,
+            "> GEMMs of one layer's forward on one GPU (M x N x K; fraction of the %s's "
+            "%.0f TFLOP/s the model gives them):\n",
             cl->gpu.long_name, cl->gpu.peak_tflops);
     for (int i = 0; i < 4; i++) {
         double eff;
@@ -67,20 +69,21 @@ void mc_plan_print(FILE *out, const mc_args_t *a, const mc_cluster_t *cl, const 
             a->micro_batch_size, t->microbatches);
     const double total = mc_memory_plan_print(out, a, mem, device);
     const double usable = (g->memory_gb - MC_PLAN_RESERVED_GB) * 1e9;
-    fprintf(out, "    %-40s %9.2f GB of %.2f GB usable (%.0f GB less %.0f GB for CUDA, NCCL, "
-                 "cuBLAS): %s\n",
+    fprintf(out,
+            "    %-40s %9.2f GB of %.2f GB usable (%.0f GB less %.0f GB for CUDA, NCCL, "
+            "cuBLAS): %s\n",
             "fits", total / 1e9, usable / 1e9, g->memory_gb, MC_PLAN_RESERVED_GB,
             total <= usable ? "yes" : "NO");
     fprintf(out, "> time per iteration (the slowest stage; constants in plan/hw.c):\n");
     char note[160];
     line_s(out, "compute (GEMMs, attention, memory-bound)", t->compute, "");
-    snprintf(note, sizeof(note), "%d calls, %.3f GB per GPU", t->tp_calls, t->tp_bytes / 1e9);
+    snprintf(note, sizeof(note), "%d calls, %.0f bytes per GPU", t->tp_calls, t->tp_bytes);
     line_s(out, "tensor-parallel collectives", t->tp_comm, t->tp_calls ? note : "");
-    snprintf(note, sizeof(note), "%.3f GB per GPU", t->pp_bytes / 1e9);
+    snprintf(note, sizeof(note), "%.0f bytes per GPU", t->pp_bytes);
     line_s(out, "pipeline p2p", t->pp_comm, t->pp_bytes > 0 ? note : "");
     snprintf(note, sizeof(note), "(p-1)/(v*m) = %.4f", t->bubble_fraction);
     line_s(out, "pipeline bubble", t->bubble, note);
-    snprintf(note, sizeof(note), "of %.4f s, %.3f GB per GPU", t->dp_comm, t->dp_bytes / 1e9);
+    snprintf(note, sizeof(note), "of %.4f s, %.0f bytes per GPU", t->dp_comm, t->dp_bytes);
     line_s(out, "data-parallel reduction (exposed)", t->dp_exposed, t->dp_comm > 0 ? note : "");
     line_s(out, "optimizer step", t->optimizer, "");
     line_s(out, "iteration", t->iteration, "");

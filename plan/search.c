@@ -44,7 +44,8 @@ static int apply(mc_args_t *a, const mc_args_t *base, const knobs_t *k, const mc
     snprintf(a->recompute_method, sizeof(a->recompute_method), "%s", k->rc == 2 ? "uniform" : "");
     a->recompute_num_layers = k->rc == 2 ? 1 : 0;
     if (vocab > 0)
-        a->padded_vocab_size = mc_padded_vocab_size((int)vocab, a->make_vocab_size_divisible_by, k->t);
+        a->padded_vocab_size =
+            mc_padded_vocab_size((int)vocab, a->make_vocab_size_divisible_by, k->t);
     char first[256];
     return check(a, cl->num_gpus, first, sizeof(first)) == 0 ? 0 : -1;
 }
@@ -105,7 +106,8 @@ int mc_plan_search(const mc_args_t *base, const mc_cluster_t *cl, mc_plan_check_
     int n = 0;
     for (; n < top && n < *fitting; n++) {
         mc_plan_candidate_t *c = &best[n];
-        if (apply(&c->args, base, &all[n], cl, check, vocab) != 0) mc_fatal("plan: search lost a layout");
+        if (apply(&c->args, base, &all[n], cl, check, vocab) != 0)
+            mc_fatal("plan: search lost a layout");
         c->memory = mc_plan_memory(&c->args, "cuda", &c->mem);
         mc_plan_time(&c->args, cl, &c->mem, &c->time);
     }

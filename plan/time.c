@@ -23,15 +23,16 @@ typedef struct {
     bool sp, swiglu, rms;
 } dims_t;
 
-double mc_plan_gemm_seconds(const mc_gpu_t *g, double batch, double M, double N, double K,
-                            double e, double *eff)
+double mc_plan_gemm_seconds(const mc_gpu_t *g, double batch, double M, double N, double K, double e,
+                            double *eff)
 {
     if (M <= 0 || N <= 0 || K <= 0 || batch <= 0) return 0;
     const double tiles = ceil(M / 256) * ceil(N / 128) * batch;
     const double wave = tiles / (ceil(tiles / g->sms) * g->sms);
     const double flops = 2 * M * N * K * batch;
     const double core = flops / (g->peak_tflops * 1e12 * g->gemm_ceiling * wave);
-    const double mem = (M * K + K * N + M * N) * batch * e / (g->hbm_gbps * 1e9 * MC_PLAN_HBM_FRACTION);
+    const double mem =
+        (M * K + K * N + M * N) * batch * e / (g->hbm_gbps * 1e9 * MC_PLAN_HBM_FRACTION);
     const double s = core > mem ? core : mem;
     if (eff) *eff = flops / s / (g->peak_tflops * 1e12);
     return s;
@@ -142,8 +143,8 @@ static void tp_calls(stage_t *st, const dims_t *d, double n, double X, bool ar, 
 {
     if (d->t < 2 || n <= 0) return;
     const double share = (double)(d->t - 1) / d->t;
-    st->tp += n * (ar ? ring_s(2 * share * X, 2 * (d->t - 1), gbps)
-                      : ring_s(share * X, d->t - 1, gbps));
+    st->tp +=
+        n * (ar ? ring_s(2 * share * X, 2 * (d->t - 1), gbps) : ring_s(share * X, d->t - 1, gbps));
     st->tp_bytes += n * X;
     st->tp_calls += (int)n;
 }
@@ -186,7 +187,7 @@ static int recomputed_layers(const mc_args_t *a, int n)
 static double tp_gbps(const mc_args_t *a, const mc_cluster_t *cl)
 {
     return a->tensor_model_parallel_size <= cl->gpus_per_node ? cl->gpu.intra_gbps
-                                                               : cl->gpu.inter_gbps;
+                                                              : cl->gpu.inter_gbps;
 }
 
 static void stage_time(const mc_args_t *a, const dims_t *d, const mc_gpt_config_t *cfg,
@@ -201,8 +202,7 @@ static void stage_time(const mc_args_t *a, const dims_t *d, const mc_gpt_config_
     const bool selective = strcmp(a->recompute_granularity, "selective") == 0;
     const double tgbps = tp_gbps(a, cl);
     /* Megatron's rank order (tp, dp, pp): stages meet on the network unless one node holds all */
-    const double pgbps = cl->num_gpus > cl->gpus_per_node ? cl->gpu.inter_gbps
-                                                          : cl->gpu.intra_gbps;
+    const double pgbps = cl->num_gpus > cl->gpus_per_node ? cl->gpu.inter_gbps : cl->gpu.intra_gbps;
     const double X_pp = (d->sp || cl->pp_scatter_gather ? d->M / d->t : d->M) * d->h * d->e;
     for (int c = 0; c < cfg->n_chunks; c++) {
         const mc_chunk_cfg_t *ch = &cfg->chunk[c];
@@ -226,8 +226,8 @@ static void stage_time(const mc_args_t *a, const dims_t *d, const mc_gpt_config_
 }
 
 /* Per step: the sequence-parallel norms' gradient sums over tp (a tensor each). */
-static void step_tp(const mc_args_t *a, const dims_t *d, const mc_gpt_config_t *cfg,
-                    double gsize, double gbps, stage_t *st)
+static void step_tp(const mc_args_t *a, const dims_t *d, const mc_gpt_config_t *cfg, double gsize,
+                    double gbps, stage_t *st)
 {
     if (!d->sp) return;
     const int tensors = d->rms ? 1 : 2;
@@ -240,8 +240,8 @@ static void step_tp(const mc_args_t *a, const dims_t *d, const mc_gpt_config_t *
 /* The data-parallel reduction, what of it the backward hides (--overlap-grad-reduce: bucket by
  * bucket during the last microbatch's backward; --overlap-param-gather: the distributed
  * optimizer's gather during the next forward), and the optimizer step. */
-static void dp_and_optimizer(const mc_args_t *a, const mc_cluster_t *cl, const mc_memory_plan_t *mem,
-                             const stage_t *slow, mc_plan_time_t *o)
+static void dp_and_optimizer(const mc_args_t *a, const mc_cluster_t *cl,
+                             const mc_memory_plan_t *mem, const stage_t *slow, mc_plan_time_t *o)
 {
     const int dp = a->data_parallel_size, t = a->tensor_model_parallel_size;
     const double gbps = t * dp <= cl->gpus_per_node ? cl->gpu.intra_gbps : cl->gpu.inter_gbps;
@@ -257,14 +257,12 @@ static void dp_and_optimizer(const mc_args_t *a, const mc_cluster_t *cl, const m
         o->dp_bytes = mem->grads + (dist ? mem->params : 0);
     }
     const double bucket = a->ddp_bucket_size > 0 ? (double)a->ddp_bucket_size
-                          : 40e6 > 1e6 * dp  ? 40e6
-                                             : 1e6 * dp;
+                          : 40e6 > 1e6 * dp      ? 40e6
+                                                 : 1e6 * dp;
     const double buckets = a->overlap_grad_reduce ? ceil(elems / bucket) : 1;
     double exposed = reduce, g_exposed = gather;
-    if (a->overlap_grad_reduce && reduce > 0)
-        exposed = fmax(reduce - slow->b, reduce / buckets);
-    if (a->overlap_param_gather && gather > 0)
-        g_exposed = fmax(gather - slow->f, gather / buckets);
+    if (a->overlap_grad_reduce && reduce > 0) exposed = fmax(reduce - slow->b, reduce / buckets);
+    if (a->overlap_param_gather && gather > 0) g_exposed = fmax(gather - slow->f, gather / buckets);
     /* tied embeddings over stages: the first and the last stage sum the word embeddings' grads */
     double tied = 0;
     if (a->pipeline_model_parallel_size > 1 && !a->untie_embeddings_and_output_weights)
@@ -291,8 +289,8 @@ static double hw_flops(const mc_args_t *a, const dims_t *d)
     double rc = 0;
     if (strcmp(a->recompute_granularity, "selective") == 0) rc = L * core;
     else if (strcmp(a->recompute_granularity, "full") == 0) {
-        const int per_chunk = L / (a->pipeline_model_parallel_size *
-                                   a->virtual_pipeline_model_parallel_size);
+        const int per_chunk =
+            L / (a->pipeline_model_parallel_size * a->virtual_pipeline_model_parallel_size);
         const int chunks = L / (per_chunk > 0 ? per_chunk : 1);
         rc = chunks * recomputed_layers(a, per_chunk) * (gemms + core);
     }
@@ -307,30 +305,31 @@ void mc_plan_time(const mc_args_t *args, const mc_cluster_t *cl, const mc_memory
     dims_t d;
     dims_from(&d, args, cl);
     const int pp = args->pipeline_model_parallel_size;
-    stage_t slow = {0};
+    stage_t slow = {0}, per_step = {0}; /* per microbatch; once per step */
     double worst = -1;
     for (int r = 0; r < pp; r++) {
         mc_gpt_config_t cfg;
         char err[256];
         mc_gpt_config_from_args(&cfg, args);
         if (mc_pipeline_chunks(&cfg, args, r, err, sizeof(err)) != 0) mc_fatal("%s", err);
-        stage_t st;
+        stage_t st, step = {0};
         stage_time(args, &d, &cfg, cl, &st);
-        step_tp(args, &d, &cfg, mc_dtype_size(mem->gdt), tp_gbps(args, cl), &st);
+        step_tp(args, &d, &cfg, mc_dtype_size(mem->gdt), tp_gbps(args, cl), &step);
         if (st.f + st.b + st.tp + st.pp > worst) {
             worst = st.f + st.b + st.tp + st.pp;
             slow = st;
+            per_step = step;
         }
     }
     const int m = args->num_microbatches, v = args->virtual_pipeline_model_parallel_size;
     o->microbatches = m;
     o->bubble_fraction = (double)(pp - 1) / ((double)v * m);
     o->compute = m * (slow.f + slow.b);
-    o->tp_comm = m * slow.tp;
+    o->tp_comm = m * slow.tp + per_step.tp;
     o->pp_comm = m * slow.pp;
     o->bubble = (double)(pp - 1) / v * worst;
-    o->tp_bytes = slow.tp_bytes * m;
-    o->tp_calls = slow.tp_calls * m;
+    o->tp_bytes = slow.tp_bytes * m + per_step.tp_bytes;
+    o->tp_calls = slow.tp_calls * m + per_step.tp_calls;
     o->pp_bytes = slow.pp_bytes * m;
     dp_and_optimizer(args, cl, mem, &slow, o);
     o->iteration = o->compute + o->tp_comm + o->pp_comm + o->bubble + o->dp_exposed + o->optimizer;

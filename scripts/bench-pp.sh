@@ -28,20 +28,24 @@ CORES=$(nproc)
 echo "model: $L layers, hidden $H, heads 8, seq $S, micro batch $MB, vocab 256, no dropout; $CORES cores,"
 echo "OpenBLAS 1 thread per rank; the second log interval ($HALF iterations) of $ITERS timed"
 echo
-echo "| p | v | m | cores | ms/iter | idle / compute, max over ranks | mean over ranks | paper (p-1)/(v·m) | activations in flight (largest stage) | activation MiB |"
+echo "| p | v | m | cores | ms/iter | idle / compute, max over ranks | mean over ranks | plan: bubble (p-1)/(v·m) | activations in flight (largest stage) | activation MiB |"
 echo "|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|"
 run() { # p v m
     local p=$1 v=$2 m=$3 vflag=()
     [ "$v" -gt 1 ] && vflag=(--num-virtual-stages-per-pipeline-rank "$v")
-    "${MPIRUN[@]}" -np "$p" "$MC_BIN" --device cpu --cpu-threads 1 --mock-data --num-layers $L \
+    local args=(--device cpu --cpu-threads 1 --mock-data --num-layers $L \
         --hidden-size $H --num-attention-heads 8 --seq-length $S --max-position-embeddings $S \
         --vocab-size 256 --make-vocab-size-divisible-by 64 --micro-batch-size $MB \
         --global-batch-size "$m" --train-iters "$ITERS" --lr 1e-4 --log-interval "$HALF" \
         --eval-iters 0 --hidden-dropout 0 --attention-dropout 0 --timing-log-level 2 \
-        --timing-log-option all --pipeline-model-parallel-size "$p" "${vflag[@]}" >"$TMP/out" 2>&1 \
+        --timing-log-option all --pipeline-model-parallel-size "$p" "${vflag[@]}")
+    "${MPIRUN[@]}" -np "$p" "$MC_BIN" "${args[@]}" >"$TMP/out" 2>&1 \
         || { echo "| $p | $v | $m | run failed: $(tail -c 200 "$TMP/out") |"; return; }
+    # megatron-c plan's prediction for the same line
+    local planned
+    planned=$("$MC_BIN" plan --num-gpus "$p" "${args[@]}" | sed -nE 's/.*\(p-1\)\/\(v\*m\) = ([0-9.]+).*/\1/p')
     # the last timer block: per timer, per rank "rank  r: ms"
-    awk -v p="$p" -v v="$v" -v m="$m" -v cores="$CORES" '
+    awk -v p="$p" -v v="$v" -v m="$m" -v cores="$CORES" -v planned="${planned:-?}" '
         /elapsed time per iteration \(ms\):/ { split($0, a, "elapsed time per iteration \\(ms\\): "); split(a[2], b, " "); ms = b[1]; delete fb; delete idle; inblock = 0 }
         /times across ranks \(ms\):/ { inblock = 1; next }
         inblock && /^  [a-z-]+:$/ { name = $1; sub(":", "", name); next }
@@ -52,7 +56,7 @@ run() { # p v m
         END {
             mx = 0; sum = 0
             for (r = 0; r < p; r++) { f = (fb[r] - idle[r] > 0) ? idle[r] / (fb[r] - idle[r]) : 0; if (f > mx) mx = f; sum += f }
-            printf "| %d | %d | %d | %s | %.1f | %.3f | %.3f | %.3f | %s | %s |\n", p, v, m, (p > cores ? cores " (shared)" : p), ms, mx, sum / p, (p - 1) / (v * m), inflight, mib
+            printf "| %d | %d | %d | %s | %.1f | %.3f | %.3f | %s | %s | %s |\n", p, v, m, (p > cores ? cores " (shared)" : p), ms, mx, sum / p, planned, inflight, mib
         }' "$TMP/out"
 }
 for m in 2 4 8 16; do run 2 1 "$m"; run 2 2 "$m"; done

@@ -127,7 +127,7 @@ static void fmt_bytes(char *buf, size_t n, double bytes)
 /* DESIGN decision 1: every buffer is planned before training, and the plan is logged.
  * Returns the total bytes. */
 double mc_memory_plan_print(FILE *out, const mc_args_t *a, const mc_memory_plan_t *plan,
-                           const char *device)
+                            const char *device)
 {
     const mc_memory_plan_t p = *plan;
     char opt_name[64];

@@ -1,0 +1,106 @@
+#!/usr/bin/env bash
+# `megatron-c plan` (issue 19): --check validates a command line at a world size without
+# allocating; the paper's Table 1 predicted within 15% on every row (A100, the paper's cluster
+# and Megatron-LM 2021's materialised attention and p2p scatter/gather), and --search finds a
+# layout at least as fast as the paper's for each row's model and GPU count; the predicted
+# memory is the start-up memory plan of real runs in every layout the layout tests run; the
+# predicted tensor-parallel and data-parallel volumes are what the comm layer counts in those
+# runs.
+source "$(dirname "$0")/lib.sh"
+source "$(dirname "$0")/mpi.sh"
+
+ROOT=$(cd "$(dirname "$0")/../.." && pwd)
+SC21=$ROOT/examples/sc21/table1.sbatch
+SHARED=${MEGATRON_C_SHARED:-$ROOT/../shared}
+PERF=$SHARED/spec/PERF.md
+
+# ---- --check ----
+TINY=(--num-layers 2 --hidden-size 64 --num-attention-heads 4 --seq-length 32
+      --max-position-embeddings 32 --micro-batch-size 2 --global-batch-size 16 --train-iters 4
+      --lr 1e-4 --mock-data --vocab-size 512)
+"$MC_BIN" plan --check --num-gpus 8 "${TINY[@]}" --tensor-model-parallel-size 2 \
+    --pipeline-model-parallel-size 2 >"$MC_TMP/out" 2>"$MC_TMP/err"
+check "--check: a valid line at 8 ranks exits 0 and says tp 2, pp 2, dp 2" \
+    grep -q "valid at 8 ranks: tp 2, pp 2, vpp 1, dp 2, 4 microbatches" "$MC_TMP/out"
+expect_user_error "--check: 6 ranks are not a multiple of tp 2 x pp 2" \
+    "world size \\(6\\) is not divisible by tensor x pipeline" \
+    plan --check --num-gpus 6 "${TINY[@]}" --tensor-model-parallel-size 2 --pipeline-model-parallel-size 2
+"$MC_BIN" plan --check --num-gpus 8 "${TINY[@]}" --tensor-model-parallel-size 3 >/dev/null 2>"$MC_TMP/err"
+check "--check: every broken rule is told (world size and heads for tp 3)" \
+    test "$(grep -c '^megatron-c: error' "$MC_TMP/err")" -eq 2
+expect_user_error "plan: an unknown GPU is refused" "invalid choice.*a100" \
+    plan --num-gpus 8 --gpu v100 "${TINY[@]}"
+
+# ---- Table 1 ----
+paper_tflops() { # gpus: the TFLOP/s per GPU of PERF.md's row with that many GPUs
+    awk -F'|' -v g="$1" '$9 + 0 == g + 0 && g + 0 > 0 { gsub(/ /, "", $12); print $12; exit }' "$PERF"
+}
+if [ ! -f "$PERF" ]; then
+    skip "Table 1 rows predicted within 15%" "no $PERF (MEGATRON_C_SHARED)"
+else
+    for r in $(bash "$SC21" --rows); do
+        mapfile -t a < <(bash "$SC21" --print "$r")
+        tflops=$(paper_tflops "${a[0]}")
+        PAPER=(--num-gpus "${a[0]}" --gpu a100 --attention-kernel materialized --pp-scatter-gather)
+        "$MC_BIN" plan "${PAPER[@]}" "${a[@]:1}" >"$MC_TMP/plan" 2>&1
+        got=$(sed -nE 's/.*TFLOP\/s per GPU \(Megatron.s count, as the log line\), ([0-9.]+) with recomputation.*/\1/p' "$MC_TMP/plan")
+        tok=$(sed -nE 's/^> throughput: ([0-9]+) tokens\/s.*/\1/p' "$MC_TMP/plan")
+        if [ -z "$got" ] || [ -z "$tflops" ]; then
+            not_ok "$r: a plan on ${a[0]} GPUs and the paper's row (${tflops:-none}): $(head -c 300 "$MC_TMP/plan")"
+            continue
+        fi
+        check "$r: predicted $got TFLOP/s per GPU, the paper's $tflops, within 15%" \
+            awk -v g="$got" -v p="$tflops" 'BEGIN { d = (g - p) / p; exit !(d < 0.15 && d > -0.15) }'
+        "$MC_BIN" plan "${PAPER[@]}" "${a[@]:1}" --search --search-top 1 >"$MC_TMP/search" 2>&1
+        best=$(awk '$1 == 1 { print $2 }' "$MC_TMP/search")
+        check "$r: --search finds a layout at ${best:-?} tokens/s, at least the paper's $tok" \
+            awk -v b="${best:-0}" -v t="${tok:-1}" 'BEGIN { exit !(b + 0 >= t + 0 && b + 0 > 0) }'
+    done
+fi
+
+# ---- memory and tp volume against real runs (CPU) ----
+M=(--device cpu --cpu-threads 1 --mock-data --num-layers 4 --hidden-size 64 --num-attention-heads 4
+   --seq-length 32 --max-position-embeddings 32 --vocab-size 512 --micro-batch-size 2
+   --global-batch-size 8 --train-iters 1 --lr 1e-4 --log-interval 1 --eval-iters 0
+   --timing-log-level 1)
+memory_block() { awk '/^> memory plan/ { on = 1 } on { print } on && /^    total/ { exit }' "$1"; }
+counted() { # group file: the last "communication per iteration" block's rows of the group
+    awk -v g="$1" '/^communication per iteration/ { c = 0; mb = 0 } $1 == g { gsub(/[(),:]/, " "); c += $(NF - 1); mb += $NF } END { printf "%d %.4f\n", c, mb }' "$2"
+}
+layout() { # np name flags...
+    local np=$1 name=$2
+    shift 2
+    if ! have_mpirun && [ "$np" -gt 1 ]; then
+        skip "$name: memory and tp volume as run" "no mpirun"
+        return
+    fi
+    if [ "$np" -gt 1 ]; then mpirun_mc "$np" "${M[@]}" "$@" >"$MC_TMP/run" 2>&1
+    else "$MC_BIN" "${M[@]}" "$@" >"$MC_TMP/run" 2>&1; fi
+    "$MC_BIN" plan --num-gpus "$np" "${M[@]}" "$@" >"$MC_TMP/plan" 2>&1
+    memory_block "$MC_TMP/run" >"$MC_TMP/m.run"
+    memory_block "$MC_TMP/plan" >"$MC_TMP/m.plan"
+    check "$name: the plan's memory is the run's start-up plan ($(tail -1 "$MC_TMP/m.run"))" \
+        cmp -s "$MC_TMP/m.run" "$MC_TMP/m.plan"
+    read -r calls mb <<<"$(counted tp "$MC_TMP/run")"
+    pc=$(sed -nE 's/.*tensor-parallel collectives .* ([0-9]+) calls, ([0-9]+) bytes per GPU/\1 \2/p' "$MC_TMP/plan")
+    read -r pcalls pbytes <<<"${pc:-0 0}"
+    check "$name: tp collectives as counted by the run ($calls calls, $mb MB) = predicted ($pcalls, $pbytes bytes)" \
+        awk -v c="$calls" -v m="$mb" -v pc="$pcalls" -v pb="$pbytes" \
+        'BEGIN { exit !(c == pc && (pb / 1e6 - m < 0.0002 && m - pb / 1e6 < 0.0002)) }'
+    grep -q "data-parallel reduction.* bytes per GPU" "$MC_TMP/plan" || return 0
+    read -r _ mb <<<"$(counted dp-cp "$MC_TMP/run")"
+    pbytes=$(sed -nE 's/.*data-parallel reduction .* ([0-9]+) bytes per GPU/\1/p' "$MC_TMP/plan")
+    check "$name: dp reduction as counted by the run ($mb MB) = predicted (${pbytes:-none} bytes)" \
+        awk -v m="$mb" -v pb="$pbytes" 'BEGIN { exit !(pb != "" && pb / 1e6 - m < 0.0002 && m - pb / 1e6 < 0.0002) }'
+}
+layout 1 "one rank"
+layout 1 "one rank, full recomputation" --recompute-granularity full --recompute-method uniform --recompute-num-layers 1
+layout 1 "one rank, bf16, selective recomputation" --bf16 --recompute-granularity selective
+layout 2 "tp2" --tensor-model-parallel-size 2
+layout 2 "tp2 + sequence parallel, full recomputation" --tensor-model-parallel-size 2 --sequence-parallel \
+    --recompute-granularity full --recompute-method uniform --recompute-num-layers 1
+layout 2 "pp2 vpp2" --pipeline-model-parallel-size 2 --num-layers-per-virtual-pipeline-stage 1
+layout 2 "dp2" --overlap-grad-reduce
+layout 2 "dp2 + distributed optimizer" --use-distributed-optimizer
+layout 4 "tp2 pp2 + sequence parallel, distributed optimizer" --tensor-model-parallel-size 2 \
+    --pipeline-model-parallel-size 2 --sequence-parallel --use-distributed-optimizer
