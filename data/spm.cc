@@ -35,7 +35,8 @@ extern "C" mc_spm_t *mc_spm_load(const char *path, char *err, size_t n)
         }
         return sp;
     } catch (const std::exception &e) {
-        set_err(err, n, std::string("cannot load the SentencePiece model '") + path + "': " + e.what());
+        set_err(err, n,
+                std::string("cannot load the SentencePiece model '") + path + "': " + e.what());
         return nullptr;
     }
 }

@@ -181,8 +181,8 @@ static int encode_special(const mc_sp_tok_t *t, const char *text, size_t len, mc
         size_t best = SIZE_MAX;
         for (size_t k = 0; k < t->n_special; k++) {
             if (pos[k] != SIZE_MAX && (first || pos[k] < idx)) {
-                const char *hit = memmem(text + idx, len - idx, t->special[k].text,
-                                         t->special[k].len);
+                const char *hit =
+                    memmem(text + idx, len - idx, t->special[k].text, t->special[k].len);
                 pos[k] = hit ? (size_t)(hit - text) : SIZE_MAX;
             }
             if (pos[k] != SIZE_MAX && (best == SIZE_MAX || pos[k] < pos[best])) best = k;
