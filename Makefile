@@ -43,6 +43,7 @@ PMIX_LIBS   := -L$(KIT_LIB)/pmix2/lib -Wl,-rpath,$(KIT_LIB)/pmix2/lib -lpmix
 MPI_CFLAGS  := -I$(KIT_LIB)/openmpi/include -I$(KIT_LIB)/openmpi/include/openmpi
 MPI_LIBS    := -L$(KIT_LIB)/openmpi/lib -Wl,-rpath,$(KIT_LIB)/openmpi/lib -lmpi
 CFLAGS      += -I$(MC_KIT)/usr/include -I$(MC_KIT)/usr/include/x86_64-linux-gnu/openblas-pthread
+HOST_CXXFLAGS += -I$(MC_KIT)/usr/include
 LDLIBS      += -L$(KIT_LIB) -Wl,-rpath,$(KIT_LIB) -L$(KIT_LIB)/openblas-pthread -Wl,-rpath,$(KIT_LIB)/openblas-pthread \
                -L$(MC_KIT)/lib/x86_64-linux-gnu -Wl,-rpath,$(MC_KIT)/lib/x86_64-linux-gnu
 endif

@@ -9,6 +9,7 @@ write with them (test/integration/test_tokenizer_sp.sh compares megatron-c's byt
     $PY test/ref/sp_tokenizer_ref.py expect --model M --type T [--legacy] [--extra-ids N] \\
         [--append-eod] --input A.jsonl [B.jsonl ...] --output-prefix P
     $PY test/ref/sp_tokenizer_ref.py bench --model M           # encode tokens/s, one thread
+(expect is also scripts/bench-data.sh's Python peer of preprocess_data.py for these types.)
 
 The facts (Megatron's source at core_v0.15.0):
 * Without --legacy-tokenizer (tools/preprocess_data.py and pretrain_gpt.py's datasets use
@@ -133,23 +134,25 @@ def stress_docs():
 
 def write_indexed(prefix, docs, dtype_code, itemsize):
     """Megatron's IndexedDatasetBuilder output for one sequence per non-empty document."""
-    fmt = {2: "<H", 4: "<i"}[itemsize]
-    lens, doc_idx = [], [0]
+    import numpy as np
+
+    dtype = {2: np.uint16, 4: np.int32}[itemsize]
+    lens = [len(ids) for ids in docs if ids]
+    doc_idx = [0]
+    for ids in docs:
+        doc_idx.append(doc_idx[-1] + (1 if ids else 0))
     with open(prefix + ".bin", "wb") as b:
         for ids in docs:
             if ids:
-                b.write(b"".join(struct.pack(fmt, i) for i in ids))
-                lens.append(len(ids))
-            doc_idx.append(len(lens))
+                b.write(np.asarray(ids, dtype=dtype).tobytes())
+    ptrs = np.zeros(len(lens), dtype=np.int64)
+    if lens:
+        ptrs[1:] = np.cumsum(np.asarray(lens[:-1], dtype=np.int64) * itemsize)
     with open(prefix + ".idx", "wb") as x:
         x.write(b"MMIDIDX\x00\x00" + struct.pack("<Q", 1) + struct.pack("<B", dtype_code))
         x.write(struct.pack("<Q", len(lens)) + struct.pack("<Q", len(doc_idx)))
-        x.write(b"".join(struct.pack("<i", n) for n in lens))
-        ptr = 0
-        for n in lens:
-            x.write(struct.pack("<q", ptr))
-            ptr += n * itemsize
-        x.write(b"".join(struct.pack("<q", d) for d in doc_idx))
+        x.write(np.asarray(lens, dtype=np.int32).tobytes() + ptrs.tobytes())
+        x.write(np.asarray(doc_idx, dtype=np.int64).tobytes())
 
 
 def expect(tok, inputs, prefix, append_eod):
