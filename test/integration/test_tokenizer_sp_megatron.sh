@@ -32,38 +32,41 @@ ln -s "$SIX" "$MC_TMP/shim/six.py"
 ln -s "$SP_PKG" "$MC_TMP/shim/sentencepiece" # the version megatron-c's library agrees with
 "$TORCH_PY" "$ROOT/test/ref/sp_tokenizer_ref.py" stress "$MC_TMP/stress.jsonl"
 cat "$MEGATRON_C_SHARED/data/text/tinyshakespeare.jsonl" "$MC_TMP/stress.jsonl" >"$MC_TMP/all.jsonl"
-megatron() { (cd "$MC_TMP" && PYTHONPATH=$MC_TMP/shim "$TORCH_PY" "$ROOT/test/ref/megatron_sp_check.py" "$MC_TMP/mlm" "$@") >"$MC_TMP/meg.log" 2>&1; }
 
-# compare NAME: megatron-c's o_text_document vs Megatron's m_text_document.
-compare() {
-    if cmp -s "$MC_TMP/o_text_document.bin" "$MC_TMP/m_text_document.bin" &&
-        cmp -s "$MC_TMP/o_text_document.idx" "$MC_TMP/m_text_document.idx"; then
-        ok "$NAME: $1"
-    else
-        not_ok "$NAME: $1 ($(cmp "$MC_TMP/o_text_document.bin" "$MC_TMP/m_text_document.bin" 2>&1 | head -c 200))"
-    fi
-}
-# run DESCRIPTION MODEL TYPE [legacy [EXTRA_IDS]]
-run() {
-    local what=$1 model=$FIX/$2 type=$3 legacy=${4:-} extra=${5:-0} flags=()
+# Each case: megatron-c writes o<i>_text_document, and one Megatron process (imported once)
+# writes m<i>_text_document; then each pair is compared byte for byte.
+# case DESCRIPTION MODEL TYPE [legacy [EXTRA_IDS]]
+NAMES=() JOBS=()
+case_() {
+    local i=${#NAMES[@]} what=$1 model=$FIX/$2 type=$3 legacy=${4:-} extra=${5:-0} flags=()
     [ -n "$legacy" ] && flags=(--legacy-tokenizer --vocab-extra-ids "$extra")
-    if ! "$MC_BIN" preprocess-data --input "$MC_TMP/all.jsonl" --output-prefix "$MC_TMP/o" --workers 2 \
-        --append-eod --tokenizer-type "$type" --tokenizer-model "$model" "${flags[@]}" >"$MC_TMP/mc.log" 2>&1; then
-        not_ok "$NAME: $what (megatron-c failed: $(tail -c 300 "$MC_TMP/mc.log"))"
-        return
-    fi
+    NAMES+=("$what")
+    "$MC_BIN" preprocess-data --input "$MC_TMP/all.jsonl" --output-prefix "$MC_TMP/o$i" --workers 2 \
+        --append-eod --tokenizer-type "$type" --tokenizer-model "$model" "${flags[@]}" >"$MC_TMP/mc$i.log" 2>&1
+    [ ${#JOBS[@]} -eq 0 ] || JOBS+=(::)
     if [ -n "$legacy" ]; then
-        megatron legacy --type "$type" --model "$model" --extra-ids "$extra" --input "$MC_TMP/all.jsonl" \
-            --output-prefix "$MC_TMP/m"
+        JOBS+=(legacy --type "$type" --model "$model" --extra-ids "$extra" --input "$MC_TMP/all.jsonl"
+               --output-prefix "$MC_TMP/m$i")
     else
-        megatron preprocess --input "$MC_TMP/all.jsonl" --output-prefix "$MC_TMP/m" --workers 2 \
-            --append-eod --tokenizer-type "$type" --tokenizer-model "$model"
-    fi || { not_ok "$NAME: $what (Megatron failed: $(tail -c 300 "$MC_TMP/meg.log"))"; return; }
-    compare "$what"
+        JOBS+=(preprocess --input "$MC_TMP/all.jsonl" --output-prefix "$MC_TMP/m$i" --workers 2
+               --append-eod --tokenizer-type "$type" --tokenizer-model "$model")
+    fi
 }
-run "GPTSentencePieceTokenizer, BPE with byte fallback" sp_bpe_bytefallback.model GPTSentencePieceTokenizer
-run "Llama2Tokenizer" sp_bpe_bytefallback.model Llama2Tokenizer
-run "SentencePieceTokenizer, unigram" sp_unigram.model SentencePieceTokenizer
-run "legacy SentencePieceTokenizer, unigram, 12 extra ids" sp_unigram.model SentencePieceTokenizer legacy 12
-run "legacy SentencePieceTokenizer, BPE" sp_bpe_bytefallback.model SentencePieceTokenizer legacy
-run "legacy Llama2Tokenizer" sp_bpe_bytefallback.model Llama2Tokenizer legacy
+case_ "GPTSentencePieceTokenizer, BPE with byte fallback" sp_bpe_bytefallback.model GPTSentencePieceTokenizer
+case_ "Llama2Tokenizer" sp_bpe_bytefallback.model Llama2Tokenizer
+case_ "SentencePieceTokenizer, unigram" sp_unigram.model SentencePieceTokenizer
+case_ "legacy SentencePieceTokenizer, unigram, 12 extra ids" sp_unigram.model SentencePieceTokenizer legacy 12
+case_ "legacy SentencePieceTokenizer, BPE" sp_bpe_bytefallback.model SentencePieceTokenizer legacy
+case_ "legacy Llama2Tokenizer" sp_bpe_bytefallback.model Llama2Tokenizer legacy
+(cd "$MC_TMP" && PYTHONPATH=$MC_TMP/shim "$TORCH_PY" "$ROOT/test/ref/megatron_sp_check.py" "$MC_TMP/mlm" "${JOBS[@]}") \
+    >"$MC_TMP/meg.log" 2>&1 || not_ok "$NAME: Megatron failed: $(tail -c 300 "$MC_TMP/meg.log")"
+for i in "${!NAMES[@]}"; do
+    o=$MC_TMP/o${i}_text_document m=$MC_TMP/m${i}_text_document
+    if [ ! -s "$o.idx" ]; then
+        not_ok "$NAME: ${NAMES[$i]} (megatron-c failed: $(tail -c 300 "$MC_TMP/mc$i.log"))"
+    elif cmp -s "$o.bin" "$m.bin" && cmp -s "$o.idx" "$m.idx"; then
+        ok "$NAME: ${NAMES[$i]}"
+    else
+        not_ok "$NAME: ${NAMES[$i]} ($(cmp "$o.bin" "$m.bin" 2>&1 | head -c 200))"
+    fi
+done

@@ -2,10 +2,11 @@
 """Runs Megatron-LM's own tokenizer code (a core_v0.15.0 tree, e.g. `git archive`) for
 test/integration/test_tokenizer_sp_megatron.sh, on a CPU-only PyTorch (build/venv-torch2):
 
-    python megatron_sp_check.py MLM_DIR preprocess ARGS...   # tools/preprocess_data.py ARGS
-    python megatron_sp_check.py MLM_DIR legacy --type T --model M [--extra-ids N] \\
-        --input JSONL --output-prefix P   # what preprocess_data.py --legacy-tokenizer --append-eod
-                                          # would write, had its Encoder kept the tokenizer
+    python megatron_sp_check.py MLM_DIR JOB [:: JOB ...]     # one process, Megatron imported once
+    JOB = preprocess ARGS...   # tools/preprocess_data.py ARGS
+        | legacy --type T --model M [--extra-ids N] --input JSONL --output-prefix P
+                               # what preprocess_data.py --legacy-tokenizer --append-eod would
+                               # write, had its Encoder kept the tokenizer
 
 Megatron's import of megatron.core builds CUDA extensions (torch's load_inline) when it finds a
 CUDA toolkit; here that is made to fail with ImportError, which Megatron catches. The legacy mode
@@ -60,11 +61,20 @@ def legacy(argv):
 
 
 def main():
-    sys.path.insert(0, sys.argv[1])
-    if sys.argv[2] == "legacy":
-        return legacy(sys.argv[3:])
-    sys.argv = [sys.argv[1] + "/tools/preprocess_data.py"] + sys.argv[3:]
-    runpy.run_path(sys.argv[0], run_name="__main__")
+    mlm, jobs, job = sys.argv[1], [], []
+    for a in sys.argv[2:] + ["::"]:
+        if a == "::":
+            jobs.append(job)
+            job = []
+        else:
+            job.append(a)
+    sys.path.insert(0, mlm)
+    for job in jobs:
+        if job[0] == "legacy":
+            legacy(job[1:])
+        else:
+            sys.argv = [mlm + "/tools/preprocess_data.py"] + job[1:]
+            runpy.run_path(sys.argv[0], run_name="__main__")
 
 
 if __name__ == "__main__":
