@@ -75,6 +75,8 @@ int32_t mc_tokenizer_pad(const mc_tokenizer_t *t);
  * test/ref/gpt2_tokenizer_ref.py). So decode(encode(x)) == x for any bytes. Megatron itself never
  * sees invalid UTF-8 (it reads strict UTF-8 JSON); a lone-surrogate escape such as "\ud800"
  * makes its tokenizer raise UnicodeEncodeError (and jansson refuses it when parsing).
+ * The SentencePiece types: the library's ids for the bytes as given (Megatron encodes a str, so
+ * valid UTF-8; see data/tokenizer_sp.h).
  * NullTokenizer: Megatron's [int(x) for x in text.split(' ')] (so "", "1  2" and " 1" are errors,
  * surrounding whitespace of each field is ignored; ASCII digits only), ids outside [0, eod]
  * are errors. */

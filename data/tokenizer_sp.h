@@ -16,7 +16,11 @@
  *   none (Megatron's dataset gets an AttributeError and uses -1).
  *
  * Training's vocabulary (the padded embedding) is always the legacy class's vocab_size:
- * Megatron's global tokenizer is the legacy one even when its datasets use the default one. */
+ * Megatron's global tokenizer is the legacy one even when its datasets use the default one.
+ *
+ * Text is handed to SentencePiece as the bytes given: for valid UTF-8 (all Megatron can see, a
+ * str from JSON) the ids are Python's encode_as_ids(str); the library decides what invalid
+ * UTF-8 becomes. A model without an eos piece has eod -1 (refused where an eod is written). */
 #ifndef MC_DATA_TOKENIZER_SP_H
 #define MC_DATA_TOKENIZER_SP_H
 
