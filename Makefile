@@ -18,8 +18,13 @@ GIT_REV := $(shell git rev-parse --short HEAD 2>/dev/null || echo unknown)
 CFLAGS  := -std=gnu11 -O2 -g -Wall -Wextra -Wno-unused-parameter -Wpointer-arith -I. -ffp-contract=off \
            -DMC_VERSION='"$(VERSION)"' -DMC_GIT_REV='"$(GIT_REV)"'
 LDLIBS  := -lopenblas -ljansson -lpcre2-8 -lz -lm -lpthread
+# SentencePiece (Debian's libsentencepiece-dev): a C++ library, reached through data/spm.cc, the
+# one C++ file of the product (hence libstdc++).
+LDLIBS  += -lsentencepiece -lstdc++
+HOST_CXXFLAGS := -std=c++17 -O2 -g -Wall -Wextra -Wno-unused-parameter -I.
 ifeq ($(WERROR),1)
 CFLAGS  += -Werror
+HOST_CXXFLAGS += -Werror
 endif
 
 # PMIx (dist/runtime.c) and MPI (dist/comm_mpi.c), flags from their own tools. PMIx's
@@ -38,6 +43,7 @@ PMIX_LIBS   := -L$(KIT_LIB)/pmix2/lib -Wl,-rpath,$(KIT_LIB)/pmix2/lib -lpmix
 MPI_CFLAGS  := -I$(KIT_LIB)/openmpi/include -I$(KIT_LIB)/openmpi/include/openmpi
 MPI_LIBS    := -L$(KIT_LIB)/openmpi/lib -Wl,-rpath,$(KIT_LIB)/openmpi/lib -lmpi
 CFLAGS      += -I$(MC_KIT)/usr/include -I$(MC_KIT)/usr/include/x86_64-linux-gnu/openblas-pthread
+HOST_CXXFLAGS += -I$(MC_KIT)/usr/include
 LDLIBS      += -L$(KIT_LIB) -Wl,-rpath,$(KIT_LIB) -L$(KIT_LIB)/openblas-pthread -Wl,-rpath,$(KIT_LIB)/openblas-pthread \
                -L$(MC_KIT)/lib/x86_64-linux-gnu -Wl,-rpath,$(MC_KIT)/lib/x86_64-linux-gnu
 endif
@@ -47,6 +53,7 @@ LDLIBS  += $(PMIX_LIBS) $(MPI_LIBS)
 ifeq ($(SANITIZE),1)
 BUILD   := build/san
 CFLAGS  += -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
+HOST_CXXFLAGS += -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
 LDFLAGS += -fsanitize=address,undefined
 CUDA    := 0
 else
@@ -112,7 +119,8 @@ EMU_OK := $(and $(shell command -v $(CXX) 2>/dev/null),$(wildcard $(CUDA_HOME)/i
 
 LIB_SRC := $(wildcard base/*.c config/*.c dist/*.c kernels/*.c kernels/cpu/*.c model/*.c data/*.c torchfmt/*.c \
                      parallel/*.c optim/*.c ckpt/*.c train/*.c plan/*.c cli/*.c)
-LIB_OBJ := $(LIB_SRC:%.c=$(BUILD)/%.o) $(CU_SRC:%.cu=$(BUILD)/%.cu.o) $(EMU_OBJ)
+LIB_CXX := $(wildcard data/*.cc)
+LIB_OBJ := $(LIB_SRC:%.c=$(BUILD)/%.o) $(LIB_CXX:%.cc=$(BUILD)/%.o) $(CU_SRC:%.cu=$(BUILD)/%.cu.o) $(EMU_OBJ)
 BIN     := $(BUILD)/megatron-c
 
 TEST_SRC     := $(wildcard test/unit/test_*.c)
@@ -163,6 +171,10 @@ $(BIN): $(BUILD)/main.o $(LIB_OBJ)
 $(BUILD)/%.o: %.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -MMD -MP -c $< -o $@
+
+$(BUILD)/%.o: %.cc
+	@mkdir -p $(dir $@)
+	$(CXX) $(HOST_CXXFLAGS) -MMD -MP -c $< -o $@
 
 ifeq ($(EMU),1)
 $(BUILD)/%.cu.o: %.cu

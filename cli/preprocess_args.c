@@ -29,7 +29,8 @@ static const mc_flag_t FLAGS[] = {
      REF(tokenizer_type),
      .required = 4,
      IMPLEMENTED,
-     .help = "What type of tokenizer to use (GPT2BPETokenizer, NullTokenizer)."},
+     .help = "What type of tokenizer to use (GPT2BPETokenizer, NullTokenizer, "
+             "SentencePieceTokenizer, GPTSentencePieceTokenizer, Llama2Tokenizer)."},
     {.name = "--vocab-file",
      TOK,
      STRING,
@@ -53,13 +54,24 @@ static const mc_flag_t FLAGS[] = {
      TOK,
      STRING,
      REF(tokenizer_model),
-     NOOP("read by no tokenizer megatron-c implements yet"),
-     .help = "Tokenizer model file."},
+     IMPLEMENTED_NOTE("the SentencePiece types' .model file"),
+     .help = "Sentencepiece tokenizer model."},
+    {.name = "--vocab-extra-ids",
+     TOK,
+     INT64,
+     OPT(vocab_extra_ids),
+     .def = "0",
+     IMPLEMENTED_NOTE("the legacy SentencePieceTokenizer's <extra_id_N> tokens (with "
+                      "--legacy-tokenizer); Megatron's default tokenizers ignore it"),
+     .help = "Number of additional vocabulary tokens. They are used for span masking in the T5 "
+             "model"},
     {.name = "--legacy-tokenizer",
      TOK,
      TRUE_IF_GIVEN,
      OPT(legacy_tokenizer),
-     NOOP("same ids here"),
+     IMPLEMENTED_NOTE("the legacy classes' ids (data/tokenizer_sp.h; the same for GPT-2 and "
+                      "Null). Megatron core_v0.15.0's own script fails with it: its Encoder "
+                      "never sets the tokenizer it builds"),
      .help = "Use Megatron's legacy tokenizer classes."},
     {.name = "--input",
      INPUT,
@@ -162,7 +174,8 @@ static const mc_flag_t FLAGS[] = {
              "every key, count them and report the count, instead of stopping at the first."},
 };
 
-/* Megatron's --tokenizer-type choices; the first two are implemented. */
+/* Megatron's --tokenizer-type choices; the first two and the SentencePiece ones are
+ * implemented. */
 static const char *const TOKENIZERS[] = {"GPT2BPETokenizer",
                                          "NullTokenizer",
                                          "BertWordPieceLowerCase",
@@ -215,6 +228,12 @@ static void need_int_range(const char *name, int64_t v, int64_t lo, int64_t hi)
     if (v > hi) mc_user_error("%s must be <= %lld (got %lld)", name, (long long)hi, (long long)v);
 }
 
+static bool sentencepiece_type(const char *t)
+{
+    return strcmp(t, "SentencePieceTokenizer") == 0 ||
+           strcmp(t, "GPTSentencePieceTokenizer") == 0 || strcmp(t, "Llama2Tokenizer") == 0;
+}
+
 static void check_tokenizer(const mc_preprocess_args_t *a)
 {
     char b[MC_SHOWN_MAX + 4];
@@ -232,10 +251,15 @@ static void check_tokenizer(const mc_preprocess_args_t *a)
                       "GPT2BPETokenizer, NullTokenizer, ...)",
                       mc_shown(t, b));
     }
-    if (k >= 2)
+    const bool sp = sentencepiece_type(t);
+    if (k >= 2 && !sp)
         mc_user_error("--tokenizer-type %s is not implemented yet in megatron-c (implemented: "
-                      "GPT2BPETokenizer, NullTokenizer)",
+                      "GPT2BPETokenizer, NullTokenizer, SentencePieceTokenizer, "
+                      "GPTSentencePieceTokenizer, Llama2Tokenizer)",
                       t);
+    if (sp && (!a->tokenizer_model || !*a->tokenizer_model))
+        mc_user_error("--tokenizer-type %s needs --tokenizer-model FILE.model", t);
+    need_int_range("--vocab-extra-ids", a->vocab_extra_ids, 0, 1000000);
     if (k == 0 && (!a->vocab_file || !a->merge_file))
         mc_user_error("--tokenizer-type GPT2BPETokenizer needs --vocab-file and --merge-file");
     if (k == 1 && a->vocab_size < 0)

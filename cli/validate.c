@@ -75,10 +75,20 @@ static void append(char *list, size_t n, bool missing, const char *name)
     strncat(list, name, n - strlen(list) - 1);
 }
 
-/* GPT2BPETokenizer built from --vocab-file/--merge-file: it, not --vocab-size, sizes the
- * vocabulary (Megatron passes --vocab-size to NullTokenizer and TikTokenizer only). */
+/* The SentencePiece types: their --tokenizer-model sizes the vocabulary, for mock data too. */
+static bool sentencepiece(const mc_args_t *a)
+{
+    return strcmp(a->tokenizer_type, "SentencePieceTokenizer") == 0 ||
+           strcmp(a->tokenizer_type, "GPTSentencePieceTokenizer") == 0 ||
+           strcmp(a->tokenizer_type, "Llama2Tokenizer") == 0;
+}
+
+/* GPT2BPETokenizer built from --vocab-file/--merge-file, or a SentencePiece type: the tokenizer,
+ * not --vocab-size, sizes the vocabulary (Megatron passes --vocab-size to NullTokenizer and
+ * TikTokenizer only). */
 static bool tokenizer_files(const mc_args_t *a)
 {
+    if (sentencepiece(a)) return true;
     if (strcmp(a->tokenizer_type, "GPT2BPETokenizer") != 0) return false;
     if (a->mock_data) return a->vocab_file[0] || a->merge_file[0];
     return a->n_data_path + a->n_train_data_path + a->n_valid_data_path + a->n_test_data_path > 0;
@@ -103,8 +113,10 @@ static void check_required(const mc_args_t *a)
      * mock data takes --vocab-size). */
     const bool files = tokenizer_files(a);
     append(list, sizeof(list), !files && a->vocab_size == 0 && !a->vocab_file[0], "--vocab-size");
-    append(list, sizeof(list), files && !a->vocab_file[0], "--vocab-file");
-    append(list, sizeof(list), files && !a->merge_file[0], "--merge-file");
+    const bool sp = sentencepiece(a);
+    append(list, sizeof(list), files && !sp && !a->vocab_file[0], "--vocab-file");
+    append(list, sizeof(list), files && !sp && !a->merge_file[0], "--merge-file");
+    append(list, sizeof(list), sp && !a->tokenizer_model[0], "--tokenizer-model");
     if (*list) mc_user_error("the following arguments are required: %s", list);
 }
 

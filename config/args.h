@@ -176,6 +176,9 @@ typedef struct {
     char tokenizer_type[64];
     char vocab_file[4096];
     char merge_file[4096];
+    char tokenizer_model[4096]; /* --tokenizer-model (the SentencePiece types) */
+    int64_t vocab_extra_ids;    /* --vocab-extra-ids (legacy SentencePieceTokenizer) */
+    bool legacy_tokenizer;      /* --legacy-tokenizer */
     bool eod_mask_loss;
     bool reset_position_ids;
     bool reset_attention_mask;

@@ -341,7 +341,8 @@ const mc_flag_t mc_flags_misc[] = {
              "use-nccl-ub is set. Cannot be combined with "
              "--gtp-remat-nccl-ub/--gtp-expert-remat-nccl-ub, which require symmetric windows."},
     {.name = "--disable-tokenizer-sentencepiece-ignore-extra-whitespaces", G_TOKENIZER,
-     FALSE_IF_GIVEN, TODO("other tokenizers and their options"),
+     FALSE_IF_GIVEN, TODO("Megatron main's SentencePiece wrapper options (not in core_v0.15.0, whose "
+          "SentencePiece tokenizers megatron-c implements)"),
      .help = "Whether to ignore extra whitespaces in the input text while encoding."},
     {.name = "--disable-tp-comm-bulk-dgrad", G_TRAINING, FALSE_IF_GIVEN,
      NOOP("only used with --tp-comm-overlap (not implemented yet); ignored otherwise, as in Megatron"),
@@ -933,7 +934,8 @@ const mc_flag_t mc_flags_misc[] = {
      .help = "Whether to enforce strict loading for FSDP DTensor checkpoints. When False, allows "
              "partial loading."},
     {.name = "--no-tokenizer-sentencepiece-ignore-extra-whitespaces", G_TOKENIZER, FALSE_IF_GIVEN,
-     TODO("other tokenizers and their options"),
+     TODO("Megatron main's SentencePiece wrapper options (not in core_v0.15.0, whose "
+          "SentencePiece tokenizers megatron-c implements)"),
      .help = "Whether to ignore extra whitespaces in the input text while encoding."},
     {.name = "--no-tp-comm-bulk-dgrad", G_TC, FALSE_IF_GIVEN,
      NOOP("only used with --tp-comm-overlap (not implemented yet); ignored otherwise, as in Megatron"),
@@ -1210,7 +1212,8 @@ const mc_flag_t mc_flags_misc[] = {
      TODO("other tokenizers and their options"),
      .help = "Path to the tokenizer metadata file in json format."},
     {.name = "--tokenizer-sentencepiece-legacy", G_TOKENIZER, TRUE_IF_GIVEN,
-     TODO("other tokenizers and their options"),
+     TODO("Megatron main's SentencePiece wrapper options (not in core_v0.15.0, whose "
+          "SentencePiece tokenizers megatron-c implements)"),
      .help = "SentencePiece tokenizer wrapper legacy behavior. Allows special tokens usage."},
     {.name = "--tokenizer-special-tokens", G_TOKENIZER, LIST(-1),
      TODO("other tokenizers and their options"),

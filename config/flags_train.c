@@ -651,7 +651,10 @@ const mc_flag_t mc_flags_train[] = {
      .help = "Path to the vocab file."},
     {.name = "--merge-file", TOK, STRING, FIELD(merge_file), IMPLEMENTED,
      .help = "Path to the BPE merge file."},
-    {.name = "--vocab-extra-ids", TOK, INT, .def = "0", GE(0), TODO("extra sentinel ids (T5)"),
+    {.name = "--vocab-extra-ids", TOK, INT64, .def = "0", GE(0), FIELD(vocab_extra_ids),
+     IMPLEMENTED_NOTE("<extra_id_N> tokens of the legacy SentencePieceTokenizer (the vocabulary "
+                      "training pads; its ids with --legacy-tokenizer); no other tokenizer "
+                      "megatron-c has reads it, as in Megatron"),
      .help = "Number of additional vocabulary tokens. They are used for span masking in the T5 "
              "model"},
     {.name = "--tokenizer-type", TOK,
@@ -661,13 +664,17 @@ const mc_flag_t mc_flags_train[] = {
             "NullMultimodalTokenizer", "SFTTokenizer"),
      FIELD(tokenizer_type), .def = "GPT2BPETokenizer",
      ONLY("GPT2BPETokenizer is pretrain_gpt.py's default; the others are not implemented yet",
-          "GPT2BPETokenizer", "NullTokenizer"),
+          "GPT2BPETokenizer", "NullTokenizer", "SentencePieceTokenizer",
+          "GPTSentencePieceTokenizer", "Llama2Tokenizer"),
      .help = "What type of tokenizer to use."},
-    {.name = "--tokenizer-model", TOK, STRING, TODO("SentencePiece and HuggingFace tokenizers"),
+    {.name = "--tokenizer-model", TOK, STRING, FIELD(tokenizer_model),
+     IMPLEMENTED_NOTE("the .model file of SentencePieceTokenizer, GPTSentencePieceTokenizer and "
+                      "Llama2Tokenizer (through libsentencepiece)"),
      .help = "Sentencepiece tokenizer model."},
-    {.name = "--legacy-tokenizer", TOK, TRUE_IF_GIVEN,
-     NOOP("megatron-c's GPT-2 tokenizer gives the ids of Megatron's legacy one (MEGATRON.md "
-          "section 11)"),
+    {.name = "--legacy-tokenizer", TOK, TRUE_IF_GIVEN, FIELD(legacy_tokenizer),
+     IMPLEMENTED_NOTE("the datasets' eod and pad from Megatron's legacy tokenizer classes (they "
+                      "differ for the SentencePiece types: data/tokenizer_sp.h); the GPT-2 and "
+                      "Null tokenizers give the same ids either way"),
      .help = "To use legacy tokenizer system."},
 
     /* ---- logging ---- */

@@ -569,11 +569,23 @@ int mc_preprocess_run(const mc_preprocess_args_t *a)
     int64_t part_size = partition_size(a, files, n_files);
 
     char err[ERR_LEN] = "";
-    mc_tokenizer_t *tok = mc_tokenizer_build(&(mc_tokenizer_spec_t){.type = a->tokenizer_type,
-                                                                    .vocab_file = a->vocab_file,
-                                                                    .merge_file = a->merge_file,
-                                                                    .vocab_size = a->vocab_size},
-                                             err, sizeof(err));
+    mc_tokenizer_t *tok =
+        mc_tokenizer_build(&(mc_tokenizer_spec_t){.type = a->tokenizer_type,
+                                                  .vocab_file = a->vocab_file,
+                                                  .merge_file = a->merge_file,
+                                                  .tokenizer_model = a->tokenizer_model,
+                                                  .vocab_size = a->vocab_size,
+                                                  .vocab_extra_ids = a->vocab_extra_ids,
+                                                  .legacy = a->legacy_tokenizer},
+                           err, sizeof(err));
+    if (tok && a->append_eod && mc_tokenizer_eod(tok) < 0) {
+        snprintf(err, sizeof(err),
+                 "--append-eod: the tokenizer has no eod (the model '%s' has no eos piece); "
+                 "drop --append-eod or use a model with one",
+                 a->tokenizer_model ? a->tokenizer_model : "");
+        mc_tokenizer_free(tok);
+        tok = NULL;
+    }
     if (!tok) {
         mc_prep_free_files(files, n_files);
         mc_user_error("%s", err[0] ? err : "cannot build the tokenizer");

@@ -69,8 +69,9 @@ typedef struct {
     const char *vocab_file;
     const char *merge_file;
     int64_t vocab_size;          /* -1: not given */
-    const char *tokenizer_model; /* accepted; no tokenizer implemented here reads it */
-    bool legacy_tokenizer;       /* accepted, no effect */
+    const char *tokenizer_model; /* the SentencePiece types' .model */
+    int64_t vocab_extra_ids;     /* legacy SentencePieceTokenizer's <extra_id_N> */
+    bool legacy_tokenizer;       /* Megatron's legacy tokenizer classes (SentencePiece types) */
     /* megatron-c extension */
     bool skip_malformed;
 } mc_preprocess_args_t;

@@ -30,14 +30,27 @@ int mc_data_source_open(mc_data_source_t *s, const mc_args_t *a, bool check_ids,
         s->vocab_size = a->vocab_size;
         s->opts.eod = (int32_t)(a->vocab_size - 1);
     } else {
-        s->tokenizer = mc_tokenizer_build(&(mc_tokenizer_spec_t){.type = a->tokenizer_type,
-                                                                 .vocab_file = a->vocab_file,
-                                                                 .merge_file = a->merge_file,
-                                                                 .vocab_size = a->vocab_size},
-                                          err, n);
+        s->tokenizer =
+            mc_tokenizer_build(&(mc_tokenizer_spec_t){.type = a->tokenizer_type,
+                                                      .vocab_file = a->vocab_file,
+                                                      .merge_file = a->merge_file,
+                                                      .tokenizer_model = a->tokenizer_model,
+                                                      .vocab_size = a->vocab_size,
+                                                      .vocab_extra_ids = a->vocab_extra_ids,
+                                                      .legacy = a->legacy_tokenizer},
+                               err, n);
         if (!s->tokenizer) return -1;
-        s->vocab_size = mc_tokenizer_vocab_size(s->tokenizer);
+        /* Megatron pads its global (legacy) tokenizer's vocabulary; the datasets take eod and
+         * pad from the tokenizer of --legacy-tokenizer's choice (they differ for SentencePiece). */
+        s->vocab_size = mc_tokenizer_train_vocab_size(s->tokenizer);
         s->opts.eod = mc_tokenizer_eod(s->tokenizer);
+        s->opts.pad = mc_tokenizer_pad(s->tokenizer);
+        if (a->mock_data && s->opts.eod < 0) {
+            snprintf(err, n,
+                     "%s: the model '%s' has no eos piece, so no eod for mock data's documents",
+                     a->tokenizer_type, a->tokenizer_model);
+            return -1;
+        }
     }
 
     mc_gpt_data_config_t c;

@@ -1,4 +1,5 @@
-/* Tokenizers as Megatron builds them: GPT2BPETokenizer (data/bpe.c) and NullTokenizer.
+/* Tokenizers as Megatron builds them: GPT2BPETokenizer (data/bpe.c), NullTokenizer and the
+ * SentencePiece types (data/tokenizer_sp.c).
  * See data/tokenizer.h. */
 #include "base/error.h"
 #include "data/tokenizer.h"
@@ -10,12 +11,14 @@
 #include <string.h>
 
 #include "data/bpe.h"
+#include "data/tokenizer_sp.h"
 
-enum { TOK_GPT2, TOK_NULL };
+enum { TOK_GPT2, TOK_NULL, TOK_SP };
 
 struct mc_tokenizer {
     int kind;
     mc_bpe_t *bpe;      /* TOK_GPT2 */
+    mc_sp_tok_t *sp;    /* TOK_SP */
     int64_t null_vocab; /* TOK_NULL: the --vocab-size given (= eod) */
 };
 
@@ -25,6 +28,21 @@ void mc_ids_free(mc_ids_t *ids)
     free(ids->v);
     ids->v = NULL;
     ids->n = ids->cap = 0;
+}
+
+static mc_tokenizer_t *sp_build(const mc_tokenizer_spec_t *spec, char *err, size_t n)
+{
+    mc_sp_tok_t *sp = mc_sp_tok_build(spec, err, n);
+    if (!sp) return NULL;
+    mc_tokenizer_t *t = calloc(1, sizeof(*t));
+    if (!t) {
+        mc_sp_tok_free(sp);
+        mc_errf(err, n, "%s: out of memory", spec->type);
+        return NULL;
+    }
+    t->kind = TOK_SP;
+    t->sp = sp;
+    return t;
 }
 
 mc_tokenizer_t *mc_tokenizer_build(const mc_tokenizer_spec_t *spec, char *err, size_t n)
@@ -72,8 +90,12 @@ mc_tokenizer_t *mc_tokenizer_build(const mc_tokenizer_spec_t *spec, char *err, s
         t->null_vocab = vocab_size;
         return t;
     }
+    if (strcmp(type, "SentencePieceTokenizer") == 0 ||
+        strcmp(type, "GPTSentencePieceTokenizer") == 0 || strcmp(type, "Llama2Tokenizer") == 0)
+        return sp_build(spec, err, n);
     mc_errf(err, n,
-            "tokenizer type '%s' is not supported (supported: GPT2BPETokenizer, NullTokenizer)",
+            "tokenizer type '%s' is not supported (supported: GPT2BPETokenizer, NullTokenizer, "
+            "SentencePieceTokenizer, GPTSentencePieceTokenizer, Llama2Tokenizer)",
             type);
     return NULL;
 }
@@ -82,17 +104,30 @@ void mc_tokenizer_free(mc_tokenizer_t *t)
 {
     if (!t) return;
     mc_bpe_free(t->bpe);
+    mc_sp_tok_free(t->sp);
     free(t);
 }
 
 int64_t mc_tokenizer_vocab_size(const mc_tokenizer_t *t)
 {
+    if (t->kind == TOK_SP) return mc_sp_tok_vocab_size(t->sp);
     return t->kind == TOK_GPT2 ? mc_bpe_vocab_size(t->bpe) : t->null_vocab + 1;
 }
 
 int32_t mc_tokenizer_eod(const mc_tokenizer_t *t)
 {
+    if (t->kind == TOK_SP) return mc_sp_tok_eod(t->sp);
     return t->kind == TOK_GPT2 ? mc_bpe_eod(t->bpe) : (int32_t)t->null_vocab;
+}
+
+int64_t mc_tokenizer_train_vocab_size(const mc_tokenizer_t *t)
+{
+    return t->kind == TOK_SP ? mc_sp_tok_train_vocab_size(t->sp) : mc_tokenizer_vocab_size(t);
+}
+
+int32_t mc_tokenizer_pad(const mc_tokenizer_t *t)
+{
+    return t->kind == TOK_SP ? mc_sp_tok_pad(t->sp) : -1;
 }
 
 /* Copies s[0..len) into out as a short printable quotation for an error message. */
@@ -196,6 +231,7 @@ int mc_tokenizer_encode(const mc_tokenizer_t *t, const char *text, size_t len, m
         return -1;
     }
     if (t->kind == TOK_GPT2) return mc_bpe_encode(t->bpe, text, len, ids, err, n);
+    if (t->kind == TOK_SP) return mc_sp_tok_encode(t->sp, text, len, ids, err, n);
     return null_encode(t, text ? text : "", len, ids, err, n);
 }
 
@@ -220,5 +256,6 @@ char *mc_tokenizer_decode(const mc_tokenizer_t *t, const int32_t *ids, size_t co
 {
     if (count && !ids) return NULL;
     if (t->kind == TOK_GPT2) return mc_bpe_decode(t->bpe, ids, count, out_len);
+    if (t->kind == TOK_SP) return mc_sp_tok_decode(t->sp, ids, count, out_len);
     return null_decode(t, ids, count, out_len);
 }

@@ -1,9 +1,13 @@
 /* Tokenizers as Megatron builds them (--tokenizer-type): GPT2BPETokenizer (byte-level BPE with
- * GPT-2's pre-tokenisation; ids of Megatron's legacy GPT-2 tokenizer = HF gpt2) and
- * NullTokenizer (text is space-separated integer ids; eod = vocab_size). */
+ * GPT-2's pre-tokenisation; ids of Megatron's legacy GPT-2 tokenizer = HF gpt2),
+ * NullTokenizer (text is space-separated integer ids; eod = vocab_size) and the SentencePiece
+ * ones, SentencePieceTokenizer, GPTSentencePieceTokenizer and Llama2Tokenizer (through the
+ * SentencePiece library; Megatron's default and --legacy-tokenizer semantics in
+ * data/tokenizer_sp.h). */
 #ifndef MC_DATA_TOKENIZER_H
 #define MC_DATA_TOKENIZER_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -40,16 +44,26 @@ typedef struct {
     const char *merge_file;      /* --merge-file */
     const char *tokenizer_model; /* --tokenizer-model */
     int64_t vocab_size;          /* --vocab-size (NullTokenizer) */
+    int64_t vocab_extra_ids;     /* --vocab-extra-ids (legacy SentencePieceTokenizer) */
+    bool legacy;                 /* --legacy-tokenizer (the SentencePiece types) */
 } mc_tokenizer_spec_t;
 
-/* type "GPT2BPETokenizer" (needs vocab_file and merge_file) or "NullTokenizer" (needs
- * vocab_size). NULL with one line in err on failure (missing/malformed files named). */
+/* type "GPT2BPETokenizer" (needs vocab_file and merge_file), "NullTokenizer" (needs
+ * vocab_size) or a SentencePiece type (needs tokenizer_model). NULL with one line in err on failure (missing/malformed files named). */
 mc_tokenizer_t *mc_tokenizer_build(const mc_tokenizer_spec_t *spec, char *err, size_t n);
 void mc_tokenizer_free(mc_tokenizer_t *t);
 
-/* Megatron's tokenizer.vocab_size (GPT-2: 50257; Null: vocab_size + 1) and tokenizer.eod. */
+/* Megatron's tokenizer.vocab_size (GPT-2: 50257; Null: vocab_size + 1) and tokenizer.eod
+ * (-1 for a SentencePiece model without an eos piece). */
 int64_t mc_tokenizer_vocab_size(const mc_tokenizer_t *t);
 int32_t mc_tokenizer_eod(const mc_tokenizer_t *t);
+/* The vocabulary Megatron's training pads for the embedding: its global tokenizer's, always the
+ * legacy class (differs from mc_tokenizer_vocab_size only for SentencePieceTokenizer without
+ * --legacy-tokenizer). */
+int64_t mc_tokenizer_train_vocab_size(const mc_tokenizer_t *t);
+/* tokenizer.pad as Megatron's GPT dataset reads it: the pad id, or -1 (MC_PAD_TOKEN_ID) when the
+ * tokenizer has none. */
+int32_t mc_tokenizer_pad(const mc_tokenizer_t *t);
 
 /* Appends the ids of text[0..len) (any bytes). Safe to call from several threads at once on the
  * same tokenizer. 0, or -1 (err).
@@ -61,6 +75,8 @@ int32_t mc_tokenizer_eod(const mc_tokenizer_t *t);
  * test/ref/gpt2_tokenizer_ref.py). So decode(encode(x)) == x for any bytes. Megatron itself never
  * sees invalid UTF-8 (it reads strict UTF-8 JSON); a lone-surrogate escape such as "\ud800"
  * makes its tokenizer raise UnicodeEncodeError (and jansson refuses it when parsing).
+ * The SentencePiece types: the library's ids for the bytes as given (Megatron encodes a str, so
+ * valid UTF-8; see data/tokenizer_sp.h).
  * NullTokenizer: Megatron's [int(x) for x in text.split(' ')] (so "", "1  2" and " 1" are errors,
  * surrounding whitespace of each field is ignored; ASCII digits only), ids outside [0, eod]
  * are errors. */

@@ -6,6 +6,10 @@
 #     test/ref/gpt2_tokenizer_ref.py + the same .bin/.idx writer), on tinyshakespeare.jsonl and
 #     on that file concatenated BENCH_COPIES times; start-up time (a one-line input) and peak RSS
 #     (/usr/bin/time) for each; the outputs of every side are compared with cmp.
+#     The same for the SentencePiece tokenizers on the fixture models of test/fixtures/tokenizers
+#     (GPTSentencePieceTokenizer, BPE with byte fallback; SentencePieceTokenizer, unigram), one
+#     worker on one core, against test/ref/sp_tokenizer_ref.py (sentencepiece's encode_as_ids per
+#     line, the same writer) when build/venv-tok has sentencepiece, and per core against GPT-2.
 #  2. the time to build a GPT dataset's indices (document, sample and shuffle index, as training
 #     start-up does through mc_gpt_datasets_build) for a synthetic ~1B-token dataset
 #     (scripts/bench_index_build.c, compiled here against the repository's objects; its .bin is
@@ -93,16 +97,16 @@ fi
 # the helper needs.
 BUILD=build/rel
 OBJS=()
-for f in base/*.c config/*.c dist/*.c kernels/*.c kernels/cpu/*.c model/*.c data/*.c torchfmt/*.c parallel/*.c optim/*.c ckpt/*.c train/*.c cli/*.c; do
+for f in base/*.c config/*.c dist/*.c kernels/*.c kernels/cpu/*.c model/*.c data/*.c data/*.cc torchfmt/*.c parallel/*.c optim/*.c ckpt/*.c train/*.c cli/*.c; do
     [ -e "$f" ] || continue
-    o=$BUILD/${f%.c}.o
+    o=$BUILD/${f%.*}.o
     [ -f "$o" ] || { make -s "$o" >>"$TMP/build.log" 2>&1 || die "cannot build $o"; }
     OBJS+=("$o")
 done
 rm -f "$TMP/libmc.a"
 ar rcs "$TMP/libmc.a" "${OBJS[@]}"
 HELPER_CC=("$CC" -std=gnu11 -O2 -I. -o "$TMP/bench_index_build" scripts/bench_index_build.c
-           "$TMP/libmc.a" -lopenblas -ljansson -lpcre2-8 -lz -lm -lpthread)
+           "$TMP/libmc.a" -lopenblas -ljansson -lpcre2-8 -lsentencepiece -lstdc++ -lz -lm -lpthread)
 "${HELPER_CC[@]}" >>"$TMP/build.log" 2>&1 || { tail -20 "$TMP/build.log" >&2; die "cannot build scripts/bench_index_build.c"; }
 
 # ---- inputs --------------------------------------------------------------------------------
@@ -197,6 +201,29 @@ if [ "$BIG" -gt 0 ]; then
     rm -f "$TMP/xB.jsonl" "${P[mca_xB]}".*
 fi
 
+# ---- SentencePiece -------------------------------------------------------------------------
+TOKPY=${BENCH_TOK_PYTHON:-$ROOT/build/venv-tok/bin/python}
+SP_PY=0
+"$TOKPY" -c 'import sentencepiece, numpy' 2>/dev/null && SP_PY=1 \
+    || NOTES+=("no $TOKPY with sentencepiece (scripts/install-deps.sh): no Python peer for SentencePiece")
+SP_KINDS=("bpe GPTSentencePieceTokenizer sp_bpe_bytefallback.model" "uni SentencePieceTokenizer sp_unigram.model")
+SPCMDS=()
+for k in "${SP_KINDS[@]}"; do
+    read -r tag type model <<<"$k"
+    spm=(--tokenizer-type "$type" --tokenizer-model "$ROOT/test/fixtures/tokenizers/$model" --append-eod)
+    SPMC=("${PIN[@]}" "$MCB" preprocess-data "${spm[@]}" --log-interval 100000000 --workers 1)
+    SPCMDS+=("${SPMC[*]}")
+    say "SentencePiece $type ($model), tinyshakespeare.jsonl x$COPIES, best of $REPEAT"
+    run "sp_mc_$tag" "$TMP/xN.jsonl" "$REPEAT" -- "${SPMC[@]}"
+    if [ $SP_PY = 1 ]; then
+        SPPY=("${PIN[@]}" "$TOKPY" test/ref/sp_tokenizer_ref.py expect --model "$ROOT/test/fixtures/tokenizers/$model"
+              --type "$type" --append-eod)
+        SPCMDS+=("${SPPY[*]}")
+        run "sp_py_$tag" "$TMP/xN.jsonl" "$REPEAT" -- "${SPPY[@]}"
+        same "sp_mc_$tag" "sp_py_$tag"
+    fi
+done
+
 # ---- index build ---------------------------------------------------------------------------
 say "index build: synthetic dataset of $IDX_DOCS documents, lengths 1..$IDX_MAXLEN"
 GEN=("$TMP/bench_index_build" gen "$TMP/syn" "$IDX_DOCS" "$IDX_MAXLEN" 1)
@@ -290,6 +317,19 @@ awk -v m1="${W[mc1_xN]}" -v ma="${W[mca_xN]}" -v p1="${W[py1_xN]}" -v ms="${W[mc
 }'
 echo "outputs: .bin/.idx byte-identical across every megatron-c and Python run of an input; 1x $REF_OK"
 echo
+echo "preprocess-data, SentencePiece (test/fixtures/tokenizers), --append-eod, ${COPIES}x, one worker on one core"
+printf "$FMT" "" input tokens "wall s" "CPU s" "tokens/s" "peak RSS"
+for k in "${SP_KINDS[@]}"; do
+    read -r tag type model <<<"$k"
+    row "megatron-c $type" "${COPIES}x" "sp_mc_$tag"
+    if [ $SP_PY = 1 ]; then row "  Python peer (sentencepiece package)" "${COPIES}x" "sp_py_$tag"; fi
+    awk -v t="${T[sp_mc_$tag]}" -v w="${W[sp_mc_$tag]}" -v gt="${T[mc1_xN]}" -v gw="${W[mc1_xN]}" \
+        -v p="${W[sp_py_$tag]:-}" -v n="$type" 'BEGIN {
+        printf "  %s: %.0f tokens/s per core = %.2fx GPT-2 BPE'"'"'s %.0f", n, t / w, (t / w) / (gt / gw), gt / gw
+        if (p != "") printf "; %.1fx the Python peer", p / w
+        printf "\n" }'
+done
+echo
 echo "index build, train split over all of a synthetic dataset: $IDX_DOCS documents, $IDX_TOKENS tokens, seq $SEQ, best of $REPEAT"
 echo "(build s: mc_gpt_datasets_build in bench_index_build, the .idx open included; inspect-data: the"
 echo "whole megatron-c process, cold = empty index cache, warm = reading the cache the cold run wrote)"
@@ -306,6 +346,7 @@ echo "  ${MC1U[*]}"
 echo "  ${MCA[*]}"
 echo "  ${PY1[*]}"
 if [ "$PY_POOL" = 1 ]; then echo "  ${PYA[*]}"; fi
+for c in "${SPCMDS[@]}"; do echo "  $c"; done
 echo "  ${HELPER_CC[*]}   # libmc.a: ar of the Makefile's library objects"
 echo "  ${GEN[*]}"
 for e in $EPOCHS; do echo "  $TMP/bench_index_build build $TMP/syn $SEQ $e"; done

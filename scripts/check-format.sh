@@ -23,7 +23,7 @@ while IFS= read -r f; do
     fi
 done < <(for d in $dirs; do
              if [ -f "$d" ]; then echo "$d"
-             elif [ -d "$d" ]; then find "$d" -type f \( -name '*.c' -o -name '*.h' -o -name '*.cu' -o -name '*.cuh' \); fi
+             elif [ -d "$d" ]; then find "$d" -type f \( -name '*.c' -o -name '*.h' -o -name '*.cu' -o -name '*.cuh' -o -name '*.cc' \); fi
          done | sort)
 [ $bad -eq 0 ] || { echo "check-format: $bad of $n files differ from .clang-format"; exit 1; }
 echo "check-format: $n files follow .clang-format"

@@ -28,7 +28,7 @@ while IFS= read -r f; do
         fi
     done < <(grep -n '^[[:space:]]*#[[:space:]]*include[[:space:]]*"' "$f" | cut -d: -f1,2-)
 done < <(find . -path ./build -prune -o -path ./test -prune -o -type f \
-              \( -name '*.c' -o -name '*.h' -o -name '*.cu' -o -name '*.cuh' \) -print | sed 's#^\./##' | sort)
+              \( -name '*.c' -o -name '*.h' -o -name '*.cu' -o -name '*.cuh' -o -name '*.cc' \) -print | sed 's#^\./##' | sort)
 if [ "$bad" -gt 0 ]; then
     echo "check-layers: $bad include(s) point up a layer (allowed directions: LAYERS)"
     exit 1

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Packs the Debian libraries megatron-c builds and tests against (OpenBLAS, cmocka, jansson,
-# PCRE2, zlib's headers, PMIx, Open MPI and what they load) into .devkit/kit.tar.gz, for a GPU
-# machine that has CUDA but not these and cannot install packages (the device tool's image).
+# PCRE2, zlib's headers, SentencePiece, PMIx, Open MPI and what they load) into
+# .devkit/kit.tar.gz, for a GPU machine that has CUDA but not these and cannot install packages
+# (the device tool's image).
 # Run it here, on Debian 12 with apt (the CI image: the package names are Debian 12's), then
 # carry .devkit to the GPU machine and there `source scripts/device-env.sh`, which unpacks it.
 #
@@ -16,7 +17,7 @@ PKGS=(libcmocka-dev libcmocka0 libjansson-dev libjansson4 libpcre2-dev libpcre2-
       libpmix-dev libpmix2 libevent-2.1-7 libevent-core-2.1-7 libevent-pthreads-2.1-7 libhwloc15 libmunge2
       openmpi-bin openmpi-common libopenmpi3 libopenmpi-dev libfabric1 libucx0 libibverbs1 librdmacm1
       libpsm2-2 libpsm-infinipath1 libnl-3-200 libnl-route-3-200 libnuma1 libpciaccess0 libltdl7
-      libxnvctrl0 ocl-icd-libopencl1 libbsd0 libmd0)
+      libxnvctrl0 ocl-icd-libopencl1 libbsd0 libmd0 libsentencepiece-dev libsentencepiece0)
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 mkdir -p "$tmp/debs" "$tmp/root" .devkit

@@ -5,12 +5,13 @@
 #   scripts/install-deps.sh --torch2  also build/venv-torch2: PyTorch 2.x from PyPI, CPU only
 #                                     (about 1.4 GB), for test/integration/test_dcp_pytorch.sh
 # All also make build/venv-tb, a private venv with the tensorboard package from PyPI, whose own
-# reader test/integration/test_tensorboard.sh checks the event files with (skipped without it).
+# reader test/integration/test_tensorboard.sh checks the event files with (skipped without it),
+# and build/venv-tok, the tokenizer libraries Megatron calls (the tokenizer tests' references).
 # --torch and --torch2 may be given together. CI installs --torch only.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
-pkgs=(gcc make libc6-dev libopenblas-dev libcmocka-dev zlib1g-dev libjansson-dev libpcre2-dev pkg-config
-      libpmix-dev openmpi-bin libopenmpi-dev clang-format python3-venv)
+pkgs=(gcc g++ make libc6-dev libopenblas-dev libcmocka-dev zlib1g-dev libjansson-dev libpcre2-dev pkg-config
+      libpmix-dev openmpi-bin libopenmpi-dev clang-format python3-venv libsentencepiece-dev)
 want_torch2=0
 for a in "$@"; do
     case $a in
@@ -41,6 +42,27 @@ tensorboard_venv() {
     if ! { "$py" -m venv "$venv" && "$venv/bin/pip" install -q --disable-pip-version-check tensorboard; }; then
         echo "install-deps: WARNING: could not install tensorboard into build/venv-tb (PyPI unreachable?);" \
              "test/integration/test_tensorboard.sh will be skipped" >&2
+    fi
+}
+
+# The tokenizer libraries Megatron's tokenizers call, in build/venv-tok: the references of the
+# tokenizer tests (skipped without it). sentencepiece is pinned to a wheel that encodes as Debian's
+# libsentencepiece 0.1.97 (what megatron-c links) does: 0.1.97 to 0.2.1 agree on every test
+# document; 0.2.3 breaks some unigram ties the other way ("; ---" ends "-" "--", not "--" "-").
+SENTENCEPIECE_VERSION=0.2.1
+tok_venv() {
+    local venv=$root/build/venv-tok py=/usr/bin/python3
+    [ -x "$py" ] || py=python3
+    if "$venv/bin/python" -c "import tokenizers, tiktoken, numpy, sentencepiece as s
+assert s.__version__ == '$SENTENCEPIECE_VERSION'" 2>/dev/null; then
+        echo "install-deps: tokenizer libraries present in build/venv-tok"
+        return 0
+    fi
+    echo "install-deps: installing tokenizers, tiktoken, sentencepiece, numpy into build/venv-tok"
+    if ! { "$py" -m venv "$venv" && "$venv/bin/pip" install -q --disable-pip-version-check tokenizers \
+        tiktoken numpy "sentencepiece==$SENTENCEPIECE_VERSION"; }; then
+        echo "install-deps: WARNING: could not install the tokenizer libraries into build/venv-tok" \
+             "(PyPI unreachable?); the tokenizer tests' comparisons will be skipped" >&2
     fi
 }
 
@@ -90,6 +112,7 @@ print(torch.__version__)'); then
 if [ ${#missing[@]} -eq 0 ]; then
     echo "install-deps: all packages present"
     tensorboard_venv
+    tok_venv
     [ $want_torch2 = 0 ] || torch2_venv
     exit 0
 fi
@@ -101,4 +124,5 @@ export DEBIAN_FRONTEND=noninteractive
 $sudo apt-get update -qq
 $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}"
 tensorboard_venv
+tok_venv
 [ $want_torch2 = 0 ] || torch2_venv

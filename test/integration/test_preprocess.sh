@@ -53,7 +53,7 @@ expect_user_error "missing --workers" 'required: --workers$' \
     preprocess-data --input x.jsonl --output-prefix "$MC_TMP/o" "${NULL[@]}"
 expect_user_error "unknown flag suggests the closest" 'unrecognized argument --output-prefx \(did you mean --output-prefix\?\)' \
     preprocess-data --input x --output-prefx "$MC_TMP/o" --workers 1 "${NULL[@]}"
-expect_user_error "ambiguous abbreviation" 'ambiguous option: --vocab could match --vocab-file, --vocab-size' \
+expect_user_error "ambiguous abbreviation" 'ambiguous option: --vocab could match --vocab-file, --vocab-size, --vocab-extra-ids$' \
     preprocess-data --input x --output-prefix "$MC_TMP/o" --workers 1 --tokenizer-type NullTokenizer --vocab 10
 expect_user_error "--workers must be divisible by --partitions" 'workers \(3\) must be divisible by --partitions \(2\)' \
     preprocess-data --input x --output-prefix "$MC_TMP/o" --workers 3 --partitions 2 "${NULL[@]}"
