@@ -139,12 +139,15 @@ run_mc() { # model mbs
     local log=$LOGS/mc-$m-mbs$mbs
     l=$(limit)
     [ "$l" -gt 0 ] || { echo "$NO_TIME" >"$log.why"; return 0; }
-    with_peak_memory "$log.peak" timeout -k 10 "$l" "$MC_BIN" --device "$DEVICE" --bf16 --mock-data --vocab-size $VOCAB \
+    local args=(--bf16 --mock-data --vocab-size $VOCAB \
         --num-layers "$L" --hidden-size "$H" --num-attention-heads "$A" --seq-length "$S" \
         --max-position-embeddings "$S" --micro-batch-size "$mbs" --global-batch-size $((mbs * ACCUM)) \
         --train-iters "$ITERS" --log-interval "$LOG_INTERVAL" --eval-iters 0 --eval-interval 1000000 \
         --lr 6e-4 --min-lr 6e-5 --lr-decay-style cosine --lr-warmup-iters 2 --weight-decay 0.1 \
-        --adam-beta1 0.9 --adam-beta2 0.95 --clip-grad 1.0 --hidden-dropout 0 --attention-dropout 0 \
+        --adam-beta1 0.9 --adam-beta2 0.95 --clip-grad 1.0 --hidden-dropout 0 --attention-dropout 0)
+    # megatron-c plan's prediction of the same step on this GPU (issue 19), beside the measurement
+    "$MC_BIN" plan --num-gpus 1 --gpu "$PLAN_GPU" "${args[@]}" >"$log.plan" 2>&1
+    with_peak_memory "$log.peak" timeout -k 10 "$l" "$MC_BIN" --device "$DEVICE" "${args[@]}" \
         --log-throughput >"$log" 2>"$log.err"
     rc=$?
     [ $rc -eq 0 ] || { why_failed $rc "$l" "$log.err" >"$log.why"; return 0; }
@@ -340,7 +343,9 @@ measure() { # model
         *)
             tok=$(tokens_per_s "$m" "$r")
             if [ "$impl" = megatron-c ]; then
-                mc=$tok line="$line megatron-c $tok tokens/s (micro batch ${r%% *});"
+                local planned
+                planned=$(sed -nE 's/^> throughput: ([0-9]+) tokens\/s.*/\1/p' "$LOGS/mc-$m-mbs${r%% *}.plan" 2>/dev/null)
+                mc=$tok line="$line megatron-c $tok tokens/s (micro batch ${r%% *}; megatron-c plan predicted ${planned:-nothing} for $PLAN_GPU);"
             else
                 line="$line ${IMPL_LABEL[$impl]} $tok tokens/s$([ -n "$mc" ] && awk -v a="$mc" -v b="$tok" 'BEGIN { printf " (megatron-c %.2fx)", a / b }');"
             fi ;;
@@ -349,6 +354,12 @@ measure() { # model
     echo "${line%;} ($(($(date +%s) - t)) s)" >"$LOGS/$m.summary"
 }
 
+# the planner's GPU for this one (megatron-c plan --gpu)
+case $(nvidia-smi --query-gpu=name --format=csv,noheader -i "${GPU_INDEX:-0}" 2>/dev/null) in
+*H200*) PLAN_GPU=h200 ;;
+*A100*) PLAN_GPU=a100 ;;
+*) PLAN_GPU=h100 ;;
+esac
 {
     case $BENCH_DEVICE in
     cuda) echo "GPU: $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader -i "$GPU_INDEX")" ;;

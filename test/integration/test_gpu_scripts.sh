@@ -147,10 +147,10 @@ else
             [ "$(grep -l '^> device: cuda (.*(emulated)' "$d"/mc-*-mbs[0-9] | wc -l)" -ge 2 ] || return 1
         for m in 124M 350M; do
             [ "$(wc -l <"$d/$m.summary")" -eq 1 ] &&
-                grep -qE "^bench $m: megatron-c [0-9]+ tokens/s \(micro batch [0-9]+\); PyTorch eager[: ].*; llm.c: not run: .* \([0-9]+ s\)$" "$d/$m.summary" || return 1
+                grep -qE "^bench $m: megatron-c [0-9]+ tokens/s \(micro batch [0-9]+; megatron-c plan predicted [0-9]+ for h[12]00\); PyTorch eager[: ].*; llm.c: not run: .* \([0-9]+ s\)$" "$d/$m.summary" || return 1
         done
     }
-    check "bench.sh on the emulated device (BENCH_DEVICE=emu): megatron-c --device cuda measured per model, a one-line summary each (rc=$rc)" bench_emu
+    check "bench.sh on the emulated device (BENCH_DEVICE=emu): megatron-c --device cuda measured per model, a one-line summary each with megatron-c plan's prediction (rc=$rc)" bench_emu
     if $PY -c 'import torch' 2>/dev/null; then
         check "bench.sh on the emulated device: the PyTorch peer on the CPU, its ratio in the summary" \
             grep -qE '^bench 124M: .*; PyTorch eager [0-9]+ tokens/s \(megatron-c [0-9.]+x\);' "$MC_TMP/bench-emu/124M.summary"
