@@ -77,5 +77,7 @@ void mc_args_finalize(mc_args_t *args, int world_size);
 int mc_cli_preprocess(int argc, char **argv); /* argv[0] is "preprocess-data" */
 int mc_cli_convert(int argc, char **argv);    /* argv[0] is "convert-checkpoint" */
 int mc_cli_inspect(int argc, char **argv);    /* argv[0] is "inspect-data" */
+int mc_cli_export_hf(int argc, char **argv);  /* argv[0] is "export-hf" */
+int mc_cli_import_hf(int argc, char **argv);  /* argv[0] is "import-hf" */
 
 #endif

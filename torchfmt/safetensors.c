@@ -226,7 +226,7 @@ int mc_st_open(const char *path, mc_st_file_t *f, char *err, size_t n)
 
 /* ---- writing ---- */
 
-static uint64_t nbytes(const mc_st_entry_t *e)
+uint64_t mc_st_nbytes(const mc_st_entry_t *e)
 {
     uint64_t numel = 1;
     for (int d = 0; d < e->ndim; d++) numel *= (uint64_t)e->shape[d];
@@ -249,7 +249,7 @@ static char *header(const mc_st_entry_t *e, size_t n, const char *const *meta, s
         json_t *shape = json_array();
         for (int d = 0; d < e[i].ndim; d++)
             json_array_append_new(shape, json_integer(e[i].shape[d]));
-        const uint64_t end = off + nbytes(&e[i]);
+        const uint64_t end = off + mc_st_nbytes(&e[i]);
         json_object_set_new(h, e[i].name,
                             json_pack("{s:s, s:o, s:[I, I]}", "dtype", mc_st_dtype_name(e[i].dtype),
                                       "shape", shape, "data_offsets", (json_int_t)off,
@@ -278,7 +278,7 @@ uint64_t mc_st_file_size(const mc_st_entry_t *e, size_t n, const char *const *me
     if (!h) mc_fatal("out of host memory");
     free(h);
     uint64_t size = 8 + hl;
-    for (size_t i = 0; i < n; i++) size += nbytes(&e[i]);
+    for (size_t i = 0; i < n; i++) size += mc_st_nbytes(&e[i]);
     return size;
 }
 
@@ -292,7 +292,7 @@ int mc_st_write(const char *path, const mc_st_entry_t *e, size_t n, const char *
     char *h = header(e, n, meta, n_meta, &hl);
     if (!h) return mc_errf(err, errn, "%s: out of memory", path);
     uint64_t size = 8 + hl;
-    for (size_t i = 0; i < n; i++) size += nbytes(&e[i]);
+    for (size_t i = 0; i < n; i++) size += mc_st_nbytes(&e[i]);
     uint8_t *buf = malloc(size);
     if (!buf) {
         free(h);
@@ -303,8 +303,8 @@ int mc_st_write(const char *path, const mc_st_entry_t *e, size_t n, const char *
     free(h);
     uint64_t off = 8 + hl;
     for (size_t i = 0; i < n; i++) {
-        memcpy(buf + off, e[i].data, nbytes(&e[i]));
-        off += nbytes(&e[i]);
+        memcpy(buf + off, e[i].data, mc_st_nbytes(&e[i]));
+        off += mc_st_nbytes(&e[i]);
     }
     int rc = mc_write_file(path, buf, size, err, errn);
     free(buf);

@@ -62,6 +62,8 @@ typedef struct {
     const void *data;
 } mc_st_entry_t;
 
+/* The data bytes of e. */
+uint64_t mc_st_nbytes(const mc_st_entry_t *e);
 /* Writes the n tensors, in this order, and meta (key, value pairs; NULL for none) to path,
  * durably (base/fs.h). Returns 0, or -1 with one line in err. */
 int mc_st_write(const char *path, const mc_st_entry_t *e, size_t n, const char *const *meta,
