@@ -87,6 +87,9 @@ int mc_hf_write_config(const char *dir, const mc_args_t *a, mc_hf_class_t c, int
         json_object_set_new(cfg, "eos_token_id", json_integer(eos));
         json_object_set_new(gen, "bos_token_id", json_integer(eos));
         json_object_set_new(gen, "eos_token_id", json_integer(eos));
+    } else if (c == MC_HF_GPT2 && cfg) { /* not GPT2Config's default, GPT-2's 50256 */
+        json_object_set_new(cfg, "bos_token_id", json_null());
+        json_object_set_new(cfg, "eos_token_id", json_null());
     }
     if (dump(cfg, dir, "config.json", err, n) != 0) {
         json_decref(gen);
