@@ -162,8 +162,12 @@ int mc_cli_import_hf(int argc, char **argv)
     a.tensor_model_parallel_size = io.tp;
     a.pipeline_model_parallel_size = io.pp;
     a.num_virtual_stages_per_pipeline_rank = io.virtual_stages > 1 ? io.virtual_stages : 0;
-    /* the layout's rules are training's: a microbatch of one, one data-parallel rank */
+    /* the layout's rules are training's: a microbatch of one, one data-parallel rank; no
+     * training arguments (Megatron's converters save none: --use-checkpoint-args takes the
+     * model's only) */
     a.micro_batch_size = 1;
+    a.lr_set = true;
+    a.train_iters = 1;
     mc_args_finalize(&a, io.tp * io.pp);
     return mc_hf_import_run(&io.o, &a);
 }
