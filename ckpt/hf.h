@@ -29,8 +29,8 @@
 #include "model/gpt.h"
 
 typedef struct {
-    const char *load, *output; /* --load, --output (required) */
-    int64_t ckpt_step;         /* 0: the tracker's iteration */
+    const char *load, *output;  /* --load, --output (required) */
+    int64_t ckpt_step;          /* 0: the tracker's iteration */
     const char *max_shard_size; /* "5GB", "200MB", "1000000" (bytes) */
 } mc_hf_export_args_t;
 
@@ -58,13 +58,13 @@ int mc_hf_class_of(const mc_args_t *a, mc_hf_class_t *c, char *err, size_t n);
 
 /* Which rows of a Megatron parameter an HF tensor holds. */
 typedef enum {
-    MC_HF_ALL,   /* every row (the first `rows` of the embedding and output layer) */
-    MC_HF_Q,     /* linear_qkv's query rows, head after head */
-    MC_HF_K,     /* its key rows, group after group */
-    MC_HF_V,     /* its value rows */
-    MC_HF_QKV,   /* [Q; K; V] (GPT-2's c_attn) */
-    MC_HF_GATE,  /* linear_fc1's first half (SwiGLU's gate) */
-    MC_HF_UP,    /* its second half */
+    MC_HF_ALL,  /* every row (the first `rows` of the embedding and output layer) */
+    MC_HF_Q,    /* linear_qkv's query rows, head after head */
+    MC_HF_K,    /* its key rows, group after group */
+    MC_HF_V,    /* its value rows */
+    MC_HF_QKV,  /* [Q; K; V] (GPT-2's c_attn) */
+    MC_HF_GATE, /* linear_fc1's first half (SwiGLU's gate) */
+    MC_HF_UP,   /* its second half */
 } mc_hf_part_t;
 
 /* One HF tensor: rows `rows` x cols of Megatron parameter mc (part of its rows), stored
@@ -87,9 +87,10 @@ void mc_hf_copy(const mc_args_t *a, const mc_hf_tensor_t *h, const mc_param_t *p
 
 /* ---- config.json and the tokenizer (ckpt/hf_config.c) ---- */
 
-/* config.json and generation_config.json of class c into dir (vocab: HF's vocab_size). */
+/* config.json and generation_config.json of class c into dir (vocab: HF's vocab_size; eos: the
+ * tokenizer's end-of-document token, bos and eos there, or -1 when unknown). */
 int mc_hf_write_config(const char *dir, const mc_args_t *a, mc_hf_class_t c, int64_t vocab,
-                       char *err, size_t n);
+                       int64_t eos, char *err, size_t n);
 /* Copies the files named by a's --vocab-file / --merge-file into dir as vocab.json /
  * merges.txt; returns how many it copied (-1 with err on failure). */
 int mc_hf_copy_tokenizer(const char *dir, const mc_args_t *a, char *err, size_t n);

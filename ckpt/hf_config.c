@@ -21,14 +21,6 @@ static const char *torch_dtype(const mc_args_t *a)
     return a->bf16 ? "bfloat16" : a->fp16 ? "float16" : "float32";
 }
 
-/* GPT-2's end-of-text token, when the model's tokenizer is GPT-2's. */
-static int64_t eos_token(const mc_args_t *a, int64_t vocab)
-{
-    return a->vocab_file[0] && strcmp(a->tokenizer_type, "GPT2BPETokenizer") == 0 && vocab > 50256
-               ? 50256
-               : -1;
-}
-
 static json_t *gpt2_config(const mc_args_t *a, int64_t vocab)
 {
     mc_gpt_config_t g;
@@ -49,17 +41,16 @@ static json_t *llama_config(const mc_args_t *a, int64_t vocab)
 {
     mc_gpt_config_t g;
     mc_gpt_config_from_args(&g, a);
-    return json_pack("{s:[s], s:s, s:I, s:i, s:i, s:i, s:i, s:i, s:i, s:s, s:i, s:f, s:f, s:n, "
-                     "s:b, s:b, s:f, s:f, s:b, s:b, s:s}",
-                     "architectures", "LlamaForCausalLM", "model_type", "llama", "vocab_size",
-                     (json_int_t)vocab, "hidden_size", g.hidden, "intermediate_size", g.ffn,
-                     "num_hidden_layers", g.num_layers, "num_attention_heads", g.heads,
-                     "num_key_value_heads", g.groups, "head_dim", g.head_dim, "hidden_act", "silu",
-                     "max_position_embeddings", g.max_pos, "rms_norm_eps", a->norm_epsilon,
-                     "rope_theta", (double)a->rotary_base, "rope_scaling", "attention_bias",
-                     g.bias, "mlp_bias", g.bias, "attention_dropout", a->attention_dropout,
-                     "initializer_range", a->init_method_std, "tie_word_embeddings", g.tied,
-                     "use_cache", 1, "torch_dtype", torch_dtype(a));
+    return json_pack(
+        "{s:[s], s:s, s:I, s:i, s:i, s:i, s:i, s:i, s:i, s:s, s:i, s:f, s:f, s:n, "
+        "s:b, s:b, s:f, s:f, s:b, s:b, s:s}",
+        "architectures", "LlamaForCausalLM", "model_type", "llama", "vocab_size", (json_int_t)vocab,
+        "hidden_size", g.hidden, "intermediate_size", g.ffn, "num_hidden_layers", g.num_layers,
+        "num_attention_heads", g.heads, "num_key_value_heads", g.groups, "head_dim", g.head_dim,
+        "hidden_act", "silu", "max_position_embeddings", g.max_pos, "rms_norm_eps", a->norm_epsilon,
+        "rope_theta", (double)a->rotary_base, "rope_scaling", "attention_bias", g.bias, "mlp_bias",
+        g.bias, "attention_dropout", a->attention_dropout, "initializer_range", a->init_method_std,
+        "tie_word_embeddings", g.tied, "use_cache", 1, "torch_dtype", torch_dtype(a));
 }
 
 static int dump(json_t *j, const char *dir, const char *name, char *err, size_t n)
@@ -77,12 +68,11 @@ static int dump(json_t *j, const char *dir, const char *name, char *err, size_t 
 }
 
 int mc_hf_write_config(const char *dir, const mc_args_t *a, mc_hf_class_t c, int64_t vocab,
-                       char *err, size_t n)
+                       int64_t eos, char *err, size_t n)
 {
     json_t *cfg = c == MC_HF_GPT2 ? gpt2_config(a, vocab) : llama_config(a, vocab);
     json_t *gen = json_pack("{s:b}", "_from_model_config", 1);
-    const int64_t eos = eos_token(a, vocab);
-    if (eos >= 0 && cfg && gen) {
+    if (eos >= 0 && eos < vocab && cfg && gen) {
         json_object_set_new(cfg, "bos_token_id", json_integer(eos));
         json_object_set_new(cfg, "eos_token_id", json_integer(eos));
         json_object_set_new(gen, "bos_token_id", json_integer(eos));

@@ -12,6 +12,7 @@
 #include "base/error.h"
 #include "base/fs.h"
 #include "ckpt/convert_int.h"
+#include "data/tokenizer.h"
 #include "kernels/dtype.h"
 #include "torchfmt/safetensors.h"
 
@@ -21,8 +22,14 @@ static uint64_t shard_size(const char *s)
     static const struct {
         const char *unit;
         uint64_t mult;
-    } U[] = {{"", 1},           {"B", 1},           {"KB", 1000},      {"MB", 1000000},
-             {"GB", 1000000000}, {"KIB", 1ULL << 10}, {"MIB", 1ULL << 20}, {"GIB", 1ULL << 30}};
+    } U[] = {{"", 1},
+             {"B", 1},
+             {"KB", 1000},
+             {"MB", 1000000},
+             {"GB", 1000000000},
+             {"KIB", 1ULL << 10},
+             {"MIB", 1ULL << 20},
+             {"GIB", 1ULL << 30}};
     char *end;
     const double v = strtod(s, &end);
     char unit[8] = "";
@@ -48,8 +55,7 @@ static void *hf_tensor(const mc_args_t *a, const mc_trainer_t *t, const mc_hf_te
     float *f = malloc((size_t)numel * sizeof(float));
     void *out = malloc((size_t)numel * mc_st_dtype_size(dt));
     if (!f || !out) mc_fatal("out of host memory");
-    mc_hf_copy(a, h, p, (float *)t->model.param_buf + p->offset,
-               f, true);
+    mc_hf_copy(a, h, p, (float *)t->model.param_buf + p->offset, f, true);
     for (long i = 0; i < numel; i++) mc_store_f32(out, dt_of(dt), i, f[i]);
     free(f);
     return out;
@@ -96,8 +102,8 @@ static void write_index(const char *dir, const mc_st_entry_t *e, int n, const in
         json_object_set_new(map, e[i].name, json_string(name));
         total += mc_st_nbytes(&e[i]);
     }
-    json_t *idx = json_pack("{s:{s:I}, s:o}", "metadata", "total_size", (json_int_t)total,
-                            "weight_map", map);
+    json_t *idx =
+        json_pack("{s:{s:I}, s:o}", "metadata", "total_size", (json_int_t)total, "weight_map", map);
     char *text = json_dumps(idx, JSON_INDENT(2) | JSON_SORT_KEYS);
     json_decref(idx);
     if (!text) mc_fatal("out of host memory");
@@ -130,10 +136,24 @@ static void write_shards(const char *dir, const mc_st_entry_t *e, int n, uint64_
 
 /* ---- the subcommand ---- */
 
-/* HF's vocab_size: the tokenizer's when the checkpoint says it, else every row. */
-static int64_t hf_vocab(const mc_args_t *a)
+/* HF's vocab_size: the tokenizer's (its files', or --vocab-size), else every row; *eos its
+ * end-of-document token when its files say it (-1 otherwise). */
+static int64_t hf_vocab(const mc_args_t *a, int64_t *eos)
 {
-    const int64_t v = a->vocab_size > 0 ? mc_args_vocab_from_size(a) : 0;
+    *eos = -1;
+    int64_t v = a->vocab_size > 0 ? mc_args_vocab_from_size(a) : 0;
+    if (a->vocab_file[0] && a->merge_file[0]) {
+        const mc_tokenizer_spec_t spec = {.type = a->tokenizer_type,
+                                          .vocab_file = a->vocab_file,
+                                          .merge_file = a->merge_file,
+                                          .vocab_size = a->vocab_size};
+        char err[4400];
+        mc_tokenizer_t *tok = mc_tokenizer_build(&spec, err, sizeof(err));
+        if (!tok) mc_user_error("the checkpoint's tokenizer: %s", err);
+        v = mc_tokenizer_vocab_size(tok);
+        *eos = mc_tokenizer_eod(tok);
+        mc_tokenizer_free(tok);
+    }
     if (v > 0 && v <= a->padded_vocab_size) return v;
     printf("note: the checkpoint does not say its tokenizer's vocabulary size; vocab_size is the "
            "padded %d rows\n",
@@ -151,7 +171,8 @@ int mc_hf_export_run(const mc_hf_export_args_t *o)
     mc_hf_class_t c;
     if (mc_hf_class_of(&a, &c, err, sizeof(err)) != 0)
         mc_user_error("%s: cannot export as Hugging Face: %s", o->load, err);
-    const int64_t vocab = hf_vocab(&a);
+    int64_t eos;
+    const int64_t vocab = hf_vocab(&a, &eos);
     mc_hf_tensor_t *h = NULL;
     const int n = mc_hf_tensors(&a, c, vocab, &h);
     const mc_torch_dtype_t dt = mc_ckpt_model_dtype(&a);
@@ -165,10 +186,10 @@ int mc_hf_export_run(const mc_hf_export_args_t *o)
     }
     mc_trainer_free(&t);
     if (mc_mkdirs(o->output, err, sizeof(err)) != 0) mc_user_error("%s", err);
-    printf("exporting %s as %s (%s, vocab_size %" PRId64 ") to %s\n", o->load,
-           mc_hf_class_names[c], mc_st_dtype_name(dt), vocab, o->output);
+    printf("exporting %s as %s (%s, vocab_size %" PRId64 ") to %s\n", o->load, mc_hf_class_names[c],
+           mc_st_dtype_name(dt), vocab, o->output);
     write_shards(o->output, e, n, max);
-    if (mc_hf_write_config(o->output, &a, c, vocab, err, sizeof(err)) != 0)
+    if (mc_hf_write_config(o->output, &a, c, vocab, eos, err, sizeof(err)) != 0)
         mc_user_error("%s", err);
     const int tok = mc_hf_copy_tokenizer(o->output, &a, err, sizeof(err));
     if (tok < 0) mc_user_error("%s", err);

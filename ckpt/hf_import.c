@@ -144,8 +144,7 @@ int mc_hf_import_config(const char *hf_dir, mc_args_t *a, char *err, size_t n)
     const char *cls = json_is_string(arch) ? json_string_value(arch) : text(&c, "model_type");
     if (strcmp(cls, "GPT2LMHeadModel") == 0 || strcmp(cls, "gpt2") == 0) gpt2_args(&c, a);
     else if (strcmp(cls, "LlamaForCausalLM") == 0 || strcmp(cls, "llama") == 0) llama_args(&c, a);
-    else
-        refuse(&c, "architectures: import-hf reads GPT2LMHeadModel and LlamaForCausalLM only");
+    else refuse(&c, "architectures: import-hf reads GPT2LMHeadModel and LlamaForCausalLM only");
     a->vocab_size = whole(&c, "vocab_size", NAN);
     a->seq_length = a->max_position_embeddings;
     a->init_method_std = num(&c, "initializer_range", 0.02);
@@ -216,8 +215,8 @@ static bool ignorable(const char *name, bool tied)
 }
 
 /* HF tensor h into the whole model; every tensor of the shards is used once (used[]). */
-static void load_tensor(const shards_t *s, bool **used, const mc_args_t *a,
-                        const mc_hf_tensor_t *h, mc_trainer_t *t)
+static void load_tensor(const shards_t *s, bool **used, const mc_args_t *a, const mc_hf_tensor_t *h,
+                        mc_trainer_t *t)
 {
     for (int i = 0; i < s->n; i++) {
         const mc_st_tensor_t *x = mc_st_find(&s->f[i], h->name);
@@ -226,8 +225,7 @@ static void load_tensor(const shards_t *s, bool **used, const mc_args_t *a,
         if (x->ndim != (h->cols ? 2 : 1) || x->shape[0] != d0 || (h->cols && x->shape[1] != d1))
             mc_user_error("%s: tensor %s has shape [%lld%s%lld], the config says [%lld, %lld]",
                           s->names[i], h->name, (long long)x->shape[0], x->ndim > 1 ? ", " : "",
-                          x->ndim > 1 ? (long long)x->shape[1] : 0LL, (long long)d0,
-                          (long long)d1);
+                          x->ndim > 1 ? (long long)x->shape[1] : 0LL, (long long)d0, (long long)d1);
         const mc_dtype_t dt = x->dtype == MC_TORCH_FLOAT32    ? MC_DT_F32
                               : x->dtype == MC_TORCH_BFLOAT16 ? MC_DT_BF16
                               : x->dtype == MC_TORCH_FLOAT16  ? MC_DT_F16

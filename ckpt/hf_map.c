@@ -15,17 +15,21 @@ const char *const mc_hf_class_names[2] = {"GPT2LMHeadModel", "LlamaForCausalLM"}
 static int refuse_common(const mc_args_t *a, const mc_gpt_config_t *g, char *err, size_t n)
 {
     if (g->post_ln_residual)
-        return mc_errf(err, n, "--apply-residual-connection-post-layernorm: no Hugging Face "
-                               "class here adds the residual after the norm");
+        return mc_errf(err, n,
+                       "--apply-residual-connection-post-layernorm: no Hugging Face "
+                       "class here adds the residual after the norm");
     if (g->norm_1p)
-        return mc_errf(err, n, "--apply-layernorm-1p: GPT2LMHeadModel and LlamaForCausalLM "
-                               "norms multiply by the weight, not 1 + weight");
+        return mc_errf(err, n,
+                       "--apply-layernorm-1p: GPT2LMHeadModel and LlamaForCausalLM "
+                       "norms multiply by the weight, not 1 + weight");
     if (g->qk_norm)
-        return mc_errf(err, n, "--qk-layernorm: neither GPT2LMHeadModel nor LlamaForCausalLM "
-                               "normalises queries and keys");
+        return mc_errf(err, n,
+                       "--qk-layernorm: neither GPT2LMHeadModel nor LlamaForCausalLM "
+                       "normalises queries and keys");
     if (g->act == MC_ACT_SQUARED_RELU)
-        return mc_errf(err, n, "--squared-relu: neither GPT2LMHeadModel nor LlamaForCausalLM "
-                               "has that activation");
+        return mc_errf(err, n,
+                       "--squared-relu: neither GPT2LMHeadModel nor LlamaForCausalLM "
+                       "has that activation");
     if (g->pos == MC_POS_NONE)
         return mc_errf(err, n, "--position-embedding-type none: both classes have positions");
     return 0;
@@ -37,14 +41,17 @@ static int refuse_rope(const mc_args_t *a, char *err, size_t n)
         return mc_errf(err, n, "--rotary-percent %g: LlamaForCausalLM rotates the whole head",
                        a->rotary_percent);
     if (a->rotary_interleaved)
-        return mc_errf(err, n, "--rotary-interleaved: LlamaForCausalLM rotates halves "
-                               "(rotate_half), not interleaved pairs");
+        return mc_errf(err, n,
+                       "--rotary-interleaved: LlamaForCausalLM rotates halves "
+                       "(rotate_half), not interleaved pairs");
     if (a->rotary_seq_len_interpolation_factor)
-        return mc_errf(err, n, "--rotary-seq-len-interpolation-factor: not exported (no "
-                               "LlamaForCausalLM rope_scaling written for it)");
+        return mc_errf(err, n,
+                       "--rotary-seq-len-interpolation-factor: not exported (no "
+                       "LlamaForCausalLM rope_scaling written for it)");
     if (a->use_rope_scaling)
-        return mc_errf(err, n, "--use-rope-scaling: not exported (no LlamaForCausalLM "
-                               "rope_scaling written for it)");
+        return mc_errf(err, n,
+                       "--use-rope-scaling: not exported (no LlamaForCausalLM "
+                       "rope_scaling written for it)");
     return 0;
 }
 
@@ -55,22 +62,27 @@ int mc_hf_class_of(const mc_args_t *a, mc_hf_class_t *c, char *err, size_t n)
     if (refuse_common(a, &g, err, n) != 0) return -1;
     if (g.rms && g.swiglu && g.pos == MC_POS_ROPE) {
         if (g.qkv_bias && !g.bias)
-            return mc_errf(err, n, "--add-qkv-bias without --add-bias-linear: "
-                                   "LlamaForCausalLM's attention_bias also biases o_proj");
+            return mc_errf(err, n,
+                           "--add-qkv-bias without --add-bias-linear: "
+                           "LlamaForCausalLM's attention_bias also biases o_proj");
         *c = MC_HF_LLAMA;
         return refuse_rope(a, err, n);
     }
     if (!g.rms && !g.swiglu && g.pos == MC_POS_LEARNED) {
         if (!g.bias)
-            return mc_errf(err, n, "--disable-bias-linear: GPT2LMHeadModel's linears have biases "
-                                   "(a model without them exports as Llama: --normalization "
-                                   "RMSNorm --swiglu --position-embedding-type rope)");
+            return mc_errf(err, n,
+                           "--disable-bias-linear: GPT2LMHeadModel's linears have biases "
+                           "(a model without them exports as Llama: --normalization "
+                           "RMSNorm --swiglu --position-embedding-type rope)");
         if (g.groups != g.heads)
-            return mc_errf(err, n, "--group-query-attention: GPT2LMHeadModel has multi-head "
-                                   "attention only");
+            return mc_errf(err, n,
+                           "--group-query-attention: GPT2LMHeadModel has multi-head "
+                           "attention only");
         if (g.head_dim * g.heads != g.hidden)
-            return mc_errf(err, n, "--kv-channels %d: GPT2LMHeadModel's heads are hidden-size / "
-                                   "heads (%d) wide", g.head_dim, g.hidden / g.heads);
+            return mc_errf(err, n,
+                           "--kv-channels %d: GPT2LMHeadModel's heads are hidden-size / "
+                           "heads (%d) wide",
+                           g.head_dim, g.hidden / g.heads);
         *c = MC_HF_GPT2;
         return 0;
     }
@@ -79,10 +91,10 @@ int mc_hf_class_of(const mc_args_t *a, mc_hf_class_t *c, char *err, size_t n)
         return mc_errf(err, n, "%s with rotary positions: LlamaForCausalLM needs %s",
                        g.rms ? "GeLU (no --swiglu)" : "--normalization LayerNorm",
                        g.rms ? "--swiglu" : "--normalization RMSNorm");
-    return mc_errf(err, n, "%s with learned absolute positions: GPT2LMHeadModel has %s (the "
-                           "Llama class needs --position-embedding-type rope)",
-                   g.rms ? "--normalization RMSNorm" : "--swiglu",
-                   g.rms ? "LayerNorm" : "GeLU");
+    return mc_errf(err, n,
+                   "%s with learned absolute positions: GPT2LMHeadModel has %s (the "
+                   "Llama class needs --position-embedding-type rope)",
+                   g.rms ? "--normalization RMSNorm" : "--swiglu", g.rms ? "LayerNorm" : "GeLU");
 }
 
 /* ---- tensors ---- */
@@ -131,8 +143,7 @@ static void gpt2_layer(list_t *l, const mc_gpt_config_t *g)
 
 static void llama_layer(list_t *l, const mc_gpt_config_t *g)
 {
-    const int64_t H = g->hidden, F = g->ffn, d = g->head_dim, Q = g->heads * d,
-                  KV = g->groups * d;
+    const int64_t H = g->hidden, F = g->ffn, d = g->head_dim, Q = g->heads * d, KV = g->groups * d;
     const char *qkv = "self_attention.linear_qkv.weight", *qkvb = "self_attention.linear_qkv.bias";
     add(l, "input_layernorm.weight", "input_layernorm.weight", MC_HF_ALL, H, 0, false);
     add(l, "self_attn.q_proj.weight", qkv, MC_HF_Q, Q, H, false);
@@ -171,8 +182,7 @@ int mc_hf_tensors(const mc_args_t *a, mc_hf_class_t c, int64_t vocab, mc_hf_tens
         add(&l, "transformer.wpe.weight", "embedding.position_embeddings.weight", MC_HF_ALL,
             g.max_pos, H, false);
     snprintf(l.prefix, sizeof(l.prefix), "%s", gpt2 ? "transformer.h" : "model.layers");
-    for (l.layer = 0; l.layer < g.num_layers; l.layer++)
-        (gpt2 ? gpt2_layer : llama_layer)(&l, &g);
+    for (l.layer = 0; l.layer < g.num_layers; l.layer++) (gpt2 ? gpt2_layer : llama_layer)(&l, &g);
     l.layer = -1;
     add(&l, gpt2 ? "transformer.ln_f.weight" : "model.norm.weight",
         "decoder.final_layernorm.weight", MC_HF_ALL, H, 0, false);
@@ -203,8 +213,9 @@ static int64_t mc_row(const mc_gpt_config_t *g, mc_hf_part_t part, int64_t r)
     case MC_HF_K: return qkv_row(g, 1, r);
     case MC_HF_V: return qkv_row(g, 2, r);
     case MC_HF_QKV:
-        return r < q ? qkv_row(g, 0, r) : r < q + kv ? qkv_row(g, 1, r - q)
-                                                     : qkv_row(g, 2, r - q - kv);
+        return r < q        ? qkv_row(g, 0, r)
+               : r < q + kv ? qkv_row(g, 1, r - q)
+                            : qkv_row(g, 2, r - q - kv);
     case MC_HF_UP: return g->ffn + r;
     default: return r;
     }

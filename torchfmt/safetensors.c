@@ -128,19 +128,21 @@ static int read_entry(mc_st_tensor_t *t, const char *name, json_t *e, uint64_t d
     t->end = (uint64_t)json_integer_value(en);
     if (t->end > data_len)
         return mc_errf(err, n,
-                       "tensor '%s': data_offsets [%" PRIu64 ", %" PRIu64 ") beyond the data (%" PRIu64
-                       " bytes: truncated?)",
+                       "tensor '%s': data_offsets [%" PRIu64 ", %" PRIu64
+                       ") beyond the data (%" PRIu64 " bytes: truncated?)",
                        name, t->begin, t->end, data_len);
     if (t->end - t->begin != numel * mc_st_dtype_size(t->dtype))
         return mc_errf(err, n,
-                       "tensor '%s': data_offsets hold %" PRIu64 " bytes, its shape and dtype %" PRIu64,
+                       "tensor '%s': data_offsets hold %" PRIu64
+                       " bytes, its shape and dtype %" PRIu64,
                        name, t->end - t->begin, numel * mc_st_dtype_size(t->dtype));
     return (t->name = strdup(name)) ? 0 : mc_errf(err, n, "out of memory");
 }
 
 static int cmp_begin(const void *a, const void *b)
 {
-    const mc_st_tensor_t *x = *(const mc_st_tensor_t *const *)a, *y = *(const mc_st_tensor_t *const *)b;
+    const mc_st_tensor_t *x = *(const mc_st_tensor_t *const *)a,
+                         *y = *(const mc_st_tensor_t *const *)b;
     return x->begin < y->begin ? -1 : x->begin > y->begin;
 }
 

@@ -25,11 +25,12 @@ TORCH_PY=${MC_TORCH2_PYTHON:-${MC_TORCH2_VENV:-$ROOT/build/venv-torch2}/bin/pyth
 CHECK=$ROOT/test/integration/hf_check.py
 T=$MC_TMP
 
-BASE=(--device cpu --mock-data --vocab-size 250 --make-vocab-size-divisible-by 16 --num-layers 4
+MODEL_FLAGS=(--device cpu --mock-data --make-vocab-size-divisible-by 16 --num-layers 4
       --hidden-size 32 --num-attention-heads 4 --ffn-hidden-size 48 --seq-length 32
       --max-position-embeddings 32 --micro-batch-size 2 --global-batch-size 8 --lr 3e-3
       --log-interval 1 --eval-iters 0 --seed 1234 --hidden-dropout 0 --attention-dropout 0
       --log-params-norm)
+BASE=("${MODEL_FLAGS[@]}" --vocab-size 250)
 GPT=()
 LLAMA=(--position-embedding-type rope --normalization RMSNorm --swiglu --group-query-attention
        --num-query-groups 2 --untie-embeddings-and-output-weights --disable-bias-linear)
@@ -128,6 +129,37 @@ for m in gpt llama; do
     check "$m: training from the tp2pp2 import gives the tp1pp1 import's losses" \
         same_log_numbers "$T/on1.log" "$T/on4.log" 2
 done
+
+# ---- bf16: BF16 tensors, kept through a round trip ----
+"$MC_BIN" "${BASE[@]}" --bf16 --num-layers 2 --train-iters 1 --save "$T/ck_bf16" --save-interval 1 >/dev/null 2>&1
+"$MC_BIN" export-hf --load "$T/ck_bf16" --output "$T/hf_bf16" >"$T/exp.out" 2>&1
+check "bf16: exported as BF16 ($(head -1 "$T/exp.out"))" grep -q '"torch_dtype": "bfloat16"' "$T/hf_bf16/config.json"
+"$MC_BIN" import-hf --hf-dir "$T/hf_bf16" --save "$T/imp_bf16" --tensor-model-parallel-size 2 >/dev/null 2>&1
+"$MC_BIN" export-hf --load "$T/imp_bf16" --output "$T/re_bf16" >/dev/null 2>&1
+same_bytes "bf16: HF -> tp2 -> HF: the same bytes" "$T/hf_bf16" "$T/re_bf16"
+
+# ---- the GPT-2 tokenizer's files travel with the model ----
+GPT2_VOCAB=${MEGATRON_C_SHARED:-$ROOT/../shared}/data/gpt2/gpt2-vocab.json
+GPT2_MERGES=${GPT2_VOCAB%/*}/gpt2-merges.txt
+if [ -f "$GPT2_VOCAB" ] && [ -f "$GPT2_MERGES" ]; then
+    "$MC_BIN" "${MODEL_FLAGS[@]}" --num-layers 1 --vocab-file "$GPT2_VOCAB" \
+        --merge-file "$GPT2_MERGES" --train-iters 1 --save "$T/ck_tok" --save-interval 1 \
+        >"$T/tok.log" 2>&1
+    "$MC_BIN" export-hf --load "$T/ck_tok" --output "$T/hf_tok" >/dev/null 2>&1
+    check "tokenizer: vocab.json and merges.txt exported, eos 50256, vocab_size 50257" bash -c "
+        cmp -s '$GPT2_VOCAB' '$T/hf_tok/vocab.json' && cmp -s '$GPT2_MERGES' '$T/hf_tok/merges.txt' &&
+        grep -q '\"eos_token_id\": 50256' '$T/hf_tok/generation_config.json' &&
+        grep -q '\"vocab_size\": 50257' '$T/hf_tok/config.json'"
+    "$MC_BIN" import-hf --hf-dir "$T/hf_tok" --save "$T/imp_tok" >/dev/null 2>&1
+    "$MC_BIN" export-hf --load "$T/imp_tok" --output "$T/re_tok" >/dev/null 2>&1
+    check "tokenizer: kept in the imported checkpoint, exported again the same" bash -c "
+        cmp -s '$T/imp_tok/tokenizer/vocab.json' '$GPT2_VOCAB' &&
+        cmp -s '$T/hf_tok/vocab.json' '$T/re_tok/vocab.json' && cmp -s '$T/hf_tok/merges.txt' '$T/re_tok/merges.txt' &&
+        cmp -s '$T/hf_tok/model.safetensors' '$T/re_tok/model.safetensors' &&
+        cmp -s '$T/hf_tok/config.json' '$T/re_tok/config.json'"
+else
+    skip "the GPT-2 tokenizer's files travel with the model" "no $GPT2_VOCAB"
+fi
 
 # ---- refusals: exit 2, one line ----
 "$MC_BIN" "${BASE[@]}" "${LLAMA[@]}" --qk-layernorm --train-iters 1 --save "$T/ck_qk" --save-interval 1 >/dev/null 2>&1
