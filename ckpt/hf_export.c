@@ -200,5 +200,6 @@ int mc_hf_export_run(const mc_hf_export_args_t *o)
     for (int i = 0; i < n; i++) free((void *)e[i].data);
     free(e);
     free(h);
+    mc_args_free(&a);
     return 0;
 }

@@ -59,5 +59,12 @@ int main(int argc, char **argv)
     if (!f || fwrite(out, sizeof(float), (size_t)S * V, f) != (size_t)S * V || fclose(f) != 0)
         mc_user_error("%s: cannot write", argv[2]);
     printf("loss %.6f over %d tokens\n", sum / cnt, S);
+    free(out);
+    free(tok);
+    free(pos);
+    free(mask);
+    mc_trainer_free(&t);
+    mc_trainer_free(&whole);
+    mc_args_free(&a);
     return 0;
 }
