@@ -10,6 +10,10 @@ mapping (the rows of Megatron's fused tensors are taken apart here again, with n
                                         transformers' logits of the model on the tokens equal
                                         LOGITS (test/tools/hf_logits: megatron-c's) to 1e-4
 
+  hf_check.py make gpt2|llama DIR     a tiny random model saved by transformers' save_pretrained
+  hf_check.py same DIR1 DIR2          the two directories hold the same tensors (names, dtypes,
+                                      values), whoever wrote the files
+
 Prints one line; exit 0 when the check holds, 1 when not."""
 import json
 import os
@@ -167,9 +171,47 @@ def check_logits(d, path, tokens):
     return diff, type(model).__name__
 
 
+def make(kind, d):
+    import torch
+    import transformers as tf
+
+    torch.manual_seed(0)
+    if kind == "gpt2":
+        cfg = tf.GPT2Config(vocab_size=100, n_positions=16, n_embd=32, n_layer=2, n_head=4,
+                            n_inner=48, activation_function="gelu_new")
+        model = tf.GPT2LMHeadModel(cfg)
+    else:
+        cfg = tf.LlamaConfig(vocab_size=100, hidden_size=32, intermediate_size=48, num_hidden_layers=2,
+                             num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=16,
+                             rope_theta=10000.0, tie_word_embeddings=False)
+        model = tf.LlamaForCausalLM(cfg)
+    with torch.no_grad():  # LayerNorm weights away from 1, biases away from 0: every tensor tells
+        for p in model.parameters():
+            p.add_(0.05 * torch.randn_like(p))
+    model.save_pretrained(d, safe_serialization=True)
+    return f"{type(model).__name__} saved by transformers"
+
+
+def same(d1, d2):
+    a, b = load_hf(d1), load_hf(d2)
+    if set(a) != set(b):
+        return f"names differ: {sorted(set(a) ^ set(b))[:4]}"
+    for k in a:
+        if a[k].dtype != b[k].dtype or a[k].shape != b[k].shape or not np.array_equal(a[k], b[k]):
+            return f"{k} differs"
+    return None
+
+
 def main():
     mode = sys.argv[1]
     try:
+        if mode == "make":
+            print(make(sys.argv[2], sys.argv[3]))
+            return 0
+        if mode == "same":
+            r = same(sys.argv[2], sys.argv[3])
+            print(r or "the same tensors")
+            return 1 if r else 0
         if mode == "tensors":
             r = check_tensors(sys.argv[2], sys.argv[3])
             if isinstance(r, str):

@@ -12,9 +12,10 @@
 #    --finetune (a vocabulary without padding rows; padding rows are refilled on import), and at
 #    tp2pp2 it gives the tp1pp1 import's losses;
 #  - refusals: exit 2, one line naming the option or the file;
-#  - optional: transformers' logits of both exported models equal megatron-c's forward
-#    (test/tools/hf_logits) to 1e-4, with torch 2.x and transformers ($MC_TORCH2_PYTHON or
-#    build/venv-torch2; skipped without them).
+#  - optional, with torch 2.x and transformers ($MC_TORCH2_PYTHON, or $MC_TORCH2_VENV or
+#    build/venv-torch2; skipped without them): transformers' logits of both exported models equal
+#    megatron-c's forward (test/tools/hf_logits) to 1e-4; tiny models transformers itself saved
+#    import at tp2, export again to the same tensors, and give transformers' logits.
 set -uo pipefail
 source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/mpi.sh"
@@ -183,12 +184,25 @@ expect_user_error "import-hf refuses a layout the model does not divide" "tensor
 
 # ---- optional: transformers' logits against megatron-c's forward ----
 TOKENS=(1 5 7 9 100 200 3 249 0 17 42 128)
+TOK100=(1 5 7 9 42 3 0 17 64 99)
 if "$TORCH_PY" -c 'import torch, transformers, safetensors' 2>/dev/null; then
     for c in gpt1 llama4; do
         "$TOOLS/hf_logits" "$T/ck_$c" "$T/lg_$c.bin" 250 "${TOKENS[@]}" >/dev/null
         out=$("$TORCH_PY" "$CHECK" logits "$T/hf_$c" "$T/lg_$c.bin" "${TOKENS[@]}" 2>/dev/null | tail -1)
         rc=$?
         check "$c: transformers' logits equal megatron-c's to 1e-4 ($out)" bash -c "[ $rc = 0 ] && [[ '$out' == *'difference'* ]]"
+    done
+    # models transformers wrote: imported at tp2, the same tensors exported, the same logits
+    for k in gpt2 llama; do
+        "$TORCH_PY" "$CHECK" make $k "$T/tf_$k" >/dev/null 2>&1
+        "$MC_BIN" import-hf --hf-dir "$T/tf_$k" --save "$T/tfi_$k" --tensor-model-parallel-size 2 >/dev/null 2>&1
+        "$MC_BIN" export-hf --load "$T/tfi_$k" --output "$T/tfo_$k" >/dev/null 2>&1
+        out=$("$TORCH_PY" "$CHECK" same "$T/tf_$k" "$T/tfo_$k" 2>&1 | tail -1)
+        check "$k saved by transformers -> import-hf tp2 -> export-hf: $out" test "$out" = "the same tensors"
+        "$TOOLS/hf_logits" "$T/tfi_$k" "$T/lg_$k.bin" 100 "${TOK100[@]}" >/dev/null
+        out=$("$TORCH_PY" "$CHECK" logits "$T/tf_$k" "$T/lg_$k.bin" "${TOK100[@]}" 2>/dev/null | tail -1)
+        rc=$?
+        check "$k saved by transformers: megatron-c's logits of the import equal transformers' ($out)" bash -c "[ $rc = 0 ] && [[ '$out' == *'difference'* ]]"
     done
 else
     skip "transformers' logits equal megatron-c's" "no torch/transformers at $TORCH_PY (set MC_TORCH2_PYTHON, or make build/venv-torch2)"
