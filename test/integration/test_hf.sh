@@ -11,6 +11,7 @@
 #  - training continues from the imported checkpoint: its first loss equals the original's with
 #    --finetune (a vocabulary without padding rows; padding rows are refilled on import), and at
 #    tp2pp2 it gives the tp1pp1 import's losses;
+#  - Megatron-LM's own tp2pp1 torch_dist checkpoint (shared/data/megatron-ref) exports;
 #  - refusals: exit 2, one line naming the option or the file;
 #  - optional, with torch 2.x and transformers ($MC_TORCH2_PYTHON, or $MC_TORCH2_VENV or
 #    build/venv-torch2; skipped without them): transformers' logits of both exported models equal
@@ -160,6 +161,22 @@ if [ -f "$GPT2_VOCAB" ] && [ -f "$GPT2_MERGES" ]; then
         cmp -s '$T/hf_tok/config.json' '$T/re_tok/config.json'"
 else
     skip "the GPT-2 tokenizer's files travel with the model" "no $GPT2_VOCAB"
+fi
+
+# ---- Megatron-LM's own torch_dist checkpoint (tp2pp1, shared/data/megatron-ref) ----
+MREF=${MEGATRON_C_SHARED:-$ROOT/../shared}/data/megatron-ref/torch_dist/tp2pp1
+if [ ! -d "$MREF" ]; then
+    skip "Megatron-LM's torch_dist checkpoint exported" "no $MREF"
+elif [ $have_hf_py = 0 ]; then
+    skip "Megatron-LM's torch_dist checkpoint exported" "$HF_WHY"
+else
+    "$MC_BIN" export-hf --load "$MREF" --output "$T/hf_mref" >/dev/null 2>&1
+    "$MC_BIN" convert-checkpoint --load-dir "$MREF" --save-dir "$T/cv_mref" \
+        --target-tensor-parallel-size 1 --target-ckpt-format torch >/dev/null 2>&1
+    "$TOOLS/ckpt_tool" dump "$T/cv_mref"/iter_0000010/mp_rank_00/model_optim_rng.pt >"$T/dump.json"
+    out=$("$HF_PY" "$CHECK" tensors "$T/hf_mref" "$T/dump.json" 2>&1)
+    check "Megatron-LM's tp2pp1 torch_dist checkpoint exported: $(tail -1 <<<"$out")" \
+        test "${out% tensors*}" -gt 0 2>/dev/null
 fi
 
 # ---- refusals: exit 2, one line ----
