@@ -162,6 +162,7 @@ typedef struct {
     mc_st_file_t *f;
     int n;
     char (*names)[128];
+    const char *dir; /* in messages */
 } shards_t;
 
 static void open_file(shards_t *s, const char *dir, const char *name)
@@ -180,6 +181,7 @@ static void open_file(shards_t *s, const char *dir, const char *name)
 /* model.safetensors, or the shards model.safetensors.index.json names. */
 static void open_shards(shards_t *s, const char *dir)
 {
+    s->dir = dir;
     char path[PATH_MAX + 64];
     snprintf(path, sizeof(path), "%s/model.safetensors.index.json", dir);
     if (access(path, F_OK) != 0) {
@@ -223,16 +225,17 @@ static void load_tensor(const shards_t *s, bool **used, const mc_args_t *a, cons
         if (!x) continue;
         const int64_t d0 = h->transpose ? h->cols : h->rows, d1 = h->transpose ? h->rows : h->cols;
         if (x->ndim != (h->cols ? 2 : 1) || x->shape[0] != d0 || (h->cols && x->shape[1] != d1))
-            mc_user_error("%s: tensor %s has shape [%lld%s%lld], the config says [%lld, %lld]",
-                          s->names[i], h->name, (long long)x->shape[0], x->ndim > 1 ? ", " : "",
-                          x->ndim > 1 ? (long long)x->shape[1] : 0LL, (long long)d0, (long long)d1);
+            mc_user_error("%s/%s: tensor %s has shape [%lld%s%lld], the config says [%lld, %lld]",
+                          s->dir, s->names[i], h->name, (long long)x->shape[0],
+                          x->ndim > 1 ? ", " : "", x->ndim > 1 ? (long long)x->shape[1] : 0LL,
+                          (long long)d0, (long long)d1);
         const mc_dtype_t dt = x->dtype == MC_TORCH_FLOAT32    ? MC_DT_F32
                               : x->dtype == MC_TORCH_BFLOAT16 ? MC_DT_BF16
                               : x->dtype == MC_TORCH_FLOAT16  ? MC_DT_F16
                                                               : (mc_dtype_t)-1;
         if ((int)dt < 0)
-            mc_user_error("%s: tensor %s is %s (import-hf reads F32, BF16 and F16)", s->names[i],
-                          h->name, mc_st_dtype_name(x->dtype));
+            mc_user_error("%s/%s: tensor %s is %s (import-hf reads F32, BF16 and F16)", s->dir,
+                          s->names[i], h->name, mc_st_dtype_name(x->dtype));
         const long numel = (long)(h->rows * (h->cols ? h->cols : 1));
         float *f = malloc((size_t)numel * sizeof(float));
         if (!f) mc_fatal("out of host memory");
@@ -245,8 +248,8 @@ static void load_tensor(const shards_t *s, bool **used, const mc_args_t *a, cons
         used[i][x - s->f[i].t] = true;
         return;
     }
-    mc_user_error("%s: no tensor %s (the config describes a %s)", s->names[0], h->name,
-                  mc_hf_class_names[strncmp(h->name, "model.", 6) == 0]);
+    mc_user_error("%s: no tensor %s in its safetensors files (the config describes a %s)", s->dir,
+                  h->name, mc_hf_class_names[strncmp(h->name, "model.", 6) == 0]);
 }
 
 /* The vocabulary rows past HF's: copies of the last, as Megatron's converter pads. */
@@ -266,8 +269,8 @@ static void check_used(const shards_t *s, bool **used, bool tied)
     for (int i = 0; i < s->n; i++)
         for (size_t k = 0; k < s->f[i].n; k++)
             if (!used[i][k] && !ignorable(s->f[i].t[k].name, tied))
-                mc_user_error("%s: tensor %s is not part of the model config.json describes",
-                              s->names[i], s->f[i].t[k].name);
+                mc_user_error("%s/%s: tensor %s is not part of the model config.json describes",
+                              s->dir, s->names[i], s->f[i].t[k].name);
 }
 
 /* a's model at tp 1, pp 1: the whole model on one rank. */
