@@ -3,8 +3,10 @@
  * a checkpoint of any tensor / pipeline layout (flags: cli/hf_args.c). Two classes:
  *   GPT2LMHeadModel   learned absolute positions, LayerNorm, GeLU (tanh: gelu_new; erf: gelu),
  *                     biases, multi-head attention; tied or untied output layer;
- *   LlamaForCausalLM  RMSNorm, SwiGLU, rotary positions (rotate-half, full head), grouped-query
- *                     attention, with or without biases (attention_bias / mlp_bias), tied or not.
+ *   LlamaForCausalLM  RMSNorm, SwiGLU, rotary positions (rotate-half, full head; rope_scaling
+ *                     llama3 for --use-rope-scaling, linear for
+ *                     --rotary-seq-len-interpolation-factor), grouped-query attention, with or
+ *                     without biases (attention_bias / mlp_bias), tied or not.
  * A model neither class expresses is refused with one line naming the option.
  *
  * The files: model.safetensors (torchfmt/safetensors.h; above --max-shard-size,

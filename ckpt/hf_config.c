@@ -37,20 +37,35 @@ static json_t *gpt2_config(const mc_args_t *a, int64_t vocab)
                      "tie_word_embeddings", g.tied, "use_cache", 1, "torch_dtype", torch_dtype(a));
 }
 
+/* rope_scaling: Llama 3.1's (Megatron's --use-rope-scaling, its fixed constants), or linear
+ * (--rotary-seq-len-interpolation-factor: positions divided by it), or none. */
+static json_t *rope_scaling(const mc_args_t *a)
+{
+    if (a->use_rope_scaling)
+        return json_pack("{s:s, s:f, s:f, s:f, s:i}", "rope_type", "llama3", "factor",
+                         a->rope_scaling_factor, "low_freq_factor", 1.0, "high_freq_factor", 4.0,
+                         "original_max_position_embeddings", 8192);
+    if (a->rotary_seq_len_interpolation_factor)
+        return json_pack("{s:s, s:f}", "rope_type", "linear", "factor",
+                         (double)a->rotary_seq_len_interpolation_factor);
+    return json_null();
+}
+
 static json_t *llama_config(const mc_args_t *a, int64_t vocab)
 {
     mc_gpt_config_t g;
     mc_gpt_config_from_args(&g, a);
-    return json_pack(
-        "{s:[s], s:s, s:I, s:i, s:i, s:i, s:i, s:i, s:i, s:s, s:i, s:f, s:f, s:n, "
-        "s:b, s:b, s:f, s:f, s:b, s:b, s:s}",
-        "architectures", "LlamaForCausalLM", "model_type", "llama", "vocab_size", (json_int_t)vocab,
-        "hidden_size", g.hidden, "intermediate_size", g.ffn, "num_hidden_layers", g.num_layers,
-        "num_attention_heads", g.heads, "num_key_value_heads", g.groups, "head_dim", g.head_dim,
-        "hidden_act", "silu", "max_position_embeddings", g.max_pos, "rms_norm_eps", a->norm_epsilon,
-        "rope_theta", (double)a->rotary_base, "rope_scaling", "attention_bias", g.bias, "mlp_bias",
-        g.bias, "attention_dropout", a->attention_dropout, "initializer_range", a->init_method_std,
-        "tie_word_embeddings", g.tied, "use_cache", 1, "torch_dtype", torch_dtype(a));
+    return json_pack("{s:[s], s:s, s:I, s:i, s:i, s:i, s:i, s:i, s:i, s:s, s:i, s:f, s:f, s:o, "
+                     "s:b, s:b, s:f, s:f, s:b, s:b, s:s}",
+                     "architectures", "LlamaForCausalLM", "model_type", "llama", "vocab_size",
+                     (json_int_t)vocab, "hidden_size", g.hidden, "intermediate_size", g.ffn,
+                     "num_hidden_layers", g.num_layers, "num_attention_heads", g.heads,
+                     "num_key_value_heads", g.groups, "head_dim", g.head_dim, "hidden_act", "silu",
+                     "max_position_embeddings", g.max_pos, "rms_norm_eps", a->norm_epsilon,
+                     "rope_theta", (double)a->rotary_base, "rope_scaling", rope_scaling(a),
+                     "attention_bias", g.bias, "mlp_bias", g.bias, "attention_dropout",
+                     a->attention_dropout, "initializer_range", a->init_method_std,
+                     "tie_word_embeddings", g.tied, "use_cache", 1, "torch_dtype", torch_dtype(a));
 }
 
 static int dump(json_t *j, const char *dir, const char *name, char *err, size_t n)

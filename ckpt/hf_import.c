@@ -89,6 +89,31 @@ static void gpt2_args(cfg_t *c, mc_args_t *a)
     a->add_bias_linear = true;
 }
 
+/* rope_scaling: llama3 with Megatron's constants (--use-rope-scaling), linear by a whole
+ * factor (--rotary-seq-len-interpolation-factor), or none. */
+static void rope_scaling_args(cfg_t *c, mc_args_t *a)
+{
+    json_t *r = json_object_get(c->cfg, "rope_scaling");
+    if (!r || json_is_null(r)) return;
+    json_t *type = json_object_get(r, "rope_type");
+    const char *t = json_string_value(type ? type : json_object_get(r, "type"));
+    const double f = json_number_value(json_object_get(r, "factor"));
+    if (t && strcmp(t, "llama3") == 0 &&
+        json_number_value(json_object_get(r, "low_freq_factor")) == 1.0 &&
+        json_number_value(json_object_get(r, "high_freq_factor")) == 4.0 &&
+        json_number_value(json_object_get(r, "original_max_position_embeddings")) == 8192 &&
+        f > 0) {
+        a->use_rope_scaling = true;
+        a->rope_scaling_factor = f;
+    } else if (t && strcmp(t, "linear") == 0 && f >= 1 && f == floor(f) && f <= INT_MAX) {
+        a->rotary_seq_len_interpolation_factor = (int)f;
+    } else {
+        refuse(c, "rope_scaling: import-hf reads llama3 (low_freq_factor 1, high_freq_factor "
+                  "4, original_max_position_embeddings 8192: Megatron's) or linear by a whole "
+                  "factor");
+    }
+}
+
 static void llama_args(cfg_t *c, mc_args_t *a)
 {
     a->num_layers = whole(c, "num_hidden_layers", NAN);
@@ -108,8 +133,7 @@ static void llama_args(cfg_t *c, mc_args_t *a)
     a->rotary_percent = 1.0;
     a->attention_dropout = num(c, "attention_dropout", 0.0);
     a->hidden_dropout = 0.0; /* LlamaForCausalLM has none */
-    json_t *scaling = json_object_get(c->cfg, "rope_scaling");
-    if (scaling && !json_is_null(scaling)) refuse(c, "rope_scaling: not imported (only none)");
+    rope_scaling_args(c, a);
     if (strcmp(text(c, "hidden_act"), "silu") != 0)
         refuse(c, "hidden_act: LlamaForCausalLM's SwiGLU needs silu");
     if (flag(c, "attention_bias", false) != flag(c, "mlp_bias", false))

@@ -44,14 +44,10 @@ static int refuse_rope(const mc_args_t *a, char *err, size_t n)
         return mc_errf(err, n,
                        "--rotary-interleaved: LlamaForCausalLM rotates halves "
                        "(rotate_half), not interleaved pairs");
-    if (a->rotary_seq_len_interpolation_factor)
+    if (a->rotary_seq_len_interpolation_factor && a->use_rope_scaling)
         return mc_errf(err, n,
-                       "--rotary-seq-len-interpolation-factor: not exported (no "
-                       "LlamaForCausalLM rope_scaling written for it)");
-    if (a->use_rope_scaling)
-        return mc_errf(err, n,
-                       "--use-rope-scaling: not exported (no LlamaForCausalLM "
-                       "rope_scaling written for it)");
+                       "--rotary-seq-len-interpolation-factor with --use-rope-scaling: "
+                       "LlamaForCausalLM's rope_scaling is one or the other");
     return 0;
 }
 

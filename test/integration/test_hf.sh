@@ -132,6 +132,21 @@ for m in gpt llama; do
         same_log_numbers "$T/on1.log" "$T/on4.log" 2
 done
 
+# ---- rope scaling: Llama 3.1's (--use-rope-scaling) and linear (interpolation) ----
+# (a large init and rotary base, so that the logits check below tells scaled from unscaled)
+ROPE_LLAMA3=(--use-rope-scaling --rope-scaling-factor 8 --rotary-base 500000)
+ROPE_LINEAR=(--rotary-seq-len-interpolation-factor 2)
+for r in llama3 linear; do
+    if [ $r = llama3 ]; then ROPE=("${ROPE_LLAMA3[@]}"); else ROPE=("${ROPE_LINEAR[@]}"); fi
+    "$MC_BIN" "${BASE[@]}" "${LLAMA[@]}" "${ROPE[@]}" --num-layers 2 --init-method-std 0.5 \
+        --train-iters 1 --save "$T/ck_$r" --save-interval 1 >/dev/null 2>&1
+    "$MC_BIN" export-hf --load "$T/ck_$r" --output "$T/hf_$r" >/dev/null 2>&1
+    "$MC_BIN" import-hf --hf-dir "$T/hf_$r" --save "$T/imp_$r" --tensor-model-parallel-size 2 >/dev/null 2>&1
+    "$MC_BIN" export-hf --load "$T/imp_$r" --output "$T/re_$r" >/dev/null 2>&1
+    check "rope scaling $r: rope_type $r written" grep -q "\"rope_type\": \"$r\"" "$T/hf_$r/config.json"
+    same_bytes "rope scaling $r: HF -> tp2 -> HF: the same bytes" "$T/hf_$r" "$T/re_$r"
+done
+
 # ---- bf16: BF16 tensors, kept through a round trip ----
 "$MC_BIN" "${BASE[@]}" --bf16 --num-layers 2 --train-iters 1 --save "$T/ck_bf16" --save-interval 1 >/dev/null 2>&1
 "$MC_BIN" export-hf --load "$T/ck_bf16" --output "$T/hf_bf16" >"$T/exp.out" 2>&1
@@ -203,7 +218,7 @@ expect_user_error "import-hf refuses a layout the model does not divide" "tensor
 TOKENS=(1 5 7 9 100 200 3 249 0 17 42 128)
 TOK100=(1 5 7 9 42 3 0 17 64 99)
 if "$TORCH_PY" -c 'import torch, transformers, safetensors' 2>/dev/null; then
-    for c in gpt1 llama4; do
+    for c in gpt1 llama4 llama3 linear; do
         "$TOOLS/hf_logits" "$T/ck_$c" "$T/lg_$c.bin" 250 "${TOKENS[@]}" >/dev/null
         out=$("$TORCH_PY" "$CHECK" logits "$T/hf_$c" "$T/lg_$c.bin" "${TOKENS[@]}" 2>/dev/null | tail -1)
         rc=$?
