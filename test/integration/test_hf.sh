@@ -15,7 +15,8 @@
 #  - refusals: exit 2, one line naming the option or the file;
 #  - optional, with torch 2.x and transformers ($MC_TORCH2_PYTHON, or $MC_TORCH2_VENV or
 #    build/venv-torch2; skipped without them): transformers' logits of both exported models equal
-#    megatron-c's forward (test/tools/hf_logits) to 1e-4; tiny models transformers itself saved
+#    megatron-c's forward (test/tools/hf_logits) to 1e-4 (also with rope scaling, a tied Llama
+#    with biases, an untied GPT with erf GeLU); tiny models transformers itself saved
 #    import at tp2, export again to the same tensors, and give transformers' logits.
 set -uo pipefail
 source "$(dirname "$0")/lib.sh"
@@ -218,7 +219,15 @@ expect_user_error "import-hf refuses a layout the model does not divide" "tensor
 TOKENS=(1 5 7 9 100 200 3 249 0 17 42 128)
 TOK100=(1 5 7 9 42 3 0 17 64 99)
 if "$TORCH_PY" -c 'import torch, transformers, safetensors' 2>/dev/null; then
-    for c in gpt1 llama4 llama3 linear; do
+    # and the other variants: a tied Llama with biases, an untied GPT with erf GeLU
+    "$MC_BIN" "${BASE[@]}" --position-embedding-type rope --normalization RMSNorm --swiglu \
+        --group-query-attention --num-query-groups 2 --num-layers 2 --init-method-std 0.2 \
+        --train-iters 1 --save "$T/ck_llamatied" --save-interval 1 >/dev/null 2>&1
+    "$MC_BIN" "${BASE[@]}" --untie-embeddings-and-output-weights --no-bias-gelu-fusion \
+        --num-layers 2 --init-method-std 0.2 --train-iters 1 --save "$T/ck_gpterf" \
+        --save-interval 1 >/dev/null 2>&1
+    for c in llamatied gpterf; do "$MC_BIN" export-hf --load "$T/ck_$c" --output "$T/hf_$c" >/dev/null 2>&1; done
+    for c in gpt1 llama4 llama3 linear llamatied gpterf; do
         "$TOOLS/hf_logits" "$T/ck_$c" "$T/lg_$c.bin" 250 "${TOKENS[@]}" >/dev/null
         out=$("$TORCH_PY" "$CHECK" logits "$T/hf_$c" "$T/lg_$c.bin" "${TOKENS[@]}" 2>/dev/null | tail -1)
         rc=$?
