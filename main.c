@@ -37,6 +37,8 @@ int main(int argc, char **argv)
     }
     if (argc >= 2 && strcmp(argv[1], "convert-checkpoint") == 0)
         return mc_cli_convert(argc - 1, argv + 1);
+    if (argc >= 2 && strcmp(argv[1], "export-hf") == 0) return mc_cli_export_hf(argc - 1, argv + 1);
+    if (argc >= 2 && strcmp(argv[1], "import-hf") == 0) return mc_cli_import_hf(argc - 1, argv + 1);
     int first = argc >= 2 && strcmp(argv[1], "train") == 0 ? 2 : 1;
 
     /* Who we are comes first: the world size enters validation (dp), and errors name the rank. */

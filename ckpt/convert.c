@@ -550,3 +550,67 @@ int mc_convert_run(const mc_convert_args_t *o)
     mc_args_free(&s.args);
     return 0;
 }
+
+/* ---- whole models (export-hf, import-hf: ckpt/hf.h) ---- */
+
+void mc_cv_load_whole(const char *load_dir, int64_t ckpt_step, mc_args_t *args, mc_trainer_t *t)
+{
+    char why[256], path[MC_CKPT_PATH_MAX + 64];
+    const mc_backend_t *be = mc_backend_select("cpu", 0, 0, why, sizeof(why));
+    /* nothing is written: no directory to protect */
+    const mc_convert_args_t o = {.load_dir = load_dir,
+                                 .ckpt_step = ckpt_step,
+                                 .overwrite = true,
+                                 .tp = 1,
+                                 .pp = 1,
+                                 .layers_per_virtual_stage = -1,
+                                 .virtual_stages = -1,
+                                 .first_stage_layers = -1,
+                                 .last_stage_layers = -1,
+                                 .dp = 1,
+                                 .dist_opt = 0,
+                                 .overlap_grad_reduce = -1,
+                                 .ddp_bucket_size = -1};
+    mc_cv_source_t s;
+    memset(&s, 0, sizeof(s));
+    const mc_pyobj_t *ns = NULL;
+    mc_pyobj_t *ck0 = open_source(&o, &s, &ns, path, sizeof(path));
+    model_t fm = {0};
+    for (int pp = 0; pp < s.args.pipeline_model_parallel_size && !s.torch_dist; pp++)
+        for (int tp = 0; tp < s.args.tensor_model_parallel_size; tp++)
+            read_rank(&s, &fm, be, tp, pp, pp == 0 && tp == 0);
+    target_args(args, &s.args, &o, s.names);
+    /* every row the source holds: the caller keeps the tokenizer's */
+    args->padded_vocab_size = s.args.padded_vocab_size;
+    mc_cv_target_t tg = {.args = args,
+                         .sched = &s.sched,
+                         .iteration = s.iteration,
+                         .consumed_train = s.consumed_train,
+                         .consumed_valid = s.consumed_valid,
+                         .step = s.step,
+                         .seed = s.seed};
+    build_rank(&tg, &s, &fm, be, 0, 0, t);
+    free_model(&fm);
+    mc_py_decref(ck0); /* args keeps s.args' lists */
+}
+
+void mc_cv_save_whole(const char *save_dir, const mc_args_t *target, mc_trainer_t *t,
+                      mc_pyobj_t *ns, bool torch_dist)
+{
+    char why[256];
+    const mc_backend_t *be = mc_backend_select("cpu", 0, 0, why, sizeof(why));
+    model_t fm = {0};
+    rank_copy(t, &fm, true);
+    const mc_convert_args_t o = {.save_dir = save_dir};
+    mc_cv_source_t s = {.release = true};
+    const mc_lr_sched_t sched = t->sched;
+    mc_cv_target_t tg = {.args = target,
+                         .ns = ns,
+                         .sched = &sched,
+                         .seed = t->model.cfg.seed,
+                         .torch_dist = torch_dist};
+    char final[MC_CKPT_PATH_MAX];
+    write_target(&o, &s, &tg, &fm, be, final);
+    printf("saved %s\n", final);
+    free_model(&fm);
+}

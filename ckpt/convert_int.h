@@ -62,4 +62,18 @@ void mc_cv_write_dist_rank(const mc_cv_target_t *tg, mc_trainer_t *t, int tp, in
 /* The index of every rank's records (.metadata, then metadata.json) into staging. */
 void mc_cv_finish_dist(const char *staging, const char *final, const mc_dcp_records_t *recs);
 
+/* ---- ckpt/convert.c: whole models (export-hf, import-hf) ---- */
+
+/* load_dir's checkpoint (the tracker's iteration, or ckpt_step; any layout, legacy or
+ * torch_dist) as one tp 1 pp 1 rank's host state t: every parameter whole, fp32 weights (the
+ * master values); *args its arguments at that layout, the source's padded vocabulary kept.
+ * Errors are one line (exit 2). Free with mc_trainer_free (args' lists stay allocated). */
+void mc_cv_load_whole(const char *load_dir, int64_t ckpt_step, mc_args_t *args, mc_trainer_t *t);
+/* The weights of t (a tp 1 pp 1 rank's host state, no optimizer) saved as a `release`
+ * checkpoint of target's layout (legacy, or torch_dist) in save_dir, with the args Namespace
+ * ns, as convert-checkpoint writes one: vocabulary rows the target pads beyond t's are copies of
+ * the last row (Megatron's converter). */
+void mc_cv_save_whole(const char *save_dir, const mc_args_t *target, mc_trainer_t *t,
+                      mc_pyobj_t *ns, bool torch_dist);
+
 #endif

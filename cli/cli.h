@@ -81,5 +81,7 @@ int mc_cli_preprocess(int argc, char **argv); /* argv[0] is "preprocess-data" */
 int mc_cli_convert(int argc, char **argv);    /* argv[0] is "convert-checkpoint" */
 int mc_cli_inspect(int argc, char **argv);    /* argv[0] is "inspect-data" */
 int mc_cli_plan(int argc, char **argv);       /* argv[0] is "plan" */
+int mc_cli_export_hf(int argc, char **argv);  /* argv[0] is "export-hf" */
+int mc_cli_import_hf(int argc, char **argv);  /* argv[0] is "import-hf" */
 
 #endif

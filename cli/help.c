@@ -151,6 +151,8 @@ void mc_flags_print_help(FILE *out)
         "       megatron-c inspect-data <training flags> [--split-name S] [--samples A:B] (--help)\n"
         "       megatron-c convert-checkpoint --load-dir DIR --save-dir DIR\n"
         "                  [--target-tensor-parallel-size T] [--target-pipeline-parallel-size P] ... (--help)\n"
+        "       megatron-c export-hf --load DIR --output DIR [--max-shard-size 5GB] (--help)\n"
+        "       megatron-c import-hf --hf-dir DIR --save DIR [--tensor-model-parallel-size T] ... (--help)\n"
         "       megatron-c --version\n\n",
         out);
     wrap(out,

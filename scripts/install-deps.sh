@@ -6,7 +6,9 @@
 #                                     (about 1.4 GB), for test/integration/test_dcp_pytorch.sh
 # All also make build/venv-tb, a private venv with the tensorboard package from PyPI, whose own
 # reader test/integration/test_tensorboard.sh checks the event files with (skipped without it),
-# and build/venv-tok, the tokenizer libraries Megatron calls (the tokenizer tests' references).
+# build/venv-tok, the tokenizer libraries Megatron calls (the tokenizer tests' references),
+# and build/venv-hf, with the safetensors package and numpy, with which
+# test/integration/test_hf.sh opens the files export-hf writes (skipped without it).
 # --torch and --torch2 may be given together. CI installs --torch only.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -66,6 +68,23 @@ assert s.__version__ == '$SENTENCEPIECE_VERSION'" 2>/dev/null; then
     fi
 }
 
+# safetensors (its numpy API) and numpy for test/integration/test_hf.sh, in build/venv-hf (about
+# 40 MB). Quick when there; without PyPI it warns, and that test's safetensors checks are skipped.
+hf_venv() {
+    local venv=$root/build/venv-hf py=/usr/bin/python3
+    [ -x "$py" ] || py=python3
+    if "$venv/bin/python" -c 'import safetensors.numpy, numpy' 2>/dev/null; then
+        echo "install-deps: safetensors and numpy present in build/venv-hf"
+        return 0
+    fi
+    echo "install-deps: installing safetensors and numpy into build/venv-hf"
+    if ! { "$py" -m venv "$venv" &&
+        "$venv/bin/pip" install -q --disable-pip-version-check safetensors numpy; }; then
+        echo "install-deps: WARNING: could not install safetensors into build/venv-hf (PyPI unreachable?);" \
+             "test/integration/test_hf.sh will skip its safetensors checks" >&2
+    fi
+}
+
 # PyTorch 2.x for torch.distributed.checkpoint, CPU only, in build/venv-torch2 (--torch2). PyPI's
 # Linux torch wheel is a CUDA build whose nvidia-* dependencies are several GB: the wheel goes in
 # with --no-deps after its pure-Python dependencies, and scripts/torch-cuda-stubs.py writes small
@@ -113,6 +132,7 @@ if [ ${#missing[@]} -eq 0 ]; then
     echo "install-deps: all packages present"
     tensorboard_venv
     tok_venv
+    hf_venv
     [ $want_torch2 = 0 ] || torch2_venv
     exit 0
 fi
@@ -125,4 +145,5 @@ $sudo apt-get update -qq
 $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}"
 tensorboard_venv
 tok_venv
+hf_venv
 [ $want_torch2 = 0 ] || torch2_venv
