@@ -661,13 +661,16 @@ const mc_flag_t mc_flags_train[] = {
             "NullMultimodalTokenizer", "SFTTokenizer"),
      FIELD(tokenizer_type), .def = "GPT2BPETokenizer",
      ONLY("GPT2BPETokenizer is pretrain_gpt.py's default; the others are not implemented yet",
-          "GPT2BPETokenizer", "NullTokenizer"),
+          "GPT2BPETokenizer", "NullTokenizer", "HuggingFaceTokenizer", "TikTokenizer"),
      .help = "What type of tokenizer to use."},
-    {.name = "--tokenizer-model", TOK, STRING, TODO("SentencePiece and HuggingFace tokenizers"),
+    {.name = "--tokenizer-model", TOK, STRING, FIELD(tokenizer_model),
+     IMPLEMENTED_NOTE("HuggingFaceTokenizer's directory (tokenizer.json), TikTokenizer's JSON "
+                      "vocabulary"),
      .help = "Sentencepiece tokenizer model."},
-    {.name = "--legacy-tokenizer", TOK, TRUE_IF_GIVEN,
-     NOOP("megatron-c's GPT-2 tokenizer gives the ids of Megatron's legacy one (MEGATRON.md "
-          "section 11)"),
+    {.name = "--legacy-tokenizer", TOK, TRUE_IF_GIVEN, FIELD(legacy_tokenizer),
+     IMPLEMENTED_NOTE("HuggingFaceTokenizer adds its post-processor's special tokens (BOS), as "
+                      "Megatron's legacy tokenizer does; the other tokenizers give the same ids "
+                      "either way"),
      .help = "To use legacy tokenizer system."},
 
     /* ---- logging ---- */

@@ -828,6 +828,35 @@ int mc_bpe_add_merge(mc_bpe_t *b, const char *l, size_t ll, const char *r, size_
     return 0;
 }
 
+size_t mc_bpe_byte_key(const unsigned char *raw, size_t n, char *out)
+{
+    size_t o = 0;
+    for (size_t i = 0; i < n; i++) o += put_utf8((unsigned char *)out + o, byte_to_cp(raw[i]));
+    return o;
+}
+
+int32_t mc_bpe_token_id(const mc_bpe_t *b, const char *key, size_t len)
+{
+    const intern_t *t = &b->build->t;
+    size_t i = hash_bytes((const unsigned char *)key, len) & (t->nslot - 1);
+    for (; t->slot[i]; i = (i + 1) & (t->nslot - 1)) {
+        uint32_t s = t->slot[i] - 1;
+        if (t->len[s] == len && memcmp(t->arena + t->off[s], key, len) == 0) return t->vocab[s];
+    }
+    return -1;
+}
+
+int mc_bpe_lacking_byte(mc_bpe_t *b)
+{
+    for (unsigned x = 0; x < 256; x++) {
+        unsigned char u[4];
+        int64_t s = intern(&b->build->t, u, put_utf8(u, byte_to_cp(x)));
+        if (s < 0) return -2;
+        if (b->build->t.vocab[s] < 0) return (int)x;
+    }
+    return -1;
+}
+
 /* The decode table: each token's bytes (its characters through bytes_to_unicode's inverse);
  * a token with a character outside that image is not decodable. */
 static int build_decode_table(mc_bpe_t *b)

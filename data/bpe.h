@@ -40,6 +40,13 @@ int mc_bpe_add_token(mc_bpe_t *b, const char *key, size_t len, int32_t id);
 /* 1 (nothing added) when require_token and l+r is not a token. */
 int mc_bpe_add_merge(mc_bpe_t *b, const char *l, size_t ll, const char *r, size_t lr,
                      uint32_t rank, bool require_token);
+/* The bytes_to_unicode key of raw[0..n) in out (room for 2n bytes); returns its length. */
+size_t mc_bpe_byte_key(const unsigned char *raw, size_t n, char *out);
+/* While building: the id of the token with that key, or -1. */
+int32_t mc_bpe_token_id(const mc_bpe_t *b, const char *key, size_t len);
+/* The first byte whose bytes_to_unicode character is not a token (after the tokens are added),
+ * -1 if every byte has one, -2 out of memory. */
+int mc_bpe_lacking_byte(mc_bpe_t *b);
 /* whole_words: a piece whose bytes are a token is that token without merging (HF's
  * ignore_merges; tiktoken's encoder lookup of the whole piece). 0, or -1 out of memory. */
 int mc_bpe_finish(mc_bpe_t *b, bool whole_words);

@@ -69,8 +69,12 @@ typedef struct {
     const char *vocab_file;
     const char *merge_file;
     int64_t vocab_size;          /* -1: not given */
-    const char *tokenizer_model; /* accepted; no tokenizer implemented here reads it */
-    bool legacy_tokenizer;       /* accepted, no effect */
+    const char *tokenizer_model; /* HuggingFaceTokenizer's directory, TikTokenizer's JSON */
+    bool legacy_tokenizer;       /* HuggingFaceTokenizer: tokenizer(text).input_ids */
+    const char *tiktoken_pattern;             /* NULL: not given */
+    int64_t tiktoken_num_special_tokens;      /* 1000 */
+    const char *const *tiktoken_special_tokens; /* NULL: not given */
+    int n_tiktoken_special_tokens;
     /* megatron-c extension */
     bool skip_malformed;
 } mc_preprocess_args_t;

@@ -30,11 +30,21 @@ int mc_data_source_open(mc_data_source_t *s, const mc_args_t *a, bool check_ids,
         s->vocab_size = a->vocab_size;
         s->opts.eod = (int32_t)(a->vocab_size - 1);
     } else {
-        s->tokenizer = mc_tokenizer_build(&(mc_tokenizer_spec_t){.type = a->tokenizer_type,
-                                                                 .vocab_file = a->vocab_file,
-                                                                 .merge_file = a->merge_file,
-                                                                 .vocab_size = a->vocab_size},
-                                          err, n);
+        s->tokenizer = mc_tokenizer_build(
+            &(mc_tokenizer_spec_t){
+                .type = a->tokenizer_type,
+                .vocab_file = a->vocab_file,
+                .merge_file = a->merge_file,
+                .tokenizer_model = a->tokenizer_model,
+                .vocab_size = a->vocab_size,
+                .tiktoken_pattern = a->tiktoken_pattern[0] ? a->tiktoken_pattern : NULL,
+                .tiktoken_num_special_tokens = a->tiktoken_num_special_tokens,
+                .tiktoken_special_tokens =
+                    a->n_tiktoken_special_tokens ? (const char *const *)a->tiktoken_special_tokens
+                                                 : NULL,
+                .n_tiktoken_special_tokens = a->n_tiktoken_special_tokens,
+                .legacy_tokenizer = a->legacy_tokenizer},
+            err, n);
         if (!s->tokenizer) return -1;
         s->vocab_size = mc_tokenizer_vocab_size(s->tokenizer);
         s->opts.eod = mc_tokenizer_eod(s->tokenizer);

@@ -1,9 +1,12 @@
 /* Tokenizers as Megatron builds them (--tokenizer-type): GPT2BPETokenizer (byte-level BPE with
- * GPT-2's pre-tokenisation; ids of Megatron's legacy GPT-2 tokenizer = HF gpt2) and
- * NullTokenizer (text is space-separated integer ids; eod = vocab_size). */
+ * GPT-2's pre-tokenisation; ids of Megatron's legacy GPT-2 tokenizer = HF gpt2),
+ * HuggingFaceTokenizer (tokenizer.json's byte-level BPE: data/tok_hf.h), TikTokenizer
+ * (Megatron's tiktoken vocabulary: data/tok_tiktoken.h) and NullTokenizer (text is
+ * space-separated integer ids; eod = vocab_size). */
 #ifndef MC_DATA_TOKENIZER_H
 #define MC_DATA_TOKENIZER_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -39,11 +42,21 @@ typedef struct {
     const char *vocab_file;      /* --vocab-file */
     const char *merge_file;      /* --merge-file */
     const char *tokenizer_model; /* --tokenizer-model */
-    int64_t vocab_size;          /* --vocab-size (NullTokenizer) */
+    int64_t vocab_size;          /* --vocab-size (NullTokenizer; TikTokenizer, <= 0: 2**17) */
+    /* TikTokenizer: --tiktoken-pattern, --tiktoken-num-special-tokens, and
+     * --tiktoken-special-tokens (NULL: Megatron's default list) */
+    const char *tiktoken_pattern;
+    int64_t tiktoken_num_special_tokens;
+    const char *const *tiktoken_special_tokens;
+    int n_tiktoken_special_tokens;
+    bool legacy_tokenizer; /* --legacy-tokenizer: HuggingFaceTokenizer adds its post-processor's
+                            * special tokens (e.g. BOS), as tokenizer(text).input_ids does */
 } mc_tokenizer_spec_t;
 
-/* type "GPT2BPETokenizer" (needs vocab_file and merge_file) or "NullTokenizer" (needs
- * vocab_size). NULL with one line in err on failure (missing/malformed files named). */
+/* type "GPT2BPETokenizer" (needs vocab_file and merge_file), "HuggingFaceTokenizer" (needs
+ * tokenizer_model, a directory), "TikTokenizer" (needs tokenizer_model, a .json file, and
+ * tiktoken_pattern) or "NullTokenizer" (needs vocab_size). NULL with one line in err on
+ * failure (missing/malformed files named). */
 mc_tokenizer_t *mc_tokenizer_build(const mc_tokenizer_spec_t *spec, char *err, size_t n);
 void mc_tokenizer_free(mc_tokenizer_t *t);
 
