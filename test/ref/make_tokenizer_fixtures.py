@@ -12,7 +12,8 @@ with the `tokenizers` package on tinyshakespeare:
 * nemo/     Mistral NeMo (Tekken) style: its regex (= Megatron's tiktoken v2 pattern), <unk>,
             <s>, </s> as the first ids, the post-processor's <s>.
 * tiktoken.json  Megatron's tiktoken vocabulary format ([{"rank", "token_bytes" (base64),
-            "token_str"}], ranks 0..255 the single bytes), derived from nemo's merges.
+            "token_str"}], ranks 0..255 the single bytes), derived from llama3's merges,
+            plus a few whole words that the v1 pattern keeps whole and v2 cuts.
 
 The files are deterministic for a given tokenizers version; what matters is only that they are
 valid tokenizers, since the tests compare megatron-c with this package on them.
@@ -89,6 +90,12 @@ def tiktoken_vocab(tok, path):
         if t not in seen:
             seen.add(t)
             ranks.append(t)
+    # whole pieces under v1 that v2 cuts at case changes: tiktoken takes a piece that is a
+    # token as that token, so these make the two patterns' ids differ
+    for t in (b"CamelCaseWords", b" iPhone", b"XMLHttpRequest"):
+        if t not in seen:
+            seen.add(t)
+            ranks.append(t)
     out = [{"rank": i, "token_bytes": base64.b64encode(t).decode("ascii"),
             "token_str": t.decode("utf-8", errors="replace")} for i, t in enumerate(ranks)]
     with open(path, "w", encoding="utf-8") as f:
@@ -134,7 +141,7 @@ def main():
     save(nemo, os.path.join(out, "nemo"),
          {"tokenizer_class": "PreTrainedTokenizerFast", "bos_token": "<s>",
           "eos_token": "</s>", "unk_token": "<unk>"})
-    tiktoken_vocab(nemo, os.path.join(out, "tiktoken.json"))
+    tiktoken_vocab(llama, os.path.join(out, "tiktoken.json"))
 
 
 if __name__ == "__main__":
