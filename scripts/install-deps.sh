@@ -5,7 +5,8 @@
 #   scripts/install-deps.sh --torch2  also build/venv-torch2: PyTorch 2.x from PyPI, CPU only
 #                                     (about 1.4 GB), for test/integration/test_dcp_pytorch.sh
 # All also make build/venv-tb, a private venv with the tensorboard package from PyPI, whose own
-# reader test/integration/test_tensorboard.sh checks the event files with (skipped without it).
+# reader test/integration/test_tensorboard.sh checks the event files with (skipped without it),
+# and build/venv-tok (tokenizers, tiktoken, sentencepiece, numpy: the tokenizer tests' references).
 # --torch and --torch2 may be given together. CI installs --torch only.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -41,6 +42,24 @@ tensorboard_venv() {
     if ! { "$py" -m venv "$venv" && "$venv/bin/pip" install -q --disable-pip-version-check tensorboard; }; then
         echo "install-deps: WARNING: could not install tensorboard into build/venv-tb (PyPI unreachable?);" \
              "test/integration/test_tensorboard.sh will be skipped" >&2
+    fi
+}
+
+# The tokenizer libraries Megatron's tokenizers wrap (tokenizers, tiktoken, sentencepiece), in
+# build/venv-tok: the reference side of test/integration/test_tokenizers_*.sh (ids compared with
+# the packages' own encodings). Quick when there; without PyPI it warns, and those checks skip.
+tok_venv() {
+    local venv=$root/build/venv-tok py=/usr/bin/python3
+    [ -x "$py" ] || py=python3
+    if "$venv/bin/python" -c 'import tokenizers, tiktoken, sentencepiece, numpy' 2>/dev/null; then
+        echo "install-deps: tokenizers, tiktoken, sentencepiece present in build/venv-tok"
+        return 0
+    fi
+    echo "install-deps: installing tokenizers, tiktoken, sentencepiece, numpy into build/venv-tok"
+    if ! { "$py" -m venv "$venv" &&
+        "$venv/bin/pip" install -q --disable-pip-version-check tokenizers tiktoken sentencepiece numpy; }; then
+        echo "install-deps: WARNING: could not install build/venv-tok (PyPI unreachable?);" \
+             "the tokenizer comparisons of test/integration/test_tokenizers_*.sh will be skipped" >&2
     fi
 }
 
@@ -90,6 +109,7 @@ print(torch.__version__)'); then
 if [ ${#missing[@]} -eq 0 ]; then
     echo "install-deps: all packages present"
     tensorboard_venv
+    tok_venv
     [ $want_torch2 = 0 ] || torch2_venv
     exit 0
 fi
@@ -101,4 +121,5 @@ export DEBIAN_FRONTEND=noninteractive
 $sudo apt-get update -qq
 $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}"
 tensorboard_venv
+tok_venv
 [ $want_torch2 = 0 ] || torch2_venv
