@@ -685,8 +685,7 @@ static int build_merge_table(mc_bpe_t *b, const merge_rec_t *recs, size_t nrec)
 
 /* 1 if the n bytes of w merge into the single token id, 0 if not (more than one symbol, a
  * symbol outside the vocab, another id), -1 out of memory. */
-static int merges_to(const mc_bpe_t *b, const unsigned char *w, size_t n, int32_t id,
-                     scratch_t *sc)
+static int merges_to(const mc_bpe_t *b, const unsigned char *w, size_t n, int32_t id, scratch_t *sc)
 {
     if (n == 1) return b->sym_out[b->byte_sym[w[0]]] == id;
     if (bpe_run(b, w, n, sc) < 0) return -1;
@@ -799,8 +798,8 @@ int mc_bpe_add_token(mc_bpe_t *b, const char *key, size_t len, int32_t id)
     return 0;
 }
 
-int mc_bpe_add_merge(mc_bpe_t *b, const char *l, size_t ll, const char *r, size_t lr,
-                     uint32_t rank, bool require_token)
+int mc_bpe_add_merge(mc_bpe_t *b, const char *l, size_t ll, const char *r, size_t lr, uint32_t rank,
+                     bool require_token)
 {
     struct bpe_build *bb = b->build;
     if (ll + lr > bb->catcap) {

@@ -38,8 +38,8 @@ void mc_bpe_free(mc_bpe_t *b);
 mc_bpe_t *mc_bpe_new(void);
 int mc_bpe_add_token(mc_bpe_t *b, const char *key, size_t len, int32_t id);
 /* 1 (nothing added) when require_token and l+r is not a token. */
-int mc_bpe_add_merge(mc_bpe_t *b, const char *l, size_t ll, const char *r, size_t lr,
-                     uint32_t rank, bool require_token);
+int mc_bpe_add_merge(mc_bpe_t *b, const char *l, size_t ll, const char *r, size_t lr, uint32_t rank,
+                     bool require_token);
 /* The bytes_to_unicode key of raw[0..n) in out (room for 2n bytes); returns its length. */
 size_t mc_bpe_byte_key(const unsigned char *raw, size_t n, char *out);
 /* While building: the id of the token with that key, or -1. */

@@ -68,11 +68,11 @@ typedef struct {
     const char *tokenizer_type; /* required (Megatron's default None crashes the script) */
     const char *vocab_file;
     const char *merge_file;
-    int64_t vocab_size;          /* -1: not given */
-    const char *tokenizer_model; /* HuggingFaceTokenizer's directory, TikTokenizer's JSON */
-    bool legacy_tokenizer;       /* HuggingFaceTokenizer: tokenizer(text).input_ids */
-    const char *tiktoken_pattern;             /* NULL: not given */
-    int64_t tiktoken_num_special_tokens;      /* 1000 */
+    int64_t vocab_size;                  /* -1: not given */
+    const char *tokenizer_model;         /* HuggingFaceTokenizer's directory, TikTokenizer's JSON */
+    bool legacy_tokenizer;               /* HuggingFaceTokenizer: tokenizer(text).input_ids */
+    const char *tiktoken_pattern;        /* NULL: not given */
+    int64_t tiktoken_num_special_tokens; /* 1000 */
     const char *const *tiktoken_special_tokens; /* NULL: not given */
     int n_tiktoken_special_tokens;
     /* megatron-c extension */

@@ -52,8 +52,7 @@ static char *widen_space(const char *p)
     return out;
 }
 
-mc_pretok_regex_t *mc_pretok_regex_new(const char *pattern, const char *what, char *err,
-                                       size_t n)
+mc_pretok_regex_t *mc_pretok_regex_new(const char *pattern, const char *what, char *err, size_t n)
 {
     char *pat = widen_space(pattern);
     mc_pretok_regex_t *r = calloc(1, sizeof(*r));

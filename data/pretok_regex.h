@@ -15,8 +15,7 @@
 typedef struct mc_pretok_regex mc_pretok_regex_t;
 
 /* NULL with one line in err naming what (e.g. "tokenizer.json's Split pattern") on failure. */
-mc_pretok_regex_t *mc_pretok_regex_new(const char *pattern, const char *what, char *err,
-                                       size_t n);
+mc_pretok_regex_t *mc_pretok_regex_new(const char *pattern, const char *what, char *err, size_t n);
 void mc_pretok_regex_free(mc_pretok_regex_t *r);
 
 /* Appends the ids of text[0..len): each piece through b's merges. 0, or -1 with err. */

@@ -39,9 +39,9 @@ int mc_data_source_open(mc_data_source_t *s, const mc_args_t *a, bool check_ids,
                 .vocab_size = a->vocab_size,
                 .tiktoken_pattern = a->tiktoken_pattern[0] ? a->tiktoken_pattern : NULL,
                 .tiktoken_num_special_tokens = a->tiktoken_num_special_tokens,
-                .tiktoken_special_tokens =
-                    a->n_tiktoken_special_tokens ? (const char *const *)a->tiktoken_special_tokens
-                                                 : NULL,
+                .tiktoken_special_tokens = a->n_tiktoken_special_tokens
+                                               ? (const char *const *)a->tiktoken_special_tokens
+                                               : NULL,
                 .n_tiktoken_special_tokens = a->n_tiktoken_special_tokens,
                 .legacy_tokenizer = a->legacy_tokenizer},
             err, n);

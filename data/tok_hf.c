@@ -82,8 +82,10 @@ static int load_model(mc_hf_tok_t *t, const json_t *m, const char *path, char *e
     int lack = mc_bpe_lacking_byte(t->bpe);
     if (lack == -2) goto oom;
     if (lack >= 0) {
-        mc_errf(err, n, "%s: the vocab has no byte-level token for byte 0x%02x (not a byte-level "
-                "BPE vocabulary)", path, lack);
+        mc_errf(err, n,
+                "%s: the vocab has no byte-level token for byte 0x%02x (not a byte-level "
+                "BPE vocabulary)",
+                path, lack);
         return -1;
     }
     size_t k;
@@ -123,8 +125,7 @@ oom:
     return -1;
 }
 
-static int load_normalizer(mc_hf_tok_t *t, const json_t *nz, const char *path, char *err,
-                           size_t n)
+static int load_normalizer(mc_hf_tok_t *t, const json_t *nz, const char *path, char *err, size_t n)
 {
     if (!nz || json_is_null(nz)) return 0;
     const char *type = str_of(nz, "type");
@@ -156,9 +157,8 @@ static int load_pretok(mc_hf_tok_t *t, const json_t *pt, const char *path, char 
     const char *pattern = str_of(json_object_get(sp, "pattern"), "Regex");
     const char *behavior = str_of(sp, "behavior"), *sptype = str_of(sp, "type");
     if (type && strcmp(type, "Sequence") == 0 && json_array_size(seq) == 2 && sptype &&
-        strcmp(sptype, "Split") == 0 && pattern && behavior &&
-        strcmp(behavior, "Isolated") == 0 && off(sp, "invert") &&
-        byte_level(json_array_get(seq, 1), false)) {
+        strcmp(sptype, "Split") == 0 && pattern && behavior && strcmp(behavior, "Isolated") == 0 &&
+        off(sp, "invert") && byte_level(json_array_get(seq, 1), false)) {
         t->split = mc_pretok_regex_new(pattern, path, err, n);
         return t->split ? 0 : -1;
     }
@@ -204,8 +204,7 @@ oom:
 }
 
 /* TemplateProcessing's single template: the special tokens' ids before and after $A. */
-static int load_template(mc_hf_tok_t *t, const json_t *pp, const char *path, char *err,
-                         size_t n)
+static int load_template(mc_hf_tok_t *t, const json_t *pp, const char *path, char *err, size_t n)
 {
     const json_t *single = json_object_get(pp, "single");
     const json_t *special = json_object_get(pp, "special_tokens");
@@ -234,8 +233,10 @@ static int load_template(mc_hf_tok_t *t, const json_t *pp, const char *path, cha
     }
     if (seen_a) return 0;
 bad:
-    mc_errf(err, n, "%s: the TemplateProcessing post-processor's single template is not "
-            "special tokens around $A", path);
+    mc_errf(err, n,
+            "%s: the TemplateProcessing post-processor's single template is not "
+            "special tokens around $A",
+            path);
     return -1;
 }
 
@@ -248,8 +249,8 @@ static int load_post(mc_hf_tok_t *t, const json_t *pp, const char *path, char *e
     if (type && strcmp(type, "Sequence") == 0) {
         size_t k;
         json_t *p;
-        json_array_foreach(json_object_get(pp, "processors"), k, p)
-        if (load_post(t, p, path, err, n) < 0) return -1;
+        json_array_foreach(json_object_get(pp, "processors"), k,
+                           p) if (load_post(t, p, path, err, n) < 0) return -1;
         return 0;
     }
     mc_errf(err, n, "%s: post_processor '%s' is not supported (ByteLevel, TemplateProcessing)",
@@ -361,8 +362,8 @@ int64_t mc_hf_tok_vocab_size(const mc_hf_tok_t *t) { return t->vocab_size; }
 int32_t mc_hf_tok_eod(const mc_hf_tok_t *t) { return t->eod; }
 
 /* Text between added tokens: normalized, pre-tokenized, merged. */
-static int encode_segment(const mc_hf_tok_t *t, const char *s, size_t len, mc_ids_t *ids,
-                          char *err, size_t n)
+static int encode_segment(const mc_hf_tok_t *t, const char *s, size_t len, mc_ids_t *ids, char *err,
+                          size_t n)
 {
     if (!len) return 0;
     char *norm = NULL;
@@ -392,8 +393,8 @@ static int added_at(const mc_hf_tok_t *t, const char *s, size_t len, size_t p)
     return best;
 }
 
-int mc_hf_tok_encode(const mc_hf_tok_t *t, const char *text, size_t len, mc_ids_t *ids,
-                     char *err, size_t n)
+int mc_hf_tok_encode(const mc_hf_tok_t *t, const char *text, size_t len, mc_ids_t *ids, char *err,
+                     size_t n)
 {
     for (int k = 0; k < t->npre; k++)
         if (mc_ids_push(ids, t->pre[k]) < 0) goto oom;

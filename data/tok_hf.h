@@ -30,8 +30,8 @@ void mc_hf_tok_free(mc_hf_tok_t *t);
 int64_t mc_hf_tok_vocab_size(const mc_hf_tok_t *t);
 int32_t mc_hf_tok_eod(const mc_hf_tok_t *t);
 /* Thread-safe. Invalid UTF-8: see data/pretok_regex.h (NFC leaves those bytes as they are). */
-int mc_hf_tok_encode(const mc_hf_tok_t *t, const char *text, size_t len, mc_ids_t *ids,
-                     char *err, size_t n);
+int mc_hf_tok_encode(const mc_hf_tok_t *t, const char *text, size_t len, mc_ids_t *ids, char *err,
+                     size_t n);
 char *mc_hf_tok_decode(const mc_hf_tok_t *t, const int32_t *ids, size_t count, size_t *out_len);
 
 #endif

@@ -122,8 +122,8 @@ static int load_ranks(mc_tiktoken_t *t, const json_t *root, const char *path, ch
     const size_t inner = (size_t)(t->vocab_size - t->num_special);
     if (!json_is_array(root) || json_array_size(root) < inner) {
         mc_errf(err, n,
-                "%s: expected a JSON list of at least %zu ranks (vocab size %" PRId64
-                " - %" PRId64 " special tokens), found %zu",
+                "%s: expected a JSON list of at least %zu ranks (vocab size %" PRId64 " - %" PRId64
+                " special tokens), found %zu",
                 path, inner, t->vocab_size, t->num_special,
                 json_is_array(root) ? json_array_size(root) : 0);
         return -1;
@@ -169,11 +169,13 @@ static int load_all(mc_tiktoken_t *t, const mc_tiktoken_spec_t *sp, char *err, s
     const char *path = sp->path;
     size_t pl = path ? strlen(path) : 0;
     if (pl < 5 || strcmp(path + pl - 5, ".json") != 0) {
-        mc_errf(err, n, "TikTokenizer needs --tokenizer-model FILE.json (Megatron's tiktoken "
-                "vocabulary), got '%s'", path ? path : "");
+        mc_errf(err, n,
+                "TikTokenizer needs --tokenizer-model FILE.json (Megatron's tiktoken "
+                "vocabulary), got '%s'",
+                path ? path : "");
         return -1;
     }
-    const char *pat = !sp->pattern                 ? NULL
+    const char *pat = !sp->pattern                     ? NULL
                       : strcmp(sp->pattern, "v1") == 0 ? PATTERN_V1
                       : strcmp(sp->pattern, "v2") == 0 ? PATTERN_V2
                                                        : NULL;
@@ -209,7 +211,8 @@ mc_tiktoken_t *mc_tiktoken_load(const mc_tiktoken_spec_t *spec, char *err, size_
     t->vocab_size = spec->vocab_size > 0 ? spec->vocab_size : (int64_t)1 << 17;
     t->num_special = spec->num_special;
     if (t->num_special < 0 || t->vocab_size >= INT32_MAX) {
-        mc_errf(err, n, "TikTokenizer: --tiktoken-num-special-tokens must be >= 0 and the vocab "
+        mc_errf(err, n,
+                "TikTokenizer: --tiktoken-num-special-tokens must be >= 0 and the vocab "
                 "size < 2**31");
     } else if (load_all(t, spec, err, n) == 0) {
         return t;
@@ -237,8 +240,7 @@ int mc_tiktoken_encode(const mc_tiktoken_t *t, const char *text, size_t len, mc_
     return mc_pretok_regex_encode(t->split, t->bpe, text, len, ids, err, n);
 }
 
-char *mc_tiktoken_decode(const mc_tiktoken_t *t, const int32_t *ids, size_t count,
-                         size_t *out_len)
+char *mc_tiktoken_decode(const mc_tiktoken_t *t, const int32_t *ids, size_t count, size_t *out_len)
 {
     size_t cap = 64, o = 0;
     char *out = malloc(cap);

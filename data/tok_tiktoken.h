@@ -18,10 +18,10 @@
 typedef struct mc_tiktoken mc_tiktoken_t;
 
 typedef struct {
-    const char *path;          /* --tokenizer-model */
-    const char *pattern;       /* --tiktoken-pattern: v1 or v2 */
-    int64_t vocab_size;        /* --vocab-size; <= 0: 131072 */
-    int64_t num_special;       /* --tiktoken-num-special-tokens */
+    const char *path;           /* --tokenizer-model */
+    const char *pattern;        /* --tiktoken-pattern: v1 or v2 */
+    int64_t vocab_size;         /* --vocab-size; <= 0: 131072 */
+    int64_t num_special;        /* --tiktoken-num-special-tokens */
     const char *const *special; /* --tiktoken-special-tokens; NULL: <unk> <s> </s> */
     int nspecial;
 } mc_tiktoken_spec_t;
@@ -34,7 +34,6 @@ int32_t mc_tiktoken_eod(const mc_tiktoken_t *t);
 /* Thread-safe. Invalid UTF-8: see data/pretok_regex.h. */
 int mc_tiktoken_encode(const mc_tiktoken_t *t, const char *text, size_t len, mc_ids_t *ids,
                        char *err, size_t n);
-char *mc_tiktoken_decode(const mc_tiktoken_t *t, const int32_t *ids, size_t count,
-                         size_t *out_len);
+char *mc_tiktoken_decode(const mc_tiktoken_t *t, const int32_t *ids, size_t count, size_t *out_len);
 
 #endif

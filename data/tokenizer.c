@@ -44,14 +44,14 @@ static mc_tokenizer_t *build_bpe_model(const mc_tokenizer_spec_t *spec, char *er
         t->hf = mc_hf_tok_load(spec->tokenizer_model, spec->legacy_tokenizer, err, n);
     } else {
         t->kind = TOK_TIKTOKEN;
-        t->tt = mc_tiktoken_load(
-            &(mc_tiktoken_spec_t){.path = spec->tokenizer_model,
-                                  .pattern = spec->tiktoken_pattern,
-                                  .vocab_size = spec->vocab_size,
-                                  .num_special = spec->tiktoken_num_special_tokens,
-                                  .special = spec->tiktoken_special_tokens,
-                                  .nspecial = spec->n_tiktoken_special_tokens},
-            err, n);
+        t->tt =
+            mc_tiktoken_load(&(mc_tiktoken_spec_t){.path = spec->tokenizer_model,
+                                                   .pattern = spec->tiktoken_pattern,
+                                                   .vocab_size = spec->vocab_size,
+                                                   .num_special = spec->tiktoken_num_special_tokens,
+                                                   .special = spec->tiktoken_special_tokens,
+                                                   .nspecial = spec->n_tiktoken_special_tokens},
+                             err, n);
     }
     if (t->hf || t->tt) return t;
     free(t);
