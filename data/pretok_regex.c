@@ -8,10 +8,12 @@
 #include <string.h>
 
 #include "base/error.h"
+#include "data/pretok_ascii.h"
 
 struct mc_pretok_regex {
     pcre2_code *code;
     bool jit;
+    const mc_pretok_ascii_t *ascii; /* the hand-made matcher of a known pattern, or NULL */
 };
 
 /* The pattern with \s as Unicode's White_Space: [\s\x{85}] outside a class, \s\x{85} inside
@@ -75,6 +77,7 @@ mc_pretok_regex_t *mc_pretok_regex_new(const char *pattern, const char *what, ch
         return NULL;
     }
     r->jit = pcre2_jit_compile(r->code, PCRE2_JIT_COMPLETE) == 0;
+    r->ascii = mc_pretok_ascii_find(pattern);
     return r;
 }
 
@@ -111,6 +114,10 @@ static int match_at(split_t *c, const unsigned char *s, size_t len, size_t pos)
 static size_t regex_split(void *ctx, const unsigned char *s, size_t len, size_t pos)
 {
     split_t *c = ctx;
+    if (c->r->ascii && c->me <= pos) {
+        size_t e = mc_pretok_ascii_match(c->r->ascii, s, len, pos);
+        if (e) return e;
+    }
     for (size_t from = pos; c->me <= pos;) {
         int rc = match_at(c, s, len, from);
         if (rc == PCRE2_ERROR_NOMATCH) {
