@@ -160,3 +160,20 @@ int mc_pretok_regex_encode(const mc_pretok_regex_t *r, const mc_bpe_t *b, const 
     pcre2_match_data_free(c.md);
     return rc;
 }
+
+int mc_pretok_regex_pieces(const mc_pretok_regex_t *r, const char *text, size_t len, size_t *ends,
+                           size_t cap, size_t *count)
+{
+    split_t c = {.r = r};
+    int rc = (c.md = pcre2_match_data_create_from_pattern(r->code, NULL)) ? 0 : -1;
+    *count = 0;
+    for (size_t pos = 0; pos < len && rc == 0; pos = ends[(*count)++]) {
+        size_t end = *count < cap ? regex_split(&c, (const unsigned char *)text, len, pos) : 0;
+        if (end <= pos) rc = -1;
+        else ends[*count] = end;
+    }
+    pcre2_jit_stack_free(c.stack);
+    pcre2_match_context_free(c.mctx);
+    pcre2_match_data_free(c.md);
+    return rc;
+}

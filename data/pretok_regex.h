@@ -22,4 +22,9 @@ void mc_pretok_regex_free(mc_pretok_regex_t *r);
 int mc_pretok_regex_encode(const mc_pretok_regex_t *r, const mc_bpe_t *b, const char *text,
                            size_t len, mc_ids_t *ids, char *err, size_t n);
 
+/* The ends of text[0..len)'s pieces in order, into ends[0..*count) (at most cap; more is an
+ * error): the pieces encode merges, for checks of the pre-tokenization alone. 0, or -1. */
+int mc_pretok_regex_pieces(const mc_pretok_regex_t *r, const char *text, size_t len, size_t *ends,
+                           size_t cap, size_t *count);
+
 #endif

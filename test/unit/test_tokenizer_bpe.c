@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "data/nfc.h"
+#include "data/pretok_regex.h"
 #include "data/tokenizer.h"
 #include "test/unit/fixture.h"
 
@@ -253,6 +254,60 @@ static void test_refused_features(void **state)
     expect_refused(json, "sets lstrip");
 }
 
+/* The four patterns data/pretok_ascii.c matches by hand (as tokenizer.json and Megatron write
+ * them). */
+static const char *const FAST_PATTERNS[] = {
+    "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}| "
+    "?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+",
+    "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| "
+    "?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+",
+    "[^\\r\\n\\p{L}\\p{N}]?[\\p{Lu}\\p{Lt}\\p{Lm}\\p{Lo}\\p{M}]*[\\p{Ll}\\p{Lm}\\p{Lo}\\p{M}]+|"
+    "[^\\r\\n\\p{L}\\p{N}]?[\\p{Lu}\\p{Lt}\\p{Lm}\\p{Lo}\\p{M}]+[\\p{Ll}\\p{Lm}\\p{Lo}\\p{M}]*|"
+    "\\p{N}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n/]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+",
+    "[^\\r\\n\\p{L}\\p{N}]?+\\p{L}+|\\p{N}| ?[^\\s\\p{L}\\p{N}]++[\\r\\n]*|\\s*[\\r\\n]|\\s+(?!\\S)|\\s+",
+};
+
+/* The hand-made matcher cuts as PCRE2 does: each pattern, exactly (fast path) and with a
+ * never-matching alternative appended (PCRE2 only), on random strings of the characters that
+ * decide between the alternatives, a few non-ASCII ones among them (\u00e9, NBSP, NEL, long s,
+ * an Arabic digit, a combining mark, an invalid byte). */
+static void test_fast_path_is_pcre2(void **state)
+{
+    (void)state;
+    static const char *const units[] = {
+        "a", "Z", "e", "S", "l", "L", "r", "v", "d", "m", "t", "0", "7", "'", " ", "  ", "\t",
+        "\n", "\r", "\r\n", "/", "!", ".", "-", "\x0b", "\x1c", "\xc3\xa9", "\xc2\xa0", "\xc2\x85",
+        "\xc5\xbf", "\xd9\xa3", "\xcc\x81", "\xff", "A", "b", "123"};
+    const size_t nu = sizeof(units) / sizeof(units[0]);
+    uint64_t x = 0x9E3779B97F4A7C15ull;
+    for (size_t k = 0; k < sizeof(FAST_PATTERNS) / sizeof(FAST_PATTERNS[0]); k++) {
+        char slow[1024], err[512] = "";
+        snprintf(slow, sizeof(slow), "%s|(?!)", FAST_PATTERNS[k]);
+        mc_pretok_regex_t *f = mc_pretok_regex_new(FAST_PATTERNS[k], "fast", err, sizeof(err));
+        mc_pretok_regex_t *sl = mc_pretok_regex_new(slow, "slow", err, sizeof(err));
+        assert_non_null(f);
+        assert_non_null(sl);
+        for (int r = 0; r < 20000; r++) {
+            char text[256];
+            size_t len = 0, a[256], b[256], na, nb;
+            x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+            for (int u = 0, n = (int)(x % 24); u < n; u++) {
+                x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+                const char *piece = units[x % nu];
+                memcpy(text + len, piece, strlen(piece));
+                len += strlen(piece);
+            }
+            assert_int_equal(mc_pretok_regex_pieces(f, text, len, a, 256, &na), 0);
+            assert_int_equal(mc_pretok_regex_pieces(sl, text, len, b, 256, &nb), 0);
+            if (na != nb || memcmp(a, b, na * sizeof(size_t)) != 0)
+                fail_msg("pattern %zu: the fast path and PCRE2 cut '%.*s' differently", k,
+                         (int)len, text);
+        }
+        mc_pretok_regex_free(f);
+        mc_pretok_regex_free(sl);
+    }
+}
+
 static void *encode_many(void *arg)
 {
     const mc_tokenizer_t *t = arg;
@@ -295,7 +350,7 @@ int main(void)
         cmocka_unit_test(test_llama3_style), cmocka_unit_test(test_qwen2_style),
         cmocka_unit_test(test_tiktoken),     cmocka_unit_test(test_invalid_utf8),
         cmocka_unit_test(test_nfc),          cmocka_unit_test(test_refused_features),
-        cmocka_unit_test(test_threads),
+        cmocka_unit_test(test_threads),      cmocka_unit_test(test_fast_path_is_pcre2),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
