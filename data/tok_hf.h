@@ -5,7 +5,9 @@
  *   - normalizer none or NFC; pre-tokenizer ByteLevel with GPT-2's regex, or Split (a regex,
  *     behavior Isolated) then ByteLevel without regex; no prefix space;
  *   - added tokens (special or not) are cut out of the text first, longest match leftmost, as
- *     the tokenizers library does (their lstrip/rstrip/single_word options are refused);
+ *     the tokenizers library does (their lstrip/rstrip/single_word options are refused); all
+ *     are matched before NFC (tokenizers matches normalized=true ones after it: the same unless
+ *     NFC changes the characters next to such a token);
  *   - the post-processor's special tokens around the text (TemplateProcessing's single
  *     template, e.g. Llama 3's BOS) only when add_special: Megatron's legacy tokenizer
  *     (tokenizer(text).input_ids) adds them, core_v0.15.0's default one (tokenize() then

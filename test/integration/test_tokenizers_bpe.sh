@@ -2,7 +2,7 @@
 # HuggingFaceTokenizer and TikTokenizer (issue 20): `megatron-c preprocess-data` on every document
 # of tinyshakespeare.jsonl and on a stress set, id for id against the Python packages' own
 # encodings (tokenizers, tiktoken; test/ref/bpe_tokenizers_ref.py) for the fixtures of
-# test/fixtures/tokenizers/ (Llama 3, Qwen2 and Mistral NeMo styles, a tiktoken vocabulary with
+# test/fixtures/tokenizers/ (Llama 3, Qwen2, Mistral NeMo and GPT-2 styles, a tiktoken vocabulary with
 # both patterns); optionally byte for byte against Megatron's own tools/preprocess_data.py
 # (core_v0.15.0, run from a mirror of Megatron-LM with build/venv-torch2's transformers);
 # training on their data (vocabulary size and padding); refused inputs.
@@ -55,6 +55,7 @@ for style in llama3 qwen2 nemo; do
     same "$style: tinyshakespeare, --append-eod" hf "$FX/$style" "$JSONL" "${HF[@]}" --append-eod
     same "$style: stress set" hf "$FX/$style" "$MC_TMP/stress.jsonl" "${HF[@]}"
 done
+same "gpt2style (ByteLevel's own regex): stress set" hf "$FX/gpt2style" "$MC_TMP/stress.jsonl" "${HF[@]}"
 same "llama3 --legacy-tokenizer: the post-processor's BOS" hf-legacy "$FX/llama3" \
     "$MC_TMP/stress.jsonl" "${HF[@]}" --legacy-tokenizer
 same "nemo --legacy-tokenizer: <s>" hf-legacy "$FX/nemo" "$JSONL" "${HF[@]}" --legacy-tokenizer

@@ -11,6 +11,7 @@ with the `tokenizers` package on tinyshakespeare:
             <|im_start|>, <|im_end|> added after the vocabulary, no BOS.
 * nemo/     Mistral NeMo (Tekken) style: its regex (= Megatron's tiktoken v2 pattern), <unk>,
             <s>, </s> as the first ids, the post-processor's <s>.
+* gpt2style/  ByteLevel with its own regex (GPT-2's pattern), no Split: older byte-level files.
 * tiktoken.json  Megatron's tiktoken vocabulary format ([{"rank", "token_bytes" (base64),
             "token_str"}], ranks 0..255 the single bytes), derived from llama3's merges,
             plus a few whole words that the v1 pattern keeps whole and v2 cuts.
@@ -57,6 +58,17 @@ def train(pattern, vocab, specials, ignore_merges=False, nfc=False):
                                   initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
     corpus = text().split("\n\n")
     tok.train_from_iterator(corpus, trainer=trainer)
+    return tok
+
+
+def train_gpt2_style(vocab):
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(vocab_size=vocab, special_tokens=["<|endoftext|>"],
+                                  show_progress=False,
+                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
+    tok.train_from_iterator(text().split("\n\n"), trainer=trainer)
     return tok
 
 
@@ -141,6 +153,8 @@ def main():
     save(nemo, os.path.join(out, "nemo"),
          {"tokenizer_class": "PreTrainedTokenizerFast", "bos_token": "<s>",
           "eos_token": "</s>", "unk_token": "<unk>"})
+    save(train_gpt2_style(1500), os.path.join(out, "gpt2style"),
+         {"tokenizer_class": "PreTrainedTokenizerFast", "eos_token": "<|endoftext|>"})
     tiktoken_vocab(llama, os.path.join(out, "tiktoken.json"))
 
 
