@@ -579,7 +579,7 @@ int mc_preprocess_run(const mc_preprocess_args_t *a)
                                .tiktoken_num_special_tokens = a->tiktoken_num_special_tokens,
                                .tiktoken_special_tokens = a->tiktoken_special_tokens,
                                .n_tiktoken_special_tokens = a->n_tiktoken_special_tokens,
-                               .legacy_tokenizer = a->legacy_tokenizer},
+                               .legacy = a->legacy_tokenizer},
         err, sizeof(err));
     if (!tok) {
         mc_prep_free_files(files, n_files);

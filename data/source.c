@@ -43,7 +43,7 @@ int mc_data_source_open(mc_data_source_t *s, const mc_args_t *a, bool check_ids,
                                                ? (const char *const *)a->tiktoken_special_tokens
                                                : NULL,
                 .n_tiktoken_special_tokens = a->n_tiktoken_special_tokens,
-                .legacy_tokenizer = a->legacy_tokenizer},
+                .legacy = a->legacy_tokenizer},
             err, n);
         if (!s->tokenizer) return -1;
         s->vocab_size = mc_tokenizer_vocab_size(s->tokenizer);

@@ -41,7 +41,7 @@ static mc_tokenizer_t *build_bpe_model(const mc_tokenizer_spec_t *spec, char *er
     }
     if (strcmp(spec->type, "HuggingFaceTokenizer") == 0) {
         t->kind = TOK_HF;
-        t->hf = mc_hf_tok_load(spec->tokenizer_model, spec->legacy_tokenizer, err, n);
+        t->hf = mc_hf_tok_load(spec->tokenizer_model, spec->legacy, err, n);
     } else {
         t->kind = TOK_TIKTOKEN;
         t->tt =

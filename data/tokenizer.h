@@ -49,8 +49,8 @@ typedef struct {
     int64_t tiktoken_num_special_tokens;
     const char *const *tiktoken_special_tokens;
     int n_tiktoken_special_tokens;
-    bool legacy_tokenizer; /* --legacy-tokenizer: HuggingFaceTokenizer adds its post-processor's
-                            * special tokens (e.g. BOS), as tokenizer(text).input_ids does */
+    bool legacy; /* --legacy-tokenizer: HuggingFaceTokenizer adds its post-processor's special
+                  * tokens (e.g. BOS), as tokenizer(text).input_ids does */
 } mc_tokenizer_spec_t;
 
 /* type "GPT2BPETokenizer" (needs vocab_file and merge_file), "HuggingFaceTokenizer" (needs

@@ -27,7 +27,7 @@ static mc_tokenizer_t *hf(const char *style, bool legacy)
     assert_int_equal(mc_fx_path(dir, sizeof(dir), rel), 0);
     mc_tokenizer_t *t = mc_tokenizer_build(
         &(mc_tokenizer_spec_t){
-            .type = "HuggingFaceTokenizer", .tokenizer_model = dir, .legacy_tokenizer = legacy},
+            .type = "HuggingFaceTokenizer", .tokenizer_model = dir, .legacy = legacy},
         err, sizeof(err));
     if (!t) fail_msg("%s: %s", style, err);
     return t;
