@@ -12,7 +12,6 @@
 
 struct mc_pretok_regex {
     pcre2_code *code;
-    bool jit;
     const mc_pretok_ascii_t *ascii; /* the hand-made matcher of a known pattern, or NULL */
 };
 
@@ -76,7 +75,7 @@ mc_pretok_regex_t *mc_pretok_regex_new(const char *pattern, const char *what, ch
         free(r);
         return NULL;
     }
-    r->jit = pcre2_jit_compile(r->code, PCRE2_JIT_COMPLETE) == 0;
+    pcre2_jit_compile(r->code, PCRE2_JIT_COMPLETE); /* else pcre2_match interprets: slower */
     r->ascii = mc_pretok_ascii_find(pattern);
     return r;
 }
