@@ -30,7 +30,8 @@ static const mc_flag_t FLAGS[] = {
      .required = 4,
      IMPLEMENTED,
      .help = "What type of tokenizer to use (GPT2BPETokenizer, NullTokenizer, "
-             "SentencePieceTokenizer, GPTSentencePieceTokenizer, Llama2Tokenizer)."},
+             "HuggingFaceTokenizer, TikTokenizer, SentencePieceTokenizer, "
+             "GPTSentencePieceTokenizer, Llama2Tokenizer)."},
     {.name = "--vocab-file",
      TOK,
      STRING,
@@ -49,12 +50,13 @@ static const mc_flag_t FLAGS[] = {
      OPT(vocab_size),
      .none = "-1",
      IMPLEMENTED,
-     .help = "Size of vocab before EOD or padding (NullTokenizer)."},
+     .help = "Size of vocab before EOD or padding (NullTokenizer, TikTokenizer)."},
     {.name = "--tokenizer-model",
      TOK,
      STRING,
      REF(tokenizer_model),
-     IMPLEMENTED_NOTE("the SentencePiece types' .model file"),
+     IMPLEMENTED_NOTE("HuggingFaceTokenizer's directory (tokenizer.json), TikTokenizer's JSON, "
+                      "the SentencePiece types' .model file"),
      .help = "Sentencepiece tokenizer model."},
     {.name = "--vocab-extra-ids",
      TOK,
@@ -69,10 +71,29 @@ static const mc_flag_t FLAGS[] = {
      TOK,
      TRUE_IF_GIVEN,
      OPT(legacy_tokenizer),
-     IMPLEMENTED_NOTE("the legacy classes' ids (data/tokenizer_sp.h; the same for GPT-2 and "
-                      "Null). Megatron core_v0.15.0's own script fails with it: its Encoder "
-                      "never sets the tokenizer it builds"),
+     IMPLEMENTED_NOTE("the legacy classes' ids: HuggingFaceTokenizer adds its post-processor's "
+                      "special tokens (BOS), the SentencePiece types follow data/tokenizer_sp.h; "
+                      "the same ids for GPT-2 and Null. Megatron core_v0.15.0's own script fails "
+                      "with it: its Encoder never sets the tokenizer it builds"),
      .help = "Use Megatron's legacy tokenizer classes."},
+    {.name = "--tiktoken-pattern",
+     TOK,
+     STRING,
+     REF(tiktoken_pattern),
+     IMPLEMENTED,
+     .help = "Which tiktoken pattern to use. Options: [v1, v2]"},
+    {.name = "--tiktoken-num-special-tokens",
+     TOK,
+     INT64,
+     OPT(tiktoken_num_special_tokens),
+     .def = "1000",
+     IMPLEMENTED,
+     .help = "Number of special tokens in tiktoken tokenizer."},
+    {.name = "--tiktoken-special-tokens",
+     TOK,
+     LIST(-1),
+     IMPLEMENTED,
+     .help = "List of tiktoken special tokens (must include <unk>, <s>, </s>)."},
     {.name = "--input",
      INPUT,
      STRING,
@@ -174,17 +195,18 @@ static const mc_flag_t FLAGS[] = {
              "every key, count them and report the count, instead of stopping at the first."},
 };
 
-/* Megatron's --tokenizer-type choices; the first two and the SentencePiece ones are
+/* Megatron's --tokenizer-type choices; the first four and the SentencePiece ones are
  * implemented. */
+enum { N_IMPLEMENTED = 4 };
 static const char *const TOKENIZERS[] = {"GPT2BPETokenizer",
                                          "NullTokenizer",
+                                         "HuggingFaceTokenizer",
+                                         "TikTokenizer",
                                          "BertWordPieceLowerCase",
                                          "BertWordPieceCase",
                                          "SentencePieceTokenizer",
                                          "GPTSentencePieceTokenizer",
-                                         "HuggingFaceTokenizer",
                                          "Llama2Tokenizer",
-                                         "TikTokenizer",
                                          "MultimodalTokenizer",
                                          "NullMultimodalTokenizer",
                                          "SFTTokenizer",
@@ -252,10 +274,10 @@ static void check_tokenizer(const mc_preprocess_args_t *a)
                       mc_shown(t, b));
     }
     const bool sp = sentencepiece_type(t);
-    if (k >= 2 && !sp)
+    if (k >= N_IMPLEMENTED && !sp)
         mc_user_error("--tokenizer-type %s is not implemented yet in megatron-c (implemented: "
-                      "GPT2BPETokenizer, NullTokenizer, SentencePieceTokenizer, "
-                      "GPTSentencePieceTokenizer, Llama2Tokenizer)",
+                      "GPT2BPETokenizer, NullTokenizer, HuggingFaceTokenizer, TikTokenizer, "
+                      "SentencePieceTokenizer, GPTSentencePieceTokenizer, Llama2Tokenizer)",
                       t);
     if (sp && (!a->tokenizer_model || !*a->tokenizer_model))
         mc_user_error("--tokenizer-type %s needs --tokenizer-model FILE.model", t);
@@ -264,6 +286,11 @@ static void check_tokenizer(const mc_preprocess_args_t *a)
         mc_user_error("--tokenizer-type GPT2BPETokenizer needs --vocab-file and --merge-file");
     if (k == 1 && a->vocab_size < 0)
         mc_user_error("--tokenizer-type NullTokenizer needs --vocab-size");
+    if (k >= 2 && !a->tokenizer_model)
+        mc_user_error("--tokenizer-type %s needs --tokenizer-model", t);
+    if (k == 3 && (!a->tiktoken_pattern || (strcmp(a->tiktoken_pattern, "v1") != 0 &&
+                                            strcmp(a->tiktoken_pattern, "v2") != 0)))
+        mc_user_error("--tokenizer-type TikTokenizer needs --tiktoken-pattern v1 or v2");
 }
 
 /* --json-keys, duplicates removed (Megatron keys a dict by them, so a repeated key is one
@@ -302,6 +329,14 @@ void mc_preprocess_args_parse(mc_preprocess_args_t *a, int argc, char **argv)
     need_int_range("--partitions", a->partitions, 1, 4096);
     need_int_range("--log-interval", a->log_interval, 1, INT64_MAX);
     json_keys(a, mc_cli_seen(&c, seen, "--json-keys"));
+    const mc_flag_seen_t *special = mc_cli_seen(&c, seen, "--tiktoken-special-tokens");
+    if (special->given) { /* the pointers, into argv, outlive the parser's list */
+        const char **v = calloc((size_t)special->nvalues, sizeof(*v));
+        if (!v) mc_fatal("out of memory");
+        for (int k = 0; k < special->nvalues; k++) v[k] = special->values[k];
+        a->tiktoken_special_tokens = v;
+        a->n_tiktoken_special_tokens = special->nvalues;
+    }
     if (a->input[0] == '\0') mc_user_error("--input must not be empty");
     if (a->output_prefix[0] == '\0') mc_user_error("--output-prefix must not be empty");
     if (a->vocab_size != -1) need_int_range("--vocab-size", a->vocab_size, 1, INT32_MAX - 1);
@@ -314,6 +349,7 @@ void mc_preprocess_args_parse(mc_preprocess_args_t *a, int argc, char **argv)
 void mc_preprocess_args_free(mc_preprocess_args_t *a)
 {
     free(a->json_keys);
+    free((void *)a->tiktoken_special_tokens);
     memset(a, 0, sizeof(*a));
 }
 

@@ -83,15 +83,21 @@ static bool sentencepiece(const mc_args_t *a)
            strcmp(a->tokenizer_type, "Llama2Tokenizer") == 0;
 }
 
-/* GPT2BPETokenizer built from --vocab-file/--merge-file, or a SentencePiece type: the tokenizer,
- * not --vocab-size, sizes the vocabulary (Megatron passes --vocab-size to NullTokenizer and
- * TikTokenizer only). */
+/* GPT2BPETokenizer built from --vocab-file/--merge-file: the tokenizer, not --vocab-size, sizes
+ * the vocabulary (Megatron passes --vocab-size to NullTokenizer and TikTokenizer only). */
 static bool tokenizer_files(const mc_args_t *a)
 {
-    if (sentencepiece(a)) return true;
     if (strcmp(a->tokenizer_type, "GPT2BPETokenizer") != 0) return false;
     if (a->mock_data) return a->vocab_file[0] || a->merge_file[0];
     return a->n_data_path + a->n_train_data_path + a->n_valid_data_path + a->n_test_data_path > 0;
+}
+
+/* HuggingFaceTokenizer, TikTokenizer and the SentencePiece types read --tokenizer-model; all but
+ * TikTokenizer (--vocab-size or its default 2**17) size the vocabulary themselves. */
+static bool tokenizer_model(const mc_args_t *a)
+{
+    return strcmp(a->tokenizer_type, "HuggingFaceTokenizer") == 0 ||
+           strcmp(a->tokenizer_type, "TikTokenizer") == 0 || sentencepiece(a);
 }
 
 /* validate_args' required arguments plus what pretrain needs later, named together the way
@@ -112,11 +118,15 @@ static void check_required(const mc_args_t *a)
      * reads its files, for --mock-data too when either is given (without them, megatron-c's
      * mock data takes --vocab-size). */
     const bool files = tokenizer_files(a);
-    append(list, sizeof(list), !files && a->vocab_size == 0 && !a->vocab_file[0], "--vocab-size");
-    const bool sp = sentencepiece(a);
-    append(list, sizeof(list), files && !sp && !a->vocab_file[0], "--vocab-file");
-    append(list, sizeof(list), files && !sp && !a->merge_file[0], "--merge-file");
-    append(list, sizeof(list), sp && !a->tokenizer_model[0], "--tokenizer-model");
+    const bool model = tokenizer_model(a);
+    append(list, sizeof(list), !files && !model && a->vocab_size == 0 && !a->vocab_file[0],
+           "--vocab-size");
+    append(list, sizeof(list), model && !a->tokenizer_model[0], "--tokenizer-model");
+    append(list, sizeof(list),
+           strcmp(a->tokenizer_type, "TikTokenizer") == 0 && !a->tiktoken_pattern[0],
+           "--tiktoken-pattern");
+    append(list, sizeof(list), files && !a->vocab_file[0], "--vocab-file");
+    append(list, sizeof(list), files && !a->merge_file[0], "--merge-file");
     if (*list) mc_user_error("the following arguments are required: %s", list);
 }
 
@@ -511,7 +521,9 @@ static void position_embeddings(mc_args_t *a)
 static void vocabulary(mc_args_t *a)
 {
     /* sized by the vocabulary file's tokenizer (mc_pretrain pads it) */
-    if (a->vocab_size == 0 || tokenizer_files(a)) return;
+    if (a->vocab_size == 0 || tokenizer_files(a) ||
+        strcmp(a->tokenizer_type, "HuggingFaceTokenizer") == 0)
+        return;
     const int tp = a->tensor_model_parallel_size;
     const int64_t v = mc_args_vocab_from_size(a);
     if (v > INT_MAX) mc_user_error("--vocab-size (%d) is too large", a->vocab_size);

@@ -176,9 +176,14 @@ typedef struct {
     char tokenizer_type[64];
     char vocab_file[4096];
     char merge_file[4096];
-    char tokenizer_model[4096]; /* --tokenizer-model (the SentencePiece types) */
+    char tokenizer_model[4096]; /* --tokenizer-model */
     int64_t vocab_extra_ids;    /* --vocab-extra-ids (legacy SentencePieceTokenizer) */
-    bool legacy_tokenizer;      /* --legacy-tokenizer */
+    /* TikTokenizer */
+    char tiktoken_pattern[8]; /* empty = not given */
+    int64_t tiktoken_num_special_tokens;
+    int n_tiktoken_special_tokens;
+    char *tiktoken_special_tokens[MC_MAX_PATHS];
+    bool legacy_tokenizer; /* --legacy-tokenizer */
     bool eod_mask_loss;
     bool reset_position_ids;
     bool reset_attention_mask;

@@ -664,17 +664,19 @@ const mc_flag_t mc_flags_train[] = {
             "NullMultimodalTokenizer", "SFTTokenizer"),
      FIELD(tokenizer_type), .def = "GPT2BPETokenizer",
      ONLY("GPT2BPETokenizer is pretrain_gpt.py's default; the others are not implemented yet",
-          "GPT2BPETokenizer", "NullTokenizer", "SentencePieceTokenizer",
-          "GPTSentencePieceTokenizer", "Llama2Tokenizer"),
+          "GPT2BPETokenizer", "NullTokenizer", "HuggingFaceTokenizer", "TikTokenizer",
+          "SentencePieceTokenizer", "GPTSentencePieceTokenizer", "Llama2Tokenizer"),
      .help = "What type of tokenizer to use."},
     {.name = "--tokenizer-model", TOK, STRING, FIELD(tokenizer_model),
-     IMPLEMENTED_NOTE("the .model file of SentencePieceTokenizer, GPTSentencePieceTokenizer and "
-                      "Llama2Tokenizer (through libsentencepiece)"),
+     IMPLEMENTED_NOTE("HuggingFaceTokenizer's directory (tokenizer.json), TikTokenizer's JSON "
+                      "vocabulary, the .model file of SentencePieceTokenizer, "
+                      "GPTSentencePieceTokenizer and Llama2Tokenizer (through libsentencepiece)"),
      .help = "Sentencepiece tokenizer model."},
     {.name = "--legacy-tokenizer", TOK, TRUE_IF_GIVEN, FIELD(legacy_tokenizer),
-     IMPLEMENTED_NOTE("the datasets' eod and pad from Megatron's legacy tokenizer classes (they "
-                      "differ for the SentencePiece types: data/tokenizer_sp.h); the GPT-2 and "
-                      "Null tokenizers give the same ids either way"),
+     IMPLEMENTED_NOTE("Megatron's legacy tokenizer classes: HuggingFaceTokenizer adds its "
+                      "post-processor's special tokens (BOS); the SentencePiece types' ids, eod "
+                      "and pad differ (data/tokenizer_sp.h); the GPT-2 and Null tokenizers give "
+                      "the same ids either way"),
      .help = "To use legacy tokenizer system."},
 
     /* ---- logging ---- */

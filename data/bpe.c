@@ -46,6 +46,9 @@
 #include "data/unicode_classes.h"
 
 #define SYM_DEAD UINT32_MAX
+
+struct bpe_build;
+static void build_free(struct bpe_build *bb);
 #define MERGE_EMPTY UINT64_MAX
 
 typedef struct {
@@ -80,6 +83,9 @@ struct mc_bpe {
     uint32_t *dec_off;
     int32_t *dec_len; /* < 0: no token with this id, or not decodable */
     unsigned char *dec_bytes;
+    bool whole_words; /* a piece that is a token is that token, merges or not */
+
+    struct bpe_build *build; /* while tokens and merges are added; NULL after mc_bpe_finish */
 };
 
 /* ---------------------------------------------------------------------------------------- */
@@ -416,70 +422,79 @@ static inline int unit_class(const unsigned char *s, size_t len, size_t pos, siz
     return mc_uc_class(cp);
 }
 
-/* findall of 's|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+ :
- * at each position the first alternative that matches wins; every unit matches one of them. */
-int mc_bpe_encode(const mc_bpe_t *b, const char *text, size_t len, mc_ids_t *ids, char *err,
-                  size_t n)
+/* GPT-2's pre-tokenisation, one piece at a time: the end of the findall match of
+ * 's|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+ at pos: at each
+ * position the first alternative that matches wins; every unit matches one of them. */
+static size_t gpt2_split(void *ctx, const unsigned char *s, size_t len, size_t pos)
+{
+    (void)ctx;
+    size_t end, nb;
+    unsigned c = s[pos];
+    if (c == '\'' && pos + 1 < len) { /* 's 't 're 've 'm 'll 'd */
+        unsigned c1 = s[pos + 1], c2 = pos + 2 < len ? s[pos + 2] : 0;
+        if (c1 == 's' || c1 == 't' || c1 == 'm' || c1 == 'd') return pos + 2;
+        if ((c1 == 'r' && c2 == 'e') || (c1 == 'v' && c2 == 'e') || (c1 == 'l' && c2 == 'l'))
+            return pos + 3;
+    }
+    int cls = unit_class(s, len, pos, &nb);
+    size_t p = pos;
+    if (c == ' ' && pos + 1 < len) { /* ' ?X+' with the optional space */
+        size_t nb2;
+        int cls2 = unit_class(s, len, pos + 1, &nb2);
+        if (cls2 != MC_UC_S) {
+            cls = cls2;
+            p = pos + 1;
+        }
+    }
+    if (cls != MC_UC_S) { /* ' ?\p{L}+', ' ?\p{N}+', ' ?[^\s\p{L}\p{N}]+' */
+        end = p;
+        while (end < len && unit_class(s, len, end, &nb) == cls) end += nb;
+        return end;
+    }
+    size_t last = pos; /* '\s+(?!\S)', else '\s+' */
+    end = pos;
+    while (end < len && unit_class(s, len, end, &nb) == MC_UC_S) {
+        last = end;
+        end += nb;
+    }
+    if (end < len && last > pos) end = last; /* leave the last space for the next word */
+    return end;
+}
+
+int mc_bpe_encode_split(const mc_bpe_t *b, const char *text, size_t len, mc_bpe_split_fn split,
+                        void *ctx, mc_ids_t *ids, char *err, size_t n)
 {
     const unsigned char *s = (const unsigned char *)text;
     uint64_t local[SCRATCH_BYTES(SCRATCH_LOCAL) / sizeof(uint64_t)];
     scratch_t sc = {0};
     scratch_layout(&sc, local, SCRATCH_LOCAL);
-    size_t pos = 0, nb;
     int rc = 0;
     if (len && !text) {
-        mc_errf(err, n, "GPT2BPETokenizer: NULL text");
+        mc_errf(err, n, "tokenizer: NULL text");
         return -1;
     }
-    while (pos < len) {
-        size_t start = pos, end;
-        unsigned c = s[pos];
-        /* 's 't 're 've 'm 'll 'd */
-        if (c == '\'' && pos + 1 < len) {
-            unsigned c1 = s[pos + 1], c2 = pos + 2 < len ? s[pos + 2] : 0;
-            size_t m = 0;
-            if (c1 == 's' || c1 == 't' || c1 == 'm' || c1 == 'd') m = 2;
-            else if ((c1 == 'r' && c2 == 'e') || (c1 == 'v' && c2 == 'e') ||
-                     (c1 == 'l' && c2 == 'l'))
-                m = 3;
-            if (m) {
-                if (emit_piece(b, s + pos, m, &sc, ids) < 0) goto oom;
-                pos += m;
-                continue;
-            }
+    for (size_t pos = 0; pos < len;) {
+        size_t end = split(ctx, s, len, pos);
+        if (end <= pos || end > len) {
+            mc_errf(err, n, "tokenizer: the pre-tokenizer failed at byte %zu of %zu", pos, len);
+            rc = -1;
+            break;
         }
-        int cls = unit_class(s, len, pos, &nb);
-        size_t p = pos;
-        if (c == ' ' && pos + 1 < len) { /* ' ?X+' with the optional space */
-            size_t nb2;
-            int cls2 = unit_class(s, len, pos + 1, &nb2);
-            if (cls2 != MC_UC_S) {
-                cls = cls2;
-                p = pos + 1;
-            }
+        if (emit_piece(b, s + pos, end - pos, &sc, ids) < 0) {
+            mc_errf(err, n, "tokenizer: out of memory encoding %zu bytes", len);
+            rc = -1;
+            break;
         }
-        if (cls != MC_UC_S) { /* ' ?\p{L}+', ' ?\p{N}+', ' ?[^\s\p{L}\p{N}]+' */
-            end = p;
-            while (end < len && unit_class(s, len, end, &nb) == cls) end += nb;
-        } else { /* '\s+(?!\S)', else '\s+' */
-            size_t last = pos;
-            end = pos;
-            while (end < len && unit_class(s, len, end, &nb) == MC_UC_S) {
-                last = end;
-                end += nb;
-            }
-            if (end < len && last > pos) end = last; /* leave the last space for the next word */
-        }
-        if (emit_piece(b, s + start, end - start, &sc, ids) < 0) goto oom;
         pos = end;
     }
-    goto done;
-oom:
-    mc_errf(err, n, "GPT2BPETokenizer: out of memory encoding %zu bytes", len);
-    rc = -1;
-done:
     free(sc.mem);
     return rc;
+}
+
+int mc_bpe_encode(const mc_bpe_t *b, const char *text, size_t len, mc_ids_t *ids, char *err,
+                  size_t n)
+{
+    return mc_bpe_encode_split(b, text, len, gpt2_split, NULL, ids, err, n);
 }
 
 char *mc_bpe_decode(const mc_bpe_t *b, const int32_t *ids, size_t count, size_t *out_len)
@@ -516,6 +531,7 @@ void mc_bpe_free(mc_bpe_t *b)
     free(b->dec_off);
     free(b->dec_len);
     free(b->dec_bytes);
+    build_free(b->build);
     free(b);
 }
 
@@ -642,209 +658,6 @@ static char *read_file(const char *path, size_t *len, const char *what, char *er
     return buf;
 }
 
-/* Reads the vocab into t (interning keys, setting their vocab ids) and the decode table.
- * Returns 0 or -1 (err set). */
-static int load_vocab(mc_bpe_t *b, intern_t *t, const char *path, char *err, size_t n)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f) {
-        mc_errf(err, n, "cannot open vocab file '%s': %s", path, strerror(errno));
-        return -1;
-    }
-    json_error_t je;
-    json_t *root = json_loadf(f, 0, &je);
-    fclose(f);
-    if (!root) {
-        mc_errf(err, n, "vocab file '%s': invalid JSON at line %d: %s", path, je.line, je.text);
-        return -1;
-    }
-    int rc = -1;
-    if (!json_is_object(root)) {
-        mc_errf(err, n, "vocab file '%s': expected a JSON object {token: id}", path);
-        goto out;
-    }
-    b->vocab_size = (int64_t)json_object_size(root);
-    int64_t maxid = -1, eod = -1;
-    const char *key;
-    json_t *val;
-    json_object_foreach(root, key, val)
-    {
-        if (!json_is_integer(val) || json_integer_value(val) < 0 ||
-            json_integer_value(val) >= INT32_MAX) {
-            mc_errf(err, n, "vocab file '%s': the id of token '%.40s' is not an integer in [0, %d)",
-                    path, key, INT32_MAX);
-            goto out;
-        }
-        int64_t id = json_integer_value(val);
-        if (id > maxid) maxid = id;
-        if (strcmp(key, "<|endoftext|>") == 0) eod = id;
-    }
-    if (eod < 0) {
-        mc_errf(err, n, "vocab file '%s': no '<|endoftext|>' token", path);
-        goto out;
-    }
-    int16_t cp2byte[CP2BYTE_N];
-    for (size_t i = 0; i < CP2BYTE_N; i++) cp2byte[i] = -1;
-    for (unsigned x = 0; x < 256; x++) cp2byte[byte_to_cp(x)] = (int16_t)x;
-    b->eod = (int32_t)eod;
-    b->ndec = (int32_t)(maxid + 1);
-    size_t nd = (size_t)b->ndec ? (size_t)b->ndec : 1;
-    b->dec_off = calloc(nd, sizeof(uint32_t));
-    b->dec_len = malloc(nd * sizeof(int32_t));
-    /* raw bytes are never longer than the byte-level key */
-    size_t keybytes = 0;
-    json_object_foreach(root, key, val) keybytes += strlen(key);
-    b->dec_bytes = malloc(keybytes ? keybytes : 1);
-    if (!b->dec_off || !b->dec_len || !b->dec_bytes) goto oom;
-    for (size_t i = 0; i < nd; i++) b->dec_len[i] = -1;
-    size_t dpos = 0;
-    json_object_foreach(root, key, val)
-    {
-        size_t klen = strlen(key);
-        int32_t id = (int32_t)json_integer_value(val);
-        int64_t s = intern(t, (const unsigned char *)key, klen);
-        if (s < 0) goto oom;
-        t->vocab[s] = id;
-        /* decode table: each character must be one of bytes_to_unicode's images */
-        size_t p = 0, start = dpos;
-        int ok = 1;
-        while (p < klen) {
-            uint32_t cp;
-            size_t k = mc_utf8_next((const unsigned char *)key, klen, p, &cp);
-            int byte = k && cp < CP2BYTE_N ? cp2byte[cp] : -1;
-            if (byte < 0) {
-                ok = 0;
-                break;
-            }
-            b->dec_bytes[dpos++] = (unsigned char)byte;
-            p += k;
-        }
-        if (ok) { /* a later key with the same id wins, as in Python's {v: k for k, v in ...} */
-            b->dec_off[id] = (uint32_t)start;
-            b->dec_len[id] = (int32_t)(dpos - start);
-        } else {
-            dpos = start;
-            b->dec_len[id] = -1;
-        }
-    }
-    rc = 0;
-    goto out;
-oom:
-    mc_errf(err, n, "vocab file '%s': out of memory", path);
-out:
-    json_decref(root);
-    return rc;
-}
-
-/* Parses the merges file into recs (rank = index after dropping the first line). */
-static int load_merges(intern_t *t, const char *path, merge_rec_t **recs_out, size_t *nrec_out,
-                       char *err, size_t n)
-{
-    size_t len;
-    char *buf = read_file(path, &len, "merge file", err, n);
-    if (!buf) return -1;
-    const unsigned char *s = (const unsigned char *)buf;
-    merge_rec_t *recs = NULL;
-    size_t nrec = 0, cap = 0;
-    unsigned char *cat = NULL;
-    size_t catcap = 0;
-    int rc = -1;
-    /* the whole file must be UTF-8 (Python reads it with encoding='utf-8') */
-    for (size_t p = 0; p < len;) {
-        uint32_t cp;
-        size_t k = mc_utf8_next(s, len, p, &cp);
-        if (!k) {
-            mc_errf(err, n, "merge file '%s': not valid UTF-8 (byte offset %zu)", path, p);
-            goto out;
-        }
-        p += k;
-    }
-    /* lines: split at \n, \r\n or \r (universal newlines); drop the first and the last */
-    size_t p = 0, lineno = 0;
-    int64_t rank = -1;
-    while (p <= len) {
-        size_t e = p;
-        while (e < len && s[e] != '\n' && s[e] != '\r') e++;
-        int last = e >= len; /* no newline after this segment: Python's [-1], dropped */
-        size_t next =
-            e < len ? (s[e] == '\r' && e + 1 < len && s[e + 1] == '\n' ? e + 2 : e + 1) : len + 1;
-        lineno++;
-        if (lineno > 1 && !last) {
-            rank++;
-            /* fields separated by Python whitespace */
-            size_t fs[3], fe[3];
-            int nf = 0;
-            size_t q = p;
-            while (q < e) {
-                uint32_t cp;
-                size_t k = mc_utf8_next(s, e, q, &cp);
-                if (!k) k = 1;
-                if (mc_py_isspace(cp)) {
-                    q += k;
-                    continue;
-                }
-                size_t st = q;
-                while (q < e) {
-                    k = mc_utf8_next(s, e, q, &cp);
-                    if (!k) k = 1;
-                    if (mc_py_isspace(cp)) break;
-                    q += k;
-                }
-                if (nf < 3) {
-                    fs[nf] = st;
-                    fe[nf] = q;
-                }
-                nf++;
-            }
-            if (nf != 0 && nf != 2) {
-                mc_errf(
-                    err, n,
-                    "merge file '%s' line %zu: expected two tokens separated by a space, found %d",
-                    path, lineno, nf);
-                goto out;
-            }
-            if (nf == 2) {
-                if (rank >= (int64_t)UINT32_MAX) goto oom;
-                size_t la = fe[0] - fs[0], lb = fe[1] - fs[1];
-                if (la + lb > catcap) {
-                    catcap = (la + lb) * 2;
-                    unsigned char *c = realloc(cat, catcap);
-                    if (!c) goto oom;
-                    cat = c;
-                }
-                memcpy(cat, s + fs[0], la);
-                memcpy(cat + la, s + fs[1], lb);
-                int64_t a = intern(t, s + fs[0], la), bb = intern(t, s + fs[1], lb);
-                int64_t r = intern(t, cat, la + lb);
-                if (a < 0 || bb < 0 || r < 0) goto oom;
-                if (nrec == cap) {
-                    cap = cap ? cap * 2 : 1024;
-                    merge_rec_t *nr = realloc(recs, cap * sizeof(merge_rec_t));
-                    if (!nr) goto oom;
-                    recs = nr;
-                }
-                recs[nrec++] =
-                    (merge_rec_t){(uint32_t)a, (uint32_t)bb, (uint32_t)rank, (uint32_t)r};
-            }
-        }
-        p = next;
-    }
-    rc = 0;
-    goto out;
-oom:
-    mc_errf(err, n, "merge file '%s': out of memory", path);
-out:
-    free(buf);
-    free(cat);
-    if (rc == 0) {
-        *recs_out = recs;
-        *nrec_out = nrec;
-    } else {
-        free(recs);
-    }
-    return rc;
-}
-
 static int build_merge_table(mc_bpe_t *b, const merge_rec_t *recs, size_t nrec)
 {
     size_t cap = 1024;
@@ -870,7 +683,17 @@ static int build_merge_table(mc_bpe_t *b, const merge_rec_t *recs, size_t nrec)
     return 0;
 }
 
-/* The shortcut table: every decodable vocab token whose bytes merge into exactly that token. */
+/* 1 if the n bytes of w merge into the single token id, 0 if not (more than one symbol, a
+ * symbol outside the vocab, another id), -1 out of memory. */
+static int merges_to(const mc_bpe_t *b, const unsigned char *w, size_t n, int32_t id, scratch_t *sc)
+{
+    if (n == 1) return b->sym_out[b->byte_sym[w[0]]] == id;
+    if (bpe_run(b, w, n, sc) < 0) return -1;
+    return sc->next[0] < 0 && b->sym_out[sc->sym[0]] == id;
+}
+
+/* The shortcut table: every decodable vocab token whose bytes merge into exactly that token (with
+ * whole_words: every decodable token). */
 static int build_word_table(mc_bpe_t *b)
 {
     size_t cand = 0, bytes = 0;
@@ -896,18 +719,13 @@ static int build_word_table(mc_bpe_t *b)
         if (b->dec_len[id] <= 0) continue;
         const unsigned char *w = b->dec_bytes + b->dec_off[id];
         size_t n = (size_t)b->dec_len[id];
-        int32_t out;
-        if (n == 1) {
-            out = b->sym_out[b->byte_sym[w[0]]];
-        } else {
-            if (bpe_run(b, w, n, &sc) < 0) {
-                rc = -1;
-                break;
-            }
-            if (sc.next[0] >= 0) continue; /* more than one symbol */
-            out = b->sym_out[sc.sym[0]];
+        int self = b->whole_words ? 1 : merges_to(b, w, n, id, &sc);
+        if (self < 0) {
+            rc = -1;
+            break;
         }
-        if (out != id) continue; /* merges to a symbol outside the vocab, or another id */
+        if (!self) continue;
+        const int32_t out = id;
         uint64_t h = hash_bytes(w, n);
         uint64_t i = h & b->word_mask;
         while (b->words[i].id >= 0) {
@@ -924,42 +742,337 @@ static int build_word_table(mc_bpe_t *b)
     return rc;
 }
 
-mc_bpe_t *mc_bpe_load(const char *vocab_file, const char *merge_file, char *err, size_t n)
+/* The state of a tokenizer being built: interned symbols, its tokens and merges. */
+typedef struct {
+    uint32_t sym;
+    int32_t id;
+} tok_rec_t;
+
+struct bpe_build {
+    intern_t t;
+    tok_rec_t *toks;
+    size_t ntok, tokcap;
+    merge_rec_t *recs;
+    size_t nrec, reccap;
+    unsigned char *cat;
+    size_t catcap;
+};
+
+static void build_free(struct bpe_build *bb)
+{
+    if (!bb) return;
+    intern_free(&bb->t);
+    free(bb->toks);
+    free(bb->recs);
+    free(bb->cat);
+    free(bb);
+}
+
+mc_bpe_t *mc_bpe_new(void)
 {
     mc_bpe_t *b = calloc(1, sizeof(*b));
-    intern_t t = {0};
-    merge_rec_t *recs = NULL;
-    size_t nrec = 0;
-    if (!b || intern_rehash(&t, 1 << 17) < 0) {
-        mc_errf(err, n, "GPT2BPETokenizer: out of memory");
-        goto fail;
+    if (!b) return NULL;
+    b->build = calloc(1, sizeof(*b->build));
+    if (!b->build || intern_rehash(&b->build->t, 1 << 12) < 0) {
+        mc_bpe_free(b);
+        return NULL;
     }
     b->gen = __atomic_add_fetch(&pcache_gen, 1, __ATOMIC_RELAXED);
-    if (load_vocab(b, &t, vocab_file, err, n) < 0) goto fail;
-    if (load_merges(&t, merge_file, &recs, &nrec, err, n) < 0) goto fail;
+    return b;
+}
+
+int mc_bpe_add_token(mc_bpe_t *b, const char *key, size_t len, int32_t id)
+{
+    struct bpe_build *bb = b->build;
+    int64_t s = intern(&bb->t, (const unsigned char *)key, len);
+    if (s < 0 || id < 0) return -1;
+    if (bb->ntok == bb->tokcap) {
+        size_t cap = bb->tokcap ? bb->tokcap * 2 : 1024;
+        tok_rec_t *t = realloc(bb->toks, cap * sizeof(*t));
+        if (!t) return -1;
+        bb->toks = t;
+        bb->tokcap = cap;
+    }
+    bb->toks[bb->ntok++] = (tok_rec_t){(uint32_t)s, id};
+    bb->t.vocab[s] = id;
+    return 0;
+}
+
+int mc_bpe_add_merge(mc_bpe_t *b, const char *l, size_t ll, const char *r, size_t lr, uint32_t rank,
+                     bool require_token)
+{
+    struct bpe_build *bb = b->build;
+    if (ll + lr > bb->catcap) {
+        size_t cap = (ll + lr) * 2;
+        unsigned char *c = realloc(bb->cat, cap);
+        if (!c) return -1;
+        bb->cat = c;
+        bb->catcap = cap;
+    }
+    memcpy(bb->cat, l, ll);
+    memcpy(bb->cat + ll, r, lr);
+    int64_t a = intern(&bb->t, (const unsigned char *)l, ll);
+    int64_t c = intern(&bb->t, (const unsigned char *)r, lr);
+    int64_t res = intern(&bb->t, bb->cat, ll + lr);
+    if (a < 0 || c < 0 || res < 0) return -1;
+    if (require_token && bb->t.vocab[res] < 0) return 1;
+    if (bb->nrec == bb->reccap) {
+        size_t cap = bb->reccap ? bb->reccap * 2 : 1024;
+        merge_rec_t *nr = realloc(bb->recs, cap * sizeof(merge_rec_t));
+        if (!nr) return -1;
+        bb->recs = nr;
+        bb->reccap = cap;
+    }
+    bb->recs[bb->nrec++] = (merge_rec_t){(uint32_t)a, (uint32_t)c, rank, (uint32_t)res};
+    return 0;
+}
+
+size_t mc_bpe_byte_key(const unsigned char *raw, size_t n, char *out)
+{
+    size_t o = 0;
+    for (size_t i = 0; i < n; i++) o += put_utf8((unsigned char *)out + o, byte_to_cp(raw[i]));
+    return o;
+}
+
+int32_t mc_bpe_token_id(const mc_bpe_t *b, const char *key, size_t len)
+{
+    const intern_t *t = &b->build->t;
+    size_t i = hash_bytes((const unsigned char *)key, len) & (t->nslot - 1);
+    for (; t->slot[i]; i = (i + 1) & (t->nslot - 1)) {
+        uint32_t s = t->slot[i] - 1;
+        if (t->len[s] == len && memcmp(t->arena + t->off[s], key, len) == 0) return t->vocab[s];
+    }
+    return -1;
+}
+
+int mc_bpe_lacking_byte(mc_bpe_t *b)
+{
     for (unsigned x = 0; x < 256; x++) {
         unsigned char u[4];
-        int64_t s = intern(&t, u, put_utf8(u, byte_to_cp(x)));
-        if (s < 0) goto oom;
+        int64_t s = intern(&b->build->t, u, put_utf8(u, byte_to_cp(x)));
+        if (s < 0) return -2;
+        if (b->build->t.vocab[s] < 0) return (int)x;
+    }
+    return -1;
+}
+
+/* The decode table: each token's bytes (its characters through bytes_to_unicode's inverse);
+ * a token with a character outside that image is not decodable. */
+static int build_decode_table(mc_bpe_t *b)
+{
+    const struct bpe_build *bb = b->build;
+    int16_t cp2byte[CP2BYTE_N];
+    for (size_t i = 0; i < CP2BYTE_N; i++) cp2byte[i] = -1;
+    for (unsigned x = 0; x < 256; x++) cp2byte[byte_to_cp(x)] = (int16_t)x;
+    int32_t maxid = -1;
+    size_t keybytes = 0; /* raw bytes are never longer than the byte-level key */
+    for (size_t k = 0; k < bb->ntok; k++) {
+        if (bb->toks[k].id > maxid) maxid = bb->toks[k].id;
+        keybytes += bb->t.len[bb->toks[k].sym];
+    }
+    b->ndec = maxid + 1;
+    size_t nd = (size_t)b->ndec ? (size_t)b->ndec : 1;
+    b->dec_off = calloc(nd, sizeof(uint32_t));
+    b->dec_len = malloc(nd * sizeof(int32_t));
+    b->dec_bytes = malloc(keybytes ? keybytes : 1);
+    if (!b->dec_off || !b->dec_len || !b->dec_bytes) return -1;
+    for (size_t i = 0; i < nd; i++) b->dec_len[i] = -1;
+    size_t dpos = 0;
+    for (size_t k = 0; k < bb->ntok; k++) {
+        const unsigned char *key = bb->t.arena + bb->t.off[bb->toks[k].sym];
+        size_t klen = bb->t.len[bb->toks[k].sym], p = 0, start = dpos;
+        int32_t id = bb->toks[k].id;
+        int ok = 1;
+        while (p < klen && ok) {
+            uint32_t cp;
+            size_t n = mc_utf8_next(key, klen, p, &cp);
+            int byte = n && cp < CP2BYTE_N ? cp2byte[cp] : -1;
+            ok = byte >= 0;
+            if (ok) b->dec_bytes[dpos++] = (unsigned char)byte;
+            p += n;
+        }
+        if (ok) { /* a later key with the same id wins, as in Python's {v: k for k, v in ...} */
+            b->dec_off[id] = (uint32_t)start;
+            b->dec_len[id] = (int32_t)(dpos - start);
+        } else {
+            dpos = start;
+            b->dec_len[id] = -1;
+        }
+    }
+    return 0;
+}
+
+int mc_bpe_finish(mc_bpe_t *b, bool whole_words)
+{
+    struct bpe_build *bb = b->build;
+    for (unsigned x = 0; x < 256; x++) {
+        unsigned char u[4];
+        int64_t s = intern(&bb->t, u, put_utf8(u, byte_to_cp(x)));
+        if (s < 0) return -1;
         b->byte_sym[x] = (uint32_t)s;
     }
-    b->nsym = t.nsym;
-    b->sym_out = malloc((size_t)t.nsym * sizeof(int32_t));
-    if (!b->sym_out) goto oom;
-    for (uint32_t s = 0; s < t.nsym; s++) b->sym_out[s] = t.vocab[s] >= 0 ? t.vocab[s] : 0;
-    if (build_merge_table(b, recs, nrec) < 0) goto oom;
-    b->word_maxlen = 0;
-    b->words = NULL;
-    if (build_word_table(b) < 0) goto oom;
-    free(recs);
-    intern_free(&t);
+    b->nsym = bb->t.nsym;
+    b->sym_out = malloc((size_t)bb->t.nsym * sizeof(int32_t));
+    if (!b->sym_out) return -1;
+    for (uint32_t s = 0; s < bb->t.nsym; s++)
+        b->sym_out[s] = bb->t.vocab[s] >= 0 ? bb->t.vocab[s] : 0;
+    if (build_decode_table(b) < 0 || build_merge_table(b, bb->recs, bb->nrec) < 0) return -1;
+    b->whole_words = whole_words;
+    if (build_word_table(b) < 0) return -1;
+    build_free(bb);
+    b->build = NULL;
+    return 0;
+}
+
+/* Reads GPT-2's vocab file into b. Returns 0 or -1 (err set). */
+static int load_vocab(mc_bpe_t *b, const char *path, char *err, size_t n)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        mc_errf(err, n, "cannot open vocab file '%s': %s", path, strerror(errno));
+        return -1;
+    }
+    json_error_t je;
+    json_t *root = json_loadf(f, 0, &je);
+    fclose(f);
+    if (!root) {
+        mc_errf(err, n, "vocab file '%s': invalid JSON at line %d: %s", path, je.line, je.text);
+        return -1;
+    }
+    int rc = -1;
+    if (!json_is_object(root)) {
+        mc_errf(err, n, "vocab file '%s': expected a JSON object {token: id}", path);
+        goto out;
+    }
+    b->vocab_size = (int64_t)json_object_size(root);
+    int64_t eod = -1;
+    const char *key;
+    json_t *val;
+    json_object_foreach(root, key, val)
+    {
+        if (!json_is_integer(val) || json_integer_value(val) < 0 ||
+            json_integer_value(val) >= INT32_MAX) {
+            mc_errf(err, n, "vocab file '%s': the id of token '%.40s' is not an integer in [0, %d)",
+                    path, key, INT32_MAX);
+            goto out;
+        }
+        int64_t id = json_integer_value(val);
+        if (strcmp(key, "<|endoftext|>") == 0) eod = id;
+        if (mc_bpe_add_token(b, key, strlen(key), (int32_t)id) < 0) {
+            mc_errf(err, n, "vocab file '%s': out of memory", path);
+            goto out;
+        }
+    }
+    if (eod < 0) {
+        mc_errf(err, n, "vocab file '%s': no '<|endoftext|>' token", path);
+        goto out;
+    }
+    b->eod = (int32_t)eod;
+    rc = 0;
+out:
+    json_decref(root);
+    return rc;
+}
+
+/* The fields of line s[p..e) separated by Python whitespace: their count, the first 3 kept. */
+static int line_fields(const unsigned char *s, size_t p, size_t e, size_t fs[3], size_t fe[3])
+{
+    int nf = 0;
+    size_t q = p;
+    while (q < e) {
+        uint32_t cp;
+        size_t k = mc_utf8_next(s, e, q, &cp);
+        if (!k) k = 1;
+        if (mc_py_isspace(cp)) {
+            q += k;
+            continue;
+        }
+        size_t st = q;
+        while (q < e) {
+            k = mc_utf8_next(s, e, q, &cp);
+            if (!k) k = 1;
+            if (mc_py_isspace(cp)) break;
+            q += k;
+        }
+        if (nf < 3) {
+            fs[nf] = st;
+            fe[nf] = q;
+        }
+        nf++;
+    }
+    return nf;
+}
+
+/* Parses GPT-2's merges file into b (rank = index after dropping the first line). */
+static int load_merges(mc_bpe_t *b, const char *path, char *err, size_t n)
+{
+    size_t len;
+    char *buf = read_file(path, &len, "merge file", err, n);
+    if (!buf) return -1;
+    const unsigned char *s = (const unsigned char *)buf;
+    int rc = -1;
+    /* the whole file must be UTF-8 (Python reads it with encoding='utf-8') */
+    for (size_t p = 0; p < len;) {
+        uint32_t cp;
+        size_t k = mc_utf8_next(s, len, p, &cp);
+        if (!k) {
+            mc_errf(err, n, "merge file '%s': not valid UTF-8 (byte offset %zu)", path, p);
+            goto out;
+        }
+        p += k;
+    }
+    /* lines: split at \n, \r\n or \r (universal newlines); drop the first and the last */
+    size_t p = 0, lineno = 0;
+    int64_t rank = -1;
+    while (p <= len) {
+        size_t e = p;
+        while (e < len && s[e] != '\n' && s[e] != '\r') e++;
+        int last = e >= len; /* no newline after this segment: Python's [-1], dropped */
+        size_t next =
+            e < len ? (s[e] == '\r' && e + 1 < len && s[e + 1] == '\n' ? e + 2 : e + 1) : len + 1;
+        lineno++;
+        if (lineno > 1 && !last) {
+            rank++;
+            size_t fs[3], fe[3];
+            int nf = line_fields(s, p, e, fs, fe);
+            if (nf != 0 && nf != 2) {
+                mc_errf(
+                    err, n,
+                    "merge file '%s' line %zu: expected two tokens separated by a space, found %d",
+                    path, lineno, nf);
+                goto out;
+            }
+            if (nf == 2 && (rank >= (int64_t)UINT32_MAX ||
+                            mc_bpe_add_merge(b, buf + fs[0], fe[0] - fs[0], buf + fs[1],
+                                             fe[1] - fs[1], (uint32_t)rank, false) != 0)) {
+                mc_errf(err, n, "merge file '%s': out of memory", path);
+                goto out;
+            }
+        }
+        p = next;
+    }
+    rc = 0;
+out:
+    free(buf);
+    return rc;
+}
+
+mc_bpe_t *mc_bpe_load(const char *vocab_file, const char *merge_file, char *err, size_t n)
+{
+    mc_bpe_t *b = mc_bpe_new();
+    if (!b) {
+        mc_errf(err, n, "GPT2BPETokenizer: out of memory");
+        return NULL;
+    }
+    if (load_vocab(b, vocab_file, err, n) < 0 || load_merges(b, merge_file, err, n) < 0) {
+        mc_bpe_free(b);
+        return NULL;
+    }
+    if (mc_bpe_finish(b, false) < 0) {
+        mc_errf(err, n, "GPT2BPETokenizer: out of memory loading '%s' and '%s'", vocab_file,
+                merge_file);
+        mc_bpe_free(b);
+        return NULL;
+    }
     return b;
-oom:
-    mc_errf(err, n, "GPT2BPETokenizer: out of memory loading '%s' and '%s'", vocab_file,
-            merge_file);
-fail:
-    free(recs);
-    intern_free(&t);
-    mc_bpe_free(b);
-    return NULL;
 }

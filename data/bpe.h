@@ -16,6 +16,7 @@
 #ifndef MC_DATA_BPE_H
 #define MC_DATA_BPE_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -27,10 +28,40 @@ typedef struct mc_bpe mc_bpe_t;
 mc_bpe_t *mc_bpe_load(const char *vocab_file, const char *merge_file, char *err, size_t n);
 void mc_bpe_free(mc_bpe_t *b);
 
+/* --- the merge core built token by token (GPT-2's files, tokenizer.json, tiktoken) ---------
+ * Tokens are keyed by their bytes_to_unicode form (as GPT-2's vocab and tokenizer.json write
+ * them). A merge (l, r) of rank k joins adjacent symbols l and r into l+r; the lowest rank
+ * merges first, equal ranks left to right (HF's BPE, and tiktoken's rank-of-the-pair rule when
+ * every split of a token is a merge of its rank). Build: mc_bpe_new, the tokens, then the
+ * merges, then mc_bpe_finish; mc_bpe_free at any point. vocab_size and eod stay 0 (the
+ * tokenizer around it owns them). All but finish return 0, or -1 out of memory. */
+mc_bpe_t *mc_bpe_new(void);
+int mc_bpe_add_token(mc_bpe_t *b, const char *key, size_t len, int32_t id);
+/* 1 (nothing added) when require_token and l+r is not a token. */
+int mc_bpe_add_merge(mc_bpe_t *b, const char *l, size_t ll, const char *r, size_t lr, uint32_t rank,
+                     bool require_token);
+/* The bytes_to_unicode key of raw[0..n) in out (room for 2n bytes); returns its length. */
+size_t mc_bpe_byte_key(const unsigned char *raw, size_t n, char *out);
+/* While building: the id of the token with that key, or -1. */
+int32_t mc_bpe_token_id(const mc_bpe_t *b, const char *key, size_t len);
+/* The first byte whose bytes_to_unicode character is not a token (after the tokens are added),
+ * -1 if every byte has one, -2 out of memory. */
+int mc_bpe_lacking_byte(mc_bpe_t *b);
+/* whole_words: a piece whose bytes are a token is that token without merging (HF's
+ * ignore_merges; tiktoken's encoder lookup of the whole piece). 0, or -1 out of memory. */
+int mc_bpe_finish(mc_bpe_t *b, bool whole_words);
+
+/* The end (> pos, <= len) of the pre-tokenizer's piece that starts at pos, or 0 on failure. */
+typedef size_t (*mc_bpe_split_fn)(void *ctx, const unsigned char *s, size_t len, size_t pos);
+/* Appends the ids of text[0..len), cut into pieces by split, each piece's bytes merged. */
+int mc_bpe_encode_split(const mc_bpe_t *b, const char *text, size_t len, mc_bpe_split_fn split,
+                        void *ctx, mc_ids_t *ids, char *err, size_t n);
+
 int64_t mc_bpe_vocab_size(const mc_bpe_t *b);
 int32_t mc_bpe_eod(const mc_bpe_t *b);
 
-/* Appends the ids of text[0..len) to ids. 0, or -1 with one line in err. */
+/* Appends the ids of text[0..len) to ids, pre-tokenized by GPT-2's pattern. 0, or -1 with one
+ * line in err. */
 int mc_bpe_encode(const mc_bpe_t *b, const char *text, size_t len, mc_ids_t *ids, char *err,
                   size_t n);
 /* The bytes of ids (malloc'd; never NULL on success, even for count 0). NULL on an id that is

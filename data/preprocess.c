@@ -569,15 +569,19 @@ int mc_preprocess_run(const mc_preprocess_args_t *a)
     int64_t part_size = partition_size(a, files, n_files);
 
     char err[ERR_LEN] = "";
-    mc_tokenizer_t *tok =
-        mc_tokenizer_build(&(mc_tokenizer_spec_t){.type = a->tokenizer_type,
-                                                  .vocab_file = a->vocab_file,
-                                                  .merge_file = a->merge_file,
-                                                  .tokenizer_model = a->tokenizer_model,
-                                                  .vocab_size = a->vocab_size,
-                                                  .vocab_extra_ids = a->vocab_extra_ids,
-                                                  .legacy = a->legacy_tokenizer},
-                           err, sizeof(err));
+    mc_tokenizer_t *tok = mc_tokenizer_build(
+        &(mc_tokenizer_spec_t){.type = a->tokenizer_type,
+                               .vocab_file = a->vocab_file,
+                               .merge_file = a->merge_file,
+                               .tokenizer_model = a->tokenizer_model,
+                               .vocab_size = a->vocab_size,
+                               .vocab_extra_ids = a->vocab_extra_ids,
+                               .tiktoken_pattern = a->tiktoken_pattern,
+                               .tiktoken_num_special_tokens = a->tiktoken_num_special_tokens,
+                               .tiktoken_special_tokens = a->tiktoken_special_tokens,
+                               .n_tiktoken_special_tokens = a->n_tiktoken_special_tokens,
+                               .legacy = a->legacy_tokenizer},
+        err, sizeof(err));
     if (tok && a->append_eod && mc_tokenizer_eod(tok) < 0) {
         snprintf(err, sizeof(err),
                  "--append-eod: the tokenizer has no eod (the model '%s' has no eos piece); "

@@ -69,9 +69,14 @@ typedef struct {
     const char *vocab_file;
     const char *merge_file;
     int64_t vocab_size;          /* -1: not given */
-    const char *tokenizer_model; /* the SentencePiece types' .model */
+    const char *tokenizer_model; /* HuggingFaceTokenizer's directory, TikTokenizer's JSON, the
+                                  * SentencePiece types' .model */
     int64_t vocab_extra_ids;     /* legacy SentencePieceTokenizer's <extra_id_N> */
-    bool legacy_tokenizer;       /* Megatron's legacy tokenizer classes (SentencePiece types) */
+    bool legacy_tokenizer;       /* Megatron's legacy tokenizer classes */
+    const char *tiktoken_pattern;        /* NULL: not given */
+    int64_t tiktoken_num_special_tokens; /* 1000 */
+    const char *const *tiktoken_special_tokens; /* NULL: not given */
+    int n_tiktoken_special_tokens;
     /* megatron-c extension */
     bool skip_malformed;
 } mc_preprocess_args_t;

@@ -11,15 +11,19 @@
 #include <string.h>
 
 #include "data/bpe.h"
+#include "data/tok_hf.h"
+#include "data/tok_tiktoken.h"
 #include "data/tokenizer_sp.h"
 
-enum { TOK_GPT2, TOK_NULL, TOK_SP };
+enum { TOK_GPT2, TOK_NULL, TOK_SP, TOK_HF, TOK_TIKTOKEN };
 
 struct mc_tokenizer {
     int kind;
     mc_bpe_t *bpe;      /* TOK_GPT2 */
     mc_sp_tok_t *sp;    /* TOK_SP */
     int64_t null_vocab; /* TOK_NULL: the --vocab-size given (= eod) */
+    mc_hf_tok_t *hf;    /* TOK_HF */
+    mc_tiktoken_t *tt;  /* TOK_TIKTOKEN */
 };
 
 void mc_ids_free(mc_ids_t *ids)
@@ -43,6 +47,33 @@ static mc_tokenizer_t *sp_build(const mc_tokenizer_spec_t *spec, char *err, size
     t->kind = TOK_SP;
     t->sp = sp;
     return t;
+}
+
+/* HuggingFaceTokenizer (tokenizer.json) or TikTokenizer (Megatron's tiktoken JSON). */
+static mc_tokenizer_t *build_bpe_model(const mc_tokenizer_spec_t *spec, char *err, size_t n)
+{
+    mc_tokenizer_t *t = calloc(1, sizeof(*t));
+    if (!t) {
+        mc_errf(err, n, "%s: out of memory", spec->type);
+        return NULL;
+    }
+    if (strcmp(spec->type, "HuggingFaceTokenizer") == 0) {
+        t->kind = TOK_HF;
+        t->hf = mc_hf_tok_load(spec->tokenizer_model, spec->legacy, err, n);
+    } else {
+        t->kind = TOK_TIKTOKEN;
+        t->tt =
+            mc_tiktoken_load(&(mc_tiktoken_spec_t){.path = spec->tokenizer_model,
+                                                   .pattern = spec->tiktoken_pattern,
+                                                   .vocab_size = spec->vocab_size,
+                                                   .num_special = spec->tiktoken_num_special_tokens,
+                                                   .special = spec->tiktoken_special_tokens,
+                                                   .nspecial = spec->n_tiktoken_special_tokens},
+                             err, n);
+    }
+    if (t->hf || t->tt) return t;
+    free(t);
+    return NULL;
 }
 
 mc_tokenizer_t *mc_tokenizer_build(const mc_tokenizer_spec_t *spec, char *err, size_t n)
@@ -74,6 +105,8 @@ mc_tokenizer_t *mc_tokenizer_build(const mc_tokenizer_spec_t *spec, char *err, s
         t->bpe = b;
         return t;
     }
+    if (strcmp(type, "HuggingFaceTokenizer") == 0 || strcmp(type, "TikTokenizer") == 0)
+        return build_bpe_model(spec, err, n);
     if (strcmp(type, "NullTokenizer") == 0) {
         if (vocab_size < 0 || vocab_size >= INT32_MAX) {
             mc_errf(err, n,
@@ -94,8 +127,9 @@ mc_tokenizer_t *mc_tokenizer_build(const mc_tokenizer_spec_t *spec, char *err, s
         strcmp(type, "GPTSentencePieceTokenizer") == 0 || strcmp(type, "Llama2Tokenizer") == 0)
         return sp_build(spec, err, n);
     mc_errf(err, n,
-            "tokenizer type '%s' is not supported (supported: GPT2BPETokenizer, NullTokenizer, "
-            "SentencePieceTokenizer, GPTSentencePieceTokenizer, Llama2Tokenizer)",
+            "tokenizer type '%s' is not supported (supported: GPT2BPETokenizer, "
+            "HuggingFaceTokenizer, TikTokenizer, NullTokenizer, SentencePieceTokenizer, "
+            "GPTSentencePieceTokenizer, Llama2Tokenizer)",
             type);
     return NULL;
 }
@@ -105,19 +139,31 @@ void mc_tokenizer_free(mc_tokenizer_t *t)
     if (!t) return;
     mc_bpe_free(t->bpe);
     mc_sp_tok_free(t->sp);
+    mc_hf_tok_free(t->hf);
+    mc_tiktoken_free(t->tt);
     free(t);
 }
 
 int64_t mc_tokenizer_vocab_size(const mc_tokenizer_t *t)
 {
-    if (t->kind == TOK_SP) return mc_sp_tok_vocab_size(t->sp);
-    return t->kind == TOK_GPT2 ? mc_bpe_vocab_size(t->bpe) : t->null_vocab + 1;
+    switch (t->kind) {
+    case TOK_GPT2: return mc_bpe_vocab_size(t->bpe);
+    case TOK_HF: return mc_hf_tok_vocab_size(t->hf);
+    case TOK_TIKTOKEN: return mc_tiktoken_vocab_size(t->tt);
+    case TOK_SP: return mc_sp_tok_vocab_size(t->sp);
+    default: return t->null_vocab + 1;
+    }
 }
 
 int32_t mc_tokenizer_eod(const mc_tokenizer_t *t)
 {
-    if (t->kind == TOK_SP) return mc_sp_tok_eod(t->sp);
-    return t->kind == TOK_GPT2 ? mc_bpe_eod(t->bpe) : (int32_t)t->null_vocab;
+    switch (t->kind) {
+    case TOK_GPT2: return mc_bpe_eod(t->bpe);
+    case TOK_HF: return mc_hf_tok_eod(t->hf);
+    case TOK_TIKTOKEN: return mc_tiktoken_eod(t->tt);
+    case TOK_SP: return mc_sp_tok_eod(t->sp);
+    default: return (int32_t)t->null_vocab;
+    }
 }
 
 int64_t mc_tokenizer_train_vocab_size(const mc_tokenizer_t *t)
@@ -232,6 +278,8 @@ int mc_tokenizer_encode(const mc_tokenizer_t *t, const char *text, size_t len, m
     }
     if (t->kind == TOK_GPT2) return mc_bpe_encode(t->bpe, text, len, ids, err, n);
     if (t->kind == TOK_SP) return mc_sp_tok_encode(t->sp, text, len, ids, err, n);
+    if (t->kind == TOK_HF) return mc_hf_tok_encode(t->hf, text, len, ids, err, n);
+    if (t->kind == TOK_TIKTOKEN) return mc_tiktoken_encode(t->tt, text, len, ids, err, n);
     return null_encode(t, text ? text : "", len, ids, err, n);
 }
 
@@ -257,5 +305,7 @@ char *mc_tokenizer_decode(const mc_tokenizer_t *t, const int32_t *ids, size_t co
     if (count && !ids) return NULL;
     if (t->kind == TOK_GPT2) return mc_bpe_decode(t->bpe, ids, count, out_len);
     if (t->kind == TOK_SP) return mc_sp_tok_decode(t->sp, ids, count, out_len);
+    if (t->kind == TOK_HF) return mc_hf_tok_decode(t->hf, ids, count, out_len);
+    if (t->kind == TOK_TIKTOKEN) return mc_tiktoken_decode(t->tt, ids, count, out_len);
     return null_decode(t, ids, count, out_len);
 }

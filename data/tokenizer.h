@@ -1,9 +1,10 @@
 /* Tokenizers as Megatron builds them (--tokenizer-type): GPT2BPETokenizer (byte-level BPE with
  * GPT-2's pre-tokenisation; ids of Megatron's legacy GPT-2 tokenizer = HF gpt2),
- * NullTokenizer (text is space-separated integer ids; eod = vocab_size) and the SentencePiece
- * ones, SentencePieceTokenizer, GPTSentencePieceTokenizer and Llama2Tokenizer (through the
- * SentencePiece library; Megatron's default and --legacy-tokenizer semantics in
- * data/tokenizer_sp.h). */
+ * HuggingFaceTokenizer (tokenizer.json's byte-level BPE: data/tok_hf.h), TikTokenizer
+ * (Megatron's tiktoken vocabulary: data/tok_tiktoken.h), NullTokenizer (text is space-separated
+ * integer ids; eod = vocab_size) and the SentencePiece ones, SentencePieceTokenizer,
+ * GPTSentencePieceTokenizer and Llama2Tokenizer (through the SentencePiece library; Megatron's
+ * default and --legacy-tokenizer semantics in data/tokenizer_sp.h). */
 #ifndef MC_DATA_TOKENIZER_H
 #define MC_DATA_TOKENIZER_H
 
@@ -43,13 +44,23 @@ typedef struct {
     const char *vocab_file;      /* --vocab-file */
     const char *merge_file;      /* --merge-file */
     const char *tokenizer_model; /* --tokenizer-model */
-    int64_t vocab_size;          /* --vocab-size (NullTokenizer) */
+    int64_t vocab_size;          /* --vocab-size (NullTokenizer; TikTokenizer, <= 0: 2**17) */
     int64_t vocab_extra_ids;     /* --vocab-extra-ids (legacy SentencePieceTokenizer) */
-    bool legacy;                 /* --legacy-tokenizer (the SentencePiece types) */
+    /* TikTokenizer: --tiktoken-pattern, --tiktoken-num-special-tokens, and
+     * --tiktoken-special-tokens (NULL: Megatron's default list) */
+    const char *tiktoken_pattern;
+    int64_t tiktoken_num_special_tokens;
+    const char *const *tiktoken_special_tokens;
+    int n_tiktoken_special_tokens;
+    bool legacy; /* --legacy-tokenizer: Megatron's legacy classes (the SentencePiece types), and
+                  * HuggingFaceTokenizer's post-processor tokens (tokenizer(text).input_ids) */
 } mc_tokenizer_spec_t;
 
-/* type "GPT2BPETokenizer" (needs vocab_file and merge_file), "NullTokenizer" (needs
- * vocab_size) or a SentencePiece type (needs tokenizer_model). NULL with one line in err on failure (missing/malformed files named). */
+/* type "GPT2BPETokenizer" (needs vocab_file and merge_file), "HuggingFaceTokenizer" (needs
+ * tokenizer_model, a directory), "TikTokenizer" (needs tokenizer_model, a .json file, and
+ * tiktoken_pattern), a SentencePiece type (needs tokenizer_model, a .model file) or
+ * "NullTokenizer" (needs vocab_size). NULL with one line in err on failure (missing/malformed
+ * files named). */
 mc_tokenizer_t *mc_tokenizer_build(const mc_tokenizer_spec_t *spec, char *err, size_t n);
 void mc_tokenizer_free(mc_tokenizer_t *t);
 

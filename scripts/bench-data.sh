@@ -10,6 +10,8 @@
 #     (GPTSentencePieceTokenizer, BPE with byte fallback; SentencePieceTokenizer, unigram), one
 #     worker on one core, against test/ref/sp_tokenizer_ref.py (sentencepiece's encode_as_ids per
 #     line, the same writer) when build/venv-tok has sentencepiece, and per core against GPT-2.
+#     Then HuggingFaceTokenizer and TikTokenizer on the same input with the fixtures of
+#     test/fixtures/tokenizers/, one core, per-core tokens/s against GPT-2's.
 #  2. the time to build a GPT dataset's indices (document, sample and shuffle index, as training
 #     start-up does through mc_gpt_datasets_build) for a synthetic ~1B-token dataset
 #     (scripts/bench_index_build.c, compiled here against the repository's objects; its .bin is
@@ -224,6 +226,24 @@ for k in "${SP_KINDS[@]}"; do
     fi
 done
 
+# ---- the other byte-level BPE tokenizers, one core, against GPT-2's run above ----------------
+# The fixtures of test/fixtures/tokenizers/ (small vocabularies trained on tinyshakespeare, in
+# Llama 3's, Qwen2's and Mistral NeMo's styles; a tiktoken vocabulary with both patterns).
+FX=test/fixtures/tokenizers
+OTHER=("HuggingFaceTokenizer, Llama 3 style|--tokenizer-type HuggingFaceTokenizer --tokenizer-model $FX/llama3"
+       "HuggingFaceTokenizer, Qwen2 style (NFC)|--tokenizer-type HuggingFaceTokenizer --tokenizer-model $FX/qwen2"
+       "HuggingFaceTokenizer, Mistral NeMo style|--tokenizer-type HuggingFaceTokenizer --tokenizer-model $FX/nemo"
+       "TikTokenizer v1|--tokenizer-type TikTokenizer --tiktoken-pattern v1 --vocab-size 3003 --tokenizer-model $FX/tiktoken.json"
+       "TikTokenizer v2|--tokenizer-type TikTokenizer --tiktoken-pattern v2 --vocab-size 3003 --tokenizer-model $FX/tiktoken.json")
+OTHER_CMDS=()
+say "other tokenizers: tinyshakespeare.jsonl x$COPIES, one core, best of $REPEAT"
+for i in "${!OTHER[@]}"; do
+    read -ra flags <<<"${OTHER[$i]#*|}"
+    cmd=("${PIN[@]}" "$MCB" preprocess-data "${flags[@]}" --append-eod --log-interval 100000000 --workers 1)
+    OTHER_CMDS+=("${cmd[*]}")
+    run "tok$i" "$TMP/xN.jsonl" "$REPEAT" -- "${cmd[@]}"
+done
+
 # ---- index build ---------------------------------------------------------------------------
 say "index build: synthetic dataset of $IDX_DOCS documents, lengths 1..$IDX_MAXLEN"
 GEN=("$TMP/bench_index_build" gen "$TMP/syn" "$IDX_DOCS" "$IDX_MAXLEN" 1)
@@ -330,6 +350,19 @@ for k in "${SP_KINDS[@]}"; do
         printf "\n" }'
 done
 echo
+echo "other tokenizers, megatron-c --workers 1 on one core, ${COPIES}x (per core, against GPT-2's run above;"
+echo "CPU s is what the ratio uses, wall s includes start-up; small fixture vocabularies, so more tokens per byte):"
+OFMT="%-42s %10s %8s %8s %11s %8s %12s\n"
+printf "$OFMT" "" tokens "wall s" "CPU s" "tokens/s" "MB/s" "x GPT-2 tok/s"
+orow() { # label name
+    awk -v l="$1" -v t="${T[$2]}" -v w="${W[$2]}" -v c="${C[$2]}" -v b="$BYTES_N" -v gt="${T[mc1_xN]}" \
+        -v gc="${C[mc1_xN]}" -v f="$OFMT" 'BEGIN {
+        cpu = (c == "n/a") ? w : c; gcpu = (gc == "n/a") ? w : gc
+        printf f, l, t, w, c, sprintf("%.0f", t / cpu), sprintf("%.1f", b / cpu / 1e6), sprintf("%.2f", (t / cpu) / (gt / gcpu)) }'
+}
+orow "GPT2BPETokenizer (the run above)" mc1_xN
+for i in "${!OTHER[@]}"; do orow "${OTHER[$i]%%|*}" "tok$i"; done
+echo
 echo "index build, train split over all of a synthetic dataset: $IDX_DOCS documents, $IDX_TOKENS tokens, seq $SEQ, best of $REPEAT"
 echo "(build s: mc_gpt_datasets_build in bench_index_build, the .idx open included; inspect-data: the"
 echo "whole megatron-c process, cold = empty index cache, warm = reading the cache the cold run wrote)"
@@ -347,6 +380,7 @@ echo "  ${MCA[*]}"
 echo "  ${PY1[*]}"
 if [ "$PY_POOL" = 1 ]; then echo "  ${PYA[*]}"; fi
 for c in "${SPCMDS[@]}"; do echo "  $c"; done
+for c in "${OTHER_CMDS[@]}"; do echo "  $c"; done
 echo "  ${HELPER_CC[*]}   # libmc.a: ar of the Makefile's library objects"
 echo "  ${GEN[*]}"
 for e in $EPOCHS; do echo "  $TMP/bench_index_build build $TMP/syn $SEQ $e"; done

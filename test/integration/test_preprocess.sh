@@ -69,8 +69,8 @@ expect_user_error "--find-optimal-num-workers not implemented yet" 'find-optimal
     preprocess-data --input x --output-prefix "$MC_TMP/o" --workers 1 "${NULL[@]}" --find-optimal-num-workers
 expect_user_error "invalid tokenizer type" "invalid choice: 'GPT2BPE' \(did you mean GPT2BPETokenizer\?\)" \
     preprocess-data --input x --output-prefix "$MC_TMP/o" --workers 1 --tokenizer-type GPT2BPE
-expect_user_error "tokenizer type not implemented yet" 'HuggingFaceTokenizer is not implemented yet' \
-    preprocess-data --input x --output-prefix "$MC_TMP/o" --workers 1 --tokenizer-type HuggingFaceTokenizer
+expect_user_error "tokenizer type not implemented yet" 'BertWordPieceCase is not implemented yet' \
+    preprocess-data --input x --output-prefix "$MC_TMP/o" --workers 1 --tokenizer-type BertWordPieceCase
 expect_user_error "GPT2BPETokenizer needs its files" 'needs --vocab-file and --merge-file' \
     preprocess-data --input x --output-prefix "$MC_TMP/o" --workers 1 --tokenizer-type GPT2BPETokenizer
 expect_user_error "NullTokenizer needs --vocab-size" 'NullTokenizer needs --vocab-size' \
