@@ -68,13 +68,13 @@ typedef struct {
     const char *tokenizer_type; /* required (Megatron's default None crashes the script) */
     const char *vocab_file;
     const char *merge_file;
-    int64_t vocab_size;          /* -1: not given */
-    const char *tokenizer_model; /* HuggingFaceTokenizer's directory, TikTokenizer's JSON, the
+    int64_t vocab_size;           /* -1: not given */
+    const char *tokenizer_model;  /* HuggingFaceTokenizer's directory, TikTokenizer's JSON, the
                                   * SentencePiece types' .model */
-    int64_t vocab_extra_ids;     /* legacy SentencePieceTokenizer's <extra_id_N> */
-    bool legacy_tokenizer;       /* Megatron's legacy tokenizer classes */
-    const char *tiktoken_pattern;        /* NULL: not given */
-    int64_t tiktoken_num_special_tokens; /* 1000 */
+    int64_t vocab_extra_ids;      /* legacy SentencePieceTokenizer's <extra_id_N> */
+    bool legacy_tokenizer;        /* Megatron's legacy tokenizer classes */
+    const char *tiktoken_pattern; /* NULL: not given */
+    int64_t tiktoken_num_special_tokens;        /* 1000 */
     const char *const *tiktoken_special_tokens; /* NULL: not given */
     int n_tiktoken_special_tokens;
     /* megatron-c extension */
