@@ -38,6 +38,21 @@ __attribute__((noreturn)) static void exit_user_error(void)
 
 void mc_user_error_trap(void (*trap)(const char *line)) { g_user_trap = trap; }
 
+/* One line to stderr in one write: several ranks and the launcher share the stream, and a line
+ * written in pieces can be cut by theirs. */
+static void write_line(const char *prefix, const char *fmt, va_list ap)
+{
+    char line[8192];
+    int k = snprintf(line, sizeof(line), "%s", prefix);
+    if (k < 0 || k >= (int)sizeof(line) - 1) k = 0;
+    int m = vsnprintf(line + k, sizeof(line) - (size_t)k - 1, fmt, ap);
+    if (m < 0) m = 0;
+    size_t len = (size_t)k + (size_t)m;
+    if (len > sizeof(line) - 2) len = sizeof(line) - 2;
+    line[len++] = '\n';
+    fwrite(line, 1, len, stderr);
+}
+
 void mc_user_error(const char *fmt, ...)
 {
     va_list ap;
@@ -50,11 +65,9 @@ void mc_user_error(const char *fmt, ...)
     }
     fflush(stdout);
     if (speaks_for_inputs()) {
-        fputs("megatron-c: error: ", stderr);
         va_start(ap, fmt);
-        vfprintf(stderr, fmt, ap);
+        write_line("megatron-c: error: ", fmt, ap);
         va_end(ap);
-        fputc('\n', stderr);
     }
     exit_user_error();
 }
@@ -70,9 +83,9 @@ void mc_user_errors(const char *const *lines, int n)
 __attribute__((noreturn)) static void vfatal(const char *fmt, va_list ap)
 {
     fflush(stdout);
-    fprintf(stderr, "megatron-c: rank %d: error: ", g_rank);
-    vfprintf(stderr, fmt, ap);
-    fputc('\n', stderr);
+    char prefix[64];
+    snprintf(prefix, sizeof(prefix), "megatron-c: rank %d: error: ", g_rank);
+    write_line(prefix, fmt, ap);
     if (g_world > 1 && g_abort_hook) g_abort_hook(1);
     exit(1);
 }

@@ -93,8 +93,11 @@ void mc_hf_copy(const mc_args_t *a, const mc_hf_tensor_t *h, const mc_param_t *p
  * tokenizer's end-of-document token, bos and eos there, or -1 when unknown). */
 int mc_hf_write_config(const char *dir, const mc_args_t *a, mc_hf_class_t c, int64_t vocab,
                        int64_t eos, char *err, size_t n);
-/* Copies the files named by a's --vocab-file / --merge-file into dir as vocab.json /
- * merges.txt; returns how many it copied (-1 with err on failure). */
+/* Copies the checkpoint's tokenizer files into dir under the names Hugging Face's loaders read:
+ * GPT-2's --vocab-file / --merge-file as vocab.json / merges.txt; HuggingFaceTokenizer's
+ * tokenizer.json (with tokenizer_config.json and special_tokens_map.json when there); a
+ * SentencePiece type's .model as tokenizer.model. Returns how many it copied (0: none named,
+ * or TikTokenizer, whose vocabulary no Hugging Face loader reads; -1 with err on failure). */
 int mc_hf_copy_tokenizer(const char *dir, const mc_args_t *a, char *err, size_t n);
 /* Copies src to dst durably. */
 int mc_hf_copy_file(const char *src, const char *dst, char *err, size_t n);

@@ -8,10 +8,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "base/error.h"
 #include "base/fs.h"
 #include "ckpt/state.h"
+#include "data/tokenizer.h"
 
 /* Floats as their shortest usual spelling (0.1, 1e-05): configs are read by people too. */
 #define JSON_FLAGS (JSON_INDENT(2) | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(15))
@@ -123,11 +125,35 @@ int mc_hf_copy_file(const char *src, const char *dst, char *err, size_t n)
     return rc;
 }
 
+/* HuggingFaceTokenizer's files: tokenizer.json and, when there, the two JSON files that name
+ * its special tokens. */
+static int copy_hf_tokenizer(const char *dir, const char *model_dir, char *err, size_t n)
+{
+    static const char *const names[] = {"tokenizer.json", "tokenizer_config.json",
+                                        "special_tokens_map.json"};
+    char src[4200], dst[4200];
+    int copied = 0;
+    for (int i = 0; i < 3; i++) {
+        snprintf(src, sizeof(src), "%s/%s", model_dir, names[i]);
+        if (i > 0 && access(src, R_OK) != 0) continue;
+        snprintf(dst, sizeof(dst), "%s/%s", dir, names[i]);
+        if (mc_hf_copy_file(src, dst, err, n) != 0) return -1;
+        copied++;
+    }
+    return copied;
+}
+
 int mc_hf_copy_tokenizer(const char *dir, const mc_args_t *a, char *err, size_t n)
 {
+    char path[4200];
+    if (strcmp(a->tokenizer_type, "HuggingFaceTokenizer") == 0 && a->tokenizer_model[0])
+        return copy_hf_tokenizer(dir, a->tokenizer_model, err, n);
+    if (mc_tokenizer_is_sentencepiece(a->tokenizer_type) && a->tokenizer_model[0]) {
+        snprintf(path, sizeof(path), "%s/tokenizer.model", dir);
+        return mc_hf_copy_file(a->tokenizer_model, path, err, n) != 0 ? -1 : 1;
+    }
     const char *src[2] = {a->vocab_file, a->merge_file}, *dst[2] = {"vocab.json", "merges.txt"};
     int copied = 0;
-    char path[4200];
     for (int i = 0; i < 2; i++) {
         if (!src[i][0]) continue;
         snprintf(path, sizeof(path), "%s/%s", dir, dst[i]);

@@ -142,11 +142,8 @@ static int64_t hf_vocab(const mc_args_t *a, int64_t *eos)
 {
     *eos = -1;
     int64_t v = a->vocab_size > 0 ? mc_args_vocab_from_size(a) : 0;
-    if (a->vocab_file[0] && a->merge_file[0]) {
-        const mc_tokenizer_spec_t spec = {.type = a->tokenizer_type,
-                                          .vocab_file = a->vocab_file,
-                                          .merge_file = a->merge_file,
-                                          .vocab_size = a->vocab_size};
+    if ((a->vocab_file[0] && a->merge_file[0]) || a->tokenizer_model[0]) {
+        const mc_tokenizer_spec_t spec = mc_tokenizer_spec_of(a);
         char err[4400];
         mc_tokenizer_t *tok = mc_tokenizer_build(&spec, err, sizeof(err));
         if (!tok) mc_user_error("the checkpoint's tokenizer: %s", err);
@@ -194,8 +191,10 @@ int mc_hf_export_run(const mc_hf_export_args_t *o)
     const int tok = mc_hf_copy_tokenizer(o->output, &a, err, sizeof(err));
     if (tok < 0) mc_user_error("%s", err);
     if (tok == 0)
-        printf("note: no tokenizer files: the checkpoint names none (--vocab-file, "
-               "--merge-file); put the tokenizer's files into %s\n",
+        printf("note: no tokenizer files: the checkpoint names none that a Hugging Face loader "
+               "reads (--vocab-file and --merge-file, or --tokenizer-model of "
+               "HuggingFaceTokenizer or a SentencePiece type); put the tokenizer's files into "
+               "%s\n",
                o->output);
     for (int i = 0; i < n; i++) free((void *)e[i].data);
     free(e);

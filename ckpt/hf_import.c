@@ -14,6 +14,7 @@
 #include "base/fs.h"
 #include "ckpt/args.h"
 #include "ckpt/convert_int.h"
+#include "data/tokenizer.h"
 #include "kernels/device.h"
 #include "kernels/dtype.h"
 #include "torchfmt/safetensors.h"
@@ -146,15 +147,29 @@ static void llama_args(cfg_t *c, mc_args_t *a)
     a->swiglu = true;
 }
 
-/* The HF directory's GPT-2 tokenizer files, named by the args when both are there. */
+/* The HF directory's tokenizer, named by the args: GPT-2's vocab.json and merges.txt when both
+ * are there, else tokenizer.json (HuggingFaceTokenizer, the directory), else tokenizer.model
+ * (a SentencePiece model: Llama2Tokenizer). */
 static void tokenizer_args(const char *dir, mc_args_t *a)
 {
     char abs[PATH_MAX];
-    if (!realpath(dir, abs) || strlen(abs) + 16 > sizeof(a->vocab_file)) return;
+    if (!realpath(dir, abs) || strlen(abs) + 32 > sizeof(a->vocab_file)) return;
     snprintf(a->vocab_file, sizeof(a->vocab_file), "%.4000s/vocab.json", abs);
     snprintf(a->merge_file, sizeof(a->merge_file), "%.4000s/merges.txt", abs);
     if (access(a->vocab_file, R_OK) == 0 && access(a->merge_file, R_OK) == 0) return;
     a->vocab_file[0] = a->merge_file[0] = 0;
+    snprintf(a->tokenizer_model, sizeof(a->tokenizer_model), "%.4000s/tokenizer.json", abs);
+    if (access(a->tokenizer_model, R_OK) == 0) {
+        snprintf(a->tokenizer_type, sizeof(a->tokenizer_type), "HuggingFaceTokenizer");
+        snprintf(a->tokenizer_model, sizeof(a->tokenizer_model), "%.4000s", abs);
+        return;
+    }
+    snprintf(a->tokenizer_model, sizeof(a->tokenizer_model), "%.4000s/tokenizer.model", abs);
+    if (access(a->tokenizer_model, R_OK) == 0) {
+        snprintf(a->tokenizer_type, sizeof(a->tokenizer_type), "Llama2Tokenizer");
+        return;
+    }
+    a->tokenizer_model[0] = 0;
 }
 
 int mc_hf_import_config(const char *hf_dir, mc_args_t *a, char *err, size_t n)
@@ -310,10 +325,10 @@ static void whole_args(mc_args_t *w, const mc_args_t *a)
     w->padded_vocab_size = mc_padded_vocab_size(a->vocab_size, a->make_vocab_size_divisible_by, 1);
 }
 
-/* The GPT-2 tokenizer files into save/tokenizer, named there by the checkpoint's args (t). */
+/* The tokenizer's files into save/tokenizer, named there by the checkpoint's args (t). */
 static void keep_tokenizer(const char *save, const mc_args_t *a, mc_args_t *t)
 {
-    if (!a->vocab_file[0]) return;
+    if (!a->vocab_file[0] && !a->tokenizer_model[0]) return;
     char dir[PATH_MAX], err[PATH_MAX + 512];
     if (mc_mkdirs(save, err, sizeof(err)) != 0) mc_user_error("%s", err);
     if (!realpath(save, dir) || strlen(dir) > 4000)
@@ -321,8 +336,14 @@ static void keep_tokenizer(const char *save, const mc_args_t *a, mc_args_t *t)
     strcat(dir, "/tokenizer");
     if (mc_mkdirs(dir, err, sizeof(err)) != 0 || mc_hf_copy_tokenizer(dir, a, err, sizeof(err)) < 0)
         mc_user_error("%s", err);
-    snprintf(t->vocab_file, sizeof(t->vocab_file), "%.4000s/vocab.json", dir);
-    snprintf(t->merge_file, sizeof(t->merge_file), "%.4000s/merges.txt", dir);
+    if (a->vocab_file[0]) {
+        snprintf(t->vocab_file, sizeof(t->vocab_file), "%.4000s/vocab.json", dir);
+        snprintf(t->merge_file, sizeof(t->merge_file), "%.4000s/merges.txt", dir);
+    } else if (mc_tokenizer_is_sentencepiece(a->tokenizer_type)) {
+        snprintf(t->tokenizer_model, sizeof(t->tokenizer_model), "%.4000s/tokenizer.model", dir);
+    } else {
+        snprintf(t->tokenizer_model, sizeof(t->tokenizer_model), "%.4000s", dir);
+    }
 }
 
 int mc_hf_import_run(const mc_hf_import_args_t *o, const mc_args_t *a)

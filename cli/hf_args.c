@@ -169,5 +169,11 @@ int mc_cli_import_hf(int argc, char **argv)
     a.lr_set = true;
     a.train_iters = 1;
     mc_args_finalize(&a, io.tp * io.pp);
+    /* a tokenizer that sizes the vocabulary itself (GPT-2's files, tokenizer.json, a
+     * SentencePiece model) leaves the padding to training's start-up; config.json's
+     * vocab_size is that size */
+    if (a.padded_vocab_size == 0)
+        a.padded_vocab_size = mc_padded_vocab_size((int)mc_args_vocab_from_size(&a),
+                                                   a.make_vocab_size_divisible_by, io.tp);
     return mc_hf_import_run(&io.o, &a);
 }

@@ -159,11 +159,8 @@ static int64_t plan_vocab(const mc_args_t *a)
     if (gpt2 && !readable(a->vocab_file) && !readable(a->merge_file))
         return a->mock_data && !a->vocab_file[0] ? a->vocab_size : 50257;
     char err[512];
-    mc_tokenizer_t *t = mc_tokenizer_build(&(mc_tokenizer_spec_t){.type = a->tokenizer_type,
-                                                                  .vocab_file = a->vocab_file,
-                                                                  .merge_file = a->merge_file,
-                                                                  .vocab_size = a->vocab_size},
-                                           err, sizeof(err));
+    const mc_tokenizer_spec_t spec = mc_tokenizer_spec_of(a);
+    mc_tokenizer_t *t = mc_tokenizer_build(&spec, err, sizeof(err));
     if (!t) mc_user_error("%s", err);
     const int64_t v = mc_tokenizer_vocab_size(t);
     mc_tokenizer_free(t);

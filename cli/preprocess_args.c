@@ -10,6 +10,7 @@
 #include "base/error.h"
 #include "cli/cli.h"
 #include "config/flags_table.h"
+#include "data/tokenizer.h"
 
 #define OPT(x) FIELD_OF(mc_preprocess_args_t, x)
 #define REF(x) REF_OF(mc_preprocess_args_t, x)
@@ -250,12 +251,6 @@ static void need_int_range(const char *name, int64_t v, int64_t lo, int64_t hi)
     if (v > hi) mc_user_error("%s must be <= %lld (got %lld)", name, (long long)hi, (long long)v);
 }
 
-static bool sentencepiece_type(const char *t)
-{
-    return strcmp(t, "SentencePieceTokenizer") == 0 ||
-           strcmp(t, "GPTSentencePieceTokenizer") == 0 || strcmp(t, "Llama2Tokenizer") == 0;
-}
-
 static void check_tokenizer(const mc_preprocess_args_t *a)
 {
     char b[MC_SHOWN_MAX + 4];
@@ -273,7 +268,7 @@ static void check_tokenizer(const mc_preprocess_args_t *a)
                       "GPT2BPETokenizer, NullTokenizer, ...)",
                       mc_shown(t, b));
     }
-    const bool sp = sentencepiece_type(t);
+    const bool sp = mc_tokenizer_is_sentencepiece(t);
     if (k >= N_IMPLEMENTED && !sp)
         mc_user_error("--tokenizer-type %s is not implemented yet in megatron-c (implemented: "
                       "GPT2BPETokenizer, NullTokenizer, HuggingFaceTokenizer, TikTokenizer, "

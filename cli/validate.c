@@ -12,6 +12,7 @@
 #include "base/error.h"
 #include "config/flags.h"
 #include "config/microbatches.h"
+#include "data/tokenizer.h"
 #include "config/pipeline_layout.h"
 #include "data/mock.h"
 
@@ -76,13 +77,6 @@ static void append(char *list, size_t n, bool missing, const char *name)
 }
 
 /* The SentencePiece types: their --tokenizer-model sizes the vocabulary, for mock data too. */
-static bool sentencepiece(const mc_args_t *a)
-{
-    return strcmp(a->tokenizer_type, "SentencePieceTokenizer") == 0 ||
-           strcmp(a->tokenizer_type, "GPTSentencePieceTokenizer") == 0 ||
-           strcmp(a->tokenizer_type, "Llama2Tokenizer") == 0;
-}
-
 /* GPT2BPETokenizer built from --vocab-file/--merge-file: the tokenizer, not --vocab-size, sizes
  * the vocabulary (Megatron passes --vocab-size to NullTokenizer and TikTokenizer only). */
 static bool tokenizer_files(const mc_args_t *a)
@@ -97,7 +91,8 @@ static bool tokenizer_files(const mc_args_t *a)
 static bool tokenizer_model(const mc_args_t *a)
 {
     return strcmp(a->tokenizer_type, "HuggingFaceTokenizer") == 0 ||
-           strcmp(a->tokenizer_type, "TikTokenizer") == 0 || sentencepiece(a);
+           strcmp(a->tokenizer_type, "TikTokenizer") == 0 ||
+           mc_tokenizer_is_sentencepiece(a->tokenizer_type);
 }
 
 /* validate_args' required arguments plus what pretrain needs later, named together the way
@@ -520,9 +515,10 @@ static void position_embeddings(mc_args_t *a)
 
 static void vocabulary(mc_args_t *a)
 {
-    /* sized by the vocabulary file's tokenizer (mc_pretrain pads it) */
+    /* sized by the tokenizer's own files (mc_pretrain pads it); of the --tokenizer-model types
+     * only TikTokenizer takes --vocab-size */
     if (a->vocab_size == 0 || tokenizer_files(a) ||
-        strcmp(a->tokenizer_type, "HuggingFaceTokenizer") == 0)
+        (tokenizer_model(a) && strcmp(a->tokenizer_type, "TikTokenizer") != 0))
         return;
     const int tp = a->tensor_model_parallel_size;
     const int64_t v = mc_args_vocab_from_size(a);

@@ -30,22 +30,8 @@ int mc_data_source_open(mc_data_source_t *s, const mc_args_t *a, bool check_ids,
         s->vocab_size = a->vocab_size;
         s->opts.eod = (int32_t)(a->vocab_size - 1);
     } else {
-        s->tokenizer = mc_tokenizer_build(
-            &(mc_tokenizer_spec_t){
-                .type = a->tokenizer_type,
-                .vocab_file = a->vocab_file,
-                .merge_file = a->merge_file,
-                .tokenizer_model = a->tokenizer_model,
-                .vocab_size = a->vocab_size,
-                .vocab_extra_ids = a->vocab_extra_ids,
-                .tiktoken_pattern = a->tiktoken_pattern[0] ? a->tiktoken_pattern : NULL,
-                .tiktoken_num_special_tokens = a->tiktoken_num_special_tokens,
-                .tiktoken_special_tokens = a->n_tiktoken_special_tokens
-                                               ? (const char *const *)a->tiktoken_special_tokens
-                                               : NULL,
-                .n_tiktoken_special_tokens = a->n_tiktoken_special_tokens,
-                .legacy = a->legacy_tokenizer},
-            err, n);
+        const mc_tokenizer_spec_t spec = mc_tokenizer_spec_of(a);
+        s->tokenizer = mc_tokenizer_build(&spec, err, n);
         if (!s->tokenizer) return -1;
         /* Megatron pads its global (legacy) tokenizer's vocabulary; the datasets take eod and
          * pad from the tokenizer of --legacy-tokenizer's choice (they differ for SentencePiece). */

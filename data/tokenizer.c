@@ -123,15 +123,36 @@ mc_tokenizer_t *mc_tokenizer_build(const mc_tokenizer_spec_t *spec, char *err, s
         t->null_vocab = vocab_size;
         return t;
     }
-    if (strcmp(type, "SentencePieceTokenizer") == 0 ||
-        strcmp(type, "GPTSentencePieceTokenizer") == 0 || strcmp(type, "Llama2Tokenizer") == 0)
-        return sp_build(spec, err, n);
+    if (mc_tokenizer_is_sentencepiece(type)) return sp_build(spec, err, n);
     mc_errf(err, n,
             "tokenizer type '%s' is not supported (supported: GPT2BPETokenizer, "
             "HuggingFaceTokenizer, TikTokenizer, NullTokenizer, SentencePieceTokenizer, "
             "GPTSentencePieceTokenizer, Llama2Tokenizer)",
             type);
     return NULL;
+}
+
+mc_tokenizer_spec_t mc_tokenizer_spec_of(const mc_args_t *a)
+{
+    return (mc_tokenizer_spec_t){
+        .type = a->tokenizer_type,
+        .vocab_file = a->vocab_file,
+        .merge_file = a->merge_file,
+        .tokenizer_model = a->tokenizer_model,
+        .vocab_size = a->vocab_size,
+        .vocab_extra_ids = a->vocab_extra_ids,
+        .tiktoken_pattern = a->tiktoken_pattern[0] ? a->tiktoken_pattern : NULL,
+        .tiktoken_num_special_tokens = a->tiktoken_num_special_tokens,
+        .tiktoken_special_tokens =
+            a->n_tiktoken_special_tokens ? (const char *const *)a->tiktoken_special_tokens : NULL,
+        .n_tiktoken_special_tokens = a->n_tiktoken_special_tokens,
+        .legacy = a->legacy_tokenizer};
+}
+
+bool mc_tokenizer_is_sentencepiece(const char *type)
+{
+    return strcmp(type, "SentencePieceTokenizer") == 0 ||
+           strcmp(type, "GPTSentencePieceTokenizer") == 0 || strcmp(type, "Llama2Tokenizer") == 0;
 }
 
 void mc_tokenizer_free(mc_tokenizer_t *t)

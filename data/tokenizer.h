@@ -13,6 +13,8 @@
 #include <stdint.h>
 #include <stdlib.h>
 
+#include "config/args.h"
+
 /* A growable id vector. */
 typedef struct {
     int32_t *v;
@@ -62,7 +64,13 @@ typedef struct {
  * "NullTokenizer" (needs vocab_size). NULL with one line in err on failure (missing/malformed
  * files named). */
 mc_tokenizer_t *mc_tokenizer_build(const mc_tokenizer_spec_t *spec, char *err, size_t n);
+/* The spec of training's arguments (pointing into a). */
+mc_tokenizer_spec_t mc_tokenizer_spec_of(const mc_args_t *a);
 void mc_tokenizer_free(mc_tokenizer_t *t);
+
+/* SentencePieceTokenizer, GPTSentencePieceTokenizer or Llama2Tokenizer: a type whose
+ * --tokenizer-model is a SentencePiece .model file. */
+bool mc_tokenizer_is_sentencepiece(const char *type);
 
 /* Megatron's tokenizer.vocab_size (GPT-2: 50257; Null: vocab_size + 1) and tokenizer.eod
  * (-1 for a SentencePiece model without an eos piece). */

@@ -179,6 +179,31 @@ else
     skip "the GPT-2 tokenizer's files travel with the model" "no $GPT2_VOCAB"
 fi
 
+# ---- HuggingFaceTokenizer's tokenizer.json and a SentencePiece model travel with the model too ----
+FX=${MC_FIXTURES:-$ROOT/test/fixtures}/tokenizers
+for k in hf sp; do
+    if [ $k = hf ]; then TOK=(--tokenizer-type HuggingFaceTokenizer --tokenizer-model "$FX/llama3") files="tokenizer.json tokenizer_config.json"
+    else TOK=(--tokenizer-type Llama2Tokenizer --tokenizer-model "$FX/sp_bpe_bytefallback.model") files=tokenizer.model; fi
+    "$MC_BIN" "${MODEL_FLAGS[@]}" "${LLAMA[@]}" --num-layers 1 "${TOK[@]}" --train-iters 1 \
+        --save "$T/ck_tok$k" --save-interval 1 >"$T/tok$k.log" 2>&1
+    "$MC_BIN" export-hf --load "$T/ck_tok$k" --output "$T/hf_tok$k" >"$T/exp.out" 2>&1
+    eod=$(sed -nE 's/.*"eos_token_id": ([0-9]+).*/\1/p' "$T/hf_tok$k/generation_config.json")
+    voc=$(sed -nE 's/.*"vocab_size": ([0-9]+).*/\1/p' "$T/hf_tok$k/config.json")
+    src=$([ $k = hf ] && echo "$FX/llama3/tokenizer.json" || echo "$FX/sp_bpe_bytefallback.model")
+    check "tokenizer $k: ${files% *} exported as the trained one's, eos $eod, vocab_size $voc ($(last_line "$T/exp.out"))" \
+        bash -c "cmp -s '$src' '$T/hf_tok$k/${files%% *}' && [ -n '$eod' ] && [ -n '$voc' ] && [ '$voc' -lt 2048 ]"
+    "$MC_BIN" import-hf --hf-dir "$T/hf_tok$k" --save "$T/imp_tok$k" >"$T/imp.out" 2>&1
+    "$MC_BIN" export-hf --load "$T/imp_tok$k" --output "$T/re_tok$k" >/dev/null 2>&1
+    check "tokenizer $k: imported with the checkpoint ($(last_line "$T/imp.out")), exported again the same" bash -c "
+        for f in $files model.safetensors config.json generation_config.json; do
+            cmp -s '$T/hf_tok$k/'\$f '$T/re_tok$k/'\$f || exit 1; done"
+    "$MC_BIN" --use-checkpoint-args --load "$T/imp_tok$k" --finetune --device cpu --mock-data \
+        --micro-batch-size 2 --global-batch-size 8 --lr 3e-3 --train-iters 1 --log-interval 1 \
+        --eval-iters 0 --seed 1234 >"$T/tokft$k.log" 2>&1
+    check "tokenizer $k: training from the import builds its tokenizer ($(grep -m1 'building .* tokenizer' "$T/tokft$k.log"))" \
+        grep -q "building $( [ $k = hf ] && echo HuggingFaceTokenizer || echo Llama2Tokenizer) tokenizer" "$T/tokft$k.log"
+done
+
 # ---- Megatron-LM's own torch_dist checkpoint (tp2pp1, shared/data/megatron-ref) ----
 MREF=${MEGATRON_C_SHARED:-$ROOT/../shared}/data/megatron-ref/torch_dist/tp2pp1
 if [ ! -d "$MREF" ]; then
