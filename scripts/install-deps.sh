@@ -2,8 +2,9 @@
 # Installs the Debian packages megatron-c needs that are missing (apt-get). Safe to re-run.
 #   scripts/install-deps.sh           build + test dependencies
 #   scripts/install-deps.sh --torch   also python3-torch (PyTorch fixtures and the CPU benchmark)
-#   scripts/install-deps.sh --torch2  also build/venv-torch2: PyTorch 2.x from PyPI, CPU only
-#                                     (about 1.4 GB), for test/integration/test_dcp_pytorch.sh
+#   scripts/install-deps.sh --torch2  also build/venv-torch2: PyTorch 2.x from PyPI, CPU only,
+#                                     and transformers (about 1.5 GB), for
+#                                     test/integration/test_dcp_pytorch.sh and test_hf.sh's logits
 # All also make build/venv-tb, a private venv with the tensorboard package from PyPI, whose own
 # reader test/integration/test_tensorboard.sh checks the event files with (skipped without it),
 # build/venv-tok, the tokenizer libraries Megatron calls (the tokenizer tests' references),
@@ -94,7 +95,7 @@ torch2_venv() {
     local venv=$root/build/venv-torch2 py=/usr/bin/python3 pip have start=$SECONDS
     [ -x "$py" ] || py=python3
     pip=("$venv/bin/pip" install -q --no-cache-dir --disable-pip-version-check)
-    if have=$("$venv/bin/python" -c 'import torch, torch.distributed.checkpoint; print(torch.__version__)' 2>/dev/null) &&
+    if have=$("$venv/bin/python" -c 'import torch, torch.distributed.checkpoint, transformers; print(torch.__version__)' 2>/dev/null) &&
         [ "${have%%+*}" = "$TORCH2_VERSION" ]; then
         echo "install-deps: torch $have present in build/venv-torch2"
         return 0
@@ -110,7 +111,8 @@ torch2_venv() {
     if ! { "$py" -m venv "$venv" &&
         "${pip[@]}" filelock 'typing-extensions>=4.13.0' 'setuptools>=77.0.3' 'sympy>=1.13.3' mpmath \
             'networkx>=2.5.1' jinja2 MarkupSafe 'fsspec>=0.8.5' numpy &&
-        "${pip[@]}" --no-deps "torch==$TORCH2_VERSION"; }; then
+        "${pip[@]}" --no-deps "torch==$TORCH2_VERSION" &&
+        "${pip[@]}" transformers safetensors; }; then
         echo "install-deps: WARNING: could not install torch $TORCH2_VERSION into build/venv-torch2" \
              "(PyPI unreachable?); test/integration/test_dcp_pytorch.sh will be skipped" >&2
         return 0
