@@ -19,8 +19,8 @@
 
 struct mc_spm {
     sentencepiece::SentencePieceProcessor proc;
-    uint64_t gen;   // unique per load, never 0: tags this model's chunk-cache entries
-    bool chunk_ok;  // encode(text) is the concatenation of encode over its space-split chunks
+    uint64_t gen;  // unique per load, never 0: tags this model's chunk-cache entries
+    bool chunk_ok; // encode(text) is the concatenation of encode over its space-split chunks
     std::vector<int> empty_chunk; // what an empty chunk encodes to in context (see spm_encode)
 };
 

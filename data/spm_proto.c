@@ -28,17 +28,13 @@ static int field(rd_t *r, uint32_t *num, uint64_t *val, rd_t *sub)
     if (varint(r, &key) != 0) return -1;
     *num = (uint32_t)(key >> 3);
     switch (key & 7) {
-    case 0:
-        return varint(r, val);
+    case 0: return varint(r, val);
     case 1:
-    case 5:
-        len = (key & 7) == 1 ? 8 : 4;
-        break;
+    case 5: len = (key & 7) == 1 ? 8 : 4; break;
     case 2:
         if (varint(r, &len) != 0) return -1;
         break;
-    default:
-        return -1;
+    default: return -1;
     }
     if (len > (uint64_t)(r->end - r->p)) return -1;
     *sub = (rd_t){r->p, r->p + len};
