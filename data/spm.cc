@@ -82,10 +82,10 @@ static bool lone_space_word(mc_spm_t *sp)
 }
 
 /* Per-thread chunk cache, as data/bpe.c's piece cache: direct-mapped, keyed by the chunk's bytes
- * in full and the model's gen; bounded (chunks of at most CC_MAXLEN bytes and CC_MAXIDS ids, a
- * collision overwrites). thread_local: no lock while workers encode at once, and the table is
+ * in full and the model's gen; bounded (chunks of at most CC_MAXLEN bytes and CC_MAXIDS ids; CC_WAYS
+ * slots per hash, a miss evicts the oldest). thread_local: no lock while workers encode at once, and the table is
  * freed at thread exit (and at exit for the main thread). */
-enum { CC_BITS = 16, CC_N = 1 << CC_BITS, CC_MAXLEN = 46, CC_MAXIDS = 12 };
+enum { CC_BITS = 17, CC_N = 1 << CC_BITS, CC_WAYS = 4, CC_MAXLEN = 46, CC_MAXIDS = 12 };
 
 struct cc_slot {
     uint64_t gen; // 0: empty
@@ -94,28 +94,70 @@ struct cc_slot {
     unsigned char bytes[CC_MAXLEN];
 };
 
-static thread_local std::unique_ptr<cc_slot[]> cc_table;
+// tag[i]: 16 bits of slot i's hash, a small array (256 KiB) that stays in cache, so a lookup
+// reads only the slot whose tag matches instead of every way of the set
+struct cc_table_t {
+    uint16_t tag[CC_N];
+    cc_slot slot[CC_N];
+};
+
+static thread_local std::unique_ptr<cc_table_t> cc_table;
 
 static uint64_t cc_hash(const char *s, size_t n)
 {
-    uint64_t h = 1469598103934665603ull; // FNV-1a, then a final mix for the top bits
-    for (size_t i = 0; i < n; i++) h = (h ^ (unsigned char)s[i]) * 1099511628211ull;
-    h ^= h >> 29;
-    h *= 0xbf58476d1ce4e5b9ull;
-    return h ^ (h >> 32);
+    uint64_t h = n * 0x9e3779b97f4a7c15ull; // 8 bytes at a time, multiply-xorshift mixed
+    for (; n >= 8; s += 8, n -= 8) {
+        uint64_t w;
+        std::memcpy(&w, s, 8);
+        h = (h ^ w) * 0xbf58476d1ce4e5b9ull;
+        h ^= h >> 31;
+    }
+    uint64_t w = 0;
+    std::memcpy(&w, s, n);
+    h = (h ^ w) * 0x94d049bb133111ebull;
+    return h ^ (h >> 29);
 }
 
-/* Appends Encode(chunk) to v, through the cache. */
+static size_t cc_set(uint64_t h) { return (h >> (64 - CC_BITS)) & ~(size_t)(CC_WAYS - 1); }
+
+/* The hash of chunk s[0..n) (0: not cached), its slot prefetched when its tag is there, so that
+ * the memory read overlaps the work on the chunk before it. */
+static uint64_t cc_prefetch(const char *s, size_t n)
+{
+    if (n == 0 || n > CC_MAXLEN) return 0;
+    const uint64_t h = cc_hash(s, n);
+    if (cc_table) {
+        const size_t set = cc_set(h);
+        for (int k = 0; k < CC_WAYS; k++)
+            if (cc_table->tag[set + k] == static_cast<uint16_t>(h)) {
+                const char *e = reinterpret_cast<const char *>(&cc_table->slot[set + k]);
+                __builtin_prefetch(e);
+                __builtin_prefetch(e + sizeof(cc_slot) - 1);
+            }
+    }
+    return h;
+}
+
+/* Appends Encode(chunk) to v, through the cache; h: cc_prefetch's hash of it. */
 static sentencepiece::util::Status encode_chunk(const mc_spm_t *sp, const char *s, size_t n,
-                                                std::vector<int> *v)
+                                                uint64_t h, std::vector<int> *v)
 {
     cc_slot *slot = nullptr;
+    uint16_t *tag = nullptr, t = 0;
     if (n <= CC_MAXLEN) {
-        if (!cc_table) cc_table.reset(new cc_slot[CC_N]());
-        slot = &cc_table[cc_hash(s, n) >> (64 - CC_BITS)];
-        if (slot->gen == sp->gen && slot->len == n && std::memcmp(slot->bytes, s, n) == 0) {
-            v->insert(v->end(), slot->ids, slot->ids + slot->nids);
-            return sentencepiece::util::Status();
+        if (!cc_table) cc_table.reset(new cc_table_t());
+        // CC_WAYS slots per hash, newest first: a miss shifts them and fills the first
+        const size_t set = cc_set(h);
+        tag = &cc_table->tag[set];
+        slot = &cc_table->slot[set];
+        t = static_cast<uint16_t>(h);
+        for (int k = 0; k < CC_WAYS; k++) {
+            const cc_slot *e = &slot[k];
+            if (tag[k] == t && e->gen == sp->gen && e->len == n &&
+                std::memcmp(e->bytes, s, n) == 0) {
+                v->insert(v->end(), e->ids, e->ids + e->nids);
+                return sentencepiece::util::Status();
+            }
         }
     }
     std::vector<int> w;
@@ -123,6 +165,9 @@ static sentencepiece::util::Status encode_chunk(const mc_spm_t *sp, const char *
     if (!st.ok()) return st;
     v->insert(v->end(), w.begin(), w.end());
     if (slot && w.size() <= CC_MAXIDS) {
+        std::memmove(slot + 1, slot, (CC_WAYS - 1) * sizeof(cc_slot));
+        std::memmove(tag + 1, tag, (CC_WAYS - 1) * sizeof(uint16_t));
+        tag[0] = t;
         slot->gen = sp->gen;
         slot->len = static_cast<uint8_t>(n);
         slot->nids = static_cast<uint8_t>(w.size());
@@ -140,17 +185,28 @@ static sentencepiece::util::Status spm_encode(const mc_spm_t *sp, std::string_vi
         return sp->proc.Encode(text, v);
     v->clear();
     if (text.empty()) return sentencepiece::util::Status();
-    for (size_t at = 0;;) { // a text with k spaces has k + 1 chunks, empty ones included
-        size_t end = text.find(' ', at);
-        if (end == std::string_view::npos) end = text.size();
+    // a text with k spaces has k + 1 chunks, empty ones included; the next chunk's slot is
+    // prefetched while this one is encoded
+    size_t at = 0, end = std::min(text.find(' '), text.size());
+    uint64_t h = cc_prefetch(text.data(), end);
+    for (;;) {
+        const bool last = end == text.size();
+        size_t next = end + 1, next_end = 0;
+        uint64_t next_h = 0;
+        if (!last) {
+            next_end = std::min(text.find(' ', next), text.size());
+            next_h = cc_prefetch(text.data() + next, next_end - next);
+        }
         if (end > at) {
-            const auto st = encode_chunk(sp, text.data() + at, end - at, v);
+            const auto st = encode_chunk(sp, text.data() + at, end - at, h, v);
             if (!st.ok()) return st;
         } else {
             v->insert(v->end(), sp->empty_chunk.begin(), sp->empty_chunk.end());
         }
-        if (end == text.size()) break;
-        at = end + 1;
+        if (last) break;
+        at = next;
+        end = next_end;
+        h = next_h;
     }
     return sentencepiece::util::Status();
 }
