@@ -2,8 +2,8 @@
  * per thread) gives the library's ids exactly, on cases aimed at the split (whitespace of every
  * kind at chunk edges, NFKC-made spaces, punctuation, long chunks, literal U+2581, bytes that are
  * not UTF-8), on every tinyshakespeare document (skipped without ../shared or
- * $MEGATRON_C_SHARED), and with several threads at once; it is on only for the BPE fixture
- * model, off for the unigram one; data/spm_proto.c reads the model flags it rests on. */
+ * $MEGATRON_C_SHARED), and with several threads at once, for both BPE fixture models (two flag
+ * sets); it is off for the unigram one; data/spm_proto.c reads the model flags it rests on. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
@@ -62,16 +62,24 @@ static const char *const cases[] = {
     "\xff \xfe\xfd x\xc3 \xe2\x96 \xc3(", "\x80 \xe2 \xe2\x82 ", /* not UTF-8 */
     "wwwwwwwwwwwwwwwwwwwwwwwwwwwwwwwwwwwwwwwwwwwwwwwwwwwwwwwwwwwwwwwwwwwwwww x",
     "supercalifragilisticexpialidocious supercalifragilisticexpialidocious",
+    "[INST] x[INST]y [INST]", "\xe4\xb8\xad\xe6\x96\x87 \xe4\xb8\xad \xd0\xaf\xd0\xaf", /* unknowns */
 };
+
+/* Both flag sets the cache is on for: identity normalisation keeping every space (byte
+ * fallback), and NFKC removing extra whitespace (<unk>, a user-defined symbol). */
+static const char *const bpe_models[] = {"tokenizers/sp_bpe_bytefallback.model",
+                                         "tokenizers/sp_bpe_nfkc.model"};
 
 static void test_cases(void **state)
 {
     (void)state;
-    mc_spm_t *sp = load("tokenizers/sp_bpe_bytefallback.model");
-    assert_true(mc_spm_chunk_cache(sp));
-    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
-        same_ids(sp, cases[i], strlen(cases[i]));
-    mc_spm_free(sp);
+    for (int m = 0; m < 2; m++) {
+        mc_spm_t *sp = load(bpe_models[m]);
+        assert_true(mc_spm_chunk_cache(sp));
+        for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
+            same_ids(sp, cases[i], strlen(cases[i]));
+        mc_spm_free(sp);
+    }
 }
 
 /* Unigram's Viterbi sums float scores over the whole text: not split, so no cache. */
@@ -105,7 +113,7 @@ static void test_corpus_threads(void **state)
     snprintf(path, sizeof(path), "%s/data/text/tinyshakespeare.jsonl", d && *d ? d : "../shared");
     FILE *f = fopen(path, "r");
     if (!f) skip();
-    corpus_t c = {load("tokenizers/sp_bpe_bytefallback.model"), NULL, 0};
+    corpus_t c = {NULL, NULL, 0};
     char line[1 << 16];
     while (fgets(line, sizeof(line), f)) {
         json_t *j = json_loads(line, 0, NULL);
@@ -118,12 +126,16 @@ static void test_corpus_threads(void **state)
     }
     fclose(f);
     assert_true(c.n > 100);
-    pthread_t th[3];
-    for (int i = 0; i < 3; i++) assert_int_equal(pthread_create(&th[i], NULL, encode_all, &c), 0);
-    for (int i = 0; i < 3; i++) pthread_join(th[i], NULL);
+    for (int m = 0; m < 2; m++) {
+        c.sp = load(bpe_models[m]);
+        pthread_t th[3];
+        for (int i = 0; i < 3; i++)
+            assert_int_equal(pthread_create(&th[i], NULL, encode_all, &c), 0);
+        for (int i = 0; i < 3; i++) pthread_join(th[i], NULL);
+        mc_spm_free((mc_spm_t *)c.sp);
+    }
     for (size_t i = 0; i < c.n; i++) free(c.text[i]);
     free(c.text);
-    mc_spm_free((mc_spm_t *)c.sp);
 }
 
 /* The hand-read ModelProto fields: defaults, nested messages, and bad bytes refused. */
