@@ -101,7 +101,12 @@ struct cc_table_t {
     cc_slot slot[CC_N];
 };
 
-static thread_local std::unique_ptr<cc_table_t> cc_table;
+struct cc_free {
+    void operator()(cc_table_t *t) const { std::free(t); }
+};
+
+// calloc: zero pages come from the kernel as they are touched, not memset up front
+static thread_local std::unique_ptr<cc_table_t, cc_free> cc_table;
 
 static uint64_t cc_hash(const char *s, size_t n)
 {
@@ -145,7 +150,10 @@ static sentencepiece::util::Status encode_chunk(const mc_spm_t *sp, const char *
     cc_slot *slot = nullptr;
     uint16_t *tag = nullptr, t = 0;
     if (n <= CC_MAXLEN) {
-        if (!cc_table) cc_table.reset(new cc_table_t());
+        if (!cc_table) {
+            cc_table.reset(static_cast<cc_table_t *>(std::calloc(1, sizeof(cc_table_t))));
+            if (!cc_table) throw std::bad_alloc();
+        }
         // CC_WAYS slots per hash, newest first: a miss shifts them and fills the first
         const size_t set = cc_set(h);
         tag = &cc_table->tag[set];
