@@ -6,6 +6,7 @@
 #ifndef MC_DATA_SPM_H
 #define MC_DATA_SPM_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -33,9 +34,15 @@ const char *mc_spm_id_to_piece(const mc_spm_t *sp, int32_t id, size_t *len);
 int32_t mc_spm_piece_to_id(const mc_spm_t *sp, const char *piece);
 
 /* SentencePieceProcessor::Encode of text[0..len) as ids (Python's encode_as_ids): *ids is
- * malloc'd (NULL when *count is 0). 0, or -1 with err. */
-int mc_spm_encode(const mc_spm_t *sp, const char *text, size_t len, int32_t **ids, size_t *count,
-                  char *err, size_t n);
+ * malloc'd (NULL when *count is 0). 0, or -1 with err. cached: through a per-thread cache of the
+ * ids of text's space-separated chunks, where the model allows that exactly (mc_spm_chunk_cache;
+ * the same ids either way, only faster). */
+int mc_spm_encode(const mc_spm_t *sp, const char *text, size_t len, bool cached, int32_t **ids,
+                  size_t *count, char *err, size_t n);
+
+/* Whether this model's encode may use the chunk cache (see data/spm.cc: BPE models whose
+ * whitespace flags and pieces make encoding split exactly at spaces). */
+bool mc_spm_chunk_cache(const mc_spm_t *sp);
 
 /* SentencePieceProcessor::Decode of ids (Python's decode_ids): malloc'd, NUL-terminated, *len
  * bytes. NULL on an id outside [0, piece_size) or out of memory. */

@@ -155,7 +155,7 @@ static int encode_plain(const mc_sp_tok_t *t, const char *text, size_t len, mc_i
 {
     int32_t *v;
     size_t count;
-    if (mc_spm_encode(t->sp, text, len, &v, &count, err, n) != 0) return -1;
+    if (mc_spm_encode(t->sp, text, len, true, &v, &count, err, n) != 0) return -1;
     int rc = 0;
     for (size_t i = 0; i < count && rc == 0; i++) rc = mc_ids_push(ids, v[i]);
     free(v);

@@ -71,6 +71,9 @@ same "SentencePieceTokenizer --legacy-tokenizer, unigram, 12 extra ids (special 
     "$UNI" SentencePieceTokenizer --legacy-tokenizer --vocab-extra-ids 12
 same "SentencePieceTokenizer --legacy-tokenizer, BPE (<PAD> added)" "$BPE" SentencePieceTokenizer --legacy-tokenizer
 same "GPTSentencePieceTokenizer --legacy-tokenizer, unigram" "$UNI" GPTSentencePieceTokenizer --legacy-tokenizer
+same "GPTSentencePieceTokenizer, BPE with NFKC and extra whitespace removed (<unk>)" "$FIX/sp_bpe_nfkc.model" GPTSentencePieceTokenizer
+same "SentencePieceTokenizer --legacy-tokenizer, BPE with NFKC (special tokens split)" \
+    "$FIX/sp_bpe_nfkc.model" SentencePieceTokenizer --legacy-tokenizer --vocab-extra-ids 3
 
 # ---- training: the legacy class's vocabulary padded; data made by it ----
 "$MC_BIN" "${PP[@]}" --input "$JSONL" --tokenizer-type SentencePieceTokenizer --tokenizer-model "$UNI" \

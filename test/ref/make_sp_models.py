@@ -14,6 +14,9 @@ reproducible with the same sentencepiece version.
 * sp_unigram.model: unigram, 2000 pieces, sentencepiece's defaults (NFKC normalisation, extra
   whitespace removed) with a pad piece at id 3 and two user-defined symbols, one of which is
   also one of Megatron's legacy special tokens ('<MASK>').
+* sp_bpe_nfkc.model: BPE, 1000 pieces, sentencepiece's defaults (NFKC normalisation, extra
+  whitespace removed, no byte fallback: unknown characters are <unk>) and a user-defined
+  symbol: the other flag set under which data/spm.cc's chunk cache is on.
 """
 import os
 import sys
@@ -37,7 +40,10 @@ def main():
     spm.SentencePieceTrainer.train(
         model_prefix=os.path.join(out, "sp_unigram"), model_type="unigram", vocab_size=2000,
         pad_id=3, user_defined_symbols=["<MASK>", "[INST]"], **common)
-    for name in ("sp_bpe_bytefallback", "sp_unigram"):
+    spm.SentencePieceTrainer.train(
+        model_prefix=os.path.join(out, "sp_bpe_nfkc"), model_type="bpe", vocab_size=1000,
+        user_defined_symbols=["[INST]"], **common)
+    for name in ("sp_bpe_bytefallback", "sp_unigram", "sp_bpe_nfkc"):
         os.remove(os.path.join(out, name + ".vocab"))  # the .model holds everything
         sp = spm.SentencePieceProcessor(model_file=os.path.join(out, name + ".model"))
         print(name, "pieces", sp.get_piece_size(), "unk/bos/eos/pad", sp.unk_id(), sp.bos_id(),

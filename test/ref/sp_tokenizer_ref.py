@@ -129,6 +129,19 @@ def stress_docs():
         "a" * 300, "ab " * 200, "\u0000nul and \u0001 controls \u007f",
         "First Citizen:<EOD>\nBefore we proceed any further, hear me speak.<s>All:</s>",
     ]
+    # aimed at data/spm.cc's chunk cache (encode split at ASCII spaces): whitespace of every
+    # kind at chunk edges, NFKC-made spaces, punctuation-only and very long chunks, literal ▁
+    docs += [
+        "a    b", "   lead", "trail   ", " x ", "a \tb", "a\t b", "a \n\n b", "\t\tx\t",
+        "a \u00a0 b", "a\u00a0 b", "a \u00a0b", "a \u3000 b", "\u3000a\u3000 \u3000b\u3000",
+        "a \u2003 b \u2028 c \u200b d", "x \u00a8 y \u00a8y x\u00a8 \u00b4 \u02dc \u309b \u309c",
+        "\uff01\uff01 !!! ... ?! \u3002 , ;", "a . b , c", " . ", "(a) [b] {c}",
+        "w" * 60 + " " + "w" * 60, "x" * 45 + " " + "y" * 46 + " " + "z" * 47,
+        "supercalifragilisticexpialidocious " * 20, "the the the  the   the",
+        "a\u2581 b", "a \u2581b", "a\u2581\u2581 \u2581", "\u2581",
+        "\U0001f600 \U0001f600\U0001f600 x\U0001f600", "\u0000 \u0001a \u007f b\u0085 c",
+        "\u00ad soft \u00adhyphen", "\ufe0f \u200d \u2060 x",
+    ]
     return docs
 
 
