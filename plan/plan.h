@@ -88,6 +88,12 @@ void mc_plan_time(const mc_args_t *args, const mc_cluster_t *cl, const mc_memory
 double mc_plan_gemm_seconds(const mc_gpu_t *g, double batch, double M, double N, double K, double e,
                             double *eff);
 
+/* One layer's forward GEMMs on one GPU (M x N x K: linear_qkv, linear_proj, linear_fc1,
+ * linear_fc2 with this tp's slices): what the time model charges and the report lists. */
+#define MC_PLAN_LAYER_GEMMS 4
+extern const char *const mc_plan_layer_gemm_names[MC_PLAN_LAYER_GEMMS];
+void mc_plan_layer_gemms(const mc_args_t *args, double shapes[MC_PLAN_LAYER_GEMMS][3]);
+
 /* The memory plan on the cluster's GPU (mc_trainer_memory on the sizing backend) and its total
  * in bytes. */
 double mc_plan_memory(const mc_args_t *args, const char *device, mc_memory_plan_t *out);

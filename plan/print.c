@@ -37,23 +37,18 @@ void mc_plan_layout_flags(const mc_args_t *a, char *buf, size_t n)
 /* The layer's four GEMMs on this GPU, with what the model predicts for each. */
 static void print_gemms(FILE *out, const mc_args_t *a, const mc_cluster_t *cl)
 {
-    const double t = a->tensor_model_parallel_size, h = a->hidden_size;
-    const double M = (double)a->micro_batch_size * a->seq_length, hd = a->kv_channels;
-    const double Q = (a->num_attention_heads + 2.0 * a->num_query_groups) * hd;
-    const double A = a->num_attention_heads * hd, F = a->ffn_hidden_size;
-    const double shapes[4][3] = {
-        {M, Q / t, h}, {M, h, A / t}, {M, (a->swiglu ? 2 : 1) * F / t, h}, {M, h, F / t}};
-    const char *names[4] = {"linear_qkv", "linear_proj", "linear_fc1", "linear_fc2"};
+    double shapes[MC_PLAN_LAYER_GEMMS][3];
+    mc_plan_layer_gemms(a, shapes);
     const double e = (a->fp16 || a->bf16) ? 2 : 4;
     fprintf(out,
             "> GEMMs of one layer's forward on one GPU (M x N x K; fraction of the %s's "
             "%.0f TFLOP/s the model gives them):\n",
             cl->gpu.long_name, cl->gpu.peak_tflops);
-    for (int i = 0; i < 4; i++) {
+    for (int i = 0; i < MC_PLAN_LAYER_GEMMS; i++) {
         double eff;
         mc_plan_gemm_seconds(&cl->gpu, 1, shapes[i][0], shapes[i][1], shapes[i][2], e, &eff);
-        fprintf(out, "    %-12s %7.0f x %6.0f x %6.0f   %5.1f%%\n", names[i], shapes[i][0],
-                shapes[i][1], shapes[i][2], 100 * eff);
+        fprintf(out, "    %-12s %7.0f x %6.0f x %6.0f   %5.1f%%\n", mc_plan_layer_gemm_names[i],
+                shapes[i][0], shapes[i][1], shapes[i][2], 100 * eff);
     }
 }
 

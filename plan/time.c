@@ -49,15 +49,28 @@ static double ring_s(double sent, int steps, double gbps)
     return sent / (gbps * 1e9 * MC_PLAN_LINK_FRACTION) + steps * MC_PLAN_STEP_LATENCY_S;
 }
 
-/* Forward of one layer's GEMMs and core attention on this GPU. */
-static double layer_gemms_f(const dims_t *d)
+const char *const mc_plan_layer_gemm_names[MC_PLAN_LAYER_GEMMS] = {"linear_qkv", "linear_proj",
+                                                                   "linear_fc1", "linear_fc2"};
+
+void mc_plan_layer_gemms(const mc_args_t *a, double shapes[MC_PLAN_LAYER_GEMMS][3])
 {
-    const mc_gpu_t *g = d->g;
-    const double t = d->t;
-    double s = mc_plan_gemm_seconds(g, 1, d->M, d->Q / t, d->h, d->e, NULL) +
-               mc_plan_gemm_seconds(g, 1, d->M, d->h, d->A / t, d->e, NULL) +
-               mc_plan_gemm_seconds(g, 1, d->M, d->fc1 / t, d->h, d->e, NULL) +
-               mc_plan_gemm_seconds(g, 1, d->M, d->h, d->F / t, d->e, NULL);
+    const double t = a->tensor_model_parallel_size, h = a->hidden_size;
+    const double M = (double)a->micro_batch_size * a->seq_length, hd = a->kv_channels;
+    const double Q = (a->num_attention_heads + 2.0 * a->num_query_groups) * hd;
+    const double A = a->num_attention_heads * hd, F = a->ffn_hidden_size;
+    const double fc1 = a->swiglu ? 2 * F : F;
+    const double rows[MC_PLAN_LAYER_GEMMS][3] = {
+        {M, Q / t, h}, {M, h, A / t}, {M, fc1 / t, h}, {M, h, F / t}};
+    memcpy(shapes, rows, sizeof(rows));
+}
+
+/* Forward of one layer's GEMMs on this GPU. */
+static double layer_gemms_f(const mc_args_t *a, const dims_t *d)
+{
+    double sh[MC_PLAN_LAYER_GEMMS][3], s = 0;
+    mc_plan_layer_gemms(a, sh);
+    for (int i = 0; i < MC_PLAN_LAYER_GEMMS; i++)
+        s += mc_plan_gemm_seconds(d->g, 1, sh[i][0], sh[i][1], sh[i][2], d->e, NULL);
     return s;
 }
 
@@ -197,8 +210,9 @@ static void stage_time(const mc_args_t *a, const dims_t *d, const mc_gpt_config_
     double core_f, core_b, head_f, head_b;
     core_attention(d, &core_f, &core_b);
     const double ew = layer_elementwise_bytes(d);
-    const double lf = layer_gemms_f(d) + core_f + mem_s(d->g, ew);
-    const double lb = 2 * layer_gemms_f(d) + core_b + mem_s(d->g, 2 * ew);
+    const double gemms = layer_gemms_f(a, d);
+    const double lf = gemms + core_f + mem_s(d->g, ew);
+    const double lb = 2 * gemms + core_b + mem_s(d->g, 2 * ew);
     const bool selective = strcmp(a->recompute_granularity, "selective") == 0;
     const double tgbps = tp_gbps(a, cl);
     /* Megatron's rank order (tp, dp, pp): stages meet on the network unless one node holds all */
