@@ -27,7 +27,7 @@ CFLAGS  += -Werror
 HOST_CXXFLAGS += -Werror
 endif
 
-# PMIx (dist/runtime.c) and MPI (dist/comm_mpi.c), flags from their own tools. PMIx's
+# PMIx (comm/runtime.c) and MPI (comm/comm_mpi.c), flags from their own tools. PMIx's
 # headers live under a private prefix and need gnu11 (DESIGN, Build facts).
 PMIX_CFLAGS := $(shell pkg-config --cflags pmix 2>/dev/null)
 PMIX_LIBS   := $(shell pkg-config --libs pmix 2>/dev/null)
@@ -88,7 +88,7 @@ NVCCFLAGS := -O3 -std=c++17 -I. -Xcompiler -Wall \
 ifeq ($(NVCC_WERROR),1)
 NVCCFLAGS += -Werror all-warnings
 endif
-# NCCL (dist/comm_nccl.c): headers and library under NCCL_HOME (CUDA_HOME by default, where
+# NCCL (comm/comm_nccl.c): headers and library under NCCL_HOME (CUDA_HOME by default, where
 # the CUDA 13 wheels put it: include/ and lib/).
 ifeq ($(CUDA),1)
 CFLAGS  += -DMC_WITH_CUDA=1 -I$(CUDA_HOME)/include -I$(NCCL_HOME)/include
@@ -117,7 +117,7 @@ endif
 # Whether this machine can build the emulated device: g++ and the CUDA and NCCL headers.
 EMU_OK := $(and $(shell command -v $(CXX) 2>/dev/null),$(wildcard $(CUDA_HOME)/include/cublasLt.h),$(wildcard $(CUDA_HOME)/include/mma.h),$(wildcard $(NCCL_HOME)/include/nccl.h))
 
-LIB_SRC := $(wildcard base/*.c config/*.c dist/*.c kernels/*.c kernels/cpu/*.c model/*.c data/*.c torchfmt/*.c \
+LIB_SRC := $(wildcard base/*.c config/*.c comm/*.c kernels/*.c kernels/cpu/*.c model/*.c data/*.c torchfmt/*.c \
                      parallel/*.c optim/*.c ckpt/*.c train/*.c plan/*.c cli/*.c)
 LIB_CXX := $(wildcard data/*.cc)
 LIB_OBJ := $(LIB_SRC:%.c=$(BUILD)/%.o) $(LIB_CXX:%.cc=$(BUILD)/%.o) $(CU_SRC:%.cu=$(BUILD)/%.cu.o) $(EMU_OBJ)
@@ -213,9 +213,9 @@ $(BUILD)/test/mpi/%: test/mpi/%.c $(LIB_OBJ)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -MMD -MP $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
-$(BUILD)/test/mpi/test_comm_nccl: test/mpi/test_comm_mpi.c test/fake/fake_cuda.c dist/comm_nccl.c \
-                                  $(filter-out $(BUILD)/dist/comm_nccl.o,$(LIB_OBJ)) \
-                                  $(wildcard test/fake/*.h dist/*.h)
+$(BUILD)/test/mpi/test_comm_nccl: test/mpi/test_comm_mpi.c test/fake/fake_cuda.c comm/comm_nccl.c \
+                                  $(filter-out $(BUILD)/comm/comm_nccl.o,$(LIB_OBJ)) \
+                                  $(wildcard test/fake/*.h comm/*.h)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(FAKE_CFLAGS) $(LDFLAGS) -o $@ $(filter %.c %.o,$^) $(LDLIBS)
 

@@ -6,7 +6,7 @@
 #include "ckpt/args.h"
 #include "cli/cli.h"
 #include "config/env.h"
-#include "dist/runtime.h"
+#include "comm/runtime.h"
 #include "kernels/device.h"
 #include "train/train.h"
 

@@ -24,7 +24,7 @@
 #include <stddef.h>
 
 #include "torchfmt/pyobj.h"
-#include "dist/comm.h"
+#include "comm/comm.h"
 
 typedef struct mc_ckpt_async mc_ckpt_async_t;
 

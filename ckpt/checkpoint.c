@@ -18,7 +18,7 @@
 #include "base/error.h"
 #include "ckpt/args.h"
 #include "ckpt/async.h"
-#include "ckpt/dist.h"
+#include "ckpt/torchdist.h"
 #include "ckpt/files.h"
 #include "ckpt/state.h"
 #include "config/env.h"
@@ -74,7 +74,7 @@ typedef struct {
         char path[MC_CKPT_PATH_MAX + 64];
         mc_pyobj_t *obj;
     } file[2];
-    mc_dist_job_t *dist; /* --ckpt-format torch_dist: this rank's items (ckpt/dist.h) */
+    mc_torchdist_job_t *dist; /* --ckpt-format torch_dist: this rank's items (ckpt/torchdist.h) */
     long delay_ms; /* MC_TEST_CKPT_WRITE_DELAY_MS: tests hold the writer after writing the files
                     * (not yet durable nor published), to watch training go on or kill it */
     char err[ERR_MAX];
@@ -119,7 +119,7 @@ static save_job_t *prepare(mc_trainer_t *t)
     j->delay_ms = delay ? strtol(delay, NULL, 10) : 0;
 
     if (is_dist(a)) {
-        j->dist = mc_dist_prepare(t, j->staging);
+        j->dist = mc_torchdist_prepare(t, j->staging);
         return j;
     }
     const bool writer = t->ddp.dp_rank == 0;
@@ -151,7 +151,7 @@ static void write_job(void *p)
 {
     save_job_t *j = p;
     if (j->dist) {
-        mc_dist_write(j->dist, j->err, sizeof(j->err));
+        mc_torchdist_write(j->dist, j->err, sizeof(j->err));
         hold(j);
         return;
     }
@@ -217,7 +217,7 @@ static void publish(mc_trainer_t *t, save_job_t *j)
     int64_t prev = 0;
     agree(t, j->err); /* every file is complete */
     if (j->dist) {    /* rank 0 indexes every rank's items */
-        mc_dist_finish(t, j->dist, j->final, err, sizeof(err));
+        mc_torchdist_finish(t, j->dist, j->final, err, sizeof(err));
         j->dist = NULL;
         agree(t, err);
     }
@@ -287,7 +287,7 @@ void mc_ckpt_save(mc_trainer_t *t)
     }
     mc_pyobj_t *pair[2] = {j->file[0].obj, j->file[1].obj}, **objs = pair;
     int n_objs = j->n;
-    if (j->dist) n_objs = (int)mc_dist_job_objects(j->dist, &objs);
+    if (j->dist) n_objs = (int)mc_torchdist_job_objects(j->dist, &objs);
     if (mc_ckpt_async_snapshot(t->ckpt_async, objs, n_objs, err, sizeof(err)) == 0)
         mc_ckpt_async_start(t->ckpt_async, write_job, j, err, sizeof(err));
     agree(t, err);
@@ -389,7 +389,7 @@ bool mc_ckpt_load(mc_trainer_t *t)
     mc_ckpt_iter_dir(iter_dir, sizeof(iter_dir), dir, iteration, release, NULL);
     /* the format on disk decides, whatever --ckpt-format says (Megatron's
      * _get_checkpoint_format) */
-    const bool dist = mc_dist_is_checkpoint(iter_dir);
+    const bool dist = mc_torchdist_is_checkpoint(iter_dir);
     if (printer(t)) {
         const char *infix = dist ? "distributed " : "";
         if (release) printf(" loading release %scheckpoint from %s\n", infix, dir);
@@ -399,12 +399,12 @@ bool mc_ckpt_load(mc_trainer_t *t)
         fflush(stdout);
     }
     if (dist) {
-        mc_dist_usage_t u;
-        mc_dist_load(t, iter_dir, release, &u, err, sizeof(err));
+        mc_torchdist_usage_t u;
+        mc_torchdist_load(t, iter_dir, release, &u, err, sizeof(err));
         agree(t, err);
         if (printer(t) && u.foreign_rng) mc_ckpt_warn_foreign_rng();
-        mc_dist_strictness(t, &u, err, sizeof(err));
-        mc_dist_usage_free(&u);
+        mc_torchdist_strictness(t, &u, err, sizeof(err));
+        mc_torchdist_usage_free(&u);
         agree(t, err);
         loaded(t, dir);
         return true;

@@ -15,7 +15,7 @@
 #include "kernels/device.h"
 #include "parallel/pipeline.h"
 #include "ckpt/args.h"
-#include "ckpt/dist.h"
+#include "ckpt/torchdist.h"
 #include "ckpt/files.h"
 #include "ckpt/state.h"
 
@@ -418,7 +418,7 @@ static mc_pyobj_t *open_source(const mc_convert_args_t *o, mc_cv_source_t *s, co
     }
     refuse_replacing(o, s);
     mc_ckpt_iter_dir(s->iter_dir, sizeof(s->iter_dir), o->load_dir, s->iteration, s->release, NULL);
-    if (mc_dist_is_checkpoint(s->iter_dir)) {
+    if (mc_torchdist_is_checkpoint(s->iter_dir)) {
         snprintf(path, path_n, "%s/common.pt", s->iter_dir);
         return mc_cv_open_dist(s, ns);
     }

@@ -5,8 +5,8 @@
  * --target-ckpt-format says otherwise).
  *
  * A torch_dist source is loaded into each target rank's host state as a training run at that
- * layout loads it (ckpt/dist.h); a torch_dist target is saved rank by rank as a save writes it,
- * its index from the records collected in-process (ckpt/convert_dist.c). For a legacy source:
+ * layout loads it (ckpt/torchdist.h); a torch_dist target is saved rank by rank as a save writes it,
+ * its index from the records collected in-process (ckpt/convert_torchdist.c). For a legacy source:
  *
  * Every source rank's files are loaded as training would load them (ckpt/state.h, into a
  * rank's state on the host: mc_trainer_init_state), gathered into full tensors per parameter

@@ -1,4 +1,4 @@
-/* What ckpt/convert.c and ckpt/convert_dist.c (the torch_dist source and target of
+/* What ckpt/convert.c and ckpt/convert_torchdist.c (the torch_dist source and target of
  * convert-checkpoint) share. Internal to ckpt/. */
 #ifndef MC_CKPT_CONVERT_INT_H
 #define MC_CKPT_CONVERT_INT_H
@@ -18,7 +18,7 @@
 typedef struct {
     mc_args_t args;
     bool release, has_optim, dist; /* dist: the distributed optimizer's file */
-    bool torch_dist;               /* a torch_dist checkpoint (ckpt/dist.h) */
+    bool torch_dist;               /* a torch_dist checkpoint (ckpt/torchdist.h) */
     char iter_dir[MC_CKPT_PATH_MAX];
     mc_ckpt_names_t names;
     mc_lr_sched_t sched;
@@ -48,7 +48,7 @@ mc_pyobj_t *mc_cv_target_namespace(const mc_pyobj_t *ns, const mc_args_t *t, boo
  * and grad scaler, the floating-point operations so far. Returns nonzero when out of memory. */
 int mc_cv_carry(const mc_cv_target_t *tg, mc_pyobj_t *sd);
 
-/* ---- ckpt/convert_dist.c ---- */
+/* ---- ckpt/convert_torchdist.c ---- */
 
 /* The torch_dist source in s->iter_dir: its common.pt (returned), whose args fill s->args
  * (*ns: that Namespace). */

@@ -1,7 +1,7 @@
 /* The trainer's state as the entries of Megatron's checkpoint files, both ways (MEGATRON.md
  * section 9): the model chunks' state dicts (ckpt/model.c), the optimizer and the
  * learning-rate scheduler (ckpt/optim.c), the distributed optimizer's distrib_optim.pt
- * (ckpt/distopt.c), and one rank's whole model_optim_rng.pt (ckpt/rank.c).
+ * (ckpt/distrib_optim.c), and one rank's whole model_optim_rng.pt (ckpt/rank.c).
  * Files Megatron-LM wrote load too: its local or Transformer Engine names, its fp32, 16-bit
  * (fp32 master params) and distributed optimizer forms, its RNG state (not used). Loading
  * checks every name, shape and count against this run's layout and fails with one line (err)

@@ -14,10 +14,10 @@ static const mc_env_info_t INFO[MC_ENV_COUNT] = {
     [MC_ENV_CUDA_GEMM] = {"MC_CUDA_GEMM", "fallback", "kernels/cuda/gemm.cu",
                           "Runs every GEMM with megatron-c's own kernel instead of cuBLASLt "
                           "(correct, slow), to compare the two."},
-    [MC_ENV_NCCL_STAGE_BYTES] = {"MC_NCCL_STAGE_BYTES", "N > 0 (bytes)", "dist/comm_nccl.c",
+    [MC_ENV_NCCL_STAGE_BYTES] = {"MC_NCCL_STAGE_BYTES", "N > 0 (bytes)", "comm/comm_nccl.c",
                                  "Tests: the smallest staging piece of the NCCL backend's host "
                                  "transfers, to exercise transfers in several pieces."},
-    [MC_ENV_MPI_CHUNK_ELEMS] = {"MC_MPI_CHUNK_ELEMS", "N > 0 (elements)", "dist/comm_mpi.c",
+    [MC_ENV_MPI_CHUNK_ELEMS] = {"MC_MPI_CHUNK_ELEMS", "N > 0 (elements)", "comm/comm_mpi.c",
                                 "Tests: the MPI backend's largest message, lowered to exercise "
                                 "chunked collectives with small buffers."},
     [MC_ENV_TEST_CKPT_WRITE_DELAY_MS] = {"MC_TEST_CKPT_WRITE_DELAY_MS", "N (milliseconds)",

@@ -1,5 +1,5 @@
 /* The environment variables megatron-c reads (other than the launchers' own, such as PMIX_RANK
- * in dist/runtime.c): one table, read once at start-up (main calls mc_env_load), documented in
+ * in comm/runtime.c): one table, read once at start-up (main calls mc_env_load), documented in
  * docs/FLAGS.md ("Environment variables", printed from the table by --flags-markdown). The
  * components get the text read at start-up instead of calling getenv, so no hot path (a GEMM, a
  * training step) reads the environment. */

@@ -373,7 +373,7 @@ const mc_flag_t mc_flags_train[] = {
      .def = "torch", FIELD(ckpt_format),
      ONLY("megatron-c writes Megatron's legacy layout (torch: iter_N/mp_rank_TT[_PPP]/"
           "model_optim_rng.pt) and its distributed one (torch_dist: PyTorch Distributed "
-          "Checkpoint files, loadable at any parallel layout; ckpt/dist.h), and reads both",
+          "Checkpoint files, loadable at any parallel layout; ckpt/torchdist.h), and reads both",
           "torch", "torch_dist"),
      .help = "Checkpoint format to use. torch is the format used by torch.save/load. torch_dist "
              "is a megatron built-in distributed checkpointing format."},

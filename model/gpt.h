@@ -18,7 +18,7 @@
 
 #include "config/args.h"
 #include "kernels/backend.h"
-#include "dist/comm.h"
+#include "comm/comm.h"
 
 /* Activation recomputation (Megatron's --recompute-granularity / --recompute-method). */
 typedef enum {

@@ -23,7 +23,7 @@
 
 #include "config/args.h"
 #include "model/gpt.h"
-#include "dist/comm.h"
+#include "comm/comm.h"
 
 typedef struct {
     long start, end;        /* [start, end) in the flat buffers; end includes the padding */

@@ -24,9 +24,9 @@
 
 #include "config/args.h"
 #include "model/gpt.h"
-#include "dist/comm.h"
+#include "comm/comm.h"
 #include "parallel/schedule.h"
-#include "dist/timers.h"
+#include "comm/timers.h"
 
 /* The schedule configuration of this run for pp rank r (Megatron's defaults from the args). */
 mc_pp_config_t mc_pipeline_schedule_config(const mc_args_t *a, int pp_rank, int num_microbatches,

@@ -99,7 +99,7 @@ fi
 # the helper needs.
 BUILD=build/rel
 OBJS=()
-for f in base/*.c config/*.c dist/*.c kernels/*.c kernels/cpu/*.c model/*.c data/*.c data/*.cc torchfmt/*.c parallel/*.c optim/*.c ckpt/*.c train/*.c cli/*.c; do
+for f in base/*.c config/*.c comm/*.c kernels/*.c kernels/cpu/*.c model/*.c data/*.c data/*.cc torchfmt/*.c parallel/*.c optim/*.c ckpt/*.c train/*.c cli/*.c; do
     [ -e "$f" ] || continue
     o=$BUILD/${f%.*}.o
     [ -f "$o" ] || { make -s "$o" >>"$TMP/build.log" 2>&1 || die "cannot build $o"; }

@@ -16,7 +16,7 @@
 
 #include <stdbool.h>
 
-#include "dist/comm.h"
+#include "comm/comm.h"
 
 /* The number of a signal named as Python's signal.Signals ("SIGTERM"), or -1. Only signals a
  * process can catch are named. */

@@ -13,7 +13,7 @@
 #include <stdint.h>
 
 #include "config/args.h"
-#include "dist/timers.h"
+#include "comm/timers.h"
 
 typedef struct mc_tensorboard mc_tensorboard_t;
 

@@ -15,11 +15,11 @@
 #include "optim/adam.h"
 #include "optim/lr.h"
 #include "optim/scaler.h"
-#include "dist/comm.h"
+#include "comm/comm.h"
 #include "parallel/grads.h"
 #include "parallel/pipeline.h"
-#include "dist/state.h"
-#include "dist/timers.h"
+#include "comm/state.h"
+#include "comm/timers.h"
 
 typedef struct {
     const mc_args_t *args;

@@ -1,5 +1,5 @@
 // What the C side of the program needs to know of the CUDA backend: its device and compute
-// stream (dist/comm_nccl.c orders its communication stream against it). Declared in
+// stream (comm/comm_nccl.c orders its communication stream against it). Declared in
 // kernels/device.h.
 #include "kernels/cuda/cuda.h"
 

@@ -1,4 +1,4 @@
-/* An emulation of the CUDA runtime and NCCL calls that dist/comm_nccl.c makes, on host memory
+/* An emulation of the CUDA runtime and NCCL calls that comm/comm_nccl.c makes, on host memory
  * and MPI, so that test/mpi/test_comm_nccl.c runs the NCCL communicator's own logic (streams and
  * events, the ring of collectives, the watchdog, staging of host buffers, groups and unique ids
  * through PMIx) without a GPU. What it cannot show: NCCL's and CUDA's real behaviour.

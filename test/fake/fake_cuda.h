@@ -1,4 +1,4 @@
-/* Force-included (-include) into dist/comm_nccl.c, test/fake/fake_cuda.c and
+/* Force-included (-include) into comm/comm_nccl.c, test/fake/fake_cuda.c and
  * test/mpi/test_comm_nccl.c: renames the CUDA runtime and NCCL calls of comm_nccl.c to the
  * emulation in fake_cuda.c. Being first, the renames also apply to the declarations in the CUDA
  * and NCCL headers, so the fakes are declared with the real types; nothing else of the program

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The comm layer (dist/runtime.c, comm_single.c, comm_mpi.c) through test/mpi/test_comm_mpi:
+# The comm layer (comm/runtime.c, comm_single.c, comm_mpi.c) through test/mpi/test_comm_mpi:
 # every collective with exact values on the world, pair, strided, partial (n = 0 on some ranks),
 # first/last and one-rank groups, asynchronous use, chunked big buffers and volume counters; p2p
 # batches (ring, pipeline patterns, both directions with one peer, mixed with collectives in
@@ -11,7 +11,7 @@
 # mc_fatal must each end the whole job within 30 s, with a non-zero status and a message naming
 # the rank, also while a peer waits for it in a p2p batch; and the single-rank communicator
 # refuses p2p it cannot match.
-# The NCCL communicator (dist/comm_nccl.c) runs the same checks and more on device buffers
+# The NCCL communicator (comm/comm_nccl.c) runs the same checks and more on device buffers
 # as test_comm_nccl, over an emulated GPU (test/fake/fake_cuda.c), alone and under mpirun -np 2,
 # 4, 8; its watchdog must end the job on a dead rank, a hang past the timeout, mc_fatal and an
 # asynchronous NCCL error, and ranks sharing a GPU are one user error.

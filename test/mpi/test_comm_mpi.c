@@ -1,4 +1,4 @@
-/* Multi-rank test of the runtime and the comm interface (dist/runtime.h, dist/comm.h).
+/* Multi-rank test of the runtime and the comm interface (comm/runtime.h, comm/comm.h).
  * Under a launcher (mpirun, srun --mpi=pmix) it uses the MPI communicator, alone the
  * single-rank one; the checks are the same and every expected value is exact.
  *
@@ -22,7 +22,7 @@
  *   test_comm_mpi p2ppeer R   rank R sends to group rank 1 (single rank: mc_fatal)
  *
  * Built a second time as test_comm_nccl (MC_TEST_FAKE_NCCL, Makefile): the NCCL communicator
- * (dist/comm_nccl.c) on an emulated GPU (test/fake/fake_cuda.c: streams, events and NCCL on
+ * (comm/comm_nccl.c) on an emulated GPU (test/fake/fake_cuda.c: streams, events and NCCL on
  * host memory and MPI), with or without a launcher. The checks above run on host buffers there
  * (NCCL stages them, in pieces of MC_NCCL_STAGE_BYTES), and more on device buffers: every
  * collective, their order against the compute stream, many in flight, p2p. The fault modes
@@ -47,9 +47,9 @@
 #include "base/error.h"
 #include "config/env.h"
 #include "kernels/device.h"
-#include "dist/comm.h"
-#include "dist/exchange.h"
-#include "dist/runtime.h"
+#include "comm/comm.h"
+#include "comm/exchange.h"
+#include "comm/runtime.h"
 #ifdef MC_TEST_FAKE_NCCL
 #include "test/fake/fake_device.h"
 #endif
@@ -1149,7 +1149,7 @@ static void check_runtime(T *t)
           theirs != next * 3 + 1 || mc_runtime_get(rt, next, "test.absent", &theirs, sizeof(theirs)) != -1;
     report(t, bad, "runtime: put, commit, fence, get of the next rank's value");
 
-    /* dist/exchange.h, as the NCCL communicator shares unique ids: in pairs {2k, 2k+1} the
+    /* comm/exchange.h, as the NCCL communicator shares unique ids: in pairs {2k, 2k+1} the
      * first publishes and both read it; rank 3 reads nothing but takes part in the fence */
     char id[32], got[32] = "";
     int root = t->rank / 2 * 2;

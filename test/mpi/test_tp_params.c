@@ -18,7 +18,7 @@
 #include "base/error.h"
 #include "cli/cli.h"
 #include "kernels/device.h"
-#include "dist/runtime.h"
+#include "comm/runtime.h"
 #include "train/train.h"
 
 enum { STEPS = 12 };

@@ -10,7 +10,7 @@
 
 #include "base/error.h"
 #include "ckpt/convert_int.h"
-#include "dist/comm.h"
+#include "comm/comm.h"
 #include "kernels/device.h"
 #include "model/gpt.h"
 #include "train/train.h"

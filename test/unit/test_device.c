@@ -11,7 +11,7 @@
 #include <string.h>
 
 #include "kernels/device.h"
-#include "dist/devmem.h"
+#include "comm/devmem.h"
 
 /* The table names every required function pointer of mc_backend_t: the struct is name, the ops,
  * the three optional profiling hooks (NULL on the CPU), impl. */

@@ -1,4 +1,4 @@
-/* Megatron rank layout and process groups (MEGATRON.md section 4; dist/groups.h). */
+/* Megatron rank layout and process groups (MEGATRON.md section 4; comm/groups.h). */
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
@@ -8,7 +8,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "dist/groups.h"
+#include "comm/groups.h"
 
 #define MAXW 64
 

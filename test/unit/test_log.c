@@ -13,7 +13,7 @@
 #include <time.h>
 
 #include "train/log.h"
-#include "dist/timers.h"
+#include "comm/timers.h"
 
 /* 2026-01-01 12:00:00 UTC */
 #define T_2026_NOON 1767268800

@@ -17,7 +17,7 @@
 
 #include "base/clock.h"
 #include "config/flags.h"
-#include "dist/comm.h"
+#include "comm/comm.h"
 #include "train/log.h"
 #include "train/progress.h"
 

@@ -1,4 +1,4 @@
-/* Staging plans (dist/staging.h), the copies between host and device buffers
+/* Staging plans (comm/staging.h), the copies between host and device buffers
  * (mc_comm_copy), messages naming a collective, and the duplicate finder of the start-up exchange
  * (ranks sharing a GPU). */
 #include <stdarg.h>
@@ -11,9 +11,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "dist/comm.h"
-#include "dist/exchange.h"
-#include "dist/staging.h"
+#include "comm/comm.h"
+#include "comm/exchange.h"
+#include "comm/staging.h"
 
 static int g_members[4] = {0, 1, 2, 3};
 static mc_group_t g4 = {.rank = 2, .size = 4, .members = g_members, .name = "dp", .impl = (void *)1};

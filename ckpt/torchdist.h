@@ -24,7 +24,7 @@
 #include "torchfmt/dcp.h"
 #include "train/train.h"
 
-/* ---- the model's sharded tensors (ckpt/dist_shard.c) ---- */
+/* ---- the model's sharded tensors (ckpt/torchdist_shard.c) ---- */
 
 /* One piece of a parameter: a box of a global tensor that is a contiguous run of the local
  * tensor (SwiGLU's fc1 has two per rank: its gate rows and its up rows). */
@@ -40,23 +40,23 @@ typedef struct {
 } mc_shard_t;
 
 /* This rank's pieces, in parameter order. *out is malloc'ed. */
-int mc_dist_shards(const mc_gpt_t *m, mc_shard_t **out, int *n);
+int mc_torchdist_shards(const mc_gpt_t *m, mc_shard_t **out, int *n);
 
 /* Megatron's index of the (tp, pp) domain of the distributed optimizer: its rank in the
  * model-parallel group. */
-int mc_dist_domain(const mc_args_t *a, int tp, int pp);
+int mc_torchdist_domain(const mc_args_t *a, int tp, int pp);
 /* "optimizer.distributed.dp_group_idx_<domain>.<what>", with "/shard_0_1" for an object (the
  * domain's ShardedObjects: optimizer, grad_scaler, per_bucket_numel[_unpadded]). */
-void mc_dist_optim_key(char *buf, size_t n, int domain, const char *what, bool object);
+void mc_torchdist_optim_key(char *buf, size_t n, int domain, const char *what, bool object);
 /* The key prefix of bucket `bucket` of buffer `chunk` (dp_reshardable), for a's types:
  * "...dp_group_idx_D.gbuf_idx_C.dtype_(torch.P, torch.G).bucket_idx_B"; ".param" etc. follow. */
-void mc_dist_bucket_key(const mc_args_t *a, int domain, int chunk, int bucket, char *buf, size_t n);
+void mc_torchdist_bucket_key(const mc_args_t *a, int domain, int chunk, int bucket, char *buf, size_t n);
 
 /* The ShardedObject key of rng_state. */
-void mc_dist_rng_key(const mc_trainer_t *t, char *buf, size_t n);
+void mc_torchdist_rng_key(const mc_trainer_t *t, char *buf, size_t n);
 
 
-/* ---- per-parameter optimizer state (ckpt/dist_state.c) ---- */
+/* ---- per-parameter optimizer state (ckpt/torchdist_state.c) ---- */
 
 /* This rank's local parameters' fp32 state: v[0] the master weights, v[1] exp_avg, v[2]
  * exp_avg_sq, each p->numel floats per parameter (NULL for parameters the optimizer skips). */
@@ -75,30 +75,30 @@ void mc_param_state_get(mc_trainer_t *t, mc_param_state_t *s);
  * model. */
 void mc_param_state_set(mc_trainer_t *t, const mc_param_state_t *s);
 
-/* ---- save and load (ckpt/dist_save.c, ckpt/dist_load.c) ---- */
+/* ---- save and load (ckpt/torchdist_save.c, ckpt/torchdist_load.c) ---- */
 
 /* What one rank writes into the staging directory (built on the training thread). */
-typedef struct mc_dist_job mc_dist_job_t;
-mc_dist_job_t *mc_dist_prepare(mc_trainer_t *t, const char *staging);
+typedef struct mc_torchdist_job mc_torchdist_job_t;
+mc_torchdist_job_t *mc_torchdist_prepare(mc_trainer_t *t, const char *staging);
 /* Every object the job holds (for --async-save's snapshot). */
-size_t mc_dist_job_objects(mc_dist_job_t *j, mc_pyobj_t ***objs);
+size_t mc_torchdist_job_objects(mc_torchdist_job_t *j, mc_pyobj_t ***objs);
 /* Writes this rank's files (any thread, no communication); errors into err. */
-void mc_dist_write(mc_dist_job_t *j, char *err, size_t n);
+void mc_torchdist_write(mc_torchdist_job_t *j, char *err, size_t n);
 /* Collective: gathers every rank's records; rank 0 writes .metadata and metadata.json into the
  * staging directory (final: the directory it will be published as). Frees the job. Errors
  * into err (the caller agrees on them). */
-void mc_dist_finish(mc_trainer_t *t, mc_dist_job_t *j, const char *final, char *err, size_t n);
+void mc_torchdist_finish(mc_trainer_t *t, mc_torchdist_job_t *j, const char *final, char *err, size_t n);
 /* In-process saves (convert-checkpoint writes every rank's files itself): frees a written job,
  * appending its records to recs, ... */
-void mc_dist_collect(mc_dist_job_t *j, mc_dcp_records_t *recs);
+void mc_torchdist_collect(mc_torchdist_job_t *j, mc_dcp_records_t *recs);
 /* ... then .metadata (every record's index) and metadata.json (last) into staging. */
-void mc_dist_write_index(const char *staging, const char *final, const mc_dcp_records_t *recs,
+void mc_torchdist_write_index(const char *staging, const char *final, const mc_dcp_records_t *recs,
                          char *err, size_t n);
-/* Rank 0's common.pt state dict, to amend before mc_dist_write (NULL on other ranks). */
-mc_pyobj_t *mc_dist_job_common(mc_dist_job_t *j);
+/* Rank 0's common.pt state dict, to amend before mc_torchdist_write (NULL on other ranks). */
+mc_pyobj_t *mc_torchdist_job_common(mc_torchdist_job_t *j);
 
 /* Whether DIR (an iteration directory) holds a torch_dist checkpoint (metadata.json). */
-bool mc_dist_is_checkpoint(const char *iter_dir);
+bool mc_torchdist_is_checkpoint(const char *iter_dir);
 /* The checkpoint's keys and those this rank read (used[k] for keys[k]; the same keys on every
  * rank): what --dist-ckpt-strictness judges once every rank has loaded. */
 typedef struct {
@@ -106,15 +106,15 @@ typedef struct {
     char **keys;
     uint8_t *used;
     bool foreign_rng; /* Megatron-LM's generator states: not usable, ignored (the caller warns) */
-} mc_dist_usage_t;
-void mc_dist_usage_free(mc_dist_usage_t *u);
+} mc_torchdist_usage_t;
+void mc_torchdist_usage_free(mc_torchdist_usage_t *u);
 
 /* Loads the torch_dist checkpoint in iter_dir into t (no communication: the caller agrees on
  * errors). u receives the keys it read. */
-int mc_dist_load(mc_trainer_t *t, const char *iter_dir, bool release, mc_dist_usage_t *u, char *err,
+int mc_torchdist_load(mc_trainer_t *t, const char *iter_dir, bool release, mc_torchdist_usage_t *u, char *err,
                  size_t n);
 /* Collective, after every rank loaded: the keys no rank read, logged or refused (err) as
  * --dist-ckpt-strictness says (assume_ok_unexpected and ignore_all: nothing). */
-void mc_dist_strictness(mc_trainer_t *t, mc_dist_usage_t *u, char *err, size_t n);
+void mc_torchdist_strictness(mc_trainer_t *t, mc_torchdist_usage_t *u, char *err, size_t n);
 
 #endif

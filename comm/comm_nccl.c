@@ -2,7 +2,7 @@
  *
  * Groups: one ncclComm per group (world, tp, dp, pp, embedding, ...), made collectively over the
  * world like comm_mpi's: the group's first member makes the unique id, which travels through the
- * runtime's key-value store (PMIx put/commit/fence/get, dist/exchange.h), then every member
+ * runtime's key-value store (PMIx put/commit/fence/get, comm/exchange.h), then every member
  * calls ncclCommInitRank with its position in the member list (its group rank).
  *
  * Streams: collectives run on a communication stream of their own, so they overlap the
@@ -45,12 +45,12 @@
 #include "base/error.h"
 #include "config/env.h"
 #include "kernels/device.h"
-#include "dist/comm.h"
-#include "dist/exchange.h"
-#include "dist/heartbeat.h"
-#include "dist/liveness.h"
-#include "dist/runtime.h"
-#include "dist/staging.h"
+#include "comm/comm.h"
+#include "comm/exchange.h"
+#include "comm/heartbeat.h"
+#include "comm/liveness.h"
+#include "comm/runtime.h"
+#include "comm/staging.h"
 
 enum { RING = 1024, MAX_PEERS = 8 };
 #define STAGE_BYTES ((size_t)16 << 20) /* device stage (and its pinned mirror) for host buffers */
@@ -214,7 +214,7 @@ static void check_dead(nccl_comm_t *nc, const int *ranks, int n, const char *dur
     }
 }
 
-/* The heartbeat ring (dist/heartbeat.h), every MC_HEARTBEAT_PERIOD_S: beats only while idle
+/* The heartbeat ring (comm/heartbeat.h), every MC_HEARTBEAT_PERIOD_S: beats only while idle
  * (watch_s 0), else the predecessor is judged while this rank waits in `during`. */
 static void ring_tick(nccl_comm_t *nc, double watch_s, const char *during)
 {
@@ -939,6 +939,6 @@ mc_comm_t *mc_comm_nccl(mc_runtime_t *rt, const struct mc_backend *be, double ti
 }
 
 #else
-/* Built without CUDA: no NCCL (dist/comm.h declares mc_comm_nccl only with MC_WITH_CUDA). */
+/* Built without CUDA: no NCCL (comm/comm.h declares mc_comm_nccl only with MC_WITH_CUDA). */
 typedef int mc_comm_nccl_unused_t;
 #endif

@@ -1,4 +1,4 @@
-#include "dist/state.h"
+#include "comm/state.h"
 
 #include <stdlib.h>
 #include <string.h>

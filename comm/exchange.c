@@ -1,5 +1,5 @@
-/* Sharing small values through the runtime (dist/exchange.h). */
-#include "dist/exchange.h"
+/* Sharing small values through the runtime (comm/exchange.h). */
+#include "comm/exchange.h"
 
 #include <string.h>
 

@@ -1,5 +1,5 @@
-/* Planning staged collectives (dist/staging.h). */
-#include "dist/staging.h"
+/* Planning staged collectives (comm/staging.h). */
+#include "comm/staging.h"
 
 #include <stdint.h>
 #include <string.h>

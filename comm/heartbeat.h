@@ -1,8 +1,8 @@
 /* A network heartbeat around the ring of ranks, so a rank that falls silent on another node is
- * noticed (the same-node /proc check of dist/liveness.h cannot see it), whatever the collective
+ * noticed (the same-node /proc check of comm/liveness.h cannot see it), whatever the collective
  * backend.
  *
- * Start-up (dist/runtime.c): every rank opens a non-blocking TCP listening socket and publishes
+ * Start-up (comm/runtime.c): every rank opens a non-blocking TCP listening socket and publishes
  * its port, its addresses and a nonce in the runtime's existing pid/host exchange (no extra
  * fence). Afterwards each rank connects to its successor ((rank + 1) % world) and accepts its
  * predecessor. The comm backends drive it from the thread that already checks peers about once a

@@ -8,7 +8,7 @@
 #include <string.h>
 
 #include "base/error.h"
-#include "dist/comm.h"
+#include "comm/comm.h"
 
 static int g_world_member = 0;
 static mc_group_t g_world = {.rank = 0, .size = 1, .members = &g_world_member, .name = "world"};

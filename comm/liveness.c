@@ -1,5 +1,5 @@
-/* Liveness of peers on this node (dist/liveness.h). */
-#include "dist/liveness.h"
+/* Liveness of peers on this node (comm/liveness.h). */
+#include "comm/liveness.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -1,5 +1,5 @@
 /* Megatron rank layout and process-group membership (see groups.h). */
-#include "dist/groups.h"
+#include "comm/groups.h"
 
 #include <stdio.h>
 

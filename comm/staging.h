@@ -12,7 +12,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-#include "dist/comm.h"
+#include "comm/comm.h"
 
 typedef struct {
     void *ptr;    /* the caller's buffer */

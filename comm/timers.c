@@ -1,4 +1,4 @@
-#include "dist/timers.h"
+#include "comm/timers.h"
 
 #include <stdio.h>
 #include <stdlib.h>

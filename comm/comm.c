@@ -1,5 +1,5 @@
 /* Pieces of the comm interface shared by every implementation. */
-#include "dist/comm.h"
+#include "comm/comm.h"
 
 #include <stdbool.h>
 #include <stdio.h>

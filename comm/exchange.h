@@ -8,7 +8,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-#include "dist/runtime.h"
+#include "comm/runtime.h"
 
 /* Ranks publishing (publish true) put `mine` under key; after the fence a rank with from >= 0
  * reads world rank `from`'s value into out (exactly len bytes). One group's root publishes its

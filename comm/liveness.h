@@ -6,7 +6,7 @@
  * Stopped (SIGSTOP, SIGTSTP, a debugger): the kernel's own word, /proc/<pid>/stat state 'T' or
  * 't', stands for a heartbeat. It is exact: SIGSTOP stops every thread of a process, while a
  * process busy computing, saving a checkpoint (fsync: state 'D') or evaluating is never 'T', so
- * long saves cannot look silent. Peers on other nodes are not seen here: dist/heartbeat.h's ring
+ * long saves cannot look silent. Peers on other nodes are not seen here: comm/heartbeat.h's ring
  * watches them. */
 #ifndef MC_DIST_LIVENESS_H
 #define MC_DIST_LIVENESS_H
@@ -14,7 +14,7 @@
 #include <stdbool.h>
 #include <sys/types.h>
 
-#include "dist/runtime.h"
+#include "comm/runtime.h"
 
 #define MC_PID_SPACE_LEN 64
 
@@ -36,7 +36,7 @@ double mc_stopped_for(pid_t pid, mc_stop_seen_t *s, double now);
 
 /* The message for world rank r found silent for for_s seconds while this rank waits in `during`
  * ("all-reduce on the dp group"): names the rank, its host and pid; how: how it was seen
- * (MC_SILENT_STOPPED for the /proc check, dist/heartbeat.c's for the ring). */
+ * (MC_SILENT_STOPPED for the /proc check, comm/heartbeat.c's for the ring). */
 #define MC_SILENT_STOPPED "its process is stopped, by SIGSTOP or a debugger"
 void mc_silent_line(const mc_runtime_t *rt, int r, double for_s, const char *how,
                     const char *during, char *buf, size_t n);

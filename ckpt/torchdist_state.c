@@ -1,11 +1,11 @@
-/* Each local parameter's fp32 optimizer state as whole tensors (ckpt/dist.h): what the
+/* Each local parameter's fp32 optimizer state as whole tensors (ckpt/torchdist.h): what the
  * model-space forms of torch_dist hold. The distributed optimizer's shards go through the
- * dp_zero world tensors of ckpt/distopt.c, so one routine lays out Megatron's buffers. */
+ * dp_zero world tensors of ckpt/distrib_optim.c, so one routine lays out Megatron's buffers. */
 #include <stdlib.h>
 #include <string.h>
 
 #include "base/error.h"
-#include "ckpt/dist.h"
+#include "ckpt/torchdist.h"
 #include "ckpt/state.h"
 
 void mc_param_state_free(mc_param_state_t *s)

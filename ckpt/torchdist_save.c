@@ -1,4 +1,4 @@
-/* Saving a torch_dist checkpoint (ckpt/dist.h): who writes which item. Megatron's replica rules
+/* Saving a torch_dist checkpoint (ckpt/torchdist.h): who writes which item. Megatron's replica rules
  * decide: a tensor piece is written by the rank whose replica_id is all zeros (tp rank 0 for
  * replicated tensors, dp rank 0 always), the per-layer _extra_state objects by tp and dp rank 0,
  * rng_state and the optimizer's per-domain objects by dp rank 0 of each (tp, pp) domain. */
@@ -10,12 +10,12 @@
 #include "base/error.h"
 #include "base/fs.h"
 #include "ckpt/args.h"
-#include "ckpt/dist.h"
+#include "ckpt/torchdist.h"
 #include "ckpt/files.h"
 #include "ckpt/state.h"
 #include "train/log.h"
 
-struct mc_dist_job {
+struct mc_torchdist_job {
     char staging[MC_CKPT_PATH_MAX];
     mc_dcp_writer_t *w;
     mc_pyobj_t *common; /* rank 0: common.pt */
@@ -153,7 +153,7 @@ static void add_dp_reshardable(mc_trainer_t *t, mc_dcp_writer_t *w, const mc_pyo
     mc_ckpt_buffers_t b;
     mc_ckpt_buffers(t, &o, &b);
     char prefix[256], key[320];
-    const int dom = mc_dist_domain(t->args, t->par.me.tp, t->par.me.pp);
+    const int dom = mc_torchdist_domain(t->args, t->par.me.tp, t->par.me.pp);
     span_t *spans = malloc((size_t)(m->n_params + 1) * sizeof(span_t));
     if (!spans) mc_fatal("out of host memory preparing a checkpoint");
     for (int c = 0; c < b.n_chunks; c++) {
@@ -165,7 +165,7 @@ static void add_dp_reshardable(mc_trainer_t *t, mc_dcp_writer_t *w, const mc_pyo
         qsort(spans, (size_t)n_spans, sizeof(span_t), by_pos);
         long wstart = 0;
         for (int k = 0; k < b.l[c].n_buckets; k++) {
-            mc_dist_bucket_key(t->args, dom, c, k, prefix, sizeof(prefix));
+            mc_torchdist_bucket_key(t->args, dom, c, k, prefix, sizeof(prefix));
             const long len = b.l[c].buckets[k].numel_unpadded;
             add_bucket(w, prefix, world, len, wstart, spans, n_spans);
             wstart += len;
@@ -174,12 +174,12 @@ static void add_dp_reshardable(mc_trainer_t *t, mc_dcp_writer_t *w, const mc_pyo
     free(spans);
     static const char *const lists[] = {"per_bucket_numel", "per_bucket_numel_unpadded"};
     for (int k = 0; k < 2; k++) {
-        mc_dist_optim_key(key, sizeof(key), dom, lists[k], true);
+        mc_torchdist_optim_key(key, sizeof(key), dom, lists[k], true);
         add_object(w, key, mc_py_incref(mc_py_dict_get_str(d, lists[k])));
     }
     /* DistributedOptimizer.state_dict()'s entries, one object each */
     for (size_t k = 0; k < opt->dict.len; k++) {
-        mc_dist_optim_key(key, sizeof(key), dom, mc_py_get_str(opt->dict.keys[k]), true);
+        mc_torchdist_optim_key(key, sizeof(key), dom, mc_py_get_str(opt->dict.keys[k]), true);
         add_object(w, key, mc_py_incref(opt->dict.vals[k]));
     }
     mc_ckpt_buffers_free(&b);
@@ -245,23 +245,23 @@ static mc_pyobj_t *add_optimizer(mc_trainer_t *t, mc_dcp_writer_t *w, const mc_s
     return opt;
 }
 
-mc_dist_job_t *mc_dist_prepare(mc_trainer_t *t, const char *staging)
+mc_torchdist_job_t *mc_torchdist_prepare(mc_trainer_t *t, const char *staging)
 {
     const mc_args_t *a = t->args;
-    mc_dist_job_t *j = calloc(1, sizeof(*j));
+    mc_torchdist_job_t *j = calloc(1, sizeof(*j));
     if (!j || !(j->w = mc_dcp_writer_new(staging, t->par.rank)))
         mc_fatal("out of host memory preparing a checkpoint");
     snprintf(j->staging, sizeof(j->staging), "%s", staging);
     mc_shard_t *s;
     int n;
-    need(mc_dist_shards(&t->model, &s, &n));
+    need(mc_torchdist_shards(&t->model, &s, &n));
     const bool dp0 = t->ddp.dp_rank == 0;
     if (dp0) add_model(t, j->w, s, n);
     if (dp0 && t->par.me.tp == 0) add_extra_states(t, j->w);
     mc_pyobj_t *opt = a->no_save_optim ? NULL : add_optimizer(t, j->w, s, n);
     if (dp0 && !a->no_save_rng) {
         char key[96];
-        mc_dist_rng_key(t, key, sizeof(key));
+        mc_torchdist_rng_key(t, key, sizeof(key));
         mc_pyobj_t *rng = mc_ckpt_rng_state(t);
         need(!rng);
         add_object(j->w, key, rng); /* [[state]], as Megatron's [rng_state_list] */
@@ -272,7 +272,7 @@ mc_dist_job_t *mc_dist_prepare(mc_trainer_t *t, const char *staging)
     return j;
 }
 
-size_t mc_dist_job_objects(mc_dist_job_t *j, mc_pyobj_t ***objs)
+size_t mc_torchdist_job_objects(mc_torchdist_job_t *j, mc_pyobj_t ***objs)
 {
     const size_t n = mc_dcp_writer_count(j->w);
     mc_pyobj_t **w = mc_dcp_writer_objects(j->w);
@@ -286,7 +286,7 @@ size_t mc_dist_job_objects(mc_dist_job_t *j, mc_pyobj_t ***objs)
     return k;
 }
 
-void mc_dist_write(mc_dist_job_t *j, char *err, size_t n)
+void mc_torchdist_write(mc_torchdist_job_t *j, char *err, size_t n)
 {
     if (mc_mkdirs(j->staging, err, n) != 0) return;
     if (j->common) {
@@ -326,7 +326,7 @@ static uint8_t *gather_records(mc_trainer_t *t, const uint8_t *mine, size_t len,
     return all;
 }
 
-void mc_dist_write_index(const char *staging, const char *final, const mc_dcp_records_t *recs,
+void mc_torchdist_write_index(const char *staging, const char *final, const mc_dcp_records_t *recs,
                          char *err, size_t n)
 {
     mc_dcp_meta_t m = {0};
@@ -344,9 +344,9 @@ void mc_dist_write_index(const char *staging, const char *final, const mc_dcp_re
     mc_dcp_meta_free(&m);
 }
 
-mc_pyobj_t *mc_dist_job_common(mc_dist_job_t *j) { return j->common; }
+mc_pyobj_t *mc_torchdist_job_common(mc_torchdist_job_t *j) { return j->common; }
 
-static void job_free(mc_dist_job_t *j)
+static void job_free(mc_torchdist_job_t *j)
 {
     mc_dcp_records_free(&j->recs);
     if (j->w) mc_dcp_writer_free(j->w);
@@ -355,14 +355,14 @@ static void job_free(mc_dist_job_t *j)
     free(j);
 }
 
-void mc_dist_collect(mc_dist_job_t *j, mc_dcp_records_t *recs)
+void mc_torchdist_collect(mc_torchdist_job_t *j, mc_dcp_records_t *recs)
 {
     if (mc_dcp_records_move(recs, &j->recs) != 0)
         mc_fatal("out of host memory collecting a checkpoint's index");
     job_free(j);
 }
 
-void mc_dist_finish(mc_trainer_t *t, mc_dist_job_t *j, const char *final, char *err, size_t n)
+void mc_torchdist_finish(mc_trainer_t *t, mc_torchdist_job_t *j, const char *final, char *err, size_t n)
 {
     uint8_t *mine = NULL, *all;
     size_t len = 0;
@@ -375,7 +375,7 @@ void mc_dist_finish(mc_trainer_t *t, mc_dist_job_t *j, const char *final, char *
         mc_dcp_records_t recs = {0};
         for (int r = 0; r < t->comm->size && !err[0]; r++)
             mc_dcp_records_unpack(all + r * stride, (size_t)lens[r], &recs, err, n);
-        if (!err[0]) mc_dist_write_index(j->staging, final, &recs, err, n);
+        if (!err[0]) mc_torchdist_write_index(j->staging, final, &recs, err, n);
         mc_dcp_records_free(&recs);
     }
     free(all);

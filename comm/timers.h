@@ -8,7 +8,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-#include "dist/comm.h"
+#include "comm/comm.h"
 
 /* In the order training_log lists them. */
 typedef enum {

@@ -1,9 +1,9 @@
-/* The comm layer's view of a backend's memory (mc_devmem_t in dist/comm.h). */
+/* The comm layer's view of a backend's memory (mc_devmem_t in comm/comm.h). */
 #ifndef MC_DIST_DEVMEM_H
 #define MC_DIST_DEVMEM_H
 
 #include "kernels/backend.h"
-#include "dist/comm.h"
+#include "comm/comm.h"
 
 /* NULL for the cpu backend (its tensors are host memory); the strict test backend's by address
  * (kernels/strict.c); for the cuda backend: device pointers

@@ -1,5 +1,5 @@
 /* PMIx bootstrap (DESIGN decision 4): who am I, how many are we, who runs where. */
-#include "dist/runtime.h"
+#include "comm/runtime.h"
 
 #include <pmix.h>
 #include <stdint.h>
@@ -9,7 +9,7 @@
 #include <unistd.h>
 
 #include "base/error.h"
-#include "dist/heartbeat.h"
+#include "comm/heartbeat.h"
 
 /* Key-value store for the single-rank case (no PMIx server): put/get still work, so callers
  * need no special case for one rank. */

@@ -20,7 +20,7 @@ typedef struct mc_runtime {
      * noticing dead peers on this node */
     pid_t *pids;
     char (*hosts)[MC_HOST_MAX];
-    /* the heartbeat ring (dist/heartbeat.h), linked at init; NULL with one rank. The comm
+    /* the heartbeat ring (comm/heartbeat.h), linked at init; NULL with one rank. The comm
      * backend's checking thread ticks it. */
     struct mc_heartbeat *heartbeat;
     void *impl;

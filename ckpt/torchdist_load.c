@@ -1,8 +1,8 @@
-/* Loading a torch_dist checkpoint (ckpt/dist.h) at any layout. Each rank reads the boxes of the
+/* Loading a torch_dist checkpoint (ckpt/torchdist.h) at any layout. Each rank reads the boxes of the
  * global tensors its parameters hold and builds what a legacy file of its own would hold (the
  * model chunks' state dicts, with the iteration, args and rng state of common.pt), which
  * ckpt/rank.c then applies as for the legacy format. The optimizer's tensors become each local
- * parameter's whole state (ckpt/dist_state.c): read as boxes from the model-space forms, or
+ * parameter's whole state (ckpt/torchdist_state.c): read as boxes from the model-space forms, or
  * decoded from the dp_reshardable buckets of every (tp, pp) domain of the saved layout. */
 #include <inttypes.h>
 #include <stdio.h>
@@ -12,7 +12,7 @@
 
 #include "base/error.h"
 #include "ckpt/args.h"
-#include "ckpt/dist.h"
+#include "ckpt/torchdist.h"
 #include "ckpt/files.h"
 #include "ckpt/state.h"
 #include "kernels/device.h"
@@ -39,7 +39,7 @@ static void mark(source_t *s, const char *key, bool prefix)
         if (strncmp(s->meta.entries[k].key, key, l) == 0) s->used[k] = 1;
 }
 
-bool mc_dist_is_checkpoint(const char *iter_dir)
+bool mc_torchdist_is_checkpoint(const char *iter_dir)
 {
     char path[MC_CKPT_PATH_MAX + 32];
     snprintf(path, sizeof(path), "%s/metadata.json", iter_dir);
@@ -205,7 +205,7 @@ static mc_pyobj_t *read_value(source_t *s, const char *key, char *err, size_t n,
 static int rng_of(source_t *s, const mc_trainer_t *t, mc_pyobj_t *ck, char *err, size_t n)
 {
     char key[96];
-    mc_dist_rng_key(t, key, sizeof(key));
+    mc_torchdist_rng_key(t, key, sizeof(key));
     if (!mc_dcp_meta_find(&s->meta, key))
         for (size_t k = 0; k < s->meta.n; k++)
             if (strncmp(s->meta.entries[k].key, "rng_state/", 10) == 0) {
@@ -272,10 +272,10 @@ static int decode_domain(source_t *s, const mc_args_t *src, int tp, int pp, cons
     if (mc_trainer_init_state(&st, src, be, tp, pp, err, n) != 0) return -1;
     mc_shard_t *ssh;
     int n_ssh, rc = 0;
-    if (mc_dist_shards(&st.model, &ssh, &n_ssh) != 0) mc_fatal("out of host memory");
+    if (mc_torchdist_shards(&st.model, &ssh, &n_ssh) != 0) mc_fatal("out of host memory");
     char prefix[256], key[320];
-    const int dom = mc_dist_domain(src, tp, pp);
-    mc_dist_optim_key(prefix, sizeof(prefix), dom, "", false);
+    const int dom = mc_torchdist_domain(src, tp, pp);
+    mc_torchdist_optim_key(prefix, sizeof(prefix), dom, "", false);
     mark(s, prefix, true);                 /* the domain's buckets and objects */
     if (!overlaps(ssh, n_ssh, sh, n_sh)) { /* none of this rank's parameters: not read */
         free(ssh);
@@ -294,7 +294,7 @@ static int decode_domain(source_t *s, const mc_args_t *src, int tp, int pp, cons
                 mc_fatal("out of host memory");
         long wstart = 0;
         for (int k = 0; k < b.l[c].n_buckets && !rc; k++) {
-            mc_dist_bucket_key(src, dom, c, k, prefix, sizeof(prefix));
+            mc_torchdist_bucket_key(src, dom, c, k, prefix, sizeof(prefix));
             const int64_t start[1] = {0}, len[1] = {b.l[c].buckets[k].numel_unpadded};
             for (int v = 0; v < 3 && !rc; v++) {
                 snprintf(key, sizeof(key), "%s.%s", prefix, mc_ckpt_state_keys[v]);
@@ -353,13 +353,13 @@ static int optimizer_scalars(source_t *s, mc_trainer_t *t, const mc_pyobj_t *opt
         mc_py_dict_get_str(opt, "optimizer") || mc_py_dict_get_str(opt, "param_groups"))
         return mc_ckpt_optimizer_load_scalars(t, opt, err, n);
     char key[160];
-    int dom = mc_dist_domain(t->args, t->par.me.tp, t->par.me.pp), rc = 0;
-    mc_dist_optim_key(key, sizeof(key), dom, "optimizer", true);
+    int dom = mc_torchdist_domain(t->args, t->par.me.tp, t->par.me.pp), rc = 0;
+    mc_torchdist_optim_key(key, sizeof(key), dom, "optimizer", true);
     if (!mc_dcp_meta_find(&s->meta, key)) dom = 0;
     mc_pyobj_t *d = mc_py_dict();
     static const char *const names[] = {"optimizer", "grad_scaler"};
     for (int k = 0; k < 2 && !rc; k++) {
-        mc_dist_optim_key(key, sizeof(key), dom, names[k], true);
+        mc_torchdist_optim_key(key, sizeof(key), dom, names[k], true);
         mc_pyobj_t *v = read_value(s, key, err, n, &rc);
         if (v && mc_py_dict_set_str(d, names[k], v)) mc_fatal("out of host memory");
     }
@@ -405,7 +405,7 @@ static int load_optimizer(source_t *s, mc_trainer_t *t, const mc_shard_t *sh, in
 }
 
 /* Hands the keys and what this rank asked for to the caller's strictness check. */
-static void usage_of(source_t *s, mc_dist_usage_t *u)
+static void usage_of(source_t *s, mc_torchdist_usage_t *u)
 {
     u->n = s->meta.n;
     u->used = s->used;
@@ -415,7 +415,7 @@ static void usage_of(source_t *s, mc_dist_usage_t *u)
         if (!(u->keys[k] = strdup(s->meta.entries[k].key))) mc_fatal("out of host memory");
 }
 
-void mc_dist_usage_free(mc_dist_usage_t *u)
+void mc_torchdist_usage_free(mc_torchdist_usage_t *u)
 {
     for (size_t k = 0; u->keys && k < u->n; k++) free(u->keys[k]);
     free(u->keys);
@@ -423,7 +423,7 @@ void mc_dist_usage_free(mc_dist_usage_t *u)
     memset(u, 0, sizeof(*u));
 }
 
-int mc_dist_load(mc_trainer_t *t, const char *iter_dir, bool release, mc_dist_usage_t *u, char *err,
+int mc_torchdist_load(mc_trainer_t *t, const char *iter_dir, bool release, mc_torchdist_usage_t *u, char *err,
                  size_t n)
 {
     memset(u, 0, sizeof(*u));
@@ -431,7 +431,7 @@ int mc_dist_load(mc_trainer_t *t, const char *iter_dir, bool release, mc_dist_us
     source_t s;
     mc_shard_t *sh = NULL;
     int n_sh = 0, rc = open_source(&s, iter_dir, err, n);
-    if (!rc && mc_dist_shards(&t->model, &sh, &n_sh) != 0) mc_fatal("out of host memory");
+    if (!rc && mc_torchdist_shards(&t->model, &sh, &n_sh) != 0) mc_fatal("out of host memory");
     /* the model's shape first: a clearer line than the first tensor that does not fit */
     const mc_pyobj_t *ns = rc ? NULL : mc_py_dict_get_str(s.common, "args");
     char inner[1024];
@@ -469,7 +469,7 @@ int mc_dist_load(mc_trainer_t *t, const char *iter_dir, bool release, mc_dist_us
 
 /* Megatron's StrictHandling for the keys no rank asked for (a key a rank needs and the
  * checkpoint lacks is an error of the load itself). */
-void mc_dist_strictness(mc_trainer_t *t, mc_dist_usage_t *u, char *err, size_t n)
+void mc_torchdist_strictness(mc_trainer_t *t, mc_torchdist_usage_t *u, char *err, size_t n)
 {
     const char *mode = t->args->dist_ckpt_strictness;
     const bool log = strncmp(mode, "log_", 4) == 0 || strncmp(mode, "return_", 7) == 0;

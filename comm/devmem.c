@@ -1,5 +1,5 @@
-/* mc_devmem_t of the backends (dist/devmem.h). */
-#include "dist/devmem.h"
+/* mc_devmem_t of the backends (comm/devmem.h). */
+#include "comm/devmem.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "ckpt/dist.h"
+#include "ckpt/torchdist.h"
 #include "ckpt/state.h"
 
 /* The key of parameter p; *layer its global layer number (-1 outside the layers). */
@@ -54,7 +54,7 @@ static void add_piece(mc_shard_t *s, const mc_param_t *p, int index, const char 
     s->main = main;
 }
 
-int mc_dist_shards(const mc_gpt_t *m, mc_shard_t **out, int *n)
+int mc_torchdist_shards(const mc_gpt_t *m, mc_shard_t **out, int *n)
 {
     mc_shard_t *s = malloc((size_t)(2 * m->n_params + 1) * sizeof(mc_shard_t));
     if (!s) return -1;
@@ -90,29 +90,29 @@ int mc_dist_shards(const mc_gpt_t *m, mc_shard_t **out, int *n)
     return 0;
 }
 
-void mc_dist_rng_key(const mc_trainer_t *t, char *buf, size_t n)
+void mc_torchdist_rng_key(const mc_trainer_t *t, char *buf, size_t n)
 {
     snprintf(buf, n, "rng_state/shard_%d.%d_%d.%d", t->par.me.pp, t->par.me.tp,
              t->args->pipeline_model_parallel_size, t->args->tensor_model_parallel_size);
 }
 
-int mc_dist_domain(const mc_args_t *a, int tp, int pp)
+int mc_torchdist_domain(const mc_args_t *a, int tp, int pp)
 {
     return pp * a->tensor_model_parallel_size + tp;
 }
 
-void mc_dist_optim_key(char *buf, size_t n, int domain, const char *what, bool object)
+void mc_torchdist_optim_key(char *buf, size_t n, int domain, const char *what, bool object)
 {
     snprintf(buf, n, "optimizer.distributed.dp_group_idx_%d.%s%s", domain, what,
              object ? "/shard_0_1" : "");
 }
 
-void mc_dist_bucket_key(const mc_args_t *a, int domain, int chunk, int bucket, char *buf, size_t n)
+void mc_torchdist_bucket_key(const mc_args_t *a, int domain, int chunk, int bucket, char *buf, size_t n)
 {
     const char *param, *grad;
     mc_ckpt_buffer_dtypes(a, &param, &grad);
     char what[160];
     snprintf(what, sizeof(what), "gbuf_idx_%d.dtype_(torch.%s, torch.%s).bucket_idx_%d", chunk,
              param, grad, bucket);
-    mc_dist_optim_key(buf, n, domain, what, false);
+    mc_torchdist_optim_key(buf, n, domain, what, false);
 }

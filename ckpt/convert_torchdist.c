@@ -1,5 +1,5 @@
 /* convert-checkpoint's torch_dist side (ckpt/convert_int.h): a torch_dist source is loaded
- * straight into each target rank's host state (mc_dist_load reads any layout), and a
+ * straight into each target rank's host state (mc_torchdist_load reads any layout), and a
  * torch_dist target is written rank by rank in this process, its index from the records
  * collected here rather than gathered over a communicator. */
 #include <stdio.h>
@@ -8,7 +8,7 @@
 #include "base/error.h"
 #include "ckpt/args.h"
 #include "ckpt/convert_int.h"
-#include "ckpt/dist.h"
+#include "ckpt/torchdist.h"
 #include "ckpt/files.h"
 #include "torchfmt/torch_save.h"
 
@@ -60,11 +60,11 @@ void mc_cv_load_dist_rank(const mc_cv_source_t *s, const mc_args_t *t_args, cons
     /* loads print as the last rank: the first target rank speaks, once */
     t->par.rank = pp * t_args->tensor_model_parallel_size + tp;
     t->par.last_rank = 0;
-    mc_dist_usage_t used; /* --dist-ckpt-strictness is for training runs, not the converter */
-    if (mc_dist_load(t, s->iter_dir, s->release, &used, err, sizeof(err)) != 0)
+    mc_torchdist_usage_t used; /* --dist-ckpt-strictness is for training runs, not the converter */
+    if (mc_torchdist_load(t, s->iter_dir, s->release, &used, err, sizeof(err)) != 0)
         mc_user_error("%s", err);
     if (used.foreign_rng && t->par.rank == 0) mc_ckpt_warn_foreign_rng(); /* once */
-    mc_dist_usage_free(&used);
+    mc_torchdist_usage_free(&used);
 }
 
 void mc_cv_write_dist_rank(const mc_cv_target_t *tg, mc_trainer_t *t, int tp, int pp,
@@ -74,18 +74,18 @@ void mc_cv_write_dist_rank(const mc_cv_target_t *tg, mc_trainer_t *t, int tp, in
     /* the rank's global index names its __R_*.distcp file; rank 0 writes common.pt */
     t->par.rank = pp * tg->args->tensor_model_parallel_size + tp;
     t->par.last_rank = -1;
-    mc_dist_job_t *j = mc_dist_prepare(t, staging);
-    mc_pyobj_t *common = mc_dist_job_common(j);
+    mc_torchdist_job_t *j = mc_torchdist_prepare(t, staging);
+    mc_pyobj_t *common = mc_torchdist_job_common(j);
     if (common && mc_cv_carry(tg, common) != 0)
         mc_fatal("out of host memory building the converted checkpoint");
-    mc_dist_write(j, err, sizeof(err));
+    mc_torchdist_write(j, err, sizeof(err));
     if (err[0]) mc_user_error("%s", err);
-    mc_dist_collect(j, recs);
+    mc_torchdist_collect(j, recs);
 }
 
 void mc_cv_finish_dist(const char *staging, const char *final, const mc_dcp_records_t *recs)
 {
     char err[MC_CV_ERR_MAX] = "";
-    mc_dist_write_index(staging, final, recs, err, sizeof(err));
+    mc_torchdist_write_index(staging, final, recs, err, sizeof(err));
     if (err[0]) mc_user_error("%s", err);
 }

@@ -4,8 +4,8 @@
 #define MC_DIST_STATE_H
 
 #include "config/args.h"
-#include "dist/comm.h"
-#include "dist/groups.h"
+#include "comm/comm.h"
+#include "comm/groups.h"
 
 typedef struct {
     mc_comm_t *comm;

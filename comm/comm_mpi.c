@@ -37,11 +37,11 @@
 #include "base/clock.h"
 #include "base/error.h"
 #include "config/env.h"
-#include "dist/comm.h"
-#include "dist/heartbeat.h"
-#include "dist/liveness.h"
-#include "dist/runtime.h"
-#include "dist/staging.h"
+#include "comm/comm.h"
+#include "comm/heartbeat.h"
+#include "comm/liveness.h"
+#include "comm/runtime.h"
+#include "comm/staging.h"
 
 enum { QUEUE_CAP = 1024 };
 #define SPIN_TESTS                                                                                 \
@@ -218,7 +218,7 @@ static void check_peers(mpi_comm_t *mc, const job_t *j, double now)
     }
 }
 
-/* The heartbeat ring (dist/heartbeat.h), every MC_HEARTBEAT_PERIOD_S, idle (j NULL: beats only)
+/* The heartbeat ring (comm/heartbeat.h), every MC_HEARTBEAT_PERIOD_S, idle (j NULL: beats only)
  * or waiting in job j (its predecessor judged by the job's heartbeat_s). */
 static void ring_tick(mpi_comm_t *mc, const job_t *j, double now)
 {

@@ -1,9 +1,9 @@
-/* The heartbeat ring (dist/heartbeat.h). Wire: the predecessor connects and sends a hello
+/* The heartbeat ring (comm/heartbeat.h). Wire: the predecessor connects and sends a hello
  * ("MCHB", its rank, the listener's nonce: a stray or stale connection is refused), the listener
  * answers 'A' to the one it keeps, then the predecessor sends 'b' beats and finally 'B' (bye).
  * Every socket is non-blocking and close-on-exec; sends never raise SIGPIPE. */
 #define _GNU_SOURCE /* accept4 */
-#include "dist/heartbeat.h"
+#include "comm/heartbeat.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -20,8 +20,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "dist/liveness.h"
-#include "dist/runtime.h"
+#include "comm/liveness.h"
+#include "comm/runtime.h"
 
 enum { MAX_ADDRS = 8, MAX_TRIES = MAX_ADDRS + 1, MAX_PENDING = 8, HELLO = 16 };
 #define CONNECT_TRY_S 5.0  /* one connection attempt; then it starts again */
