@@ -18,8 +18,11 @@ case $mode in record | compare) ;; *) echo "usage: $0 record|compare DIR" >&2; e
 : "${MC_EMU_BIN:=build/emu/megatron-c}"
 export OPENBLAS_NUM_THREADS=1 OMPI_MCA_btl=self,vader OMPI_MCA_btl_vader_single_copy_mechanism=none
 MPIRUN=(timeout 600 mpirun --allow-run-as-root --oversubscribe)
-# A fixed work directory: checkpoints record the --save path in their args.
+# A fixed work directory: checkpoints record the --save path in their args. One run at a time
+# on this machine (several checkouts may share it): the lock waits for the other.
 W=/tmp/mc-behaviour
+exec 9>/tmp/mc-behaviour.lock
+flock 9
 rm -rf "$W" && mkdir -p "$W"
 out=$W/out
 mkdir -p "$out"
