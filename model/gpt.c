@@ -11,6 +11,7 @@
 #include "base/error.h"
 #include "model/gpt.h"
 #include "model/rope.h"
+#include "model/tp.h"
 
 /* ---------------------------------------------------------------- memory */
 
@@ -216,11 +217,7 @@ static void plan_slot(mc_gpt_t *m, alloc_ctx_t *acts, int g, mc_gpt_slot_t *s)
 /* --apply-layernorm-1p: whether parameter p is a norm's weight (input_layernorm,
  * pre_mlp_layernorm, q/k_layernorm, final_layernorm: each one TE's zero_centered_gamma
  * covers), and the sizes of the ones vector and of the (1 + w) copies. */
-static bool is_norm_weight(const mc_param_t *p)
-{
-    const size_t n = strlen(p->name), k = strlen("layernorm.weight");
-    return n >= k && strcmp(p->name + n - k, "layernorm.weight") == 0;
-}
+static bool is_norm_weight(const mc_param_t *p) { return mc_pkind_norm_weight(p->kind); }
 
 static void norm_1p_sizes(const mc_gpt_t *m, long *most, long *total)
 {
@@ -371,13 +368,13 @@ static int setup_norm_1p(mc_gpt_t *m)
             m->norm_1p[i] = mc_elem(m->norm_1p_eff, dt, used);
             used += m->params[i].numel;
         }
-    to_norm_1p(m, &m->p.lnf_w);
+    to_norm_1p(m, &m->p.t[MC_PK_FINAL_NORM_W]);
     for (int j = 0; j < m->n_local_layers; j++) {
         mc_layer_ptrs_t *lp = &m->p.layers[j];
-        to_norm_1p(m, &lp->ln1_w);
-        to_norm_1p(m, &lp->ln2_w);
-        to_norm_1p(m, &lp->qln_w);
-        to_norm_1p(m, &lp->kln_w);
+        to_norm_1p(m, &lp->t[MC_PK_INPUT_NORM_W]);
+        to_norm_1p(m, &lp->t[MC_PK_PRE_MLP_NORM_W]);
+        to_norm_1p(m, &lp->t[MC_PK_Q_NORM_W]);
+        to_norm_1p(m, &lp->t[MC_PK_K_NORM_W]);
     }
     return 0;
 }
@@ -466,34 +463,41 @@ static void grads_final(mc_gpt_t *m, int k)
     if (n) m->grads_final_hook(m->hook_ctx, first, n);
 }
 
-/* Sums a partial result over the tp ranks (the forward of a row-parallel layer, the backward of
- * a column-parallel one). */
-static void tp_reduce(mc_gpt_t *m, void *buf, long n, mc_dtype_t dt, mc_redop_t op)
+/* The model's tensor-parallel group and sequence parallelism, for Megatron's mappings
+ * (model/tp.h). */
+static mc_tp_t tp_of(const mc_gpt_t *m)
 {
-    if (m->cfg.tp > 1) mc_all_reduce(m->comm, m->tp_group, buf, (size_t)n, dt, op);
+    const mc_gpt_config_t *c = &m->cfg;
+    return (mc_tp_t){.be = m->be,
+                     .comm = m->comm,
+                     .group = m->tp_group,
+                     .size = c->tp,
+                     .rank = c->tp_rank,
+                     .sp = c->sequence_parallel && c->tp > 1,
+                     .dt = c->dt};
 }
 
-/* Sequence parallelism (Korthikanti et al.): the input of a column-parallel layer is the
- * sequence-local activation all-gathered over tp (into m->gath); the backward of a row-parallel
- * layer gathers its output gradient the same way. Without it, the tensor itself. */
+static void tp_reduce(mc_gpt_t *m, void *buf, long n, mc_dtype_t dt, mc_redop_t op)
+{
+    const mc_tp_t tp = tp_of(m);
+    mc_tp_all_reduce(&tp, buf, n, dt, op);
+}
+
+/* A column-parallel layer's input (or a row-parallel one's output gradient): the sequence-local
+ * activation, or with sequence parallelism the whole sequence gathered into m->gath. */
 static const void *seq_gather(mc_gpt_t *m, const tp_dims_t *t, const void *local, long n_local)
 {
-    if (!t->sp) return local;
-    mc_all_gather(m->comm, m->tp_group, local, m->gath, (size_t)n_local, m->cfg.dt);
-    return m->gath;
+    const mc_tp_t tp = tp_of(m);
+    return mc_tp_column_input(&tp, local, m->gath, n_local);
 }
 
 /* A partial sum over tp of a whole-sequence tensor (a row-parallel output; a column-parallel
- * input gradient): all-reduced in place, or with sequence parallelism reduce-scattered into this
- * rank's rows in `local`. Returns the summed buffer. */
+ * input gradient): all-reduced in place, or reduce-scattered into this rank's rows in `local`.
+ * Returns the summed buffer. */
 static void *tp_sum(mc_gpt_t *m, const tp_dims_t *t, void *partial, void *local, long n_local)
 {
-    if (!t->sp) {
-        tp_reduce(m, partial, n_local, m->cfg.dt, MC_OP_SUM);
-        return partial;
-    }
-    mc_reduce_scatter(m->comm, m->tp_group, partial, local, (size_t)n_local, m->cfg.dt, MC_OP_SUM);
-    return local;
+    const mc_tp_t tp = tp_of(m);
+    return mc_tp_row_output(&tp, partial, local, n_local);
 }
 
 static mc_dropout_t dropout_site(const mc_gpt_t *m, uint32_t iteration, uint32_t layer,
@@ -581,34 +585,40 @@ static void forward_layer(mc_gpt_t *m, int j, uint32_t iteration, bool training,
 
     if (!m->ln_done) {
         params_needed(m, lj + 1);
-        norm_forward(m, a->ln1, a->ln1_mean, a->ln1_rstd, a->x, w->ln1_w, w->ln1_b, Sl * B);
+        norm_forward(m, a->ln1, a->ln1_mean, a->ln1_rstd, a->x, w->t[MC_PK_INPUT_NORM_W],
+                     w->t[MC_PK_INPUT_NORM_B], Sl * B);
     }
     m->ln_done = false;
     be->linear_forward(be, dt, c->qk_norm ? a->qkv_in : a->qkv, seq_gather(m, &t, a->ln1, NL),
-                       w->qkv_w, w->qkv_b, N, H, t.qkv);
+                       w->t[MC_PK_QKV_W], w->t[MC_PK_QKV_B], N, H, t.qkv);
     if (c->qk_norm)
-        be->qk_norm_forward(be, dt, a->qkv, a->qk_mean, a->qk_rstd, a->qkv_in, w->qln_w, w->qln_b,
-                            w->kln_w, w->kln_b, N, t.groups, NH / t.groups, HD, c->eps, c->rms);
+        be->qk_norm_forward(be, dt, a->qkv, a->qk_mean, a->qk_rstd, a->qkv_in, w->t[MC_PK_Q_NORM_W],
+                            w->t[MC_PK_Q_NORM_B], w->t[MC_PK_K_NORM_W], w->t[MC_PK_K_NORM_B], N,
+                            t.groups, NH / t.groups, HD, c->eps, c->rms);
     rope(m, &t, a->qkv, B, 0); /* the saved qkv holds the rotated queries and keys */
     d = dropout_site(m, iteration, layer_no, MC_DROPOUT_SITE_ATTN_PROBS, sl->sample0, ap);
     be->attention_forward(be, dt, a->attn, a->attn_state, a->qkv, S, B, NH, t.groups, HD,
                           sl->segments, 1.0f / sqrtf((float)HD), &d, t.head_start, c->heads);
-    be->linear_forward(be, dt, m->tmp_h, a->attn, w->proj_w, bias_here ? w->proj_b : NULL, N, A, H);
+    be->linear_forward(be, dt, m->tmp_h, a->attn, w->t[MC_PK_PROJ_W],
+                       bias_here ? w->t[MC_PK_PROJ_B] : NULL, N, A, H);
     void *y = tp_sum(m, &t, m->tmp_h, m->dtmp_h, NL); /* dtmp_h: free in forward */
     d = dropout_site(m, iteration, layer_no, MC_DROPOUT_SITE_ATTN_OUT, sl->sample0, hp);
     be->dropout_forward(be, dt, y, y, &d, Sl, B, H, s0, H, 0);
     add_norm_forward(m, a->x_mid, a->ln2, a->ln2_mean, a->ln2_rstd,
-                     c->post_ln_residual ? a->ln1 : a->x, y, w->ln2_w, w->ln2_b, Sl * B);
+                     c->post_ln_residual ? a->ln1 : a->x, y, w->t[MC_PK_PRE_MLP_NORM_W],
+                     w->t[MC_PK_PRE_MLP_NORM_B], Sl * B);
 
     const void *ln2_full = seq_gather(m, &t, a->ln2, NL);
     if (c->swiglu) {
-        be->linear_forward(be, dt, a->fc1, ln2_full, w->fc1_w, w->fc1_b, N, H, t.ffn1);
+        be->linear_forward(be, dt, a->fc1, ln2_full, w->t[MC_PK_FC1_W], w->t[MC_PK_FC1_B], N, H,
+                           t.ffn1);
         be->swiglu_forward(be, dt, a->act, a->fc1, N, F);
     } else {
-        be->linear_gelu_forward(be, dt, a->act, a->fc1, ln2_full, w->fc1_w, w->fc1_b, N, H, F,
-                                c->act);
+        be->linear_gelu_forward(be, dt, a->act, a->fc1, ln2_full, w->t[MC_PK_FC1_W],
+                                w->t[MC_PK_FC1_B], N, H, F, c->act);
     }
-    be->linear_forward(be, dt, m->tmp_h, a->act, w->fc2_w, bias_here ? w->fc2_b : NULL, N, F, H);
+    be->linear_forward(be, dt, m->tmp_h, a->act, w->t[MC_PK_FC2_W],
+                       bias_here ? w->t[MC_PK_FC2_B] : NULL, N, F, H);
     y = tp_sum(m, &t, m->tmp_h, m->dtmp_h, NL);
     d = dropout_site(m, iteration, layer_no, MC_DROPOUT_SITE_MLP_OUT, sl->sample0, hp);
     be->dropout_forward(be, dt, y, y, &d, Sl, B, H, s0, H, 0);
@@ -619,13 +629,13 @@ static void forward_layer(mc_gpt_t *m, int j, uint32_t iteration, bool training,
         mc_layer_acts_t *na = &sl->acts[j + 1];
         const mc_layer_ptrs_t *nw = &m->p.layers[lj + 1];
         params_needed(m, lj + 2);
-        add_norm_forward(m, x_out, na->ln1, na->ln1_mean, na->ln1_rstd, res, y, nw->ln1_w,
-                         nw->ln1_b, Sl * B);
+        add_norm_forward(m, x_out, na->ln1, na->ln1_mean, na->ln1_rstd, res, y,
+                         nw->t[MC_PK_INPUT_NORM_W], nw->t[MC_PK_INPUT_NORM_B], Sl * B);
         m->ln_done = true;
     } else if (!recomputing && ch->post) {
         params_needed(m, m->n_local_layers + 1);
-        add_norm_forward(m, x_out, sl->lnf, sl->lnf_mean, sl->lnf_rstd, res, y, m->p.lnf_w,
-                         m->p.lnf_b, Sl * B);
+        add_norm_forward(m, x_out, sl->lnf, sl->lnf_mean, sl->lnf_rstd, res, y,
+                         m->p.t[MC_PK_FINAL_NORM_W], m->p.t[MC_PK_FINAL_NORM_B], Sl * B);
         m->ln_done = true;
     } else {
         be->add(be, dt, x_out, res, y, NL);
@@ -659,16 +669,16 @@ static void backward_layer(mc_gpt_t *m, int j, uint32_t iteration)
     be->dropout_backward(be, dt, m->dtmp_h, m->dres, &d, Sl, B, H, s0, H, 0);
     const void *dmlp_full = seq_gather(m, &t, m->dtmp_h, NHl);
     if (c->swiglu) {
-        be->linear_backward(be, dt, gdt, m->d_act, gw->fc2_w, gw->fc2_b, dmlp_full, a->act,
-                            w->fc2_w, N, F, H);
+        be->linear_backward(be, dt, gdt, m->d_act, gw->t[MC_PK_FC2_W], gw->t[MC_PK_FC2_B],
+                            dmlp_full, a->act, w->t[MC_PK_FC2_W], N, F, H);
         be->swiglu_backward(be, dt, m->d_ffn, m->d_act, a->fc1, N, F);
     } else {
-        be->linear_backward_gelu(be, dt, gdt, m->d_ffn, gw->fc2_w, gw->fc2_b, dmlp_full, a->act,
-                                 w->fc2_w, a->fc1, N, F, H, c->act);
+        be->linear_backward_gelu(be, dt, gdt, m->d_ffn, gw->t[MC_PK_FC2_W], gw->t[MC_PK_FC2_B],
+                                 dmlp_full, a->act, w->t[MC_PK_FC2_W], a->fc1, N, F, H, c->act);
     }
     /* d ln2 into dx */
-    be->linear_backward(be, dt, gdt, dfull, gw->fc1_w, gw->fc1_b, m->d_ffn,
-                        seq_gather(m, &t, a->ln2, NHl), w->fc1_w, N, H, t.ffn1);
+    be->linear_backward(be, dt, gdt, dfull, gw->t[MC_PK_FC1_W], gw->t[MC_PK_FC1_B], m->d_ffn,
+                        seq_gather(m, &t, a->ln2, NHl), w->t[MC_PK_FC1_W], N, H, t.ffn1);
     tp_sum(m, &t, dfull, m->dx, NHl);
     if (c->post_ln_residual) {
         /* res2 = ln2: its gradient joins d ln2, and x_mid gets only the LN path */
@@ -676,15 +686,15 @@ static void backward_layer(mc_gpt_t *m, int j, uint32_t iteration)
         be->memset0(be, m->dres, (size_t)NHl * mc_dtype_size(dt));
     }
     /* dres (d x_mid) += LN2 backward */
-    norm_backward_acc(m, m->dres, gw->ln2_w, gw->ln2_b, m->dx, a->x_mid, w->ln2_w, a->ln2_mean,
-                      a->ln2_rstd, NLr);
+    norm_backward_acc(m, m->dres, gw->t[MC_PK_PRE_MLP_NORM_W], gw->t[MC_PK_PRE_MLP_NORM_B], m->dx,
+                      a->x_mid, w->t[MC_PK_PRE_MLP_NORM_W], a->ln2_mean, a->ln2_rstd, NLr);
 
     /* ---- attention block: x_mid = res1 + dropout(proj(attn(qkv(ln1)))) ---- */
     d = dropout_site(m, iteration, layer_no, MC_DROPOUT_SITE_ATTN_OUT, sample0, hp);
     be->dropout_backward(be, dt, m->dtmp_h, m->dres, &d, Sl, B, H, s0, H, 0);
     /* d attn into tmp_h (free during backward) */
-    be->linear_backward(be, dt, gdt, m->tmp_h, gw->proj_w, gw->proj_b,
-                        seq_gather(m, &t, m->dtmp_h, NHl), a->attn, w->proj_w, N, A, H);
+    be->linear_backward(be, dt, gdt, m->tmp_h, gw->t[MC_PK_PROJ_W], gw->t[MC_PK_PROJ_B],
+                        seq_gather(m, &t, m->dtmp_h, NHl), a->attn, w->t[MC_PK_PROJ_W], N, A, H);
     d = dropout_site(m, iteration, layer_no, MC_DROPOUT_SITE_ATTN_PROBS, sample0, ap);
     /* selective recomputation: core attention again (its output into dtmp_h, free here, which
      * the backward then reads as the forward's output) */
@@ -699,19 +709,20 @@ static void backward_layer(mc_gpt_t *m, int j, uint32_t iteration)
                            1.0f / sqrtf((float)HD), &d, t.head_start, c->heads);
     rope(m, &t, m->d_qkv, B, 1); /* back through the rotation (and the q/k norms) */
     if (c->qk_norm)
-        be->qk_norm_backward(be, dt, gdt, m->d_qkv, gw->qln_w, gw->qln_b, gw->kln_w, gw->kln_b,
-                             a->qkv_in, w->qln_w, w->kln_w, a->qk_mean, a->qk_rstd, N, t.groups,
-                             NH / t.groups, HD, c->rms);
+        be->qk_norm_backward(be, dt, gdt, m->d_qkv, gw->t[MC_PK_Q_NORM_W], gw->t[MC_PK_Q_NORM_B],
+                             gw->t[MC_PK_K_NORM_W], gw->t[MC_PK_K_NORM_B], a->qkv_in,
+                             w->t[MC_PK_Q_NORM_W], w->t[MC_PK_K_NORM_W], a->qk_mean, a->qk_rstd, N,
+                             t.groups, NH / t.groups, HD, c->rms);
     /* tmp_h (d attn) is consumed: it may take the whole-sequence d ln1 */
-    be->linear_backward(be, dt, gdt, dfull, gw->qkv_w, gw->qkv_b, m->d_qkv,
-                        seq_gather(m, &t, a->ln1, NHl), w->qkv_w, N, H, t.qkv);
+    be->linear_backward(be, dt, gdt, dfull, gw->t[MC_PK_QKV_W], gw->t[MC_PK_QKV_B], m->d_qkv,
+                        seq_gather(m, &t, a->ln1, NHl), w->t[MC_PK_QKV_W], N, H, t.qkv);
     tp_sum(m, &t, dfull, m->dx, NHl);
     if (c->post_ln_residual) {
         be->add_inplace(be, dt, m->dx, m->dres, NHl);
         be->memset0(be, m->dres, (size_t)NHl * mc_dtype_size(dt));
     }
-    norm_backward_acc(m, m->dres, gw->ln1_w, gw->ln1_b, m->dx, a->x, w->ln1_w, a->ln1_mean,
-                      a->ln1_rstd, NLr);
+    norm_backward_acc(m, m->dres, gw->t[MC_PK_INPUT_NORM_W], gw->t[MC_PK_INPUT_NORM_B], m->dx, a->x,
+                      w->t[MC_PK_INPUT_NORM_W], a->ln1_mean, a->ln1_rstd, NLr);
     grads_final(m, lj + 1);
 }
 
@@ -763,8 +774,9 @@ void mc_gpt_forward_chunk(mc_gpt_t *m, int c, int k, const mc_microbatch_t *mb, 
          * joins once */
         params_needed(m, 0);
         void *e = t.sp ? m->tmp_h : sl->in;
-        be->embedding_forward(be, dt, e, sl->tokens, sl->positions, m->p.wte,
-                              bias_here ? m->p.wpe : NULL, S, B, H, t.vocab_start, t.vocab);
+        be->embedding_forward(be, dt, e, sl->tokens, sl->positions, m->p.t[MC_PK_WORD_EMBEDDINGS],
+                              bias_here ? m->p.t[MC_PK_POSITION_EMBEDDINGS] : NULL, S, B, H,
+                              t.vocab_start, t.vocab);
         tp_sum(m, &t, e, sl->in, NL);
         mc_dropout_t d = dropout_site(m, iteration, 0, MC_DROPOUT_SITE_EMBEDDING, mb->sample0, hp);
         be->dropout_forward(be, dt, sl->in, sl->in, &d, Sl, B, H, s0, H, 0);
@@ -780,12 +792,12 @@ void mc_gpt_forward_chunk(mc_gpt_t *m, int c, int k, const mc_microbatch_t *mb, 
     if (!ch->post) return;
     if (!m->ln_done) { /* else the last layer's residual add did it */
         params_needed(m, m->n_local_layers + 1);
-        norm_forward(m, sl->lnf, sl->lnf_mean, sl->lnf_rstd, sl->x_final, m->p.lnf_w, m->p.lnf_b,
-                     Sl * B);
+        norm_forward(m, sl->lnf, sl->lnf_mean, sl->lnf_rstd, sl->x_final,
+                     m->p.t[MC_PK_FINAL_NORM_W], m->p.t[MC_PK_FINAL_NORM_B], Sl * B);
     }
     m->ln_done = false;
-    be->linear_forward(be, dt, sl->logits, seq_gather(m, &t, sl->lnf, NL), m->p.out_w, NULL, N, H,
-                       t.vocab);
+    be->linear_forward(be, dt, sl->logits, seq_gather(m, &t, sl->lnf, NL), m->p.t[MC_PK_OUTPUT_W],
+                       NULL, N, H, t.vocab);
     /* vocab-parallel cross-entropy in fp32: global max, then global sum-exp and predicted logit */
     be->ce_max(be, dt, sl->ce_max, sl->logits, N, t.vocab);
     tp_reduce(m, sl->ce_max, N, MC_DT_F32, MC_OP_MAX);
@@ -839,13 +851,13 @@ void mc_gpt_backward_chunk(mc_gpt_t *m, int c, int k, uint32_t iteration, float 
         be->scale(be, MC_DT_F32, m->dloss, weight * m->loss_scale, N);
         be->ce_backward(be, dt, sl->logits, sl->logits, sl->ce_max, sl->ce_sum, sl->labels,
                         m->dloss, S, B, t.vocab, t.vocab_start);
-        be->linear_backward(be, dt, gdt, dfull, m->g.out_w, NULL, sl->logits,
-                            seq_gather(m, &t, sl->lnf, NHl), m->p.out_w, N, H, t.vocab);
+        be->linear_backward(be, dt, gdt, dfull, m->g.t[MC_PK_OUTPUT_W], NULL, sl->logits,
+                            seq_gather(m, &t, sl->lnf, NHl), m->p.t[MC_PK_OUTPUT_W], N, H, t.vocab);
         tp_sum(m, &t, dfull, m->dx, NHl); /* column-parallel (vocab) input gradient */
         /* dx now holds d lnf; the final LN backward accumulates into dres (= d x_final) */
         be->memset0(be, m->dres, hb);
-        norm_backward_acc(m, m->dres, m->g.lnf_w, m->g.lnf_b, m->dx, sl->x_final, m->p.lnf_w,
-                          sl->lnf_mean, sl->lnf_rstd, NLr);
+        norm_backward_acc(m, m->dres, m->g.t[MC_PK_FINAL_NORM_W], m->g.t[MC_PK_FINAL_NORM_B], m->dx,
+                          sl->x_final, m->p.t[MC_PK_FINAL_NORM_W], sl->lnf_mean, sl->lnf_rstd, NLr);
         grads_final(m, m->n_local_layers + 1);
     } else {
         be->memcpy_d2d(be, m->dres, sl->dout, hb);
@@ -869,7 +881,8 @@ void mc_gpt_backward_chunk(mc_gpt_t *m, int c, int k, uint32_t iteration, float 
     /* embedding: x0 = dropout(wte[tok] + wpe[pos]) */
     mc_dropout_t d = dropout_site(m, iteration, 0, MC_DROPOUT_SITE_EMBEDDING, sl->sample0, hp);
     be->dropout_backward(be, dt, m->dres, m->dres, &d, Sl, B, H, s0, H, 0);
-    be->embedding_backward(be, dt, gdt, m->g.wte, m->g.wpe, seq_gather(m, &t, m->dres, NHl),
+    be->embedding_backward(be, dt, gdt, m->g.t[MC_PK_WORD_EMBEDDINGS],
+                           m->g.t[MC_PK_POSITION_EMBEDDINGS], seq_gather(m, &t, m->dres, NHl),
                            sl->tokens, sl->positions, S, B, H, t.vocab_start, t.vocab);
     grads_final(m, 0);
 }

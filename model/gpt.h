@@ -19,6 +19,7 @@
 #include "config/args.h"
 #include "kernels/backend.h"
 #include "comm/comm.h"
+#include "model/param_names.h"
 
 /* Activation recomputation (Megatron's --recompute-granularity / --recompute-method). */
 typedef enum {
@@ -93,19 +94,12 @@ static inline int mc_gpt_slot_group(const mc_gpt_config_t *c, int chunk)
     return c->chunk[chunk].post ? 1 : 0;
 }
 
-/* How a parameter is split over the tp ranks (Megatron's tensor_model_parallel attribute). */
-typedef enum {
-    MC_SPLIT_NONE = -1,    /* duplicated on every tp rank (LayerNorms, row-parallel biases, wpe) */
-    MC_SPLIT_ROWS = 0,     /* column-parallel weights and biases, vocab-parallel embeddings */
-    MC_SPLIT_COLS = 1,     /* row-parallel weights */
-    MC_SPLIT_ROWS_GLU = 2, /* SwiGLU's linear_fc1 [gate; up]: each half split by rows, a rank
-                              holding [its gate rows; its up rows] (Megatron's layout) */
-} mc_split_t;
-
 /* One parameter tensor: Megatron state-dict name (global layer numbers) and full shape; this
  * rank holds the tp slice given by split. */
 typedef struct {
     char name[96];
+    mc_pkind_t kind; /* its row of the names table (model/param_names.h) */
+    int layer;       /* global layer number; -1 outside the layers */
     int ndim;
     int64_t shape[2]; /* full, unsharded */
     mc_split_t split;
@@ -138,16 +132,15 @@ static inline int64_t mc_param_full_row(const mc_param_t *p, int tp_rank, int64_
     return r;
 }
 
-/* Pointers into a flat buffer for one transformer layer (params, of type cfg.dt, or their grads,
- * of type cfg.gdt). */
+/* Pointers into a flat buffer (params, of type cfg.dt, or their grads, of type cfg.gdt) by kind
+ * of parameter: one transformer layer's, and the model's (the embeddings, final norm and output
+ * layer; the output layer's is the word embeddings' when tied). NULL where the model has none. */
 typedef struct {
-    void *ln1_w, *ln1_b, *qkv_w, *qkv_b, *proj_w, *proj_b;
-    void *qln_w, *qln_b, *kln_w, *kln_b; /* --qk-layernorm */
-    void *ln2_w, *ln2_b, *fc1_w, *fc1_b, *fc2_w, *fc2_b;
+    void *t[MC_PK_COUNT];
 } mc_layer_ptrs_t;
 
 typedef struct {
-    void *wte, *wpe, *lnf_w, *lnf_b, *out_w; /* out_w == wte when tied */
+    void *t[MC_PK_COUNT];
     mc_layer_ptrs_t *layers;
 } mc_gpt_ptrs_t;
 
