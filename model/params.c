@@ -4,10 +4,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <math.h>
 
 #include "base/error.h"
-#include "model/gpt.h"
+#include "model/block.h"
+#include "model/layer_spec.h"
 
 void mc_gpt_config_from_args(mc_gpt_config_t *c, const mc_args_t *a)
 {
@@ -70,15 +70,14 @@ void mc_gpt_config_from_args(mc_gpt_config_t *c, const mc_args_t *a)
     c->slots[1] = 1;
 }
 
-/* Appends kind k of global layer `layer` (-1 outside the layers) with full shape [d0, d1] (d1 0:
- * a vector): name, tp split and gradient and decay rules from the names table. */
-static mc_param_t *add_param(mc_gpt_t *m, int *cap, mc_pkind_t k, int layer, int64_t d0, int64_t d1,
+/* Name, tp split, and gradient and decay rules from the names table. */
+mc_param_t *mc_gpt_add_param(mc_gpt_t *m, mc_pkind_t k, int layer, int64_t d0, int64_t d1,
                              float std, float value)
 {
     const mc_param_name_t *row = &mc_param_names[k];
-    if (m->n_params == *cap) {
-        *cap = *cap ? 2 * *cap : 64;
-        m->params = realloc(m->params, (size_t)*cap * sizeof(mc_param_t));
+    if (m->n_params == m->cap_params) {
+        m->cap_params = m->cap_params ? 2 * m->cap_params : 64;
+        m->params = realloc(m->params, (size_t)m->cap_params * sizeof(mc_param_t));
         if (!m->params) mc_fatal("out of host memory building the parameter table");
     }
     mc_param_t *p = &m->params[m->n_params++];
@@ -131,6 +130,17 @@ static void local_layers(mc_gpt_t *m, bool *pre, bool *post)
             m->layer_no[j++] = c->chunk[k].first_layer + i;
 }
 
+/* The blocks of each local layer (the layer spec) and the final norm. */
+static void choose_blocks(mc_gpt_t *m)
+{
+    m->spec = malloc((size_t)(m->n_local_layers ? m->n_local_layers : 1) * sizeof(*m->spec));
+    m->layer_param = malloc((size_t)(m->n_local_layers + 1) * sizeof(int));
+    if (!m->spec || !m->layer_param) mc_fatal("out of host memory building the parameter table");
+    for (int j = 0; j < m->n_local_layers; j++)
+        m->spec[j] = mc_layer_spec_of(&m->cfg, m->layer_no[j]);
+    m->final_norm = mc_final_norm_of(&m->cfg);
+}
+
 void mc_gpt_build_params(mc_gpt_t *m, const mc_gpt_config_t *cfg)
 {
     memset(m, 0, sizeof(*m));
@@ -141,72 +151,26 @@ void mc_gpt_build_params(mc_gpt_t *m, const mc_gpt_config_t *cfg)
         c->n_chunks = 1;
         c->chunk[0] = (mc_chunk_cfg_t){0, c->num_layers, true, true};
     }
+    if (c->groups < 1) c->groups = c->heads;
     bool pre = false, post = false;
     local_layers(m, &pre, &post);
-
-    if (c->groups < 1) c->groups = c->heads;
-    const int L = c->num_layers, H = c->hidden, F = c->ffn, F1 = c->swiglu ? 2 * F : F;
-    const int QKV = (c->heads + 2 * c->groups) * c->head_dim, A = c->heads * c->head_dim;
-    const bool ln_bias = !c->rms, qkv_bias = c->bias || c->qkv_bias;
-    /* scaled_init_method_normal: std / sqrt(2 * num_layers) for linear_proj and linear_fc2,
-     * num_layers of the whole model */
-    const float out_std = c->init_std / sqrtf(2.0f * (float)L);
-    /* tied embeddings split over pipeline stages: the last stage has its own copy (below) */
+    choose_blocks(m);
+    /* tied embeddings split over pipeline stages: the last stage has its own copy */
     const bool shared = c->tied && pre != post;
-    int cap = 0;
 
-    if (pre) {
-        mc_param_t *w =
-            add_param(m, &cap, MC_PK_WORD_EMBEDDINGS, -1, c->vocab, H, c->embedding_init_std, 0);
-        w->shared_embedding = shared;
-        w->embedding_or_output = true;
-        if (c->pos == MC_POS_LEARNED)
-            add_param(m, &cap, MC_PK_POSITION_EMBEDDINGS, -1, c->max_pos, H, c->embedding_init_std,
-                      0);
-    }
-    /* --apply-layernorm-1p: Megatron's zero_centered_gamma initialises the weights to zero */
-    const float gamma = c->norm_1p ? 0.0f : 1.0f;
-    m->layer_param0 = m->n_params;
+    if (pre) mc_embedding_params(m, shared);
+    /* a layer: input_layernorm, self_attention, pre_mlp_layernorm, mlp (Megatron's order) */
     for (int j = 0; j < m->n_local_layers; j++) {
+        const mc_layer_spec_t *s = m->spec[j];
         const int l = m->layer_no[j];
-#define P(kind, d0, d1, std, val) add_param(m, &cap, kind, l, d0, d1, std, val)
-        /* Megatron's ColumnParallelLinear (qkv, fc1) splits output rows; RowParallelLinear
-         * (proj, fc2) splits input columns and keeps its bias whole */
-        P(MC_PK_INPUT_NORM_W, H, 0, 0, gamma);
-        if (ln_bias) P(MC_PK_INPUT_NORM_B, H, 0, 0, 0.0f);
-        P(MC_PK_PROJ_W, H, A, out_std, 0);
-        if (c->bias) P(MC_PK_PROJ_B, H, 0, 0, 0.0f);
-        P(MC_PK_QKV_W, QKV, H, c->init_std, 0);
-        if (qkv_bias) P(MC_PK_QKV_B, QKV, 0, 0, 0.0f);
-        if (c->qk_norm) { /* over one head's channels: whole on every tp rank */
-            P(MC_PK_Q_NORM_W, c->head_dim, 0, 0, gamma);
-            if (ln_bias) P(MC_PK_Q_NORM_B, c->head_dim, 0, 0, 0.0f);
-            P(MC_PK_K_NORM_W, c->head_dim, 0, 0, gamma);
-            if (ln_bias) P(MC_PK_K_NORM_B, c->head_dim, 0, 0, 0.0f);
-        }
-        P(MC_PK_PRE_MLP_NORM_W, H, 0, 0, gamma);
-        if (ln_bias) P(MC_PK_PRE_MLP_NORM_B, H, 0, 0, 0.0f);
-        P(MC_PK_FC1_W, F1, H, c->init_std, 0);
-        if (c->bias) P(MC_PK_FC1_B, F1, 0, 0, 0.0f);
-        P(MC_PK_FC2_W, H, F, out_std, 0);
-        if (c->bias) P(MC_PK_FC2_B, H, 0, 0, 0.0f);
-#undef P
+        m->layer_param[j] = m->n_params;
+        mc_norm_params(s->input_norm, m, MC_PK_INPUT_NORM_W, l, c->hidden);
+        s->attention->params(m, l);
+        mc_norm_params(s->pre_mlp_norm, m, MC_PK_PRE_MLP_NORM_W, l, c->hidden);
+        s->mlp->params(m, l);
     }
-    m->params_per_layer =
-        m->n_local_layers ? (m->n_params - m->layer_param0) / m->n_local_layers : 0;
-    if (post) {
-        add_param(m, &cap, MC_PK_FINAL_NORM_W, -1, H, 0, 0, gamma);
-        if (ln_bias) add_param(m, &cap, MC_PK_FINAL_NORM_B, -1, H, 0, 0, 0.0f);
-        if (!c->tied) {
-            add_param(m, &cap, MC_PK_OUTPUT_W, -1, c->vocab, H, c->init_std, 0)
-                ->embedding_or_output = true;
-        } else if (shared) {
-            /* Megatron zero-fills the last stage's copy and all-reduces it over the embedding
-             * group, which makes it the first stage's initial word embeddings */
-            mc_param_t *o = add_param(m, &cap, MC_PK_OUTPUT_W, -1, c->vocab, H, 0, 0);
-            o->shared_embedding = o->shared = o->embedding_or_output = true;
-        }
-    }
+    m->layer_param[m->n_local_layers] = m->n_params;
+    if (post) mc_output_params(m, shared);
 }
 
 const mc_param_t *mc_gpt_find_param(const mc_gpt_t *m, const char *name)
