@@ -18,6 +18,7 @@
 #include "ckpt/torchdist.h"
 #include "ckpt/files.h"
 #include "ckpt/state.h"
+#include "model/param_names.h"
 
 #define ERR_MAX MC_CV_ERR_MAX
 #define MODEL_FILE "model_optim_rng.pt"
@@ -122,7 +123,7 @@ static void rank_copy(mc_trainer_t *t, model_t *fm, bool to_full)
     for (int i = 0; i < m->n_params; i++) {
         const mc_param_t *p = &m->params[i];
         /* the last stage's copy of tied embeddings holds the word embeddings */
-        const char *name = p->shared ? "embedding.word_embeddings.weight" : p->name;
+        const char *name = p->shared ? mc_param_names[MC_PK_WORD_EMBEDDINGS].local : p->name;
         if (to_full && (p->shared || (p->split == MC_SPLIT_NONE && m->cfg.tp_rank != 0))) continue;
         full_t *f = to_full ? add_full(fm, p) : find_full(fm, name);
         if (!f) mc_fatal("internal error: the source checkpoint has no %s", name);
