@@ -404,6 +404,7 @@ static void post(nccl_comm_t *nc, int64_t t, const mc_coll_t *o)
 static void block_until(nccl_comm_t *nc, int64_t t)
 {
     const flight_t *f = &nc->ring[(t - 1) % RING];
+    long nap = 20000;
     for (int polls = 0;; polls++) {
         pthread_mutex_lock(&nc->mu);
         bool done = nc->completed >= t; /* then the slot may hold a later ticket: do not query it */
@@ -418,10 +419,12 @@ static void block_until(nccl_comm_t *nc, int64_t t)
         if (e != cudaErrorNotReady)
             die(nc, "CUDA error during %s on the %s group: %s", f->what, f->group->name,
                 cudaGetErrorString(e));
-        /* spin briefly (small collectives), then yield, then nap (a barrier may wait for a rank
-         * that writes a checkpoint) */
-        if (polls > 100000) nanosleep(&(struct timespec){.tv_nsec = 200000}, NULL);
-        else if (polls > 64) sched_yield();
+        /* spin briefly (small collectives), then yield for a few ms, then nap, longer the longer
+         * the wait (a barrier may wait for a rank that writes a checkpoint) */
+        if (polls > 2000) {
+            nanosleep(&(struct timespec){.tv_nsec = nap}, NULL);
+            if (nap < 500000) nap += nap / 8;
+        } else if (polls > 64) sched_yield();
     }
 }
 

@@ -118,14 +118,19 @@ static MPI_Comm g_world;
  * the request) when the communicator was aborted. */
 static void progress(MPI_Request *req, int n, const atomic_bool *aborted)
 {
+    long nap = 20000; /* a GPU waits for its peers without host CPU: naps grow to 1 ms */
     for (int polls = 0;; polls++) {
         int done = 0;
         pthread_mutex_lock(&g_mpi);
         MPI_Testall(n, req, &done, MPI_STATUSES_IGNORE);
         pthread_mutex_unlock(&g_mpi);
         if (done || atomic_load(aborted)) return;
-        if (polls > 100) nanosleep(&(struct timespec){.tv_nsec = 20000}, NULL);
-        else sched_yield();
+        if (polls <= 100) {
+            sched_yield();
+            continue;
+        }
+        nanosleep(&(struct timespec){.tv_nsec = nap}, NULL);
+        if (polls > 1000 && nap < 1000000) nap += nap / 4;
     }
 }
 
