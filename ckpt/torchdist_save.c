@@ -13,7 +13,6 @@
 #include "ckpt/torchdist.h"
 #include "ckpt/files.h"
 #include "ckpt/state.h"
-#include "train/log.h"
 
 struct mc_torchdist_job {
     char staging[MC_CKPT_PATH_MAX];
@@ -213,8 +212,7 @@ static mc_pyobj_t *common_dict(const mc_trainer_t *t, mc_pyobj_t *opt)
         need(mc_py_dict_set_str(sd, "opt_param_scheduler", mc_ckpt_scheduler_dict(&t->sched, a)));
     }
     need(mc_py_dict_set_str(sd, "num_floating_point_operations_so_far",
-                            mc_py_float(mc_floating_point_operations_so_far(
-                                a, t->iteration, t->consumed_train_samples))));
+                            mc_py_float(mc_trainer_flops_so_far(t))));
     need(mc_py_dict_set_str(sd, "content_metadata", content_metadata(a)));
     return sd;
 }
@@ -327,7 +325,7 @@ static uint8_t *gather_records(mc_trainer_t *t, const uint8_t *mine, size_t len,
 }
 
 void mc_torchdist_write_index(const char *staging, const char *final, const mc_dcp_records_t *recs,
-                         char *err, size_t n)
+                              char *err, size_t n)
 {
     mc_dcp_meta_t m = {0};
     char path[MC_CKPT_PATH_MAX + 32];
@@ -362,7 +360,8 @@ void mc_torchdist_collect(mc_torchdist_job_t *j, mc_dcp_records_t *recs)
     job_free(j);
 }
 
-void mc_torchdist_finish(mc_trainer_t *t, mc_torchdist_job_t *j, const char *final, char *err, size_t n)
+void mc_torchdist_finish(mc_trainer_t *t, mc_torchdist_job_t *j, const char *final, char *err,
+                         size_t n)
 {
     uint8_t *mine = NULL, *all;
     size_t len = 0;

@@ -682,7 +682,7 @@ static void mpi_finalize(mc_comm_t *c)
     while (mc->groups.n > 0) release_group(mc, mc->groups.g[--mc->groups.n]);
     MPI_Group_free(&mc->world_group);
     MPI_Finalize();
-    mc_watch_abort_through(NULL);
+    mc_comm_abort_through(NULL);
     g_mpi = NULL;
     pthread_mutex_destroy(&mc->mu);
     pthread_mutex_destroy(&mc->mpi_mu);
@@ -810,7 +810,7 @@ mc_comm_t *mc_comm_mpi(struct mc_runtime *rt, char *err, size_t n)
     }
     if (make_world(mc, err, n) != 0 || init_watch(mc, err, n) != 0) return NULL;
     g_mpi = mc;
-    mc_watch_abort_through(&mc->pub);
+    mc_comm_abort_through(&mc->pub);
     /* the thread beats from now on (the heartbeat ring connects within the ranks' skew here,
      * just after init_watch's all-gather), though no collective has started yet */
     ensure_thread(mc);

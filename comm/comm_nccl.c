@@ -736,7 +736,7 @@ static void nccl_finalize(mc_comm_t *c)
         pthread_join(nc->watchdog, NULL);
     }
     mc_heartbeat_bye(nc->rt->heartbeat); /* finished: the successor stops watching this rank */
-    mc_watch_abort_through(NULL);
+    mc_comm_abort_through(NULL);
     g_nccl = NULL;
     while (nc->groups.n > 0) release_group(nc->groups.g[--nc->groups.n]);
     for (int i = 0; i < RING; i++) cudaEventDestroy(nc->ring[i].done);
@@ -872,7 +872,7 @@ mc_comm_t *mc_comm_nccl(mc_runtime_t *rt, const struct mc_backend *be, double ti
     }
     nc->watchdog_on = true;
     g_nccl = nc;
-    mc_watch_abort_through(&nc->pub);
+    mc_comm_abort_through(&nc->pub);
     int *all = malloc((size_t)rt->size * sizeof(*all));
     if (!all) mc_fatal("out of memory for %d ranks", rt->size);
     for (int r = 0; r < rt->size; r++) all[r] = r;
@@ -882,6 +882,15 @@ mc_comm_t *mc_comm_nccl(mc_runtime_t *rt, const struct mc_backend *be, double ti
 }
 
 #else
-/* Built without CUDA: no NCCL (comm/comm.h declares mc_comm_nccl only with MC_WITH_CUDA). */
-typedef int mc_comm_nccl_unused_t;
+/* Built without CUDA: no NCCL. */
+#include "base/error.h"
+#include "comm/comm.h"
+
+mc_comm_t *mc_comm_nccl(struct mc_runtime *rt, const struct mc_backend *be, double timeout_s,
+                        char *err, size_t n)
+{
+    (void)rt, (void)be, (void)timeout_s;
+    mc_errf(err, n, "this megatron-c was built without CUDA, so without NCCL");
+    return NULL;
+}
 #endif

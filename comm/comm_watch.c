@@ -92,21 +92,6 @@ void mc_watch_error_line(char *line, size_t len, int rank, const char *fmt, va_l
     vsnprintf(line + k, len - (size_t)k, fmt, ap);
 }
 
-static mc_comm_t *g_abort_comm;
-
-static void abort_through_comm(int code)
-{
-    if (g_abort_comm) g_abort_comm->abort(g_abort_comm, code);
-}
-
-static void abort_through_runtime(int code) { mc_runtime_abort(mc_runtime(), code, NULL); }
-
-void mc_watch_abort_through(mc_comm_t *c)
-{
-    g_abort_comm = c;
-    mc_error_set_abort_hook(c ? abort_through_comm : abort_through_runtime);
-}
-
 mc_group_t *mc_group_list_add(mc_group_list_t *l, const int *members, int n, int rank,
                               const char *name, size_t impl_bytes)
 {

@@ -55,10 +55,6 @@ void mc_watch_timeout_line(char *line, size_t len, double timeout_s, const char 
                            const mc_group_t *g);
 void mc_watch_error_line(char *line, size_t len, int rank, const char *fmt, va_list ap);
 
-/* The communicator mc_fatal's abort hook ends the job through (c->abort), or with NULL the
- * runtime (PMIx) again, as before any communicator ran. */
-void mc_watch_abort_through(mc_comm_t *c);
-
 /* The live groups of a communicator. */
 typedef struct {
     mc_group_t **g;

@@ -9,7 +9,7 @@
 #include "base/error.h"
 #include "model/gpt.h"
 #include "parallel/pipeline.h"
-#include "train/log.h"
+#include "model/flops.h"
 
 /* The sizes of one microbatch on one GPU. */
 typedef struct {
@@ -347,7 +347,9 @@ void mc_plan_time(const mc_args_t *args, const mc_cluster_t *cl, const mc_memory
     o->pp_bytes = slow.pp_bytes * m;
     dp_and_optimizer(args, cl, mem, &slow, o);
     o->iteration = o->compute + o->tp_comm + o->pp_comm + o->bubble + o->dp_exposed + o->optimizer;
-    o->model_flops = mc_num_floating_point_operations(args, args->global_batch_size);
+    mc_gpt_config_t model;
+    mc_gpt_config_from_args(&model, args);
+    o->model_flops = mc_gpt_flops(&model, args->global_batch_size);
     o->hw_flops = hw_flops(args, &d);
     const double n = cl->num_gpus;
     o->tokens_per_s = (double)args->global_batch_size * args->seq_length / o->iteration;
