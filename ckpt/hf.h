@@ -29,6 +29,7 @@
 
 #include "config/args.h"
 #include "model/gpt.h"
+#include "trainer/config.h"
 
 typedef struct {
     const char *load, *output;  /* --load, --output (required) */

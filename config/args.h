@@ -264,7 +264,4 @@ int64_t mc_args_vocab_from_size(const mc_args_t *args);
 /* Microbatches of one evaluation step: eval global batch / (eval micro batch x dp). */
 int mc_args_eval_microbatches(const mc_args_t *a);
 
-/* Megatron's padded vocab: ceil(V / (divisible_by*tp)) * (divisible_by*tp). */
-int mc_padded_vocab_size(int vocab_size, int divisible_by, int tp);
-
 #endif

@@ -500,39 +500,32 @@ static void free_run(run_t *run)
     free(run);
 }
 
-/* Data first: bad files are reported before any memory is planned, and the tokenizer fixes the
- * vocabulary (Megatron pads it in build_tokenizer). Then the backend, the memory plan checked
+/* The data came first (cli/, mc_args_open_data): bad files are reported before any memory is
+ * planned, and the tokenizer fixed the vocabulary. Then the backend, the memory plan checked
  * against what this rank may use, the communicator and the trainer, with --load applied. */
-static run_t *start_run(mc_args_t *args)
+static run_t *start_run(const mc_args_t *args, mc_data_source_t *data)
 {
-    mc_data_source_t data;
-    char err[1024];
-    if (mc_data_source_open(&data, args, true, err, sizeof(err)) != 0) mc_user_error("%s", err);
-    if (args->padded_vocab_size == 0)
-        args->padded_vocab_size =
-            mc_padded_vocab_size((int)data.vocab_size, args->make_vocab_size_divisible_by,
-                                 args->tensor_model_parallel_size);
-    else if (args->padded_vocab_size < data.vocab_size)
-        mc_user_error("--padded-vocab-size (%d) is smaller than the tokenizer's vocabulary (%lld)",
-                      args->padded_vocab_size, (long long)data.vocab_size);
-    char why[256];
+    char why[256], err[512];
     mc_signals_init(args->exit_signal_handler ? mc_signal_number(args->exit_signal) : 0);
     const mc_backend_t *be = mc_setup_backend(args, why, sizeof(why));
+    mc_run_config_t cfg; /* the components' configs, made once */
+    mc_run_config(&cfg, args);
     mc_memory_plan_t plan; /* sized once: checked, and logged at start-up */
-    mc_trainer_memory(args, be, &plan);
+    mc_trainer_memory(args, &cfg, be, &plan);
     mc_setup_check_memory(args, &plan, be);
     mc_comm_t *comm = mc_setup_comm(args, be);
     run_t *run = calloc(1, sizeof(*run));
     if (!run) mc_fatal("out of host memory");
     mc_trainer_t *t = &run->t;
-    if (mc_trainer_init(t, args, be, comm) != 0) {
+    if (mc_trainer_init(t, args, &cfg, be, comm) != 0) {
         mc_memory_plan_print(stderr, args, &plan, be->name);
         mc_fatal("not enough %s memory for the plan above (reduce --micro-batch-size, "
                  "--seq-length or the model size)",
                  be->name);
     }
     alloc_staging(run);
-    run->data = data;
+    run->data = *data;
+    memset(data, 0, sizeof(*data)); /* the run's now */
     g_printer = t->par.rank == t->par.last_rank;
     mc_error_set_rank_local(true);
     if (mc_microbatches_init(&run->microbatches, args, err, sizeof(err)) != 0)
@@ -668,10 +661,9 @@ static void evaluate_at_end(run_t *run)
     }
 }
 
-int mc_pretrain(mc_args_t *args)
+int mc_pretrain(const mc_args_t *args, mc_data_source_t *data, double job_start)
 {
-    const double job_start = mc_wall_s();
-    run_t *run = start_run(args);
+    run_t *run = start_run(args, data);
     mc_trainer_t *t = &run->t;
     run->job_start_wall = job_start;
     run->flops_at_start = mc_trainer_flops_so_far(t);

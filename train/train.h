@@ -7,6 +7,7 @@
 #include <stdbool.h>
 
 #include "config/args.h"
+#include "data/source.h"
 #include "trainer/trainer.h"
 
 typedef struct {
@@ -34,7 +35,9 @@ void mc_forward_only(mc_trainer_t *t, const mc_microbatch_t *mbs, int M, double 
  * batch when the step was applied. */
 void mc_train_step(mc_trainer_t *t, const mc_microbatch_t *mbs, int M, mc_step_result_t *r);
 
-/* The whole pretrain job: returns the process exit code. */
-int mc_pretrain(mc_args_t *args);
+/* The whole pretrain job on the validated arguments and this rank's data source (both from
+ * cli/: mc_args_parse, mc_args_open_data), which it takes over; job_start: the wall-clock
+ * (epoch) seconds the job started (--log-progress). Returns the process exit code. */
+int mc_pretrain(const mc_args_t *args, mc_data_source_t *data, double job_start);
 
 #endif

@@ -10,6 +10,6 @@ void mc_trainer_optimizer_segments(const mc_gpt_t *m, const mc_ddp_t *d, mc_opt_
                                    int *n, long *state_len);
 
 /* The model config of pp rank pp_rank: its chunks, layers and activation slots. */
-void mc_trainer_stage_config(mc_gpt_config_t *cfg, const mc_args_t *args, int pp_rank);
+void mc_trainer_stage_config(mc_gpt_config_t *cfg, const mc_run_config_t *rc, int pp_rank);
 
 #endif

@@ -7,19 +7,19 @@
 #include "trainer/internal.h"
 #include "trainer/trainer.h"
 
-void mc_trainer_memory(const mc_args_t *args, const mc_backend_t *be, mc_memory_plan_t *out)
+void mc_trainer_memory(const mc_args_t *args, const mc_run_config_t *rc, const mc_backend_t *be,
+                       mc_memory_plan_t *out)
 {
     memset(out, 0, sizeof(*out));
     double best = -1;
-    const int pp = args->pipeline_model_parallel_size > 1 ? args->pipeline_model_parallel_size : 1;
-    for (int r = 0; r < pp; r++) {
+    for (int r = 0; r < rc->pipeline.layers.pp_size; r++) {
         mc_gpt_config_t cfg;
         mc_gpt_t plan;
         mc_ddp_t ddp;
-        mc_trainer_stage_config(&cfg, args, r);
+        mc_trainer_stage_config(&cfg, rc, r);
         mc_gpt_build_params(&plan, &cfg);
         /* the shard sizes do not depend on which dp rank: rank 0 stands for all */
-        mc_ddp_plan(&ddp, &plan, args, args->data_parallel_size, 0);
+        mc_ddp_plan(&ddp, &plan, &rc->ddp, rc->data_parallel_size, 0);
         long pb, gb, ab, wb, state_len;
         mc_gpt_memory(&plan, be, &pb, &gb, &ab, &wb);
         mc_opt_seg_t *segs;

@@ -27,26 +27,29 @@ void mc_trainer_embedding_all_reduce(mc_trainer_t *t, void *buf, mc_dtype_t dt)
     }
 }
 
-void mc_trainer_stage_config(mc_gpt_config_t *cfg, const mc_args_t *args, int pp_rank)
+void mc_trainer_stage_config(mc_gpt_config_t *cfg, const mc_run_config_t *rc, int pp_rank)
 {
     char err[256];
-    mc_gpt_config_from_args(cfg, args);
-    if (mc_pipeline_configure(cfg, args, pp_rank, err, sizeof(err)) != 0) mc_fatal("%s", err);
+    *cfg = rc->model;
+    if (mc_pipeline_configure(cfg, &rc->pipeline, pp_rank, err, sizeof(err)) != 0)
+        mc_fatal("%s", err);
 }
 
-int mc_trainer_init(mc_trainer_t *t, const mc_args_t *args, const mc_backend_t *be, mc_comm_t *comm)
+int mc_trainer_init(mc_trainer_t *t, const mc_args_t *args, const mc_run_config_t *rc,
+                    const mc_backend_t *be, mc_comm_t *comm)
 {
     memset(t, 0, sizeof(*t));
     t->args = args;
+    t->cfg = *rc;
     t->be = be;
     t->comm = comm;
     char err[256];
-    if (mc_parallel_init(&t->par, comm, args, err, sizeof(err)) != 0) mc_fatal("%s", err);
+    if (mc_parallel_init(&t->par, comm, &rc->parallel, err, sizeof(err)) != 0) mc_fatal("%s", err);
     mc_gpt_config_t cfg;
-    mc_trainer_stage_config(&cfg, args, t->par.me.pp);
+    mc_trainer_stage_config(&cfg, rc, t->par.me.pp);
     cfg.tp_rank = t->par.me.tp;
     mc_gpt_build_params(&t->model, &cfg);
-    mc_ddp_plan(&t->ddp, &t->model, args, t->par.layout.dp, t->par.me.dp);
+    mc_ddp_plan(&t->ddp, &t->model, &rc->ddp, t->par.layout.dp, t->par.me.dp);
     if (mc_gpt_alloc(&t->model, be) != 0) return -1;
     t->model.comm = comm;
     t->model.tp_group = t->par.tp;
@@ -59,13 +62,13 @@ int mc_trainer_init(mc_trainer_t *t, const mc_args_t *args, const mc_backend_t *
     int n;
     long state_len;
     mc_trainer_optimizer_segments(&t->model, &t->ddp, &segs, &n, &state_len);
-    if (mc_adam_init(&t->opt, &t->model, args, segs, n, state_len) != 0) return -1;
+    if (mc_adam_init(&t->opt, &t->model, &rc->optim, segs, n, state_len) != 0) return -1;
     mc_opt_master_from_model(&t->opt); /* Megatron's main params: fp32 copies of the 16-bit ones */
-    mc_scaler_init(&t->scaler, args);
-    mc_lr_sched_init(&t->sched, args);
+    mc_scaler_init(&t->scaler, &rc->optim);
+    mc_lr_sched_init(&t->sched, &rc->sched);
     mc_timers_init(&t->timers, args->timing_log_level, mc_timing_option(args->timing_log_option),
                    args->barrier_with_l1_time, comm);
-    mc_pipeline_init(&t->pipe, &t->model, comm, t->par.pp, args, t->par.me.pp, &t->timers);
+    mc_pipeline_init(&t->pipe, &t->model, comm, t->par.pp, &rc->pipeline, t->par.me.pp, &t->timers);
     return 0;
 }
 
@@ -85,18 +88,18 @@ int mc_trainer_init_state(mc_trainer_t *t, const mc_args_t *args, const mc_backe
 {
     memset(t, 0, sizeof(*t));
     t->args = args;
+    mc_run_config(&t->cfg, args);
     t->be = be;
     t->par.me.tp = tp_rank;
     t->par.me.pp = pp_rank;
-    mc_gpt_config_t cfg;
-    mc_gpt_config_from_args(&cfg, args);
-    if (mc_pipeline_chunks(&cfg, args, pp_rank, err, n) != 0) return -1;
+    mc_gpt_config_t cfg = t->cfg.model;
+    if (mc_pipeline_chunks(&cfg, &t->cfg.pipeline, pp_rank, err, n) != 0) return -1;
     cfg.tp_rank = tp_rank;
     /* the state is held in fp32 whatever the run's precision: the parameters are the fp32
      * masters, written as a 16-bit model's weights when the args say so */
     cfg.dt = cfg.gdt = MC_DT_F32;
     mc_gpt_build_params(&t->model, &cfg);
-    mc_ddp_plan(&t->ddp, &t->model, args, 1, 0);
+    mc_ddp_plan(&t->ddp, &t->model, &t->cfg.ddp, 1, 0);
     t->model.be = be;
     if (!(t->model.param_buf = be->alloc(be, (size_t)t->model.n_elems * sizeof(float))))
         return mc_errf(err, n, "out of %s memory for the parameters of rank (tp %d, pp %d)",
@@ -105,10 +108,10 @@ int mc_trainer_init_state(mc_trainer_t *t, const mc_args_t *args, const mc_backe
     int count;
     long state_len;
     mc_trainer_optimizer_segments(&t->model, &t->ddp, &segs, &count, &state_len);
-    if (mc_adam_init(&t->opt, &t->model, args, segs, count, state_len) != 0)
+    if (mc_adam_init(&t->opt, &t->model, &t->cfg.optim, segs, count, state_len) != 0)
         return mc_errf(err, n, "out of %s memory for the optimizer state of rank (tp %d, pp %d)",
                        be->name, tp_rank, pp_rank);
-    mc_lr_sched_init(&t->sched, args);
+    mc_lr_sched_init(&t->sched, &t->cfg.sched);
     return 0;
 }
 

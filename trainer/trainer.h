@@ -14,6 +14,7 @@
 #include "comm/timers.h"
 #include "config/args.h"
 #include "model/gpt.h"
+#include "trainer/config.h"
 #include "optim/adam.h"
 #include "optim/lr.h"
 #include "optim/scaler.h"
@@ -22,6 +23,7 @@
 
 typedef struct {
     const mc_args_t *args; /* validated; checkpoints write and check them (Megatron's args) */
+    mc_run_config_t cfg;   /* the components' configs, made from args (trainer/config.h) */
     const mc_backend_t *be;
     mc_comm_t *comm;
     mc_parallel_t par; /* groups and this rank's coordinates */
@@ -38,10 +40,10 @@ typedef struct {
 } mc_trainer_t;
 
 /* Builds the parallel state (collective), the model with Megatron's buffer layout, optimizer
- * and schedule on the backend, with layout-invariant init. Returns 0, or -1 when memory does
- * not fit. */
-int mc_trainer_init(mc_trainer_t *t, const mc_args_t *args, const mc_backend_t *be,
-                    mc_comm_t *comm);
+ * and schedule of cfg (args' configs: mc_run_config) on the backend, with layout-invariant init.
+ * Returns 0, or -1 when memory does not fit. */
+int mc_trainer_init(mc_trainer_t *t, const mc_args_t *args, const mc_run_config_t *cfg,
+                    const mc_backend_t *be, mc_comm_t *comm);
 void mc_trainer_free(mc_trainer_t *t);
 
 /* What a checkpoint holds for rank (tp_rank, pp_rank) of args' layout, on the backend: the model's
@@ -64,7 +66,7 @@ double mc_trainer_flops_so_far(const mc_trainer_t *t);
 
 /* ---- the memory plan (trainer/memory.c) ---- */
 
-/* Bytes per rank of what mc_trainer_init allocates on backend be. */
+/* Bytes per rank of what mc_trainer_init allocates on backend be with args and their configs. */
 typedef struct {
     double params, grads, optimizer, activations, workspace;
     double snapshot;    /* --async-save with --save: the host copy of what a save writes */
@@ -72,7 +74,8 @@ typedef struct {
     int inflight;       /* its activation slots (microbatch x model chunk) */
     mc_dtype_t dt, gdt; /* types of the parameters and the gradient buffer */
 } mc_memory_plan_t;
-void mc_trainer_memory(const mc_args_t *args, const mc_backend_t *be, mc_memory_plan_t *out);
+void mc_trainer_memory(const mc_args_t *args, const mc_run_config_t *cfg, const mc_backend_t *be,
+                       mc_memory_plan_t *out);
 /* The plan's lines ("> memory plan (per rank, device...):", one per part, the total), as the
  * start-up prints them (DESIGN decision 1); returns the total in bytes. */
 double mc_memory_plan_print(FILE *out, const mc_args_t *a, const mc_memory_plan_t *plan,
