@@ -517,8 +517,8 @@ static void position_embeddings(mc_args_t *a)
 
 static void vocabulary(mc_args_t *a)
 {
-    /* sized by the tokenizer's own files (mc_pretrain pads it); of the --tokenizer-model types
-     * only TikTokenizer takes --vocab-size */
+    /* sized by the tokenizer's own files (mc_args_open_data pads it); of the --tokenizer-model
+     * types only TikTokenizer takes --vocab-size */
     if (a->vocab_size == 0 || tokenizer_files(a) ||
         (tokenizer_model(a) && strcmp(a->tokenizer_type, "TikTokenizer") != 0))
         return;

@@ -37,7 +37,7 @@ typedef struct {
     double rope_scaling_factor;
     int make_vocab_size_divisible_by;
     int vocab_size;         /* 0 = not given */
-    int padded_vocab_size;  /* derived (or given by --padded-vocab-size) */
+    int padded_vocab_size;  /* derived: padded --vocab-size or tokenizer (mc_args_open_data) */
     char normalization[16]; /* "LayerNorm" | "RMSNorm" */
     double norm_epsilon;
     bool apply_residual_connection_post_layernorm;
