@@ -118,7 +118,7 @@ endif
 EMU_OK := $(and $(shell command -v $(CXX) 2>/dev/null),$(wildcard $(CUDA_HOME)/include/cublasLt.h),$(wildcard $(CUDA_HOME)/include/mma.h),$(wildcard $(NCCL_HOME)/include/nccl.h))
 
 LIB_SRC := $(wildcard base/*.c config/*.c comm/*.c kernels/*.c kernels/cpu/*.c model/*.c data/*.c torchfmt/*.c \
-                     parallel/*.c optim/*.c ckpt/*.c train/*.c plan/*.c cli/*.c)
+                     parallel/*.c optim/*.c trainer/*.c ckpt/*.c train/*.c plan/*.c cli/*.c)
 LIB_CXX := $(wildcard data/*.cc)
 LIB_OBJ := $(LIB_SRC:%.c=$(BUILD)/%.o) $(LIB_CXX:%.cc=$(BUILD)/%.o) $(CU_SRC:%.cu=$(BUILD)/%.cu.o) $(EMU_OBJ)
 BIN     := $(BUILD)/megatron-c

@@ -519,46 +519,6 @@ struct mc_gpt_datasets {
     mc_mock_data_t mock; /* --mock-data's documents (sequence_lengths NULL otherwise) */
 };
 
-/* a * b, or INT64_MAX when it overflows (Python's int would not; the dataset then refuses the
- * count as too many samples). Operands are non-negative counts. */
-static int64_t mul_sat(int64_t a, int64_t b)
-{
-    int64_t r;
-    return __builtin_mul_overflow(a, b, &r) ? INT64_MAX : r;
-}
-
-void mc_gpt_num_samples(const mc_args_t *a, int64_t out[3])
-{
-    int64_t eval_gbs =
-        a->eval_global_batch_size > 0 ? a->eval_global_batch_size : a->global_batch_size;
-    out[0] =
-        a->train_samples > 0 ? a->train_samples : mul_sat(a->train_iters, a->global_batch_size);
-    int64_t points = a->eval_interval > 0 ? a->train_iters / a->eval_interval : 0;
-    points = points < INT64_MAX ? points + 1 : INT64_MAX;
-    out[1] = mul_sat(mul_sat(points, a->eval_iters), eval_gbs);
-    out[2] = mul_sat(a->eval_iters, eval_gbs);
-}
-
-void mc_gpt_data_config_from_args(mc_gpt_data_config_t *c, const mc_args_t *a, int32_t eod,
-                                  int32_t pad)
-{
-    memset(c, 0, sizeof *c);
-    c->n_data_path = a->n_data_path;
-    c->data_path = a->data_path;
-    c->split = a->split[0] ? a->split : NULL;
-    c->seq_length = a->seq_length;
-    c->seed = a->seed;
-    mc_gpt_num_samples(a, c->num_samples);
-    c->mid_level_dataset_surplus = 0.005;
-    c->drop_last_partial_validation_sequence = true;
-    c->sample.eod = eod;
-    c->sample.pad = pad;
-    c->sample.eod_mask_loss = a->eod_mask_loss;
-    c->sample.reset_position_ids = a->reset_position_ids;
-    c->sample.reset_attention_mask = a->reset_attention_mask;
-    c->cache_path = a->data_cache_path; /* "" when not given: the default per prefix */
-}
-
 void mc_gpt_datasets_free(mc_gpt_datasets_t *d)
 {
     if (!d) return;

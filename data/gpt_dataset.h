@@ -26,7 +26,6 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "config/args.h"
 #include "data/indexed.h"
 #include "data/mock.h"
 
@@ -161,15 +160,6 @@ typedef struct {
 } mc_gpt_data_config_t;
 
 typedef struct mc_gpt_datasets mc_gpt_datasets_t;
-
-/* Section 2.1: train = train_samples or train_iters * gbs; valid = (train_iters //
- * eval_interval + 1) * eval_iters * eval_gbs; test = eval_iters * eval_gbs. */
-void mc_gpt_num_samples(const mc_args_t *a, int64_t out[3]);
-/* A config from args (data_path, split, seq_length, seed, sample counts, flags, the cache path:
- * --data-cache-path, or "" for Megatron's default) with eod and pad from the tokenizer.
- * Per-split paths are not in mc_args_t yet: set them by hand. The pointers in c point into a. */
-void mc_gpt_data_config_from_args(mc_gpt_data_config_t *c, const mc_args_t *a, int32_t eod,
-                                  int32_t pad);
 
 /* Training samples need a train split: --split with a zero train weight (Megatron builds no
  * train dataset and fails on its first batch) or per-split paths without --train-data-path are

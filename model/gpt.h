@@ -16,7 +16,6 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "config/args.h"
 #include "kernels/backend.h"
 #include "comm/comm.h"
 #include "model/param_names.h"
@@ -285,8 +284,6 @@ typedef struct {
     uint64_t sample0;        /* global index of row 0, keys dropout masks */
 } mc_microbatch_t;
 
-void mc_gpt_config_from_args(mc_gpt_config_t *cfg, const mc_args_t *args);
-
 /* Builds the parameter table and sizes; allocates nothing. */
 void mc_gpt_build_params(mc_gpt_t *m, const mc_gpt_config_t *cfg);
 /* Bytes needed by mc_gpt_alloc for params, grads, activations, workspace. */
@@ -321,7 +318,8 @@ static inline void *mc_gpt_grad_at(const mc_gpt_t *m, long offset)
 void mc_init_normal(float *dst, uint64_t seed, const char *name, long start, long count, float std);
 
 /* The default chunking (one chunk with every layer, pre and post, one slot) is what
- * mc_gpt_config_from_args sets; the pipeline replaces it (parallel/pipeline.c). */
+ * mc_gpt_config_from_args (trainer/config.c) sets; the pipeline replaces it
+ * (parallel/pipeline.c). */
 
 /* Forward of one microbatch through chunk c into slot k of the chunk's group. The pre chunk reads mb's tokens,
  * the others read slot->in (received). The post chunk returns the masked loss sum in *loss_sum

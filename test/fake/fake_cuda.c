@@ -650,6 +650,9 @@ const mc_backend_t *fake_backend(void)
     if (g_dev == MAP_FAILED || g_shadow == MAP_FAILED) mc_fatal("fake device: mmap failed");
     if (cudaStreamCreateWithFlags(&g_impl.stream, 0) != cudaSuccess) mc_fatal("fake device: no stream");
     g_backend.name = "cuda";
+    g_backend.device_memory = true;
+    g_backend.has_nccl = true;
+    g_backend.gpu = g_impl.device;
     g_backend.impl = &g_impl;
     return &g_backend;
 }
