@@ -151,6 +151,9 @@ GPU_TEST_BIN := $(GPU_TEST_SRC:test/gpu/%.c=$(BUILD)/test/%)
 # Helper programs that integration tests drive (e.g. ckpt_tool for test_ckpt_torch.sh), no cmocka.
 TOOL_SRC     := $(wildcard test/tools/*.c)
 TOOL_BIN     := $(TOOL_SRC:test/tools/%.c=$(BUILD)/test/tools/%)
+# The CUDA benchmark programs of bench/ (bench-kernels.sh; bench_attention): built with the tests,
+# which check that they say why when there is no GPU (bench_index_build.c is bench-data.sh's own).
+BENCH_BIN    := $(BUILD)/bench/bench_kernels $(BUILD)/bench/bench_attention
 # Mutation fuzzers of the .idx reader, torch.load and the flag parser (scripts/fuzz.sh), with
 # their shared driver test/fuzz/fuzz.c.
 FUZZ_SRC     := $(wildcard test/fuzz/fuzz_*.c)
@@ -227,15 +230,19 @@ $(BUILD)/test/tools/%: test/tools/%.c $(LIB_OBJ)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -MMD -MP $(LDFLAGS) -o $@ $(filter %.c %.o,$^) $(LDLIBS)
 
+$(BUILD)/bench/%: bench/%.c $(LIB_OBJ)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -MMD -MP $(LDFLAGS) -o $@ $(filter %.c %.o,$^) $(LDLIBS)
+
 $(BUILD)/test/fuzz/fuzz_%: test/fuzz/fuzz_%.c $(BUILD)/test/fuzz/fuzz.o $(LIB_OBJ)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -MMD -MP $(LDFLAGS) -o $@ $(filter %.c %.o,$^) $(LDLIBS)
 
-tests: $(BIN) $(TEST_BIN) $(GPU_TEST_BIN) $(MPI_TEST_BIN) $(TOOL_BIN) $(FUZZ_BIN) emu
+tests: $(BIN) $(TEST_BIN) $(GPU_TEST_BIN) $(MPI_TEST_BIN) $(TOOL_BIN) $(BENCH_BIN) $(FUZZ_BIN) emu
 
 # The emulated device's programs: megatron-c, the GPU op tests, the kernel benchmarks (their
 # plumbing) and the emulator's own tests. `make emu` builds them into build/emu(-san).
-emu-tests: $(BIN) $(GPU_TEST_BIN) $(BUILD)/test/tools/bench_kernels $(BUILD)/test/tools/bench_attention \
+emu-tests: $(BIN) $(GPU_TEST_BIN) $(BENCH_BIN) \
            $(basename $(EMU_PROGS:test/emu/%=$(BUILD)/test/emu/%))
 ifeq ($(EMU),1)
 emu: emu-tests

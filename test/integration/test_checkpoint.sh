@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Checkpoints (issue 8): --save / --load in Megatron's legacy layout.
+# Checkpoints: --save / --load in Megatron's legacy layout.
 #  - exact resume: 24 iterations with --save-interval 12 against loading iteration 12 and
 #    training to 24 give the same log strings for iterations 13..24 (lm loss, grad norm, params
 #    norm, learning rate, consumed samples) and the same validation and test lines, for a single

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Checkpoint files (ckpt/) against PyTorch, driven through test/tools/ckpt_tool:
+# PyTorch checkpoint files (torchfmt/) against PyTorch, driven through test/tools/ckpt_tool:
 #  - a file written in C opens with torch.load(weights_only=False): every name, dtype, shape,
 #    stride, value, the Namespace, the OrderedDict and its _metadata, a Parameter, shared
 #    storages; with zip64 records forced too; the zip layout is torch's (folder named after the

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# megatron-c --device cuda end to end on the emulated CUDA device (test/emu, issue 7): the
+# megatron-c --device cuda end to end on the emulated CUDA device (test/emu): the
 # emulated rehearsal of scripts/gpu-test.sh's train step, each comparison its own TAP line. fp32
 # gives the CPU run's losses within 1e-5; bf16 and fp16 track the emulated fp32 run within 1%;
 # from a loss scale of 2^24 fp16 skips the iterations the CPU skips; tp 2 with sequence

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Data parallelism (issue 4): dp = 2, 4, 8 under mpirun, with and without --overlap-grad-reduce,
+# Data parallelism: dp = 2, 4, 8 under mpirun, with and without --overlap-grad-reduce,
 # with and without the distributed optimizer (and --overlap-param-gather), give the single-rank
 # losses over 24 iterations with dropout on; the 8-rank case also under srun --mpi=pmix.
 source "$(dirname "$0")/lib.sh"

@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
-# The GPU scripts without a GPU (issue 7, points 4 and 5). scripts/gpu-test.sh, in steps: without
+# The GPU scripts without a GPU. scripts/gpu-test.sh, in steps: without
 # a GPU every check of every step is reported skipped, each step's summary is written and it exits
 # 0; rehearsed on the emulated device (MC_GPU_TEST_DEVICE=emu, MC_EMU_BUILD) the build, ops, nccl
 # and (in the sanitizer build) sanitizer steps pass and write their summaries, a skipped op test
 # fails, and a run that outlasts the step's budget is cut and reported inside the step
-# (test_cuda_emu.sh rehearses the train step in full). scripts/bench.sh says there is no GPU and
+# (test_cuda_emu.sh rehearses the train step in full). bench/bench.sh says there is no GPU and
 # exits 0, and its plumbing (micro batch search, log parsing, the markdown table, the summaries,
 # the PyTorch peer) works on tiny models on the CPU (BENCH_SMOKE=1) and on the emulated device
 # (BENCH_DEVICE=emu); bench/gpt_torch.py counts FLOPs with Megatron's formula (the value test_log
@@ -107,14 +107,14 @@ else
     [ "$(cat "$MC_TMP"/emu-*.out | grep -c '^not ok')" -eq 2 ] || grep -h '^not ok' "$MC_TMP"/emu-*.out | sed 's/^/# /' | head -20
 fi
 
-CUDA_VISIBLE_DEVICES= MC_BIN="$MC_BIN" bash "$ROOT/scripts/bench.sh" >"$MC_TMP/bench-none" 2>&1
+CUDA_VISIBLE_DEVICES= MC_BIN="$MC_BIN" bash "$ROOT/bench/bench.sh" >"$MC_TMP/bench-none" 2>&1
 rc=$?
 check "bench.sh without a GPU: says so, exit 0 (rc=$rc)" \
     bash -c "[ $rc -eq 0 ] && grep -q '^bench.sh: no GPU visible' '$MC_TMP/bench-none' && [ \$(wc -l <'$MC_TMP/bench-none') -eq 1 ]"
 
 # OUT (the device tool's output folder) must survive; BENCH_LOGS names the logs' folder
 OUT="$MC_TMP/out-kept" BENCH_LOGS="$MC_TMP/bench-logs" BENCH_SMOKE=1 PYTHON=$PY MC_BIN="$MC_BIN" \
-    bash "$ROOT/scripts/bench.sh" >"$MC_TMP/bench" 2>&1
+    bash "$ROOT/bench/bench.sh" >"$MC_TMP/bench" 2>&1
 rc=$?
 logs=$(sed -n 's/^logs: //p' "$MC_TMP/bench")
 check "bench.sh writes its logs and table to BENCH_LOGS (logs: $logs)" \
@@ -139,7 +139,7 @@ if [ -z "${MC_EMU_BUILD:-}" ] || [ ! -x "$MC_EMU_BUILD/megatron-c" ]; then
     skip "bench.sh rehearsed on the emulated device" "no emulated build (MC_EMU_BUILD='${MC_EMU_BUILD:-}' has no megatron-c)"
 else
     BENCH_DEVICE=emu MC_EMU_BUILD="$MC_EMU_BUILD" BENCH_LOGS="$MC_TMP/bench-emu" PYTHON=$PY \
-        bash "$ROOT/scripts/bench.sh" >"$MC_TMP/bench-emu.out" 2>&1
+        bash "$ROOT/bench/bench.sh" >"$MC_TMP/bench-emu.out" 2>&1
     rc=$?
     bench_emu() {
         local d=$MC_TMP/bench-emu m

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The Hugging Face bridge (issue 20): export-hf and import-hf for a tiny GPT (GPT2LMHeadModel:
+# The Hugging Face bridge: export-hf and import-hf for a tiny GPT (GPT2LMHeadModel:
 # tied, biases, tanh GeLU) and a tiny Llama (LlamaForCausalLM: GQA, SwiGLU, RMSNorm, rope,
 # untied), each trained 3 iterations at tp1pp1 and at tp2pp2 under mpirun (the GPT's in
 # torch_dist, the Llama's with virtual stages):

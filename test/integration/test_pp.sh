@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Pipeline parallelism (issue 6): 1F1B (pp 2, 4), the interleaved schedule (vpp 2, with and
+# Pipeline parallelism: 1F1B (pp 2, 4), the interleaved schedule (vpp 2, with and
 # without overlapped p2p), uneven stages, tied embeddings across stages, pp x dp with the
 # distributed optimizer, recomputation, per-token loss, and the full PTD-P layout
 # tp 2 x pp 2 x dp 2 with vpp 2, sequence parallelism and the distributed optimizer, under mpirun

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# HuggingFaceTokenizer and TikTokenizer (issue 20): `megatron-c preprocess-data` on every document
+# HuggingFaceTokenizer and TikTokenizer: `megatron-c preprocess-data` on every document
 # of tinyshakespeare.jsonl and on a stress set, id for id against the Python packages' own
 # encodings (tokenizers, tiktoken; test/ref/bpe_tokenizers_ref.py) for the fixtures of
 # test/fixtures/tokenizers/ (Llama 3, Qwen2, Mistral NeMo and GPT-2 styles, a tiktoken vocabulary with
