@@ -1,6 +1,7 @@
 # megatron-c build. `make` builds ./megatron-c (CPU backend always; CUDA objects too when nvcc is
 # found, unless CUDA=0). `make test` runs the whole suite; `make test SANITIZE=1` runs it under
-# AddressSanitizer and UBSan; `make demo` installs dependencies and trains the demo model.
+# AddressSanitizer and UBSan (TEST_SET=sanitize: the part sanitizers find things in, as .ci/run
+# does); `make demo` installs dependencies and trains the demo model.
 
 CC      ?= gcc
 PYTHON  ?= /usr/bin/python3
@@ -256,10 +257,13 @@ endif
 EMU_BUILD := $(if $(EMU_OK),$(abspath $(EMU_DIR)))
 # the emulated op tests under two thread schedules; under the sanitizers one is enough
 EMU_SCHEDS := $(if $(filter 1,$(SANITIZE)),forward,forward warps)
+# TEST_SET=sanitize: what the sanitizers find things in (test/run.sh's MC_TEST_SET), .ci/run's
+# sanitizer pass; all (the default) runs everything
+TEST_SET ?= all
 
 test: tests
 	MC_BIN=$(abspath $(BIN)) MC_BUILD=$(abspath $(BUILD)) MC_EMU_BUILD=$(EMU_BUILD) MC_EMU_SCHEDS="$(EMU_SCHEDS)" \
-	    bash test/run.sh
+	    MC_TEST_SET=$(TEST_SET) bash test/run.sh
 
 deps:
 	bash scripts/install-deps.sh

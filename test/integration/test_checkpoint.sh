@@ -14,6 +14,7 @@
 #  - with python3-torch: torch.load opens the files and sees Megatron's keys, names, shapes,
 #    the args Namespace, an optimizer state torch's AdamW accepts, and parameter values whose
 #    norm is the logged params norm.
+# ci-sanitize: checkpoint writing and reading on many ranks, the async save's writer thread
 source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/mpi.sh"
 

@@ -11,6 +11,7 @@
 #    data.pkl bytes and a file torch loads back, RNG states included;
 #  - with MC_TEST_LARGE=1, a 4.3 GB file (a tensor of 4 GiB + 16 bytes, another after 4 GiB)
 #    written in C loads in torch and in C (about 9 GB of disk and memory; skipped otherwise).
+# ci-sanitize: the pickle and zip reader on files torch.save wrote
 source "$(dirname "$0")/lib.sh"
 
 PY=/usr/bin/python3

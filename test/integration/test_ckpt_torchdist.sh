@@ -11,6 +11,7 @@
 #  - one-line errors naming the file for a damaged .metadata, .distcp, common.pt, metadata.json;
 #  - Megatron-LM's own checkpoints (../shared/data/megatron-ref/torch_dist): each loads at tp 1
 #    and tp 2 and training continues.
+# ci-sanitize: torch_dist: DCP metadata and shard files read back across layouts
 source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/mpi.sh"
 

@@ -18,6 +18,7 @@
 #    megatron-c's forward (test/tools/hf_logits) to 1e-4 (also with rope scaling, a tied Llama
 #    with biases, an untied GPT with erf GeLU); tiny models transformers itself saved
 #    import at tp2, export again to the same tensors, and give transformers' logits.
+# ci-sanitize: safetensors and Hugging Face config files read and written
 set -uo pipefail
 source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/mpi.sh"

@@ -8,6 +8,7 @@
 # training on their data (vocabulary size and padding); refused inputs.
 # The Python side needs tokenizers and tiktoken: build/venv-tok (scripts/install-deps.sh), else
 # build/venv-torch2, else MC_TOK_PYTHON; without them those checks report # SKIP.
+# ci-sanitize: tokenizer.json and tiktoken files parsed
 source "$(dirname "$0")/lib.sh"
 
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
