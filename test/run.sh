@@ -93,8 +93,7 @@ done
 # The emulated CUDA device (test/emu, built by `make emu` into MC_EMU_BUILD): every GPU op test
 # against the CPU op under each schedule of MC_EMU_SCHEDS (a skip there is a failure: the
 # device exists), then the device memory after every launch must be the same under all of
-# them (a race between synchronisation points shows as a difference). MC_EMU_TESTS, when set,
-# names the programs to run (the sanitizer build runs a subset).
+# them (a race between synchronisation points shows as a difference).
 : "${MC_EMU_SCHEDS:=forward warps}"
 emu_program() { # the op test binary
     local t=$1 name rc s first
@@ -120,7 +119,6 @@ if [ -n "${MC_EMU_BUILD:-}" ] && [ -x "$MC_EMU_BUILD/megatron-c" ]; then
     for t in "$MC_EMU_BUILD"/test/test_gpu_*; do
         [ -x "$t" ] && only "$(basename "$t")" || continue
         n=$(basename "$t")
-        [ -z "${MC_EMU_TESTS:-}" ] || [[ " $MC_EMU_TESTS " == *" ${n#test_gpu_} "* ]] || continue
         emu_program "$t"
     done
     for t in "$MC_EMU_BUILD"/test/emu/test_emu_*; do
