@@ -18,7 +18,8 @@
  * damaged or unwritable cache is a warning at most: the arrays are then built in memory, the same
  * arrays (building is an O(tokens / seq_length + documents) pass).
  *
- * Splits are MC_SPLIT_TRAIN / MC_SPLIT_VALID / MC_SPLIT_TEST (data/mock.h). */
+ * Splits are MC_SPLIT_TRAIN / MC_SPLIT_VALID / MC_SPLIT_TEST (data/mock.h). data/gpt_dataset.c
+ * holds one GPTDataset, data/dataset_builder.c the builder of all splits. */
 #ifndef MC_DATA_GPT_DATASET_H
 #define MC_DATA_GPT_DATASET_H
 
@@ -33,6 +34,9 @@
 #define MC_PAD_TOKEN_ID (-1)
 /* add_extra_token_to_sequence: always True for pretrain_gpt. */
 #define MC_GPT_ADD_EXTRA_TOKEN 1
+
+/* "train", "valid" or "test": a split's name in messages. */
+const char *mc_split_name(int split);
 
 /* ---------------------------------------------------------------------------------------------
  * One GPTDataset */
