@@ -472,6 +472,32 @@ static void enqueue(nccl_comm_t *nc, const mc_coll_t *o)
     guard_end(nc);
 }
 
+/* NCCL's all-to-all: one ncclSend and one ncclRecv per peer (itself included) in a group, as
+ * NCCL's documentation writes it; empty splits are left out on both sides alike (each side
+ * knows the other's count). */
+static void enqueue_all_to_all_v(nccl_comm_t *nc, const mc_coll_t *o)
+{
+    ncclComm_t comm = group_nccl(o->group);
+    ncclDataType_t dt = nccl_dtype(o->dt);
+    const size_t es = mc_dtype_size(o->dt);
+    check_nccl(nc, ncclGroupStart(), "ncclGroupStart", o);
+    for (int r = 0, n = o->group->size; r < n; r++) {
+        size_t sd = 0, rd = 0;
+        for (int q = 0; q < r; q++) sd += o->send_counts[q], rd += o->recv_counts[q];
+        if (o->send_displs) sd = o->send_displs[r];
+        if (o->recv_displs) rd = o->recv_displs[r];
+        ncclResult_t e = ncclSuccess;
+        if (o->send_counts[r])
+            e = ncclSend((const char *)o->send + sd * es, o->send_counts[r], dt, r, comm,
+                         nc->stream);
+        if (e == ncclSuccess && o->recv_counts[r])
+            e = ncclRecv((char *)o->recv + rd * es, o->recv_counts[r], dt, r, comm, nc->stream);
+        if (e != ncclSuccess) ncclGroupEnd();
+        check_nccl(nc, e, "ncclSend/ncclRecv", o);
+    }
+    check_nccl(nc, ncclGroupEnd(), "ncclGroupEnd", o);
+}
+
 static void enqueue_calls(nccl_comm_t *nc, const mc_coll_t *o)
 {
     ncclComm_t comm = group_nccl(o->group);
@@ -515,6 +541,7 @@ static void enqueue_calls(nccl_comm_t *nc, const mc_coll_t *o)
         }
         check_nccl(nc, ncclGroupEnd(), "ncclGroupEnd", o);
         break;
+    case MC_COLL_ALL_TO_ALL_V: enqueue_all_to_all_v(nc, o); break;
     case MC_COLL_KINDS: break;
     }
 }
@@ -623,13 +650,14 @@ static void run_host(nccl_comm_t *nc, const mc_coll_t *o)
     }
 }
 
-/* A p2p batch of host buffers, staged whole (the pipeline's tensors are device memory; this is
- * for completeness). */
-static void run_host_p2p(nccl_comm_t *nc, const mc_coll_t *o)
+/* A p2p batch or an all-to-all of host buffers, staged whole (the pipeline's and the token
+ * dispatcher's tensors are device memory; this is for completeness). */
+static void run_host_whole(nccl_comm_t *nc, const mc_coll_t *o)
 {
-    mc_stage_region_t *r = malloc((size_t)o->n_p2p * sizeof(*r));
-    mc_p2p_t *p2p = malloc((size_t)o->n_p2p * sizeof(*p2p));
-    if (!r || !p2p) die(nc, "out of memory staging a p2p batch of %d operations", o->n_p2p);
+    int nops = o->kind == MC_COLL_P2P_BATCH ? o->n_p2p : 0;
+    mc_stage_region_t *r = malloc((size_t)(nops + 2) * sizeof(*r));
+    mc_p2p_t *p2p = malloc((size_t)(nops + 1) * sizeof(*p2p));
+    if (!r || !p2p) die(nc, "out of memory staging a %s", mc_coll_name(o->kind));
     int nr = mc_coll_regions(o, r);
     for (int i = 0; i < nr; i++) r[i].staged = r[i].bytes > 0;
     size_t total = mc_stage_plan(r, nr);
@@ -651,11 +679,12 @@ static mc_req_t nccl_start(mc_comm_t *c, const mc_coll_t *op)
     nccl_comm_t *nc = (nccl_comm_t *)c;
     mc_coll_validate(c, op);
     mc_comm_count(c, op);
+    bool a2av = op->kind == MC_COLL_ALL_TO_ALL_V; /* a rank with nothing to move takes part */
     if (op->kind == MC_COLL_P2P_BATCH ? op->n_p2p == 0
-                                      : op->count == 0 && op->kind != MC_COLL_BARRIER)
+                                      : op->count == 0 && op->kind != MC_COLL_BARRIER && !a2av)
         return MC_REQ_DONE;
     if (op->kind != MC_COLL_BARRIER && host_op(nc, op)) {
-        if (op->kind == MC_COLL_P2P_BATCH) run_host_p2p(nc, op);
+        if (op->kind == MC_COLL_P2P_BATCH || a2av) run_host_whole(nc, op);
         else run_host(nc, op);
         return MC_REQ_DONE;
     }
