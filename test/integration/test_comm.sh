@@ -95,6 +95,19 @@ every_check() { # label program want
 }
 every_check mpi "$PROG" "$want"
 
+# comm/state.c's expert-parallel groups (parallel folding) on the MPI communicator
+STATE=$MC_BUILD/test/mpi/test_parallel_state
+for np in 1 2 4 8; do
+    if [ $np = 1 ]; then
+        run_checks "parallel state, 1 rank" env -u PMIX_RANK -u PMIX_NAMESPACE "$STATE"
+    else
+        run_checks "parallel state np=$np" "${MPIRUN[@]}" -np "$np" "$STATE"
+    fi
+    rc=$?
+    check "parallel state np=$np: exits 0, nothing on stderr (rc=$rc)" \
+        bash -c "[ $rc -eq 0 ] && grep -q '^ok - ' '$MC_TMP/out' && [ ! -s '$MC_TMP/err' ]"
+done
+
 # fault NAME PATTERN ARGS...: the job must end non-zero within 30 s, stderr matching PATTERN.
 fault() {
     local name=$1 pattern=$2
