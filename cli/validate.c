@@ -15,6 +15,7 @@
 #include "data/tokenizer.h"
 #include "config/pipeline_layout.h"
 #include "data/mock.h"
+#include "cli/validate_moe.h"
 
 /* ---- values filled by hand (tests) must still respect the table ---- */
 
@@ -642,6 +643,7 @@ RULE(data)
 RULE(checkpointing)
 #undef RULE
 static void rule_parallel_sizes(mc_args_t *a, int world_size) { parallel_sizes(a, world_size); }
+static void rule_moe(mc_args_t *a, int world_size) { mc_validate_moe(a, world_size); }
 
 static const rule_t RULES[] = {
     {rule_check_fields, R_REQUIRED, 0},
@@ -661,6 +663,7 @@ static const rule_t RULES[] = {
     {rule_precision, 0, R_REQUIRED},
     {rule_data, 0, R_REQUIRED},
     {rule_checkpointing, 0, R_REQUIRED},
+    {rule_moe, 0, R_REQUIRED | R_SIZES | R_SHAPE},
 };
 
 #define MAX_PROBLEMS 32
