@@ -51,6 +51,7 @@ enum {
 };
 
 typedef struct mc_backend mc_backend_t;
+struct mc_moe_ops; /* kernels/moe.h */
 
 /* The MLP's activation (Megatron's activation_func), where an op applies one elementwise. */
 typedef enum {
@@ -312,6 +313,9 @@ struct mc_backend {
     void (*profiler)(const mc_backend_t *be, int start);
     void (*range_push)(const mc_backend_t *be, const char *name);
     void (*range_pop)(const mc_backend_t *be);
+
+    /* ---- mixture of experts: router, losses, permutation, grouped GEMM (kernels/moe.h) ---- */
+    const struct mc_moe_ops *moe;
 
     void *impl; /* backend private state */
 };
