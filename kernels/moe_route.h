@@ -21,7 +21,7 @@
 #include "kernels/dtype.h"
 
 /* Limits of the per-token arithmetic's stack arrays (the ops refuse larger settings). */
-enum { MC_MOE_MAX_EXPERTS = 1024, MC_MOE_MAX_TOPK = 64, MC_MOE_MAX_GROUPS = 256 };
+enum { MC_MOE_MAX_EXPERTS = 1024, MC_MOE_MAX_TOPK = 32, MC_MOE_MAX_GROUPS = 1024 };
 
 /* Megatron's TopKRouter settings (topk_routing_with_score_function's arguments). */
 typedef struct {
@@ -94,10 +94,10 @@ MC_HD void mc_moe_topk(const double *v, int n, int k, const uint8_t *allowed, in
 
 /* compute_topk over s (values of type sdt: group sums round to it): plain top-k, or
  * group_limited_topk: each group's score is the sum of its top-(k / group_topk) members (largest
- * first), the group_topk best groups are kept and the others' members masked to -inf. keep: E
- * bytes of scratch. */
+ * first), the group_topk best groups are kept and the others' members masked to -inf. Scratch:
+ * keep (E bytes), gs (num_groups doubles), gbest (num_groups ints). */
 MC_HD void mc_moe_select(const mc_moe_router_t *r, const double *s, mc_dtype_t sdt, uint8_t *keep,
-                         int *idx)
+                         double *gs, int *gbest, int *idx)
 {
     const int E = r->num_experts, k = r->topk;
     if (r->group_topk <= 0) {
@@ -105,20 +105,36 @@ MC_HD void mc_moe_select(const mc_moe_router_t *r, const double *s, mc_dtype_t s
         return;
     }
     const int G = r->num_groups, per = E / G, inner = k / r->group_topk;
-    double gs[MC_MOE_MAX_GROUPS];
-    int gi[MC_MOE_MAX_TOPK], best[MC_MOE_MAX_GROUPS];
+    int gi[MC_MOE_MAX_TOPK];
     for (int g = 0; g < G; g++) {
         mc_moe_topk(s + g * per, per, inner, 0, gi);
         double sum = 0;
         for (int j = 0; j < inner; j++) sum = mc_moe_round(sdt, sum + s[g * per + gi[j]]);
         gs[g] = sum;
     }
-    mc_moe_topk(gs, G, r->group_topk, 0, best);
+    mc_moe_topk(gs, G, r->group_topk, 0, gbest);
     for (int e = 0; e < E; e++) keep[e] = 0;
     for (int j = 0; j < r->group_topk; j++)
-        for (int e = best[j] * per; e < (best[j] + 1) * per; e++) keep[e] = 1;
+        for (int e = gbest[j] * per; e < (gbest[j] + 1) * per; e++) keep[e] = 1;
     /* the masked ones are -inf: never chosen while k kept members exist (validation's rule) */
     mc_moe_topk(s, E, k, keep, idx);
+}
+
+/* One token's scratch for the router: doubles, ints and bytes, of mc_moe_work_* sizes. */
+typedef struct {
+    double *v, *s, *y, *d, *gs; /* logits, scores, fp32 outputs (2E), gradients, group sums */
+    int *gbest;
+    uint8_t *keep;
+} mc_moe_work_t;
+
+MC_HD long mc_moe_work_doubles(int E, int G) { return 5L * E + (G > 0 ? G : 1); }
+MC_HD long mc_moe_work_ints(int G) { return G > 0 ? G : 1; }
+MC_HD mc_moe_work_t mc_moe_work(double *d, int *i, uint8_t *b, int E)
+{
+    mc_moe_work_t w;
+    w.v = d, w.s = d + E, w.y = d + 2 * E, w.d = d + 4 * E, w.gs = d + 5 * E;
+    w.gbest = i, w.keep = b;
+    return w;
 }
 
 /* torch.softmax(x[idx[0..n)] or x[0..n), dtype=float32): the input cast to fp32, the result fp32
@@ -137,23 +153,23 @@ MC_HD void mc_moe_softmax32(const double *x, const int *idx, int n, double *y)
 /* sigmoid of x computed in fp32, as torch.sigmoid of an fp32 tensor */
 MC_HD double mc_moe_sigmoid32(double x) { return (float)(1.0 / (1.0 + exp(-(double)(float)x))); }
 
-/* The routing decision of one token (topk_routing_with_score_function): v[0..E) its logits (rdt
- * values), bias the expert bias (sigmoid: selection only) or NULL. Writes the chosen experts to
- * idx[0..k) and their probabilities (rdt values, scaled) to p[0..k); the fp32 softmax or sigmoid
- * outputs the backward needs to y (2E doubles: the second half is scratch), the scores to s (E
- * doubles); keep: E bytes of scratch. */
-MC_HD void mc_moe_route_one(const mc_moe_router_t *r, mc_dtype_t rdt, const double *v,
-                            const float *bias, double *s, double *y, uint8_t *keep, int *idx,
-                            double *p)
+/* The routing decision of one token (topk_routing_with_score_function): w->v[0..E) its logits
+ * (rdt values), bias the expert bias (sigmoid: selection only) or NULL. Writes the chosen experts
+ * to idx[0..k) and their probabilities (rdt values, scaled) to p[0..k); keeps the fp32 softmax or
+ * sigmoid outputs the backward needs in w->y, the scores in w->s. */
+MC_HD void mc_moe_route_one(const mc_moe_router_t *r, mc_dtype_t rdt, const float *bias,
+                            const mc_moe_work_t *w, int *idx, double *p)
 {
     const int E = r->num_experts, k = r->topk;
+    const double *v = w->v;
+    double *s = w->s, *y = w->y;
     if (!r->sigmoid && r->pre_softmax) {
         mc_moe_softmax32(v, 0, E, y);
         for (int e = 0; e < E; e++) s[e] = mc_moe_round(rdt, y[e]);
-        mc_moe_select(r, s, rdt, keep, idx);
+        mc_moe_select(r, s, rdt, w->keep, w->gs, w->gbest, idx);
         for (int j = 0; j < k; j++) p[j] = s[idx[j]];
     } else if (!r->sigmoid) {
-        mc_moe_select(r, v, rdt, keep, idx);
+        mc_moe_select(r, v, rdt, w->keep, w->gs, w->gbest, idx);
         mc_moe_softmax32(v, idx, k, y);
         for (int j = 0; j < k; j++) p[j] = mc_moe_round(rdt, y[j]);
     } else {
@@ -162,9 +178,9 @@ MC_HD void mc_moe_route_one(const mc_moe_router_t *r, mc_dtype_t rdt, const doub
         if (bias) { /* scores + expert_bias: an fp32 sum chooses; the unbiased scores weigh */
             double *b = y + E;
             for (int e = 0; e < E; e++) b[e] = (float)(s[e] + bias[e]);
-            mc_moe_select(r, b, MC_DT_F32, keep, idx);
+            mc_moe_select(r, b, MC_DT_F32, w->keep, w->gs, w->gbest, idx);
         } else {
-            mc_moe_select(r, s, rdt, keep, idx);
+            mc_moe_select(r, s, rdt, w->keep, w->gs, w->gbest, idx);
         }
         for (int j = 0; j < k; j++) p[j] = s[idx[j]];
         if (k > 1) {

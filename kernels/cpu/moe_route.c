@@ -8,25 +8,21 @@
 #include "kernels/cpu/cpu.h"
 #include "kernels/moe.h"
 
-/* Per-token scratch: logits, scores, the fp32 outputs (2E), gradients; a byte mask. */
-typedef struct {
-    double *v, *s, *y, *d;
-    uint8_t *keep;
-} work_t;
-
-static work_t work_new(int E)
+/* One token's scratch (kernels/moe_route.h). */
+static mc_moe_work_t work_new(const mc_moe_router_t *r, int E)
 {
-    work_t w;
-    w.v = malloc(5 * (size_t)E * sizeof(double));
-    w.keep = malloc((size_t)E);
-    if (!w.v || !w.keep) mc_fatal("out of host memory in the MoE router");
-    w.s = w.v + E, w.y = w.v + 2 * E, w.d = w.v + 4 * E;
-    return w;
+    const int G = r ? r->num_groups : 0;
+    double *d = malloc((size_t)mc_moe_work_doubles(E, G) * sizeof(double));
+    int *i = malloc((size_t)mc_moe_work_ints(G) * sizeof(int));
+    uint8_t *b = malloc((size_t)E);
+    if (!d || !i || !b) mc_fatal("out of host memory in the MoE router");
+    return mc_moe_work(d, i, b, E);
 }
 
-static void work_free(work_t *w)
+static void work_free(mc_moe_work_t *w)
 {
     free(w->v);
+    free(w->gbest);
     free(w->keep);
 }
 
@@ -47,12 +43,12 @@ void mc_cpu_moe_route(const mc_backend_t *be, mc_dtype_t rdt, const mc_moe_route
     (void)be;
     check_router(r);
     const int E = r->num_experts, k = r->topk;
-    work_t w = work_new(E);
+    mc_moe_work_t w = work_new(r, E);
     int idx[MC_MOE_MAX_TOPK];
     double p[MC_MOE_MAX_TOPK];
     for (long t = 0; t < T; t++) {
         load_row(rdt, logits, t, E, w.v);
-        mc_moe_route_one(r, rdt, w.v, r->sigmoid ? bias : NULL, w.s, w.y, w.keep, idx, p);
+        mc_moe_route_one(r, rdt, r->sigmoid ? bias : NULL, &w, idx, p);
         for (int e = 0; e < E; e++) {
             mc_moe_store(rdt, probs, t * E + e, 0);
             map[t * E + e] = 0;
@@ -72,13 +68,13 @@ void mc_cpu_moe_route_backward(const mc_backend_t *be, mc_dtype_t rdt, const mc_
     (void)be;
     check_router(r);
     const int E = r->num_experts;
-    work_t w = work_new(E);
+    mc_moe_work_t w = work_new(r, E);
     int idx[MC_MOE_MAX_TOPK];
     double p[MC_MOE_MAX_TOPK], *dp = malloc((size_t)E * sizeof(double));
     if (!dp) mc_fatal("out of host memory in the MoE router");
     for (long t = 0; t < T; t++) {
         load_row(rdt, logits, t, E, w.v);
-        mc_moe_route_one(r, rdt, w.v, r->sigmoid ? bias : NULL, w.s, w.y, w.keep, idx, p);
+        mc_moe_route_one(r, rdt, r->sigmoid ? bias : NULL, &w, idx, p);
         load_row(rdt, dprobs, t, E, dp);
         mc_moe_route_one_backward(r, rdt, dp, keep ? keep + t * E : NULL, w.s, w.y, idx, w.d);
         for (int e = 0; e < E; e++) mc_moe_store(rdt, dlogits, t * E + e, w.d[e]);
@@ -91,7 +87,7 @@ void mc_cpu_moe_aux_stats(const mc_backend_t *be, mc_dtype_t rdt, int sigmoid, i
                           float *counts, float *psum, const void *logits, long T, int E, int G)
 {
     (void)be;
-    work_t w = work_new(E);
+    mc_moe_work_t w = work_new(NULL, E);
     double *acc = calloc((size_t)G * (size_t)E, sizeof(double));
     int idx[MC_MOE_MAX_TOPK];
     if (!acc) mc_fatal("out of host memory in the MoE aux loss");
@@ -113,7 +109,7 @@ void mc_cpu_moe_aux_backward(const mc_backend_t *be, mc_dtype_t rdt, int sigmoid
                              int G)
 {
     (void)be;
-    work_t w = work_new(E);
+    mc_moe_work_t w = work_new(NULL, E);
     int idx[MC_MOE_MAX_TOPK];
     for (long t = 0; t < T; t++) {
         const long g = t % G;
@@ -135,7 +131,7 @@ void mc_cpu_moe_z_loss(const mc_backend_t *be, mc_dtype_t rdt, float *zsum, cons
                        long T, int E)
 {
     (void)be;
-    work_t w = work_new(E);
+    mc_moe_work_t w = work_new(NULL, E);
     double acc = 0;
     for (long t = 0; t < T; t++) {
         load_row(rdt, logits, t, E, w.v);
@@ -150,7 +146,7 @@ void mc_cpu_moe_z_loss_backward(const mc_backend_t *be, mc_dtype_t rdt, void *dl
                                 const void *logits, float coef, long T, int E)
 {
     (void)be;
-    work_t w = work_new(E);
+    mc_moe_work_t w = work_new(NULL, E);
     for (long t = 0; t < T; t++) {
         load_row(rdt, logits, t, E, w.v);
         const double lse = mc_moe_lse(rdt, E, w.v);
