@@ -13,6 +13,7 @@
 #include "comm/groups.h"
 #include "config/flags.h"
 #include "config/moe_pattern.h"
+#include "kernels/moe_route.h"
 
 /* The load-balancing types Megatron core_v0.15.0's parser takes, and those megatron-c
  * implements (sinkhorn is refused below). */
@@ -109,6 +110,10 @@ static void router(const mc_args_t *a)
                       "softmax over one expert has no gradient)");
     if (E && k > E)
         mc_user_error("--moe-router-topk (%d) must not exceed --num-experts (%d)", k, E);
+    if (E > MC_MOE_MAX_EXPERTS || k > MC_MOE_MAX_TOPK)
+        mc_user_error("--num-experts %d with --moe-router-topk %d is more than megatron-c's router "
+                      "holds (%d experts, top-%d)",
+                      E, k, MC_MOE_MAX_EXPERTS, MC_MOE_MAX_TOPK);
     if (!a->moe_router_group_topk) return;
     const int G = a->moe_router_num_groups, gk = a->moe_router_group_topk;
     if (!G)

@@ -305,6 +305,9 @@ struct mc_backend {
     void (*adam_step)(const mc_backend_t *be, const mc_adam_tensor_t *t, int count,
                       mc_dtype_t model_dt, float lr, float beta1, float beta2, float eps, int step);
 
+    /* ---- mixture of experts: router, losses, permutation, grouped GEMM (kernels/moe.h) ---- */
+    const struct mc_moe_ops *moe;
+
     /* ---- profiling (--profile): optional, NULL where the backend has no profiler (the CPU's;
      * not in the required op list of kernels/device.c) ----
      * profiler: start (1) or stop (0) the device profiler's capture (cudaProfilerStart/Stop,
@@ -313,9 +316,6 @@ struct mc_backend {
     void (*profiler)(const mc_backend_t *be, int start);
     void (*range_push)(const mc_backend_t *be, const char *name);
     void (*range_pop)(const mc_backend_t *be);
-
-    /* ---- mixture of experts: router, losses, permutation, grouped GEMM (kernels/moe.h) ---- */
-    const struct mc_moe_ops *moe;
 
     void *impl; /* backend private state */
 };

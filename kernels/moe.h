@@ -116,6 +116,10 @@ typedef struct mc_moe_ops {
                                     const void *W, const long *m, int G, int K, int N);
 } mc_moe_ops_t;
 
+/* Megatron's get_capacity: ceil((tokens / num_experts) * capacity_factor) in Python's double
+ * arithmetic, tokens being the routed assignments (tokens x top-k) of the micro-batch. */
+long mc_moe_expert_capacity(long tokens, int num_experts, double capacity_factor);
+
 /* A router setting the per-token arithmetic cannot hold (more experts, k or groups than its
  * arrays): one line naming it, or NULL. */
 const char *mc_moe_router_unsupported(const mc_moe_router_t *r);

@@ -68,6 +68,8 @@ static void *T(const void *p, const char *op)
     return h;
 }
 
+void *mc_strict_view(const void *p, const char *op) { return T(p, op); }
+
 static void host_only(const void *p, const char *op)
 {
     if (mc_strict_owns(p))
@@ -485,6 +487,8 @@ static void s_adam_step(const mc_backend_t *be, const mc_adam_tensor_t *t, int c
 
 #undef D
 
+extern const struct mc_moe_ops mc_strict_moe_ops; /* kernels/strict_moe.c */
+
 const mc_backend_t *mc_backend_strict(void)
 {
     static const mc_backend_t be = {
@@ -533,6 +537,7 @@ const mc_backend_t *mc_backend_strict(void)
         .count_zeros = s_count_zeros,
         .has_nonfinite = s_has_nonfinite,
         .adam_step = s_adam_step,
+        .moe = &mc_strict_moe_ops,
     };
     return &be;
 }

@@ -118,6 +118,7 @@ static void test_megatron_rules(void **state)
     (void)state;
     mc_expect_error(MOE " --moe-router-topk 5", "--moe-router-topk (5) must not exceed --num-experts (4)");
     mc_expect_error(LINE " --moe-router-topk 0", "--moe-router-topk");
+    mc_expect_error(LINE " --num-experts 2048", "is more than megatron-c's router holds");
     mc_expect_error_world(MOE " --expert-model-parallel-size 3", 3,
                           "--num-experts (4) must be a multiple of --expert-model-parallel-size (3)");
     mc_expect_error_world(MOE " --moe-token-dispatcher-type alltoall --expert-model-parallel-size 4", 2,

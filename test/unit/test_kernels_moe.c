@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "kernels/backend.h"
+#include "kernels/device.h"
 #include "kernels/moe.h"
 #include "test/unit/fixture.h"
 
@@ -112,6 +113,9 @@ static void test_capacity(void **state)
     const long T = 40, cap = (long)mc_fx_scalar(g_fx, "capacity.capacity");
     const int E = 8;
     assert_int_equal(cap, 5);
+    assert_int_equal(mc_moe_expert_capacity(T * 2, E, 0.5), cap);
+    assert_int_equal(mc_moe_expert_capacity(100, 3, 1.0), 34); /* ceil(33.33) */
+    assert_int_equal(mc_moe_expert_capacity(96, 8, 1.25), 15);
     float *probs = as_type("route.softmax_k2.probs", MC_DT_F32);
     float *m32 = as_type("route.softmax_k2.map", MC_DT_F32);
     uint8_t map[40 * 8], keep[40 * 8];
@@ -257,6 +261,56 @@ static void test_unsupported_router(void **state)
     assert_null(mc_moe_router_unsupported(&(mc_moe_router_t){8, 4, 0, 0, 4, 2, 0}));
 }
 
+/* The strict test backend (the CPU's ops on memory the host cannot touch) runs the MoE ops on
+ * its device views: the CPU's results bit for bit, or a crash where a pointer is not translated. */
+static void *sput(const mc_backend_t *sb, const void *h, size_t bytes)
+{
+    void *d = sb->alloc(sb, bytes);
+    assert_non_null(d);
+    sb->memcpy_h2d(sb, d, h, bytes);
+    return d;
+}
+
+static void test_strict_backend(void **state)
+{
+    (void)state;
+    const mc_backend_t *sb = mc_backend_strict();
+    assert_non_null(sb->moe);
+    const long T = 40;
+    const int E = 8, H = 6;
+    const mc_moe_router_t r = {8, 3, 1, 0, 0, 0, 2.5};
+    float *logits = as_type("route.sigmoid_bias.logits", MC_DT_F32), *bias = as_type("route.sigmoid_bias.bias", MC_DT_F32);
+    float probs[40 * 8], keepp[40 * 8], got[40 * 8], x[120 * 6], out[40 * 6], gout[40 * 6];
+    uint8_t map[40 * 8], keep[40 * 8], gmap[40 * 8];
+    int32_t rows[120], row_of[40 * 8], grows[120];
+    g_be->moe->route(g_be, MC_DT_F32, &r, probs, map, logits, bias, T);
+    g_be->moe->capacity(g_be, MC_DT_F32, keepp, keep, probs, map, T, E, 12, 0, 0);
+    long N = 0;
+    for (int i = 0; i < 40 * 8; i++) N += keep[i];
+    for (long i = 0; i < N * H; i++) x[i] = (float)(i % 13) - 6;
+    g_be->moe->permute_map(g_be, MC_DT_F32, rows, row_of, NULL, keepp, keep, T, E, N);
+    g_be->moe->unpermute(g_be, MC_DT_F32, MC_DT_F32, out, x, row_of, NULL, T, E, H);
+    void *d_logits = sput(sb, logits, sizeof(probs)), *d_bias = sput(sb, bias, 8 * 4), *d_probs = sput(sb, probs, sizeof(probs));
+    void *d_map = sput(sb, map, sizeof(map)), *d_keepp = sput(sb, probs, sizeof(probs)), *d_keep = sput(sb, map, sizeof(map));
+    void *d_rows = sput(sb, rows, sizeof(rows)), *d_row_of = sput(sb, row_of, sizeof(row_of)), *d_x = sput(sb, x, sizeof(x));
+    void *d_out = sput(sb, out, sizeof(out));
+    sb->moe->route(sb, MC_DT_F32, &r, d_probs, d_map, d_logits, d_bias, T);
+    sb->moe->capacity(sb, MC_DT_F32, d_keepp, d_keep, d_probs, d_map, T, E, 12, 0, 0);
+    sb->moe->permute_map(sb, MC_DT_F32, d_rows, d_row_of, NULL, d_keepp, d_keep, T, E, N);
+    sb->moe->unpermute(sb, MC_DT_F32, MC_DT_F32, d_out, d_x, d_row_of, NULL, T, E, H);
+    sb->memcpy_d2h(sb, got, d_keepp, sizeof(got));
+    sb->memcpy_d2h(sb, gmap, d_keep, sizeof(gmap));
+    sb->memcpy_d2h(sb, grows, d_rows, (size_t)N * 4);
+    sb->memcpy_d2h(sb, gout, d_out, sizeof(gout));
+    assert_memory_equal(got, keepp, sizeof(got));
+    assert_memory_equal(gmap, keep, sizeof(gmap));
+    assert_memory_equal(grows, rows, (size_t)N * 4);
+    assert_memory_equal(gout, out, sizeof(gout));
+    void *all[] = {d_logits, d_bias, d_probs, d_map, d_keepp, d_keep, d_rows, d_row_of, d_x, d_out};
+    for (size_t i = 0; i < sizeof(all) / sizeof(all[0]); i++) sb->free(sb, all[i]);
+    free(logits), free(bias);
+}
+
 static int setup(void **state)
 {
     (void)state;
@@ -278,6 +332,7 @@ int main(void)
         cmocka_unit_test(test_route),       cmocka_unit_test(test_capacity),
         cmocka_unit_test(test_aux_losses),  cmocka_unit_test(test_permutation),
         cmocka_unit_test(test_experts),     cmocka_unit_test(test_unsupported_router),
+        cmocka_unit_test(test_strict_backend),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
