@@ -62,24 +62,22 @@ static void make_expert_groups(mc_parallel_t *ps)
     }
 }
 
-int mc_parallel_init(mc_parallel_t *ps, mc_comm_t *comm, const mc_args_t *a, char *err, size_t n)
+int mc_parallel_init(mc_parallel_t *ps, mc_comm_t *comm, const mc_parallel_config_t *c, char *err,
+                     size_t n)
 {
     memset(ps, 0, sizeof(*ps));
     ps->comm = comm;
     ps->rank = comm->rank;
     ps->world = comm->size;
-    if (mc_layout_init(&ps->layout, comm->size, a->tensor_model_parallel_size,
-                       a->pipeline_model_parallel_size, a->context_parallel_size,
-                       a->use_tp_pp_dp_mapping, err, n) != 0)
+    if (mc_layout_init(&ps->layout, comm->size, c->tp, c->pp, c->cp, c->tp_pp_dp_mapping, err, n) !=
+        0)
         return -1;
-    const int etp = a->expert_tensor_parallel_size ? a->expert_tensor_parallel_size
-                                                   : a->tensor_model_parallel_size;
-    const int ep = a->expert_model_parallel_size > 0 ? a->expert_model_parallel_size : 1;
+    const int etp = c->etp ? c->etp : c->tp, ep = c->ep > 0 ? c->ep : 1;
     if (mc_layout_set_experts(&ps->layout, ep, etp, err, n) != 0) return -1;
     ps->me = mc_layout_coords(&ps->layout, ps->rank);
     ps->expert_me = mc_layout_expert_coords(&ps->layout, ps->rank);
     ps->last_rank = mc_layout_last_rank(&ps->layout);
-    const bool untied = a->untie_embeddings_and_output_weights;
+    const bool untied = c->untied_embeddings;
     /* every rank creates the kinds in the same order: group_new is collective over the world */
     ps->tp = make_group(ps, MC_GROUP_TP, untied, "tp");
     ps->dp = make_group(ps, MC_GROUP_DP, untied, "dp");
@@ -91,7 +89,7 @@ int mc_parallel_init(mc_parallel_t *ps, mc_comm_t *comm, const mc_args_t *a, cha
     ps->embedding = make_group(ps, MC_GROUP_EMBEDDING, untied, "embedding");
     ps->position_embedding =
         make_group(ps, MC_GROUP_POSITION_EMBEDDING, untied, "position-embedding");
-    if (a->num_experts) make_expert_groups(ps);
+    if (c->num_experts) make_expert_groups(ps);
     return 0;
 }
 

@@ -65,6 +65,7 @@ static const mc_moe_ops_t cpu_moe = {
 
 static const mc_backend_t cpu_backend = {
     .name = "cpu",
+    .gpu = -1,
     .alloc = mc_cpu_alloc,
     .free = mc_cpu_free,
     .memcpy_h2d = mc_cpu_memcpy,

@@ -262,7 +262,7 @@ void mc_cuda_moe_sort_chunks(const mc_backend_t *be, mc_dtype_t dt, void *out, c
     if (rows > 0 && H > 0)
         MC_LAUNCH(mc_cuda_blocks(rows, PERM_THREADS), PERM_THREADS, 0, mc_cuda_stream(be),
                   k_sort_chunks)
-        ((char *)out, (const char *)in, (const long *)cu->scratch, n, rows,
-         mc_dtype_size(dt) * (size_t)H);
+    ((char *)out, (const char *)in, (const long *)cu->scratch, n, rows,
+     mc_dtype_size(dt) * (size_t)H);
     MC_CUDA_LAUNCHED();
 }

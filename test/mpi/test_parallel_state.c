@@ -18,7 +18,6 @@
 #include "comm/comm.h"
 #include "comm/runtime.h"
 #include "comm/state.h"
-#include "config/args.h"
 
 typedef struct {
     int tp, cp, pp, ep, etp, tp_pp_dp, experts;
@@ -55,12 +54,13 @@ static int check_group(const mc_parallel_t *ps, mc_group_t *g, mc_group_kind_t k
 
 static int run_layout(mc_comm_t *c, const layout_t *L)
 {
-    static mc_args_t a;
-    mc_args_defaults(&a);
-    a.tensor_model_parallel_size = L->tp, a.context_parallel_size = L->cp;
-    a.pipeline_model_parallel_size = L->pp, a.use_tp_pp_dp_mapping = L->tp_pp_dp;
-    a.expert_model_parallel_size = L->ep, a.expert_tensor_parallel_size = L->etp;
-    a.num_experts = L->experts;
+    const mc_parallel_config_t a = {.tp = L->tp,
+                                    .pp = L->pp,
+                                    .cp = L->cp,
+                                    .tp_pp_dp_mapping = L->tp_pp_dp,
+                                    .num_experts = L->experts,
+                                    .ep = L->ep,
+                                    .etp = L->etp};
     mc_parallel_t ps;
     char err[512];
     if (mc_parallel_init(&ps, c, &a, err, sizeof(err)) != 0) {
