@@ -14,6 +14,7 @@
 #include "config/flags.h"
 #include "config/moe_pattern.h"
 #include "kernels/moe_route.h"
+#include "model/gpt.h"
 
 /* The load-balancing types Megatron core_v0.15.0's parser takes, and those megatron-c
  * implements (sinkhorn is refused below). */
@@ -207,11 +208,49 @@ static void pending(const mc_args_t *a)
     for (size_t i = 0; i < mc_flag_count(); i++) {
         const mc_flag_t *f = mc_flag_at(i);
         if (!f->checked_first || !f->field_size || at_default(a, f, &d)) continue;
-        mc_user_error("%s is recognised but not implemented yet in megatron-c (%s; the routing, "
-                      "dispatch and expert kernels exist, the MoE layer does not; see "
-                      "docs/FLAGS.md)",
+        mc_user_error("%s is recognised but not implemented yet in megatron-c (%s; the MoE layer "
+                      "runs one rank's experts, a top-k softmax router and the aux loss for now; "
+                      "see docs/FLAGS.md)",
                       f->name, f->note ? f->note : "not implemented");
     }
+}
+
+/* What the MoE layer does today (model/moe.c): every expert on one rank with tp 1, pp 1 and
+ * cp 1, SwiGLU experts without biases in fp32, every layer an MoE layer, aux_loss or no
+ * load-balancing loss, on the CPU, without checkpoints. The rest is refused by name. */
+static void scope(const mc_args_t *a)
+{
+    if (!a->num_experts) return;
+#define TODO(cond, what)                                                                           \
+    if (cond)                                                                                      \
+        mc_user_error("MoE layers with %s are recognised but not implemented yet in megatron-c "   \
+                      "(the MoE layer runs one rank's experts on the CPU in fp32 for now)",        \
+                      what);
+    TODO(a->tensor_model_parallel_size > 1, "--tensor-model-parallel-size > 1")
+    TODO(a->pipeline_model_parallel_size > 1, "--pipeline-model-parallel-size > 1")
+    TODO(a->context_parallel_size > 1, "--context-parallel-size > 1")
+    TODO(a->bf16 || a->fp16, "--bf16 or --fp16")
+    TODO(!a->swiglu, "experts without --swiglu")
+    TODO(a->add_bias_linear, "biases (add --disable-bias-linear)")
+    TODO(strcmp(a->recompute_granularity, "full") == 0, "--recompute-granularity full")
+    TODO(a->calculate_per_token_loss, "--calculate-per-token-loss")
+    TODO(a->save[0], "--save (checkpoints of MoE models are read, not written)")
+    TODO(a->load[0] && !a->no_load_optim && !a->finetune,
+         "the optimizer state of a checkpoint (add --no-load-optim)")
+    TODO(a->num_layers > MC_MOE_MAX_LAYERS, "more than 1024 layers")
+    TODO(lb_count(a) > 1 ||
+             (strcmp(lb_type(a, 0), "aux_loss") != 0 && strcmp(lb_type(a, 0), "none") != 0),
+         "a load-balancing type other than aux_loss or none")
+#undef TODO
+    bool *is_moe = calloc((size_t)a->num_layers + 1, sizeof(bool));
+    char err[256];
+    if (!is_moe) mc_fatal("out of host memory");
+    int moe = mc_moe_layer_pattern(a->moe_layer_freq, a->num_layers, is_moe, err, sizeof(err));
+    free(is_moe);
+    if (moe != a->num_layers)
+        mc_user_error("MoE layers with dense layers among them (--moe-layer-freq %.40s) are "
+                      "recognised but not implemented yet in megatron-c (use --moe-layer-freq 1)",
+                      a->moe_layer_freq);
 }
 
 void mc_validate_moe(mc_args_t *a, int world_size)
@@ -222,7 +261,8 @@ void mc_validate_moe(mc_args_t *a, int world_size)
     capacity_and_dispatch(a);
     experts(a);
     pending(a);
-    /* what Megatron derives (TransformerConfig): reached only without MoE flags for now */
+    scope(a);
+    /* what Megatron derives (TransformerConfig) */
     if (!a->expert_tensor_parallel_size)
         a->expert_tensor_parallel_size = a->tensor_model_parallel_size;
     if (a->num_experts && !a->moe_ffn_hidden_size) a->moe_ffn_hidden_size = a->ffn_hidden_size;

@@ -121,6 +121,7 @@ typedef struct mc_block_ops {
 
 extern const mc_block_ops_t mc_self_attention; /* model/attention.c */
 extern const mc_block_ops_t mc_mlp;            /* model/mlp.c */
+extern const mc_block_ops_t mc_moe;            /* model/moe.c: the MoE layer */
 
 /* ---- the embedding (model/embedding.c) ---- */
 

@@ -157,6 +157,26 @@ const mc_param_name_t mc_param_names[MC_PK_COUNT] = {
                      .bias = true,
                      .hf = {HF1("mlp.c_proj.bias", MC_HF_ALL, false),
                             HF1("mlp.down_proj.bias", MC_HF_ALL, false)}},
+    /* An MoE layer's (Megatron's MoELayer, SequentialMLP experts). The experts are one tensor per
+     * layer here; Megatron's names are per expert (legacy: mlp.experts.local_experts.<j>.
+     * linear_fc1.weight), which legacy checkpoints need and megatron-c does not write yet;
+     * torch_dist's key (the one tensor of every layer's experts, [L, E, FFN1, H]) is .te. */
+    [MC_PK_ROUTER_W] = {.local = "mlp.router.weight",
+                        .layer = true,
+                        .split = MC_SPLIT_NONE,
+                        .hf = {NO_HF, NO_HF}},
+    [MC_PK_EXPERT_FC1_W] = {.local = "mlp.experts.linear_fc1.weight",
+                            .te = "mlp.experts.experts.linear_fc1.weight",
+                            .layer = true,
+                            .experts = true,
+                            .split = MC_SPLIT_NONE,
+                            .hf = {NO_HF, NO_HF}},
+    [MC_PK_EXPERT_FC2_W] = {.local = "mlp.experts.linear_fc2.weight",
+                            .te = "mlp.experts.experts.linear_fc2.weight",
+                            .layer = true,
+                            .experts = true,
+                            .split = MC_SPLIT_NONE,
+                            .hf = {NO_HF, NO_HF}},
     [MC_PK_FINAL_NORM_W] = {.local = "decoder.final_layernorm.weight",
                             .split = MC_SPLIT_NONE,
                             .norm = true,
@@ -188,7 +208,8 @@ const mc_pkind_t mc_hf_kind_order[MC_PK_COUNT] = {
     MC_PK_FC1_W,           MC_PK_FC1_B,
     MC_PK_FC2_W,           MC_PK_FC2_B,
     MC_PK_FINAL_NORM_W,    MC_PK_FINAL_NORM_B,
-    MC_PK_OUTPUT_W,
+    MC_PK_OUTPUT_W,        MC_PK_ROUTER_W,
+    MC_PK_EXPERT_FC1_W,    MC_PK_EXPERT_FC2_W,
 };
 
 static void name_of(const mc_param_name_t *p, const char *suffix, int layer, char *buf, size_t n)

@@ -22,7 +22,7 @@ typedef enum {
 
 /* Kinds of parameters, in Megatron's model.parameters() order (a layer's as its local spec
  * builds them: input_layernorm, linear_proj, linear_qkv, q/k_layernorm, pre_mlp_layernorm,
- * linear_fc1, linear_fc2). */
+ * linear_fc1, linear_fc2; an MoE layer's router and experts instead of the MLP's). */
 typedef enum {
     MC_PK_WORD_EMBEDDINGS,
     MC_PK_POSITION_EMBEDDINGS,
@@ -41,7 +41,10 @@ typedef enum {
     MC_PK_FC1_W,
     MC_PK_FC1_B,
     MC_PK_FC2_W,
-    MC_PK_FC2_B, /* the last of a layer's */
+    MC_PK_FC2_B,
+    MC_PK_ROUTER_W,     /* an MoE layer's (model/moe.c): mlp.router.weight [E, H] */
+    MC_PK_EXPERT_FC1_W, /* its experts' linear_fc1, expert after expert [E * FFN1, H] */
+    MC_PK_EXPERT_FC2_W, /* and linear_fc2 [E * H, FFN] (the last of a layer's) */
     MC_PK_FINAL_NORM_W,
     MC_PK_FINAL_NORM_B,
     MC_PK_OUTPUT_W,
@@ -81,6 +84,9 @@ typedef struct {
     bool qk_norm;     /* q/k_layernorm's (norms too): summed over tp always, each rank
                          normalising its own heads; decay with --apply-wd-to-qk-layernorm */
     bool bias;        /* a bias (no weight decay, as every 1-D parameter) */
+    bool experts;     /* an MoE layer's experts: its rows are the experts' tensors, one after
+                         another; torch_dist stacks them along an axis of experts after the
+                         layers' ([L, E, rows / E, cols]) */
     mc_hf_name_t hf[MC_HF_CLASSES][3]; /* the HF tensors of each class, in order */
 } mc_param_name_t;
 

@@ -87,16 +87,35 @@ static void test_flags_parse_into_fields(void **state)
 static void test_refused_until_implemented(void **state)
 {
     (void)state;
-    mc_expect_error(MOE, "--num-experts is recognised but not implemented yet in megatron-c");
-    mc_expect_error_world(MOE " --expert-model-parallel-size 2 --moe-token-dispatcher-type "
-                              "alltoall --tensor-model-parallel-size 2 --sequence-parallel",
-                          4, "--num-experts is recognised but not implemented yet");
-    mc_expect_error(LINE " --moe-router-topk 3", "--moe-router-topk is recognised but not implemented");
+    /* what the MoE layer does not do yet, each refused by name */
+    const char *todo = "are recognised but not implemented yet in megatron-c";
+    mc_expect_error(MOE, "MoE layers with experts without --swiglu");
+    mc_expect_error(MOE " --swiglu --bf16", todo);
+    mc_expect_error_world(MOE " --swiglu --tensor-model-parallel-size 2 --sequence-parallel", 2,
+                          "MoE layers with --tensor-model-parallel-size > 1");
+    mc_expect_error_world(MOE " --swiglu --pipeline-model-parallel-size 2", 2,
+                          "--pipeline-model-parallel-size > 1");
+    mc_expect_error(MOE " --swiglu --save /tmp/x --save-interval 5", "MoE layers with --save");
+    mc_expect_error(MOE " --swiglu --load /tmp/x", "add --no-load-optim");
+    mc_expect_error(MOE " --swiglu --moe-router-load-balancing-type seq_aux_loss "
+                        "--moe-aux-loss-coeff 1e-2",
+                    "a load-balancing type other than aux_loss or none");
+    mc_expect_error(MOE " --swiglu --moe-layer-freq 2", "MoE layers with dense layers among them");
+    mc_expect_error(MOE " --swiglu --recompute-granularity full --recompute-method uniform "
+                        "--recompute-num-layers 1",
+                    "--recompute-granularity full");
+    mc_expect_error_world(MOE " --swiglu --expert-model-parallel-size 2 --moe-token-dispatcher-type "
+                              "alltoall",
+                          2, "--expert-model-parallel-size is recognised but not implemented yet");
     mc_expect_error(LINE " --moe-grouped-gemm --bf16", "--moe-grouped-gemm is recognised but not implemented");
     mc_expect_error(LINE " --moe-z-loss-coeff 0", "--moe-z-loss-coeff is recognised but not implemented");
-    mc_expect_error(LINE " --moe-aux-loss-coeff 0.0", "--moe-aux-loss-coeff is recognised but not implemented");
+    mc_expect_error(MOE " --swiglu --moe-router-pre-softmax",
+                    "--moe-router-pre-softmax is recognised but not implemented");
     mc_expect_error_world(LINE " --expert-tensor-parallel-size 2", 2,
                           "--expert-tensor-parallel-size is recognised");
+    mc_run_t r0;
+    mc_run_parse(&r0, MOE " --swiglu --moe-aux-loss-coeff 1e-2 --moe-router-topk 2", 1);
+    assert_int_equal(r0.status, 0); /* the MoE layer's scope */
     static mc_args_t a;
     mc_run_parse_here(&a, LINE " --tensor-model-parallel-size 2 --sequence-parallel", 4);
     assert_int_equal(a.expert_tensor_parallel_size, 2); /* Megatron's default: tp */
