@@ -216,9 +216,9 @@ static void pending(const mc_args_t *a)
 }
 
 /* What the MoE layer does today (model/moe.c): every expert on one rank with tp 1, pp 1 and
- * cp 1, SwiGLU experts without biases in fp32, every layer an MoE layer, aux_loss or no
+ * cp 1 and dp 1, SwiGLU experts without biases in fp32, every layer an MoE layer, aux_loss or no
  * load-balancing loss, on the CPU, without checkpoints. The rest is refused by name. */
-static void scope(const mc_args_t *a)
+static void scope(const mc_args_t *a, int world_size)
 {
     if (!a->num_experts) return;
 #define TODO(cond, what)                                                                           \
@@ -230,6 +230,8 @@ static void scope(const mc_args_t *a)
     TODO(a->pipeline_model_parallel_size > 1, "--pipeline-model-parallel-size > 1")
     TODO(a->context_parallel_size > 1, "--context-parallel-size > 1")
     TODO(a->bf16 || a->fp16, "--bf16 or --fp16")
+    TODO(world_size > 1, "more than one rank (data parallelism)")
+    TODO(a->tensorboard_dir[0], "--tensorboard-dir (the MoE losses' tags)")
     TODO(!a->swiglu, "experts without --swiglu")
     TODO(a->add_bias_linear, "biases (add --disable-bias-linear)")
     TODO(strcmp(a->recompute_granularity, "full") == 0, "--recompute-granularity full")
@@ -261,7 +263,7 @@ void mc_validate_moe(mc_args_t *a, int world_size)
     capacity_and_dispatch(a);
     experts(a);
     pending(a);
-    scope(a);
+    scope(a, world_size);
     /* what Megatron derives (TransformerConfig) */
     if (!a->expert_tensor_parallel_size)
         a->expert_tensor_parallel_size = a->tensor_model_parallel_size;
