@@ -217,14 +217,14 @@ static void pending(const mc_args_t *a)
 
 /* What the MoE layer does today (model/moe.c): every expert on one rank with tp 1, pp 1 and
  * cp 1 and dp 1, SwiGLU experts without biases in fp32, every layer an MoE layer, aux_loss or no
- * load-balancing loss, on the CPU, without checkpoints. The rest is refused by name. */
+ * load-balancing loss, without writing checkpoints. The rest is refused by name. */
 static void scope(const mc_args_t *a, int world_size)
 {
     if (!a->num_experts) return;
 #define TODO(cond, what)                                                                           \
     if (cond)                                                                                      \
         mc_user_error("MoE layers with %s are recognised but not implemented yet in megatron-c "   \
-                      "(the MoE layer runs one rank's experts on the CPU in fp32 for now)",        \
+                      "(the MoE layer runs one rank's experts in fp32 for now)",                   \
                       what);
     TODO(a->tensor_model_parallel_size > 1, "--tensor-model-parallel-size > 1")
     TODO(a->pipeline_model_parallel_size > 1, "--pipeline-model-parallel-size > 1")

@@ -15,10 +15,6 @@ const mc_backend_t *mc_setup_backend(const mc_args_t *args, char *why, size_t n)
     const mc_runtime_t *rt = mc_runtime();
     const mc_backend_t *be =
         mc_backend_select(args->device, args->cpu_threads, rt ? rt->local_rank : 0, why, n);
-    /* the MoE layer is tested on the CPU only so far (cli/validate_moe.c's scope) */
-    if (be && args->num_experts && be->device_memory)
-        mc_user_error("MoE layers on a GPU are recognised but not implemented yet in megatron-c "
-                      "(run them with --device cpu for now)");
     return be;
 }
 

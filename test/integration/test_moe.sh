@@ -4,7 +4,8 @@
 # aux_loss 1e-2) saved by Megatron after 5 iterations at ep1; megatron-c loads the weights
 # (torch_dist, the experts' [L, E, FFN1, H] keys) and its iteration 6 -- the loaded weights' lm
 # loss, load_balancing_loss and grad norm, which the optimizer state does not touch -- is
-# Megatron's line for line. A dense model's line has no load_balancing_loss.
+# Megatron's line for line, on the CPU and on the emulated GPU. A run from scratch logs
+# load_balancing_loss each iteration.
 source "$(dirname "$0")/lib.sh"
 
 REF=${MEGATRON_C_SHARED:-$(dirname "$0")/../../../shared}/data/megatron-ref/moe
@@ -53,3 +54,15 @@ fi
 "$MC_BIN" "${FLAGS[@]}" --data-cache-path "$MC_TMP/cache" --train-iters 4 >"$MC_TMP/scratch" 2>&1
 check "a run from scratch logs load_balancing_loss each iteration" \
     test "$(grep -c 'load_balancing_loss: [0-9.]*E+00 |' "$MC_TMP/scratch")" -eq 4
+
+# the CUDA backend on the emulated device (test/emu): the same line
+EMU_BIN=${MC_EMU_BUILD:-}/megatron-c
+if [ -n "${MC_EMU_BUILD:-}" ] && [ -x "$EMU_BIN" ]; then
+    "$EMU_BIN" "${FLAGS[@]}" --device cuda --data-cache-path "$MC_TMP/cache" --load "$REF/ep1" \
+        --no-load-optim --no-load-rng --exit-interval 6 >"$MC_TMP/emu" 2>&1
+    fields "$MC_TMP/emu" >"$MC_TMP/emu.f"
+    check "on the emulated GPU (--device cuda) iteration 6 is Megatron's too ($(tr '\n' ' ' <"$MC_TMP/emu.f"))" \
+        cmp -s "$MC_TMP/want" "$MC_TMP/emu.f"
+else
+    skip "the MoE layer on the emulated GPU" "no build/emu/megatron-c (make EMU=1)"
+fi
