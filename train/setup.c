@@ -13,9 +13,7 @@
 const mc_backend_t *mc_setup_backend(const mc_args_t *args, char *why, size_t n)
 {
     const mc_runtime_t *rt = mc_runtime();
-    const mc_backend_t *be =
-        mc_backend_select(args->device, args->cpu_threads, rt ? rt->local_rank : 0, why, n);
-    return be;
+    return mc_backend_select(args->device, args->cpu_threads, rt ? rt->local_rank : 0, why, n);
 }
 
 /* Where the plan's memory comes from: the ranks sharing it and its name. */
