@@ -215,10 +215,10 @@ static void pending(const mc_args_t *a)
     }
 }
 
-/* What the MoE layer does today (model/moe.c): every expert on one rank with tp 1, pp 1 and
- * cp 1 and dp 1, SwiGLU experts without biases in fp32, every layer an MoE layer, aux_loss or no
+/* What the MoE layer does today (model/moe.c): every expert on every rank, with tp 1 and
+ * cp 1 (any dp and pp: every rank holds all experts), SwiGLU experts without biases in fp32, every layer an MoE layer, aux_loss or no
  * load-balancing loss, without writing checkpoints. The rest is refused by name. */
-static void scope(const mc_args_t *a, int world_size)
+static void scope(const mc_args_t *a)
 {
     if (!a->num_experts) return;
 #define TODO(cond, what)                                                                           \
@@ -227,15 +227,14 @@ static void scope(const mc_args_t *a, int world_size)
                       "(the MoE layer runs one rank's experts in fp32 for now)",                   \
                       what);
     TODO(a->tensor_model_parallel_size > 1, "--tensor-model-parallel-size > 1")
-    TODO(a->pipeline_model_parallel_size > 1, "--pipeline-model-parallel-size > 1")
     TODO(a->context_parallel_size > 1, "--context-parallel-size > 1")
     TODO(a->bf16 || a->fp16, "--bf16 or --fp16")
-    TODO(world_size > 1, "more than one rank (data parallelism)")
     TODO(a->tensorboard_dir[0], "--tensorboard-dir (the MoE losses' tags)")
     TODO(!a->swiglu, "experts without --swiglu")
     TODO(a->add_bias_linear, "biases (add --disable-bias-linear)")
     TODO(strcmp(a->recompute_granularity, "full") == 0, "--recompute-granularity full")
     TODO(a->calculate_per_token_loss, "--calculate-per-token-loss")
+    TODO(a->log_throughput, "--log-throughput (Megatron's FLOPs count of MoE layers)")
     TODO(a->save[0], "--save (checkpoints of MoE models are read, not written)")
     TODO(a->load[0] && !a->no_load_optim && !a->finetune,
          "the optimizer state of a checkpoint (add --no-load-optim)")
@@ -263,7 +262,7 @@ void mc_validate_moe(mc_args_t *a, int world_size)
     capacity_and_dispatch(a);
     experts(a);
     pending(a);
-    scope(a, world_size);
+    scope(a);
     /* what Megatron derives (TransformerConfig) */
     if (!a->expert_tensor_parallel_size)
         a->expert_tensor_parallel_size = a->tensor_model_parallel_size;

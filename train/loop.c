@@ -563,15 +563,23 @@ static void profiler_at(const mc_trainer_t *t, int64_t step, int start)
 }
 
 /* track_moe_metrics' load_balancing_loss of this iteration: each MoE layer's aux loss / coeff
- * summed over the microbatches, times 1 / microbatches, summed over the layers, divided by their
- * number (one rank: nothing to reduce). 0 for a dense model. */
+ * summed over the microbatches, times 1 / microbatches, summed over the layers (and the pipeline
+ * stages), divided by their number, averaged over the data-parallel ranks. 0 for a dense model
+ * (no collective then). */
 static double moe_metric(mc_trainer_t *t, int M)
 {
     const mc_gpt_config_t *c = &t->model.cfg;
-    const double sum = mc_gpt_moe_take_aux(&t->model);
+    double v = mc_gpt_moe_take_aux(&t->model) / M;
+    if (!c->moe.num_experts) return 0.0;
     int layers = 0;
     for (int l = 0; l < c->num_layers && l < MC_MOE_MAX_LAYERS; l++) layers += c->moe.layer[l];
-    return c->moe.num_experts && layers ? sum / M / layers : 0.0;
+    if (t->par.pp && t->par.pp->size > 1)
+        mc_all_reduce(t->comm, t->par.pp, &v, 1, MC_DT_F64, MC_OP_SUM);
+    if (t->par.dp_cp && t->par.dp_cp->size > 1) {
+        mc_all_reduce(t->comm, t->par.dp_cp, &v, 1, MC_DT_F64, MC_OP_SUM);
+        v /= t->par.dp_cp->size;
+    }
+    return layers ? v / layers : 0.0;
 }
 
 /* One iteration of Megatron's train(): the step, the log line, evaluation and saving at their

@@ -93,14 +93,13 @@ static void test_refused_until_implemented(void **state)
     mc_expect_error(MOE " --swiglu --bf16", todo);
     mc_expect_error_world(MOE " --swiglu --tensor-model-parallel-size 2 --sequence-parallel", 2,
                           "MoE layers with --tensor-model-parallel-size > 1");
-    mc_expect_error_world(MOE " --swiglu --pipeline-model-parallel-size 2", 2,
-                          "--pipeline-model-parallel-size > 1");
     mc_expect_error(MOE " --swiglu --save /tmp/x --save-interval 5", "MoE layers with --save");
     mc_expect_error(MOE " --swiglu --load /tmp/x", "add --no-load-optim");
     mc_expect_error(MOE " --swiglu --moe-router-load-balancing-type seq_aux_loss "
                         "--moe-aux-loss-coeff 1e-2",
                     "a load-balancing type other than aux_loss or none");
     mc_expect_error(MOE " --swiglu --moe-layer-freq 2", "MoE layers with dense layers among them");
+    mc_expect_error(MOE " --swiglu --log-throughput", "MoE layers with --log-throughput");
     mc_expect_error(MOE " --swiglu --recompute-granularity full --recompute-method uniform "
                         "--recompute-num-layers 1",
                     "--recompute-granularity full");
