@@ -22,8 +22,8 @@ static void shard_key(const mc_param_t *p, char *buf, size_t n, int *layer)
     else snprintf(buf, n, "decoder.layers.%s", row->te ? row->te : row->local);
 }
 
-/* The whole of an MoE layer's experts tensor (one rank holds every expert: ep 1, tp 1), as
- * torch_dist stacks it: [L, E, rows / E, cols]. */
+/* An MoE layer's expert's tensor (one rank holds every expert: ep 1, tp 1) in torch_dist's
+ * stack of every layer's and expert's: [L, E, rows, cols]. */
 static void add_experts(mc_shard_t *s, const mc_param_t *p, int index, const char *key, int layer,
                         int num_layers, int E)
 {
@@ -31,10 +31,11 @@ static void add_experts(mc_shard_t *s, const mc_param_t *p, int index, const cha
     s->param = index;
     snprintf(s->key, sizeof(s->key), "%s", key);
     s->ndim = 4;
-    const int64_t g[4] = {num_layers, E, p->shape[0] / E, p->shape[1]};
+    const int64_t g[4] = {num_layers, E, p->shape[0], p->shape[1]};
     for (int d = 0; d < 4; d++) s->global[d] = s->sizes[d] = g[d];
     s->offsets[0] = layer;
-    s->sizes[0] = 1;
+    s->offsets[1] = p->expert;
+    s->sizes[0] = s->sizes[1] = 1;
     s->numel = p->numel;
     s->main = true;
 }

@@ -105,15 +105,17 @@ typedef struct mc_moe_ops {
 
     /* ---- the local experts' linear layers, all in one call ----
      * G experts; expert g's rows are the m[g] (host) rows after those of experts 0..g-1:
-     * out[rows of g] [m_g, N] = in[rows of g] [m_g, K] @ W[g]^T, W [G, N, K] (type dt). */
+     * out[rows of g] [m_g, N] = in[rows of g] [m_g, K] @ W[g]^T, W[g] expert g's [N, K] (type dt;
+     * W a host array of G of the backend's pointers: the experts are parameters of their own,
+     * wherever the gradient buffers' layout puts them). */
     void (*grouped_linear_forward)(const struct mc_backend *be, mc_dtype_t dt, void *out,
-                                   const void *in, const void *W, const long *m, int G, int K,
-                                   int N);
-    /* din [M, K] (dt, NULL: skipped) = dout @ W[g] per expert; dW [G, N, K] (gdt) += dout_g^T @
-     * in_g (the gradient buffer accumulates, as linear_backward's). */
+                                   const void *in, const void *const *W, const long *m, int G,
+                                   int K, int N);
+    /* din [M, K] (dt, NULL: skipped) = dout @ W[g] per expert; dW[g] [N, K] (gdt; a host array
+     * like W) += dout_g^T @ in_g (the gradient buffer accumulates, as linear_backward's). */
     void (*grouped_linear_backward)(const struct mc_backend *be, mc_dtype_t dt, mc_dtype_t gdt,
-                                    void *din, void *dW, const void *dout, const void *in,
-                                    const void *W, const long *m, int G, int K, int N);
+                                    void *din, void *const *dW, const void *dout, const void *in,
+                                    const void *const *W, const long *m, int G, int K, int N);
 } mc_moe_ops_t;
 
 /* Megatron's get_capacity: ceil((tokens / num_experts) * capacity_factor) in Python's double

@@ -131,19 +131,24 @@ static void s_scale_rows_backward(const mc_backend_t *be, mc_dtype_t dt, mc_dtyp
 }
 
 static void s_grouped_linear_forward(const mc_backend_t *be, mc_dtype_t dt, void *out,
-                                     const void *in, const void *W, const long *m, int G, int K,
-                                     int N)
+                                     const void *in, const void *const *W, const long *m, int G,
+                                     int K, int N)
 {
-    CPU->grouped_linear_forward(mc_backend_cpu(), dt, D(out), D(in), D(W), m, G, K, N);
+    const void *w[MC_MOE_MAX_EXPERTS];
+    for (int g = 0; g < G; g++) w[g] = D(W[g]);
+    CPU->grouped_linear_forward(mc_backend_cpu(), dt, D(out), D(in), w, m, G, K, N);
     (void)be;
 }
 
 static void s_grouped_linear_backward(const mc_backend_t *be, mc_dtype_t dt, mc_dtype_t gdt,
-                                      void *din, void *dW, const void *dout, const void *in,
-                                      const void *W, const long *m, int G, int K, int N)
+                                      void *din, void *const *dW, const void *dout, const void *in,
+                                      const void *const *W, const long *m, int G, int K, int N)
 {
-    CPU->grouped_linear_backward(mc_backend_cpu(), dt, gdt, D(din), D(dW), D(dout), D(in), D(W), m,
-                                 G, K, N);
+    const void *w[MC_MOE_MAX_EXPERTS];
+    void *dw[MC_MOE_MAX_EXPERTS];
+    for (int g = 0; g < G; g++) w[g] = D(W[g]), dw[g] = D(dW[g]);
+    CPU->grouped_linear_backward(mc_backend_cpu(), dt, gdt, D(din), dw, D(dout), D(in), w, m, G, K,
+                                 N);
     (void)be;
 }
 

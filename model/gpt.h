@@ -113,6 +113,7 @@ typedef struct {
     char name[96];
     mc_pkind_t kind; /* its row of the names table (model/param_names.h) */
     int layer;       /* global layer number; -1 outside the layers */
+    int expert;      /* an MoE layer's expert's (model/moe.c): its number; -1 otherwise */
     int ndim;
     int64_t shape[2]; /* full, unsharded */
     mc_split_t split;
@@ -236,6 +237,10 @@ typedef struct {
     int32_t *counts;        /* [E]: tokens per expert (device) */
     long split[MC_MOE_MAX_EXPERTS];
     int32_t counts_host[MC_MOE_MAX_EXPERTS];
+    /* each expert's linear_fc1 and linear_fc2 weights and gradients (parameters of their own,
+     * wherever the buffers' layout puts them): the grouped GEMMs' pointer arrays */
+    void *fc1[MC_MOE_MAX_EXPERTS], *fc2[MC_MOE_MAX_EXPERTS];
+    void *dfc1[MC_MOE_MAX_EXPERTS], *dfc2[MC_MOE_MAX_EXPERTS];
     float stats_host[2 * MC_MOE_MAX_EXPERTS];
 } mc_moe_ws_t;
 

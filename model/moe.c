@@ -3,7 +3,8 @@
  * dispatcher's local steps (permute the tokens expert by expert, unpermute summing each token's
  * expert outputs), and the experts (SequentialMLP: each expert a SwiGLU MLP over its tokens,
  * the routing probability applied after the activation, before linear_fc2, as mlp.py does with
- * per_token_scale), all experts' GEMMs in one grouped call. One rank holds every expert (ep 1,
+ * per_token_scale), all experts' GEMMs in one grouped call over their separate tensors
+ * (SequentialMLP's parameters: local_experts.<j>.linear_fc1 and linear_fc2, expert after expert). One rank holds every expert (ep 1,
  * tp 1): the alltoall and allgather dispatchers then move nothing. The aux loss is not added to
  * the lm loss: as MoEAuxLossAutoScaler does, the backward injects its gradient, scaled by the
  * loss scale over the microbatches (m->moe_aux_grad), into the router's logits. */
@@ -20,8 +21,14 @@ static void moe_params(mc_gpt_t *m, int layer)
     /* the router's init_method and the experts' init / scaled output init, as the dense MLP's */
     const float out_std = c->init_std / sqrtf(2.0f * (float)c->num_layers);
     mc_gpt_add_param(m, MC_PK_ROUTER_W, layer, E, H, c->init_std, 0);
-    mc_gpt_add_param(m, MC_PK_EXPERT_FC1_W, layer, (int64_t)E * 2 * F, H, c->init_std, 0);
-    mc_gpt_add_param(m, MC_PK_EXPERT_FC2_W, layer, (int64_t)E * H, F, out_std, 0);
+    for (int e = 0; e < E; e++) {
+        mc_param_t *p = mc_gpt_add_param(m, MC_PK_EXPERT_FC1_W, layer, 2 * F, H, c->init_std, 0);
+        p->expert = e;
+        mc_param_name_expert(MC_PK_EXPERT_FC1_W, layer, e, p->name, sizeof(p->name));
+        p = mc_gpt_add_param(m, MC_PK_EXPERT_FC2_W, layer, H, F, out_std, 0);
+        p->expert = e;
+        mc_param_name_expert(MC_PK_EXPERT_FC2_W, layer, e, p->name, sizeof(p->name));
+    }
 }
 
 /* T tokens, R routed rows of the largest microbatch */
@@ -72,6 +79,18 @@ static void moe_plan_shared(mc_gpt_t *m, mc_alloc_t *acts, mc_alloc_t *ws)
     w->dlogits = mc_gpt_take(ws, T * E * e);
     w->psum = mc_gpt_take(ws, E * (long)sizeof(float));
     w->counts = mc_gpt_take(ws, E * (long)sizeof(int32_t));
+}
+
+/* Each expert's linear_fc1 and linear_fc2 in the parameter (or, grads, the gradient) buffer. */
+static void expert_ptrs(const mc_layer_run_t *r, bool grads, void **fc1, void **fc2)
+{
+    mc_gpt_t *m = r->m;
+    for (int i = m->layer_param[r->local]; i < m->layer_param[r->local + 1]; i++) {
+        const mc_param_t *p = &m->params[i];
+        void *at = grads ? mc_gpt_grad_at(m, p->offset) : mc_gpt_param_at(m, p->offset);
+        if (p->kind == MC_PK_EXPERT_FC1_W) fc1[p->expert] = at;
+        else if (p->kind == MC_PK_EXPERT_FC2_W) fc2[p->expert] = at;
+    }
 }
 
 /* The experts' sizes (tokens per expert, on the host: the grouped GEMM's) of the map; returns the
@@ -125,14 +144,15 @@ static void *moe_forward(mc_layer_run_t *r, void *acts, const void *in)
     be->moe->route(be, dt, &q->router, s->probs, s->map, s->logits, NULL, T);
     if (q->aux_coeff != 0) aux_forward(r, s);
     const long R = expert_split(r, s->map);
+    expert_ptrs(r, false, m->moe_ws.fc1, m->moe_ws.fc2);
     be->moe->permute_map(be, dt, s->rows, s->row_of, s->pprobs, s->probs, s->map, T, E, R);
     be->moe->permute(be, dt, s->x, in, s->rows, R, H);
-    be->moe->grouped_linear_forward(be, dt, s->fc1, s->x, w[MC_PK_EXPERT_FC1_W], m->moe_ws.split, E,
-                                    H, 2 * F);
+    be->moe->grouped_linear_forward(be, dt, s->fc1, s->x, (const void *const *)m->moe_ws.fc1,
+                                    m->moe_ws.split, E, H, 2 * F);
     be->swiglu_forward(be, dt, s->act, s->fc1, (int)R, F);
     be->moe->scale_rows(be, dt, dt, s->scaled, s->act, s->pprobs, R, F);
-    be->moe->grouped_linear_forward(be, dt, m->moe_ws.y, s->scaled, w[MC_PK_EXPERT_FC2_W],
-                                    m->moe_ws.split, E, F, H);
+    be->moe->grouped_linear_forward(be, dt, m->moe_ws.y, s->scaled,
+                                    (const void *const *)m->moe_ws.fc2, m->moe_ws.split, E, F, H);
     be->moe->unpermute(be, dt, dt, m->tmp_h, m->moe_ws.y, s->row_of, NULL, T, E, H);
     return m->tmp_h;
 }
@@ -167,19 +187,20 @@ static void moe_backward(mc_layer_run_t *r, void *acts, const void *in, void *dy
     const mc_moe_cfg_t *q = &c->moe;
     mc_moe_acts_t *s = acts;
     mc_moe_ws_t *w = &r->m->moe_ws;
-    void *const *W = r->w, *const *gw = r->gw;
     const mc_dtype_t dt = c->dt, gdt = c->gdt;
     const int H = c->hidden, E = q->num_experts, F = q->ffn;
     const long T = r->N, R = expert_split(r, s->map);
 
     be->moe->unpermute_backward(be, dt, dt, w->d_y, NULL, dy, NULL, s->rows, NULL, R, H);
-    be->moe->grouped_linear_backward(be, dt, gdt, w->d_scaled, gw[MC_PK_EXPERT_FC2_W], w->d_y,
-                                     s->scaled, W[MC_PK_EXPERT_FC2_W], w->split, E, F, H);
+    expert_ptrs(r, false, w->fc1, w->fc2);
+    expert_ptrs(r, true, w->dfc1, w->dfc2);
+    be->moe->grouped_linear_backward(be, dt, gdt, w->d_scaled, w->dfc2, w->d_y, s->scaled,
+                                     (const void *const *)w->fc2, w->split, E, F, H);
     be->moe->scale_rows_backward(be, dt, dt, w->d_act, w->d_pprobs, w->d_scaled, s->act, s->pprobs,
                                  R, F);
     be->swiglu_backward(be, dt, w->d_fc1, w->d_act, s->fc1, (int)R, F);
-    be->moe->grouped_linear_backward(be, dt, gdt, w->d_x, gw[MC_PK_EXPERT_FC1_W], w->d_fc1, s->x,
-                                     W[MC_PK_EXPERT_FC1_W], w->split, E, H, 2 * F);
+    be->moe->grouped_linear_backward(be, dt, gdt, w->d_x, w->dfc1, w->d_fc1, s->x,
+                                     (const void *const *)w->fc1, w->split, E, H, 2 * F);
     be->moe->unpermute(be, dt, dt, din, w->d_x, s->row_of, NULL, T, E, H);
     router_backward(r, s, in);
     /* the input feeds the router and the dispatcher: autograd's sum of the two */

@@ -43,8 +43,8 @@ typedef enum {
     MC_PK_FC2_W,
     MC_PK_FC2_B,
     MC_PK_ROUTER_W,     /* an MoE layer's (model/moe.c): mlp.router.weight [E, H] */
-    MC_PK_EXPERT_FC1_W, /* its experts' linear_fc1, expert after expert [E * FFN1, H] */
-    MC_PK_EXPERT_FC2_W, /* and linear_fc2 [E * H, FFN] (the last of a layer's) */
+    MC_PK_EXPERT_FC1_W, /* each expert's linear_fc1 [FFN1, H] and linear_fc2 [H, FFN], expert */
+    MC_PK_EXPERT_FC2_W, /* after expert (the last of a layer's) */
     MC_PK_FINAL_NORM_W,
     MC_PK_FINAL_NORM_B,
     MC_PK_OUTPUT_W,
@@ -84,9 +84,8 @@ typedef struct {
     bool qk_norm;     /* q/k_layernorm's (norms too): summed over tp always, each rank
                          normalising its own heads; decay with --apply-wd-to-qk-layernorm */
     bool bias;        /* a bias (no weight decay, as every 1-D parameter) */
-    bool experts;     /* an MoE layer's experts: its rows are the experts' tensors, one after
-                         another; torch_dist stacks them along an axis of experts after the
-                         layers' ([L, E, rows / E, cols]) */
+    bool experts;     /* an MoE layer's expert's: torch_dist stacks the experts' tensors along
+                         an axis after the layers' ([L, E, rows, cols]) */
     mc_hf_name_t hf[MC_HF_CLASSES][3]; /* the HF tensors of each class, in order */
 } mc_param_name_t;
 
@@ -107,5 +106,9 @@ static inline bool mc_pkind_norm_weight(mc_pkind_t k)
  * Transformer Engine's, with the layer number; into buf[n]. */
 void mc_param_name_local(mc_pkind_t k, int layer, char *buf, size_t n);
 void mc_param_name_te(mc_pkind_t k, int layer, char *buf, size_t n);
+/* An MoE layer's expert's (an experts row): its local name with the expert's number for <j>
+ * ("decoder.layers.1.mlp.experts.local_experts.3.linear_fc1.weight"), in every format's
+ * per-parameter names (Megatron's SequentialMLP, with the local and the TE spec alike). */
+void mc_param_name_expert(mc_pkind_t k, int layer, int expert, char *buf, size_t n);
 
 #endif

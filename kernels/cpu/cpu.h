@@ -382,10 +382,11 @@ void mc_cpu_moe_scale_rows_backward(const mc_backend_t *be, mc_dtype_t dt, mc_dt
                                     void *dp, const void *dout, const void *x, const void *p,
                                     long N, int H);
 void mc_cpu_moe_grouped_linear_forward(const mc_backend_t *be, mc_dtype_t dt, void *out,
-                                       const void *in, const void *W, const long *m, int G, int K,
-                                       int N);
+                                       const void *in, const void *const *W, const long *m, int G,
+                                       int K, int N);
 void mc_cpu_moe_grouped_linear_backward(const mc_backend_t *be, mc_dtype_t dt, mc_dtype_t gdt,
-                                        void *din, void *dW, const void *dout, const void *in,
-                                        const void *W, const long *m, int G, int K, int N);
+                                        void *din, void *const *dW, const void *dout,
+                                        const void *in, const void *const *W, const long *m, int G,
+                                        int K, int N);
 
 #endif

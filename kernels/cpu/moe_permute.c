@@ -125,25 +125,25 @@ void mc_cpu_moe_scale_rows_backward(const mc_backend_t *be, mc_dtype_t dt, mc_dt
 /* ---- grouped GEMM: the CPU's linear ops, expert by expert ---- */
 
 void mc_cpu_moe_grouped_linear_forward(const mc_backend_t *be, mc_dtype_t dt, void *out,
-                                       const void *in, const void *W, const long *m, int G, int K,
-                                       int N)
+                                       const void *in, const void *const *W, const long *m, int G,
+                                       int K, int N)
 {
     long row = 0;
     for (int g = 0; g < G; row += m[g], g++)
         if (m[g] > 0)
-            be->linear_forward(be, dt, mc_elem(out, dt, row * N), mc_celem(in, dt, row * K),
-                               mc_celem(W, dt, (long)g * N * K), NULL, (int)m[g], K, N);
+            be->linear_forward(be, dt, mc_elem(out, dt, row * N), mc_celem(in, dt, row * K), W[g],
+                               NULL, (int)m[g], K, N);
 }
 
 void mc_cpu_moe_grouped_linear_backward(const mc_backend_t *be, mc_dtype_t dt, mc_dtype_t gdt,
-                                        void *din, void *dW, const void *dout, const void *in,
-                                        const void *W, const long *m, int G, int K, int N)
+                                        void *din, void *const *dW, const void *dout,
+                                        const void *in, const void *const *W, const long *m, int G,
+                                        int K, int N)
 {
     long row = 0;
     for (int g = 0; g < G; row += m[g], g++)
         if (m[g] > 0)
-            be->linear_backward(be, dt, gdt, din ? mc_elem(din, dt, row * K) : NULL,
-                                mc_elem(dW, gdt, (long)g * N * K), NULL,
-                                mc_celem(dout, dt, row * N), mc_celem(in, dt, row * K),
-                                mc_celem(W, dt, (long)g * N * K), (int)m[g], K, N);
+            be->linear_backward(be, dt, gdt, din ? mc_elem(din, dt, row * K) : NULL, dW[g], NULL,
+                                mc_celem(dout, dt, row * N), mc_celem(in, dt, row * K), W[g],
+                                (int)m[g], K, N);
 }

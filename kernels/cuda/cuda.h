@@ -257,10 +257,11 @@ void mc_cuda_moe_scale_rows_backward(const mc_backend_t *be, mc_dtype_t dt, mc_d
                                      void *dx, void *dp, const void *dout, const void *x,
                                      const void *p, long N, int H);
 void mc_cuda_moe_grouped_linear_forward(const mc_backend_t *be, mc_dtype_t dt, void *out,
-                                        const void *in, const void *W, const long *m, int G, int K,
-                                        int N);
+                                        const void *in, const void *const *W, const long *m, int G,
+                                        int K, int N);
 void mc_cuda_moe_grouped_linear_backward(const mc_backend_t *be, mc_dtype_t dt, mc_dtype_t gdt,
-                                         void *din, void *dW, const void *dout, const void *in,
-                                         const void *W, const long *m, int G, int K, int N);
+                                         void *din, void *const *dW, const void *dout,
+                                         const void *in, const void *const *W, const long *m, int G,
+                                         int K, int N);
 
 #endif

@@ -105,24 +105,24 @@ static void grouped_run(const mc_backend_t *be, grouped_t *g, mc_dtype_t ab, mc_
 }
 
 void mc_cuda_moe_grouped_linear_forward(const mc_backend_t *be, mc_dtype_t dt, void *out,
-                                        const void *in, const void *W, const long *m, int G, int K,
-                                        int N)
+                                        const void *in, const void *const *W, const long *m, int G,
+                                        int K, int N)
 {
     const size_t es = mc_dtype_size(dt);
     grouped_t g = grouped_new(G);
     long row = 0;
     for (int e = 0; e < G; row += m[e], e++)
         if (m[e] > 0 && N > 0)
-            grouped_add(&g, CUBLAS_OP_T, CUBLAS_OP_N, N, (int)m[e], K,
-                        (const char *)W + (size_t)e * N * K * es, K,
+            grouped_add(&g, CUBLAS_OP_T, CUBLAS_OP_N, N, (int)m[e], K, W[e], K,
                         (const char *)in + (size_t)row * K * es, K,
                         (char *)out + (size_t)row * N * es, N, 0.0f);
     grouped_run(be, &g, dt, dt);
 }
 
 void mc_cuda_moe_grouped_linear_backward(const mc_backend_t *be, mc_dtype_t dt, mc_dtype_t gdt,
-                                         void *din, void *dW, const void *dout, const void *in,
-                                         const void *W, const long *m, int G, int K, int N)
+                                         void *din, void *const *dW, const void *dout,
+                                         const void *in, const void *const *W, const long *m, int G,
+                                         int K, int N)
 {
     const size_t es = mc_dtype_size(dt), gs = mc_dtype_size(gdt);
     long row = 0;
@@ -130,8 +130,7 @@ void mc_cuda_moe_grouped_linear_backward(const mc_backend_t *be, mc_dtype_t dt, 
         grouped_t g = grouped_new(G);
         for (int e = 0; e < G; row += m[e], e++)
             if (m[e] > 0 && K > 0)
-                grouped_add(&g, CUBLAS_OP_N, CUBLAS_OP_N, K, (int)m[e], N,
-                            (const char *)W + (size_t)e * N * K * es, K,
+                grouped_add(&g, CUBLAS_OP_N, CUBLAS_OP_N, K, (int)m[e], N, W[e], K,
                             (const char *)dout + (size_t)row * N * es, N,
                             (char *)din + (size_t)row * K * es, K, 0.0f);
         grouped_run(be, &g, dt, dt);
@@ -142,7 +141,6 @@ void mc_cuda_moe_grouped_linear_backward(const mc_backend_t *be, mc_dtype_t dt, 
         if (m[e] > 0 && K > 0 && N > 0)
             grouped_add(&g, CUBLAS_OP_N, CUBLAS_OP_T, K, N, (int)m[e],
                         (const char *)in + (size_t)row * K * es, K,
-                        (const char *)dout + (size_t)row * N * es, N,
-                        (char *)dW + (size_t)e * N * K * gs, K, 1.0f);
+                        (const char *)dout + (size_t)row * N * es, N, dW[e], K, 1.0f);
     grouped_run(be, &g, dt, gdt);
 }

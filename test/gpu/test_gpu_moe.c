@@ -321,27 +321,37 @@ static void test_chunks_and_scaling(void **state)
     }
 }
 
-static void gemm_case(const mc_backend_t *be, mc_dtype_t dt, mc_dtype_t gdt)
+/* The experts WE = N * K + pad elements apart (separate parameters with padding), expert g's
+ * at slot (G - 1 - g) when reversed (a gradient buffer's order). */
+static void gemm_case(const mc_backend_t *be, mc_dtype_t dt, mc_dtype_t gdt, long pad, bool reversed)
 {
     const long m[5] = {7, 0, 33, 1, 16};
     const int G = 5, K = 24, N = 40;
-    const long M = 57;
+    const long M = 57, WE = (long)N * K + pad;
     const size_t es = mc_dtype_size(dt), gs = mc_dtype_size(gdt);
-    void *W = host_rand(dt, (long)G * N * K, -1, 1), *x = host_rand(dt, M * K, -1, 1), *dout = host_rand(dt, M * N, -1, 1);
-    void *dW = host_rand(gdt, (long)G * N * K, -1, 1), *out = calloc((size_t)(M * N), es), *dx = calloc((size_t)(M * K), es);
-    void *d_W = dev(be, W, (size_t)G * N * K * es), *d_x = dev(be, x, (size_t)(M * K) * es);
-    void *d_dout = dev(be, dout, (size_t)(M * N) * es), *d_dW = dev(be, dW, (size_t)G * N * K * gs);
+    void *W = host_rand(dt, G * WE, -1, 1), *x = host_rand(dt, M * K, -1, 1), *dout = host_rand(dt, M * N, -1, 1);
+    void *dW = host_rand(gdt, G * WE, -1, 1), *out = calloc((size_t)(M * N), es), *dx = calloc((size_t)(M * K), es);
+    void *d_W = dev(be, W, (size_t)(G * WE) * es), *d_x = dev(be, x, (size_t)(M * K) * es);
+    void *d_dout = dev(be, dout, (size_t)(M * N) * es), *d_dW = dev(be, dW, (size_t)(G * WE) * gs);
     void *d_out = dev(be, NULL, (size_t)(M * N) * es), *d_dx = dev(be, NULL, (size_t)(M * K) * es);
-    cpu->moe->grouped_linear_forward(cpu, dt, out, x, W, m, G, K, N);
-    be->moe->grouped_linear_forward(be, dt, d_out, d_x, d_W, m, G, K, N);
-    cpu->moe->grouped_linear_backward(cpu, dt, gdt, dx, dW, dout, x, W, m, G, K, N);
-    be->moe->grouped_linear_backward(be, dt, gdt, d_dx, d_dW, d_dout, d_x, d_W, m, G, K, N);
+    const void *Wp[5];
+    void *dWp[5], *d_dWp[5];
+    const void *d_Wp[5];
+    for (int e = 0; e < G; e++) {
+        const long at = (reversed ? G - 1 - e : e) * WE;
+        Wp[e] = (const char *)W + at * es, dWp[e] = (char *)dW + at * gs;
+        d_Wp[e] = (const char *)d_W + at * es, d_dWp[e] = (char *)d_dW + at * gs;
+    }
+    cpu->moe->grouped_linear_forward(cpu, dt, out, x, Wp, m, G, K, N);
+    be->moe->grouped_linear_forward(be, dt, d_out, d_x, d_Wp, m, G, K, N);
+    cpu->moe->grouped_linear_backward(cpu, dt, gdt, dx, dWp, dout, x, Wp, m, G, K, N);
+    be->moe->grouped_linear_backward(be, dt, gdt, d_dx, d_dWp, d_dout, d_x, d_Wp, m, G, K, N);
     void *g = back(be, d_out, (size_t)(M * N) * es);
     close_typed("grouped linear", dt, g, out, M * N, K * K * F32_EPS, 1e-6), free(g);
     g = back(be, d_dx, (size_t)(M * K) * es);
     close_typed("grouped linear din", dt, g, dx, M * K, N * N * F32_EPS, 1e-6), free(g);
-    g = back(be, d_dW, (size_t)G * N * K * gs);
-    close_typed("grouped linear dW (accumulated)", gdt, g, dW, (long)G * N * K, 40 * 40 * F32_EPS, 1e-6), free(g);
+    g = back(be, d_dW, (size_t)(G * WE) * gs);
+    close_typed("grouped linear dW (accumulated; padding untouched)", gdt, g, dW, G * WE, 40 * 40 * F32_EPS, 1e-6), free(g);
     be->free(be, d_W), be->free(be, d_x), be->free(be, d_dout), be->free(be, d_dW), be->free(be, d_out);
     be->free(be, d_dx);
     free(W), free(x), free(dout), free(dW), free(out), free(dx);
@@ -352,9 +362,10 @@ static void test_grouped_gemm(void **state)
     (void)state;
     const mc_backend_t *be;
     GPU_BACKEND_OR_SKIP(be);
-    gemm_case(be, MC_DT_F32, MC_DT_F32);
-    gemm_case(be, MC_DT_BF16, MC_DT_F32);
-    gemm_case(be, MC_DT_BF16, MC_DT_BF16);
+    gemm_case(be, MC_DT_F32, MC_DT_F32, 0, false);
+    gemm_case(be, MC_DT_F32, MC_DT_F32, 8, true); /* separate experts, padded, reversed */
+    gemm_case(be, MC_DT_BF16, MC_DT_F32, 0, false);
+    gemm_case(be, MC_DT_BF16, MC_DT_BF16, 16, true);
 }
 
 int main(void)

@@ -233,11 +233,30 @@ static void test_experts(void **state)
     const int K = 7, N = 5;
     float *W = as_type("gemm.W", MC_DT_F32), *x = as_type("gemm.x", MC_DT_F32);
     float *dout = as_type("gemm.dout", MC_DT_F32), out[10 * 5], dx[10 * 7], dW[4 * 5 * 7] = {0};
-    g_be->moe->grouped_linear_forward(g_be, MC_DT_F32, out, x, W, m, 4, K, N);
+    const void *Wp[4];
+    void *dWp[4];
+    for (int g = 0; g < 4; g++) Wp[g] = W + g * N * K, dWp[g] = dW + g * N * K;
+    g_be->moe->grouped_linear_forward(g_be, MC_DT_F32, out, x, Wp, m, 4, K, N);
     expect_close("grouped linear", MC_DT_F32, out, "gemm.out", 1e-5, 1e-5);
-    g_be->moe->grouped_linear_backward(g_be, MC_DT_F32, MC_DT_F32, dx, dW, dout, x, W, m, 4, K, N);
+    g_be->moe->grouped_linear_backward(g_be, MC_DT_F32, MC_DT_F32, dx, dWp, dout, x, Wp, m, 4, K, N);
     expect_close("grouped linear dx", MC_DT_F32, dx, "gemm.dx", 1e-5, 1e-5);
     expect_close("grouped linear dW", MC_DT_F32, dW, "gemm.dW", 1e-5, 1e-5);
+    /* the experts as separate tensors in reverse order with gaps (a gradient buffer's layout):
+     * the same numbers, the gaps untouched */
+    enum { WS = 5 * 7 + 3 };
+    float Ws[4 * WS], dWs[4 * WS] = {0}, outs[10 * 5], dxs2[10 * 7];
+    for (int g = 0; g < 4; g++) {
+        memcpy(Ws + (3 - g) * WS, W + g * N * K, sizeof(float) * N * K);
+        Wp[g] = Ws + (3 - g) * WS, dWp[g] = dWs + (3 - g) * WS;
+    }
+    g_be->moe->grouped_linear_forward(g_be, MC_DT_F32, outs, x, Wp, m, 4, K, N);
+    g_be->moe->grouped_linear_backward(g_be, MC_DT_F32, MC_DT_F32, dxs2, dWp, dout, x, Wp, m, 4, K, N);
+    assert_memory_equal(outs, out, sizeof(out));
+    assert_memory_equal(dxs2, dx, sizeof(dx));
+    for (int g = 0; g < 4; g++) {
+        assert_memory_equal(dWs + (3 - g) * WS, dW + g * N * K, sizeof(float) * N * K);
+        for (int i = N * K; i < WS; i++) assert_true(dWs[g * WS + i] == 0);
+    }
     float *xs = as_type("scale.x", MC_DT_F32), *p = as_type("scale.p", MC_DT_F32);
     float *dy = as_type("scale.dy", MC_DT_F32), y[10 * 7], dxs[10 * 7], dp[10];
     g_be->moe->scale_rows(g_be, MC_DT_F32, MC_DT_F32, y, xs, p, 10, K);
