@@ -17,6 +17,24 @@ static mc_group_t *make_group(mc_parallel_t *ps, mc_group_kind_t kind, bool unti
     return g;
 }
 
+/* --hierarchical-context-parallel-sizes a p (two levels, as Transformer Engine's a2a+p2p takes
+ * them): Megatron's create_hierarchical_groups over the cp group's members, level 0 the a
+ * consecutive members holding this rank, level 1 the p members a apart. Collective over the
+ * world like every group_new; NULLs without the flag. */
+static void hierarchical_cp(mc_parallel_t *ps, const mc_args_t *a)
+{
+    if (a->n_hierarchical_context_parallel_sizes != 2 || a->context_parallel_size <= 1) return;
+    const int cp = a->context_parallel_size,
+              inner = atoi(a->hierarchical_context_parallel_sizes[0]);
+    if (inner < 1 || cp % inner != 0) mc_fatal("internal error: hierarchical cp sizes");
+    const int me = ps->cp->rank, outer = cp / inner;
+    int lvl0[cp], lvl1[cp];
+    for (int i = 0; i < inner; i++) lvl0[i] = ps->cp->members[me / inner * inner + i];
+    for (int j = 0; j < outer; j++) lvl1[j] = ps->cp->members[me % inner + j * inner];
+    ps->hcp[0] = ps->comm->group_new(ps->comm, lvl0, inner, "cp-a2a");
+    ps->hcp[1] = ps->comm->group_new(ps->comm, lvl1, outer, "cp-p2p");
+}
+
 int mc_parallel_init(mc_parallel_t *ps, mc_comm_t *comm, const mc_args_t *a, char *err, size_t n)
 {
     memset(ps, 0, sizeof(*ps));
@@ -41,6 +59,7 @@ int mc_parallel_init(mc_parallel_t *ps, mc_comm_t *comm, const mc_args_t *a, cha
     ps->embedding = make_group(ps, MC_GROUP_EMBEDDING, untied, "embedding");
     ps->position_embedding =
         make_group(ps, MC_GROUP_POSITION_EMBEDDING, untied, "position-embedding");
+    hierarchical_cp(ps, a);
     return 0;
 }
 
@@ -48,7 +67,8 @@ void mc_parallel_free(mc_parallel_t *ps)
 {
     mc_group_t **all[] = {&ps->tp,       &ps->dp,        &ps->dp_cp,
                           &ps->pp,       &ps->cp,        &ps->mp,
-                          &ps->tp_dp_cp, &ps->embedding, &ps->position_embedding};
+                          &ps->tp_dp_cp, &ps->embedding, &ps->position_embedding,
+                          &ps->hcp[0],   &ps->hcp[1]};
     for (size_t i = 0; i < sizeof(all) / sizeof(all[0]); i++)
         if (*all[i]) ps->comm->group_free(ps->comm, *all[i]), *all[i] = NULL;
 }

@@ -13,6 +13,8 @@ typedef struct {
     mc_rank_coords_t me;
     int rank, world, last_rank;
     mc_group_t *tp, *dp, *dp_cp, *pp, *cp, *mp, *tp_dp_cp, *embedding, *position_embedding;
+    /* --hierarchical-context-parallel-sizes a p: the cp group's levels (a2a, then p2p), or NULL */
+    mc_group_t *hcp[2];
 } mc_parallel_t;
 
 /* Creates every group (collective over the world). Returns 0, or -1 with one line in err. */

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "base/error.h"
+#include "config/context_parallel.h"
 #include "model/block.h"
 #include "model/layer_spec.h"
 
@@ -18,7 +19,15 @@ void mc_gpt_config_from_args(mc_gpt_config_t *c, const mc_args_t *a)
     c->groups = a->num_query_groups > 0 ? a->num_query_groups : a->num_attention_heads;
     c->head_dim = a->kv_channels;
     c->ffn = a->ffn_hidden_size;
-    c->seq = a->seq_length;
+    /* context parallelism: this rank's two chunks of the sequence (config/context_parallel.h) */
+    c->cp = a->context_parallel_size > 1 ? a->context_parallel_size : 1;
+    c->seq_full = a->seq_length;
+    c->seq = a->seq_length / c->cp;
+    int p2p;
+    mc_cp_levels(a, &c->cp_a2a, &p2p);
+    c->cp_comm_one = a->n_cp_comm_type > 1 ? -1 : (int)mc_cp_comm_of_layer(a, 0);
+    for (int l = 0; c->cp_comm_one < 0 && l < a->num_layers && l < MC_MAX_LAYER_LIST; l++)
+        c->cp_comm[l] = (unsigned char)mc_cp_comm_of_layer(a, l);
     c->max_batch = a->micro_batch_size > a->eval_micro_batch_size ? a->micro_batch_size
                                                                   : a->eval_micro_batch_size;
     c->vocab = a->padded_vocab_size;

@@ -8,6 +8,7 @@
 
 #include "base/clock.h"
 #include "base/error.h"
+#include "config/context_parallel.h"
 #include "data/sampler.h"
 #include "kernels/device.h"
 #include "kernels/memstats.h"
@@ -61,8 +62,11 @@ static void load_microbatch(mc_trainer_t *t, int slot, int split, int64_t first,
                              t->loss_mask + base, t->positions + base, segments, err, sizeof(err));
     if (rc == MC_DATA_BAD_TOKENS) mc_user_error("%s", err); /* the data's fault: this rank's */
     if (rc != 0) mc_fatal("%s", err);
+    const int cp = t->args->context_parallel_size;
+    mc_cp_batch_on_this_rank(t->tokens + base, t->labels + base, t->loss_mask + base,
+                             t->positions + base, b, s, cp, t->par.me.cp);
     mc_microbatch_t out = {.b = b,
-                           .s = s,
+                           .s = cp > 1 ? s / cp : s,
                            .tokens = t->tokens + base,
                            .labels = t->labels + base,
                            .positions = t->positions + base,

@@ -59,7 +59,7 @@ void mc_trainer_memory(const mc_args_t *args, const mc_backend_t *be, mc_memory_
         stage_config(&cfg, args, r);
         mc_gpt_build_params(&plan, &cfg);
         /* the shard sizes do not depend on which dp rank: rank 0 stands for all */
-        mc_ddp_plan(&ddp, &plan, args, args->data_parallel_size, 0);
+        mc_ddp_plan(&ddp, &plan, args, args->data_parallel_size * args->context_parallel_size, 0);
         long pb, gb, ab, wb, state_len;
         mc_gpt_memory(&plan, be, &pb, &gb, &ab, &wb);
         mc_opt_seg_t *segs;
@@ -100,11 +100,16 @@ int mc_trainer_init(mc_trainer_t *t, const mc_args_t *args, const mc_backend_t *
     mc_gpt_config_t cfg;
     stage_config(&cfg, args, t->par.me.pp);
     cfg.tp_rank = t->par.me.tp;
+    cfg.cp_rank = t->par.me.cp;
     mc_gpt_build_params(&t->model, &cfg);
-    mc_ddp_plan(&t->ddp, &t->model, args, t->par.layout.dp, t->par.me.dp);
+    /* gradients are reduced, and the distributed optimizer sharded, over dp x cp */
+    mc_ddp_plan(&t->ddp, &t->model, args, t->par.dp_cp->size, t->par.dp_cp->rank);
     if (mc_gpt_alloc(&t->model, be) != 0) return -1;
     t->model.comm = comm;
     t->model.tp_group = t->par.tp;
+    t->model.cp_group = t->par.cp;
+    t->model.cp_a2a_group = t->par.hcp[0];
+    t->model.cp_p2p_group = t->par.hcp[1];
     mc_ddp_bind(&t->ddp, comm, t->par.dp_cp);
     mc_gpt_init_params(&t->model);
     /* tied embeddings over pipeline stages: the last stage's zero-filled output copy becomes the
@@ -123,7 +128,9 @@ int mc_trainer_init(mc_trainer_t *t, const mc_args_t *args, const mc_backend_t *
     mc_pipeline_init(&t->pipe, &t->model, comm, t->par.pp, args, t->par.me.pp, &t->timers);
 
     /* host staging: one slot of max_batch rows per microbatch of a step */
-    const size_t rows = (size_t)cfg.max_batch * (size_t)mc_staging_slots(args), s = (size_t)cfg.seq;
+    /* (the whole sequence: context parallelism keeps its chunks after loading) */
+    const size_t rows = (size_t)cfg.max_batch * (size_t)mc_staging_slots(args),
+                 s = (size_t)args->seq_length;
     t->sample_idx = malloc((size_t)cfg.max_batch * sizeof(int64_t));
     t->tokens = malloc(rows * s * sizeof(int32_t));
     t->labels = malloc(rows * s * sizeof(int32_t));
