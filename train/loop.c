@@ -281,10 +281,18 @@ typedef struct {
     bool first;
     double t0;
     double params_norm; /* of this iteration, with --log-params-norm when it is logged */
-    /* collective volume on the tp and dp-cp groups at the interval's start */
+    /* collective volume on the tp, dp-cp and cp groups (with the hierarchical cp levels) at the
+     * interval's start */
     uint64_t tp_calls[MC_COLL_KINDS], tp_bytes[MC_COLL_KINDS];
     uint64_t dp_calls[MC_COLL_KINDS], dp_bytes[MC_COLL_KINDS];
+    uint64_t cp_calls[3][MC_COLL_KINDS], cp_bytes[3][MC_COLL_KINDS];
 } interval_t;
+
+/* The cp group and its hierarchical levels (NULL where none). */
+static const mc_group_t *cp_group(const mc_trainer_t *t, int k)
+{
+    return k == 0 ? t->par.cp : t->par.hcp[k - 1];
+}
 
 static void snapshot_volume(const mc_trainer_t *t, interval_t *iv)
 {
@@ -292,10 +300,16 @@ static void snapshot_volume(const mc_trainer_t *t, interval_t *iv)
     memcpy(iv->tp_bytes, t->par.tp->bytes, sizeof(iv->tp_bytes));
     memcpy(iv->dp_calls, t->par.dp_cp->calls, sizeof(iv->dp_calls));
     memcpy(iv->dp_bytes, t->par.dp_cp->bytes, sizeof(iv->dp_bytes));
+    for (int k = 0; k < 3; k++)
+        if (cp_group(t, k)) {
+            memcpy(iv->cp_calls[k], cp_group(t, k)->calls, sizeof(iv->cp_calls[k]));
+            memcpy(iv->cp_bytes[k], cp_group(t, k)->bytes, sizeof(iv->cp_bytes[k]));
+        }
 }
 
 /* megatron-c's addition to the timers block (--timing-log-level >= 1): this rank's collectives
- * per iteration on its tp and dp-cp groups, as counted by the comm layer, in the timers' style. */
+ * per iteration on its tp, dp-cp and (context parallelism) cp groups, as counted by the comm
+ * layer, in the timers' style. */
 static size_t format_volume(const mc_trainer_t *t, const interval_t *iv, int iters, char *buf,
                             size_t n)
 {
@@ -307,9 +321,12 @@ static size_t format_volume(const mc_trainer_t *t, const interval_t *iv, int ite
     } rows[] = {
         {"tp", t->par.tp, iv->tp_calls, iv->tp_bytes},
         {"dp-cp", t->par.dp_cp, iv->dp_calls, iv->dp_bytes},
+        {"cp", cp_group(t, 0), iv->cp_calls[0], iv->cp_bytes[0]},
+        {"cp-a2a", cp_group(t, 1), iv->cp_calls[1], iv->cp_bytes[1]},
+        {"cp-p2p", cp_group(t, 2), iv->cp_calls[2], iv->cp_bytes[2]},
     };
-    for (size_t r = 0; r < 2; r++)
-        for (int k = 0; k < MC_COLL_KINDS; k++) {
+    for (size_t r = 0; r < sizeof(rows) / sizeof(rows[0]); r++)
+        for (int k = 0; k < MC_COLL_KINDS && rows[r].g; k++) {
             uint64_t calls = rows[r].g->calls[k] - rows[r].c0[k];
             if (!calls || len >= n) continue;
             char label[64], kind[32];
