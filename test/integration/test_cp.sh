@@ -124,3 +124,46 @@ refused "Megatron's local attention" 'drop --transformer-impl local' \
 refused "sequence parallelism on a cp-local sequence tp does not divide" '--seq-length / --context-parallel-size \(10\) must be divisible by --tensor-model-parallel-size \(4\)' \
     8 --context-parallel-size 2 --tensor-model-parallel-size 4 --sequence-parallel --seq-length 20 \
     --max-position-embeddings 20
+
+# ---- megatron-c plan: memory and the cp traffic as runs have them ----
+M=(--device cpu --cpu-threads 1 --mock-data --num-layers 4 --hidden-size 64 --num-attention-heads 4
+   --seq-length 32 --max-position-embeddings 32 --vocab-size 512 --micro-batch-size 2
+   --global-batch-size 8 --train-iters 1 --lr 1e-4 --log-interval 1 --eval-iters 0
+   --timing-log-level 1)
+memory_block() { awk '/^> memory plan/ { on = 1 } on { print } on && /^    total/ { exit }' "$1"; }
+counted_cp() { # the cp groups' rows of the run's "communication per iteration" block: calls MB
+    awk '/^communication per iteration/ { c = 0; mb = 0 } $1 ~ /^cp(-a2a|-p2p)?$/ { gsub(/[(),:]/, " "); c += $(NF - 1); mb += $NF } END { printf "%d %.4f\n", c, mb }' "$1"
+}
+plan_case() { # np name flags...
+    local np=$1 name=$2
+    shift 2
+    mpirun_mc "$np" "${M[@]}" "$@" >"$MC_TMP/prun" 2>&1
+    "$MC_BIN" plan --num-gpus "$np" "${M[@]}" "$@" >"$MC_TMP/plan" 2>&1
+    memory_block "$MC_TMP/prun" >"$MC_TMP/m.run"
+    memory_block "$MC_TMP/plan" >"$MC_TMP/m.plan"
+    check "plan, $name: the memory plan is the run's ($(tail -1 "$MC_TMP/m.run"))" \
+        bash -c "[ -s '$MC_TMP/m.run' ] && cmp -s '$MC_TMP/m.run' '$MC_TMP/m.plan'"
+    read -r calls mb <<<"$(counted_cp "$MC_TMP/prun")"
+    read -r pcalls pbytes <<<"$(sed -nE 's/.*context-parallel attention .* ([0-9]+) calls, ([0-9]+) bytes per GPU/\1 \2/p' "$MC_TMP/plan")"
+    check "plan, $name: cp traffic as the run counts it ($calls calls, $mb MB) = predicted (${pcalls:-?}, ${pbytes:-?} bytes)" \
+        awk -v c="$calls" -v m="$mb" -v pc="${pcalls:-0}" -v pb="${pbytes:-0}" \
+        'BEGIN { exit !(c == pc && c > 0 && pb / 1e6 - m < 0.0002 && m - pb / 1e6 < 0.0002) }'
+}
+plan_case 2 "cp 2 p2p" --context-parallel-size 2
+plan_case 4 "cp 4 p2p, selective recomputation" --context-parallel-size 4 --recompute-activations
+plan_case 4 "cp 4 a2a, bf16" --context-parallel-size 4 --cp-comm-type a2a --bf16
+plan_case 4 "cp 2 x tp 2 all_gather, full recomputation" --context-parallel-size 2 --tensor-model-parallel-size 2 \
+    --cp-comm-type all_gather --recompute-granularity full --recompute-method uniform --recompute-num-layers 1
+plan_case 4 "cp 4 a2a+p2p" --context-parallel-size 4 --cp-comm-type a2a+p2p "${HCP[@]}"
+act() { # MiB
+    awk '/activations \(1 microbatch/ { v = $(NF - 1); if ($NF == "GiB") v *= 1024; if ($NF == "KiB") v /= 1024; print v; exit }' "$1"
+}
+"$MC_BIN" plan --num-gpus 1 "${M[@]}" --seq-length 8192 --max-position-embeddings 8192 >"$MC_TMP/p1" 2>&1
+"$MC_BIN" plan --num-gpus 4 "${M[@]}" --seq-length 8192 --max-position-embeddings 8192 --context-parallel-size 4 >"$MC_TMP/p4" 2>&1
+check "plan: activations per rank at cp 4 ($(act "$MC_TMP/p4") MiB) are at most a third of cp 1's ($(act "$MC_TMP/p1") MiB)" \
+    awk -v a="$(act "$MC_TMP/p1")" -v b="$(act "$MC_TMP/p4")" 'BEGIN { exit !(b > 0 && 3 * b <= a) }'
+"$MC_BIN" plan --num-gpus 8 --gpu h100 --search --search-top 3 --num-layers 24 --hidden-size 2048 \
+    --num-attention-heads 16 --seq-length 65536 --max-position-embeddings 65536 --micro-batch-size 1 \
+    --global-batch-size 8 --train-iters 10 --lr 1e-4 --mock-data --vocab-size 50257 --bf16 >"$MC_TMP/search" 2>&1
+check "plan --search: a 64k-token sequence on 8 H100 ranks a context-parallel layout among the best three" \
+    grep -qE '^ +[123] .*--context-parallel-size [248]' "$MC_TMP/search"
