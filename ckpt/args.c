@@ -12,7 +12,7 @@
 #include "base/py_float.h"
 #include "config/flags.h"
 #include "ckpt/files.h"
-#include "train/signals.h"
+#include "base/signame.h"
 
 typedef enum { A_INT, A_I64, A_DBL, A_BOOL, A_STR, A_LIST, A_SIGNAL } kind_t;
 

@@ -258,10 +258,12 @@ static void target_args(mc_args_t *t, const mc_args_t *src, const mc_convert_arg
             "(%d): the checkpoint's %d will not do without another --global-batch-size",
             pp, t->num_microbatches);
     char err[512];
+    mc_pp_plan_t plan;
+    mc_pp_plan_from_args(&plan, t);
     for (int r = 0; r < pp; r++) {
         mc_gpt_config_t cfg;
         mc_gpt_config_from_args(&cfg, t);
-        if (mc_pipeline_chunks(&cfg, t, r, err, sizeof(err)) != 0)
+        if (mc_pipeline_chunks(&cfg, &plan, r, err, sizeof(err)) != 0)
             mc_user_error("%s (the model's %d layers over the target's %d pipeline stages)", err,
                           t->num_layers, pp);
     }

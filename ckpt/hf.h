@@ -30,6 +30,7 @@
 #include "config/args.h"
 #include "model/gpt.h"
 #include "model/param_names.h"
+#include "trainer/config.h"
 
 typedef struct {
     const char *load, *output;  /* --load, --output (required) */

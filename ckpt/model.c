@@ -13,7 +13,7 @@
 
 /* ---- tensors ---- */
 
-static bool on_host(const mc_backend_t *be) { return strcmp(be->name, "cpu") == 0; }
+static bool on_host(const mc_backend_t *be) { return !be->device_memory; }
 
 static mc_torch_dtype_t torch_dtype(mc_dtype_t dt)
 {

@@ -14,7 +14,7 @@
 #include <stddef.h>
 
 #include "torchfmt/pyobj.h"
-#include "train/train.h"
+#include "trainer/trainer.h"
 
 /* ---- tensors ---- */
 

@@ -22,7 +22,7 @@
 #include <stdint.h>
 
 #include "torchfmt/dcp.h"
-#include "train/train.h"
+#include "trainer/trainer.h"
 
 /* ---- the model's sharded tensors (ckpt/torchdist_shard.c) ---- */
 

@@ -14,7 +14,6 @@
 #include "ckpt/files.h"
 #include "ckpt/state.h"
 #include "model/param_names.h"
-#include "train/log.h"
 
 struct mc_torchdist_job {
     char staging[MC_CKPT_PATH_MAX];
@@ -222,8 +221,7 @@ static mc_pyobj_t *common_dict(const mc_trainer_t *t, mc_pyobj_t *opt)
         need(mc_py_dict_set_str(sd, "opt_param_scheduler", mc_ckpt_scheduler_dict(&t->sched, a)));
     }
     need(mc_py_dict_set_str(sd, "num_floating_point_operations_so_far",
-                            mc_py_float(mc_floating_point_operations_so_far(
-                                a, t->iteration, t->consumed_train_samples))));
+                            mc_py_float(mc_trainer_flops_so_far(t))));
     need(mc_py_dict_set_str(sd, "content_metadata", content_metadata(a)));
     return sd;
 }

@@ -21,12 +21,11 @@ static mc_group_t *make_group(mc_parallel_t *ps, mc_group_kind_t kind, bool unti
  * them): Megatron's create_hierarchical_groups over the cp group's members, level 0 the a
  * consecutive members holding this rank, level 1 the p members a apart. Collective over the
  * world like every group_new; NULLs without the flag. */
-static void hierarchical_cp(mc_parallel_t *ps, const mc_args_t *a)
+static void hierarchical_cp(mc_parallel_t *ps, const mc_parallel_config_t *c)
 {
-    if (a->n_hierarchical_context_parallel_sizes != 2 || a->context_parallel_size <= 1) return;
-    const int cp = a->context_parallel_size,
-              inner = atoi(a->hierarchical_context_parallel_sizes[0]);
-    if (inner < 1 || cp % inner != 0) mc_fatal("internal error: hierarchical cp sizes");
+    const int cp = c->cp, inner = c->cp_a2a;
+    if (cp <= 1 || inner <= 0) return;
+    if (cp % inner != 0) mc_fatal("internal error: hierarchical cp sizes");
     const int me = ps->cp->rank, outer = cp / inner;
     int lvl0[cp], lvl1[cp];
     for (int i = 0; i < inner; i++) lvl0[i] = ps->cp->members[me / inner * inner + i];
@@ -35,19 +34,19 @@ static void hierarchical_cp(mc_parallel_t *ps, const mc_args_t *a)
     ps->hcp[1] = ps->comm->group_new(ps->comm, lvl1, outer, "cp-p2p");
 }
 
-int mc_parallel_init(mc_parallel_t *ps, mc_comm_t *comm, const mc_args_t *a, char *err, size_t n)
+int mc_parallel_init(mc_parallel_t *ps, mc_comm_t *comm, const mc_parallel_config_t *c, char *err,
+                     size_t n)
 {
     memset(ps, 0, sizeof(*ps));
     ps->comm = comm;
     ps->rank = comm->rank;
     ps->world = comm->size;
-    if (mc_layout_init(&ps->layout, comm->size, a->tensor_model_parallel_size,
-                       a->pipeline_model_parallel_size, a->context_parallel_size,
-                       a->use_tp_pp_dp_mapping, err, n) != 0)
+    if (mc_layout_init(&ps->layout, comm->size, c->tp, c->pp, c->cp, c->tp_pp_dp_mapping, err, n) !=
+        0)
         return -1;
     ps->me = mc_layout_coords(&ps->layout, ps->rank);
     ps->last_rank = mc_layout_last_rank(&ps->layout);
-    const bool untied = a->untie_embeddings_and_output_weights;
+    const bool untied = c->untied_embeddings;
     /* every rank creates the kinds in the same order: group_new is collective over the world */
     ps->tp = make_group(ps, MC_GROUP_TP, untied, "tp");
     ps->dp = make_group(ps, MC_GROUP_DP, untied, "dp");
@@ -59,7 +58,7 @@ int mc_parallel_init(mc_parallel_t *ps, mc_comm_t *comm, const mc_args_t *a, cha
     ps->embedding = make_group(ps, MC_GROUP_EMBEDDING, untied, "embedding");
     ps->position_embedding =
         make_group(ps, MC_GROUP_POSITION_EMBEDDING, untied, "position-embedding");
-    hierarchical_cp(ps, a);
+    hierarchical_cp(ps, c);
     return 0;
 }
 

@@ -148,10 +148,9 @@ int mc_ranks_per_gpu(int local_rank, int local_size, int gpus)
 int mc_backend_memory(const mc_backend_t *be, double *free_bytes, double *total_bytes)
 {
 #ifdef MC_WITH_CUDA
-    if (strcmp(be->name, "cuda") == 0) {
+    if (be->gpu >= 0) {
         size_t f = 0, t = 0;
-        if (cudaSetDevice(mc_cuda_backend_device(be)) != cudaSuccess ||
-            cudaMemGetInfo(&f, &t) != cudaSuccess) {
+        if (cudaSetDevice(be->gpu) != cudaSuccess || cudaMemGetInfo(&f, &t) != cudaSuccess) {
             (void)cudaGetLastError();
             return -1;
         }
@@ -268,9 +267,13 @@ void mc_cuda_attention_block_sizes(const mc_backend_t *be, mc_dtype_t dt, int Sq
 const mc_backend_t *mc_backend_sizing(const char *device)
 {
     static const mc_backend_t cuda = {.name = "cuda",
+                                      .device_memory = true,
+                                      .has_nccl = true,
+                                      .gpu = -1, /* drives none */
                                       .attention_sizes = mc_flash_attention_sizes,
                                       .attention_block_sizes = mc_cuda_attention_block_sizes};
     static const mc_backend_t cpu = {.name = "cpu",
+                                     .gpu = -1,
                                      .attention_sizes = mc_cpu_attention_sizes,
                                      .attention_block_sizes = mc_cpu_attention_block_sizes};
     if (strcmp(device, "cuda") == 0) return &cuda;

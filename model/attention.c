@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "config/context_parallel.h"
+#include "config/cp_layout.h"
 #include "model/block.h"
 #include "model/cp_attention.h"
 #include "model/rope.h"

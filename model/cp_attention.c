@@ -11,7 +11,7 @@
 #include <math.h>
 
 #include "base/error.h"
-#include "config/context_parallel.h"
+#include "config/cp_layout.h"
 #include "model/cp_attention.h"
 
 int mc_cp_layer_comm(const mc_gpt_config_t *c, int layer)

@@ -1,7 +1,7 @@
 /* Core attention under context parallelism (model-internal): Transformer Engine's
  * context-parallel attention (context_parallel.py) over the model's cp group, on the backend's
  * block ops (backend.h's attention_block_*) and the comm layer. Each rank holds the queries,
- * keys and values of its two chunks of the sequence (config/context_parallel.h); per layer,
+ * keys and values of its two chunks of the sequence (config/cp_layout.h); per layer,
  * --cp-comm-type picks how it meets the others' keys and values:
  *   p2p        a ring: keys and values passed to the next rank while the current block is
  *              computed, blocks the causal mask hides skipped, partial results merged by their

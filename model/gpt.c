@@ -13,7 +13,7 @@
 #include <string.h>
 
 #include "base/error.h"
-#include "config/context_parallel.h"
+#include "config/cp_layout.h"
 #include "model/block.h"
 #include "model/layer_spec.h"
 

@@ -16,9 +16,9 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "config/args.h"
 #include "kernels/backend.h"
 #include "comm/comm.h"
+#include "config/cp_layout.h"
 #include "model/param_names.h"
 
 /* Activation recomputation (Megatron's --recompute-granularity / --recompute-method). */
@@ -83,7 +83,7 @@ typedef struct {
     int tp, tp_rank;        /* tensor parallelism: this rank's heads, ffn and vocab slice */
     bool sequence_parallel; /* with tp > 1: LayerNorm/dropout regions split along the sequence */
     /* context parallelism: seq is this rank's rows of the seq_full positions, chunks cp_rank
-     * and 2cp-1-cp_rank of 2cp (config/context_parallel.h); cp_a2a is a2a+p2p's a2a level */
+     * and 2cp-1-cp_rank of 2cp (config/cp_layout.h); cp_a2a is a2a+p2p's a2a level */
     int cp, cp_rank, cp_a2a, seq_full;
     int cp_comm_one;                          /* every layer's mc_cp_comm_t, or -1: */
     unsigned char cp_comm[MC_MAX_LAYER_LIST]; /* each global layer's (--cp-comm-type per layer) */
@@ -318,8 +318,6 @@ typedef struct {
     uint64_t sample0;        /* global index of row 0, keys dropout masks */
 } mc_microbatch_t;
 
-void mc_gpt_config_from_args(mc_gpt_config_t *cfg, const mc_args_t *args);
-
 /* Builds the parameter table and sizes; allocates nothing. */
 void mc_gpt_build_params(mc_gpt_t *m, const mc_gpt_config_t *cfg);
 /* Bytes needed by mc_gpt_alloc for params, grads, activations, workspace. */
@@ -354,7 +352,8 @@ static inline void *mc_gpt_grad_at(const mc_gpt_t *m, long offset)
 void mc_init_normal(float *dst, uint64_t seed, const char *name, long start, long count, float std);
 
 /* The default chunking (one chunk with every layer, pre and post, one slot) is what
- * mc_gpt_config_from_args sets; the pipeline replaces it (parallel/pipeline.c). */
+ * mc_gpt_config_from_args (trainer/config.c) sets; the pipeline replaces it
+ * (parallel/pipeline.c). */
 
 /* Forward of one microbatch through chunk c into slot k of the chunk's group. The pre chunk reads mb's tokens,
  * the others read slot->in (received). The post chunk returns the masked loss sum in *loss_sum

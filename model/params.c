@@ -6,78 +6,8 @@
 #include <string.h>
 
 #include "base/error.h"
-#include "config/context_parallel.h"
 #include "model/block.h"
 #include "model/layer_spec.h"
-
-void mc_gpt_config_from_args(mc_gpt_config_t *c, const mc_args_t *a)
-{
-    memset(c, 0, sizeof(*c));
-    c->num_layers = a->num_layers;
-    c->hidden = a->hidden_size;
-    c->heads = a->num_attention_heads;
-    c->groups = a->num_query_groups > 0 ? a->num_query_groups : a->num_attention_heads;
-    c->head_dim = a->kv_channels;
-    c->ffn = a->ffn_hidden_size;
-    /* context parallelism: this rank's two chunks of the sequence (config/context_parallel.h) */
-    c->cp = a->context_parallel_size > 1 ? a->context_parallel_size : 1;
-    c->seq_full = a->seq_length;
-    c->seq = a->seq_length / c->cp;
-    int p2p;
-    mc_cp_levels(a, &c->cp_a2a, &p2p);
-    c->cp_comm_one = a->n_cp_comm_type > 1 ? -1 : (int)mc_cp_comm_of_layer(a, 0);
-    for (int l = 0; c->cp_comm_one < 0 && l < a->num_layers && l < MC_MAX_LAYER_LIST; l++)
-        c->cp_comm[l] = (unsigned char)mc_cp_comm_of_layer(a, l);
-    c->max_batch = a->micro_batch_size > a->eval_micro_batch_size ? a->micro_batch_size
-                                                                  : a->eval_micro_batch_size;
-    c->vocab = a->padded_vocab_size;
-    c->max_pos = a->max_position_embeddings;
-    c->eps = (float)a->norm_epsilon;
-    c->bias = a->add_bias_linear;
-    c->qkv_bias = a->add_qkv_bias;
-    c->tied = !a->untie_embeddings_and_output_weights;
-    c->rms = strcmp(a->normalization, "RMSNorm") == 0;
-    c->qk_norm = a->qk_layernorm;
-    c->wd_qk_norm = a->apply_wd_to_qk_layernorm;
-    c->norm_1p = a->apply_layernorm_1p;
-    /* Megatron's MLP: squared_relu, else bias_gelu_impl (tanh) with the fusion, else F.gelu */
-    c->act = a->squared_relu       ? MC_ACT_SQUARED_RELU
-             : a->bias_gelu_fusion ? MC_ACT_GELU_TANH
-                                   : MC_ACT_GELU_ERF;
-    c->swiglu = a->swiglu;
-    c->pos = strcmp(a->position_embedding_type, "rope") == 0   ? MC_POS_ROPE
-             : strcmp(a->position_embedding_type, "none") == 0 ? MC_POS_NONE
-                                                               : MC_POS_LEARNED;
-    if (c->pos == MC_POS_ROPE)
-        c->rope = (mc_rope_cfg_t){.rot_dim = (int)(a->kv_channels * a->rotary_percent),
-                                  .interleaved = a->rotary_interleaved,
-                                  .base = a->rotary_base,
-                                  .interp = a->rotary_seq_len_interpolation_factor,
-                                  .scaling = a->use_rope_scaling ? a->rope_scaling_factor : 0};
-    c->post_ln_residual = a->apply_residual_connection_post_layernorm;
-    c->hidden_dropout = (float)a->hidden_dropout;
-    c->attention_dropout = (float)a->attention_dropout;
-    c->init_std = (float)a->init_method_std;
-    c->embedding_init_std = (float)a->embedding_init_method_std;
-    c->seed = (uint64_t)a->seed;
-    /* section 7: 16-bit params and activations; the grad buffer is fp32 for bf16 (Megatron sets
-     * accumulate_allreduce_grads_in_fp32) and the param type for fp16 unless asked for fp32 */
-    c->dt = a->bf16 ? MC_DT_BF16 : a->fp16 ? MC_DT_F16 : MC_DT_F32;
-    c->gdt = a->fp16 && !a->accumulate_allreduce_grads_in_fp32 ? MC_DT_F16 : MC_DT_F32;
-    c->tp = a->tensor_model_parallel_size > 0 ? a->tensor_model_parallel_size : 1;
-    c->tp_rank = 0; /* the trainer sets this rank's */
-    c->sequence_parallel = a->sequence_parallel && c->tp > 1;
-    c->recompute = strcmp(a->recompute_granularity, "selective") == 0 ? MC_RECOMPUTE_SELECTIVE
-                   : strcmp(a->recompute_granularity, "full") != 0    ? MC_RECOMPUTE_NONE
-                   : strcmp(a->recompute_method, "block") == 0        ? MC_RECOMPUTE_FULL_BLOCK
-                                                                      : MC_RECOMPUTE_FULL_UNIFORM;
-    c->recompute_num_layers = a->recompute_num_layers;
-    c->n_chunks = 1;
-    c->chunk[0] =
-        (mc_chunk_cfg_t){.first_layer = 0, .n_layers = c->num_layers, .pre = true, .post = true};
-    c->slots[0] = 0;
-    c->slots[1] = 1;
-}
 
 /* Name, tp split, and gradient and decay rules from the names table. */
 mc_param_t *mc_gpt_add_param(mc_gpt_t *m, mc_pkind_t k, int layer, int64_t d0, int64_t d1,

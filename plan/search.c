@@ -21,7 +21,9 @@ static const char *const RECOMPUTE[] = {"", "selective", "full"};
 
 double mc_plan_memory(const mc_args_t *args, const char *device, mc_memory_plan_t *out)
 {
-    mc_trainer_memory(args, mc_backend_sizing(device), out);
+    mc_run_config_t cfg;
+    mc_run_config(&cfg, args);
+    mc_trainer_memory(args, &cfg, mc_backend_sizing(device), out);
     return out->params + out->grads + out->optimizer + out->activations + out->workspace;
 }
 

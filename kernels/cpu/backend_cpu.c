@@ -44,6 +44,7 @@ void mc_cpu_synchronize(const mc_backend_t *be) { (void)be; }
 
 static const mc_backend_t cpu_backend = {
     .name = "cpu",
+    .gpu = -1,
     .alloc = mc_cpu_alloc,
     .free = mc_cpu_free,
     .memcpy_h2d = mc_cpu_memcpy,

@@ -6,7 +6,7 @@
 # (--timing-log-level 1), beside `megatron-c plan`'s prediction of that traffic for an H100. A
 # benchmark, not a test.
 #
-#   scripts/bench-cp.sh          # BENCH_ITERS=3 BENCH_SEQ=8192
+#   bench/bench-cp.sh           # BENCH_ITERS=3 BENCH_SEQ=8192
 set -euo pipefail
 cd "$(dirname "$0")/.."
 MC_BIN=${MC_BIN:-./megatron-c}
