@@ -12,6 +12,7 @@ cd "$(dirname "$0")/.."
 MC_BIN=${MC_BIN:-./megatron-c}
 ITERS=${BENCH_ITERS:-3}
 S=${BENCH_SEQ:-8192}
+read -r -a TYPES <<<"${BENCH_TYPES:-p2p a2a all_gather}"
 read -r -a MPIRUN <<<"${MPIRUN:-mpirun --allow-run-as-root --oversubscribe}"
 [ -x "$MC_BIN" ] || make -s megatron-c
 export OMPI_MCA_btl=${OMPI_MCA_btl:-self,vader} OPENBLAS_NUM_THREADS=1
@@ -27,14 +28,14 @@ TMP=$(mktemp -d)
 trap 'rm -rf "$TMP"' EXIT
 
 echo "model: $L layers, hidden $H, $NH heads (head dim $((H / NH))), seq $S, micro batch 1, vocab 8192;"
-echo "$(nproc) cores, OpenBLAS 1 thread per rank; the last $ITERS of $TOTAL iterations timed"
+echo "$(nproc) cores ($(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), load $(cut -d' ' -f1 /proc/loadavg) at the start), OpenBLAS 1 thread per rank; the last $ITERS of $TOTAL iterations timed"
 echo
 echo "| cp | comm type | ranks | ms/iter | activations/rank | workspace/rank | total/rank | cp traffic/iter (calls, MB) | plan's cp traffic (calls, MB) |"
 echo "|---:|:---|---:|---:|---:|---:|---:|---:|---:|"
 plan_row() { awk '/^> memory plan/ { on = 1 } on && $1 == "'"$1"'" { print $(NF - 1), $NF; exit }' "$2"; }
 for cp in 1 2 4; do
-    for t in p2p a2a all_gather; do
-        [ $cp -eq 1 ] && [ $t != p2p ] && continue
+    for t in "${TYPES[@]}"; do
+        [ $cp -eq 1 ] && [ "$t" != "${TYPES[0]}" ] && continue
         flags=(--context-parallel-size $cp --cp-comm-type $t)
         "${MPIRUN[@]}" -np $cp "$MC_BIN" "${MODEL[@]}" "${flags[@]}" >"$TMP/log" 2>"$TMP/err" || {
             echo "bench-cp: cp=$cp $t failed:" >&2

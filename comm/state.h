@@ -10,8 +10,8 @@
 
 /* The layout initialize_model_parallel is given. */
 typedef struct {
-    int tp, pp, cp;         /* tensor-, pipeline- and context-parallel sizes (dp: the rest) */
-    int cp_a2a; /* --hierarchical-context-parallel-sizes a p: a (the a2a level), or 0 without */
+    int tp, pp, cp; /* tensor-, pipeline- and context-parallel sizes (dp: the rest) */
+    int cp_a2a;     /* --hierarchical-context-parallel-sizes a p: a (the a2a level), or 0 without */
     bool tp_pp_dp_mapping;  /* --use-tp-pp-dp-mapping: rank order tp-cp-ep-pp-dp */
     bool untied_embeddings; /* no embedding group ties the output layer to the embeddings */
 } mc_parallel_config_t;

@@ -63,7 +63,8 @@ double mc_memory_plan_print(FILE *out, const mc_args_t *a, const mc_memory_plan_
     const mc_memory_plan_t p = *plan;
     char opt_name[64];
     /* the distributed optimizer shards over dp x cp */
-    const int shards = a->data_parallel_size * (a->context_parallel_size > 1 ? a->context_parallel_size : 1);
+    const int shards =
+        a->data_parallel_size * (a->context_parallel_size > 1 ? a->context_parallel_size : 1);
     if (a->use_distributed_optimizer && shards > 1)
         snprintf(opt_name, sizeof(opt_name), "optimizer state (Adam m, v; 1/%d shard)", shards);
     else snprintf(opt_name, sizeof(opt_name), "optimizer state (Adam m, v)");
