@@ -2,10 +2,11 @@
 # Context parallelism (issue 32): every sequence in 2cp chunks, rank r holding chunks r and
 # 2cp-1-r. With dropout on, the GPT block and the Llama block (grouped-query attention, RoPE,
 # RMSNorm, SwiGLU) give the single-rank losses, grad norms and params norms over 24 iterations
-# (same_log_numbers: 1e-5) at cp 2 and 4 with each --cp-comm-type (p2p, a2a, all_gather,
-# a2a+p2p), one type per layer, cp 2 with tp 2 and sequence parallelism, with pp 2 and the
-# interleaved schedule, with dp 2 and the distributed optimizer, with recomputation, under mpirun
-# and (where Slurm is up) srun. Megatron's and Transformer Engine's refusals are one line, exit 2.
+# (same_log_numbers: 1e-5) with each --cp-comm-type (p2p, a2a, all_gather, a2a+p2p): the Llama
+# block at cp 2 and 4, the GPT block at cp 2 and at cp 4 with one type per layer; cp 2 with tp 2
+# and sequence parallelism, with pp 2 and the interleaved schedule, with dp 2 and the
+# distributed optimizer, with recomputation, under mpirun and (where Slurm is up) srun; cp 2 on
+# the emulated CUDA device. Megatron's and Transformer Engine's refusals are one line, exit 2.
 source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/mpi.sh"
 
@@ -33,12 +34,12 @@ FLAGS=("${GPT[@]}")
 check "single-rank GPT reference run (exit 0)" test $? -eq 0
 for t in p2p a2a all_gather; do
     layout_equals "GPT cp=2 $t" "$MC_TMP/gpt" 2 --context-parallel-size 2 --cp-comm-type $t
-    layout_equals "GPT cp=4 $t" "$MC_TMP/gpt" 4 --context-parallel-size 4 --cp-comm-type $t
 done
-layout_equals "GPT cp=4 a2a+p2p (2 x 2)" "$MC_TMP/gpt" 4 --context-parallel-size 4 --cp-comm-type a2a+p2p "${HCP[@]}"
-check "cp x dp world logged" grep -q 'using world size: 4, data-parallel size: 1, context-parallel size: 4,' "$MC_TMP/run"
+# cp 4 with the GPT block: each type in one run, a layer each (the Llama block below runs each
+# type at cp 4 on every layer)
 layout_equals "GPT cp=4, one comm type per layer (p2p a2a all_gather a2a+p2p)" "$MC_TMP/gpt" 4 \
     --context-parallel-size 4 --cp-comm-type p2p a2a all_gather a2a+p2p "${HCP[@]}"
+check "cp x dp world logged" grep -q 'using world size: 4, data-parallel size: 1, context-parallel size: 4,' "$MC_TMP/run"
 layout_equals "GPT cp=2 x tp=2, sequence parallel" "$MC_TMP/gpt" 4 --context-parallel-size 2 \
     --tensor-model-parallel-size 2 --sequence-parallel
 layout_equals "GPT cp=2 x pp=2, interleaved (vpp 2)" "$MC_TMP/gpt" 4 --context-parallel-size 2 \
@@ -65,15 +66,22 @@ layout_equals "Llama cp=2 x pp=2, interleaved (vpp 2)" "$MC_TMP/llama" 4 --conte
 layout_equals "Llama cp=2 x dp=2, distributed optimizer" "$MC_TMP/llama" 4 --context-parallel-size 2 \
     --use-distributed-optimizer --overlap-grad-reduce
 
-# the same under srun, where the one-node Slurm of slurm-up.sh runs
+# the same under srun, where the one-node Slurm of slurm-up.sh runs: every comm type (one a
+# layer) at cp 4, tp 2 with sequence parallelism, and pp 2 (interleaved) with dp 2 and the
+# distributed optimizer on 8 ranks
 why=$(srun_why)
 if [ -n "$why" ]; then
-    skip "cp=4 a2a+p2p and cp=2 x tp=2 under srun" "$why"
+    skip "cp=4 with every comm type, cp=2 x tp=2, cp=2 x pp=2 x dp=2 under srun" "$why"
 else
     FLAGS=("${GPT[@]}")
-    "${SRUN[@]}" -n 4 "$MC_BIN" "${FLAGS[@]}" --context-parallel-size 4 --cp-comm-type a2a+p2p \
-        "${HCP[@]}" >"$MC_TMP/srun" 2>"$MC_TMP/srun.err"
-    check "srun: GPT cp=4 a2a+p2p gives the single-rank numbers" same_log_numbers "$MC_TMP/gpt" "$MC_TMP/srun"
+    "${SRUN[@]}" -n 4 "$MC_BIN" "${FLAGS[@]}" --context-parallel-size 4 \
+        --cp-comm-type p2p a2a all_gather a2a+p2p "${HCP[@]}" >"$MC_TMP/srun" 2>"$MC_TMP/srun.err"
+    check "srun: GPT cp=4, one comm type per layer, gives the single-rank numbers" same_log_numbers "$MC_TMP/gpt" "$MC_TMP/srun"
+    "${SRUN[@]}" -n 8 "$MC_BIN" "${FLAGS[@]}" --context-parallel-size 2 --pipeline-model-parallel-size 2 \
+        --num-layers-per-virtual-pipeline-stage 1 --use-distributed-optimizer --overlap-grad-reduce \
+        >"$MC_TMP/srun" 2>"$MC_TMP/srun.err"
+    check "srun: GPT cp=2 x pp=2 (vpp 2) x dp=2, distributed optimizer, gives the single-rank numbers" \
+        same_log_numbers "$MC_TMP/gpt" "$MC_TMP/srun"
     FLAGS=("${LLAMA[@]}")
     "${SRUN[@]}" -n 4 "$MC_BIN" "${FLAGS[@]}" --context-parallel-size 2 --tensor-model-parallel-size 2 \
         --sequence-parallel >"$MC_TMP/srun" 2>"$MC_TMP/srun.err"
