@@ -297,7 +297,8 @@ static int set_field(mc_args_t *a, const field_t *fd, const mc_pyobj_t *v, char 
         return 0;
     }
     case A_LIST: {
-        if (v->kind != MC_PY_LIST || mc_py_len(v) > MC_MAX_PATHS) break;
+        const mc_flag_t *lf = flag_of(fd->off); /* the list's capacity: its field's */
+        if (v->kind != MC_PY_LIST || !lf || mc_py_len(v) > lf->field_size / sizeof(char *)) break;
         free_list_field(a, fd);
         char **items = (char **)(void *)p;
         int *count = (int *)(void *)((char *)a + fd->count_off);

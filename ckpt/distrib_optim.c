@@ -49,7 +49,9 @@ void mc_ckpt_buffers(const mc_trainer_t *t, const mc_ckpt_order_t *o, mc_ckpt_bu
     if (!b->pos || !b->chunk || !tmp || !start) mc_fatal("out of host memory");
     long total = 0;
     for (int i = 0; i < m->n_params; i++) total += m->params[i].numel;
-    const int dp = a->data_parallel_size > 0 ? a->data_parallel_size : 1;
+    /* the distributed optimizer shards over dp x cp (Megatron's intra_dp_cp_group) */
+    const int dp = (a->data_parallel_size > 0 ? a->data_parallel_size : 1) *
+                   (a->context_parallel_size > 0 ? a->context_parallel_size : 1);
     for (int c = 0; c < b->n_chunks; c++) {
         const int lo = c ? o->chunk_end[c - 1] : 0, hi = o->chunk_end[c];
         for (int k = lo; k < hi; k++) tmp[k - lo] = m->params[o->param[k]];

@@ -13,6 +13,7 @@
 #include "config/flags.h"
 #include "config/microbatches.h"
 #include "data/tokenizer.h"
+#include "config/context_parallel.h"
 #include "parallel/pp_plan.h"
 #include "data/mock.h"
 #include "data/source.h"
@@ -486,10 +487,18 @@ static void model_shape(mc_args_t *a)
         mc_user_error("--max-position-embeddings (%d) must be greater than or equal to "
                       "--seq-length (%d)",
                       a->max_position_embeddings, a->seq_length);
-    if (a->context_parallel_size > 1 && a->seq_length % (2 * a->context_parallel_size) != 0)
-        mc_user_error("--seq-length (%d) must be a multiple of 2 x --context-parallel-size (%d)",
-                      a->seq_length, a->context_parallel_size);
     if (a->embedding_init_method_std == 0) a->embedding_init_method_std = a->init_method_std;
+}
+
+/* Context parallelism (config/context_parallel.h); the comm type defaults to Megatron's ["p2p"]. */
+static void context_parallel(mc_args_t *a)
+{
+    char err[512];
+    if (a->n_cp_comm_type == 0) {
+        const char *const p2p[] = {"p2p"};
+        mc_flag_set_list(a, mc_flag_find("--cp-comm-type"), p2p, 1);
+    }
+    if (mc_cp_validate(a, err, sizeof(err)) != 0) mc_user_error("%s", err);
 }
 
 /* Megatron-Core keeps the two bias flags in sync (add_qkv_bias is the narrower one). */
@@ -634,6 +643,7 @@ RULE(recompute)
 RULE(batch_sizes)
 RULE(pipeline)
 RULE(model_shape)
+RULE(context_parallel)
 RULE(biases)
 RULE(position_embeddings)
 RULE(vocabulary)
@@ -656,6 +666,7 @@ static const rule_t RULES[] = {
     {rule_batch_sizes, R_BATCH, R_REQUIRED | R_SIZES},
     {rule_pipeline, R_PIPE, R_REQUIRED | R_SIZES | R_BATCH},
     {rule_model_shape, R_SHAPE, R_REQUIRED},
+    {rule_context_parallel, 0, R_REQUIRED | R_SIZES | R_SHAPE},
     {rule_biases, 0, R_REQUIRED},
     {rule_position_embeddings, 0, R_REQUIRED | R_SHAPE},
     {rule_vocabulary, 0, R_REQUIRED},

@@ -17,6 +17,23 @@ static mc_group_t *make_group(mc_parallel_t *ps, mc_group_kind_t kind, bool unti
     return g;
 }
 
+/* --hierarchical-context-parallel-sizes a p (two levels, as Transformer Engine's a2a+p2p takes
+ * them): Megatron's create_hierarchical_groups over the cp group's members, level 0 the a
+ * consecutive members holding this rank, level 1 the p members a apart. Collective over the
+ * world like every group_new; NULLs without the flag. */
+static void hierarchical_cp(mc_parallel_t *ps, const mc_parallel_config_t *c)
+{
+    const int cp = c->cp, inner = c->cp_a2a;
+    if (cp <= 1 || inner <= 0) return;
+    if (cp % inner != 0) mc_fatal("internal error: hierarchical cp sizes");
+    const int me = ps->cp->rank, outer = cp / inner;
+    int lvl0[cp], lvl1[cp];
+    for (int i = 0; i < inner; i++) lvl0[i] = ps->cp->members[me / inner * inner + i];
+    for (int j = 0; j < outer; j++) lvl1[j] = ps->cp->members[me % inner + j * inner];
+    ps->hcp[0] = ps->comm->group_new(ps->comm, lvl0, inner, "cp-a2a");
+    ps->hcp[1] = ps->comm->group_new(ps->comm, lvl1, outer, "cp-p2p");
+}
+
 /* Whether every group of kind a has the members of a group of kind b (the same partition of the
  * world): decided from the layout alone, so every rank decides alike. */
 static bool same_partition(const mc_layout_t *l, mc_group_kind_t a, mc_group_kind_t b)
@@ -90,6 +107,7 @@ int mc_parallel_init(mc_parallel_t *ps, mc_comm_t *comm, const mc_parallel_confi
     ps->position_embedding =
         make_group(ps, MC_GROUP_POSITION_EMBEDDING, untied, "position-embedding");
     if (c->num_experts) make_expert_groups(ps);
+    hierarchical_cp(ps, c);
     return 0;
 }
 
@@ -99,7 +117,8 @@ void mc_parallel_free(mc_parallel_t *ps)
                           &ps->pp,       &ps->cp,        &ps->mp,
                           &ps->tp_dp_cp, &ps->embedding, &ps->position_embedding,
                           &ps->tp_cp,    &ps->ep,        &ps->etp,
-                          &ps->tp_ep,    &ps->tp_ep_pp,  &ps->edp};
+                          &ps->tp_ep,    &ps->tp_ep_pp,  &ps->edp,
+                          &ps->hcp[0],   &ps->hcp[1]};
     const size_t n = sizeof(all) / sizeof(all[0]);
     for (size_t i = 0; i < n; i++) {
         mc_group_t *g = *all[i];

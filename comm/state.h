@@ -10,7 +10,8 @@
 
 /* The layout initialize_model_parallel is given. */
 typedef struct {
-    int tp, pp, cp;         /* tensor-, pipeline- and context-parallel sizes (dp: the rest) */
+    int tp, pp, cp; /* tensor-, pipeline- and context-parallel sizes (dp: the rest) */
+    int cp_a2a;     /* --hierarchical-context-parallel-sizes a p: a (the a2a level), or 0 without */
     bool tp_pp_dp_mapping;  /* --use-tp-pp-dp-mapping: rank order tp-cp-ep-pp-dp */
     bool untied_embeddings; /* no embedding group ties the output layer to the embeddings */
     /* --num-experts (0: no expert groups), --expert-model-parallel-size and
@@ -25,6 +26,8 @@ typedef struct {
     mc_expert_coords_t expert_me; /* this rank in the expert generator (parallel folding) */
     int rank, world, last_rank;
     mc_group_t *tp, *dp, *dp_cp, *pp, *cp, *mp, *tp_dp_cp, *embedding, *position_embedding;
+    /* --hierarchical-context-parallel-sizes a p: the cp group's levels (a2a, then p2p), or NULL */
+    mc_group_t *hcp[2];
     /* With --num-experts (NULL otherwise): 'tp-cp' (the aux loss's token counts) and the expert
      * generator's ep (the dispatcher's all-to-all), etp (expt_tp), tp_ep (the dispatcher's
      * tp_ep), tp_ep_pp (the expert grad norm's model-parallel group) and edp (expt_dp, the

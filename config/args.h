@@ -13,6 +13,8 @@
 #include <stddef.h>
 #include <stdio.h>
 
+#include "config/cp_layout.h" /* MC_MAX_LAYER_LIST */
+
 #define MC_MAX_PATHS 64
 
 typedef struct {
@@ -79,6 +81,11 @@ typedef struct {
     bool overlap_p2p_comm; /* derived: true with VPP unless --no-overlap-p2p-communication; false
                             * without VPP */
     int context_parallel_size;
+    /* --cp-comm-type: one type, or one per layer (config/context_parallel.h); none given: p2p */
+    int n_cp_comm_type;
+    char *cp_comm_type[MC_MAX_LAYER_LIST];
+    int n_hierarchical_context_parallel_sizes;
+    char *hierarchical_context_parallel_sizes[8];
     bool sequence_parallel;
     int world_size;         /* derived: from the runtime (1 without a launcher) */
     int data_parallel_size; /* derived */

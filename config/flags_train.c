@@ -535,14 +535,17 @@ const mc_flag_t mc_flags_train[] = {
     {.name = "--use-megatron-fsdp", DIST, TRUE_IF_GIVEN, TODO("FSDP"),
      .help = "Use the Megatron FSDP code path in DDP."},
     {.name = "--context-parallel-size", DIST, INT, FIELD(context_parallel_size), .def = "1", GE(1),
-     ONLY("context parallelism is not implemented yet", "1"),
-     .help = "Degree of context parallelism."},
-    {.name = "--cp-comm-type", DIST, LIST(-1), .def = "p2p",
-     NOOP("only used with --context-parallel-size > 1 (not implemented yet)"),
+     IMPLEMENTED, .help = "Degree of context parallelism."},
+    {.name = "--cp-comm-type", DIST, LIST(-1), LIST_FIELD(cp_comm_type, n_cp_comm_type),
+     .def = "p2p",
+     IMPLEMENTED_NOTE("p2p, a2a, all_gather (also spelled allgather, as Megatron's help does; "
+                      "Transformer Engine takes only all_gather) and a2a+p2p, one for every layer "
+                      "or one per layer (layer i takes the i-th, as Megatron main reads the list)"),
      .help = "Inter-gpu communication type for context parallelism: p2p, a2a, allgather or "
              "a2a+p2p."},
     {.name = "--hierarchical-context-parallel-sizes", DIST, INT_LIST(-1),
-     TODO("context parallelism"),
+     LIST_FIELD(hierarchical_context_parallel_sizes, n_hierarchical_context_parallel_sizes),
+     IMPLEMENTED_NOTE("two levels, as Transformer Engine's a2a+p2p takes them"),
      .help = "Degrees of the hierarchical context parallelism."},
     {.name = "--nccl-communicator-config-path", DIST, STRING,
      NOOP("tunes NCCL's thread blocks; results are the same"),

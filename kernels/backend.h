@@ -51,6 +51,12 @@ enum {
     MC_DROPOUT_SITE_MLP_OUT = 4,
 };
 
+/* The mask of a context-parallel attention block (attention_block_forward). */
+enum {
+    MC_ATTN_BLOCK_FULL = 0,   /* every query sees every key of the block */
+    MC_ATTN_BLOCK_CAUSAL = 1, /* by global position: key k_pos + j seen from q_pos + i iff <= */
+};
+
 typedef struct mc_backend mc_backend_t;
 struct mc_moe_ops; /* kernels/moe.h */
 
@@ -267,6 +273,54 @@ struct mc_backend {
     /* Bytes of the forward's saved state and of the backward's scratch for these sizes. */
     void (*attention_sizes)(const mc_backend_t *be, mc_dtype_t dt, int S, int B, int NH, int HD,
                             size_t *state_bytes, size_t *scratch_bytes);
+
+    /* ---- context-parallel attention (model/cp_attention.c): causal attention computed by
+     * blocks of queries against blocks of keys, whose partial results merge exactly through
+     * their softmax statistics (Transformer Engine's context-parallel attention) ----
+     * Queries: Sq rows of a qkv tensor in attention_forward's layout ([Sq, b, NG*(NH/NG+2)*HD];
+     * only the query heads are read). Keys and values: Sk rows of a kv tensor [Sk, b, NG*2*HD]
+     * (group g's key head at columns [2g*HD, (2g+1)*HD), its value head next). Query row i sits
+     * at global sequence position q_pos + i, key row j at k_pos + j. mask MC_ATTN_BLOCK_CAUSAL:
+     * query i sees key j iff k_pos + j <= q_pos + i; MC_ATTN_BLOCK_FULL: every key. Masked keys
+     * are left out (no probability, no gradient; the whole-sequence op's -10000 scores give the
+     * same unless a row's every visible score is below about -9900). A row that sees no key gets
+     * out 0 and lse -inf, which the merge ignores.
+     * Dropout (site ATTN_PROBS) is the whole-sequence op's over S_full positions: element
+     * (head_offset + h) * S_full^2 + (q_pos + i) * S_full + (k_pos + j) of sample sample0 + b,
+     * applied to the probabilities normalised over the block's keys, so the merged result is the
+     * dropout of the probabilities normalised over all keys.
+     * out [Sq, b, NH*HD] (fp32): the block's attention output; lse [Sq, b, NH] (fp32): each row's
+     * log-sum-exp of its visible scaled scores (natural log). scratch: attention_block_sizes'. */
+    void (*attention_block_forward)(const mc_backend_t *be, mc_dtype_t dt, float *out, float *lse,
+                                    void *scratch, const void *qkv, const void *kv, int Sq, int Sk,
+                                    int B, int NH, int NG, int HD, int q_pos, int k_pos, int S_full,
+                                    int mask, float scale, const mc_dropout_t *d, int head_offset,
+                                    int NH_full);
+    /* Merges a block's result into a running one over rows [rows, NH] (rows = Sq*b), all fp32:
+     * L = log(exp(lse) + exp(part_lse)), out = out * exp(lse - L) + part * exp(part_lse - L),
+     * lse = L. A running lse of -inf takes the part as it is; a part lse of -inf changes nothing. */
+    void (*attention_lse_merge)(const mc_backend_t *be, float *out, float *lse, const float *part,
+                                const float *part_lse, long rows, int NH, int HD);
+    /* The block's backward from the merged forward: out [Sq, b, NH*HD] (type dt, the merged
+     * output), lse [Sq, b, NH] (fp32, the merged statistics) and dout (type dt, out's gradient).
+     * With P = exp(scale q.k - lse) over the visible keys, D = rowsum(dout * out) per head and
+     * dS = P * (dropout(dout v^T) - D): dq [Sq, b, NH*HD] += scale * dS k, and in dkv
+     * [Sk, b, NG*2*HD] each key head += scale * dS^T q and each value head += dropout(P)^T dout,
+     * summed over the group's query heads; dq and dkv are fp32 accumulators. */
+    void (*attention_block_backward)(const mc_backend_t *be, mc_dtype_t dt, float *dq, float *dkv,
+                                     void *scratch, const void *dout, const void *qkv,
+                                     const void *kv, const void *out, const float *lse, int Sq,
+                                     int Sk, int B, int NH, int NG, int HD, int q_pos, int k_pos,
+                                     int S_full, int mask, float scale, const mc_dropout_t *d,
+                                     int head_offset, int NH_full);
+    /* Bytes of scratch the block forward and backward need for these sizes. */
+    void (*attention_block_sizes)(const mc_backend_t *be, mc_dtype_t dt, int Sq, int Sk, int B,
+                                  int NH, int HD, size_t *fwd_scratch, size_t *bwd_scratch);
+    /* dst[r, 0..cols) (type ddt, rows ld_dst elements apart) = src[r, 0..cols) (type sdt, rows
+     * ld_src apart) for r < rows, rounded to nearest even (cudaMemcpy2D with a conversion): the
+     * context-parallel packing of key/value heads, head slices and sequence chunks. */
+    void (*copy_2d)(const mc_backend_t *be, void *dst, mc_dtype_t ddt, long ld_dst, const void *src,
+                    mc_dtype_t sdt, long ld_src, long rows, long cols);
 
     /* ---- vocab-parallel cross-entropy in fp32 (Megatron's _VocabParallelCrossEntropy on
      * logits.float()) ----

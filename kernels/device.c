@@ -92,6 +92,11 @@ static const struct {
     OP(attention_forward),
     OP(attention_backward),
     OP(attention_sizes),
+    OP(attention_block_forward),
+    OP(attention_lse_merge),
+    OP(attention_block_backward),
+    OP(attention_block_sizes),
+    OP(copy_2d),
     OP(ce_max),
     OP(ce_sums),
     OP(ce_loss),
@@ -249,15 +254,29 @@ void mc_flash_attention_sizes(const mc_backend_t *be, mc_dtype_t dt, int S, int 
     *scratch_bytes = rows * sizeof(float);
 }
 
+/* The CUDA block kernels (kernels/cuda/attention_cp.cu): the forward keeps its statistics in
+ * registers; the backward's scratch holds D = rowsum(dout * out) of each query row and head. */
+void mc_cuda_attention_block_sizes(const mc_backend_t *be, mc_dtype_t dt, int Sq, int Sk, int B,
+                                   int NH, int HD, size_t *fwd_scratch, size_t *bwd_scratch)
+{
+    (void)be, (void)dt, (void)Sk, (void)HD;
+    *fwd_scratch = 0;
+    *bwd_scratch =
+        (Sq > 0 && B > 0 && NH > 0 ? (size_t)Sq * (size_t)B * (size_t)NH : 0) * sizeof(float);
+}
+
 const mc_backend_t *mc_backend_sizing(const char *device)
 {
     static const mc_backend_t cuda = {.name = "cuda",
                                       .device_memory = true,
                                       .has_nccl = true,
                                       .gpu = -1, /* drives none */
-                                      .attention_sizes = mc_flash_attention_sizes};
-    static const mc_backend_t cpu = {
-        .name = "cpu", .gpu = -1, .attention_sizes = mc_cpu_attention_sizes};
+                                      .attention_sizes = mc_flash_attention_sizes,
+                                      .attention_block_sizes = mc_cuda_attention_block_sizes};
+    static const mc_backend_t cpu = {.name = "cpu",
+                                     .gpu = -1,
+                                     .attention_sizes = mc_cpu_attention_sizes,
+                                     .attention_block_sizes = mc_cpu_attention_block_sizes};
     if (strcmp(device, "cuda") == 0) return &cuda;
     if (strcmp(device, "cpu") == 0) return &cpu;
     return NULL;

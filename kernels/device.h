@@ -15,10 +15,13 @@
 const mc_backend_t *mc_backend_select(const char *device, int cpu_threads, int local_rank,
                                       char *why, size_t n);
 
-/* A backend for sizing only (`megatron-c plan`): the name and attention_sizes of device's
- * backend ("cpu" or "cuda"), every other op NULL; it touches no device and exists in every
- * build. NULL for another name. */
+/* A backend for sizing only (`megatron-c plan`): the name, capability fields, attention_sizes
+ * and attention_block_sizes of device's backend ("cpu" or "cuda"), every other op NULL; it
+ * touches no device and exists in every build. NULL for another name. */
 const mc_backend_t *mc_backend_sizing(const char *device);
+/* The CUDA context-parallel attention blocks' scratch (backend.h's attention_block_sizes). */
+void mc_cuda_attention_block_sizes(const mc_backend_t *be, mc_dtype_t dt, int Sq, int Sk, int B,
+                                   int NH, int HD, size_t *fwd_scratch, size_t *bwd_scratch);
 /* The fused (flash) attention's sizes, the CUDA backend's attention_sizes: the softmax row
  * statistics (max, sum) as state and one float per row (rowsum(dout * out)) as scratch. */
 void mc_flash_attention_sizes(const mc_backend_t *be, mc_dtype_t dt, int S, int B, int NH, int HD,

@@ -396,6 +396,54 @@ static void s_attention_sizes(const mc_backend_t *be, mc_dtype_t dt, int S, int 
     cpu()->attention_sizes(cpu(), dt, S, B, NH, HD, state_bytes, scratch_bytes);
 }
 
+static void s_attention_block_forward(const mc_backend_t *be, mc_dtype_t dt, float *out, float *lse,
+                                      void *scratch, const void *qkv, const void *kv, int Sq,
+                                      int Sk, int B, int NH, int NG, int HD, int q_pos, int k_pos,
+                                      int S_full, int mask, float scale, const mc_dropout_t *d,
+                                      int head_offset, int NH_full)
+{
+    (void)be;
+    host_only(d, "attention_block_forward's dropout key");
+    cpu()->attention_block_forward(cpu(), dt, D(out), D(lse), D(scratch), D(qkv), D(kv), Sq, Sk, B,
+                                   NH, NG, HD, q_pos, k_pos, S_full, mask, scale, d, head_offset,
+                                   NH_full);
+}
+
+static void s_attention_lse_merge(const mc_backend_t *be, float *out, float *lse, const float *part,
+                                  const float *part_lse, long rows, int NH, int HD)
+{
+    (void)be;
+    cpu()->attention_lse_merge(cpu(), D(out), D(lse), D(part), D(part_lse), rows, NH, HD);
+}
+
+static void s_attention_block_backward(const mc_backend_t *be, mc_dtype_t dt, float *dq, float *dkv,
+                                       void *scratch, const void *dout, const void *qkv,
+                                       const void *kv, const void *out, const float *lse, int Sq,
+                                       int Sk, int B, int NH, int NG, int HD, int q_pos, int k_pos,
+                                       int S_full, int mask, float scale, const mc_dropout_t *d,
+                                       int head_offset, int NH_full)
+{
+    (void)be;
+    host_only(d, "attention_block_backward's dropout key");
+    cpu()->attention_block_backward(cpu(), dt, D(dq), D(dkv), D(scratch), D(dout), D(qkv), D(kv),
+                                    D(out), D(lse), Sq, Sk, B, NH, NG, HD, q_pos, k_pos, S_full,
+                                    mask, scale, d, head_offset, NH_full);
+}
+
+static void s_attention_block_sizes(const mc_backend_t *be, mc_dtype_t dt, int Sq, int Sk, int B,
+                                    int NH, int HD, size_t *fwd_scratch, size_t *bwd_scratch)
+{
+    (void)be;
+    cpu()->attention_block_sizes(cpu(), dt, Sq, Sk, B, NH, HD, fwd_scratch, bwd_scratch);
+}
+
+static void s_copy_2d(const mc_backend_t *be, void *dst, mc_dtype_t ddt, long ld_dst,
+                      const void *src, mc_dtype_t sdt, long ld_src, long rows, long cols)
+{
+    (void)be;
+    cpu()->copy_2d(cpu(), D(dst), ddt, ld_dst, D(src), sdt, ld_src, rows, cols);
+}
+
 static void s_ce_max(const mc_backend_t *be, mc_dtype_t dt, float *rowmax, const void *logits,
                      int N, int V)
 {
@@ -547,6 +595,11 @@ const mc_backend_t *mc_backend_strict(void)
         .attention_forward = s_attention_forward,
         .attention_backward = s_attention_backward,
         .attention_sizes = s_attention_sizes,
+        .attention_block_forward = s_attention_block_forward,
+        .attention_lse_merge = s_attention_lse_merge,
+        .attention_block_backward = s_attention_block_backward,
+        .attention_block_sizes = s_attention_block_sizes,
+        .copy_2d = s_copy_2d,
         .ce_max = s_ce_max,
         .ce_sums = s_ce_sums,
         .ce_loss = s_ce_loss,

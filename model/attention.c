@@ -5,8 +5,11 @@
  * (row-parallel, its output summed over tp). The bias-dropout-add after it is the driver's. */
 #include <math.h>
 #include <stdlib.h>
+#include <string.h>
 
+#include "config/cp_layout.h"
 #include "model/block.h"
+#include "model/cp_attention.h"
 #include "model/rope.h"
 
 static void attn_params(mc_gpt_t *m, int layer)
@@ -36,6 +39,10 @@ static void attention_bytes(const mc_gpt_t *m, long *state, long *scratch)
 {
     const mc_gpt_config_t *c = &m->cfg;
     size_t st, sc;
+    if (c->cp > 1) { /* context parallelism plans its own (model/cp_attention.c) */
+        *state = *scratch = 0;
+        return;
+    }
     m->be->attention_sizes(m->be, c->dt, c->seq, c->max_batch, mc_gpt_tp_dims(c).heads, c->head_dim,
                            &st, &sc);
     *state = (long)st;
@@ -63,6 +70,7 @@ static void attn_plan(mc_gpt_t *m, mc_alloc_t *a, void *acts)
     if (c->recompute != MC_RECOMPUTE_SELECTIVE) s->state = mc_gpt_take(a, state);
     else s->state = m->attn_ws.state;
     s->out = mc_gpt_take(a, SB * t.attn * e);
+    if (c->cp > 1) mc_cp_attention_plan(m, a, s);
 }
 
 static void attn_plan_shared(mc_gpt_t *m, mc_alloc_t *acts, mc_alloc_t *ws)
@@ -78,17 +86,26 @@ static void attn_plan_shared(mc_gpt_t *m, mc_alloc_t *acts, mc_alloc_t *ws)
         m->attn_ws.rope_cos = mc_gpt_take(ws, c->seq * (c->rope.rot_dim / 2) * f);
         m->attn_ws.rope_sin = mc_gpt_take(ws, c->seq * (c->rope.rot_dim / 2) * f);
     }
+    mc_cp_attention_plan_shared(m, acts, ws);
 }
 
-/* The rotary angles of positions 0..S-1 (Megatron's RotaryEmbedding over the whole sequence, for
- * every layer and microbatch). */
+/* The rotary angles of this rank's positions (Megatron's RotaryEmbedding over the whole
+ * sequence, for every layer and microbatch): 0..S-1, or with context parallelism the rows of
+ * its two chunks (get_pos_emb_on_this_cp_rank). */
 static int attn_setup(mc_gpt_t *m)
 {
-    if (m->cfg.pos != MC_POS_ROPE) return 0;
-    const long n = (long)m->cfg.seq * (m->cfg.rope.rot_dim / 2);
-    float *host = malloc(2 * (size_t)n * sizeof(float));
+    const mc_gpt_config_t *c = &m->cfg;
+    if (c->pos != MC_POS_ROPE) return 0;
+    const long half = c->rope.rot_dim / 2, n = (long)c->seq * half, nf = (long)c->seq_full * half;
+    float *host = malloc(2 * (size_t)(n + nf) * sizeof(float));
     if (!host) return -1;
-    mc_rope_tables(&m->cfg.rope, m->cfg.seq, host, host + n);
+    float *all = host + 2 * n;
+    mc_rope_tables(&c->rope, c->seq_full, all, all + nf);
+    for (int i = 0; i < c->seq; i++) {
+        const long g = (long)mc_cp_position(c->seq_full, c->cp, c->cp_rank, i) * half;
+        memcpy(host + i * half, all + g, (size_t)half * sizeof(float));
+        memcpy(host + n + i * half, all + nf + g, (size_t)half * sizeof(float));
+    }
     m->be->memcpy_h2d(m->be, m->attn_ws.rope_cos, host, (size_t)n * sizeof(float));
     m->be->memcpy_h2d(m->be, m->attn_ws.rope_sin, host + n, (size_t)n * sizeof(float));
     free(host);
@@ -118,6 +135,10 @@ static void core_attention(const mc_layer_run_t *r, void *out, mc_attention_acts
 {
     const mc_gpt_config_t *c = r->c;
     const int HD = c->head_dim;
+    if (c->cp > 1) {
+        mc_cp_attention_forward(r, out, s, d);
+        return;
+    }
     r->be->attention_forward(r->be, c->dt, out, s->state, s->qkv, c->seq, r->B, r->t.heads,
                              r->t.groups, HD, r->sl->segments, 1.0f / sqrtf((float)HD), d,
                              r->t.head_start, c->heads);
@@ -175,9 +196,11 @@ static void attn_backward(mc_layer_run_t *r, void *acts, const void *in, void *d
         core_attention(r, dy, s, &d);
         out = dy;
     }
-    be->attention_backward(be, dt, d_qkv, m->attn_ws.scratch, m->tmp_h, s->qkv, out, s->state,
-                           c->seq, r->B, t->heads, t->groups, HD, r->sl->segments,
-                           1.0f / sqrtf((float)HD), &d, t->head_start, c->heads);
+    if (c->cp > 1) mc_cp_attention_backward(r, d_qkv, m->tmp_h, out, s, &d);
+    else
+        be->attention_backward(be, dt, d_qkv, m->attn_ws.scratch, m->tmp_h, s->qkv, out, s->state,
+                               c->seq, r->B, t->heads, t->groups, HD, r->sl->segments,
+                               1.0f / sqrtf((float)HD), &d, t->head_start, c->heads);
     rope(r, d_qkv, 1); /* back through the rotation (and the q/k norms) */
     if (c->qk_norm)
         be->qk_norm_backward(be, dt, gdt, d_qkv, gw[MC_PK_Q_NORM_W], gw[MC_PK_Q_NORM_B],

@@ -44,6 +44,12 @@ mc_param_t *mc_gpt_add_param(mc_gpt_t *m, mc_pkind_t k, int layer, int64_t d0, i
  * group's input, and the group's layers [first, last]. */
 bool mc_gpt_recomputed(const mc_gpt_config_t *c, int n, int j, int *first, int *last);
 
+/* Dropout of a sequence-local activation [seq, B, H] (this rank's rows: the sequence-parallel
+ * ones, of context parallelism's chunks) keyed by each row's position in the whole sequence;
+ * out may equal x. */
+void mc_gpt_seq_dropout(const mc_gpt_t *m, bool backward, void *out, const void *x,
+                        const mc_dropout_t *d, int B);
+
 mc_dropout_t mc_gpt_dropout(const mc_gpt_t *m, uint32_t iteration, uint32_t layer, uint32_t site,
                             uint64_t sample0, float p);
 

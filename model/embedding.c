@@ -36,7 +36,7 @@ void mc_embedding_forward(mc_gpt_t *m, mc_gpt_slot_t *sl, uint32_t iteration, bo
                           t.vocab_start, t.vocab);
     mc_tp_row_output(&tp, e, sl->in, (long)t.seq * B * H);
     const mc_dropout_t d = embedding_dropout(m, sl, iteration, training ? c->hidden_dropout : 0);
-    be->dropout_forward(be, c->dt, sl->in, sl->in, &d, t.seq, B, H, t.seq_start, H, 0);
+    mc_gpt_seq_dropout(m, false, sl->in, sl->in, &d, B);
 }
 
 void mc_embedding_backward(mc_gpt_t *m, mc_gpt_slot_t *sl, uint32_t iteration)
@@ -47,7 +47,7 @@ void mc_embedding_backward(mc_gpt_t *m, mc_gpt_slot_t *sl, uint32_t iteration)
     const mc_tp_t tp = mc_gpt_tp(m);
     const int S = c->seq, B = sl->batch, H = c->hidden;
     const mc_dropout_t d = embedding_dropout(m, sl, iteration, c->hidden_dropout);
-    be->dropout_backward(be, c->dt, m->dres, m->dres, &d, t.seq, B, H, t.seq_start, H, 0);
+    mc_gpt_seq_dropout(m, true, m->dres, m->dres, &d, B);
     be->embedding_backward(be, c->dt, c->gdt, m->g.t[MC_PK_WORD_EMBEDDINGS],
                            m->g.t[MC_PK_POSITION_EMBEDDINGS],
                            mc_tp_row_output_grad(&tp, m->dres, m->gath, (long)t.seq * B * H),

@@ -3,7 +3,9 @@
 
 double mc_gpt_flops(const mc_gpt_config_t *c, int64_t batch_size)
 {
-    const int64_t h = c->hidden, L = c->num_layers, s = c->seq, heads = c->heads;
+    /* the whole sequence (args.seq_length), not a context-parallel rank's share of it */
+    const int64_t h = c->hidden, L = c->num_layers, heads = c->heads;
+    const int64_t s = c->seq_full > 0 ? c->seq_full : c->seq;
     const int64_t kv_ch = c->head_dim > 0 ? c->head_dim : h / heads;
     const int64_t groups = c->groups > 0 ? c->groups : heads;
     const int64_t ffn = c->ffn > 0 ? c->ffn : 4 * h;

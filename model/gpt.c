@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "base/error.h"
+#include "config/cp_layout.h"
 #include "model/block.h"
 #include "model/layer_spec.h"
 
@@ -149,18 +150,37 @@ mc_layer_run_t mc_gpt_layer_run(mc_gpt_t *m, int j, uint32_t iteration, bool tra
     return r;
 }
 
+void mc_gpt_seq_dropout(const mc_gpt_t *m, bool backward, void *out, const void *x,
+                        const mc_dropout_t *d, int B)
+{
+    const mc_backend_t *be = m->be;
+    const mc_gpt_config_t *c = &m->cfg;
+    const mc_tp_dims_t t = mc_gpt_tp_dims(c);
+    const int H = c->hidden, C = c->cp > 1 ? c->seq / 2 : c->seq;
+    /* the rows [seq_start, seq_start + seq) of this rank's sequence, cut where a context-parallel
+     * chunk ends: each piece's rows are consecutive positions of the whole sequence */
+    for (int i0 = t.seq_start; i0 < t.seq_start + t.seq;) {
+        const int end = i0 < C ? C : c->seq,
+                  i1 = end < t.seq_start + t.seq ? end : t.seq_start + t.seq;
+        const long at = (long)(i0 - t.seq_start) * B * H;
+        const int pos = mc_cp_position(c->seq_full, c->cp, c->cp_rank, i0);
+        if (backward)
+            be->dropout_backward(be, c->dt, mc_elem(out, c->dt, at), mc_celem(x, c->dt, at), d,
+                                 i1 - i0, B, H, pos, H, 0);
+        else
+            be->dropout_forward(be, c->dt, mc_elem(out, c->dt, at), mc_celem(x, c->dt, at), d,
+                                i1 - i0, B, H, pos, H, 0);
+        i0 = i1;
+    }
+}
+
 /* The bias-dropout-add's dropout (the biases are in the linears, the add in the norm after it),
  * forward in place or backward from dres into dtmp_h. */
 static void bda_dropout(const mc_layer_run_t *r, uint32_t site, void *y, bool backward)
 {
-    const mc_backend_t *be = r->be;
-    const int H = r->c->hidden;
     const float p = backward || r->training ? r->c->hidden_dropout : 0.0f;
     const mc_dropout_t d = mc_gpt_dropout(r->m, r->iteration, r->layer_no, site, r->sl->sample0, p);
-    if (backward)
-        be->dropout_backward(be, r->c->dt, y, r->m->dres, &d, r->t.seq, r->B, H, r->t.seq_start, H,
-                             0);
-    else be->dropout_forward(be, r->c->dt, y, y, &d, r->t.seq, r->B, H, r->t.seq_start, H, 0);
+    mc_gpt_seq_dropout(r->m, backward, y, backward ? r->m->dres : y, &d, r->B);
 }
 
 /* Layer j of the chunk in flight up to its closing residual add: reads acts[j].x (its input norm

@@ -19,6 +19,7 @@
 #include "kernels/backend.h"
 #include "kernels/moe_route.h"
 #include "comm/comm.h"
+#include "config/cp_layout.h"
 #include "model/param_names.h"
 
 /* Activation recomputation (Megatron's --recompute-granularity / --recompute-method). */
@@ -90,11 +91,16 @@ typedef struct {
     float hidden_dropout, attention_dropout;
     float init_std, embedding_init_std;
     uint64_t seed;
-    mc_dtype_t dt;            /* parameters and activations: fp32, or bf16/fp16 (--bf16, --fp16) */
-    mc_dtype_t gdt;           /* parameter gradients (Megatron's main_grad buffer) */
-    int tp, tp_rank;          /* tensor parallelism: this rank's heads, ffn and vocab slice */
-    bool sequence_parallel;   /* with tp > 1: LayerNorm/dropout regions split along the sequence */
-    mc_recompute_t recompute; /* activation recomputation */
+    mc_dtype_t dt;          /* parameters and activations: fp32, or bf16/fp16 (--bf16, --fp16) */
+    mc_dtype_t gdt;         /* parameter gradients (Megatron's main_grad buffer) */
+    int tp, tp_rank;        /* tensor parallelism: this rank's heads, ffn and vocab slice */
+    bool sequence_parallel; /* with tp > 1: LayerNorm/dropout regions split along the sequence */
+    /* context parallelism: seq is this rank's rows of the seq_full positions, chunks cp_rank
+     * and 2cp-1-cp_rank of 2cp (config/cp_layout.h); cp_a2a is a2a+p2p's a2a level */
+    int cp, cp_rank, cp_a2a, seq_full;
+    int cp_comm_one;                          /* every layer's mc_cp_comm_t, or -1: */
+    unsigned char cp_comm[MC_MAX_LAYER_LIST]; /* each global layer's (--cp-comm-type per layer) */
+    mc_recompute_t recompute;                 /* activation recomputation */
     int recompute_num_layers; /* uniform: layers per recomputed chunk; block: recomputed layers */
     int n_chunks;             /* model chunks on this rank: vpp (1 without interleaving) */
     mc_chunk_cfg_t chunk[MC_MAX_CHUNKS]; /* default: one chunk of every layer, pre and post */
@@ -173,6 +179,11 @@ typedef struct {
     float *qk_mean, *qk_rstd; /* their statistics, per query and key head */
     void *state; /* what the backend's attention backward needs (the CPU's probabilities) */
     void *out;   /* core attention's output [S*B*A/tp] */
+    /* context parallelism's state (model/cp_attention.c): the ring's and the all-gather's
+     * merged log-sum-exp [S, B, heads/tp] (fp32); a2a's queries, keys and values after the
+     * all-to-all, the output before it, and the whole-sequence op's state */
+    float *cp_lse;
+    void *cp_qkv, *cp_out, *cp_state;
 } mc_attention_acts_t;
 
 /* The dense MLP's (model/mlp.c). */
@@ -217,7 +228,26 @@ typedef struct {
     void *scratch;              /* the backend's attention backward scratch */
     void *state;                /* selective recomputation: one layer's attention state */
     float *rope_cos, *rope_sin; /* rotary embeddings: [S, rot_dim/2] angle tables (fp32) */
+    /* selective recomputation with context parallelism: one layer's cp state */
+    float *cp_lse;
+    void *cp_qkv, *cp_out, *cp_state;
 } mc_attention_ws_t;
+
+/* Context parallelism's workspace (model/cp_attention.c): the ring's key/value buffers and
+ * their gradients, the fp32 accumulators of the merge, the all-to-all's staging, the
+ * all-gather's whole-sequence keys and values. NULL where no layer's comm type needs them. */
+typedef struct {
+    void *kv[2];              /* [S, B, 2*groups/tp*HD] (dt): held and arriving */
+    float *dkv[2];            /* the same, fp32: the gradient travelling with them */
+    float *acc, *dq;          /* [S, B, heads/tp*HD] fp32: merged output, query gradient */
+    float *part, *plse;       /* one block's output and statistics (fp32) */
+    void *scratch;            /* the block ops' (attention_block_sizes) */
+    void *send, *recv;        /* all-to-all staging [S, B, max(qkv, out) width] (dt) */
+    void *dout2, *dqkv2;      /* a2a: the output gradient and qkv gradient after the all-to-all */
+    void *bwd_scratch;        /* a2a: the whole-sequence op's backward scratch */
+    void *kv_all, *kv_seq;    /* all-gather: [seq_full, B, 2*groups/tp*HD] (dt) by rank, in order */
+    float *dkv_seq, *dkv_all; /* their gradients (fp32) */
+} mc_cp_ws_t;
 
 typedef struct {
     void *d_fc1; /* the gradient at linear_fc1's output [S*B*FFN1/tp] */
@@ -298,6 +328,9 @@ typedef struct mc_gpt {
      * loss run over tp_group (NULL with tp = 1). */
     mc_comm_t *comm;
     mc_group_t *tp_group;
+    /* Context parallelism: the cp group, and --hierarchical-context-parallel-sizes' a2a and p2p
+     * levels (NULL without them) */
+    mc_group_t *cp_group, *cp_a2a_group, *cp_p2p_group;
     void *param_buf, *grad_buf; /* of types cfg.dt and cfg.gdt */
     mc_gpt_ptrs_t p, g;
 
@@ -314,6 +347,7 @@ typedef struct mc_gpt {
      * under sequence parallelism (gath, [S*B*H]) */
     void *tmp_h, *dtmp_h, *dx, *dres, *gath;
     mc_attention_ws_t attn_ws;
+    mc_cp_ws_t cp_ws;
     mc_mlp_ws_t mlp_ws;
     mc_moe_ws_t moe_ws;
     /* MoE: the gradient the aux losses enter the backward with (Megatron's

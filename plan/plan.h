@@ -64,13 +64,19 @@ typedef struct {
     double dp_comm;    /* the data-parallel reduction (and the distributed optimizer's gather) */
     double dp_exposed; /* the part of dp_comm not hidden behind the backward */
     double optimizer;  /* the optimizer step */
-    double iteration;  /* compute + tp_comm + pp_comm + bubble + dp_exposed + optimizer */
+    double iteration;  /* compute + tp_comm + pp_comm + cp_exposed + bubble + dp_exposed +
+                          optimizer */
     double bubble_fraction; /* the paper's (p-1)/(v*m) */
     int microbatches;       /* m */
     /* volumes per iteration and GPU, bytes, as the comm layer counts them (per call the larger
      * of a rank's input and output) */
     double tp_bytes, pp_bytes, dp_bytes;
     int tp_calls;
+    /* context parallelism's attention traffic (ring passes, all-to-alls, all-gathers) of the
+     * slowest stage: all of it, the part the ring does not hide behind its blocks' compute
+     * (counted in iteration), and its volume per GPU as the comm layer counts it */
+    double cp_comm, cp_exposed, cp_bytes;
+    int cp_calls;
     /* floating-point operations per iteration, all GPUs: Megatron's count (the log line's) and
      * the hardware's (with the recomputed forward, the paper's Table 1 count) */
     double model_flops, hw_flops;
@@ -81,6 +87,21 @@ typedef struct {
  * its memory plan mem (the parameter and gradient buffers the reduction and optimizer move). */
 void mc_plan_time(const mc_args_t *args, const mc_cluster_t *cl, const mc_memory_plan_t *mem,
                   mc_plan_time_t *out);
+
+/* A ring collective (or p2p pass) over the links at gbps moving `sent` bytes per rank in
+ * `steps` steps. */
+double mc_plan_ring_seconds(double sent, int steps, double gbps);
+
+/* Context parallelism's traffic of one layer (global `layer`) for one microbatch (plan/cp.c):
+ * seconds on the links forward and backward, the part not hidden (the ring overlaps each pass
+ * with a step's blocks, core_f / cp forward, core_b / cp backward; the all-to-alls and
+ * all-gathers are not overlapped), and the bytes and calls the comm layer counts. Zero at cp 1. */
+typedef struct {
+    double fwd, bwd, fwd_exposed, bwd_exposed, fwd_bytes, bwd_bytes;
+    int fwd_calls, bwd_calls;
+} mc_plan_cp_t;
+void mc_plan_cp_layer(const mc_args_t *a, const mc_cluster_t *cl, int layer, double core_f,
+                      double core_b, mc_plan_cp_t *out);
 
 /* Seconds of `batch` GEMMs [M,K] x [K,N] in e-byte values: the slower of the tensor cores
  * (the cuBLAS ceiling times the wave quantisation of 256x128 output tiles over the SMs) and

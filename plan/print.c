@@ -18,6 +18,9 @@ void mc_plan_layout_flags(const mc_args_t *a, char *buf, size_t n)
                      "--micro-batch-size %d",
                      a->tensor_model_parallel_size, a->pipeline_model_parallel_size,
                      a->micro_batch_size);
+    if (a->context_parallel_size > 1 && k < (int)n)
+        k += snprintf(buf + k, n - (size_t)k, " --context-parallel-size %d",
+                      a->context_parallel_size);
     if (a->virtual_pipeline_model_parallel_size > 1 && k < (int)n)
         k += snprintf(buf + k, n - (size_t)k, " --num-virtual-stages-per-pipeline-rank %d",
                       a->virtual_pipeline_model_parallel_size);
@@ -60,6 +63,7 @@ void mc_plan_print(FILE *out, const mc_args_t *a, const mc_cluster_t *cl, const 
             cl->gpus_per_node, a->tensor_model_parallel_size, a->pipeline_model_parallel_size);
     if (a->virtual_pipeline_model_parallel_size > 1)
         fprintf(out, " (vpp %d)", a->virtual_pipeline_model_parallel_size);
+    if (a->context_parallel_size > 1) fprintf(out, ", cp %d", a->context_parallel_size);
     fprintf(out, ", dp %d, micro batch %d, %d microbatches per iteration\n", a->data_parallel_size,
             a->micro_batch_size, t->microbatches);
     const double total = mc_memory_plan_print(out, a, mem, device);
@@ -76,6 +80,11 @@ void mc_plan_print(FILE *out, const mc_args_t *a, const mc_cluster_t *cl, const 
     line_s(out, "tensor-parallel collectives", t->tp_comm, t->tp_calls ? note : "");
     snprintf(note, sizeof(note), "%.0f bytes per GPU", t->pp_bytes);
     line_s(out, "pipeline p2p", t->pp_comm, t->pp_bytes > 0 ? note : "");
+    if (a->context_parallel_size > 1) {
+        snprintf(note, sizeof(note), "of %.4f s, %d calls, %.0f bytes per GPU", t->cp_comm,
+                 t->cp_calls, t->cp_bytes);
+        line_s(out, "context-parallel attention (exposed)", t->cp_exposed, note);
+    }
     snprintf(note, sizeof(note), "(p-1)/(v*m) = %.4f", t->bubble_fraction);
     line_s(out, "pipeline bubble", t->bubble, note);
     snprintf(note, sizeof(note), "of %.4f s, %.0f bytes per GPU", t->dp_comm, t->dp_bytes);

@@ -1,7 +1,7 @@
 /* `megatron-c plan --search`: every layout of the command line's model and batch on the cluster
- * (t, p, d, micro batch, virtual stages, recomputation, sequence parallelism, distributed
- * optimizer) that Megatron's validation accepts, ranked by the time model; memory, the costlier
- * part, is planned in rank order until enough of them fit. */
+ * (t, p, d, context parallelism, micro batch, virtual stages, recomputation, sequence
+ * parallelism, distributed optimizer) that Megatron's validation accepts, ranked by the time
+ * model; memory, the costlier part, is planned in rank order until enough of them fit. */
 #include "plan/plan.h"
 
 #include <stdlib.h>
@@ -12,7 +12,7 @@
 
 /* One layout: the knobs the search turns. */
 typedef struct {
-    int t, p, b, v, rc; /* rc: 0 none, 1 selective, 2 full (uniform, 1 layer) */
+    int t, p, c, b, v, rc; /* c: cp; rc: 0 none, 1 selective, 2 full (uniform, 1 layer) */
     bool sp, dist;
     double tokens_per_s, memory;
 } knobs_t;
@@ -35,6 +35,7 @@ static int apply(mc_args_t *a, const mc_args_t *base, const knobs_t *k, const mc
     *a = *base;
     a->tensor_model_parallel_size = k->t;
     a->pipeline_model_parallel_size = k->p;
+    a->context_parallel_size = k->c;
     a->micro_batch_size = k->b;
     a->num_layers_per_virtual_pipeline_stage = 0;
     a->num_virtual_stages_per_pipeline_rank = k->v > 1 ? k->v : 0;
@@ -58,6 +59,14 @@ static int by_speed(const void *x, const void *y)
     return a < b ? 1 : a > b ? -1 : 0;
 }
 
+/* Context parallelism is searched while each rank keeps at least 2048 positions: shorter
+ * blocks do not hide the ring's passes (and the search stays as fast for the short sequences
+ * of most recipes). */
+static bool cp_worth(const mc_args_t *base, int c)
+{
+    return c == 1 || (base->seq_length % (2 * c) == 0 && base->seq_length / c >= 2048);
+}
+
 /* Every layout the rules accept, timed, in *out (malloc'd); the count. */
 static int enumerate(const mc_args_t *base, const mc_cluster_t *cl, mc_plan_check_fn check,
                      int64_t vocab, knobs_t **out, int *tried)
@@ -68,32 +77,33 @@ static int enumerate(const mc_args_t *base, const mc_cluster_t *cl, mc_plan_chec
     static mc_args_t a; /* large: not on the stack */
     const double usable = (cl->gpu.memory_gb - MC_PLAN_RESERVED_GB) * 1e9;
     for (int t = 1; t <= cl->gpus_per_node && all; t *= 2)
-        for (int p = 1; N % t == 0 && p <= N / t && p <= L; p++) {
-            if ((N / t) % p) continue;
-            const int d = N / t / p;
-            for (int b = 1; b <= 32; b *= 2)
-                for (int v = 1; v <= 8 && base->global_batch_size % (b * d) == 0; v++)
-                    for (int rc = 0; rc < 3 && (v == 1 || (p > 1 && L % (p * v) == 0)); rc++)
-                        for (int sp = 0; sp <= (t > 1); sp++)
-                            for (int dist = 0; dist <= (d > 1); dist++) {
-                                knobs_t k = {t, p, b, v, rc, sp, dist, 0, 0};
-                                ++*tried;
-                                if (apply(&a, base, &k, cl, check, vocab) != 0) continue;
-                                mc_plan_time_t tm;
-                                mc_memory_plan_t mem;
-                                k.memory = mc_plan_memory(&a, "cuda", &mem);
-                                if (k.memory > usable) continue;
-                                mc_plan_time(&a, cl, &mem, &tm);
-                                k.tokens_per_s = tm.tokens_per_s;
-                                if (n == cap) {
-                                    cap *= 2;
-                                    knobs_t *g = realloc(all, (size_t)cap * sizeof(knobs_t));
-                                    if (!g) break;
-                                    all = g;
+        for (int c = 1; c <= 8 && t * c <= N && cp_worth(base, c); c *= 2)
+            for (int p = 1; N % (t * c) == 0 && p <= N / t / c && p <= L; p++) {
+                if ((N / t / c) % p) continue;
+                const int d = N / t / c / p;
+                for (int b = 1; b <= 32; b *= 2)
+                    for (int v = 1; v <= 8 && base->global_batch_size % (b * d) == 0; v++)
+                        for (int rc = 0; rc < 3 && (v == 1 || (p > 1 && L % (p * v) == 0)); rc++)
+                            for (int sp = 0; sp <= (t > 1); sp++)
+                                for (int dist = 0; dist <= (d * c > 1); dist++) {
+                                    knobs_t k = {t, p, c, b, v, rc, sp, dist, 0, 0};
+                                    ++*tried;
+                                    if (apply(&a, base, &k, cl, check, vocab) != 0) continue;
+                                    mc_plan_time_t tm;
+                                    mc_memory_plan_t mem;
+                                    k.memory = mc_plan_memory(&a, "cuda", &mem);
+                                    if (k.memory > usable) continue;
+                                    mc_plan_time(&a, cl, &mem, &tm);
+                                    k.tokens_per_s = tm.tokens_per_s;
+                                    if (n == cap) {
+                                        cap *= 2;
+                                        knobs_t *g = realloc(all, (size_t)cap * sizeof(knobs_t));
+                                        if (!g) break;
+                                        all = g;
+                                    }
+                                    all[n++] = k;
                                 }
-                                all[n++] = k;
-                            }
-        }
+            }
     *out = all;
     return all ? n : 0;
 }

@@ -17,6 +17,7 @@ typedef struct {
     bool flash;
     double e;              /* bytes per activation value */
     double b, s, h, M, Ml; /* M = b*s rows; Ml: the sequence-local rows (M/t with sp) */
+    double s_full;         /* the whole sequence; s is this rank's share of it (s_full / cp) */
     double nh, hd, A, Q;   /* this GPU's heads; head size; attention and qkv widths (all heads) */
     double F, fc1, V;      /* ffn, linear_fc1's width (2F with swiglu), padded vocabulary */
     int t;
@@ -43,10 +44,15 @@ static double mem_s(const mc_gpu_t *g, double bytes)
     return bytes / (g->hbm_gbps * 1e9 * MC_PLAN_HBM_FRACTION);
 }
 
+double mc_plan_ring_seconds(double sent, int steps, double gbps)
+{
+    return sent / (gbps * 1e9 * MC_PLAN_LINK_FRACTION) + steps * MC_PLAN_STEP_LATENCY_S;
+}
+
 /* A ring collective over n ranks moving `sent` bytes per rank in `steps` steps. */
 static double ring_s(double sent, int steps, double gbps)
 {
-    return sent / (gbps * 1e9 * MC_PLAN_LINK_FRACTION) + steps * MC_PLAN_STEP_LATENCY_S;
+    return mc_plan_ring_seconds(sent, steps, gbps);
 }
 
 const char *const mc_plan_layer_gemm_names[MC_PLAN_LAYER_GEMMS] = {"linear_qkv", "linear_proj",
@@ -55,7 +61,8 @@ const char *const mc_plan_layer_gemm_names[MC_PLAN_LAYER_GEMMS] = {"linear_qkv",
 void mc_plan_layer_gemms(const mc_args_t *a, double shapes[MC_PLAN_LAYER_GEMMS][3])
 {
     const double t = a->tensor_model_parallel_size, h = a->hidden_size;
-    const double M = (double)a->micro_batch_size * a->seq_length, hd = a->kv_channels;
+    const double M = (double)a->micro_batch_size * a->seq_length / a->context_parallel_size;
+    const double hd = a->kv_channels;
     const double Q = (a->num_attention_heads + 2.0 * a->num_query_groups) * hd;
     const double A = a->num_attention_heads * hd, F = a->ffn_hidden_size;
     const double fc1 = a->swiglu ? 2 * F : F;
@@ -82,16 +89,16 @@ static void core_attention(const dims_t *d, double *f, double *bwd)
 {
     const mc_gpu_t *g = d->g;
     const double heads = d->b * d->nh;
-    if (d->flash) {
-        const double flops = 4 * heads * d->s * d->s * d->hd * 0.5;
+    if (d->flash) { /* with cp, s queries against the causal half of s_full keys on average */
+        const double flops = 4 * heads * d->s * d->s_full * d->hd * 0.5;
         const double rate = g->peak_tflops * 1e12 * g->gemm_ceiling * MC_PLAN_FLASH_FRACTION;
         *f = flops / rate;
         *bwd = 2.5 * flops / rate;
         return;
     }
-    const double scores = heads * d->s * d->s * d->e;
-    const double qk = mc_plan_gemm_seconds(g, heads, d->s, d->s, d->hd, d->e, NULL);
-    const double pv = mc_plan_gemm_seconds(g, heads, d->s, d->hd, d->s, d->e, NULL);
+    const double scores = heads * d->s * d->s_full * d->e;
+    const double qk = mc_plan_gemm_seconds(g, heads, d->s, d->s_full, d->hd, d->e, NULL);
+    const double pv = mc_plan_gemm_seconds(g, heads, d->s, d->hd, d->s_full, d->e, NULL);
     *f = qk + pv + mem_s(g, 4 * scores);
     *bwd = 2 * (qk + pv) + mem_s(g, 6 * scores);
 }
@@ -127,7 +134,8 @@ static void dims_from(dims_t *d, const mc_args_t *a, const mc_cluster_t *cl)
     d->t = a->tensor_model_parallel_size;
     d->sp = a->sequence_parallel && d->t > 1;
     d->b = a->micro_batch_size;
-    d->s = a->seq_length;
+    d->s_full = a->seq_length;
+    d->s = d->s_full / a->context_parallel_size;
     d->h = a->hidden_size;
     d->M = d->b * d->s;
     d->Ml = d->sp ? d->M / d->t : d->M;
@@ -149,7 +157,25 @@ typedef struct {
     double f, b, tp, pp;
     double tp_bytes, pp_bytes;
     int tp_calls;
+    double cp, cp_exposed, cp_bytes; /* context parallelism's attention traffic */
+    int cp_calls;
 } stage_t;
+
+/* Context parallelism's traffic of the chunk's layers (rc of them recomputed, or every layer's
+ * core attention with selective recomputation: their forward traffic again). */
+static void chunk_cp(stage_t *st, const mc_args_t *a, const mc_cluster_t *cl,
+                     const mc_chunk_cfg_t *ch, int rc, bool selective, double core_f, double core_b)
+{
+    for (int j = 0; j < ch->n_layers; j++) {
+        mc_plan_cp_t c;
+        mc_plan_cp_layer(a, cl, ch->first_layer + j, core_f, core_b, &c);
+        const int fwd = 1 + (j < rc || selective ? 1 : 0);
+        st->cp += fwd * c.fwd + c.bwd;
+        st->cp_exposed += fwd * c.fwd_exposed + c.bwd_exposed;
+        st->cp_bytes += fwd * c.fwd_bytes + c.bwd_bytes;
+        st->cp_calls += fwd * c.fwd_calls + c.bwd_calls;
+    }
+}
 
 /* n collectives of X bytes each over the tp group: all-reduces (ar) or gathers/scatters. */
 static void tp_calls(stage_t *st, const dims_t *d, double n, double X, bool ar, double gbps)
@@ -224,6 +250,7 @@ static void stage_time(const mc_args_t *a, const dims_t *d, const mc_gpt_config_
         st->f += ch->n_layers * lf;
         st->b += ch->n_layers * lb + rc * lf + (selective ? ch->n_layers * core_f : 0);
         for (int j = 0; j < ch->n_layers; j++) layer_tp(st, d, j < rc, tgbps);
+        chunk_cp(st, a, cl, ch, rc, selective, core_f, core_b);
         if (ch->pre) st->f += mem_s(d->g, 2 * d->M * d->h * d->e);
         if (ch->post) {
             head_compute(d, &head_f, &head_b);
@@ -257,7 +284,9 @@ static void step_tp(const mc_args_t *a, const dims_t *d, const mc_gpt_config_t *
 static void dp_and_optimizer(const mc_args_t *a, const mc_cluster_t *cl,
                              const mc_memory_plan_t *mem, const stage_t *slow, mc_plan_time_t *o)
 {
-    const int dp = a->data_parallel_size, t = a->tensor_model_parallel_size;
+    /* gradients are reduced, and the distributed optimizer sharded, over dp x cp */
+    const int dp = a->data_parallel_size * a->context_parallel_size,
+              t = a->tensor_model_parallel_size;
     const double gbps = t * dp <= cl->gpus_per_node ? cl->gpu.intra_gbps : cl->gpu.inter_gbps;
     const double share = (double)(dp - 1) / dp;
     const double esize = mc_dtype_size(mem->dt), gsize = mc_dtype_size(mem->gdt);
@@ -296,7 +325,7 @@ static void dp_and_optimizer(const mc_args_t *a, const mc_cluster_t *cl,
  * V/16lh) with full recomputation). */
 static double hw_flops(const mc_args_t *a, const dims_t *d)
 {
-    const double h = d->h, s = d->s;
+    const double h = d->h, s = d->s_full;
     const double gemms = 2 * h * d->Q + 2 * d->A * h + 2 * h * d->fc1 + 2 * d->F * h;
     const double core = 4 * s * d->A * (d->flash ? 0.5 : 1);
     const int L = a->num_layers;
@@ -331,8 +360,8 @@ void mc_plan_time(const mc_args_t *args, const mc_cluster_t *cl, const mc_memory
         stage_t st, step = {0};
         stage_time(args, &d, &cfg, cl, &st);
         step_tp(args, &d, &cfg, mc_dtype_size(mem->gdt), tp_gbps(args, cl), &step);
-        if (st.f + st.b + st.tp + st.pp > worst) {
-            worst = st.f + st.b + st.tp + st.pp;
+        if (st.f + st.b + st.tp + st.pp + st.cp_exposed > worst) {
+            worst = st.f + st.b + st.tp + st.pp + st.cp_exposed;
             slow = st;
             per_step = step;
         }
@@ -347,8 +376,13 @@ void mc_plan_time(const mc_args_t *args, const mc_cluster_t *cl, const mc_memory
     o->tp_bytes = slow.tp_bytes * m + per_step.tp_bytes;
     o->tp_calls = slow.tp_calls * m + per_step.tp_calls;
     o->pp_bytes = slow.pp_bytes * m;
+    o->cp_comm = slow.cp * m;
+    o->cp_exposed = slow.cp_exposed * m;
+    o->cp_bytes = slow.cp_bytes * m;
+    o->cp_calls = slow.cp_calls * m;
     dp_and_optimizer(args, cl, mem, &slow, o);
-    o->iteration = o->compute + o->tp_comm + o->pp_comm + o->bubble + o->dp_exposed + o->optimizer;
+    o->iteration = o->compute + o->tp_comm + o->pp_comm + o->cp_exposed + o->bubble +
+                   o->dp_exposed + o->optimizer;
     mc_gpt_config_t model;
     mc_gpt_config_from_args(&model, args);
     o->model_flops = mc_gpt_flops(&model, args->global_batch_size);

@@ -8,6 +8,7 @@
 
 #include "base/clock.h"
 #include "base/error.h"
+#include "config/context_parallel.h"
 #include "config/microbatches.h"
 #include "data/sampler.h"
 #include "data/source.h"
@@ -81,8 +82,11 @@ static void load_microbatch(run_t *run, int slot, int split, int64_t first, int 
                                   segments, err, sizeof(err));
     if (rc == MC_DATA_BAD_TOKENS) mc_user_error("%s", err); /* the data's fault: this rank's */
     if (rc != 0) mc_fatal("%s", err);
+    const int cp = t->args->context_parallel_size;
+    mc_cp_batch_on_this_rank(run->tokens + base, run->labels + base, run->loss_mask + base,
+                             run->positions + base, b, s, cp, t->par.me.cp);
     mc_microbatch_t out = {.b = b,
-                           .s = s,
+                           .s = cp > 1 ? s / cp : s,
                            .tokens = run->tokens + base,
                            .labels = run->labels + base,
                            .positions = run->positions + base,
@@ -213,10 +217,18 @@ typedef struct {
     bool first;
     double t0;
     double params_norm; /* of this iteration, with --log-params-norm when it is logged */
-    /* collective volume on the tp and dp-cp groups at the interval's start */
+    /* collective volume on the tp, dp-cp and cp groups (with the hierarchical cp levels) at the
+     * interval's start */
     uint64_t tp_calls[MC_COLL_KINDS], tp_bytes[MC_COLL_KINDS];
     uint64_t dp_calls[MC_COLL_KINDS], dp_bytes[MC_COLL_KINDS];
+    uint64_t cp_calls[3][MC_COLL_KINDS], cp_bytes[3][MC_COLL_KINDS];
 } interval_t;
+
+/* The cp group and its hierarchical levels (NULL where none). */
+static const mc_group_t *cp_group(const mc_trainer_t *t, int k)
+{
+    return k == 0 ? t->par.cp : t->par.hcp[k - 1];
+}
 
 static void snapshot_volume(const mc_trainer_t *t, interval_t *iv)
 {
@@ -224,10 +236,16 @@ static void snapshot_volume(const mc_trainer_t *t, interval_t *iv)
     memcpy(iv->tp_bytes, t->par.tp->bytes, sizeof(iv->tp_bytes));
     memcpy(iv->dp_calls, t->par.dp_cp->calls, sizeof(iv->dp_calls));
     memcpy(iv->dp_bytes, t->par.dp_cp->bytes, sizeof(iv->dp_bytes));
+    for (int k = 0; k < 3; k++)
+        if (cp_group(t, k)) {
+            memcpy(iv->cp_calls[k], cp_group(t, k)->calls, sizeof(iv->cp_calls[k]));
+            memcpy(iv->cp_bytes[k], cp_group(t, k)->bytes, sizeof(iv->cp_bytes[k]));
+        }
 }
 
 /* megatron-c's addition to the timers block (--timing-log-level >= 1): this rank's collectives
- * per iteration on its tp and dp-cp groups, as counted by the comm layer, in the timers' style. */
+ * per iteration on its tp, dp-cp and (context parallelism) cp groups, as counted by the comm
+ * layer, in the timers' style. */
 static size_t format_volume(const mc_trainer_t *t, const interval_t *iv, int iters, char *buf,
                             size_t n)
 {
@@ -239,9 +257,12 @@ static size_t format_volume(const mc_trainer_t *t, const interval_t *iv, int ite
     } rows[] = {
         {"tp", t->par.tp, iv->tp_calls, iv->tp_bytes},
         {"dp-cp", t->par.dp_cp, iv->dp_calls, iv->dp_bytes},
+        {"cp", cp_group(t, 0), iv->cp_calls[0], iv->cp_bytes[0]},
+        {"cp-a2a", cp_group(t, 1), iv->cp_calls[1], iv->cp_bytes[1]},
+        {"cp-p2p", cp_group(t, 2), iv->cp_calls[2], iv->cp_bytes[2]},
     };
-    for (size_t r = 0; r < 2; r++)
-        for (int k = 0; k < MC_COLL_KINDS; k++) {
+    for (size_t r = 0; r < sizeof(rows) / sizeof(rows[0]); r++)
+        for (int k = 0; k < MC_COLL_KINDS && rows[r].g; k++) {
             uint64_t calls = rows[r].g->calls[k] - rows[r].c0[k];
             if (!calls || len >= n) continue;
             char label[64], kind[32];
@@ -475,12 +496,13 @@ static int staging_slots(const mc_args_t *a)
     return a->num_microbatches > e ? a->num_microbatches : e;
 }
 
-/* Host staging: one slot of max_batch rows per microbatch of a step. */
+/* Host staging: one slot of max_batch rows per microbatch of a step, of the whole sequence
+ * (context parallelism keeps its chunks after loading). */
 static void alloc_staging(run_t *run)
 {
     const mc_gpt_config_t *cfg = &run->t.model.cfg;
     const size_t rows = (size_t)cfg->max_batch * (size_t)staging_slots(run->t.args),
-                 s = (size_t)cfg->seq;
+                 s = (size_t)cfg->seq_full;
     run->sample_idx = malloc((size_t)cfg->max_batch * sizeof(int64_t));
     run->tokens = malloc(rows * s * sizeof(int32_t));
     run->labels = malloc(rows * s * sizeof(int32_t));

@@ -47,7 +47,9 @@ static int chunk_of(const mc_gpt_t *m, int i)
 void mc_check_weight_hashes(mc_trainer_t *t)
 {
     const mc_gpt_t *m = &t->model;
-    mc_group_t *dp = t->par.dp;
+    /* over dp x cp: Megatron's check covers the dp replicas; the cp ranks of a replica hold the
+     * same weights too */
+    mc_group_t *dp = t->par.dp_cp;
     const size_t bytes = (size_t)m->n_params * DIGEST;
     /* the distributed optimizer's gather of the updated parameters may still be in flight
      * (Megatron disables the forward pre-hook with param_sync for the check) */

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "base/error.h"
+#include "config/context_parallel.h"
 #include "config/moe_pattern.h"
 
 /* The MoE layer's settings (validation has checked them, and refused what is not implemented:
@@ -42,7 +43,15 @@ void mc_gpt_config_from_args(mc_gpt_config_t *c, const mc_args_t *a)
     c->groups = a->num_query_groups > 0 ? a->num_query_groups : a->num_attention_heads;
     c->head_dim = a->kv_channels;
     c->ffn = a->ffn_hidden_size;
-    c->seq = a->seq_length;
+    /* context parallelism: this rank's two chunks of the sequence (config/context_parallel.h) */
+    c->cp = a->context_parallel_size > 1 ? a->context_parallel_size : 1;
+    c->seq_full = a->seq_length;
+    c->seq = a->seq_length / c->cp;
+    int p2p;
+    mc_cp_levels(a, &c->cp_a2a, &p2p);
+    c->cp_comm_one = a->n_cp_comm_type > 1 ? -1 : (int)mc_cp_comm_of_layer(a, 0);
+    for (int l = 0; c->cp_comm_one < 0 && l < a->num_layers && l < MC_MAX_LAYER_LIST; l++)
+        c->cp_comm[l] = (unsigned char)mc_cp_comm_of_layer(a, l);
     c->max_batch = a->micro_batch_size > a->eval_micro_batch_size ? a->micro_batch_size
                                                                   : a->eval_micro_batch_size;
     c->vocab = a->padded_vocab_size;
@@ -297,6 +306,9 @@ void mc_run_config(mc_run_config_t *c, const mc_args_t *a)
         (mc_parallel_config_t){.tp = a->tensor_model_parallel_size,
                                .pp = a->pipeline_model_parallel_size,
                                .cp = a->context_parallel_size,
+                               .cp_a2a = a->n_hierarchical_context_parallel_sizes == 2
+                                             ? atoi(a->hierarchical_context_parallel_sizes[0])
+                                             : 0,
                                .tp_pp_dp_mapping = a->use_tp_pp_dp_mapping,
                                .untied_embeddings = a->untie_embeddings_and_output_weights,
                                .num_experts = a->num_experts,

@@ -48,11 +48,16 @@ int mc_trainer_init(mc_trainer_t *t, const mc_args_t *args, const mc_run_config_
     mc_gpt_config_t cfg;
     mc_trainer_stage_config(&cfg, rc, t->par.me.pp);
     cfg.tp_rank = t->par.me.tp;
+    cfg.cp_rank = t->par.me.cp;
     mc_gpt_build_params(&t->model, &cfg);
-    mc_ddp_plan(&t->ddp, &t->model, &rc->ddp, t->par.layout.dp, t->par.me.dp);
+    /* gradients are reduced, and the distributed optimizer sharded, over dp x cp */
+    mc_ddp_plan(&t->ddp, &t->model, &rc->ddp, t->par.dp_cp->size, t->par.dp_cp->rank);
     if (mc_gpt_alloc(&t->model, be) != 0) return -1;
     t->model.comm = comm;
     t->model.tp_group = t->par.tp;
+    t->model.cp_group = t->par.cp;
+    t->model.cp_a2a_group = t->par.hcp[0];
+    t->model.cp_p2p_group = t->par.hcp[1];
     mc_ddp_bind(&t->ddp, comm, t->par.dp_cp);
     mc_gpt_init_params(&t->model);
     /* tied embeddings over pipeline stages: the last stage's zero-filled output copy becomes the

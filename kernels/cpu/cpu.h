@@ -216,6 +216,23 @@ void mc_cpu_attention_backward_f32(const mc_backend_t *be, float *dqkv, float *s
                                    float scale, const mc_dropout_t *d, int head_offset,
                                    int NH_full);
 
+/* attention_block.c: the context-parallel attention blocks (backend.h) */
+void mc_cpu_attention_block_forward_f32(const mc_backend_t *be, float *out, float *lse,
+                                        float *scratch, const float *qkv, const float *kv, int Sq,
+                                        int Sk, int B, int NH, int NG, int HD, int q_pos, int k_pos,
+                                        int S_full, int mask, float scale, const mc_dropout_t *d,
+                                        int head_offset, int NH_full);
+void mc_cpu_attention_block_backward_f32(const mc_backend_t *be, float *dq, float *dkv,
+                                         float *scratch, const float *dout, const float *qkv,
+                                         const float *kv, const float *out, const float *lse,
+                                         int Sq, int Sk, int B, int NH, int NG, int HD, int q_pos,
+                                         int k_pos, int S_full, int mask, float scale,
+                                         const mc_dropout_t *d, int head_offset, int NH_full);
+void mc_cpu_attention_lse_merge(const mc_backend_t *be, float *out, float *lse, const float *part,
+                                const float *part_lse, long rows, int NH, int HD);
+void mc_cpu_attention_block_sizes(const mc_backend_t *be, mc_dtype_t dt, int Sq, int Sk, int B,
+                                  int NH, int HD, size_t *fwd_scratch, size_t *bwd_scratch);
+
 /* cross_entropy.c */
 void mc_cpu_ce_max_f32(const mc_backend_t *be, float *rowmax, const float *logits, int N, int V);
 void mc_cpu_ce_sums_f32(const mc_backend_t *be, float *sumexp, float *target_logit,
@@ -324,6 +341,19 @@ void mc_cpu_attention_backward(const mc_backend_t *be, mc_dtype_t dt, void *dqkv
                                const void *state, int S, int B, int NH, int NG, int HD,
                                const int32_t *segments, float scale, const mc_dropout_t *d,
                                int head_offset, int NH_full);
+void mc_cpu_attention_block_forward(const mc_backend_t *be, mc_dtype_t dt, float *out, float *lse,
+                                    void *scratch, const void *qkv, const void *kv, int Sq, int Sk,
+                                    int B, int NH, int NG, int HD, int q_pos, int k_pos, int S_full,
+                                    int mask, float scale, const mc_dropout_t *d, int head_offset,
+                                    int NH_full);
+void mc_cpu_attention_block_backward(const mc_backend_t *be, mc_dtype_t dt, float *dq, float *dkv,
+                                     void *scratch, const void *dout, const void *qkv,
+                                     const void *kv, const void *out, const float *lse, int Sq,
+                                     int Sk, int B, int NH, int NG, int HD, int q_pos, int k_pos,
+                                     int S_full, int mask, float scale, const mc_dropout_t *d,
+                                     int head_offset, int NH_full);
+void mc_cpu_copy_2d(const mc_backend_t *be, void *dst, mc_dtype_t ddt, long ld_dst, const void *src,
+                    mc_dtype_t sdt, long ld_src, long rows, long cols);
 void mc_cpu_ce_max(const mc_backend_t *be, mc_dtype_t dt, float *rowmax, const void *logits, int N,
                    int V);
 void mc_cpu_ce_sums(const mc_backend_t *be, mc_dtype_t dt, float *sumexp, float *target_logit,

@@ -341,6 +341,43 @@ void mc_cpu_attention_backward(const mc_backend_t *be, mc_dtype_t dt, void *dqkv
     put(dqkv, dt, dq, nq);
 }
 
+/* The context-parallel attention blocks: 16-bit queries, keys, values, outputs and their
+ * gradients converted to fp32; the statistics and accumulators are fp32 already. */
+void mc_cpu_attention_block_forward(const mc_backend_t *be, mc_dtype_t dt, float *out, float *lse,
+                                    void *scratch, const void *qkv, const void *kv, int Sq, int Sk,
+                                    int B, int NH, int NG, int HD, int q_pos, int k_pos, int S_full,
+                                    int mask, float scale, const mc_dropout_t *d, int head_offset,
+                                    int NH_full)
+{
+    const long nq = (long)Sq * B * mc_cpu_qkv_width(NH, NG, HD), nkv = 2L * Sk * B * NG * HD;
+    mc_cpu_attention_block_forward_f32(be, out, lse, scratch, in32(0, qkv, dt, nq),
+                                       in32(1, kv, dt, nkv), Sq, Sk, B, NH, NG, HD, q_pos, k_pos,
+                                       S_full, mask, scale, d, head_offset, NH_full);
+}
+
+void mc_cpu_attention_block_backward(const mc_backend_t *be, mc_dtype_t dt, float *dq, float *dkv,
+                                     void *scratch, const void *dout, const void *qkv,
+                                     const void *kv, const void *out, const float *lse, int Sq,
+                                     int Sk, int B, int NH, int NG, int HD, int q_pos, int k_pos,
+                                     int S_full, int mask, float scale, const mc_dropout_t *d,
+                                     int head_offset, int NH_full)
+{
+    const long nq = (long)Sq * B * mc_cpu_qkv_width(NH, NG, HD), nkv = 2L * Sk * B * NG * HD;
+    const long no = (long)Sq * B * NH * HD;
+    mc_cpu_attention_block_backward_f32(be, dq, dkv, scratch, in32(0, dout, dt, no),
+                                        in32(1, qkv, dt, nq), in32(2, kv, dt, nkv),
+                                        in32(3, out, dt, no), lse, Sq, Sk, B, NH, NG, HD, q_pos,
+                                        k_pos, S_full, mask, scale, d, head_offset, NH_full);
+}
+
+void mc_cpu_copy_2d(const mc_backend_t *be, void *dst, mc_dtype_t ddt, long ld_dst, const void *src,
+                    mc_dtype_t sdt, long ld_src, long rows, long cols)
+{
+    (void)be;
+    for (long r = 0; r < rows; r++)
+        mc_convert(mc_elem(dst, ddt, r * ld_dst), ddt, mc_celem(src, sdt, r * ld_src), sdt, cols);
+}
+
 void mc_cpu_ce_max(const mc_backend_t *be, mc_dtype_t dt, float *rowmax, const void *logits, int N,
                    int V)
 {

@@ -11,6 +11,7 @@
 
 extern "C" {
 #include "base/error.h"
+#include "kernels/device.h"
 #include "kernels/memstats.h"
 }
 
@@ -215,6 +216,11 @@ extern "C" const mc_backend_t *mc_backend_cuda(int device, char *err, size_t n)
     b.attention_forward = mc_cuda_attention_forward;
     b.attention_backward = mc_cuda_attention_backward;
     b.attention_sizes = mc_cuda_attention_sizes;
+    b.attention_block_forward = mc_cuda_attention_block_forward;
+    b.attention_lse_merge = mc_cuda_attention_lse_merge;
+    b.attention_block_backward = mc_cuda_attention_block_backward;
+    b.attention_block_sizes = mc_cuda_attention_block_sizes;
+    b.copy_2d = mc_cuda_copy_2d;
     b.ce_max = mc_cuda_ce_max;
     b.ce_sums = mc_cuda_ce_sums;
     b.ce_loss = mc_cuda_ce_loss;

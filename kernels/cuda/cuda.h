@@ -225,6 +225,24 @@ double mc_cuda_sumsq(const mc_backend_t *be, mc_dtype_t dt, const void *x, long 
 long mc_cuda_count_zeros(const mc_backend_t *be, mc_dtype_t dt, const void *x, long n);
 int mc_cuda_has_nonfinite(const mc_backend_t *be, mc_dtype_t dt, const void *x, long n);
 
+// attention_cp.cu: context parallelism's attention blocks, their merge, and copy_2d (their sizes
+// are kernels/device.c's mc_cuda_attention_block_sizes, which plans use without a GPU)
+void mc_cuda_attention_block_forward(const mc_backend_t *be, mc_dtype_t dt, float *out, float *lse,
+                                     void *scratch, const void *qkv, const void *kv, int Sq, int Sk,
+                                     int B, int NH, int NG, int HD, int q_pos, int k_pos,
+                                     int S_full, int mask, float scale, const mc_dropout_t *d,
+                                     int head_offset, int NH_full);
+void mc_cuda_attention_block_backward(const mc_backend_t *be, mc_dtype_t dt, float *dq, float *dkv,
+                                      void *scratch, const void *dout, const void *qkv,
+                                      const void *kv, const void *out, const float *lse, int Sq,
+                                      int Sk, int B, int NH, int NG, int HD, int q_pos, int k_pos,
+                                      int S_full, int mask, float scale, const mc_dropout_t *d,
+                                      int head_offset, int NH_full);
+void mc_cuda_attention_lse_merge(const mc_backend_t *be, float *out, float *lse, const float *part,
+                                 const float *part_lse, long rows, int NH, int HD);
+void mc_cuda_copy_2d(const mc_backend_t *be, void *dst, mc_dtype_t ddt, long ld_dst,
+                     const void *src, mc_dtype_t sdt, long ld_src, long rows, long cols);
+
 // adam.cu
 void mc_cuda_adam_step(const mc_backend_t *be, const mc_adam_tensor_t *t, int count,
                        mc_dtype_t model_dt, float lr, float beta1, float beta2, float eps,

@@ -23,8 +23,9 @@
 # fp16 starts from a loss scale of 4096 (2^32 skips the first steps, which then log no loss).
 # Data: --mock-data and the null tokenizer with 512 tokens (the GPT-2 files' 50257 made a run
 # about 8 times slower); paths for saving, loading, caches and tensorboard in a temporary
-# directory. Context and expert parallelism are dropped with the parallel sizes, as is
-# --rampup-batch-size (its batches exceed the tiny global batch).
+# directory. Context parallelism stays in the parallel run (tp and pp halve first); expert
+# parallelism is dropped with the parallel sizes, as is --rampup-batch-size (its batches exceed
+# the tiny global batch).
 source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/mpi.sh"
 
@@ -154,6 +155,7 @@ shrink() {
     gbs=2
     if [ "$mode" = parallel ]; then
         SARGS+=(--tensor-model-parallel-size "$tp" --pipeline-model-parallel-size "$pp")
+        [ "${CPS:-1}" -gt 1 ] && SARGS+=(--context-parallel-size "$CPS")
         [ "$pp" -gt 2 ] && gbs=$pp
     fi
     SARGS+=(--num-layers "$layers" --hidden-size 64 --num-attention-heads 4 --seq-length 64
@@ -268,23 +270,29 @@ for file in "$RECIPE_DIR"/*.args; do
     start one "$name shrunk${ref:+ without $ref} trains 3 iterations on one rank" single 1
     parallel=""
     tp=$(value_of --tensor-model-parallel-size) pp=$(value_of --pipeline-model-parallel-size)
-    tp=${tp:-1} pp=${pp:-1}
-    if [ "$tp" -gt 1 ] || [ "$pp" -gt 1 ]; then
-        while [ $((tp * pp)) -gt 4 ]; do
-            if [ "$pp" -ge "$tp" ]; then pp=$((pp / 2)); else tp=$((tp / 2)); fi
+    CPS=$(value_of --context-parallel-size)
+    tp=${tp:-1} pp=${pp:-1} CPS=${CPS:-1}
+    [[ " $ref " == *" --context-parallel-size"* ]] && CPS=1
+    if [ "$tp" -gt 1 ] || [ "$pp" -gt 1 ] || [ "$CPS" -gt 1 ]; then
+        while [ $((tp * pp * CPS)) -gt 4 ]; do
+            if [ "$pp" -ge "$tp" ] && [ "$pp" -gt 1 ]; then pp=$((pp / 2))
+            elif [ "$tp" -gt 1 ]; then tp=$((tp / 2))
+            else CPS=$((CPS / 2)); fi
         done
+        np=$((tp * pp * CPS)) cpw=""
+        [ "$CPS" -gt 1 ] && cpw=" cp $CPS"
         if ! have_mpirun; then
             parallel="skip"
         else
             shrink parallel "$tp" "$pp" "$RUN_DIR" "$ref"
-            start mp "$name shrunk at tp $tp pp $pp trains 3 iterations on $((tp * pp)) ranks" parallel $((tp * pp))
+            start mp "$name shrunk at tp $tp pp $pp$cpw trains 3 iterations on $np ranks" parallel $np
             parallel="run"
         fi
     fi
     finish one
     case $parallel in
     run) finish mp ;;
-    skip) skip "$name shrunk at tp $tp pp $pp" "mpirun is not installed (scripts/install-deps.sh installs OpenMPI)" ;;
+    skip) skip "$name shrunk at tp $tp pp $pp$cpw" "mpirun is not installed (scripts/install-deps.sh installs OpenMPI)" ;;
     esac
     rm -rf "$RUN_DIR"
 done
