@@ -24,8 +24,8 @@ constexpr size_t H100_MEMORY = 80ull << 30;    // bytes of device memory
 constexpr size_t H100_SMEM_DEFAULT = 48 << 10; // dynamic shared memory per block without a grant
 constexpr size_t H100_SMEM_OPTIN = 232448;     // the most cudaFuncSetAttribute may grant (227 KiB)
 
-// ---- handles (streams, events, cuBLASLt objects): the live ones and their kinds ----
-enum HandleKind { H_STREAM = 1, H_EVENT, H_LT_HANDLE, H_LT_DESC, H_LT_LAYOUT, H_LT_PREF };
+// ---- handles (streams, events, cuBLASLt objects, cuDNN handles): the live ones and their kinds ----
+enum HandleKind { H_STREAM = 1, H_EVENT, H_LT_HANDLE, H_LT_DESC, H_LT_LAYOUT, H_LT_PREF, H_DNN_HANDLE };
 void handle_add(const void *h, HandleKind kind);
 bool handle_live(const void *h, HandleKind kind);
 // False (nothing removed) unless h is live with that kind.
