@@ -232,8 +232,11 @@ struct mc_backend {
      * out: [s, b, NH*HD] (head-major within a row: column = head*HD + d).
      * state: what the backward needs besides qkv and out, of attention_sizes' state_bytes: the
      * CPU backend keeps the softmax probabilities [b, NH, s, s] (type dt) before dropout, a fused
-     * (flash) kernel only the softmax statistics. Masked scores are -10000 before the softmax,
-     * as in Megatron's attention_mask_func.
+     * (flash) kernel only the softmax statistics (cuDNN: each query row's log-sum-exp, fp32
+     * [b, NH, s]). scratch: attention_sizes' scratch_bytes of memory the op may use while it
+     * runs (a library's workspace; the CPU's forward uses none), free again when it returns.
+     * Masked scores are -10000 before the softmax, as in Megatron's attention_mask_func (cuDNN's
+     * are -inf: the two differ only where a row's every unmasked score is below -10000).
      * Dropout on the probabilities uses d (site ATTN_PROBS) over the full [NH_full, s, s] per
      * sample: head_offset/NH_full place this rank's heads.
      * segments (Megatron's --reset-attention-mask): NULL = plain causal attention; else a [b, s]
@@ -241,9 +244,11 @@ struct mc_backend {
      * row b attends key j iff j <= i and segments[b*S + j] == segments[b*S + i]. Every masked
      * score (either kind) is exactly -10000 before the softmax and gets no gradient.
      * All-equal segments give results bit-identical to NULL.
-     * scale = 1/sqrt(HD). */
+     * scale = 1/sqrt(HD) (Megatron's softmax scale; --apply-query-key-layer-scaling divides the
+     * scores by the layer number and multiplies them back inside the softmax, which computed in
+     * fp32 is the same scale, and Transformer Engine's fused and flash attention ignore it). */
     void (*attention_forward)(const mc_backend_t *be, mc_dtype_t dt, void *out, void *state,
-                              const void *qkv, int S, int B, int NH, int NG, int HD,
+                              void *scratch, const void *qkv, int S, int B, int NH, int NG, int HD,
                               const int32_t *segments, float scale, const mc_dropout_t *d,
                               int head_offset, int NH_full);
     /* dqkv (overwritten; a key or value head gets the sum over its group's query heads) from
@@ -253,7 +258,9 @@ struct mc_backend {
                                const void *state, int S, int B, int NH, int NG, int HD,
                                const int32_t *segments, float scale, const mc_dropout_t *d,
                                int head_offset, int NH_full);
-    /* Bytes of the forward's saved state and of the backward's scratch for these sizes. */
+    /* Bytes of the forward's saved state and of the scratch (forward and backward) for these
+     * sizes, with the implementation the backend chose for the run's shapes at start-up
+     * (kernels/device.h, mc_backend_attention_setup). */
     void (*attention_sizes)(const mc_backend_t *be, mc_dtype_t dt, int S, int B, int NH, int HD,
                             size_t *state_bytes, size_t *scratch_bytes);
 

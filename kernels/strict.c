@@ -365,14 +365,14 @@ static void s_dropout_backward(const mc_backend_t *be, mc_dtype_t dt, void *dx, 
 }
 
 static void s_attention_forward(const mc_backend_t *be, mc_dtype_t dt, void *out, void *state,
-                                const void *qkv, int S, int B, int NH, int NG, int HD,
-                                const int32_t *segments, float scale, const mc_dropout_t *d,
+                                void *scratch, const void *qkv, int S, int B, int NH, int NG,
+                                int HD, const int32_t *segments, float scale, const mc_dropout_t *d,
                                 int head_offset, int NH_full)
 {
     (void)be;
     host_only(d, "attention_forward's dropout key");
-    cpu()->attention_forward(cpu(), dt, D(out), D(state), D(qkv), S, B, NH, NG, HD, D(segments),
-                             scale, d, head_offset, NH_full);
+    cpu()->attention_forward(cpu(), dt, D(out), D(state), D(scratch), D(qkv), S, B, NH, NG, HD,
+                             D(segments), scale, d, head_offset, NH_full);
 }
 
 static void s_attention_backward(const mc_backend_t *be, mc_dtype_t dt, void *dqkv, void *scratch,

@@ -591,8 +591,9 @@ static void forward_layer(mc_gpt_t *m, int j, uint32_t iteration, bool training,
                             w->kln_w, w->kln_b, N, t.groups, NH / t.groups, HD, c->eps, c->rms);
     rope(m, &t, a->qkv, B, 0); /* the saved qkv holds the rotated queries and keys */
     d = dropout_site(m, iteration, layer_no, MC_DROPOUT_SITE_ATTN_PROBS, sl->sample0, ap);
-    be->attention_forward(be, dt, a->attn, a->attn_state, a->qkv, S, B, NH, t.groups, HD,
-                          sl->segments, 1.0f / sqrtf((float)HD), &d, t.head_start, c->heads);
+    be->attention_forward(be, dt, a->attn, a->attn_state, m->attn_scratch, a->qkv, S, B, NH,
+                          t.groups, HD, sl->segments, 1.0f / sqrtf((float)HD), &d, t.head_start,
+                          c->heads);
     be->linear_forward(be, dt, m->tmp_h, a->attn, w->proj_w, bias_here ? w->proj_b : NULL, N, A, H);
     void *y = tp_sum(m, &t, m->tmp_h, m->dtmp_h, NL); /* dtmp_h: free in forward */
     d = dropout_site(m, iteration, layer_no, MC_DROPOUT_SITE_ATTN_OUT, sl->sample0, hp);
@@ -690,8 +691,9 @@ static void backward_layer(mc_gpt_t *m, int j, uint32_t iteration)
      * the backward then reads as the forward's output) */
     const void *attn_out = a->attn;
     if (c->recompute == MC_RECOMPUTE_SELECTIVE) {
-        be->attention_forward(be, dt, m->dtmp_h, a->attn_state, a->qkv, S, B, NH, t.groups, HD,
-                              sl->segments, 1.0f / sqrtf((float)HD), &d, t.head_start, c->heads);
+        be->attention_forward(be, dt, m->dtmp_h, a->attn_state, m->attn_scratch, a->qkv, S, B, NH,
+                              t.groups, HD, sl->segments, 1.0f / sqrtf((float)HD), &d, t.head_start,
+                              c->heads);
         attn_out = m->dtmp_h;
     }
     be->attention_backward(be, dt, m->d_qkv, m->attn_scratch, m->tmp_h, a->qkv, attn_out,

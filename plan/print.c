@@ -4,6 +4,8 @@
 #include "plan/plan.h"
 
 #include <math.h>
+
+#include "kernels/device.h"
 #include <string.h>
 
 static void line_s(FILE *out, const char *name, double s, const char *note)
@@ -62,6 +64,7 @@ void mc_plan_print(FILE *out, const mc_args_t *a, const mc_cluster_t *cl, const 
         fprintf(out, " (vpp %d)", a->virtual_pipeline_model_parallel_size);
     fprintf(out, ", dp %d, micro batch %d, %d microbatches per iteration\n", a->data_parallel_size,
             a->micro_batch_size, t->microbatches);
+    fprintf(out, "> attention: %s\n", mc_backend_attention_line(mc_backend_sizing(device)));
     const double total = mc_memory_plan_print(out, a, mem, device);
     const double usable = (g->memory_gb - MC_PLAN_RESERVED_GB) * 1e9;
     fprintf(out,

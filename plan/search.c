@@ -21,7 +21,11 @@ static const char *const RECOMPUTE[] = {"", "selective", "full"};
 
 double mc_plan_memory(const mc_args_t *args, const char *device, mc_memory_plan_t *out)
 {
-    mc_trainer_memory(args, mc_backend_sizing(device), out);
+    const mc_backend_t *be = mc_backend_sizing(device);
+    mc_attention_spec_t attention; /* the implementation the run would choose sizes its scratch */
+    mc_attention_spec_from_args(args, &attention);
+    mc_backend_attention_setup(be, &attention, NULL, 0);
+    mc_trainer_memory(args, be, out);
     return out->params + out->grads + out->optimizer + out->activations + out->workspace;
 }
 

@@ -234,6 +234,7 @@ static void print_startup(const mc_trainer_t *t, const mc_memory_plan_t *plan, c
                t->microbatches.current_global_batch_size);
     }
     printf("> device: %s\n", why);
+    printf("> attention: %s\n", mc_backend_attention_line(t->be));
     bool nccl = strcmp(a->distributed_backend, "nccl") == 0,
          cuda = strcmp(t->be->name, "cuda") == 0;
     if (t->comm->size > 1)
@@ -588,6 +589,9 @@ static mc_trainer_t *start_trainer(mc_args_t *args)
     mc_signals_init(args->exit_signal_handler ? mc_signal_number(args->exit_signal) : 0);
     const mc_backend_t *be = mc_backend_select(args->device, args->cpu_threads,
                                                rt ? rt->local_rank : 0, why, sizeof(why));
+    mc_attention_spec_t attention; /* before the memory plan: the choice sizes its scratch */
+    mc_attention_spec_from_args(args, &attention);
+    mc_backend_attention_setup(be, &attention, NULL, 0);
     mc_memory_plan_t plan; /* sized once: checked, and logged at start-up */
     mc_trainer_memory(args, be, &plan);
     char where[64];

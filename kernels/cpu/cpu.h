@@ -316,7 +316,7 @@ void mc_cpu_dropout_backward(const mc_backend_t *be, mc_dtype_t dt, void *dx, co
 void mc_cpu_attention_sizes(const mc_backend_t *be, mc_dtype_t dt, int S, int B, int NH, int HD,
                             size_t *state_bytes, size_t *scratch_bytes);
 void mc_cpu_attention_forward(const mc_backend_t *be, mc_dtype_t dt, void *out, void *state,
-                              const void *qkv, int S, int B, int NH, int NG, int HD,
+                              void *scratch, const void *qkv, int S, int B, int NH, int NG, int HD,
                               const int32_t *segments, float scale, const mc_dropout_t *d,
                               int head_offset, int NH_full);
 void mc_cpu_attention_backward(const mc_backend_t *be, mc_dtype_t dt, void *dqkv, void *scratch,

@@ -312,10 +312,11 @@ void mc_cpu_attention_sizes(const mc_backend_t *be, mc_dtype_t dt, int S, int B,
 }
 
 void mc_cpu_attention_forward(const mc_backend_t *be, mc_dtype_t dt, void *out, void *state,
-                              const void *qkv, int S, int B, int NH, int NG, int HD,
+                              void *scratch, const void *qkv, int S, int B, int NH, int NG, int HD,
                               const int32_t *segments, float scale, const mc_dropout_t *d,
                               int head_offset, int NH_full)
 {
+    (void)scratch; /* the CPU's forward needs none */
     const long no = (long)S * B * NH * HD, np = (long)B * NH * S * S;
     const long nq = (long)S * B * mc_cpu_qkv_width(NH, NG, HD);
     float *o = out32(0, out, dt, no, false), *p = out32(1, state, dt, np, false);
