@@ -338,23 +338,27 @@ static const char *elem(const void *base, int64_t off, mc_dtype_t dt)
     return (const char *)base + off * (int64_t)mc_dtype_size(dt);
 }
 
-void mc_cudnn_sdpa_forward(const mc_backend_t *be, const mc_sdpa_plans *p, const mc_sdpa_call &c)
+// The scratch layout of a call of the plans' key.
+static mc_attention_scratch_t scratch_of(const mc_sdpa_plans *p)
 {
     const mc_sdpa_key &k = p->key;
-    const Views v = views_of(k);
     mc_attention_spec_t s = {};
     s.dt = k.dt, s.S = k.S, s.NH = k.NH, s.NG = k.NG, s.HD = k.HD;
     mc_attention_scratch_t sc;
     mc_attention_cudnn_scratch(&s, k.B, mc_cudnn_sdpa_workspace(p), &sc);
+    return sc;
+}
+
+void mc_cudnn_sdpa_forward(const mc_backend_t *be, const mc_sdpa_plans *p, const mc_sdpa_call &c)
+{
+    const mc_sdpa_key &k = p->key;
+    const Views v = views_of(k);
+    const mc_attention_scratch_t sc = scratch_of(p);
     float scale = c.scale, ninf = -INFINITY, dscale = k.p > 0 ? 1.0f / (1.0f - k.p) : 1.0f;
+    void *q = (void *)c.q, *kt = (void *)elem(c.qkv, v.kt.off, k.dt);
     std::vector<int64_t> uids = {U_Q, U_KT, U_V, U_O, U_STATS, U_SCALE, U_NINF};
-    std::vector<void *> ptrs = {(void *)c.q,
-                                (void *)elem(c.qkv, v.kt.off, k.dt),
-                                (void *)elem(c.qkv, v.v.off, k.dt),
-                                c.out,
-                                c.stats,
-                                &scale,
-                                &ninf};
+    std::vector<void *> ptrs = {q,      kt,   (void *)elem(c.qkv, v.v.off, k.dt), c.out, c.stats,
+                                &scale, &ninf};
     if (k.p > 0) {
         char *rng = (char *)put_rng(be, c, sc.rng);
         uids.insert(uids.end(), {U_DSCALE, U_SEED, U_OFFSET});
@@ -367,20 +371,19 @@ void mc_cudnn_sdpa_backward(const mc_backend_t *be, const mc_sdpa_plans *p, cons
 {
     const mc_sdpa_key &k = p->key;
     const Views v = views_of(k);
-    mc_attention_spec_t s = {};
-    s.dt = k.dt, s.S = k.S, s.NH = k.NH, s.NG = k.NG, s.HD = k.HD;
-    mc_attention_scratch_t sc;
-    mc_attention_cudnn_scratch(&s, k.B, mc_cudnn_sdpa_workspace(p), &sc);
-    float scale = c.scale, ninf = -INFINITY, dscale = k.p > 0 ? 1.0f / (1.0f - k.p) : 1.0f,
-          inv = 1.0f - k.p;
+    const mc_attention_scratch_t sc = scratch_of(p);
+    float scale = c.scale, ninf = -INFINITY, inv = 1.0f - k.p;
+    float dscale = k.p > 0 ? 1.0f / (1.0f - k.p) : 1.0f;
+    void *q = (void *)c.q, *kt = (void *)elem(c.qkv, v.kt.off, k.dt);
+    const float *stats = c.stats; // the forward's log-sum-exp of each row
     std::vector<int64_t> uids = {U_Q,    U_KT,         U_VT,  U_O,  U_DO, U_STATS, U_SCALE,
                                  U_NINF, U_DSCALE_INV, U_SUM, U_DQ, U_DK, U_DV};
-    std::vector<void *> ptrs = {(void *)c.q,
-                                (void *)elem(c.qkv, v.kt.off, k.dt),
+    std::vector<void *> ptrs = {q,
+                                kt,
                                 (void *)elem(c.qkv, v.vt.off, k.dt),
                                 c.out,
                                 (void *)c.dout,
-                                c.stats,
+                                (void *)stats,
                                 &scale,
                                 &ninf,
                                 &inv,

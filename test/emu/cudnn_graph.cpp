@@ -14,8 +14,9 @@
 //    a multiple of 8 and at most 256, query heads a multiple of the key and value heads (GQA and
 //    MQA) (NOT_SUPPORTED_SHAPE), the head dim contiguous (stride 1) and every other stride a
 //    multiple of 16 bytes, as [F]'s BHSD, BSHD and interleaved layouts are
-//    (NOT_SUPPORTED_LAYOUT); the statistics in memory (Stats, the dO.O row sums: [b, h, s, 1])
-//    fp32 (NOT_SUPPORTED_DATA_TYPE). Every other tensor in memory is one of the first kind.
+//    (NOT_SUPPORTED_LAYOUT); the statistics in memory (Stats, the dO.O row sums: [b, h, s, 1]
+//    tensors that are no matmul's operand) fp32 (NOT_SUPPORTED_DATA_TYPE). Every other tensor in
+//    memory is one of the first kind.
 //  - Shapes: pointwise inputs equal to the output or broadcast (1) per dimension; matmul
 //    [.., M, K] x [.., K, N] -> [.., M, N] with batch dimensions equal, 1, or a divisor of the
 //    result's (grouped-query attention: query head h reads key head h / (h_q / h_k), [F]'s
@@ -200,14 +201,18 @@ cudnnStatus_t support_ok(const Graph &g, std::string *why)
         return CUDNN_STATUS_NOT_SUPPORTED_SHAPE;
     }
     dt = qk->in[0].dt;
+    std::map<int64_t, bool> operand; // the matmuls' operands and results
+    for (const Op &o : g.ops)
+        if (o.kind == OP_MATMUL)
+            operand[o.in[0].uid] = operand[o.in[1].uid] = operand[o.out.uid] = true;
     for (const Op &o : g.ops) {
         std::vector<const Tensor *> ts = {&o.out};
         for (const Tensor &t : o.in) ts.push_back(&t);
         for (const Tensor *t : ts) {
             if (t->virt || t->by_value || t->dt == CUDNN_DATA_INT64)
                 continue; // RNG seed and offset
-            if (t->dims.size() == 4 &&
-                t->dims[3] == 1) { // the statistics: Stats, the dO.O row sums
+            if (!operand.count(t->uid) && t->dims.size() == 4 &&
+                t->dims[3] == 1) { // Stats, dO.O sums
                 if (t->dt == CUDNN_DATA_FLOAT) continue;
                 snprintf(buf, sizeof(buf),
                          "tensor %lld (%s %s): the statistics are FLOAT [b, h, s, 1]",
@@ -404,15 +409,22 @@ Val run_op(const Op &o, const std::map<int64_t, Val> &vals, const std::map<int64
         }
     } else if (o.kind == OP_MATMUL) {
         const Val &a = vals.at(o.in[0].uid), &b = vals.at(o.in[1].uid);
-        const int64_t K = a.dims[n - 1];
-        for (int64_t i = 0; i < (int64_t)out.v.size(); i++) {
-            unravel(i, y.dims, idx);
-            const int64_t r = idx[n - 2], c = idx[n - 1];
-            float s = 0;
-            for (int64_t k = 0; k < K; k++)
-                s += a.v[(size_t)mm_source(idx, r, k, y.dims, a.dims)] *
-                     b.v[(size_t)mm_source(idx, k, c, y.dims, b.dims)];
-            out.v[(size_t)i] = s;
+        const int64_t M = y.dims[n - 2], N = y.dims[n - 1], K = a.dims[n - 1];
+        const int64_t batches = (int64_t)out.v.size() / (M * N);
+        std::vector<float> bt((size_t)(K * N));
+        for (int64_t bi = 0; bi < batches; bi++) {
+            unravel(bi * M * N, y.dims, idx);
+            const float *av = &a.v[(size_t)mm_source(idx, 0, 0, y.dims, a.dims)];
+            const float *bv = &b.v[(size_t)mm_source(idx, 0, 0, y.dims, b.dims)];
+            for (int64_t k = 0; k < K; k++) // B transposed, so each sum walks memory in order
+                for (int64_t c = 0; c < N; c++) bt[(size_t)(c * K + k)] = bv[k * N + c];
+            float *ov = &out.v[(size_t)(bi * M * N)];
+            for (int64_t r = 0; r < M; r++)
+                for (int64_t c = 0; c < N; c++) {
+                    float acc = 0;
+                    for (int64_t k = 0; k < K; k++) acc += av[r * K + k] * bt[(size_t)(c * K + k)];
+                    ov[r * N + c] = acc;
+                }
         }
     } else if (o.kind == OP_RNG) {
         uint64_t seed = (uint64_t)o.seed_value, off = 0;
