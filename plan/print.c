@@ -75,6 +75,7 @@ void mc_plan_print(FILE *out, const mc_args_t *a, const mc_cluster_t *cl, const 
     fprintf(out, "> time per iteration (the slowest stage; constants in plan/hw.c):\n");
     char note[160];
     line_s(out, "compute (GEMMs, attention, memory-bound)", t->compute, "");
+    line_s(out, "  of which core attention", t->attention, t->attn.what);
     snprintf(note, sizeof(note), "%d calls, %.0f bytes per GPU", t->tp_calls, t->tp_bytes);
     line_s(out, "tensor-parallel collectives", t->tp_comm, t->tp_calls ? note : "");
     snprintf(note, sizeof(note), "%.0f bytes per GPU", t->pp_bytes);

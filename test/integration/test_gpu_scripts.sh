@@ -121,7 +121,7 @@ check "bench.sh writes its logs and table to BENCH_LOGS (logs: $logs)" \
     bash -c "[ '$logs' = '$MC_TMP/bench-logs' ] && [ -s '$MC_TMP/bench-logs/table.md' ] && [ ! -e '$MC_TMP/out-kept' ]"
 num='[0-9]+ \| [0-9.]+ \| [0-9.]+%'
 check "bench.sh plumbing (BENCH_SMOKE, CPU): a markdown table with megatron-c's fastest micro batch per model (rc=$rc)" \
-    bash -c "[ $rc -eq 0 ] && grep -q '^| model | implementation | micro batch | tokens/s | TFLOP/s | MFU | peak memory |$' '$MC_TMP/bench' &&
+    bash -c "[ $rc -eq 0 ] && grep -q '^| model | implementation | micro batch | tokens/s | TFLOP/s | MFU | peak memory | plan.s tokens/s |$' '$MC_TMP/bench' &&
              [ \$(grep -cE '^\| (124M|350M) \([0-9]+ x [0-9]+, seq [0-9]+\) \| megatron-c \| [0-9]+ \| $num \|' '$MC_TMP/bench') -eq 2 ]"
 if $PY -c 'import torch' 2>/dev/null; then
     check "bench.sh runs the PyTorch peer in the same run (eager, on the CPU here)" \
@@ -143,14 +143,25 @@ else
     rc=$?
     bench_emu() {
         local d=$MC_TMP/bench-emu m
-        [ $rc -eq 0 ] && [ "$(grep -cE "^\| (124M|350M) \([0-9]+ x [0-9]+, seq [0-9]+\) \| megatron-c \| [0-9]+ \| $num \|" "$MC_TMP/bench-emu.out")" -eq 2 ] &&
+        [ $rc -eq 0 ] && [ "$(grep -cE "^\| (124M|350M) \([0-9]+ x [0-9]+, seq [0-9]+\) \| megatron-c \| [0-9]+ \| $num \| .* \| [0-9]+ \|$" "$MC_TMP/bench-emu.out")" -eq 2 ] &&
+            [ "$(grep -cE "^\| (124M|350M) \([0-9]+ x [0-9]+, seq [0-9]+\) \| megatron-c --attention-backend local \| [0-9]+ \| $num \| .* \| [0-9]+ \|$" "$MC_TMP/bench-emu.out")" -eq 2 ] &&
             [ "$(grep -l '^> device: cuda (.*(emulated)' "$d"/mc-*-mbs[0-9] | wc -l)" -ge 2 ] || return 1
         for m in 124M 350M; do
             [ "$(wc -l <"$d/$m.summary")" -eq 1 ] &&
-                grep -qE "^bench $m: megatron-c [0-9]+ tokens/s \(micro batch [0-9]+; megatron-c plan predicted [0-9]+ for h[12]00\); PyTorch eager[: ].*; llm.c: not run: .* \([0-9]+ s\)$" "$d/$m.summary" || return 1
+                grep -qE "^bench $m: megatron-c [0-9]+ tokens/s \(micro batch [0-9]+; megatron-c plan predicted [0-9]+ for h[12]00\); megatron-c --attention-backend local [0-9]+ tokens/s \(micro batch [0-9]+; megatron-c plan predicted [0-9]+; auto [0-9.]+x local\); PyTorch eager[: ].*; llm.c: not run: .* \([0-9]+ s\)$" "$d/$m.summary" || return 1
         done
     }
-    check "bench.sh on the emulated device (BENCH_DEVICE=emu): megatron-c --device cuda measured per model, a one-line summary each with megatron-c plan's prediction (rc=$rc)" bench_emu
+    check "bench.sh on the emulated device (BENCH_DEVICE=emu): megatron-c --device cuda measured per model with --attention-backend auto and local, the plan's tokens/s beside each, a one-line summary each with the plan's predictions and auto's ratio to local (rc=$rc)" bench_emu
+    bench_attention() { # every auto run on cuDNN, every local run on the project's kernels, and the plans alike
+        local d=$MC_TMP/bench-emu f
+        for f in "$d"/mc-*-mbs[0-9]; do grep -q '^> attention: cuDNN ' "$f" && grep -q '^> attention: cuDNN fused' "$f.plan" || return 1; done
+        for f in "$d"/mclocal-*-mbs[0-9]; do
+            grep -q "^> attention: the project's kernels: --attention-backend local" "$f" &&
+                grep -q "^> attention: the project's kernels" "$f.plan" || return 1
+        done
+        ls "$d"/mclocal-*-mbs[0-9] >/dev/null 2>&1
+    }
+    check "bench.sh on the emulated device: auto's runs and plans name cuDNN's fused attention, local's the project's kernels" bench_attention
     if $PY -c 'import torch' 2>/dev/null; then
         check "bench.sh on the emulated device: the PyTorch peer on the CPU, its ratio in the summary" \
             grep -qE '^bench 124M: .*; PyTorch eager [0-9]+ tokens/s \(megatron-c [0-9.]+x\);' "$MC_TMP/bench-emu/124M.summary"
