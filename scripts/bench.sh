@@ -90,7 +90,7 @@ if [ "$BENCH_DEVICE" != cuda ]; then # the plumbing only: tiny shapes, on the CP
     DEVICE=cpu VOCAB=1000 ITERS=12 LOG_INTERVAL=4 GPU=0
     if [ "$BENCH_DEVICE" = emu ]; then # ~1 s an emulated iteration at most
         SHAPE[124M]="2 32 4 32"; MBS[124M]="2 1"
-        SHAPE[350M]="2 48 4 32"; MBS[350M]="1"
+        SHAPE[350M]="2 48 6 32"; MBS[350M]="1" # head dim 8: cuDNN takes it
         DEVICE=cuda VOCAB=200 ITERS=8 ACCUM=2
     fi
     MODELS=${MODELS/1.3B/}; MODELS=${MODELS/2.7B/}

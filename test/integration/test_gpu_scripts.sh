@@ -25,21 +25,21 @@ closes() { # output rc counts [want-rc]: the closing line, the exit status
 CUDA_VISIBLE_DEVICES= MC_GPU_TEST_LOGS="$MC_TMP/none-logs" bash "$ROOT/scripts/gpu-test.sh" >"$MC_TMP/none" 2>&1
 rc=$?
 no_gpu_all() {
-    closes "$MC_TMP/none" $rc "0 passed, 0 failed, 16 skipped" &&
-        [ "$(grep -c '^ok [0-9]* - .* # SKIP no GPU$' "$MC_TMP/none")" -eq 16 ]
+    closes "$MC_TMP/none" $rc "0 passed, 0 failed, 21 skipped" &&
+        [ "$(grep -c '^ok [0-9]* - .* # SKIP no GPU$' "$MC_TMP/none")" -eq 21 ]
 }
-check "gpu-test.sh without a GPU: exit 0, all 16 checks of the 5 steps skipped (rc=$rc)" no_gpu_all
+check "gpu-test.sh without a GPU: exit 0, all 21 checks of the 5 steps skipped (rc=$rc)" no_gpu_all
 no_gpu_summaries() {
     local d=$MC_TMP/none-logs s
     for s in build ops sanitizer nccl; do summary_is "$d/$s.summary" $s "0 passed, 0 failed, 1 skipped" || return 1; done
-    summary_is "$d/train.summary" train "0 passed, 0 failed, 12 skipped" &&
-        summary_is "$d/all.summary" all "0 passed, 0 failed, 16 skipped"
+    summary_is "$d/train.summary" train "0 passed, 0 failed, 17 skipped" &&
+        summary_is "$d/all.summary" all "0 passed, 0 failed, 21 skipped"
 }
 check "gpu-test.sh without a GPU: a one-line summary per step and for all" no_gpu_summaries
 CUDA_VISIBLE_DEVICES= MC_GPU_TEST_LOGS="$MC_TMP/none-train" bash "$ROOT/scripts/gpu-test.sh" train >"$MC_TMP/none-train.out" 2>&1
 rc=$?
-check "gpu-test.sh train without a GPU: that step alone, its 12 checks skipped, exit 0 (rc=$rc)" \
-    bash -c "$(declare -f closes); closes '$MC_TMP/none-train.out' $rc '0 passed, 0 failed, 12 skipped' &&
+check "gpu-test.sh train without a GPU: that step alone, its 17 checks skipped, exit 0 (rc=$rc)" \
+    bash -c "$(declare -f closes); closes '$MC_TMP/none-train.out' $rc '0 passed, 0 failed, 17 skipped' &&
              [ \"\$(ls '$MC_TMP/none-train')\" = train.summary ]"
 bash "$ROOT/scripts/gpu-test.sh" bench >"$MC_TMP/bad-step" 2>&1
 rc=$?
@@ -86,9 +86,9 @@ else
     emu_step train emu-cut MC_GPU_TEST_ONLY=fp32 MC_GPU_TEST_BUDGET=22
     rc=$?
     cut_reported() {
-        closes "$MC_TMP/emu-cut.out" $rc "0 passed, 1 failed, 11 skipped" 1 &&
+        closes "$MC_TMP/emu-cut.out" $rc "0 passed, 1 failed, 16 skipped" 1 &&
             grep -qE "^not ok 1 - fp32: .*(cut at its limit of [12] s|no time left in the step's MC_GPU_TEST_BUDGET)" "$MC_TMP/emu-cut.out" &&
-            summary_is "$MC_TMP/emu-cut/train.summary" train "0 passed, 1 failed, 11 skipped"
+            summary_is "$MC_TMP/emu-cut/train.summary" train "0 passed, 1 failed, 16 skipped"
     }
     check "gpu-test.sh train, emulated: a run longer than the step's budget is cut and reported, summary written (rc=$rc)" cut_reported
     case $MC_EMU_BUILD in
