@@ -182,6 +182,20 @@ env_out=$(MC_KIT_TAR="$MC_TMP/kit.tar.gz" MC_KIT="$MC_TMP/kit" bash -c 'source "
     echo "$MC_KIT|$OPAL_PREFIX|$(mpirun)|$LD_LIBRARY_PATH|$NCCL_HOME"' _ "$ROOT" 2>&1 | tail -1)
 check "device-env.sh unpacks a kit and points MC_KIT, mpirun, Open MPI and the loader there ($env_out)" \
     bash -c "case '$env_out' in '$MC_TMP/kit|$MC_TMP/kit/usr|kit-mpirun|'*'$MC_TMP/kit/usr/lib/x86_64-linux-gnu:'*) true ;; *) false ;; esac"
+# cuDNN: a toolkit without it, and a stand-in nvidia-cudnn wheel on python3's path
+mkdir -p "$MC_TMP/nocudnn/include" "$MC_TMP/wheel/nvidia/cudnn/include" "$MC_TMP/wheel/nvidia/cudnn/lib"
+touch "$MC_TMP/wheel/nvidia/cudnn/include/cudnn_graph.h" "$MC_TMP/wheel/nvidia/cudnn/lib/libcudnn.so.9"
+cudnn_out=$(CUDA_HOME="$MC_TMP/nocudnn" NCCL_HOME=/usr/local/cuda PYTHONPATH="$MC_TMP/wheel" MC_KIT_TAR="$MC_TMP/kit.tar.gz" \
+    MC_KIT="$MC_TMP/kit" bash -c 'source "$1/scripts/device-env.sh" >/dev/null &&
+    echo "$CUDNN_HOME|$(readlink -f "$CUDNN_HOME/lib/libcudnn.so")|$(readlink -f "$CUDNN_HOME/include")|$LD_LIBRARY_PATH"' _ "$ROOT" 2>&1 | tail -1)
+check "device-env.sh finds cuDNN in python3's nvidia-cudnn wheel when the toolkit has none ($cudnn_out)" \
+    bash -c "case '$cudnn_out' in '$MC_TMP/kit/cudnn|$MC_TMP/wheel/nvidia/cudnn/lib/libcudnn.so.9|$MC_TMP/wheel/nvidia/cudnn/include|$MC_TMP/wheel/nvidia/cudnn/lib:'*) true ;; *) false ;; esac"
+rm -rf "$MC_TMP/wheel/nvidia/cudnn"
+CUDA_HOME="$MC_TMP/nocudnn" NCCL_HOME=/usr/local/cuda PYTHONPATH="$MC_TMP/wheel" MC_KIT_TAR="$MC_TMP/kit.tar.gz" \
+    MC_KIT="$MC_TMP/kit" bash -c 'source "$1/scripts/device-env.sh"; echo "rc=$? CUDNN_HOME=${CUDNN_HOME:-unset}"' _ "$ROOT" \
+    >"$MC_TMP/nocudnn.out" 2>&1
+check "device-env.sh without cuDNN anywhere: says the attention runs on the project's kernels, CUDNN_HOME unset, status 0" \
+    bash -c "grep -q 'no cuDNN .*the project.s kernels' '$MC_TMP/nocudnn.out' && grep -qx 'rc=0 CUDNN_HOME=unset' '$MC_TMP/nocudnn.out'"
 env_err=$(MC_KIT_TAR="$MC_TMP/none.tar.gz" MC_KIT="$MC_TMP/kit2" bash -c 'source "$1/scripts/device-env.sh"; echo "rc=$?"' _ "$ROOT" 2>&1)
 check "device-env.sh without a kit: one line naming it, status 1 ($env_err)" \
     bash -c "[ \$(printf '%s\n' '$env_err' | wc -l) -eq 2 ] && printf '%s' '$env_err' | grep -q 'no $MC_TMP/none.tar.gz' &&
