@@ -20,7 +20,8 @@ const mc_backend_t *mc_backend_select(const char *device, int cpu_threads, int l
  * backend ("cpu" or "cuda"), every other op NULL; it touches no device and exists in every
  * build. NULL for another name. */
 const mc_backend_t *mc_backend_sizing(const char *device);
-/* The fused (flash) attention's sizes, the CUDA backend's attention_sizes: the softmax row
+/* The project's fused attention kernels' sizes (kernels/cuda/attention.cu; the CUDA backend's
+ * attention_sizes when cuDNN does not run the shapes, and never less): the softmax row
  * statistics (max, sum) as state and one float per row (rowsum(dout * out)) as scratch. */
 void mc_flash_attention_sizes(const mc_backend_t *be, mc_dtype_t dt, int S, int B, int NH, int HD,
                               size_t *state_bytes, size_t *scratch_bytes);
