@@ -115,9 +115,12 @@ static gpu_result_t gpu_run(const mc_backend_t *be, const att_ref_t *r, const vo
     size_t state_bytes = 0, scratch_bytes = 0;
     mc_cuda_attention_sizes(be, c->dt, c->S, c->B, c->NH, c->HD, &state_bytes, &scratch_bytes);
     assert_true(state_bytes >= sizeof(float) * (size_t)rows);
-    unsigned char *nan = malloc(nq > no ? nq : no);
+    size_t most = nq > no ? nq : no;
+    most = most > state_bytes ? most : state_bytes;
+    most = most > scratch_bytes ? most : scratch_bytes;
+    unsigned char *nan = malloc(most);
     assert_non_null(nan);
-    memset(nan, 0xff, nq > no ? nq : no); /* all-ones: NaN in fp32, bf16 and fp16 */
+    memset(nan, 0xff, most); /* all-ones: NaN in fp32, bf16 and fp16 */
     void *qkv = upload(be, qkv_host, nq), *dout = upload(be, r->dout, no),
          *out = upload(be, nan, no);
     void *dqkv = upload(be, nan, nq), *state = upload(be, nan, state_bytes),
