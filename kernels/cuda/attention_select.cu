@@ -73,6 +73,7 @@ int64_t seed_of(const mc_dropout_t *d, int head_offset)
 }
 #endif
 
+#ifdef MC_WITH_CUDNN
 // Grouped-query attention's query heads between qkv's layout [s, b, ng (qpg + 2) hd] and a dense
 // [s, b, nh hd] (to_dense) or back; 16-bit elements, one thread per element.
 __global__ void att_query_heads(uint16_t *dense, uint16_t *qkv, long n, int NH, int QPG, int HD,
@@ -96,6 +97,7 @@ void query_heads(const mc_backend_t *be, void *dense, const void *qkv, int S, in
     ((uint16_t *)dense, (uint16_t *)qkv, n, NH, NH / NG, HD, to_dense);
     MC_CUDA_LAUNCHED();
 }
+#endif
 
 } // namespace
 
