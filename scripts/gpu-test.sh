@@ -9,8 +9,9 @@
 #             op tests, test_comm_nccl_gpu). A newer nvcc's new warnings are not fatal there: they
 #             are counted in the summary and listed in nvcc-warnings.log. Later steps use the build
 #             as it is (MC_GPU_TEST_NO_BUILD=1 skips this one);
-#  ops        every GPU op test (test_gpu_*: each CUDA op against the CPU op); where the device
-#             exists a skipped op test is a failure;
+#  ops        every GPU op test (test_gpu_*: each CUDA op against the CPU op, cuDNN's fused
+#             attention included: test_gpu_attention_cudnn); where the device exists a skipped op
+#             test is a failure;
 #  train      1. fp32: 24 iterations (dropout on) on the device give the CPU run's lm losses within
 #                1e-4 relative. TF32 is off (NVIDIA_TF32_OVERRIDE=0): this compares fp32 with fp32;
 #             2. bf16 on the device tracks the device's fp32 loss curve within 1% relative per
