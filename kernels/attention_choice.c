@@ -18,6 +18,17 @@ const char *mc_attention_backend_name(mc_attention_backend_t b)
     return (unsigned)b < sizeof(NAMES) / sizeof(NAMES[0]) ? NAMES[b] : "?";
 }
 
+int mc_attention_backend_megatron(mc_attention_backend_t b)
+{
+    return b == MC_ATTENTION_AUTO ? 5 : (int)b;
+}
+
+int mc_attention_backend_of_megatron(int value)
+{
+    if (value == 5) return MC_ATTENTION_AUTO;
+    return value >= MC_ATTENTION_FLASH && value <= MC_ATTENTION_LOCAL ? value : -1;
+}
+
 void mc_attention_spec_from_args(const mc_args_t *a, mc_attention_spec_t *s)
 {
     memset(s, 0, sizeof(*s));

@@ -37,6 +37,10 @@ typedef struct {
 /* "auto" ... "local"; MC_ATTENTION_AUTO for an unknown name (the flag table allows only these). */
 mc_attention_backend_t mc_attention_backend_of(const char *name);
 const char *mc_attention_backend_name(mc_attention_backend_t b);
+/* The value of Megatron's AttnBackend member (flash 1, fused 2, unfused 3, local 4, auto 5: the
+ * enum its checkpoints pickle), and the choice of one (-1 for no member). */
+int mc_attention_backend_megatron(mc_attention_backend_t b);
+int mc_attention_backend_of_megatron(int value);
 /* The run's attention from validated arguments. */
 void mc_attention_spec_from_args(const mc_args_t *a, mc_attention_spec_t *s);
 
