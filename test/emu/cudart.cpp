@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include <cuda_profiler_api.h>
 
@@ -27,6 +28,20 @@ cudaError_t destroy(void *p, HandleKind kind)
     if (!handle_remove(p, kind)) return cudaErrorInvalidResourceHandle;
     delete (char *)p;
     return cudaSuccess;
+}
+
+// An event: when it was last recorded, on the emulator's clock (the host's monotonic one: work runs
+// when it is issued, so the time between two records is the time of the work between them).
+struct Event {
+    double t;
+    bool recorded, timing;
+};
+
+double now_ms()
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec * 1e-6;
 }
 
 // The legacy (0) and per-thread default streams are streams too.
@@ -218,13 +233,42 @@ cudaError_t cudaStreamCreate(cudaStream_t *s) { return ret(make(s, H_STREAM)); }
 cudaError_t cudaStreamDestroy(cudaStream_t s) { return ret(destroy((void *)s, H_STREAM)); }
 cudaError_t cudaStreamSynchronize(cudaStream_t s) { return valid_stream(s) ? cudaSuccess : ret(cudaErrorInvalidResourceHandle); }
 cudaError_t cudaDeviceSynchronize(void) { return cudaSuccess; }
-cudaError_t cudaEventCreateWithFlags(cudaEvent_t *e, unsigned int) { return ret(make(e, H_EVENT)); }
-cudaError_t cudaEventCreate(cudaEvent_t *e) { return ret(make(e, H_EVENT)); }
-cudaError_t cudaEventDestroy(cudaEvent_t e) { return ret(destroy((void *)e, H_EVENT)); }
+cudaError_t cudaEventCreateWithFlags(cudaEvent_t *e, unsigned int flags)
+{
+    if (!e) return ret(cudaErrorInvalidValue);
+    Event *ev = new Event{0.0, false, (flags & cudaEventDisableTiming) == 0};
+    handle_add(ev, H_EVENT);
+    *e = (cudaEvent_t)(void *)ev;
+    return cudaSuccess;
+}
+cudaError_t cudaEventCreate(cudaEvent_t *e) { return cudaEventCreateWithFlags(e, cudaEventDefault); }
+cudaError_t cudaEventDestroy(cudaEvent_t e)
+{
+    if (!handle_remove((void *)e, H_EVENT)) return ret(cudaErrorInvalidResourceHandle);
+    delete (Event *)(void *)e;
+    return cudaSuccess;
+}
 
+// The stream's work so far has run (it runs when issued): the event takes the emulator's clock.
 cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s)
 {
-    return handle_live((void *)e, H_EVENT) && valid_stream(s) ? cudaSuccess : ret(cudaErrorInvalidResourceHandle);
+    if (!handle_live((void *)e, H_EVENT) || !valid_stream(s)) return ret(cudaErrorInvalidResourceHandle);
+    Event *ev = (Event *)(void *)e;
+    ev->t = now_ms();
+    ev->recorded = true;
+    return cudaSuccess;
+}
+
+// CUDA's rules: both events recorded and made with timing, else cudaErrorInvalidResourceHandle.
+cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t start, cudaEvent_t end)
+{
+    if (!ms) return ret(cudaErrorInvalidValue);
+    if (!handle_live((void *)start, H_EVENT) || !handle_live((void *)end, H_EVENT))
+        return ret(cudaErrorInvalidResourceHandle);
+    const Event *a = (const Event *)(void *)start, *b = (const Event *)(void *)end;
+    if (!a->recorded || !b->recorded || !a->timing || !b->timing) return ret(cudaErrorInvalidResourceHandle);
+    *ms = (float)(b->t - a->t);
+    return cudaSuccess;
 }
 
 cudaError_t cudaEventQuery(cudaEvent_t e) { return handle_live((void *)e, H_EVENT) ? cudaSuccess : ret(cudaErrorInvalidResourceHandle); }
