@@ -102,11 +102,15 @@ typedef struct {
     int gelu;
     void *aux;
     int ldaux;
+    // Bias gradient (cuBLASLt's BGRADB, with gelu PLAIN and no bias): bgradb[j] = the sum over k
+    // of op(B)[., j], n values of D's type, stored (not accumulated); 16-byte aligned.
+    void *bgradb;
 } mc_cuda_matmul_t;
 enum { MC_GEMM_PLAIN = 0, MC_GEMM_GELU = 1, MC_GEMM_DGELU = 2 };
 void mc_cuda_matmul(const mc_backend_t *be, const mc_cuda_matmul_t *g);
-// A matmul with a GeLU epilogue through cuBLASLt: false, computing nothing, when cuBLASLt has no
-// algorithm for it (or MC_CUDA_GEMM=fallback): the caller then runs the unfused ops.
+// A matmul with a GeLU or bias-gradient epilogue through cuBLASLt: false, computing nothing, when
+// cuBLASLt has no algorithm for it (or MC_CUDA_GEMM=fallback): the caller then runs the unfused
+// ops.
 bool mc_cuda_matmul_fused(const mc_backend_t *be, const mc_cuda_matmul_t *g);
 // The row-major product r (gemm_map.h) as a matmul: C = alpha * op(A) op(B) + beta * C (+ bias[N]
 // added to every row when bias is not NULL). A and B of type ab, C (and bias) of type c. Every

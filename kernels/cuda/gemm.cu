@@ -81,7 +81,7 @@ static uint32_t align_of(const void *p)
 // ---- plan cache ----
 typedef struct {
     int opa, opb, m, n, k, lda, ldb, ldd;
-    int ab, d, bias, gelu, ldaux;
+    int ab, d, bias, gelu, ldaux, bgrad;
     uint32_t al_a, al_b, al_d, al_bias, al_aux;
 } plan_key_t;
 
@@ -115,6 +115,7 @@ static void plan_destroy(plan_t *p)
         (g)->bias ? " + bias" : "",                                                                \
         (g)->gelu == MC_GEMM_GELU    ? ", GeLU epilogue"                                           \
         : (g)->gelu == MC_GEMM_DGELU ? ", GeLU-gradient epilogue"                                  \
+        : (g)->bgradb                ? ", bias-gradient epilogue"                                  \
                                      : ""
 
 static plan_t *plan_get(const mc_cuda_t *c, const mc_cuda_matmul_t *g)
@@ -124,9 +125,9 @@ static plan_t *plan_get(const mc_cuda_t *c, const mc_cuda_matmul_t *g)
     k.opa = g->opa, k.opb = g->opb, k.m = g->m, k.n = g->n, k.k = g->k;
     k.lda = g->lda, k.ldb = g->ldb, k.ldd = g->ldd;
     k.ab = (int)g->ab, k.d = (int)g->d, k.bias = g->bias != NULL, k.gelu = g->gelu,
-    k.ldaux = g->gelu ? g->ldaux : 0;
+    k.ldaux = g->gelu ? g->ldaux : 0, k.bgrad = g->bgradb != NULL;
     k.al_a = align_of(g->A), k.al_b = align_of(g->B), k.al_d = align_of(g->D),
-    k.al_bias = align_of(g->bias);
+    k.al_bias = align_of(g->bias ? g->bias : g->bgradb);
     k.al_aux = align_of(g->aux);
     for (int i = 0; i < PLANS; i++)
         if (g_plans[i].used && memcmp(&g_plans[i].key, &k, sizeof(k)) == 0) return &g_plans[i];
@@ -154,11 +155,13 @@ static plan_t *plan_get(const mc_cuda_t *c, const mc_cuda_matmul_t *g)
     MC_CUBLAS_CHECK(
         cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_TRANSB, &opb, sizeof(opb)),
         SHAPE_FMT, SHAPE_ARGS(g));
-    // the epilogue: bias, GeLU with its input kept in aux (and bias), or the GeLU gradient
+    // the epilogue: bias, GeLU with its input kept in aux (and bias), the GeLU gradient, or the
+    // bias gradient over B's columns
     const uint32_t epi = g->gelu == MC_GEMM_DGELU  ? CUBLASLT_EPILOGUE_DGELU
                          : g->gelu == MC_GEMM_GELU ? (g->bias ? CUBLASLT_EPILOGUE_GELU_AUX_BIAS
                                                               : CUBLASLT_EPILOGUE_GELU_AUX)
                          : g->bias                 ? CUBLASLT_EPILOGUE_BIAS
+                         : g->bgradb               ? CUBLASLT_EPILOGUE_BGRADB
                                                    : CUBLASLT_EPILOGUE_DEFAULT;
     if (epi != CUBLASLT_EPILOGUE_DEFAULT)
         MC_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi,
@@ -174,14 +177,15 @@ static plan_t *plan_get(const mc_cuda_t *c, const mc_cuda_matmul_t *g)
                                                        &g->aux, sizeof(g->aux)),
                         SHAPE_FMT, SHAPE_ARGS(g));
     }
-    if (g->bias) {
+    if (g->bias || g->bgradb) { // a bias, or a bias gradient: both of D's type
         const int32_t bt = td;
+        const void *bp = g->bias ? g->bias : g->bgradb;
         MC_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE,
                                                        &bt, sizeof(bt)),
                         SHAPE_FMT, SHAPE_ARGS(g));
         // the heuristic reads the pointer's alignment; each call sets its own pointer again
         MC_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER,
-                                                       &g->bias, sizeof(g->bias)),
+                                                       &bp, sizeof(bp)),
                         SHAPE_FMT, SHAPE_ARGS(g));
     }
     // stored matrices, column-major: A is (opa ? k x m : m x k), B is (opb ? n x k : k x n)
@@ -218,9 +222,10 @@ static plan_t *plan_get(const mc_cuda_t *c, const mc_cuda_matmul_t *g)
     if (hs == CUBLAS_STATUS_SUCCESS && count > 0 && res.state == CUBLAS_STATUS_SUCCESS) {
         p->algo = res.algo;
         p->has_algo = 1;
-    } else if (hs != CUBLAS_STATUS_SUCCESS && hs != CUBLAS_STATUS_NOT_SUPPORTED && !g->gelu) {
-        // (a GeLU epilogue that cuBLASLt refuses for this type combination, with whatever
-        // status, is only a missing algorithm: the caller runs the unfused ops)
+    } else if (hs != CUBLAS_STATUS_SUCCESS && hs != CUBLAS_STATUS_NOT_SUPPORTED && !g->gelu &&
+               !g->bgradb) {
+        // (a GeLU or bias-gradient epilogue that cuBLASLt refuses for this type combination, with
+        // whatever status, is only a missing algorithm: the caller runs the unfused ops)
         mc_fatal("cuBLASLt error in cublasLtMatmulAlgoGetHeuristic (%s:%d): %s; " SHAPE_FMT,
                  __FILE__, __LINE__, cublasLtGetStatusString(hs), SHAPE_ARGS(g));
     }
@@ -283,10 +288,12 @@ static bool matmul_cublaslt(const mc_backend_t *be, const mc_cuda_matmul_t *g)
     const mc_cuda_t *c = mc_cuda(be);
     plan_t *p = plan_get(c, g);
     if (!p->has_algo) return false;
-    if (g->bias)
+    if (g->bias || g->bgradb) {
+        const void *bp = g->bias ? g->bias : g->bgradb;
         MC_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER,
-                                                       &g->bias, sizeof(g->bias)),
+                                                       &bp, sizeof(bp)),
                         SHAPE_FMT, SHAPE_ARGS(g));
+    }
     if (g->gelu)
         MC_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p->desc,
                                                        CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER,
@@ -301,9 +308,9 @@ static bool matmul_cublaslt(const mc_backend_t *be, const mc_cuda_matmul_t *g)
 
 void mc_cuda_matmul(const mc_backend_t *be, const mc_cuda_matmul_t *g)
 {
-    if (g->gelu)
-        mc_fatal(
-            "internal error: a matmul with a GeLU epilogue must go through mc_cuda_matmul_fused");
+    if (g->gelu || g->bgradb)
+        mc_fatal("internal error: a matmul with a GeLU or bias-gradient epilogue must go through "
+                 "mc_cuda_matmul_fused");
     if (!matmul_cublaslt(be, g)) matmul_fallback(be, g);
 }
 
@@ -312,6 +319,9 @@ bool mc_cuda_matmul_fused(const mc_backend_t *be, const mc_cuda_matmul_t *g)
     if (g->gelu && (g->ldaux % 8 != 0 || g->ldaux < g->m || align_of(g->aux) < 16))
         mc_fatal("internal error: GeLU epilogue with aux ld %d (rows %d) at alignment %u", g->ldaux,
                  g->m, align_of(g->aux));
+    if (g->bgradb && (g->gelu || g->bias || align_of(g->bgradb) < 16))
+        mc_fatal("internal error: a bias-gradient epilogue with another epilogue, or at alignment %u",
+                 align_of(g->bgradb));
     return matmul_cublaslt(be, g);
 }
 

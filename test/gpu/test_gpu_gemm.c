@@ -38,6 +38,21 @@ static double *bound_from(const float *s, long n, long K)
     return b;
 }
 
+/* The bias gradient's bound: a sum of N terms (cuBLASLt's BGRADB epilogue sums in fp32 in its own
+ * order; the CPU in double) added to the buffer's value: 2 (N + 3) 2^-24 (sum_r |dout[r, c]| +
+ * |dbias0[c]|), with 1% for the bound's own rounding. */
+static double *dbias_bound(mc_dtype_t dt, const void *go, mc_dtype_t gdt, const void *gb0, int N, int C)
+{
+    double *b = calloc((size_t)C + 1, sizeof(double));
+    assert_non_null(b);
+    for (int c = 0; c < C; c++) {
+        double s = fabs(mc_load_f32(gb0, gdt, c));
+        for (int r = 0; r < N; r++) s += fabs(mc_load_f32(go, dt, (long)r * C + c));
+        b[c] = 2.0 * (double)(N + 3) * U24 * s * 1.01;
+    }
+    return b;
+}
+
 /* ---- gemm (fp32) ---- */
 
 static void gemm_case(const mc_backend_t *be, int ta, int tb, int M, int N, int K, int pad, float alpha, float beta)
@@ -158,10 +173,11 @@ static void linear_backward_case(const mc_backend_t *be, mc_dtype_t dt, mc_dtype
     if (with_din) check_close_b(what, dt, got_i, gi, ni, 0.0, 0.0, b_i);
     else check_exact(what, dt, got_i, gi, ni); /* untouched */
     check_close_b(what, gdt, got_W, gW, nw, 0.0, 0.0, b_W);
-    /* dbias: column sums in double on both sides, rounded to fp32 (then gdt): at most one fp32
-     * ulp apart (two doubles a few double ulps apart can round to neighbouring floats) */
-    if (with_dbias) check_close(what, gdt, got_b, gb, out_f, 1e-9, F32_EPS);
+    /* dbias: a column sum (cuBLASLt's, or the fallback's in double) added to the buffer */
+    double *b_b = dbias_bound(dt, go, gdt, gb0, N, out_f);
+    if (with_dbias) check_close_b(what, gdt, got_b, gb, out_f, 0.0, 0.0, b_b);
     else check_exact(what, gdt, got_b, gb0, out_f);
+    free(b_b);
     be->free(be, d_in), be->free(be, d_W), be->free(be, d_go), be->free(be, d_gi), be->free(be, d_gW),
         be->free(be, d_gb);
     free(in), free(W), free(go), free(gi), free(gW), free(gb), free(gW0), free(gb0), free(got_i), free(got_W),
@@ -211,6 +227,7 @@ static void linear_gelu_case(const mc_backend_t *be, mc_dtype_t dt, mc_dtype_t g
     void *go = host_rand(dt, nh, -1, 1), *W2 = host_rand(dt, nw, -0.5, 0.5), *din = host_rand(dt, nf, -9, 9);
     void *prod = host_copy(din, dt, nf);
     void *gW = host_rand(gdt, nw, -1, 1), *gb = host_rand(gdt, H, -1, 1), *gW0 = host_copy(gW, gdt, nw);
+    void *gb0 = host_copy(gb, gdt, H);
     void *d_go = dev_put(be, go, dt, nh), *d_W2 = dev_put(be, W2, dt, nw), *d_din = dev_put(be, din, dt, nf),
          *d_gW = dev_put(be, gW, gdt, nw), *d_gb = dev_put(be, gb, gdt, H);
     be->memcpy_h2d(be, d_act, act, (size_t)nf * mc_dtype_size(dt));
@@ -232,7 +249,9 @@ static void linear_gelu_case(const mc_backend_t *be, mc_dtype_t dt, mc_dtype_t g
     double *b_prod = bound_from(s_i, nf, H), *b_din = gelu_bound(dt, b_prod, prod, nf, 1e-5), *b_W = bound_from(s_W, nw, N);
     check_close_b(what, dt, got_din, din, nf, 0.0, 0.0, b_din);
     check_close_b(what, gdt, got_gW, gW, nw, 0.0, 0.0, b_W);
-    check_close(what, gdt, got_gb, gb, H, 1e-9, F32_EPS);
+    double *b_gb = dbias_bound(dt, go, gdt, gb0, N, H);
+    check_close_b(what, gdt, got_gb, gb, H, 0.0, 0.0, b_gb);
+    free(b_gb), free(gb0);
 
     be->free(be, d_in), be->free(be, d_W1), be->free(be, d_b1), be->free(be, d_act), be->free(be, d_pre),
         be->free(be, d_go), be->free(be, d_W2), be->free(be, d_din), be->free(be, d_gW), be->free(be, d_gb);
