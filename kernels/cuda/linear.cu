@@ -69,8 +69,7 @@ template <typename TG> static __global__ void k_add_bias_grad(TG *acc, const TG 
 {
     for (long c = blockIdx.x * (long)blockDim.x + threadIdx.x; c < n;
          c += (long)gridDim.x * blockDim.x)
-        acc[c] = mc_from_f32<TG>(
-            (float)((double)mc_to_f32(acc[c]) + (double)mc_to_f32(part[c])));
+        acc[c] = mc_from_f32<TG>((float)((double)mc_to_f32(acc[c]) + (double)mc_to_f32(part[c])));
 }
 
 // dW += dout^T @ in with the bias gradient from the same GEMM (BGRADB into scratch, then added to

@@ -49,8 +49,9 @@
 //    workspaceSize and state, and their number in returnAlgoCount [D 3.4.22]; an algorithm needing
 //    more workspace than MAX_WORKSPACE_BYTES is not offered [D 3.3.13]. (emulation) Four
 //    algorithms (ids 0 to 3) compute identical results; ids 1 and 2 ask for 1 and 4 MiB of
-//    workspace. MC_EMU_CUBLASLT_SLOW_ALGO=ID[,ID...] (tests of a caller's timing) makes each
-//    matmul with one of those algorithms take 3 ms more of the emulator's clock.
+//    workspace. For tests of a caller: MC_EMU_CUBLASLT_SLOW_ALGO=ID[,ID...] makes each matmul with
+//    one of those algorithms take 3 ms more of the emulator's clock; MC_EMU_CUBLASLT_NO_ALGO=1
+//    makes the heuristic find none (NOT_SUPPORTED), as for a problem the library does not cover.
 //  - cublasLtMatmul: a handle not from cublasLtCreate: NOT_INITIALIZED; INVALID_VALUE for
 //    "parameters unexpectedly NULL, in conflict", a workspace smaller than the algo needs
 //    [D 3.4.17], descriptors that do not match the algo [D 3.4.19]; the workspace 256-byte
@@ -891,21 +892,19 @@ cublasStatus_t algo_for(const char *fn, const Problem &p, const cublasLtMatmulAl
     return CUBLAS_STATUS_SUCCESS;
 }
 
-// MC_EMU_CUBLASLT_SLOW_ALGO=ID[,ID...]: the algorithms a test makes slow.
+// MC_EMU_CUBLASLT_SLOW_ALGO=ID[,ID...]: the algorithms a test makes slow (read at each matmul:
+// a test may change it).
 bool slow_algo(uint32_t id)
 {
-    static const uint32_t mask = [] {
-        uint32_t m = 0;
-        const char *s = getenv("MC_EMU_CUBLASLT_SLOW_ALGO");
-        for (char *end = nullptr; s && *s; s = *end ? end + 1 : end) {
-            const long v = strtol(s, &end, 10);
-            if (end == s || v < 0 || v >= ALGOS || (*end && *end != ','))
-                mc_emu::fail("MC_EMU_CUBLASLT_SLOW_ALGO=%s: a list of algorithm ids 0..%d", getenv("MC_EMU_CUBLASLT_SLOW_ALGO"),
-                             ALGOS - 1);
-            m |= 1u << v;
-        }
-        return m;
-    }();
+    uint32_t mask = 0;
+    const char *s = getenv("MC_EMU_CUBLASLT_SLOW_ALGO");
+    for (char *end = nullptr; s && *s; s = *end ? end + 1 : end) {
+        const long v = strtol(s, &end, 10);
+        if (end == s || v < 0 || v >= ALGOS || (*end && *end != ','))
+            mc_emu::fail("MC_EMU_CUBLASLT_SLOW_ALGO=%s: a list of algorithm ids 0..%d",
+                         getenv("MC_EMU_CUBLASLT_SLOW_ALGO"), ALGOS - 1);
+        mask |= 1u << v;
+    }
     return (mask >> id) & 1u;
 }
 
@@ -1104,6 +1103,9 @@ cublasStatus_t cublasLtMatmulAlgoGetHeuristic(cublasLtHandle_t handle, cublasLtM
     cublasStatus_t s = validate(fn, desc, la, lb, lc, ld, &p);
     if (s != CUBLAS_STATUS_SUCCESS) return s;
     const int64_t *pv = reinterpret_cast<const Obj *>(pref)->val;
+    const char *none = getenv("MC_EMU_CUBLASLT_NO_ALGO");
+    if (none && *none == '1')
+        return refuse(CUBLAS_STATUS_NOT_SUPPORTED, "%s: MC_EMU_CUBLASLT_NO_ALGO=1: no algorithm (emulation)", fn);
     if (pv[CUBLASLT_MATMUL_PREF_SEARCH_MODE] != CUBLASLT_SEARCH_BEST_FIT)
         return refuse(CUBLAS_STATUS_NOT_SUPPORTED, "%s: only CUBLASLT_SEARCH_BEST_FIT is emulated", fn);
     const uint32_t promised[4] = {(uint32_t)pv[CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES],

@@ -16,8 +16,13 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include <unistd.h>
+
 #include "config/env.h"
 #include "test/gpu/gpu_test.h"
+#ifdef MC_WITH_CUDA
+#include "kernels/cuda/gemm_tune.h"
+#endif
 
 #define U24 5.9604644775390625e-8 /* 2^-24 */
 
@@ -120,6 +125,100 @@ static void test_gemm_fallback(void **state)
     gemm_all(be);
     unsetenv("MC_CUDA_GEMM");
     mc_env_load();
+}
+
+/* ---- the algorithm choice: the heuristic's candidates timed at a plan's first use (gemm.cu: at
+ * most 8, each run once to warm up and once timed, in the heuristic's order until 50 ms of device
+ * time are spent; the fastest kept), and the fallback kernel's warning ---- */
+#ifdef MC_WITH_CUDA
+static void check_choice(const mc_cuda_gemm_choice_t *c)
+{
+    print_message("# plan m %d n %d k %d: %d candidates, %d timed, chosen %d\n", c->m, c->n, c->k, c->candidates,
+                  c->timed, c->chosen);
+    assert_int_equal(c->tuned, 1);
+    assert_true(c->candidates >= 1 && c->candidates <= MC_GEMM_TUNE_MAX);
+    if (c->candidates == 1) return;
+    assert_true(c->timed >= 1 && c->timed <= c->candidates && c->chosen < c->timed);
+    float before_last = 0;
+    for (int i = 0; i < c->timed; i++) {
+        assert_true(c->ms[c->chosen] <= c->ms[i]);
+        if (i < c->timed - 1) before_last += 2 * c->ms[i];
+    }
+    assert_true(before_last < 50.0f); /* the time cap stops the timing only once it is spent */
+}
+#endif
+
+static void test_gemm_tuning(void **state)
+{
+    (void)state;
+    const mc_backend_t *be;
+    GPU_BACKEND_OR_SKIP(be);
+#ifdef MC_WITH_CUDA
+#ifdef MC_CUDA_EMU
+    setenv("MC_EMU_CUBLASLT_SLOW_ALGO", "0", 1); /* the heuristic's first is slow: another wins */
+#endif
+    mc_cuda_gemm_forget();
+    gemm_case(be, 0, 1, 64, 48, 32, 0, 1.0f, 0.0f); /* overwrites C: timed in place */
+    gemm_case(be, 1, 0, 40, 24, 16, 0, 1.0f, 1.0f); /* accumulates: timed into the scratch */
+    mc_cuda_gemm_choice_t ch[4];
+    assert_int_equal(mc_cuda_gemm_choices(ch, 4), 2);
+    for (int i = 0; i < 2; i++) {
+        check_choice(&ch[i]);
+#ifdef MC_CUDA_EMU
+        assert_int_equal(ch[i].candidates, 4); /* the emulation's four algorithms */
+        assert_int_equal(ch[i].timed, 4);
+        assert_true(ch[i].chosen != 0 && ch[i].ms[0] >= 3.0f);
+#endif
+    }
+#ifdef MC_CUDA_EMU
+    unsetenv("MC_EMU_CUBLASLT_SLOW_ALGO");
+#endif
+    mc_cuda_gemm_forget();
+#endif
+}
+
+/* Lines of f containing s. */
+static int count_lines(FILE *f, const char *s)
+{
+    char line[1024];
+    int n = 0;
+    rewind(f);
+    while (fgets(line, sizeof(line), f))
+        if (strstr(line, s)) n++;
+    return n;
+}
+
+static void test_gemm_fallback_warns(void **state)
+{
+    (void)state;
+    const mc_backend_t *be;
+    GPU_BACKEND_OR_SKIP(be);
+#ifndef MC_CUDA_EMU
+    print_message("# skipped: only the emulated cuBLASLt can be told to have no algorithm\n");
+    skip();
+#else
+    setenv("MC_EMU_CUBLASLT_NO_ALGO", "1", 1);
+    mc_cuda_gemm_forget();
+    FILE *err = tmpfile();
+    assert_non_null(err);
+    fflush(stderr);
+    const int saved = dup(2);
+    dup2(fileno(err), 2);
+    gemm_case(be, 0, 0, 37, 53, 29, 0, 1.0f, 0.0f);
+    gemm_case(be, 0, 0, 37, 53, 29, 0, 0.5f, 1.0f); /* the same plan: no second warning */
+    gemm_case(be, 1, 1, 9, 11, 5, 0, 1.0f, 0.0f);
+    fflush(stderr);
+    dup2(saved, 2);
+    close(saved);
+    const int all = count_lines(err, "cuBLASLt has no algorithm for the GEMM");
+    const int first = count_lines(err, "cuBLASLt has no algorithm for the GEMM (m 53 n 37 k 29");
+    print_message("# %d warnings, %d for the first shape\n", all, first);
+    assert_int_equal(all, 2);
+    assert_int_equal(first, 1);
+    fclose(err);
+    unsetenv("MC_EMU_CUBLASLT_NO_ALGO");
+    mc_cuda_gemm_forget();
+#endif
 }
 
 /* ---- linear ---- */
@@ -335,6 +434,8 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_gemm),
         cmocka_unit_test(test_gemm_fallback),
+        cmocka_unit_test(test_gemm_tuning),
+        cmocka_unit_test(test_gemm_fallback_warns),
         cmocka_unit_test(test_linear),
         cmocka_unit_test(test_linear_fallback),
         cmocka_unit_test(test_linear_gelu),
