@@ -217,6 +217,10 @@ void mc_cuda_ce_loss(const mc_backend_t *be, float *losses, const float *rowmax,
 void mc_cuda_ce_backward(const mc_backend_t *be, mc_dtype_t dt, void *dlogits, const void *logits,
                          const float *rowmax, const float *sumexp, const int32_t *targets,
                          const float *dloss, int S, int B, int V, int vocab_start);
+void mc_cuda_ce_fused(const mc_backend_t *be, mc_dtype_t dt, float *losses, void *logits,
+                      const float *rowmax, const float *sumexp, const float *target_logit,
+                      const int32_t *targets, const float *loss_mask, float grad_scale, int S,
+                      int B, int V, int vocab_start);
 
 // elementwise.cu
 void mc_cuda_add(const mc_backend_t *be, mc_dtype_t dt, void *out, const void *a, const void *b,
@@ -226,6 +230,8 @@ void mc_cuda_scale(const mc_backend_t *be, mc_dtype_t dt, void *x, float s, long
 
 // reduce.cu
 double mc_cuda_sumsq(const mc_backend_t *be, mc_dtype_t dt, const void *x, long n);
+void mc_cuda_sumsq_multi(const mc_backend_t *be, mc_dtype_t dt, const void *const *x, const long *n,
+                         int count, double *out);
 long mc_cuda_count_zeros(const mc_backend_t *be, mc_dtype_t dt, const void *x, long n);
 int mc_cuda_has_nonfinite(const mc_backend_t *be, mc_dtype_t dt, const void *x, long n);
 
