@@ -196,17 +196,34 @@ typedef struct {
     int bad_loss; /* the first non-finite local loss (non_finite's code) */
 } step_ctx_t;
 
+/* Section 5.3: the objective per microbatch is sum / max(tokens, 1) / M, or the plain sum with
+ * --calculate-per-token-loss (scaled by the global token count after the step). */
+static float objective_weight(const mc_args_t *a, double tokens, int M)
+{
+    return a->calculate_per_token_loss ? 1.0f : (float)(1.0 / (fmax(tokens, 1.0) * M));
+}
+
 static float on_loss(void *ctx, int mb, double sum, double cnt)
 {
     step_ctx_t *s = ctx;
-    const mc_args_t *a = s->t->args;
     (void)mb;
     if (!s->bad_loss) s->bad_loss = non_finite(sum); /* reported once every rank knows */
     s->sum += sum;
     s->tokens += cnt;
-    /* Section 5.3: objective per microbatch is sum / max(tokens, 1) / M, or the plain sum with
-     * --calculate-per-token-loss (scaled by the global token count after the step). */
-    return a->calculate_per_token_loss ? 1.0f : (float)(1.0 / (fmax(cnt, 1.0) * s->M));
+    return objective_weight(s->t->args, cnt, s->M);
+}
+
+/* The step's microbatches with their loss weights, known before the forward (the token counts
+ * are the host's): the forward forms the loss gradient with the loss. Free with free(). */
+static mc_microbatch_t *weighted_microbatches(const mc_args_t *a, const mc_microbatch_t *mbs, int M)
+{
+    mc_microbatch_t *w = malloc((size_t)(M > 0 ? M : 1) * sizeof(*w));
+    if (!w) mc_fatal("out of host memory");
+    for (int i = 0; i < M; i++) {
+        w[i] = mbs[i];
+        w[i].loss_weight = objective_weight(a, mc_gpt_mb_tokens(&mbs[i]), M);
+    }
+    return w;
 }
 
 /* Megatron enables grad sync for each model chunk's last microbatch only: its buckets may
@@ -231,13 +248,15 @@ void mc_forward_backward(mc_trainer_t *t, const mc_microbatch_t *mbs, int M, mc_
     m->be->memset0(m->be, m->grad_buf, (size_t)m->n_elems * mc_dtype_size(m->cfg.gdt));
     m->loss_scale = (float)mc_scaler_value(&t->scaler);
     mc_ddp_begin_grad_sync(&t->ddp);
-    mc_pipeline_step_t st = {.mbs = mbs,
+    mc_microbatch_t *wmbs = weighted_microbatches(a, mbs, M);
+    mc_pipeline_step_t st = {.mbs = wmbs,
                              .M = M,
                              .iteration = ctx.it,
                              .ctx = &ctx,
                              .on_loss = on_loss,
                              .before_backward = before_backward};
     mc_pipeline_run(&t->pipe, &st);
+    free(wmbs);
     mc_timer_stop(&t->timers, MC_T_FORWARD_BACKWARD);
 
     /* finalize_model_grads */
