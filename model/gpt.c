@@ -632,6 +632,17 @@ static void forward_layer(mc_gpt_t *m, int j, uint32_t iteration, bool training,
     }
 }
 
+/* The gradient through a hidden-state dropout of site d: into dst with its mask, or, with
+ * probability 0 (the identity), src itself: no copy. */
+static const void *dropout_grad(mc_gpt_t *m, const mc_dropout_t *d, void *dst, const void *src,
+                                int Sl, int B, int s0)
+{
+    if (d->p <= 0.0f) return src;
+    const int H = m->cfg.hidden;
+    m->be->dropout_backward(m->be, m->cfg.dt, dst, src, d, Sl, B, H, s0, H, 0);
+    return dst;
+}
+
 /* Layer j of the chunk in flight, backward: dres holds the gradient at the layer's output and
  * gets the gradient at its input; parameter gradients accumulate. */
 static void backward_layer(mc_gpt_t *m, int j, uint32_t iteration)
@@ -656,8 +667,8 @@ static void backward_layer(mc_gpt_t *m, int j, uint32_t iteration)
 
     /* ---- MLP block: x_out = res2 + dropout(fc2(gelu(fc1(ln2)))) ---- */
     d = dropout_site(m, iteration, layer_no, MC_DROPOUT_SITE_MLP_OUT, sample0, hp);
-    be->dropout_backward(be, dt, m->dtmp_h, m->dres, &d, Sl, B, H, s0, H, 0);
-    const void *dmlp_full = seq_gather(m, &t, m->dtmp_h, NHl);
+    const void *dmlp_full =
+        seq_gather(m, &t, dropout_grad(m, &d, m->dtmp_h, m->dres, Sl, B, s0), NHl);
     if (c->swiglu) {
         be->linear_backward(be, dt, gdt, m->d_act, gw->fc2_w, gw->fc2_b, dmlp_full, a->act,
                             w->fc2_w, N, F, H);
@@ -681,10 +692,10 @@ static void backward_layer(mc_gpt_t *m, int j, uint32_t iteration)
 
     /* ---- attention block: x_mid = res1 + dropout(proj(attn(qkv(ln1)))) ---- */
     d = dropout_site(m, iteration, layer_no, MC_DROPOUT_SITE_ATTN_OUT, sample0, hp);
-    be->dropout_backward(be, dt, m->dtmp_h, m->dres, &d, Sl, B, H, s0, H, 0);
+    const void *dproj = dropout_grad(m, &d, m->dtmp_h, m->dres, Sl, B, s0);
     /* d attn into tmp_h (free during backward) */
     be->linear_backward(be, dt, gdt, m->tmp_h, gw->proj_w, gw->proj_b,
-                        seq_gather(m, &t, m->dtmp_h, NHl), a->attn, w->proj_w, N, A, H);
+                        seq_gather(m, &t, dproj, NHl), a->attn, w->proj_w, N, A, H);
     d = dropout_site(m, iteration, layer_no, MC_DROPOUT_SITE_ATTN_PROBS, sample0, ap);
     /* selective recomputation: core attention again (its output into dtmp_h, free here, which
      * the backward then reads as the forward's output) */
