@@ -788,17 +788,20 @@ void mc_gpt_forward_chunk(mc_gpt_t *m, int c, int k, const mc_microbatch_t *mb, 
     sl->batch = B;
     sl->sample0 = mb->sample0;
     size_t ib = (size_t)N * sizeof(int32_t), fb = (size_t)N * sizeof(float);
+    /* pinned staging is copied without waiting */
+    void (*h2d)(const mc_backend_t *, void *, const void *, size_t) =
+        mb->pinned ? be->memcpy_h2d_async : be->memcpy_h2d;
     if (ch->pre) {
-        be->memcpy_h2d(be, sl->tokens, mb->tokens, ib);
-        be->memcpy_h2d(be, sl->positions, mb->positions, ib);
+        h2d(be, sl->tokens, mb->tokens, ib);
+        h2d(be, sl->positions, mb->positions, ib);
     }
     if (ch->post) {
-        be->memcpy_h2d(be, sl->labels, mb->labels, ib);
-        be->memcpy_h2d(be, sl->loss_mask, mb->loss_mask, fb);
+        h2d(be, sl->labels, mb->labels, ib);
+        h2d(be, sl->loss_mask, mb->loss_mask, fb);
     }
     sl->segments = NULL;
     if (mb->segments) {
-        be->memcpy_h2d(be, sl->segments_buf, mb->segments, ib);
+        h2d(be, sl->segments_buf, mb->segments, ib);
         sl->segments = sl->segments_buf;
     }
 
@@ -833,12 +836,24 @@ void mc_gpt_forward_chunk(mc_gpt_t *m, int c, int k, const mc_microbatch_t *mb, 
     cross_entropy(m, sl, &t, mb, training);
 
     /* The loss sum is a [b*s] reduction: done on the host in double for a layout-independent
-     * order (the same sum for any backend). */
-    be->memcpy_d2h(be, m->host_losses, sl->losses, fb);
-    double sum = 0;
-    for (int i = 0; i < N; i++) sum += (double)m->host_losses[i] * (double)mb->loss_mask[i];
-    *loss_sum = sum;
+     * order (the same sum for any backend), now or, with losses_out, after the caller's
+     * synchronize (no wait here). */
     *num_tokens = mc_gpt_mb_tokens(mb);
+    if (mb->losses_out) {
+        be->memcpy_d2h_async(be, mb->losses_out, sl->losses, fb);
+        *loss_sum = NAN;
+        return;
+    }
+    be->memcpy_d2h(be, m->host_losses, sl->losses, fb);
+    *loss_sum = mc_gpt_loss_sum(mb, m->host_losses);
+}
+
+double mc_gpt_loss_sum(const mc_microbatch_t *mb, const float *losses)
+{
+    double sum = 0;
+    for (long i = 0; i < (long)mb->b * mb->s; i++)
+        sum += (double)losses[i] * (double)mb->loss_mask[i];
+    return sum;
 }
 
 double mc_gpt_mb_tokens(const mc_microbatch_t *mb)

@@ -260,6 +260,13 @@ typedef struct {
      * then forms the loss gradient with the loss, in one pass over the logits, and the backward
      * must be given the same weight. 0: the backward forms it. */
     float loss_weight;
+    /* The host arrays above are the backend's alloc_host memory: copied to the device
+     * asynchronously (unchanged until the step's next synchronize). */
+    bool pinned;
+    /* alloc_host memory of [b, s] floats, or NULL. Given, the post chunk's forward copies its
+     * per-token losses there asynchronously and returns NAN as the loss sum: after a
+     * synchronize, mc_gpt_loss_sum(mb, losses_out) is that sum. NULL: copied and summed at once. */
+    float *losses_out;
 } mc_microbatch_t;
 
 void mc_gpt_config_from_args(mc_gpt_config_t *cfg, const mc_args_t *args);
@@ -309,6 +316,9 @@ void mc_gpt_forward_chunk(mc_gpt_t *m, int c, int k, const mc_microbatch_t *mb, 
 /* The token count of a microbatch (the sum of its loss mask, in double, in index order): what the
  * forward returns in *num_tokens. */
 double mc_gpt_mb_tokens(const mc_microbatch_t *mb);
+/* The masked loss sum of per-token losses [b, s] (in double, in index order): what the forward
+ * returns in *loss_sum. */
+double mc_gpt_loss_sum(const mc_microbatch_t *mb, const float *losses);
 /* Backward of chunk c on slot k of its group: from the loss with per-token weights (d objective / d loss[b,s]
  * = loss_mask[b,s] * weight) on the post chunk, else from slot->dout. Gradients accumulate into
  * grad_buf; a chunk without the embedding leaves the gradient w.r.t. its input in slot->in. */
