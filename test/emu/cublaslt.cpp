@@ -1155,6 +1155,7 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t handle, cublasLtMatmulDesc_t desc
     require_memory(p, A, B, b, C, D);
     compute(p, a, A, B, b, C, D);
     if (slow_algo(al.id)) spend_ms(3.0);
+    mc_emu::profile_record(epilogue_name(p.epi));
     mc_emu::after_launch(epilogue_name(p.epi));
     return CUBLAS_STATUS_SUCCESS;
 }

@@ -204,6 +204,14 @@ cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t n, cudaMemcpyKind
     const cudaError_t e = copy_check(dst, src, n, kind, "cudaMemcpyAsync");
     if (e != cudaSuccess) return ret(e);
     memmove(dst, src, n);
+    static const char *const kinds[] = {"HostToHost", "HostToDevice", "DeviceToHost", "DeviceToDevice",
+                                        "Default"};
+    // the host side's memory: pinned (cudaMallocHost) or pageable
+    const void *host = kind == cudaMemcpyHostToDevice ? src : kind == cudaMemcpyDeviceToHost ? dst : nullptr;
+    char what[96];
+    snprintf(what, sizeof(what), "cudaMemcpyAsync %s %zu%s", kinds[kind <= cudaMemcpyDefault ? kind : 4], n,
+             !host ? "" : mem_kind(host, n) == MEM_HOST_PINNED ? " pinned" : " pageable");
+    profile_record(what);
     return cudaSuccess;
 }
 
@@ -223,6 +231,9 @@ cudaError_t cudaMemsetAsync(void *p, int value, size_t n, cudaStream_t s)
         return ret(cudaErrorInvalidValue);
     }
     memset(p, value, n);
+    char what[64];
+    snprintf(what, sizeof(what), "cudaMemsetAsync %zu", n);
+    profile_record(what);
     return cudaSuccess;
 }
 
@@ -301,12 +312,14 @@ cudaError_t cudaFuncSetAttribute(const void *func, cudaFuncAttribute attr, int v
 cudaError_t cudaProfilerStart(void)
 {
     fprintf(stderr, "cuda-emu: cudaProfilerStart\n");
+    profile_record("cudaProfilerStart");
     return cudaSuccess;
 }
 
 cudaError_t cudaProfilerStop(void)
 {
     fprintf(stderr, "cuda-emu: cudaProfilerStop\n");
+    profile_record("cudaProfilerStop");
     return cudaSuccess;
 }
 

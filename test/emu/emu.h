@@ -51,6 +51,9 @@ void require_device(const void *p, size_t bytes, const char *what);
 // with MC_EMU_HASH=FILE, appends "N name hash-of-all-device-memory" to FILE, so two runs under
 // different thread schedules can be compared launch by launch.
 void after_launch(const char *name);
+// MC_EMU_PROFILE=PATH: appends `what` (a kernel as launched, a library call, a copy, a marker) to
+// the list of device work at PATH; nothing otherwise.
+void profile_record(const char *what);
 
 // ---- kernels ----
 // The running emulated thread's built-in variables (cuda_emu.h maps threadIdx ... onto them).
