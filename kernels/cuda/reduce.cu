@@ -70,9 +70,11 @@ static __global__ void __launch_bounds__(RED_FINAL_THREADS)
     if (threadIdx.x == 0) *result = acc;
 }
 
-// ---- many tensors: one entry per tensor, its blocks [first, first + blocks) of pass 1 ----
+// ---- many tensors: one entry per tensor, its blocks [first, first + blocks) of pass 1; its
+// elements at base + off bytes (offsets, not pointers: the table in device memory has the same
+// bytes in every run when the tensors share one buffer, as a model's gradients do) ----
 typedef struct {
-    const void *x;
+    long off;
     long n;
     long first;
     int blocks, vec;
@@ -98,7 +100,8 @@ static __device__ typename Red::R reduce_share(const T *x, long n, long local, i
 
 template <typename Red, typename T>
 static __global__ void __launch_bounds__(RED_THREADS)
-    k_reduce_multi_partial(typename Red::R *partial, const red_tensor_t *ts, int count)
+    k_reduce_multi_partial(typename Red::R *partial, const char *base, const red_tensor_t *ts,
+                           int count)
 {
     int lo = 0, hi = count - 1; // the last tensor whose first block is <= this block
     while (lo < hi) {
@@ -109,8 +112,9 @@ static __global__ void __launch_bounds__(RED_THREADS)
     const red_tensor_t t = ts[lo];
     const long local = (long)blockIdx.x - t.first;
     constexpr int VEC = 16 / sizeof(T);
-    typename Red::R acc = t.vec ? reduce_share<Red, T, VEC>((const T *)t.x, t.n, local, t.blocks)
-                                : reduce_share<Red, T, 1>((const T *)t.x, t.n, local, t.blocks);
+    const T *x = (const T *)(base + t.off);
+    typename Red::R acc = t.vec ? reduce_share<Red, T, VEC>(x, t.n, local, t.blocks)
+                                : reduce_share<Red, T, 1>(x, t.n, local, t.blocks);
     acc = mc_block_reduce(acc, typename Red::Op{}, Red::identity());
     if (threadIdx.x == 0) partial[blockIdx.x] = acc;
 }
@@ -198,10 +202,13 @@ static void sumsq_batch(const mc_backend_t *be, const void *const *x, const long
     const mc_cuda_t *cu = mc_cuda(be);
     const cudaStream_t st = mc_cuda_stream(be);
     red_tensor_t *host = (red_tensor_t *)cu->host_scratch;
+    const char *base = (const char *)x[0];
+    for (int i = 1; i < count; i++)
+        if ((const char *)x[i] < base) base = (const char *)x[i];
     long first = 0;
     for (int i = 0; i < count; i++) {
         const int b = (int)reduce_blocks((const T *)x[i], n[i]);
-        host[i] = {x[i], n[i], first, b, mc_cuda_vec_ok(x[i]) ? 1 : 0};
+        host[i] = {(long)((const char *)x[i] - base), n[i], first, b, mc_cuda_vec_ok(x[i]) ? 1 : 0};
         first += b;
     }
     red_tensor_t *dev = (red_tensor_t *)cu->scratch;
@@ -209,7 +216,7 @@ static void sumsq_batch(const mc_backend_t *be, const void *const *x, const long
     MC_CUDA_CHECK(
         cudaMemcpyAsync(dev, host, (size_t)count * sizeof(*host), cudaMemcpyHostToDevice, st));
     MC_LAUNCH((unsigned)blocks, RED_THREADS, 0, st, k_reduce_multi_partial<red_sumsq, T>)
-    (partial, dev, count);
+    (partial, base, dev, count);
     MC_CUDA_LAUNCHED();
     MC_LAUNCH((unsigned)count, RED_FINAL_THREADS, 0, st, k_reduce_multi_final<red_sumsq>)
     (result, partial, dev);

@@ -50,7 +50,7 @@
 //    more workspace than MAX_WORKSPACE_BYTES is not offered [D 3.3.13]. (emulation) Four
 //    algorithms (ids 0 to 3) compute identical results; ids 1 and 2 ask for 1 and 4 MiB of
 //    workspace. For tests of a caller: MC_EMU_CUBLASLT_SLOW_ALGO=ID[,ID...] makes each matmul with
-//    one of those algorithms take 3 ms more of the emulator's clock; MC_EMU_CUBLASLT_NO_ALGO=1
+//    one of those algorithms take 20 ms more of the emulated device's clock; MC_EMU_CUBLASLT_NO_ALGO=1
 //    makes the heuristic find none (NOT_SUPPORTED), as for a problem the library does not cover.
 //  - cublasLtMatmul: a handle not from cublasLtCreate: NOT_INITIALIZED; INVALID_VALUE for
 //    "parameters unexpectedly NULL, in conflict", a workspace smaller than the algo needs
@@ -908,14 +908,8 @@ bool slow_algo(uint32_t id)
     return (mask >> id) & 1u;
 }
 
-// The emulator's clock (the host's, as the work runs when issued) moves on by ms.
-void spend_ms(double ms)
-{
-    struct timespec t0, t;
-    clock_gettime(CLOCK_MONOTONIC, &t0);
-    do clock_gettime(CLOCK_MONOTONIC, &t);
-    while ((double)(t.tv_sec - t0.tv_sec) * 1e3 + (double)(t.tv_nsec - t0.tv_nsec) * 1e-6 < ms);
-}
+// The emulated device's clock moves on by ms.
+void spend_ms(double ms) { mc_emu::clock_advance_ns((uint64_t)(ms * 1e6)); }
 
 // The launch record's name (MC_EMU_HASH, MC_EMU_PROFILE): the call and its epilogue.
 const char *epilogue_name(uint32_t e)
@@ -1154,7 +1148,8 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t handle, cublasLtMatmulDesc_t desc
     if (s != CUBLAS_STATUS_SUCCESS) return s;
     require_memory(p, A, B, b, C, D);
     compute(p, a, A, B, b, C, D);
-    if (slow_algo(al.id)) spend_ms(3.0);
+    mc_emu::clock_advance_ns(p.m * p.n * p.k / 1000 + 1000);
+    if (slow_algo(al.id)) spend_ms(20.0);
     mc_emu::profile_record(epilogue_name(p.epi));
     mc_emu::after_launch(epilogue_name(p.epi));
     return CUBLAS_STATUS_SUCCESS;

@@ -30,19 +30,13 @@ cudaError_t destroy(void *p, HandleKind kind)
     return cudaSuccess;
 }
 
-// An event: when it was last recorded, on the emulator's clock (the host's monotonic one: work runs
-// when it is issued, so the time between two records is the time of the work between them).
+// An event: when it was last recorded, on the emulated device's clock (clock_ms: work runs when it
+// is issued, so the time between two records is the modelled time of the work between them).
 struct Event {
     double t;
     bool recorded, timing;
 };
 
-double now_ms()
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec * 1e-6;
-}
 
 // The legacy (0) and per-thread default streams are streams too.
 bool valid_stream(cudaStream_t s) { return !s || s == cudaStreamPerThread || handle_live((const void *)s, H_STREAM); }
@@ -204,6 +198,7 @@ cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t n, cudaMemcpyKind
     const cudaError_t e = copy_check(dst, src, n, kind, "cudaMemcpyAsync");
     if (e != cudaSuccess) return ret(e);
     memmove(dst, src, n);
+    clock_advance_ns(1000 + n / 10);
     static const char *const kinds[] = {"HostToHost", "HostToDevice", "DeviceToHost", "DeviceToDevice",
                                         "Default"};
     // the host side's memory: pinned (cudaMallocHost) or pageable
@@ -231,6 +226,7 @@ cudaError_t cudaMemsetAsync(void *p, int value, size_t n, cudaStream_t s)
         return ret(cudaErrorInvalidValue);
     }
     memset(p, value, n);
+    clock_advance_ns(1000 + n / 10);
     char what[64];
     snprintf(what, sizeof(what), "cudaMemsetAsync %zu", n);
     profile_record(what);
@@ -260,12 +256,12 @@ cudaError_t cudaEventDestroy(cudaEvent_t e)
     return cudaSuccess;
 }
 
-// The stream's work so far has run (it runs when issued): the event takes the emulator's clock.
+// The stream's work so far has run (it runs when issued): the event takes the device's clock.
 cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s)
 {
     if (!handle_live((void *)e, H_EVENT) || !valid_stream(s)) return ret(cudaErrorInvalidResourceHandle);
     Event *ev = (Event *)(void *)e;
-    ev->t = now_ms();
+    ev->t = clock_ms();
     ev->recorded = true;
     return cudaSuccess;
 }

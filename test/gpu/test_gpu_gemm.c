@@ -167,10 +167,17 @@ static void test_gemm_tuning(void **state)
 #ifdef MC_CUDA_EMU
         assert_int_equal(ch[i].candidates, 4); /* the emulation's four algorithms */
         assert_int_equal(ch[i].timed, 4);
-        assert_true(ch[i].chosen != 0 && ch[i].ms[0] >= 3.0f);
+        assert_true(ch[i].chosen != 0 && ch[i].ms[0] >= 20.0f);
 #endif
     }
 #ifdef MC_CUDA_EMU
+    /* every algorithm 20 ms slower: two timed (2 x 20 ms each, the cap of 50 ms then spent) */
+    setenv("MC_EMU_CUBLASLT_SLOW_ALGO", "0,1,2,3", 1);
+    mc_cuda_gemm_forget();
+    gemm_case(be, 0, 1, 64, 48, 32, 0, 1.0f, 0.0f);
+    assert_int_equal(mc_cuda_gemm_choices(ch, 4), 1);
+    check_choice(&ch[0]);
+    assert_int_equal(ch[0].timed, 2);
     unsetenv("MC_EMU_CUBLASLT_SLOW_ALGO");
 #endif
     mc_cuda_gemm_forget();
