@@ -15,7 +15,8 @@
 // with beta = 0 into the backend's scratch when its output fits there, else keeps the
 // heuristic's first. When cuBLASLt offers no algorithm for a shape, a plain kernel of this file
 // computes it (correct, slow: a warning names the shape, once; the environment variable
-// MC_CUDA_GEMM=fallback forces it, to compare the two on a GPU).
+// MC_CUDA_GEMM=fallback forces it, to compare the two on a GPU). MC_CUDA_GEMM=untimed keeps the
+// heuristic's first algorithm (the op tests of many shapes, on the emulated device).
 #include <cublasLt.h>
 #include <stdlib.h>
 #include <string.h>
@@ -302,6 +303,12 @@ static bool fallback_forced(void)
     return s && strcmp(s, "fallback") == 0;
 }
 
+static bool timing_off(void)
+{
+    const char *s = mc_env_text(MC_ENV_CUDA_GEMM);
+    return s && strcmp(s, "untimed") == 0;
+}
+
 // ---- timing the candidates ----
 static void run_algo(const mc_backend_t *be, plan_t *p, const mc_cuda_matmul_t *g, int i, void *D,
                      float beta)
@@ -331,7 +338,7 @@ static void tune(const mc_backend_t *be, plan_t *p, const mc_cuda_matmul_t *g)
 {
     p->tuned = p->choice.tuned = 1;
     void *D = tuning_output(be, g);
-    if (p->choice.candidates < 2 || !D) return;
+    if (p->choice.candidates < 2 || !D || timing_off()) return;
     const cudaStream_t st = mc_cuda_stream(be);
     cudaEvent_t e0, e1;
     MC_CUDA_CHECK(cudaEventCreate(&e0));

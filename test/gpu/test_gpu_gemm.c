@@ -58,6 +58,16 @@ static double *dbias_bound(mc_dtype_t dt, const void *go, mc_dtype_t gdt, const 
     return b;
 }
 
+/* MC_CUDA_GEMM for the tests that follow: "untimed" (the heuristic's first algorithm; the tests
+ * but test_gemm_tuning do not time the candidates of their many shapes: on the emulated device
+ * each timing is eight more matmuls), "fallback", or NULL (the product's default). */
+static void gemm_mode(const char *mode)
+{
+    if (mode) setenv("MC_CUDA_GEMM", mode, 1);
+    else unsetenv("MC_CUDA_GEMM");
+    mc_env_load(); /* the knobs are read once; read them again */
+}
+
 /* ---- gemm (fp32) ---- */
 
 static void gemm_case(const mc_backend_t *be, int ta, int tb, int M, int N, int K, int pad, float alpha, float beta)
@@ -120,11 +130,9 @@ static void test_gemm_fallback(void **state)
     (void)state;
     const mc_backend_t *be;
     GPU_BACKEND_OR_SKIP(be);
-    setenv("MC_CUDA_GEMM", "fallback", 1);
-    mc_env_load(); /* the knobs are read once; read them again */
+    gemm_mode("fallback");
     gemm_all(be);
-    unsetenv("MC_CUDA_GEMM");
-    mc_env_load();
+    gemm_mode("untimed");
 }
 
 /* ---- the algorithm choice: the heuristic's candidates timed at a plan's first use (gemm.cu: at
@@ -157,6 +165,7 @@ static void test_gemm_tuning(void **state)
 #ifdef MC_CUDA_EMU
     setenv("MC_EMU_CUBLASLT_SLOW_ALGO", "0", 1); /* the heuristic's first is slow: another wins */
 #endif
+    gemm_mode(NULL);
     mc_cuda_gemm_forget();
     gemm_case(be, 0, 1, 64, 48, 32, 0, 1.0f, 0.0f); /* overwrites C: timed in place */
     gemm_case(be, 1, 0, 40, 24, 16, 0, 1.0f, 1.0f); /* accumulates: timed into the scratch */
@@ -181,6 +190,7 @@ static void test_gemm_tuning(void **state)
     unsetenv("MC_EMU_CUBLASLT_SLOW_ALGO");
 #endif
     mc_cuda_gemm_forget();
+    gemm_mode("untimed");
 #endif
 }
 
@@ -387,11 +397,9 @@ static void test_linear_gelu(void **state)
     const mc_backend_t *be;
     GPU_BACKEND_OR_SKIP(be);
     linear_gelu_all(be);
-    setenv("MC_CUDA_GEMM", "fallback", 1);
-    mc_env_load(); /* the knobs are read once; read them again */
+    gemm_mode("fallback");
     linear_gelu_all(be);
-    unsetenv("MC_CUDA_GEMM");
-    mc_env_load();
+    gemm_mode("untimed");
 }
 
 static void linear_all(const mc_backend_t *be)
@@ -430,11 +438,9 @@ static void test_linear_fallback(void **state)
     (void)state;
     const mc_backend_t *be;
     GPU_BACKEND_OR_SKIP(be);
-    setenv("MC_CUDA_GEMM", "fallback", 1);
-    mc_env_load(); /* the knobs are read once; read them again */
+    gemm_mode("fallback");
     linear_all(be);
-    unsetenv("MC_CUDA_GEMM");
-    mc_env_load();
+    gemm_mode("untimed");
 }
 
 int main(void)
@@ -450,5 +456,6 @@ int main(void)
         cmocka_unit_test(test_linear_fallback),
         cmocka_unit_test(test_linear_gelu),
     };
+    gemm_mode("untimed");
     return cmocka_run_group_tests(tests, gpu_setup, NULL);
 }
