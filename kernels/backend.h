@@ -81,6 +81,15 @@ struct mc_backend {
     void (*memcpy_d2d)(const mc_backend_t *be, void *dst, const void *src, size_t bytes);
     void (*memset0)(const mc_backend_t *be, void *p, size_t bytes);
     void (*synchronize)(const mc_backend_t *be);
+    /* Host memory for the asynchronous copies below (pinned on CUDA; plain memory on the CPU), and
+     * its release. alloc_host: NULL on failure; not zero-filled. */
+    void *(*alloc_host)(const mc_backend_t *be, size_t bytes);
+    void (*free_host)(const mc_backend_t *be, void *p);
+    /* Copies in order with the ops, returning at once: the host buffer (from alloc_host) must not
+     * be changed (h2d's src) or read (d2h's dst) before the next synchronize (or a call that
+     * waits for the stream, as memcpy_d2h does). */
+    void (*memcpy_h2d_async)(const mc_backend_t *be, void *dst, const void *src, size_t bytes);
+    void (*memcpy_d2h_async)(const mc_backend_t *be, void *dst, const void *src, size_t bytes);
     /* dst[0..n) of type ddt = src[0..n) of type sdt (fp32, bf16, fp16), rounded to nearest even.
      * dst may equal src only when both types have the same size. */
     void (*convert)(const mc_backend_t *be, void *dst, mc_dtype_t ddt, const void *src,
@@ -288,6 +297,18 @@ struct mc_backend {
     void (*ce_backward)(const mc_backend_t *be, mc_dtype_t dt, void *dlogits, const void *logits,
                         const float *rowmax, const float *sumexp, const int32_t *targets,
                         const float *dloss, int S, int B, int V, int vocab_start);
+    /* ce_loss and ce_backward in one pass over the logits (llm.c's fused classifier), the
+     * gradient in place: losses as ce_loss and, when loss_mask is not NULL, logits := dlogits as
+     * ce_backward gives them for dloss[b, s] = loss_mask[b, s] * grad_scale (one fp32 product);
+     * loss_mask NULL leaves the logits as they are. rowmax, sumexp and target_logit are ce_max's
+     * and ce_sums' reduced statistics, or all NULL when this rank holds the whole vocabulary
+     * (vocab_start 0, no tp reductions between the steps): then they are formed here as those two
+     * ops form them, and the loss and its gradient take one kernel. Values equal to the separate
+     * ops'. */
+    void (*ce_fused)(const mc_backend_t *be, mc_dtype_t dt, float *losses, void *logits,
+                     const float *rowmax, const float *sumexp, const float *target_logit,
+                     const int32_t *targets, const float *loss_mask, float grad_scale, int S, int B,
+                     int V, int vocab_start);
 
     /* ---- elementwise / reductions, on buffers of type dt ---- */
     void (*add)(const mc_backend_t *be, mc_dtype_t dt, void *out, const void *a, const void *b,
@@ -297,6 +318,11 @@ struct mc_backend {
     void (*scale)(const mc_backend_t *be, mc_dtype_t dt, void *x, float s, long n); /* x *= s */
     /* Sum of squares in double (returned to host), for grad and param norms. */
     double (*sumsq)(const mc_backend_t *be, mc_dtype_t dt, const void *x, long n);
+    /* sumsq of many tensors at once (the gradient norm's multi-tensor reduction): out[i] (host)
+     * = sumsq(x[i], n[i]), the very value sumsq gives, for i < count; the device's work is at
+     * most two launches and one read for all of them. */
+    void (*sumsq_multi)(const mc_backend_t *be, mc_dtype_t dt, const void *const *x, const long *n,
+                        int count, double *out);
     /* Number of elements equal to zero (for --log-num-zeros-in-grad). */
     long (*count_zeros)(const mc_backend_t *be, mc_dtype_t dt, const void *x, long n);
     /* 1 if any element is inf or nan. */

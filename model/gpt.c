@@ -633,6 +633,17 @@ static void forward_layer(mc_gpt_t *m, int j, uint32_t iteration, bool training,
     }
 }
 
+/* The gradient through a hidden-state dropout of site d: into dst with its mask, or, with
+ * probability 0 (the identity), src itself: no copy. */
+static const void *dropout_grad(mc_gpt_t *m, const mc_dropout_t *d, void *dst, const void *src,
+                                int Sl, int B, int s0)
+{
+    if (d->p <= 0.0f) return src;
+    const int H = m->cfg.hidden;
+    m->be->dropout_backward(m->be, m->cfg.dt, dst, src, d, Sl, B, H, s0, H, 0);
+    return dst;
+}
+
 /* Layer j of the chunk in flight, backward: dres holds the gradient at the layer's output and
  * gets the gradient at its input; parameter gradients accumulate. */
 static void backward_layer(mc_gpt_t *m, int j, uint32_t iteration)
@@ -657,8 +668,8 @@ static void backward_layer(mc_gpt_t *m, int j, uint32_t iteration)
 
     /* ---- MLP block: x_out = res2 + dropout(fc2(gelu(fc1(ln2)))) ---- */
     d = dropout_site(m, iteration, layer_no, MC_DROPOUT_SITE_MLP_OUT, sample0, hp);
-    be->dropout_backward(be, dt, m->dtmp_h, m->dres, &d, Sl, B, H, s0, H, 0);
-    const void *dmlp_full = seq_gather(m, &t, m->dtmp_h, NHl);
+    const void *dmlp_full =
+        seq_gather(m, &t, dropout_grad(m, &d, m->dtmp_h, m->dres, Sl, B, s0), NHl);
     if (c->swiglu) {
         be->linear_backward(be, dt, gdt, m->d_act, gw->fc2_w, gw->fc2_b, dmlp_full, a->act,
                             w->fc2_w, N, F, H);
@@ -682,10 +693,10 @@ static void backward_layer(mc_gpt_t *m, int j, uint32_t iteration)
 
     /* ---- attention block: x_mid = res1 + dropout(proj(attn(qkv(ln1)))) ---- */
     d = dropout_site(m, iteration, layer_no, MC_DROPOUT_SITE_ATTN_OUT, sample0, hp);
-    be->dropout_backward(be, dt, m->dtmp_h, m->dres, &d, Sl, B, H, s0, H, 0);
+    const void *dproj = dropout_grad(m, &d, m->dtmp_h, m->dres, Sl, B, s0);
     /* d attn into tmp_h (free during backward) */
     be->linear_backward(be, dt, gdt, m->tmp_h, gw->proj_w, gw->proj_b,
-                        seq_gather(m, &t, m->dtmp_h, NHl), a->attn, w->proj_w, N, A, H);
+                        seq_gather(m, &t, dproj, NHl), a->attn, w->proj_w, N, A, H);
     d = dropout_site(m, iteration, layer_no, MC_DROPOUT_SITE_ATTN_PROBS, sample0, ap);
     /* selective recomputation: core attention again (its output into dtmp_h, free here, which
      * the backward then reads as the forward's output) */
@@ -726,6 +737,39 @@ static mc_gpt_slot_t *use_slot(mc_gpt_t *m, int c, int k)
     return m->cur;
 }
 
+/* Vocab-parallel cross-entropy in fp32 (Megatron's _VocabParallelCrossEntropy): the global max,
+ * then the global sum-exp and predicted logit, then the loss; in a training forward whose loss
+ * weight is known, the loss gradient in the same pass over the logits (left in their place).
+ * One rank holding the whole vocabulary needs no reductions between the steps: the one op forms
+ * the statistics too. */
+static void cross_entropy(mc_gpt_t *m, mc_gpt_slot_t *sl, const tp_dims_t *t,
+                          const mc_microbatch_t *mb, bool training)
+{
+    const mc_backend_t *be = m->be;
+    const mc_dtype_t dt = m->cfg.dt;
+    const int S = m->cfg.seq, B = mb->b, N = S * B;
+    const bool grad = training && mb->loss_weight > 0;
+    /* d loss / d loss[b,s] = mask * weight, times the loss scale (Megatron's scale_loss) */
+    const float scale = mb->loss_weight * m->loss_scale;
+    sl->grad_weight = grad ? mb->loss_weight : 0.0f;
+    if (m->cfg.tp > 1) {
+        be->ce_max(be, dt, sl->ce_max, sl->logits, N, t->vocab);
+        tp_reduce(m, sl->ce_max, N, MC_DT_F32, MC_OP_MAX);
+        be->ce_sums(be, dt, sl->ce_sum, sl->ce_target, sl->logits, sl->ce_max, sl->labels, S, B,
+                    t->vocab, t->vocab_start);
+        tp_reduce(m, sl->ce_sum, 2L * N, MC_DT_F32, MC_OP_SUM);
+    }
+    const bool stats = m->cfg.tp > 1;
+    be->ce_fused(be, dt, sl->losses, sl->logits, stats ? sl->ce_max : NULL,
+                 stats ? sl->ce_sum : NULL, stats ? sl->ce_target : NULL, sl->labels,
+                 grad ? sl->loss_mask : NULL, scale, S, B, t->vocab, t->vocab_start);
+    if (training && !grad && !stats) { /* the backward forms the gradient from these */
+        be->ce_max(be, dt, sl->ce_max, sl->logits, N, t->vocab);
+        be->ce_sums(be, dt, sl->ce_sum, sl->ce_target, sl->logits, sl->ce_max, sl->labels, S, B,
+                    t->vocab, t->vocab_start);
+    }
+}
+
 void mc_gpt_forward_chunk(mc_gpt_t *m, int c, int k, const mc_microbatch_t *mb, uint32_t iteration,
                           bool training, double *loss_sum, double *num_tokens)
 {
@@ -746,17 +790,20 @@ void mc_gpt_forward_chunk(mc_gpt_t *m, int c, int k, const mc_microbatch_t *mb, 
     sl->batch = B;
     sl->sample0 = mb->sample0;
     size_t ib = (size_t)N * sizeof(int32_t), fb = (size_t)N * sizeof(float);
+    /* pinned staging is copied without waiting */
+    void (*h2d)(const mc_backend_t *, void *, const void *, size_t) =
+        mb->pinned ? be->memcpy_h2d_async : be->memcpy_h2d;
     if (ch->pre) {
-        be->memcpy_h2d(be, sl->tokens, mb->tokens, ib);
-        be->memcpy_h2d(be, sl->positions, mb->positions, ib);
+        h2d(be, sl->tokens, mb->tokens, ib);
+        h2d(be, sl->positions, mb->positions, ib);
     }
     if (ch->post) {
-        be->memcpy_h2d(be, sl->labels, mb->labels, ib);
-        be->memcpy_h2d(be, sl->loss_mask, mb->loss_mask, fb);
+        h2d(be, sl->labels, mb->labels, ib);
+        h2d(be, sl->loss_mask, mb->loss_mask, fb);
     }
     sl->segments = NULL;
     if (mb->segments) {
-        be->memcpy_h2d(be, sl->segments_buf, mb->segments, ib);
+        h2d(be, sl->segments_buf, mb->segments, ib);
         sl->segments = sl->segments_buf;
     }
 
@@ -788,24 +835,34 @@ void mc_gpt_forward_chunk(mc_gpt_t *m, int c, int k, const mc_microbatch_t *mb, 
     m->ln_done = false;
     be->linear_forward(be, dt, sl->logits, seq_gather(m, &t, sl->lnf, NL), m->p.out_w, NULL, N, H,
                        t.vocab);
-    /* vocab-parallel cross-entropy in fp32: global max, then global sum-exp and predicted logit */
-    be->ce_max(be, dt, sl->ce_max, sl->logits, N, t.vocab);
-    tp_reduce(m, sl->ce_max, N, MC_DT_F32, MC_OP_MAX);
-    be->ce_sums(be, dt, sl->ce_sum, sl->ce_target, sl->logits, sl->ce_max, sl->labels, S, B,
-                t.vocab, t.vocab_start);
-    tp_reduce(m, sl->ce_sum, 2L * N, MC_DT_F32, MC_OP_SUM);
-    be->ce_loss(be, sl->losses, sl->ce_max, sl->ce_sum, sl->ce_target, S, B);
+    cross_entropy(m, sl, &t, mb, training);
 
     /* The loss sum is a [b*s] reduction: done on the host in double for a layout-independent
-     * order (the same sum for any backend). */
-    be->memcpy_d2h(be, m->host_losses, sl->losses, fb);
-    double sum = 0, cnt = 0;
-    for (int i = 0; i < N; i++) {
-        sum += (double)m->host_losses[i] * (double)mb->loss_mask[i];
-        cnt += mb->loss_mask[i];
+     * order (the same sum for any backend), now or, with losses_out, after the caller's
+     * synchronize (no wait here). */
+    *num_tokens = mc_gpt_mb_tokens(mb);
+    if (mb->losses_out) {
+        be->memcpy_d2h_async(be, mb->losses_out, sl->losses, fb);
+        *loss_sum = NAN;
+        return;
     }
-    *loss_sum = sum;
-    *num_tokens = cnt;
+    be->memcpy_d2h(be, m->host_losses, sl->losses, fb);
+    *loss_sum = mc_gpt_loss_sum(mb, m->host_losses);
+}
+
+double mc_gpt_loss_sum(const mc_microbatch_t *mb, const float *losses)
+{
+    double sum = 0;
+    for (long i = 0; i < (long)mb->b * mb->s; i++)
+        sum += (double)losses[i] * (double)mb->loss_mask[i];
+    return sum;
+}
+
+double mc_gpt_mb_tokens(const mc_microbatch_t *mb)
+{
+    double cnt = 0;
+    for (long i = 0; i < (long)mb->b * mb->s; i++) cnt += mb->loss_mask[i];
+    return cnt;
 }
 
 /* ---------------------------------------------------------------- backward */
@@ -817,6 +874,26 @@ void mc_gpt_reduce_sequence_parallel_grads(mc_gpt_t *m)
         if (m->params[i].seq_parallel)
             tp_reduce(m, mc_gpt_grad_at(m, m->params[i].offset), m->params[i].numel, m->cfg.gdt,
                       MC_OP_SUM);
+}
+
+/* dlogits in place of the logits: formed by the forward already (ce_fused, with the same weight),
+ * else from the statistics: d objective / d loss[b,s] = mask * weight, times the loss scale
+ * (Megatron's scale_loss). */
+static void loss_backward(mc_gpt_t *m, mc_gpt_slot_t *sl, const tp_dims_t *t, float weight)
+{
+    const mc_backend_t *be = m->be;
+    const int S = m->cfg.seq, B = sl->batch, N = S * B;
+    if (sl->grad_weight > 0) {
+        if (sl->grad_weight != weight)
+            mc_fatal("internal error: the loss gradient was formed with weight %g, the backward "
+                     "has %g",
+                     (double)sl->grad_weight, (double)weight);
+        return;
+    }
+    be->memcpy_d2d(be, m->dloss, sl->loss_mask, (size_t)N * sizeof(float));
+    be->scale(be, MC_DT_F32, m->dloss, weight * m->loss_scale, N);
+    be->ce_backward(be, m->cfg.dt, sl->logits, sl->logits, sl->ce_max, sl->ce_sum, sl->labels,
+                    m->dloss, S, B, t->vocab, t->vocab_start);
 }
 
 void mc_gpt_backward_chunk(mc_gpt_t *m, int c, int k, uint32_t iteration, float weight)
@@ -836,11 +913,7 @@ void mc_gpt_backward_chunk(mc_gpt_t *m, int c, int k, uint32_t iteration, float 
     const float hp = cf->hidden_dropout;
 
     if (ch->post) {
-        /* d objective / d loss[b,s] = mask * weight, times the loss scale (Megatron's scale_loss) */
-        be->memcpy_d2d(be, m->dloss, sl->loss_mask, (size_t)N * sizeof(float));
-        be->scale(be, MC_DT_F32, m->dloss, weight * m->loss_scale, N);
-        be->ce_backward(be, dt, sl->logits, sl->logits, sl->ce_max, sl->ce_sum, sl->labels,
-                        m->dloss, S, B, t.vocab, t.vocab_start);
+        loss_backward(m, sl, &t, weight);
         be->linear_backward(be, dt, gdt, dfull, m->g.out_w, NULL, sl->logits,
                             seq_gather(m, &t, sl->lnf, NHl), m->p.out_w, N, H, t.vocab);
         tp_sum(m, &t, dfull, m->dx, NHl); /* column-parallel (vocab) input gradient */

@@ -68,7 +68,9 @@ static void load_microbatch(mc_trainer_t *t, int slot, int split, int64_t first,
                            .positions = t->positions + base,
                            .loss_mask = t->loss_mask + base,
                            .segments = segments,
-                           .sample0 = (uint64_t)first};
+                           .sample0 = (uint64_t)first,
+                           .pinned = true,
+                           .losses_out = t->losses + base};
     *mb = out;
     mc_timer_stop(&t->timers, MC_T_BATCH_GENERATOR);
 }

@@ -89,6 +89,32 @@ void mc_trainer_memory(const mc_args_t *args, const mc_backend_t *be, mc_memory_
     }
 }
 
+/* Host staging: one slot of max_batch rows per microbatch of a step, in the backend's pinned
+ * memory (the token copies and the loss reads do not wait). */
+static bool staging_alloc(mc_trainer_t *t, const mc_gpt_config_t *cfg)
+{
+    const mc_backend_t *be = t->be;
+    const size_t rows = (size_t)cfg->max_batch * (size_t)mc_staging_slots(t->args);
+    const size_t n = rows * (size_t)cfg->seq;
+    t->sample_idx = malloc((size_t)cfg->max_batch * sizeof(int64_t));
+    t->tokens = be->alloc_host(be, n * sizeof(int32_t));
+    t->labels = be->alloc_host(be, n * sizeof(int32_t));
+    t->positions = be->alloc_host(be, n * sizeof(int32_t));
+    t->segments = be->alloc_host(be, n * sizeof(int32_t));
+    t->loss_mask = be->alloc_host(be, n * sizeof(float));
+    t->losses = be->alloc_host(be, n * sizeof(float));
+    return t->sample_idx && t->tokens && t->labels && t->positions && t->segments && t->loss_mask &&
+           t->losses;
+}
+
+static void staging_free(mc_trainer_t *t)
+{
+    void *bufs[] = {t->tokens, t->labels, t->positions, t->segments, t->loss_mask, t->losses};
+    for (size_t i = 0; i < sizeof(bufs) / sizeof(bufs[0]); i++)
+        if (bufs[i]) t->be->free_host(t->be, bufs[i]);
+    free(t->sample_idx);
+}
+
 int mc_trainer_init(mc_trainer_t *t, const mc_args_t *args, const mc_backend_t *be, mc_comm_t *comm)
 {
     memset(t, 0, sizeof(*t));
@@ -122,18 +148,7 @@ int mc_trainer_init(mc_trainer_t *t, const mc_args_t *args, const mc_backend_t *
                    args->barrier_with_l1_time, comm);
     mc_pipeline_init(&t->pipe, &t->model, comm, t->par.pp, args, t->par.me.pp, &t->timers);
 
-    /* host staging: one slot of max_batch rows per microbatch of a step */
-    const size_t rows = (size_t)cfg.max_batch * (size_t)mc_staging_slots(args), s = (size_t)cfg.seq;
-    t->sample_idx = malloc((size_t)cfg.max_batch * sizeof(int64_t));
-    t->tokens = malloc(rows * s * sizeof(int32_t));
-    t->labels = malloc(rows * s * sizeof(int32_t));
-    t->positions = malloc(rows * s * sizeof(int32_t));
-    t->segments = malloc(rows * s * sizeof(int32_t));
-    t->loss_mask = malloc(rows * s * sizeof(float));
-    if (!t->sample_idx || !t->tokens || !t->labels || !t->positions || !t->segments ||
-        !t->loss_mask)
-        return -1;
-    return 0;
+    return staging_alloc(t, &cfg) ? 0 : -1;
 }
 
 void mc_trainer_free(mc_trainer_t *t)
@@ -145,12 +160,7 @@ void mc_trainer_free(mc_trainer_t *t)
     mc_gpt_free(&t->model);
     if (t->comm) mc_parallel_free(&t->par);
     mc_data_source_free(&t->data);
-    free(t->sample_idx);
-    free(t->tokens);
-    free(t->labels);
-    free(t->positions);
-    free(t->segments);
-    free(t->loss_mask);
+    staging_free(t);
     memset(t, 0, sizeof(*t));
 }
 
@@ -194,19 +204,71 @@ typedef struct {
     uint32_t it;
     double sum, tokens;
     int bad_loss; /* the first non-finite local loss (non_finite's code) */
+    /* microbatches whose losses the forward left in their losses_out (read after a synchronize),
+     * in the order of their forwards */
+    const mc_microbatch_t *mbs;
+    int *pending, n_pending;
 } step_ctx_t;
+
+/* A loss sum from the forward: now, or later from losses_out (pending). */
+static void add_loss(step_ctx_t *s, int mb, double sum, double cnt)
+{
+    s->tokens += cnt;
+    if (s->mbs[mb].losses_out) {
+        s->pending[s->n_pending++] = mb;
+        return;
+    }
+    if (!s->bad_loss) s->bad_loss = non_finite(sum); /* reported once every rank knows */
+    s->sum += sum;
+}
+
+/* The step's one wait for the device: the host staging is free for the next step, and the
+ * pending losses are read and summed as the forward would have, in the same order. */
+static void settle_losses(step_ctx_t *s)
+{
+    s->t->be->synchronize(s->t->be);
+    for (int i = 0; i < s->n_pending; i++) {
+        const mc_microbatch_t *mb = &s->mbs[s->pending[i]];
+        const double sum = mc_gpt_loss_sum(mb, mb->losses_out);
+        if (!s->bad_loss) s->bad_loss = non_finite(sum);
+        s->sum += sum;
+    }
+    free(s->pending);
+    s->pending = NULL, s->n_pending = 0;
+}
+
+static void ctx_for(step_ctx_t *s, const mc_microbatch_t *mbs, int M)
+{
+    s->mbs = mbs;
+    s->pending = malloc((size_t)(M > 0 ? M : 1) * sizeof(int));
+    if (!s->pending) mc_fatal("out of host memory");
+}
+
+/* Section 5.3: the objective per microbatch is sum / max(tokens, 1) / M, or the plain sum with
+ * --calculate-per-token-loss (scaled by the global token count after the step). */
+static float objective_weight(const mc_args_t *a, double tokens, int M)
+{
+    return a->calculate_per_token_loss ? 1.0f : (float)(1.0 / (fmax(tokens, 1.0) * M));
+}
 
 static float on_loss(void *ctx, int mb, double sum, double cnt)
 {
     step_ctx_t *s = ctx;
-    const mc_args_t *a = s->t->args;
-    (void)mb;
-    if (!s->bad_loss) s->bad_loss = non_finite(sum); /* reported once every rank knows */
-    s->sum += sum;
-    s->tokens += cnt;
-    /* Section 5.3: objective per microbatch is sum / max(tokens, 1) / M, or the plain sum with
-     * --calculate-per-token-loss (scaled by the global token count after the step). */
-    return a->calculate_per_token_loss ? 1.0f : (float)(1.0 / (fmax(cnt, 1.0) * s->M));
+    add_loss(s, mb, sum, cnt);
+    return objective_weight(s->t->args, cnt, s->M);
+}
+
+/* The step's microbatches with their loss weights, known before the forward (the token counts
+ * are the host's): the forward forms the loss gradient with the loss. Free with free(). */
+static mc_microbatch_t *weighted_microbatches(const mc_args_t *a, const mc_microbatch_t *mbs, int M)
+{
+    mc_microbatch_t *w = malloc((size_t)(M > 0 ? M : 1) * sizeof(*w));
+    if (!w) mc_fatal("out of host memory");
+    for (int i = 0; i < M; i++) {
+        w[i] = mbs[i];
+        w[i].loss_weight = objective_weight(a, mc_gpt_mb_tokens(&mbs[i]), M);
+    }
+    return w;
 }
 
 /* Megatron enables grad sync for each model chunk's last microbatch only: its buckets may
@@ -231,7 +293,9 @@ void mc_forward_backward(mc_trainer_t *t, const mc_microbatch_t *mbs, int M, mc_
     m->be->memset0(m->be, m->grad_buf, (size_t)m->n_elems * mc_dtype_size(m->cfg.gdt));
     m->loss_scale = (float)mc_scaler_value(&t->scaler);
     mc_ddp_begin_grad_sync(&t->ddp);
-    mc_pipeline_step_t st = {.mbs = mbs,
+    mc_microbatch_t *wmbs = weighted_microbatches(a, mbs, M);
+    ctx_for(&ctx, wmbs, M);
+    mc_pipeline_step_t st = {.mbs = wmbs,
                              .M = M,
                              .iteration = ctx.it,
                              .ctx = &ctx,
@@ -251,6 +315,8 @@ void mc_forward_backward(mc_trainer_t *t, const mc_microbatch_t *mbs, int M, mc_
     embedding_all_reduce(t, m->grad_buf, m->cfg.gdt);
     mc_timer_stop(&t->timers, MC_T_EMBEDDING_GRADS_ALL_REDUCE);
     /* the token-weighted loss over the global batch */
+    settle_losses(&ctx);
+    free(wmbs);
     reduce_loss_pair(t, &ctx.sum, &ctx.tokens);
     if (a->check_for_nan_in_loss_and_grad && non_finite(ctx.sum))
         stop_non_finite(t, ctx.bad_loss, ctx.sum, "local forward loss calculation");
@@ -262,10 +328,7 @@ void mc_forward_backward(mc_trainer_t *t, const mc_microbatch_t *mbs, int M, mc_
 
 static float on_eval_loss(void *ctx, int mb, double sum, double cnt)
 {
-    step_ctx_t *s = ctx;
-    (void)mb;
-    s->sum += sum;
-    s->tokens += cnt;
+    add_loss(ctx, mb, sum, cnt);
     return 0.0f;
 }
 
@@ -273,6 +336,7 @@ void mc_forward_only(mc_trainer_t *t, const mc_microbatch_t *mbs, int M, double 
                      double *num_tokens)
 {
     step_ctx_t ctx = {.t = t, .M = M};
+    ctx_for(&ctx, mbs, M);
     mc_pipeline_step_t st = {.mbs = mbs,
                              .M = M,
                              .iteration = 0,
@@ -280,6 +344,7 @@ void mc_forward_only(mc_trainer_t *t, const mc_microbatch_t *mbs, int M, double 
                              .ctx = &ctx,
                              .on_loss = on_eval_loss};
     mc_pipeline_run(&t->pipe, &st);
+    settle_losses(&ctx);
     reduce_loss_pair(t, &ctx.sum, &ctx.tokens);
     *loss_sum = ctx.sum;
     *num_tokens = ctx.tokens;

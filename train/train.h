@@ -38,9 +38,10 @@ typedef struct {
 
     mc_data_source_t data; /* opened by mc_pretrain; tests feed microbatches directly */
     /* host staging: the microbatches of one training or evaluation step ([max_batch, s] each),
-     * and the sample indices of one */
+     * the backend's alloc_host memory (copied without waiting), their per-token losses as the
+     * forward leaves them, and the sample indices of one */
     int32_t *tokens, *labels, *positions, *segments;
-    float *loss_mask;
+    float *loss_mask, *losses;
     int64_t *sample_idx;
 
     int64_t iteration;

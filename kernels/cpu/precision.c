@@ -394,6 +394,12 @@ double mc_cpu_sumsq(const mc_backend_t *be, mc_dtype_t dt, const void *x, long n
     return mc_cpu_sumsq_f32(be, in32(0, x, dt, n), n);
 }
 
+void mc_cpu_sumsq_multi(const mc_backend_t *be, mc_dtype_t dt, const void *const *x, const long *n,
+                        int count, double *out)
+{
+    for (int i = 0; i < count; i++) out[i] = mc_cpu_sumsq(be, dt, x[i], n[i]);
+}
+
 long mc_cpu_count_zeros(const mc_backend_t *be, mc_dtype_t dt, const void *x, long n)
 {
     return mc_cpu_count_zeros_f32(be, in32(0, x, dt, n), n);

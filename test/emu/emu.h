@@ -51,6 +51,15 @@ void require_device(const void *p, size_t bytes, const char *what);
 // with MC_EMU_HASH=FILE, appends "N name hash-of-all-device-memory" to FILE, so two runs under
 // different thread schedules can be compared launch by launch.
 void after_launch(const char *name);
+// The emulated device's clock (what events record), in milliseconds: device work moves it on by a
+// modelled duration (a kernel 2 us + 1 ns per thread launched, a cuBLASLt matmul 1 ns per 1000
+// multiply-adds, a copy or memset 0.1 ns per byte), so that timings are the same in every run
+// whatever the host's load, and the work's order decides what a timing finds.
+double clock_ms();
+void clock_advance_ns(uint64_t ns);
+// MC_EMU_PROFILE=PATH: appends `what` (a kernel as launched, a library call, a copy, a marker) to
+// the list of device work at PATH; nothing otherwise.
+void profile_record(const char *what);
 
 // ---- kernels ----
 // The running emulated thread's built-in variables (cuda_emu.h maps threadIdx ... onto them).
