@@ -1,6 +1,7 @@
 # megatron-c build. `make` builds ./megatron-c (CPU backend always; CUDA objects too when nvcc is
 # found, unless CUDA=0). `make test` runs the whole suite; `make test SANITIZE=1` runs it under
-# AddressSanitizer and UBSan; `make demo` installs dependencies and trains the demo model.
+# AddressSanitizer and UBSan (TEST_SET=sanitize: the part sanitizers find things in, as .ci/run
+# does); `make demo` installs dependencies and trains the demo model.
 
 CC      ?= gcc
 PYTHON  ?= /usr/bin/python3
@@ -141,7 +142,7 @@ endif
 EMU_OK := $(and $(shell command -v $(CXX) 2>/dev/null),$(wildcard $(CUDA_HOME)/include/cublasLt.h),$(wildcard $(CUDA_HOME)/include/mma.h),$(wildcard $(NCCL_HOME)/include/nccl.h))
 
 LIB_SRC := $(wildcard base/*.c config/*.c comm/*.c kernels/*.c kernels/cpu/*.c model/*.c data/*.c torchfmt/*.c \
-                     parallel/*.c optim/*.c ckpt/*.c train/*.c plan/*.c cli/*.c)
+                     parallel/*.c optim/*.c trainer/*.c ckpt/*.c train/*.c plan/*.c cli/*.c)
 LIB_CXX := $(wildcard data/*.cc)
 LIB_OBJ := $(LIB_SRC:%.c=$(BUILD)/%.o) $(LIB_CXX:%.cc=$(BUILD)/%.o) $(CU_SRC:%.cu=$(BUILD)/%.cu.o) $(EMU_OBJ)
 BIN     := $(BUILD)/megatron-c
@@ -174,6 +175,9 @@ GPU_TEST_BIN := $(GPU_TEST_SRC:test/gpu/%.c=$(BUILD)/test/%)
 # Helper programs that integration tests drive (e.g. ckpt_tool for test_ckpt_torch.sh), no cmocka.
 TOOL_SRC     := $(wildcard test/tools/*.c)
 TOOL_BIN     := $(TOOL_SRC:test/tools/%.c=$(BUILD)/test/tools/%)
+# The CUDA benchmark programs of bench/ (bench-kernels.sh; bench_attention): built with the tests,
+# which check that they say why when there is no GPU (bench_index_build.c is bench-data.sh's own).
+BENCH_BIN    := $(BUILD)/bench/bench_kernels $(BUILD)/bench/bench_attention
 # Mutation fuzzers of the .idx reader, torch.load and the flag parser (scripts/fuzz.sh), with
 # their shared driver test/fuzz/fuzz.c.
 FUZZ_SRC     := $(wildcard test/fuzz/fuzz_*.c)
@@ -250,15 +254,19 @@ $(BUILD)/test/tools/%: test/tools/%.c $(LIB_OBJ)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -MMD -MP $(LDFLAGS) -o $@ $(filter %.c %.o,$^) $(LDLIBS)
 
+$(BUILD)/bench/%: bench/%.c $(LIB_OBJ)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -MMD -MP $(LDFLAGS) -o $@ $(filter %.c %.o,$^) $(LDLIBS)
+
 $(BUILD)/test/fuzz/fuzz_%: test/fuzz/fuzz_%.c $(BUILD)/test/fuzz/fuzz.o $(LIB_OBJ)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -MMD -MP $(LDFLAGS) -o $@ $(filter %.c %.o,$^) $(LDLIBS)
 
-tests: $(BIN) $(TEST_BIN) $(GPU_TEST_BIN) $(MPI_TEST_BIN) $(TOOL_BIN) $(FUZZ_BIN) emu
+tests: $(BIN) $(TEST_BIN) $(GPU_TEST_BIN) $(MPI_TEST_BIN) $(TOOL_BIN) $(BENCH_BIN) $(FUZZ_BIN) emu
 
 # The emulated device's programs: megatron-c, the GPU op tests, the kernel benchmarks (their
 # plumbing) and the emulator's own tests. `make emu` builds them into build/emu(-san).
-emu-tests: $(BIN) $(GPU_TEST_BIN) $(BUILD)/test/tools/bench_kernels $(BUILD)/test/tools/bench_attention \
+emu-tests: $(BIN) $(GPU_TEST_BIN) $(BENCH_BIN) \
            $(basename $(EMU_PROGS:test/emu/%=$(BUILD)/test/emu/%))
 ifeq ($(EMU),1)
 emu: emu-tests
@@ -272,10 +280,13 @@ endif
 EMU_BUILD := $(if $(EMU_OK),$(abspath $(EMU_DIR)))
 # the emulated op tests under two thread schedules; under the sanitizers one is enough
 EMU_SCHEDS := $(if $(filter 1,$(SANITIZE)),forward,forward warps)
+# TEST_SET=sanitize: what the sanitizers find things in (test/run.sh's MC_TEST_SET), .ci/run's
+# sanitizer pass; all (the default) runs everything
+TEST_SET ?= all
 
 test: tests
 	MC_BIN=$(abspath $(BIN)) MC_BUILD=$(abspath $(BUILD)) MC_EMU_BUILD=$(EMU_BUILD) MC_EMU_SCHEDS="$(EMU_SCHEDS)" \
-	    bash test/run.sh
+	    MC_TEST_SET=$(TEST_SET) bash test/run.sh
 
 deps:
 	bash scripts/install-deps.sh

@@ -2,6 +2,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "base/clock.h"
 #include "base/error.h"
 #include "ckpt/args.h"
 #include "cli/cli.h"
@@ -49,7 +50,10 @@ int main(int argc, char **argv)
     static mc_args_t args;
     mc_ckpt_args_install(rt.rank == rt.size - 1); /* which rank prints "Setting ..." */
     mc_args_parse(&args, argc - first, argv + first, rt.size);
-    int rc = mc_pretrain(&args);
+    const double job_start = mc_wall_s(); /* Megatron's _TRAIN_START_TIME */
+    static mc_data_source_t data;
+    mc_args_open_data(&args, &data); /* the tokenizer fixes the padded vocabulary */
+    int rc = mc_pretrain(&args, &data, job_start);
     mc_args_free(&args);
     mc_runtime_finalize(&rt);
     return rc;

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""PyTorch peer of megatron-c for scripts/bench.sh (issue 7, point 5).
+"""PyTorch peer of megatron-c for bench/bench.sh.
 
 A GPT-2 shaped model written plainly in PyTorch: learned position embeddings, pre-LayerNorm
 blocks with one fused qkv projection, causal attention through scaled_dot_product_attention

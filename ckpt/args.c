@@ -12,8 +12,8 @@
 #include "base/py_float.h"
 #include "config/flags.h"
 #include "ckpt/files.h"
+#include "base/signame.h"
 #include "kernels/attention_choice.h"
-#include "train/signals.h"
 
 typedef enum { A_INT, A_I64, A_DBL, A_BOOL, A_STR, A_LIST, A_SIGNAL, A_ATTN } kind_t;
 

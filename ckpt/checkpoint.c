@@ -22,7 +22,6 @@
 #include "ckpt/files.h"
 #include "ckpt/state.h"
 #include "config/env.h"
-#include "train/log.h"
 
 #define MODEL_FILE "model_optim_rng.pt"
 #define DISTOPT_FILE "distrib_optim.pt"
@@ -244,30 +243,33 @@ static void publish(mc_trainer_t *t, save_job_t *j)
 
 /* Publishes the asynchronous save in flight once every rank's writer finished; blocking waits
  * for it, first saying so (Megatron's words) when announce is set. */
-static void finalize(mc_trainer_t *t, bool blocking, bool announce)
+static void finalize(mc_trainer_t *t, mc_ckpt_async_t *async, bool blocking, bool announce)
 {
-    if (!mc_ckpt_async_pending(t->ckpt_async)) return;
+    if (!mc_ckpt_async_pending(async)) return;
     if (blocking && announce && printer(t)) {
         printf("Unfinalized async checkpoint saves. Finalizing them synchronously now.\n");
         fflush(stdout);
     }
-    save_job_t *j = mc_ckpt_async_finish(t->ckpt_async, t->comm, blocking);
+    save_job_t *j = mc_ckpt_async_finish(async, t->comm, blocking);
     if (j) publish(t, j);
 }
 
-void mc_ckpt_finalize(mc_trainer_t *t, bool blocking) { finalize(t, blocking, true); }
+void mc_ckpt_finalize(mc_trainer_t *t, mc_ckpt_async_t *async, bool blocking)
+{
+    finalize(t, async, blocking, true);
+}
 
-void mc_ckpt_save(mc_trainer_t *t)
+void mc_ckpt_save(mc_trainer_t *t, mc_ckpt_async_t *async)
 {
     const mc_args_t *a = t->args;
     char err[ERR_MAX] = "", when[64];
-    if (mc_ckpt_async_pending(t->ckpt_async)) {
+    if (mc_ckpt_async_pending(async)) {
         if (printer(t)) {
             printf("WARNING: Starting a checkpoint save before previous has finished. Consider "
                    "increasing the checkpoint interval.\n");
             fflush(stdout);
         }
-        finalize(t, true, false); /* one save in flight: the snapshot buffer is reused */
+        finalize(t, async, true, false); /* one save in flight: the snapshot buffer is reused */
     }
     if (printer(t)) {
         stamp(when, sizeof(when));
@@ -280,7 +282,7 @@ void mc_ckpt_save(mc_trainer_t *t)
     }
     mc_ddp_finish_param_gather(&t->ddp); /* every rank's parameters complete */
     save_job_t *j = prepare(t);
-    if (!t->ckpt_async) {
+    if (!async) {
         write_job(j);
         publish(t, j);
         return;
@@ -288,8 +290,8 @@ void mc_ckpt_save(mc_trainer_t *t)
     mc_pyobj_t *pair[2] = {j->file[0].obj, j->file[1].obj}, **objs = pair;
     int n_objs = j->n;
     if (j->dist) n_objs = (int)mc_torchdist_job_objects(j->dist, &objs);
-    if (mc_ckpt_async_snapshot(t->ckpt_async, objs, n_objs, err, sizeof(err)) == 0)
-        mc_ckpt_async_start(t->ckpt_async, write_job, j, err, sizeof(err));
+    if (mc_ckpt_async_snapshot(async, objs, n_objs, err, sizeof(err)) == 0)
+        mc_ckpt_async_start(async, write_job, j, err, sizeof(err));
     agree(t, err);
     if (printer(t)) {
         stamp(when, sizeof(when));
@@ -299,27 +301,24 @@ void mc_ckpt_save(mc_trainer_t *t)
     }
 }
 
-void mc_ckpt_init(mc_trainer_t *t)
+mc_ckpt_async_t *mc_ckpt_init(const mc_trainer_t *t)
 {
     const mc_args_t *a = t->args;
-    if (!a->async_save || !a->save[0]) return;
+    if (!a->async_save || !a->save[0]) return NULL;
     /* the snapshot holds what the files would otherwise read from training memory */
     mc_pyobj_t *sd = mc_ckpt_state_dict(t);
     if (!sd) mc_fatal("out of host memory");
     const size_t bytes = mc_ckpt_borrowed_bytes(sd);
     mc_py_decref(sd);
-    t->ckpt_async = mc_ckpt_async_new(bytes);
-    if (!t->ckpt_async)
+    mc_ckpt_async_t *async = mc_ckpt_async_new(bytes);
+    if (!async)
         mc_fatal("not enough host memory for the asynchronous checkpoint snapshot (%.2f GiB; save "
                  "without --async-save)",
                  (double)bytes / (1024.0 * 1024 * 1024));
+    return async;
 }
 
-void mc_ckpt_free(mc_trainer_t *t)
-{
-    mc_ckpt_async_free(t->ckpt_async);
-    t->ckpt_async = NULL;
-}
+void mc_ckpt_free(mc_ckpt_async_t *async) { mc_ckpt_async_free(async); }
 
 /* ---- load ---- */
 

@@ -24,23 +24,25 @@
 
 #include <stdbool.h>
 
-#include "train/train.h"
+#include "ckpt/async.h"
+#include "trainer/trainer.h"
 
-/* With --async-save and --save: allocates the snapshot buffer of asynchronous saves
- * (ckpt/async.h). Call once after mc_trainer_init; mc_ckpt_free releases it. */
-void mc_ckpt_init(mc_trainer_t *t);
-void mc_ckpt_free(mc_trainer_t *t);
+/* With --async-save and --save: the writer of asynchronous saves and its snapshot buffer
+ * (ckpt/async.h), sized for t; NULL otherwise (saves are synchronous). Call once after
+ * mc_trainer_init; mc_ckpt_free releases it. */
+mc_ckpt_async_t *mc_ckpt_init(const mc_trainer_t *t);
+void mc_ckpt_free(mc_ckpt_async_t *async);
 
-/* Saves the trainer at t->iteration into --save. Waits for parameter gathers in flight. With
- * --async-save it first waits for a save still in flight, then returns once this save's state
- * is copied and its writer started; mc_ckpt_finalize publishes it later. */
-void mc_ckpt_save(mc_trainer_t *t);
+/* Saves the trainer at t->iteration into --save. Waits for parameter gathers in flight. With an
+ * asynchronous writer it first waits for a save still in flight, then returns once this save's
+ * state is copied and the writer started; mc_ckpt_finalize publishes it later. */
+void mc_ckpt_save(mc_trainer_t *t, mc_ckpt_async_t *async);
 
 /* With an asynchronous save in flight (collective): publishes it when every rank's writer has
- * finished (blocking: after waiting for this rank's writer). A no-op otherwise. The loop calls
- * it at the start of each iteration, and blocking at the end of training. Write errors end the
- * job here with one line naming the file. */
-void mc_ckpt_finalize(mc_trainer_t *t, bool blocking);
+ * finished (blocking: after waiting for this rank's writer). A no-op otherwise (async NULL
+ * included). The loop calls it at the start of each iteration, and blocking at the end of
+ * training. Write errors end the job here with one line naming the file. */
+void mc_ckpt_finalize(mc_trainer_t *t, mc_ckpt_async_t *async, bool blocking);
 
 /* With --load: restores what Megatron's load_checkpoint restores (model; optimizer and scheduler
  * unless --no-load-optim or --finetune; the dropout seed unless --no-load-rng or --finetune;

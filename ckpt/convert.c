@@ -18,6 +18,7 @@
 #include "ckpt/torchdist.h"
 #include "ckpt/files.h"
 #include "ckpt/state.h"
+#include "model/param_names.h"
 
 #define ERR_MAX MC_CV_ERR_MAX
 #define MODEL_FILE "model_optim_rng.pt"
@@ -122,7 +123,7 @@ static void rank_copy(mc_trainer_t *t, model_t *fm, bool to_full)
     for (int i = 0; i < m->n_params; i++) {
         const mc_param_t *p = &m->params[i];
         /* the last stage's copy of tied embeddings holds the word embeddings */
-        const char *name = p->shared ? "embedding.word_embeddings.weight" : p->name;
+        const char *name = p->shared ? mc_param_names[MC_PK_WORD_EMBEDDINGS].local : p->name;
         if (to_full && (p->shared || (p->split == MC_SPLIT_NONE && m->cfg.tp_rank != 0))) continue;
         full_t *f = to_full ? add_full(fm, p) : find_full(fm, name);
         if (!f) mc_fatal("internal error: the source checkpoint has no %s", name);
@@ -257,10 +258,12 @@ static void target_args(mc_args_t *t, const mc_args_t *src, const mc_convert_arg
             "(%d): the checkpoint's %d will not do without another --global-batch-size",
             pp, t->num_microbatches);
     char err[512];
+    mc_pp_plan_t plan;
+    mc_pp_plan_from_args(&plan, t);
     for (int r = 0; r < pp; r++) {
         mc_gpt_config_t cfg;
         mc_gpt_config_from_args(&cfg, t);
-        if (mc_pipeline_chunks(&cfg, t, r, err, sizeof(err)) != 0)
+        if (mc_pipeline_chunks(&cfg, &plan, r, err, sizeof(err)) != 0)
             mc_user_error("%s (the model's %d layers over the target's %d pipeline stages)", err,
                           t->num_layers, pp);
     }

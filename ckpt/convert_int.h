@@ -10,7 +10,7 @@
 #include "ckpt/files.h"
 #include "ckpt/state.h"
 #include "torchfmt/dcp.h"
-#include "train/train.h"
+#include "trainer/trainer.h"
 
 #define MC_CV_ERR_MAX 1024
 

@@ -55,8 +55,8 @@ void mc_ckpt_buffers(const mc_trainer_t *t, const mc_ckpt_order_t *o, mc_ckpt_bu
         for (int k = lo; k < hi; k++) tmp[k - lo] = m->params[o->param[k]];
         mc_gpt_t view = {.n_params = hi - lo, .params = tmp};
         const bool bucketed = c == 0 && m->cfg.chunk[0].pre; /* chunk 0 of pipeline rank 0 */
-        mc_grad_layout(&view, bucketed ? mc_ddp_bucket_size(a, total) : 0, dp, true,
-                       a->ddp_pad_buckets_for_high_nccl_busbw, &b->l[c]);
+        mc_grad_layout(&view, bucketed ? mc_ddp_bucket_size(&t->cfg.ddp, total) : 0, dp, true,
+                       t->cfg.ddp.pad_buckets_for_high_nccl_busbw, &b->l[c]);
         long u = 0;
         for (int k = 0; k < b->l[c].n_buckets; k++) {
             start[k] = u;

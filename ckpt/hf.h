@@ -29,6 +29,8 @@
 
 #include "config/args.h"
 #include "model/gpt.h"
+#include "model/param_names.h"
+#include "trainer/config.h"
 
 typedef struct {
     const char *load, *output;  /* --load, --output (required) */
@@ -52,22 +54,12 @@ int mc_hf_import_run(const mc_hf_import_args_t *o, const mc_args_t *a);
 
 /* ---- the mapping (ckpt/hf_map.c) ---- */
 
-typedef enum { MC_HF_GPT2, MC_HF_LLAMA } mc_hf_class_t;
-extern const char *const mc_hf_class_names[2]; /* "GPT2LMHeadModel", "LlamaForCausalLM" */
+/* mc_hf_class_t and the HF names of each parameter: model/param_names.h */
+extern const char
+    *const mc_hf_class_names[MC_HF_CLASSES]; /* "GPT2LMHeadModel", "LlamaForCausalLM" */
 
 /* The class that expresses a's model, or -1 with one line naming the option that none does. */
 int mc_hf_class_of(const mc_args_t *a, mc_hf_class_t *c, char *err, size_t n);
-
-/* Which rows of a Megatron parameter an HF tensor holds. */
-typedef enum {
-    MC_HF_ALL,  /* every row (the first `rows` of the embedding and output layer) */
-    MC_HF_Q,    /* linear_qkv's query rows, head after head */
-    MC_HF_K,    /* its key rows, group after group */
-    MC_HF_V,    /* its value rows */
-    MC_HF_QKV,  /* [Q; K; V] (GPT-2's c_attn) */
-    MC_HF_GATE, /* linear_fc1's first half (SwiGLU's gate) */
-    MC_HF_UP,   /* its second half */
-} mc_hf_part_t;
 
 /* One HF tensor: rows `rows` x cols of Megatron parameter mc (part of its rows), stored
  * transposed ([cols, rows]: GPT-2's Conv1D) when transpose; a vector when cols is 0. */

@@ -364,8 +364,8 @@ int mc_hf_import_run(const mc_hf_import_args_t *o, const mc_args_t *a)
     const int n = mc_hf_tensors(&w, c, w.vocab_size, &h);
     for (int i = 0; i < n; i++) load_tensor(&s, used, &w, &h[i], &t);
     check_used(&s, used, !w.untie_embeddings_and_output_weights);
-    pad_vocab(&t, "embedding.word_embeddings.weight", w.vocab_size);
-    pad_vocab(&t, "output_layer.weight", w.vocab_size);
+    pad_vocab(&t, mc_param_names[MC_PK_WORD_EMBEDDINGS].local, w.vocab_size);
+    pad_vocab(&t, mc_param_names[MC_PK_OUTPUT_W].local, w.vocab_size);
     printf("imported %d tensors of a %s from %s\n", n, mc_hf_class_names[c], o->hf_dir);
     mc_args_t named = *a; /* the args the checkpoint carries: its tokenizer files */
     keep_tokenizer(o->save, a, &named);

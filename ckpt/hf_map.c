@@ -9,7 +9,7 @@
 
 #include "base/error.h"
 
-const char *const mc_hf_class_names[2] = {"GPT2LMHeadModel", "LlamaForCausalLM"};
+const char *const mc_hf_class_names[MC_HF_CLASSES] = {"GPT2LMHeadModel", "LlamaForCausalLM"};
 
 /* What neither class holds, whatever the rest of the model. */
 static int refuse_common(const mc_args_t *a, const mc_gpt_config_t *g, char *err, size_t n)
@@ -95,98 +95,69 @@ int mc_hf_class_of(const mc_args_t *a, mc_hf_class_t *c, char *err, size_t n)
 
 /* ---- tensors ---- */
 
-typedef struct {
-    mc_hf_tensor_t *t;
-    int n;
-    char prefix[64]; /* HF's layer prefix */
-    int layer;
-} list_t;
-
-static void add(list_t *l, const char *hf, const char *mc, mc_hf_part_t part, int64_t rows,
-                int64_t cols, bool transpose)
+/* The rows of the part of parameter p an HF tensor holds (vocab: HF's vocabulary, the rows of
+ * the embeddings and output layer it keeps). */
+static int64_t part_rows(const mc_gpt_config_t *g, const mc_param_t *p, mc_hf_part_t part,
+                         int64_t vocab)
 {
-    mc_hf_tensor_t *t = &l->t[l->n++];
-    memset(t, 0, sizeof(*t));
-    if (l->layer >= 0) {
-        snprintf(t->name, sizeof(t->name), "%s.%d.%s", l->prefix, l->layer, hf);
-        snprintf(t->mc, sizeof(t->mc), "decoder.layers.%d.%s", l->layer, mc);
-    } else {
-        snprintf(t->name, sizeof(t->name), "%s", hf);
-        snprintf(t->mc, sizeof(t->mc), "%s", mc);
+    switch (part) {
+    case MC_HF_Q: return (int64_t)g->heads * g->head_dim;
+    case MC_HF_K:
+    case MC_HF_V: return (int64_t)g->groups * g->head_dim;
+    case MC_HF_GATE:
+    case MC_HF_UP: return g->ffn;
+    default:
+        return p->kind == MC_PK_WORD_EMBEDDINGS || p->kind == MC_PK_OUTPUT_W ? vocab : p->shape[0];
     }
-    t->part = part;
-    t->rows = rows;
-    t->cols = cols;
-    t->transpose = transpose;
 }
 
-static void gpt2_layer(list_t *l, const mc_gpt_config_t *g)
+/* Parameter p's HF tensors of class c (the names table's) at t; returns how many. */
+static int param_tensors(const mc_gpt_config_t *g, const mc_param_t *p, mc_hf_class_t c,
+                         int64_t vocab, mc_hf_tensor_t *t)
 {
-    const int64_t H = g->hidden, F = g->ffn, A = (int64_t)g->heads * g->head_dim;
-    add(l, "ln_1.weight", "input_layernorm.weight", MC_HF_ALL, H, 0, false);
-    add(l, "ln_1.bias", "input_layernorm.bias", MC_HF_ALL, H, 0, false);
-    add(l, "attn.c_attn.weight", "self_attention.linear_qkv.weight", MC_HF_QKV, 3 * A, H, true);
-    add(l, "attn.c_attn.bias", "self_attention.linear_qkv.bias", MC_HF_QKV, 3 * A, 0, false);
-    add(l, "attn.c_proj.weight", "self_attention.linear_proj.weight", MC_HF_ALL, H, A, true);
-    add(l, "attn.c_proj.bias", "self_attention.linear_proj.bias", MC_HF_ALL, H, 0, false);
-    add(l, "ln_2.weight", "pre_mlp_layernorm.weight", MC_HF_ALL, H, 0, false);
-    add(l, "ln_2.bias", "pre_mlp_layernorm.bias", MC_HF_ALL, H, 0, false);
-    add(l, "mlp.c_fc.weight", "mlp.linear_fc1.weight", MC_HF_ALL, F, H, true);
-    add(l, "mlp.c_fc.bias", "mlp.linear_fc1.bias", MC_HF_ALL, F, 0, false);
-    add(l, "mlp.c_proj.weight", "mlp.linear_fc2.weight", MC_HF_ALL, H, F, true);
-    add(l, "mlp.c_proj.bias", "mlp.linear_fc2.bias", MC_HF_ALL, H, 0, false);
-}
-
-static void llama_layer(list_t *l, const mc_gpt_config_t *g)
-{
-    const int64_t H = g->hidden, F = g->ffn, d = g->head_dim, Q = g->heads * d, KV = g->groups * d;
-    const char *qkv = "self_attention.linear_qkv.weight", *qkvb = "self_attention.linear_qkv.bias";
-    add(l, "input_layernorm.weight", "input_layernorm.weight", MC_HF_ALL, H, 0, false);
-    add(l, "self_attn.q_proj.weight", qkv, MC_HF_Q, Q, H, false);
-    add(l, "self_attn.k_proj.weight", qkv, MC_HF_K, KV, H, false);
-    add(l, "self_attn.v_proj.weight", qkv, MC_HF_V, KV, H, false);
-    if (g->bias) {
-        add(l, "self_attn.q_proj.bias", qkvb, MC_HF_Q, Q, 0, false);
-        add(l, "self_attn.k_proj.bias", qkvb, MC_HF_K, KV, 0, false);
-        add(l, "self_attn.v_proj.bias", qkvb, MC_HF_V, KV, 0, false);
+    const mc_hf_name_t *h = mc_param_names[p->kind].hf[c];
+    int n = 0;
+    for (; n < 3 && h[n].name; n++) {
+        memset(&t[n], 0, sizeof(t[n]));
+        if (p->layer >= 0)
+            snprintf(t[n].name, sizeof(t[n].name), "%s.%d.%s", mc_hf_layer_prefix[c], p->layer,
+                     h[n].name);
+        else snprintf(t[n].name, sizeof(t[n].name), "%s", h[n].name);
+        snprintf(t[n].mc, sizeof(t[n].mc), "%s", p->name);
+        t[n].part = h[n].part;
+        t[n].rows = part_rows(g, p, h[n].part, vocab);
+        t[n].cols = p->ndim > 1 ? p->shape[1] : 0;
+        t[n].transpose = h[n].transpose;
     }
-    add(l, "self_attn.o_proj.weight", "self_attention.linear_proj.weight", MC_HF_ALL, H, Q, false);
-    if (g->bias)
-        add(l, "self_attn.o_proj.bias", "self_attention.linear_proj.bias", MC_HF_ALL, H, 0, false);
-    add(l, "post_attention_layernorm.weight", "pre_mlp_layernorm.weight", MC_HF_ALL, H, 0, false);
-    add(l, "mlp.gate_proj.weight", "mlp.linear_fc1.weight", MC_HF_GATE, F, H, false);
-    add(l, "mlp.up_proj.weight", "mlp.linear_fc1.weight", MC_HF_UP, F, H, false);
-    if (g->bias) {
-        add(l, "mlp.gate_proj.bias", "mlp.linear_fc1.bias", MC_HF_GATE, F, 0, false);
-        add(l, "mlp.up_proj.bias", "mlp.linear_fc1.bias", MC_HF_UP, F, 0, false);
-    }
-    add(l, "mlp.down_proj.weight", "mlp.linear_fc2.weight", MC_HF_ALL, H, F, false);
-    if (g->bias) add(l, "mlp.down_proj.bias", "mlp.linear_fc2.bias", MC_HF_ALL, H, 0, false);
+    if (!n) mc_fatal("internal error: %s has no %s tensor", p->name, mc_hf_class_names[c]);
+    return n;
 }
 
 int mc_hf_tensors(const mc_args_t *a, mc_hf_class_t c, int64_t vocab, mc_hf_tensor_t **out)
 {
+    /* the whole model's parameter table on one rank says which tensors there are */
     mc_gpt_config_t g;
     mc_gpt_config_from_args(&g, a);
-    list_t l = {.t = calloc((size_t)g.num_layers * 20 + 8, sizeof(mc_hf_tensor_t)), .layer = -1};
-    if (!l.t) mc_fatal("out of host memory");
-    const int64_t H = g.hidden;
-    const bool gpt2 = c == MC_HF_GPT2;
-    add(&l, gpt2 ? "transformer.wte.weight" : "model.embed_tokens.weight",
-        "embedding.word_embeddings.weight", MC_HF_ALL, vocab, H, false);
-    if (gpt2)
-        add(&l, "transformer.wpe.weight", "embedding.position_embeddings.weight", MC_HF_ALL,
-            g.max_pos, H, false);
-    snprintf(l.prefix, sizeof(l.prefix), "%s", gpt2 ? "transformer.h" : "model.layers");
-    for (l.layer = 0; l.layer < g.num_layers; l.layer++) (gpt2 ? gpt2_layer : llama_layer)(&l, &g);
-    l.layer = -1;
-    add(&l, gpt2 ? "transformer.ln_f.weight" : "model.norm.weight",
-        "decoder.final_layernorm.weight", MC_HF_ALL, H, 0, false);
-    if (gpt2)
-        add(&l, "transformer.ln_f.bias", "decoder.final_layernorm.bias", MC_HF_ALL, H, 0, false);
-    if (!g.tied) add(&l, "lm_head.weight", "output_layer.weight", MC_HF_ALL, vocab, H, false);
-    *out = l.t;
-    return l.n;
+    g.tp = 1;
+    g.sequence_parallel = false;
+    mc_gpt_t m;
+    mc_gpt_build_params(&m, &g);
+    mc_hf_tensor_t *t = calloc((size_t)m.n_params * 3 + 1, sizeof(mc_hf_tensor_t));
+    if (!t) mc_fatal("out of host memory");
+    int n = 0;
+    /* the embeddings, each layer, the final norm and output layer: each group in HF's order */
+    for (int i = 0; i < m.n_params;) {
+        int j = i;
+        while (j < m.n_params && m.params[j].layer == m.params[i].layer) j++;
+        for (int r = 0; r < MC_PK_COUNT; r++)
+            for (int k = i; k < j; k++)
+                if (m.params[k].kind == mc_hf_kind_order[r])
+                    n += param_tensors(&g, &m.params[k], c, vocab, t + n);
+        i = j;
+    }
+    mc_gpt_free(&m);
+    *out = t;
+    return n;
 }
 
 /* ---- rows ---- */

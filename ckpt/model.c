@@ -9,10 +9,11 @@
 
 #include "base/error.h"
 #include "ckpt/state.h"
+#include "model/param_names.h"
 
 /* ---- tensors ---- */
 
-static bool on_host(const mc_backend_t *be) { return strcmp(be->name, "cpu") == 0; }
+static bool on_host(const mc_backend_t *be) { return !be->device_memory; }
 
 static mc_torch_dtype_t torch_dtype(mc_dtype_t dt)
 {
@@ -111,25 +112,10 @@ int mc_ckpt_tensor_into(const mc_backend_t *be, void *dev, mc_dtype_t dt, const 
 
 #define KEY_MAX 160
 
-/* The local spec's layer suffixes that Transformer Engine's spec renames. */
-static const char *const k_te_names[][2] = {
-    {"input_layernorm.weight", "self_attention.linear_qkv.layer_norm_weight"},
-    {"input_layernorm.bias", "self_attention.linear_qkv.layer_norm_bias"},
-    {"pre_mlp_layernorm.weight", "mlp.linear_fc1.layer_norm_weight"},
-    {"pre_mlp_layernorm.bias", "mlp.linear_fc1.layer_norm_bias"},
-};
-
 mc_ckpt_names_t mc_ckpt_names_of(const mc_args_t *a)
 {
     return strcmp(a->transformer_impl, "transformer_engine") == 0 ? MC_CKPT_NAMES_TE
                                                                   : MC_CKPT_NAMES_LOCAL;
-}
-
-const char *mc_ckpt_te_name(const char *suffix)
-{
-    for (size_t k = 0; k < sizeof(k_te_names) / sizeof(k_te_names[0]); k++)
-        if (strcmp(suffix, k_te_names[k][0]) == 0) return k_te_names[k][1];
-    return suffix;
 }
 
 mc_torch_dtype_t mc_ckpt_model_dtype(const mc_args_t *a)
@@ -137,16 +123,12 @@ mc_torch_dtype_t mc_ckpt_model_dtype(const mc_args_t *a)
     return a->bf16 ? MC_TORCH_BFLOAT16 : a->fp16 ? MC_TORCH_FLOAT16 : MC_TORCH_FLOAT32;
 }
 
-void mc_ckpt_param_key(const mc_gpt_t *m, int c, const char *global, mc_ckpt_names_t names,
+void mc_ckpt_param_key(const mc_gpt_t *m, int c, const mc_param_t *p, mc_ckpt_names_t names,
                        char *buf, size_t n)
 {
-    int layer, used = 0;
-    if (sscanf(global, "decoder.layers.%d.%n", &layer, &used) != 1 || used == 0) {
-        snprintf(buf, n, "%s", global);
-        return;
-    }
-    const char *suffix = names == MC_CKPT_NAMES_TE ? mc_ckpt_te_name(global + used) : global + used;
-    snprintf(buf, n, "decoder.layers.%d.%s", layer - m->cfg.chunk[c].first_layer, suffix);
+    const int layer = p->layer < 0 ? -1 : p->layer - m->cfg.chunk[c].first_layer;
+    if (names == MC_CKPT_NAMES_TE) mc_param_name_te(p->kind, layer, buf, n);
+    else mc_param_name_local(p->kind, layer, buf, n);
 }
 
 mc_pyobj_t *mc_ckpt_weight_tensor(const mc_gpt_t *m, const void *w, int ndim, const int64_t *shape,
@@ -162,21 +144,17 @@ void mc_ckpt_model_key(const mc_gpt_t *m, int c, char *buf, size_t n)
     else snprintf(buf, n, "model");
 }
 
-/* The module a parameter key belongs to ("...linear_qkv" for ".weight" and ".layer_norm_bias"
- * alike), and whether it is a tensor-parallel linear, which adds `<module>._extra_state` after
- * its parameters. */
-static bool linear_module(const char *key, char *module, size_t n)
+/* The tp linear module parameter p belongs to in chunk c's keys (its layer numbered within the
+ * chunk), which adds `<module>._extra_state` after its parameters; false outside one. */
+static bool linear_module(const mc_gpt_t *m, int c, const mc_param_t *p, mc_ckpt_names_t names,
+                          char *module, size_t n)
 {
-    static const char *const linears[] = {"linear_proj", "linear_qkv", "linear_fc1", "linear_fc2",
-                                          "output_layer"};
-    const char *dot = strrchr(key, '.');
-    if (!dot) return false;
-    snprintf(module, n, "%.*s", (int)(dot - key), key);
-    const char *last = strrchr(module, '.');
-    last = last ? last + 1 : module;
-    for (size_t i = 0; i < sizeof(linears) / sizeof(linears[0]); i++)
-        if (strcmp(last, linears[i]) == 0) return true;
-    return false;
+    const mc_param_name_t *row = &mc_param_names[p->kind];
+    const char *mod = names == MC_CKPT_NAMES_TE ? row->module_te : row->module_local;
+    if (!mod) return false;
+    if (p->layer < 0) snprintf(module, n, "%s", mod);
+    else snprintf(module, n, "decoder.layers.%d.%s", p->layer - m->cfg.chunk[c].first_layer, mod);
+    return true;
 }
 
 static bool is_extra_state(const char *key)
@@ -202,9 +180,10 @@ static int order_alloc(const mc_gpt_t *m, mc_ckpt_order_t *o, mc_ckpt_names_t na
     return o->param ? 0 : -1;
 }
 
-static bool in_linear_proj(const char *name)
+/* Transformer Engine's spec builds linear_proj before linear_qkv and the norm fused into it. */
+static bool in_linear_proj(const mc_param_t *p)
 {
-    return strstr(name, ".self_attention.linear_proj.") != NULL;
+    return p->kind == MC_PK_PROJ_W || p->kind == MC_PK_PROJ_B;
 }
 
 int mc_ckpt_order_spec(const mc_gpt_t *m, mc_ckpt_names_t names, mc_ckpt_order_t *o)
@@ -214,21 +193,17 @@ int mc_ckpt_order_spec(const mc_gpt_t *m, mc_ckpt_names_t names, mc_ckpt_order_t
         int first, count;
         mc_gpt_chunk_params(m, c, &first, &count);
         for (int i = first; i < first + count;) {
-            int layer, j = i;
-            if (names != MC_CKPT_NAMES_TE ||
-                sscanf(m->params[i].name, "decoder.layers.%d.", &layer) != 1) {
+            int j = i;
+            if (names != MC_CKPT_NAMES_TE || m->params[i].layer < 0) {
                 o->param[o->n++] = i++;
                 continue;
             }
             /* a layer's parameters: TE builds linear_proj before linear_qkv (and its LayerNorm) */
-            char prefix[48];
-            snprintf(prefix, sizeof(prefix), "decoder.layers.%d.", layer);
-            while (j < first + count && strncmp(m->params[j].name, prefix, strlen(prefix)) == 0)
-                j++;
+            while (j < first + count && m->params[j].layer == m->params[i].layer) j++;
             for (int k = i; k < j; k++)
-                if (in_linear_proj(m->params[k].name)) o->param[o->n++] = k;
+                if (in_linear_proj(&m->params[k])) o->param[o->n++] = k;
             for (int k = i; k < j; k++)
-                if (!in_linear_proj(m->params[k].name)) o->param[o->n++] = k;
+                if (!in_linear_proj(&m->params[k])) o->param[o->n++] = k;
             i = j;
         }
         o->chunk_end[c] = o->n;
@@ -241,10 +216,8 @@ static char (*chunk_keys(const mc_gpt_t *m, int c, int first, int count))[KEY_MA
 {
     char(*keys)[KEY_MAX] = malloc((size_t)(2 * count + 1) * KEY_MAX);
     for (int i = 0; keys && i < count; i++) {
-        mc_ckpt_param_key(m, c, m->params[first + i].name, MC_CKPT_NAMES_LOCAL, keys[2 * i],
-                          KEY_MAX);
-        mc_ckpt_param_key(m, c, m->params[first + i].name, MC_CKPT_NAMES_TE, keys[2 * i + 1],
-                          KEY_MAX);
+        mc_ckpt_param_key(m, c, &m->params[first + i], MC_CKPT_NAMES_LOCAL, keys[2 * i], KEY_MAX);
+        mc_ckpt_param_key(m, c, &m->params[first + i], MC_CKPT_NAMES_TE, keys[2 * i + 1], KEY_MAX);
     }
     return keys;
 }
@@ -326,9 +299,9 @@ int mc_ckpt_order_file(const mc_gpt_t *m, const mc_pyobj_t *ck, mc_ckpt_order_t 
  * uint8 tensor without FP8); Megatron's own linears return None. */
 static mc_pyobj_t *extra_state_value(mc_ckpt_names_t names, const char *module)
 {
-    const char *last = strrchr(module, '.');
-    last = last ? last + 1 : module;
-    if (names == MC_CKPT_NAMES_TE && strcmp(last, "output_layer") != 0) {
+    /* the output layer is Megatron's own ColumnParallelLinear in both specs */
+    if (names == MC_CKPT_NAMES_TE &&
+        strcmp(module, mc_param_names[MC_PK_OUTPUT_W].module_te) != 0) {
         const int64_t zero = 0;
         return mc_py_tensor_new(MC_TORCH_UINT8, 1, &zero);
     }
@@ -348,29 +321,28 @@ mc_pyobj_t *mc_ckpt_model_dict(const mc_gpt_t *m, const mc_ckpt_order_t *o, int 
     mc_pyobj_t *sd = mc_py_ordered_dict();
     if (!sd) return NULL;
     int rc = 0;
-    char key[KEY_MAX], module[KEY_MAX], next[KEY_MAX], next_module[KEY_MAX] = "";
+    char key[KEY_MAX], module[KEY_MAX], next_module[KEY_MAX] = "";
     const int lo = c ? o->chunk_end[c - 1] : 0, hi = o->chunk_end[c];
     for (int k = lo; k < hi; k++) {
         const mc_param_t *p = &m->params[o->param[k]];
-        mc_ckpt_param_key(m, c, p->name, o->names, key, sizeof(key));
+        mc_ckpt_param_key(m, c, p, o->names, key, sizeof(key));
         rc |= mc_py_dict_set_str(
             sd, key,
             mc_ckpt_weight_tensor(m, mc_gpt_param_at(m, p->offset), p->ndim, p->local, dt));
         /* the module's _extra_state follows its last parameter */
-        if (linear_module(key, module, sizeof(module))) {
+        if (linear_module(m, c, p, o->names, module, sizeof(module))) {
             bool last = k + 1 == hi;
-            if (!last) {
-                mc_ckpt_param_key(m, c, m->params[o->param[k + 1]].name, o->names, next,
-                                  sizeof(next));
-                linear_module(next, next_module, sizeof(next_module));
-            }
+            if (!last && !linear_module(m, c, &m->params[o->param[k + 1]], o->names, next_module,
+                                        sizeof(next_module)))
+                next_module[0] = 0;
             if (last || strcmp(next_module, module) != 0)
                 rc |= add_extra_state(sd, o->names, module);
         }
     }
     /* tied output layer on the embedding's stage: the module exists without a weight */
-    if (m->cfg.chunk[c].post && !mc_gpt_find_param(m, "output_layer.weight"))
-        rc |= add_extra_state(sd, o->names, "output_layer");
+    const mc_param_name_t *out = &mc_param_names[MC_PK_OUTPUT_W];
+    if (m->cfg.chunk[c].post && !mc_gpt_find_param(m, out->local))
+        rc |= add_extra_state(sd, o->names, out->module_local);
     if (rc) {
         mc_py_decref(sd);
         return NULL;
@@ -386,8 +358,8 @@ int mc_ckpt_model_load(mc_gpt_t *m, int c, const mc_pyobj_t *sd, char *err, size
     char local[KEY_MAX], te[KEY_MAX];
     for (int i = first; i < first + count; i++) {
         const mc_param_t *p = &m->params[i];
-        mc_ckpt_param_key(m, c, p->name, MC_CKPT_NAMES_LOCAL, local, sizeof(local));
-        mc_ckpt_param_key(m, c, p->name, MC_CKPT_NAMES_TE, te, sizeof(te));
+        mc_ckpt_param_key(m, c, p, MC_CKPT_NAMES_LOCAL, local, sizeof(local));
+        mc_ckpt_param_key(m, c, p, MC_CKPT_NAMES_TE, te, sizeof(te));
         const mc_pyobj_t *t = mc_py_dict_get_str(sd, local);
         const char *key = local;
         if (!t && (t = mc_py_dict_get_str(sd, te))) key = te;

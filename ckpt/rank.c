@@ -6,7 +6,6 @@
 #include "base/error.h"
 #include "ckpt/args.h"
 #include "ckpt/state.h"
-#include "train/log.h"
 
 /* megatron-c's only random state is the dropout seed (DESIGN decision 6). */
 mc_pyobj_t *mc_ckpt_rng_state(const mc_trainer_t *t)
@@ -50,9 +49,8 @@ mc_pyobj_t *mc_ckpt_state_dict(const mc_trainer_t *t)
         rc |= mc_py_dict_set_str(sd, "opt_param_scheduler", mc_ckpt_scheduler_dict(&t->sched, a));
     }
     if (!a->no_save_rng) rc |= mc_py_dict_set_str(sd, "rng_state", mc_ckpt_rng_state(t));
-    const double flops =
-        mc_floating_point_operations_so_far(a, t->iteration, t->consumed_train_samples);
-    rc |= mc_py_dict_set_str(sd, "num_floating_point_operations_so_far", mc_py_float(flops));
+    rc |= mc_py_dict_set_str(sd, "num_floating_point_operations_so_far",
+                             mc_py_float(mc_trainer_flops_so_far(t)));
     mc_ckpt_order_free(&o);
     if (rc) {
         mc_py_decref(sd);

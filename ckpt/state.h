@@ -14,7 +14,7 @@
 #include <stddef.h>
 
 #include "torchfmt/pyobj.h"
-#include "train/train.h"
+#include "trainer/trainer.h"
 
 /* ---- tensors ---- */
 
@@ -61,14 +61,10 @@ int mc_ckpt_order_spec(const mc_gpt_t *m, mc_ckpt_names_t names, mc_ckpt_order_t
 int mc_ckpt_order_file(const mc_gpt_t *m, const mc_pyobj_t *ck, mc_ckpt_order_t *o, char *err,
                        size_t n);
 void mc_ckpt_order_free(mc_ckpt_order_t *o);
-/* Megatron's key of a parameter (global name, global layer numbers) in chunk c's state dict:
- * its layer number made chunk-local, in the spec's names. */
-void mc_ckpt_param_key(const mc_gpt_t *m, int c, const char *global, mc_ckpt_names_t names,
+/* Megatron's key of parameter p in chunk c's state dict: its layer number made chunk-local, in
+ * the spec's names (the names table, model/param_names.h). */
+void mc_ckpt_param_key(const mc_gpt_t *m, int c, const mc_param_t *p, mc_ckpt_names_t names,
                        char *buf, size_t n);
-/* A layer parameter's name suffix in Transformer Engine's spec: the LayerNorms fused into the
- * linear that follows ("input_layernorm.weight" -> "self_attention.linear_qkv.layer_norm_weight");
- * other suffixes unchanged. */
-const char *mc_ckpt_te_name(const char *suffix);
 /* The type of a run's model weights in its checkpoints: bfloat16, float16 or float32. */
 mc_torch_dtype_t mc_ckpt_model_dtype(const mc_args_t *a);
 /* Model weights at w (the model's buffer) as a checkpoint tensor of dt: a 16-bit model's own

@@ -22,7 +22,7 @@
 #include <stdint.h>
 
 #include "torchfmt/dcp.h"
-#include "train/train.h"
+#include "trainer/trainer.h"
 
 /* ---- the model's sharded tensors (ckpt/torchdist_shard.c) ---- */
 
@@ -50,7 +50,8 @@ int mc_torchdist_domain(const mc_args_t *a, int tp, int pp);
 void mc_torchdist_optim_key(char *buf, size_t n, int domain, const char *what, bool object);
 /* The key prefix of bucket `bucket` of buffer `chunk` (dp_reshardable), for a's types:
  * "...dp_group_idx_D.gbuf_idx_C.dtype_(torch.P, torch.G).bucket_idx_B"; ".param" etc. follow. */
-void mc_torchdist_bucket_key(const mc_args_t *a, int domain, int chunk, int bucket, char *buf, size_t n);
+void mc_torchdist_bucket_key(const mc_args_t *a, int domain, int chunk, int bucket, char *buf,
+                             size_t n);
 
 /* The ShardedObject key of rng_state. */
 void mc_torchdist_rng_key(const mc_trainer_t *t, char *buf, size_t n);
@@ -87,13 +88,14 @@ void mc_torchdist_write(mc_torchdist_job_t *j, char *err, size_t n);
 /* Collective: gathers every rank's records; rank 0 writes .metadata and metadata.json into the
  * staging directory (final: the directory it will be published as). Frees the job. Errors
  * into err (the caller agrees on them). */
-void mc_torchdist_finish(mc_trainer_t *t, mc_torchdist_job_t *j, const char *final, char *err, size_t n);
+void mc_torchdist_finish(mc_trainer_t *t, mc_torchdist_job_t *j, const char *final, char *err,
+                         size_t n);
 /* In-process saves (convert-checkpoint writes every rank's files itself): frees a written job,
  * appending its records to recs, ... */
 void mc_torchdist_collect(mc_torchdist_job_t *j, mc_dcp_records_t *recs);
 /* ... then .metadata (every record's index) and metadata.json (last) into staging. */
 void mc_torchdist_write_index(const char *staging, const char *final, const mc_dcp_records_t *recs,
-                         char *err, size_t n);
+                              char *err, size_t n);
 /* Rank 0's common.pt state dict, to amend before mc_torchdist_write (NULL on other ranks). */
 mc_pyobj_t *mc_torchdist_job_common(mc_torchdist_job_t *j);
 
@@ -111,8 +113,8 @@ void mc_torchdist_usage_free(mc_torchdist_usage_t *u);
 
 /* Loads the torch_dist checkpoint in iter_dir into t (no communication: the caller agrees on
  * errors). u receives the keys it read. */
-int mc_torchdist_load(mc_trainer_t *t, const char *iter_dir, bool release, mc_torchdist_usage_t *u, char *err,
-                 size_t n);
+int mc_torchdist_load(mc_trainer_t *t, const char *iter_dir, bool release, mc_torchdist_usage_t *u,
+                      char *err, size_t n);
 /* Collective, after every rank loaded: the keys no rank read, logged or refused (err) as
  * --dist-ckpt-strictness says (assume_ok_unexpected and ignore_all: nothing). */
 void mc_torchdist_strictness(mc_trainer_t *t, mc_torchdist_usage_t *u, char *err, size_t n);

@@ -15,6 +15,7 @@
 #include "ckpt/torchdist.h"
 #include "ckpt/files.h"
 #include "ckpt/state.h"
+#include "model/param_names.h"
 #include "kernels/device.h"
 #include "torchfmt/torch_save.h"
 
@@ -91,10 +92,14 @@ static int open_source(source_t *s, const char *dir, char *err, size_t n)
     return 0;
 }
 
+/* A key of a tensor with vocabulary rows: the word embeddings or an output layer's weight. */
 static bool vocab_key(const char *key)
 {
-    return strcmp(key, "embedding.word_embeddings.weight") == 0 ||
-           strcmp(key, "output_layer.weight") == 0 || strstr(key, ".output_layer.weight") != NULL;
+    const char *out = mc_param_names[MC_PK_OUTPUT_W].local;
+    char dotted[64];
+    snprintf(dotted, sizeof(dotted), ".%s", out);
+    return strcmp(key, mc_param_names[MC_PK_WORD_EMBEDDINGS].local) == 0 || strcmp(key, out) == 0 ||
+           strstr(key, dotted) != NULL;
 }
 
 static void shape_text(char *buf, size_t n, int ndim, const int64_t *shape)
@@ -174,7 +179,7 @@ static int model_dicts(source_t *s, const mc_gpt_t *m, const mc_shard_t *sh, int
                     return -1;
                 }
             }
-            mc_ckpt_param_key(m, c, p->name, MC_CKPT_NAMES_LOCAL, name, sizeof(name));
+            mc_ckpt_param_key(m, c, p, MC_CKPT_NAMES_LOCAL, name, sizeof(name));
             if (mc_py_dict_set_str(od, name, tensor)) mc_fatal("out of host memory");
         }
         mc_ckpt_model_key(m, c, key, sizeof(key));
@@ -423,8 +428,8 @@ void mc_torchdist_usage_free(mc_torchdist_usage_t *u)
     memset(u, 0, sizeof(*u));
 }
 
-int mc_torchdist_load(mc_trainer_t *t, const char *iter_dir, bool release, mc_torchdist_usage_t *u, char *err,
-                 size_t n)
+int mc_torchdist_load(mc_trainer_t *t, const char *iter_dir, bool release, mc_torchdist_usage_t *u,
+                      char *err, size_t n)
 {
     memset(u, 0, sizeof(*u));
     const mc_args_t *a = t->args;

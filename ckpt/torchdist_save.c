@@ -13,7 +13,7 @@
 #include "ckpt/torchdist.h"
 #include "ckpt/files.h"
 #include "ckpt/state.h"
-#include "train/log.h"
+#include "model/param_names.h"
 
 struct mc_torchdist_job {
     char staging[MC_CKPT_PATH_MAX];
@@ -62,21 +62,29 @@ static void add_model(const mc_trainer_t *t, mc_dcp_writer_t *w, const mc_shard_
     }
 }
 
-/* Each linear's _extra_state (None for megatron-c's modules, as for Megatron's local spec). */
+/* Each linear's _extra_state (None for megatron-c's modules, as for Megatron's local spec): a
+ * layer's tp linears in the order of their parameters (the names table's modules). */
 static void add_extra_states(const mc_trainer_t *t, mc_dcp_writer_t *w)
 {
-    static const char *const linears[] = {"self_attention.linear_proj", "self_attention.linear_qkv",
-                                          "mlp.linear_fc1", "mlp.linear_fc2"};
     const mc_gpt_t *m = &t->model;
     char key[192];
-    for (int j = 0; j < m->n_local_layers; j++)
-        for (size_t k = 0; k < sizeof(linears) / sizeof(linears[0]); k++) {
-            snprintf(key, sizeof(key), "decoder.layers.%s._extra_state/shard_%d_%d", linears[k],
+    for (int j = 0; j < m->n_local_layers; j++) {
+        const char *prev = NULL;
+        for (int k = MC_PK_INPUT_NORM_W; k <= MC_PK_FC2_B; k++) {
+            const char *mod = mc_param_names[k].module_local;
+            if (!mod || (prev && strcmp(prev, mod) == 0)) continue;
+            prev = mod;
+            snprintf(key, sizeof(key), "decoder.layers.%s._extra_state/shard_%d_%d", mod,
                      m->layer_no[j], m->cfg.num_layers);
             add_object(w, key, mc_py_none());
         }
-    const mc_param_t *out = mc_gpt_find_param(m, "output_layer.weight");
-    if (out && !out->shared) add_object(w, "output_layer._extra_state/shard_0_1", mc_py_none());
+    }
+    const mc_param_name_t *o = &mc_param_names[MC_PK_OUTPUT_W];
+    const mc_param_t *out = mc_gpt_find_param(m, o->local);
+    if (out && !out->shared) {
+        snprintf(key, sizeof(key), "%s._extra_state/shard_0_1", o->module_local);
+        add_object(w, key, mc_py_none());
+    }
 }
 
 /* optimizer.state.<name>.<key> for every stored piece: the model-space forms. */
@@ -213,8 +221,7 @@ static mc_pyobj_t *common_dict(const mc_trainer_t *t, mc_pyobj_t *opt)
         need(mc_py_dict_set_str(sd, "opt_param_scheduler", mc_ckpt_scheduler_dict(&t->sched, a)));
     }
     need(mc_py_dict_set_str(sd, "num_floating_point_operations_so_far",
-                            mc_py_float(mc_floating_point_operations_so_far(
-                                a, t->iteration, t->consumed_train_samples))));
+                            mc_py_float(mc_trainer_flops_so_far(t))));
     need(mc_py_dict_set_str(sd, "content_metadata", content_metadata(a)));
     return sd;
 }
@@ -327,7 +334,7 @@ static uint8_t *gather_records(mc_trainer_t *t, const uint8_t *mine, size_t len,
 }
 
 void mc_torchdist_write_index(const char *staging, const char *final, const mc_dcp_records_t *recs,
-                         char *err, size_t n)
+                              char *err, size_t n)
 {
     mc_dcp_meta_t m = {0};
     char path[MC_CKPT_PATH_MAX + 32];
@@ -362,7 +369,8 @@ void mc_torchdist_collect(mc_torchdist_job_t *j, mc_dcp_records_t *recs)
     job_free(j);
 }
 
-void mc_torchdist_finish(mc_trainer_t *t, mc_torchdist_job_t *j, const char *final, char *err, size_t n)
+void mc_torchdist_finish(mc_trainer_t *t, mc_torchdist_job_t *j, const char *final, char *err,
+                         size_t n)
 {
     uint8_t *mine = NULL, *all;
     size_t len = 0;

@@ -10,18 +10,16 @@
 
 #include "ckpt/torchdist.h"
 #include "ckpt/state.h"
+#include "model/param_names.h"
 
-/* The key of parameter p; *layer its global layer number (-1 outside the layers). */
+/* The key of parameter p (a layer's in Transformer Engine's names, stacked over the layers); a
+ * shared output layer is the word embeddings'. *layer its global layer number (-1 outside). */
 static void shard_key(const mc_param_t *p, char *buf, size_t n, int *layer)
 {
-    int used = 0;
-    *layer = -1;
-    if (sscanf(p->name, "decoder.layers.%d.%n", layer, &used) != 1 || used == 0) {
-        *layer = -1;
-        snprintf(buf, n, "%s", p->shared ? "embedding.word_embeddings.weight" : p->name);
-        return;
-    }
-    snprintf(buf, n, "decoder.layers.%s", mc_ckpt_te_name(p->name + used));
+    const mc_param_name_t *row = &mc_param_names[p->shared ? MC_PK_WORD_EMBEDDINGS : p->kind];
+    *layer = p->layer;
+    if (p->layer < 0) snprintf(buf, n, "%s", row->local);
+    else snprintf(buf, n, "decoder.layers.%s", row->te ? row->te : row->local);
 }
 
 /* A piece of p: rows [row0, row0 + rows) of the local tensor at global row grow and global
@@ -107,7 +105,8 @@ void mc_torchdist_optim_key(char *buf, size_t n, int domain, const char *what, b
              object ? "/shard_0_1" : "");
 }
 
-void mc_torchdist_bucket_key(const mc_args_t *a, int domain, int chunk, int bucket, char *buf, size_t n)
+void mc_torchdist_bucket_key(const mc_args_t *a, int domain, int chunk, int bucket, char *buf,
+                             size_t n)
 {
     const char *param, *grad;
     mc_ckpt_buffer_dtypes(a, &param, &grad);

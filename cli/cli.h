@@ -11,6 +11,7 @@
 
 #include "config/args.h"
 #include "config/flags.h"
+#include "data/source.h"
 
 /* inspect-data: its own table, then training's */
 enum { MC_CLI_MAX_SETS = 1 + MC_TRAINING_SETS };
@@ -75,6 +76,13 @@ void mc_args_finalize(mc_args_t *args, int world_size);
 /* The same rules without reporting: the number of problems (0: valid), the first one's line in
  * first[0..n). `megatron-c plan --search` tries layouts with it. */
 int mc_args_check(mc_args_t *args, int world_size, char *first, size_t n);
+
+/* Training's last step of validation, the one that needs files: opens this rank's data source
+ * (the tokenizer and every split's datasets, data/source.h) and derives the padded vocabulary
+ * from the tokenizer's as Megatron's build_tokenizer does, or holds --padded-vocab-size against
+ * it. Problems are one line, exit 2. The arguments are complete afterwards: nothing writes them
+ * again. */
+void mc_args_open_data(mc_args_t *args, mc_data_source_t *data);
 
 /* ---- the subcommands: parse their command line, then run the layer that does the work ---- */
 int mc_cli_preprocess(int argc, char **argv); /* argv[0] is "preprocess-data" */

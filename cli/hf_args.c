@@ -6,6 +6,7 @@
 
 #include "base/error.h"
 #include "cli/cli.h"
+#include "data/tokenizer.h"
 #include "ckpt/hf.h"
 #include "config/flags_table.h"
 

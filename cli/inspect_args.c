@@ -9,6 +9,7 @@
 #include "cli/cli.h"
 #include "config/flags_table.h"
 #include "data/inspect.h"
+#include "trainer/config.h"
 
 typedef struct {
     const char *split, *samples, *format;
@@ -224,7 +225,15 @@ int mc_cli_inspect(int argc, char **argv)
     mc_cli_check_status(&c, seen, 1, c.nsets - 1);
     mc_args_run_hook(&args);
     mc_args_finalize(&args, (int)raw.dp_size);
-    int rc = mc_inspect_run(&args, &o);
+    o.train_iters = args.train_iters;
+    o.micro_batch_size = args.micro_batch_size;
+    o.data_parallel_size = args.data_parallel_size;
+    char err[512];
+    if (o.iteration_given && mc_microbatches_init(&o.batches, &args, err, sizeof(err)) != 0)
+        mc_user_error("%s", err);
+    mc_data_config_t dc;
+    mc_data_config_from_args(&dc, &args);
+    int rc = mc_inspect_run(&dc, &o);
     mc_args_free(&args);
     return rc;
 }

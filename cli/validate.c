@@ -13,8 +13,10 @@
 #include "config/flags.h"
 #include "config/microbatches.h"
 #include "data/tokenizer.h"
-#include "config/pipeline_layout.h"
+#include "parallel/pp_plan.h"
 #include "data/mock.h"
+#include "data/source.h"
+#include "trainer/config.h"
 
 /* ---- values filled by hand (tests) must still respect the table ---- */
 
@@ -515,8 +517,8 @@ static void position_embeddings(mc_args_t *a)
 
 static void vocabulary(mc_args_t *a)
 {
-    /* sized by the tokenizer's own files (mc_pretrain pads it); of the --tokenizer-model types
-     * only TikTokenizer takes --vocab-size */
+    /* sized by the tokenizer's own files (mc_args_open_data pads it); of the --tokenizer-model
+     * types only TikTokenizer takes --vocab-size */
     if (a->vocab_size == 0 || tokenizer_files(a) ||
         (tokenizer_model(a) && strcmp(a->tokenizer_type, "TikTokenizer") != 0))
         return;
@@ -705,4 +707,18 @@ void mc_args_finalize(mc_args_t *args, int world_size)
         for (int i = 0; i < g_n_problems; i++) lines[i] = g_problems[i];
         mc_user_errors(lines, g_n_problems);
     }
+}
+
+void mc_args_open_data(mc_args_t *a, mc_data_source_t *data)
+{
+    mc_data_config_t dc;
+    mc_data_config_from_args(&dc, a);
+    char err[1024];
+    if (mc_data_source_open(data, &dc, true, err, sizeof(err)) != 0) mc_user_error("%s", err);
+    if (a->padded_vocab_size == 0)
+        a->padded_vocab_size = mc_padded_vocab_size(
+            (int)data->vocab_size, a->make_vocab_size_divisible_by, a->tensor_model_parallel_size);
+    else if (a->padded_vocab_size < data->vocab_size)
+        mc_user_error("--padded-vocab-size (%d) is smaller than the tokenizer's vocabulary (%lld)",
+                      a->padded_vocab_size, (long long)data->vocab_size);
 }

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "base/error.h"
+#include "comm/runtime.h"
 
 const char *mc_coll_name(mc_coll_kind_t kind)
 {
@@ -137,4 +138,19 @@ void mc_group_check_members(int world_rank, int world_size, const int *members, 
         mine |= members[i] == world_rank;
     }
     if (n < 0 || !mine) mc_fatal("group '%s': this rank is not among its %d members", name, n);
+}
+
+static mc_comm_t *g_abort_comm;
+
+static void abort_through_comm(int code)
+{
+    if (g_abort_comm) g_abort_comm->abort(g_abort_comm, code);
+}
+
+static void abort_through_runtime(int code) { mc_runtime_abort(mc_runtime(), code, NULL); }
+
+void mc_comm_abort_through(mc_comm_t *c)
+{
+    g_abort_comm = c;
+    mc_error_set_abort_hook(c ? abort_through_comm : abort_through_runtime);
 }

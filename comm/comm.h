@@ -147,15 +147,18 @@ mc_comm_t *mc_comm_single(void);
 struct mc_runtime;
 mc_comm_t *mc_comm_mpi(struct mc_runtime *rt, char *err, size_t n);
 
-#ifdef MC_WITH_CUDA
-/* The NCCL communicator over the runtime's world for the cuda backend `be` (its device and
- * compute stream): one ncclComm per group, unique ids exchanged through the runtime (PMIx).
- * timeout_s bounds communicator set-up and every collective. Returns NULL with one line in err
- * when NCCL cannot start; ranks sharing a GPU are a user error (NCCL needs one GPU per rank). */
+/* The NCCL communicator over the runtime's world for a backend with has_nccl (the cuda backend:
+ * its device and compute stream): one ncclComm per group, unique ids exchanged through the
+ * runtime (PMIx). timeout_s bounds communicator set-up and every collective. Returns NULL with
+ * one line in err when NCCL cannot start (always in a build without CUDA); ranks sharing a GPU
+ * are a user error (NCCL needs one GPU per rank). */
 struct mc_backend;
 mc_comm_t *mc_comm_nccl(struct mc_runtime *rt, const struct mc_backend *be, double timeout_s,
                         char *err, size_t n);
-#endif
+
+/* mc_fatal's abort hook ends the job through c->abort from now on (the communicator that runs),
+ * or with NULL through the runtime (PMIx) again, as before any communicator ran. */
+void mc_comm_abort_through(mc_comm_t *c);
 
 /* Counts an op in c->calls/bytes and its group's; implementations call it from start(). */
 void mc_comm_count(mc_comm_t *c, const mc_coll_t *op);

@@ -38,16 +38,15 @@
 #include "base/error.h"
 #include "config/env.h"
 #include "comm/comm.h"
+#include "comm/comm_watch.h"
 #include "comm/heartbeat.h"
-#include "comm/liveness.h"
 #include "comm/runtime.h"
 #include "comm/staging.h"
 
 enum { QUEUE_CAP = 1024 };
-#define SPIN_TESTS                                                                                 \
-    64 /* MPI_Test calls before yielding between polls; also how often
-                                the clock is read for the timeout and liveness checks */
-#define LIVENESS_PERIOD_S 1.0
+/* MPI_Test calls before yielding between polls; also how often the clock is read for the timeout
+ * and liveness checks */
+#define SPIN_TESTS 64
 #define NAP_AFTER_S 0.5 /* a wait this long naps between polls (the peers are elsewhere) */
 #define NAP_MIN_S 10e-6 /* naps start here and grow by NAP_SLOPE s per s of waiting */
 #define NAP_SLOPE 2e-3
@@ -68,21 +67,6 @@ typedef struct {
 typedef struct {
     MPI_Comm comm;
 } group_impl_t;
-
-/* A block of pinned host memory that stages device buffers. */
-typedef struct {
-    void *p;
-    size_t cap;
-    bool busy;
-} pinned_t;
-
-/* A collective running on a stage: its regions go back to the device when it is waited. */
-typedef struct {
-    int64_t ticket;
-    int block; /* index into the pool */
-    mc_stage_region_t *r;
-    int nr;
-} staged_t;
 
 typedef struct {
     mc_comm_t pub; /* first: an mc_comm_t * is an mpi_comm_t * */
@@ -109,19 +93,10 @@ typedef struct {
     MPI_Status *stats;
     size_t reqs_cap;
 
-    bool *watch; /* per world rank: a peer whose pid we can check (same kernel and pid namespace) */
-    mc_stop_seen_t *stopped; /* per world rank, comm thread only: since when it is seen stopped */
-    double next_beat;        /* comm thread only: the heartbeat ring's next tick */
-    mc_group_t **groups;     /* live groups, freed at finalize */
-    int ngroups, cap_groups;
+    mc_watch_t w;           /* the peers (dead, stopped, silent), checked by the comm thread */
+    mc_group_list_t groups; /* live groups, freed at finalize */
 
-    /* Staging of device buffers (pub.devmem set), caller's thread only: the staged collectives
-     * whose results are not copied back yet, oldest first, and the pinned blocks. */
-    staged_t *staged;
-    int staged_head, n_staged, cap_staged;
-    pinned_t *pool;
-    int n_pool;
-    const mc_devmem_t *pool_dm; /* the devmem that allocated the pool (frees it at finalize) */
+    mc_host_stage_t stage; /* device buffers (pub.devmem set), caller's thread only */
 } mpi_comm_t;
 
 static mpi_comm_t *g_mpi; /* for mc_fatal's abort hook */
@@ -133,10 +108,9 @@ __attribute__((noreturn, format(printf, 2, 3))) static void comm_die(mpi_comm_t 
                                                                      const char *fmt, ...)
 {
     char line[1024];
-    int k = snprintf(line, sizeof(line), "megatron-c: rank %d: error: ", mc->pub.rank);
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(line + k, sizeof(line) - (size_t)k, fmt, ap);
+    mc_watch_error_line(line, sizeof(line), mc->pub.rank, fmt, ap);
     va_end(ap);
     fflush(stdout);
     fprintf(stderr, "%s\n", line);
@@ -183,57 +157,43 @@ static void mpi_abort_comm(mc_comm_t *c, int code)
     _exit(code);
 }
 
-static void abort_hook(int code)
-{
-    if (g_mpi) mpi_abort_comm(&g_mpi->pub, code);
-}
-
-static void runtime_abort_hook(int code) { mc_runtime_abort(mc_runtime(), code, NULL); }
-
 /* ---- liveness of peers on this node ---- */
 
 /* The peers a job waits on (the whole group for a collective, the distinct peers of a p2p
- * batch): one that died, or that has been stopped for the job's heartbeat_s, ends the job. */
-static void check_peers(mpi_comm_t *mc, const job_t *j, double now)
+ * batch): one that died, or that has been stopped for the job's heartbeat_s, ends the job. A dead
+ * peer's message names the kind of collective, a stopped one's the collective. */
+static void check_peers(mpi_comm_t *mc, const job_t *j)
 {
+    if (j->ring_only) return;
     const mc_group_t *g = j->op.group;
-    bool p2p = j->op.kind == MC_COLL_P2P_BATCH;
-    for (int i = 0;; i++) {
-        int m = p2p ? mc_p2p_peer(&j->op, i) : i < g->size ? g->members[i] : -1;
-        if (m < 0) break;
-        if (!mc->watch[m] || j->ring_only) continue;
-        if (mc_pid_dead(mc->rt->pids[m]))
-            comm_die(mc,
-                     "rank %d (pid %d on host %s) died during %s on the %s group; aborting the job",
-                     m, (int)mc->rt->pids[m], mc->rt->hosts[m], mc_coll_name(j->op.kind), g->name);
-        double silent =
-            j->heartbeat_s > 0 ? mc_stopped_for(mc->rt->pids[m], &mc->stopped[m], now) : 0;
-        if (silent >= j->heartbeat_s && silent > 0) {
-            char during[160], what[128], line[640];
-            snprintf(during, sizeof(during), "%s on the %s group",
-                     mc_coll_what(&j->op, what, sizeof(what)), g->name);
-            mc_silent_line(mc->rt, m, silent, MC_SILENT_STOPPED, during, line, sizeof(line));
-            comm_die(mc, "%s", line);
-        }
-    }
+    char died[160], stopped[160], what[128], line[768];
+    snprintf(died, sizeof(died), "%s on the %s group", mc_coll_name(j->op.kind), g->name);
+    snprintf(stopped, sizeof(stopped), "%s on the %s group",
+             mc_coll_what(&j->op, what, sizeof(what)), g->name);
+    bool bad = false;
+    if (j->op.kind != MC_COLL_P2P_BATCH)
+        bad = mc_watch_peers(&mc->w, g->members, g->size, j->heartbeat_s, died, stopped, line,
+                             sizeof(line));
+    for (int i = 0, m; !bad && j->op.kind == MC_COLL_P2P_BATCH && (m = mc_p2p_peer(&j->op, i)) >= 0;
+         i++)
+        bad = mc_watch_peers(&mc->w, &m, 1, j->heartbeat_s, died, stopped, line, sizeof(line));
+    if (bad) comm_die(mc, "%s", line);
 }
 
-/* The heartbeat ring (comm/heartbeat.h), every MC_HEARTBEAT_PERIOD_S, idle (j NULL: beats only)
- * or waiting in job j (its predecessor judged by the job's heartbeat_s). */
-static void ring_tick(mpi_comm_t *mc, const job_t *j, double now)
+/* The heartbeat ring (comm/heartbeat.h), idle (j NULL: beats only) or waiting in job j (its
+ * predecessor judged by the job's heartbeat_s), in the words of check_peers' messages. */
+static void ring_tick(mpi_comm_t *mc, const job_t *j)
 {
-    if (now < mc->next_beat) return;
-    mc->next_beat = now + MC_HEARTBEAT_PERIOD_S;
-    mc_hb_event_t ev;
-    if (!mc_heartbeat_tick(mc->rt->heartbeat, now, j ? j->heartbeat_s : 0, &ev)) return;
-    char during[160], what[128], line[768];
-    /* the words of check_peers' messages for the same events */
-    snprintf(during, sizeof(during), "%s on the %s group",
-             ev.kind == MC_HB_GONE ? mc_coll_name(j->op.kind)
-                                   : mc_coll_what(&j->op, what, sizeof(what)),
-             j->op.group->name);
-    mc_heartbeat_line(mc->rt, &ev, during, line, sizeof(line));
-    comm_die(mc, "%s", line);
+    if (mc_now_s() < mc->w.next_beat) return;
+    char gone[160] = "", during[160] = "", what[128], line[768];
+    if (j) {
+        snprintf(gone, sizeof(gone), "%s on the %s group", mc_coll_name(j->op.kind),
+                 j->op.group->name);
+        snprintf(during, sizeof(during), "%s on the %s group",
+                 mc_coll_what(&j->op, what, sizeof(what)), j->op.group->name);
+    }
+    if (mc_watch_ring(&mc->w, j ? j->heartbeat_s : 0, gone, during, line, sizeof(line)))
+        comm_die(mc, "%s", line);
 }
 
 /* How long to sleep before the next poll of a wait that has been idle for `idle` seconds: not
@@ -253,7 +213,7 @@ static long nap_ns(double idle)
 static void progress_all(mpi_comm_t *mc, const job_t *j, int n, MPI_Request *reqs,
                          MPI_Status *stats, double t0)
 {
-    double next_check = t0 + LIVENESS_PERIOD_S, t1 = mc_now_s(); /* t1: this wait's start */
+    double next_check = t0 + MC_WATCH_PERIOD_S, t1 = mc_now_s(); /* t1: this wait's start */
     long nap = 0;
     for (int polls = 0;; polls++) {
         int flag = 0;
@@ -277,19 +237,17 @@ static void progress_all(mpi_comm_t *mc, const job_t *j, int n, MPI_Request *req
         if (polls % SPIN_TESTS && !nap) continue;
         double t = mc_now_s();
         nap = nap_ns(t - t1);
-        char what[128];
-        if (j->timeout_s > 0 && t - t0 > j->timeout_s)
-            comm_die(
-                mc,
-                "timed out after %g s in %s on the %s group of %d ranks (a peer stopped responding; "
-                "raise --distributed-timeout-minutes if this is expected)",
-                j->timeout_s, mc_coll_what(&j->op, what, sizeof(what)), j->op.group->name,
-                j->op.group->size);
-        if (t >= next_check) {
-            check_peers(mc, j, t);
-            next_check = t + LIVENESS_PERIOD_S;
+        if (j->timeout_s > 0 && t - t0 > j->timeout_s) {
+            char what[128], line[512];
+            mc_watch_timeout_line(line, sizeof(line), j->timeout_s,
+                                  mc_coll_what(&j->op, what, sizeof(what)), j->op.group);
+            comm_die(mc, "%s", line);
         }
-        ring_tick(mc, j, t);
+        if (t >= next_check) {
+            check_peers(mc, j);
+            next_check = t + MC_WATCH_PERIOD_S;
+        }
+        ring_tick(mc, j);
     }
 }
 
@@ -501,24 +459,24 @@ static void run_job(mpi_comm_t *mc, const job_t *j)
     }
 }
 
+static bool idle(void *arg)
+{
+    const mpi_comm_t *mc = arg;
+    return !mc->stop && mc->taken == mc->issued;
+}
+
 static void *comm_thread(void *arg)
 {
     mpi_comm_t *mc = arg;
     pthread_mutex_lock(&mc->mu);
     for (;;) {
-        while (!mc->stop && mc->taken == mc->issued) {
-            /* idle (the caller computes, evaluates, saves): keep beating */
-            pthread_mutex_unlock(&mc->mu);
-            ring_tick(mc, NULL, mc_now_s());
-            pthread_mutex_lock(&mc->mu);
-            if (mc->stop || mc->taken != mc->issued) break;
-            mc_cond_wait_s(&mc->work, &mc->mu, MC_HEARTBEAT_PERIOD_S);
-        }
+        /* idle (the caller computes, evaluates, saves): keep beating */
+        mc_watch_idle(&mc->w, &mc->mu, &mc->work, idle, mc);
         if (mc->taken == mc->issued) break; /* stopping, queue drained */
         job_t j = mc->ring[mc->taken % QUEUE_CAP];
         mc->taken++;
         pthread_mutex_unlock(&mc->mu);
-        ring_tick(mc, NULL, mc_now_s()); /* short jobs back to back: beat between them */
+        ring_tick(mc, NULL); /* short jobs back to back: beat between them */
         run_job(mc, &j);
         free(j.p2p);
         pthread_mutex_lock(&mc->mu);
@@ -579,98 +537,17 @@ static mc_req_t enqueue(mpi_comm_t *mc, const mc_coll_t *op)
 
 /* ---- staging device buffers (the cuda backend under --distributed-backend mpi) ---- */
 
-/* A free pinned block of at least `bytes`, the smallest that fits, or a new one. Blocks are
- * reused, not freed, until finalize: pinning memory is slow. */
-static int pool_get(mpi_comm_t *mc, size_t bytes, const mc_coll_t *op)
-{
-    int best = -1;
-    for (int i = 0; i < mc->n_pool; i++)
-        if (!mc->pool[i].busy && mc->pool[i].cap >= bytes &&
-            (best < 0 || mc->pool[i].cap < mc->pool[best].cap))
-            best = i;
-    if (best < 0) {
-        size_t cap = 4096;
-        while (cap < bytes) cap *= 2;
-        const mc_devmem_t *dm = mc->pub.devmem;
-        pinned_t *p = realloc(mc->pool, (size_t)(mc->n_pool + 1) * sizeof(*p));
-        void *block = p ? dm->host_alloc(dm->ctx, cap) : NULL;
-        if (p) mc->pool = p;
-        if (!block)
-            mc_fatal("out of pinned host memory staging a %zu-byte %s on the %s group", bytes,
-                     mc_coll_name(op->kind), op->group->name);
-        if (mc->pool_dm && mc->pool_dm != dm)
-            mc_fatal("the communicator's device memory changed while collectives were staged");
-        mc->pool_dm = dm;
-        best = mc->n_pool++;
-        mc->pool[best] = (pinned_t){.p = block, .cap = cap};
-    }
-    mc->pool[best].busy = true;
-    return best;
-}
-
-/* When some of op's buffers are device memory: copies them to a pinned stage (after the
- * backend's compute so far: devmem's d2h orders itself), starts the collective there and
- * returns true with its ticket. The results go back in stage_finish. */
+/* When some of op's buffers are device memory: starts op on a pinned copy (comm/staging.h) and
+ * returns true with its ticket. The results go back in mpi_wait. */
 static bool stage_start(mpi_comm_t *mc, const mc_coll_t *op, mc_req_t *req)
 {
-    const mc_devmem_t *dm = mc->pub.devmem;
-    int nr = op->kind == MC_COLL_P2P_BATCH ? op->n_p2p : 2;
-    mc_stage_region_t *r = malloc((size_t)nr * sizeof(*r));
-    if (!r) mc_fatal("out of memory staging a %s", mc_coll_name(op->kind));
-    nr = mc_coll_regions(op, r);
-    bool any = false;
-    for (int k = 0; k < nr; k++) {
-        r[k].staged = r[k].bytes > 0 && dm->is_device(dm->ctx, r[k].ptr);
-        any |= r[k].staged;
-    }
-    if (!any) {
-        free(r);
-        return false;
-    }
-    int b = pool_get(mc, mc_stage_plan(r, nr), op);
-    char *block = mc->pool[b].p;
-    for (int k = 0; k < nr; k++)
-        if (r[k].staged && r[k].in) dm->d2h(dm->ctx, block + r[k].offset, r[k].ptr, r[k].bytes);
     mc_coll_t on_stage;
-    mc_p2p_t *p2p = op->kind == MC_COLL_P2P_BATCH ? malloc((size_t)op->n_p2p * sizeof(*p2p)) : NULL;
-    if (op->kind == MC_COLL_P2P_BATCH && !p2p) mc_fatal("out of memory staging a p2p batch");
-    mc_stage_apply(op, r, block, &on_stage, p2p);
+    mc_p2p_t *p2p;
+    if (!mc_host_stage_begin(&mc->stage, mc->pub.devmem, op, &on_stage, &p2p)) return false;
     *req = enqueue(mc, &on_stage); /* copies the p2p operations */
     free(p2p);
-    if (mc->staged_head + mc->n_staged == mc->cap_staged) {
-        if (mc->staged_head > 0) { /* reuse the consumed front */
-            memmove(mc->staged, mc->staged + mc->staged_head,
-                    (size_t)mc->n_staged * sizeof(*mc->staged));
-            mc->staged_head = 0;
-        }
-        if (mc->n_staged == mc->cap_staged) {
-            int cap = mc->cap_staged ? 2 * mc->cap_staged : 16;
-            staged_t *s = realloc(mc->staged, (size_t)cap * sizeof(*s));
-            if (!s) mc_fatal("out of memory staging a %s", mc_coll_name(op->kind));
-            mc->staged = s, mc->cap_staged = cap;
-        }
-    }
-    mc->staged[mc->staged_head + mc->n_staged++] =
-        (staged_t){.ticket = *req, .block = b, .r = r, .nr = nr};
+    mc_host_stage_started(&mc->stage, *req);
     return true;
-}
-
-/* Collectives up to ticket `req` are complete: their staged results go back to the device, in
- * the order they were started, before wait() returns. */
-static void stage_finish(mpi_comm_t *mc, mc_req_t req)
-{
-    const mc_devmem_t *dm = mc->pub.devmem;
-    while (mc->n_staged > 0 && mc->staged[mc->staged_head].ticket <= req) {
-        staged_t *s = &mc->staged[mc->staged_head];
-        const char *block = mc->pool[s->block].p;
-        for (int k = 0; k < s->nr; k++)
-            if (s->r[k].staged && s->r[k].out)
-                dm->h2d(dm->ctx, s->r[k].ptr, block + s->r[k].offset, s->r[k].bytes);
-        mc->pool[s->block].busy = false;
-        free(s->r);
-        mc->staged_head++, mc->n_staged--;
-    }
-    if (mc->n_staged == 0) mc->staged_head = 0;
 }
 
 static mc_req_t mpi_start(mc_comm_t *c, const mc_coll_t *op)
@@ -696,7 +573,7 @@ static void mpi_wait(mc_comm_t *c, mc_req_t req)
     while (!bad && mc->completed < req) pthread_cond_wait(&mc->done, &mc->mu);
     pthread_mutex_unlock(&mc->mu);
     if (bad) mc_fatal("wait on collective ticket %lld, which was never started", (long long)req);
-    if (mc->n_staged > 0) stage_finish(mc, req);
+    if (mc->stage.n > 0) mc_host_stage_finish(&mc->stage, req);
 }
 
 /* Waits for everything started so far: afterwards the comm thread is idle, so this thread
@@ -731,21 +608,11 @@ static int verify_group(mpi_comm_t *mc, MPI_Comm comm, const int *members, int n
 static mc_group_t *make_group(mpi_comm_t *mc, MPI_Comm comm, const int *members, int n,
                               const char *name)
 {
-    mc_group_t *g = calloc(1, sizeof(*g));
-    group_impl_t *gi = malloc(sizeof(*gi));
-    int *m = malloc((size_t)n * sizeof(*m));
-    if (mc->ngroups == mc->cap_groups) {
-        int cap = mc->cap_groups ? 2 * mc->cap_groups : 16;
-        mc_group_t **p = realloc(mc->groups, (size_t)cap * sizeof(*p));
-        if (p) mc->groups = p, mc->cap_groups = cap;
-    }
-    if (!g || !gi || !m || mc->ngroups == mc->cap_groups)
-        mc_fatal("out of memory creating group '%s'", name);
-    memcpy(m, members, (size_t)n * sizeof(*m));
-    gi->comm = comm;
-    MPI_Comm_rank(comm, &g->rank);
-    g->size = n, g->members = m, g->name = name, g->impl = gi;
-    mc->groups[mc->ngroups++] = g;
+    int rank = 0;
+    MPI_Comm_rank(comm, &rank);
+    mc_group_t *g = mc_group_list_add(&mc->groups, members, n, rank, name, sizeof(group_impl_t));
+    if (!g) mc_fatal("out of memory creating group '%s'", name);
+    ((group_impl_t *)g->impl)->comm = comm;
     return g;
 }
 
@@ -783,9 +650,7 @@ static void release_group(mpi_comm_t *mc, mc_group_t *g)
     pthread_mutex_lock(&mc->mpi_mu);
     MPI_Comm_free(&gi->comm);
     pthread_mutex_unlock(&mc->mpi_mu);
-    free(gi);
-    free(g->members);
-    free(g);
+    mc_group_destroy(g);
 }
 
 static void mpi_group_free(mc_comm_t *c, mc_group_t *g)
@@ -793,13 +658,9 @@ static void mpi_group_free(mc_comm_t *c, mc_group_t *g)
     mpi_comm_t *mc = (mpi_comm_t *)c;
     if (!g || g == c->world) return; /* the world lives until finalize */
     drain(mc);
-    for (int i = 0; i < mc->ngroups; i++)
-        if (mc->groups[i] == g) {
-            mc->groups[i] = mc->groups[--mc->ngroups];
-            release_group(mc, g);
-            return;
-        }
-    mc_fatal("group_free of a group this communicator did not create");
+    if (!mc_group_list_remove(&mc->groups, g))
+        mc_fatal("group_free of a group this communicator did not create");
+    release_group(mc, g);
 }
 
 /* ---- start-up and shutdown ---- */
@@ -818,25 +679,22 @@ static void mpi_finalize(mc_comm_t *c)
     /* finished: the successor stops watching this rank before MPI_Finalize (which may wait for
      * ranks still working) */
     mc_heartbeat_bye(mc->rt->heartbeat);
-    while (mc->ngroups > 0) release_group(mc, mc->groups[--mc->ngroups]);
+    while (mc->groups.n > 0) release_group(mc, mc->groups.g[--mc->groups.n]);
     MPI_Group_free(&mc->world_group);
     MPI_Finalize();
-    mc_error_set_abort_hook(runtime_abort_hook);
+    mc_comm_abort_through(NULL);
     g_mpi = NULL;
     pthread_mutex_destroy(&mc->mu);
     pthread_mutex_destroy(&mc->mpi_mu);
     pthread_cond_destroy(&mc->work);
     pthread_cond_destroy(&mc->space);
     pthread_cond_destroy(&mc->done);
-    for (int i = 0; i < mc->n_pool; i++) mc->pool_dm->host_free(mc->pool_dm->ctx, mc->pool[i].p);
-    free(mc->pool);
-    free(mc->staged);
-    free(mc->groups);
+    mc_host_stage_free(&mc->stage);
+    free(mc->groups.g);
     free(mc->scratch);
     free(mc->reqs);
     free(mc->stats);
-    free(mc->watch);
-    free(mc->stopped);
+    mc_watch_free(&mc->w);
     free(mc);
 }
 
@@ -845,12 +703,7 @@ static int init_watch(mpi_comm_t *mc, char *err, size_t n)
 {
     int size = mc->pub.size;
     char mine[MC_PID_SPACE_LEN], *all = malloc((size_t)size * MC_PID_SPACE_LEN);
-    mc->watch = calloc((size_t)size, sizeof(*mc->watch));
-    mc->stopped = calloc((size_t)size, sizeof(*mc->stopped));
-    if (!all || !mc->watch || !mc->stopped) {
-        free(all);
-        return mc_errf(err, n, "out of memory for %d ranks", size);
-    }
+    if (!all) return mc_errf(err, n, "out of memory for %d ranks", size);
     mc_pid_space(mine);
     char buf[MPI_MAX_ERROR_STRING];
     int rc = MPI_Allgather(mine, MC_PID_SPACE_LEN, MPI_CHAR, all, MC_PID_SPACE_LEN, MPI_CHAR,
@@ -859,9 +712,9 @@ static int init_watch(mpi_comm_t *mc, char *err, size_t n)
         free(all);
         return mc_errf(err, n, "MPI_Allgather of pid namespaces failed: %s", mpi_errstr(rc, buf));
     }
-    mc_liveness_watch(mc->rt, all, mc->watch);
+    rc = mc_watch_init(&mc->w, mc->rt, all, err, n);
     free(all);
-    return 0;
+    return rc;
 }
 
 static int start_mpi(mc_runtime_t *rt, char *err, size_t n)
@@ -957,7 +810,7 @@ mc_comm_t *mc_comm_mpi(struct mc_runtime *rt, char *err, size_t n)
     }
     if (make_world(mc, err, n) != 0 || init_watch(mc, err, n) != 0) return NULL;
     g_mpi = mc;
-    mc_error_set_abort_hook(abort_hook);
+    mc_comm_abort_through(&mc->pub);
     /* the thread beats from now on (the heartbeat ring connects within the ranks' skew here,
      * just after init_watch's all-gather), though no collective has started yet */
     ensure_thread(mc);

@@ -22,7 +22,7 @@
  * naming this rank, the collective and its group, when that collective takes longer than
  * timeout_s (counted from when it became the oldest: the ones before it have their own bound),
  * when NCCL reports an asynchronous error (a network peer gone), or when a peer on this node died
- * or has been stopped (SIGSTOP) for heartbeat_s (their pids, as comm_mpi checks them). Ending the
+ * or has been stopped (SIGSTOP) for heartbeat_s (their pids, as comm_mpi checks them: comm/comm_watch.h). Ending the
  * job: every communicator is aborted (kernels stuck on a peer return), then PMIx_Abort. Communicator set-up, which blocks the host inside
  * PMIx and NCCL, is guarded the same way. */
 #ifdef MC_WITH_CUDA
@@ -46,15 +46,14 @@
 #include "config/env.h"
 #include "kernels/device.h"
 #include "comm/comm.h"
+#include "comm/comm_watch.h"
 #include "comm/exchange.h"
 #include "comm/heartbeat.h"
-#include "comm/liveness.h"
 #include "comm/runtime.h"
 #include "comm/staging.h"
 
 enum { RING = 1024, MAX_PEERS = 8 };
 #define STAGE_BYTES ((size_t)16 << 20) /* device stage (and its pinned mirror) for host buffers */
-#define LIVENESS_PERIOD_S 1.0
 #define NAP_MIN_NS 20000L /* the watchdog's polling interval, doubling up to NAP_MAX_NS */
 #define NAP_MAX_NS 1000000L
 
@@ -103,12 +102,9 @@ typedef struct {
         stage_min;         /* stage_min: STAGE_BYTES, or MC_NCCL_STAGE_BYTES (tests: pieces) */
     int32_t *barrier_word; /* device: a barrier is an all-reduce of it (it stays 0) */
 
-    bool *watch;             /* per world rank: a peer whose pid we can check */
-    mc_stop_seen_t *stopped; /* per world rank, watchdog only: since when it is seen stopped */
-    double next_beat;        /* watchdog only: the heartbeat ring's next tick */
-    mc_group_t **groups;     /* live groups, world included (under mu: the watchdog aborts them) */
-    int ngroups, cap_groups;
-    int seq; /* groups made so far: the key of the next unique id */
+    mc_watch_t w;           /* the peers (dead, stopped, silent), checked by the watchdog */
+    mc_group_list_t groups; /* live groups, world included (under mu: the watchdog aborts them) */
+    int seq;                /* groups made so far: the key of the next unique id */
 } nccl_comm_t;
 
 static atomic_int g_dying;
@@ -141,7 +137,7 @@ __attribute__((noreturn)) static void end_job(nccl_comm_t *nc, int code, const c
     clock_gettime(CLOCK_REALTIME, &until);
     until.tv_sec += 2; /* the other thread may hold the lock inside a blocking call: go on anyway */
     bool locked = pthread_mutex_timedlock(&nc->mu, &until) == 0;
-    for (int i = 0; i < nc->ngroups; i++) ncclCommAbort(group_nccl(nc->groups[i]));
+    for (int i = 0; i < nc->groups.n; i++) ncclCommAbort(group_nccl(nc->groups.g[i]));
     if (locked) pthread_mutex_unlock(&nc->mu);
     mc_runtime_abort(nc->rt, code, line);
 }
@@ -151,10 +147,9 @@ __attribute__((noreturn, format(printf, 2, 3))) static void die(nccl_comm_t *nc,
                                                                 ...)
 {
     char line[1024];
-    int k = snprintf(line, sizeof(line), "megatron-c: rank %d: error: ", nc->pub.rank);
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(line + k, sizeof(line) - (size_t)k, fmt, ap);
+    mc_watch_error_line(line, sizeof(line), nc->pub.rank, fmt, ap);
     va_end(ap);
     end_job(nc, 1, line);
 }
@@ -182,50 +177,27 @@ static void check_nccl(nccl_comm_t *nc, ncclResult_t r, const char *call, const 
         nccl_detail(group_nccl(o->group)));
 }
 
-static void abort_hook(int code)
-{
-    if (g_nccl) end_job(g_nccl, code, NULL);
-}
-
-static void runtime_abort_hook(int code) { mc_runtime_abort(mc_runtime(), code, NULL); }
-
 static void nccl_abort(mc_comm_t *c, int code) { end_job((nccl_comm_t *)c, code, NULL); }
 
 /* ---- the watchdog ---- */
 
-/* A peer that died, or has been stopped for heartbeat_s (0: not checked), ends the job.
- * during: "all-reduce on the dp group", "setting up the NCCL communicator of the tp group" */
+/* A peer among ranks[0..n) that died, or has been stopped for heartbeat_s (0: not checked), ends
+ * the job. during: "all-reduce on the dp group", "setting up the NCCL communicator of the tp
+ * group" */
 static void check_dead(nccl_comm_t *nc, const int *ranks, int n, const char *during,
                        double heartbeat_s)
 {
-    double now = mc_now_s();
-    for (int i = 0; i < n; i++) {
-        int m = ranks[i];
-        if (m < 0 || m >= nc->pub.size || !nc->watch[m]) continue;
-        if (mc_pid_dead(nc->rt->pids[m]))
-            die(nc, "rank %d (pid %d on host %s) died during %s; aborting the job", m,
-                (int)nc->rt->pids[m], nc->rt->hosts[m], during);
-        double silent = heartbeat_s > 0 ? mc_stopped_for(nc->rt->pids[m], &nc->stopped[m], now) : 0;
-        if (silent >= heartbeat_s && silent > 0) {
-            char line[640];
-            mc_silent_line(nc->rt, m, silent, MC_SILENT_STOPPED, during, line, sizeof(line));
-            die(nc, "%s", line);
-        }
-    }
+    char line[768];
+    if (mc_watch_peers(&nc->w, ranks, n, heartbeat_s, during, during, line, sizeof(line)))
+        die(nc, "%s", line);
 }
 
-/* The heartbeat ring (comm/heartbeat.h), every MC_HEARTBEAT_PERIOD_S: beats only while idle
- * (watch_s 0), else the predecessor is judged while this rank waits in `during`. */
+/* The heartbeat ring (comm/heartbeat.h), when due: beats only while idle (watch_s 0), else the
+ * predecessor is judged while this rank waits in `during`. */
 static void ring_tick(nccl_comm_t *nc, double watch_s, const char *during)
 {
-    double now = mc_now_s();
-    if (now < nc->next_beat) return;
-    nc->next_beat = now + MC_HEARTBEAT_PERIOD_S;
-    mc_hb_event_t ev;
-    if (!mc_heartbeat_tick(nc->rt->heartbeat, now, watch_s, &ev)) return;
     char line[768];
-    mc_heartbeat_line(nc->rt, &ev, during, line, sizeof(line));
-    die(nc, "%s", line);
+    if (mc_watch_ring(&nc->w, watch_s, during, during, line, sizeof(line))) die(nc, "%s", line);
 }
 
 /* The oldest unfinished collective: done, hung, failed asynchronously, or waiting on a dead peer. */
@@ -237,11 +209,11 @@ static bool watch_flight(nccl_comm_t *nc, const flight_t *f, double since, doubl
         die(nc, "CUDA error during %s on the %s group: %s", f->what, f->group->name,
             cudaGetErrorString(e));
     double now = mc_now_s();
-    if (f->timeout_s > 0 && now - since > f->timeout_s)
-        die(nc,
-            "timed out after %g s in %s on the %s group of %d ranks (a peer stopped responding; raise "
-            "--distributed-timeout-minutes if this is expected)",
-            f->timeout_s, f->what, f->group->name, f->group->size);
+    if (f->timeout_s > 0 && now - since > f->timeout_s) {
+        char line[512];
+        mc_watch_timeout_line(line, sizeof(line), f->timeout_s, f->what, f->group);
+        die(nc, "%s", line);
+    }
     ncclResult_t async = ncclSuccess;
     if (ncclCommGetAsyncError(group_nccl(f->group), &async) == ncclSuccess &&
         async != ncclSuccess && async != ncclInProgress)
@@ -251,15 +223,12 @@ static bool watch_flight(nccl_comm_t *nc, const flight_t *f, double since, doubl
     if (now >= *next_check) {
         char during[160];
         snprintf(during, sizeof(during), "%s on the %s group", f->what, f->group->name);
-        if (f->ring_only) {
-        } else if (f->n_peers) {
-            check_dead(nc, f->peers, f->n_peers, during, f->heartbeat_s);
-        } else {
-            check_dead(nc, f->group->members, f->group->size, during, f->heartbeat_s);
-        }
-        *next_check = now + LIVENESS_PERIOD_S;
+        if (!f->ring_only)
+            check_dead(nc, f->n_peers ? f->peers : f->group->members,
+                       f->n_peers ? f->n_peers : f->group->size, during, f->heartbeat_s);
+        *next_check = now + MC_WATCH_PERIOD_S;
     }
-    if (now >= nc->next_beat) {
+    if (now >= nc->w.next_beat) {
         char during[160];
         snprintf(during, sizeof(during), "%s on the %s group", f->what, f->group->name);
         ring_tick(nc, f->heartbeat_s, during);
@@ -279,22 +248,17 @@ static void watch_guard(nccl_comm_t *nc, const char *what, double t0, double tim
     if (now >= *next_check) {
         for (int r = 0; r < nc->pub.size && !ring_only; r++)
             check_dead(nc, &r, 1, what, heartbeat_s);
-        *next_check = now + LIVENESS_PERIOD_S;
+        *next_check = now + MC_WATCH_PERIOD_S;
     }
     ring_tick(nc, heartbeat_s, what);
 }
 
-/* Waits for work with nc->mu held, beating the heartbeat ring while idle (the caller computes,
- * evaluates or saves a checkpoint). */
-static void idle_wait(nccl_comm_t *nc)
+/* Whether the watchdog has nothing to watch (nc->mu held): it beats the heartbeat ring meanwhile
+ * (the caller computes, evaluates or saves a checkpoint). */
+static bool idle(void *arg)
 {
-    while (!nc->stop && nc->completed == nc->posted && !nc->guard_on) {
-        pthread_mutex_unlock(&nc->mu);
-        ring_tick(nc, 0, NULL);
-        pthread_mutex_lock(&nc->mu);
-        if (nc->stop || nc->completed != nc->posted || nc->guard_on) return;
-        mc_cond_wait_s(&nc->work, &nc->mu, MC_HEARTBEAT_PERIOD_S);
-    }
+    const nccl_comm_t *nc = arg;
+    return !nc->stop && nc->completed == nc->posted && !nc->guard_on;
 }
 
 static void *watchdog_main(void *arg)
@@ -306,7 +270,7 @@ static void *watchdog_main(void *arg)
     long nap = NAP_MIN_NS;
     pthread_mutex_lock(&nc->mu);
     for (;;) {
-        idle_wait(nc);
+        mc_watch_idle(&nc->w, &nc->mu, &nc->work, idle, nc);
         if (nc->stop && nc->completed == nc->posted) break;
         bool have = nc->completed < nc->posted, guard = nc->guard_on;
         flight_t f = {0};
@@ -404,6 +368,7 @@ static void post(nccl_comm_t *nc, int64_t t, const mc_coll_t *o)
 static void block_until(nccl_comm_t *nc, int64_t t)
 {
     const flight_t *f = &nc->ring[(t - 1) % RING];
+    long nap = 20000;
     for (int polls = 0;; polls++) {
         pthread_mutex_lock(&nc->mu);
         bool done = nc->completed >= t; /* then the slot may hold a later ticket: do not query it */
@@ -418,10 +383,12 @@ static void block_until(nccl_comm_t *nc, int64_t t)
         if (e != cudaErrorNotReady)
             die(nc, "CUDA error during %s on the %s group: %s", f->what, f->group->name,
                 cudaGetErrorString(e));
-        /* spin briefly (small collectives), then yield, then nap (a barrier may wait for a rank
-         * that writes a checkpoint) */
-        if (polls > 100000) nanosleep(&(struct timespec){.tv_nsec = 200000}, NULL);
-        else if (polls > 64) sched_yield();
+        /* spin briefly (small collectives), then yield for a few ms, then nap, longer the longer
+         * the wait (a barrier may wait for a rank that writes a checkpoint) */
+        if (polls > 2000) {
+            nanosleep(&(struct timespec){.tv_nsec = nap}, NULL);
+            if (nap < 500000) nap += nap / 8;
+        } else if (polls > 64) sched_yield();
     }
 }
 
@@ -688,24 +655,11 @@ static void nccl_wait(mc_comm_t *c, mc_req_t req)
 static mc_group_t *add_group(nccl_comm_t *nc, ncclComm_t comm, const int *members, int n, int rank,
                              const char *name)
 {
-    mc_group_t *g = calloc(1, sizeof(*g));
-    group_impl_t *gi = malloc(sizeof(*gi));
-    int *m = malloc((size_t)n * sizeof(*m));
     pthread_mutex_lock(&nc->mu);
-    if (nc->ngroups == nc->cap_groups) {
-        int cap = nc->cap_groups ? 2 * nc->cap_groups : 16;
-        mc_group_t **p = realloc(nc->groups, (size_t)cap * sizeof(*p));
-        if (p) nc->groups = p, nc->cap_groups = cap;
-    }
-    bool ok = g && gi && m && nc->ngroups < nc->cap_groups;
-    if (ok) {
-        memcpy(m, members, (size_t)n * sizeof(*m));
-        gi->nccl = comm;
-        g->rank = rank, g->size = n, g->members = m, g->name = name, g->impl = gi;
-        nc->groups[nc->ngroups++] = g;
-    }
+    mc_group_t *g = mc_group_list_add(&nc->groups, members, n, rank, name, sizeof(group_impl_t));
+    if (g) ((group_impl_t *)g->impl)->nccl = comm;
     pthread_mutex_unlock(&nc->mu);
-    if (!ok) die(nc, "out of memory creating group '%s'", name);
+    if (!g) die(nc, "out of memory creating group '%s'", name);
     return g;
 }
 
@@ -756,9 +710,7 @@ static mc_group_t *nccl_group_new(mc_comm_t *c, const int *members, int n, const
 static void release_group(mc_group_t *g)
 {
     ncclCommDestroy(group_nccl(g));
-    free(g->impl);
-    free(g->members);
-    free(g);
+    mc_group_destroy(g);
 }
 
 static void nccl_group_free(mc_comm_t *c, mc_group_t *g)
@@ -767,9 +719,7 @@ static void nccl_group_free(mc_comm_t *c, mc_group_t *g)
     if (!g || g == c->world) return; /* the world lives until finalize */
     drain_retired(nc);
     pthread_mutex_lock(&nc->mu);
-    bool found = false;
-    for (int i = 0; i < nc->ngroups && !found; i++)
-        if (nc->groups[i] == g) nc->groups[i] = nc->groups[--nc->ngroups], found = true;
+    bool found = mc_group_list_remove(&nc->groups, g);
     pthread_mutex_unlock(&nc->mu);
     if (!found) mc_fatal("group_free of a group this communicator did not create");
     release_group(g);
@@ -789,9 +739,9 @@ static void nccl_finalize(mc_comm_t *c)
         pthread_join(nc->watchdog, NULL);
     }
     mc_heartbeat_bye(nc->rt->heartbeat); /* finished: the successor stops watching this rank */
-    mc_error_set_abort_hook(runtime_abort_hook);
+    mc_comm_abort_through(NULL);
     g_nccl = NULL;
-    while (nc->ngroups > 0) release_group(nc->groups[--nc->ngroups]);
+    while (nc->groups.n > 0) release_group(nc->groups.g[--nc->groups.n]);
     for (int i = 0; i < RING; i++) cudaEventDestroy(nc->ring[i].done);
     cudaEventDestroy(nc->ready);
     cudaStreamDestroy(nc->stream);
@@ -801,9 +751,8 @@ static void nccl_finalize(mc_comm_t *c)
     pthread_mutex_destroy(&nc->mu);
     pthread_cond_destroy(&nc->work);
     pthread_cond_destroy(&nc->space);
-    free(nc->groups);
-    free(nc->watch);
-    free(nc->stopped);
+    free(nc->groups.g);
+    mc_watch_free(&nc->w);
     free(nc);
 }
 
@@ -854,11 +803,8 @@ static int exchange_idents(nccl_comm_t *nc, char *err, size_t n)
     ident_t *all = calloc((size_t)rt->size, sizeof(*all));
     char *gpus = malloc((size_t)rt->size * sizeof(mine.gpu)),
          *spaces = malloc((size_t)rt->size * MC_PID_SPACE_LEN);
-    nc->watch = calloc((size_t)rt->size, sizeof(*nc->watch));
-    nc->stopped = calloc((size_t)rt->size, sizeof(*nc->stopped));
     int rc = -1;
-    if (!all || !gpus || !spaces || !nc->watch || !nc->stopped)
-        mc_errf(err, n, "out of memory for %d ranks", rt->size);
+    if (!all || !gpus || !spaces) mc_errf(err, n, "out of memory for %d ranks", rt->size);
     else if (mc_exchange_all(rt, "mc.nccl.ident", &mine, all, sizeof(mine), nc->pub.timeout_s, err,
                              n) == 0)
         rc = 0;
@@ -867,7 +813,7 @@ static int exchange_idents(nccl_comm_t *nc, char *err, size_t n)
             memcpy(gpus + (size_t)r * sizeof(mine.gpu), all[r].gpu, sizeof(mine.gpu));
             memcpy(spaces + (size_t)r * MC_PID_SPACE_LEN, all[r].space, MC_PID_SPACE_LEN);
         }
-        mc_liveness_watch(rt, spaces, nc->watch);
+        rc = mc_watch_init(&nc->w, rt, spaces, err, n);
         int a, b;
         mc_exchange_first_duplicate(gpus, rt->size, sizeof(mine.gpu), &a, &b);
         if (a >= 0)
@@ -929,7 +875,7 @@ mc_comm_t *mc_comm_nccl(mc_runtime_t *rt, const struct mc_backend *be, double ti
     }
     nc->watchdog_on = true;
     g_nccl = nc;
-    mc_error_set_abort_hook(abort_hook);
+    mc_comm_abort_through(&nc->pub);
     int *all = malloc((size_t)rt->size * sizeof(*all));
     if (!all) mc_fatal("out of memory for %d ranks", rt->size);
     for (int r = 0; r < rt->size; r++) all[r] = r;
@@ -939,6 +885,15 @@ mc_comm_t *mc_comm_nccl(mc_runtime_t *rt, const struct mc_backend *be, double ti
 }
 
 #else
-/* Built without CUDA: no NCCL (comm/comm.h declares mc_comm_nccl only with MC_WITH_CUDA). */
-typedef int mc_comm_nccl_unused_t;
+/* Built without CUDA: no NCCL. */
+#include "base/error.h"
+#include "comm/comm.h"
+
+mc_comm_t *mc_comm_nccl(struct mc_runtime *rt, const struct mc_backend *be, double timeout_s,
+                        char *err, size_t n)
+{
+    (void)rt, (void)be, (void)timeout_s;
+    mc_errf(err, n, "this megatron-c was built without CUDA, so without NCCL");
+    return NULL;
+}
 #endif

@@ -5,10 +5,10 @@
 #include "kernels/backend.h"
 #include "comm/comm.h"
 
-/* NULL for the cpu backend (its tensors are host memory); the strict test backend's by address
- * (kernels/strict.c); for the cuda backend: device pointers
- * told apart by cudaPointerGetAttributes, the backend's own copies (ordered on its compute
- * stream), pinned host memory from cudaMallocHost. */
+/* NULL for a backend without device memory (the cpu backend: its tensors are host memory);
+ * otherwise the backend's own copies (ordered on its compute stream), its is_device and its
+ * pinned host memory (kernels/backend.h: the cuda backend's cudaPointerGetAttributes and
+ * cudaMallocHost, the strict test backend's address check and malloc). */
 const mc_devmem_t *mc_devmem_for(const mc_backend_t *be);
 
 #endif

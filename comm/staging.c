@@ -2,7 +2,10 @@
 #include "comm/staging.h"
 
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
+
+#include "base/error.h"
 
 static mc_stage_region_t region(const void *p, size_t bytes, bool in, bool out)
 {
@@ -107,4 +110,121 @@ void mc_stage_apply(const mc_coll_t *op, const mc_stage_region_t *r, void *block
     if (op->kind == MC_COLL_ALL_REDUCE && op->send == op->recv)
         out->send = op->send ? out->recv : NULL;
     else out->send = on_stage(&r[0], block, (void *)op->send);
+}
+
+/* ---- device buffers through pinned host memory ---- */
+
+struct mc_pinned {
+    void *p;
+    size_t cap;
+    bool busy;
+};
+
+/* A collective running on a pinned block: its regions go back to the device when it is waited. */
+struct mc_staged {
+    int64_t ticket;
+    int block; /* index into the pool */
+    mc_stage_region_t *r;
+    int nr;
+};
+
+/* A free pinned block of at least `bytes`, the smallest that fits, or a new one. */
+static int pool_get(mc_host_stage_t *s, const mc_devmem_t *dm, size_t bytes, const mc_coll_t *op)
+{
+    int best = -1;
+    for (int i = 0; i < s->n_pool; i++)
+        if (!s->pool[i].busy && s->pool[i].cap >= bytes &&
+            (best < 0 || s->pool[i].cap < s->pool[best].cap))
+            best = i;
+    if (best < 0) {
+        size_t cap = 4096;
+        while (cap < bytes) cap *= 2;
+        struct mc_pinned *p = realloc(s->pool, (size_t)(s->n_pool + 1) * sizeof(*p));
+        void *block = p ? dm->host_alloc(dm->ctx, cap) : NULL;
+        if (p) s->pool = p;
+        if (!block)
+            mc_fatal("out of pinned host memory staging a %zu-byte %s on the %s group", bytes,
+                     mc_coll_name(op->kind), op->group->name);
+        if (s->dm && s->dm != dm)
+            mc_fatal("the communicator's device memory changed while collectives were staged");
+        s->dm = dm;
+        best = s->n_pool++;
+        s->pool[best] = (struct mc_pinned){.p = block, .cap = cap};
+    }
+    s->pool[best].busy = true;
+    return best;
+}
+
+/* Room for one more entry at the FIFO's end. */
+static void fifo_room(mc_host_stage_t *s, const mc_coll_t *op)
+{
+    if (s->head + s->n < s->cap) return;
+    if (s->head > 0) { /* reuse the consumed front */
+        memmove(s->staged, s->staged + s->head, (size_t)s->n * sizeof(*s->staged));
+        s->head = 0;
+    }
+    if (s->n < s->cap) return;
+    int cap = s->cap ? 2 * s->cap : 16;
+    struct mc_staged *p = realloc(s->staged, (size_t)cap * sizeof(*p));
+    if (!p) mc_fatal("out of memory staging a %s", mc_coll_name(op->kind));
+    s->staged = p, s->cap = cap;
+}
+
+bool mc_host_stage_begin(mc_host_stage_t *s, const mc_devmem_t *dm, const mc_coll_t *op,
+                         mc_coll_t *on_stage, mc_p2p_t **p2p)
+{
+    int nr = op->kind == MC_COLL_P2P_BATCH ? op->n_p2p : 2;
+    mc_stage_region_t *r = malloc((size_t)nr * sizeof(*r));
+    if (!r) mc_fatal("out of memory staging a %s", mc_coll_name(op->kind));
+    nr = mc_coll_regions(op, r);
+    bool any = false;
+    for (int k = 0; k < nr; k++) {
+        r[k].staged = r[k].bytes > 0 && dm->is_device(dm->ctx, r[k].ptr);
+        any |= r[k].staged;
+    }
+    if (!any) {
+        free(r);
+        return false;
+    }
+    int b = pool_get(s, dm, mc_stage_plan(r, nr), op);
+    char *block = s->pool[b].p;
+    for (int k = 0; k < nr; k++)
+        if (r[k].staged && r[k].in) dm->d2h(dm->ctx, block + r[k].offset, r[k].ptr, r[k].bytes);
+    *p2p = op->kind == MC_COLL_P2P_BATCH ? malloc((size_t)op->n_p2p * sizeof(**p2p)) : NULL;
+    if (op->kind == MC_COLL_P2P_BATCH && !*p2p) mc_fatal("out of memory staging a p2p batch");
+    mc_stage_apply(op, r, block, on_stage, *p2p);
+    fifo_room(s, op);
+    s->pending = &s->staged[s->head + s->n];
+    *s->pending = (struct mc_staged){.block = b, .r = r, .nr = nr};
+    return true;
+}
+
+void mc_host_stage_started(mc_host_stage_t *s, int64_t ticket)
+{
+    s->pending->ticket = ticket;
+    s->pending = NULL;
+    s->n++;
+}
+
+void mc_host_stage_finish(mc_host_stage_t *s, int64_t ticket)
+{
+    while (s->n > 0 && s->staged[s->head].ticket <= ticket) {
+        struct mc_staged *e = &s->staged[s->head];
+        const char *block = s->pool[e->block].p;
+        for (int k = 0; k < e->nr; k++)
+            if (e->r[k].staged && e->r[k].out)
+                s->dm->h2d(s->dm->ctx, e->r[k].ptr, block + e->r[k].offset, e->r[k].bytes);
+        s->pool[e->block].busy = false;
+        free(e->r);
+        s->head++, s->n--;
+    }
+    if (s->n == 0) s->head = 0;
+}
+
+void mc_host_stage_free(mc_host_stage_t *s)
+{
+    for (int i = 0; i < s->n_pool; i++) s->dm->host_free(s->dm->ctx, s->pool[i].p);
+    free(s->pool);
+    free(s->staged);
+    memset(s, 0, sizeof(*s));
 }

@@ -11,6 +11,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "comm/comm.h"
 
@@ -39,5 +40,29 @@ size_t mc_stage_plan(mc_stage_region_t *r, int n);
  * op->n_p2p) and out->p2p points there. */
 void mc_stage_apply(const mc_coll_t *op, const mc_stage_region_t *r, void *block, mc_coll_t *out,
                     mc_p2p_t *p2p);
+
+/* Device buffers staged through pinned host memory (comm_mpi.c), caller's thread only: pinned
+ * blocks, reused until mc_host_stage_free (pinning memory is slow), and the staged collectives
+ * whose results go back to the device once they complete, oldest first. Zero-initialised. */
+typedef struct {
+    const mc_devmem_t *dm; /* the devmem that allocated the pool (frees it) */
+    struct mc_pinned *pool;
+    int n_pool;
+    struct mc_staged *staged; /* FIFO: staged[head .. head + n) */
+    int head, n, cap;
+    struct mc_staged *pending; /* begun, its ticket not yet known */
+} mc_host_stage_t;
+
+/* When some of op's buffers are device memory of dm: copies them to a pinned block (after the
+ * backend's compute so far: dm's d2h orders itself), writes op on the block into on_stage (a p2p
+ * batch's operations into *p2p, malloc'ed: free it once on_stage is started) and returns true; the
+ * caller starts on_stage and passes its ticket to mc_host_stage_started. False: nothing to stage. */
+bool mc_host_stage_begin(mc_host_stage_t *s, const mc_devmem_t *dm, const mc_coll_t *op,
+                         mc_coll_t *on_stage, mc_p2p_t **p2p);
+void mc_host_stage_started(mc_host_stage_t *s, int64_t ticket);
+/* Collectives up to ticket are complete: their staged results go back to the device, in the
+ * order they were started. */
+void mc_host_stage_finish(mc_host_stage_t *s, int64_t ticket);
+void mc_host_stage_free(mc_host_stage_t *s);
 
 #endif

@@ -17,19 +17,19 @@ static mc_group_t *make_group(mc_parallel_t *ps, mc_group_kind_t kind, bool unti
     return g;
 }
 
-int mc_parallel_init(mc_parallel_t *ps, mc_comm_t *comm, const mc_args_t *a, char *err, size_t n)
+int mc_parallel_init(mc_parallel_t *ps, mc_comm_t *comm, const mc_parallel_config_t *c, char *err,
+                     size_t n)
 {
     memset(ps, 0, sizeof(*ps));
     ps->comm = comm;
     ps->rank = comm->rank;
     ps->world = comm->size;
-    if (mc_layout_init(&ps->layout, comm->size, a->tensor_model_parallel_size,
-                       a->pipeline_model_parallel_size, a->context_parallel_size,
-                       a->use_tp_pp_dp_mapping, err, n) != 0)
+    if (mc_layout_init(&ps->layout, comm->size, c->tp, c->pp, c->cp, c->tp_pp_dp_mapping, err, n) !=
+        0)
         return -1;
     ps->me = mc_layout_coords(&ps->layout, ps->rank);
     ps->last_rank = mc_layout_last_rank(&ps->layout);
-    const bool untied = a->untie_embeddings_and_output_weights;
+    const bool untied = c->untied_embeddings;
     /* every rank creates the kinds in the same order: group_new is collective over the world */
     ps->tp = make_group(ps, MC_GROUP_TP, untied, "tp");
     ps->dp = make_group(ps, MC_GROUP_DP, untied, "dp");

@@ -3,9 +3,17 @@
 #ifndef MC_DIST_STATE_H
 #define MC_DIST_STATE_H
 
-#include "config/args.h"
+#include <stdbool.h>
+
 #include "comm/comm.h"
 #include "comm/groups.h"
+
+/* The layout initialize_model_parallel is given. */
+typedef struct {
+    int tp, pp, cp;         /* tensor-, pipeline- and context-parallel sizes (dp: the rest) */
+    bool tp_pp_dp_mapping;  /* --use-tp-pp-dp-mapping: rank order tp-cp-ep-pp-dp */
+    bool untied_embeddings; /* no embedding group ties the output layer to the embeddings */
+} mc_parallel_config_t;
 
 typedef struct {
     mc_comm_t *comm;
@@ -16,7 +24,8 @@ typedef struct {
 } mc_parallel_t;
 
 /* Creates every group (collective over the world). Returns 0, or -1 with one line in err. */
-int mc_parallel_init(mc_parallel_t *ps, mc_comm_t *comm, const mc_args_t *a, char *err, size_t n);
+int mc_parallel_init(mc_parallel_t *ps, mc_comm_t *comm, const mc_parallel_config_t *c, char *err,
+                     size_t n);
 void mc_parallel_free(mc_parallel_t *ps);
 
 #endif

@@ -14,14 +14,6 @@ int mc_args_eval_microbatches(const mc_args_t *a)
     return (int)(a->eval_global_batch_size / (mbs * dp));
 }
 
-int mc_padded_vocab_size(int vocab_size, int divisible_by, int tp)
-{
-    int64_t multiple = (int64_t)divisible_by * tp;
-    if (vocab_size <= 0 || multiple <= 0) return vocab_size;
-    int64_t padded = (vocab_size + multiple - 1) / multiple * multiple;
-    return padded > INT_MAX ? -1 : (int)padded;
-}
-
 /* tokenizer.build_tokenizer + _vocab_size_with_padding. NullTokenizer's vocabulary is
  * vocab_size ids plus its eod; --mock-data with GPT2BPETokenizer uses vocab_size as is. */
 int64_t mc_args_vocab_from_size(const mc_args_t *a)

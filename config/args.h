@@ -37,7 +37,7 @@ typedef struct {
     double rope_scaling_factor;
     int make_vocab_size_divisible_by;
     int vocab_size;         /* 0 = not given */
-    int padded_vocab_size;  /* derived (or given by --padded-vocab-size) */
+    int padded_vocab_size;  /* derived: padded --vocab-size or tokenizer (mc_args_open_data) */
     char normalization[16]; /* "LayerNorm" | "RMSNorm" */
     double norm_epsilon;
     bool apply_residual_connection_post_layernorm;
@@ -265,8 +265,5 @@ void mc_args_each(const mc_args_t *a, void (*fn)(void *ctx, const char *name, co
 int64_t mc_args_vocab_from_size(const mc_args_t *args);
 /* Microbatches of one evaluation step: eval global batch / (eval micro batch x dp). */
 int mc_args_eval_microbatches(const mc_args_t *a);
-
-/* Megatron's padded vocab: ceil(V / (divisible_by*tp)) * (divisible_by*tp). */
-int mc_padded_vocab_size(int vocab_size, int divisible_by, int tp);
 
 #endif

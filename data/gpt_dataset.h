@@ -18,7 +18,8 @@
  * damaged or unwritable cache is a warning at most: the arrays are then built in memory, the same
  * arrays (building is an O(tokens / seq_length + documents) pass).
  *
- * Splits are MC_SPLIT_TRAIN / MC_SPLIT_VALID / MC_SPLIT_TEST (data/mock.h). */
+ * Splits are MC_SPLIT_TRAIN / MC_SPLIT_VALID / MC_SPLIT_TEST (data/mock.h). data/gpt_dataset.c
+ * holds one GPTDataset, data/dataset_builder.c the builder of all splits. */
 #ifndef MC_DATA_GPT_DATASET_H
 #define MC_DATA_GPT_DATASET_H
 
@@ -26,7 +27,6 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "config/args.h"
 #include "data/indexed.h"
 #include "data/mock.h"
 
@@ -34,6 +34,9 @@
 #define MC_PAD_TOKEN_ID (-1)
 /* add_extra_token_to_sequence: always True for pretrain_gpt. */
 #define MC_GPT_ADD_EXTRA_TOKEN 1
+
+/* "train", "valid" or "test": a split's name in messages. */
+const char *mc_split_name(int split);
 
 /* ---------------------------------------------------------------------------------------------
  * One GPTDataset */
@@ -161,15 +164,6 @@ typedef struct {
 } mc_gpt_data_config_t;
 
 typedef struct mc_gpt_datasets mc_gpt_datasets_t;
-
-/* Section 2.1: train = train_samples or train_iters * gbs; valid = (train_iters //
- * eval_interval + 1) * eval_iters * eval_gbs; test = eval_iters * eval_gbs. */
-void mc_gpt_num_samples(const mc_args_t *a, int64_t out[3]);
-/* A config from args (data_path, split, seq_length, seed, sample counts, flags, the cache path:
- * --data-cache-path, or "" for Megatron's default) with eod and pad from the tokenizer.
- * Per-split paths are not in mc_args_t yet: set them by hand. The pointers in c point into a. */
-void mc_gpt_data_config_from_args(mc_gpt_data_config_t *c, const mc_args_t *a, int32_t eod,
-                                  int32_t pad);
 
 /* Training samples need a train split: --split with a zero train weight (Megatron builds no
  * train dataset and fails on its first batch) or per-split paths without --train-data-path are

@@ -153,21 +153,19 @@ static void run_samples(mc_data_source_t *s, const mc_inspect_opts_t *o)
     free(text);
 }
 
-static void run_sampler(mc_data_source_t *s, const mc_args_t *a, const mc_inspect_opts_t *o)
+static void run_sampler(mc_data_source_t *s, const mc_inspect_opts_t *o)
 {
     const int64_t total = mc_data_source_len(s, MC_SPLIT_TRAIN);
     if (total == 0) mc_user_error("--iteration: the train split has no dataset");
-    if (o->iteration >= a->train_iters)
+    if (o->iteration >= o->train_iters)
         mc_user_error("--iteration %lld is past the end of training (iterations 0 to %lld of "
                       "--train-iters %lld)",
-                      (long long)o->iteration, (long long)a->train_iters - 1,
-                      (long long)a->train_iters);
-    const int mbs = a->micro_batch_size, dp = a->data_parallel_size;
+                      (long long)o->iteration, (long long)o->train_iters - 1,
+                      (long long)o->train_iters);
+    const int mbs = o->micro_batch_size, dp = o->data_parallel_size;
     /* the iteration's batch and its first sample: with --rampup-batch-size, each earlier
      * iteration consumed its own batch */
-    mc_microbatches_t c;
-    char cerr[512];
-    if (mc_microbatches_init(&c, a, cerr, sizeof(cerr)) != 0) mc_user_error("%s", cerr);
+    mc_microbatches_t c = o->batches;
     const int64_t consumed = mc_microbatches_seek(&c, o->iteration);
     const int m = c.num_microbatches;
     mc_sampler_t smp;
@@ -192,13 +190,13 @@ static void run_sampler(mc_data_source_t *s, const mc_args_t *a, const mc_inspec
     free(idx);
 }
 
-int mc_inspect_run(const mc_args_t *args, const mc_inspect_opts_t *o)
+int mc_inspect_run(const mc_data_config_t *dc, const mc_inspect_opts_t *o)
 {
     mc_data_source_t src;
     char err[1024];
-    if (mc_data_source_open(&src, args, false, err, sizeof(err)) != 0) mc_user_error("%s", err);
+    if (mc_data_source_open(&src, dc, false, err, sizeof(err)) != 0) mc_user_error("%s", err);
 
-    if (o->iteration_given) run_sampler(&src, args, o);
+    if (o->iteration_given) run_sampler(&src, o);
     else run_samples(&src, o);
     if (fflush(stdout) != 0 || ferror(stdout))
         mc_fatal("writing the output failed: %s", strerror(errno));

@@ -31,7 +31,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "config/args.h"
+#include "config/microbatches.h"
+#include "data/source.h"
 
 enum { MC_INSPECT_IDS, MC_INSPECT_TEXT, MC_INSPECT_SHA256 };
 
@@ -44,12 +45,17 @@ typedef struct {
     int64_t begin, end;
     bool iteration_given; /* --iteration I of --data-parallel-rank R */
     int64_t iteration, dp_rank;
+    /* the training arguments the sampler follows: --train-iters, the micro batch, dp and the
+     * global batch of every iteration (--rampup-batch-size) */
+    int64_t train_iters;
+    int micro_batch_size, data_parallel_size;
+    mc_microbatches_t batches;
 } mc_inspect_opts_t;
 
 extern const char *const mc_inspect_split_names[3]; /* "train", "valid", "test" */
 
-/* Builds the datasets of args and prints what o asks. Returns 0; errors exit (2 for the
- * user's, 1 for a read error). */
-int mc_inspect_run(const mc_args_t *args, const mc_inspect_opts_t *o);
+/* Builds the datasets of dc and prints what o asks. Returns 0; errors exit (2 for the user's, 1
+ * for a read error). */
+int mc_inspect_run(const mc_data_config_t *dc, const mc_inspect_opts_t *o);
 
 #endif

@@ -8,9 +8,19 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "config/args.h"
 #include "data/gpt_dataset.h"
 #include "data/tokenizer.h"
+
+/* What a source is opened from (trainer/config.c makes it from the arguments). */
+typedef struct {
+    mc_tokenizer_spec_t tokenizer;
+    /* the datasets: every field but the ones the tokenizer gives (sample.eod, sample.pad,
+     * mock_vocab_size) and vocab_limit, which the source fills */
+    mc_gpt_data_config_t gpt;
+    /* the embedding's rows, ids are checked against: padded_vocab_size, or 0 for the tokenizer's
+     * vocabulary padded to a multiple of vocab_divisible_by x tp (Megatron's) */
+    int padded_vocab_size, vocab_divisible_by, tp;
+} mc_data_config_t;
 
 typedef struct {
     bool is_mock; /* --mock-data */
@@ -25,7 +35,7 @@ typedef struct {
  * line in err (names the file or the flag at fault). check_ids: a sample holding an id beyond
  * the embedding's rows (the padded vocabulary) is an error when read (training); negative ids
  * always are. inspect-data shows the ids as they are instead. */
-int mc_data_source_open(mc_data_source_t *s, const mc_args_t *a, bool check_ids, char *err,
+int mc_data_source_open(mc_data_source_t *s, const mc_data_config_t *c, bool check_ids, char *err,
                         size_t n);
 void mc_data_source_free(mc_data_source_t *s);
 

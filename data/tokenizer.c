@@ -5,6 +5,7 @@
 #include "data/tokenizer.h"
 
 #include <inttypes.h>
+#include <limits.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -132,21 +133,12 @@ mc_tokenizer_t *mc_tokenizer_build(const mc_tokenizer_spec_t *spec, char *err, s
     return NULL;
 }
 
-mc_tokenizer_spec_t mc_tokenizer_spec_of(const mc_args_t *a)
+int mc_padded_vocab_size(int vocab_size, int divisible_by, int tp)
 {
-    return (mc_tokenizer_spec_t){
-        .type = a->tokenizer_type,
-        .vocab_file = a->vocab_file,
-        .merge_file = a->merge_file,
-        .tokenizer_model = a->tokenizer_model,
-        .vocab_size = a->vocab_size,
-        .vocab_extra_ids = a->vocab_extra_ids,
-        .tiktoken_pattern = a->tiktoken_pattern[0] ? a->tiktoken_pattern : NULL,
-        .tiktoken_num_special_tokens = a->tiktoken_num_special_tokens,
-        .tiktoken_special_tokens =
-            a->n_tiktoken_special_tokens ? (const char *const *)a->tiktoken_special_tokens : NULL,
-        .n_tiktoken_special_tokens = a->n_tiktoken_special_tokens,
-        .legacy = a->legacy_tokenizer};
+    int64_t multiple = (int64_t)divisible_by * tp;
+    if (vocab_size <= 0 || multiple <= 0) return vocab_size;
+    int64_t padded = (vocab_size + multiple - 1) / multiple * multiple;
+    return padded > INT_MAX ? -1 : (int)padded;
 }
 
 bool mc_tokenizer_is_sentencepiece(const char *type)

@@ -13,7 +13,6 @@
 #include <stdint.h>
 #include <stdlib.h>
 
-#include "config/args.h"
 
 /* A growable id vector. */
 typedef struct {
@@ -64,9 +63,11 @@ typedef struct {
  * "NullTokenizer" (needs vocab_size). NULL with one line in err on failure (missing/malformed
  * files named). */
 mc_tokenizer_t *mc_tokenizer_build(const mc_tokenizer_spec_t *spec, char *err, size_t n);
-/* The spec of training's arguments (pointing into a). */
-mc_tokenizer_spec_t mc_tokenizer_spec_of(const mc_args_t *a);
 void mc_tokenizer_free(mc_tokenizer_t *t);
+
+/* Megatron's _vocab_size_with_padding: ceil(V / (divisible_by*tp)) * (divisible_by*tp); -1 when
+ * that exceeds an int. */
+int mc_padded_vocab_size(int vocab_size, int divisible_by, int tp);
 
 /* SentencePieceTokenizer, GPTSentencePieceTokenizer or Llama2Tokenizer: a type whose
  * --tokenizer-model is a SentencePiece .model file. */

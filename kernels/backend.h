@@ -22,6 +22,7 @@
 #ifndef MC_KERNELS_BACKEND_H
 #define MC_KERNELS_BACKEND_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -71,7 +72,18 @@ typedef struct {
 } mc_adam_tensor_t;
 
 struct mc_backend {
-    const char *name; /* "cpu" or "cuda" */
+    const char *name; /* "cpu", "cuda", "strict" (a test double): for messages only */
+
+    /* ---- what the backend is, set by each backend: code that must treat a backend apart reads
+     * these, never its name ---- */
+    bool device_memory;     /* its tensors live where the host cannot read them (cuda, strict): the
+                         * host copies them (memcpy_d2h/h2d), communicators on host memory stage
+                         * them (comm/devmem.h), the memory plan is held against the device's
+                         * free memory, not the node's */
+    bool has_nccl;          /* NCCL can run collectives on its buffers (cuda) */
+    int gpu;                /* the CUDA device it drives; -1: none */
+    bool attention_library; /* its attention may run on a fused attention library chosen at
+                             * start-up (cuda: cuDNN; mc_backend_attention_setup) */
 
     /* ---- memory ---- */
     void *(*alloc)(const mc_backend_t *be, size_t bytes); /* zero-filled; NULL on failure */
@@ -345,6 +357,15 @@ struct mc_backend {
     void (*profiler)(const mc_backend_t *be, int start);
     void (*range_push)(const mc_backend_t *be, const char *name);
     void (*range_pop)(const mc_backend_t *be);
+
+    /* ---- device memory as the host sees it: optional, NULL without device_memory (not in the
+     * required op list of kernels/device.c) ----
+     * is_device: p is this backend's memory (not host memory); pinned_alloc/pinned_free: host
+     * memory it copies to and from fast (pinned), which communicators stage device buffers
+     * through; pinned_alloc returns NULL on failure. */
+    int (*is_device)(const mc_backend_t *be, const void *p);
+    void *(*pinned_alloc)(const mc_backend_t *be, size_t bytes);
+    void (*pinned_free)(const mc_backend_t *be, void *p);
 
     void *impl; /* backend private state */
 };

@@ -150,10 +150,9 @@ int mc_ranks_per_gpu(int local_rank, int local_size, int gpus)
 int mc_backend_memory(const mc_backend_t *be, double *free_bytes, double *total_bytes)
 {
 #ifdef MC_WITH_CUDA
-    if (strcmp(be->name, "cuda") == 0) {
+    if (be->gpu >= 0) {
         size_t f = 0, t = 0;
-        if (cudaSetDevice(mc_cuda_backend_device(be)) != cudaSuccess ||
-            cudaMemGetInfo(&f, &t) != cudaSuccess) {
+        if (cudaSetDevice(be->gpu) != cudaSuccess || cudaMemGetInfo(&f, &t) != cudaSuccess) {
             (void)cudaGetLastError();
             return -1;
         }
@@ -284,11 +283,11 @@ void mc_backend_attention_setup(const mc_backend_t *be, const mc_attention_spec_
     const char *choice = mc_attention_backend_name(s->backend);
     g_attention.cudnn = false;
     g_attention.spec = *s;
-    if (strcmp(be->name, "cuda") == 0 && be->attention_forward) {
+    if (be->attention_library && be->attention_forward) {
 #ifdef MC_WITH_CUDA
         mc_cuda_attention_setup(be, s, g_attention.line, sizeof(g_attention.line));
 #endif
-    } else if (strcmp(be->name, "cuda") == 0) { /* `megatron-c plan`'s sizing backend */
+    } else if (be->attention_library) { /* `megatron-c plan`'s cuda sizing backend */
         const char *no = mc_attention_cudnn_refusal(s, 9, why, sizeof(why));
         g_attention.cudnn = no == NULL;
         if (no)
@@ -321,8 +320,13 @@ const char *mc_backend_attention_line(const mc_backend_t *be)
 const mc_backend_t *mc_backend_sizing(const char *device)
 {
     static const mc_backend_t cuda = {.name = "cuda",
+                                      .device_memory = true,
+                                      .has_nccl = true,
+                                      .gpu = -1, /* drives none */
+                                      .attention_library = true,
                                       .attention_sizes = sizing_cuda_attention_sizes};
-    static const mc_backend_t cpu = {.name = "cpu", .attention_sizes = mc_cpu_attention_sizes};
+    static const mc_backend_t cpu = {
+        .name = "cpu", .gpu = -1, .attention_sizes = mc_cpu_attention_sizes};
     if (strcmp(device, "cuda") == 0) return &cuda;
     if (strcmp(device, "cpu") == 0) return &cpu;
     return NULL;

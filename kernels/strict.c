@@ -521,10 +521,31 @@ static void s_adam_step(const mc_backend_t *be, const mc_adam_tensor_t *t, int c
 
 #undef D
 
+/* Its memory told apart by address; plain host memory for staging. */
+static int s_is_device(const mc_backend_t *be, const void *p)
+{
+    (void)be;
+    return mc_strict_owns(p);
+}
+
+static void *s_pinned_alloc(const mc_backend_t *be, size_t bytes)
+{
+    (void)be;
+    return malloc(bytes ? bytes : 1);
+}
+
+static void s_pinned_free(const mc_backend_t *be, void *p)
+{
+    (void)be;
+    free(p);
+}
+
 const mc_backend_t *mc_backend_strict(void)
 {
     static const mc_backend_t be = {
         .name = "strict",
+        .device_memory = true,
+        .gpu = -1,
         .alloc = s_alloc,
         .free = s_free,
         .memcpy_h2d = s_h2d,
@@ -575,6 +596,9 @@ const mc_backend_t *mc_backend_strict(void)
         .count_zeros = s_count_zeros,
         .has_nonfinite = s_has_nonfinite,
         .adam_step = s_adam_step,
+        .is_device = s_is_device,
+        .pinned_alloc = s_pinned_alloc,
+        .pinned_free = s_pinned_free,
     };
     return &be;
 }

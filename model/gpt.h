@@ -16,9 +16,9 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "config/args.h"
 #include "kernels/backend.h"
 #include "comm/comm.h"
+#include "model/param_names.h"
 
 /* Activation recomputation (Megatron's --recompute-granularity / --recompute-method). */
 typedef enum {
@@ -93,19 +93,12 @@ static inline int mc_gpt_slot_group(const mc_gpt_config_t *c, int chunk)
     return c->chunk[chunk].post ? 1 : 0;
 }
 
-/* How a parameter is split over the tp ranks (Megatron's tensor_model_parallel attribute). */
-typedef enum {
-    MC_SPLIT_NONE = -1,    /* duplicated on every tp rank (LayerNorms, row-parallel biases, wpe) */
-    MC_SPLIT_ROWS = 0,     /* column-parallel weights and biases, vocab-parallel embeddings */
-    MC_SPLIT_COLS = 1,     /* row-parallel weights */
-    MC_SPLIT_ROWS_GLU = 2, /* SwiGLU's linear_fc1 [gate; up]: each half split by rows, a rank
-                              holding [its gate rows; its up rows] (Megatron's layout) */
-} mc_split_t;
-
 /* One parameter tensor: Megatron state-dict name (global layer numbers) and full shape; this
  * rank holds the tp slice given by split. */
 typedef struct {
     char name[96];
+    mc_pkind_t kind; /* its row of the names table (model/param_names.h) */
+    int layer;       /* global layer number; -1 outside the layers */
     int ndim;
     int64_t shape[2]; /* full, unsharded */
     mc_split_t split;
@@ -138,36 +131,68 @@ static inline int64_t mc_param_full_row(const mc_param_t *p, int tp_rank, int64_
     return r;
 }
 
-/* Pointers into a flat buffer for one transformer layer (params, of type cfg.dt, or their grads,
- * of type cfg.gdt). */
+/* Pointers into a flat buffer (params, of type cfg.dt, or their grads, of type cfg.gdt) by kind
+ * of parameter: one transformer layer's, and the model's (the embeddings, final norm and output
+ * layer; the output layer's is the word embeddings' when tied). NULL where the model has none. */
 typedef struct {
-    void *ln1_w, *ln1_b, *qkv_w, *qkv_b, *proj_w, *proj_b;
-    void *qln_w, *qln_b, *kln_w, *kln_b; /* --qk-layernorm */
-    void *ln2_w, *ln2_b, *fc1_w, *fc1_b, *fc2_w, *fc2_b;
+    void *t[MC_PK_COUNT];
 } mc_layer_ptrs_t;
 
 typedef struct {
-    void *wte, *wpe, *lnf_w, *lnf_b, *out_w; /* out_w == wte when tied */
+    void *t[MC_PK_COUNT];
     mc_layer_ptrs_t *layers;
 } mc_gpt_ptrs_t;
 
-/* Saved activations of one layer for the backward pass ([s, b, *] layout), of type cfg.dt but
- * the LayerNorm statistics (fp32). x of a chunk's first layer is the slot's input. */
+/* ---- saved activations ([s, b, *] layout, of type cfg.dt; norm statistics fp32) ---- */
+
+/* A norm's (model/norm.c): its output and statistics (RMSNorm keeps no mean). */
 typedef struct {
-    void *x; /* layer input (residual stream) [S*B*H] */
-    void *ln1;
-    float *ln1_mean, *ln1_rstd;
-    void *qkv;                /* [S*B*3H] */
+    void *out;
+    float *mean, *rstd;
+} mc_norm_acts_t;
+
+/* Self-attention's (model/attention.c). */
+typedef struct {
+    void *qkv;                /* linear_qkv's output [S*B*QKV/tp], queries and keys rotated */
     void *qkv_in;             /* --qk-layernorm: linear_qkv's output, the norms' input */
     float *qk_mean, *qk_rstd; /* their statistics, per query and key head */
-    void *attn_state; /* what the backend's attention backward needs (the CPU's probabilities) */
-    void *attn;       /* [S*B*H] */
-    void *x_mid;      /* residual stream after attention */
-    void *ln2;
-    float *ln2_mean, *ln2_rstd;
-    void *fc1; /* pre-activation [S*B*FFN] */
-    void *act; /* GeLU output [S*B*FFN] */
+    void *state; /* what the backend's attention backward needs (the CPU's probabilities) */
+    void *out;   /* core attention's output [S*B*A/tp] */
+} mc_attention_acts_t;
+
+/* The dense MLP's (model/mlp.c). */
+typedef struct {
+    void *fc1; /* linear_fc1's output, the activation's input [S*B*FFN1/tp] */
+    void *act; /* the activation's output [S*B*FFN/tp] */
+} mc_mlp_acts_t;
+
+/* One transformer layer's, for the backward pass: the residual stream and the norms (the
+ * driver's, model/gpt.c), and each block's own, of the kind the layer's spec picked (a new kind
+ * of block adds its struct to the union). x of a chunk's first layer is the slot's input. */
+typedef struct {
+    void *x;     /* layer input (residual stream) [S/tp-if-SP*B*H] */
+    void *x_mid; /* the residual stream after attention */
+    mc_norm_acts_t ln1, ln2;
+    union {
+        mc_attention_acts_t self;
+    } attn;
+    union {
+        mc_mlp_acts_t dense;
+    } mlp;
 } mc_layer_acts_t;
+
+/* Workspaces of the blocks, shared by every layer of their kind. */
+typedef struct {
+    void *d_qkv;                /* the gradient at linear_qkv's output */
+    void *scratch;              /* the backend's attention backward scratch */
+    void *state;                /* selective recomputation: one layer's attention state */
+    float *rope_cos, *rope_sin; /* rotary embeddings: [S, rot_dim/2] angle tables (fp32) */
+} mc_attention_ws_t;
+
+typedef struct {
+    void *d_fc1; /* the gradient at linear_fc1's output [S*B*FFN1/tp] */
+    void *d_act; /* SwiGLU: the gradient at the activation's output [S*B*FFN/tp] */
+} mc_mlp_ws_t;
 
 /* One microbatch's activations through one chunk. */
 typedef struct {
@@ -183,9 +208,9 @@ typedef struct {
                       backward, the gradient w.r.t. it (what is sent to the previous stage) */
     void *out;  /* chunk output (not post): the next layer's input, sent to the next stage */
     void *dout; /* gradient w.r.t. the output, received from the next stage (not post) */
-    mc_layer_acts_t *acts; /* [n_layers]; recomputed layers point into m->rc */
-    void *x_final, *lnf;   /* post chunk */
-    float *lnf_mean, *lnf_rstd;
+    mc_layer_acts_t *acts;              /* [n_layers]; recomputed layers point into m->rc */
+    void *x_final;                      /* post chunk: the last layer's output */
+    mc_norm_acts_t lnf;                 /* post chunk: the final norm's */
     void *logits;                       /* [S*B*V/tp], reused for dlogits */
     float *ce_max, *ce_sum, *ce_target; /* [S*B] vocab-parallel loss statistics */
     float *losses;                      /* [B*S] */
@@ -196,28 +221,31 @@ typedef struct {
 /* Called with a range of parameter table indices [first, first + n). */
 typedef void (*mc_param_hook_t)(void *ctx, int first, int n);
 
-typedef struct {
+struct mc_layer_spec;
+struct mc_norm_ops;
+
+typedef struct mc_gpt {
     mc_gpt_config_t cfg;
     const mc_backend_t *be;
 
-    int n_params;
-    mc_param_t *params;
+    int n_params, cap_params;
+    mc_param_t *params;              /* the embeddings (pre chunk), each local layer in chunk order,
+                                    then the final norm and the output layer when untied or on a
+                                    stage without the embedding (post chunk) */
     long n_elems;                    /* flat buffer length (parameters and padding) */
-    int params_per_layer;            /* table: the embeddings (pre chunk), each local layer in chunk
-                                  order, then the final norm and the output layer when untied
-                                  or on a stage without the embedding (post chunk) */
-    int layer_param0;                /* table index of the first layer's first parameter (0 or 2) */
     int n_local_layers;              /* layers on this rank, chunk after chunk */
     int *layer_no;                   /* [n_local_layers]: global layer index of each */
+    int *layer_param;                /* [n_local_layers + 1]: table index of each one's first
+                                    parameter, then of the first after the layers */
     int chunk_local0[MC_MAX_CHUNKS]; /* local index of each chunk's first layer */
+    /* the blocks of each local layer (model/layer_spec.h), and the final norm */
+    const struct mc_layer_spec **spec;
+    const struct mc_norm_ops *final_norm;
     /* Data-parallel hooks (parallel/grads.c), NULL when unused. grads_final: during backward, the
      * gradients of these parameters are complete for this microbatch. params_needed: in forward,
      * just before these parameters are first read. */
     mc_param_hook_t grads_final_hook, params_needed_hook;
     void *hook_ctx;
-    /* Forward: the layer just run ended with its residual add fused with the LayerNorm that
-     * reads the sum next (the next layer's LN1, or the final LayerNorm), so that one is done. */
-    bool ln_done;
     /* Tensor parallelism: the all-reduces of column/row-parallel layers and the vocab-parallel
      * loss run over tp_group (NULL with tp = 1). */
     mc_comm_t *comm;
@@ -232,15 +260,16 @@ typedef struct {
     float *dloss;        /* [B*S] */
     float loss_scale;    /* the backward starts from the loss times this (fp16) */
     mc_layer_acts_t *rc; /* full recomputation: buffers of one recomputed chunk */
-    void *state_scratch; /* selective recomputation: one layer's attention state */
-    /* backward workspace (type cfg.dt; attn_scratch is the backend's) */
-    void *tmp_h, *dx, *dres, *dtmp_h, *d_ffn, *d_qkv, *attn_scratch;
-    void *d_act;                /* SwiGLU: the gradient at the activation's output [S*B*F/tp] */
-    float *rope_cos, *rope_sin; /* rotary embeddings: [S, rot_dim/2] angle tables (fp32) */
-    void *gath;                 /* [S*B*H] gathered sequence (sequence parallelism) */
-    /* --apply-layernorm-1p: the weights the norms compute with, 1 + w, formed from the
-     * parameters each time a block's parameters are needed (m->p points there); norm_1p[i] is
-     * parameter i's (NULL for the others), norm_1p_ones a vector of ones (type cfg.dt) */
+    /* the driver's workspace (type cfg.dt): a whole-sequence row-parallel output and its
+     * gradient (tmp_h, dtmp_h, also the blocks' scratch), the gradients at a norm's output (dx)
+     * and at the residual stream (dres), and the sequence gathered for a column-parallel layer
+     * under sequence parallelism (gath, [S*B*H]) */
+    void *tmp_h, *dtmp_h, *dx, *dres, *gath;
+    mc_attention_ws_t attn_ws;
+    mc_mlp_ws_t mlp_ws;
+    /* --apply-layernorm-1p (model/norm.c): the weights the norms compute with, 1 + w, formed
+     * from the parameters each time a block's parameters are needed (m->p points there);
+     * norm_1p[i] is parameter i's (NULL for the others), norm_1p_ones a vector of ones */
     void **norm_1p;
     void *norm_1p_eff, *norm_1p_ones;
     void **bufs; /* every activation/workspace buffer, for freeing */
@@ -268,8 +297,6 @@ typedef struct {
      * synchronize, mc_gpt_loss_sum(mb, losses_out) is that sum. NULL: copied and summed at once. */
     float *losses_out;
 } mc_microbatch_t;
-
-void mc_gpt_config_from_args(mc_gpt_config_t *cfg, const mc_args_t *args);
 
 /* Builds the parameter table and sizes; allocates nothing. */
 void mc_gpt_build_params(mc_gpt_t *m, const mc_gpt_config_t *cfg);
@@ -305,7 +332,8 @@ static inline void *mc_gpt_grad_at(const mc_gpt_t *m, long offset)
 void mc_init_normal(float *dst, uint64_t seed, const char *name, long start, long count, float std);
 
 /* The default chunking (one chunk with every layer, pre and post, one slot) is what
- * mc_gpt_config_from_args sets; the pipeline replaces it (parallel/pipeline.c). */
+ * mc_gpt_config_from_args (trainer/config.c) sets; the pipeline replaces it
+ * (parallel/pipeline.c). */
 
 /* Forward of one microbatch through chunk c into slot k of the chunk's group. The pre chunk reads mb's tokens,
  * the others read slot->in (received). The post chunk returns the masked loss sum in *loss_sum

@@ -24,7 +24,7 @@ long mc_adam_state_bytes(long state_len, mc_dtype_t dt, mc_dtype_t gdt)
     return copies * state_len * (long)sizeof(float);
 }
 
-int mc_adam_init(mc_adam_t *opt, mc_gpt_t *model, const mc_args_t *args, mc_opt_seg_t *segs,
+int mc_adam_init(mc_adam_t *opt, mc_gpt_t *model, const mc_optim_config_t *c, mc_opt_seg_t *segs,
                  int n_segs, long state_len)
 {
     memset(opt, 0, sizeof(*opt));
@@ -40,10 +40,10 @@ int mc_adam_init(mc_adam_t *opt, mc_gpt_t *model, const mc_args_t *args, mc_opt_
     opt->exp_avg_sq = be->alloc(be, bytes);
     if (model->cfg.dt != MC_DT_F32 && !(opt->master = be->alloc(be, bytes))) return -1;
     if (model->cfg.gdt != MC_DT_F32 && !(opt->main_grad = be->alloc(be, bytes))) return -1;
-    opt->beta1 = args->adam_beta1;
-    opt->beta2 = args->adam_beta2;
-    opt->eps = args->adam_eps;
-    opt->clip_grad = args->clip_grad;
+    opt->beta1 = c->adam_beta1;
+    opt->beta2 = c->adam_beta2;
+    opt->eps = c->adam_eps;
+    opt->clip_grad = c->clip_grad;
     return opt->exp_avg && opt->exp_avg_sq ? 0 : -1;
 }
 

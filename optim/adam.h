@@ -13,8 +13,8 @@
 
 #include <stdbool.h>
 
-#include "config/args.h"
 #include "model/gpt.h"
+#include "optim/config.h"
 
 /* A run of elements of one parameter: buffer offset, offset in the optimizer state, length. */
 typedef struct {
@@ -42,7 +42,7 @@ void mc_opt_segments_full(const mc_gpt_t *m, mc_opt_seg_t **segs, int *n, long *
  * grads when the model's params or grads are 16-bit. */
 long mc_adam_state_bytes(long state_len, mc_dtype_t dt, mc_dtype_t gdt);
 /* Takes ownership of segs. Returns 0, or -1 when the state does not fit. */
-int mc_adam_init(mc_adam_t *opt, mc_gpt_t *model, const mc_args_t *args, mc_opt_seg_t *segs,
+int mc_adam_init(mc_adam_t *opt, mc_gpt_t *model, const mc_optim_config_t *c, mc_opt_seg_t *segs,
                  int n_segs, long state_len);
 void mc_adam_free(mc_adam_t *opt);
 

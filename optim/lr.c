@@ -7,67 +7,21 @@
 
 #include "base/error.h"
 
-static int parse_decay_style(const char *s)
-{
-    if (!strcmp(s, "constant")) return MC_LR_CONSTANT;
-    if (!strcmp(s, "linear")) return MC_LR_LINEAR;
-    if (!strcmp(s, "cosine")) return MC_LR_COSINE;
-    if (!strcmp(s, "inverse-square-root")) return MC_LR_INVERSE_SQRT;
-    if (!strcmp(s, "WSD"))
-        mc_user_error("--lr-decay-style WSD is not supported yet (use constant, linear, cosine or "
-                      "inverse-square-root)");
-    mc_user_error("unknown --lr-decay-style '%s' (use constant, linear, cosine or "
-                  "inverse-square-root)",
-                  s);
-}
-
-static int parse_wd_style(const char *s)
-{
-    if (!strcmp(s, "constant")) return MC_WD_CONSTANT;
-    if (!strcmp(s, "linear")) return MC_WD_LINEAR;
-    if (!strcmp(s, "cosine")) return MC_WD_COSINE;
-    mc_user_error("unknown --weight-decay-incr-style '%s' (use constant, linear or cosine)", s);
-}
-
-void mc_lr_sched_init(mc_lr_sched_t *s, const mc_args_t *a)
+void mc_lr_sched_init(mc_lr_sched_t *s, const mc_lr_config_t *c)
 {
     memset(s, 0, sizeof(*s));
-    const int64_t gbs = a->global_batch_size;
-    const bool fraction = a->lr_warmup_fraction >= 0;
-
-    /* Sample-based first: finalize derives train_iters from train_samples, so train_iters
-     * is set in both modes (Megatron decides before deriving it). */
-    if (a->train_samples > 0) { /* sample-based training */
-        s->decay_steps = a->lr_decay_samples ? a->lr_decay_samples : a->train_samples;
-        s->wd_incr_steps = a->train_samples;
-        s->warmup_steps = fraction ? a->lr_warmup_fraction * (double)s->decay_steps
-                                   : (double)a->lr_warmup_samples;
-    } else if (a->train_iters > 0) { /* iteration-based training */
-        int64_t decay_iters = a->lr_decay_iters ? a->lr_decay_iters : a->train_iters;
-        s->decay_steps = decay_iters * gbs;
-        s->wd_incr_steps = a->train_iters * gbs;
-        s->warmup_steps = fraction ? a->lr_warmup_fraction * (double)s->decay_steps
-                                   : (double)(a->lr_warmup_iters * gbs);
-    } else {
+    if (c->no_length)
         mc_user_error("either --train-iters or --train-samples must be given (add one of them)");
-    }
-
-    s->init_lr = a->lr_warmup_init;
-    s->max_lr = a->lr;
-    s->min_lr = a->min_lr;
-    s->decay_style = parse_decay_style(a->lr_decay_style);
-    s->wd_incr_style = parse_wd_style(a->weight_decay_incr_style);
-    if (s->wd_incr_style == MC_WD_CONSTANT) {
-        /* validate_args: both come from --weight-decay in the constant style */
-        s->start_wd = s->end_wd = a->weight_decay;
-    } else {
-        if (!a->start_weight_decay_set || !a->end_weight_decay_set)
-            mc_user_error("--weight-decay-incr-style %s needs --start-weight-decay and "
-                          "--end-weight-decay (give both)",
-                          a->weight_decay_incr_style);
-        s->start_wd = a->start_weight_decay;
-        s->end_wd = a->end_weight_decay;
-    }
+    s->init_lr = c->init_lr;
+    s->max_lr = c->max_lr;
+    s->min_lr = c->min_lr;
+    s->warmup_steps = c->warmup_steps;
+    s->decay_steps = c->decay_steps;
+    s->decay_style = c->decay_style;
+    s->start_wd = c->start_wd;
+    s->end_wd = c->end_wd;
+    s->wd_incr_steps = c->wd_incr_steps;
+    s->wd_incr_style = c->wd_incr_style;
 
     /* The constructor's asserts, in Megatron's order. */
     if (!(s->min_lr >= 0.0))
@@ -93,8 +47,8 @@ void mc_lr_sched_init(mc_lr_sched_t *s, const mc_args_t *a)
                       "(raise --end-weight-decay)",
                       s->end_wd, s->start_wd);
 
-    s->decoupled_max_lr = a->decoupled_lr; /* < 0: not given */
-    s->decoupled_min_lr = a->decoupled_min_lr >= 0 ? a->decoupled_min_lr : a->min_lr;
+    s->decoupled_max_lr = c->decoupled_max_lr;
+    s->decoupled_min_lr = c->decoupled_min_lr;
     s->num_steps = 0; /* step(0) */
 }
 

@@ -3,21 +3,21 @@
 
 #include <string.h>
 
-void mc_scaler_init(mc_scaler_t *s, const mc_args_t *a)
+void mc_scaler_init(mc_scaler_t *s, const mc_optim_config_t *c)
 {
     memset(s, 0, sizeof(*s));
     s->scale = 1.0;
-    if (!(a->fp16 || a->bf16)) return;
-    if (a->loss_scale > 0) {
+    if (!(c->fp16 || c->bf16)) return;
+    if (c->loss_scale > 0) {
         s->enabled = true;
-        s->scale = a->loss_scale;
-    } else if (a->fp16) {
+        s->scale = c->loss_scale;
+    } else if (c->fp16) {
         s->enabled = s->dynamic = true;
-        s->scale = a->initial_loss_scale;
-        s->min_scale = a->min_loss_scale;
-        s->growth_interval = a->loss_scale_window;
-        s->hysteresis = a->hysteresis;
-        s->hysteresis_tracker = a->hysteresis;
+        s->scale = c->initial_loss_scale;
+        s->min_scale = c->min_loss_scale;
+        s->growth_interval = c->loss_scale_window;
+        s->hysteresis = c->hysteresis;
+        s->hysteresis_tracker = c->hysteresis;
     }
 }
 

@@ -10,7 +10,7 @@
 
 #include <stdbool.h>
 
-#include "config/args.h"
+#include "optim/config.h"
 
 typedef struct {
     bool enabled; /* a grad scaler exists: overflow checks and skipped steps */
@@ -21,7 +21,7 @@ typedef struct {
     int growth_tracker, hysteresis_tracker;
 } mc_scaler_t;
 
-void mc_scaler_init(mc_scaler_t *s, const mc_args_t *a);
+void mc_scaler_init(mc_scaler_t *s, const mc_optim_config_t *c);
 /* DynamicGradScaler.update (a constant scaler never changes). */
 void mc_scaler_update(mc_scaler_t *s, bool found_inf);
 /* The loss scale for the log line and the backward: the scale, or 1.0 without a scaler. */

@@ -12,12 +12,12 @@ static long round_up(long x, long m) { return (x + m - 1) / m * m; }
 static long gcd_l(long a, long b) { return b ? gcd_l(b, a % b) : a; }
 static long lcm_l(long a, long b) { return a / gcd_l(a, b) * b; }
 
-long mc_ddp_bucket_size(const mc_args_t *a, long num_params)
+long mc_ddp_bucket_size(const mc_ddp_config_t *c, long num_params)
 {
-    if (!a->overlap_grad_reduce) return 0;
-    if (a->ddp_num_buckets > 0) return num_params / a->ddp_num_buckets;
-    if (a->ddp_bucket_size > 0) return a->ddp_bucket_size;
-    long by_dp = 1000000L * a->data_parallel_size * a->context_parallel_size;
+    if (!c->overlap_grad_reduce) return 0;
+    if (c->num_buckets > 0) return num_params / c->num_buckets;
+    if (c->bucket_size > 0) return c->bucket_size;
+    long by_dp = 1000000L * c->dp_cp_size;
     return by_dp > 40000000L ? by_dp : 40000000L;
 }
 
@@ -235,24 +235,24 @@ void mc_ddp_finish_param_gather(mc_ddp_t *d)
 
 /* ------------------------------------------------------------------ set-up */
 
-void mc_ddp_plan(mc_ddp_t *d, mc_gpt_t *m, const mc_args_t *a, int dp, int dp_rank)
+void mc_ddp_plan(mc_ddp_t *d, mc_gpt_t *m, const mc_ddp_config_t *c, int dp, int dp_rank)
 {
     memset(d, 0, sizeof(*d));
     d->model = m;
     d->dp = dp;
     d->dp_rank = dp_rank;
-    d->dist_opt = a->use_distributed_optimizer;
-    d->overlap_grad = a->overlap_grad_reduce;
-    d->overlap_param = a->overlap_param_gather;
+    d->dist_opt = c->use_distributed_optimizer;
+    d->overlap_grad = c->overlap_grad_reduce;
+    d->overlap_param = c->overlap_param_gather;
     /* Megatron's gradient_scaling_factor: 1/dp before a SUM, or 1 with an averaging collective
      * (--ddp-average-in-collective) or --calculate-per-token-loss */
-    d->average_in_collective = a->ddp_average_in_collective;
+    d->average_in_collective = c->average_in_collective;
     d->grad_scale =
-        a->calculate_per_token_loss || d->average_in_collective ? 1.0f : 1.0f / (float)dp;
+        c->calculate_per_token_loss || d->average_in_collective ? 1.0f : 1.0f / (float)dp;
     long num_params = 0;
     for (int i = 0; i < m->n_params; i++) num_params += m->params[i].numel;
-    mc_grad_layout(m, mc_ddp_bucket_size(a, num_params), dp, d->dist_opt,
-                   a->ddp_pad_buckets_for_high_nccl_busbw, &d->layout);
+    mc_grad_layout(m, mc_ddp_bucket_size(c, num_params), dp, d->dist_opt,
+                   c->pad_buckets_for_high_nccl_busbw, &d->layout);
     const size_t nb = (size_t)d->layout.n_buckets;
     d->pending = calloc(nb, sizeof(int));
     d->grad_req = calloc(nb, sizeof(mc_req_t));

@@ -21,9 +21,21 @@
 
 #include <stdbool.h>
 
-#include "config/args.h"
 #include "model/gpt.h"
 #include "comm/comm.h"
+
+/* Megatron's DistributedDataParallelConfig as megatron-c uses it, made once from the arguments
+ * (trainer/config.c). */
+typedef struct {
+    bool use_distributed_optimizer;
+    bool overlap_grad_reduce, overlap_param_gather;
+    long bucket_size; /* --ddp-bucket-size (elements); 0: not given */
+    int num_buckets;  /* --ddp-num-buckets; 0: not given */
+    int dp_cp_size;   /* the run's data- x context-parallel size (the default bucket size) */
+    bool pad_buckets_for_high_nccl_busbw;
+    bool average_in_collective;
+    bool calculate_per_token_loss; /* gradients are summed, not averaged over dp */
+} mc_ddp_config_t;
 
 typedef struct {
     long start, end;        /* [start, end) in the flat buffers; end includes the padding */
@@ -41,7 +53,7 @@ typedef struct {
 /* Megatron's resolve_ddp_bucket_size: --ddp-num-buckets gives num_params / n, else
  * --ddp-bucket-size, else max(40M, 1M*dp); and no buckets (0: one bucket) without
  * --overlap-grad-reduce. */
-long mc_ddp_bucket_size(const mc_args_t *a, long num_params);
+long mc_ddp_bucket_size(const mc_ddp_config_t *c, long num_params);
 
 /* Assigns every parameter its offset in Megatron's buffer order and fills out (call after
  * mc_gpt_build_params, before mc_gpt_alloc; it sets m->params[i].offset and m->n_elems).
@@ -77,7 +89,7 @@ typedef struct {
 } mc_ddp_t;
 
 /* Lays out the model's buffers (call between mc_gpt_build_params and mc_gpt_alloc). */
-void mc_ddp_plan(mc_ddp_t *d, mc_gpt_t *m, const mc_args_t *a, int dp, int dp_rank);
+void mc_ddp_plan(mc_ddp_t *d, mc_gpt_t *m, const mc_ddp_config_t *c, int dp, int dp_rank);
 /* After mc_gpt_alloc: binds the communicator and installs the model's hooks. */
 void mc_ddp_bind(mc_ddp_t *d, mc_comm_t *comm, mc_group_t *dp_group);
 void mc_ddp_free(mc_ddp_t *d);

@@ -6,23 +6,6 @@
 
 #include "base/error.h"
 
-mc_pp_config_t mc_pipeline_schedule_config(const mc_args_t *a, int pp_rank, int num_microbatches,
-                                           bool forward_only)
-{
-    const int vpp =
-        a->virtual_pipeline_model_parallel_size > 1 ? a->virtual_pipeline_model_parallel_size : 1;
-    mc_pp_config_t c = {
-        .pp_rank = pp_rank,
-        .pp_size = a->pipeline_model_parallel_size > 1 ? a->pipeline_model_parallel_size : 1,
-        .vpp = vpp,
-        .num_microbatches = num_microbatches,
-        .group_size = a->microbatch_group_size_per_vp_stage,
-        .overlap_p2p_comm = vpp > 1 && a->overlap_p2p_comm,
-        .forward_only = forward_only,
-    };
-    return c;
-}
-
 /* ------------------------------------------------------------------ slot accounting */
 
 /* The slot rules of the executor on an action list, calling take/give for each slot event in
@@ -93,26 +76,20 @@ int mc_pipeline_slots(const mc_pp_config_t *cfg, int *slots, char *err, size_t e
     return 0;
 }
 
-int mc_pipeline_chunks(mc_gpt_config_t *cfg, const mc_args_t *a, int pp_rank, char *err,
+int mc_pipeline_chunks(mc_gpt_config_t *cfg, const mc_pp_plan_t *plan, int pp_rank, char *err,
                        size_t errn)
 {
-    const int vpp =
-        a->virtual_pipeline_model_parallel_size > 1 ? a->virtual_pipeline_model_parallel_size : 1;
-    const int pp = a->pipeline_model_parallel_size > 1 ? a->pipeline_model_parallel_size : 1;
+    const int vpp = plan->layers.vpp, pp = plan->layers.pp_size;
     if (vpp > MC_MAX_CHUNKS)
         return mc_errf(err, errn,
                        "%d model chunks per pipeline rank is more than megatron-c supports "
                        "(%d; use fewer virtual stages)",
                        vpp, MC_MAX_CHUNKS);
-    const mc_pp_layers_cfg_t lc = {.num_layers = a->num_layers,
-                                   .pp_size = pp,
-                                   .vpp = vpp,
-                                   .first_stage_layers = a->decoder_first_pipeline_num_layers,
-                                   .last_stage_layers = a->decoder_last_pipeline_num_layers};
     cfg->n_chunks = vpp;
     for (int c = 0; c < vpp; c++) {
         mc_chunk_cfg_t *ch = &cfg->chunk[c];
-        if (mc_pp_layers(&lc, pp_rank, c, &ch->first_layer, &ch->n_layers, err, errn) != 0)
+        if (mc_pp_layers(&plan->layers, pp_rank, c, &ch->first_layer, &ch->n_layers, err, errn) !=
+            0)
             return -1;
         ch->pre = mc_pp_is_pre_process(pp_rank, c);
         ch->post = mc_pp_is_post_process(pp, vpp, pp_rank, c);
@@ -124,13 +101,13 @@ int mc_pipeline_chunks(mc_gpt_config_t *cfg, const mc_args_t *a, int pp_rank, ch
  * batch: the slots are the most any of them needs. A batch size the ramp may reach but that is
  * not a whole number of microbatches, or that the schedule refuses, is left out: validation
  * refuses those that training reaches. */
-static void rampup_slots(const mc_args_t *a, int pp_rank, int *slots)
+static void rampup_slots(const mc_pp_plan_t *p, int pp_rank, int *slots)
 {
-    const int per = a->micro_batch_size * a->data_parallel_size;
-    for (int64_t gbs = a->rampup_start; a->rampup_start && gbs < a->global_batch_size;
-         gbs += a->rampup_increment) {
+    const int per = p->batch_per_microbatch;
+    for (int64_t gbs = p->ramp_start; p->ramp_start && gbs < p->global_batch_size;
+         gbs += p->ramp_increment) {
         if (gbs % per != 0) continue;
-        const mc_pp_config_t c = mc_pipeline_schedule_config(a, pp_rank, (int)(gbs / per), false);
+        const mc_pp_config_t c = mc_pp_plan_schedule(p, pp_rank, (int)(gbs / per), false);
         int s[MC_SLOT_GROUPS];
         char err[256];
         if (mc_pipeline_slots(&c, s, err, sizeof(err)) != 0) continue;
@@ -139,22 +116,20 @@ static void rampup_slots(const mc_args_t *a, int pp_rank, int *slots)
     }
 }
 
-int mc_pipeline_configure(mc_gpt_config_t *cfg, const mc_args_t *a, int pp_rank, char *err,
+int mc_pipeline_configure(mc_gpt_config_t *cfg, const mc_pp_plan_t *plan, int pp_rank, char *err,
                           size_t errn)
 {
-    const mc_pp_config_t train =
-        mc_pipeline_schedule_config(a, pp_rank, a->num_microbatches, false);
+    const mc_pp_config_t train = mc_pp_plan_schedule(plan, pp_rank, plan->num_microbatches, false);
     int train_slots[MC_SLOT_GROUPS], eval_slots[MC_SLOT_GROUPS] = {0};
     if (train.vpp > MC_MAX_CHUNKS)
-        return mc_pipeline_chunks(cfg, a, pp_rank, err, errn); /* the error */
+        return mc_pipeline_chunks(cfg, plan, pp_rank, err, errn); /* the error */
     if (mc_pipeline_slots(&train, train_slots, err, errn) != 0) return -1;
-    rampup_slots(a, pp_rank, train_slots);
-    const int eval_m = mc_args_eval_microbatches(a);
-    if (a->eval_iters > 0 && eval_m > 0) {
-        const mc_pp_config_t ev = mc_pipeline_schedule_config(a, pp_rank, eval_m, true);
+    rampup_slots(plan, pp_rank, train_slots);
+    if (plan->eval_microbatches > 0) {
+        const mc_pp_config_t ev = mc_pp_plan_schedule(plan, pp_rank, plan->eval_microbatches, true);
         if (mc_pipeline_slots(&ev, eval_slots, err, errn) != 0) return -1;
     }
-    if (mc_pipeline_chunks(cfg, a, pp_rank, err, errn) != 0) return -1;
+    if (mc_pipeline_chunks(cfg, plan, pp_rank, err, errn) != 0) return -1;
     for (int g = 0; g < MC_SLOT_GROUPS; g++)
         cfg->slots[g] = train_slots[g] > eval_slots[g] ? train_slots[g] : eval_slots[g];
     return 0;
@@ -168,7 +143,7 @@ static int build_schedule(const mc_pipeline_t *p, mc_pipe_schedule_t *s, int M, 
 {
     free(s->acts);
     *s = (mc_pipe_schedule_t){0};
-    const mc_pp_config_t cfg = mc_pipeline_schedule_config(p->args, p->pp_rank, M, forward_only);
+    const mc_pp_config_t cfg = mc_pp_plan_schedule(&p->plan, p->pp_rank, M, forward_only);
     if (cfg.vpp != p->model->cfg.n_chunks)
         return mc_errf(err, errn, "internal error: the model has %d chunks, the schedule %d",
                        p->model->cfg.n_chunks, cfg.vpp);
@@ -188,13 +163,13 @@ static const mc_pipe_schedule_t *schedule_for(mc_pipeline_t *p, int M, bool forw
 }
 
 void mc_pipeline_init(mc_pipeline_t *p, mc_gpt_t *model, mc_comm_t *comm, mc_group_t *pp_group,
-                      const mc_args_t *a, int pp_rank, mc_timers_t *timers)
+                      const mc_pp_plan_t *plan, int pp_rank, mc_timers_t *timers)
 {
     memset(p, 0, sizeof(*p));
     p->model = model;
     p->comm = comm;
     p->pp_group = pp_group;
-    p->args = a;
+    p->plan = *plan;
     p->pp_rank = pp_rank;
     p->timers = timers;
     for (int g = 0; g < MC_SLOT_GROUPS; g++) {
@@ -205,11 +180,10 @@ void mc_pipeline_init(mc_pipeline_t *p, mc_gpt_t *model, mc_comm_t *comm, mc_gro
     }
     /* The schedules once (a failure is reported by the first step that needs it) */
     char err[256];
-    if (a->num_microbatches > 0)
-        build_schedule(p, &p->sched[0], a->num_microbatches, false, err, sizeof(err));
-    const int eval_m = mc_args_eval_microbatches(a);
-    if (a->eval_iters > 0 && eval_m > 0)
-        build_schedule(p, &p->sched[1], eval_m, true, err, sizeof(err));
+    if (plan->num_microbatches > 0)
+        build_schedule(p, &p->sched[0], plan->num_microbatches, false, err, sizeof(err));
+    if (plan->eval_microbatches > 0)
+        build_schedule(p, &p->sched[1], plan->eval_microbatches, true, err, sizeof(err));
 }
 
 void mc_pipeline_free(mc_pipeline_t *p)

@@ -22,29 +22,25 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-#include "config/args.h"
 #include "model/gpt.h"
 #include "comm/comm.h"
 #include "parallel/schedule.h"
 #include "comm/timers.h"
-
-/* The schedule configuration of this run for pp rank r (Megatron's defaults from the args). */
-mc_pp_config_t mc_pipeline_schedule_config(const mc_args_t *a, int pp_rank, int num_microbatches,
-                                           bool forward_only);
 
 /* Slots each group needs at once for this schedule (slots[g] for g < MC_SLOT_GROUPS: the chunks
  * without the loss, the chunk with it; 0 for a group without chunks). Returns 0, or -1 with one
  * line in err. */
 int mc_pipeline_slots(const mc_pp_config_t *cfg, int *slots, char *err, size_t errn);
 
-/* The model chunks of pp rank pp_rank: layers (mc_pp_layers) and pre/post process. Returns 0, or
- * -1 with one line in err. */
-int mc_pipeline_chunks(mc_gpt_config_t *cfg, const mc_args_t *a, int pp_rank, char *err,
+/* The model chunks of pp rank pp_rank in the plan: layers (mc_pp_layers) and pre/post process.
+ * Returns 0, or -1 with one line in err. */
+int mc_pipeline_chunks(mc_gpt_config_t *cfg, const mc_pp_plan_t *plan, int pp_rank, char *err,
                        size_t errn);
 
 /* This rank's chunks for pp rank pp_rank: layers (mc_pp_layers), pre/post process, and slots for
- * the training and the evaluation schedules. Returns 0, or -1 with one line in err. */
-int mc_pipeline_configure(mc_gpt_config_t *cfg, const mc_args_t *a, int pp_rank, char *err,
+ * the plan's training (the ramp's steps included) and evaluation schedules. Returns 0, or -1
+ * with one line in err. */
+int mc_pipeline_configure(mc_gpt_config_t *cfg, const mc_pp_plan_t *plan, int pp_rank, char *err,
                           size_t errn);
 
 typedef struct {
@@ -64,7 +60,7 @@ typedef struct {
     mc_gpt_t *model;
     mc_comm_t *comm;
     mc_group_t *pp_group; /* NULL with pp = 1 */
-    const mc_args_t *args;
+    mc_pp_plan_t plan;    /* a copy: the schedules of another M are rebuilt from it */
     int pp_rank;
     mc_timers_t *timers; /* may be NULL */
     mc_pipe_slot_t *slots[MC_SLOT_GROUPS];
@@ -88,10 +84,10 @@ typedef struct {
     void (*before_backward)(void *ctx, int mb, int chunk);
 } mc_pipeline_step_t;
 
-/* Also builds the training schedule (a->num_microbatches) and, with evaluation, the forward-only
- * one (mc_args_eval_microbatches); a step with another M rebuilds that schedule once. */
+/* Also builds the plan's training schedule and, with evaluation, the forward-only one; a step
+ * with another M (the ramp's) rebuilds that schedule once. */
 void mc_pipeline_init(mc_pipeline_t *p, mc_gpt_t *model, mc_comm_t *comm, mc_group_t *pp_group,
-                      const mc_args_t *a, int pp_rank, mc_timers_t *timers);
+                      const mc_pp_plan_t *plan, int pp_rank, mc_timers_t *timers);
 void mc_pipeline_free(mc_pipeline_t *p);
 
 /* Runs this rank's action list for the step; returns when every batch it started is complete. */

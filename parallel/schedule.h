@@ -49,7 +49,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-#include "config/pipeline_layout.h"
+#include "parallel/pp_plan.h"
 
 typedef enum { MC_PP_FORWARD, MC_PP_BACKWARD } mc_pp_kind_t;
 

@@ -9,7 +9,7 @@
  * A100 (NVIDIA's "Matrix Multiplication Background" guide shows large fp16 GEMMs near 250 of
  * 312 TFLOP/s) and about 0.7 on H100/H200 (cuBLAS's large bf16 GEMMs near 700 of 989 TFLOP/s,
  * as NVIDIA's and third-party GEMM sweeps report). These are not measured here; with a GPU,
- * scripts/bench-kernels.sh measures the GEMMs megatron-c runs (docs/PERF.md).
+ * bench/bench-kernels.sh measures the GEMMs megatron-c runs (docs/PERF.md).
  *
  * The shared fractions: memory-bound kernels (norms, activations, dropout, softmax, Adam) move
  * about 80% of HBM bandwidth (STREAM-like copies reach 85-90%); NCCL rings reach about 80% of

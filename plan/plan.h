@@ -15,7 +15,7 @@
 #include <stdio.h>
 
 #include "config/args.h"
-#include "train/train.h"
+#include "trainer/trainer.h"
 
 /* A GPU and its node: peaks from the vendors' datasheets, achieved fractions stated once. */
 typedef struct {

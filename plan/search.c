@@ -25,7 +25,9 @@ double mc_plan_memory(const mc_args_t *args, const char *device, mc_memory_plan_
     mc_attention_spec_t attention; /* the implementation the run would choose sizes its scratch */
     mc_attention_spec_from_args(args, &attention);
     mc_backend_attention_setup(be, &attention, NULL, 0);
-    mc_trainer_memory(args, be, out);
+    mc_run_config_t cfg;
+    mc_run_config(&cfg, args);
+    mc_trainer_memory(args, &cfg, be, out);
     return out->params + out->grads + out->optimizer + out->activations + out->workspace;
 }
 

@@ -11,7 +11,7 @@
 #include "kernels/attention_choice.h"
 #include "model/gpt.h"
 #include "parallel/pipeline.h"
-#include "train/log.h"
+#include "model/flops.h"
 
 /* The sizes of one microbatch on one GPU. */
 typedef struct {
@@ -356,11 +356,13 @@ void mc_plan_time(const mc_args_t *args, const mc_cluster_t *cl, const mc_memory
     const int pp = args->pipeline_model_parallel_size;
     stage_t slow = {0}, per_step = {0}; /* per microbatch; once per step */
     double worst = -1;
+    mc_pp_plan_t plan;
+    mc_pp_plan_from_args(&plan, args);
     for (int r = 0; r < pp; r++) {
         mc_gpt_config_t cfg;
         char err[256];
         mc_gpt_config_from_args(&cfg, args);
-        if (mc_pipeline_chunks(&cfg, args, r, err, sizeof(err)) != 0) mc_fatal("%s", err);
+        if (mc_pipeline_chunks(&cfg, &plan, r, err, sizeof(err)) != 0) mc_fatal("%s", err);
         stage_t st, step = {0};
         stage_time(args, &d, &cfg, cl, &st);
         step_tp(args, &d, &cfg, mc_dtype_size(mem->gdt), tp_gbps(args, cl), &step);
@@ -384,7 +386,9 @@ void mc_plan_time(const mc_args_t *args, const mc_cluster_t *cl, const mc_memory
     o->pp_bytes = slow.pp_bytes * m;
     dp_and_optimizer(args, cl, mem, &slow, o);
     o->iteration = o->compute + o->tp_comm + o->pp_comm + o->bubble + o->dp_exposed + o->optimizer;
-    o->model_flops = mc_num_floating_point_operations(args, args->global_batch_size);
+    mc_gpt_config_t model;
+    mc_gpt_config_from_args(&model, args);
+    o->model_flops = mc_gpt_flops(&model, args->global_batch_size);
     o->hw_flops = hw_flops(args, &d);
     const double n = cl->num_gpus;
     o->tokens_per_s = (double)args->global_batch_size * args->seq_length / o->iteration;

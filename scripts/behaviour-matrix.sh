@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The behaviour matrix of a refactor (issue 30, "behaviour unchanged, shown"): a fixed set of runs
+# The behaviour matrix of a refactor (behaviour unchanged, and shown to be): a fixed set of runs
 # whose log lines (iteration and validation lines, times stripped) and checkpoint bytes (sha256 of
 # every file) must not change across a change that claims not to change behaviour.
 #

@@ -1,5 +1,5 @@
 # Sourced (not run) on a GPU machine whose image has CUDA but not the Debian libraries
-# megatron-c needs, before make, scripts/gpu-test.sh or scripts/bench.sh:
+# megatron-c needs, before make, scripts/gpu-test.sh or bench/bench.sh:
 #
 #   source scripts/device-env.sh && make -j"$(nproc)" WERROR=1 tests
 #

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The CUDA backend's correctness on a machine with a GPU (issue 7, point 4), in steps that each fit
+# The CUDA backend's correctness on a machine with a GPU, in steps that each fit
 # one call of the device tool (600 s):
 #
 #   scripts/gpu-test.sh [STEP]     STEP: build, ops, train, sanitizer, nccl, or all (the default:

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Prints how many GPUs this process may use (scripts/gpu-test.sh, scripts/bench.sh): those
+# Prints how many GPUs this process may use (scripts/gpu-test.sh, bench/bench.sh): those
 # nvidia-smi lists, narrowed by CUDA_VISIBLE_DEVICES when it is set (empty or -1: none).
 # 0 without nvidia-smi.
 n=0

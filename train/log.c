@@ -1,4 +1,4 @@
-/* Megatron's log line, validation block and FLOPs count (MEGATRON.md section 8). */
+/* Megatron's log line and validation block (MEGATRON.md section 8). */
 #include "train/log.h"
 
 #include <math.h>
@@ -134,31 +134,4 @@ int mc_format_eval_block(char *buf, size_t n, const char *label, const char **na
         }
     }
     return finish(&o);
-}
-
-double mc_num_floating_point_operations(const mc_args_t *a, int64_t batch_size)
-{
-    const int64_t h = a->hidden_size, L = a->num_layers, s = a->seq_length;
-    const int64_t heads = a->num_attention_heads;
-    const int64_t kv_ch = a->kv_channels > 0 ? a->kv_channels : h / heads;
-    const int64_t groups = a->group_query_attention ? a->num_query_groups : heads;
-    const int64_t ffn = a->ffn_hidden_size > 0 ? a->ffn_hidden_size : 4 * h;
-    const int64_t V = a->padded_vocab_size;
-    const int64_t e = a->swiglu ? 3 : 2;
-    const int64_t q = kv_ch * heads, k = kv_ch * groups, v = kv_ch * groups;
-
-    /* Python ints are exact; the first float appears at the causal "/ 2". */
-    const int64_t mlp = 3 * 2 * h * (ffn * e * L);
-    const double attn =
-        (double)(3 * 2) * ((double)(h * (q + k + v)) + (double)(q * s) / 2 * 2 + (double)(q * h));
-    const double self_attn = attn * (double)L;
-    const int64_t logit = 3 * 2 * h * V * 1;
-    const double inner = (double)mlp + self_attn + (double)logit;
-    return (double)(batch_size * s) * inner;
-}
-
-double mc_floating_point_operations_so_far(const mc_args_t *a, int64_t iterations, int64_t samples)
-{
-    if (a->rampup_start) return mc_num_floating_point_operations(a, samples);
-    return (double)iterations * mc_num_floating_point_operations(a, a->global_batch_size);
 }

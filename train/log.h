@@ -1,6 +1,5 @@
 /* Megatron's text output (MEGATRON.md section 8): the per-interval training line
- * (training.py:training_log on main), the validation block (evaluate_and_print_results) and
- * num_floating_point_operations for the throughput field.
+ * (training.py:training_log on main) and the validation block (evaluate_and_print_results).
  *
  * Python's format specs map to printf: {:.6E} -> %.6E, {:.3f} -> %.3f, {:8d} -> %8lld. Both round
  * the exact binary value half-to-even and print at least two exponent digits; NaN is printed
@@ -12,7 +11,6 @@
 #include <stdint.h>
 #include <time.h>
 
-#include "config/args.h"
 
 typedef struct {
     int64_t iteration, train_iters, consumed_samples;
@@ -52,17 +50,5 @@ int mc_format_log_line(char *buf, size_t n, const mc_log_line_t *l, const struct
  * Returns the length of the full block, like snprintf. */
 int mc_format_eval_block(char *buf, size_t n, const char *label, const char **names,
                          const double *values, int n_values);
-
-/* Megatron main's num_floating_point_operations for a dense GPT, evaluated in Python's order:
- * B*s*[6*h*ffn*e*L + L*6*(h*(q+2kv) + q*s/2*2 + q*h) + 6*h*V_pad], q = kv_channels*heads,
- * kv = kv_channels*groups (groups = heads without --group-query-attention), e = 3 with swiglu
- * else 2. For MHA with ffn = 4h this is 72BsLh^2 + 6Bs^2Lh + 6BshV. */
-double mc_num_floating_point_operations(const mc_args_t *args, int64_t batch_size);
-
-/* num_floating_point_operations_so_far after `iterations` iterations that consumed `samples`
- * samples: iterations x one batch's, or with --rampup-batch-size those of the consumed samples
- * (the operations are linear in the batch). What checkpoints store and progress.txt reports. */
-double mc_floating_point_operations_so_far(const mc_args_t *args, int64_t iterations,
-                                           int64_t samples);
 
 #endif

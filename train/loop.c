@@ -8,14 +8,16 @@
 
 #include "base/clock.h"
 #include "base/error.h"
+#include "config/microbatches.h"
 #include "data/sampler.h"
+#include "data/source.h"
 #include "kernels/device.h"
 #include "kernels/memstats.h"
-#include "comm/devmem.h"
-#include "comm/runtime.h"
 #include "ckpt/checkpoint.h"
+#include "model/flops.h"
 #include "train/log.h"
 #include "train/progress.h"
+#include "train/setup.h"
 #include "train/weight_hash.h"
 #include "train/signals.h"
 #include "train/tensorboard.h"
@@ -26,6 +28,25 @@
  * writer, launchers that merge the ranks' stdout (mpirun, srun) can never interleave or split
  * lines, so the log stays parseable. */
 static bool g_printer = true;
+
+/* This rank's run: its training state and what the loop keeps around it. */
+typedef struct {
+    mc_trainer_t t;
+    mc_data_source_t data; /* this rank's samples (data/source.h) */
+    /* host staging: the microbatches of one training or evaluation step ([max_batch, s] each),
+     * the backend's alloc_host memory (copied without waiting), their per-token losses as the
+     * forward leaves them, and the sample indices of one */
+    int32_t *tokens, *labels, *positions, *segments;
+    float *loss_mask, *losses;
+    int64_t *sample_idx;
+    /* the global batch of this iteration (--rampup-batch-size), updated at its start */
+    mc_microbatches_t microbatches;
+    struct mc_tensorboard *tb; /* the last rank's --tensorboard-dir writer, or NULL */
+    mc_ckpt_async_t *async;    /* --async-save's writer (ckpt/async.h), or NULL */
+    /* --log-progress: when the process started (epoch seconds, Megatron's _TRAIN_START_TIME)
+     * and the floating-point operations of the loaded checkpoint */
+    double job_start_wall, flops_at_start;
+} run_t;
 
 static void print_datetime(const char *what)
 {
@@ -39,15 +60,16 @@ static void print_datetime(const char *what)
 
 /* Fills host staging slot `slot` with samples first .. first+b-1 of a split (Megatron's
  * contiguous per-rank block, section 2.9) as the dataset yields them. */
-static void load_microbatch(mc_trainer_t *t, int slot, int split, int64_t first, int b,
+static void load_microbatch(run_t *run, int slot, int split, int64_t first, int b,
                             mc_microbatch_t *mb)
 {
+    mc_trainer_t *t = &run->t;
     const int s = t->args->seq_length;
     const size_t base = (size_t)slot * t->model.cfg.max_batch * s;
     char err[512];
     mc_timer_start(&t->timers, MC_T_BATCH_GENERATOR);
-    int64_t len = mc_data_source_len(&t->data, split);
-    for (int r = 0; r < b; r++) t->sample_idx[r] = first + r;
+    int64_t len = mc_data_source_len(&run->data, split);
+    for (int r = 0; r < b; r++) run->sample_idx[r] = first + r;
     if (first + b > len)
         mc_fatal("the %s dataset has %lld samples but sample %lld was asked for (the dataset is "
                  "built for the requested iterations; this is a bug)",
@@ -55,30 +77,31 @@ static void load_microbatch(mc_trainer_t *t, int slot, int split, int64_t first,
                  : split == MC_SPLIT_VALID ? "validation"
                                            : "test",
                  (long long)len, (long long)(first + b - 1));
-    int32_t *segments = t->args->reset_attention_mask ? t->segments + base : NULL;
-    int rc =
-        mc_data_source_batch(&t->data, split, t->sample_idx, b, t->tokens + base, t->labels + base,
-                             t->loss_mask + base, t->positions + base, segments, err, sizeof(err));
+    int32_t *segments = t->args->reset_attention_mask ? run->segments + base : NULL;
+    int rc = mc_data_source_batch(&run->data, split, run->sample_idx, b, run->tokens + base,
+                                  run->labels + base, run->loss_mask + base, run->positions + base,
+                                  segments, err, sizeof(err));
     if (rc == MC_DATA_BAD_TOKENS) mc_user_error("%s", err); /* the data's fault: this rank's */
     if (rc != 0) mc_fatal("%s", err);
     mc_microbatch_t out = {.b = b,
                            .s = s,
-                           .tokens = t->tokens + base,
-                           .labels = t->labels + base,
-                           .positions = t->positions + base,
-                           .loss_mask = t->loss_mask + base,
+                           .tokens = run->tokens + base,
+                           .labels = run->labels + base,
+                           .positions = run->positions + base,
+                           .loss_mask = run->loss_mask + base,
                            .segments = segments,
                            .sample0 = (uint64_t)first,
                            .pinned = true,
-                           .losses_out = t->losses + base};
+                           .losses_out = run->losses + base};
     *mb = out;
     mc_timer_stop(&t->timers, MC_T_BATCH_GENERATOR);
 }
 
 /* Token-weighted validation loss over eval_iters iterations of the split, consuming
  * eval_global_batch_size samples per iteration from *consumed. */
-static double evaluate(mc_trainer_t *t, int split, int64_t *consumed)
+static double evaluate(run_t *run, int split, int64_t *consumed)
 {
+    mc_trainer_t *t = &run->t;
     const mc_args_t *a = t->args;
     const int mbs = a->eval_micro_batch_size;
     const int M = mc_args_eval_microbatches(a);
@@ -89,7 +112,7 @@ static double evaluate(mc_trainer_t *t, int split, int64_t *consumed)
     for (int it = 0; it < a->eval_iters; it++) {
         for (int i = 0; i < M; i++)
             load_microbatch(
-                t, i, split,
+                run, i, split,
                 mc_sampler_index(*consumed, mbs, a->data_parallel_size, t->par.me.dp, i, 0), mbs,
                 &mbl[i]);
         double s, c;
@@ -107,11 +130,12 @@ static bool is_last_rank(const mc_trainer_t *t) { return t->par.rank == t->par.l
 
 /* evaluate_and_print_results: the block, and the validation scalars unless write_tb is false
  * (the end-of-run evaluations with --skip-train) */
-static void print_eval(const mc_trainer_t *t, const char *label, double loss, bool write_tb)
+static void print_eval(const run_t *run, const char *label, double loss, bool write_tb)
 {
+    const mc_trainer_t *t = &run->t;
     if (!is_last_rank(t)) return;
     if (write_tb)
-        mc_tensorboard_validation(t->tb, t->args, t->iteration, t->consumed_train_samples,
+        mc_tensorboard_validation(run->tb, t->args, t->iteration, t->consumed_train_samples,
                                   "lm loss", loss);
     char buf[1024];
     const char *names[] = {"lm loss"};
@@ -120,107 +144,28 @@ static void print_eval(const mc_trainer_t *t, const char *label, double loss, bo
     fflush(stdout);
 }
 
-static void fmt_bytes(char *buf, size_t n, double bytes)
-{
-    if (bytes >= 1024.0 * 1024 * 1024) snprintf(buf, n, "%.2f GiB", bytes / (1024.0 * 1024 * 1024));
-    else snprintf(buf, n, "%.2f MiB", bytes / (1024.0 * 1024));
-}
-
-/* DESIGN decision 1: every buffer is planned before training, and the plan is logged.
- * Returns the total bytes. */
-double mc_memory_plan_print(FILE *out, const mc_args_t *a, const mc_memory_plan_t *plan,
-                            const char *device)
-{
-    const mc_memory_plan_t p = *plan;
-    char opt_name[64];
-    if (a->use_distributed_optimizer && a->data_parallel_size > 1)
-        snprintf(opt_name, sizeof(opt_name), "optimizer state (Adam m, v; 1/%d shard)",
-                 a->data_parallel_size);
-    else snprintf(opt_name, sizeof(opt_name), "optimizer state (Adam m, v)");
-    /* one slot is one microbatch through one model chunk */
-    char act_name[64];
-    snprintf(act_name, sizeof(act_name), "activations (%d microbatch%s in flight)", p.inflight,
-             p.inflight == 1 ? "" : "es");
-    char par_name[64], grad_name[64];
-    snprintf(par_name, sizeof(par_name), "parameters (%s)", mc_dtype_name(p.dt));
-    snprintf(grad_name, sizeof(grad_name), "gradients (%s)", mc_dtype_name(p.gdt));
-    if (p.dt != MC_DT_F32 || p.gdt != MC_DT_F32) /* + fp32 master params and/or main grads */
-        snprintf(opt_name + strlen(opt_name) - 1, sizeof(opt_name) - strlen(opt_name) + 1, "%s%s)",
-                 p.dt != MC_DT_F32 ? ", fp32 params" : "",
-                 p.gdt != MC_DT_F32 ? ", fp32 grads" : "");
-    const char *names[] = {par_name, grad_name,   opt_name,
-                           act_name, "workspace", "async checkpoint snapshot (host)"};
-    double bytes[] = {p.params, p.grads, p.optimizer, p.activations, p.workspace, p.snapshot};
-    const int rows = p.snapshot > 0 ? 6 : 5;
-    double total = 0;
-    if (a->pipeline_model_parallel_size > 1)
-        fprintf(out, "> memory plan (per rank, %s; pipeline stage %d, the largest):\n", device,
-                p.stage);
-    else fprintf(out, "> memory plan (per rank, %s):\n", device);
-    for (int i = 0; i < rows; i++) {
-        char b[32];
-        fmt_bytes(b, sizeof(b), bytes[i]);
-        fprintf(out, "    %-40s %12s\n", names[i], b);
-        total += bytes[i];
-    }
-    char b[32];
-    fmt_bytes(b, sizeof(b), total);
-    fprintf(out, "    %-40s %12s\n", "total", b);
-    return total;
-}
-
-/* The plan is checked before allocating: on the CPU backend an allocation larger than physical
- * memory may "succeed" (overcommit) and be killed later, and on the CUDA backend the GPU's free
- * memory is what there is. sharing: how many ranks of this node use the same memory (every local
- * rank for the CPU, those driving the same GPU for CUDA). */
-static void check_plan_fits(const mc_args_t *args, const mc_memory_plan_t *plan,
-                            const mc_backend_t *be, int sharing, const char *where)
-{
-    const mc_memory_plan_t p = *plan;
-    bool cpu = strcmp(be->name, "cpu") == 0;
-    /* the asynchronous checkpoint snapshot is host memory: the CPU backend's, not a GPU's */
-    double need =
-        (p.params + p.grads + p.optimizer + p.activations + p.workspace + (cpu ? p.snapshot : 0)) *
-        sharing;
-    double free_bytes = 0, total = 0;
-    if (mc_backend_memory(be, &free_bytes, &total) != 0) return;
-    double have = cpu ? total : free_bytes;
-    if (have > 0 && need > have) {
-        mc_memory_plan_print(stdout, args, plan, be->name);
-        char nb[32], hb[32];
-        fmt_bytes(nb, sizeof(nb), need);
-        fmt_bytes(hb, sizeof(hb), have);
-        /* GPUs differ per rank: whichever rank meets this reports it and ends the job */
-        if (!cpu) mc_error_set_rank_local(true);
-        mc_user_error("the memory plan needs %s for the %d rank(s) on %s but it has %s%s "
-                      "(reduce --micro-batch-size, --seq-length, --num-layers or --hidden-size, "
-                      "use --use-distributed-optimizer%s)",
-                      nb, sharing, where, hb, cpu ? "" : " free",
-                      cpu && p.snapshot > 0 ? ", or save without --async-save" : "");
-    }
-}
-
 /* Megatron's num_microbatches_calculator logs with logger.info; training.py's
  * logging.basicConfig prints its records to stdout in Python's default format. */
 #define MC_CALC_LOG "INFO:megatron.core.num_microbatches_calculator:"
 
 /* update_num_microbatches(consumed_train_samples, consistency_check=True, verbose=True): the
  * batch of the coming iteration (or, after --load, of the checkpoint's next one). */
-static void update_microbatches(mc_trainer_t *t)
+static void update_microbatches(run_t *run)
 {
-    mc_microbatches_t *c = &t->microbatches;
+    mc_microbatches_t *c = &run->microbatches;
     const int old = c->current_global_batch_size;
-    if (mc_microbatches_update(c, t->consumed_train_samples) && g_printer) {
+    if (mc_microbatches_update(c, run->t.consumed_train_samples) && g_printer) {
         printf(MC_CALC_LOG "ramping up batch size from %d to %d\n", old,
                c->current_global_batch_size);
         fflush(stdout);
     }
     char err[512];
-    if (mc_microbatches_check(c, t->args, err, sizeof(err)) != 0) mc_user_error("%s", err);
+    if (mc_microbatches_check(c, run->t.args, err, sizeof(err)) != 0) mc_user_error("%s", err);
 }
 
-static void print_startup(const mc_trainer_t *t, const mc_memory_plan_t *plan, const char *why)
+static void print_startup(const run_t *run, const mc_memory_plan_t *plan, const char *why)
 {
+    const mc_trainer_t *t = &run->t;
     const mc_args_t *a = t->args;
     printf("using world size: %d, data-parallel size: %d, context-parallel size: %d, "
            "tensor-model-parallel size: %d, pipeline-model-parallel size: %d\n",
@@ -233,35 +178,27 @@ static void print_startup(const mc_trainer_t *t, const mc_memory_plan_t *plan, c
                a->rampup_start, a->global_batch_size, a->rampup_increment,
                (long long)a->rampup_samples);
         printf(MC_CALC_LOG "setting initial batch size to %d\n",
-               t->microbatches.current_global_batch_size);
+               run->microbatches.current_global_batch_size);
     }
     printf("> device: %s\n", why);
     printf("> attention: %s\n", mc_backend_attention_line(t->be));
-    bool nccl = strcmp(a->distributed_backend, "nccl") == 0,
-         cuda = strcmp(t->be->name, "cuda") == 0;
     if (t->comm->size > 1)
         printf("> collectives: %s over %d ranks (%s)\n", t->comm->name, t->comm->size,
-               nccl && !cuda
-                   ? "--distributed-backend nccl needs the cuda backend; the cpu backend's tensors "
-                     "are in host memory"
-               : nccl ? "--distributed-backend nccl"
-               : cuda
-                   ? "--distributed-backend mpi; device buffers staged through pinned host memory"
-                   : "--distributed-backend mpi");
+               mc_setup_comm_note(a, t->be));
     printf("> building %s tokenizer ...\n", a->tokenizer_type);
-    int v = (int)t->data.vocab_size;
+    int v = (int)run->data.vocab_size;
     printf(" > padded vocab (size: %d) with %d dummy tokens (new size: %d)\n", v,
            a->padded_vocab_size - v, a->padded_vocab_size);
     long n = 0;
     for (int i = 0; i < t->model.n_params; i++) n += t->model.params[i].numel;
     printf(" > number of parameters on (tensor, pipeline) model parallel rank (0, 0): %ld\n", n);
     mc_memory_plan_print(stdout, a, plan, t->be->name);
-    if (t->data.is_mock) /* Megatron's MockGPTDataset: 100000 documents split 1,1,1 */
+    if (run->data.is_mock) /* Megatron's MockGPTDataset: 100000 documents split 1,1,1 */
         printf("> mock data: %d documents, split %s\n", MC_MOCK_NUM_DOCS, MC_MOCK_SPLIT);
     printf("> datasets: train %lld, validation %lld, test %lld samples of %d tokens\n",
-           (long long)mc_data_source_len(&t->data, MC_SPLIT_TRAIN),
-           (long long)mc_data_source_len(&t->data, MC_SPLIT_VALID),
-           (long long)mc_data_source_len(&t->data, MC_SPLIT_TEST), a->seq_length);
+           (long long)mc_data_source_len(&run->data, MC_SPLIT_TRAIN),
+           (long long)mc_data_source_len(&run->data, MC_SPLIT_VALID),
+           (long long)mc_data_source_len(&run->data, MC_SPLIT_TEST), a->seq_length);
     fflush(stdout);
 }
 
@@ -339,11 +276,12 @@ static double params_norm(mc_trainer_t *t)
     return sqrt(sq);
 }
 
-static void log_iteration(mc_trainer_t *t, interval_t *iv, const mc_step_result_t *r)
+static void log_iteration(run_t *run, interval_t *iv, const mc_step_result_t *r)
 {
+    mc_trainer_t *t = &run->t;
     const mc_args_t *a = t->args;
     /* the batch of this iteration: mbs x dp x get_num_microbatches() */
-    const int gbs = t->microbatches.current_global_batch_size;
+    const int gbs = run->microbatches.current_global_batch_size;
     int iters = iv->advanced + iv->skipped;
     double elapsed = (mc_now_s() - iv->t0) / (iters > 0 ? iters : 1);
     mc_log_line_t l;
@@ -389,10 +327,10 @@ static void log_iteration(mc_trainer_t *t, interval_t *iv, const mc_step_result_
         /* timers.write(..., reset=False) before timers.log, a collective on every rank */
         double max_s[MC_TIMERS];
         mc_timers_max(&t->timers, a->log_interval, max_s);
-        mc_tensorboard_timers(t->tb, a, t->iteration, elapsed, l.has_throughput, l.tflops_per_gpu,
+        mc_tensorboard_timers(run->tb, a, t->iteration, elapsed, l.has_throughput, l.tflops_per_gpu,
                               max_s);
     }
-    mc_tensorboard_flush(t->tb);
+    mc_tensorboard_flush(run->tb);
     char timers[1 << 16], volume[2048] = ""; /* --timing-log-option all lists every rank */
     mc_timers_report(&t->timers, a->log_interval, !iv->first, timers, sizeof(timers));
     if (a->timing_log_level >= 1)
@@ -416,9 +354,10 @@ static void log_iteration(mc_trainer_t *t, interval_t *iv, const mc_step_result_
 
 /* training_log's TensorBoard part, at --tensorboard-log-interval (the writer is the last rank's;
  * the values every rank has) */
-static void write_tensorboard(mc_trainer_t *t, const interval_t *iv, const mc_step_result_t *r,
+static void write_tensorboard(run_t *run, const interval_t *iv, const mc_step_result_t *r,
                               double loss)
 {
+    const mc_trainer_t *t = &run->t;
     const mc_args_t *a = t->args;
     mc_tb_iteration_t v = {
         .iteration = t->iteration,
@@ -426,7 +365,7 @@ static void write_tensorboard(mc_trainer_t *t, const interval_t *iv, const mc_st
         .lr = mc_lr_at(&t->sched, t->sched.num_steps), /* as the log line: after the step */
         .has_decoupled_lr = a->decoupled_lr >= 0,
         .decoupled_lr = mc_decoupled_lr_at(&t->sched, t->sched.num_steps),
-        .batch_size = t->microbatches.current_global_batch_size, /* this iteration's */
+        .batch_size = run->microbatches.current_global_batch_size, /* this iteration's */
         .loss = loss,
         .loss_scale = mc_scaler_value(&t->scaler),
         .world_size = a->world_size,
@@ -445,7 +384,7 @@ static void write_tensorboard(mc_trainer_t *t, const interval_t *iv, const mc_st
         v.mem_max_allocated = (double)m.peak_allocated_bytes;
         v.mem_count = (double)m.allocations;
     }
-    mc_tensorboard_iteration(t->tb, a, &v);
+    mc_tensorboard_iteration(run->tb, a, &v);
 }
 
 /* Every rank must leave the loop at the same iteration: the clock decision is the maximum over
@@ -470,13 +409,14 @@ static void log_timer(mc_trainer_t *t, mc_timer_id_t id)
 
 /* Megatron's save_checkpoint_and_time: the save, then its time on every rank (with
  * --async-save, the time the loop waited: the snapshot, not the write). */
-static void save_and_time(mc_trainer_t *t)
+static void save_and_time(run_t *run)
 {
+    mc_trainer_t *t = &run->t;
     mc_timer_start(&t->timers, MC_T_SAVE_CHECKPOINT);
-    mc_ckpt_save(t);
+    mc_ckpt_save(t, run->async);
     mc_timer_stop(&t->timers, MC_T_SAVE_CHECKPOINT);
     log_timer(t, MC_T_SAVE_CHECKPOINT);
-    if (t->args->log_progress) mc_progress_saved(t, t->job_start_wall, t->flops_at_start);
+    if (t->args->log_progress) mc_progress_saved(t, run->job_start_wall, run->flops_at_start);
 }
 
 /* --load, timed between barriers as Megatron's setup_model_and_optimizer does. */
@@ -494,13 +434,14 @@ static void load_and_time(mc_trainer_t *t)
 /* Megatron's checkpoint_and_decide_exit, after each iteration: the exit signal (any rank's),
  * the periodic save, then the exit conditions, each saving first unless this iteration was just
  * saved. Returns whether to leave the loop. */
-static bool checkpoint_and_decide_exit(mc_trainer_t *t, double start)
+static bool checkpoint_and_decide_exit(run_t *run, double start)
 {
+    mc_trainer_t *t = &run->t;
     const mc_args_t *a = t->args;
     const bool save = a->save[0] != 0;
     char what[96];
     if (a->exit_signal_handler && mc_signals_received(t->comm)) {
-        if (save) save_and_time(t);
+        if (save) save_and_time(run);
         /* Megatron's words, except that it names SIGTERM whatever --exit-signal is */
         snprintf(what, sizeof(what), "exiting program after receiving %s.", a->exit_signal);
         print_datetime(what);
@@ -508,18 +449,18 @@ static bool checkpoint_and_decide_exit(mc_trainer_t *t, double start)
     }
     bool saved = false;
     if (save && t->iteration % a->save_interval == 0) {
-        save_and_time(t);
+        save_and_time(run);
         saved = true;
     }
     if (a->exit_duration_in_mins > 0 && duration_exceeded(t, start)) {
-        if (save && !saved) save_and_time(t);
+        if (save && !saved) save_and_time(run);
         snprintf(what, sizeof(what), "exiting program after %.2f minutes",
                  (mc_now_s() - start) / 60.0);
         print_datetime(what);
         return true;
     }
     if (a->exit_interval > 0 && t->iteration % a->exit_interval == 0) {
-        if (save && !saved) save_and_time(t);
+        if (save && !saved) save_and_time(run);
         snprintf(what, sizeof(what), "exiting program at iteration %lld", (long long)t->iteration);
         print_datetime(what);
         return true;
@@ -527,99 +468,82 @@ static bool checkpoint_and_decide_exit(mc_trainer_t *t, double start)
     return false;
 }
 
-static mc_comm_t *g_comm;
-static void abort_job(int code) { g_comm->abort(g_comm, code); }
-
-/* One rank: the identity communicator. More: NCCL for the cuda backend with
- * --distributed-backend nccl, else MPI (host memory: the cpu backend's tensors live there
- * whichever backend is asked for; the cuda backend's device buffers are staged). */
-static mc_comm_t *start_comm(const mc_args_t *args, mc_runtime_t *rt, const mc_backend_t *be)
+/* The staging slots a step needs: the larger of a training and an evaluation step. */
+static int staging_slots(const mc_args_t *a)
 {
-    mc_comm_t *comm = mc_comm_single();
-    double timeout_s = 60.0 * args->distributed_timeout_minutes;
-    if (rt && rt->size > 1) {
-        char err[512];
-#ifdef MC_WITH_CUDA
-        if (strcmp(be->name, "cuda") == 0 && strcmp(args->distributed_backend, "nccl") == 0)
-            comm = mc_comm_nccl(rt, be, timeout_s, err, sizeof(err));
-        else
-#endif
-            comm = mc_comm_mpi(rt, err, sizeof(err));
-        if (!comm) mc_fatal("%s", err);
-    }
-    comm->timeout_s = timeout_s;
-    comm->heartbeat_s = args->heartbeat_timeout_seconds;
-    comm->devmem = mc_devmem_for(be); /* NULL for the cpu backend; NCCL does without */
-    g_comm = comm;
-    mc_error_set_abort_hook(abort_job);
-    return comm;
+    const int e = mc_args_eval_microbatches(a);
+    return a->num_microbatches > e ? a->num_microbatches : e;
 }
 
-/* Where the plan's memory comes from, for check_plan_fits: the ranks sharing it and its name. */
-static int memory_sharing(const mc_backend_t *be, const mc_runtime_t *rt, char *where, size_t n)
+/* Host staging: one slot of max_batch rows per microbatch of a step, in the backend's pinned
+ * memory (the token copies and the loss reads do not wait). */
+static void alloc_staging(run_t *run)
 {
-    int local_rank = rt ? rt->local_rank : 0, local_size = rt ? rt->local_size : 1;
-#ifdef MC_WITH_CUDA
-    if (strcmp(be->name, "cuda") == 0) {
-        int gpus = mc_cuda_device_count();
-        snprintf(where, n, "GPU %d", mc_cuda_backend_device(be));
-        return mc_ranks_per_gpu(local_rank, local_size, gpus);
-    }
-#endif
-    (void)be, (void)local_rank;
-    snprintf(where, n, "this node");
-    return local_size;
+    const mc_backend_t *be = run->t.be;
+    const mc_gpt_config_t *cfg = &run->t.model.cfg;
+    const size_t n = (size_t)cfg->max_batch * (size_t)staging_slots(run->t.args) * (size_t)cfg->seq;
+    run->sample_idx = malloc((size_t)cfg->max_batch * sizeof(int64_t));
+    run->tokens = be->alloc_host(be, n * sizeof(int32_t));
+    run->labels = be->alloc_host(be, n * sizeof(int32_t));
+    run->positions = be->alloc_host(be, n * sizeof(int32_t));
+    run->segments = be->alloc_host(be, n * sizeof(int32_t));
+    run->loss_mask = be->alloc_host(be, n * sizeof(float));
+    run->losses = be->alloc_host(be, n * sizeof(float));
+    if (!run->sample_idx || !run->tokens || !run->labels || !run->positions || !run->segments ||
+        !run->loss_mask || !run->losses)
+        mc_fatal("out of host memory for the staging of a step's microbatches");
 }
 
-/* Data first: bad files are reported before any memory is planned, and the tokenizer fixes the
- * vocabulary (Megatron pads it in build_tokenizer). Then the backend, the memory plan checked
+static void free_run(run_t *run)
+{
+    const mc_backend_t *be = run->t.be;
+    void *bufs[] = {run->tokens,   run->labels,    run->positions,
+                    run->segments, run->loss_mask, run->losses};
+    for (size_t i = 0; i < sizeof(bufs) / sizeof(bufs[0]); i++)
+        if (bufs[i]) be->free_host(be, bufs[i]);
+    mc_trainer_free(&run->t);
+    mc_data_source_free(&run->data);
+    free(run->sample_idx);
+    free(run);
+}
+
+/* The data came first (cli/, mc_args_open_data): bad files are reported before any memory is
+ * planned, and the tokenizer fixed the vocabulary. Then the backend, the memory plan checked
  * against what this rank may use, the communicator and the trainer, with --load applied. */
-static mc_trainer_t *start_trainer(mc_args_t *args)
+static run_t *start_run(const mc_args_t *args, mc_data_source_t *data)
 {
-    mc_data_source_t data;
-    char err[1024];
-    if (mc_data_source_open(&data, args, true, err, sizeof(err)) != 0) mc_user_error("%s", err);
-    if (args->padded_vocab_size == 0)
-        args->padded_vocab_size =
-            mc_padded_vocab_size((int)data.vocab_size, args->make_vocab_size_divisible_by,
-                                 args->tensor_model_parallel_size);
-    else if (args->padded_vocab_size < data.vocab_size)
-        mc_user_error("--padded-vocab-size (%d) is smaller than the tokenizer's vocabulary (%lld)",
-                      args->padded_vocab_size, (long long)data.vocab_size);
-    char why[256];
-    mc_runtime_t *rt = mc_runtime();
+    char why[256], err[512];
     mc_signals_init(args->exit_signal_handler ? mc_signal_number(args->exit_signal) : 0);
-    const mc_backend_t *be = mc_backend_select(args->device, args->cpu_threads,
-                                               rt ? rt->local_rank : 0, why, sizeof(why));
-    mc_attention_spec_t attention; /* before the memory plan: the choice sizes its scratch */
-    mc_attention_spec_from_args(args, &attention);
-    mc_backend_attention_setup(be, &attention, NULL, 0);
+    const mc_backend_t *be = mc_setup_backend(args, why, sizeof(why));
+    mc_run_config_t cfg; /* the components' configs, made once */
+    mc_run_config(&cfg, args);
     mc_memory_plan_t plan; /* sized once: checked, and logged at start-up */
-    mc_trainer_memory(args, be, &plan);
-    char where[64];
-    int sharing = memory_sharing(be, rt, where, sizeof(where));
-    check_plan_fits(args, &plan, be, sharing, where);
-    mc_comm_t *comm = start_comm(args, rt, be);
-    mc_trainer_t *t = calloc(1, sizeof(*t));
-    if (!t) mc_fatal("out of host memory");
-    if (mc_trainer_init(t, args, be, comm) != 0) {
+    mc_trainer_memory(args, &cfg, be, &plan);
+    mc_setup_check_memory(args, &plan, be);
+    mc_comm_t *comm = mc_setup_comm(args, be);
+    run_t *run = calloc(1, sizeof(*run));
+    if (!run) mc_fatal("out of host memory");
+    mc_trainer_t *t = &run->t;
+    if (mc_trainer_init(t, args, &cfg, be, comm) != 0) {
         mc_memory_plan_print(stderr, args, &plan, be->name);
         mc_fatal("not enough %s memory for the plan above (reduce --micro-batch-size, "
                  "--seq-length or the model size)",
                  be->name);
     }
-    t->data = data;
+    alloc_staging(run);
+    run->data = *data;
+    memset(data, 0, sizeof(*data)); /* the run's now */
     g_printer = t->par.rank == t->par.last_rank;
     mc_error_set_rank_local(true);
-    if (mc_microbatches_init(&t->microbatches, args, err, sizeof(err)) != 0)
+    if (mc_microbatches_init(&run->microbatches, args, err, sizeof(err)) != 0)
         mc_user_error("%s", err); /* validation refused it already */
-    if (g_printer) print_startup(t, &plan, why);
-    t->tb = mc_tensorboard_open(args, t->par.rank == t->par.last_rank);
-    load_and_time(t);                               /* --load */
-    if (args->load[0]) update_microbatches(t);      /* load_checkpoint's update */
-    mc_tensorboard_args(t->tb, args, t->iteration); /* after the load, as pretrain() */
-    mc_ckpt_init(t);                                /* --async-save's snapshot buffer */
-    return t;
+    if (g_printer) print_startup(run, &plan, why);
+    run->tb = mc_tensorboard_open(args, t->par.rank == t->par.last_rank);
+    load_and_time(t);                                 /* --load */
+    if (args->load[0]) update_microbatches(run);      /* load_checkpoint's update */
+    mc_tensorboard_args(run->tb, args, t->iteration); /* after the load, as pretrain() */
+    run->async = mc_ckpt_init(t);                     /* --async-save's snapshot buffer */
+    return run;
 }
 
 /* --profile on this rank: Megatron's --profile-ranks, [0] unless given. */
@@ -642,28 +566,28 @@ static void profiler_at(const mc_trainer_t *t, int64_t step, int start)
 
 /* One iteration of Megatron's train(): the step, the log line, evaluation and saving at their
  * intervals. Returns true when the run must stop early (exit conditions, signals). */
-static bool train_iteration(mc_trainer_t *t, mc_microbatch_t *mbl, interval_t *iv, double start)
+static bool train_iteration(run_t *run, mc_microbatch_t *mbl, interval_t *iv, double start)
 {
+    mc_trainer_t *t = &run->t;
     const mc_args_t *args = t->args;
     const int mbs = args->micro_batch_size;
     profiler_at(t, args->profile_step_start, 1);
-    mc_ckpt_finalize(t, false); /* publishes an asynchronous save once written */
+    mc_ckpt_finalize(t, run->async, false); /* publishes an asynchronous save once written */
     /* Megatron's train(): a ramp-up step saves a checkpoint before the first iteration with
      * more microbatches (not at iteration 0) */
-    const int before = t->microbatches.num_microbatches;
-    update_microbatches(t);
-    const int M = t->microbatches.num_microbatches;
-    if (M != before && t->iteration != 0 && args->save[0]) save_and_time(t);
+    const int before = run->microbatches.num_microbatches;
+    update_microbatches(run);
+    const int M = run->microbatches.num_microbatches;
+    if (M != before && t->iteration != 0 && args->save[0]) save_and_time(run);
     for (int i = 0; i < M; i++)
-        load_microbatch(t, i, MC_SPLIT_TRAIN,
+        load_microbatch(run, i, MC_SPLIT_TRAIN,
                         mc_sampler_index(t->consumed_train_samples, mbs, args->data_parallel_size,
                                          t->par.me.dp, i, 0),
                         mbs, &mbl[i]);
     mc_step_result_t r;
     mc_train_step(t, mbl, M, &r);
     if (args->log_throughput)
-        iv->flops +=
-            mc_num_floating_point_operations(args, t->microbatches.current_global_batch_size);
+        iv->flops += mc_gpt_flops(&t->model.cfg, run->microbatches.current_global_batch_size);
     t->iteration++;
     t->consumed_train_samples += (int64_t)mbs * args->data_parallel_size * M;
     double loss = r.num_tokens > 0 ? r.loss_sum / r.num_tokens : 0.0;
@@ -681,13 +605,13 @@ static bool train_iteration(mc_trainer_t *t, mc_microbatch_t *mbl, interval_t *i
     const bool log_due = t->iteration % args->log_interval == 0 || iv->first;
     const bool tb_due = mc_tensorboard_due(args, t->iteration);
     if (args->log_params_norm && (log_due || tb_due)) iv->params_norm = params_norm(t);
-    if (tb_due) write_tensorboard(t, iv, &r, loss);
-    if (log_due) log_iteration(t, iv, &r);
+    if (tb_due) write_tensorboard(run, iv, &r, loss);
+    if (log_due) log_iteration(run, iv, &r);
     if (args->eval_interval > 0 && t->iteration % args->eval_interval == 0 &&
-        args->eval_iters > 0 && mc_data_source_len(&t->data, MC_SPLIT_VALID) > 0) {
+        args->eval_iters > 0 && mc_data_source_len(&run->data, MC_SPLIT_VALID) > 0) {
         char label[64];
         snprintf(label, sizeof(label), "iteration %lld", (long long)t->iteration);
-        print_eval(t, label, evaluate(t, MC_SPLIT_VALID, &t->consumed_valid_samples), true);
+        print_eval(run, label, evaluate(run, MC_SPLIT_VALID, &t->consumed_valid_samples), true);
         iv->t0 = mc_now_s(); /* evaluation time is not training time */
     }
     /* post_training_step_callbacks */
@@ -696,14 +620,15 @@ static bool train_iteration(mc_trainer_t *t, mc_microbatch_t *mbl, interval_t *i
         mc_check_weight_hashes(t);
     profiler_at(t, args->profile_step_end, 0);
     const bool saving = args->save[0] && t->iteration % args->save_interval == 0;
-    const bool exiting = checkpoint_and_decide_exit(t, start);
+    const bool exiting = checkpoint_and_decide_exit(run, start);
     if (saving || exiting) iv->t0 = mc_now_s(); /* saving is not training time */
     return exiting;
 }
 
 /* Megatron's train() to the end: returns true when it stopped early. */
-static bool train(mc_trainer_t *t, double start)
+static bool train(run_t *run, double start)
 {
+    mc_trainer_t *t = &run->t;
     const mc_args_t *args = t->args;
     mc_microbatch_t *mbl = calloc((size_t)args->num_microbatches, sizeof(*mbl));
     if (!mbl) mc_fatal("out of host memory");
@@ -715,40 +640,40 @@ static bool train(mc_trainer_t *t, double start)
     if (args->check_weight_hash_across_dp_replicas_interval > 0) mc_check_weight_hashes(t);
     bool exiting = false;
     while (!exiting && t->iteration < args->train_iters) /* derived from --train-samples too */
-        exiting = train_iteration(t, mbl, &iv, start);
-    mc_ckpt_finalize(t, true); /* the end of Megatron's train() */
+        exiting = train_iteration(run, mbl, &iv, start);
+    mc_ckpt_finalize(t, run->async, true); /* the end of Megatron's train() */
     print_datetime("after training is done");
     /* the last iteration, unless the loop just saved it (an early exit saved already) */
     if (!exiting && args->save[0] && t->iteration != 0 && t->iteration % args->save_interval != 0)
-        save_and_time(t);
+        save_and_time(run);
     free(mbl);
     return exiting;
 }
 
 /* do_valid / do_test: a split with a dataset and --eval-iters > 0 */
-static void evaluate_at_end(mc_trainer_t *t)
+static void evaluate_at_end(run_t *run)
 {
+    mc_trainer_t *t = &run->t;
     char label[96];
-    if (mc_data_source_len(&t->data, MC_SPLIT_VALID) > 0) {
+    if (mc_data_source_len(&run->data, MC_SPLIT_VALID) > 0) {
         snprintf(label, sizeof(label), "iteration %lld on validation set", (long long)t->iteration);
-        print_eval(t, label, evaluate(t, MC_SPLIT_VALID, &t->consumed_valid_samples),
+        print_eval(run, label, evaluate(run, MC_SPLIT_VALID, &t->consumed_valid_samples),
                    !t->args->skip_train);
     }
     int64_t consumed_test = 0;
-    if (mc_data_source_len(&t->data, MC_SPLIT_TEST) > 0) {
+    if (mc_data_source_len(&run->data, MC_SPLIT_TEST) > 0) {
         snprintf(label, sizeof(label), "iteration %lld on test set", (long long)t->iteration);
         /* Megatron writes the test loss under the validation tags too */
-        print_eval(t, label, evaluate(t, MC_SPLIT_TEST, &consumed_test), !t->args->skip_train);
+        print_eval(run, label, evaluate(run, MC_SPLIT_TEST, &consumed_test), !t->args->skip_train);
     }
 }
 
-int mc_pretrain(mc_args_t *args)
+int mc_pretrain(const mc_args_t *args, mc_data_source_t *data, double job_start)
 {
-    const double job_start = mc_wall_s();
-    mc_trainer_t *t = start_trainer(args);
-    t->job_start_wall = job_start;
-    t->flops_at_start =
-        mc_floating_point_operations_so_far(args, t->iteration, t->consumed_train_samples);
+    run_t *run = start_run(args, data);
+    mc_trainer_t *t = &run->t;
+    run->job_start_wall = job_start;
+    run->flops_at_start = mc_trainer_flops_so_far(t);
     if (args->log_progress) mc_progress_append(t, "Starting job");
     if (args->profile && !t->be->profiler && g_printer)
         printf("> --profile: the %s backend has no CUDA profiler, so nothing is captured "
@@ -757,13 +682,12 @@ int mc_pretrain(mc_args_t *args)
     mc_comm_t *comm = t->comm;
     const double start = mc_now_s();
     bool exiting = false;
-    if (!args->skip_train) exiting = train(t, start);
-    if (!exiting && args->eval_iters > 0) evaluate_at_end(t);
-    mc_ckpt_finalize(t, true); /* a final save written during the evaluation */
-    mc_ckpt_free(t);
-    mc_tensorboard_close(t->tb);
-    mc_trainer_free(t);
-    free(t);
+    if (!args->skip_train) exiting = train(run, start);
+    if (!exiting && args->eval_iters > 0) evaluate_at_end(run);
+    mc_ckpt_finalize(t, run->async, true); /* a final save written during the evaluation */
+    mc_ckpt_free(run->async);
+    mc_tensorboard_close(run->tb);
+    free_run(run);
     comm->finalize(comm);
     return 0;
 }

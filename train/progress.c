@@ -8,7 +8,6 @@
 #include "base/clock.h"
 #include "base/fs.h"
 #include "base/error.h"
-#include "train/log.h"
 #include "train/progress.h"
 
 static void progress_path(const mc_trainer_t *t, char *path, size_t n)
@@ -89,8 +88,7 @@ void mc_progress_saved(const mc_trainer_t *t, double job_start, double flops_at_
     if (!a->save[0]) return;
     char text[512] = "";
     if (t->par.rank == 0) {
-        const double flops =
-            mc_floating_point_operations_so_far(a, t->iteration, t->consumed_train_samples);
+        const double flops = mc_trainer_flops_so_far(t);
         const double now = mc_wall_s(), per = 1e12 * a->world_size;
         const double job = (flops - flops_at_start) / ((now - job_start) * per);
         char path[4200];

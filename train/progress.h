@@ -3,7 +3,7 @@
 #ifndef MC_TRAIN_PROGRESS_H
 #define MC_TRAIN_PROGRESS_H
 
-#include "train/train.h"
+#include "trainer/trainer.h"
 
 /* Every rank calls it (a barrier over the world first, as Megatron's); global rank 0 appends
  * "<%Y-%m-%d %H:%M:%S>\tJob ID: $SLURM_JOB_ID\t# GPUs: <world size>\t<text>" to

@@ -13,32 +13,6 @@ static void note(int signo)
     g_received = 1;
 }
 
-/* Python's signal.Signals names of the signals that ask a job to stop and that a handler can
- * catch (Megatron offers every signal, but catching SIGKILL or SIGSTOP fails at start-up). The
- * --exit-signal choices (config/flags_train.c) are these names. */
-static const struct {
-    const char *name;
-    int signo;
-} NAMES[] = {
-    {"SIGTERM", SIGTERM}, {"SIGINT", SIGINT},   {"SIGHUP", SIGHUP},
-    {"SIGQUIT", SIGQUIT}, {"SIGUSR1", SIGUSR1}, {"SIGUSR2", SIGUSR2},
-    {"SIGALRM", SIGALRM}, {"SIGXCPU", SIGXCPU}, {"SIGPWR", SIGPWR},
-};
-
-int mc_signal_number(const char *name)
-{
-    for (size_t i = 0; i < sizeof(NAMES) / sizeof(NAMES[0]); i++)
-        if (strcmp(NAMES[i].name, name) == 0) return NAMES[i].signo;
-    return -1;
-}
-
-const char *mc_signal_name(int signo)
-{
-    for (size_t i = 0; i < sizeof(NAMES) / sizeof(NAMES[0]); i++)
-        if (NAMES[i].signo == signo) return NAMES[i].name;
-    return NULL;
-}
-
 void mc_signals_init(int exit_signal)
 {
     signal(SIGXFSZ, SIG_IGN);

@@ -16,13 +16,8 @@
 
 #include <stdbool.h>
 
+#include "base/signame.h"
 #include "comm/comm.h"
-
-/* The number of a signal named as Python's signal.Signals ("SIGTERM"), or -1. Only signals a
- * process can catch are named. */
-int mc_signal_number(const char *name);
-/* The name of one of those signals by number, or NULL. */
-const char *mc_signal_name(int signo);
 
 /* Ignores SIGXFSZ; with exit_signal > 0 also installs the handler that notes exit_signal. */
 void mc_signals_init(int exit_signal);

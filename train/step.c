@@ -1,4 +1,4 @@
-/* Trainer set-up and one training step (Megatron's train_step for one rank). */
+/* One training step (Megatron's train_step for one rank), and forward-only evaluation. */
 #include <float.h>
 #include <math.h>
 #include <stdio.h>
@@ -7,162 +7,7 @@
 
 #include "base/error.h"
 #include "config/env.h"
-#include "optim/distopt.h"
 #include "train/train.h"
-
-/* The optimizer's segments: every parameter, or this rank's shards with the distributed
- * optimizer. */
-static void optimizer_segments(const mc_gpt_t *m, const mc_ddp_t *d, mc_opt_seg_t **segs, int *n,
-                               long *state_len)
-{
-    if (d->dist_opt) mc_distopt_segments(m, &d->layout, d->dp, d->dp_rank, segs, n, state_len);
-    else mc_opt_segments_full(m, segs, n, state_len);
-}
-
-/* Sums the shared_embedding parameters' elements of buf (params or grads) over the embedding
- * group: the first stage's word embeddings and the last stage's output copy (tied embeddings
- * with pp > 1). No-op on other ranks and layouts. */
-static void embedding_all_reduce(mc_trainer_t *t, void *buf, mc_dtype_t dt)
-{
-    mc_group_t *g = t->par.embedding;
-    if (!g || g->size < 2) return;
-    for (int i = 0; i < t->model.n_params; i++) {
-        const mc_param_t *p = &t->model.params[i];
-        if (p->shared_embedding)
-            mc_all_reduce(t->comm, g, mc_elem(buf, dt, p->offset), (size_t)p->numel, dt, MC_OP_SUM);
-    }
-}
-
-int mc_staging_slots(const mc_args_t *a)
-{
-    const int e = mc_args_eval_microbatches(a);
-    return a->num_microbatches > e ? a->num_microbatches : e;
-}
-
-/* The model config of pp rank pp_rank: its chunks, layers and activation slots. */
-static void stage_config(mc_gpt_config_t *cfg, const mc_args_t *args, int pp_rank)
-{
-    char err[256];
-    mc_gpt_config_from_args(cfg, args);
-    if (mc_pipeline_configure(cfg, args, pp_rank, err, sizeof(err)) != 0) mc_fatal("%s", err);
-}
-
-void mc_trainer_memory(const mc_args_t *args, const mc_backend_t *be, mc_memory_plan_t *out)
-{
-    memset(out, 0, sizeof(*out));
-    double best = -1;
-    const int pp = args->pipeline_model_parallel_size > 1 ? args->pipeline_model_parallel_size : 1;
-    for (int r = 0; r < pp; r++) {
-        mc_gpt_config_t cfg;
-        mc_gpt_t plan;
-        mc_ddp_t ddp;
-        stage_config(&cfg, args, r);
-        mc_gpt_build_params(&plan, &cfg);
-        /* the shard sizes do not depend on which dp rank: rank 0 stands for all */
-        mc_ddp_plan(&ddp, &plan, args, args->data_parallel_size, 0);
-        long pb, gb, ab, wb, state_len;
-        mc_gpt_memory(&plan, be, &pb, &gb, &ab, &wb);
-        mc_opt_seg_t *segs;
-        int n;
-        optimizer_segments(&plan, &ddp, &segs, &n, &state_len);
-        free(segs);
-        mc_memory_plan_t m = {.params = (double)pb,
-                              .grads = (double)gb,
-                              .optimizer = (double)mc_adam_state_bytes(state_len, cfg.dt, cfg.gdt),
-                              .activations = (double)ab,
-                              .workspace = (double)wb,
-                              .stage = r,
-                              .dt = cfg.dt,
-                              .gdt = cfg.gdt};
-        for (int g = 0; g < MC_SLOT_GROUPS; g++) m.inflight += plan.cfg.slots[g];
-        /* the files hold the parameters and, without the distributed optimizer (whose state
-         * is gathered into copies), the Adam moments (ckpt/async.h) */
-        if (args->async_save && args->save[0])
-            m.snapshot = m.params + (ddp.dist_opt || args->no_save_optim ? 0 : m.optimizer);
-        const double total = m.params + m.grads + m.optimizer + m.activations + m.workspace;
-        if (total > best) {
-            best = total;
-            *out = m;
-        }
-        mc_ddp_free(&ddp);
-        mc_gpt_free(&plan);
-    }
-}
-
-/* Host staging: one slot of max_batch rows per microbatch of a step, in the backend's pinned
- * memory (the token copies and the loss reads do not wait). */
-static bool staging_alloc(mc_trainer_t *t, const mc_gpt_config_t *cfg)
-{
-    const mc_backend_t *be = t->be;
-    const size_t rows = (size_t)cfg->max_batch * (size_t)mc_staging_slots(t->args);
-    const size_t n = rows * (size_t)cfg->seq;
-    t->sample_idx = malloc((size_t)cfg->max_batch * sizeof(int64_t));
-    t->tokens = be->alloc_host(be, n * sizeof(int32_t));
-    t->labels = be->alloc_host(be, n * sizeof(int32_t));
-    t->positions = be->alloc_host(be, n * sizeof(int32_t));
-    t->segments = be->alloc_host(be, n * sizeof(int32_t));
-    t->loss_mask = be->alloc_host(be, n * sizeof(float));
-    t->losses = be->alloc_host(be, n * sizeof(float));
-    return t->sample_idx && t->tokens && t->labels && t->positions && t->segments && t->loss_mask &&
-           t->losses;
-}
-
-static void staging_free(mc_trainer_t *t)
-{
-    void *bufs[] = {t->tokens, t->labels, t->positions, t->segments, t->loss_mask, t->losses};
-    for (size_t i = 0; i < sizeof(bufs) / sizeof(bufs[0]); i++)
-        if (bufs[i]) t->be->free_host(t->be, bufs[i]);
-    free(t->sample_idx);
-}
-
-int mc_trainer_init(mc_trainer_t *t, const mc_args_t *args, const mc_backend_t *be, mc_comm_t *comm)
-{
-    memset(t, 0, sizeof(*t));
-    t->args = args;
-    t->be = be;
-    t->comm = comm;
-    char err[256];
-    if (mc_parallel_init(&t->par, comm, args, err, sizeof(err)) != 0) mc_fatal("%s", err);
-    mc_gpt_config_t cfg;
-    stage_config(&cfg, args, t->par.me.pp);
-    cfg.tp_rank = t->par.me.tp;
-    mc_gpt_build_params(&t->model, &cfg);
-    mc_ddp_plan(&t->ddp, &t->model, args, t->par.layout.dp, t->par.me.dp);
-    if (mc_gpt_alloc(&t->model, be) != 0) return -1;
-    t->model.comm = comm;
-    t->model.tp_group = t->par.tp;
-    mc_ddp_bind(&t->ddp, comm, t->par.dp_cp);
-    mc_gpt_init_params(&t->model);
-    /* tied embeddings over pipeline stages: the last stage's zero-filled output copy becomes the
-     * first stage's word embeddings (Megatron's embedding-group all-reduce at set-up) */
-    embedding_all_reduce(t, t->model.param_buf, cfg.dt);
-    mc_opt_seg_t *segs;
-    int n;
-    long state_len;
-    optimizer_segments(&t->model, &t->ddp, &segs, &n, &state_len);
-    if (mc_adam_init(&t->opt, &t->model, args, segs, n, state_len) != 0) return -1;
-    mc_opt_master_from_model(&t->opt); /* Megatron's main params: fp32 copies of the 16-bit ones */
-    mc_scaler_init(&t->scaler, args);
-    mc_lr_sched_init(&t->sched, args);
-    mc_timers_init(&t->timers, args->timing_log_level, mc_timing_option(args->timing_log_option),
-                   args->barrier_with_l1_time, comm);
-    mc_pipeline_init(&t->pipe, &t->model, comm, t->par.pp, args, t->par.me.pp, &t->timers);
-
-    return staging_alloc(t, &cfg) ? 0 : -1;
-}
-
-void mc_trainer_free(mc_trainer_t *t)
-{
-    if (t->comm) mc_ddp_finish_param_gather(&t->ddp);
-    mc_pipeline_free(&t->pipe);
-    mc_adam_free(&t->opt);
-    mc_ddp_free(&t->ddp);
-    mc_gpt_free(&t->model);
-    if (t->comm) mc_parallel_free(&t->par);
-    mc_data_source_free(&t->data);
-    staging_free(t);
-    memset(t, 0, sizeof(*t));
-}
 
 /* The loss pair (sum, tokens) of this rank's microbatches over the global batch: the last
  * pipeline stage has it; broadcast over the pipeline, then summed over dp-cp (Megatron's
@@ -312,7 +157,7 @@ void mc_forward_backward(mc_trainer_t *t, const mc_microbatch_t *mbs, int M, mc_
     mc_gpt_reduce_sequence_parallel_grads(m);
     mc_timer_stop(&t->timers, MC_T_LAYERNORM_GRADS_ALL_REDUCE);
     mc_timer_start(&t->timers, MC_T_EMBEDDING_GRADS_ALL_REDUCE);
-    embedding_all_reduce(t, m->grad_buf, m->cfg.gdt);
+    mc_trainer_embedding_all_reduce(t, m->grad_buf, m->cfg.gdt);
     mc_timer_stop(&t->timers, MC_T_EMBEDDING_GRADS_ALL_REDUCE);
     /* the token-weighted loss over the global batch */
     settle_losses(&ctx);
@@ -458,36 +303,4 @@ void mc_train_step(mc_trainer_t *t, const mc_microbatch_t *mbs, int M, mc_step_r
     range_push(t, "optimizer");
     optimizer_step(t, M, r);
     range_pop(t);
-}
-
-int mc_trainer_init_state(mc_trainer_t *t, const mc_args_t *args, const mc_backend_t *be,
-                          int tp_rank, int pp_rank, char *err, size_t n)
-{
-    memset(t, 0, sizeof(*t));
-    t->args = args;
-    t->be = be;
-    t->par.me.tp = tp_rank;
-    t->par.me.pp = pp_rank;
-    mc_gpt_config_t cfg;
-    mc_gpt_config_from_args(&cfg, args);
-    if (mc_pipeline_chunks(&cfg, args, pp_rank, err, n) != 0) return -1;
-    cfg.tp_rank = tp_rank;
-    /* the state is held in fp32 whatever the run's precision: the parameters are the fp32
-     * masters, written as a 16-bit model's weights when the args say so */
-    cfg.dt = cfg.gdt = MC_DT_F32;
-    mc_gpt_build_params(&t->model, &cfg);
-    mc_ddp_plan(&t->ddp, &t->model, args, 1, 0);
-    t->model.be = be;
-    if (!(t->model.param_buf = be->alloc(be, (size_t)t->model.n_elems * sizeof(float))))
-        return mc_errf(err, n, "out of %s memory for the parameters of rank (tp %d, pp %d)",
-                       be->name, tp_rank, pp_rank);
-    mc_opt_seg_t *segs;
-    int count;
-    long state_len;
-    optimizer_segments(&t->model, &t->ddp, &segs, &count, &state_len);
-    if (mc_adam_init(&t->opt, &t->model, args, segs, count, state_len) != 0)
-        return mc_errf(err, n, "out of %s memory for the optimizer state of rank (tp %d, pp %d)",
-                       be->name, tp_rank, pp_rank);
-    mc_lr_sched_init(&t->sched, args);
-    return 0;
 }

@@ -3,7 +3,7 @@
 #ifndef MC_TRAIN_WEIGHT_HASH_H
 #define MC_TRAIN_WEIGHT_HASH_H
 
-#include "train/train.h"
+#include "trainer/trainer.h"
 
 /* Collective over the world. Each rank hashes every parameter tensor it holds (SHA-256 of the
  * stored values), all-gathers the digests over its data-parallel group and compares them with

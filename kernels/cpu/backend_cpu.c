@@ -57,6 +57,7 @@ static void cpu_free_host(const mc_backend_t *be, void *p)
 
 static const mc_backend_t cpu_backend = {
     .name = "cpu",
+    .gpu = -1,
     .alloc = mc_cpu_alloc,
     .free = mc_cpu_free,
     .memcpy_h2d = mc_cpu_memcpy,

@@ -113,6 +113,35 @@ static void cuda_synchronize(const mc_backend_t *be)
     MC_CUDA_CHECK(cudaStreamSynchronize(mc_cuda_stream(be)));
 }
 
+// Device (or managed) memory; host memory, pinned or not, is the host's. Any error: host.
+static int cuda_is_device(const mc_backend_t *be, const void *p)
+{
+    (void)be;
+    struct cudaPointerAttributes a;
+    if (cudaPointerGetAttributes(&a, p) != cudaSuccess) {
+        (void)cudaGetLastError();
+        return 0;
+    }
+    return a.type == cudaMemoryTypeDevice || a.type == cudaMemoryTypeManaged;
+}
+
+static void *cuda_pinned_alloc(const mc_backend_t *be, size_t bytes)
+{
+    (void)be;
+    void *p = NULL;
+    if (cudaMallocHost(&p, bytes ? bytes : 1) != cudaSuccess) {
+        (void)cudaGetLastError();
+        return NULL;
+    }
+    return p;
+}
+
+static void cuda_pinned_free(const mc_backend_t *be, void *p)
+{
+    (void)be;
+    if (p) cudaFreeHost(p);
+}
+
 // --profile: the capture range of nsys --capture-range=cudaProfilerApi, and named ranges. The
 // profiler sees the device's work, so the stream is drained at both ends of the range.
 static void cuda_profiler(const mc_backend_t *be, int start)
@@ -181,6 +210,9 @@ extern "C" const mc_backend_t *mc_backend_cuda(int device, char *err, size_t n)
     mc_backend_t b;
     memset(&b, 0, sizeof(b));
     b.name = "cuda";
+    b.device_memory = true;
+    b.has_nccl = true;
+    b.gpu = device;
     b.alloc = cuda_alloc;
     b.free = cuda_free;
     b.memcpy_h2d = cuda_h2d;
@@ -218,6 +250,7 @@ extern "C" const mc_backend_t *mc_backend_cuda(int device, char *err, size_t n)
     b.attention_forward = mc_cuda_attention_forward;
     b.attention_backward = mc_cuda_attention_backward;
     b.attention_sizes = mc_cuda_attention_sizes;
+    b.attention_library = true;
     b.ce_max = mc_cuda_ce_max;
     b.ce_sums = mc_cuda_ce_sums;
     b.ce_loss = mc_cuda_ce_loss;
@@ -234,6 +267,9 @@ extern "C" const mc_backend_t *mc_backend_cuda(int device, char *err, size_t n)
     b.profiler = cuda_profiler;
     b.range_push = cuda_range_push;
     b.range_pop = cuda_range_pop;
+    b.is_device = cuda_is_device;
+    b.pinned_alloc = cuda_pinned_alloc;
+    b.pinned_free = cuda_pinned_free;
     b.impl = &g_cuda;
     g_backend = b;
     return &g_backend;

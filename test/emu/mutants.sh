@@ -4,6 +4,12 @@
 # emulated test that should see it, and reports which test caught it and how. A planted defect
 # that no test catches is a failure of this script: a gap to close.
 #
+# Only the kernels the test exercises are rebuilt: a mutant in kernels/cuda/X.cu recompiles
+# X.cu's object, one in a shared header (gemm_map.h, common.cuh) the objects of the tested ops
+# (kernels/cuda/<test>.cu), the other kernels keep theirs; after each mutant the objects it
+# rebuilt are put back from the tree's build instead of being compiled again. A test stops at its
+# first failed check (CMOCKA_TEST_ABORT=1): one failure is the answer.
+#
 #   test/emu/mutants.sh             # every mutant, on build/emu's objects (made if missing)
 #   MUTANTS="3 5" test/emu/mutants.sh
 #   SANITIZE=1 test/emu/mutants.sh  # the same against build/emu-san (AddressSanitizer + UBSan)
@@ -41,7 +47,8 @@ MUTANTS_TABLE=(
 
 WORK=$(mktemp -d /tmp/mc-mutants.XXXXXX)
 trap 'rm -rf "$WORK"' EXIT
-if [ ! -x "$EMU_DIR/megatron-c" ]; then
+# the tree's emulated build, up to date: the copy below starts from it and returns to it
+if ! make -q EMU=1 SANITIZE="$SAN" emu-tests >/dev/null 2>&1; then
     echo "# building $EMU_DIR first"
     make -s -j"$(nproc)" EMU=1 SANITIZE="$SAN" emu-tests >"$WORK/build.log" 2>&1 || { tail -20 "$WORK/build.log"; exit 1; }
 fi
@@ -57,7 +64,7 @@ run_tests() { # tests schedules: prints how the first failure showed, returns 0 
         first=
         for s in $2; do
             (cd "$WORK" && MC_EMU_SCHED=$s MC_EMU_HASH="$WORK/hash.$s" CMOCKA_MESSAGE_OUTPUT=TAP OPENBLAS_NUM_THREADS=1 \
-                timeout 900 "$EMU_DIR/test/test_gpu_$t") >"$WORK/out" 2>&1
+                CMOCKA_TEST_ABORT=1 timeout 900 "$EMU_DIR/test/test_gpu_$t") >"$WORK/out" 2>&1
             rc=$?
             if [ $rc -ne 0 ] || grep -q '^not ok' "$WORK/out"; then
                 echo "test_gpu_$t under $s: $(grep -m1 -E 'cuda-emu: error|ERROR|error:|runtime error|AddressSanitizer|Failure' "$WORK/out" | cut -c1-220) (exit $rc)"
@@ -77,7 +84,6 @@ for m in "${MUTANTS_TABLE[@]}"; do
     IFS='|' read -r num file from to tests scheds what <<<"$m"
     [ -n "${MUTANTS:-}" ] && [[ " $MUTANTS " != *" $num "* ]] && continue
     n=$((n + 1))
-    cp "$WORK/$file" "$WORK/orig"
     FROM=$from TO=$to python3 -c 'import os,sys
 p=sys.argv[1]; s=open(p).read(); f=os.environ["FROM"]
 if s.count(f) < 1: sys.exit(1)
@@ -87,9 +93,18 @@ open(p,"w").write(s.replace(f, os.environ["TO"], 1))' "$WORK/$file"
         missed=$((missed + 1))
         continue
     fi
-    targets=""
+    targets="" keep=()
     for t in $tests; do targets="$targets $EMU_DIR/test/test_gpu_$t"; done
-    if ! (cd "$WORK" && make -s -j"$(nproc)" EMU=1 SANITIZE="$SAN" $targets) >"$WORK/build.log" 2>&1; then
+    # the kernels' objects left as they are (make -o): all but the mutated file's, or for a
+    # header the tested ops'
+    rebuild=" $EMU_DIR/kernels/cuda/$(basename "$file" .cu).cu.o "
+    case $file in *.cu) ;; *) rebuild=" $(for t in $tests; do printf '%s ' "$EMU_DIR/kernels/cuda/$t.cu.o"; done)" ;; esac
+    for o in "$WORK/$EMU_DIR"/kernels/cuda/*.cu.o; do
+        o=${o#"$WORK/"}
+        [[ "$rebuild" == *" $o "* ]] || keep+=(-o "$o")
+    done
+    touch "$WORK/stamp"
+    if ! (cd "$WORK" && make -s -j"$(nproc)" EMU=1 SANITIZE="$SAN" "${keep[@]}" $targets) >"$WORK/build.log" 2>&1; then
         echo "ok $n - mutant $num ($what): caught by the build ($(grep -m1 'error' "$WORK/build.log" | cut -c1-200))"
         caught=$((caught + 1))
     elif how=$(run_tests "$tests" "$scheds"); then
@@ -99,7 +114,11 @@ open(p,"w").write(s.replace(f, os.environ["TO"], 1))' "$WORK/$file"
         echo "not ok $n - mutant $num ($what): NOT caught by test_gpu_{${tests// /,}} under $scheds"
         missed=$((missed + 1))
     fi
-    cp "$WORK/orig" "$WORK/$file" && touch "$WORK/$file" # newer than the mutant's objects: rebuilt next time
+    # back to the tree: the file with its time, and what the mutant rebuilt from the tree's build
+    cp -p "$file" "$WORK/$file"
+    find "$WORK/$EMU_DIR" -type f -newer "$WORK/stamp" -printf '%P\n' | while IFS= read -r f; do
+        if [ -e "$EMU_DIR/$f" ]; then cp -p "$EMU_DIR/$f" "$WORK/$EMU_DIR/$f"; else rm -f "$WORK/$EMU_DIR/$f"; fi
+    done
 done
 echo "1..$n"
 echo "mutants: $caught caught, $missed missed"

@@ -118,14 +118,19 @@ static MPI_Comm g_world;
  * the request) when the communicator was aborted. */
 static void progress(MPI_Request *req, int n, const atomic_bool *aborted)
 {
+    long nap = 20000; /* a GPU waits for its peers without host CPU: naps grow to 1 ms */
     for (int polls = 0;; polls++) {
         int done = 0;
         pthread_mutex_lock(&g_mpi);
         MPI_Testall(n, req, &done, MPI_STATUSES_IGNORE);
         pthread_mutex_unlock(&g_mpi);
         if (done || atomic_load(aborted)) return;
-        if (polls > 100) nanosleep(&(struct timespec){.tv_nsec = 20000}, NULL);
-        else sched_yield();
+        if (polls <= 100) {
+            sched_yield();
+            continue;
+        }
+        nanosleep(&(struct timespec){.tv_nsec = nap}, NULL);
+        if (polls > 1000 && nap < 1000000) nap += nap / 4;
     }
 }
 
@@ -645,6 +650,9 @@ const mc_backend_t *fake_backend(void)
     if (g_dev == MAP_FAILED || g_shadow == MAP_FAILED) mc_fatal("fake device: mmap failed");
     if (cudaStreamCreateWithFlags(&g_impl.stream, 0) != cudaSuccess) mc_fatal("fake device: no stream");
     g_backend.name = "cuda";
+    g_backend.device_memory = true;
+    g_backend.has_nccl = true;
+    g_backend.gpu = g_impl.device;
     g_backend.impl = &g_impl;
     return &g_backend;
 }

@@ -15,6 +15,7 @@
 #include "config/args.h"
 #include "config/flags.h"
 #include "data/gpt_dataset.h"
+#include "trainer/config.h"
 
 #define MAX_ARGS 96
 #define MAX_ARG_LEN 400

@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
-# bench_attention (test/tools/bench_attention.c), the CUDA attention benchmark: without CUDA or a
+# bench_attention (bench/bench_attention.c), the CUDA attention benchmark: without CUDA or a
 # GPU it says so on one line and exits 1; with a GPU a quick run prints its table; bad arguments
 # get a usage line and status 2.
 set -u
 source "$(dirname "$0")/lib.sh"
-tool="$MC_BUILD/test/tools/bench_attention"
+tool="$MC_BUILD/bench/bench_attention"
 
 if [ ! -x "$tool" ]; then
     not_ok "bench_attention is built ($tool)"

@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
-# The kernel benchmark (test/tools/bench_kernels, scripts/bench-kernels.sh): without a CUDA
+# The kernel benchmark (bench/bench_kernels, bench/bench-kernels.sh): without a CUDA
 # build or a GPU it says so in one line and exits 2; with one, a --quick run times every op.
 set -u
 cd "$(dirname "$0")/../.."
 . test/integration/lib.sh
-bench="$MC_BUILD/test/tools/bench_kernels"
+bench="$MC_BUILD/bench/bench_kernels"
 [ -x "$bench" ] || { not_ok "bench_kernels is built ($bench)"; exit 0; }
 
 "$bench" --quick >"$MC_TMP/out" 2>"$MC_TMP/err"

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Checkpoints (issue 8): --save / --load in Megatron's legacy layout.
+# Checkpoints: --save / --load in Megatron's legacy layout.
 #  - exact resume: 24 iterations with --save-interval 12 against loading iteration 12 and
 #    training to 24 give the same log strings for iterations 13..24 (lm loss, grad norm, params
 #    norm, learning rate, consumed samples) and the same validation and test lines, for a single
@@ -14,6 +14,7 @@
 #  - with python3-torch: torch.load opens the files and sees Megatron's keys, names, shapes,
 #    the args Namespace, an optimizer state torch's AdamW accepts, and parameter values whose
 #    norm is the logged params norm.
+# ci-sanitize: checkpoint writing and reading on many ranks, the async save's writer thread
 source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/mpi.sh"
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# megatron-c convert-checkpoint (issue 8, point 3): resharding a checkpoint to another tensor /
+# megatron-c convert-checkpoint: resharding a checkpoint to another tensor /
 # pipeline / virtual pipeline layout and to or from the distributed optimizer's file, carrying the
 # optimizer state, scheduler, iteration and consumed samples. Training from the converted
 # checkpoint in the new layout gives the log lines (losses, grad norm, params norm, validation)

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# megatron-c convert-checkpoint and torch_dist (issue 18, acceptance 2): converting legacy <->
+# megatron-c convert-checkpoint and torch_dist: converting legacy <->
 # torch_dist at another layout carries the optimizer state, scheduler, iteration and consumed
 # samples, so training continues with the numbers of resuming the source in its own layout
 # (mpi.sh same_log_numbers):

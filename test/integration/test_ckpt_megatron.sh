@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Megatron-LM's own checkpoints (issue 8, point 3): test/ref/megatron_ckpt.py writes a tiny GPT's
+# Megatron-LM's own checkpoints: test/ref/megatron_ckpt.py writes a tiny GPT's
 # checkpoint in Megatron's exact legacy structure (args Namespace with torch dtypes and Megatron
 # enums, Python/numpy/torch/CUDA RNG states, rerun state machine, TE or local names, fp32,
 # bf16 with fp32 master params, distributed optimizer with one buffer per model chunk) in four

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The save directory's housekeeping (issue 16, acceptance 5):
+# The save directory's housekeeping:
 #  - --save-retain-interval: after each save, the checkpoint the tracker named before is deleted
 #    unless its iteration is a multiple of the interval (Megatron's save_checkpoint), a symbolic
 #    link is kept, and the interval must be a multiple of --save-interval.

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Checkpoint files (ckpt/) against PyTorch, driven through test/tools/ckpt_tool:
+# PyTorch checkpoint files (torchfmt/) against PyTorch, driven through test/tools/ckpt_tool:
 #  - a file written in C opens with torch.load(weights_only=False): every name, dtype, shape,
 #    stride, value, the Namespace, the OrderedDict and its _metadata, a Parameter, shared
 #    storages; with zip64 records forced too; the zip layout is torch's (folder named after the
@@ -11,6 +11,7 @@
 #    data.pkl bytes and a file torch loads back, RNG states included;
 #  - with MC_TEST_LARGE=1, a 4.3 GB file (a tensor of 4 GiB + 16 bytes, another after 4 GiB)
 #    written in C loads in torch and in C (about 9 GB of disk and memory; skipped otherwise).
+# ci-sanitize: the pickle and zip reader on files torch.save wrote
 source "$(dirname "$0")/lib.sh"
 
 PY=/usr/bin/python3

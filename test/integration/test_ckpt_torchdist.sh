@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# torch_dist checkpoints (issue 18; ckpt/torchdist.h): --ckpt-format torch_dist saves, every --load
+# torch_dist checkpoints (ckpt/torchdist.h): --ckpt-format torch_dist saves, every --load
 # detects the format, and any layout loads any other.
 #  - the layout on disk: iter_N/{common.pt,__R_{0,1}.distcp,.metadata,metadata.json}, tracker;
 #  - exact resume: the iterations after a load equal the run that did not stop (single rank);
@@ -11,6 +11,7 @@
 #  - one-line errors naming the file for a damaged .metadata, .distcp, common.pt, metadata.json;
 #  - Megatron-LM's own checkpoints (../shared/data/megatron-ref/torch_dist): each loads at tp 1
 #    and tp 2 and training continues.
+# ci-sanitize: torch_dist: DCP metadata and shard files read back across layouts
 source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/mpi.sh"
 

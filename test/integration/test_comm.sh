@@ -15,6 +15,7 @@
 # as test_comm_nccl, over an emulated GPU (test/fake/fake_cuda.c), alone and under mpirun -np 2,
 # 4, 8; its watchdog must end the job on a dead rank, a hang past the timeout, mc_fatal and an
 # asynchronous NCCL error, and ranks sharing a GPU are one user error.
+# ci-sanitize: every collective and fault path under mpirun: comm thread, watchdog, heartbeat ring
 source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/mpi.sh"
 

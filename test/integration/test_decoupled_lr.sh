@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# --decoupled-lr / --decoupled-min-lr (issue 16), as Megatron's is_decoupled_lr parameter group:
+# --decoupled-lr / --decoupled-min-lr, as Megatron's is_decoupled_lr parameter group:
 # the word embeddings and output layer follow the scheduler with their own max and min lr (the
 # log's "decoupled learning rate"), the other parameters --lr; the group is saved and loaded with
 # the optimizer state (also the distributed optimizer's), and tp 2 and pp 2 give one rank's losses.

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Data parallelism (issue 4): dp = 2, 4, 8 under mpirun, with and without --overlap-grad-reduce,
+# Data parallelism: dp = 2, 4, 8 under mpirun, with and without --overlap-grad-reduce,
 # with and without the distributed optimizer (and --overlap-param-gather), give the single-rank
 # losses over 24 iterations with dropout on; the 8-rank case also under srun --mpi=pmix.
+# ci-sanitize: multi-rank training: overlapped grad reduce and param gather, distributed optimizer
 source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/mpi.sh"
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The emulated device can fail (issue 15, point 6): test/emu/mutants.sh plants ten defects of the
+# The emulated device can fail: test/emu/mutants.sh plants ten defects of the
 # kinds the CUDA review lists (a wrong leading dimension or transposition in the cuBLASLt
 # mapping, removed barriers, off-by-one indices, a missing bf16 rounding, an out-of-bounds
 # shared-memory read, a wrong wmma ldm, a launch over the H100's limits) one at a time into a

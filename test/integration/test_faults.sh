@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# A dying or hanging rank during data-parallel training (issue 4, acceptance 5): a rank killed
+# A dying or hanging rank during data-parallel training: a rank killed
 # with SIGKILL brings the whole job down, non-zero, with a message naming it, within 30 s, under
 # mpirun and under srun; a rank that stops responding (SIGSTOP) is named within
 # --heartbeat-timeout-seconds (a peer on the node seen stopped that long, or its heartbeat silent

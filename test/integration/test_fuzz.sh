@@ -3,6 +3,7 @@
 # torch.save files, flag lists and DCP .metadata files under the sanitizers, one TAP line each, plus the driver's
 # self-test (a child's heap overflow must count as a failure). The sanitizer build is where
 # they find things; the release build skips them.
+# ci-sanitize: the fuzzers, whose findings are sanitizer reports (the release build skips them)
 source "$(dirname "$0")/lib.sh"
 
 : "${MC_BUILD:?MC_BUILD must point at the build folder}"

@@ -1,14 +1,13 @@
 #!/usr/bin/env bash
-# The GPU scripts without a GPU (issue 7, points 4 and 5). scripts/gpu-test.sh, in steps: without
-# a GPU every check of every step is reported skipped, each step's summary is written and it exits
-# 0; rehearsed on the emulated device (MC_GPU_TEST_DEVICE=emu, MC_EMU_BUILD) the build, ops, nccl
-# and (in the sanitizer build) sanitizer steps pass and write their summaries, a skipped op test
-# fails, and a run that outlasts the step's budget is cut and reported inside the step
-# (test_cuda_emu.sh rehearses the train step in full). scripts/bench.sh says there is no GPU and
-# exits 0, and its plumbing (micro batch search, log parsing, the markdown table, the summaries,
-# the PyTorch peer) works on tiny models on the CPU (BENCH_SMOKE=1) and on the emulated device
-# (BENCH_DEVICE=emu); bench/gpt_torch.py counts FLOPs with Megatron's formula (the value test_log
-# checks for C). Measured on a shared 2-core machine: 7 s (25 s with build/emu-san).
+# The GPU scripts without a GPU. scripts/gpu-test.sh, in steps: without a GPU every check of every
+# step is reported skipped, each step's summary is written and it exits 0; rehearsed on the
+# emulated device (MC_GPU_TEST_DEVICE=emu, MC_EMU_BUILD) the build, ops, nccl and (on an up-to-date
+# build/emu-san) sanitizer steps pass and write their summaries, a skipped op test fails, and a
+# run that outlasts the step's budget is cut and reported inside the step (test_cuda_emu.sh
+# rehearses the train step in full). bench/bench.sh says there is no GPU and exits 0, and its
+# plumbing (micro batch search, log parsing, the markdown table, the summaries, the PyTorch peer)
+# works on tiny models on the CPU (BENCH_SMOKE=1) and on the emulated device (BENCH_DEVICE=emu);
+# bench/gpt_torch.py counts FLOPs with Megatron's formula (the value test_log checks for C).
 source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/mpi.sh"
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
@@ -91,14 +90,16 @@ else
             summary_is "$MC_TMP/emu-cut/train.summary" train "0 passed, 1 failed, 16 skipped"
     }
     check "gpu-test.sh train, emulated: a run longer than the step's budget is cut and reported, summary written (rc=$rc)" cut_reported
-    case $MC_EMU_BUILD in
-    *emu-san)
-        emu_step sanitizer emu-san
+    # the sanitizer step runs the sanitized emulated tree (build/emu-san), which the sanitizer
+    # build makes (.ci/run's first pass): run on it when it is up to date, never built here
+    if [ -x "$ROOT/build/emu-san/megatron-c" ] && (cd "$ROOT" && make -q EMU=1 SANITIZE=1 emu-tests >/dev/null 2>&1); then
+        emu_step sanitizer emu-san MC_EMU_SAN_BUILD="$ROOT/build/emu-san" MC_GPU_TEST_NO_BUILD=1
         rc=$?
         check "gpu-test.sh sanitizer, emulated: a short bf16 run under ASan and UBSan reports nothing, summary (rc=$rc)" \
-            emu_passes emu-san sanitizer $rc "1 passed, 0 failed, 0 skipped" ;;
-    *) skip "gpu-test.sh sanitizer, emulated" "rehearsed in the sanitizer build's suite (it needs build/emu-san)" ;;
-    esac
+            emu_passes emu-san sanitizer $rc "1 passed, 0 failed, 0 skipped"
+    else
+        skip "gpu-test.sh sanitizer, emulated" "no up-to-date build/emu-san (make emu SANITIZE=1 makes it; .ci/run's sanitizer pass does)"
+    fi
     emu_step nccl emu-nccl
     rc=$?
     check "gpu-test.sh nccl, emulated: reported skipped (NCCL is not emulated), summary (rc=$rc)" \
@@ -107,14 +108,14 @@ else
     [ "$(cat "$MC_TMP"/emu-*.out | grep -c '^not ok')" -eq 2 ] || grep -h '^not ok' "$MC_TMP"/emu-*.out | sed 's/^/# /' | head -20
 fi
 
-CUDA_VISIBLE_DEVICES= MC_BIN="$MC_BIN" bash "$ROOT/scripts/bench.sh" >"$MC_TMP/bench-none" 2>&1
+CUDA_VISIBLE_DEVICES= MC_BIN="$MC_BIN" bash "$ROOT/bench/bench.sh" >"$MC_TMP/bench-none" 2>&1
 rc=$?
 check "bench.sh without a GPU: says so, exit 0 (rc=$rc)" \
     bash -c "[ $rc -eq 0 ] && grep -q '^bench.sh: no GPU visible' '$MC_TMP/bench-none' && [ \$(wc -l <'$MC_TMP/bench-none') -eq 1 ]"
 
 # OUT (the device tool's output folder) must survive; BENCH_LOGS names the logs' folder
 OUT="$MC_TMP/out-kept" BENCH_LOGS="$MC_TMP/bench-logs" BENCH_SMOKE=1 PYTHON=$PY MC_BIN="$MC_BIN" \
-    bash "$ROOT/scripts/bench.sh" >"$MC_TMP/bench" 2>&1
+    bash "$ROOT/bench/bench.sh" >"$MC_TMP/bench" 2>&1
 rc=$?
 logs=$(sed -n 's/^logs: //p' "$MC_TMP/bench")
 check "bench.sh writes its logs and table to BENCH_LOGS (logs: $logs)" \
@@ -139,7 +140,7 @@ if [ -z "${MC_EMU_BUILD:-}" ] || [ ! -x "$MC_EMU_BUILD/megatron-c" ]; then
     skip "bench.sh rehearsed on the emulated device" "no emulated build (MC_EMU_BUILD='${MC_EMU_BUILD:-}' has no megatron-c)"
 else
     BENCH_DEVICE=emu MC_EMU_BUILD="$MC_EMU_BUILD" BENCH_LOGS="$MC_TMP/bench-emu" PYTHON=$PY \
-        bash "$ROOT/scripts/bench.sh" >"$MC_TMP/bench-emu.out" 2>&1
+        bash "$ROOT/bench/bench.sh" >"$MC_TMP/bench-emu.out" 2>&1
     rc=$?
     bench_emu() {
         local d=$MC_TMP/bench-emu m

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The Hugging Face bridge (issue 20): export-hf and import-hf for a tiny GPT (GPT2LMHeadModel:
+# The Hugging Face bridge: export-hf and import-hf for a tiny GPT (GPT2LMHeadModel:
 # tied, biases, tanh GeLU) and a tiny Llama (LlamaForCausalLM: GQA, SwiGLU, RMSNorm, rope,
 # untied), each trained 3 iterations at tp1pp1 and at tp2pp2 under mpirun (the GPT's in
 # torch_dist, the Llama's with virtual stages):
@@ -18,6 +18,7 @@
 #    megatron-c's forward (test/tools/hf_logits) to 1e-4 (also with rope scaling, a tied Llama
 #    with biases, an untied GPT with erf GeLU); tiny models transformers itself saved
 #    import at tp2, export again to the same tensors, and give transformers' logits.
+# ci-sanitize: safetensors and Hugging Face config files read and written
 set -uo pipefail
 source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/mpi.sh"

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# --apply-layernorm-1p (issue 16, acceptance 5), as Transformer Engine's zero_centered_gamma in
+# --apply-layernorm-1p, as Transformer Engine's zero_centered_gamma in
 # Megatron core_v0.15.0: every norm computes with 1 + w, w starts at zero, checkpoints hold w.
 # A run with it starts from the same function as a run without it (1 + 0 = 1) and gets the same
 # gradients (d(1 + w)/dw = 1) and updates (no weight decay on 1-D parameters either way), so:

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The Llama block (issue 17) in every layout: a model with grouped-query attention, SwiGLU,
+# The Llama block in every layout: a model with grouped-query attention, SwiGLU,
 # rotary embeddings, RMSNorm and untied embeddings, with dropout on, gives the single-rank
 # losses, grad norms and params norms over 20 iterations under tp (with and without sequence
 # parallelism), pp with 1F1B and the interleaved schedule, dp with the distributed optimizer and

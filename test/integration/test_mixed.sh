@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Mixed precision (issue 7, acceptance 2) on the CPU backend, where 16-bit storage runs the same
+# Mixed precision on the CPU backend, where 16-bit storage runs the same
 # logic as on a GPU (kernels/cpu/precision.c):
 #  - --bf16 and --fp16: 16-bit parameters and activations, fp32 master params (the memory plan
 #    says so), fp32 gradients for bf16 and for fp16 with --accumulate-allreduce-grads-in-fp32;
@@ -12,7 +12,7 @@
 #    growth after --loss-scale-window good steps);
 #  - overflow under a loss scaler skips iterations instead of stopping the run, even with
 #    --check-for-nan-in-loss-and-grad on (a constant scaler keeps it on); a NaN in bf16 stops it
-#    with one line naming the iteration and rank (issue 8, point 6);
+#    with one line naming the iteration and rank;
 #  - layouts in bf16: pp 2 with virtual stages gives the single-rank numbers exactly when nothing
 #    is summed in another order (untied embeddings); tied pp 2 x vpp 2, tp 2 with sequence
 #    parallelism and dp 2 with the distributed optimizer track it within 1e-3 (their sums run in
@@ -156,7 +156,7 @@ intervals_match() { # interval-1 run, interval-4 run
 check "fp16 --log-interval 4: each line's skipped count and the mean loss of its applied iterations" \
     intervals_match "$MC_TMP/fp16-dynamic" "$MC_TMP/fp16-interval4"
 
-# ---- overflow is the scaler's signal, NaN outside it stops the run (issue 8, point 6) ----
+# ---- overflow is the scaler's signal, NaN outside it stops the run ----
 run fp16-overflow --fp16 --loss-scale 1073741824 --train-iters 6 --eval-iters 0
 check "fp16 with a constant scale that always overflows: every iteration is skipped, no lm loss, the run ends normally" \
     bash -c "[ \$(grep -c 'number of skipped iterations:   1 |' '$MC_TMP/fp16-overflow') -eq 5 ] &&

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Bad numbers (issue 8, acceptance 6, the fp32 part): --check-for-nan-in-loss-and-grad (on by
+# Bad numbers, the fp32 part: --check-for-nan-in-loss-and-grad (on by
 # default) stops the job at the first NaN or Inf in the loss or the gradient norm with one line
 # naming the rank and the iteration, before the optimizer step; with
 # --no-check-for-nan-in-loss-and-grad training goes on, as Megatron's does.

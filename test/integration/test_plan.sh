@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# `megatron-c plan` (issue 19): --check validates a command line at a world size without
+# `megatron-c plan`: --check validates a command line at a world size without
 # allocating; the paper's Table 1 predicted within 15% on every row (A100, the paper's cluster
 # and Megatron-LM 2021's materialised attention and p2p scatter/gather), and --search finds a
 # layout at least as fast as the paper's for each row's model and GPU count; the predicted

@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
-# Pipeline parallelism (issue 6): 1F1B (pp 2, 4), the interleaved schedule (vpp 2, with and
+# Pipeline parallelism: 1F1B (pp 2, 4), the interleaved schedule (vpp 2, with and
 # without overlapped p2p), uneven stages, tied embeddings across stages, pp x dp with the
 # distributed optimizer, recomputation, per-token loss, and the full PTD-P layout
 # tp 2 x pp 2 x dp 2 with vpp 2, sequence parallelism and the distributed optimizer, under mpirun
 # and srun, give the single-rank losses, grad norms and params norms over 24 iterations with
 # dropout on (layout-invariant init and dropout, DESIGN decision 6).
+# ci-sanitize: multi-rank training: p2p buffers of the 1F1B and interleaved schedules
 source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/mpi.sh"
 

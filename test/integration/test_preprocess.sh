@@ -3,6 +3,7 @@
 # Megatron's on tinyshakespeare (plain and .gz, any --workers, --partitions), --append-eod,
 # --max-documents, --json-keys, NullTokenizer, malformed lines, flag errors, and no files left
 # behind after an error.
+# ci-sanitize: JSON lines, the tokenizers and the .bin/.idx writer, several workers
 source "$(dirname "$0")/lib.sh"
 
 : "${MEGATRON_C_SHARED:=$(cd "$(dirname "$0")/../.." && pwd)/../shared}"

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# --rampup-batch-size (issue 16), as Megatron's RampupBatchsizeNumMicroBatchesCalculator: the
+# --rampup-batch-size, as Megatron's RampupBatchsizeNumMicroBatchesCalculator: the
 # global batch of each iteration from the consumed samples, the log's batch sizes and consumed
 # samples, the calculator's log lines, the same losses under dp 2, pp 2 and interleaving, a
 # checkpoint saved mid-ramp resuming with the uninterrupted run's losses, and the errors.

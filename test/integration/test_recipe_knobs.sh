@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Small recipe features of issue 16 (acceptance 5), as Megatron core_v0.15.0 does them:
+# Small recipe features, as Megatron core_v0.15.0 does them:
 #  - --log-progress: rank 0's <save>/progress.txt (training/utils.py append_to_progress_log,
 #    training.py compute_throughputs_and_append_to_progress_log): the lines, their fields and
 #    numbers, the cumulative throughput from the first "Starting job" of the latest run of this

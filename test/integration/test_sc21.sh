@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# examples/sc21 (issue 19, acceptance 1): every point of every script (Table 1's rows, the sweeps
+# examples/sc21: every point of every script (Table 1's rows, the sweeps
 # of figures 11 to 18) passes megatron-c's dry run (plan --check) at its world size, and is the
 # paper's: Table 1's rows are ../shared/spec/PERF.md's table; each figure's points are exactly
 # the layouts, models, batches, schedules and recomputation that the paper's figure (and

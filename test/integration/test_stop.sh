@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Stopping well (issue 8, acceptance 5):
+# Stopping well:
 #  - --exit-signal-handler: SIGTERM sent during training to one rank or to every rank, on one
 #    rank, under mpirun and under srun --mpi=pmix: the job finishes the iteration, saves, prints
 #    Megatron's exit line and exits 0; the checkpoint resumes with the losses of an uninterrupted

@@ -6,6 +6,7 @@
 # scripts/install-deps.sh; those checks skip without it), for both of Megatron's tokenizer
 # systems (default and --legacy-tokenizer); training pads the legacy vocabulary; bad input is
 # one clear line. test_tokenizer_sp_megatron.sh runs Megatron's own code where it can.
+# ci-sanitize: SentencePiece model files through the C++ library
 source "$(dirname "$0")/lib.sh"
 
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)

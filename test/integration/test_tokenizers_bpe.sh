@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# HuggingFaceTokenizer and TikTokenizer (issue 20): `megatron-c preprocess-data` on every document
+# HuggingFaceTokenizer and TikTokenizer: `megatron-c preprocess-data` on every document
 # of tinyshakespeare.jsonl and on a stress set, id for id against the Python packages' own
 # encodings (tokenizers, tiktoken; test/ref/bpe_tokenizers_ref.py) for the fixtures of
 # test/fixtures/tokenizers/ (Llama 3, Qwen2, Mistral NeMo and GPT-2 styles, a tiktoken vocabulary with
@@ -8,6 +8,7 @@
 # training on their data (vocabulary size and padding); refused inputs.
 # The Python side needs tokenizers and tiktoken: build/venv-tok (scripts/install-deps.sh), else
 # build/venv-torch2, else MC_TOK_PYTHON; without them those checks report # SKIP.
+# ci-sanitize: tokenizer.json and tiktoken files parsed
 source "$(dirname "$0")/lib.sh"
 
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
 # Training on Megatron indexed datasets (--data-path and friends) with the GPT-2 tokenizer files.
+# ci-sanitize: indexed datasets and the index cache's .npy files read
 source "$(dirname "$0")/lib.sh"
 
 SHARED=${MEGATRON_C_SHARED:-../shared}

@@ -120,10 +120,14 @@ int main(int argc, char **argv)
     if (!comm) mc_fatal("%s", err);
     const mc_backend_t *be = mc_backend_cpu();
     mc_trainer_t *t = calloc(1, sizeof(*t)), *one = calloc(1, sizeof(*one));
-    if (mc_trainer_init(t, &par_args, be, comm) != 0) mc_fatal("trainer init failed");
+    mc_run_config_t par_cfg, one_cfg;
+    mc_run_config(&par_cfg, &par_args);
+    mc_run_config(&one_cfg, &one_args);
+    if (mc_trainer_init(t, &par_args, &par_cfg, be, comm) != 0) mc_fatal("trainer init failed");
     train(t, t->par.me.dp);
     if (comm->rank == 0) {
-        if (mc_trainer_init(one, &one_args, be, mc_comm_single()) != 0) mc_fatal("trainer init failed");
+        if (mc_trainer_init(one, &one_args, &one_cfg, be, mc_comm_single()) != 0)
+            mc_fatal("trainer init failed");
         train(one, 0);
     }
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Makes the small byte-level BPE tokenizers of test/fixtures/tokenizers/ (issue 20), trained
+"""Makes the small byte-level BPE tokenizers of test/fixtures/tokenizers/, trained
 with the `tokenizers` package on tinyshakespeare:
 
     build/venv-tok/bin/python test/ref/make_tokenizer_fixtures.py [OUTDIR]

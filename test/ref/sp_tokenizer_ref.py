@@ -9,7 +9,7 @@ write with them (test/integration/test_tokenizer_sp.sh compares megatron-c's byt
     $PY test/ref/sp_tokenizer_ref.py expect --model M --type T [--legacy] [--extra-ids N] \\
         [--append-eod] --input A.jsonl [B.jsonl ...] --output-prefix P
     $PY test/ref/sp_tokenizer_ref.py bench --model M           # encode tokens/s, one thread
-(expect is also scripts/bench-data.sh's Python peer of preprocess_data.py for these types.)
+(expect is also bench/bench-data.sh's Python peer of preprocess_data.py for these types.)
 
 The facts (Megatron's source at core_v0.15.0):
 * Without --legacy-tokenizer (tools/preprocess_data.py and pretrain_gpt.py's datasets use

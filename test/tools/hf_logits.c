@@ -28,7 +28,9 @@ int main(int argc, char **argv)
     r.micro_batch_size = r.eval_micro_batch_size = r.global_batch_size = 1;
     r.num_microbatches = 1;
     r.hidden_dropout = r.attention_dropout = 0;
-    if (mc_trainer_init(&t, &r, mc_backend_cpu(), mc_comm_single()) != 0)
+    mc_run_config_t cfg;
+    mc_run_config(&cfg, &r);
+    if (mc_trainer_init(&t, &r, &cfg, mc_backend_cpu(), mc_comm_single()) != 0)
         mc_user_error("cannot build the model");
     mc_gpt_t *m = &t.model;
     for (int i = 0; i < m->n_params; i++) {

@@ -1,4 +1,4 @@
-/* PyTorch checkpoint files (ckpt/): the object model, the pickle writer against bytes that
+/* PyTorch checkpoint files (torchfmt/): the object model, the pickle writer against bytes that
  * Python 3.11 and torch 1.13 wrote for the same objects, the reader on protocols 2-5, save/load
  * round trips of every kind and dtype (plain, copied, zip64), the zip layout torch expects, and
  * corrupt input: CRC mismatches naming the record, truncation, garbage pickles, self-reference,

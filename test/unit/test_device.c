@@ -13,23 +13,58 @@
 #include "kernels/device.h"
 #include "comm/devmem.h"
 
-/* The table names every required function pointer of mc_backend_t: the struct is name, the ops,
- * the three optional profiling hooks (NULL on the CPU), impl. */
+/* The table names every required function pointer of mc_backend_t: the struct is name, the
+ * capability fields, the ops, the three optional profiling hooks (NULL on the CPU), the three
+ * optional device-memory hooks (NULL on the CPU), impl. */
 static void test_op_table_covers_the_struct(void **state)
 {
     (void)state;
     int n = mc_backend_op_count();
-    assert_int_equal(offsetof(mc_backend_t, profiler), (size_t)(n + 1) * sizeof(void *));
-    assert_int_equal(offsetof(mc_backend_t, range_push), (size_t)(n + 2) * sizeof(void *));
-    assert_int_equal(offsetof(mc_backend_t, range_pop), (size_t)(n + 3) * sizeof(void *));
-    assert_int_equal(sizeof(mc_backend_t), (size_t)(n + 5) * sizeof(void *));
-    for (int i = 0; i < n; i++) { /* the struct's order, right after name */
+    const size_t first = offsetof(mc_backend_t, alloc), p = sizeof(void *);
+    assert_true(first > offsetof(mc_backend_t, gpu));
+    assert_int_equal(offsetof(mc_backend_t, profiler), first + (size_t)n * p);
+    assert_int_equal(offsetof(mc_backend_t, range_push), first + (size_t)(n + 1) * p);
+    assert_int_equal(offsetof(mc_backend_t, range_pop), first + (size_t)(n + 2) * p);
+    assert_int_equal(offsetof(mc_backend_t, is_device), first + (size_t)(n + 3) * p);
+    assert_int_equal(offsetof(mc_backend_t, pinned_free), first + (size_t)(n + 5) * p);
+    assert_int_equal(sizeof(mc_backend_t), first + (size_t)(n + 7) * p);
+    for (int i = 0; i < n; i++) { /* the struct's order, right after the capabilities */
         size_t off = 0;
         assert_non_null(mc_backend_op_name(i, &off));
-        assert_int_equal(off, (size_t)(i + 1) * sizeof(void *));
+        assert_int_equal(off, first + (size_t)i * p);
     }
     assert_null(mc_backend_op_name(n, NULL));
     assert_null(mc_backend_op_name(-1, NULL));
+}
+
+/* What each backend says it is (the code around the op table reads this, never the name). */
+static void test_capabilities(void **state)
+{
+    (void)state;
+    const mc_backend_t *cpu = mc_backend_cpu(), *strict = mc_backend_strict();
+    assert_false(cpu->device_memory);
+    assert_false(cpu->has_nccl);
+    assert_int_equal(cpu->gpu, -1);
+    assert_null(cpu->is_device);
+    assert_true(strict->device_memory);
+    assert_false(strict->has_nccl);
+    assert_int_equal(strict->gpu, -1);
+    void *d = strict->alloc(strict, 64), *h = malloc(64);
+    assert_true(strict->is_device(strict, d));
+    assert_false(strict->is_device(strict, h));
+    strict->free(strict, d);
+    free(h);
+    const mc_backend_t *cuda = mc_backend_sizing("cuda");
+    assert_true(cuda->device_memory);
+    assert_true(cuda->has_nccl);
+    assert_int_equal(mc_backend_sizing("cpu")->gpu, -1);
+    /* the comm layer's view: host memory only for the CPU; the strict backend's by address */
+    assert_null(mc_devmem_for(cpu));
+    const mc_devmem_t *dm = mc_devmem_for(strict);
+    assert_non_null(dm);
+    d = strict->alloc(strict, 64);
+    assert_true(dm->is_device(dm->ctx, d));
+    strict->free(strict, d);
 }
 
 static void test_missing_op(void **state)
@@ -105,6 +140,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_op_table_covers_the_struct),
+        cmocka_unit_test(test_capabilities),
         cmocka_unit_test(test_missing_op),
         cmocka_unit_test(test_gpu_for_rank),
         cmocka_unit_test(test_cpu_memory),

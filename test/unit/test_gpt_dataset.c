@@ -19,6 +19,7 @@
 #include "data/gpt_dataset.h"
 #include "data/sampler.h"
 #include "data/sha256.h"
+#include "trainer/config.h"
 
 /* ---- SHA-256 for the reference file's array hashes (data/sha256.h) ------------------------ */
 

@@ -178,7 +178,9 @@ static void check_forward_backward(const char *file)
     mc_args_t a;
     args_from_fixture(&a, fx);
     mc_trainer_t t;
-    assert_int_equal(mc_trainer_init(&t, &a, mc_backend_cpu(), mc_comm_single()), 0);
+    mc_run_config_t cfg;
+    mc_run_config(&cfg, &a);
+    assert_int_equal(mc_trainer_init(&t, &a, &cfg, mc_backend_cpu(), mc_comm_single()), 0);
     mc_gpt_t *m = &t.model;
     load_params(m, fx);
 
@@ -230,7 +232,9 @@ static void check_training(const char *file)
     mc_args_t a;
     args_from_fixture(&a, fx);
     mc_trainer_t t;
-    assert_int_equal(mc_trainer_init(&t, &a, mc_backend_cpu(), mc_comm_single()), 0);
+    mc_run_config_t cfg;
+    mc_run_config(&cfg, &a);
+    assert_int_equal(mc_trainer_init(&t, &a, &cfg, mc_backend_cpu(), mc_comm_single()), 0);
     load_params(&t.model, fx);
     const int M = a.num_microbatches, B = a.micro_batch_size, S = a.seq_length;
     const mc_fx_tensor_t *loss = mc_fx_get(fx, "out.step_loss"), *gn = mc_fx_get(fx, "out.step_grad_norm"),

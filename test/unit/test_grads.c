@@ -140,21 +140,20 @@ static void test_plain_layout(void **state)
 static void test_bucket_size_rule(void **state)
 {
     (void)state;
-    mc_args_t a;
-    memset(&a, 0, sizeof(a));
-    a.data_parallel_size = 8;
-    a.context_parallel_size = 1;
-    assert_int_equal(mc_ddp_bucket_size(&a, 1000), 0); /* no overlap: one bucket */
-    a.ddp_bucket_size = 123;
-    assert_int_equal(mc_ddp_bucket_size(&a, 1000), 0);
-    a.overlap_grad_reduce = true;
-    assert_int_equal(mc_ddp_bucket_size(&a, 1000), 123);
-    a.ddp_bucket_size = 0;
-    assert_int_equal(mc_ddp_bucket_size(&a, 1000), 40000000);
-    a.data_parallel_size = 64;
-    assert_int_equal(mc_ddp_bucket_size(&a, 1000), 64000000);
-    a.ddp_num_buckets = 3;
-    assert_int_equal(mc_ddp_bucket_size(&a, 1000), 333);
+    mc_ddp_config_t c;
+    memset(&c, 0, sizeof(c));
+    c.dp_cp_size = 8;
+    assert_int_equal(mc_ddp_bucket_size(&c, 1000), 0); /* no overlap: one bucket */
+    c.bucket_size = 123;
+    assert_int_equal(mc_ddp_bucket_size(&c, 1000), 0);
+    c.overlap_grad_reduce = true;
+    assert_int_equal(mc_ddp_bucket_size(&c, 1000), 123);
+    c.bucket_size = 0;
+    assert_int_equal(mc_ddp_bucket_size(&c, 1000), 40000000);
+    c.dp_cp_size = 64;
+    assert_int_equal(mc_ddp_bucket_size(&c, 1000), 64000000);
+    c.num_buckets = 3;
+    assert_int_equal(mc_ddp_bucket_size(&c, 1000), 333);
 }
 
 static long lcm_128(long dp)

@@ -24,6 +24,7 @@
 #include "data/index_cache.h"
 #include "data/indexed.h"
 #include "data/md5.h"
+#include "trainer/config.h"
 
 #define PYTHON "/usr/bin/python3"
 

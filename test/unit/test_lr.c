@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "optim/lr.h"
+#include "trainer/config.h"
 
 /* Iteration-based: train_iters 100, gbs 8, lr 1e-3 -> 1e-4, warmup 10 iters.
  * decay_steps = 800, warmup_steps = 80, wd_incr_steps = 800. */
@@ -39,8 +40,10 @@ static mc_args_t base_args(const char *style)
 
 static mc_lr_sched_t sched(const mc_args_t *a)
 {
+    mc_lr_config_t c;
+    mc_lr_config_from_args(&c, a);
     mc_lr_sched_t s;
-    mc_lr_sched_init(&s, a);
+    mc_lr_sched_init(&s, &c);
     return s;
 }
 
@@ -348,15 +351,18 @@ static void test_weight_decay(void **state)
     assert_close(mc_wd_at(&s, 500), 0.05);
 }
 
-/* Runs mc_lr_sched_init in a child and returns its exit status (-1 if it did not exit). */
+/* Runs mc_lr_config_from_args and mc_lr_sched_init in a child and returns its exit status (-1 if
+ * it did not exit). */
 static int init_exit_status(const mc_args_t *a)
 {
     fflush(NULL);
     pid_t pid = fork();
     if (pid == 0) {
         if (!freopen("/dev/null", "w", stderr)) _exit(99);
+        mc_lr_config_t c;
+        mc_lr_config_from_args(&c, a);
         mc_lr_sched_t s;
-        mc_lr_sched_init(&s, a);
+        mc_lr_sched_init(&s, &c);
         _exit(0);
     }
     int st = 0;

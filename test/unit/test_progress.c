@@ -18,7 +18,7 @@
 #include "base/clock.h"
 #include "config/flags.h"
 #include "comm/comm.h"
-#include "train/log.h"
+#include "model/flops.h"
 #include "train/progress.h"
 
 static void stamp(char *buf, size_t n, time_t t)
@@ -43,7 +43,8 @@ static void test_saved_line_numbers(void **state)
     t.comm = mc_comm_single();
     t.iteration = 100;
     t.consumed_train_samples = 1000000;
-    const double F = mc_num_floating_point_operations(&a, a.global_batch_size);
+    mc_gpt_config_from_args(&t.model.cfg, &a);
+    const double F = mc_gpt_flops(&t.model.cfg, a.global_batch_size);
 
     /* a 4-rank job's save of 40 F, then this world size's first start 2000 s ago */
     char path[256], s1[32], s2[32];

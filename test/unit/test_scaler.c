@@ -10,9 +10,9 @@
 
 #include "optim/scaler.h"
 
-static mc_args_t args(bool fp16, bool bf16, double loss_scale)
+static mc_optim_config_t config(bool fp16, bool bf16, double loss_scale)
 {
-    mc_args_t a;
+    mc_optim_config_t a;
     memset(&a, 0, sizeof(a));
     a.fp16 = fp16;
     a.bf16 = bf16;
@@ -28,28 +28,28 @@ static void test_which_scaler(void **state)
 {
     (void)state;
     mc_scaler_t s;
-    mc_args_t a = args(false, false, 0);
+    mc_optim_config_t a = config(false, false, 0);
     mc_scaler_init(&s, &a); /* fp32: none, even with --loss-scale (Megatron ignores it) */
     assert_false(s.enabled);
     assert_true(mc_scaler_value(&s) == 1.0);
-    a = args(false, false, 128);
+    a = config(false, false, 128);
     mc_scaler_init(&s, &a);
     assert_false(s.enabled);
-    a = args(false, true, 0); /* bf16: none */
+    a = config(false, true, 0); /* bf16: none */
     mc_scaler_init(&s, &a);
     assert_false(s.enabled);
     assert_true(mc_scaler_value(&s) == 1.0);
-    a = args(false, true, 128); /* bf16 --loss-scale: constant */
+    a = config(false, true, 128); /* bf16 --loss-scale: constant */
     mc_scaler_init(&s, &a);
     assert_true(s.enabled && !s.dynamic && mc_scaler_value(&s) == 128.0);
     mc_scaler_update(&s, true);
     mc_scaler_update(&s, true);
     assert_true(mc_scaler_value(&s) == 128.0);
-    a = args(true, false, 0); /* fp16: dynamic from --initial-loss-scale */
+    a = config(true, false, 0); /* fp16: dynamic from --initial-loss-scale */
     mc_scaler_init(&s, &a);
     assert_true(s.enabled && s.dynamic && mc_scaler_value(&s) == 4294967296.0);
     assert_int_equal(s.hysteresis_tracker, 2);
-    a = args(true, false, 1024); /* fp16 --loss-scale: constant */
+    a = config(true, false, 1024); /* fp16 --loss-scale: constant */
     mc_scaler_init(&s, &a);
     assert_true(s.enabled && !s.dynamic && mc_scaler_value(&s) == 1024.0);
 }
@@ -57,7 +57,7 @@ static void test_which_scaler(void **state)
 static void test_dynamic_update(void **state)
 {
     (void)state;
-    mc_args_t a = args(true, false, 0);
+    mc_optim_config_t a = config(true, false, 0);
     a.initial_loss_scale = 1024;
     a.loss_scale_window = 3;
     a.min_loss_scale = 128;

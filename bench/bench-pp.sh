@@ -9,7 +9,7 @@
 # the activation memory of each schedule from the memory plan (the largest stage). A benchmark,
 # not a test; ranks beyond the machine's cores share cores, which inflates the idle time.
 #
-#   scripts/bench-pp.sh          # BENCH_ITERS=6
+#   bench/bench-pp.sh          # BENCH_ITERS=6
 set -euo pipefail
 cd "$(dirname "$0")/.."
 MC_BIN=${MC_BIN:-./megatron-c}

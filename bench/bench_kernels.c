@@ -1,8 +1,8 @@
-/* Kernel benchmark of the CUDA backend (issue 7, point 1): times every op of the table except
+/* Kernel benchmark of the CUDA backend: times every op of the table except
  * attention on one GPU and prints each against its roofline: bandwidth-bound ops in GB/s of
  * the bytes they must move at least once (inputs read, outputs written; an accumulated output
  * counts twice) against the device's copy bandwidth, GEMMs in TFLOP/s against the dense peak.
- * Driven by scripts/bench-kernels.sh; without a CUDA build or a GPU it says so and exits 2.
+ * Driven by bench/bench-kernels.sh; without a CUDA build or a GPU it says so and exits 2.
  *
  *   bench_kernels [--quick] [--device N] [--peak-gbs X] [--peak-tflops-16 X] [--peak-tflops-32 X]
  *

@@ -1,9 +1,10 @@
-/* The pipeline's layout as pure arithmetic on the configuration: the schedule's parameters and
- * Megatron's checks of them (the interleaved schedule's microbatch rules), and which transformer
- * layers each (pp rank, model chunk) holds. Below parallel/ so that the command line's checks
- * (cli/validate.c) and the pipeline (parallel/schedule.h, parallel/pipeline.c) share them. */
-#ifndef MC_CONFIG_PIPELINE_LAYOUT_H
-#define MC_CONFIG_PIPELINE_LAYOUT_H
+/* The pipeline plan: the pipeline's layout as pure arithmetic, made once from the arguments
+ * (trainer/config.c). The schedule's parameters and Megatron's checks of them (the interleaved
+ * schedule's microbatch rules), and which transformer layers each (pp rank, model chunk) holds;
+ * the command line's checks (cli/validate.c), the schedules (parallel/schedule.h) and their
+ * executor (parallel/pipeline.c) share them. */
+#ifndef MC_PARALLEL_PP_PLAN_H
+#define MC_PARALLEL_PP_PLAN_H
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -52,5 +53,23 @@ static inline bool mc_pp_is_post_process(int pp_size, int vpp, int pp_rank, int 
 {
     return pp_rank == pp_size - 1 && chunk == vpp - 1;
 }
+
+/* A run's pipeline plan: its stages and chunks (layers: num_layers, pp_size, vpp and the uneven
+ * first and last stages), its schedules' parameters and the steps they run. */
+typedef struct {
+    mc_pp_layers_cfg_t layers; /* pp_size and vpp are 1 without pipelining or interleaving */
+    int group_size;            /* --microbatch-group-size-per-virtual-pipeline-stage; 0: pp */
+    bool overlap_p2p_comm;     /* with vpp > 1 only */
+    int num_microbatches;      /* of a training step (the final global batch's) */
+    int eval_microbatches;     /* of an evaluation step; 0: no evaluation */
+    /* --rampup-batch-size: the steps of the ramp run the global batches ramp_start,
+     * ramp_start + ramp_increment, ... below global_batch_size, batch_per_microbatch samples
+     * per microbatch (ramp_start 0: no ramp) */
+    int ramp_start, ramp_increment, global_batch_size, batch_per_microbatch;
+} mc_pp_plan_t;
+
+/* The schedule of pp rank pp_rank for a step of num_microbatches microbatches. */
+mc_pp_config_t mc_pp_plan_schedule(const mc_pp_plan_t *p, int pp_rank, int num_microbatches,
+                                   bool forward_only);
 
 #endif

@@ -19,7 +19,7 @@
 # 1B model's weights alone (--no-save-optim: a 4-byte-per-parameter snapshot fits). The
 # checkpoints are deleted at the end. A benchmark, not a test.
 #
-#   scripts/bench-ckpt.sh            # BENCH_DIR=build/bench-ckpt (the disk measured)
+#   bench/bench-ckpt.sh            # BENCH_DIR=build/bench-ckpt (the disk measured)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 MC_BIN=${MC_BIN:-./megatron-c}

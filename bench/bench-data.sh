@@ -2,7 +2,7 @@
 # Data pipeline benchmark (docs/PERF.md, "Data pipeline"):
 #  1. tokens/s of `megatron-c preprocess-data` (GPT-2 BPE, --append-eod) with 1 worker and with
 #     all cores, against a Python peer of Megatron's tools/preprocess_data.py
-#     (scripts/bench_data_py.py: json.loads per line + the legacy GPT-2 BPE of
+#     (bench/bench_data_py.py: json.loads per line + the legacy GPT-2 BPE of
 #     test/ref/gpt2_tokenizer_ref.py + the same .bin/.idx writer), on tinyshakespeare.jsonl and
 #     on that file concatenated BENCH_COPIES times; start-up time (a one-line input) and peak RSS
 #     (/usr/bin/time) for each; the outputs of every side are compared with cmp.
@@ -14,7 +14,7 @@
 #     test/fixtures/tokenizers/, one core, per-core tokens/s against GPT-2's.
 #  2. the time to build a GPT dataset's indices (document, sample and shuffle index, as training
 #     start-up does through mc_gpt_datasets_build) for a synthetic ~1B-token dataset
-#     (scripts/bench_index_build.c, compiled here against the repository's objects; its .bin is
+#     (bench/bench_index_build.c, compiled here against the repository's objects; its .bin is
 #     a sparse file, since index building reads only the .idx's sequence lengths); and, where
 #     this build has `megatron-c inspect-data`, the same split end to end as a whole process,
 #     with an empty index cache (--data-cache-path) and with the cache that run wrote.
@@ -22,9 +22,9 @@
 # best (fastest) is reported: the machine may be shared with other jobs. A benchmark, not a
 # test: it never fails on speed, only when a side cannot run or the outputs differ.
 #
-#   scripts/bench-data.sh
+#   bench/bench-data.sh
 #   BENCH_COPIES=5 BENCH_REPEAT=1 BENCH_PY_POOL=0 BENCH_RSS_COPIES=0 BENCH_INDEX_DOCS=200000 \
-#       scripts/bench-data.sh                                                  # quick
+#       bench/bench-data.sh                                                  # quick
 #
 # Environment (defaults in brackets): MEGATRON_C_SHARED [../shared] (data/text/tinyshakespeare.jsonl,
 # data/gpt2/gpt2-{vocab.json,merges.txt}), BENCH_COPIES [20], BENCH_REPEAT [3],
@@ -107,9 +107,9 @@ for f in base/*.c config/*.c comm/*.c kernels/*.c kernels/cpu/*.c model/*.c data
 done
 rm -f "$TMP/libmc.a"
 ar rcs "$TMP/libmc.a" "${OBJS[@]}"
-HELPER_CC=("$CC" -std=gnu11 -O2 -I. -o "$TMP/bench_index_build" scripts/bench_index_build.c
+HELPER_CC=("$CC" -std=gnu11 -O2 -I. -o "$TMP/bench_index_build" bench/bench_index_build.c
            "$TMP/libmc.a" -lopenblas -ljansson -lpcre2-8 -lsentencepiece -lstdc++ -lz -lm -lpthread)
-"${HELPER_CC[@]}" >>"$TMP/build.log" 2>&1 || { tail -20 "$TMP/build.log" >&2; die "cannot build scripts/bench_index_build.c"; }
+"${HELPER_CC[@]}" >>"$TMP/build.log" 2>&1 || { tail -20 "$TMP/build.log" >&2; die "cannot build bench/bench_index_build.c"; }
 
 # ---- inputs --------------------------------------------------------------------------------
 head -n 1 "$JSONL" >"$TMP/one.jsonl"
@@ -165,8 +165,8 @@ same() {  # same A B: the two outputs are byte-identical
 MC1=("${PIN[@]}" "$MCB" preprocess-data "${MC_ARGS[@]}" --workers 1)
 MC1U=("$MCB" preprocess-data "${MC_ARGS[@]}" --workers 1)
 MCA=("$MCB" preprocess-data "${MC_ARGS[@]}" --workers "$WALL")
-PY1=("${PIN[@]}" "$PYTHON" scripts/bench_data_py.py "${PY_ARGS[@]}" --workers 1)
-PYA=("$PYTHON" scripts/bench_data_py.py "${PY_ARGS[@]}" --workers "$WALL" --pool)
+PY1=("${PIN[@]}" "$PYTHON" bench/bench_data_py.py "${PY_ARGS[@]}" --workers 1)
+PYA=("$PYTHON" bench/bench_data_py.py "${PY_ARGS[@]}" --workers "$WALL" --pool)
 
 say "start-up (one-line input), best of $REPEAT"
 run mc_start "$TMP/one.jsonl" "$REPEAT" -- "${MC1[@]}"

@@ -1,8 +1,8 @@
 #!/usr/bin/python3
-"""PyTorch half of scripts/bench-cpu.sh: times full fp32 training steps of the GPT that megatron-c
+"""PyTorch half of bench/bench-cpu.sh: times full fp32 training steps of the GPT that megatron-c
 trains (Megatron MCore "local" spec) on the CPU, one thread.
 
-    OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1 /usr/bin/python3 scripts/bench_cpu_torch.py \
+    OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1 /usr/bin/python3 bench/bench_cpu_torch.py \
         --num-layers 4 --hidden-size 256 --num-attention-heads 8 --seq-length 256 \
         --micro-batch-size 4 --global-batch-size 4 --vocab-size 8192
 

@@ -1,4 +1,4 @@
-/* Benchmark helper for scripts/bench-data.sh: the time to build a GPT dataset's indices
+/* Benchmark helper for bench/bench-data.sh: the time to build a GPT dataset's indices
  * (document index, sample index, shuffle index: Megatron's
  * GPTDataset._build_document_sample_shuffle_indices) for a large indexed dataset. Built by the
  * script against the repository's objects; not part of the megatron-c binary.

@@ -1,6 +1,6 @@
-/* The pipeline's layout: see pipeline_layout.h. Checks and messages follow Megatron's
+/* The pipeline plan: see pp_plan.h. Checks and messages follow Megatron's
  * (arguments.py:validate_args, schedules.py, TransformerConfig.__post_init__). */
-#include "config/pipeline_layout.h"
+#include "parallel/pp_plan.h"
 
 #include "base/error.h"
 
@@ -151,4 +151,19 @@ int mc_pp_layers(const mc_pp_layers_cfg_t *c, int pp_rank, int chunk, int *first
         *first_layer =
             chunk * round + f_chunk + middle_rank * (middle_stages ? m_chunk / middle_stages : 0);
     return 0;
+}
+
+mc_pp_config_t mc_pp_plan_schedule(const mc_pp_plan_t *p, int pp_rank, int num_microbatches,
+                                   bool forward_only)
+{
+    const mc_pp_config_t c = {
+        .pp_rank = pp_rank,
+        .pp_size = p->layers.pp_size,
+        .vpp = p->layers.vpp,
+        .num_microbatches = num_microbatches,
+        .group_size = p->group_size,
+        .overlap_p2p_comm = p->layers.vpp > 1 && p->overlap_p2p_comm,
+        .forward_only = forward_only,
+    };
+    return c;
 }

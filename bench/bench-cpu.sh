@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
 # CPU benchmark: one fp32 training step of a small GPT in megatron-c (OpenBLAS GEMM) against the
-# same model in PyTorch (scripts/bench_cpu_torch.py), each on one thread, pinned to one core when
+# same model in PyTorch (bench/bench_cpu_torch.py), each on one thread, pinned to one core when
 # taskset is available. Prints a table with ms/step, tokens/s, GFLOP/s and the ratio
 # PyTorch time / megatron-c time (> 1: megatron-c is faster). A benchmark, not a test: it never
 # fails on speed (it fails only when a side cannot run).
 #
-#   scripts/bench-cpu.sh
-#   BENCH_LAYERS=2 BENCH_HIDDEN=512 scripts/bench-cpu.sh     # another config
+#   bench/bench-cpu.sh
+#   BENCH_LAYERS=2 BENCH_HIDDEN=512 bench/bench-cpu.sh     # another config
 #
 # Environment (defaults in brackets): BENCH_LAYERS [4] BENCH_HIDDEN [256] BENCH_HEADS [8]
 # BENCH_SEQ [256] BENCH_MBS [4] BENCH_GBS [4] BENCH_VOCAB [8192] (padded to a multiple of 128),
@@ -73,7 +73,7 @@ if has_flag --eval-iters; then MC+=(--eval-iters 0); else NOTES+=("--eval-iters 
 # ---- runs ----------------------------------------------------------------------------------
 PT_ENV=()
 [ -n "${BENCH_TORCH_ENV:-}" ] && read -r -a PT_ENV <<<"$BENCH_TORCH_ENV"
-PT=("$PYTHON" scripts/bench_cpu_torch.py --num-layers "$L" --hidden-size "$H"
+PT=("$PYTHON" bench/bench_cpu_torch.py --num-layers "$L" --hidden-size "$H"
     --num-attention-heads "$NH" --seq-length "$S" --micro-batch-size "$MBS"
     --global-batch-size "$GBS" --vocab-size "$V" --warmup-steps "$WARM" --steps "$STEPS")
 run_mc() {  # $1: run number; sets MC_MS, MC_LAST

@@ -1,9 +1,9 @@
 #!/usr/bin/env python3
-"""Python peer of `megatron-c preprocess-data` for scripts/bench-data.sh: Megatron's
+"""Python peer of `megatron-c preprocess-data` for bench/bench-data.sh: Megatron's
 tools/preprocess_data.py pipeline for the legacy GPT-2 BPE tokenizer, re-stated without Megatron
 (which cannot be installed here).
 
-    /usr/bin/python3 scripts/bench_data_py.py --input X.jsonl --output-prefix P \\
+    /usr/bin/python3 bench/bench_data_py.py --input X.jsonl --output-prefix P \\
         --vocab-file gpt2-vocab.json --merge-file gpt2-merges.txt --append-eod [--workers N]
 
 Per line, as Megatron's Encoder.encode does: json.loads, then for every --json-keys key the

@@ -11,7 +11,7 @@
 # "ring MB" converts that into what each rank sends with ring algorithms: 2(t-1)/t·X for an
 # all-reduce, (t-1)/t·X for a reduce-scatter or all-gather. A benchmark, not a test.
 #
-#   scripts/bench-tp.sh          # BENCH_ITERS=10
+#   bench/bench-tp.sh          # BENCH_ITERS=10
 set -euo pipefail
 cd "$(dirname "$0")/.."
 MC_BIN=${MC_BIN:-./megatron-c}

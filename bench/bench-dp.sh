@@ -10,7 +10,7 @@
 # microbatch (short sequences), where overlap matters. A benchmark, not a test: it never fails on
 # speed, only when a run fails.
 #
-#   scripts/bench-dp.sh                       # BENCH_ITERS=20 BENCH_DPS="1 2 4"
+#   bench/bench-dp.sh                       # BENCH_ITERS=20 BENCH_DPS="1 2 4"
 #
 # Environment: MC_BIN [./megatron-c], BENCH_ITERS [20] (timed iterations, after 5 warm-up
 # ones), BENCH_DPS ["1 2 4"], BENCH_BUCKET [4000000] (elements per bucket with overlap),

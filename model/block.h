@@ -1,0 +1,151 @@
+/* The model's blocks, along Megatron-core's modules (model-internal): the embedding
+ * (model/embedding.c), the norms (model/norm.c), self-attention (model/attention.c), the MLP
+ * (model/mlp.c), the output layer and loss (model/output.c), over the tensor-parallel mappings
+ * of model/tp.h. model/gpt.c drives them, running the layers of a chunk through the blocks the
+ * layer spec (model/layer_spec.h) picked; model/gpt_memory.c plans and allocates their buffers.
+ * Each block has a forward, a backward, its saved activations for the memory plan, and its
+ * parameters for the table (kinds of the names table, model/param_names.h). */
+#ifndef MC_MODEL_BLOCK_H
+#define MC_MODEL_BLOCK_H
+
+#include "model/gpt.h"
+#include "model/tp.h"
+
+/* This rank's slice of the tensor-parallel dimensions (Megatron's column/row-parallel layers):
+ * heads, attention width, ffn width and vocabulary, and where its vocabulary starts. */
+typedef struct {
+    int heads, groups, attn, qkv, ffn, ffn1, vocab, vocab_start, head_start;
+    /* sequence parallelism: this rank's sequence rows [seq_start, seq_start + seq) of the norm,
+     * dropout and residual regions (the whole sequence without it) */
+    bool sp;
+    int seq, seq_start;
+} mc_tp_dims_t;
+
+mc_tp_dims_t mc_gpt_tp_dims(const mc_gpt_config_t *c);
+/* The model's tp group and sequence parallelism, for the mappings. */
+mc_tp_t mc_gpt_tp(const mc_gpt_t *m);
+
+/* Every activation and workspace buffer comes from mc_gpt_take, which records it for
+ * mc_gpt_free; with m NULL (the sizing pass) it only counts the bytes and hands out NULL. */
+typedef struct {
+    mc_gpt_t *m;
+    long bytes;
+    int failed;
+} mc_alloc_t;
+
+void *mc_gpt_take(mc_alloc_t *a, long bytes);
+
+/* Appends parameter kind k of global layer `layer` (-1 outside the layers) with full shape
+ * [d0, d1] (d1 0: a vector) and its init (N(0, std), or the constant value when std is 0). */
+mc_param_t *mc_gpt_add_param(mc_gpt_t *m, mc_pkind_t k, int layer, int64_t d0, int64_t d1,
+                             float std, float value);
+
+/* Full recomputation: whether layer j of a model chunk of n layers keeps only its recompute
+ * group's input, and the group's layers [first, last]. */
+bool mc_gpt_recomputed(const mc_gpt_config_t *c, int n, int j, int *first, int *last);
+
+mc_dropout_t mc_gpt_dropout(const mc_gpt_t *m, uint32_t iteration, uint32_t layer, uint32_t site,
+                            uint64_t sample0, float p);
+
+/* One layer of the microbatch in flight, as its blocks see it. */
+typedef struct {
+    mc_gpt_t *m;
+    const mc_backend_t *be;
+    const mc_gpt_config_t *c;
+    mc_tp_dims_t t;
+    mc_tp_t tp;
+    mc_gpt_slot_t *sl;
+    int B, N;           /* the microbatch's sequences; its tokens S * B */
+    long NL;            /* elements of a sequence-local [s, b, h] activation */
+    uint32_t iteration; /* keys the dropout masks */
+    uint32_t layer_no;  /* the global layer number + 1 (the dropout key's layer) */
+    bool training;      /* forward: dropout on */
+    void *const *w;     /* the layer's parameters by kind (m->p.layers[j].t) */
+    void *const *gw;    /* and their gradients */
+} mc_layer_run_t;
+
+/* Layer j of the chunk in flight (m->cur, m->cur_chunk) as its blocks see it. */
+mc_layer_run_t mc_gpt_layer_run(mc_gpt_t *m, int j, uint32_t iteration, bool training);
+
+/* ---- norms (model/norm.c): LayerNorm and RMSNorm over rows of the hidden size ---- */
+
+typedef struct mc_norm_ops {
+    const char *name;
+    bool bias; /* has a bias parameter */
+    /* a = norm(x) */
+    void (*forward)(const mc_gpt_t *m, mc_norm_acts_t *a, const void *x, const void *w,
+                    const void *b, int rows);
+    /* sum = x + y, then a = norm(sum): the residual add fused with the norm that reads it */
+    void (*add_forward)(const mc_gpt_t *m, void *sum, mc_norm_acts_t *a, const void *x,
+                        const void *y, const void *w, const void *b, int rows);
+    /* dx += the gradient at x of dout at the norm's output; dw, db accumulate */
+    void (*backward_acc)(const mc_gpt_t *m, void *dx, void *dw, void *db, const void *dout,
+                         const void *x, const void *w, const mc_norm_acts_t *a, int rows);
+} mc_norm_ops_t;
+
+extern const mc_norm_ops_t mc_norm_layernorm, mc_norm_rmsnorm;
+
+/* The norm's saved activations over `rows` rows (out, statistics). */
+void mc_norm_plan(const mc_norm_ops_t *ops, const mc_gpt_t *m, mc_alloc_t *a, mc_norm_acts_t *acts,
+                  long rows);
+/* Its parameters: kind `weight` (and weight + 1, the bias, with one) of `size` channels. */
+void mc_norm_params(const mc_norm_ops_t *ops, mc_gpt_t *m, mc_pkind_t weight, int layer,
+                    int64_t size);
+
+/* --apply-layernorm-1p (Megatron's zero_centered_gamma): the workspace of the (1 + w) copies,
+ * pointing m->p's norm weights at them after allocation, and forming them from parameters
+ * [first, first + n) when those are about to be read. */
+void mc_norm_1p_plan(mc_gpt_t *m, mc_alloc_t *ws);
+int mc_norm_1p_setup(mc_gpt_t *m);
+void mc_norm_1p_refresh(mc_gpt_t *m, int first, int n);
+
+/* ---- a layer's attention and MLP (one interface: Megatron's self_attention and mlp) ---- */
+
+typedef struct mc_block_ops {
+    const char *name;
+    /* appends its parameters of global layer `layer` to the table, in Megatron's order */
+    void (*params)(mc_gpt_t *m, int layer);
+    /* one layer's saved activations into acts (its member of mc_layer_acts_t's union) */
+    void (*plan)(mc_gpt_t *m, mc_alloc_t *acts_alloc, void *acts);
+    /* what every layer of this kind shares: activations (acts_alloc) and workspaces (ws) */
+    void (*plan_shared)(mc_gpt_t *m, mc_alloc_t *acts_alloc, mc_alloc_t *ws);
+    /* after allocation: fills what never changes (NULL: nothing); 0 or -1 */
+    int (*setup)(mc_gpt_t *m);
+    /* forward from the layer's norm output `in` (sequence-local); returns its output, summed
+     * over tp and sequence-local, in a driver workspace (m->tmp_h or m->dtmp_h) */
+    void *(*forward)(mc_layer_run_t *r, void *acts, const void *in);
+    /* backward from dy (sequence-local: in m->dtmp_h, or m->dres itself when the dropout before
+     * it is the identity, then read only) into din (m->dx) at `in`; parameter gradients
+     * accumulate; m->tmp_h and m->dtmp_h are its scratch */
+    void (*backward)(mc_layer_run_t *r, void *acts, const void *in, void *dy, void *din);
+} mc_block_ops_t;
+
+extern const mc_block_ops_t mc_self_attention; /* model/attention.c */
+extern const mc_block_ops_t mc_mlp;            /* model/mlp.c */
+
+/* ---- the embedding (model/embedding.c) ---- */
+
+/* word (and learned position) embeddings; shared: the word embeddings have a copy on the last
+ * stage (tied over pipeline stages) */
+void mc_embedding_params(mc_gpt_t *m, bool shared);
+/* slot->in = dropout(the embeddings of the slot's tokens), sequence-local */
+void mc_embedding_forward(mc_gpt_t *m, mc_gpt_slot_t *sl, uint32_t iteration, bool training);
+/* from the gradient at slot->in in m->dres (overwritten) */
+void mc_embedding_backward(mc_gpt_t *m, mc_gpt_slot_t *sl, uint32_t iteration);
+
+/* ---- the output layer and loss (model/output.c) ---- */
+
+/* final norm and output layer (unless tied on this stage) */
+void mc_output_params(mc_gpt_t *m, bool shared);
+/* the final norm of slot->x_final, when the last layer's residual add did not do it */
+void mc_output_norm(mc_gpt_t *m, mc_gpt_slot_t *sl);
+/* logits and the vocab-parallel cross-entropy of the normed slot->lnf: the masked loss sum (NAN
+ * with mb->losses_out: read later) and the token count of mb; in training with mb->loss_weight,
+ * the loss gradient in the logits too (mc_output_backward then checks its weight) */
+void mc_output_forward(mc_gpt_t *m, mc_gpt_slot_t *sl, const mc_microbatch_t *mb, bool training,
+                       double *loss_sum, double *num_tokens);
+/* from the loss (per-token weights mask * weight, times the loss scale) to the gradient at
+ * slot->x_final in m->dres */
+void mc_output_backward(mc_gpt_t *m, mc_gpt_slot_t *sl, float weight);
+
+#endif

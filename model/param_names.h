@@ -1,0 +1,105 @@
+/* The one table of the GPT parameters' names (model/param_names.c): per kind of parameter,
+ * Megatron's local-spec name, Transformer Engine's (which torch_dist's sharded keys use too),
+ * the tp linear module whose _extra_state follows it, how tp splits it (torch_dist's sharding
+ * axis), and the Hugging Face tensors it becomes. The parameter table (model/params.c), the
+ * legacy checkpoints (ckpt/model.c), torch_dist (ckpt/torchdist_shard.c, torchdist_save.c) and
+ * the HF bridge (ckpt/hf_map.c) all read it; a new block's parameters are new rows. */
+#ifndef MC_MODEL_PARAM_NAMES_H
+#define MC_MODEL_PARAM_NAMES_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+/* How a parameter is split over the tp ranks (Megatron's tensor_model_parallel attribute); the
+ * value is the sharding axis of torch_dist. */
+typedef enum {
+    MC_SPLIT_NONE = -1,    /* duplicated on every tp rank (LayerNorms, row-parallel biases, wpe) */
+    MC_SPLIT_ROWS = 0,     /* column-parallel weights and biases, vocab-parallel embeddings */
+    MC_SPLIT_COLS = 1,     /* row-parallel weights */
+    MC_SPLIT_ROWS_GLU = 2, /* SwiGLU's linear_fc1 [gate; up]: each half split by rows, a rank
+                              holding [its gate rows; its up rows] (Megatron's layout) */
+} mc_split_t;
+
+/* Kinds of parameters, in Megatron's model.parameters() order (a layer's as its local spec
+ * builds them: input_layernorm, linear_proj, linear_qkv, q/k_layernorm, pre_mlp_layernorm,
+ * linear_fc1, linear_fc2). */
+typedef enum {
+    MC_PK_WORD_EMBEDDINGS,
+    MC_PK_POSITION_EMBEDDINGS,
+    MC_PK_INPUT_NORM_W, /* the first of a layer's */
+    MC_PK_INPUT_NORM_B,
+    MC_PK_PROJ_W,
+    MC_PK_PROJ_B,
+    MC_PK_QKV_W,
+    MC_PK_QKV_B,
+    MC_PK_Q_NORM_W,
+    MC_PK_Q_NORM_B,
+    MC_PK_K_NORM_W,
+    MC_PK_K_NORM_B,
+    MC_PK_PRE_MLP_NORM_W,
+    MC_PK_PRE_MLP_NORM_B,
+    MC_PK_FC1_W,
+    MC_PK_FC1_B,
+    MC_PK_FC2_W,
+    MC_PK_FC2_B, /* the last of a layer's */
+    MC_PK_FINAL_NORM_W,
+    MC_PK_FINAL_NORM_B,
+    MC_PK_OUTPUT_W,
+    MC_PK_COUNT
+} mc_pkind_t;
+
+/* The Hugging Face classes of the bridge (ckpt/hf.h). */
+typedef enum { MC_HF_GPT2, MC_HF_LLAMA, MC_HF_CLASSES } mc_hf_class_t;
+
+/* Which rows of a Megatron parameter an HF tensor holds. */
+typedef enum {
+    MC_HF_ALL,  /* every row (the first `rows` of the embedding and output layer) */
+    MC_HF_Q,    /* linear_qkv's query rows, head after head */
+    MC_HF_K,    /* its key rows, group after group */
+    MC_HF_V,    /* its value rows */
+    MC_HF_QKV,  /* [Q; K; V] (GPT-2's c_attn) */
+    MC_HF_GATE, /* linear_fc1's first half (SwiGLU's gate) */
+    MC_HF_UP,   /* its second half */
+} mc_hf_part_t;
+
+typedef struct {
+    const char *name; /* a layer's after the class's "<prefix>.<layer>."; NULL: no more */
+    mc_hf_part_t part;
+    bool transpose; /* stored [cols, rows] (GPT-2's Conv1D) */
+} mc_hf_name_t;
+
+typedef struct {
+    const char *local; /* Megatron's local-spec name; a layer's after "decoder.layers.<l>." */
+    const char *te;    /* Transformer Engine's: the norms fused into the linear that follows */
+    /* the tp linear module (local and TE names) whose _extra_state follows its last parameter;
+     * NULL outside one */
+    const char *module_local, *module_te;
+    bool layer;       /* a transformer layer's: names numbered, torch_dist stacked over layers */
+    mc_split_t split; /* over tp */
+    bool glu;         /* the GLU rule: MC_SPLIT_ROWS_GLU in a gated MLP (SwiGLU) */
+    bool norm;        /* a norm's: its gradient is summed over tp under sequence parallelism */
+    bool qk_norm;     /* q/k_layernorm's (norms too): summed over tp always, each rank
+                         normalising its own heads; decay with --apply-wd-to-qk-layernorm */
+    bool bias;        /* a bias (no weight decay, as every 1-D parameter) */
+    mc_hf_name_t hf[MC_HF_CLASSES][3]; /* the HF tensors of each class, in order */
+} mc_param_name_t;
+
+extern const mc_param_name_t mc_param_names[MC_PK_COUNT];
+
+/* HF's layer prefix of each class ("transformer.h", "model.layers"), and the kinds in the order
+ * HF's modules list them (a layer's: norm, qkv, proj, norm, fc1, fc2). */
+extern const char *const mc_hf_layer_prefix[MC_HF_CLASSES];
+extern const mc_pkind_t mc_hf_kind_order[MC_PK_COUNT];
+
+/* A norm's weight (what --apply-layernorm-1p computes with as 1 + w). */
+static inline bool mc_pkind_norm_weight(mc_pkind_t k)
+{
+    return mc_param_names[k].norm && !mc_param_names[k].bias;
+}
+
+/* The name of kind k of global layer `layer` (ignored outside the layers): Megatron's local or
+ * Transformer Engine's, with the layer number; into buf[n]. */
+void mc_param_name_local(mc_pkind_t k, int layer, char *buf, size_t n);
+void mc_param_name_te(mc_pkind_t k, int layer, char *buf, size_t n);
+
+#endif

@@ -1,0 +1,280 @@
+/* The configs of a run, made once from the validated arguments (trainer/config.h). */
+#include "trainer/config.h"
+
+#include <stdbool.h>
+#include <string.h>
+
+#include "base/error.h"
+
+void mc_gpt_config_from_args(mc_gpt_config_t *c, const mc_args_t *a)
+{
+    memset(c, 0, sizeof(*c));
+    c->num_layers = a->num_layers;
+    c->hidden = a->hidden_size;
+    c->heads = a->num_attention_heads;
+    c->groups = a->num_query_groups > 0 ? a->num_query_groups : a->num_attention_heads;
+    c->head_dim = a->kv_channels;
+    c->ffn = a->ffn_hidden_size;
+    c->seq = a->seq_length;
+    c->max_batch = a->micro_batch_size > a->eval_micro_batch_size ? a->micro_batch_size
+                                                                  : a->eval_micro_batch_size;
+    c->vocab = a->padded_vocab_size;
+    c->max_pos = a->max_position_embeddings;
+    c->eps = (float)a->norm_epsilon;
+    c->bias = a->add_bias_linear;
+    c->qkv_bias = a->add_qkv_bias;
+    c->tied = !a->untie_embeddings_and_output_weights;
+    c->rms = strcmp(a->normalization, "RMSNorm") == 0;
+    c->qk_norm = a->qk_layernorm;
+    c->wd_qk_norm = a->apply_wd_to_qk_layernorm;
+    c->norm_1p = a->apply_layernorm_1p;
+    /* Megatron's MLP: squared_relu, else bias_gelu_impl (tanh) with the fusion, else F.gelu */
+    c->act = a->squared_relu       ? MC_ACT_SQUARED_RELU
+             : a->bias_gelu_fusion ? MC_ACT_GELU_TANH
+                                   : MC_ACT_GELU_ERF;
+    c->swiglu = a->swiglu;
+    c->pos = strcmp(a->position_embedding_type, "rope") == 0   ? MC_POS_ROPE
+             : strcmp(a->position_embedding_type, "none") == 0 ? MC_POS_NONE
+                                                               : MC_POS_LEARNED;
+    if (c->pos == MC_POS_ROPE)
+        c->rope = (mc_rope_cfg_t){.rot_dim = (int)(a->kv_channels * a->rotary_percent),
+                                  .interleaved = a->rotary_interleaved,
+                                  .base = a->rotary_base,
+                                  .interp = a->rotary_seq_len_interpolation_factor,
+                                  .scaling = a->use_rope_scaling ? a->rope_scaling_factor : 0};
+    c->post_ln_residual = a->apply_residual_connection_post_layernorm;
+    c->hidden_dropout = (float)a->hidden_dropout;
+    c->attention_dropout = (float)a->attention_dropout;
+    c->init_std = (float)a->init_method_std;
+    c->embedding_init_std = (float)a->embedding_init_method_std;
+    c->seed = (uint64_t)a->seed;
+    /* section 7: 16-bit params and activations; the grad buffer is fp32 for bf16 (Megatron sets
+     * accumulate_allreduce_grads_in_fp32) and the param type for fp16 unless asked for fp32 */
+    c->dt = a->bf16 ? MC_DT_BF16 : a->fp16 ? MC_DT_F16 : MC_DT_F32;
+    c->gdt = a->fp16 && !a->accumulate_allreduce_grads_in_fp32 ? MC_DT_F16 : MC_DT_F32;
+    c->tp = a->tensor_model_parallel_size > 0 ? a->tensor_model_parallel_size : 1;
+    c->tp_rank = 0; /* the trainer sets this rank's */
+    c->sequence_parallel = a->sequence_parallel && c->tp > 1;
+    c->recompute = strcmp(a->recompute_granularity, "selective") == 0 ? MC_RECOMPUTE_SELECTIVE
+                   : strcmp(a->recompute_granularity, "full") != 0    ? MC_RECOMPUTE_NONE
+                   : strcmp(a->recompute_method, "block") == 0        ? MC_RECOMPUTE_FULL_BLOCK
+                                                                      : MC_RECOMPUTE_FULL_UNIFORM;
+    c->recompute_num_layers = a->recompute_num_layers;
+    c->n_chunks = 1;
+    c->chunk[0] =
+        (mc_chunk_cfg_t){.first_layer = 0, .n_layers = c->num_layers, .pre = true, .post = true};
+    c->slots[0] = 0;
+    c->slots[1] = 1;
+}
+
+/* --lr-decay-style and --weight-decay-incr-style by name (the flag table accepts these names
+ * only; WSD is refused there as not implemented). */
+static mc_lr_decay_style_t decay_style(const char *s)
+{
+    if (!strcmp(s, "constant")) return MC_LR_CONSTANT;
+    if (!strcmp(s, "linear")) return MC_LR_LINEAR;
+    if (!strcmp(s, "cosine")) return MC_LR_COSINE;
+    if (!strcmp(s, "inverse-square-root")) return MC_LR_INVERSE_SQRT;
+    if (!strcmp(s, "WSD"))
+        mc_user_error("--lr-decay-style WSD is not supported yet (use constant, linear, cosine or "
+                      "inverse-square-root)");
+    mc_user_error("unknown --lr-decay-style '%s' (use constant, linear, cosine or "
+                  "inverse-square-root)",
+                  s);
+}
+
+static mc_wd_incr_style_t wd_incr_style(const char *s)
+{
+    if (!strcmp(s, "constant")) return MC_WD_CONSTANT;
+    if (!strcmp(s, "linear")) return MC_WD_LINEAR;
+    if (!strcmp(s, "cosine")) return MC_WD_COSINE;
+    mc_user_error("unknown --weight-decay-incr-style '%s' (use constant, linear or cosine)", s);
+}
+
+/* training.get_optimizer_param_scheduler: iteration-based lengths are *_iters times the global
+ * batch, sample-based ones *_samples, --lr-warmup-fraction a fraction of the decay. */
+void mc_lr_config_from_args(mc_lr_config_t *c, const mc_args_t *a)
+{
+    memset(c, 0, sizeof(*c));
+    const int64_t gbs = a->global_batch_size;
+    const bool fraction = a->lr_warmup_fraction >= 0;
+    /* Sample-based first: validation derives train_iters from train_samples, so train_iters
+     * is set in both modes (Megatron decides before deriving it). */
+    if (a->train_samples > 0) {
+        c->decay_steps = a->lr_decay_samples ? a->lr_decay_samples : a->train_samples;
+        c->wd_incr_steps = a->train_samples;
+        c->warmup_steps = fraction ? a->lr_warmup_fraction * (double)c->decay_steps
+                                   : (double)a->lr_warmup_samples;
+    } else if (a->train_iters > 0) {
+        int64_t decay_iters = a->lr_decay_iters ? a->lr_decay_iters : a->train_iters;
+        c->decay_steps = decay_iters * gbs;
+        c->wd_incr_steps = a->train_iters * gbs;
+        c->warmup_steps = fraction ? a->lr_warmup_fraction * (double)c->decay_steps
+                                   : (double)(a->lr_warmup_iters * gbs);
+    } else {
+        c->no_length = true; /* the scheduler refuses it (the planner needs none) */
+    }
+    c->init_lr = a->lr_warmup_init;
+    c->max_lr = a->lr;
+    c->min_lr = a->min_lr;
+    c->decay_style = decay_style(a->lr_decay_style);
+    c->wd_incr_style = wd_incr_style(a->weight_decay_incr_style);
+    if (c->wd_incr_style == MC_WD_CONSTANT) {
+        /* validate_args: both come from --weight-decay in the constant style */
+        c->start_wd = c->end_wd = a->weight_decay;
+    } else {
+        if (!a->start_weight_decay_set || !a->end_weight_decay_set)
+            mc_user_error("--weight-decay-incr-style %s needs --start-weight-decay and "
+                          "--end-weight-decay (give both)",
+                          a->weight_decay_incr_style);
+        c->start_wd = a->start_weight_decay;
+        c->end_wd = a->end_weight_decay;
+    }
+    c->decoupled_max_lr = a->decoupled_lr; /* < 0: not given */
+    c->decoupled_min_lr = a->decoupled_min_lr >= 0 ? a->decoupled_min_lr : a->min_lr;
+}
+
+static void optim_config(mc_optim_config_t *c, const mc_args_t *a)
+{
+    memset(c, 0, sizeof(*c));
+    c->adam_beta1 = a->adam_beta1;
+    c->adam_beta2 = a->adam_beta2;
+    c->adam_eps = a->adam_eps;
+    c->clip_grad = a->clip_grad;
+    c->use_distributed_optimizer = a->use_distributed_optimizer;
+    c->fp16 = a->fp16;
+    c->bf16 = a->bf16;
+    c->loss_scale = a->loss_scale;
+    c->initial_loss_scale = a->initial_loss_scale;
+    c->min_loss_scale = a->min_loss_scale;
+    c->loss_scale_window = a->loss_scale_window;
+    c->hysteresis = a->hysteresis;
+}
+
+static void ddp_config(mc_ddp_config_t *c, const mc_args_t *a)
+{
+    memset(c, 0, sizeof(*c));
+    c->use_distributed_optimizer = a->use_distributed_optimizer;
+    c->overlap_grad_reduce = a->overlap_grad_reduce;
+    c->overlap_param_gather = a->overlap_param_gather;
+    c->bucket_size = (long)a->ddp_bucket_size;
+    c->num_buckets = a->ddp_num_buckets;
+    c->dp_cp_size = a->data_parallel_size * a->context_parallel_size;
+    c->pad_buckets_for_high_nccl_busbw = a->ddp_pad_buckets_for_high_nccl_busbw;
+    c->average_in_collective = a->ddp_average_in_collective;
+    c->calculate_per_token_loss = a->calculate_per_token_loss;
+}
+
+void mc_pp_plan_from_args(mc_pp_plan_t *p, const mc_args_t *a)
+{
+    memset(p, 0, sizeof(*p));
+    p->layers = (mc_pp_layers_cfg_t){
+        .num_layers = a->num_layers,
+        .pp_size = a->pipeline_model_parallel_size > 1 ? a->pipeline_model_parallel_size : 1,
+        .vpp = a->virtual_pipeline_model_parallel_size > 1 ? a->virtual_pipeline_model_parallel_size
+                                                           : 1,
+        .first_stage_layers = a->decoder_first_pipeline_num_layers,
+        .last_stage_layers = a->decoder_last_pipeline_num_layers};
+    p->group_size = a->microbatch_group_size_per_vp_stage;
+    p->overlap_p2p_comm = a->overlap_p2p_comm;
+    p->num_microbatches = a->num_microbatches;
+    p->eval_microbatches = a->eval_iters > 0 ? mc_args_eval_microbatches(a) : 0;
+    if (p->eval_microbatches < 0) p->eval_microbatches = 0;
+    p->ramp_start = a->rampup_start;
+    p->ramp_increment = a->rampup_increment;
+    p->global_batch_size = a->global_batch_size;
+    p->batch_per_microbatch = a->micro_batch_size * a->data_parallel_size;
+}
+
+mc_tokenizer_spec_t mc_tokenizer_spec_of(const mc_args_t *a)
+{
+    return (mc_tokenizer_spec_t){
+        .type = a->tokenizer_type,
+        .vocab_file = a->vocab_file,
+        .merge_file = a->merge_file,
+        .tokenizer_model = a->tokenizer_model,
+        .vocab_size = a->vocab_size,
+        .vocab_extra_ids = a->vocab_extra_ids,
+        .tiktoken_pattern = a->tiktoken_pattern[0] ? a->tiktoken_pattern : NULL,
+        .tiktoken_num_special_tokens = a->tiktoken_num_special_tokens,
+        .tiktoken_special_tokens =
+            a->n_tiktoken_special_tokens ? (const char *const *)a->tiktoken_special_tokens : NULL,
+        .n_tiktoken_special_tokens = a->n_tiktoken_special_tokens,
+        .legacy = a->legacy_tokenizer};
+}
+
+/* a * b, or INT64_MAX when it overflows (Python's int would not; the dataset then refuses the
+ * count as too many samples). Operands are non-negative counts. */
+static int64_t mul_sat(int64_t a, int64_t b)
+{
+    int64_t r;
+    return __builtin_mul_overflow(a, b, &r) ? INT64_MAX : r;
+}
+
+void mc_gpt_num_samples(const mc_args_t *a, int64_t out[3])
+{
+    int64_t eval_gbs =
+        a->eval_global_batch_size > 0 ? a->eval_global_batch_size : a->global_batch_size;
+    out[0] =
+        a->train_samples > 0 ? a->train_samples : mul_sat(a->train_iters, a->global_batch_size);
+    int64_t points = a->eval_interval > 0 ? a->train_iters / a->eval_interval : 0;
+    points = points < INT64_MAX ? points + 1 : INT64_MAX;
+    out[1] = mul_sat(mul_sat(points, a->eval_iters), eval_gbs);
+    out[2] = mul_sat(a->eval_iters, eval_gbs);
+}
+
+void mc_gpt_data_config_from_args(mc_gpt_data_config_t *c, const mc_args_t *a, int32_t eod,
+                                  int32_t pad)
+{
+    memset(c, 0, sizeof *c);
+    c->n_data_path = a->n_data_path;
+    c->data_path = a->data_path;
+    c->split = a->split[0] ? a->split : NULL;
+    c->seq_length = a->seq_length;
+    c->seed = a->seed;
+    mc_gpt_num_samples(a, c->num_samples);
+    c->mid_level_dataset_surplus = 0.005;
+    c->drop_last_partial_validation_sequence = true;
+    c->sample.eod = eod;
+    c->sample.pad = pad;
+    c->sample.eod_mask_loss = a->eod_mask_loss;
+    c->sample.reset_position_ids = a->reset_position_ids;
+    c->sample.reset_attention_mask = a->reset_attention_mask;
+    c->cache_path = a->data_cache_path; /* "" when not given: the default per prefix */
+}
+
+void mc_data_config_from_args(mc_data_config_t *c, const mc_args_t *a)
+{
+    memset(c, 0, sizeof(*c));
+    c->tokenizer = mc_tokenizer_spec_of(a);
+    mc_gpt_data_config_from_args(&c->gpt, a, 0, MC_PAD_TOKEN_ID);
+    c->gpt.mid_level_dataset_surplus = a->mid_level_dataset_surplus;
+    c->gpt.mock = a->mock_data;
+    c->gpt.n_split_data_path[MC_SPLIT_TRAIN] = a->n_train_data_path;
+    c->gpt.split_data_path[MC_SPLIT_TRAIN] = a->train_data_path;
+    c->gpt.n_split_data_path[MC_SPLIT_VALID] = a->n_valid_data_path;
+    c->gpt.split_data_path[MC_SPLIT_VALID] = a->valid_data_path;
+    c->gpt.n_split_data_path[MC_SPLIT_TEST] = a->n_test_data_path;
+    c->gpt.split_data_path[MC_SPLIT_TEST] = a->test_data_path;
+    c->padded_vocab_size = a->padded_vocab_size;
+    c->vocab_divisible_by = a->make_vocab_size_divisible_by;
+    c->tp = a->tensor_model_parallel_size;
+}
+
+void mc_run_config(mc_run_config_t *c, const mc_args_t *a)
+{
+    memset(c, 0, sizeof(*c));
+    mc_gpt_config_from_args(&c->model, a);
+    c->parallel =
+        (mc_parallel_config_t){.tp = a->tensor_model_parallel_size,
+                               .pp = a->pipeline_model_parallel_size,
+                               .cp = a->context_parallel_size,
+                               .tp_pp_dp_mapping = a->use_tp_pp_dp_mapping,
+                               .untied_embeddings = a->untie_embeddings_and_output_weights};
+    c->data_parallel_size = a->data_parallel_size;
+    ddp_config(&c->ddp, a);
+    optim_config(&c->optim, a);
+    mc_lr_config_from_args(&c->sched, a);
+    mc_pp_plan_from_args(&c->pipeline, a);
+    mc_data_config_from_args(&c->data, a);
+}
