@@ -238,7 +238,7 @@ $(BUILD)/test/test_gpu_%: test/gpu/test_gpu_%.c $(LIB_OBJ) $(TEST_SUP_OBJ)
 
 $(BUILD)/test/mpi/%: test/mpi/%.c $(LIB_OBJ)
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -MMD -MP $(LDFLAGS) -o $@ $^ $(LDLIBS)
+	$(CC) $(CFLAGS) -MMD -MP $(LDFLAGS) -o $@ $(filter %.c %.o,$^) $(LDLIBS)
 
 $(BUILD)/test/mpi/test_comm_nccl: test/mpi/test_comm_mpi.c test/fake/fake_cuda.c comm/comm_nccl.c \
                                   $(filter-out $(BUILD)/comm/comm_nccl.o,$(LIB_OBJ)) \
