@@ -908,6 +908,7 @@ cudnnStatus_t cudnnBackendExecute(cudnnHandle_t handle, cudnnBackendDescriptor_t
     std::string why;
     const cudnnStatus_t st = execute(*p->graph, p->engine, v->ptrs, v->ws, p->workspace, &why);
     if (st != CUDNN_STATUS_SUCCESS) return refuse(st, "cudnnBackendExecute: %s", why.c_str());
+    mc_emu::profile_record("cudnnBackendExecute");
     mc_emu::after_launch("cudnnBackendExecute");
     return CUDNN_STATUS_SUCCESS;
 }

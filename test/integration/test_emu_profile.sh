@@ -12,12 +12,10 @@
 #  - dropout 0: no dropout kernel, no device-to-device copy;
 #  - host copies only from and to pinned memory: the tokens in, the losses and the norm out (one
 #    read per microbatch's losses, without a wait, and one for the norm).
-# The check that none of the project's own attention kernels runs (att_*: the default backend is
-# cuDNN's fused attention, branch h-att) is switched on by ATTENTION_CHECK=1 below.
+#  - none of the project's own attention kernels (att_*): the default backend is cuDNN's fused
+#    attention, one execution plan run per layer and microbatch forward and one backward.
 # About 20 s on a shared 2-core machine.
 source "$(dirname "$0")/lib.sh"
-
-ATTENTION_CHECK=0 # 1 once the default attention backend is cuDNN's on the emulated device
 
 if [ -z "${MC_EMU_BUILD:-}" ] || [ ! -x "$MC_EMU_BUILD/megatron-c" ]; then
     skip "the device work of a bf16 step on the emulated device" "no emulated build (make emu)"
@@ -58,11 +56,7 @@ h2d=$(n '^cudaMemcpyAsync HostToDevice .* pinned$') d2h=$(n '^cudaMemcpyAsync De
 pageable=$(n ' pageable$')
 check "host copies from pinned memory: $h2d in (4 per microbatch at least), $d2h out (at most $((M + 1))), $pageable pageable" \
     test "$h2d" -ge $((4 * M)) -a "$d2h" -ge 1 -a "$d2h" -le $((M + 1)) -a "$pageable" -eq 0
-att=$(n '^att_')
-if [ $ATTENTION_CHECK = 1 ]; then
-    check "none of the project's attention kernels: $att att_* launches" test "$att" -eq 0
-else
-    skip "none of the project's attention kernels ($att att_* launches now)" \
-        "switched on with ATTENTION_CHECK=1 once cuDNN's fused attention is the default (branch h-att)"
-fi
+att=$(n '^att_') dnn=$(n '^cudnnBackendExecute$')
+check "the attention on cuDNN: $dnn execution plan runs (want $((2 * L * M)): a forward and a backward per layer and microbatch), $att launches of the project's attention kernels (att_*)" \
+    test "$att" -eq 0 -a "$dnn" -eq $((2 * L * M))
 counts | head -40 # the step's work, for the log
