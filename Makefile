@@ -147,9 +147,14 @@ LIB_CXX := $(wildcard data/*.cc)
 LIB_OBJ := $(LIB_SRC:%.c=$(BUILD)/%.o) $(LIB_CXX:%.cc=$(BUILD)/%.o) $(CU_SRC:%.cu=$(BUILD)/%.cu.o) $(EMU_OBJ)
 BIN     := $(BUILD)/megatron-c
 
-TEST_SRC     := $(wildcard test/unit/test_*.c)
-TEST_SUPPORT := $(filter-out $(TEST_SRC),$(wildcard test/unit/*.c))
-TEST_BIN     := $(TEST_SRC:test/unit/%.c=$(BUILD)/test/%)
+# Unit tests mirror the tree: test/unit/<folder>/test_*.c tests <folder>/; the support files
+# shared by several sit in test/unit/ itself. Binaries are build/*/test/test_* either way.
+ifneq ($(wildcard test/unit/test_*.c),)
+$(error unit tests live in test/unit/<folder they test>/: move $(wildcard test/unit/test_*.c))
+endif
+TEST_SRC     := $(wildcard test/unit/*/test_*.c)
+TEST_SUPPORT := $(wildcard test/unit/*.c)
+TEST_BIN     := $(addprefix $(BUILD)/test/,$(basename $(notdir $(TEST_SRC))))
 TEST_SUP_OBJ := $(TEST_SUPPORT:%.c=$(BUILD)/%.o)
 # Multi-rank test programs (run under mpirun by test/integration/*.sh), no cmocka.
 MPI_TEST_SRC := $(wildcard test/mpi/*.c)
@@ -228,9 +233,12 @@ $(BUILD)/test/emu/test_emu_%: test/emu/test_emu_%.cu $(LIB_OBJ)
 	$(CXX) -Itest/emu/include $(EMU_CXXFLAGS) -include test/emu/cuda_emu.h -x c++ -MMD -MP $(LDFLAGS) -o $@ $< \
 	    -x none $(LIB_OBJ) $(LDLIBS)
 
-$(BUILD)/test/%: test/unit/%.c $(LIB_OBJ) $(TEST_SUP_OBJ)
-	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) -MMD -MP $(LDFLAGS) -o $@ $(filter %.c %.o,$^) $(LDLIBS) -lcmocka
+define unit_test_rule
+$(BUILD)/test/$(basename $(notdir $(1))): $(1) $(LIB_OBJ) $(TEST_SUP_OBJ)
+	@mkdir -p $$(dir $$@)
+	$$(CC) $$(CFLAGS) -MMD -MP $$(LDFLAGS) -o $$@ $$(filter %.c %.o,$$^) $$(LDLIBS) -lcmocka
+endef
+$(foreach t,$(TEST_SRC),$(eval $(call unit_test_rule,$(t))))
 
 $(BUILD)/test/test_gpu_%: test/gpu/test_gpu_%.c $(LIB_OBJ) $(TEST_SUP_OBJ)
 	@mkdir -p $(dir $@)

@@ -1,6 +1,6 @@
 // Fused causal attention (flash style: the s x s matrix never exists) for the CUDA backend.
 // The algorithm, its tile ranges, masks, dropout words and shared-memory layouts are in
-// attention_tiles.h, shared with the host model test/unit/test_attention_tiled.c that checks
+// attention_tiles.h, shared with the host model test/unit/kernels/test_attention_tiled.c that checks
 // them against the CPU backend.
 //
 // Kernels (one CTA of 4 warps each, every tile in shared memory):

@@ -1,5 +1,5 @@
 /* The rules of the fused (flash) attention of the CUDA backend, shared by its kernels
- * (kernels/cuda/attention.cu) and by the host model of them (test/unit/test_attention_tiled.c),
+ * (kernels/cuda/attention.cu) and by the host model of them (test/unit/kernels/test_attention_tiled.c),
  * so the tile ranges, masks, row statistics, dropout words and shared-memory layouts that the
  * kernels use are checked on a machine without a GPU. Plain C, usable from CUDA device code.
  *

@@ -1,6 +1,6 @@
 /* How the CUDA dropout kernel (kernels/cuda/dropout.cu) splits a [d0, b, inner] view into work
  * items, one Philox block (four consecutive mask words) per item. Plain C and __host__
- * __device__, so test/unit/test_cuda_dropout_map.c runs every item on the CPU and checks that
+ * __device__, so test/unit/kernels/test_cuda_dropout_map.c runs every item on the CPU and checks that
  * the items cover each element exactly once with the mask of mc_dropout_keep (the CPU's).
  *
  * Element numbering (backend.h, mc_dropout_t): row (i, b) of the view (i < d0, b < B) is the

@@ -1,5 +1,5 @@
 /* The op table's row-major GEMMs in cuBLAS's column-major terms. Plain C (no CUDA), so the unit
- * test test/unit/test_cuda_gemm_map.c checks every mapping on the CPU against OpenBLAS with a
+ * test test/unit/kernels/test_cuda_gemm_map.c checks every mapping on the CPU against OpenBLAS with a
  * column-major reference GEMM that follows cuBLAS's definition.
  *
  * The one fact used: a row-major matrix X[r, c] with leading dimension ld is, read column-major

@@ -1,7 +1,7 @@
 // The linear layer (torch Linear, W [out, in]) on cuBLASLt, every precision with fp32
 // accumulation (gemm.cu). The three products and how each maps onto cuBLAS's column-major
 // GEMM are derived in gemm_map.h (mc_linear_*_gemm) and checked on the CPU by
-// test/unit/test_cuda_gemm_map.c.
+// test/unit/kernels/test_cuda_gemm_map.c.
 //  forward:  out = in @ W^T + bias, the bias added in cuBLASLt's BIAS epilogue (fp32, before the
 //            one rounding of out).
 //  backward: din = dout @ W (skipped when din is NULL), type dt;

@@ -3,7 +3,7 @@
 # saying where it came from), as megatron-c meets them:
 #   as written  the arguments, placeholders filled, checked at the recipe's world size without
 #               running (test/tools/recipe_check: the parse and validation training runs first,
-#               as test/unit/test_cli_recipes.c checks the SC21 scripts). The outcome, "starts" or
+#               as test/unit/cli/test_cli_recipes.c checks the SC21 scripts). The outcome, "starts" or
 #               "refused" with the flags (--flag, or --flag=value where the value is refused) the
 #               error lines name, must be the file's "# expect:" line.
 #   shrunk      the same arguments less the refused flags, with the model, data and schedule

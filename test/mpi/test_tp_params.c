@@ -3,7 +3,7 @@
  * the single-rank model that rank 0 trains alongside with the same microbatches (DESIGN
  * decision 6: layout-invariant init and dropout). Norm-wise per tensor to 2e-5: Adam turns
  * fp32 rounding noise in near-zero gradients into lr-sized steps element by element (see
- * test/unit/test_gpt_ref.c), which norms average out. The key bias has a gradient that is
+ * test/unit/model/test_gpt_ref.c), which norms average out. The key bias has a gradient that is
  * mathematically zero (softmax does not change when a constant is added to every score), so
  * Adam moves it by rounding noise alone: it is held to Adam's bound instead, at most lr per step.
  *

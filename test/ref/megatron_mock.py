@@ -1,4 +1,4 @@
-"""Megatron-LM's own --mock-data datasets, for test/unit/test_mock.c.
+"""Megatron-LM's own --mock-data datasets, for test/unit/data/test_mock.c.
 
 Runs MockGPTLowLevelDataset / MockGPTDataset through BlendedMegatronDatasetBuilder exactly as
 pretrain_gpt.py's train_valid_test_datasets_provider does (GPTDatasetConfig with no blend, so

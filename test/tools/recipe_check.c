@@ -1,7 +1,7 @@
 /* Checks a training command line at a world size without running it, for
  * test/integration/test_recipes.sh: the same parse and validation megatron-c's training runs
  * before anything starts (mc_args_parse with the world size of the recipe's job, as
- * test/unit/test_cli_recipes.c checks the SC21 scripts), on one process.
+ * test/unit/cli/test_cli_recipes.c checks the SC21 scripts), on one process.
  *   recipe_check WORLD ARGS...
  * Exit 0 and "starts" on stdout when the line passes; otherwise megatron-c's own exit (2) with
  * its "megatron-c: error: ..." lines on stderr (every problem of the line, or validation's
