@@ -249,7 +249,8 @@ $(BUILD)/test/mpi/%: test/mpi/%.c $(LIB_OBJ)
 	$(CC) $(CFLAGS) -MMD -MP $(LDFLAGS) -o $@ $(filter %.c %.o,$^) $(LDLIBS)
 
 $(BUILD)/test/mpi/test_comm_nccl: test/mpi/test_comm_mpi.c test/fake/fake_cuda.c comm/comm_nccl.c \
-                                  $(filter-out $(BUILD)/comm/comm_nccl.o,$(LIB_OBJ)) \
+                                  comm/nccl_calls.c \
+                                  $(filter-out $(BUILD)/comm/comm_nccl.o $(BUILD)/comm/nccl_calls.o,$(LIB_OBJ)) \
                                   $(wildcard test/fake/*.h comm/*.h)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(FAKE_CFLAGS) $(LDFLAGS) -o $@ $(filter %.c %.o,$^) $(LDLIBS)

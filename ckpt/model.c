@@ -127,7 +127,8 @@ void mc_ckpt_param_key(const mc_gpt_t *m, int c, const mc_param_t *p, mc_ckpt_na
                        char *buf, size_t n)
 {
     const int layer = p->layer < 0 ? -1 : p->layer - m->cfg.chunk[c].first_layer;
-    if (names == MC_CKPT_NAMES_TE) mc_param_name_te(p->kind, layer, buf, n);
+    if (p->expert >= 0) mc_param_name_expert(p->kind, layer, p->expert, buf, n);
+    else if (names == MC_CKPT_NAMES_TE) mc_param_name_te(p->kind, layer, buf, n);
     else mc_param_name_local(p->kind, layer, buf, n);
 }
 

@@ -70,7 +70,7 @@ static void add_extra_states(const mc_trainer_t *t, mc_dcp_writer_t *w)
     char key[192];
     for (int j = 0; j < m->n_local_layers; j++) {
         const char *prev = NULL;
-        for (int k = MC_PK_INPUT_NORM_W; k <= MC_PK_FC2_B; k++) {
+        for (int k = MC_PK_INPUT_NORM_W; k <= MC_PK_EXPERT_FC2_W; k++) {
             const char *mod = mc_param_names[k].module_local;
             if (!mod || (prev && strcmp(prev, mod) == 0)) continue;
             prev = mod;

@@ -22,6 +22,24 @@ static void shard_key(const mc_param_t *p, char *buf, size_t n, int *layer)
     else snprintf(buf, n, "decoder.layers.%s", row->te ? row->te : row->local);
 }
 
+/* An MoE layer's expert's tensor (one rank holds every expert: ep 1, tp 1) in torch_dist's
+ * stack of every layer's and expert's: [L, E, rows, cols]. */
+static void add_experts(mc_shard_t *s, const mc_param_t *p, int index, const char *key, int layer,
+                        int num_layers, int E)
+{
+    memset(s, 0, sizeof(*s));
+    s->param = index;
+    snprintf(s->key, sizeof(s->key), "%s", key);
+    s->ndim = 4;
+    const int64_t g[4] = {num_layers, E, p->shape[0], p->shape[1]};
+    for (int d = 0; d < 4; d++) s->global[d] = s->sizes[d] = g[d];
+    s->offsets[0] = layer;
+    s->offsets[1] = p->expert;
+    s->sizes[0] = s->sizes[1] = 1;
+    s->numel = p->numel;
+    s->main = true;
+}
+
 /* A piece of p: rows [row0, row0 + rows) of the local tensor at global row grow and global
  * column gcol of the unstacked tensor. */
 static void add_piece(mc_shard_t *s, const mc_param_t *p, int index, const char *key, int layer,
@@ -65,6 +83,10 @@ int mc_torchdist_shards(const mc_gpt_t *m, mc_shard_t **out, int *n)
         shard_key(p, key, sizeof(key), &layer);
         const int64_t rows = p->local[0];
         const int L = m->cfg.num_layers;
+        if (mc_param_names[p->kind].experts) {
+            add_experts(&s[k++], p, i, key, layer, L, m->cfg.moe.num_experts);
+            continue;
+        }
         switch (p->split) {
         case MC_SPLIT_NONE:
             add_piece(&s[k++], p, i, key, layer, L, 0, rows, 0, 0, tp == 0 && !p->shared);

@@ -17,6 +17,7 @@
 #include "data/mock.h"
 #include "data/source.h"
 #include "trainer/config.h"
+#include "cli/validate_moe.h"
 
 /* ---- values filled by hand (tests) must still respect the table ---- */
 
@@ -644,6 +645,7 @@ RULE(data)
 RULE(checkpointing)
 #undef RULE
 static void rule_parallel_sizes(mc_args_t *a, int world_size) { parallel_sizes(a, world_size); }
+static void rule_moe(mc_args_t *a, int world_size) { mc_validate_moe(a, world_size); }
 
 static const rule_t RULES[] = {
     {rule_check_fields, R_REQUIRED, 0},
@@ -663,6 +665,7 @@ static const rule_t RULES[] = {
     {rule_precision, 0, R_REQUIRED},
     {rule_data, 0, R_REQUIRED},
     {rule_checkpointing, 0, R_REQUIRED},
+    {rule_moe, 0, R_REQUIRED | R_SIZES | R_SHAPE},
 };
 
 #define MAX_PROBLEMS 32

@@ -17,6 +17,7 @@ const char *mc_coll_name(mc_coll_kind_t kind)
     case MC_COLL_BROADCAST: return "broadcast";
     case MC_COLL_BARRIER: return "barrier";
     case MC_COLL_P2P_BATCH: return "p2p";
+    case MC_COLL_ALL_TO_ALL_V: return "all-to-all";
     case MC_COLL_KINDS: break;
     }
     return "unknown collective";
@@ -37,6 +38,12 @@ void mc_comm_count(mc_comm_t *c, const mc_coll_t *op)
         for (int i = 0; op->p2p && i < op->n_p2p; i++)
             bytes += op->p2p[i].count * mc_dtype_size(op->p2p[i].dt);
     }
+    if (op->kind == MC_COLL_ALL_TO_ALL_V) {
+        uint64_t in = 0, out = 0;
+        for (int r = 0; op->send_counts && op->recv_counts && r < size; r++)
+            in += op->send_counts[r], out += op->recv_counts[r];
+        bytes = (in > out ? in : out) * mc_dtype_size(op->dt);
+    }
     c->calls[op->kind]++;
     c->bytes[op->kind] += bytes;
     if (op->group) {
@@ -53,6 +60,16 @@ void mc_comm_copy(const mc_devmem_t *dm, void *dst, const void *src, size_t byte
     else if (dd) dm->h2d(dm->ctx, dst, src, bytes);
     else if (sd) dm->d2h(dm->ctx, dst, src, bytes);
     else memmove(dst, src, bytes);
+}
+
+size_t mc_a2av_extent(const size_t *counts, const size_t *displs, int n)
+{
+    size_t end = 0;
+    for (int r = 0; r < n; r++) {
+        size_t e = displs ? displs[r] + counts[r] : end + counts[r];
+        if (e > end) end = e;
+    }
+    return end;
 }
 
 int mc_p2p_peer(const mc_coll_t *o, int i)
@@ -101,6 +118,27 @@ static void validate_p2p(const mc_coll_t *o)
     }
 }
 
+/* Counts present; buffers present where they span elements and apart from each other (MPI
+ * forbids aliasing them, and an in-place exchange has no meaning with unequal splits). */
+void mc_a2av_validate(const mc_coll_t *o)
+{
+    const char *g = o->group->name;
+    if (!o->send_counts || !o->recv_counts)
+        mc_fatal("all-to-all on the %s group without its %s counts", g,
+                 o->send_counts ? "receive" : "send");
+    size_t es = mc_dtype_size(o->dt), n = (size_t)o->group->size;
+    size_t sb = mc_a2av_extent(o->send_counts, o->send_displs, (int)n) * es;
+    size_t rb = mc_a2av_extent(o->recv_counts, o->recv_displs, (int)n) * es;
+    if ((sb && !o->send) || (rb && !o->recv))
+        mc_fatal("all-to-all of %zu elements on the %s group without a %s buffer",
+                 (sb && !o->send ? sb : rb) / es, g, sb && !o->send ? "send" : "receive");
+    uintptr_t s = (uintptr_t)o->send, r = (uintptr_t)o->recv;
+    if (sb && rb && s < r + rb && r < s + sb)
+        mc_fatal("all-to-all on the %s group with overlapping send and receive buffers (it runs "
+                 "out of place only)",
+                 g);
+}
+
 void mc_coll_validate(const mc_comm_t *c, const mc_coll_t *o)
 {
     const char *what = mc_coll_name(o->kind);
@@ -112,6 +150,10 @@ void mc_coll_validate(const mc_comm_t *c, const mc_coll_t *o)
         return;
     }
     if (mc_dtype_size(o->dt) == 0) mc_fatal("%s with unknown data type %d", what, (int)o->dt);
+    if (o->kind == MC_COLL_ALL_TO_ALL_V) {
+        mc_a2av_validate(o);
+        return;
+    }
     bool reduces = o->kind == MC_COLL_ALL_REDUCE || o->kind == MC_COLL_REDUCE_SCATTER;
     if (reduces && (unsigned)o->op > MC_OP_AVG)
         mc_fatal("%s with unknown reduction %d", what, (int)o->op);

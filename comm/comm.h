@@ -35,8 +35,16 @@ typedef enum {
                                send may be recv + r*count (in place) */
     MC_COLL_BROADCAST,      /* recv[0..count) from group rank `root` (send NULL) */
     MC_COLL_BARRIER,
-    MC_COLL_P2P_BATCH, /* p2p[0..n_p2p): sends and receives with other ranks of the group, see
+    MC_COLL_P2P_BATCH,    /* p2p[0..n_p2p): sends and receives with other ranks of the group, see
                                below (send, recv, count, dt, op, root unused) */
+    MC_COLL_ALL_TO_ALL_V, /* variable all-to-all (torch's all_to_all_single with split sizes, the
+                             MoE token dispatcher's): send_counts[r] elements from send +
+                             send_displs[r] go to group rank r, which receives them at recv +
+                             its recv_displs[me]; recv_counts[r] come from group rank r. Counts
+                             and displacements are in elements, per group rank; displacements
+                             NULL: packed in group rank order. Every member calls it, also with
+                             nothing to move; send and recv must not overlap (count, op, root
+                             unused) */
     MC_COLL_KINDS
 } mc_coll_kind_t;
 
@@ -83,6 +91,9 @@ typedef struct {
     int root;
     const mc_p2p_t *p2p; /* MC_COLL_P2P_BATCH: start() copies the array (it may be a temporary) */
     int n_p2p;           /* 0: nothing to do (MC_REQ_DONE) */
+    /* MC_COLL_ALL_TO_ALL_V: group->size entries each; start() copies them (they may be
+     * temporaries). The displacements may be NULL (packed). */
+    const size_t *send_counts, *send_displs, *recv_counts, *recv_displs;
 } mc_coll_t;
 
 typedef int64_t mc_req_t; /* a ticket; MC_REQ_DONE when the collective completed at start */
@@ -118,8 +129,9 @@ typedef struct mc_comm {
     int has_avg;             /* MC_OP_AVG is supported (NCCL) */
     const mc_devmem_t *devmem; /* set before the first collective; see mc_devmem_t */
     /* Volume counters, per kind: calls and bytes of the larger of input and output per rank
-     * (all-reduce: count; reduce-scatter and all-gather: count*size; broadcast: count); a p2p
-     * batch is one call of the bytes this rank sends plus those it receives. */
+     * (all-reduce: count; reduce-scatter and all-gather: count*size; broadcast: count;
+     * all-to-all-v: the larger of the sum of send_counts and of recv_counts); a p2p batch is one
+     * call of the bytes this rank sends plus those it receives. */
     uint64_t calls[MC_COLL_KINDS], bytes[MC_COLL_KINDS];
 
     /* Collective over the whole world: every rank calls it once per group kind, passing the
@@ -167,6 +179,14 @@ void mc_comm_count(mc_comm_t *c, const mc_coll_t *op);
  * type, no group, a root or p2p peer outside the group, a missing buffer, MC_OP_AVG where the
  * communicator has none. */
 void mc_coll_validate(const mc_comm_t *c, const mc_coll_t *op);
+
+/* MC_COLL_ALL_TO_ALL_V: the elements a buffer spans, max over r of displs[r] + counts[r] (the
+ * sum of counts when displs is NULL), for n group ranks. */
+size_t mc_a2av_extent(const size_t *counts, const size_t *displs, int n);
+
+/* MC_COLL_ALL_TO_ALL_V's caller errors (mc_fatal, part of mc_coll_validate): counts missing, a
+ * buffer missing where its counts span elements, send and recv overlapping. */
+void mc_a2av_validate(const mc_coll_t *op);
 
 /* The world rank of the i-th distinct peer of a p2p batch (i counts distinct peers), or -1. */
 int mc_p2p_peer(const mc_coll_t *op, int i);
@@ -222,6 +242,23 @@ static inline void mc_broadcast(mc_comm_t *c, mc_group_t *g, void *buf, size_t c
 static inline void mc_barrier(mc_comm_t *c, mc_group_t *g)
 {
     mc_coll_t o = {.kind = MC_COLL_BARRIER, .group = g};
+    mc_comm_run(c, &o);
+}
+/* Variable all-to-all over g (MC_COLL_ALL_TO_ALL_V); displs may be NULL (packed). */
+static inline void mc_all_to_all_v(mc_comm_t *c, mc_group_t *g, const void *send,
+                                   const size_t *send_counts, const size_t *send_displs, void *recv,
+                                   const size_t *recv_counts, const size_t *recv_displs,
+                                   mc_dtype_t dt)
+{
+    mc_coll_t o = {.kind = MC_COLL_ALL_TO_ALL_V,
+                   .group = g,
+                   .send = send,
+                   .recv = recv,
+                   .dt = dt,
+                   .send_counts = send_counts,
+                   .send_displs = send_displs,
+                   .recv_counts = recv_counts,
+                   .recv_displs = recv_displs};
     mc_comm_run(c, &o);
 }
 static inline void mc_p2p_batch(mc_comm_t *c, mc_group_t *g, const mc_p2p_t *ops, int n)

@@ -62,6 +62,8 @@ typedef struct {
     double heartbeat_s; /* c->heartbeat_s when started */
     bool ring_only;     /* c->heartbeat_ring_only when started */
     mc_p2p_t *p2p;      /* P2P: start()'s copy of op.p2p (op.p2p points at it), freed when run */
+    size_t *a2av; /* ALL_TO_ALL_V: start()'s copy of the counts and displacements (filled in when
+                     packed; op's four pointers point into it), freed when run */
 } job_t;
 
 typedef struct {
@@ -445,6 +447,27 @@ static void run_p2p(mpi_comm_t *mc, const job_t *j, double t0)
     progress_all(mc, j, (int)k, mc->reqs, mc->stats, t0);
 }
 
+/* MPI_Ialltoallv with int counts and displacements (validate bounded them). */
+static void run_all_to_all_v(mpi_comm_t *mc, const job_t *j, double t0)
+{
+    const mc_coll_t *o = &j->op;
+    int n = o->group->size, *v = malloc(4 * (size_t)n * sizeof(int));
+    if (!v) comm_die(mc, "out of memory for an all-to-all on the %s group", o->group->name);
+    for (int r = 0; r < n; r++) {
+        v[r] = (int)o->send_counts[r], v[n + r] = (int)o->send_displs[r];
+        v[2 * n + r] = (int)o->recv_counts[r], v[3 * n + r] = (int)o->recv_displs[r];
+    }
+    MPI_Datatype dt = mpi_dtype(o->dt);
+    MPI_Request req;
+    pthread_mutex_lock(&mc->mpi_mu);
+    int rc = MPI_Ialltoallv(o->send, v, v + n, dt, o->recv, v + 2 * n, v + 3 * n, dt,
+                            group_comm(o->group), &req);
+    pthread_mutex_unlock(&mc->mpi_mu);
+    check_job_rc(mc, j, "MPI_Ialltoallv", rc);
+    progress(mc, j, &req, t0);
+    free(v);
+}
+
 static void run_job(mpi_comm_t *mc, const job_t *j)
 {
     double t0 = mc_now_s();
@@ -455,6 +478,7 @@ static void run_job(mpi_comm_t *mc, const job_t *j)
     case MC_COLL_ALL_GATHER: run_all_gather(mc, j, t0); break;
     case MC_COLL_BARRIER: run_barrier(mc, j, t0); break;
     case MC_COLL_P2P_BATCH: run_p2p(mc, j, t0); break;
+    case MC_COLL_ALL_TO_ALL_V: run_all_to_all_v(mc, j, t0); break;
     case MC_COLL_KINDS: break;
     }
 }
@@ -479,6 +503,7 @@ static void *comm_thread(void *arg)
         ring_tick(mc, NULL); /* short jobs back to back: beat between them */
         run_job(mc, &j);
         free(j.p2p);
+        free(j.a2av);
         pthread_mutex_lock(&mc->mu);
         mc->completed = j.ticket;
         pthread_cond_broadcast(&mc->done);
@@ -501,6 +526,29 @@ static void validate(const mc_comm_t *c, const mc_coll_t *o)
             "moves in one call (%d per rank, %d in all; use --distributed-backend nccl or smaller buckets)",
             mc_coll_name(o->kind), o->count, o->group->name, o->group->size, RSAG_MAX_COUNT,
             INT_MAX);
+    int n = o->group->size;
+    size_t ext = o->kind == MC_COLL_ALL_TO_ALL_V
+                     ? mc_a2av_extent(o->send_counts, o->send_displs, n) +
+                           mc_a2av_extent(o->recv_counts, o->recv_displs, n)
+                     : 0;
+    if (ext > (size_t)INT_MAX)
+        mc_fatal("all-to-all spanning %zu elements on the %s group is more than the MPI backend "
+                 "moves in one call (%d; use --distributed-backend nccl)",
+                 ext, o->group->name, INT_MAX);
+}
+
+/* The job's own copy of an all-to-all's counts and displacements, packed ones filled in. */
+static size_t *copy_a2av(const mc_coll_t *op)
+{
+    size_t n = (size_t)op->group->size, *v = malloc(4 * n * sizeof(*v));
+    if (!v) mc_fatal("out of memory for an all-to-all on the %s group", op->group->name);
+    const size_t *in[4] = {op->send_counts, op->send_displs, op->recv_counts, op->recv_displs};
+    for (int k = 0; k < 4; k += 2) {
+        memcpy(v + k * n, in[k], n * sizeof(*v));
+        for (size_t r = 0, at = 0; r < n; at += in[k][r], r++)
+            v[(k + 1) * n + r] = in[k + 1] ? in[k + 1][r] : at;
+    }
+    return v;
 }
 
 static void ensure_thread(mpi_comm_t *mc)
@@ -523,6 +571,12 @@ static mc_req_t enqueue(mpi_comm_t *mc, const mc_coll_t *op)
         if (!job.p2p) mc_fatal("out of memory for a p2p batch of %d operations", op->n_p2p);
         memcpy(job.p2p, op->p2p, bytes);
         job.op.p2p = job.p2p;
+    }
+    if (op->kind == MC_COLL_ALL_TO_ALL_V) {
+        size_t n = (size_t)op->group->size;
+        job.a2av = copy_a2av(op);
+        job.op.send_counts = job.a2av, job.op.send_displs = job.a2av + n;
+        job.op.recv_counts = job.a2av + 2 * n, job.op.recv_displs = job.a2av + 3 * n;
     }
     ensure_thread(mc);
     pthread_mutex_lock(&mc->mu);
@@ -555,9 +609,11 @@ static mc_req_t mpi_start(mc_comm_t *c, const mc_coll_t *op)
     mpi_comm_t *mc = (mpi_comm_t *)c;
     validate(c, op);
     mc_comm_count(c, op);
-    if (op->kind == MC_COLL_P2P_BATCH ? op->n_p2p == 0
-                                      : op->count == 0 && op->kind != MC_COLL_BARRIER)
-        return MC_REQ_DONE;
+    /* an all-to-all is collective: a rank with nothing to move still takes part */
+    bool none = op->kind == MC_COLL_P2P_BATCH ? op->n_p2p == 0
+                                              : op->count == 0 && op->kind != MC_COLL_BARRIER &&
+                                                    op->kind != MC_COLL_ALL_TO_ALL_V;
+    if (none) return MC_REQ_DONE;
     mc_req_t req;
     if (c->devmem && stage_start(mc, op, &req)) return req;
     return enqueue(mc, op);

@@ -49,6 +49,7 @@
 #include "comm/comm_watch.h"
 #include "comm/exchange.h"
 #include "comm/heartbeat.h"
+#include "comm/nccl_calls.h"
 #include "comm/runtime.h"
 #include "comm/staging.h"
 
@@ -408,82 +409,15 @@ static void drain_retired(nccl_comm_t *nc)
     stop_if_dying();
 }
 
-static ncclDataType_t nccl_dtype(mc_dtype_t dt)
-{
-    switch (dt) {
-    case MC_DT_F32: return ncclFloat32;
-    case MC_DT_F64: return ncclFloat64;
-    case MC_DT_I64: return ncclInt64;
-    case MC_DT_I32: return ncclInt32;
-    case MC_DT_U8: return ncclUint8;
-    case MC_DT_BF16: return ncclBfloat16;
-    case MC_DT_F16: return ncclFloat16;
-    }
-    return ncclFloat32;
-}
-
-static ncclRedOp_t nccl_op(mc_redop_t op)
-{
-    return op == MC_OP_MAX ? ncclMax : op == MC_OP_AVG ? ncclAvg : ncclSum;
-}
-
-/* The NCCL call(s) of o on the communication stream; o's buffers are device memory. */
-static void enqueue_calls(nccl_comm_t *nc, const mc_coll_t *o);
-
 /* NCCL sets up a group's (or a peer's) connections lazily, inside its first call on them, which
  * then blocks the host until the peers make it too: bounded like communicator set-up. */
 static void enqueue(nccl_comm_t *nc, const mc_coll_t *o)
 {
     guard_begin(nc, "in an NCCL call on the %s group (connection set-up)", o->group->name);
-    enqueue_calls(nc, o);
+    const char *call = NULL;
+    ncclResult_t r = mc_nccl_calls(group_nccl(o->group), nc->stream, nc->barrier_word, o, &call);
+    check_nccl(nc, r, call, o);
     guard_end(nc);
-}
-
-static void enqueue_calls(nccl_comm_t *nc, const mc_coll_t *o)
-{
-    ncclComm_t comm = group_nccl(o->group);
-    ncclDataType_t dt = nccl_dtype(o->dt);
-    cudaStream_t s = nc->stream;
-    switch (o->kind) {
-    case MC_COLL_ALL_REDUCE: {
-        const void *send = o->send ? o->send : o->recv; /* in place when equal */
-        check_nccl(nc, ncclAllReduce(send, o->recv, o->count, dt, nccl_op(o->op), comm, s),
-                   "ncclAllReduce", o);
-        break;
-    }
-    case MC_COLL_REDUCE_SCATTER:
-        check_nccl(nc, ncclReduceScatter(o->send, o->recv, o->count, dt, nccl_op(o->op), comm, s),
-                   "ncclReduceScatter", o);
-        break;
-    case MC_COLL_ALL_GATHER:
-        check_nccl(nc, ncclAllGather(o->send, o->recv, o->count, dt, comm, s), "ncclAllGather", o);
-        break;
-    case MC_COLL_BROADCAST:
-        check_nccl(nc, ncclBroadcast(o->recv, o->recv, o->count, dt, o->root, comm, s),
-                   "ncclBroadcast", o);
-        break;
-    case MC_COLL_BARRIER:
-        check_nccl(
-            nc, ncclAllReduce(nc->barrier_word, nc->barrier_word, 1, ncclInt32, ncclSum, comm, s),
-            "ncclAllReduce (barrier)", o);
-        break;
-    case MC_COLL_P2P_BATCH:
-        /* Zero-element operations are left out on both sides alike, so the per-pair order of the
-         * others still matches. */
-        check_nccl(nc, ncclGroupStart(), "ncclGroupStart", o);
-        for (int i = 0; i < o->n_p2p; i++) {
-            const mc_p2p_t *p = &o->p2p[i];
-            if (!p->count) continue;
-            ncclResult_t r = p->is_send
-                                 ? ncclSend(p->buf, p->count, nccl_dtype(p->dt), p->peer, comm, s)
-                                 : ncclRecv(p->buf, p->count, nccl_dtype(p->dt), p->peer, comm, s);
-            if (r != ncclSuccess) ncclGroupEnd();
-            check_nccl(nc, r, p->is_send ? "ncclSend" : "ncclRecv", o);
-        }
-        check_nccl(nc, ncclGroupEnd(), "ncclGroupEnd", o);
-        break;
-    case MC_COLL_KINDS: break;
-    }
 }
 
 /* ---- host buffers ---- */
@@ -590,13 +524,14 @@ static void run_host(nccl_comm_t *nc, const mc_coll_t *o)
     }
 }
 
-/* A p2p batch of host buffers, staged whole (the pipeline's tensors are device memory; this is
- * for completeness). */
-static void run_host_p2p(nccl_comm_t *nc, const mc_coll_t *o)
+/* A p2p batch or an all-to-all of host buffers, staged whole (the pipeline's and the token
+ * dispatcher's tensors are device memory; this is for completeness). */
+static void run_host_whole(nccl_comm_t *nc, const mc_coll_t *o)
 {
-    mc_stage_region_t *r = malloc((size_t)o->n_p2p * sizeof(*r));
-    mc_p2p_t *p2p = malloc((size_t)o->n_p2p * sizeof(*p2p));
-    if (!r || !p2p) die(nc, "out of memory staging a p2p batch of %d operations", o->n_p2p);
+    int nops = o->kind == MC_COLL_P2P_BATCH ? o->n_p2p : 0;
+    mc_stage_region_t *r = malloc((size_t)(nops + 2) * sizeof(*r));
+    mc_p2p_t *p2p = malloc((size_t)(nops + 1) * sizeof(*p2p));
+    if (!r || !p2p) die(nc, "out of memory staging a %s", mc_coll_name(o->kind));
     int nr = mc_coll_regions(o, r);
     for (int i = 0; i < nr; i++) r[i].staged = r[i].bytes > 0;
     size_t total = mc_stage_plan(r, nr);
@@ -618,11 +553,12 @@ static mc_req_t nccl_start(mc_comm_t *c, const mc_coll_t *op)
     nccl_comm_t *nc = (nccl_comm_t *)c;
     mc_coll_validate(c, op);
     mc_comm_count(c, op);
+    bool a2av = op->kind == MC_COLL_ALL_TO_ALL_V; /* a rank with nothing to move takes part */
     if (op->kind == MC_COLL_P2P_BATCH ? op->n_p2p == 0
-                                      : op->count == 0 && op->kind != MC_COLL_BARRIER)
+                                      : op->count == 0 && op->kind != MC_COLL_BARRIER && !a2av)
         return MC_REQ_DONE;
     if (op->kind != MC_COLL_BARRIER && host_op(nc, op)) {
-        if (op->kind == MC_COLL_P2P_BATCH) run_host_p2p(nc, op);
+        if (op->kind == MC_COLL_P2P_BATCH || a2av) run_host_whole(nc, op);
         else run_host(nc, op);
         return MC_REQ_DONE;
     }

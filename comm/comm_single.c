@@ -80,8 +80,30 @@ static void single_p2p(const mc_comm_t *c, const mc_coll_t *op)
     }
 }
 
+/* All-to-all with itself: its one split goes from send to recv. */
+static void single_a2av(const mc_comm_t *c, const mc_coll_t *op)
+{
+    if (!op->group) mc_fatal("all-to-all started on no group");
+    if (mc_dtype_size(op->dt) == 0) mc_fatal("all-to-all with unknown data type %d", (int)op->dt);
+    mc_a2av_validate(op);
+    if (op->send_counts[0] != op->recv_counts[0])
+        mc_fatal("all-to-all on the %s group of the single-rank communicator sends %zu elements to "
+                 "itself but receives %zu",
+                 op->group->name, op->send_counts[0], op->recv_counts[0]);
+    size_t es = mc_dtype_size(op->dt), sd = op->send_displs ? op->send_displs[0] : 0,
+           rd = op->recv_displs ? op->recv_displs[0] : 0;
+    if (op->send_counts[0])
+        mc_comm_copy(c->devmem, (char *)op->recv + rd * es, (const char *)op->send + sd * es,
+                     op->send_counts[0] * es);
+}
+
 static mc_req_t single_start(mc_comm_t *c, const mc_coll_t *op)
 {
+    if (op->kind == MC_COLL_ALL_TO_ALL_V) {
+        single_a2av(c, op);
+        mc_comm_count(c, op);
+        return MC_REQ_DONE;
+    }
     if (op->kind == MC_COLL_P2P_BATCH) {
         single_p2p(c, op);
         mc_comm_count(c, op);

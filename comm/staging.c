@@ -41,6 +41,15 @@ int mc_coll_regions(const mc_coll_t *o, mc_stage_region_t *r)
         r[0] = region(o->send, bytes, true, false);
         r[1] = region(o->recv, all, false, true);
         break;
+    case MC_COLL_ALL_TO_ALL_V: {
+        int n = o->group ? o->group->size : 1;
+        size_t es = mc_dtype_size(o->dt);
+        r[0] = region(o->send, mc_a2av_extent(o->send_counts, o->send_displs, n) * es, true, false);
+        /* with displacements the gaps between blocks keep what they held: copied in too */
+        r[1] = region(o->recv, mc_a2av_extent(o->recv_counts, o->recv_displs, n) * es,
+                      o->recv_displs != NULL, true);
+        break;
+    }
     case MC_COLL_BROADCAST: /* the root's data goes in, everyone's comes out */
         r[0] = region(NULL, 0, false, false);
         r[1] = region(o->recv, bytes, true, true);

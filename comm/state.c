@@ -17,6 +17,51 @@ static mc_group_t *make_group(mc_parallel_t *ps, mc_group_kind_t kind, bool unti
     return g;
 }
 
+/* Whether every group of kind a has the members of a group of kind b (the same partition of the
+ * world): decided from the layout alone, so every rank decides alike. */
+static bool same_partition(const mc_layout_t *l, mc_group_kind_t a, mc_group_kind_t b)
+{
+    int cap = l->world, sa = 0, sb = 0;
+    int *ga = malloc(2 * (size_t)cap * sizeof(int)), *gb = ga + cap;
+    if (!ga) mc_fatal("out of host memory");
+    int na = mc_group_all(l, a, false, ga, cap, &sa), nb = mc_group_all(l, b, false, gb, cap, &sb);
+    bool same = na == nb && sa == sb && memcmp(ga, gb, (size_t)na * (size_t)sa * sizeof(int)) == 0;
+    free(ga);
+    return same;
+}
+
+/* The group of kind, or the already made group of an earlier kind in `have` with the same
+ * partition (no second communicator). */
+static mc_group_t *expert_group(mc_parallel_t *ps, mc_group_kind_t kind, const char *name,
+                                const mc_group_kind_t *have, mc_group_t *const *made, int nhave)
+{
+    for (int i = 0; i < nhave; i++)
+        if (same_partition(&ps->layout, kind, have[i])) return made[i];
+    return make_group(ps, kind, false, name);
+}
+
+static void make_expert_groups(mc_parallel_t *ps)
+{
+    mc_group_kind_t have[12] = {MC_GROUP_TP, MC_GROUP_DP, MC_GROUP_DP_CP,
+                                MC_GROUP_CP, MC_GROUP_MP, MC_GROUP_TP_DP_CP};
+    mc_group_t *made[12] = {ps->tp, ps->dp, ps->dp_cp, ps->cp, ps->mp, ps->tp_dp_cp};
+    int n = 6;
+    struct {
+        mc_group_t **g;
+        mc_group_kind_t kind;
+        const char *name;
+    } todo[] = {{&ps->tp_cp, MC_GROUP_TP_CP, "tp-cp"},
+                {&ps->ep, MC_GROUP_EP, "ep"},
+                {&ps->etp, MC_GROUP_ETP, "etp"},
+                {&ps->tp_ep, MC_GROUP_TP_EP, "tp-ep"},
+                {&ps->tp_ep_pp, MC_GROUP_TP_EP_PP, "tp-ep-pp"},
+                {&ps->edp, MC_GROUP_EDP, "edp"}};
+    for (size_t i = 0; i < sizeof(todo) / sizeof(todo[0]); i++) {
+        *todo[i].g = expert_group(ps, todo[i].kind, todo[i].name, have, made, n);
+        have[n] = todo[i].kind, made[n++] = *todo[i].g;
+    }
+}
+
 int mc_parallel_init(mc_parallel_t *ps, mc_comm_t *comm, const mc_parallel_config_t *c, char *err,
                      size_t n)
 {
@@ -27,7 +72,10 @@ int mc_parallel_init(mc_parallel_t *ps, mc_comm_t *comm, const mc_parallel_confi
     if (mc_layout_init(&ps->layout, comm->size, c->tp, c->pp, c->cp, c->tp_pp_dp_mapping, err, n) !=
         0)
         return -1;
+    const int etp = c->etp ? c->etp : c->tp, ep = c->ep > 0 ? c->ep : 1;
+    if (mc_layout_set_experts(&ps->layout, ep, etp, err, n) != 0) return -1;
     ps->me = mc_layout_coords(&ps->layout, ps->rank);
+    ps->expert_me = mc_layout_expert_coords(&ps->layout, ps->rank);
     ps->last_rank = mc_layout_last_rank(&ps->layout);
     const bool untied = c->untied_embeddings;
     /* every rank creates the kinds in the same order: group_new is collective over the world */
@@ -41,6 +89,7 @@ int mc_parallel_init(mc_parallel_t *ps, mc_comm_t *comm, const mc_parallel_confi
     ps->embedding = make_group(ps, MC_GROUP_EMBEDDING, untied, "embedding");
     ps->position_embedding =
         make_group(ps, MC_GROUP_POSITION_EMBEDDING, untied, "position-embedding");
+    if (c->num_experts) make_expert_groups(ps);
     return 0;
 }
 
@@ -48,7 +97,15 @@ void mc_parallel_free(mc_parallel_t *ps)
 {
     mc_group_t **all[] = {&ps->tp,       &ps->dp,        &ps->dp_cp,
                           &ps->pp,       &ps->cp,        &ps->mp,
-                          &ps->tp_dp_cp, &ps->embedding, &ps->position_embedding};
-    for (size_t i = 0; i < sizeof(all) / sizeof(all[0]); i++)
-        if (*all[i]) ps->comm->group_free(ps->comm, *all[i]), *all[i] = NULL;
+                          &ps->tp_dp_cp, &ps->embedding, &ps->position_embedding,
+                          &ps->tp_cp,    &ps->ep,        &ps->etp,
+                          &ps->tp_ep,    &ps->tp_ep_pp,  &ps->edp};
+    const size_t n = sizeof(all) / sizeof(all[0]);
+    for (size_t i = 0; i < n; i++) {
+        mc_group_t *g = *all[i];
+        if (!g) continue;
+        for (size_t j = i; j < n; j++) /* shared groups once */
+            if (*all[j] == g) *all[j] = NULL;
+        ps->comm->group_free(ps->comm, g);
+    }
 }

@@ -96,6 +96,38 @@ typedef struct {
     bool ddp_pad_buckets_for_high_nccl_busbw;
     bool ddp_average_in_collective;
 
+    /* ---- mixture of experts (issue 31): parsed and checked by Megatron's rules
+     * (cli/validate_moe.c), then refused until the MoE layer exists ---- */
+    int num_experts;                 /* 0 = None (no MoE) */
+    int expert_model_parallel_size;  /* 1 */
+    int expert_tensor_parallel_size; /* derived: tp when not given (0 = None) */
+    int moe_ffn_hidden_size;         /* 0 = None: ffn_hidden_size with experts */
+    char moe_layer_freq[1024];       /* "1": an int N (layer i is MoE iff i % N == 0) or a Python
+                                      * list expression ("([1]*3+[0])*2"): config/moe_pattern.h */
+    int moe_shared_expert_intermediate_size; /* 0 = None: no shared expert */
+    bool moe_shared_expert_overlap, moe_shared_expert_gate;
+    bool moe_grouped_gemm, moe_use_legacy_grouped_gemm, moe_permute_fusion;
+    int n_moe_router_load_balancing_type; /* 0: Megatron's default, aux_loss */
+    char *moe_router_load_balancing_type[8];
+    int n_moe_aux_loss_coeff; /* 0: Megatron's default, 0.0 */
+    char *moe_aux_loss_coeff[8];
+    double moe_z_loss_coeff; /* None unless moe_z_loss_coeff_set */
+    bool moe_z_loss_coeff_set;
+    int moe_router_topk;                              /* 2 */
+    char moe_router_score_function[16];               /* softmax | sigmoid */
+    bool moe_router_pre_softmax;                      /* softmax before the top-k */
+    double moe_router_topk_scaling_factor;            /* 0 = None */
+    char moe_router_dtype[8];                         /* "" = None (the input's) | fp32 | fp64 */
+    int moe_router_num_groups, moe_router_group_topk; /* 0 = None */
+    bool moe_router_enable_expert_bias;
+    double moe_router_bias_update_rate;
+    char moe_token_dispatcher_type[16]; /* allgather | alltoall (| flex, refused) */
+    double moe_expert_capacity_factor;  /* None unless moe_expert_capacity_factor_set */
+    bool moe_expert_capacity_factor_set;
+    bool moe_pad_expert_input_to_capacity;
+    char moe_token_drop_policy[16]; /* probs | position */
+    bool moe_per_layer_logging;
+
     /* ---- batch ---- */
     int micro_batch_size;
     int global_batch_size;      /* derived: mbs*dp when not given */

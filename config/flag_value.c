@@ -290,7 +290,7 @@ int mc_flag_status_problem(const mc_flag_t *f, const mc_flag_seen_t *s, char *er
     case MC_FLAG_LEGACY: return s->given && f->supported ? unsupported(f, s, err, n) : 0;
     case MC_FLAG_DEPRECATED: return is_default(f, s) ? 0 : mc_errf(err, n, "%s", f->note);
     case MC_FLAG_NOT_IMPLEMENTED:
-        if (is_default(f, s)) return 0;
+        if (is_default(f, s) || f->checked_first) return 0; /* validation refuses it */
         /* the note names what is missing, or the implemented alternative */
         return mc_errf(err, n,
                        "%s is recognised but not implemented yet in megatron-c (%s%ssee "

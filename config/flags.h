@@ -92,6 +92,10 @@ typedef struct mc_flag {
     const char *modern;
     const char *modern_default;
     const char *only_with;
+    /* MC_FLAG_NOT_IMPLEMENTED with a field (a feature on its way): the parser takes the value,
+     * validation checks it by Megatron's rules first and then refuses it as not implemented yet
+     * (cli/validate_moe.c), so a bad combination gets Megatron's message. */
+    bool checked_first;
 } mc_flag_t;
 
 /* A table and the struct its fields lie in. */

@@ -43,8 +43,9 @@ const mc_flag_t mc_flags_moe[] = {
     {.name = "--moe-apply-probs-on-input", G_MOE, TRUE_IF_GIVEN, TODO("mixture of experts (MoE)"),
      .help = "Apply probs on input of experts instead of applying after activation and glu."},
     {.name = "--moe-aux-loss-coeff", G_MOE, LIST(-1), .def = "0.0",
-     TODO("mixture of experts (MoE)"),
-     .help = "Scaling coefficient for the aux loss: a starting value of 1e-2 is recommended."},
+     PENDING_LIST_FIELD(moe_aux_loss_coeff, n_moe_aux_loss_coeff),
+     
+     IMPLEMENTED_NOTE("the MoE layer: one rank's experts in fp32 so far, the rest refused by name (cli/validate_moe.c)"), .help = "Scaling coefficient for the aux loss: a starting value of 1e-2 is recommended."},
     {.name = "--moe-combine-bwd-dtype", G_TC, CHOICE("bf16", "mxfp8"), .def = "bf16",
      TODO("mixture of experts (MoE)"),
      .help = "Wire dtype of the MoE combine backward gradient ('ncclep' flex dispatcher only). "
@@ -68,7 +69,9 @@ const mc_flag_t mc_flags_moe[] = {
              "models."},
     {.name = "--moe-enable-routing-replay", G_TC, TRUE_IF_GIVEN, TODO("mixture of experts (MoE)"),
      .help = "If True, enable the routing replay feature for MoE layers."},
-    {.name = "--moe-expert-capacity-factor", G_MOE, FLOAT, TODO("mixture of experts (MoE)"),
+    {.name = "--moe-expert-capacity-factor", G_MOE, FLOAT,
+     PENDING_FIELD(moe_expert_capacity_factor), SET_FLAG(moe_expert_capacity_factor_set),
+     TODO_CHECKED("mixture of experts (MoE)"),
      .help = "moe_expert_capacity_factor (float): The capacity factor for each expert, None means "
              "no token will be dropped. The default is None."},
     {.name = "--moe-expert-rank-capacity-factor", G_TC, FLOAT, TODO("mixture of experts (MoE)"),
@@ -80,8 +83,9 @@ const mc_flag_t mc_flags_moe[] = {
              "per step from the received-token count)."},
     {.name = "--moe-extended-tp", G_MOE, TRUE_IF_GIVEN, TODO("mixture of experts (MoE)"),
      .help = "Deprecated. Use --expert-tensor-parallel-size instead."},
-    {.name = "--moe-ffn-hidden-size", G_MOE, INT64, TODO("mixture of experts (MoE)"),
-     .help = "MoE Feed-Forward Network hidden size. If not specified, defaults to the "
+    {.name = "--moe-ffn-hidden-size", G_MOE, INT, PENDING_FIELD(moe_ffn_hidden_size), GE(1),
+     
+     IMPLEMENTED_NOTE("the MoE layer: one rank's experts in fp32 so far, the rest refused by name (cli/validate_moe.c)"), .help = "MoE Feed-Forward Network hidden size. If not specified, defaults to the "
              "ffn_hidden_size."},
     {.name = "--moe-flex-dispatcher-backend", G_TC, CHOICE("deepep", "hybridep", "ncclep"),
      .def = "deepep", TODO("mixture of experts (MoE)"),
@@ -94,7 +98,8 @@ const mc_flag_t mc_flags_moe[] = {
              "all backends (deepep, hybridep, ncclep). None lets each backend use its own "
              "default. Unifies the deprecated per-backend moe_{deepep,hybridep}_num_sms knobs "
              "(routed in __post_init__)."},
-    {.name = "--moe-grouped-gemm", G_MOE, TRUE_IF_GIVEN, TODO("mixture of experts (MoE)"),
+    {.name = "--moe-grouped-gemm", G_MOE, TRUE_IF_GIVEN, PENDING_FIELD(moe_grouped_gemm),
+     TODO_CHECKED("mixture of experts (MoE)"),
      .help = "Use grouped GEMM to execute multiple local MoE experts together. The concrete "
              "implementation is selected by Transformer Engine. Set "
              "``moe_use_grouped_tensor=True`` to use its CUDA-graph-safe GroupedTensor path."},
@@ -123,8 +128,9 @@ const mc_flag_t mc_flags_moe[] = {
      .help = "Add noise to the input tensor by applying jitter with a specified epsilon value."},
     {.name = "--moe-latent-size", G_TC, INT64, TODO("mixture of experts (MoE)"),
      .help = "Latent projection dimension for MoE. If None, MoE latent projections are not used."},
-    {.name = "--moe-layer-freq", G_MOE, STRING, .def = "1", TODO("mixture of experts (MoE)"),
-     .help = "Frequency between MoE layers and Dense layers. Accepts either: - An integer N: "
+    {.name = "--moe-layer-freq", G_MOE, STRING, .def = "1", PENDING_FIELD(moe_layer_freq),
+     
+     IMPLEMENTED_NOTE("the MoE layer: one rank's experts in fp32 so far, the rest refused by name (cli/validate_moe.c)"), .help = "Frequency between MoE layers and Dense layers. Accepts either: - An integer N: "
              "Represents a 1:N ratio, meaning one expert layer for every N-1 dense layers - A "
              "string containing a Python list expression that defines a custom pattern, e.g.: "
              "\"([1]*3+[0]*1)*3\" evaluates to [1,1,1,0,1,1,1,0,1,1,1,0] where 1 indicates an "
@@ -147,7 +153,8 @@ const mc_flag_t mc_flags_moe[] = {
              "hidden] and cannot be resized per step) and the fused op "
              "(use_transformer_engine_op_fuser). Defaults to False."},
     {.name = "--moe-pad-expert-input-to-capacity", G_MOE, TRUE_IF_GIVEN,
-     TODO("mixture of experts (MoE)"),
+     PENDING_FIELD(moe_pad_expert_input_to_capacity),
+     TODO_CHECKED("mixture of experts (MoE)"),
      .help = "moe_pad_expert_input_to_capacity (bool): If True, pads the input for each expert to "
              "match the expert capacity length, effective only after the "
              "moe_expert_capacity_factor is set. The default setting is False."},
@@ -171,25 +178,30 @@ const mc_flag_t mc_flags_moe[] = {
     {.name = "--moe-paged-stash-page-size", G_TC, INT64, .def = "64",
      TODO("mixture of experts (MoE)"),
      .help = "Number of tokens per page for paged stash memory management."},
-    {.name = "--moe-per-layer-logging", G_MOE, TRUE_IF_GIVEN, TODO("mixture of experts (MoE)"),
+    {.name = "--moe-per-layer-logging", G_MOE, TRUE_IF_GIVEN, PENDING_FIELD(moe_per_layer_logging),
+     TODO_CHECKED("mixture of experts (MoE)"),
      .help = "Enable per-layer logging for MoE, currently supports auxiliary loss and z loss."},
-    {.name = "--moe-permute-fusion", G_MOE, TRUE_IF_GIVEN, TODO("mixture of experts (MoE)"),
+    {.name = "--moe-permute-fusion", G_MOE, TRUE_IF_GIVEN, PENDING_FIELD(moe_permute_fusion),
+     TODO_CHECKED("mixture of experts (MoE)"),
      .help = "Fuse token rearrangement ops during token dispatching."},
     {.name = "--moe-permute-fusion-into-hybridep", G_TC, TRUE_IF_GIVEN,
      TODO("mixture of experts (MoE)"),
      .help = "Fuse token rearrangement ops during token dispatching for HybridEP."},
     {.name = "--moe-router-bias-update-rate", G_MOE, FLOAT, .def = "0.001",
-     TODO("mixture of experts (MoE)"),
+     PENDING_FIELD(moe_router_bias_update_rate),
+     TODO_CHECKED("mixture of experts (MoE)"),
      .help = "The expert bias is updated based on the number of assigned tokens to each expert in "
              "a global batch, where the bias is increased for the experts with less assigned "
              "tokens and decreased for the experts with more assigned tokens. The default value "
              "1e-3 is same as that used in DeepSeekV3."},
-    {.name = "--moe-router-dtype", G_MOE, CHOICE("fp32", "fp64"), TODO("mixture of experts (MoE)"),
+    {.name = "--moe-router-dtype", G_MOE, CHOICE("fp32", "fp64"), PENDING_FIELD(moe_router_dtype),
+     TODO_CHECKED("mixture of experts (MoE)"),
      .help = "Data type for routing and expert output weighted averaging. Using fp32 or fp64 can "
              "improve stability especially when the number of experts is large (e.g. "
              "finegrained-moe). None means no changes for dtype."},
     {.name = "--moe-router-enable-expert-bias", G_MOE, TRUE_IF_GIVEN,
-     TODO("mixture of experts (MoE)"),
+     PENDING_FIELD(moe_router_enable_expert_bias),
+     TODO_CHECKED("mixture of experts (MoE)"),
      .help = "TopK routing with dynamic per-expert bias in the aux-loss-free load balancing "
              "strategy. The routing decision is based on the sum of the routing scores and the "
              "expert bias. See https://arxiv.org/abs/2408.15664 for details."},
@@ -207,18 +219,21 @@ const mc_flag_t mc_flags_moe[] = {
     {.name = "--moe-router-fusion", G_MOE, TRUE_IF_GIVEN, TODO("mixture of experts (MoE)"),
      .help = "Enable fusion for MoE TopK routing and aux-loss computation. This is only supported "
              "in TransformerEngine 2.7.0 and above."},
-    {.name = "--moe-router-group-topk", G_MOE, INT64, TODO("mixture of experts (MoE)"),
+    {.name = "--moe-router-group-topk", G_MOE, INT, PENDING_FIELD(moe_router_group_topk), GE(1),
+     TODO_CHECKED("mixture of experts (MoE)"),
      .help = "Number of selected groups for group-limited routing."},
     {.name = "--moe-router-load-balancing-type", G_MOE, LIST(-1), .def = "aux_loss",
-     TODO("mixture of experts (MoE)"),
-     .help = "Determines the load balancing strategy for the router. \"aux_loss\" corresponds to "
+     PENDING_LIST_FIELD(moe_router_load_balancing_type, n_moe_router_load_balancing_type),
+     
+     IMPLEMENTED_NOTE("the MoE layer: one rank's experts in fp32 so far, the rest refused by name (cli/validate_moe.c)"), .help = "Determines the load balancing strategy for the router. \"aux_loss\" corresponds to "
              "the load balancing loss used in GShard and SwitchTransformer; \"seq_aux_loss\" "
              "corresponds to the load balancing loss used in DeepSeekV2, which computes the loss "
              "for each individual sample; \"sinkhorn\" corresponds to the balancing algorithm "
              "used in S-BASE; \"quantile_balancing\" (QB) uses dual coordinate descent on a "
              "per-expert bias to handle load balance internally; \"none\" implies no load "
              "balancing. The default is \"aux_loss\"."},
-    {.name = "--moe-router-num-groups", G_MOE, INT64, TODO("mixture of experts (MoE)"),
+    {.name = "--moe-router-num-groups", G_MOE, INT, PENDING_FIELD(moe_router_num_groups), GE(1),
+     TODO_CHECKED("mixture of experts (MoE)"),
      .help = "Number of groups to divide experts into for group-limited routing. When using "
              "group-limited routing: 1. Experts are divided into 'moe_router_num_groups' "
              "equal-sized groups 2. For each token, 'moe_router_group_topk' groups are selected "
@@ -239,7 +254,9 @@ const mc_flag_t mc_flags_moe[] = {
      .help = "Whether to pad the routing_map to make sure the number of tokens each expert "
              "receives is a multiple of 16/32 for quantized precision (e.g., FP8, FP4). This can "
              "remove the explicit padding in the GroupedMLP layer."},
-    {.name = "--moe-router-pre-softmax", G_MOE, TRUE_IF_GIVEN, TODO("mixture of experts (MoE)"),
+    {.name = "--moe-router-pre-softmax", G_MOE, TRUE_IF_GIVEN,
+     PENDING_FIELD(moe_router_pre_softmax),
+     TODO_CHECKED("mixture of experts (MoE)"),
      .help = "Enable pre-softmax(pre-sigmoid) routing for MoE, which means softmax is before the "
              "top-k selection. By default, softmax is done after top-k."},
     {.name = "--moe-router-quantile-balancing-ema", G_TC, FLOAT, .def = "0.0",
@@ -250,11 +267,15 @@ const mc_flag_t mc_flags_moe[] = {
              "local_quantile`. The default 0.0 means no memory: the bias is replaced by the "
              "latest global-batch quantile estimate each step."},
     {.name = "--moe-router-score-function", G_MOE, CHOICE("softmax", "sigmoid", "sqrtsoftplus"),
-     .def = "softmax", TODO("mixture of experts (MoE)"),
+     .def = "softmax", PENDING_FIELD(moe_router_score_function),
+     TODO_CHECKED("mixture of experts (MoE)"),
      .help = "Score function for MoE routing. Can be \"softmax\", \"sigmoid\" or \"sqrtsoftplus\"."},
-    {.name = "--moe-router-topk", G_MOE, INT64, .def = "2", TODO("mixture of experts (MoE)"),
-     .help = "Number of experts to route to for each token."},
-    {.name = "--moe-router-topk-scaling-factor", G_MOE, FLOAT, TODO("mixture of experts (MoE)"),
+    {.name = "--moe-router-topk", G_MOE, INT, .def = "2", GE(1), PENDING_FIELD(moe_router_topk),
+     
+     IMPLEMENTED_NOTE("the MoE layer: one rank's experts in fp32 so far, the rest refused by name (cli/validate_moe.c)"), .help = "Number of experts to route to for each token."},
+    {.name = "--moe-router-topk-scaling-factor", G_MOE, FLOAT,
+     PENDING_FIELD(moe_router_topk_scaling_factor),
+     TODO_CHECKED("mixture of experts (MoE)"),
      .help = "Scaling factor for routing score in top-k selection. Defaults to None, which means "
              "no scaling."},
     {.name = "--moe-routing-trace-capture-hidden-states", G_LOGGING, TRUE_IF_GIVEN,
@@ -277,15 +298,17 @@ const mc_flag_t mc_flags_moe[] = {
              "initialized at training start and hooks are registered on all TopKRouter modules. "
              "Traces are written in the same format as inference traces so the analysis scripts "
              "under tools/moe_routing work on both."},
-    {.name = "--moe-shared-expert-gate", G_TC, TRUE_IF_GIVEN, TODO("mixture of experts (MoE)"),
+    {.name = "--moe-shared-expert-gate", G_TC, TRUE_IF_GIVEN, PENDING_FIELD(moe_shared_expert_gate),
+     TODO_CHECKED("mixture of experts (MoE)"),
      .help = "Enable gate for shared expert. Only effective when "
              "moe-shared-expert-intermediate-size is set."},
     {.name = "--moe-shared-expert-glu-interleave-size", G_TC, INT64,
      TODO("mixture of experts (MoE)"),
      .help = "When set, GLU activations in the shared expert MLP will use a block interleaved "
              "format. This is only effective when use_grouped_gemm_for_shared_expert is set."},
-    {.name = "--moe-shared-expert-intermediate-size", G_MOE, INT64,
-     TODO("mixture of experts (MoE)"),
+    {.name = "--moe-shared-expert-intermediate-size", G_MOE, INT, GE(1),
+     PENDING_FIELD(moe_shared_expert_intermediate_size),
+     TODO_CHECKED("mixture of experts (MoE)"),
      .help = "Shared expert total ffn hidden size. It should be equal to 'num_shared_experts * "
              "ffn_size_of_each_shared_expert' if there are multiple shared experts. None means no "
              "shared expert. By default, the shared experts execute before the router. However, "
@@ -293,7 +316,9 @@ const mc_flag_t mc_flags_moe[] = {
              "shared experts execute after the router, before the routed experts. This makes the "
              "gradients from the router and the shared experts added in different orders to the "
              "hidden_states, causing minor numerical differences in the hidden_states gradient."},
-    {.name = "--moe-shared-expert-overlap", G_MOE, TRUE_IF_GIVEN, TODO("mixture of experts (MoE)"),
+    {.name = "--moe-shared-expert-overlap", G_MOE, TRUE_IF_GIVEN,
+     PENDING_FIELD(moe_shared_expert_overlap),
+     TODO_CHECKED("mixture of experts (MoE)"),
      .help = "Enable overlapping between shared expert computations and dispatcher "
              "communications. Without this, the shared experts execute before the router. Only "
              "effective when moe-shared-expert-intermediate-size is set."},
@@ -307,11 +332,13 @@ const mc_flag_t mc_flags_moe[] = {
              "grouped parameter via Transformer Engine's `GroupedTensor`. Requires "
              "``moe_grouped_gemm=True`` and ``moe_use_grouped_tensor=True``."},
     {.name = "--moe-token-dispatcher-type", G_MOE, CHOICE("allgather", "alltoall", "flex"),
-     .def = "allgather", TODO("mixture of experts (MoE)"),
-     .help = "The type of token dispatcher to use. The default is 'allgather'. Options are "
+     .def = "allgather", PENDING_FIELD(moe_token_dispatcher_type),
+     
+     IMPLEMENTED_NOTE("the MoE layer: one rank's experts in fp32 so far, the rest refused by name (cli/validate_moe.c)"), .help = "The type of token dispatcher to use. The default is 'allgather'. Options are "
              "'allgather','alltoall' and 'flex'."},
     {.name = "--moe-token-drop-policy", G_MOE, CHOICE("probs", "position"), .def = "probs",
-     TODO("mixture of experts (MoE)"),
+     PENDING_FIELD(moe_token_drop_policy),
+     TODO_CHECKED("mixture of experts (MoE)"),
      .help = "The policy to drop tokens. Can be either \"probs\" or \"position\". If \"probs\", "
              "the tokens with the lowest probabilities will be dropped. If \"position\", tokens "
              "at the end of each batch will be dropped."},
@@ -326,7 +353,8 @@ const mc_flag_t mc_flags_moe[] = {
              "uses padded expert segments and CUDA split metadata so it can be captured in CUDA "
              "graphs. Enabling the Transformer Engine operation fuser also enables this option."},
     {.name = "--moe-use-legacy-grouped-gemm", G_MOE, TRUE_IF_GIVEN,
-     TODO("mixture of experts (MoE)"),
+     PENDING_FIELD(moe_use_legacy_grouped_gemm),
+     TODO_CHECKED("mixture of experts (MoE)"),
      .help = "Use legacy GroupedMLP rather than TEGroupedMLP. Note: The legacy one will be "
              "deprecated soon."},
     {.name = "--moe-use-upcycling", G_MOE, TRUE_IF_GIVEN, TODO("mixture of experts (MoE)"),
@@ -334,7 +362,9 @@ const mc_flag_t mc_flags_moe[] = {
              "converted model to the path specified by --save. Upcycling is implemented on the "
              "top of distributed checkpointing, so it supports parallel modes different from the "
              "dense model."},
-    {.name = "--moe-z-loss-coeff", G_MOE, FLOAT, TODO("mixture of experts (MoE)"),
+    {.name = "--moe-z-loss-coeff", G_MOE, FLOAT,
+     PENDING_FIELD(moe_z_loss_coeff), SET_FLAG(moe_z_loss_coeff_set),
+     TODO_CHECKED("mixture of experts (MoE)"),
      .help = "Scaling coefficient for the z-loss. A starting value of 1e-3 is recommended."},
     {.name = "--mtp-detach-heads", G_TC, TRUE_IF_GIVEN, TODO("multi-token prediction"),
      .help = "If True, detach MTP head inputs from the main model graph. This prevents MTP loss "

@@ -52,6 +52,7 @@ enum {
 };
 
 typedef struct mc_backend mc_backend_t;
+struct mc_moe_ops; /* kernels/moe.h */
 
 /* The MLP's activation (Megatron's activation_func), where an op applies one elementwise. */
 typedef enum {
@@ -348,6 +349,9 @@ struct mc_backend {
      * _copy_main_params_to_model_params, fused so the master params are read once). */
     void (*adam_step)(const mc_backend_t *be, const mc_adam_tensor_t *t, int count,
                       mc_dtype_t model_dt, float lr, float beta1, float beta2, float eps, int step);
+
+    /* ---- mixture of experts: router, losses, permutation, grouped GEMM (kernels/moe.h) ---- */
+    const struct mc_moe_ops *moe;
 
     /* ---- profiling (--profile): optional, NULL where the backend has no profiler (the CPU's;
      * not in the required op list of kernels/device.c) ----

@@ -110,6 +110,7 @@ static const struct {
     OP(count_zeros),
     OP(has_nonfinite),
     OP(adam_step),
+    OP(moe),
 };
 #undef OP
 

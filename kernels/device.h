@@ -45,6 +45,9 @@ const char *mc_backend_attention_line(const mc_backend_t *be);
  * the environment has MC_TEST_STRICT_DEVICE=1. mc_strict_owns: p lies in its memory. */
 const mc_backend_t *mc_backend_strict(void);
 int mc_strict_owns(const void *p);
+/* The host-writable view of the strict device's pointer p (NULL stays NULL); host memory there is
+ * fatal, naming op. For the strict backend's ops in other files (kernels/strict_moe.c). */
+void *mc_strict_view(const void *p, const char *op);
 
 /* The name of the first op of be's table that is NULL ("attention_forward"), or NULL when every
  * op is there. The ops are listed in mc_backend_op_name's table, in the struct's order. */

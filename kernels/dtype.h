@@ -9,6 +9,16 @@
 #include <stdint.h>
 #include <string.h>
 
+/* The conversions below are host and device code (the MoE routing math of kernels/moe_route.h
+ * runs the same on both). */
+#ifndef MC_HD
+#ifdef __CUDACC__
+#define MC_HD __host__ __device__ static inline
+#else
+#define MC_HD static inline
+#endif
+#endif
+
 typedef enum {
     MC_DT_F32,
     MC_DT_F64,
@@ -34,30 +44,30 @@ static inline const void *mc_celem(const void *base, mc_dtype_t dt, long i)
     return base ? (const char *)base + (size_t)i * mc_dtype_size(dt) : NULL;
 }
 
-static inline uint32_t mc_f32_bits(float x)
+MC_HD uint32_t mc_f32_bits(float x)
 {
     uint32_t u;
     memcpy(&u, &x, 4);
     return u;
 }
-static inline float mc_bits_f32(uint32_t u)
+MC_HD float mc_bits_f32(uint32_t u)
 {
     float x;
     memcpy(&x, &u, 4);
     return x;
 }
 
-static inline uint16_t mc_bf16_from_f32(float x)
+MC_HD uint16_t mc_bf16_from_f32(float x)
 {
     uint32_t u = mc_f32_bits(x);
     if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x40); /* quiet NaN */
     u += 0x7fffu + ((u >> 16) & 1u); /* round to nearest even; overflows into inf */
     return (uint16_t)(u >> 16);
 }
-static inline float mc_f32_from_bf16(uint16_t h) { return mc_bits_f32((uint32_t)h << 16); }
+MC_HD float mc_f32_from_bf16(uint16_t h) { return mc_bits_f32((uint32_t)h << 16); }
 
 /* IEEE binary16: 5 exponent bits (bias 15), 10 mantissa bits, subnormals below 2^-14. */
-static inline uint16_t mc_f16_from_f32(float x)
+MC_HD uint16_t mc_f16_from_f32(float x)
 {
     uint32_t u = mc_f32_bits(x);
     uint16_t sign = (uint16_t)((u >> 16) & 0x8000u);
@@ -77,7 +87,7 @@ static inline uint16_t mc_f16_from_f32(float x)
     if (rem > half || (rem == half && (q & 1u))) q++;
     return (uint16_t)(sign | q);
 }
-static inline float mc_f32_from_f16(uint16_t h)
+MC_HD float mc_f32_from_f16(uint16_t h)
 {
     uint32_t sign = (uint32_t)(h & 0x8000u) << 16, e = (h >> 10) & 0x1fu, m = h & 0x3ffu;
     if (e == 0x1f) return mc_bits_f32(sign | 0x7f800000u | (m << 13));

@@ -5,10 +5,12 @@
 
 #include <stdint.h>
 
+#ifndef MC_HD
 #ifdef __CUDACC__
 #define MC_HD __host__ __device__ static inline
 #else
 #define MC_HD static inline
+#endif
 #endif
 
 typedef struct {

@@ -68,6 +68,8 @@ static void *T(const void *p, const char *op)
     return h;
 }
 
+void *mc_strict_view(const void *p, const char *op) { return T(p, op); }
+
 static void host_only(const void *p, const char *op)
 {
     if (mc_strict_owns(p))
@@ -521,6 +523,8 @@ static void s_adam_step(const mc_backend_t *be, const mc_adam_tensor_t *t, int c
 
 #undef D
 
+extern const struct mc_moe_ops mc_strict_moe_ops; /* kernels/strict_moe.c */
+
 /* Its memory told apart by address; plain host memory for staging. */
 static int s_is_device(const mc_backend_t *be, const void *p)
 {
@@ -596,6 +600,7 @@ const mc_backend_t *mc_backend_strict(void)
         .count_zeros = s_count_zeros,
         .has_nonfinite = s_has_nonfinite,
         .adam_step = s_adam_step,
+        .moe = &mc_strict_moe_ops,
         .is_device = s_is_device,
         .pinned_alloc = s_pinned_alloc,
         .pinned_free = s_pinned_free,

@@ -62,6 +62,7 @@ typedef struct {
     bool training;      /* forward: dropout on */
     void *const *w;     /* the layer's parameters by kind (m->p.layers[j].t) */
     void *const *gw;    /* and their gradients */
+    int local;          /* its local layer index (m->layer_param[local]: its first parameter) */
 } mc_layer_run_t;
 
 /* Layer j of the chunk in flight (m->cur, m->cur_chunk) as its blocks see it. */
@@ -122,6 +123,7 @@ typedef struct mc_block_ops {
 
 extern const mc_block_ops_t mc_self_attention; /* model/attention.c */
 extern const mc_block_ops_t mc_mlp;            /* model/mlp.c */
+extern const mc_block_ops_t mc_moe;            /* model/moe.c: the MoE layer */
 
 /* ---- the embedding (model/embedding.c) ---- */
 

@@ -142,7 +142,8 @@ mc_layer_run_t mc_gpt_layer_run(mc_gpt_t *m, int j, uint32_t iteration, bool tra
                         .layer_no = (uint32_t)m->layer_no[lj] + 1,
                         .training = training,
                         .w = m->p.layers[lj].t,
-                        .gw = m->g.layers[lj].t};
+                        .gw = m->g.layers[lj].t,
+                        .local = lj};
     r.N = m->cfg.seq * r.B;
     r.NL = (long)r.t.seq * r.B * m->cfg.hidden;
     return r;

@@ -17,6 +17,7 @@
 #include <stdint.h>
 
 #include "kernels/backend.h"
+#include "kernels/moe_route.h"
 #include "comm/comm.h"
 #include "model/param_names.h"
 
@@ -52,6 +53,18 @@ typedef struct {
     double scaling;   /* Llama 3.1 frequency scaling factor (use_rope_scaling); 0 = none */
 } mc_rope_cfg_t;
 
+/* Mixture of experts (Megatron's MoELayer, model/moe.c): the layers whose MLP is a router and
+ * experts. Today one rank holds every expert (ep 1, tp 1), each layer's tokens go to their top-k
+ * experts (no capacity), and the aux loss (aux_loss) enters the router's gradient. */
+#define MC_MOE_MAX_LAYERS 1024
+typedef struct {
+    int num_experts;               /* --num-experts; 0: a dense model */
+    int ffn;                       /* --moe-ffn-hidden-size */
+    mc_moe_router_t router;        /* the TopKRouter's settings */
+    double aux_coeff;              /* --moe-aux-loss-coeff of aux_loss; 0: no aux loss */
+    bool layer[MC_MOE_MAX_LAYERS]; /* --moe-layer-freq: layer i's MLP is an MoE layer */
+} mc_moe_cfg_t;
+
 /* Slot groups: the chunks without the loss, and the chunk with it. */
 #define MC_SLOT_GROUPS 2
 
@@ -86,6 +99,7 @@ typedef struct {
     int n_chunks;             /* model chunks on this rank: vpp (1 without interleaving) */
     mc_chunk_cfg_t chunk[MC_MAX_CHUNKS]; /* default: one chunk of every layer, pre and post */
     int slots[MC_SLOT_GROUPS]; /* activation slots per group (microbatch x chunk in flight) */
+    mc_moe_cfg_t moe;          /* mixture of experts */
 } mc_gpt_config_t;
 
 static inline int mc_gpt_slot_group(const mc_gpt_config_t *c, int chunk)
@@ -99,6 +113,7 @@ typedef struct {
     char name[96];
     mc_pkind_t kind; /* its row of the names table (model/param_names.h) */
     int layer;       /* global layer number; -1 outside the layers */
+    int expert;      /* an MoE layer's expert's (model/moe.c): its number; -1 otherwise */
     int ndim;
     int64_t shape[2]; /* full, unsharded */
     mc_split_t split;
@@ -166,6 +181,20 @@ typedef struct {
     void *act; /* the activation's output [S*B*FFN/tp] */
 } mc_mlp_acts_t;
 
+/* An MoE layer's (model/moe.c), for T = S*B tokens, E experts and R = T * topk routed rows. */
+typedef struct {
+    void *logits, *probs; /* the router's [T, E] (router type: the activations') */
+    uint8_t *map;         /* [T, E]: the chosen experts */
+    float *aux_counts;    /* [E]: tokens per expert, the aux loss's (fp32) */
+    int32_t *rows;        /* [R]: the token of each permuted row (expert by expert) */
+    int32_t *row_of;      /* [T, E]: the permuted row of (token, expert), -1 where not routed */
+    void *pprobs;         /* [R]: each row's probability */
+    void *x;              /* [R, H]: the permuted input */
+    void *fc1;            /* [R, FFN1]: the experts' linear_fc1 output */
+    void *act;            /* [R, FFN]: the activation's output */
+    void *scaled;         /* [R, FFN]: act times the row's probability, linear_fc2's input */
+} mc_moe_acts_t;
+
 /* One transformer layer's, for the backward pass: the residual stream and the norms (the
  * driver's, model/gpt.c), and each block's own, of the kind the layer's spec picked (a new kind
  * of block adds its struct to the union). x of a chunk's first layer is the slot's input. */
@@ -178,6 +207,7 @@ typedef struct {
     } attn;
     union {
         mc_mlp_acts_t dense;
+        mc_moe_acts_t moe;
     } mlp;
 } mc_layer_acts_t;
 
@@ -193,6 +223,26 @@ typedef struct {
     void *d_fc1; /* the gradient at linear_fc1's output [S*B*FFN1/tp] */
     void *d_act; /* SwiGLU: the gradient at the activation's output [S*B*FFN/tp] */
 } mc_mlp_ws_t;
+
+/* The MoE layers' (model/moe.c): gradients along the experts' path and the router's, and the
+ * host copies of the token counts (the grouped GEMM's sizes) and the aux loss's statistics. */
+typedef struct {
+    void *y, *d_y;          /* [R, H]: linear_fc2's output; the gradient at it */
+    void *d_scaled, *d_act; /* [R, FFN] */
+    void *d_fc1;            /* [R, FFN1] */
+    void *d_x;              /* [R, H] */
+    void *d_pprobs;         /* [R] */
+    void *dprobs, *dlogits; /* [T, E] */
+    float *psum;            /* [E]: the aux loss's summed scores */
+    int32_t *counts;        /* [E]: tokens per expert (device) */
+    long split[MC_MOE_MAX_EXPERTS];
+    int32_t counts_host[MC_MOE_MAX_EXPERTS];
+    /* each expert's linear_fc1 and linear_fc2 weights and gradients (parameters of their own,
+     * wherever the buffers' layout puts them): the grouped GEMMs' pointer arrays */
+    void *fc1[MC_MOE_MAX_EXPERTS], *fc2[MC_MOE_MAX_EXPERTS];
+    void *dfc1[MC_MOE_MAX_EXPERTS], *dfc2[MC_MOE_MAX_EXPERTS];
+    float stats_host[2 * MC_MOE_MAX_EXPERTS];
+} mc_moe_ws_t;
 
 /* One microbatch's activations through one chunk. */
 typedef struct {
@@ -267,6 +317,13 @@ typedef struct mc_gpt {
     void *tmp_h, *dtmp_h, *dx, *dres, *gath;
     mc_attention_ws_t attn_ws;
     mc_mlp_ws_t mlp_ws;
+    mc_moe_ws_t moe_ws;
+    /* MoE: the gradient the aux losses enter the backward with (Megatron's
+     * MoEAuxLossAutoScaler scale: the loss scale / the microbatches; the trainer sets it), and the
+     * logged load_balancing_loss: the sum over MoE layers and training microbatches of aux loss /
+     * coeff since the last mc_gpt_moe_take_aux */
+    float moe_aux_grad;
+    double moe_aux_sum;
     /* --apply-layernorm-1p (model/norm.c): the weights the norms compute with, 1 + w, formed
      * from the parameters each time a block's parameters are needed (m->p points there);
      * norm_1p[i] is parameter i's (NULL for the others), norm_1p_ones a vector of ones */
@@ -360,6 +417,10 @@ void mc_gpt_backward(mc_gpt_t *m, uint32_t iteration, float weight);
 /* Table indices [first, first + n) of chunk c's parameters (its layers, and the embeddings or
  * the final norm and output layer on the first or last virtual stage). */
 void mc_gpt_chunk_params(const mc_gpt_t *m, int c, int *first, int *n);
+
+/* The load_balancing_loss sums since the last call (and zeroes them): *sum over the MoE layers
+ * and microbatches of this rank's forwards of aux loss / coeff. */
+double mc_gpt_moe_take_aux(mc_gpt_t *m);
 
 /* Elements of a chunk boundary tensor ([S/tp-if-SP, b, H]): what the pipeline sends. */
 long mc_gpt_boundary_elems(const mc_gpt_t *m, int b);

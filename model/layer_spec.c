@@ -1,8 +1,9 @@
 /* Megatron-core's get_gpt_layer_local_spec: the norm is LayerNorm or RMSNorm (--normalization,
  * the same for input_layernorm, pre_mlp_layernorm, and the final norm), the attention
  * SelfAttention (its q/k_layernorm, rotary embeddings and grouped queries set by the config), the
- * MLP a dense one (its activation and gating set by the config). Every layer has the same spec
- * today; the choice is per layer so that one may differ (experts every k layers). */
+ * MLP a dense one (its activation and gating set by the config), or, in the layers
+ * --moe-layer-freq names, the MoE layer (get_gpt_decoder_block_spec's moe spec: the same norms,
+ * its own pre_mlp_layernorm). */
 #include "model/layer_spec.h"
 
 #include "base/error.h"
@@ -23,8 +24,26 @@ static const mc_layer_spec_t k_rmsnorm = {
     .mlp = &mc_mlp,
 };
 
+static const mc_layer_spec_t k_layernorm_moe = {
+    .name = "layernorm + self-attention + moe",
+    .input_norm = &mc_norm_layernorm,
+    .attention = &mc_self_attention,
+    .pre_mlp_norm = &mc_norm_layernorm,
+    .mlp = &mc_moe,
+};
+
+static const mc_layer_spec_t k_rmsnorm_moe = {
+    .name = "rmsnorm + self-attention + moe",
+    .input_norm = &mc_norm_rmsnorm,
+    .attention = &mc_self_attention,
+    .pre_mlp_norm = &mc_norm_rmsnorm,
+    .mlp = &mc_moe,
+};
+
 const mc_layer_spec_t *mc_layer_spec_of(const mc_gpt_config_t *c, int layer)
 {
+    if (c->moe.num_experts && layer >= 0 && layer < MC_MOE_MAX_LAYERS && c->moe.layer[layer])
+        return c->rms ? &k_rmsnorm_moe : &k_layernorm_moe;
     return c->rms ? &k_rmsnorm : &k_layernorm;
 }
 

@@ -6,6 +6,7 @@
 #include "model/param_names.h"
 
 #include <stdio.h>
+#include <string.h>
 
 #define QKV "self_attention.linear_qkv"
 #define PROJ "self_attention.linear_proj"
@@ -157,6 +158,25 @@ const mc_param_name_t mc_param_names[MC_PK_COUNT] = {
                      .bias = true,
                      .hf = {HF1("mlp.c_proj.bias", MC_HF_ALL, false),
                             HF1("mlp.down_proj.bias", MC_HF_ALL, false)}},
+    /* An MoE layer's (Megatron's MoELayer, SequentialMLP experts): each expert's tensors are
+     * parameters named mlp.experts.local_experts.<j>.linear_fc1.weight (model/moe.c writes j);
+     * torch_dist's key, every layer's and expert's in one tensor [L, E, rows, cols], is .te. */
+    [MC_PK_ROUTER_W] = {.local = "mlp.router.weight",
+                        .layer = true,
+                        .split = MC_SPLIT_NONE,
+                        .hf = {NO_HF, NO_HF}},
+    [MC_PK_EXPERT_FC1_W] = {.local = "mlp.experts.local_experts.<j>.linear_fc1.weight",
+                            .te = "mlp.experts.experts.linear_fc1.weight",
+                            .layer = true,
+                            .experts = true,
+                            .split = MC_SPLIT_NONE,
+                            .hf = {NO_HF, NO_HF}},
+    [MC_PK_EXPERT_FC2_W] = {.local = "mlp.experts.local_experts.<j>.linear_fc2.weight",
+                            .te = "mlp.experts.experts.linear_fc2.weight",
+                            .layer = true,
+                            .experts = true,
+                            .split = MC_SPLIT_NONE,
+                            .hf = {NO_HF, NO_HF}},
     [MC_PK_FINAL_NORM_W] = {.local = "decoder.final_layernorm.weight",
                             .split = MC_SPLIT_NONE,
                             .norm = true,
@@ -188,7 +208,8 @@ const mc_pkind_t mc_hf_kind_order[MC_PK_COUNT] = {
     MC_PK_FC1_W,           MC_PK_FC1_B,
     MC_PK_FC2_W,           MC_PK_FC2_B,
     MC_PK_FINAL_NORM_W,    MC_PK_FINAL_NORM_B,
-    MC_PK_OUTPUT_W,
+    MC_PK_OUTPUT_W,        MC_PK_ROUTER_W,
+    MC_PK_EXPERT_FC1_W,    MC_PK_EXPERT_FC2_W,
 };
 
 static void name_of(const mc_param_name_t *p, const char *suffix, int layer, char *buf, size_t n)
@@ -200,6 +221,16 @@ static void name_of(const mc_param_name_t *p, const char *suffix, int layer, cha
 void mc_param_name_local(mc_pkind_t k, int layer, char *buf, size_t n)
 {
     name_of(&mc_param_names[k], mc_param_names[k].local, layer, buf, n);
+}
+
+void mc_param_name_expert(mc_pkind_t k, int layer, int expert, char *buf, size_t n)
+{
+    const char *local = mc_param_names[k].local, *j = strstr(local, "<j>");
+    if (!j) {
+        name_of(&mc_param_names[k], local, layer, buf, n);
+        return;
+    }
+    snprintf(buf, n, "decoder.layers.%d.%.*s%d%s", layer, (int)(j - local), local, expert, j + 3);
 }
 
 void mc_param_name_te(mc_pkind_t k, int layer, char *buf, size_t n)

@@ -22,7 +22,7 @@ typedef enum {
 
 /* Kinds of parameters, in Megatron's model.parameters() order (a layer's as its local spec
  * builds them: input_layernorm, linear_proj, linear_qkv, q/k_layernorm, pre_mlp_layernorm,
- * linear_fc1, linear_fc2). */
+ * linear_fc1, linear_fc2; an MoE layer's router and experts instead of the MLP's). */
 typedef enum {
     MC_PK_WORD_EMBEDDINGS,
     MC_PK_POSITION_EMBEDDINGS,
@@ -41,7 +41,10 @@ typedef enum {
     MC_PK_FC1_W,
     MC_PK_FC1_B,
     MC_PK_FC2_W,
-    MC_PK_FC2_B, /* the last of a layer's */
+    MC_PK_FC2_B,
+    MC_PK_ROUTER_W,     /* an MoE layer's (model/moe.c): mlp.router.weight [E, H] */
+    MC_PK_EXPERT_FC1_W, /* each expert's linear_fc1 [FFN1, H] and linear_fc2 [H, FFN], expert */
+    MC_PK_EXPERT_FC2_W, /* after expert (the last of a layer's) */
     MC_PK_FINAL_NORM_W,
     MC_PK_FINAL_NORM_B,
     MC_PK_OUTPUT_W,
@@ -81,6 +84,8 @@ typedef struct {
     bool qk_norm;     /* q/k_layernorm's (norms too): summed over tp always, each rank
                          normalising its own heads; decay with --apply-wd-to-qk-layernorm */
     bool bias;        /* a bias (no weight decay, as every 1-D parameter) */
+    bool experts;     /* an MoE layer's expert's: torch_dist stacks the experts' tensors along
+                         an axis after the layers' ([L, E, rows, cols]) */
     mc_hf_name_t hf[MC_HF_CLASSES][3]; /* the HF tensors of each class, in order */
 } mc_param_name_t;
 
@@ -101,5 +106,9 @@ static inline bool mc_pkind_norm_weight(mc_pkind_t k)
  * Transformer Engine's, with the layer number; into buf[n]. */
 void mc_param_name_local(mc_pkind_t k, int layer, char *buf, size_t n);
 void mc_param_name_te(mc_pkind_t k, int layer, char *buf, size_t n);
+/* An MoE layer's expert's (an experts row): its local name with the expert's number for <j>
+ * ("decoder.layers.1.mlp.experts.local_experts.3.linear_fc1.weight"), in every format's
+ * per-parameter names (Megatron's SequentialMLP, with the local and the TE spec alike). */
+void mc_param_name_expert(mc_pkind_t k, int layer, int expert, char *buf, size_t n);
 
 #endif

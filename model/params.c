@@ -24,6 +24,7 @@ mc_param_t *mc_gpt_add_param(mc_gpt_t *m, mc_pkind_t k, int layer, int64_t d0, i
     mc_param_name_local(k, layer, p->name, sizeof(p->name));
     p->kind = k;
     p->layer = row->layer ? layer : -1;
+    p->expert = -1;
     p->ndim = d1 ? 2 : 1;
     p->shape[0] = d0;
     p->shape[1] = d1;
@@ -136,7 +137,8 @@ void mc_gpt_bind_ptrs(const mc_gpt_t *m, void *base, mc_dtype_t dt, mc_gpt_ptrs_
             continue;
         }
         while (j < 0 || m->layer_no[j] != p->layer) j++;
-        out->layers[j].t[p->kind] = at;
+        if (!out->layers[j].t[p->kind])
+            out->layers[j].t[p->kind] = at; /* an MoE layer's expert 0 */
     }
     /* tied, on the stage with the embedding */
     if (!out->t[MC_PK_OUTPUT_W]) out->t[MC_PK_OUTPUT_W] = out->t[MC_PK_WORD_EMBEDDINGS];

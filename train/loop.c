@@ -205,6 +205,7 @@ static void print_startup(const run_t *run, const mc_memory_plan_t *plan, const 
 /* Accumulated over one log interval, as Megatron's total_loss_dict. */
 typedef struct {
     double loss_sum; /* sum of per-iteration lm loss over advanced iterations */
+    double moe_sum;  /* and of load_balancing_loss (MoE models: track_moe_metrics) */
     int advanced, skipped, nan;
     /* num_floating_point_operations_since_last_log_event: each iteration's, of its own batch
      * (--rampup-batch-size changes it within an interval) */
@@ -304,6 +305,10 @@ static void log_iteration(run_t *run, interval_t *iv, const mc_step_result_t *r)
     l.n_losses = iv->have_loss ? 1 : 0;
     l.loss_names[0] = "lm loss";
     l.loss_values[0] = iv->loss_sum / (iv->advanced > 1 ? iv->advanced : 1);
+    if (iv->have_loss && t->model.cfg.moe.aux_coeff != 0) {
+        l.loss_names[l.n_losses] = "load_balancing_loss";
+        l.loss_values[l.n_losses++] = iv->moe_sum / (iv->advanced > 1 ? iv->advanced : 1);
+    }
     l.loss_scale = mc_scaler_value(&t->scaler);
     /* a skipped step has no grad norm (Megatron's optimizer returns None) */
     l.has_grad_norm = !r->skipped;
@@ -345,7 +350,7 @@ static void log_iteration(run_t *run, interval_t *iv, const mc_step_result_t *r)
         iv->first = false;
         return;
     }
-    iv->loss_sum = 0;
+    iv->loss_sum = iv->moe_sum = 0;
     iv->advanced = iv->skipped = iv->nan = 0;
     iv->flops = 0;
     iv->t0 = mc_now_s();
@@ -564,6 +569,26 @@ static void profiler_at(const mc_trainer_t *t, int64_t step, int start)
     if (t->iteration == step && profiling_here(t) && t->be->profiler) t->be->profiler(t->be, start);
 }
 
+/* track_moe_metrics' load_balancing_loss of this iteration: each MoE layer's aux loss / coeff
+ * summed over the microbatches, times 1 / microbatches, summed over the layers (and the pipeline
+ * stages), divided by their number, averaged over the data-parallel ranks. 0 for a dense model
+ * (no collective then). */
+static double moe_metric(mc_trainer_t *t, int M)
+{
+    const mc_gpt_config_t *c = &t->model.cfg;
+    double v = mc_gpt_moe_take_aux(&t->model) / M;
+    if (!c->moe.num_experts) return 0.0;
+    int layers = 0;
+    for (int l = 0; l < c->num_layers && l < MC_MOE_MAX_LAYERS; l++) layers += c->moe.layer[l];
+    if (t->par.pp && t->par.pp->size > 1)
+        mc_all_reduce(t->comm, t->par.pp, &v, 1, MC_DT_F64, MC_OP_SUM);
+    if (t->par.dp_cp && t->par.dp_cp->size > 1) {
+        mc_all_reduce(t->comm, t->par.dp_cp, &v, 1, MC_DT_F64, MC_OP_SUM);
+        v /= t->par.dp_cp->size;
+    }
+    return layers ? v / layers : 0.0;
+}
+
 /* One iteration of Megatron's train(): the step, the log line, evaluation and saving at their
  * intervals. Returns true when the run must stop early (exit conditions, signals). */
 static bool train_iteration(run_t *run, mc_microbatch_t *mbl, interval_t *iv, double start)
@@ -591,6 +616,7 @@ static bool train_iteration(run_t *run, mc_microbatch_t *mbl, interval_t *iv, do
     t->iteration++;
     t->consumed_train_samples += (int64_t)mbs * args->data_parallel_size * M;
     double loss = r.num_tokens > 0 ? r.loss_sum / r.num_tokens : 0.0;
+    iv->moe_sum += moe_metric(t, M);
     /* Megatron's training_log: a skipped iteration's loss is not averaged; it is a nan iteration
      * when that loss is inf or nan */
     if (r.skipped) {

@@ -2,9 +2,36 @@
 #include "trainer/config.h"
 
 #include <stdbool.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "base/error.h"
+#include "config/moe_pattern.h"
+
+/* The MoE layer's settings (validation has checked them, and refused what is not implemented:
+ * one load-balancing type, aux_loss or none). */
+static void moe_config(mc_moe_cfg_t *q, const mc_args_t *a)
+{
+    if (!a->num_experts) return;
+    q->num_experts = a->num_experts;
+    q->ffn = a->moe_ffn_hidden_size ? a->moe_ffn_hidden_size : a->ffn_hidden_size;
+    q->router = (mc_moe_router_t){
+        .num_experts = a->num_experts,
+        .topk = a->moe_router_topk,
+        .sigmoid = strcmp(a->moe_router_score_function, "sigmoid") == 0,
+        .pre_softmax = a->moe_router_pre_softmax,
+        .num_groups = a->moe_router_num_groups,
+        .group_topk = a->moe_router_group_topk,
+        .scaling_factor = a->moe_router_topk_scaling_factor,
+    };
+    const bool aux = !a->n_moe_router_load_balancing_type ||
+                     strcmp(a->moe_router_load_balancing_type[0], "aux_loss") == 0;
+    q->aux_coeff = aux && a->n_moe_aux_loss_coeff ? strtod(a->moe_aux_loss_coeff[0], NULL) : 0;
+    char err[256];
+    if (a->num_layers > MC_MOE_MAX_LAYERS ||
+        mc_moe_layer_pattern(a->moe_layer_freq, a->num_layers, q->layer, err, sizeof(err)) < 0)
+        mc_fatal("internal error: --moe-layer-freq unchecked");
+}
 
 void mc_gpt_config_from_args(mc_gpt_config_t *c, const mc_args_t *a)
 {
@@ -65,6 +92,7 @@ void mc_gpt_config_from_args(mc_gpt_config_t *c, const mc_args_t *a)
         (mc_chunk_cfg_t){.first_layer = 0, .n_layers = c->num_layers, .pre = true, .post = true};
     c->slots[0] = 0;
     c->slots[1] = 1;
+    moe_config(&c->moe, a);
 }
 
 /* --lr-decay-style and --weight-decay-incr-style by name (the flag table accepts these names
@@ -270,7 +298,10 @@ void mc_run_config(mc_run_config_t *c, const mc_args_t *a)
                                .pp = a->pipeline_model_parallel_size,
                                .cp = a->context_parallel_size,
                                .tp_pp_dp_mapping = a->use_tp_pp_dp_mapping,
-                               .untied_embeddings = a->untie_embeddings_and_output_weights};
+                               .untied_embeddings = a->untie_embeddings_and_output_weights,
+                               .num_experts = a->num_experts,
+                               .ep = a->expert_model_parallel_size,
+                               .etp = a->expert_tensor_parallel_size};
     c->data_parallel_size = a->data_parallel_size;
     ddp_config(&c->ddp, a);
     optim_config(&c->optim, a);

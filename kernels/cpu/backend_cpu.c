@@ -55,6 +55,27 @@ static void cpu_free_host(const mc_backend_t *be, void *p)
     free(p);
 }
 
+static const mc_moe_ops_t cpu_moe = {
+    .route = mc_cpu_moe_route,
+    .route_backward = mc_cpu_moe_route_backward,
+    .capacity = mc_cpu_moe_capacity,
+    .aux_stats = mc_cpu_moe_aux_stats,
+    .aux_backward = mc_cpu_moe_aux_backward,
+    .z_loss = mc_cpu_moe_z_loss,
+    .z_loss_backward = mc_cpu_moe_z_loss_backward,
+    .tokens_per_expert = mc_cpu_moe_tokens_per_expert,
+    .expert_bias_update = mc_cpu_moe_expert_bias_update,
+    .permute_map = mc_cpu_moe_permute_map,
+    .permute = mc_cpu_moe_permute,
+    .unpermute = mc_cpu_moe_unpermute,
+    .unpermute_backward = mc_cpu_moe_unpermute_backward,
+    .sort_chunks = mc_cpu_moe_sort_chunks,
+    .scale_rows = mc_cpu_moe_scale_rows,
+    .scale_rows_backward = mc_cpu_moe_scale_rows_backward,
+    .grouped_linear_forward = mc_cpu_moe_grouped_linear_forward,
+    .grouped_linear_backward = mc_cpu_moe_grouped_linear_backward,
+};
+
 static const mc_backend_t cpu_backend = {
     .name = "cpu",
     .gpu = -1,
@@ -109,6 +130,7 @@ static const mc_backend_t cpu_backend = {
     .count_zeros = mc_cpu_count_zeros,
     .has_nonfinite = mc_cpu_has_nonfinite,
     .adam_step = mc_cpu_adam_step,
+    .moe = &cpu_moe,
     .impl = NULL,
 };
 

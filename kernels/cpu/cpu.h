@@ -346,4 +346,53 @@ void mc_cpu_ce_fused(const mc_backend_t *be, mc_dtype_t dt, float *losses, void 
 long mc_cpu_count_zeros(const mc_backend_t *be, mc_dtype_t dt, const void *x, long n);
 int mc_cpu_has_nonfinite(const mc_backend_t *be, mc_dtype_t dt, const void *x, long n);
 
+/* ---- mixture of experts (kernels/moe.h; moe_route.c, moe_permute.c) ---- */
+#include "kernels/moe.h"
+void mc_cpu_moe_route(const mc_backend_t *be, mc_dtype_t rdt, const mc_moe_router_t *r, void *probs,
+                      uint8_t *map, const void *logits, const float *bias, long T);
+void mc_cpu_moe_route_backward(const mc_backend_t *be, mc_dtype_t rdt, const mc_moe_router_t *r,
+                               void *dlogits, const void *dprobs, const void *logits,
+                               const float *bias, const uint8_t *keep, long T);
+void mc_cpu_moe_capacity(const mc_backend_t *be, mc_dtype_t rdt, void *probs_out, uint8_t *keep,
+                         const void *probs, const uint8_t *map, long T, int E, long capacity,
+                         int by_position, int pad);
+void mc_cpu_moe_aux_stats(const mc_backend_t *be, mc_dtype_t rdt, int sigmoid, int topk,
+                          float *counts, float *psum, const void *logits, long T, int E, int G);
+void mc_cpu_moe_aux_backward(const mc_backend_t *be, mc_dtype_t rdt, int sigmoid, void *dlogits,
+                             const void *logits, const float *counts, float coef, long T, int E,
+                             int G);
+void mc_cpu_moe_z_loss(const mc_backend_t *be, mc_dtype_t rdt, float *zsum, const void *logits,
+                       long T, int E);
+void mc_cpu_moe_z_loss_backward(const mc_backend_t *be, mc_dtype_t rdt, void *dlogits,
+                                const void *logits, float coef, long T, int E);
+void mc_cpu_moe_tokens_per_expert(const mc_backend_t *be, int32_t *counts, const uint8_t *map,
+                                  long T, int E);
+void mc_cpu_moe_expert_bias_update(const mc_backend_t *be, float *bias, const float *counts, int E,
+                                   float rate);
+void mc_cpu_moe_permute_map(const mc_backend_t *be, mc_dtype_t rdt, int32_t *rows, int32_t *row_of,
+                            void *pprobs, const void *probs, const uint8_t *map, long T, int E,
+                            long N);
+void mc_cpu_moe_permute(const mc_backend_t *be, mc_dtype_t dt, void *out, const void *in,
+                        const int32_t *rows, long N, int H);
+void mc_cpu_moe_unpermute(const mc_backend_t *be, mc_dtype_t dt, mc_dtype_t pdt, void *out,
+                          const void *x, const int32_t *row_of, const void *pprobs, long T, int E,
+                          int H);
+void mc_cpu_moe_unpermute_backward(const mc_backend_t *be, mc_dtype_t dt, mc_dtype_t pdt, void *dx,
+                                   void *dpprobs, const void *dout, const void *x,
+                                   const int32_t *rows, const void *pprobs, long N, int H);
+void mc_cpu_moe_sort_chunks(const mc_backend_t *be, mc_dtype_t dt, void *out, const void *in,
+                            const long *sizes, const int *order, int n, int H);
+void mc_cpu_moe_scale_rows(const mc_backend_t *be, mc_dtype_t dt, mc_dtype_t pdt, void *out,
+                           const void *x, const void *p, long N, int H);
+void mc_cpu_moe_scale_rows_backward(const mc_backend_t *be, mc_dtype_t dt, mc_dtype_t pdt, void *dx,
+                                    void *dp, const void *dout, const void *x, const void *p,
+                                    long N, int H);
+void mc_cpu_moe_grouped_linear_forward(const mc_backend_t *be, mc_dtype_t dt, void *out,
+                                       const void *in, const void *const *W, const long *m, int G,
+                                       int K, int N);
+void mc_cpu_moe_grouped_linear_backward(const mc_backend_t *be, mc_dtype_t dt, mc_dtype_t gdt,
+                                        void *din, void *const *dW, const void *dout,
+                                        const void *in, const void *const *W, const long *m, int G,
+                                        int K, int N);
+
 #endif

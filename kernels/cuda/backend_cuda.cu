@@ -264,6 +264,7 @@ extern "C" const mc_backend_t *mc_backend_cuda(int device, char *err, size_t n)
     b.count_zeros = mc_cuda_count_zeros;
     b.has_nonfinite = mc_cuda_has_nonfinite;
     b.adam_step = mc_cuda_adam_step;
+    b.moe = &mc_cuda_moe_ops;
     b.profiler = cuda_profiler;
     b.range_push = cuda_range_push;
     b.range_pop = cuda_range_pop;

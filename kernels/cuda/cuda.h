@@ -240,4 +240,38 @@ void mc_cuda_adam_step(const mc_backend_t *be, const mc_adam_tensor_t *t, int co
                        mc_dtype_t model_dt, float lr, float beta1, float beta2, float eps,
                        int step);
 
+// moe_route.cu, moe_permute.cu, moe_gemm.cu: the mixture-of-experts ops (kernels/moe.h); the
+// table is mc_cuda_moe_ops (moe_route.cu)
+extern "C" {
+#include "kernels/moe.h"
+}
+extern const mc_moe_ops_t mc_cuda_moe_ops;
+void mc_cuda_moe_tokens_per_expert(const mc_backend_t *be, int32_t *counts, const uint8_t *map,
+                                   long T, int E);
+void mc_cuda_moe_permute_map(const mc_backend_t *be, mc_dtype_t rdt, int32_t *rows, int32_t *row_of,
+                             void *pprobs, const void *probs, const uint8_t *map, long T, int E,
+                             long N);
+void mc_cuda_moe_permute(const mc_backend_t *be, mc_dtype_t dt, void *out, const void *in,
+                         const int32_t *rows, long N, int H);
+void mc_cuda_moe_unpermute(const mc_backend_t *be, mc_dtype_t dt, mc_dtype_t pdt, void *out,
+                           const void *x, const int32_t *row_of, const void *pprobs, long T, int E,
+                           int H);
+void mc_cuda_moe_unpermute_backward(const mc_backend_t *be, mc_dtype_t dt, mc_dtype_t pdt, void *dx,
+                                    void *dpprobs, const void *dout, const void *x,
+                                    const int32_t *rows, const void *pprobs, long N, int H);
+void mc_cuda_moe_sort_chunks(const mc_backend_t *be, mc_dtype_t dt, void *out, const void *in,
+                             const long *sizes, const int *order, int n, int H);
+void mc_cuda_moe_scale_rows(const mc_backend_t *be, mc_dtype_t dt, mc_dtype_t pdt, void *out,
+                            const void *x, const void *p, long N, int H);
+void mc_cuda_moe_scale_rows_backward(const mc_backend_t *be, mc_dtype_t dt, mc_dtype_t pdt,
+                                     void *dx, void *dp, const void *dout, const void *x,
+                                     const void *p, long N, int H);
+void mc_cuda_moe_grouped_linear_forward(const mc_backend_t *be, mc_dtype_t dt, void *out,
+                                        const void *in, const void *const *W, const long *m, int G,
+                                        int K, int N);
+void mc_cuda_moe_grouped_linear_backward(const mc_backend_t *be, mc_dtype_t dt, mc_dtype_t gdt,
+                                         void *din, void *const *dW, const void *dout,
+                                         const void *in, const void *const *W, const long *m, int G,
+                                         int K, int N);
+
 #endif

@@ -165,7 +165,22 @@ void require_device(const void *p, size_t bytes, const char *what)
 // ---- the launch log ----
 
 namespace {
-uint64_t hash_bytes(uint64_t h, const unsigned char *p, size_t n)
+// A word holding an address inside device memory (cuBLAS's grouped GEMM reads its operands'
+// addresses from device arrays) hashes as its allocation's number and offset: addresses differ
+// between runs (the host's address randomisation), the allocation order does not. [lo, hi)
+// bounds every device allocation (a quick test for the words that are no address).
+uint64_t canonical_word(uint64_t w, uintptr_t lo, uintptr_t hi)
+{
+    if (w < lo || w >= hi) return w;
+    auto it = g_by_addr.upper_bound((uintptr_t)w);
+    if (it == g_by_addr.begin()) return w;
+    --it;
+    const Alloc &al = it->second;
+    if (al.kind == MEM_HOST_PINNED || w > al.base + al.size) return w;
+    return 0xA11C0000000000ull ^ (al.seq << 32) ^ (w - al.base);
+}
+
+uint64_t hash_bytes(uint64_t h, const unsigned char *p, size_t n, uintptr_t lo, uintptr_t hi)
 {
     uint64_t lane[4] = {h, h ^ 0x9E3779B97F4A7C15ull, h ^ 0xC2B2AE3D27D4EB4Full, h ^ 0x165667B19E3779F9ull};
     size_t i = 0;
@@ -173,6 +188,7 @@ uint64_t hash_bytes(uint64_t h, const unsigned char *p, size_t n)
         for (int k = 0; k < 4; k++) {
             uint64_t w;
             memcpy(&w, p + i + 8 * k, 8);
+            w = canonical_word(w, lo, hi);
             lane[k] = ((lane[k] ^ w) * 0x100000001B3ull);
             lane[k] ^= lane[k] >> 29;
         }
@@ -201,10 +217,16 @@ void after_launch(const char *name)
     uint64_t h = 0xcbf29ce484222325ull;
     {
         std::lock_guard<std::mutex> lk(g_mem_mu);
+        uintptr_t lo = UINTPTR_MAX, hi = 0;
+        for (const auto &a : g_by_addr)
+            if (a.second.kind != MEM_HOST_PINNED) {
+                lo = a.first < lo ? a.first : lo;
+                hi = a.first + a.second.size + 1 > hi ? a.first + a.second.size + 1 : hi;
+            }
         for (const auto &s : g_by_seq) {
             const Alloc &al = g_by_addr[s.second];
             if (al.kind == MEM_HOST_PINNED) continue;
-            h = hash_bytes(h ^ al.seq, (const unsigned char *)al.base, al.size);
+            h = hash_bytes(h ^ al.seq, (const unsigned char *)al.base, al.size, lo, hi);
         }
     }
     fprintf(log, "%" PRIu64 " %s %016" PRIx64 "\n", n, name, h);

@@ -3,7 +3,8 @@
 # every collective with exact values on the world, pair, strided, partial (n = 0 on some ranks),
 # first/last and one-rank groups, asynchronous use, chunked big buffers and volume counters; p2p
 # batches (ring, pipeline patterns, both directions with one peer, mixed with collectives in
-# flight, zero elements, several MB); device buffers staged through host memory (a fake device
+# flight, zero elements, several MB); all-to-all with variable splits (uneven, zero, a rank moving
+# nothing, packed and gapped displacements, every type); device buffers staged through host memory (a fake device
 # the process cannot touch: every collective kind in and out of place, in flight, p2p); the
 # PMIx exchange that shares NCCL's unique ids; single-rank (no launcher) and under mpirun -np 2,
 # 4, 8.
@@ -60,6 +61,9 @@ single_fatal "1 rank: a p2p send to itself without a receive in the batch is an 
 single_fatal "1 rank: a p2p send to group rank 1 is an error" \
     "^megatron-c: rank 0: error: p2p send to group rank 1 on the world group of the single-rank communicator \(only rank 0 exists\)" \
     p2ppeer 0
+single_fatal "1 rank: an all-to-all sending itself another count than it receives is an error" \
+    "^megatron-c: rank 0: error: all-to-all on the world group of the single-rank communicator sends 2 elements to itself but receives 3" \
+    a2aself 0
 
 NCCL=$MC_BUILD/test/mpi/test_comm_nccl
 if [ -x "$NCCL" ]; then
@@ -91,6 +95,19 @@ every_check() { # label program want
     done
 }
 every_check mpi "$PROG" "$want"
+
+# comm/state.c's expert-parallel groups (parallel folding) on the MPI communicator
+STATE=$MC_BUILD/test/mpi/test_parallel_state
+for np in 1 2 4 8; do
+    if [ $np = 1 ]; then
+        run_checks "parallel state, 1 rank" env -u PMIX_RANK -u PMIX_NAMESPACE "$STATE"
+    else
+        run_checks "parallel state np=$np" "${MPIRUN[@]}" -np "$np" "$STATE"
+    fi
+    rc=$?
+    check "parallel state np=$np: exits 0, nothing on stderr (rc=$rc)" \
+        bash -c "[ $rc -eq 0 ] && grep -q '^ok - ' '$MC_TMP/out' && [ ! -s '$MC_TMP/err' ]"
+done
 
 # fault NAME PATTERN ARGS...: the job must end non-zero within 30 s, stderr matching PATTERN.
 fault() {

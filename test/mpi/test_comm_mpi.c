@@ -20,6 +20,8 @@
  *                             time of their wait and fail when it is over a quarter of the wall time
  *   test_comm_mpi p2pself R   rank R sends to itself without a receive (single rank: mc_fatal)
  *   test_comm_mpi p2ppeer R   rank R sends to group rank 1 (single rank: mc_fatal)
+ *   test_comm_mpi a2aself R   rank R's all-to-all sends 2 elements to itself but expects 3 (single
+ *                             rank: mc_fatal)
  *
  * Built a second time as test_comm_nccl (MC_TEST_FAKE_NCCL, Makefile): the NCCL communicator
  * (comm/comm_nccl.c) on an emulated GPU (test/fake/fake_cuda.c: streams, events and NCCL on
@@ -484,9 +486,17 @@ static void check_counters_and_empty(T *t, mc_group_t *g[NGROUPS])
                               {1, prev, i3, 3, MC_DT_I32},
                               {0, next, r3, 3, MC_DT_I32}},
                  4);
+    /* all-to-all on the world: 2 i32 to and from every rank */
+    size_t *sc = xmalloc(2 * (size_t)t->size * sizeof(size_t)), *rc = sc + t->size;
+    int32_t *a2s = xmalloc(8 * (size_t)t->size), *a2r = xmalloc(8 * (size_t)t->size);
+    for (int q = 0; q < t->size; q++) sc[q] = rc[q] = 2, a2s[2 * q] = a2s[2 * q + 1] = q;
+    mc_all_to_all_v(c, c->world, a2s, sc, NULL, a2r, rc, NULL, MC_DT_I32);
+    int a2bad = 0;
+    for (int q = 0; q < t->size; q++) a2bad |= a2r[2 * q] != t->rank || a2r[2 * q + 1] != t->rank;
+    free(sc), free(a2s), free(a2r);
     uint64_t n = (uint64_t)t->size;
-    uint64_t want_bytes[MC_COLL_KINDS] = {40, 5 * 8 * n, 3 * 4 * n, 7, 0, 2 * (48 + 12)};
-    int bad = r6[5] != 6 || r3[2] != 9;
+    uint64_t want_bytes[MC_COLL_KINDS] = {40, 5 * 8 * n, 3 * 4 * n, 7, 0, 2 * (48 + 12), 2 * 4 * n};
+    int bad = r6[5] != 6 || r3[2] != 9 || a2bad;
     for (int k = 0; k < MC_COLL_KINDS; k++) {
         uint64_t gc = str->calls[k] - gcalls[k], gb = str->bytes[k] - gbytes[k];
         uint64_t gc_want = k == MC_COLL_P2P_BATCH, gb_want = gc_want ? want_bytes[k] : 0;
@@ -503,7 +513,9 @@ static void check_counters_and_empty(T *t, mc_group_t *g[NGROUPS])
         }
     }
     bad |= strcmp(mc_coll_name(MC_COLL_P2P_BATCH), "p2p") != 0;
-    report(t, bad, "volume counters: calls and bytes per kind (p2p: sent + received), per group too");
+    bad |= strcmp(mc_coll_name(MC_COLL_ALL_TO_ALL_V), "all-to-all") != 0;
+    report(t, bad, "volume counters: calls and bytes per kind (p2p: sent + received; all-to-all: the "
+           "larger side), per group too");
 
     mc_all_reduce(c, c->world, f, 0, MC_DT_F32, MC_OP_SUM);
     mc_all_gather(c, c->world, mine, gi, 0, MC_DT_I32);
@@ -719,6 +731,80 @@ static void check_p2p_big(T *t, mc_group_t *g)
            "p2p of 12 MB to next and 8 MB to previous in one batch (in chunks)");
 }
 
+/* ---- all-to-all with variable splits (the MoE token dispatcher's) ---- */
+
+/* Elements world rank src sends to world rank dst in variant v: uneven, zero for some pairs; in
+ * the odd variants world rank 1 moves nothing at all (it still takes part). */
+static size_t a2a_count(int src, int dst, int v)
+{
+    if (v % 2 && (src == 1 || dst == 1)) return 0;
+    return (size_t)((src + 2 * dst + v) % 3) * (size_t)(5 + v) + (size_t)(src == dst && v == 2);
+}
+
+/* Splits of this rank on g: counts per group rank, and displacements that leave gaps of 3 and
+ * place the blocks in reverse group order (gapped), or NULL (packed). Returns the extent. */
+static size_t a2a_layout(const mc_group_t *g, int me, int v, bool send, bool gapped, size_t *counts,
+                         size_t *displs)
+{
+    size_t at = 0;
+    for (int q = 0; q < g->size; q++)
+        counts[q] = send ? a2a_count(me, g->members[q], v) : a2a_count(g->members[q], me, v);
+    for (int k = 0; k < g->size; k++) {
+        int q = gapped ? g->size - 1 - k : k;
+        displs[q] = at;
+        at += counts[q] + (gapped ? 3 : 0);
+    }
+    return at;
+}
+
+/* Runs one all-to-all of dt on g from buffers made by alloc (host or a device) and checks every
+ * received element and that the gaps are untouched. */
+typedef void *(*a2a_alloc_t)(size_t bytes);
+typedef char *(*a2a_host_t)(const void *p); /* where the host reads and writes the buffer */
+
+static void *host_alloc(size_t bytes) { return xmalloc(bytes); }
+static char *host_view(const void *p) { return (char *)p; }
+
+static int one_a2a(T *t, mc_group_t *g, mc_dtype_t dt, int v, bool gapped, a2a_alloc_t alloc, a2a_host_t view,
+                   void (*run)(T *, mc_coll_t))
+{
+    int n = g->size, me = t->rank, bad = 0;
+    size_t *sc = xmalloc(4 * (size_t)n * sizeof(size_t)), *sd = sc + n, *rc = sc + 2 * n, *rd = sc + 3 * n;
+    size_t es = mc_dtype_size(dt), sn = a2a_layout(g, me, v, true, gapped, sc, sd),
+           rn = a2a_layout(g, me, v, false, gapped, rc, rd);
+    void *send = sn ? alloc(sn * es) : NULL, *recv = rn ? alloc(rn * es) : NULL;
+    for (size_t i = 0; i < rn; i++) put(dt, view(recv), i, 77);
+    for (int q = 0; q < n; q++)
+        for (size_t i = 0; i < sc[q]; i++) put(dt, view(send), sd[q] + i, msg(dt, me, g->members[q], i));
+    run(t, (mc_coll_t){.kind = MC_COLL_ALL_TO_ALL_V, .group = g, .send = send, .recv = recv, .dt = dt,
+                       .send_counts = sc, .send_displs = gapped ? sd : NULL, .recv_counts = rc,
+                       .recv_displs = gapped ? rd : NULL});
+    for (int q = 0; q < n && !bad; q++) {
+        for (size_t i = 0; i < rc[q] && !bad; i++)
+            bad = expect(t, "all-to-all", dt, view(recv), rd[q] + i, msg(dt, g->members[q], me, i));
+        for (size_t i = 0; gapped && i < 3 && !bad; i++)
+            bad = expect(t, "all-to-all gap", dt, view(recv), rd[q] + rc[q] + i, 77);
+    }
+    for (int q = 0; q < n && !bad; q++) /* send unchanged */
+        for (size_t i = 0; i < sc[q] && !bad; i++)
+            bad = expect(t, "all-to-all send", dt, view(send), sd[q] + i, msg(dt, me, g->members[q], i));
+    if (alloc == host_alloc) free(send), free(recv);
+    free(sc);
+    return bad;
+}
+
+static void host_run(T *t, mc_coll_t o) { mc_comm_run(t->c, &o); }
+
+static void check_all_to_all_v(T *t, mc_group_t *g, const char *gname)
+{
+    int bad = 0;
+    for (int v = 0; g && v < 4; v++)
+        for (size_t d = 0; d < sizeof(ALL_DT) / sizeof(ALL_DT[0]); d++)
+            bad |= one_a2a(t, g, ALL_DT[d], v + (int)d, v >= 2, host_alloc, host_view, host_run);
+    report(t, bad, "all-to-all with uneven and zero splits, a rank moving nothing, packed and gapped "
+           "(f32 f64 i64 i32 u8 bf16 fp16) on the %s group", gname);
+}
+
 #ifndef MC_TEST_FAKE_NCCL /* NCCL stages host buffers itself and takes no devmem */
 /* ---- staging of device buffers (mc_comm_t.devmem: the cuda backend under MPI) ----
  *
@@ -902,11 +988,27 @@ static void check_staged_p2p(T *t, mc_group_t *g)
     report(t, bad, "staged p2p: a ring of device buffers; a device send with a host receive in one batch");
 }
 
+static void *dev_alloc_a2a(size_t bytes) { return dev_alloc(bytes); }
+
+/* All-to-all of device buffers: staged (MPI: send copied out; recv back, and out first when
+ * gapped, so the gaps keep their values) or copied device to device (one rank). */
+static void check_staged_a2a(T *t, mc_group_t *g, const char *gname)
+{
+    int bad = 0; /* MPI reading or writing the device memory would crash: PROT_NONE */
+    for (int v = 0; g && v < 2; v++) {
+        bad |= one_a2a(t, g, v ? MC_DT_BF16 : MC_DT_F32, v, v == 1, dev_alloc_a2a, shadow, host_run);
+        g_dev_used = 0;
+    }
+    report(t, bad, "staged all-to-all of device buffers (f32 packed, bf16 gapped) on the %s group", gname);
+}
+
 static void check_staged(T *t, mc_group_t *g[NGROUPS])
 {
     fake_device_init();
     t->c->devmem = &FAKE;
     for (int k = 0; k < NGROUPS; k++) check_staged_collectives(t, g[k], GROUP_NAMES[k]);
+    check_staged_a2a(t, g[G_WORLD], "world");
+    check_staged_a2a(t, g[G_STRIDED], "strided");
     check_staged_async(t, g);
     check_staged_p2p(t, g[G_WORLD]);
     t->c->devmem = NULL;
@@ -1113,8 +1215,23 @@ static void check_host_pieces(T *t, mc_group_t *g)
     report(t, bad, "host all-gather and reduce-scatter in place, larger than the stage (in pieces)");
 }
 
+static void *dev_alloc_fake(size_t bytes) { return fake_device_alloc(bytes); }
+static char *dev_view_fake(const void *p) { return fake_shadow(p); }
+static void dev_run(T *t, mc_coll_t o) { drun(t, o); }
+
+/* All-to-all of device buffers: grouped ncclSend/ncclRecv, itself included. */
+static void check_device_a2a(T *t, mc_group_t *g, const char *gname)
+{
+    int bad = 0;
+    for (int v = 0; g && v < 4; v++)
+        bad |= one_a2a(t, g, v % 2 ? MC_DT_I64 : MC_DT_BF16, v, v >= 2, dev_alloc_fake, dev_view_fake, dev_run);
+    report(t, bad, "device all-to-all with uneven and zero splits, packed and gapped (bf16 i64) on the %s group",
+           gname);
+}
+
 static void check_nccl_device(T *t, mc_group_t *g[NGROUPS])
 {
+    for (int k = 0; k < NGROUPS; k++) check_device_a2a(t, g[k], GROUP_NAMES[k]);
     for (int k = 0; k < NGROUPS; k++) check_device_collectives(t, g[k], GROUP_NAMES[k]);
     check_device_order(t);
     check_device_in_flight(t, g);
@@ -1253,6 +1370,11 @@ static int fault(T *t, const char *mode, int who, bool ring_only)
         if (strcmp(mode, "p2pself") == 0)
             mc_p2p_batch(t->c, t->c->world,
                          &(mc_p2p_t){.is_send = 1, .peer = t->rank, .buf = &one, .count = 1}, 1);
+        if (strcmp(mode, "a2aself") == 0) { /* sends 2 elements to itself, expects 3 */
+            size_t two = 2, three = 3;
+            float in[3];
+            mc_all_to_all_v(t->c, t->c->world, (float[2]){1, 2}, &two, NULL, in, &three, NULL, MC_DT_F32);
+        }
         if (strcmp(mode, "p2ppeer") == 0)
             mc_p2p_batch(t->c, t->c->world, &(mc_p2p_t){.is_send = 1, .peer = 1, .buf = &one, .count = 1}, 1);
     }
@@ -1345,6 +1467,7 @@ int main(int argc, char **argv)
     check_p2p_async(&t, g);
     check_p2p_zero(&t, g[G_WORLD]);
     check_p2p_big(&t, g[G_WORLD]);
+    for (int k = 0; k < NGROUPS; k++) check_all_to_all_v(&t, g[k], GROUP_NAMES[k]);
     check_counters_and_empty(&t, g);
 #ifdef MC_TEST_FAKE_NCCL
     check_nccl_device(&t, g); /* NCCL stages host buffers itself: no devmem */

@@ -6,9 +6,11 @@
 #include <cmocka.h>
 #include <stdbool.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "comm/groups.h"
+#include "test/unit/fixture.h"
 
 #define MAXW 64
 
@@ -304,6 +306,154 @@ static void test_bad_layouts(void **state)
     assert_true(strlen(tiny) == 7);
 }
 
+/* ---- Megatron's own groups (test/fixtures/megatron_groups.txt, test/ref/megatron_groups.py) ---- */
+
+static const struct {
+    const char *name;
+    mc_group_kind_t kind;
+} FX_KINDS[] = {
+    {"tp", MC_GROUP_TP},       {"cp", MC_GROUP_CP},       {"dp", MC_GROUP_DP},
+    {"dp-cp", MC_GROUP_DP_CP}, {"pp", MC_GROUP_PP},       {"tp-pp", MC_GROUP_MP},
+    {"tp-cp", MC_GROUP_TP_CP}, {"tp-dp-cp", MC_GROUP_TP_DP_CP}, {"ep", MC_GROUP_EP},
+    {"etp", MC_GROUP_ETP},     {"tp-ep", MC_GROUP_TP_EP}, {"tp-ep-pp", MC_GROUP_TP_EP_PP},
+    {"edp", MC_GROUP_EDP},
+};
+
+/* "0,1 2,3 ..." into groups (flat); returns the number of groups, *gs their size. */
+static int parse_groups(char *text, int *flat, int cap, int *gs)
+{
+    int ng = 0, n = 0;
+    *gs = 0;
+    for (char *save = NULL, *grp = strtok_r(text, " \n", &save); grp; grp = strtok_r(NULL, " \n", &save)) {
+        int k = 0;
+        for (char *s2 = NULL, *r = strtok_r(grp, ",", &s2); r; r = strtok_r(NULL, ",", &s2), k++) {
+            assert_true(n < cap);
+            flat[n++] = atoi(r);
+        }
+        if (*gs == 0) *gs = k;
+        assert_int_equal(k, *gs);
+        ng++;
+    }
+    return ng;
+}
+
+/* The expert coordinates agree with the groups: a rank's place in its EP group is its ep rank,
+ * in its ETP group its etp rank, in its EDP group its edp rank. */
+static void expect_expert_coords(const mc_layout_t *l)
+{
+    for (int r = 0; r < l->world; r++) {
+        mc_expert_coords_t c = mc_layout_expert_coords(l, r);
+        int m[MAXW];
+        const struct { mc_group_kind_t kind; int want; } places[] = {
+            {MC_GROUP_EP, c.ep}, {MC_GROUP_ETP, c.etp}, {MC_GROUP_EDP, c.edp}, {MC_GROUP_PP, c.pp}};
+        for (size_t k = 0; k < sizeof(places) / sizeof(places[0]); k++) {
+            int n = mc_group_members(l, places[k].kind, r, false, m, MAXW);
+            assert_true(places[k].want < n);
+            assert_int_equal(m[places[k].want], r);
+        }
+    }
+}
+
+static void test_megatron_rank_generators(void **state)
+{
+    (void)state;
+    char path[4096], line[8192], order[32];
+    assert_int_equal(mc_fx_path(path, sizeof(path), "megatron_groups.txt"), 0);
+    FILE *f = fopen(path, "r");
+    assert_non_null(f);
+    mc_layout_t l;
+    int layouts = 0, checked = 0, have = 0;
+    while (fgets(line, sizeof(line), f)) {
+        int world, tp, cp, pp, ep, etp;
+        if (line[0] == '#') continue;
+        if (sscanf(line, "layout %d %d %d %d %d %d %31s", &world, &tp, &cp, &pp, &ep, &etp, order) == 7) {
+            char err[256];
+            assert_int_equal(mc_layout_init(&l, world, tp, pp, cp, strcmp(order, "tp-cp-ep-pp-dp") == 0, err,
+                                            sizeof(err)), 0);
+            assert_int_equal(mc_layout_set_experts(&l, ep, etp, err, sizeof(err)), 0);
+            assert_int_equal(l.edp, world / (etp * ep * pp));
+            expect_expert_coords(&l);
+            layouts++, have = 1;
+            continue;
+        }
+        assert_true(have);
+        char *sp = strchr(line, ' ');
+        assert_non_null(sp);
+        *sp = '\0';
+        size_t k = 0;
+        while (k < sizeof(FX_KINDS) / sizeof(FX_KINDS[0]) && strcmp(FX_KINDS[k].name, line) != 0) k++;
+        if (k == sizeof(FX_KINDS) / sizeof(FX_KINDS[0])) fail_msg("unknown kind '%s' in %s", line, path);
+        int want[MAXW * MAXW], gs;
+        int ng = parse_groups(sp + 1, want, MAXW * MAXW, &gs);
+        expect_all(&l, FX_KINDS[k].kind, false, ng, gs, want);
+        checked++;
+    }
+    fclose(f);
+    assert_int_equal(layouts, 11);
+    assert_int_equal(checked, layouts * (int)(sizeof(FX_KINDS) / sizeof(FX_KINDS[0])));
+}
+
+/* Without mc_layout_set_experts the experts fold as ep 1, etp tp: the expert groups are the
+ * dense ones (EDP is dp x cp). */
+static void test_expert_defaults(void **state)
+{
+    (void)state;
+    mc_layout_t l = layout(16, 2, 2, 2, false);
+    assert_int_equal(l.ep, 1);
+    assert_int_equal(l.etp, 2);
+    assert_int_equal(l.edp, 4);
+    int a[MAXW * MAXW], b[MAXW * MAXW], sa, sb;
+    const mc_group_kind_t same[][2] = {{MC_GROUP_ETP, MC_GROUP_TP}, {MC_GROUP_TP_EP, MC_GROUP_TP},
+                                       {MC_GROUP_TP_EP_PP, MC_GROUP_MP}, {MC_GROUP_EDP, MC_GROUP_DP_CP}};
+    for (size_t k = 0; k < sizeof(same) / sizeof(same[0]); k++) {
+        int na = mc_group_all(&l, same[k][0], false, a, MAXW * MAXW, &sa);
+        assert_int_equal(na, mc_group_all(&l, same[k][1], false, b, MAXW * MAXW, &sb));
+        assert_int_equal(sa, sb);
+        assert_memory_equal(a, b, (size_t)(na * sa) * sizeof(int));
+    }
+    int m[MAXW];
+    assert_int_equal(mc_group_members(&l, MC_GROUP_EP, 5, false, m, MAXW), 1);
+    assert_int_equal(m[0], 5);
+}
+
+static void test_bad_expert_layouts(void **state)
+{
+    (void)state;
+    char err[256];
+    mc_layout_t l = layout(8, 2, 1, 1, false), before = l;
+    /* etp x ep x pp must divide the world */
+    assert_int_equal(mc_layout_set_experts(&l, 3, 1, err, sizeof(err)), -1);
+    assert_non_null(strstr(err, "expert_model_parallel_size (3)"));
+    assert_null(strchr(err, '\n'));
+    assert_memory_equal(&l, &before, sizeof(l));
+    assert_int_equal(mc_layout_set_experts(&l, 2, 3, err, sizeof(err)), -1);
+    assert_int_equal(mc_layout_set_experts(&l, 0, 1, err, sizeof(err)), -1);
+    assert_int_equal(mc_layout_set_experts(&l, 2, 0, err, sizeof(err)), -1);
+    assert_int_equal(mc_layout_set_experts(&l, 8, 1, err, sizeof(err)), 0); /* ep over tp x dp */
+    assert_int_equal(l.edp, 1);
+    /* pp before dp: the two generators' pp groups agree only when edp == dp */
+    l = layout(8, 2, 2, 1, true);
+    assert_int_equal(mc_layout_set_experts(&l, 4, 1, err, sizeof(err)), -1);
+    assert_non_null(strstr(err, "must equal the data parallel size (2)"));
+    assert_int_equal(mc_layout_set_experts(&l, 2, 1, err, sizeof(err)), 0);
+    /* with pp 1 any folding is fine in either order */
+    l = layout(8, 2, 1, 1, true);
+    assert_int_equal(mc_layout_set_experts(&l, 8, 1, err, sizeof(err)), 0);
+    /* the pp groups of both generators are the same whenever set_experts accepts */
+    for (int tp = 1; tp <= 4; tp *= 2)
+        for (int pp = 1; pp <= 4; pp *= 2)
+            for (int ep = 1; ep <= 8; ep *= 2)
+                for (int etp = 1; etp <= 4; etp *= 2)
+                    for (int o = 0; o <= 1; o++) {
+                        mc_layout_t x;
+                        if (mc_layout_init(&x, 32, tp, pp, 1, o, err, sizeof(err)) != 0) continue;
+                        if (mc_layout_set_experts(&x, ep, etp, err, sizeof(err)) != 0) continue;
+                        for (int r = 0; r < 32; r++) {
+                            assert_int_equal(mc_layout_expert_coords(&x, r).pp, mc_layout_coords(&x, r).pp);
+                        }
+                    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -313,6 +463,9 @@ int main(void)
         cmocka_unit_test(test_context_parallel),
         cmocka_unit_test(test_all_layouts),
         cmocka_unit_test(test_bad_layouts),
+        cmocka_unit_test(test_megatron_rank_generators),
+        cmocka_unit_test(test_expert_defaults),
+        cmocka_unit_test(test_bad_expert_layouts),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
