@@ -124,7 +124,7 @@ void mc_cuda_moe_grouped_linear_backward(const mc_backend_t *be, mc_dtype_t dt, 
                                          const void *in, const void *const *W, const long *m, int G,
                                          int K, int N)
 {
-    const size_t es = mc_dtype_size(dt), gs = mc_dtype_size(gdt);
+    const size_t es = mc_dtype_size(dt);
     long row = 0;
     if (din) {
         grouped_t g = grouped_new(G);
