@@ -9,6 +9,12 @@ WERROR  ?= 0
 SANITIZE ?= 0
 CUDA_HOME ?= /usr/local/cuda
 NCCL_HOME ?= $(CUDA_HOME)
+# cuDNN (kernels/cuda/cudnn_*.cu, the fused attention): headers under CUDNN_HOME/include, the
+# library in lib/ or lib64/ (the CUDA toolkit's by default; scripts/device-env.sh points it at a
+# PyPI wheel's copy). Without them a CUDA build uses the project's attention kernels and says so.
+CUDNN_HOME ?= $(CUDA_HOME)
+CUDNN_HDR := $(wildcard $(CUDNN_HOME)/include/cudnn_graph.h)
+CUDNN_LIB := $(firstword $(wildcard $(CUDNN_HOME)/lib/libcudnn.so* $(CUDNN_HOME)/lib64/libcudnn.so*))
 NVCC    ?= $(CUDA_HOME)/bin/nvcc
 
 VERSION := 0.1.0
@@ -96,6 +102,12 @@ CFLAGS  += -DMC_WITH_CUDA=1 -I$(CUDA_HOME)/include -I$(NCCL_HOME)/include
 LDLIBS  += -L$(CUDA_HOME)/lib64 -Wl,-rpath,$(CUDA_HOME)/lib64 -lcudart -lcublasLt -lcublas \
            -L$(NCCL_HOME)/lib -Wl,-rpath,$(NCCL_HOME)/lib -lnccl -lstdc++
 CU_SRC  := $(wildcard kernels/cuda/*.cu)
+ifneq ($(and $(CUDNN_HDR),$(CUDNN_LIB)),)
+CFLAGS  += -DMC_WITH_CUDNN=1 -I$(CUDNN_HOME)/include
+NVCCFLAGS += -DMC_WITH_CUDNN=1 -I$(CUDNN_HOME)/include
+LDLIBS  += -L$(CUDNN_HOME)/lib -L$(CUDNN_HOME)/lib64 -Wl,-rpath,$(CUDNN_HOME)/lib \
+           -Wl,-rpath,$(CUDNN_HOME)/lib64 -lcudnn
+endif
 endif
 
 # The emulated device: every CUDA-built C file as with nvcc, the kernels through g++.
@@ -108,12 +120,23 @@ endif
 ifeq ($(WERROR),1)
 EMU_CXXFLAGS += -Werror
 endif
-EMU_PROGS := $(wildcard test/emu/test_emu_*.cpp test/emu/test_emu_*.cu)
+# The emulated cuDNN (test/emu/cudnn*.cpp) needs cuDNN's headers, not its library.
+EMU_CUDNN := $(wildcard test/emu/cudnn*.cpp test/emu/test_emu_cudnn.cpp)
+ifneq ($(CUDNN_HDR),)
+EMU_CXXFLAGS += -DMC_WITH_CUDNN=1 -I$(CUDNN_HOME)/include
+EMU_SKIP :=
+else
+EMU_SKIP := $(EMU_CUDNN)
+endif
+EMU_PROGS := $(filter-out $(EMU_SKIP),$(wildcard test/emu/test_emu_*.cpp test/emu/test_emu_*.cu))
 ifeq ($(EMU),1)
 CFLAGS  += -DMC_WITH_CUDA=1 -DMC_CUDA_EMU=1 -I$(CUDA_HOME)/include -I$(NCCL_HOME)/include
+ifneq ($(CUDNN_HDR),)
+CFLAGS  += -DMC_WITH_CUDNN=1 -I$(CUDNN_HOME)/include
+endif
 LDLIBS  += -lstdc++
 CU_SRC  := $(wildcard kernels/cuda/*.cu)
-EMU_OBJ := $(patsubst %.cpp,$(BUILD)/%.o,$(filter-out $(EMU_PROGS),$(wildcard test/emu/*.cpp)))
+EMU_OBJ := $(patsubst %.cpp,$(BUILD)/%.o,$(filter-out $(EMU_PROGS) $(EMU_SKIP),$(wildcard test/emu/*.cpp)))
 endif
 # Whether this machine can build the emulated device: g++ and the CUDA and NCCL headers.
 EMU_OK := $(and $(shell command -v $(CXX) 2>/dev/null),$(wildcard $(CUDA_HOME)/include/cublasLt.h),$(wildcard $(CUDA_HOME)/include/mma.h),$(wildcard $(NCCL_HOME)/include/nccl.h))

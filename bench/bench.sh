@@ -2,7 +2,9 @@
 # Training throughput on one GPU: GPT-2 124M, 350M, 1.3B and 2.7B in bf16 on
 # mock data, megatron-c against PyTorch peers (bench/gpt_torch.py, eager and torch.compile with
 # flash attention through scaled_dot_product_attention) and llm.c (LLMC_DIR) measured in the
-# same run.
+# same run; megatron-c twice: its default --attention-backend auto (cuDNN's fused flash attention
+# where it takes the shapes) and --attention-backend local (the project's attention kernels),
+# each with megatron-c plan's prediction for its attention beside it.
 #
 #   bench/bench.sh                 all four models, one after the other
 #   bench/bench.sh 124M            one model: a step that fits one call of the device tool
@@ -27,14 +29,16 @@
 # each run and llm.c its build (once per BENCH_LOGS). docs/PERF.md says which calls to make.
 #
 # Prints a markdown table ready for docs/PERF.md, with a row per model and implementation (the
-# results of earlier calls into the same BENCH_LOGS included); writes it to table.md, and one line
-# per model to <model>.summary ("bench 124M: megatron-c 512345 tokens/s (micro batch 16); PyTorch
-# eager 401000 tokens/s (megatron-c 1.28x); ..."); the logs stay in the folder it names. Without a
-# GPU it says so and exits 0.
+# results of earlier calls into the same BENCH_LOGS included; megatron-c's rows with the plan's
+# tokens/s for the same micro batch); writes it to table.md, and one line per model to
+# <model>.summary ("bench 124M: megatron-c 512345 tokens/s (micro batch 16; megatron-c plan
+# predicted ...); megatron-c --attention-backend local 300000 tokens/s (...; auto 1.71x local);
+# PyTorch eager 401000 tokens/s (megatron-c 1.28x); ..."); the logs stay in the folder it names.
+# Without a GPU it says so and exits 0.
 #
 # Environment: MC_BIN (build/rel/megatron-c, built if missing), PYTHON (python3: the interpreter
-# with torch for the peers), MODELS (or the arguments), BENCH_IMPLS (megatron-c eager compile
-# llmc), ACCUM, ITERS, BENCH_TRIES, BENCH_RUN_TIMEOUT, BENCH_BUDGET, PEAK_TFLOPS, MBS_124M /
+# with torch for the peers), MODELS (or the arguments), BENCH_IMPLS (megatron-c megatron-c-local
+# eager compile llmc), ACCUM, ITERS, BENCH_TRIES, BENCH_RUN_TIMEOUT, BENCH_BUDGET, PEAK_TFLOPS, MBS_124M /
 # MBS_350M / MBS_1_3B / MBS_2_7B (micro batch lists), BENCH_LOGS (the logs' folder, made if
 # missing; default a new /tmp/mc-bench.* folder), LLMC_DIR (a copy of karpathy/llm.c:
 # train_gpt2.cu and llmc/, for the llm.c peer). Rehearsals of this script's plumbing on tiny
@@ -47,7 +51,7 @@ ROOT=$PWD
 : "${PYTHON:=python3}"
 [ $# -gt 0 ] && MODELS="$*"
 : "${MODELS:=124M 350M 1.3B 2.7B}"
-: "${BENCH_IMPLS:=megatron-c eager compile llmc}"
+: "${BENCH_IMPLS:=megatron-c megatron-c-local eager compile llmc}"
 : "${ACCUM:=4}" "${ITERS:=20}" "${PEAK_TFLOPS:=989}" "${BENCH_TRIES:=2}"
 : "${BENCH_RUN_TIMEOUT:=180}" "${BENCH_BUDGET:=540}"
 LOG_INTERVAL=10
@@ -86,7 +90,7 @@ if [ "$BENCH_DEVICE" != cuda ]; then # the plumbing only: tiny shapes, on the CP
     DEVICE=cpu VOCAB=1000 ITERS=12 LOG_INTERVAL=4 GPU=0
     if [ "$BENCH_DEVICE" = emu ]; then # ~1 s an emulated iteration at most
         SHAPE[124M]="2 32 4 32"; MBS[124M]="2 1"
-        SHAPE[350M]="2 48 4 32"; MBS[350M]="1"
+        SHAPE[350M]="2 48 6 32"; MBS[350M]="1" # head dim 8: cuDNN takes it
         DEVICE=cuda VOCAB=200 ITERS=8 ACCUM=2
     fi
     MODELS=${MODELS/1.3B/}; MODELS=${MODELS/2.7B/}
@@ -133,10 +137,10 @@ with_peak_memory() { # file command...: runs the command; the peak in MiB goes t
 }
 
 # Each runner prints "ms tflops peak_mib [allocated_gib]", or nothing with the reason in $log.why.
-run_mc() { # model mbs
-    local m=$1 mbs=$2 L H A S l rc
+run_mc() { # model mbs attention-backend (auto: logs mc-*, local: mclocal-*)
+    local m=$1 mbs=$2 attn=$3 L H A S l rc
     read -r L H A S <<<"${SHAPE[$m]}"
-    local log=$LOGS/mc-$m-mbs$mbs
+    local log=$LOGS/mc$([ "$attn" = auto ] || echo "$attn")-$m-mbs$mbs
     l=$(limit)
     [ "$l" -gt 0 ] || { echo "$NO_TIME" >"$log.why"; return 0; }
     local args=(--bf16 --mock-data --vocab-size $VOCAB \
@@ -144,7 +148,8 @@ run_mc() { # model mbs
         --max-position-embeddings "$S" --micro-batch-size "$mbs" --global-batch-size $((mbs * ACCUM)) \
         --train-iters "$ITERS" --log-interval "$LOG_INTERVAL" --eval-iters 0 --eval-interval 1000000 \
         --lr 6e-4 --min-lr 6e-5 --lr-decay-style cosine --lr-warmup-iters 2 --weight-decay 0.1 \
-        --adam-beta1 0.9 --adam-beta2 0.95 --clip-grad 1.0 --hidden-dropout 0 --attention-dropout 0)
+        --adam-beta1 0.9 --adam-beta2 0.95 --clip-grad 1.0 --hidden-dropout 0 --attention-dropout 0 \
+        --attention-backend "$attn")
     # megatron-c plan's prediction of the same step on this GPU, beside the measurement
     "$MC_BIN" plan --num-gpus 1 --gpu "$PLAN_GPU" "${args[@]}" >"$log.plan" 2>&1
     with_peak_memory "$log.peak" timeout -k 10 "$l" "$MC_BIN" --device "$DEVICE" "${args[@]}" \
@@ -264,26 +269,32 @@ best() { # log-prefix runner model args...
     if [ -n "$best_line" ]; then echo "$best_line"; else echo "! $whys"; fi
 }
 
+# megatron-c plan's tokens/s for the micro batch of a megatron-c result ("" when none).
+planned_tokens() { # log-prefix model result
+    case $3 in "! "* | "- "*) return ;; esac
+    sed -nE 's/^> throughput: ([0-9]+) tokens\/s.*/\1/p' "$LOGS/$1-$2-mbs${3%% *}.plan" 2>/dev/null
+}
+
 tokens_per_s() { # model result: tokens per second of a "mbs ms ..." result
     local L H A S
     read -r L H A S <<<"${SHAPE[$1]}"
     awk -v r="$2" -v acc="$ACCUM" -v S="$S" 'BEGIN { split(r, a, " "); printf "%.0f", a[1] * acc * S / (a[2] / 1000) }'
 }
 
-row() { # model impl result
-    local m=$1 impl=$2 r=$3 L H A S
+row() { # model impl result plan's-tokens/s
+    local m=$1 impl=$2 r=$3 planned=${4:--} L H A S
     read -r L H A S <<<"${SHAPE[$m]}"
     case $r in
-    "! "*) echo "| $m ($L x $H, seq $S) | $impl | - | did not run (${r#! }; logs in $LOGS) | | | |"; return ;;
-    "- "*) echo "| $m | $impl | - | ${r#- } | | | |"; return ;;
+    "! "*) echo "| $m ($L x $H, seq $S) | $impl | - | did not run (${r#! }; logs in $LOGS) | | | | |"; return ;;
+    "- "*) echo "| $m | $impl | - | ${r#- } | | | | |"; return ;;
     esac
     read -r mbs ms tf peak alloc <<<"$r"
     awk -v m="$m" -v L="$L" -v H="$H" -v S="$S" -v impl="$impl" -v mbs="$mbs" -v ms="$ms" -v tf="$tf" \
-        -v peak="$peak" -v alloc="${alloc:--}" -v acc="$ACCUM" -v pk="$PEAK_TFLOPS" 'BEGIN {
+        -v peak="$peak" -v alloc="${alloc:--}" -v acc="$ACCUM" -v pk="$PEAK_TFLOPS" -v plan="${planned:--}" 'BEGIN {
         mem = peak == "-" ? "-" : sprintf("%.1f GiB", peak / 1024)
         if (alloc != "-") mem = mem sprintf(" (torch: %.1f GiB allocated)", alloc)
-        printf "| %s (%d x %d, seq %d) | %s | %d | %.0f | %.1f | %.1f%% | %s |\n", m, L, H, S, impl, mbs,
-               mbs * acc * S / (ms / 1000), tf, 100 * tf / pk, mem }'
+        printf "| %s (%d x %d, seq %d) | %s | %d | %.0f | %.1f | %.1f%% | %s | %s |\n", m, L, H, S, impl, mbs,
+               mbs * acc * S / (ms / 1000), tf, 100 * tf / pk, mem, plan }'
 }
 
 PEER_WHY=""
@@ -315,15 +326,18 @@ else LLMC_WHY=$(build_llmc); fi
 
 # Measures model m with the selected implementations into $LOGS/<m>.<impl>.result (kept for
 # later calls), then prints its rows and writes its summary from every result there.
-IMPL_NAMES=(megatron-c eager compile llmc)
-declare -A IMPL_LABEL=([megatron-c]=megatron-c [eager]="PyTorch eager" [compile]="PyTorch compile" [llmc]=llm.c)
+IMPL_NAMES=(megatron-c megatron-c-local eager compile llmc)
+declare -A IMPL_LABEL=([megatron-c]=megatron-c [megatron-c-local]="megatron-c --attention-backend local"
+                       [eager]="PyTorch eager" [compile]="PyTorch compile" [llmc]=llm.c)
+declare -A IMPL_LOG=([megatron-c]=mc [megatron-c-local]=mclocal)
 measure() { # model
     local m=$1 t impl r
     t=$(date +%s)
     for impl in "${IMPL_NAMES[@]}"; do
         selected "$impl" || continue
         case $impl in
-        megatron-c) r=$(best mc run_mc "$m") ;;
+        megatron-c) r=$(best mc run_mc "$m" auto) ;;
+        megatron-c-local) r=$(best mclocal run_mc "$m" local) ;;
         eager | compile)
             if [[ " $MODES " != *" $impl "* ]]; then r="- not run: torch.compile is measured on GPUs only"
             elif [ -n "$PEER_WHY" ]; then r="- the peer could not be run: $PEER_WHY"
@@ -333,19 +347,21 @@ measure() { # model
         esac
         echo "$r" >"$LOGS/$m.$impl.result"
     done
-    local mc="" line="bench $m:" tok
+    local mc="" line="bench $m:" tok planned
     for impl in "${IMPL_NAMES[@]}"; do
         r=$(cat "$LOGS/$m.$impl.result" 2>/dev/null) || r="- not measured (BENCH_IMPLS)"
-        row "$m" "${IMPL_LABEL[$impl]}" "$r"
+        planned=-
+        case $impl in megatron-c*) planned=$(planned_tokens "${IMPL_LOG[$impl]}" "$m" "$r") ;; esac
+        row "$m" "${IMPL_LABEL[$impl]}" "$r" "$planned"
         case $r in
         "! "*) line="$line ${IMPL_LABEL[$impl]}: did not run (${r#! });" ;;
         "- "*) line="$line ${IMPL_LABEL[$impl]}: ${r#- };" ;;
         *)
             tok=$(tokens_per_s "$m" "$r")
             if [ "$impl" = megatron-c ]; then
-                local planned
-                planned=$(sed -nE 's/^> throughput: ([0-9]+) tokens\/s.*/\1/p' "$LOGS/mc-$m-mbs${r%% *}.plan" 2>/dev/null)
                 mc=$tok line="$line megatron-c $tok tokens/s (micro batch ${r%% *}; megatron-c plan predicted ${planned:-nothing} for $PLAN_GPU);"
+            elif [ "$impl" = megatron-c-local ]; then
+                line="$line ${IMPL_LABEL[$impl]} $tok tokens/s (micro batch ${r%% *}; megatron-c plan predicted ${planned:-nothing}$([ -n "$mc" ] && awk -v a="$mc" -v b="$tok" 'BEGIN { printf "; auto %.2fx local", a / b }'));"
             else
                 line="$line ${IMPL_LABEL[$impl]} $tok tokens/s$([ -n "$mc" ] && awk -v a="$mc" -v b="$tok" 'BEGIN { printf " (megatron-c %.2fx)", a / b }');"
             fi ;;
@@ -371,10 +387,10 @@ esac
     [ -z "$LLMC_WHY" ] && selected llmc && echo "llm.c peer: $LLMC_DIR $(git -C "$LLMC_DIR" rev-parse --short HEAD 2>/dev/null || cat "$LLMC_DIR/REVISION" 2>/dev/null)"
     echo "bf16, mock data, $ACCUM micro batches per step, the fastest of the first $BENCH_TRIES micro batches that ran; MFU against $PEAK_TFLOPS TFLOP/s"
     echo
-    echo "| model | implementation | micro batch | tokens/s | TFLOP/s | MFU | peak memory |"
-    echo "|---|---|---|---|---|---|---|"
+    echo "| model | implementation | micro batch | tokens/s | TFLOP/s | MFU | peak memory | plan's tokens/s |"
+    echo "|---|---|---|---|---|---|---|---|"
     for m in $MODELS; do
-        [ -n "${SHAPE[$m]:-}" ] || { echo "| $m | - | - | unknown model (124M, 350M, 1.3B, 2.7B) | | | |"; continue; }
+        [ -n "${SHAPE[$m]:-}" ] || { echo "| $m | - | - | unknown model (124M, 350M, 1.3B, 2.7B) | | | | |"; continue; }
         measure "$m"
     done
     echo

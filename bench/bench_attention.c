@@ -135,7 +135,7 @@ int main(int argc, char **argv)
             double tf = 0.0, tb = 0.0;
             for (int it = -1; it < iters; it++) { /* iteration -1 warms up */
                 const double t0 = now();
-                mc_cuda_attention_forward(be, dt, out, state, qkv, S, B, NH, NG, HD, NULL, scale, &d, 0, NH);
+                mc_cuda_attention_forward(be, dt, out, state, scratch, qkv, S, B, NH, NG, HD, NULL, scale, &d, 0, NH);
                 be->synchronize(be);
                 const double t1 = now();
                 mc_cuda_attention_backward(be, dt, dqkv, scratch, dout, qkv, out, state, S, B, NH, NG, HD, NULL, scale,

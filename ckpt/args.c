@@ -13,8 +13,9 @@
 #include "config/flags.h"
 #include "ckpt/files.h"
 #include "base/signame.h"
+#include "kernels/attention_choice.h"
 
-typedef enum { A_INT, A_I64, A_DBL, A_BOOL, A_STR, A_LIST, A_SIGNAL } kind_t;
+typedef enum { A_INT, A_I64, A_DBL, A_BOOL, A_STR, A_LIST, A_SIGNAL, A_ATTN } kind_t;
 
 typedef struct {
     const char *name; /* Megatron's attribute */
@@ -45,6 +46,7 @@ static pthread_once_t k_once = PTHREAD_ONCE_INIT;
 static kind_t kind_of(const mc_flag_t *f)
 {
     if (strcmp(f->dest, "exit_signal") == 0) return A_SIGNAL;
+    if (strcmp(f->dest, "attention_backend") == 0) return A_ATTN;
     switch (f->type) {
     case MC_FLAG_STORE_TRUE:
     case MC_FLAG_STORE_FALSE: return A_BOOL;
@@ -130,6 +132,11 @@ static mc_pyobj_t *value_of(const mc_args_t *a, const field_t *fd)
     case A_SIGNAL: /* a signal.Signals member, pickled as Python does: Signals(15) */
         return mc_py_object(mc_py_global("signal", "Signals"),
                             mc_py_tuple(1, mc_py_int(mc_signal_number(p))), false);
+    case A_ATTN: /* Megatron's AttnBackend member, pickled as Python does: AttnBackend(5) */
+        return mc_py_object(
+            mc_py_global("megatron.core.transformer.enums", "AttnBackend"),
+            mc_py_tuple(1, mc_py_int(mc_attention_backend_megatron(mc_attention_backend_of(p)))),
+            false);
     case A_LIST: {
         int count;
         memcpy(&count, (const char *)a + fd->count_off, sizeof(count));
@@ -236,6 +243,14 @@ int mc_ckpt_args_check(const mc_pyobj_t *ns, const mc_args_t *a, bool any_layout
 
 /* ---- a checkpoint's Namespace -> mc_args_t ---- */
 
+/* The --attention-backend choice a member name stands for, or -1. */
+static int attn_backend_named(const char *name)
+{
+    if (!name) return -1;
+    const mc_attention_backend_t b = mc_attention_backend_of(name);
+    return strcmp(mc_attention_backend_name(b), name) == 0 ? (int)b : -1;
+}
+
 /* The value None stands for in a field: the flag's "not given" value. */
 static void set_none(mc_args_t *a, const field_t *fd)
 {
@@ -249,7 +264,8 @@ static void set_none(mc_args_t *a, const field_t *fd)
     case A_STR: p[0] = '\0'; break;
     case A_BOOL:
     case A_LIST:
-    case A_SIGNAL: break;
+    case A_SIGNAL:
+    case A_ATTN: break;
     }
 }
 
@@ -329,6 +345,23 @@ static int set_field(mc_args_t *a, const field_t *fd, const mc_pyobj_t *v, char 
         const mc_flag_t *f = flag_of(fd->off);
         if (!name || !f || strlen(name) >= f->field_size) break;
         memcpy(p, name, strlen(name) + 1);
+        return 0;
+    }
+    case A_ATTN: { /* AttnBackend(5); getattr(AttnBackend, "auto"), Python 3.11's pickle of a
+                    * member, as Megatron's files have it; or a name */
+        const mc_pyobj_t *c = v->kind == MC_PY_OBJECT ? v->object.callable : NULL;
+        const mc_pyobj_t *a0 = c ? mc_py_item(v->object.args, 0) : NULL;
+        int b = -1;
+        if (c && c->kind == MC_PY_GLOBAL && strcmp(c->global.name, "AttnBackend") == 0 &&
+            mc_py_get_int(a0, &i) == 0)
+            b = mc_attention_backend_of_megatron((int)i);
+        else if (c && c->kind == MC_PY_GLOBAL && strcmp(c->global.name, "getattr") == 0 && a0 &&
+                 a0->kind == MC_PY_GLOBAL && strcmp(a0->global.name, "AttnBackend") == 0)
+            b = attn_backend_named(mc_py_get_str(mc_py_item(v->object.args, 1)));
+        else b = attn_backend_named(mc_py_get_str(v));
+        if (b < 0) break;
+        snprintf(p, sizeof(((mc_args_t *)0)->attention_backend), "%s",
+                 mc_attention_backend_name((mc_attention_backend_t)b));
         return 0;
     }
     }

@@ -89,12 +89,15 @@ static const mc_flag_t FLAGS[] = {
      .help = "Override the network bandwidth per GPU and direction (GB/s)"},
     {.name = "--attention-kernel",
      G,
-     CHOICE("flash", "materialized"),
+     CHOICE("auto", "cudnn", "kernels", "materialized"),
      REF(attention),
-     .def = "flash",
+     .def = "auto",
      IMPLEMENTED,
-     .help = "flash: megatron-c's fused attention; materialized: the [s, s] scores in memory, as "
-             "Megatron-LM's 2021 fused softmax (the paper's runs)"},
+     .help =
+         "auto: what the run would use (cuDNN's fused flash attention where --attention-backend "
+         "and cuDNN's support take the shapes, else the project's kernels); cudnn; kernels: "
+         "the project's attention kernels; materialized: the [s, s] scores in memory, as "
+         "Megatron-LM's 2021 fused softmax (the paper's runs)"},
     {.name = "--pp-scatter-gather",
      G,
      TRUE_IF_GIVEN,
@@ -178,7 +181,10 @@ static void cluster_from(mc_cluster_t *cl, const opts_t *o)
     if (o->inter > 0) cl->gpu.inter_gbps = o->inter;
     cl->num_gpus = o->num_gpus;
     cl->gpus_per_node = o->gpus_per_node;
-    cl->attn = strcmp(o->attention, "materialized") == 0 ? MC_ATTN_MATERIALIZED : MC_ATTN_FLASH;
+    cl->attn = strcmp(o->attention, "materialized") == 0 ? MC_ATTN_MATERIALIZED
+               : strcmp(o->attention, "cudnn") == 0      ? MC_ATTN_CUDNN
+               : strcmp(o->attention, "kernels") == 0    ? MC_ATTN_KERNELS
+                                                         : MC_ATTN_AUTO;
     cl->pp_scatter_gather = o->scatter_gather;
 }
 
@@ -243,6 +249,13 @@ int mc_cli_plan(int argc, char **argv)
                       "the line)");
     mc_cluster_t cl;
     cluster_from(&cl, &o);
+    /* --attention-kernel other than auto: the memory plan sizes the implementation the time
+     * model charges (the project's kernels for materialized too: megatron-c has no such path) */
+    if (cl.attn != MC_ATTN_AUTO) {
+        const char *be = cl.attn == MC_ATTN_CUDNN ? "auto" : "local";
+        snprintf(args.attention_backend, sizeof(args.attention_backend), "%s", be);
+        snprintf(raw.attention_backend, sizeof(raw.attention_backend), "%s", be);
+    }
     const int64_t vocab = plan_vocab(&args);
     if (vocab > 0)
         args.padded_vocab_size = mc_padded_vocab_size((int)vocab, args.make_vocab_size_divisible_by,

@@ -53,6 +53,8 @@ typedef struct {
     bool apply_wd_to_qk_layernorm;
     bool untie_embeddings_and_output_weights;
     char transformer_impl[32];
+    char attention_backend
+        [16]; /* auto | flash | fused | unfused | local (kernels/attention_choice.h) */
 
     /* ---- activation recomputation ---- */
     bool recompute_activations;     /* sets recompute_granularity "selective" */

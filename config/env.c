@@ -11,9 +11,11 @@ static const mc_env_info_t INFO[MC_ENV_COUNT] = {
                                    "Tests: the strict backend instead of the cpu one (the cpu's "
                                    "arithmetic on memory the host cannot touch), so that any host "
                                    "access to device memory fails."},
-    [MC_ENV_CUDA_GEMM] = {"MC_CUDA_GEMM", "fallback", "kernels/cuda/gemm.cu",
-                          "Runs every GEMM with megatron-c's own kernel instead of cuBLASLt "
-                          "(correct, slow), to compare the two."},
+    [MC_ENV_CUDA_GEMM] = {"MC_CUDA_GEMM", "fallback | untimed", "kernels/cuda/gemm.cu",
+                          "fallback: runs every GEMM with megatron-c's own kernel instead of "
+                          "cuBLASLt (correct, slow), to compare the two; untimed: keeps the "
+                          "cuBLASLt heuristic's first algorithm for each shape instead of timing "
+                          "its candidates at first use."},
     [MC_ENV_NCCL_STAGE_BYTES] = {"MC_NCCL_STAGE_BYTES", "N > 0 (bytes)", "comm/comm_nccl.c",
                                  "Tests: the smallest staging piece of the NCCL backend's host "
                                  "transfers, to exercise transfers in several pieces."},

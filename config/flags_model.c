@@ -31,7 +31,12 @@ const mc_flag_t mc_flags_model[] = {
     {.name = "--num-attention-heads", NET, INT, FIELD(num_attention_heads), GE(1), IMPLEMENTED,
      .help = "Number of transformer attention heads."},
     {.name = "--attention-backend", NET, CHOICE("flash", "fused", "unfused", "local", "auto"),
-     .def = "auto", NOOP("selects a PyTorch attention kernel; the math is the same"),
+     FIELD(attention_backend), .def = "auto",
+     IMPLEMENTED_NOTE("auto, flash and fused run cuDNN's fused flash attention on the cuda backend "
+                      "where cuDNN supports the case (bf16/fp16, head dims multiples of 8 up to "
+                      "256, no --reset-attention-mask), the project's kernels otherwise; unfused "
+                      "and local run the project's kernels; the start-up log names the choice. "
+                      "Megatron needs --spec local with local; megatron-c does not"),
      .help = "Attention backend to use (flash,fused,unfused,local,auto). Defaults to auto"},
     {.name = "--kv-channels", NET, INT, FIELD(kv_channels), GE(1), IMPLEMENTED,
      .help = "Projection weights dimension in multi-head attention. This is set to "
@@ -196,7 +201,9 @@ const mc_flag_t mc_flags_model[] = {
     {.name = "--fp32-residual-connection", MIXED, TRUE_IF_GIVEN, TODO("an fp32 residual stream in 16-bit training"),
      .help = "Move residual connections to fp32."},
     {.name = "--apply-query-key-layer-scaling", MIXED, TRUE_IF_GIVEN,
-     NOOP("the 1/layer scale is undone inside the softmax; it only changes fp16 rounding"),
+     NOOP("the 1/layer scale is undone inside the softmax; it only changes fp16 rounding of "
+          "scores megatron-c keeps in fp32, and Transformer Engine's fused and flash attention "
+          "ignore it: every backend's softmax scale is 1/sqrt(kv_channels)"),
      .help = "Scale Q * K^T by 1 / layer-number. Useful for fp16 training. Also sets "
              "`attention_softmax_in_fp32` to True."},
     {.name = "--attention-softmax-in-fp32", MIXED, TRUE_IF_GIVEN,

@@ -83,12 +83,14 @@ struct mc_backend {
 
     /* ---- what the backend is, set by each backend: code that must treat a backend apart reads
      * these, never its name ---- */
-    bool device_memory; /* its tensors live where the host cannot read them (cuda, strict): the
+    bool device_memory;     /* its tensors live where the host cannot read them (cuda, strict): the
                          * host copies them (memcpy_d2h/h2d), communicators on host memory stage
                          * them (comm/devmem.h), the memory plan is held against the device's
                          * free memory, not the node's */
-    bool has_nccl;      /* NCCL can run collectives on its buffers (cuda) */
-    int gpu;            /* the CUDA device it drives; -1: none */
+    bool has_nccl;          /* NCCL can run collectives on its buffers (cuda) */
+    int gpu;                /* the CUDA device it drives; -1: none */
+    bool attention_library; /* its attention may run on a fused attention library chosen at
+                             * start-up (cuda: cuDNN; mc_backend_attention_setup) */
 
     /* ---- memory ---- */
     void *(*alloc)(const mc_backend_t *be, size_t bytes); /* zero-filled; NULL on failure */
@@ -98,6 +100,15 @@ struct mc_backend {
     void (*memcpy_d2d)(const mc_backend_t *be, void *dst, const void *src, size_t bytes);
     void (*memset0)(const mc_backend_t *be, void *p, size_t bytes);
     void (*synchronize)(const mc_backend_t *be);
+    /* Host memory for the asynchronous copies below (pinned on CUDA; plain memory on the CPU), and
+     * its release. alloc_host: NULL on failure; not zero-filled. */
+    void *(*alloc_host)(const mc_backend_t *be, size_t bytes);
+    void (*free_host)(const mc_backend_t *be, void *p);
+    /* Copies in order with the ops, returning at once: the host buffer (from alloc_host) must not
+     * be changed (h2d's src) or read (d2h's dst) before the next synchronize (or a call that
+     * waits for the stream, as memcpy_d2h does). */
+    void (*memcpy_h2d_async)(const mc_backend_t *be, void *dst, const void *src, size_t bytes);
+    void (*memcpy_d2h_async)(const mc_backend_t *be, void *dst, const void *src, size_t bytes);
     /* dst[0..n) of type ddt = src[0..n) of type sdt (fp32, bf16, fp16), rounded to nearest even.
      * dst may equal src only when both types have the same size. */
     void (*convert)(const mc_backend_t *be, void *dst, mc_dtype_t ddt, const void *src,
@@ -249,8 +260,11 @@ struct mc_backend {
      * out: [s, b, NH*HD] (head-major within a row: column = head*HD + d).
      * state: what the backward needs besides qkv and out, of attention_sizes' state_bytes: the
      * CPU backend keeps the softmax probabilities [b, NH, s, s] (type dt) before dropout, a fused
-     * (flash) kernel only the softmax statistics. Masked scores are -10000 before the softmax,
-     * as in Megatron's attention_mask_func.
+     * (flash) kernel only the softmax statistics (cuDNN: each query row's log-sum-exp, fp32
+     * [b, NH, s]). scratch: attention_sizes' scratch_bytes of memory the op may use while it
+     * runs (a library's workspace; the CPU's forward uses none), free again when it returns.
+     * Masked scores are -10000 before the softmax, as in Megatron's attention_mask_func (cuDNN's
+     * are -inf: the two differ only where a row's every unmasked score is below -10000).
      * Dropout on the probabilities uses d (site ATTN_PROBS) over the full [NH_full, s, s] per
      * sample: head_offset/NH_full place this rank's heads.
      * segments (Megatron's --reset-attention-mask): NULL = plain causal attention; else a [b, s]
@@ -258,9 +272,11 @@ struct mc_backend {
      * row b attends key j iff j <= i and segments[b*S + j] == segments[b*S + i]. Every masked
      * score (either kind) is exactly -10000 before the softmax and gets no gradient.
      * All-equal segments give results bit-identical to NULL.
-     * scale = 1/sqrt(HD). */
+     * scale = 1/sqrt(HD) (Megatron's softmax scale; --apply-query-key-layer-scaling divides the
+     * scores by the layer number and multiplies them back inside the softmax, which computed in
+     * fp32 is the same scale, and Transformer Engine's fused and flash attention ignore it). */
     void (*attention_forward)(const mc_backend_t *be, mc_dtype_t dt, void *out, void *state,
-                              const void *qkv, int S, int B, int NH, int NG, int HD,
+                              void *scratch, const void *qkv, int S, int B, int NH, int NG, int HD,
                               const int32_t *segments, float scale, const mc_dropout_t *d,
                               int head_offset, int NH_full);
     /* dqkv (overwritten; a key or value head gets the sum over its group's query heads) from
@@ -270,7 +286,9 @@ struct mc_backend {
                                const void *state, int S, int B, int NH, int NG, int HD,
                                const int32_t *segments, float scale, const mc_dropout_t *d,
                                int head_offset, int NH_full);
-    /* Bytes of the forward's saved state and of the backward's scratch for these sizes. */
+    /* Bytes of the forward's saved state and of the scratch (forward and backward) for these
+     * sizes, with the implementation the backend chose for the run's shapes at start-up
+     * (kernels/device.h, mc_backend_attention_setup). */
     void (*attention_sizes)(const mc_backend_t *be, mc_dtype_t dt, int S, int B, int NH, int HD,
                             size_t *state_bytes, size_t *scratch_bytes);
 
@@ -346,6 +364,18 @@ struct mc_backend {
     void (*ce_backward)(const mc_backend_t *be, mc_dtype_t dt, void *dlogits, const void *logits,
                         const float *rowmax, const float *sumexp, const int32_t *targets,
                         const float *dloss, int S, int B, int V, int vocab_start);
+    /* ce_loss and ce_backward in one pass over the logits (llm.c's fused classifier), the
+     * gradient in place: losses as ce_loss and, when loss_mask is not NULL, logits := dlogits as
+     * ce_backward gives them for dloss[b, s] = loss_mask[b, s] * grad_scale (one fp32 product);
+     * loss_mask NULL leaves the logits as they are. rowmax, sumexp and target_logit are ce_max's
+     * and ce_sums' reduced statistics, or all NULL when this rank holds the whole vocabulary
+     * (vocab_start 0, no tp reductions between the steps): then they are formed here as those two
+     * ops form them, and the loss and its gradient take one kernel. Values equal to the separate
+     * ops'. */
+    void (*ce_fused)(const mc_backend_t *be, mc_dtype_t dt, float *losses, void *logits,
+                     const float *rowmax, const float *sumexp, const float *target_logit,
+                     const int32_t *targets, const float *loss_mask, float grad_scale, int S, int B,
+                     int V, int vocab_start);
 
     /* ---- elementwise / reductions, on buffers of type dt ---- */
     void (*add)(const mc_backend_t *be, mc_dtype_t dt, void *out, const void *a, const void *b,
@@ -355,6 +385,11 @@ struct mc_backend {
     void (*scale)(const mc_backend_t *be, mc_dtype_t dt, void *x, float s, long n); /* x *= s */
     /* Sum of squares in double (returned to host), for grad and param norms. */
     double (*sumsq)(const mc_backend_t *be, mc_dtype_t dt, const void *x, long n);
+    /* sumsq of many tensors at once (the gradient norm's multi-tensor reduction): out[i] (host)
+     * = sumsq(x[i], n[i]), the very value sumsq gives, for i < count; the device's work is at
+     * most two launches and one read for all of them. */
+    void (*sumsq_multi)(const mc_backend_t *be, mc_dtype_t dt, const void *const *x, const long *n,
+                        int count, double *out);
     /* Number of elements equal to zero (for --log-num-zeros-in-grad). */
     long (*count_zeros)(const mc_backend_t *be, mc_dtype_t dt, const void *x, long n);
     /* 1 if any element is inf or nan. */

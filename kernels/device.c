@@ -9,6 +9,7 @@
 #include "config/env.h"
 #include "kernels/device.h"
 #include "kernels/cpu/cpu.h"
+#include <stdbool.h>
 
 #ifdef MC_WITH_CUDA
 #include <cuda_runtime_api.h>
@@ -66,6 +67,10 @@ static const struct {
     OP(memcpy_d2d),
     OP(memset0),
     OP(synchronize),
+    OP(alloc_host),
+    OP(free_host),
+    OP(memcpy_h2d_async),
+    OP(memcpy_d2h_async),
     OP(convert),
     OP(gemm),
     OP(linear_forward),
@@ -101,10 +106,12 @@ static const struct {
     OP(ce_sums),
     OP(ce_loss),
     OP(ce_backward),
+    OP(ce_fused),
     OP(add),
     OP(add_inplace),
     OP(scale),
     OP(sumsq),
+    OP(sumsq_multi),
     OP(count_zeros),
     OP(has_nonfinite),
     OP(adam_step),
@@ -265,13 +272,76 @@ void mc_cuda_attention_block_sizes(const mc_backend_t *be, mc_dtype_t dt, int Sq
         (Sq > 0 && B > 0 && NH > 0 ? (size_t)Sq * (size_t)B * (size_t)NH : 0) * sizeof(float);
 }
 
+/* ---- attention: which implementation (kernels/attention_choice.h) ---- */
+
+static struct {
+    char line[1024];
+    bool cudnn;               /* the sizing backend assumes cuDNN */
+    mc_attention_spec_t spec; /* of the sizing backend's last setup */
+} g_attention;
+
+/* The cuda sizing backend's attention_sizes: the project's kernels', or with cuDNN the scratch
+ * its plans would need with mc_attention_cudnn_workspace_model's workspace. */
+static void sizing_cuda_attention_sizes(const mc_backend_t *be, mc_dtype_t dt, int S, int B, int NH,
+                                        int HD, size_t *state_bytes, size_t *scratch_bytes)
+{
+    mc_flash_attention_sizes(be, dt, S, B, NH, HD, state_bytes, scratch_bytes);
+    const mc_attention_spec_t *s = &g_attention.spec;
+    if (!g_attention.cudnn || dt != s->dt || S != s->S || NH != s->NH || HD != s->HD) return;
+    mc_attention_scratch_t sc;
+    mc_attention_cudnn_scratch(s, B, mc_attention_cudnn_workspace_model(s, B), &sc);
+    if (sc.bytes > *scratch_bytes) *scratch_bytes = sc.bytes;
+}
+
+void mc_backend_attention_setup(const mc_backend_t *be, const mc_attention_spec_t *s, char *line,
+                                size_t n)
+{
+    char why[512];
+    const char *choice = mc_attention_backend_name(s->backend);
+    g_attention.cudnn = false;
+    g_attention.spec = *s;
+    if (be->attention_library && be->attention_forward) {
+#ifdef MC_WITH_CUDA
+        mc_cuda_attention_setup(be, s, g_attention.line, sizeof(g_attention.line));
+#endif
+    } else if (be->attention_library) { /* `megatron-c plan`'s cuda sizing backend */
+        const char *no = mc_attention_cudnn_refusal(s, 9, why, sizeof(why));
+        g_attention.cudnn = no == NULL;
+        if (no)
+            snprintf(g_attention.line, sizeof(g_attention.line),
+                     "the project's kernels: %s (--attention-backend %s)", no, choice);
+        else
+            snprintf(g_attention.line, sizeof(g_attention.line),
+                     "cuDNN fused flash attention, assumed (plan loads no cuDNN; its workspace "
+                     "taken as an fp32 dQ; --attention-backend %s)",
+                     choice);
+    } else {
+        snprintf(g_attention.line, sizeof(g_attention.line),
+                 "the CPU reference op (fp32 math, Megatron's -10000 masks, layout-invariant "
+                 "dropout)%s%s",
+                 s->backend == MC_ATTENTION_FLASH || s->backend == MC_ATTENTION_FUSED
+                     ? ": the cpu backend has no fused attention library; --attention-backend "
+                     : "",
+                 s->backend == MC_ATTENTION_FLASH || s->backend == MC_ATTENTION_FUSED ? choice
+                                                                                      : "");
+    }
+    if (line) snprintf(line, n, "%s", g_attention.line);
+}
+
+const char *mc_backend_attention_line(const mc_backend_t *be)
+{
+    (void)be;
+    return g_attention.line;
+}
+
 const mc_backend_t *mc_backend_sizing(const char *device)
 {
     static const mc_backend_t cuda = {.name = "cuda",
                                       .device_memory = true,
                                       .has_nccl = true,
                                       .gpu = -1, /* drives none */
-                                      .attention_sizes = mc_flash_attention_sizes,
+                                      .attention_library = true,
+                                      .attention_sizes = sizing_cuda_attention_sizes,
                                       .attention_block_sizes = mc_cuda_attention_block_sizes};
     static const mc_backend_t cpu = {.name = "cpu",
                                      .gpu = -1,

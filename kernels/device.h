@@ -4,6 +4,7 @@
 
 #include <stddef.h>
 
+#include "kernels/attention_choice.h"
 #include "kernels/backend.h"
 
 /* device: "auto", "cpu" or "cuda". A rank drives the GPU numbered local_rank modulo the number
@@ -22,10 +23,25 @@ const mc_backend_t *mc_backend_sizing(const char *device);
 /* The CUDA context-parallel attention blocks' scratch (backend.h's attention_block_sizes). */
 void mc_cuda_attention_block_sizes(const mc_backend_t *be, mc_dtype_t dt, int Sq, int Sk, int B,
                                    int NH, int HD, size_t *fwd_scratch, size_t *bwd_scratch);
-/* The fused (flash) attention's sizes, the CUDA backend's attention_sizes: the softmax row
+/* The project's fused attention kernels' sizes (kernels/cuda/attention.cu; the CUDA backend's
+ * attention_sizes when cuDNN does not run the shapes, and never less): the softmax row
  * statistics (max, sum) as state and one float per row (rowsum(dout * out)) as scratch. */
 void mc_flash_attention_sizes(const mc_backend_t *be, mc_dtype_t dt, int S, int B, int NH, int HD,
                               size_t *state_bytes, size_t *scratch_bytes);
+
+/* Chooses how be runs a run's attention (issue 29): on the cuda backend cuDNN's fused flash
+ * attention where --attention-backend asks for it (auto, flash, fused), cuDNN's documented support
+ * matrix takes the shapes and cuDNN builds their plans (built once here, for the training and the
+ * evaluation micro-batch), else the project's kernels; on the cpu and strict backends the CPU's
+ * reference op; on the sizing backends what the cuda backend would choose on a GPU of compute
+ * capability 9 (`megatron-c plan` loads no cuDNN: its workspace is
+ * mc_attention_cudnn_workspace_model's). Writes one line for the start-up log into line: the
+ * implementation, and the reason when it is not the library asked for. Call it before planning
+ * memory: attention_sizes answers for the choice. Calling it again replaces the choice. */
+void mc_backend_attention_setup(const mc_backend_t *be, const mc_attention_spec_t *s, char *line,
+                                size_t n);
+/* The line of be's last setup ("" before any). */
+const char *mc_backend_attention_line(const mc_backend_t *be);
 
 /* The strict backend (kernels/strict.c), a test double for a GPU: the CPU's ops on memory the
  * host cannot access. mc_backend_select returns it for "cpu" (and "auto" without a GPU) when
@@ -67,6 +83,9 @@ const char *mc_build_description(void);
 /* The CUDA backend's device and compute stream (a cudaStream_t), kernels/cuda/handles.cu. */
 int mc_cuda_backend_device(const mc_backend_t *be);
 void *mc_cuda_backend_stream(const mc_backend_t *be);
+/* kernels/cuda/attention_select.cu: mc_backend_attention_setup on the cuda backend. */
+void mc_cuda_attention_setup(const mc_backend_t *be, const mc_attention_spec_t *s, char *line,
+                             size_t n);
 #endif
 
 #endif

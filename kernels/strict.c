@@ -151,6 +151,20 @@ static void s_d2h(const mc_backend_t *be, void *dst, const void *src, size_t byt
     if (bytes) memcpy(dst, T(src, "memcpy_d2h"), bytes);
 }
 
+/* Host memory for the asynchronous copies: plain host memory (the copies are done on return) */
+static void *s_alloc_host(const mc_backend_t *be, size_t bytes)
+{
+    (void)be;
+    return malloc(bytes ? bytes : 1);
+}
+
+static void s_free_host(const mc_backend_t *be, void *p)
+{
+    (void)be;
+    host_only(p, "free_host");
+    free(p);
+}
+
 static void s_d2d(const mc_backend_t *be, void *dst, const void *src, size_t bytes)
 {
     (void)be;
@@ -367,14 +381,14 @@ static void s_dropout_backward(const mc_backend_t *be, mc_dtype_t dt, void *dx, 
 }
 
 static void s_attention_forward(const mc_backend_t *be, mc_dtype_t dt, void *out, void *state,
-                                const void *qkv, int S, int B, int NH, int NG, int HD,
-                                const int32_t *segments, float scale, const mc_dropout_t *d,
+                                void *scratch, const void *qkv, int S, int B, int NH, int NG,
+                                int HD, const int32_t *segments, float scale, const mc_dropout_t *d,
                                 int head_offset, int NH_full)
 {
     (void)be;
     host_only(d, "attention_forward's dropout key");
-    cpu()->attention_forward(cpu(), dt, D(out), D(state), D(qkv), S, B, NH, NG, HD, D(segments),
-                             scale, d, head_offset, NH_full);
+    cpu()->attention_forward(cpu(), dt, D(out), D(state), D(scratch), D(qkv), S, B, NH, NG, HD,
+                             D(segments), scale, d, head_offset, NH_full);
 }
 
 static void s_attention_backward(const mc_backend_t *be, mc_dtype_t dt, void *dqkv, void *scratch,
@@ -476,6 +490,16 @@ static void s_ce_backward(const mc_backend_t *be, mc_dtype_t dt, void *dlogits, 
                        S, B, V, vocab_start);
 }
 
+static void s_ce_fused(const mc_backend_t *be, mc_dtype_t dt, float *losses, void *logits,
+                       const float *rowmax, const float *sumexp, const float *target_logit,
+                       const int32_t *targets, const float *loss_mask, float grad_scale, int S,
+                       int B, int V, int vocab_start)
+{
+    (void)be;
+    cpu()->ce_fused(cpu(), dt, D(losses), D(logits), D(rowmax), D(sumexp), D(target_logit),
+                    D(targets), D(loss_mask), grad_scale, S, B, V, vocab_start);
+}
+
 static void s_add(const mc_backend_t *be, mc_dtype_t dt, void *out, const void *a, const void *b,
                   long n)
 {
@@ -499,6 +523,18 @@ static double s_sumsq(const mc_backend_t *be, mc_dtype_t dt, const void *x, long
 {
     (void)be;
     return cpu()->sumsq(cpu(), dt, D(x), n);
+}
+
+static void s_sumsq_multi(const mc_backend_t *be, mc_dtype_t dt, const void *const *x,
+                          const long *n, int count, double *out)
+{
+    (void)be;
+    host_only(x, "sumsq_multi's list"), host_only(out, "sumsq_multi's results");
+    const void **h = malloc((size_t)(count > 0 ? count : 1) * sizeof(*h));
+    if (!h) mc_fatal("out of host memory");
+    for (int i = 0; i < count; i++) h[i] = D(x[i]);
+    cpu()->sumsq_multi(cpu(), dt, h, n, count, out);
+    free(h);
 }
 
 static long s_count_zeros(const mc_backend_t *be, mc_dtype_t dt, const void *x, long n)
@@ -569,6 +605,10 @@ const mc_backend_t *mc_backend_strict(void)
         .memcpy_d2d = s_d2d,
         .memset0 = s_memset0,
         .synchronize = s_sync,
+        .alloc_host = s_alloc_host,
+        .free_host = s_free_host,
+        .memcpy_h2d_async = s_h2d,
+        .memcpy_d2h_async = s_d2h,
         .convert = s_convert,
         .gemm = s_gemm,
         .linear_forward = s_linear_forward,
@@ -604,10 +644,12 @@ const mc_backend_t *mc_backend_strict(void)
         .ce_sums = s_ce_sums,
         .ce_loss = s_ce_loss,
         .ce_backward = s_ce_backward,
+        .ce_fused = s_ce_fused,
         .add = s_add,
         .add_inplace = s_add_inplace,
         .scale = s_scale,
         .sumsq = s_sumsq,
+        .sumsq_multi = s_sumsq_multi,
         .count_zeros = s_count_zeros,
         .has_nonfinite = s_has_nonfinite,
         .adam_step = s_adam_step,

@@ -139,9 +139,9 @@ static void core_attention(const mc_layer_run_t *r, void *out, mc_attention_acts
         mc_cp_attention_forward(r, out, s, d);
         return;
     }
-    r->be->attention_forward(r->be, c->dt, out, s->state, s->qkv, c->seq, r->B, r->t.heads,
-                             r->t.groups, HD, r->sl->segments, 1.0f / sqrtf((float)HD), d,
-                             r->t.head_start, c->heads);
+    r->be->attention_forward(r->be, c->dt, out, s->state, r->m->attn_ws.scratch, s->qkv, c->seq,
+                             r->B, r->t.heads, r->t.groups, HD, r->sl->segments,
+                             1.0f / sqrtf((float)HD), d, r->t.head_start, c->heads);
 }
 
 static void *attn_forward(mc_layer_run_t *r, void *acts, const void *in)
@@ -189,12 +189,13 @@ static void attn_backward(mc_layer_run_t *r, void *acts, const void *in, void *d
                         mc_tp_row_output_grad(&r->tp, dy, m->gath, r->NL), s->out, w[MC_PK_PROJ_W],
                         N, t->attn, H);
     const mc_dropout_t d = probs_dropout(r, true);
-    /* selective recomputation: core attention again, its output into dy's buffer (consumed),
-     * which the backward then reads as the forward's output */
+    /* selective recomputation: core attention again, its output into dtmp_h (dy's buffer,
+     * consumed, or free when dy is dres itself), which the backward then reads as the forward's
+     * output */
     const void *out = s->out;
     if (c->recompute == MC_RECOMPUTE_SELECTIVE) {
-        core_attention(r, dy, s, &d);
-        out = dy;
+        core_attention(r, m->dtmp_h, s, &d);
+        out = m->dtmp_h;
     }
     if (c->cp > 1) mc_cp_attention_backward(r, d_qkv, m->tmp_h, out, s, &d);
     else

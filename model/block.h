@@ -121,8 +121,9 @@ typedef struct mc_block_ops {
     /* forward from the layer's norm output `in` (sequence-local); returns its output, summed
      * over tp and sequence-local, in a driver workspace (m->tmp_h or m->dtmp_h) */
     void *(*forward)(mc_layer_run_t *r, void *acts, const void *in);
-    /* backward from dy (in m->dtmp_h, sequence-local) into din (m->dx) at `in`; parameter
-     * gradients accumulate; m->tmp_h and dy's buffer are its scratch */
+    /* backward from dy (sequence-local: in m->dtmp_h, or m->dres itself when the dropout before
+     * it is the identity, then read only) into din (m->dx) at `in`; parameter gradients
+     * accumulate; m->tmp_h and m->dtmp_h are its scratch */
     void (*backward)(mc_layer_run_t *r, void *acts, const void *in, void *dy, void *din);
 } mc_block_ops_t;
 
@@ -146,10 +147,11 @@ void mc_embedding_backward(mc_gpt_t *m, mc_gpt_slot_t *sl, uint32_t iteration);
 void mc_output_params(mc_gpt_t *m, bool shared);
 /* the final norm of slot->x_final, when the last layer's residual add did not do it */
 void mc_output_norm(mc_gpt_t *m, mc_gpt_slot_t *sl);
-/* logits and the vocab-parallel cross-entropy of the normed slot->lnf: the masked loss sum and
- * the token count of mb */
-void mc_output_forward(mc_gpt_t *m, mc_gpt_slot_t *sl, const mc_microbatch_t *mb, double *loss_sum,
-                       double *num_tokens);
+/* logits and the vocab-parallel cross-entropy of the normed slot->lnf: the masked loss sum (NAN
+ * with mb->losses_out: read later) and the token count of mb; in training with mb->loss_weight,
+ * the loss gradient in the logits too (mc_output_backward then checks its weight) */
+void mc_output_forward(mc_gpt_t *m, mc_gpt_slot_t *sl, const mc_microbatch_t *mb, bool training,
+                       double *loss_sum, double *num_tokens);
 /* from the loss (per-token weights mask * weight, times the loss scale) to the gradient at
  * slot->x_final in m->dres */
 void mc_output_backward(mc_gpt_t *m, mc_gpt_slot_t *sl, float weight);

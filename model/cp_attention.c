@@ -123,8 +123,8 @@ static void a2a_forward(const mc_layer_run_t *r, int t, void *out, mc_attention_
     const long wq = (long)NG * (NH / NG + 2) * HD, wo = (long)NH * HD;
     a2a_gather_seq(r, g, s->cp_qkv, s->qkv, C, wq);
     if (t == MC_CP_A2A) /* the whole sequence in order: the whole-sequence op */
-        r->be->attention_forward(r->be, c->dt, s->cp_out, s->cp_state, s->cp_qkv, c->seq_full, r->B,
-                                 NH, NG, HD, NULL, 1.0f / sqrtf((float)HD), d,
+        r->be->attention_forward(r->be, c->dt, s->cp_out, s->cp_state, NULL, s->cp_qkv, c->seq_full,
+                                 r->B, NH, NG, HD, NULL, 1.0f / sqrtf((float)HD), d,
                                  r->t.head_start + i * NH, c->heads);
     else {
         const mc_cp_ring_t ring = ring_of(r, t, s->cp_qkv);

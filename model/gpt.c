@@ -175,12 +175,15 @@ void mc_gpt_seq_dropout(const mc_gpt_t *m, bool backward, void *out, const void 
 }
 
 /* The bias-dropout-add's dropout (the biases are in the linears, the add in the norm after it),
- * forward in place or backward from dres into dtmp_h. */
-static void bda_dropout(const mc_layer_run_t *r, uint32_t site, void *y, bool backward)
+ * forward in place, or backward from dres into y; returns where the result is: with probability
+ * 0 (the identity) the backward's is dres itself, no copy. */
+static void *bda_dropout(const mc_layer_run_t *r, uint32_t site, void *y, bool backward)
 {
     const float p = backward || r->training ? r->c->hidden_dropout : 0.0f;
     const mc_dropout_t d = mc_gpt_dropout(r->m, r->iteration, r->layer_no, site, r->sl->sample0, p);
+    if (backward && p <= 0.0f) return r->m->dres;
     mc_gpt_seq_dropout(r->m, backward, y, backward ? r->m->dres : y, &d, r->B);
+    return y;
 }
 
 /* Layer j of the chunk in flight up to its closing residual add: reads acts[j].x (its input norm
@@ -270,11 +273,11 @@ static void backward_layer(mc_gpt_t *m, int j, uint32_t iteration)
     const mc_layer_spec_t *spec = m->spec[lj];
     mc_layer_acts_t *a = &m->cur->acts[j];
 
-    bda_dropout(&r, MC_DROPOUT_SITE_MLP_OUT, m->dtmp_h, true);
-    spec->mlp->backward(&r, &a->mlp, a->ln2.out, m->dtmp_h, m->dx);
+    void *dy = bda_dropout(&r, MC_DROPOUT_SITE_MLP_OUT, m->dtmp_h, true);
+    spec->mlp->backward(&r, &a->mlp, a->ln2.out, dy, m->dx);
     norm_backward(&r, spec->pre_mlp_norm, MC_PK_PRE_MLP_NORM_W, a->x_mid, &a->ln2);
-    bda_dropout(&r, MC_DROPOUT_SITE_ATTN_OUT, m->dtmp_h, true);
-    spec->attention->backward(&r, &a->attn, a->ln1.out, m->dtmp_h, m->dx);
+    dy = bda_dropout(&r, MC_DROPOUT_SITE_ATTN_OUT, m->dtmp_h, true);
+    spec->attention->backward(&r, &a->attn, a->ln1.out, dy, m->dx);
     norm_backward(&r, spec->input_norm, MC_PK_INPUT_NORM_W, a->x, &a->ln1);
     grads_final(m, lj + 1);
 }
@@ -302,17 +305,20 @@ static void load_microbatch(mc_gpt_t *m, const mc_chunk_cfg_t *ch, mc_gpt_slot_t
     sl->batch = mb->b;
     sl->sample0 = mb->sample0;
     const size_t N = (size_t)mb->s * mb->b, ib = N * sizeof(int32_t), fb = N * sizeof(float);
+    /* pinned staging is copied without waiting */
+    void (*h2d)(const mc_backend_t *, void *, const void *, size_t) =
+        mb->pinned ? be->memcpy_h2d_async : be->memcpy_h2d;
     if (ch->pre) {
-        be->memcpy_h2d(be, sl->tokens, mb->tokens, ib);
-        be->memcpy_h2d(be, sl->positions, mb->positions, ib);
+        h2d(be, sl->tokens, mb->tokens, ib);
+        h2d(be, sl->positions, mb->positions, ib);
     }
     if (ch->post) {
-        be->memcpy_h2d(be, sl->labels, mb->labels, ib);
-        be->memcpy_h2d(be, sl->loss_mask, mb->loss_mask, fb);
+        h2d(be, sl->labels, mb->labels, ib);
+        h2d(be, sl->loss_mask, mb->loss_mask, fb);
     }
     sl->segments = NULL;
     if (mb->segments) {
-        be->memcpy_h2d(be, sl->segments_buf, mb->segments, ib);
+        h2d(be, sl->segments_buf, mb->segments, ib);
         sl->segments = sl->segments_buf;
     }
 }
@@ -345,7 +351,7 @@ void mc_gpt_forward_chunk(mc_gpt_t *m, int c, int k, const mc_microbatch_t *mb, 
         params_needed(m, m->n_local_layers + 1);
         mc_output_norm(m, sl);
     }
-    mc_output_forward(m, sl, mb, loss_sum, num_tokens);
+    mc_output_forward(m, sl, mb, training, loss_sum, num_tokens);
 }
 
 void mc_gpt_reduce_sequence_parallel_grads(mc_gpt_t *m)

@@ -294,6 +294,8 @@ typedef struct {
     void *logits;                       /* [S*B*V/tp], reused for dlogits */
     float *ce_max, *ce_sum, *ce_target; /* [S*B] vocab-parallel loss statistics */
     float *losses;                      /* [B*S] */
+    /* the forward formed the loss gradient in logits (ce_fused) with this weight: > 0 */
+    float grad_weight;
 } mc_gpt_slot_t;
 
 /* Called with a range of parameter table indices [first, first + n). */
@@ -373,6 +375,18 @@ typedef struct {
     const float *loss_mask;
     const int32_t *segments; /* [b, s] document numbers for --reset-attention-mask, or NULL */
     uint64_t sample0;        /* global index of row 0, keys dropout masks */
+    /* The weight of this microbatch's loss in the objective when it is known before its forward
+     * (d objective / d loss[b,s] = loss_mask * loss_weight): a training forward of the post chunk
+     * then forms the loss gradient with the loss, in one pass over the logits, and the backward
+     * must be given the same weight. 0: the backward forms it. */
+    float loss_weight;
+    /* The host arrays above are the backend's alloc_host memory: copied to the device
+     * asynchronously (unchanged until the step's next synchronize). */
+    bool pinned;
+    /* alloc_host memory of [b, s] floats, or NULL. Given, the post chunk's forward copies its
+     * per-token losses there asynchronously and returns NAN as the loss sum: after a
+     * synchronize, mc_gpt_loss_sum(mb, losses_out) is that sum. NULL: copied and summed at once. */
+    float *losses_out;
 } mc_microbatch_t;
 
 /* Builds the parameter table and sizes; allocates nothing. */
@@ -418,6 +432,12 @@ void mc_init_normal(float *dst, uint64_t seed, const char *name, long start, lon
  * iteration keys the dropout masks; training = false disables dropout. */
 void mc_gpt_forward_chunk(mc_gpt_t *m, int c, int k, const mc_microbatch_t *mb, uint32_t iteration,
                           bool training, double *loss_sum, double *num_tokens);
+/* The token count of a microbatch (the sum of its loss mask, in double, in index order): what the
+ * forward returns in *num_tokens. */
+double mc_gpt_mb_tokens(const mc_microbatch_t *mb);
+/* The masked loss sum of per-token losses [b, s] (in double, in index order): what the forward
+ * returns in *loss_sum. */
+double mc_gpt_loss_sum(const mc_microbatch_t *mb, const float *losses);
 /* Backward of chunk c on slot k of its group: from the loss with per-token weights (d objective / d loss[b,s]
  * = loss_mask[b,s] * weight) on the post chunk, else from slot->dout. Gradients accumulate into
  * grad_buf; a chunk without the embedding leaves the gradient w.r.t. its input in slot->in. */

@@ -2,7 +2,10 @@
  * output layer (column-parallel over the vocabulary: this rank's logits, Megatron's
  * parallel_output), and the vocab-parallel cross-entropy in fp32 (_VocabParallelCrossEntropy:
  * the global max, then the global sum of exponentials and the target's logit, each reduced over
- * tp). */
+ * tp; the loss and, in training, its gradient in one pass over the logits). */
+#include <math.h>
+
+#include "base/error.h"
 #include "model/block.h"
 
 void mc_output_params(mc_gpt_t *m, bool shared)
@@ -27,8 +30,12 @@ void mc_output_norm(mc_gpt_t *m, mc_gpt_slot_t *sl)
                            m->p.t[MC_PK_FINAL_NORM_B], rows);
 }
 
-void mc_output_forward(mc_gpt_t *m, mc_gpt_slot_t *sl, const mc_microbatch_t *mb, double *loss_sum,
-                       double *num_tokens)
+/* Vocab-parallel cross-entropy in fp32: with tp > 1 the global max, then the global sum-exp and
+ * predicted logit, reduced over tp; then the loss, and in a training forward whose loss weight
+ * is known the loss gradient in the same pass over the logits (left in their place: ce_fused).
+ * One rank holding the whole vocabulary needs no reductions between the steps: the one op forms
+ * the statistics too. */
+static void cross_entropy(mc_gpt_t *m, mc_gpt_slot_t *sl, const mc_microbatch_t *mb, bool training)
 {
     const mc_backend_t *be = m->be;
     const mc_gpt_config_t *c = &m->cfg;
@@ -36,27 +43,90 @@ void mc_output_forward(mc_gpt_t *m, mc_gpt_slot_t *sl, const mc_microbatch_t *mb
     const mc_tp_t tp = mc_gpt_tp(m);
     const int S = c->seq, B = sl->batch, N = S * B;
     const mc_dtype_t dt = c->dt;
+    const bool grad = training && mb->loss_weight > 0, stats = c->tp > 1;
+    /* d loss / d loss[b,s] = mask * weight, times the loss scale (Megatron's scale_loss) */
+    const float scale = mb->loss_weight * m->loss_scale;
+    sl->grad_weight = grad ? mb->loss_weight : 0.0f;
+    if (stats) {
+        be->ce_max(be, dt, sl->ce_max, sl->logits, N, t.vocab);
+        mc_tp_all_reduce(&tp, sl->ce_max, N, MC_DT_F32, MC_OP_MAX);
+        be->ce_sums(be, dt, sl->ce_sum, sl->ce_target, sl->logits, sl->ce_max, sl->labels, S, B,
+                    t.vocab, t.vocab_start);
+        mc_tp_all_reduce(&tp, sl->ce_sum, 2L * N, MC_DT_F32, MC_OP_SUM); /* with ce_target */
+    }
+    be->ce_fused(be, dt, sl->losses, sl->logits, stats ? sl->ce_max : NULL,
+                 stats ? sl->ce_sum : NULL, stats ? sl->ce_target : NULL, sl->labels,
+                 grad ? sl->loss_mask : NULL, scale, S, B, t.vocab, t.vocab_start);
+    if (training && !grad && !stats) { /* the backward forms the gradient from these */
+        be->ce_max(be, dt, sl->ce_max, sl->logits, N, t.vocab);
+        be->ce_sums(be, dt, sl->ce_sum, sl->ce_target, sl->logits, sl->ce_max, sl->labels, S, B,
+                    t.vocab, t.vocab_start);
+    }
+}
 
-    be->linear_forward(be, dt, sl->logits,
-                       mc_tp_column_input(&tp, sl->lnf.out, m->gath, (long)t.seq * B * c->hidden),
-                       m->p.t[MC_PK_OUTPUT_W], NULL, N, c->hidden, t.vocab);
-    be->ce_max(be, dt, sl->ce_max, sl->logits, N, t.vocab);
-    mc_tp_all_reduce(&tp, sl->ce_max, N, MC_DT_F32, MC_OP_MAX);
-    be->ce_sums(be, dt, sl->ce_sum, sl->ce_target, sl->logits, sl->ce_max, sl->labels, S, B,
-                t.vocab, t.vocab_start);
-    mc_tp_all_reduce(&tp, sl->ce_sum, 2L * N, MC_DT_F32, MC_OP_SUM); /* with ce_target */
-    be->ce_loss(be, sl->losses, sl->ce_max, sl->ce_sum, sl->ce_target, S, B);
+void mc_output_forward(mc_gpt_t *m, mc_gpt_slot_t *sl, const mc_microbatch_t *mb, bool training,
+                       double *loss_sum, double *num_tokens)
+{
+    const mc_backend_t *be = m->be;
+    const mc_gpt_config_t *c = &m->cfg;
+    const mc_tp_dims_t t = mc_gpt_tp_dims(c);
+    const mc_tp_t tp = mc_gpt_tp(m);
+    const int N = c->seq * sl->batch;
+    const size_t fb = (size_t)N * sizeof(float);
+
+    be->linear_forward(
+        be, c->dt, sl->logits,
+        mc_tp_column_input(&tp, sl->lnf.out, m->gath, (long)t.seq * sl->batch * c->hidden),
+        m->p.t[MC_PK_OUTPUT_W], NULL, N, c->hidden, t.vocab);
+    cross_entropy(m, sl, mb, training);
 
     /* The loss sum is a [b*s] reduction: done on the host in double for a layout-independent
-     * order (the same sum for any backend). */
-    be->memcpy_d2h(be, m->host_losses, sl->losses, (size_t)N * sizeof(float));
-    double sum = 0, cnt = 0;
-    for (int i = 0; i < N; i++) {
-        sum += (double)m->host_losses[i] * (double)mb->loss_mask[i];
-        cnt += mb->loss_mask[i];
+     * order (the same sum for any backend), now or, with losses_out, after the caller's
+     * synchronize (no wait here). */
+    *num_tokens = mc_gpt_mb_tokens(mb);
+    if (mb->losses_out) {
+        be->memcpy_d2h_async(be, mb->losses_out, sl->losses, fb);
+        *loss_sum = NAN;
+        return;
     }
-    *loss_sum = sum;
-    *num_tokens = cnt;
+    be->memcpy_d2h(be, m->host_losses, sl->losses, fb);
+    *loss_sum = mc_gpt_loss_sum(mb, m->host_losses);
+}
+
+double mc_gpt_loss_sum(const mc_microbatch_t *mb, const float *losses)
+{
+    double sum = 0;
+    for (long i = 0; i < (long)mb->b * mb->s; i++)
+        sum += (double)losses[i] * (double)mb->loss_mask[i];
+    return sum;
+}
+
+double mc_gpt_mb_tokens(const mc_microbatch_t *mb)
+{
+    double cnt = 0;
+    for (long i = 0; i < (long)mb->b * mb->s; i++) cnt += mb->loss_mask[i];
+    return cnt;
+}
+
+/* dlogits in place of the logits: formed by the forward already (ce_fused, with the same weight),
+ * else from the statistics: d objective / d loss[b,s] = mask * weight, times the loss scale
+ * (Megatron's scale_loss). */
+static void loss_backward(mc_gpt_t *m, mc_gpt_slot_t *sl, float weight)
+{
+    const mc_backend_t *be = m->be;
+    const mc_tp_dims_t t = mc_gpt_tp_dims(&m->cfg);
+    const int S = m->cfg.seq, B = sl->batch, N = S * B;
+    if (sl->grad_weight > 0) {
+        if (sl->grad_weight != weight)
+            mc_fatal("internal error: the loss gradient was formed with weight %g, the backward "
+                     "has %g",
+                     (double)sl->grad_weight, (double)weight);
+        return;
+    }
+    be->memcpy_d2d(be, m->dloss, sl->loss_mask, (size_t)N * sizeof(float));
+    be->scale(be, MC_DT_F32, m->dloss, weight * m->loss_scale, N);
+    be->ce_backward(be, m->cfg.dt, sl->logits, sl->logits, sl->ce_max, sl->ce_sum, sl->labels,
+                    m->dloss, S, B, t.vocab, t.vocab_start);
 }
 
 void mc_output_backward(mc_gpt_t *m, mc_gpt_slot_t *sl, float weight)
@@ -71,11 +141,7 @@ void mc_output_backward(mc_gpt_t *m, mc_gpt_slot_t *sl, float weight)
     /* the column-parallel (vocab) input gradient over the whole sequence, then summed */
     void *dfull = t.sp ? m->tmp_h : m->dx;
 
-    /* d objective / d loss[b,s] = mask * weight, times the loss scale (Megatron's scale_loss) */
-    be->memcpy_d2d(be, m->dloss, sl->loss_mask, (size_t)N * sizeof(float));
-    be->scale(be, MC_DT_F32, m->dloss, weight * m->loss_scale, N);
-    be->ce_backward(be, dt, sl->logits, sl->logits, sl->ce_max, sl->ce_sum, sl->labels, m->dloss, S,
-                    B, t.vocab, t.vocab_start);
+    loss_backward(m, sl, weight);
     be->linear_backward(be, dt, c->gdt, dfull, m->g.t[MC_PK_OUTPUT_W], NULL, sl->logits,
                         mc_tp_column_input(&tp, sl->lnf.out, m->gath, NL), m->p.t[MC_PK_OUTPUT_W],
                         N, H, t.vocab);

@@ -114,27 +114,47 @@ static bool counted_here(const mc_gpt_t *m, int param)
     return m->cfg.tp_rank == 0 || m->params[param].split != MC_SPLIT_NONE;
 }
 
-/* Sums go segment by segment (not over the flat buffer) so alignment padding never counts and,
- * without sharding, each tensor's sum is formed the same way in every layout. */
-double mc_opt_grad_sumsq(const mc_adam_t *opt)
+/* The sum over tensors x[i] (n[i] elements of dt, i < count) of their sums of squares: one
+ * multi-tensor reduction on the device and one read (sumsq_multi, each tensor's sum the one sumsq
+ * gives), added here in list order. Frees x and n. */
+static double sumsq_list(const mc_backend_t *be, mc_dtype_t dt, const void **x, long *n, int count)
 {
-    const mc_gpt_t *m = opt->model;
-    double s = 0;
-    for (int i = 0; i < opt->n_segs; i++)
-        if (counted_here(m, opt->segs[i].param))
-            s += m->be->sumsq(m->be, MC_DT_F32, mc_opt_grad(opt, &opt->segs[i]), opt->segs[i].len);
+    double *each = malloc((size_t)(count > 0 ? count : 1) * sizeof(double)), s = 0;
+    if (!each) mc_fatal("out of host memory");
+    be->sumsq_multi(be, dt, x, n, count, each);
+    for (int i = 0; i < count; i++) s += each[i];
+    free(each), free(x), free(n);
     return s;
 }
 
-double mc_opt_master_sumsq(const mc_adam_t *opt)
+static void list_alloc(int cap, const void ***x, long **n)
+{
+    *x = malloc((size_t)(cap > 0 ? cap : 1) * sizeof(**x));
+    *n = malloc((size_t)(cap > 0 ? cap : 1) * sizeof(**n));
+    if (!*x || !*n) mc_fatal("out of host memory");
+}
+
+/* The counted segments' grads (params: the masters) in segment order. */
+static double segments_sumsq(const mc_adam_t *opt, bool grads)
 {
     const mc_gpt_t *m = opt->model;
-    double s = 0;
+    const void **x;
+    long *n;
+    int count = 0;
+    list_alloc(opt->n_segs, &x, &n);
     for (int i = 0; i < opt->n_segs; i++)
-        if (counted_here(m, opt->segs[i].param))
-            s += m->be->sumsq(m->be, MC_DT_F32, mc_opt_param(opt, &opt->segs[i]), opt->segs[i].len);
-    return s;
+        if (counted_here(m, opt->segs[i].param)) {
+            x[count] = grads ? mc_opt_grad(opt, &opt->segs[i]) : mc_opt_param(opt, &opt->segs[i]);
+            n[count++] = opt->segs[i].len;
+        }
+    return sumsq_list(m->be, MC_DT_F32, x, n, count);
 }
+
+/* Sums go segment by segment (not over the flat buffer) so alignment padding never counts and,
+ * without sharding, each tensor's sum is formed the same way in every layout. */
+double mc_opt_grad_sumsq(const mc_adam_t *opt) { return segments_sumsq(opt, true); }
+
+double mc_opt_master_sumsq(const mc_adam_t *opt) { return segments_sumsq(opt, false); }
 
 double mc_opt_grad_zeros(const mc_adam_t *opt)
 {
@@ -149,12 +169,16 @@ double mc_opt_grad_zeros(const mc_adam_t *opt)
 
 double mc_params_sumsq(const mc_gpt_t *m)
 {
-    double s = 0;
+    const void **x;
+    long *n;
+    int count = 0;
+    list_alloc(m->n_params, &x, &n);
     for (int i = 0; i < m->n_params; i++)
-        if (counted_here(m, i))
-            s += m->be->sumsq(m->be, m->cfg.dt, mc_gpt_param_at(m, m->params[i].offset),
-                              m->params[i].numel);
-    return s;
+        if (counted_here(m, i)) {
+            x[count] = mc_gpt_param_at(m, m->params[i].offset);
+            n[count++] = m->params[i].numel;
+        }
+    return sumsq_list(m->be, m->cfg.dt, x, n, count);
 }
 
 void mc_opt_scale_grads(mc_adam_t *opt, float s)

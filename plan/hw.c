@@ -13,10 +13,25 @@
  *
  * The shared fractions: memory-bound kernels (norms, activations, dropout, softmax, Adam) move
  * about 80% of HBM bandwidth (STREAM-like copies reach 85-90%); NCCL rings reach about 80% of
- * the link (nccl-tests' bus bandwidth on NVSwitch and on InfiniBand); a fused attention kernel
- * reaches about half the GEMM ceiling (FlashAttention-2's forward and backward on A100 and
- * H100 run at 50-70% of peak, its backward lower); a ring step or p2p transfer costs about 10
- * microseconds of latency; 3 GB of each GPU go to the CUDA context, NCCL and cuBLAS. */
+ * the link (nccl-tests' bus bandwidth on NVSwitch and on InfiniBand); a ring step or p2p
+ * transfer costs about 10 microseconds of latency; 3 GB of each GPU go to the CUDA context,
+ * NCCL and cuBLAS.
+ *
+ * Causal attention, per implementation (issue 29), in TFLOP/s of the causal half of the scores
+ * (forward 2 matmuls, backward 5, as cuDNN's benchmark counts them):
+ *  - cuDNN's fused flash attention on H100/H200: 480 forward, 350 backward. Measured by NVIDIA
+ *    (cudnn-frontend, benchmark/sdpa_benchmark_training/results/h200_919_only_cudnn: an H200,
+ *    cuDNN 9.19.1, bf16, causal, sequence 2048): the Llama 3.1 shapes (64 query heads over 8,
+ *    head dim 128) 484 forward and 370 backward; the DeepSeek-V3 shapes with the deterministic
+ *    backward megatron-c asks for 522 and 352. H100 and H200 have the same SMs and clocks; at
+ *    these intensities HBM does not limit. On A100: 170 forward, 130 backward, an estimate (the
+ *    FlashAttention-2 paper's causal head-dim-128 curves on A100, about 55% of peak forward and
+ *    40% backward at 2k, the class cuDNN's kernels are in; not measured here).
+ *  - The project's kernels (kernels/cuda/attention.cu) on H100/H200: 45 forward, 65 backward,
+ *    the static review ../shared/reviews/cuda-speed-2026-11-29.md (forward 35-65 TFLOP/s: 8 warps
+ *    per SM, scalar K/V loads, a serial softmax; the backward's dK/dV at 60-100 and dQ at 80-140
+ *    over its 7 recomputing matmul passes, 65 over the nominal 5); not measured yet. On A100
+ *    scaled by SMs x clock (108 x 1.41 GHz against 132 x 1.83 GHz): 28 and 41. */
 #include "plan/plan.h"
 
 #include <string.h>
@@ -31,7 +46,14 @@ static const mc_gpu_t GPUS[] = {
      .intra_gbps = 300,
      .inter_gbps = 25,
      .gemm_ceiling = 0.80,
-     .source = "A100 datasheet; DGX A100 (NVSwitch 600 GB/s bidirectional, 8 x 200 Gb/s HDR)"},
+     .source = "A100 datasheet; DGX A100 (NVSwitch 600 GB/s bidirectional, 8 x 200 Gb/s HDR)",
+     .cc_major = 8,
+     .cudnn_fwd_tflops = 170,
+     .cudnn_bwd_tflops = 130,
+     .kernels_fwd_tflops = 28,
+     .kernels_bwd_tflops = 41,
+     .cudnn_source = "an estimate from FlashAttention-2's A100 curves, not measured",
+     .kernels_source = "the CUDA speed review's H100 estimate scaled by SMs x clock, not measured"},
     {.name = "h100",
      .long_name = "H100 SXM5 80 GB",
      .peak_tflops = 989,
@@ -41,7 +63,14 @@ static const mc_gpu_t GPUS[] = {
      .intra_gbps = 450,
      .inter_gbps = 50,
      .gemm_ceiling = 0.70,
-     .source = "H100 datasheet; DGX H100 (NVSwitch 900 GB/s bidirectional, 8 x 400 Gb/s NDR)"},
+     .source = "H100 datasheet; DGX H100 (NVSwitch 900 GB/s bidirectional, 8 x 400 Gb/s NDR)",
+     .cc_major = 9,
+     .cudnn_fwd_tflops = 480,
+     .cudnn_bwd_tflops = 350,
+     .kernels_fwd_tflops = 45,
+     .kernels_bwd_tflops = 65,
+     .cudnn_source = "cudnn-frontend's H200 benchmark, cuDNN 9.19.1, bf16 causal, seq 2048",
+     .kernels_source = "the CUDA speed review's static estimate, not measured"},
     {.name = "h200",
      .long_name = "H200 SXM 141 GB",
      .peak_tflops = 989,
@@ -51,7 +80,14 @@ static const mc_gpu_t GPUS[] = {
      .intra_gbps = 450,
      .inter_gbps = 50,
      .gemm_ceiling = 0.70,
-     .source = "H200 datasheet; DGX H200 (NVSwitch 900 GB/s bidirectional, 8 x 400 Gb/s NDR)"},
+     .source = "H200 datasheet; DGX H200 (NVSwitch 900 GB/s bidirectional, 8 x 400 Gb/s NDR)",
+     .cc_major = 9,
+     .cudnn_fwd_tflops = 480,
+     .cudnn_bwd_tflops = 350,
+     .kernels_fwd_tflops = 45,
+     .kernels_bwd_tflops = 65,
+     .cudnn_source = "cudnn-frontend's H200 benchmark, cuDNN 9.19.1, bf16 causal, seq 2048",
+     .kernels_source = "the CUDA speed review's static estimate, not measured"},
 };
 
 const mc_gpu_t *mc_gpu_find(const char *name)

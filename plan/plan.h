@@ -29,12 +29,17 @@ typedef struct {
     double inter_gbps;     /* the node's network, per GPU and direction, GB/s */
     double gemm_ceiling;   /* fraction of peak cuBLAS reaches on large GEMMs */
     const char *source;    /* where the numbers come from */
+    int cc_major;          /* compute capability: 8 Ampere, 9 Hopper (what cuDNN supports) */
+    /* causal attention, TFLOP/s of the causal half (forward: 2 matmuls, backward: 5) with
+     * cuDNN's fused flash attention and with the project's kernels (kernels/cuda/attention.cu),
+     * and where the figures come from (plan/hw.c) */
+    double cudnn_fwd_tflops, cudnn_bwd_tflops, kernels_fwd_tflops, kernels_bwd_tflops;
+    const char *cudnn_source, *kernels_source;
 } mc_gpu_t;
 
 /* The fractions every GPU shares (plan/hw.c says why each). */
 #define MC_PLAN_HBM_FRACTION 0.80    /* memory-bound kernels reach this much of HBM bandwidth */
 #define MC_PLAN_LINK_FRACTION 0.80   /* NCCL rings reach this much of a link's bandwidth */
-#define MC_PLAN_FLASH_FRACTION 0.50  /* fused attention reaches this much of the GEMM ceiling */
 #define MC_PLAN_STEP_LATENCY_S 10e-6 /* one step of a ring collective or one p2p transfer */
 #define MC_PLAN_RESERVED_GB 3.0      /* CUDA context, NCCL and cuBLAS buffers per GPU */
 
@@ -42,9 +47,16 @@ const mc_gpu_t *mc_gpu_find(const char *name);
 /* "a100, h100, h200" */
 const char *mc_gpu_names(void);
 
-/* How the attention is computed: a fused (flash) kernel, megatron-c's on CUDA, or with the
- * [s, s] scores and probabilities written to memory, as Megatron's 2021 fused softmax did. */
-typedef enum { MC_ATTN_FLASH, MC_ATTN_MATERIALIZED } mc_attn_kernel_t;
+/* How the attention is computed: what the run would choose (auto: cuDNN's fused flash attention
+ * where --attention-backend and cuDNN's support take the shapes, else the project's kernels,
+ * kernels/attention_choice.h), one of those two, or with the [s, s] scores and probabilities
+ * written to memory, as Megatron's 2021 fused softmax did (the paper's runs). */
+typedef enum {
+    MC_ATTN_AUTO,
+    MC_ATTN_CUDNN,
+    MC_ATTN_KERNELS,
+    MC_ATTN_MATERIALIZED
+} mc_attn_kernel_t;
 
 /* The cluster a plan is for. */
 typedef struct {
@@ -55,9 +67,20 @@ typedef struct {
                                stage's output (sequence parallelism does so by itself) */
 } mc_cluster_t;
 
+/* The attention a plan assumes: the implementation (never AUTO), its rates (TFLOP/s of the
+ * causal half; 0 when materialised: GEMMs and memory passes) and a phrase with their source. */
+typedef struct {
+    mc_attn_kernel_t kind;
+    double fwd_tflops, bwd_tflops;
+    char what[320];
+} mc_plan_attention_t;
+void mc_plan_attention(const mc_args_t *args, const mc_cluster_t *cl, mc_plan_attention_t *out);
+
 /* Seconds per iteration, by part, of the slowest pipeline stage. */
 typedef struct {
-    double compute;    /* GEMMs and memory-bound ops of m microbatches, recomputation included */
+    double compute;   /* GEMMs and memory-bound ops of m microbatches, recomputation included */
+    double attention; /* of which core attention (forward, backward, recomputed) */
+    mc_plan_attention_t attn;
     double tp_comm;    /* tensor-parallel collectives (not overlapped) */
     double pp_comm;    /* pipeline p2p transfers */
     double bubble;     /* the pipeline's idle time, (p-1)/v of a microbatch's work */

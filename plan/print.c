@@ -4,6 +4,8 @@
 #include "plan/plan.h"
 
 #include <math.h>
+
+#include "kernels/device.h"
 #include <string.h>
 
 static void line_s(FILE *out, const char *name, double s, const char *note)
@@ -66,6 +68,7 @@ void mc_plan_print(FILE *out, const mc_args_t *a, const mc_cluster_t *cl, const 
     if (a->context_parallel_size > 1) fprintf(out, ", cp %d", a->context_parallel_size);
     fprintf(out, ", dp %d, micro batch %d, %d microbatches per iteration\n", a->data_parallel_size,
             a->micro_batch_size, t->microbatches);
+    fprintf(out, "> attention: %s\n", mc_backend_attention_line(mc_backend_sizing(device)));
     const double total = mc_memory_plan_print(out, a, mem, device);
     const double usable = (g->memory_gb - MC_PLAN_RESERVED_GB) * 1e9;
     fprintf(out,
@@ -76,6 +79,7 @@ void mc_plan_print(FILE *out, const mc_args_t *a, const mc_cluster_t *cl, const 
     fprintf(out, "> time per iteration (the slowest stage; constants in plan/hw.c):\n");
     char note[160];
     line_s(out, "compute (GEMMs, attention, memory-bound)", t->compute, "");
+    line_s(out, "  of which core attention", t->attention, t->attn.what);
     snprintf(note, sizeof(note), "%d calls, %.0f bytes per GPU", t->tp_calls, t->tp_bytes);
     line_s(out, "tensor-parallel collectives", t->tp_comm, t->tp_calls ? note : "");
     snprintf(note, sizeof(note), "%.0f bytes per GPU", t->pp_bytes);

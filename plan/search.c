@@ -21,9 +21,13 @@ static const char *const RECOMPUTE[] = {"", "selective", "full"};
 
 double mc_plan_memory(const mc_args_t *args, const char *device, mc_memory_plan_t *out)
 {
+    const mc_backend_t *be = mc_backend_sizing(device);
+    mc_attention_spec_t attention; /* the implementation the run would choose sizes its scratch */
+    mc_attention_spec_from_args(args, &attention);
+    mc_backend_attention_setup(be, &attention, NULL, 0);
     mc_run_config_t cfg;
     mc_run_config(&cfg, args);
-    mc_trainer_memory(args, &cfg, mc_backend_sizing(device), out);
+    mc_trainer_memory(args, &cfg, be, out);
     return out->params + out->grads + out->optimizer + out->activations + out->workspace;
 }
 

@@ -4,9 +4,11 @@
 #include "plan/plan.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "base/error.h"
+#include "kernels/attention_choice.h"
 #include "model/gpt.h"
 #include "parallel/pipeline.h"
 #include "model/flops.h"
@@ -14,7 +16,8 @@
 /* The sizes of one microbatch on one GPU. */
 typedef struct {
     const mc_gpu_t *g;
-    bool flash;
+    mc_plan_attention_t attn;
+    bool flash;            /* the scores never written: cuDNN's or the project's fused attention */
     double e;              /* bytes per activation value */
     double b, s, h, M, Ml; /* M = b*s rows; Ml: the sequence-local rows (M/t with sp) */
     double s_full;         /* the whole sequence; s is this rank's share of it (s_full / cp) */
@@ -81,19 +84,47 @@ static double layer_gemms_f(const mc_args_t *a, const dims_t *d)
     return s;
 }
 
+void mc_plan_attention(const mc_args_t *a, const mc_cluster_t *cl, mc_plan_attention_t *out)
+{
+    const mc_gpu_t *g = &cl->gpu;
+    mc_attn_kernel_t kind = cl->attn;
+    char why[256] = "";
+    if (kind == MC_ATTN_AUTO) {
+        mc_attention_spec_t s;
+        mc_attention_spec_from_args(a, &s);
+        const char *no = mc_attention_cudnn_refusal(&s, g->cc_major, why, sizeof(why));
+        kind = no ? MC_ATTN_KERNELS : MC_ATTN_CUDNN;
+    }
+    memset(out, 0, sizeof(*out));
+    out->kind = kind;
+    if (kind == MC_ATTN_CUDNN) {
+        out->fwd_tflops = g->cudnn_fwd_tflops, out->bwd_tflops = g->cudnn_bwd_tflops;
+        snprintf(out->what, sizeof(out->what),
+                 "cuDNN's fused flash attention, %.0f/%.0f TFLOP/s (%s)", out->fwd_tflops,
+                 out->bwd_tflops, g->cudnn_source);
+    } else if (kind == MC_ATTN_KERNELS) {
+        out->fwd_tflops = g->kernels_fwd_tflops, out->bwd_tflops = g->kernels_bwd_tflops;
+        snprintf(out->what, sizeof(out->what), "the project's kernels, %.0f/%.0f TFLOP/s (%s)%s%s",
+                 out->fwd_tflops, out->bwd_tflops, g->kernels_source, why[0] ? ": " : "", why);
+    } else {
+        snprintf(out->what, sizeof(out->what),
+                 "materialised [s, s] scores: batched GEMMs and softmax passes over memory");
+    }
+}
+
 /* Core attention of one layer: forward, backward. Materialised: two batched GEMMs over the full
- * [s, s] scores plus the softmax and dropout passes over them (4 forward, 6 backward); flash:
- * the causal half of the scores at MC_PLAN_FLASH_FRACTION of the GEMM ceiling, its backward
- * 2.5 times the forward's work (it recomputes the scores). */
+ * [s, s] scores plus the softmax and dropout passes over them (4 forward, 6 backward); fused
+ * (cuDNN or the project's kernels): the causal half of the scores at the implementation's
+ * forward and backward rates (plan/hw.c), the backward 2.5 times the forward's work (5 matmuls
+ * against 2). */
 static void core_attention(const dims_t *d, double *f, double *bwd)
 {
     const mc_gpu_t *g = d->g;
     const double heads = d->b * d->nh;
     if (d->flash) { /* with cp, s queries against the causal half of s_full keys on average */
         const double flops = 4 * heads * d->s * d->s_full * d->hd * 0.5;
-        const double rate = g->peak_tflops * 1e12 * g->gemm_ceiling * MC_PLAN_FLASH_FRACTION;
-        *f = flops / rate;
-        *bwd = 2.5 * flops / rate;
+        *f = flops / (d->attn.fwd_tflops * 1e12);
+        *bwd = 2.5 * flops / (d->attn.bwd_tflops * 1e12);
         return;
     }
     const double scores = heads * d->s * d->s_full * d->e;
@@ -129,7 +160,8 @@ static void dims_from(dims_t *d, const mc_args_t *a, const mc_cluster_t *cl)
 {
     memset(d, 0, sizeof(*d));
     d->g = &cl->gpu;
-    d->flash = cl->attn == MC_ATTN_FLASH;
+    mc_plan_attention(a, cl, &d->attn);
+    d->flash = d->attn.kind != MC_ATTN_MATERIALIZED;
     d->e = (a->fp16 || a->bf16) ? 2 : 4;
     d->t = a->tensor_model_parallel_size;
     d->sp = a->sequence_parallel && d->t > 1;
@@ -155,6 +187,7 @@ static void dims_from(dims_t *d, const mc_args_t *a, const mc_cluster_t *cl)
  * layer counts it (per call the larger of input and output). */
 typedef struct {
     double f, b, tp, pp;
+    double attn; /* core attention's share of f + b */
     double tp_bytes, pp_bytes;
     int tp_calls;
     double cp, cp_exposed, cp_bytes; /* context parallelism's attention traffic */
@@ -249,6 +282,8 @@ static void stage_time(const mc_args_t *a, const dims_t *d, const mc_gpt_config_
         const int rc = recomputed_layers(a, ch->n_layers);
         st->f += ch->n_layers * lf;
         st->b += ch->n_layers * lb + rc * lf + (selective ? ch->n_layers * core_f : 0);
+        st->attn +=
+            ch->n_layers * (core_f + core_b) + (rc + (selective ? ch->n_layers : 0)) * core_f;
         for (int j = 0; j < ch->n_layers; j++) layer_tp(st, d, j < rc, tgbps);
         chunk_cp(st, a, cl, ch, rc, selective, core_f, core_b);
         if (ch->pre) st->f += mem_s(d->g, 2 * d->M * d->h * d->e);
@@ -370,6 +405,8 @@ void mc_plan_time(const mc_args_t *args, const mc_cluster_t *cl, const mc_memory
     o->microbatches = m;
     o->bubble_fraction = (double)(pp - 1) / ((double)v * m);
     o->compute = m * (slow.f + slow.b);
+    o->attention = m * slow.attn;
+    o->attn = d.attn;
     o->tp_comm = m * slow.tp + per_step.tp;
     o->pp_comm = m * slow.pp;
     o->bubble = (double)(pp - 1) / v * worst;

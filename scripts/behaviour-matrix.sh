@@ -8,7 +8,11 @@
 #
 # MC_BIN (default build/rel/megatron-c) and MC_EMU_BIN (default build/emu/megatron-c) name the
 # binaries; runs needing a missing one are left out and said so. About a minute on 2 cores.
-# The baseline at 42e5a49 (before the house issue) is test/fixtures/behaviour/.
+# The baseline at 42e5a49 (before the house issue) is test/fixtures/behaviour/, re-recorded for
+# issue 29's intended changes: every checkpoint's args hold attention_backend (Megatron's
+# AttnBackend member); the emulated bf16 runs take cuDNN's fused attention (the default) and the
+# GPT one its bias gradients from cuBLASLt's BGRADB. Without those three (the args entry left out,
+# --attention-backend local, BGRADB off) every line and byte is the 42e5a49 baseline's.
 set -u
 cd "$(dirname "$0")/.."
 mode=${1:-} dir=${2:-}

@@ -7,7 +7,11 @@
 # (/opt/mc-kit) once and points
 # the Makefile (MC_KIT), the loader, PATH and Open MPI (OPAL_PREFIX: relocated) there. NCCL: the
 # CUDA toolkit's when it has nccl.h, else the nvidia-nccl Python wheel's (whose lib/ lacks the
-# libnccl.so link the linker wants: one is made under MC_KIT). Prints one line of what it set.
+# libnccl.so link the linker wants: one is made under MC_KIT). cuDNN likewise (CUDNN_HOME): the
+# toolkit's when it has cudnn_graph.h and libcudnn, else the nvidia-cudnn wheel's (its lib/ made
+# reachable the same way, and put on the loader's path for the sublibraries libcudnn loads);
+# without either the build uses the project's attention kernels and says so. Prints one line of
+# what it set.
 mc_kit_setup() {
     local root kit nccl
     root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -49,6 +53,27 @@ mc_kit_setup() {
     fi
     export NCCL_HOME=$nccl
     for x in "$nccl/lib64" "$nccl/lib"; do [ -d "$x" ] && LD_LIBRARY_PATH="$x:$LD_LIBRARY_PATH"; done
-    echo "device-env: MC_KIT=$kit NCCL_HOME=$NCCL_HOME CUDA_HOME=$CUDA_HOME (mpirun: $(command -v mpirun))"
+    mc_cudnn_setup "$kit"
+    echo "device-env: MC_KIT=$kit NCCL_HOME=$NCCL_HOME CUDA_HOME=$CUDA_HOME CUDNN_HOME=${CUDNN_HOME:-none} (mpirun: $(command -v mpirun))"
+}
+# cuDNN for the build and the loader (the header above): CUDNN_HOME exported, or left unset.
+mc_cudnn_setup() { # kit
+    local kit=$1 c=${CUDNN_HOME:-$CUDA_HOME} pkg h l
+    if [ -f "$c/include/cudnn_graph.h" ] && ls "$c"/lib*/libcudnn.so* >/dev/null 2>&1; then
+        export CUDNN_HOME=$c
+        return
+    fi
+    pkg=$(python3 -c 'import nvidia; print(list(nvidia.__path__)[0])' 2>/dev/null) || pkg=""
+    h=$([ -n "$pkg" ] && find -L "$pkg" -name cudnn_graph.h -path '*include*' 2>/dev/null | head -1)
+    l=$([ -n "$pkg" ] && find -L "$pkg" -name 'libcudnn.so.9' 2>/dev/null | head -1)
+    if [ -z "$h" ] || [ -z "$l" ]; then
+        echo "device-env: no cuDNN (cudnn_graph.h and libcudnn.so.9) in \$CUDA_HOME nor in python3's nvidia wheels: the attention runs on the project's kernels" >&2
+        return
+    fi
+    mkdir -p "$kit/cudnn/lib"
+    ln -sfn "$(dirname "$h")" "$kit/cudnn/include"
+    ln -sf "$l" "$kit/cudnn/lib/libcudnn.so.9"
+    ln -sf libcudnn.so.9 "$kit/cudnn/lib/libcudnn.so"
+    export CUDNN_HOME=$kit/cudnn LD_LIBRARY_PATH="$(dirname "$l"):$LD_LIBRARY_PATH"
 }
 mc_kit_setup

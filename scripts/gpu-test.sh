@@ -9,8 +9,9 @@
 #             op tests, test_comm_nccl_gpu). A newer nvcc's new warnings are not fatal there: they
 #             are counted in the summary and listed in nvcc-warnings.log. Later steps use the build
 #             as it is (MC_GPU_TEST_NO_BUILD=1 skips this one);
-#  ops        every GPU op test (test_gpu_*: each CUDA op against the CPU op); where the device
-#             exists a skipped op test is a failure;
+#  ops        every GPU op test (test_gpu_*: each CUDA op against the CPU op, cuDNN's fused
+#             attention included: test_gpu_attention_cudnn); where the device exists a skipped op
+#             test is a failure;
 #  train      1. fp32: 24 iterations (dropout on) on the device give the CPU run's lm losses within
 #                1e-4 relative. TF32 is off (NVIDIA_TF32_OVERRIDE=0): this compares fp32 with fp32;
 #             2. bf16 on the device tracks the device's fp32 loss curve within 1% relative per
@@ -22,7 +23,8 @@
 #                these gradients never overflow, tracks the fp32 curve within 1% too;
 #             4. fp16 overflow: from a scale of 2^24 (hysteresis 1) the device skips the iterations
 #                the CPU skips, with the same loss scales after each (the gradients' inf/NaN check
-#                on the device), and the applied iterations' losses are within 1% of the CPU's;
+#                on the device), and the applied iterations' losses are within 1% of the CPU's
+#                (with --attention-backend local, whose dropout masks are the CPU's);
 #             5-7. tp 2 with sequence parallelism, pp 2 with virtual stages, and dp 2 with the
 #                distributed optimizer and both overlaps, two ranks on one device
 #                (--distributed-backend mpi: device buffers staged through host memory), give the
@@ -32,8 +34,17 @@
 #             8-10. the same layouts with --distributed-backend nccl, one GPU per rank, when two
 #                GPUs are visible (else reported skipped);
 #             11. the Llama block (grouped-query attention, SwiGLU, RoPE, RMSNorm, q/k layernorm,
-#                untied, no biases) in fp32 on the device gives the CPU run's losses (as 1.);
+#                untied, no biases) in fp32 on the device gives the CPU run's lm losses (as 1.);
 #             12. its bf16 run on the device tracks its fp32 run within 1% (as 2.);
+#             13-17. cuDNN's fused attention, the default (--attention-backend auto), in bf16 with
+#                attention dropout 0 (its dropout draws from cuDNN's generator, not the CPU's
+#                Philox; 2. and 12. train with it at 0.1): the log names cuDNN; the GPT and the
+#                Llama model give the CPU's bf16 lm losses within CUDNN_TOL (1e-2; 1e-3 emulated,
+#                where the emulated cuDNN rounds as the CPU does but for P and dS rounded to bf16
+#                before their products); tp 2 + SP, pp 2 with vpp and dp 2 with the distributed
+#                optimizer give the single-rank cuDNN run's lm losses within 1e-4, grad norms 1e-2
+#                and params norms 1e-3 (bf16 sums in the layouts' order: tp 2's grad norms move by
+#                up to 0.4% emulated). MC_GPU_TEST_CUDNN_ITERS iterations (default 8);
 #  sanitizer  compute-sanitizer memcheck of a short bf16 run (MC_GPU_TEST_SAN_ITERS, default 3,
 #             iterations and an evaluation; one rank exercises every kernel) reports no error;
 #  nccl       the NCCL communicator's device checks (test_comm_nccl_gpu: test/mpi/test_comm_mpi.c on
@@ -61,7 +72,8 @@
 # and summaries go there, kept; else a temporary folder, removed unless MC_GPU_TEST_KEEP=1),
 # MC_GPU_TEST_TIMEOUT (seconds one run may take: 150 on a GPU, 900 emulated), MC_GPU_TEST_BUDGET
 # (seconds a step may take: 540 on a GPU, 1800 emulated), MC_GPU_TEST_ONLY (train: the checks to
-# run of fp32 bf16 fp16 fp16-overflow tp pp dp; the others are reported skipped),
+# run of fp32 bf16 fp16 fp16-overflow tp pp dp llama llama-bf16 cudnn cudnn-tp cudnn-pp cudnn-dp
+# cudnn-llama; the others are reported skipped),
 # MC_GPU_TEST_ITERS (train: iterations of the comparisons, default 24), MC_GPU_TEST_OPS (ops: the
 # op tests to run, e.g. "gelu reduce"; default all), MC_GPU_TEST_NO_BUILD=1, MC_EMU_BUILD,
 # MC_EMU_SAN_BUILD.
@@ -99,7 +111,8 @@ emu)
     exit 2 ;;
 esac
 : "${LAYOUT_TOL_LOSS:=1e-5}" "${LAYOUT_TOL_GRAD:=1e-4}"
-: "${MC_GPU_TEST_ONLY:=fp32 bf16 fp16 fp16-overflow tp pp dp llama llama-bf16}" "${MC_GPU_TEST_ITERS:=24}"
+: "${MC_GPU_TEST_ONLY:=fp32 bf16 fp16 fp16-overflow tp pp dp llama llama-bf16 cudnn cudnn-tp cudnn-pp cudnn-dp cudnn-llama}"
+: "${MC_GPU_TEST_ITERS:=24}" "${MC_GPU_TEST_CUDNN_ITERS:=8}"
 : "${MC_GPU_TEST_SAN_ITERS:=3}"
 if [ -n "${MC_GPU_TEST_LOGS:-}" ]; then
     LOGS=$MC_GPU_TEST_LOGS
@@ -155,7 +168,10 @@ CHECK_BUILD="build (make WERROR=1 NVCC_WERROR=0: megatron-c, the GPU op tests, t
 CHECK_OPS="GPU op tests (test_gpu_*)"
 FP32_TOL=1e-4
 [ "$DEVICE" = emu ] && FP32_TOL=1e-5 # the emulation computes as the CPU does
-TRAIN=(fp32 bf16 fp16 fp16-overflow tp pp dp nccl-tp nccl-pp nccl-dp llama llama-bf16)
+TRAIN=(fp32 bf16 fp16 fp16-overflow tp pp dp nccl-tp nccl-pp nccl-dp llama llama-bf16 cudnn cudnn-tp cudnn-pp cudnn-dp
+       cudnn-llama)
+CUDNN_TOL=1e-2
+[ "$DEVICE" = emu ] && CUDNN_TOL=1e-3
 declare -A CHECK
 CHECK[fp32]="fp32: $MC_GPU_TEST_ITERS iterations on $WHERE give the CPU run's lm losses within $FP32_TOL"
 CHECK[bf16]="bf16 on $WHERE tracks its fp32 losses within 1%"
@@ -169,6 +185,11 @@ CHECK[nccl-pp]="pp=2 with vpp=2 on two GPUs (--distributed-backend nccl)"
 CHECK[nccl-dp]="dp=2, distributed optimizer, on two GPUs (--distributed-backend nccl)"
 CHECK[llama]="Llama block (GQA, SwiGLU, RoPE, RMSNorm, q/k layernorm, untied) in fp32 on $WHERE gives the CPU run's lm losses within $FP32_TOL"
 CHECK[llama-bf16]="Llama block in bf16 on $WHERE tracks its fp32 losses within 1%"
+CHECK[cudnn]="cuDNN's fused attention (the default): bf16, attention dropout 0, on $WHERE gives the CPU's bf16 lm losses within $CUDNN_TOL"
+CHECK[cudnn-tp]="cuDNN's fused attention: tp=2 with sequence parallelism gives the single-rank cuDNN run's numbers (bf16, two ranks on one device)"
+CHECK[cudnn-pp]="cuDNN's fused attention: pp=2 with vpp=2 gives the single-rank cuDNN run's numbers (bf16, two ranks on one device)"
+CHECK[cudnn-dp]="cuDNN's fused attention: dp=2 with the distributed optimizer gives the single-rank cuDNN run's numbers (bf16, two ranks on one device)"
+CHECK[cudnn-llama]="cuDNN's fused attention: the Llama block (grouped-query attention) in bf16, attention dropout 0, gives the CPU's bf16 lm losses within $CUDNN_TOL"
 CHECK_SAN="compute-sanitizer memcheck of a short run"
 [ "$DEVICE" = emu ] && CHECK_SAN="ASan and UBSan (build/emu-san) on a short run on the emulated device"
 CHECK_NCCL="NCCL communicator on this GPU, one rank (test_comm_nccl_gpu)"
@@ -400,7 +421,10 @@ step_train() {
 
     # fp16 overflow: the device and the CPU skip the same iterations
     key=fp16-overflow
-    args=(--fp16 --initial-loss-scale 16777216 --hysteresis 1 --train-iters 12 --eval-interval 12)
+    # the project's attention kernels: their dropout masks are the CPU's, so the same iterations
+    # overflow (cuDNN's, the fp16 default, draw other masks: 13-17 check it with dropout 0)
+    args=(--fp16 --initial-loss-scale 16777216 --hysteresis 1 --train-iters 12 --eval-interval 12
+          --attention-backend local)
     if ! selected $key; then
         skip "${CHECK[$key]}" "not in MC_GPU_TEST_ONLY"
     elif train fp16-overflow 1 cuda "${args[@]}" && train cpu-fp16-overflow 1 cpu "${args[@]}"; then
@@ -446,6 +470,51 @@ step_train() {
         fi
     done
     llama_checks
+    cudnn_checks
+}
+
+# cuDNN's fused attention (13-17 above): every run's log must name it.
+CUDNN_ARGS=(--bf16 --attention-dropout 0 --attention-backend auto --train-iters "$MC_GPU_TEST_CUDNN_ITERS"
+            --eval-interval $(((MC_GPU_TEST_CUDNN_ITERS + 1) / 2)))
+on_cudnn() { # log: 0 if its start-up names cuDNN's attention, else RUN_WHY says what it names
+    grep -q '^> attention: cuDNN ' "$1" && return 0
+    RUN_WHY="$(basename "$1") did not run cuDNN's attention: $(grep '^> attention' "$1")"
+    return 1
+}
+cudnn_model() { # key name args...: the device's bf16 run against the CPU's
+    local key=$1 name=$2 d
+    shift 2
+    if ! selected "$key"; then skip "${CHECK[$key]}" "not in MC_GPU_TEST_ONLY"; return 1; fi
+    if train "$name" 1 cuda "${CUDNN_ARGS[@]}" "$@" && on_cudnn "$LOGS/$name" &&
+        train "cpu-$name" 1 cpu "${CUDNN_ARGS[@]}" "$@"; then
+        d=$(compare "$LOGS/cpu-$name" "$LOGS/$name" "$CUDNN_TOL" - - "$MC_GPU_TEST_CUDNN_ITERS")
+        result "$key" $? "$d"
+        return 0
+    fi
+    not_ok "${CHECK[$key]}: $RUN_WHY"
+    return 1
+}
+cudnn_checks() {
+    local key have=0 d
+    cudnn_model cudnn cudnn && have=1
+    for key in "${LAYOUT_KEYS[@]}"; do
+        key=cudnn-$key
+        if ! selected "$key"; then
+            skip "${CHECK[$key]}" "not in MC_GPU_TEST_ONLY"
+        elif ! command -v mpirun >/dev/null 2>&1; then
+            if [ "$DEVICE" = emu ]; then skip "${CHECK[$key]}" "mpirun is not installed"; else not_ok "${CHECK[$key]}: no mpirun (source scripts/device-env.sh)"; fi
+        elif [ $have -ne 1 ]; then
+            not_ok "${CHECK[$key]}: no single-rank cuDNN run"
+        # shellcheck disable=SC2086
+        elif train "layout-$key" 2 cuda --distributed-backend mpi ${LAYOUT[${key#cudnn-}]} "${CUDNN_ARGS[@]}" &&
+            on_cudnn "$LOGS/layout-$key"; then
+            d=$(compare "$LOGS/cudnn" "$LOGS/layout-$key" 1e-4 1e-2 1e-3 "$MC_GPU_TEST_CUDNN_ITERS")
+            result "$key" $? "$d"
+        else
+            not_ok "${CHECK[$key]}: $RUN_WHY"
+        fi
+    done
+    cudnn_model cudnn-llama cudnn-llama "${LLAMA[@]}"
 }
 
 # The Llama block's ops (rope, qk_norm, rmsnorm, swiglu, grouped-query attention) in a training

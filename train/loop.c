@@ -12,6 +12,7 @@
 #include "config/microbatches.h"
 #include "data/sampler.h"
 #include "data/source.h"
+#include "kernels/device.h"
 #include "kernels/memstats.h"
 #include "ckpt/checkpoint.h"
 #include "model/flops.h"
@@ -34,9 +35,10 @@ typedef struct {
     mc_trainer_t t;
     mc_data_source_t data; /* this rank's samples (data/source.h) */
     /* host staging: the microbatches of one training or evaluation step ([max_batch, s] each),
-     * and the sample indices of one */
+     * the backend's alloc_host memory (copied without waiting), their per-token losses as the
+     * forward leaves them, and the sample indices of one */
     int32_t *tokens, *labels, *positions, *segments;
-    float *loss_mask;
+    float *loss_mask, *losses;
     int64_t *sample_idx;
     /* the global batch of this iteration (--rampup-batch-size), updated at its start */
     mc_microbatches_t microbatches;
@@ -92,7 +94,9 @@ static void load_microbatch(run_t *run, int slot, int split, int64_t first, int 
                            .positions = run->positions + base,
                            .loss_mask = run->loss_mask + base,
                            .segments = segments,
-                           .sample0 = (uint64_t)first};
+                           .sample0 = (uint64_t)first,
+                           .pinned = true,
+                           .losses_out = run->losses + base};
     *mb = out;
     mc_timer_stop(&t->timers, MC_T_BATCH_GENERATOR);
 }
@@ -181,6 +185,7 @@ static void print_startup(const run_t *run, const mc_memory_plan_t *plan, const 
                run->microbatches.current_global_batch_size);
     }
     printf("> device: %s\n", why);
+    printf("> attention: %s\n", mc_backend_attention_line(t->be));
     if (t->comm->size > 1)
         printf("> collectives: %s over %d ranks (%s)\n", t->comm->name, t->comm->size,
                mc_setup_comm_note(a, t->be));
@@ -497,33 +502,36 @@ static int staging_slots(const mc_args_t *a)
 }
 
 /* Host staging: one slot of max_batch rows per microbatch of a step, of the whole sequence
- * (context parallelism keeps its chunks after loading). */
+ * (context parallelism keeps its chunks after loading), in the backend's pinned memory (the
+ * token copies and the loss reads do not wait). */
 static void alloc_staging(run_t *run)
 {
+    const mc_backend_t *be = run->t.be;
     const mc_gpt_config_t *cfg = &run->t.model.cfg;
-    const size_t rows = (size_t)cfg->max_batch * (size_t)staging_slots(run->t.args),
-                 s = (size_t)cfg->seq_full;
+    const size_t n =
+        (size_t)cfg->max_batch * (size_t)staging_slots(run->t.args) * (size_t)cfg->seq_full;
     run->sample_idx = malloc((size_t)cfg->max_batch * sizeof(int64_t));
-    run->tokens = malloc(rows * s * sizeof(int32_t));
-    run->labels = malloc(rows * s * sizeof(int32_t));
-    run->positions = malloc(rows * s * sizeof(int32_t));
-    run->segments = malloc(rows * s * sizeof(int32_t));
-    run->loss_mask = malloc(rows * s * sizeof(float));
+    run->tokens = be->alloc_host(be, n * sizeof(int32_t));
+    run->labels = be->alloc_host(be, n * sizeof(int32_t));
+    run->positions = be->alloc_host(be, n * sizeof(int32_t));
+    run->segments = be->alloc_host(be, n * sizeof(int32_t));
+    run->loss_mask = be->alloc_host(be, n * sizeof(float));
+    run->losses = be->alloc_host(be, n * sizeof(float));
     if (!run->sample_idx || !run->tokens || !run->labels || !run->positions || !run->segments ||
-        !run->loss_mask)
+        !run->loss_mask || !run->losses)
         mc_fatal("out of host memory for the staging of a step's microbatches");
 }
 
 static void free_run(run_t *run)
 {
+    const mc_backend_t *be = run->t.be;
+    void *bufs[] = {run->tokens,   run->labels,    run->positions,
+                    run->segments, run->loss_mask, run->losses};
+    for (size_t i = 0; i < sizeof(bufs) / sizeof(bufs[0]); i++)
+        if (bufs[i]) be->free_host(be, bufs[i]);
     mc_trainer_free(&run->t);
     mc_data_source_free(&run->data);
     free(run->sample_idx);
-    free(run->tokens);
-    free(run->labels);
-    free(run->positions);
-    free(run->segments);
-    free(run->loss_mask);
     free(run);
 }
 

@@ -8,12 +8,18 @@
 #include "base/error.h"
 #include "comm/devmem.h"
 #include "comm/runtime.h"
+#include "kernels/attention_choice.h"
 #include "kernels/device.h"
 
 const mc_backend_t *mc_setup_backend(const mc_args_t *args, char *why, size_t n)
 {
     const mc_runtime_t *rt = mc_runtime();
-    return mc_backend_select(args->device, args->cpu_threads, rt ? rt->local_rank : 0, why, n);
+    const mc_backend_t *be =
+        mc_backend_select(args->device, args->cpu_threads, rt ? rt->local_rank : 0, why, n);
+    mc_attention_spec_t attention; /* before the memory plan: the choice sizes its scratch */
+    mc_attention_spec_from_args(args, &attention);
+    mc_backend_attention_setup(be, &attention, NULL, 0);
+    return be;
 }
 
 /* Where the plan's memory comes from: the ranks sharing it and its name. */

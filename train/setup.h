@@ -12,8 +12,9 @@
 #include "kernels/backend.h"
 #include "train/train.h"
 
-/* The backend --device asks for on this rank (its local rank picks the GPU); why: the choice in
- * words, for the start-up report. */
+/* The backend --device asks for on this rank (its local rank picks the GPU), with the attention
+ * implementation chosen for the run's shapes (--attention-backend; mc_backend_attention_line
+ * names it); why: the choice in words, for the start-up report. */
 const mc_backend_t *mc_setup_backend(const mc_args_t *args, char *why, size_t n);
 
 /* Ends the job with one line when the plan needs more than this rank may use: the node's physical

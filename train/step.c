@@ -49,19 +49,71 @@ typedef struct {
     uint32_t it;
     double sum, tokens;
     int bad_loss; /* the first non-finite local loss (non_finite's code) */
+    /* microbatches whose losses the forward left in their losses_out (read after a synchronize),
+     * in the order of their forwards */
+    const mc_microbatch_t *mbs;
+    int *pending, n_pending;
 } step_ctx_t;
+
+/* A loss sum from the forward: now, or later from losses_out (pending). */
+static void add_loss(step_ctx_t *s, int mb, double sum, double cnt)
+{
+    s->tokens += cnt;
+    if (s->mbs[mb].losses_out) {
+        s->pending[s->n_pending++] = mb;
+        return;
+    }
+    if (!s->bad_loss) s->bad_loss = non_finite(sum); /* reported once every rank knows */
+    s->sum += sum;
+}
+
+/* The step's one wait for the device: the host staging is free for the next step, and the
+ * pending losses are read and summed as the forward would have, in the same order. */
+static void settle_losses(step_ctx_t *s)
+{
+    s->t->be->synchronize(s->t->be);
+    for (int i = 0; i < s->n_pending; i++) {
+        const mc_microbatch_t *mb = &s->mbs[s->pending[i]];
+        const double sum = mc_gpt_loss_sum(mb, mb->losses_out);
+        if (!s->bad_loss) s->bad_loss = non_finite(sum);
+        s->sum += sum;
+    }
+    free(s->pending);
+    s->pending = NULL, s->n_pending = 0;
+}
+
+static void ctx_for(step_ctx_t *s, const mc_microbatch_t *mbs, int M)
+{
+    s->mbs = mbs;
+    s->pending = malloc((size_t)(M > 0 ? M : 1) * sizeof(int));
+    if (!s->pending) mc_fatal("out of host memory");
+}
+
+/* Section 5.3: the objective per microbatch is sum / max(tokens, 1) / M, or the plain sum with
+ * --calculate-per-token-loss (scaled by the global token count after the step). */
+static float objective_weight(const mc_args_t *a, double tokens, int M)
+{
+    return a->calculate_per_token_loss ? 1.0f : (float)(1.0 / (fmax(tokens, 1.0) * M));
+}
 
 static float on_loss(void *ctx, int mb, double sum, double cnt)
 {
     step_ctx_t *s = ctx;
-    const mc_args_t *a = s->t->args;
-    (void)mb;
-    if (!s->bad_loss) s->bad_loss = non_finite(sum); /* reported once every rank knows */
-    s->sum += sum;
-    s->tokens += cnt;
-    /* Section 5.3: objective per microbatch is sum / max(tokens, 1) / M, or the plain sum with
-     * --calculate-per-token-loss (scaled by the global token count after the step). */
-    return a->calculate_per_token_loss ? 1.0f : (float)(1.0 / (fmax(cnt, 1.0) * s->M));
+    add_loss(s, mb, sum, cnt);
+    return objective_weight(s->t->args, cnt, s->M);
+}
+
+/* The step's microbatches with their loss weights, known before the forward (the token counts
+ * are the host's): the forward forms the loss gradient with the loss. Free with free(). */
+static mc_microbatch_t *weighted_microbatches(const mc_args_t *a, const mc_microbatch_t *mbs, int M)
+{
+    mc_microbatch_t *w = malloc((size_t)(M > 0 ? M : 1) * sizeof(*w));
+    if (!w) mc_fatal("out of host memory");
+    for (int i = 0; i < M; i++) {
+        w[i] = mbs[i];
+        w[i].loss_weight = objective_weight(a, mc_gpt_mb_tokens(&mbs[i]), M);
+    }
+    return w;
 }
 
 /* Megatron enables grad sync for each model chunk's last microbatch only: its buckets may
@@ -88,7 +140,9 @@ void mc_forward_backward(mc_trainer_t *t, const mc_microbatch_t *mbs, int M, mc_
     /* MoEAuxLossAutoScaler.set_loss_scale(loss_scale / num_microbatches) (schedules.py) */
     m->moe_aux_grad = m->loss_scale / (float)M;
     mc_ddp_begin_grad_sync(&t->ddp);
-    mc_pipeline_step_t st = {.mbs = mbs,
+    mc_microbatch_t *wmbs = weighted_microbatches(a, mbs, M);
+    ctx_for(&ctx, wmbs, M);
+    mc_pipeline_step_t st = {.mbs = wmbs,
                              .M = M,
                              .iteration = ctx.it,
                              .ctx = &ctx,
@@ -108,6 +162,8 @@ void mc_forward_backward(mc_trainer_t *t, const mc_microbatch_t *mbs, int M, mc_
     mc_trainer_embedding_all_reduce(t, m->grad_buf, m->cfg.gdt);
     mc_timer_stop(&t->timers, MC_T_EMBEDDING_GRADS_ALL_REDUCE);
     /* the token-weighted loss over the global batch */
+    settle_losses(&ctx);
+    free(wmbs);
     reduce_loss_pair(t, &ctx.sum, &ctx.tokens);
     if (a->check_for_nan_in_loss_and_grad && non_finite(ctx.sum))
         stop_non_finite(t, ctx.bad_loss, ctx.sum, "local forward loss calculation");
@@ -119,10 +175,7 @@ void mc_forward_backward(mc_trainer_t *t, const mc_microbatch_t *mbs, int M, mc_
 
 static float on_eval_loss(void *ctx, int mb, double sum, double cnt)
 {
-    step_ctx_t *s = ctx;
-    (void)mb;
-    s->sum += sum;
-    s->tokens += cnt;
+    add_loss(ctx, mb, sum, cnt);
     return 0.0f;
 }
 
@@ -130,6 +183,7 @@ void mc_forward_only(mc_trainer_t *t, const mc_microbatch_t *mbs, int M, double 
                      double *num_tokens)
 {
     step_ctx_t ctx = {.t = t, .M = M};
+    ctx_for(&ctx, mbs, M);
     mc_pipeline_step_t st = {.mbs = mbs,
                              .M = M,
                              .iteration = 0,
@@ -137,6 +191,7 @@ void mc_forward_only(mc_trainer_t *t, const mc_microbatch_t *mbs, int M, double 
                              .ctx = &ctx,
                              .on_loss = on_eval_loss};
     mc_pipeline_run(&t->pipe, &st);
+    settle_losses(&ctx);
     reduce_loss_pair(t, &ctx.sum, &ctx.tokens);
     *loss_sum = ctx.sum;
     *num_tokens = ctx.tokens;

@@ -42,6 +42,19 @@ void mc_cpu_memset0(const mc_backend_t *be, void *p, size_t bytes)
 
 void mc_cpu_synchronize(const mc_backend_t *be) { (void)be; }
 
+/* Host memory is the device's: the "asynchronous" copies are copies, done on return. */
+static void *cpu_alloc_host(const mc_backend_t *be, size_t bytes)
+{
+    (void)be;
+    return malloc(bytes ? bytes : 1);
+}
+
+static void cpu_free_host(const mc_backend_t *be, void *p)
+{
+    (void)be;
+    free(p);
+}
+
 static const mc_moe_ops_t cpu_moe = {
     .route = mc_cpu_moe_route,
     .route_backward = mc_cpu_moe_route_backward,
@@ -73,6 +86,10 @@ static const mc_backend_t cpu_backend = {
     .memcpy_d2d = mc_cpu_memcpy,
     .memset0 = mc_cpu_memset0,
     .synchronize = mc_cpu_synchronize,
+    .alloc_host = cpu_alloc_host,
+    .free_host = cpu_free_host,
+    .memcpy_h2d_async = mc_cpu_memcpy,
+    .memcpy_d2h_async = mc_cpu_memcpy,
     .convert = mc_cpu_convert,
     .gemm = mc_cpu_gemm,
     .linear_forward = mc_cpu_linear_forward,
@@ -109,10 +126,12 @@ static const mc_backend_t cpu_backend = {
     .ce_sums = mc_cpu_ce_sums,
     .ce_loss = mc_cpu_ce_loss,
     .ce_backward = mc_cpu_ce_backward,
+    .ce_fused = mc_cpu_ce_fused,
     .add = mc_cpu_add,
     .add_inplace = mc_cpu_add_inplace,
     .scale = mc_cpu_scale,
     .sumsq = mc_cpu_sumsq,
+    .sumsq_multi = mc_cpu_sumsq_multi,
     .count_zeros = mc_cpu_count_zeros,
     .has_nonfinite = mc_cpu_has_nonfinite,
     .adam_step = mc_cpu_adam_step,

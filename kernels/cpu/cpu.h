@@ -333,7 +333,7 @@ void mc_cpu_dropout_backward(const mc_backend_t *be, mc_dtype_t dt, void *dx, co
 void mc_cpu_attention_sizes(const mc_backend_t *be, mc_dtype_t dt, int S, int B, int NH, int HD,
                             size_t *state_bytes, size_t *scratch_bytes);
 void mc_cpu_attention_forward(const mc_backend_t *be, mc_dtype_t dt, void *out, void *state,
-                              const void *qkv, int S, int B, int NH, int NG, int HD,
+                              void *scratch, const void *qkv, int S, int B, int NH, int NG, int HD,
                               const int32_t *segments, float scale, const mc_dropout_t *d,
                               int head_offset, int NH_full);
 void mc_cpu_attention_backward(const mc_backend_t *be, mc_dtype_t dt, void *dqkv, void *scratch,
@@ -367,6 +367,12 @@ void mc_cpu_add(const mc_backend_t *be, mc_dtype_t dt, void *out, const void *a,
 void mc_cpu_add_inplace(const mc_backend_t *be, mc_dtype_t dt, void *acc, const void *x, long n);
 void mc_cpu_scale(const mc_backend_t *be, mc_dtype_t dt, void *x, float s, long n);
 double mc_cpu_sumsq(const mc_backend_t *be, mc_dtype_t dt, const void *x, long n);
+void mc_cpu_sumsq_multi(const mc_backend_t *be, mc_dtype_t dt, const void *const *x, const long *n,
+                        int count, double *out);
+void mc_cpu_ce_fused(const mc_backend_t *be, mc_dtype_t dt, float *losses, void *logits,
+                     const float *rowmax, const float *sumexp, const float *target_logit,
+                     const int32_t *targets, const float *loss_mask, float grad_scale, int S, int B,
+                     int V, int vocab_start);
 long mc_cpu_count_zeros(const mc_backend_t *be, mc_dtype_t dt, const void *x, long n);
 int mc_cpu_has_nonfinite(const mc_backend_t *be, mc_dtype_t dt, const void *x, long n);
 

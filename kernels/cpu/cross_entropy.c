@@ -3,7 +3,9 @@
  * in fp32 (the vector exp of cpu.h) summed in double. A target outside this rank's slice
  * contributes no predicted logit and no one-hot term. */
 #include <math.h>
+#include <stdlib.h>
 
+#include "base/error.h"
 #include "kernels/cpu/cpu.h"
 
 void mc_cpu_ce_max_f32(const mc_backend_t *be, float *rowmax, const float *logits, int N, int V)
@@ -57,4 +59,31 @@ void mc_cpu_ce_backward_f32(const mc_backend_t *be, float *dlogits, const float 
             const long t = (long)targets[bs] - vocab_start;
             if (t >= 0 && t < V) dx[t] -= g;
         }
+}
+
+/* The ops above in sequence (the reference of the fused kernel): the statistics when not given,
+ * the loss, then the gradient in place for dloss = loss_mask * grad_scale. */
+void mc_cpu_ce_fused(const mc_backend_t *be, mc_dtype_t dt, float *losses, void *logits,
+                     const float *rowmax, const float *sumexp, const float *target_logit,
+                     const int32_t *targets, const float *loss_mask, float grad_scale, int S, int B,
+                     int V, int vocab_start)
+{
+    const long N = (long)S * B;
+    if (N <= 0) return;
+    float *own = NULL, *dloss = NULL;
+    if (!rowmax) {
+        if (!(own = malloc((size_t)N * 3 * sizeof(float)))) mc_fatal("out of host memory");
+        mc_cpu_ce_max(be, dt, own, logits, (int)N, V);
+        mc_cpu_ce_sums(be, dt, own + N, own + 2 * N, logits, own, targets, S, B, V, vocab_start);
+        rowmax = own, sumexp = own + N, target_logit = own + 2 * N;
+    }
+    mc_cpu_ce_loss(be, losses, rowmax, sumexp, target_logit, S, B);
+    if (loss_mask) {
+        if (!(dloss = malloc((size_t)N * sizeof(float)))) mc_fatal("out of host memory");
+        for (long i = 0; i < N; i++) dloss[i] = loss_mask[i] * grad_scale;
+        mc_cpu_ce_backward(be, dt, logits, logits, rowmax, sumexp, targets, dloss, S, B, V,
+                           vocab_start);
+    }
+    free(own);
+    free(dloss);
 }

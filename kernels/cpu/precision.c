@@ -312,10 +312,11 @@ void mc_cpu_attention_sizes(const mc_backend_t *be, mc_dtype_t dt, int S, int B,
 }
 
 void mc_cpu_attention_forward(const mc_backend_t *be, mc_dtype_t dt, void *out, void *state,
-                              const void *qkv, int S, int B, int NH, int NG, int HD,
+                              void *scratch, const void *qkv, int S, int B, int NH, int NG, int HD,
                               const int32_t *segments, float scale, const mc_dropout_t *d,
                               int head_offset, int NH_full)
 {
+    (void)scratch; /* the CPU's forward needs none */
     const long no = (long)S * B * NH * HD, np = (long)B * NH * S * S;
     const long nq = (long)S * B * mc_cpu_qkv_width(NH, NG, HD);
     float *o = out32(0, out, dt, no, false), *p = out32(1, state, dt, np, false);
@@ -428,6 +429,12 @@ void mc_cpu_scale(const mc_backend_t *be, mc_dtype_t dt, void *x, float s, long 
 double mc_cpu_sumsq(const mc_backend_t *be, mc_dtype_t dt, const void *x, long n)
 {
     return mc_cpu_sumsq_f32(be, in32(0, x, dt, n), n);
+}
+
+void mc_cpu_sumsq_multi(const mc_backend_t *be, mc_dtype_t dt, const void *const *x, const long *n,
+                        int count, double *out)
+{
+    for (int i = 0; i < count; i++) out[i] = mc_cpu_sumsq(be, dt, x[i], n[i]);
 }
 
 long mc_cpu_count_zeros(const mc_backend_t *be, mc_dtype_t dt, const void *x, long n)

@@ -627,16 +627,11 @@ static void att_backward_launch(const mc_backend_t *be, void *dqkv, float *D, co
     MC_CUDA_LAUNCHED();
 }
 
-extern "C" void mc_cuda_attention_sizes(const mc_backend_t *be, mc_dtype_t dt, int S, int B, int NH,
-                                        int HD, size_t *state_bytes, size_t *scratch_bytes)
-{
-    mc_flash_attention_sizes(be, dt, S, B, NH, HD, state_bytes, scratch_bytes);
-}
-
-extern "C" void mc_cuda_attention_forward(const mc_backend_t *be, mc_dtype_t dt, void *out,
-                                          void *state, const void *qkv, int S, int B, int NH,
-                                          int NG, int HD, const int32_t *segments, float scale,
-                                          const mc_dropout_t *d, int head_offset, int NH_full)
+extern "C" void mc_cuda_local_attention_forward(const mc_backend_t *be, mc_dtype_t dt, void *out,
+                                                void *state, const void *qkv, int S, int B, int NH,
+                                                int NG, int HD, const int32_t *segments,
+                                                float scale, const mc_dropout_t *d, int head_offset,
+                                                int NH_full)
 {
     (void)NH_full; // the dropout element numbers need only this rank's first head
     if (S <= 0 || B <= 0 || NH <= 0 || HD <= 0) return;
@@ -647,11 +642,12 @@ extern "C" void mc_cuda_attention_forward(const mc_backend_t *be, mc_dtype_t dt,
     });
 }
 
-extern "C" void mc_cuda_attention_backward(const mc_backend_t *be, mc_dtype_t dt, void *dqkv,
-                                           void *scratch, const void *dout, const void *qkv,
-                                           const void *out, const void *state, int S, int B, int NH,
-                                           int NG, int HD, const int32_t *segments, float scale,
-                                           const mc_dropout_t *d, int head_offset, int NH_full)
+extern "C" void mc_cuda_local_attention_backward(const mc_backend_t *be, mc_dtype_t dt, void *dqkv,
+                                                 void *scratch, const void *dout, const void *qkv,
+                                                 const void *out, const void *state, int S, int B,
+                                                 int NH, int NG, int HD, const int32_t *segments,
+                                                 float scale, const mc_dropout_t *d,
+                                                 int head_offset, int NH_full)
 {
     (void)NH_full;
     if (S <= 0 || B <= 0 || NH <= 0 || HD <= 0) return;

@@ -67,6 +67,37 @@ static void cuda_d2h(const mc_backend_t *be, void *dst, const void *src, size_t 
     MC_CUDA_CHECK(cudaStreamSynchronize(mc_cuda_stream(be)));
 }
 
+// Pinned host memory: what cudaMemcpyAsync copies without staging, and returns at once for.
+static void *cuda_alloc_host(const mc_backend_t *be, size_t bytes)
+{
+    (void)be;
+    void *p = NULL;
+    if (cudaMallocHost(&p, bytes ? bytes : 1) != cudaSuccess) {
+        (void)cudaGetLastError();
+        return NULL;
+    }
+    return p;
+}
+
+static void cuda_free_host(const mc_backend_t *be, void *p)
+{
+    if (!p) return;
+    MC_CUDA_CHECK(cudaStreamSynchronize(mc_cuda_stream(be))); // a copy may still read it
+    MC_CUDA_CHECK(cudaFreeHost(p));
+}
+
+static void cuda_h2d_async(const mc_backend_t *be, void *dst, const void *src, size_t bytes)
+{
+    if (bytes)
+        MC_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, mc_cuda_stream(be)));
+}
+
+static void cuda_d2h_async(const mc_backend_t *be, void *dst, const void *src, size_t bytes)
+{
+    if (bytes)
+        MC_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, mc_cuda_stream(be)));
+}
+
 static void cuda_d2d(const mc_backend_t *be, void *dst, const void *src, size_t bytes)
 {
     if (!bytes || dst == src) return;
@@ -167,7 +198,7 @@ extern "C" const mc_backend_t *mc_backend_cuda(int device, char *err, size_t n)
     // 32 MiB: the column reductions' partials (LayerNorm dw/db, dbias) and the embedding
     // backward's sort of a micro-batch's tokens fit whole for the model sizes we train
     c.scratch_bytes = 32u << 20;
-    c.host_scratch_bytes = 4096;
+    c.host_scratch_bytes = 64u << 10; // sumsq_multi: 40 bytes a tensor
     if ((e = cudaMalloc(&c.scratch, c.scratch_bytes)) != cudaSuccess ||
         (e = cudaMallocHost(&c.host_scratch, c.host_scratch_bytes)) != cudaSuccess) {
         snprintf(err, n, "CUDA device %d: cannot allocate the backend's scratch: %s", device,
@@ -190,6 +221,10 @@ extern "C" const mc_backend_t *mc_backend_cuda(int device, char *err, size_t n)
     b.memcpy_d2d = cuda_d2d;
     b.memset0 = cuda_memset0;
     b.synchronize = cuda_synchronize;
+    b.alloc_host = cuda_alloc_host;
+    b.free_host = cuda_free_host;
+    b.memcpy_h2d_async = cuda_h2d_async;
+    b.memcpy_d2h_async = cuda_d2h_async;
     b.convert = mc_cuda_convert;
     b.gemm = mc_cuda_gemm;
     b.linear_forward = mc_cuda_linear_forward;
@@ -221,14 +256,17 @@ extern "C" const mc_backend_t *mc_backend_cuda(int device, char *err, size_t n)
     b.attention_block_backward = mc_cuda_attention_block_backward;
     b.attention_block_sizes = mc_cuda_attention_block_sizes;
     b.copy_2d = mc_cuda_copy_2d;
+    b.attention_library = true;
     b.ce_max = mc_cuda_ce_max;
     b.ce_sums = mc_cuda_ce_sums;
     b.ce_loss = mc_cuda_ce_loss;
     b.ce_backward = mc_cuda_ce_backward;
+    b.ce_fused = mc_cuda_ce_fused;
     b.add = mc_cuda_add;
     b.add_inplace = mc_cuda_add_inplace;
     b.scale = mc_cuda_scale;
     b.sumsq = mc_cuda_sumsq;
+    b.sumsq_multi = mc_cuda_sumsq_multi;
     b.count_zeros = mc_cuda_count_zeros;
     b.has_nonfinite = mc_cuda_has_nonfinite;
     b.adam_step = mc_cuda_adam_step;

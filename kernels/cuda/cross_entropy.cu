@@ -10,29 +10,79 @@
 //  ce_backward: dlogits = expf(x - rowmax) * f (f = dloss / sumexp in double, rounded to fp32),
 //           then minus dloss at the target; fp32 operation by operation (no FMA), rounded once.
 //           dlogits may equal logits: each element is read then written by one thread.
+//  ce_fused: ce_loss and ce_backward in one kernel, one block per row, the gradient in place
+//           (dloss = mask * grad_scale formed in the kernel); without given statistics (one rank
+//           holds the vocabulary) the block first forms the row's max, sum-exp and target logit
+//           as ce_max and ce_sums do (the same device functions, so the same values), then the
+//           loss and the gradient: the row is read from memory once and again from cache.
 // expf (within 2 ulp) stands for the CPU's vector exp (within 2 ulp): sums and gradients differ
 // from the CPU's by a few ulp (the test states the bound).
 #include <math.h>
 
 #include "kernels/cuda/common.cuh"
 
+extern "C" {
+#include "base/error.h"
+}
+
 enum { CE_THREADS = 256 };
+
+// ---- one row, by the whole block (every thread calls each; results returned to every thread) ----
+template <typename T, int VEC> static __device__ float ce_row_max(const T *x, int V)
+{
+    float m = -INFINITY;
+    for (long i0 = (long)threadIdx.x * VEC; i0 < V; i0 += (long)blockDim.x * VEC) {
+        float v[VEC];
+        mc_load_vec<T, VEC>(v, x, i0, V);
+#pragma unroll
+        for (int k = 0; k < VEC; k++)
+            if (i0 + k < V) m = fmaxf(m, v[k]);
+    }
+    return mc_block_reduce(m, mc_op_max(), -INFINITY);
+}
+
+// sum of expf(x - m) in double, rounded to fp32 as the statistic is stored
+template <typename T, int VEC> static __device__ float ce_row_sumexp(const T *x, int V, float m)
+{
+    double s = 0.0;
+    for (long i0 = (long)threadIdx.x * VEC; i0 < V; i0 += (long)blockDim.x * VEC) {
+        float v[VEC];
+        mc_load_vec<T, VEC>(v, x, i0, V);
+#pragma unroll
+        for (int k = 0; k < VEC; k++)
+            if (i0 + k < V) s += (double)expf(__fsub_rn(v[k], m));
+    }
+    return (float)mc_block_reduce(s, mc_op_sum(), 0.0);
+}
+
+// dx = expf(x - m) * f, minus g at the target column t (outside [0, V): none); dx may equal x
+template <typename T, int VEC>
+static __device__ void ce_row_grad(T *dx, const T *x, int V, float m, float f, long t, float g)
+{
+    for (long i0 = (long)threadIdx.x * VEC; i0 < V; i0 += (long)blockDim.x * VEC) {
+        float v[VEC];
+        mc_load_vec<T, VEC>(v, x, i0, V);
+#pragma unroll
+        for (int k = 0; k < VEC; k++) {
+            float d = __fmul_rn(expf(__fsub_rn(v[k], m)), f);
+            if (i0 + k == t) d = __fsub_rn(d, g);
+            v[k] = d;
+        }
+        mc_store_vec<T, VEC>(dx, i0, V, v);
+    }
+}
+
+static __device__ float ce_loss_of(float m, float sumexp, float target_logit)
+{
+    return (float)(log((double)sumexp) + (double)m - (double)target_logit);
+}
 
 template <typename T, int VEC>
 static __global__ void __launch_bounds__(CE_THREADS)
     k_ce_max(float *rowmax, const T *logits, int N, int V)
 {
     for (long n = blockIdx.x; n < N; n += gridDim.x) {
-        const T *x = logits + n * V;
-        float m = -INFINITY;
-        for (long i0 = (long)threadIdx.x * VEC; i0 < V; i0 += (long)blockDim.x * VEC) {
-            float v[VEC];
-            mc_load_vec<T, VEC>(v, x, i0, V);
-#pragma unroll
-            for (int k = 0; k < VEC; k++)
-                if (i0 + k < V) m = fmaxf(m, v[k]);
-        }
-        m = mc_block_reduce(m, mc_op_max(), -INFINITY);
+        const float m = ce_row_max<T, VEC>(logits + n * V, V);
         if (threadIdx.x == 0) rowmax[n] = m;
     }
 }
@@ -45,20 +95,11 @@ static __global__ void __launch_bounds__(CE_THREADS)
     const long N = (long)S * B;
     for (long n = blockIdx.x; n < N; n += gridDim.x) {
         const T *x = logits + n * V;
-        const float m = rowmax[n];
-        double s = 0.0;
-        for (long i0 = (long)threadIdx.x * VEC; i0 < V; i0 += (long)blockDim.x * VEC) {
-            float v[VEC];
-            mc_load_vec<T, VEC>(v, x, i0, V);
-#pragma unroll
-            for (int k = 0; k < VEC; k++)
-                if (i0 + k < V) s += (double)expf(__fsub_rn(v[k], m));
-        }
-        s = mc_block_reduce(s, mc_op_sum(), 0.0);
+        const float s = ce_row_sumexp<T, VEC>(x, V, rowmax[n]);
         if (threadIdx.x == 0) {
             const long si = n / B, bi = n % B;
             const long t = (long)targets[bi * S + si] - vocab_start;
-            sumexp[n] = (float)s;
+            sumexp[n] = s;
             target_logit[n] = (t >= 0 && t < V) ? mc_to_f32(x[t]) : 0.0f;
         }
     }
@@ -71,8 +112,7 @@ static __global__ void k_ce_loss(float *losses, const float *rowmax, const float
     for (long n = blockIdx.x * (long)blockDim.x + threadIdx.x; n < N;
          n += (long)gridDim.x * blockDim.x) {
         const long si = n / B, bi = n % B;
-        losses[bi * S + si] =
-            (float)(log((double)sumexp[n]) + (double)rowmax[n] - (double)target_logit[n]);
+        losses[bi * S + si] = ce_loss_of(rowmax[n], sumexp[n], target_logit[n]);
     }
 }
 
@@ -88,19 +128,37 @@ static __global__ void __launch_bounds__(CE_THREADS)
         const float f = (float)((double)g / (double)sumexp[n]);
         const long t =
             (long)targets[bi * S + si] - vocab_start; // outside [0, V): no one-hot term here
-        const T *x = logits + n * V;
-        T *dx = dlogits + n * V;
-        for (long i0 = (long)threadIdx.x * VEC; i0 < V; i0 += (long)blockDim.x * VEC) {
-            float v[VEC];
-            mc_load_vec<T, VEC>(v, x, i0, V);
-#pragma unroll
-            for (int k = 0; k < VEC; k++) {
-                float d = __fmul_rn(expf(__fsub_rn(v[k], m)), f);
-                if (i0 + k == t) d = __fsub_rn(d, g);
-                v[k] = d;
-            }
-            mc_store_vec<T, VEC>(dx, i0, V, v);
+        ce_row_grad<T, VEC>(dlogits + n * V, logits + n * V, V, m, f, t, g);
+    }
+}
+
+// The loss and, with a mask, its gradient in place; the row's statistics formed here when not
+// given (rowmax NULL). The target logit is read before the reductions' barriers, so before any
+// thread of the block overwrites the row.
+template <typename T, int VEC>
+static __global__ void __launch_bounds__(CE_THREADS)
+    k_ce_fused(float *losses, T *logits, const float *rowmax, const float *sumexp,
+               const float *target_logit, const int32_t *targets, const float *mask,
+               float grad_scale, int S, int B, int V, int vocab_start)
+{
+    const long N = (long)S * B;
+    for (long n = blockIdx.x; n < N; n += gridDim.x) {
+        T *x = logits + n * V;
+        const long si = n / B, bi = n % B, bs = bi * S + si;
+        const long t = (long)targets[bs] - vocab_start;
+        float m, se, tl;
+        if (rowmax) {
+            m = rowmax[n], se = sumexp[n], tl = target_logit[n];
+        } else {
+            tl = (t >= 0 && t < V) ? mc_to_f32(x[t]) : 0.0f;
+            m = ce_row_max<T, VEC>(x, V);
+            se = ce_row_sumexp<T, VEC>(x, V, m);
         }
+        if (threadIdx.x == 0) losses[bs] = ce_loss_of(m, se, tl);
+        if (!mask) continue;
+        const float g = __fmul_rn(mask[bs], grad_scale);
+        const float f = (float)((double)g / (double)se);
+        ce_row_grad<T, VEC>(x, x, V, m, f, t, g);
     }
 }
 
@@ -145,4 +203,19 @@ void mc_cuda_ce_backward(const mc_backend_t *be, mc_dtype_t dt, void *dlogits, c
                                    V % (16 / sizeof(T)) == 0 && mc_cuda_vec_ok(logits, dlogits),
                                    (T *)dlogits, (const T *)logits, rowmax, sumexp, targets, dloss,
                                    S, B, V, vocab_start))
+}
+
+void mc_cuda_ce_fused(const mc_backend_t *be, mc_dtype_t dt, float *losses, void *logits,
+                      const float *rowmax, const float *sumexp, const float *target_logit,
+                      const int32_t *targets, const float *loss_mask, float grad_scale, int S,
+                      int B, int V, int vocab_start)
+{
+    if (S <= 0 || B <= 0) return;
+    if ((rowmax == NULL) != (sumexp == NULL) || (rowmax == NULL) != (target_logit == NULL))
+        mc_fatal("internal error: ce_fused with some of its statistics");
+    MC_CUDA_DISPATCH(dt, T, "ce_fused",
+                     MC_ROW_LAUNCH(k_ce_fused, T, (long)S * B, CE_THREADS,
+                                   V % (16 / sizeof(T)) == 0 && mc_cuda_vec_ok(logits), losses,
+                                   (T *)logits, rowmax, sumexp, target_logit, targets, loss_mask,
+                                   grad_scale, S, B, V, vocab_start))
 }

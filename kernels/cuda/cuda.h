@@ -102,11 +102,15 @@ typedef struct {
     int gelu;
     void *aux;
     int ldaux;
+    // Bias gradient (cuBLASLt's BGRADB, with gelu PLAIN and no bias): bgradb[j] = the sum over k
+    // of op(B)[., j], n values of D's type, stored (not accumulated); 16-byte aligned.
+    void *bgradb;
 } mc_cuda_matmul_t;
 enum { MC_GEMM_PLAIN = 0, MC_GEMM_GELU = 1, MC_GEMM_DGELU = 2 };
 void mc_cuda_matmul(const mc_backend_t *be, const mc_cuda_matmul_t *g);
-// A matmul with a GeLU epilogue through cuBLASLt: false, computing nothing, when cuBLASLt has no
-// algorithm for it (or MC_CUDA_GEMM=fallback): the caller then runs the unfused ops.
+// A matmul with a GeLU or bias-gradient epilogue through cuBLASLt: false, computing nothing, when
+// cuBLASLt has no algorithm for it (or MC_CUDA_GEMM=fallback): the caller then runs the unfused
+// ops.
 bool mc_cuda_matmul_fused(const mc_backend_t *be, const mc_cuda_matmul_t *g);
 // The row-major product r (gemm_map.h) as a matmul: C = alpha * op(A) op(B) + beta * C (+ bias[N]
 // added to every row when bias is not NULL). A and B of type ab, C (and bias) of type c. Every
@@ -213,6 +217,10 @@ void mc_cuda_ce_loss(const mc_backend_t *be, float *losses, const float *rowmax,
 void mc_cuda_ce_backward(const mc_backend_t *be, mc_dtype_t dt, void *dlogits, const void *logits,
                          const float *rowmax, const float *sumexp, const int32_t *targets,
                          const float *dloss, int S, int B, int V, int vocab_start);
+void mc_cuda_ce_fused(const mc_backend_t *be, mc_dtype_t dt, float *losses, void *logits,
+                      const float *rowmax, const float *sumexp, const float *target_logit,
+                      const int32_t *targets, const float *loss_mask, float grad_scale, int S,
+                      int B, int V, int vocab_start);
 
 // elementwise.cu
 void mc_cuda_add(const mc_backend_t *be, mc_dtype_t dt, void *out, const void *a, const void *b,
@@ -222,6 +230,8 @@ void mc_cuda_scale(const mc_backend_t *be, mc_dtype_t dt, void *x, float s, long
 
 // reduce.cu
 double mc_cuda_sumsq(const mc_backend_t *be, mc_dtype_t dt, const void *x, long n);
+void mc_cuda_sumsq_multi(const mc_backend_t *be, mc_dtype_t dt, const void *const *x, const long *n,
+                         int count, double *out);
 long mc_cuda_count_zeros(const mc_backend_t *be, mc_dtype_t dt, const void *x, long n);
 int mc_cuda_has_nonfinite(const mc_backend_t *be, mc_dtype_t dt, const void *x, long n);
 

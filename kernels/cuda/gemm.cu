@@ -6,17 +6,24 @@
 // error), fp32 accumulation for 16-bit operands, one rounding of the output (alpha * acc +
 // beta * C + bias is formed in fp32, then stored in D's type).
 //
-// Plans: descriptors, layouts and the heuristic's algorithm are kept per shape, type, epilogue
-// and pointer alignment (a small cache; the shapes of a training run repeat every micro-batch).
-// When cuBLASLt offers no algorithm for a shape, a plain kernel of this file computes it
-// (correct, slow; the environment variable MC_CUDA_GEMM=fallback forces it, to compare the two
-// on a GPU).
+// Plans: descriptors, layouts and the algorithm are kept per shape, type, epilogue and pointer
+// alignment (a small cache; the shapes of a training run repeat every micro-batch).
+// Algorithm: the heuristic's first GEMM_CANDIDATES (8) are timed at a plan's first use, each run
+// once to warm up and once under CUDA events, until GEMM_TUNE_MS (50 ms) of device time is spent
+// on the shape; the fastest is kept (gemm_tune.h reports the choices). The runs write the call's
+// own outputs when the call overwrites them (beta = 0); an accumulating call (beta != 0) is timed
+// with beta = 0 into the backend's scratch when its output fits there, else keeps the
+// heuristic's first. When cuBLASLt offers no algorithm for a shape, a plain kernel of this file
+// computes it (correct, slow: a warning names the shape, once; the environment variable
+// MC_CUDA_GEMM=fallback forces it, to compare the two on a GPU). MC_CUDA_GEMM=untimed keeps the
+// heuristic's first algorithm (the op tests of many shapes, on the emulated device).
 #include <cublasLt.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "kernels/cuda/common.cuh"
 #include "kernels/cuda/gemm_map.h"
+#include "kernels/cuda/gemm_tune.h"
 
 extern "C" {
 #include "base/error.h"
@@ -81,9 +88,12 @@ static uint32_t align_of(const void *p)
 // ---- plan cache ----
 typedef struct {
     int opa, opb, m, n, k, lda, ldb, ldd;
-    int ab, d, bias, gelu, ldaux;
+    int ab, d, bias, gelu, ldaux, bgrad;
     uint32_t al_a, al_b, al_d, al_bias, al_aux;
 } plan_key_t;
+
+enum { GEMM_CANDIDATES = 8 };
+#define GEMM_TUNE_MS 50.0f
 
 typedef struct {
     plan_key_t key;
@@ -91,7 +101,10 @@ typedef struct {
     int has_algo; // 0: cuBLASLt offered none, use the fallback kernel
     cublasLtMatmulDesc_t desc;
     cublasLtMatrixLayout_t la, lb, ld;
-    cublasLtMatmulAlgo_t algo;
+    cublasLtMatmulAlgo_t algo; // the one in use
+    cublasLtMatmulAlgo_t cand[GEMM_CANDIDATES];
+    mc_cuda_gemm_choice_t choice; // shape, candidates, timed, chosen, times (tuned: done)
+    int tuned, warned;
 } plan_t;
 
 enum { PLANS = 128 };
@@ -115,7 +128,49 @@ static void plan_destroy(plan_t *p)
         (g)->bias ? " + bias" : "",                                                                \
         (g)->gelu == MC_GEMM_GELU    ? ", GeLU epilogue"                                           \
         : (g)->gelu == MC_GEMM_DGELU ? ", GeLU-gradient epilogue"                                  \
+        : (g)->bgradb                ? ", bias-gradient epilogue"                                  \
                                      : ""
+
+// The heuristic's candidates for the plan p of g (up to GEMM_CANDIDATES, best first), under the
+// workspace and the alignments of g's pointers; none: the plan has no algorithm.
+static void plan_candidates(const mc_cuda_t *c, plan_t *p, const mc_cuda_matmul_t *g)
+{
+    const plan_key_t k = p->key;
+    cublasLtMatmulPreference_t pref;
+    MC_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref), SHAPE_FMT, SHAPE_ARGS(g));
+    const uint64_t ws = c->gemm_workspace_bytes;
+    MC_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(
+                        pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof(ws)),
+                    SHAPE_FMT, SHAPE_ARGS(g));
+    const cublasLtMatmulPreferenceAttributes_t al_attr[4] = {
+        CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
+        CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES};
+    const uint32_t al_val[4] = {k.al_a, k.al_b, k.al_d, k.al_d};
+    for (int i = 0; i < 4; i++)
+        MC_CUBLAS_CHECK(
+            cublasLtMatmulPreferenceSetAttribute(pref, al_attr[i], &al_val[i], sizeof(al_val[i])),
+            SHAPE_FMT, SHAPE_ARGS(g));
+    cublasLtMatmulHeuristicResult_t res[GEMM_CANDIDATES];
+    int count = 0;
+    memset(res, 0, sizeof(res));
+    const cublasStatus_t hs =
+        cublasLtMatmulAlgoGetHeuristic((cublasLtHandle_t)c->cublaslt, p->desc, p->la, p->lb, p->ld,
+                                       p->ld, pref, GEMM_CANDIDATES, res, &count);
+    cublasLtMatmulPreferenceDestroy(pref);
+    p->choice.m = g->m, p->choice.n = g->n, p->choice.k = g->k, p->choice.chosen = 0;
+    for (int i = 0; hs == CUBLAS_STATUS_SUCCESS && i < count; i++)
+        if (res[i].state == CUBLAS_STATUS_SUCCESS) p->cand[p->choice.candidates++] = res[i].algo;
+    if (p->choice.candidates > 0) {
+        p->algo = p->cand[0];
+        p->has_algo = 1;
+    } else if (hs != CUBLAS_STATUS_SUCCESS && hs != CUBLAS_STATUS_NOT_SUPPORTED && !g->gelu &&
+               !g->bgradb) {
+        // (a GeLU or bias-gradient epilogue that cuBLASLt refuses for this type combination, with
+        // whatever status, is only a missing algorithm: the caller runs the unfused ops)
+        mc_fatal("cuBLASLt error in cublasLtMatmulAlgoGetHeuristic (%s:%d): %s; " SHAPE_FMT,
+                 __FILE__, __LINE__, cublasLtGetStatusString(hs), SHAPE_ARGS(g));
+    }
+}
 
 static plan_t *plan_get(const mc_cuda_t *c, const mc_cuda_matmul_t *g)
 {
@@ -124,9 +179,9 @@ static plan_t *plan_get(const mc_cuda_t *c, const mc_cuda_matmul_t *g)
     k.opa = g->opa, k.opb = g->opb, k.m = g->m, k.n = g->n, k.k = g->k;
     k.lda = g->lda, k.ldb = g->ldb, k.ldd = g->ldd;
     k.ab = (int)g->ab, k.d = (int)g->d, k.bias = g->bias != NULL, k.gelu = g->gelu,
-    k.ldaux = g->gelu ? g->ldaux : 0;
+    k.ldaux = g->gelu ? g->ldaux : 0, k.bgrad = g->bgradb != NULL;
     k.al_a = align_of(g->A), k.al_b = align_of(g->B), k.al_d = align_of(g->D),
-    k.al_bias = align_of(g->bias);
+    k.al_bias = align_of(g->bias ? g->bias : g->bgradb);
     k.al_aux = align_of(g->aux);
     for (int i = 0; i < PLANS; i++)
         if (g_plans[i].used && memcmp(&g_plans[i].key, &k, sizeof(k)) == 0) return &g_plans[i];
@@ -154,11 +209,13 @@ static plan_t *plan_get(const mc_cuda_t *c, const mc_cuda_matmul_t *g)
     MC_CUBLAS_CHECK(
         cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_TRANSB, &opb, sizeof(opb)),
         SHAPE_FMT, SHAPE_ARGS(g));
-    // the epilogue: bias, GeLU with its input kept in aux (and bias), or the GeLU gradient
+    // the epilogue: bias, GeLU with its input kept in aux (and bias), the GeLU gradient, or the
+    // bias gradient over B's columns
     const uint32_t epi = g->gelu == MC_GEMM_DGELU  ? CUBLASLT_EPILOGUE_DGELU
                          : g->gelu == MC_GEMM_GELU ? (g->bias ? CUBLASLT_EPILOGUE_GELU_AUX_BIAS
                                                               : CUBLASLT_EPILOGUE_GELU_AUX)
                          : g->bias                 ? CUBLASLT_EPILOGUE_BIAS
+                         : g->bgradb               ? CUBLASLT_EPILOGUE_BGRADB
                                                    : CUBLASLT_EPILOGUE_DEFAULT;
     if (epi != CUBLASLT_EPILOGUE_DEFAULT)
         MC_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi,
@@ -174,14 +231,15 @@ static plan_t *plan_get(const mc_cuda_t *c, const mc_cuda_matmul_t *g)
                                                        &g->aux, sizeof(g->aux)),
                         SHAPE_FMT, SHAPE_ARGS(g));
     }
-    if (g->bias) {
+    if (g->bias || g->bgradb) { // a bias, or a bias gradient: both of D's type
         const int32_t bt = td;
+        const void *bp = g->bias ? g->bias : g->bgradb;
         MC_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE,
                                                        &bt, sizeof(bt)),
                         SHAPE_FMT, SHAPE_ARGS(g));
         // the heuristic reads the pointer's alignment; each call sets its own pointer again
         MC_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER,
-                                                       &g->bias, sizeof(g->bias)),
+                                                       &bp, sizeof(bp)),
                         SHAPE_FMT, SHAPE_ARGS(g));
     }
     // stored matrices, column-major: A is (opa ? k x m : m x k), B is (opb ? n x k : k x n)
@@ -195,35 +253,7 @@ static plan_t *plan_get(const mc_cuda_t *c, const mc_cuda_matmul_t *g)
                     SHAPE_FMT, SHAPE_ARGS(g));
     p->used = 1;
 
-    cublasLtMatmulPreference_t pref;
-    MC_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref), SHAPE_FMT, SHAPE_ARGS(g));
-    const uint64_t ws = c->gemm_workspace_bytes;
-    MC_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(
-                        pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof(ws)),
-                    SHAPE_FMT, SHAPE_ARGS(g));
-    const cublasLtMatmulPreferenceAttributes_t al_attr[4] = {
-        CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
-        CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES};
-    const uint32_t al_val[4] = {k.al_a, k.al_b, k.al_d, k.al_d};
-    for (int i = 0; i < 4; i++)
-        MC_CUBLAS_CHECK(
-            cublasLtMatmulPreferenceSetAttribute(pref, al_attr[i], &al_val[i], sizeof(al_val[i])),
-            SHAPE_FMT, SHAPE_ARGS(g));
-    cublasLtMatmulHeuristicResult_t res;
-    int count = 0;
-    memset(&res, 0, sizeof(res));
-    const cublasStatus_t hs = cublasLtMatmulAlgoGetHeuristic(
-        (cublasLtHandle_t)c->cublaslt, p->desc, p->la, p->lb, p->ld, p->ld, pref, 1, &res, &count);
-    cublasLtMatmulPreferenceDestroy(pref);
-    if (hs == CUBLAS_STATUS_SUCCESS && count > 0 && res.state == CUBLAS_STATUS_SUCCESS) {
-        p->algo = res.algo;
-        p->has_algo = 1;
-    } else if (hs != CUBLAS_STATUS_SUCCESS && hs != CUBLAS_STATUS_NOT_SUPPORTED && !g->gelu) {
-        // (a GeLU epilogue that cuBLASLt refuses for this type combination, with whatever
-        // status, is only a missing algorithm: the caller runs the unfused ops)
-        mc_fatal("cuBLASLt error in cublasLtMatmulAlgoGetHeuristic (%s:%d): %s; " SHAPE_FMT,
-                 __FILE__, __LINE__, cublasLtGetStatusString(hs), SHAPE_ARGS(g));
-    }
+    plan_candidates(c, p, g);
     return p;
 }
 
@@ -273,6 +303,81 @@ static bool fallback_forced(void)
     return s && strcmp(s, "fallback") == 0;
 }
 
+static bool timing_off(void)
+{
+    const char *s = mc_env_text(MC_ENV_CUDA_GEMM);
+    return s && strcmp(s, "untimed") == 0;
+}
+
+// ---- timing the candidates ----
+static void run_algo(const mc_backend_t *be, plan_t *p, const mc_cuda_matmul_t *g, int i, void *D,
+                     float beta)
+{
+    const mc_cuda_t *c = mc_cuda(be);
+    MC_CUBLAS_CHECK(cublasLtMatmul((cublasLtHandle_t)c->cublaslt, p->desc, &g->alpha, g->A, p->la,
+                                   g->B, p->lb, &beta, D, p->ld, D, p->ld, &p->cand[i],
+                                   c->gemm_workspace, c->gemm_workspace_bytes, mc_cuda_stream(be)),
+                    SHAPE_FMT, SHAPE_ARGS(g));
+}
+
+// Where the candidates may write D: the call's own D when it overwrites it (its aux and bias
+// gradient too), else a scratch matrix of D's layout after the bias gradient's room (beta 0 there:
+// the algorithm does not depend on beta); NULL when that does not fit.
+static void *tuning_output(const mc_backend_t *be, const mc_cuda_matmul_t *g)
+{
+    if (g->beta == 0.0f) return g->D;
+    const mc_cuda_t *c = mc_cuda(be);
+    const size_t off = g->bgradb ? ((size_t)g->n * sizeof(float) + 255) / 256 * 256 : 0;
+    const size_t bytes = ((size_t)g->ldd * (size_t)(g->n - 1) + (size_t)g->m) * mc_dtype_size(g->d);
+    return off + bytes <= c->scratch_bytes ? (char *)c->scratch + off : NULL;
+}
+
+// The plan's first use: each candidate run once to warm up, then once between two events, in the
+// heuristic's order until GEMM_TUNE_MS of device time is spent; the fastest is kept.
+static void tune(const mc_backend_t *be, plan_t *p, const mc_cuda_matmul_t *g)
+{
+    p->tuned = p->choice.tuned = 1;
+    void *D = tuning_output(be, g);
+    if (p->choice.candidates < 2 || !D || timing_off()) return;
+    const cudaStream_t st = mc_cuda_stream(be);
+    cudaEvent_t e0, e1;
+    MC_CUDA_CHECK(cudaEventCreate(&e0));
+    MC_CUDA_CHECK(cudaEventCreate(&e1));
+    float spent = 0.0f, best = 0.0f;
+    for (int i = 0; i < p->choice.candidates && spent < GEMM_TUNE_MS; i++) {
+        run_algo(be, p, g, i, D, 0.0f);
+        MC_CUDA_CHECK(cudaEventRecord(e0, st));
+        run_algo(be, p, g, i, D, 0.0f);
+        MC_CUDA_CHECK(cudaEventRecord(e1, st));
+        MC_CUDA_CHECK(cudaEventSynchronize(e1));
+        float ms = 0.0f;
+        MC_CUDA_CHECK(cudaEventElapsedTime(&ms, e0, e1));
+        p->choice.ms[p->choice.timed++] = ms;
+        spent += 2.0f * ms; // the warm-up run took about as long
+        if (i == 0 || ms < best) best = ms, p->choice.chosen = i;
+    }
+    MC_CUDA_CHECK(cudaEventDestroy(e0));
+    MC_CUDA_CHECK(cudaEventDestroy(e1));
+    p->algo = p->cand[p->choice.chosen];
+}
+
+extern "C" int mc_cuda_gemm_choices(mc_cuda_gemm_choice_t *out, int max)
+{
+    int n = 0;
+    for (int i = 0; i < PLANS; i++)
+        if (g_plans[i].used) {
+            if (n < max) out[n] = g_plans[i].choice;
+            n++;
+        }
+    return n;
+}
+
+extern "C" void mc_cuda_gemm_forget(void)
+{
+    for (int i = 0; i < PLANS; i++) plan_destroy(&g_plans[i]);
+    g_next_evict = 0;
+}
+
 // Runs g with cuBLASLt when it has an algorithm for it: false otherwise (nothing computed).
 static bool matmul_cublaslt(const mc_backend_t *be, const mc_cuda_matmul_t *g)
 {
@@ -283,15 +388,18 @@ static bool matmul_cublaslt(const mc_backend_t *be, const mc_cuda_matmul_t *g)
     const mc_cuda_t *c = mc_cuda(be);
     plan_t *p = plan_get(c, g);
     if (!p->has_algo) return false;
-    if (g->bias)
+    if (g->bias || g->bgradb) {
+        const void *bp = g->bias ? g->bias : g->bgradb;
         MC_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER,
-                                                       &g->bias, sizeof(g->bias)),
+                                                       &bp, sizeof(bp)),
                         SHAPE_FMT, SHAPE_ARGS(g));
+    }
     if (g->gelu)
         MC_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p->desc,
                                                        CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER,
                                                        &g->aux, sizeof(g->aux)),
                         SHAPE_FMT, SHAPE_ARGS(g));
+    if (!p->tuned) tune(be, p, g);
     MC_CUBLAS_CHECK(cublasLtMatmul((cublasLtHandle_t)c->cublaslt, p->desc, &g->alpha, g->A, p->la,
                                    g->B, p->lb, &g->beta, g->D, p->ld, g->D, p->ld, &p->algo,
                                    c->gemm_workspace, c->gemm_workspace_bytes, mc_cuda_stream(be)),
@@ -299,12 +407,25 @@ static bool matmul_cublaslt(const mc_backend_t *be, const mc_cuda_matmul_t *g)
     return true;
 }
 
+// Once per plan: the shape that cuBLASLt has no algorithm for, and what it costs.
+static void warn_fallback(const mc_cuda_t *c, const mc_cuda_matmul_t *g)
+{
+    plan_t *p = plan_get(c, g);
+    if (p->warned) return;
+    p->warned = 1;
+    mc_warn("cuBLASLt has no algorithm for the GEMM (" SHAPE_FMT
+            "): a plain kernel computes it, far slower",
+            SHAPE_ARGS(g));
+}
+
 void mc_cuda_matmul(const mc_backend_t *be, const mc_cuda_matmul_t *g)
 {
-    if (g->gelu)
-        mc_fatal(
-            "internal error: a matmul with a GeLU epilogue must go through mc_cuda_matmul_fused");
-    if (!matmul_cublaslt(be, g)) matmul_fallback(be, g);
+    if (g->gelu || g->bgradb)
+        mc_fatal("internal error: a matmul with a GeLU or bias-gradient epilogue must go through "
+                 "mc_cuda_matmul_fused");
+    if (matmul_cublaslt(be, g)) return;
+    if (!fallback_forced()) warn_fallback(mc_cuda(be), g);
+    matmul_fallback(be, g);
 }
 
 bool mc_cuda_matmul_fused(const mc_backend_t *be, const mc_cuda_matmul_t *g)
@@ -312,6 +433,10 @@ bool mc_cuda_matmul_fused(const mc_backend_t *be, const mc_cuda_matmul_t *g)
     if (g->gelu && (g->ldaux % 8 != 0 || g->ldaux < g->m || align_of(g->aux) < 16))
         mc_fatal("internal error: GeLU epilogue with aux ld %d (rows %d) at alignment %u", g->ldaux,
                  g->m, align_of(g->aux));
+    if (g->bgradb && (g->gelu || g->bias || align_of(g->bgradb) < 16))
+        mc_fatal(
+            "internal error: a bias-gradient epilogue with another epilogue, or at alignment %u",
+            align_of(g->bgradb));
     return matmul_cublaslt(be, g);
 }
 

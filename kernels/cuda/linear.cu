@@ -8,7 +8,12 @@
 //            dW += dout^T @ in with beta = 1 on dW of type gdt (cuBLASLt takes 16-bit A/B with an
 //            fp32 C/D, so an fp32 gradient buffer is accumulated in place, Megatron's gradient
 //            accumulation fusion);
-//            dbias += column sums of dout: a deterministic two-pass reduction in double
+//            dbias += column sums of dout, formed by the weight-gradient GEMM itself into an fp32
+//            gradient buffer: cuBLASLt's BGRADB epilogue sums op(B) = dout over k = the rows into
+//            an fp32 vector in the backend's scratch, then a kernel of out_f threads adds it to
+//            dbias, so no pass re-reads dout. For a 16-bit gradient buffer (fp16 without
+//            --accumulate-allreduce-grads-in-fp32), where cuBLASLt has no algorithm for it, or
+//            with MC_CUDA_GEMM=fallback: a deterministic two-pass reduction in double
 //            (colsum.cuh), rounded as the CPU does: to fp32, then once to gdt.
 //  with the MLP's GeLU (tanh approximation, Megatron's default bias_gelu fusion), cuBLASLt's
 //  epilogues: fc1's forward writes pre = acc + bias to the epilogue's aux matrix and gelu(pre)
@@ -59,6 +64,35 @@ template <typename T, typename TG> struct dbias_sum {
     }
 };
 
+// acc[c] += part[c], in double, rounded once to TG
+template <typename TG> static __global__ void k_add_bias_grad(TG *acc, const TG *part, int n)
+{
+    for (long c = blockIdx.x * (long)blockDim.x + threadIdx.x; c < n;
+         c += (long)gridDim.x * blockDim.x)
+        acc[c] = mc_from_f32<TG>((float)((double)mc_to_f32(acc[c]) + (double)mc_to_f32(part[c])));
+}
+
+// dW += dout^T @ in with the bias gradient from the same GEMM (BGRADB into scratch, then added to
+// dbias): false, computing nothing, when cuBLASLt has no algorithm for it.
+static bool wgrad_with_bias_grad(const mc_backend_t *be, mc_dtype_t dt, mc_dtype_t gdt, void *dW,
+                                 void *dbias, const void *dout, const void *in, int N, int in_f,
+                                 int out_f)
+{
+    const mc_cuda_t *cu = mc_cuda(be);
+    // a 16-bit gradient buffer would take the epilogue's vector rounded to 16 bits, then the sum
+    // rounded again: the column sums keep its one rounding
+    if (gdt != MC_DT_F32 || (size_t)out_f * sizeof(float) > cu->scratch_bytes) return false;
+    mc_cuda_matmul_t g = mc_cuda_matmul_of(mc_linear_wgrad_gemm(N, in_f, out_f), dout, in, dW, dt,
+                                           gdt, 1.0f, 1.0f, NULL);
+    g.bgradb = cu->scratch; // n = out_f values: one per column of the column-major dW
+    if (!mc_cuda_matmul_fused(be, &g)) return false;
+    MC_CUDA_DISPATCH(gdt, TG, "linear_backward",
+                     MC_LAUNCH(mc_cuda_blocks(out_f, 256), 256, 0, mc_cuda_stream(be),
+                               k_add_bias_grad<TG>)((TG *)dbias, (const TG *)cu->scratch, out_f))
+    MC_CUDA_LAUNCHED();
+    return true;
+}
+
 void mc_cuda_linear_backward(const mc_backend_t *be, mc_dtype_t dt, mc_dtype_t gdt, void *din,
                              void *dW, void *dbias, const void *dout, const void *in, const void *W,
                              int N, int in_f, int out_f)
@@ -67,6 +101,7 @@ void mc_cuda_linear_backward(const mc_backend_t *be, mc_dtype_t dt, mc_dtype_t g
     if (din)
         mc_cuda_matmul_rowmajor(be, mc_linear_dgrad_gemm(N, in_f, out_f), dout, W, din, dt, dt,
                                 1.0f, 0.0f, NULL);
+    if (dbias && wgrad_with_bias_grad(be, dt, gdt, dW, dbias, dout, in, N, in_f, out_f)) return;
     mc_cuda_matmul_rowmajor(be, mc_linear_wgrad_gemm(N, in_f, out_f), dout, in, dW, dt, gdt, 1.0f,
                             1.0f, NULL);
     if (dbias) {

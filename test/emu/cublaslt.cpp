@@ -21,6 +21,20 @@
 //    activation; RELU max(x, 0); GELU 0.5x(1 + tanh(sqrt(2/pi)(x + 0.044715x^3))) (note 5); the
 //    *_AUX ones also store the activation's input, the bias included [D 3.1.4.1], in the aux type;
 //    DGELU multiplies the matmul output by GELU'(aux). The others are refused (NOT_SUPPORTED).
+//  - Bias-gradient epilogues [H cublasLtEpilogue_t, D 3.3.2]: BGRADA, "bias gradient based on the
+//    input matrix A", one value per row of D, reduced over the GEMM's k dimension:
+//    bias[i] = sum_q op(A)[i, q]; BGRADB, "based on the input matrix B", one value per column of
+//    D, also over k: bias[j] = sum_q op(B)[q, j]; DGELU_BGRAD applies "independently GELU and
+//    bias gradient to matmul output": D as DGELU, and bias[i] = the sum over D's row i of the GELU
+//    gradient. D itself is computed as with DEFAULT (BGRADA/B) or DGELU. The vector goes to
+//    BIAS_POINTER ("void *" in the bias-gradient case), stored, not accumulated; its elements
+//    have the output's type [H BIAS_POINTER, BIAS_DATA_TYPE]: another BIAS_DATA_TYPE is
+//    INVALID_VALUE (emulation: the status, as for the bias). The heuristic reads the pointer's
+//    value for its alignment [H]. Neither page lists transposes the epilogues exclude: every
+//    TRANSA/TRANSB is taken; only CUBLASLT_ORDER_COL layouts are emulated (NOT_SUPPORTED
+//    otherwise, as for every epilogue). (emulation) The sums are in double, of the inputs as
+//    stored (BGRADA/B: alpha does not scale them) and of DGELU_BGRAD's fp32 values before D's
+//    rounding. DRELU(_BGRAD) and RELU_AUX(_BIAS) (a bit-mask aux) are not emulated.
 //  - EPILOGUE_AUX_POINTER required by the aux epilogues, with EPILOGUE_AUX_LD divisible by 8 and
 //    >= D's rows [H, D 3.3.9]; EPILOGUE_AUX_DATA_TYPE -1 (default) means D's type, another type
 //    for these matrix types: INVALID_VALUE [D 3.3.9]. BIAS_POINTER required by *_BIAS.
@@ -30,7 +44,14 @@
 //    Get with sizeInBytes 0 reports the size [D 3.4.28, 3.4.29, 3.4.33, 3.4.34, H].
 //  - Preferences: MIN_ALIGNMENT_A/B/C/D_BYTES default 256, MAX_WORKSPACE_BYTES 0 [D 3.3.13]. The
 //    heuristic reads the bias and aux pointers' values for the alignment it expects [H, D 3.3.9].
-//    requestedAlgoCount <= 0: INVALID_VALUE [D 3.4.22].
+//    requestedAlgoCount <= 0: INVALID_VALUE [D 3.4.22]. The heuristic writes up to
+//    requestedAlgoCount results "in the order of increasing estimated compute time", each with its
+//    workspaceSize and state, and their number in returnAlgoCount [D 3.4.22]; an algorithm needing
+//    more workspace than MAX_WORKSPACE_BYTES is not offered [D 3.3.13]. (emulation) Four
+//    algorithms (ids 0 to 3) compute identical results; ids 1 and 2 ask for 1 and 4 MiB of
+//    workspace. For tests of a caller: MC_EMU_CUBLASLT_SLOW_ALGO=ID[,ID...] makes each matmul with
+//    one of those algorithms take 20 ms more of the emulated device's clock; MC_EMU_CUBLASLT_NO_ALGO=1
+//    makes the heuristic find none (NOT_SUPPORTED), as for a problem the library does not cover.
 //  - cublasLtMatmul: a handle not from cublasLtCreate: NOT_INITIALIZED; INVALID_VALUE for
 //    "parameters unexpectedly NULL, in conflict", a workspace smaller than the algo needs
 //    [D 3.4.17], descriptors that do not match the algo [D 3.4.19]; the workspace 256-byte
@@ -44,7 +65,9 @@
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include <new>
 #include <vector>
@@ -369,6 +392,7 @@ bool same_layout(const Layout &a, const Layout &b)
 
 struct Epi {
     bool bias, relu, gelu, aux_out, dgelu;
+    char bgrad; // 0, or the bias gradient's source: 'A', 'B', or 'D' (DGELU_BGRAD's GELU gradient)
 };
 
 struct Problem {
@@ -384,6 +408,9 @@ struct Problem {
     const void *bias;
     void *aux;
     uint64_t key; // hash of everything above but the pointers: what an algo is chosen for
+    // the bias (or bias gradient) vector's length: D's rows, or its columns for BGRADB
+    uint64_t bias_len() const { return ep.bgrad == 'B' ? n : m; }
+    bool bias_used() const { return ep.bias || ep.bgrad; }
 };
 
 size_t elem_size(int64_t t) { return t == CUDA_R_32F ? 4 : 2; } // of the supported types only
@@ -406,7 +433,7 @@ const char *type_name(int64_t t)
 // The epilogues emulated; false for the documented ones it does not model.
 bool epilogue_of(uint32_t e, Epi *ep)
 {
-    *ep = Epi{false, false, false, false, false};
+    *ep = Epi{false, false, false, false, false, 0};
     switch (e) {
     case CUBLASLT_EPILOGUE_DEFAULT: return true;
     case CUBLASLT_EPILOGUE_RELU: ep->relu = true; return true;
@@ -417,6 +444,9 @@ bool epilogue_of(uint32_t e, Epi *ep)
     case CUBLASLT_EPILOGUE_GELU_AUX: ep->gelu = ep->aux_out = true; return true;
     case CUBLASLT_EPILOGUE_GELU_AUX_BIAS: ep->bias = ep->gelu = ep->aux_out = true; return true;
     case CUBLASLT_EPILOGUE_DGELU: ep->dgelu = true; return true;
+    case CUBLASLT_EPILOGUE_DGELU_BGRAD: ep->dgelu = true, ep->bgrad = 'D'; return true;
+    case CUBLASLT_EPILOGUE_BGRADA: ep->bgrad = 'A'; return true;
+    case CUBLASLT_EPILOGUE_BGRADB: ep->bgrad = 'B'; return true;
     }
     return false;
 }
@@ -518,9 +548,9 @@ cublasStatus_t check_epilogue(const char *fn, const int64_t *d, Problem *p)
     p->aux_type = at == -1 ? p->cd : (int)at;
     p->aux_ld = d[CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD];
     // (emulation) not documented which status: INVALID_VALUE, as for the aux type
-    if (p->ep.bias && p->bias_type != p->cd)
-        return refuse(CUBLAS_STATUS_INVALID_VALUE, "%s: BIAS_DATA_TYPE %s with D %s: the bias has D's type", fn,
-                      type_name(p->bias_type), type_name(p->cd));
+    if (p->bias_used() && p->bias_type != p->cd)
+        return refuse(CUBLAS_STATUS_INVALID_VALUE, "%s: BIAS_DATA_TYPE %s with D %s: the bias%s has D's type", fn,
+                      type_name(p->bias_type), type_name(p->cd), p->ep.bgrad ? " gradient" : "");
     if (!(p->ep.aux_out || p->ep.dgelu)) return CUBLAS_STATUS_SUCCESS;
     if (p->aux_type != p->cd)
         return refuse(CUBLAS_STATUS_INVALID_VALUE,
@@ -594,7 +624,8 @@ struct AlgoData {
     uint64_t magic;
     uint64_t key; // Problem::key it was chosen for
     uint32_t m, n, k, epi;
-    uint32_t align[6];  // A, B, C, D: promised by the preference; bias, aux: seen by the heuristic
+    uint16_t align[6];  // A, B, C, D: promised by the preference; bias, aux: seen by the heuristic
+    uint32_t id;        // which of the emulation's algorithms (ALGO_WORKSPACE)
     uint64_t workspace; // bytes it needs
 };
 static_assert(sizeof(AlgoData) <= sizeof(cublasLtMatmulAlgo_t), "the algo's data fits the header's struct");
@@ -608,8 +639,13 @@ uint32_t align_of(const void *p)
     return al;
 }
 
-// The heuristic's choice: one algorithm needing no workspace, which works with any pointer aligned
-// to its element size; it is refused when the preference promises less (no algorithm found).
+// The emulation's algorithms, in the heuristic's order: the workspace each needs (their results
+// are identical).
+const uint64_t ALGO_WORKSPACE[] = {0, 1u << 20, 4u << 20, 0};
+enum { ALGOS = sizeof(ALGO_WORKSPACE) / sizeof(ALGO_WORKSPACE[0]) };
+
+// The heuristic's first choice (id 0, no workspace), which works with any pointer aligned to its
+// element size; it is refused when the preference promises less (no algorithm found).
 cublasStatus_t choose(const char *fn, const Problem &p, const uint32_t promised[4], AlgoData *a)
 {
     memset(a, 0, sizeof(*a));
@@ -617,14 +653,14 @@ cublasStatus_t choose(const char *fn, const Problem &p, const uint32_t promised[
     a->m = (uint32_t)p.m, a->n = (uint32_t)p.n, a->k = (uint32_t)p.k;
     const int types[6] = {p.ab, p.ab, p.cd, p.cd, p.bias_type, p.aux_type};
     for (int i = 0; i < 4; i++) {
-        a->align[i] = promised[i];
+        a->align[i] = (uint16_t)(promised[i] > 256 ? 256 : promised[i]);
         if (promised[i] == 0 || promised[i] % elem_size(types[i]) != 0)
             return refuse(CUBLAS_STATUS_NOT_SUPPORTED,
                           "%s: no algorithm for %s at a %u-byte alignment (MIN_ALIGNMENT_%s_BYTES), below its "
                           "%zu-byte elements",
                           fn, AL_NAME[i], promised[i], AL_NAME[i], elem_size(types[i]));
     }
-    a->align[AL_BIAS] = align_of(p.ep.bias ? p.bias : nullptr);
+    a->align[AL_BIAS] = align_of(p.bias_used() ? p.bias : nullptr);
     a->align[AL_AUX] = align_of(p.ep.aux_out || p.ep.dgelu ? p.aux : nullptr);
     for (int i = AL_BIAS; i <= AL_AUX; i++)
         if (a->align[i] < elem_size(types[i]))
@@ -665,8 +701,9 @@ float gelu_grad(float x)
     return 0.5f * (1.0f + t) + 0.5f * x * (1.0f - t * t) * SQRT_2_OVER_PI * (1.0f + 3.0f * GELU_C * x * x);
 }
 
-// alpha * acc + beta * C + bias, then the activation, in fp32; stored once in D's type.
-void finish(const Problem &p, uint64_t i, uint64_t j, double acc, float alpha, float beta, const void *C, void *D)
+// alpha * acc + beta * C + bias, then the activation, in fp32; stored once in D's type. Returns the
+// fp32 value stored.
+float finish(const Problem &p, uint64_t i, uint64_t j, double acc, float alpha, float beta, const void *C, void *D)
 {
     float v = alpha * (float)acc;
     if (beta != 0.0f) v += beta * load(C, p.cd, i + j * (uint64_t)p.C.ld);
@@ -677,6 +714,22 @@ void finish(const Problem &p, uint64_t i, uint64_t j, double acc, float alpha, f
     if (p.ep.relu) v = fmaxf(v, 0.0f);
     if (p.ep.dgelu) v *= gelu_grad(load(p.aux, p.aux_type, ia));
     store(D, p.cd, i + j * (uint64_t)p.D.ld, v);
+    return v;
+}
+
+// The bias-gradient epilogues' vector: sums over k of op(A)'s rows or op(B)'s columns (a, b as
+// compute lays them out, k contiguous), or over the columns of D's values (d_rows).
+void bias_gradient(const Problem &p, const std::vector<float> &a, const std::vector<float> &b,
+                   const std::vector<double> &d_rows)
+{
+    const uint64_t k = p.k;
+    for (uint64_t i = 0; i < p.bias_len(); i++) {
+        double s = 0.0;
+        if (p.ep.bgrad == 'D') s = d_rows[i];
+        else
+            for (uint64_t q = 0; q < k; q++) s += (double)(p.ep.bgrad == 'A' ? a[i * k + q] : b[i * k + q]);
+        store(const_cast<void *>(p.bias), p.bias_type, i, (float)s);
+    }
 }
 
 // Products of fp32 values are exact in double, and summed in double.
@@ -688,13 +741,16 @@ void compute(const Problem &p, float alpha, const void *A, const void *B, float 
         for (uint64_t q = 0; q < k; q++) a[i * k + q] = load(A, p.ab, p.ta ? q + i * lda : i + q * lda);
     for (uint64_t j = 0; j < n; j++)
         for (uint64_t q = 0; q < k; q++) b[j * k + q] = load(B, p.ab, p.tb ? j + q * ldb : q + j * ldb);
+    std::vector<double> d_rows(p.ep.bgrad == 'D' ? m : 0);
     for (uint64_t j = 0; j < n; j++)
         for (uint64_t i = 0; i < m; i++) {
             const float *x = &a[i * k], *y = &b[j * k];
             double acc = 0.0;
             for (uint64_t q = 0; q < k; q++) acc += (double)x[q] * (double)y[q];
-            finish(p, i, j, acc, alpha, beta, C, D);
+            const float v = finish(p, i, j, acc, alpha, beta, C, D);
+            if (p.ep.bgrad == 'D') d_rows[i] += (double)v;
         }
+    if (p.ep.bgrad) bias_gradient(p, a, b, d_rows);
 }
 
 // ---- cublasLtMatmul's checks of pointers ----
@@ -747,7 +803,7 @@ cublasStatus_t check_pointers(const char *fn, const Problem &p, const AlgoData &
     const bool a_used = p.m && p.k, b_used = p.k && p.n, d_used = p.m && p.n;
     if ((!A && a_used) || (!B && b_used) || (!D && d_used) || (!C && beta != 0.0f))
         return refuse(CUBLAS_STATUS_INVALID_VALUE, "%s: A, B, D (and C when beta != 0) must not be NULL", fn);
-    if (p.ep.bias && !p.bias)
+    if (p.bias_used() && !p.bias)
         return refuse(CUBLAS_STATUS_INVALID_VALUE, "%s: epilogue %u needs BIAS_POINTER", fn, p.epi);
     if (aux_used && !p.aux)
         return refuse(CUBLAS_STATUS_INVALID_VALUE, "%s: epilogue %u needs EPILOGUE_AUX_POINTER", fn, p.epi);
@@ -761,7 +817,7 @@ cublasStatus_t check_pointers(const char *fn, const Problem &p, const AlgoData &
         return refuse(CUBLAS_STATUS_INVALID_VALUE,
                       "%s: C and D overlap without being the same matrix (in place: C == D)", fn);
     const void *const ptrs[6] = {
-        A, B, beta != 0.0f ? C : nullptr, D, p.ep.bias ? p.bias : nullptr, aux_used ? p.aux : nullptr};
+        A, B, beta != 0.0f ? C : nullptr, D, p.bias_used() ? p.bias : nullptr, aux_used ? p.aux : nullptr};
     const int types[6] = {p.ab, p.ab, p.cd, p.cd, p.bias_type, p.aux_type};
     return check_alignment(fn, al, ptrs, types);
 }
@@ -776,7 +832,7 @@ void require_memory(const Problem &p, const void *A, const void *B, float beta, 
         {"B", (uintptr_t)B, p.B.rows, p.B.cols, (uint64_t)p.B.ld, ea},
         {"C", (uintptr_t)C, beta != 0.0f ? p.m : 0, p.n, (uint64_t)p.C.ld, ecd},
         {"D", (uintptr_t)D, p.m, p.n, (uint64_t)p.D.ld, ecd},
-        {"bias", (uintptr_t)p.bias, p.ep.bias ? p.m : 0, 1, p.m, elem_size(p.bias_type)},
+        {"bias", (uintptr_t)p.bias, p.bias_used() ? p.bias_len() : 0, 1, p.bias_len(), elem_size(p.bias_type)},
         {"aux", (uintptr_t)p.aux, p.ep.aux_out || p.ep.dgelu ? p.m : 0, p.n, (uint64_t)p.aux_ld, elem_size(p.aux_type)},
     };
     char what[64];
@@ -785,7 +841,7 @@ void require_memory(const Problem &p, const void *A, const void *B, float beta, 
         snprintf(what, sizeof(what), "cublasLtMatmul: %s", x.name);
         if (bytes) mc_emu::require_device((const void *)x.p, bytes, what);
     }
-    const Span *outs[2] = {&s[3], p.ep.aux_out ? &s[5] : nullptr};
+    const Span *outs[3] = {&s[3], p.ep.aux_out ? &s[5] : nullptr, p.ep.bgrad ? &s[4] : nullptr};
     for (const Span *o : outs)
         for (int i = 0; o && i < 6; i++) {
             if (&s[i] == o || (i == 2 && o == &s[3] && C == D)) continue;
@@ -820,7 +876,7 @@ cublasStatus_t algo_for(const char *fn, const Problem &p, const cublasLtMatmulAl
         return choose(fn, p, promised, al);
     }
     memcpy(al, algo, sizeof(*al));
-    if (al->magic != ALGO_MAGIC)
+    if (al->magic != ALGO_MAGIC || al->id >= ALGOS || al->workspace != ALGO_WORKSPACE[al->id])
         return refuse(CUBLAS_STATUS_INVALID_VALUE, "%s: the algo was not given by cublasLtMatmulAlgoGetHeuristic", fn);
     if (al->m != p.m || al->n != p.n || al->k != p.k || al->epi != p.epi)
         return refuse(CUBLAS_STATUS_INVALID_VALUE,
@@ -834,6 +890,45 @@ cublasStatus_t algo_for(const char *fn, const Problem &p, const cublasLtMatmulAl
                       "algo was chosen for",
                       fn);
     return CUBLAS_STATUS_SUCCESS;
+}
+
+// MC_EMU_CUBLASLT_SLOW_ALGO=ID[,ID...]: the algorithms a test makes slow (read at each matmul:
+// a test may change it).
+bool slow_algo(uint32_t id)
+{
+    uint32_t mask = 0;
+    const char *s = getenv("MC_EMU_CUBLASLT_SLOW_ALGO");
+    for (char *end = nullptr; s && *s; s = *end ? end + 1 : end) {
+        const long v = strtol(s, &end, 10);
+        if (end == s || v < 0 || v >= ALGOS || (*end && *end != ','))
+            mc_emu::fail("MC_EMU_CUBLASLT_SLOW_ALGO=%s: a list of algorithm ids 0..%d",
+                         getenv("MC_EMU_CUBLASLT_SLOW_ALGO"), ALGOS - 1);
+        mask |= 1u << v;
+    }
+    return (mask >> id) & 1u;
+}
+
+// The emulated device's clock moves on by ms.
+void spend_ms(double ms) { mc_emu::clock_advance_ns((uint64_t)(ms * 1e6)); }
+
+// The launch record's name (MC_EMU_HASH, MC_EMU_PROFILE): the call and its epilogue.
+const char *epilogue_name(uint32_t e)
+{
+    switch (e) {
+    case CUBLASLT_EPILOGUE_DEFAULT: return "cublasLtMatmul";
+    case CUBLASLT_EPILOGUE_RELU: return "cublasLtMatmul RELU";
+    case CUBLASLT_EPILOGUE_BIAS: return "cublasLtMatmul BIAS";
+    case CUBLASLT_EPILOGUE_RELU_BIAS: return "cublasLtMatmul RELU_BIAS";
+    case CUBLASLT_EPILOGUE_GELU: return "cublasLtMatmul GELU";
+    case CUBLASLT_EPILOGUE_GELU_BIAS: return "cublasLtMatmul GELU_BIAS";
+    case CUBLASLT_EPILOGUE_GELU_AUX: return "cublasLtMatmul GELU_AUX";
+    case CUBLASLT_EPILOGUE_GELU_AUX_BIAS: return "cublasLtMatmul GELU_AUX_BIAS";
+    case CUBLASLT_EPILOGUE_DGELU: return "cublasLtMatmul DGELU";
+    case CUBLASLT_EPILOGUE_DGELU_BGRAD: return "cublasLtMatmul DGELU_BGRAD";
+    case CUBLASLT_EPILOGUE_BGRADA: return "cublasLtMatmul BGRADA";
+    case CUBLASLT_EPILOGUE_BGRADB: return "cublasLtMatmul BGRADB";
+    }
+    return "cublasLtMatmul";
 }
 
 cublasStatus_t check_workspace(const char *fn, const AlgoData &al, void *workspace, size_t bytes)
@@ -1002,6 +1097,9 @@ cublasStatus_t cublasLtMatmulAlgoGetHeuristic(cublasLtHandle_t handle, cublasLtM
     cublasStatus_t s = validate(fn, desc, la, lb, lc, ld, &p);
     if (s != CUBLAS_STATUS_SUCCESS) return s;
     const int64_t *pv = reinterpret_cast<const Obj *>(pref)->val;
+    const char *none = getenv("MC_EMU_CUBLASLT_NO_ALGO");
+    if (none && *none == '1')
+        return refuse(CUBLAS_STATUS_NOT_SUPPORTED, "%s: MC_EMU_CUBLASLT_NO_ALGO=1: no algorithm (emulation)", fn);
     if (pv[CUBLASLT_MATMUL_PREF_SEARCH_MODE] != CUBLASLT_SEARCH_BEST_FIT)
         return refuse(CUBLAS_STATUS_NOT_SUPPORTED, "%s: only CUBLASLT_SEARCH_BEST_FIT is emulated", fn);
     const uint32_t promised[4] = {(uint32_t)pv[CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES],
@@ -1011,12 +1109,19 @@ cublasStatus_t cublasLtMatmulAlgoGetHeuristic(cublasLtHandle_t handle, cublasLtM
     AlgoData a;
     s = choose(fn, p, promised, &a);
     if (s != CUBLAS_STATUS_SUCCESS) return s;
-    memset(&results[0], 0, sizeof(results[0]));
-    memcpy(&results[0].algo, &a, sizeof(a));
-    results[0].workspaceSize = a.workspace;
-    results[0].state = CUBLAS_STATUS_SUCCESS;
-    results[0].wavesCount = 1.0f;
-    *returnAlgoCount = 1;
+    const uint64_t max_ws = (uint64_t)pv[CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES];
+    int count = 0;
+    for (int id = 0; id < ALGOS && count < requestedAlgoCount; id++) {
+        if (ALGO_WORKSPACE[id] > max_ws) continue;
+        a.id = (uint32_t)id, a.workspace = ALGO_WORKSPACE[id];
+        memset(&results[count], 0, sizeof(results[count]));
+        memcpy(&results[count].algo, &a, sizeof(a));
+        results[count].workspaceSize = a.workspace;
+        results[count].state = CUBLAS_STATUS_SUCCESS;
+        results[count].wavesCount = 1.0f;
+        count++;
+    }
+    *returnAlgoCount = count;
     return CUBLAS_STATUS_SUCCESS;
 }
 
@@ -1043,7 +1148,10 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t handle, cublasLtMatmulDesc_t desc
     if (s != CUBLAS_STATUS_SUCCESS) return s;
     require_memory(p, A, B, b, C, D);
     compute(p, a, A, B, b, C, D);
-    mc_emu::after_launch("cublasLtMatmul");
+    mc_emu::clock_advance_ns(p.m * p.n * p.k / 1000 + 1000);
+    if (slow_algo(al.id)) spend_ms(20.0);
+    mc_emu::profile_record(epilogue_name(p.epi));
+    mc_emu::after_launch(epilogue_name(p.epi));
     return CUBLAS_STATUS_SUCCESS;
 }
 

@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include <cuda_profiler_api.h>
 
@@ -28,6 +29,14 @@ cudaError_t destroy(void *p, HandleKind kind)
     delete (char *)p;
     return cudaSuccess;
 }
+
+// An event: when it was last recorded, on the emulated device's clock (clock_ms: work runs when it
+// is issued, so the time between two records is the modelled time of the work between them).
+struct Event {
+    double t;
+    bool recorded, timing;
+};
+
 
 // The legacy (0) and per-thread default streams are streams too.
 bool valid_stream(cudaStream_t s) { return !s || s == cudaStreamPerThread || handle_live((const void *)s, H_STREAM); }
@@ -189,6 +198,15 @@ cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t n, cudaMemcpyKind
     const cudaError_t e = copy_check(dst, src, n, kind, "cudaMemcpyAsync");
     if (e != cudaSuccess) return ret(e);
     memmove(dst, src, n);
+    clock_advance_ns(1000 + n / 10);
+    static const char *const kinds[] = {"HostToHost", "HostToDevice", "DeviceToHost", "DeviceToDevice",
+                                        "Default"};
+    // the host side's memory: pinned (cudaMallocHost) or pageable
+    const void *host = kind == cudaMemcpyHostToDevice ? src : kind == cudaMemcpyDeviceToHost ? dst : nullptr;
+    char what[96];
+    snprintf(what, sizeof(what), "cudaMemcpyAsync %s %zu%s", kinds[kind <= cudaMemcpyDefault ? kind : 4], n,
+             !host ? "" : mem_kind(host, n) == MEM_HOST_PINNED ? " pinned" : " pageable");
+    profile_record(what);
     return cudaSuccess;
 }
 
@@ -208,6 +226,10 @@ cudaError_t cudaMemsetAsync(void *p, int value, size_t n, cudaStream_t s)
         return ret(cudaErrorInvalidValue);
     }
     memset(p, value, n);
+    clock_advance_ns(1000 + n / 10);
+    char what[64];
+    snprintf(what, sizeof(what), "cudaMemsetAsync %zu", n);
+    profile_record(what);
     return cudaSuccess;
 }
 
@@ -218,13 +240,42 @@ cudaError_t cudaStreamCreate(cudaStream_t *s) { return ret(make(s, H_STREAM)); }
 cudaError_t cudaStreamDestroy(cudaStream_t s) { return ret(destroy((void *)s, H_STREAM)); }
 cudaError_t cudaStreamSynchronize(cudaStream_t s) { return valid_stream(s) ? cudaSuccess : ret(cudaErrorInvalidResourceHandle); }
 cudaError_t cudaDeviceSynchronize(void) { return cudaSuccess; }
-cudaError_t cudaEventCreateWithFlags(cudaEvent_t *e, unsigned int) { return ret(make(e, H_EVENT)); }
-cudaError_t cudaEventCreate(cudaEvent_t *e) { return ret(make(e, H_EVENT)); }
-cudaError_t cudaEventDestroy(cudaEvent_t e) { return ret(destroy((void *)e, H_EVENT)); }
+cudaError_t cudaEventCreateWithFlags(cudaEvent_t *e, unsigned int flags)
+{
+    if (!e) return ret(cudaErrorInvalidValue);
+    Event *ev = new Event{0.0, false, (flags & cudaEventDisableTiming) == 0};
+    handle_add(ev, H_EVENT);
+    *e = (cudaEvent_t)(void *)ev;
+    return cudaSuccess;
+}
+cudaError_t cudaEventCreate(cudaEvent_t *e) { return cudaEventCreateWithFlags(e, cudaEventDefault); }
+cudaError_t cudaEventDestroy(cudaEvent_t e)
+{
+    if (!handle_remove((void *)e, H_EVENT)) return ret(cudaErrorInvalidResourceHandle);
+    delete (Event *)(void *)e;
+    return cudaSuccess;
+}
 
+// The stream's work so far has run (it runs when issued): the event takes the device's clock.
 cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s)
 {
-    return handle_live((void *)e, H_EVENT) && valid_stream(s) ? cudaSuccess : ret(cudaErrorInvalidResourceHandle);
+    if (!handle_live((void *)e, H_EVENT) || !valid_stream(s)) return ret(cudaErrorInvalidResourceHandle);
+    Event *ev = (Event *)(void *)e;
+    ev->t = clock_ms();
+    ev->recorded = true;
+    return cudaSuccess;
+}
+
+// CUDA's rules: both events recorded and made with timing, else cudaErrorInvalidResourceHandle.
+cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t start, cudaEvent_t end)
+{
+    if (!ms) return ret(cudaErrorInvalidValue);
+    if (!handle_live((void *)start, H_EVENT) || !handle_live((void *)end, H_EVENT))
+        return ret(cudaErrorInvalidResourceHandle);
+    const Event *a = (const Event *)(void *)start, *b = (const Event *)(void *)end;
+    if (!a->recorded || !b->recorded || !a->timing || !b->timing) return ret(cudaErrorInvalidResourceHandle);
+    *ms = (float)(b->t - a->t);
+    return cudaSuccess;
 }
 
 cudaError_t cudaEventQuery(cudaEvent_t e) { return handle_live((void *)e, H_EVENT) ? cudaSuccess : ret(cudaErrorInvalidResourceHandle); }
@@ -257,12 +308,14 @@ cudaError_t cudaFuncSetAttribute(const void *func, cudaFuncAttribute attr, int v
 cudaError_t cudaProfilerStart(void)
 {
     fprintf(stderr, "cuda-emu: cudaProfilerStart\n");
+    profile_record("cudaProfilerStart");
     return cudaSuccess;
 }
 
 cudaError_t cudaProfilerStop(void)
 {
     fprintf(stderr, "cuda-emu: cudaProfilerStop\n");
+    profile_record("cudaProfilerStop");
     return cudaSuccess;
 }
 

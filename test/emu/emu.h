@@ -24,8 +24,8 @@ constexpr size_t H100_MEMORY = 80ull << 30;    // bytes of device memory
 constexpr size_t H100_SMEM_DEFAULT = 48 << 10; // dynamic shared memory per block without a grant
 constexpr size_t H100_SMEM_OPTIN = 232448;     // the most cudaFuncSetAttribute may grant (227 KiB)
 
-// ---- handles (streams, events, cuBLASLt objects): the live ones and their kinds ----
-enum HandleKind { H_STREAM = 1, H_EVENT, H_LT_HANDLE, H_LT_DESC, H_LT_LAYOUT, H_LT_PREF };
+// ---- handles (streams, events, cuBLASLt objects, cuDNN handles): the live ones and their kinds ----
+enum HandleKind { H_STREAM = 1, H_EVENT, H_LT_HANDLE, H_LT_DESC, H_LT_LAYOUT, H_LT_PREF, H_DNN_HANDLE };
 void handle_add(const void *h, HandleKind kind);
 bool handle_live(const void *h, HandleKind kind);
 // False (nothing removed) unless h is live with that kind.
@@ -51,6 +51,15 @@ void require_device(const void *p, size_t bytes, const char *what);
 // with MC_EMU_HASH=FILE, appends "N name hash-of-all-device-memory" to FILE, so two runs under
 // different thread schedules can be compared launch by launch.
 void after_launch(const char *name);
+// The emulated device's clock (what events record), in milliseconds: device work moves it on by a
+// modelled duration (a kernel 2 us + 1 ns per thread launched, a cuBLASLt matmul 1 ns per 1000
+// multiply-adds, a copy or memset 0.1 ns per byte), so that timings are the same in every run
+// whatever the host's load, and the work's order decides what a timing finds.
+double clock_ms();
+void clock_advance_ns(uint64_t ns);
+// MC_EMU_PROFILE=PATH: appends `what` (a kernel as launched, a library call, a copy, a marker) to
+// the list of device work at PATH; nothing otherwise.
+void profile_record(const char *what);
 
 // ---- kernels ----
 // The running emulated thread's built-in variables (cuda_emu.h maps threadIdx ... onto them).

@@ -447,13 +447,26 @@ Pool *pool()
 }
 
 // MC_EMU_PROFILE=1: at exit, the kernels that took the most time (where an emulated run's time
-// goes; a GPU's would be elsewhere).
+// goes; a GPU's would be elsewhere). MC_EMU_PROFILE=PATH (any other value): the same, and every
+// piece of device work as it is issued, one line each, written to PATH (profile_record).
 struct ProfileEntry {
     double seconds;
     uint64_t launches, threads;
 };
 std::mutex g_prof_mu;
 std::map<std::string, ProfileEntry> *g_prof;
+
+FILE *profile_list()
+{
+    static FILE *f = [] {
+        const char *s = getenv("MC_EMU_PROFILE");
+        if (!s || !*s || !strcmp(s, "1") || !strcmp(s, "0")) return (FILE *)nullptr;
+        FILE *o = fopen(s, "w");
+        if (!o) fail("MC_EMU_PROFILE=%s: cannot write it", s);
+        return o;
+    }();
+    return f;
+}
 
 void print_profile()
 {
@@ -469,7 +482,7 @@ bool profiling()
 {
     static const bool on = [] {
         const char *s = getenv("MC_EMU_PROFILE");
-        return s && *s == '1';
+        return s && *s && strcmp(s, "0") != 0;
     }();
     return on;
 }
@@ -576,6 +589,7 @@ void launch(const LaunchConfig &c, void (*body)(void *), void *ctx)
         return;
     }
     const uint64_t total = (uint64_t)c.grid.x * c.grid.y * c.grid.z, no = launches++;
+    clock_advance_ns(2000 + total * c.block.x * c.block.y * c.block.z);
     const double t0 = profiling() ? now_s() : 0.0; // no clock reads on every launch otherwise
     Pool *p = total > 1 && config().workers > 1 ? pool() : nullptr;
     if (!p) {
@@ -594,8 +608,21 @@ void launch(const LaunchConfig &c, void (*body)(void *), void *ctx)
         std::unique_lock<std::mutex> lk(p->m);
         p->done_cv.wait(lk, [&] { return p->busy == 0; });
     }
-    if (profiling()) profile(c, now_s() - t0);
+    if (profiling()) {
+        profile(c, now_s() - t0);
+        profile_record(c.name);
+    }
     after_launch(c.name);
+}
+
+void profile_record(const char *what)
+{
+    if (!profiling()) return;
+    FILE *f = profile_list();
+    if (!f) return;
+    std::lock_guard<std::mutex> lk(g_prof_mu);
+    fprintf(f, "%s\n", what);
+    fflush(f); // a run that dies keeps what it issued
 }
 
 } // namespace mc_emu

@@ -39,6 +39,10 @@ MUTANTS_TABLE=(
 "8|kernels/cuda/attention.cu|m.seg_q[r] == m.seg_k[c + 1]),|m.seg_q[r] == m.seg_k[c + 2]),|attention|forward|out-of-bounds shared-memory read: the forward's document of key c + 1 read one key further"
 "9|kernels/cuda/attention.cu|                    fa, A_COL ? A + 16 * kk * lda + 16 * mi : A + 16 * mi * lda + 16 * kk, lda);|                    fa, A_COL ? A + 16 * kk * lda + 16 * mi : A + 16 * mi * lda + 16 * kk, lda + 1);|attention|forward|wmma load with a wrong leading dimension (ldm)"
 "10|kernels/cuda/reduce.cu|enum { RED_THREADS = 256, RED_BLOCKS = 1024, RED_FINAL_THREADS = 1024 };|enum { RED_THREADS = 256, RED_BLOCKS = 1024, RED_FINAL_THREADS = 2048 };|reduce|forward|a launch over the H100's 1024 threads per block"
+"11|kernels/cuda/cudnn_sdpa.cu|    v.kt = {{B, NG, D, S}, {W, gs, 1, B * W}, QPG * D};|    v.kt = {{B, NG, D, S}, {W, gs, 1, W}, QPG * D};|attention_cudnn|forward|cuDNN: a wrong stride (K's sequence stride without the batch rows)"
+"12|kernels/cuda/cudnn_sdpa.cu|    float scale = c.scale, ninf = -INFINITY, dscale|    float scale = c.scale * 1.25f, ninf = -INFINITY, dscale|attention_cudnn|forward|cuDNN: a wrong softmax scale in the forward"
+"13|kernels/cuda/cudnn_sdpa.cu|    const float *stats = c.stats; // the forward's log-sum-exp of each row|    const float *stats = (const float *)((char *)c.scratch + sc.sum);|attention_cudnn|forward|cuDNN: the statistics not passed to the backward (its scratch instead)"
+"14|kernels/cuda/cudnn_sdpa.cu|    void *q = (void *)c.q, *kt = (void *)elem(c.qkv, v.kt.off, k.dt);|    void *kt = (void *)c.q, *q = (void *)elem(c.qkv, v.kt.off, k.dt);|attention_cudnn|forward|cuDNN: Q and K swapped"
 )
 
 WORK=$(mktemp -d /tmp/mc-mutants.XXXXXX)

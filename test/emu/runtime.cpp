@@ -11,6 +11,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <map>
 #include <mutex>
 
@@ -195,6 +196,11 @@ uint64_t hash_bytes(uint64_t h, const unsigned char *p, size_t n, uintptr_t lo, 
     return lane[0] ^ (lane[1] * 3) ^ (lane[2] * 5) ^ (lane[3] * 7) ^ n;
 }
 } // namespace
+
+static std::atomic<uint64_t> g_clock_ns{0};
+
+double clock_ms() { return (double)g_clock_ns.load() * 1e-6; }
+void clock_advance_ns(uint64_t ns) { g_clock_ns += ns; }
 
 void after_launch(const char *name)
 {

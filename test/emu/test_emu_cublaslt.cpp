@@ -116,7 +116,13 @@ struct Spec {
 
 bool has_bias(uint32_t e) { return e == CUBLASLT_EPILOGUE_BIAS || e == CUBLASLT_EPILOGUE_GELU_AUX_BIAS; }
 bool aux_out(uint32_t e) { return e == CUBLASLT_EPILOGUE_GELU_AUX || e == CUBLASLT_EPILOGUE_GELU_AUX_BIAS; }
-bool has_aux(uint32_t e) { return aux_out(e) || e == CUBLASLT_EPILOGUE_DGELU; }
+bool dgelu(uint32_t e) { return e == CUBLASLT_EPILOGUE_DGELU || e == CUBLASLT_EPILOGUE_DGELU_BGRAD; }
+bool has_aux(uint32_t e) { return aux_out(e) || dgelu(e); }
+// The bias-gradient epilogues: the vector's source ('A', 'B', 'D'), 0 for the others.
+char bgrad(uint32_t e)
+{
+    return e == CUBLASLT_EPILOGUE_BGRADA ? 'A' : e == CUBLASLT_EPILOGUE_BGRADB ? 'B' : e == CUBLASLT_EPILOGUE_DGELU_BGRAD ? 'D' : 0;
+}
 
 struct Run {
     Spec s;
@@ -159,9 +165,9 @@ void make_values(Run &r)
         r.c = random_values(s.cd, s.c_ld0 ? s.m : r.ldc * s.n, -1, 1);
         if (s.nan_c) r.c.assign(r.c.size(), nan);
     }
-    r.bias = random_values(s.cd, s.m, -1, 1);
+    r.bias = random_values(s.cd, s.m > s.n ? s.m : s.n, -1, 1); // a bias gradient has n values with BGRADB
     r.aux.assign(r.ldaux * s.n, SENTINEL);
-    if (s.epi == CUBLASLT_EPILOGUE_DGELU)
+    if (dgelu(s.epi))
         for (int64_t j = 0; j < s.n; j++)
             for (int64_t i = 0; i < s.m; i++) r.aux[i + j * r.ldaux] = rounded(s.cd, rnd(-3, 3));
 }
@@ -189,7 +195,7 @@ void setup(Run &r, const Spec &s)
     set_desc<int32_t>(r, CUBLASLT_MATMUL_DESC_TRANSA, s.ta ? CUBLAS_OP_T : CUBLAS_OP_N);
     set_desc<int32_t>(r, CUBLASLT_MATMUL_DESC_TRANSB, s.tb ? CUBLAS_OP_T : CUBLAS_OP_N);
     if (s.epi != CUBLASLT_EPILOGUE_DEFAULT) set_desc<uint32_t>(r, CUBLASLT_MATMUL_DESC_EPILOGUE, s.epi);
-    if (has_bias(s.epi)) set_desc<const void *>(r, CUBLASLT_MATMUL_DESC_BIAS_POINTER, r.dbias);
+    if (has_bias(s.epi) || bgrad(s.epi)) set_desc<const void *>(r, CUBLASLT_MATMUL_DESC_BIAS_POINTER, r.dbias);
     if (has_aux(s.epi)) {
         set_desc<void *>(r, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, r.daux);
         set_desc<int64_t>(r, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, r.ldaux);
@@ -264,6 +270,36 @@ bool near(double got, double want, double mag, cudaDataType_t t)
     return fabs(got - want) <= out_eps(t) * fabs(want) + 4e-6 * (mag + 1.0);
 }
 
+// The bias-gradient epilogues' vector, from the definition: over k of op(A)'s rows (BGRADA) or
+// op(B)'s columns (BGRADB), over the columns of D's GELU gradient (DGELU_BGRAD); the values past
+// its length untouched. Without one, the bias is left as it was.
+bool check_bias_gradient(const Run &r)
+{
+    const Spec &s = r.s;
+    const char src = bgrad(s.epi);
+    const int64_t len = src == 'B' ? s.n : s.m, all = (int64_t)r.bias.size();
+    const std::vector<float> got = from_device(r.dbias, s.cd, all);
+    for (int64_t i = 0; i < all; i++) {
+        double want = r.bias[i], mag = 0;
+        if (src && i < len) {
+            want = 0;
+            const int64_t terms = src == 'D' ? s.n : s.k;
+            for (int64_t t = 0; t < terms; t++) {
+                double v = src == 'A' ? op_a(r, i, t) : src == 'B' ? op_b(r, t, i) : 0.0;
+                if (src == 'D') {
+                    double m1;
+                    v = pre_activation(r, i, t, &m1) * gelu_grad(r.aux[i + t * r.ldaux]);
+                    mag += 1.2 * m1;
+                }
+                want += v, mag += fabs(v);
+            }
+        }
+        if (src ? !near(got[i], want, mag, s.cd) : got[i] != r.bias[i])
+            return printf("# bias(%lld) = %.8g, expected %.8g\n", (long long)i, got[i], want), false;
+    }
+    return true;
+}
+
 // D (and aux) against the reference; the padding rows untouched.
 bool check(const Run &r)
 {
@@ -280,7 +316,7 @@ bool check(const Run &r)
             const double pre = pre_activation(r, i, j, &mag);
             double want = pre;
             if (s.epi == CUBLASLT_EPILOGUE_GELU_AUX || s.epi == CUBLASLT_EPILOGUE_GELU_AUX_BIAS) want = gelu(pre);
-            if (s.epi == CUBLASLT_EPILOGUE_DGELU) want = pre * gelu_grad(r.aux[i + j * r.ldaux]), mag *= 1.2;
+            if (dgelu(s.epi)) want = pre * gelu_grad(r.aux[i + j * r.ldaux]), mag *= 1.2;
             if (!near(d[i + j * r.ldd], want, mag, s.cd))
                 return printf("# D(%lld, %lld) = %.8g, expected %.8g\n", (long long)i, (long long)j, d[i + j * r.ldd],
                               want),
@@ -288,7 +324,7 @@ bool check(const Run &r)
             if (aux_out(s.epi) && !near(xa, pre, mag, s.cd))
                 return printf("# aux(%lld, %lld) = %.8g, expected %.8g\n", (long long)i, (long long)j, xa, pre), false;
         }
-    return true;
+    return check_bias_gradient(r);
 }
 
 // Heuristic and matmul of s, checked against the reference.
@@ -304,6 +340,24 @@ void numbers(const char *what, const Spec &s, bool with_algo = true)
         (long long)s.pad, ms == CUBLAS_STATUS_SUCCESS ? "" : ": ",
         ms == CUBLAS_STATUS_SUCCESS ? "" : cublasLtGetStatusName(ms));
     teardown(r);
+}
+
+// BGRADA, BGRADB and DGELU_BGRAD under every transpose, types and beta.
+void test_numbers_bias_gradient()
+{
+    const uint32_t epis[3] = {CUBLASLT_EPILOGUE_BGRADA, CUBLASLT_EPILOGUE_BGRADB, CUBLASLT_EPILOGUE_DGELU_BGRAD};
+    const char *names[3] = {"BGRADA", "BGRADB", "DGELU_BGRAD"};
+    for (int e = 0; e < 3; e++)
+        for (int t = 0; t < 4; t++) {
+            Spec s;
+            s.epi = epis[e], s.ta = t & 1, s.tb = t & 2, s.m = 9, s.n = 11, s.k = 13, s.pad = 2;
+            s.beta = t == 3 ? 1.0f : 0.0f; // accumulating D (the weight gradient's use) as well
+            char what[96];
+            snprintf(what, sizeof(what), "%s, beta %g", names[e], (double)s.beta);
+            numbers(what, s);
+            s.ab = CUDA_R_16BF, s.cd = t & 1 ? CUDA_R_16BF : CUDA_R_32F, s.pad = 0;
+            numbers(what, s);
+        }
 }
 
 void test_numbers()
@@ -343,8 +397,66 @@ void test_numbers()
     numbers("DGELU", s);
     s.ab = s.cd = CUDA_R_32F, s.beta = 0.5f, s.pad = 4;
     numbers("DGELU, beta 0.5", s);
+    test_numbers_bias_gradient();
     s = Spec(), s.pad = 2, s.beta = 1.0f;
     numbers("algo NULL (implicit heuristic)", s, false);
+}
+
+void expect(cublasStatus_t got, cublasStatus_t want, const char *what)
+{
+    tap(got == want, "refuses %s: %s%s%s", what, cublasLtGetStatusName(want), got == want ? "" : ", got ",
+        got == want ? "" : cublasLtGetStatusName(got));
+}
+
+// requestedAlgoCount > 1: several algorithms, best first, within the workspace allowed; each one
+// computes the same D with the workspace it asks for, and refuses less.
+void test_algorithms()
+{
+    Run r;
+    Spec s;
+    s.beta = 0.5f, s.pad = 1;
+    setup(r, s);
+    cublasLtMatmulHeuristicResult_t res[8];
+    int count = 0;
+    const uint64_t mib = 1 << 20, none = 0;
+    cublasLtMatmulPreferenceSetAttribute(r.pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &mib, sizeof(mib));
+    cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(r.h, r.desc, r.la, r.lb, r.lc, r.ld, r.pref, 8, res, &count);
+    bool within = st == CUBLAS_STATUS_SUCCESS && count == 3;
+    for (int i = 0; within && i < count; i++)
+        within = res[i].state == CUBLAS_STATUS_SUCCESS && res[i].workspaceSize <= mib;
+    tap(within, "8 algorithms asked with 1 MiB of workspace allowed: 3 returned, each within it (got %d)", count);
+    int two = 0;
+    st = cublasLtMatmulAlgoGetHeuristic(r.h, r.desc, r.la, r.lb, r.lc, r.ld, r.pref, 2, res + 4, &two);
+    tap(st == CUBLAS_STATUS_SUCCESS && two == 2 && memcmp(&res[4].algo, &res[0].algo, sizeof(res[0].algo)) == 0,
+        "2 asked: the first 2 of the same list");
+    cublasLtMatmulPreferenceSetAttribute(r.pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &none, sizeof(none));
+    int without = 0;
+    cublasLtMatmulAlgoGetHeuristic(r.h, r.desc, r.la, r.lb, r.lc, r.ld, r.pref, 8, res + 4, &without);
+    tap(without == 2 && res[4].workspaceSize == 0 && res[5].workspaceSize == 0,
+        "no workspace allowed: only the 2 algorithms needing none (got %d)", without);
+    void *ws = nullptr;
+    cudaMalloc(&ws, mib);
+    std::vector<std::vector<float>> outs;
+    bool all_ok = true;
+    for (int i = 0; i < count; i++) {
+        cudaMemcpy(r.D, r.d0.data(), r.d0.size() * 4, cudaMemcpyHostToDevice);
+        st = cublasLtMatmul(r.h, r.desc, &r.s.alpha, r.A, r.la, r.B, r.lb, &r.s.beta, r.C, r.lc, r.D, r.ld,
+                            &res[i].algo, ws, res[i].workspaceSize, 0);
+        all_ok = all_ok && st == CUBLAS_STATUS_SUCCESS && check(r);
+        outs.push_back(from_device(r.D, s.cd, r.ldd * s.n));
+    }
+    bool same = true;
+    for (size_t i = 1; i < outs.size(); i++) same = same && memcmp(outs[i].data(), outs[0].data(), outs[0].size() * 4) == 0;
+    tap(all_ok && same, "each algorithm returned computes D, and the same bits");
+    int needs = -1;
+    for (int i = 0; i < count; i++)
+        if (res[i].workspaceSize > 0) needs = i;
+    st = needs < 0 ? CUBLAS_STATUS_SUCCESS
+                   : cublasLtMatmul(r.h, r.desc, &r.s.alpha, r.A, r.la, r.B, r.lb, &r.s.beta, r.C, r.lc, r.D, r.ld,
+                                    &res[needs].algo, ws, res[needs].workspaceSize - 256, 0);
+    expect(st, CUBLAS_STATUS_INVALID_VALUE, "an algorithm given less workspace than its workspaceSize");
+    cudaFree(ws);
+    teardown(r);
 }
 
 void test_api()
@@ -371,12 +483,6 @@ void test_api()
 }
 
 // ---- refusals ----
-void expect(cublasStatus_t got, cublasStatus_t want, const char *what)
-{
-    tap(got == want, "refuses %s: %s%s%s", what, cublasLtGetStatusName(want), got == want ? "" : ", got ",
-        got == want ? "" : cublasLtGetStatusName(got));
-}
-
 void relayout(cublasLtMatrixLayout_t *l, cudaDataType_t t, uint64_t rows, uint64_t cols, int64_t ld)
 {
     cublasLtMatrixLayoutDestroy(*l);
@@ -469,6 +575,43 @@ void test_refused_types()
         CUBLAS_STATUS_INVALID_VALUE, "a scale pointer with fp32 matrices");
 }
 
+void test_refused_bias_gradient()
+{
+    const cublasStatus_t INVALID = CUBLAS_STATUS_INVALID_VALUE;
+    Spec s;
+    s.epi = CUBLASLT_EPILOGUE_BGRADB, s.ab = s.cd = CUDA_R_16BF, s.tb = true;
+    expect(heuristic_after(s, [](Run &r) { set_desc<int32_t>(r, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, CUDA_R_32F); }),
+           INVALID, "BGRADB with an fp32 bias gradient and a bf16 D (the output's type)");
+    expect(matmul_after(s, [](Run &r) { set_desc<const void *>(r, CUBLASLT_MATMUL_DESC_BIAS_POINTER, nullptr); }),
+           INVALID, "BGRADB without BIAS_POINTER");
+    expect(matmul_after(s,
+                        [](Run &r) {
+                            set_desc<const void *>(r, CUBLASLT_MATMUL_DESC_BIAS_POINTER,
+                                                   static_cast<char *>(r.dbias) + 2);
+                        }),
+           INVALID, "a bias-gradient pointer less aligned than the one the heuristic saw");
+    expect(heuristic_after(s,
+                           [](Run &r) {
+                               const int32_t row = CUBLASLT_ORDER_ROW;
+                               cublasLtMatrixLayoutSetAttribute(r.lb, CUBLASLT_MATRIX_LAYOUT_ORDER, &row, sizeof(row));
+                           }),
+           CUBLAS_STATUS_NOT_SUPPORTED, "BGRADB with B in CUBLASLT_ORDER_ROW (only COL is emulated)");
+    s.epi = CUBLASLT_EPILOGUE_BGRADA;
+    expect(heuristic_after(s,
+                           [](Run &r) {
+                               set_desc<const void *>(r, CUBLASLT_MATMUL_DESC_BIAS_POINTER,
+                                                      static_cast<char *>(r.dbias) + 1);
+                           }),
+           CUBLAS_STATUS_NOT_SUPPORTED, "BGRADA with a bias gradient pointer below its element's alignment");
+    s = Spec(), s.epi = CUBLASLT_EPILOGUE_DGELU_BGRAD, s.m = 16;
+    expect(matmul_after(s, [](Run &r) { set_desc<void *>(r, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, nullptr); }),
+           INVALID, "DGELU_BGRAD without EPILOGUE_AUX_POINTER");
+    expect(heuristic_after(s, [](Run &r) { set_desc<int64_t>(r, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, 12); }), INVALID,
+           "DGELU_BGRAD with EPILOGUE_AUX_LD 12 (not divisible by 8)");
+    expect(matmul_after(s, [](Run &r) { set_desc<const void *>(r, CUBLASLT_MATMUL_DESC_BIAS_POINTER, nullptr); }),
+           INVALID, "DGELU_BGRAD without BIAS_POINTER");
+}
+
 void test_refused_epilogues()
 {
     const cublasStatus_t INVALID = CUBLAS_STATUS_INVALID_VALUE;
@@ -491,8 +634,9 @@ void test_refused_epilogues()
     s.epi = CUBLASLT_EPILOGUE_BIAS;
     expect(matmul_after(s, [](Run &r) { set_desc<const void *>(r, CUBLASLT_MATMUL_DESC_BIAS_POINTER, nullptr); }),
            INVALID, "BIAS without BIAS_POINTER");
-    s.epi = CUBLASLT_EPILOGUE_DGELU_BGRAD;
-    expect(heuristic_after(s, [](Run &) {}), CUBLAS_STATUS_NOT_SUPPORTED, "DGELU_BGRAD (not emulated)");
+    s.epi = CUBLASLT_EPILOGUE_DRELU_BGRAD;
+    expect(heuristic_after(s, [](Run &) {}), CUBLAS_STATUS_NOT_SUPPORTED, "DRELU_BGRAD (a bit-mask aux: not emulated)");
+    test_refused_bias_gradient();
 }
 
 void test_refused_alignment()
@@ -640,6 +784,9 @@ void test_process_ends()
          [](Run &r) { set_desc<const void *>(r, CUBLASLT_MATMUL_DESC_BIAS_POINTER, host_buffer(r.s.m * 4)); });
     s = Spec(), s.m = s.k = 6;
     dies("D overlapping B", "overlaps", s, [](Run &r) { r.D = r.C = r.B; });
+    s.epi = CUBLASLT_EPILOGUE_BGRADB;
+    dies("a bias gradient (an output) overlapping A", "overlaps", s,
+         [](Run &r) { set_desc<const void *>(r, CUBLASLT_MATMUL_DESC_BIAS_POINTER, r.A); });
     dies("alpha in device memory with POINTER_MODE_HOST", "alpha", Spec(), [](Run &r) {
         cublasLtMatmul(r.h, r.desc, r.dbias, r.A, r.la, r.B, r.lb, &r.s.beta, r.C, r.lc, r.D, r.ld, &r.res.algo,
                        nullptr, 0, 0);
@@ -652,6 +799,7 @@ int main()
 {
     test_numbers();
     test_api();
+    test_algorithms();
     test_refused_shapes();
     test_refused_types();
     test_refused_epilogues();

@@ -295,6 +295,43 @@ static std::string run_racy(const char *self, const char *sched)
     return buf;
 }
 
+// Events time the work between them on the emulated device's clock (a kernel's modelled time
+// grows with its threads); CUDA's refusals: an event never recorded, or made without timing.
+static __global__ void k_spin(float *out, int n)
+{
+    float v = 0.0f;
+    for (int i = 0; i < n; i++) v = v * 0.5f + (float)i;
+    out[blockIdx.x * blockDim.x + threadIdx.x] = v;
+}
+
+static void test_events()
+{
+    cudaEvent_t a, b, untimed, unused;
+    cudaEventCreate(&a), cudaEventCreate(&b), cudaEventCreate(&unused);
+    cudaEventCreateWithFlags(&untimed, cudaEventDisableTiming);
+    float *o = dev<float>(64 * 256);
+    float short_ms = -1, long_ms = -1, x;
+    cudaEventRecord(a, 0);
+    MC_LAUNCH(4, 256, 0, 0, k_spin)(o, 10);
+    cudaEventRecord(b, 0);
+    cudaEventSynchronize(b);
+    const cudaError_t e1 = cudaEventElapsedTime(&short_ms, a, b);
+    cudaEventRecord(a, 0);
+    MC_LAUNCH(64, 256, 0, 0, k_spin)(o, 10);
+    cudaEventRecord(b, 0);
+    const cudaError_t e2 = cudaEventElapsedTime(&long_ms, a, b);
+    report(e1 == cudaSuccess && e2 == cudaSuccess && short_ms >= 0 && long_ms > short_ms,
+           "cudaEventElapsedTime: " + std::to_string(short_ms) + " ms for a short kernel, " + std::to_string(long_ms) +
+               " ms for a long one");
+    cudaEventRecord(untimed, 0);
+    const cudaError_t e3 = cudaEventElapsedTime(&x, a, untimed), e4 = cudaEventElapsedTime(&x, a, unused);
+    report(e3 == cudaErrorInvalidResourceHandle && e4 == cudaErrorInvalidResourceHandle,
+           "cudaEventElapsedTime refuses an event made with cudaEventDisableTiming and one never recorded");
+    (void)cudaGetLastError();
+    cudaEventDestroy(a), cudaEventDestroy(b), cudaEventDestroy(untimed), cudaEventDestroy(unused);
+    cudaFree(o);
+}
+
 int main(int argc, char **argv)
 {
     if (argc > 1 && !strcmp(argv[1], "racy")) { // the child of test_schedules: one line of results
@@ -313,6 +350,7 @@ int main(int argc, char **argv)
     test_defects();
     test_wmma();
     test_cub();
+    test_events();
     const std::string f = run_racy(argv[0], "forward"), r = run_racy(argv[0], "reverse");
     report(!f.empty() && !r.empty() && f != r, "a race inside a barrier interval gives different results under the "
                                                "forward and reverse schedules");

@@ -78,7 +78,7 @@ static gpu_result_t gpu_run(const mc_backend_t *be, const att_ref_t *r, const in
     void *qkv = upload(be, r->qkv, nq), *dout = upload(be, r->dout, no), *out = upload(be, nan, no);
     void *dqkv = upload(be, nan, nq), *state = upload(be, NULL, state_bytes), *scratch = upload(be, NULL, scratch_bytes);
     int32_t *dseg = seg ? upload(be, seg, sizeof(int32_t) * (size_t)c->S * c->B) : NULL;
-    mc_cuda_attention_forward(be, c->dt, out, state, qkv, c->S, c->B, c->NH, att_ng(c), c->HD, dseg, r->scale,
+    mc_cuda_attention_forward(be, c->dt, out, state, scratch, qkv, c->S, c->B, c->NH, att_ng(c), c->HD, dseg, r->scale,
                               &r->d, c->head_offset, c->NH_full);
     mc_cuda_attention_backward(be, c->dt, dqkv, scratch, dout, qkv, out, state, c->S, c->B, c->NH, att_ng(c), c->HD,
                                dseg, r->scale, &r->d, c->head_offset, c->NH_full);
@@ -139,7 +139,7 @@ static void test_table_entries(void **state)
     assert_ptr_equal(be->attention_backward, mc_cuda_attention_backward);
     assert_ptr_equal(be->attention_sizes, mc_cuda_attention_sizes);
     /* empty sizes touch nothing */
-    mc_cuda_attention_forward(be, MC_DT_BF16, NULL, NULL, NULL, 0, 2, 2, 2, 64, NULL, 0.125f, NULL, 0, 2);
+    mc_cuda_attention_forward(be, MC_DT_BF16, NULL, NULL, NULL, NULL, 0, 2, 2, 2, 64, NULL, 0.125f, NULL, 0, 2);
     mc_cuda_attention_backward(be, MC_DT_BF16, NULL, NULL, NULL, NULL, NULL, NULL, 5, 0, 2, 2, 64, NULL, 0.125f, NULL, 0,
                                2);
     be->synchronize(be);

@@ -1,4 +1,4 @@
-/* The CUDA vocab-parallel cross-entropy (ce_max, ce_sums, ce_loss, ce_backward) against the
+/* The CUDA vocab-parallel cross-entropy (ce_max, ce_sums, ce_loss, ce_backward, ce_fused) against the
  * CPU backend, fp32/bf16/fp16 logits, a whole vocabulary and a slice (targets inside and
  * outside it), vocabulary sizes that are and are not multiples of the vector width, in-place
  * backward, empty sizes. Each step is given the CPU's statistics, so each is measured alone;
@@ -14,7 +14,10 @@
  *    statistics: + |d sumexp / sumexp| <= 1e-6: atol 2e-6.
  *  - dlogits = exp(x - max) * f (- dloss at the target): the exp's 4 ulp, relative to
  *    |exp * f| <= |dloss|, also where the target's subtraction cancels: atol 1e-6 * max|dloss|
- *    + rtol 1e-6 (16-bit outputs: + one unit in their last place). */
+ *    + rtol 1e-6 (16-bit outputs: + one unit in their last place).
+ *  - ce_fused: bit for bit the GPU's separate ops (the same device functions in one kernel), and
+ *    against the CPU's chain as above: through its own statistics, dlogits also carry sumexp's
+ *    1e-6 through f: atol 2e-6 * max|dloss|, rtol 2e-6. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -90,6 +93,80 @@ static void ce_case(const mc_backend_t *be, mc_dtype_t dt, int S, int B, int V, 
     free(lg), free(tg), free(dloss), free(mx), free(se), free(tl), free(loss), free(dl);
 }
 
+/* logits, targets, mask of one case, on both sides; the GPU's fused op against its separate ops
+ * (exactly) and against the CPU's fused op (the reference chain); stats NULL only for a whole
+ * vocabulary, else the CPU's statistics given to both. */
+static void fused_case(const mc_backend_t *be, mc_dtype_t dt, int S, int B, int V, int vocab_start, int Vfull,
+                       int with_mask)
+{
+    const long N = (long)S * B, nl = N * V;
+    const float scale = 0.37f;
+    void *lg = host_rand(dt, nl, -8, 8), *lg0 = host_copy(lg, dt, nl);
+    int32_t *tg = calloc((size_t)N + 1, sizeof(int32_t));
+    float *mask = host_rand(MC_DT_F32, N, 0, 0), *dloss = host_rand(MC_DT_F32, N, 0, 0);
+    float *st = host_rand(MC_DT_F32, 3 * N, 0, 0), *loss = host_rand(MC_DT_F32, N, 0, 0);
+    assert_non_null(tg);
+    for (long i = 0; i < N; i++) {
+        tg[i] = (int32_t)(gpu_urand() * Vfull);
+        mask[i] = gpu_urand() < 0.8 ? 1.0f : 0.0f;
+        dloss[i] = mask[i] * scale;
+    }
+    const int whole = vocab_start == 0 && V == Vfull;
+    if (!whole) {
+        cpu->ce_max(cpu, dt, st, lg, (int)N, V);
+        cpu->ce_sums(cpu, dt, st + N, st + 2 * N, lg, st, tg, S, B, V, vocab_start);
+    }
+    void *d_lg = dev_put(be, lg, dt, nl), *d_sep = dev_put(be, lg, dt, nl);
+    int32_t *d_tg = dev_put(be, tg, MC_DT_I32, N);
+    float *d_mask = dev_put(be, mask, MC_DT_F32, N), *d_dloss = dev_put(be, dloss, MC_DT_F32, N);
+    float *d_st = dev_put(be, st, MC_DT_F32, 3 * N), *d_loss = dev_put(be, loss, MC_DT_F32, N),
+          *d_sloss = dev_put(be, loss, MC_DT_F32, N), *d_sst = dev_put(be, st, MC_DT_F32, 3 * N);
+    char what[160];
+    snprintf(what, sizeof(what), "ce_fused S %d B %d slice [%d, +%d) of %d%s", S, B, vocab_start, V, Vfull,
+             with_mask ? "" : " (no mask)");
+    const float *h_s[3] = {whole ? NULL : st, whole ? NULL : st + N, whole ? NULL : st + 2 * N};
+    const float *d_s[3] = {whole ? NULL : d_st, whole ? NULL : d_st + N, whole ? NULL : d_st + 2 * N};
+    cpu->ce_fused(cpu, dt, loss, lg, h_s[0], h_s[1], h_s[2], tg, with_mask ? mask : NULL, scale, S, B, V, vocab_start);
+    be->ce_fused(be, dt, d_loss, d_lg, d_s[0], d_s[1], d_s[2], d_tg, with_mask ? d_mask : NULL, scale, S, B, V,
+                 vocab_start);
+    /* the GPU's separate ops on the same input */
+    if (whole) {
+        be->ce_max(be, dt, d_sst, d_sep, (int)N, V);
+        be->ce_sums(be, dt, d_sst + N, d_sst + 2 * N, d_sep, d_sst, d_tg, S, B, V, vocab_start);
+    }
+    be->ce_loss(be, d_sloss, d_sst, d_sst + N, d_sst + 2 * N, S, B);
+    if (with_mask) be->ce_backward(be, dt, d_sep, d_sep, d_sst, d_sst + N, d_tg, d_dloss, S, B, V, vocab_start);
+    float *got = dev_get(be, d_loss, MC_DT_F32, N), *sep = dev_get(be, d_sloss, MC_DT_F32, N);
+    void *gotl = dev_get(be, d_lg, dt, nl), *sepl = dev_get(be, d_sep, dt, nl);
+    check_exact(what, MC_DT_F32, got, sep, N);
+    check_exact(what, dt, gotl, sepl, nl);
+    check_close(what, MC_DT_F32, got, loss, N, whole ? 2e-6 : 1e-7, whole ? 1e-6 : F32_EPS);
+    if (with_mask) check_close(what, dt, gotl, lg, nl, 2e-6 * scale, 2e-6);
+    else check_exact(what, dt, gotl, lg0, nl); /* the logits left as they were */
+    be->free(be, d_lg), be->free(be, d_sep), be->free(be, d_tg), be->free(be, d_mask), be->free(be, d_dloss),
+        be->free(be, d_st), be->free(be, d_loss), be->free(be, d_sloss), be->free(be, d_sst);
+    free(lg), free(lg0), free(tg), free(mask), free(dloss), free(st), free(loss), free(got), free(sep), free(gotl),
+        free(sepl);
+}
+
+static void test_ce_fused(void **state)
+{
+    (void)state;
+    const mc_backend_t *be;
+    GPU_BACKEND_OR_SKIP(be);
+    for (int t = 0; t < 3; t++) {
+        const mc_dtype_t dt = GPU_TYPES[t];
+        for (int m = 0; m <= 1; m++) {
+            fused_case(be, dt, 7, 3, 37, 0, 37, m);   /* whole vocabulary, odd: statistics here */
+            fused_case(be, dt, 16, 4, 512, 0, 512, m); /* vector path */
+            fused_case(be, dt, 9, 2, 100, 50, 300, m); /* a slice: the reduced statistics given */
+        }
+        fused_case(be, dt, 2, 2, 50257, 0, 50257, 1); /* GPT-2's vocabulary */
+        fused_case(be, dt, 3, 1, 1, 0, 1, 1);         /* V = 1 */
+        fused_case(be, dt, 0, 3, 37, 0, 37, 1);       /* no rows */
+    }
+}
+
 static void test_cross_entropy(void **state)
 {
     (void)state;
@@ -108,6 +185,6 @@ static void test_cross_entropy(void **state)
 
 int main(void)
 {
-    const struct CMUnitTest tests[] = {cmocka_unit_test(test_cross_entropy)};
+    const struct CMUnitTest tests[] = {cmocka_unit_test(test_cross_entropy), cmocka_unit_test(test_ce_fused)};
     return cmocka_run_group_tests(tests, gpu_setup, NULL);
 }

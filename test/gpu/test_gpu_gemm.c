@@ -16,8 +16,13 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include <unistd.h>
+
 #include "config/env.h"
 #include "test/gpu/gpu_test.h"
+#ifdef MC_WITH_CUDA
+#include "kernels/cuda/gemm_tune.h"
+#endif
 
 #define U24 5.9604644775390625e-8 /* 2^-24 */
 
@@ -36,6 +41,31 @@ static double *bound_from(const float *s, long n, long K)
     assert_non_null(b);
     for (long i = 0; i < n; i++) b[i] = 2.0 * (double)(K + 2) * U24 * (double)s[i] * 1.01;
     return b;
+}
+
+/* The bias gradient's bound: a sum of N terms (cuBLASLt's BGRADB epilogue sums in fp32 in its own
+ * order; the CPU in double) added to the buffer's value: 2 (N + 3) 2^-24 (sum_r |dout[r, c]| +
+ * |dbias0[c]|), with 1% for the bound's own rounding. */
+static double *dbias_bound(mc_dtype_t dt, const void *go, mc_dtype_t gdt, const void *gb0, int N, int C)
+{
+    double *b = calloc((size_t)C + 1, sizeof(double));
+    assert_non_null(b);
+    for (int c = 0; c < C; c++) {
+        double s = fabs(mc_load_f32(gb0, gdt, c));
+        for (int r = 0; r < N; r++) s += fabs(mc_load_f32(go, dt, (long)r * C + c));
+        b[c] = 2.0 * (double)(N + 3) * U24 * s * 1.01;
+    }
+    return b;
+}
+
+/* MC_CUDA_GEMM for the tests that follow: "untimed" (the heuristic's first algorithm; the tests
+ * but test_gemm_tuning do not time the candidates of their many shapes: on the emulated device
+ * each timing is eight more matmuls), "fallback", or NULL (the product's default). */
+static void gemm_mode(const char *mode)
+{
+    if (mode) setenv("MC_CUDA_GEMM", mode, 1);
+    else unsetenv("MC_CUDA_GEMM");
+    mc_env_load(); /* the knobs are read once; read them again */
 }
 
 /* ---- gemm (fp32) ---- */
@@ -100,12 +130,114 @@ static void test_gemm_fallback(void **state)
     (void)state;
     const mc_backend_t *be;
     GPU_BACKEND_OR_SKIP(be);
-    setenv("MC_CUDA_GEMM", "fallback", 1);
-    mc_env_load(); /* the knobs are read once; read them again */
+    gemm_mode("fallback");
     gemm_all(be);
-    unsetenv("MC_CUDA_GEMM");
-    mc_env_load();
+    gemm_mode("untimed");
 }
+
+/* ---- the algorithm choice: the heuristic's candidates timed at a plan's first use (gemm.cu: at
+ * most 8, each run once to warm up and once timed, in the heuristic's order until 50 ms of device
+ * time are spent; the fastest kept), and the fallback kernel's warning ---- */
+#ifdef MC_WITH_CUDA
+static void check_choice(const mc_cuda_gemm_choice_t *c)
+{
+    print_message("# plan m %d n %d k %d: %d candidates, %d timed, chosen %d\n", c->m, c->n, c->k, c->candidates,
+                  c->timed, c->chosen);
+    assert_int_equal(c->tuned, 1);
+    assert_true(c->candidates >= 1 && c->candidates <= MC_GEMM_TUNE_MAX);
+    if (c->candidates == 1) return;
+    assert_true(c->timed >= 1 && c->timed <= c->candidates && c->chosen < c->timed);
+    float before_last = 0;
+    for (int i = 0; i < c->timed; i++) {
+        assert_true(c->ms[c->chosen] <= c->ms[i]);
+        if (i < c->timed - 1) before_last += 2 * c->ms[i];
+    }
+    assert_true(before_last < 50.0f); /* the time cap stops the timing only once it is spent */
+}
+#endif
+
+static void test_gemm_tuning(void **state)
+{
+    (void)state;
+    const mc_backend_t *be;
+    GPU_BACKEND_OR_SKIP(be);
+#ifdef MC_WITH_CUDA
+#ifdef MC_CUDA_EMU
+    setenv("MC_EMU_CUBLASLT_SLOW_ALGO", "0", 1); /* the heuristic's first is slow: another wins */
+#endif
+    gemm_mode(NULL);
+    mc_cuda_gemm_forget();
+    gemm_case(be, 0, 1, 64, 48, 32, 0, 1.0f, 0.0f); /* overwrites C: timed in place */
+    gemm_case(be, 1, 0, 40, 24, 16, 0, 1.0f, 1.0f); /* accumulates: timed into the scratch */
+    mc_cuda_gemm_choice_t ch[4];
+    assert_int_equal(mc_cuda_gemm_choices(ch, 4), 2);
+    for (int i = 0; i < 2; i++) {
+        check_choice(&ch[i]);
+#ifdef MC_CUDA_EMU
+        assert_int_equal(ch[i].candidates, 4); /* the emulation's four algorithms */
+        assert_int_equal(ch[i].timed, 4);
+        assert_true(ch[i].chosen != 0 && ch[i].ms[0] >= 20.0f);
+#endif
+    }
+#ifdef MC_CUDA_EMU
+    /* every algorithm 20 ms slower: two timed (2 x 20 ms each, the cap of 50 ms then spent) */
+    setenv("MC_EMU_CUBLASLT_SLOW_ALGO", "0,1,2,3", 1);
+    mc_cuda_gemm_forget();
+    gemm_case(be, 0, 1, 64, 48, 32, 0, 1.0f, 0.0f);
+    assert_int_equal(mc_cuda_gemm_choices(ch, 4), 1);
+    check_choice(&ch[0]);
+    assert_int_equal(ch[0].timed, 2);
+    unsetenv("MC_EMU_CUBLASLT_SLOW_ALGO");
+#endif
+    mc_cuda_gemm_forget();
+    gemm_mode("untimed");
+#endif
+}
+
+#ifdef MC_CUDA_EMU
+/* Lines of f containing s. */
+static int count_lines(FILE *f, const char *s)
+{
+    char line[1024];
+    int n = 0;
+    rewind(f);
+    while (fgets(line, sizeof(line), f))
+        if (strstr(line, s)) n++;
+    return n;
+}
+#endif
+
+#ifdef MC_CUDA_EMU
+/* Only the emulated cuBLASLt can be told to have no algorithm (MC_EMU_CUBLASLT_NO_ALGO): on a GPU
+ * this test is not built (a skipped op test is a failure there). */
+static void test_gemm_fallback_warns(void **state)
+{
+    (void)state;
+    const mc_backend_t *be;
+    GPU_BACKEND_OR_SKIP(be);
+    setenv("MC_EMU_CUBLASLT_NO_ALGO", "1", 1);
+    mc_cuda_gemm_forget();
+    FILE *err = tmpfile();
+    assert_non_null(err);
+    fflush(stderr);
+    const int saved = dup(2);
+    dup2(fileno(err), 2);
+    gemm_case(be, 0, 0, 37, 53, 29, 0, 1.0f, 0.0f);
+    gemm_case(be, 0, 0, 37, 53, 29, 0, 0.5f, 1.0f); /* the same plan: no second warning */
+    gemm_case(be, 1, 1, 9, 11, 5, 0, 1.0f, 0.0f);
+    fflush(stderr);
+    dup2(saved, 2);
+    close(saved);
+    const int all = count_lines(err, "cuBLASLt has no algorithm for the GEMM");
+    const int first = count_lines(err, "cuBLASLt has no algorithm for the GEMM (m 53 n 37 k 29");
+    print_message("# %d warnings, %d for the first shape\n", all, first);
+    assert_int_equal(all, 2);
+    assert_int_equal(first, 1);
+    fclose(err);
+    unsetenv("MC_EMU_CUBLASLT_NO_ALGO");
+    mc_cuda_gemm_forget();
+}
+#endif
 
 /* ---- linear ---- */
 
@@ -158,10 +290,11 @@ static void linear_backward_case(const mc_backend_t *be, mc_dtype_t dt, mc_dtype
     if (with_din) check_close_b(what, dt, got_i, gi, ni, 0.0, 0.0, b_i);
     else check_exact(what, dt, got_i, gi, ni); /* untouched */
     check_close_b(what, gdt, got_W, gW, nw, 0.0, 0.0, b_W);
-    /* dbias: column sums in double on both sides, rounded to fp32 (then gdt): at most one fp32
-     * ulp apart (two doubles a few double ulps apart can round to neighbouring floats) */
-    if (with_dbias) check_close(what, gdt, got_b, gb, out_f, 1e-9, F32_EPS);
+    /* dbias: a column sum (cuBLASLt's, or the fallback's in double) added to the buffer */
+    double *b_b = dbias_bound(dt, go, gdt, gb0, N, out_f);
+    if (with_dbias) check_close_b(what, gdt, got_b, gb, out_f, 0.0, 0.0, b_b);
     else check_exact(what, gdt, got_b, gb0, out_f);
+    free(b_b);
     be->free(be, d_in), be->free(be, d_W), be->free(be, d_go), be->free(be, d_gi), be->free(be, d_gW),
         be->free(be, d_gb);
     free(in), free(W), free(go), free(gi), free(gW), free(gb), free(gW0), free(gb0), free(got_i), free(got_W),
@@ -211,6 +344,7 @@ static void linear_gelu_case(const mc_backend_t *be, mc_dtype_t dt, mc_dtype_t g
     void *go = host_rand(dt, nh, -1, 1), *W2 = host_rand(dt, nw, -0.5, 0.5), *din = host_rand(dt, nf, -9, 9);
     void *prod = host_copy(din, dt, nf);
     void *gW = host_rand(gdt, nw, -1, 1), *gb = host_rand(gdt, H, -1, 1), *gW0 = host_copy(gW, gdt, nw);
+    void *gb0 = host_copy(gb, gdt, H);
     void *d_go = dev_put(be, go, dt, nh), *d_W2 = dev_put(be, W2, dt, nw), *d_din = dev_put(be, din, dt, nf),
          *d_gW = dev_put(be, gW, gdt, nw), *d_gb = dev_put(be, gb, gdt, H);
     be->memcpy_h2d(be, d_act, act, (size_t)nf * mc_dtype_size(dt));
@@ -232,7 +366,9 @@ static void linear_gelu_case(const mc_backend_t *be, mc_dtype_t dt, mc_dtype_t g
     double *b_prod = bound_from(s_i, nf, H), *b_din = gelu_bound(dt, b_prod, prod, nf, 1e-5), *b_W = bound_from(s_W, nw, N);
     check_close_b(what, dt, got_din, din, nf, 0.0, 0.0, b_din);
     check_close_b(what, gdt, got_gW, gW, nw, 0.0, 0.0, b_W);
-    check_close(what, gdt, got_gb, gb, H, 1e-9, F32_EPS);
+    double *b_gb = dbias_bound(dt, go, gdt, gb0, N, H);
+    check_close_b(what, gdt, got_gb, gb, H, 0.0, 0.0, b_gb);
+    free(b_gb), free(gb0);
 
     be->free(be, d_in), be->free(be, d_W1), be->free(be, d_b1), be->free(be, d_act), be->free(be, d_pre),
         be->free(be, d_go), be->free(be, d_W2), be->free(be, d_din), be->free(be, d_gW), be->free(be, d_gb);
@@ -261,11 +397,9 @@ static void test_linear_gelu(void **state)
     const mc_backend_t *be;
     GPU_BACKEND_OR_SKIP(be);
     linear_gelu_all(be);
-    setenv("MC_CUDA_GEMM", "fallback", 1);
-    mc_env_load(); /* the knobs are read once; read them again */
+    gemm_mode("fallback");
     linear_gelu_all(be);
-    unsetenv("MC_CUDA_GEMM");
-    mc_env_load();
+    gemm_mode("untimed");
 }
 
 static void linear_all(const mc_backend_t *be)
@@ -304,11 +438,9 @@ static void test_linear_fallback(void **state)
     (void)state;
     const mc_backend_t *be;
     GPU_BACKEND_OR_SKIP(be);
-    setenv("MC_CUDA_GEMM", "fallback", 1);
-    mc_env_load(); /* the knobs are read once; read them again */
+    gemm_mode("fallback");
     linear_all(be);
-    unsetenv("MC_CUDA_GEMM");
-    mc_env_load();
+    gemm_mode("untimed");
 }
 
 int main(void)
@@ -316,9 +448,14 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_gemm),
         cmocka_unit_test(test_gemm_fallback),
+        cmocka_unit_test(test_gemm_tuning),
+#ifdef MC_CUDA_EMU
+        cmocka_unit_test(test_gemm_fallback_warns),
+#endif
         cmocka_unit_test(test_linear),
         cmocka_unit_test(test_linear_fallback),
         cmocka_unit_test(test_linear_gelu),
     };
+    gemm_mode("untimed");
     return cmocka_run_group_tests(tests, gpu_setup, NULL);
 }

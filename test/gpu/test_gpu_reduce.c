@@ -5,7 +5,9 @@
  *    of n positive doubles is within n * 2^-53 relative of the exact one; n <= 4e6 here gives
  *    ~5e-10 in the worst case but ~1e-14 in practice; we allow 1e-12 * n / 1e4 + 1e-13).
  *  - count_zeros, has_nonfinite: exact (+0 and -0 count as zeros; an inf or NaN anywhere,
- *    including the tail, is found; the elements past n are not looked at). */
+ *    including the tail, is found; the elements past n are not looked at).
+ *  - sumsq_multi: each tensor's sum bit for bit what sumsq gives for it alone (the gradient norm
+ *    is the same whichever is used), so the CPU's tolerance above. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -61,8 +63,55 @@ static void test_reduce(void **state)
             for (int off = 0; off <= 1; off++) reduce_case(be, GPU_TYPES[t], lens[i], off);
 }
 
+/* A list like a model's gradients: sizes from empty to beyond one grid of partials, aligned and
+ * not (offsets of one element), in one buffer as the gradient buffer holds them. */
+static void multi_case(const mc_backend_t *be, mc_dtype_t dt, int count)
+{
+    const size_t es = mc_dtype_size(dt);
+    static const long sizes[] = {1000, 0, 7, 262147, 64, 1, 4096, 33, 9, 8};
+    long *n = calloc((size_t)count, sizeof(long)), total = 0;
+    const void **hx = calloc((size_t)count, sizeof(void *)), **dx = calloc((size_t)count, sizeof(void *));
+    double *got = calloc((size_t)count, sizeof(double));
+    assert_true(n && hx && dx && got);
+    for (int i = 0; i < count; i++) total += (n[i] = sizes[i % 10]) + (i % 3 == 1);
+    void *x = host_rand(dt, total, -3, 3), *d_x = dev_put(be, x, dt, total);
+    long at = 0;
+    for (int i = 0; i < count; i++) {
+        at += i % 3 == 1; /* this one starts one element on: not 16-byte aligned */
+        hx[i] = (const char *)x + at * es, dx[i] = (const char *)d_x + at * es;
+        at += n[i];
+    }
+    be->sumsq_multi(be, dt, dx, n, count, got);
+    for (int i = 0; i < count; i++) {
+        const double alone = be->sumsq(be, dt, dx[i], n[i]), want = cpu->sumsq(cpu, dt, hx[i], n[i]);
+        if (memcmp(&got[i], &alone, sizeof(alone)) != 0)
+            fail_msg("sumsq_multi %s tensor %d of %d (n %ld): %.17g, sumsq alone %.17g", mc_dtype_name(dt), i, count,
+                     n[i], got[i], alone);
+        if (!(fabs(got[i] - want) <= (1e-12 * (double)n[i] / 1e4 + 1e-13) * want))
+            fail_msg("sumsq_multi %s tensor %d: got %.17g, want %.17g", mc_dtype_name(dt), i, got[i], want);
+    }
+    double cpu_got[64];
+    assert_true(count <= 64);
+    cpu->sumsq_multi(cpu, dt, hx, n, count, cpu_got);
+    for (int i = 0; i < count; i++) assert_true(cpu_got[i] == cpu->sumsq(cpu, dt, hx[i], n[i]));
+    be->free(be, d_x);
+    free(x), free(n), free(hx), free(dx), free(got);
+}
+
+static void test_sumsq_multi(void **state)
+{
+    (void)state;
+    const mc_backend_t *be;
+    GPU_BACKEND_OR_SKIP(be);
+    for (int t = 0; t < 3; t++) {
+        multi_case(be, GPU_TYPES[t], 1);
+        multi_case(be, GPU_TYPES[t], 13);
+    }
+    be->sumsq_multi(be, MC_DT_F32, NULL, NULL, 0, NULL); /* an empty list: nothing */
+}
+
 int main(void)
 {
-    const struct CMUnitTest tests[] = {cmocka_unit_test(test_reduce)};
+    const struct CMUnitTest tests[] = {cmocka_unit_test(test_reduce), cmocka_unit_test(test_sumsq_multi)};
     return cmocka_run_group_tests(tests, gpu_setup, NULL);
 }

@@ -19,6 +19,8 @@ source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/mpi.sh"
 
 PY=/usr/bin/python3
+# megatron_enums: the AttnBackend class the args pickle, for torch.load without Megatron
+export PYTHONPATH="$(cd "$(dirname "$0")/../ref" && pwd)${PYTHONPATH:+:$PYTHONPATH}"
 # 8 layers: tp 2 x pp 2 x vpp 2 has two layers per chunk. 16 sequences per step.
 FLAGS=(--device cpu --mock-data --vocab-size 256 --make-vocab-size-divisible-by 64 --num-layers 8
        --hidden-size 32 --num-attention-heads 4 --seq-length 32 --max-position-embeddings 32
@@ -144,6 +146,7 @@ resume_case bf16-dp2-distopt 2 "$MC_TMP/bf16dp" --bf16 "${DIST[@]}"
 if "$PY" -c "import torch" 2>/dev/null; then
     cat >"$MC_TMP/mixed.py" <<'EOF'
 import re, sys, torch
+import megatron_enums  # noqa: F401 (args.attention_backend)
 def load(p):
     try:
         return torch.load(p, weights_only=False)
@@ -295,6 +298,7 @@ fi
 cat >"$MC_TMP/check.py" <<'EOF'
 import argparse, math, re, sys
 import torch
+import megatron_enums  # noqa: F401 (args.attention_backend)
 
 def load(path):
     try:

@@ -24,21 +24,21 @@ closes() { # output rc counts [want-rc]: the closing line, the exit status
 CUDA_VISIBLE_DEVICES= MC_GPU_TEST_LOGS="$MC_TMP/none-logs" bash "$ROOT/scripts/gpu-test.sh" >"$MC_TMP/none" 2>&1
 rc=$?
 no_gpu_all() {
-    closes "$MC_TMP/none" $rc "0 passed, 0 failed, 16 skipped" &&
-        [ "$(grep -c '^ok [0-9]* - .* # SKIP no GPU$' "$MC_TMP/none")" -eq 16 ]
+    closes "$MC_TMP/none" $rc "0 passed, 0 failed, 21 skipped" &&
+        [ "$(grep -c '^ok [0-9]* - .* # SKIP no GPU$' "$MC_TMP/none")" -eq 21 ]
 }
-check "gpu-test.sh without a GPU: exit 0, all 16 checks of the 5 steps skipped (rc=$rc)" no_gpu_all
+check "gpu-test.sh without a GPU: exit 0, all 21 checks of the 5 steps skipped (rc=$rc)" no_gpu_all
 no_gpu_summaries() {
     local d=$MC_TMP/none-logs s
     for s in build ops sanitizer nccl; do summary_is "$d/$s.summary" $s "0 passed, 0 failed, 1 skipped" || return 1; done
-    summary_is "$d/train.summary" train "0 passed, 0 failed, 12 skipped" &&
-        summary_is "$d/all.summary" all "0 passed, 0 failed, 16 skipped"
+    summary_is "$d/train.summary" train "0 passed, 0 failed, 17 skipped" &&
+        summary_is "$d/all.summary" all "0 passed, 0 failed, 21 skipped"
 }
 check "gpu-test.sh without a GPU: a one-line summary per step and for all" no_gpu_summaries
 CUDA_VISIBLE_DEVICES= MC_GPU_TEST_LOGS="$MC_TMP/none-train" bash "$ROOT/scripts/gpu-test.sh" train >"$MC_TMP/none-train.out" 2>&1
 rc=$?
-check "gpu-test.sh train without a GPU: that step alone, its 12 checks skipped, exit 0 (rc=$rc)" \
-    bash -c "$(declare -f closes); closes '$MC_TMP/none-train.out' $rc '0 passed, 0 failed, 12 skipped' &&
+check "gpu-test.sh train without a GPU: that step alone, its 17 checks skipped, exit 0 (rc=$rc)" \
+    bash -c "$(declare -f closes); closes '$MC_TMP/none-train.out' $rc '0 passed, 0 failed, 17 skipped' &&
              [ \"\$(ls '$MC_TMP/none-train')\" = train.summary ]"
 bash "$ROOT/scripts/gpu-test.sh" bench >"$MC_TMP/bad-step" 2>&1
 rc=$?
@@ -85,9 +85,9 @@ else
     emu_step train emu-cut MC_GPU_TEST_ONLY=fp32 MC_GPU_TEST_BUDGET=22
     rc=$?
     cut_reported() {
-        closes "$MC_TMP/emu-cut.out" $rc "0 passed, 1 failed, 11 skipped" 1 &&
+        closes "$MC_TMP/emu-cut.out" $rc "0 passed, 1 failed, 16 skipped" 1 &&
             grep -qE "^not ok 1 - fp32: .*(cut at its limit of [12] s|no time left in the step's MC_GPU_TEST_BUDGET)" "$MC_TMP/emu-cut.out" &&
-            summary_is "$MC_TMP/emu-cut/train.summary" train "0 passed, 1 failed, 11 skipped"
+            summary_is "$MC_TMP/emu-cut/train.summary" train "0 passed, 1 failed, 16 skipped"
     }
     check "gpu-test.sh train, emulated: a run longer than the step's budget is cut and reported, summary written (rc=$rc)" cut_reported
     # the sanitizer step runs the sanitized emulated tree (build/emu-san), which the sanitizer
@@ -122,7 +122,7 @@ check "bench.sh writes its logs and table to BENCH_LOGS (logs: $logs)" \
     bash -c "[ '$logs' = '$MC_TMP/bench-logs' ] && [ -s '$MC_TMP/bench-logs/table.md' ] && [ ! -e '$MC_TMP/out-kept' ]"
 num='[0-9]+ \| [0-9.]+ \| [0-9.]+%'
 check "bench.sh plumbing (BENCH_SMOKE, CPU): a markdown table with megatron-c's fastest micro batch per model (rc=$rc)" \
-    bash -c "[ $rc -eq 0 ] && grep -q '^| model | implementation | micro batch | tokens/s | TFLOP/s | MFU | peak memory |$' '$MC_TMP/bench' &&
+    bash -c "[ $rc -eq 0 ] && grep -q '^| model | implementation | micro batch | tokens/s | TFLOP/s | MFU | peak memory | plan.s tokens/s |$' '$MC_TMP/bench' &&
              [ \$(grep -cE '^\| (124M|350M) \([0-9]+ x [0-9]+, seq [0-9]+\) \| megatron-c \| [0-9]+ \| $num \|' '$MC_TMP/bench') -eq 2 ]"
 if $PY -c 'import torch' 2>/dev/null; then
     check "bench.sh runs the PyTorch peer in the same run (eager, on the CPU here)" \
@@ -144,14 +144,25 @@ else
     rc=$?
     bench_emu() {
         local d=$MC_TMP/bench-emu m
-        [ $rc -eq 0 ] && [ "$(grep -cE "^\| (124M|350M) \([0-9]+ x [0-9]+, seq [0-9]+\) \| megatron-c \| [0-9]+ \| $num \|" "$MC_TMP/bench-emu.out")" -eq 2 ] &&
+        [ $rc -eq 0 ] && [ "$(grep -cE "^\| (124M|350M) \([0-9]+ x [0-9]+, seq [0-9]+\) \| megatron-c \| [0-9]+ \| $num \| .* \| [0-9]+ \|$" "$MC_TMP/bench-emu.out")" -eq 2 ] &&
+            [ "$(grep -cE "^\| (124M|350M) \([0-9]+ x [0-9]+, seq [0-9]+\) \| megatron-c --attention-backend local \| [0-9]+ \| $num \| .* \| [0-9]+ \|$" "$MC_TMP/bench-emu.out")" -eq 2 ] &&
             [ "$(grep -l '^> device: cuda (.*(emulated)' "$d"/mc-*-mbs[0-9] | wc -l)" -ge 2 ] || return 1
         for m in 124M 350M; do
             [ "$(wc -l <"$d/$m.summary")" -eq 1 ] &&
-                grep -qE "^bench $m: megatron-c [0-9]+ tokens/s \(micro batch [0-9]+; megatron-c plan predicted [0-9]+ for h[12]00\); PyTorch eager[: ].*; llm.c: not run: .* \([0-9]+ s\)$" "$d/$m.summary" || return 1
+                grep -qE "^bench $m: megatron-c [0-9]+ tokens/s \(micro batch [0-9]+; megatron-c plan predicted [0-9]+ for h[12]00\); megatron-c --attention-backend local [0-9]+ tokens/s \(micro batch [0-9]+; megatron-c plan predicted [0-9]+; auto [0-9.]+x local\); PyTorch eager[: ].*; llm.c: not run: .* \([0-9]+ s\)$" "$d/$m.summary" || return 1
         done
     }
-    check "bench.sh on the emulated device (BENCH_DEVICE=emu): megatron-c --device cuda measured per model, a one-line summary each with megatron-c plan's prediction (rc=$rc)" bench_emu
+    check "bench.sh on the emulated device (BENCH_DEVICE=emu): megatron-c --device cuda measured per model with --attention-backend auto and local, the plan's tokens/s beside each, a one-line summary each with the plan's predictions and auto's ratio to local (rc=$rc)" bench_emu
+    bench_attention() { # every auto run on cuDNN, every local run on the project's kernels, and the plans alike
+        local d=$MC_TMP/bench-emu f
+        for f in "$d"/mc-*-mbs[0-9]; do grep -q '^> attention: cuDNN ' "$f" && grep -q '^> attention: cuDNN fused' "$f.plan" || return 1; done
+        for f in "$d"/mclocal-*-mbs[0-9]; do
+            grep -q "^> attention: the project's kernels: --attention-backend local" "$f" &&
+                grep -q "^> attention: the project's kernels" "$f.plan" || return 1
+        done
+        ls "$d"/mclocal-*-mbs[0-9] >/dev/null 2>&1
+    }
+    check "bench.sh on the emulated device: auto's runs and plans name cuDNN's fused attention, local's the project's kernels" bench_attention
     if $PY -c 'import torch' 2>/dev/null; then
         check "bench.sh on the emulated device: the PyTorch peer on the CPU, its ratio in the summary" \
             grep -qE '^bench 124M: .*; PyTorch eager [0-9]+ tokens/s \(megatron-c [0-9.]+x\);' "$MC_TMP/bench-emu/124M.summary"
@@ -172,6 +183,20 @@ env_out=$(MC_KIT_TAR="$MC_TMP/kit.tar.gz" MC_KIT="$MC_TMP/kit" bash -c 'source "
     echo "$MC_KIT|$OPAL_PREFIX|$(mpirun)|$LD_LIBRARY_PATH|$NCCL_HOME"' _ "$ROOT" 2>&1 | tail -1)
 check "device-env.sh unpacks a kit and points MC_KIT, mpirun, Open MPI and the loader there ($env_out)" \
     bash -c "case '$env_out' in '$MC_TMP/kit|$MC_TMP/kit/usr|kit-mpirun|'*'$MC_TMP/kit/usr/lib/x86_64-linux-gnu:'*) true ;; *) false ;; esac"
+# cuDNN: a toolkit without it, and a stand-in nvidia-cudnn wheel on python3's path
+mkdir -p "$MC_TMP/nocudnn/include" "$MC_TMP/wheel/nvidia/cudnn/include" "$MC_TMP/wheel/nvidia/cudnn/lib"
+touch "$MC_TMP/wheel/nvidia/cudnn/include/cudnn_graph.h" "$MC_TMP/wheel/nvidia/cudnn/lib/libcudnn.so.9"
+cudnn_out=$(CUDA_HOME="$MC_TMP/nocudnn" NCCL_HOME=/usr/local/cuda PYTHONPATH="$MC_TMP/wheel" MC_KIT_TAR="$MC_TMP/kit.tar.gz" \
+    MC_KIT="$MC_TMP/kit" bash -c 'source "$1/scripts/device-env.sh" >/dev/null &&
+    echo "$CUDNN_HOME|$(readlink -f "$CUDNN_HOME/lib/libcudnn.so")|$(readlink -f "$CUDNN_HOME/include")|$LD_LIBRARY_PATH"' _ "$ROOT" 2>&1 | tail -1)
+check "device-env.sh finds cuDNN in python3's nvidia-cudnn wheel when the toolkit has none ($cudnn_out)" \
+    bash -c "case '$cudnn_out' in '$MC_TMP/kit/cudnn|$MC_TMP/wheel/nvidia/cudnn/lib/libcudnn.so.9|$MC_TMP/wheel/nvidia/cudnn/include|$MC_TMP/wheel/nvidia/cudnn/lib:'*) true ;; *) false ;; esac"
+rm -rf "$MC_TMP/wheel/nvidia/cudnn"
+CUDA_HOME="$MC_TMP/nocudnn" NCCL_HOME=/usr/local/cuda PYTHONPATH="$MC_TMP/wheel" MC_KIT_TAR="$MC_TMP/kit.tar.gz" \
+    MC_KIT="$MC_TMP/kit" bash -c 'source "$1/scripts/device-env.sh"; echo "rc=$? CUDNN_HOME=${CUDNN_HOME:-unset}"' _ "$ROOT" \
+    >"$MC_TMP/nocudnn.out" 2>&1
+check "device-env.sh without cuDNN anywhere: says the attention runs on the project's kernels, CUDNN_HOME unset, status 0" \
+    bash -c "grep -q 'no cuDNN .*the project.s kernels' '$MC_TMP/nocudnn.out' && grep -qx 'rc=0 CUDNN_HOME=unset' '$MC_TMP/nocudnn.out'"
 env_err=$(MC_KIT_TAR="$MC_TMP/none.tar.gz" MC_KIT="$MC_TMP/kit2" bash -c 'source "$1/scripts/device-env.sh"; echo "rc=$?"' _ "$ROOT" 2>&1)
 check "device-env.sh without a kit: one line naming it, status 1 ($env_err)" \
     bash -c "[ \$(printf '%s\n' '$env_err' | wc -l) -eq 2 ] && printf '%s' '$env_err' | grep -q 'no $MC_TMP/none.tar.gz' &&

@@ -39,6 +39,33 @@ expect_user_error "--search: nothing fits in 1 GB" "none of the [0-9]+ layouts .
 check "--search: three ranked layouts, each with its exact flags, all of 16 GPUs" \
     test "$(grep -cE '^ +[123] .*--tensor-model-parallel-size [0-9]+ --pipeline-model-parallel-size [0-9]+ --micro-batch-size [0-9]+' "$MC_TMP/out")" -eq 3
 
+# ---- the attention each prediction assumes (issue 29) ----
+GPT13=(--num-layers 24 --hidden-size 2048 --num-attention-heads 16 --seq-length 2048
+       --max-position-embeddings 2048 --micro-batch-size 8 --global-batch-size 32 --train-iters 10
+       --lr 1e-4 --mock-data --vocab-size 50257)
+plan_attn() { # name args...: the plan of GPT 1.3B on one H100 into $MC_TMP/attn-name
+    local n=$1
+    shift
+    "$MC_BIN" plan --num-gpus 1 --gpu h100 "${GPT13[@]}" "$@" >"$MC_TMP/attn-$n" 2>&1
+}
+mfu() { sed -nE 's/^> throughput: .*MFU ([0-9.]+)%$/\1/p' "$MC_TMP/attn-$1"; }
+plan_attn cudnn --bf16
+plan_attn local --bf16 --attention-backend local
+plan_attn fp32
+plan_attn forced --bf16 --attention-kernel kernels
+check "plan names cuDNN's fused attention for bf16 by default, with its rates and their source, in the memory and time lines" \
+    bash -c "grep -q '^> attention: cuDNN fused flash attention, assumed' '$MC_TMP/attn-cudnn' &&
+             grep -qE \"^ +of which core attention +[0-9.]+ s  cuDNN's fused flash attention, 480/350 TFLOP/s \\(cudnn-frontend's H200 benchmark\" '$MC_TMP/attn-cudnn'"
+check "plan with --attention-backend local charges the project's kernels (45/65 TFLOP/s, the review's estimate)" \
+    bash -c "grep -q \"^> attention: the project's kernels: --attention-backend local\" '$MC_TMP/attn-local' &&
+             grep -qE \"of which core attention .* the project's kernels, 45/65 TFLOP/s\" '$MC_TMP/attn-local'"
+check "plan of an fp32 run: the project's kernels, saying why (cuDNN's fused attention takes bf16 and fp16)" \
+    grep -qE "of which core attention .* the project's kernels, .*: fp32 tensors" "$MC_TMP/attn-fp32"
+check "--attention-kernel kernels models the project's kernels in time and memory alike ($(mfu forced)% = $(mfu local)%)" \
+    bash -c "[ '$(mfu forced)' = '$(mfu local)' ] && grep -q \"^> attention: the project's kernels\" '$MC_TMP/attn-forced'"
+check "GPT 1.3B on an H100 (micro batch 8): cuDNN's attention predicts a higher MFU than the project's kernels ($(mfu cudnn)% against $(mfu local)%)" \
+    awk -v a="$(mfu cudnn)" -v b="$(mfu local)" 'BEGIN { exit !(a > b + 10) }'
+
 # ---- Table 1 ----
 paper_tflops() { # gpus: the TFLOP/s per GPU of PERF.md's row with that many GPUs
     awk -F'|' -v g="$1" '$9 + 0 == g + 0 && g + 0 > 0 { gsub(/ /, "", $12); print $12; exit }' "$PERF"

@@ -205,6 +205,8 @@ done
 if /usr/bin/python3 -c "import torch" 2>/dev/null; then
     cat >"$MC_TMP/args.py" <<'EOF'
 import signal, sys, torch
+sys.path.insert(0, sys.argv[2])
+import megatron_enums  # noqa: F401 (args.attention_backend)
 try:
     sd = torch.load(sys.argv[1], weights_only=False)
 except TypeError:  # torch < 1.13
@@ -212,11 +214,13 @@ except TypeError:  # torch < 1.13
 a = sd["args"]
 assert a.async_save is True and a.exit_signal_handler is False, (a.async_save, a.exit_signal_handler)
 assert a.exit_signal == signal.SIGTERM and isinstance(a.exit_signal, signal.Signals), a.exit_signal
+assert a.attention_backend is megatron_enums.AttnBackend.auto, a.attention_backend
 EOF
-    if out=$(/usr/bin/python3 "$MC_TMP/args.py" "$MC_TMP/async/iter_0000012/mp_rank_00/model_optim_rng.pt" 2>&1); then
-        ok "torch.load: args.async_save, and args.exit_signal as signal.Signals.SIGTERM"
+    if out=$(/usr/bin/python3 "$MC_TMP/args.py" "$MC_TMP/async/iter_0000012/mp_rank_00/model_optim_rng.pt" \
+        "$(cd "$(dirname "$0")/../ref" && pwd)" 2>&1); then
+        ok "torch.load: args.async_save, args.exit_signal as signal.Signals.SIGTERM, args.attention_backend as Megatron's AttnBackend.auto"
     else
-        not_ok "torch.load: args.async_save, and args.exit_signal as signal.Signals.SIGTERM ($(echo "$out" | tail -c 300))"
+        not_ok "torch.load: args.async_save, args.exit_signal as signal.Signals.SIGTERM, args.attention_backend as Megatron's AttnBackend.auto ($(echo "$out" | tail -c 300))"
     fi
 else
     skip "torch.load of the args" "python3-torch is not installed (scripts/install-deps.sh --torch)"

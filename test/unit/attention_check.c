@@ -298,7 +298,7 @@ void att_ref_make(att_ref_t *r, const att_case_t *c, uint64_t seed)
     void *state = xcalloc((long)state_bytes, 1), *scratch = xcalloc((long)scratch_bytes, 1);
     r->out = xcalloc(r->nout, es);
     r->dqkv = xcalloc(r->nqkv, es);
-    be->attention_forward(be, c->dt, r->out, state, r->qkv, S, B, NH, att_ng(c), HD, r->seg, r->scale, &r->d,
+    be->attention_forward(be, c->dt, r->out, state, scratch, r->qkv, S, B, NH, att_ng(c), HD, r->seg, r->scale, &r->d,
                           c->head_offset, c->NH_full);
     be->attention_backward(be, c->dt, r->dqkv, scratch, r->dout, r->qkv, r->out, state, S, B, NH, att_ng(c), HD,
                            r->seg, r->scale, &r->d, c->head_offset, c->NH_full);

@@ -229,8 +229,8 @@ static void test_attention(void **state)
         const long no = (long)N * NH * HD, np = (long)st[0] / 4;
         buf_t qkv = mk(dt, 3 * no, -2, 2), out = mk(dt, no, 0, 0), probs = mk(dt, np, 0, 0);
         float *scratch = calloc(sc / 4 + 1, 4);
-        be->attention_forward(be, MC_DT_F32, out.ref, probs.ref, qkv.ref, S, B, NH, NH, HD, NULL, scale, &d, 1, 4);
-        be->attention_forward(be, dt, out.h, probs.h, qkv.h, S, B, NH, NH, HD, NULL, scale, &d, 1, 4);
+        be->attention_forward(be, MC_DT_F32, out.ref, probs.ref, NULL, qkv.ref, S, B, NH, NH, HD, NULL, scale, &d, 1, 4);
+        be->attention_forward(be, dt, out.h, probs.h, NULL, qkv.h, S, B, NH, NH, HD, NULL, scale, &d, 1, 4);
         same(&out, "attention_forward");
         same(&probs, "attention_forward saved probabilities");
         /* the backward reads the saved (rounded) probabilities: the reference gets them too */

@@ -792,7 +792,7 @@ static void run_attention_case_ng(int Sx, int Bx, int NHx, int NGx, int HDx, con
     const float scale = 1.0f / sqrtf((float)HDx);
     att_ctx c = {Sx, Bx, NHx, HDx, 0, scale, d, dup_d(qkv, nqkv), dup_d(R, no), calloc((size_t)np, 1), seg, NGx};
     double *wo = dnew(no), *wp = dnew(np);
-    be->attention_forward(be, MC_DT_F32, out, probs, qkv, Sx, Bx, NHx, NGx, HDx, seg, scale, d, 0, NHx);
+    be->attention_forward(be, MC_DT_F32, out, probs, NULL, qkv, Sx, Bx, NHx, NGx, HDx, seg, scale, d, 0, NHx);
     att_ref(wo, wp, &c);
     check_close(probs, wp, np, RTOL, "attention probs");
     check_close(out, wo, no, RTOL, "attention out");
@@ -877,7 +877,7 @@ static void test_attention_masked_dominant(void **state)
         const float scale = 0.5f;
         att_ctx c = {SX, BX, NHX, HDX, 0, scale, d, dup_d(qkv, nqkv), dup_d(R, no), calloc((size_t)np, 1), seg, NHX};
         double *wo = dnew(no), *wp = dnew(np);
-        be->attention_forward(be, MC_DT_F32, out, probs, qkv, SX, BX, NHX, NHX, HDX, seg, scale, d, 0, NHX);
+        be->attention_forward(be, MC_DT_F32, out, probs, NULL, qkv, SX, BX, NHX, NHX, HDX, seg, scale, d, 0, NHX);
         att_ref(wo, wp, &c);
         assert_true(probs[SX - 1] > 0.0f); /* row 0: the masked keys share the probability */
         if (seg) /* row 25 (document 2): keys of documents 0 and 1 are masked and carry it too */
@@ -948,9 +948,9 @@ static void test_attention_segments_equal_is_causal(void **state)
         float *o1 = fnew(no), *p1 = fnew(np), *g1 = fnew(nqkv), *t1 = fnew(np);
         fill(qkv, nqkv, -1.5, 1.5);
         fill(dout, no, -1, 1);
-        be->attention_forward(be, MC_DT_F32, o0, p0, qkv, Sx, Bx, NHx, NHx, HDx, NULL, scale, d, 0, NHx);
+        be->attention_forward(be, MC_DT_F32, o0, p0, NULL, qkv, Sx, Bx, NHx, NHx, HDx, NULL, scale, d, 0, NHx);
         be->attention_backward(be, MC_DT_F32, g0, t0, dout, qkv, NULL, p0, Sx, Bx, NHx, NHx, HDx, NULL, scale, d, 0, NHx);
-        be->attention_forward(be, MC_DT_F32, o1, p1, qkv, Sx, Bx, NHx, NHx, HDx, seg, scale, d, 0, NHx);
+        be->attention_forward(be, MC_DT_F32, o1, p1, NULL, qkv, Sx, Bx, NHx, NHx, HDx, seg, scale, d, 0, NHx);
         be->attention_backward(be, MC_DT_F32, g1, t1, dout, qkv, NULL, p1, Sx, Bx, NHx, NHx, HDx, seg, scale, d, 0, NHx);
         assert_memory_equal(o0, o1, (size_t)no * sizeof(float));
         assert_memory_equal(p0, p1, (size_t)np * sizeof(float));
@@ -972,7 +972,7 @@ static void test_attention_split_invariance(void **state)
     const float scale = 1.0f / sqrtf((float)HD);
     mc_dropout_t d = attn_drop;
     d.p = 0.5f;
-    be->attention_forward(be, MC_DT_F32, out, probs, qkv, S, B, NH, NH, HD, NULL, scale, &d, 0, NH);
+    be->attention_forward(be, MC_DT_F32, out, probs, NULL, qkv, S, B, NH, NH, HD, NULL, scale, &d, 0, NH);
     be->attention_backward(be, MC_DT_F32, dqkv, scratch, dout, qkv, NULL, probs, S, B, NH, NH, HD, NULL, scale, &d, 0, NH);
 
     /* by heads: one head per "rank" */
@@ -983,7 +983,7 @@ static void test_attention_split_invariance(void **state)
             memcpy(q1 + r * 3 * HD, qkv + r * NH * 3 * HD + (long)h * 3 * HD, 3 * HD * sizeof(float));
             memcpy(do1 + r * HD, dout + r * NH * HD + (long)h * HD, HD * sizeof(float));
         }
-        be->attention_forward(be, MC_DT_F32, o1, p1, q1, S, B, 1, 1, HD, NULL, scale, &d, h, NH);
+        be->attention_forward(be, MC_DT_F32, o1, p1, NULL, q1, S, B, 1, 1, HD, NULL, scale, &d, h, NH);
         be->attention_backward(be, MC_DT_F32, dq1, s1, do1, q1, NULL, p1, S, B, 1, 1, HD, NULL, scale, &d, h, NH);
         for (long r = 0; r < (long)S * B; r++) {
             assert_memory_equal(o1 + r * HD, out + r * NH * HD + (long)h * HD, HD * sizeof(float));
@@ -1005,7 +1005,7 @@ static void test_attention_split_invariance(void **state)
         }
         mc_dropout_t d2 = d;
         d2.sample0 += (uint64_t)b0;
-        be->attention_forward(be, MC_DT_F32, o1, p1, q1, S, nb, NH, NH, HD, NULL, scale, &d2, 0, NH);
+        be->attention_forward(be, MC_DT_F32, o1, p1, NULL, q1, S, nb, NH, NH, HD, NULL, scale, &d2, 0, NH);
         be->attention_backward(be, MC_DT_F32, dq1, s1, do1, q1, NULL, p1, S, nb, NH, NH, HD, NULL, scale, &d2, 0, NH);
         for (int s = 0; s < S; s++) {
             assert_memory_equal(o1 + (long)s * nb * wo, out + ((long)s * B + b0) * wo, (size_t)(nb * wo) * sizeof(float));
