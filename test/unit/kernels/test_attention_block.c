@@ -74,8 +74,8 @@ static void whole(const blk_case_t *c, const mc_dropout_t *d, const float *qkv, 
     be->attention_sizes(be, MC_DT_F32, c->S, c->B, c->NH, c->HD, &st, &sc);
     void *state = malloc(st), *scratch = malloc(sc);
     const float scale = 1.0f / sqrtf((float)c->HD);
-    be->attention_forward(be, MC_DT_F32, out, state, qkv, c->S, c->B, c->NH, c->NG, c->HD, NULL,
-                          scale, d, c->head_offset, c->NH_full);
+    be->attention_forward(be, MC_DT_F32, out, state, NULL, qkv, c->S, c->B, c->NH, c->NG, c->HD,
+                          NULL, scale, d, c->head_offset, c->NH_full);
     be->attention_backward(be, MC_DT_F32, dqkv, scratch, dout, qkv, out, state, c->S, c->B, c->NH,
                            c->NG, c->HD, NULL, scale, d, c->head_offset, c->NH_full);
     free(state);
