@@ -87,6 +87,8 @@ void mc_gpt_build_params(mc_gpt_t *m, const mc_gpt_config_t *cfg)
     m->cfg = *cfg;
     mc_gpt_config_t *c = &m->cfg;
     if (c->tp < 1) c->tp = 1; /* a configuration written by hand may leave these 0 */
+    if (c->cp < 1) c->cp = 1;
+    if (c->seq_full < 1) c->seq_full = c->seq * c->cp;
     if (c->n_chunks < 1) {
         c->n_chunks = 1;
         c->chunk[0] = (mc_chunk_cfg_t){0, c->num_layers, true, true};

@@ -26,6 +26,7 @@ void mc_run_parse_here(mc_args_t *a, const char *line, int world_size)
     static char buf[8192];
     static char *argv[MC_RUN_MAX_ARGS];
     int argc = mc_run_split(line, buf, sizeof(buf), argv);
+    mc_args_free(a); /* the lists of a previous parse into the same (static) arguments */
     mc_args_parse(a, argc, argv, world_size);
 }
 

@@ -19,6 +19,7 @@ typedef struct {
 /* Splits `line` (copied into buf) on spaces into argv; returns argc. */
 int mc_run_split(const char *line, char *buf, size_t n, char **argv);
 /* mc_args_parse of `line` for a job of world_size ranks, in this process. */
+/* a: static storage (zeroes, or a previous parse, whose lists are freed first). */
 void mc_run_parse_here(mc_args_t *a, const char *line, int world_size);
 /* The same in a child, which exits 0 when parsing passes. */
 void mc_run_parse(mc_run_t *r, const char *line, int world_size);
