@@ -170,7 +170,7 @@ check "--use-checkpoint-args trains like the run given every flag" \
 load_error "--use-checkpoint-args keeps a model flag given (not None), as Megatron: the load then refuses it" \
     "saved with num_layers 4 but this run has 2" tp1_fp32_local none --use-checkpoint-args --num-layers 2
 load_error "--use-checkpoint-args with a model megatron-c lacks (MoE): one line" \
-    "--num-experts .*not implemented yet .*--use-checkpoint-args" tp1_fp32_local moe --use-checkpoint-args
+    "MoE .*not implemented yet" tp1_fp32_local moe --use-checkpoint-args
 expect_user_error "--use-checkpoint-args without --load: Megatron's assertion as one line" \
     "--use-checkpoint-args requires --load" "${RUN[@]}" --train-iters 20 --use-checkpoint-args
 if have_mpirun; then
