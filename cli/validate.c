@@ -628,6 +628,7 @@ enum {
     R_SHAPE = 1 << 3,
     R_PIPE = 1 << 4,   /* the virtual pipeline size */
     R_LENGTH = 1 << 5, /* the iterations of sample-based training */
+    R_MOE = 1 << 6,    /* Megatron's MoE rules: what megatron-c lacks is listed on a valid line */
 };
 typedef struct {
     void (*run)(mc_args_t *a, int world_size);
@@ -656,6 +657,12 @@ RULE(checkpointing)
 #undef RULE
 static void rule_parallel_sizes(mc_args_t *a, int world_size) { parallel_sizes(a, world_size); }
 static void rule_moe(mc_args_t *a, int world_size) { mc_validate_moe(a, world_size); }
+static void note_problem(const char *line);
+static void rule_moe_unimplemented(mc_args_t *a, int world_size)
+{
+    (void)world_size;
+    mc_moe_unimplemented(a, note_problem);
+}
 
 static const rule_t RULES[] = {
     {rule_check_fields, R_REQUIRED, 0},
@@ -676,7 +683,8 @@ static const rule_t RULES[] = {
     {rule_precision, 0, R_REQUIRED},
     {rule_data, 0, R_REQUIRED},
     {rule_checkpointing, 0, R_REQUIRED},
-    {rule_moe, 0, R_REQUIRED | R_SIZES | R_SHAPE},
+    {rule_moe, R_MOE, R_REQUIRED | R_SIZES | R_SHAPE},
+    {rule_moe_unimplemented, 0, R_REQUIRED | R_SIZES | R_SHAPE | R_MOE},
 };
 
 #define MAX_PROBLEMS 32
@@ -684,10 +692,16 @@ static char g_problems[MAX_PROBLEMS][1024];
 static int g_n_problems;
 static jmp_buf g_rule_failed;
 
-__attribute__((noreturn)) static void trap_problem(const char *line)
+/* A problem that does not stop its rule group (a group reporting several at once). */
+static void note_problem(const char *line)
 {
     if (g_n_problems < MAX_PROBLEMS)
         snprintf(g_problems[g_n_problems++], sizeof(g_problems[0]), "%s", line);
+}
+
+__attribute__((noreturn)) static void trap_problem(const char *line)
+{
+    note_problem(line);
     longjmp(g_rule_failed, 1);
 }
 

@@ -5,7 +5,9 @@
 #include "cli/validate_moe.h"
 
 #include <math.h>
+#include <stdarg.h>
 #include <stdbool.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -200,35 +202,51 @@ static bool at_default(const mc_args_t *a, const mc_flag_t *f, mc_args_t *d)
     return memcmp(p, q, f->field_size) == 0;
 }
 
-/* The flags parsed for Megatron's rules whose feature megatron-c lacks: any given is refused,
- * the first one of the table named. */
-static void pending(const mc_args_t *a)
+/* One problem line, formatted, handed to report (which returns: the caller carries on). */
+__attribute__((format(printf, 2, 3))) static void problem(void (*report)(const char *line),
+                                                          const char *fmt, ...)
+{
+    char line[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(line, sizeof(line), fmt, ap);
+    va_end(ap);
+    report(line);
+}
+
+/* The flags parsed for Megatron's rules whose feature megatron-c lacks: each one given is
+ * refused, one line each. */
+static void pending(const mc_args_t *a, void (*report)(const char *line))
 {
     static mc_args_t d; /* defaults of one field at a time */
     for (size_t i = 0; i < mc_flag_count(); i++) {
         const mc_flag_t *f = mc_flag_at(i);
         if (!f->checked_first || !f->field_size || at_default(a, f, &d)) continue;
-        mc_user_error("%s is recognised but not implemented yet in megatron-c (%s; the MoE layer "
-                      "runs one rank's experts, a top-k softmax router and the aux loss for now; "
-                      "see docs/FLAGS.md)",
-                      f->name, f->note ? f->note : "not implemented");
+        problem(report,
+                "%s is recognised but not implemented yet in megatron-c (%s; the MoE layer runs "
+                "one rank's experts, a top-k softmax router and the aux loss for now; see "
+                "docs/FLAGS.md)",
+                f->name, f->note ? f->note : "not implemented");
     }
 }
 
 /* What the MoE layer does today (model/moe.c): every expert on every rank, with tp 1 and
- * cp 1 (any dp and pp: every rank holds all experts), SwiGLU experts without biases in fp32, every layer an MoE layer, aux_loss or no
- * load-balancing loss, without writing checkpoints. The rest is refused by name. */
-static void scope(const mc_args_t *a)
+ * cp 1 (any dp and pp: every rank holds all experts), SwiGLU experts without biases in fp32,
+ * every layer an MoE layer, aux_loss or no load-balancing loss, without writing checkpoints.
+ * The rest is refused by name, every part at once. */
+static void scope(const mc_args_t *a, void (*report)(const char *line))
 {
     if (!a->num_experts) return;
 #define TODO(cond, what)                                                                           \
     if (cond)                                                                                      \
-        mc_user_error("MoE layers with %s are recognised but not implemented yet in megatron-c "   \
-                      "(the MoE layer runs one rank's experts in fp32 for now)",                   \
-                      what);
+        problem(report,                                                                            \
+                "MoE layers with %s are recognised but not implemented yet in megatron-c (the "    \
+                "MoE layer runs one rank's experts in fp32 for now)",                              \
+                what);
     TODO(a->tensor_model_parallel_size > 1, "--tensor-model-parallel-size > 1")
     TODO(a->context_parallel_size > 1, "--context-parallel-size > 1")
-    TODO(a->bf16 || a->fp16, "--bf16 or --fp16")
+    TODO(a->bf16, "--bf16")
+    TODO(a->fp16, "--fp16")
     TODO(a->tensorboard_dir[0], "--tensorboard-dir (the MoE losses' tags)")
     TODO(!a->swiglu, "experts without --swiglu")
     TODO(a->add_bias_linear, "biases (add --disable-bias-linear)")
@@ -248,10 +266,17 @@ static void scope(const mc_args_t *a)
     if (!is_moe) mc_fatal("out of host memory");
     int moe = mc_moe_layer_pattern(a->moe_layer_freq, a->num_layers, is_moe, err, sizeof(err));
     free(is_moe);
-    if (moe != a->num_layers)
-        mc_user_error("MoE layers with dense layers among them (--moe-layer-freq %.40s) are "
-                      "recognised but not implemented yet in megatron-c (use --moe-layer-freq 1)",
-                      a->moe_layer_freq);
+    if (moe >= 0 && moe != a->num_layers)
+        problem(report,
+                "MoE layers with dense layers among them (--moe-layer-freq %.40s) are recognised "
+                "but not implemented yet in megatron-c (use --moe-layer-freq 1)",
+                a->moe_layer_freq);
+}
+
+void mc_moe_unimplemented(const mc_args_t *a, void (*report)(const char *line))
+{
+    pending(a, report);
+    scope(a, report);
 }
 
 void mc_validate_moe(mc_args_t *a, int world_size)
@@ -261,8 +286,6 @@ void mc_validate_moe(mc_args_t *a, int world_size)
     router(a);
     capacity_and_dispatch(a);
     experts(a);
-    pending(a);
-    scope(a);
     /* what Megatron derives (TransformerConfig) */
     if (!a->expert_tensor_parallel_size)
         a->expert_tensor_parallel_size = a->tensor_model_parallel_size;

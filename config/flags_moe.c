@@ -99,7 +99,8 @@ const mc_flag_t mc_flags_moe[] = {
              "default. Unifies the deprecated per-backend moe_{deepep,hybridep}_num_sms knobs "
              "(routed in __post_init__)."},
     {.name = "--moe-grouped-gemm", G_MOE, TRUE_IF_GIVEN, PENDING_FIELD(moe_grouped_gemm),
-     TODO_CHECKED("mixture of experts (MoE)"),
+     IMPLEMENTED_NOTE("an implementation choice: the MoE layer's expert GEMMs are grouped "
+                      "already; the same numbers"),
      .help = "Use grouped GEMM to execute multiple local MoE experts together. The concrete "
              "implementation is selected by Transformer Engine. Set "
              "``moe_use_grouped_tensor=True`` to use its CUDA-graph-safe GroupedTensor path."},
@@ -182,7 +183,8 @@ const mc_flag_t mc_flags_moe[] = {
      TODO_CHECKED("mixture of experts (MoE)"),
      .help = "Enable per-layer logging for MoE, currently supports auxiliary loss and z loss."},
     {.name = "--moe-permute-fusion", G_MOE, TRUE_IF_GIVEN, PENDING_FIELD(moe_permute_fusion),
-     TODO_CHECKED("mixture of experts (MoE)"),
+     IMPLEMENTED_NOTE("an implementation choice: the MoE layer permutes tokens in one pass "
+                      "already; the same numbers"),
      .help = "Fuse token rearrangement ops during token dispatching."},
     {.name = "--moe-permute-fusion-into-hybridep", G_TC, TRUE_IF_GIVEN,
      TODO("mixture of experts (MoE)"),

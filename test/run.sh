@@ -10,6 +10,11 @@
 # a "# ci-sanitize: <why>" line of their header (the fuzzers, a sample of multi-rank runs, the
 # file parsers); the release pass runs everything. MC_TEST_ONLY="test_a test_b ...", when set, runs
 # only the programs of those names (unit, integration or emulated).
+#
+# MC_TEST_JOBS programs run at once (default: the machine's cores): most are one process, and
+# some wait on timers (heartbeats, hung-rank detection), so on CI's two cores two at a time
+# halve the wall time. Each program's lines come out together when it ends; the order of programs
+# is then the order they end in.
 set -u
 cd "$(dirname "$0")/.."
 : "${MC_BUILD:=$PWD/build/rel}"
@@ -24,30 +29,75 @@ case $MC_TEST_SET in
 all | sanitize) ;;
 *) echo "test/run.sh: MC_TEST_SET is all or sanitize, not '$MC_TEST_SET'" >&2; exit 2 ;;
 esac
+: "${MC_TEST_JOBS:=$(nproc 2>/dev/null || echo 1)}"
+[[ $MC_TEST_JOBS =~ ^[1-9][0-9]*$ ]] || { echo "test/run.sh: MC_TEST_JOBS is a positive number, not '$MC_TEST_JOBS'" >&2; exit 2; }
 
 passed=0 failed=0 skipped=0
 # Each program's seconds, wall clock and CPU (user + sys of everything it started), go on its line
 # and the slowest are listed at the end: CI has a time limit, and this is where to look first
 # when the suite grows slow. CPU seconds compare across machines and loads; wall seconds are
-# what CI waits.
-started=$SECONDS
+# what CI waits (with programs side by side, a program's wall seconds include its neighbours').
 log=$(mktemp -d)
 trap 'rm -rf "$log"' EXIT
-cpu_ms() { # sets CPU_MS: the CPU milliseconds of this shell's finished children (bash's times)
+cpu_ms() { # FILE: sets CPU_MS, the CPU milliseconds of this shell's finished children (bash's times)
     local u s t sec
-    times >"$log/cpu" # not in a subshell: a subshell's children are not this shell's
-    { read -r _ _ && read -r u s; } <"$log/cpu"
+    times >"$1" # not in a subshell: a subshell's children are not this shell's
+    { read -r _ _ && read -r u s; } <"$1"
     CPU_MS=0
     for t in "$u" "$s"; do # "1m2.345s"
         sec=${t#*m} && sec=${sec%s}
         CPU_MS=$((CPU_MS + ${t%%m*} * 60000 + 10#${sec%.*} * 1000 + 10#${sec#*.}))
     done
 }
-cpu_ms
-cpu_started=$CPU_MS wall_all=$SECONDS cpu_all=$CPU_MS
+cpu_ms "$log/cpu"
+wall_all=$SECONDS cpu_all=$CPU_MS
 only() { [ -z "${MC_TEST_ONLY:-}" ] || [[ " $MC_TEST_ONLY " == *" $1 "* ]]; } # program name
 
-count() { # name, output file, exit code
+# ---- inside a job (a background subshell with its directory JOB) ----
+
+# record NAME OUT RC: one result of the job: its output and exit code, with the seconds since
+# the job's previous result
+record() {
+    local n=$((++n_records))
+    cp "$2" "$JOB/out.$n"
+    cpu_ms "$JOB/cpu"
+    echo "$n $3 $((SECONDS - started)) $(((CPU_MS - cpu_started + 500) / 1000)) $1" >>"$JOB/records"
+    started=$SECONDS cpu_started=$CPU_MS
+}
+job_program() { # NAME CMD...: one program, one result
+    local name=$1
+    shift
+    "$@" >"$JOB/run" 2>&1
+    record "$name" "$JOB/run" $?
+}
+# The emulated CUDA device (test/emu, built by `make emu` into MC_EMU_BUILD): a GPU op test
+# against the CPU op under each schedule of MC_EMU_SCHEDS (a skip there is a failure: the
+# device exists), then the device memory after every launch must be the same under all of
+# them (a race between synchronisation points shows as a difference).
+job_emu() { # the op test binary
+    local t=$1 name rc s first
+    name=$(basename "$t")
+    for s in $MC_EMU_SCHEDS; do
+        MC_EMU_SCHED=$s MC_EMU_HASH="$JOB/hash.$s" "$t" >"$JOB/run" 2>&1
+        rc=$?
+        sed -i -E 's/^(not )?ok (.*)# ?SKIP(.*)$/not ok \2(skipped on the emulated device:\3)/' "$JOB/run"
+        record "emu-$s/$name" "$JOB/run" $rc
+    done
+    first=${MC_EMU_SCHEDS%% *}
+    for s in $MC_EMU_SCHEDS; do
+        [ "$s" = "$first" ] && continue
+        if cmp -s "$JOB/hash.$first" "$JOB/hash.$s" && [ -s "$JOB/hash.$s" ]; then
+            echo "ok - device memory identical under $first and $s after each of $(wc -l <"$JOB/hash.$s") launches"
+        else
+            echo "not ok - device memory differs between $first and $s: $(diff "$JOB/hash.$first" "$JOB/hash.$s" | sed -n 2p)"
+        fi >"$JOB/run"
+        record "emu-schedules/$name" "$JOB/run" 0
+    done
+}
+
+# ---- the parent: starts jobs, MC_TEST_JOBS at a time, and counts their results ----
+
+count() { # name, output file, exit code, wall seconds, CPU seconds
     local name=$1 out=$2 rc=$3 p f s
     # cmocka 1.1 prints a skipped test as "not ok N # SKIP": a skip, not a failure.
     p=$(grep -E '^ok ' "$out" | grep -cvE '# ?SKIP')
@@ -65,19 +115,44 @@ count() { # name, output file, exit code
     grep -E '^not ok ' "$out" | grep -vE '# ?SKIP' | sed "s|^|$name: |"
     grep -E '^(not )?ok .*# ?SKIP' "$out" | sed "s|^|$name: |"
     passed=$((passed + p)) failed=$((failed + f)) skipped=$((skipped + s))
-    cpu_ms
-    local wall=$((SECONDS - started)) cpu=$(((CPU_MS - cpu_started + 500) / 1000))
-    printf '%-40s %3d passed, %d failed, %d skipped %5ds %5ds cpu\n' "$name" "$p" "$f" "$s" "$wall" "$cpu"
-    echo "$wall $cpu $name" >>"$log/times"
-    started=$SECONDS cpu_started=$CPU_MS
+    printf '%-40s %3d passed, %d failed, %d skipped %5ds %5ds cpu\n' "$name" "$p" "$f" "$s" "$4" "$5"
+    echo "$4 $5 $name" >>"$log/times"
+}
+n_jobs=0
+start_job() { # FUNCTION ARGS...
+    n_jobs=$((n_jobs + 1))
+    local dir=$log/job.$n_jobs
+    mkdir -p "$dir"
+    (
+        trap - EXIT # the parent's: it removes the logs
+        JOB=$dir started=$SECONDS n_records=0
+        cpu_ms "$dir/cpu"
+        cpu_started=$CPU_MS
+        "$@"
+        touch "$dir/done"
+    ) </dev/null &
+}
+running() { jobs -rp | wc -l; }
+report_done() { # counts the results of every job that has ended and was not counted yet
+    local d n rc wall cpu name
+    for d in "$log"/job.*; do
+        [ -e "$d/done" ] || continue
+        while read -r n rc wall cpu name; do
+            count "$name" "$d/out.$n" "$rc" "$wall" "$cpu"
+        done <"$d/records"
+        rm -rf "$d"
+    done
+}
+queue() { # FUNCTION ARGS...: starts it once fewer than MC_TEST_JOBS run
+    while [ "$(running)" -ge "$MC_TEST_JOBS" ]; do
+        wait -n
+        report_done
+    done
+    start_job "$@"
 }
 
-for t in "$MC_BUILD"/test/test_*; do
-    [ -x "$t" ] && only "$(basename "$t")" || continue
-    name=unit/$(basename "$t")
-    "$t" >"$log/out" 2>&1
-    count "$name" "$log/out" $?
-done
+# The integration scripts first (the longest programs: started early, they do not end the run
+# alone), then the emulated device's programs, then the unit tests.
 left=0
 for t in test/integration/test_*.sh; do
     [ -f "$t" ] && only "$(basename "$t" .sh)" || continue
@@ -85,56 +160,43 @@ for t in test/integration/test_*.sh; do
         left=$((left + 1))
         continue
     fi
-    name=integration/$(basename "$t" .sh)
-    bash "$t" >"$log/out" 2>&1
-    count "$name" "$log/out" $?
+    queue job_program "integration/$(basename "$t" .sh)" bash "$t"
 done
-
-# The emulated CUDA device (test/emu, built by `make emu` into MC_EMU_BUILD): every GPU op test
-# against the CPU op under each schedule of MC_EMU_SCHEDS (a skip there is a failure: the
-# device exists), then the device memory after every launch must be the same under all of
-# them (a race between synchronisation points shows as a difference).
 : "${MC_EMU_SCHEDS:=forward warps}"
-emu_program() { # the op test binary
-    local t=$1 name rc s first
-    name=$(basename "$t")
-    for s in $MC_EMU_SCHEDS; do
-        MC_EMU_SCHED=$s MC_EMU_HASH="$log/hash.$s" "$t" >"$log/out" 2>&1
-        rc=$?
-        sed -i -E 's/^(not )?ok (.*)# ?SKIP(.*)$/not ok \2(skipped on the emulated device:\3)/' "$log/out"
-        count "emu-$s/$name" "$log/out" $rc
-    done
-    first=${MC_EMU_SCHEDS%% *}
-    for s in $MC_EMU_SCHEDS; do
-        [ "$s" = "$first" ] && continue
-        if cmp -s "$log/hash.$first" "$log/hash.$s" && [ -s "$log/hash.$s" ]; then
-            echo "ok - device memory identical under $first and $s after each of $(wc -l <"$log/hash.$s") launches"
-        else
-            echo "not ok - device memory differs between $first and $s: $(diff "$log/hash.$first" "$log/hash.$s" | sed -n 2p)"
-        fi >"$log/out"
-        count "emu-schedules/$name" "$log/out" 0
-    done
-}
 if [ -n "${MC_EMU_BUILD:-}" ] && [ -x "$MC_EMU_BUILD/megatron-c" ]; then
     for t in "$MC_EMU_BUILD"/test/test_gpu_*; do
         [ -x "$t" ] && only "$(basename "$t")" || continue
-        n=$(basename "$t")
-        emu_program "$t"
+        queue job_emu "$t"
     done
     for t in "$MC_EMU_BUILD"/test/emu/test_emu_*; do
         [ -x "$t" ] && only "$(basename "$t")" || continue
-        "$t" >"$log/out" 2>&1
-        count "emu/$(basename "$t")" "$log/out" $?
+        queue job_program "emu/$(basename "$t")" "$t"
     done
 else
-    echo "ok - the emulated CUDA device # SKIP not built (make emu needs g++ and the CUDA and NCCL headers)" >"$log/out"
-    count emu "$log/out" 0
+    echo "ok - the emulated CUDA device # SKIP not built (make emu needs g++ and the CUDA and NCCL headers)" >"$log/skip"
+    count emu "$log/skip" 0 0 0
 fi
+for t in "$MC_BUILD"/test/test_*; do
+    [ -x "$t" ] && only "$(basename "$t")" || continue
+    queue job_program "unit/$(basename "$t")" "$t"
+done
+while [ "$(running)" -gt 0 ]; do
+    wait -n
+    report_done
+done
+wait
+report_done
+for d in "$log"/job.*; do # a job killed before it ended (its subshell too)
+    [ -d "$d" ] || continue
+    echo "not ok - a test job ended without finishing: $(cat "$d"/records 2>/dev/null | tail -1)" >"$log/lost"
+    count "lost/${d##*/}" "$log/lost" 1 0 0
+done
 
 [ "$left" -eq 0 ] || echo "MC_TEST_SET=$MC_TEST_SET: $left integration scripts left to the release pass (no '# ci-sanitize:' line)"
+touch "$log/times"
 echo "slowest: $(sort -rn "$log/times" | head -8 | awk '{printf "%s %ss (%ss cpu); ", $3, $1, $2}')"
-cpu_ms
-echo "time: $((SECONDS - wall_all)) s wall, $(((CPU_MS - cpu_all + 500) / 1000)) s cpu (MC_TEST_SET=$MC_TEST_SET)"
+cpu_ms "$log/cpu"
+echo "time: $((SECONDS - wall_all)) s wall, $(((CPU_MS - cpu_all + 500) / 1000)) s cpu, $MC_TEST_JOBS at a time (MC_TEST_SET=$MC_TEST_SET)"
 if [ "$skipped" -gt 0 ]; then
     echo "$passed passed, $failed failed, $skipped skipped"
 else

@@ -1,7 +1,7 @@
 /* The mixture-of-experts command line (issue 31, first phase): Megatron's MoE flags parse into
  * their fields, Megatron's rules for them are one-line errors (exit 2) each, a valid MoE line is
- * refused as not implemented yet (the MoE layer does not exist), and --moe-layer-freq's patterns
- * evaluate as Python's eval does (config/moe_pattern.h). */
+ * refused by name where the MoE layer lacks a part (every part at once), and --moe-layer-freq's
+ * patterns evaluate as Python's eval does (config/moe_pattern.h). */
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
@@ -106,7 +106,16 @@ static void test_refused_until_implemented(void **state)
     mc_expect_error_world(MOE " --swiglu --expert-model-parallel-size 2 --moe-token-dispatcher-type "
                               "alltoall",
                           2, "--expert-model-parallel-size is recognised but not implemented yet");
-    mc_expect_error(LINE " --moe-grouped-gemm --bf16", "--moe-grouped-gemm is recognised but not implemented");
+    mc_expect_error(LINE " --moe-per-layer-logging", "--moe-per-layer-logging is recognised but not implemented");
+    /* every part the layer lacks at once, one line each (a recipe sees its whole list) */
+    static const char *const parts[] = {"--expert-model-parallel-size is recognised",
+                                        "--moe-per-layer-logging is recognised",
+                                        "MoE layers with --bf16",
+                                        "MoE layers with --log-throughput",
+                                        "MoE layers with --save"};
+    mc_expect_errors_world(MOE " --swiglu --expert-model-parallel-size 2 --moe-per-layer-logging "
+                               "--bf16 --save /tmp/x --save-interval 5 --log-throughput",
+                           2, 5, parts);
     mc_expect_error(LINE " --moe-z-loss-coeff 0", "--moe-z-loss-coeff is recognised but not implemented");
     mc_expect_error(MOE " --swiglu --moe-router-pre-softmax",
                     "--moe-router-pre-softmax is recognised but not implemented");
@@ -124,6 +133,9 @@ static void test_refused_until_implemented(void **state)
     mc_run_parse_here(&a, LINE " --tensor-model-parallel-size 2 --expert-tensor-parallel-size 2", 2);
     mc_args_free(&a);
     mc_run_t r;
+    /* implementation choices (issue 31): accepted, the same numbers */
+    mc_run_parse(&r, LINE " --moe-grouped-gemm --moe-permute-fusion --bf16", 1);
+    assert_int_equal(r.status, 0);
     mc_run_parse(&r, LINE " --moe-expert-capacity-factor -1", 1); /* negative is None */
     assert_int_equal(r.status, 0);
     mc_run_parse(&r, LINE " --moe-layer-freq 1", 1);
