@@ -920,6 +920,7 @@ int main()
     test_process_ends(h);
     tap(cudnnDestroy(h) == CUDNN_STATUS_SUCCESS && cudnnDestroy(h) == CUDNN_STATUS_BAD_PARAM,
         "cudnnDestroy, once");
+    cudaStreamDestroy(st);
     printf("1..%d\n", g_tests);
     return g_failed ? 1 : 0;
 }

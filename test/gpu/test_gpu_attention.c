@@ -112,6 +112,7 @@ static void gpu_free(gpu_result_t *g)
 /* One case against the CPU backend, with the host model's seed and bounds. */
 static void check_case(const mc_backend_t *be, const att_case_t *c)
 {
+    if (!gpu_case_sampled()) return;
     att_ref_t r;
     att_ref_make(&r, c, att_case_seed(c));
     gpu_result_t g = gpu_run(be, &r, r.seg);

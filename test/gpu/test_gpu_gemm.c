@@ -72,6 +72,7 @@ static void gemm_mode(const char *mode)
 
 static void gemm_case(const mc_backend_t *be, int ta, int tb, int M, int N, int K, int pad, float alpha, float beta)
 {
+    if (!gpu_case_sampled()) return;
     const int a_rows = ta ? K : M, a_cols = ta ? M : K, b_rows = tb ? N : K, b_cols = tb ? K : N;
     const int lda = (a_cols > 0 ? a_cols : 1) + pad, ldb = (b_cols > 0 ? b_cols : 1) + pad, ldc = (N > 0 ? N : 1) + pad;
     const long na = (long)a_rows * lda, nb = (long)b_rows * ldb, nc = (long)M * ldc;
@@ -243,6 +244,7 @@ static void test_gemm_fallback_warns(void **state)
 
 static void linear_forward_case(const mc_backend_t *be, mc_dtype_t dt, int N, int in_f, int out_f, int with_bias)
 {
+    if (!gpu_case_sampled()) return;
     const long ni = (long)N * in_f, nw = (long)out_f * in_f, no = (long)N * out_f;
     void *in = host_rand(dt, ni, -1, 1), *W = host_rand(dt, nw, -0.5, 0.5), *b = host_rand(dt, out_f, -1, 1);
     void *out = host_rand(dt, no, -9, 9); /* overwritten */
@@ -267,6 +269,7 @@ static void linear_forward_case(const mc_backend_t *be, mc_dtype_t dt, int N, in
 static void linear_backward_case(const mc_backend_t *be, mc_dtype_t dt, mc_dtype_t gdt, int N, int in_f, int out_f,
                                  int with_din, int with_dbias)
 {
+    if (!gpu_case_sampled()) return;
     const long ni = (long)N * in_f, nw = (long)out_f * in_f, no = (long)N * out_f;
     void *in = host_rand(dt, ni, -1, 1), *W = host_rand(dt, nw, -0.5, 0.5), *go = host_rand(dt, no, -1, 1);
     void *gi = host_rand(dt, ni, -9, 9);                                          /* overwritten */
@@ -322,6 +325,7 @@ static double *gelu_bound(mc_dtype_t dt, const double *prod_bound, const void *p
 
 static void linear_gelu_case(const mc_backend_t *be, mc_dtype_t dt, mc_dtype_t gdt, int N, int H, int F, int tanh_approx)
 {
+    if (!gpu_case_sampled()) return;
     const long nh = (long)N * H, nw = (long)F * H, nf = (long)N * F;
     void *in = host_rand(dt, nh, -1, 1), *W1 = host_rand(dt, nw, -0.5, 0.5), *b1 = host_rand(dt, F, -1, 1);
     void *act = host_rand(dt, nf, -9, 9), *pre = host_rand(dt, nf, -9, 9);

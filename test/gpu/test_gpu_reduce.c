@@ -18,6 +18,7 @@
 
 static void reduce_case(const mc_backend_t *be, mc_dtype_t dt, long n, int off)
 {
+    if (!gpu_case_sampled()) return;
     const size_t es = mc_dtype_size(dt);
     void *x = host_rand(dt, n + 2, -3, 3);
     char *px = (char *)x + off * es;

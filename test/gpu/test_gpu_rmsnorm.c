@@ -24,6 +24,7 @@
 
 static void rms_case(const mc_backend_t *be, mc_dtype_t dt, mc_dtype_t gdt, int N, int C, int with_dx, int with_dw)
 {
+    if (!gpu_case_sampled()) return;
     const long n = (long)N * C;
     void *x = host_rand(dt, n, -2, 4), *w = host_rand(dt, C, 0.5, 1.5), *out = host_rand(dt, n, -9, 9);
     float *rstd = host_rand(MC_DT_F32, N, 0, 0);
@@ -83,6 +84,7 @@ static void test_rmsnorm(void **state)
  * the RMSNorm of it as above; with sum aliasing a (an in-place residual add) and not. */
 static void add_rms_case(const mc_backend_t *be, mc_dtype_t dt, int N, int C, int in_place)
 {
+    if (!gpu_case_sampled()) return;
     const long n = (long)N * C;
     void *a = host_rand(dt, n, -2, 4), *r = host_rand(dt, n, -1, 1), *w = host_rand(dt, C, 0.5, 1.5),
          *sum = host_rand(dt, n, -9, 9), *out = host_rand(dt, n, -9, 9);

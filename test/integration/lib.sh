@@ -24,6 +24,18 @@ one_error_line() {
     fi
 }
 
+# every_error_line NAME PATTERN RC FILE: a failure whose stderr lines starting "megatron-c: " (one or
+# more: every problem of a line at once) all match PATTERN (grep -E).
+every_error_line() {
+    local name=$1 pattern=$2 rc=$3 file=$4 n
+    n=$(grep -c '^megatron-c: ' "$file")
+    if [ "$rc" -ne 0 ] && [ "$n" -ge 1 ] && [ "$(grep '^megatron-c: ' "$file" | grep -cE -- "$pattern")" -eq "$n" ]; then
+        ok "$name"
+    else
+        not_ok "$name (rc=$rc, stderr: $(head -c 400 "$file"))"
+    fi
+}
+
 # expect_user_error NAME PATTERN ARGS...: megatron-c must exit 2, print exactly one stderr line
 # starting with "megatron-c: error: " that matches PATTERN (grep -E), and print nothing on stdout.
 expect_user_error() {

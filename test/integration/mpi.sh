@@ -16,7 +16,9 @@ export OMPI_MCA_rmaps_base_oversubscribe=1
 # stay on.
 MPI_ASAN_OPTIONS=${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0
 MPIRUN=(timeout 300 mpirun --allow-run-as-root --oversubscribe -x "ASAN_OPTIONS=$MPI_ASAN_OPTIONS")
-SRUN=(timeout 300 srun --mpi=pmix "--export=ALL,ASAN_OPTIONS=$MPI_ASAN_OPTIONS")
+# --oversubscribe: the test node's jobs share it (slurm-up.sh's partition allows it), so the srun
+# runs of programs that test/run.sh runs side by side start at once instead of queueing
+SRUN=(timeout 300 srun --mpi=pmix --oversubscribe "--export=ALL,ASAN_OPTIONS=$MPI_ASAN_OPTIONS")
 
 # pid of the megatron-c process of rank R of a job: the one whose environment has the job's
 # marker (MC_FAULT_JOB: export it, and pass -x MC_FAULT_JOB to mpirun) and the rank
@@ -41,12 +43,13 @@ mpirun_mc() {
     "${MPIRUN[@]}" -np "$np" "$MC_BIN" "$@"
 }
 
-# Slurm is usable when test/integration/slurm-up.sh brought up a node that is idle and srun
-# knows the pmix plugin.
+# Slurm is usable when test/integration/slurm-up.sh brought up a node that is up (idle, or
+# running other tests' jobs, which SRUN's --oversubscribe shares it with) and srun knows the
+# pmix plugin.
 srun_why() {
     if ! command -v srun >/dev/null 2>&1; then echo "srun is not installed"
-    elif ! timeout 10 sinfo -h -o %t 2>/dev/null | grep -qE 'idle|mix'; then
-        echo "no idle Slurm node (run test/integration/slurm-up.sh)"
+    elif ! timeout 10 sinfo -h -o %t 2>/dev/null | grep -qE '^(idle|mix|alloc)'; then
+        echo "no Slurm node up (run test/integration/slurm-up.sh)"
     elif ! timeout 10 srun --mpi=list 2>&1 | grep -q pmix; then echo "srun has no pmix plugin"
     fi
 }

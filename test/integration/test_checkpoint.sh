@@ -14,7 +14,9 @@
 #  - with python3-torch: torch.load opens the files and sees Megatron's keys, names, shapes,
 #    the args Namespace, an optimizer state torch's AdamW accepts, and parameter values whose
 #    norm is the logged params norm.
-# ci-sanitize: checkpoint writing and reading on many ranks, the async save's writer thread
+# ci-sanitize: checkpoint writing and reading on many ranks, the async save's writer thread;
+#   its runs (tp 2 x pp 2 x vpp 2 with SP on 8 ranks, dp 2 distopt) are also the sanitizers'
+#   sample of tensor- and pipeline-parallel training (test_tp and test_pp are not repeated)
 source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/mpi.sh"
 

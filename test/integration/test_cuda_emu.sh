@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # megatron-c --device cuda end to end on the emulated CUDA device (test/emu): the emulated
-# rehearsal of scripts/gpu-test.sh's train step, each comparison its own TAP line, 12 iterations
-# (24 on a GPU; 12 pass the same code: warmup, cosine decay, two evaluations, dropout on). fp32
+# rehearsal of scripts/gpu-test.sh's train step, each comparison its own TAP line, 8 iterations
+# (24 on a GPU; 8 pass the same code: 3 of warmup, cosine decay, two evaluations, dropout on). fp32
 # gives the CPU run's losses within 1e-5; bf16 tracks the emulated fp32 run within 1%; from a loss
 # scale of 2^24 fp16 skips the iterations the CPU skips, its applied iterations within 1% of the
 # CPU's; tp 2 with sequence parallelism, pp 2 with virtual stages and dp 2 with the distributed
@@ -10,7 +10,8 @@
 # attention (the default on the emulated cuDNN) in bf16 with attention dropout 0 gives the CPU's
 # bf16 losses within 1e-3 for the GPT and the Llama (grouped-query) model, and its tp 2 + SP,
 # pp 2 x vpp 2 and dp 2 distributed-optimizer runs the single-rank cuDNN run's numbers
-# (MC_GPU_TEST_CUDNN_ITERS, 8 iterations; the bf16 run above is on cuDNN too). Left to the GPU
+# (MC_GPU_TEST_CUDNN_ITERS, 6 iterations: warmup, decay, two evaluations; the bf16 run above is
+# on cuDNN too). Left to the GPU
 # run: fp16 tracking fp32 from a scale of 4096 (here fp16-overflow's applied iterations against
 # the CPU and the fp16 op tests check the fp16 path) and the Llama block in bf16 (here the Llama
 # fp32 run, bf16 GPT run and the bf16 op tests of its ops).
@@ -26,8 +27,9 @@ if [ -z "${MC_EMU_BUILD:-}" ] || [ ! -x "$MC_EMU_BUILD/megatron-c" ]; then
     skip "megatron-c --device cuda on the emulated device" "no emulated build (MC_EMU_BUILD='${MC_EMU_BUILD:-}' has no megatron-c; make emu)"
     exit 0
 fi
-only=(MC_GPU_TEST_ONLY="fp32 bf16 fp16-overflow tp pp dp llama cudnn cudnn-tp cudnn-pp cudnn-dp cudnn-llama" MC_GPU_TEST_ITERS=12)
-what="fp32, bf16, fp16 overflow, tp 2 + SP, pp 2 x vpp 2, dp 2 distopt, Llama fp32: 12 iterations; cuDNN GPT/Llama and layouts: 8"
+only=(MC_GPU_TEST_ONLY="fp32 bf16 fp16-overflow tp pp dp llama cudnn cudnn-tp cudnn-pp cudnn-dp cudnn-llama"
+      MC_GPU_TEST_ITERS=8 MC_GPU_TEST_CUDNN_ITERS=6)
+what="fp32, bf16, fp16 overflow, tp 2 + SP, pp 2 x vpp 2, dp 2 distopt, Llama fp32: 8 iterations; cuDNN GPT/Llama and layouts: 6"
 left="left to the GPU run (see this script's header)"
 case $MC_EMU_BUILD in
 *emu-san) only=(MC_GPU_TEST_ONLY="fp32 dp" MC_GPU_TEST_ITERS=4)

@@ -5,7 +5,6 @@
 # tp 2 x pp 2 x dp 2 with vpp 2, sequence parallelism and the distributed optimizer, under mpirun
 # and srun, give the single-rank losses, grad norms and params norms over 24 iterations with
 # dropout on (layout-invariant init and dropout, DESIGN decision 6).
-# ci-sanitize: multi-rank training: p2p buffers of the 1F1B and interleaved schedules
 source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/mpi.sh"
 

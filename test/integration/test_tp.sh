@@ -2,7 +2,6 @@
 # Tensor parallelism: tp = 2 and 4, each with and without sequence parallelism, and
 # tp 2 x dp 2, give the single-rank losses, grad norms and parameter norms over 24 iterations
 # with dropout on (layout-invariant init and dropout, DESIGN decision 6), under mpirun.
-# ci-sanitize: multi-rank training: tp and sequence parallelism's gathers and scatters, tp x dp
 source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/mpi.sh"
 
