@@ -4,6 +4,7 @@
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 /* Appends to a bounded buffer and keeps counting past its end, so the caller gets snprintf's
@@ -35,6 +36,40 @@ static void put_f(out_t *o, int prec, double v)
 {
     if (isnan(v)) put(o, "nan");
     else put(o, "%.*f", prec, v);
+}
+
+/* Python's repr of a float (str(), '{}'): the shortest digits that read back as v, in fixed
+ * notation when the decimal point falls within 16 digits before and 4 after (123.0, 0.0001), else
+ * as d.ddde+XX (1e+16, 1.5e-05). */
+static void put_py_float(out_t *o, double v)
+{
+    if (isnan(v) || isinf(v)) {
+        put(o, isnan(v) ? "nan" : v < 0 ? "-inf" : "inf");
+        return;
+    }
+    char e[40], digits[24];
+    for (int p = 1; p <= 17; p++) {
+        snprintf(e, sizeof(e), "%.*e", p - 1, v);
+        if (strtod(e, NULL) == v) break;
+    }
+    const char *c = e + (e[0] == '-');
+    int nd = 0;
+    for (; *c && *c != 'e'; c++)
+        if (*c != '.') digits[nd++] = *c;
+    while (nd > 1 && digits[nd - 1] == '0') nd--;
+    digits[nd] = '\0';
+    const int exp10 = atoi(c + 1), decpt = exp10 + 1; /* v = 0.digits x 10^decpt */
+    if (e[0] == '-') put(o, "-");
+    if (decpt <= -4 || decpt > 16) {
+        put(o, "%c%s%s", digits[0], nd > 1 ? "." : "", digits + 1);
+        put(o, "e%+03d", exp10);
+    } else if (decpt <= 0) {
+        put(o, "0.%.*s%s", -decpt, "0000", digits);
+    } else if (decpt >= nd) {
+        put(o, "%s%.*s.0", digits, decpt - nd, "0000000000000000");
+    } else {
+        put(o, "%.*s.%s", decpt, digits, digits + decpt);
+    }
 }
 
 static int finish(out_t *o)
@@ -93,7 +128,11 @@ int mc_format_log_line(char *buf, size_t n, const mc_log_line_t *l, const struct
         put_f(&o, 3, l->grad_norm);
         put(&o, " |");
     }
-    if (l->has_num_zeros) put(&o, " num zeros: %ld |", l->num_zeros);
+    if (l->has_num_zeros) { /* f' num zeros: {num_zeros_in_grad} |' of a Python float */
+        put(&o, " num zeros: ");
+        put_py_float(&o, l->num_zeros);
+        put(&o, " |");
+    }
     if (l->has_params_norm) {
         put(&o, " params norm: ");
         put_f(&o, 3, l->params_norm);
@@ -105,7 +144,7 @@ int mc_format_log_line(char *buf, size_t n, const mc_log_line_t *l, const struct
 }
 
 int mc_format_eval_block(char *buf, size_t n, const char *label, const char **names,
-                         const double *values, int n_values)
+                         const float *values, int n_values)
 {
     /* The text line first, into a scratch writer that only measures it. */
     out_t line = {NULL, 0, 0};
@@ -135,3 +174,27 @@ int mc_format_eval_block(char *buf, size_t n, const char *label, const char **na
     }
     return finish(&o);
 }
+
+void mc_log_loss_report(const double *mb_sums, const double *mb_tokens, int M, float pair[2])
+{
+    pair[0] = pair[1] = 0.0f;
+    for (int i = 0; i < M; i++) {
+        pair[0] += (float)mb_sums[i];
+        pair[1] += (float)mb_tokens[i]; /* an int count, exact in float32 below 2^24 */
+    }
+}
+
+float mc_log_loss_ratio(const float pair[2]) { return pair[0] / pair[1]; }
+
+double mc_log_average(float total, int advanced)
+{
+    return (double)total / (double)(advanced > 1 ? advanced : 1);
+}
+
+float mc_log_norm_2(double sumsq)
+{
+    const float norm = sqrtf((float)sumsq);
+    return norm * norm;
+}
+
+double mc_log_params_norm(float total_norm_2) { return sqrt((double)total_norm_2); }
