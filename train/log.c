@@ -1,10 +1,11 @@
 /* Megatron's log line and validation block (MEGATRON.md section 8). */
 #include "train/log.h"
 
+#include "base/py_float.h"
+
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 
 /* Appends to a bounded buffer and keeps counting past its end, so the caller gets snprintf's
@@ -36,40 +37,6 @@ static void put_f(out_t *o, int prec, double v)
 {
     if (isnan(v)) put(o, "nan");
     else put(o, "%.*f", prec, v);
-}
-
-/* Python's repr of a float (str(), '{}'): the shortest digits that read back as v, in fixed
- * notation when the decimal point falls within 16 digits before and 4 after (123.0, 0.0001), else
- * as d.ddde+XX (1e+16, 1.5e-05). */
-static void put_py_float(out_t *o, double v)
-{
-    if (isnan(v) || isinf(v)) {
-        put(o, isnan(v) ? "nan" : v < 0 ? "-inf" : "inf");
-        return;
-    }
-    char e[40], digits[24];
-    for (int p = 1; p <= 17; p++) {
-        snprintf(e, sizeof(e), "%.*e", p - 1, v);
-        if (strtod(e, NULL) == v) break;
-    }
-    const char *c = e + (e[0] == '-');
-    int nd = 0;
-    for (; *c && *c != 'e'; c++)
-        if (*c != '.') digits[nd++] = *c;
-    while (nd > 1 && digits[nd - 1] == '0') nd--;
-    digits[nd] = '\0';
-    const int exp10 = atoi(c + 1), decpt = exp10 + 1; /* v = 0.digits x 10^decpt */
-    if (e[0] == '-') put(o, "-");
-    if (decpt <= -4 || decpt > 16) {
-        put(o, "%c%s%s", digits[0], nd > 1 ? "." : "", digits + 1);
-        put(o, "e%+03d", exp10);
-    } else if (decpt <= 0) {
-        put(o, "0.%.*s%s", -decpt, "0000", digits);
-    } else if (decpt >= nd) {
-        put(o, "%s%.*s.0", digits, decpt - nd, "0000000000000000");
-    } else {
-        put(o, "%.*s.%s", decpt, digits, digits + decpt);
-    }
 }
 
 static int finish(out_t *o)
@@ -129,9 +96,9 @@ int mc_format_log_line(char *buf, size_t n, const mc_log_line_t *l, const struct
         put(&o, " |");
     }
     if (l->has_num_zeros) { /* f' num zeros: {num_zeros_in_grad} |' of a Python float */
-        put(&o, " num zeros: ");
-        put_py_float(&o, l->num_zeros);
-        put(&o, " |");
+        char repr[40];
+        mc_py_float_repr(l->num_zeros, repr, sizeof(repr));
+        put(&o, " num zeros: %s |", repr);
     }
     if (l->has_params_norm) {
         put(&o, " params norm: ");
