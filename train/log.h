@@ -3,7 +3,9 @@
  *
  * Python's format specs map to printf: {:.6E} -> %.6E, {:.3f} -> %.3f, {:8d} -> %8lld. Both round
  * the exact binary value half-to-even and print at least two exponent digits; NaN is printed
- * without a sign, as Python does ("NAN" for E formats, "nan" for f formats). */
+ * without a sign, as Python does ("NAN" for E formats, "nan" for f formats); '{}' of a float is
+ * Python's repr (base/py_float.h). Which values are float32 and how they are summed: train/README.md,
+ * "The log line". */
 #ifndef MC_TRAIN_LOG_H
 #define MC_TRAIN_LOG_H
 
