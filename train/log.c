@@ -1,6 +1,8 @@
 /* Megatron's log line and validation block (MEGATRON.md section 8). */
 #include "train/log.h"
 
+#include "base/py_float.h"
+
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -93,7 +95,11 @@ int mc_format_log_line(char *buf, size_t n, const mc_log_line_t *l, const struct
         put_f(&o, 3, l->grad_norm);
         put(&o, " |");
     }
-    if (l->has_num_zeros) put(&o, " num zeros: %ld |", l->num_zeros);
+    if (l->has_num_zeros) { /* f' num zeros: {num_zeros_in_grad} |' of a Python float */
+        char repr[40];
+        mc_py_float_repr(l->num_zeros, repr, sizeof(repr));
+        put(&o, " num zeros: %s |", repr);
+    }
     if (l->has_params_norm) {
         put(&o, " params norm: ");
         put_f(&o, 3, l->params_norm);
@@ -105,7 +111,7 @@ int mc_format_log_line(char *buf, size_t n, const mc_log_line_t *l, const struct
 }
 
 int mc_format_eval_block(char *buf, size_t n, const char *label, const char **names,
-                         const double *values, int n_values)
+                         const float *values, int n_values)
 {
     /* The text line first, into a scratch writer that only measures it. */
     out_t line = {NULL, 0, 0};
@@ -135,3 +141,27 @@ int mc_format_eval_block(char *buf, size_t n, const char *label, const char **na
     }
     return finish(&o);
 }
+
+void mc_log_loss_report(const double *mb_sums, const double *mb_tokens, int M, float pair[2])
+{
+    pair[0] = pair[1] = 0.0f;
+    for (int i = 0; i < M; i++) {
+        pair[0] += (float)mb_sums[i];
+        pair[1] += (float)mb_tokens[i]; /* an int count, exact in float32 below 2^24 */
+    }
+}
+
+float mc_log_loss_ratio(const float pair[2]) { return pair[0] / pair[1]; }
+
+double mc_log_average(float total, int advanced)
+{
+    return (double)total / (double)(advanced > 1 ? advanced : 1);
+}
+
+float mc_log_norm_2(double sumsq)
+{
+    const float norm = sqrtf((float)sumsq);
+    return norm * norm;
+}
+
+double mc_log_params_norm(float total_norm_2) { return sqrt((double)total_norm_2); }

@@ -102,14 +102,15 @@ static void load_microbatch(run_t *run, int slot, int split, int64_t first, int 
 }
 
 /* Token-weighted validation loss over eval_iters iterations of the split, consuming
- * eval_global_batch_size samples per iteration from *consumed. */
-static double evaluate(run_t *run, int split, int64_t *consumed)
+ * eval_global_batch_size samples per iteration from *consumed: Megatron's evaluate() adds each
+ * iteration's reduced [sum, tokens] to a float32 pair and divides in float32 (0/0 is NaN). */
+static float evaluate(run_t *run, int split, int64_t *consumed)
 {
     mc_trainer_t *t = &run->t;
     const mc_args_t *a = t->args;
     const int mbs = a->eval_micro_batch_size;
     const int M = mc_args_eval_microbatches(a);
-    double sum = 0, tokens = 0;
+    float total[2] = {0.0f, 0.0f};
     mc_microbatch_t *mbl = calloc((size_t)(M > 0 ? M : 1), sizeof(*mbl));
     if (!mbl) mc_fatal("out of host memory");
     mc_ddp_finish_param_gather(&t->ddp);
@@ -119,14 +120,14 @@ static double evaluate(run_t *run, int split, int64_t *consumed)
                 run, i, split,
                 mc_sampler_index(*consumed, mbs, a->data_parallel_size, t->par.me.dp, i, 0), mbs,
                 &mbl[i]);
-        double s, c;
-        mc_forward_only(t, mbl, M, &s, &c); /* over the global batch already */
-        sum += s;
-        tokens += c;
+        float pair[2];
+        mc_forward_only(t, mbl, M, pair); /* over the global batch already */
+        total[0] += pair[0];
+        total[1] += pair[1];
         *consumed += (int64_t)mbs * a->data_parallel_size * M;
     }
     free(mbl);
-    return tokens > 0 ? sum / tokens : 0.0;
+    return mc_log_loss_ratio(total);
 }
 
 /* Megatron's print_rank_last: the last rank prints the training log and evaluations. */
@@ -134,7 +135,7 @@ static bool is_last_rank(const mc_trainer_t *t) { return t->par.rank == t->par.l
 
 /* evaluate_and_print_results: the block, and the validation scalars unless write_tb is false
  * (the end-of-run evaluations with --skip-train) */
-static void print_eval(const run_t *run, const char *label, double loss, bool write_tb)
+static void print_eval(const run_t *run, const char *label, float loss, bool write_tb)
 {
     const mc_trainer_t *t = &run->t;
     if (!is_last_rank(t)) return;
@@ -208,12 +209,10 @@ static void print_startup(const run_t *run, const mc_memory_plan_t *plan, const 
 
 /* Accumulated over one log interval, as Megatron's total_loss_dict. */
 typedef struct {
-    double loss_sum; /* sum of per-iteration lm loss over advanced iterations */
-    double moe_sum;  /* and of load_balancing_loss (MoE models: track_moe_metrics) */
+    /* float32 tensors, as Megatron's: the lm loss of the advanced iterations, and
+     * load_balancing_loss (MoE models: the metrics tracker adds it every iteration) */
+    float loss_sum, moe_sum;
     int advanced, skipped, nan;
-    /* num_floating_point_operations_since_last_log_event: each iteration's, of its own batch
-     * (--rampup-batch-size changes it within an interval) */
-    double flops;
     /* total_loss_dict holds 'lm loss' from the first advanced iteration of this train() on
      * (kept across intervals): before it, the line has no loss at all */
     bool have_loss;
@@ -286,16 +285,13 @@ static size_t format_volume(const mc_trainer_t *t, const interval_t *iv, int ite
 static double params_norm(mc_trainer_t *t)
 {
     mc_ddp_finish_param_gather(&t->ddp);
-    double sq;
-    if (t->opt.master && t->model.cfg.dt == MC_DT_BF16) {
-        sq = mc_opt_master_sumsq(&t->opt);
-        mc_all_reduce(t->comm, t->ddp.dist_opt ? t->comm->world : t->par.mp, &sq, 1, MC_DT_F64,
-                      MC_OP_SUM);
-    } else {
-        sq = mc_params_sumsq(&t->model);
-        mc_all_reduce(t->comm, t->par.mp, &sq, 1, MC_DT_F64, MC_OP_SUM);
-    }
-    return sqrt(sq);
+    /* each rank's float32 norm_2, summed over the ranks and rounded to float32 (two ranks' sum is
+     * exact in double) */
+    const bool master = t->opt.master && t->model.cfg.dt == MC_DT_BF16;
+    double sq = mc_log_norm_2(master ? mc_opt_master_sumsq(&t->opt) : mc_params_sumsq(&t->model));
+    mc_group_t *g = master && t->ddp.dist_opt ? t->comm->world : t->par.mp;
+    mc_all_reduce(t->comm, g, &sq, 1, MC_DT_F64, MC_OP_SUM);
+    return mc_log_params_norm((float)sq);
 }
 
 static void log_iteration(run_t *run, interval_t *iv, const mc_step_result_t *r)
@@ -314,10 +310,11 @@ static void log_iteration(run_t *run, interval_t *iv, const mc_step_result_t *r)
     l.elapsed_ms_per_iter = elapsed * 1000.0;
     if (a->log_throughput) {
         l.has_throughput = 1;
-        l.tflops_per_gpu = iv->flops / (iters > 0 ? iters : 1) / (elapsed * 1e12 * a->world_size);
+        /* num_floating_point_operations(args, batch_size): this iteration's batch */
+        l.tflops_per_gpu = mc_gpt_flops(&t->model.cfg, gbs) / (elapsed * 1e12 * a->world_size);
     }
     l.has_lr = 1;
-    l.lr = mc_lr_at(&t->sched, t->sched.num_steps); /* read after the scheduler step */
+    l.lr = (float)mc_lr_at(&t->sched, t->sched.num_steps); /* read after the scheduler step */
     l.has_decoupled_lr = a->decoupled_lr >= 0;
     l.decoupled_lr = mc_decoupled_lr_at(&t->sched, t->sched.num_steps);
     l.global_batch_size = gbs;
@@ -325,19 +322,19 @@ static void log_iteration(run_t *run, interval_t *iv, const mc_step_result_t *r)
      * prints (`if avg >= 0.0`; core_v0.15's `> 0.0` left it out) */
     l.n_losses = iv->have_loss ? 1 : 0;
     l.loss_names[0] = "lm loss";
-    l.loss_values[0] = iv->loss_sum / (iv->advanced > 1 ? iv->advanced : 1);
+    l.loss_values[0] = mc_log_average(iv->loss_sum, iv->advanced);
     if (iv->have_loss && t->model.cfg.moe.aux_coeff != 0) {
         l.loss_names[l.n_losses] = "load_balancing_loss";
-        l.loss_values[l.n_losses++] = iv->moe_sum / (iv->advanced > 1 ? iv->advanced : 1);
+        l.loss_values[l.n_losses++] = mc_log_average(iv->moe_sum, iv->advanced);
     }
-    l.loss_scale = mc_scaler_value(&t->scaler);
+    l.loss_scale = (float)mc_scaler_value(&t->scaler);
     /* a skipped step has no grad norm (Megatron's optimizer returns None) */
     l.has_grad_norm = !r->skipped;
-    l.grad_norm = r->grad_norm;
+    l.grad_norm = (float)r->grad_norm;
     /* collectives first, on every rank; only the last rank prints */
     if (a->log_num_zeros_in_grad && !r->skipped) {
         l.has_num_zeros = 1;
-        l.num_zeros = (long)r->num_zeros;
+        l.num_zeros = (float)r->num_zeros;
     }
     if (a->log_params_norm) {
         l.has_params_norm = 1;
@@ -371,9 +368,8 @@ static void log_iteration(run_t *run, interval_t *iv, const mc_step_result_t *r)
         iv->first = false;
         return;
     }
-    iv->loss_sum = iv->moe_sum = 0;
+    iv->loss_sum = iv->moe_sum = 0.0f;
     iv->advanced = iv->skipped = iv->nan = 0;
-    iv->flops = 0;
     iv->t0 = mc_now_s();
     snapshot_volume(t, iv);
 }
@@ -381,7 +377,7 @@ static void log_iteration(run_t *run, interval_t *iv, const mc_step_result_t *r)
 /* training_log's TensorBoard part, at --tensorboard-log-interval (the writer is the last rank's;
  * the values every rank has) */
 static void write_tensorboard(run_t *run, const interval_t *iv, const mc_step_result_t *r,
-                              double loss)
+                              float loss)
 {
     const mc_trainer_t *t = &run->t;
     const mc_args_t *a = t->args;
@@ -634,12 +630,10 @@ static bool train_iteration(run_t *run, mc_microbatch_t *mbl, interval_t *iv, do
                         mbs, &mbl[i]);
     mc_step_result_t r;
     mc_train_step(t, mbl, M, &r);
-    if (args->log_throughput)
-        iv->flops += mc_gpt_flops(&t->model.cfg, run->microbatches.current_global_batch_size);
     t->iteration++;
     t->consumed_train_samples += (int64_t)mbs * args->data_parallel_size * M;
-    double loss = r.num_tokens > 0 ? r.loss_sum / r.num_tokens : 0.0;
-    iv->moe_sum += moe_metric(t, M);
+    const float loss = r.lm_loss;           /* loss_dict['lm loss'] */
+    iv->moe_sum += (float)moe_metric(t, M); /* the tracker's float32 value */
     /* Megatron's training_log: a skipped iteration's loss is not averaged; it is a nan iteration
      * when that loss is inf or nan */
     if (r.skipped) {

@@ -7,19 +7,19 @@
 
 #include "base/error.h"
 #include "config/env.h"
+#include "train/log.h"
 #include "train/train.h"
 
-/* The loss pair (sum, tokens) of this rank's microbatches over the global batch: the last
- * pipeline stage has it; broadcast over the pipeline, then summed over dp-cp (Megatron's
- * finalize_model_grads does the same with the token count for per-token loss). */
-static void reduce_loss_pair(mc_trainer_t *t, double *sum, double *tokens)
+/* The loss pairs of this rank's microbatches over the global batch: the last pipeline stage has
+ * them; broadcast over the pipeline, then summed over dp-cp (Megatron's finalize_model_grads does
+ * the same with the token count for per-token loss). v: (sum, tokens) in double, for training and
+ * the loss checks, then Megatron's float32 report pair (train_step's all_reduce over dp_cp), in one
+ * collective: a sum of two float32 values in double is exact, so rounding it gives float32's sum. */
+static void reduce_loss_pairs(mc_trainer_t *t, double v[4])
 {
-    double pair[2] = {*sum, *tokens};
     if (t->par.pp && t->par.pp->size > 1)
-        mc_broadcast(t->comm, t->par.pp, pair, 2, MC_DT_F64, t->par.pp->size - 1);
-    mc_all_reduce(t->comm, t->par.dp_cp, pair, 2, MC_DT_F64, MC_OP_SUM);
-    *sum = pair[0];
-    *tokens = pair[1];
+        mc_broadcast(t->comm, t->par.pp, v, 4, MC_DT_F64, t->par.pp->size - 1);
+    mc_all_reduce(t->comm, t->par.dp_cp, v, 4, MC_DT_F64, MC_OP_SUM);
 }
 
 /* What a non-finite value is: 0 finite, 1 NaN, 2 Inf. */
@@ -48,7 +48,8 @@ typedef struct {
     int M;
     uint32_t it;
     double sum, tokens;
-    int bad_loss; /* the first non-finite local loss (non_finite's code) */
+    double *mb_sum, *mb_tokens; /* each microbatch's, for Megatron's float32 report */
+    int bad_loss;               /* the first non-finite local loss (non_finite's code) */
     /* microbatches whose losses the forward left in their losses_out (read after a synchronize),
      * in the order of their forwards */
     const mc_microbatch_t *mbs;
@@ -59,12 +60,14 @@ typedef struct {
 static void add_loss(step_ctx_t *s, int mb, double sum, double cnt)
 {
     s->tokens += cnt;
+    s->mb_tokens[mb] = cnt;
     if (s->mbs[mb].losses_out) {
         s->pending[s->n_pending++] = mb;
         return;
     }
     if (!s->bad_loss) s->bad_loss = non_finite(sum); /* reported once every rank knows */
     s->sum += sum;
+    s->mb_sum[mb] = sum;
 }
 
 /* The step's one wait for the device: the host staging is free for the next step, and the
@@ -77,16 +80,33 @@ static void settle_losses(step_ctx_t *s)
         const double sum = mc_gpt_loss_sum(mb, mb->losses_out);
         if (!s->bad_loss) s->bad_loss = non_finite(sum);
         s->sum += sum;
+        s->mb_sum[s->pending[i]] = sum;
     }
     free(s->pending);
     s->pending = NULL, s->n_pending = 0;
 }
 
+/* After settle_losses: the step's loss over the global batch on every rank, in double (s->sum,
+ * s->tokens) and as Megatron's float32 report pair. */
+static void reduce_losses(step_ctx_t *s, float report[2])
+{
+    mc_log_loss_report(s->mb_sum, s->mb_tokens, s->M, report);
+    double v[4] = {s->sum, s->tokens, report[0], report[1]};
+    reduce_loss_pairs(s->t, v);
+    s->sum = v[0], s->tokens = v[1];
+    report[0] = (float)v[2], report[1] = (float)v[3];
+    free(s->mb_sum);
+    s->mb_sum = s->mb_tokens = NULL;
+}
+
 static void ctx_for(step_ctx_t *s, const mc_microbatch_t *mbs, int M)
 {
     s->mbs = mbs;
-    s->pending = malloc((size_t)(M > 0 ? M : 1) * sizeof(int));
-    if (!s->pending) mc_fatal("out of host memory");
+    const size_t n = (size_t)(M > 0 ? M : 1);
+    s->pending = malloc(n * sizeof(int));
+    s->mb_sum = calloc(2 * n, sizeof(double)); /* a stage without the loss reports zeros */
+    if (!s->pending || !s->mb_sum) mc_fatal("out of host memory");
+    s->mb_tokens = s->mb_sum + n;
 }
 
 /* Section 5.3: the objective per microbatch is sum / max(tokens, 1) / M, or the plain sum with
@@ -164,7 +184,9 @@ void mc_forward_backward(mc_trainer_t *t, const mc_microbatch_t *mbs, int M, mc_
     /* the token-weighted loss over the global batch */
     settle_losses(&ctx);
     free(wmbs);
-    reduce_loss_pair(t, &ctx.sum, &ctx.tokens);
+    float report[2];
+    reduce_losses(&ctx, report);
+    r->lm_loss = mc_log_loss_ratio(report);
     if (a->check_for_nan_in_loss_and_grad && non_finite(ctx.sum))
         stop_non_finite(t, ctx.bad_loss, ctx.sum, "local forward loss calculation");
     r->loss_sum = ctx.sum;
@@ -179,8 +201,7 @@ static float on_eval_loss(void *ctx, int mb, double sum, double cnt)
     return 0.0f;
 }
 
-void mc_forward_only(mc_trainer_t *t, const mc_microbatch_t *mbs, int M, double *loss_sum,
-                     double *num_tokens)
+void mc_forward_only(mc_trainer_t *t, const mc_microbatch_t *mbs, int M, float report[2])
 {
     step_ctx_t ctx = {.t = t, .M = M};
     ctx_for(&ctx, mbs, M);
@@ -192,9 +213,7 @@ void mc_forward_only(mc_trainer_t *t, const mc_microbatch_t *mbs, int M, double 
                              .on_loss = on_eval_loss};
     mc_pipeline_run(&t->pipe, &st);
     settle_losses(&ctx);
-    reduce_loss_pair(t, &ctx.sum, &ctx.tokens);
-    *loss_sum = ctx.sum;
-    *num_tokens = ctx.tokens;
+    reduce_losses(&ctx, report);
 }
 
 /* Gradient statistics are reduced over the model-parallel group, or over every rank with the

@@ -11,7 +11,8 @@
 #include "trainer/trainer.h"
 
 typedef struct {
-    double loss_sum, num_tokens; /* over the global batch; the reported lm loss is their ratio */
+    double loss_sum, num_tokens; /* over the global batch */
+    float lm_loss;               /* Megatron's loss_reduced['lm loss'] (mc_log_loss_ratio) */
     bool skipped;                /* the loss scaler found inf/nan gradients: no update */
     double grad_norm;            /* pre-clip (not computed when skipped) */
     double num_zeros;            /* zeros in the gradients (--log-num-zeros-in-grad) */
@@ -25,9 +26,9 @@ typedef struct {
 void mc_forward_backward(mc_trainer_t *t, const mc_microbatch_t *mbs, int M, mc_step_result_t *r);
 
 /* Forward only over M microbatches in the pipeline schedule (evaluation, no dropout): the masked
- * loss sum and token count over the global batch, on every rank. */
-void mc_forward_only(mc_trainer_t *t, const mc_microbatch_t *mbs, int M, double *loss_sum,
-                     double *num_tokens);
+ * loss sum and token count over the global batch, on every rank, as Megatron's float32 report
+ * pair (mc_log_loss_report, summed over dp-cp). */
+void mc_forward_only(mc_trainer_t *t, const mc_microbatch_t *mbs, int M, float report[2]);
 
 /* One optimizer step over M microbatches (M = args->num_microbatches): forward/backward with
  * Megatron's loss normalisation and loss scaling, nan checks, unscale and overflow check (a step

@@ -8,7 +8,9 @@ Prints TAP lines ("ok - ..." / "not ok - ..."), one per check, each prefixed by 
 
 Every scalar is compared with the log line or validation block of the same iteration: the values
 (within the log's printed precision and float32's), the steps of each tag and the x-axis of each
-"vs samples" tag (the consumed samples of the log line at that iteration).
+"vs samples" tag (the consumed samples of the log line at that iteration); and the printed text of
+the float32 fields, to the digit, as Megatron's format strings make it from the float32 values the
+events hold (check_exact).
 """
 import argparse
 import glob
@@ -53,8 +55,8 @@ def parse_log(path):
             lines[last] = {k.strip(): v.strip() for k, v in FIELD.findall(m.group(2) + " |")}
             continue
         m = VALID.match(raw)
-        if m:
-            valid.append((int(m.group(1)), float(m.group(2)), float(m.group(3))))
+        if m:  # the printed texts (check_exact); float() where compared as numbers
+            valid.append((int(m.group(1)), m.group(2), m.group(3)))
             continue
         m = TIMER.match(raw)
         if m and last is not None:
@@ -125,6 +127,51 @@ def check_args(ea, log):
                 ea.SummaryMetadata(tag).plugin_data.plugin_name != "text":
             bad.append((tag, got, rows[tag]))
     tap(not bad, "each text holds its argument's value, text plugin, step 0 (differing: %s)" % bad[:3])
+
+
+def check_exact(sc, lines, valid):
+    """Each line's text re-made by Megatron's own format strings from the float32 values
+    TensorBoard holds (torch's add_scalar keeps float32, the dtype Megatron prints from): the
+    learning rate, loss scale, grad norm and num zeros of the line's iteration, the lm loss as
+    training_log's float32 total_loss_dict over the line's window divided in double, and each
+    validation block's value and PPL."""
+    import numpy as np
+    at = {t: dict(pts) for t, pts in sc.items()}
+    fmt = {"learning-rate": ("learning rate", "{:.6E}"), "loss-scale": ("loss scale", "{:.1f}"),
+           "grad-norm": ("grad norm", "{:.3f}"), "num-zeros": ("num zeros", "{}")}
+    for tag, (field, spec) in fmt.items():
+        pts = [(it, spec.format(float(np.float32(v))), lines[it][field]) for it, v in
+               sorted(at.get(tag, {}).items()) if it in lines and field in lines[it]]
+        bad = [p for p in pts if p[1] != p[2]]
+        if pts:
+            tap(not bad, "'%s' printed as Megatron formats the float32 value, to the digit (%d lines; "
+                "(iteration, Megatron's, ours) differing: %s)" % (field, len(pts), bad[:3]))
+    loss, logged = at.get("lm loss", {}), sorted(lines)
+    pts = []
+    for k, it in enumerate(logged):
+        window = range(1 if k <= 1 else logged[k - 1] + 1, it + 1)  # main's first line resets nothing
+        f = lines[it]
+        if "lm loss" not in f or f.get("number of skipped iterations") != "0" or \
+                any(i not in loss for i in window):
+            continue
+        total = np.float32(0.0)
+        for i in window:
+            total = np.float32(total + np.float32(loss[i]))
+        pts.append((it, "{:.6E}".format(float(total) / float(max(1, len(window)))), f["lm loss"]))
+    bad = [p for p in pts if p[1] != p[2]]
+    if pts:
+        tap(not bad, "'lm loss' as training_log's float32 total over the window, to the digit (%d "
+            "lines; differing: %s)" % (len(pts), bad[:3]))
+    got = sc.get("lm loss validation", [])  # in writing order: the end-of-run blocks share a step
+    if got and len(got) == len(valid):
+        bad = []
+        for (it, v), (vit, text, ppl) in zip(got, valid):
+            want = ("{:.6E}".format(float(np.float32(v))),
+                    "{:.6E}".format(math.exp(min(20, float(np.float32(v))))))
+            if (it, want) != (vit, (text, ppl)):
+                bad.append((it, want, (text, ppl)))
+        tap(not bad, "validation value and PPL as Megatron formats the float32 loss, to the digit "
+            "(%d blocks; differing: %s)" % (len(got), bad[:3]))
 
 
 def main():
@@ -233,6 +280,8 @@ def main():
         tap(not skipped & {s for s, _ in sc["grad-norm"]}, "no grad-norm at skipped iterations %s"
             % sorted(skipped)[:4])
 
+    check_exact(sc, lines, valid)
+
     # at log lines: iteration time, throughput, timers
     if "iteration-time" in sc:
         bad = [(it, v) for it, v in sc["iteration-time"] if it not in lines or
@@ -258,13 +307,13 @@ def main():
     if valid or "lm loss validation" in sc:
         got = sc.get("lm loss validation", [])
         ok = [s for s, _ in got] == [it for it, _, _ in valid] and \
-            all(close(v, want, 2e-6) for (_, v), (_, want, _) in zip(got, valid))
+            all(close(v, float(want), 2e-6) for (_, v), (_, want, _) in zip(got, valid))
         tap(ok, "'lm loss validation' equals each validation block (%s vs %s)"
             % (got[:3], [(i, l) for i, l, _ in valid][:3]))
         if "lm loss validation ppl" in sc:
             got = sc["lm loss validation ppl"]
             ok = [s for s, _ in got] == [it for it, _, _ in valid] and \
-                all(close(v, want, 2e-6) for (_, v), (_, _, want) in zip(got, valid))
+                all(close(v, float(want), 2e-6) for (_, v), (_, _, want) in zip(got, valid))
             tap(ok, "'lm loss validation ppl' equals each block's PPL")
 
     if "mem-allocated-bytes" in sc:

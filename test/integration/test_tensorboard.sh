@@ -74,6 +74,19 @@ check "ramp-up: the log's batch sizes ramp 2, 4, 6, 8" \
 run_checked "ramp-up, decoupled lr" "$D" "$MC_TMP/ramp.log" \
     --expect-tags "$(vs learning-rate batch-size "lm loss" loss-scale grad-norm),decoupled-learning-rate"
 
+# 2c. --log-interval 4: each line re-made by Megatron's format strings from the float32 values of
+# the events (check_exact): main's first line at iteration 1, then windows of 4 (the first holding
+# iteration 1 again) averaged from training_log's float32 total; iteration 4's learning rate
+# prints 9.140577E-04 from float32, 9.140576E-04 from the double.
+D=$MC_TMP/digits
+"$MC_BIN" "${FLAGS[@]}" --train-iters 12 --log-interval 4 --eval-interval 6 --log-num-zeros-in-grad \
+    --tensorboard-dir "$D" >"$MC_TMP/digits.log" 2>&1
+check "--log-interval 4: the run exits 0" test $? -eq 0
+check "--log-interval 4: lines at iterations 1, 4, 8, 12" \
+    test "$(grep -oE 'iteration +[0-9]+/' "$MC_TMP/digits.log" | tr -dc '0-9\n' | paste -sd,)" = "1,4,8,12"
+run_checked "log interval 4, to the digit" "$D" "$MC_TMP/digits.log" \
+    --expect-tags "$DEFAULT_TAGS,$(vs num-zeros),$VALID_TAGS"
+
 # 3. --skip-train: the end-of-run evaluations write nothing (write_to_tensorboard=not skip_train).
 D=$MC_TMP/skip
 "$MC_BIN" "${FLAGS[@]}" --train-iters 4 --skip-train --tensorboard-dir "$D" >"$MC_TMP/skip.log" 2>&1

@@ -116,7 +116,7 @@ static void test_optional_fields(void **state)
         " [2026-01-01 17:30:00.123456] iteration    12345/  500000 | consumed samples:       790080 |"
         " skipped samples:           32 | elapsed time per iteration (ms): 2345.7 | throughput per"
         " GPU (TFLOP/s/GPU): 45.7 | global batch size:    64 | lm loss: 2.500000E+00 | z loss:"
-        " 0.000000E+00 | loss scale: 65536.0 | num zeros: 12345 | params norm: 262.144 | number of"
+        " 0.000000E+00 | loss scale: 65536.0 | num zeros: 12345.0 | params norm: 262.144 | number of"
         " skipped iterations:   1 | number of nan iterations:   1 |";
     int len = mc_format_log_line(buf, sizeof(buf), &l, &when);
     assert_string_equal(buf, want);
@@ -158,14 +158,14 @@ static void test_wide_and_nonfinite(void **state)
         " [2026-01-01 12:00:00.999999] iteration 100000000/123456789 | consumed samples:"
         " 1234567890123 | elapsed time per iteration (ms): 0.0 | throughput per GPU (TFLOP/s/GPU):"
         " 1234.6 | learning rate: INF | global batch size: 12345 | loss scale: 1.0 | grad norm: nan"
-        " | num zeros: 0 | params norm: 333333.333 | number of skipped iterations:   0 | number of"
+        " | num zeros: 0.0 | params norm: 333333.333 | number of skipped iterations:   0 | number of"
         " nan iterations: 123 |";
     mc_format_log_line(buf, sizeof(buf), &l, &when);
     assert_string_equal(buf, want);
 
     /* {:.6E} of a NaN is "NAN" (eval block path) */
     const char *names[] = {"lm loss"};
-    double v = -NAN;
+    float v = -NAN;
     mc_format_eval_block(buf, sizeof(buf), "iteration 1", names, &v, 1);
     assert_non_null(strstr(buf, "| lm loss value: NAN | lm loss PPL: 4.851652E+08 | \n"));
 }
@@ -186,7 +186,7 @@ static void test_truncation(void **state)
     assert_int_equal(mc_format_log_line(NULL, 0, &l, &when), n);
 
     const char *names[] = {"lm loss"};
-    double v = 25.0;
+    float v = 25.0f;
     int k = mc_format_eval_block(full, sizeof(full), "iteration 25", names, &v, 1);
     assert_int_equal(mc_format_eval_block(small, sizeof(small), "iteration 25", names, &v, 1), k);
     assert_memory_equal(small, full, sizeof(small) - 1);
@@ -198,7 +198,7 @@ static void test_eval_block(void **state)
     (void)state;
     char buf[2048];
     const char *names[] = {"lm loss"};
-    double v = 25.0; /* PPL = exp(min(20, 25)) = exp(20) */
+    float v = 25.0f; /* PPL = exp(min(20, 25)) = exp(20) */
     const char *line = " validation loss at iteration 25 | lm loss value: 2.500000E+01 |"
                        " lm loss PPL: 4.851652E+08 | ";
     char want[2048], dashes[512];
@@ -211,7 +211,7 @@ static void test_eval_block(void **state)
     assert_string_equal(buf, want);
     assert_int_equal(len, (int)strlen(want));
 
-    v = 2.345678901;
+    v = 2.345678901f;
     line = " validation loss at iteration 50 on validation set | lm loss value: 2.345679E+00 |"
            " lm loss PPL: 1.044036E+01 | ";
     d = strlen(line) + 1;
@@ -224,7 +224,7 @@ static void test_eval_block(void **state)
 
     /* several values on one line; exactly 20 gives exp(20) too; a negative loss is printed */
     const char *names2[] = {"lm loss", "other"};
-    double v2[] = {20.0, -1.0};
+    float v2[] = {20.0f, -1.0f};
     line = " validation loss at iteration 50 on test set | lm loss value: 2.000000E+01 |"
            " lm loss PPL: 4.851652E+08 | other value: -1.000000E+00 | other PPL: 3.678794E-01 | ";
     d = strlen(line) + 1;
@@ -233,6 +233,121 @@ static void test_eval_block(void **state)
     snprintf(want, sizeof(want), "%s\n%s\n%s\n", dashes, line, dashes);
     mc_format_eval_block(buf, sizeof(buf), "iteration 50 on test set", names2, v2, 2);
     assert_string_equal(buf, want);
+}
+
+/* The values Megatron prints come from float32 tensors: each value below prints differently from
+ * its double (in brackets: what the double prints). Expected text from CPython:
+ * '{:.6E}'.format(float(np.float32(v))), '{:.1f}', '{:.3f}', str(float(np.float32(n))). */
+static void test_float32_fields(void **state)
+{
+    (void)state;
+    set_tz("UTC");
+    mc_log_line_t l = example_line();
+    l.lr = 0.00023180194700000035;                    /* [2.318019E-04] */
+    l.loss_values[0] = mc_log_average(4.3028234f, 1); /* [4.302823E+00] */
+    l.loss_scale = 1.05;                              /* [1.1] */
+    l.grad_norm = 2.281499993040293;                  /* [2.281] */
+    l.has_num_zeros = 1;
+    l.num_zeros = 16777217; /* [16777217] */
+    l.has_params_norm = 1;  /* of the sum of squares 34277.37621887447 [185.142] */
+    l.params_norm = mc_log_params_norm(mc_log_norm_2(34277.37621887447));
+    struct timespec when = {T_2026_NOON, 0};
+    char buf[1024];
+    const char *want =
+        " [2026-01-01 12:00:00.000000] iteration       10/     100 | consumed samples:          640 |"
+        " elapsed time per iteration (ms): 123.4 | learning rate: 2.318020E-04 | global batch size:"
+        "    64 | lm loss: 4.302824E+00 | loss scale: 1.0 | grad norm: 2.282 | num zeros:"
+        " 16777216.0 | params norm: 185.141 | number of skipped iterations:   0 | number of nan"
+        " iterations:   0 |";
+    mc_format_log_line(buf, sizeof(buf), &l, &when);
+    assert_string_equal(buf, want);
+}
+
+/* ' num zeros: {}' of a Python float (reduce_max_stat_across_model_parallel_group's float32):
+ * repr's shortest digits, in fixed or exponent notation as CPython chooses. */
+static void test_num_zeros_repr(void **state)
+{
+    (void)state;
+    const struct {
+        double v;
+        const char *want;
+    } cases[] = {
+        {0, " num zeros: 0.0 |"},
+        {123, " num zeros: 123.0 |"},
+        {0.25, " num zeros: 0.25 |"},
+        {1e-4, " num zeros: 9.999999747378752e-05 |"},
+        {1e-5, " num zeros: 9.999999747378752e-06 |"},
+        {1e15, " num zeros: 999999986991104.0 |"},
+        {1e16, " num zeros: 1.0000000272564224e+16 |"},
+        {1152921504606846976.0 + 12345.0, " num zeros: 1.152921504606847e+18 |"}, /* 2^60 + .. */
+    };
+    mc_log_line_t l = example_line();
+    l.has_num_zeros = 1;
+    struct timespec when = {T_2026_NOON, 0};
+    char buf[1024];
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        l.num_zeros = (float)cases[i].v;
+        mc_format_log_line(buf, sizeof(buf), &l, &when);
+        if (!strstr(buf, cases[i].want))
+            fail_msg("%g: want '%s' in '%s'", cases[i].v, cases[i].want, buf);
+    }
+}
+
+/* train_step's loss_reduced and training_log's total_loss_dict: three iterations of three
+ * microbatches (masked loss sums, token counts), the first logged alone (main's first-iteration
+ * line), then the average of the three. Expected from numpy's float32 arithmetic in Megatron's
+ * order, formatted by '{:.6E}' (3.836356E+00 and 3.782742E+00 both when everything is double and
+ * when each iteration's sums are formed in double and rounded once). */
+static void test_loss_accumulation(void **state)
+{
+    (void)state;
+    const double sums[3][3] = {{3034.340077401197, 3962.156294424756, 4600.807235186914},
+                               {3369.0801763433246, 3434.7286759071158, 3470.8175748590575},
+                               {4017.2201279395717, 3883.906158581183, 4789.041985289185}};
+    const double tokens[3][3] = {{1023, 1000, 1000}, {1024, 1023, 1024}, {1023, 1000, 1023}};
+    const char *want[3] = {" lm loss: 3.836355E+00 |", NULL, " lm loss: 3.782741E+00 |"};
+    float total = 0.0f;
+    mc_log_line_t l = example_line();
+    struct timespec when = {T_2026_NOON, 0};
+    char buf[1024];
+    for (int it = 0; it < 3; it++) {
+        float pair[2];
+        mc_log_loss_report(sums[it], tokens[it], 3, pair);
+        total += mc_log_loss_ratio(pair);
+        if (!want[it]) continue;
+        l.loss_values[0] = mc_log_average(total, it + 1);
+        mc_format_log_line(buf, sizeof(buf), &l, &when);
+        if (!strstr(buf, want[it]))
+            fail_msg("iteration %d: want '%s' in '%s'", it + 1, want[it], buf);
+    }
+    /* no tokens: 0/0 is NaN, which the line leaves out (avg >= 0.0 is false) */
+    const double zero = 0;
+    float pair[2];
+    mc_log_loss_report(&zero, &zero, 1, pair);
+    assert_true(isnan(mc_log_loss_ratio(pair)));
+}
+
+/* evaluate(): each iteration's reduced [sum, tokens] added to a float32 pair, divided in float32;
+ * PPL math.exp of that value (the double path prints 3.681744E+00 and 3.971561E+01). */
+static void test_eval_float32(void **state)
+{
+    (void)state;
+    const double sums[2][2] = {{3680.107304464687, 3105.1512077805337},
+                               {4133.5672162661685, 4073.237375936871}};
+    const double tokens[2][2] = {{1024, 1000}, {1024, 1024}};
+    float total[2] = {0.0f, 0.0f};
+    for (int it = 0; it < 2; it++) {
+        float pair[2];
+        mc_log_loss_report(sums[it], tokens[it], 2, pair);
+        total[0] += pair[0];
+        total[1] += pair[1];
+    }
+    const float v = mc_log_loss_ratio(total);
+    const char *names[] = {"lm loss"};
+    char buf[1024];
+    mc_format_eval_block(buf, sizeof(buf), "iteration 4", names, &v, 1);
+    assert_non_null(strstr(buf, " validation loss at iteration 4 | lm loss value: 3.681745E+00 |"
+                                " lm loss PPL: 3.971562E+01 | \n"));
 }
 
 /* Timers.get_all_timers_string for the three --timing-log-option values: two ranks, a log
@@ -253,9 +368,10 @@ static void test_timers_block(void **state)
                              "  optimizer:\n"
                              "     rank  1: 50.00");
     mc_timers_format(MC_TIMING_MINMAX, all, 2, 10, buf, sizeof(buf));
-    assert_string_equal(buf, "(min, max) time across ranks (ms):\n"
-                             "    forward-backward ...............................: (100.00, 200.00)\n"
-                             "    optimizer ......................................: (50.00, 50.00)");
+    assert_string_equal(buf,
+                        "(min, max) time across ranks (ms):\n"
+                        "    forward-backward ...............................: (100.00, 200.00)\n"
+                        "    optimizer ......................................: (50.00, 50.00)");
     mc_timers_format(MC_TIMING_MAX, all, 2, 10, buf, sizeof(buf));
     assert_string_equal(buf, "max time across ranks (ms):\n"
                              "    forward-backward ...............................: 200.00\n"
@@ -288,12 +404,11 @@ static void test_timers_block(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_example_line),
-        cmocka_unit_test(test_decoupled_lr_field),
-        cmocka_unit_test(test_optional_fields),
-        cmocka_unit_test(test_wide_and_nonfinite),
-        cmocka_unit_test(test_truncation),
-        cmocka_unit_test(test_eval_block),
+        cmocka_unit_test(test_example_line),      cmocka_unit_test(test_decoupled_lr_field),
+        cmocka_unit_test(test_optional_fields),   cmocka_unit_test(test_wide_and_nonfinite),
+        cmocka_unit_test(test_truncation),        cmocka_unit_test(test_eval_block),
+        cmocka_unit_test(test_float32_fields),    cmocka_unit_test(test_num_zeros_repr),
+        cmocka_unit_test(test_loss_accumulation), cmocka_unit_test(test_eval_float32),
         cmocka_unit_test(test_timers_block),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
