@@ -278,10 +278,10 @@ static int virtual_pipeline_size(const mc_args_t *a)
                       a->num_layers, counted, pp);
     if ((L / pp) % K != 0)
         mc_user_error(
-            "number of layers per pipeline stage (%d = (--num-layers %d%s) / "
+            "number of layers per pipeline stage (%d = %s--num-layers %d%s%s / "
             "--pipeline-model-parallel-size %d) must be divisible by the number of layers "
             "per virtual pipeline stage (--num-layers-per-virtual-pipeline-stage %d)",
-            L / pp, a->num_layers, counted, pp, K);
+            L / pp, counted[0] ? "(" : "", a->num_layers, counted, counted[0] ? ")" : "", pp, K);
     return L / pp / K;
 }
 
