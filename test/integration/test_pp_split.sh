@@ -4,7 +4,8 @@
 # losses, grad and params norms with the same layers (layout invariance, DESIGN decision 6),
 # including stages that hold the embedding or the loss and no transformer layer; the last
 # stage's parameter count shows the split; a torch_dist checkpoint saved by such a split loads
-# on one rank, a legacy one on the same split, and training continues the same. The split
+# on one rank, a legacy one on the same split, and converted to pp 1 and to another account-for
+# split, and training continues the same. The split
 # itself is checked against Megatron's own functions in test/unit/parallel/test_pp_split.c.
 source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/mpi.sh"
@@ -91,6 +92,23 @@ resume_equals "torch_dist from the pp 4 split to one rank" 1 "$MC_TMP/dist" --nu
 mpirun_mc 4 "${FLAGS[@]}" "${PP4[@]}" --save "$MC_TMP/legacy" --save-interval 4 >"$MC_TMP/save" 2>&1
 check "legacy save by the pp 4 split (exit 0)" test $? -eq 0
 resume_equals "legacy checkpoint on the pp 4 split" 4 "$MC_TMP/legacy" "${PP4[@]}"
+
+# convert-checkpoint follows the split: to one rank (the flags dropped with the layout), and to
+# pp 3 with the loss counted ([0] [1] [L]).
+"$MC_BIN" convert-checkpoint --load-dir "$MC_TMP/legacy" --save-dir "$MC_TMP/conv1" --ckpt-step 4 \
+    --target-pipeline-parallel-size 1 >"$MC_TMP/conv" 2>&1
+check "convert the pp 4 split to pp 1 (exit 0)" test $? -eq 0
+resume_equals "converted from the pp 4 split to one rank" 1 "$MC_TMP/conv1" --num-layers 2
+"$MC_BIN" convert-checkpoint --load-dir "$MC_TMP/legacy" --save-dir "$MC_TMP/conv3" --ckpt-step 4 \
+    --target-pipeline-parallel-size 3 --target-account-for-loss-in-pipeline-split >"$MC_TMP/conv" 2>&1
+check "convert the pp 4 split to pp 3 with the loss counted (exit 0)" test $? -eq 0
+resume_equals "converted to pp 3, loss counted" 3 "$MC_TMP/conv3" --num-layers 2 \
+    --pipeline-model-parallel-size 3 "$LOSS"
+"$MC_BIN" convert-checkpoint --load-dir "$MC_TMP/legacy" --save-dir "$MC_TMP/conv2" --ckpt-step 4 \
+    --target-pipeline-parallel-size 2 --target-account-for-loss-in-pipeline-split >"$MC_TMP/conv" 2>&1
+rc=$?
+check "convert to a split that cannot be made is refused with exit 2 (rc=$rc)" \
+    bash -c "[ $rc -eq 2 ] && grep -q 'megatron-c: error: .*--account-for-loss-in-pipeline-split' '$MC_TMP/conv'"
 
 # The comparison can fail: the loss stage with a layer less is another model.
 mpirun_mc 3 "${FLAGS[@]}" --num-layers 4 --pipeline-model-parallel-size 3 "$LOSS" \
