@@ -104,6 +104,12 @@ resume_equals "converted from the pp 4 split to one rank" 1 "$MC_TMP/conv1" --nu
 check "convert the pp 4 split to pp 3 with the loss counted (exit 0)" test $? -eq 0
 resume_equals "converted to pp 3, loss counted" 3 "$MC_TMP/conv3" --num-layers 2 \
     --pipeline-model-parallel-size 3 "$LOSS"
+# the same 3 stages with the embedding counted in place of the loss split the layers otherwise
+mpirun_mc 3 "${FLAGS[@]}" --num-layers 2 --pipeline-model-parallel-size 3 "$EMB" --load "$MC_TMP/conv3" \
+    --ckpt-step 4 >"$MC_TMP/other" 2>&1
+rc=$?
+check "a legacy checkpoint of the loss-counted split is refused with the embedding counted (rc=$rc)" \
+    bash -c "[ $rc -eq 2 ] && grep -q 'megatron-c: error: .*saved with account_for_embedding_in_pipeline_split 0 but this run has 1' '$MC_TMP/other'"
 "$MC_BIN" convert-checkpoint --load-dir "$MC_TMP/legacy" --save-dir "$MC_TMP/conv2" --ckpt-step 4 \
     --target-pipeline-parallel-size 2 --target-account-for-loss-in-pipeline-split >"$MC_TMP/conv" 2>&1
 rc=$?
