@@ -37,32 +37,21 @@ last_stage_layers() { # run layers
         grep -q "model parallel rank (0, 0): $((8256 + 12704 * $2))\$" "$1"
 }
 
-split_equals() { # name reference np flags...
-    local name=$1 ref=$2 np=$3
-    shift 3
-    mpirun_mc "$np" "${FLAGS[@]}" "$@" >"$MC_TMP/run" 2>"$MC_TMP/run.err"
-    local rc=$?
-    if [ $rc -ne 0 ]; then
-        not_ok "$name exits 0 (rc=$rc: $(tail -c 400 "$MC_TMP/run.err"))"
-        return
-    fi
-    check "$name gives the single-rank losses, grad and params norms" \
-        same_log_numbers "$ref" "$MC_TMP/run" 8
-}
+LAYOUT_MIN_ITERS=8 # layout_equals (mpi.sh)
 
 # pp 4, 2 layers + embedding + loss: [E] [0] [1] [L], two stages without a transformer layer
-split_equals "pp=4, embedding and loss stages alone" "$MC_TMP/single2" 4 --num-layers 2 \
+layout_equals "pp=4, embedding and loss stages alone" "$MC_TMP/single2" 4 --num-layers 2 \
     --pipeline-model-parallel-size 4 "$EMB" "$LOSS"
 last_stage_layers "$MC_TMP/run" 0
 check "the flags are in the arguments Megatron prints" \
     bash -c "grep -q '^  account_for_embedding_in_pipeline_split \.* True' '$MC_TMP/run' &&
              grep -q '^  account_for_loss_in_pipeline_split \.* True' '$MC_TMP/run'"
 # pp 2 x vpp 2, 6 layers + embedding + loss: rank 0 [E 0] [3 4], rank 1 [1 2] [5 L]
-split_equals "pp=2, vpp=2, embedding and loss counted" "$MC_TMP/single6" 2 --num-layers 6 \
+layout_equals "pp=2, vpp=2, embedding and loss counted" "$MC_TMP/single6" 2 --num-layers 6 \
     --pipeline-model-parallel-size 2 --num-virtual-stages-per-pipeline-rank 2 "$EMB" "$LOSS"
 last_stage_layers "$MC_TMP/run" 3
 # pp 3, 5 layers + loss: [0 1] [2 3] [4 L]
-split_equals "pp=3, loss counted" "$MC_TMP/single5" 3 --num-layers 5 \
+layout_equals "pp=3, loss counted" "$MC_TMP/single5" 3 --num-layers 5 \
     --pipeline-model-parallel-size 3 "$LOSS"
 last_stage_layers "$MC_TMP/run" 1
 
