@@ -5,7 +5,7 @@
 # including stages that hold the embedding or the loss and no transformer layer; the last
 # stage's parameter count shows the split; a torch_dist checkpoint saved by such a split loads
 # on one rank, a legacy one on the same split, and converted to pp 1 and to another account-for
-# split, and training continues the same. The split
+# split, and training continues the same; export-hf gathers the split whole. The split
 # itself is checked against Megatron's own functions in test/unit/parallel/test_pp_split.c.
 source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/mpi.sh"
@@ -88,6 +88,11 @@ resume_equals "legacy checkpoint on the pp 4 split" 4 "$MC_TMP/legacy" "${PP4[@]
     --target-pipeline-parallel-size 1 >"$MC_TMP/conv" 2>&1
 check "convert the pp 4 split to pp 1 (exit 0)" test $? -eq 0
 resume_equals "converted from the pp 4 split to one rank" 1 "$MC_TMP/conv1" --num-layers 2
+# export-hf gathers the whole model across the split: the same tensors as from pp 1
+"$MC_BIN" export-hf --load "$MC_TMP/legacy" --ckpt-step 4 --output "$MC_TMP/hf4" >"$MC_TMP/hf" 2>&1 &&
+    "$MC_BIN" export-hf --load "$MC_TMP/conv1" --output "$MC_TMP/hf1" >>"$MC_TMP/hf" 2>&1
+check "export-hf of the pp 4 split writes the tensors of its pp 1 conversion" \
+    cmp "$MC_TMP/hf4/model.safetensors" "$MC_TMP/hf1/model.safetensors"
 "$MC_BIN" convert-checkpoint --load-dir "$MC_TMP/legacy" --save-dir "$MC_TMP/conv3" --ckpt-step 4 \
     --target-pipeline-parallel-size 3 --target-account-for-loss-in-pipeline-split >"$MC_TMP/conv" 2>&1
 check "convert the pp 4 split to pp 3 with the loss counted (exit 0)" test $? -eq 0
