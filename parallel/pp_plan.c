@@ -61,8 +61,8 @@ int mc_pp_validate(const mc_pp_config_t *cfg, char *err, size_t errn)
 
 /* ------------------------------------------------------------------------------------------ */
 /* Layer placement (Megatron-LM main, transformer_block.py get_num_layers_to_build and
- * transformer_layer.py get_transformer_layer_offset; test/fixtures/pp_split records what they
- * give)                                                                                        */
+ * transformer_layer.py get_transformer_layer_offset; test/fixtures/megatron_pp_split.txt
+ * records what they give)                                                                      */
 
 /* The names of the account-for flags c sets, for messages ("" when none). */
 static const char *accounted_flags(const mc_pp_layers_cfg_t *c)
@@ -109,7 +109,7 @@ static int standard_split(const mc_pp_layers_cfg_t *c, int pp_rank, int chunk, i
     const int per_chunk = L / pp / vpp;
     const bool holds_embedding = c->account_embedding && pp_rank == 0 && chunk == 0;
     const bool holds_loss = c->account_loss && pp_rank == pp - 1 && chunk == vpp - 1;
-    /* per_chunk >= 1, and one chunk holds both only when pp = vpp = 1 (L - 2 + 2 layers) */
+    /* per_chunk >= 1; only with pp = vpp = 1 does one chunk hold both (L + 2 counted, L built) */
     *n_layers = per_chunk - holds_embedding - holds_loss;
     *first_layer =
         chunk * (L / vpp) + pp_rank * per_chunk - (c->account_embedding && !holds_embedding);
@@ -174,7 +174,9 @@ static int uneven_split(const mc_pp_layers_cfg_t *c, int pp_rank, int chunk, int
     *n_layers = on_rank / vpp;
 
     /* a "round" of chunk v holds the first rank's, every middle rank's and the last rank's
-     * share of chunk v, in rank order */
+     * share of chunk v, in rank order. Without middle stages (pp 2, both counts) Megatron
+     * divides by their number here under interleaving (a ZeroDivisionError); megatron-c runs
+     * that split, each rank's layers in its chunks. */
     const int middle_rank = F ? pp_rank - 1 : pp_rank;
     const int f_chunk = F / vpp, l_chunk = Ls / vpp, m_chunk = middle_layers / vpp;
     const int round = f_chunk + m_chunk + l_chunk;
