@@ -220,6 +220,11 @@ int mc_ckpt_args_check(const mc_pyobj_t *ns, const mc_args_t *a, bool any_layout
          "--decoder-first-pipeline-num-layers"},
         {"decoder_last_pipeline_num_layers", a->decoder_last_pipeline_num_layers, 0,
          "--decoder-last-pipeline-num-layers"},
+        /* the embedding-only and loss-only counts split L + 1 layers differently */
+        {"account_for_embedding_in_pipeline_split", a->account_for_embedding_in_pipeline_split, 0,
+         "--account-for-embedding-in-pipeline-split"},
+        {"account_for_loss_in_pipeline_split", a->account_for_loss_in_pipeline_split, 0,
+         "--account-for-loss-in-pipeline-split"},
     };
     /* torch_dist stores global tensors: only the model's shape must match (the padded vocabulary
      * follows tp, and loading re-pads it) */

@@ -160,6 +160,10 @@ static void describe(char *buf, size_t n, const mc_args_t *a)
     if (a->decoder_last_pipeline_num_layers && len < (int)n)
         len += snprintf(buf + len, n - (size_t)len, ", last stage %d layers",
                         a->decoder_last_pipeline_num_layers);
+    if (a->account_for_embedding_in_pipeline_split && len < (int)n)
+        len += snprintf(buf + len, n - (size_t)len, ", embedding counted in the split");
+    if (a->account_for_loss_in_pipeline_split && len < (int)n)
+        len += snprintf(buf + len, n - (size_t)len, ", loss counted in the split");
     if (a->use_distributed_optimizer && len < (int)n)
         snprintf(buf + len, n - (size_t)len, ", distributed optimizer (dp %d)",
                  a->data_parallel_size);
@@ -197,8 +201,10 @@ static void target_args(mc_args_t *t, const mc_args_t *src, const mc_convert_arg
     *t = *src; /* lists stay owned by src */
     if (o->tp > 0) t->tensor_model_parallel_size = o->tp;
     if (o->pp > 0) t->pipeline_model_parallel_size = o->pp;
+    /* the pipeline layout: the source's, unless pp changes or a target layout flag is given */
     const bool virtual_given = o->layers_per_virtual_stage > 0 || o->virtual_stages > 0 ||
-                               o->first_stage_layers > 0 || o->last_stage_layers > 0;
+                               o->first_stage_layers > 0 || o->last_stage_layers > 0 ||
+                               o->account_embedding > 0 || o->account_loss > 0;
     if (virtual_given || t->pipeline_model_parallel_size != src->pipeline_model_parallel_size) {
         t->num_layers_per_virtual_pipeline_stage =
             o->layers_per_virtual_stage > 0 ? o->layers_per_virtual_stage : 0;
@@ -206,6 +212,8 @@ static void target_args(mc_args_t *t, const mc_args_t *src, const mc_convert_arg
         t->decoder_first_pipeline_num_layers =
             o->first_stage_layers > 0 ? o->first_stage_layers : 0;
         t->decoder_last_pipeline_num_layers = o->last_stage_layers > 0 ? o->last_stage_layers : 0;
+        t->account_for_embedding_in_pipeline_split = o->account_embedding > 0;
+        t->account_for_loss_in_pipeline_split = o->account_loss > 0;
     }
     if (o->dp > 0) t->data_parallel_size = o->dp;
     if (o->dist_opt >= 0) t->use_distributed_optimizer = o->dist_opt;
@@ -243,12 +251,21 @@ static void target_args(mc_args_t *t, const mc_args_t *src, const mc_convert_arg
         mc_user_error(
             "--target-num-layers-per-virtual-pipeline-stage cannot be combined with uneven "
             "first/last stages (use --target-num-virtual-stages-per-pipeline-rank)");
-    if (K && (t->num_layers % pp != 0 || (t->num_layers / pp) % K != 0))
+    if ((t->decoder_first_pipeline_num_layers || t->decoder_last_pipeline_num_layers) &&
+        (t->account_for_embedding_in_pipeline_split || t->account_for_loss_in_pipeline_split))
+        mc_user_error("--target-decoder-first/last-pipeline-num-layers cannot be combined with "
+                      "--target-account-for-embedding/loss-in-pipeline-split (Megatron refuses "
+                      "uneven stages with the embedding or loss counted)");
+    /* validate_args: K counts the embedding and the loss under the account-for flags */
+    const int counted = t->num_layers + t->account_for_embedding_in_pipeline_split +
+                        t->account_for_loss_in_pipeline_split;
+    if (K && (counted % pp != 0 || (counted / pp) % K != 0))
         mc_user_error(
-            "the model's %d layers do not split into --target-pipeline-parallel-size %d stages "
+            "the model's %d layers%s do not split into --target-pipeline-parallel-size %d stages "
             "of --target-num-layers-per-virtual-pipeline-stage %d layers",
-            t->num_layers, pp, K);
-    t->virtual_pipeline_model_parallel_size = K ? t->num_layers / pp / K : V ? V : 1;
+            t->num_layers, counted > t->num_layers ? " (with the embedding or loss counted)" : "",
+            pp, K);
+    t->virtual_pipeline_model_parallel_size = K ? counted / pp / K : V ? V : 1;
     if (t->virtual_pipeline_model_parallel_size > 1 && pp < 2)
         mc_user_error("virtual pipeline stages need --target-pipeline-parallel-size > 1");
     if (t->virtual_pipeline_model_parallel_size > 1 && t->num_microbatches > 0 &&

@@ -32,6 +32,8 @@ typedef struct {
     int layers_per_virtual_stage;              /* --target-num-layers-per-virtual-pipeline-stage */
     int virtual_stages;                        /* --target-num-virtual-stages-per-pipeline-rank */
     int first_stage_layers, last_stage_layers; /* --target-decoder-first/last-pipeline-num-layers */
+    int account_embedding, account_loss;       /* 1: --target-account-for-embedding/loss-in-
+                                                * pipeline-split given */
     int dp;                                    /* --target-data-parallel-size */
     int dist_opt;                 /* 1: --target-use-distributed-optimizer, 0: --target-no-... */
     int overlap_grad_reduce;      /* 1 / 0: --target-[no-]overlap-grad-reduce */

@@ -30,6 +30,10 @@ mc_pyobj_t *mc_cv_target_namespace(const mc_pyobj_t *ns, const mc_args_t *t, boo
                          INT_OR_NONE(t->decoder_first_pipeline_num_layers));
     rc |= mc_py_attr_set(out, "decoder_last_pipeline_num_layers",
                          INT_OR_NONE(t->decoder_last_pipeline_num_layers));
+    rc |= mc_py_attr_set(out, "account_for_embedding_in_pipeline_split",
+                         mc_py_bool(t->account_for_embedding_in_pipeline_split));
+    rc |= mc_py_attr_set(out, "account_for_loss_in_pipeline_split",
+                         mc_py_bool(t->account_for_loss_in_pipeline_split));
     rc |= mc_py_attr_set(out, "padded_vocab_size", mc_py_int(t->padded_vocab_size));
     rc |= mc_py_attr_set(out, "data_parallel_size", mc_py_int(t->data_parallel_size));
     rc |= mc_py_attr_set(out, "world_size", mc_py_int(t->world_size));

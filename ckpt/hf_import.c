@@ -320,6 +320,7 @@ static void whole_args(mc_args_t *w, const mc_args_t *a)
     w->virtual_pipeline_model_parallel_size = 1;
     w->num_layers_per_virtual_pipeline_stage = w->num_virtual_stages_per_pipeline_rank = 0;
     w->decoder_first_pipeline_num_layers = w->decoder_last_pipeline_num_layers = 0;
+    w->account_for_embedding_in_pipeline_split = w->account_for_loss_in_pipeline_split = false;
     w->data_parallel_size = w->world_size = 1;
     w->use_distributed_optimizer = w->overlap_param_gather = w->sequence_parallel = false;
     w->padded_vocab_size = mc_padded_vocab_size(a->vocab_size, a->make_vocab_size_divisible_by, 1);

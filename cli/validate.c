@@ -238,12 +238,16 @@ static void batch_sizes(mc_args_t *a)
 
 /* ---- pipeline parallelism ---- */
 
-/* The virtual pipeline size: validate_args' "Uneven virtual pipeline parallelism" block.
- * --pipeline-model-parallel-layout and the account-for-* flags are refused by the parser (not
- * implemented yet), so they take no part here. */
+/* The virtual pipeline size: validate_args' "Uneven virtual pipeline parallelism" block
+ * (Megatron-LM main), where --num-layers-per-virtual-pipeline-stage divides the layers of a
+ * stage counting the embedding and the loss as layers under the account-for flags.
+ * --pipeline-model-parallel-layout is refused by the parser (not implemented yet), so it takes
+ * no part here. */
 static int virtual_pipeline_size(const mc_args_t *a)
 {
-    const int pp = a->pipeline_model_parallel_size, L = a->num_layers;
+    const int pp = a->pipeline_model_parallel_size;
+    const int L = a->num_layers + a->account_for_embedding_in_pipeline_split +
+                  a->account_for_loss_in_pipeline_split;
     const int K = a->num_layers_per_virtual_pipeline_stage,
               V = a->num_virtual_stages_per_pipeline_rank;
     if (K && V)
@@ -261,16 +265,23 @@ static int virtual_pipeline_size(const mc_args_t *a)
             "parallel degree when enable uneven pipeline parallelism "
             "(--num-layers-per-virtual-pipeline-stage cannot be combined with "
             "--decoder-first/last-pipeline-num-layers)");
+    char counted[160];
+    snprintf(counted, sizeof(counted), "%s%s",
+             a->account_for_embedding_in_pipeline_split
+                 ? " + 1 for --account-for-embedding-in-pipeline-split"
+                 : "",
+             a->account_for_loss_in_pipeline_split ? " + 1 for --account-for-loss-in-pipeline-split"
+                                                   : "");
     if (L % pp != 0)
-        mc_user_error("number of layers of the model (--num-layers %d) must be divisible by the "
+        mc_user_error("number of layers of the model (--num-layers %d%s) must be divisible by the "
                       "pipeline-model-parallel size (%d)",
-                      L, pp);
+                      a->num_layers, counted, pp);
     if ((L / pp) % K != 0)
         mc_user_error(
-            "number of layers per pipeline stage (%d = --num-layers %d / "
+            "number of layers per pipeline stage (%d = %s--num-layers %d%s%s / "
             "--pipeline-model-parallel-size %d) must be divisible by the number of layers "
             "per virtual pipeline stage (--num-layers-per-virtual-pipeline-stage %d)",
-            L / pp, L, pp, K);
+            L / pp, counted[0] ? "(" : "", a->num_layers, counted, counted[0] ? ")" : "", pp, K);
     return L / pp / K;
 }
 
@@ -326,7 +337,9 @@ static void pipeline(mc_args_t *a)
                                    .pp_size = pp,
                                    .vpp = vpp,
                                    .first_stage_layers = a->decoder_first_pipeline_num_layers,
-                                   .last_stage_layers = a->decoder_last_pipeline_num_layers};
+                                   .last_stage_layers = a->decoder_last_pipeline_num_layers,
+                                   .account_embedding = a->account_for_embedding_in_pipeline_split,
+                                   .account_loss = a->account_for_loss_in_pipeline_split};
     for (int r = 0; r < pp; r++)
         for (int c = 0; c < vpp; c++) {
             int first, n;

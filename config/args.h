@@ -79,6 +79,8 @@ typedef struct {
     int num_layers_per_virtual_pipeline_stage; /* K; 0 = unset */
     int num_virtual_stages_per_pipeline_rank;  /* V; 0 = unset */
     int decoder_first_pipeline_num_layers, decoder_last_pipeline_num_layers; /* 0 = unset (even) */
+    /* the embedding / the loss counts as one layer of the split (first / last stage) */
+    bool account_for_embedding_in_pipeline_split, account_for_loss_in_pipeline_split;
     int microbatch_group_size_per_vp_stage; /* 0 = unset, means pp */
     bool overlap_p2p_comm; /* derived: true with VPP unless --no-overlap-p2p-communication; false
                             * without VPP */

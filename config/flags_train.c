@@ -518,11 +518,11 @@ const mc_flag_t mc_flags_train[] = {
           "$LOCAL_RANK"),
      .help = "local rank passed from distributed launcher."},
     {.name = "--account-for-embedding-in-pipeline-split", DIST, TRUE_IF_GIVEN,
-     TODO("uneven pipeline stages"),
+     FIELD(account_for_embedding_in_pipeline_split), IMPLEMENTED,
      .help = "If set, *input* embedding layer will be treated as a standard transformer layer in "
              "the context of partition and placement for pipeline parallelism."},
     {.name = "--account-for-loss-in-pipeline-split", DIST, TRUE_IF_GIVEN,
-     TODO("uneven pipeline stages"),
+     FIELD(account_for_loss_in_pipeline_split), IMPLEMENTED,
      .help = "If set, loss layer will be treated as a standard transformer layer in the context "
              "of partition and placement for pipeline parallelism."},
     {.name = "--use-distributed-optimizer", DIST, TRUE_IF_GIVEN, FIELD(use_distributed_optimizer),

@@ -60,40 +60,73 @@ int mc_pp_validate(const mc_pp_config_t *cfg, char *err, size_t errn)
 }
 
 /* ------------------------------------------------------------------------------------------ */
-/* Layer placement                                                                              */
+/* Layer placement (Megatron-LM main, transformer_block.py get_num_layers_to_build and
+ * transformer_layer.py get_transformer_layer_offset; test/fixtures/megatron_pp_split.txt
+ * records what they give)                                                                      */
 
-int mc_pp_layers(const mc_pp_layers_cfg_t *c, int pp_rank, int chunk, int *first_layer,
-                 int *n_layers, char *err, size_t errn)
+/* The names of the account-for flags c sets, for messages ("" when none). */
+static const char *accounted_flags(const mc_pp_layers_cfg_t *c)
 {
-    const int L = c->num_layers, pp = c->pp_size, vpp = c->vpp;
-    const int F = c->first_stage_layers, Ls = c->last_stage_layers;
-    if (err && errn) err[0] = '\0';
-    if (L < 1 || pp < 1 || vpp < 1 || F < 0 || Ls < 0)
-        return mc_errf(err, errn, "bad layer placement: %d layers, pp %d, vpp %d", L, pp, vpp);
-    if (pp_rank < 0 || pp_rank >= pp || chunk < 0 || chunk >= vpp)
-        return mc_errf(err, errn, "pipeline rank %d chunk %d is outside pp %d, vpp %d", pp_rank,
-                       chunk, pp, vpp);
-    if (!F && !Ls) {
-        /* validate_args / TransformerConfig.__post_init__ */
-        if (L % pp)
+    if (c->account_embedding && c->account_loss)
+        return "--account-for-embedding-in-pipeline-split and "
+               "--account-for-loss-in-pipeline-split";
+    if (c->account_embedding) return "--account-for-embedding-in-pipeline-split";
+    if (c->account_loss) return "--account-for-loss-in-pipeline-split";
+    return "";
+}
+
+/* The standard split (get_num_layers_to_build's and get_transformer_layer_offset's else
+ * branches, Megatron-LM main): with the account-for flags the embedding (loss) counts as one
+ * more layer, which the first chunk of the first rank (the last chunk of the last rank) holds in
+ * place of a transformer layer. */
+static int standard_split(const mc_pp_layers_cfg_t *c, int pp_rank, int chunk, int *first_layer,
+                          int *n_layers, char *err, size_t errn)
+{
+    const int pp = c->pp_size, vpp = c->vpp;
+    const int L = c->num_layers + c->account_embedding + c->account_loss;
+    const bool accounted = c->account_embedding || c->account_loss;
+    if (L % pp) {
+        if (!accounted)
             return mc_errf(err, errn,
                            "Number of layers should be divisible by the "
                            "pipeline-model-parallel size");
-        if ((L / pp) % vpp)
+        return mc_errf(err, errn,
+                       "number of layers (%d, the embedding or loss counted as a layer by %s) "
+                       "must be divisible by the pipeline-model-parallel size",
+                       L, accounted_flags(c));
+    }
+    if ((L / pp) % vpp) {
+        if (!accounted)
             return mc_errf(err, errn,
                            "number of layers per pipeline rank (%d) must be divisible "
                            "by the virtual pipeline size (%d)",
                            L / pp, vpp);
-        const int per_chunk = L / pp / vpp;
-        *first_layer = chunk * (L / vpp) + pp_rank * per_chunk;
-        *n_layers = per_chunk;
-        return 0;
+        return mc_errf(err, errn,
+                       "number of layers on each pipeline rank (%d, after %s) must be divisible "
+                       "by the virtual pipeline size (%d)",
+                       L / pp, accounted_flags(c), vpp);
     }
+    const int per_chunk = L / pp / vpp;
+    const bool holds_embedding = c->account_embedding && pp_rank == 0 && chunk == 0;
+    const bool holds_loss = c->account_loss && pp_rank == pp - 1 && chunk == vpp - 1;
+    /* per_chunk >= 1; only with pp = vpp = 1 does one chunk hold both (L + 2 counted, L built) */
+    *n_layers = per_chunk - holds_embedding - holds_loss;
+    *first_layer =
+        chunk * (L / vpp) + pp_rank * per_chunk - (c->account_embedding && !holds_embedding);
+    return 0;
+}
+
+/* --decoder-first/last-pipeline-num-layers: TransformerConfig.__post_init__'s uneven-PP checks
+ * in their order and wording, get_num_layers_to_build and get_transformer_layer_offset. */
+static int uneven_split(const mc_pp_layers_cfg_t *c, int pp_rank, int chunk, int *first_layer,
+                        int *n_layers, char *err, size_t errn)
+{
+    const int L = c->num_layers, pp = c->pp_size, vpp = c->vpp;
+    const int F = c->first_stage_layers, Ls = c->last_stage_layers;
     if (pp == 1)
         return mc_errf(err, errn,
                        "uneven first/last pipeline stages need "
                        "pipeline-model-parallel size > 1");
-    /* TransformerConfig.__post_init__ (uneven PP), in its order and wording */
     int middle_stages = pp, middle_layers = L;
     if (F) {
         if (vpp > 1 && F % vpp)
@@ -135,14 +168,15 @@ int mc_pp_layers(const mc_pp_layers_cfg_t *c, int pp_rank, int chunk, int *first
                        "divisible by virtual pipeline parallel degree %d",
                        per_middle, vpp);
 
-    /* get_num_layers_to_build */
     int on_rank = per_middle;
     if (pp_rank == 0 && F) on_rank = F;
     if (pp_rank == pp - 1 && Ls) on_rank = Ls;
     *n_layers = on_rank / vpp;
 
-    /* get_transformer_layer_offset: a "round" of chunk v holds the first rank's, every middle
-     * rank's and the last rank's share of chunk v, in rank order. */
+    /* a "round" of chunk v holds the first rank's, every middle rank's and the last rank's
+     * share of chunk v, in rank order. Without middle stages (pp 2, both counts) Megatron
+     * divides by their number here under interleaving (a ZeroDivisionError); megatron-c runs
+     * that split, each rank's layers in its chunks. */
     const int middle_rank = F ? pp_rank - 1 : pp_rank;
     const int f_chunk = F / vpp, l_chunk = Ls / vpp, m_chunk = middle_layers / vpp;
     const int round = f_chunk + m_chunk + l_chunk;
@@ -151,6 +185,27 @@ int mc_pp_layers(const mc_pp_layers_cfg_t *c, int pp_rank, int chunk, int *first
         *first_layer =
             chunk * round + f_chunk + middle_rank * (middle_stages ? m_chunk / middle_stages : 0);
     return 0;
+}
+
+int mc_pp_layers(const mc_pp_layers_cfg_t *c, int pp_rank, int chunk, int *first_layer,
+                 int *n_layers, char *err, size_t errn)
+{
+    const int L = c->num_layers, pp = c->pp_size, vpp = c->vpp;
+    if (err && errn) err[0] = '\0';
+    if (L < 1 || pp < 1 || vpp < 1 || c->first_stage_layers < 0 || c->last_stage_layers < 0)
+        return mc_errf(err, errn, "bad layer placement: %d layers, pp %d, vpp %d", L, pp, vpp);
+    if (pp_rank < 0 || pp_rank >= pp || chunk < 0 || chunk >= vpp)
+        return mc_errf(err, errn, "pipeline rank %d chunk %d is outside pp %d, vpp %d", pp_rank,
+                       chunk, pp, vpp);
+    const bool uneven = c->first_stage_layers || c->last_stage_layers;
+    /* TransformerConfig.__post_init__ raises this before any other split check */
+    if (uneven && (c->account_embedding || c->account_loss))
+        return mc_errf(err, errn,
+                       "--decoder-first/last-pipeline-num-layers cannot be set at the same time "
+                       "with %s",
+                       accounted_flags(c));
+    return uneven ? uneven_split(c, pp_rank, chunk, first_layer, n_layers, err, errn)
+                  : standard_split(c, pp_rank, chunk, first_layer, n_layers, err, errn);
 }
 
 mc_pp_config_t mc_pp_plan_schedule(const mc_pp_plan_t *p, int pp_rank, int num_microbatches,

@@ -26,16 +26,21 @@ int mc_pp_validate(const mc_pp_config_t *cfg, char *err, size_t errn);
 /* G after the default (0 -> pp). */
 int mc_pp_group_size(const mc_pp_config_t *cfg);
 
-/* Transformer-layer placement (MEGATRON.md 3.2; transformer_layer.get_transformer_layer_offset
- * and transformer_block.get_num_layers_to_build). first_stage_layers / last_stage_layers are
- * --decoder-first/last-pipeline-num-layers, 0 = unset. Even split: chunk v of rank p holds
- * [v*(L/vpp) + p*(L/pp/vpp), +L/pp/vpp). Uneven: the first (last) rank holds the given number,
- * the other ranks split the rest evenly; with vpp each rank's layers are split evenly over its
- * chunks and chunk v of every rank comes after chunk v-1 of every rank. The account-for-
- * embedding/loss splits and --pipeline-model-parallel-layout are not handled. */
+/* Transformer-layer placement (MEGATRON.md 3.2; Megatron-LM main's
+ * transformer_layer.get_transformer_layer_offset and transformer_block.get_num_layers_to_build).
+ * first_stage_layers / last_stage_layers are --decoder-first/last-pipeline-num-layers, 0 =
+ * unset. Standard split: with account_embedding (account_loss) the embedding (loss) counts as
+ * one more layer, L' = L + e + l; chunk v of rank p spans [v*(L'/vpp) + p*(L'/pp/vpp),
+ * +L'/pp/vpp) of the counted layers, chunk 0 of rank 0 gives one to the embedding and the last
+ * chunk of the last rank one to the loss (so a chunk may hold no transformer layer). Uneven: the
+ * first (last) rank holds the given number, the other ranks split the rest evenly; with vpp each
+ * rank's layers are split evenly over its chunks and chunk v of every rank comes after chunk v-1
+ * of every rank. The two ways exclude each other (Megatron refuses both at once).
+ * --pipeline-model-parallel-layout is not handled. */
 typedef struct {
     int num_layers, pp_size, vpp;
     int first_stage_layers, last_stage_layers;
+    bool account_embedding, account_loss; /* --account-for-embedding/loss-in-pipeline-split */
 } mc_pp_layers_cfg_t;
 
 /* Global index of the first layer of (pp_rank, chunk) and how many layers it has. Returns 0, or

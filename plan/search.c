@@ -75,7 +75,10 @@ static bool cp_worth(const mc_args_t *base, int c)
 static int enumerate(const mc_args_t *base, const mc_cluster_t *cl, mc_plan_check_fn check,
                      int64_t vocab, knobs_t **out, int *tried)
 {
-    const int N = cl->num_gpus, L = base->num_layers;
+    const int N = cl->num_gpus;
+    /* the layers of the split: the embedding and the loss count under the account-for flags */
+    const int L = base->num_layers + base->account_for_embedding_in_pipeline_split +
+                  base->account_for_loss_in_pipeline_split;
     int n = 0, cap = 256;
     knobs_t *all = malloc((size_t)cap * sizeof(knobs_t));
     static mc_args_t a; /* large: not on the stack */

@@ -211,7 +211,9 @@ void mc_pp_plan_from_args(mc_pp_plan_t *p, const mc_args_t *a)
         .vpp = a->virtual_pipeline_model_parallel_size > 1 ? a->virtual_pipeline_model_parallel_size
                                                            : 1,
         .first_stage_layers = a->decoder_first_pipeline_num_layers,
-        .last_stage_layers = a->decoder_last_pipeline_num_layers};
+        .last_stage_layers = a->decoder_last_pipeline_num_layers,
+        .account_embedding = a->account_for_embedding_in_pipeline_split,
+        .account_loss = a->account_for_loss_in_pipeline_split};
     p->group_size = a->microbatch_group_size_per_vp_stage;
     p->overlap_p2p_comm = a->overlap_p2p_comm;
     p->num_microbatches = a->num_microbatches;

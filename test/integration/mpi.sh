@@ -75,7 +75,8 @@ same_log_numbers() {
         END { exit !(n == want && iters >= min && bad == 0) }'
 }
 
-# A layout's run gives the reference run's numbers (same_log_numbers); one TAP line.
+# A layout's run gives the reference run's numbers (same_log_numbers, at least
+# $LAYOUT_MIN_ITERS iterations: 24 unless set); one TAP line.
 layout_equals() { # name reference np flags...: the run under mpirun with "${FLAGS[@]}" first
     local name=$1 ref=$2 np=$3
     shift 3
@@ -85,5 +86,6 @@ layout_equals() { # name reference np flags...: the run under mpirun with "${FLA
         not_ok "$name exits 0 (rc=$rc: $(tail -c 400 "$MC_TMP/run.err"))"
         return
     fi
-    check "$name gives the single-rank losses, grad and params norms" same_log_numbers "$ref" "$MC_TMP/run"
+    check "$name gives the single-rank losses, grad and params norms" \
+        same_log_numbers "$ref" "$MC_TMP/run" "${LAYOUT_MIN_ITERS:-}"
 }

@@ -448,10 +448,6 @@ static void test_not_implemented_flags(void **state)
                  "world size (1) is not divisible by tensor x pipeline x context parallel size");
     mc_expect_error(ISSUE_LINE " --pipeline-model-parallel-layout E|t|t|L",
                  "--pipeline-model-parallel-layout is recognised but not implemented yet");
-    mc_expect_error(ISSUE_LINE " --account-for-embedding-in-pipeline-split",
-                 "--account-for-embedding-in-pipeline-split is recognised but not implemented yet");
-    mc_expect_error(ISSUE_LINE " --account-for-loss-in-pipeline-split",
-                 "--account-for-loss-in-pipeline-split is recognised but not implemented yet");
     mc_expect_error(ISSUE_LINE " --overlap-p2p-communication-warmup-flush",
                  "--overlap-p2p-communication-warmup-flush is recognised but not implemented yet");
     mc_expect_error(ISSUE_LINE " --defer-embedding-wgrad-compute",
@@ -657,6 +653,61 @@ static void test_pipeline_uneven(void **state)
                    "--num-virtual-stages-per-pipeline-rank 2 --decoder-first-pipeline-num-layers 2 "
                    "--decoder-last-pipeline-num-layers 2 --global-batch-size 12", 3);
     assert_int_equal(a.virtual_pipeline_model_parallel_size, 2);
+}
+
+/* --account-for-embedding/loss-in-pipeline-split: the embedding (loss) counts as a layer of the
+ * split (test_pp_split checks the split itself against Megatron's). */
+static void test_pipeline_account_for(void **state)
+{
+    (void)state;
+    static mc_args_t a;
+    /* 7 layers + the embedding over 2 stages: 3 + 4 */
+    mc_run_parse_here(&a, PP_LINE " --num-layers 7 --pipeline-model-parallel-size 2 "
+                   "--account-for-embedding-in-pipeline-split", 2);
+    assert_true(a.account_for_embedding_in_pipeline_split);
+    assert_false(a.account_for_loss_in_pipeline_split);
+    /* K divides the stage's layers counting the embedding and the loss: (6 + 2) / 2 / 2 */
+    mc_run_parse_here(&a, PP_LINE " --num-layers 6 --pipeline-model-parallel-size 2 "
+                   "--num-layers-per-virtual-pipeline-stage 2 --account-for-embedding-in-pipeline-split "
+                   "--account-for-loss-in-pipeline-split", 2);
+    assert_int_equal(a.virtual_pipeline_model_parallel_size, 2);
+    assert_true(a.account_for_loss_in_pipeline_split);
+    /* without pipelining the flags change nothing (Megatron builds every layer) */
+    mc_run_parse_here(&a, PP_LINE " --account-for-embedding-in-pipeline-split "
+                   "--account-for-loss-in-pipeline-split", 1);
+
+    mc_expect_error_world(PP_LINE " --pipeline-model-parallel-size 2 "
+                       "--account-for-embedding-in-pipeline-split", 2,
+                       "number of layers (9, the embedding or loss counted as a layer by "
+                       "--account-for-embedding-in-pipeline-split) must be divisible by the "
+                       "pipeline-model-parallel size (--num-layers 8, --pipeline-model-parallel-size 2)");
+    mc_expect_error_world(PP_LINE " --num-layers 6 --pipeline-model-parallel-size 2 "
+                       "--num-virtual-stages-per-pipeline-rank 3 --account-for-embedding-in-pipeline-split "
+                       "--account-for-loss-in-pipeline-split", 2,
+                       "number of layers on each pipeline rank (4, after "
+                       "--account-for-embedding-in-pipeline-split and --account-for-loss-in-pipeline-split) "
+                       "must be divisible by the virtual pipeline size (3)");
+    mc_expect_error_world(PP_LINE " --pipeline-model-parallel-size 2 --num-layers-per-virtual-pipeline-stage 2 "
+                       "--account-for-loss-in-pipeline-split", 2,
+                       "number of layers of the model (--num-layers 8 + 1 for "
+                       "--account-for-loss-in-pipeline-split) must be divisible by the "
+                       "pipeline-model-parallel size (2)");
+    mc_expect_error_world(PP_LINE " --num-layers 6 --pipeline-model-parallel-size 2 "
+                       "--num-layers-per-virtual-pipeline-stage 3 --account-for-embedding-in-pipeline-split "
+                       "--account-for-loss-in-pipeline-split", 2,
+                       "number of layers per pipeline stage (4 = (--num-layers 6 + 1 for "
+                       "--account-for-embedding-in-pipeline-split + 1 for "
+                       "--account-for-loss-in-pipeline-split) / --pipeline-model-parallel-size 2) must "
+                       "be divisible by the number of layers per virtual pipeline stage");
+    /* TransformerConfig refuses them with uneven first/last stages */
+    mc_expect_error_world(PP_LINE " --pipeline-model-parallel-size 2 --decoder-first-pipeline-num-layers 4 "
+                       "--account-for-embedding-in-pipeline-split", 2,
+                       "--decoder-first/last-pipeline-num-layers cannot be set at the same time with "
+                       "--account-for-embedding-in-pipeline-split (--num-layers 8");
+    mc_expect_error_world(PP_LINE " --pipeline-model-parallel-size 2 --decoder-last-pipeline-num-layers 4 "
+                       "--account-for-loss-in-pipeline-split", 2,
+                       "--decoder-first/last-pipeline-num-layers cannot be set at the same time with "
+                       "--account-for-loss-in-pipeline-split");
 }
 
 static void test_pipeline_errors(void **state)
@@ -1001,6 +1052,7 @@ int main(void)
         cmocka_unit_test(test_rampup_batch_size),
         cmocka_unit_test(test_pipeline_vpp_derived),
         cmocka_unit_test(test_pipeline_uneven),
+        cmocka_unit_test(test_pipeline_account_for),
         cmocka_unit_test(test_pipeline_errors),
         cmocka_unit_test(test_pipeline_finalize_by_hand),
         cmocka_unit_test(test_table_covers_the_spec),

@@ -528,26 +528,26 @@ static void expect_layers_error(mc_pp_layers_cfg_t c, const char *want)
 static void test_layers_even(void **state)
 {
     /* MEGATRON.md 3.2: L=8, pp=2, vpp=2 */
-    mc_pp_layers_cfg_t c = {8, 2, 2, 0, 0};
+    mc_pp_layers_cfg_t c = {8, 2, 2, 0, 0, false, false};
     expect_layers(c, 0, 0, 0, 2);
     expect_layers(c, 1, 0, 2, 2);
     expect_layers(c, 0, 1, 4, 2);
     expect_layers(c, 1, 1, 6, 2);
     /* without VPP: [p*L/pp, (p+1)*L/pp) */
-    c = (mc_pp_layers_cfg_t){8, 2, 1, 0, 0};
+    c = (mc_pp_layers_cfg_t){8, 2, 1, 0, 0, false, false};
     expect_layers(c, 0, 0, 0, 4);
     expect_layers(c, 1, 0, 4, 4);
     /* transformer_block.py's comment: 8 layers, 2 stages, 4 chunks: [0][2][4][6] / [1][3][5][7] */
-    c = (mc_pp_layers_cfg_t){8, 2, 4, 0, 0};
+    c = (mc_pp_layers_cfg_t){8, 2, 4, 0, 0, false, false};
     for (int v = 0; v < 4; v++) {
         expect_layers(c, 0, v, 2 * v, 1);
         expect_layers(c, 1, v, 2 * v + 1, 1);
     }
-    c = (mc_pp_layers_cfg_t){5, 1, 1, 0, 0};
+    c = (mc_pp_layers_cfg_t){5, 1, 1, 0, 0, false, false};
     expect_layers(c, 0, 0, 0, 5);
-    expect_layers_error((mc_pp_layers_cfg_t){7, 2, 1, 0, 0},
+    expect_layers_error((mc_pp_layers_cfg_t){7, 2, 1, 0, 0, false, false},
                         "Number of layers should be divisible by the pipeline-model-parallel size");
-    expect_layers_error((mc_pp_layers_cfg_t){8, 2, 3, 0, 0},
+    expect_layers_error((mc_pp_layers_cfg_t){8, 2, 3, 0, 0, false, false},
                         "number of layers per pipeline rank (4) must be divisible by the virtual "
                         "pipeline size (3)");
 }
@@ -555,27 +555,27 @@ static void test_layers_even(void **state)
 static void test_layers_uneven(void **state)
 {
     /* first and last set: the middle rank takes the rest */
-    mc_pp_layers_cfg_t c = {10, 3, 1, 2, 2};
+    mc_pp_layers_cfg_t c = {10, 3, 1, 2, 2, false, false};
     expect_layers(c, 0, 0, 0, 2);
     expect_layers(c, 1, 0, 2, 6);
     expect_layers(c, 2, 0, 8, 2);
     /* first only: ranks 1..pp-1 split the rest */
-    c = (mc_pp_layers_cfg_t){10, 3, 1, 4, 0};
+    c = (mc_pp_layers_cfg_t){10, 3, 1, 4, 0, false, false};
     expect_layers(c, 0, 0, 0, 4);
     expect_layers(c, 1, 0, 4, 3);
     expect_layers(c, 2, 0, 7, 3);
     /* last only */
-    c = (mc_pp_layers_cfg_t){7, 3, 1, 0, 1};
+    c = (mc_pp_layers_cfg_t){7, 3, 1, 0, 1, false, false};
     expect_layers(c, 0, 0, 0, 3);
     expect_layers(c, 1, 0, 3, 3);
     expect_layers(c, 2, 0, 6, 1);
     /* pp=2 with both: no middle stage */
-    c = (mc_pp_layers_cfg_t){5, 2, 1, 3, 2};
+    c = (mc_pp_layers_cfg_t){5, 2, 1, 3, 2, false, false};
     expect_layers(c, 0, 0, 0, 3);
     expect_layers(c, 1, 0, 3, 2);
     /* with VPP (get_transformer_layer_offset): a round of chunk v is first/vpp + middle/vpp +
      * last/vpp layers; L=12, pp=3, vpp=2, first=2, last=2: round 1 + 4 + 1 */
-    c = (mc_pp_layers_cfg_t){12, 3, 2, 2, 2};
+    c = (mc_pp_layers_cfg_t){12, 3, 2, 2, 2, false, false};
     expect_layers(c, 0, 0, 0, 1);
     expect_layers(c, 1, 0, 1, 4);
     expect_layers(c, 2, 0, 5, 1);
@@ -583,28 +583,29 @@ static void test_layers_uneven(void **state)
     expect_layers(c, 1, 1, 7, 4);
     expect_layers(c, 2, 1, 11, 1);
 
-    expect_layers_error((mc_pp_layers_cfg_t){12, 3, 2, 3, 0},
+    expect_layers_error((mc_pp_layers_cfg_t){12, 3, 2, 3, 0, false, false},
                         "number of layers at first stage: 3 must be divisible by virtual pipeline "
                         "parallel degree 2");
-    expect_layers_error((mc_pp_layers_cfg_t){12, 3, 2, 2, 3},
+    expect_layers_error((mc_pp_layers_cfg_t){12, 3, 2, 2, 3, false, false},
                         "number of layers at last stage: 3 must be divisible by virtual pipeline "
                         "parallel degree 2");
-    expect_layers_error((mc_pp_layers_cfg_t){10, 4, 1, 3, 0},
+    expect_layers_error((mc_pp_layers_cfg_t){10, 4, 1, 3, 0, false, false},
                         "number of layers at middle stage: 7 must be divisible by the middle "
                         "pipeline model parallel size 3");
-    expect_layers_error((mc_pp_layers_cfg_t){11, 3, 2, 2, 2},
+    expect_layers_error((mc_pp_layers_cfg_t){11, 3, 2, 2, 2, false, false},
                         "number of layers on each middle pipeline rank: 7 must be divisible by "
                         "virtual pipeline parallel degree 2");
-    expect_layers_error((mc_pp_layers_cfg_t){6, 2, 1, 3, 2},
+    expect_layers_error((mc_pp_layers_cfg_t){6, 2, 1, 3, 2, false, false},
                         "decoder first/last pipeline num layers (3, 2) do not add up to num "
                         "layers 6");
     /* a middle stage without layers (TransformerConfig.__post_init__) */
-    expect_layers_error((mc_pp_layers_cfg_t){8, 3, 1, 4, 4},
+    expect_layers_error((mc_pp_layers_cfg_t){8, 3, 1, 4, 4, false, false},
                         "Mismatch: 0 middle layers remaining but 1 middle PP stages available.");
 }
 
 /* Whenever a placement is accepted, virtual stages 0, 1, ... (chunk-major: v = c*pp + r) hold
- * consecutive layers covering [0, L) once. */
+ * consecutive layers covering [0, L) once (with the account-for flags too: acc bit 0 the
+ * embedding, bit 1 the loss). */
 static void test_layers_cover(void **state)
 {
     int accepted = 0;
@@ -612,26 +613,26 @@ static void test_layers_cover(void **state)
         for (int pp = 1; pp <= 4; pp++)
             for (int vpp = 1; vpp <= 3; vpp++)
                 for (int F = 0; F <= L; F++)
-                    for (int Ls = 0; Ls <= L; Ls++) {
-                        mc_pp_layers_cfg_t c = {L, pp, vpp, F, Ls};
-                        int next = 0, f, k;
-                        char err[256];
-                        if (mc_pp_layers(&c, 0, 0, &f, &k, err, sizeof err))
-                            continue;
-                        accepted++;
-                        for (int v = 0; v < pp * vpp; v++) {
-                            assert_int_equal(mc_pp_layers(&c, v % pp, v / pp, &f, &k, err,
-                                                          sizeof err), 0);
-                            assert_int_equal(f, next);
-                            next += k;
-                        }
-                        assert_int_equal(next, L);
-                        if (F)
-                            for (int v = 0; v < vpp; v++) {
-                                mc_pp_layers(&c, 0, v, &f, &k, err, sizeof err);
-                                assert_int_equal(k * vpp, F);
+                    for (int Ls = 0; Ls <= L; Ls++)
+                        for (int acc = 0; acc < 4; acc++) {
+                            mc_pp_layers_cfg_t c = {L, pp, vpp, F, Ls, acc & 1, acc & 2};
+                            int next = 0, f, k;
+                            char err[256];
+                            if (mc_pp_layers(&c, 0, 0, &f, &k, err, sizeof err)) continue;
+                            accepted++;
+                            for (int v = 0; v < pp * vpp; v++) {
+                                assert_int_equal(
+                                    mc_pp_layers(&c, v % pp, v / pp, &f, &k, err, sizeof err), 0);
+                                assert_int_equal(f, next);
+                                next += k;
                             }
-                    }
+                            assert_int_equal(next, L);
+                            if (F)
+                                for (int v = 0; v < vpp; v++) {
+                                    mc_pp_layers(&c, 0, v, &f, &k, err, sizeof err);
+                                    assert_int_equal(k * vpp, F);
+                                }
+                        }
     assert_true(accepted > 300);
 }
 
