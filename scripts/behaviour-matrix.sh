@@ -13,6 +13,10 @@
 # AttnBackend member); the emulated bf16 runs take cuDNN's fused attention (the default) and the
 # GPT one its bias gradients from cuBLASLt's BGRADB. Without those three (the args entry left out,
 # --attention-backend local, BGRADB off) every line and byte is the 42e5a49 baseline's.
+# Re-recorded twice since, each time with every training number the same: after context
+# parallelism (the args gain cp_comm_type and hierarchical_context_parallel_sizes), and after
+# issue 33's log line (lm loss and validation values printed from Megatron's float32 values: a
+# last digit moves on some lines; the args gain account_for_embedding/loss_in_pipeline_split).
 set -u
 cd "$(dirname "$0")/.."
 mode=${1:-} dir=${2:-}

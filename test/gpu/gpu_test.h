@@ -22,6 +22,7 @@
 #include "kernels/backend.h"
 #include "kernels/device.h"
 #include "kernels/dtype.h"
+#include "test/gpu/sampled.h"
 
 static const mc_dtype_t GPU_TYPES[3] = {MC_DT_F32, MC_DT_BF16, MC_DT_F16};
 
@@ -64,21 +65,6 @@ static inline const mc_backend_t *gpu_backend(const char **why)
             return;                                                                                \
         }                                                                                          \
     } while (0)
-
-/* Whether to run the next case of a large table. Under AddressSanitizer (the sanitizer pass of
- * .ci/run, whose op tests run about four times slower on the emulated device) half of them: the
- * release pass runs them all under two schedules, and the sanitizers see each kernel, type and
- * edge shape in some of its cases. The half is the golden-ratio sequence (case n runs when
- * frac(n phi) < 1/2), not every other case, which would drop one arm of every two-way loop. */
-static inline int gpu_case_sampled(void)
-{
-#if defined(__SANITIZE_ADDRESS__)
-    static unsigned n;
-    return ((n++ * 0x9E3779B9u) >> 31) == 0;
-#else
-    return 1;
-#endif
-}
 
 /* ---- host tensors ---- */
 

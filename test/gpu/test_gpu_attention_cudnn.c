@@ -23,6 +23,7 @@
 #include "kernels/attention_choice.h"
 #include "kernels/backend.h"
 #include "kernels/device.h"
+#include "test/gpu/sampled.h"
 #include "test/unit/attention_check.h"
 #ifdef MC_WITH_CUDA
 #include "kernels/cuda/attention.h"
