@@ -24,6 +24,21 @@ one_error_line() {
     fi
 }
 
+# same_lines_float32_loss A B: the files' lines are the same, except that each lm loss value
+# (and validation PPL) may differ in its last printed digit (relative 1e-6). Megatron's loss
+# report is float32: each rank sums its microbatches' (sum, tokens) pairs in float32, then the
+# data-parallel ranks' sums are added, so another data-parallel (or context-parallel) size rounds
+# it differently, as Megatron's log does; every other number of the line is layout invariant.
+# A and B are files (each is read twice).
+same_lines_float32_loss() {
+    local mask='s/(lm loss( value| PPL)?: )[0-9.E+-]+/\1*/g'
+    diff <(sed -E "$mask" "$1") <(sed -E "$mask" "$2") >/dev/null || return 1
+    paste -d' ' <(grep -oE 'lm loss( value| PPL)?: [0-9.E+-]+' "$1" | awk '{print $NF}') \
+        <(grep -oE 'lm loss( value| PPL)?: [0-9.E+-]+' "$2" | awk '{print $NF}') |
+        awk '{ d = $1 - $2; if (d < 0) d = -d; m = $1 < 0 ? -$1 : $1; if (NF != 2 || d > 1e-6 * m) bad++ }
+             END { exit bad > 0 }'
+}
+
 # every_error_line NAME PATTERN RC FILE: a failure whose stderr lines starting "megatron-c: " (one or
 # more: every problem of a line at once) all match PATTERN (grep -E).
 every_error_line() {

@@ -54,8 +54,12 @@ layout_case() {
     # shellcheck disable=SC2086
     run_np "$lnp" "${FLAGS[@]}" $lflags --load "$dir" --ckpt-step 4 >"$MC_TMP/$name.load" 2>&1
     local rc2=$?
-    if [ $rc1 -eq 0 ] && [ $rc2 -eq 0 ] && [ "$(resumed "$MC_TMP/$name.load" | wc -l)" -eq 3 ] &&
-        diff <(resumed "$base") <(resumed "$MC_TMP/$name.load") >"$MC_TMP/$name.diff"; then
+    # the lm loss within its float32 rounding where the data-parallel size changes (lib.sh)
+    resumed "$base" >"$MC_TMP/$name.want"
+    resumed "$MC_TMP/$name.load" >"$MC_TMP/$name.got"
+    diff "$MC_TMP/$name.want" "$MC_TMP/$name.got" >"$MC_TMP/$name.diff"
+    if [ $rc1 -eq 0 ] && [ $rc2 -eq 0 ] && [ "$(wc -l <"$MC_TMP/$name.got")" -eq 3 ] &&
+        same_lines_float32_loss "$MC_TMP/$name.want" "$MC_TMP/$name.got"; then
         ok "$name: iterations 5..8 after loading equal the run that did not stop"
     else
         not_ok "$name (rc=$rc1,$rc2): $(head -c 600 "$MC_TMP/$name.diff") $(grep -h 'error' "$MC_TMP/$name.save" "$MC_TMP/$name.load" | head -c 400)"
