@@ -5,16 +5,19 @@
 # without reporting counts as one failure.
 #
 # MC_TEST_SET=all (the default: `make test`) runs every program. MC_TEST_SET=sanitize (the
-# sanitizer pass of .ci/run) runs what AddressSanitizer and UBSan find things in: every unit test,
-# the emulated op tests and the emulator's own tests, and the integration scripts that say why in
-# a "# ci-sanitize: <why>" line of their header (the fuzzers, a sample of multi-rank runs, the
-# file parsers); the release pass runs everything. MC_TEST_ONLY="test_a test_b ...", when set, runs
-# only the programs of those names (unit, integration or emulated).
+# sanitizer pass: `make test SANITIZE=1 TEST_SET=sanitize`) runs what AddressSanitizer and UBSan
+# find things in: every unit test, the emulated op tests and the emulator's own tests, and the
+# integration scripts that say why in a "# ci-sanitize: <why>" line of their header (the fuzzers,
+# a sample of multi-rank runs, the file parsers). MC_SAN_BUILD (with MC_SAN_EMU_BUILD and
+# MC_SAN_EMU_SCHEDS; `make test SANITIZE_TOO=1`, .ci/run) adds the sanitize set against those
+# sanitizer builds to the same run, its results named san/...: one pool, one closing line.
+# MC_TEST_ONLY="test_a test_b ...", when set, runs only the programs of those names (unit,
+# integration or emulated).
 #
 # MC_TEST_JOBS programs run at once (default: the machine's cores): most are one process, and
 # some wait on timers (heartbeats, hung-rank detection), so on CI's two cores two at a time
-# halve the wall time. Each program's lines come out together when it ends; the order of programs
-# is then the order they end in.
+# halve the wall time. The longest (test/durations.txt) start first. Each program's lines come
+# out together when it ends; the order of programs is then the order they end in.
 set -u
 cd "$(dirname "$0")/.."
 : "${MC_BUILD:=$PWD/build/rel}"
@@ -61,7 +64,7 @@ record() {
     local n=$((++n_records))
     cp "$2" "$JOB/out.$n"
     cpu_ms "$JOB/cpu"
-    echo "$n $3 $((SECONDS - started)) $(((CPU_MS - cpu_started + 500) / 1000)) $1" >>"$JOB/records"
+    echo "$n $3 $((SECONDS - started)) $(((CPU_MS - cpu_started + 500) / 1000)) ${NAME_PREFIX:-}$1" >>"$JOB/records"
     started=$SECONDS cpu_started=$CPU_MS
 }
 job_program() { # NAME CMD...: one program, one result
@@ -134,12 +137,16 @@ start_job() { # FUNCTION ARGS...
 }
 running() { jobs -rp | wc -l; }
 report_done() { # counts the results of every job that has ended and was not counted yet
-    local d n rc wall cpu name
+    local d n rc wall cpu name sum
     for d in "$log"/job.*; do
         [ -e "$d/done" ] || continue
+        sum=0
         while read -r n rc wall cpu name; do
             count "$name" "$d/out.$n" "$rc" "$wall" "$cpu"
+            sum=$((sum + wall))
         done <"$d/records"
+        # the job's seconds under the name test/durations.txt knows it by
+        [ -z "${MC_TEST_DURATIONS_OUT:-}" ] || echo "$sum $(cat "$d/name")" >>"$MC_TEST_DURATIONS_OUT"
         rm -rf "$d"
     done
 }
@@ -151,35 +158,85 @@ queue() { # FUNCTION ARGS...: starts it once fewer than MC_TEST_JOBS run
     start_job "$@"
 }
 
-# The integration scripts first (the longest programs: started early, they do not end the run
-# alone), then the emulated device's programs, then the unit tests.
-left=0
-for t in test/integration/test_*.sh; do
-    [ -f "$t" ] && only "$(basename "$t" .sh)" || continue
-    if [ "$MC_TEST_SET" = sanitize ] && ! head -30 "$t" | grep -q '^# ci-sanitize: '; then
-        left=$((left + 1))
-        continue
-    fi
-    queue job_program "integration/$(basename "$t" .sh)" bash "$t"
-done
-: "${MC_EMU_SCHEDS:=forward warps}"
-if [ -n "${MC_EMU_BUILD:-}" ] && [ -x "$MC_EMU_BUILD/megatron-c" ]; then
-    for t in "$MC_EMU_BUILD"/test/test_gpu_*; do
-        [ -x "$t" ] && only "$(basename "$t")" || continue
-        queue job_emu "$t"
-    done
-    for t in "$MC_EMU_BUILD"/test/emu/test_emu_*; do
-        [ -x "$t" ] && only "$(basename "$t")" || continue
-        queue job_program "emu/$(basename "$t")" "$t"
-    done
-else
-    echo "ok - the emulated CUDA device # SKIP not built (make emu needs g++ and the CUDA and NCCL headers)" >"$log/skip"
-    count emu "$log/skip" 0 0 0
+# ---- what to run: jobs "SECONDS|BUILD|NAME|FUNCTION|ARG", longest first ----
+
+# test/durations.txt: each long program's seconds in an earlier run (MC_TEST_DURATIONS_OUT writes
+# them). The longest start first, so that none ends the run alone; the others follow in the
+# order below (integration scripts, the emulated device's programs, unit tests).
+declare -A DURATION=()
+if [ -f test/durations.txt ]; then
+    while read -r sec name; do
+        [[ $sec =~ ^[0-9]+$ ]] && DURATION[$name]=$sec
+    done <test/durations.txt
 fi
-for t in "$MC_BUILD"/test/test_*; do
-    [ -x "$t" ] && only "$(basename "$t")" || continue
-    queue job_program "unit/$(basename "$t")" "$t"
-done
+JOB_LIST=()
+add_job() { # BUILD NAME FUNCTION ARG: BUILD is rel (MC_BUILD) or san (MC_SAN_BUILD)
+    local key=$2
+    [ "$1" = san ] && key=san/$2
+    JOB_LIST+=("${DURATION[$key]:-0}|$1|$2|$3|$4")
+}
+# One set of programs against one build and emulated build: SET is all or sanitize.
+add_set() { # BUILD SET BUILD_DIR EMU_BUILD_DIR
+    local t
+    for t in test/integration/test_*.sh; do
+        [ -f "$t" ] && only "$(basename "$t" .sh)" || continue
+        if [ "$2" = sanitize ] && ! head -30 "$t" | grep -q '^# ci-sanitize: '; then
+            left=$((left + 1))
+            continue
+        fi
+        add_job "$1" "integration/$(basename "$t" .sh)" job_program "$t"
+    done
+    if [ -n "$4" ] && [ -x "$4/megatron-c" ]; then
+        for t in "$4"/test/test_gpu_*; do
+            [ -x "$t" ] && only "$(basename "$t")" || continue
+            add_job "$1" "emu/$(basename "$t")" job_emu "$t"
+        done
+        for t in "$4"/test/emu/test_emu_*; do
+            [ -x "$t" ] && only "$(basename "$t")" || continue
+            add_job "$1" "emu/$(basename "$t")" job_program "$t"
+        done
+    else
+        echo "ok - the emulated CUDA device # SKIP not built (make emu needs g++ and the CUDA and NCCL headers)" >"$log/skip"
+        count "$([ "$1" = san ] && echo san/)emu" "$log/skip" 0 0 0
+    fi
+    for t in "$3"/test/test_*; do
+        [ -x "$t" ] && only "$(basename "$t")" || continue
+        add_job "$1" "unit/$(basename "$t")" job_program "$t"
+    done
+}
+# A job in its build: the programs see that build's MC_BUILD, MC_BIN, MC_EMU_BUILD and schedules;
+# the sanitizer build's results are named san/...
+in_build() { # BUILD NAME FUNCTION ARG
+    if [ "$1" = san ]; then
+        export MC_BUILD=$MC_SAN_BUILD MC_BIN=$MC_SAN_BUILD/megatron-c MC_EMU_BUILD=${MC_SAN_EMU_BUILD:-}
+        export MC_EMU_SCHEDS=$MC_SAN_EMU_SCHEDS
+        NAME_PREFIX=san/
+    fi
+    echo "${NAME_PREFIX:-}$2" >"$JOB/name"
+    case $3 in
+    job_emu) job_emu "$4" ;;
+    *) case $4 in
+       *.sh) job_program "$2" bash "$4" ;;
+       *) job_program "$2" "$4" ;;
+       esac ;;
+    esac
+}
+
+left=0
+: "${MC_EMU_SCHEDS:=forward warps}"
+add_set rel "$MC_TEST_SET" "$MC_BUILD" "${MC_EMU_BUILD:-}"
+# MC_SAN_BUILD (.ci/run): the sanitizer pass's programs too, in the same pool (MC_TEST_SET=sanitize
+# against MC_SAN_BUILD and MC_SAN_EMU_BUILD, under MC_SAN_EMU_SCHEDS): neither pass ends alone.
+if [ -n "${MC_SAN_BUILD:-}" ]; then
+    : "${MC_SAN_EMU_SCHEDS:=forward}"
+    export MC_SAN_EMU_SCHEDS
+    add_set san sanitize "$MC_SAN_BUILD" "${MC_SAN_EMU_BUILD:-}"
+fi
+# longest first; equal (unlisted) ones keep their order
+while IFS='|' read -r _ build name fn arg; do
+    queue in_build "$build" "$name" "$fn" "$arg"
+done < <(for i in "${!JOB_LIST[@]}"; do echo "${JOB_LIST[i]%%|*} $i"; done | sort -k1,1rn -k2,2n |
+         while read -r _ i; do echo "${JOB_LIST[i]}"; done)
 while [ "$(running)" -gt 0 ]; do
     wait -n
     report_done
@@ -192,11 +249,11 @@ for d in "$log"/job.*; do # a job killed before it ended (its subshell too)
     count "lost/${d##*/}" "$log/lost" 1 0 0
 done
 
-[ "$left" -eq 0 ] || echo "MC_TEST_SET=$MC_TEST_SET: $left integration scripts left to the release pass (no '# ci-sanitize:' line)"
+[ "$left" -eq 0 ] || echo "sanitizer set: $left integration scripts left to the release build (no '# ci-sanitize:' line)"
 touch "$log/times"
 echo "slowest: $(sort -rn "$log/times" | head -8 | awk '{printf "%s %ss (%ss cpu); ", $3, $1, $2}')"
 cpu_ms "$log/cpu"
-echo "time: $((SECONDS - wall_all)) s wall, $(((CPU_MS - cpu_all + 500) / 1000)) s cpu, $MC_TEST_JOBS at a time (MC_TEST_SET=$MC_TEST_SET)"
+echo "time: $((SECONDS - wall_all)) s wall, $(((CPU_MS - cpu_all + 500) / 1000)) s cpu, $MC_TEST_JOBS at a time (MC_TEST_SET=$MC_TEST_SET${MC_SAN_BUILD:+, and sanitize in $MC_SAN_BUILD})"
 if [ "$skipped" -gt 0 ]; then
     echo "$passed passed, $failed failed, $skipped skipped"
 else
