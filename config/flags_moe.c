@@ -180,7 +180,7 @@ const mc_flag_t mc_flags_moe[] = {
      TODO("mixture of experts (MoE)"),
      .help = "Number of tokens per page for paged stash memory management."},
     {.name = "--moe-per-layer-logging", G_MOE, TRUE_IF_GIVEN, PENDING_FIELD(moe_per_layer_logging),
-     TODO_CHECKED("mixture of experts (MoE)"),
+     IMPLEMENTED_NOTE("TensorBoard's moe/<loss>_layer_<i> scalars of the MoE losses"),
      .help = "Enable per-layer logging for MoE, currently supports auxiliary loss and z loss."},
     {.name = "--moe-permute-fusion", G_MOE, TRUE_IF_GIVEN, PENDING_FIELD(moe_permute_fusion),
      IMPLEMENTED_NOTE("an implementation choice: the MoE layer permutes tokens in one pass "
@@ -366,7 +366,7 @@ const mc_flag_t mc_flags_moe[] = {
              "dense model."},
     {.name = "--moe-z-loss-coeff", G_MOE, FLOAT,
      PENDING_FIELD(moe_z_loss_coeff), SET_FLAG(moe_z_loss_coeff_set),
-     TODO_CHECKED("mixture of experts (MoE)"),
+     IMPLEMENTED_NOTE("the router's z-loss: its gradient in the router's, logged as z_loss"),
      .help = "Scaling coefficient for the z-loss. A starting value of 1e-3 is recommended."},
     {.name = "--mtp-detach-heads", G_TC, TRUE_IF_GIVEN, TODO("multi-token prediction"),
      .help = "If True, detach MTP head inputs from the main model graph. This prevents MTP loss "
