@@ -144,6 +144,14 @@ if [ -n "${MC_EMU_BUILD:-}" ] && [ -x "$EMU_BIN" ]; then
     fields "$MC_TMP/emu" >"$MC_TMP/emu.f"
     check "on the emulated GPU (--device cuda) iteration 6 is Megatron's too ($(tr '\n' ' ' <"$MC_TMP/emu.f"))" \
         cmp -s "$MC_TMP/want" "$MC_TMP/emu.f"
+    # the losses' ops on the device (the z-loss's, seq_aux_loss's per sequence), mixed layers:
+    # the CPU's first two iterations (six fields each)
+    "$EMU_BIN" "${MIXED[@]}" "${LOSSES[@]}" --device cuda --data-cache-path "$MC_TMP/cache" \
+        --exit-interval 2 >"$MC_TMP/emu-mixed" 2>&1
+    moe_fields "$MC_TMP/emu-mixed" >"$MC_TMP/emu-mixed.f"
+    head -n 12 "$MC_TMP/mixed.f" >"$MC_TMP/mixed2.f"
+    check "on the emulated GPU mixed layers and every loss give the CPU's lines ($(tail -c 300 "$MC_TMP/emu-mixed" | tr '\n' ' '))" \
+        same_fields "$MC_TMP/mixed2.f" "$MC_TMP/emu-mixed.f"
 else
     skip "the MoE layer on the emulated GPU" "no build/emu/megatron-c (make EMU=1)"
 fi
