@@ -231,9 +231,9 @@ static void pending(const mc_args_t *a, void (*report)(const char *line))
 }
 
 /* What the MoE layer does today (model/moe.c): every expert on every rank, with tp 1 and
- * cp 1 (any dp and pp: every rank holds all experts), SwiGLU experts without biases in fp32,
- * dense layers among MoE layers (--moe-layer-freq), the aux, seq-aux, global aux and z losses,
- * without writing checkpoints. The rest is refused by name, every part at once. */
+ * cp 1 (any dp and pp: every rank holds all experts), SwiGLU experts without biases in fp32 or
+ * bf16, dense layers among MoE layers (--moe-layer-freq), the aux, seq-aux, global aux and z
+ * losses, without writing checkpoints. The rest is refused by name, every part at once. */
 static void scope(const mc_args_t *a, void (*report)(const char *line))
 {
     if (!a->num_experts) return;
@@ -241,11 +241,10 @@ static void scope(const mc_args_t *a, void (*report)(const char *line))
     if (cond)                                                                                      \
         problem(report,                                                                            \
                 "MoE layers with %s are recognised but not implemented yet in megatron-c (the "    \
-                "MoE layer runs one rank's experts in fp32 for now)",                              \
+                "MoE layer runs one rank's experts for now)",                                      \
                 what);
     TODO(a->tensor_model_parallel_size > 1, "--tensor-model-parallel-size > 1")
     TODO(a->context_parallel_size > 1, "--context-parallel-size > 1")
-    TODO(a->bf16, "--bf16")
     TODO(a->fp16, "--fp16")
     TODO(!a->swiglu, "experts without --swiglu")
     TODO(a->add_bias_linear, "biases (add --disable-bias-linear)")

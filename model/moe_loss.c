@@ -152,12 +152,18 @@ void mc_moe_losses_forward(mc_layer_run_t *r, mc_moe_acts_t *s)
 {
     const mc_moe_cfg_t *q = &r->c->moe;
     if (!r->training) return;
-    if (runs(q, MC_MOE_Z)) { /* z_loss_func: mean(logsumexp(logits)^2) * coeff */
+    if (runs(q, MC_MOE_Z)) {
+        /* z_loss_func: mean(logsumexp(logits)^2) * coeff, tensors of the router's type (float
+         * arithmetic, rounded to it), and its / coeff for the tracker */
         const mc_backend_t *be = r->be;
+        const mc_dtype_t rdt = r->c->dt;
+        const float coeff = (float)q->coeff[MC_MOE_Z];
         float *zsum = r->m->moe_ws.psum, z;
-        be->moe->z_loss(be, r->c->dt, zsum, s->logits, r->N, q->num_experts);
+        be->moe->z_loss(be, rdt, zsum, s->logits, r->N, q->num_experts);
         be->memcpy_d2h(be, &z, zsum, sizeof(float));
-        record(r, MC_MOE_Z, z / (float)r->N * (float)q->coeff[MC_MOE_Z]);
+        const float loss =
+            (float)mc_moe_round(rdt, (float)mc_moe_round(rdt, z / (float)r->N) * coeff);
+        *tracker(r->m, MC_MOE_Z, (int)r->layer_no - 1) += (float)mc_moe_round(rdt, loss / coeff);
     }
     if (aux_enabled(q)) aux_losses(r, s);
 }

@@ -90,7 +90,7 @@ static void test_refused_until_implemented(void **state)
     /* what the MoE layer does not do yet, each refused by name */
     const char *todo = "are recognised but not implemented yet in megatron-c";
     mc_expect_error(MOE, "MoE layers with experts without --swiglu");
-    mc_expect_error(MOE " --swiglu --bf16", todo);
+    mc_expect_error(MOE " --swiglu --fp16", todo);
     mc_expect_error_world(MOE " --swiglu --tensor-model-parallel-size 2 --sequence-parallel", 2,
                           "MoE layers with --tensor-model-parallel-size > 1");
     mc_expect_error(MOE " --swiglu --save /tmp/x --save-interval 5", "MoE layers with --save");
@@ -109,11 +109,11 @@ static void test_refused_until_implemented(void **state)
     /* every part the layer lacks at once, one line each (a recipe sees its whole list) */
     static const char *const parts[] = {"--expert-model-parallel-size is recognised",
                                         "--moe-router-pre-softmax is recognised",
-                                        "MoE layers with --bf16",
+                                        "MoE layers with --calculate-per-token-loss",
                                         "MoE layers with --log-throughput",
                                         "MoE layers with --save"};
     mc_expect_errors_world(MOE " --swiglu --expert-model-parallel-size 2 --moe-router-pre-softmax "
-                               "--bf16 --save /tmp/x --save-interval 5 --log-throughput",
+                               "--calculate-per-token-loss --save /tmp/x --save-interval 5 --log-throughput",
                            2, 5, parts);
     mc_expect_error(MOE " --swiglu --moe-router-pre-softmax",
                     "--moe-router-pre-softmax is recognised but not implemented");
