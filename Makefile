@@ -91,10 +91,12 @@ endif
 # SASS for H100/H200 (sm_90a) and A100-class GPUs (sm_80, which also runs on sm_86/89), and
 # compute_90 PTX that newer GPUs (Blackwell) compile at load time. NVCC_WERROR (default WERROR)
 # makes nvcc's warnings errors: CI's nvcc is known; a GPU machine's newer one may warn anew.
+# NVCC_GENCODE: those three by default; .ci/run, which has no GPU, compiles sm_90a only (nvcc
+# takes about as long again for each target).
 NVCC_WERROR ?= $(WERROR)
-NVCCFLAGS := -O3 -std=c++17 -I. -Xcompiler -Wall \
-             -gencode arch=compute_90a,code=sm_90a -gencode arch=compute_80,code=sm_80 \
-             -gencode arch=compute_90,code=compute_90
+NVCC_GENCODE ?= -gencode arch=compute_90a,code=sm_90a -gencode arch=compute_80,code=sm_80 \
+                -gencode arch=compute_90,code=compute_90
+NVCCFLAGS := -O3 -std=c++17 -I. -Xcompiler -Wall $(NVCC_GENCODE)
 ifeq ($(NVCC_WERROR),1)
 NVCCFLAGS += -Werror all-warnings
 endif
