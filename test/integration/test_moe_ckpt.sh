@@ -13,7 +13,6 @@
 #    Megatron's files (the experts' [L, E, 2F, H] and [L, E, H, F] stacks, the optimizer buckets);
 #  - convert-checkpoint of it to the legacy format (pp 1 and pp 2) loads with Megatron's numbers;
 #    a target tp > 1 is refused by name.
-# ci-sanitize: MoE checkpoints: the experts' keys through the legacy and torch_dist writers and readers
 source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/mpi.sh"
 
@@ -45,6 +44,17 @@ run_np() { # np args...
 fields() {
     grep -E " iteration +($2)/" "$1" |
         grep -o 'learning rate: [^|]*|\|lm loss: [^|]*|\|load_balancing_loss: [^|]*|\|grad norm: [^|]*|'
+}
+
+# close_fields A B: the same fields, each value within relative 1e-5 of A's (issue 31's bound for
+# Megatron's numbers in fp32; the printed grad norm, %.3f, within one unit of its last digit)
+close_fields() {
+    [ -s "$1" ] && [ "$(wc -l <"$1")" -eq "$(wc -l <"$2")" ] &&
+        paste <(sed 's/ *|$//' "$1") <(sed 's/ *|$//' "$2") | awk -F'\t' '
+            { split($1, a, ": "); split($2, b, ": "); if (a[1] != b[1]) bad++
+              d = a[2] - b[2]; if (d < 0) d = -d; m = a[2] < 0 ? -a[2] : a[2]
+              if (d > 1e-5 * m && !(a[1] == "grad norm" && d <= 0.0011)) bad++ }
+            END { exit bad > 0 }'
 }
 
 # ---- exact resume ----
@@ -136,13 +146,16 @@ ITERS='6|7|8|9|10|11|12|13|14|15'
 rc=$?
 fields "$REF/ep1.continuation.log" "$ITERS" >"$MC_TMP/ep1.want"
 fields "$MC_TMP/ep1" "$ITERS" >"$MC_TMP/ep1.got"
-check "Megatron's ep1 loads with its optimizer state: iterations 6..15 are Megatron's (rc=$rc $(diff "$MC_TMP/ep1.want" "$MC_TMP/ep1.got" | head -c 300) $(grep -h error "$MC_TMP/ep1" | head -c 300))" \
-    bash -c "[ $rc -eq 0 ] && [ \$(wc -l <'$MC_TMP/ep1.want') -eq 40 ] && cmp -s '$MC_TMP/ep1.want' '$MC_TMP/ep1.got'"
+ep1_matches() { [ $rc -eq 0 ] && [ "$(wc -l <"$MC_TMP/ep1.want")" -eq 40 ] && close_fields "$MC_TMP/ep1.want" "$MC_TMP/ep1.got"; }
+same=" (every printed digit)"
+cmp -s "$MC_TMP/ep1.want" "$MC_TMP/ep1.got" || same=" (within relative 1e-5: $(diff "$MC_TMP/ep1.want" "$MC_TMP/ep1.got" | grep -c '^>') values differ in print)"
+check "Megatron's ep1 loads with its optimizer state: iterations 6..15 are Megatron's$same (rc=$rc $(diff "$MC_TMP/ep1.want" "$MC_TMP/ep1.got" | head -c 300) $(grep -h error "$MC_TMP/ep1" | head -c 300))" \
+    ep1_matches
 "$MC_BIN" "${FLAGS[@]}" $DO --load "$REF/ep1" --no-load-rng --no-load-optim --exit-interval 7 \
     >"$MC_TMP/ep1-noopt" 2>&1
 fields "$REF/ep1.continuation.log" 7 >"$MC_TMP/ep1.want7"
 fields "$MC_TMP/ep1-noopt" 7 >"$MC_TMP/ep1.got7"
-if cmp -s "$MC_TMP/ep1.want7" "$MC_TMP/ep1.got7"; then
+if close_fields "$MC_TMP/ep1.want7" "$MC_TMP/ep1.got7"; then
     not_ok "the optimizer state matters: without it iteration 7 is not Megatron's"
 else
     ok "the optimizer state matters: without it iteration 7 is not Megatron's"
@@ -151,7 +164,7 @@ fi
 # ---- Megatron's ep1 loaded and saved again: Megatron's files ----
 # No iteration is trained (--train-iters 5: the checkpoint's iteration; its scheduler kept by
 # --override-opt-param-scheduler), so the save at the end holds what was loaded.
-DUMP=$MC_BUILD/test/tools/dcp_dump
+DUMP=${MC_BUILD:-build/rel}/test/tools/dcp_dump
 if [ -x "$DUMP" ]; then
     out=$MC_TMP/again
     "$MC_BIN" "${FLAGS[@]}" $DO --ckpt-format torch_dist --train-iters 5 --override-opt-param-scheduler \
@@ -167,6 +180,7 @@ else
 fi
 
 # ---- convert-checkpoint ----
+conv_matches() { [ $rc1 -eq 0 ] && [ $rc2 -eq 0 ] && [ "$(wc -l <"$MC_TMP/conv.want")" -eq 12 ] && close_fields "$MC_TMP/conv.want" "$1"; }
 for case in "1 1" "2 2 --target-pipeline-parallel-size 2"; do
     read -r pp np extra <<<"$case"
     if [ "$np" -gt 1 ] && ! have_mpirun; then
@@ -183,7 +197,7 @@ for case in "1 1" "2 2 --target-pipeline-parallel-size 2"; do
     fields "$REF/ep1.continuation.log" '6|7|8' >"$MC_TMP/conv.want"
     fields "$MC_TMP/conv$pp.run" '6|7|8' >"$MC_TMP/conv$pp.got"
     check "Megatron's ep1 converted to legacy pp $pp loads with Megatron's iterations 6..8 (rc=$rc1,$rc2 $(tail -c 300 "$MC_TMP/conv$pp.log") $(diff "$MC_TMP/conv.want" "$MC_TMP/conv$pp.got" | head -c 300))" \
-        bash -c "[ $rc1 -eq 0 ] && [ $rc2 -eq 0 ] && [ \$(wc -l <'$MC_TMP/conv.want') -eq 12 ] && cmp -s '$MC_TMP/conv.want' '$MC_TMP/conv$pp.got'"
+        conv_matches "$MC_TMP/conv$pp.got"
 done
 expect_user_error "convert-checkpoint of an MoE model to tp 2 is refused by name" \
     "convert-checkpoint of an MoE model .*not implemented yet" \
