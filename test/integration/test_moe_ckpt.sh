@@ -33,7 +33,7 @@ FLAGS=(--device cpu --num-layers 4 --hidden-size 32 --num-attention-heads 4 --gr
        --lr-decay-style cosine --lr-warmup-iters 3 --weight-decay 0.1 --adam-beta1 0.9
        --adam-beta2 0.95 --adam-eps 1e-8 --clip-grad 1.0 --init-method-std 0.02 --seed 1234
        --hidden-dropout 0 --attention-dropout 0 --log-interval 1 --eval-iters 0
-       --eval-interval 1000 --data-cache-path "$MC_TMP/cache")
+       --eval-interval 1000 --transformer-impl local --data-cache-path "$MC_TMP/cache")
 DO=--use-distributed-optimizer
 run_np() { # np args...
     local np=$1
