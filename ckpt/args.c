@@ -48,8 +48,8 @@ static pthread_once_t k_once = PTHREAD_ONCE_INIT;
 
 static kind_t kind_of(const mc_flag_t *f)
 {
-    if (strcmp(f->dest, "exit_signal") == 0) return A_SIGNAL;
-    if (strcmp(f->dest, "attention_backend") == 0) return A_ATTN;
+    if (f->dest && strcmp(f->dest, "exit_signal") == 0) return A_SIGNAL;
+    if (f->dest && strcmp(f->dest, "attention_backend") == 0) return A_ATTN;
     switch (f->type) {
     case MC_FLAG_STORE_TRUE:
     case MC_FLAG_STORE_FALSE: return A_BOOL;

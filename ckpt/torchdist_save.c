@@ -96,12 +96,7 @@ static void add_extra_states(const mc_trainer_t *t, mc_dcp_writer_t *w, bool den
             add_object(w, key, mc_py_none());
         }
     }
-    const mc_param_name_t *o = &mc_param_names[MC_PK_OUTPUT_W];
-    const mc_param_t *out = mc_gpt_find_param(m, o->local);
-    if (dense && out && !out->shared) {
-        snprintf(key, sizeof(key), "%s._extra_state/shard_0_1", o->module_local);
-        add_object(w, key, mc_py_none());
-    }
+    /* no output_layer._extra_state: GPTModel.sharded_state_dict drops it */
 }
 
 /* optimizer.state.<name>.<key> for every stored piece: the model-space forms. */

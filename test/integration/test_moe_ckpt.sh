@@ -141,24 +141,26 @@ else
 fi
 
 # ---- Megatron's ep1 checkpoint with its optimizer state ----
-ITERS='6|7|8|9|10|11|12|13|14|15'
+# iteration 7 is left out: megatron-c's second line after a load also counts the first
+# iteration (Megatron main's training_log), core_v0.15.0's reference does not
+ITERS='6|8|9|10|11|12|13|14|15'
 "$MC_BIN" "${FLAGS[@]}" $DO --load "$REF/ep1" --no-load-rng >"$MC_TMP/ep1" 2>&1
 rc=$?
 fields "$REF/ep1.continuation.log" "$ITERS" >"$MC_TMP/ep1.want"
 fields "$MC_TMP/ep1" "$ITERS" >"$MC_TMP/ep1.got"
-ep1_matches() { [ $rc -eq 0 ] && [ "$(wc -l <"$MC_TMP/ep1.want")" -eq 40 ] && close_fields "$MC_TMP/ep1.want" "$MC_TMP/ep1.got"; }
+ep1_matches() { [ $rc -eq 0 ] && [ "$(wc -l <"$MC_TMP/ep1.want")" -eq 36 ] && close_fields "$MC_TMP/ep1.want" "$MC_TMP/ep1.got"; }
 same=" (every printed digit)"
 cmp -s "$MC_TMP/ep1.want" "$MC_TMP/ep1.got" || same=" (within relative 1e-5: $(diff "$MC_TMP/ep1.want" "$MC_TMP/ep1.got" | grep -c '^>') values differ in print)"
-check "Megatron's ep1 loads with its optimizer state: iterations 6..15 are Megatron's$same (rc=$rc $(diff "$MC_TMP/ep1.want" "$MC_TMP/ep1.got" | head -c 300) $(grep -h error "$MC_TMP/ep1" | head -c 300))" \
+check "Megatron's ep1 loads with its optimizer state: iterations 6, 8..15 are Megatron's$same (rc=$rc $(diff "$MC_TMP/ep1.want" "$MC_TMP/ep1.got" | head -c 300) $(grep -h error "$MC_TMP/ep1" | head -c 300))" \
     ep1_matches
-"$MC_BIN" "${FLAGS[@]}" $DO --load "$REF/ep1" --no-load-rng --no-load-optim --exit-interval 7 \
+"$MC_BIN" "${FLAGS[@]}" $DO --load "$REF/ep1" --no-load-rng --no-load-optim --exit-interval 8 \
     >"$MC_TMP/ep1-noopt" 2>&1
-fields "$REF/ep1.continuation.log" 7 >"$MC_TMP/ep1.want7"
-fields "$MC_TMP/ep1-noopt" 7 >"$MC_TMP/ep1.got7"
-if close_fields "$MC_TMP/ep1.want7" "$MC_TMP/ep1.got7"; then
-    not_ok "the optimizer state matters: without it iteration 7 is not Megatron's"
+fields "$REF/ep1.continuation.log" 8 >"$MC_TMP/ep1.want8"
+fields "$MC_TMP/ep1-noopt" 8 >"$MC_TMP/ep1.got8"
+if close_fields "$MC_TMP/ep1.want8" "$MC_TMP/ep1.got8"; then
+    not_ok "the optimizer state matters: without it iteration 8 is not Megatron's"
 else
-    ok "the optimizer state matters: without it iteration 7 is not Megatron's"
+    ok "the optimizer state matters: without it iteration 8 is not Megatron's"
 fi
 
 # ---- Megatron's ep1 loaded and saved again: Megatron's files ----
@@ -180,7 +182,7 @@ else
 fi
 
 # ---- convert-checkpoint ----
-conv_matches() { [ $rc1 -eq 0 ] && [ $rc2 -eq 0 ] && [ "$(wc -l <"$MC_TMP/conv.want")" -eq 12 ] && close_fields "$MC_TMP/conv.want" "$1"; }
+conv_matches() { [ $rc1 -eq 0 ] && [ $rc2 -eq 0 ] && [ "$(wc -l <"$MC_TMP/conv.want")" -eq 8 ] && close_fields "$MC_TMP/conv.want" "$1"; }
 for case in "1 1" "2 2 --target-pipeline-parallel-size 2"; do
     read -r pp np extra <<<"$case"
     if [ "$np" -gt 1 ] && ! have_mpirun; then
@@ -194,11 +196,12 @@ for case in "1 1" "2 2 --target-pipeline-parallel-size 2"; do
     run_np "$np" "${FLAGS[@]}" $DO --pipeline-model-parallel-size "$pp" --load "$MC_TMP/conv$pp" \
         --no-load-rng --exit-interval 8 >"$MC_TMP/conv$pp.run" 2>&1
     rc2=$?
-    fields "$REF/ep1.continuation.log" '6|7|8' >"$MC_TMP/conv.want"
-    fields "$MC_TMP/conv$pp.run" '6|7|8' >"$MC_TMP/conv$pp.got"
-    check "Megatron's ep1 converted to legacy pp $pp loads with Megatron's iterations 6..8 (rc=$rc1,$rc2 $(tail -c 300 "$MC_TMP/conv$pp.log") $(diff "$MC_TMP/conv.want" "$MC_TMP/conv$pp.got" | head -c 300))" \
+    fields "$REF/ep1.continuation.log" '6|8' >"$MC_TMP/conv.want"
+    fields "$MC_TMP/conv$pp.run" '6|8' >"$MC_TMP/conv$pp.got"
+    check "Megatron's ep1 converted to legacy pp $pp loads with Megatron's iterations 6 and 8 (rc=$rc1,$rc2 $(tail -c 300 "$MC_TMP/conv$pp.log") $(diff "$MC_TMP/conv.want" "$MC_TMP/conv$pp.got" | head -c 300))" \
         conv_matches "$MC_TMP/conv$pp.got"
 done
-expect_user_error "convert-checkpoint of an MoE model to tp 2 is refused by name" \
-    "convert-checkpoint of an MoE model .*not implemented yet" \
-    convert-checkpoint --load-dir "$REF/ep1" --save-dir "$MC_TMP/conv-tp2" --target-tensor-parallel-size 2
+"$MC_BIN" convert-checkpoint --load-dir "$REF/ep1" --save-dir "$MC_TMP/conv-tp2" \
+    --target-tensor-parallel-size 2 >/dev/null 2>"$MC_TMP/conv-tp2.err"
+one_error_line "convert-checkpoint of an MoE model to tp 2 is refused by name" \
+    "^megatron-c: error: convert-checkpoint of an MoE model .*not implemented yet" $? "$MC_TMP/conv-tp2.err"
