@@ -352,7 +352,7 @@ static int set_field(mc_args_t *a, const field_t *fd, const mc_pyobj_t *v, char 
         return 0;
     }
     case A_LIST: {
-        const mc_flag_t *lf = flag_of(fd->off); /* the list's capacity: its field's */
+        const mc_flag_t *lf = flag_of(fd->off);            /* the list's capacity: its field's */
         const bool one = fd->moe && v->kind != MC_PY_LIST; /* Megatron's 'aux_loss' or 0.01 */
         if ((v->kind != MC_PY_LIST && !one) || !lf ||
             (!one && mc_py_len(v) > lf->field_size / sizeof(char *)))
@@ -419,10 +419,14 @@ int mc_ckpt_args_from_namespace(const mc_pyobj_t *ns, mc_args_t *a, char *err, s
     mc_args_defaults(a);
     if (!mc_py_is_a(ns, "argparse", "Namespace"))
         return mc_errf(err, n, "'args' is not an argparse.Namespace");
+    char moe_err[256] = "";
     for (size_t k = 0, nf = field_count(); k < nf; k++) {
         const mc_pyobj_t *v = mc_py_attr(ns, k_fields[k].name);
-        if (v && set_field(a, &k_fields[k], v, err, n) != 0) return -1;
+        if (!v || set_field(a, &k_fields[k], v, moe_err, sizeof(moe_err)) == 0) continue;
+        if (!k_fields[k].moe) return mc_errf(err, n, "%s", moe_err);
     }
+    /* a dense model's MoE settings are not used: only an MoE model needs them all */
+    if (moe_err[0] && a->num_experts) return mc_errf(err, n, "%s", moe_err);
     if (a->virtual_pipeline_model_parallel_size < 1)
         a->virtual_pipeline_model_parallel_size = 1; /* None */
     if (a->world_size < 1) a->world_size = 1;

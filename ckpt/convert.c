@@ -499,8 +499,8 @@ static void write_target(const mc_convert_args_t *o, const mc_cv_source_t *s,
             if (tg->torch_dist) {
                 mc_cv_write_dist_rank(tg, &t, tp, pp, staging, &recs);
             } else {
-                mc_ckpt_rank_name(rank, sizeof(rank), tp, t_args->pipeline_model_parallel_size,
-                                  pp, 1, 0);
+                mc_ckpt_rank_name(rank, sizeof(rank), tp, t_args->pipeline_model_parallel_size, pp,
+                                  1, 0);
                 snprintf(path, sizeof(path), "%s/%s", staging, rank);
                 write_rank(tg, &t, path);
             }

@@ -82,9 +82,8 @@ static void add_extra_states(const mc_trainer_t *t, mc_dcp_writer_t *w, bool den
                 if (!experts) continue;
                 const char *fc = p->kind == MC_PK_EXPERT_FC1_W ? "linear_fc1" : "linear_fc2";
                 snprintf(key, sizeof(key),
-                         "decoder.layers.mlp.experts.experts.%s._extra_state/shard_%d.%d_%d.%d",
-                         fc, m->layer_no[j], p->expert, m->cfg.num_layers,
-                         m->cfg.moe.num_experts);
+                         "decoder.layers.mlp.experts.experts.%s._extra_state/shard_%d.%d_%d.%d", fc,
+                         m->layer_no[j], p->expert, m->cfg.num_layers, m->cfg.moe.num_experts);
                 add_object(w, key, mc_py_none());
                 continue;
             }
