@@ -11,6 +11,8 @@
 #    iteration 7 on differ, as they would in Megatron);
 #  - Megatron's ep1 checkpoint loaded and saved again: every key, dtype, shape, chunk and hash of
 #    Megatron's files (the experts' [L, E, 2F, H] and [L, E, H, F] stacks, the optimizer buckets);
+#  - on the emulated GPU, Megatron's ep1 with its optimizer state gives Megatron's numbers and its
+#    legacy save there goes on with them on the CPU;
 #  - convert-checkpoint of it to the legacy format (pp 1 and pp 2) loads with Megatron's numbers;
 #    a target tp > 1 is refused by name.
 source "$(dirname "$0")/lib.sh"
@@ -161,6 +163,31 @@ if close_fields "$MC_TMP/ep1.want8" "$MC_TMP/ep1.got8"; then
     not_ok "the optimizer state matters: without it iteration 8 is not Megatron's"
 else
     ok "the optimizer state matters: without it iteration 8 is not Megatron's"
+fi
+
+# ---- the CUDA backend on the emulated device (test/emu): the optimizer state to and from it ----
+# Megatron's ep1 with its optimizer loaded on the device, iterations 6 and 8 Megatron's; a legacy
+# save there at 8 loaded on the CPU: iterations 9 and 11 Megatron's (10 is a second line).
+EMU_BIN=${MC_EMU_BUILD:-}/megatron-c
+if [ -n "${MC_EMU_BUILD:-}" ] && [ -x "$EMU_BIN" ]; then
+    "$EMU_BIN" "${FLAGS[@]}" $DO --device cuda --load "$REF/ep1" --no-load-rng --ckpt-format torch \
+        --save "$MC_TMP/emu-save" --save-interval 8 --exit-interval 8 >"$MC_TMP/emu" 2>&1
+    rc1=$?
+    "$MC_BIN" "${FLAGS[@]}" $DO --load "$MC_TMP/emu-save" --exit-interval 11 >"$MC_TMP/emu-cpu" 2>&1
+    rc2=$?
+    fields "$REF/ep1.continuation.log" '6|8' >"$MC_TMP/emu.want"
+    fields "$MC_TMP/emu" '6|8' >"$MC_TMP/emu.got"
+    fields "$REF/ep1.continuation.log" '9|11' >"$MC_TMP/emu-cpu.want"
+    fields "$MC_TMP/emu-cpu" '9|11' >"$MC_TMP/emu-cpu.got"
+    emu_matches() {
+        [ $rc1 -eq 0 ] && [ $rc2 -eq 0 ] && [ "$(wc -l <"$MC_TMP/emu.want")" -eq 8 ] &&
+            close_fields "$MC_TMP/emu.want" "$MC_TMP/emu.got" &&
+            close_fields "$MC_TMP/emu-cpu.want" "$MC_TMP/emu-cpu.got"
+    }
+    check "on the emulated GPU: Megatron's ep1 with its optimizer, and its save at 8 loaded on the CPU, give Megatron's iterations 6, 8, 9, 11 (rc=$rc1,$rc2 $(diff "$MC_TMP/emu.want" "$MC_TMP/emu.got" | head -c 200) $(diff "$MC_TMP/emu-cpu.want" "$MC_TMP/emu-cpu.got" | head -c 200) $(grep -h error "$MC_TMP/emu" "$MC_TMP/emu-cpu" | head -c 200))" \
+        emu_matches
+else
+    skip "MoE checkpoints on the emulated GPU" "no build/emu/megatron-c (make EMU=1)"
 fi
 
 # ---- Megatron's ep1 loaded and saved again: Megatron's files ----
