@@ -22,15 +22,17 @@ typedef struct {
     size_t off;
     kind_t kind;
     size_t count_off; /* A_LIST: the int holding the number of items */
+    bool moe;         /* a pending (dest-less) flag's field, named after the flag: the MoE
+                         layer's settings, stored for MoE models only (dense files unchanged) */
 } field_t;
 
 /* The values no flag fills: derived by validation, stored as Megatron stores them. */
 static const field_t k_derived[] = {
     {"virtual_pipeline_model_parallel_size",
-     offsetof(mc_args_t, virtual_pipeline_model_parallel_size), A_INT, 0},
-    {"world_size", offsetof(mc_args_t, world_size), A_INT, 0},
-    {"data_parallel_size", offsetof(mc_args_t, data_parallel_size), A_INT, 0},
-    {"num_microbatches", offsetof(mc_args_t, num_microbatches), A_INT, 0},
+     offsetof(mc_args_t, virtual_pipeline_model_parallel_size), A_INT, 0, false},
+    {"world_size", offsetof(mc_args_t, world_size), A_INT, 0, false},
+    {"data_parallel_size", offsetof(mc_args_t, data_parallel_size), A_INT, 0, false},
+    {"num_microbatches", offsetof(mc_args_t, num_microbatches), A_INT, 0, false},
 };
 
 /* The flags that say how to read a checkpoint's args, which are not part of them. */
@@ -40,13 +42,14 @@ static const char *const k_not_stored[] = {"use_checkpoint_args",
 
 enum { MAX_FIELDS = 512 };
 static field_t k_fields[MAX_FIELDS];
+static char k_pending_names[MAX_FIELDS][64]; /* the dest of a pending flag: its name's */
 static size_t k_nfields;
 static pthread_once_t k_once = PTHREAD_ONCE_INIT;
 
 static kind_t kind_of(const mc_flag_t *f)
 {
-    if (strcmp(f->dest, "exit_signal") == 0) return A_SIGNAL;
-    if (strcmp(f->dest, "attention_backend") == 0) return A_ATTN;
+    if (f->dest && strcmp(f->dest, "exit_signal") == 0) return A_SIGNAL;
+    if (f->dest && strcmp(f->dest, "attention_backend") == 0) return A_ATTN;
     switch (f->type) {
     case MC_FLAG_STORE_TRUE:
     case MC_FLAG_STORE_FALSE: return A_BOOL;
@@ -71,12 +74,20 @@ static void list_fields(void)
 {
     for (size_t i = 0; i < mc_flag_count(); i++) {
         const mc_flag_t *f = mc_flag_at(i);
-        bool skip = !f->field_size || !f->dest || listed(f->field);
+        bool skip = !f->field_size || listed(f->field);
         for (size_t k = 0; k < sizeof(k_not_stored) / sizeof(k_not_stored[0]) && !skip; k++)
-            skip = strcmp(f->dest, k_not_stored[k]) == 0;
+            skip = f->dest && strcmp(f->dest, k_not_stored[k]) == 0;
         if (skip) continue;
         if (k_nfields == MAX_FIELDS) mc_fatal("internal: more than %d flag fields", MAX_FIELDS);
-        k_fields[k_nfields++] = (field_t){f->dest, f->field, kind_of(f), f->count_field};
+        const char *name = f->dest;
+        if (!name) { /* a pending field (the MoE layer's flags): Megatron's dest, from the name */
+            char *d = k_pending_names[k_nfields];
+            snprintf(d, sizeof(k_pending_names[0]), "%s", f->name + 2);
+            for (char *c = d; *c; c++)
+                if (*c == '-') *c = '_';
+            name = d;
+        }
+        k_fields[k_nfields++] = (field_t){name, f->field, kind_of(f), f->count_field, !f->dest};
     }
     for (size_t k = 0; k < sizeof(k_derived) / sizeof(k_derived[0]); k++)
         if (!listed(k_derived[k].off)) k_fields[k_nfields++] = k_derived[k];
@@ -171,7 +182,8 @@ mc_pyobj_t *mc_ckpt_args_namespace(const mc_args_t *a, int64_t consumed_train_sa
     if (!ns) return NULL;
     int rc = 0;
     for (size_t k = 0, nf = field_count(); k < nf; k++)
-        rc |= mc_py_attr_set(ns, k_fields[k].name, value_of(a, &k_fields[k]));
+        if (!k_fields[k].moe || a->num_experts)
+            rc |= mc_py_attr_set(ns, k_fields[k].name, value_of(a, &k_fields[k]));
     /* Megatron's None for "no virtual pipeline" (mc_args_t keeps 1) */
     if (a->virtual_pipeline_model_parallel_size <= 1)
         rc |= mc_py_attr_set(ns, "virtual_pipeline_model_parallel_size", mc_py_none());
@@ -282,6 +294,24 @@ static void free_list_field(mc_args_t *a, const field_t *fd)
     *count = 0;
 }
 
+static bool value_text(const mc_pyobj_t *v, char *buf, size_t n);
+
+/* An int or float as Python's repr, a list of them as "[a, b]"; false for anything else. */
+static bool scalar_text(const mc_pyobj_t *v, char *buf, size_t n)
+{
+    if (v->kind == MC_PY_INT || v->kind == MC_PY_FLOAT) return value_text(v, buf, n);
+    if (v->kind != MC_PY_LIST) return false;
+    size_t len = (size_t)snprintf(buf, n, "[");
+    for (size_t k = 0; k < mc_py_len(v) && len < n; k++) {
+        char item[64];
+        const mc_pyobj_t *it = mc_py_item(v, k);
+        if (it->kind != MC_PY_INT || !value_text(it, item, sizeof(item))) return false;
+        len += (size_t)snprintf(buf + len, n - len, "%s%s", k ? ", " : "", item);
+    }
+    if (len < n) snprintf(buf + len, n - len, "]");
+    return len + 1 < n;
+}
+
 static int set_field(mc_args_t *a, const field_t *fd, const mc_pyobj_t *v, char *err, size_t n)
 {
     char *p = (char *)a + fd->off;
@@ -313,23 +343,33 @@ static int set_field(mc_args_t *a, const field_t *fd, const mc_pyobj_t *v, char 
         return 0;
     case A_STR: {
         const mc_flag_t *f = flag_of(fd->off);
-        if (!(s = mc_py_get_str(v)) || !f || strlen(s) >= f->field_size) break;
+        char text[256];
+        if (fd->moe && !mc_py_get_str(v) && scalar_text(v, text, sizeof(text)))
+            s = text; /* Megatron's int or list (--moe-layer-freq 1, [1, 0]) as the flag's text */
+        else s = mc_py_get_str(v);
+        if (!s || !f || strlen(s) >= f->field_size) break;
         memcpy(p, s, strlen(s) + 1);
         return 0;
     }
     case A_LIST: {
-        const mc_flag_t *lf = flag_of(fd->off); /* the list's capacity: its field's */
-        if (v->kind != MC_PY_LIST || !lf || mc_py_len(v) > lf->field_size / sizeof(char *)) break;
+        const mc_flag_t *lf = flag_of(fd->off);            /* the list's capacity: its field's */
+        const bool one = fd->moe && v->kind != MC_PY_LIST; /* Megatron's 'aux_loss' or 0.01 */
+        if ((v->kind != MC_PY_LIST && !one) || !lf ||
+            (!one && mc_py_len(v) > lf->field_size / sizeof(char *)))
+            break;
         free_list_field(a, fd);
         char **items = (char **)(void *)p;
         int *count = (int *)(void *)((char *)a + fd->count_off);
-        for (size_t k = 0; k < mc_py_len(v); k++) {
-            char num[24];
+        for (size_t k = 0; k < (one ? 1 : mc_py_len(v)); k++) {
+            const mc_pyobj_t *item = one ? v : mc_py_item(v, k);
+            char num[64];
             int64_t iv;
-            if (mc_py_get_int(mc_py_item(v, k), &iv) == 0) { /* an int list (profile_ranks) */
+            if (mc_py_get_int(item, &iv) == 0) { /* an int list (profile_ranks) */
                 snprintf(num, sizeof(num), "%lld", (long long)iv);
                 s = num;
-            } else if (!(s = mc_py_get_str(mc_py_item(v, k))))
+            } else if (fd->moe && item->kind == MC_PY_FLOAT && scalar_text(item, num, sizeof(num)))
+                s = num; /* --moe-aux-loss-coeff's floats */
+            else if (!(s = mc_py_get_str(item)))
                 return mc_errf(err, n, "args.%s holds a non-str item", fd->name);
             if (!(items[*count] = strdup(s))) return mc_errf(err, n, "out of host memory");
             (*count)++;
@@ -379,10 +419,14 @@ int mc_ckpt_args_from_namespace(const mc_pyobj_t *ns, mc_args_t *a, char *err, s
     mc_args_defaults(a);
     if (!mc_py_is_a(ns, "argparse", "Namespace"))
         return mc_errf(err, n, "'args' is not an argparse.Namespace");
+    char moe_err[256] = "";
     for (size_t k = 0, nf = field_count(); k < nf; k++) {
         const mc_pyobj_t *v = mc_py_attr(ns, k_fields[k].name);
-        if (v && set_field(a, &k_fields[k], v, err, n) != 0) return -1;
+        if (!v || set_field(a, &k_fields[k], v, moe_err, sizeof(moe_err)) == 0) continue;
+        if (!k_fields[k].moe) return mc_errf(err, n, "%s", moe_err);
     }
+    /* a dense model's MoE settings are not used: only an MoE model needs them all */
+    if (moe_err[0] && a->num_experts) return mc_errf(err, n, "%s", moe_err);
     if (a->virtual_pipeline_model_parallel_size < 1)
         a->virtual_pipeline_model_parallel_size = 1; /* None */
     if (a->world_size < 1) a->world_size = 1;

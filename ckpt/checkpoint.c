@@ -112,7 +112,7 @@ static save_job_t *prepare(mc_trainer_t *t)
     mc_ckpt_iter_dir(j->final, sizeof(j->final), dir, t->iteration, false, NULL);
     char rank_name[32];
     mc_ckpt_rank_name(rank_name, sizeof(rank_name), t->par.me.tp, a->pipeline_model_parallel_size,
-                      t->par.me.pp);
+                      t->par.me.pp, t->par.layout.ep, t->par.expert_me.ep);
     snprintf(j->rank_dir, sizeof(j->rank_dir), "%s/%s", j->staging, rank_name);
     const char *delay = mc_env_text(MC_ENV_TEST_CKPT_WRITE_DELAY_MS);
     j->delay_ms = delay ? strtol(delay, NULL, 10) : 0;
@@ -121,7 +121,8 @@ static save_job_t *prepare(mc_trainer_t *t)
         j->dist = mc_torchdist_prepare(t, j->staging);
         return j;
     }
-    const bool writer = t->ddp.dp_rank == 0;
+    /* Megatron: expert data-parallel rank 0 writes (every dp rank of its ep group at ep > 1) */
+    const bool writer = t->par.layout.ep > 1 ? t->par.expert_me.edp == 0 : t->ddp.dp_rank == 0;
     if (writer) add_file(j, MODEL_FILE, mc_ckpt_state_dict(t));
     if (t->ddp.dist_opt && !a->no_save_optim) {
         mc_ckpt_order_t o;
@@ -129,8 +130,7 @@ static save_job_t *prepare(mc_trainer_t *t)
             mc_fatal("out of host memory");
         mc_pyobj_t *d = mc_ckpt_distopt_gather(t, &o); /* NULL on dp ranks > 0 */
         mc_ckpt_order_free(&o);
-        if (writer) add_file(j, DISTOPT_FILE, d);
-        else mc_py_decref(d);
+        if (d) add_file(j, DISTOPT_FILE, d);
     }
     return j;
 }
@@ -409,7 +409,7 @@ bool mc_ckpt_load(mc_trainer_t *t)
         return true;
     }
     mc_ckpt_rank_name(rank_name, sizeof(rank_name), t->par.me.tp, a->pipeline_model_parallel_size,
-                      t->par.me.pp);
+                      t->par.me.pp, t->par.layout.ep, t->par.expert_me.ep);
     snprintf(path, sizeof(path), "%s/%s/%s", iter_dir, rank_name, MODEL_FILE);
 
     /* a release checkpoint is weights only, as --finetune */

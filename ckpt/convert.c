@@ -229,6 +229,14 @@ static void target_args(mc_args_t *t, const mc_args_t *src, const mc_convert_arg
                                          : "local");
 
     const int tp = t->tensor_model_parallel_size, pp = t->pipeline_model_parallel_size;
+    /* experts are whole tensors here (ep 1, etp 1): they move between stages and formats only */
+    if (t->num_experts &&
+        (tp > 1 || src->tensor_model_parallel_size > 1 || src->expert_model_parallel_size > 1))
+        mc_user_error("convert-checkpoint of an MoE model from or to tensor parallelism or "
+                      "expert parallelism (tp %d to %d, ep %d) is recognised but not implemented "
+                      "yet in megatron-c (MoE checkpoints convert at tp 1 and ep 1: change the "
+                      "pipeline size, the format or the distributed optimizer)",
+                      src->tensor_model_parallel_size, tp, src->expert_model_parallel_size);
     const int K = t->num_layers_per_virtual_pipeline_stage,
               V = t->num_virtual_stages_per_pipeline_rank;
     if (t->num_attention_heads % tp != 0)
@@ -344,7 +352,7 @@ static void read_rank(mc_cv_source_t *s, model_t *fm, const mc_backend_t *be, in
     mc_trainer_t t;
     if (mc_trainer_init_state(&t, &s->args, be, tp, pp, err, sizeof(err)) != 0)
         mc_user_error("%s", err);
-    mc_ckpt_rank_name(rank, sizeof(rank), tp, s->args.pipeline_model_parallel_size, pp);
+    mc_ckpt_rank_name(rank, sizeof(rank), tp, s->args.pipeline_model_parallel_size, pp, 1, 0);
     snprintf(path, sizeof(path), "%s/%s/%s", s->iter_dir, rank, MODEL_FILE);
     if (access(path, F_OK) != 0) {
         char held[512];
@@ -491,7 +499,8 @@ static void write_target(const mc_convert_args_t *o, const mc_cv_source_t *s,
             if (tg->torch_dist) {
                 mc_cv_write_dist_rank(tg, &t, tp, pp, staging, &recs);
             } else {
-                mc_ckpt_rank_name(rank, sizeof(rank), tp, t_args->pipeline_model_parallel_size, pp);
+                mc_ckpt_rank_name(rank, sizeof(rank), tp, t_args->pipeline_model_parallel_size, pp,
+                                  1, 0);
                 snprintf(path, sizeof(path), "%s/%s", staging, rank);
                 write_rank(tg, &t, path);
             }

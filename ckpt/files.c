@@ -31,10 +31,13 @@ void mc_ckpt_iter_dir(char *buf, size_t n, const char *dir, int64_t iteration, b
     else snprintf(buf, n, "%s/%s", dir, name);
 }
 
-void mc_ckpt_rank_name(char *buf, size_t n, int tp_rank, int pp_size, int pp_rank)
+void mc_ckpt_rank_name(char *buf, size_t n, int tp_rank, int pp_size, int pp_rank, int ep_size,
+                       int ep_rank)
 {
-    if (pp_size > 1) snprintf(buf, n, "mp_rank_%02d_%03d", tp_rank, pp_rank);
-    else snprintf(buf, n, "mp_rank_%02d", tp_rank);
+    char ep[16] = "";
+    if (ep_size > 1) snprintf(ep, sizeof(ep), "_%03d", ep_rank);
+    if (pp_size > 1) snprintf(buf, n, "mp_rank_%02d_%03d%s", tp_rank, pp_rank, ep);
+    else snprintf(buf, n, "mp_rank_%02d%s", tp_rank, ep);
 }
 
 int mc_ckpt_fsync(const char *path, char *err, size_t n)
@@ -264,9 +267,9 @@ int mc_ckpt_load_rank0(const char *dir, int64_t step, char *path, size_t pn, mc_
     }
     char iter_dir[MC_CKPT_PATH_MAX];
     mc_ckpt_iter_dir(iter_dir, sizeof(iter_dir), dir, iteration, release, NULL);
-    for (int pp = 0; pp < 2; pp++) {
+    for (int k = 0; k < 4; k++) { /* pp 1 or more, ep 1 or more */
         char rank[32];
-        mc_ckpt_rank_name(rank, sizeof(rank), 0, pp ? 2 : 1, 0);
+        mc_ckpt_rank_name(rank, sizeof(rank), 0, k % 2 ? 2 : 1, 0, k / 2 ? 2 : 1, 0);
         snprintf(path, pn, "%s/%s/model_optim_rng.pt", iter_dir, rank);
         if (access(path, F_OK) == 0) return mc_torch_load(path, 0, ck, err, n);
     }

@@ -23,8 +23,10 @@
 /* "iter_0000100" (or "release") under dir; with a non-empty tmp suffix "iter_0000100.tmp-<tmp>". */
 void mc_ckpt_iter_dir(char *buf, size_t n, const char *dir, int64_t iteration, bool release,
                       const char *tmp);
-/* "mp_rank_TT" for pp == 1, "mp_rank_TT_PPP" otherwise (Megatron's get_checkpoint_name). */
-void mc_ckpt_rank_name(char *buf, size_t n, int tp_rank, int pp_size, int pp_rank);
+/* "mp_rank_TT" for pp == 1, "mp_rank_TT_PPP" otherwise, with "_EEE" (the expert-parallel rank)
+ * after either when ep > 1 (Megatron's get_checkpoint_name). */
+void mc_ckpt_rank_name(char *buf, size_t n, int tp_rank, int pp_size, int pp_rank, int ep_size,
+                       int ep_rank);
 
 /* Writes obj as torch.save(obj, path) would (the records' folder named after the file) and
  * makes the bytes durable (fsync). Returns 0, or -1 with "<path>: <why>" in err. */

@@ -123,11 +123,24 @@ mc_torch_dtype_t mc_ckpt_model_dtype(const mc_args_t *a)
     return a->bf16 ? MC_TORCH_BFLOAT16 : a->fp16 ? MC_TORCH_FLOAT16 : MC_TORCH_FLOAT32;
 }
 
+int mc_ckpt_local_expert(const mc_gpt_t *m, const mc_param_t *p)
+{
+    /* this rank holds experts ep_rank*E/ep .. (ep_rank+1)*E/ep - 1 of each MoE layer: the
+     * first is the lowest expert number among its tensors of p's layer */
+    int first = p->expert;
+    for (int i = 0; i < m->n_params; i++) {
+        const mc_param_t *q = &m->params[i];
+        if (q->expert >= 0 && q->layer == p->layer && q->expert < first) first = q->expert;
+    }
+    return p->expert - first;
+}
+
 void mc_ckpt_param_key(const mc_gpt_t *m, int c, const mc_param_t *p, mc_ckpt_names_t names,
                        char *buf, size_t n)
 {
     const int layer = p->layer < 0 ? -1 : p->layer - m->cfg.chunk[c].first_layer;
-    if (p->expert >= 0) mc_param_name_expert(p->kind, layer, p->expert, buf, n);
+    /* the legacy files' SequentialMLP names number a rank's experts from 0 (local_experts.j) */
+    if (p->expert >= 0) mc_param_name_expert(p->kind, layer, mc_ckpt_local_expert(m, p), buf, n);
     else if (names == MC_CKPT_NAMES_TE) mc_param_name_te(p->kind, layer, buf, n);
     else mc_param_name_local(p->kind, layer, buf, n);
 }
@@ -151,6 +164,12 @@ static bool linear_module(const mc_gpt_t *m, int c, const mc_param_t *p, mc_ckpt
                           char *module, size_t n)
 {
     const mc_param_name_t *row = &mc_param_names[p->kind];
+    if (p->expert >= 0) { /* a SequentialMLP expert's linear: its key without ".weight" */
+        mc_ckpt_param_key(m, c, p, names, module, n);
+        char *dot = strrchr(module, '.');
+        if (dot) *dot = 0;
+        return true;
+    }
     const char *mod = names == MC_CKPT_NAMES_TE ? row->module_te : row->module_local;
     if (!mod) return false;
     if (p->layer < 0) snprintf(module, n, "%s", mod);

@@ -72,6 +72,10 @@ mc_torch_dtype_t mc_ckpt_model_dtype(const mc_args_t *a);
  * 16-bit run holds. */
 mc_pyobj_t *mc_ckpt_weight_tensor(const mc_gpt_t *m, const void *w, int ndim, const int64_t *shape,
                                   mc_torch_dtype_t dt);
+/* An MoE layer's expert's tensor p: its number among this rank's experts of the layer (the rank
+ * holds experts ep_rank*E/ep .. (ep_rank+1)*E/ep - 1; p->expert is the global number), which
+ * names it in the legacy files (local_experts.<j>). */
+int mc_ckpt_local_expert(const mc_gpt_t *m, const mc_param_t *p);
 /* "model" with one chunk, "model<c>" with several. */
 void mc_ckpt_model_key(const mc_gpt_t *m, int c, char *buf, size_t n);
 

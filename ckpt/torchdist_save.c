@@ -48,12 +48,15 @@ static void add_tensor(mc_dcp_writer_t *w, const char *key, mc_pyobj_t *t, const
     mc_py_decref(t);
 }
 
-/* The model's pieces this rank stores (dp rank 0). */
-static void add_model(const mc_trainer_t *t, mc_dcp_writer_t *w, const mc_shard_t *s, int n)
+/* The model's pieces this rank stores: the dense ones on dp rank 0, the experts' on expert dp
+ * rank 0 (Megatron's replica_id: the expert data-parallel rank for experts). */
+static void add_model(const mc_trainer_t *t, mc_dcp_writer_t *w, const mc_shard_t *s, int n,
+                      bool dense, bool experts)
 {
     const mc_gpt_t *m = &t->model;
     for (int k = 0; k < n; k++) {
-        if (!s[k].main) continue;
+        const bool expert = m->params[s[k].param].expert >= 0;
+        if (!s[k].main || !(expert ? experts : dense)) continue;
         const void *at = mc_gpt_param_at(m, m->params[s[k].param].offset + s[k].start);
         add_tensor(
             w, s[k].key,
@@ -63,28 +66,36 @@ static void add_model(const mc_trainer_t *t, mc_dcp_writer_t *w, const mc_shard_
 }
 
 /* Each linear's _extra_state (None for megatron-c's modules, as for Megatron's local spec): a
- * layer's tp linears in the order of their parameters (the names table's modules). */
-static void add_extra_states(const mc_trainer_t *t, mc_dcp_writer_t *w)
+ * layer's tp linears in the order of their parameters (the names table's modules), an MoE
+ * layer's experts' as SequentialMLP's sharded_state_dict names them (per layer and global
+ * expert: shard_<layer>.<expert>_<L>.<E>). dense/experts: whether this rank writes the dense
+ * layers' (tp and dp rank 0) and the experts' (expert tp and expert dp rank 0). */
+static void add_extra_states(const mc_trainer_t *t, mc_dcp_writer_t *w, bool dense, bool experts)
 {
     const mc_gpt_t *m = &t->model;
     char key[192];
     for (int j = 0; j < m->n_local_layers; j++) {
         const char *prev = NULL;
-        for (int k = MC_PK_INPUT_NORM_W; k <= MC_PK_EXPERT_FC2_W; k++) {
-            const char *mod = mc_param_names[k].module_local;
-            if (!mod || (prev && strcmp(prev, mod) == 0)) continue;
+        for (int i = m->layer_param[j]; i < m->layer_param[j + 1]; i++) {
+            const mc_param_t *p = &m->params[i];
+            if (p->expert >= 0) {
+                if (!experts) continue;
+                const char *fc = p->kind == MC_PK_EXPERT_FC1_W ? "linear_fc1" : "linear_fc2";
+                snprintf(key, sizeof(key),
+                         "decoder.layers.mlp.experts.experts.%s._extra_state/shard_%d.%d_%d.%d", fc,
+                         m->layer_no[j], p->expert, m->cfg.num_layers, m->cfg.moe.num_experts);
+                add_object(w, key, mc_py_none());
+                continue;
+            }
+            const char *mod = mc_param_names[p->kind].module_local;
+            if (!dense || !mod || (prev && strcmp(prev, mod) == 0)) continue;
             prev = mod;
             snprintf(key, sizeof(key), "decoder.layers.%s._extra_state/shard_%d_%d", mod,
                      m->layer_no[j], m->cfg.num_layers);
             add_object(w, key, mc_py_none());
         }
     }
-    const mc_param_name_t *o = &mc_param_names[MC_PK_OUTPUT_W];
-    const mc_param_t *out = mc_gpt_find_param(m, o->local);
-    if (out && !out->shared) {
-        snprintf(key, sizeof(key), "%s._extra_state/shard_0_1", o->module_local);
-        add_object(w, key, mc_py_none());
-    }
+    /* no output_layer._extra_state: GPTModel.sharded_state_dict drops it */
 }
 
 /* optimizer.state.<name>.<key> for every stored piece: the model-space forms. */
@@ -263,8 +274,11 @@ mc_torchdist_job_t *mc_torchdist_prepare(mc_trainer_t *t, const char *staging)
     int n;
     need(mc_torchdist_shards(&t->model, &s, &n));
     const bool dp0 = t->ddp.dp_rank == 0;
-    if (dp0) add_model(t, j->w, s, n);
-    if (dp0 && t->par.me.tp == 0) add_extra_states(t, j->w);
+    /* experts: replicas over the expert data-parallel group (the dense dp group at ep 1) */
+    const bool edp0 = t->par.layout.ep > 1 ? t->par.expert_me.edp == 0 : dp0;
+    const bool etp0 = t->par.layout.ep > 1 ? t->par.expert_me.etp == 0 : t->par.me.tp == 0;
+    add_model(t, j->w, s, n, dp0, edp0);
+    add_extra_states(t, j->w, dp0 && t->par.me.tp == 0, edp0 && etp0);
     mc_pyobj_t *opt = a->no_save_optim ? NULL : add_optimizer(t, j->w, s, n);
     if (dp0 && !a->no_save_rng) {
         char key[96];

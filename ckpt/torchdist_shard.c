@@ -22,10 +22,13 @@ static void shard_key(const mc_param_t *p, char *buf, size_t n, int *layer)
     else snprintf(buf, n, "decoder.layers.%s", row->te ? row->te : row->local);
 }
 
-/* An MoE layer's expert's tensor (one rank holds every expert: ep 1, tp 1) in torch_dist's
- * stack of every layer's and expert's: [L, E, rows, cols]. */
-static void add_experts(mc_shard_t *s, const mc_param_t *p, int index, const char *key, int layer,
-                        int num_layers, int E)
+/* A piece of an MoE layer's expert's tensor in torch_dist's stack of every layer's and
+ * expert's: [L, E, rows, cols], E the global experts (p->expert is the global number), this
+ * expert's local rows [row0, row0 + rows) at global row grow. Every expert tensor is whole on its
+ * rank (etp 1). */
+static void add_expert_piece(mc_shard_t *s, const mc_param_t *p, int index, const char *key,
+                             int layer, int num_layers, int E, int64_t row0, int64_t rows,
+                             int64_t grow)
 {
     memset(s, 0, sizeof(*s));
     s->param = index;
@@ -35,9 +38,28 @@ static void add_experts(mc_shard_t *s, const mc_param_t *p, int index, const cha
     for (int d = 0; d < 4; d++) s->global[d] = s->sizes[d] = g[d];
     s->offsets[0] = layer;
     s->offsets[1] = p->expert;
+    s->offsets[2] = grow;
     s->sizes[0] = s->sizes[1] = 1;
-    s->numel = p->numel;
+    s->sizes[2] = rows;
+    s->start = (long)(row0 * p->shape[1]);
+    s->numel = (long)(rows * p->shape[1]);
     s->main = true;
+}
+
+/* An expert's pieces: SwiGLU's linear_fc1 as its gate rows and its up rows (Megatron's
+ * apply_swiglu_sharded_factory, as for the dense MLP), anything else whole. */
+static int add_experts(mc_shard_t *s, const mc_gpt_t *m, const mc_param_t *p, int index,
+                       const char *key, int layer)
+{
+    const int L = m->cfg.num_layers, E = m->cfg.moe.num_experts;
+    const int64_t rows = p->shape[0];
+    if (p->kind != MC_PK_EXPERT_FC1_W || !m->cfg.swiglu) {
+        add_expert_piece(s, p, index, key, layer, L, E, 0, rows, 0);
+        return 1;
+    }
+    add_expert_piece(&s[0], p, index, key, layer, L, E, 0, rows / 2, 0);
+    add_expert_piece(&s[1], p, index, key, layer, L, E, rows / 2, rows / 2, rows / 2);
+    return 2;
 }
 
 /* A piece of p: rows [row0, row0 + rows) of the local tensor at global row grow and global
@@ -84,7 +106,7 @@ int mc_torchdist_shards(const mc_gpt_t *m, mc_shard_t **out, int *n)
         const int64_t rows = p->local[0];
         const int L = m->cfg.num_layers;
         if (mc_param_names[p->kind].experts) {
-            add_experts(&s[k++], p, i, key, layer, L, m->cfg.moe.num_experts);
+            k += add_experts(&s[k], m, p, i, key, layer);
             continue;
         }
         switch (p->split) {

@@ -54,10 +54,15 @@ static void test_names(void **state)
     assert_string_equal(b, "/ck/iter_0000100.tmp-1f");
     mc_ckpt_iter_dir(b, sizeof(b), "/ck", 0, true, NULL);
     assert_string_equal(b, "/ck/release");
-    mc_ckpt_rank_name(b, sizeof(b), 3, 1, 0);
+    mc_ckpt_rank_name(b, sizeof(b), 3, 1, 0, 1, 0);
     assert_string_equal(b, "mp_rank_03");
-    mc_ckpt_rank_name(b, sizeof(b), 1, 4, 2);
+    mc_ckpt_rank_name(b, sizeof(b), 1, 4, 2, 1, 0);
     assert_string_equal(b, "mp_rank_01_002");
+    /* expert parallelism adds the ep rank (Megatron's get_checkpoint_name) */
+    mc_ckpt_rank_name(b, sizeof(b), 1, 1, 0, 4, 3);
+    assert_string_equal(b, "mp_rank_01_003");
+    mc_ckpt_rank_name(b, sizeof(b), 0, 2, 1, 2, 1);
+    assert_string_equal(b, "mp_rank_00_001_001");
 }
 
 static void test_tracker(void **state)

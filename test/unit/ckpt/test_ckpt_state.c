@@ -13,6 +13,7 @@
 #include "kernels/device.h"
 #include "model/gpt.h"
 #include "ckpt/state.h"
+#include "ckpt/torchdist.h"
 
 static const mc_backend_t *cpu(void)
 {
@@ -154,12 +155,95 @@ static void test_te_order_and_names(void **state)
     mc_gpt_free(&m);
 }
 
+/* An MoE model's experts as expert-parallel rank 1 of 2 holds them (experts 4..7 of 8): the
+ * legacy keys number them from 0 on the rank (SequentialMLP's local_experts.<j>, each linear's
+ * _extra_state after it), torch_dist places them at their global expert in [L, E, rows, cols],
+ * SwiGLU's fc1 as its gate rows and its up rows. */
+static void test_expert_keys(void **state)
+{
+    (void)state;
+    mc_gpt_config_t c = {.num_layers = 2, .hidden = 8, .heads = 2, .head_dim = 4, .ffn = 16, .seq = 4,
+                         .max_batch = 1, .vocab = 16, .max_pos = 4, .tied = true, .tp = 1, .rms = true,
+                         .swiglu = true};
+    c.moe.num_experts = 4;
+    c.moe.ffn = 6;
+    c.moe.router.topk = 2;
+    c.moe.layer[0] = c.moe.layer[1] = true;
+    mc_gpt_t m;
+    mc_gpt_build_params(&m, &c);
+    m.cfg.moe.num_experts = 8; /* this rank's 4 are experts 4..7 of 8 */
+    int experts = 0;
+    for (int i = 0; i < m.n_params; i++)
+        if (m.params[i].expert >= 0) m.params[i].expert += 4, experts++;
+    assert_int_equal(experts, 2 * 2 * 4);
+    const mc_param_t *p = mc_gpt_find_param(&m, "decoder.layers.1.mlp.router.weight");
+    assert_non_null(p);
+    p += 5; /* router, expert 4's fc1 and fc2, expert 5's fc1 and fc2: expert 6's fc1 */
+    assert_int_equal(p->expert, 6);
+    assert_int_equal(mc_ckpt_local_expert(&m, p), 2);
+    char key[160];
+    mc_ckpt_param_key(&m, 0, p, MC_CKPT_NAMES_LOCAL, key, sizeof(key));
+    assert_string_equal(key, "decoder.layers.1.mlp.experts.local_experts.2.linear_fc1.weight");
+    m.be = cpu();
+    m.param_buf = calloc((size_t)m.n_elems, sizeof(float));
+    assert_non_null(m.param_buf);
+    mc_ckpt_order_t o;
+    assert_int_equal(mc_ckpt_order_spec(&m, MC_CKPT_NAMES_LOCAL, &o), 0);
+    mc_pyobj_t *sd = mc_ckpt_model_dict(&m, &o, 0, MC_TORCH_FLOAT32);
+    assert_non_null(sd);
+    const char *keys[] = {"decoder.layers.0.mlp.router.weight",
+                          "decoder.layers.0.mlp.experts.local_experts.0.linear_fc1.weight",
+                          "decoder.layers.0.mlp.experts.local_experts.0.linear_fc1._extra_state",
+                          "decoder.layers.0.mlp.experts.local_experts.0.linear_fc2.weight",
+                          "decoder.layers.0.mlp.experts.local_experts.0.linear_fc2._extra_state",
+                          "decoder.layers.0.mlp.experts.local_experts.1.linear_fc1.weight"};
+    size_t at = 0;
+    while (at < sd->dict.len && strcmp(mc_py_get_str(sd->dict.keys[at]), keys[0]) != 0) at++;
+    for (size_t k = 0; k < sizeof(keys) / sizeof(keys[0]); k++)
+        assert_string_equal(mc_py_get_str(sd->dict.keys[at + k]), keys[k]);
+    /* read back: the same order */
+    mc_pyobj_t *ck = mc_py_dict();
+    assert_int_equal(mc_py_dict_set_str(ck, "model", sd), 0);
+    mc_ckpt_order_t back;
+    char err[256];
+    assert_int_equal(mc_ckpt_order_file(&m, ck, &back, err, sizeof(err)), 0);
+    assert_memory_equal(back.param, o.param, (size_t)o.n * sizeof(int));
+    mc_ckpt_order_free(&back);
+    mc_py_decref(ck);
+    mc_ckpt_order_free(&o);
+    /* torch_dist: expert 6 of layer 1 at [1, 6], fc1's two halves at rows 0 and 6 of 12 */
+    mc_shard_t *sh;
+    int n;
+    assert_int_equal(mc_torchdist_shards(&m, &sh, &n), 0);
+    int found = 0;
+    for (int k = 0; k < n; k++) {
+        if (&m.params[sh[k].param] != p) continue;
+        assert_string_equal(sh[k].key, "decoder.layers.mlp.experts.experts.linear_fc1.weight");
+        assert_int_equal(sh[k].ndim, 4);
+        const int64_t global[4] = {2, 8, 12, 8};
+        assert_memory_equal(sh[k].global, global, sizeof(global));
+        const int64_t offsets[4] = {1, 6, found ? 6 : 0, 0}, sizes[4] = {1, 1, 6, 8};
+        assert_memory_equal(sh[k].offsets, offsets, sizeof(offsets));
+        assert_memory_equal(sh[k].sizes, sizes, sizeof(sizes));
+        assert_int_equal(sh[k].start, found ? 48 : 0);
+        assert_int_equal(sh[k].numel, 48);
+        found++;
+    }
+    assert_int_equal(found, 2);
+    free(sh);
+    free(m.param_buf);
+    m.param_buf = NULL;
+    m.be = NULL;
+    mc_gpt_free(&m);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_float16_rounding),
         cmocka_unit_test(test_bfloat16_rounding),
         cmocka_unit_test(test_te_order_and_names),
+        cmocka_unit_test(test_expert_keys),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
