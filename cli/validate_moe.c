@@ -230,8 +230,32 @@ static void pending(const mc_args_t *a, void (*report)(const char *line))
     }
 }
 
-/* What the MoE layer does today (model/moe.c): every expert on every rank, with tp 1 and
- * cp 1 (any dp and pp: every rank holds all experts), SwiGLU experts without biases in fp32,
+/* Expert parallelism today (model/moe.c's alltoall dispatcher): tp 1 (above), pp 1, gradients
+ * reduced over edp without the distributed optimizer; checkpoints at ep 1 only. */
+static void expert_parallel_scope(const mc_args_t *a, void (*report)(const char *line))
+{
+    const int ep = a->expert_model_parallel_size;
+    if (ep <= 1) return;
+#define TODO(cond, what)                                                                           \
+    if (cond)                                                                                      \
+        problem(report,                                                                            \
+                "--expert-model-parallel-size %d with %s is recognised but not implemented yet "   \
+                "in megatron-c (expert parallelism runs the alltoall dispatcher with tp 1 and pp " \
+                "1, without the distributed optimizer, for now)",                                  \
+                ep, what);
+    TODO(a->use_distributed_optimizer, "--use-distributed-optimizer")
+    TODO(a->pipeline_model_parallel_size > 1, "--pipeline-model-parallel-size > 1")
+    TODO(strcmp(a->moe_token_dispatcher_type, "allgather") == 0,
+         "--moe-token-dispatcher-type allgather")
+    TODO(a->load[0], "--load (checkpoints of expert-parallel runs)")
+    TODO(a->log_num_zeros_in_grad, "--log-num-zeros-in-grad")
+    TODO(a->check_weight_hash_across_dp_replicas_interval,
+         "--check-weight-hash-across-dp-replicas-interval")
+#undef TODO
+}
+
+/* What the MoE layer does today (model/moe.c): E/ep experts on every rank, with tp 1 and
+ * cp 1 (any dp and pp at ep 1), SwiGLU experts without biases in fp32,
  * every layer an MoE layer, aux_loss or no load-balancing loss, without writing checkpoints.
  * The rest is refused by name, every part at once. */
 static void scope(const mc_args_t *a, void (*report)(const char *line))
@@ -261,6 +285,7 @@ static void scope(const mc_args_t *a, void (*report)(const char *line))
              (strcmp(lb_type(a, 0), "aux_loss") != 0 && strcmp(lb_type(a, 0), "none") != 0),
          "a load-balancing type other than aux_loss or none")
 #undef TODO
+    expert_parallel_scope(a, report);
     bool *is_moe = calloc((size_t)a->num_layers + 1, sizeof(bool));
     char err[256];
     if (!is_moe) mc_fatal("out of host memory");
