@@ -104,7 +104,7 @@ static void test_refused_until_implemented(void **state)
                         "--recompute-num-layers 1",
                     "--recompute-granularity full");
     /* expert parallelism: what its dispatcher does not reach yet (model/moe.c) */
-    const char *ep2 = MOE " --swiglu --expert-model-parallel-size 2";
+    const char *ep2 = MOE " --swiglu --expert-model-parallel-size 2 --moe-token-dispatcher-type alltoall";
     char line[1024];
     static const char *const ep_todo[][2] = {
         {"--use-distributed-optimizer", "--use-distributed-optimizer"},
@@ -129,6 +129,7 @@ static void test_refused_until_implemented(void **state)
                                         "MoE layers with --save",
                                         "--expert-model-parallel-size 2 with --use-distributed-optimizer"};
     mc_expect_errors_world(MOE " --swiglu --expert-model-parallel-size 2 --use-distributed-optimizer "
+                               "--moe-token-dispatcher-type alltoall "
                                "--moe-per-layer-logging "
                                "--bf16 --save /tmp/x --save-interval 5 --log-throughput",
                            2, 5, parts);
@@ -140,7 +141,7 @@ static void test_refused_until_implemented(void **state)
     mc_run_t r0;
     mc_run_parse(&r0, MOE " --swiglu --moe-aux-loss-coeff 1e-2 --moe-router-topk 2", 1);
     assert_int_equal(r0.status, 0); /* the MoE layer's scope */
-    mc_run_parse(&r0, MOE " --swiglu --expert-model-parallel-size 2", 2);
+    mc_run_parse(&r0, MOE " --swiglu --expert-model-parallel-size 2 --moe-token-dispatcher-type alltoall", 2);
     assert_int_equal(r0.status, 0); /* expert parallelism's */
     static mc_args_t a;
     mc_run_parse_here(&a, LINE " --tensor-model-parallel-size 2 --sequence-parallel", 4);
