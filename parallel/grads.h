@@ -75,13 +75,13 @@ typedef struct {
     mc_group_t *dp_group;
     int dp, dp_rank;
     bool dist_opt, overlap_grad, overlap_param;
-    float grad_scale;           /* 1/dp, or 1 with --calculate-per-token-loss */
+    float grad_scale; /* 1/dp, or 1 with --calculate-per-token-loss */
     /* the expert buckets' group (expert parallelism; dp_group otherwise), size, rank and scale
      * (Megatron's expert_gradient_scaling_factor: 1/dp, edp/dp averaging in the collective) */
     mc_group_t *edp_group;
     int edp;
     float expert_grad_scale;
-    bool expert_scale_edp; /* averaging in the collective: expert_grad_scale = edp/dp */
+    bool expert_scale_edp;      /* averaging in the collective: expert_grad_scale = edp/dp */
     bool average_in_collective; /* --ddp-average-in-collective: divide by dp after the sum */
     mc_gpt_t *model;
     mc_grad_layout_t layout;
