@@ -230,8 +230,8 @@ static void pending(const mc_args_t *a, void (*report)(const char *line))
     }
 }
 
-/* Expert parallelism today (model/moe.c's alltoall dispatcher): tp 1 (above), pp 1, gradients
- * reduced over edp without the distributed optimizer; checkpoints at ep 1 only. */
+/* Expert parallelism today (model/moe.c's alltoall dispatcher): tp 1 (above), any pp and vpp,
+ * gradients reduced over edp without the distributed optimizer; checkpoints at ep 1 only. */
 static void expert_parallel_scope(const mc_args_t *a, void (*report)(const char *line))
 {
     const int ep = a->expert_model_parallel_size;
@@ -240,11 +240,10 @@ static void expert_parallel_scope(const mc_args_t *a, void (*report)(const char 
     if (cond)                                                                                      \
         problem(report,                                                                            \
                 "--expert-model-parallel-size %d with %s is recognised but not implemented yet "   \
-                "in megatron-c (expert parallelism runs the alltoall dispatcher with tp 1 and pp " \
-                "1, without the distributed optimizer, for now)",                                  \
+                "in megatron-c (expert parallelism runs the alltoall dispatcher with tp 1, "       \
+                "without the distributed optimizer, for now)",                                     \
                 ep, what);
     TODO(a->use_distributed_optimizer, "--use-distributed-optimizer")
-    TODO(a->pipeline_model_parallel_size > 1, "--pipeline-model-parallel-size > 1")
     TODO(strcmp(a->moe_token_dispatcher_type, "allgather") == 0,
          "--moe-token-dispatcher-type allgather")
     TODO(a->load[0], "--load (checkpoints of expert-parallel runs)")
@@ -255,7 +254,7 @@ static void expert_parallel_scope(const mc_args_t *a, void (*report)(const char 
 }
 
 /* What the MoE layer does today (model/moe.c): E/ep experts on every rank, with tp 1 and
- * cp 1 (any dp and pp at ep 1), SwiGLU experts without biases in fp32,
+ * cp 1 (any dp and pp), SwiGLU experts without biases in fp32,
  * every layer an MoE layer, aux_loss or no load-balancing loss, without writing checkpoints.
  * The rest is refused by name, every part at once. */
 static void scope(const mc_args_t *a, void (*report)(const char *line))

@@ -2,9 +2,9 @@
 # Expert parallelism (model/moe.c's alltoall dispatcher, parallel/grads.c's expert buckets, the
 # norms' expert part): a tiny MoE model (2 layers x 4 experts, top-2, aux_loss, dropout on) at
 # ep 2 on 2 ranks, ep 2 x edp 2 on 4 ranks (with overlapped reduction averaged in the
-# collective) and ep 4 on 4 ranks gives the single rank's lm loss, load_balancing_loss, grad norm
-# and params norm within 1e-5 relative over 12 iterations (test_cli_moe has what expert
-# parallelism refuses by name).
+# collective), ep 4 on 4 ranks and ep 2 x pp 2 x vpp 2 on 4 ranks give the single rank's lm loss,
+# load_balancing_loss, grad norm and params norm within 1e-5 relative over 12 iterations
+# (test_cli_moe has what expert parallelism refuses by name).
 # ci-sanitize: the dispatcher's all-to-all under mpirun, expert buckets over edp
 source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/mpi.sh"
@@ -52,6 +52,15 @@ if have_mpirun; then
         check "$name gives the single rank's lm loss, load_balancing_loss, grad and params norms" \
             same "$MC_TMP/single" "$MC_TMP/ep"
     done
+    # with pipeline parallelism and interleaving: 4 layers, pp 2 x vpp 2, ep 2 (the ep group
+    # within each stage)
+    "$MC_BIN" "${FLAGS[@]}" --num-layers 4 >"$MC_TMP/single4" 2>&1
+    mpirun_mc 4 "${FLAGS[@]}" --num-layers 4 --expert-model-parallel-size 2 \
+        --pipeline-model-parallel-size 2 --num-layers-per-virtual-pipeline-stage 1 >"$MC_TMP/ep" 2>&1
+    rc=$?
+    check "ep 2 x pp 2 x vpp 2 on 4 ranks exits 0 (rc=$rc: $(tail -c 300 "$MC_TMP/ep" | tr '\n' ' '))" test $rc -eq 0
+    check "ep 2 x pp 2 x vpp 2 gives the single rank's lm loss, load_balancing_loss, grad and params norms" \
+        same "$MC_TMP/single4" "$MC_TMP/ep"
     # the comparison can fail: another seed is another run
     mpirun_mc 2 "${FLAGS[@]}" --expert-model-parallel-size 2 --seed 4321 >"$MC_TMP/other" 2>&1
     if same "$MC_TMP/single" "$MC_TMP/other"; then

@@ -108,7 +108,6 @@ static void test_refused_until_implemented(void **state)
     char line[1024];
     static const char *const ep_todo[][2] = {
         {"--use-distributed-optimizer", "--use-distributed-optimizer"},
-        {"--pipeline-model-parallel-size 2", "--pipeline-model-parallel-size > 1"},
         {"--moe-token-dispatcher-type allgather", "--moe-token-dispatcher-type allgather"},
         {"--load /tmp/x --no-load-optim", "--load (checkpoints of expert-parallel runs)"},
         {"--log-num-zeros-in-grad", "--log-num-zeros-in-grad"},
@@ -143,6 +142,9 @@ static void test_refused_until_implemented(void **state)
     assert_int_equal(r0.status, 0); /* the MoE layer's scope */
     mc_run_parse(&r0, MOE " --swiglu --expert-model-parallel-size 2 --moe-token-dispatcher-type alltoall", 2);
     assert_int_equal(r0.status, 0); /* expert parallelism's */
+    mc_run_parse(&r0, MOE " --swiglu --expert-model-parallel-size 2 --moe-token-dispatcher-type alltoall "
+                          "--pipeline-model-parallel-size 2", 4);
+    assert_int_equal(r0.status, 0);
     static mc_args_t a;
     mc_run_parse_here(&a, LINE " --tensor-model-parallel-size 2 --sequence-parallel", 4);
     assert_int_equal(a.expert_tensor_parallel_size, 2); /* Megatron's default: tp */
