@@ -4,7 +4,8 @@
 # ep 2 on 2 ranks, ep 2 x edp 2 on 4 ranks (with overlapped reduction averaged in the
 # collective), ep 4 on 4 ranks and ep 2 x pp 2 x vpp 2 on 4 ranks give the single rank's lm loss,
 # load_balancing_loss, grad norm and params norm within 1e-5 relative over 12 iterations
-# (test_cli_moe has what expert parallelism refuses by name).
+# (test_cli_moe has what expert parallelism refuses by name); ep 2 on the emulated GPU (CUDA
+# backend, MPI staging) gives the first 4.
 # ci-sanitize: the dispatcher's all-to-all under mpirun, expert buckets over edp
 source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/mpi.sh"
@@ -16,7 +17,7 @@ FLAGS=(--device cpu --mock-data --vocab-size 128 --num-layers 2 --hidden-size 32
        --moe-ffn-hidden-size 16 --moe-router-topk 2 --moe-router-load-balancing-type aux_loss
        --moe-aux-loss-coeff 1e-2 --moe-token-dispatcher-type alltoall --micro-batch-size 2
        --global-batch-size 8 --train-iters 12 --lr 3e-3 --lr-decay-style cosine
-       --lr-warmup-iters 3 --min-lr 1e-4 --weight-decay 0.1 --clip-grad 1.0 --log-interval 1
+       --lr-warmup-iters 3 --lr-decay-iters 12 --min-lr 1e-4 --weight-decay 0.1 --clip-grad 1.0 --log-interval 1
        --log-params-norm --eval-iters 0 --eval-interval 1000 --seed 1234 --hidden-dropout 0.1
        --attention-dropout 0.1)
 
@@ -24,13 +25,14 @@ FLAGS=(--device cpu --mock-data --vocab-size 128 --num-layers 2 --hidden-size 32
 numbers() {
     sed -nE 's/.* iteration +([0-9]+)\/.*\| lm loss: ([0-9.E+-]+) \| load_balancing_loss: ([0-9.E+-]+) \|.*grad norm: ([0-9.]+) \| params norm: ([0-9.]+) \|.*/\1 \2 \3 \4 \5/p' "$1"
 }
-# same REF RUN: the same 12 iterations, every number within 1e-5 relative
+# same REF RUN [N]: RUN's N (12) iterations are REF's first N, every number within 1e-5 relative
 same() {
-    paste -d' ' <(numbers "$1") <(numbers "$2") | awk '
+    local n=${3:-12}
+    paste -d' ' <(numbers "$1" | head -n "$n") <(numbers "$2") | awk -v want="$n" '
         function rel(a, b) { d = a - b; if (d < 0) d = -d; m = (a < 0 ? -a : a); return m > 0 ? d / m : d }
         NF != 10 || $1 != $6 { bad++; next }
         { n++; for (i = 2; i <= 5; i++) if (rel($i, $(i + 5)) > 1e-5) bad++ }
-        END { exit !(n == 12 && bad == 0) }'
+        END { exit !(n == want && bad == 0) }'
 }
 
 "$MC_BIN" "${FLAGS[@]}" >"$MC_TMP/single" 2>&1
@@ -67,6 +69,17 @@ if have_mpirun; then
         not_ok "the comparison can fail (another seed)"
     else
         ok "the comparison can fail (another seed)"
+    fi
+    # the CUDA backend on the emulated device (test/emu), device buffers staged through MPI: 4
+    # iterations (the same schedule) of ep 2
+    EMU_BIN=${MC_EMU_BUILD:-}/megatron-c
+    if [ -n "${MC_EMU_BUILD:-}" ] && [ -x "$EMU_BIN" ]; then
+        "${MPIRUN[@]}" -np 2 "$EMU_BIN" "${FLAGS[@]}" --device cuda --distributed-backend mpi \
+            --expert-model-parallel-size 2 --train-iters 4 >"$MC_TMP/emu" 2>&1
+        check "ep 2 on the emulated GPU (--device cuda) gives the single rank's first 4 iterations ($(tail -c 300 "$MC_TMP/emu" | tr '\n' ' '))" \
+            same "$MC_TMP/single" "$MC_TMP/emu" 4
+    else
+        skip "ep 2 on the emulated GPU" "no build/emu/megatron-c (make EMU=1)"
     fi
 else
     skip "expert parallelism under mpirun" "no mpirun"
