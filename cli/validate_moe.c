@@ -231,7 +231,7 @@ static void pending(const mc_args_t *a, void (*report)(const char *line))
 }
 
 /* Expert parallelism today (model/moe.c's alltoall dispatcher): tp 1 (above), any pp and vpp,
- * gradients reduced over edp without the distributed optimizer; checkpoints at ep 1 only. */
+ * gradients reduced (the distributed optimizer: sharded) over edp; checkpoints at ep 1 only. */
 static void expert_parallel_scope(const mc_args_t *a, void (*report)(const char *line))
 {
     const int ep = a->expert_model_parallel_size;
@@ -240,10 +240,9 @@ static void expert_parallel_scope(const mc_args_t *a, void (*report)(const char 
     if (cond)                                                                                      \
         problem(report,                                                                            \
                 "--expert-model-parallel-size %d with %s is recognised but not implemented yet "   \
-                "in megatron-c (expert parallelism runs the alltoall dispatcher with tp 1, "       \
-                "without the distributed optimizer, for now)",                                     \
+                "in megatron-c (expert parallelism runs the alltoall dispatcher with tp 1 for "    \
+                "now)",                                                                            \
                 ep, what);
-    TODO(a->use_distributed_optimizer, "--use-distributed-optimizer")
     TODO(strcmp(a->moe_token_dispatcher_type, "allgather") == 0,
          "--moe-token-dispatcher-type allgather")
     TODO(a->load[0], "--load (checkpoints of expert-parallel runs)")

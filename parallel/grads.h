@@ -79,7 +79,7 @@ typedef struct {
     /* the expert buckets' group (expert parallelism; dp_group otherwise), size, rank and scale
      * (Megatron's expert_gradient_scaling_factor: 1/dp, edp/dp averaging in the collective) */
     mc_group_t *edp_group;
-    int edp;
+    int edp, edp_rank;
     float expert_grad_scale;
     bool expert_scale_edp;      /* averaging in the collective: expert_grad_scale = edp/dp */
     bool average_in_collective; /* --ddp-average-in-collective: divide by dp after the sum */
@@ -104,6 +104,9 @@ void mc_ddp_bind(mc_ddp_t *d, mc_comm_t *comm, mc_group_t *dp_group);
 /* After mc_ddp_bind, with expert parallelism: the expert buckets' group (Megatron's expt_dp;
  * NULL: a model without expert buckets). */
 void mc_ddp_bind_experts(mc_ddp_t *d, mc_group_t *edp_group);
+/* This rank's shard of bucket k: over dp, or over edp for an expert bucket (distributed
+ * optimizer). */
+void mc_ddp_bucket_shard(const mc_ddp_t *d, int k, long *lo, long *hi);
 void mc_ddp_free(mc_ddp_t *d);
 
 /* Grad sync of one step (Megatron enables it only for each model chunk's last backward): begin

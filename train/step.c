@@ -227,10 +227,13 @@ static double reduce_grad_stat(mc_trainer_t *t, double local)
 
 /* The square of the grad norm, and (*local) this rank's part of it. With expert parallelism,
  * Megatron's chained optimizers: the dense parameters' sum over the model-parallel group plus
- * the experts' over the expert model-parallel group (tp-ep-pp), each parameter counted once. */
+ * the experts' over the expert model-parallel group (tp-ep-pp), each parameter counted once
+ * (with the distributed optimizer both over the world). */
 static double grad_sumsq(mc_trainer_t *t, double *local)
 {
-    if (t->model.cfg.moe.ep <= 1) {
+    /* the distributed optimizer's shards (dense over dp, experts over edp) are disjoint over the
+     * world, which its reduction spans */
+    if (t->model.cfg.moe.ep <= 1 || t->ddp.dist_opt) {
         *local = mc_opt_grad_sumsq(&t->opt);
         return reduce_grad_stat(t, *local);
     }

@@ -12,7 +12,7 @@
 void mc_trainer_optimizer_segments(const mc_gpt_t *m, const mc_ddp_t *d, mc_opt_seg_t **segs,
                                    int *n, long *state_len)
 {
-    if (d->dist_opt) mc_distopt_segments(m, &d->layout, d->dp, d->dp_rank, segs, n, state_len);
+    if (d->dist_opt) mc_distopt_segments_ddp(m, d, segs, n, state_len);
     else mc_opt_segments_full(m, segs, n, state_len);
 }
 

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Expert parallelism (model/moe.c's alltoall dispatcher, parallel/grads.c's expert buckets, the
-# norms' expert part): a tiny MoE model (2 layers x 4 experts, top-2, aux_loss, dropout on) at
-# ep 2 on 2 ranks, ep 2 x edp 2 on 4 ranks (with overlapped reduction averaged in the
-# collective), ep 4 on 4 ranks and ep 2 x pp 2 x vpp 2 on 4 ranks give the single rank's lm loss,
+# distributed optimizer's expert shards over edp, the norms' expert part): a tiny MoE model (2
+# layers x 4 experts, top-2, aux_loss, dropout on) at ep 2 on 2 ranks, ep 2 x edp 2 on 4 ranks
+# (with overlapped reduction averaged in the collective), ep 4 on 4 ranks, both with the
+# distributed optimizer, and ep 2 x pp 2 x vpp 2 on 4 ranks give the single rank's lm loss,
 # load_balancing_loss, grad norm and params norm within 1e-5 relative over 12 iterations
 # (test_cli_moe has what expert parallelism refuses by name); ep 2 on the emulated GPU (CUDA
 # backend, MPI staging) gives the first 4.
@@ -43,7 +44,9 @@ check "it logs 12 iterations with load_balancing_loss and both norms" \
 if have_mpirun; then
     for layout in "ep 2:2:--expert-model-parallel-size 2" \
         "ep 2 x edp 2 (overlapped, averaged in the collective):4:--expert-model-parallel-size 2 --overlap-grad-reduce --ddp-bucket-size 2000 --ddp-average-in-collective" \
-        "ep 4:4:--expert-model-parallel-size 4"; do
+        "ep 4:4:--expert-model-parallel-size 4" \
+        "ep 2 with the distributed optimizer:2:--expert-model-parallel-size 2 --use-distributed-optimizer" \
+        "ep 2 x edp 2 with the distributed optimizer (overlapped reduction and gather):4:--expert-model-parallel-size 2 --use-distributed-optimizer --overlap-grad-reduce --overlap-param-gather --ddp-bucket-size 2000"; do
         name=${layout%%:*}
         rest=${layout#*:}
         np=${rest%%:*}
