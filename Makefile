@@ -274,7 +274,8 @@ $(BUILD)/test/fuzz/fuzz_%: test/fuzz/fuzz_%.c $(BUILD)/test/fuzz/fuzz.o $(LIB_OB
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -MMD -MP $(LDFLAGS) -o $@ $(filter %.c %.o,$^) $(LDLIBS)
 
-tests: $(BIN) $(TEST_BIN) $(GPU_TEST_BIN) $(MPI_TEST_BIN) $(TOOL_BIN) $(BENCH_BIN) $(FUZZ_BIN) emu
+# the GPU op tests in a CUDA build (without one they would only skip; the emulated build runs them)
+tests: $(BIN) $(TEST_BIN) $(if $(filter 1,$(CUDA)),$(GPU_TEST_BIN)) $(MPI_TEST_BIN) $(TOOL_BIN) $(BENCH_BIN) $(FUZZ_BIN) emu
 
 # The emulated device's programs: megatron-c, the GPU op tests, the kernel benchmarks (their
 # plumbing) and the emulator's own tests. `make emu` builds them into build/emu(-san).

@@ -218,7 +218,7 @@ const mc_flag_t mc_flags_model[] = {
 
     /* ---- moe ---- */
     {.name = "--num-experts", MOE, INT, PENDING_FIELD(num_experts), GE(0),
-     IMPLEMENTED_NOTE("the MoE layer: one rank's experts in fp32 so far, the rest refused by name (cli/validate_moe.c)"), .help = "Number of Experts in MoE (None means no MoE)"},
+     IMPLEMENTED_NOTE("the MoE layer: one rank's experts in fp32 or bf16 so far, the rest refused by name (cli/validate_moe.c)"), .help = "Number of Experts in MoE (None means no MoE)"},
     {.name = "--expert-model-parallel-size", MOE, INT, PENDING_FIELD(expert_model_parallel_size),
      .def = "1", GE(1),
      IMPLEMENTED_NOTE("expert parallelism: the alltoall dispatcher with tp 1 so far, the rest refused by name (cli/validate_moe.c)"),

@@ -3,6 +3,7 @@
  * embeddings on the queries and keys, core attention through the backend's fused op (causal,
  * grouped queries, dropout on the probabilities, per-document masks), and linear_proj
  * (row-parallel, its output summed over tp). The bias-dropout-add after it is the driver's. */
+#include <stddef.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -217,6 +218,7 @@ static void attn_backward(mc_layer_run_t *r, void *acts, const void *in, void *d
 
 const mc_block_ops_t mc_self_attention = {
     .name = "self-attention",
+    .acts_at = offsetof(mc_layer_acts_t, attn.self),
     .params = attn_params,
     .plan = attn_plan,
     .plan_shared = attn_plan_shared,

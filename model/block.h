@@ -8,6 +8,8 @@
 #ifndef MC_MODEL_BLOCK_H
 #define MC_MODEL_BLOCK_H
 
+#include <stddef.h>
+
 #include "model/gpt.h"
 #include "model/tp.h"
 
@@ -110,6 +112,8 @@ void mc_norm_1p_refresh(mc_gpt_t *m, int first, int n);
 
 typedef struct mc_block_ops {
     const char *name;
+    /* where its saved activations lie in mc_layer_acts_t (offsetof: its member of attn or mlp) */
+    size_t acts_at;
     /* appends its parameters of global layer `layer` to the table, in Megatron's order */
     void (*params)(mc_gpt_t *m, int layer);
     /* one layer's saved activations into acts (its member of mc_layer_acts_t's union) */
@@ -130,6 +134,21 @@ typedef struct mc_block_ops {
 extern const mc_block_ops_t mc_self_attention; /* model/attention.c */
 extern const mc_block_ops_t mc_mlp;            /* model/mlp.c */
 extern const mc_block_ops_t mc_moe;            /* model/moe.c: the MoE layer */
+
+/* Block b's saved activations within a layer's. */
+static inline void *mc_block_acts(mc_layer_acts_t *a, const mc_block_ops_t *b)
+{
+    return (char *)a + b->acts_at;
+}
+
+/* The MoE layer's losses (model/moe_loss.c), for model/moe.c: their buffers in one layer's
+ * activations and in the shared workspace; in a training forward (after the routing), each
+ * loss and its record in the tracker; in the backward, each one's gradient added into the
+ * router's dlogits. */
+void mc_moe_losses_plan(mc_gpt_t *m, mc_alloc_t *a, mc_moe_acts_t *s);
+void mc_moe_losses_plan_shared(mc_gpt_t *m, mc_alloc_t *ws);
+void mc_moe_losses_forward(mc_layer_run_t *r, mc_moe_acts_t *s);
+void mc_moe_losses_backward(mc_layer_run_t *r, mc_moe_acts_t *s, void *dlogits);
 
 /* ---- the embedding (model/embedding.c) ---- */
 

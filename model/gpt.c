@@ -204,11 +204,11 @@ static void *forward_layer(mc_gpt_t *m, int j, uint32_t iteration, bool training
         spec->input_norm->forward(m, &a->ln1, a->x, w[MC_PK_INPUT_NORM_W], w[MC_PK_INPUT_NORM_B],
                                   rows);
     }
-    void *y = spec->attention->forward(&r, &a->attn, a->ln1.out);
+    void *y = spec->attention->forward(&r, mc_block_acts(a, spec->attention), a->ln1.out);
     bda_dropout(&r, MC_DROPOUT_SITE_ATTN_OUT, y, false);
     spec->pre_mlp_norm->add_forward(m, a->x_mid, &a->ln2, post_ln ? a->ln1.out : a->x, y,
                                     w[MC_PK_PRE_MLP_NORM_W], w[MC_PK_PRE_MLP_NORM_B], rows);
-    y = spec->mlp->forward(&r, &a->mlp, a->ln2.out);
+    y = spec->mlp->forward(&r, mc_block_acts(a, spec->mlp), a->ln2.out);
     bda_dropout(&r, MC_DROPOUT_SITE_MLP_OUT, y, false);
     *res = post_ln ? a->ln2.out : a->x_mid;
     return y;
@@ -274,10 +274,10 @@ static void backward_layer(mc_gpt_t *m, int j, uint32_t iteration)
     mc_layer_acts_t *a = &m->cur->acts[j];
 
     void *dy = bda_dropout(&r, MC_DROPOUT_SITE_MLP_OUT, m->dtmp_h, true);
-    spec->mlp->backward(&r, &a->mlp, a->ln2.out, dy, m->dx);
+    spec->mlp->backward(&r, mc_block_acts(a, spec->mlp), a->ln2.out, dy, m->dx);
     norm_backward(&r, spec->pre_mlp_norm, MC_PK_PRE_MLP_NORM_W, a->x_mid, &a->ln2);
     dy = bda_dropout(&r, MC_DROPOUT_SITE_ATTN_OUT, m->dtmp_h, true);
-    spec->attention->backward(&r, &a->attn, a->ln1.out, dy, m->dx);
+    spec->attention->backward(&r, mc_block_acts(a, spec->attention), a->ln1.out, dy, m->dx);
     norm_backward(&r, spec->input_norm, MC_PK_INPUT_NORM_W, a->x, &a->ln1);
     grads_final(m, lj + 1);
 }

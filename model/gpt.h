@@ -54,15 +54,29 @@ typedef struct {
     double scaling;   /* Llama 3.1 frequency scaling factor (use_rope_scaling); 0 = none */
 } mc_rope_cfg_t;
 
+/* The router's losses (router.py; model/moe_loss.c), in the order Megatron's training_log tracks
+ * them: aux_loss, seq_aux_loss, global_aux_loss (--moe-router-load-balancing-type) and the
+ * z-loss (--moe-z-loss-coeff). */
+typedef enum {
+    MC_MOE_AUX,
+    MC_MOE_SEQ_AUX,
+    MC_MOE_GLOBAL_AUX,
+    MC_MOE_Z,
+    MC_MOE_LOSSES
+} mc_moe_loss_t;
+
 /* Mixture of experts (Megatron's MoELayer, model/moe.c): the layers whose MLP is a router and
  * experts. Today one rank holds every expert (ep 1, tp 1), each layer's tokens go to their top-k
- * experts (no capacity), and the aux loss (aux_loss) enters the router's gradient. */
+ * experts (no capacity), and the losses enter the router's gradient. */
 #define MC_MOE_MAX_LAYERS 1024
 typedef struct {
-    int num_experts;               /* --num-experts; 0: a dense model */
-    int ffn;                       /* --moe-ffn-hidden-size */
-    mc_moe_router_t router;        /* the TopKRouter's settings */
-    double aux_coeff;              /* --moe-aux-loss-coeff of aux_loss; 0: no aux loss */
+    int num_experts;        /* --num-experts; 0: a dense model */
+    int ffn;                /* --moe-ffn-hidden-size */
+    mc_moe_router_t router; /* the TopKRouter's settings */
+    /* each loss's coefficient (0: not computed, as Megatron's coeff == 0 / None), and whether
+     * training_log tracks (logs) it: its track_names */
+    double coeff[MC_MOE_LOSSES];
+    bool tracked[MC_MOE_LOSSES];
     bool layer[MC_MOE_MAX_LAYERS]; /* --moe-layer-freq: layer i's MLP is an MoE layer */
     /* expert parallelism: this rank holds experts [ep_rank * E/ep, (ep_rank + 1) * E/ep), the
      * token dispatcher's all-to-all runs over mc_gpt_t.ep_group (ep 0 or 1: every expert) */
@@ -211,6 +225,9 @@ typedef struct {
      * source rank by source rank), the experts' input and probabilities; x and pprobs at ep 1.
      * fc1, act and scaled are of these rows. */
     void *ex_x, *ex_p;
+    /* the losses' token counts the backward reads (model/moe_loss.c, fp32): seq_aux_loss's per
+     * sequence [B, E] and global_aux_loss's running average [E]; NULL without them */
+    float *seq_counts, *global_counts;
 } mc_moe_acts_t;
 
 /* One transformer layer's, for the backward pass: the residual stream and the norms (the
@@ -223,7 +240,9 @@ typedef struct {
     union {
         mc_attention_acts_t self;
     } attn;
-    union {
+    /* both kinds of MLP: a slot's layer j may be a dense layer in one model chunk and an MoE
+     * layer in another (--moe-layer-freq); only the kinds it takes are planned */
+    struct {
         mc_mlp_acts_t dense;
         mc_moe_acts_t moe;
     } mlp;
@@ -262,7 +281,7 @@ typedef struct {
 } mc_mlp_ws_t;
 
 /* The MoE layers' (model/moe.c): gradients along the experts' path and the router's, and the
- * host copies of the token counts (the grouped GEMM's sizes) and the aux loss's statistics. */
+ * host copies of the token counts (the grouped GEMM's sizes). */
 typedef struct {
     void *y, *d_y;          /* [R, H]: linear_fc2's output; the gradient at it */
     void *d_scaled, *d_act; /* [R, FFN] */
@@ -271,6 +290,7 @@ typedef struct {
     void *d_pprobs;         /* [R] */
     void *dprobs, *dlogits; /* [T, E] */
     float *psum;            /* [E]: the aux loss's summed scores */
+    float *seq_psum;        /* [B, E]: seq_aux_loss's, per sequence (NULL without it) */
     int32_t *counts;        /* [E]: tokens per expert (device) */
     long split[MC_MOE_MAX_EXPERTS];
     int32_t counts_host[MC_MOE_MAX_EXPERTS];
@@ -278,11 +298,10 @@ typedef struct {
      * wherever the buffers' layout puts them): the grouped GEMMs' pointer arrays */
     void *fc1[MC_MOE_MAX_EXPERTS], *fc2[MC_MOE_MAX_EXPERTS];
     void *dfc1[MC_MOE_MAX_EXPERTS], *dfc2[MC_MOE_MAX_EXPERTS];
-    float stats_host[2 * MC_MOE_MAX_EXPERTS];
     /* ep > 1 (model/moe.c's dispatcher): the all-to-all's staging [Rmax, H] and [Rmax], the
      * gradients at the experts' input and probabilities of the received rows (Rr), and the host
      * plan of one layer's exchange: each ep rank's counts for this rank's experts [ep][E/ep]
-     * (int32, from all_counts_send: every rank's counts in expert order), the local experts'
+     * (int32, from every rank's counts_host), the local experts'
      * rows (the grouped GEMM's sizes), rows sent to and received from each ep rank, and the
      * received chunks' sizes and orders (rank-major <-> local-expert-major) */
     void *a2a_h, *a2a_p, *d_x_ex, *d_pprobs_ex;
@@ -373,12 +392,16 @@ typedef struct mc_gpt {
     mc_cp_ws_t cp_ws;
     mc_mlp_ws_t mlp_ws;
     mc_moe_ws_t moe_ws;
-    /* MoE: the gradient the aux losses enter the backward with (Megatron's
-     * MoEAuxLossAutoScaler scale: the loss scale / the microbatches; the trainer sets it), and the
-     * logged load_balancing_loss: the sum over MoE layers and training microbatches of aux loss /
-     * coeff since the last mc_gpt_moe_take_aux */
+    /* MoE: the gradient the losses enter the backward with (Megatron's MoEAuxLossAutoScaler
+     * scale: the loss scale / the microbatches; the trainer sets it); the tracker of the logged
+     * losses (save_to_aux_losses_tracker: loss / coeff summed per global layer in float32,
+     * [MC_MOE_LOSSES][num_layers], since the last mc_gpt_moe_take_losses); global_aux_loss's
+     * running token counts and steps per local layer ([n_local_layers][E], [n_local_layers],
+     * reset by mc_gpt_moe_step_end); the group its counts are summed over (tp x dp x cp) */
     float moe_aux_grad;
-    double moe_aux_sum;
+    float *moe_tracker;
+    float *moe_global_tokens, *moe_ga_steps;
+    mc_group_t *tp_dp_cp_group;
     /* --apply-layernorm-1p (model/norm.c): the weights the norms compute with, 1 + w, formed
      * from the parameters each time a block's parameters are needed (m->p points there);
      * norm_1p[i] is parameter i's (NULL for the others), norm_1p_ones a vector of ones */
@@ -473,9 +496,15 @@ void mc_gpt_backward(mc_gpt_t *m, uint32_t iteration, float weight);
  * the final norm and output layer on the first or last virtual stage). */
 void mc_gpt_chunk_params(const mc_gpt_t *m, int c, int *first, int *n);
 
-/* The load_balancing_loss sums since the last call (and zeroes them): *sum over the MoE layers
- * and microbatches of this rank's forwards of aux loss / coeff. */
-double mc_gpt_moe_take_aux(mc_gpt_t *m);
+/* The MoE losses' tracker since the last call (then zeroed): into out [MC_MOE_LOSSES][num_layers]
+ * (float32), each layer's loss / coeff summed over this rank's training forwards. */
+void mc_gpt_moe_take_losses(mc_gpt_t *m, float *out);
+/* finalize_model_grads' reset_global_aux_loss_tracker: global_aux_loss's running counts start
+ * again (after each training step's backward). */
+void mc_gpt_moe_step_end(mc_gpt_t *m);
+/* Megatron's name of each loss in the log line and TensorBoard ("load_balancing_loss",
+ * "seq_load_balancing_loss", "global_load_balancing_loss", "z_loss"). */
+const char *mc_moe_loss_name(mc_moe_loss_t k);
 
 /* Elements of a chunk boundary tensor ([S/tp-if-SP, b, H]): what the pipeline sends. */
 long mc_gpt_boundary_elems(const mc_gpt_t *m, int b);

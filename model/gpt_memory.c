@@ -31,32 +31,57 @@ void *mc_gpt_take(mc_alloc_t *a, long bytes)
     return p;
 }
 
-/* The spec the slots' layers are planned with. A slot holds any chunk of its group and a
- * recomputation buffer any layer, so their layers are laid out alike: one spec for every local
- * layer (planning layers of several kinds on one rank needs a slot layout per kind). */
+/* The spec the slots' layers are planned with: a slot holds any chunk of its group and a
+ * recomputation buffer any layer, so their norms and attention are laid out alike (every local
+ * layer's are of one kind); the MLP may differ (dense or MoE, --moe-layer-freq), each kind
+ * planned where a layer can take it (mlp_kinds). */
 static const mc_layer_spec_t *slot_spec(const mc_gpt_t *m)
 {
-    for (int j = 1; j < m->n_local_layers; j++)
-        if (m->spec[j] != m->spec[0])
+    const mc_layer_spec_t *s0 = m->n_local_layers ? m->spec[0] : mc_layer_spec_of(&m->cfg, 0);
+    for (int j = 1; j < m->n_local_layers; j++) {
+        const mc_layer_spec_t *s = m->spec[j];
+        if (s->input_norm != s0->input_norm || s->attention != s0->attention ||
+            s->pre_mlp_norm != s0->pre_mlp_norm)
             mc_fatal("layers %d and %d of this rank are of different kinds (%s, %s): activation "
                      "slots for them are not planned yet",
-                     m->layer_no[0], m->layer_no[j], m->spec[0]->name, m->spec[j]->name);
-    return m->n_local_layers ? m->spec[0] : mc_layer_spec_of(&m->cfg, 0);
+                     m->layer_no[0], m->layer_no[j], s0->name, s->name);
+    }
+    return s0;
+}
+
+/* The MLP kinds (at most 2, each once) layer j of slot group g's chunks holds; g < 0: those of
+ * every local layer (the recomputation buffers, which any layer uses). */
+static int mlp_kinds(const mc_gpt_t *m, int g, int j, const mc_block_ops_t *kinds[2])
+{
+    const mc_gpt_config_t *c = &m->cfg;
+    int n = 0;
+    for (int k = 0; k < c->n_chunks; k++) {
+        if (g >= 0 && (mc_gpt_slot_group(c, k) != g || j >= c->chunk[k].n_layers)) continue;
+        const int first = g >= 0 ? j : 0, last = g >= 0 ? j : c->chunk[k].n_layers - 1;
+        for (int i = first; i <= last; i++) {
+            const mc_block_ops_t *b = m->spec[m->chunk_local0[k] + i]->mlp;
+            if (n == 0 || (kinds[0] != b && n == 1)) kinds[n++] = b;
+        }
+    }
+    if (n == 0) kinds[n++] = slot_spec(m)->mlp;
+    return n;
 }
 
 /* One layer's saved activations: x (its input) when with_x, then in the order the layer makes
- * them. */
-static void plan_layer(mc_gpt_t *m, mc_alloc_t *acts, mc_layer_acts_t *a, bool with_x)
+ * them; the MLP's of each kind layer j of slot group g takes (g < 0: any local layer's). */
+static void plan_layer(mc_gpt_t *m, mc_alloc_t *acts, mc_layer_acts_t *a, bool with_x, int g, int j)
 {
     const mc_layer_spec_t *spec = slot_spec(m);
     const long rows = (long)mc_gpt_tp_dims(&m->cfg).seq * m->cfg.max_batch;
     const long e = (long)mc_dtype_size(m->cfg.dt);
     if (with_x) a->x = mc_gpt_take(acts, rows * m->cfg.hidden * e);
     mc_norm_plan(spec->input_norm, m, acts, &a->ln1, rows);
-    spec->attention->plan(m, acts, &a->attn);
+    spec->attention->plan(m, acts, mc_block_acts(a, spec->attention));
     a->x_mid = mc_gpt_take(acts, rows * m->cfg.hidden * e);
     mc_norm_plan(spec->pre_mlp_norm, m, acts, &a->ln2, rows);
-    spec->mlp->plan(m, acts, &a->mlp);
+    const mc_block_ops_t *kinds[2];
+    const int n = mlp_kinds(m, g, j, kinds);
+    for (int k = 0; k < n; k++) kinds[k]->plan(m, acts, mc_block_acts(a, kinds[k]));
 }
 
 /* What the chunks of slot group g need: the most layers of any, and whether one has the
@@ -127,7 +152,7 @@ static void plan_slot(mc_gpt_t *m, mc_alloc_t *acts, int g, mc_gpt_slot_t *s)
             *a = m->rc[j - first];
             a->x = x;
         } else {
-            plan_layer(m, acts, a, j > 0);
+            plan_layer(m, acts, a, j > 0, g, j);
             if (j == 0) a->x = s->in;
         }
     }
@@ -177,7 +202,7 @@ static void plan_activations(mc_gpt_t *m, mc_alloc_t *acts, mc_alloc_t *ws)
             if (mc_gpt_recomputed(c, c->chunk[ci].n_layers, j, &first, &last) &&
                 last - first + 1 > groups)
                 groups = last - first + 1;
-    for (int k = 0; k < groups; k++) plan_layer(m, acts, &m->rc[k], k > 0);
+    for (int k = 0; k < groups; k++) plan_layer(m, acts, &m->rc[k], k > 0, -1, k);
     for (int g = 0; g < MC_SLOT_GROUPS; g++)
         for (int k = 0; k < c->slots[g]; k++) plan_slot(m, acts, g, &m->slots[g][k]);
     plan_workspace(m, ws);
@@ -270,6 +295,9 @@ void mc_gpt_free(mc_gpt_t *m)
     free_slot_structs(m);
     free(m->bufs);
     free(m->host_losses);
+    free(m->moe_tracker);
+    free(m->moe_global_tokens);
+    free(m->moe_ga_steps);
     free(m->p.layers);
     free(m->g.layers);
     free(m->norm_1p);

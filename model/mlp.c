@@ -2,6 +2,7 @@
  * (column-parallel; [gate; up] with SwiGLU, a tp rank holding its rows of each half), the
  * activation (GeLU, squared ReLU, or SwiGLU's silu(gate) * up), linear_fc2 (row-parallel, its
  * output summed over tp). The bias-dropout-add after it is the driver's. */
+#include <stddef.h>
 #include <math.h>
 
 #include "model/block.h"
@@ -91,6 +92,7 @@ static void mlp_backward(mc_layer_run_t *r, void *acts, const void *in, void *dy
 
 const mc_block_ops_t mc_mlp = {
     .name = "mlp",
+    .acts_at = offsetof(mc_layer_acts_t, mlp.dense),
     .params = mlp_params,
     .plan = mlp_plan,
     .plan_shared = mlp_plan_shared,

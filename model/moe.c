@@ -7,10 +7,11 @@
  * (SequentialMLP's parameters: local_experts.<j>.linear_fc1 and linear_fc2, expert after expert).
  * With --expert-model-parallel-size ep (tp 1) each rank holds E/ep experts and the alltoall
  * dispatcher moves the rows to them and back over the ep group; at ep 1 one rank holds every
- * expert and nothing moves. The aux loss is not added to
- * the lm loss: as MoEAuxLossAutoScaler does, the backward injects its gradient, scaled by the
- * loss scale over the microbatches (m->moe_aux_grad), into the router's logits. */
+ * expert and nothing moves. The router's losses (model/moe_loss.c) are not added to the lm loss:
+ * as MoEAuxLossAutoScaler does, the backward injects their gradients, scaled by the loss scale
+ * over the microbatches (m->moe_aux_grad), into the router's logits. */
 #include <math.h>
+#include <stddef.h>
 
 #include "base/error.h"
 #include "kernels/moe.h"
@@ -84,6 +85,7 @@ static void moe_plan(mc_gpt_t *m, mc_alloc_t *a, void *acts)
     s->scaled = mc_gpt_take(a, Rr * F * e);
     s->ex_x = c->moe.ep > 1 ? mc_gpt_take(a, Rr * H * e) : s->x;
     s->ex_p = c->moe.ep > 1 ? mc_gpt_take(a, Rr * e) : s->pprobs;
+    mc_moe_losses_plan(m, a, s);
 }
 
 static void moe_plan_shared(mc_gpt_t *m, mc_alloc_t *acts, mc_alloc_t *ws)
@@ -112,6 +114,7 @@ static void moe_plan_shared(mc_gpt_t *m, mc_alloc_t *acts, mc_alloc_t *ws)
     w->a2a_p = ep ? mc_gpt_take(ws, Rmax * e) : NULL;
     w->d_x_ex = ep ? mc_gpt_take(ws, Rr * H * e) : w->d_x;
     w->d_pprobs_ex = ep ? mc_gpt_take(ws, Rr * e) : w->d_pprobs;
+    mc_moe_losses_plan_shared(m, ws);
 }
 
 /* Each expert's linear_fc1 and linear_fc2 in the parameter (or, grads, the gradient) buffer. */
@@ -246,27 +249,6 @@ static void experts_backward(mc_layer_run_t *r, mc_moe_acts_t *s, const void *d_
                                      (const void *const *)w->fc1, split, G, H, 2 * F);
 }
 
-/* The aux loss's statistics of this microbatch (aux_loss: T tokens of one rank, tp 1): the
- * counts stay for the backward, aux / coeff = E / (k T^2) sum_e psum_e counts_e is logged. */
-static void aux_forward(mc_layer_run_t *r, mc_moe_acts_t *s)
-{
-    const mc_backend_t *be = r->be;
-    const mc_moe_cfg_t *q = &r->c->moe;
-    mc_moe_ws_t *w = &r->m->moe_ws;
-    const int E = q->num_experts, k = q->router.topk;
-    const long T = r->N;
-    be->moe->aux_stats(be, r->c->dt, 0, k, s->aux_counts, w->psum, s->logits, T, E, 1);
-    if (!r->training) return;
-    be->memcpy_d2h(be, w->stats_host, s->aux_counts, (size_t)E * sizeof(float));
-    be->memcpy_d2h(be, w->stats_host + E, w->psum, (size_t)E * sizeof(float));
-    double sum = 0;
-    for (int i = 0; i < E; i++) sum += (double)w->stats_host[i] * (double)w->stats_host[E + i];
-    /* Megatron: E * coeff / (k * T^2) * sum in fp32 tensors, then / coeff for the log */
-    const float aux =
-        (float)((double)E * q->aux_coeff / ((double)k * (double)T * (double)T)) * (float)sum;
-    r->m->moe_aux_sum += (double)(aux / (float)q->aux_coeff);
-}
-
 static void *moe_forward(mc_layer_run_t *r, void *acts, const void *in)
 {
     const mc_backend_t *be = r->be;
@@ -282,7 +264,7 @@ static void *moe_forward(mc_layer_run_t *r, void *acts, const void *in)
 
     be->linear_forward(be, dt, s->logits, in, w[MC_PK_ROUTER_W], NULL, (int)T, H, E);
     be->moe->route(be, dt, &q->router, s->probs, s->map, s->logits, NULL, T);
-    if (q->aux_coeff != 0) aux_forward(r, s);
+    mc_moe_losses_forward(r, s);
     const long R = expert_split(r, s->map);
     be->moe->permute_map(be, dt, s->rows, s->row_of, s->pprobs, s->probs, s->map, T, E, R);
     be->moe->permute(be, dt, s->x, in, s->rows, R, H);
@@ -315,15 +297,11 @@ static void router_backward(mc_layer_run_t *r, mc_moe_acts_t *s, const void *in)
     const mc_moe_cfg_t *q = &c->moe;
     mc_moe_ws_t *w = &r->m->moe_ws;
     const mc_dtype_t dt = c->dt;
-    const int E = q->num_experts, k = q->router.topk, H = c->hidden;
+    const int E = q->num_experts, H = c->hidden;
     const long T = r->N;
     be->moe->unpermute(be, dt, dt, w->dprobs, w->d_pprobs, s->row_of, NULL, T * E, 1, 1);
     be->moe->route_backward(be, dt, &q->router, w->dlogits, w->dprobs, s->logits, NULL, NULL, T);
-    if (q->aux_coeff != 0) {
-        const float coef = (float)((double)E * q->aux_coeff / ((double)k * (double)T * (double)T)) *
-                           r->m->moe_aux_grad;
-        be->moe->aux_backward(be, dt, 0, w->dlogits, s->logits, s->aux_counts, coef, T, E, 1);
-    }
+    mc_moe_losses_backward(r, s, w->dlogits);
     be->linear_backward(be, dt, c->gdt, r->m->tmp_h, r->gw[MC_PK_ROUTER_W], NULL, w->dlogits, in,
                         r->w[MC_PK_ROUTER_W], (int)T, H, E);
 }
@@ -360,15 +338,9 @@ static void moe_backward(mc_layer_run_t *r, void *acts, const void *in, void *dy
     be->add(be, dt, din, din, r->m->tmp_h, T * H);
 }
 
-double mc_gpt_moe_take_aux(mc_gpt_t *m)
-{
-    double v = m->moe_aux_sum;
-    m->moe_aux_sum = 0;
-    return v;
-}
-
 const mc_block_ops_t mc_moe = {
     .name = "moe",
+    .acts_at = offsetof(mc_layer_acts_t, mlp.moe),
     .params = moe_params,
     .plan = moe_plan,
     .plan_shared = moe_plan_shared,

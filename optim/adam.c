@@ -168,6 +168,11 @@ double mc_opt_grad_sumsq_of(const mc_adam_t *opt, bool experts)
     return segments_sumsq(opt, true, experts ? 1 : 0);
 }
 
+double mc_opt_master_sumsq_of(const mc_adam_t *opt, bool experts)
+{
+    return segments_sumsq(opt, false, experts ? 1 : 0);
+}
+
 double mc_opt_grad_zeros(const mc_adam_t *opt)
 {
     const mc_gpt_t *m = opt->model;

@@ -81,7 +81,7 @@ int mc_format_log_line(char *buf, size_t n, const mc_log_line_t *l, const struct
         put(&o, " |");
     }
     put(&o, " global batch size: %5d |", l->global_batch_size);
-    for (int i = 0; i < l->n_losses && i < 4; i++) {
+    for (int i = 0; i < l->n_losses && i < MC_LOG_MAX_LOSSES; i++) {
         if (!(l->loss_values[i] >= 0.0)) continue; /* `if avg >= 0.0` */
         put(&o, " %s: ", l->loss_names[i]);
         put_E6(&o, l->loss_values[i]);

@@ -17,6 +17,8 @@
 /* The fields hold the type of the value Megatron formats: float where training_log gets a Python
  * float made from a float32 tensor (.item()), double where it gets a Python float computed in
  * double; the formatter prints the double the value converts to, as Python does. */
+#define MC_LOG_MAX_LOSSES 8
+
 typedef struct {
     int64_t iteration, train_iters, consumed_samples;
     int64_t skipped_samples; /* ' skipped samples' appears only when > 0 */
@@ -32,13 +34,13 @@ typedef struct {
     double decoupled_lr;
     int global_batch_size;
     int n_losses; /* a loss whose average is not >= 0 (or NaN) is left out */
-    const char *loss_names[4];
-    double loss_values[4]; /* mc_log_average of the float32 totals */
-    float loss_scale;      /* optimizer.get_loss_scale().item(): a float32 tensor */
-    int has_grad_norm;     /* None on a skipped step */
-    float grad_norm;       /* reduce_max_stat_across_model_parallel_group: float32 */
-    int has_num_zeros;     /* --log-num-zeros-in-grad */
-    float num_zeros; /* reduced as grad_norm (float32), printed as Python's str(float): "12.0" */
+    const char *loss_names[MC_LOG_MAX_LOSSES]; /* lm loss, then the MoE losses */
+    double loss_values[MC_LOG_MAX_LOSSES];     /* mc_log_average of the float32 totals */
+    float loss_scale;  /* optimizer.get_loss_scale().item(): a float32 tensor */
+    int has_grad_norm; /* None on a skipped step */
+    float grad_norm;   /* reduce_max_stat_across_model_parallel_group: float32 */
+    int has_num_zeros; /* --log-num-zeros-in-grad */
+    float num_zeros;   /* reduced as grad_norm (float32), printed as Python's str(float): "12.0" */
     int has_params_norm;          /* --log-params-norm */
     double params_norm;           /* mc_log_params_norm: norm_2.item() ** 0.5 */
     int skipped_iters, nan_iters; /* counts within the interval */

@@ -21,6 +21,7 @@
 #include "train/setup.h"
 #include "train/weight_hash.h"
 #include "train/signals.h"
+#include "train/moe_metrics.h"
 #include "train/tensorboard.h"
 #include "train/train.h"
 
@@ -209,9 +210,9 @@ static void print_startup(const run_t *run, const mc_memory_plan_t *plan, const 
 
 /* Accumulated over one log interval, as Megatron's total_loss_dict. */
 typedef struct {
-    /* float32 tensors, as Megatron's: the lm loss of the advanced iterations, and
-     * load_balancing_loss (MoE models: the metrics tracker adds it every iteration) */
-    float loss_sum, moe_sum;
+    /* float32 tensors, as Megatron's: the lm loss of the advanced iterations, and the MoE
+     * losses by kind (MoE models: the metrics tracker adds them every iteration) */
+    float loss_sum, moe_sum[MC_MOE_LOSSES];
     int advanced, skipped, nan;
     /* total_loss_dict holds 'lm loss' from the first advanced iteration of this train() on
      * (kept across intervals): before it, the line has no loss at all */
@@ -288,11 +289,13 @@ static double params_norm(mc_trainer_t *t)
     /* each rank's float32 norm_2, summed over the ranks and rounded to float32 (two ranks' sum is
      * exact in double) */
     const bool master = t->opt.master && t->model.cfg.dt == MC_DT_BF16;
-    if (t->model.cfg.moe.ep > 1 && !master) {
+    if (t->model.cfg.moe.ep > 1 && !(master && t->ddp.dist_opt)) {
         /* calc_params_l2_norm with MoE: the dense params' over the model-parallel group plus the
          * experts' over the expert model-parallel group (tp-ep-pp) */
-        double d = mc_log_norm_2(mc_params_sumsq_of(&t->model, false));
-        double e = mc_log_norm_2(mc_params_sumsq_of(&t->model, true));
+        double d = mc_log_norm_2(master ? mc_opt_master_sumsq_of(&t->opt, false)
+                                        : mc_params_sumsq_of(&t->model, false));
+        double e = mc_log_norm_2(master ? mc_opt_master_sumsq_of(&t->opt, true)
+                                        : mc_params_sumsq_of(&t->model, true));
         mc_all_reduce(t->comm, t->par.mp, &d, 1, MC_DT_F64, MC_OP_SUM);
         mc_all_reduce(t->comm, t->par.tp_ep_pp, &e, 1, MC_DT_F64, MC_OP_SUM);
         return mc_log_params_norm((float)(d + e));
@@ -332,9 +335,11 @@ static void log_iteration(run_t *run, interval_t *iv, const mc_step_result_t *r)
     l.n_losses = iv->have_loss ? 1 : 0;
     l.loss_names[0] = "lm loss";
     l.loss_values[0] = mc_log_average(iv->loss_sum, iv->advanced);
-    if (iv->have_loss && t->model.cfg.moe.aux_coeff != 0) {
-        l.loss_names[l.n_losses] = "load_balancing_loss";
-        l.loss_values[l.n_losses++] = mc_log_average(iv->moe_sum, iv->advanced);
+    mc_moe_loss_t kinds[MC_MOE_LOSSES];
+    const int n_moe = iv->have_loss ? mc_moe_tracked(&t->model.cfg, kinds) : 0;
+    for (int k = 0; k < n_moe; k++) {
+        l.loss_names[l.n_losses] = mc_moe_loss_name(kinds[k]);
+        l.loss_values[l.n_losses++] = mc_log_average(iv->moe_sum[kinds[k]], iv->advanced);
     }
     l.loss_scale = (float)mc_scaler_value(&t->scaler);
     /* a skipped step has no grad norm (Megatron's optimizer returns None) */
@@ -377,7 +382,8 @@ static void log_iteration(run_t *run, interval_t *iv, const mc_step_result_t *r)
         iv->first = false;
         return;
     }
-    iv->loss_sum = iv->moe_sum = 0.0f;
+    iv->loss_sum = 0.0f;
+    for (int k = 0; k < MC_MOE_LOSSES; k++) iv->moe_sum[k] = 0.0f;
     iv->advanced = iv->skipped = iv->nan = 0;
     iv->t0 = mc_now_s();
     snapshot_volume(t, iv);
@@ -597,24 +603,32 @@ static void profiler_at(const mc_trainer_t *t, int64_t step, int start)
     if (t->iteration == step && profiling_here(t) && t->be->profiler) t->be->profiler(t->be, start);
 }
 
-/* track_moe_metrics' load_balancing_loss of this iteration: each MoE layer's aux loss / coeff
- * summed over the microbatches, times 1 / microbatches, summed over the layers (and the pipeline
- * stages), divided by their number, averaged over the data-parallel ranks. 0 for a dense model
- * (no collective then). */
-static double moe_metric(mc_trainer_t *t, int M)
+/* training_log's track_moe_metrics: every iteration, on every rank (collectives); the losses
+ * join the interval's totals (float32) and, on the writing rank, TensorBoard. */
+static void moe_metrics(run_t *run, interval_t *iv, int M)
 {
+    mc_trainer_t *t = &run->t;
     const mc_gpt_config_t *c = &t->model.cfg;
-    double v = mc_gpt_moe_take_aux(&t->model) / M;
-    if (!c->moe.num_experts) return 0.0;
-    int layers = 0;
-    for (int l = 0; l < c->num_layers && l < MC_MOE_MAX_LAYERS; l++) layers += c->moe.layer[l];
-    if (t->par.pp && t->par.pp->size > 1)
-        mc_all_reduce(t->comm, t->par.pp, &v, 1, MC_DT_F64, MC_OP_SUM);
-    if (t->par.dp_cp && t->par.dp_cp->size > 1) {
-        mc_all_reduce(t->comm, t->par.dp_cp, &v, 1, MC_DT_F64, MC_OP_SUM);
-        v /= t->par.dp_cp->size;
+    mc_moe_loss_t kinds[MC_MOE_LOSSES];
+    const int n = mc_moe_tracked(c, kinds);
+    if (!n) return;
+    const bool per_layer = t->args->moe_per_layer_logging && run->tb;
+    float value[MC_MOE_LOSSES], *layers = NULL;
+    if (per_layer && !(layers = malloc((size_t)MC_MOE_LOSSES * c->num_layers * sizeof(float))))
+        mc_fatal("out of host memory for the MoE losses");
+    mc_moe_metrics(t, M, value, layers);
+    const char *names[MC_MOE_LOSSES];
+    float tracked[MC_MOE_LOSSES], *tracked_layers = layers;
+    for (int k = 0; k < n; k++) {
+        iv->moe_sum[kinds[k]] += value[kinds[k]];
+        names[k] = mc_moe_loss_name(kinds[k]);
+        tracked[k] = value[kinds[k]];
+        if (layers) /* the tracked kinds' rows, in their order */
+            memmove(layers + (long)k * c->num_layers, layers + (long)kinds[k] * c->num_layers,
+                    (size_t)c->num_layers * sizeof(float));
     }
-    return layers ? v / layers : 0.0;
+    mc_tensorboard_moe(run->tb, t->iteration, n, names, tracked, tracked_layers, c->num_layers);
+    free(layers);
 }
 
 /* One iteration of Megatron's train(): the step, the log line, evaluation and saving at their
@@ -641,8 +655,7 @@ static bool train_iteration(run_t *run, mc_microbatch_t *mbl, interval_t *iv, do
     mc_train_step(t, mbl, M, &r);
     t->iteration++;
     t->consumed_train_samples += (int64_t)mbs * args->data_parallel_size * M;
-    const float loss = r.lm_loss;           /* loss_dict['lm loss'] */
-    iv->moe_sum += (float)moe_metric(t, M); /* the tracker's float32 value */
+    const float loss = r.lm_loss; /* loss_dict['lm loss'] */
     /* Megatron's training_log: a skipped iteration's loss is not averaged; it is a nan iteration
      * when that loss is inf or nan */
     if (r.skipped) {
@@ -658,6 +671,7 @@ static bool train_iteration(run_t *run, mc_microbatch_t *mbl, interval_t *iv, do
     const bool tb_due = mc_tensorboard_due(args, t->iteration);
     if (args->log_params_norm && (log_due || tb_due)) iv->params_norm = params_norm(t);
     if (tb_due) write_tensorboard(run, iv, &r, loss);
+    moe_metrics(run, iv, M); /* after the interval's scalars, as training_log */
     if (log_due) log_iteration(run, iv, &r);
     if (args->eval_interval > 0 && t->iteration % args->eval_interval == 0 &&
         args->eval_iters > 0 && mc_data_source_len(&run->data, MC_SPLIT_VALID) > 0) {

@@ -170,6 +170,7 @@ void mc_forward_backward(mc_trainer_t *t, const mc_microbatch_t *mbs, int M, mc_
                              .before_backward = before_backward};
     mc_pipeline_run(&t->pipe, &st);
     mc_timer_stop(&t->timers, MC_T_FORWARD_BACKWARD);
+    mc_gpt_moe_step_end(m); /* finalize_model_grads' reset_model_temporary_tensors */
 
     /* finalize_model_grads */
     mc_timer_start(&t->timers, MC_T_ALL_GRADS_SYNC);

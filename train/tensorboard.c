@@ -128,6 +128,20 @@ void mc_tensorboard_timers(mc_tensorboard_t *tb, const mc_args_t *a, int64_t ite
     }
 }
 
+void mc_tensorboard_moe(mc_tensorboard_t *tb, int64_t iteration, int n, const char *const *names,
+                        const float *values, const float *layers, int num_layers)
+{
+    if (!tb) return;
+    for (int k = 0; k < n; k++) {
+        scalar(tb, names[k], values[k], iteration);
+        for (int i = 0; layers && i < num_layers; i++) {
+            char tag[160];
+            snprintf(tag, sizeof(tag), "moe/%s_layer_%d", names[k], i);
+            scalar(tb, tag, layers[(long)k * num_layers + i], iteration);
+        }
+    }
+}
+
 void mc_tensorboard_validation(mc_tensorboard_t *tb, const mc_args_t *a, int64_t iteration,
                                int64_t consumed_samples, const char *key, double loss)
 {

@@ -64,6 +64,12 @@ void mc_tensorboard_timers(mc_tensorboard_t *tb, const mc_args_t *a, int64_t ite
                            double iteration_time_s, bool has_throughput, double throughput,
                            const double timer_max_s[MC_TIMERS]);
 
+/* track_moe_metrics' scalars, every training iteration (no-op with tb NULL): for each of the n
+ * tracked losses add_scalar(name, value, iteration), and with per_layer (--moe-per-layer-logging)
+ * "moe/<name>_layer_<i>" for each of the num_layers layers' values (layers [n][num_layers]). */
+void mc_tensorboard_moe(mc_tensorboard_t *tb, int64_t iteration, int n, const char *const *names,
+                        const float *values, const float *layers, int num_layers);
+
 /* evaluate_and_print_results: "<key> validation" and "<key> validation vs samples", with
  * --log-validation-ppl-to-tensorboard also "<key> validation ppl" (exp(min(20, loss))) and its
  * "vs samples"; consumed_samples is consumed_train_samples. */

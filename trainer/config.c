@@ -9,8 +9,31 @@
 #include "config/context_parallel.h"
 #include "config/moe_pattern.h"
 
-/* The MoE layer's settings (validation has checked them, and refused what is not implemented:
- * one load-balancing type, aux_loss or none). */
+/* The router's losses: each --moe-router-load-balancing-type's coefficient (router.py's
+ * get_aux_loss_coeff, one per type) and training_log's track_names. One type is a string in
+ * Megatron (validate_args turns a list of one into its element), and `"aux_loss" in type` is a
+ * substring test then: seq_aux_loss and global_aux_loss track load_balancing_loss too (zeros). */
+static void moe_losses(mc_moe_cfg_t *q, const mc_args_t *a)
+{
+    static const char *const kinds[] = {"aux_loss", "seq_aux_loss", "global_aux_loss"};
+    const int n = a->n_moe_router_load_balancing_type;
+    for (int i = 0; i < (n ? n : 1); i++) {
+        const char *type = n ? a->moe_router_load_balancing_type[i] : "aux_loss";
+        const double coeff = a->n_moe_aux_loss_coeff ? strtod(a->moe_aux_loss_coeff[i], NULL) : 0;
+        for (int k = 0; k < 3; k++) {
+            if (strcmp(type, kinds[k]) == 0) {
+                q->coeff[k] = coeff;
+                q->tracked[k] = true;
+            }
+            if (n <= 1 && strstr(type, kinds[k])) q->tracked[k] = true;
+        }
+    }
+    q->tracked[MC_MOE_Z] = a->moe_z_loss_coeff_set;
+    q->coeff[MC_MOE_Z] = a->moe_z_loss_coeff_set ? a->moe_z_loss_coeff : 0;
+}
+
+/* The MoE layer's settings (validation has checked them, and refused what is not
+ * implemented). */
 static void moe_config(mc_moe_cfg_t *q, const mc_args_t *a)
 {
     if (!a->num_experts) return;
@@ -25,9 +48,7 @@ static void moe_config(mc_moe_cfg_t *q, const mc_args_t *a)
         .group_topk = a->moe_router_group_topk,
         .scaling_factor = a->moe_router_topk_scaling_factor,
     };
-    const bool aux = !a->n_moe_router_load_balancing_type ||
-                     strcmp(a->moe_router_load_balancing_type[0], "aux_loss") == 0;
-    q->aux_coeff = aux && a->n_moe_aux_loss_coeff ? strtod(a->moe_aux_loss_coeff[0], NULL) : 0;
+    moe_losses(q, a);
     char err[256];
     if (a->num_layers > MC_MOE_MAX_LAYERS ||
         mc_moe_layer_pattern(a->moe_layer_freq, a->num_layers, q->layer, err, sizeof(err)) < 0)

@@ -59,6 +59,7 @@ int mc_trainer_init(mc_trainer_t *t, const mc_args_t *args, const mc_run_config_
     t->model.comm = comm;
     t->model.tp_group = t->par.tp;
     t->model.cp_group = t->par.cp;
+    t->model.tp_dp_cp_group = t->par.tp_dp_cp; /* global_aux_loss's counts */
     t->model.cp_a2a_group = t->par.hcp[0];
     t->model.cp_p2p_group = t->par.hcp[1];
     t->model.ep_group = cfg.moe.ep > 1 ? t->par.ep : NULL;

@@ -23,14 +23,18 @@ SRUN=(timeout 300 srun --mpi=pmix --oversubscribe "--export=ALL,ASAN_OPTIONS=$MP
 # pid of the megatron-c process of rank R of a job: the one whose environment has the job's
 # marker (MC_FAULT_JOB: export it, and pass -x MC_FAULT_JOB to mpirun) and the rank
 rank_pid() { # marker rank
-    local p
-    for p in $(pgrep -f "$MC_BIN"); do
-        local env
-        env=$(tr '\0' '\n' 2>/dev/null <"/proc/$p/environ") || continue
-        if grep -qx "MC_FAULT_JOB=$1" <<<"$env" && grep -qxE "(PMIX_RANK|OMPI_COMM_WORLD_RANK)=$2" <<<"$env"; then
-            echo "$p"
-            return 0
-        fi
+    local p env try
+    # a few tries: on a loaded machine (CI runs several multi-rank tests at once) one look at
+    # /proc has missed a rank that was running
+    for try in 1 2 3 4 5 6 7 8 9 10; do
+        for p in $(pgrep -f -- "$MC_BIN"); do
+            env=$(tr '\0' '\n' 2>/dev/null <"/proc/$p/environ") || continue
+            if grep -qx "MC_FAULT_JOB=$1" <<<"$env" && grep -qxE "(PMIX_RANK|OMPI_COMM_WORLD_RANK)=$2" <<<"$env"; then
+                echo "$p"
+                return 0
+            fi
+        done
+        sleep 0.5
     done
     return 1
 }

@@ -37,7 +37,7 @@ def tap(ok, what):
 
 
 LINE = re.compile(r"^ \[[^]]*\] iteration +(\d+)/ *\d+ \|(.*)$")
-FIELD = re.compile(r" ([a-z A-Z/()]+?): ([^|]+) \|")
+FIELD = re.compile(r" ([a-z A-Z_/()]+?): ([^|]+) \|")
 VALID = re.compile(r"^ validation loss at iteration (\d+)(?: on (?:validation|test) set)? \| "
                    r"lm loss value: (\S+) \| lm loss PPL: (\S+) \|")
 TIMER = re.compile(r"^    (\S+) \.+: \(([0-9.]+), ([0-9.]+)\)$")
@@ -174,6 +174,35 @@ def check_exact(sc, lines, valid):
             "(%d blocks; differing: %s)" % (len(got), bad[:3]))
 
 
+def check_moe(sc, lines, args):
+    """track_moe_metrics' scalars: each MoE loss at every iteration, averaged over each log line's
+    window as the line's value; with --moe-per-layer-logging each layer's 'moe/<name>_layer_<i>',
+    their sum over the MoE layers the loss's value."""
+    logged, last = sorted(lines), max(lines) if lines else 0
+    for name in [n for n in args.moe.split(",") if n]:
+        pts = dict(sc.get(name, []))
+        tap(sorted(pts) == list(range(1, last + 1)), "'%s' at every iteration (%s)" % (name, sorted(pts)[:4]))
+        bad, compared = [], 0
+        for k, it in enumerate(logged):
+            window = range(1 if k <= 1 else logged[k - 1] + 1, it + 1)
+            if name not in lines[it] or any(i not in pts for i in window):
+                continue
+            got = sum(pts[i] for i in window) / len(window)
+            compared += 1
+            if not close(got, float(lines[it][name]), 2e-6):
+                bad.append((it, got, lines[it][name]))
+        tap(not bad and compared == len(logged), "'%s' averaged as each log line's (%d lines; differing: %s)"
+            % (name, compared, bad[:3]))
+        if not args.moe_layers:
+            continue
+        layers, moe_layers = (int(x) for x in args.moe_layers.split(","))
+        per = [dict(sc.get("moe/%s_layer_%d" % (name, i), [])) for i in range(layers)]
+        bad = [it for it in pts if any(it not in p for p in per) or
+               not close(sum(p[it] for p in per) / moe_layers, pts[it], 2e-6)]
+        tap(not bad and pts, "'moe/%s_layer_<i>' for %d layers, summing to '%s' (differing: %s)"
+            % (name, layers, name, bad[:3]))
+
+
 def main():
     global case
     p = argparse.ArgumentParser()
@@ -187,6 +216,8 @@ def main():
     p.add_argument("--queue", type=int, default=0)
     p.add_argument("--per-iteration", type=int, default=0)
     p.add_argument("--args", action="store_true", help="compare the texts with the arguments block")
+    p.add_argument("--moe", default="", help="the MoE losses' names (track_moe_metrics' tags)")
+    p.add_argument("--moe-layers", default="", help="with --moe-per-layer-logging: LAYERS,MOE_LAYERS")
     args = p.parse_args()
     case = args.case
 
@@ -275,6 +306,7 @@ def main():
                 bad.append((it, got, f["lm loss"]))
         tap(not bad and compared > 0, "'lm loss' averaged as each log line's lm loss (%d lines; differing: %s)"
             % (compared, bad[:3]))
+    check_moe(sc, lines, args)
     if "grad-norm" in sc and any("grad norm" not in f for f in lines.values()):
         skipped = {it for it, f in lines.items() if "grad norm" not in f}
         tap(not skipped & {s for s, _ in sc["grad-norm"]}, "no grad-norm at skipped iterations %s"

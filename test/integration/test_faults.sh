@@ -41,7 +41,10 @@ job_fault() {
     done
     pid=$(rank_pid "$MC_FAULT_JOB" "${FAULT_RANK:-2}")
     if [ -z "$pid" ]; then
-        not_ok "$name (could not find rank ${FAULT_RANK:-2}; stderr: $(head -c 400 "$MC_TMP/err"))"
+        # what the job was doing: ended on its own (and how), or running without that rank
+        local state="still running"
+        kill -0 "$job" 2>/dev/null || { wait "$job"; state="ended with exit $?"; }
+        not_ok "$name (could not find rank ${FAULT_RANK:-2} after $((waited / 10)) s; job $state; stdout: $(tail -c 300 "$MC_TMP/out" | tr '\n' ' '); stderr: $(head -c 400 "$MC_TMP/err"))"
         kill_job "$job"
         return
     fi

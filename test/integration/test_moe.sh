@@ -19,8 +19,8 @@ FLAGS=(--device cpu --num-layers 4 --hidden-size 32 --num-attention-heads 4 --gr
        --num-query-groups 2 --ffn-hidden-size 64 --seq-length 64 --max-position-embeddings 64
        --position-embedding-type rope --rotary-base 10000 --normalization RMSNorm --norm-epsilon 1e-5
        --swiglu --untie-embeddings-and-output-weights --disable-bias-linear --num-experts 4
-       --moe-ffn-hidden-size 16 --moe-router-topk 2 --moe-router-load-balancing-type aux_loss
-       --moe-aux-loss-coeff 1e-2 --moe-token-dispatcher-type alltoall --tokenizer-type NullTokenizer
+       --moe-ffn-hidden-size 16 --moe-router-topk 2 --moe-token-dispatcher-type alltoall
+       --tokenizer-type NullTokenizer
        --vocab-size 127 --make-vocab-size-divisible-by 64
        --data-path "$REF/tinyshakespeare_bytes_text_document" --split 98,2,0 --micro-batch-size 2
        --global-batch-size 8 --train-iters 15 --optimizer adam --lr 1e-3 --min-lr 1e-4
@@ -28,6 +28,20 @@ FLAGS=(--device cpu --num-layers 4 --hidden-size 32 --num-attention-heads 4 --gr
        --adam-beta2 0.95 --adam-eps 1e-8 --clip-grad 1.0 --init-method-std 0.02 --seed 1234
        --hidden-dropout 0 --attention-dropout 0 --use-distributed-optimizer --ckpt-format torch_dist
        --log-interval 1 --eval-iters 0 --eval-interval 1000)
+# Megatron's load balancing of its run; the mixed case below has its own
+FLAGS_NO_LB=("${FLAGS[@]}")
+FLAGS+=(--moe-router-load-balancing-type aux_loss --moe-aux-loss-coeff 1e-2)
+
+# same_fields A B [REL]: the same field lines (name: value |), the values within REL (1e-5)
+# relative (the float32 sums over microbatches and ranks run in another order at another
+# layout), a grad norm (%.3f) within its last digit
+same_fields() {
+    paste -d'\t' "$1" "$2" | awk -F'\t' -v want="$(wc -l <"$1")" -v rel="${3:-1e-5}" '
+        { split($1, a, ": "); split($2, b, ": "); sub(/ \|$/, "", a[2]); sub(/ \|$/, "", b[2])
+          d = a[2] - b[2]; if (d < 0) d = -d; m = a[2] < 0 ? -a[2] : a[2]
+          if (a[1] != b[1] || (d > rel * m && !(a[1] == "grad norm" && d <= 0.0011 + rel * m))) bad++; n++ }
+        END { exit !(n == want && n > 0 && bad == 0) }'
+}
 
 # the fields of iteration 6 that depend on the weights and the data alone
 fields() { grep 'iteration        6/' "$1" | grep -o 'lm loss: [^|]*|\|load_balancing_loss: [^|]*|\|grad norm: [^|]*|'; }
@@ -67,10 +81,69 @@ if have_mpirun; then
             ${layout#*:} >"$MC_TMP/par" 2>&1
         all_fields "$MC_TMP/par" >"$MC_TMP/par.f"
         check "$name gives the single rank's lm loss, load_balancing_loss and grad norm ($(tail -c 300 "$MC_TMP/par" | tr '\n' ' '))" \
-            cmp -s "$MC_TMP/scratch.f" "$MC_TMP/par.f"
+            same_fields "$MC_TMP/scratch.f" "$MC_TMP/par.f"
     done
 else
     skip "the MoE layer at dp 2 and pp 2" "no mpirun"
+fi
+
+# Dense layers among MoE layers (layers 1 and 2 dense) and every router loss at once (aux_loss,
+# seq_aux_loss and global_aux_loss, each with its coefficient, and the z-loss): each logged under
+# Megatron's name in training_log's order, each iteration's value in TensorBoard; pp 2 (a stage
+# of an MoE and a dense layer) and pp 2 with vpp 2 (a rank's two chunks: an MoE and a dense layer
+# in one activation slot) give the single rank's numbers; dp 2 too, without global_aux_loss
+# (its token counts span the data-parallel ranks, another loss than one rank's).
+MIXED=("${FLAGS_NO_LB[@]}" --moe-layer-freq "[1,0,0,1]" --moe-z-loss-coeff 1e-3 --train-iters 4)
+LOSSES=(--moe-router-load-balancing-type aux_loss seq_aux_loss global_aux_loss
+        --moe-aux-loss-coeff 1e-2 2e-2 3e-2)
+NO_GLOBAL=(--moe-router-load-balancing-type aux_loss seq_aux_loss --moe-aux-loss-coeff 1e-2 2e-2)
+moe_fields() { grep ' iteration ' "$1" | grep -o 'lm loss: [^|]*|\|[a-z_]*loss: [^|]*|\|grad norm: [^|]*|'; }
+"$MC_BIN" "${MIXED[@]}" "${LOSSES[@]}" --data-cache-path "$MC_TMP/cache" \
+    --tensorboard-dir "$MC_TMP/tb" --moe-per-layer-logging >"$MC_TMP/mixed" 2>&1
+rc=$?
+check "dense layers among MoE layers with every router loss train (rc=$rc $(tail -c 300 "$MC_TMP/mixed"))" \
+    test $rc -eq 0
+check "the losses are logged in Megatron's names and order ($(grep -m1 ' iteration ' "$MC_TMP/mixed"))" \
+    test "$(grep -c ' lm loss: [^|]*| load_balancing_loss: [^|]*| seq_load_balancing_loss: [^|]*| global_load_balancing_loss: [^|]*| z_loss: [^|]*| loss scale' "$MC_TMP/mixed")" -eq 4
+TB_PY=${MC_TB_PYTHON:-$(dirname "$0")/../../build/venv-tb/bin/python}
+if "$TB_PY" -c 'import tensorboard' 2>/dev/null; then
+    "$TB_PY" "$(dirname "$0")/tensorboard_check.py" moe "$MC_TMP/tb" "$MC_TMP/mixed" \
+        --moe load_balancing_loss,seq_load_balancing_loss,global_load_balancing_loss,z_loss \
+        --moe-layers 4,2 2>"$MC_TMP/tb.err" || echo "not ok - moe: tensorboard_check.py failed: $(tail -c 300 "$MC_TMP/tb.err")"
+else
+    skip "the MoE losses in TensorBoard" "no tensorboard package at $TB_PY"
+fi
+moe_fields "$MC_TMP/mixed" >"$MC_TMP/mixed.f"
+if have_mpirun; then
+    for layout in "pp 2:--pipeline-model-parallel-size 2" \
+        "pp 2 vpp 2:--pipeline-model-parallel-size 2 --num-layers-per-virtual-pipeline-stage 1"; do
+        name=${layout%%:*}
+        # shellcheck disable=SC2086
+        mpirun_mc 2 "${MIXED[@]}" "${LOSSES[@]}" --data-cache-path "$MC_TMP/cache" \
+            ${layout#*:} >"$MC_TMP/par" 2>&1
+        moe_fields "$MC_TMP/par" >"$MC_TMP/par.f"
+        check "mixed layers and every loss at $name give the single rank's lines ($(tail -c 300 "$MC_TMP/par" | tr '\n' ' '))" \
+            same_fields "$MC_TMP/mixed.f" "$MC_TMP/par.f"
+    done
+    "$MC_BIN" "${MIXED[@]}" "${NO_GLOBAL[@]}" --data-cache-path "$MC_TMP/cache" >"$MC_TMP/one" 2>&1
+    moe_fields "$MC_TMP/one" >"$MC_TMP/one.f"
+    mpirun_mc 2 "${MIXED[@]}" "${NO_GLOBAL[@]}" --data-cache-path "$MC_TMP/cache" >"$MC_TMP/par" 2>&1
+    moe_fields "$MC_TMP/par" >"$MC_TMP/par.f"
+    check "mixed layers, aux, seq-aux and z losses at dp 2 give the single rank's lines ($(tail -c 300 "$MC_TMP/par" | tr '\n' ' '))" \
+        same_fields "$MC_TMP/one.f" "$MC_TMP/par.f"
+    check "the dp 2 comparison has its four losses" test "$(grep -c 'z_loss' "$MC_TMP/one.f")" -eq 4
+    # --bf16: the router, its losses and the experts in bf16 (the z-loss's tensors too), float32
+    # main gradients; dp 2 is the single rank's run within bf16's rounding (the distributed
+    # optimizer's float32 sums in another order can move a bf16 value by its last bit)
+    "$MC_BIN" "${MIXED[@]}" "${NO_GLOBAL[@]}" --bf16 --data-cache-path "$MC_TMP/cache" >"$MC_TMP/bf16" 2>&1
+    moe_fields "$MC_TMP/bf16" >"$MC_TMP/bf16.f"
+    mpirun_mc 2 "${MIXED[@]}" "${NO_GLOBAL[@]}" --bf16 --data-cache-path "$MC_TMP/cache" >"$MC_TMP/par" 2>&1
+    moe_fields "$MC_TMP/par" >"$MC_TMP/par.f"
+    check "--bf16 MoE layers at dp 2 give the single rank's lines ($(tail -c 300 "$MC_TMP/par" | tr '\n' ' '))" \
+        same_fields "$MC_TMP/bf16.f" "$MC_TMP/par.f" 4e-3
+    check "the bf16 run differs from the fp32 one" test "$(head -1 "$MC_TMP/bf16.f")" != "$(head -1 "$MC_TMP/one.f")"
+else
+    skip "mixed layers and the router losses at pp 2 and dp 2" "no mpirun"
 fi
 
 # the CUDA backend on the emulated device (test/emu): the same line
@@ -81,6 +154,23 @@ if [ -n "${MC_EMU_BUILD:-}" ] && [ -x "$EMU_BIN" ]; then
     fields "$MC_TMP/emu" >"$MC_TMP/emu.f"
     check "on the emulated GPU (--device cuda) iteration 6 is Megatron's too ($(tr '\n' ' ' <"$MC_TMP/emu.f"))" \
         cmp -s "$MC_TMP/want" "$MC_TMP/emu.f"
+    # the losses' ops on the device (the z-loss's, seq_aux_loss's per sequence), mixed layers:
+    # the CPU's first two iterations (six fields each)
+    "$EMU_BIN" "${MIXED[@]}" "${LOSSES[@]}" --device cuda --data-cache-path "$MC_TMP/cache" \
+        --exit-interval 2 >"$MC_TMP/emu-mixed" 2>&1
+    moe_fields "$MC_TMP/emu-mixed" >"$MC_TMP/emu-mixed.f"
+    head -n 12 "$MC_TMP/mixed.f" >"$MC_TMP/mixed2.f"
+    check "on the emulated GPU mixed layers and every loss give the CPU's lines ($(tail -c 300 "$MC_TMP/emu-mixed" | tr '\n' ' '))" \
+        same_fields "$MC_TMP/mixed2.f" "$MC_TMP/emu-mixed.f"
+    # in bf16 the device's GEMMs round otherwise (as a dense bf16 model's): bf16's tolerance
+    if [ -s "$MC_TMP/bf16.f" ]; then
+        "$EMU_BIN" "${MIXED[@]}" "${NO_GLOBAL[@]}" --bf16 --device cuda --exit-interval 2 \
+            --data-cache-path "$MC_TMP/cache" >"$MC_TMP/emu-bf16" 2>&1
+        moe_fields "$MC_TMP/emu-bf16" >"$MC_TMP/emu-bf16.f"
+        head -n 10 "$MC_TMP/bf16.f" >"$MC_TMP/bf16-2.f"
+        check "on the emulated GPU --bf16 MoE layers give the CPU's lines within bf16's rounding ($(tail -c 300 "$MC_TMP/emu-bf16" | tr '\n' ' '))" \
+            same_fields "$MC_TMP/bf16-2.f" "$MC_TMP/emu-bf16.f" 4e-3
+    fi
 else
     skip "the MoE layer on the emulated GPU" "no build/emu/megatron-c (make EMU=1)"
 fi

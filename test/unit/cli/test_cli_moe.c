@@ -90,15 +90,15 @@ static void test_refused_until_implemented(void **state)
     /* what the MoE layer does not do yet, each refused by name */
     const char *todo = "are recognised but not implemented yet in megatron-c";
     mc_expect_error(MOE, "MoE layers with experts without --swiglu");
-    mc_expect_error(MOE " --swiglu --bf16", todo);
+    mc_expect_error(MOE " --swiglu --fp16", todo);
     mc_expect_error_world(MOE " --swiglu --tensor-model-parallel-size 2 --sequence-parallel", 2,
                           "MoE layers with --tensor-model-parallel-size > 1");
     mc_expect_error(MOE " --swiglu --save /tmp/x --save-interval 5", "MoE layers with --save");
     mc_expect_error(MOE " --swiglu --load /tmp/x", "add --no-load-optim");
-    mc_expect_error(MOE " --swiglu --moe-router-load-balancing-type seq_aux_loss "
-                        "--moe-aux-loss-coeff 1e-2",
-                    "a load-balancing type other than aux_loss or none");
-    mc_expect_error(MOE " --swiglu --moe-layer-freq 2", "MoE layers with dense layers among them");
+    mc_expect_error(MOE " --swiglu --moe-layer-freq 2 --load /tmp/x --no-load-optim",
+                    "MoE layers with --load and a --moe-layer-freq other than 1");
+    mc_expect_error(MOE " --swiglu --moe-layer-freq [1,0,1,1] --load /tmp/x --no-load-optim",
+                    "MoE layers with --load and a --moe-layer-freq other than 1");
     mc_expect_error(MOE " --swiglu --log-throughput", "MoE layers with --log-throughput");
     mc_expect_error(MOE " --swiglu --recompute-granularity full --recompute-method uniform "
                         "--recompute-num-layers 1",
@@ -119,19 +119,16 @@ static void test_refused_until_implemented(void **state)
                  "implemented yet", ep_todo[i][1]);
         mc_expect_error_world(line, 4, want);
     }
-    mc_expect_error(LINE " --moe-per-layer-logging", "--moe-per-layer-logging is recognised but not implemented");
     /* every part the layer lacks at once, one line each (a recipe sees its whole list) */
-    static const char *const parts[] = {"--moe-per-layer-logging is recognised",
-                                        "MoE layers with --bf16",
+    static const char *const parts[] = {"--moe-router-pre-softmax is recognised",
+                                        "MoE layers with --calculate-per-token-loss",
                                         "MoE layers with --log-throughput",
                                         "MoE layers with --save",
                                         "--expert-model-parallel-size 2 with --log-num-zeros-in-grad"};
-    mc_expect_errors_world(MOE " --swiglu --expert-model-parallel-size 2 --log-num-zeros-in-grad "
-                               "--moe-token-dispatcher-type alltoall "
-                               "--moe-per-layer-logging "
-                               "--bf16 --save /tmp/x --save-interval 5 --log-throughput",
+    mc_expect_errors_world(MOE " --swiglu --expert-model-parallel-size 2 --moe-token-dispatcher-type alltoall "
+                               "--log-num-zeros-in-grad --moe-router-pre-softmax "
+                               "--calculate-per-token-loss --save /tmp/x --save-interval 5 --log-throughput",
                            2, 5, parts);
-    mc_expect_error(LINE " --moe-z-loss-coeff 0", "--moe-z-loss-coeff is recognised but not implemented");
     mc_expect_error(MOE " --swiglu --moe-router-pre-softmax",
                     "--moe-router-pre-softmax is recognised but not implemented");
     mc_expect_error_world(LINE " --expert-tensor-parallel-size 2", 2,
@@ -146,6 +143,16 @@ static void test_refused_until_implemented(void **state)
     assert_int_equal(r0.status, 0);
     mc_run_parse(&r0, MOE " --swiglu --expert-model-parallel-size 2 --moe-token-dispatcher-type alltoall "
                           "--use-distributed-optimizer", 4);
+    assert_int_equal(r0.status, 0);
+    /* dense layers among MoE layers; every loss, several types at once; per-layer logging */
+    mc_run_parse(&r0,
+                 MOE " --swiglu --moe-layer-freq [1,0,1,1] --moe-router-load-balancing-type "
+                     "aux_loss seq_aux_loss global_aux_loss --moe-aux-loss-coeff 1e-2 1e-3 1e-4 "
+                     "--moe-z-loss-coeff 1e-3 --moe-per-layer-logging --tensorboard-dir /tmp/x",
+                 1);
+    assert_int_equal(r0.status, 0);
+    mc_run_parse(&r0, MOE " --swiglu --moe-layer-freq 2 --moe-router-load-balancing-type "
+                          "seq_aux_loss --moe-aux-loss-coeff 1e-2 --moe-z-loss-coeff 0", 1);
     assert_int_equal(r0.status, 0);
     static mc_args_t a;
     mc_run_parse_here(&a, LINE " --tensor-model-parallel-size 2 --sequence-parallel", 4);

@@ -1,9 +1,13 @@
-/* The MoE layer (model/moe.c) as a block of a tiny model on the CPU: its backward is the gradient
- * of J = sum(dy * forward(x)) + g * aux_loss (g: the aux loss's injected gradient,
- * m->moe_aux_grad, large here so that its path counts), by central differences in double over
- * fp32 runs, for the input (the experts' and the router's paths summed), the router's weight and
- * both experts' weights, at coordinates whose step does not change the routing. An independent
- * check of the backward that test_moe.sh's printed digits of Megatron's grad norm can miss. */
+/* The MoE layer (model/moe.c, model/moe_loss.c) as a block of a tiny model on the CPU: its
+ * backward is the gradient of J = sum(dy * forward(x)) + g * loss (g: the losses' injected
+ * gradient, m->moe_aux_grad, large here so that their path counts; loss: each of the router's
+ * losses in turn, aux_loss, seq_aux_loss, global_aux_loss and the z-loss, as its coefficient
+ * times the tracker's loss / coeff), by central differences in double over fp32 runs, for the
+ * input (the experts' and the router's paths summed), the router's weight and both experts'
+ * weights, at coordinates whose step does not change the routing. The tracked values are
+ * Megatron's formulas (router.py, switch_load_balancing_loss_func, z_loss_func) restated here
+ * from the router's logits. Dense layers among MoE layers (--moe-layer-freq) get their own MLP
+ * and names. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
@@ -17,9 +21,12 @@
 #include "model/block.h"
 #include "model/layer_spec.h"
 
-enum { LAYER = 1, ITER = 3, E = 4, K = 2, H = 16, F = 8, S = 8, B = 2 };
-#define AUX_COEFF 1e-2
+enum { LAYER = 1, ITER = 3, E = 4, K = 2, H = 16, F = 8, S = 8, B = 2, LAYERS = 2 };
 #define AUX_GRAD 50.0f
+static const double COEFF[MC_MOE_LOSSES] = {1e-2, 2e-2, 3e-2, 2e-2};
+
+/* the loss of kind `loss` alone (MC_MOE_LOSSES: every one) */
+static mc_moe_loss_t g_loss = MC_MOE_LOSSES;
 
 static mc_gpt_config_t config(void)
 {
@@ -41,10 +48,12 @@ static mc_gpt_config_t config(void)
                          .seed = 7,
                          .tp = 1};
     c.groups = 4;
-    c.moe = (mc_moe_cfg_t){.num_experts = E,
-                           .ffn = F,
-                           .router = {.num_experts = E, .topk = K},
-                           .aux_coeff = AUX_COEFF};
+    c.moe = (mc_moe_cfg_t){.num_experts = E, .ffn = F, .router = {.num_experts = E, .topk = K}};
+    for (int k = 0; k < MC_MOE_LOSSES; k++)
+        if (g_loss == MC_MOE_LOSSES || g_loss == (mc_moe_loss_t)k) {
+            c.moe.coeff[k] = COEFF[k];
+            c.moe.tracked[k] = true;
+        }
     c.moe.layer[0] = c.moe.layer[1] = true;
     return c;
 }
@@ -75,18 +84,31 @@ enum { N = S * B };
 static float g_in[N * H], g_dy[N * H];
 static uint8_t g_map[N * E];
 
-/* J at the model's current weights and input x; the routing map into map. */
+/* The tracker's values of layer LAYER since the last call, by kind. */
+static void take(mc_gpt_t *m, double out[MC_MOE_LOSSES])
+{
+    float v[MC_MOE_LOSSES * LAYERS];
+    mc_gpt_moe_take_losses(m, v);
+    for (int k = 0; k < MC_MOE_LOSSES; k++) out[k] = v[k * LAYERS + LAYER];
+}
+
+/* J at the model's current weights and input x (one microbatch of a step: global_aux_loss's
+ * running counts start again); the routing map into map. */
 static double objective(mc_gpt_t *m, const float *x, uint8_t *map)
 {
     mc_layer_run_t lr = mc_gpt_layer_run(m, LAYER, ITER, true);
     mc_moe_acts_t *a = &m->cur->acts[LAYER].mlp.moe;
-    mc_gpt_moe_take_aux(m);
+    double logged[MC_MOE_LOSSES];
+    take(m, logged);
+    mc_gpt_moe_step_end(m);
     const float *y = mc_moe.forward(&lr, a, x);
     double j = 0;
     for (long i = 0; i < (long)N * H; i++) j += (double)g_dy[i] * y[i];
     memcpy(map, a->map, sizeof(g_map));
-    /* aux / coeff as logged, times coeff: the loss whose gradient is g * d(aux) */
-    return j + (double)AUX_GRAD * AUX_COEFF * mc_gpt_moe_take_aux(m);
+    /* loss / coeff as logged, times coeff: the loss whose gradient is g * d(loss) */
+    take(m, logged);
+    for (int k = 0; k < MC_MOE_LOSSES; k++) j += (double)AUX_GRAD * m->cfg.moe.coeff[k] * logged[k];
+    return j;
 }
 
 /* Central difference of J along element i of v (the input or a weight), or NAN where the step
@@ -121,9 +143,10 @@ static void check(const char *what, mc_gpt_t *m, float *v, const float *grad, lo
     assert_true(worst < 2e-3);
 }
 
-static void test_backward_is_the_gradient(void **state)
+static void backward_is_the_gradient(mc_moe_loss_t loss)
 {
-    (void)state;
+    g_loss = loss;
+    printf("# with %s\n", mc_moe_loss_name(loss));
     mc_gpt_t m;
     model_init(&m);
     fill(g_in, N * H, 11);
@@ -141,9 +164,108 @@ static void test_backward_is_the_gradient(void **state)
         for (int i = 0; i < m.n_params; i++)
             if (m.params[i].kind == kinds[k] && m.params[i].layer == LAYER) p = &m.params[i];
         assert_non_null(p);
-        check(p->name, &m, mc_gpt_param_at(&m, p->offset), mc_gpt_grad_at(&m, p->offset),
-              p->numel, g_in);
+        check(p->name, &m, mc_gpt_param_at(&m, p->offset), mc_gpt_grad_at(&m, p->offset), p->numel,
+              g_in);
     }
+    mc_gpt_free(&m);
+}
+
+static void test_backward_is_the_gradient(void **state)
+{
+    (void)state;
+    for (int k = 0; k < MC_MOE_LOSSES; k++) backward_is_the_gradient((mc_moe_loss_t)k);
+}
+
+/* Megatron's formulas from the router's logits (fp32 softmax in double here): the aux loss's
+ * E / (k T^2) sum_e (sum_t p[t, e]) (tokens to e); seq_aux_loss's the same per sequence over its
+ * S tokens, / B; global_aux_loss's, after one microbatch on one rank, the aux loss's; the z-loss's
+ * mean over tokens of logsumexp^2. Each tracked as loss / coeff. */
+static void want_losses(const float *logits, double want[MC_MOE_LOSSES])
+{
+    double psum[B][E] = {{0}}, count[B][E] = {{0}}, z = 0;
+    for (int t = 0; t < N; t++) {
+        const float *l = logits + (long)t * E;
+        double mx = l[0], sum = 0, p[E];
+        for (int e = 1; e < E; e++) mx = l[e] > mx ? l[e] : mx;
+        for (int e = 0; e < E; e++) sum += p[e] = exp((double)l[e] - mx);
+        z += pow(mx + log(sum), 2);
+        for (int e = 0; e < E; e++) psum[t % B][e] += p[e] / sum;
+        for (int e = 0; e < E; e++) { /* in the top K: fewer than K larger */
+            int larger = 0;
+            for (int f = 0; f < E; f++) larger += l[f] > l[e] || (l[f] == l[e] && f < e);
+            count[t % B][e] += larger < K;
+        }
+    }
+    double aux = 0, seq = 0;
+    for (int e = 0; e < E; e++) {
+        double ps = 0, c = 0;
+        for (int b = 0; b < B; b++) {
+            ps += psum[b][e], c += count[b][e];
+            seq += psum[b][e] * count[b][e] * E / ((double)K * S * S) / B;
+        }
+        aux += ps * c * E / ((double)K * N * N);
+    }
+    want[MC_MOE_AUX] = want[MC_MOE_GLOBAL_AUX] = aux;
+    want[MC_MOE_SEQ_AUX] = seq;
+    want[MC_MOE_Z] = z / N;
+}
+
+static void test_losses_are_megatrons(void **state)
+{
+    (void)state;
+    g_loss = MC_MOE_LOSSES;
+    mc_gpt_t m;
+    model_init(&m);
+    fill(g_in, N * H, 21);
+    mc_layer_run_t lr = mc_gpt_layer_run(&m, LAYER, ITER, true);
+    mc_moe_acts_t *a = &m.cur->acts[LAYER].mlp.moe;
+    mc_moe.forward(&lr, a, g_in);
+    double got[MC_MOE_LOSSES], want[MC_MOE_LOSSES];
+    take(&m, got);
+    want_losses(a->logits, want);
+    for (int k = 0; k < MC_MOE_LOSSES; k++) {
+        printf("# %s: %.9g, Megatron's formula %.9g\n", mc_moe_loss_name(k), got[k], want[k]);
+        assert_true(fabs(got[k] - want[k]) <= 1e-5 * fabs(want[k]));
+    }
+    /* global_aux_loss averages the counts over the step's microbatches: a second forward of the
+     * same tokens counts them twice over two steps, the same average */
+    mc_moe.forward(&lr, a, g_in);
+    take(&m, got);
+    assert_true(fabs(got[MC_MOE_GLOBAL_AUX] - want[MC_MOE_GLOBAL_AUX]) <= 1e-5 * want[MC_MOE_AUX]);
+    /* evaluation computes none */
+    lr.training = false;
+    mc_moe.forward(&lr, a, g_in);
+    take(&m, got);
+    for (int k = 0; k < MC_MOE_LOSSES; k++) assert_true(got[k] == 0.0);
+    mc_gpt_free(&m);
+}
+
+/* --moe-layer-freq [1, 0, 1]: layer 1 is a dense layer with its MLP (linear_fc1, linear_fc2), the
+ * others MoE layers with the router and experts, each with its pre_mlp_layernorm; a slot's layer
+ * has the activations of its kind. */
+static void test_dense_among_moe_layers(void **state)
+{
+    (void)state;
+    mc_gpt_config_t c = config();
+    c.num_layers = 3;
+    c.moe.layer[0] = c.moe.layer[2] = true;
+    c.moe.layer[1] = false;
+    mc_gpt_t m;
+    mc_gpt_build_params(&m, &c);
+    assert_non_null(mc_gpt_find_param(&m, "decoder.layers.0.mlp.router.weight"));
+    assert_non_null(mc_gpt_find_param(&m, "decoder.layers.0.pre_mlp_layernorm.weight"));
+    assert_null(mc_gpt_find_param(&m, "decoder.layers.1.mlp.router.weight"));
+    assert_non_null(mc_gpt_find_param(&m, "decoder.layers.1.mlp.linear_fc1.weight"));
+    assert_non_null(mc_gpt_find_param(&m, "decoder.layers.1.pre_mlp_layernorm.weight"));
+    assert_non_null(
+        mc_gpt_find_param(&m, "decoder.layers.2.mlp.experts.local_experts.3.linear_fc2.weight"));
+    assert_null(mc_gpt_find_param(&m, "decoder.layers.2.mlp.linear_fc1.weight"));
+    assert_int_equal(mc_gpt_alloc(&m, mc_backend_cpu()), 0);
+    const mc_layer_acts_t *acts = m.slots[1][0].acts;
+    assert_non_null(acts[0].mlp.moe.logits);
+    assert_null(acts[0].mlp.dense.fc1);
+    assert_non_null(acts[1].mlp.dense.fc1);
+    assert_null(acts[1].mlp.moe.logits);
     mc_gpt_free(&m);
 }
 
@@ -151,6 +273,8 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_backward_is_the_gradient),
+        cmocka_unit_test(test_losses_are_megatrons),
+        cmocka_unit_test(test_dense_among_moe_layers),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
