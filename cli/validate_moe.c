@@ -230,8 +230,30 @@ static void pending(const mc_args_t *a, void (*report)(const char *line))
     }
 }
 
-/* What the MoE layer does today (model/moe.c): every expert on every rank, with tp 1 and
- * cp 1 (any dp and pp: every rank holds all experts), SwiGLU experts without biases in fp32 or
+/* Expert parallelism today (model/moe.c's alltoall dispatcher): tp 1 (above), any pp and vpp,
+ * gradients reduced (the distributed optimizer: sharded) over edp; checkpoints at ep 1 only. */
+static void expert_parallel_scope(const mc_args_t *a, void (*report)(const char *line))
+{
+    const int ep = a->expert_model_parallel_size;
+    if (ep <= 1) return;
+#define TODO(cond, what)                                                                           \
+    if (cond)                                                                                      \
+        problem(report,                                                                            \
+                "--expert-model-parallel-size %d with %s is recognised but not implemented yet "   \
+                "in megatron-c (expert parallelism runs the alltoall dispatcher with tp 1 for "    \
+                "now)",                                                                            \
+                ep, what);
+    TODO(strcmp(a->moe_token_dispatcher_type, "allgather") == 0,
+         "--moe-token-dispatcher-type allgather")
+    TODO(a->load[0], "--load (checkpoints of expert-parallel runs)")
+    TODO(a->log_num_zeros_in_grad, "--log-num-zeros-in-grad")
+    TODO(a->check_weight_hash_across_dp_replicas_interval,
+         "--check-weight-hash-across-dp-replicas-interval")
+#undef TODO
+}
+
+/* What the MoE layer does today (model/moe.c): E/ep experts on every rank, with tp 1 and
+ * cp 1 (any dp and pp), SwiGLU experts without biases in fp32 or
  * bf16, dense layers among MoE layers (--moe-layer-freq), the aux, seq-aux, global aux and z
  * losses, checkpoints at ep 1 (every layer an MoE layer). The rest is refused by name, every
  * part at once. */
@@ -265,6 +287,7 @@ static void scope(const mc_args_t *a, void (*report)(const char *line))
              (strchr(a->moe_layer_freq, '[') || atoi(a->moe_layer_freq) > 1),
          "--load or --save and a --moe-layer-freq other than 1 (checkpoints with per-layer keys)")
 #undef TODO
+    expert_parallel_scope(a, report);
 }
 
 void mc_moe_unimplemented(const mc_args_t *a, void (*report)(const char *line))

@@ -78,6 +78,9 @@ typedef struct {
     double coeff[MC_MOE_LOSSES];
     bool tracked[MC_MOE_LOSSES];
     bool layer[MC_MOE_MAX_LAYERS]; /* --moe-layer-freq: layer i's MLP is an MoE layer */
+    /* expert parallelism: this rank holds experts [ep_rank * E/ep, (ep_rank + 1) * E/ep), the
+     * token dispatcher's all-to-all runs over mc_gpt_t.ep_group (ep 0 or 1: every expert) */
+    int ep, ep_rank;
 } mc_moe_cfg_t;
 
 /* Slot groups: the chunks without the loss, and the chunk with it. */
@@ -218,6 +221,10 @@ typedef struct {
     void *fc1;            /* [R, FFN1]: the experts' linear_fc1 output */
     void *act;            /* [R, FFN]: the activation's output */
     void *scaled;         /* [R, FFN]: act times the row's probability, linear_fc2's input */
+    /* ep > 1: the rows this rank's experts received (Rr of them, local expert by local expert,
+     * source rank by source rank), the experts' input and probabilities; x and pprobs at ep 1.
+     * fc1, act and scaled are of these rows. */
+    void *ex_x, *ex_p;
     /* the losses' token counts the backward reads (model/moe_loss.c, fp32): seq_aux_loss's per
      * sequence [B, E] and global_aux_loss's running average [E]; NULL without them */
     float *seq_counts, *global_counts;
@@ -291,6 +298,18 @@ typedef struct {
      * wherever the buffers' layout puts them): the grouped GEMMs' pointer arrays */
     void *fc1[MC_MOE_MAX_EXPERTS], *fc2[MC_MOE_MAX_EXPERTS];
     void *dfc1[MC_MOE_MAX_EXPERTS], *dfc2[MC_MOE_MAX_EXPERTS];
+    /* ep > 1 (model/moe.c's dispatcher): the all-to-all's staging [Rmax, H] and [Rmax], the
+     * gradients at the experts' input and probabilities of the received rows (Rr), and the host
+     * plan of one layer's exchange: each ep rank's counts for this rank's experts [ep][E/ep]
+     * (int32, from every rank's counts_host), the local experts'
+     * rows (the grouped GEMM's sizes), rows sent to and received from each ep rank, and the
+     * received chunks' sizes and orders (rank-major <-> local-expert-major) */
+    void *a2a_h, *a2a_p, *d_x_ex, *d_pprobs_ex;
+    int32_t all_counts[MC_MOE_MAX_EXPERTS];
+    long split_local[MC_MOE_MAX_EXPERTS];
+    size_t send_rows[MC_MOE_MAX_EXPERTS], recv_rows[MC_MOE_MAX_EXPERTS];
+    long chunk_by_rank[MC_MOE_MAX_EXPERTS], chunk_by_expert[MC_MOE_MAX_EXPERTS];
+    int to_expert_major[MC_MOE_MAX_EXPERTS], to_rank_major[MC_MOE_MAX_EXPERTS];
 } mc_moe_ws_t;
 
 /* One microbatch's activations through one chunk. */
@@ -352,6 +371,8 @@ typedef struct mc_gpt {
     /* Context parallelism: the cp group, and --hierarchical-context-parallel-sizes' a2a and p2p
      * levels (NULL without them) */
     mc_group_t *cp_group, *cp_a2a_group, *cp_p2p_group;
+    /* Expert parallelism: the MoE dispatcher's ep group (NULL with ep 1) */
+    mc_group_t *ep_group;
     void *param_buf, *grad_buf; /* of types cfg.dt and cfg.gdt */
     mc_gpt_ptrs_t p, g;
 

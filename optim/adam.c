@@ -134,8 +134,15 @@ static void list_alloc(int cap, const void ***x, long **n)
     if (!*x || !*n) mc_fatal("out of host memory");
 }
 
-/* The counted segments' grads (params: the masters) in segment order. */
-static double segments_sumsq(const mc_adam_t *opt, bool grads)
+/* Whether parameter i is in the selection: every one (which < 0), the experts' (1), the
+ * others (0). */
+static bool selected(const mc_gpt_t *m, int i, int which)
+{
+    return which < 0 || (m->params[i].expert >= 0) == (which == 1);
+}
+
+/* The counted segments' grads (params: the masters) in segment order, of the selection. */
+static double segments_sumsq(const mc_adam_t *opt, bool grads, int which)
 {
     const mc_gpt_t *m = opt->model;
     const void **x;
@@ -143,7 +150,7 @@ static double segments_sumsq(const mc_adam_t *opt, bool grads)
     int count = 0;
     list_alloc(opt->n_segs, &x, &n);
     for (int i = 0; i < opt->n_segs; i++)
-        if (counted_here(m, opt->segs[i].param)) {
+        if (counted_here(m, opt->segs[i].param) && selected(m, opt->segs[i].param, which)) {
             x[count] = grads ? mc_opt_grad(opt, &opt->segs[i]) : mc_opt_param(opt, &opt->segs[i]);
             n[count++] = opt->segs[i].len;
         }
@@ -152,9 +159,19 @@ static double segments_sumsq(const mc_adam_t *opt, bool grads)
 
 /* Sums go segment by segment (not over the flat buffer) so alignment padding never counts and,
  * without sharding, each tensor's sum is formed the same way in every layout. */
-double mc_opt_grad_sumsq(const mc_adam_t *opt) { return segments_sumsq(opt, true); }
+double mc_opt_grad_sumsq(const mc_adam_t *opt) { return segments_sumsq(opt, true, -1); }
 
-double mc_opt_master_sumsq(const mc_adam_t *opt) { return segments_sumsq(opt, false); }
+double mc_opt_master_sumsq(const mc_adam_t *opt) { return segments_sumsq(opt, false, -1); }
+
+double mc_opt_grad_sumsq_of(const mc_adam_t *opt, bool experts)
+{
+    return segments_sumsq(opt, true, experts ? 1 : 0);
+}
+
+double mc_opt_master_sumsq_of(const mc_adam_t *opt, bool experts)
+{
+    return segments_sumsq(opt, false, experts ? 1 : 0);
+}
 
 double mc_opt_grad_zeros(const mc_adam_t *opt)
 {
@@ -167,18 +184,25 @@ double mc_opt_grad_zeros(const mc_adam_t *opt)
     return z;
 }
 
-double mc_params_sumsq(const mc_gpt_t *m)
+static double params_sumsq(const mc_gpt_t *m, int which)
 {
     const void **x;
     long *n;
     int count = 0;
     list_alloc(m->n_params, &x, &n);
     for (int i = 0; i < m->n_params; i++)
-        if (counted_here(m, i)) {
+        if (counted_here(m, i) && selected(m, i, which)) {
             x[count] = mc_gpt_param_at(m, m->params[i].offset);
             n[count++] = m->params[i].numel;
         }
     return sumsq_list(m->be, m->cfg.dt, x, n, count);
+}
+
+double mc_params_sumsq(const mc_gpt_t *m) { return params_sumsq(m, -1); }
+
+double mc_params_sumsq_of(const mc_gpt_t *m, bool experts)
+{
+    return params_sumsq(m, experts ? 1 : 0);
 }
 
 void mc_opt_scale_grads(mc_adam_t *opt, float s)

@@ -79,6 +79,11 @@ double mc_params_sumsq(const mc_gpt_t *model);
 /* The same over this rank's fp32 master params (Megatron's params norm of a bf16 model, which
  * reads the main params): reduced like the gradient statistics. */
 double mc_opt_master_sumsq(const mc_adam_t *opt);
+/* Expert parallelism (Megatron's chained dense and expert optimizers): mc_opt_grad_sumsq and
+ * mc_params_sumsq (mc_opt_master_sumsq) over the expert parameters only (experts) or the others only (!experts). */
+double mc_opt_grad_sumsq_of(const mc_adam_t *opt, bool experts);
+double mc_opt_master_sumsq_of(const mc_adam_t *opt, bool experts);
+double mc_params_sumsq_of(const mc_gpt_t *model, bool experts);
 
 /* One Adam step with learning rate lr and weight decay wd (times each param's wd_mult) on the
  * master params, which are then copied (rounded) into a 16-bit model's params. decoupled_lr >= 0

@@ -22,10 +22,13 @@ long mc_ddp_bucket_size(const mc_ddp_config_t *c, long num_params)
 }
 
 typedef struct {
+    mc_gpt_t *m;
+    bool split_experts; /* expert buckets of their own */
     mc_grad_layout_t *out;
     int cap;
     long bucket_start, end_divisor;
-    int param_hi; /* table index one past the bucket's first (highest) parameter */
+    long expert_divisor; /* the expert buckets' (the distributed optimizer shards them over edp) */
+    int param_hi;        /* table index one past the bucket's first (highest) parameter */
 } builder_t;
 
 /* Closes the bucket that ends at param_end (Megatron's _update_bucket_metadata) and returns its
@@ -38,13 +41,16 @@ static long close_bucket(builder_t *b, long param_end, int param_lo)
         o->buckets = realloc(o->buckets, (size_t)b->cap * sizeof(mc_bucket_t));
         if (!o->buckets) mc_fatal("out of host memory laying out gradient buckets");
     }
-    long end = b->end_divisor > 1 ? round_up(param_end, b->end_divisor) : param_end;
+    const bool expert = b->split_experts && b->m->params[param_lo].expert >= 0;
+    const long div = expert ? b->expert_divisor : b->end_divisor;
+    long end = div > 1 ? round_up(param_end, div) : param_end;
     mc_bucket_t *bk = &o->buckets[o->n_buckets++];
     bk->start = b->bucket_start;
     bk->end = end;
     bk->numel_unpadded = param_end - b->bucket_start;
     bk->param_lo = param_lo;
     bk->param_hi = b->param_hi;
+    bk->expert = expert;
     b->bucket_start = end;
     b->param_hi = param_lo;
     return end;
@@ -56,8 +62,13 @@ void mc_grad_layout(mc_gpt_t *m, long bucket_size, int dp, bool dist_opt, bool p
     memset(out, 0, sizeof(*out));
     out->param_bucket = malloc((size_t)(m->n_params ? m->n_params : 1) * sizeof(int));
     if (!out->param_bucket) mc_fatal("out of host memory laying out gradient buckets");
-    builder_t b = {.out = out, .param_hi = m->n_params};
-    if (dist_opt) b.end_divisor = pad_for_busbw ? lcm_l(lcm_l(dp, 128), 65536) : lcm_l(dp, 128);
+    builder_t b = {.m = m, .split_experts = m->cfg.moe.ep > 1, .out = out, .param_hi = m->n_params};
+    /* expert buckets are sharded over edp = dp / ep (etp = tp) */
+    const long edp = b.split_experts ? dp / m->cfg.moe.ep : dp;
+    if (dist_opt) {
+        b.end_divisor = pad_for_busbw ? lcm_l(lcm_l(dp, 128), 65536) : lcm_l(dp, 128);
+        b.expert_divisor = pad_for_busbw ? lcm_l(lcm_l(edp, 128), 65536) : lcm_l(edp, 128);
+    }
     /* Megatron pads parameter starts only for the distributed optimizer; megatron-c always keeps
      * 16-element alignment for vector kernels (64 is a multiple of it), which moves no bucket
      * boundary that matters for results. */
@@ -66,8 +77,12 @@ void mc_grad_layout(mc_gpt_t *m, long bucket_size, int dp, bool dist_opt, bool p
     for (int i = m->n_params - 1; i >= 0; i--) {
         mc_param_t *p = &m->params[i];
         bool own_bucket = p->shared_embedding && dist_opt;
+        /* expert parallelism: a change between expert and dense parameters ends the bucket */
+        bool other_kind = b.split_experts && i + 1 < m->n_params &&
+                          (p->expert >= 0) != (m->params[i + 1].expert >= 0);
         start = round_up(start, align);
-        if (own_bucket && b.param_hi != i + 1) start = close_bucket(&b, start, i + 1);
+        if ((own_bucket || other_kind) && b.param_hi != i + 1)
+            start = close_bucket(&b, start, i + 1);
         end = start + p->numel;
         p->offset = start;
         out->param_bucket[i] = out->n_buckets;
@@ -95,6 +110,13 @@ void mc_bucket_shard(const mc_bucket_t *b, int dp, int dp_rank, long *lo, long *
     *hi = *lo + shard;
 }
 
+void mc_ddp_bucket_shard(const mc_ddp_t *d, int k, long *lo, long *hi)
+{
+    const mc_bucket_t *bk = &d->layout.buckets[k];
+    if (bk->expert) mc_bucket_shard(bk, d->edp, d->edp_rank, lo, hi);
+    else mc_bucket_shard(bk, d->dp, d->dp_rank, lo, hi);
+}
+
 /* ------------------------------------------------------------------ gradient sync */
 
 static void start_bucket(mc_ddp_t *d, int k)
@@ -103,21 +125,21 @@ static void start_bucket(mc_ddp_t *d, int k)
     mc_gpt_t *m = d->model;
     const mc_dtype_t gdt = m->cfg.gdt;
     const long n = bk->end - bk->start;
-    if (d->grad_scale != 1.0f)
-        m->be->scale(m->be, gdt, mc_gpt_grad_at(m, bk->start), d->grad_scale, n);
-    if (d->dp == 1) {
+    const float scale = bk->expert ? d->expert_grad_scale : d->grad_scale;
+    if (scale != 1.0f) m->be->scale(m->be, gdt, mc_gpt_grad_at(m, bk->start), scale, n);
+    if ((bk->expert ? d->edp : d->dp) == 1) {
         d->grad_req[k] = MC_REQ_DONE;
         return;
     }
     /* in the gradient buffer's type: fp32 for bf16 (Megatron's grad_reduce_in_fp32), fp16 for
      * fp16 without --accumulate-allreduce-grads-in-fp32; averaged in the collective where the
      * communicator can (NCCL's ncclAvg), else summed and divided in mc_ddp_finish_grad_sync */
-    mc_coll_t op = {.group = d->dp_group,
+    mc_coll_t op = {.group = bk->expert ? d->edp_group : d->dp_group,
                     .dt = gdt,
                     .op = d->average_in_collective && d->comm->has_avg ? MC_OP_AVG : MC_OP_SUM};
     if (d->dist_opt) {
         long lo, hi;
-        mc_bucket_shard(bk, d->dp, d->dp_rank, &lo, &hi);
+        mc_ddp_bucket_shard(d, k, &lo, &hi);
         op.kind = MC_COLL_REDUCE_SCATTER;
         op.send = mc_gpt_grad_at(m, bk->start);
         op.recv = mc_gpt_grad_at(m, lo);
@@ -174,14 +196,16 @@ void mc_ddp_finish_grad_sync(mc_ddp_t *d)
         if (d->grad_req[k] == NOT_STARTED) start_bucket(d, k);
     for (int k = 0; k < d->layout.n_buckets; k++)
         if (d->grad_req[k] != MC_REQ_DONE) d->comm->wait(d->comm, d->grad_req[k]);
-    if (d->average_in_collective && d->dp > 1 && !d->comm->has_avg) {
+    if (d->average_in_collective && !d->comm->has_avg) {
         /* NCCL's AVG divides the sum; MPI has no such op, so the sum is divided here */
         mc_gpt_t *m = d->model;
         for (int k = 0; k < d->layout.n_buckets; k++) {
             const mc_bucket_t *bk = &d->layout.buckets[k];
+            const int size = bk->expert ? d->edp : d->dp;
+            if (size == 1) continue;
             long lo = bk->start, hi = bk->end;
-            if (d->dist_opt) mc_bucket_shard(bk, d->dp, d->dp_rank, &lo, &hi);
-            m->be->scale(m->be, m->cfg.gdt, mc_gpt_grad_at(m, lo), 1.0f / (float)d->dp, hi - lo);
+            if (d->dist_opt) mc_ddp_bucket_shard(d, k, &lo, &hi);
+            m->be->scale(m->be, m->cfg.gdt, mc_gpt_grad_at(m, lo), 1.0f / (float)size, hi - lo);
         }
     }
     d->grad_armed = false;
@@ -211,11 +235,15 @@ void mc_ddp_start_param_gather(mc_ddp_t *d)
      * in-order completion of the communicator delivers buckets as the forward needs them. */
     for (int k = d->layout.n_buckets - 1; k >= 0; k--) {
         const mc_bucket_t *bk = &d->layout.buckets[k];
+        if (bk->expert && d->edp == 1) {
+            d->param_req[k] = MC_REQ_DONE;
+            continue;
+        }
         long lo, hi;
-        mc_bucket_shard(bk, d->dp, d->dp_rank, &lo, &hi);
+        mc_ddp_bucket_shard(d, k, &lo, &hi);
         /* the model's parameters, 16-bit in mixed precision (the master copies stay sharded) */
         mc_coll_t op = {.kind = MC_COLL_ALL_GATHER,
-                        .group = d->dp_group,
+                        .group = bk->expert ? d->edp_group : d->dp_group,
                         .send = mc_gpt_param_at(m, lo),
                         .recv = mc_gpt_param_at(m, bk->start),
                         .count = (size_t)(hi - lo),
@@ -249,6 +277,10 @@ void mc_ddp_plan(mc_ddp_t *d, mc_gpt_t *m, const mc_ddp_config_t *c, int dp, int
     d->average_in_collective = c->average_in_collective;
     d->grad_scale =
         c->calculate_per_token_loss || d->average_in_collective ? 1.0f : 1.0f / (float)dp;
+    d->edp = dp; /* until mc_ddp_bind_experts */
+    d->edp_rank = dp_rank;
+    d->expert_grad_scale = d->grad_scale;
+    d->expert_scale_edp = d->average_in_collective && !c->calculate_per_token_loss;
     long num_params = 0;
     for (int i = 0; i < m->n_params; i++) num_params += m->params[i].numel;
     mc_grad_layout(m, mc_ddp_bucket_size(c, num_params), dp, d->dist_opt,
@@ -269,6 +301,24 @@ void mc_ddp_bind(mc_ddp_t *d, mc_comm_t *comm, mc_group_t *dp_group)
     d->model->grads_final_hook = on_grads_final;
     d->model->params_needed_hook = on_params_needed;
     d->model->hook_ctx = d;
+}
+
+void mc_ddp_bind_experts(mc_ddp_t *d, mc_group_t *edp_group)
+{
+    bool any = false;
+    for (int k = 0; k < d->layout.n_buckets; k++) any |= d->layout.buckets[k].expert;
+    if (!any) return;
+    if (!edp_group)
+        mc_fatal("internal error: expert buckets without an expert-data-parallel group");
+    d->edp_group = edp_group;
+    d->edp = edp_group->size;
+    d->edp_rank = edp_group->rank;
+    if (d->edp != d->dp / d->model->cfg.moe.ep)
+        mc_fatal("internal error: the expert-data-parallel group has %d ranks, the buckets were "
+                 "laid out for %d",
+                 d->edp, d->dp / d->model->cfg.moe.ep);
+    /* Megatron's expert_gradient_scaling_factor: the collective averages over edp only */
+    if (d->expert_scale_edp) d->expert_grad_scale = (float)d->edp / (float)d->dp;
 }
 
 void mc_ddp_free(mc_ddp_t *d)

@@ -41,6 +41,7 @@ typedef struct {
     long start, end;        /* [start, end) in the flat buffers; end includes the padding */
     long numel_unpadded;    /* Megatron's per_bucket_numel_unpadded */
     int param_lo, param_hi; /* parameter table indices [lo, hi), held in reverse order */
+    bool expert; /* expert parallelism: the bucket of expert parameters, reduced over edp */
 } mc_bucket_t;
 
 typedef struct {
@@ -59,7 +60,9 @@ long mc_ddp_bucket_size(const mc_ddp_config_t *c, long num_params);
  * mc_gpt_build_params, before mc_gpt_alloc; it sets m->params[i].offset and m->n_elems).
  * A shared_embedding parameter (tied embeddings with pp > 1) gets a bucket of its own with the
  * distributed optimizer, as in Megatron, so the first and last stages shard it identically and
- * the embedding-group all-reduce of their shards adds matching elements. */
+ * the embedding-group all-reduce of their shards adds matching elements. With expert parallelism
+ * (the model's moe.ep > 1) expert and dense parameters never share a bucket (Megatron's separate
+ * expert_parallel_buffers): an expert bucket is reduced over the expert-data-parallel group. */
 void mc_grad_layout(mc_gpt_t *m, long bucket_size, int dp, bool dist_opt, bool pad_for_busbw,
                     mc_grad_layout_t *out);
 void mc_grad_layout_free(mc_grad_layout_t *l);
@@ -72,7 +75,13 @@ typedef struct {
     mc_group_t *dp_group;
     int dp, dp_rank;
     bool dist_opt, overlap_grad, overlap_param;
-    float grad_scale;           /* 1/dp, or 1 with --calculate-per-token-loss */
+    float grad_scale; /* 1/dp, or 1 with --calculate-per-token-loss */
+    /* the expert buckets' group (expert parallelism; dp_group otherwise), size, rank and scale
+     * (Megatron's expert_gradient_scaling_factor: 1/dp, edp/dp averaging in the collective) */
+    mc_group_t *edp_group;
+    int edp, edp_rank;
+    float expert_grad_scale;
+    bool expert_scale_edp;      /* averaging in the collective: expert_grad_scale = edp/dp */
     bool average_in_collective; /* --ddp-average-in-collective: divide by dp after the sum */
     mc_gpt_t *model;
     mc_grad_layout_t layout;
@@ -92,6 +101,12 @@ typedef struct {
 void mc_ddp_plan(mc_ddp_t *d, mc_gpt_t *m, const mc_ddp_config_t *c, int dp, int dp_rank);
 /* After mc_gpt_alloc: binds the communicator and installs the model's hooks. */
 void mc_ddp_bind(mc_ddp_t *d, mc_comm_t *comm, mc_group_t *dp_group);
+/* After mc_ddp_bind, with expert parallelism: the expert buckets' group (Megatron's expt_dp;
+ * NULL: a model without expert buckets). */
+void mc_ddp_bind_experts(mc_ddp_t *d, mc_group_t *edp_group);
+/* This rank's shard of bucket k: over dp, or over edp for an expert bucket (distributed
+ * optimizer). */
+void mc_ddp_bucket_shard(const mc_ddp_t *d, int k, long *lo, long *hi);
 void mc_ddp_free(mc_ddp_t *d);
 
 /* Grad sync of one step (Megatron enables it only for each model chunk's last backward): begin

@@ -289,6 +289,17 @@ static double params_norm(mc_trainer_t *t)
     /* each rank's float32 norm_2, summed over the ranks and rounded to float32 (two ranks' sum is
      * exact in double) */
     const bool master = t->opt.master && t->model.cfg.dt == MC_DT_BF16;
+    if (t->model.cfg.moe.ep > 1 && !(master && t->ddp.dist_opt)) {
+        /* calc_params_l2_norm with MoE: the dense params' over the model-parallel group plus the
+         * experts' over the expert model-parallel group (tp-ep-pp) */
+        double d = mc_log_norm_2(master ? mc_opt_master_sumsq_of(&t->opt, false)
+                                        : mc_params_sumsq_of(&t->model, false));
+        double e = mc_log_norm_2(master ? mc_opt_master_sumsq_of(&t->opt, true)
+                                        : mc_params_sumsq_of(&t->model, true));
+        mc_all_reduce(t->comm, t->par.mp, &d, 1, MC_DT_F64, MC_OP_SUM);
+        mc_all_reduce(t->comm, t->par.tp_ep_pp, &e, 1, MC_DT_F64, MC_OP_SUM);
+        return mc_log_params_norm((float)(d + e));
+    }
     double sq = mc_log_norm_2(master ? mc_opt_master_sumsq(&t->opt) : mc_params_sumsq(&t->model));
     mc_group_t *g = master && t->ddp.dist_opt ? t->comm->world : t->par.mp;
     mc_all_reduce(t->comm, g, &sq, 1, MC_DT_F64, MC_OP_SUM);

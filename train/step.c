@@ -226,6 +226,26 @@ static double reduce_grad_stat(mc_trainer_t *t, double local)
     return local;
 }
 
+/* The square of the grad norm, and (*local) this rank's part of it. With expert parallelism,
+ * Megatron's chained optimizers: the dense parameters' sum over the model-parallel group plus
+ * the experts' over the expert model-parallel group (tp-ep-pp), each parameter counted once
+ * (with the distributed optimizer both over the world). */
+static double grad_sumsq(mc_trainer_t *t, double *local)
+{
+    /* the distributed optimizer's shards (dense over dp, experts over edp) are disjoint over the
+     * world, which its reduction spans */
+    if (t->model.cfg.moe.ep <= 1 || t->ddp.dist_opt) {
+        *local = mc_opt_grad_sumsq(&t->opt);
+        return reduce_grad_stat(t, *local);
+    }
+    double dense = mc_opt_grad_sumsq_of(&t->opt, false),
+           experts = mc_opt_grad_sumsq_of(&t->opt, true);
+    *local = dense + experts;
+    mc_all_reduce(t->comm, t->par.mp, &dense, 1, MC_DT_F64, MC_OP_SUM);
+    mc_all_reduce(t->comm, t->par.tp_ep_pp, &experts, 1, MC_DT_F64, MC_OP_SUM);
+    return dense + experts;
+}
+
 /* Zeros in this step's gradients over the whole model (--log-num-zeros-in-grad). */
 static double grad_zeros(mc_trainer_t *t)
 {
@@ -293,8 +313,8 @@ static void optimizer_step(mc_trainer_t *t, int M, mc_step_result_t *r)
         return;
     }
     mc_timer_start(&t->timers, MC_T_OPT_CLIP);
-    const double local = mc_opt_grad_sumsq(&t->opt);
-    r->grad_norm = sqrt(reduce_grad_stat(t, local));
+    double local;
+    r->grad_norm = sqrt(grad_sumsq(t, &local));
     if (a->check_for_nan_in_loss_and_grad && non_finite(r->grad_norm))
         stop_non_finite(t, non_finite(local), r->grad_norm, "the gradient norm");
     mc_clip_grads(&t->opt, r->grad_norm, a->clip_grad);

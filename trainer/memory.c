@@ -17,6 +17,8 @@ void mc_trainer_memory(const mc_args_t *args, const mc_run_config_t *rc, const m
         mc_gpt_t plan;
         mc_ddp_t ddp;
         mc_trainer_stage_config(&cfg, rc, r);
+        /* E/ep experts, as every ep rank holds */
+        cfg.moe.ep = rc->parallel.num_experts ? rc->parallel.ep : 1;
         mc_gpt_build_params(&plan, &cfg);
         /* the shard sizes do not depend on which dp rank: rank 0 stands for all */
         mc_ddp_plan(&ddp, &plan, &rc->ddp, rc->ddp.dp_cp_size, 0);

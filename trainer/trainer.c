@@ -12,7 +12,7 @@
 void mc_trainer_optimizer_segments(const mc_gpt_t *m, const mc_ddp_t *d, mc_opt_seg_t **segs,
                                    int *n, long *state_len)
 {
-    if (d->dist_opt) mc_distopt_segments(m, &d->layout, d->dp, d->dp_rank, segs, n, state_len);
+    if (d->dist_opt) mc_distopt_segments_ddp(m, d, segs, n, state_len);
     else mc_opt_segments_full(m, segs, n, state_len);
 }
 
@@ -49,6 +49,9 @@ int mc_trainer_init(mc_trainer_t *t, const mc_args_t *args, const mc_run_config_
     mc_trainer_stage_config(&cfg, rc, t->par.me.pp);
     cfg.tp_rank = t->par.me.tp;
     cfg.cp_rank = t->par.me.cp;
+    /* expert parallelism: this rank's experts (the run config's model holds every expert) */
+    cfg.moe.ep = rc->parallel.num_experts ? rc->parallel.ep : 1;
+    cfg.moe.ep_rank = t->par.expert_me.ep;
     mc_gpt_build_params(&t->model, &cfg);
     /* gradients are reduced, and the distributed optimizer sharded, over dp x cp */
     mc_ddp_plan(&t->ddp, &t->model, &rc->ddp, t->par.dp_cp->size, t->par.dp_cp->rank);
@@ -59,7 +62,9 @@ int mc_trainer_init(mc_trainer_t *t, const mc_args_t *args, const mc_run_config_
     t->model.tp_dp_cp_group = t->par.tp_dp_cp; /* global_aux_loss's counts */
     t->model.cp_a2a_group = t->par.hcp[0];
     t->model.cp_p2p_group = t->par.hcp[1];
+    t->model.ep_group = cfg.moe.ep > 1 ? t->par.ep : NULL;
     mc_ddp_bind(&t->ddp, comm, t->par.dp_cp);
+    mc_ddp_bind_experts(&t->ddp, t->par.edp);
     mc_gpt_init_params(&t->model);
     /* tied embeddings over pipeline stages: the last stage's zero-filled output copy becomes the
      * first stage's word embeddings (Megatron's embedding-group all-reduce at set-up) */

@@ -137,6 +137,51 @@ static void test_plain_layout(void **state)
     free(m.params);
 }
 
+/* Expert parallelism (the model's moe.ep > 1): expert and dense parameters never share a bucket
+ * (Megatron's separate expert_parallel_buffers), the expert buckets are flagged for the
+ * expert-data-parallel group, and their scale is Megatron's expert_gradient_scaling_factor. */
+static void test_expert_buckets(void **state)
+{
+    (void)state;
+    const long numel[] = {10, 20, 30, 7};
+    mc_gpt_t m;
+    mc_grad_layout_t l;
+    fake_model(&m, numel, 4);
+    const int expert[] = {-1, 0, 1, -1};
+    for (int i = 0; i < 4; i++) m.params[i].expert = expert[i];
+    m.cfg.moe.ep = 2;
+    mc_grad_layout(&m, 0, 4, false, false, &l);
+    /* reverse order: p3 [0,7) dense; p2 [16,46) and p1 [48,68) experts; p0 [80,90) dense */
+    assert_int_equal(l.n_buckets, 3);
+    check_bucket(&l, 0, 0, 16, 16, 3, 4);
+    check_bucket(&l, 1, 16, 80, 64, 1, 3);
+    check_bucket(&l, 2, 80, 90, 10, 0, 1);
+    assert_false(l.buckets[0].expert);
+    assert_true(l.buckets[1].expert);
+    assert_false(l.buckets[2].expert);
+    mc_grad_layout_free(&l);
+    /* at ep 1 the same table is one bucket, as before expert parallelism */
+    m.cfg.moe.ep = 1;
+    mc_grad_layout(&m, 0, 4, false, false, &l);
+    assert_int_equal(l.n_buckets, 1);
+    assert_false(l.buckets[0].expert);
+    mc_grad_layout_free(&l);
+    /* the scales at dp 4, edp 2: 1/dp for both, or (averaging in the collective) 1 and edp/dp */
+    m.cfg.moe.ep = 2;
+    mc_group_t edp = {.rank = 0, .size = 2, .name = "edp"};
+    for (int avg = 0; avg < 2; avg++) {
+        mc_ddp_config_t c = {.average_in_collective = avg};
+        mc_ddp_t d;
+        mc_ddp_plan(&d, &m, &c, 4, 0);
+        mc_ddp_bind_experts(&d, &edp);
+        assert_int_equal(d.edp, 2);
+        assert_true(d.grad_scale == (avg ? 1.0f : 0.25f));
+        assert_true(d.expert_grad_scale == (avg ? 0.5f : 0.25f));
+        mc_ddp_free(&d);
+    }
+    free(m.params);
+}
+
 static void test_bucket_size_rule(void **state)
 {
     (void)state;
@@ -222,6 +267,7 @@ int main(void)
         cmocka_unit_test(test_distopt_one_bucket),
         cmocka_unit_test(test_distopt_buckets),
         cmocka_unit_test(test_plain_layout),
+        cmocka_unit_test(test_expert_buckets),
         cmocka_unit_test(test_bucket_size_rule),
         cmocka_unit_test(test_shards_cover_params),
     };
