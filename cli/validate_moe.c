@@ -263,8 +263,8 @@ static void scope(const mc_args_t *a, void (*report)(const char *line))
 #define TODO(cond, what)                                                                           \
     if (cond)                                                                                      \
         problem(report,                                                                            \
-                "MoE layers with %s are recognised but not implemented yet in megatron-c (the "    \
-                "MoE layer runs one rank's experts for now)",                                      \
+                "MoE layers with %s are recognised but not implemented yet in megatron-c (see "    \
+                "docs/FLAGS.md and issue 31)",                                                     \
                 what);
     TODO(a->tensor_model_parallel_size > 1, "--tensor-model-parallel-size > 1")
     TODO(a->context_parallel_size > 1, "--context-parallel-size > 1")
@@ -275,12 +275,9 @@ static void scope(const mc_args_t *a, void (*report)(const char *line))
     TODO(a->calculate_per_token_loss, "--calculate-per-token-loss")
     TODO(a->log_throughput, "--log-throughput (Megatron's FLOPs count of MoE layers)")
     /* checkpoints are written and read whole at ep 1; at ep > 1 Megatron's chained optimizer
-     * (the experts' own distributed optimizer) is not mapped yet */
+     * (the experts' own distributed optimizer) is not mapped yet (--load: expert_parallel_scope) */
     TODO(a->save[0] && a->expert_model_parallel_size > 1,
          "--save and --expert-model-parallel-size > 1 (save at ep 1)")
-    TODO(a->load[0] && !a->no_load_optim && !a->finetune && a->expert_model_parallel_size > 1,
-         "the optimizer state of a checkpoint and --expert-model-parallel-size > 1 (add "
-         "--no-load-optim)")
     TODO(a->num_layers > MC_MOE_MAX_LAYERS, "more than 1024 layers")
     /* Megatron's torch_dist keys of such a model are per layer (non_homogeneous_layers) */
     TODO((a->load[0] || a->save[0]) &&
