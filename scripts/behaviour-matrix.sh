@@ -17,6 +17,9 @@
 # parallelism (the args gain cp_comm_type and hierarchical_context_parallel_sizes), and after
 # issue 33's log line (lm loss and validation values printed from Megatron's float32 values: a
 # last digit moves on some lines; the args gain account_for_embedding/loss_in_pipeline_split).
+# Again after MoE checkpoints (issue 31): untied torch_dist files no longer hold
+# output_layer._extra_state, as Megatron's GPTModel.sharded_state_dict drops it (four .sha256
+# files: llama1, llama-par, llama-par-bf16, resume-dist-b; every .lines file the same).
 set -u
 cd "$(dirname "$0")/.."
 mode=${1:-} dir=${2:-}
