@@ -223,9 +223,9 @@ static void pending(const mc_args_t *a, void (*report)(const char *line))
         const mc_flag_t *f = mc_flag_at(i);
         if (!f->checked_first || !f->field_size || at_default(a, f, &d)) continue;
         problem(report,
-                "%s is recognised but not implemented yet in megatron-c (%s; the MoE layer runs "
-                "one rank's experts, a top-k softmax router and the aux loss for now; see "
-                "docs/FLAGS.md)",
+                "%s is recognised but not implemented yet in megatron-c (%s; the MoE layer has "
+                "a top-k softmax router, the load-balancing and z losses and expert parallelism "
+                "with the alltoall dispatcher for now; see docs/FLAGS.md)",
                 f->name, f->note ? f->note : "not implemented");
     }
 }
