@@ -50,6 +50,9 @@ int main(int argc, char **argv)
     static mc_args_t args;
     mc_ckpt_args_install(rt.rank == rt.size - 1); /* which rank prints "Setting ..." */
     mc_args_parse(&args, argc - first, argv + first, rt.size);
+    /* after the flags: the start-up exchange waits no longer than --distributed-timeout-minutes */
+    if (mc_runtime_connect(&rt, 60.0 * args.distributed_timeout_minutes, err, sizeof(err)) != 0)
+        mc_fatal("%s", err);
     const double job_start = mc_wall_s(); /* Megatron's _TRAIN_START_TIME */
     static mc_data_source_t data;
     mc_args_open_data(&args, &data); /* the tokenizer fixes the padded vocabulary */

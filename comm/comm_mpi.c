@@ -850,8 +850,10 @@ static mpi_comm_t *new_comm(mc_runtime_t *rt)
 mc_comm_t *mc_comm_mpi(struct mc_runtime *rt, char *err, size_t n)
 {
     if (!rt) rt = mc_runtime();
-    if (!rt) {
-        mc_errf(err, n, "the MPI communicator needs the runtime (mc_runtime_init) first");
+    if (!rt || !rt->pids) {
+        mc_errf(err, n,
+                "the MPI communicator needs the runtime (mc_runtime_init, "
+                "mc_runtime_connect) first");
         return NULL;
     }
     if (g_mpi) {

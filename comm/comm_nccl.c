@@ -769,8 +769,10 @@ mc_comm_t *mc_comm_nccl(mc_runtime_t *rt, const struct mc_backend *be, double ti
                         size_t n)
 {
     if (!rt) rt = mc_runtime();
-    if (!rt) {
-        mc_errf(err, n, "the NCCL communicator needs the runtime (mc_runtime_init) first");
+    if (!rt || !rt->pids) {
+        mc_errf(err, n,
+                "the NCCL communicator needs the runtime (mc_runtime_init, "
+                "mc_runtime_connect) first");
         return NULL;
     }
     if (g_nccl) {

@@ -163,9 +163,9 @@ static void link_heartbeat(mc_runtime_t *rt)
                       strcmp(rt->hosts[s], rt->host) == 0, pred, np > 0 ? (size_t)np : 0);
 }
 
-/* Every rank publishes its pid, host and heartbeat address; after one fence everyone knows
- * everyone's. */
-static int exchange_peers(mc_runtime_t *rt, rt_impl_t *im, char *err, size_t n)
+/* Every rank publishes its pid, host and heartbeat address; after one fence (bounded by
+ * timeout_s, 0: none) everyone knows everyone's. */
+static int exchange_peers(mc_runtime_t *rt, rt_impl_t *im, double timeout_s, char *err, size_t n)
 {
     int32_t pid = (int32_t)getpid();
     unsigned char hb[MC_HEARTBEAT_BLOB_MAX];
@@ -179,7 +179,13 @@ static int exchange_peers(mc_runtime_t *rt, rt_impl_t *im, char *err, size_t n)
                        PMIx_Error_string(st));
     st = PMIx_Commit();
     if (st != PMIX_SUCCESS) return mc_errf(err, n, "PMIx_Commit failed: %s", PMIx_Error_string(st));
-    st = fence_all(im, 0);
+    st = fence_all(im, timeout_s);
+    if (st == PMIX_ERR_TIMEOUT)
+        return mc_errf(err, n,
+                       "timed out after %g s waiting for every rank to start (a rank is stopped, "
+                       "hung or slow before its first exchange; raise "
+                       "--distributed-timeout-minutes if this is expected)",
+                       timeout_s);
     if (st != PMIX_SUCCESS)
         return mc_errf(err, n, "PMIx_Fence (exchanging pids and hosts) failed: %s",
                        PMIx_Error_string(st));
@@ -208,8 +214,7 @@ static int init_launched(mc_runtime_t *rt, rt_impl_t *im, char *err, size_t n)
             PMIx_Error_string(st));
     rt->launched = true;
     rt->rank = (int)im->me.rank;
-    if (query_job(rt, im, err, n) != 0) return -1;
-    return exchange_peers(rt, im, err, n);
+    return query_job(rt, im, err, n);
 }
 
 int mc_runtime_init(mc_runtime_t *rt, char *err, size_t n)
@@ -229,6 +234,12 @@ int mc_runtime_init(mc_runtime_t *rt, char *err, size_t n)
     mc_error_set_rank(rt->rank, rt->size);
     if (rt->launched) mc_error_set_abort_hook(rt_abort_hook);
     return 0;
+}
+
+int mc_runtime_connect(mc_runtime_t *rt, double timeout_s, char *err, size_t n)
+{
+    if (rt->pids) return 0; /* one rank (init_single), or connected already */
+    return exchange_peers(rt, rt->impl, timeout_s, err, n);
 }
 
 static int local_put(rt_impl_t *im, const char *key, const void *val, size_t len)

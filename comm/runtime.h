@@ -16,18 +16,26 @@ typedef struct mc_runtime {
     int rank, size, local_rank, local_size;
     bool launched; /* under a PMIx launcher */
     char host[MC_HOST_MAX];
-    /* every rank's pid and host (exchanged at init), for naming ranks in messages and for
+    /* every rank's pid and host (exchanged by mc_runtime_connect), for naming ranks in messages and for
      * noticing dead peers on this node */
     pid_t *pids;
     char (*hosts)[MC_HOST_MAX];
-    /* the heartbeat ring (comm/heartbeat.h), linked at init; NULL with one rank. The comm
+    /* the heartbeat ring (comm/heartbeat.h), linked by mc_runtime_connect; NULL with one rank. The comm
      * backend's checking thread ticks it. */
     struct mc_heartbeat *heartbeat;
     void *impl;
 } mc_runtime_t;
 
-/* Returns 0, or -1 with one line in err (a launcher was detected but PMIx failed). */
+/* Who this rank is (rank, size, local rank and size). Returns 0, or -1 with one line in err (a
+ * launcher was detected but PMIx failed). */
 int mc_runtime_init(mc_runtime_t *rt, char *err, size_t n);
+
+/* Every rank's pid, host and heartbeat address (pids, hosts, heartbeat above), exchanged in one
+ * fence that waits at most timeout_s (0: no bound) for every rank to arrive: a rank stopped or
+ * hung at start-up ends the job with a timeout instead of holding it forever. Needed before a
+ * communicator (comm.h); nothing to do with one rank or when connected already. Returns 0, or -1
+ * with one line in err. */
+int mc_runtime_connect(mc_runtime_t *rt, double timeout_s, char *err, size_t n);
 
 /* Key-value exchange: put then commit; after mc_runtime_fence every rank can get every other
  * rank's values. get returns the value's length (copying at most cap bytes), or -1. */

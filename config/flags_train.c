@@ -482,7 +482,8 @@ const mc_flag_t mc_flags_train[] = {
      .help = "Which backend to use for distributed training."},
     {.name = "--distributed-timeout-minutes", DIST, INT, .def = "10", GE(1),
      FIELD(distributed_timeout_minutes),
-     IMPLEMENTED_NOTE("bounds every wait for a collective; a rank that dies on the node is noticed "
+     IMPLEMENTED_NOTE("bounds the start-up exchange and every wait for a collective; a rank that "
+                      "dies on the node is noticed "
                       "within about a second"),
      .help = "Default timeout minutes for torch.distributed."},
     {.name = "--overlap-grad-reduce", DIST, TRUE_IF_GIVEN, FIELD(overlap_grad_reduce), IMPLEMENTED,

@@ -32,6 +32,9 @@ job_fault() {
     local name=$1 sig=$2 pattern=$3 max=$4
     shift 4
     export MC_FAULT_JOB=$$.$RANDOM
+    # emptied here, not only by the job's redirection: the wait below may read the file before
+    # the job's shell truncates it, and the last case's "iteration 3" would end the wait at once
+    : >"$MC_TMP/out"
     "$@" "${FLAGS[@]}" >"$MC_TMP/out" 2>"$MC_TMP/err" &
     local job=$! waited=0 pid=""
     # up to 4 minutes for iteration 3: a loaded machine starts 4 ranks slowly
@@ -54,7 +57,7 @@ job_fault() {
     while kill -0 "$job" 2>/dev/null && [ $SECONDS -lt $deadline ]; do sleep 0.2; done
     local took=$((SECONDS - t0))
     if kill -0 "$job" 2>/dev/null; then
-        not_ok "$name (still running after ${took} s)"
+        not_ok "$name (still running after ${took} s; $((waited / 10)) s to iteration 3; stderr: $(head -c 400 "$MC_TMP/err"))"
         kill_job "$job"
         kill -CONT "$pid" 2>/dev/null
         return
@@ -154,4 +157,14 @@ if have_mpirun; then
         check "$prog: a rank that finishes first is no false alarm (rc=$rc)" \
             bash -c "[ $rc -eq 0 ] && ! grep -qE 'has not responded|died during' '$MC_TMP/err'"
     done
+fi
+# The start-up exchange (mc_runtime_connect), before any communicator: rank 1 arrives 30 s late at
+# an exchange bounded by 2 s; rank 0 ends the job at the bound, saying so (unbounded, it would
+# wait and go on).
+if have_mpirun && [ -x "$MC_BUILD/test/mpi/test_comm_mpi" ]; then
+    t0=$SECONDS
+    "${MPIRUN[@]}" -np 2 "$MC_BUILD/test/mpi/test_comm_mpi" late 1 >"$MC_TMP/out" 2>"$MC_TMP/err"
+    rc=$? took=$((SECONDS - t0))
+    check "test_comm_mpi: a rank 30 s late at the start-up exchange ends the job at its 2 s bound (rc=$rc, ${took} s)" \
+        bash -c "[ $rc -ne 0 ] && [ $took -lt 20 ] && grep -q 'rank 0: timed out after 2 s waiting for every rank to start' '$MC_TMP/err'"
 fi

@@ -1414,6 +1414,17 @@ int main(int argc, char **argv)
         fprintf(stderr, "test_comm_mpi: %s\n", err);
         return 2;
     }
+    /* "late R": rank R arrives 30 s late at the start-up exchange, which waits 2 s at most */
+    const bool late = argc == 3 && strcmp(argv[1], "late") == 0;
+    if (late && rt.rank == atoi(argv[2])) sleep(30);
+    if (mc_runtime_connect(&rt, late ? 2 : 60, err, sizeof(err)) != 0) {
+        fprintf(stderr, "test_comm_mpi: rank %d: %s\n", rt.rank, err);
+        return 1;
+    }
+    if (late) {
+        fprintf(stderr, "test_comm_mpi: rank %d: the late start was not caught\n", rt.rank);
+        return 3;
+    }
     setenv("MC_MPI_CHUNK_ELEMS", "1000000", 0);
     mc_env_load(); /* the knobs are read once: after setting them */
 #ifdef MC_TEST_FAKE_NCCL

@@ -94,7 +94,8 @@ int main(void)
 {
     mc_runtime_t rt;
     char err[512];
-    if (mc_runtime_init(&rt, err, sizeof(err)) != 0) {
+    if (mc_runtime_init(&rt, err, sizeof(err)) != 0 ||
+        mc_runtime_connect(&rt, 60, err, sizeof(err)) != 0) {
         fprintf(stderr, "test_parallel_state: %s\n", err);
         return 2;
     }

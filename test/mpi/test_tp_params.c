@@ -97,7 +97,9 @@ int main(int argc, char **argv)
 {
     static mc_runtime_t rt;
     char err[512];
-    if (mc_runtime_init(&rt, err, sizeof(err)) != 0) mc_user_error("%s", err);
+    if (mc_runtime_init(&rt, err, sizeof(err)) != 0 ||
+        mc_runtime_connect(&rt, 60, err, sizeof(err)) != 0)
+        mc_user_error("%s", err);
     /* the layout's flags for the parallel model; the same model on one rank without them */
     const char **av = calloc((size_t)(NBASE + argc), sizeof(char *));
     const char **av1 = calloc((size_t)(NBASE + argc), sizeof(char *));
