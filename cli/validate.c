@@ -624,6 +624,13 @@ static void checkpointing(mc_args_t *a)
     if (a->override_opt_param_scheduler && a->use_checkpoint_opt_param_scheduler)
         mc_user_error("--override-opt-param-scheduler and --use-checkpoint-opt-param-scheduler "
                       "are mutually exclusive (both override and use-checkpoint are set)");
+    /* Megatron: the legacy format gathers the distributed optimizer's state to dp rank 0 over
+     * Gloo groups, so without them the state needs a distributed checkpoint format */
+    if (!a->use_gloo_process_groups && a->use_distributed_optimizer &&
+        strcmp(a->ckpt_format, "torch") == 0)
+        mc_user_error("--disable-gloo-process-groups with --use-distributed-optimizer needs a "
+                      "distributed checkpoint format (--ckpt-format torch_dist; Megatron's legacy "
+                      "--ckpt-format torch gathers the optimizer's state over Gloo groups)");
     /* Megatron: "enabling --no-load-optim when skipping training" */
     if (a->skip_train) a->no_load_optim = true;
 }

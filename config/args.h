@@ -178,6 +178,7 @@ typedef struct {
     char weight_decay_incr_style[16]; /* constant | linear | cosine */
     double clip_grad;
     bool use_distributed_optimizer;
+    bool use_gloo_process_groups; /* false: --disable-gloo-process-groups (Megatron main's dest) */
 
     /* ---- learning rate ---- */
     double lr;

@@ -310,7 +310,10 @@ const mc_flag_t mc_flags_misc[] = {
      NOOP("PyTorch's NCCL flight recorder (TORCH_NCCL_*); megatron-c has none"),
      .help = "Include only active operations in flight recorder dumps (TORCH_INCLUDE_ONLY_ACTIVE)."},
     {.name = "--disable-gloo-process-groups", G_TRAINING, FALSE_IF_GIVEN,
-     TODO("Megatron's checks of runs without Gloo process groups"),
+     FIELD(use_gloo_process_groups),
+     IMPLEMENTED_NOTE("megatron-c makes no Gloo groups (its host-side collectives go over MPI); "
+                      "Megatron's rule holds: the distributed optimizer then needs a distributed "
+                      "checkpoint format"),
      .help = "If enabled, create Gloo process groups for communications."},
     {.name = "--disable-jit-fuser", G_DI, TRUE_IF_GIVEN,
      NOOP("TorchScript's fuser; megatron-c's kernels are C and CUDA, never TorchScript"),

@@ -288,6 +288,25 @@ static void test_weight_decay_increment(void **state)
     assert_true(a.start_weight_decay_set && a.end_weight_decay_set);
 }
 
+/* --disable-gloo-process-groups: accepted (no Gloo groups exist here), with Megatron's rule for the
+ * distributed optimizer's checkpoint format */
+static void test_no_gloo_groups(void **state)
+{
+    (void)state;
+    static mc_args_t a;
+    mc_run_parse_here(&a, MINIMAL, 1);
+    assert_true(a.use_gloo_process_groups);
+    mc_run_parse_here(&a, MINIMAL " --disable-gloo-process-groups --use-distributed-optimizer "
+                              "--ckpt-format torch_dist", 1);
+    assert_false(a.use_gloo_process_groups);
+    mc_expect_error(MINIMAL " --disable-gloo-process-groups --use-distributed-optimizer "
+                            "--ckpt-format torch",
+                    "--disable-gloo-process-groups with --use-distributed-optimizer needs a "
+                    "distributed checkpoint format (--ckpt-format torch_dist;");
+    mc_run_parse_here(&a, MINIMAL " --disable-gloo-process-groups --ckpt-format torch", 1);
+    assert_false(a.use_gloo_process_groups);
+}
+
 static void test_finalize_by_hand(void **state)
 {
     (void)state;
@@ -1040,6 +1059,7 @@ int main(void)
         cmocka_unit_test(test_sample_based_training),
         cmocka_unit_test(test_skip_train_needs_no_length),
         cmocka_unit_test(test_weight_decay_increment),
+        cmocka_unit_test(test_no_gloo_groups),
         cmocka_unit_test(test_finalize_by_hand),
         cmocka_unit_test(test_unknown_flag_suggests),
         cmocka_unit_test(test_bad_values),
