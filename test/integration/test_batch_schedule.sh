@@ -65,3 +65,9 @@ expect_user_error "a batch size that decreases" "$S: the number of microbatches 
 check "--rampup-batch-size with a schedule: ignored as Megatron main does, saying so once" \
     test $? -eq 0 -a "$(grep -c 'rampup-batch-size is ignored with --step-batch-size-schedule' "$MC_TMP/ramp.err")" = 1 -a \
     "$(field 'global batch size' "$MC_TMP/ramp")" = "2 "
+
+# inspect-data --iteration: the samples of that iteration's batch (consumed 12 before
+# iteration 4, the schedule's batch 8)
+"$MC_BIN" inspect-data "${FLAGS[@]}" --split-name train --iteration 4 >"$MC_TMP/insp" 2>&1
+check "inspect-data --iteration 4 lists the schedule's batch of 8 from sample 12" \
+    test "$(tail -n +2 "$MC_TMP/insp" | cut -f2 | tr '\n' ' ')" = "12 13 14 15 16 17 18 19 "
