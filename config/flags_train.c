@@ -31,7 +31,9 @@ const mc_flag_t mc_flags_train[] = {
              "data-parallel-size as the global batch size. This choice will result in 1 for "
              "number of micro-batches."},
     {.name = "--rampup-batch-size", TRAIN, INT_LIST(3),
-     LIST_FIELD(rampup_batch_size, n_rampup_batch_size), IMPLEMENTED_NOTE("needs --train-samples"),
+     LIST_FIELD(rampup_batch_size, n_rampup_batch_size),
+     IMPLEMENTED_NOTE("core_v0.15.0's ramp (Megatron main ignores the flag); needs "
+                      "--train-samples; ignored with --step-batch-size-schedule, as in main"),
      .help = "Batch size ramp up with the following values: --rampup-batch-size <start batch "
              "size> <batch size increment> <ramp-up samples>"},
     {.name = "--step-batch-size-schedule", TRAIN, STRING, PENDING_FIELD(step_batch_size_schedule),
