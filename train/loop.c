@@ -73,6 +73,15 @@ static void load_microbatch(run_t *run, int slot, int split, int64_t first, int 
     mc_timer_start(&t->timers, MC_T_BATCH_GENERATOR);
     int64_t len = mc_data_source_len(&run->data, split);
     for (int r = 0; r < b; r++) run->sample_idx[r] = first + r;
+    /* Megatron main sizes the train split for train_iters x its args.global_batch_size (mbs x
+     * dp with a schedule) samples; a schedule's larger batches can run past them, where
+     * Megatron's sampler stops (StopIteration) */
+    if (first + b > len && split == MC_SPLIT_TRAIN && t->args->n_batch_schedule &&
+        !t->args->train_samples)
+        mc_user_error("the train dataset has %lld samples but --step-batch-size-schedule needs "
+                      "sample %lld: with --train-iters the dataset is built for --train-iters x "
+                      "micro batch x dp samples, as Megatron main builds it (give --train-samples)",
+                      (long long)len, (long long)(first + b - 1));
     if (first + b > len)
         mc_fatal("the %s dataset has %lld samples but sample %lld was asked for (the dataset is "
                  "built for the requested iterations; this is a bug)",

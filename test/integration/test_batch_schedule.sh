@@ -30,6 +30,14 @@ check "set_global_variables' line and the calculator's table" \
 check "the table's last entry in Megatron's words" grep -qxF \
     "${CALC}  >= 384 tokens (12 samples) -> batch_size=8, num_microbatches=8" "$MC_TMP/single"
 
+if have_mpirun; then
+    mpirun_mc 2 "${FLAGS[@]}" --pipeline-model-parallel-size 2 >"$MC_TMP/pp" 2>"$MC_TMP/pp.err"
+    check "the schedule under pp 2 gives the single-rank losses and grad norms" \
+        same_log_numbers "$MC_TMP/single" "$MC_TMP/pp" 6
+else
+    skip "the schedule under pp 2" "mpirun is not installed"
+fi
+
 # Megatron's train() saves before the first iteration with more microbatches (iteration 2:
 # consumed 4 makes the batch 4); --exit-interval 3 saves mid-schedule (consumed 8), and --load
 # goes on from the checkpoint's consumed samples, giving the uninterrupted run's iterations 4..6.
