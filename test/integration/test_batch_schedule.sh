@@ -61,6 +61,10 @@ check "--load mid-schedule gives the uninterrupted run's lines (iterations 4..6)
     "$(field 'consumed samples' "$MC_TMP/second")" = "12 20 28 "
 
 S=--step-batch-size-schedule
+# Megatron's flag is type=str without nargs (TrainingConfig.step_batch_size_schedule: str): the
+# schedule is one word, quoted; unquoted, argparse stops at the second entry
+expect_user_error "a schedule written as several words" "unrecognized argument '128:4'" \
+    "${FLAGS[@]}" $S 0:2 128:4
 expect_user_error "a schedule entry without a colon" "^megatron-c: error: $S: invalid schedule entry \"x\"" \
     "${FLAGS[@]}" $S "0:2 x"
 expect_user_error "a first threshold that is not 0" "$S: the first schedule entry must have threshold 0, got 1 samples" \
