@@ -729,11 +729,11 @@ RULE(rampup_batches)
 RULE(precision)
 RULE(data)
 RULE(checkpointing)
-RULE(logging)
 #undef RULE
 static void rule_parallel_sizes(mc_args_t *a, int world_size) { parallel_sizes(a, world_size); }
 static void rule_moe(mc_args_t *a, int world_size) { mc_validate_moe(a, world_size); }
 static void note_problem(const char *line);
+static void rule_logging(mc_args_t *a, int world_size);
 static void rule_moe_unimplemented(mc_args_t *a, int world_size)
 {
     (void)world_size;
@@ -759,15 +759,21 @@ static const rule_t RULES[] = {
     {rule_precision, 0, R_REQUIRED},
     {rule_data, 0, R_REQUIRED},
     {rule_checkpointing, 0, R_REQUIRED},
-    {rule_logging, 0, R_REQUIRED},
     {rule_moe, R_MOE, R_REQUIRED | R_SIZES | R_SHAPE},
     {rule_moe_unimplemented, 0, R_REQUIRED | R_SIZES | R_SHAPE | R_MOE},
+    {rule_logging, 0, R_REQUIRED}, /* last: a note only for a line without problems */
 };
 
 #define MAX_PROBLEMS 32
 static char g_problems[MAX_PROBLEMS][1024];
 static int g_n_problems;
 static jmp_buf g_rule_failed;
+
+static void rule_logging(mc_args_t *a, int world_size)
+{
+    (void)world_size;
+    if (g_n_problems == 0) logging(a);
+}
 
 /* A problem that does not stop its rule group (a group reporting several at once). */
 static void note_problem(const char *line)

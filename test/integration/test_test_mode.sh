@@ -19,6 +19,10 @@ check "--test-mode and --wandb-* start and train (one rank, exit 0)" \
 check "the wandb note appears once" test "$(grep -cF "$NOTE" "$MC_TMP/one.err")" = 1
 check "no wandb directory is made" test ! -e "$MC_TMP/wb"
 
+# a line with a problem gets its error alone (the note is for a run that starts)
+expect_user_error "--wandb-project on a refused line: the error line only" "num-attention-heads" \
+    "${FLAGS[@]}" "${WANDB[@]}" --num-attention-heads 5
+
 if have_mpirun; then
     mpirun_mc 2 "${FLAGS[@]}" --tensor-model-parallel-size 2 --test-mode "${WANDB[@]}" \
         --tensorboard-dir "$MC_TMP/tb2" >"$MC_TMP/tp" 2>"$MC_TMP/tp.err"
