@@ -215,9 +215,38 @@ static void rampup_values(mc_args_t *a)
     a->rampup_samples = v[2];
 }
 
+/* --step-batch-size-schedule (Megatron main): refused with --global-batch-size (validate_args),
+ * parsed as the calculator parses it (thresholds in tokens: pretrain_gpt passes seq_length).
+ * Megatron main no longer builds the ramp-up calculator: --rampup-batch-size changes nothing
+ * there, so with a schedule it is dropped, saying so. args.global_batch_size stays mbs x dp as
+ * Megatron leaves it (the eval batch and iteration-based sizes derive from it); num_microbatches
+ * becomes the largest entry's, the most any iteration uses, which the buffers are planned for. */
+static void step_schedule(mc_args_t *a)
+{
+    if (!a->step_batch_size_schedule[0]) return;
+    char err[512];
+    if (mc_batch_schedule_parse(a->step_batch_size_schedule, a->seq_length,
+                                a->batch_schedule_samples, a->batch_schedule_size,
+                                MC_MAX_BATCH_SCHEDULE, &a->n_batch_schedule, err, sizeof(err)) != 0)
+        mc_user_error("%s", err);
+    if (a->rampup_start) {
+        mc_input_warn("--rampup-batch-size is ignored with --step-batch-size-schedule (Megatron "
+                      "main's calculator follows the schedule only)");
+        a->rampup_start = a->rampup_increment = 0;
+        a->rampup_samples = 0;
+    }
+    const int64_t per_step = (int64_t)a->micro_batch_size * a->data_parallel_size;
+    for (int i = 0; i < a->n_batch_schedule; i++)
+        if (a->batch_schedule_size[i] / per_step > a->num_microbatches)
+            a->num_microbatches = (int)(a->batch_schedule_size[i] / per_step);
+}
+
 static void batch_sizes(mc_args_t *a)
 {
     const int dp = a->data_parallel_size, mbs = a->micro_batch_size;
+    if (a->step_batch_size_schedule[0] && a->global_batch_size)
+        mc_user_error("cannot specify both --step-batch-size-schedule and --global-batch-size "
+                      "(drop --global-batch-size: the schedule's last entry is the final batch)");
     if (a->global_batch_size == 0)
         a->global_batch_size = checked_int((int64_t)mbs * dp, "global batch size");
     const int64_t per_step = (int64_t)mbs * dp;
@@ -227,6 +256,7 @@ static void batch_sizes(mc_args_t *a)
                       a->global_batch_size, mbs, dp);
     a->num_microbatches = (int)(a->global_batch_size / per_step);
     rampup_values(a);
+    step_schedule(a);
 
     if (a->eval_micro_batch_size == 0) a->eval_micro_batch_size = mbs;
     if (a->eval_global_batch_size == 0) a->eval_global_batch_size = a->global_batch_size;
@@ -442,19 +472,35 @@ static void training_length(mc_args_t *a)
  * both are user errors before any work starts. */
 static void rampup_batches(const mc_args_t *a)
 {
-    if (!a->rampup_start) return;
+    if (!a->rampup_start && !a->n_batch_schedule) return;
     mc_microbatches_t c;
     char err[512];
     if (mc_microbatches_init(&c, a, err, sizeof(err)) != 0) mc_user_error("%s", err);
     c.current_global_batch_size = 0; /* every batch is new */
     int64_t consumed = 0;
-    for (int64_t it = 0; it < a->train_iters; it++) {
+    for (int64_t it = 0, before = 0; it < a->train_iters; it++) {
         if (mc_microbatches_update(&c, consumed)) {
-            if (mc_microbatches_check(&c, a, err, sizeof(err)) != 0) mc_user_error("%s", err);
-            schedule_fits(a, c.num_microbatches, false, "training, batch size ramp-up",
+            /* a schedule's early entries may be smaller than mbs x dp when a run resumes past
+             * them on more ranks: after --load the loop checks the batches it reaches */
+            if (mc_microbatches_check(&c, a, err, sizeof(err)) != 0) {
+                if (a->n_batch_schedule && a->load[0]) goto next;
+                mc_user_error("%s", err);
+            }
+            /* train(): "Number of microbatches should not decrease" */
+            if (it > 0 && c.num_microbatches < before)
+                mc_user_error("--step-batch-size-schedule: the number of microbatches should not "
+                              "decrease; going from %lld to %d (make the batch sizes increase)",
+                              (long long)before, c.num_microbatches);
+            before = c.num_microbatches;
+            schedule_fits(a, c.num_microbatches, false,
+                          a->n_batch_schedule ? "training, step batch size schedule"
+                                              : "training, batch size ramp-up",
                           c.current_global_batch_size, a->micro_batch_size);
         }
-        if (consumed > c.rampup_samples) break; /* the final batch from here on */
+    next:
+        if (a->rampup_start && consumed > c.rampup_samples) break; /* the final batch on */
+        if (a->n_batch_schedule && consumed >= a->batch_schedule_samples[a->n_batch_schedule - 1])
+            break;
         consumed += c.current_global_batch_size;
     }
 }
@@ -612,6 +658,22 @@ static void data(mc_args_t *a)
     if (!a->dataloader_type[0]) strcpy(a->dataloader_type, "single");
 }
 
+/* --wandb-project: Megatron's last rank logs to Weights & Biases (global_vars._set_wandb_writer),
+ * a Python service megatron-c does not run; the same scalars go to TensorBoard and the log. */
+static void logging(mc_args_t *a)
+{
+    if (!a->wandb_project[0]) return;
+    char shown[MC_SHOWN_MAX + 4], dir[MC_SHOWN_MAX + 4];
+    if (a->tensorboard_dir[0])
+        mc_input_warn("--wandb-project %s: Weights & Biases is a Python service megatron-c does "
+                      "not run; the metrics are in --tensorboard-dir (%s) and the log",
+                      mc_shown(a->wandb_project, shown), mc_shown(a->tensorboard_dir, dir));
+    else
+        mc_input_warn("--wandb-project %s: Weights & Biases is a Python service megatron-c does "
+                      "not run; the metrics are in the log (and in --tensorboard-dir when given)",
+                      mc_shown(a->wandb_project, shown));
+}
+
 /* validate_args' checkpoint rules, and OptimizerParamScheduler's assert on its two flags. */
 static void checkpointing(mc_args_t *a)
 {
@@ -678,6 +740,7 @@ RULE(checkpointing)
 static void rule_parallel_sizes(mc_args_t *a, int world_size) { parallel_sizes(a, world_size); }
 static void rule_moe(mc_args_t *a, int world_size) { mc_validate_moe(a, world_size); }
 static void note_problem(const char *line);
+static void rule_logging(mc_args_t *a, int world_size);
 static void rule_moe_unimplemented(mc_args_t *a, int world_size)
 {
     (void)world_size;
@@ -705,12 +768,19 @@ static const rule_t RULES[] = {
     {rule_checkpointing, 0, R_REQUIRED},
     {rule_moe, R_MOE, R_REQUIRED | R_SIZES | R_SHAPE},
     {rule_moe_unimplemented, 0, R_REQUIRED | R_SIZES | R_SHAPE | R_MOE},
+    {rule_logging, 0, R_REQUIRED}, /* last: a note only for a line without problems */
 };
 
 #define MAX_PROBLEMS 32
 static char g_problems[MAX_PROBLEMS][1024];
 static int g_n_problems;
 static jmp_buf g_rule_failed;
+
+static void rule_logging(mc_args_t *a, int world_size)
+{
+    (void)world_size;
+    if (g_n_problems == 0) logging(a);
+}
 
 /* A problem that does not stop its rule group (a group reporting several at once). */
 static void note_problem(const char *line)

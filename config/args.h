@@ -16,6 +16,7 @@
 #include "config/cp_layout.h" /* MC_MAX_LAYER_LIST */
 
 #define MC_MAX_PATHS 64
+#define MC_MAX_BATCH_SCHEDULE 64 /* entries of --step-batch-size-schedule */
 
 typedef struct {
     /* ---- model shape ---- */
@@ -149,6 +150,12 @@ typedef struct {
     char *rampup_batch_size[3];
     int rampup_start, rampup_increment;
     int64_t rampup_samples;
+    /* --step-batch-size-schedule as given (one word: "THRESHOLD:BS THRESHOLD:BS ...", tokens),
+     * and its entries in samples, sorted (config/microbatches.h); n_batch_schedule 0 = none */
+    char step_batch_size_schedule[4096];
+    int n_batch_schedule;
+    int64_t batch_schedule_samples[MC_MAX_BATCH_SCHEDULE];
+    int batch_schedule_size[MC_MAX_BATCH_SCHEDULE];
 
     /* ---- training length ---- */
     int64_t train_iters;          /* 0 = not given; derived as train_samples // gbs when
@@ -243,7 +250,11 @@ typedef struct {
     char timing_log_option[16]; /* max | minmax | all */
     bool barrier_with_l1_time;
     /* TensorBoard (train/tensorboard.h): the last rank writes event files into the directory */
-    char tensorboard_dir[4096];         /* --tensorboard-dir; empty = no TensorBoard */
+    char tensorboard_dir[4096]; /* --tensorboard-dir; empty = no TensorBoard */
+    char wandb_project[256];    /* --wandb-project: only noted (Weights & Biases is Python's) */
+    /* --test-mode: the q/k layernorm parameters compared across dp and tp every step (Megatron's
+     * Attention.run_realtime_tests) */
+    bool test_mode;
     int tensorboard_log_interval;       /* iterations between training scalars */
     int tensorboard_queue_size;         /* SummaryWriter's max_queue: events per flush */
     bool log_timers_to_tensorboard;     /* iteration-time, throughput, <timer>-time */

@@ -1190,8 +1190,10 @@ const mc_flag_t mc_flags_misc[] = {
              "the source of truth and implies ``gtp_weight_remat_size = "
              "tensor_parallel_num_weight_shards // tensor_model_parallel_size`` (resolved in "
              "``__post_init__``)."},
-    {.name = "--test-mode", G_VALIDATION, TRUE_IF_GIVEN,
-     TODO("run all real-time test alongside the experiment"),
+    {.name = "--test-mode", G_VALIDATION, TRUE_IF_GIVEN, PENDING_FIELD(test_mode),
+     IMPLEMENTED_NOTE("Megatron's real-time test: with --qk-layernorm, the q/k layernorm "
+                      "parameters must be equal across dp and tp ranks at every step, or the run "
+                      "stops"),
      .help = "Run all real-time test alongside the experiment."},
     {.name = "--tiktoken-num-special-tokens", G_TOKENIZER, INT64, .def = "1000",
      FIELD(tiktoken_num_special_tokens), IMPLEMENTED,

@@ -31,10 +31,14 @@ const mc_flag_t mc_flags_train[] = {
              "data-parallel-size as the global batch size. This choice will result in 1 for "
              "number of micro-batches."},
     {.name = "--rampup-batch-size", TRAIN, INT_LIST(3),
-     LIST_FIELD(rampup_batch_size, n_rampup_batch_size), IMPLEMENTED_NOTE("needs --train-samples"),
+     LIST_FIELD(rampup_batch_size, n_rampup_batch_size),
+     IMPLEMENTED_NOTE("core_v0.15.0's ramp (Megatron main ignores the flag); needs "
+                      "--train-samples; ignored with --step-batch-size-schedule, as in main"),
      .help = "Batch size ramp up with the following values: --rampup-batch-size <start batch "
              "size> <batch size increment> <ramp-up samples>"},
-    {.name = "--step-batch-size-schedule", TRAIN, STRING, TODO("batch-size schedules"),
+    {.name = "--step-batch-size-schedule", TRAIN, STRING, PENDING_FIELD(step_batch_size_schedule),
+     IMPLEMENTED_NOTE("Megatron main's: one word (quote it), thresholds in tokens; not with "
+                      "--global-batch-size; --rampup-batch-size is then ignored, as in main"),
      .help = "Step-wise batch size schedule in format \"THRESHOLD:BS THRESHOLD:BS ...\"."},
     {.name = "--decrease-batch-size-if-needed", TRAIN, TRUE_IF_GIVEN,
      TODO("shrinking the batch when ranks are lost"),
@@ -742,17 +746,19 @@ const mc_flag_t mc_flags_train[] = {
     {.name = "--log-world-size-to-tensorboard", LOG, TRUE_IF_GIVEN,
      FIELD(log_world_size_to_tensorboard), IMPLEMENTED,
      .help = "Enable world size logging to tensorboard."},
-    {.name = "--wandb-project", LOG, STRING, .def = "", TODO("Weights & Biases logging"),
+    {.name = "--wandb-project", LOG, STRING, .def = "", PENDING_FIELD(wandb_project),
+     NOOP("Weights & Biases is a Python service: a note at start-up says the metrics are in "
+          "--tensorboard-dir and the log"),
      .help = "The wandb project name. Ignore wandb by default."},
     {.name = "--wandb-entity", LOG, STRING, .def = "",
-     NOOP("only used with --wandb-project (not implemented yet)"),
+     NOOP("only used with --wandb-project (Weights & Biases is a Python service)"),
      .help = "The wandb entity name. It is useful when there are multiple sub-projects in a "
              "project. Ignore wandb by default."},
     {.name = "--wandb-exp-name", LOG, STRING, .def = "",
-     NOOP("only used with --wandb-project (not implemented yet)"),
+     NOOP("only used with --wandb-project (Weights & Biases is a Python service)"),
      .help = "The wandb experiment name."},
     {.name = "--wandb-save-dir", LOG, STRING, .def = "",
-     NOOP("only used with --wandb-project (not implemented yet)"),
+     NOOP("only used with --wandb-project (Weights & Biases is a Python service)"),
      .help = "Path to save the wandb results locally."},
     {.name = "--logging-level", LOG, INT, GE(0), NOOP("Python's logging module"),
      .help = "Set default logging level"},

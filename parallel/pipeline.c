@@ -101,19 +101,25 @@ int mc_pipeline_chunks(mc_gpt_config_t *cfg, const mc_pp_plan_t *plan, int pp_ra
  * batch: the slots are the most any of them needs. A batch size the ramp may reach but that is
  * not a whole number of microbatches, or that the schedule refuses, is left out: validation
  * refuses those that training reaches. */
-static void rampup_slots(const mc_pp_plan_t *p, int pp_rank, int *slots)
+static void batch_slots(const mc_pp_plan_t *p, int pp_rank, int64_t gbs, int *slots)
 {
     const int per = p->batch_per_microbatch;
+    if (gbs < per || gbs % per != 0) return;
+    const mc_pp_config_t c = mc_pp_plan_schedule(p, pp_rank, (int)(gbs / per), false);
+    int s[MC_SLOT_GROUPS];
+    char err[256];
+    if (mc_pipeline_slots(&c, s, err, sizeof(err)) != 0) return;
+    for (int g = 0; g < MC_SLOT_GROUPS; g++)
+        if (s[g] > slots[g]) slots[g] = s[g];
+}
+
+/* The same for the entries of a step batch size schedule. */
+static void rampup_slots(const mc_pp_plan_t *p, int pp_rank, int *slots)
+{
     for (int64_t gbs = p->ramp_start; p->ramp_start && gbs < p->global_batch_size;
-         gbs += p->ramp_increment) {
-        if (gbs % per != 0) continue;
-        const mc_pp_config_t c = mc_pp_plan_schedule(p, pp_rank, (int)(gbs / per), false);
-        int s[MC_SLOT_GROUPS];
-        char err[256];
-        if (mc_pipeline_slots(&c, s, err, sizeof(err)) != 0) continue;
-        for (int g = 0; g < MC_SLOT_GROUPS; g++)
-            if (s[g] > slots[g]) slots[g] = s[g];
-    }
+         gbs += p->ramp_increment)
+        batch_slots(p, pp_rank, gbs, slots);
+    for (int i = 0; i < p->n_step_sizes; i++) batch_slots(p, pp_rank, p->step_sizes[i], slots);
 }
 
 int mc_pipeline_configure(mc_gpt_config_t *cfg, const mc_pp_plan_t *plan, int pp_rank, char *err,

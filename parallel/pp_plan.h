@@ -71,6 +71,9 @@ typedef struct {
      * ramp_start + ramp_increment, ... below global_batch_size, batch_per_microbatch samples
      * per microbatch (ramp_start 0: no ramp) */
     int ramp_start, ramp_increment, global_batch_size, batch_per_microbatch;
+    /* --step-batch-size-schedule: the global batches of its entries (n_step_sizes 0: none) */
+    int n_step_sizes;
+    const int *step_sizes;
 } mc_pp_plan_t;
 
 /* The schedule of pp rank pp_rank for a step of num_microbatches microbatches. */

@@ -19,6 +19,7 @@
 #include "train/log.h"
 #include "train/progress.h"
 #include "train/setup.h"
+#include "train/realtime_test.h"
 #include "train/weight_hash.h"
 #include "train/signals.h"
 #include "train/moe_metrics.h"
@@ -72,6 +73,15 @@ static void load_microbatch(run_t *run, int slot, int split, int64_t first, int 
     mc_timer_start(&t->timers, MC_T_BATCH_GENERATOR);
     int64_t len = mc_data_source_len(&run->data, split);
     for (int r = 0; r < b; r++) run->sample_idx[r] = first + r;
+    /* Megatron main sizes the train split for train_iters x its args.global_batch_size (mbs x
+     * dp with a schedule) samples; a schedule's larger batches can run past them, where
+     * Megatron's sampler stops (StopIteration) */
+    if (first + b > len && split == MC_SPLIT_TRAIN && t->args->n_batch_schedule &&
+        !t->args->train_samples)
+        mc_user_error("the train dataset has %lld samples but --step-batch-size-schedule needs "
+                      "sample %lld: with --train-iters the dataset is built for --train-iters x "
+                      "micro batch x dp samples, as Megatron main builds it (give --train-samples)",
+                      (long long)len, (long long)(first + b - 1));
     if (first + b > len)
         mc_fatal("the %s dataset has %lld samples but sample %lld was asked for (the dataset is "
                  "built for the requested iterations; this is a bug)",
@@ -115,6 +125,7 @@ static float evaluate(run_t *run, int split, int64_t *consumed)
     mc_microbatch_t *mbl = calloc((size_t)(M > 0 ? M : 1), sizeof(*mbl));
     if (!mbl) mc_fatal("out of host memory");
     mc_ddp_finish_param_gather(&t->ddp);
+    if (a->eval_iters > 0) mc_realtime_tests(t);
     for (int it = 0; it < a->eval_iters; it++) {
         for (int i = 0; i < M; i++)
             load_microbatch(
@@ -160,13 +171,55 @@ static void update_microbatches(run_t *run)
 {
     mc_microbatches_t *c = &run->microbatches;
     const int old = c->current_global_batch_size;
-    if (mc_microbatches_update(c, run->t.consumed_train_samples) && g_printer) {
+    /* the step schedule's update logs nothing (its verbose argument is unused) */
+    if (mc_microbatches_update(c, run->t.consumed_train_samples) && g_printer && c->start) {
         printf(MC_CALC_LOG "ramping up batch size from %d to %d\n", old,
                c->current_global_batch_size);
         fflush(stdout);
     }
     char err[512];
     if (mc_microbatches_check(c, run->t.args, err, sizeof(err)) != 0) mc_user_error("%s", err);
+}
+
+/* Python's f"{n:,}" of a non-negative n. */
+static void thousands(char *out, size_t n, int64_t v)
+{
+    char digits[24];
+    const int len = snprintf(digits, sizeof(digits), "%lld", (long long)v);
+    size_t o = 0;
+    for (int i = 0; i < len && o + 2 < n; i++) {
+        if (i > 0 && (len - i) % 3 == 0) out[o++] = ',';
+        out[o++] = digits[i];
+    }
+    out[o] = 0;
+}
+
+/* set_global_variables' print and StepBatchsizeNumMicroBatchesCalculator's constructor logs. */
+static void print_step_schedule(const mc_args_t *a)
+{
+    if (!a->n_batch_schedule) return;
+    const int per = a->micro_batch_size * a->data_parallel_size;
+    printf("> using step batch size schedule: %s\n", a->step_batch_size_schedule);
+    printf(MC_CALC_LOG "> initializing step batch size schedule\n");
+    printf(MC_CALC_LOG "  raw schedule string: \"%s\"\n", a->step_batch_size_schedule);
+    printf(MC_CALC_LOG "  seq_length: %d (thresholds interpreted as %s)\n", a->seq_length,
+           a->seq_length ? "tokens" : "samples");
+    printf(MC_CALC_LOG "  micro_batch_size: %d\n", a->micro_batch_size);
+    printf(MC_CALC_LOG "  data_parallel_size: %d\n", a->data_parallel_size);
+    printf(MC_CALC_LOG "step batch size schedule (%d steps):\n", a->n_batch_schedule);
+    for (int i = 0; i < a->n_batch_schedule; i++) {
+        char tokens[32], samples[32];
+        const int64_t s = a->batch_schedule_samples[i];
+        thousands(tokens, sizeof(tokens), s * a->seq_length);
+        thousands(samples, sizeof(samples), s);
+        if (a->seq_length)
+            printf(MC_CALC_LOG
+                   "  >= %s tokens (%s samples) -> batch_size=%d, num_microbatches=%d\n",
+                   tokens, samples, a->batch_schedule_size[i], a->batch_schedule_size[i] / per);
+        else
+            printf(MC_CALC_LOG "  >= %s samples -> batch_size=%d, num_microbatches=%d\n", samples,
+                   a->batch_schedule_size[i], a->batch_schedule_size[i] / per);
+    }
 }
 
 static void print_startup(const run_t *run, const mc_memory_plan_t *plan, const char *why)
@@ -186,6 +239,7 @@ static void print_startup(const run_t *run, const mc_memory_plan_t *plan, const 
         printf(MC_CALC_LOG "setting initial batch size to %d\n",
                run->microbatches.current_global_batch_size);
     }
+    print_step_schedule(a);
     printf("> device: %s\n", why);
     printf("> attention: %s\n", mc_backend_attention_line(t->be));
     if (t->comm->size > 1)
@@ -652,6 +706,7 @@ static bool train_iteration(run_t *run, mc_microbatch_t *mbl, interval_t *iv, do
                                          t->par.me.dp, i, 0),
                         mbs, &mbl[i]);
     mc_step_result_t r;
+    mc_realtime_tests(t); /* --test-mode: every attention forward's check */
     mc_train_step(t, mbl, M, &r);
     t->iteration++;
     t->consumed_train_samples += (int64_t)mbs * args->data_parallel_size * M;

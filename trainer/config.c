@@ -244,6 +244,8 @@ void mc_pp_plan_from_args(mc_pp_plan_t *p, const mc_args_t *a)
     p->ramp_increment = a->rampup_increment;
     p->global_batch_size = a->global_batch_size;
     p->batch_per_microbatch = a->micro_batch_size * a->data_parallel_size;
+    p->n_step_sizes = a->n_batch_schedule;
+    p->step_sizes = a->batch_schedule_size;
 }
 
 mc_tokenizer_spec_t mc_tokenizer_spec_of(const mc_args_t *a)

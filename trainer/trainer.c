@@ -129,6 +129,7 @@ int mc_trainer_init_state(mc_trainer_t *t, const mc_args_t *args, const mc_backe
 double mc_trainer_flops_so_far(const mc_trainer_t *t)
 {
     const mc_args_t *a = t->args;
-    if (a->rampup_start) return mc_gpt_flops(&t->model.cfg, t->consumed_train_samples);
+    if (a->rampup_start || a->n_batch_schedule)
+        return mc_gpt_flops(&t->model.cfg, t->consumed_train_samples);
     return (double)t->iteration * mc_gpt_flops(&t->model.cfg, a->global_batch_size);
 }

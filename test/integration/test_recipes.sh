@@ -26,8 +26,8 @@
 # Data: --mock-data and the null tokenizer with 512 tokens (the GPT-2 files' 50257 made a run
 # about 8 times slower); paths for saving, loading, caches and tensorboard in a temporary
 # directory. Context parallelism stays in the parallel run (tp and pp halve first); expert
-# parallelism is dropped with the parallel sizes, as is --rampup-batch-size (its batches exceed
-# the tiny global batch).
+# parallelism is dropped with the parallel sizes, as are --rampup-batch-size and
+# --step-batch-size-schedule (their batches exceed the tiny global batch).
 source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/mpi.sh"
 
@@ -38,7 +38,7 @@ UPDATE=0
 
 SHRUNK=" --num-layers --hidden-size --ffn-hidden-size --num-attention-heads --num-query-groups
  --kv-channels --seq-length --max-position-embeddings --micro-batch-size --global-batch-size
- --rampup-batch-size --train-iters --train-samples --lr-decay-iters --lr-decay-samples
+ --rampup-batch-size --step-batch-size-schedule --train-iters --train-samples --lr-decay-iters --lr-decay-samples
  --lr-warmup-iters --lr-warmup-samples --eval-iters --log-interval --data-path --mock-data
  --vocab-file --merge-file --tokenizer-type --tokenizer-model --vocab-size
  --tensor-model-parallel-size --pipeline-model-parallel-size --context-parallel-size
