@@ -79,6 +79,40 @@ static void make_expert_groups(mc_parallel_t *ps)
     }
 }
 
+static int by_rank(const void *x, const void *y)
+{
+    return *(const int *)x - *(const int *)y;
+}
+
+/* --num-distributed-optimizer-instances N > 1: Megatron's partial distributed optimizer groups
+ * (initialize_model_parallel), from the dp-cp group's members (Megatron's ranks_with_cp, whose
+ * blocks of dp-cp / N consecutive members are the instances). Collective over the world. */
+static void dist_opt_instances(mc_parallel_t *ps, const mc_parallel_config_t *c)
+{
+    const int n_inst = c->dist_opt_instances;
+    if (n_inst <= 1) return;
+    const mc_group_t *dc = ps->dp_cp;
+    if (dc->size % n_inst != 0) mc_fatal("internal error: distributed optimizer instances");
+    const int intra = dc->size / n_inst, me = dc->rank, block = me / intra;
+    int *m = malloc(((size_t)dc->size + (size_t)ps->world) * sizeof(int)), *inst = m + dc->size;
+    if (!m) mc_fatal("out of host memory");
+    for (int i = 0; i < intra; i++) m[i] = dc->members[block * intra + i];
+    ps->intra_dp_cp = ps->comm->group_new(ps->comm, m, intra, "intra-dp-cp");
+    for (int k = 0; k < n_inst; k++) m[k] = dc->members[me % intra + k * intra];
+    ps->inter_dist_opt = ps->comm->group_new(ps->comm, m, n_inst, "inter-dist-opt");
+    /* this rank's block of every model-parallel group: the mp groups of the block's members */
+    int n = 0;
+    for (int i = 0; i < intra; i++) {
+        int got = mc_group_members(&ps->layout, MC_GROUP_MP, dc->members[block * intra + i],
+                                   c->untied_embeddings, inst + n, ps->world - n);
+        if (got < 0) mc_fatal("internal error: no model-parallel group for a dp-cp member");
+        n += got;
+    }
+    qsort(inst, (size_t)n, sizeof(int), by_rank);
+    ps->intra_dist_opt = ps->comm->group_new(ps->comm, inst, n, "intra-dist-opt");
+    free(m);
+}
+
 int mc_parallel_init(mc_parallel_t *ps, mc_comm_t *comm, const mc_parallel_config_t *c, char *err,
                      size_t n)
 {
@@ -108,6 +142,7 @@ int mc_parallel_init(mc_parallel_t *ps, mc_comm_t *comm, const mc_parallel_confi
         make_group(ps, MC_GROUP_POSITION_EMBEDDING, untied, "position-embedding");
     if (c->num_experts) make_expert_groups(ps);
     hierarchical_cp(ps, c);
+    dist_opt_instances(ps, c);
     return 0;
 }
 
@@ -118,7 +153,8 @@ void mc_parallel_free(mc_parallel_t *ps)
                           &ps->tp_dp_cp, &ps->embedding, &ps->position_embedding,
                           &ps->tp_cp,    &ps->ep,        &ps->etp,
                           &ps->tp_ep,    &ps->tp_ep_pp,  &ps->edp,
-                          &ps->hcp[0],   &ps->hcp[1]};
+                          &ps->hcp[0],   &ps->hcp[1],    &ps->intra_dp_cp,
+                          &ps->inter_dist_opt, &ps->intra_dist_opt};
     const size_t n = sizeof(all) / sizeof(all[0]);
     for (size_t i = 0; i < n; i++) {
         mc_group_t *g = *all[i];

@@ -282,7 +282,9 @@ static size_t format_volume(const mc_trainer_t *t, const interval_t *iv, int ite
 
 /* Megatron's calc_params_l2_norm, a collective over the model-parallel group (the world with the
  * distributed optimizer): it reads a bf16 model's fp32 main params (this rank's shards with the
- * distributed optimizer), other models' own params. */
+ * distributed optimizer), other models' own params. With N distributed optimizer instances
+ * Megatron still sums the sharded main params over the whole dp x cp group, which holds N copies
+ * of each: a bf16 model's params norm is sqrt(N) times the one-instance norm, here as there. */
 static double params_norm(mc_trainer_t *t)
 {
     mc_ddp_finish_param_gather(&t->ddp);
