@@ -79,10 +79,7 @@ static void make_expert_groups(mc_parallel_t *ps)
     }
 }
 
-static int by_rank(const void *x, const void *y)
-{
-    return *(const int *)x - *(const int *)y;
-}
+static int by_rank(const void *x, const void *y) { return *(const int *)x - *(const int *)y; }
 
 /* --num-distributed-optimizer-instances N > 1: Megatron's partial distributed optimizer groups
  * (initialize_model_parallel), from the dp-cp group's members (Megatron's ranks_with_cp, whose
@@ -148,13 +145,26 @@ int mc_parallel_init(mc_parallel_t *ps, mc_comm_t *comm, const mc_parallel_confi
 
 void mc_parallel_free(mc_parallel_t *ps)
 {
-    mc_group_t **all[] = {&ps->tp,       &ps->dp,        &ps->dp_cp,
-                          &ps->pp,       &ps->cp,        &ps->mp,
-                          &ps->tp_dp_cp, &ps->embedding, &ps->position_embedding,
-                          &ps->tp_cp,    &ps->ep,        &ps->etp,
-                          &ps->tp_ep,    &ps->tp_ep_pp,  &ps->edp,
-                          &ps->hcp[0],   &ps->hcp[1],    &ps->intra_dp_cp,
-                          &ps->inter_dist_opt, &ps->intra_dist_opt};
+    mc_group_t **all[] = {&ps->tp,
+                          &ps->dp,
+                          &ps->dp_cp,
+                          &ps->pp,
+                          &ps->cp,
+                          &ps->mp,
+                          &ps->tp_dp_cp,
+                          &ps->embedding,
+                          &ps->position_embedding,
+                          &ps->tp_cp,
+                          &ps->ep,
+                          &ps->etp,
+                          &ps->tp_ep,
+                          &ps->tp_ep_pp,
+                          &ps->edp,
+                          &ps->hcp[0],
+                          &ps->hcp[1],
+                          &ps->intra_dp_cp,
+                          &ps->inter_dist_opt,
+                          &ps->intra_dist_opt};
     const size_t n = sizeof(all) / sizeof(all[0]);
     for (size_t i = 0; i < n; i++) {
         mc_group_t *g = *all[i];

@@ -235,9 +235,9 @@ static const mc_group_t *volume_group(const mc_trainer_t *t, int k, const char *
 {
     static const char *const names[VOLUME_GROUPS] = {
         "tp", "dp-cp", "cp", "cp-a2a", "cp-p2p", "intra-dp-cp", "inter-dist-opt"};
-    const mc_group_t *g[VOLUME_GROUPS] = {t->par.tp,        t->par.dp_cp,       t->par.cp,
-                                          t->par.hcp[0],    t->par.hcp[1],      t->par.intra_dp_cp,
-                                          t->par.inter_dist_opt};
+    const mc_group_t *g[VOLUME_GROUPS] = {
+        t->par.tp,          t->par.dp_cp,         t->par.cp, t->par.hcp[0], t->par.hcp[1],
+        t->par.intra_dp_cp, t->par.inter_dist_opt};
     *name = names[k];
     return g[k];
 }
