@@ -6,7 +6,9 @@
 #  - checkpoints, legacy and torch_dist, written with 2 instances load with 1 and the other way,
 #    and training goes on with the numbers of the run that did not stop;
 #  - --bf16 --grad-reduce-in-bf16 at dp 2: a bf16 gradient buffer whose all-reduce moves half the
-#    bytes of the fp32 one, numbers within bf16's tolerance of the fp32 reduction, yet not equal.
+#    bytes of the fp32 one, numbers within bf16's tolerance of the fp32 reduction, yet not equal;
+#  - bf16 with 2 instances: the params norm is Megatron's (its sharded main params summed over
+#    the whole dp-cp group: sqrt(2) times the norm), the rest as with one instance.
 source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/mpi.sh"
 
@@ -98,3 +100,14 @@ check "--grad-reduce-in-bf16: lm loss within 1e-3 and grad norm within 1e-2 of t
          NR == FNR { l[FNR] = $1; g[FNR] = $2; next }
          { n++; if (rel(l[FNR], $1) > 1e-3 || rel(g[FNR], $2) > 1e-2) bad++; if (l[FNR] != $1 || g[FNR] != $2) differ++ }
          END { exit !(n == 8 && !bad && differ) }' "$MC_TMP/n32" "$MC_TMP/n16"
+
+# ---- bf16 with 2 instances: Megatron's calc_params_l2_norm sums the sharded fp32 main params
+# over the whole dp-cp group, which holds each twice: the params norm is sqrt(2) times the one of
+# one instance, the losses and grad norms are the same ----
+run_np 2 "${B[@]}" "${I2[@]}" >"$MC_TMP/bf16-i2" 2>&1
+log_numbers "$MC_TMP/bf16-i2" >"$MC_TMP/ni2"
+check "bf16, 2 instances: the losses and grad norms of one instance, the params norm sqrt(2) times Megatron's way" \
+    awk 'function rel(a, b) { d = a - b; if (d < 0) d = -d; return d / (a < 0 ? -a : a) }
+         NR == FNR { l[FNR] = $1; g[FNR] = $2; p[FNR] = $3; next }
+         { n++; if (rel(l[FNR], $1) > 1e-5 || rel(g[FNR], $2) > 1e-4 || rel(p[FNR] * sqrt(2), $3) > 2e-4) bad++ }
+         END { exit !(n == 8 && !bad) }' "$MC_TMP/n32" "$MC_TMP/ni2"
