@@ -214,11 +214,15 @@ static void distopt_instances(const mc_args_t *a)
                       "size times the context-parallel size (%d) (Megatron: Data parallel size "
                       "should be divisible by partial DistOpt shard factor)",
                       n, dp_cp);
-    if (a->expert_model_parallel_size > 1)
-        mc_user_error("--num-distributed-optimizer-instances %d with "
-                      "--expert-model-parallel-size %d is recognised but not implemented yet in "
-                      "megatron-c (one instance with expert parallelism)",
-                      n, a->expert_model_parallel_size);
+    /* the expert data-parallel size: world / (etp x ep x pp) */
+    const int tp = a->tensor_model_parallel_size, ep = a->expert_model_parallel_size;
+    const int etp = a->expert_tensor_parallel_size ? a->expert_tensor_parallel_size : tp;
+    const int edp = a->world_size / (etp * ep * a->pipeline_model_parallel_size);
+    if (a->num_experts && ep > 1 && edp % n != 0)
+        mc_user_error("--num-distributed-optimizer-instances (%d) must divide the expert "
+                      "data-parallel size (%d) (Megatron: Expert data parallel size should be "
+                      "divisible by partial DistOpt shard factor)",
+                      n, edp);
 }
 
 /* --rampup-batch-size's three strings (argparse keeps nargs='*' values as text; Megatron calls

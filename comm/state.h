@@ -41,8 +41,12 @@ typedef struct {
      * members: the distributed optimizer's shards), the inter-instance group (the members at this
      * rank's place in every block: gradients are all-reduced over it) and the intra distributed
      * optimizer instance group (the ranks of this rank's block of every model-parallel group:
-     * world / N ranks holding one copy of the state, over which gradient statistics reduce) */
+     * world / N ranks holding one copy of the state, over which gradient statistics reduce:
+     * Megatron's edp / N consecutive tp-ep-pp groups) */
     mc_group_t *intra_dp_cp, *inter_dist_opt, *intra_dist_opt;
+    /* the same two levels over the edp group's members (expert parallelism with N > 1: Megatron's
+     * intra_partial_expert_data_parallel_group and its inter level) */
+    mc_group_t *intra_edp, *inter_edp;
 } mc_parallel_t;
 
 /* Creates every group (collective over the world). Returns 0, or -1 with one line in err. */

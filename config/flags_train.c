@@ -529,9 +529,9 @@ const mc_flag_t mc_flags_train[] = {
      IMPLEMENTED, .help = "Use distributed optimizer."},
     {.name = "--num-distributed-optimizer-instances", DIST, INT,
      FIELD(num_distributed_optimizer_instances), .def = "1", GE(1),
-     IMPLEMENTED_NOTE("sharded over dp x cp / N ranks, gradients reduce-scattered within an "
-                      "instance and all-reduced across instances (not with expert parallelism "
-                      "yet)"),
+     IMPLEMENTED_NOTE("sharded over dp x cp / N ranks (expert buckets over edp / N), "
+                      "gradients reduce-scattered within an instance and all-reduced across "
+                      "instances"),
      .help = "Number of Distributed Optimizer copies across Data Parallel domain."},
     {.name = "--use-torch-fsdp2", DIST, TRUE_IF_GIVEN, TODO("FSDP"),
      .help = "Use the torch FSDP2 implementation."},

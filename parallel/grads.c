@@ -129,7 +129,7 @@ static void start_bucket(mc_ddp_t *d, int k)
     const long n = bk->end - bk->start;
     const float scale = bk->expert ? d->expert_grad_scale : d->grad_scale;
     if (scale != 1.0f) m->be->scale(m->be, gdt, mc_gpt_grad_at(m, bk->start), scale, n);
-    if ((bk->expert ? d->edp : d->dp * d->n_inst) == 1) {
+    if ((bk->expert ? d->edp : d->dp) * d->n_inst == 1) {
         d->grad_req[k] = MC_REQ_DONE;
         return;
     }
@@ -150,9 +150,10 @@ static void start_bucket(mc_ddp_t *d, int k)
         /* several instances: the shard reduced within this instance is all-reduced across them
          * (Megatron's inter-instance all-reduce); the communicator runs it after the
          * reduce-scatter, in order */
-        if (d->inter_group && !bk->expert) {
+        mc_group_t *inter = bk->expert ? d->inter_edp_group : d->inter_group;
+        if (inter) {
             op = (mc_coll_t){.kind = MC_COLL_ALL_REDUCE,
-                             .group = d->inter_group,
+                             .group = inter,
                              .recv = mc_gpt_grad_at(m, lo),
                              .count = (size_t)(hi - lo),
                              .dt = gdt,
@@ -216,7 +217,7 @@ void mc_ddp_finish_grad_sync(mc_ddp_t *d)
         mc_gpt_t *m = d->model;
         for (int k = 0; k < d->layout.n_buckets; k++) {
             const mc_bucket_t *bk = &d->layout.buckets[k];
-            const int size = bk->expert ? d->edp : d->dp * d->n_inst;
+            const int size = (bk->expert ? d->edp : d->dp) * d->n_inst;
             if (size == 1) continue;
             long lo = bk->start, hi = bk->end;
             if (d->dist_opt) mc_ddp_bucket_shard(d, k, &lo, &hi);
@@ -327,7 +328,7 @@ void mc_ddp_bind(mc_ddp_t *d, mc_comm_t *comm, mc_group_t *dp_group, mc_group_t 
     d->model->hook_ctx = d;
 }
 
-void mc_ddp_bind_experts(mc_ddp_t *d, mc_group_t *edp_group)
+void mc_ddp_bind_experts(mc_ddp_t *d, mc_group_t *edp_group, mc_group_t *inter_edp_group)
 {
     bool any = false;
     for (int k = 0; k < d->layout.n_buckets; k++) any |= d->layout.buckets[k].expert;
@@ -337,6 +338,10 @@ void mc_ddp_bind_experts(mc_ddp_t *d, mc_group_t *edp_group)
     d->edp_group = edp_group;
     d->edp = edp_group->size;
     d->edp_rank = edp_group->rank;
+    if (d->n_inst > 1 && (!inter_edp_group || inter_edp_group->size != d->n_inst))
+        mc_fatal("internal error: %d distributed optimizer instances without the experts' group",
+                 d->n_inst);
+    d->inter_edp_group = d->n_inst > 1 ? inter_edp_group : NULL;
     if (d->edp != d->dp / d->model->cfg.moe.ep)
         mc_fatal("internal error: the expert-data-parallel group has %d ranks, the buckets were "
                  "laid out for %d",

@@ -89,6 +89,7 @@ typedef struct {
      * (Megatron's expert_gradient_scaling_factor: 1/dp, edp/dp averaging in the collective) */
     mc_group_t *edp_group;
     int edp, edp_rank;
+    mc_group_t *inter_edp_group; /* the expert buckets' inter-instance group, or NULL */
     float expert_grad_scale;
     bool expert_scale_edp;      /* averaging in the collective: expert_grad_scale = edp/dp */
     bool average_in_collective; /* --ddp-average-in-collective: divide by dp after the sum */
@@ -115,9 +116,10 @@ void mc_ddp_bind(mc_ddp_t *d, mc_comm_t *comm, mc_group_t *dp_group, mc_group_t 
 /* Whether this rank is the first of the ranks holding the same state (dp rank 0 of the first
  * distributed optimizer instance): the one that writes what they share in checkpoints. */
 bool mc_ddp_first_replica(const mc_ddp_t *d);
-/* After mc_ddp_bind, with expert parallelism: the expert buckets' group (Megatron's expt_dp;
- * NULL: a model without expert buckets). */
-void mc_ddp_bind_experts(mc_ddp_t *d, mc_group_t *edp_group);
+/* After mc_ddp_bind, with expert parallelism: the expert buckets' group (Megatron's expt_dp,
+ * or with several distributed optimizer instances its intra-instance part, inter_edp_group the
+ * group across them; NULL: a model without expert buckets). */
+void mc_ddp_bind_experts(mc_ddp_t *d, mc_group_t *edp_group, mc_group_t *inter_edp_group);
 /* This rank's shard of bucket k: over dp, or over edp for an expert bucket (distributed
  * optimizer). */
 void mc_ddp_bucket_shard(const mc_ddp_t *d, int k, long *lo, long *hi);

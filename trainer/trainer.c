@@ -66,7 +66,8 @@ int mc_trainer_init(mc_trainer_t *t, const mc_args_t *args, const mc_run_config_
     t->model.cp_p2p_group = t->par.hcp[1];
     t->model.ep_group = cfg.moe.ep > 1 ? t->par.ep : NULL;
     mc_ddp_bind(&t->ddp, comm, shard_group, t->par.inter_dist_opt);
-    mc_ddp_bind_experts(&t->ddp, t->par.edp);
+    mc_ddp_bind_experts(&t->ddp, t->par.intra_edp ? t->par.intra_edp : t->par.edp,
+                        t->par.inter_edp);
     mc_gpt_init_params(&t->model);
     /* tied embeddings over pipeline stages: the last stage's zero-filled output copy becomes the
      * first stage's word embeddings (Megatron's embedding-group all-reduce at set-up) */

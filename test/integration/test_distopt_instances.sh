@@ -8,7 +8,8 @@
 #  - --bf16 --grad-reduce-in-bf16 at dp 2: a bf16 gradient buffer whose all-reduce moves half the
 #    bytes of the fp32 one, numbers within bf16's tolerance of the fp32 reduction, yet not equal;
 #  - bf16 with 2 instances: the params norm is Megatron's (its sharded main params summed over
-#    the whole dp-cp group: sqrt(2) times the norm), the rest as with one instance.
+#    the whole dp-cp group: sqrt(2) times the norm), the rest as with one instance;
+#  - an MoE model with expert parallelism 2 at dp 4 with 2 instances: the single-rank numbers.
 source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/mpi.sh"
 
@@ -111,3 +112,15 @@ check "bf16, 2 instances: the losses and grad norms of one instance, the params 
          NR == FNR { l[FNR] = $1; g[FNR] = $2; p[FNR] = $3; next }
          { n++; if (rel(l[FNR], $1) > 1e-5 || rel(g[FNR], $2) > 1e-4 || rel(p[FNR] * sqrt(2), $3) > 2e-4) bad++ }
          END { exit !(n == 8 && !bad) }' "$MC_TMP/n32" "$MC_TMP/ni2"
+
+# ---- expert parallelism: ep 2 at dp 4 (edp 2), 2 instances: the expert buckets reduce-scattered
+# within the instance's edp / 2 ranks and all-reduced across, the dense ones as above ----
+MOE=(--num-layers 2 --normalization RMSNorm --swiglu --disable-bias-linear
+     --untie-embeddings-and-output-weights --num-experts 4 --moe-ffn-hidden-size 16
+     --moe-router-topk 2 --moe-router-load-balancing-type aux_loss --moe-aux-loss-coeff 1e-2
+     --moe-token-dispatcher-type alltoall)
+run_np 1 "${MOE[@]}" >"$MC_TMP/moe1" 2>&1
+run_np 4 "${MOE[@]}" --expert-model-parallel-size 2 "${I2[@]}" --overlap-grad-reduce \
+    --ddp-bucket-size 500 >"$MC_TMP/moe-i2" 2>"$MC_TMP/moe-i2.err"
+check "MoE, ep 2 at dp 4 with 2 instances gives the single-rank numbers" \
+    same_log_numbers "$MC_TMP/moe1" "$MC_TMP/moe-i2" 8

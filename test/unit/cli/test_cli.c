@@ -387,10 +387,17 @@ static void test_distopt_instances_and_bf16_reduce(void **state)
                           "must divide the data-parallel size times the context-parallel size (2)");
     mc_expect_error_world(ISSUE_LINE " --num-distributed-optimizer-instances 0", 4,
                           "argument --num-distributed-optimizer-instances: invalid value '0'");
-    mc_expect_error_world(ISSUE_LINE " --use-distributed-optimizer --num-experts 4 --swiglu --disable-bias-linear --moe-token-dispatcher-type alltoall "
-                          "--expert-model-parallel-size 2 --num-distributed-optimizer-instances 2",
-                          4, "--num-distributed-optimizer-instances 2 with "
-                             "--expert-model-parallel-size 2 is recognised but not implemented");
+    /* expert parallelism: the instances divide the expert data-parallel size too (world 4, ep 2:
+     * edp 2) */
+    mc_run_parse_here(&a, ISSUE_LINE " --use-distributed-optimizer --num-experts 4 --swiglu "
+                                     "--disable-bias-linear --moe-token-dispatcher-type alltoall "
+                                     "--expert-model-parallel-size 2 "
+                                     "--num-distributed-optimizer-instances 2", 4);
+    mc_expect_error_world(ISSUE_LINE " --use-distributed-optimizer --num-experts 4 --swiglu "
+                          "--disable-bias-linear --moe-token-dispatcher-type alltoall "
+                          "--expert-model-parallel-size 2 --num-distributed-optimizer-instances 4",
+                          4, "--num-distributed-optimizer-instances (4) must divide the expert "
+                             "data-parallel size (2)");
     /* --grad-reduce-in-bf16: Megatron's accumulate_allreduce_grads_in_fp32 off with --bf16, even
      * when asked for; without --bf16 nothing changes */
     mc_run_parse_here(&a, ISSUE_LINE " --bf16", 1);
