@@ -122,7 +122,8 @@ static save_job_t *prepare(mc_trainer_t *t)
         return j;
     }
     /* Megatron: expert data-parallel rank 0 writes (every dp rank of its ep group at ep > 1) */
-    const bool writer = t->par.layout.ep > 1 ? t->par.expert_me.edp == 0 : t->ddp.dp_rank == 0;
+    const bool writer =
+        t->par.layout.ep > 1 ? t->par.expert_me.edp == 0 : mc_ddp_first_replica(&t->ddp);
     if (writer) add_file(j, MODEL_FILE, mc_ckpt_state_dict(t));
     if (t->ddp.dist_opt && !a->no_save_optim) {
         mc_ckpt_order_t o;

@@ -49,9 +49,13 @@ void mc_ckpt_buffers(const mc_trainer_t *t, const mc_ckpt_order_t *o, mc_ckpt_bu
     if (!b->pos || !b->chunk || !tmp || !start) mc_fatal("out of host memory");
     long total = 0;
     for (int i = 0; i < m->n_params; i++) total += m->params[i].numel;
-    /* the distributed optimizer shards over dp x cp (Megatron's intra_dp_cp_group) */
-    const int dp = (a->data_parallel_size > 0 ? a->data_parallel_size : 1) *
-                   (a->context_parallel_size > 0 ? a->context_parallel_size : 1);
+    /* the distributed optimizer shards over dp x cp (Megatron's intra_dp_cp_group: an instance's
+     * part of it with --num-distributed-optimizer-instances; only per_bucket_numel's padding
+     * depends on it) */
+    const int dp_cp = (a->data_parallel_size > 0 ? a->data_parallel_size : 1) *
+                      (a->context_parallel_size > 0 ? a->context_parallel_size : 1);
+    const int n_inst = a->num_distributed_optimizer_instances;
+    const int dp = n_inst > 1 && dp_cp % n_inst == 0 ? dp_cp / n_inst : dp_cp;
     for (int c = 0; c < b->n_chunks; c++) {
         const int lo = c ? o->chunk_end[c - 1] : 0, hi = o->chunk_end[c];
         for (int k = lo; k < hi; k++) tmp[k - lo] = m->params[o->param[k]];
@@ -85,8 +89,9 @@ static float *host_copy(const mc_backend_t *be, const float *dev, long count)
 }
 
 /* One Adam state vector of every dp rank (packed shards, bucket after bucket) as a vector over
- * this rank's training buffer, on dp rank 0 (NULL on the others): an all-gather (the comm layer
- * has no gather), skipped at dp 1. */
+ * this rank's training buffer, on dp rank 0 of the first distributed optimizer instance (NULL on
+ * the others): an all-gather within each instance (the comm layer has no gather), skipped at
+ * dp 1. */
 static float *gather_state(mc_trainer_t *t, const float *dev)
 {
     const mc_ddp_t *d = &t->ddp;
@@ -101,7 +106,7 @@ static float *gather_state(mc_trainer_t *t, const float *dev)
         mc_all_gather(t->comm, d->dp_group, mine, all, (size_t)L, MC_DT_F32);
         free(mine);
     }
-    if (d->dp_rank != 0) {
+    if (!mc_ddp_first_replica(d)) { /* the first instance's dp rank 0 writes */
         free(all);
         return NULL;
     }
@@ -164,7 +169,7 @@ mc_pyobj_t *mc_ckpt_distopt_gather(mc_trainer_t *t, const mc_ckpt_order_t *o)
     src[2] = gather_state(t, t->opt.exp_avg_sq);
     /* a 16-bit model's fp32 masters are sharded like the moments */
     if (t->opt.master) src[0] = gather_state(t, t->opt.master);
-    if (t->ddp.dp_rank != 0) return NULL;
+    if (!mc_ddp_first_replica(&t->ddp)) return NULL;
     /* fp32 parameters: every rank holds all of them after the parameter gather */
     if (!src[0]) src[0] = host_copy(m->be, m->param_buf, m->n_elems);
     mc_ckpt_buffers_t b;

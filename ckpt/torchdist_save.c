@@ -254,7 +254,7 @@ static mc_pyobj_t *add_optimizer(mc_trainer_t *t, mc_dcp_writer_t *w, const mc_s
         mc_param_state_t ps;
         mc_param_state_get(t, &ps); /* empty on dp ranks > 0 of the distributed optimizer */
         const bool masters = t->ddp.dist_opt || a->bf16 || a->fp16;
-        if (ps.n && t->ddp.dp_rank == 0)
+        if (ps.n && mc_ddp_first_replica(&t->ddp))
             add_param_state(w, &ps, s, n, masters, t->ddp.dist_opt ? "param" : "fp32_param");
         mc_param_state_free(&ps);
     }
@@ -273,7 +273,7 @@ mc_torchdist_job_t *mc_torchdist_prepare(mc_trainer_t *t, const char *staging)
     mc_shard_t *s;
     int n;
     need(mc_torchdist_shards(&t->model, &s, &n));
-    const bool dp0 = t->ddp.dp_rank == 0;
+    const bool dp0 = mc_ddp_first_replica(&t->ddp); /* of every dp rank holding the same */
     /* experts: replicas over the expert data-parallel group (the dense dp group at ep 1) */
     const bool edp0 = t->par.layout.ep > 1 ? t->par.expert_me.edp == 0 : dp0;
     const bool etp0 = t->par.layout.ep > 1 ? t->par.expert_me.etp == 0 : t->par.me.tp == 0;

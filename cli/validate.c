@@ -198,6 +198,33 @@ static void data_parallel(const mc_args_t *a)
         mc_user_error("cannot specify both --ddp-num-buckets and --ddp-bucket-size");
 }
 
+/* --num-distributed-optimizer-instances: Megatron's asserts (DistributedDataParallel,
+ * initialize_model_parallel), then what megatron-c does not do with it yet. */
+static void distopt_instances(const mc_args_t *a)
+{
+    const int n = a->num_distributed_optimizer_instances;
+    if (n <= 1) return;
+    const int dp_cp = a->data_parallel_size * a->context_parallel_size;
+    if (!a->use_distributed_optimizer)
+        mc_user_error("--num-distributed-optimizer-instances %d needs --use-distributed-optimizer "
+                      "(Megatron: Partial DistOpt cannot be used without DistOpt)",
+                      n);
+    if (dp_cp % n != 0)
+        mc_user_error("--num-distributed-optimizer-instances (%d) must divide the data-parallel "
+                      "size times the context-parallel size (%d) (Megatron: Data parallel size "
+                      "should be divisible by partial DistOpt shard factor)",
+                      n, dp_cp);
+    /* the expert data-parallel size: world / (etp x ep x pp) */
+    const int tp = a->tensor_model_parallel_size, ep = a->expert_model_parallel_size;
+    const int etp = a->expert_tensor_parallel_size ? a->expert_tensor_parallel_size : tp;
+    const int edp = a->world_size / (etp * ep * a->pipeline_model_parallel_size);
+    if (a->num_experts && ep > 1 && edp % n != 0)
+        mc_user_error("--num-distributed-optimizer-instances (%d) must divide the expert "
+                      "data-parallel size (%d) (Megatron: Expert data parallel size should be "
+                      "divisible by partial DistOpt shard factor)",
+                      n, edp);
+}
+
 /* --rampup-batch-size's three strings (argparse keeps nargs='*' values as text; Megatron calls
  * int() on them when it builds the calculator). a->num_microbatches stays the final batch's, the
  * most any iteration uses: the buffers are planned for it. */
@@ -635,7 +662,10 @@ static void precision(mc_args_t *a)
     if (a->fp16 && a->bf16) mc_user_error("--fp16 and --bf16 are mutually exclusive");
     /* With dynamic loss scaling inf/nan gradients are the scaler's signal, not an error. */
     if (a->fp16 && a->loss_scale == 0) a->check_for_nan_in_loss_and_grad = false;
-    if (a->bf16) a->accumulate_allreduce_grads_in_fp32 = true;
+    /* Megatron: bf16 accumulates and reduces gradients in fp32 unless --grad-reduce-in-bf16
+     * (which wins over --accumulate-allreduce-grads-in-fp32); without --bf16 the flag does
+     * nothing */
+    if (a->bf16) a->accumulate_allreduce_grads_in_fp32 = !a->grad_reduce_in_bf16;
 }
 
 static void data(mc_args_t *a)
@@ -722,6 +752,7 @@ typedef struct {
 RULE(check_fields)
 RULE(check_required)
 RULE(data_parallel)
+RULE(distopt_instances)
 RULE(recompute)
 RULE(batch_sizes)
 RULE(pipeline)
@@ -752,6 +783,7 @@ static const rule_t RULES[] = {
     {rule_check_required, R_REQUIRED, 0},
     {rule_parallel_sizes, R_SIZES, R_REQUIRED},
     {rule_data_parallel, 0, R_REQUIRED},
+    {rule_distopt_instances, 0, R_REQUIRED | R_SIZES},
     {rule_recompute, 0, R_REQUIRED},
     {rule_batch_sizes, R_BATCH, R_REQUIRED | R_SIZES},
     {rule_pipeline, R_PIPE, R_REQUIRED | R_SIZES | R_BATCH},

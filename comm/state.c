@@ -79,6 +79,55 @@ static void make_expert_groups(mc_parallel_t *ps)
     }
 }
 
+static int by_rank(const void *x, const void *y) { return *(const int *)x - *(const int *)y; }
+
+/* Create_hierarchical_groups' two levels over a group's members for N instances: this rank's
+ * block of size / N consecutive members, and the members at its place in every block. */
+static void two_levels(mc_parallel_t *ps, const mc_group_t *g, int n_inst, const char *names[2],
+                       mc_group_t **intra_out, mc_group_t **inter_out)
+{
+    if (g->size % n_inst != 0) mc_fatal("internal error: distributed optimizer instances");
+    const int intra = g->size / n_inst, me = g->rank;
+    int *m = malloc((size_t)g->size * sizeof(int));
+    if (!m) mc_fatal("out of host memory");
+    for (int i = 0; i < intra; i++) m[i] = g->members[me / intra * intra + i];
+    *intra_out = ps->comm->group_new(ps->comm, m, intra, names[0]);
+    for (int k = 0; k < n_inst; k++) m[k] = g->members[me % intra + k * intra];
+    *inter_out = ps->comm->group_new(ps->comm, m, n_inst, names[1]);
+    free(m);
+}
+
+/* --num-distributed-optimizer-instances N > 1: Megatron's partial distributed optimizer groups
+ * (initialize_model_parallel): the dense ones over the dp-cp group's members (Megatron's
+ * ranks_with_cp, whose blocks of dp-cp / N consecutive members are the instances), the expert
+ * ones over the expert data-parallel group's (expert parallelism), and the instance's ranks:
+ * every edp / N consecutive tp-ep-pp groups. Collective over the world. */
+static void dist_opt_instances(mc_parallel_t *ps, const mc_parallel_config_t *c)
+{
+    const int n_inst = c->dist_opt_instances;
+    if (n_inst <= 1) return;
+    two_levels(ps, ps->dp_cp, n_inst, (const char *[]){"intra-dp-cp", "inter-dist-opt"},
+               &ps->intra_dp_cp, &ps->inter_dist_opt);
+    if (c->num_experts && ps->layout.ep > 1)
+        two_levels(ps, ps->edp, n_inst, (const char *[]){"intra-edp", "inter-edp"}, &ps->intra_edp,
+                   &ps->inter_edp);
+    int *all = malloc(2 * (size_t)ps->world * sizeof(int)), size = 0;
+    if (!all) mc_fatal("out of host memory");
+    const int ng = mc_group_all(&ps->layout, MC_GROUP_TP_EP_PP, false, all, ps->world, &size);
+    const int per = ps->layout.edp / n_inst; /* tp-ep-pp groups per instance */
+    int mine = -1;
+    for (int g = 0; g < ng && mine < 0; g++)
+        for (int i = 0; i < size; i++)
+            if (all[g * size + i] == ps->rank) mine = g;
+    if (mine < 0 || per < 1 || ng % per != 0)
+        mc_fatal("internal error: no distributed optimizer instance for rank %d", ps->rank);
+    int *inst = all + ps->world, n = per * size;
+    memcpy(inst, all + (size_t)(mine / per * per) * (size_t)size, (size_t)n * sizeof(int));
+    qsort(inst, (size_t)n, sizeof(int), by_rank);
+    ps->intra_dist_opt = ps->comm->group_new(ps->comm, inst, n, "intra-dist-opt");
+    free(all);
+}
+
 int mc_parallel_init(mc_parallel_t *ps, mc_comm_t *comm, const mc_parallel_config_t *c, char *err,
                      size_t n)
 {
@@ -108,17 +157,34 @@ int mc_parallel_init(mc_parallel_t *ps, mc_comm_t *comm, const mc_parallel_confi
         make_group(ps, MC_GROUP_POSITION_EMBEDDING, untied, "position-embedding");
     if (c->num_experts) make_expert_groups(ps);
     hierarchical_cp(ps, c);
+    dist_opt_instances(ps, c);
     return 0;
 }
 
 void mc_parallel_free(mc_parallel_t *ps)
 {
-    mc_group_t **all[] = {&ps->tp,       &ps->dp,        &ps->dp_cp,
-                          &ps->pp,       &ps->cp,        &ps->mp,
-                          &ps->tp_dp_cp, &ps->embedding, &ps->position_embedding,
-                          &ps->tp_cp,    &ps->ep,        &ps->etp,
-                          &ps->tp_ep,    &ps->tp_ep_pp,  &ps->edp,
-                          &ps->hcp[0],   &ps->hcp[1]};
+    mc_group_t **all[] = {&ps->tp,
+                          &ps->dp,
+                          &ps->dp_cp,
+                          &ps->pp,
+                          &ps->cp,
+                          &ps->mp,
+                          &ps->tp_dp_cp,
+                          &ps->embedding,
+                          &ps->position_embedding,
+                          &ps->tp_cp,
+                          &ps->ep,
+                          &ps->etp,
+                          &ps->tp_ep,
+                          &ps->tp_ep_pp,
+                          &ps->edp,
+                          &ps->hcp[0],
+                          &ps->hcp[1],
+                          &ps->intra_dp_cp,
+                          &ps->inter_dist_opt,
+                          &ps->intra_dist_opt,
+                          &ps->intra_edp,
+                          &ps->inter_edp};
     const size_t n = sizeof(all) / sizeof(all[0]);
     for (size_t i = 0; i < n; i++) {
         mc_group_t *g = *all[i];

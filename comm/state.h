@@ -17,6 +17,8 @@ typedef struct {
     /* --num-experts (0: no expert groups), --expert-model-parallel-size and
      * --expert-tensor-parallel-size (0: tp) */
     int num_experts, ep, etp;
+    /* --num-distributed-optimizer-instances (0 or 1: one instance, no instance groups) */
+    int dist_opt_instances;
 } mc_parallel_config_t;
 
 typedef struct {
@@ -34,6 +36,17 @@ typedef struct {
      * expert grads' reduction). A group whose members equal another's for every rank is that
      * group (one communicator), e.g. etp is tp when --expert-tensor-parallel-size is tp. */
     mc_group_t *tp_cp, *ep, *etp, *tp_ep, *tp_ep_pp, *edp;
+    /* --num-distributed-optimizer-instances N > 1 (NULL otherwise): Megatron's
+     * intra_partial_data_parallel_group_with_cp (the dp-cp group's N blocks of consecutive
+     * members: the distributed optimizer's shards), the inter-instance group (the members at this
+     * rank's place in every block: gradients are all-reduced over it) and the intra distributed
+     * optimizer instance group (the ranks of this rank's block of every model-parallel group:
+     * world / N ranks holding one copy of the state, over which gradient statistics reduce:
+     * Megatron's edp / N consecutive tp-ep-pp groups) */
+    mc_group_t *intra_dp_cp, *inter_dist_opt, *intra_dist_opt;
+    /* the same two levels over the edp group's members (expert parallelism with N > 1: Megatron's
+     * intra_partial_expert_data_parallel_group and its inter level) */
+    mc_group_t *intra_edp, *inter_edp;
 } mc_parallel_t;
 
 /* Creates every group (collective over the world). Returns 0, or -1 with one line in err. */

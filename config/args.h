@@ -186,6 +186,9 @@ typedef struct {
     double clip_grad;
     bool use_distributed_optimizer;
     bool use_gloo_process_groups; /* false: --disable-gloo-process-groups (Megatron main's dest) */
+    /* --num-distributed-optimizer-instances: the distributed optimizer sharded within each of
+     * these instances of dp x cp / N ranks and replicated across them */
+    int num_distributed_optimizer_instances;
 
     /* ---- learning rate ---- */
     double lr;
@@ -210,6 +213,7 @@ typedef struct {
     int loss_scale_window;
     int hysteresis;
     bool accumulate_allreduce_grads_in_fp32;
+    bool grad_reduce_in_bf16; /* with --bf16: a bf16 gradient buffer, reduced in bf16 */
     bool check_for_nan_in_loss_and_grad;
     bool calculate_per_token_loss;
 

@@ -184,7 +184,10 @@ const mc_flag_t mc_flags_model[] = {
     {.name = "--bf16", MIXED, TRUE_IF_GIVEN, FIELD(bf16),
      IMPLEMENTED_NOTE("bf16 params and activations, fp32 master params and gradients"),
      .help = "Run model in bfloat16 mode."},
-    {.name = "--grad-reduce-in-bf16", MIXED, TRUE_IF_GIVEN, TODO("bf16 gradient reduction"),
+    {.name = "--grad-reduce-in-bf16", MIXED, TRUE_IF_GIVEN, FIELD(grad_reduce_in_bf16),
+     IMPLEMENTED_NOTE("with --bf16: a bf16 gradient buffer (accumulated and reduced in bf16, "
+                      "Megatron's grad_reduce_in_fp32 off); no effect without --bf16, as in "
+                      "Megatron"),
      .help = "Reduce gradients in bfloat16."},
     {.name = "--loss-scale", MIXED, FLOAT, FIELD(loss_scale), GT(0),
      IMPLEMENTED_NOTE("a constant scaler with --fp16 or --bf16; fp32 training ignores it, as in Megatron"),

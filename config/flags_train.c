@@ -532,8 +532,11 @@ const mc_flag_t mc_flags_train[] = {
              "of partition and placement for pipeline parallelism."},
     {.name = "--use-distributed-optimizer", DIST, TRUE_IF_GIVEN, FIELD(use_distributed_optimizer),
      IMPLEMENTED, .help = "Use distributed optimizer."},
-    {.name = "--num-distributed-optimizer-instances", DIST, INT, .def = "1", GE(1),
-     ONLY("one optimizer instance over the whole data-parallel group", "1"),
+    {.name = "--num-distributed-optimizer-instances", DIST, INT,
+     FIELD(num_distributed_optimizer_instances), .def = "1", GE(1),
+     IMPLEMENTED_NOTE("sharded over dp x cp / N ranks (expert buckets over edp / N), "
+                      "gradients reduce-scattered within an instance and all-reduced across "
+                      "instances"),
      .help = "Number of Distributed Optimizer copies across Data Parallel domain."},
     {.name = "--use-torch-fsdp2", DIST, TRUE_IF_GIVEN, TODO("FSDP"),
      .help = "Use the torch FSDP2 implementation."},

@@ -110,6 +110,8 @@ void mc_bucket_shard(const mc_bucket_t *b, int dp, int dp_rank, long *lo, long *
     *hi = *lo + shard;
 }
 
+bool mc_ddp_first_replica(const mc_ddp_t *d) { return d->dp_rank == 0 && d->inst_rank == 0; }
+
 void mc_ddp_bucket_shard(const mc_ddp_t *d, int k, long *lo, long *hi)
 {
     const mc_bucket_t *bk = &d->layout.buckets[k];
@@ -127,7 +129,7 @@ static void start_bucket(mc_ddp_t *d, int k)
     const long n = bk->end - bk->start;
     const float scale = bk->expert ? d->expert_grad_scale : d->grad_scale;
     if (scale != 1.0f) m->be->scale(m->be, gdt, mc_gpt_grad_at(m, bk->start), scale, n);
-    if ((bk->expert ? d->edp : d->dp) == 1) {
+    if ((bk->expert ? d->edp : d->dp) * d->n_inst == 1) {
         d->grad_req[k] = MC_REQ_DONE;
         return;
     }
@@ -144,11 +146,25 @@ static void start_bucket(mc_ddp_t *d, int k)
         op.send = mc_gpt_grad_at(m, bk->start);
         op.recv = mc_gpt_grad_at(m, lo);
         op.count = (size_t)(hi - lo);
-    } else {
-        op.kind = MC_COLL_ALL_REDUCE;
-        op.recv = mc_gpt_grad_at(m, bk->start);
-        op.count = (size_t)n;
+        d->grad_req[k] = op.group->size > 1 ? d->comm->start(d->comm, &op) : MC_REQ_DONE;
+        /* several instances: the shard reduced within this instance is all-reduced across them
+         * (Megatron's inter-instance all-reduce); the communicator runs it after the
+         * reduce-scatter, in order */
+        mc_group_t *inter = bk->expert ? d->inter_edp_group : d->inter_group;
+        if (inter) {
+            op = (mc_coll_t){.kind = MC_COLL_ALL_REDUCE,
+                             .group = inter,
+                             .recv = mc_gpt_grad_at(m, lo),
+                             .count = (size_t)(hi - lo),
+                             .dt = gdt,
+                             .op = op.op};
+            d->grad_req[k] = d->comm->start(d->comm, &op);
+        }
+        return;
     }
+    op.kind = MC_COLL_ALL_REDUCE;
+    op.recv = mc_gpt_grad_at(m, bk->start);
+    op.count = (size_t)n;
     d->grad_req[k] = d->comm->start(d->comm, &op);
 }
 
@@ -201,7 +217,7 @@ void mc_ddp_finish_grad_sync(mc_ddp_t *d)
         mc_gpt_t *m = d->model;
         for (int k = 0; k < d->layout.n_buckets; k++) {
             const mc_bucket_t *bk = &d->layout.buckets[k];
-            const int size = bk->expert ? d->edp : d->dp;
+            const int size = (bk->expert ? d->edp : d->dp) * d->n_inst;
             if (size == 1) continue;
             long lo = bk->start, hi = bk->end;
             if (d->dist_opt) mc_ddp_bucket_shard(d, k, &lo, &hi);
@@ -275,8 +291,12 @@ void mc_ddp_plan(mc_ddp_t *d, mc_gpt_t *m, const mc_ddp_config_t *c, int dp, int
     /* Megatron's gradient_scaling_factor: 1/dp before a SUM, or 1 with an averaging collective
      * (--ddp-average-in-collective) or --calculate-per-token-loss */
     d->average_in_collective = c->average_in_collective;
-    d->grad_scale =
-        c->calculate_per_token_loss || d->average_in_collective ? 1.0f : 1.0f / (float)dp;
+    /* dp is an instance's size with several distributed optimizer instances: the average is
+     * over all of them */
+    d->n_inst = c->num_instances > 1 ? c->num_instances : 1;
+    d->grad_scale = c->calculate_per_token_loss || d->average_in_collective
+                        ? 1.0f
+                        : 1.0f / (float)(dp * d->n_inst);
     d->edp = dp; /* until mc_ddp_bind_experts */
     d->edp_rank = dp_rank;
     d->expert_grad_scale = d->grad_scale;
@@ -294,16 +314,21 @@ void mc_ddp_plan(mc_ddp_t *d, mc_gpt_t *m, const mc_ddp_config_t *c, int dp, int
         mc_fatal("out of host memory");
 }
 
-void mc_ddp_bind(mc_ddp_t *d, mc_comm_t *comm, mc_group_t *dp_group)
+void mc_ddp_bind(mc_ddp_t *d, mc_comm_t *comm, mc_group_t *dp_group, mc_group_t *inter_group)
 {
     d->comm = comm;
     d->dp_group = dp_group;
+    if (d->n_inst > 1 && (!inter_group || inter_group->size != d->n_inst || !d->dist_opt))
+        mc_fatal("internal error: %d distributed optimizer instances without their group",
+                 d->n_inst);
+    d->inter_group = d->n_inst > 1 ? inter_group : NULL;
+    d->inst_rank = d->inter_group ? d->inter_group->rank : 0;
     d->model->grads_final_hook = on_grads_final;
     d->model->params_needed_hook = on_params_needed;
     d->model->hook_ctx = d;
 }
 
-void mc_ddp_bind_experts(mc_ddp_t *d, mc_group_t *edp_group)
+void mc_ddp_bind_experts(mc_ddp_t *d, mc_group_t *edp_group, mc_group_t *inter_edp_group)
 {
     bool any = false;
     for (int k = 0; k < d->layout.n_buckets; k++) any |= d->layout.buckets[k].expert;
@@ -313,6 +338,10 @@ void mc_ddp_bind_experts(mc_ddp_t *d, mc_group_t *edp_group)
     d->edp_group = edp_group;
     d->edp = edp_group->size;
     d->edp_rank = edp_group->rank;
+    if (d->n_inst > 1 && (!inter_edp_group || inter_edp_group->size != d->n_inst))
+        mc_fatal("internal error: %d distributed optimizer instances without the experts' group",
+                 d->n_inst);
+    d->inter_edp_group = d->n_inst > 1 ? inter_edp_group : NULL;
     if (d->edp != d->dp / d->model->cfg.moe.ep)
         mc_fatal("internal error: the expert-data-parallel group has %d ranks, the buckets were "
                  "laid out for %d",

@@ -9,7 +9,8 @@
  *
  * Gradient sync: gradients are pre-scaled by 1/dp (1 with --calculate-per-token-loss) and summed
  * over the data-parallel group, bucket by bucket: all-reduce, or reduce-scatter into each rank's
- * shard with the distributed optimizer. With --overlap-grad-reduce a bucket's collective starts
+ * shard with the distributed optimizer (with --num-distributed-optimizer-instances N, within this
+ * rank's instance of dp / N ranks, then the shard all-reduced across the N instances). With --overlap-grad-reduce a bucket's collective starts
  * during the last microbatch's backward as soon as all its gradients are final (the model's
  * grads-final hook), otherwise all buckets start after the backward.
  *
@@ -32,6 +33,9 @@ typedef struct {
     long bucket_size; /* --ddp-bucket-size (elements); 0: not given */
     int num_buckets;  /* --ddp-num-buckets; 0: not given */
     int dp_cp_size;   /* the run's data- x context-parallel size (the default bucket size) */
+    /* --num-distributed-optimizer-instances: the buffers are sharded over dp_cp_size /
+     * num_instances ranks (Megatron's intra_dp_cp group), 1 without */
+    int num_instances;
     bool pad_buckets_for_high_nccl_busbw;
     bool average_in_collective;
     bool calculate_per_token_loss; /* gradients are summed, not averaged over dp */
@@ -72,14 +76,20 @@ void mc_bucket_shard(const mc_bucket_t *b, int dp, int dp_rank, long *lo, long *
 
 typedef struct {
     mc_comm_t *comm;
-    mc_group_t *dp_group;
+    mc_group_t *dp_group; /* the reduction's group; the distributed optimizer's shards' */
     int dp, dp_rank;
+    /* --num-distributed-optimizer-instances: dp_group is this rank's instance (dp x cp / N
+     * ranks), inter_group the N ranks holding the same shard in each instance (NULL with one
+     * instance), inst_rank this rank's instance (Megatron's distributed_optimizer_instance_id) */
+    mc_group_t *inter_group;
+    int n_inst, inst_rank;
     bool dist_opt, overlap_grad, overlap_param;
     float grad_scale; /* 1/dp, or 1 with --calculate-per-token-loss */
     /* the expert buckets' group (expert parallelism; dp_group otherwise), size, rank and scale
      * (Megatron's expert_gradient_scaling_factor: 1/dp, edp/dp averaging in the collective) */
     mc_group_t *edp_group;
     int edp, edp_rank;
+    mc_group_t *inter_edp_group; /* the expert buckets' inter-instance group, or NULL */
     float expert_grad_scale;
     bool expert_scale_edp;      /* averaging in the collective: expert_grad_scale = edp/dp */
     bool average_in_collective; /* --ddp-average-in-collective: divide by dp after the sum */
@@ -99,11 +109,17 @@ typedef struct {
 
 /* Lays out the model's buffers (call between mc_gpt_build_params and mc_gpt_alloc). */
 void mc_ddp_plan(mc_ddp_t *d, mc_gpt_t *m, const mc_ddp_config_t *c, int dp, int dp_rank);
-/* After mc_gpt_alloc: binds the communicator and installs the model's hooks. */
-void mc_ddp_bind(mc_ddp_t *d, mc_comm_t *comm, mc_group_t *dp_group);
-/* After mc_ddp_bind, with expert parallelism: the expert buckets' group (Megatron's expt_dp;
- * NULL: a model without expert buckets). */
-void mc_ddp_bind_experts(mc_ddp_t *d, mc_group_t *edp_group);
+/* After mc_gpt_alloc: binds the communicator and installs the model's hooks. dp_group: the
+ * group of the dp ranks mc_ddp_plan was given; inter_group: with several distributed optimizer
+ * instances the group across them (NULL with one). */
+void mc_ddp_bind(mc_ddp_t *d, mc_comm_t *comm, mc_group_t *dp_group, mc_group_t *inter_group);
+/* Whether this rank is the first of the ranks holding the same state (dp rank 0 of the first
+ * distributed optimizer instance): the one that writes what they share in checkpoints. */
+bool mc_ddp_first_replica(const mc_ddp_t *d);
+/* After mc_ddp_bind, with expert parallelism: the expert buckets' group (Megatron's expt_dp,
+ * or with several distributed optimizer instances its intra-instance part, inter_edp_group the
+ * group across them; NULL: a model without expert buckets). */
+void mc_ddp_bind_experts(mc_ddp_t *d, mc_group_t *edp_group, mc_group_t *inter_edp_group);
 /* This rank's shard of bucket k: over dp, or over edp for an expert bucket (distributed
  * optimizer). */
 void mc_ddp_bucket_shard(const mc_ddp_t *d, int k, long *lo, long *hi);

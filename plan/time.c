@@ -327,11 +327,22 @@ static void dp_and_optimizer(const mc_args_t *a, const mc_cluster_t *cl,
     const double esize = mc_dtype_size(mem->dt), gsize = mc_dtype_size(mem->gdt);
     const double elems = mem->params / esize;
     const bool dist = a->use_distributed_optimizer && dp > 1;
+    /* --num-distributed-optimizer-instances N: the shards span dp / N ranks; their reduced
+     * shards are all-reduced across the N instances */
+    const int n_inst = dist && a->num_distributed_optimizer_instances > 1
+                           ? a->num_distributed_optimizer_instances
+                           : 1,
+              sh = dp / n_inst;
+    const double sh_share = (double)(sh - 1) / sh;
+    /* an instance's consecutive dp ranks may share a node where the whole group does not */
+    const double sh_gbps = t * sh <= cl->gpus_per_node ? cl->gpu.intra_gbps : cl->gpu.inter_gbps;
     double reduce = 0, gather = 0;
     if (dp > 1) {
-        reduce = dist ? ring_s(share * mem->grads, dp - 1, gbps)
+        reduce = dist ? ring_s(sh_share * mem->grads, sh - 1, sh_gbps)
                       : ring_s(2 * share * mem->grads, 2 * (dp - 1), gbps);
-        gather = dist ? ring_s(share * mem->params, dp - 1, gbps) : 0;
+        if (n_inst > 1)
+            reduce += ring_s(2.0 * (n_inst - 1) / n_inst * mem->grads / sh, 2 * (n_inst - 1), gbps);
+        gather = dist ? ring_s(sh_share * mem->params, sh - 1, sh_gbps) : 0;
         o->dp_bytes = mem->grads + (dist ? mem->params : 0);
     }
     const double bucket = a->ddp_bucket_size > 0 ? (double)a->ddp_bucket_size
@@ -350,7 +361,7 @@ static void dp_and_optimizer(const mc_args_t *a, const mc_cluster_t *cl,
     o->dp_exposed = exposed + g_exposed + tied;
     /* Adam: read the gradients twice (norm, step), read and write fp32 main params and both
      * moments, write the 16-bit params */
-    const double shard = dist ? elems / dp : elems;
+    const double shard = dist ? elems / sh : elems;
     o->optimizer = mem_s(&cl->gpu, shard * (2 * gsize + 24 + (esize < 4 ? esize : 0)));
 }
 

@@ -262,6 +262,8 @@ static void print_startup(const run_t *run, const mc_memory_plan_t *plan, const 
     fflush(stdout);
 }
 
+enum { VOLUME_GROUPS = 7 };
+
 /* Accumulated over one log interval, as Megatron's total_loss_dict. */
 typedef struct {
     /* float32 tensors, as Megatron's: the lm loss of the advanced iterations, and the MoE
@@ -276,67 +278,64 @@ typedef struct {
     bool first;
     double t0;
     double params_norm; /* of this iteration, with --log-params-norm when it is logged */
-    /* collective volume on the tp, dp-cp and cp groups (with the hierarchical cp levels) at the
-     * interval's start */
-    uint64_t tp_calls[MC_COLL_KINDS], tp_bytes[MC_COLL_KINDS];
-    uint64_t dp_calls[MC_COLL_KINDS], dp_bytes[MC_COLL_KINDS];
-    uint64_t cp_calls[3][MC_COLL_KINDS], cp_bytes[3][MC_COLL_KINDS];
+    /* collective volume on the groups of volume_group at the interval's start */
+    uint64_t calls[VOLUME_GROUPS][MC_COLL_KINDS], bytes[VOLUME_GROUPS][MC_COLL_KINDS];
 } interval_t;
 
-/* The cp group and its hierarchical levels (NULL where none). */
-static const mc_group_t *cp_group(const mc_trainer_t *t, int k)
+/* The groups whose collectives the timers block counts (NULL where none, name set): tp, dp-cp,
+ * cp with its hierarchical levels, and with several distributed optimizer instances the groups the
+ * gradients are reduced over (within an instance, across instances). */
+static const mc_group_t *volume_group(const mc_trainer_t *t, int k, const char **name)
 {
-    return k == 0 ? t->par.cp : t->par.hcp[k - 1];
+    static const char *const names[VOLUME_GROUPS] = {
+        "tp", "dp-cp", "cp", "cp-a2a", "cp-p2p", "intra-dp-cp", "inter-dist-opt"};
+    const mc_group_t *g[VOLUME_GROUPS] = {
+        t->par.tp,          t->par.dp_cp,         t->par.cp, t->par.hcp[0], t->par.hcp[1],
+        t->par.intra_dp_cp, t->par.inter_dist_opt};
+    *name = names[k];
+    return g[k];
 }
 
 static void snapshot_volume(const mc_trainer_t *t, interval_t *iv)
 {
-    memcpy(iv->tp_calls, t->par.tp->calls, sizeof(iv->tp_calls));
-    memcpy(iv->tp_bytes, t->par.tp->bytes, sizeof(iv->tp_bytes));
-    memcpy(iv->dp_calls, t->par.dp_cp->calls, sizeof(iv->dp_calls));
-    memcpy(iv->dp_bytes, t->par.dp_cp->bytes, sizeof(iv->dp_bytes));
-    for (int k = 0; k < 3; k++)
-        if (cp_group(t, k)) {
-            memcpy(iv->cp_calls[k], cp_group(t, k)->calls, sizeof(iv->cp_calls[k]));
-            memcpy(iv->cp_bytes[k], cp_group(t, k)->bytes, sizeof(iv->cp_bytes[k]));
-        }
+    for (int k = 0; k < VOLUME_GROUPS; k++) {
+        const char *name;
+        const mc_group_t *g = volume_group(t, k, &name);
+        if (!g) continue;
+        memcpy(iv->calls[k], g->calls, sizeof(iv->calls[k]));
+        memcpy(iv->bytes[k], g->bytes, sizeof(iv->bytes[k]));
+    }
 }
 
 /* megatron-c's addition to the timers block (--timing-log-level >= 1): this rank's collectives
- * per iteration on its tp, dp-cp and (context parallelism) cp groups, as counted by the comm
- * layer, in the timers' style. */
+ * per iteration on the groups of volume_group, as counted by the comm layer, in the timers'
+ * style. */
 static size_t format_volume(const mc_trainer_t *t, const interval_t *iv, int iters, char *buf,
                             size_t n)
 {
     size_t len = (size_t)snprintf(buf, n, "communication per iteration on this rank (calls, MB):");
-    const struct {
+    for (int r = 0; r < VOLUME_GROUPS; r++) {
         const char *group;
-        const mc_group_t *g;
-        const uint64_t *c0, *b0;
-    } rows[] = {
-        {"tp", t->par.tp, iv->tp_calls, iv->tp_bytes},
-        {"dp-cp", t->par.dp_cp, iv->dp_calls, iv->dp_bytes},
-        {"cp", cp_group(t, 0), iv->cp_calls[0], iv->cp_bytes[0]},
-        {"cp-a2a", cp_group(t, 1), iv->cp_calls[1], iv->cp_bytes[1]},
-        {"cp-p2p", cp_group(t, 2), iv->cp_calls[2], iv->cp_bytes[2]},
-    };
-    for (size_t r = 0; r < sizeof(rows) / sizeof(rows[0]); r++)
-        for (int k = 0; k < MC_COLL_KINDS && rows[r].g; k++) {
-            uint64_t calls = rows[r].g->calls[k] - rows[r].c0[k];
+        const mc_group_t *g = volume_group(t, r, &group);
+        for (int k = 0; k < MC_COLL_KINDS && g; k++) {
+            uint64_t calls = g->calls[k] - iv->calls[r][k];
             if (!calls || len >= n) continue;
             char label[64], kind[32];
             snprintf(kind, sizeof(kind), " %s", mc_coll_name(k));
-            mc_timer_label(label, sizeof(label), rows[r].group, kind);
+            mc_timer_label(label, sizeof(label), group, kind);
             len += (size_t)snprintf(buf + len, n - len, "\n    %s: (%.1f, %.4f)", label,
                                     (double)calls / iters,
-                                    (double)(rows[r].g->bytes[k] - rows[r].b0[k]) / iters / 1e6);
+                                    (double)(g->bytes[k] - iv->bytes[r][k]) / iters / 1e6);
         }
+    }
     return len;
 }
 
 /* Megatron's calc_params_l2_norm, a collective over the model-parallel group (the world with the
  * distributed optimizer): it reads a bf16 model's fp32 main params (this rank's shards with the
- * distributed optimizer), other models' own params. */
+ * distributed optimizer), other models' own params. With N distributed optimizer instances
+ * Megatron still sums the sharded main params over the whole dp x cp group, which holds N copies
+ * of each: a bf16 model's params norm is sqrt(N) times the one-instance norm, here as there. */
 static double params_norm(mc_trainer_t *t)
 {
     mc_ddp_finish_param_gather(&t->ddp);

@@ -217,11 +217,19 @@ void mc_forward_only(mc_trainer_t *t, const mc_microbatch_t *mbs, int M, float r
     reduce_losses(&ctx, report);
 }
 
-/* Gradient statistics are reduced over the model-parallel group, or over every rank with the
- * distributed optimizer, where each rank holds only its shard (section 7). */
+/* Megatron's grad_stats_parallel_group: the model-parallel group, or with the distributed
+ * optimizer, where each rank holds only its shard (section 7), every rank; with several
+ * distributed optimizer instances the ranks of this rank's instance, which hold one copy of the
+ * gradients between them. */
+static mc_group_t *grad_stats_group(const mc_trainer_t *t)
+{
+    if (!t->ddp.dist_opt) return t->par.mp;
+    return t->par.intra_dist_opt ? t->par.intra_dist_opt : t->comm->world;
+}
+
 static double reduce_grad_stat(mc_trainer_t *t, double local)
 {
-    mc_group_t *g = t->ddp.dist_opt ? t->comm->world : t->par.mp;
+    mc_group_t *g = grad_stats_group(t);
     mc_all_reduce(t->comm, g, &local, 1, MC_DT_F64, MC_OP_SUM);
     return local;
 }
@@ -259,8 +267,7 @@ static bool unscale_and_check(mc_trainer_t *t)
 {
     if (!t->scaler.enabled) return false;
     int64_t found = mc_opt_unscale_and_check(&t->opt, (float)(1.0 / t->scaler.scale));
-    mc_group_t *g = t->ddp.dist_opt ? t->comm->world : t->par.mp;
-    mc_all_reduce(t->comm, g, &found, 1, MC_DT_I64, MC_OP_MAX);
+    mc_all_reduce(t->comm, grad_stats_group(t), &found, 1, MC_DT_I64, MC_OP_MAX);
     mc_scaler_update(&t->scaler, found != 0);
     return found != 0;
 }

@@ -106,9 +106,10 @@ void mc_gpt_config_from_args(mc_gpt_config_t *c, const mc_args_t *a)
     c->embedding_init_std = (float)a->embedding_init_method_std;
     c->seed = (uint64_t)a->seed;
     /* section 7: 16-bit params and activations; the grad buffer is fp32 for bf16 (Megatron sets
-     * accumulate_allreduce_grads_in_fp32) and the param type for fp16 unless asked for fp32 */
+     * accumulate_allreduce_grads_in_fp32, unless --grad-reduce-in-bf16) and the param type for
+     * fp16 unless asked for fp32 */
     c->dt = a->bf16 ? MC_DT_BF16 : a->fp16 ? MC_DT_F16 : MC_DT_F32;
-    c->gdt = a->fp16 && !a->accumulate_allreduce_grads_in_fp32 ? MC_DT_F16 : MC_DT_F32;
+    c->gdt = (a->fp16 || a->bf16) && !a->accumulate_allreduce_grads_in_fp32 ? c->dt : MC_DT_F32;
     c->tp = a->tensor_model_parallel_size > 0 ? a->tensor_model_parallel_size : 1;
     c->tp_rank = 0; /* the trainer sets this rank's */
     c->sequence_parallel = a->sequence_parallel && c->tp > 1;
@@ -218,6 +219,8 @@ static void ddp_config(mc_ddp_config_t *c, const mc_args_t *a)
     c->bucket_size = (long)a->ddp_bucket_size;
     c->num_buckets = a->ddp_num_buckets;
     c->dp_cp_size = a->data_parallel_size * a->context_parallel_size;
+    c->num_instances =
+        a->num_distributed_optimizer_instances > 1 ? a->num_distributed_optimizer_instances : 1;
     c->pad_buckets_for_high_nccl_busbw = a->ddp_pad_buckets_for_high_nccl_busbw;
     c->average_in_collective = a->ddp_average_in_collective;
     c->calculate_per_token_loss = a->calculate_per_token_loss;
@@ -338,7 +341,8 @@ void mc_run_config(mc_run_config_t *c, const mc_args_t *a)
                                .untied_embeddings = a->untie_embeddings_and_output_weights,
                                .num_experts = a->num_experts,
                                .ep = a->expert_model_parallel_size,
-                               .etp = a->expert_tensor_parallel_size};
+                               .etp = a->expert_tensor_parallel_size,
+                               .dist_opt_instances = a->num_distributed_optimizer_instances};
     c->data_parallel_size = a->data_parallel_size;
     ddp_config(&c->ddp, a);
     optim_config(&c->optim, a);

@@ -21,7 +21,8 @@ void mc_trainer_memory(const mc_args_t *args, const mc_run_config_t *rc, const m
         cfg.moe.ep = rc->parallel.num_experts ? rc->parallel.ep : 1;
         mc_gpt_build_params(&plan, &cfg);
         /* the shard sizes do not depend on which dp rank: rank 0 stands for all */
-        mc_ddp_plan(&ddp, &plan, &rc->ddp, rc->ddp.dp_cp_size, 0);
+        const int n_inst = rc->ddp.num_instances > 1 ? rc->ddp.num_instances : 1;
+        mc_ddp_plan(&ddp, &plan, &rc->ddp, rc->ddp.dp_cp_size / n_inst, 0);
         long pb, gb, ab, wb, state_len;
         mc_gpt_memory(&plan, be, &pb, &gb, &ab, &wb);
         mc_opt_seg_t *segs;
@@ -64,9 +65,10 @@ double mc_memory_plan_print(FILE *out, const mc_args_t *a, const mc_memory_plan_
 {
     const mc_memory_plan_t p = *plan;
     char opt_name[64];
-    /* the distributed optimizer shards over dp x cp */
+    /* the distributed optimizer shards over dp x cp, or an instance's part of it */
     const int shards =
-        a->data_parallel_size * (a->context_parallel_size > 1 ? a->context_parallel_size : 1);
+        a->data_parallel_size * (a->context_parallel_size > 1 ? a->context_parallel_size : 1) /
+        (a->num_distributed_optimizer_instances > 1 ? a->num_distributed_optimizer_instances : 1);
     if (a->use_distributed_optimizer && shards > 1)
         snprintf(opt_name, sizeof(opt_name), "optimizer state (Adam m, v; 1/%d shard)", shards);
     else snprintf(opt_name, sizeof(opt_name), "optimizer state (Adam m, v)");

@@ -53,8 +53,10 @@ int mc_trainer_init(mc_trainer_t *t, const mc_args_t *args, const mc_run_config_
     cfg.moe.ep = rc->parallel.num_experts ? rc->parallel.ep : 1;
     cfg.moe.ep_rank = t->par.expert_me.ep;
     mc_gpt_build_params(&t->model, &cfg);
-    /* gradients are reduced, and the distributed optimizer sharded, over dp x cp */
-    mc_ddp_plan(&t->ddp, &t->model, &rc->ddp, t->par.dp_cp->size, t->par.dp_cp->rank);
+    /* gradients are reduced, and the distributed optimizer sharded, over dp x cp (over an
+     * instance's part of it with several distributed optimizer instances) */
+    mc_group_t *shard_group = t->par.intra_dp_cp ? t->par.intra_dp_cp : t->par.dp_cp;
+    mc_ddp_plan(&t->ddp, &t->model, &rc->ddp, shard_group->size, shard_group->rank);
     if (mc_gpt_alloc(&t->model, be) != 0) return -1;
     t->model.comm = comm;
     t->model.tp_group = t->par.tp;
@@ -63,8 +65,9 @@ int mc_trainer_init(mc_trainer_t *t, const mc_args_t *args, const mc_run_config_
     t->model.cp_a2a_group = t->par.hcp[0];
     t->model.cp_p2p_group = t->par.hcp[1];
     t->model.ep_group = cfg.moe.ep > 1 ? t->par.ep : NULL;
-    mc_ddp_bind(&t->ddp, comm, t->par.dp_cp);
-    mc_ddp_bind_experts(&t->ddp, t->par.edp);
+    mc_ddp_bind(&t->ddp, comm, shard_group, t->par.inter_dist_opt);
+    mc_ddp_bind_experts(&t->ddp, t->par.intra_edp ? t->par.intra_edp : t->par.edp,
+                        t->par.inter_edp);
     mc_gpt_init_params(&t->model);
     /* tied embeddings over pipeline stages: the last stage's zero-filled output copy becomes the
      * first stage's word embeddings (Megatron's embedding-group all-reduce at set-up) */

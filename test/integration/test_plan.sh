@@ -43,6 +43,17 @@ check "--search: three ranked layouts, each with its exact flags, all of 16 GPUs
 GPT13=(--num-layers 24 --hidden-size 2048 --num-attention-heads 16 --seq-length 2048
        --max-position-embeddings 2048 --micro-batch-size 8 --global-batch-size 32 --train-iters 10
        --lr 1e-4 --mock-data --vocab-size 50257)
+# ---- --num-distributed-optimizer-instances: two nodes of 8, an instance per node ----
+dp_total() { sed -nE 's/.*data-parallel reduction \(exposed\) +[0-9.]+ s +of ([0-9.]+) s.*/\1/p' "$1"; }
+for n in 1 2; do
+    "$MC_BIN" plan --num-gpus 16 --gpus-per-node 8 --gpu h100 "${GPT13[@]}" --bf16 \
+        --micro-batch-size 2 --use-distributed-optimizer --num-distributed-optimizer-instances $n \
+        >"$MC_TMP/inst$n" 2>&1
+done
+check "plan: 2 distributed optimizer instances on 2 nodes shard the optimizer 1/8 and reduce within a node, faster ($(dp_total "$MC_TMP/inst2") s against $(dp_total "$MC_TMP/inst1") s)" \
+    bash -c "grep -q 'optimizer state (Adam m, v; 1/8 shard' '$MC_TMP/inst2' &&
+             awk -v a='$(dp_total "$MC_TMP/inst1")' -v b='$(dp_total "$MC_TMP/inst2")' 'BEGIN { exit !(b > 0 && b < a) }'"
+
 plan_attn() { # name args...: the plan of GPT 1.3B on one H100 into $MC_TMP/attn-name
     local n=$1
     shift

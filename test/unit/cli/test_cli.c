@@ -382,6 +382,56 @@ static void test_missing_required(void **state)
                  "required: --vocab-size");
 }
 
+/* --num-distributed-optimizer-instances: Megatron's asserts as one line each; what megatron-c
+ * lacks with it; and --grad-reduce-in-bf16 turning Megatron's fp32 gradient buffer off. */
+static void test_distopt_instances_and_bf16_reduce(void **state)
+{
+    (void)state;
+    static mc_args_t a;
+    mc_run_parse_here(&a, ISSUE_LINE " --use-distributed-optimizer "
+                                     "--num-distributed-optimizer-instances 2", 4);
+    assert_int_equal(a.num_distributed_optimizer_instances, 2);
+    mc_run_parse_here(&a, ISSUE_LINE, 1);
+    assert_int_equal(a.num_distributed_optimizer_instances, 1);
+    mc_expect_error_world(ISSUE_LINE " --num-distributed-optimizer-instances 2", 4,
+                          "--num-distributed-optimizer-instances 2 needs "
+                          "--use-distributed-optimizer");
+    mc_expect_error_world(ISSUE_LINE " --use-distributed-optimizer "
+                          "--num-distributed-optimizer-instances 3", 4,
+                          "--num-distributed-optimizer-instances (3) must divide the "
+                          "data-parallel size times the context-parallel size (4)");
+    /* dp 1 x cp 2: the instances divide dp x cp, as Megatron's intra_partial groups */
+    mc_expect_error_world(ISSUE_LINE " --use-distributed-optimizer --context-parallel-size 2 "
+                          "--num-distributed-optimizer-instances 4", 2,
+                          "must divide the data-parallel size times the context-parallel size (2)");
+    mc_expect_error_world(ISSUE_LINE " --num-distributed-optimizer-instances 0", 4,
+                          "argument --num-distributed-optimizer-instances: invalid value '0'");
+    /* expert parallelism: the instances divide the expert data-parallel size too (world 4, ep 2:
+     * edp 2) */
+    mc_run_parse_here(&a, ISSUE_LINE " --use-distributed-optimizer --num-experts 4 --swiglu "
+                                     "--disable-bias-linear --moe-token-dispatcher-type alltoall "
+                                     "--expert-model-parallel-size 2 "
+                                     "--num-distributed-optimizer-instances 2", 4);
+    mc_expect_error_world(ISSUE_LINE " --use-distributed-optimizer --num-experts 4 --swiglu "
+                          "--disable-bias-linear --moe-token-dispatcher-type alltoall "
+                          "--expert-model-parallel-size 2 --num-distributed-optimizer-instances 4",
+                          4, "--num-distributed-optimizer-instances (4) must divide the expert "
+                             "data-parallel size (2)");
+    /* --grad-reduce-in-bf16: Megatron's accumulate_allreduce_grads_in_fp32 off with --bf16, even
+     * when asked for; without --bf16 nothing changes */
+    mc_run_parse_here(&a, ISSUE_LINE " --bf16", 1);
+    assert_true(a.accumulate_allreduce_grads_in_fp32);
+    mc_run_parse_here(&a, ISSUE_LINE " --bf16 --grad-reduce-in-bf16", 1);
+    assert_true(a.grad_reduce_in_bf16);
+    assert_false(a.accumulate_allreduce_grads_in_fp32);
+    mc_run_parse_here(&a, ISSUE_LINE " --bf16 --grad-reduce-in-bf16 "
+                                     "--accumulate-allreduce-grads-in-fp32", 1);
+    assert_false(a.accumulate_allreduce_grads_in_fp32);
+    mc_run_parse_here(&a, ISSUE_LINE " --fp16 --grad-reduce-in-bf16 "
+                                     "--accumulate-allreduce-grads-in-fp32", 1);
+    assert_true(a.accumulate_allreduce_grads_in_fp32);
+}
+
 static void test_validate_args_rules(void **state)
 {
     (void)state;
@@ -1063,6 +1113,7 @@ int main(void)
         cmocka_unit_test(test_finalize_by_hand),
         cmocka_unit_test(test_unknown_flag_suggests),
         cmocka_unit_test(test_bad_values),
+        cmocka_unit_test(test_distopt_instances_and_bf16_reduce),
         cmocka_unit_test(test_missing_required),
         cmocka_unit_test(test_validate_args_rules),
         cmocka_unit_test(test_validate_every_problem),

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "comm/groups.h"
+#include "comm/state.h"
 #include "test/unit/fixture.h"
 
 #define MAXW 64
@@ -454,6 +455,88 @@ static void test_bad_expert_layouts(void **state)
                     }
 }
 
+/* A communicator that only makes groups: one rank's view, for mc_parallel_init. */
+static mc_group_t *rec_group_new(mc_comm_t *c, const int *members, int n, const char *name)
+{
+    if (n == 0) return NULL;
+    mc_group_t *g = calloc(1, sizeof(*g));
+    g->members = malloc((size_t)n * sizeof(int));
+    memcpy(g->members, members, (size_t)n * sizeof(int));
+    g->size = n, g->name = name, g->rank = -1;
+    for (int i = 0; i < n; i++)
+        if (members[i] == c->rank) g->rank = i;
+    assert_true(g->rank >= 0);
+    return g;
+}
+
+static void rec_group_free(mc_comm_t *c, mc_group_t *g)
+{
+    (void)c;
+    free(g->members);
+    free(g);
+}
+
+static int cmp_int(const void *a, const void *b) { return *(const int *)a - *(const int *)b; }
+
+static void expect_members(const mc_group_t *g, int *want, int n)
+{
+    assert_non_null(g);
+    qsort(want, (size_t)n, sizeof(int), cmp_int);
+    assert_int_equal(g->size, n);
+    assert_memory_equal(g->members, want, (size_t)n * sizeof(int));
+}
+
+/* --num-distributed-optimizer-instances: the groups of mc_parallel_t against Megatron's own
+ * construction (initialize_model_parallel): the intra group a block of dp-cp / N consecutive
+ * members of the dp-cp group, the inter group create_hierarchical_groups' second level over the
+ * expert dp group (the dp-cp group without experts), the instance group every
+ * intra_partial_expert_data_parallel_size consecutive tp-ep-pp groups. */
+static void test_dist_opt_instance_groups(void **state)
+{
+    (void)state;
+    const struct {
+        int world, tp, pp, cp, n;
+    } cases[] = {{16, 2, 2, 1, 2}, {16, 2, 1, 2, 4}, {16, 1, 2, 2, 2}, {8, 2, 1, 1, 4}};
+    for (size_t c = 0; c < sizeof(cases) / sizeof(cases[0]); c++) {
+        const int world = cases[c].world, n_inst = cases[c].n;
+        mc_layout_t l = layout(world, cases[c].tp, cases[c].pp, cases[c].cp, false);
+        int mp[MAXW * MAXW], mp_size, dpcp[MAXW], w[MAXW];
+        const int n_mp = mc_group_all(&l, MC_GROUP_TP_EP_PP, false, mp, MAXW * MAXW, &mp_size);
+        for (int r = 0; r < world; r++) {
+            mc_comm_t comm = {.rank = r, .size = world, .group_new = rec_group_new,
+                              .group_free = rec_group_free};
+            mc_parallel_config_t pc = {.tp = cases[c].tp, .pp = cases[c].pp, .cp = cases[c].cp,
+                                       .dist_opt_instances = n_inst};
+            mc_parallel_t ps;
+            char err[256];
+            assert_int_equal(mc_parallel_init(&ps, &comm, &pc, err, sizeof(err)), 0);
+            const int dn = mc_group_members(&l, MC_GROUP_DP_CP, r, false, dpcp, MAXW);
+            const int intra = dn / n_inst;
+            int me = 0;
+            while (dpcp[me] != r) me++;
+            for (int i = 0; i < intra; i++) w[i] = dpcp[me / intra * intra + i];
+            expect_members(ps.intra_dp_cp, w, intra);
+            for (int k = 0; k < n_inst; k++) w[k] = dpcp[me % intra + k * intra];
+            expect_members(ps.inter_dist_opt, w, n_inst);
+            /* Megatron: model_parallel_group_id % intra == 0 closes an instance */
+            int got = 0;
+            bool found = false;
+            for (int g = 0; g < n_mp; g++) {
+                for (int i = 0; i < mp_size; i++) {
+                    w[got++] = mp[g * mp_size + i];
+                    found |= mp[g * mp_size + i] == r;
+                }
+                if ((g + 1) % intra != 0) continue;
+                if (found) break;
+                got = 0;
+            }
+            assert_int_equal(got, world / n_inst);
+            expect_members(ps.intra_dist_opt, w, world / n_inst);
+            mc_parallel_free(&ps);
+        }
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -466,6 +549,7 @@ int main(void)
         cmocka_unit_test(test_megatron_rank_generators),
         cmocka_unit_test(test_expert_defaults),
         cmocka_unit_test(test_bad_expert_layouts),
+        cmocka_unit_test(test_dist_opt_instance_groups),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

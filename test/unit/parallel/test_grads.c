@@ -173,7 +173,7 @@ static void test_expert_buckets(void **state)
         mc_ddp_config_t c = {.average_in_collective = avg};
         mc_ddp_t d;
         mc_ddp_plan(&d, &m, &c, 4, 0);
-        mc_ddp_bind_experts(&d, &edp);
+        mc_ddp_bind_experts(&d, &edp, NULL);
         assert_int_equal(d.edp, 2);
         assert_true(d.grad_scale == (avg ? 1.0f : 0.25f));
         assert_true(d.expert_grad_scale == (avg ? 0.5f : 0.25f));
