@@ -36,6 +36,10 @@ void mc_validate_pipeline_overlaps(mc_args_t *a)
         mc_user_error("--defer-embedding-wgrad-compute: Cannot defer embedding wgrad compute when "
                       "gradient accumulation fusion is not used (drop "
                       "--no-gradient-accumulation-fusion, or the flag)");
+    if (a->defer_embedding_wgrad_compute && a->wgrad_deferral_limit < 0)
+        mc_user_error("--wgrad-deferral-limit: Wgrad deferral limit should be greater than or "
+                      "equal to 0 when it is enabled! (got %d; 0 defers every microbatch)",
+                      a->wgrad_deferral_limit);
     /* batch_p2p_comm = not overlap_p2p_comm, which validate_args turned off without virtual
      * pipeline stages */
     if (a->overlap_p2p_comm_warmup_flush && !a->overlap_p2p_comm)

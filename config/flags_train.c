@@ -469,7 +469,7 @@ const mc_flag_t mc_flags_train[] = {
                       "needs pipeline parallelism and gradient accumulation fusion"),
      .help = "If set, defers the vocabulary projection linear layer weight gradient compute to "
              "pipeline flush."},
-    {.name = "--wgrad-deferral-limit", DIST, INT, .def = "0", GE(0),
+    {.name = "--wgrad-deferral-limit", DIST, INT, .def = "0",
      FIELD(wgrad_deferral_limit),
      IMPLEMENTED_NOTE("the first N microbatches' output-layer weight gradients are deferred (0: "
                       "all); ignored without --defer-embedding-wgrad-compute, as in Megatron"),

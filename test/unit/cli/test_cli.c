@@ -576,8 +576,13 @@ static void test_pipeline_overlap_flags(void **state)
     assert_true(a.defer_embedding_wgrad_compute);
     assert_int_equal(a.wgrad_deferral_limit, 2);
     assert_true(a.gradient_accumulation_fusion);
-    mc_expect_error_world(PP_LINE " --pipeline-model-parallel-size 2 --wgrad-deferral-limit -1", 2,
-                          "--wgrad-deferral-limit");
+    mc_expect_error_world(PP_LINE " --pipeline-model-parallel-size 2 --wgrad-deferral-limit -1 "
+                          "--defer-embedding-wgrad-compute", 2,
+                          "--wgrad-deferral-limit: Wgrad deferral limit should be greater than or "
+                          "equal to 0 when it is enabled!");
+    /* ignored without the deferral, as in Megatron */
+    mc_run_parse_here(&a, PP_LINE " --pipeline-model-parallel-size 2 --wgrad-deferral-limit -1", 2);
+    assert_int_equal(a.wgrad_deferral_limit, -1);
     /* the warmup/flush overlap needs overlapped p2p: the interleaved schedule without
      * --no-overlap-p2p-communication */
     const char *flush = "--overlap-p2p-communication-warmup-flush: Pipeline parallel "
