@@ -46,6 +46,8 @@ static void rec_adam(const mc_backend_t *be, const mc_adam_tensor_t *t, int coun
     mc_backend_cpu()->adam_step(be, t, count, dt, lr, b1, b2, eps, step);
 }
 
+static void gather_of(void *ctx, int first, int n) { mc_ddp_start_param_gather_of(ctx, first, n); }
+
 static mc_req_t rec_start(mc_comm_t *c, const mc_coll_t *op)
 {
     (void)c;
@@ -123,8 +125,7 @@ static const char *one_step(bool with_step, int *buckets)
     if (with_step) {
         int first, count;
         mc_gpt_chunk_params(&m, 0, &first, &count);
-        mc_adam_step_first(&opt, 1e-2, -1, 0.1, first, count,
-                           (void (*)(void *, int, int))mc_ddp_start_param_gather_of, &d);
+        mc_adam_step_first(&opt, 1e-2, -1, 0.1, first, count, gather_of, &d);
     } else {
         mc_adam_step(&opt, 1e-2, -1, 0.1);
     }
