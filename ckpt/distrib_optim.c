@@ -10,7 +10,7 @@
  * Megatron keeps one gradient buffer per model chunk (param_and_grad_buffer.py, param_layout.py):
  * the chunk's parameters in reverse named_parameters() order, each start padded to 64 elements,
  * cut into buckets of --ddp-bucket-size only on chunk 0 of the first pipeline stage (DDP turns
- * bucketing off elsewhere), a shared embedding in a bucket of its own, each bucket's end padded to
+ * bucketing off elsewhere, and everywhere with --overlap-param-gather-with-optimizer-step), a shared embedding in a bucket of its own, each bucket's end padded to
  * lcm(dp, 128). A world tensor is the buffer with every bucket's end padding removed (the padding
  * between parameters stays, as zeros); "param" holds the fp32 master parameters. The world
  * tensors do not depend on dp, so a checkpoint loads at another data-parallel size.
@@ -60,7 +60,9 @@ void mc_ckpt_buffers(const mc_trainer_t *t, const mc_ckpt_order_t *o, mc_ckpt_bu
         const int lo = c ? o->chunk_end[c - 1] : 0, hi = o->chunk_end[c];
         for (int k = lo; k < hi; k++) tmp[k - lo] = m->params[o->param[k]];
         mc_gpt_t view = {.n_params = hi - lo, .params = tmp};
-        const bool bucketed = c == 0 && m->cfg.chunk[0].pre; /* chunk 0 of pipeline rank 0 */
+        /* chunk 0 of pipeline rank 0; none with --overlap-param-gather-with-optimizer-step */
+        const bool bucketed =
+            c == 0 && m->cfg.chunk[0].pre && !t->cfg.ddp.overlap_param_gather_with_optimizer_step;
         mc_grad_layout(&view, bucketed ? mc_ddp_bucket_size(&t->cfg.ddp, total) : 0, dp, true,
                        t->cfg.ddp.pad_buckets_for_high_nccl_busbw, &b->l[c]);
         long u = 0;

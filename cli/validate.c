@@ -19,6 +19,7 @@
 #include "data/source.h"
 #include "trainer/config.h"
 #include "cli/validate_moe.h"
+#include "cli/validate_pipe.h"
 
 /* ---- values filled by hand (tests) must still respect the table ---- */
 
@@ -770,6 +771,11 @@ RULE(checkpointing)
 #undef RULE
 static void rule_parallel_sizes(mc_args_t *a, int world_size) { parallel_sizes(a, world_size); }
 static void rule_moe(mc_args_t *a, int world_size) { mc_validate_moe(a, world_size); }
+static void rule_pipeline_overlaps(mc_args_t *a, int world_size)
+{
+    (void)world_size;
+    mc_validate_pipeline_overlaps(a);
+}
 static void note_problem(const char *line);
 static void rule_logging(mc_args_t *a, int world_size);
 static void rule_moe_unimplemented(mc_args_t *a, int world_size)
@@ -787,6 +793,7 @@ static const rule_t RULES[] = {
     {rule_recompute, 0, R_REQUIRED},
     {rule_batch_sizes, R_BATCH, R_REQUIRED | R_SIZES},
     {rule_pipeline, R_PIPE, R_REQUIRED | R_SIZES | R_BATCH},
+    {rule_pipeline_overlaps, 0, R_REQUIRED | R_SIZES | R_PIPE},
     {rule_model_shape, R_SHAPE, R_REQUIRED},
     {rule_context_parallel, 0, R_REQUIRED | R_SIZES | R_SHAPE},
     {rule_biases, 0, R_REQUIRED},

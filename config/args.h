@@ -85,6 +85,12 @@ typedef struct {
     int microbatch_group_size_per_vp_stage; /* 0 = unset, means pp */
     bool overlap_p2p_comm; /* derived: true with VPP unless --no-overlap-p2p-communication; false
                             * without VPP */
+    bool overlap_p2p_comm_warmup_flush; /* asynchronous warmup and flush batches too */
+    /* --defer-embedding-wgrad-compute: the output layer's weight-gradient GEMMs of the first
+     * wgrad_deferral_limit microbatches (0: all) wait for the pipeline flush */
+    bool defer_embedding_wgrad_compute;
+    bool gradient_accumulation_fusion; /* true unless --no-gradient-accumulation-fusion */
+    int wgrad_deferral_limit;
     int context_parallel_size;
     /* --cp-comm-type: one type, or one per layer (config/context_parallel.h); none given: p2p */
     int n_cp_comm_type;
@@ -101,8 +107,9 @@ typedef struct {
     /* data-parallel gradient reduction (parallel/grads.h) */
     bool overlap_grad_reduce;
     bool overlap_param_gather;
-    int64_t ddp_bucket_size; /* 0 = not given */
-    int ddp_num_buckets;     /* 0 = not given */
+    bool overlap_param_gather_with_optimizer_step; /* the first chunk's gather inside the step */
+    int64_t ddp_bucket_size;                       /* 0 = not given */
+    int ddp_num_buckets;                           /* 0 = not given */
     bool ddp_pad_buckets_for_high_nccl_busbw;
     bool ddp_average_in_collective;
 

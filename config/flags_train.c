@@ -159,7 +159,9 @@ const mc_flag_t mc_flags_train[] = {
      IMPLEMENTED_NOTE("off at tensor-model-parallel size 1, as in Megatron"),
      .help = "Enable sequence parallel optimization."},
     {.name = "--no-gradient-accumulation-fusion", TRAIN, FALSE_IF_GIVEN,
-     NOOP("chooses a weight-gradient kernel; the math is the same"),
+     FIELD(gradient_accumulation_fusion),
+     NOOP("chooses a weight-gradient kernel; the math is the same (--defer-embedding-wgrad-"
+          "compute needs the fusion, as in Megatron)"),
      .help = "Disable fusing gradient accumulation to weight gradient computation of linear "
              "layers"},
     {.name = "--use-mcore-models", TRAIN, TRUE_IF_GIVEN,
@@ -459,14 +461,22 @@ const mc_flag_t mc_flags_train[] = {
                       "without them, as in Megatron"),
      .help = "overlap pipeline parallel communication with forward and backward chunks in 1F1B"},
     {.name = "--overlap-p2p-communication-warmup-flush", DIST, TRUE_IF_GIVEN,
-     TODO("overlapped p2p communication in the warmup and flush of the interleaved schedule"),
+     FIELD(overlap_p2p_comm_warmup_flush),
+     IMPLEMENTED_NOTE("the interleaved schedule's warmup and flush p2p batches are asynchronous "
+                      "too; needs overlapped p2p (virtual pipeline stages without "
+                      "--no-overlap-p2p-communication)"),
      .help = "if set, overlap pipeline parallel communication in warmup and flush"},
     {.name = "--defer-embedding-wgrad-compute", DIST, TRUE_IF_GIVEN,
-     TODO("deferring the output layer's weight-gradient GEMMs to the pipeline flush"),
+     FIELD(defer_embedding_wgrad_compute),
+     IMPLEMENTED_NOTE("the output layer's weight-gradient GEMMs of the last stage wait for the "
+                      "pipeline flush (their inputs and output gradients are kept until then); "
+                      "needs pipeline parallelism and gradient accumulation fusion"),
      .help = "If set, defers the vocabulary projection linear layer weight gradient compute to "
              "pipeline flush."},
-    {.name = "--wgrad-deferral-limit", DIST, INT, .def = "0", GE(0),
-     NOOP("only used with --defer-embedding-wgrad-compute (not implemented yet)"),
+    {.name = "--wgrad-deferral-limit", DIST, INT, .def = "0",
+     FIELD(wgrad_deferral_limit),
+     IMPLEMENTED_NOTE("the first N microbatches' output-layer weight gradients are deferred (0: "
+                      "all); ignored without --defer-embedding-wgrad-compute, as in Megatron"),
      .help = "Number of micro-batches for which weight gradient computation of vocabulary "
              "projection is deferred, defaults to 0 which means all the micro-batches are "
              "deferred. Invalid if `defer-embedding-wgrad-compute` is not set"},
@@ -511,7 +521,11 @@ const mc_flag_t mc_flags_train[] = {
     {.name = "--overlap-param-gather", DIST, TRUE_IF_GIVEN, FIELD(overlap_param_gather), IMPLEMENTED,
      .help = "If set, overlap param all-gather in distributed optimizer."},
     {.name = "--overlap-param-gather-with-optimizer-step", DIST, TRUE_IF_GIVEN,
-     TODO("overlapping the first bucket's gather with the optimizer step"),
+     FIELD(overlap_param_gather_with_optimizer_step),
+     IMPLEMENTED_NOTE("the first model chunk's parameter all-gather starts between its Adam step "
+                      "and the other chunks' (one bucket per chunk, as Megatron's buffers); "
+                      "needs the distributed optimizer, --overlap-param-gather, the interleaved "
+                      "schedule and --ckpt-format torch"),
      .help = "If set, overlap param all-gather of first bucket with optimizer step."},
     {.name = "--no-align-param-gather", DIST, FALSE_IF_GIVEN,
      NOOP("when each pipeline stage starts its parameter all-gather; the parameters are the "

@@ -127,7 +127,8 @@ struct mc_backend {
     /* din[N,in] = dout @ W (din may be NULL to skip; type dt); dW[out,in] += dout^T @ in and
      * dbias[out] += column sums of dout (dbias may be NULL), both of type gdt: the weight
      * gradient GEMM accumulates into the gradient buffer (Megatron's gradient accumulation
-     * fusion). */
+     * fusion). dW may be NULL to skip the weight gradient (in is then not read; dbias must be
+     * NULL too): --defer-embedding-wgrad-compute's input gradient alone. */
     void (*linear_backward)(const mc_backend_t *be, mc_dtype_t dt, mc_dtype_t gdt, void *din,
                             void *dW, void *dbias, const void *dout, const void *in, const void *W,
                             int N, int in_f, int out_f);

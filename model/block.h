@@ -174,5 +174,8 @@ void mc_output_forward(mc_gpt_t *m, mc_gpt_slot_t *sl, const mc_microbatch_t *mb
 /* from the loss (per-token weights mask * weight, times the loss scale) to the gradient at
  * slot->x_final in m->dres */
 void mc_output_backward(mc_gpt_t *m, mc_gpt_slot_t *sl, float weight);
+/* --defer-embedding-wgrad-compute: the deferred weight-gradient GEMMs (mc_gpt_drain_output_wgrad
+ * without the hook); returns how many ran */
+int mc_output_drain_wgrad(mc_gpt_t *m);
 
 #endif

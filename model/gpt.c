@@ -374,7 +374,8 @@ void mc_gpt_backward_chunk(mc_gpt_t *m, int c, int k, uint32_t iteration, float 
 
     if (ch->post) {
         mc_output_backward(m, sl, weight);
-        grads_final(m, m->n_local_layers + 1);
+        /* with deferred weight gradients the output layer's is complete after the flush */
+        if (cf->defer_wgrad == 0) grads_final(m, m->n_local_layers + 1);
     } else {
         be->memcpy_d2d(be, m->dres, sl->dout, hb);
     }
@@ -400,6 +401,13 @@ void mc_gpt_backward_chunk(mc_gpt_t *m, int c, int k, uint32_t iteration, float 
     }
     mc_embedding_backward(m, sl, iteration);
     grads_final(m, 0);
+}
+
+void mc_gpt_drain_output_wgrad(mc_gpt_t *m)
+{
+    if (m->cfg.defer_wgrad == 0) return;
+    mc_output_drain_wgrad(m);
+    grads_final(m, m->n_local_layers + 1);
 }
 
 /* The one-stage model (a single chunk with the embedding and the loss) in slot 0. */

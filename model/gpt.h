@@ -123,6 +123,11 @@ typedef struct {
     mc_chunk_cfg_t chunk[MC_MAX_CHUNKS]; /* default: one chunk of every layer, pre and post */
     int slots[MC_SLOT_GROUPS]; /* activation slots per group (microbatch x chunk in flight) */
     mc_moe_cfg_t moe;          /* mixture of experts */
+    /* --defer-embedding-wgrad-compute: the chunk with the loss keeps the output layer's weight
+     * gradient of a step's first defer_wgrad_limit microbatches (0: every one) for
+     * mc_gpt_drain_output_wgrad, their inputs and output gradients held in defer_wgrad buffers
+     * (the most a step defers; 0: off) */
+    int defer_wgrad, defer_wgrad_limit;
 } mc_gpt_config_t;
 
 static inline int mc_gpt_slot_group(const mc_gpt_config_t *c, int chunk)
@@ -407,6 +412,12 @@ typedef struct mc_gpt {
      * norm_1p[i] is parameter i's (NULL for the others), norm_1p_ones a vector of ones */
     void **norm_1p;
     void *norm_1p_eff, *norm_1p_ones;
+    /* --defer-embedding-wgrad-compute (model/output.c): per deferred microbatch of this step
+     * (defer_n of them, in backward order), the output layer's sequence-local input (the final
+     * norm's output), its output gradient (dlogits) and its batch; Megatron's
+     * embedding_activation_buffer and grad_output_buffer */
+    void **defer_in, **defer_dout;
+    int *defer_batch, defer_n;
     void **bufs; /* every activation/workspace buffer, for freeing */
     int n_bufs, cap_bufs;
     float *host_losses; /* [B*S] host copy for the loss reduction */
@@ -486,6 +497,12 @@ double mc_gpt_loss_sum(const mc_microbatch_t *mb, const float *losses);
  * = loss_mask[b,s] * weight) on the post chunk, else from slot->dout. Gradients accumulate into
  * grad_buf; a chunk without the embedding leaves the gradient w.r.t. its input in slot->in. */
 void mc_gpt_backward_chunk(mc_gpt_t *m, int c, int k, uint32_t iteration, float weight);
+
+/* --defer-embedding-wgrad-compute's pipeline flush (Megatron's drain_embedding_wgrad_compute):
+ * the deferred microbatches' output-layer weight-gradient GEMMs in their backward order (each
+ * input gathered over tp first under sequence parallelism), then the data-parallel hook that the
+ * final norm's and output layer's gradients are complete. No-op with nothing deferred. */
+void mc_gpt_drain_output_wgrad(mc_gpt_t *m);
 
 /* The whole model on one rank (one chunk, slot 0): forward and backward of the last forward. */
 void mc_gpt_forward(mc_gpt_t *m, const mc_microbatch_t *mb, uint32_t iteration, bool training,

@@ -188,6 +188,22 @@ static void plan_workspace(mc_gpt_t *m, mc_alloc_t *ws)
     if (c->norm_1p) mc_norm_1p_plan(m, ws);
 }
 
+/* --defer-embedding-wgrad-compute on the chunk with the loss: each deferred microbatch's output
+ * layer input and output gradient, kept until the flush (Megatron keeps the same tensors). */
+static void plan_deferred_wgrad(mc_gpt_t *m, mc_alloc_t *acts)
+{
+    const mc_gpt_config_t *c = &m->cfg;
+    const mc_tp_dims_t t = mc_gpt_tp_dims(c);
+    const long e = (long)mc_dtype_size(c->dt);
+    const long SB = (long)c->seq * c->max_batch, LB = (long)t.seq * c->max_batch;
+    bool post = false;
+    for (int ci = 0; ci < c->n_chunks; ci++) post |= c->chunk[ci].post;
+    for (int k = 0; post && k < c->defer_wgrad; k++) {
+        m->defer_in[k] = mc_gpt_take(acts, LB * c->hidden * e);
+        m->defer_dout[k] = mc_gpt_take(acts, SB * t.vocab * e);
+    }
+}
+
 /* The slot and rc arrays exist in both passes (host structs); mc_gpt_take hands out NULL when
  * sizing. */
 static void plan_activations(mc_gpt_t *m, mc_alloc_t *acts, mc_alloc_t *ws)
@@ -205,6 +221,7 @@ static void plan_activations(mc_gpt_t *m, mc_alloc_t *acts, mc_alloc_t *ws)
     for (int k = 0; k < groups; k++) plan_layer(m, acts, &m->rc[k], k > 0, -1, k);
     for (int g = 0; g < MC_SLOT_GROUPS; g++)
         for (int k = 0; k < c->slots[g]; k++) plan_slot(m, acts, g, &m->slots[g][k]);
+    plan_deferred_wgrad(m, acts);
     plan_workspace(m, ws);
 }
 
@@ -227,7 +244,12 @@ static int alloc_slot_structs(mc_gpt_t *m)
         }
     }
     m->rc = calloc((size_t)most + 1, sizeof(mc_layer_acts_t));
-    return m->rc ? 0 : -1;
+    const size_t nd = (size_t)(c->defer_wgrad > 0 ? c->defer_wgrad : 1);
+    m->defer_in = calloc(nd, sizeof(void *));
+    m->defer_dout = calloc(nd, sizeof(void *));
+    m->defer_batch = calloc(nd, sizeof(int));
+    m->defer_n = 0;
+    return m->rc && m->defer_in && m->defer_dout && m->defer_batch ? 0 : -1;
 }
 
 static void free_slot_structs(mc_gpt_t *m)
@@ -240,6 +262,11 @@ static void free_slot_structs(mc_gpt_t *m)
     }
     free(m->rc);
     m->rc = NULL;
+    free(m->defer_in);
+    free(m->defer_dout);
+    free(m->defer_batch);
+    m->defer_in = m->defer_dout = NULL;
+    m->defer_batch = NULL;
 }
 
 void mc_gpt_memory(const mc_gpt_t *m, const mc_backend_t *be, long *param_bytes, long *grad_bytes,

@@ -129,6 +129,43 @@ static void loss_backward(mc_gpt_t *m, mc_gpt_slot_t *sl, float weight)
                     m->dloss, S, B, t.vocab, t.vocab_start);
 }
 
+/* --defer-embedding-wgrad-compute: whether this backward's weight gradient waits for the flush
+ * (Megatron: len(grad_output_buffer) < wgrad_deferral_limit, or any with the limit 0), and if so
+ * its input and output gradient kept. */
+static bool defer_wgrad(mc_gpt_t *m, const mc_gpt_slot_t *sl, long NL, long NV)
+{
+    const mc_gpt_config_t *c = &m->cfg;
+    if (c->defer_wgrad == 0 || (c->defer_wgrad_limit > 0 && m->defer_n >= c->defer_wgrad_limit))
+        return false;
+    if (m->defer_n >= c->defer_wgrad)
+        mc_fatal("internal error: more than the %d planned output-layer weight gradients deferred",
+                 c->defer_wgrad);
+    const size_t e = mc_dtype_size(c->dt);
+    const int k = m->defer_n++;
+    m->be->memcpy_d2d(m->be, m->defer_in[k], sl->lnf.out, (size_t)NL * e);
+    m->be->memcpy_d2d(m->be, m->defer_dout[k], sl->logits, (size_t)NV * e);
+    m->defer_batch[k] = sl->batch;
+    return true;
+}
+
+int mc_output_drain_wgrad(mc_gpt_t *m)
+{
+    const mc_backend_t *be = m->be;
+    const mc_gpt_config_t *c = &m->cfg;
+    const mc_tp_dims_t t = mc_gpt_tp_dims(c);
+    const mc_tp_t tp = mc_gpt_tp(m);
+    const int n = m->defer_n;
+    for (int k = 0; k < n; k++) {
+        const int B = m->defer_batch[k], N = c->seq * B;
+        const long NL = (long)t.seq * B * c->hidden;
+        be->linear_backward(be, c->dt, c->gdt, NULL, m->g.t[MC_PK_OUTPUT_W], NULL, m->defer_dout[k],
+                            mc_tp_column_input(&tp, m->defer_in[k], m->gath, NL),
+                            m->p.t[MC_PK_OUTPUT_W], N, c->hidden, t.vocab);
+    }
+    m->defer_n = 0;
+    return n;
+}
+
 void mc_output_backward(mc_gpt_t *m, mc_gpt_slot_t *sl, float weight)
 {
     const mc_backend_t *be = m->be;
@@ -142,9 +179,13 @@ void mc_output_backward(mc_gpt_t *m, mc_gpt_slot_t *sl, float weight)
     void *dfull = t.sp ? m->tmp_h : m->dx;
 
     loss_backward(m, sl, weight);
-    be->linear_backward(be, dt, c->gdt, dfull, m->g.t[MC_PK_OUTPUT_W], NULL, sl->logits,
-                        mc_tp_column_input(&tp, sl->lnf.out, m->gath, NL), m->p.t[MC_PK_OUTPUT_W],
-                        N, H, t.vocab);
+    if (defer_wgrad(m, sl, NL, (long)N * t.vocab)) /* the input gradient alone */
+        be->linear_backward(be, dt, c->gdt, dfull, NULL, NULL, sl->logits, NULL,
+                            m->p.t[MC_PK_OUTPUT_W], N, H, t.vocab);
+    else
+        be->linear_backward(be, dt, c->gdt, dfull, m->g.t[MC_PK_OUTPUT_W], NULL, sl->logits,
+                            mc_tp_column_input(&tp, sl->lnf.out, m->gath, NL),
+                            m->p.t[MC_PK_OUTPUT_W], N, H, t.vocab);
     mc_tp_column_input_grad(&tp, dfull, m->dx, NL);
     /* dx holds d lnf; the final norm's backward accumulates into dres (= d x_final) */
     be->memset0(be, m->dres, (size_t)NL * mc_dtype_size(dt));

@@ -226,16 +226,21 @@ void mc_clip_grads(mc_adam_t *opt, double total_norm, double clip_grad)
     if (coeff < 1.0) mc_opt_scale_grads(opt, (float)coeff);
 }
 
-void mc_adam_step(mc_adam_t *opt, double lr, double decoupled_lr, double wd)
+/* The step of the segments whose parameter is (inside true) or is not (false) in [first, first +
+ * n); opt->step is the step's number already. */
+static void step_part(mc_adam_t *opt, double lr, double decoupled_lr, double wd, int first, int n,
+                      bool inside)
 {
     const mc_gpt_t *m = opt->model;
-    opt->step++;
     /* the decoupled group's segments go last, stepped by a second call with their lr */
-    int n_main = 0, n_dec = 0;
+    int n_main = 0, n_dec = 0, n_part = 0;
+    for (int i = 0; i < opt->n_segs; i++)
+        n_part += (opt->segs[i].param >= first && opt->segs[i].param < first + n) == inside;
     for (int i = 0; i < opt->n_segs; i++) {
         const mc_opt_seg_t *s = &opt->segs[i];
+        if ((s->param >= first && s->param < first + n) != inside) continue;
         const bool dec = decoupled_lr >= 0 && m->params[s->param].embedding_or_output;
-        const int k = dec ? opt->n_segs - 1 - n_dec++ : n_main++;
+        const int k = dec ? n_part - 1 - n_dec++ : n_main++;
         opt->step_list[k] = (mc_adam_tensor_t){
             .p = mc_opt_param(opt, s),
             .g = mc_opt_grad(opt, s),
@@ -253,4 +258,19 @@ void mc_adam_step(mc_adam_t *opt, double lr, double decoupled_lr, double wd)
     if (n_dec)
         m->be->adam_step(m->be, opt->step_list + n_main, n_dec, m->cfg.dt, (float)decoupled_lr,
                          (float)opt->beta1, (float)opt->beta2, (float)opt->eps, opt->step);
+}
+
+void mc_adam_step(mc_adam_t *opt, double lr, double decoupled_lr, double wd)
+{
+    opt->step++;
+    step_part(opt, lr, decoupled_lr, wd, 0, 0, false); /* every segment */
+}
+
+void mc_adam_step_first(mc_adam_t *opt, double lr, double decoupled_lr, double wd, int first, int n,
+                        void (*between)(void *ctx, int first, int n), void *ctx)
+{
+    opt->step++;
+    step_part(opt, lr, decoupled_lr, wd, first, n, true);
+    between(ctx, first, n);
+    step_part(opt, lr, decoupled_lr, wd, first, n, false);
 }

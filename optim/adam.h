@@ -90,5 +90,11 @@ double mc_params_sumsq_of(const mc_gpt_t *model, bool experts);
  * is the learning rate of the embedding and output layer (--decoupled-lr: Megatron's
  * is_decoupled_lr parameter group, a second optimizer group stepped with its own lr). */
 void mc_adam_step(mc_adam_t *opt, double lr, double decoupled_lr, double wd);
+/* The same step in two parts (Megatron's ChainedOptimizer of the first model chunk's optimizer
+ * and the others' with --overlap-param-gather-with-optimizer-step): the segments of parameters
+ * [first, first + n), then between(ctx, first, n) (their parameter all-gather starts), then the
+ * rest. The updates are the same elementwise arithmetic as mc_adam_step's. */
+void mc_adam_step_first(mc_adam_t *opt, double lr, double decoupled_lr, double wd, int first, int n,
+                        void (*between)(void *ctx, int first, int n), void *ctx);
 
 #endif

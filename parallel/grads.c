@@ -56,8 +56,19 @@ static long close_bucket(builder_t *b, long param_end, int param_lo)
     return end;
 }
 
-void mc_grad_layout(mc_gpt_t *m, long bucket_size, int dp, bool dist_opt, bool pad_for_busbw,
-                    mc_grad_layout_t *out)
+/* Whether table index i is the first parameter of a model chunk after the first. */
+static bool chunk_start(const mc_gpt_t *m, int i)
+{
+    for (int c = 1; c < m->cfg.n_chunks; c++) {
+        int first, n;
+        mc_gpt_chunk_params(m, c, &first, &n);
+        if (n > 0 && first == i) return true;
+    }
+    return false;
+}
+
+static void layout(mc_gpt_t *m, long bucket_size, int dp, bool dist_opt, bool pad_for_busbw,
+                   bool split_chunks, mc_grad_layout_t *out)
 {
     memset(out, 0, sizeof(*out));
     out->param_bucket = malloc((size_t)(m->n_params ? m->n_params : 1) * sizeof(int));
@@ -80,6 +91,8 @@ void mc_grad_layout(mc_gpt_t *m, long bucket_size, int dp, bool dist_opt, bool p
         /* expert parallelism: a change between expert and dense parameters ends the bucket */
         bool other_kind = b.split_experts && i + 1 < m->n_params &&
                           (p->expert >= 0) != (m->params[i + 1].expert >= 0);
+        /* a bucket per model chunk: the next chunk's parameters end here */
+        other_kind |= split_chunks && i + 1 < m->n_params && chunk_start(m, i + 1);
         start = round_up(start, align);
         if ((own_bucket || other_kind) && b.param_hi != i + 1)
             start = close_bucket(&b, start, i + 1);
@@ -94,6 +107,18 @@ void mc_grad_layout(mc_gpt_t *m, long bucket_size, int dp, bool dist_opt, bool p
     else end = start;
     out->n_elems = round_up(end, 16);
     m->n_elems = out->n_elems;
+}
+
+void mc_grad_layout(mc_gpt_t *m, long bucket_size, int dp, bool dist_opt, bool pad_for_busbw,
+                    mc_grad_layout_t *out)
+{
+    layout(m, bucket_size, dp, dist_opt, pad_for_busbw, false, out);
+}
+
+void mc_grad_layout_per_chunk(mc_gpt_t *m, int dp, bool dist_opt, bool pad_for_busbw,
+                              mc_grad_layout_t *out)
+{
+    layout(m, 0, dp, dist_opt, pad_for_busbw, true, out);
 }
 
 void mc_grad_layout_free(mc_grad_layout_t *l)
@@ -243,29 +268,47 @@ static void on_params_needed(void *ctx, int first, int n)
     for (int i = first; i < first + n; i++) wait_param_bucket(d, d->layout.param_bucket[i]);
 }
 
+static void start_param_bucket(mc_ddp_t *d, int k)
+{
+    mc_gpt_t *m = d->model;
+    const mc_bucket_t *bk = &d->layout.buckets[k];
+    d->param_early[k] = false;
+    if (bk->expert && d->edp == 1) {
+        d->param_req[k] = MC_REQ_DONE;
+        return;
+    }
+    long lo, hi;
+    mc_ddp_bucket_shard(d, k, &lo, &hi);
+    /* the model's parameters, 16-bit in mixed precision (the master copies stay sharded) */
+    mc_coll_t op = {.kind = MC_COLL_ALL_GATHER,
+                    .group = bk->expert ? d->edp_group : d->dp_group,
+                    .send = mc_gpt_param_at(m, lo),
+                    .recv = mc_gpt_param_at(m, bk->start),
+                    .count = (size_t)(hi - lo),
+                    .dt = m->cfg.dt};
+    d->param_req[k] = d->comm->start(d->comm, &op);
+}
+
+void mc_ddp_start_param_gather_of(mc_ddp_t *d, int first, int n)
+{
+    if (!d->dist_opt || d->dp == 1) return;
+    for (int k = d->layout.n_buckets - 1; k >= 0; k--) {
+        const mc_bucket_t *bk = &d->layout.buckets[k];
+        if (bk->param_lo < first || bk->param_hi > first + n) continue;
+        start_param_bucket(d, k);
+        d->param_early[k] = true;
+    }
+    d->param_armed = true;
+}
+
 void mc_ddp_start_param_gather(mc_ddp_t *d)
 {
     if (!d->dist_opt || d->dp == 1) return;
-    mc_gpt_t *m = d->model;
     /* The forward reads the last bucket (embeddings) first: gather in that order, so that the
      * in-order completion of the communicator delivers buckets as the forward needs them. */
-    for (int k = d->layout.n_buckets - 1; k >= 0; k--) {
-        const mc_bucket_t *bk = &d->layout.buckets[k];
-        if (bk->expert && d->edp == 1) {
-            d->param_req[k] = MC_REQ_DONE;
-            continue;
-        }
-        long lo, hi;
-        mc_ddp_bucket_shard(d, k, &lo, &hi);
-        /* the model's parameters, 16-bit in mixed precision (the master copies stay sharded) */
-        mc_coll_t op = {.kind = MC_COLL_ALL_GATHER,
-                        .group = bk->expert ? d->edp_group : d->dp_group,
-                        .send = mc_gpt_param_at(m, lo),
-                        .recv = mc_gpt_param_at(m, bk->start),
-                        .count = (size_t)(hi - lo),
-                        .dt = m->cfg.dt};
-        d->param_req[k] = d->comm->start(d->comm, &op);
-    }
+    for (int k = d->layout.n_buckets - 1; k >= 0; k--)
+        if (d->param_early[k]) d->param_early[k] = false;
+        else start_param_bucket(d, k);
     d->param_armed = true;
     if (!d->overlap_param) mc_ddp_finish_param_gather(d);
 }
@@ -303,14 +346,19 @@ void mc_ddp_plan(mc_ddp_t *d, mc_gpt_t *m, const mc_ddp_config_t *c, int dp, int
     d->expert_scale_edp = d->average_in_collective && !c->calculate_per_token_loss;
     long num_params = 0;
     for (int i = 0; i < m->n_params; i++) num_params += m->params[i].numel;
-    mc_grad_layout(m, mc_ddp_bucket_size(c, num_params), dp, d->dist_opt,
-                   c->pad_buckets_for_high_nccl_busbw, &d->layout);
+    if (c->overlap_param_gather_with_optimizer_step)
+        mc_grad_layout_per_chunk(m, dp, d->dist_opt, c->pad_buckets_for_high_nccl_busbw,
+                                 &d->layout);
+    else
+        mc_grad_layout(m, mc_ddp_bucket_size(c, num_params), dp, d->dist_opt,
+                       c->pad_buckets_for_high_nccl_busbw, &d->layout);
     const size_t nb = (size_t)d->layout.n_buckets;
     d->pending = calloc(nb, sizeof(int));
     d->grad_req = calloc(nb, sizeof(mc_req_t));
     d->param_req = calloc(nb, sizeof(mc_req_t));
+    d->param_early = calloc(nb ? nb : 1, sizeof(bool));
     d->param_armed_for_sync = calloc((size_t)(m->n_params ? m->n_params : 1), sizeof(bool));
-    if (!d->pending || !d->grad_req || !d->param_req || !d->param_armed_for_sync)
+    if (!d->pending || !d->grad_req || !d->param_req || !d->param_armed_for_sync || !d->param_early)
         mc_fatal("out of host memory");
 }
 
@@ -362,5 +410,6 @@ void mc_ddp_free(mc_ddp_t *d)
     free(d->param_armed_for_sync);
     free(d->grad_req);
     free(d->param_req);
+    free(d->param_early);
     memset(d, 0, sizeof(*d));
 }

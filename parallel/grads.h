@@ -30,6 +30,9 @@
 typedef struct {
     bool use_distributed_optimizer;
     bool overlap_grad_reduce, overlap_param_gather;
+    /* --overlap-param-gather-with-optimizer-step: a bucket per model chunk (Megatron turns
+     * bucketing off), so that the first chunk's parameters can be gathered on their own */
+    bool overlap_param_gather_with_optimizer_step;
     long bucket_size; /* --ddp-bucket-size (elements); 0: not given */
     int num_buckets;  /* --ddp-num-buckets; 0: not given */
     int dp_cp_size;   /* the run's data- x context-parallel size (the default bucket size) */
@@ -69,6 +72,10 @@ long mc_ddp_bucket_size(const mc_ddp_config_t *c, long num_params);
  * expert_parallel_buffers): an expert bucket is reduced over the expert-data-parallel group. */
 void mc_grad_layout(mc_gpt_t *m, long bucket_size, int dp, bool dist_opt, bool pad_for_busbw,
                     mc_grad_layout_t *out);
+/* The same with a bucket per model chunk and no size limit (Megatron's buffers with bucketing off,
+ * --overlap-param-gather-with-optimizer-step). */
+void mc_grad_layout_per_chunk(mc_gpt_t *m, int dp, bool dist_opt, bool pad_for_busbw,
+                              mc_grad_layout_t *out);
 void mc_grad_layout_free(mc_grad_layout_t *l);
 
 /* This dp rank's shard of bucket b: [lo, hi) in the flat buffers (distributed optimizer). */
@@ -105,6 +112,7 @@ typedef struct {
     /* param gather in flight */
     bool param_armed;
     mc_req_t *param_req;
+    bool *param_early; /* per bucket: started by mc_ddp_start_param_gather_of this step */
 } mc_ddp_t;
 
 /* Lays out the model's buffers (call between mc_gpt_build_params and mc_gpt_alloc). */
@@ -139,6 +147,10 @@ void mc_ddp_finish_grad_sync(mc_ddp_t *d);
 /* Distributed optimizer: all-gathers the updated shards (started; with --overlap-param-gather
  * the next forward waits per bucket, otherwise this waits). No-op without it. */
 void mc_ddp_start_param_gather(mc_ddp_t *d);
+/* --overlap-param-gather-with-optimizer-step: starts the gathers of the buckets that hold only
+ * parameters [first, first + n) (the first model chunk's, updated already), inside the optimizer
+ * step; the step's mc_ddp_start_param_gather then starts the others. */
+void mc_ddp_start_param_gather_of(mc_ddp_t *d, int first, int n);
 /* Waits for every parameter gather in flight (before evaluation, norms, checkpoints). */
 void mc_ddp_finish_param_gather(mc_ddp_t *d);
 

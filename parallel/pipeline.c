@@ -395,4 +395,6 @@ void mc_pipeline_run(mc_pipeline_t *p, const mc_pipeline_step_t *st)
                          "after the schedule",
                          k, g, p->slots[g][k].mb);
         }
+    /* finish_embedding_wgrad_compute: the deferred output-layer weight gradients, at the flush */
+    if (!st->forward_only) mc_gpt_drain_output_wgrad(m);
 }

@@ -19,6 +19,11 @@ int mc_pp_validate(const mc_pp_config_t *cfg, char *err, size_t errn)
         return mc_errf(err, errn, "pipeline rank %d is outside [0, %d)", cfg->pp_rank, pp);
     if (vpp < 1) return mc_errf(err, errn, "number of model chunks (%d) must be at least 1", vpp);
     if (M < 1) return mc_errf(err, errn, "number of microbatches (%d) must be at least 1", M);
+    /* ModelParallelConfig.__post_init__ (batch_p2p_comm = not overlap_p2p_comm) */
+    if (cfg->overlap_warmup_flush && !cfg->overlap_p2p_comm)
+        return mc_errf(err, errn,
+                       "Pipeline parallel communication overlapping in warmup and flush is only "
+                       "compatible with overlap_p2p_comm but not batch_p2p_comm.");
     if (vpp > 1) {
         /* arguments.py:validate_args */
         if (cfg->overlap_p2p_comm && pp <= 1)
@@ -218,6 +223,7 @@ mc_pp_config_t mc_pp_plan_schedule(const mc_pp_plan_t *p, int pp_rank, int num_m
         .num_microbatches = num_microbatches,
         .group_size = p->group_size,
         .overlap_p2p_comm = p->layers.vpp > 1 && p->overlap_p2p_comm,
+        .overlap_warmup_flush = p->layers.vpp > 1 && p->overlap_p2p_comm && p->overlap_warmup_flush,
         .forward_only = forward_only,
     };
     return c;

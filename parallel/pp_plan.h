@@ -16,7 +16,10 @@ typedef struct {
     int num_microbatches;  /* M */
     int group_size;        /* microbatch_group_size_per_vp_stage G; 0 = pp (Megatron's default) */
     bool overlap_p2p_comm; /* interleaved only; Megatron raises without VPP (pass false there) */
-    bool forward_only;     /* evaluation: forwards only, no gradients */
+    /* --overlap-p2p-communication-warmup-flush: the warmup's and the flush's batches are
+     * asynchronous too (only with overlap_p2p_comm) */
+    bool overlap_warmup_flush;
+    bool forward_only; /* evaluation: forwards only, no gradients */
 } mc_pp_config_t;
 
 /* Megatron's checks for the schedule (schedules.py and arguments.py:validate_args). Returns 0,
@@ -65,6 +68,7 @@ typedef struct {
     mc_pp_layers_cfg_t layers; /* pp_size and vpp are 1 without pipelining or interleaving */
     int group_size;            /* --microbatch-group-size-per-virtual-pipeline-stage; 0: pp */
     bool overlap_p2p_comm;     /* with vpp > 1 only */
+    bool overlap_warmup_flush; /* --overlap-p2p-communication-warmup-flush (with the above) */
     int num_microbatches;      /* of a training step (the final global batch's) */
     int eval_microbatches;     /* of an evaluation step; 0: no evaluation */
     /* --rampup-batch-size: the steps of the ramp run the global batches ramp_start,

@@ -207,77 +207,117 @@ static bool recv_from_prev(const ileave_t *s, int k, bool forward, int *next_chu
     return recv;
 }
 
-/* forward_backward_pipelining_with_interleaving (overlap_p2p_comm_warmup_flush False). */
-static void gen_interleaved(builder_t *b, const mc_pp_config_t *cfg, const int *mbt, const int *cht)
+/* The interleaved schedule's constants for one rank. */
+typedef struct {
+    ileave_t s;
+    int vpp, total, W, R;
+    bool first, last, all_warmup, overlap, flush, fwd_only;
+} ilv_t;
+
+/* Warmup forwards. With overlap_p2p_comm_warmup_flush every batch is asynchronous: a rank that
+ * receives (not the first) posts the receive of the next forward's input before this forward,
+ * then sends its output after it; the first rank receives and sends after the forward. */
+static void ilv_warmup(builder_t *b, const ilv_t *v, const int *mbt)
 {
-    const int vpp = cfg->vpp, total = mc_pp_total(cfg), W = mc_pp_warmup(cfg), R = total - W;
-    const bool first = cfg->pp_rank == 0, last = cfg->pp_rank == cfg->pp_size - 1;
-    const bool all_warmup = W == total, overlap = cfg->overlap_p2p_comm,
-               fwd_only = cfg->forward_only;
-    const ileave_t s = {cfg->pp_size, cfg->pp_rank, vpp, total, mbt, cht};
-    int nf, nb;
-
-    /* input_tensors[0].append(recv_forward(...)): nothing on virtual stage 0 */
-    if (!first) batch(b, false, NONE, 0, NONE, -1);
-
-    for (int k = 0; k < W; k++) {
-        const int c = chunk_of(&s, k, true), mb = mbt[k];
-        bool recv_prev = recv_from_prev(&s, k, true, &nf);
-        if (k == total - 1) recv_prev = false;
+    int nf;
+    for (int k = 0; k < v->W; k++) {
+        const int c = chunk_of(&v->s, k, true), mb = mbt[k];
+        bool recv_prev = recv_from_prev(&v->s, k, true, &nf);
+        if (k == v->total - 1) recv_prev = false;
+        const int rp = recv_prev ? nf : -1;
+        if (v->flush && !v->first) batch(b, true, NONE, rp, NONE, -1); /* prefetch for k+1 */
         compute(b, MC_PP_FORWARD, mb, c);
         /* The loss output of the last virtual stage is not sent. */
-        const tensor_t out = c == vpp - 1 && last ? NONE : T(mb, c);
-        const bool grad_next = k == W - 1 && !fwd_only && !all_warmup;
-        if (grad_next && !overlap) {
+        const tensor_t out = c == v->vpp - 1 && v->last ? NONE : T(mb, c);
+        const bool grad_next = k == v->W - 1 && !v->fwd_only && !v->all_warmup;
+        if (v->flush) {
+            batch(b, true, NONE, v->first ? rp : -1, out, -1); /* send_forward_recv_forward */
+        } else if (grad_next && !v->overlap) {
             /* send_forward_backward_recv_forward_backward: also receives the gradient the first
              * steady backward (chunk vpp-1) needs */
-            batch(b, false, NONE, recv_prev ? nf : -1, out, last ? -1 : vpp - 1);
+            batch(b, false, NONE, rp, out, v->last ? -1 : v->vpp - 1);
         } else {
-            batch(b, false, NONE, recv_prev ? nf : -1, out, -1); /* send_forward_recv_forward */
+            batch(b, false, NONE, rp, out, -1); /* send_forward_recv_forward */
         }
-        if (grad_next && overlap)
-            batch(b, true, NONE, -1, NONE, last ? -1 : vpp - 1); /* send_backward_recv_backward */
+        if (grad_next && v->overlap)
+            batch(b, true, NONE, -1, NONE,
+                  v->last ? -1 : v->vpp - 1); /* send_backward_recv_backward */
     }
+}
 
-    for (int k = 0; k < R; k++) {
-        const int fk = k + W, bk = k;
-        const int fc = chunk_of(&s, fk, true), fmb = mbt[fk];
-        const int bc = chunk_of(&s, bk, false), bmb = mbt[bk];
-        const tensor_t out = fc == vpp - 1 && last ? NONE : T(fmb, fc);
-        const tensor_t grad = bc == 0 && first ? NONE : T(bmb, bc);
-        if (overlap) {
+/* Steady 1F1B steps. */
+static void ilv_steady(builder_t *b, const ilv_t *v, const int *mbt)
+{
+    int nf, nb;
+    for (int k = 0; k < v->R; k++) {
+        const int fk = k + v->W, bk = k;
+        const int fc = chunk_of(&v->s, fk, true), fmb = mbt[fk];
+        const int bc = chunk_of(&v->s, bk, false), bmb = mbt[bk];
+        const tensor_t out = fc == v->vpp - 1 && v->last ? NONE : T(fmb, fc);
+        const tensor_t grad = bc == 0 && v->first ? NONE : T(bmb, bc);
+        if (v->overlap) {
             compute(b, MC_PP_FORWARD, fmb, fc);
             /* pp_post_forward; the last step's forward input was already received */
-            bool recv_prev = recv_from_prev(&s, fk, true, &nf);
-            if (k == R - 1) recv_prev = false;
+            bool recv_prev = recv_from_prev(&v->s, fk, true, &nf);
+            if (k == v->R - 1) recv_prev = false;
             batch(b, true, NONE, recv_prev ? nf : -1, out, -1);
             compute(b, MC_PP_BACKWARD, bmb, bc);
             /* pp_post_backward */
-            bool recv_next = recv_from_prev(&s, bk, false, &nb);
+            bool recv_next = recv_from_prev(&v->s, bk, false, &nb);
             batch(b, true, grad, -1, NONE, recv_next ? nb : -1);
         } else {
             compute(b, MC_PP_FORWARD, fmb, fc);
             compute(b, MC_PP_BACKWARD, bmb, bc);
-            bool recv_prev = recv_from_prev(&s, fk, true, &nf);
-            bool recv_next = recv_from_prev(&s, bk, false, &nb);
-            if (k == R - 1) recv_prev = false;
+            bool recv_prev = recv_from_prev(&v->s, fk, true, &nf);
+            bool recv_next = recv_from_prev(&v->s, bk, false, &nb);
+            if (k == v->R - 1) recv_prev = false;
             /* send_forward_backward_recv_forward_backward */
             batch(b, false, grad, recv_prev ? nf : -1, out, recv_next ? nb : -1);
         }
     }
+}
 
-    if (fwd_only) return;
+/* Cooldown backwards (the flush), the warmup's mirror with the last rank leading. */
+static void ilv_cooldown(builder_t *b, const ilv_t *v, const int *mbt)
+{
+    int nb;
     /* Everything was warmup: the first gradient (of the last chunk) is received here. */
-    if (all_warmup && !last) batch(b, false, NONE, -1, NONE, vpp - 1); /* recv_backward */
-    for (int k = R; k < total; k++) {
-        const int c = chunk_of(&s, k, false), mb = mbt[k];
-        bool recv_next = recv_from_prev(&s, k, false, &nb);
-        if (k == total - 1) recv_next = false;
+    if (v->all_warmup && !v->last) batch(b, false, NONE, -1, NONE, v->vpp - 1); /* recv_backward */
+    for (int k = v->R; k < v->total; k++) {
+        const int c = chunk_of(&v->s, k, false), mb = mbt[k];
+        bool recv_next = recv_from_prev(&v->s, k, false, &nb);
+        if (k == v->total - 1) recv_next = false;
+        const int rn = recv_next ? nb : -1;
+        if (v->flush && !v->last) batch(b, true, NONE, -1, NONE, rn); /* prefetch for k+1 */
         compute(b, MC_PP_BACKWARD, mb, c);
         /* Virtual stage 0 sends no gradient. */
-        const tensor_t grad = c == 0 && first ? NONE : T(mb, c);
-        batch(b, false, grad, -1, NONE, recv_next ? nb : -1); /* send_backward_recv_backward */
+        const tensor_t grad = c == 0 && v->first ? NONE : T(mb, c);
+        if (v->flush) batch(b, true, grad, -1, NONE, v->last ? rn : -1);
+        else batch(b, false, grad, -1, NONE, rn); /* send_backward_recv_backward */
     }
+}
+
+/* forward_backward_pipelining_with_interleaving */
+static void gen_interleaved(builder_t *b, const mc_pp_config_t *cfg, const int *mbt, const int *cht)
+{
+    const int total = mc_pp_total(cfg), W = mc_pp_warmup(cfg);
+    const ilv_t v = {.s = {cfg->pp_size, cfg->pp_rank, cfg->vpp, total, mbt, cht},
+                     .vpp = cfg->vpp,
+                     .total = total,
+                     .W = W,
+                     .R = total - W,
+                     .first = cfg->pp_rank == 0,
+                     .last = cfg->pp_rank == cfg->pp_size - 1,
+                     .all_warmup = W == total,
+                     .overlap = cfg->overlap_p2p_comm,
+                     .flush = cfg->overlap_p2p_comm && cfg->overlap_warmup_flush,
+                     .fwd_only = cfg->forward_only};
+
+    /* input_tensors[0].append(recv_forward(...)): nothing on virtual stage 0 */
+    if (!v.first) batch(b, false, NONE, 0, NONE, -1);
+    ilv_warmup(b, &v, mbt);
+    ilv_steady(b, &v, mbt);
+    if (!v.fwd_only) ilv_cooldown(b, &v, mbt);
 }
 
 int mc_pp_schedule(const mc_pp_config_t *cfg, mc_pp_action_t **out, int *n_out, char *err,

@@ -38,9 +38,15 @@
  *         that the peer matches the other way round.
  *   true:  warmup batches stay synchronous; the first gradient is received by an async batch
  *         after the last warmup step; each steady step is F, async [recv_prev, send_next], B,
- *         async [send_prev, recv_next]; cooldown batches are synchronous. This is the path with
- *         overlap_p2p_comm_warmup_flush False (Megatron's default); the flush variant is not
- *         modelled.
+ *         async [send_prev, recv_next]; cooldown batches are synchronous (Megatron's default,
+ *         overlap_p2p_comm_warmup_flush False).
+ *   true with overlap_warmup_flush (--overlap-p2p-communication-warmup-flush): the warmup and
+ *         cooldown batches are asynchronous too. A warmup step of a rank other than the first
+ *         posts the receive of the next forward's input before its forward, <recv_prev>, and
+ *         sends its output after it, <send_next>; the first rank posts both after the forward.
+ *         The cooldown mirrors it: ranks other than the last post <recv_next> before each
+ *         backward and <send_prev> after it, the last rank both after. (The first receive of the
+ *         step and the one after an all-warmup schedule stay synchronous, as in Megatron.)
  * Both are checked by the tests' all-rank simulator (test/unit/schedule_check.h) for every
  * configuration they enumerate. */
 #ifndef MC_PARALLEL_SCHEDULE_H

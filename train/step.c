@@ -304,6 +304,12 @@ static void range_pop(const mc_trainer_t *t)
     if (t->args->profile && t->be->range_pop) t->be->range_pop(t->be);
 }
 
+/* ChainedOptimizer._step: model_chunks[0].start_param_sync(force_dispatch=True) */
+static void gather_first_chunk(void *ctx, int first, int n)
+{
+    mc_ddp_start_param_gather_of(ctx, first, n);
+}
+
 /* Megatron's optimizer.step() and the scheduler's: unscale and overflow check, clip, Adam, the
  * parameter gather. */
 static void optimizer_step(mc_trainer_t *t, int M, mc_step_result_t *r)
@@ -334,8 +340,16 @@ static void optimizer_step(mc_trainer_t *t, int M, mc_step_result_t *r)
 
     r->lr = mc_lr_at(&t->sched, t->sched.num_steps);
     mc_timer_start(&t->timers, MC_T_OPT_INNER_STEP);
-    mc_adam_step(&t->opt, r->lr, mc_decoupled_lr_at(&t->sched, t->sched.num_steps),
-                 mc_wd_at(&t->sched, t->sched.num_steps));
+    const double dlr = mc_decoupled_lr_at(&t->sched, t->sched.num_steps),
+                 wd = mc_wd_at(&t->sched, t->sched.num_steps);
+    if (t->cfg.ddp.overlap_param_gather_with_optimizer_step) {
+        /* the first model chunk's parameters, then their gather, then the rest */
+        int first, n;
+        mc_gpt_chunk_params(&t->model, 0, &first, &n);
+        mc_adam_step_first(&t->opt, r->lr, dlr, wd, first, n, gather_first_chunk, &t->ddp);
+    } else {
+        mc_adam_step(&t->opt, r->lr, dlr, wd);
+    }
     mc_timer_stop(&t->timers, MC_T_OPT_INNER_STEP);
     mc_timer_start(&t->timers, MC_T_PARAMS_ALL_GATHER);
     mc_ddp_start_param_gather(&t->ddp);

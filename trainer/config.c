@@ -118,6 +118,13 @@ void mc_gpt_config_from_args(mc_gpt_config_t *c, const mc_args_t *a)
                    : strcmp(a->recompute_method, "block") == 0        ? MC_RECOMPUTE_FULL_BLOCK
                                                                       : MC_RECOMPUTE_FULL_UNIFORM;
     c->recompute_num_layers = a->recompute_num_layers;
+    /* a step defers at most its microbatches (the ramp's steps have fewer), or the limit */
+    if (a->defer_embedding_wgrad_compute) {
+        const int lim = a->wgrad_deferral_limit,
+                  most = a->num_microbatches > 0 ? a->num_microbatches : 1;
+        c->defer_wgrad_limit = lim;
+        c->defer_wgrad = lim > 0 && lim < most ? lim : most;
+    }
     c->n_chunks = 1;
     c->chunk[0] =
         (mc_chunk_cfg_t){.first_layer = 0, .n_layers = c->num_layers, .pre = true, .post = true};
@@ -216,6 +223,7 @@ static void ddp_config(mc_ddp_config_t *c, const mc_args_t *a)
     c->use_distributed_optimizer = a->use_distributed_optimizer;
     c->overlap_grad_reduce = a->overlap_grad_reduce;
     c->overlap_param_gather = a->overlap_param_gather;
+    c->overlap_param_gather_with_optimizer_step = a->overlap_param_gather_with_optimizer_step;
     c->bucket_size = (long)a->ddp_bucket_size;
     c->num_buckets = a->ddp_num_buckets;
     c->dp_cp_size = a->data_parallel_size * a->context_parallel_size;
@@ -240,6 +248,7 @@ void mc_pp_plan_from_args(mc_pp_plan_t *p, const mc_args_t *a)
         .account_loss = a->account_for_loss_in_pipeline_split};
     p->group_size = a->microbatch_group_size_per_vp_stage;
     p->overlap_p2p_comm = a->overlap_p2p_comm;
+    p->overlap_warmup_flush = a->overlap_p2p_comm_warmup_flush;
     p->num_microbatches = a->num_microbatches;
     p->eval_microbatches = a->eval_iters > 0 ? mc_args_eval_microbatches(a) : 0;
     if (p->eval_microbatches < 0) p->eval_microbatches = 0;

@@ -51,7 +51,8 @@ void mc_cpu_linear_backward_f32(const mc_backend_t *be, float *din, float *dW, f
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, N, in_f, out_f, 1.0f, dout, out_f, W,
                     in_f, 0.0f, din, in_f);
     /* dW[out, in] += dout^T @ in */
-    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, out_f, in_f, N, 1.0f, dout, out_f, in,
-                in_f, 1.0f, dW, in_f);
+    if (dW)
+        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, out_f, in_f, N, 1.0f, dout, out_f, in,
+                    in_f, 1.0f, dW, in_f);
     if (dbias) mc_cpu_colsum_acc(dbias, dout, N, out_f);
 }

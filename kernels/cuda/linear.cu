@@ -101,6 +101,7 @@ void mc_cuda_linear_backward(const mc_backend_t *be, mc_dtype_t dt, mc_dtype_t g
     if (din)
         mc_cuda_matmul_rowmajor(be, mc_linear_dgrad_gemm(N, in_f, out_f), dout, W, din, dt, dt,
                                 1.0f, 0.0f, NULL);
+    if (!dW) return; // the input gradient alone (a deferred weight gradient)
     if (dbias && wgrad_with_bias_grad(be, dt, gdt, dW, dbias, dout, in, N, in_f, out_f)) return;
     mc_cuda_matmul_rowmajor(be, mc_linear_wgrad_gemm(N, in_f, out_f), dout, in, dW, dt, gdt, 1.0f,
                             1.0f, NULL);

@@ -305,6 +305,29 @@ static void linear_backward_case(const mc_backend_t *be, mc_dtype_t dt, mc_dtype
         free(got_b), free(a_in), free(a_W), free(a_go), free(s_i), free(s_W), free(b_i), free(b_W);
 }
 
+/* dW NULL: the input gradient alone (--defer-embedding-wgrad-compute's backward; in is not
+ * read), within linear_backward's bound. */
+static void linear_dgrad_case(const mc_backend_t *be, mc_dtype_t dt, int N, int in_f, int out_f)
+{
+    if (!gpu_case_sampled()) return;
+    const long ni = (long)N * in_f, nw = (long)out_f * in_f, no = (long)N * out_f;
+    void *W = host_rand(dt, nw, -0.5, 0.5), *go = host_rand(dt, no, -1, 1), *gi = host_rand(dt, ni, -9, 9);
+    void *d_W = dev_put(be, W, dt, nw), *d_go = dev_put(be, go, dt, no), *d_gi = dev_put(be, gi, dt, ni);
+    cpu->linear_backward(cpu, dt, MC_DT_F32, gi, NULL, NULL, go, NULL, W, N, in_f, out_f);
+    be->linear_backward(be, dt, MC_DT_F32, d_gi, NULL, NULL, d_go, NULL, d_W, N, in_f, out_f);
+    void *got_i = dev_get(be, d_gi, dt, ni);
+    float *a_W = abs_f32(dt, W, nw), *a_go = abs_f32(dt, go, no);
+    float *s_i = calloc((size_t)ni + 1, sizeof(float));
+    assert_non_null(s_i);
+    cpu->linear_backward(cpu, MC_DT_F32, MC_DT_F32, s_i, NULL, NULL, a_go, NULL, a_W, N, in_f, out_f);
+    double *b_i = bound_from(s_i, ni, out_f);
+    char what[160];
+    snprintf(what, sizeof(what), "linear_backward N %d in %d out %d (no dW)", N, in_f, out_f);
+    check_close_b(what, dt, got_i, gi, ni, 0.0, 0.0, b_i);
+    be->free(be, d_W), be->free(be, d_go), be->free(be, d_gi);
+    free(W), free(go), free(gi), free(got_i), free(a_W), free(a_go), free(s_i), free(b_i);
+}
+
 /* ---- the MLP's linear layers fused with the GeLU (cuBLASLt epilogues) ----
  * linear_gelu_forward: pre within the product bound of linear_forward. act = gelu(pre) where the
  * GPU may apply gelu to the unrounded pre: |gelu'| <= 1.13 carries pre's error (bound plus one
@@ -421,6 +444,7 @@ static void linear_all(const mc_backend_t *be)
                 linear_backward_case(be, dt, gdt, N, in_f, out_f, 1, 1);
                 linear_backward_case(be, dt, gdt, N, in_f, out_f, 0, 0);
             }
+            linear_dgrad_case(be, dt, N, in_f, out_f);
         }
         /* empty dimensions: in_f = 0 gives the bias (or zeros); N = 0 leaves dW and dbias */
         linear_forward_case(be, dt, 6, 0, 5, 1);

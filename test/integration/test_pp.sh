@@ -4,7 +4,9 @@
 # distributed optimizer, recomputation, per-token loss, and the full PTD-P layout
 # tp 2 x pp 2 x dp 2 with vpp 2, sequence parallelism and the distributed optimizer, under mpirun
 # and srun, give the single-rank losses, grad norms and params norms over 24 iterations with
-# dropout on (layout-invariant init and dropout, DESIGN decision 6).
+# dropout on (layout-invariant init and dropout, DESIGN decision 6); the warmup/flush p2p overlap,
+# the deferred output-layer weight gradients and the first chunk's parameter gather inside the
+# optimizer step print the numbers of their layout without them.
 source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/mpi.sh"
 
@@ -30,6 +32,7 @@ UNTIED=(--untie-embeddings-and-output-weights --disable-bias-linear)
 
 VPP2=(--num-layers-per-virtual-pipeline-stage 2)
 layout_equals "pp=2 (1F1B)" "$MC_TMP/single" 2 --pipeline-model-parallel-size 2
+cp "$MC_TMP/run" "$MC_TMP/pp2"
 inflight_pp2=$(grep -o 'activations ([0-9]* microbatch' "$MC_TMP/run" | grep -o '[0-9]*')
 check "memory plan: a pp=2 stage keeps 2 of the 8 microbatches in flight (got '$inflight_pp2')" \
     bash -c "[ '$inflight_pp2' = 2 ] && grep -q 'memory plan (per rank, cpu; pipeline stage [01], the largest)' '$MC_TMP/run'"
@@ -60,6 +63,25 @@ else
     skip "PTD-P under srun --mpi=pmix -n 8" "no Slurm here ($(srun_why))"
 fi
 
+# The pipeline's optional overlaps print the numbers of the same layout without them, digit for
+# digit: pp 2 x vpp 2 x dp 2 with the distributed optimizer and overlapped gradient reduction and
+# parameter gather, then with the first chunk's gather inside the optimizer step, the warmup/flush
+# p2p overlap and every output-layer weight gradient deferred to the flush (the same accumulation
+# order); and pp 2 with a deferral limit of 3 of the 8 microbatches (those accumulate last).
+# test_schedule, test_defer_wgrad and test_param_gather_step show the changed order itself.
+same_printed() { diff <(log_numbers "$1") <(log_numbers "$2") >/dev/null && [ "$(log_numbers "$1" | wc -l)" -ge "$3" ]; }
+OVL=(--pipeline-model-parallel-size 2 "${VPP2[@]}" --use-distributed-optimizer --overlap-grad-reduce
+     --overlap-param-gather --ddp-bucket-size 2000 --train-iters 8 --eval-interval 4)
+mpirun_mc 4 "${FLAGS[@]}" "${OVL[@]}" >"$MC_TMP/ovl0" 2>&1
+mpirun_mc 4 "${FLAGS[@]}" "${OVL[@]}" --overlap-param-gather-with-optimizer-step \
+    --overlap-p2p-communication-warmup-flush --defer-embedding-wgrad-compute >"$MC_TMP/ovl1" 2>&1
+check "pp=2 x vpp=2 x dp=2 with --overlap-param-gather-with-optimizer-step --overlap-p2p-communication-warmup-flush --defer-embedding-wgrad-compute prints the numbers without them" \
+    same_printed "$MC_TMP/ovl0" "$MC_TMP/ovl1" 8
+mpirun_mc 2 "${FLAGS[@]}" --pipeline-model-parallel-size 2 --defer-embedding-wgrad-compute \
+    --wgrad-deferral-limit 3 >"$MC_TMP/defer" 2>&1
+check "pp=2 with --defer-embedding-wgrad-compute --wgrad-deferral-limit 3 prints the numbers without it" \
+    same_printed "$MC_TMP/pp2" "$MC_TMP/defer" 24
+
 # The p2p timers (pipeline idle time) at --timing-log-level 2.
 mpirun_mc 2 "${FLAGS[@]}" --train-iters 4 --pipeline-model-parallel-size 2 --timing-log-level 2 \
     >"$MC_TMP/timers" 2>&1
@@ -82,3 +104,10 @@ refused() { # name message np flags...
 refused "interleaving with microbatches not a multiple of pp" "microbatch" 4 \
     --pipeline-model-parallel-size 4 --num-virtual-stages-per-pipeline-rank 2 --global-batch-size 12
 refused "--num-layers not divisible by pp" "divisible" 2 --pipeline-model-parallel-size 2 --num-layers 7
+refused "--overlap-param-gather-with-optimizer-step without the interleaved schedule" \
+    "--overlap-param-gather-with-optimizer-step only supported with interleaved" 4 \
+    --pipeline-model-parallel-size 2 --use-distributed-optimizer --overlap-grad-reduce \
+    --overlap-param-gather --overlap-param-gather-with-optimizer-step
+refused "--overlap-p2p-communication-warmup-flush without the interleaved schedule" \
+    "--overlap-p2p-communication-warmup-flush: .*batch_p2p_comm" 2 --pipeline-model-parallel-size 2 \
+    --overlap-p2p-communication-warmup-flush

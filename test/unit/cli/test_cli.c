@@ -517,10 +517,6 @@ static void test_not_implemented_flags(void **state)
                  "world size (1) is not divisible by tensor x pipeline x context parallel size");
     mc_expect_error(ISSUE_LINE " --pipeline-model-parallel-layout E|t|t|L",
                  "--pipeline-model-parallel-layout is recognised but not implemented yet");
-    mc_expect_error(ISSUE_LINE " --overlap-p2p-communication-warmup-flush",
-                 "--overlap-p2p-communication-warmup-flush is recognised but not implemented yet");
-    mc_expect_error(ISSUE_LINE " --defer-embedding-wgrad-compute",
-                 "--defer-embedding-wgrad-compute is recognised but not implemented yet");
     mc_expect_error(ISSUE_LINE " --tensor-model-parallel-size 2",
                  "world size (1) is not divisible by tensor x pipeline x context parallel size");
     mc_expect_error(ISSUE_LINE " --lr-decay-style WSD", "--lr-decay-style WSD is recognised but not implemented yet");
@@ -628,6 +624,67 @@ static void test_pipeline_without_vpp(void **state)
                    "--no-scatter-gather-tensors-in-pipeline --wgrad-deferral-limit 0 "
                    "--no-align-grad-reduce --no-align-param-gather", 2);
     assert_int_equal(a.pipeline_model_parallel_size, 2);
+}
+
+/* The pipeline's optional overlaps: Megatron's refusals (arguments.validate_args,
+ * ModelParallelConfig.__post_init__), one line naming the flag. */
+static void test_pipeline_overlap_flags(void **state)
+{
+    (void)state;
+    static mc_args_t a;
+    mc_expect_error(ISSUE_LINE " --defer-embedding-wgrad-compute",
+                    "--defer-embedding-wgrad-compute: Cannot defer embedding wgrad compute when "
+                    "pipeline model parallel is not used");
+    mc_expect_error_world(PP_LINE " --pipeline-model-parallel-size 2 "
+                          "--defer-embedding-wgrad-compute --no-gradient-accumulation-fusion",
+                          2,
+                          "--defer-embedding-wgrad-compute: Cannot defer embedding wgrad compute "
+                          "when gradient accumulation fusion is not used");
+    mc_run_parse_here(&a, PP_LINE " --pipeline-model-parallel-size 2 "
+                      "--defer-embedding-wgrad-compute --wgrad-deferral-limit 2", 2);
+    assert_true(a.defer_embedding_wgrad_compute);
+    assert_int_equal(a.wgrad_deferral_limit, 2);
+    assert_true(a.gradient_accumulation_fusion);
+    mc_expect_error_world(PP_LINE " --pipeline-model-parallel-size 2 --wgrad-deferral-limit -1 "
+                          "--defer-embedding-wgrad-compute", 2,
+                          "--wgrad-deferral-limit: Wgrad deferral limit should be greater than or "
+                          "equal to 0 when it is enabled!");
+    /* ignored without the deferral, as in Megatron */
+    mc_run_parse_here(&a, PP_LINE " --pipeline-model-parallel-size 2 --wgrad-deferral-limit -1", 2);
+    assert_int_equal(a.wgrad_deferral_limit, -1);
+    /* the warmup/flush overlap needs overlapped p2p: the interleaved schedule without
+     * --no-overlap-p2p-communication */
+    const char *flush = "--overlap-p2p-communication-warmup-flush: Pipeline parallel "
+                        "communication overlapping in warmup and flush is only compatible with "
+                        "overlap_p2p_comm but not batch_p2p_comm";
+    mc_expect_error(ISSUE_LINE " --overlap-p2p-communication-warmup-flush", flush);
+    mc_expect_error_world(PP_LINE " --pipeline-model-parallel-size 2 "
+                          "--overlap-p2p-communication-warmup-flush", 2, flush);
+    mc_expect_error_world(PP_LINE " --pipeline-model-parallel-size 4 "
+                          "--num-virtual-stages-per-pipeline-rank 2 --no-overlap-p2p-communication "
+                          "--overlap-p2p-communication-warmup-flush", 4, flush);
+    mc_run_parse_here(&a, PP_LINE " --pipeline-model-parallel-size 2 "
+                      "--num-virtual-stages-per-pipeline-rank 2 "
+                      "--overlap-p2p-communication-warmup-flush", 2);
+    assert_true(a.overlap_p2p_comm_warmup_flush);
+    /* the first chunk's gather inside the optimizer step: validate_args' four asserts in order */
+#define OPG PP_LINE " --pipeline-model-parallel-size 2 --overlap-param-gather-with-optimizer-step"
+#define DOPT " --use-distributed-optimizer --overlap-grad-reduce --overlap-param-gather"
+    mc_expect_error_world(OPG, 2, "--overlap-param-gather-with-optimizer-step only supported with "
+                                  "distributed optimizer");
+    mc_expect_error_world(OPG " --use-distributed-optimizer", 2,
+                          "Must use --overlap-param-gather-with-optimizer-step with "
+                          "--overlap-param-gather");
+    mc_expect_error_world(OPG DOPT, 2, "--overlap-param-gather-with-optimizer-step only supported "
+                                       "with interleaved pipeline parallelism");
+    mc_expect_error_world(OPG DOPT " --num-virtual-stages-per-pipeline-rank 2 --ckpt-format "
+                                   "torch_dist", 2,
+                          "--overlap-param-gather-with-optimizer-step not supported with "
+                          "distributed checkpointing yet");
+    mc_run_parse_here(&a, OPG DOPT " --num-virtual-stages-per-pipeline-rank 2", 2);
+    assert_true(a.overlap_param_gather_with_optimizer_step);
+#undef OPG
+#undef DOPT
 }
 
 static void test_pipeline_vpp_derived(void **state)
@@ -1121,6 +1178,7 @@ int main(void)
         cmocka_unit_test(test_help_and_markdown),
         cmocka_unit_test(test_pipeline_without_vpp),
         cmocka_unit_test(test_rampup_batch_size),
+        cmocka_unit_test(test_pipeline_overlap_flags),
         cmocka_unit_test(test_pipeline_vpp_derived),
         cmocka_unit_test(test_pipeline_uneven),
         cmocka_unit_test(test_pipeline_account_for),

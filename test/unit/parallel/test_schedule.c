@@ -58,6 +58,30 @@ static void sim_ok(mc_pp_config_t c, int *inflight)
     assert_int_equal(mc_pp_simulate(&c, inflight, err, sizeof err), 0);
 }
 
+/* The executor's communicator completes batches in order, so a compute's own collective may
+ * wait behind a pending asynchronous batch: every list must also complete with all of its
+ * batches synchronous (parallel/pipeline.h). */
+static void sim_sync_ok(mc_pp_config_t c)
+{
+    mc_pp_action_t *lists[8];
+    int n[8];
+    char err[512];
+    assert_true(c.pp_size <= 8);
+    for (int r = 0; r < c.pp_size; r++) {
+        mc_pp_config_t rc = c;
+        rc.pp_rank = r;
+        assert_int_equal(mc_pp_schedule(&rc, &lists[r], &n[r], err, sizeof err), 0);
+        for (int i = 0; i < n[r]; i++) lists[r][i].async = false;
+    }
+    const int rc = mc_pp_simulate_lists(&c, lists, n, NULL, err, sizeof err);
+    if (rc)
+        print_error("all synchronous: pp %d vpp %d M %d G %d overlap %d flush %d: %s\n",
+                    c.pp_size, c.vpp, c.num_microbatches, c.group_size, c.overlap_p2p_comm,
+                    c.overlap_warmup_flush, err);
+    for (int r = 0; r < c.pp_size; r++) free(lists[r]);
+    assert_int_equal(rc, 0);
+}
+
 /* ---- tables and counts ---------------------------------------------------------------------- */
 
 static void test_table_spec_example(void **state)
@@ -308,6 +332,36 @@ static void test_interleaved_overlap_pp2(void **state)
     assert_int_equal(inflight[1], 3);
 }
 
+/* --overlap-p2p-communication-warmup-flush (pp=2, vpp=2, M=4): the warmup and cooldown batches
+ * of the list above become asynchronous. Rank 1 posts the next forward's input receive before
+ * each warmup forward and sends after it; rank 0 (the first) receives and sends after. In the
+ * flush rank 0 (not the last) posts the next gradient's receive before each backward and sends
+ * after it; rank 1 (the last) does both after. The computes keep their order. */
+static void test_interleaved_warmup_flush_pp2(void **state)
+{
+    mc_pp_config_t c = cfg(2, 2, 4, 0, true, false);
+    c.overlap_warmup_flush = true;
+    expect_seq(c, 0,
+               "F0c0 <SN0c0> F1c0 <RP0c1 SN1c0> F0c1 <RP1c1 SN0c1> F1c1 <SN1c1> <RN0c1> "
+               "F2c0 <SN2c0> B0c1 <SP0c1 RN1c1> F3c0 <RP2c1 SN3c0> B1c1 <SP1c1 RN0c0> "
+               "F2c1 <RP3c1 SN2c1> B0c0 <RN1c0> F3c1 <SN3c1> B1c0 <RN2c1> "
+               "<RN3c1> B2c1 <SP2c1> <RN2c0> B3c1 <SP3c1> <RN3c0> B2c0 B3c0");
+    expect_seq(c, 1,
+               "[RP0c0] <RP1c0> F0c0 <SN0c0> <RP0c1> F1c0 <SN1c0> F0c1 <RP1c1> B0c1 <SP0c1> "
+               "F1c1 <RP2c0> B1c1 <SP1c1 RN0c0> F2c0 <RP3c0 SN2c0> B0c0 <SP0c0 RN1c0> "
+               "F3c0 <RP2c1 SN3c0> B1c0 <SP1c0> F2c1 <RP3c1> B2c1 <SP2c1> F3c1 B3c1 "
+               "<SP3c1 RN2c0> B2c0 <SP2c0 RN3c0> B3c0 <SP3c0>");
+    int inflight[2];
+    sim_ok(c, inflight);
+    assert_int_equal(inflight[0], 5);
+    assert_int_equal(inflight[1], 3);
+    /* evaluation: the forwards' batches are asynchronous too */
+    c = cfg(2, 2, 2, 0, true, true);
+    c.overlap_warmup_flush = true;
+    expect_seq(c, 1, "[RP0c0] <RP1c0> F0c0 <SN0c0> <RP0c1> F1c0 <SN1c0> <RP1c1> F0c1 F1c1");
+    sim_ok(c, NULL);
+}
+
 static void test_interleaved_group_size(void **state)
 {
     /* pp=2, vpp=2, M=6, G=3 */
@@ -373,6 +427,10 @@ static void test_errors(void **state)
                       "multiple p2p sends and recvs between same 2 ranks per communication batch";
     expect_error(cfg(2, 2, 4, 0, false, false), gt2);
     expect_error(cfg(1, 2, 4, 0, false, false), gt2);
+    mc_pp_config_t fl = cfg(3, 2, 6, 0, false, false);
+    fl.overlap_warmup_flush = true;
+    expect_error(fl, "Pipeline parallel communication overlapping in warmup and flush is only "
+                     "compatible with overlap_p2p_comm but not batch_p2p_comm.");
     expect_error(cfg(2, 1, 4, 0, true, false),
                  "Non-interleaved pipeline parallelism does not support overlapping p2p "
                  "communication");
@@ -400,9 +458,11 @@ static void test_simulate_grid(void **state)
         for (int vpp = 1; vpp <= 3; vpp++)
             for (int M = 1; M <= 12; M++)
                 for (int G = 0; G <= M; G++)
-                    for (int ov = 0; ov < 2; ov++)
+                    for (int ov = 0; ov < 3; ov++)
                         for (int fo = 0; fo < 2; fo++) {
-                            mc_pp_config_t c = cfg(pp, vpp, M, G, ov, fo);
+                            /* ov 2: overlap with --overlap-p2p-communication-warmup-flush */
+                            mc_pp_config_t c = cfg(pp, vpp, M, G, ov > 0, fo);
+                            c.overlap_warmup_flush = ov == 2;
                             char err[512];
                             if (mc_pp_validate(&c, err, sizeof err))
                                 continue;
@@ -410,6 +470,7 @@ static void test_simulate_grid(void **state)
                             interleaved += vpp > 1;
                             int inflight[4];
                             sim_ok(c, inflight);
+                            sim_sync_ok(c);
                             for (int r = 0; r < pp; r++) {
                                 c.pp_rank = r;
                                 assert_int_equal(inflight[r], mc_pp_max_inflight(&c));
@@ -664,6 +725,7 @@ int main(void)
         cmocka_unit_test(test_1f1b_forward_only),
         cmocka_unit_test(test_interleaved_sync_pp3),
         cmocka_unit_test(test_interleaved_overlap_pp2),
+        cmocka_unit_test(test_interleaved_warmup_flush_pp2),
         cmocka_unit_test(test_interleaved_group_size),
         cmocka_unit_test(test_interleaved_forward_only),
         cmocka_unit_test(test_errors),
