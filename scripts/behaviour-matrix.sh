@@ -20,6 +20,9 @@
 # Again after MoE checkpoints (issue 31): untied torch_dist files no longer hold
 # output_layer._extra_state, as Megatron's GPTModel.sharded_state_dict drops it (four .sha256
 # files: llama1, llama-par, llama-par-bf16, resume-dist-b; every .lines file the same).
+# Again after issue 33's flags (the args gain use_gloo_process_groups, the distributed optimizer
+# instances, grad_reduce_in_bf16, the deferred wgrad and overlap flags: eleven .sha256 files, only
+# common.pt and model_optim_rng.pt; every .lines file the same).
 set -u
 cd "$(dirname "$0")/.."
 mode=${1:-} dir=${2:-}

@@ -110,7 +110,7 @@ static const char *one_step(bool with_step, int *buckets)
     static mc_group_t group;
     comm = (mc_comm_t){.name = "rec", .size = 2, .start = rec_start, .wait = rec_wait};
     group = (mc_group_t){.rank = 0, .size = 2, .name = "dp"};
-    mc_ddp_bind(&d, &comm, &group);
+    mc_ddp_bind(&d, &comm, &group, NULL); /* one instance */
     g_model = &m, g_ddp = &d;
     mc_opt_seg_t *segs;
     int n;
