@@ -71,6 +71,10 @@ signal_case() {
     shift 4
     export MC_FAULT_JOB=$$.$RANDOM
     local args=("${FLAGS[@]}" --exit-signal-handler --save "$dir" --save-interval 1000 "$@")
+    # emptied here, not only by the job's redirection: wait_line may read the file before the
+    # job's shell truncates it, and the last case's "iteration 3" would end the wait at once (the
+    # signal then comes before the handler is installed)
+    : >"$MC_TMP/sig.out"
     if [ "$how" = 1 ]; then # the process itself, to signal it
         "$MC_BIN" "${args[@]}" >"$MC_TMP/sig.out" 2>"$MC_TMP/sig.err" &
     else
