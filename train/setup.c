@@ -77,15 +77,19 @@ mc_comm_t *mc_setup_comm(const mc_args_t *args, const mc_backend_t *be)
     const double timeout_s = 60.0 * args->distributed_timeout_minutes;
     if (rt && rt->size > 1) {
         char err[512];
-        /* every rank arrives within the timeout before MPI_Init, whose own exchange has no bound */
-        if (mc_runtime_fence(rt, timeout_s) != 0)
-            mc_fatal("timed out after %g s waiting for every rank to reach the communicator's "
-                     "set-up (a rank is stopped, hung or slow while it opens its data or builds "
-                     "its model; raise --distributed-timeout-minutes if this is expected)",
-                     timeout_s);
-        if (be->has_nccl && strcmp(args->distributed_backend, "nccl") == 0)
-            comm = mc_comm_nccl(rt, be, timeout_s, err, sizeof(err));
-        else comm = mc_comm_mpi(rt, err, sizeof(err));
+        if (be->has_nccl && strcmp(args->distributed_backend, "nccl") == 0) {
+            comm =
+                mc_comm_nccl(rt, be, timeout_s, err, sizeof(err)); /* its exchanges are bounded */
+        } else {
+            /* every rank arrives within the timeout before MPI_Init, whose exchange has no bound */
+            if (mc_runtime_fence(rt, timeout_s) != 0)
+                mc_fatal("timed out after %g s waiting for every rank to reach the "
+                         "communicator's set-up (a rank is stopped, hung or slow while it opens "
+                         "its data or builds its model; raise --distributed-timeout-minutes if "
+                         "this is expected)",
+                         timeout_s);
+            comm = mc_comm_mpi(rt, err, sizeof(err));
+        }
         if (!comm) mc_fatal("%s", err);
     }
     comm->timeout_s = timeout_s;
