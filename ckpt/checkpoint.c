@@ -409,6 +409,14 @@ bool mc_ckpt_load(mc_trainer_t *t)
         loaded(t, dir);
         return true;
     }
+    /* Megatron's legacy files at ep > 1 hold the chained optimizer's two states: not mapped */
+    if (t->par.layout.ep > 1)
+        mc_path_errf(err, sizeof(err), iter_dir,
+                     "loading a legacy (torch format) checkpoint with "
+                     "--expert-model-parallel-size %d is recognised but not implemented yet in "
+                     "megatron-c (load a torch_dist checkpoint, or load this one at ep 1)",
+                     t->par.layout.ep);
+    agree(t, err);
     mc_ckpt_rank_name(rank_name, sizeof(rank_name), t->par.me.tp, a->pipeline_model_parallel_size,
                       t->par.me.pp, t->par.layout.ep, t->par.expert_me.ep);
     snprintf(path, sizeof(path), "%s/%s/%s", iter_dir, rank_name, MODEL_FILE);
