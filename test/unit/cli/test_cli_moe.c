@@ -97,12 +97,25 @@ static void test_refused_until_implemented(void **state)
                     "MoE layers with --load or --save and a --moe-layer-freq other than 1");
     mc_expect_error(MOE " --swiglu --moe-layer-freq [1,0,1,1] --save /tmp/x --save-interval 5",
                     "MoE layers with --load or --save and a --moe-layer-freq other than 1");
-    /* checkpoints with their optimizer state at ep 1; at ep > 1 refused by name */
-    mc_expect_error_world(MOE " --swiglu --expert-model-parallel-size 2 --moe-token-dispatcher-type "
-                              "alltoall --save /tmp/x --save-interval 5",
-                          2, "MoE layers with --save and --expert-model-parallel-size > 1");
+    /* checkpoints with their optimizer state at ep 1; at ep > 1 torch_dist with the distributed
+     * optimizer (Megatron's chained dp_reshardable state), the rest refused by name */
+    static const char *const ep_save_todo[] = {
+        "", "--use-distributed-optimizer --ckpt-format torch",
+        "--use-distributed-optimizer --dist-ckpt-optim-fully-reshardable"};
+    for (size_t i = 0; i < sizeof(ep_save_todo) / sizeof(ep_save_todo[0]); i++) {
+        char cmd[1024];
+        snprintf(cmd, sizeof(cmd), MOE " --swiglu --expert-model-parallel-size 2 "
+                 "--moe-token-dispatcher-type alltoall --save /tmp/x --save-interval 5 %s",
+                 ep_save_todo[i]);
+        mc_expect_error_world(cmd, 2, "MoE layers with --save and --expert-model-parallel-size > 1 "
+                              "other than --ckpt-format torch_dist with --use-distributed-optimizer");
+    }
     mc_run_t rs;
     mc_run_parse(&rs, MOE " --swiglu --save /tmp/x --save-interval 5 --load /tmp/x", 1);
+    assert_int_equal(rs.status, 0);
+    mc_run_parse(&rs, MOE " --swiglu --expert-model-parallel-size 2 --moe-token-dispatcher-type "
+                 "alltoall --use-distributed-optimizer --ckpt-format torch_dist --save /tmp/x "
+                 "--save-interval 5 --load /tmp/x", 2);
     assert_int_equal(rs.status, 0);
     mc_expect_error(MOE " --swiglu --log-throughput", "MoE layers with --log-throughput");
     mc_expect_error(MOE " --swiglu --recompute-granularity full --recompute-method uniform "
@@ -113,7 +126,6 @@ static void test_refused_until_implemented(void **state)
     char line[1024];
     static const char *const ep_todo[][2] = {
         {"--moe-token-dispatcher-type allgather", "--moe-token-dispatcher-type allgather"},
-        {"--load /tmp/x --no-load-optim", "--load (checkpoints of expert-parallel runs)"},
         {"--log-num-zeros-in-grad", "--log-num-zeros-in-grad"},
         {"--check-weight-hash-across-dp-replicas-interval 5",
          "--check-weight-hash-across-dp-replicas-interval"}};
