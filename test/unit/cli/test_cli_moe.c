@@ -100,8 +100,8 @@ static void test_refused_until_implemented(void **state)
     /* checkpoints with their optimizer state at ep 1; at ep > 1 torch_dist with the distributed
      * optimizer (Megatron's chained dp_reshardable state), the rest refused by name */
     static const char *const ep_save_todo[] = {
-        "", "--use-distributed-optimizer --ckpt-format torch",
-        "--use-distributed-optimizer --dist-ckpt-optim-fully-reshardable"};
+        "--ckpt-format torch_dist", "--use-distributed-optimizer --ckpt-format torch",
+        "--use-distributed-optimizer --ckpt-format torch_dist --dist-ckpt-optim-fully-reshardable"};
     for (size_t i = 0; i < sizeof(ep_save_todo) / sizeof(ep_save_todo[0]); i++) {
         char cmd[1024];
         snprintf(cmd, sizeof(cmd), MOE " --swiglu --expert-model-parallel-size 2 "
