@@ -82,6 +82,29 @@ static void test_flags_parse_into_fields(void **state)
     mc_args_free(&a);
 }
 
+/* Checkpoints with their optimizer state at ep 1; at ep > 1 torch_dist with the distributed
+ * optimizer (Megatron's chained dp_reshardable state), the rest refused by name. */
+static void test_expert_parallel_checkpoints(void **state)
+{
+    (void)state;
+    static const char *const ep_save_todo[] = {
+        "--ckpt-format torch_dist", "--use-distributed-optimizer --ckpt-format torch",
+        "--use-distributed-optimizer --ckpt-format torch_dist --dist-ckpt-optim-fully-reshardable"};
+    for (size_t i = 0; i < sizeof(ep_save_todo) / sizeof(ep_save_todo[0]); i++) {
+        char cmd[1024];
+        snprintf(cmd, sizeof(cmd), MOE " --swiglu --expert-model-parallel-size 2 "
+                 "--moe-token-dispatcher-type alltoall --save /tmp/x --save-interval 5 %s",
+                 ep_save_todo[i]);
+        mc_expect_error_world(cmd, 2, "MoE layers with --save and --expert-model-parallel-size > 1 "
+                              "other than --ckpt-format torch_dist with --use-distributed-optimizer");
+    }
+    mc_run_t rs;
+    mc_run_parse(&rs, MOE " --swiglu --expert-model-parallel-size 2 --moe-token-dispatcher-type "
+                 "alltoall --use-distributed-optimizer --ckpt-format torch_dist --save /tmp/x "
+                 "--save-interval 5 --load /tmp/x", 2);
+    assert_int_equal(rs.status, 0);
+}
+
 /* A line Megatron accepts is refused by name until the MoE layer exists; the flags alone too,
  * and a dense line is untouched (expert tensor size derived as tp). */
 static void test_refused_until_implemented(void **state)
@@ -97,25 +120,8 @@ static void test_refused_until_implemented(void **state)
                     "MoE layers with --load or --save and a --moe-layer-freq other than 1");
     mc_expect_error(MOE " --swiglu --moe-layer-freq [1,0,1,1] --save /tmp/x --save-interval 5",
                     "MoE layers with --load or --save and a --moe-layer-freq other than 1");
-    /* checkpoints with their optimizer state at ep 1; at ep > 1 torch_dist with the distributed
-     * optimizer (Megatron's chained dp_reshardable state), the rest refused by name */
-    static const char *const ep_save_todo[] = {
-        "--ckpt-format torch_dist", "--use-distributed-optimizer --ckpt-format torch",
-        "--use-distributed-optimizer --ckpt-format torch_dist --dist-ckpt-optim-fully-reshardable"};
-    for (size_t i = 0; i < sizeof(ep_save_todo) / sizeof(ep_save_todo[0]); i++) {
-        char cmd[1024];
-        snprintf(cmd, sizeof(cmd), MOE " --swiglu --expert-model-parallel-size 2 "
-                 "--moe-token-dispatcher-type alltoall --save /tmp/x --save-interval 5 %s",
-                 ep_save_todo[i]);
-        mc_expect_error_world(cmd, 2, "MoE layers with --save and --expert-model-parallel-size > 1 "
-                              "other than --ckpt-format torch_dist with --use-distributed-optimizer");
-    }
     mc_run_t rs;
     mc_run_parse(&rs, MOE " --swiglu --save /tmp/x --save-interval 5 --load /tmp/x", 1);
-    assert_int_equal(rs.status, 0);
-    mc_run_parse(&rs, MOE " --swiglu --expert-model-parallel-size 2 --moe-token-dispatcher-type "
-                 "alltoall --use-distributed-optimizer --ckpt-format torch_dist --save /tmp/x "
-                 "--save-interval 5 --load /tmp/x", 2);
     assert_int_equal(rs.status, 0);
     mc_expect_error(MOE " --swiglu --log-throughput", "MoE layers with --log-throughput");
     mc_expect_error(MOE " --swiglu --recompute-granularity full --recompute-method uniform "
@@ -304,6 +310,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_flags_parse_into_fields),
         cmocka_unit_test(test_refused_until_implemented),
+        cmocka_unit_test(test_expert_parallel_checkpoints),
         cmocka_unit_test(test_megatron_rules),
         cmocka_unit_test(test_layer_pattern),
     };
