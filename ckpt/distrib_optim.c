@@ -324,10 +324,16 @@ static int check_buffer(const mc_pyobj_t *d, const mc_ckpt_buffers_t *b, int c,
 int mc_ckpt_distopt_load(mc_trainer_t *t, const mc_pyobj_t *d, const mc_ckpt_order_t *o, char *err,
                          size_t n)
 {
+    return mc_ckpt_distopt_load_of(t, d, o, MC_CKPT_ALL, err, n);
+}
+
+int mc_ckpt_distopt_load_of(mc_trainer_t *t, const mc_pyobj_t *d, const mc_ckpt_order_t *o,
+                            mc_ckpt_sel_t sel, char *err, size_t n)
+{
     const mc_gpt_t *m = &t->model;
     if (!d || d->kind != MC_PY_DICT) return mc_errf(err, n, "not a dict");
     mc_ckpt_buffers_t b;
-    mc_ckpt_buffers(t, o, &b);
+    mc_ckpt_buffers_of(t, o, sel, &b);
     int rc = 0;
     if (mc_py_dict_get_int(d, b.n_chunks))
         rc = mc_errf(err, n,

@@ -494,6 +494,17 @@ static int load_group(mc_trainer_t *t, const mc_ckpt_order_t *o, const mc_pyobj_
 int mc_ckpt_optimizer_load(mc_trainer_t *t, const mc_pyobj_t *opt, const mc_ckpt_order_t *o,
                            char *err, size_t n)
 {
+    /* Megatron's ChainedOptimizer (expert parallelism): [dense, experts]; with the distributed
+     * optimizer their scalars agree and the states are in distrib_optim.pt */
+    if (opt && opt->kind == MC_PY_LIST) {
+        if (mc_py_len(opt) != 2 || !t->ddp.dist_opt)
+            return mc_errf(err, n,
+                           "'optimizer' is a list of %zu optimizers (Megatron's chained "
+                           "optimizer): read only as the dense and the experts' distributed "
+                           "optimizers (give --use-distributed-optimizer, or add --no-load-optim)",
+                           mc_py_len(opt));
+        opt = mc_py_item(opt, 0);
+    }
     if (!opt || opt->kind != MC_PY_DICT) return mc_errf(err, n, "'optimizer' is not a dict");
     /* Megatron's three forms: Float16OptimizerWithFloat16Params ({optimizer, grad_scaler,
      * fp32_from_fp16_params}), DistributedOptimizer ({optimizer: {param_groups}, grad_scaler}),

@@ -162,6 +162,10 @@ mc_pyobj_t *mc_ckpt_distopt_gather_of(mc_trainer_t *t, const mc_ckpt_order_t *o,
  * fp32 master value. */
 int mc_ckpt_distopt_load(mc_trainer_t *t, const mc_pyobj_t *d, const mc_ckpt_order_t *o, char *err,
                          size_t n);
+/* The same for sel's buffers only (expert parallelism: Megatron's chained optimizer's legacy
+ * distrib_optim.pt is the list [dense, experts] of such dicts). */
+int mc_ckpt_distopt_load_of(mc_trainer_t *t, const mc_pyobj_t *d, const mc_ckpt_order_t *o,
+                            mc_ckpt_sel_t sel, char *err, size_t n);
 
 /* ---- one rank's model_optim_rng.pt ---- */
 

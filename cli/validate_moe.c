@@ -274,12 +274,12 @@ static void scope(const mc_args_t *a, void (*report)(const char *line))
     TODO(a->calculate_per_token_loss, "--calculate-per-token-loss")
     TODO(a->log_throughput, "--log-throughput (Megatron's FLOPs count of MoE layers)")
     /* at ep > 1 Megatron's chained optimizer (the experts' own distributed optimizer) is mapped
-     * for torch_dist's dp_reshardable state only (legacy loads: ckpt/checkpoint.c) */
+     * for the distributed optimizer only (legacy loads without it: ckpt/checkpoint.c) */
     TODO(a->save[0] && a->expert_model_parallel_size > 1 &&
-             (strcmp(a->ckpt_format, "torch_dist") != 0 || !a->use_distributed_optimizer ||
-              a->dist_ckpt_optim_fully_reshardable),
-         "--save and --expert-model-parallel-size > 1 other than --ckpt-format torch_dist "
-         "with --use-distributed-optimizer (its dp_reshardable state)")
+             (!a->use_distributed_optimizer ||
+              (strcmp(a->ckpt_format, "torch_dist") == 0 && a->dist_ckpt_optim_fully_reshardable)),
+         "--save and --expert-model-parallel-size > 1 other than with "
+         "--use-distributed-optimizer (torch, or torch_dist's dp_reshardable state)")
     TODO(a->num_layers > MC_MOE_MAX_LAYERS, "more than 1024 layers")
     /* Megatron's torch_dist keys of such a model are per layer (non_homogeneous_layers) */
     TODO((a->load[0] || a->save[0]) &&
