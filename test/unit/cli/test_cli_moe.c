@@ -82,13 +82,14 @@ static void test_flags_parse_into_fields(void **state)
     mc_args_free(&a);
 }
 
-/* Checkpoints with their optimizer state at ep 1; at ep > 1 torch_dist with the distributed
- * optimizer (Megatron's chained dp_reshardable state), the rest refused by name. */
+/* Checkpoints with their optimizer state at ep 1; at ep > 1 with the distributed optimizer
+ * (Megatron's chained optimizer: legacy, or torch_dist's dp_reshardable state), the rest refused
+ * by name. */
 static void test_expert_parallel_checkpoints(void **state)
 {
     (void)state;
     static const char *const ep_save_todo[] = {
-        "--ckpt-format torch_dist", "--use-distributed-optimizer --ckpt-format torch",
+        "--ckpt-format torch_dist", "--ckpt-format torch",
         "--use-distributed-optimizer --ckpt-format torch_dist --dist-ckpt-optim-fully-reshardable"};
     for (size_t i = 0; i < sizeof(ep_save_todo) / sizeof(ep_save_todo[0]); i++) {
         char cmd[1024];
@@ -96,13 +97,17 @@ static void test_expert_parallel_checkpoints(void **state)
                  "--moe-token-dispatcher-type alltoall --save /tmp/x --save-interval 5 %s",
                  ep_save_todo[i]);
         mc_expect_error_world(cmd, 2, "MoE layers with --save and --expert-model-parallel-size > 1 "
-                              "other than --ckpt-format torch_dist with --use-distributed-optimizer");
+                              "other than with --use-distributed-optimizer");
     }
-    mc_run_t rs;
-    mc_run_parse(&rs, MOE " --swiglu --expert-model-parallel-size 2 --moe-token-dispatcher-type "
-                 "alltoall --use-distributed-optimizer --ckpt-format torch_dist --save /tmp/x "
-                 "--save-interval 5 --load /tmp/x", 2);
-    assert_int_equal(rs.status, 0);
+    for (int legacy = 0; legacy < 2; legacy++) {
+        char cmd[1024];
+        snprintf(cmd, sizeof(cmd), MOE " --swiglu --expert-model-parallel-size 2 "
+                 "--moe-token-dispatcher-type alltoall --use-distributed-optimizer --ckpt-format "
+                 "%s --save /tmp/x --save-interval 5 --load /tmp/x", legacy ? "torch" : "torch_dist");
+        mc_run_t rs;
+        mc_run_parse(&rs, cmd, 2);
+        assert_int_equal(rs.status, 0);
+    }
 }
 
 /* A line Megatron accepts is refused by name until the MoE layer exists; the flags alone too,
