@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Checkpoints of MoE models (issue 31 point 4), at ep 1, on Megatron-LM's tiny Mixtral-like model
+# Checkpoints of MoE models (issue 31 point 4), at ep 1 and ep 2, on Megatron-LM's tiny Mixtral-like model
 # (../shared/data/megatron-ref/moe, HOW-MADE.md: 4 layers x 4 experts, top-2 softmax router):
 #  - exact resume: saved at iteration 4 (legacy with the distributed optimizer and with plain
 #    Adam; torch_dist dp_reshardable and fully reshardable; a dp 2 save loaded at dp 1), the
@@ -14,7 +14,12 @@
 #  - on the emulated GPU, Megatron's ep1 with its optimizer state gives Megatron's numbers and its
 #    legacy save there goes on with them on the CPU;
 #  - convert-checkpoint of it to the legacy format (pp 1 and pp 2) loads with Megatron's numbers;
-#    a target tp > 1 is refused by name.
+#    a target tp > 1 is refused by name;
+#  - expert parallelism (Megatron's chained optimizer: the dense state over dp, the experts' over
+#    edp): torch_dist at ep2 resumes exactly at ep2 and at ep1, an ep1 save at ep2; Megatron's ep2
+#    loads at ep2 and at ep1 with its numbers; re-saved at ep2 it has Megatron's keys, shapes,
+#    chunks and bucket contents and reloads at ep2 and ep1 with Megatron's numbers; legacy files at
+#    ep2 (mp_rank_00_EEE) resume exactly; without the distributed optimizer refused by name.
 source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/mpi.sh"
 
