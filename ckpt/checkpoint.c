@@ -86,6 +86,30 @@ static void add_file(save_job_t *j, const char *name, mc_pyobj_t *obj)
     j->n++;
 }
 
+/* distrib_optim.pt (collective: gathers over dp and edp), NULL on the ranks that write none. At
+ * ep > 1 Megatron's ChainedOptimizer.save_parameter_state: the list [dense, experts], each the
+ * dp_zero dict on its group's rank 0 and None elsewhere, written by a rank holding either. */
+static mc_pyobj_t *distopt_file(mc_trainer_t *t)
+{
+    mc_ckpt_order_t o;
+    if (mc_ckpt_order_spec(&t->model, mc_ckpt_names_of(t->args), &o) != 0)
+        mc_fatal("out of host memory");
+    mc_pyobj_t *out;
+    if (t->par.layout.ep <= 1) {
+        out = mc_ckpt_distopt_gather(t, &o); /* NULL on dp ranks > 0 */
+    } else {
+        mc_pyobj_t *dense = mc_ckpt_distopt_gather_of(t, &o, MC_CKPT_DENSE);
+        mc_pyobj_t *experts = mc_ckpt_distopt_gather_of(t, &o, MC_CKPT_EXPERTS);
+        out = dense || experts ? mc_py_list() : NULL;
+        if (out && (mc_py_list_append(out, dense ? dense : mc_py_none()) ||
+                    mc_py_list_append(out, experts ? experts : mc_py_none())))
+            mc_fatal("out of host memory");
+    }
+    mc_ckpt_order_free(&o);
+    return out;
+}
+
+
 /* Rank 0 prepares the directory and names the staging tree; every rank builds what it writes
  * (the distributed optimizer's gather is collective). */
 static save_job_t *prepare(mc_trainer_t *t)
@@ -126,11 +150,7 @@ static save_job_t *prepare(mc_trainer_t *t)
         t->par.layout.ep > 1 ? t->par.expert_me.edp == 0 : mc_ddp_first_replica(&t->ddp);
     if (writer) add_file(j, MODEL_FILE, mc_ckpt_state_dict(t));
     if (t->ddp.dist_opt && !a->no_save_optim) {
-        mc_ckpt_order_t o;
-        if (mc_ckpt_order_spec(&t->model, mc_ckpt_names_of(a), &o) != 0)
-            mc_fatal("out of host memory");
-        mc_pyobj_t *d = mc_ckpt_distopt_gather(t, &o); /* NULL on dp ranks > 0 */
-        mc_ckpt_order_free(&o);
+        mc_pyobj_t *d = distopt_file(t);
         if (d) add_file(j, DISTOPT_FILE, d);
     }
     return j;
@@ -353,6 +373,32 @@ static void loaded(const mc_trainer_t *t, const char *dir)
         fflush(stdout);
     }
 }
+/* rank_dir's distrib_optim.pt into this rank's shards of sel's buffers (ep > 1: entry sel of
+ * Megatron's chained list). */
+static void load_distopt(mc_trainer_t *t, const char *iter_dir, const char *rank_dir,
+                         const mc_ckpt_order_t *order, mc_ckpt_sel_t sel, char *err, size_t n)
+{
+    char path[MC_CKPT_PATH_MAX + 64], inner[ERR_MAX];
+    snprintf(path, sizeof(path), "%s/%s/%s", iter_dir, rank_dir, DISTOPT_FILE);
+    mc_pyobj_t *d = NULL;
+    if (access(path, F_OK) != 0) {
+        mc_path_errf(err, n, path,
+                     "missing (the checkpoint was saved without the distributed optimizer's "
+                     "state: add --no-load-optim)");
+        return;
+    }
+    if (mc_torch_load(path, 0, &d, err, n) != 0) return;
+    const mc_pyobj_t *state = d;
+    if (sel != MC_CKPT_ALL && !(d->kind == MC_PY_LIST && mc_py_len(d) == 2))
+        mc_path_errf(err, n, path,
+                     "not Megatron's chained optimizer's list [dense, experts] (saved at ep 1? "
+                     "load it at ep 1, or add --no-load-optim)");
+    else if (sel != MC_CKPT_ALL) state = mc_py_item(d, sel == MC_CKPT_DENSE ? 0 : 1);
+    if (!err[0] && mc_ckpt_distopt_load_of(t, state, order, sel, inner, sizeof(inner)) != 0)
+        mc_path_errf(err, n, path, "%s", inner);
+    mc_py_decref(d);
+}
+
 
 bool mc_ckpt_load(mc_trainer_t *t)
 {
@@ -409,6 +455,16 @@ bool mc_ckpt_load(mc_trainer_t *t)
         loaded(t, dir);
         return true;
     }
+    /* Megatron's legacy files at ep > 1 hold the chained optimizer's two states: read with the
+     * distributed optimizer only */
+    if (t->par.layout.ep > 1 && !t->ddp.dist_opt && !a->finetune && !a->no_load_optim)
+        mc_path_errf(err, sizeof(err), iter_dir,
+                     "loading a legacy (torch format) checkpoint's optimizer state with "
+                     "--expert-model-parallel-size %d without --use-distributed-optimizer is "
+                     "recognised but not implemented yet in megatron-c (add "
+                     "--use-distributed-optimizer or --no-load-optim)",
+                     t->par.layout.ep);
+    agree(t, err);
     mc_ckpt_rank_name(rank_name, sizeof(rank_name), t->par.me.tp, a->pipeline_model_parallel_size,
                       t->par.me.pp, t->par.layout.ep, t->par.expert_me.ep);
     snprintf(path, sizeof(path), "%s/%s/%s", iter_dir, rank_name, MODEL_FILE);
@@ -428,18 +484,16 @@ bool mc_ckpt_load(mc_trainer_t *t)
     agree(t, err);
 
     if (opts.load_optim && t->ddp.dist_opt) {
-        snprintf(path, sizeof(path), "%s/%s/%s", iter_dir, rank_name, DISTOPT_FILE);
-        mc_pyobj_t *d = NULL;
-        if (access(path, F_OK) != 0)
-            mc_path_errf(err, sizeof(err), path,
-                         "missing (the checkpoint was saved without the "
-                         "distributed optimizer's state: add --no-load-optim)");
-        else if (mc_torch_load(path, 0, &d, err, sizeof(err)) == 0) {
-            char inner[ERR_MAX];
-            if (mc_ckpt_distopt_load(t, d, &got.order, inner, sizeof(inner)) != 0)
-                mc_path_errf(err, sizeof(err), path, "%s", inner);
+        if (t->par.layout.ep <= 1) {
+            load_distopt(t, iter_dir, rank_name, &got.order, MC_CKPT_ALL, err, sizeof(err));
+        } else { /* the dense state in ep rank 0's file, the experts' in this ep rank's */
+            char rank0[32];
+            mc_ckpt_rank_name(rank0, sizeof(rank0), t->par.me.tp, a->pipeline_model_parallel_size,
+                              t->par.me.pp, t->par.layout.ep, 0);
+            load_distopt(t, iter_dir, rank0, &got.order, MC_CKPT_DENSE, err, sizeof(err));
+            if (!err[0])
+                load_distopt(t, iter_dir, rank_name, &got.order, MC_CKPT_EXPERTS, err, sizeof(err));
         }
-        mc_py_decref(d);
         agree(t, err);
     }
     mc_ckpt_order_free(&got.order);

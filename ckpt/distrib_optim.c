@@ -38,6 +38,18 @@ void mc_ckpt_buffers_free(mc_ckpt_buffers_t *b)
 
 void mc_ckpt_buffers(const mc_trainer_t *t, const mc_ckpt_order_t *o, mc_ckpt_buffers_t *b)
 {
+    mc_ckpt_buffers_of(t, o, MC_CKPT_ALL, b);
+}
+
+/* Whether parameter p belongs to the buffers of sel. */
+static bool selected(const mc_param_t *p, mc_ckpt_sel_t sel)
+{
+    return sel == MC_CKPT_ALL || (sel == MC_CKPT_EXPERTS) == (p->expert >= 0);
+}
+
+void mc_ckpt_buffers_of(const mc_trainer_t *t, const mc_ckpt_order_t *o, mc_ckpt_sel_t sel,
+                        mc_ckpt_buffers_t *b)
+{
     const mc_gpt_t *m = &t->model;
     const mc_args_t *a = t->args;
     memset(b, 0, sizeof(*b));
@@ -46,20 +58,34 @@ void mc_ckpt_buffers(const mc_trainer_t *t, const mc_ckpt_order_t *o, mc_ckpt_bu
     b->chunk = malloc((size_t)(m->n_params ? m->n_params : 1) * sizeof(int));
     mc_param_t *tmp = malloc((size_t)(m->n_params ? m->n_params : 1) * sizeof(mc_param_t));
     long *start = malloc((size_t)(m->n_params + 1) * sizeof(long));
-    if (!b->pos || !b->chunk || !tmp || !start) mc_fatal("out of host memory");
+    int *at = malloc((size_t)(m->n_params + 1) * sizeof(int));
+    if (!b->pos || !b->chunk || !tmp || !start || !at) mc_fatal("out of host memory");
+    for (int i = 0; i < m->n_params; i++) b->chunk[i] = -1; /* not in sel's buffers */
     long total = 0;
     for (int i = 0; i < m->n_params; i++) total += m->params[i].numel;
     /* the distributed optimizer shards over dp x cp (Megatron's intra_dp_cp_group: an instance's
      * part of it with --num-distributed-optimizer-instances; only per_bucket_numel's padding
      * depends on it) */
-    const int dp_cp = (a->data_parallel_size > 0 ? a->data_parallel_size : 1) *
-                      (a->context_parallel_size > 0 ? a->context_parallel_size : 1);
+    int dp_cp = (a->data_parallel_size > 0 ? a->data_parallel_size : 1) *
+                (a->context_parallel_size > 0 ? a->context_parallel_size : 1);
+    /* the experts' buffers shard over the expert data-parallel group: tp x cp x dp / (ep x etp) */
+    if (sel == MC_CKPT_EXPERTS) {
+        const int tp = a->tensor_model_parallel_size > 0 ? a->tensor_model_parallel_size : 1;
+        const int ep = a->expert_model_parallel_size > 0 ? a->expert_model_parallel_size : 1;
+        const int etp = a->expert_tensor_parallel_size > 0 ? a->expert_tensor_parallel_size : tp;
+        dp_cp = dp_cp * tp / (ep * etp) > 0 ? dp_cp * tp / (ep * etp) : 1;
+    }
     const int n_inst = a->num_distributed_optimizer_instances;
     const int dp = n_inst > 1 && dp_cp % n_inst == 0 ? dp_cp / n_inst : dp_cp;
     for (int c = 0; c < b->n_chunks; c++) {
         const int lo = c ? o->chunk_end[c - 1] : 0, hi = o->chunk_end[c];
-        for (int k = lo; k < hi; k++) tmp[k - lo] = m->params[o->param[k]];
-        mc_gpt_t view = {.n_params = hi - lo, .params = tmp};
+        int n_sel = 0; /* at: o's index of each selected parameter */
+        for (int k = lo; k < hi; k++) {
+            if (!selected(&m->params[o->param[k]], sel)) continue;
+            at[n_sel] = k;
+            tmp[n_sel++] = m->params[o->param[k]];
+        }
+        mc_gpt_t view = {.n_params = n_sel, .params = tmp};
         /* chunk 0 of pipeline rank 0; none with --overlap-param-gather-with-optimizer-step */
         const bool bucketed =
             c == 0 && m->cfg.chunk[0].pre && !t->cfg.ddp.overlap_param_gather_with_optimizer_step;
@@ -71,15 +97,15 @@ void mc_ckpt_buffers(const mc_trainer_t *t, const mc_ckpt_order_t *o, mc_ckpt_bu
             u += b->l[c].buckets[k].numel_unpadded;
         }
         b->unpadded[c] = u;
-        for (int k = lo; k < hi; k++) {
-            const mc_bucket_t *bk = &b->l[c].buckets[b->l[c].param_bucket[k - lo]];
-            b->pos[o->param[k]] =
-                start[b->l[c].param_bucket[k - lo]] + tmp[k - lo].offset - bk->start;
-            b->chunk[o->param[k]] = c;
+        for (int j = 0; j < n_sel; j++) {
+            const mc_bucket_t *bk = &b->l[c].buckets[b->l[c].param_bucket[j]];
+            b->pos[o->param[at[j]]] = start[b->l[c].param_bucket[j]] + tmp[j].offset - bk->start;
+            b->chunk[o->param[at[j]]] = c;
         }
     }
     free(tmp);
     free(start);
+    free(at);
 }
 
 static float *host_copy(const mc_backend_t *be, const float *dev, long count)
@@ -90,43 +116,58 @@ static float *host_copy(const mc_backend_t *be, const float *dev, long count)
     return h;
 }
 
-/* One Adam state vector of every dp rank (packed shards, bucket after bucket) as a vector over
- * this rank's training buffer, on dp rank 0 of the first distributed optimizer instance (NULL on
- * the others): an all-gather within each instance (the comm layer has no gather), skipped at
- * dp 1. */
-static float *gather_state(mc_trainer_t *t, const float *dev)
+/* Whether this rank writes sel's buffers: dp rank 0 of the first distributed optimizer
+ * instance, for the experts' (expert parallelism) expert-dp rank 0 of it. */
+static bool writes(const mc_ddp_t *d, mc_ckpt_sel_t sel)
+{
+    if (sel == MC_CKPT_EXPERTS) return d->edp_rank == 0 && d->inst_rank == 0;
+    return mc_ddp_first_replica(d);
+}
+
+/* Every rank's packed shards of one Adam state vector over group g (of size n), NULL at n 1. */
+static float *gather_over(mc_trainer_t *t, mc_group_t *g, int n, const float *mine)
+{
+    const long L = t->opt.state_len;
+    if (n <= 1) return NULL;
+    float *all = malloc((size_t)(L ? L : 1) * (size_t)n * sizeof(float));
+    if (!all) mc_fatal("out of host memory saving the distributed optimizer state");
+    mc_all_gather(t->comm, g, mine, all, (size_t)L, MC_DT_F32);
+    return all;
+}
+
+/* One Adam state vector of every dp rank (packed shards, bucket after bucket; the experts'
+ * buckets sharded over edp) as a vector over this rank's training buffer, on the ranks that
+ * write sel (NULL on the others): all-gathers (the comm layer has no gather), skipped at 1. */
+static float *gather_state(mc_trainer_t *t, const float *dev, mc_ckpt_sel_t sel)
 {
     const mc_ddp_t *d = &t->ddp;
     const mc_grad_layout_t *l = &d->layout;
     const long L = t->opt.state_len;
-    const int dp = d->dp;
-    float *all = host_copy(t->model.be, dev, L);
-    if (dp > 1) {
-        float *mine = all;
-        if (!(all = malloc((size_t)(L ? L : 1) * (size_t)dp * sizeof(float))))
-            mc_fatal("out of host memory saving the distributed optimizer state");
-        mc_all_gather(t->comm, d->dp_group, mine, all, (size_t)L, MC_DT_F32);
-        free(mine);
-    }
-    if (!mc_ddp_first_replica(d)) { /* the first instance's dp rank 0 writes */
-        free(all);
-        return NULL;
-    }
-    float *full = calloc((size_t)(t->model.n_elems ? t->model.n_elems : 1), sizeof(float));
-    if (!full) mc_fatal("out of host memory saving the distributed optimizer state");
+    float *mine = host_copy(t->model.be, dev, L);
+    float *all = gather_over(t, d->dp_group, d->dp, mine);
+    bool experts = false;
+    for (int b = 0; b < l->n_buckets; b++) experts |= l->buckets[b].expert;
+    float *eall = experts ? gather_over(t, d->edp_group, d->edp, mine) : NULL;
+    float *full = NULL;
+    if (writes(d, sel) &&
+        !(full = calloc((size_t)(t->model.n_elems ? t->model.n_elems : 1), sizeof(float))))
+        mc_fatal("out of host memory saving the distributed optimizer state");
     long packed = 0; /* bucket b's offset in a rank's packed shards */
-    for (int b = 0; b < l->n_buckets; b++) {
+    for (int b = 0; full && b < l->n_buckets; b++) {
         const mc_bucket_t *bk = &l->buckets[b];
-        const long shard = (bk->end - bk->start) / dp;
-        for (int r = 0; r < dp; r++)
-            memcpy(full + bk->start + r * shard, all + (size_t)r * (size_t)L + packed,
+        const int n = bk->expert ? d->edp : d->dp;
+        const float *from = n <= 1 ? mine : bk->expert ? eall : all;
+        const long shard = (bk->end - bk->start) / n;
+        for (int r = 0; r < n; r++)
+            memcpy(full + bk->start + r * shard, from + (size_t)r * (size_t)L + packed,
                    (size_t)shard * sizeof(float));
         packed += shard;
     }
+    free(mine);
     free(all);
+    free(eall);
     return full;
 }
-
 
 void mc_ckpt_buffer_dtypes(const mc_args_t *a, const char **param, const char **grad)
 {
@@ -165,17 +206,22 @@ static mc_pyobj_t *per_bucket(const mc_args_t *a, const mc_ckpt_buffers_t *b, bo
 
 mc_pyobj_t *mc_ckpt_distopt_gather(mc_trainer_t *t, const mc_ckpt_order_t *o)
 {
+    return mc_ckpt_distopt_gather_of(t, o, MC_CKPT_ALL);
+}
+
+mc_pyobj_t *mc_ckpt_distopt_gather_of(mc_trainer_t *t, const mc_ckpt_order_t *o, mc_ckpt_sel_t sel)
+{
     const mc_gpt_t *m = &t->model;
     /* one state vector at a time bounds the memory of the gather */
-    float *src[3] = {NULL, gather_state(t, t->opt.exp_avg), NULL};
-    src[2] = gather_state(t, t->opt.exp_avg_sq);
+    float *src[3] = {NULL, gather_state(t, t->opt.exp_avg, sel), NULL};
+    src[2] = gather_state(t, t->opt.exp_avg_sq, sel);
     /* a 16-bit model's fp32 masters are sharded like the moments */
-    if (t->opt.master) src[0] = gather_state(t, t->opt.master);
-    if (!mc_ddp_first_replica(&t->ddp)) return NULL;
+    if (t->opt.master) src[0] = gather_state(t, t->opt.master, sel);
+    if (!writes(&t->ddp, sel)) return NULL;
     /* fp32 parameters: every rank holds all of them after the parameter gather */
     if (!src[0]) src[0] = host_copy(m->be, m->param_buf, m->n_elems);
     mc_ckpt_buffers_t b;
-    mc_ckpt_buffers(t, o, &b);
+    mc_ckpt_buffers_of(t, o, sel, &b);
     mc_pyobj_t *out = mc_py_dict();
     int rc = out ? 0 : -1;
     rc |= mc_py_dict_set_str(out, "buckets_coalesced", mc_py_bool(true));
@@ -278,10 +324,16 @@ static int check_buffer(const mc_pyobj_t *d, const mc_ckpt_buffers_t *b, int c,
 int mc_ckpt_distopt_load(mc_trainer_t *t, const mc_pyobj_t *d, const mc_ckpt_order_t *o, char *err,
                          size_t n)
 {
+    return mc_ckpt_distopt_load_of(t, d, o, MC_CKPT_ALL, err, n);
+}
+
+int mc_ckpt_distopt_load_of(mc_trainer_t *t, const mc_pyobj_t *d, const mc_ckpt_order_t *o,
+                            mc_ckpt_sel_t sel, char *err, size_t n)
+{
     const mc_gpt_t *m = &t->model;
     if (!d || d->kind != MC_PY_DICT) return mc_errf(err, n, "not a dict");
     mc_ckpt_buffers_t b;
-    mc_ckpt_buffers(t, o, &b);
+    mc_ckpt_buffers_of(t, o, sel, &b);
     int rc = 0;
     if (mc_py_dict_get_int(d, b.n_chunks))
         rc = mc_errf(err, n,

@@ -325,6 +325,25 @@ mc_pyobj_t *mc_ckpt_optimizer_common(const mc_trainer_t *t, const mc_ckpt_order_
     return optimizer_dict(t, o, false);
 }
 
+mc_pyobj_t *mc_ckpt_optimizer_common_experts(const mc_trainer_t *t, const mc_ckpt_order_t *o)
+{
+    /* the experts' DistributedOptimizer.state_dict: their one group (2-D weights: weight
+     * decay), is_expert_parallel */
+    mc_pyobj_t *g = param_group(t, G_WD, o, NULL, false), *groups = mc_py_list();
+    mc_pyobj_t *inner = mc_py_dict(), *out = mc_py_dict();
+    int rc = g && groups && inner && out ? 0 : -1;
+    rc |= mc_py_dict_set_str(g, "is_expert_parallel", mc_py_bool(true));
+    rc |= mc_py_list_append(groups, g);
+    rc |= mc_py_dict_set_str(inner, "param_groups", groups);
+    rc |= mc_py_dict_set_str(out, "optimizer", inner);
+    if (t->scaler.enabled) rc |= mc_py_dict_set_str(out, "grad_scaler", scaler_dict(&t->scaler));
+    if (rc) {
+        mc_py_decref(out);
+        return NULL;
+    }
+    return out;
+}
+
 /* ---- load ---- */
 
 /* The kind of a saved group (its identifier keys: wd_mult, lr_mult, is_decoupled_lr): G_WD,
@@ -475,6 +494,17 @@ static int load_group(mc_trainer_t *t, const mc_ckpt_order_t *o, const mc_pyobj_
 int mc_ckpt_optimizer_load(mc_trainer_t *t, const mc_pyobj_t *opt, const mc_ckpt_order_t *o,
                            char *err, size_t n)
 {
+    /* Megatron's ChainedOptimizer (expert parallelism): [dense, experts]; with the distributed
+     * optimizer their scalars agree and the states are in distrib_optim.pt */
+    if (opt && opt->kind == MC_PY_LIST) {
+        if (mc_py_len(opt) != 2 || !t->ddp.dist_opt)
+            return mc_errf(err, n,
+                           "'optimizer' is a list of %zu optimizers (Megatron's chained "
+                           "optimizer): read only as the dense and the experts' distributed "
+                           "optimizers (give --use-distributed-optimizer, or add --no-load-optim)",
+                           mc_py_len(opt));
+        opt = mc_py_item(opt, 0);
+    }
     if (!opt || opt->kind != MC_PY_DICT) return mc_errf(err, n, "'optimizer' is not a dict");
     /* Megatron's three forms: Float16OptimizerWithFloat16Params ({optimizer, grad_scaler,
      * fp32_from_fp16_params}), DistributedOptimizer ({optimizer: {param_groups}, grad_scaler}),

@@ -45,7 +45,14 @@ mc_pyobj_t *mc_ckpt_state_dict(const mc_trainer_t *t)
                                  mc_ckpt_model_dict(&t->model, &o, c, mc_ckpt_model_dtype(a)));
     }
     if (!a->no_save_optim) {
-        rc |= mc_py_dict_set_str(sd, "optimizer", mc_ckpt_optimizer_dict(t, &o));
+        mc_pyobj_t *opt = mc_ckpt_optimizer_dict(t, &o);
+        if (t->par.layout.ep > 1) { /* ChainedOptimizer.state_dict(): [dense, experts] */
+            mc_pyobj_t *chained = mc_py_list();
+            rc |= mc_py_list_append(chained, opt);
+            rc |= mc_py_list_append(chained, mc_ckpt_optimizer_common_experts(t, &o));
+            opt = chained;
+        }
+        rc |= mc_py_dict_set_str(sd, "optimizer", opt);
         rc |= mc_py_dict_set_str(sd, "opt_param_scheduler", mc_ckpt_scheduler_dict(&t->sched, a));
     }
     if (!a->no_save_rng) rc |= mc_py_dict_set_str(sd, "rng_state", mc_ckpt_rng_state(t));

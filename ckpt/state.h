@@ -101,6 +101,8 @@ mc_pyobj_t *mc_ckpt_optimizer_dict(const mc_trainer_t *t, const mc_ckpt_order_t 
 /* The same without any tensor: torch_dist's common.pt entry, whose tensors are sharded (the
  * per-parameter state becomes {common_step: step}; no fp32_from_fp16_params). */
 mc_pyobj_t *mc_ckpt_optimizer_common(const mc_trainer_t *t, const mc_ckpt_order_t *o);
+/* Expert parallelism: the experts' optimizer's part of it (Megatron's chained_1). */
+mc_pyobj_t *mc_ckpt_optimizer_common_experts(const mc_trainer_t *t, const mc_ckpt_order_t *o);
 /* Loads any of those forms (Megatron's with Apex/TE FusedAdam or torch's Adam). The fp32 master
  * parameters of a 16-bit checkpoint are the true weights: they replace what the model entries
  * gave. */
@@ -131,6 +133,12 @@ typedef struct {
     mc_grad_layout_t l[MC_MAX_CHUNKS]; /* buckets per chunk */
 } mc_ckpt_buffers_t;
 void mc_ckpt_buffers(const mc_trainer_t *t, const mc_ckpt_order_t *o, mc_ckpt_buffers_t *b);
+/* Expert parallelism: Megatron's chained optimizer keeps the dense parameters' buffers (its
+ * chained_0) and the experts' (chained_1, sharded over the expert data-parallel group) apart.
+ * mc_ckpt_buffers_of lays out sel's parameters only (chunk -1 for the others). */
+typedef enum { MC_CKPT_ALL = -1, MC_CKPT_DENSE = 0, MC_CKPT_EXPERTS = 1 } mc_ckpt_sel_t;
+void mc_ckpt_buffers_of(const mc_trainer_t *t, const mc_ckpt_order_t *o, mc_ckpt_sel_t sel,
+                        mc_ckpt_buffers_t *b);
 void mc_ckpt_buffers_free(mc_ckpt_buffers_t *b);
 /* The types of a buffer's parameters and gradients, torch's names ("float32", "bfloat16"), and
  * Megatron's key of a buffer: the tuple (param dtype, grad dtype) as torch globals. */
@@ -147,10 +155,17 @@ const mc_pyobj_t *mc_ckpt_distopt_world(const mc_pyobj_t *d, int c, int k);
  * get_parameter_state_dp_zero() dict (one buffer per model chunk, laid out in o's order),
  * returned on dp rank 0 (NULL on the others). */
 mc_pyobj_t *mc_ckpt_distopt_gather(mc_trainer_t *t, const mc_ckpt_order_t *o);
+/* The same for sel's buffers only, returned on the rank that writes them (the experts': expert-dp
+ * rank 0); collective over the dp and expert-dp groups on every rank whatever sel. */
+mc_pyobj_t *mc_ckpt_distopt_gather_of(mc_trainer_t *t, const mc_ckpt_order_t *o, mc_ckpt_sel_t sel);
 /* This rank's shards from such a dict (every dp rank reads the file), and every parameter's
  * fp32 master value. */
 int mc_ckpt_distopt_load(mc_trainer_t *t, const mc_pyobj_t *d, const mc_ckpt_order_t *o, char *err,
                          size_t n);
+/* The same for sel's buffers only (expert parallelism: Megatron's chained optimizer's legacy
+ * distrib_optim.pt is the list [dense, experts] of such dicts). */
+int mc_ckpt_distopt_load_of(mc_trainer_t *t, const mc_pyobj_t *d, const mc_ckpt_order_t *o,
+                            mc_ckpt_sel_t sel, char *err, size_t n);
 
 /* ---- one rank's model_optim_rng.pt ---- */
 

@@ -45,13 +45,18 @@ int mc_torchdist_shards(const mc_gpt_t *m, mc_shard_t **out, int *n);
 /* Megatron's index of the (tp, pp) domain of the distributed optimizer: its rank in the
  * model-parallel group. */
 int mc_torchdist_domain(const mc_args_t *a, int tp, int pp);
+/* The experts' optimizer's (expert parallelism): its rank in the expert tp x ep x pp group. */
+int mc_torchdist_expert_domain(const mc_args_t *a, int etp, int ep, int pp);
 /* "optimizer.distributed.dp_group_idx_<domain>.<what>", with "/shard_0_1" for an object (the
- * domain's ShardedObjects: optimizer, grad_scaler, per_bucket_numel[_unpadded]). */
-void mc_torchdist_optim_key(char *buf, size_t n, int domain, const char *what, bool object);
+ * domain's ShardedObjects: optimizer, grad_scaler, per_bucket_numel[_unpadded]); chain >= 0:
+ * with Megatron's chained optimizer's prefix "chained_<chain>." (expert parallelism: 0 the
+ * dense parameters', 1 the experts'). */
+void mc_torchdist_optim_key(char *buf, size_t n, int chain, int domain, const char *what,
+                            bool object);
 /* The key prefix of bucket `bucket` of buffer `chunk` (dp_reshardable), for a's types:
  * "...dp_group_idx_D.gbuf_idx_C.dtype_(torch.P, torch.G).bucket_idx_B"; ".param" etc. follow. */
-void mc_torchdist_bucket_key(const mc_args_t *a, int domain, int chunk, int bucket, char *buf,
-                             size_t n);
+void mc_torchdist_bucket_key(const mc_args_t *a, int chain, int domain, int chunk, int bucket,
+                             char *buf, size_t n);
 
 /* The ShardedObject key of rng_state. */
 void mc_torchdist_rng_key(const mc_trainer_t *t, char *buf, size_t n);

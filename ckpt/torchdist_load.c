@@ -265,23 +265,79 @@ static bool overlaps(const mc_shard_t *a, int na, const mc_shard_t *b, int nb)
     return false;
 }
 
-/* dp_reshardable: the buckets of one saved (tp, pp) domain, rebuilt as that rank's training
- * state would hold them (a rank of the saved layout on the host), then every piece of it that
- * overlaps one of this rank's pieces copied into ps. */
-static int decode_domain(source_t *s, const mc_args_t *src, int tp, int pp, const mc_shard_t *sh,
+/* One saved optimizer domain: the (tp, pp, ep) rank of the saved layout whose buffers it holds,
+ * which of them (sel: all, or with expert parallelism the dense parameters' or the experts'),
+ * and its key prefix (Megatron's chained optimizer's index, -1 for none; its dp_group_idx). */
+typedef struct {
+    int tp, pp, ep;
+    mc_ckpt_sel_t sel;
+    int chain, dom;
+} domain_t;
+
+/* The world tensors of domain d's buffer c (st: that rank's state, b: its buffers) into this
+ * rank's pieces sh of ps. */
+static int decode_buffer(source_t *s, const mc_args_t *src, const domain_t *d,
+                         const mc_ckpt_buffers_t *b, int c, const mc_shard_t *ssh, int n_ssh,
+                         const mc_shard_t *sh, int n_sh, mc_param_state_t *ps, char *err, size_t n)
+{
+    char prefix[256], key[320];
+    float *world[3];
+    int rc = 0;
+    for (int v = 0; v < 3; v++)
+        if (!(world[v] = calloc((size_t)b->unpadded[c] + 1, sizeof(float))))
+            mc_fatal("out of host memory");
+    long wstart = 0;
+    for (int k = 0; k < b->l[c].n_buckets && !rc; k++) {
+        mc_torchdist_bucket_key(src, d->chain, d->dom, c, k, prefix, sizeof(prefix));
+        const int64_t start[1] = {0}, len[1] = {b->l[c].buckets[k].numel_unpadded};
+        for (int v = 0; v < 3 && !rc; v++) {
+            snprintf(key, sizeof(key), "%s.%s", prefix, mc_ckpt_state_keys[v]);
+            rc = mc_dcp_read_box(s->r, key, 1, start, len, MC_TORCH_FLOAT32, world[v] + wstart, err,
+                                 n);
+        }
+        wstart += len[0];
+    }
+    for (int a = 0; a < n_ssh && !rc; a++) {
+        if (b->chunk[ssh[a].param] != c) continue;
+        for (int k = 0; k < n_sh; k++) {
+            if (strcmp(ssh[a].key, sh[k].key) != 0) continue;
+            for (int v = 0; v < 3; v++)
+                mc_dcp_copy_overlap(ssh[a].ndim, ssh[a].offsets, ssh[a].sizes,
+                                    world[v] + b->pos[ssh[a].param] + ssh[a].start,
+                                    MC_TORCH_FLOAT32, sh[k].offsets, sh[k].sizes,
+                                    ps->v[sh[k].param][v] + sh[k].start, MC_TORCH_FLOAT32);
+        }
+    }
+    for (int v = 0; v < 3; v++) free(world[v]);
+    return rc;
+}
+
+/* dp_reshardable: the buckets of one saved domain, rebuilt as that rank's training state would
+ * hold them (a rank of the saved layout on the host), then every piece of it that overlaps one
+ * of this rank's pieces copied into ps. */
+static int decode_domain(source_t *s, const mc_args_t *src, const domain_t *d, const mc_shard_t *sh,
                          int n_sh, mc_param_state_t *ps, char *err, size_t n)
 {
     char why[256];
     const mc_backend_t *be = mc_backend_select("cpu", 0, 0, why, sizeof(why));
     mc_trainer_t st;
-    if (mc_trainer_init_state(&st, src, be, tp, pp, err, n) != 0) return -1;
+    if (mc_trainer_init_state_ep(&st, src, be, d->tp, d->pp, d->sel == MC_CKPT_ALL ? -1 : d->ep,
+                                 err, n) != 0)
+        return -1;
     mc_shard_t *ssh;
     int n_ssh, rc = 0;
     if (mc_torchdist_shards(&st.model, &ssh, &n_ssh) != 0) mc_fatal("out of host memory");
-    char prefix[256], key[320];
-    const int dom = mc_torchdist_domain(src, tp, pp);
-    mc_torchdist_optim_key(prefix, sizeof(prefix), dom, "", false);
-    mark(s, prefix, true);                 /* the domain's buckets and objects */
+    char prefix[256];
+    mc_torchdist_optim_key(prefix, sizeof(prefix), d->chain, d->dom, "", false);
+    mark(s, prefix, true); /* the domain's buckets and objects */
+    /* only the pieces of the domain's buffers (with expert parallelism: its dense or its
+     * experts' parameters) */
+    int kept = 0;
+    for (int a = 0; a < n_ssh; a++)
+        if (d->sel == MC_CKPT_ALL ||
+            (d->sel == MC_CKPT_EXPERTS) == (st.model.params[ssh[a].param].expert >= 0))
+            ssh[kept++] = ssh[a];
+    n_ssh = kept;
     if (!overlaps(ssh, n_ssh, sh, n_sh)) { /* none of this rank's parameters: not read */
         free(ssh);
         mc_trainer_free(&st);
@@ -291,40 +347,47 @@ static int decode_domain(source_t *s, const mc_args_t *src, int tp, int pp, cons
     if (mc_ckpt_order_spec(&st.model, mc_ckpt_names_of(src), &o) != 0)
         mc_fatal("out of host memory");
     mc_ckpt_buffers_t b;
-    mc_ckpt_buffers(&st, &o, &b);
-    for (int c = 0; c < b.n_chunks && !rc; c++) {
-        float *world[3];
-        for (int v = 0; v < 3; v++)
-            if (!(world[v] = calloc((size_t)b.unpadded[c] + 1, sizeof(float))))
-                mc_fatal("out of host memory");
-        long wstart = 0;
-        for (int k = 0; k < b.l[c].n_buckets && !rc; k++) {
-            mc_torchdist_bucket_key(src, dom, c, k, prefix, sizeof(prefix));
-            const int64_t start[1] = {0}, len[1] = {b.l[c].buckets[k].numel_unpadded};
-            for (int v = 0; v < 3 && !rc; v++) {
-                snprintf(key, sizeof(key), "%s.%s", prefix, mc_ckpt_state_keys[v]);
-                rc = mc_dcp_read_box(s->r, key, 1, start, len, MC_TORCH_FLOAT32, world[v] + wstart,
-                                     err, n);
-            }
-            wstart += len[0];
-        }
-        for (int a = 0; a < n_ssh && !rc; a++) {
-            if (b.chunk[ssh[a].param] != c) continue;
-            for (int k = 0; k < n_sh; k++) {
-                if (strcmp(ssh[a].key, sh[k].key) != 0) continue;
-                for (int v = 0; v < 3; v++)
-                    mc_dcp_copy_overlap(ssh[a].ndim, ssh[a].offsets, ssh[a].sizes,
-                                        world[v] + b.pos[ssh[a].param] + ssh[a].start,
-                                        MC_TORCH_FLOAT32, sh[k].offsets, sh[k].sizes,
-                                        ps->v[sh[k].param][v] + sh[k].start, MC_TORCH_FLOAT32);
-            }
-        }
-        for (int v = 0; v < 3; v++) free(world[v]);
-    }
+    mc_ckpt_buffers_of(&st, &o, d->sel, &b);
+    for (int c = 0; c < b.n_chunks && !rc; c++)
+        rc = decode_buffer(s, src, d, &b, c, ssh, n_ssh, sh, n_sh, ps, err, n);
     mc_ckpt_buffers_free(&b);
     mc_ckpt_order_free(&o);
     free(ssh);
     mc_trainer_free(&st);
+    return rc;
+}
+
+/* Every domain of the saved layout src: one per (tp, pp) rank; with expert parallelism
+ * Megatron's chained optimizer's dense domains (chained_0) and the experts' per (ep, pp). */
+static int decode_domains(source_t *s, const mc_args_t *src, const mc_shard_t *sh, int n_sh,
+                          mc_param_state_t *ps, char *err, size_t n)
+{
+    const int ep = src->num_experts && src->expert_model_parallel_size > 1
+                       ? src->expert_model_parallel_size
+                       : 1;
+    if (ep > 1 && src->tensor_model_parallel_size > 1)
+        return mc_errf(err, n,
+                       "%s: the distributed optimizer's state of a checkpoint saved with "
+                       "--expert-model-parallel-size %d and --tensor-model-parallel-size %d is "
+                       "recognised but not read yet by megatron-c (add --no-load-optim)",
+                       s->dir, ep, src->tensor_model_parallel_size);
+    int rc = 0;
+    for (int pp = 0; pp < src->pipeline_model_parallel_size && !rc; pp++) {
+        for (int tp = 0; tp < src->tensor_model_parallel_size && !rc; tp++) {
+            const domain_t d = {tp,
+                                pp,
+                                0,
+                                ep > 1 ? MC_CKPT_DENSE : MC_CKPT_ALL,
+                                ep > 1 ? 0 : -1,
+                                mc_torchdist_domain(src, tp, pp)};
+            rc = decode_domain(s, src, &d, sh, n_sh, ps, err, n);
+        }
+        for (int e = 0; ep > 1 && e < ep && !rc; e++) {
+            const domain_t d = {
+                0, pp, e, MC_CKPT_EXPERTS, 1, mc_torchdist_expert_domain(src, 0, e, pp)};
+            rc = decode_domain(s, src, &d, sh, n_sh, ps, err, n);
+        }
+    }
     return rc;
 }
 
@@ -340,10 +403,7 @@ static int dp_reshardable_state(source_t *s, const mc_shard_t *sh, int n_sh, mc_
         return mc_errf(err, n, "%s/common.pt: %s", s->dir,
                        ns ? inner : "no 'args' (the layout of its optimizer buckets is unknown)");
     }
-    int rc = 0;
-    for (int pp = 0; pp < src.pipeline_model_parallel_size && !rc; pp++)
-        for (int tp = 0; tp < src.tensor_model_parallel_size && !rc; tp++)
-            rc = decode_domain(s, &src, tp, pp, sh, n_sh, ps, err, n);
+    const int rc = decode_domains(s, &src, sh, n_sh, ps, err, n);
     mc_args_free(&src);
     return rc;
 }
@@ -351,20 +411,20 @@ static int dp_reshardable_state(source_t *s, const mc_shard_t *sh, int n_sh, mc_
 /* The optimizer's scalars: common.pt's optimizer entry, or for dp_reshardable the per-domain
  * objects of DistributedOptimizer.state_dict() (this rank's domain's when saved at this
  * layout, else the first's: the step and the group settings are the same in all). */
-static int optimizer_scalars(source_t *s, mc_trainer_t *t, const mc_pyobj_t *opt, char *err,
-                             size_t n)
+static int optimizer_scalars(source_t *s, mc_trainer_t *t, const mc_pyobj_t *opt, int chain,
+                             char *err, size_t n)
 {
     if (!mc_py_dict_get_str(opt, "param_state_sharding_type") ||
         mc_py_dict_get_str(opt, "optimizer") || mc_py_dict_get_str(opt, "param_groups"))
         return mc_ckpt_optimizer_load_scalars(t, opt, err, n);
-    char key[160];
+    char key[200];
     int dom = mc_torchdist_domain(t->args, t->par.me.tp, t->par.me.pp), rc = 0;
-    mc_torchdist_optim_key(key, sizeof(key), dom, "optimizer", true);
+    mc_torchdist_optim_key(key, sizeof(key), chain, dom, "optimizer", true);
     if (!mc_dcp_meta_find(&s->meta, key)) dom = 0;
     mc_pyobj_t *d = mc_py_dict();
     static const char *const names[] = {"optimizer", "grad_scaler"};
     for (int k = 0; k < 2 && !rc; k++) {
-        mc_torchdist_optim_key(key, sizeof(key), dom, names[k], true);
+        mc_torchdist_optim_key(key, sizeof(key), chain, dom, names[k], true);
         mc_pyobj_t *v = read_value(s, key, err, n, &rc);
         if (v && mc_py_dict_set_str(d, names[k], v)) mc_fatal("out of host memory");
     }
@@ -386,9 +446,16 @@ static int load_optimizer(source_t *s, mc_trainer_t *t, const mc_shard_t *sh, in
                        "%s/common.pt: no optimizer state (saved with --no-save-optim?): add "
                        "--no-load-optim or --finetune",
                        s->dir);
+    /* Megatron's chained optimizer (expert parallelism): {0: the dense parameters', 1: the
+     * experts'}; the scalars (step, groups' settings) are the dense one's */
+    const int chain = mc_py_dict_get_int(opt, 0) ? 0 : -1;
+    if (chain == 0) opt = mc_py_dict_get_int(opt, 0);
+    if (!opt || opt->kind != MC_PY_DICT)
+        return mc_errf(err, n, "%s/common.pt: the chained optimizer's entry 0 is not a dict",
+                       s->dir);
     char inner[512];
     if (mc_ckpt_scheduler_load(&t->sched, t->args, sched, inner, sizeof(inner)) != 0 ||
-        optimizer_scalars(s, t, opt, inner, sizeof(inner)) != 0)
+        optimizer_scalars(s, t, opt, chain, inner, sizeof(inner)) != 0)
         return mc_errf(err, n, "%s/common.pt: %s", s->dir, inner);
     const char *kind = mc_py_get_str(mc_py_dict_get_str(opt, "param_state_sharding_type"));
     mc_param_state_t ps;

@@ -157,22 +157,18 @@ static void add_bucket(mc_dcp_writer_t *w, const char *prefix, const mc_pyobj_t 
     }
 }
 
-/* The distributed optimizer's dp_reshardable state: the buckets of every buffer and the
- * domain's objects, from dp rank 0 (the gather is collective). */
-static void add_dp_reshardable(mc_trainer_t *t, mc_dcp_writer_t *w, const mc_pyobj_t *opt)
+/* The dp_reshardable state of sel's buffers under key prefix (chain, dom) and the domain's
+ * objects (opt: its DistributedOptimizer.state_dict() entries), from the rank that writes them
+ * (the gather is collective). */
+static void add_buffers(mc_trainer_t *t, mc_dcp_writer_t *w, const mc_ckpt_order_t *o,
+                        mc_ckpt_sel_t sel, int chain, int dom, const mc_pyobj_t *opt)
 {
     const mc_gpt_t *m = &t->model;
-    mc_ckpt_order_t o;
-    need(mc_ckpt_order_spec(m, mc_ckpt_names_of(t->args), &o));
-    mc_pyobj_t *d = mc_ckpt_distopt_gather(t, &o);
-    if (!d) {
-        mc_ckpt_order_free(&o);
-        return;
-    }
+    mc_pyobj_t *d = mc_ckpt_distopt_gather_of(t, o, sel);
+    if (!d) return;
     mc_ckpt_buffers_t b;
-    mc_ckpt_buffers(t, &o, &b);
+    mc_ckpt_buffers_of(t, o, sel, &b);
     char prefix[256], key[320];
-    const int dom = mc_torchdist_domain(t->args, t->par.me.tp, t->par.me.pp);
     span_t *spans = malloc((size_t)(m->n_params + 1) * sizeof(span_t));
     if (!spans) mc_fatal("out of host memory preparing a checkpoint");
     for (int c = 0; c < b.n_chunks; c++) {
@@ -184,7 +180,7 @@ static void add_dp_reshardable(mc_trainer_t *t, mc_dcp_writer_t *w, const mc_pyo
         qsort(spans, (size_t)n_spans, sizeof(span_t), by_pos);
         long wstart = 0;
         for (int k = 0; k < b.l[c].n_buckets; k++) {
-            mc_torchdist_bucket_key(t->args, dom, c, k, prefix, sizeof(prefix));
+            mc_torchdist_bucket_key(t->args, chain, dom, c, k, prefix, sizeof(prefix));
             const long len = b.l[c].buckets[k].numel_unpadded;
             add_bucket(w, prefix, world, len, wstart, spans, n_spans);
             wstart += len;
@@ -193,17 +189,40 @@ static void add_dp_reshardable(mc_trainer_t *t, mc_dcp_writer_t *w, const mc_pyo
     free(spans);
     static const char *const lists[] = {"per_bucket_numel", "per_bucket_numel_unpadded"};
     for (int k = 0; k < 2; k++) {
-        mc_torchdist_optim_key(key, sizeof(key), dom, lists[k], true);
+        mc_torchdist_optim_key(key, sizeof(key), chain, dom, lists[k], true);
         add_object(w, key, mc_py_incref(mc_py_dict_get_str(d, lists[k])));
     }
-    /* DistributedOptimizer.state_dict()'s entries, one object each */
     for (size_t k = 0; k < opt->dict.len; k++) {
-        mc_torchdist_optim_key(key, sizeof(key), dom, mc_py_get_str(opt->dict.keys[k]), true);
+        mc_torchdist_optim_key(key, sizeof(key), chain, dom, mc_py_get_str(opt->dict.keys[k]),
+                               true);
         add_object(w, key, mc_py_incref(opt->dict.vals[k]));
     }
     mc_ckpt_buffers_free(&b);
-    mc_ckpt_order_free(&o);
     mc_py_decref(d);
+}
+
+/* The distributed optimizer's dp_reshardable state: the buckets of every buffer and the
+ * domain's objects. With expert parallelism Megatron's chained optimizer: the dense
+ * parameters' (chained_0, written by dp rank 0) and the experts' (chained_1, its domain the
+ * rank in the expert tp x ep x pp group, written by expert-dp rank 0). */
+static void add_dp_reshardable(mc_trainer_t *t, mc_dcp_writer_t *w, const mc_pyobj_t *opt)
+{
+    mc_ckpt_order_t o;
+    need(mc_ckpt_order_spec(&t->model, mc_ckpt_names_of(t->args), &o));
+    const int dom = mc_torchdist_domain(t->args, t->par.me.tp, t->par.me.pp);
+    if (t->par.layout.ep <= 1) {
+        add_buffers(t, w, &o, MC_CKPT_ALL, -1, dom, opt);
+    } else {
+        add_buffers(t, w, &o, MC_CKPT_DENSE, 0, dom, opt);
+        mc_pyobj_t *eopt = mc_ckpt_optimizer_common_experts(t, &o);
+        need(!eopt);
+        add_buffers(t, w, &o, MC_CKPT_EXPERTS, 1,
+                    mc_torchdist_expert_domain(t->args, t->par.expert_me.etp, t->par.expert_me.ep,
+                                               t->par.me.pp),
+                    eopt);
+        mc_py_decref(eopt);
+    }
+    mc_ckpt_order_free(&o);
 }
 
 static mc_pyobj_t *content_metadata(const mc_args_t *a)
@@ -260,6 +279,14 @@ static mc_pyobj_t *add_optimizer(mc_trainer_t *t, mc_dcp_writer_t *w, const mc_s
     }
     if (t->ddp.dist_opt)
         need(mc_py_dict_set_str(opt, "param_state_sharding_type", mc_py_str(optim_sharding(a))));
+    if (t->par.layout.ep > 1) { /* ChainedOptimizer's {0: dense, 1: experts} */
+        mc_pyobj_t *chained = mc_py_dict(), *experts = mc_py_dict();
+        need(
+            mc_py_dict_set_str(experts, "param_state_sharding_type", mc_py_str(optim_sharding(a))));
+        need(mc_py_dict_set_int(chained, 0, opt));
+        need(mc_py_dict_set_int(chained, 1, experts));
+        opt = chained;
+    }
     return opt;
 }
 

@@ -143,19 +143,30 @@ int mc_torchdist_domain(const mc_args_t *a, int tp, int pp)
     return pp * a->tensor_model_parallel_size + tp;
 }
 
-void mc_torchdist_optim_key(char *buf, size_t n, int domain, const char *what, bool object)
+int mc_torchdist_expert_domain(const mc_args_t *a, int etp, int ep, int pp)
 {
-    snprintf(buf, n, "optimizer.distributed.dp_group_idx_%d.%s%s", domain, what,
+    const int tp = a->tensor_model_parallel_size > 0 ? a->tensor_model_parallel_size : 1;
+    const int etps = a->expert_tensor_parallel_size > 0 ? a->expert_tensor_parallel_size : tp;
+    const int eps = a->expert_model_parallel_size > 0 ? a->expert_model_parallel_size : 1;
+    return (pp * eps + ep) * etps + etp;
+}
+
+void mc_torchdist_optim_key(char *buf, size_t n, int chain, int domain, const char *what,
+                            bool object)
+{
+    char pre[24] = "";
+    if (chain >= 0) snprintf(pre, sizeof(pre), "chained_%d.", chain);
+    snprintf(buf, n, "%soptimizer.distributed.dp_group_idx_%d.%s%s", pre, domain, what,
              object ? "/shard_0_1" : "");
 }
 
-void mc_torchdist_bucket_key(const mc_args_t *a, int domain, int chunk, int bucket, char *buf,
-                             size_t n)
+void mc_torchdist_bucket_key(const mc_args_t *a, int chain, int domain, int chunk, int bucket,
+                             char *buf, size_t n)
 {
     const char *param, *grad;
     mc_ckpt_buffer_dtypes(a, &param, &grad);
     char what[160];
     snprintf(what, sizeof(what), "gbuf_idx_%d.dtype_(torch.%s, torch.%s).bucket_idx_%d", chunk,
              param, grad, bucket);
-    mc_torchdist_optim_key(buf, n, domain, what, false);
+    mc_torchdist_optim_key(buf, n, chain, domain, what, false);
 }

@@ -231,7 +231,7 @@ static void pending(const mc_args_t *a, void (*report)(const char *line))
 }
 
 /* Expert parallelism today (model/moe.c's alltoall dispatcher): tp 1 (above), any pp and vpp,
- * gradients reduced (the distributed optimizer: sharded) over edp; checkpoints at ep 1 only. */
+ * gradients reduced (the distributed optimizer: sharded) over edp; torch_dist checkpoints. */
 static void expert_parallel_scope(const mc_args_t *a, void (*report)(const char *line))
 {
     const int ep = a->expert_model_parallel_size;
@@ -245,7 +245,6 @@ static void expert_parallel_scope(const mc_args_t *a, void (*report)(const char 
                 ep, what);
     TODO(strcmp(a->moe_token_dispatcher_type, "allgather") == 0,
          "--moe-token-dispatcher-type allgather")
-    TODO(a->load[0], "--load (checkpoints of expert-parallel runs)")
     TODO(a->log_num_zeros_in_grad, "--log-num-zeros-in-grad")
     TODO(a->check_weight_hash_across_dp_replicas_interval,
          "--check-weight-hash-across-dp-replicas-interval")
@@ -274,10 +273,13 @@ static void scope(const mc_args_t *a, void (*report)(const char *line))
     TODO(strcmp(a->recompute_granularity, "full") == 0, "--recompute-granularity full")
     TODO(a->calculate_per_token_loss, "--calculate-per-token-loss")
     TODO(a->log_throughput, "--log-throughput (Megatron's FLOPs count of MoE layers)")
-    /* checkpoints are written and read whole at ep 1; at ep > 1 Megatron's chained optimizer
-     * (the experts' own distributed optimizer) is not mapped yet (--load: expert_parallel_scope) */
-    TODO(a->save[0] && a->expert_model_parallel_size > 1,
-         "--save and --expert-model-parallel-size > 1 (save at ep 1)")
+    /* at ep > 1 Megatron's chained optimizer (the experts' own distributed optimizer) is mapped
+     * for the distributed optimizer only (legacy loads without it: ckpt/checkpoint.c) */
+    TODO(a->save[0] && a->expert_model_parallel_size > 1 &&
+             (!a->use_distributed_optimizer ||
+              (strcmp(a->ckpt_format, "torch_dist") == 0 && a->dist_ckpt_optim_fully_reshardable)),
+         "--save and --expert-model-parallel-size > 1 other than with "
+         "--use-distributed-optimizer (torch, or torch_dist's dp_reshardable state)")
     TODO(a->num_layers > MC_MOE_MAX_LAYERS, "more than 1024 layers")
     /* Megatron's torch_dist keys of such a model are per layer (non_homogeneous_layers) */
     TODO((a->load[0] || a->save[0]) &&

@@ -100,6 +100,12 @@ void mc_trainer_free(mc_trainer_t *t)
 int mc_trainer_init_state(mc_trainer_t *t, const mc_args_t *args, const mc_backend_t *be,
                           int tp_rank, int pp_rank, char *err, size_t n)
 {
+    return mc_trainer_init_state_ep(t, args, be, tp_rank, pp_rank, -1, err, n);
+}
+
+int mc_trainer_init_state_ep(mc_trainer_t *t, const mc_args_t *args, const mc_backend_t *be,
+                             int tp_rank, int pp_rank, int ep_rank, char *err, size_t n)
+{
     memset(t, 0, sizeof(*t));
     t->args = args;
     mc_run_config(&t->cfg, args);
@@ -109,6 +115,10 @@ int mc_trainer_init_state(mc_trainer_t *t, const mc_args_t *args, const mc_backe
     mc_gpt_config_t cfg = t->cfg.model;
     if (mc_pipeline_chunks(&cfg, &t->cfg.pipeline, pp_rank, err, n) != 0) return -1;
     cfg.tp_rank = tp_rank;
+    if (ep_rank >= 0 && args->num_experts) { /* else the run config's: every expert */
+        cfg.moe.ep = args->expert_model_parallel_size > 0 ? args->expert_model_parallel_size : 1;
+        cfg.moe.ep_rank = ep_rank;
+    }
     /* the state is held in fp32 whatever the run's precision: the parameters are the fp32
      * masters, written as a 16-bit model's weights when the args say so */
     cfg.dt = cfg.gdt = MC_DT_F32;

@@ -52,6 +52,10 @@ void mc_trainer_free(mc_trainer_t *t);
  * conversion). Free with mc_trainer_free. Returns 0, or -1 with one line in err. */
 int mc_trainer_init_state(mc_trainer_t *t, const mc_args_t *args, const mc_backend_t *be,
                           int tp_rank, int pp_rank, char *err, size_t n);
+/* The same for expert-parallel rank ep_rank of args' layout (its experts only; -1, as
+ * mc_trainer_init_state: every expert). */
+int mc_trainer_init_state_ep(mc_trainer_t *t, const mc_args_t *args, const mc_backend_t *be,
+                             int tp_rank, int pp_rank, int ep_rank, char *err, size_t n);
 
 /* Sums the shared_embedding parameters' elements of buf (params or grads, of type dt) over the
  * embedding group: the first stage's word embeddings and the last stage's output copy (tied

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Checkpoints of MoE models (issue 31 point 4), at ep 1, on Megatron-LM's tiny Mixtral-like model
+# Checkpoints of MoE models (issue 31 point 4), at ep 1 and ep 2, on Megatron-LM's tiny Mixtral-like model
 # (../shared/data/megatron-ref/moe, HOW-MADE.md: 4 layers x 4 experts, top-2 softmax router):
 #  - exact resume: saved at iteration 4 (legacy with the distributed optimizer and with plain
 #    Adam; torch_dist dp_reshardable and fully reshardable; a dp 2 save loaded at dp 1), the
@@ -14,7 +14,12 @@
 #  - on the emulated GPU, Megatron's ep1 with its optimizer state gives Megatron's numbers and its
 #    legacy save there goes on with them on the CPU;
 #  - convert-checkpoint of it to the legacy format (pp 1 and pp 2) loads with Megatron's numbers;
-#    a target tp > 1 is refused by name.
+#    a target tp > 1 is refused by name;
+#  - expert parallelism (Megatron's chained optimizer: the dense state over dp, the experts' over
+#    edp): torch_dist at ep2 resumes exactly at ep2 and at ep1, an ep1 save at ep2; Megatron's ep2
+#    loads at ep2 and at ep1 with its numbers; re-saved at ep2 it has Megatron's keys, shapes,
+#    chunks and bucket contents and reloads at ep2 and ep1 with Megatron's numbers; legacy files at
+#    ep2 (mp_rank_00_EEE) resume exactly; without the distributed optimizer refused by name.
 source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/mpi.sh"
 
@@ -218,3 +223,123 @@ done
     --target-tensor-parallel-size 2 >/dev/null 2>"$MC_TMP/conv-tp2.err"
 one_error_line "convert-checkpoint of an MoE model to tp 2 is refused by name" \
     "^megatron-c: error: convert-checkpoint of an MoE model .*not implemented yet" $? "$MC_TMP/conv-tp2.err"
+
+# ---- expert parallelism: Megatron's chained optimizer (dense over dp, experts over edp) ----
+# matches RC WANT GOT LINES: the run succeeded and GOT's LINES fields are WANT's (close_fields)
+matches() { [ "$1" -eq 0 ] && [ "$(wc -l <"$2")" -eq "$4" ] && close_fields "$2" "$3"; }
+# resumed RC1 RC2 WANT GOT: both runs succeeded and GOT's 12 lines are WANT's (the lm loss within
+# its float32 rounding where the data-parallel size changes, lib.sh)
+resumed() { [ "$1" -eq 0 ] && [ "$2" -eq 0 ] && [ "$(wc -l <"$3")" -eq 12 ] && same_lines_float32_loss "$3" "$4"; }
+if have_mpirun; then
+    EP2=(--expert-model-parallel-size 2)
+    # our own ep2 run saved at 4 (torch_dist, dp_reshardable), loaded at ep2 and at ep1; the ep1
+    # save of the first cases loaded at ep2: iterations 5, 7, 8 equal those of the run that went on
+    mpirun_mc 2 "${FLAGS[@]}" $DO "${EP2[@]}" --ckpt-format torch_dist --save "$MC_TMP/ep2" \
+        --save-interval 4 --exit-interval 8 >"$MC_TMP/ep2.save" 2>&1
+    rc0=$?
+    fields "$MC_TMP/ep2.save" '5|7|8' >"$MC_TMP/ep2.want"
+    for case in "2 ep2 ep2" "1 ep2 ep1" "2 torch_dist ep1-to-ep2"; do
+        read -r np dir name <<<"$case"
+        ep=()
+        [ "$np" -eq 2 ] && ep=("${EP2[@]}")
+        want=$MC_TMP/ep2.want
+        [ "$dir" = torch_dist ] && want=$MC_TMP/torch_dist.want
+        run_np "$np" "${FLAGS[@]}" $DO "${ep[@]}" --load "$MC_TMP/$dir" --ckpt-step 4 --exit-interval 8 \
+            >"$MC_TMP/$name.load" 2>&1
+        rc=$?
+        fields "$MC_TMP/$name.load" '5|7|8' >"$MC_TMP/$name.got"
+        check "torch_dist $name: iterations 5, 7, 8 after loading equal the run that went on (rc=$rc0,$rc $(diff "$want" "$MC_TMP/$name.got" | tr '\n' ' ' | head -c 300) $(grep -h error "$MC_TMP/ep2.save" "$MC_TMP/$name.load" | head -c 300))" \
+            resumed $rc0 $rc "$want" "$MC_TMP/$name.got"
+    done
+
+    # Megatron's ep2 checkpoint (its chained optimizer state) at ep2 and at ep1: Megatron's numbers
+    fields "$REF/ep2.continuation.log" "$ITERS" >"$MC_TMP/mep2.want"
+    for np in 2 1; do
+        ep=()
+        [ "$np" -eq 2 ] && ep=("${EP2[@]}")
+        run_np "$np" "${FLAGS[@]}" $DO "${ep[@]}" --load "$REF/ep2" --no-load-rng >"$MC_TMP/mep2-$np" 2>&1
+        rc=$?
+        fields "$MC_TMP/mep2-$np" "$ITERS" >"$MC_TMP/mep2-$np.got"
+        check "Megatron's ep2 loads at ep$np with its optimizer state: iterations 6, 8..15 are Megatron's (rc=$rc $(diff "$MC_TMP/mep2.want" "$MC_TMP/mep2-$np.got" | tr '\n' ' ' | head -c 300) $(grep -h error "$MC_TMP/mep2-$np" | head -c 300))" \
+            matches $rc "$MC_TMP/mep2.want" "$MC_TMP/mep2-$np.got" 36
+    done
+    mpirun_mc 2 "${FLAGS[@]}" $DO "${EP2[@]}" --load "$REF/ep2" --no-load-rng --no-load-optim \
+        --exit-interval 8 >"$MC_TMP/mep2-noopt" 2>&1
+    fields "$REF/ep2.continuation.log" 8 >"$MC_TMP/mep2.want8"
+    fields "$MC_TMP/mep2-noopt" 8 >"$MC_TMP/mep2.got8"
+    if close_fields "$MC_TMP/mep2.want8" "$MC_TMP/mep2.got8"; then
+        not_ok "ep2: the optimizer state matters: without it iteration 8 is not Megatron's"
+    else
+        ok "ep2: the optimizer state matters: without it iteration 8 is not Megatron's"
+    fi
+
+    # Megatron's ep2 loaded and saved again at ep2: Megatron's keys, dtypes, shapes, chunks, and
+    # the optimizer buckets' parameter elements (Megatron's padding is uninitialised); the save
+    # loads at ep2 and at ep1 with Megatron's iterations 6 and 8
+    if [ -x "$DUMP" ]; then
+        out=$MC_TMP/again2
+        mpirun_mc 2 "${FLAGS[@]}" $DO "${EP2[@]}" --ckpt-format torch_dist --train-iters 5 \
+            --override-opt-param-scheduler --load "$REF/ep2" --save "$out" --save-interval 7 \
+            >"$out.log" 2>&1
+        rc=$?
+        "$DUMP" "$out/iter_0000005" >"$out.dump" 2>&1 && "$DUMP" --chunks "$out/iter_0000005" >"$out.chunks" 2>&1
+        python3 "$(dirname "$0")/dcp_vs_manifest.py" "$REF/ep2.manifest.json" "$out.dump" "$out.chunks" \
+            "$DUMP" "$out/iter_0000005" "$REF/ep2/iter_0000005" >"$out.cmp" 2>&1
+        check "Megatron's ep2 loaded and saved again at ep2: the same keys, dtypes, shapes, chunks, hashes and bucket parameters (rc=$rc: $(tail -4 "$out.cmp" | tr '\n' ' ' | head -c 500) $(grep -h error "$out.log" | head -c 200))" \
+            bash -c "[ $rc -eq 0 ] && grep -q ', 0 differences' '$out.cmp'"
+        fields "$REF/ep2.continuation.log" '6|8' >"$MC_TMP/again2.want"
+        for np in 2 1; do
+            ep=()
+            [ "$np" -eq 2 ] && ep=("${EP2[@]}")
+            run_np "$np" "${FLAGS[@]}" $DO "${ep[@]}" --load "$out" --no-load-rng \
+                --override-opt-param-scheduler --exit-interval 8 >"$out-$np" 2>&1
+            rc=$?
+            fields "$out-$np" '6|8' >"$out-$np.got"
+            check "megatron-c's ep2 save of Megatron's ep2 loads at ep$np: Megatron's iterations 6 and 8 (rc=$rc $(diff "$MC_TMP/again2.want" "$out-$np.got" | tr '\n' ' ' | head -c 300) $(grep -h error "$out-$np" | head -c 300))" \
+                matches $rc "$MC_TMP/again2.want" "$out-$np.got" 8
+        done
+    else
+        skip "Megatron's ep2 saved again" "$DUMP is absent (make tests)"
+    fi
+
+    # legacy files at ep2 (Megatron's chained form, the distributed optimizer): saved at 4, loaded
+    # at ep2 -- iterations 5, 7, 8 those of the run that went on, not without the optimizer state
+    mpirun_mc 2 "${FLAGS[@]}" $DO "${EP2[@]}" --ckpt-format torch --save "$MC_TMP/lep2" \
+        --save-interval 4 --exit-interval 8 >"$MC_TMP/lep2.save" 2>&1
+    rc0=$?
+    mpirun_mc 2 "${FLAGS[@]}" $DO "${EP2[@]}" --load "$MC_TMP/lep2" --ckpt-step 4 --exit-interval 8 \
+        >"$MC_TMP/lep2.load" 2>&1
+    rc=$?
+    fields "$MC_TMP/lep2.save" '5|7|8' >"$MC_TMP/lep2.want"
+    fields "$MC_TMP/lep2.load" '5|7|8' >"$MC_TMP/lep2.got"
+    legacy_ep2_ok() {
+        test -f "$MC_TMP/lep2/iter_0000004/mp_rank_00_001/distrib_optim.pt" &&
+            test -f "$MC_TMP/lep2/iter_0000004/mp_rank_00_000/model_optim_rng.pt" &&
+            resumed $rc0 $rc "$MC_TMP/lep2.want" "$MC_TMP/lep2.got"
+    }
+    check "legacy ep2: Megatron's files (mp_rank_00_000, mp_rank_00_001) and iterations 5, 7, 8 after loading equal the run that went on (rc=$rc0,$rc $(diff "$MC_TMP/lep2.want" "$MC_TMP/lep2.got" | tr '\n' ' ' | head -c 300) $(grep -h error "$MC_TMP/lep2.save" "$MC_TMP/lep2.load" | head -c 300))" \
+        legacy_ep2_ok
+    mpirun_mc 2 "${FLAGS[@]}" $DO "${EP2[@]}" --load "$MC_TMP/lep2" --ckpt-step 4 --exit-interval 8 \
+        --no-load-optim >"$MC_TMP/lep2.noopt" 2>&1
+    fields "$MC_TMP/lep2.noopt" '5|7|8' >"$MC_TMP/lep2.noopt.f"
+    if cmp -s "$MC_TMP/lep2.want" "$MC_TMP/lep2.noopt.f"; then
+        not_ok "legacy ep2: the optimizer state matters (--no-load-optim changes iterations 5..8)"
+    else
+        ok "legacy ep2: the optimizer state matters (--no-load-optim changes iterations 5..8)"
+    fi
+
+    # what is not there yet is refused by name: the chained optimizer without the distributed
+    # optimizer
+    mpirun_mc 2 "${FLAGS[@]}" "${EP2[@]}" --load "$MC_TMP/lep2" --ckpt-step 4 --exit-interval 5 \
+        >/dev/null 2>"$MC_TMP/ep2-legacy.err"
+    one_error_line "a legacy checkpoint's optimizer state at ep 2 without the distributed optimizer is refused by name" \
+        "^megatron-c: error: .*legacy .*--expert-model-parallel-size 2 without --use-distributed-optimizer is recognised but not implemented yet" \
+        $? "$MC_TMP/ep2-legacy.err"
+    mpirun_mc 2 "${FLAGS[@]}" "${EP2[@]}" --ckpt-format torch --save "$MC_TMP/ep2-adam" \
+        --save-interval 4 --exit-interval 5 >/dev/null 2>"$MC_TMP/ep2-save.err"
+    one_error_line "a save at ep 2 without the distributed optimizer is refused by name" \
+        "^megatron-c: error: .*--save and --expert-model-parallel-size > 1 other than with --use-distributed-optimizer" \
+        $? "$MC_TMP/ep2-save.err"
+else
+    skip "checkpoints of expert-parallel runs" "mpirun is not installed"
+fi

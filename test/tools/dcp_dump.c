@@ -8,6 +8,8 @@
  *   dcp_dump --chunks DIR   one line per tensor chunk: key TAB offsets TAB sizes (comma-separated),
  *                           in the .metadata's order (how a checkpoint is cut, to compare with
  *                           another writer's)
+ *   dcp_dump --ranges DIR KEY A:B[,C:D...]
+ *                           sha256 of the elements [A, B), [C, D), ... of 1-D tensor KEY, in turn
  *   dcp_dump --sample DIR   writes a small two-rank checkpoint into DIR (an existing folder):
  *                           "w" float32 [4,6,5] in two chunks along axis 1, "b" bfloat16 [8,4]
  *                           in two row chunks, "v" float32 [10], "obj/shard_0_1" = [{'a': 1}];
@@ -49,15 +51,16 @@ static int dump(const char *dir)
         for (int d = 0; d < e->ndim; d++) n *= e->shape[d];
         size_t bytes = (size_t)n * mc_torch_dtype_size(e->dtype);
         void *buf = malloc(bytes + 1);
-        if (!buf || mc_dcp_read_box(r, e->key, e->ndim, zero, e->shape, e->dtype, buf, err,
-                                    sizeof err)) {
+        if (!buf ||
+            mc_dcp_read_box(r, e->key, e->ndim, zero, e->shape, e->dtype, buf, err, sizeof err)) {
             fprintf(stderr, "dcp_dump: %s\n", buf ? err : "out of memory");
             rc = 1;
         } else {
             char hex[65];
             mc_sha256_hex(buf, bytes, hex);
             printf("%s\t%s\t", e->key, mc_torch_dtype_name(e->dtype));
-            for (int d = 0; d < e->ndim; d++) printf("%s%lld", d ? "," : "", (long long)e->shape[d]);
+            for (int d = 0; d < e->ndim; d++)
+                printf("%s%lld", d ? "," : "", (long long)e->shape[d]);
             printf("\t%s\n", hex);
         }
         free(buf);
@@ -156,8 +159,46 @@ static int chunks(const char *dir)
     return 0;
 }
 
+/* The sha256 of the elements [a, b) of each range of 1-D tensor key, in turn (Megatron's
+ * optimizer buckets without their padding, whose bytes Megatron leaves uninitialised). */
+static int ranges(const char *dir, const char *key, const char *list)
+{
+    char err[1024];
+    mc_dcp_meta_t m;
+    if (open_meta(dir, &m)) return 1;
+    const mc_dcp_entry_t *e = mc_dcp_meta_find(&m, key);
+    mc_dcp_reader_t *r = e && e->ndim == 1 && !e->bytes ? mc_dcp_reader_new(dir, &m) : NULL;
+    const size_t es = e ? mc_torch_dtype_size(e->dtype) : 0;
+    uint8_t *all = r ? malloc((size_t)e->shape[0] * es + 1) : NULL;
+    uint8_t *sel = r ? malloc((size_t)e->shape[0] * es + 1) : NULL;
+    int64_t zero[1] = {0};
+    int rc = !all || !sel ||
+             mc_dcp_read_box(r, key, 1, zero, e->shape, e->dtype, all, err, sizeof err) != 0;
+    size_t n = 0;
+    for (const char *at = list; !rc && *at;) {
+        char *end;
+        long long a = strtoll(at, &end, 10), b = a;
+        if (*end == ':') b = strtoll(end + 1, &end, 10);
+        if (a < 0 || b < a || b > e->shape[0] || (*end && *end != ',')) rc = 1;
+        else memcpy(sel + n, all + (size_t)a * es, (size_t)(b - a) * es), n += (size_t)(b - a) * es;
+        at = *end ? end + 1 : end;
+    }
+    if (rc) fprintf(stderr, "dcp_dump: %s: cannot read %s over %s\n", dir, key, list);
+    else {
+        char hex[65];
+        mc_sha256_hex(sel, n, hex);
+        printf("%s\n", hex);
+    }
+    free(all);
+    free(sel);
+    mc_dcp_reader_free(r);
+    mc_dcp_meta_free(&m);
+    return rc;
+}
+
 int main(int argc, char **argv)
 {
+    if (argc == 5 && !strcmp(argv[1], "--ranges")) return ranges(argv[2], argv[3], argv[4]);
     if (argc == 3 && !strcmp(argv[1], "--chunks")) return chunks(argv[2]);
     if (argc == 3 && !strcmp(argv[1], "--sample")) return sample(argv[2]);
     if (argc == 2 && argv[1][0] != '-') return dump(argv[1]);

@@ -237,6 +237,31 @@ static void test_expert_keys(void **state)
     mc_gpt_free(&m);
 }
 
+/* Megatron's chained optimizer at ep > 1 (core/optimizer/__init__.py): the dense optimizer's
+ * dp_group_idx is the rank in the tp x pp group, the experts' the rank in the expert tp x ep x pp
+ * group; ChainedOptimizer prefixes its optimizers' keys with "chained_<index>.". */
+static void test_chained_optimizer_keys(void **state)
+{
+    (void)state;
+    mc_args_t a;
+    memset(&a, 0, sizeof(a));
+    a.tensor_model_parallel_size = 1;
+    a.pipeline_model_parallel_size = 2;
+    a.expert_model_parallel_size = 2;
+    assert_int_equal(mc_torchdist_expert_domain(&a, 0, 1, 0), 1);
+    assert_int_equal(mc_torchdist_expert_domain(&a, 0, 1, 1), 3);
+    a.expert_tensor_parallel_size = 2; /* etp fastest, then ep, then pp */
+    assert_int_equal(mc_torchdist_expert_domain(&a, 1, 1, 1), 7);
+    char key[256];
+    mc_torchdist_optim_key(key, sizeof(key), 1, 3, "optimizer", true);
+    assert_string_equal(key, "chained_1.optimizer.distributed.dp_group_idx_3.optimizer/shard_0_1");
+    mc_torchdist_optim_key(key, sizeof(key), -1, 0, "per_bucket_numel", true);
+    assert_string_equal(key, "optimizer.distributed.dp_group_idx_0.per_bucket_numel/shard_0_1");
+    mc_torchdist_bucket_key(&a, 0, 1, 0, 0, key, sizeof(key));
+    assert_string_equal(key, "chained_0.optimizer.distributed.dp_group_idx_1.gbuf_idx_0.dtype_"
+                             "(torch.float32, torch.float32).bucket_idx_0");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -244,6 +269,7 @@ int main(void)
         cmocka_unit_test(test_bfloat16_rounding),
         cmocka_unit_test(test_te_order_and_names),
         cmocka_unit_test(test_expert_keys),
+        cmocka_unit_test(test_chained_optimizer_keys),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -82,6 +82,34 @@ static void test_flags_parse_into_fields(void **state)
     mc_args_free(&a);
 }
 
+/* Checkpoints with their optimizer state at ep 1; at ep > 1 with the distributed optimizer
+ * (Megatron's chained optimizer: legacy, or torch_dist's dp_reshardable state), the rest refused
+ * by name. */
+static void test_expert_parallel_checkpoints(void **state)
+{
+    (void)state;
+    static const char *const ep_save_todo[] = {
+        "--ckpt-format torch_dist", "--ckpt-format torch",
+        "--use-distributed-optimizer --ckpt-format torch_dist --dist-ckpt-optim-fully-reshardable"};
+    for (size_t i = 0; i < sizeof(ep_save_todo) / sizeof(ep_save_todo[0]); i++) {
+        char cmd[1024];
+        snprintf(cmd, sizeof(cmd), MOE " --swiglu --expert-model-parallel-size 2 "
+                 "--moe-token-dispatcher-type alltoall --save /tmp/x --save-interval 5 %s",
+                 ep_save_todo[i]);
+        mc_expect_error_world(cmd, 2, "MoE layers with --save and --expert-model-parallel-size > 1 "
+                              "other than with --use-distributed-optimizer");
+    }
+    for (int legacy = 0; legacy < 2; legacy++) {
+        char cmd[1024];
+        snprintf(cmd, sizeof(cmd), MOE " --swiglu --expert-model-parallel-size 2 "
+                 "--moe-token-dispatcher-type alltoall --use-distributed-optimizer --ckpt-format "
+                 "%s --save /tmp/x --save-interval 5 --load /tmp/x", legacy ? "torch" : "torch_dist");
+        mc_run_t rs;
+        mc_run_parse(&rs, cmd, 2);
+        assert_int_equal(rs.status, 0);
+    }
+}
+
 /* A line Megatron accepts is refused by name until the MoE layer exists; the flags alone too,
  * and a dense line is untouched (expert tensor size derived as tp). */
 static void test_refused_until_implemented(void **state)
@@ -97,10 +125,6 @@ static void test_refused_until_implemented(void **state)
                     "MoE layers with --load or --save and a --moe-layer-freq other than 1");
     mc_expect_error(MOE " --swiglu --moe-layer-freq [1,0,1,1] --save /tmp/x --save-interval 5",
                     "MoE layers with --load or --save and a --moe-layer-freq other than 1");
-    /* checkpoints with their optimizer state at ep 1; at ep > 1 refused by name */
-    mc_expect_error_world(MOE " --swiglu --expert-model-parallel-size 2 --moe-token-dispatcher-type "
-                              "alltoall --save /tmp/x --save-interval 5",
-                          2, "MoE layers with --save and --expert-model-parallel-size > 1");
     mc_run_t rs;
     mc_run_parse(&rs, MOE " --swiglu --save /tmp/x --save-interval 5 --load /tmp/x", 1);
     assert_int_equal(rs.status, 0);
@@ -113,7 +137,6 @@ static void test_refused_until_implemented(void **state)
     char line[1024];
     static const char *const ep_todo[][2] = {
         {"--moe-token-dispatcher-type allgather", "--moe-token-dispatcher-type allgather"},
-        {"--load /tmp/x --no-load-optim", "--load (checkpoints of expert-parallel runs)"},
         {"--log-num-zeros-in-grad", "--log-num-zeros-in-grad"},
         {"--check-weight-hash-across-dp-replicas-interval 5",
          "--check-weight-hash-across-dp-replicas-interval"}};
@@ -292,6 +315,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_flags_parse_into_fields),
         cmocka_unit_test(test_refused_until_implemented),
+        cmocka_unit_test(test_expert_parallel_checkpoints),
         cmocka_unit_test(test_megatron_rules),
         cmocka_unit_test(test_layer_pattern),
     };
