@@ -764,7 +764,6 @@ static bool train(run_t *run, double start)
     mc_microbatch_t *mbl = calloc((size_t)args->num_microbatches, sizeof(*mbl));
     if (!mbl) mc_fatal("out of host memory");
     if (g_printer) printf("training ...\n");
-    print_datetime("before the start of training step");
     /* train(): the machine's iteration is the loaded one (Megatron prints this from rank 0 in
      * every mode; megatron-c only with the machine on) */
     if (run->rerun.mode != MC_RERUN_DISABLED && run->rerun.current_iteration != t->iteration &&
@@ -772,6 +771,7 @@ static bool train(run_t *run, double start)
         printf("Overwriting rerun_state_machine.current_iteration from %lld to %lld...\n",
                (long long)run->rerun.current_iteration, (long long)t->iteration);
     run->rerun.current_iteration = t->iteration;
+    print_datetime("before the start of training step");
     interval_t iv = {.first = true, .t0 = mc_now_s()};
     snapshot_volume(t, &iv);
     /* train(): "check weight hash across DP replicas to be very pedantic" before the loop */

@@ -528,7 +528,7 @@ static void test_not_implemented_flags(void **state)
                                "--no-check-for-nan-in-loss-and-grad",
                     "--error-injection-rate needs a result to validate");
     mc_expect_error(ISSUE_LINE " --rerun-mode validate_results --error-injection-rate -1",
-                    "--error-injection-rate must be");
+                    "argument --error-injection-rate: invalid value '-1' (must be >= 0)");
     mc_expect_error(ISSUE_LINE " --error-injection-type flaky",
                     "argument --error-injection-type: invalid choice: 'flaky'");
     mc_expect_error(ISSUE_LINE " --rerun-mode fast", "argument --rerun-mode: invalid choice: 'fast'");
