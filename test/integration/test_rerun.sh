@@ -8,6 +8,7 @@
 #    job trains on with the numbers of the run without injection;
 #  - report_stats runs every step twice and reports identical results, same numbers.
 source "$(dirname "$0")/lib.sh"
+source "$(dirname "$0")/mpi.sh"
 
 FLAGS=(--device cpu --mock-data --vocab-size 256 --num-layers 2 --hidden-size 32
        --num-attention-heads 4 --seq-length 32 --max-position-embeddings 32 --micro-batch-size 2
@@ -81,6 +82,23 @@ check "report_stats: Megatron's report at iterations 2 and 4, all identical" \
     bash -c "[ \"\$(grep -c '^Stats on computation determinism in validation calls$' '$MC_TMP/stats.err')\" -eq 2 ] &&
              grep -q \"^  From validation call 'found NaN in local forward loss calculation':$\" '$MC_TMP/stats.err' &&
              grep -q '^    4 samples, all identical$' '$MC_TMP/stats.err'"
+
+# pp 2: only the last stage validates the loss, so only it injects; the first stage re-runs with
+# it (the machine's decisions are reduced over the world) and the numbers are the single rank's
+if have_mpirun; then
+    "${MPIRUN[@]}" -np 2 "$MC_BIN" "${FLAGS[@]}" --pipeline-model-parallel-size 2 "${VR[@]}" \
+        --no-check-for-nan-in-loss-and-grad --check-for-spiky-loss >"$MC_TMP/pp.out" 2>"$MC_TMP/pp.err"
+    rc=$?
+    numbers "$MC_TMP/pp.out" >"$MC_TMP/pp.num"
+    check "pp 2: the last stage's injected error re-runs both stages, single-rank numbers (rc=$rc)" \
+        bash -c "[ $rc -eq 0 ] && [ \"\$(grep -c '^Injecting error type' '$MC_TMP/pp.err')\" -eq 3 ] &&
+                 [ \"\$(grep -c 'on rank 1 at iteration' '$MC_TMP/pp.err')\" -eq 3 ] &&
+                 [ \"\$(grep -c '^Continuing normal execution' '$MC_TMP/pp.err')\" -eq 3 ]"
+    check "pp 2: the numbers of the run without injection" \
+        same_lines_float32_loss "$MC_TMP/base.num" "$MC_TMP/pp.num"
+else
+    skip "the rerun state machine over several ranks" "mpirun is not installed"
+fi
 
 # bad input: one line naming the flag, exit 2
 expect_user_error "--error-injection-rate without validate_results is refused" \
