@@ -89,8 +89,8 @@ const mc_flag_t mc_flags_train[] = {
      .help = "Use re-run engine to validate results (default) or to emit stats on variability of "
              "computations due to non-deterministic algorithms."},
     {.name = "--check-for-spiky-loss", TRAIN, TRUE_IF_GIVEN, FIELD(check_for_spiky_loss),
-     IMPLEMENTED_NOTE("with --rerun-mode validate_results: a microbatch loss 10x the largest of "
-                      "the first 100 (train/rerun.h)"),
+     IMPLEMENTED_NOTE("a microbatch loss 10x the largest of the first 100 (train/rerun.h): "
+                      "re-run with --rerun-mode validate_results, a warning when disabled"),
      .help = "Check for spiky loss"},
     {.name = "--check-for-large-grads", TRAIN, TRUE_IF_GIVEN, TODO("the rerun state machine"),
      .help = "Check for unexpectedly large grads"},

@@ -271,6 +271,26 @@ static void test_spiky_loss_rule(void **state)
     finish(&r);
 }
 
+/* disabled mode: no re-run; a rejected non-fatal result is Megatron's warning (the fatal NaN/Inf
+ * checks are the step's one-line stop, train/step.c) */
+static void test_disabled_warns(void **state)
+{
+    (void)state;
+    mc_rerun_t r;
+    start(&r, "disabled", 0, "transient_error", true);
+    assert_false(said("RerunStateMachine initialized"));
+    int runs;
+    bool ckpt;
+    const double one[] = {1.0}, spike[] = {20.0};
+    for (int i = 0; i < 100; i++) assert_int_equal(step(&r, one, &runs, &ckpt, true), 0);
+    assert_false(said("Unexpected result"));
+    assert_int_equal(step(&r, spike, &runs, &ckpt, true), 0);
+    assert_int_equal(runs, 1);
+    assert_true(said(", device 0, iteration 101: Unexpected result tensor(20., device='cuda:0') "
+                     "(message='Spiky loss')\n"));
+    finish(&r);
+}
+
 static void test_report_stats(void **state)
 {
     (void)state;
@@ -344,6 +364,7 @@ int main(void)
         cmocka_unit_test(test_other_rank_request_reruns_here),
         cmocka_unit_test(test_injection_rate),
         cmocka_unit_test(test_spiky_loss_rule),
+        cmocka_unit_test(test_disabled_warns),
         cmocka_unit_test(test_report_stats),
         cmocka_unit_test(test_stats_text),
         cmocka_unit_test(test_compare_and_tensor_text),
