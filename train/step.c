@@ -46,7 +46,7 @@ static void stop_non_finite(mc_trainer_t *t, int mine, double value, const char 
 
 typedef struct {
     mc_trainer_t *t;
-    mc_rerun_t *rerun; /* validates the losses unless disabled (NULL: disabled) */
+    mc_rerun_t *rerun; /* the run's rerun state machine, which validates the losses (or NULL) */
     int M;
     uint32_t it;
     double sum, tokens;
@@ -176,8 +176,8 @@ static void forward_backward(mc_trainer_t *t, mc_rerun_t *rerun, const mc_microb
 {
     const mc_args_t *a = t->args;
     mc_gpt_t *m = &t->model;
-    step_ctx_t ctx = {
-        .t = t, .rerun = rerun, .M = M, .it = (uint32_t)(t->iteration + 1)}; /* it: dropout key */
+    /* it: the dropout key, the same for a re-run */
+    step_ctx_t ctx = {.t = t, .rerun = rerun, .M = M, .it = (uint32_t)(t->iteration + 1)};
 
     memset(r, 0, sizeof(*r));
     mc_timer_start(&t->timers, MC_T_FORWARD_BACKWARD);
