@@ -669,6 +669,19 @@ static void precision(mc_args_t *a)
     if (a->bf16) a->accumulate_allreduce_grads_in_fp32 = !a->grad_reduce_in_bf16;
 }
 
+/* Megatron's rerun state machine injects errors only where it validates results: refuse what
+ * would be ignored. */
+static void rerun_engine(const mc_args_t *a)
+{
+    if (a->error_injection_rate > 0 && strcmp(a->rerun_mode, "validate_results") != 0)
+        mc_user_error("--error-injection-rate injects errors only with --rerun-mode "
+                      "validate_results (add it, or drop the flag)");
+    if (a->error_injection_rate > 0 && !a->check_for_nan_in_loss_and_grad &&
+        !a->check_for_spiky_loss)
+        mc_user_error("--error-injection-rate needs a result to validate (keep "
+                      "--check-for-nan-in-loss-and-grad, or add --check-for-spiky-loss)");
+}
+
 static void data(mc_args_t *a)
 {
     const bool per_split = a->n_train_data_path + a->n_valid_data_path + a->n_test_data_path > 0;
@@ -766,6 +779,7 @@ RULE(optimizer)
 RULE(training_length)
 RULE(rampup_batches)
 RULE(precision)
+RULE(rerun_engine)
 RULE(data)
 RULE(checkpointing)
 #undef RULE
@@ -803,6 +817,7 @@ static const rule_t RULES[] = {
     {rule_training_length, R_LENGTH, R_REQUIRED | R_SIZES | R_BATCH},
     {rule_rampup_batches, 0, R_REQUIRED | R_SIZES | R_BATCH | R_PIPE | R_LENGTH},
     {rule_precision, 0, R_REQUIRED},
+    {rule_rerun_engine, 0, R_REQUIRED},
     {rule_data, 0, R_REQUIRED},
     {rule_checkpointing, 0, R_REQUIRED},
     {rule_moe, R_MOE, R_REQUIRED | R_SIZES | R_SHAPE},

@@ -223,6 +223,12 @@ typedef struct {
     bool grad_reduce_in_bf16; /* with --bf16: a bf16 gradient buffer, reduced in bf16 */
     bool check_for_nan_in_loss_and_grad;
     bool calculate_per_token_loss;
+    /* Megatron's rerun state machine (train/rerun.h): "disabled", "validate_results" or
+     * "report_stats"; its error injector; the spiky-loss validation */
+    char rerun_mode[24];
+    int64_t error_injection_rate;
+    char error_injection_type[24]; /* "correct_result", "transient_error", "persistent_error" */
+    bool check_for_spiky_loss;
 
     /* ---- data ---- */
     bool mock_data;

@@ -49,12 +49,14 @@ const mc_flag_t mc_flags_services[] = {
     {.name = "--enable-msc", G_MSC, TRUE_IF_GIVEN, TODO("the Multi-Storage Client"),
      .help = "Enable the usage of Multi-Storage Client (MSC) in Megatron Core. Disabled by "
              "default; pass this flag to opt in."},
-    {.name = "--error-injection-rate", G_RE, INT64, .def = "0", TODO("the rerun state machine"),
+    {.name = "--error-injection-rate", G_RE, INT64, .def = "0", GE(0), FIELD(error_injection_rate),
+     IMPLEMENTED_NOTE("with --rerun-mode validate_results; which validation is hit draws from "
+                      "megatron-c's own generator, not Python's random (every one at rate 1)"),
      .help = "Rate at which to inject unexpected results, e.g. 1000 means once every 1000 result "
              "validations"},
     {.name = "--error-injection-type", G_RE,
      CHOICE("correct_result", "transient_error", "persistent_error"), .def = "transient_error",
-     TODO("the rerun state machine"),
+     FIELD(error_injection_type), IMPLEMENTED,
      .help = "Type of error to inject."},
     {.name = "--fault-injector-delay-start-iteration", G_FI, INT64, TODO("fault injection"),
      .help = "Start the fault delay timer after iteration N completes. If unset, fault delay "

@@ -80,14 +80,17 @@ const mc_flag_t mc_flags_train[] = {
                       "both"),
      .help = "Check for NaNs in loss and grad (the default)."},
     {.name = "--rerun-mode", TRAIN, CHOICE("disabled", "validate_results", "report_stats"),
-     .def = "disabled",
-     ONLY("megatron-c has no rerun state machine: a NaN or Inf in the loss or the gradient norm "
-          "stops the run, which is Megatron's disabled mode, so that is megatron-c's default "
-          "(Megatron's is validate_results, which re-runs the iteration first; report_stats "
-          "measures the variability of re-runs)", "disabled"),
+     .def = "disabled", FIELD(rerun_mode),
+     IMPLEMENTED_NOTE("Megatron's rerun state machine (train/rerun.h); megatron-c's default is "
+                      "disabled (Megatron's is validate_results, which does not check the first "
+                      "iteration's loss); report_stats is Megatron's report_determinism_stats "
+                      "mode, which Megatron main itself cannot start (RerunMode('report_stats') "
+                      "raises)"),
      .help = "Use re-run engine to validate results (default) or to emit stats on variability of "
              "computations due to non-deterministic algorithms."},
-    {.name = "--check-for-spiky-loss", TRAIN, TRUE_IF_GIVEN, TODO("the rerun state machine"),
+    {.name = "--check-for-spiky-loss", TRAIN, TRUE_IF_GIVEN, FIELD(check_for_spiky_loss),
+     IMPLEMENTED_NOTE("a microbatch loss 10x the largest of the first 100 (train/rerun.h): "
+                      "re-run with --rerun-mode validate_results, a warning when disabled"),
      .help = "Check for spiky loss"},
     {.name = "--check-for-large-grads", TRAIN, TRUE_IF_GIVEN, TODO("the rerun state machine"),
      .help = "Check for unexpectedly large grads"},

@@ -20,6 +20,7 @@
 #include "train/progress.h"
 #include "train/setup.h"
 #include "train/realtime_test.h"
+#include "train/rerun.h"
 #include "train/weight_hash.h"
 #include "train/signals.h"
 #include "train/moe_metrics.h"
@@ -49,6 +50,8 @@ typedef struct {
     /* --log-progress: when the process started (epoch seconds, Megatron's _TRAIN_START_TIME)
      * and the floating-point operations of the loaded checkpoint */
     double job_start_wall, flops_at_start;
+    mc_rerun_t rerun; /* Megatron's rerun state machine (--rerun-mode) */
+    int exit_code;    /* the machine's, when it ended the run (16, 17) */
 } run_t;
 
 static void print_datetime(const char *what)
@@ -594,6 +597,7 @@ static void free_run(run_t *run)
     for (size_t i = 0; i < sizeof(bufs) / sizeof(bufs[0]); i++)
         if (bufs[i]) be->free_host(be, bufs[i]);
     mc_trainer_free(&run->t);
+    mc_rerun_free(&run->rerun);
     mc_data_source_free(&run->data);
     free(run->sample_idx);
     free(run);
@@ -635,6 +639,7 @@ static run_t *start_run(const mc_args_t *args, mc_data_source_t *data)
     if (args->load[0]) update_microbatches(run);      /* load_checkpoint's update */
     mc_tensorboard_args(run->tb, args, t->iteration); /* after the load, as pretrain() */
     run->async = mc_ckpt_init(t);                     /* --async-save's snapshot buffer */
+    mc_rerun_start(&run->rerun, t);
     return run;
 }
 
@@ -706,7 +711,13 @@ static bool train_iteration(run_t *run, mc_microbatch_t *mbl, interval_t *iv, do
                         mbs, &mbl[i]);
     mc_step_result_t r;
     mc_realtime_tests(t); /* --test-mode: every attention forward's check */
-    mc_train_step(t, mbl, M, &r);
+    bool checkpoint;
+    const int code = mc_train_step_rerun(t, &run->rerun, mbl, M, &r, &checkpoint);
+    if (code) { /* the rerun state machine ends the run before the optimizer step */
+        if (checkpoint && args->save[0]) save_and_time(run);
+        run->exit_code = code;
+        return true;
+    }
     t->iteration++;
     t->consumed_train_samples += (int64_t)mbs * args->data_parallel_size * M;
     const float loss = r.lm_loss; /* loss_dict['lm loss'] */
@@ -753,6 +764,13 @@ static bool train(run_t *run, double start)
     mc_microbatch_t *mbl = calloc((size_t)args->num_microbatches, sizeof(*mbl));
     if (!mbl) mc_fatal("out of host memory");
     if (g_printer) printf("training ...\n");
+    /* train(): the machine's iteration is the loaded one (Megatron prints this from rank 0 in
+     * every mode; megatron-c only with the machine on) */
+    if (run->rerun.mode != MC_RERUN_DISABLED && run->rerun.current_iteration != t->iteration &&
+        g_printer)
+        printf("Overwriting rerun_state_machine.current_iteration from %lld to %lld...\n",
+               (long long)run->rerun.current_iteration, (long long)t->iteration);
+    run->rerun.current_iteration = t->iteration;
     print_datetime("before the start of training step");
     interval_t iv = {.first = true, .t0 = mc_now_s()};
     snapshot_volume(t, &iv);
@@ -807,7 +825,8 @@ int mc_pretrain(const mc_args_t *args, mc_data_source_t *data, double job_start)
     mc_ckpt_finalize(t, run->async, true); /* a final save written during the evaluation */
     mc_ckpt_free(run->async);
     mc_tensorboard_close(run->tb);
+    const int code = run->exit_code;
     free_run(run);
     comm->finalize(comm);
-    return 0;
+    return code;
 }

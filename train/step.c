@@ -8,6 +8,7 @@
 #include "base/error.h"
 #include "config/env.h"
 #include "train/log.h"
+#include "train/rerun.h"
 #include "train/train.h"
 
 /* The loss pairs of this rank's microbatches over the global batch: the last pipeline stage has
@@ -45,11 +46,13 @@ static void stop_non_finite(mc_trainer_t *t, int mine, double value, const char 
 
 typedef struct {
     mc_trainer_t *t;
+    mc_rerun_t *rerun; /* the run's rerun state machine, which validates the losses (or NULL) */
     int M;
     uint32_t it;
     double sum, tokens;
     double *mb_sum, *mb_tokens; /* each microbatch's, for Megatron's float32 report */
     int bad_loss;               /* the first non-finite local loss (non_finite's code) */
+    bool have_loss;             /* this rank computes the loss (the last pipeline stage) */
     /* microbatches whose losses the forward left in their losses_out (read after a synchronize),
      * in the order of their forwards */
     const mc_microbatch_t *mbs;
@@ -61,6 +64,7 @@ static void add_loss(step_ctx_t *s, int mb, double sum, double cnt)
 {
     s->tokens += cnt;
     s->mb_tokens[mb] = cnt;
+    s->have_loss = true;
     if (s->mbs[mb].losses_out) {
         s->pending[s->n_pending++] = mb;
         return;
@@ -147,11 +151,33 @@ static void before_backward(void *ctx, int mb, int chunk)
     mc_ddp_arm_grad_sync_params(&s->t->ddp, first, n);
 }
 
-void mc_forward_backward(mc_trainer_t *t, const mc_microbatch_t *mbs, int M, mc_step_result_t *r)
+/* Megatron's loss_func checks, per microbatch of this rank in order, through the rerun state
+ * machine: the float32 masked loss sum, NaN and Inf (fatal, tolerance 0: the forward is
+ * deterministic), then the spiky loss (not fatal). In disabled mode the NaN and Inf checks are
+ * the step's own (one line for the job, stop_non_finite). */
+static void validate_losses(const step_ctx_t *s)
+{
+    const mc_args_t *a = s->t->args;
+    if (!s->have_loss) return;
+    for (int i = 0; i < s->M; i++) {
+        const double loss = (float)s->mb_sum[i];
+        if (a->check_for_nan_in_loss_and_grad && s->rerun->mode != MC_RERUN_DISABLED) {
+            mc_rerun_validate(s->rerun, loss, mc_rerun_is_nan, MC_RERUN_MSG_NAN, 0.0, true);
+            mc_rerun_validate(s->rerun, loss, mc_rerun_is_inf, MC_RERUN_MSG_INF, 0.0, true);
+        }
+        if (a->check_for_spiky_loss)
+            mc_rerun_validate(s->rerun, loss, mc_rerun_is_spiky_loss, MC_RERUN_MSG_SPIKY, 0.0,
+                              false);
+    }
+}
+
+static void forward_backward(mc_trainer_t *t, mc_rerun_t *rerun, const mc_microbatch_t *mbs, int M,
+                             mc_step_result_t *r)
 {
     const mc_args_t *a = t->args;
     mc_gpt_t *m = &t->model;
-    step_ctx_t ctx = {.t = t, .M = M, .it = (uint32_t)(t->iteration + 1)}; /* dropout key */
+    /* it: the dropout key, the same for a re-run */
+    step_ctx_t ctx = {.t = t, .rerun = rerun, .M = M, .it = (uint32_t)(t->iteration + 1)};
 
     memset(r, 0, sizeof(*r));
     mc_timer_start(&t->timers, MC_T_FORWARD_BACKWARD);
@@ -185,15 +211,23 @@ void mc_forward_backward(mc_trainer_t *t, const mc_microbatch_t *mbs, int M, mc_
     /* the token-weighted loss over the global batch */
     settle_losses(&ctx);
     free(wmbs);
+    if (ctx.rerun) validate_losses(&ctx);
     float report[2];
     reduce_losses(&ctx, report);
     r->lm_loss = mc_log_loss_ratio(report);
-    if (a->check_for_nan_in_loss_and_grad && non_finite(ctx.sum))
+    /* the rerun state machine's disabled mode: Megatron's RuntimeError, as one line */
+    if ((!rerun || rerun->mode == MC_RERUN_DISABLED) && a->check_for_nan_in_loss_and_grad &&
+        non_finite(ctx.sum))
         stop_non_finite(t, ctx.bad_loss, ctx.sum, "local forward loss calculation");
     r->loss_sum = ctx.sum;
     r->num_tokens = ctx.tokens;
     if (a->calculate_per_token_loss && r->num_tokens > 0)
         mc_opt_scale_model_grads(&t->opt, (float)(1.0 / r->num_tokens));
+}
+
+void mc_forward_backward(mc_trainer_t *t, const mc_microbatch_t *mbs, int M, mc_step_result_t *r)
+{
+    forward_backward(t, NULL, mbs, M, r);
 }
 
 static float on_eval_loss(void *ctx, int mb, double sum, double cnt)
@@ -360,10 +394,40 @@ static void optimizer_step(mc_trainer_t *t, int M, mc_step_result_t *r)
 
 void mc_train_step(mc_trainer_t *t, const mc_microbatch_t *mbs, int M, mc_step_result_t *r)
 {
+    bool checkpoint;
+    mc_train_step_rerun(t, NULL, mbs, M, r, &checkpoint);
+}
+
+/* the rerun state machine's _reduce_any and stats gathering: over the world */
+static void rerun_reduce(void *ctx, double *v, int n, bool max)
+{
+    mc_trainer_t *t = ctx;
+    mc_all_reduce(t->comm, t->comm->world, v, n, MC_DT_F64, max ? MC_OP_MAX : MC_OP_SUM);
+}
+
+void mc_rerun_start(mc_rerun_t *rerun, mc_trainer_t *t)
+{
+    mc_rerun_init(rerun, t->args, t->comm->rank, t->be->gpu >= 0 ? t->be->gpu : 0, t->be->gpu >= 0,
+                  stderr);
+    rerun->reduce = rerun_reduce;
+    rerun->reduce_ctx = t;
+}
+
+int mc_train_step_rerun(mc_trainer_t *t, mc_rerun_t *rerun, const mc_microbatch_t *mbs, int M,
+                        mc_step_result_t *r, bool *checkpoint)
+{
+    *checkpoint = false;
     range_push(t, "forward-backward");
-    mc_forward_backward(t, mbs, M, r);
+    if (!rerun) {
+        forward_backward(t, NULL, mbs, M, r);
+    } else { /* train_step's while loop: the same microbatches again when asked */
+        while (mc_rerun_should_run(rerun)) forward_backward(t, rerun, mbs, M, r);
+    }
     range_pop(t);
+    const int exit_code = rerun ? mc_rerun_checkpoint_and_exit(rerun, checkpoint) : 0;
+    if (exit_code) return exit_code; /* no optimizer step */
     range_push(t, "optimizer");
     optimizer_step(t, M, r);
     range_pop(t);
+    return 0;
 }

@@ -36,6 +36,16 @@ void mc_forward_only(mc_trainer_t *t, const mc_microbatch_t *mbs, int M, float r
  * batch when the step was applied. */
 void mc_train_step(mc_trainer_t *t, const mc_microbatch_t *mbs, int M, mc_step_result_t *r);
 
+/* mc_train_step under Megatron's rerun state machine (train/rerun.h; NULL: none): the
+ * forward-backward as often as the machine asks, then its decision: 0 and the optimizer step, or
+ * the exit code (16, 17) without it, *checkpoint saying whether to save first. */
+struct mc_rerun;
+int mc_train_step_rerun(mc_trainer_t *t, struct mc_rerun *rerun, const mc_microbatch_t *mbs, int M,
+                        mc_step_result_t *r, bool *checkpoint);
+
+/* The run's machine, for the trainer's rank and device, reducing over its world. */
+void mc_rerun_start(struct mc_rerun *rerun, mc_trainer_t *t);
+
 /* The whole pretrain job on the validated arguments and this rank's data source (both from
  * cli/: mc_args_parse, mc_args_open_data), which it takes over; job_start: the wall-clock
  * (epoch) seconds the job started (--log-progress). Returns the process exit code. */

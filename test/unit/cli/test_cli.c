@@ -201,6 +201,18 @@ static void test_equals_form_last_wins_and_bools(void **state)
     assert_true(a.add_bias_linear);
     assert_false(a.bias_gelu_fusion);
     assert_false(a.check_for_nan_in_loss_and_grad);
+    assert_string_equal(a.rerun_mode, "disabled"); /* megatron-c's default (Megatron's:
+                                                      validate_results) */
+    mc_run_parse_here(&a, MINIMAL " --rerun-mode validate_results --error-injection-rate 3 "
+                                  "--error-injection-type persistent_error --check-for-spiky-loss",
+                      1);
+    assert_string_equal(a.rerun_mode, "validate_results");
+    assert_int_equal(a.error_injection_rate, 3);
+    assert_string_equal(a.error_injection_type, "persistent_error");
+    assert_true(a.check_for_spiky_loss);
+    mc_run_parse_here(&a, MINIMAL " --rerun-mode report_stats", 1);
+    assert_string_equal(a.rerun_mode, "report_stats");
+    assert_string_equal(a.error_injection_type, "transient_error");
     mc_run_parse_here(&a, MINIMAL " --add-qkv-bias --apply-residual-connection-post-layernorm --eod-mask-loss "
                    "--calculate-per-token-loss --log-throughput --log-params-norm --log-num-zeros-in-grad",
                1);
@@ -507,10 +519,18 @@ static void test_not_implemented_flags(void **state)
                  "residual stream in 16-bit training; see docs/FLAGS.md)");
     mc_expect_error(ISSUE_LINE " --save /tmp/ckpt --save-interval 2 --save-retain-interval 3",
                     "--save-retain-interval (3) must be a multiple of --save-interval (2)");
-    mc_expect_error(ISSUE_LINE " --rerun-mode validate_results",
-                    "--rerun-mode validate_results is recognised but not implemented yet in "
-                    "megatron-c (supported: disabled;");
-    mc_expect_error(ISSUE_LINE " --rerun-mode report_stats", "--rerun-mode report_stats is recognised");
+    /* the rerun state machine (train/rerun.h): its error injector validates results */
+    mc_expect_error(ISSUE_LINE " --error-injection-rate 10",
+                    "--error-injection-rate injects errors only with --rerun-mode validate_results");
+    mc_expect_error(ISSUE_LINE " --rerun-mode report_stats --error-injection-rate 10",
+                    "--error-injection-rate injects errors only with --rerun-mode validate_results");
+    mc_expect_error(ISSUE_LINE " --rerun-mode validate_results --error-injection-rate 10 "
+                               "--no-check-for-nan-in-loss-and-grad",
+                    "--error-injection-rate needs a result to validate");
+    mc_expect_error(ISSUE_LINE " --rerun-mode validate_results --error-injection-rate -1",
+                    "argument --error-injection-rate: invalid value '-1' (must be >= 0)");
+    mc_expect_error(ISSUE_LINE " --error-injection-type flaky",
+                    "argument --error-injection-type: invalid choice: 'flaky'");
     mc_expect_error(ISSUE_LINE " --rerun-mode fast", "argument --rerun-mode: invalid choice: 'fast'");
     mc_expect_error(ISSUE_LINE " --distribute-saved-activations", "--distribute-saved-activations is recognised");
     mc_expect_error(ISSUE_LINE " --pipeline-model-parallel-size 2",

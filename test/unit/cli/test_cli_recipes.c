@@ -304,14 +304,14 @@ static void test_all_problems_in_one_run(void **state)
         "argument --optimizer: invalid choice: 'lamb' (choose from adam, sgd)",
         "--fp32-residual-connection is recognised but not implemented yet in megatron-c (an fp32 "
         "residual stream in 16-bit training; see docs/FLAGS.md)",
-        "--check-for-spiky-loss is recognised but not implemented yet",
+        "--check-for-large-grads is recognised but not implemented yet",
         "--lr-decay-style WSD is recognised but not implemented yet in megatron-c (supported: "
         "constant, linear, cosine, inverse-square-root",
         "--checkpoint-activations conflicts with --recompute-method block",
     };
     /* values after an unknown flag are its own; the same problem twice is told once */
     mc_expect_errors(LINE " --frobnicate-level 512 --hiden-size 64 --lr fast --seq-length --fp16 stray "
-                          "--optimizer lamb --fp32-residual-connection --check-for-spiky-loss "
+                          "--optimizer lamb --fp32-residual-connection --check-for-large-grads "
                           "--frobnicate-level 512 --lr-decay-style WSD --checkpoint-activations "
                           "--recompute-granularity full --recompute-method block",
                      sizeof(what) / sizeof(what[0]), what);
