@@ -215,7 +215,7 @@ act() { # MiB
 check "plan: activations per rank at cp 4 ($(act "$MC_TMP/p4") MiB) are at most a third of cp 1's ($(act "$MC_TMP/p1") MiB)" \
     awk -v a="$(act "$MC_TMP/p1")" -v b="$(act "$MC_TMP/p4")" 'BEGIN { exit !(b > 0 && 3 * b <= a) }'
 # --attention-kernel kernels: a context-parallel run's attention is the project's block kernels
-# (cuDNN's is not wired to them yet); with cuDNN's speed assumed, tp 2 + SP wins at 64k instead.
+# (cuDNN runs the ring's blocks only where it is the choice); with cuDNN's speed assumed, tp 2 + SP wins at 64k instead.
 "$MC_BIN" plan --num-gpus 8 --gpu h100 --attention-kernel kernels --search --search-top 3 --num-layers 24 --hidden-size 2048 \
     --num-attention-heads 16 --seq-length 65536 --max-position-embeddings 65536 --micro-batch-size 1 \
     --global-batch-size 8 --train-iters 10 --lr 1e-4 --mock-data --vocab-size 50257 --bf16 >"$MC_TMP/search" 2>&1
