@@ -63,8 +63,8 @@ mc_sdpa_key block_key(mc_dtype_t dt, int Sq, int Sk, int B, int NH, int NG, int 
 }
 
 // The block's plans and scratch layout, or NULL when the project's kernels run it.
-const mc_sdpa_plans *served(mc_dtype_t dt, int Sq, int Sk, int B, int NH, int NG, int HD,
-                            int q_pos, int k_pos, int mask, const mc_dropout_t *d, Layout *l)
+const mc_sdpa_plans *served(mc_dtype_t dt, int Sq, int Sk, int B, int NH, int NG, int HD, int q_pos,
+                            int k_pos, int mask, const mc_dropout_t *d, Layout *l)
 {
     const mc_attention_spec_t &s = g_cp.spec;
     const bool causal = mask == MC_ATTN_BLOCK_CAUSAL;
@@ -136,9 +136,9 @@ const char *mc_cuda_cp_cudnn_setup(const mc_attention_spec_t *s, char *why, size
 #endif
 }
 
-void mc_cuda_attention_block_sizes_cudnn(const mc_backend_t *be, mc_dtype_t dt, int Sq,
-                                                    int Sk, int B, int NH, int HD,
-                                                    size_t *fwd_scratch, size_t *bwd_scratch)
+void mc_cuda_attention_block_sizes_cudnn(const mc_backend_t *be, mc_dtype_t dt, int Sq, int Sk,
+                                         int B, int NH, int HD, size_t *fwd_scratch,
+                                         size_t *bwd_scratch)
 {
     mc_cuda_attention_block_sizes(be, dt, Sq, Sk, B, NH, HD, fwd_scratch, bwd_scratch);
 #ifdef MC_WITH_CUDNN
@@ -176,12 +176,11 @@ extern "C" int mc_cuda_attention_block_uses_cudnn(mc_dtype_t dt, int Sq, int Sk,
 #endif
 }
 
-void mc_cuda_attention_block_forward(const mc_backend_t *be, mc_dtype_t dt, float *out,
-                                                float *lse, void *scratch, const void *qkv,
-                                                const void *kv, int Sq, int Sk, int B, int NH,
-                                                int NG, int HD, int q_pos, int k_pos, int S_full,
-                                                int mask, float scale, const mc_dropout_t *d,
-                                                int head_offset, int NH_full)
+void mc_cuda_attention_block_forward(const mc_backend_t *be, mc_dtype_t dt, float *out, float *lse,
+                                     void *scratch, const void *qkv, const void *kv, int Sq, int Sk,
+                                     int B, int NH, int NG, int HD, int q_pos, int k_pos,
+                                     int S_full, int mask, float scale, const mc_dropout_t *d,
+                                     int head_offset, int NH_full)
 {
 #ifdef MC_WITH_CUDNN
     Layout l;
@@ -194,8 +193,8 @@ void mc_cuda_attention_block_forward(const mc_backend_t *be, mc_dtype_t dt, floa
         c.qkv = qkv, c.kv = kv, c.out = s + l.o, c.stats = lse, c.scratch = s, c.scale = scale;
         c.q = dense_q(be, dt, s, l, qkv, Sq, B, NH, NG, HD);
         mc_cudnn_sdpa_forward(be, p, c);
-        mc_cuda_copy_2d(be, out, MC_DT_F32, (long)NH * HD, s + l.o, dt, (long)NH * HD,
-                        (long)Sq * B, (long)NH * HD);
+        mc_cuda_copy_2d(be, out, MC_DT_F32, (long)NH * HD, s + l.o, dt, (long)NH * HD, (long)Sq * B,
+                        (long)NH * HD);
         return;
     }
 #endif
@@ -204,13 +203,12 @@ void mc_cuda_attention_block_forward(const mc_backend_t *be, mc_dtype_t dt, floa
                                           NH_full);
 }
 
-void mc_cuda_attention_block_backward(const mc_backend_t *be, mc_dtype_t dt, float *dq,
-                                                 float *dkv, void *scratch, const void *dout,
-                                                 const void *qkv, const void *kv, const void *out,
-                                                 const float *lse, int Sq, int Sk, int B, int NH,
-                                                 int NG, int HD, int q_pos, int k_pos, int S_full,
-                                                 int mask, float scale, const mc_dropout_t *d,
-                                                 int head_offset, int NH_full)
+void mc_cuda_attention_block_backward(const mc_backend_t *be, mc_dtype_t dt, float *dq, float *dkv,
+                                      void *scratch, const void *dout, const void *qkv,
+                                      const void *kv, const void *out, const float *lse, int Sq,
+                                      int Sk, int B, int NH, int NG, int HD, int q_pos, int k_pos,
+                                      int S_full, int mask, float scale, const mc_dropout_t *d,
+                                      int head_offset, int NH_full)
 {
 #ifdef MC_WITH_CUDNN
     Layout l;

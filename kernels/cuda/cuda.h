@@ -266,10 +266,10 @@ void mc_cuda_local_attention_block_forward(const mc_backend_t *be, mc_dtype_t dt
 void mc_cuda_local_attention_block_backward(const mc_backend_t *be, mc_dtype_t dt, float *dq,
                                             float *dkv, void *scratch, const void *dout,
                                             const void *qkv, const void *kv, const void *out,
-                                            const float *lse, int Sq, int Sk, int B, int NH,
-                                            int NG, int HD, int q_pos, int k_pos, int S_full,
-                                            int mask, float scale, const mc_dropout_t *d,
-                                            int head_offset, int NH_full);
+                                            const float *lse, int Sq, int Sk, int B, int NH, int NG,
+                                            int HD, int q_pos, int k_pos, int S_full, int mask,
+                                            float scale, const mc_dropout_t *d, int head_offset,
+                                            int NH_full);
 void mc_cuda_attention_lse_merge(const mc_backend_t *be, float *out, float *lse, const float *part,
                                  const float *part_lse, long rows, int NH, int HD);
 void mc_cuda_copy_2d(const mc_backend_t *be, void *dst, mc_dtype_t ddt, long ld_dst,

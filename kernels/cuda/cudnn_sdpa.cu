@@ -397,7 +397,7 @@ void mc_cudnn_sdpa_backward(const mc_backend_t *be, const mc_sdpa_plans *p, cons
     void *q = (void *)c.q, *kt = (void *)elem(kv, v.kt.off, k.dt);
     const float *stats = c.stats; // the forward's log-sum-exp of each row (a block's: merged)
     void *sum = c.sum ? (void *)c.sum : (char *)c.scratch + sc.sum;
-    std::vector<int64_t> uids = {U_Q,   U_KT,         U_VT, U_O,  U_DO, U_STATS,
+    std::vector<int64_t> uids = {U_Q,     U_KT,         U_VT,  U_O,  U_DO, U_STATS,
                                  U_SCALE, U_DSCALE_INV, U_SUM, U_DQ, U_DK, U_DV};
     std::vector<void *> ptrs = {q,
                                 kt,
