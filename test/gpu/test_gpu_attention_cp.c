@@ -3,7 +3,9 @@
  * onto what the accumulators held), for full and causal blocks with keys after, before and
  * around the queries (rows that see no key), grouped queries, head dims up to 256 and past a
  * warp's 32 keys, with and without dropout keyed by global positions at a head offset; the
- * log-sum-exp merge (with -inf on either side); copy_2d with and without a conversion.
+ * log-sum-exp merge (with -inf on either side); copy_2d with and without a conversion; the blocks
+ * on cuDNN's fused attention once the setup chose it for a cp run (test_cudnn_blocks, its own
+ * tolerances).
  *
  * Tolerance: the CPU normalises after exp with a 2-ulp vector exp and sums in double, the CUDA
  * kernels use expf and an online softmax: outputs within 2e-5 relative (atol 2e-6 of the
