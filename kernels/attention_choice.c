@@ -60,13 +60,6 @@ const char *mc_attention_cudnn_refusal(const mc_attention_spec_t *s, int cc_majo
                  mc_dtype_name(s->dt));
         return buf;
     }
-    if (s->cp > 1) {
-        snprintf(buf, n,
-                 "--context-parallel-size %d (context parallelism runs the project's block "
-                 "attention ops; cuDNN's is not wired to them yet)",
-                 s->cp);
-        return buf;
-    }
     if (s->segments) {
         snprintf(buf, n,
                  "--reset-attention-mask's document masks (cuDNN's causal pattern has no "

@@ -48,6 +48,10 @@ void mc_cuda_local_attention_backward(const mc_backend_t *be, mc_dtype_t dt, voi
 
 /* Whether the calls of these shapes (segments NULL, dropout p) run on cuDNN after the setup. */
 int mc_cuda_attention_uses_cudnn(mc_dtype_t dt, int S, int B, int NH, int NG, int HD, float p);
+/* Whether a context-parallel block of these arguments (backend.h's attention_block_*, dropout p)
+ * runs on cuDNN after the setup (kernels/cuda/attention_cp_cudnn.cu). */
+int mc_cuda_attention_block_uses_cudnn(mc_dtype_t dt, int Sq, int Sk, int B, int NH, int NG, int HD,
+                                       int q_pos, int k_pos, int mask, float p);
 
 #ifdef __cplusplus
 }

@@ -1,5 +1,5 @@
 // Context-parallel attention blocks (backend.h's attention_block_*, attention_lse_merge, copy_2d):
-// the project's kernels, a reference and fallback, checked against the CPU backend's ops
+// the project's kernels (kernels/cuda/attention_cp_cudnn.cu sends the blocks cuDNN cannot do here), a reference and fallback, checked against the CPU backend's ops
 // (test/gpu/test_gpu_attention_cp.c). No atomics: every output element has one writer.
 //
 // Forward: one warp per query row (b, h, i), the keys in tiles of 32 (a lane per key: its score
@@ -248,11 +248,12 @@ static void check_hd(int HD)
         mc_fatal("the CUDA attention blocks support head dims 1 to %d, not %d", 32 * CP_MAXC, HD);
 }
 
-void mc_cuda_attention_block_forward(const mc_backend_t *be, mc_dtype_t dt, float *out, float *lse,
-                                     void *scratch, const void *qkv, const void *kv, int Sq, int Sk,
-                                     int B, int NH, int NG, int HD, int q_pos, int k_pos,
-                                     int S_full, int mask, float scale, const mc_dropout_t *d,
-                                     int head_offset, int NH_full)
+void mc_cuda_local_attention_block_forward(const mc_backend_t *be, mc_dtype_t dt, float *out,
+                                           float *lse, void *scratch, const void *qkv,
+                                           const void *kv, int Sq, int Sk, int B, int NH, int NG,
+                                           int HD, int q_pos, int k_pos, int S_full, int mask,
+                                           float scale, const mc_dropout_t *d, int head_offset,
+                                           int NH_full)
 {
     (void)scratch, (void)NH_full;
     if (Sq <= 0 || B <= 0 || NH <= 0 || NG <= 0 || HD <= 0) return;
@@ -267,12 +268,13 @@ void mc_cuda_attention_block_forward(const mc_backend_t *be, mc_dtype_t dt, floa
     MC_CUDA_LAUNCHED();
 }
 
-void mc_cuda_attention_block_backward(const mc_backend_t *be, mc_dtype_t dt, float *dq, float *dkv,
-                                      void *scratch, const void *dout, const void *qkv,
-                                      const void *kv, const void *out, const float *lse, int Sq,
-                                      int Sk, int B, int NH, int NG, int HD, int q_pos, int k_pos,
-                                      int S_full, int mask, float scale, const mc_dropout_t *d,
-                                      int head_offset, int NH_full)
+void mc_cuda_local_attention_block_backward(const mc_backend_t *be, mc_dtype_t dt, float *dq,
+                                            float *dkv, void *scratch, const void *dout,
+                                            const void *qkv, const void *kv, const void *out,
+                                            const float *lse, int Sq, int Sk, int B, int NH, int NG,
+                                            int HD, int q_pos, int k_pos, int S_full, int mask,
+                                            float scale, const mc_dropout_t *d, int head_offset,
+                                            int NH_full)
 {
     (void)NH_full;
     if (Sq <= 0 || Sk <= 0 || B <= 0 || NH <= 0 || NG <= 0 || HD <= 0) return;

@@ -37,7 +37,7 @@ int max_rows(const mc_attention_spec_t &s) { return s.B > s.B_eval ? s.B : s.B_e
 #ifdef MC_WITH_CUDNN
 mc_sdpa_key key_of(mc_dtype_t dt, int S, int B, int NH, int NG, int HD, float p)
 {
-    return mc_sdpa_key{dt, S, B, NH, NG, HD, p};
+    return mc_sdpa_key{dt, S, B, NH, NG, HD, p, S, true, false};
 }
 
 // The plans and scratch layout of a call, or NULL when the project's kernels run it.
@@ -99,12 +99,35 @@ void query_heads(const mc_backend_t *be, void *dense, const void *qkv, int S, in
 }
 #endif
 
+#ifdef MC_WITH_CUDNN
+// The start-up line of context parallelism's blocks on cuDNN, naming what stays on the project's
+// kernels.
+void cp_line(const mc_attention_spec_t *s, const char *version, const char *choice, char *line,
+             size_t n)
+{
+    char drops[160] = "";
+    if (s->dropout > 0)
+        snprintf(drops, sizeof(drops),
+                 "; training blocks with attention dropout %g on the project's kernels (their mask "
+                 "is keyed by global positions)",
+                 (double)s->dropout);
+    snprintf(line, n,
+             "cuDNN %s fused flash attention on context parallelism's ring blocks (%s, head dim "
+             "%d, %d heads over %d groups: the diagonal blocks causal, the others unmasked, "
+             "log-sum-exp statistics out for the merge, the backward from the merged output and "
+             "statistics); the project's block kernels for the all-gather's offset causal blocks "
+             "and a2a's whole-sequence attention%s (--attention-backend %s)",
+             version, mc_dtype_name(s->dt), s->HD, s->NH, s->NG, drops, choice);
+}
+#endif
+
 } // namespace
 
 extern "C" void mc_cuda_attention_setup(const mc_backend_t *be, const mc_attention_spec_t *s,
                                         char *line, size_t n)
 {
     g_sel = Selection{false, *s, 0};
+    mc_cuda_cp_cudnn_setup(nullptr, nullptr, 0); // no blocks on cuDNN unless chosen below
     char why[768] = "";
     const char *no = mc_attention_cudnn_refusal(s, mc_cuda(be)->prop.major, why, sizeof(why));
     const char *choice = mc_attention_backend_name(s->backend);
@@ -115,10 +138,17 @@ extern "C" void mc_cuda_attention_setup(const mc_backend_t *be, const mc_attenti
 #else
     char version[32] = "?";
     if (!no && mc_cudnn_start(be, version, sizeof(version), why, sizeof(why)) != 0) no = why;
+    if (!no && s->cp > 1) { // context parallelism: the ring's blocks, not the whole sequence
+        no = mc_cuda_cp_cudnn_setup(s, why, sizeof(why));
+        if (!no) {
+            cp_line(s, version, choice, line, n);
+            return;
+        }
+    }
     // the run's plans, once: training rows with the run's dropout, evaluation rows without
     const int rows[2] = {s->B, s->B_eval};
     const float drop[2] = {s->dropout, 0.0f};
-    for (int i = 0; i < 2 && !no; i++) {
+    for (int i = 0; i < 2 && !no && s->cp <= 1; i++) {
         std::string w;
         const mc_sdpa_plans *p =
             mc_cudnn_sdpa_plans(key_of(s->dt, s->S, rows[i], s->NH, s->NG, s->HD, drop[i]), &w);

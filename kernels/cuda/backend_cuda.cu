@@ -254,7 +254,7 @@ extern "C" const mc_backend_t *mc_backend_cuda(int device, char *err, size_t n)
     b.attention_block_forward = mc_cuda_attention_block_forward;
     b.attention_lse_merge = mc_cuda_attention_lse_merge;
     b.attention_block_backward = mc_cuda_attention_block_backward;
-    b.attention_block_sizes = mc_cuda_attention_block_sizes;
+    b.attention_block_sizes = mc_cuda_attention_block_sizes_cudnn;
     b.copy_2d = mc_cuda_copy_2d;
     b.attention_library = true;
     b.ce_max = mc_cuda_ce_max;

@@ -14,6 +14,7 @@
 #include <stdio.h>
 
 extern "C" {
+#include "kernels/attention_choice.h"
 #include "kernels/backend.h"
 }
 #include "kernels/cuda/gemm_map.h"
@@ -235,8 +236,10 @@ void mc_cuda_sumsq_multi(const mc_backend_t *be, mc_dtype_t dt, const void *cons
 long mc_cuda_count_zeros(const mc_backend_t *be, mc_dtype_t dt, const void *x, long n);
 int mc_cuda_has_nonfinite(const mc_backend_t *be, mc_dtype_t dt, const void *x, long n);
 
-// attention_cp.cu: context parallelism's attention blocks, their merge, and copy_2d (their sizes
-// are kernels/device.c's mc_cuda_attention_block_sizes, which plans use without a GPU)
+// attention_cp_cudnn.cu: context parallelism's attention blocks, on cuDNN where the setup chose it
+// and cuDNN can do the block, else attention_cp.cu's kernels (mc_cuda_local_attention_block_*);
+// their sizes: kernels/device.c's mc_cuda_attention_block_sizes (the project's kernels', which
+// plans use without a GPU) with cuDNN's layout when it runs blocks
 void mc_cuda_attention_block_forward(const mc_backend_t *be, mc_dtype_t dt, float *out, float *lse,
                                      void *scratch, const void *qkv, const void *kv, int Sq, int Sk,
                                      int B, int NH, int NG, int HD, int q_pos, int k_pos,
@@ -248,6 +251,25 @@ void mc_cuda_attention_block_backward(const mc_backend_t *be, mc_dtype_t dt, flo
                                       int Sk, int B, int NH, int NG, int HD, int q_pos, int k_pos,
                                       int S_full, int mask, float scale, const mc_dropout_t *d,
                                       int head_offset, int NH_full);
+void mc_cuda_attention_block_sizes_cudnn(const mc_backend_t *be, mc_dtype_t dt, int Sq, int Sk,
+                                         int B, int NH, int HD, size_t *fwd_scratch,
+                                         size_t *bwd_scratch);
+// The run's blocks on cuDNN (after mc_cudnn_start): NULL, or why not (into why); s NULL: none.
+const char *mc_cuda_cp_cudnn_setup(const mc_attention_spec_t *s, char *why, size_t n);
+// attention_cp.cu: the project's block kernels, the merge and copy_2d
+void mc_cuda_local_attention_block_forward(const mc_backend_t *be, mc_dtype_t dt, float *out,
+                                           float *lse, void *scratch, const void *qkv,
+                                           const void *kv, int Sq, int Sk, int B, int NH, int NG,
+                                           int HD, int q_pos, int k_pos, int S_full, int mask,
+                                           float scale, const mc_dropout_t *d, int head_offset,
+                                           int NH_full);
+void mc_cuda_local_attention_block_backward(const mc_backend_t *be, mc_dtype_t dt, float *dq,
+                                            float *dkv, void *scratch, const void *dout,
+                                            const void *qkv, const void *kv, const void *out,
+                                            const float *lse, int Sq, int Sk, int B, int NH, int NG,
+                                            int HD, int q_pos, int k_pos, int S_full, int mask,
+                                            float scale, const mc_dropout_t *d, int head_offset,
+                                            int NH_full);
 void mc_cuda_attention_lse_merge(const mc_backend_t *be, float *out, float *lse, const float *part,
                                  const float *part_lse, long rows, int NH, int HD);
 void mc_cuda_copy_2d(const mc_backend_t *be, void *dst, mc_dtype_t ddt, long ld_dst,

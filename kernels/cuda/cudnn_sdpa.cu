@@ -61,28 +61,44 @@ struct View {
 };
 
 struct Views {
-    View q, kt, k, v, vt, o, rows;
-    int64_t ss[4], rows_dims[4], bhsd[4], transposed[4];
+    View q, dq, kt, k, v, vt, o, rows, sum;
+    int64_t ss[4], ts[4], rows_dims[4], bhsd[4], bhkd[4], transposed[4];
 };
 
-// The views of a key (their layouts: this file's header).
+// The views of a key (their layouts: this file's header; a block's keys and values in the kv
+// layout [Sk, b, NG*2*HD] and its statistics in [S, b, NH]).
 Views views_of(const mc_sdpa_key &k)
 {
     const int64_t B = k.B, NH = k.NH, NG = k.NG, S = k.S, D = k.HD, QPG = NH / NG;
+    const int64_t Sk = k.block ? k.Sk : k.S;
     const int64_t W = NG * (QPG + 2) * D, gs = (QPG + 2) * D, R = NH * D;
     Views v;
     v.q = QPG == 1 ? View{{B, NH, S, D}, {W, gs, B * W, 1}, 0}
                    : View{{B, NH, S, D}, {R, D, B * R, 1}, 0};
-    v.kt = {{B, NG, D, S}, {W, gs, 1, B * W}, QPG * D};
-    v.k = {{B, NG, S, D}, {W, gs, B * W, 1}, QPG * D};
-    v.v = {{B, NG, S, D}, {W, gs, B * W, 1}, (QPG + 1) * D};
-    v.vt = {{B, NG, D, S}, {W, gs, 1, B * W}, (QPG + 1) * D};
+    if (k.block) {
+        const int64_t KW = NG * 2 * D; // a kv row of one batch row
+        v.kt = {{B, NG, D, Sk}, {KW, 2 * D, 1, B * KW}, 0};
+        v.k = {{B, NG, Sk, D}, {KW, 2 * D, B * KW, 1}, 0};
+        v.v = {{B, NG, Sk, D}, {KW, 2 * D, B * KW, 1}, D};
+        v.vt = {{B, NG, D, Sk}, {KW, 2 * D, 1, B * KW}, D};
+        v.rows = {{B, NH, S, 1}, {NH, 1, B * NH, 1}, 0};
+    } else {
+        v.kt = {{B, NG, D, S}, {W, gs, 1, B * W}, QPG * D};
+        v.k = {{B, NG, S, D}, {W, gs, B * W, 1}, QPG * D};
+        v.v = {{B, NG, S, D}, {W, gs, B * W, 1}, (QPG + 1) * D};
+        v.vt = {{B, NG, D, S}, {W, gs, 1, B * W}, (QPG + 1) * D};
+        v.rows = {{B, NH, S, 1}, {NH * S, S, 1, 1}, 0};
+    }
     v.o = {{B, NH, S, D}, {R, D, B * R, 1}, 0};
-    v.rows = {{B, NH, S, 1}, {NH * S, S, 1, 1}, 0};
-    const int64_t ss[4] = {B, NH, S, S}, rows[4] = {B, NH, S, 1}, bhsd[4] = {B, NH, S, D},
-                  tr[4] = {NH * S * S, S * S, 1, S}; // [b, h, kv, q] over a [b, h, q, kv] tensor
-    memcpy(v.ss, ss, sizeof(ss)), memcpy(v.rows_dims, rows, sizeof(rows));
-    memcpy(v.bhsd, bhsd, sizeof(bhsd)), memcpy(v.transposed, tr, sizeof(tr));
+    v.dq = k.block ? v.o : v.q; // a block's dQ: dense, as its fp32 accumulator
+    v.sum = {{B, NH, S, 1}, {NH * S, S, 1, 1}, 0};
+    const int64_t ss[4] = {B, NH, S, Sk}, ts[4] = {B, NH, Sk, S}, rows[4] = {B, NH, S, 1},
+                  bhsd[4] = {B, NH, S, D}, bhkd[4] = {B, NH, Sk, D},
+                  tr[4] = {NH * S * Sk, S * Sk, 1, Sk}; // [b, h, kv, q] over a [b, h, q, kv] tensor
+    memcpy(v.ss, ss, sizeof(ss)), memcpy(v.ts, ts, sizeof(ts));
+    memcpy(v.rows_dims, rows, sizeof(rows));
+    memcpy(v.bhsd, bhsd, sizeof(bhsd)), memcpy(v.bhkd, bhkd, sizeof(bhkd));
+    memcpy(v.transposed, tr, sizeof(tr));
     return v;
 }
 
@@ -115,13 +131,15 @@ struct Pattern {
     }
     mc_dnn_desc_t transposed(mc_dnn_desc_t x, std::vector<mc_dnn_desc_t> &ops)
     {
-        mc_dnn_desc_t y = b.tensor(next++, dnn_type(k.dt), v.ss, v.transposed, true);
+        mc_dnn_desc_t y = b.tensor(next++, dnn_type(k.dt), v.ts, v.transposed, true);
         ops.push_back(b.reshape(x, y));
         return y;
     }
-    // Megatron's causal mask (key j visible from query i iff j <= i), masked scores -inf.
+    // Megatron's causal mask (key j visible from query i iff j <= i), masked scores -inf; a
+    // block without a mask passes s on.
     mc_dnn_desc_t causal(mc_dnn_desc_t s, std::vector<mc_dnn_desc_t> &ops)
     {
+        if (!k.causal) return s;
         mc_dnn_desc_t row = virt(v.ss, CUDNN_DATA_INT32), col = virt(v.ss, CUDNN_DATA_INT32);
         mc_dnn_desc_t vis = virt(v.ss, CUDNN_DATA_BOOLEAN), y = virt(v.ss);
         ops.push_back(
@@ -156,7 +174,7 @@ struct Pattern {
             ops.push_back(b.matmul(a, x, out));
             return;
         }
-        mc_dnn_desc_t full = virt(v.bhsd, dnn_type(k.dt));
+        mc_dnn_desc_t full = virt(v.bhkd, dnn_type(k.dt));
         ops.push_back(b.matmul(a, x, full));
         ops.push_back(b.reduction(CUDNN_REDUCE_TENSOR_ADD, full, out));
     }
@@ -202,8 +220,8 @@ std::vector<mc_dnn_desc_t> backward_graph(Pattern &g)
     mc_dnn_desc_t q = g.mem(U_Q, v.q), kt = g.mem(U_KT, v.kt), vt = g.mem(U_VT, v.vt),
                   o = g.mem(U_O, v.o);
     mc_dnn_desc_t dout = g.mem(U_DO, v.o), stats = g.mem(U_STATS, v.rows, true),
-                  sum = g.mem(U_SUM, v.rows, true);
-    mc_dnn_desc_t dq = g.mem(U_DQ, v.q), dk = g.mem(U_DK, v.k), dv = g.mem(U_DV, v.v),
+                  sum = g.mem(U_SUM, v.sum, true);
+    mc_dnn_desc_t dq = g.mem(U_DQ, v.dq), dk = g.mem(U_DK, v.k), dv = g.mem(U_DV, v.v),
                   inv = b.scalar(U_DSCALE_INV);
     mc_dnn_desc_t doo = g.virt(v.bhsd), dsum = g.virt(v.rows_dims);
     ops.push_back(b.pointwise(CUDNN_POINTWISE_MUL, dout, o, nullptr, doo));
@@ -355,10 +373,11 @@ void mc_cudnn_sdpa_forward(const mc_backend_t *be, const mc_sdpa_plans *p, const
     const Views v = views_of(k);
     const mc_attention_scratch_t sc = scratch_of(p);
     float scale = c.scale, ninf = -INFINITY, dscale = k.p > 0 ? 1.0f / (1.0f - k.p) : 1.0f;
-    void *q = (void *)c.q, *kt = (void *)elem(c.qkv, v.kt.off, k.dt);
-    std::vector<int64_t> uids = {U_Q, U_KT, U_V, U_O, U_STATS, U_SCALE, U_NINF};
-    std::vector<void *> ptrs = {q,      kt,   (void *)elem(c.qkv, v.v.off, k.dt), c.out, c.stats,
-                                &scale, &ninf};
+    const void *kv = k.block ? c.kv : c.qkv;
+    void *q = (void *)c.q, *kt = (void *)elem(kv, v.kt.off, k.dt);
+    std::vector<int64_t> uids = {U_Q, U_KT, U_V, U_O, U_STATS, U_SCALE};
+    std::vector<void *> ptrs = {q, kt, (void *)elem(kv, v.v.off, k.dt), c.out, c.stats, &scale};
+    if (k.causal) uids.push_back(U_NINF), ptrs.push_back(&ninf);
     if (k.p > 0) {
         char *rng = (char *)put_rng(be, c, sc.rng);
         uids.insert(uids.end(), {U_DSCALE, U_SEED, U_OFFSET});
@@ -374,23 +393,25 @@ void mc_cudnn_sdpa_backward(const mc_backend_t *be, const mc_sdpa_plans *p, cons
     const mc_attention_scratch_t sc = scratch_of(p);
     float scale = c.scale, ninf = -INFINITY, inv = 1.0f - k.p;
     float dscale = k.p > 0 ? 1.0f / (1.0f - k.p) : 1.0f;
-    void *q = (void *)c.q, *kt = (void *)elem(c.qkv, v.kt.off, k.dt);
-    const float *stats = c.stats; // the forward's log-sum-exp of each row
-    std::vector<int64_t> uids = {U_Q,    U_KT,         U_VT,  U_O,  U_DO, U_STATS, U_SCALE,
-                                 U_NINF, U_DSCALE_INV, U_SUM, U_DQ, U_DK, U_DV};
+    const void *kv = k.block ? c.kv : c.qkv;
+    void *q = (void *)c.q, *kt = (void *)elem(kv, v.kt.off, k.dt);
+    const float *stats = c.stats; // the forward's log-sum-exp of each row (a block's: merged)
+    void *sum = c.sum ? (void *)c.sum : (char *)c.scratch + sc.sum;
+    std::vector<int64_t> uids = {U_Q,     U_KT,         U_VT,  U_O,  U_DO, U_STATS,
+                                 U_SCALE, U_DSCALE_INV, U_SUM, U_DQ, U_DK, U_DV};
     std::vector<void *> ptrs = {q,
                                 kt,
-                                (void *)elem(c.qkv, v.vt.off, k.dt),
+                                (void *)elem(kv, v.vt.off, k.dt),
                                 c.out,
                                 (void *)c.dout,
                                 (void *)stats,
                                 &scale,
-                                &ninf,
                                 &inv,
-                                (char *)c.scratch + sc.sum,
+                                sum,
                                 c.dq,
                                 (void *)elem(c.dqkv, v.k.off, k.dt),
                                 (void *)elem(c.dqkv, v.v.off, k.dt)};
+    if (k.causal) uids.push_back(U_NINF), ptrs.push_back(&ninf);
     if (k.p > 0) {
         char *rng = (char *)put_rng(be, c, sc.rng);
         uids.insert(uids.end(), {U_DSCALE, U_SEED, U_OFFSET});

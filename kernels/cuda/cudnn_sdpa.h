@@ -18,15 +18,20 @@ extern "C" {
 }
 
 // The shape a plan serves: the op's arguments and the dropout probability (0: none; the RNG
-// op's Bernoulli probability is part of the graph).
+// op's Bernoulli probability is part of the graph). block: a context-parallel block (backend.h's
+// attention_block_*): S query rows against Sk key rows of a compact kv tensor [Sk, b, NG*2*HD],
+// the statistics in the block ops' [S, b, NH] layout, causal (the ring's diagonal blocks: query i
+// sees key j iff j <= i) or no mask; otherwise the whole sequence (Sk = S), causal.
 struct mc_sdpa_key {
     mc_dtype_t dt;
     int S, B, NH, NG, HD;
     float p;
+    int Sk;
+    bool causal, block;
     bool operator==(const mc_sdpa_key &o) const
     {
         return dt == o.dt && S == o.S && B == o.B && NH == o.NH && NG == o.NG && HD == o.HD &&
-               p == o.p;
+               p == o.p && Sk == o.Sk && causal == o.causal && block == o.block;
     }
 };
 
@@ -36,11 +41,14 @@ struct mc_sdpa_plans; // a key's forward and backward execution plans (cudnn_sdp
 // qkv for multi-head attention, the scratch's copy with grouped-query attention); dq likewise.
 struct mc_sdpa_call {
     const void *qkv, *q;
+    const void *kv;   // a block's keys and values (compact kv layout); else they are in qkv
     void *out;        // forward: written; backward: read
     const void *dout; // backward
     float *stats;     // [B, NH, S]: forward writes, backward reads
-    void *dqkv, *dq;  // backward: dK and dV into dqkv, dQ at dq
-    void *scratch;    // the op's scratch (mc_attention_cudnn_scratch's layout)
+    void *dqkv, *dq;  // backward: dK and dV into dqkv (a block's: a kv-layout tensor), dQ at dq
+    void *scratch;    // the op's scratch (mc_attention_cudnn_scratch's layout; a block's: the
+                      // workspace first)
+    float *sum;       // a block's backward: the dO.O row sums, fp32 [B, NH, S]
     float scale;      // the softmax scale
     int64_t seed;     // the dropout mask's seed (its offset is 0)
 };

@@ -41,8 +41,11 @@ MUTANTS_TABLE=(
 "10|kernels/cuda/reduce.cu|enum { RED_THREADS = 256, RED_BLOCKS = 1024, RED_FINAL_THREADS = 1024 };|enum { RED_THREADS = 256, RED_BLOCKS = 1024, RED_FINAL_THREADS = 2048 };|reduce|forward|a launch over the H100's 1024 threads per block"
 "11|kernels/cuda/cudnn_sdpa.cu|    v.kt = {{B, NG, D, S}, {W, gs, 1, B * W}, QPG * D};|    v.kt = {{B, NG, D, S}, {W, gs, 1, W}, QPG * D};|attention_cudnn|forward|cuDNN: a wrong stride (K's sequence stride without the batch rows)"
 "12|kernels/cuda/cudnn_sdpa.cu|    float scale = c.scale, ninf = -INFINITY, dscale|    float scale = c.scale * 1.25f, ninf = -INFINITY, dscale|attention_cudnn|forward|cuDNN: a wrong softmax scale in the forward"
-"13|kernels/cuda/cudnn_sdpa.cu|    const float *stats = c.stats; // the forward's log-sum-exp of each row|    const float *stats = (const float *)((char *)c.scratch + sc.sum);|attention_cudnn|forward|cuDNN: the statistics not passed to the backward (its scratch instead)"
-"14|kernels/cuda/cudnn_sdpa.cu|    void *q = (void *)c.q, *kt = (void *)elem(c.qkv, v.kt.off, k.dt);|    void *kt = (void *)c.q, *q = (void *)elem(c.qkv, v.kt.off, k.dt);|attention_cudnn|forward|cuDNN: Q and K swapped"
+"13|kernels/cuda/cudnn_sdpa.cu|    const float *stats = c.stats; // the forward's log-sum-exp of each row (a block's: merged)|    const float *stats = (const float *)((char *)c.scratch + sc.sum);|attention_cudnn|forward|cuDNN: the statistics not passed to the backward (its scratch instead)"
+"14|kernels/cuda/cudnn_sdpa.cu|    void *q = (void *)c.q, *kt = (void *)elem(kv, v.kt.off, k.dt);|    void *kt = (void *)c.q, *q = (void *)elem(kv, v.kt.off, k.dt);|attention_cudnn|forward|cuDNN: Q and K swapped"
+"15|kernels/cuda/cudnn_sdpa.cu|        v.rows = {{B, NH, S, 1}, {NH, 1, B * NH, 1}, 0};|        v.rows = {{B, NH, S, 1}, {NH * S, S, 1, 1}, 0};|attention_cp|forward|cuDNN cp blocks: the statistics in cuDNN's [b, h, s] layout, not the block ops' [s, b, h]"
+"16|kernels/cuda/cudnn_sdpa.cu|    v.dq = k.block ? v.o : v.q;|    v.dq = v.q;|attention_cp|forward|cuDNN cp blocks: dQ written through qkv's strides, not its dense accumulator's"
+"17|kernels/cuda/attention_cp_cudnn.cu|block_key(dt, Sq, Sk, B, NH, NG, HD, causal), &why);|block_key(dt, Sq, Sk, B, NH, NG, HD, false), &why);|attention_cp|forward|cuDNN cp blocks: the ring's diagonal block without its causal mask"
 )
 
 WORK=$(mktemp -d /tmp/mc-mutants.XXXXXX)

@@ -3,7 +3,9 @@
  * onto what the accumulators held), for full and causal blocks with keys after, before and
  * around the queries (rows that see no key), grouped queries, head dims up to 256 and past a
  * warp's 32 keys, with and without dropout keyed by global positions at a head offset; the
- * log-sum-exp merge (with -inf on either side); copy_2d with and without a conversion.
+ * log-sum-exp merge (with -inf on either side); copy_2d with and without a conversion; the blocks
+ * on cuDNN's fused attention once the setup chose it for a cp run (test_cudnn_blocks, its own
+ * tolerances).
  *
  * Tolerance: the CPU normalises after exp with a 2-ulp vector exp and sums in double, the CUDA
  * kernels use expf and an online softmax: outputs within 2e-5 relative (atol 2e-6 of the
@@ -16,12 +18,25 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include "kernels/attention_choice.h"
+#include "kernels/device.h"
 #include "test/gpu/gpu_test.h"
+#ifdef MC_WITH_CUDA
+#include "kernels/cuda/attention.h"
+#endif
 
 typedef struct {
     int Sq, Sk, B, NH, NG, HD, q_pos, k_pos, S_full, mask, head_offset, NH_full;
     float p;
 } blk_t;
+
+/* Tolerances of a block's outputs: atol as a fraction of the reference's largest, rtol. */
+typedef struct {
+    double out_a, out_r, lse_a, lse_r, grad_a, grad_r;
+} tol_t;
+
+/* The project's kernels (this file's header). */
+static const tol_t KERNELS = {2e-6, 2e-5, 1e-6, 2e-6, 1e-4, 5e-5};
 
 static double max_abs(const float *x, long n)
 {
@@ -30,7 +45,7 @@ static double max_abs(const float *x, long n)
     return m;
 }
 
-static void block_case(const mc_backend_t *be, mc_dtype_t dt, const blk_t *c)
+static void block_case(const mc_backend_t *be, mc_dtype_t dt, const blk_t *c, const tol_t *t)
 {
     const long nq = (long)c->Sq * c->B * (c->NH + 2 * c->NG) * c->HD;
     const long nkv = 2L * c->Sk * c->B * c->NG * c->HD, no = (long)c->Sq * c->B * c->NH * c->HD;
@@ -58,9 +73,9 @@ static void block_case(const mc_backend_t *be, mc_dtype_t dt, const blk_t *c)
     float *go = dev_get(be, d_o, MC_DT_F32, no), *gl = dev_get(be, d_l, MC_DT_F32, nl);
     char w2[240];
     snprintf(w2, sizeof(w2), "%s: out", what);
-    check_close(w2, MC_DT_F32, go, o, no, 2e-6 * max_abs(o, no), 2e-5);
+    check_close(w2, MC_DT_F32, go, o, no, t->out_a * max_abs(o, no), t->out_r);
     snprintf(w2, sizeof(w2), "%s: lse", what);
-    check_close(w2, MC_DT_F32, gl, l, nl, 1e-6, 2e-6);
+    check_close(w2, MC_DT_F32, gl, l, nl, t->lse_a, t->lse_r);
     /* the backward from the CPU's merged statistics and an output of type dt */
     void *out_dt = host_rand(dt, no, 0, 0);
     mc_convert(out_dt, dt, o, MC_DT_F32, no);
@@ -74,9 +89,9 @@ static void block_case(const mc_backend_t *be, mc_dtype_t dt, const blk_t *c)
                                  c->head_offset, c->NH_full);
     float *gdq = dev_get(be, d_dq, MC_DT_F32, no), *gdkv = dev_get(be, d_dkv, MC_DT_F32, nkv);
     snprintf(w2, sizeof(w2), "%s: dq", what);
-    check_close(w2, MC_DT_F32, gdq, dq, no, 1e-4 * max_abs(dq, no), 5e-5);
+    check_close(w2, MC_DT_F32, gdq, dq, no, t->grad_a * max_abs(dq, no), t->grad_r);
     snprintf(w2, sizeof(w2), "%s: dkv", what);
-    check_close(w2, MC_DT_F32, gdkv, dkv, nkv, 1e-4 * max_abs(dkv, nkv), 5e-5);
+    check_close(w2, MC_DT_F32, gdkv, dkv, nkv, t->grad_a * max_abs(dkv, nkv), t->grad_r);
     be->free(be, d_q), be->free(be, d_kv), be->free(be, d_dout), be->free(be, d_o), be->free(be, d_l);
     be->free(be, d_dq), be->free(be, d_dkv), be->free(be, d_out), be->free(be, gscr);
     free(q), free(kv), free(dout), free(o), free(l), free(dq), free(dkv), free(scr), free(go), free(gl);
@@ -105,7 +120,64 @@ static void test_blocks(void **state)
          .mask = MC_ATTN_BLOCK_FULL, .NH_full = 2},
     };
     for (int t = 0; t < 3; t++)
-        for (size_t k = 0; k < sizeof(cases) / sizeof(cases[0]); k++) block_case(be, GPU_TYPES[t], &cases[k]);
+        for (size_t k = 0; k < sizeof(cases) / sizeof(cases[0]); k++) block_case(be, GPU_TYPES[t], &cases[k], &KERNELS);
+}
+
+/* The blocks on cuDNN's fused flash attention (kernels/cuda/attention_cp_cudnn.cu) once the setup
+ * chose it for a cp 2 run: the ring's causal diagonal and unmasked blocks, multi-head and grouped
+ * queries, bf16 and fp16, against the CPU's block ops. cuDNN's output and gradients pass through
+ * 16 bits (the block's O, dQ, dK, dV; P and dS before their products), the CPU's are fp32: outputs
+ * and gradients within 2e-2 of the largest with 2e-2 relative, the statistics (fp32 softmax sums
+ * of 16-bit inputs) within 1e-4. Dropout and the all-gather's offset diagonal stay on the
+ * project's kernels. */
+static void test_cudnn_blocks(void **state)
+{
+    (void)state;
+    const mc_backend_t *be;
+    GPU_BACKEND_OR_SKIP(be);
+#if !defined(MC_WITH_CUDA) || !defined(MC_WITH_CUDNN)
+    fprintf(stderr, "# skipped: built without cuDNN\n");
+    skip();
+#else
+    static const tol_t DNN = {2e-2, 2e-2, 1e-4, 1e-4, 2e-2, 2e-2};
+    static const blk_t cases[] = {
+        /* cp 2, sequence 48: chunks of 12; the diagonal, then a whole earlier chunk (MHA) */
+        {.Sq = 12, .Sk = 12, .B = 2, .NH = 2, .NG = 2, .HD = 16, .q_pos = 36, .k_pos = 36, .S_full = 48,
+         .mask = MC_ATTN_BLOCK_CAUSAL, .NH_full = 2},
+        {.Sq = 12, .Sk = 12, .B = 2, .NH = 2, .NG = 2, .HD = 16, .q_pos = 36, .k_pos = 0, .S_full = 48,
+         .mask = MC_ATTN_BLOCK_FULL, .NH_full = 2},
+        /* grouped queries (4 heads over 2 groups) */
+        {.Sq = 12, .Sk = 12, .B = 2, .NH = 4, .NG = 2, .HD = 16, .q_pos = 12, .k_pos = 12, .S_full = 48,
+         .mask = MC_ATTN_BLOCK_CAUSAL, .NH_full = 4},
+        {.Sq = 12, .Sk = 12, .B = 2, .NH = 4, .NG = 2, .HD = 16, .q_pos = 24, .k_pos = 12, .S_full = 48,
+         .mask = MC_ATTN_BLOCK_FULL, .NH_full = 4},
+    };
+    for (int t = 1; t < 3; t++)
+        for (size_t k = 0; k < sizeof(cases) / sizeof(cases[0]); k++) {
+            const blk_t *c = &cases[k];
+            const mc_attention_spec_t s = {.backend = MC_ATTENTION_FLASH, .dt = GPU_TYPES[t], .S = 48,
+                                           .B = 2, .B_eval = 2, .NH = c->NH, .NG = c->NG, .HD = 16,
+                                           .cp = 2};
+            char line[1024];
+            mc_backend_attention_setup(be, &s, line, sizeof(line));
+            if (strncmp(line, "cuDNN ", 6) != 0) fail_msg("cuDNN was not chosen for cp 2: %s", line);
+            size_t fs, bs; /* the model sizes its block scratch first: cuDNN runs what fits */
+            be->attention_block_sizes(be, GPU_TYPES[t], c->Sq, c->Sk, c->B, c->NH, c->HD, &fs, &bs);
+            assert_true(mc_cuda_attention_block_uses_cudnn(GPU_TYPES[t], c->Sq, c->Sk, c->B, c->NH, c->NG,
+                                                           c->HD, c->q_pos, c->k_pos, c->mask, 0.0f));
+            /* the project's kernels: dropout, an offset diagonal */
+            assert_false(mc_cuda_attention_block_uses_cudnn(GPU_TYPES[t], c->Sq, c->Sk, c->B, c->NH, c->NG,
+                                                            c->HD, c->q_pos, c->k_pos, c->mask, 0.1f));
+            assert_false(mc_cuda_attention_block_uses_cudnn(GPU_TYPES[t], 12, 48, 2, c->NH, c->NG, 16, 36,
+                                                            0, MC_ATTN_BLOCK_CAUSAL, 0.0f));
+            block_case(be, GPU_TYPES[t], c, &DNN);
+        }
+    const mc_attention_spec_t off = {.backend = MC_ATTENTION_LOCAL, .dt = MC_DT_BF16, .S = 48, .B = 2,
+                                     .B_eval = 2, .NH = 2, .NG = 2, .HD = 16, .cp = 2};
+    mc_backend_attention_setup(be, &off, NULL, 0);
+    assert_false(mc_cuda_attention_block_uses_cudnn(MC_DT_BF16, 12, 12, 2, 2, 2, 16, 36, 36,
+                                                    MC_ATTN_BLOCK_CAUSAL, 0.0f));
+#endif
 }
 
 static void test_merge(void **state)
@@ -153,6 +225,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_blocks),
+        cmocka_unit_test(test_cudnn_blocks),
         cmocka_unit_test(test_merge),
         cmocka_unit_test(test_copy_2d),
     };
