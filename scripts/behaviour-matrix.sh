@@ -23,6 +23,9 @@
 # Again after issue 33's flags (the args gain use_gloo_process_groups, the distributed optimizer
 # instances, grad_reduce_in_bf16, the deferred wgrad and overlap flags: eleven .sha256 files, only
 # common.pt and model_optim_rng.pt; every .lines file the same).
+# Again after issue 33's rerun state machine (the args gain rerun_mode, the error injection and
+# check_for_spiky_loss: eleven .sha256 files, only common.pt and model_optim_rng.pt; every .lines
+# file the same).
 set -u
 cd "$(dirname "$0")/.."
 mode=${1:-} dir=${2:-}
