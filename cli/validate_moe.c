@@ -33,6 +33,14 @@ static int lb_count(const mc_args_t *a)
     return a->n_moe_router_load_balancing_type ? a->n_moe_router_load_balancing_type : 1;
 }
 
+/* Whether --moe-router-load-balancing-type lists type. */
+static bool has_lb(const mc_args_t *a, const char *type)
+{
+    for (int i = 0; i < lb_count(a); i++)
+        if (strcmp(lb_type(a, i), type) == 0) return true;
+    return false;
+}
+
 /* --moe-router-load-balancing-type and --moe-aux-loss-coeff: argparse's choices and float(),
  * TransformerConfig's equal lengths, the router's sinkhorn assert. */
 static void load_balancing(const mc_args_t *a)
@@ -251,8 +259,36 @@ static void expert_parallel_scope(const mc_args_t *a, void (*report)(const char 
 #undef TODO
 }
 
-/* What the MoE layer does today (model/moe.c): E/ep experts on every rank, with tp 1 and
- * cp 1 (any dp and pp), SwiGLU experts without biases in fp32 or
+/* Tensor parallelism in MoE layers today (model/moe.c): sequence parallel (parallel() above),
+ * the alltoall dispatcher with etp tp or 1, fp32, aux_loss and seq_aux_loss, no capacity, shared
+ * expert or expert bias, no checkpoints. */
+static void tensor_parallel_scope(const mc_args_t *a, void (*report)(const char *line))
+{
+    const int tp = a->tensor_model_parallel_size;
+    const int etp = a->expert_tensor_parallel_size ? a->expert_tensor_parallel_size : tp;
+    if (tp <= 1 && etp <= 1) return;
+#define TODO(cond, what)                                                                           \
+    if (cond)                                                                                      \
+        problem(report,                                                                            \
+                "MoE layers with --tensor-model-parallel-size %d and --expert-tensor-parallel-size " \
+                "%d with %s are recognised but not implemented yet in megatron-c (tensor "         \
+                "parallelism runs the alltoall dispatcher in fp32 for now; see issue 31)",         \
+                tp, etp, what);
+    TODO(etp != tp && etp != 1, "an --expert-tensor-parallel-size other than 1 or tp")
+    TODO(strcmp(a->moe_token_dispatcher_type, "allgather") == 0,
+         "--moe-token-dispatcher-type allgather")
+    TODO(a->bf16, "--bf16")
+    TODO(a->moe_z_loss_coeff_set, "--moe-z-loss-coeff")
+    TODO(has_lb(a, "global_aux_loss"), "--moe-router-load-balancing-type global_aux_loss")
+    TODO(a->moe_expert_capacity_factor_set, "--moe-expert-capacity-factor")
+    TODO(a->moe_shared_expert_intermediate_size, "--moe-shared-expert-intermediate-size")
+    TODO(a->moe_router_enable_expert_bias, "--moe-router-enable-expert-bias")
+    TODO(a->load[0] || a->save[0], "--load or --save (checkpoints of expert shards)")
+#undef TODO
+}
+
+/* What the MoE layer does today (model/moe.c): E/ep experts on every rank, each split over etp,
+ * with cp 1 (any tp, dp and pp), SwiGLU experts without biases in fp32 or
  * bf16, dense layers among MoE layers (--moe-layer-freq), the aux, seq-aux, global aux and z
  * losses, checkpoints at ep 1 (every layer an MoE layer). The rest is refused by name, every
  * part at once. */
@@ -265,7 +301,6 @@ static void scope(const mc_args_t *a, void (*report)(const char *line))
                 "MoE layers with %s are recognised but not implemented yet in megatron-c (see "    \
                 "docs/FLAGS.md and issue 31)",                                                     \
                 what);
-    TODO(a->tensor_model_parallel_size > 1, "--tensor-model-parallel-size > 1")
     TODO(a->context_parallel_size > 1, "--context-parallel-size > 1")
     TODO(a->fp16, "--fp16")
     TODO(!a->swiglu, "experts without --swiglu")
@@ -287,6 +322,7 @@ static void scope(const mc_args_t *a, void (*report)(const char *line))
          "--load or --save and a --moe-layer-freq other than 1 (checkpoints with per-layer keys)")
 #undef TODO
     expert_parallel_scope(a, report);
+    tensor_parallel_scope(a, report);
 }
 
 void mc_moe_unimplemented(const mc_args_t *a, void (*report)(const char *line))

@@ -73,9 +73,10 @@ static void layout(mc_gpt_t *m, long bucket_size, int dp, bool dist_opt, bool pa
     memset(out, 0, sizeof(*out));
     out->param_bucket = malloc((size_t)(m->n_params ? m->n_params : 1) * sizeof(int));
     if (!out->param_bucket) mc_fatal("out of host memory laying out gradient buckets");
-    builder_t b = {.m = m, .split_experts = m->cfg.moe.ep > 1, .out = out, .param_hi = m->n_params};
-    /* expert buckets are sharded over edp = dp / ep (etp = tp) */
-    const long edp = b.split_experts ? dp / m->cfg.moe.ep : dp;
+    builder_t b = {.m = m, .split_experts = mc_moe_folded(&m->cfg), .out = out,
+                   .param_hi = m->n_params};
+    /* expert buckets are sharded over edp = dp * tp / (etp * ep) */
+    const long edp = b.split_experts ? mc_moe_edp(&m->cfg, dp) : dp;
     if (dist_opt) {
         b.end_divisor = pad_for_busbw ? lcm_l(lcm_l(dp, 128), 65536) : lcm_l(dp, 128);
         b.expert_divisor = pad_for_busbw ? lcm_l(lcm_l(edp, 128), 65536) : lcm_l(edp, 128);
@@ -390,10 +391,10 @@ void mc_ddp_bind_experts(mc_ddp_t *d, mc_group_t *edp_group, mc_group_t *inter_e
         mc_fatal("internal error: %d distributed optimizer instances without the experts' group",
                  d->n_inst);
     d->inter_edp_group = d->n_inst > 1 ? inter_edp_group : NULL;
-    if (d->edp != d->dp / d->model->cfg.moe.ep)
+    if (d->edp != mc_moe_edp(&d->model->cfg, d->dp))
         mc_fatal("internal error: the expert-data-parallel group has %d ranks, the buckets were "
                  "laid out for %d",
-                 d->edp, d->dp / d->model->cfg.moe.ep);
+                 d->edp, mc_moe_edp(&d->model->cfg, d->dp));
     /* Megatron's expert_gradient_scaling_factor: the collective averages over edp only */
     if (d->expert_scale_edp) d->expert_grad_scale = (float)d->edp / (float)d->dp;
 }

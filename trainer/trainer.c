@@ -52,6 +52,8 @@ int mc_trainer_init(mc_trainer_t *t, const mc_args_t *args, const mc_run_config_
     /* expert parallelism: this rank's experts (the run config's model holds every expert) */
     cfg.moe.ep = rc->parallel.num_experts ? rc->parallel.ep : 1;
     cfg.moe.ep_rank = t->par.expert_me.ep;
+    cfg.moe.etp = rc->parallel.num_experts ? t->par.layout.etp : 1;
+    cfg.moe.etp_rank = t->par.expert_me.etp;
     mc_gpt_build_params(&t->model, &cfg);
     /* gradients are reduced, and the distributed optimizer sharded, over dp x cp (over an
      * instance's part of it with several distributed optimizer instances) */
@@ -65,6 +67,7 @@ int mc_trainer_init(mc_trainer_t *t, const mc_args_t *args, const mc_run_config_
     t->model.cp_a2a_group = t->par.hcp[0];
     t->model.cp_p2p_group = t->par.hcp[1];
     t->model.ep_group = cfg.moe.ep > 1 ? t->par.ep : NULL;
+    t->model.etp_group = cfg.moe.etp > 1 ? t->par.etp : NULL;
     mc_ddp_bind(&t->ddp, comm, shard_group, t->par.inter_dist_opt);
     mc_ddp_bind_experts(&t->ddp, t->par.intra_edp ? t->par.intra_edp : t->par.edp,
                         t->par.inter_edp);
