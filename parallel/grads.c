@@ -274,7 +274,7 @@ static void start_param_bucket(mc_ddp_t *d, int k)
     mc_gpt_t *m = d->model;
     const mc_bucket_t *bk = &d->layout.buckets[k];
     d->param_early[k] = false;
-    if (bk->expert && d->edp == 1) {
+    if ((bk->expert ? d->edp : d->dp) == 1) {
         d->param_req[k] = MC_REQ_DONE;
         return;
     }
@@ -290,9 +290,13 @@ static void start_param_bucket(mc_ddp_t *d, int k)
     d->param_req[k] = d->comm->start(d->comm, &op);
 }
 
+/* Whether the distributed optimizer's shards need gathering: dp > 1, or edp > 1 (experts without
+ * etp on tp ranks of one dp rank). */
+static bool gathers(const mc_ddp_t *d) { return d->dist_opt && (d->dp > 1 || d->edp > 1); }
+
 void mc_ddp_start_param_gather_of(mc_ddp_t *d, int first, int n)
 {
-    if (!d->dist_opt || d->dp == 1) return;
+    if (!gathers(d)) return;
     for (int k = d->layout.n_buckets - 1; k >= 0; k--) {
         const mc_bucket_t *bk = &d->layout.buckets[k];
         if (bk->param_lo < first || bk->param_hi > first + n) continue;
@@ -304,7 +308,7 @@ void mc_ddp_start_param_gather_of(mc_ddp_t *d, int first, int n)
 
 void mc_ddp_start_param_gather(mc_ddp_t *d)
 {
-    if (!d->dist_opt || d->dp == 1) return;
+    if (!gathers(d)) return;
     /* The forward reads the last bucket (embeddings) first: gather in that order, so that the
      * in-order completion of the communicator delivers buckets as the forward needs them. */
     for (int k = d->layout.n_buckets - 1; k >= 0; k--)
