@@ -283,7 +283,13 @@ static void tensor_parallel_scope(const mc_args_t *a, void (*report)(const char 
     TODO(a->moe_expert_capacity_factor_set, "--moe-expert-capacity-factor")
     TODO(a->moe_shared_expert_intermediate_size, "--moe-shared-expert-intermediate-size")
     TODO(a->moe_router_enable_expert_bias, "--moe-router-enable-expert-bias")
-    TODO(a->load[0] || a->save[0], "--load or --save (checkpoints of expert shards)")
+    /* torch_dist with the distributed optimizer at ep > 1 (Megatron's chained optimizer, the
+     * tp2sp-ep2 reference's layout) */
+    TODO((a->load[0] || a->save[0]) &&
+             (strcmp(a->ckpt_format, "torch_dist") != 0 || a->expert_model_parallel_size <= 1 ||
+              !a->use_distributed_optimizer || a->dist_ckpt_optim_fully_reshardable),
+         "--load or --save other than torch_dist with --expert-model-parallel-size > 1 and "
+         "--use-distributed-optimizer (dp_reshardable)")
 #undef TODO
 }
 

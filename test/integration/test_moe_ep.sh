@@ -3,7 +3,9 @@
 # distributed optimizer's expert shards over edp, the norms' expert part): a tiny MoE model (2
 # layers x 4 experts, top-2, aux_loss, dropout on) at ep 2 on 2 ranks, ep 2 x edp 2 on 4 ranks
 # (with overlapped reduction averaged in the collective), ep 4 on 4 ranks, both with the
-# distributed optimizer, and ep 2 x pp 2 x vpp 2 on 4 ranks give the single rank's lm loss,
+# distributed optimizer, tensor parallelism with sequence parallelism and parallel folding (tp 2
+# x ep 2 with etp 2 on 4 ranks; tp 2 with etp 2 on 2; tp 2 with etp 1, its experts' gradients
+# over edp 2, with the distributed optimizer), and ep 2 x pp 2 x vpp 2 on 4 ranks give the single rank's lm loss,
 # load_balancing_loss, grad norm and params norm within 1e-5 relative over 12 iterations
 # (test_cli_moe has what expert parallelism refuses by name); ep 2 in bf16 within bf16's
 # rounding; ep 2 on the emulated GPU (CUDA backend, MPI staging) gives the first 4.
@@ -11,7 +13,8 @@
 source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/mpi.sh"
 
-FLAGS=(--device cpu --mock-data --vocab-size 128 --num-layers 2 --hidden-size 32
+# (--make-vocab-size-divisible-by 64: the padded vocabulary of tp 2 is the single rank's)
+FLAGS=(--device cpu --mock-data --vocab-size 128 --make-vocab-size-divisible-by 64 --num-layers 2 --hidden-size 32
        --num-attention-heads 4 --ffn-hidden-size 64 --seq-length 32 --max-position-embeddings 32
        --position-embedding-type rope --normalization RMSNorm --swiglu
        --untie-embeddings-and-output-weights --disable-bias-linear --num-experts 4
@@ -47,7 +50,10 @@ if have_mpirun; then
         "ep 2 x edp 2 (overlapped, averaged in the collective):4:--expert-model-parallel-size 2 --overlap-grad-reduce --ddp-bucket-size 2000 --ddp-average-in-collective" \
         "ep 4:4:--expert-model-parallel-size 4" \
         "ep 2 with the distributed optimizer:2:--expert-model-parallel-size 2 --use-distributed-optimizer" \
-        "ep 2 x edp 2 with the distributed optimizer (overlapped reduction and gather):4:--expert-model-parallel-size 2 --use-distributed-optimizer --overlap-grad-reduce --overlap-param-gather --ddp-bucket-size 2000"; do
+        "ep 2 x edp 2 with the distributed optimizer (overlapped reduction and gather):4:--expert-model-parallel-size 2 --use-distributed-optimizer --overlap-grad-reduce --overlap-param-gather --ddp-bucket-size 2000" \
+        "tp 2 + SP x ep 2 (etp 2, Megatron's default):4:--tensor-model-parallel-size 2 --sequence-parallel --expert-model-parallel-size 2" \
+        "tp 2 + SP (etp 2, ep 1):2:--tensor-model-parallel-size 2 --sequence-parallel" \
+        "tp 2 + SP with etp 1 (edp 2) and the distributed optimizer (overlapped):2:--tensor-model-parallel-size 2 --sequence-parallel --expert-tensor-parallel-size 1 --use-distributed-optimizer --overlap-grad-reduce --overlap-param-gather"; do
         name=${layout%%:*}
         rest=${layout#*:}
         np=${rest%%:*}
