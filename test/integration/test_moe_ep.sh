@@ -8,7 +8,7 @@
 # over edp 2, with the distributed optimizer), and ep 2 x pp 2 x vpp 2 on 4 ranks give the single rank's lm loss,
 # load_balancing_loss, grad norm and params norm within 1e-5 relative over 12 iterations
 # (test_cli_moe has what expert parallelism refuses by name); ep 2 in bf16 within bf16's
-# rounding; ep 2 on the emulated GPU (CUDA backend, MPI staging) gives the first 4.
+# rounding; tp 2 + SP x ep 2 on the emulated GPU (CUDA backend, MPI staging) gives the first 4.
 # ci-sanitize: the dispatcher's all-to-all under mpirun, expert buckets over edp
 source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/mpi.sh"
@@ -87,15 +87,17 @@ if have_mpirun; then
         ok "the comparison can fail (another seed)"
     fi
     # the CUDA backend on the emulated device (test/emu), device buffers staged through MPI: 4
-    # iterations (the same schedule) of ep 2
+    # iterations (the same schedule) of tp 2 + SP x ep 2 (the all-to-all over ep and the
+    # all-gather and reduce-scatter over etp)
     EMU_BIN=${MC_EMU_BUILD:-}/megatron-c
     if [ -n "${MC_EMU_BUILD:-}" ] && [ -x "$EMU_BIN" ]; then
-        "${MPIRUN[@]}" -np 2 "$EMU_BIN" "${FLAGS[@]}" --device cuda --distributed-backend mpi \
-            --expert-model-parallel-size 2 --train-iters 4 >"$MC_TMP/emu" 2>&1
-        check "ep 2 on the emulated GPU (--device cuda) gives the single rank's first 4 iterations ($(tail -c 300 "$MC_TMP/emu" | tr '\n' ' '))" \
+        "${MPIRUN[@]}" -np 4 "$EMU_BIN" "${FLAGS[@]}" --device cuda --distributed-backend mpi \
+            --tensor-model-parallel-size 2 --sequence-parallel --expert-model-parallel-size 2 \
+            --train-iters 4 >"$MC_TMP/emu" 2>&1
+        check "tp 2 + SP x ep 2 on the emulated GPU (--device cuda) gives the single rank's first 4 iterations ($(tail -c 300 "$MC_TMP/emu" | tr '\n' ' '))" \
             same "$MC_TMP/single" "$MC_TMP/emu" 4
     else
-        skip "ep 2 on the emulated GPU" "no build/emu/megatron-c (make EMU=1)"
+        skip "tp 2 + SP x ep 2 on the emulated GPU" "no build/emu/megatron-c (make EMU=1)"
     fi
 else
     skip "expert parallelism under mpirun" "no mpirun"
