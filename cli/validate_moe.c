@@ -238,7 +238,7 @@ static void pending(const mc_args_t *a, void (*report)(const char *line))
     }
 }
 
-/* Expert parallelism today (model/moe.c's alltoall dispatcher): tp 1 (above), any pp and vpp,
+/* Expert parallelism today (model/moe.c's alltoall dispatcher): any tp (below), pp and vpp,
  * gradients reduced (the distributed optimizer: sharded) over edp; torch_dist checkpoints. */
 static void expert_parallel_scope(const mc_args_t *a, void (*report)(const char *line))
 {
@@ -248,8 +248,7 @@ static void expert_parallel_scope(const mc_args_t *a, void (*report)(const char 
     if (cond)                                                                                      \
         problem(report,                                                                            \
                 "--expert-model-parallel-size %d with %s is recognised but not implemented yet "   \
-                "in megatron-c (expert parallelism runs the alltoall dispatcher with tp 1 for "    \
-                "now)",                                                                            \
+                "in megatron-c (expert parallelism runs the alltoall dispatcher for now)",         \
                 ep, what);
     TODO(strcmp(a->moe_token_dispatcher_type, "allgather") == 0,
          "--moe-token-dispatcher-type allgather")
@@ -260,8 +259,8 @@ static void expert_parallel_scope(const mc_args_t *a, void (*report)(const char 
 }
 
 /* Tensor parallelism in MoE layers today (model/moe.c): sequence parallel (parallel() above),
- * the alltoall dispatcher with etp tp or 1, fp32, aux_loss and seq_aux_loss, no capacity, shared
- * expert or expert bias, no checkpoints. */
+ * the alltoall dispatcher with etp tp or 1, fp32, aux_loss and seq_aux_loss, torch_dist
+ * checkpoints at ep > 1 with the distributed optimizer. */
 static void tensor_parallel_scope(const mc_args_t *a, void (*report)(const char *line))
 {
     const int tp = a->tensor_model_parallel_size;
@@ -269,20 +268,18 @@ static void tensor_parallel_scope(const mc_args_t *a, void (*report)(const char 
     if (tp <= 1 && etp <= 1) return;
 #define TODO(cond, what)                                                                           \
     if (cond)                                                                                      \
-        problem(report,                                                                            \
-                "MoE layers with --tensor-model-parallel-size %d and --expert-tensor-parallel-size " \
-                "%d with %s are recognised but not implemented yet in megatron-c (tensor "         \
-                "parallelism runs the alltoall dispatcher in fp32 for now; see issue 31)",         \
-                tp, etp, what);
+        problem(                                                                                   \
+            report,                                                                                \
+            "MoE layers with --tensor-model-parallel-size %d and --expert-tensor-parallel-size "   \
+            "%d with %s are recognised but not implemented yet in megatron-c (tensor "             \
+            "parallelism runs the alltoall dispatcher in fp32 for now; see issue 31)",             \
+            tp, etp, what);
     TODO(etp != tp && etp != 1, "an --expert-tensor-parallel-size other than 1 or tp")
     TODO(strcmp(a->moe_token_dispatcher_type, "allgather") == 0,
          "--moe-token-dispatcher-type allgather")
     TODO(a->bf16, "--bf16")
     TODO(a->moe_z_loss_coeff_set, "--moe-z-loss-coeff")
     TODO(has_lb(a, "global_aux_loss"), "--moe-router-load-balancing-type global_aux_loss")
-    TODO(a->moe_expert_capacity_factor_set, "--moe-expert-capacity-factor")
-    TODO(a->moe_shared_expert_intermediate_size, "--moe-shared-expert-intermediate-size")
-    TODO(a->moe_router_enable_expert_bias, "--moe-router-enable-expert-bias")
     /* torch_dist with the distributed optimizer at ep > 1 (Megatron's chained optimizer, the
      * tp2sp-ep2 reference's layout) */
     TODO((a->load[0] || a->save[0]) &&

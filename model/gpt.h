@@ -341,7 +341,7 @@ typedef struct {
     int32_t *etp_counts; /* [etp * E] (host) */
     long split_local[MC_MOE_MAX_EXPERTS];
     size_t send_rows[MC_MOE_MAX_EXPERTS], recv_rows[MC_MOE_MAX_EXPERTS];
-    size_t *etp_rows; /* [etp] (host) */
+    size_t *etp_rows;                      /* [etp] (host) */
     long *chunk_by_rank, *chunk_by_expert; /* [etp * E] (host) */
     int *to_expert_major, *to_rank_major;  /* [etp * E] (host) */
 } mc_moe_ws_t;

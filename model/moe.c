@@ -104,7 +104,7 @@ static void moe_plan(mc_gpt_t *m, mc_alloc_t *a, void *acts)
 static void host_plan(mc_moe_ws_t *w, int n, int etp)
 {
     char *h = calloc(1, (size_t)n * (2 * sizeof(long) + 2 * sizeof(int) + sizeof(int32_t)) +
-                           (size_t)etp * sizeof(size_t));
+                            (size_t)etp * sizeof(size_t));
     if (!h) mc_fatal("out of host memory for the MoE dispatcher");
     w->host_block = h;
     w->chunk_by_rank = (long *)h;
@@ -204,8 +204,7 @@ static long ep_plan(mc_layer_run_t *r)
     }
     if (etp > 1)
         mc_all_gather(m->comm, m->etp_group, w->all_counts, w->etp_counts, (size_t)E, MC_DT_I32);
-    else
-        memcpy(w->etp_counts, w->all_counts, (size_t)E * sizeof(int32_t));
+    else memcpy(w->etp_counts, w->all_counts, (size_t)E * sizeof(int32_t));
     for (int q = 0; q < ep; q++) {
         long sent = 0, got = 0;
         for (int j = 0; j < n; j++) {
@@ -282,8 +281,7 @@ static void etp_reduce_scatter(mc_layer_run_t *r, const void *src, void *work, i
     mc_all_to_all_v(r->m->comm, r->m->etp_group, src, sc, NULL, work, rc, NULL, r->c->dt);
     const size_t bytes = mine * mc_dtype_size(r->c->dt);
     for (int t = 1; t < etp; t++)
-        r->be->add(r->be, r->c->dt, work, work, (const char *)work + (size_t)t * bytes,
-                   (long)mine);
+        r->be->add(r->be, r->c->dt, work, work, (const char *)work + (size_t)t * bytes, (long)mine);
 }
 
 /* Gathered rank-major chunks (src) into local-expert-major order (dst), or back (!to_expert). */

@@ -169,8 +169,7 @@ void mc_moe_losses_forward(mc_layer_run_t *r, mc_moe_acts_t *s)
         const long T = mc_moe_tokens(r);
         be->moe->z_loss(be, rdt, zsum, s->logits, T, q->num_experts);
         be->memcpy_d2h(be, &z, zsum, sizeof(float));
-        const float loss =
-            (float)mc_moe_round(rdt, (float)mc_moe_round(rdt, z / (float)T) * coeff);
+        const float loss = (float)mc_moe_round(rdt, (float)mc_moe_round(rdt, z / (float)T) * coeff);
         *tracker(r->m, MC_MOE_Z, (int)r->layer_no - 1) += (float)mc_moe_round(rdt, loss / coeff);
     }
     if (aux_enabled(q)) aux_losses(r, s);

@@ -73,8 +73,8 @@ static void layout(mc_gpt_t *m, long bucket_size, int dp, bool dist_opt, bool pa
     memset(out, 0, sizeof(*out));
     out->param_bucket = malloc((size_t)(m->n_params ? m->n_params : 1) * sizeof(int));
     if (!out->param_bucket) mc_fatal("out of host memory laying out gradient buckets");
-    builder_t b = {.m = m, .split_experts = mc_moe_folded(&m->cfg), .out = out,
-                   .param_hi = m->n_params};
+    builder_t b = {
+        .m = m, .split_experts = mc_moe_folded(&m->cfg), .out = out, .param_hi = m->n_params};
     /* expert buckets are sharded over edp = dp * tp / (etp * ep) */
     const long edp = b.split_experts ? mc_moe_edp(&m->cfg, dp) : dp;
     if (dist_opt) {

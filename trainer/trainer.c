@@ -122,8 +122,8 @@ int mc_trainer_init_state_ep(mc_trainer_t *t, const mc_args_t *args, const mc_ba
         cfg.moe.ep = args->expert_model_parallel_size > 0 ? args->expert_model_parallel_size : 1;
         cfg.moe.ep_rank = ep_rank;
         /* expert tensor parallelism (tp or 1): the etp rank is tp_rank's */
-        const int etp = args->expert_tensor_parallel_size > 0 ? args->expert_tensor_parallel_size
-                                                              : cfg.tp;
+        const int etp =
+            args->expert_tensor_parallel_size > 0 ? args->expert_tensor_parallel_size : cfg.tp;
         cfg.moe.etp = etp;
         cfg.moe.etp_rank = etp > 1 ? tp_rank : 0;
     }

@@ -23,6 +23,9 @@
     "--vocab-size 512 --mock-data"
 #define LINE LINE_BIAS " --disable-bias-linear"
 #define MOE LINE " --num-experts 4"
+#define TP2                                                                                        \
+    MOE " --swiglu --tensor-model-parallel-size 2 --sequence-parallel --moe-token-dispatcher-type " \
+        "alltoall"
 
 /* The flags take their values into the fields phase 2 reads (parsed, before validation). */
 static void test_flags_parse_into_fields(void **state)
@@ -124,35 +127,29 @@ static void test_refused_until_implemented(void **state)
         "--expert-tensor-parallel-size 2 with --bf16 are recognised but not implemented",
         "with --moe-z-loss-coeff are",
         "with --moe-router-load-balancing-type global_aux_loss are",
-        "with --moe-expert-capacity-factor are",
-        "with --load or --save (checkpoints of expert shards) are"};
-    mc_expect_errors_world(MOE " --swiglu --tensor-model-parallel-size 2 --sequence-parallel --bf16 "
-                               "--moe-z-loss-coeff 1e-3 --moe-router-load-balancing-type "
-                               "global_aux_loss --moe-aux-loss-coeff 1e-2 "
-                               "--moe-expert-capacity-factor 1.5 --moe-token-drop-policy probs "
-                               "--save /tmp/x --save-interval 5",
-                           2, 5, tp_parts);
-    mc_expect_error_world(MOE " --swiglu --tensor-model-parallel-size 2 --sequence-parallel "
-                              "--moe-token-dispatcher-type allgather",
-                          2, "with --moe-token-dispatcher-type allgather are recognised but not");
-    mc_expect_error_world(MOE " --swiglu --tensor-model-parallel-size 2 --sequence-parallel "
-                              "--moe-shared-expert-intermediate-size 32",
-                          2, "with --moe-shared-expert-intermediate-size are recognised but not");
-    mc_expect_error_world(MOE " --swiglu --tensor-model-parallel-size 2 --sequence-parallel "
-                              "--moe-router-score-function sigmoid --moe-router-enable-expert-bias",
-                          2, "with --moe-router-enable-expert-bias are recognised but not");
-    mc_expect_error_world(MOE " --swiglu --expert-tensor-parallel-size 2", 2,
+        "with --load or --save other than torch_dist with --expert-model-parallel-size > 1 and "
+        "--use-distributed-optimizer (dp_reshardable) are"};
+    mc_expect_errors_world(TP2 " --bf16 --moe-z-loss-coeff 1e-3 --moe-router-load-balancing-type "
+                               "global_aux_loss --moe-aux-loss-coeff 1e-2 --save /tmp/x "
+                               "--save-interval 5",
+                           2, 4, tp_parts);
+    mc_expect_error_world(MOE " --swiglu --tensor-model-parallel-size 2 --sequence-parallel", 2,
+                          "with --moe-token-dispatcher-type allgather are recognised but not");
+    mc_expect_error_world(TP2 " --load /tmp/x --ckpt-format torch_dist --use-distributed-optimizer", 2,
+                          "with --load or --save other than torch_dist with");
+    mc_expect_error_world(MOE " --swiglu --moe-token-dispatcher-type alltoall "
+                              "--expert-tensor-parallel-size 2",
+                          2,
                           "--tensor-model-parallel-size 1 and --expert-tensor-parallel-size 2 with "
                           "an --expert-tensor-parallel-size other than 1 or tp are recognised");
     mc_run_t rt;
-    mc_run_parse(&rt, MOE " --swiglu --tensor-model-parallel-size 2 --sequence-parallel", 2);
+    mc_run_parse(&rt, TP2, 2);
     assert_int_equal(rt.status, 0);
-    mc_run_parse(&rt, MOE " --swiglu --tensor-model-parallel-size 2 --sequence-parallel "
-                          "--expert-model-parallel-size 2 --use-distributed-optimizer",
+    mc_run_parse(&rt, TP2 " --expert-model-parallel-size 2 --use-distributed-optimizer --load /tmp/x "
+                          "--save /tmp/x --save-interval 5 --ckpt-format torch_dist",
                  4);
     assert_int_equal(rt.status, 0);
-    mc_run_parse(&rt, MOE " --swiglu --tensor-model-parallel-size 2 --sequence-parallel "
-                          "--expert-tensor-parallel-size 1 --moe-router-load-balancing-type "
+    mc_run_parse(&rt, TP2 " --expert-tensor-parallel-size 1 --moe-router-load-balancing-type "
                           "seq_aux_loss --moe-aux-loss-coeff 1e-2",
                  2);
     assert_int_equal(rt.status, 0);
