@@ -66,8 +66,9 @@ typedef enum {
 } mc_moe_loss_t;
 
 /* Mixture of experts (Megatron's MoELayer, model/moe.c): the layers whose MLP is a router and
- * experts. Today one rank holds every expert (ep 1, tp 1), each layer's tokens go to their top-k
- * experts (no capacity), and the losses enter the router's gradient. */
+ * experts. Each rank holds E/ep experts, each split over etp (parallel folding), each layer's tokens
+ * (this rank's sequence rows under tensor parallelism) go to their top-k experts (no capacity),
+ * and the losses enter the router's gradient. */
 #define MC_MOE_MAX_LAYERS 1024
 typedef struct {
     int num_experts;        /* --num-experts; 0: a dense model */

@@ -143,7 +143,6 @@ static void moe_plan_shared(mc_gpt_t *m, mc_alloc_t *acts, mc_alloc_t *ws)
     }
     w->d_x_ex = d ? mc_gpt_take(ws, Rr * H * e) : w->d_x;
     w->d_pprobs_ex = d ? mc_gpt_take(ws, Rr * e) : w->d_pprobs;
-    if (d && !w->host_block) host_plan(w, etp_of(c) * E, etp_of(c));
     mc_moe_losses_plan_shared(m, ws);
 }
 
@@ -194,6 +193,7 @@ static long ep_plan(mc_layer_run_t *r)
     const int ep = ep_of(r->c), etp = etp_of(r->c), E = r->c->moe.num_experts, ranks = ep * etp;
     int first, n;
     local_experts(r->c, &first, &n);
+    if (!w->host_block) host_plan(w, etp * E, etp); /* at first use: planning copies the model */
     if (ep > 1) {
         size_t per[MC_MOE_MAX_EXPERTS];
         for (int q = 0; q < ep; q++) per[q] = (size_t)n;
