@@ -259,7 +259,7 @@ static void expert_parallel_scope(const mc_args_t *a, void (*report)(const char 
 }
 
 /* Tensor parallelism in MoE layers today (model/moe.c): sequence parallel (parallel() above),
- * the alltoall dispatcher with etp tp or 1, fp32, aux_loss and seq_aux_loss, torch_dist
+ * the alltoall dispatcher with etp tp or 1, aux_loss and seq_aux_loss, torch_dist
  * checkpoints at ep > 1 with the distributed optimizer. */
 static void tensor_parallel_scope(const mc_args_t *a, void (*report)(const char *line))
 {
@@ -272,12 +272,11 @@ static void tensor_parallel_scope(const mc_args_t *a, void (*report)(const char 
             report,                                                                                \
             "MoE layers with --tensor-model-parallel-size %d and --expert-tensor-parallel-size "   \
             "%d with %s are recognised but not implemented yet in megatron-c (tensor "             \
-            "parallelism runs the alltoall dispatcher in fp32 for now; see issue 31)",             \
+            "parallelism runs the alltoall dispatcher for now; see issue 31)",                     \
             tp, etp, what);
     TODO(etp != tp && etp != 1, "an --expert-tensor-parallel-size other than 1 or tp")
     TODO(strcmp(a->moe_token_dispatcher_type, "allgather") == 0,
          "--moe-token-dispatcher-type allgather")
-    TODO(a->bf16, "--bf16")
     TODO(a->moe_z_loss_coeff_set, "--moe-z-loss-coeff")
     TODO(has_lb(a, "global_aux_loss"), "--moe-router-load-balancing-type global_aux_loss")
     /* torch_dist with the distributed optimizer at ep > 1 (Megatron's chained optimizer, the

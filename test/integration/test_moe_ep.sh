@@ -7,8 +7,8 @@
 # x ep 2 with etp 2 on 4 ranks; tp 2 with etp 2 on 2; tp 2 with etp 1, its experts' gradients
 # over edp 2, with the distributed optimizer), and ep 2 x pp 2 x vpp 2 on 4 ranks give the single rank's lm loss,
 # load_balancing_loss, grad norm and params norm within 1e-5 relative over 12 iterations
-# (test_cli_moe has what expert parallelism refuses by name); ep 2 in bf16 within bf16's
-# rounding; tp 2 + SP x ep 2 on the emulated GPU (CUDA backend, MPI staging) gives the first 4.
+# (test_cli_moe has what expert parallelism refuses by name); tp 2 + SP x ep 2 in bf16 within
+# bf16's rounding; tp 2 + SP x ep 2 on the emulated GPU (CUDA backend, MPI staging) gives the first 4.
 # ci-sanitize: the dispatcher's all-to-all under mpirun, expert buckets over edp
 source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/mpi.sh"
@@ -73,11 +73,14 @@ if have_mpirun; then
     check "ep 2 x pp 2 x vpp 2 on 4 ranks exits 0 (rc=$rc: $(tail -c 300 "$MC_TMP/ep" | tr '\n' ' '))" test $rc -eq 0
     check "ep 2 x pp 2 x vpp 2 gives the single rank's lm loss, load_balancing_loss, grad and params norms" \
         same "$MC_TMP/single4" "$MC_TMP/ep"
-    # --bf16: the tokens travel in bf16, the sums of the experts' weight gradients (float32 main
-    # grads) run over both ranks' rows in one GEMM: bf16's tolerance, as test_moe's dp 2
+    # --bf16 at tp 2 + SP x ep 2: the tokens travel in bf16, the sums of the experts' weight
+    # gradients (float32 main grads) run over both ranks' rows in one GEMM, the etp partial sums
+    # add in bf16 (Megatron's reduce-scatter in the probs' type): bf16's tolerance, as test_moe's
+    # dp 2
     "$MC_BIN" "${FLAGS[@]}" --bf16 >"$MC_TMP/bf16" 2>&1
-    mpirun_mc 2 "${FLAGS[@]}" --bf16 --expert-model-parallel-size 2 >"$MC_TMP/ep" 2>&1
-    check "ep 2 in bf16 gives the single rank's bf16 numbers within 4e-3 ($(tail -c 300 "$MC_TMP/ep" | tr '\n' ' '))" \
+    mpirun_mc 4 "${FLAGS[@]}" --bf16 --tensor-model-parallel-size 2 --sequence-parallel \
+        --expert-model-parallel-size 2 >"$MC_TMP/ep" 2>&1
+    check "tp 2 + SP x ep 2 in bf16 gives the single rank's bf16 numbers within 4e-3 ($(tail -c 300 "$MC_TMP/ep" | tr '\n' ' '))" \
         same "$MC_TMP/bf16" "$MC_TMP/ep" 12 4e-3
     # the comparison can fail: another seed is another run
     mpirun_mc 2 "${FLAGS[@]}" --expert-model-parallel-size 2 --seed 4321 >"$MC_TMP/other" 2>&1
