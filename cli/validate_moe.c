@@ -33,14 +33,6 @@ static int lb_count(const mc_args_t *a)
     return a->n_moe_router_load_balancing_type ? a->n_moe_router_load_balancing_type : 1;
 }
 
-/* Whether --moe-router-load-balancing-type lists type. */
-static bool has_lb(const mc_args_t *a, const char *type)
-{
-    for (int i = 0; i < lb_count(a); i++)
-        if (strcmp(lb_type(a, i), type) == 0) return true;
-    return false;
-}
-
 /* --moe-router-load-balancing-type and --moe-aux-loss-coeff: argparse's choices and float(),
  * TransformerConfig's equal lengths, the router's sinkhorn assert. */
 static void load_balancing(const mc_args_t *a)
@@ -259,7 +251,7 @@ static void expert_parallel_scope(const mc_args_t *a, void (*report)(const char 
 }
 
 /* Tensor parallelism in MoE layers today (model/moe.c): sequence parallel (parallel() above),
- * the alltoall dispatcher with etp tp or 1, aux_loss and seq_aux_loss, torch_dist
+ * the alltoall dispatcher with etp tp or 1, the load-balancing losses (not the z-loss), torch_dist
  * checkpoints at ep > 1 with the distributed optimizer. */
 static void tensor_parallel_scope(const mc_args_t *a, void (*report)(const char *line))
 {
@@ -278,7 +270,6 @@ static void tensor_parallel_scope(const mc_args_t *a, void (*report)(const char 
     TODO(strcmp(a->moe_token_dispatcher_type, "allgather") == 0,
          "--moe-token-dispatcher-type allgather")
     TODO(a->moe_z_loss_coeff_set, "--moe-z-loss-coeff")
-    TODO(has_lb(a, "global_aux_loss"), "--moe-router-load-balancing-type global_aux_loss")
     /* torch_dist with the distributed optimizer at ep > 1 (Megatron's chained optimizer, the
      * tp2sp-ep2 reference's layout) */
     TODO((a->load[0] || a->save[0]) &&

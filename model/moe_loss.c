@@ -130,10 +130,16 @@ static void aux_losses(mc_layer_run_t *r, mc_moe_acts_t *s)
     const mc_dtype_t dt = r->c->dt;
     if (runs(q, MC_MOE_AUX) || runs(q, MC_MOE_GLOBAL_AUX))
         be->moe->aux_stats(be, dt, sig, k, s->aux_counts, w->psum, s->logits, T, E, 1);
+    /* global_aux_loss first: it reduces this rank's own counts (over tp x dp x cp) */
+    if (runs(q, MC_MOE_GLOBAL_AUX)) {
+        const double c = q->coeff[MC_MOE_GLOBAL_AUX];
+        const double tokens = global_counts(r, s, s->aux_counts);
+        const double sum = device_dot(be, w->psum, s->global_counts, E);
+        record(r, MC_MOE_GLOBAL_AUX, (float)sum * (float)switch_factor(q, c, tokens));
+    }
     if (runs(q, MC_MOE_AUX)) {
         const double c = q->coeff[MC_MOE_AUX];
-        /* summed over tp in place: global_aux_loss (which reads the local counts) is refused with
-         * tp > 1 (cli/validate_moe.c) */
+        /* summed over tp in place (global_aux_loss has read the local ones) */
         mc_tp_all_reduce(&r->tp, s->aux_counts, E, MC_DT_F32, MC_OP_SUM);
         const double sum = device_dot(be, w->psum, s->aux_counts, E);
         record(r, MC_MOE_AUX, (float)sum * (float)switch_factor(q, c, (double)(T * tp)));
@@ -146,12 +152,6 @@ static void aux_losses(mc_layer_run_t *r, mc_moe_acts_t *s)
         const double sum = device_dot(be, w->seq_psum, s->seq_counts, (long)B * E);
         record(r, MC_MOE_SEQ_AUX,
                (float)sum * (float)switch_factor(q, c, (double)(S * tp)) / (float)B);
-    }
-    if (runs(q, MC_MOE_GLOBAL_AUX)) {
-        const double c = q->coeff[MC_MOE_GLOBAL_AUX];
-        const double tokens = global_counts(r, s, s->aux_counts);
-        const double sum = device_dot(be, w->psum, s->global_counts, E);
-        record(r, MC_MOE_GLOBAL_AUX, (float)sum * (float)switch_factor(q, c, tokens));
     }
 }
 

@@ -8,7 +8,8 @@
 # over edp 2, with the distributed optimizer), and ep 2 x pp 2 x vpp 2 on 4 ranks give the single rank's lm loss,
 # load_balancing_loss, grad norm and params norm within 1e-5 relative over 12 iterations
 # (test_cli_moe has what expert parallelism refuses by name); tp 2 + SP x ep 2 in bf16 within
-# bf16's rounding; tp 2 + SP x ep 2 on the emulated GPU (CUDA backend, MPI staging) gives the first 4.
+# bf16's rounding; the three load-balancing losses at once at tp 2 + SP, etp 1 x ep 2 (1e-5); tp 2
+# + SP x ep 2 on the emulated GPU (CUDA backend, MPI staging) gives the first 4.
 # ci-sanitize: the dispatcher's all-to-all under mpirun, expert buckets over edp
 source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/mpi.sh"
@@ -82,6 +83,26 @@ if have_mpirun; then
         --expert-model-parallel-size 2 >"$MC_TMP/ep" 2>&1
     check "tp 2 + SP x ep 2 in bf16 gives the single rank's bf16 numbers within 4e-3 ($(tail -c 300 "$MC_TMP/ep" | tr '\n' ' '))" \
         same "$MC_TMP/bf16" "$MC_TMP/ep" 12 4e-3
+    # the three load-balancing losses at once (aux_loss's and seq_aux_loss's counts summed over
+    # tp, global_aux_loss's over tp x dp x cp, each logged as Megatron reduces it) at tp 2 + SP
+    # with etp 1 x ep 2 on 2 ranks (the ep group is the tp group; dp 1: global_aux_loss's running
+    # counts depend on dp, as Megatron's): the single rank's lm loss, each loss and the grad norm
+    # over 8 iterations (1e-5)
+    LB=(--moe-router-load-balancing-type aux_loss seq_aux_loss global_aux_loss
+        --moe-aux-loss-coeff 1e-2 1e-3 1e-4 --train-iters 8)
+    lb_fields() { grep -o 'lm loss: [^|]*|\|[a-z_]*load_balancing_loss: [^|]*|\|grad norm: [^|]*|' "$1"; }
+    lb_same() {
+        [ "$(wc -l <"$1")" -eq 40 ] && [ "$(wc -l <"$2")" -eq 40 ] &&
+            paste -d: "$1" "$2" | awk -F: '{ d = $2 - $4; if (d < 0) d = -d; m = $2 < 0 ? -$2 : $2
+                if ($1 != $3 || d > 1e-5 * m) bad++ } END { exit bad > 0 }'
+    }
+    "$MC_BIN" "${FLAGS[@]}" "${LB[@]}" >"$MC_TMP/lb1" 2>&1
+    mpirun_mc 2 "${FLAGS[@]}" "${LB[@]}" --tensor-model-parallel-size 2 --sequence-parallel \
+        --expert-tensor-parallel-size 1 --expert-model-parallel-size 2 >"$MC_TMP/lb4" 2>&1
+    lb_fields "$MC_TMP/lb1" | sed 's/ *|$//' >"$MC_TMP/lb1.f"
+    lb_fields "$MC_TMP/lb4" | sed 's/ *|$//' >"$MC_TMP/lb4.f"
+    check "aux_loss, seq_aux_loss and global_aux_loss at tp 2 + SP, etp 1 x ep 2 give the single rank's losses and grad norms ($(diff "$MC_TMP/lb1.f" "$MC_TMP/lb4.f" | head -4 | tr '\n' ' ') $(grep -h 'error:' "$MC_TMP/lb4" | head -c 300))" \
+        lb_same "$MC_TMP/lb1.f" "$MC_TMP/lb4.f"
     # the comparison can fail: another seed is another run
     mpirun_mc 2 "${FLAGS[@]}" --expert-model-parallel-size 2 --seed 4321 >"$MC_TMP/other" 2>&1
     if same "$MC_TMP/single" "$MC_TMP/other"; then
