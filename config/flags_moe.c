@@ -45,7 +45,7 @@ const mc_flag_t mc_flags_moe[] = {
     {.name = "--moe-aux-loss-coeff", G_MOE, LIST(-1), .def = "0.0",
      PENDING_LIST_FIELD(moe_aux_loss_coeff, n_moe_aux_loss_coeff),
      
-     IMPLEMENTED_NOTE("the MoE layer: one rank's experts in fp32 or bf16 so far, the rest refused by name (cli/validate_moe.c)"), .help = "Scaling coefficient for the aux loss: a starting value of 1e-2 is recommended."},
+     IMPLEMENTED_NOTE("the MoE layer: SwiGLU experts in fp32 or bf16, E/ep per rank, each split over etp, so far, the rest refused by name (cli/validate_moe.c)"), .help = "Scaling coefficient for the aux loss: a starting value of 1e-2 is recommended."},
     {.name = "--moe-combine-bwd-dtype", G_TC, CHOICE("bf16", "mxfp8"), .def = "bf16",
      TODO("mixture of experts (MoE)"),
      .help = "Wire dtype of the MoE combine backward gradient ('ncclep' flex dispatcher only). "
@@ -85,7 +85,7 @@ const mc_flag_t mc_flags_moe[] = {
      .help = "Deprecated. Use --expert-tensor-parallel-size instead."},
     {.name = "--moe-ffn-hidden-size", G_MOE, INT, PENDING_FIELD(moe_ffn_hidden_size), GE(1),
      
-     IMPLEMENTED_NOTE("the MoE layer: one rank's experts in fp32 or bf16 so far, the rest refused by name (cli/validate_moe.c)"), .help = "MoE Feed-Forward Network hidden size. If not specified, defaults to the "
+     IMPLEMENTED_NOTE("the MoE layer: SwiGLU experts in fp32 or bf16, E/ep per rank, each split over etp, so far, the rest refused by name (cli/validate_moe.c)"), .help = "MoE Feed-Forward Network hidden size. If not specified, defaults to the "
              "ffn_hidden_size."},
     {.name = "--moe-flex-dispatcher-backend", G_TC, CHOICE("deepep", "hybridep", "ncclep"),
      .def = "deepep", TODO("mixture of experts (MoE)"),
@@ -131,7 +131,7 @@ const mc_flag_t mc_flags_moe[] = {
      .help = "Latent projection dimension for MoE. If None, MoE latent projections are not used."},
     {.name = "--moe-layer-freq", G_MOE, STRING, .def = "1", PENDING_FIELD(moe_layer_freq),
      
-     IMPLEMENTED_NOTE("the MoE layer: one rank's experts in fp32 or bf16 so far, the rest refused by name (cli/validate_moe.c)"), .help = "Frequency between MoE layers and Dense layers. Accepts either: - An integer N: "
+     IMPLEMENTED_NOTE("the MoE layer: SwiGLU experts in fp32 or bf16, E/ep per rank, each split over etp, so far, the rest refused by name (cli/validate_moe.c)"), .help = "Frequency between MoE layers and Dense layers. Accepts either: - An integer N: "
              "Represents a 1:N ratio, meaning one expert layer for every N-1 dense layers - A "
              "string containing a Python list expression that defines a custom pattern, e.g.: "
              "\"([1]*3+[0]*1)*3\" evaluates to [1,1,1,0,1,1,1,0,1,1,1,0] where 1 indicates an "
@@ -227,7 +227,7 @@ const mc_flag_t mc_flags_moe[] = {
     {.name = "--moe-router-load-balancing-type", G_MOE, LIST(-1), .def = "aux_loss",
      PENDING_LIST_FIELD(moe_router_load_balancing_type, n_moe_router_load_balancing_type),
      
-     IMPLEMENTED_NOTE("the MoE layer: one rank's experts in fp32 or bf16 so far, the rest refused by name (cli/validate_moe.c)"), .help = "Determines the load balancing strategy for the router. \"aux_loss\" corresponds to "
+     IMPLEMENTED_NOTE("the MoE layer: SwiGLU experts in fp32 or bf16, E/ep per rank, each split over etp, so far, the rest refused by name (cli/validate_moe.c)"), .help = "Determines the load balancing strategy for the router. \"aux_loss\" corresponds to "
              "the load balancing loss used in GShard and SwitchTransformer; \"seq_aux_loss\" "
              "corresponds to the load balancing loss used in DeepSeekV2, which computes the loss "
              "for each individual sample; \"sinkhorn\" corresponds to the balancing algorithm "
@@ -274,7 +274,7 @@ const mc_flag_t mc_flags_moe[] = {
      .help = "Score function for MoE routing. Can be \"softmax\", \"sigmoid\" or \"sqrtsoftplus\"."},
     {.name = "--moe-router-topk", G_MOE, INT, .def = "2", GE(1), PENDING_FIELD(moe_router_topk),
      
-     IMPLEMENTED_NOTE("the MoE layer: one rank's experts in fp32 or bf16 so far, the rest refused by name (cli/validate_moe.c)"), .help = "Number of experts to route to for each token."},
+     IMPLEMENTED_NOTE("the MoE layer: SwiGLU experts in fp32 or bf16, E/ep per rank, each split over etp, so far, the rest refused by name (cli/validate_moe.c)"), .help = "Number of experts to route to for each token."},
     {.name = "--moe-router-topk-scaling-factor", G_MOE, FLOAT,
      PENDING_FIELD(moe_router_topk_scaling_factor),
      TODO_CHECKED("mixture of experts (MoE)"),
@@ -336,7 +336,7 @@ const mc_flag_t mc_flags_moe[] = {
     {.name = "--moe-token-dispatcher-type", G_MOE, CHOICE("allgather", "alltoall", "flex"),
      .def = "allgather", PENDING_FIELD(moe_token_dispatcher_type),
      
-     IMPLEMENTED_NOTE("the MoE layer: one rank's experts in fp32 or bf16 so far, the rest refused by name (cli/validate_moe.c)"), .help = "The type of token dispatcher to use. The default is 'allgather'. Options are "
+     IMPLEMENTED_NOTE("the MoE layer: SwiGLU experts in fp32 or bf16, E/ep per rank, each split over etp, so far, the rest refused by name (cli/validate_moe.c)"), .help = "The type of token dispatcher to use. The default is 'allgather'. Options are "
              "'allgather','alltoall' and 'flex'."},
     {.name = "--moe-token-drop-policy", G_MOE, CHOICE("probs", "position"), .def = "probs",
      PENDING_FIELD(moe_token_drop_policy),

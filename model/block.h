@@ -73,6 +73,10 @@ typedef struct {
     int local;          /* its local layer index (m->layer_param[local]: its first parameter) */
 } mc_layer_run_t;
 
+/* An MoE layer's tokens: the rows of its sequence-local input (this rank's sequence rows under
+ * sequence parallelism). */
+static inline long mc_moe_tokens(const mc_layer_run_t *r) { return r->NL / r->c->hidden; }
+
 /* Layer j of the chunk in flight (m->cur, m->cur_chunk) as its blocks see it. */
 mc_layer_run_t mc_gpt_layer_run(mc_gpt_t *m, int j, uint32_t iteration, bool training);
 

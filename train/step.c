@@ -276,7 +276,7 @@ static double grad_sumsq(mc_trainer_t *t, double *local)
 {
     /* the distributed optimizer's shards (dense over dp, experts over edp) are disjoint over the
      * world, which its reduction spans */
-    if (t->model.cfg.moe.ep <= 1 || t->ddp.dist_opt) {
+    if (!mc_moe_folded(&t->model.cfg) || t->ddp.dist_opt) {
         *local = mc_opt_grad_sumsq(&t->opt);
         return reduce_grad_stat(t, *local);
     }
