@@ -348,28 +348,32 @@ const mc_flag_t mc_flags_misc[] = {
           "SentencePiece tokenizers megatron-c implements)"),
      .help = "Whether to ignore extra whitespaces in the input text while encoding."},
     {.name = "--disable-tp-comm-bulk-dgrad", G_TRAINING, FALSE_IF_GIVEN,
-     NOOP("only used with --tp-comm-overlap (not implemented yet); ignored otherwise, as in Megatron"),
+     FIELD(tp_comm_bulk_dgrad),
+     IMPLEMENTED_NOTE("with --tp-comm-overlap; ignored otherwise, as in Megatron"),
      .help = "Controls Reduce-Scatter overlap with Bprop weight gradient GEMM. Don't care if "
              "tp_comm_overlap is False."},
     {.name = "--disable-tp-comm-bulk-wgrad", G_TRAINING, FALSE_IF_GIVEN,
-     NOOP("only used with --tp-comm-overlap (not implemented yet); ignored otherwise, as in Megatron"),
+     FIELD(tp_comm_bulk_wgrad),
+     IMPLEMENTED_NOTE("with --tp-comm-overlap; ignored otherwise, as in Megatron"),
      .help = "Controls All-Gather overlap with Bprop activation gradient GEMM. Don't care if "
              "tp_comm_overlap is False."},
     {.name = "--disable-tp-comm-overlap-ag", G_TRAINING, FALSE_IF_GIVEN,
-     NOOP("only used with --tp-comm-overlap (not implemented yet); ignored otherwise, as in Megatron"),
+     FIELD(tp_comm_overlap_ag),
+     IMPLEMENTED_NOTE("with --tp-comm-overlap; ignored otherwise, as in Megatron"),
      .help = "Controls All-Gather overlap with GEMM by pipelining the GEMM and All-Gather. Don't "
              "care if tp_comm_overlap is False."},
     {.name = "--disable-tp-comm-overlap-rs", G_TRAINING, FALSE_IF_GIVEN,
-     NOOP("only used with --tp-comm-overlap (not implemented yet); ignored otherwise, as in Megatron"),
+     FIELD(tp_comm_overlap_rs),
+     IMPLEMENTED_NOTE("with --tp-comm-overlap; ignored otherwise, as in Megatron"),
      .help = "Controls Reduce-Scatter overlap with GEMM by pipelining the GEMM and "
              "Reduce-Scatter. Don't care if tp_comm_overlap is False."},
     {.name = "--disable-tp-comm-split-ag", G_TRAINING, FALSE_IF_GIVEN,
-     NOOP("only used with --tp-comm-overlap (not implemented yet); ignored otherwise, as in Megatron"),
+     NOOP("deprecated from Transformer Engine v1.6.0, which ignores it (Megatron's help)"),
      .help = "Deprecated from TransformerEngine v1.6.0. Controls All-Gather overlap with Fprop "
              "GEMM by pipelining the GEMM and All-Gather splits. Don't care if tp_comm_overlap is "
              "False."},
     {.name = "--disable-tp-comm-split-rs", G_TRAINING, FALSE_IF_GIVEN,
-     NOOP("only used with --tp-comm-overlap (not implemented yet); ignored otherwise, as in Megatron"),
+     NOOP("deprecated from Transformer Engine v1.6.0, which ignores it (Megatron's help)"),
      .help = "Deprecated from TransformerEngine v1.6.0. Controls Reduce-Scatter overlap with "
              "Fprop GEMM by pipelining the GEMM and Reduce-Scatter splits. Don't care if "
              "tp_comm_overlap is False."},
@@ -941,28 +945,32 @@ const mc_flag_t mc_flags_misc[] = {
           "SentencePiece tokenizers megatron-c implements)"),
      .help = "Whether to ignore extra whitespaces in the input text while encoding."},
     {.name = "--no-tp-comm-bulk-dgrad", G_TC, FALSE_IF_GIVEN,
-     NOOP("only used with --tp-comm-overlap (not implemented yet); ignored otherwise, as in Megatron"),
+     FIELD(tp_comm_bulk_dgrad),
+     IMPLEMENTED_NOTE("with --tp-comm-overlap; ignored otherwise, as in Megatron"),
      .help = "Controls Reduce-Scatter overlap with Bprop weight gradient GEMM. Don't care if "
              "tp_comm_overlap is False."},
     {.name = "--no-tp-comm-bulk-wgrad", G_TC, FALSE_IF_GIVEN,
-     NOOP("only used with --tp-comm-overlap (not implemented yet); ignored otherwise, as in Megatron"),
+     FIELD(tp_comm_bulk_wgrad),
+     IMPLEMENTED_NOTE("with --tp-comm-overlap; ignored otherwise, as in Megatron"),
      .help = "Controls All-Gather overlap with Bprop activation gradient GEMM. Don't care if "
              "tp_comm_overlap is False."},
     {.name = "--no-tp-comm-overlap-ag", G_TC, FALSE_IF_GIVEN,
-     NOOP("only used with --tp-comm-overlap (not implemented yet); ignored otherwise, as in Megatron"),
+     FIELD(tp_comm_overlap_ag),
+     IMPLEMENTED_NOTE("with --tp-comm-overlap; ignored otherwise, as in Megatron"),
      .help = "Controls All-Gather overlap with GEMM by pipelining the GEMM and All-Gather. Don't "
              "care if tp_comm_overlap is False."},
     {.name = "--no-tp-comm-overlap-rs", G_TC, FALSE_IF_GIVEN,
-     NOOP("only used with --tp-comm-overlap (not implemented yet); ignored otherwise, as in Megatron"),
+     FIELD(tp_comm_overlap_rs),
+     IMPLEMENTED_NOTE("with --tp-comm-overlap; ignored otherwise, as in Megatron"),
      .help = "Controls Reduce-Scatter overlap with GEMM by pipelining the GEMM and "
              "Reduce-Scatter. Don't care if tp_comm_overlap is False."},
     {.name = "--no-tp-comm-split-ag", G_TC, FALSE_IF_GIVEN,
-     NOOP("only used with --tp-comm-overlap (not implemented yet); ignored otherwise, as in Megatron"),
+     NOOP("deprecated from Transformer Engine v1.6.0, which ignores it (Megatron's help)"),
      .help = "Deprecated from TransformerEngine v1.6.0. Controls All-Gather overlap with Fprop "
              "GEMM by pipelining the GEMM and All-Gather splits. Don't care if tp_comm_overlap is "
              "False."},
     {.name = "--no-tp-comm-split-rs", G_TC, FALSE_IF_GIVEN,
-     NOOP("only used with --tp-comm-overlap (not implemented yet); ignored otherwise, as in Megatron"),
+     NOOP("deprecated from Transformer Engine v1.6.0, which ignores it (Megatron's help)"),
      .help = "Deprecated from TransformerEngine v1.6.0. Controls Reduce-Scatter overlap with "
              "Fprop GEMM by pipelining the GEMM and Reduce-Scatter splits. Don't care if "
              "tp_comm_overlap is False."},
