@@ -1235,13 +1235,17 @@ const mc_flag_t mc_flags_misc[] = {
      .help = "Whether to reshard weights after forward pass when using PyTorch FSDP2. Set to "
              "enable FSDP ZeRO-2."},
     {.name = "--tp-comm-bootstrap-backend", G_TRAINING, CHOICE("nccl", "mpi", "gloo"),
-     .def = "nccl", TODO("Transformer Engine's tensor-parallel communication overlap"),
+     .def = "nccl",
+     NOOP("Transformer Engine's userbuffers bootstrap; megatron-c's --tp-comm-overlap runs over the "
+          "tp group's communicator"),
      .help = "Set the bootstrapping backend of Tensor parallel communications."},
     {.name = "--tp-comm-overlap-cfg", G_TRAINING, STRING,
-     TODO("Transformer Engine's tensor-parallel communication overlap"),
+     TODO("Transformer Engine's per-GEMM userbuffers settings (methods, num_splits, SMs); "
+          "--tp-comm-overlap runs its fixed 4 chunks"),
      .help = "Config file when tp_comm_overlap is enabled."},
     {.name = "--tp-comm-overlap-rs-dgrad", G_TRAINING, TRUE_IF_GIVEN,
-     TODO("Transformer Engine's tensor-parallel communication overlap"),
+     TODO("the reduce-scatter pipelined with the input-gradient GEMM; --tp-comm-overlap runs "
+          "Megatron's default bulk overlaps there"),
      .help = "If true, allows Reduce-Scatter overlap with DGRAD GEMM by pipelining the GEMM and "
              "Reduce-Scatter splits. Don't care if tp_comm_overlap is False."},
     {.name = "--trust-remote-code", G_TOKENIZER, TRUE_IF_GIVEN,
