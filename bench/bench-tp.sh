@@ -55,9 +55,9 @@ for tp in 1 2 4; do
         it=$(grep 'elapsed time per iteration' "$TMP/log" | tail -1 | sed -E 's/.*iteration \(ms\): ([0-9.]+).*/\1/')
         # the last interval's tp rows: "tp all-reduce ....: (calls, MB)"
         rows=$(awk '/^communication per iteration/ { buf = "" } /^    tp / { buf = buf $0 "\n" } END { printf "%s", buf }' "$TMP/log")
-        calls=$(echo "$rows" | sed -nE 's/^    tp ([a-z-]+) .*: \(([0-9.]+), ([0-9.]+)\)/\2 \1/p' | paste -sd, | sed 's/,/, /g')
+        calls=$(echo "$rows" | sed -nE 's/^    tp ([a-z0-9-]+) .*: \(([0-9.]+), ([0-9.]+)\)/\2 \1/p' | paste -sd, | sed 's/,/, /g')
         mb=$(echo "$rows" | sed -nE 's/.*: \(([0-9.]+), ([0-9.]+)\)/\2/p' | awk '{ s += $1 } END { printf "%.3f", s }')
-        ring=$(echo "$rows" | sed -nE 's/^    tp ([a-z-]+) .*: \(([0-9.]+), ([0-9.]+)\)/\1 \3/p' |
+        ring=$(echo "$rows" | sed -nE 's/^    tp ([a-z0-9-]+) .*: \(([0-9.]+), ([0-9.]+)\)/\1 \3/p' |
             awk -v t=$tp '{ s += $1 == "p2p" ? $2 / 2 : ($1 == "all-reduce" ? 2 : 1) * $2 * (t - 1) / t } END { printf "%.3f", s }')
         paper_ring=$(awk -v x=$paper_mb -v t=$tp 'BEGIN { printf "%.3f", 2 * x * (t - 1) / t }')
         [ $tp -eq 1 ] && { calls="none"; mb="0"; ring="0"; }

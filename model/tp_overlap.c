@@ -3,8 +3,9 @@
  * kernels through userbuffers; here the GEMM is split along the rows and each chunk's
  * collective is a request of the comm interface, which runs it beside the caller (MPI: on its
  * communication thread; NCCL: on its stream), so the same schedule runs on every backend. Rows
- * are independent in these GEMMs: the split changes which rows a call computes, never a row's
- * arithmetic, so the result is the one of the whole GEMM. */
+ * are independent in these GEMMs: the split changes which rows a call computes, not the math of
+ * a row (a GEMM library may still pick other kernels for the smaller shapes: last-bit
+ * differences, which fp32 losses do not show and 16-bit roundings may). */
 #include "model/tp.h"
 
 static size_t bytes(const mc_tp_t *tp, long n) { return (size_t)n * mc_dtype_size(tp->dt); }
