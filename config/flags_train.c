@@ -187,7 +187,8 @@ const mc_flag_t mc_flags_train[] = {
                       "before linear_qkv/linear_fc1 and the reduce-scatter after "
                       "linear_proj/linear_fc2 in 4 chunks beside their GEMMs (Transformer "
                       "Engine's default num_splits), the backward's bulk overlaps beside the "
-                      "input- and weight-gradient GEMMs; the same numbers"),
+                      "input- and weight-gradient GEMMs, through the comm interface; the "
+                      "same numbers up to the GEMMs' rounding"),
      .help = "Enables the overlap of Tensor parallel communication and GEMM kernels."},
     {.name = "--use-cpu-initialization", TRAIN, TRUE_IF_GIVEN,
      NOOP("megatron-c's initialisation is the same wherever it runs (DESIGN decision 6)"),
