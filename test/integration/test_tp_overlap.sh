@@ -63,3 +63,22 @@ check "GPT, tp 2: the comm layer counts 4 chunks per all-gather (64 p2p batches 
 overlap_equals "GPT, tp 4" 4 --tensor-model-parallel-size 4
 overlap_equals "Llama, tp 2 x dp 2" 4 --tensor-model-parallel-size 2 "${LLAMA[@]}"
 overlap_equals "Llama, tp 4" 4 --tensor-model-parallel-size 4 "${LLAMA[@]}"
+
+# The same schedule through the CUDA backend on the emulated device (test/emu; two ranks share it,
+# so MPI carries the collectives, staged through host memory): tp 2 with the overlap gives the
+# CPU's numbers without it (6 iterations; the GEMMs and kernels are the CUDA backend's).
+if [ -z "${MC_EMU_BUILD:-}" ] || [ ! -x "$MC_EMU_BUILD/megatron-c" ]; then
+    skip "tp communication overlap on the emulated CUDA device" "no emulated build (MC_EMU_BUILD='${MC_EMU_BUILD:-}'; make emu)"
+else
+    EMU_FLAGS=("${FLAGS[@]}" --tensor-model-parallel-size 2 --global-batch-size 4 --train-iters 6)
+    mpirun_mc 2 "${EMU_FLAGS[@]}" >"$MC_TMP/cpu" 2>"$MC_TMP/cpu.err"
+    "${MPIRUN[@]}" -np 2 "$MC_EMU_BUILD/megatron-c" "${EMU_FLAGS[@]/#cpu/cuda}" --distributed-backend mpi \
+        --tp-comm-overlap >"$MC_TMP/emu" 2>"$MC_TMP/emu.err"
+    rc=$?
+    name="tp 2 with --tp-comm-overlap on the emulated CUDA device gives the CPU's numbers without it"
+    if [ $rc -eq 0 ] && grep -q '^> device: cuda' "$MC_TMP/emu" && same_log_numbers "$MC_TMP/cpu" "$MC_TMP/emu" 6; then
+        ok "$name"
+    else
+        not_ok "$name (rc=$rc: $(tail -c 300 "$MC_TMP/emu.err"))"
+    fi
+fi
