@@ -64,6 +64,15 @@ overlap_equals "GPT, tp 4" 4 --tensor-model-parallel-size 4
 overlap_equals "Llama, tp 2 x dp 2" 4 --tensor-model-parallel-size 2 "${LLAMA[@]}"
 overlap_equals "Llama, tp 4" 4 --tensor-model-parallel-size 4 "${LLAMA[@]}"
 
+# The parameters after 12 steps at tp 4 with the overlap, gathered over tp, equal the single-rank
+# model's (test/mpi/test_tp_params trains both in one job with the same microbatches)
+PROG=${MC_BUILD:-build/rel}/test/mpi/test_tp_params
+"${MPIRUN[@]}" -np 4 "$PROG" --tensor-model-parallel-size 4 --sequence-parallel --tp-comm-overlap \
+    >"$MC_TMP/params" 2>"$MC_TMP/params.err"
+rc=$?
+check "tp 4 with the overlap: gathered parameters equal the single-rank ones after 12 steps (rc=$rc)" \
+    bash -c "[ $rc -eq 0 ] && grep -q '^ok - 28 tensors after 12 steps' '$MC_TMP/params' && ! grep -q '^not ok' '$MC_TMP/params'"
+
 # The same schedule through the CUDA backend on the emulated device (test/emu; two ranks share it,
 # so MPI carries the collectives, staged through host memory): tp 2 with the overlap gives the
 # CPU's numbers without it (6 iterations; the GEMMs and kernels are the CUDA backend's).
