@@ -21,6 +21,7 @@
 #include "comm/comm.h"
 #include "config/cp_layout.h"
 #include "model/param_names.h"
+#include "model/tp.h"
 
 /* Activation recomputation (Megatron's --recompute-granularity / --recompute-method). */
 typedef enum {
@@ -120,6 +121,7 @@ typedef struct {
     mc_dtype_t gdt;         /* parameter gradients (Megatron's main_grad buffer) */
     int tp, tp_rank;        /* tensor parallelism: this rank's heads, ffn and vocab slice */
     bool sequence_parallel; /* with tp > 1: LayerNorm/dropout regions split along the sequence */
+    mc_tp_overlap_t tp_overlap; /* --tp-comm-overlap (chunks 0: off) */
     /* context parallelism: seq is this rank's rows of the seq_full positions, chunks cp_rank
      * and 2cp-1-cp_rank of 2cp (config/cp_layout.h); cp_a2a is a2a+p2p's a2a level */
     int cp, cp_rank, cp_a2a, seq_full;
