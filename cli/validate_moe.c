@@ -282,8 +282,6 @@ static void scope(const mc_args_t *a, void (*report)(const char *line))
          "--use-distributed-optimizer (torch, or torch_dist's dp_reshardable state)")
     TODO(a->num_layers > MC_MOE_MAX_LAYERS, "more than 1024 layers")
     /* the router computes in the run's type: fp32 is that type only in an fp32 run */
-    TODO(strcmp(a->moe_router_dtype, "fp64") == 0,
-         "--moe-router-dtype fp64 (the router's logits, scores and probabilities in float64)")
     TODO(strcmp(a->moe_router_dtype, "fp32") == 0 && (a->bf16 || a->fp16),
          "--moe-router-dtype fp32 and --bf16 or --fp16 (the router in float32 beside 16-bit "
          "activations)")

@@ -197,7 +197,7 @@ const mc_flag_t mc_flags_moe[] = {
              "tokens and decreased for the experts with more assigned tokens. The default value "
              "1e-3 is same as that used in DeepSeekV3."},
     {.name = "--moe-router-dtype", G_MOE, CHOICE("fp32", "fp64"), PENDING_FIELD(moe_router_dtype),
-     IMPLEMENTED_NOTE("fp32 in float32 runs (the router computes in float32 there already: the same numbers); fp64, and fp32 with --bf16 or --fp16, refused by name for now"),
+     ONLY("fp64 is not implemented yet; fp32 in float32 runs (the router computes in float32 there already: the same numbers), refused by name with --bf16 or --fp16 for now", "fp32"),
      .help = "Data type for routing and expert output weighted averaging. Using fp32 or fp64 can "
              "improve stability especially when the number of experts is large (e.g. "
              "finegrained-moe). None means no changes for dtype."},
@@ -270,7 +270,7 @@ const mc_flag_t mc_flags_moe[] = {
              "latest global-batch quantile estimate each step."},
     {.name = "--moe-router-score-function", G_MOE, CHOICE("softmax", "sigmoid", "sqrtsoftplus"),
      .def = "softmax", PENDING_FIELD(moe_router_score_function),
-     IMPLEMENTED_NOTE("softmax and sigmoid (sigmoid: top-k of the sigmoid scores, normalised by their sum when top-k > 1); sqrtsoftplus refused by name"),
+     ONLY("sqrtsoftplus is not implemented yet; sigmoid: top-k of the sigmoid scores, normalised by their sum when top-k > 1", "softmax", "sigmoid"),
      .help = "Score function for MoE routing. Can be \"softmax\", \"sigmoid\" or \"sqrtsoftplus\"."},
     {.name = "--moe-router-topk", G_MOE, INT, .def = "2", GE(1), PENDING_FIELD(moe_router_topk),
      

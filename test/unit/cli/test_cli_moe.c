@@ -176,7 +176,8 @@ static void test_refused_until_implemented(void **state)
         assert_int_equal(rr.status, 0);
     }
     /* and what the router does not do yet, by name */
-    mc_expect_error(MOE " --swiglu --moe-router-dtype fp64", "--moe-router-dtype fp64 (the router's");
+    mc_expect_error(MOE " --swiglu --moe-router-dtype fp64",
+                    "--moe-router-dtype fp64 is recognised but not implemented yet");
     mc_expect_error(MOE " --swiglu --bf16 --moe-router-dtype fp32",
                     "MoE layers with --moe-router-dtype fp32 and --bf16 or --fp16");
     mc_expect_error(MOE " --swiglu --moe-router-score-function sigmoid "
