@@ -73,6 +73,10 @@ typedef struct {
     int num_experts;        /* --num-experts; 0: a dense model */
     int ffn;                /* --moe-ffn-hidden-size */
     mc_moe_router_t router; /* the TopKRouter's settings */
+    /* aux-loss-free balancing (--moe-router-enable-expert-bias, sigmoid scores): each MoE layer's
+     * expert bias chooses the experts, updated once per global batch by this rate */
+    bool expert_bias;
+    float bias_update_rate;
     /* each loss's coefficient (0: not computed, as Megatron's coeff == 0 / None), and whether
      * training_log tracks (logs) it: its track_names */
     double coeff[MC_MOE_LOSSES];
@@ -81,10 +85,6 @@ typedef struct {
     /* expert parallelism: this rank holds experts [ep_rank * E/ep, (ep_rank + 1) * E/ep), the
      * token dispatcher's all-to-all runs over mc_gpt_t.ep_group (ep 0 or 1: every expert) */
     int ep, ep_rank;
-    /* aux-loss-free balancing (--moe-router-enable-expert-bias, sigmoid scores): each MoE layer's
-     * expert bias chooses the experts, updated once per global batch by this rate */
-    bool expert_bias;
-    float bias_update_rate;
 } mc_moe_cfg_t;
 
 /* Slot groups: the chunks without the loss, and the chunk with it. */
