@@ -224,8 +224,8 @@ static void pending(const mc_args_t *a, void (*report)(const char *line))
         if (!f->checked_first || !f->field_size || at_default(a, f, &d)) continue;
         problem(report,
                 "%s is recognised but not implemented yet in megatron-c (%s; the MoE layer has "
-                "a top-k softmax router, the load-balancing and z losses and expert parallelism "
-                "with the alltoall dispatcher for now; see docs/FLAGS.md)",
+                "a top-k softmax or sigmoid router, the load-balancing and z losses and expert "
+                "parallelism with the alltoall dispatcher for now; see docs/FLAGS.md)",
                 f->name, f->note ? f->note : "not implemented");
     }
 }
@@ -309,6 +309,14 @@ static void scope(const mc_args_t *a, void (*report)(const char *line))
          "--save and --expert-model-parallel-size > 1 other than with "
          "--use-distributed-optimizer (torch, or torch_dist's dp_reshardable state)")
     TODO(a->num_layers > MC_MOE_MAX_LAYERS, "more than 1024 layers")
+    /* the router computes in the run's type: fp32 is that type only in an fp32 run */
+    TODO(strcmp(a->moe_router_dtype, "fp32") == 0 && (a->bf16 || a->fp16),
+         "--moe-router-dtype fp32 and --bf16 or --fp16 (the router in float32 beside 16-bit "
+         "activations)")
+    /* the expert_bias buffer is not yet among the checkpoints' tensors */
+    TODO((a->load[0] || a->save[0]) && a->moe_router_enable_expert_bias,
+         "--load or --save and --moe-router-enable-expert-bias (the expert_bias buffer in "
+         "checkpoints)")
     /* Megatron's torch_dist keys of such a model are per layer (non_homogeneous_layers) */
     TODO((a->load[0] || a->save[0]) &&
              (strchr(a->moe_layer_freq, '[') || atoi(a->moe_layer_freq) > 1),

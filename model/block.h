@@ -173,6 +173,9 @@ static inline void *mc_block_acts(mc_layer_acts_t *a, const mc_block_ops_t *b)
 void mc_moe_losses_plan(mc_gpt_t *m, mc_alloc_t *a, mc_moe_acts_t *s);
 void mc_moe_losses_plan_shared(mc_gpt_t *m, mc_alloc_t *ws);
 void mc_moe_losses_forward(mc_layer_run_t *r, mc_moe_acts_t *s);
+/* The aux-loss-free balancing's count of a training forward's routed tokens (counts[E], the
+ * layer's tokens per expert on the host) into local_tokens_per_expert (model/moe_bias.c). */
+void mc_moe_bias_count(mc_layer_run_t *r, const int32_t *counts);
 void mc_moe_losses_backward(mc_layer_run_t *r, mc_moe_acts_t *s, void *dlogits);
 
 /* ---- the embedding (model/embedding.c) ---- */

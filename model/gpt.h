@@ -75,6 +75,10 @@ typedef struct {
     int num_experts;        /* --num-experts; 0: a dense model */
     int ffn;                /* --moe-ffn-hidden-size */
     mc_moe_router_t router; /* the TopKRouter's settings */
+    /* aux-loss-free balancing (--moe-router-enable-expert-bias, sigmoid scores): each MoE layer's
+     * expert bias chooses the experts, updated once per global batch by this rate */
+    bool expert_bias;
+    float bias_update_rate;
     /* each loss's coefficient (0: not computed, as Megatron's coeff == 0 / None), and whether
      * training_log tracks (logs) it: its track_names */
     double coeff[MC_MOE_LOSSES];
@@ -440,6 +444,10 @@ typedef struct mc_gpt {
     float *moe_tracker;
     float *moe_global_tokens, *moe_ga_steps;
     mc_group_t *tp_dp_cp_group;
+    /* --moe-router-enable-expert-bias (model/moe_bias.c): each local layer's expert_bias
+     * ([n_local_layers][E] fp32, device; Megatron's persistent buffer) and its
+     * local_tokens_per_expert (host, summed over this global batch's training forwards) */
+    float *moe_expert_bias, *moe_local_tokens;
     /* --apply-layernorm-1p (model/norm.c): the weights the norms compute with, 1 + w, formed
      * from the parameters each time a block's parameters are needed (m->p points there);
      * norm_1p[i] is parameter i's (NULL for the others), norm_1p_ones a vector of ones */
@@ -552,6 +560,12 @@ void mc_gpt_moe_take_losses(mc_gpt_t *m, float *out);
 /* finalize_model_grads' reset_global_aux_loss_tracker: global_aux_loss's running counts start
  * again (after each training step's backward). */
 void mc_gpt_moe_step_end(mc_gpt_t *m);
+/* _update_router_expert_bias (finalize_model_grads, once per global batch): the layers' token
+ * counts summed over tp x dp x cp, each expert_bias += rate * sign(mean count - count); the
+ * counts start again. Nothing without --moe-router-enable-expert-bias. */
+void mc_gpt_moe_update_expert_bias(mc_gpt_t *m);
+/* Local layer `local`'s expert_bias on the device ([E] fp32), NULL without expert bias. */
+float *mc_gpt_moe_expert_bias(mc_gpt_t *m, int local);
 /* Megatron's name of each loss in the log line and TensorBoard ("load_balancing_loss",
  * "seq_load_balancing_loss", "global_load_balancing_loss", "z_loss"). */
 const char *mc_moe_loss_name(mc_moe_loss_t k);

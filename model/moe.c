@@ -380,9 +380,11 @@ static void *moe_forward(mc_layer_run_t *r, void *acts, const void *in)
     const long T = mc_moe_tokens(r);
 
     be->linear_forward(be, dt, s->logits, in, w[MC_PK_ROUTER_W], NULL, (int)T, H, E);
-    be->moe->route(be, dt, &q->router, s->probs, s->map, s->logits, NULL, T);
+    be->moe->route(be, dt, &q->router, s->probs, s->map, s->logits,
+                   mc_gpt_moe_expert_bias(m, r->local), T);
     mc_moe_losses_forward(r, s);
     const long R = expert_split(r, s->map);
+    mc_moe_bias_count(r, ws->counts_host);
     be->moe->permute_map(be, dt, s->rows, s->row_of, s->pprobs, s->probs, s->map, T, E, R);
     be->moe->permute(be, dt, s->x, in, s->rows, R, H);
     if (!mc_moe_dispatched(q)) {
@@ -414,7 +416,8 @@ static void router_backward(mc_layer_run_t *r, mc_moe_acts_t *s, const void *in,
     const int E = q->num_experts, H = c->hidden;
     const long T = mc_moe_tokens(r);
     be->moe->unpermute(be, dt, dt, w->dprobs, dp, s->row_of, NULL, T * E, 1, 1);
-    be->moe->route_backward(be, dt, &q->router, w->dlogits, w->dprobs, s->logits, NULL, NULL, T);
+    be->moe->route_backward(be, dt, &q->router, w->dlogits, w->dprobs, s->logits,
+                            mc_gpt_moe_expert_bias(r->m, r->local), NULL, T);
     mc_moe_losses_backward(r, s, w->dlogits);
     be->linear_backward(be, dt, c->gdt, r->m->tmp_h, r->gw[MC_PK_ROUTER_W], NULL, w->dlogits, in,
                         r->w[MC_PK_ROUTER_W], (int)T, H, E);

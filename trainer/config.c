@@ -48,6 +48,8 @@ static void moe_config(mc_moe_cfg_t *q, const mc_args_t *a)
         .group_topk = a->moe_router_group_topk,
         .scaling_factor = a->moe_router_topk_scaling_factor,
     };
+    q->expert_bias = a->moe_router_enable_expert_bias;
+    q->bias_update_rate = (float)a->moe_router_bias_update_rate;
     moe_losses(q, a);
     char err[256];
     if (a->num_layers > MC_MOE_MAX_LAYERS ||

@@ -178,17 +178,41 @@ static void test_refused_until_implemented(void **state)
         mc_expect_error_world(line, 4, want);
     }
     /* every part the layer lacks at once, one line each (a recipe sees its whole list) */
-    static const char *const parts[] = {"--moe-router-pre-softmax is recognised",
+    static const char *const parts[] = {"--moe-expert-capacity-factor is recognised",
                                         "MoE layers with --calculate-per-token-loss",
                                         "MoE layers with --log-throughput",
                                         "MoE layers with --save",
                                         "--expert-model-parallel-size 2 with --log-num-zeros-in-grad"};
     mc_expect_errors_world(MOE " --swiglu --expert-model-parallel-size 2 --moe-token-dispatcher-type alltoall "
-                               "--log-num-zeros-in-grad --moe-router-pre-softmax "
+                               "--log-num-zeros-in-grad --moe-expert-capacity-factor 1.5 "
                                "--calculate-per-token-loss --save /tmp/x --save-interval 5 --log-throughput",
                            2, 5, parts);
-    mc_expect_error(MOE " --swiglu --moe-router-pre-softmax",
-                    "--moe-router-pre-softmax is recognised but not implemented");
+    mc_expect_error(MOE " --swiglu --moe-expert-capacity-factor 1.5",
+                    "--moe-expert-capacity-factor is recognised but not implemented");
+    /* the router's options (kernels/moe_route.h): accepted */
+    static const char *const router_ok[] = {
+        " --moe-router-pre-softmax", " --moe-router-score-function sigmoid",
+        " --moe-router-topk-scaling-factor 2.5 --moe-router-pre-softmax",
+        " --moe-router-num-groups 2 --moe-router-group-topk 1",
+        " --moe-router-num-groups 2",
+        " --moe-router-score-function sigmoid --moe-router-enable-expert-bias "
+        "--moe-router-bias-update-rate 0.01",
+        " --moe-router-dtype fp32"};
+    for (size_t i = 0; i < sizeof(router_ok) / sizeof(router_ok[0]); i++) {
+        char cmd[512];
+        snprintf(cmd, sizeof(cmd), MOE " --swiglu%s", router_ok[i]);
+        mc_run_t rr;
+        mc_run_parse(&rr, cmd, 1);
+        assert_int_equal(rr.status, 0);
+    }
+    /* and what the router does not do yet, by name */
+    mc_expect_error(MOE " --swiglu --moe-router-dtype fp64",
+                    "--moe-router-dtype fp64 is recognised but not implemented yet");
+    mc_expect_error(MOE " --swiglu --bf16 --moe-router-dtype fp32",
+                    "MoE layers with --moe-router-dtype fp32 and --bf16 or --fp16");
+    mc_expect_error(MOE " --swiglu --moe-router-score-function sigmoid "
+                        "--moe-router-enable-expert-bias --save /tmp/x --save-interval 5",
+                    "--load or --save and --moe-router-enable-expert-bias");
     mc_run_t rd; /* a dense model has no expert layers to split */
     mc_run_parse(&rd, LINE " --expert-tensor-parallel-size 2", 2);
     assert_int_equal(rd.status, 0);
