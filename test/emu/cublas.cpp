@@ -21,7 +21,8 @@
 //    transb not N, T or C, lda < max(1, m) for op N (max(1, k) otherwise), ldb < max(1, k) for op
 //    N (max(1, n) otherwise), ldc < max(1, m) [D].
 //  - Types of the grouped call [D, cublasGemmGroupedBatchedEx's table of Compute Type, Scale
-//    Type, Atype/Btype and Ctype]: CUBLAS_COMPUTE_32F with A and B of CUDA_R_16BF and C of
+//    Type, Atype/Btype and Ctype; R: the CUDA toolkit release notes, cuBLAS 12.5, "grouped batched
+//    GEMMs with FP16 or BF16 inputs/outputs with the FP32 compute type"]: CUBLAS_COMPUTE_32F with A and B of CUDA_R_16BF and C of
 //    CUDA_R_16BF, A and B of CUDA_R_16F and C of CUDA_R_16F, or all CUDA_R_32F;
 //    CUBLAS_COMPUTE_32F_FAST_TF32 with all CUDA_R_32F; CUBLAS_COMPUTE_64F with all CUDA_R_64F;
 //    alpha and beta float (double for 64F). The grouped call has no 16-bit A/B with a CUDA_R_32F
