@@ -2,7 +2,9 @@
  * every kind in fp32, fp64 and bf16 router types with ties, its gradient, token dropping, the
  * losses' statistics and gradients, token counts and the expert bias, the permutation and its
  * gradients, the chunk sort, the probs applied in the experts, and the grouped GEMM of the local
- * experts (cuBLAS's grouped batched GEMM) in fp32 and bf16.
+ * experts (cuBLAS's grouped batched GEMM) in fp32, bf16 and bf16 with an fp32 weight gradient
+ * (the grouped call does not take that one: cublasGemmEx per expert), and on the emulated device
+ * the fallback when cuBLAS refuses the grouped call at run time.
  *
  * Tolerances. The router's per-token arithmetic is the same source on both (kernels/
  * moe_route.h, in double): the maps and the sums over tokens (counts, the aux statistics, the
@@ -19,6 +21,11 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <cmocka.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
 
 #include "kernels/moe.h"
 #include "test/gpu/gpu_test.h"
@@ -424,6 +431,46 @@ static void test_route_by_hand(void **state)
     free(got);
 }
 
+#ifdef MC_CUDA_EMU
+/* Only the emulated cuBLAS can be told to refuse the grouped call (MC_EMU_CUBLAS_NO_GROUPED), as a
+ * cuBLAS without it for a GPU would: the experts' GEMMs then run one cublasGemmEx each, with one
+ * warning per type pair for the process (not built on a GPU, where a skipped test fails). */
+static void test_grouped_refused(void **state)
+{
+    (void)state;
+    const mc_backend_t *be;
+    GPU_BACKEND_OR_SKIP(be);
+    setenv("MC_EMU_CUBLAS_NO_GROUPED", "1", 1);
+    FILE *err = tmpfile();
+    assert_non_null(err);
+    fflush(stderr);
+    const int saved = dup(2);
+    dup2(fileno(err), 2);
+    /* fp32 refused: its first call tries, the others of the pair do not; then bf16, whose first
+     * try writes the pointer arrays over fp32's (freed memory's addresses would hash otherwise
+     * from run to run in the schedules' comparison: keep a refused case last) */
+    gemm_case(be, MC_DT_F32, MC_DT_F32, 0, false);
+    gemm_case(be, MC_DT_BF16, MC_DT_BF16, 8, true);
+    fflush(stderr);
+    dup2(saved, 2);
+    close(saved);
+    unsetenv("MC_EMU_CUBLAS_NO_GROUPED");
+    char line[512];
+    int n = 0, n32 = 0, n16 = 0;
+    rewind(err);
+    while (fgets(line, sizeof(line), err)) {
+        n += strstr(line, "cuBLAS refuses the grouped GEMM") != NULL;
+        n32 += strstr(line, "cuBLAS refuses the grouped GEMM for fp32 x fp32 -> fp32") != NULL;
+        n16 += strstr(line, "cuBLAS refuses the grouped GEMM for bf16 x bf16 -> bf16") != NULL;
+    }
+    fclose(err);
+    print_message("# %d warnings (fp32 %d, bf16 %d)\n", n, n32, n16);
+    assert_int_equal(n, 2);
+    assert_int_equal(n32, 1);
+    assert_int_equal(n16, 1);
+}
+#endif
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -431,6 +478,9 @@ int main(void)
         cmocka_unit_test(test_losses),       cmocka_unit_test(test_permutation),
         cmocka_unit_test(test_chunks_and_scaling), cmocka_unit_test(test_grouped_gemm),
         cmocka_unit_test(test_route_by_hand),
+#ifdef MC_CUDA_EMU
+        cmocka_unit_test(test_grouped_refused),
+#endif
     };
     return cmocka_run_group_tests(tests, gpu_setup, NULL);
 }
