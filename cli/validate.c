@@ -719,6 +719,23 @@ static void logging(mc_args_t *a)
 }
 
 /* validate_args' checkpoint rules, and OptimizerParamScheduler's assert on its two flags. */
+/* Maximal Update Parametrization (Megatron main's TransformerConfig __post_init__). */
+static void mup(const mc_args_t *a)
+{
+    if (!a->use_mup) return;
+    if (a->mup_base_hidden_size <= 0 && a->mup_base_hidden_size != -1)
+        mc_user_error("--mup-base-hidden-size must be positive (got %lld)",
+                      (long long)a->mup_base_hidden_size);
+    /* Megatron takes its square root: a negative one gives no real scale */
+    if (a->mup_base_head_dim <= 0 && a->mup_base_head_dim != -1)
+        mc_user_error("--mup-base-head-dim must be positive (got %g)", a->mup_base_head_dim);
+    const bool wide = a->mup_base_hidden_size > 0 && a->mup_base_hidden_size != a->hidden_size;
+    if (wide && (a->save[0] || a->load[0]))
+        mc_user_error("--use-mup with --mup-base-hidden-size other than --hidden-size and "
+                      "--save/--load is not implemented yet (the optimizer's MuP parameter "
+                      "groups in checkpoints); train without checkpoints or with width_mult 1");
+}
+
 static void checkpointing(mc_args_t *a)
 {
     if (a->save[0] && a->save_interval == 0)
@@ -782,6 +799,7 @@ RULE(precision)
 RULE(rerun_engine)
 RULE(data)
 RULE(checkpointing)
+RULE(mup)
 #undef RULE
 static void rule_parallel_sizes(mc_args_t *a, int world_size) { parallel_sizes(a, world_size); }
 static void rule_moe(mc_args_t *a, int world_size) { mc_validate_moe(a, world_size); }
@@ -820,6 +838,7 @@ static const rule_t RULES[] = {
     {rule_rerun_engine, 0, R_REQUIRED},
     {rule_data, 0, R_REQUIRED},
     {rule_checkpointing, 0, R_REQUIRED},
+    {rule_mup, 0, R_REQUIRED | R_SHAPE},
     {rule_moe, R_MOE, R_REQUIRED | R_SIZES | R_SHAPE},
     {rule_moe_unimplemented, 0, R_REQUIRED | R_SIZES | R_SHAPE | R_MOE},
     {rule_logging, 0, R_REQUIRED}, /* last: a note only for a line without problems */

@@ -1,0 +1,30 @@
+#include "config/mup.h"
+
+#include <math.h>
+#include <string.h>
+
+mc_mup_t mc_mup_derive(const mc_args_t *a)
+{
+    mc_mup_t u;
+    memset(&u, 0, sizeof(u));
+    u.width_mult = u.embedding_mult = u.output_mult = u.hidden_lr_mult = 1.0;
+    u.init_std = a->init_method_std;
+    u.output_init_std = a->init_method_std / sqrt(2.0 * a->num_layers);
+    u.softmax_scale = 1.0 / sqrt((double)a->kv_channels);
+    if (!a->use_mup) return u;
+    u.on = true;
+    const double base = a->mup_base_hidden_size > 0 ? (double)a->mup_base_hidden_size
+                                                    : (double)a->hidden_size;
+    u.width_mult = a->hidden_size / base;
+    const double head = a->mup_base_head_dim > 0 ? sqrt(a->mup_base_head_dim) : 1.0;
+    u.softmax_scale = head / pow((double)a->kv_channels, a->mup_attn_scale_power);
+    u.embedding_mult = a->mup_embedding_mult;
+    /* only when left at its default, as Megatron */
+    u.output_mult = a->mup_output_mult == 1.0 && u.width_mult != 1.0 ? 1.0 / u.width_mult
+                                                                      : a->mup_output_mult;
+    u.init_std = a->init_method_std / sqrt(u.width_mult);
+    /* mup_scaled_init_method_normal(sigma, L, m, multiplier 2) */
+    u.output_init_std = a->init_method_std / (sqrt(2.0 * a->num_layers) * sqrt(u.width_mult));
+    u.hidden_lr_mult = 1.0 / u.width_mult;
+    return u;
+}
