@@ -47,3 +47,14 @@ one_error_line "--mup-base-hidden-size 0: one line" "--mup-base-hidden-size must
 run bad2 --use-mup --mup-base-hidden-size 16 --save "$MC_TMP/ck" --save-interval 2
 one_error_line "width_mult 2 with --save: not implemented yet, one line" \
     "--use-mup .*--save/--load is not implemented yet" $? "$MC_TMP/bad2.err"
+
+# width_mult 1 saves and resumes (its optimizer has Megatron's usual groups); the checkpoint's
+# args carry use_mup, and export-hf refuses MuP's softmax scale by name.
+run first --use-mup --save "$MC_TMP/ck1" --save-interval 2 --exit-interval 2 &&
+    run second --use-mup --load "$MC_TMP/ck1"
+check "width_mult 1: save at 2 and --load exit 0" test $? -eq 0
+check "width_mult 1: --load continues the uninterrupted run's loss at iteration 3" \
+    test "$(log_numbers "$MC_TMP/second" | tail -1 | cut -d' ' -f1)" = "$(log_numbers "$MC_TMP/w1mup" | tail -1 | cut -d' ' -f1)"
+"$MC_BIN" export-hf --load "$MC_TMP/ck1" --output "$MC_TMP/hf" >"$MC_TMP/hf.out" 2>"$MC_TMP/hf.err"
+one_error_line "export-hf of a MuP model: one line" "--use-mup: GPT2LMHeadModel and LlamaForCausalLM" \
+    $? "$MC_TMP/hf.err"
