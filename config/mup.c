@@ -13,15 +13,15 @@ mc_mup_t mc_mup_derive(const mc_args_t *a)
     u.softmax_scale = 1.0 / sqrt((double)a->kv_channels);
     if (!a->use_mup) return u;
     u.on = true;
-    const double base = a->mup_base_hidden_size > 0 ? (double)a->mup_base_hidden_size
-                                                    : (double)a->hidden_size;
+    const double base =
+        a->mup_base_hidden_size > 0 ? (double)a->mup_base_hidden_size : (double)a->hidden_size;
     u.width_mult = a->hidden_size / base;
     const double head = a->mup_base_head_dim > 0 ? sqrt(a->mup_base_head_dim) : 1.0;
     u.softmax_scale = head / pow((double)a->kv_channels, a->mup_attn_scale_power);
     u.embedding_mult = a->mup_embedding_mult;
     /* only when left at its default, as Megatron */
-    u.output_mult = a->mup_output_mult == 1.0 && u.width_mult != 1.0 ? 1.0 / u.width_mult
-                                                                      : a->mup_output_mult;
+    u.output_mult =
+        a->mup_output_mult == 1.0 && u.width_mult != 1.0 ? 1.0 / u.width_mult : a->mup_output_mult;
     u.init_std = a->init_method_std / sqrt(u.width_mult);
     /* mup_scaled_init_method_normal(sigma, L, m, multiplier 2) */
     u.output_init_std = a->init_method_std / (sqrt(2.0 * a->num_layers) * sqrt(u.width_mult));

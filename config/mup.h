@@ -10,11 +10,11 @@
 
 typedef struct {
     bool on;
-    double width_mult;      /* hidden_size / mup_base_hidden_size (base: hidden_size if not given) */
-    double softmax_scale;   /* sqrt(base_head_dim or 1) / kv_channels^attn_scale_power */
-    double embedding_mult;  /* --mup-embedding-mult, on the embedding output */
-    double output_mult;     /* on the logits: --mup-output-mult, or 1/width_mult if left at 1 */
-    double init_std;        /* hidden weights: init_method_std / sqrt(width_mult) */
+    double width_mult;     /* hidden_size / mup_base_hidden_size (base: hidden_size if not given) */
+    double softmax_scale;  /* sqrt(base_head_dim or 1) / kv_channels^attn_scale_power */
+    double embedding_mult; /* --mup-embedding-mult, on the embedding output */
+    double output_mult;    /* on the logits: --mup-output-mult, or 1/width_mult if left at 1 */
+    double init_std;       /* hidden weights: init_method_std / sqrt(width_mult) */
     double output_init_std; /* proj and fc2: init_method_std / (sqrt(2 L) sqrt(width_mult)) */
     double hidden_lr_mult;  /* Adam's hidden (matrix-like) groups: lr, min_lr, eps x 1/width_mult */
 } mc_mup_t;

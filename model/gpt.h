@@ -173,7 +173,7 @@ typedef struct {
     bool embedding_or_output; /* Megatron's is_embedding_or_output_parameter: the word embeddings
                                  and output_layer.weight (also the last stage's tied copy), which
                                  --decoupled-lr applies to */
-    bool mup_hidden; /* MuP's hidden (matrix-like) parameter: not vector-like, i.e. 2-D and
+    bool mup_hidden;          /* MuP's hidden (matrix-like) parameter: not vector-like, i.e. 2-D and
                         not an embedding parameter (word and position embeddings, the output
                         layer); --use-mup scales its lr and Adam eps by 1/width_mult */
 } mc_param_t;

@@ -69,8 +69,8 @@ static void test_derive(void **state)
     a.mup_base_hidden_size = 64;           /* width 4 */
     u = mc_mup_derive(&a);
     assert_true(u.width_mult == 4.0);
-    close_to(u.output_mult, 0.25); /* auto-set: left at 1.0 */
-    close_to(u.init_std, 0.01);    /* 0.02 / sqrt(4) */
+    close_to(u.output_mult, 0.25);                   /* auto-set: left at 1.0 */
+    close_to(u.init_std, 0.01);                      /* 0.02 / sqrt(4) */
     close_to(u.output_init_std, 0.02 / (4.0 * 2.0)); /* sigma / (sqrt(2*8) * sqrt(4)) */
     close_to(u.hidden_lr_mult, 0.25);
     a.mup_output_mult = 3.0; /* given: kept */
@@ -216,9 +216,16 @@ static void test_schedule(void **state)
 {
     (void)state;
     mc_lr_sched_t s;
-    const mc_lr_config_t c = {.init_lr = 0, .max_lr = 1e-3, .min_lr = 1e-4, .warmup_steps = 10,
-                              .decay_steps = 100, .decay_style = MC_LR_COSINE, .start_wd = 0.1,
-                              .end_wd = 0.1, .mup_max_lr = 1e-3 * 0.5, .mup_min_lr = 1e-4 * 0.5};
+    const mc_lr_config_t c = {.init_lr = 0,
+                              .max_lr = 1e-3,
+                              .min_lr = 1e-4,
+                              .warmup_steps = 10,
+                              .decay_steps = 100,
+                              .decay_style = MC_LR_COSINE,
+                              .start_wd = 0.1,
+                              .end_wd = 0.1,
+                              .mup_max_lr = 1e-3 * 0.5,
+                              .mup_min_lr = 1e-4 * 0.5};
     mc_lr_sched_init(&s, &c);
     close_to(mc_mup_lr_at(&s, 5), 0.5e-3 * 0.5); /* warmup from init_lr 0 */
     close_to(mc_mup_lr_at(&s, 1000), 0.5e-4);    /* min_lr x 1/width_mult */
@@ -231,10 +238,8 @@ static void test_schedule(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_derive),
-        cmocka_unit_test(test_model_config),
-        cmocka_unit_test(test_groups),
-        cmocka_unit_test(test_groups_decoupled),
+        cmocka_unit_test(test_derive),   cmocka_unit_test(test_model_config),
+        cmocka_unit_test(test_groups),   cmocka_unit_test(test_groups_decoupled),
         cmocka_unit_test(test_schedule),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
