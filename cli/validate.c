@@ -19,6 +19,7 @@
 #include "data/source.h"
 #include "trainer/config.h"
 #include "cli/validate_moe.h"
+#include "config/mup.h"
 #include "cli/validate_pipe.h"
 
 /* ---- values filled by hand (tests) must still respect the table ---- */
@@ -719,23 +720,6 @@ static void logging(mc_args_t *a)
 }
 
 /* validate_args' checkpoint rules, and OptimizerParamScheduler's assert on its two flags. */
-/* Maximal Update Parametrization (Megatron main's TransformerConfig __post_init__). */
-static void mup(const mc_args_t *a)
-{
-    if (!a->use_mup) return;
-    if (a->mup_base_hidden_size <= 0 && a->mup_base_hidden_size != -1)
-        mc_user_error("--mup-base-hidden-size must be positive (got %lld)",
-                      (long long)a->mup_base_hidden_size);
-    /* Megatron takes its square root: a negative one gives no real scale */
-    if (a->mup_base_head_dim <= 0 && a->mup_base_head_dim != -1)
-        mc_user_error("--mup-base-head-dim must be positive (got %g)", a->mup_base_head_dim);
-    const bool wide = a->mup_base_hidden_size > 0 && a->mup_base_hidden_size != a->hidden_size;
-    if (wide && (a->save[0] || a->load[0]))
-        mc_user_error("--use-mup with --mup-base-hidden-size other than --hidden-size and "
-                      "--save/--load is not implemented yet (the optimizer's MuP parameter "
-                      "groups in checkpoints); train without checkpoints or with width_mult 1");
-}
-
 static void checkpointing(mc_args_t *a)
 {
     if (a->save[0] && a->save_interval == 0)
@@ -799,10 +783,10 @@ RULE(precision)
 RULE(rerun_engine)
 RULE(data)
 RULE(checkpointing)
-RULE(mup)
 #undef RULE
 static void rule_parallel_sizes(mc_args_t *a, int world_size) { parallel_sizes(a, world_size); }
 static void rule_moe(mc_args_t *a, int world_size) { mc_validate_moe(a, world_size); }
+static void rule_mup(mc_args_t *a, int world_size) { (void)world_size, mc_mup_validate(a); }
 static void rule_pipeline_overlaps(mc_args_t *a, int world_size)
 {
     (void)world_size;

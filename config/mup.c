@@ -3,6 +3,8 @@
 #include <math.h>
 #include <string.h>
 
+#include "base/error.h"
+
 mc_mup_t mc_mup_derive(const mc_args_t *a)
 {
     mc_mup_t u;
@@ -27,4 +29,20 @@ mc_mup_t mc_mup_derive(const mc_args_t *a)
     u.output_init_std = a->init_method_std / (sqrt(2.0 * a->num_layers) * sqrt(u.width_mult));
     u.hidden_lr_mult = 1.0 / u.width_mult;
     return u;
+}
+
+void mc_mup_validate(const mc_args_t *a)
+{
+    if (!a->use_mup) return;
+    if (a->mup_base_hidden_size <= 0 && a->mup_base_hidden_size != -1)
+        mc_user_error("--mup-base-hidden-size must be positive (got %lld)",
+                      (long long)a->mup_base_hidden_size);
+    /* Megatron takes its square root: a negative one gives no real scale */
+    if (a->mup_base_head_dim <= 0 && a->mup_base_head_dim != -1)
+        mc_user_error("--mup-base-head-dim must be positive (got %g)", a->mup_base_head_dim);
+    const bool wide = a->mup_base_hidden_size > 0 && a->mup_base_hidden_size != a->hidden_size;
+    if (wide && (a->save[0] || a->load[0]))
+        mc_user_error("--use-mup with --mup-base-hidden-size other than --hidden-size and "
+                      "--save/--load is not implemented yet (the optimizer's MuP parameter "
+                      "groups in checkpoints); train without checkpoints or with width_mult 1");
 }

@@ -22,4 +22,8 @@ typedef struct {
 /* The derived values; on false (and every multiplier 1) without --use-mup. */
 mc_mup_t mc_mup_derive(const mc_args_t *a);
 
+/* Megatron's check (--mup-base-hidden-size must be positive), a base head size whose square root
+ * is real, and what megatron-c does not do yet, one line each (mc_user_error). */
+void mc_mup_validate(const mc_args_t *a);
+
 #endif
