@@ -58,3 +58,25 @@ check "width_mult 1: --load continues the uninterrupted run's loss at iteration 
 "$MC_BIN" export-hf --load "$MC_TMP/ck1" --output "$MC_TMP/hf" >"$MC_TMP/hf.out" 2>"$MC_TMP/hf.err"
 one_error_line "export-hf of a MuP model: one line" "--use-mup: GPT2LMHeadModel and LlamaForCausalLM" \
     $? "$MC_TMP/hf.err"
+
+# width_mult 2 training (hidden lr and eps / 2, logits / 2, embeddings x 2): the same numbers under
+# tp 2 with sequence parallelism (the multipliers on this rank's rows and vocabulary slice), and
+# on the emulated CUDA device (its attention with MuP's softmax scale).
+W2=(--use-mup --mup-base-hidden-size 16 --mup-embedding-mult 2 --train-iters 4)
+run w2train "${W2[@]}"
+check "width_mult 2 trains (exit 0)" test $? -eq 0
+if have_mpirun; then
+    mpirun_mc 2 "${FLAGS[@]}" "${W2[@]}" --tensor-model-parallel-size 2 --sequence-parallel \
+        >"$MC_TMP/tp2" 2>"$MC_TMP/tp2.err"
+    check "width_mult 2 under tp 2 + sp: the single rank's numbers" \
+        same_log_numbers "$MC_TMP/w2train" "$MC_TMP/tp2" 4
+else
+    skip "width_mult 2 under tp 2" "mpirun is not installed"
+fi
+if [ -n "${MC_EMU_BUILD:-}" ] && [ -x "$MC_EMU_BUILD/megatron-c" ]; then
+    "$MC_EMU_BUILD/megatron-c" "${FLAGS[@]}" "${W2[@]}" --device cuda >"$MC_TMP/emu" 2>"$MC_TMP/emu.err"
+    check "width_mult 2 on the emulated device: the CPU's numbers" \
+        same_log_numbers "$MC_TMP/w2train" "$MC_TMP/emu" 4
+else
+    skip "width_mult 2 on the emulated device" "no emulated build (MC_EMU_BUILD)"
+fi
