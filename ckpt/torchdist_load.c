@@ -365,12 +365,14 @@ static int decode_domains(source_t *s, const mc_args_t *src, const mc_shard_t *s
     const int ep = src->num_experts && src->expert_model_parallel_size > 1
                        ? src->expert_model_parallel_size
                        : 1;
-    if (ep > 1 && src->tensor_model_parallel_size > 1)
+    const int tp = src->tensor_model_parallel_size > 0 ? src->tensor_model_parallel_size : 1;
+    const int etp = src->expert_tensor_parallel_size > 0 ? src->expert_tensor_parallel_size : tp;
+    if (ep > 1 && etp != tp && etp != 1)
         return mc_errf(err, n,
                        "%s: the distributed optimizer's state of a checkpoint saved with "
-                       "--expert-model-parallel-size %d and --tensor-model-parallel-size %d is "
+                       "--expert-tensor-parallel-size %d and --tensor-model-parallel-size %d is "
                        "recognised but not read yet by megatron-c (add --no-load-optim)",
-                       s->dir, ep, src->tensor_model_parallel_size);
+                       s->dir, etp, tp);
     int rc = 0;
     for (int pp = 0; pp < src->pipeline_model_parallel_size && !rc; pp++) {
         for (int tp = 0; tp < src->tensor_model_parallel_size && !rc; tp++) {
@@ -382,11 +384,13 @@ static int decode_domains(source_t *s, const mc_args_t *src, const mc_shard_t *s
                                 mc_torchdist_domain(src, tp, pp)};
             rc = decode_domain(s, src, &d, sh, n_sh, ps, err, n);
         }
-        for (int e = 0; ep > 1 && e < ep && !rc; e++) {
-            const domain_t d = {
-                0, pp, e, MC_CKPT_EXPERTS, 1, mc_torchdist_expert_domain(src, 0, e, pp)};
-            rc = decode_domain(s, src, &d, sh, n_sh, ps, err, n);
-        }
+        /* the experts' domains per (etp, ep): an etp rank's state is built as that tp rank's */
+        for (int e = 0; ep > 1 && e < ep && !rc; e++)
+            for (int et = 0; et < etp && !rc; et++) {
+                const domain_t d = {
+                    et, pp, e, MC_CKPT_EXPERTS, 1, mc_torchdist_expert_domain(src, et, e, pp)};
+                rc = decode_domain(s, src, &d, sh, n_sh, ps, err, n);
+            }
     }
     return rc;
 }

@@ -24,11 +24,11 @@ static void shard_key(const mc_param_t *p, char *buf, size_t n, int *layer)
 
 /* A piece of an MoE layer's expert's tensor in torch_dist's stack of every layer's and
  * expert's: [L, E, rows, cols], E the global experts (p->expert is the global number), this
- * expert's local rows [row0, row0 + rows) at global row grow. Every expert tensor is whole on its
- * rank (etp 1). */
+ * expert's local rows [row0, row0 + rows) at global row grow and global column gcol (its local
+ * columns: an etp rank's of linear_fc2). */
 static void add_expert_piece(mc_shard_t *s, const mc_param_t *p, int index, const char *key,
                              int layer, int num_layers, int E, int64_t row0, int64_t rows,
-                             int64_t grow)
+                             int64_t grow, int64_t gcol)
 {
     memset(s, 0, sizeof(*s));
     s->param = index;
@@ -39,26 +39,33 @@ static void add_expert_piece(mc_shard_t *s, const mc_param_t *p, int index, cons
     s->offsets[0] = layer;
     s->offsets[1] = p->expert;
     s->offsets[2] = grow;
+    s->offsets[3] = gcol;
     s->sizes[0] = s->sizes[1] = 1;
     s->sizes[2] = rows;
-    s->start = (long)(row0 * p->shape[1]);
-    s->numel = (long)(rows * p->shape[1]);
+    s->sizes[3] = p->local[1];
+    s->start = (long)(row0 * p->local[1]);
+    s->numel = (long)(rows * p->local[1]);
     s->main = true;
 }
 
 /* An expert's pieces: SwiGLU's linear_fc1 as its gate rows and its up rows (Megatron's
- * apply_swiglu_sharded_factory, as for the dense MLP), anything else whole. */
+ * apply_swiglu_sharded_factory, as for the dense MLP), each an etp rank's block of them with
+ * expert tensor parallelism; linear_fc2 its etp rank's columns; anything else whole. */
 static int add_experts(mc_shard_t *s, const mc_gpt_t *m, const mc_param_t *p, int index,
                        const char *key, int layer)
 {
-    const int L = m->cfg.num_layers, E = m->cfg.moe.num_experts;
-    const int64_t rows = p->shape[0];
+    const int L = m->cfg.num_layers, E = m->cfg.moe.num_experts, r = p->shard_rank;
+    const int64_t rows = p->local[0];
     if (p->kind != MC_PK_EXPERT_FC1_W || !m->cfg.swiglu) {
-        add_expert_piece(s, p, index, key, layer, L, E, 0, rows, 0);
+        const int64_t grow = p->split == MC_SPLIT_ROWS ? r * rows : 0;
+        const int64_t gcol = p->split == MC_SPLIT_COLS ? r * p->local[1] : 0;
+        add_expert_piece(s, p, index, key, layer, L, E, 0, rows, grow, gcol);
         return 1;
     }
-    add_expert_piece(&s[0], p, index, key, layer, L, E, 0, rows / 2, 0);
-    add_expert_piece(&s[1], p, index, key, layer, L, E, rows / 2, rows / 2, rows / 2);
+    const int64_t half = rows / 2, full_half = p->shape[0] / 2;
+    const int64_t at = p->split == MC_SPLIT_ROWS_GLU ? r * half : 0;
+    add_expert_piece(&s[0], p, index, key, layer, L, E, 0, half, at, 0);
+    add_expert_piece(&s[1], p, index, key, layer, L, E, half, half, full_half + at, 0);
     return 2;
 }
 

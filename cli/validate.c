@@ -149,7 +149,10 @@ static void parallel_sizes(mc_args_t *a, int world_size)
             world_size, tp, pp, cp, (long long)model);
     a->world_size = world_size;
     a->data_parallel_size = (int)(world_size / model);
-    if (tp == 1) a->sequence_parallel = false; /* Megatron: no change of numerics at tp 1 */
+    if (tp == 1) a->sequence_parallel = false;       /* Megatron: no change of numerics at tp 1 */
+    if (a->tp_comm_overlap && !a->sequence_parallel) /* arguments.py's, after tp 1's */
+        mc_user_error("--tp-comm-overlap needs --sequence-parallel and tp > 1 (the overlap "
+                      "pipelines the sequence-parallel collectives, as in Megatron)");
     if (a->sequence_parallel && a->seq_length % tp != 0)
         mc_user_error(
             "--seq-length (%d) must be divisible by --tensor-model-parallel-size (%d) with "

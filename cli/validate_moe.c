@@ -224,13 +224,13 @@ static void pending(const mc_args_t *a, void (*report)(const char *line))
         if (!f->checked_first || !f->field_size || at_default(a, f, &d)) continue;
         problem(report,
                 "%s is recognised but not implemented yet in megatron-c (%s; the MoE layer has "
-                "a top-k softmax router, the load-balancing and z losses and expert parallelism "
-                "with the alltoall dispatcher for now; see docs/FLAGS.md)",
+                "a top-k softmax or sigmoid router, the load-balancing and z losses and expert "
+                "parallelism with the alltoall dispatcher for now; see docs/FLAGS.md)",
                 f->name, f->note ? f->note : "not implemented");
     }
 }
 
-/* Expert parallelism today (model/moe.c's alltoall dispatcher): tp 1 (above), any pp and vpp,
+/* Expert parallelism today (model/moe.c's alltoall dispatcher): any tp (below), pp and vpp,
  * gradients reduced (the distributed optimizer: sharded) over edp; torch_dist checkpoints. */
 static void expert_parallel_scope(const mc_args_t *a, void (*report)(const char *line))
 {
@@ -240,8 +240,7 @@ static void expert_parallel_scope(const mc_args_t *a, void (*report)(const char 
     if (cond)                                                                                      \
         problem(report,                                                                            \
                 "--expert-model-parallel-size %d with %s is recognised but not implemented yet "   \
-                "in megatron-c (expert parallelism runs the alltoall dispatcher with tp 1 for "    \
-                "now)",                                                                            \
+                "in megatron-c (expert parallelism runs the alltoall dispatcher for now)",         \
                 ep, what);
     TODO(strcmp(a->moe_token_dispatcher_type, "allgather") == 0,
          "--moe-token-dispatcher-type allgather")
@@ -251,8 +250,38 @@ static void expert_parallel_scope(const mc_args_t *a, void (*report)(const char 
 #undef TODO
 }
 
-/* What the MoE layer does today (model/moe.c): E/ep experts on every rank, with tp 1 and
- * cp 1 (any dp and pp), SwiGLU experts without biases in fp32 or
+/* Tensor parallelism in MoE layers today (model/moe.c): sequence parallel (parallel() above),
+ * the alltoall dispatcher with etp tp or 1, the load-balancing losses (not the z-loss), torch_dist
+ * checkpoints at ep > 1 with the distributed optimizer. */
+static void tensor_parallel_scope(const mc_args_t *a, void (*report)(const char *line))
+{
+    const int tp = a->tensor_model_parallel_size;
+    const int etp = a->expert_tensor_parallel_size ? a->expert_tensor_parallel_size : tp;
+    if (tp <= 1 && etp <= 1) return;
+#define TODO(cond, what)                                                                           \
+    if (cond)                                                                                      \
+        problem(                                                                                   \
+            report,                                                                                \
+            "MoE layers with --tensor-model-parallel-size %d and --expert-tensor-parallel-size "   \
+            "%d with %s are recognised but not implemented yet in megatron-c (tensor "             \
+            "parallelism runs the alltoall dispatcher for now; see issue 31)",                     \
+            tp, etp, what);
+    TODO(etp != tp && etp != 1, "an --expert-tensor-parallel-size other than 1 or tp")
+    TODO(strcmp(a->moe_token_dispatcher_type, "allgather") == 0,
+         "--moe-token-dispatcher-type allgather")
+    TODO(a->moe_z_loss_coeff_set, "--moe-z-loss-coeff")
+    /* torch_dist with the distributed optimizer at ep > 1 (Megatron's chained optimizer, the
+     * tp2sp-ep2 reference's layout) */
+    TODO((a->load[0] || a->save[0]) &&
+             (strcmp(a->ckpt_format, "torch_dist") != 0 || a->expert_model_parallel_size <= 1 ||
+              !a->use_distributed_optimizer || a->dist_ckpt_optim_fully_reshardable),
+         "--load or --save other than torch_dist with --expert-model-parallel-size > 1 and "
+         "--use-distributed-optimizer (dp_reshardable)")
+#undef TODO
+}
+
+/* What the MoE layer does today (model/moe.c): E/ep experts on every rank, each split over etp,
+ * with cp 1 (any tp, dp and pp), SwiGLU experts without biases in fp32 or
  * bf16, dense layers among MoE layers (--moe-layer-freq), the aux, seq-aux, global aux and z
  * losses, checkpoints at ep 1 (every layer an MoE layer). The rest is refused by name, every
  * part at once. */
@@ -265,7 +294,6 @@ static void scope(const mc_args_t *a, void (*report)(const char *line))
                 "MoE layers with %s are recognised but not implemented yet in megatron-c (see "    \
                 "docs/FLAGS.md and issue 31)",                                                     \
                 what);
-    TODO(a->tensor_model_parallel_size > 1, "--tensor-model-parallel-size > 1")
     TODO(a->context_parallel_size > 1, "--context-parallel-size > 1")
     TODO(a->fp16, "--fp16")
     TODO(!a->swiglu, "experts without --swiglu")
@@ -281,12 +309,21 @@ static void scope(const mc_args_t *a, void (*report)(const char *line))
          "--save and --expert-model-parallel-size > 1 other than with "
          "--use-distributed-optimizer (torch, or torch_dist's dp_reshardable state)")
     TODO(a->num_layers > MC_MOE_MAX_LAYERS, "more than 1024 layers")
+    /* the router computes in the run's type: fp32 is that type only in an fp32 run */
+    TODO(strcmp(a->moe_router_dtype, "fp32") == 0 && (a->bf16 || a->fp16),
+         "--moe-router-dtype fp32 and --bf16 or --fp16 (the router in float32 beside 16-bit "
+         "activations)")
+    /* the expert_bias buffer is not yet among the checkpoints' tensors */
+    TODO((a->load[0] || a->save[0]) && a->moe_router_enable_expert_bias,
+         "--load or --save and --moe-router-enable-expert-bias (the expert_bias buffer in "
+         "checkpoints)")
     /* Megatron's torch_dist keys of such a model are per layer (non_homogeneous_layers) */
     TODO((a->load[0] || a->save[0]) &&
              (strchr(a->moe_layer_freq, '[') || atoi(a->moe_layer_freq) > 1),
          "--load or --save and a --moe-layer-freq other than 1 (checkpoints with per-layer keys)")
 #undef TODO
     expert_parallel_scope(a, report);
+    tensor_parallel_scope(a, report);
 }
 
 void mc_moe_unimplemented(const mc_args_t *a, void (*report)(const char *line))

@@ -98,6 +98,9 @@ typedef struct {
     int n_hierarchical_context_parallel_sizes;
     char *hierarchical_context_parallel_sizes[8];
     bool sequence_parallel;
+    /* --tp-comm-overlap and which of its overlaps run (Megatron's TransformerConfig fields) */
+    bool tp_comm_overlap, tp_comm_overlap_ag, tp_comm_overlap_rs, tp_comm_bulk_dgrad,
+        tp_comm_bulk_wgrad;
     int world_size;         /* derived: from the runtime (1 without a launcher) */
     int data_parallel_size; /* derived */
     char distributed_backend[16];

@@ -348,28 +348,32 @@ const mc_flag_t mc_flags_misc[] = {
           "SentencePiece tokenizers megatron-c implements)"),
      .help = "Whether to ignore extra whitespaces in the input text while encoding."},
     {.name = "--disable-tp-comm-bulk-dgrad", G_TRAINING, FALSE_IF_GIVEN,
-     NOOP("only used with --tp-comm-overlap (not implemented yet); ignored otherwise, as in Megatron"),
+     FIELD(tp_comm_bulk_dgrad),
+     IMPLEMENTED_NOTE("with --tp-comm-overlap; ignored otherwise, as in Megatron"),
      .help = "Controls Reduce-Scatter overlap with Bprop weight gradient GEMM. Don't care if "
              "tp_comm_overlap is False."},
     {.name = "--disable-tp-comm-bulk-wgrad", G_TRAINING, FALSE_IF_GIVEN,
-     NOOP("only used with --tp-comm-overlap (not implemented yet); ignored otherwise, as in Megatron"),
+     FIELD(tp_comm_bulk_wgrad),
+     IMPLEMENTED_NOTE("with --tp-comm-overlap; ignored otherwise, as in Megatron"),
      .help = "Controls All-Gather overlap with Bprop activation gradient GEMM. Don't care if "
              "tp_comm_overlap is False."},
     {.name = "--disable-tp-comm-overlap-ag", G_TRAINING, FALSE_IF_GIVEN,
-     NOOP("only used with --tp-comm-overlap (not implemented yet); ignored otherwise, as in Megatron"),
+     FIELD(tp_comm_overlap_ag),
+     IMPLEMENTED_NOTE("with --tp-comm-overlap; ignored otherwise, as in Megatron"),
      .help = "Controls All-Gather overlap with GEMM by pipelining the GEMM and All-Gather. Don't "
              "care if tp_comm_overlap is False."},
     {.name = "--disable-tp-comm-overlap-rs", G_TRAINING, FALSE_IF_GIVEN,
-     NOOP("only used with --tp-comm-overlap (not implemented yet); ignored otherwise, as in Megatron"),
+     FIELD(tp_comm_overlap_rs),
+     IMPLEMENTED_NOTE("with --tp-comm-overlap; ignored otherwise, as in Megatron"),
      .help = "Controls Reduce-Scatter overlap with GEMM by pipelining the GEMM and "
              "Reduce-Scatter. Don't care if tp_comm_overlap is False."},
     {.name = "--disable-tp-comm-split-ag", G_TRAINING, FALSE_IF_GIVEN,
-     NOOP("only used with --tp-comm-overlap (not implemented yet); ignored otherwise, as in Megatron"),
+     NOOP("deprecated from Transformer Engine v1.6.0, which ignores it (Megatron's help)"),
      .help = "Deprecated from TransformerEngine v1.6.0. Controls All-Gather overlap with Fprop "
              "GEMM by pipelining the GEMM and All-Gather splits. Don't care if tp_comm_overlap is "
              "False."},
     {.name = "--disable-tp-comm-split-rs", G_TRAINING, FALSE_IF_GIVEN,
-     NOOP("only used with --tp-comm-overlap (not implemented yet); ignored otherwise, as in Megatron"),
+     NOOP("deprecated from Transformer Engine v1.6.0, which ignores it (Megatron's help)"),
      .help = "Deprecated from TransformerEngine v1.6.0. Controls Reduce-Scatter overlap with "
              "Fprop GEMM by pipelining the GEMM and Reduce-Scatter splits. Don't care if "
              "tp_comm_overlap is False."},
@@ -943,28 +947,32 @@ const mc_flag_t mc_flags_misc[] = {
           "SentencePiece tokenizers megatron-c implements)"),
      .help = "Whether to ignore extra whitespaces in the input text while encoding."},
     {.name = "--no-tp-comm-bulk-dgrad", G_TC, FALSE_IF_GIVEN,
-     NOOP("only used with --tp-comm-overlap (not implemented yet); ignored otherwise, as in Megatron"),
+     FIELD(tp_comm_bulk_dgrad),
+     IMPLEMENTED_NOTE("with --tp-comm-overlap; ignored otherwise, as in Megatron"),
      .help = "Controls Reduce-Scatter overlap with Bprop weight gradient GEMM. Don't care if "
              "tp_comm_overlap is False."},
     {.name = "--no-tp-comm-bulk-wgrad", G_TC, FALSE_IF_GIVEN,
-     NOOP("only used with --tp-comm-overlap (not implemented yet); ignored otherwise, as in Megatron"),
+     FIELD(tp_comm_bulk_wgrad),
+     IMPLEMENTED_NOTE("with --tp-comm-overlap; ignored otherwise, as in Megatron"),
      .help = "Controls All-Gather overlap with Bprop activation gradient GEMM. Don't care if "
              "tp_comm_overlap is False."},
     {.name = "--no-tp-comm-overlap-ag", G_TC, FALSE_IF_GIVEN,
-     NOOP("only used with --tp-comm-overlap (not implemented yet); ignored otherwise, as in Megatron"),
+     FIELD(tp_comm_overlap_ag),
+     IMPLEMENTED_NOTE("with --tp-comm-overlap; ignored otherwise, as in Megatron"),
      .help = "Controls All-Gather overlap with GEMM by pipelining the GEMM and All-Gather. Don't "
              "care if tp_comm_overlap is False."},
     {.name = "--no-tp-comm-overlap-rs", G_TC, FALSE_IF_GIVEN,
-     NOOP("only used with --tp-comm-overlap (not implemented yet); ignored otherwise, as in Megatron"),
+     FIELD(tp_comm_overlap_rs),
+     IMPLEMENTED_NOTE("with --tp-comm-overlap; ignored otherwise, as in Megatron"),
      .help = "Controls Reduce-Scatter overlap with GEMM by pipelining the GEMM and "
              "Reduce-Scatter. Don't care if tp_comm_overlap is False."},
     {.name = "--no-tp-comm-split-ag", G_TC, FALSE_IF_GIVEN,
-     NOOP("only used with --tp-comm-overlap (not implemented yet); ignored otherwise, as in Megatron"),
+     NOOP("deprecated from Transformer Engine v1.6.0, which ignores it (Megatron's help)"),
      .help = "Deprecated from TransformerEngine v1.6.0. Controls All-Gather overlap with Fprop "
              "GEMM by pipelining the GEMM and All-Gather splits. Don't care if tp_comm_overlap is "
              "False."},
     {.name = "--no-tp-comm-split-rs", G_TC, FALSE_IF_GIVEN,
-     NOOP("only used with --tp-comm-overlap (not implemented yet); ignored otherwise, as in Megatron"),
+     NOOP("deprecated from Transformer Engine v1.6.0, which ignores it (Megatron's help)"),
      .help = "Deprecated from TransformerEngine v1.6.0. Controls Reduce-Scatter overlap with "
              "Fprop GEMM by pipelining the GEMM and Reduce-Scatter splits. Don't care if "
              "tp_comm_overlap is False."},
@@ -1229,13 +1237,17 @@ const mc_flag_t mc_flags_misc[] = {
      .help = "Whether to reshard weights after forward pass when using PyTorch FSDP2. Set to "
              "enable FSDP ZeRO-2."},
     {.name = "--tp-comm-bootstrap-backend", G_TRAINING, CHOICE("nccl", "mpi", "gloo"),
-     .def = "nccl", TODO("Transformer Engine's tensor-parallel communication overlap"),
+     .def = "nccl",
+     NOOP("Transformer Engine's userbuffers bootstrap; megatron-c's --tp-comm-overlap runs over the "
+          "tp group's communicator"),
      .help = "Set the bootstrapping backend of Tensor parallel communications."},
     {.name = "--tp-comm-overlap-cfg", G_TRAINING, STRING,
-     TODO("Transformer Engine's tensor-parallel communication overlap"),
+     TODO("Transformer Engine's per-GEMM userbuffers settings (methods, num_splits, SMs); "
+          "--tp-comm-overlap runs its fixed 4 chunks"),
      .help = "Config file when tp_comm_overlap is enabled."},
     {.name = "--tp-comm-overlap-rs-dgrad", G_TRAINING, TRUE_IF_GIVEN,
-     TODO("Transformer Engine's tensor-parallel communication overlap"),
+     TODO("the reduce-scatter pipelined with the input-gradient GEMM; --tp-comm-overlap runs "
+          "Megatron's default bulk overlaps there"),
      .help = "If true, allows Reduce-Scatter overlap with DGRAD GEMM by pipelining the GEMM and "
              "Reduce-Scatter splits. Don't care if tp_comm_overlap is False."},
     {.name = "--trust-remote-code", G_TOKENIZER, TRUE_IF_GIVEN,

@@ -45,7 +45,7 @@ const mc_flag_t mc_flags_moe[] = {
     {.name = "--moe-aux-loss-coeff", G_MOE, LIST(-1), .def = "0.0",
      PENDING_LIST_FIELD(moe_aux_loss_coeff, n_moe_aux_loss_coeff),
      
-     IMPLEMENTED_NOTE("the MoE layer: one rank's experts in fp32 or bf16 so far, the rest refused by name (cli/validate_moe.c)"), .help = "Scaling coefficient for the aux loss: a starting value of 1e-2 is recommended."},
+     IMPLEMENTED_NOTE("the MoE layer: SwiGLU experts in fp32 or bf16, E/ep per rank, each split over etp, so far, the rest refused by name (cli/validate_moe.c)"), .help = "Scaling coefficient for the aux loss: a starting value of 1e-2 is recommended."},
     {.name = "--moe-combine-bwd-dtype", G_TC, CHOICE("bf16", "mxfp8"), .def = "bf16",
      TODO("mixture of experts (MoE)"),
      .help = "Wire dtype of the MoE combine backward gradient ('ncclep' flex dispatcher only). "
@@ -85,7 +85,7 @@ const mc_flag_t mc_flags_moe[] = {
      .help = "Deprecated. Use --expert-tensor-parallel-size instead."},
     {.name = "--moe-ffn-hidden-size", G_MOE, INT, PENDING_FIELD(moe_ffn_hidden_size), GE(1),
      
-     IMPLEMENTED_NOTE("the MoE layer: one rank's experts in fp32 or bf16 so far, the rest refused by name (cli/validate_moe.c)"), .help = "MoE Feed-Forward Network hidden size. If not specified, defaults to the "
+     IMPLEMENTED_NOTE("the MoE layer: SwiGLU experts in fp32 or bf16, E/ep per rank, each split over etp, so far, the rest refused by name (cli/validate_moe.c)"), .help = "MoE Feed-Forward Network hidden size. If not specified, defaults to the "
              "ffn_hidden_size."},
     {.name = "--moe-flex-dispatcher-backend", G_TC, CHOICE("deepep", "hybridep", "ncclep"),
      .def = "deepep", TODO("mixture of experts (MoE)"),
@@ -131,7 +131,7 @@ const mc_flag_t mc_flags_moe[] = {
      .help = "Latent projection dimension for MoE. If None, MoE latent projections are not used."},
     {.name = "--moe-layer-freq", G_MOE, STRING, .def = "1", PENDING_FIELD(moe_layer_freq),
      
-     IMPLEMENTED_NOTE("the MoE layer: one rank's experts in fp32 or bf16 so far, the rest refused by name (cli/validate_moe.c)"), .help = "Frequency between MoE layers and Dense layers. Accepts either: - An integer N: "
+     IMPLEMENTED_NOTE("the MoE layer: SwiGLU experts in fp32 or bf16, E/ep per rank, each split over etp, so far, the rest refused by name (cli/validate_moe.c)"), .help = "Frequency between MoE layers and Dense layers. Accepts either: - An integer N: "
              "Represents a 1:N ratio, meaning one expert layer for every N-1 dense layers - A "
              "string containing a Python list expression that defines a custom pattern, e.g.: "
              "\"([1]*3+[0]*1)*3\" evaluates to [1,1,1,0,1,1,1,0,1,1,1,0] where 1 indicates an "
@@ -191,19 +191,19 @@ const mc_flag_t mc_flags_moe[] = {
      .help = "Fuse token rearrangement ops during token dispatching for HybridEP."},
     {.name = "--moe-router-bias-update-rate", G_MOE, FLOAT, .def = "0.001",
      PENDING_FIELD(moe_router_bias_update_rate),
-     TODO_CHECKED("mixture of experts (MoE)"),
+     IMPLEMENTED_NOTE("the expert bias step per global batch"),
      .help = "The expert bias is updated based on the number of assigned tokens to each expert in "
              "a global batch, where the bias is increased for the experts with less assigned "
              "tokens and decreased for the experts with more assigned tokens. The default value "
              "1e-3 is same as that used in DeepSeekV3."},
     {.name = "--moe-router-dtype", G_MOE, CHOICE("fp32", "fp64"), PENDING_FIELD(moe_router_dtype),
-     TODO_CHECKED("mixture of experts (MoE)"),
+     ONLY("fp64 is not implemented yet; fp32 in float32 runs (the router computes in float32 there already: the same numbers), refused by name with --bf16 or --fp16 for now", "fp32"),
      .help = "Data type for routing and expert output weighted averaging. Using fp32 or fp64 can "
              "improve stability especially when the number of experts is large (e.g. "
              "finegrained-moe). None means no changes for dtype."},
     {.name = "--moe-router-enable-expert-bias", G_MOE, TRUE_IF_GIVEN,
      PENDING_FIELD(moe_router_enable_expert_bias),
-     TODO_CHECKED("mixture of experts (MoE)"),
+     IMPLEMENTED_NOTE("aux-loss-free balancing: the expert bias chooses the experts (sigmoid scores), updated once per global batch from the token counts over tp x dp x cp; --save and --load with it refused for now"),
      .help = "TopK routing with dynamic per-expert bias in the aux-loss-free load balancing "
              "strategy. The routing decision is based on the sum of the routing scores and the "
              "expert bias. See https://arxiv.org/abs/2408.15664 for details."},
@@ -222,12 +222,12 @@ const mc_flag_t mc_flags_moe[] = {
      .help = "Enable fusion for MoE TopK routing and aux-loss computation. This is only supported "
              "in TransformerEngine 2.7.0 and above."},
     {.name = "--moe-router-group-topk", G_MOE, INT, PENDING_FIELD(moe_router_group_topk), GE(1),
-     TODO_CHECKED("mixture of experts (MoE)"),
+     IMPLEMENTED_NOTE("group-limited routing: each group scored by the sum of its top (topk / group-topk) scores, the best groups kept, the rest masked"),
      .help = "Number of selected groups for group-limited routing."},
     {.name = "--moe-router-load-balancing-type", G_MOE, LIST(-1), .def = "aux_loss",
      PENDING_LIST_FIELD(moe_router_load_balancing_type, n_moe_router_load_balancing_type),
      
-     IMPLEMENTED_NOTE("the MoE layer: one rank's experts in fp32 or bf16 so far, the rest refused by name (cli/validate_moe.c)"), .help = "Determines the load balancing strategy for the router. \"aux_loss\" corresponds to "
+     IMPLEMENTED_NOTE("the MoE layer: SwiGLU experts in fp32 or bf16, E/ep per rank, each split over etp, so far, the rest refused by name (cli/validate_moe.c)"), .help = "Determines the load balancing strategy for the router. \"aux_loss\" corresponds to "
              "the load balancing loss used in GShard and SwitchTransformer; \"seq_aux_loss\" "
              "corresponds to the load balancing loss used in DeepSeekV2, which computes the loss "
              "for each individual sample; \"sinkhorn\" corresponds to the balancing algorithm "
@@ -235,7 +235,7 @@ const mc_flag_t mc_flags_moe[] = {
              "per-expert bias to handle load balance internally; \"none\" implies no load "
              "balancing. The default is \"aux_loss\"."},
     {.name = "--moe-router-num-groups", G_MOE, INT, PENDING_FIELD(moe_router_num_groups), GE(1),
-     TODO_CHECKED("mixture of experts (MoE)"),
+     IMPLEMENTED_NOTE("group-limited routing, with --moe-router-group-topk"),
      .help = "Number of groups to divide experts into for group-limited routing. When using "
              "group-limited routing: 1. Experts are divided into 'moe_router_num_groups' "
              "equal-sized groups 2. For each token, 'moe_router_group_topk' groups are selected "
@@ -258,7 +258,7 @@ const mc_flag_t mc_flags_moe[] = {
              "remove the explicit padding in the GroupedMLP layer."},
     {.name = "--moe-router-pre-softmax", G_MOE, TRUE_IF_GIVEN,
      PENDING_FIELD(moe_router_pre_softmax),
-     TODO_CHECKED("mixture of experts (MoE)"),
+     IMPLEMENTED_NOTE("softmax over all experts before the top-k, as Megatron's topk_routing_with_score_function"),
      .help = "Enable pre-softmax(pre-sigmoid) routing for MoE, which means softmax is before the "
              "top-k selection. By default, softmax is done after top-k."},
     {.name = "--moe-router-quantile-balancing-ema", G_TC, FLOAT, .def = "0.0",
@@ -270,14 +270,14 @@ const mc_flag_t mc_flags_moe[] = {
              "latest global-batch quantile estimate each step."},
     {.name = "--moe-router-score-function", G_MOE, CHOICE("softmax", "sigmoid", "sqrtsoftplus"),
      .def = "softmax", PENDING_FIELD(moe_router_score_function),
-     TODO_CHECKED("mixture of experts (MoE)"),
+     ONLY("sqrtsoftplus is not implemented yet; sigmoid: top-k of the sigmoid scores, normalised by their sum when top-k > 1", "softmax", "sigmoid"),
      .help = "Score function for MoE routing. Can be \"softmax\", \"sigmoid\" or \"sqrtsoftplus\"."},
     {.name = "--moe-router-topk", G_MOE, INT, .def = "2", GE(1), PENDING_FIELD(moe_router_topk),
      
-     IMPLEMENTED_NOTE("the MoE layer: one rank's experts in fp32 or bf16 so far, the rest refused by name (cli/validate_moe.c)"), .help = "Number of experts to route to for each token."},
+     IMPLEMENTED_NOTE("the MoE layer: SwiGLU experts in fp32 or bf16, E/ep per rank, each split over etp, so far, the rest refused by name (cli/validate_moe.c)"), .help = "Number of experts to route to for each token."},
     {.name = "--moe-router-topk-scaling-factor", G_MOE, FLOAT,
      PENDING_FIELD(moe_router_topk_scaling_factor),
-     TODO_CHECKED("mixture of experts (MoE)"),
+     IMPLEMENTED_NOTE("the chosen experts' probabilities times the factor"),
      .help = "Scaling factor for routing score in top-k selection. Defaults to None, which means "
              "no scaling."},
     {.name = "--moe-routing-trace-capture-hidden-states", G_LOGGING, TRUE_IF_GIVEN,
@@ -336,7 +336,7 @@ const mc_flag_t mc_flags_moe[] = {
     {.name = "--moe-token-dispatcher-type", G_MOE, CHOICE("allgather", "alltoall", "flex"),
      .def = "allgather", PENDING_FIELD(moe_token_dispatcher_type),
      
-     IMPLEMENTED_NOTE("the MoE layer: one rank's experts in fp32 or bf16 so far, the rest refused by name (cli/validate_moe.c)"), .help = "The type of token dispatcher to use. The default is 'allgather'. Options are "
+     IMPLEMENTED_NOTE("the MoE layer: SwiGLU experts in fp32 or bf16, E/ep per rank, each split over etp, so far, the rest refused by name (cli/validate_moe.c)"), .help = "The type of token dispatcher to use. The default is 'allgather'. Options are "
              "'allgather','alltoall' and 'flex'."},
     {.name = "--moe-token-drop-policy", G_MOE, CHOICE("probs", "position"), .def = "probs",
      PENDING_FIELD(moe_token_drop_policy),

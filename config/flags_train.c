@@ -182,7 +182,13 @@ const mc_flag_t mc_flags_train[] = {
     {.name = "--no-manual-gc-eval", TRAIN, FALSE_IF_GIVEN, NOOP("Python garbage collection"),
      .help = "When using manual garbage collection, disable garbage collection at the start and "
              "the end of each evaluation run."},
-    {.name = "--tp-comm-overlap", TRAIN, TRUE_IF_GIVEN, TODO("needs tensor parallelism"),
+    {.name = "--tp-comm-overlap", TRAIN, TRUE_IF_GIVEN, FIELD(tp_comm_overlap),
+     IMPLEMENTED_NOTE("needs --sequence-parallel (and tp > 1), as in Megatron: the all-gather "
+                      "before linear_qkv/linear_fc1 and the reduce-scatter after "
+                      "linear_proj/linear_fc2 in 4 chunks beside their GEMMs (Transformer "
+                      "Engine's default num_splits), the backward's bulk overlaps beside the "
+                      "input- and weight-gradient GEMMs, through the comm interface; the "
+                      "same numbers up to the GEMMs' rounding"),
      .help = "Enables the overlap of Tensor parallel communication and GEMM kernels."},
     {.name = "--use-cpu-initialization", TRAIN, TRUE_IF_GIVEN,
      NOOP("megatron-c's initialisation is the same wherever it runs (DESIGN decision 6)"),

@@ -153,11 +153,9 @@ static void *attn_forward(mc_layer_run_t *r, void *acts, const void *in)
     mc_attention_acts_t *s = acts;
     void *const *w = r->w;
     const int N = r->N, H = c->hidden, HD = c->head_dim;
-    mc_gpt_t *m = r->m;
 
-    be->linear_forward(be, c->dt, c->qk_norm ? s->qkv_in : s->qkv,
-                       mc_tp_column_input(&r->tp, in, m->gath, r->NL), w[MC_PK_QKV_W],
-                       w[MC_PK_QKV_B], N, H, t->qkv);
+    mc_linear_column_forward(r, c->qk_norm ? s->qkv_in : s->qkv, NULL, in, w[MC_PK_QKV_W],
+                             w[MC_PK_QKV_B], H, t->qkv);
     if (c->qk_norm)
         be->qk_norm_forward(be, c->dt, s->qkv, s->qk_mean, s->qk_rstd, s->qkv_in, w[MC_PK_Q_NORM_W],
                             w[MC_PK_Q_NORM_B], w[MC_PK_K_NORM_W], w[MC_PK_K_NORM_B], N, t->groups,
@@ -166,9 +164,8 @@ static void *attn_forward(mc_layer_run_t *r, void *acts, const void *in)
     const mc_dropout_t d = probs_dropout(r, r->training);
     core_attention(r, s->out, s, &d);
     /* the row-parallel bias joins once, before the sum */
-    be->linear_forward(be, c->dt, m->tmp_h, s->out, w[MC_PK_PROJ_W],
-                       c->tp_rank == 0 ? w[MC_PK_PROJ_B] : NULL, N, t->attn, H);
-    return mc_tp_row_output(&r->tp, m->tmp_h, m->dtmp_h, r->NL); /* dtmp_h: free in forward */
+    return mc_linear_row_forward(r, s->out, w[MC_PK_PROJ_W],
+                                 c->tp_rank == 0 ? w[MC_PK_PROJ_B] : NULL, t->attn);
 }
 
 static void attn_backward(mc_layer_run_t *r, void *acts, const void *in, void *dy, void *din)
@@ -182,13 +179,10 @@ static void attn_backward(mc_layer_run_t *r, void *acts, const void *in, void *d
     const mc_dtype_t dt = c->dt, gdt = c->gdt;
     mc_gpt_t *m = r->m;
     void *d_qkv = m->attn_ws.d_qkv;
-    /* the input gradient over the whole sequence, before its sum over tp */
-    void *dfull = t->sp ? m->tmp_h : din;
 
     /* d attn into tmp_h */
-    be->linear_backward(be, dt, gdt, m->tmp_h, gw[MC_PK_PROJ_W], gw[MC_PK_PROJ_B],
-                        mc_tp_row_output_grad(&r->tp, dy, m->gath, r->NL), s->out, w[MC_PK_PROJ_W],
-                        N, t->attn, H);
+    mc_linear_row_backward(r, m->tmp_h, gw[MC_PK_PROJ_W], gw[MC_PK_PROJ_B], dy, s->out,
+                           w[MC_PK_PROJ_W], NULL, t->attn);
     const mc_dropout_t d = probs_dropout(r, true);
     /* selective recomputation: core attention again, its output into dtmp_h (dy's buffer,
      * consumed, or free when dy is dres itself), which the backward then reads as the forward's
@@ -210,10 +204,8 @@ static void attn_backward(mc_layer_run_t *r, void *acts, const void *in, void *d
                              w[MC_PK_K_NORM_W], s->qk_mean, s->qk_rstd, N, t->groups,
                              t->heads / t->groups, HD, c->rms);
     /* tmp_h (d attn) is consumed: it may take the whole-sequence input gradient */
-    be->linear_backward(be, dt, gdt, dfull, gw[MC_PK_QKV_W], gw[MC_PK_QKV_B], d_qkv,
-                        mc_tp_column_input(&r->tp, in, m->gath, r->NL), w[MC_PK_QKV_W], N, H,
-                        t->qkv);
-    mc_tp_column_input_grad(&r->tp, dfull, din, r->NL);
+    mc_linear_column_backward(r, din, gw[MC_PK_QKV_W], gw[MC_PK_QKV_B], d_qkv, in, w[MC_PK_QKV_W],
+                              H, t->qkv);
 }
 
 const mc_block_ops_t mc_self_attention = {

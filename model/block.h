@@ -73,8 +73,33 @@ typedef struct {
     int local;          /* its local layer index (m->layer_param[local]: its first parameter) */
 } mc_layer_run_t;
 
+/* An MoE layer's tokens: the rows of its sequence-local input (this rank's sequence rows under
+ * sequence parallelism). */
+static inline long mc_moe_tokens(const mc_layer_run_t *r) { return r->NL / r->c->hidden; }
+
 /* Layer j of the chunk in flight (m->cur, m->cur_chunk) as its blocks see it. */
 mc_layer_run_t mc_gpt_layer_run(mc_gpt_t *m, int j, uint32_t iteration, bool training);
+
+/* ---- a layer's parallel linears (model/linear.c): the GEMMs with their tensor-parallel
+ * mappings, and with --tp-comm-overlap the sequence-parallel collectives beside them ---- */
+
+/* linear_qkv / linear_fc1 forward from the sequence-local input in (hidden wide): out [N, out_f]
+ * = in @ W^T + bias, or with pre the activation fused (linear_gelu_forward: out = act(pre)). */
+void mc_linear_column_forward(const mc_layer_run_t *r, void *out, void *pre, const void *in,
+                              const void *W, const void *bias, int in_f, int out_f);
+/* linear_proj / linear_fc2 forward from in [N, in_f]: the output summed over tp (sequence-local
+ * with sequence parallelism) in m->tmp_h or m->dtmp_h, which it returns. */
+void *mc_linear_row_forward(const mc_layer_run_t *r, const void *in, const void *W,
+                            const void *bias, int in_f);
+/* Their backward from the sequence-local dy: din [N, in_f] (through the activation's gradient
+ * at pre, with pre: linear_backward_gelu), dW and db accumulate. */
+void mc_linear_row_backward(const mc_layer_run_t *r, void *din, void *dW, void *db, const void *dy,
+                            const void *in, const void *W, void *pre, int in_f);
+/* linear_qkv / linear_fc1 backward from dout [N, out_f]: the sequence-local din, summed over tp
+ * (m->tmp_h is its scratch), dW and db accumulate. */
+void mc_linear_column_backward(const mc_layer_run_t *r, void *din, void *dW, void *db,
+                               const void *dout, const void *in, const void *W, int in_f,
+                               int out_f);
 
 /* ---- norms (model/norm.c): LayerNorm and RMSNorm over rows of the hidden size ---- */
 
@@ -148,6 +173,9 @@ static inline void *mc_block_acts(mc_layer_acts_t *a, const mc_block_ops_t *b)
 void mc_moe_losses_plan(mc_gpt_t *m, mc_alloc_t *a, mc_moe_acts_t *s);
 void mc_moe_losses_plan_shared(mc_gpt_t *m, mc_alloc_t *ws);
 void mc_moe_losses_forward(mc_layer_run_t *r, mc_moe_acts_t *s);
+/* The aux-loss-free balancing's count of a training forward's routed tokens (counts[E], the
+ * layer's tokens per expert on the host) into local_tokens_per_expert (model/moe_bias.c). */
+void mc_moe_bias_count(mc_layer_run_t *r, const int32_t *counts);
 void mc_moe_losses_backward(mc_layer_run_t *r, mc_moe_acts_t *s, void *dlogits);
 
 /* ---- the embedding (model/embedding.c) ---- */

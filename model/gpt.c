@@ -44,7 +44,8 @@ mc_tp_t mc_gpt_tp(const mc_gpt_t *m)
                      .size = c->tp,
                      .rank = c->tp_rank,
                      .sp = c->sequence_parallel && c->tp > 1,
-                     .dt = c->dt};
+                     .dt = c->dt,
+                     .ov = c->tp_overlap};
 }
 
 mc_dropout_t mc_gpt_dropout(const mc_gpt_t *m, uint32_t iteration, uint32_t layer, uint32_t site,

@@ -22,6 +22,7 @@
 #include "comm/comm.h"
 #include "config/cp_layout.h"
 #include "model/param_names.h"
+#include "model/tp.h"
 
 /* Activation recomputation (Megatron's --recompute-granularity / --recompute-method). */
 typedef enum {
@@ -67,13 +68,18 @@ typedef enum {
 } mc_moe_loss_t;
 
 /* Mixture of experts (Megatron's MoELayer, model/moe.c): the layers whose MLP is a router and
- * experts. Today one rank holds every expert (ep 1, tp 1), each layer's tokens go to their top-k
- * experts (no capacity), and the losses enter the router's gradient. */
+ * experts. Each rank holds E/ep experts, each split over etp (parallel folding), each layer's tokens
+ * (this rank's sequence rows under tensor parallelism) go to their top-k experts (no capacity),
+ * and the losses enter the router's gradient. */
 #define MC_MOE_MAX_LAYERS 1024
 typedef struct {
     int num_experts;        /* --num-experts; 0: a dense model */
     int ffn;                /* --moe-ffn-hidden-size */
     mc_moe_router_t router; /* the TopKRouter's settings */
+    /* aux-loss-free balancing (--moe-router-enable-expert-bias, sigmoid scores): each MoE layer's
+     * expert bias chooses the experts, updated once per global batch by this rate */
+    bool expert_bias;
+    float bias_update_rate;
     /* each loss's coefficient (0: not computed, as Megatron's coeff == 0 / None), and whether
      * training_log tracks (logs) it: its track_names */
     double coeff[MC_MOE_LOSSES];
@@ -82,7 +88,14 @@ typedef struct {
     /* expert parallelism: this rank holds experts [ep_rank * E/ep, (ep_rank + 1) * E/ep), the
      * token dispatcher's all-to-all runs over mc_gpt_t.ep_group (ep 0 or 1: every expert) */
     int ep, ep_rank;
+    /* expert tensor parallelism (--expert-tensor-parallel-size, Megatron's expt_tp): each expert's
+     * linear_fc1 rows (each SwiGLU half's) and linear_fc2 columns split over mc_gpt_t.etp_group,
+     * this rank holding block etp_rank (etp 0 or 1: whole experts) */
+    int etp, etp_rank;
 } mc_moe_cfg_t;
+
+/* Whether the MoE layer's token dispatcher moves tokens between ranks (ep > 1 or etp > 1). */
+static inline bool mc_moe_dispatched(const mc_moe_cfg_t *q) { return q->ep > 1 || q->etp > 1; }
 
 /* Slot groups: the chunks without the loss, and the chunk with it. */
 #define MC_SLOT_GROUPS 2
@@ -117,6 +130,7 @@ typedef struct {
     mc_dtype_t gdt;         /* parameter gradients (Megatron's main_grad buffer) */
     int tp, tp_rank;        /* tensor parallelism: this rank's heads, ffn and vocab slice */
     bool sequence_parallel; /* with tp > 1: LayerNorm/dropout regions split along the sequence */
+    mc_tp_overlap_t tp_overlap; /* --tp-comm-overlap (chunks 0: off) */
     /* context parallelism: seq is this rank's rows of the seq_full positions, chunks cp_rank
      * and 2cp-1-cp_rank of 2cp (config/cp_layout.h); cp_a2a is a2a+p2p's a2a level */
     int cp, cp_rank, cp_a2a, seq_full;
@@ -141,6 +155,23 @@ static inline float mc_gpt_softmax_scale(const mc_gpt_config_t *c)
     return c->softmax_scale > 0 ? c->softmax_scale : 1.0f / sqrtf((float)c->head_dim);
 }
 
+/* Whether the experts' groups differ from the dense layers' (ep > 1 or etp != tp): their
+ * gradients then reduce over edp in buckets of their own and their norms over the expert
+ * model-parallel group (Megatron's expert_parallel_buffers and chained optimizer). */
+static inline bool mc_moe_folded(const mc_gpt_config_t *c)
+{
+    const int etp = c->moe.etp > 1 ? c->moe.etp : 1, tp = c->tp > 1 ? c->tp : 1;
+    return c->moe.num_experts && (c->moe.ep > 1 || etp != tp);
+}
+
+/* The expert-data-parallel size of a dense dp (x cp 1) of dp ranks: dp * tp / (etp * ep). */
+static inline int mc_moe_edp(const mc_gpt_config_t *c, int dp)
+{
+    const int etp = c->moe.etp > 1 ? c->moe.etp : 1, tp = c->tp > 1 ? c->tp : 1;
+    const int ep = c->moe.ep > 1 ? c->moe.ep : 1;
+    return dp * tp / (etp * ep);
+}
+
 static inline int mc_gpt_slot_group(const mc_gpt_config_t *c, int chunk)
 {
     return c->chunk[chunk].post ? 1 : 0;
@@ -156,6 +187,7 @@ typedef struct {
     int ndim;
     int64_t shape[2]; /* full, unsharded */
     mc_split_t split;
+    int shard_rank;    /* this rank's block of the split: its tp rank (its etp rank: experts) */
     int64_t local[2];  /* this rank's slice */
     long numel;        /* of the slice */
     bool seq_parallel; /* its gradient is a partial sum, summed over tp per step: a norm's
@@ -317,18 +349,22 @@ typedef struct {
      * wherever the buffers' layout puts them): the grouped GEMMs' pointer arrays */
     void *fc1[MC_MOE_MAX_EXPERTS], *fc2[MC_MOE_MAX_EXPERTS];
     void *dfc1[MC_MOE_MAX_EXPERTS], *dfc2[MC_MOE_MAX_EXPERTS];
-    /* ep > 1 (model/moe.c's dispatcher): the all-to-all's staging [Rmax, H] and [Rmax], the
-     * gradients at the experts' input and probabilities of the received rows (Rr), and the host
-     * plan of one layer's exchange: each ep rank's counts for this rank's experts [ep][E/ep]
-     * (int32, from every rank's counts_host), the local experts'
-     * rows (the grouped GEMM's sizes), rows sent to and received from each ep rank, and the
-     * received chunks' sizes and orders (rank-major <-> local-expert-major) */
-    void *a2a_h, *a2a_p, *d_x_ex, *d_pprobs_ex;
+    /* ep > 1 or etp > 1 (model/moe.c's dispatcher): two staging buffers of rows [Rmax, H] and
+     * their probabilities [Rmax], the gradients at the experts' input and probabilities of the
+     * rows they take (Rr), and the host plan of one layer's exchange: each ep rank's counts for
+     * this rank's experts [ep][E/ep] (int32, from every rank's counts_host), those of every etp
+     * rank [etp][ep][E/ep], the local experts' rows (the grouped GEMM's sizes), rows sent to and
+     * received from each ep rank, each etp rank's rows after the all-to-all, and the gathered
+     * chunks' sizes and orders (etp-rank, ep-rank, local-expert-major <-> local-expert-major) */
+    void *st_h[2], *st_p[2], *d_x_ex, *d_pprobs_ex;
     int32_t all_counts[MC_MOE_MAX_EXPERTS];
+    void *host_block;    /* the host arrays below, one allocation */
+    int32_t *etp_counts; /* [etp * E] (host) */
     long split_local[MC_MOE_MAX_EXPERTS];
     size_t send_rows[MC_MOE_MAX_EXPERTS], recv_rows[MC_MOE_MAX_EXPERTS];
-    long chunk_by_rank[MC_MOE_MAX_EXPERTS], chunk_by_expert[MC_MOE_MAX_EXPERTS];
-    int to_expert_major[MC_MOE_MAX_EXPERTS], to_rank_major[MC_MOE_MAX_EXPERTS];
+    size_t *etp_rows;                      /* [etp] (host) */
+    long *chunk_by_rank, *chunk_by_expert; /* [etp * E] (host) */
+    int *to_expert_major, *to_rank_major;  /* [etp * E] (host) */
 } mc_moe_ws_t;
 
 /* One microbatch's activations through one chunk. */
@@ -390,8 +426,9 @@ typedef struct mc_gpt {
     /* Context parallelism: the cp group, and --hierarchical-context-parallel-sizes' a2a and p2p
      * levels (NULL without them) */
     mc_group_t *cp_group, *cp_a2a_group, *cp_p2p_group;
-    /* Expert parallelism: the MoE dispatcher's ep group (NULL with ep 1) */
-    mc_group_t *ep_group;
+    /* Expert parallelism: the MoE dispatcher's ep group (NULL with ep 1) and its etp group
+     * (expt_tp: the all-gather and reduce-scatter around the experts; NULL with etp 1) */
+    mc_group_t *ep_group, *etp_group;
     void *param_buf, *grad_buf; /* of types cfg.dt and cfg.gdt */
     mc_gpt_ptrs_t p, g;
 
@@ -421,6 +458,10 @@ typedef struct mc_gpt {
     float *moe_tracker;
     float *moe_global_tokens, *moe_ga_steps;
     mc_group_t *tp_dp_cp_group;
+    /* --moe-router-enable-expert-bias (model/moe_bias.c): each local layer's expert_bias
+     * ([n_local_layers][E] fp32, device; Megatron's persistent buffer) and its
+     * local_tokens_per_expert (host, summed over this global batch's training forwards) */
+    float *moe_expert_bias, *moe_local_tokens;
     /* --apply-layernorm-1p (model/norm.c): the weights the norms compute with, 1 + w, formed
      * from the parameters each time a block's parameters are needed (m->p points there);
      * norm_1p[i] is parameter i's (NULL for the others), norm_1p_ones a vector of ones */
@@ -533,6 +574,12 @@ void mc_gpt_moe_take_losses(mc_gpt_t *m, float *out);
 /* finalize_model_grads' reset_global_aux_loss_tracker: global_aux_loss's running counts start
  * again (after each training step's backward). */
 void mc_gpt_moe_step_end(mc_gpt_t *m);
+/* _update_router_expert_bias (finalize_model_grads, once per global batch): the layers' token
+ * counts summed over tp x dp x cp, each expert_bias += rate * sign(mean count - count); the
+ * counts start again. Nothing without --moe-router-enable-expert-bias. */
+void mc_gpt_moe_update_expert_bias(mc_gpt_t *m);
+/* Local layer `local`'s expert_bias on the device ([E] fp32), NULL without expert bias. */
+float *mc_gpt_moe_expert_bias(mc_gpt_t *m, int local);
 /* Megatron's name of each loss in the log line and TensorBoard ("load_balancing_loss",
  * "seq_load_balancing_loss", "global_load_balancing_loss", "z_loss"). */
 const char *mc_moe_loss_name(mc_moe_loss_t k);

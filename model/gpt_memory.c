@@ -318,13 +318,16 @@ void mc_gpt_free(mc_gpt_t *m)
         for (int i = 0; i < m->n_bufs; i++) be->free(be, m->bufs[i]);
         if (m->param_buf) be->free(be, m->param_buf);
         if (m->grad_buf) be->free(be, m->grad_buf);
+        if (m->moe_expert_bias) be->free(be, m->moe_expert_bias);
     }
     free_slot_structs(m);
     free(m->bufs);
     free(m->host_losses);
     free(m->moe_tracker);
+    free(m->moe_ws.host_block);
     free(m->moe_global_tokens);
     free(m->moe_ga_steps);
+    free(m->moe_local_tokens);
     free(m->p.layers);
     free(m->g.layers);
     free(m->norm_1p);

@@ -62,7 +62,7 @@ void mc_gpt_init_params(mc_gpt_t *m)
         /* this rank's slice of the full tensor: whole, a block of rows, or a block of columns
          * of every row */
         const long cols = p->ndim == 2 ? (long)p->shape[1] : 1;
-        const int r = m->cfg.tp_rank;
+        const int r = p->shard_rank;
         if (p->split == MC_SPLIT_COLS) {
             const long lc = (long)p->local[1];
             for (long i = 0; i < p->local[0]; i++)

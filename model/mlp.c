@@ -46,20 +46,16 @@ static void *mlp_forward(mc_layer_run_t *r, void *acts, const void *in)
     mc_mlp_acts_t *s = acts;
     void *const *w = r->w;
     const int N = r->N, H = c->hidden, F = t->ffn;
-    mc_gpt_t *m = r->m;
 
-    const void *x = mc_tp_column_input(&r->tp, in, m->gath, r->NL);
     if (c->swiglu) {
-        be->linear_forward(be, c->dt, s->fc1, x, w[MC_PK_FC1_W], w[MC_PK_FC1_B], N, H, t->ffn1);
+        mc_linear_column_forward(r, s->fc1, NULL, in, w[MC_PK_FC1_W], w[MC_PK_FC1_B], H, t->ffn1);
         be->swiglu_forward(be, c->dt, s->act, s->fc1, N, F);
     } else {
-        be->linear_gelu_forward(be, c->dt, s->act, s->fc1, x, w[MC_PK_FC1_W], w[MC_PK_FC1_B], N, H,
-                                F, c->act);
+        mc_linear_column_forward(r, s->act, s->fc1, in, w[MC_PK_FC1_W], w[MC_PK_FC1_B], H, F);
     }
     /* the row-parallel bias joins once, before the sum */
-    be->linear_forward(be, c->dt, m->tmp_h, s->act, w[MC_PK_FC2_W],
-                       c->tp_rank == 0 ? w[MC_PK_FC2_B] : NULL, N, F, H);
-    return mc_tp_row_output(&r->tp, m->tmp_h, m->dtmp_h, r->NL);
+    return mc_linear_row_forward(r, s->act, w[MC_PK_FC2_W], c->tp_rank == 0 ? w[MC_PK_FC2_B] : NULL,
+                                 F);
 }
 
 static void mlp_backward(mc_layer_run_t *r, void *acts, const void *in, void *dy, void *din)
@@ -70,24 +66,19 @@ static void mlp_backward(mc_layer_run_t *r, void *acts, const void *in, void *dy
     mc_mlp_acts_t *s = acts;
     void *const *w = r->w, *const *gw = r->gw;
     const int N = r->N, H = c->hidden, F = t->ffn;
-    const mc_dtype_t dt = c->dt, gdt = c->gdt;
     mc_gpt_t *m = r->m;
     void *d_fc1 = m->mlp_ws.d_fc1;
-    void *dfull = t->sp ? m->tmp_h : din;
 
-    const void *dy_full = mc_tp_row_output_grad(&r->tp, dy, m->gath, r->NL);
     if (c->swiglu) {
-        be->linear_backward(be, dt, gdt, m->mlp_ws.d_act, gw[MC_PK_FC2_W], gw[MC_PK_FC2_B], dy_full,
-                            s->act, w[MC_PK_FC2_W], N, F, H);
-        be->swiglu_backward(be, dt, d_fc1, m->mlp_ws.d_act, s->fc1, N, F);
+        mc_linear_row_backward(r, m->mlp_ws.d_act, gw[MC_PK_FC2_W], gw[MC_PK_FC2_B], dy, s->act,
+                               w[MC_PK_FC2_W], NULL, F);
+        be->swiglu_backward(be, c->dt, d_fc1, m->mlp_ws.d_act, s->fc1, N, F);
     } else {
-        be->linear_backward_gelu(be, dt, gdt, d_fc1, gw[MC_PK_FC2_W], gw[MC_PK_FC2_B], dy_full,
-                                 s->act, w[MC_PK_FC2_W], s->fc1, N, F, H, c->act);
+        mc_linear_row_backward(r, d_fc1, gw[MC_PK_FC2_W], gw[MC_PK_FC2_B], dy, s->act,
+                               w[MC_PK_FC2_W], s->fc1, F);
     }
-    be->linear_backward(be, dt, gdt, dfull, gw[MC_PK_FC1_W], gw[MC_PK_FC1_B], d_fc1,
-                        mc_tp_column_input(&r->tp, in, m->gath, r->NL), w[MC_PK_FC1_W], N, H,
-                        t->ffn1);
-    mc_tp_column_input_grad(&r->tp, dfull, din, r->NL);
+    mc_linear_column_backward(r, din, gw[MC_PK_FC1_W], gw[MC_PK_FC1_B], d_fc1, in, w[MC_PK_FC1_W],
+                              H, t->ffn1);
 }
 
 const mc_block_ops_t mc_mlp = {

@@ -4,8 +4,10 @@
  * enters the router's logits in the backward, scaled by m->moe_aux_grad (the loss scale over the
  * microbatches), and each one / its coefficient is recorded in the tracker training_log reads
  * (save_to_aux_losses_tracker). Only training forwards compute them (self.training and grad
- * enabled). One rank holds the layer's tokens (tp 1, cp 1): the tp x cp reductions are the
- * identity; global_aux_loss's counts are summed over tp x dp x cp (m->tp_dp_cp_group). */
+ * enabled). Each rank routes its own tokens (its sequence rows under tensor parallelism, cp 1):
+ * aux_loss's and seq_aux_loss's counts are summed over tp x cp (the tp group, r->tp) and their
+ * token counts are the local ones times its size, as router.py's; global_aux_loss's counts are
+ * summed over tp x dp x cp (m->tp_dp_cp_group). */
 #include <math.h>
 #include <stdlib.h>
 
@@ -113,7 +115,7 @@ static double global_counts(mc_layer_run_t *r, mc_moe_acts_t *s, const float *co
     }
     be->memcpy_h2d(be, s->global_counts, h, (size_t)E * sizeof(float));
     free(h);
-    return (double)r->N * size;
+    return (double)mc_moe_tokens(r) * size;
 }
 
 /* The load-balancing losses (routing(): aux_loss, seq_aux_loss, global_aux_loss, each on the
@@ -124,27 +126,32 @@ static void aux_losses(mc_layer_run_t *r, mc_moe_acts_t *s)
     const mc_moe_cfg_t *q = &r->c->moe;
     mc_moe_ws_t *w = &r->m->moe_ws;
     const int E = q->num_experts, k = q->router.topk, sig = q->router.sigmoid, B = r->B;
-    const long T = r->N, S = T / B;
+    const long T = mc_moe_tokens(r), S = T / B, tp = r->tp.size > 1 ? r->tp.size : 1;
     const mc_dtype_t dt = r->c->dt;
     if (runs(q, MC_MOE_AUX) || runs(q, MC_MOE_GLOBAL_AUX))
         be->moe->aux_stats(be, dt, sig, k, s->aux_counts, w->psum, s->logits, T, E, 1);
-    if (runs(q, MC_MOE_AUX)) {
-        const double c = q->coeff[MC_MOE_AUX];
-        const double sum = device_dot(be, w->psum, s->aux_counts, E);
-        record(r, MC_MOE_AUX, (float)sum * (float)switch_factor(q, c, (double)T));
-    }
-    if (runs(q, MC_MOE_SEQ_AUX)) {
-        /* [S, B * E]: each sequence's tokens count for it alone, the loss / B */
-        const double c = q->coeff[MC_MOE_SEQ_AUX];
-        be->moe->aux_stats(be, dt, sig, k, s->seq_counts, w->seq_psum, s->logits, T, E, B);
-        const double sum = device_dot(be, w->seq_psum, s->seq_counts, (long)B * E);
-        record(r, MC_MOE_SEQ_AUX, (float)sum * (float)switch_factor(q, c, (double)S) / (float)B);
-    }
+    /* global_aux_loss first: it reduces this rank's own counts (over tp x dp x cp) */
     if (runs(q, MC_MOE_GLOBAL_AUX)) {
         const double c = q->coeff[MC_MOE_GLOBAL_AUX];
         const double tokens = global_counts(r, s, s->aux_counts);
         const double sum = device_dot(be, w->psum, s->global_counts, E);
         record(r, MC_MOE_GLOBAL_AUX, (float)sum * (float)switch_factor(q, c, tokens));
+    }
+    if (runs(q, MC_MOE_AUX)) {
+        const double c = q->coeff[MC_MOE_AUX];
+        /* summed over tp in place (global_aux_loss has read the local ones) */
+        mc_tp_all_reduce(&r->tp, s->aux_counts, E, MC_DT_F32, MC_OP_SUM);
+        const double sum = device_dot(be, w->psum, s->aux_counts, E);
+        record(r, MC_MOE_AUX, (float)sum * (float)switch_factor(q, c, (double)(T * tp)));
+    }
+    if (runs(q, MC_MOE_SEQ_AUX)) {
+        /* [S, B * E]: each sequence's tokens count for it alone, the loss / B */
+        const double c = q->coeff[MC_MOE_SEQ_AUX];
+        be->moe->aux_stats(be, dt, sig, k, s->seq_counts, w->seq_psum, s->logits, T, E, B);
+        mc_tp_all_reduce(&r->tp, s->seq_counts, (long)B * E, MC_DT_F32, MC_OP_SUM);
+        const double sum = device_dot(be, w->seq_psum, s->seq_counts, (long)B * E);
+        record(r, MC_MOE_SEQ_AUX,
+               (float)sum * (float)switch_factor(q, c, (double)(S * tp)) / (float)B);
     }
 }
 
@@ -159,10 +166,10 @@ void mc_moe_losses_forward(mc_layer_run_t *r, mc_moe_acts_t *s)
         const mc_dtype_t rdt = r->c->dt;
         const float coeff = (float)q->coeff[MC_MOE_Z];
         float *zsum = r->m->moe_ws.psum, z;
-        be->moe->z_loss(be, rdt, zsum, s->logits, r->N, q->num_experts);
+        const long T = mc_moe_tokens(r);
+        be->moe->z_loss(be, rdt, zsum, s->logits, T, q->num_experts);
         be->memcpy_d2h(be, &z, zsum, sizeof(float));
-        const float loss =
-            (float)mc_moe_round(rdt, (float)mc_moe_round(rdt, z / (float)r->N) * coeff);
+        const float loss = (float)mc_moe_round(rdt, (float)mc_moe_round(rdt, z / (float)T) * coeff);
         *tracker(r->m, MC_MOE_Z, (int)r->layer_no - 1) += (float)mc_moe_round(rdt, loss / coeff);
     }
     if (aux_enabled(q)) aux_losses(r, s);
@@ -173,15 +180,15 @@ void mc_moe_losses_backward(mc_layer_run_t *r, mc_moe_acts_t *s, void *dlogits)
     const mc_backend_t *be = r->be;
     const mc_moe_cfg_t *q = &r->c->moe;
     const int E = q->num_experts, sig = q->router.sigmoid, B = r->B;
-    const long T = r->N;
+    const long T = mc_moe_tokens(r), tp = r->tp.size > 1 ? r->tp.size : 1;
     const mc_dtype_t dt = r->c->dt;
     const float g = r->m->moe_aux_grad;
     if (runs(q, MC_MOE_AUX)) {
-        const float coef = (float)switch_factor(q, q->coeff[MC_MOE_AUX], (double)T) * g;
+        const float coef = (float)switch_factor(q, q->coeff[MC_MOE_AUX], (double)(T * tp)) * g;
         be->moe->aux_backward(be, dt, sig, dlogits, s->logits, s->aux_counts, coef, T, E, 1);
     }
     if (runs(q, MC_MOE_SEQ_AUX)) {
-        const double f = switch_factor(q, q->coeff[MC_MOE_SEQ_AUX], (double)(T / B));
+        const double f = switch_factor(q, q->coeff[MC_MOE_SEQ_AUX], (double)(T / B * tp));
         const float coef = (float)f / (float)B * g;
         be->moe->aux_backward(be, dt, sig, dlogits, s->logits, s->seq_counts, coef, T, E, B);
     }

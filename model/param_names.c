@@ -169,13 +169,14 @@ const mc_param_name_t mc_param_names[MC_PK_COUNT] = {
                             .te = "mlp.experts.experts.linear_fc1.weight",
                             .layer = true,
                             .experts = true,
-                            .split = MC_SPLIT_NONE,
+                            .split = MC_SPLIT_ROWS, /* over etp */
+                            .glu = true,
                             .hf = {NO_HF, NO_HF}},
     [MC_PK_EXPERT_FC2_W] = {.local = "mlp.experts.local_experts.<j>.linear_fc2.weight",
                             .te = "mlp.experts.experts.linear_fc2.weight",
                             .layer = true,
                             .experts = true,
-                            .split = MC_SPLIT_NONE,
+                            .split = MC_SPLIT_COLS, /* over etp */
                             .hf = {NO_HF, NO_HF}},
     [MC_PK_FINAL_NORM_W] = {.local = "decoder.final_layernorm.weight",
                             .split = MC_SPLIT_NONE,

@@ -29,13 +29,19 @@ mc_param_t *mc_gpt_add_param(mc_gpt_t *m, mc_pkind_t k, int layer, int64_t d0, i
     p->shape[0] = d0;
     p->shape[1] = d1;
     const mc_split_t split = row->glu && m->cfg.swiglu ? MC_SPLIT_ROWS_GLU : row->split;
-    p->split = m->cfg.tp > 1 ? split : MC_SPLIT_NONE;
-    p->local[0] = p->split == MC_SPLIT_ROWS || p->split == MC_SPLIT_ROWS_GLU ? d0 / m->cfg.tp : d0;
-    p->local[1] = p->split == MC_SPLIT_COLS ? d1 / m->cfg.tp : d1;
+    /* experts split over etp (parallel folding), the rest over tp */
+    const int size = row->experts ? m->cfg.moe.etp : m->cfg.tp;
+    p->split = size > 1 ? split : MC_SPLIT_NONE;
+    p->shard_rank = row->experts ? m->cfg.moe.etp_rank : m->cfg.tp_rank;
+    p->local[0] = p->split == MC_SPLIT_ROWS || p->split == MC_SPLIT_ROWS_GLU ? d0 / size : d0;
+    p->local[1] = p->split == MC_SPLIT_COLS ? d1 / size : d1;
     p->numel = (long)(d1 ? p->local[0] * p->local[1] : p->local[0]);
     /* Megatron's _allreduce_layernorm_grads: under sequence parallelism every norm, and
      * q_layernorm/k_layernorm always (each tp rank normalises its own heads) */
     p->seq_parallel = m->cfg.tp > 1 && (row->qk_norm || (m->cfg.sequence_parallel && row->norm));
+    /* the router's weight: its tokens are this rank's sequence rows (router.py sets
+     * sequence_parallel on it) */
+    p->seq_parallel |= k == MC_PK_ROUTER_W && m->cfg.tp > 1 && m->cfg.sequence_parallel;
     p->offset = m->n_elems;
     p->init_std = std;
     p->init_value = value;

@@ -113,7 +113,10 @@ bool mc_opt_unscale_and_check(mc_adam_t *opt, float inv_scale)
 static bool counted_here(const mc_gpt_t *m, int param)
 {
     if (m->params[param].shared) return false;
-    return m->cfg.tp_rank == 0 || m->params[param].split != MC_SPLIT_NONE;
+    /* experts are never duplicates (Megatron's expert linears are tensor-parallel at any etp):
+     * their sums reduce over the expert model-parallel group */
+    return m->cfg.tp_rank == 0 || m->params[param].split != MC_SPLIT_NONE ||
+           m->params[param].expert >= 0;
 }
 
 /* The sum over tensors x[i] (n[i] elements of dt, i < count) of their sums of squares: one

@@ -73,9 +73,10 @@ static void layout(mc_gpt_t *m, long bucket_size, int dp, bool dist_opt, bool pa
     memset(out, 0, sizeof(*out));
     out->param_bucket = malloc((size_t)(m->n_params ? m->n_params : 1) * sizeof(int));
     if (!out->param_bucket) mc_fatal("out of host memory laying out gradient buckets");
-    builder_t b = {.m = m, .split_experts = m->cfg.moe.ep > 1, .out = out, .param_hi = m->n_params};
-    /* expert buckets are sharded over edp = dp / ep (etp = tp) */
-    const long edp = b.split_experts ? dp / m->cfg.moe.ep : dp;
+    builder_t b = {
+        .m = m, .split_experts = mc_moe_folded(&m->cfg), .out = out, .param_hi = m->n_params};
+    /* expert buckets are sharded over edp = dp * tp / (etp * ep) */
+    const long edp = b.split_experts ? mc_moe_edp(&m->cfg, dp) : dp;
     if (dist_opt) {
         b.end_divisor = pad_for_busbw ? lcm_l(lcm_l(dp, 128), 65536) : lcm_l(dp, 128);
         b.expert_divisor = pad_for_busbw ? lcm_l(lcm_l(edp, 128), 65536) : lcm_l(edp, 128);
@@ -273,7 +274,7 @@ static void start_param_bucket(mc_ddp_t *d, int k)
     mc_gpt_t *m = d->model;
     const mc_bucket_t *bk = &d->layout.buckets[k];
     d->param_early[k] = false;
-    if (bk->expert && d->edp == 1) {
+    if ((bk->expert ? d->edp : d->dp) == 1) {
         d->param_req[k] = MC_REQ_DONE;
         return;
     }
@@ -289,9 +290,13 @@ static void start_param_bucket(mc_ddp_t *d, int k)
     d->param_req[k] = d->comm->start(d->comm, &op);
 }
 
+/* Whether the distributed optimizer's shards need gathering: dp > 1, or edp > 1 (experts without
+ * etp on tp ranks of one dp rank). */
+static bool gathers(const mc_ddp_t *d) { return d->dist_opt && (d->dp > 1 || d->edp > 1); }
+
 void mc_ddp_start_param_gather_of(mc_ddp_t *d, int first, int n)
 {
-    if (!d->dist_opt || d->dp == 1) return;
+    if (!gathers(d)) return;
     for (int k = d->layout.n_buckets - 1; k >= 0; k--) {
         const mc_bucket_t *bk = &d->layout.buckets[k];
         if (bk->param_lo < first || bk->param_hi > first + n) continue;
@@ -303,7 +308,7 @@ void mc_ddp_start_param_gather_of(mc_ddp_t *d, int first, int n)
 
 void mc_ddp_start_param_gather(mc_ddp_t *d)
 {
-    if (!d->dist_opt || d->dp == 1) return;
+    if (!gathers(d)) return;
     /* The forward reads the last bucket (embeddings) first: gather in that order, so that the
      * in-order completion of the communicator delivers buckets as the forward needs them. */
     for (int k = d->layout.n_buckets - 1; k >= 0; k--)
@@ -390,10 +395,10 @@ void mc_ddp_bind_experts(mc_ddp_t *d, mc_group_t *edp_group, mc_group_t *inter_e
         mc_fatal("internal error: %d distributed optimizer instances without the experts' group",
                  d->n_inst);
     d->inter_edp_group = d->n_inst > 1 ? inter_edp_group : NULL;
-    if (d->edp != d->dp / d->model->cfg.moe.ep)
+    if (d->edp != mc_moe_edp(&d->model->cfg, d->dp))
         mc_fatal("internal error: the expert-data-parallel group has %d ranks, the buckets were "
                  "laid out for %d",
-                 d->edp, d->dp / d->model->cfg.moe.ep);
+                 d->edp, mc_moe_edp(&d->model->cfg, d->dp));
     /* Megatron's expert_gradient_scaling_factor: the collective averages over edp only */
     if (d->expert_scale_edp) d->expert_grad_scale = (float)d->edp / (float)d->dp;
 }

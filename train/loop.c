@@ -345,7 +345,7 @@ static double params_norm(mc_trainer_t *t)
     /* each rank's float32 norm_2, summed over the ranks and rounded to float32 (two ranks' sum is
      * exact in double) */
     const bool master = t->opt.master && t->model.cfg.dt == MC_DT_BF16;
-    if (t->model.cfg.moe.ep > 1 && !(master && t->ddp.dist_opt)) {
+    if (mc_moe_folded(&t->model.cfg) && !(master && t->ddp.dist_opt)) {
         /* calc_params_l2_norm with MoE: the dense params' over the model-parallel group plus the
          * experts' over the expert model-parallel group (tp-ep-pp) */
         double d = mc_log_norm_2(master ? mc_opt_master_sumsq_of(&t->opt, false)

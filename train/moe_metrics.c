@@ -33,9 +33,10 @@ void mc_moe_metrics(mc_trainer_t *t, int M, float value[MC_MOE_LOSSES], float *l
     float *v = malloc((size_t)MC_MOE_LOSSES * (size_t)L * sizeof(float));
     if (!v) mc_fatal("out of host memory for the MoE losses");
     mc_gpt_moe_take_losses(&t->model, v);
-    /* over the pipeline stages; global_aux_loss's reduce_group (tp x dp x cp); then the average
-     * over dp x cp */
+    /* over the pipeline stages; aux_loss's and seq_aux_loss's reduce_group (tp x cp),
+     * global_aux_loss's (tp x dp x cp); then the average over dp x cp */
     reduce(t, t->par.pp, v, (long)MC_MOE_LOSSES * L, false);
+    reduce(t, t->par.tp_cp, v + (long)MC_MOE_AUX * L, 2L * L, false);
     reduce(t, t->par.tp_dp_cp, v + (long)MC_MOE_GLOBAL_AUX * L, L, false);
     reduce(t, t->par.dp_cp, v, (long)MC_MOE_LOSSES * L, true);
     int moe_layers = 0;

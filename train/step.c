@@ -196,7 +196,8 @@ static void forward_backward(mc_trainer_t *t, mc_rerun_t *rerun, const mc_microb
                              .before_backward = before_backward};
     mc_pipeline_run(&t->pipe, &st);
     mc_timer_stop(&t->timers, MC_T_FORWARD_BACKWARD);
-    mc_gpt_moe_step_end(m); /* finalize_model_grads' reset_model_temporary_tensors */
+    mc_gpt_moe_update_expert_bias(m); /* finalize_model_grads' _update_router_expert_bias */
+    mc_gpt_moe_step_end(m);           /* and its reset_model_temporary_tensors */
 
     /* finalize_model_grads */
     mc_timer_start(&t->timers, MC_T_ALL_GRADS_SYNC);
@@ -276,7 +277,7 @@ static double grad_sumsq(mc_trainer_t *t, double *local)
 {
     /* the distributed optimizer's shards (dense over dp, experts over edp) are disjoint over the
      * world, which its reduction spans */
-    if (t->model.cfg.moe.ep <= 1 || t->ddp.dist_opt) {
+    if (!mc_moe_folded(&t->model.cfg) || t->ddp.dist_opt) {
         *local = mc_opt_grad_sumsq(&t->opt);
         return reduce_grad_stat(t, *local);
     }

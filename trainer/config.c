@@ -49,6 +49,8 @@ static void moe_config(mc_moe_cfg_t *q, const mc_args_t *a)
         .group_topk = a->moe_router_group_topk,
         .scaling_factor = a->moe_router_topk_scaling_factor,
     };
+    q->expert_bias = a->moe_router_enable_expert_bias;
+    q->bias_update_rate = (float)a->moe_router_bias_update_rate;
     moe_losses(q, a);
     char err[256];
     if (a->num_layers > MC_MOE_MAX_LAYERS ||
@@ -123,6 +125,14 @@ void mc_gpt_config_from_args(mc_gpt_config_t *c, const mc_args_t *a)
     c->tp = a->tensor_model_parallel_size > 0 ? a->tensor_model_parallel_size : 1;
     c->tp_rank = 0; /* the trainer sets this rank's */
     c->sequence_parallel = a->sequence_parallel && c->tp > 1;
+    /* --tp-comm-overlap: 4 chunks, Transformer Engine's default num_splits for its pipelined
+     * overlaps (--tp-comm-overlap-cfg, which could change it, is refused) */
+    if (a->tp_comm_overlap && c->sequence_parallel)
+        c->tp_overlap = (mc_tp_overlap_t){.chunks = 4,
+                                          .ag = a->tp_comm_overlap_ag,
+                                          .rs = a->tp_comm_overlap_rs,
+                                          .bulk_dgrad = a->tp_comm_bulk_dgrad,
+                                          .bulk_wgrad = a->tp_comm_bulk_wgrad};
     c->recompute = strcmp(a->recompute_granularity, "selective") == 0 ? MC_RECOMPUTE_SELECTIVE
                    : strcmp(a->recompute_granularity, "full") != 0    ? MC_RECOMPUTE_NONE
                    : strcmp(a->recompute_method, "block") == 0        ? MC_RECOMPUTE_FULL_BLOCK

@@ -17,8 +17,9 @@ void mc_trainer_memory(const mc_args_t *args, const mc_run_config_t *rc, const m
         mc_gpt_t plan;
         mc_ddp_t ddp;
         mc_trainer_stage_config(&cfg, rc, r);
-        /* E/ep experts, as every ep rank holds */
+        /* E/ep experts, each 1/etp of it, as every expert rank holds */
         cfg.moe.ep = rc->parallel.num_experts ? rc->parallel.ep : 1;
+        cfg.moe.etp = rc->parallel.num_experts && rc->parallel.etp ? rc->parallel.etp : cfg.tp;
         mc_gpt_build_params(&plan, &cfg);
         /* the shard sizes do not depend on which dp rank: rank 0 stands for all */
         const int n_inst = rc->ddp.num_instances > 1 ? rc->ddp.num_instances : 1;

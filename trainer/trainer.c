@@ -52,6 +52,8 @@ int mc_trainer_init(mc_trainer_t *t, const mc_args_t *args, const mc_run_config_
     /* expert parallelism: this rank's experts (the run config's model holds every expert) */
     cfg.moe.ep = rc->parallel.num_experts ? rc->parallel.ep : 1;
     cfg.moe.ep_rank = t->par.expert_me.ep;
+    cfg.moe.etp = rc->parallel.num_experts ? t->par.layout.etp : 1;
+    cfg.moe.etp_rank = t->par.expert_me.etp;
     mc_gpt_build_params(&t->model, &cfg);
     /* gradients are reduced, and the distributed optimizer sharded, over dp x cp (over an
      * instance's part of it with several distributed optimizer instances) */
@@ -65,6 +67,7 @@ int mc_trainer_init(mc_trainer_t *t, const mc_args_t *args, const mc_run_config_
     t->model.cp_a2a_group = t->par.hcp[0];
     t->model.cp_p2p_group = t->par.hcp[1];
     t->model.ep_group = cfg.moe.ep > 1 ? t->par.ep : NULL;
+    t->model.etp_group = cfg.moe.etp > 1 ? t->par.etp : NULL;
     mc_ddp_bind(&t->ddp, comm, shard_group, t->par.inter_dist_opt);
     mc_ddp_bind_experts(&t->ddp, t->par.intra_edp ? t->par.intra_edp : t->par.edp,
                         t->par.inter_edp);
@@ -118,6 +121,11 @@ int mc_trainer_init_state_ep(mc_trainer_t *t, const mc_args_t *args, const mc_ba
     if (ep_rank >= 0 && args->num_experts) { /* else the run config's: every expert */
         cfg.moe.ep = args->expert_model_parallel_size > 0 ? args->expert_model_parallel_size : 1;
         cfg.moe.ep_rank = ep_rank;
+        /* expert tensor parallelism (tp or 1): the etp rank is tp_rank's */
+        const int etp =
+            args->expert_tensor_parallel_size > 0 ? args->expert_tensor_parallel_size : cfg.tp;
+        cfg.moe.etp = etp;
+        cfg.moe.etp_rank = etp > 1 ? tp_rank : 0;
     }
     /* the state is held in fp32 whatever the run's precision: the parameters are the fp32
      * masters, written as a 16-bit model's weights when the args say so */

@@ -4,7 +4,8 @@
 // Precision: the compute type is always CUBLAS_COMPUTE_32F: exact fp32 arithmetic for fp32
 // operands (no TF32: the table's fp32 results are compared with OpenBLAS to fp32 summation
 // error), fp32 accumulation for 16-bit operands, one rounding of the output (alpha * acc +
-// beta * C + bias is formed in fp32, then stored in D's type).
+// beta * C + bias is formed in fp32, then stored in D's type; split-K algorithms only with fp32
+// partial sums, CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE).
 //
 // Plans: descriptors, layouts and the algorithm are kept per shape, type, epilogue and pointer
 // alignment (a small cache; the shapes of a training run repeat every micro-batch).
@@ -150,6 +151,16 @@ static void plan_candidates(const mc_cuda_t *c, plan_t *p, const mc_cuda_matmul_
         MC_CUBLAS_CHECK(
             cublasLtMatmulPreferenceSetAttribute(pref, al_attr[i], &al_val[i], sizeof(al_val[i])),
             SHAPE_FMT, SHAPE_ARGS(g));
+    // Split-K only with its partial sums kept in the compute type (fp32): INPLACE and OUTPUT_TYPE
+    // reduce them in D's type, rounding a 16-bit output more than once (cublasLt.h,
+    // cublasLtReductionScheme_t), more than the one rounding this file promises. The probable
+    // cause of the H200's 2-ulp bf16 linear (docs/PERF.md, "After the first run"); unsplit
+    // algorithms (NONE) are not filtered by the mask.
+    const uint32_t schemes = CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE;
+    MC_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref,
+                                                         CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK,
+                                                         &schemes, sizeof(schemes)),
+                    SHAPE_FMT, SHAPE_ARGS(g));
     cublasLtMatmulHeuristicResult_t res[GEMM_CANDIDATES];
     int count = 0;
     memset(res, 0, sizeof(res));

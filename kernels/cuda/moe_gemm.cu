@@ -4,6 +4,14 @@
 // than a host loop of small GEMMs. The pointer arrays cuBLAS reads on the device are copied into
 // the backend's scratch; sizes, alpha and beta stay on the host (pointer mode host).
 //
+// The grouped call's documented types are narrower than cublasGemmEx's: 16-bit A and B only with
+// C of the same type (no bf16 x bf16 -> fp32), which the H200's cuBLAS confirmed with
+// CUBLAS_STATUS_NOT_SUPPORTED for the weight gradient accumulated into fp32 (docs/PERF.md). Such
+// a call, and any call the library refuses as NOT_SUPPORTED at run time (remembered per type
+// pair, said once), runs as one cublasGemmEx per expert instead: each the expert's whole GEMM
+// (not a loop of tiny ones), same compute type and one rounding of C, so the numbers are the
+// grouped call's.
+//
 // Row-major to cuBLAS's column-major (a row-major [r, c] matrix is a column-major [c, r] one):
 //   forward  out_g [m, N] = in_g [m, K] W_g^T     ->  C [N, m] = W_g^T [N, K] (op T of K x N)
 //                                                      x in_g^T [K, m]
@@ -78,28 +86,80 @@ static void grouped_add(grouped_t *g, cublasOperation_t ta, cublasOperation_t tb
     g->alpha[i] = 1.0f, g->beta[i] = beta, g->size[i] = 1;
 }
 
-// The call: A and B of type ab, C of type c; the pointer arrays go to the device first.
+// What the grouped call's table in cuBLAS's documentation lists for CUBLAS_COMPUTE_32F without
+// TF32: A, B and C all of one type.
+static bool grouped_documented(mc_dtype_t ab, mc_dtype_t c) { return ab == c; }
+
+// Type pairs the library refused at run time (NOT_SUPPORTED): not asked again.
+enum { REFUSED_MAX = 8 };
+static int g_refused[REFUSED_MAX][2], g_nrefused;
+
+static bool grouped_refused(mc_dtype_t ab, mc_dtype_t c)
+{
+    for (int i = 0; i < g_nrefused; i++)
+        if (g_refused[i][0] == (int)ab && g_refused[i][1] == (int)c) return true;
+    return false;
+}
+
+static void grouped_refuse(mc_dtype_t ab, mc_dtype_t c)
+{
+    mc_warn("cuBLAS refuses the grouped GEMM for %s x %s -> %s (CUBLAS_STATUS_NOT_SUPPORTED): the "
+            "experts' GEMMs of these types run one cublasGemmEx per expert",
+            mc_dtype_name(ab), mc_dtype_name(ab), mc_dtype_name(c));
+    if (g_nrefused < REFUSED_MAX)
+        g_refused[g_nrefused][0] = (int)ab, g_refused[g_nrefused++][1] = (int)c;
+}
+
+// The grouped call; false, computing nothing, when cuBLAS answers NOT_SUPPORTED.
+static bool grouped_call(const mc_backend_t *be, const grouped_t *g, mc_dtype_t ab, mc_dtype_t c)
+{
+    const mc_cuda_t *cu = mc_cuda(be);
+    const size_t bytes = 3 * (size_t)g->n * sizeof(void *);
+    if (bytes > cu->scratch_bytes) mc_fatal("%d experts' GEMM pointers exceed the scratch", g->n);
+    void **d = (void **)cu->scratch;
+    static const void *host[3 * 1024]; // (ops run on one thread)
+    const void **h = g->n <= 1024 ? host : (const void **)malloc(bytes);
+    if (!h) mc_fatal("out of host memory for a grouped GEMM");
+    for (int i = 0; i < g->n; i++) h[i] = g->A[i], h[g->n + i] = g->B[i], h[2 * g->n + i] = g->C[i];
+    MC_CUDA_CHECK(cudaMemcpyAsync(d, h, bytes, cudaMemcpyHostToDevice, mc_cuda_stream(be)));
+    if (h != host) free(h);
+    cublasStatus_t s = cublasGemmGroupedBatchedEx(
+        handle(be), g->ta, g->tb, g->m, g->nn, g->k, g->alpha, (const void *const *)d,
+        cuda_type(ab), g->lda, (const void *const *)(d + g->n), cuda_type(ab), g->ldb, g->beta,
+        d + 2 * g->n, cuda_type(c), g->ldc, g->n, g->size, CUBLAS_COMPUTE_32F);
+    if (s == CUBLAS_STATUS_NOT_SUPPORTED) return false;
+    if (s != CUBLAS_STATUS_SUCCESS)
+        mc_fatal("cublasGemmGroupedBatchedEx of %d experts failed: %s", g->n,
+                 cublasGetStatusString(s));
+    return true;
+}
+
+// The same problems, one cublasGemmEx each (its table has 16-bit A/B with an fp32 C).
+static void per_expert_calls(const mc_backend_t *be, const grouped_t *g, mc_dtype_t ab,
+                             mc_dtype_t c)
+{
+    for (int i = 0; i < g->n; i++) {
+        cublasStatus_t s = cublasGemmEx(
+            handle(be), g->ta[i], g->tb[i], g->m[i], g->nn[i], g->k[i], &g->alpha[i], g->A[i],
+            cuda_type(ab), g->lda[i], g->B[i], cuda_type(ab), g->ldb[i], &g->beta[i], g->C[i],
+            cuda_type(c), g->ldc[i], CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+        if (s != CUBLAS_STATUS_SUCCESS)
+            mc_fatal("cublasGemmEx of expert problem %d of %d (%s x %s -> %s) failed: %s", i, g->n,
+                     mc_dtype_name(ab), mc_dtype_name(ab), mc_dtype_name(c),
+                     cublasGetStatusString(s));
+    }
+}
+
+// The problems of g: A and B of type ab, C of type c; the grouped call where cuBLAS takes it.
 static void grouped_run(const mc_backend_t *be, grouped_t *g, mc_dtype_t ab, mc_dtype_t c)
 {
     if (g->n > 0) {
-        const mc_cuda_t *cu = mc_cuda(be);
-        const size_t bytes = 3 * (size_t)g->n * sizeof(void *);
-        if (bytes > cu->scratch_bytes)
-            mc_fatal("%d experts' GEMM pointers exceed the scratch", g->n);
-        void **d = (void **)cu->scratch;
-        const void *host[3 * 1024], **h = g->n <= 1024 ? host : (const void **)malloc(bytes);
-        if (!h) mc_fatal("out of host memory for a grouped GEMM");
-        for (int i = 0; i < g->n; i++)
-            h[i] = g->A[i], h[g->n + i] = g->B[i], h[2 * g->n + i] = g->C[i];
-        MC_CUDA_CHECK(cudaMemcpyAsync(d, h, bytes, cudaMemcpyHostToDevice, mc_cuda_stream(be)));
-        if (h != host) free(h);
-        cublasStatus_t s = cublasGemmGroupedBatchedEx(
-            handle(be), g->ta, g->tb, g->m, g->nn, g->k, g->alpha, (const void *const *)d,
-            cuda_type(ab), g->lda, (const void *const *)(d + g->n), cuda_type(ab), g->ldb, g->beta,
-            d + 2 * g->n, cuda_type(c), g->ldc, g->n, g->size, CUBLAS_COMPUTE_32F);
-        if (s != CUBLAS_STATUS_SUCCESS)
-            mc_fatal("cublasGemmGroupedBatchedEx of %d experts failed: %s", g->n,
-                     cublasGetStatusString(s));
+        bool done = false;
+        if (grouped_documented(ab, c) && !grouped_refused(ab, c)) {
+            done = grouped_call(be, g, ab, c);
+            if (!done) grouped_refuse(ab, c);
+        }
+        if (!done) per_expert_calls(be, g, ab, c);
     }
     free(g->ta), free(g->m), free(g->alpha), free(g->A);
 }

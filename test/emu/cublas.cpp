@@ -1,6 +1,7 @@
 // cuBLAS's classic API for the emulated CUDA device: the calls kernels/cuda/moe_gemm.cu makes
 // (cublasCreate, cublasDestroy, cublasSetStream, cublasGetStatusString and the grouped GEMM
-// cublasGemmGroupedBatchedEx), linked instead of libcublas. Written from NVIDIA's documentation,
+// cublasGemmGroupedBatchedEx, and cublasGemmEx, its fallback for the types the grouped call does
+// not take), linked instead of libcublas. Written from NVIDIA's documentation,
 // never from the project's use of it, checking what it states and computing on the CPU, so a
 // wrong operand, leading dimension or op in the caller is an error status or wrong numbers, as
 // on a GPU.
@@ -19,10 +20,27 @@
 //  - CUBLAS_STATUS_INVALID_VALUE: group_count < 0, a group_size < 0, m, n or k < 0, transa or
 //    transb not N, T or C, lda < max(1, m) for op N (max(1, k) otherwise), ldb < max(1, k) for op
 //    N (max(1, n) otherwise), ldc < max(1, m) [D].
-//  - Types [D, the function's table]: CUBLAS_COMPUTE_32F (and its _PEDANTIC form) with A and B of
-//    CUDA_R_32F and C CUDA_R_32F, or A and B of CUDA_R_16F or CUDA_R_16BF and C of the same type
-//    or CUDA_R_32F; CUBLAS_COMPUTE_64F with all CUDA_R_64F; alpha and beta float (double for
-//    64F). Anything else: CUBLAS_STATUS_NOT_SUPPORTED.
+//  - Types of the grouped call [D, cublasGemmGroupedBatchedEx's table of Compute Type, Scale
+//    Type, Atype/Btype and Ctype; R: the CUDA toolkit release notes, cuBLAS 12.5, "grouped batched
+//    GEMMs with FP16 or BF16 inputs/outputs with the FP32 compute type"]: CUBLAS_COMPUTE_32F with A and B of CUDA_R_16BF and C of
+//    CUDA_R_16BF, A and B of CUDA_R_16F and C of CUDA_R_16F, or all CUDA_R_32F;
+//    CUBLAS_COMPUTE_32F_FAST_TF32 with all CUDA_R_32F; CUBLAS_COMPUTE_64F with all CUDA_R_64F;
+//    alpha and beta float (double for 64F). The grouped call has no 16-bit A/B with a CUDA_R_32F
+//    C (cublasGemmEx has): anything else is CUBLAS_STATUS_NOT_SUPPORTED, as the H200's cuBLAS
+//    answered a bf16 x bf16 -> fp32 grouped call (docs/PERF.md, "First run on a GPU").
+//  - cublasGemmEx [D, its table], the real types: CUBLAS_COMPUTE_32F (and _PEDANTIC) with A and B
+//    of CUDA_R_16BF and C of CUDA_R_16BF or CUDA_R_32F, A and B of CUDA_R_16F and C of CUDA_R_16F
+//    or CUDA_R_32F, or all CUDA_R_32F; CUBLAS_COMPUTE_32F_FAST_16F, _FAST_16BF and _FAST_TF32 with
+//    all CUDA_R_32F; CUBLAS_COMPUTE_64F (and _PEDANTIC) with all CUDA_R_64F; alpha and beta float
+//    (double for 64F). Else CUBLAS_STATUS_NOT_SUPPORTED; the documented rows this emulation does
+//    not model (CUBLAS_COMPUTE_16F with half scalars, 8-bit integer A/B, complex types) are
+//    NOT_SUPPORTED here too (emulation). algo: CUBLAS_GEMM_DEFAULT, CUBLAS_GEMM_ALGO0..23 or the
+//    _TENSOR_OP ones [H]; the same results here.
+//  - MC_EMU_CUBLAS_NO_GROUPED=1 makes the grouped call answer CUBLAS_STATUS_NOT_SUPPORTED for
+//    every type, as a cuBLAS without it for a GPU would, so that a caller's fallback at run time
+//    is tested (emulation).
+//  - The FAST_* compute types are computed as CUBLAS_COMPUTE_32F here, more exactly than a GPU's
+//    reduced-precision inputs (emulation).
 //  - alpha and beta are host values here: the handle's pointer mode is host (the default) and the
 //    emulation does not offer device mode (cublasSetPointerMode is not emulated) (emulation).
 //  - A handle not from cublasCreate: CUBLAS_STATUS_NOT_INITIALIZED [D].
@@ -36,6 +54,8 @@
 #include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include <set>
 
@@ -92,12 +112,26 @@ void store(cudaDataType_t t, void *p, size_t i, double v)
     }
 }
 
-bool types_ok(cudaDataType_t a, cudaDataType_t b, cudaDataType_t c, cublasComputeType_t ct)
+bool wide_compute(cublasComputeType_t ct) { return ct == CUBLAS_COMPUTE_64F || ct == CUBLAS_COMPUTE_64F_PEDANTIC; }
+
+// The grouped call's table [D]: 16-bit A/B only with C of the same type.
+bool grouped_types_ok(cudaDataType_t a, cudaDataType_t b, cudaDataType_t c, cublasComputeType_t ct)
 {
-    if (ct == CUBLAS_COMPUTE_64F || ct == CUBLAS_COMPUTE_64F_PEDANTIC)
-        return a == CUDA_R_64F && b == CUDA_R_64F && c == CUDA_R_64F;
-    if (ct != CUBLAS_COMPUTE_32F && ct != CUBLAS_COMPUTE_32F_PEDANTIC) return false;
     if (a != b) return false;
+    if (ct == CUBLAS_COMPUTE_64F) return a == CUDA_R_64F && c == CUDA_R_64F;
+    if (ct == CUBLAS_COMPUTE_32F_FAST_TF32) return a == CUDA_R_32F && c == CUDA_R_32F;
+    if (ct != CUBLAS_COMPUTE_32F) return false;
+    return (a == CUDA_R_32F || a == CUDA_R_16F || a == CUDA_R_16BF) && c == a;
+}
+
+// cublasGemmEx's table [D], its real-type rows with float or double scalars.
+bool gemmex_types_ok(cudaDataType_t a, cudaDataType_t b, cudaDataType_t c, cublasComputeType_t ct)
+{
+    if (a != b) return false;
+    if (wide_compute(ct)) return a == CUDA_R_64F && c == CUDA_R_64F;
+    if (ct == CUBLAS_COMPUTE_32F_FAST_16F || ct == CUBLAS_COMPUTE_32F_FAST_16BF || ct == CUBLAS_COMPUTE_32F_FAST_TF32)
+        return a == CUDA_R_32F && c == CUDA_R_32F;
+    if (ct != CUBLAS_COMPUTE_32F && ct != CUBLAS_COMPUTE_32F_PEDANTIC) return false;
     if (a == CUDA_R_32F) return c == CUDA_R_32F;
     return (a == CUDA_R_16F || a == CUDA_R_16BF) && (c == a || c == CUDA_R_32F);
 }
@@ -168,11 +202,10 @@ cublasStatus_t cublasSetStream_v2(cublasHandle_t handle, cudaStream_t stream)
 }
 
 // The host arrays' and the problem's values [D]: INVALID_VALUE as documented.
-static cublasStatus_t check_group(int i, const cublasOperation_t ta[], const cublasOperation_t tb[], const int m[],
+static cublasStatus_t check_group(const char *fn, int i, const cublasOperation_t ta[], const cublasOperation_t tb[], const int m[],
                                   const int n[], const int k[], const int lda[], const int ldb[], const int ldc[],
                                   const int group_size[])
 {
-    const char *fn = "cublasGemmGroupedBatchedEx";
     if (group_size[i] < 0) return refuse(CUBLAS_STATUS_INVALID_VALUE, "%s: group_size[%d] = %d", fn, i, group_size[i]);
     if (!op_ok(ta[i]) || !op_ok(tb[i]))
         return refuse(CUBLAS_STATUS_INVALID_VALUE, "%s: group %d: transa %d transb %d", fn, i, ta[i], tb[i]);
@@ -197,12 +230,15 @@ cublasStatus_t cublasGemmGroupedBatchedEx(cublasHandle_t handle, const cublasOpe
     const char *fn = "cublasGemmGroupedBatchedEx";
     if (!g_live.count(handle)) return refuse(CUBLAS_STATUS_NOT_INITIALIZED, "%s: not a live handle", fn);
     if (group_count < 0) return refuse(CUBLAS_STATUS_INVALID_VALUE, "%s: group_count %d", fn, group_count);
-    if (!types_ok(Atype, Btype, Ctype, computeType))
+    const char *none = getenv("MC_EMU_CUBLAS_NO_GROUPED");
+    if (none && strcmp(none, "1") == 0)
+        return refuse(CUBLAS_STATUS_NOT_SUPPORTED, "%s: MC_EMU_CUBLAS_NO_GROUPED=1 (emulation)", fn);
+    if (!grouped_types_ok(Atype, Btype, Ctype, computeType))
         return refuse(CUBLAS_STATUS_NOT_SUPPORTED, "%s: A %d B %d C %d compute %d", fn, Atype, Btype, Ctype,
                       computeType);
     long problems = 0;
     for (int i = 0; i < group_count; i++) {
-        cublasStatus_t s = check_group(i, transa_array, transb_array, m_array, n_array, k_array, lda_array,
+        cublasStatus_t s = check_group(fn, i, transa_array, transb_array, m_array, n_array, k_array, lda_array,
                                        ldb_array, ldc_array, group_size);
         if (s != CUBLAS_STATUS_SUCCESS) return s;
         problems += group_size[i];
@@ -212,7 +248,7 @@ cublasStatus_t cublasGemmGroupedBatchedEx(cublasHandle_t handle, const cublasOpe
     mc_emu::require_device(Aarray, (size_t)problems * sizeof(void *), "cublasGemmGroupedBatchedEx: Aarray");
     mc_emu::require_device(Barray, (size_t)problems * sizeof(void *), "cublasGemmGroupedBatchedEx: Barray");
     mc_emu::require_device(Carray, (size_t)problems * sizeof(void *), "cublasGemmGroupedBatchedEx: Carray");
-    const bool wide = computeType == CUBLAS_COMPUTE_64F || computeType == CUBLAS_COMPUTE_64F_PEDANTIC;
+    const bool wide = wide_compute(computeType);
     long p = 0;
     for (int i = 0; i < group_count; i++) {
         const double alpha = wide ? ((const double *)alpha_array)[i] : ((const float *)alpha_array)[i];
@@ -231,6 +267,37 @@ cublasStatus_t cublasGemmGroupedBatchedEx(cublasHandle_t handle, const cublasOpe
         }
     }
     mc_emu::after_launch("cublasGemmGroupedBatchedEx");
+    return CUBLAS_STATUS_SUCCESS;
+}
+
+cublasStatus_t cublasGemmEx(cublasHandle_t handle, cublasOperation_t transa, cublasOperation_t transb, int m, int n,
+                            int k, const void *alpha, const void *A, cudaDataType Atype, int lda, const void *B,
+                            cudaDataType Btype, int ldb, const void *beta, void *C, cudaDataType Ctype, int ldc,
+                            cublasComputeType_t computeType, cublasGemmAlgo_t algo)
+{
+    const char *fn = "cublasGemmEx";
+    if (!g_live.count(handle)) return refuse(CUBLAS_STATUS_NOT_INITIALIZED, "%s: not a live handle", fn);
+    if (!gemmex_types_ok(Atype, Btype, Ctype, computeType))
+        return refuse(CUBLAS_STATUS_NOT_SUPPORTED, "%s: A %d B %d C %d compute %d", fn, Atype, Btype, Ctype,
+                      computeType);
+    const bool algo_ok = (algo >= CUBLAS_GEMM_DEFAULT && algo <= CUBLAS_GEMM_ALGO23) ||
+                         (algo >= CUBLAS_GEMM_DEFAULT_TENSOR_OP && algo <= CUBLAS_GEMM_ALGO15_TENSOR_OP);
+    if (!algo_ok) return refuse(CUBLAS_STATUS_NOT_SUPPORTED, "%s: algo %d", fn, algo);
+    if (!alpha || !beta) return refuse(CUBLAS_STATUS_INVALID_VALUE, "%s: alpha or beta is NULL", fn);
+    const int one = 1;
+    cublasStatus_t s = check_group(fn, 0, &transa, &transb, &m, &n, &k, &lda, &ldb, &ldc, &one);
+    if (s != CUBLAS_STATUS_SUCCESS) return s;
+    if (m == 0 || n == 0) return CUBLAS_STATUS_SUCCESS;
+    const bool wide = wide_compute(computeType), an = transa == CUBLAS_OP_N, bn = transb == CUBLAS_OP_N;
+    const size_t as = span(an ? m : k, an ? k : m, lda) * type_size(Atype);
+    const size_t bs = span(bn ? k : n, bn ? n : k, ldb) * type_size(Btype);
+    if (as && k) mc_emu::require_device(A, as, "cublasGemmEx: A");
+    if (bs && k) mc_emu::require_device(B, bs, "cublasGemmEx: B");
+    mc_emu::require_device(C, span(m, n, ldc) * type_size(Ctype), "cublasGemmEx: C");
+    const double al = wide ? *(const double *)alpha : *(const float *)alpha;
+    const double be = wide ? *(const double *)beta : *(const float *)beta;
+    gemm_one(transa, transb, m, n, k, al, A, Atype, lda, B, ldb, be, C, Ctype, ldc, wide);
+    mc_emu::after_launch("cublasGemmEx");
     return CUBLAS_STATUS_SUCCESS;
 }
 

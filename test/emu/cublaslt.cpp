@@ -48,10 +48,23 @@
 //    requestedAlgoCount results "in the order of increasing estimated compute time", each with its
 //    workspaceSize and state, and their number in returnAlgoCount [D 3.4.22]; an algorithm needing
 //    more workspace than MAX_WORKSPACE_BYTES is not offered [D 3.3.13]. (emulation) Four
-//    algorithms (ids 0 to 3) compute identical results; ids 1 and 2 ask for 1 and 4 MiB of
-//    workspace. For tests of a caller: MC_EMU_CUBLASLT_SLOW_ALGO=ID[,ID...] makes each matmul with
+//    algorithms (ids 0 to 3) compute identical results, except algorithm 2 for a 16-bit D (split-K
+//    below); ids 1 and 2 ask for 1 and 4 MiB of workspace. For tests of a caller: MC_EMU_CUBLASLT_SLOW_ALGO=ID[,ID...] makes each matmul with
 //    one of those algorithms take 20 ms more of the emulated device's clock; MC_EMU_CUBLASLT_NO_ALGO=1
 //    makes the heuristic find none (NOT_SUPPORTED), as for a problem the library does not cover.
+//  - Split-K and its reduction scheme [H: cublasLtReductionScheme_t, CUBLASLT_ALGO_CONFIG_SPLITK_NUM,
+//    CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK]: K split in parts computed in parallel, their
+//    results reduced per CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME: NONE (no split), INPLACE (in the
+//    output buffer, in the output type), COMPUTE_TYPE (partials in the compute type in the
+//    workspace), OUTPUT_TYPE (partials in the output type in the workspace); the preference's mask
+//    "filters heuristic result to only include algo configs that use one of the required modes"
+//    (default: all). (emulation) Algorithm 1 splits K in two with COMPUTE_TYPE reduction (the
+//    same results as no split here) and algorithm 2 with OUTPUT_TYPE reduction: each part's
+//    alpha * sum is rounded to D's type, then they are added with beta * C and the epilogue's bias
+//    and rounded again, so a 16-bit D is rounded twice. Algorithm 2 is modelled twice as fast as
+//    the others (split-K pays for small M and N with a long K; the heuristic's estimated order
+//    need not be the measured one), so a caller timing the candidates takes it unless its mask
+//    excludes OUTPUT_TYPE.
 //  - cublasLtMatmul: a handle not from cublasLtCreate: NOT_INITIALIZED; INVALID_VALUE for
 //    "parameters unexpectedly NULL, in conflict", a workspace smaller than the algo needs
 //    [D 3.4.17], descriptors that do not match the algo [D 3.4.19]; the workspace 256-byte
@@ -643,6 +656,9 @@ uint32_t align_of(const void *p)
 // are identical).
 const uint64_t ALGO_WORKSPACE[] = {0, 1u << 20, 4u << 20, 0};
 enum { ALGOS = sizeof(ALGO_WORKSPACE) / sizeof(ALGO_WORKSPACE[0]) };
+// Their split-K reduction schemes (emulation): see the header.
+const uint32_t ALGO_REDUCTION[ALGOS] = {CUBLASLT_REDUCTION_SCHEME_NONE, CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE,
+                                        CUBLASLT_REDUCTION_SCHEME_OUTPUT_TYPE, CUBLASLT_REDUCTION_SCHEME_NONE};
 
 // The heuristic's first choice (id 0, no workspace), which works with any pointer aligned to its
 // element size; it is refused when the preference promises less (no algorithm found).
@@ -701,11 +717,11 @@ float gelu_grad(float x)
     return 0.5f * (1.0f + t) + 0.5f * x * (1.0f - t * t) * SQRT_2_OVER_PI * (1.0f + 3.0f * GELU_C * x * x);
 }
 
-// alpha * acc + beta * C + bias, then the activation, in fp32; stored once in D's type. Returns the
+// ab (alpha * acc) + beta * C + bias, then the activation, in fp32; stored in D's type. Returns the
 // fp32 value stored.
-float finish(const Problem &p, uint64_t i, uint64_t j, double acc, float alpha, float beta, const void *C, void *D)
+float finish(const Problem &p, uint64_t i, uint64_t j, float ab, float beta, const void *C, void *D)
 {
-    float v = alpha * (float)acc;
+    float v = ab;
     if (beta != 0.0f) v += beta * load(C, p.cd, i + j * (uint64_t)p.C.ld);
     if (p.ep.bias) v += load(p.bias, p.bias_type, i);
     const uint64_t ia = i + j * (uint64_t)p.aux_ld;
@@ -732,8 +748,18 @@ void bias_gradient(const Problem &p, const std::vector<float> &a, const std::vec
     }
 }
 
-// Products of fp32 values are exact in double, and summed in double.
-void compute(const Problem &p, float alpha, const void *A, const void *B, float beta, const void *C, void *D)
+// v rounded to D's type (an output-type split-K partial).
+float in_d_type(const Problem &p, float v)
+{
+    uint32_t buf = 0;
+    store(&buf, p.cd, 0, v);
+    return load(&buf, p.cd, 0);
+}
+
+// Products of fp32 values are exact in double, and summed in double; split_out: algorithm 2's two
+// parts of K, each rounded to D's type (the header).
+void compute(const Problem &p, float alpha, const void *A, const void *B, float beta, const void *C, void *D,
+             bool split_out)
 {
     const uint64_t m = p.m, n = p.n, k = p.k, lda = (uint64_t)p.A.ld, ldb = (uint64_t)p.B.ld;
     std::vector<float> a(m * k), b(n * k); // op(A) by rows and op(B) by columns, k contiguous
@@ -745,9 +771,13 @@ void compute(const Problem &p, float alpha, const void *A, const void *B, float 
     for (uint64_t j = 0; j < n; j++)
         for (uint64_t i = 0; i < m; i++) {
             const float *x = &a[i * k], *y = &b[j * k];
-            double acc = 0.0;
-            for (uint64_t q = 0; q < k; q++) acc += (double)x[q] * (double)y[q];
-            const float v = finish(p, i, j, acc, alpha, beta, C, D);
+            double acc = 0.0, part = 0.0;
+            const uint64_t half = split_out && k >= 2 ? k / 2 : 0;
+            for (uint64_t q = 0; q < half; q++) part += (double)x[q] * (double)y[q];
+            for (uint64_t q = half; q < k; q++) acc += (double)x[q] * (double)y[q];
+            const float ab = half ? in_d_type(p, alpha * (float)part) + in_d_type(p, alpha * (float)acc)
+                                  : alpha * (float)acc;
+            const float v = finish(p, i, j, ab, beta, C, D);
             if (p.ep.bgrad == 'D') d_rows[i] += (double)v;
         }
     if (p.ep.bgrad) bias_gradient(p, a, b, d_rows);
@@ -1110,9 +1140,11 @@ cublasStatus_t cublasLtMatmulAlgoGetHeuristic(cublasLtHandle_t handle, cublasLtM
     s = choose(fn, p, promised, &a);
     if (s != CUBLAS_STATUS_SUCCESS) return s;
     const uint64_t max_ws = (uint64_t)pv[CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES];
+    const uint32_t schemes = (uint32_t)pv[CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK];
     int count = 0;
     for (int id = 0; id < ALGOS && count < requestedAlgoCount; id++) {
         if (ALGO_WORKSPACE[id] > max_ws) continue;
+        if (ALGO_REDUCTION[id] != CUBLASLT_REDUCTION_SCHEME_NONE && !(ALGO_REDUCTION[id] & schemes)) continue;
         a.id = (uint32_t)id, a.workspace = ALGO_WORKSPACE[id];
         memset(&results[count], 0, sizeof(results[count]));
         memcpy(&results[count].algo, &a, sizeof(a));
@@ -1147,8 +1179,9 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t handle, cublasLtMatmulDesc_t desc
     s = check_pointers(fn, p, al, A, B, b, C, D);
     if (s != CUBLAS_STATUS_SUCCESS) return s;
     require_memory(p, A, B, b, C, D);
-    compute(p, a, A, B, b, C, D);
-    mc_emu::clock_advance_ns(p.m * p.n * p.k / 1000 + 1000);
+    const bool split_out = ALGO_REDUCTION[al.id] == CUBLASLT_REDUCTION_SCHEME_OUTPUT_TYPE;
+    compute(p, a, A, B, b, C, D, split_out);
+    mc_emu::clock_advance_ns(p.m * p.n * p.k / (split_out ? 2000 : 1000) + 1000);
     if (slow_algo(al.id)) spend_ms(20.0);
     mc_emu::profile_record(epilogue_name(p.epi));
     mc_emu::after_launch(epilogue_name(p.epi));

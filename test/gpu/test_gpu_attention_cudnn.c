@@ -255,8 +255,8 @@ static void test_gpt_head_dims(void **state)
  * dropped probabilities, so the mask shows. The CPU's probabilities (no dropout) are the
  * reference: the kept share of the causal entries is 0.75 within 4 standard deviations, every
  * kept entry is the probability over 1 - p, the rest 0; the backward's dV is that same matrix's
- * transpose times dO (its mask is the forward's); the same call gives the same mask, another
- * iteration another. */
+ * transpose times dO (its mask is the forward's), within the roundings of P the documentation
+ * leaves to the engine; the same call gives the same mask, another iteration another. */
 static void test_dropout(void **state)
 {
     (void)state;
@@ -310,18 +310,26 @@ static void test_dropout(void **state)
     assert_memory_equal(g.dqkv, again.dqkv, sizeof(float) * (size_t)r.nqkv);
     if (moved < total / 10)
         fail_msg("another iteration's mask differs in only %ld of %ld entries", moved, total);
-    /* dV[j] = sum_i Pd[i][j] dO[i], Pd as the forward's output shows it */
+    /* dV[j] = sum_i Pd[i][j] dO[i], Pd as the forward's output shows it (bf16(P m / (1 - p))).
+     * cuDNN's backward recomputes P from the Stats and applies the mask and 1/(1-p) itself; where
+     * it rounds that P (before or after the scale, to bf16 or not at all: the backward graph
+     * declares it fp32) is the engine's, not documented, so each term may differ from the
+     * forward's by one bf16 rounding on each side: 2 x 2^-8 of sum_i |Pd dO| (the H200's engine
+     * differed from the forward's rounding; a bound relative to |dV| alone failed where terms
+     * cancel), plus dV's own rounding. Another mask gives errors of the size of the terms. */
     double worst = 0;
     for (int b = 0; b < B; b++)
         for (int h = 0; h < NH; h++)
             for (int j = 0; j < S; j++)
                 for (int e = 0; e < HD; e++) {
-                    double want = 0;
-                    for (int i = j; i < S; i++)
-                        want += (double)g.out[((long)i * B + b) * NH * HD + h * HD + j] *
-                                r.dout32[((long)i * B + b) * NH * HD + h * HD + e];
+                    double want = 0, mag = 0;
+                    for (int i = j; i < S; i++) {
+                        const double t = (double)g.out[((long)i * B + b) * NH * HD + h * HD + j] *
+                                         r.dout32[((long)i * B + b) * NH * HD + h * HD + e];
+                        want += t, mag += fabs(t);
+                    }
                     const double got = g.dqkv[((long)j * B + b) * W + h * 3L * HD + 2 * HD + e];
-                    worst = fmax(worst, fabs(got - want) / (1.6e-2 * (fabs(want) + 0.1)));
+                    worst = fmax(worst, fabs(got - want) / (0x1p-7 * mag + 0x1p-8 * fabs(want) + 1e-6));
                 }
     if (worst > 1.0)
         fail_msg("dV is not the forward's dropped probabilities times dO (%.2fx the tolerance)",

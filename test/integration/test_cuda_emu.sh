@@ -10,8 +10,8 @@
 # attention (the default on the emulated cuDNN) in bf16 with attention dropout 0 gives the CPU's
 # bf16 losses within 1e-3 for the GPT and the Llama (grouped-query) model, and its tp 2 + SP,
 # pp 2 x vpp 2 and dp 2 distributed-optimizer runs the single-rank cuDNN run's numbers
-# (MC_GPU_TEST_CUDNN_ITERS, 6 iterations: warmup, decay, two evaluations; the bf16 run above is
-# on cuDNN too). Left to the GPU
+# (MC_GPU_TEST_CUDNN_ITERS, 6 iterations: warmup, decay, two evaluations; the bf16 run above
+# takes the project's attention, whose dropout masks are the fp32 run's). Left to the GPU
 # run: fp16 tracking fp32 from a scale of 4096 (here fp16-overflow's applied iterations against
 # the CPU and the fp16 op tests check the fp16 path) and the Llama block in bf16 (here the Llama
 # fp32 run, bf16 GPT run and the bf16 op tests of its ops).

@@ -19,7 +19,9 @@
 #    edp): torch_dist at ep2 resumes exactly at ep2 and at ep1, an ep1 save at ep2; Megatron's ep2
 #    loads at ep2 and at ep1 with its numbers; re-saved at ep2 it has Megatron's keys, shapes,
 #    chunks and bucket contents and reloads at ep2 and ep1 with Megatron's numbers; legacy files at
-#    ep2 (mp_rank_00_EEE) resume exactly; without the distributed optimizer refused by name.
+#    ep2 (mp_rank_00_EEE) resume exactly; without the distributed optimizer refused by name;
+#  - expert tensor parallelism: Megatron's tp2sp-ep2 loads at its layout (4 ranks) and at ep2
+#    with its numbers, and saved again has its keys, shapes, chunks and hashes.
 source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/mpi.sh"
 
@@ -271,6 +273,36 @@ if have_mpirun; then
         not_ok "ep2: the optimizer state matters: without it iteration 8 is not Megatron's"
     else
         ok "ep2: the optimizer state matters: without it iteration 8 is not Megatron's"
+    fi
+
+    # Megatron's tp2sp-ep2 (tp 2 + sequence parallel, ep 2, etp 2: the experts' shards and their
+    # optimizer domains per (etp, ep)) at its own layout on 4 ranks and at ep2 on 2: Megatron's
+    # numbers; loaded and saved again at its layout: Megatron's keys, shapes, chunks and hashes
+    TP2=(--tensor-model-parallel-size 2 --sequence-parallel "${EP2[@]}")
+    fields "$REF/tp2sp-ep2.continuation.log" "$ITERS" >"$MC_TMP/mtp2.want"
+    for np in 4 2; do
+        tp=()
+        [ "$np" -eq 4 ] && tp=("${TP2[@]}")
+        mpirun_mc "$np" "${FLAGS[@]}" $DO "${EP2[@]}" "${tp[@]}" --ckpt-format torch_dist \
+            --load "$REF/tp2sp-ep2" --no-load-rng >"$MC_TMP/mtp2-$np" 2>&1
+        rc=$?
+        fields "$MC_TMP/mtp2-$np" "$ITERS" >"$MC_TMP/mtp2-$np.got"
+        check "Megatron's tp2sp-ep2 loads on $np ranks (${tp[*]:-ep 2}) with its optimizer state: iterations 6, 8..15 are Megatron's (rc=$rc $(diff "$MC_TMP/mtp2.want" "$MC_TMP/mtp2-$np.got" | tr '\n' ' ' | head -c 300) $(grep -h 'error:' "$MC_TMP/mtp2-$np" | head -c 300))" \
+            matches $rc "$MC_TMP/mtp2.want" "$MC_TMP/mtp2-$np.got" 36
+    done
+    if [ -x "$DUMP" ]; then
+        out=$MC_TMP/againtp2
+        mpirun_mc 4 "${FLAGS[@]}" $DO "${TP2[@]}" --ckpt-format torch_dist --train-iters 5 \
+            --override-opt-param-scheduler --load "$REF/tp2sp-ep2" --save "$out" --save-interval 7 \
+            >"$out.log" 2>&1
+        rc=$?
+        "$DUMP" "$out/iter_0000005" >"$out.dump" 2>&1 && "$DUMP" --chunks "$out/iter_0000005" >"$out.chunks" 2>&1
+        python3 "$(dirname "$0")/dcp_vs_manifest.py" "$REF/tp2sp-ep2.manifest.json" "$out.dump" "$out.chunks" \
+            "$DUMP" "$out/iter_0000005" "$REF/tp2sp-ep2/iter_0000005" >"$out.cmp" 2>&1
+        check "Megatron's tp2sp-ep2 loaded and saved again at its layout: the same keys, dtypes, shapes, chunks, hashes and bucket parameters (rc=$rc: $(tail -4 "$out.cmp" | tr '\n' ' ' | head -c 500) $(grep -h 'error:' "$out.log" | head -c 200))" \
+            bash -c "[ $rc -eq 0 ] && grep -q ', 0 differences' '$out.cmp'"
+    else
+        skip "Megatron's tp2sp-ep2 saved again" "$DUMP is absent (make tests)"
     fi
 
     # Megatron's ep2 loaded and saved again at ep2: Megatron's keys, dtypes, shapes, chunks, and

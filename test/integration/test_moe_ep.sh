@@ -3,15 +3,19 @@
 # distributed optimizer's expert shards over edp, the norms' expert part): a tiny MoE model (2
 # layers x 4 experts, top-2, aux_loss, dropout on) at ep 2 on 2 ranks, ep 2 x edp 2 on 4 ranks
 # (with overlapped reduction averaged in the collective), ep 4 on 4 ranks, both with the
-# distributed optimizer, and ep 2 x pp 2 x vpp 2 on 4 ranks give the single rank's lm loss,
+# distributed optimizer, tensor parallelism with sequence parallelism and parallel folding (tp 2
+# x ep 2 with etp 2 on 4 ranks; tp 2 with etp 2 on 2; tp 2 with etp 1, its experts' gradients
+# over edp 2, with the distributed optimizer), and ep 2 x pp 2 x vpp 2 on 4 ranks give the single rank's lm loss,
 # load_balancing_loss, grad norm and params norm within 1e-5 relative over 12 iterations
-# (test_cli_moe has what expert parallelism refuses by name); ep 2 in bf16 within bf16's
-# rounding; ep 2 on the emulated GPU (CUDA backend, MPI staging) gives the first 4.
+# (test_cli_moe has what expert parallelism refuses by name); tp 2 + SP x ep 2 in bf16 within
+# bf16's rounding; the three load-balancing losses at once at tp 2 + SP, etp 1 x ep 2 (1e-5); tp 2
+# + SP x ep 2 on the emulated GPU (CUDA backend, MPI staging) gives the first 4.
 # ci-sanitize: the dispatcher's all-to-all under mpirun, expert buckets over edp
 source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/mpi.sh"
 
-FLAGS=(--device cpu --mock-data --vocab-size 128 --num-layers 2 --hidden-size 32
+# (--make-vocab-size-divisible-by 64: the padded vocabulary of tp 2 is the single rank's)
+FLAGS=(--device cpu --mock-data --vocab-size 128 --make-vocab-size-divisible-by 64 --num-layers 2 --hidden-size 32
        --num-attention-heads 4 --ffn-hidden-size 64 --seq-length 32 --max-position-embeddings 32
        --position-embedding-type rope --normalization RMSNorm --swiglu
        --untie-embeddings-and-output-weights --disable-bias-linear --num-experts 4
@@ -47,7 +51,10 @@ if have_mpirun; then
         "ep 2 x edp 2 (overlapped, averaged in the collective):4:--expert-model-parallel-size 2 --overlap-grad-reduce --ddp-bucket-size 2000 --ddp-average-in-collective" \
         "ep 4:4:--expert-model-parallel-size 4" \
         "ep 2 with the distributed optimizer:2:--expert-model-parallel-size 2 --use-distributed-optimizer" \
-        "ep 2 x edp 2 with the distributed optimizer (overlapped reduction and gather):4:--expert-model-parallel-size 2 --use-distributed-optimizer --overlap-grad-reduce --overlap-param-gather --ddp-bucket-size 2000"; do
+        "ep 2 x edp 2 with the distributed optimizer (overlapped reduction and gather):4:--expert-model-parallel-size 2 --use-distributed-optimizer --overlap-grad-reduce --overlap-param-gather --ddp-bucket-size 2000" \
+        "tp 2 + SP x ep 2 (etp 2, Megatron's default):4:--tensor-model-parallel-size 2 --sequence-parallel --expert-model-parallel-size 2" \
+        "tp 2 + SP (etp 2, ep 1):2:--tensor-model-parallel-size 2 --sequence-parallel" \
+        "tp 2 + SP with etp 1 (edp 2) and the distributed optimizer (overlapped):2:--tensor-model-parallel-size 2 --sequence-parallel --expert-tensor-parallel-size 1 --use-distributed-optimizer --overlap-grad-reduce --overlap-param-gather"; do
         name=${layout%%:*}
         rest=${layout#*:}
         np=${rest%%:*}
@@ -67,12 +74,35 @@ if have_mpirun; then
     check "ep 2 x pp 2 x vpp 2 on 4 ranks exits 0 (rc=$rc: $(tail -c 300 "$MC_TMP/ep" | tr '\n' ' '))" test $rc -eq 0
     check "ep 2 x pp 2 x vpp 2 gives the single rank's lm loss, load_balancing_loss, grad and params norms" \
         same "$MC_TMP/single4" "$MC_TMP/ep"
-    # --bf16: the tokens travel in bf16, the sums of the experts' weight gradients (float32 main
-    # grads) run over both ranks' rows in one GEMM: bf16's tolerance, as test_moe's dp 2
+    # --bf16 at tp 2 + SP x ep 2: the tokens travel in bf16, the sums of the experts' weight
+    # gradients (float32 main grads) run over both ranks' rows in one GEMM, the etp partial sums
+    # add in bf16 (Megatron's reduce-scatter in the probs' type): bf16's tolerance, as test_moe's
+    # dp 2
     "$MC_BIN" "${FLAGS[@]}" --bf16 >"$MC_TMP/bf16" 2>&1
-    mpirun_mc 2 "${FLAGS[@]}" --bf16 --expert-model-parallel-size 2 >"$MC_TMP/ep" 2>&1
-    check "ep 2 in bf16 gives the single rank's bf16 numbers within 4e-3 ($(tail -c 300 "$MC_TMP/ep" | tr '\n' ' '))" \
+    mpirun_mc 4 "${FLAGS[@]}" --bf16 --tensor-model-parallel-size 2 --sequence-parallel \
+        --expert-model-parallel-size 2 >"$MC_TMP/ep" 2>&1
+    check "tp 2 + SP x ep 2 in bf16 gives the single rank's bf16 numbers within 4e-3 ($(tail -c 300 "$MC_TMP/ep" | tr '\n' ' '))" \
         same "$MC_TMP/bf16" "$MC_TMP/ep" 12 4e-3
+    # the three load-balancing losses at once (aux_loss's and seq_aux_loss's counts summed over
+    # tp, global_aux_loss's over tp x dp x cp, each logged as Megatron reduces it) at tp 2 + SP
+    # with etp 1 x ep 2 on 2 ranks (the ep group is the tp group; dp 1: global_aux_loss's running
+    # counts depend on dp, as Megatron's): the single rank's lm loss, each loss and the grad norm
+    # over 8 iterations (1e-5)
+    LB=(--moe-router-load-balancing-type aux_loss seq_aux_loss global_aux_loss
+        --moe-aux-loss-coeff 1e-2 1e-3 1e-4 --train-iters 8)
+    lb_fields() { grep -o 'lm loss: [^|]*|\|[a-z_]*load_balancing_loss: [^|]*|\|grad norm: [^|]*|' "$1"; }
+    lb_same() {
+        [ "$(wc -l <"$1")" -eq 40 ] && [ "$(wc -l <"$2")" -eq 40 ] &&
+            paste -d: "$1" "$2" | awk -F: '{ d = $2 - $4; if (d < 0) d = -d; m = $2 < 0 ? -$2 : $2
+                if ($1 != $3 || d > 1e-5 * m) bad++ } END { exit bad > 0 }'
+    }
+    "$MC_BIN" "${FLAGS[@]}" "${LB[@]}" >"$MC_TMP/lb1" 2>&1
+    mpirun_mc 2 "${FLAGS[@]}" "${LB[@]}" --tensor-model-parallel-size 2 --sequence-parallel \
+        --expert-tensor-parallel-size 1 --expert-model-parallel-size 2 >"$MC_TMP/lb4" 2>&1
+    lb_fields "$MC_TMP/lb1" | sed 's/ *|$//' >"$MC_TMP/lb1.f"
+    lb_fields "$MC_TMP/lb4" | sed 's/ *|$//' >"$MC_TMP/lb4.f"
+    check "aux_loss, seq_aux_loss and global_aux_loss at tp 2 + SP, etp 1 x ep 2 give the single rank's losses and grad norms ($(diff "$MC_TMP/lb1.f" "$MC_TMP/lb4.f" | head -4 | tr '\n' ' ') $(grep -h 'error:' "$MC_TMP/lb4" | head -c 300))" \
+        lb_same "$MC_TMP/lb1.f" "$MC_TMP/lb4.f"
     # the comparison can fail: another seed is another run
     mpirun_mc 2 "${FLAGS[@]}" --expert-model-parallel-size 2 --seed 4321 >"$MC_TMP/other" 2>&1
     if same "$MC_TMP/single" "$MC_TMP/other"; then
@@ -81,15 +111,17 @@ if have_mpirun; then
         ok "the comparison can fail (another seed)"
     fi
     # the CUDA backend on the emulated device (test/emu), device buffers staged through MPI: 4
-    # iterations (the same schedule) of ep 2
+    # iterations (the same schedule) of tp 2 + SP x ep 2 (the all-to-all over ep and the
+    # all-gather and reduce-scatter over etp)
     EMU_BIN=${MC_EMU_BUILD:-}/megatron-c
     if [ -n "${MC_EMU_BUILD:-}" ] && [ -x "$EMU_BIN" ]; then
-        "${MPIRUN[@]}" -np 2 "$EMU_BIN" "${FLAGS[@]}" --device cuda --distributed-backend mpi \
-            --expert-model-parallel-size 2 --train-iters 4 >"$MC_TMP/emu" 2>&1
-        check "ep 2 on the emulated GPU (--device cuda) gives the single rank's first 4 iterations ($(tail -c 300 "$MC_TMP/emu" | tr '\n' ' '))" \
+        "${MPIRUN[@]}" -np 4 "$EMU_BIN" "${FLAGS[@]}" --device cuda --distributed-backend mpi \
+            --tensor-model-parallel-size 2 --sequence-parallel --expert-model-parallel-size 2 \
+            --train-iters 4 >"$MC_TMP/emu" 2>&1
+        check "tp 2 + SP x ep 2 on the emulated GPU (--device cuda) gives the single rank's first 4 iterations ($(tail -c 300 "$MC_TMP/emu" | tr '\n' ' '))" \
             same "$MC_TMP/single" "$MC_TMP/emu" 4
     else
-        skip "ep 2 on the emulated GPU" "no build/emu/megatron-c (make EMU=1)"
+        skip "tp 2 + SP x ep 2 on the emulated GPU" "no build/emu/megatron-c (make EMU=1)"
     fi
 else
     skip "expert parallelism under mpirun" "no mpirun"

@@ -110,7 +110,8 @@ int main(int argc, char **argv)
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--tensor-model-parallel-size") == 0) i++;
         else if (strcmp(argv[i], "--sequence-parallel") != 0 && strncmp(argv[i], "--overlap-", 10) != 0 &&
-                 strcmp(argv[i], "--use-distributed-optimizer") != 0)
+                 strcmp(argv[i], "--use-distributed-optimizer") != 0 &&
+                 strcmp(argv[i], "--tp-comm-overlap") != 0)
             av1[n1++] = argv[i];
     }
     static mc_args_t par_args, one_args;

@@ -23,6 +23,9 @@
     "--vocab-size 512 --mock-data"
 #define LINE LINE_BIAS " --disable-bias-linear"
 #define MOE LINE " --num-experts 4"
+#define TP2                                                                                        \
+    MOE " --swiglu --tensor-model-parallel-size 2 --sequence-parallel --moe-token-dispatcher-type " \
+        "alltoall"
 
 /* The flags take their values into the fields phase 2 reads (parsed, before validation). */
 static void test_flags_parse_into_fields(void **state)
@@ -119,8 +122,35 @@ static void test_refused_until_implemented(void **state)
     const char *todo = "are recognised but not implemented yet in megatron-c";
     mc_expect_error(MOE, "MoE layers with experts without --swiglu");
     mc_expect_error(MOE " --swiglu --fp16", todo);
+    /* tensor parallelism's scope (model/moe.c): what it lacks, each by name, all at once */
+    static const char *const tp_parts[] = {
+        "--expert-tensor-parallel-size 2 with --moe-z-loss-coeff are recognised but not",
+        "with --load or --save other than torch_dist with --expert-model-parallel-size > 1 and "
+        "--use-distributed-optimizer (dp_reshardable) are"};
+    mc_expect_errors_world(TP2 " --bf16 --moe-z-loss-coeff 1e-3 --moe-router-load-balancing-type "
+                               "global_aux_loss --moe-aux-loss-coeff 1e-2 --save /tmp/x "
+                               "--save-interval 5",
+                           2, 2, tp_parts);
     mc_expect_error_world(MOE " --swiglu --tensor-model-parallel-size 2 --sequence-parallel", 2,
-                          "MoE layers with --tensor-model-parallel-size > 1");
+                          "with --moe-token-dispatcher-type allgather are recognised but not");
+    mc_expect_error_world(TP2 " --load /tmp/x --ckpt-format torch_dist --use-distributed-optimizer", 2,
+                          "with --load or --save other than torch_dist with");
+    mc_expect_error_world(MOE " --swiglu --moe-token-dispatcher-type alltoall "
+                              "--expert-tensor-parallel-size 2",
+                          2,
+                          "--tensor-model-parallel-size 1 and --expert-tensor-parallel-size 2 with "
+                          "an --expert-tensor-parallel-size other than 1 or tp are recognised");
+    mc_run_t rt;
+    mc_run_parse(&rt, TP2, 2);
+    assert_int_equal(rt.status, 0);
+    mc_run_parse(&rt, TP2 " --expert-model-parallel-size 2 --use-distributed-optimizer --load /tmp/x "
+                          "--save /tmp/x --save-interval 5 --ckpt-format torch_dist",
+                 4);
+    assert_int_equal(rt.status, 0);
+    mc_run_parse(&rt, TP2 " --expert-tensor-parallel-size 1 --moe-router-load-balancing-type "
+                          "seq_aux_loss --moe-aux-loss-coeff 1e-2",
+                 2);
+    assert_int_equal(rt.status, 0);
     mc_expect_error(MOE " --swiglu --moe-layer-freq 2 --load /tmp/x --no-load-optim",
                     "MoE layers with --load or --save and a --moe-layer-freq other than 1");
     mc_expect_error(MOE " --swiglu --moe-layer-freq [1,0,1,1] --save /tmp/x --save-interval 5",
@@ -148,19 +178,44 @@ static void test_refused_until_implemented(void **state)
         mc_expect_error_world(line, 4, want);
     }
     /* every part the layer lacks at once, one line each (a recipe sees its whole list) */
-    static const char *const parts[] = {"--moe-router-pre-softmax is recognised",
+    static const char *const parts[] = {"--moe-expert-capacity-factor is recognised",
                                         "MoE layers with --calculate-per-token-loss",
                                         "MoE layers with --log-throughput",
                                         "MoE layers with --save",
                                         "--expert-model-parallel-size 2 with --log-num-zeros-in-grad"};
     mc_expect_errors_world(MOE " --swiglu --expert-model-parallel-size 2 --moe-token-dispatcher-type alltoall "
-                               "--log-num-zeros-in-grad --moe-router-pre-softmax "
+                               "--log-num-zeros-in-grad --moe-expert-capacity-factor 1.5 "
                                "--calculate-per-token-loss --save /tmp/x --save-interval 5 --log-throughput",
                            2, 5, parts);
-    mc_expect_error(MOE " --swiglu --moe-router-pre-softmax",
-                    "--moe-router-pre-softmax is recognised but not implemented");
-    mc_expect_error_world(LINE " --expert-tensor-parallel-size 2", 2,
-                          "--expert-tensor-parallel-size is recognised");
+    mc_expect_error(MOE " --swiglu --moe-expert-capacity-factor 1.5",
+                    "--moe-expert-capacity-factor is recognised but not implemented");
+    /* the router's options (kernels/moe_route.h): accepted */
+    static const char *const router_ok[] = {
+        " --moe-router-pre-softmax", " --moe-router-score-function sigmoid",
+        " --moe-router-topk-scaling-factor 2.5 --moe-router-pre-softmax",
+        " --moe-router-num-groups 2 --moe-router-group-topk 1",
+        " --moe-router-num-groups 2",
+        " --moe-router-score-function sigmoid --moe-router-enable-expert-bias "
+        "--moe-router-bias-update-rate 0.01",
+        " --moe-router-dtype fp32"};
+    for (size_t i = 0; i < sizeof(router_ok) / sizeof(router_ok[0]); i++) {
+        char cmd[512];
+        snprintf(cmd, sizeof(cmd), MOE " --swiglu%s", router_ok[i]);
+        mc_run_t rr;
+        mc_run_parse(&rr, cmd, 1);
+        assert_int_equal(rr.status, 0);
+    }
+    /* and what the router does not do yet, by name */
+    mc_expect_error(MOE " --swiglu --moe-router-dtype fp64",
+                    "--moe-router-dtype fp64 is recognised but not implemented yet");
+    mc_expect_error(MOE " --swiglu --bf16 --moe-router-dtype fp32",
+                    "MoE layers with --moe-router-dtype fp32 and --bf16 or --fp16");
+    mc_expect_error(MOE " --swiglu --moe-router-score-function sigmoid "
+                        "--moe-router-enable-expert-bias --save /tmp/x --save-interval 5",
+                    "--load or --save and --moe-router-enable-expert-bias");
+    mc_run_t rd; /* a dense model has no expert layers to split */
+    mc_run_parse(&rd, LINE " --expert-tensor-parallel-size 2", 2);
+    assert_int_equal(rd.status, 0);
     mc_run_t r0;
     mc_run_parse(&r0, MOE " --swiglu --moe-aux-loss-coeff 1e-2 --moe-router-topk 2", 1);
     assert_int_equal(r0.status, 0); /* the MoE layer's scope */

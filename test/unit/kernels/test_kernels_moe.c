@@ -330,6 +330,65 @@ static void test_strict_backend(void **state)
     free(logits), free(bias);
 }
 
+/* One token's routing by the CPU op (fp32): its map and probabilities against hand-computed
+ * ones (probs within 1e-6). */
+static void route_one(const char *what, const mc_moe_router_t *r, const float *logits,
+                      const float *bias, const uint8_t *want_map, const double *want_p)
+{
+    const int E = r->num_experts;
+    float probs[8];
+    uint8_t map[8];
+    g_be->moe->route(g_be, MC_DT_F32, r, probs, map, logits, bias, 1);
+    for (int e = 0; e < E; e++) {
+        if (map[e] != want_map[e] || fabs(probs[e] - want_p[e]) > 1e-6)
+            fail_msg("%s: expert %d map %d prob %.8g, want %d %.8g", what, e, map[e], probs[e],
+                     want_map[e], want_p[e]);
+    }
+}
+
+/* Small cases computed by hand from Megatron's topk_routing_with_score_function and
+ * group_limited_topk, ties taken as torch.topk takes them (the lower index first among equal
+ * values), and get_updated_expert_bias. */
+static void test_route_by_hand(void **state)
+{
+    (void)state;
+    const float l3 = logf(3.0f); /* sigmoid(ln 3) = 3/4, sigmoid(-ln 3) = 1/4 */
+    /* sigmoid top-2 with a tie at 3/4 (experts 1 and 3 beat expert 0's 1/2): 3/4 / (3/4 + 3/4),
+     * scaled by 2 */
+    const mc_moe_router_t sig2 = {4, 2, 1, 0, 0, 0, 2.0};
+    route_one("sigmoid top-2, scaled", &sig2, (const float[]){0, l3, -l3, l3}, NULL,
+              (const uint8_t[]){0, 1, 0, 1}, (const double[]){0, 1.0, 0, 1.0});
+    /* softmax after the top-k, three equal logits: the two lowest indices, half each */
+    const mc_moe_router_t soft2 = {4, 2, 0, 0, 0, 0, 0};
+    route_one("softmax top-2, ties", &soft2, (const float[]){1, 2, 2, 2}, NULL,
+              (const uint8_t[]){0, 1, 1, 0}, (const double[]){0, 0.5, 0.5, 0});
+    /* the expert bias chooses (scores 3/4, 1/2, 1/2, 1/4 + 0.6) but the unbiased scores weigh:
+     * experts 0 and 3, 3/4 and 1/4 over their sum 1 */
+    const mc_moe_router_t sig2b = {4, 2, 1, 0, 0, 0, 0};
+    route_one("sigmoid top-2, expert bias", &sig2b, (const float[]){l3, 0, 0, -l3},
+              (const float[]){0, 0, 0, 0.6f}, (const uint8_t[]){1, 0, 0, 1},
+              (const double[]){0.75, 0, 0, 0.25});
+    /* group-limited: 4 groups of 2, the best 2 by the sum of their top 4/2 = 2 scores (5, 8,
+     * 4.5, 2: groups 1 and 0); top-4 of experts 0..3 (plain top-4 would take expert 4's 4.5),
+     * softmax over 5, 4, 4, 0 */
+    const mc_moe_router_t grp = {8, 4, 0, 0, 4, 2, 0};
+    const double z = exp(5.0) + 2 * exp(4.0) + 1;
+    route_one("group-limited top-4", &grp, (const float[]){5, 0, 4, 4, 4.5f, 0, 1, 1}, NULL,
+              (const uint8_t[]){1, 1, 1, 1, 0, 0, 0, 0},
+              (const double[]){exp(5.0) / z, 1 / z, exp(4.0) / z, exp(4.0) / z, 0, 0, 0, 0});
+    /* groups tied (3, 3, 3, 0) with one kept: the lowest, group 0 */
+    const mc_moe_router_t grp1 = {8, 2, 0, 0, 4, 1, 0};
+    const double z1 = exp(3.0) + 1;
+    route_one("group-limited, tied groups", &grp1, (const float[]){3, 0, 1, 2, 3, 0, 0, 0}, NULL,
+              (const uint8_t[]){1, 1, 0, 0, 0, 0, 0, 0},
+              (const double[]){exp(3.0) / z1, 1 / z1, 0, 0, 0, 0, 0, 0});
+    /* the bias update: mean 4 of 10, 2, 4, 0 tokens; bias += rate * sign(4 - count) */
+    float counts[4] = {10, 2, 4, 0}, bias[4] = {0.5f, 0, -0.25f, 0};
+    g_be->moe->expert_bias_update(g_be, bias, counts, 4, 0.125f);
+    const float want[4] = {0.375f, 0.125f, -0.25f, 0.125f};
+    for (int e = 0; e < 4; e++) assert_true(bias[e] == want[e]);
+}
+
 static int setup(void **state)
 {
     (void)state;
@@ -352,6 +411,7 @@ int main(void)
         cmocka_unit_test(test_aux_losses),  cmocka_unit_test(test_permutation),
         cmocka_unit_test(test_experts),     cmocka_unit_test(test_unsupported_router),
         cmocka_unit_test(test_strict_backend),
+        cmocka_unit_test(test_route_by_hand),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -3,7 +3,8 @@
  * two tensor-parallel ranks, with and without sequence parallelism, equal the one-rank block's
  * (their tp slices; a norm's partial gradients summed over tp), so a broken tp seam fails here
  * under the block's name instead of as a loss a few digits off in test_tp.sh. The two ranks are
- * two threads of this process on the CPU backend (fp32), joined by a test communicator. */
+ * two threads of this process on the CPU backend (fp32), joined by a test communicator; with
+ * --tp-comm-overlap's chunks and bulk overlaps too. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
@@ -56,6 +57,26 @@ typedef struct {
     shared_t *sh;
 } thread_comm_t;
 
+/* --tp-comm-overlap's exchange of two ranks: one send to the other rank and one receive from it,
+ * blocking as the collectives. */
+static mc_req_t p2p_start(thread_comm_t *t, const mc_coll_t *op)
+{
+    shared_t *sh = t->sh;
+    const int r = t->g.rank;
+    const mc_p2p_t *snd = NULL, *rcv = NULL;
+    for (int i = 0; i < op->n_p2p; i++) {
+        if (op->p2p[i].peer != 1 - r || op->p2p[i].dt != MC_DT_F32) abort();
+        if (op->p2p[i].is_send) snd = &op->p2p[i];
+        else rcv = &op->p2p[i];
+    }
+    if (op->n_p2p != 2 || !snd || !rcv || snd->count != rcv->count) abort();
+    sh->send[r] = snd->buf;
+    barrier(sh);
+    memcpy(rcv->buf, sh->send[1 - r], rcv->count * sizeof(float));
+    barrier(sh);
+    return MC_REQ_DONE;
+}
+
 /* Every collective is blocking: both ranks post their buffers, each computes its result from
  * both into a private copy, and writes it once both have read. */
 static mc_req_t tc_start(mc_comm_t *c, const mc_coll_t *op)
@@ -63,6 +84,7 @@ static mc_req_t tc_start(mc_comm_t *c, const mc_coll_t *op)
     thread_comm_t *t = (thread_comm_t *)c;
     shared_t *sh = t->sh;
     const int r = t->g.rank, n = (int)op->count;
+    if (op->kind == MC_COLL_P2P_BATCH) return p2p_start(t, op);
     if (op->dt != MC_DT_F32) abort();
     sh->send[r] = op->kind == MC_COLL_ALL_REDUCE ? op->recv : op->send;
     barrier(sh);
@@ -92,6 +114,7 @@ static void tc_wait(mc_comm_t *c, mc_req_t req) {}
 typedef struct {
     const char *name;
     bool swiglu, sp, qk_norm, rope, gqa;
+    bool overlap; /* --tp-comm-overlap, in 3 chunks of a rank's 8 rows (2, 3 and 3) */
 } case_t;
 
 static mc_gpt_config_t config(const case_t *k, int tp, int rank)
@@ -120,6 +143,9 @@ static mc_gpt_config_t config(const case_t *k, int tp, int rank)
     c.qk_norm = k->qk_norm;
     c.rms = k->swiglu; /* the Llama block with SwiGLU, GPT's otherwise */
     c.sequence_parallel = k->sp && tp > 1;
+    if (k->overlap && c.sequence_parallel)
+        c.tp_overlap = (mc_tp_overlap_t){
+            .chunks = 3, .ag = true, .rs = true, .bulk_dgrad = true, .bulk_wgrad = true};
     if (k->rope) {
         c.pos = MC_POS_ROPE;
         c.rope = (mc_rope_cfg_t){.rot_dim = 4, .base = 10000};
@@ -296,6 +322,16 @@ static const case_t k_llama_sp = {.name = "llama, sequence parallel",
                                   .gqa = true,
                                   .qk_norm = true};
 
+static const case_t k_gpt_overlap = {
+    .name = "gpt, sequence parallel, tp comm overlap", .sp = true, .overlap = true};
+static const case_t k_llama_overlap = {.name = "llama, sequence parallel, tp comm overlap",
+                                       .swiglu = true,
+                                       .sp = true,
+                                       .rope = true,
+                                       .gqa = true,
+                                       .qk_norm = true,
+                                       .overlap = true};
+
 static void test_mlp_tp2(void **s) { check_block(&k_gpt, &mc_mlp); }
 static void test_mlp_tp2_sp(void **s) { check_block(&k_gpt_sp, &mc_mlp); }
 static void test_mlp_swiglu_tp2(void **s) { check_block(&k_llama, &mc_mlp); }
@@ -304,6 +340,16 @@ static void test_attention_tp2(void **s) { check_block(&k_gpt, &mc_self_attentio
 static void test_attention_tp2_sp(void **s) { check_block(&k_gpt_sp, &mc_self_attention); }
 static void test_attention_gqa_rope_tp2(void **s) { check_block(&k_llama, &mc_self_attention); }
 static void test_attention_qknorm_tp2_sp(void **s) { check_block(&k_llama_sp, &mc_self_attention); }
+static void test_mlp_tp2_overlap(void **s) { check_block(&k_gpt_overlap, &mc_mlp); }
+static void test_mlp_swiglu_tp2_overlap(void **s) { check_block(&k_llama_overlap, &mc_mlp); }
+static void test_attention_tp2_overlap(void **s)
+{
+    check_block(&k_gpt_overlap, &mc_self_attention);
+}
+static void test_attention_qknorm_tp2_overlap(void **s)
+{
+    check_block(&k_llama_overlap, &mc_self_attention);
+}
 
 int main(void)
 {
@@ -316,6 +362,10 @@ int main(void)
         cmocka_unit_test(test_attention_tp2_sp),
         cmocka_unit_test(test_attention_gqa_rope_tp2),
         cmocka_unit_test(test_attention_qknorm_tp2_sp),
+        cmocka_unit_test(test_mlp_tp2_overlap),
+        cmocka_unit_test(test_mlp_swiglu_tp2_overlap),
+        cmocka_unit_test(test_attention_tp2_overlap),
+        cmocka_unit_test(test_attention_qknorm_tp2_overlap),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

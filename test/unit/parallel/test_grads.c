@@ -149,6 +149,7 @@ static void test_expert_buckets(void **state)
     fake_model(&m, numel, 4);
     const int expert[] = {-1, 0, 1, -1};
     for (int i = 0; i < 4; i++) m.params[i].expert = expert[i];
+    m.cfg.moe.num_experts = 4;
     m.cfg.moe.ep = 2;
     mc_grad_layout(&m, 0, 4, false, false, &l);
     /* reverse order: p3 [0,7) dense; p2 [16,46) and p1 [48,68) experts; p0 [80,90) dense */
@@ -179,6 +180,29 @@ static void test_expert_buckets(void **state)
         assert_true(d.expert_grad_scale == (avg ? 0.5f : 0.25f));
         mc_ddp_free(&d);
     }
+    /* parallel folding at ep 1: tp 2 with etp 1 gives the experts buckets of their own over
+     * edp = dp * tp / etp (here 2 at dp 1), scaled by 1/dp (edp/dp averaging in the collective) */
+    m.cfg.moe.ep = 1;
+    m.cfg.tp = 2;
+    m.cfg.moe.etp = 1;
+    mc_grad_layout(&m, 0, 4, false, false, &l);
+    assert_int_equal(l.n_buckets, 3);
+    assert_true(l.buckets[1].expert);
+    mc_grad_layout_free(&l);
+    for (int avg = 0; avg < 2; avg++) {
+        mc_ddp_config_t c = {.average_in_collective = avg};
+        mc_ddp_t d;
+        mc_ddp_plan(&d, &m, &c, 1, 0);
+        mc_ddp_bind_experts(&d, &edp, NULL);
+        assert_true(d.grad_scale == 1.0f);
+        assert_true(d.expert_grad_scale == (avg ? 2.0f : 1.0f));
+        mc_ddp_free(&d);
+    }
+    /* etp = tp: the experts' groups are the dense ones (one bucket) */
+    m.cfg.moe.etp = 2;
+    mc_grad_layout(&m, 0, 4, false, false, &l);
+    assert_int_equal(l.n_buckets, 1);
+    mc_grad_layout_free(&l);
     free(m.params);
 }
 
