@@ -70,6 +70,9 @@ if have_mpirun; then
         >"$MC_TMP/tp2" 2>"$MC_TMP/tp2.err"
     check "width_mult 2 under tp 2 + sp: the single rank's numbers" \
         same_log_numbers "$MC_TMP/w2train" "$MC_TMP/tp2" 4
+    mpirun_mc 2 "${FLAGS[@]}" "${W2[@]}" --context-parallel-size 2 >"$MC_TMP/cp2" 2>"$MC_TMP/cp2.err"
+    check "width_mult 2 under cp 2 (the ring's blocks with MuP's scale): the single rank's numbers" \
+        same_log_numbers "$MC_TMP/w2train" "$MC_TMP/cp2" 4
 else
     skip "width_mult 2 under tp 2" "mpirun is not installed"
 fi
@@ -77,6 +80,19 @@ if [ -n "${MC_EMU_BUILD:-}" ] && [ -x "$MC_EMU_BUILD/megatron-c" ]; then
     "$MC_EMU_BUILD/megatron-c" "${FLAGS[@]}" "${W2[@]}" --device cuda >"$MC_TMP/emu" 2>"$MC_TMP/emu.err"
     check "width_mult 2 on the emulated device: the CPU's numbers" \
         same_log_numbers "$MC_TMP/w2train" "$MC_TMP/emu" 4
+    # cuDNN's fused attention (bf16) takes the scale as a by-value scalar: with weights large
+    # enough for the scale to matter (1/16 against 1/4 moves the first loss by about 2%), its
+    # first loss is the CPU's within bf16's 1e-3, and not that of the standard scale
+    B16=(--bf16 --attention-dropout 0 --hidden-dropout 0 --init-method-std 0.5 --train-iters 1)
+    "$MC_EMU_BUILD/megatron-c" "${FLAGS[@]}" "${W2[@]}" "${B16[@]}" --device cuda \
+        >"$MC_TMP/cudnn" 2>"$MC_TMP/cudnn.err"
+    run cpu16 "${W2[@]}" "${B16[@]}" && run cpu16std "${W2[@]}" "${B16[@]}" --mup-attn-scale-power 0.5
+    l1() { log_numbers "$1" | head -1 | cut -d' ' -f1; }
+    near() { awk -v a="$1" -v b="$2" -v t="$3" 'BEGIN { d = (a - b) / b; exit !(d < t && -d < t) }'; }
+    cudnn_close() { grep -q "cuDNN" "$MC_TMP/cudnn" && near "$(l1 "$MC_TMP/cudnn")" "$(l1 "$MC_TMP/cpu16")" 1e-3; }
+    std_far() { ! near "$(l1 "$MC_TMP/cudnn")" "$(l1 "$MC_TMP/cpu16std")" 1e-2; }
+    check "cuDNN's attention (bf16) with MuP's softmax scale: the CPU's first loss within 1e-3" cudnn_close
+    check "... and not the standard scale's (the check can fail)" std_far
 else
     skip "width_mult 2 on the emulated device" "no emulated build (MC_EMU_BUILD)"
 fi
