@@ -19,7 +19,6 @@
 #include "data/source.h"
 #include "trainer/config.h"
 #include "cli/validate_moe.h"
-#include "config/mup.h"
 #include "cli/validate_pipe.h"
 
 /* ---- values filled by hand (tests) must still respect the table ---- */
@@ -789,7 +788,6 @@ RULE(checkpointing)
 #undef RULE
 static void rule_parallel_sizes(mc_args_t *a, int world_size) { parallel_sizes(a, world_size); }
 static void rule_moe(mc_args_t *a, int world_size) { mc_validate_moe(a, world_size); }
-static void rule_mup(mc_args_t *a, int world_size) { (void)world_size, mc_mup_validate(a); }
 static void rule_pipeline_overlaps(mc_args_t *a, int world_size)
 {
     (void)world_size;
@@ -825,7 +823,7 @@ static const rule_t RULES[] = {
     {rule_rerun_engine, 0, R_REQUIRED},
     {rule_data, 0, R_REQUIRED},
     {rule_checkpointing, 0, R_REQUIRED},
-    {rule_mup, 0, R_REQUIRED | R_SHAPE},
+    {mc_mup_validate, 0, R_REQUIRED | R_SHAPE}, /* config/mup.h */
     {rule_moe, R_MOE, R_REQUIRED | R_SIZES | R_SHAPE},
     {rule_moe_unimplemented, 0, R_REQUIRED | R_SIZES | R_SHAPE | R_MOE},
     {rule_logging, 0, R_REQUIRED}, /* last: a note only for a line without problems */

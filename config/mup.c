@@ -31,8 +31,9 @@ mc_mup_t mc_mup_derive(const mc_args_t *a)
     return u;
 }
 
-void mc_mup_validate(const mc_args_t *a)
+void mc_mup_validate(mc_args_t *a, int world_size)
 {
+    (void)world_size;
     if (!a->use_mup) return;
     if (a->mup_base_hidden_size <= 0 && a->mup_base_hidden_size != -1)
         mc_user_error("--mup-base-hidden-size must be positive (got %lld)",

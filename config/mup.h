@@ -23,7 +23,8 @@ typedef struct {
 mc_mup_t mc_mup_derive(const mc_args_t *a);
 
 /* Megatron's check (--mup-base-hidden-size must be positive), a base head size whose square root
- * is real, and what megatron-c does not do yet, one line each (mc_user_error). */
-void mc_mup_validate(const mc_args_t *a);
+ * is real, and what megatron-c does not do yet, one line each (mc_user_error): a rule of
+ * cli/validate.c's table (world_size unused). */
+void mc_mup_validate(mc_args_t *a, int world_size);
 
 #endif

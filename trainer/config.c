@@ -8,7 +8,6 @@
 #include "base/error.h"
 #include "config/context_parallel.h"
 #include "config/moe_pattern.h"
-#include "config/mup.h"
 
 /* The router's losses: each --moe-router-load-balancing-type's coefficient (router.py's
  * get_aux_loss_coeff, one per type) and training_log's track_names. One type is a string in
