@@ -55,6 +55,20 @@ run first --use-mup --save "$MC_TMP/ck1" --save-interval 2 --exit-interval 2 &&
 check "width_mult 1: save at 2 and --load exit 0" test $? -eq 0
 check "width_mult 1: --load continues the uninterrupted run's loss at iteration 3" \
     test "$(log_numbers "$MC_TMP/second" | tail -1 | cut -d' ' -f1)" = "$(log_numbers "$MC_TMP/w1mup" | tail -1 | cut -d' ' -f1)"
+TOOL=${MC_BUILD:-build/rel}/test/tools/ckpt_tool
+if [ -x "$TOOL" ]; then
+    "$TOOL" dump "$MC_TMP/ck1/iter_0000002/mp_rank_00/model_optim_rng.pt" >"$MC_TMP/ck1.json"
+    python3 - "$MC_TMP/ck1.json" >"$MC_TMP/args.out" <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))
+s = dict(dict((k, v) for k, v in d["dict"])["args"]["state"]["dict"])
+print(sorted((k, s[k]) for k in s if k.startswith("mup_") or k == "use_mup"))
+PY
+    check "the checkpoint's args store the MuP flags as given (base hidden size None)" \
+        grep -qF "[('mup_attn_scale_power', 1), ('mup_base_head_dim', None), ('mup_base_hidden_size', None), ('mup_embedding_mult', 1), ('mup_output_mult', 1), ('mup_width_mult', 1), ('use_mup', True)]" "$MC_TMP/args.out"
+else
+    skip "the checkpoint's args" "$TOOL is not built (make tests)"
+fi
 "$MC_BIN" export-hf --load "$MC_TMP/ck1" --output "$MC_TMP/hf" >"$MC_TMP/hf.out" 2>"$MC_TMP/hf.err"
 one_error_line "export-hf of a MuP model: one line" "--use-mup: GPT2LMHeadModel and LlamaForCausalLM" \
     $? "$MC_TMP/hf.err"
