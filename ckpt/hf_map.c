@@ -14,6 +14,12 @@ const char *const mc_hf_class_names[MC_HF_CLASSES] = {"GPT2LMHeadModel", "LlamaF
 /* What neither class holds, whatever the rest of the model. */
 static int refuse_common(const mc_args_t *a, const mc_gpt_config_t *g, char *err, size_t n)
 {
+    if (a->use_mup && (mc_gpt_softmax_scale(g) != 1.0f / sqrtf((float)g->head_dim) ||
+                       (g->embedding_mult > 0 && g->embedding_mult != 1.0f) ||
+                       (g->output_mult > 0 && g->output_mult != 1.0f)))
+        return mc_errf(err, n,
+                       "--use-mup: GPT2LMHeadModel and LlamaForCausalLM have neither MuP's "
+                       "softmax scale nor its embedding and output multipliers");
     if (g->post_ln_residual)
         return mc_errf(err, n,
                        "--apply-residual-connection-post-layernorm: no Hugging Face "

@@ -823,6 +823,7 @@ static const rule_t RULES[] = {
     {rule_rerun_engine, 0, R_REQUIRED},
     {rule_data, 0, R_REQUIRED},
     {rule_checkpointing, 0, R_REQUIRED},
+    {mc_mup_validate, 0, R_REQUIRED | R_SHAPE}, /* config/mup.h */
     {rule_moe, R_MOE, R_REQUIRED | R_SIZES | R_SHAPE},
     {rule_moe_unimplemented, 0, R_REQUIRED | R_SIZES | R_SHAPE | R_MOE},
     {rule_logging, 0, R_REQUIRED}, /* last: a note only for a line without problems */

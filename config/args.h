@@ -215,6 +215,13 @@ typedef struct {
      * (Megatron's is_decoupled_lr parameter groups); < 0 = not given (None) */
     double decoupled_lr, decoupled_min_lr;
 
+    /* ---- Maximal Update Parametrization (config/mup.h) ---- */
+    bool use_mup;
+    int64_t mup_base_hidden_size; /* <= 0: not given (None): the hidden size */
+    double mup_width_mult;        /* stored as given; the model's is derived (config/mup.h) */
+    double mup_embedding_mult, mup_output_mult, mup_attn_scale_power;
+    double mup_base_head_dim; /* <= 0: not given (None) */
+
     /* ---- mixed precision ---- */
     bool fp16, bf16;
     double loss_scale; /* 0 = not given (dynamic for fp16) */

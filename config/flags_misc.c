@@ -859,33 +859,35 @@ const mc_flag_t mc_flags_misc[] = {
              "TP-invariant results."},
     {.name = "--muon-use-syrk", G_REGULARIZATION, TRUE_IF_GIVEN, TODO("other optimizers"),
      .help = "Use the Triton SYRK kernel for the Gram matrix in Newton-Schulz iteration."},
-    {.name = "--mup-attn-scale-power", G_TC, FLOAT, .def = "1.0",
-     TODO("Maximal Update Parametrization (MuP)"),
+    {.name = "--mup-attn-scale-power", G_TC, FLOAT, FIELD(mup_attn_scale_power), .def = "1.0",
+     IMPLEMENTED,
      .help = "Power for attention scaling: softmax_scale = 1 / (kv_channels ** "
              "mup_attn_scale_power). 0.5 = standard attention (1/sqrt(d_head)), 1.0 = MuP "
              "attention (1/d_head). Default: 1.0 (MuP scaling when use_mup is True). Set to 0.5 "
              "for standard scaling."},
-    {.name = "--mup-base-head-dim", G_TC, FLOAT, TODO("Maximal Update Parametrization (MuP)"),
+    {.name = "--mup-base-head-dim", G_TC, FLOAT, FIELD(mup_base_head_dim), .none = "-1",
+     IMPLEMENTED,
      .help = "Base head dimension for MuP attention scaling. When set, softmax_scale = "
              "sqrt(mup_base_head_dim) / (kv_channels ** mup_attn_scale_power). Set to base "
              "model's d_head (e.g., 64) to match standard 1/sqrt(d_head) scaling at the base "
              "width, ensuring non-MuP compatibility for that specific value."},
-    {.name = "--mup-base-hidden-size", G_TC, INT64, TODO("Maximal Update Parametrization (MuP)"),
+    {.name = "--mup-base-hidden-size", G_TC, INT64, FIELD(mup_base_hidden_size),
+     .none = "-1", IMPLEMENTED,
      .help = "Base hidden size for MuP width scaling. This is the reference width from which "
              "scaling factors are computed. Defaults to hidden_size if not specified (base model "
              "case where width_mult=1.0). Set this to your base/proxy model's hidden size when "
              "scaling up."},
-    {.name = "--mup-embedding-mult", G_TC, FLOAT, .def = "1.0",
-     TODO("Maximal Update Parametrization (MuP)"),
+    {.name = "--mup-embedding-mult", G_TC, FLOAT, FIELD(mup_embedding_mult), .def = "1.0",
+     IMPLEMENTED,
      .help = "Multiplier for embedding layer output. Applied after the embedding lookup. Default: "
              "1.0 (no scaling)."},
-    {.name = "--mup-output-mult", G_TC, FLOAT, .def = "1.0",
-     TODO("Maximal Update Parametrization (MuP)"),
+    {.name = "--mup-output-mult", G_TC, FLOAT, FIELD(mup_output_mult), .def = "1.0",
+     IMPLEMENTED,
      .help = "Multiplier for output logits before softmax. When MuP is enabled and this is left "
              "at 1.0, it is auto-set to 1/mup_width_mult to keep output variance stable across "
              "widths. Override to customize output scaling. Default: 1.0."},
-    {.name = "--mup-width-mult", G_TC, FLOAT, .def = "1.0",
-     TODO("Maximal Update Parametrization (MuP)"),
+    {.name = "--mup-width-mult", G_TC, FLOAT, FIELD(mup_width_mult), .def = "1.0",
+     IMPLEMENTED_NOTE("derived from the hidden sizes with --use-mup, as Megatron; stored as given"),
      .help = "Width multiplier for MuP scaling, computed as hidden_size / mup_base_hidden_size. "
              "This value is automatically computed in __post_init__ when use_mup is enabled."},
     {.name = "--no-ckpt-load-validate-sharding-integrity", G_CHECKPOINTING, FALSE_IF_GIVEN,
@@ -1262,7 +1264,7 @@ const mc_flag_t mc_flags_misc[] = {
      .help = "Use GroupedLinear(num_groups=1) for dense MLP to trigger the "
              "ForwardGroupedMLP_CuTeGEMMSwiGLU_MXFP8 fusion on SM100+ with MXFP8 recipe. Requires "
              "``use_te_op_fuser=True`` and SwiGLU activation."},
-    {.name = "--use-mup", G_TC, TRUE_IF_GIVEN, TODO("Maximal Update Parametrization (MuP)"),
+    {.name = "--use-mup", G_TC, TRUE_IF_GIVEN, FIELD(use_mup), IMPLEMENTED,
      .help = "Enable Maximal Update Parameterization (MuP) for hyperparameter transfer across "
              "model widths. When enabled, learning rates and initialization are scaled according "
              "to the width multiplier to ensure consistent training dynamics."},

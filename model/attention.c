@@ -142,7 +142,7 @@ static void core_attention(const mc_layer_run_t *r, void *out, mc_attention_acts
     }
     r->be->attention_forward(r->be, c->dt, out, s->state, r->m->attn_ws.scratch, s->qkv, c->seq,
                              r->B, r->t.heads, r->t.groups, HD, r->sl->segments,
-                             1.0f / sqrtf((float)HD), d, r->t.head_start, c->heads);
+                             mc_gpt_softmax_scale(c), d, r->t.head_start, c->heads);
 }
 
 static void *attn_forward(mc_layer_run_t *r, void *acts, const void *in)
@@ -196,7 +196,7 @@ static void attn_backward(mc_layer_run_t *r, void *acts, const void *in, void *d
     else
         be->attention_backward(be, dt, d_qkv, m->attn_ws.scratch, m->tmp_h, s->qkv, out, s->state,
                                c->seq, r->B, t->heads, t->groups, HD, r->sl->segments,
-                               1.0f / sqrtf((float)HD), &d, t->head_start, c->heads);
+                               mc_gpt_softmax_scale(c), &d, t->head_start, c->heads);
     rope(r, d_qkv, 1); /* back through the rotation (and the q/k norms) */
     if (c->qk_norm)
         be->qk_norm_backward(be, dt, gdt, d_qkv, gw[MC_PK_Q_NORM_W], gw[MC_PK_Q_NORM_B],

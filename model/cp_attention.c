@@ -124,7 +124,7 @@ static void a2a_forward(const mc_layer_run_t *r, int t, void *out, mc_attention_
     a2a_gather_seq(r, g, s->cp_qkv, s->qkv, C, wq);
     if (t == MC_CP_A2A) /* the whole sequence in order: the whole-sequence op */
         r->be->attention_forward(r->be, c->dt, s->cp_out, s->cp_state, NULL, s->cp_qkv, c->seq_full,
-                                 r->B, NH, NG, HD, NULL, 1.0f / sqrtf((float)HD), d,
+                                 r->B, NH, NG, HD, NULL, mc_gpt_softmax_scale(c), d,
                                  r->t.head_start + i * NH, c->heads);
     else {
         const mc_cp_ring_t ring = ring_of(r, t, s->cp_qkv);
@@ -146,7 +146,7 @@ static void a2a_backward(const mc_layer_run_t *r, int t, void *dqkv, const void 
     if (t == MC_CP_A2A)
         r->be->attention_backward(r->be, c->dt, ws->dqkv2, ws->bwd_scratch, ws->dout2, s->cp_qkv,
                                   s->cp_out, s->cp_state, c->seq_full, r->B, NH, NG, HD, NULL,
-                                  1.0f / sqrtf((float)HD), d, r->t.head_start + i * NH, c->heads);
+                                  mc_gpt_softmax_scale(c), d, r->t.head_start + i * NH, c->heads);
     else {
         const mc_cp_ring_t ring = ring_of(r, t, s->cp_qkv);
         mc_cp_ring_backward(&ring, ws->dqkv2, ws->dout2, s->cp_out, s->cp_lse, d);

@@ -42,7 +42,7 @@ static ctx_t ctx_of(const mc_cp_ring_t *g)
                    .wq = (long)g->NG * (qpg + 2) * HD,
                    .wkv = 2L * g->NG * HD,
                    .wo = (long)g->NH * HD,
-                   .scale = 1.0f / sqrtf((float)HD)};
+                   .scale = mc_gpt_softmax_scale(r->c)};
 }
 
 /* The chunk of the ring's sequence that half h (0, 1) of rank k holds. */

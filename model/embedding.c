@@ -35,6 +35,9 @@ void mc_embedding_forward(mc_gpt_t *m, mc_gpt_slot_t *sl, uint32_t iteration, bo
                           c->tp_rank == 0 ? m->p.t[MC_PK_POSITION_EMBEDDINGS] : NULL, S, B, H,
                           t.vocab_start, t.vocab);
     mc_tp_row_output(&tp, e, sl->in, (long)t.seq * B * H);
+    /* MuP: the embeddings (in their type) times the embedding multiplier, before dropout */
+    if (c->embedding_mult > 0 && c->embedding_mult != 1.0f)
+        be->scale(be, c->dt, sl->in, c->embedding_mult, (long)t.seq * B * H);
     const mc_dropout_t d = embedding_dropout(m, sl, iteration, training ? c->hidden_dropout : 0);
     mc_gpt_seq_dropout(m, false, sl->in, sl->in, &d, B);
 }
@@ -48,6 +51,8 @@ void mc_embedding_backward(mc_gpt_t *m, mc_gpt_slot_t *sl, uint32_t iteration)
     const int S = c->seq, B = sl->batch, H = c->hidden;
     const mc_dropout_t d = embedding_dropout(m, sl, iteration, c->hidden_dropout);
     mc_gpt_seq_dropout(m, true, m->dres, m->dres, &d, B);
+    if (c->embedding_mult > 0 && c->embedding_mult != 1.0f)
+        be->scale(be, c->dt, m->dres, c->embedding_mult, (long)t.seq * B * H);
     be->embedding_backward(be, c->dt, c->gdt, m->g.t[MC_PK_WORD_EMBEDDINGS],
                            m->g.t[MC_PK_POSITION_EMBEDDINGS],
                            mc_tp_row_output_grad(&tp, m->dres, m->gath, (long)t.seq * B * H),

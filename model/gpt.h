@@ -13,6 +13,7 @@
 #ifndef MC_MODEL_GPT_H
 #define MC_MODEL_GPT_H
 
+#include <math.h>
 #include <stdbool.h>
 #include <stdint.h>
 
@@ -120,6 +121,10 @@ typedef struct {
     bool post_ln_residual; /* --apply-residual-connection-post-layernorm */
     float hidden_dropout, attention_dropout;
     float init_std, embedding_init_std;
+    /* Maximal Update Parametrization (config/mup.h); 0 = off: the softmax scale is then
+     * 1/sqrt(head_dim), no multiplier applies, and an untied output layer starts like the
+     * hidden weights (init_std) */
+    float softmax_scale, embedding_mult, output_mult, output_layer_init_std;
     uint64_t seed;
     mc_dtype_t dt;          /* parameters and activations: fp32, or bf16/fp16 (--bf16, --fp16) */
     mc_dtype_t gdt;         /* parameter gradients (Megatron's main_grad buffer) */
@@ -143,6 +148,12 @@ typedef struct {
      * (the most a step defers; 0: off) */
     int defer_wgrad, defer_wgrad_limit;
 } mc_gpt_config_t;
+
+/* The attention's softmax scale: Megatron's 1/sqrt(kv_channels), or MuP's */
+static inline float mc_gpt_softmax_scale(const mc_gpt_config_t *c)
+{
+    return c->softmax_scale > 0 ? c->softmax_scale : 1.0f / sqrtf((float)c->head_dim);
+}
 
 /* Whether the experts' groups differ from the dense layers' (ep > 1 or etp != tp): their
  * gradients then reduce over edp in buckets of their own and their norms over the expert
@@ -194,6 +205,9 @@ typedef struct {
     bool embedding_or_output; /* Megatron's is_embedding_or_output_parameter: the word embeddings
                                  and output_layer.weight (also the last stage's tied copy), which
                                  --decoupled-lr applies to */
+    bool mup_hidden;          /* MuP's hidden (matrix-like) parameter: not vector-like, i.e. 2-D and
+                        not an embedding parameter (word and position embeddings, the output
+                        layer); --use-mup scales its lr and Adam eps by 1/width_mult */
 } mc_param_t;
 
 /* The row of the full tensor that local row r of p holds on tp rank tp_rank. */

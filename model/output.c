@@ -13,7 +13,8 @@ void mc_output_params(mc_gpt_t *m, bool shared)
     const mc_gpt_config_t *c = &m->cfg;
     mc_norm_params(m->final_norm, m, MC_PK_FINAL_NORM_W, -1, c->hidden);
     if (!c->tied) {
-        mc_gpt_add_param(m, MC_PK_OUTPUT_W, -1, c->vocab, c->hidden, c->init_std, 0)
+        mc_gpt_add_param(m, MC_PK_OUTPUT_W, -1, c->vocab, c->hidden,
+                         c->output_layer_init_std > 0 ? c->output_layer_init_std : c->init_std, 0)
             ->embedding_or_output = true;
     } else if (shared) {
         /* Megatron zero-fills the last stage's copy and all-reduces it over the embedding
@@ -78,6 +79,9 @@ void mc_output_forward(mc_gpt_t *m, mc_gpt_slot_t *sl, const mc_microbatch_t *mb
         be, c->dt, sl->logits,
         mc_tp_column_input(&tp, sl->lnf.out, m->gath, (long)t.seq * sl->batch * c->hidden),
         m->p.t[MC_PK_OUTPUT_W], NULL, N, c->hidden, t.vocab);
+    /* MuP's _scale_logits: the logits (in their type) times the output multiplier */
+    if (c->output_mult > 0 && c->output_mult != 1.0f)
+        be->scale(be, c->dt, sl->logits, c->output_mult, (long)N * t.vocab);
     cross_entropy(m, sl, mb, training);
 
     /* The loss sum is a [b*s] reduction: done on the host in double for a layout-independent
@@ -179,6 +183,8 @@ void mc_output_backward(mc_gpt_t *m, mc_gpt_slot_t *sl, float weight)
     void *dfull = t.sp ? m->tmp_h : m->dx;
 
     loss_backward(m, sl, weight);
+    if (c->output_mult > 0 && c->output_mult != 1.0f) /* through _scale_logits */
+        be->scale(be, dt, sl->logits, c->output_mult, (long)N * t.vocab);
     if (defer_wgrad(m, sl, NL, (long)N * t.vocab)) /* the input gradient alone */
         be->linear_backward(be, dt, c->gdt, dfull, NULL, NULL, sl->logits, NULL,
                             m->p.t[MC_PK_OUTPUT_W], N, H, t.vocab);

@@ -47,6 +47,10 @@ mc_param_t *mc_gpt_add_param(mc_gpt_t *m, mc_pkind_t k, int layer, int64_t d0, i
     p->init_value = value;
     /* Megatron's get_standard_config_overrides: no weight decay for 1-D params and biases. */
     p->no_wd = (p->ndim == 1 || row->bias) && !(row->qk_norm && m->cfg.wd_qk_norm);
+    /* Megatron's get_mup_config_overrides: every parameter of the embedding (is_embedding_
+     * parameter) and the output layer is vector-like, and so is any 1-D one */
+    p->mup_hidden = p->ndim > 1 && k != MC_PK_WORD_EMBEDDINGS && k != MC_PK_POSITION_EMBEDDINGS &&
+                    k != MC_PK_OUTPUT_W;
     /* Keep every tensor 16-float aligned so vector kernels can assume it. */
     m->n_elems += (p->numel + 15) & ~15L;
     return p;

@@ -43,6 +43,8 @@ int mc_adam_init(mc_adam_t *opt, mc_gpt_t *model, const mc_optim_config_t *c, mc
     opt->beta1 = c->adam_beta1;
     opt->beta2 = c->adam_beta2;
     opt->eps = c->adam_eps;
+    if (c->mup_hidden_mult > 0 && c->mup_hidden_mult != 1.0)
+        opt->mup_eps = c->adam_eps * c->mup_hidden_mult;
     opt->clip_grad = c->clip_grad;
     return opt->exp_avg && opt->exp_avg_sq ? 0 : -1;
 }
@@ -229,21 +231,34 @@ void mc_clip_grads(mc_adam_t *opt, double total_norm, double clip_grad)
     if (coeff < 1.0) mc_opt_scale_grads(opt, (float)coeff);
 }
 
+/* A segment's parameter group: the main one, MuP's hidden one, or --decoupled-lr's. */
+enum { G_MAIN, G_MUP, G_DEC, N_GROUPS };
+
+static int group_of(const mc_adam_t *opt, const mc_param_t *p, double decoupled_lr)
+{
+    if (decoupled_lr >= 0 && p->embedding_or_output) return G_DEC;
+    return opt->mup_eps > 0 && p->mup_hidden ? G_MUP : G_MAIN;
+}
+
 /* The step of the segments whose parameter is (inside true) or is not (false) in [first, first +
  * n); opt->step is the step's number already. */
 static void step_part(mc_adam_t *opt, double lr, double decoupled_lr, double wd, int first, int n,
                       bool inside)
 {
     const mc_gpt_t *m = opt->model;
-    /* the decoupled group's segments go last, stepped by a second call with their lr */
-    int n_main = 0, n_dec = 0, n_part = 0;
-    for (int i = 0; i < opt->n_segs; i++)
-        n_part += (opt->segs[i].param >= first && opt->segs[i].param < first + n) == inside;
+    /* the groups' segments one after another, each group stepped by one call with its lr/eps */
+    int count[N_GROUPS] = {0}, at[N_GROUPS];
+    for (int i = 0; i < opt->n_segs; i++) {
+        const mc_opt_seg_t *s = &opt->segs[i];
+        if ((s->param >= first && s->param < first + n) == inside)
+            count[group_of(opt, &m->params[s->param], decoupled_lr)]++;
+    }
+    at[0] = 0;
+    for (int g = 1; g < N_GROUPS; g++) at[g] = at[g - 1] + count[g - 1];
     for (int i = 0; i < opt->n_segs; i++) {
         const mc_opt_seg_t *s = &opt->segs[i];
         if ((s->param >= first && s->param < first + n) != inside) continue;
-        const bool dec = decoupled_lr >= 0 && m->params[s->param].embedding_or_output;
-        const int k = dec ? n_part - 1 - n_dec++ : n_main++;
+        const int k = at[group_of(opt, &m->params[s->param], decoupled_lr)]++;
         opt->step_list[k] = (mc_adam_tensor_t){
             .p = mc_opt_param(opt, s),
             .g = mc_opt_grad(opt, s),
@@ -255,12 +270,12 @@ static void step_part(mc_adam_t *opt, double lr, double decoupled_lr, double wd,
             .wd = m->params[s->param].no_wd ? 0.0f : (float)wd,
         };
     }
-    if (n_main)
-        m->be->adam_step(m->be, opt->step_list, n_main, m->cfg.dt, (float)lr, (float)opt->beta1,
-                         (float)opt->beta2, (float)opt->eps, opt->step);
-    if (n_dec)
-        m->be->adam_step(m->be, opt->step_list + n_main, n_dec, m->cfg.dt, (float)decoupled_lr,
-                         (float)opt->beta1, (float)opt->beta2, (float)opt->eps, opt->step);
+    const double lrs[N_GROUPS] = {lr, opt->mup_lr >= 0 ? opt->mup_lr : lr, decoupled_lr};
+    const double eps[N_GROUPS] = {opt->eps, opt->mup_eps, opt->eps};
+    for (int g = 0, k = 0; g < N_GROUPS; k += count[g++])
+        if (count[g])
+            m->be->adam_step(m->be, opt->step_list + k, count[g], m->cfg.dt, (float)lrs[g],
+                             (float)opt->beta1, (float)opt->beta2, (float)eps[g], opt->step);
 }
 
 void mc_adam_step(mc_adam_t *opt, double lr, double decoupled_lr, double wd)

@@ -33,6 +33,9 @@ typedef struct {
     mc_adam_tensor_t *step_list; /* [n_segs]: the segments as one multi-tensor Adam step */
     int step;                    /* applied steps (Megatron's per-group step) */
     double beta1, beta2, eps, clip_grad;
+    /* MuP's hidden group (get_mup_config_overrides): with mup_eps > 0 the mup_hidden params step
+     * with eps mup_eps and lr mup_lr (the caller sets it before each step) */
+    double mup_eps, mup_lr;
 } mc_adam_t;
 
 /* Every parameter whole, state laid out like the parameter buffer. Caller frees *segs. */

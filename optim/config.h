@@ -16,6 +16,9 @@ typedef struct {
     double loss_scale; /* > 0: a constant scale (--loss-scale); 0: not given */
     double initial_loss_scale, min_loss_scale;
     int loss_scale_window, hysteresis;
+    /* --use-mup with width_mult != 1: Adam's eps of the hidden (matrix-like) parameters is
+     * adam_eps x mup_hidden_mult (1/width_mult); 0: no MuP groups */
+    double mup_hidden_mult;
 } mc_optim_config_t;
 
 #endif

@@ -49,6 +49,8 @@ void mc_lr_sched_init(mc_lr_sched_t *s, const mc_lr_config_t *c)
 
     s->decoupled_max_lr = c->decoupled_max_lr;
     s->decoupled_min_lr = c->decoupled_min_lr;
+    s->mup_max_lr = c->mup_max_lr;
+    s->mup_min_lr = c->mup_min_lr;
     s->num_steps = 0; /* step(0) */
 }
 
@@ -89,6 +91,12 @@ double mc_decoupled_lr_at(const mc_lr_sched_t *s, int64_t num_steps)
 {
     if (s->decoupled_max_lr < 0) return -1;
     return lr_at(s, num_steps, s->decoupled_max_lr, s->decoupled_min_lr);
+}
+
+double mc_mup_lr_at(const mc_lr_sched_t *s, int64_t num_steps)
+{
+    if (s->mup_max_lr <= 0) return -1;
+    return lr_at(s, num_steps, s->mup_max_lr, s->mup_min_lr);
 }
 
 double mc_wd_at(const mc_lr_sched_t *s, int64_t num_steps)

@@ -28,6 +28,9 @@ typedef struct {
     mc_wd_incr_style_t wd_incr_style;
     /* --decoupled-lr's group: its max_lr and min_lr; decoupled_max_lr < 0 without one */
     double decoupled_max_lr, decoupled_min_lr;
+    /* --use-mup's hidden group (width_mult != 1): max_lr and min_lr x 1/width_mult;
+     * mup_max_lr <= 0 without one */
+    double mup_max_lr, mup_min_lr;
 } mc_lr_config_t;
 
 typedef struct {
@@ -44,6 +47,7 @@ typedef struct {
     /* --decoupled-lr's group: its max_lr and min_lr (--decoupled-min-lr, else --min-lr, as
      * _update_min_and_max_lr_in_param_groups); decoupled_max_lr < 0 without one */
     double decoupled_max_lr, decoupled_min_lr;
+    double mup_max_lr, mup_min_lr; /* MuP's hidden group; mup_max_lr <= 0 without one */
 } mc_lr_sched_t;
 
 /* The schedule of c with num_steps = 0. Megatron's constructor asserts become user errors
@@ -54,6 +58,8 @@ void mc_lr_sched_init(mc_lr_sched_t *s, const mc_lr_config_t *c);
 double mc_lr_at(const mc_lr_sched_t *s, int64_t num_steps);
 /* get_lr of the decoupled group (its max_lr and min_lr); -1 without --decoupled-lr. */
 double mc_decoupled_lr_at(const mc_lr_sched_t *s, int64_t num_steps);
+/* get_lr of MuP's hidden group; -1 without one (then it is the main group's). */
+double mc_mup_lr_at(const mc_lr_sched_t *s, int64_t num_steps);
 double mc_wd_at(const mc_lr_sched_t *s, int64_t num_steps);
 
 /* step(increment): num_steps += increment. */

@@ -377,6 +377,7 @@ static void optimizer_step(mc_trainer_t *t, int M, mc_step_result_t *r)
     mc_timer_start(&t->timers, MC_T_OPT_INNER_STEP);
     const double dlr = mc_decoupled_lr_at(&t->sched, t->sched.num_steps),
                  wd = mc_wd_at(&t->sched, t->sched.num_steps);
+    t->opt.mup_lr = mc_mup_lr_at(&t->sched, t->sched.num_steps); /* MuP's hidden group */
     if (t->cfg.ddp.overlap_param_gather_with_optimizer_step) {
         /* the first model chunk's parameters, then their gather, then the rest */
         int first, n;

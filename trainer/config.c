@@ -106,6 +106,15 @@ void mc_gpt_config_from_args(mc_gpt_config_t *c, const mc_args_t *a)
     c->attention_dropout = (float)a->attention_dropout;
     c->init_std = (float)a->init_method_std;
     c->embedding_init_std = (float)a->embedding_init_method_std;
+    if (a->use_mup) { /* Megatron main's TransformerConfig.__post_init__ (config/mup.h) */
+        const mc_mup_t u = mc_mup_derive(a);
+        c->init_std = (float)u.init_std;
+        c->softmax_scale = (float)u.softmax_scale;
+        c->embedding_mult = (float)u.embedding_mult;
+        c->output_mult = (float)u.output_mult;
+        /* an untied output layer starts like the embedding (embedding_init_method) */
+        c->output_layer_init_std = c->embedding_init_std;
+    }
     c->seed = (uint64_t)a->seed;
     /* section 7: 16-bit params and activations; the grad buffer is fp32 for bf16 (Megatron sets
      * accumulate_allreduce_grads_in_fp32, unless --grad-reduce-in-bf16) and the param type for
@@ -208,6 +217,11 @@ void mc_lr_config_from_args(mc_lr_config_t *c, const mc_args_t *a)
     }
     c->decoupled_max_lr = a->decoupled_lr; /* < 0: not given */
     c->decoupled_min_lr = a->decoupled_min_lr >= 0 ? a->decoupled_min_lr : a->min_lr;
+    const mc_mup_t u = mc_mup_derive(a); /* get_mup_config_overrides: lr x 1/width_mult */
+    if (u.on && u.width_mult != 1.0) {
+        c->mup_max_lr = a->lr * u.hidden_lr_mult;
+        c->mup_min_lr = a->min_lr * u.hidden_lr_mult;
+    }
 }
 
 static void optim_config(mc_optim_config_t *c, const mc_args_t *a)
@@ -216,6 +230,8 @@ static void optim_config(mc_optim_config_t *c, const mc_args_t *a)
     c->adam_beta1 = a->adam_beta1;
     c->adam_beta2 = a->adam_beta2;
     c->adam_eps = a->adam_eps;
+    const mc_mup_t u = mc_mup_derive(a);
+    if (u.on && u.width_mult != 1.0) c->mup_hidden_mult = u.hidden_lr_mult;
     c->clip_grad = a->clip_grad;
     c->use_distributed_optimizer = a->use_distributed_optimizer;
     c->fp16 = a->fp16;

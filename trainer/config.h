@@ -11,6 +11,7 @@
 
 #include "comm/state.h"
 #include "config/args.h"
+#include "config/mup.h" /* MuP's derived values and its validation rule */
 #include "data/source.h"
 #include "model/gpt.h"
 #include "optim/config.h"
