@@ -26,6 +26,9 @@
 # Again after issue 33's rerun state machine (the args gain rerun_mode, the error injection and
 # check_for_spiky_loss: eleven .sha256 files, only common.pt and model_optim_rng.pt; every .lines
 # file the same).
+# Again after issue 34's --tp-comm-overlap and issue 33's MuP (the args gain tp_comm_overlap and
+# its four switches, use_mup and the six mup_* fields: eleven .sha256 files, only common.pt and
+# model_optim_rng.pt; every .lines file the same).
 set -u
 cd "$(dirname "$0")/.."
 mode=${1:-} dir=${2:-}
