@@ -1,6 +1,7 @@
 #include "base/error.h"
 
 #include <ctype.h>
+#include <signal.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -28,6 +29,10 @@ static bool speaks_for_inputs(void) { return g_rank == 0 || g_rank_local_inputs;
 
 __attribute__((noreturn)) static void exit_user_error(void)
 {
+    /* The launcher tears the job down once the first rank exits: a write by a library (PMIx's
+     * connection to its daemon) while this rank waits or exits must not turn the refusal into a
+     * death by SIGPIPE (mpirun then reports 141 instead of 2; seen once in CI). */
+    if (g_world > 1) signal(SIGPIPE, SIG_IGN);
     if (g_world > 1 && g_rank_local_inputs && g_abort_hook) g_abort_hook(2);
     /* Launchers end the whole job when the first rank exits non-zero: the silent ranks leave
      * rank 0 time to print first (a loaded machine delayed it past their exit in CI). */

@@ -2,7 +2,9 @@
 # Data parallelism: dp = 2, 4, 8 under mpirun, with and without --overlap-grad-reduce,
 # with and without the distributed optimizer (and --overlap-param-gather), give the single-rank
 # losses over 24 iterations with dropout on; the 8-rank case also under srun --mpi=pmix.
-# ci-sanitize: multi-rank training: overlapped grad reduce and param gather, distributed optimizer
+# Not in the sanitizer pass (CI time): its overlapped reduction and gather with the distributed
+# optimizer run under ASan in test_checkpoint.sh's PTD-P resume (8 ranks, SP, both overlaps) and
+# test_moe_ep.sh's ep 2 x edp 2 layouts.
 source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/mpi.sh"
 

@@ -28,6 +28,7 @@ static mc_args_t g_a;
 static mc_args_t *tiny(bool mup, int64_t base)
 {
     mc_args_t *a = &g_a;
+    mc_args_free(a); /* the previous call's lists (static zeros the first time) */
     mc_args_defaults(a);
     a->num_layers = 2;
     a->hidden_size = 32;
