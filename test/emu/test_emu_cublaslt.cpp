@@ -22,22 +22,9 @@
 
 #include "test/emu/child.h"
 
+#include "test/emu/tap.h"
+
 namespace {
-
-int g_tests, g_failed;
-
-void tap(bool ok, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-void tap(bool ok, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    printf("%sok %d - ", ok ? "" : "not ", ++g_tests);
-    vprintf(fmt, ap);
-    printf("\n");
-    va_end(ap);
-    fflush(stdout);
-    if (!ok) g_failed++;
-}
 
 // ---- values of the three types, as the host sees them ----
 size_t esize(cudaDataType_t t) { return t == CUDA_R_32F ? 4 : 2; }

@@ -22,23 +22,10 @@
 
 #include "test/emu/child.h"
 
+#include "test/emu/tap.h"
+
 namespace
 {
-
-int g_tests, g_failed;
-
-void tap(bool ok, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-void tap(bool ok, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    printf("%sok %d - ", ok ? "" : "not ", ++g_tests);
-    vprintf(fmt, ap);
-    printf("\n");
-    va_end(ap);
-    fflush(stdout);
-    if (!ok) g_failed++;
-}
 
 typedef std::vector<int64_t> dims_t;
 typedef cudnnBackendDescriptor_t D;
