@@ -229,6 +229,22 @@ one_error_line "convert-checkpoint of an MoE model to tp 2 is refused by name" \
 # ---- expert parallelism: Megatron's chained optimizer (dense over dp, experts over edp) ----
 # matches RC WANT GOT LINES: the run succeeded and GOT's LINES fields are WANT's (close_fields)
 matches() { [ "$1" -eq 0 ] && [ "$(wc -l <"$2")" -eq "$4" ] && close_fields "$2" "$3"; }
+# resave_vs_manifest REF WHERE OUT NP LAYOUT...: Megatron's checkpoint REF loaded at the layout
+# and saved again (iteration 5) into OUT: its keys, dtypes, shapes, chunks, hashes and the
+# optimizer buckets' parameter elements are those of REF's manifest (dcp_vs_manifest.py)
+resave_vs_manifest() {
+    local ref=$1 where=$2 out=$3 np=$4
+    shift 4
+    mpirun_mc "$np" "${FLAGS[@]}" $DO "$@" --ckpt-format torch_dist --train-iters 5 \
+        --override-opt-param-scheduler --load "$REF/$ref" --save "$out" --save-interval 7 \
+        >"$out.log" 2>&1
+    local rc=$?
+    "$DUMP" "$out/iter_0000005" >"$out.dump" 2>&1 && "$DUMP" --chunks "$out/iter_0000005" >"$out.chunks" 2>&1
+    python3 "$(dirname "$0")/dcp_vs_manifest.py" "$REF/$ref.manifest.json" "$out.dump" "$out.chunks" \
+        "$DUMP" "$out/iter_0000005" "$REF/$ref/iter_0000005" >"$out.cmp" 2>&1
+    check "Megatron's $ref loaded and saved again at $where: the same keys, dtypes, shapes, chunks, hashes and bucket parameters (rc=$rc: $(tail -4 "$out.cmp" | tr '\n' ' ' | head -c 500) $(grep -h 'error:' "$out.log" | head -c 200))" \
+        bash -c "[ $rc -eq 0 ] && grep -q ', 0 differences' '$out.cmp'"
+}
 # resumed RC1 RC2 WANT GOT: both runs succeeded and GOT's 12 lines are WANT's (the lm loss within
 # its float32 rounding where the data-parallel size changes, lib.sh)
 resumed() { [ "$1" -eq 0 ] && [ "$2" -eq 0 ] && [ "$(wc -l <"$3")" -eq 12 ] && same_lines_float32_loss "$3" "$4"; }
@@ -291,16 +307,7 @@ if have_mpirun; then
             matches $rc "$MC_TMP/mtp2.want" "$MC_TMP/mtp2-$np.got" 36
     done
     if [ -x "$DUMP" ]; then
-        out=$MC_TMP/againtp2
-        mpirun_mc 4 "${FLAGS[@]}" $DO "${TP2[@]}" --ckpt-format torch_dist --train-iters 5 \
-            --override-opt-param-scheduler --load "$REF/tp2sp-ep2" --save "$out" --save-interval 7 \
-            >"$out.log" 2>&1
-        rc=$?
-        "$DUMP" "$out/iter_0000005" >"$out.dump" 2>&1 && "$DUMP" --chunks "$out/iter_0000005" >"$out.chunks" 2>&1
-        python3 "$(dirname "$0")/dcp_vs_manifest.py" "$REF/tp2sp-ep2.manifest.json" "$out.dump" "$out.chunks" \
-            "$DUMP" "$out/iter_0000005" "$REF/tp2sp-ep2/iter_0000005" >"$out.cmp" 2>&1
-        check "Megatron's tp2sp-ep2 loaded and saved again at its layout: the same keys, dtypes, shapes, chunks, hashes and bucket parameters (rc=$rc: $(tail -4 "$out.cmp" | tr '\n' ' ' | head -c 500) $(grep -h 'error:' "$out.log" | head -c 200))" \
-            bash -c "[ $rc -eq 0 ] && grep -q ', 0 differences' '$out.cmp'"
+        resave_vs_manifest tp2sp-ep2 "its layout" "$MC_TMP/againtp2" 4 "${TP2[@]}"
     else
         skip "Megatron's tp2sp-ep2 saved again" "$DUMP is absent (make tests)"
     fi
@@ -310,15 +317,7 @@ if have_mpirun; then
     # loads at ep2 and at ep1 with Megatron's iterations 6 and 8
     if [ -x "$DUMP" ]; then
         out=$MC_TMP/again2
-        mpirun_mc 2 "${FLAGS[@]}" $DO "${EP2[@]}" --ckpt-format torch_dist --train-iters 5 \
-            --override-opt-param-scheduler --load "$REF/ep2" --save "$out" --save-interval 7 \
-            >"$out.log" 2>&1
-        rc=$?
-        "$DUMP" "$out/iter_0000005" >"$out.dump" 2>&1 && "$DUMP" --chunks "$out/iter_0000005" >"$out.chunks" 2>&1
-        python3 "$(dirname "$0")/dcp_vs_manifest.py" "$REF/ep2.manifest.json" "$out.dump" "$out.chunks" \
-            "$DUMP" "$out/iter_0000005" "$REF/ep2/iter_0000005" >"$out.cmp" 2>&1
-        check "Megatron's ep2 loaded and saved again at ep2: the same keys, dtypes, shapes, chunks, hashes and bucket parameters (rc=$rc: $(tail -4 "$out.cmp" | tr '\n' ' ' | head -c 500) $(grep -h error "$out.log" | head -c 200))" \
-            bash -c "[ $rc -eq 0 ] && grep -q ', 0 differences' '$out.cmp'"
+        resave_vs_manifest ep2 ep2 "$out" 2 "${EP2[@]}"
         fields "$REF/ep2.continuation.log" '6|8' >"$MC_TMP/again2.want"
         for np in 2 1; do
             ep=()
