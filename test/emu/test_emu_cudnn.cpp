@@ -751,7 +751,7 @@ void check_bottom_right(cudnnHandle_t h, int sq, int skv)
     std::vector<float> hq = rand16((size_t)sq * d, dt, -1, 1), hk = rand16((size_t)skv * d, dt, -1, 1);
     std::vector<float> hv((size_t)skv * d, 0.0f);
     for (int j = 0; j < skv; j++) hv[(size_t)j * d + j] = 1.0f;
-    Dev dq(hq, dt), dk(hk, dt), dv(hv, dt), dout((size_t)sq * d * 2), dst((size_t)sq * 4), dws(ws > 0 ? ws : 1);
+    Dev dq(hq, dt), dk(hk, dt), dv(hv, dt), dout((size_t)sq * d * 2), dst((size_t)sq * 4), dws((size_t)(ws > 0 ? ws : 1));
     float fscale = 0.125f, fninf = -INFINITY;
     int32_t lens[2] = {skv, sq};
     const cudnnStatus_t er = run(h, plan, {U_Q, U_KT, U_V, U_O, U_STATS, U_SCALE, U_NINF, U_SKV, U_SQ},

@@ -123,7 +123,7 @@ if [ -n "${MC_EMU_BUILD:-}" ] && [ -x "$MC_EMU_BUILD/megatron-c" ]; then
     FLAGS=("${FLAGS[@]/#cpu/cuda}")
     losses() { grep -oE 'lm loss( value)?: [0-9.E+-]+' "$1" | awk '{print $NF}'; }
     for type in p2p all_gather a2a; do
-        MC_EMU_PROFILE=1 "${MPIRUN[@]}" -np 2 "$MC_EMU_BUILD/megatron-c" "${FLAGS[@]}" \
+        "${MPIRUN[@]}" -x MC_EMU_PROFILE=1 -np 2 "$MC_EMU_BUILD/megatron-c" "${FLAGS[@]}" \
             --distributed-backend mpi --context-parallel-size 2 --cp-comm-type $type \
             --attention-backend flash >"$MC_TMP/dnn" 2>"$MC_TMP/dnn.err"
         rc=$?
