@@ -6,7 +6,8 @@
 # block at cp 2 and 4, the GPT block at cp 2 and at cp 4 with one type per layer; cp 2 with tp 2
 # and sequence parallelism, with pp 2 and the interleaved schedule, with dp 2 and the
 # distributed optimizer, with recomputation, under mpirun and (where Slurm is up) srun; cp 2 on
-# the emulated CUDA device (the project's block kernels, and cuDNN's fused attention in bf16).
+# the emulated CUDA device (the project's block kernels, and cuDNN's fused attention in bf16 with
+# p2p, all_gather and a2a).
 # Megatron's and Transformer Engine's refusals are one line, exit 2.
 source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/mpi.sh"
