@@ -122,10 +122,11 @@ static void a2a_forward(const mc_layer_run_t *r, int t, void *out, mc_attention_
     const int NH = r->t.heads / a, NG = r->t.groups / a, HD = c->head_dim, C = c->seq / 2;
     const long wq = (long)NG * (NH / NG + 2) * HD, wo = (long)NH * HD;
     a2a_gather_seq(r, g, s->cp_qkv, s->qkv, C, wq);
-    if (t == MC_CP_A2A) /* the whole sequence in order: the whole-sequence op */
-        r->be->attention_forward(r->be, c->dt, s->cp_out, s->cp_state, NULL, s->cp_qkv, c->seq_full,
-                                 r->B, NH, NG, HD, NULL, mc_gpt_softmax_scale(c), d,
-                                 r->t.head_start + i * NH, c->heads);
+    if (t == MC_CP_A2A) /* the whole sequence in order: the whole-sequence op (on cuDNN, with
+                           the scratch its backward uses) */
+        r->be->attention_forward(r->be, c->dt, s->cp_out, s->cp_state, r->m->cp_ws.bwd_scratch,
+                                 s->cp_qkv, c->seq_full, r->B, NH, NG, HD, NULL,
+                                 mc_gpt_softmax_scale(c), d, r->t.head_start + i * NH, c->heads);
     else {
         const mc_cp_ring_t ring = ring_of(r, t, s->cp_qkv);
         mc_cp_ring_forward(&ring, s->cp_out, s->cp_lse, d);

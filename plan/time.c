@@ -93,6 +93,16 @@ void mc_plan_attention(const mc_args_t *a, const mc_cluster_t *cl, mc_plan_atten
         mc_attention_spec_t s;
         mc_attention_spec_from_args(a, &s);
         const char *no = mc_attention_cudnn_refusal(&s, g->cc_major, why, sizeof(why));
+        /* context parallelism: every comm type's attention runs on cuDNN (p2p's and all_gather's
+         * blocks, a2a's whole sequence) but with attention dropout, whose masks the project's
+         * kernels key by global positions (kernels/cuda/attention_select.cu) */
+        if (!no && s.cp > 1 && s.dropout > 0) {
+            snprintf(why, sizeof(why),
+                     "context parallelism with attention dropout %g (masks keyed by global "
+                     "positions)",
+                     (double)s.dropout);
+            no = why;
+        }
         kind = no ? MC_ATTN_KERNELS : MC_ATTN_CUDNN;
     }
     memset(out, 0, sizeof(*out));

@@ -4,14 +4,16 @@
 // the project's kernels (kernels/cuda/attention_cp.cu) otherwise.
 //
 // cuDNN runs a block when the setup chose it for the run (mc_cuda_cp_cudnn_setup) and the block is
-// one the ring makes: no mask (a chunk of keys wholly before the queries, the half-block cases of
-// the load-balanced chunking included) or the causal diagonal (the query and key chunks at the same
-// positions), without attention dropout. Forward: the block's output (type dt, then fp32 for the
-// log-sum-exp merge) and cuDNN's Stats (each row's log-sum-exp) written straight into the block's
-// statistics. Backward: from the merged output and merged statistics, dQ, dK and dV (type dt) are
-// added to the fp32 accumulators. The project's kernels keep what cuDNN's pattern cannot: dropout
-// (its mask is keyed by global positions, cuDNN's generator draws its own), the all-gather's
-// causal blocks whose keys start before the queries (an offset diagonal), fp32.
+// one the ring or the all-gather makes: no mask (a chunk of keys wholly before the queries) or a
+// causal mask whose diagonal ends at the last query and key: the ring's diagonal blocks (the
+// query and key chunks at the same positions) and the all-gather's (a query chunk against the
+// keys of its whole prefix, Sq <= Sk: cuDNN's bottom-right diagonal alignment), without
+// attention dropout. Forward: the block's output (type dt, then fp32 for the log-sum-exp merge)
+// and cuDNN's Stats (each row's log-sum-exp) written straight into the block's statistics.
+// Backward: from the merged output and merged statistics, dQ, dK and dV (type dt) are added to
+// the fp32 accumulators. The project's kernels keep what cuDNN's pattern cannot: dropout (its
+// mask is keyed by global positions, cuDNN's generator draws its own), causal blocks whose
+// diagonal does not end at the last key (rows that would see no key), fp32.
 #include <string>
 
 #include "kernels/cuda/attention.h"
@@ -57,9 +59,10 @@ Layout layout_of(const mc_sdpa_key &k, size_t ws)
     return l;
 }
 
+// A block's key: a causal block of fewer queries than keys is aligned bottom-right.
 mc_sdpa_key block_key(mc_dtype_t dt, int Sq, int Sk, int B, int NH, int NG, int HD, bool causal)
 {
-    return mc_sdpa_key{dt, Sq, B, NH, NG, HD, 0.0f, Sk, causal, true};
+    return mc_sdpa_key{dt, Sq, B, NH, NG, HD, 0.0f, Sk, causal, true, causal && Sq != Sk};
 }
 
 // The block's plans and scratch layout, or NULL when the project's kernels run it.
@@ -68,8 +71,9 @@ const mc_sdpa_plans *served(mc_dtype_t dt, int Sq, int Sk, int B, int NH, int NG
 {
     const mc_attention_spec_t &s = g_cp.spec;
     const bool causal = mask == MC_ATTN_BLOCK_CAUSAL;
+    // causal: the last query at the last key's position (the diagonal ends bottom-right)
     if (!g_cp.on || dt != s.dt || HD != s.HD || (d && d->p > 0) ||
-        (causal && (q_pos != k_pos || Sq != Sk)))
+        (causal && (Sq > Sk || q_pos + Sq != k_pos + Sk)))
         return nullptr;
     std::string why;
     const mc_sdpa_plans *p =
@@ -147,7 +151,7 @@ void mc_cuda_attention_block_sizes_cudnn(const mc_backend_t *be, mc_dtype_t dt, 
     const int NG = s.NG / (s.NH / NH); // a2a+p2p's ring holds NH/a heads of NG/a groups
     if (NG <= 0 || NH % NG) return;
     for (int causal = 0; causal < 2; causal++) {
-        if (causal && Sq != Sk) continue;
+        if (causal && Sq > Sk) continue;
         std::string why;
         const mc_sdpa_key k = block_key(dt, Sq, Sk, B, NH, NG, HD, causal);
         const mc_sdpa_plans *p = mc_cudnn_sdpa_plans(k, &why);

@@ -4,9 +4,11 @@
 // entries, which send each call to the chosen one (kernels/cuda/attention.h).
 //
 // cuDNN serves exactly the calls whose shapes match the setup's (type, sequence length, heads,
-// groups, head dim, at most the planned rows, no document masks, the run's dropout or none):
-// a forward and its backward have the same shapes, so they always run on the same side and the
-// state one writes is the state the other reads. Everything else runs the project's kernels.
+// groups, head dim, at most the planned rows, no document masks, the run's dropout or none; under
+// context parallelism a2a's whole-sequence calls after the all-to-all: the heads and groups
+// divided by cp, no dropout): a forward and its backward have the same shapes, so they always
+// run on the same side and the state one writes is the state the other reads. Everything else
+// runs the project's kernels.
 #include <stdio.h>
 #include <string.h>
 
@@ -27,8 +29,9 @@ namespace
 
 struct Selection {
     bool cudnn;               // the setup chose cuDNN
+    bool cp_whole;            // it chose cuDNN for a cp run: a2a's whole-sequence calls may use it
     mc_attention_spec_t spec; // the run's shapes
-    size_t scratch;           // the most scratch the setup's plans need
+    size_t scratch;           // the most scratch the setup's plans need (and a2a's, once sized)
 };
 Selection g_sel;
 
@@ -37,20 +40,32 @@ int max_rows(const mc_attention_spec_t &s) { return s.B > s.B_eval ? s.B : s.B_e
 #ifdef MC_WITH_CUDNN
 mc_sdpa_key key_of(mc_dtype_t dt, int S, int B, int NH, int NG, int HD, float p)
 {
-    return mc_sdpa_key{dt, S, B, NH, NG, HD, p, S, true, false};
+    return mc_sdpa_key{dt, S, B, NH, NG, HD, p, S, true, false, false};
+}
+
+// Whether a call of these shapes is a2a's whole-sequence attention of a cp run on cuDNN: after
+// the all-to-all a rank holds the whole sequence, in order, of cp's share of the heads and groups
+// (model/cp_attention.c), so it is plain causal attention; dropout stays on the project's
+// kernels (their mask is keyed by global positions and heads, as every cp layout's).
+bool a2a_whole(mc_dtype_t dt, int S, int NH, int NG, int HD, float p)
+{
+    const mc_attention_spec_t &s = g_sel.spec;
+    return g_sel.cp_whole && s.cp > 1 && dt == s.dt && S == s.S && HD == s.HD &&
+           NH * s.cp == s.NH && NG * s.cp == s.NG && p == 0;
 }
 
 // The plans and scratch layout of a call, or NULL when the project's kernels run it.
 const mc_sdpa_plans *served(mc_dtype_t dt, int S, int B, int NH, int NG, int HD,
                             const int32_t *segments, float p, mc_attention_scratch_t *sc)
 {
-    const mc_attention_spec_t &s = g_sel.spec;
-    if (!g_sel.cudnn || segments || dt != s.dt || S != s.S || NH != s.NH || NG != s.NG ||
-        HD != s.HD || B > max_rows(s) || (p != 0 && p != s.dropout))
-        return nullptr;
+    mc_attention_spec_t s = g_sel.spec;
+    const bool run = g_sel.cudnn && dt == s.dt && S == s.S && NH == s.NH && NG == s.NG &&
+                     HD == s.HD && (p == 0 || p == s.dropout);
+    if (segments || B > max_rows(s) || !(run || a2a_whole(dt, S, NH, NG, HD, p))) return nullptr;
     std::string why;
     const mc_sdpa_plans *plans = mc_cudnn_sdpa_plans(key_of(dt, S, B, NH, NG, HD, p), &why);
     if (!plans) return nullptr;
+    s.NH = NH, s.NG = NG; // a2a's share of them
     mc_attention_cudnn_scratch(&s, B, mc_cudnn_sdpa_workspace(plans), sc);
     return sc->bytes <= g_sel.scratch ? plans : nullptr; // the model allocated that much
 }
@@ -100,23 +115,23 @@ void query_heads(const mc_backend_t *be, void *dense, const void *qkv, int S, in
 #endif
 
 #ifdef MC_WITH_CUDNN
-// The start-up line of context parallelism's blocks on cuDNN, naming what stays on the project's
-// kernels.
+// The start-up line of context parallelism on cuDNN, naming what stays on the project's kernels.
 void cp_line(const mc_attention_spec_t *s, const char *version, const char *choice, char *line,
              size_t n)
 {
-    char drops[160] = "";
+    char drops[192] = "";
     if (s->dropout > 0)
         snprintf(drops, sizeof(drops),
-                 "; training blocks with attention dropout %g on the project's kernels (their mask "
+                 "; training calls with attention dropout %g on the project's kernels (their mask "
                  "is keyed by global positions)",
                  (double)s->dropout);
     snprintf(line, n,
-             "cuDNN %s fused flash attention on context parallelism's ring blocks (%s, head dim "
-             "%d, %d heads over %d groups: the diagonal blocks causal, the others unmasked, "
-             "log-sum-exp statistics out for the merge, the backward from the merged output and "
-             "statistics); the project's block kernels for the all-gather's offset causal blocks "
-             "and a2a's whole-sequence attention%s (--attention-backend %s)",
+             "cuDNN %s fused flash attention on context parallelism's attention (%s, head dim "
+             "%d, %d heads over %d groups): p2p's ring blocks (the diagonals causal, the others "
+             "unmasked, log-sum-exp statistics out for the merge, the backward from the merged "
+             "output and statistics), all_gather's blocks (each query chunk against its prefix "
+             "of keys, causal aligned bottom-right), a2a's whole-sequence causal attention of "
+             "its heads%s (--attention-backend %s)",
              version, mc_dtype_name(s->dt), s->HD, s->NH, s->NG, drops, choice);
 }
 #endif
@@ -126,7 +141,7 @@ void cp_line(const mc_attention_spec_t *s, const char *version, const char *choi
 extern "C" void mc_cuda_attention_setup(const mc_backend_t *be, const mc_attention_spec_t *s,
                                         char *line, size_t n)
 {
-    g_sel = Selection{false, *s, 0};
+    g_sel = Selection{false, false, *s, 0};
     mc_cuda_cp_cudnn_setup(nullptr, nullptr, 0); // no blocks on cuDNN unless chosen below
     char why[768] = "";
     const char *no = mc_attention_cudnn_refusal(s, mc_cuda(be)->prop.major, why, sizeof(why));
@@ -138,9 +153,11 @@ extern "C" void mc_cuda_attention_setup(const mc_backend_t *be, const mc_attenti
 #else
     char version[32] = "?";
     if (!no && mc_cudnn_start(be, version, sizeof(version), why, sizeof(why)) != 0) no = why;
-    if (!no && s->cp > 1) { // context parallelism: the ring's blocks, not the whole sequence
+    // context parallelism: the blocks (a2a's whole sequence: sized later)
+    if (!no && s->cp > 1) {
         no = mc_cuda_cp_cudnn_setup(s, why, sizeof(why));
         if (!no) {
+            g_sel.cp_whole = true; // a2a's plans are built when the model sizes its scratch
             cp_line(s, version, choice, line, n);
             return;
         }
@@ -196,7 +213,23 @@ extern "C" void mc_cuda_attention_sizes(const mc_backend_t *be, mc_dtype_t dt, i
                                         int HD, size_t *state_bytes, size_t *scratch_bytes)
 {
     mc_flash_attention_sizes(be, dt, S, B, NH, HD, state_bytes, scratch_bytes);
-    const mc_attention_spec_t &s = g_sel.spec;
+    mc_attention_spec_t s = g_sel.spec;
+#ifdef MC_WITH_CUDNN
+    // a2a's whole-sequence calls (model/cp_attention.c sizes them): their plans, once
+    if (s.cp > 1 && s.NG % s.cp == 0 && a2a_whole(dt, S, NH, s.NG / s.cp, HD, 0.0f) &&
+        B <= max_rows(s)) {
+        std::string why;
+        const mc_sdpa_plans *p =
+            mc_cudnn_sdpa_plans(key_of(dt, S, B, NH, s.NG / s.cp, HD, 0), &why);
+        if (!p) return; // the project's kernels run them
+        mc_attention_scratch_t sc;
+        s.NH = NH, s.NG /= s.cp;
+        mc_attention_cudnn_scratch(&s, B, mc_cudnn_sdpa_workspace(p), &sc);
+        if (sc.bytes > g_sel.scratch) g_sel.scratch = sc.bytes;
+        if (sc.bytes > *scratch_bytes) *scratch_bytes = sc.bytes;
+        return;
+    }
+#endif
     if (g_sel.cudnn && dt == s.dt && S == s.S && NH == s.NH && HD == s.HD && B <= max_rows(s) &&
         g_sel.scratch > *scratch_bytes)
         *scratch_bytes = g_sel.scratch;

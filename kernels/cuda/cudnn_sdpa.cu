@@ -45,6 +45,8 @@ enum {
     U_DK,
     U_DV,
     U_VT,
+    U_SKV, // bottom-right alignment: the key and query lengths, by value
+    U_SQ,
 };
 
 cudnnHandle_t g_handle;
@@ -109,10 +111,16 @@ struct Pattern {
     const Views v;
     int64_t next = 100;
     mc_dnn_desc_t scale, ninf, dscale = nullptr, seed = nullptr, offset = nullptr;
+    mc_dnn_desc_t skv = nullptr, sq = nullptr;
     Pattern(const mc_sdpa_key &key, mc_dnn_builder &bl) : k(key), b(bl), v(views_of(key))
     {
         scale = b.scalar(U_SCALE);
         ninf = b.scalar(U_NINF);
+        if (k.causal && k.bottom_right) {
+            const int64_t one[4] = {1, 1, 1, 1};
+            skv = b.tensor(U_SKV, CUDNN_DATA_INT32, one, one, false, true, 4);
+            sq = b.tensor(U_SQ, CUDNN_DATA_INT32, one, one, false, true, 4);
+        }
         if (k.p > 0) {
             const int64_t one[4] = {1, 1, 1, 1};
             dscale = b.scalar(U_DSCALE);
@@ -136,7 +144,8 @@ struct Pattern {
         return y;
     }
     // Megatron's causal mask (key j visible from query i iff j <= i), masked scores -inf; a
-    // block without a mask passes s on.
+    // block without a mask passes s on. Bottom-right alignment shifts the diagonal as the
+    // frontend's graph does: the row index plus s_kv minus s_q (INT32, by value).
     mc_dnn_desc_t causal(mc_dnn_desc_t s, std::vector<mc_dnn_desc_t> &ops)
     {
         if (!k.causal) return s;
@@ -144,6 +153,15 @@ struct Pattern {
         mc_dnn_desc_t vis = virt(v.ss, CUDNN_DATA_BOOLEAN), y = virt(v.ss);
         ops.push_back(
             b.pointwise(CUDNN_POINTWISE_GEN_INDEX, s, nullptr, nullptr, row, CUDNN_DATA_FLOAT, 2));
+        if (k.bottom_right) {
+            mc_dnn_desc_t plus = virt(v.ss, CUDNN_DATA_INT32),
+                          shifted = virt(v.ss, CUDNN_DATA_INT32);
+            ops.push_back(
+                b.pointwise(CUDNN_POINTWISE_ADD, row, skv, nullptr, plus, CUDNN_DATA_INT32));
+            ops.push_back(
+                b.pointwise(CUDNN_POINTWISE_SUB, plus, sq, nullptr, shifted, CUDNN_DATA_INT32));
+            row = shifted;
+        }
         ops.push_back(
             b.pointwise(CUDNN_POINTWISE_GEN_INDEX, s, nullptr, nullptr, col, CUDNN_DATA_FLOAT, 3));
         ops.push_back(
@@ -377,7 +395,10 @@ void mc_cudnn_sdpa_forward(const mc_backend_t *be, const mc_sdpa_plans *p, const
     void *q = (void *)c.q, *kt = (void *)elem(kv, v.kt.off, k.dt);
     std::vector<int64_t> uids = {U_Q, U_KT, U_V, U_O, U_STATS, U_SCALE};
     std::vector<void *> ptrs = {q, kt, (void *)elem(kv, v.v.off, k.dt), c.out, c.stats, &scale};
+    int32_t lens[2] = {k.Sk, k.S}; // bottom-right alignment's s_kv and s_q
     if (k.causal) uids.push_back(U_NINF), ptrs.push_back(&ninf);
+    if (k.causal && k.bottom_right)
+        uids.insert(uids.end(), {U_SKV, U_SQ}), ptrs.insert(ptrs.end(), {&lens[0], &lens[1]});
     if (k.p > 0) {
         char *rng = (char *)put_rng(be, c, sc.rng);
         uids.insert(uids.end(), {U_DSCALE, U_SEED, U_OFFSET});
@@ -411,7 +432,10 @@ void mc_cudnn_sdpa_backward(const mc_backend_t *be, const mc_sdpa_plans *p, cons
                                 c.dq,
                                 (void *)elem(c.dqkv, v.k.off, k.dt),
                                 (void *)elem(c.dqkv, v.v.off, k.dt)};
+    int32_t lens[2] = {k.Sk, k.S}; // bottom-right alignment's s_kv and s_q
     if (k.causal) uids.push_back(U_NINF), ptrs.push_back(&ninf);
+    if (k.causal && k.bottom_right)
+        uids.insert(uids.end(), {U_SKV, U_SQ}), ptrs.insert(ptrs.end(), {&lens[0], &lens[1]});
     if (k.p > 0) {
         char *rng = (char *)put_rng(be, c, sc.rng);
         uids.insert(uids.end(), {U_DSCALE, U_SEED, U_OFFSET});

@@ -21,17 +21,22 @@ extern "C" {
 // op's Bernoulli probability is part of the graph). block: a context-parallel block (backend.h's
 // attention_block_*): S query rows against Sk key rows of a compact kv tensor [Sk, b, NG*2*HD],
 // the statistics in the block ops' [S, b, NH] layout, causal (the ring's diagonal blocks: query i
-// sees key j iff j <= i) or no mask; otherwise the whole sequence (Sk = S), causal.
+// sees key j iff j <= i; bottom_right: the all-gather's blocks of S queries against a prefix of
+// Sk >= S keys that ends with them, query i sees key j iff j <= i + Sk - S, cuDNN's causal mask
+// with bottom-right diagonal alignment) or no mask; otherwise the whole sequence (Sk = S),
+// causal.
 struct mc_sdpa_key {
     mc_dtype_t dt;
     int S, B, NH, NG, HD;
     float p;
     int Sk;
     bool causal, block;
+    bool bottom_right;
     bool operator==(const mc_sdpa_key &o) const
     {
         return dt == o.dt && S == o.S && B == o.B && NH == o.NH && NG == o.NG && HD == o.HD &&
-               p == o.p && Sk == o.Sk && causal == o.causal && block == o.block;
+               p == o.p && Sk == o.Sk && causal == o.causal && block == o.block &&
+               bottom_right == o.bottom_right;
     }
 };
 

@@ -8,7 +8,11 @@
 //    Between the matmuls the emulation takes pointwise (ADD SUB MUL DIV MAX MIN EXP LOG IDENTITY
 //    GEN_INDEX CMP_* LOGICAL_AND BINARY_SELECT), reduction (ADD, MAX), Bernoulli RNG and reshape
 //    operations as written (emulation: it does not match them operation by operation, so an
-//    arrangement cuDNN would refuse may run here; one it accepts computes what it says).
+//    arrangement cuDNN would refuse may run here; one it accepts computes what it says). The
+//    masks are index arithmetic on INT32 tensors: GEN_INDEX's row or column, by-value INT32
+//    scalars added or subtracted (the causal mask with [F]'s bottom-right diagonal alignment:
+//    the row index plus s_kv minus s_q, so query i sees key j iff j <= i + s_kv - s_q), compared,
+//    selected; exact, as integers (the emulation's fp32 holds every index below 2^24).
 //  - [F]'s support matrix for Hopper: the matmuls' non-virtual operands and results (Q, K, V, O,
 //    dO, dQ, dK, dV) all fp16 or all bf16 (NOT_SUPPORTED_DATA_TYPE), 4-D with a head dim d that is
 //    a multiple of 8 and at most 256, query heads a multiple of the key and value heads (GQA and

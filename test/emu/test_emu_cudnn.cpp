@@ -679,6 +679,101 @@ void test_dropout(cudnnHandle_t h)
         "dropout: another offset gives another mask (%ld of %ld elements differ)", differ, total);
 }
 
+// The causal mask aligned bottom-right ([F]: with s_q queries and s_kv keys, query i sees key j
+// iff j <= i + s_kv - s_q; the frontend builds it as the top-left mask's row index plus s_kv
+// minus s_q, by-value INT32 scalars): with V's rows one-hot (s_kv <= d), O is the probabilities,
+// so the mask shows. [F]'s example s_q 2, s_kv 5 (row 0 sees keys 0..3, row 1 all five) and a
+// query chunk against its prefix (12 against 36); the probabilities match the definition.
+void check_bottom_right(cudnnHandle_t h, int sq, int skv)
+{
+    const cudnnDataType_t dt = CUDNN_DATA_BFLOAT16;
+    const int d = 64;
+    Builder bl;
+    int64_t next = 2000;
+    auto virt = [&](dims_t dims, cudnnDataType_t t) {
+        dims_t st(dims.size(), 1);
+        for (size_t i = dims.size() - 1; i-- > 0;) st[i] = st[i + 1] * dims[i + 1];
+        return bl.tensor(next++, t, dims, st, true);
+    };
+    auto byval = [&](int64_t uid, cudnnDataType_t t) {
+        return bl.tensor(uid, t, {1, 1, 1, 1}, {1, 1, 1, 1}, false, true);
+    };
+    const dims_t ss = {1, 1, sq, skv}, rows = {1, 1, sq, 1};
+    D q = bl.tensor(U_Q, dt, {1, 1, sq, d}, {(int64_t)sq * d, (int64_t)sq * d, d, 1});
+    D kt = bl.tensor(U_KT, dt, {1, 1, d, skv}, {(int64_t)skv * d, (int64_t)skv * d, 1, d});
+    D v = bl.tensor(U_V, dt, {1, 1, skv, d}, {(int64_t)skv * d, (int64_t)skv * d, d, 1});
+    D o = bl.tensor(U_O, dt, {1, 1, sq, d}, {(int64_t)sq * d, (int64_t)sq * d, d, 1});
+    D stats = bl.tensor(U_STATS, CUDNN_DATA_FLOAT, rows, {sq, sq, 1, 1});
+    D scale = byval(U_SCALE, CUDNN_DATA_FLOAT), ninf = byval(U_NINF, CUDNN_DATA_FLOAT);
+    enum { U_SKV = 50, U_SQ }; // s_kv and s_q
+    D n_kv = byval(U_SKV, CUDNN_DATA_INT32), n_q = byval(U_SQ, CUDNN_DATA_INT32);
+    std::vector<D> ops;
+    D sc = virt(ss, CUDNN_DATA_FLOAT), s2 = virt(ss, CUDNN_DATA_FLOAT);
+    ops.push_back(bl.mm(q, kt, sc));
+    ops.push_back(bl.pw(CUDNN_POINTWISE_MUL, sc, scale, nullptr, s2));
+    D row = virt(ss, CUDNN_DATA_INT32), r2 = virt(ss, CUDNN_DATA_INT32), r3 = virt(ss, CUDNN_DATA_INT32);
+    D col = virt(ss, CUDNN_DATA_INT32), vis = virt(ss, CUDNN_DATA_BOOLEAN), s3 = virt(ss, CUDNN_DATA_FLOAT);
+    ops.push_back(bl.pw(CUDNN_POINTWISE_GEN_INDEX, s2, nullptr, nullptr, row, CUDNN_DATA_INT32, 2));
+    ops.push_back(bl.pw(CUDNN_POINTWISE_ADD, row, n_kv, nullptr, r2, CUDNN_DATA_INT32));
+    ops.push_back(bl.pw(CUDNN_POINTWISE_SUB, r2, n_q, nullptr, r3, CUDNN_DATA_INT32));
+    ops.push_back(bl.pw(CUDNN_POINTWISE_GEN_INDEX, s2, nullptr, nullptr, col, CUDNN_DATA_INT32, 3));
+    ops.push_back(bl.pw(CUDNN_POINTWISE_CMP_GE, r3, col, nullptr, vis, CUDNN_DATA_BOOLEAN));
+    ops.push_back(bl.pw(CUDNN_POINTWISE_BINARY_SELECT, s2, ninf, vis, s3));
+    D mx = virt(rows, CUDNN_DATA_FLOAT), df = virt(ss, CUDNN_DATA_FLOAT), e = virt(ss, CUDNN_DATA_FLOAT);
+    D z = virt(rows, CUDNN_DATA_FLOAT), lz = virt(rows, CUDNN_DATA_FLOAT), p = virt(ss, dt);
+    ops.push_back(bl.red(CUDNN_REDUCE_TENSOR_MAX, s3, mx));
+    ops.push_back(bl.pw(CUDNN_POINTWISE_SUB, s3, mx, nullptr, df));
+    ops.push_back(bl.pw(CUDNN_POINTWISE_EXP, df, nullptr, nullptr, e));
+    ops.push_back(bl.red(CUDNN_REDUCE_TENSOR_ADD, e, z));
+    ops.push_back(bl.pw(CUDNN_POINTWISE_LOG, z, nullptr, nullptr, lz));
+    ops.push_back(bl.pw(CUDNN_POINTWISE_ADD, mx, lz, nullptr, stats));
+    ops.push_back(bl.pw(CUDNN_POINTWISE_DIV, e, z, nullptr, p));
+    ops.push_back(bl.mm(p, v, o));
+    D plan = nullptr;
+    int64_t ws = 0;
+    const cudnnStatus_t sp = bl.plan(h, ops, &plan, &ws);
+    tap(sp == CUDNN_STATUS_SUCCESS, "bottom-right causal mask, s_q %d, s_kv %d: the forward gives a plan (%s)",
+        sq, skv, cudnnGetErrorString(sp));
+    if (sp != CUDNN_STATUS_SUCCESS) return;
+    std::vector<float> hq = rand16((size_t)sq * d, dt, -1, 1), hk = rand16((size_t)skv * d, dt, -1, 1);
+    std::vector<float> hv((size_t)skv * d, 0.0f);
+    for (int j = 0; j < skv; j++) hv[(size_t)j * d + j] = 1.0f;
+    Dev dq(hq, dt), dk(hk, dt), dv(hv, dt), dout((size_t)sq * d * 2), dst((size_t)sq * 4), dws((size_t)(ws > 0 ? ws : 1));
+    float fscale = 0.125f, fninf = -INFINITY;
+    int32_t lens[2] = {skv, sq};
+    const cudnnStatus_t er = run(h, plan, {U_Q, U_KT, U_V, U_O, U_STATS, U_SCALE, U_NINF, U_SKV, U_SQ},
+                                 {dq.p, dk.p, dv.p, dout.p, dst.p, &fscale, &fninf, &lens[0], &lens[1]}, dws.p);
+    const std::vector<float> got = dout.get16((size_t)sq * d, dt);
+    long wrong_mask = 0;
+    double worst = 0;
+    for (int i = 0; i < sq; i++) {
+        const int last = i + skv - sq; // the last key row i sees
+        double m = -INFINITY, z = 0;
+        std::vector<double> sc_ij(skv);
+        for (int j = 0; j <= last; j++) {
+            double x = 0;
+            for (int k = 0; k < d; k++) x += (double)hq[(size_t)i * d + k] * hk[(size_t)j * d + k];
+            sc_ij[j] = x * fscale, m = fmax(m, sc_ij[j]);
+        }
+        for (int j = 0; j <= last; j++) z += exp(sc_ij[j] - m);
+        for (int j = 0; j < skv; j++) {
+            const float g = got[(size_t)i * d + j];
+            wrong_mask += (j <= last) != (g != 0.0f);
+            if (j <= last) worst = fmax(worst, fabs(g - exp(sc_ij[j] - m) / z) / 1.6e-2);
+        }
+    }
+    tap(er == CUDNN_STATUS_SUCCESS && wrong_mask == 0 && worst <= 1.0,
+        "bottom-right causal mask, s_q %d, s_kv %d: query i sees keys j <= i + %d (%ld probabilities on "
+        "the wrong side; worst error/tolerance %.2f)",
+        sq, skv, skv - sq, wrong_mask, worst);
+}
+
+void test_bottom_right(cudnnHandle_t h)
+{
+    check_bottom_right(h, 2, 5);
+    check_bottom_right(h, 12, 36);
+}
+
 // Engine 0 of the backward is nondeterministic (its numerical note says so); engine 1 is not.
 void test_determinism(cudnnHandle_t h)
 {
@@ -901,6 +996,7 @@ int main()
         "cudnnCreate and cudnnSetStream (cuDNN %zu)", cudnnGetVersion());
     test_numbers(h);
     test_dropout(h);
+    test_bottom_right(h);
     test_determinism(h);
     test_refused_graphs(h);
     test_refused_api(h);

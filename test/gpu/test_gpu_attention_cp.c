@@ -124,12 +124,14 @@ static void test_blocks(void **state)
 }
 
 /* The blocks on cuDNN's fused flash attention (kernels/cuda/attention_cp_cudnn.cu) once the setup
- * chose it for a cp 2 run: the ring's causal diagonal and unmasked blocks, multi-head and grouped
- * queries, bf16 and fp16, against the CPU's block ops. cuDNN's output and gradients pass through
- * 16 bits (the block's O, dQ, dK, dV; P and dS before their products), the CPU's are fp32: outputs
- * and gradients within 2e-2 of the largest with 2e-2 relative, the statistics (fp32 softmax sums
- * of 16-bit inputs) within 1e-4. Dropout and the all-gather's offset diagonal stay on the
- * project's kernels. */
+ * chose it for a cp 2 run: the ring's causal diagonal and unmasked blocks, the all-gather's causal
+ * blocks of a query chunk against its whole prefix (bottom-right alignment), multi-head and
+ * grouped queries, bf16 and fp16, against the CPU's block ops. cuDNN's output and gradients pass
+ * through 16 bits (the block's O, dQ, dK, dV; P and dS before their products), the CPU's are
+ * fp32: outputs and gradients within 2e-2 of the largest with 2e-2 relative, the statistics (fp32
+ * softmax sums of 16-bit inputs) within 1e-4. Dropout and a causal diagonal that does not end at
+ * the last key stay on the project's kernels. a2a's whole-sequence calls (cp's share of the heads)
+ * go to cuDNN once the model sized them (test_gpu_attention_cudnn checks that op's numbers). */
 static void test_cudnn_blocks(void **state)
 {
     (void)state;
@@ -151,6 +153,11 @@ static void test_cudnn_blocks(void **state)
          .mask = MC_ATTN_BLOCK_CAUSAL, .NH_full = 4},
         {.Sq = 12, .Sk = 12, .B = 2, .NH = 4, .NG = 2, .HD = 16, .q_pos = 24, .k_pos = 12, .S_full = 48,
          .mask = MC_ATTN_BLOCK_FULL, .NH_full = 4},
+        /* the all-gather's: rank 1's first chunk against keys [0, 24), rank 0's second against all */
+        {.Sq = 12, .Sk = 24, .B = 2, .NH = 2, .NG = 2, .HD = 16, .q_pos = 12, .k_pos = 0, .S_full = 48,
+         .mask = MC_ATTN_BLOCK_CAUSAL, .NH_full = 2},
+        {.Sq = 12, .Sk = 48, .B = 2, .NH = 4, .NG = 2, .HD = 16, .q_pos = 36, .k_pos = 0, .S_full = 48,
+         .mask = MC_ATTN_BLOCK_CAUSAL, .NH_full = 4},
     };
     for (int t = 1; t < 3; t++)
         for (size_t k = 0; k < sizeof(cases) / sizeof(cases[0]); k++) {
@@ -165,12 +172,19 @@ static void test_cudnn_blocks(void **state)
             be->attention_block_sizes(be, GPU_TYPES[t], c->Sq, c->Sk, c->B, c->NH, c->HD, &fs, &bs);
             assert_true(mc_cuda_attention_block_uses_cudnn(GPU_TYPES[t], c->Sq, c->Sk, c->B, c->NH, c->NG,
                                                            c->HD, c->q_pos, c->k_pos, c->mask, 0.0f));
-            /* the project's kernels: dropout, an offset diagonal */
+            /* the project's kernels: dropout, a diagonal that ends before the last key */
             assert_false(mc_cuda_attention_block_uses_cudnn(GPU_TYPES[t], c->Sq, c->Sk, c->B, c->NH, c->NG,
                                                             c->HD, c->q_pos, c->k_pos, c->mask, 0.1f));
-            assert_false(mc_cuda_attention_block_uses_cudnn(GPU_TYPES[t], 12, 48, 2, c->NH, c->NG, 16, 36,
+            assert_false(mc_cuda_attention_block_uses_cudnn(GPU_TYPES[t], 12, 48, 2, c->NH, c->NG, 16, 24,
                                                             0, MC_ATTN_BLOCK_CAUSAL, 0.0f));
             block_case(be, GPU_TYPES[t], c, &DNN);
+            /* a2a: the whole sequence of cp's share of the heads, once sized; not with dropout,
+             * nor the run's own heads (no whole-sequence call under cp has them) */
+            size_t st, sc;
+            be->attention_sizes(be, GPU_TYPES[t], 48, 2, c->NH / 2, 16, &st, &sc);
+            assert_true(mc_cuda_attention_uses_cudnn(GPU_TYPES[t], 48, 2, c->NH / 2, c->NG / 2, 16, 0.0f));
+            assert_false(mc_cuda_attention_uses_cudnn(GPU_TYPES[t], 48, 2, c->NH / 2, c->NG / 2, 16, 0.1f));
+            assert_false(mc_cuda_attention_uses_cudnn(GPU_TYPES[t], 48, 2, c->NH, c->NG, 16, 0.0f));
         }
     const mc_attention_spec_t off = {.backend = MC_ATTENTION_LOCAL, .dt = MC_DT_BF16, .S = 48, .B = 2,
                                      .B_eval = 2, .NH = 2, .NG = 2, .HD = 16, .cp = 2};

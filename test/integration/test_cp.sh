@@ -6,7 +6,8 @@
 # block at cp 2 and 4, the GPT block at cp 2 and at cp 4 with one type per layer; cp 2 with tp 2
 # and sequence parallelism, with pp 2 and the interleaved schedule, with dp 2 and the
 # distributed optimizer, with recomputation, under mpirun and (where Slurm is up) srun; cp 2 on
-# the emulated CUDA device (the project's block kernels, and cuDNN's fused attention in bf16).
+# the emulated CUDA device (the project's block kernels, and cuDNN's fused attention in bf16 with
+# p2p, all_gather and a2a).
 # Megatron's and Transformer Engine's refusals are one line, exit 2.
 source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/mpi.sh"
@@ -109,28 +110,36 @@ else
 fi
 
 # cp 2 on the emulated device with cuDNN's fused attention (--attention-backend flash, bf16,
-# attention dropout 0): the ring's blocks on the emulated cuDNN (causal diagonals, unmasked
-# others, the statistics merged) give the CPU's single-rank bf16 lm losses within 1e-4 relative
-# (cuDNN rounds each block's output and gradients to bf16 before the fp32 merge and sums; the
-# runs differ by about 3e-5; a causal mask left off the diagonal, or the statistics of another
-# layout, move them by percents). 8 iterations, 2 layers (about 12 s).
+# attention dropout 0), each comm type: p2p's ring blocks (causal diagonals, unmasked others, the
+# statistics merged), all_gather's blocks (a query chunk against its prefix, causal aligned
+# bottom-right), a2a's whole-sequence attention of half the heads, all on the emulated cuDNN (the
+# profile shows none of the project's attention kernels), give the CPU's single-rank bf16 lm
+# losses within 1e-4 relative (cuDNN rounds each block's output and gradients to bf16 before the
+# fp32 merge and sums; the runs differ by about 3e-5; a causal mask left off the diagonal, aligned
+# top-left, or the statistics of another layout move them by percents). 8 iterations, 2 layers
+# (about 12 s each).
 if [ -n "${MC_EMU_BUILD:-}" ] && [ -x "$MC_EMU_BUILD/megatron-c" ]; then
     FLAGS=("${GPT[@]}" --num-layers 2 --train-iters 8 --eval-interval 4 --attention-dropout 0 --bf16)
     "$MC_BIN" "${FLAGS[@]}" >"$MC_TMP/dnn-ref" 2>&1
     FLAGS=("${FLAGS[@]/#cpu/cuda}")
-    "${MPIRUN[@]}" -np 2 "$MC_EMU_BUILD/megatron-c" "${FLAGS[@]}" --distributed-backend mpi \
-        --context-parallel-size 2 --attention-backend flash >"$MC_TMP/dnn" 2>"$MC_TMP/dnn.err"
-    rc=$?
-    name="cp=2 p2p with cuDNN's attention on the emulated device gives the CPU's bf16 losses within 1e-4"
     losses() { grep -oE 'lm loss( value)?: [0-9.E+-]+' "$1" | awk '{print $NF}'; }
-    if [ $rc -eq 0 ] && grep -q "^> attention: cuDNN .* on context parallelism's ring blocks" "$MC_TMP/dnn" &&
-        paste -d' ' <(losses "$MC_TMP/dnn-ref") <(losses "$MC_TMP/dnn") | awk '
-            function rel(a, b) { d = a - b; if (d < 0) d = -d; return d / (a < 0 ? -a : a) }
-            NF != 2 || rel($1, $2) > 1e-4 { bad++ } { n++ } END { exit !(n >= 12 && bad == 0) }'; then
-        ok "$name"
-    else
-        not_ok "$name (rc=$rc: $(grep '^> attention' "$MC_TMP/dnn"; tail -c 300 "$MC_TMP/dnn.err"))"
-    fi
+    for type in p2p all_gather a2a; do
+        "${MPIRUN[@]}" -x MC_EMU_PROFILE=1 -np 2 "$MC_EMU_BUILD/megatron-c" "${FLAGS[@]}" \
+            --distributed-backend mpi --context-parallel-size 2 --cp-comm-type $type \
+            --attention-backend flash >"$MC_TMP/dnn" 2>"$MC_TMP/dnn.err"
+        rc=$?
+        name="cp=2 $type with cuDNN's attention on the emulated device gives the CPU's bf16 losses within 1e-4"
+        if [ $rc -eq 0 ] && grep -q "^> attention: cuDNN .* on context parallelism's attention" "$MC_TMP/dnn" &&
+            grep -q 'cuda-emu: profile' "$MC_TMP/dnn.err" &&
+            ! grep -qE 'cuda-emu: .* (k_block_(fwd|dq|dkv|delta)|att_[a-z_]*kernel)' "$MC_TMP/dnn.err" &&
+            paste -d' ' <(losses "$MC_TMP/dnn-ref") <(losses "$MC_TMP/dnn") | awk '
+                function rel(a, b) { d = a - b; if (d < 0) d = -d; return d / (a < 0 ? -a : a) }
+                NF != 2 || rel($1, $2) > 1e-4 { bad++ } { n++ } END { exit !(n >= 12 && bad == 0) }'; then
+            ok "$name"
+        else
+            not_ok "$name (rc=$rc: $(grep '^> attention' "$MC_TMP/dnn"; grep -E 'k_block_|att_' "$MC_TMP/dnn.err" | head -3; tail -c 300 "$MC_TMP/dnn.err"))"
+        fi
+    done
 fi
 
 # the comparison can fail: attention dropout keyed by other positions is another model
@@ -216,7 +225,7 @@ act() { # MiB
 check "plan: activations per rank at cp 4 ($(act "$MC_TMP/p4") MiB) are at most a third of cp 1's ($(act "$MC_TMP/p1") MiB)" \
     awk -v a="$(act "$MC_TMP/p1")" -v b="$(act "$MC_TMP/p4")" 'BEGIN { exit !(b > 0 && 3 * b <= a) }'
 # --attention-kernel kernels: a context-parallel run's attention is the project's block kernels
-# (cuDNN runs the ring's blocks only where it is the choice); with cuDNN's speed assumed, tp 2 + SP wins at 64k instead.
+# (cuDNN runs cp's attention only where it is the choice); with cuDNN's speed assumed, tp 2 + SP wins at 64k instead.
 "$MC_BIN" plan --num-gpus 8 --gpu h100 --attention-kernel kernels --search --search-top 3 --num-layers 24 --hidden-size 2048 \
     --num-attention-heads 16 --seq-length 65536 --max-position-embeddings 65536 --micro-batch-size 1 \
     --global-batch-size 8 --train-iters 10 --lr 1e-4 --mock-data --vocab-size 50257 --bf16 >"$MC_TMP/search" 2>&1
