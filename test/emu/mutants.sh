@@ -7,8 +7,10 @@
 # Only the kernels the test exercises are rebuilt: a mutant in kernels/cuda/X.cu recompiles
 # X.cu's object, one in a shared header (gemm_map.h, common.cuh) the objects of the tested ops
 # (kernels/cuda/<test>.cu), the other kernels keep theirs; after each mutant the objects it
-# rebuilt are put back from the tree's build instead of being compiled again. A test stops at its
-# first failed check (CMOCKA_TEST_ABORT=1): one failure is the answer.
+# rebuilt are put back from the tree's build instead of being compiled again. A mutant's objects
+# are compiled at -O0 without debug information (MUTANT_OPT to change it; attention.cu's compile
+# takes a fifth of -O2's time), and a test stops at its first failed check (CMOCKA_TEST_ABORT=1):
+# one failure is the answer.
 #
 #   test/emu/mutants.sh             # every mutant, on build/emu's objects (made if missing)
 #   MUTANTS="3 5" test/emu/mutants.sh
@@ -107,7 +109,7 @@ open(p,"w").write(s.replace(f, os.environ["TO"], 1))' "$WORK/$file"
         [[ "$rebuild" == *" $o "* ]] || keep+=(-o "$o")
     done
     touch "$WORK/stamp"
-    if ! (cd "$WORK" && make -s -j"$(nproc)" EMU=1 SANITIZE="$SAN" "${keep[@]}" $targets) >"$WORK/build.log" 2>&1; then
+    if ! (cd "$WORK" && make -s -j"$(nproc)" EMU=1 SANITIZE="$SAN" EMU_OPT="${MUTANT_OPT:--O0}" DEBUG_FLAGS=-g0 "${keep[@]}" $targets) >"$WORK/build.log" 2>&1; then
         echo "ok $n - mutant $num ($what): caught by the build ($(grep -m1 'error' "$WORK/build.log" | cut -c1-200))"
         caught=$((caught + 1))
     elif how=$(run_tests "$tests" "$scheds"); then

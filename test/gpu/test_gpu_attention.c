@@ -150,7 +150,7 @@ static void test_table_entries(void **state)
 #endif
 }
 
-/* The groups (attention_check.h): lengths around the tiles and S = 1024; the GPT head dims and
+/* The groups (attention_check.h): lengths around the tiles and a long one (S = 1024, 640 emulated); the GPT head dims and
  * padded ones at a head offset; dropout; segments; peaked scores; masked-dominant rows (the
  * after pass of the forward, the tail query tiles of dK/dV). */
 static void test_lengths(void **state) { (void)state, check_group(ATT_LENGTHS); }

@@ -2,7 +2,7 @@
  * kernels/cuda/cudnn_sdpa.cu) against the CPU backend's attention (the fp32 reference rounded
  * once to 16 bits): forward output and backward dqkv for bf16 and fp16, causal, multi-head and
  * grouped-query attention (NG 1 and 2), head dims 64, 80, 96 and 128, sequence lengths around
- * tiles and 1024, peaked scores, heads placed at a tensor-parallel offset; the per-row
+ * tiles and a long one (1024, 640 emulated), peaked scores, heads placed at a tensor-parallel offset; the per-row
  * log-sum-exp statistics the forward keeps; dropout 0 (the same numbers as the CPU) and dropout
  * 0.25 checked statistically (cuDNN's generator is not the CPU's Philox: the keep rate, the
  * 1/(1-p) scaling, and the backward drawing the forward's mask); two runs bit for bit; the setup's

@@ -9,6 +9,12 @@ skip() { echo "ok - $1 # SKIP $2"; }
 # The sanitizer build's run (make SANITIZE=1; CI's san/ set): what only checks files or numbers
 # with other programs (torch.load) is left to the release build's run of the same script.
 in_sanitizer_build() { [[ $MC_BIN == */san/megatron-c ]]; }
+# left_to_release NAME: in the sanitizer build's run, one skip line for NAME and true: the release
+# build's run of the same script checks it, the sanitizers take the rest of the script as their
+# sample (CI's time budget). Usage: left_to_release "what" || the_check ...
+left_to_release() {
+    in_sanitizer_build && skip "$1" "the release build's run checks it (the sanitizer build's run of this script takes a sample)"
+}
 check() { # name, command...
     local name=$1
     shift

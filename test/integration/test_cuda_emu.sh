@@ -8,13 +8,15 @@
 # optimizer and both overlaps, under mpirun with MPI staging, give the single-rank emulated run's
 # losses, grad and params norms; the Llama block in fp32 gives the CPU's losses; cuDNN's fused
 # attention (the default on the emulated cuDNN) in bf16 with attention dropout 0 gives the CPU's
-# bf16 losses within 1e-3 for the GPT and the Llama (grouped-query) model, and its tp 2 + SP,
-# pp 2 x vpp 2 and dp 2 distributed-optimizer runs the single-rank cuDNN run's numbers
+# bf16 losses within 1e-3 for the GPT and the Llama (grouped-query) model, and its tp 2 + SP run
+# (the heads split over ranks: cuDNN's graph at other shapes) the single-rank cuDNN run's numbers
 # (MC_GPU_TEST_CUDNN_ITERS, 6 iterations: warmup, decay, two evaluations; the bf16 run above
 # takes the project's attention, whose dropout masks are the fp32 run's). Left to the GPU
 # run: fp16 tracking fp32 from a scale of 4096 (here fp16-overflow's applied iterations against
-# the CPU and the fp16 op tests check the fp16 path) and the Llama block in bf16 (here the Llama
-# fp32 run, bf16 GPT run and the bf16 op tests of its ops).
+# the CPU and the fp16 op tests check the fp16 path), the Llama block in bf16 (here the Llama
+# fp32 run, bf16 GPT run and the bf16 op tests of its ops), and cuDNN's attention under pp 2 x
+# vpp 2 and dp 2 (the attention sees the single rank's shapes there: the pp and dp runs above
+# check those layouts, test_cp's emulated runs cuDNN beside cp).
 # Under the sanitizer build (MC_EMU_BUILD ending in emu-san) fp32 and dp 2 (the overlapped grad
 # reduce and param gather: the most concurrent path) at 4 iterations; gpu-test.sh's sanitizer
 # step (test_gpu_scripts.sh) runs a bf16 one.
@@ -27,9 +29,9 @@ if [ -z "${MC_EMU_BUILD:-}" ] || [ ! -x "$MC_EMU_BUILD/megatron-c" ]; then
     skip "megatron-c --device cuda on the emulated device" "no emulated build (MC_EMU_BUILD='${MC_EMU_BUILD:-}' has no megatron-c; make emu)"
     exit 0
 fi
-only=(MC_GPU_TEST_ONLY="fp32 bf16 fp16-overflow tp pp dp llama cudnn cudnn-tp cudnn-pp cudnn-dp cudnn-llama"
+only=(MC_GPU_TEST_ONLY="fp32 bf16 fp16-overflow tp pp dp llama cudnn cudnn-tp cudnn-llama"
       MC_GPU_TEST_ITERS=6 MC_GPU_TEST_CUDNN_ITERS=6)
-what="fp32, bf16, fp16 overflow, tp 2 + SP, pp 2 x vpp 2, dp 2 distopt, Llama fp32, cuDNN GPT/Llama and layouts: 6 iterations"
+what="fp32, bf16, fp16 overflow, tp 2 + SP, pp 2 x vpp 2, dp 2 distopt, Llama fp32, cuDNN GPT/Llama and tp 2: 6 iterations"
 left="left to the GPU run (see this script's header)"
 case $MC_EMU_BUILD in
 *emu-san) only=(MC_GPU_TEST_ONLY="fp32 dp" MC_GPU_TEST_ITERS=4)

@@ -46,7 +46,7 @@ uint64_t att_case_seed(const att_case_t *c);
 
 /* The cases of the GPU test, by group; the host model runs them all too. */
 enum {
-    ATT_LENGTHS,         /* S around every kernel's tiles, and S = 1024 */
+    ATT_LENGTHS,         /* S around every kernel's tiles, and S = 1024 (640 emulated) */
     ATT_HEAD_DIMS,       /* the GPT head dims and dims padded to them, at a head offset */
     ATT_DROPOUT,         /* more heads and batch rows; odd S */
     ATT_SEGMENTS,        /* --reset-attention-mask */
