@@ -71,7 +71,10 @@ const mc_flag_t mc_flags_moe[] = {
      .help = "If True, enable the routing replay feature for MoE layers."},
     {.name = "--moe-expert-capacity-factor", G_MOE, FLOAT,
      PENDING_FIELD(moe_expert_capacity_factor), SET_FLAG(moe_expert_capacity_factor_set),
-     IMPLEMENTED_NOTE("token dropping: each expert keeps at most its capacity of a rank's tokens per microbatch (model/moe_capacity.c); a capacity above those tokens, where Megatron's torch.topk fails, keeps them all"),
+     IMPLEMENTED_NOTE("token dropping: each expert keeps at most its capacity of a rank's tokens "
+                      "per microbatch (model/moe_capacity.c), the dropped (token, expert) "
+                      "assignments counted in a line after each log line; a capacity above those "
+                      "tokens, where Megatron's torch.topk fails, keeps them all"),
      .help = "moe_expert_capacity_factor (float): The capacity factor for each expert, None means "
              "no token will be dropped. The default is None."},
     {.name = "--moe-expert-rank-capacity-factor", G_TC, FLOAT, TODO("mixture of experts (MoE)"),
@@ -155,7 +158,8 @@ const mc_flag_t mc_flags_moe[] = {
              "(use_transformer_engine_op_fuser). Defaults to False."},
     {.name = "--moe-pad-expert-input-to-capacity", G_MOE, TRUE_IF_GIVEN,
      PENDING_FIELD(moe_pad_expert_input_to_capacity),
-     IMPLEMENTED_NOTE("every expert takes exactly its capacity of rows, filled with tokens of probability 0"),
+     IMPLEMENTED_NOTE("every expert takes exactly its capacity of rows, filled with tokens of "
+                      "probability 0"),
      .help = "moe_pad_expert_input_to_capacity (bool): If True, pads the input for each expert to "
              "match the expert capacity length, effective only after the "
              "moe_expert_capacity_factor is set. The default setting is False."},

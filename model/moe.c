@@ -434,8 +434,7 @@ static void router_backward(mc_layer_run_t *r, mc_moe_acts_t *s, const void *in,
     be->moe->unpermute(be, dt, dt, w->dprobs, dp, s->row_of, NULL, T * E, 1, 1);
     /* dropping multiplied the probs by the capacity's map: no gradient outside it */
     be->moe->route_backward(be, dt, &q->router, w->dlogits, w->dprobs, s->logits,
-                            mc_gpt_moe_expert_bias(r->m, r->local), q->drop ? s->cap_map : NULL,
-                            T);
+                            mc_gpt_moe_expert_bias(r->m, r->local), q->drop ? s->cap_map : NULL, T);
     mc_moe_losses_backward(r, s, w->dlogits);
     be->linear_backward(be, dt, c->gdt, r->m->tmp_h, r->gw[MC_PK_ROUTER_W], NULL, w->dlogits, in,
                         r->w[MC_PK_ROUTER_W], (int)T, H, E);

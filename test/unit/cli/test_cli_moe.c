@@ -188,8 +188,10 @@ static void test_refused_until_implemented(void **state)
                                "--calculate-per-token-loss --save /tmp/x --save-interval 5 --log-throughput",
                            2, 5, parts);
     mc_run_t rc; /* token dropping (model/moe_capacity.c) */
-    mc_run_parse(&rc, MOE " --swiglu --moe-expert-capacity-factor 1.5 "
-                          "--moe-pad-expert-input-to-capacity --moe-token-drop-policy position", 1);
+    mc_run_parse(&rc,
+                 MOE " --swiglu --moe-expert-capacity-factor 1.5 "
+                     "--moe-pad-expert-input-to-capacity --moe-token-drop-policy position",
+                 1);
     assert_int_equal(rc.status, 0);
     mc_run_t rd; /* a dense model has no expert layers to split */
     mc_run_parse(&rd, LINE " --expert-tensor-parallel-size 2", 2);
