@@ -187,12 +187,6 @@ static void test_refused_until_implemented(void **state)
                                "--log-num-zeros-in-grad --moe-use-legacy-grouped-gemm "
                                "--calculate-per-token-loss --save /tmp/x --save-interval 5 --log-throughput",
                            2, 5, parts);
-    mc_run_t rc; /* token dropping (model/moe_capacity.c) */
-    mc_run_parse(&rc,
-                 MOE " --swiglu --moe-expert-capacity-factor 1.5 "
-                     "--moe-pad-expert-input-to-capacity --moe-token-drop-policy position",
-                 1);
-    assert_int_equal(rc.status, 0);
     mc_run_t rd; /* a dense model has no expert layers to split */
     mc_run_parse(&rd, LINE " --expert-tensor-parallel-size 2", 2);
     assert_int_equal(rd.status, 0);
@@ -284,6 +278,12 @@ static void test_megatron_rules(void **state)
     mc_expect_error(MOE " --moe-token-dispatcher-type flex", "--moe-token-dispatcher-type flex (DeepEP)");
     mc_expect_error(MOE " --moe-pad-expert-input-to-capacity",
                     "--moe-pad-expert-input-to-capacity needs --moe-expert-capacity-factor");
+    mc_run_t rc; /* token dropping (model/moe_capacity.c) */
+    mc_run_parse(&rc,
+                 MOE " --swiglu --moe-expert-capacity-factor 1.5 "
+                     "--moe-pad-expert-input-to-capacity --moe-token-drop-policy position",
+                 1);
+    assert_int_equal(rc.status, 0);
     mc_expect_error(LINE " --expert-model-parallel-size 2", "--expert-model-parallel-size 2 needs --num-experts");
     mc_expect_error(LINE " --moe-ffn-hidden-size 32", "--moe-ffn-hidden-size needs --num-experts");
     mc_expect_error_world(MOE " --expert-model-parallel-size 2 --fp16", 2,
