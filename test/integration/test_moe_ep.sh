@@ -10,7 +10,8 @@
 # (test_cli_moe has what expert parallelism refuses by name); tp 2 + SP x ep 2 in bf16 within
 # bf16's rounding; the three load-balancing losses at once at tp 2 + SP, etp 1 x ep 2 (1e-5); tp 2
 # + SP x ep 2 on the emulated GPU (CUDA backend, MPI staging) gives the first 4; token dropping
-# at ep 2, padded to capacity, gives the single rank's numbers and dropped counts.
+# at ep 2, padded to capacity, gives the single rank's numbers and dropped counts, and on the
+# emulated GPU the first 2.
 # ci-sanitize: the dispatcher's all-to-all under mpirun, expert buckets over edp
 source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/mpi.sh"
@@ -148,6 +149,14 @@ if have_mpirun; then
             --train-iters 4 >"$MC_TMP/emu" 2>&1
         check "tp 2 + SP x ep 2 on the emulated GPU (--device cuda) gives the single rank's first 4 iterations ($(tail -c 300 "$MC_TMP/emu" | tr '\n' ' '))" \
             same "$MC_TMP/single" "$MC_TMP/emu" 4
+        # token dropping on the device (the capacity kernel, padded, the kept count): the CPU's
+        # first 2 iterations and dropped counts
+        "$EMU_BIN" "${FLAGS[@]}" "${CAP[@]}" --device cuda --moe-pad-expert-input-to-capacity \
+            --train-iters 2 >"$MC_TMP/emu_cap" 2>&1
+        check "token dropping padded to capacity on the emulated GPU gives the CPU's first 2 iterations and dropped counts ($(tail -c 300 "$MC_TMP/emu_cap" | tr '\n' ' '))" \
+            bash -c '[ "$1" = "$2" ] && [ -n "$1" ]' _ "$(dropped "$MC_TMP/cap1" | head -2)" \
+            "$(dropped "$MC_TMP/emu_cap")"
+        check "token dropping padded to capacity on the emulated GPU: the numbers" same "$MC_TMP/cap1" "$MC_TMP/emu_cap" 2
     else
         skip "tp 2 + SP x ep 2 on the emulated GPU" "no build/emu/megatron-c (make EMU=1)"
     fi
