@@ -113,19 +113,25 @@ if have_mpirun; then
     # line after each log line. (tp 2 + SP routes each rank's half of the sequence: other drops,
     # as in Megatron.)
     CAP=(--moe-expert-capacity-factor 1.0 --train-iters 8)
-    "$MC_BIN" "${FLAGS[@]}" "${CAP[@]}" >"$MC_TMP/cap1" 2>&1
-    mpirun_mc 2 "${FLAGS[@]}" "${CAP[@]}" --moe-pad-expert-input-to-capacity \
-        --expert-model-parallel-size 2 >"$MC_TMP/cap2" 2>&1
-    check "ep 2 padded to capacity gives the single rank's numbers with token dropping ($(tail -c 300 "$MC_TMP/cap2" | tr '\n' ' '))" \
-        same "$MC_TMP/cap1" "$MC_TMP/cap2" 8
     dropped() { sed -nE 's/^ \[MoE\] tokens dropped for capacity since the last log: ([0-9]+) of ([0-9]+) .*/\1 \2/p' "$1"; }
-    check "both log the same dropped tokens, some at every iteration ($(dropped "$MC_TMP/cap1" | head -2 | tr '\n' ' '))" \
-        bash -c '[ "$(grep -c " 1024$" <<<"$1")" -eq 8 ] && ! grep -q "^0 " <<<"$1" && [ "$1" = "$2" ]' _ \
-        "$(dropped "$MC_TMP/cap1")" "$(dropped "$MC_TMP/cap2")"
-    if same "$MC_TMP/single" "$MC_TMP/cap1" 8; then
-        not_ok "dropping tokens changes the numbers"
+    if in_sanitizer_build; then
+        # the sanitizer pass sees the capacity op and the padded layer in test_kernels_moe and
+        # test_moe_block
+        skip "token dropping at ep 2 against the single rank" "the release build's run checks it (sanitizer build)"
     else
-        ok "dropping tokens changes the numbers"
+        "$MC_BIN" "${FLAGS[@]}" "${CAP[@]}" >"$MC_TMP/cap1" 2>&1
+        mpirun_mc 2 "${FLAGS[@]}" "${CAP[@]}" --moe-pad-expert-input-to-capacity \
+            --expert-model-parallel-size 2 >"$MC_TMP/cap2" 2>&1
+        check "ep 2 padded to capacity gives the single rank's numbers with token dropping ($(tail -c 300 "$MC_TMP/cap2" | tr '\n' ' '))" \
+            same "$MC_TMP/cap1" "$MC_TMP/cap2" 8
+        check "both log the same dropped tokens, some at every iteration ($(dropped "$MC_TMP/cap1" | head -2 | tr '\n' ' '))" \
+            bash -c '[ "$(grep -c " 1024$" <<<"$1")" -eq 8 ] && ! grep -q "^0 " <<<"$1" && [ "$1" = "$2" ]' _ \
+            "$(dropped "$MC_TMP/cap1")" "$(dropped "$MC_TMP/cap2")"
+        if same "$MC_TMP/single" "$MC_TMP/cap1" 8; then
+            not_ok "dropping tokens changes the numbers"
+        else
+            ok "dropping tokens changes the numbers"
+        fi
     fi
     # the comparison can fail: another seed is another run
     mpirun_mc 2 "${FLAGS[@]}" --expert-model-parallel-size 2 --seed 4321 >"$MC_TMP/other" 2>&1
