@@ -268,7 +268,8 @@ typedef struct {
     void *act; /* the activation's output [S*B*FFN/tp] */
 } mc_mlp_acts_t;
 
-/* An MoE layer's (model/moe.c), for T = S*B tokens, E experts and R = T * topk routed rows. */
+/* An MoE layer's (model/moe.c), for T = S*B tokens, E experts and R = T * topk routed rows (padded
+ * to capacity: E * capacity, when more). */
 typedef struct {
     void *logits, *probs; /* the router's [T, E] (router type: the activations') */
     uint8_t *map;         /* [T, E]: the chosen experts */
