@@ -71,7 +71,10 @@ const mc_flag_t mc_flags_moe[] = {
      .help = "If True, enable the routing replay feature for MoE layers."},
     {.name = "--moe-expert-capacity-factor", G_MOE, FLOAT,
      PENDING_FIELD(moe_expert_capacity_factor), SET_FLAG(moe_expert_capacity_factor_set),
-     TODO_CHECKED("mixture of experts (MoE)"),
+     IMPLEMENTED_NOTE("token dropping: each expert keeps at most its capacity of a rank's tokens "
+                      "per microbatch (model/moe_capacity.c), the dropped (token, expert) "
+                      "assignments counted in a line after each log line; a capacity above those "
+                      "tokens, where Megatron's torch.topk fails, keeps them all"),
      .help = "moe_expert_capacity_factor (float): The capacity factor for each expert, None means "
              "no token will be dropped. The default is None."},
     {.name = "--moe-expert-rank-capacity-factor", G_TC, FLOAT, TODO("mixture of experts (MoE)"),
@@ -155,7 +158,8 @@ const mc_flag_t mc_flags_moe[] = {
              "(use_transformer_engine_op_fuser). Defaults to False."},
     {.name = "--moe-pad-expert-input-to-capacity", G_MOE, TRUE_IF_GIVEN,
      PENDING_FIELD(moe_pad_expert_input_to_capacity),
-     TODO_CHECKED("mixture of experts (MoE)"),
+     IMPLEMENTED_NOTE("every expert takes exactly its capacity of rows, filled with tokens of "
+                      "probability 0"),
      .help = "moe_pad_expert_input_to_capacity (bool): If True, pads the input for each expert to "
              "match the expert capacity length, effective only after the "
              "moe_expert_capacity_factor is set. The default setting is False."},
@@ -340,7 +344,7 @@ const mc_flag_t mc_flags_moe[] = {
              "'allgather','alltoall' and 'flex'."},
     {.name = "--moe-token-drop-policy", G_MOE, CHOICE("probs", "position"), .def = "probs",
      PENDING_FIELD(moe_token_drop_policy),
-     TODO_CHECKED("mixture of experts (MoE)"),
+     IMPLEMENTED_NOTE("probs or position, ties to the lower token index as torch.topk"),
      .help = "The policy to drop tokens. Can be either \"probs\" or \"position\". If \"probs\", "
              "the tokens with the lowest probabilities will be dropped. If \"position\", tokens "
              "at the end of each batch will be dropped."},

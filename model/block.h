@@ -177,6 +177,13 @@ void mc_moe_losses_forward(mc_layer_run_t *r, mc_moe_acts_t *s);
  * layer's tokens per expert on the host) into local_tokens_per_expert (model/moe_bias.c). */
 void mc_moe_bias_count(mc_layer_run_t *r, const int32_t *counts);
 void mc_moe_losses_backward(mc_layer_run_t *r, mc_moe_acts_t *s, void *dlogits);
+/* Token dropping (model/moe_capacity.c): the capacity of each expert for T tokens of this rank
+ * (get_capacity, at most T); the map the dispatcher uses after it (s->map without dropping, else
+ * s->cap_map) and its probs (*probs); in a training forward, the routed assignments and those
+ * dropped into the log's counts, given the kept routed ones (the map's count without padding). */
+long mc_moe_capacity_tokens(const mc_moe_cfg_t *q, long T);
+const uint8_t *mc_moe_drop(mc_layer_run_t *r, mc_moe_acts_t *s, const void **probs);
+void mc_moe_count_dropped(mc_layer_run_t *r, const mc_moe_acts_t *s, long kept);
 
 /* ---- the embedding (model/embedding.c) ---- */
 

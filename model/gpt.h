@@ -69,8 +69,9 @@ typedef enum {
 
 /* Mixture of experts (Megatron's MoELayer, model/moe.c): the layers whose MLP is a router and
  * experts. Each rank holds E/ep experts, each split over etp (parallel folding), each layer's tokens
- * (this rank's sequence rows under tensor parallelism) go to their top-k experts (no capacity),
- * and the losses enter the router's gradient. */
+ * (this rank's sequence rows under tensor parallelism) go to their top-k experts (each expert
+ * taking at most its capacity of them with --moe-expert-capacity-factor), and the losses enter
+ * the router's gradient. */
 #define MC_MOE_MAX_LAYERS 1024
 typedef struct {
     int num_experts;        /* --num-experts; 0: a dense model */
@@ -80,6 +81,13 @@ typedef struct {
      * expert bias chooses the experts, updated once per global batch by this rate */
     bool expert_bias;
     float bias_update_rate;
+    /* token dropping (--moe-expert-capacity-factor, apply_router_token_dropping): each expert
+     * keeps at most get_capacity(T * topk, E, capacity_factor) of a microbatch's T tokens on this
+     * rank, the best by probability or (drop_by_position) the first; pad_to_capacity
+     * (--moe-pad-expert-input-to-capacity): every expert takes exactly that many rows */
+    bool drop;
+    double capacity_factor;
+    bool drop_by_position, pad_to_capacity;
     /* each loss's coefficient (0: not computed, as Megatron's coeff == 0 / None), and whether
      * training_log tracks (logs) it: its track_names */
     double coeff[MC_MOE_LOSSES];
@@ -260,7 +268,8 @@ typedef struct {
     void *act; /* the activation's output [S*B*FFN/tp] */
 } mc_mlp_acts_t;
 
-/* An MoE layer's (model/moe.c), for T = S*B tokens, E experts and R = T * topk routed rows. */
+/* An MoE layer's (model/moe.c), for T = S*B tokens, E experts and R = T * topk routed rows (padded
+ * to capacity: E * capacity, when more). */
 typedef struct {
     void *logits, *probs; /* the router's [T, E] (router type: the activations') */
     uint8_t *map;         /* [T, E]: the chosen experts */
@@ -279,6 +288,10 @@ typedef struct {
     /* the losses' token counts the backward reads (model/moe_loss.c, fp32): seq_aux_loss's per
      * sequence [B, E] and global_aux_loss's running average [E]; NULL without them */
     float *seq_counts, *global_counts;
+    /* with token dropping: the map and probs after it ([T, E]: the capacity's), which the
+     * dispatcher and the experts use; map and probs stay the top-k's; NULL without it */
+    uint8_t *cap_map;
+    void *cap_probs;
 } mc_moe_acts_t;
 
 /* One transformer layer's, for the backward pass: the residual stream and the norms (the
@@ -343,6 +356,7 @@ typedef struct {
     float *psum;            /* [E]: the aux loss's summed scores */
     float *seq_psum;        /* [B, E]: seq_aux_loss's, per sequence (NULL without it) */
     int32_t *counts;        /* [E]: tokens per expert (device) */
+    uint8_t *kept;          /* [T, E]: padding to capacity, the routed tokens kept (the log's) */
     long split[MC_MOE_MAX_EXPERTS];
     int32_t counts_host[MC_MOE_MAX_EXPERTS];
     /* each expert's linear_fc1 and linear_fc2 weights and gradients (parameters of their own,
@@ -462,6 +476,9 @@ typedef struct mc_gpt {
      * ([n_local_layers][E] fp32, device; Megatron's persistent buffer) and its
      * local_tokens_per_expert (host, summed over this global batch's training forwards) */
     float *moe_expert_bias, *moe_local_tokens;
+    /* token dropping: the routed (token, expert) assignments of this rank's training forwards
+     * and those dropped for capacity, since the last mc_gpt_moe_take_dropped (the log's) */
+    double moe_routed, moe_dropped;
     /* --apply-layernorm-1p (model/norm.c): the weights the norms compute with, 1 + w, formed
      * from the parameters each time a block's parameters are needed (m->p points there);
      * norm_1p[i] is parameter i's (NULL for the others), norm_1p_ones a vector of ones */
@@ -571,6 +588,9 @@ void mc_gpt_chunk_params(const mc_gpt_t *m, int c, int *first, int *n);
 /* The MoE losses' tracker since the last call (then zeroed): into out [MC_MOE_LOSSES][num_layers]
  * (float32), each layer's loss / coeff summed over this rank's training forwards. */
 void mc_gpt_moe_take_losses(mc_gpt_t *m, float *out);
+/* Token dropping's counts since the last call (then zeroed): out[0] the routed (token, expert)
+ * assignments of this rank's training forwards, out[1] those dropped for capacity. */
+void mc_gpt_moe_take_dropped(mc_gpt_t *m, double out[2]);
 /* finalize_model_grads' reset_global_aux_loss_tracker: global_aux_loss's running counts start
  * again (after each training step's backward). */
 void mc_gpt_moe_step_end(mc_gpt_t *m);

@@ -13,7 +13,8 @@
  * (reduce-scatter over etp, all-to-all over ep); at ep 1 and etp 1 one rank holds every expert
  * and nothing moves. The router's losses (model/moe_loss.c) are not added to the lm loss:
  * as MoEAuxLossAutoScaler does, the backward injects their gradients, scaled by the loss scale
- * over the microbatches (m->moe_aux_grad), into the router's logits. */
+ * over the microbatches (m->moe_aux_grad), into the router's logits. Token dropping (capacity)
+ * is model/moe_capacity.c's: the map it leaves is the one dispatched. */
 #include <math.h>
 #include <stddef.h>
 #include <stdlib.h>
@@ -55,22 +56,31 @@ static void moe_params(mc_gpt_t *m, int layer)
     }
 }
 
-/* T tokens (this rank's sequence rows), R routed rows of the largest microbatch */
+/* T tokens (this rank's sequence rows), R routed rows of the largest microbatch (padded to
+ * capacity: E * capacity of them, more than T * topk with a factor above 1) */
 static void sizes(const mc_gpt_config_t *c, long *T, long *R)
 {
     *T = (long)mc_gpt_tp_dims(c).seq * c->max_batch;
     *R = *T * c->moe.router.topk;
+    if (c->moe.drop && c->moe.pad_to_capacity) {
+        const long padded = (long)c->moe.num_experts * mc_moe_capacity_tokens(&c->moe, *T);
+        *R = padded > *R ? padded : *R;
+    }
 }
 
 /* The rows this rank's experts can take: every ep and etp rank's tokens, each to at most
- * min(topk, E/ep) of them (R without the dispatcher). */
+ * min(topk, E/ep) of them, or padded, capacity rows per local expert (R without the
+ * dispatcher). */
 static long recv_rows(const mc_gpt_config_t *c, long T, long R)
 {
     if (!mc_moe_dispatched(&c->moe)) return R;
     int first, n;
     local_experts(c, &first, &n);
     const int k = c->moe.router.topk;
-    return (long)ep_of(c) * etp_of(c) * T * (k < n ? k : n);
+    long per_rank = T * (k < n ? k : n);
+    if (c->moe.drop && c->moe.pad_to_capacity && n * mc_moe_capacity_tokens(&c->moe, T) > per_rank)
+        per_rank = n * mc_moe_capacity_tokens(&c->moe, T);
+    return (long)ep_of(c) * etp_of(c) * per_rank;
 }
 
 static void moe_plan(mc_gpt_t *m, mc_alloc_t *a, void *acts)
@@ -85,6 +95,8 @@ static void moe_plan(mc_gpt_t *m, mc_alloc_t *a, void *acts)
     s->logits = mc_gpt_take(a, T * E * e);
     s->probs = mc_gpt_take(a, T * E * e);
     s->map = mc_gpt_take(a, T * E);
+    s->cap_map = c->moe.drop ? mc_gpt_take(a, T * E) : NULL;
+    s->cap_probs = c->moe.drop ? mc_gpt_take(a, T * E * e) : NULL;
     s->aux_counts = mc_gpt_take(a, E * (long)sizeof(float));
     s->rows = mc_gpt_take(a, R * i4);
     s->row_of = mc_gpt_take(a, T * E * i4);
@@ -136,6 +148,7 @@ static void moe_plan_shared(mc_gpt_t *m, mc_alloc_t *acts, mc_alloc_t *ws)
     w->dlogits = mc_gpt_take(ws, T * E * e);
     w->psum = mc_gpt_take(ws, E * (long)sizeof(float));
     w->counts = mc_gpt_take(ws, E * (long)sizeof(int32_t));
+    w->kept = c->moe.drop && c->moe.pad_to_capacity ? mc_gpt_take(ws, T * E) : NULL;
     const bool d = mc_moe_dispatched(&c->moe);
     for (int i = 0; i < 2; i++) {
         w->st_h[i] = d ? mc_gpt_take(ws, Rmax * H * e) : NULL;
@@ -383,9 +396,12 @@ static void *moe_forward(mc_layer_run_t *r, void *acts, const void *in)
     be->moe->route(be, dt, &q->router, s->probs, s->map, s->logits,
                    mc_gpt_moe_expert_bias(m, r->local), T);
     mc_moe_losses_forward(r, s);
-    const long R = expert_split(r, s->map);
+    const void *probs;
+    const uint8_t *map = mc_moe_drop(r, s, &probs);
+    const long R = expert_split(r, map);
+    mc_moe_count_dropped(r, s, R);
     mc_moe_bias_count(r, ws->counts_host);
-    be->moe->permute_map(be, dt, s->rows, s->row_of, s->pprobs, s->probs, s->map, T, E, R);
+    be->moe->permute_map(be, dt, s->rows, s->row_of, s->pprobs, probs, map, T, E, R);
     be->moe->permute(be, dt, s->x, in, s->rows, R, H);
     if (!mc_moe_dispatched(q)) {
         experts_forward(r, s, ws->split, E, R);
@@ -416,8 +432,9 @@ static void router_backward(mc_layer_run_t *r, mc_moe_acts_t *s, const void *in,
     const int E = q->num_experts, H = c->hidden;
     const long T = mc_moe_tokens(r);
     be->moe->unpermute(be, dt, dt, w->dprobs, dp, s->row_of, NULL, T * E, 1, 1);
+    /* dropping multiplied the probs by the capacity's map: no gradient outside it */
     be->moe->route_backward(be, dt, &q->router, w->dlogits, w->dprobs, s->logits,
-                            mc_gpt_moe_expert_bias(r->m, r->local), NULL, T);
+                            mc_gpt_moe_expert_bias(r->m, r->local), q->drop ? s->cap_map : NULL, T);
     mc_moe_losses_backward(r, s, w->dlogits);
     be->linear_backward(be, dt, c->gdt, r->m->tmp_h, r->gw[MC_PK_ROUTER_W], NULL, w->dlogits, in,
                         r->w[MC_PK_ROUTER_W], (int)T, H, E);
@@ -432,7 +449,7 @@ static void moe_backward(mc_layer_run_t *r, void *acts, const void *in, void *dy
     mc_moe_ws_t *w = &r->m->moe_ws;
     const mc_dtype_t dt = c->dt;
     const int H = c->hidden, E = q->num_experts;
-    const long T = mc_moe_tokens(r), R = expert_split(r, s->map);
+    const long T = mc_moe_tokens(r), R = expert_split(r, q->drop ? s->cap_map : s->map);
 
     be->moe->unpermute_backward(be, dt, dt, w->d_y, NULL, dy, NULL, s->rows, NULL, R, H);
     const void *dx = w->d_x, *dp = w->d_pprobs;

@@ -428,8 +428,11 @@ static void log_iteration(run_t *run, interval_t *iv, const mc_step_result_t *r)
     mc_timers_report(&t->timers, a->log_interval, !iv->first, timers, sizeof(timers));
     if (a->timing_log_level >= 1)
         format_volume(t, iv, iters > 0 ? iters : 1, volume, sizeof(volume));
+    char dropped[256];
+    const bool drops = mc_moe_dropped_line(t, dropped, sizeof(dropped));
     if (is_last_rank(t)) {
         puts(buf);
+        if (drops) puts(dropped);
         if (timers[0]) puts(timers);
         if (volume[0]) puts(volume);
         fflush(stdout);

@@ -2,6 +2,7 @@
  * `values.float() * loss_scale`, `.sum() / num_moe_layers`, in float32 as Megatron's tensors. */
 #include "train/moe_metrics.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 
 #include "base/error.h"
@@ -52,4 +53,19 @@ void mc_moe_metrics(mc_trainer_t *t, int M, float value[MC_MOE_LOSSES], float *l
         value[k] = moe_layers ? sum / (float)moe_layers : 0.0f;
     }
     free(v);
+}
+
+bool mc_moe_dropped_line(mc_trainer_t *t, char *buf, size_t n)
+{
+    if (!t->model.cfg.moe.num_experts || !t->model.cfg.moe.drop) return false;
+    double v[2];
+    mc_gpt_moe_take_dropped(&t->model, v);
+    /* every rank routes its own tokens through its own layers: the world's sum */
+    if (t->comm->world && t->comm->world->size > 1)
+        mc_all_reduce(t->comm, t->comm->world, v, 2, MC_DT_F64, MC_OP_SUM);
+    snprintf(buf, n,
+             " [MoE] tokens dropped for capacity since the last log: %.0f of %.0f routed "
+             "(token, expert) assignments (%.2f%%)",
+             v[1], v[0], v[0] > 0 ? 100.0 * v[1] / v[0] : 0.0);
+    return true;
 }

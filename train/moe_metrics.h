@@ -17,4 +17,11 @@ int mc_moe_tracked(const mc_gpt_config_t *c, mc_moe_loss_t kinds[MC_MOE_LOSSES])
  * [num_layers]. Nothing (zeros) for a dense model. */
 void mc_moe_metrics(mc_trainer_t *t, int M, float value[MC_MOE_LOSSES], float *layers);
 
+/* Token dropping's count, not in Megatron's log (which has none): with
+ * --moe-expert-capacity-factor, every rank calls it at each log line (a collective); buf gets
+ * the line printed after it, the (token, expert) assignments of the training forwards since the
+ * last one summed over all ranks and layers, and how many were dropped. false (nothing) without
+ * token dropping. */
+bool mc_moe_dropped_line(mc_trainer_t *t, char *buf, size_t n);
+
 #endif

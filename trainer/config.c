@@ -50,6 +50,10 @@ static void moe_config(mc_moe_cfg_t *q, const mc_args_t *a)
     };
     q->expert_bias = a->moe_router_enable_expert_bias;
     q->bias_update_rate = (float)a->moe_router_bias_update_rate;
+    q->drop = a->moe_expert_capacity_factor_set; /* validation made a negative factor None */
+    q->capacity_factor = a->moe_expert_capacity_factor;
+    q->drop_by_position = strcmp(a->moe_token_drop_policy, "position") == 0;
+    q->pad_to_capacity = a->moe_pad_expert_input_to_capacity;
     moe_losses(q, a);
     char err[256];
     if (a->num_layers > MC_MOE_MAX_LAYERS ||

@@ -168,6 +168,21 @@ static void test_capacity_and_counts(void **state)
         same_bytes(what, g, out, (size_t)(T * E) * 4);
         free(g);
     }
+    /* many exact ties among the routed probs (three values): the block's tie fill against the
+     * CPU's lowest-index-first order across tiles */
+    for (long i = 0; i < T * E; i++) ((float *)probs)[i] = map[i] ? 0.25f * (float)(1 + i % 3) : 0;
+    be->memcpy_h2d(be, d_probs, probs, (size_t)(T * E) * 4);
+    for (int v = 0; v < 8; v++) {
+        const long cap = v < 4 ? 75 : 140;
+        const int pos = v % 2, pad = (v / 2) % 2;
+        cpu->moe->capacity(cpu, MC_DT_F32, out, keep, probs, map, T, E, cap, pos, pad);
+        be->moe->capacity(be, MC_DT_F32, d_out, d_keep, d_probs, d_map, T, E, cap, pos, pad);
+        char what[96];
+        snprintf(what, sizeof(what), "tied capacity %ld position %d pad %d", cap, pos, pad);
+        void *g = back(be, d_keep, (size_t)(T * E));
+        same_bytes(what, g, keep, (size_t)(T * E));
+        free(g);
+    }
     int32_t counts[8], *dc = dev(be, NULL, sizeof(counts));
     cpu->moe->tokens_per_expert(cpu, counts, map, T, E);
     be->moe->tokens_per_expert(be, dc, d_map, T, E);

@@ -9,7 +9,9 @@
 # load_balancing_loss, grad norm and params norm within 1e-5 relative over 12 iterations
 # (test_cli_moe has what expert parallelism refuses by name); tp 2 + SP x ep 2 in bf16 within
 # bf16's rounding; the three load-balancing losses at once at tp 2 + SP, etp 1 x ep 2 (1e-5); tp 2
-# + SP x ep 2 on the emulated GPU (CUDA backend, MPI staging) gives the first 4.
+# + SP x ep 2 on the emulated GPU (CUDA backend, MPI staging) gives the first 4; token dropping
+# at ep 2, padded to capacity, gives the single rank's numbers and dropped counts, and on the
+# emulated GPU the first 2.
 # ci-sanitize: the dispatcher's all-to-all under mpirun, expert buckets over edp
 source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/mpi.sh"
@@ -103,6 +105,34 @@ if have_mpirun; then
     lb_fields "$MC_TMP/lb4" | sed 's/ *|$//' >"$MC_TMP/lb4.f"
     check "aux_loss, seq_aux_loss and global_aux_loss at tp 2 + SP, etp 1 x ep 2 give the single rank's losses and grad norms ($(diff "$MC_TMP/lb1.f" "$MC_TMP/lb4.f" | head -4 | tr '\n' ' ') $(grep -h 'error:' "$MC_TMP/lb4" | head -c 300))" \
         lb_same "$MC_TMP/lb1.f" "$MC_TMP/lb4.f"
+    # token dropping (--moe-expert-capacity-factor 1: some 5% of the (token, expert) assignments
+    # dropped here): Megatron's capacity is each expert's share of the tokens of the rank's
+    # microbatch, so ep 2 (dp 2: each rank's microbatches are the single rank's) drops what the
+    # single rank drops: its numbers over 8 iterations, padded to capacity (rows of probability 0,
+    # which change the GEMMs' shapes, not the numbers) or not, and the same dropped counts in the
+    # line after each log line. (tp 2 + SP routes each rank's half of the sequence: other drops,
+    # as in Megatron.)
+    CAP=(--moe-expert-capacity-factor 1.0 --train-iters 8)
+    dropped() { sed -nE 's/^ \[MoE\] tokens dropped for capacity since the last log: ([0-9]+) of ([0-9]+) .*/\1 \2/p' "$1"; }
+    if in_sanitizer_build; then
+        # the sanitizer pass sees the capacity op and the padded layer in test_kernels_moe and
+        # test_moe_block
+        skip "token dropping at ep 2 against the single rank" "the release build's run checks it (sanitizer build)"
+    else
+        "$MC_BIN" "${FLAGS[@]}" "${CAP[@]}" >"$MC_TMP/cap1" 2>&1
+        mpirun_mc 2 "${FLAGS[@]}" "${CAP[@]}" --moe-pad-expert-input-to-capacity \
+            --expert-model-parallel-size 2 >"$MC_TMP/cap2" 2>&1
+        check "ep 2 padded to capacity gives the single rank's numbers with token dropping ($(tail -c 300 "$MC_TMP/cap2" | tr '\n' ' '))" \
+            same "$MC_TMP/cap1" "$MC_TMP/cap2" 8
+        check "both log the same dropped tokens, some at every iteration ($(dropped "$MC_TMP/cap1" | head -2 | tr '\n' ' '))" \
+            bash -c '[ "$(grep -c " 1024$" <<<"$1")" -eq 8 ] && ! grep -q "^0 " <<<"$1" && [ "$1" = "$2" ]' _ \
+            "$(dropped "$MC_TMP/cap1")" "$(dropped "$MC_TMP/cap2")"
+        if same "$MC_TMP/single" "$MC_TMP/cap1" 8; then
+            not_ok "dropping tokens changes the numbers"
+        else
+            ok "dropping tokens changes the numbers"
+        fi
+    fi
     # the comparison can fail: another seed is another run
     mpirun_mc 2 "${FLAGS[@]}" --expert-model-parallel-size 2 --seed 4321 >"$MC_TMP/other" 2>&1
     if same "$MC_TMP/single" "$MC_TMP/other"; then
@@ -125,6 +155,14 @@ if have_mpirun; then
             --train-iters 4 >"$MC_TMP/emu" 2>&1
         check "tp 2 + SP x ep 2 on the emulated GPU (--device cuda) gives the single rank's first 4 iterations ($(tail -c 300 "$MC_TMP/emu" | tr '\n' ' '))" \
             same "$MC_TMP/single" "$MC_TMP/emu" 4
+        # token dropping on the device (the capacity kernel, padded, the kept count): the CPU's
+        # first 2 iterations and dropped counts
+        "$EMU_BIN" "${FLAGS[@]}" "${CAP[@]}" --device cuda --moe-pad-expert-input-to-capacity \
+            --train-iters 2 >"$MC_TMP/emu_cap" 2>&1
+        check "token dropping padded to capacity on the emulated GPU gives the CPU's first 2 iterations and dropped counts ($(tail -c 300 "$MC_TMP/emu_cap" | tr '\n' ' '))" \
+            bash -c '[ "$1" = "$2" ] && [ -n "$1" ]' _ "$(dropped "$MC_TMP/cap1" | head -2)" \
+            "$(dropped "$MC_TMP/emu_cap")"
+        check "token dropping padded to capacity on the emulated GPU: the numbers" same "$MC_TMP/cap1" "$MC_TMP/emu_cap" 2
     else
         skip "tp 2 + SP x ep 2 on the emulated GPU" "no build/emu/megatron-c (make EMU=1)"
     fi

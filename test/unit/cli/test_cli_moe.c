@@ -178,17 +178,15 @@ static void test_refused_until_implemented(void **state)
         mc_expect_error_world(line, 4, want);
     }
     /* every part the layer lacks at once, one line each (a recipe sees its whole list) */
-    static const char *const parts[] = {"--moe-expert-capacity-factor is recognised",
+    static const char *const parts[] = {"--moe-use-legacy-grouped-gemm is recognised",
                                         "MoE layers with --calculate-per-token-loss",
                                         "MoE layers with --log-throughput",
                                         "MoE layers with --save",
                                         "--expert-model-parallel-size 2 with --log-num-zeros-in-grad"};
     mc_expect_errors_world(MOE " --swiglu --expert-model-parallel-size 2 --moe-token-dispatcher-type alltoall "
-                               "--log-num-zeros-in-grad --moe-expert-capacity-factor 1.5 "
+                               "--log-num-zeros-in-grad --moe-use-legacy-grouped-gemm "
                                "--calculate-per-token-loss --save /tmp/x --save-interval 5 --log-throughput",
                            2, 5, parts);
-    mc_expect_error(MOE " --swiglu --moe-expert-capacity-factor 1.5",
-                    "--moe-expert-capacity-factor is recognised but not implemented");
     mc_run_t rd; /* a dense model has no expert layers to split */
     mc_run_parse(&rd, LINE " --expert-tensor-parallel-size 2", 2);
     assert_int_equal(rd.status, 0);
@@ -280,6 +278,12 @@ static void test_megatron_rules(void **state)
     mc_expect_error(MOE " --moe-token-dispatcher-type flex", "--moe-token-dispatcher-type flex (DeepEP)");
     mc_expect_error(MOE " --moe-pad-expert-input-to-capacity",
                     "--moe-pad-expert-input-to-capacity needs --moe-expert-capacity-factor");
+    mc_run_t rc; /* token dropping (model/moe_capacity.c) */
+    mc_run_parse(&rc,
+                 MOE " --swiglu --moe-expert-capacity-factor 1.5 "
+                     "--moe-pad-expert-input-to-capacity --moe-token-drop-policy position",
+                 1);
+    assert_int_equal(rc.status, 0);
     mc_expect_error(LINE " --expert-model-parallel-size 2", "--expert-model-parallel-size 2 needs --num-experts");
     mc_expect_error(LINE " --moe-ffn-hidden-size 32", "--moe-ffn-hidden-size needs --num-experts");
     mc_expect_error_world(MOE " --expert-model-parallel-size 2 --fp16", 2,
@@ -296,6 +300,8 @@ static void test_megatron_rules(void **state)
     mc_expect_error(MOE " --moe-router-topk 3 --moe-router-group-topk 1 --moe-router-num-groups 2",
                     "--moe-router-topk (3) is more than the experts of the --moe-router-group-topk (1)");
     mc_expect_error(MOE " --moe-router-load-balancing-type sinkhorn", "sinkhorn is recognised but not implemented");
+    mc_expect_error(MOE " --moe-router-load-balancing-type sinkhorn --moe-expert-capacity-factor 1",
+                    "sinkhorn");
     mc_expect_error(MOE " --moe-router-load-balancing-type aux_loss z_loss",
                     "argument --moe-router-load-balancing-type: invalid choice: 'z_loss'");
     mc_expect_error(MOE " --moe-router-load-balancing-type aux_loss seq_aux_loss",

@@ -389,6 +389,56 @@ static void test_route_by_hand(void **state)
     for (int e = 0; e < 4; e++) assert_true(bias[e] == want[e]);
 }
 
+/* Token dropping by hand (apply_router_token_dropping): 6 tokens, 2 experts, top-1, factor 0.6:
+ * get_capacity(6 * 1, 2, 0.6) = ceil(1.7999999999999998) = 2 per expert. Expert 0 is routed
+ * tokens 0, 1, 3, 4, 5 with probs .5, .6, .6, .6, .4; expert 1 token 2 (.7). By probs expert 0
+ * keeps two of the three tied .6, the lower indices 1 and 3; by position the first two routed, 0
+ * and 1. Padded, expert 1's second row is the lowest-index token of probability 0 (token 0; by
+ * position the same: the routed ones first, then the rest in token order), kept with
+ * probability 0. */
+static void test_capacity_by_hand(void **state)
+{
+    (void)state;
+    /* get_capacity in Python's double arithmetic: ceil((50 / 1) * 1.1) = ceil(55.00000000000001) */
+    assert_int_equal(mc_moe_expert_capacity(50, 1, 1.1), 56);
+    assert_int_equal(mc_moe_expert_capacity(6, 2, 1.0), 3);
+    assert_int_equal(mc_moe_expert_capacity(6, 4, 1.0), 2); /* ceil(1.5) */
+    assert_int_equal(mc_moe_expert_capacity(8, 4, 0.0), 0); /* a factor of 0 drops all */
+    enum { T = 6, E = 2 };
+    const float probs[T * E] = {.5f, 0, .6f, 0, 0, .7f, .6f, 0, .6f, 0, .4f, 0};
+    uint8_t map[T * E], keep[T * E];
+    for (int i = 0; i < T * E; i++) map[i] = probs[i] != 0;
+    const long cap = mc_moe_expert_capacity(T * 1, E, 0.6);
+    assert_int_equal(cap, 2);
+    static const struct {
+        const char *what;
+        int position, pad;
+        uint8_t keep[T * E];
+    } want[] = {
+        {"probs", 0, 0, {0, 0, 1, 0, 0, 1, 1, 0, 0, 0, 0, 0}},
+        {"probs, padded", 0, 1, {0, 1, 1, 0, 0, 1, 1, 0, 0, 0, 0, 0}},
+        {"position", 1, 0, {1, 0, 1, 0, 0, 1, 0, 0, 0, 0, 0, 0}},
+        {"position, padded", 1, 1, {1, 1, 1, 0, 0, 1, 0, 0, 0, 0, 0, 0}},
+    };
+    for (size_t v = 0; v < sizeof(want) / sizeof(want[0]); v++) {
+        float out[T * E];
+        g_be->moe->capacity(g_be, MC_DT_F32, out, keep, probs, map, T, E, cap, want[v].position,
+                            want[v].pad);
+        for (int i = 0; i < T * E; i++) {
+            if (keep[i] != want[v].keep[i])
+                fail_msg("%s: keep[token %d, expert %d] = %d, want %d", want[v].what, i / E, i % E,
+                         keep[i], want[v].keep[i]);
+            if (out[i] != (keep[i] ? probs[i] : 0.0f))
+                fail_msg("%s: probs[token %d, expert %d] = %g", want[v].what, i / E, i % E,
+                         (double)out[i]);
+        }
+    }
+    /* a capacity above the tokens (where torch.topk fails) keeps every routed token */
+    float out[T * E];
+    g_be->moe->capacity(g_be, MC_DT_F32, out, keep, probs, map, T, E, T + 3, 0, 0);
+    assert_memory_equal(keep, map, sizeof(map));
+}
+
 static int setup(void **state)
 {
     (void)state;
@@ -412,6 +462,7 @@ int main(void)
         cmocka_unit_test(test_experts),     cmocka_unit_test(test_unsupported_router),
         cmocka_unit_test(test_strict_backend),
         cmocka_unit_test(test_route_by_hand),
+        cmocka_unit_test(test_capacity_by_hand),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

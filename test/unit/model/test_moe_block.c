@@ -27,6 +27,12 @@ static const double COEFF[MC_MOE_LOSSES] = {1e-2, 2e-2, 3e-2, 2e-2};
 
 /* the loss of kind `loss` alone (MC_MOE_LOSSES: every one) */
 static mc_moe_loss_t g_loss = MC_MOE_LOSSES;
+/* token dropping (model/moe_capacity.c): none, or the capacity factor, policy and padding */
+static struct {
+    bool on;
+    double factor;
+    bool position, pad;
+} g_drop;
 
 static mc_gpt_config_t config(void)
 {
@@ -55,6 +61,10 @@ static mc_gpt_config_t config(void)
             c.moe.tracked[k] = true;
         }
     c.moe.layer[0] = c.moe.layer[1] = true;
+    c.moe.drop = g_drop.on;
+    c.moe.capacity_factor = g_drop.factor;
+    c.moe.drop_by_position = g_drop.position;
+    c.moe.pad_to_capacity = g_drop.pad;
     return c;
 }
 
@@ -104,7 +114,7 @@ static double objective(mc_gpt_t *m, const float *x, uint8_t *map)
     const float *y = mc_moe.forward(&lr, a, x);
     double j = 0;
     for (long i = 0; i < (long)N * H; i++) j += (double)g_dy[i] * y[i];
-    memcpy(map, a->map, sizeof(g_map));
+    memcpy(map, g_drop.on ? a->cap_map : a->map, sizeof(g_map)); /* the map dispatched */
     /* loss / coeff as logged, times coeff: the loss whose gradient is g * d(loss) */
     take(m, logged);
     for (int k = 0; k < MC_MOE_LOSSES; k++) j += (double)AUX_GRAD * m->cfg.moe.coeff[k] * logged[k];
@@ -174,6 +184,57 @@ static void test_backward_is_the_gradient(void **state)
 {
     (void)state;
     for (int k = 0; k < MC_MOE_LOSSES; k++) backward_is_the_gradient((mc_moe_loss_t)k);
+}
+
+/* Token dropping (apply_router_token_dropping): the backward is still the gradient (no gradient
+ * through a dropped token's probability), by probs and by position, padded to capacity (rows of
+ * probability 0; with factor 1.25 more rows than the tokens' assignments); padding changes the
+ * output only by the GEMMs' rounding; the dropped assignments are counted. T = 16 tokens x top-2 over 4 experts: capacity
+ * ceil(8 * factor). */
+static void test_dropping(void **state)
+{
+    (void)state;
+    static const struct {
+        double factor;
+        bool position, pad;
+    } cases[] = {{0.75, false, false}, {1.0, true, true}, {1.25, false, true}};
+    float y[3][N * H];
+    double dropped[3];
+    for (int v = 0; v < 3; v++) {
+        g_drop.on = true, g_drop.factor = cases[v].factor;
+        g_drop.position = cases[v].position, g_drop.pad = cases[v].pad;
+        printf("# capacity factor %g, by %s%s\n", cases[v].factor,
+               cases[v].position ? "position" : "probs", cases[v].pad ? ", padded" : "");
+        backward_is_the_gradient(MC_MOE_AUX);
+        /* the forward alone, and without padding: the same output */
+        for (int pad = cases[v].pad; pad >= 0; pad--) {
+            g_drop.pad = pad;
+            mc_gpt_t m;
+            model_init(&m);
+            fill(g_in, N * H, 11);
+            mc_layer_run_t lr = mc_gpt_layer_run(&m, LAYER, ITER, true);
+            const float *out = mc_moe.forward(&lr, &m.cur->acts[LAYER].mlp.moe, g_in);
+            double counts[2];
+            mc_gpt_moe_take_dropped(&m, counts);
+            assert_true(counts[0] == (double)N * K);
+            if (pad == cases[v].pad) {
+                memcpy(y[v], out, sizeof(y[v]));
+                dropped[v] = counts[1];
+            } else {
+                /* the same up to the GEMMs' rounding, whose blocking follows the row counts */
+                for (long i = 0; i < (long)N * H; i++)
+                    if (fabsf(out[i] - y[v][i]) > 1e-5f * (fabsf(y[v][i]) + 1e-2f))
+                        fail_msg("output %ld: %g padded, %g not", i, (double)y[v][i],
+                                 (double)out[i]);
+                assert_true(counts[1] == dropped[v]);
+            }
+            mc_gpt_free(&m);
+        }
+        printf("# %g of %d assignments dropped\n", dropped[v], N * K);
+    }
+    assert_true(dropped[0] > 0 && dropped[1] > 0);
+    assert_true(dropped[0] > dropped[2]);
+    memset(&g_drop, 0, sizeof(g_drop));
 }
 
 /* Megatron's formulas from the router's logits (fp32 softmax in double here): the aux loss's
@@ -275,6 +336,7 @@ int main(void)
         cmocka_unit_test(test_backward_is_the_gradient),
         cmocka_unit_test(test_losses_are_megatrons),
         cmocka_unit_test(test_dense_among_moe_layers),
+        cmocka_unit_test(test_dropping),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
