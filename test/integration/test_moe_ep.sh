@@ -50,18 +50,19 @@ check "it logs 12 iterations with load_balancing_loss and both norms" \
 
 # the shared expert (SharedExpertMLP, its output added to the routed one): with its sigmoid gate
 # run before the router or, overlapped, after it, the same numbers (Megatron's differ only in the
-# order of the input gradient's sum); the gate changes them, and so does the shared expert
-SHX=(--moe-shared-expert-intermediate-size 24 --moe-shared-expert-gate)
+# order of the input gradient's sum); the gate changes them (test_moe_block has its arithmetic).
+# --init-method-std 0.1: a gate that weighs enough for a wrong gradient of it (not summed over
+# tp) to show within 12 iterations
+SHX=(--init-method-std 0.1 --moe-shared-expert-intermediate-size 24 --moe-shared-expert-gate)
 "$MC_BIN" "${FLAGS[@]}" "${SHX[@]}" --moe-shared-expert-overlap >"$MC_TMP/shx" 2>&1
 "$MC_BIN" "${FLAGS[@]}" "${SHX[@]}" >"$MC_TMP/shx-before" 2>&1
-"$MC_BIN" "${FLAGS[@]}" "${SHX[@]:0:2}" >"$MC_TMP/shx-nogate" 2>&1
+"$MC_BIN" "${FLAGS[@]}" "${SHX[@]:0:4}" >"$MC_TMP/shx-nogate" 2>&1
 check "the shared expert with its gate runs 12 iterations ($(grep -h 'error:' "$MC_TMP/shx" | head -c 200))" \
     test "$(numbers "$MC_TMP/shx" | wc -l)" -eq 12
 check "--moe-shared-expert-overlap keeps the numbers" \
     cmp -s <(numbers "$MC_TMP/shx") <(numbers "$MC_TMP/shx-before")
 differ() { [ "$(numbers "$1" | wc -l)" -eq 12 ] && [ "$(numbers "$2" | wc -l)" -eq 12 ] && ! same "$1" "$2"; }
 check "--moe-shared-expert-gate changes them" differ "$MC_TMP/shx" "$MC_TMP/shx-nogate"
-check "the shared expert changes them" differ "$MC_TMP/single" "$MC_TMP/shx-nogate"
 
 if have_mpirun; then
     for layout in "ep 2:2:--expert-model-parallel-size 2" \
