@@ -173,6 +173,10 @@ static void experts(mc_args_t *a)
                       "be divisible by --expert-tensor-parallel-size (%d)",
                       ffn, etp);
     const int shared = a->moe_shared_expert_intermediate_size;
+    /* SharedExpertMLP asserts it (shared_experts.py) */
+    if (E && shared && a->add_bias_linear)
+        mc_user_error("--moe-shared-expert-intermediate-size needs --disable-bias-linear (the "
+                      "shared expert has no biases)");
     if (E && shared && shared % tp != 0)
         mc_user_error("--moe-shared-expert-intermediate-size (%d) must be divisible by "
                       "--tensor-model-parallel-size (%d)",

@@ -305,7 +305,7 @@ const mc_flag_t mc_flags_moe[] = {
              "Traces are written in the same format as inference traces so the analysis scripts "
              "under tools/moe_routing work on both."},
     {.name = "--moe-shared-expert-gate", G_TC, TRUE_IF_GIVEN, PENDING_FIELD(moe_shared_expert_gate),
-     TODO_CHECKED("mixture of experts (MoE)"),
+     IMPLEMENTED_NOTE("the shared expert's output times sigmoid(x @ gate_weight) (model/moe_shared.c)"),
      .help = "Enable gate for shared expert. Only effective when "
              "moe-shared-expert-intermediate-size is set."},
     {.name = "--moe-shared-expert-glu-interleave-size", G_TC, INT64,
@@ -314,7 +314,7 @@ const mc_flag_t mc_flags_moe[] = {
              "format. This is only effective when use_grouped_gemm_for_shared_expert is set."},
     {.name = "--moe-shared-expert-intermediate-size", G_MOE, INT, GE(1),
      PENDING_FIELD(moe_shared_expert_intermediate_size),
-     TODO_CHECKED("mixture of experts (MoE)"),
+     IMPLEMENTED_NOTE("the MoE layer's shared expert: a dense tp MLP added to the routed output (model/moe_shared.c)"),
      .help = "Shared expert total ffn hidden size. It should be equal to 'num_shared_experts * "
              "ffn_size_of_each_shared_expert' if there are multiple shared experts. None means no "
              "shared expert. By default, the shared experts execute before the router. However, "
@@ -324,7 +324,7 @@ const mc_flag_t mc_flags_moe[] = {
              "hidden_states, causing minor numerical differences in the hidden_states gradient."},
     {.name = "--moe-shared-expert-overlap", G_MOE, TRUE_IF_GIVEN,
      PENDING_FIELD(moe_shared_expert_overlap),
-     TODO_CHECKED("mixture of experts (MoE)"),
+     IMPLEMENTED_NOTE("the shared expert runs after the router (same numbers; nothing overlaps on the CPU or one stream)"),
      .help = "Enable overlapping between shared expert computations and dispatcher "
              "communications. Without this, the shared experts execute before the router. Only "
              "effective when moe-shared-expert-intermediate-size is set."},

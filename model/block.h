@@ -156,6 +156,23 @@ typedef struct mc_block_ops {
     void (*backward)(mc_layer_run_t *r, void *acts, const void *in, void *dy, void *din);
 } mc_block_ops_t;
 
+/* An MLP's tensors (model/mlp.c): the dense MLP's, or the MoE layer's shared expert's. */
+typedef struct {
+    int ffn;                       /* this rank's activation columns (ffn / tp) */
+    const void *w1, *b1, *w2, *b2; /* linear_fc1's and linear_fc2's weights, biases (NULL: none) */
+    void *dw1, *db1, *dw2, *db2;   /* their gradients */
+    const mc_mlp_ws_t *ws;         /* its backward's workspace */
+} mc_mlp_run_t;
+
+/* The MLP's saved activations (of this rank's ffn columns) and its workspace. */
+void mc_mlp_run_plan(const mc_gpt_t *m, mc_alloc_t *a, mc_mlp_acts_t *s, int ffn);
+void mc_mlp_run_plan_ws(const mc_gpt_t *m, mc_alloc_t *ws, mc_mlp_ws_t *w, int ffn);
+/* Its forward and backward, as mc_block_ops_t's. */
+void *mc_mlp_run_forward(mc_layer_run_t *r, const mc_mlp_run_t *p, mc_mlp_acts_t *s,
+                         const void *in);
+void mc_mlp_run_backward(mc_layer_run_t *r, const mc_mlp_run_t *p, mc_mlp_acts_t *s, const void *in,
+                         void *dy, void *din);
+
 extern const mc_block_ops_t mc_self_attention; /* model/attention.c */
 extern const mc_block_ops_t mc_mlp;            /* model/mlp.c */
 extern const mc_block_ops_t mc_moe;            /* model/moe.c: the MoE layer */
@@ -184,6 +201,18 @@ void mc_moe_losses_backward(mc_layer_run_t *r, mc_moe_acts_t *s, void *dlogits);
 long mc_moe_capacity_tokens(const mc_moe_cfg_t *q, long T);
 const uint8_t *mc_moe_drop(mc_layer_run_t *r, mc_moe_acts_t *s, const void **probs);
 void mc_moe_count_dropped(mc_layer_run_t *r, const mc_moe_acts_t *s, long kept);
+
+/* The MoE layer's shared expert (model/moe_shared.c; nothing without one): its parameters
+ * after the experts', its activations and workspace; its forward from the layer's input into
+ * moe_ws.sh_y ([T, H], kept until mc_moe_shared_add adds it, gated, to the routed output y);
+ * its backward from the layer's output gradient dy, adding the gradient at the input to din. */
+void mc_moe_shared_params(mc_gpt_t *m, int layer);
+void mc_moe_shared_plan(mc_gpt_t *m, mc_alloc_t *a, mc_moe_acts_t *s);
+void mc_moe_shared_plan_ws(mc_gpt_t *m, mc_alloc_t *ws);
+void mc_moe_shared_forward(mc_layer_run_t *r, mc_moe_acts_t *s, const void *in);
+void mc_moe_shared_add(mc_layer_run_t *r, mc_moe_acts_t *s, void *y);
+void mc_moe_shared_backward(mc_layer_run_t *r, mc_moe_acts_t *s, const void *in, const void *dy,
+                            void *din);
 
 /* ---- the embedding (model/embedding.c) ---- */
 

@@ -100,6 +100,12 @@ typedef struct {
      * linear_fc1 rows (each SwiGLU half's) and linear_fc2 columns split over mc_gpt_t.etp_group,
      * this rank holding block etp_rank (etp 0 or 1: whole experts) */
     int etp, etp_rank;
+    /* the shared expert (--moe-shared-expert-intermediate-size; 0: none): a dense tp MLP of
+     * this ffn over the layer's input, added to the routed output; gated by sigmoid(x @
+     * gate_weight) (--moe-shared-expert-gate); run after the router, not before it
+     * (--moe-shared-expert-overlap: the same numbers) */
+    int shared_ffn;
+    bool shared_gate, shared_overlap;
 } mc_moe_cfg_t;
 
 /* Whether the MoE layer's token dispatcher moves tokens between ranks (ep > 1 or etp > 1). */
@@ -292,6 +298,10 @@ typedef struct {
      * dispatcher and the experts use; map and probs stay the top-k's; NULL without it */
     uint8_t *cap_map;
     void *cap_probs;
+    /* the shared expert's (model/moe_shared.c): its MLP's; with its gate, the MLP's output
+     * [T, H] and the gate's logits and sigmoid [T] (NULL without) */
+    mc_mlp_acts_t shared;
+    void *sh_out, *sh_logit, *sh_gate;
 } mc_moe_acts_t;
 
 /* One transformer layer's, for the backward pass: the residual stream and the norms (the
@@ -379,6 +389,12 @@ typedef struct {
     size_t *etp_rows;                      /* [etp] (host) */
     long *chunk_by_rank, *chunk_by_expert; /* [etp * E] (host) */
     int *to_expert_major, *to_rank_major;  /* [etp * E] (host) */
+    /* the shared expert's (model/moe_shared.c): its MLP's workspace; [T, H] its (ungated)
+     * output in the forward, the gradient at it in the backward; [T, H] the gradient at the
+     * layer's input through it, and through the gate; [T] the gate's and its logits' gradients */
+    mc_mlp_ws_t shared;
+    void *sh_y, *sh_din, *sh_din_gate, *sh_dgate, *sh_dlogit;
+    uint8_t *sh_map; /* [T]: the gate's sigmoid runs as a router of one expert; its map */
 } mc_moe_ws_t;
 
 /* One microbatch's activations through one chunk. */

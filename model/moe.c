@@ -14,7 +14,8 @@
  * and nothing moves. The router's losses (model/moe_loss.c) are not added to the lm loss:
  * as MoEAuxLossAutoScaler does, the backward injects their gradients, scaled by the loss scale
  * over the microbatches (m->moe_aux_grad), into the router's logits. Token dropping (capacity)
- * is model/moe_capacity.c's: the map it leaves is the one dispatched. */
+ * is model/moe_capacity.c's: the map it leaves is the one dispatched. The shared expert, added to
+ * the routed output, is model/moe_shared.c's. */
 #include <math.h>
 #include <stddef.h>
 #include <stdlib.h>
@@ -54,6 +55,7 @@ static void moe_params(mc_gpt_t *m, int layer)
         p->expert = e;
         mc_param_name_expert(MC_PK_EXPERT_FC2_W, layer, e, p->name, sizeof(p->name));
     }
+    mc_moe_shared_params(m, layer);
 }
 
 /* T tokens (this rank's sequence rows), R routed rows of the largest microbatch (padded to
@@ -109,6 +111,7 @@ static void moe_plan(mc_gpt_t *m, mc_alloc_t *a, void *acts)
     s->ex_x = d ? mc_gpt_take(a, Rr * H * e) : s->x;
     s->ex_p = d ? mc_gpt_take(a, Rr * e) : s->pprobs;
     mc_moe_losses_plan(m, a, s);
+    mc_moe_shared_plan(m, a, s);
 }
 
 /* The dispatcher's host plan arrays for n chunks and etp ranks, one allocation (host_block,
@@ -157,6 +160,7 @@ static void moe_plan_shared(mc_gpt_t *m, mc_alloc_t *acts, mc_alloc_t *ws)
     w->d_x_ex = d ? mc_gpt_take(ws, Rr * H * e) : w->d_x;
     w->d_pprobs_ex = d ? mc_gpt_take(ws, Rr * e) : w->d_pprobs;
     mc_moe_losses_plan_shared(m, ws);
+    mc_moe_shared_plan_ws(m, ws);
 }
 
 /* Each expert's linear_fc1 and linear_fc2 in the parameter (or, grads, the gradient) buffer. */
@@ -392,6 +396,8 @@ static void *moe_forward(mc_layer_run_t *r, void *acts, const void *in)
     const int H = c->hidden, E = q->num_experts;
     const long T = mc_moe_tokens(r);
 
+    /* the shared expert before the router, or (--moe-shared-expert-overlap) after it */
+    if (!q->shared_overlap) mc_moe_shared_forward(r, s, in);
     be->linear_forward(be, dt, s->logits, in, w[MC_PK_ROUTER_W], NULL, (int)T, H, E);
     be->moe->route(be, dt, &q->router, s->probs, s->map, s->logits,
                    mc_gpt_moe_expert_bias(m, r->local), T);
@@ -403,9 +409,11 @@ static void *moe_forward(mc_layer_run_t *r, void *acts, const void *in)
     mc_moe_bias_count(r, ws->counts_host);
     be->moe->permute_map(be, dt, s->rows, s->row_of, s->pprobs, probs, map, T, E, R);
     be->moe->permute(be, dt, s->x, in, s->rows, R, H);
+    if (q->shared_overlap) mc_moe_shared_forward(r, s, in);
     if (!mc_moe_dispatched(q)) {
         experts_forward(r, s, ws->split, E, R);
         be->moe->unpermute(be, dt, dt, m->tmp_h, ws->y, s->row_of, NULL, T, E, H);
+        mc_moe_shared_add(r, s, m->tmp_h);
         return m->tmp_h;
     }
     /* the rows and their probabilities to the ranks of their experts, sorted by local expert,
@@ -416,6 +424,7 @@ static void *moe_forward(mc_layer_run_t *r, void *acts, const void *in)
     experts_forward(r, s, ws->split_local, E / ep_of(c), Rx);
     const void *y = combine(r, ws->y, ws->d_y, ws->st_h, H);
     be->moe->unpermute(be, dt, dt, m->tmp_h, y, s->row_of, NULL, T, E, H);
+    mc_moe_shared_add(r, s, m->tmp_h);
     return m->tmp_h;
 }
 
@@ -466,8 +475,10 @@ static void moe_backward(mc_layer_run_t *r, void *acts, const void *in, void *dy
     }
     be->moe->unpermute(be, dt, dt, din, dx, s->row_of, NULL, T, E, H);
     router_backward(r, s, in, dp);
-    /* the input feeds the router and the dispatcher: autograd's sum of the two */
+    /* the input feeds the router and the dispatcher: autograd's sum of the two (and the shared
+     * expert's, after: its linears reuse m->tmp_h) */
     be->add(be, dt, din, din, r->m->tmp_h, T * H);
+    mc_moe_shared_backward(r, s, in, dy, din);
 }
 
 const mc_block_ops_t mc_moe = {

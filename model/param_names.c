@@ -12,6 +12,7 @@
 #define PROJ "self_attention.linear_proj"
 #define FC1 "mlp.linear_fc1"
 #define FC2 "mlp.linear_fc2"
+#define SHX "mlp.shared_experts"
 #define NONE                                                                                       \
     {                                                                                              \
         NULL, MC_HF_ALL, false                                                                     \
@@ -178,6 +179,27 @@ const mc_param_name_t mc_param_names[MC_PK_COUNT] = {
                             .experts = true,
                             .split = MC_SPLIT_COLS, /* over etp */
                             .hf = {NO_HF, NO_HF}},
+    /* The shared expert (SharedExpertMLP, a dense tp MLP of the layer's: ColumnParallelLinear
+     * and RowParallelLinear, TEColumnParallelLinear and TERowParallelLinear in TE's spec);
+     * gate_weight (--moe-shared-expert-gate) is whole on every tp rank, its gradient summed
+     * over tp under sequence parallelism (its tokens: the rank's sequence rows). */
+    [MC_PK_SHARED_GATE_W] = {.local = SHX ".gate_weight",
+                             .layer = true,
+                             .split = MC_SPLIT_NONE,
+                             .hf = {NO_HF, NO_HF}},
+    [MC_PK_SHARED_FC1_W] = {.local = SHX ".linear_fc1.weight",
+                            .module_local = SHX ".linear_fc1",
+                            .module_te = SHX ".linear_fc1",
+                            .layer = true,
+                            .split = MC_SPLIT_ROWS,
+                            .glu = true,
+                            .hf = {NO_HF, NO_HF}},
+    [MC_PK_SHARED_FC2_W] = {.local = SHX ".linear_fc2.weight",
+                            .module_local = SHX ".linear_fc2",
+                            .module_te = SHX ".linear_fc2",
+                            .layer = true,
+                            .split = MC_SPLIT_COLS,
+                            .hf = {NO_HF, NO_HF}},
     [MC_PK_FINAL_NORM_W] = {.local = "decoder.final_layernorm.weight",
                             .split = MC_SPLIT_NONE,
                             .norm = true,
@@ -211,6 +233,8 @@ const mc_pkind_t mc_hf_kind_order[MC_PK_COUNT] = {
     MC_PK_FINAL_NORM_W,    MC_PK_FINAL_NORM_B,
     MC_PK_OUTPUT_W,        MC_PK_ROUTER_W,
     MC_PK_EXPERT_FC1_W,    MC_PK_EXPERT_FC2_W,
+    MC_PK_SHARED_GATE_W,   MC_PK_SHARED_FC1_W,
+    MC_PK_SHARED_FC2_W,
 };
 
 static void name_of(const mc_param_name_t *p, const char *suffix, int layer, char *buf, size_t n)

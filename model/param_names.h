@@ -22,7 +22,8 @@ typedef enum {
 
 /* Kinds of parameters, in Megatron's model.parameters() order (a layer's as its local spec
  * builds them: input_layernorm, linear_proj, linear_qkv, q/k_layernorm, pre_mlp_layernorm,
- * linear_fc1, linear_fc2; an MoE layer's router and experts instead of the MLP's). */
+ * linear_fc1, linear_fc2; an MoE layer's router, experts and shared expert instead of the
+ * MLP's). */
 typedef enum {
     MC_PK_WORD_EMBEDDINGS,
     MC_PK_POSITION_EMBEDDINGS,
@@ -44,7 +45,14 @@ typedef enum {
     MC_PK_FC2_B,
     MC_PK_ROUTER_W,     /* an MoE layer's (model/moe.c): mlp.router.weight [E, H] */
     MC_PK_EXPERT_FC1_W, /* each expert's linear_fc1 [FFN1, H] and linear_fc2 [H, FFN], expert */
-    MC_PK_EXPERT_FC2_W, /* after expert (the last of a layer's) */
+    MC_PK_EXPERT_FC2_W, /* after expert */
+    /* the shared expert's (model/moe_shared.c, SharedExpertMLP): its gate_weight [1, H] (its
+     * own parameter, listed before its linears' as torch lists a module's own first), then
+     * linear_fc1 [FFN1, H] and linear_fc2 [H, FFN] of the dense MLP's layout (the last of a
+     * layer's) */
+    MC_PK_SHARED_GATE_W,
+    MC_PK_SHARED_FC1_W,
+    MC_PK_SHARED_FC2_W,
     MC_PK_FINAL_NORM_W,
     MC_PK_FINAL_NORM_B,
     MC_PK_OUTPUT_W,

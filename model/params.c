@@ -39,9 +39,10 @@ mc_param_t *mc_gpt_add_param(mc_gpt_t *m, mc_pkind_t k, int layer, int64_t d0, i
     /* Megatron's _allreduce_layernorm_grads: under sequence parallelism every norm, and
      * q_layernorm/k_layernorm always (each tp rank normalises its own heads) */
     p->seq_parallel = m->cfg.tp > 1 && (row->qk_norm || (m->cfg.sequence_parallel && row->norm));
-    /* the router's weight: its tokens are this rank's sequence rows (router.py sets
-     * sequence_parallel on it) */
-    p->seq_parallel |= k == MC_PK_ROUTER_W && m->cfg.tp > 1 && m->cfg.sequence_parallel;
+    /* the router's weight and the shared expert's gate_weight: their tokens are this rank's
+     * sequence rows (router.py and shared_experts.py set sequence_parallel on them) */
+    p->seq_parallel |= (k == MC_PK_ROUTER_W || k == MC_PK_SHARED_GATE_W) && m->cfg.tp > 1 &&
+                       m->cfg.sequence_parallel;
     p->offset = m->n_elems;
     p->init_std = std;
     p->init_value = value;

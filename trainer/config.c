@@ -48,6 +48,9 @@ static void moe_config(mc_moe_cfg_t *q, const mc_args_t *a)
         .group_topk = a->moe_router_group_topk,
         .scaling_factor = a->moe_router_topk_scaling_factor,
     };
+    q->shared_ffn = a->moe_shared_expert_intermediate_size;
+    q->shared_gate = q->shared_ffn && a->moe_shared_expert_gate;
+    q->shared_overlap = q->shared_ffn && a->moe_shared_expert_overlap;
     q->expert_bias = a->moe_router_enable_expert_bias;
     q->bias_update_rate = (float)a->moe_router_bias_update_rate;
     q->drop = a->moe_expert_capacity_factor_set; /* validation made a negative factor None */

@@ -99,6 +99,50 @@ else
     ok "the resume comparison can fail (--no-load-optim changes iterations 5..8)"
 fi
 
+# ---- the shared expert (with its gate, overlapped): exact resume in both formats, Megatron's keys ----
+SHX=(--moe-shared-expert-intermediate-size 24 --moe-shared-expert-gate --moe-shared-expert-overlap)
+resume_case shared-legacy 1 1 $DO --ckpt-format torch "${SHX[@]}"
+resume_case shared-torch_dist 1 1 $DO --ckpt-format torch_dist "${SHX[@]}"
+# SharedExpertMLP's state dict: its own gate_weight, then linear_fc1 and linear_fc2 (each with its
+# _extra_state), after the experts; torch_dist stacks them over the 4 layers (the gate replicated
+# over tp, linear_fc1 split as the dense MLP's GLU)
+DUMP=${MC_BUILD:-build/rel}/test/tools/dcp_dump
+if [ -x "$DUMP" ]; then
+    "$DUMP" "$MC_TMP/shared-torch_dist/iter_0000004" 2>&1 | grep -P '^\S*shared_experts\.\S*weight\t' |
+        cut -f1,3 | sort >"$MC_TMP/shared.keys"
+    printf '%s\t%s\n' decoder.layers.mlp.shared_experts.gate_weight 4,1,32 \
+        decoder.layers.mlp.shared_experts.linear_fc1.weight 4,48,32 \
+        decoder.layers.mlp.shared_experts.linear_fc2.weight 4,32,24 >"$MC_TMP/shared.want"
+    check "torch_dist: the shared expert's keys and shapes are Megatron's ($(diff "$MC_TMP/shared.want" "$MC_TMP/shared.keys" | tr '\n' ' ' | head -c 300))" \
+        cmp -s "$MC_TMP/shared.want" "$MC_TMP/shared.keys"
+else
+    skip "torch_dist: the shared expert's keys" "$DUMP is absent (make tests)"
+fi
+TOOL=${MC_BUILD:-build/rel}/test/tools/ckpt_tool
+if [ -x "$TOOL" ]; then
+    "$TOOL" dump "$MC_TMP/shared-legacy/iter_0000004/mp_rank_00/model_optim_rng.pt" 2>&1 |
+        python3 -c '
+import json, sys
+top = dict(json.load(sys.stdin)["dict"])
+keys = top["model"]["dict"]
+at = [i for i, (k, _) in enumerate(keys) if k.startswith("decoder.layers.0.mlp.")]
+for k, v in keys[at[-6]:at[-1] + 2]:
+    print(k, v["shape"] if isinstance(v, dict) and "shape" in v else v)' >"$MC_TMP/shared.legacy" 2>&1
+    cat >"$MC_TMP/shared.legacy.want" <<'EOF'
+decoder.layers.0.mlp.experts.local_experts.3.linear_fc2._extra_state None
+decoder.layers.0.mlp.shared_experts.gate_weight [1, 32]
+decoder.layers.0.mlp.shared_experts.linear_fc1.weight [48, 32]
+decoder.layers.0.mlp.shared_experts.linear_fc1._extra_state None
+decoder.layers.0.mlp.shared_experts.linear_fc2.weight [32, 24]
+decoder.layers.0.mlp.shared_experts.linear_fc2._extra_state None
+decoder.layers.1.input_layernorm.weight [32]
+EOF
+    check "legacy: the shared expert's keys, order and shapes are Megatron's ($(diff "$MC_TMP/shared.legacy.want" "$MC_TMP/shared.legacy" | tr '\n' ' ' | head -c 300))" \
+        cmp -s "$MC_TMP/shared.legacy.want" "$MC_TMP/shared.legacy"
+else
+    skip "legacy: the shared expert's keys" "$TOOL is absent (make tests)"
+fi
+
 # ---- the legacy file against Megatron's names ----
 PY=/usr/bin/python3
 if [ -x "$PY" ] && "$PY" -c 'import torch' 2>/dev/null; then
@@ -186,7 +230,6 @@ fi
 # ---- Megatron's ep1 loaded and saved again: Megatron's files ----
 # No iteration is trained (--train-iters 5: the checkpoint's iteration; its scheduler kept by
 # --override-opt-param-scheduler), so the save at the end holds what was loaded.
-DUMP=${MC_BUILD:-build/rel}/test/tools/dcp_dump
 if [ -x "$DUMP" ]; then
     out=$MC_TMP/again
     "$MC_BIN" "${FLAGS[@]}" $DO --ckpt-format torch_dist --train-iters 5 --override-opt-param-scheduler \
@@ -358,6 +401,20 @@ if have_mpirun; then
     else
         ok "legacy ep2: the optimizer state matters (--no-load-optim changes iterations 5..8)"
     fi
+
+    # the shared expert at tp 2 + SP x ep 2 (its linears split over tp, the gate replicated) saved
+    # as torch_dist and loaded at one rank: iterations 5, 7, 8 those of the run that went on
+    mpirun_mc 4 "${FLAGS[@]}" $DO "${SHX[@]}" --tensor-model-parallel-size 2 --sequence-parallel \
+        "${EP2[@]}" --ckpt-format torch_dist --save "$MC_TMP/shtp2" --save-interval 4 \
+        --exit-interval 8 >"$MC_TMP/shtp2.save" 2>&1
+    rc0=$?
+    "$MC_BIN" "${FLAGS[@]}" $DO "${SHX[@]}" --load "$MC_TMP/shtp2" --ckpt-step 4 --exit-interval 8 \
+        >"$MC_TMP/shtp2.load" 2>&1
+    rc=$?
+    fields "$MC_TMP/shtp2.save" '5|7|8' >"$MC_TMP/shtp2.want"
+    fields "$MC_TMP/shtp2.load" '5|7|8' >"$MC_TMP/shtp2.got"
+    check "the shared expert: a torch_dist save at tp 2 + SP x ep 2 loads at one rank: iterations 5, 7, 8 equal the run that went on (rc=$rc0,$rc $(diff "$MC_TMP/shtp2.want" "$MC_TMP/shtp2.got" | tr '\n' ' ' | head -c 300) $(grep -h 'error:' "$MC_TMP/shtp2.save" "$MC_TMP/shtp2.load" | head -c 300))" \
+        matches $rc0 "$MC_TMP/shtp2.want" "$MC_TMP/shtp2.got" 12
 
     # what is not there yet is refused by name: the chained optimizer without the distributed
     # optimizer

@@ -8,10 +8,11 @@
 # over edp 2, with the distributed optimizer), and ep 2 x pp 2 x vpp 2 on 4 ranks give the single rank's lm loss,
 # load_balancing_loss, grad norm and params norm within 1e-5 relative over 12 iterations
 # (test_cli_moe has what expert parallelism refuses by name); tp 2 + SP x ep 2 in bf16 within
-# bf16's rounding; the three load-balancing losses at once at tp 2 + SP, etp 1 x ep 2 (1e-5); tp 2
-# + SP x ep 2 on the emulated GPU (CUDA backend, MPI staging) gives the first 4; token dropping
-# at ep 2, padded to capacity, gives the single rank's numbers and dropped counts, and on the
-# emulated GPU the first 2.
+# bf16's rounding; the three load-balancing losses at once at tp 2 + SP, etp 1 x ep 2 (1e-5); the
+# shared expert (--moe-shared-expert-intermediate-size, its gate; overlapped: the same numbers)
+# at tp 2 + SP x ep 2, dp 2; tp 2 + SP x ep 2 with the shared expert on the emulated GPU (CUDA
+# backend, MPI staging) gives the first 4; token dropping at ep 2, padded to capacity, gives the
+# single rank's numbers and dropped counts, and on the emulated GPU the first 2.
 # ci-sanitize: the dispatcher's all-to-all under mpirun, expert buckets over edp
 source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/mpi.sh"
@@ -47,6 +48,28 @@ same() {
 check "the single-rank MoE run (exit 0; $(tail -c 200 "$MC_TMP/single" | tr '\n' ' '))" test $? -eq 0
 check "it logs 12 iterations with load_balancing_loss and both norms" \
     test "$(numbers "$MC_TMP/single" | wc -l)" -eq 12
+
+# the shared expert (SharedExpertMLP, its output added to the routed one): with its sigmoid gate
+# run before the router or, overlapped, after it, the same numbers (Megatron's differ only in the
+# order of the input gradient's sum); the gate changes them (test_moe_block has its arithmetic).
+# --init-method-std 0.1: a gate that weighs enough for a wrong gradient of it (not summed over
+# tp) to show within 12 iterations
+# The sanitizer pass leaves these runs to the release one: test_moe_block runs the shared
+# expert's code (model/moe_shared.c, the MLP's) under it.
+SHX=(--init-method-std 0.1 --moe-shared-expert-intermediate-size 24 --moe-shared-expert-gate)
+if in_sanitizer_build; then
+    skip "the shared expert's runs" "the release build's run checks them (sanitizer build)"
+else
+    "$MC_BIN" "${FLAGS[@]}" "${SHX[@]}" --moe-shared-expert-overlap >"$MC_TMP/shx" 2>&1
+    "$MC_BIN" "${FLAGS[@]}" "${SHX[@]}" >"$MC_TMP/shx-before" 2>&1
+    "$MC_BIN" "${FLAGS[@]}" "${SHX[@]:0:4}" >"$MC_TMP/shx-nogate" 2>&1
+    check "the shared expert with its gate runs 12 iterations ($(grep -h 'error:' "$MC_TMP/shx" | head -c 200))" \
+        test "$(numbers "$MC_TMP/shx" | wc -l)" -eq 12
+    check "--moe-shared-expert-overlap keeps the numbers" \
+        cmp -s <(numbers "$MC_TMP/shx") <(numbers "$MC_TMP/shx-before")
+    differ() { [ "$(numbers "$1" | wc -l)" -eq 12 ] && [ "$(numbers "$2" | wc -l)" -eq 12 ] && ! same "$1" "$2"; }
+    check "--moe-shared-expert-gate changes them" differ "$MC_TMP/shx" "$MC_TMP/shx-nogate"
+fi
 
 if have_mpirun; then
     for layout in "ep 2:2:--expert-model-parallel-size 2" \
@@ -133,6 +156,15 @@ if have_mpirun; then
             ok "dropping tokens changes the numbers"
         fi
     fi
+    # the shared expert (gate, overlapped) at tp 2 + SP x ep 2 with dp 2 (its tensors dense ones:
+    # split over tp, reduced and sharded over dp; the gate's gradient summed over tp)
+    if ! in_sanitizer_build; then
+        mpirun_mc 4 "${FLAGS[@]}" "${SHX[@]}" --moe-shared-expert-overlap \
+            --tensor-model-parallel-size 2 --sequence-parallel --expert-model-parallel-size 2 \
+            --use-distributed-optimizer >"$MC_TMP/ep" 2>&1
+        check "the shared expert at tp 2 + SP x ep 2 (dp 2, distributed optimizer) gives the single rank's numbers ($(tail -c 300 "$MC_TMP/ep" | tr '\n' ' '))" \
+            same "$MC_TMP/shx" "$MC_TMP/ep"
+    fi
     # the comparison can fail: another seed is another run
     mpirun_mc 2 "${FLAGS[@]}" --expert-model-parallel-size 2 --seed 4321 >"$MC_TMP/other" 2>&1
     if same "$MC_TMP/single" "$MC_TMP/other"; then
@@ -142,7 +174,7 @@ if have_mpirun; then
     fi
     # the CUDA backend on the emulated device (test/emu), device buffers staged through MPI: 4
     # iterations (the same schedule) of tp 2 + SP x ep 2 (the all-to-all over ep and the
-    # all-gather and reduce-scatter over etp)
+    # all-gather and reduce-scatter over etp), with the gated shared expert
     EMU_BIN=${MC_EMU_BUILD:-}/megatron-c
     if [[ ${MC_EMU_BUILD:-} == *-san ]]; then
         # four emulated ranks under ASan are this script's longest run: the sanitizer pass sees
@@ -150,11 +182,11 @@ if have_mpirun; then
         # test_cuda_emu's dp run; the release pass runs this one
         skip "tp 2 + SP x ep 2 on the emulated GPU" "the release build's run checks it (sanitizer build)"
     elif [ -n "${MC_EMU_BUILD:-}" ] && [ -x "$EMU_BIN" ]; then
-        "${MPIRUN[@]}" -np 4 "$EMU_BIN" "${FLAGS[@]}" --device cuda --distributed-backend mpi \
-            --tensor-model-parallel-size 2 --sequence-parallel --expert-model-parallel-size 2 \
-            --train-iters 4 >"$MC_TMP/emu" 2>&1
-        check "tp 2 + SP x ep 2 on the emulated GPU (--device cuda) gives the single rank's first 4 iterations ($(tail -c 300 "$MC_TMP/emu" | tr '\n' ' '))" \
-            same "$MC_TMP/single" "$MC_TMP/emu" 4
+        "${MPIRUN[@]}" -np 4 "$EMU_BIN" "${FLAGS[@]}" "${SHX[@]}" --moe-shared-expert-overlap \
+            --device cuda --distributed-backend mpi --tensor-model-parallel-size 2 \
+            --sequence-parallel --expert-model-parallel-size 2 --train-iters 4 >"$MC_TMP/emu" 2>&1
+        check "tp 2 + SP x ep 2 with the shared expert on the emulated GPU (--device cuda) gives the single rank's first 4 iterations ($(tail -c 300 "$MC_TMP/emu" | tr '\n' ' '))" \
+            same "$MC_TMP/shx" "$MC_TMP/emu" 4
         # token dropping on the device (the capacity kernel, padded, the kept count): the CPU's
         # first 2 iterations and dropped counts
         "$EMU_BIN" "${FLAGS[@]}" "${CAP[@]}" --device cuda --moe-pad-expert-input-to-capacity \

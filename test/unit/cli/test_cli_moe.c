@@ -310,6 +310,8 @@ static void test_megatron_rules(void **state)
     mc_expect_error(MOE " --moe-shared-expert-intermediate-size 64 --moe-shared-expert-overlap",
                     "--moe-shared-expert-overlap works with --moe-token-dispatcher-type alltoall only");
     mc_expect_error(MOE " --moe-shared-expert-intermediate-size 0", "--moe-shared-expert-intermediate-size");
+    mc_expect_error(LINE_BIAS " --num-experts 4 --moe-shared-expert-intermediate-size 64",
+                    "--moe-shared-expert-intermediate-size needs --disable-bias-linear");
     mc_expect_error_world(MOE " --tensor-model-parallel-size 2", 2,
                           "MoE layers with --tensor-model-parallel-size 2 need --sequence-parallel");
     mc_expect_error_world(LINE_BIAS " --num-experts 4 --tensor-model-parallel-size 2 "

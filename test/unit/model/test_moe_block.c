@@ -7,7 +7,9 @@
  * weights, at coordinates whose step does not change the routing. The tracked values are
  * Megatron's formulas (router.py, switch_load_balancing_loss_func, z_loss_func) restated here
  * from the router's logits. Dense layers among MoE layers (--moe-layer-freq) get their own MLP
- * and names. */
+ * and names. The shared expert with its gate (model/moe_shared.c): the backward is the gradient
+ * (its weights and gate_weight too), and the forward adds sigmoid(x . gate_weight) times its
+ * SwiGLU MLP, restated here, to the routed output. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
@@ -33,6 +35,8 @@ static struct {
     double factor;
     bool position, pad;
 } g_drop;
+/* with the gated shared expert (of F columns) */
+static bool g_shared;
 
 static mc_gpt_config_t config(void)
 {
@@ -65,6 +69,8 @@ static mc_gpt_config_t config(void)
     c.moe.capacity_factor = g_drop.factor;
     c.moe.drop_by_position = g_drop.position;
     c.moe.pad_to_capacity = g_drop.pad;
+    c.moe.shared_ffn = g_shared ? F : 0;
+    c.moe.shared_gate = g_shared;
     return c;
 }
 
@@ -168,8 +174,9 @@ static void backward_is_the_gradient(mc_moe_loss_t loss)
     float din[N * H];
     memcpy(din, m.dx, sizeof(din));
     check("input", &m, g_in, din, N * H, g_in);
-    const mc_pkind_t kinds[] = {MC_PK_ROUTER_W, MC_PK_EXPERT_FC1_W, MC_PK_EXPERT_FC2_W};
-    for (int k = 0; k < 3; k++) {
+    const mc_pkind_t kinds[] = {MC_PK_ROUTER_W,      MC_PK_EXPERT_FC1_W, MC_PK_EXPERT_FC2_W,
+                                MC_PK_SHARED_GATE_W, MC_PK_SHARED_FC1_W, MC_PK_SHARED_FC2_W};
+    for (int k = 0; k < (g_shared ? 6 : 3); k++) {
         const mc_param_t *p = NULL;
         for (int i = 0; i < m.n_params; i++)
             if (m.params[i].kind == kinds[k] && m.params[i].layer == LAYER) p = &m.params[i];
@@ -235,6 +242,71 @@ static void test_dropping(void **state)
     assert_true(dropped[0] > 0 && dropped[1] > 0);
     assert_true(dropped[0] > dropped[2]);
     memset(&g_drop, 0, sizeof(g_drop));
+}
+
+static void test_shared_expert_backward_is_the_gradient(void **state)
+{
+    (void)state;
+    g_shared = true;
+    backward_is_the_gradient(MC_MOE_AUX);
+    g_shared = false;
+}
+
+static const mc_param_t *layer_param(const mc_gpt_t *m, mc_pkind_t k)
+{
+    for (int i = 0; i < m->n_params; i++)
+        if (m->params[i].kind == k && m->params[i].layer == LAYER) return &m->params[i];
+    fail_msg("no parameter of kind %d", (int)k);
+    return NULL;
+}
+
+/* The layer's output with the shared expert, less the output with its linear_fc2 zeroed (the
+ * routed part alone), is sigmoid(x . gate_weight) * linear_fc2(silu(gate) * up) per token. */
+static void test_shared_expert_forward(void **state)
+{
+    (void)state;
+    g_shared = true;
+    mc_gpt_t m;
+    model_init(&m);
+    fill(g_in, N * H, 21);
+    fill(g_dy, N * H, 22);
+    mc_layer_run_t lr = mc_gpt_layer_run(&m, LAYER, ITER, true);
+    mc_moe_acts_t *a = &m.cur->acts[LAYER].mlp.moe;
+    static float y[N * H];
+    memcpy(y, mc_moe.forward(&lr, a, g_in), sizeof(y));
+    const float *gw = mc_gpt_param_at(&m, layer_param(&m, MC_PK_SHARED_GATE_W)->offset);
+    const float *w1 = mc_gpt_param_at(&m, layer_param(&m, MC_PK_SHARED_FC1_W)->offset);
+    float *w2 = mc_gpt_param_at(&m, layer_param(&m, MC_PK_SHARED_FC2_W)->offset);
+    static float w2_keep[H * F];
+    memcpy(w2_keep, w2, sizeof(w2_keep));
+    memset(w2, 0, sizeof(w2_keep));
+    const float *routed = mc_moe.forward(&lr, a, g_in);
+    double worst = 0;
+    for (int t = 0; t < N; t++) {
+        const float *x = g_in + (long)t * H;
+        double logit = 0, act[F];
+        for (int h = 0; h < H; h++) logit += (double)x[h] * gw[h];
+        const double gate = 1.0 / (1.0 + exp(-logit));
+        for (int j = 0; j < F; j++) {
+            double g = 0, u = 0;
+            for (int h = 0; h < H; h++) {
+                g += (double)w1[j * H + h] * x[h];
+                u += (double)w1[(F + j) * H + h] * x[h];
+            }
+            act[j] = g / (1.0 + exp(-g)) * u;
+        }
+        for (int h = 0; h < H; h++) {
+            double o = 0;
+            for (int j = 0; j < F; j++) o += (double)w2_keep[h * F + j] * act[j];
+            const double got = (double)y[t * H + h] - routed[t * H + h];
+            const double err = fabs(got - gate * o) / (fabs(gate * o) + 1e-2);
+            if (err > worst) worst = err;
+        }
+    }
+    printf("# shared expert's output: worst relative error %.3g\n", worst);
+    assert_true(worst < 1e-4);
+    mc_gpt_free(&m);
+    g_shared = false;
 }
 
 /* Megatron's formulas from the router's logits (fp32 softmax in double here): the aux loss's
@@ -334,6 +406,8 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_backward_is_the_gradient),
+        cmocka_unit_test(test_shared_expert_backward_is_the_gradient),
+        cmocka_unit_test(test_shared_expert_forward),
         cmocka_unit_test(test_losses_are_megatrons),
         cmocka_unit_test(test_dense_among_moe_layers),
         cmocka_unit_test(test_dropping),
