@@ -75,6 +75,7 @@ typedef enum {
 typedef struct {
     int num_experts;        /* --num-experts; 0: a dense model */
     int ffn;                /* --moe-ffn-hidden-size */
+    int shared_ffn;         /* --moe-shared-expert-intermediate-size; 0: no shared expert */
     mc_moe_router_t router; /* the TopKRouter's settings */
     /* aux-loss-free balancing (--moe-router-enable-expert-bias, sigmoid scores): each MoE layer's
      * expert bias chooses the experts, updated once per global batch by this rate */

@@ -39,6 +39,7 @@ static void moe_config(mc_moe_cfg_t *q, const mc_args_t *a)
     if (!a->num_experts) return;
     q->num_experts = a->num_experts;
     q->ffn = a->moe_ffn_hidden_size ? a->moe_ffn_hidden_size : a->ffn_hidden_size;
+    q->shared_ffn = a->moe_shared_expert_intermediate_size;
     q->router = (mc_moe_router_t){
         .num_experts = a->num_experts,
         .topk = a->moe_router_topk,
