@@ -243,10 +243,6 @@ int mc_cli_plan(int argc, char **argv)
         mc_args_free(&args);
         return 0;
     }
-    if (args.num_experts)
-        mc_user_error("megatron-c plan of an MoE model (--num-experts) is recognised but not "
-                      "implemented yet (its time model counts dense layers; --check validates "
-                      "the line)");
     mc_cluster_t cl;
     cluster_from(&cl, &o);
     /* --attention-kernel other than auto: the memory plan sizes the implementation the time
