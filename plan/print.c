@@ -34,8 +34,9 @@ void mc_plan_layout_flags(const mc_args_t *a, char *buf, size_t n)
     else if (strcmp(a->recompute_granularity, "selective") == 0 && k < (int)n)
         k += snprintf(buf + k, n - (size_t)k, " --recompute-granularity selective");
     if (a->expert_model_parallel_size > 1 && k < (int)n)
-        k += snprintf(buf + k, n - (size_t)k, " --expert-model-parallel-size %d",
-                      a->expert_model_parallel_size);
+        k += snprintf(buf + k, n - (size_t)k,
+                      " --expert-model-parallel-size %d --moe-token-dispatcher-type %s",
+                      a->expert_model_parallel_size, a->moe_token_dispatcher_type);
     if (a->sequence_parallel && k < (int)n)
         k += snprintf(buf + k, n - (size_t)k, " --sequence-parallel");
     if (a->use_distributed_optimizer && k < (int)n)
@@ -124,7 +125,7 @@ void mc_plan_print(FILE *out, const mc_args_t *a, const mc_cluster_t *cl, const 
     line_s(out, "data-parallel reduction (exposed)", t->dp_exposed, t->dp_comm > 0 ? note : "");
     if (a->num_experts) {
         snprintf(note, sizeof(note), "edp %d, %.0f bytes per GPU", mc_plan_edp(a), t->edp_bytes);
-        line_s(out, "  of which the experts' (not exposed)", t->edp_comm, t->edp_comm > 0 ? note : "");
+        line_s(out, "  of which the experts' (over edp)", t->edp_comm, t->edp_comm > 0 ? note : "");
     }
     line_s(out, "optimizer step", t->optimizer, "");
     line_s(out, "iteration", t->iteration, "");

@@ -406,13 +406,12 @@ static void dp_and_optimizer(const mc_args_t *a, const mc_cluster_t *cl,
                            : 1;
     /* the experts of the memory plan's stage: E/ep of 1/etp each, over edp */
     const double x = mc_plan_rank_expert_params(a, mem->stage, NULL);
-    const int edp = mc_plan_edp(a), ept = a->expert_model_parallel_size *
-                                          (a->expert_tensor_parallel_size > 1
-                                               ? a->expert_tensor_parallel_size
-                                               : 1);
+    const int edp = mc_plan_edp(a),
+              ept = a->expert_model_parallel_size *
+                    (a->expert_tensor_parallel_size > 1 ? a->expert_tensor_parallel_size : 1);
     reduction_t dense, expert;
-    reduce_over(cl, dp, t, n_inst, dist, mem->grads - x * gsize, mem->params - x * esize,
-                elems - x, &dense);
+    reduce_over(cl, dp, t, n_inst, dist, mem->grads - x * gsize, mem->params - x * esize, elems - x,
+                &dense);
     reduce_over(cl, edp, ept, 1, a->use_distributed_optimizer && edp > 1, x * gsize, x * esize, x,
                 &expert);
     const double reduce = dense.reduce + expert.reduce, gather = dense.gather + expert.gather;
