@@ -130,16 +130,18 @@ void mc_plan_moe_layer(const mc_args_t *a, const mc_cluster_t *cl, mc_plan_moe_t
     /* the permutation and its inverse read and write each routed row; the probabilities
      * weigh them */
     o->mem_f = 5 * rows * h * e / (g->hbm_gbps * 1e9 * MC_PLAN_HBM_FRACTION);
-    /* the dispatcher: an all-to-all over ep each way (dispatch, combine) in the forward and
-     * again in the backward, and around the experts an all-gather and a reduce-scatter over
-     * etp (forward; the backward reverses them). Expert groups of ep x etp consecutive ranks
+    /* the dispatcher, as model/moe.c runs it: over ep, the experts' token counts, then the rows
+     * and their probabilities dispatched and the rows combined in the forward; the backward
+     * exchanges the counts again, dispatches the output gradient and combines the input's and
+     * the probabilities' (4 all-to-alls each way); over etp the same with the counts
+     * all-gathered and the rows reduce-scattered. Expert groups of ep x etp consecutive ranks
      * (Megatron's tp-cp-ep-dp order folded) stay on NVLink within a node. */
     const double gbps = ep * etp <= cl->gpus_per_node ? g->intra_gbps : g->inter_gbps;
     const double X_a2a = R * h * e, X_etp = rows * h * e;
-    o->a2a_f = 2 * spread_s(X_a2a, ep, gbps);
-    o->etp_f = 2 * spread_s(X_etp, etp, gbps);
-    o->a2a_bytes = ep > 1 ? 2 * X_a2a : 0;
-    o->a2a_calls = ep > 1 ? 2 : 0;
-    o->etp_bytes = etp > 1 ? 2 * X_etp : 0;
-    o->etp_calls = etp > 1 ? 2 : 0;
+    o->a2a_f = 2 * spread_s(X_a2a, ep, gbps) + spread_s(R * e, ep, gbps);
+    o->etp_f = 2 * spread_s(X_etp, etp, gbps) + spread_s(rows * e, etp, gbps);
+    o->a2a_bytes = ep > 1 ? 2 * X_a2a + R * e + E * 4 : 0;
+    o->a2a_calls = ep > 1 ? 4 : 0;
+    o->etp_bytes = etp > 1 ? 2 * X_etp + rows * e + E * etp * 4 : 0;
+    o->etp_calls = etp > 1 ? 4 : 0;
 }

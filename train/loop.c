@@ -265,7 +265,7 @@ static void print_startup(const run_t *run, const mc_memory_plan_t *plan, const 
     fflush(stdout);
 }
 
-enum { VOLUME_GROUPS = 7 };
+enum { VOLUME_GROUPS = 10 };
 
 /* Accumulated over one log interval, as Megatron's total_loss_dict. */
 typedef struct {
@@ -286,16 +286,22 @@ typedef struct {
 } interval_t;
 
 /* The groups whose collectives the timers block counts (NULL where none, name set): tp, dp-cp,
- * cp with its hierarchical levels, and with several distributed optimizer instances the groups the
- * gradients are reduced over (within an instance, across instances). */
+ * cp with its hierarchical levels, with several distributed optimizer instances the groups the
+ * gradients are reduced over (within an instance, across instances), and MoE's expert groups
+ * (the dispatcher's all-to-alls over ep, its gathers over etp, the experts' reduction over edp). */
 static const mc_group_t *volume_group(const mc_trainer_t *t, int k, const char **name)
 {
     static const char *const names[VOLUME_GROUPS] = {
-        "tp", "dp-cp", "cp", "cp-a2a", "cp-p2p", "intra-dp-cp", "inter-dist-opt"};
+        "tp",          "dp-cp",          "cp", "cp-a2a", "cp-p2p",
+        "intra-dp-cp", "inter-dist-opt", "ep", "etp",    "edp"};
     const mc_group_t *g[VOLUME_GROUPS] = {
-        t->par.tp,          t->par.dp_cp,         t->par.cp, t->par.hcp[0], t->par.hcp[1],
-        t->par.intra_dp_cp, t->par.inter_dist_opt};
+        t->par.tp,          t->par.dp_cp,          t->par.cp, t->par.hcp[0], t->par.hcp[1],
+        t->par.intra_dp_cp, t->par.inter_dist_opt, t->par.ep, t->par.etp,    t->par.edp};
     *name = names[k];
+    /* an expert group (from ep on) of another group's partition is that group: counted once,
+     * there */
+    for (int i = 0; k >= 7 && i < k && g[k]; i++)
+        if (g[i] == g[k]) return NULL;
     return g[k];
 }
 
