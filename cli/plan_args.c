@@ -117,9 +117,9 @@ static const mc_flag_t FLAGS[] = {
      TRUE_IF_GIVEN,
      OPT(search),
      IMPLEMENTED,
-     .help = "Rank every layout (t, p, d, micro batch, virtual stages, recomputation, sequence "
-             "parallelism, distributed optimizer) that is valid and fits, by predicted "
-             "throughput"},
+     .help = "Rank every layout (t, p, d, expert parallelism of an MoE model, micro batch, "
+             "virtual stages, recomputation, sequence parallelism, distributed optimizer) that "
+             "is valid and fits, by predicted throughput"},
     {.name = "--search-top",
      G,
      INT,
