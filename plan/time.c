@@ -238,13 +238,13 @@ static void tp_calls(stage_t *st, const dims_t *d, double n, double X, bool ar, 
  * are the dispatcher's). */
 static void layer_tp(stage_t *st, const dims_t *d, bool rc, double gbps, double share)
 {
-    const double X = d->M * d->h * d->e * share;
+    const double X = d->M * d->h * d->e;
     if (d->sp) { /* an all-gather before and a reduce-scatter after each parallel pair; the
                   * backward re-gathers the column-parallel inputs for the weight gradients */
-        tp_calls(st, d, 2 + 4 + (rc ? 2 : 0), X, false, gbps);
-        tp_calls(st, d, 2 + 2 + (rc ? 2 : 0), X, false, gbps);
+        tp_calls(st, d, share * (2 + 4 + (rc ? 2 : 0)), X, false, gbps);
+        tp_calls(st, d, share * (2 + 2 + (rc ? 2 : 0)), X, false, gbps);
     } else {
-        tp_calls(st, d, 4 + (rc ? 2 : 0), X, true, gbps);
+        tp_calls(st, d, share * (4 + (rc ? 2 : 0)), X, true, gbps);
     }
 }
 
@@ -347,15 +347,20 @@ static void stage_time(const mc_args_t *a, const dims_t *d, const mc_gpt_config_
     }
 }
 
-/* Per step: the sequence-parallel norms' gradient sums over tp (a tensor each). */
+/* Per step: the sequence-parallel norms' and MoE routers' gradient sums over tp (a tensor
+ * each). */
 static void step_tp(const mc_args_t *a, const dims_t *d, const mc_gpt_config_t *cfg, double gsize,
                     double gbps, stage_t *st)
 {
     if (!d->sp) return;
     const int tensors = d->rms ? 1 : 2;
     for (int c = 0; c < cfg->n_chunks; c++) {
-        const int n = 2 * tensors * cfg->chunk[c].n_layers + (cfg->chunk[c].post ? tensors : 0);
+        const mc_chunk_cfg_t *ch = &cfg->chunk[c];
+        const int n = 2 * tensors * ch->n_layers + (ch->post ? tensors : 0);
         tp_calls(st, d, n, d->h * gsize, true, gbps);
+        int routers = 0;
+        for (int j = 0; j < ch->n_layers; j++) routers += moe_layer(cfg, ch->first_layer + j);
+        tp_calls(st, d, routers, (double)a->num_experts * d->h * gsize, true, gbps);
     }
 }
 
