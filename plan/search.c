@@ -1,7 +1,7 @@
 /* `megatron-c plan --search`: every layout of the command line's model and batch on the cluster
  * (t, p, d, context parallelism, expert parallelism, micro batch, virtual stages, recomputation,
- * sequence parallelism, distributed optimizer) that Megatron's validation accepts, ranked by the time
- * model; memory, the costlier part, is planned in rank order until enough of them fit. */
+ * sequence parallelism, distributed optimizer) that Megatron's validation accepts, ranked by the
+ * time model; memory, the costlier part, is planned in rank order until enough of them fit. */
 #include "plan/plan.h"
 
 #include <stdlib.h>

@@ -1,7 +1,7 @@
 /* The pieces of `megatron-c plan`'s time model (plan/time.c) with hand-computed values: the GEMM
- * roofline with wave quantisation, the GPU table, the sizing backend the memory plan uses
- * for a GPU it does not have, and an MoE model's parameters and dispatcher volume (plan/moe.c). The whole plan is checked against runs and the paper in
- * test/integration/test_plan.sh. */
+ * roofline with wave quantisation, the GPU table, the sizing backend the memory plan uses for a
+ * GPU it does not have, and an MoE model's parameters and dispatcher volume (plan/moe.c). The
+ * whole plan is checked against runs and the paper in test/integration/test_plan.sh. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
