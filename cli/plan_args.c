@@ -117,9 +117,9 @@ static const mc_flag_t FLAGS[] = {
      TRUE_IF_GIVEN,
      OPT(search),
      IMPLEMENTED,
-     .help = "Rank every layout (t, p, d, micro batch, virtual stages, recomputation, sequence "
-             "parallelism, distributed optimizer) that is valid and fits, by predicted "
-             "throughput"},
+     .help = "Rank every layout (t, p, d, expert parallelism of an MoE model, micro batch, "
+             "virtual stages, recomputation, sequence parallelism, distributed optimizer) that "
+             "is valid and fits, by predicted throughput"},
     {.name = "--search-top",
      G,
      INT,
@@ -243,10 +243,6 @@ int mc_cli_plan(int argc, char **argv)
         mc_args_free(&args);
         return 0;
     }
-    if (args.num_experts)
-        mc_user_error("megatron-c plan of an MoE model (--num-experts) is recognised but not "
-                      "implemented yet (its time model counts dense layers; --check validates "
-                      "the line)");
     mc_cluster_t cl;
     cluster_from(&cl, &o);
     /* --attention-kernel other than auto: the memory plan sizes the implementation the time

@@ -304,7 +304,6 @@ static void scope(const mc_args_t *a, void (*report)(const char *line))
     TODO(a->add_bias_linear, "biases (add --disable-bias-linear)")
     TODO(strcmp(a->recompute_granularity, "full") == 0, "--recompute-granularity full")
     TODO(a->calculate_per_token_loss, "--calculate-per-token-loss")
-    TODO(a->log_throughput, "--log-throughput (Megatron's FLOPs count of MoE layers)")
     /* at ep > 1 Megatron's chained optimizer (the experts' own distributed optimizer) is mapped
      * for the distributed optimizer only (legacy loads without it: ckpt/checkpoint.c) */
     TODO(a->save[0] && a->expert_model_parallel_size > 1 &&

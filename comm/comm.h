@@ -22,6 +22,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "base/clock.h"
 #include "kernels/dtype.h"
 
 /* MC_OP_AVG: the sum divided by the group size, in the collective (NCCL's ncclAvg); only on a
@@ -58,6 +59,8 @@ typedef struct mc_group {
     const char *name; /* for messages: "dp", "tp", ... */
     /* volume counters of the collectives on this group, as mc_comm_t's */
     uint64_t calls[MC_COLL_KINDS], bytes[MC_COLL_KINDS];
+    /* host seconds in the blocking ones (mc_comm_run: start to done; with NCCL the enqueue) */
+    double seconds[MC_COLL_KINDS];
     void *impl;
 } mc_group_t;
 
@@ -201,7 +204,13 @@ void mc_group_check_members(int world_rank, int world_size, const int *members, 
                             const char *name);
 
 /* Blocking helpers. */
-static inline void mc_comm_run(mc_comm_t *c, const mc_coll_t *op) { c->wait(c, c->start(c, op)); }
+static inline void mc_comm_run(mc_comm_t *c, const mc_coll_t *op)
+{
+    const double t0 = mc_now_s();
+    c->wait(c, c->start(c, op));
+    if (op->group && (unsigned)op->kind < MC_COLL_KINDS)
+        op->group->seconds[op->kind] += mc_now_s() - t0;
+}
 static inline void mc_all_reduce(mc_comm_t *c, mc_group_t *g, void *buf, size_t count,
                                  mc_dtype_t dt, mc_redop_t op)
 {

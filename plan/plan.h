@@ -87,14 +87,19 @@ typedef struct {
     double dp_comm;    /* the data-parallel reduction (and the distributed optimizer's gather) */
     double dp_exposed; /* the part of dp_comm not hidden behind the backward */
     double optimizer;  /* the optimizer step */
-    double iteration;  /* compute + tp_comm + pp_comm + cp_exposed + bubble + dp_exposed +
-                          optimizer */
+    double iteration;  /* compute + tp_comm + ep_comm + pp_comm + cp_exposed + bubble +
+                          dp_exposed + optimizer */
     double bubble_fraction; /* the paper's (p-1)/(v*m) */
     int microbatches;       /* m */
     /* volumes per iteration and GPU, bytes, as the comm layer counts them (per call the larger
      * of a rank's input and output) */
     double tp_bytes, pp_bytes, dp_bytes;
     int tp_calls;
+    /* mixture of experts: the dispatcher's all-to-alls over ep and its all-gathers and
+     * reduce-scatters over etp (not overlapped, counted in iteration), their volume per GPU;
+     * of dp_comm, the experts' gradient reduction over edp and its bytes */
+    double ep_comm, ep_bytes, edp_comm, edp_bytes;
+    int ep_calls;
     /* context parallelism's attention traffic (ring passes, all-to-alls, all-gathers) of the
      * slowest stage: all of it, the part the ring does not hide behind its blocks' compute
      * (counted in iteration), and its volume per GPU as the comm layer counts it */
@@ -137,6 +142,32 @@ double mc_plan_gemm_seconds(const mc_gpu_t *g, double batch, double M, double N,
 #define MC_PLAN_LAYER_GEMMS 4
 extern const char *const mc_plan_layer_gemm_names[MC_PLAN_LAYER_GEMMS];
 void mc_plan_layer_gemms(const mc_args_t *args, double shapes[MC_PLAN_LAYER_GEMMS][3]);
+
+/* The model's parameters (plan/moe.c), counted from the flags as Megatron's modules hold them:
+ * all of them, those one token goes through (top-k of each MoE layer's experts), and of the
+ * total the routed experts'; the MoE layers of --moe-layer-freq. */
+typedef struct {
+    double total, active, experts;
+    int moe_layers;
+} mc_plan_params_t;
+void mc_plan_params(const mc_args_t *args, mc_plan_params_t *out);
+/* The expert parameters on one rank of pipeline stage pp_rank: E/ep experts of 1/etp each in
+ * each of its MoE layers (*moe_layers, may be NULL). */
+double mc_plan_rank_expert_params(const mc_args_t *args, int pp_rank, int *moe_layers);
+/* The expert-data-parallel size: dp x cp x tp / (ep x etp) (Megatron's parallel folding). */
+int mc_plan_edp(const mc_args_t *args);
+
+/* One MoE layer's forward for one microbatch on one GPU, balanced routing (plan/moe.c): the
+ * router's and the experts' (and a shared expert's) GEMMs, the permutation's memory traffic,
+ * the dispatcher's all-to-alls over ep and its all-gather/reduce-scatter over etp (seconds,
+ * bytes and calls as the comm layer counts them, the larger of a rank's input and output). The
+ * backward repeats the traffic and doubles the GEMMs. */
+typedef struct {
+    double gemm_f, mem_f, a2a_f, etp_f;
+    double a2a_bytes, etp_bytes;
+    int a2a_calls, etp_calls;
+} mc_plan_moe_t;
+void mc_plan_moe_layer(const mc_args_t *args, const mc_cluster_t *cl, mc_plan_moe_t *out);
 
 /* The memory plan on the cluster's GPU (mc_trainer_memory on the sizing backend) and its total
  * in bytes. */

@@ -33,6 +33,10 @@ void mc_plan_layout_flags(const mc_args_t *a, char *buf, size_t n)
                       a->recompute_method, a->recompute_num_layers);
     else if (strcmp(a->recompute_granularity, "selective") == 0 && k < (int)n)
         k += snprintf(buf + k, n - (size_t)k, " --recompute-granularity selective");
+    if (a->expert_model_parallel_size > 1 && k < (int)n)
+        k += snprintf(buf + k, n - (size_t)k,
+                      " --expert-model-parallel-size %d --moe-token-dispatcher-type %s",
+                      a->expert_model_parallel_size, a->moe_token_dispatcher_type);
     if (a->sequence_parallel && k < (int)n)
         k += snprintf(buf + k, n - (size_t)k, " --sequence-parallel");
     if (a->use_distributed_optimizer && k < (int)n)
@@ -57,6 +61,27 @@ static void print_gemms(FILE *out, const mc_args_t *a, const mc_cluster_t *cl)
     }
 }
 
+/* An MoE model's parameters: all, the experts', a token's; a rank's experts (the memory plan's
+ * stage) and the group their gradients reduce over. */
+static void print_experts(FILE *out, const mc_args_t *a, const mc_memory_plan_t *mem)
+{
+    mc_plan_params_t p;
+    mc_plan_params(a, &p);
+    fprintf(out,
+            "> experts: %d per MoE layer in %d of %d layers, top-%d; parameters: %.0f, of which "
+            "experts %.0f; active per token %.0f\n",
+            a->num_experts, p.moe_layers, a->num_layers, a->moe_router_topk, p.total, p.experts,
+            p.active);
+    int n;
+    const double x = mc_plan_rank_expert_params(a, mem->stage, &n);
+    const int etp = a->expert_tensor_parallel_size > 1 ? a->expert_tensor_parallel_size : 1;
+    fprintf(out,
+            "> experts per rank (pipeline stage %d): %d of each of its %d MoE layers (ep %d), "
+            "1/%d of each (etp %d): %.0f parameters; their gradients reduce over edp %d\n",
+            mem->stage, a->num_experts / a->expert_model_parallel_size, n,
+            a->expert_model_parallel_size, etp, etp, x, mc_plan_edp(a));
+}
+
 void mc_plan_print(FILE *out, const mc_args_t *a, const mc_cluster_t *cl, const char *device,
                    const mc_memory_plan_t *mem, const mc_plan_time_t *t)
 {
@@ -69,6 +94,7 @@ void mc_plan_print(FILE *out, const mc_args_t *a, const mc_cluster_t *cl, const 
     fprintf(out, ", dp %d, micro batch %d, %d microbatches per iteration\n", a->data_parallel_size,
             a->micro_batch_size, t->microbatches);
     fprintf(out, "> attention: %s\n", mc_backend_attention_line(mc_backend_sizing(device)));
+    if (a->num_experts) print_experts(out, a, mem);
     const double total = mc_memory_plan_print(out, a, mem, device);
     const double usable = (g->memory_gb - MC_PLAN_RESERVED_GB) * 1e9;
     fprintf(out,
@@ -82,6 +108,10 @@ void mc_plan_print(FILE *out, const mc_args_t *a, const mc_cluster_t *cl, const 
     line_s(out, "  of which core attention", t->attention, t->attn.what);
     snprintf(note, sizeof(note), "%d calls, %.0f bytes per GPU", t->tp_calls, t->tp_bytes);
     line_s(out, "tensor-parallel collectives", t->tp_comm, t->tp_calls ? note : "");
+    if (a->num_experts) {
+        snprintf(note, sizeof(note), "%d calls, %.0f bytes per GPU", t->ep_calls, t->ep_bytes);
+        line_s(out, "MoE all-to-all (ep) and etp collectives", t->ep_comm, t->ep_calls ? note : "");
+    }
     snprintf(note, sizeof(note), "%.0f bytes per GPU", t->pp_bytes);
     line_s(out, "pipeline p2p", t->pp_comm, t->pp_bytes > 0 ? note : "");
     if (a->context_parallel_size > 1) {
@@ -93,6 +123,10 @@ void mc_plan_print(FILE *out, const mc_args_t *a, const mc_cluster_t *cl, const 
     line_s(out, "pipeline bubble", t->bubble, note);
     snprintf(note, sizeof(note), "of %.4f s, %.0f bytes per GPU", t->dp_comm, t->dp_bytes);
     line_s(out, "data-parallel reduction (exposed)", t->dp_exposed, t->dp_comm > 0 ? note : "");
+    if (a->num_experts) {
+        snprintf(note, sizeof(note), "edp %d, %.0f bytes per GPU", mc_plan_edp(a), t->edp_bytes);
+        line_s(out, "  of which the experts' (over edp)", t->edp_comm, t->edp_comm > 0 ? note : "");
+    }
     line_s(out, "optimizer step", t->optimizer, "");
     line_s(out, "iteration", t->iteration, "");
     fprintf(out,

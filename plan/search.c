@@ -1,7 +1,7 @@
 /* `megatron-c plan --search`: every layout of the command line's model and batch on the cluster
- * (t, p, d, context parallelism, micro batch, virtual stages, recomputation, sequence
- * parallelism, distributed optimizer) that Megatron's validation accepts, ranked by the time
- * model; memory, the costlier part, is planned in rank order until enough of them fit. */
+ * (t, p, d, context parallelism, expert parallelism, micro batch, virtual stages, recomputation,
+ * sequence parallelism, distributed optimizer) that Megatron's validation accepts, ranked by the
+ * time model; memory, the costlier part, is planned in rank order until enough of them fit. */
 #include "plan/plan.h"
 
 #include <stdlib.h>
@@ -13,6 +13,7 @@
 /* One layout: the knobs the search turns. */
 typedef struct {
     int t, p, c, b, v, rc; /* c: cp; rc: 0 none, 1 selective, 2 full (uniform, 1 layer) */
+    int ep;                /* expert parallelism (MoE models), with the alltoall dispatcher */
     bool sp, dist;
     double tokens_per_s, memory;
 } knobs_t;
@@ -41,6 +42,9 @@ static int apply(mc_args_t *a, const mc_args_t *base, const knobs_t *k, const mc
     a->pipeline_model_parallel_size = k->p;
     a->context_parallel_size = k->c;
     a->micro_batch_size = k->b;
+    a->expert_model_parallel_size = k->ep;
+    if (k->ep > 1) /* the dispatcher megatron-c runs expert parallelism with */
+        snprintf(a->moe_token_dispatcher_type, sizeof(a->moe_token_dispatcher_type), "alltoall");
     a->num_layers_per_virtual_pipeline_stage = 0;
     a->num_virtual_stages_per_pipeline_rank = k->v > 1 ? k->v : 0;
     a->virtual_pipeline_model_parallel_size = 1;
@@ -71,19 +75,30 @@ static bool cp_worth(const mc_args_t *base, int c)
     return c == 1 || (base->seq_length % (2 * c) == 0 && base->seq_length / c >= 2048);
 }
 
-/* Every layout the rules accept, timed, in *out (malloc'd); the count. */
-static int enumerate(const mc_args_t *base, const mc_cluster_t *cl, mc_plan_check_fn check,
-                     int64_t vocab, knobs_t **out, int *tried)
+/* A timed layout in the list (grown as needed): false when out of memory. */
+static bool keep(knobs_t **all, int *n, int *cap, const knobs_t *k)
+{
+    if (*n == *cap) {
+        knobs_t *g = realloc(*all, (size_t)*cap * 2 * sizeof(knobs_t));
+        if (!g) return false;
+        *all = g;
+        *cap *= 2;
+    }
+    (*all)[(*n)++] = *k;
+    return true;
+}
+
+/* Every layout of expert parallelism ep the rules accept, timed, appended to *all. */
+static void enumerate(const mc_args_t *base, const mc_cluster_t *cl, mc_plan_check_fn check,
+                      int64_t vocab, int ep, knobs_t **all, int *n, int *cap, int *tried)
 {
     const int N = cl->num_gpus;
     /* the layers of the split: the embedding and the loss count under the account-for flags */
     const int L = base->num_layers + base->account_for_embedding_in_pipeline_split +
                   base->account_for_loss_in_pipeline_split;
-    int n = 0, cap = 256;
-    knobs_t *all = malloc((size_t)cap * sizeof(knobs_t));
     static mc_args_t a; /* large: not on the stack */
     const double usable = (cl->gpu.memory_gb - MC_PLAN_RESERVED_GB) * 1e9;
-    for (int t = 1; t <= cl->gpus_per_node && all; t *= 2)
+    for (int t = 1; t <= cl->gpus_per_node && *all; t *= 2)
         for (int c = 1; c <= 8 && t * c <= N && cp_worth(base, c); c *= 2)
             for (int p = 1; N % (t * c) == 0 && p <= N / t / c && p <= L; p++) {
                 if ((N / t / c) % p) continue;
@@ -93,7 +108,7 @@ static int enumerate(const mc_args_t *base, const mc_cluster_t *cl, mc_plan_chec
                         for (int rc = 0; rc < 3 && (v == 1 || (p > 1 && L % (p * v) == 0)); rc++)
                             for (int sp = 0; sp <= (t > 1); sp++)
                                 for (int dist = 0; dist <= (d * c > 1); dist++) {
-                                    knobs_t k = {t, p, c, b, v, rc, sp, dist, 0, 0};
+                                    knobs_t k = {t, p, c, b, v, rc, ep, sp, dist, 0, 0};
                                     ++*tried;
                                     if (apply(&a, base, &k, cl, check, vocab) != 0) continue;
                                     mc_plan_time_t tm;
@@ -102,25 +117,24 @@ static int enumerate(const mc_args_t *base, const mc_cluster_t *cl, mc_plan_chec
                                     if (k.memory > usable) continue;
                                     mc_plan_time(&a, cl, &mem, &tm);
                                     k.tokens_per_s = tm.tokens_per_s;
-                                    if (n == cap) {
-                                        cap *= 2;
-                                        knobs_t *g = realloc(all, (size_t)cap * sizeof(knobs_t));
-                                        if (!g) break;
-                                        all = g;
-                                    }
-                                    all[n++] = k;
+                                    if (!keep(all, n, cap, &k)) return;
                                 }
             }
-    *out = all;
-    return all ? n : 0;
 }
 
 int mc_plan_search(const mc_args_t *base, const mc_cluster_t *cl, mc_plan_check_fn check,
                    int64_t vocab, int top, mc_plan_candidate_t *best, int *tried, int *fitting)
 {
-    knobs_t *all;
+    int cap = 256;
+    knobs_t *all = malloc((size_t)cap * sizeof(knobs_t));
+    if (!all) mc_fatal("out of host memory");
     *tried = 0;
-    *fitting = enumerate(base, cl, check, vocab, &all, tried);
+    *fitting = 0;
+    /* MoE models: every expert parallelism that divides the experts (ep 1 for dense ones) */
+    for (int ep = 1;
+         ep <= cl->num_gpus && (ep == 1 || (base->num_experts && base->num_experts % ep == 0));
+         ep *= 2)
+        enumerate(base, cl, check, vocab, ep, &all, fitting, &cap, tried);
     qsort(all, (size_t)*fitting, sizeof(knobs_t), by_speed);
     int n = 0;
     for (; n < top && n < *fitting; n++) {

@@ -202,6 +202,8 @@ typedef struct {
     int tp_calls;
     double cp, cp_exposed, cp_bytes; /* context parallelism's attention traffic */
     int cp_calls;
+    double ep, ep_bytes; /* the MoE dispatcher's all-to-alls and etp collectives */
+    int ep_calls;
 } stage_t;
 
 /* Context parallelism's traffic of the chunk's layers (rc of them recomputed, or every layer's
@@ -231,16 +233,18 @@ static void tp_calls(stage_t *st, const dims_t *d, double n, double X, bool ar, 
     st->tp_calls += (int)n;
 }
 
-/* The collectives of one layer: forward, backward, and the recomputed forward (rc). */
-static void layer_tp(stage_t *st, const dims_t *d, bool rc, double gbps)
+/* The collectives of one layer: forward, backward, and the recomputed forward (rc); `share` 1,
+ * or 1/2 for an MoE layer, whose attention's pair alone runs over tp (the experts' collectives
+ * are the dispatcher's). */
+static void layer_tp(stage_t *st, const dims_t *d, bool rc, double gbps, double share)
 {
     const double X = d->M * d->h * d->e;
     if (d->sp) { /* an all-gather before and a reduce-scatter after each parallel pair; the
                   * backward re-gathers the column-parallel inputs for the weight gradients */
-        tp_calls(st, d, 2 + 4 + (rc ? 2 : 0), X, false, gbps);
-        tp_calls(st, d, 2 + 2 + (rc ? 2 : 0), X, false, gbps);
+        tp_calls(st, d, share * (2 + 4 + (rc ? 2 : 0)), X, false, gbps);
+        tp_calls(st, d, share * (2 + 2 + (rc ? 2 : 0)), X, false, gbps);
     } else {
-        tp_calls(st, d, 4 + (rc ? 2 : 0), X, true, gbps);
+        tp_calls(st, d, share * (4 + (rc ? 2 : 0)), X, true, gbps);
     }
 }
 
@@ -272,6 +276,36 @@ static double tp_gbps(const mc_args_t *a, const mc_cluster_t *cl)
                                                               : cl->gpu.inter_gbps;
 }
 
+static bool moe_layer(const mc_gpt_config_t *cfg, int l)
+{
+    return cfg->moe.num_experts && l < MC_MOE_MAX_LAYERS && cfg->moe.layer[l];
+}
+
+/* The chunk's MoE layers: the router's and experts' GEMMs and the permutation in place of the
+ * dense MLP's GEMMs (the backward twice the forward; selective recomputation's default modules
+ * leave them out, full recomputation is refused with experts), the dispatcher's traffic,
+ * forward and backward. */
+static void stage_moe(stage_t *st, const mc_args_t *a, const mc_cluster_t *cl, const dims_t *d,
+                      const mc_gpt_config_t *cfg, const mc_chunk_cfg_t *ch)
+{
+    int n = 0;
+    for (int j = 0; j < ch->n_layers; j++) n += moe_layer(cfg, ch->first_layer + j);
+    if (!n) return;
+    double sh[MC_PLAN_LAYER_GEMMS][3];
+    mc_plan_layer_gemms(a, sh);
+    double mlp = 0;
+    for (int i = 2; i < MC_PLAN_LAYER_GEMMS; i++) /* linear_fc1, linear_fc2 */
+        mlp += mc_plan_gemm_seconds(d->g, 1, sh[i][0], sh[i][1], sh[i][2], d->e, NULL);
+    mc_plan_moe_t m;
+    mc_plan_moe_layer(a, cl, &m);
+    st->f += n * (m.gemm_f + m.mem_f - mlp);
+    st->b += n * 2 * (m.gemm_f + m.mem_f - mlp);
+    const double comm = m.a2a_f + m.etp_f;
+    st->ep += n * 2 * comm;
+    st->ep_bytes += n * 2 * (m.a2a_bytes + m.etp_bytes);
+    st->ep_calls += n * 2 * (m.a2a_calls + m.etp_calls);
+}
+
 static void stage_time(const mc_args_t *a, const dims_t *d, const mc_gpt_config_t *cfg,
                        const mc_cluster_t *cl, stage_t *st)
 {
@@ -294,7 +328,9 @@ static void stage_time(const mc_args_t *a, const dims_t *d, const mc_gpt_config_
         st->b += ch->n_layers * lb + rc * lf + (selective ? ch->n_layers * core_f : 0);
         st->attn +=
             ch->n_layers * (core_f + core_b) + (rc + (selective ? ch->n_layers : 0)) * core_f;
-        for (int j = 0; j < ch->n_layers; j++) layer_tp(st, d, j < rc, tgbps);
+        for (int j = 0; j < ch->n_layers; j++)
+            layer_tp(st, d, j < rc, tgbps, moe_layer(cfg, ch->first_layer + j) ? 0.5 : 1);
+        stage_moe(st, a, cl, d, cfg, ch);
         chunk_cp(st, a, cl, ch, rc, selective, core_f, core_b);
         if (ch->pre) st->f += mem_s(d->g, 2 * d->M * d->h * d->e);
         if (ch->post) {
@@ -311,50 +347,82 @@ static void stage_time(const mc_args_t *a, const dims_t *d, const mc_gpt_config_
     }
 }
 
-/* Per step: the sequence-parallel norms' gradient sums over tp (a tensor each). */
+/* Per step: the sequence-parallel norms' and MoE routers' gradient sums over tp (a tensor
+ * each). */
 static void step_tp(const mc_args_t *a, const dims_t *d, const mc_gpt_config_t *cfg, double gsize,
                     double gbps, stage_t *st)
 {
     if (!d->sp) return;
     const int tensors = d->rms ? 1 : 2;
     for (int c = 0; c < cfg->n_chunks; c++) {
-        const int n = 2 * tensors * cfg->chunk[c].n_layers + (cfg->chunk[c].post ? tensors : 0);
+        const mc_chunk_cfg_t *ch = &cfg->chunk[c];
+        const int n = 2 * tensors * ch->n_layers + (ch->post ? tensors : 0);
         tp_calls(st, d, n, d->h * gsize, true, gbps);
+        int routers = 0;
+        for (int j = 0; j < ch->n_layers; j++) routers += moe_layer(cfg, ch->first_layer + j);
+        tp_calls(st, d, routers, (double)a->num_experts * d->h * gsize, true, gbps);
     }
+}
+
+/* A gradient reduction over n ranks `stride` GPUs apart (and with dist the distributed
+ * optimizer's parameter gather): --num-distributed-optimizer-instances n_inst shards over n /
+ * n_inst ranks whose reduced shards are all-reduced across the instances. *shard: the elements
+ * of the rank's optimizer step. */
+typedef struct {
+    double reduce, gather, bytes, shard;
+} reduction_t;
+
+static void reduce_over(const mc_cluster_t *cl, int n, int stride, int n_inst, bool dist,
+                        double grads, double params, double elems, reduction_t *r)
+{
+    memset(r, 0, sizeof(*r));
+    r->shard = elems;
+    if (n <= 1 || grads <= 0) return;
+    const double gbps = stride * n <= cl->gpus_per_node ? cl->gpu.intra_gbps : cl->gpu.inter_gbps;
+    const int sh = dist ? n / n_inst : n;
+    /* an instance's consecutive ranks may share a node where the whole group does not */
+    const double sh_gbps =
+        stride * sh <= cl->gpus_per_node ? cl->gpu.intra_gbps : cl->gpu.inter_gbps;
+    const double share = (double)(n - 1) / n, sh_share = (double)(sh - 1) / sh;
+    r->reduce = dist ? ring_s(sh_share * grads, sh - 1, sh_gbps)
+                     : ring_s(2 * share * grads, 2 * (n - 1), gbps);
+    if (dist && n_inst > 1)
+        r->reduce += ring_s(2.0 * (n_inst - 1) / n_inst * grads / sh, 2 * (n_inst - 1), gbps);
+    r->gather = dist ? ring_s(sh_share * params, sh - 1, sh_gbps) : 0;
+    r->bytes = grads + (dist ? params : 0);
+    r->shard = dist ? elems / sh : elems;
 }
 
 /* The data-parallel reduction, what of it the backward hides (--overlap-grad-reduce: bucket by
  * bucket during the last microbatch's backward; --overlap-param-gather: the distributed
- * optimizer's gather during the next forward), and the optimizer step. */
+ * optimizer's gather during the next forward), and the optimizer step. The experts' gradients
+ * (MoE) reduce, and their optimizer shards, over the expert-data-parallel group instead. */
 static void dp_and_optimizer(const mc_args_t *a, const mc_cluster_t *cl,
                              const mc_memory_plan_t *mem, const stage_t *slow, mc_plan_time_t *o)
 {
     /* gradients are reduced, and the distributed optimizer sharded, over dp x cp */
     const int dp = a->data_parallel_size * a->context_parallel_size,
               t = a->tensor_model_parallel_size;
-    const double gbps = t * dp <= cl->gpus_per_node ? cl->gpu.intra_gbps : cl->gpu.inter_gbps;
-    const double share = (double)(dp - 1) / dp;
     const double esize = mc_dtype_size(mem->dt), gsize = mc_dtype_size(mem->gdt);
     const double elems = mem->params / esize;
     const bool dist = a->use_distributed_optimizer && dp > 1;
-    /* --num-distributed-optimizer-instances N: the shards span dp / N ranks; their reduced
-     * shards are all-reduced across the N instances */
     const int n_inst = dist && a->num_distributed_optimizer_instances > 1
                            ? a->num_distributed_optimizer_instances
-                           : 1,
-              sh = dp / n_inst;
-    const double sh_share = (double)(sh - 1) / sh;
-    /* an instance's consecutive dp ranks may share a node where the whole group does not */
-    const double sh_gbps = t * sh <= cl->gpus_per_node ? cl->gpu.intra_gbps : cl->gpu.inter_gbps;
-    double reduce = 0, gather = 0;
-    if (dp > 1) {
-        reduce = dist ? ring_s(sh_share * mem->grads, sh - 1, sh_gbps)
-                      : ring_s(2 * share * mem->grads, 2 * (dp - 1), gbps);
-        if (n_inst > 1)
-            reduce += ring_s(2.0 * (n_inst - 1) / n_inst * mem->grads / sh, 2 * (n_inst - 1), gbps);
-        gather = dist ? ring_s(sh_share * mem->params, sh - 1, sh_gbps) : 0;
-        o->dp_bytes = mem->grads + (dist ? mem->params : 0);
-    }
+                           : 1;
+    /* the experts of the memory plan's stage: E/ep of 1/etp each, over edp */
+    const double x = mc_plan_rank_expert_params(a, mem->stage, NULL);
+    const int edp = mc_plan_edp(a),
+              ept = a->expert_model_parallel_size *
+                    (a->expert_tensor_parallel_size > 1 ? a->expert_tensor_parallel_size : 1);
+    reduction_t dense, expert;
+    reduce_over(cl, dp, t, n_inst, dist, mem->grads - x * gsize, mem->params - x * esize, elems - x,
+                &dense);
+    reduce_over(cl, edp, ept, 1, a->use_distributed_optimizer && edp > 1, x * gsize, x * esize, x,
+                &expert);
+    const double reduce = dense.reduce + expert.reduce, gather = dense.gather + expert.gather;
+    o->dp_bytes = dense.bytes + expert.bytes;
+    o->edp_comm = expert.reduce + expert.gather;
+    o->edp_bytes = expert.bytes;
     const double bucket = a->ddp_bucket_size > 0 ? (double)a->ddp_bucket_size
                           : 40e6 > 1e6 * dp      ? 40e6
                                                  : 1e6 * dp;
@@ -371,7 +439,7 @@ static void dp_and_optimizer(const mc_args_t *a, const mc_cluster_t *cl,
     o->dp_exposed = exposed + g_exposed + tied;
     /* Adam: read the gradients twice (norm, step), read and write fp32 main params and both
      * moments, write the 16-bit params */
-    const double shard = dist ? elems / sh : elems;
+    const double shard = dense.shard + expert.shard;
     o->optimizer = mem_s(&cl->gpu, shard * (2 * gsize + 24 + (esize < 4 ? esize : 0)));
 }
 
@@ -393,7 +461,15 @@ static double hw_flops(const mc_args_t *a, const dims_t *d)
         const int chunks = L / (per_chunk > 0 ? per_chunk : 1);
         rc = chunks * recomputed_layers(a, per_chunk) * (gemms + core);
     }
-    const double per_token = L * 3 * (gemms + core) + rc + 6 * h * d->V;
+    double per_token = L * 3 * (gemms + core) + rc + 6 * h * d->V;
+    if (a->num_experts) { /* MoE layers: the router and top-k experts (and a shared expert) */
+        mc_plan_params_t p;
+        mc_plan_params(a, &p);
+        const double F = a->moe_ffn_hidden_size ? a->moe_ffn_hidden_size : d->F;
+        const double S = a->moe_shared_expert_intermediate_size, g = d->swiglu ? 3 : 2;
+        const double moe = 2 * h * a->num_experts + 2 * h * g * (F * a->moe_router_topk + S);
+        per_token += p.moe_layers * 3 * (moe - 2 * h * d->fc1 - 2 * d->F * h);
+    }
     return (double)a->global_batch_size * s * per_token;
 }
 
@@ -416,8 +492,8 @@ void mc_plan_time(const mc_args_t *args, const mc_cluster_t *cl, const mc_memory
         stage_t st, step = {0};
         stage_time(args, &d, &cfg, cl, &st);
         step_tp(args, &d, &cfg, mc_dtype_size(mem->gdt), tp_gbps(args, cl), &step);
-        if (st.f + st.b + st.tp + st.pp + st.cp_exposed > worst) {
-            worst = st.f + st.b + st.tp + st.pp + st.cp_exposed;
+        if (st.f + st.b + st.tp + st.ep + st.pp + st.cp_exposed > worst) {
+            worst = st.f + st.b + st.tp + st.ep + st.pp + st.cp_exposed;
             slow = st;
             per_step = step;
         }
@@ -438,8 +514,11 @@ void mc_plan_time(const mc_args_t *args, const mc_cluster_t *cl, const mc_memory
     o->cp_exposed = slow.cp_exposed * m;
     o->cp_bytes = slow.cp_bytes * m;
     o->cp_calls = slow.cp_calls * m;
+    o->ep_comm = slow.ep * m;
+    o->ep_bytes = slow.ep_bytes * m;
+    o->ep_calls = slow.ep_calls * m;
     dp_and_optimizer(args, cl, mem, &slow, o);
-    o->iteration = o->compute + o->tp_comm + o->pp_comm + o->cp_exposed + o->bubble +
+    o->iteration = o->compute + o->tp_comm + o->ep_comm + o->pp_comm + o->cp_exposed + o->bubble +
                    o->dp_exposed + o->optimizer;
     mc_gpt_config_t model;
     mc_gpt_config_from_args(&model, args);

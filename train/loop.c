@@ -265,7 +265,7 @@ static void print_startup(const run_t *run, const mc_memory_plan_t *plan, const 
     fflush(stdout);
 }
 
-enum { VOLUME_GROUPS = 7 };
+enum { VOLUME_GROUPS = 10 };
 
 /* Accumulated over one log interval, as Megatron's total_loss_dict. */
 typedef struct {
@@ -283,19 +283,26 @@ typedef struct {
     double params_norm; /* of this iteration, with --log-params-norm when it is logged */
     /* collective volume on the groups of volume_group at the interval's start */
     uint64_t calls[VOLUME_GROUPS][MC_COLL_KINDS], bytes[VOLUME_GROUPS][MC_COLL_KINDS];
+    double seconds[VOLUME_GROUPS][MC_COLL_KINDS];
 } interval_t;
 
 /* The groups whose collectives the timers block counts (NULL where none, name set): tp, dp-cp,
- * cp with its hierarchical levels, and with several distributed optimizer instances the groups the
- * gradients are reduced over (within an instance, across instances). */
+ * cp with its hierarchical levels, with several distributed optimizer instances the groups the
+ * gradients are reduced over (within an instance, across instances), and MoE's expert groups
+ * (the dispatcher's all-to-alls over ep, its gathers over etp, the experts' reduction over edp). */
 static const mc_group_t *volume_group(const mc_trainer_t *t, int k, const char **name)
 {
     static const char *const names[VOLUME_GROUPS] = {
-        "tp", "dp-cp", "cp", "cp-a2a", "cp-p2p", "intra-dp-cp", "inter-dist-opt"};
+        "tp",          "dp-cp",          "cp", "cp-a2a", "cp-p2p",
+        "intra-dp-cp", "inter-dist-opt", "ep", "etp",    "edp"};
     const mc_group_t *g[VOLUME_GROUPS] = {
-        t->par.tp,          t->par.dp_cp,         t->par.cp, t->par.hcp[0], t->par.hcp[1],
-        t->par.intra_dp_cp, t->par.inter_dist_opt};
+        t->par.tp,          t->par.dp_cp,          t->par.cp, t->par.hcp[0], t->par.hcp[1],
+        t->par.intra_dp_cp, t->par.inter_dist_opt, t->par.ep, t->par.etp,    t->par.edp};
     *name = names[k];
+    /* an expert group (from ep on) of another group's partition is that group: counted once,
+     * there */
+    for (int i = 0; k >= 7 && i < k && g[k]; i++)
+        if (g[i] == g[k]) return NULL;
     return g[k];
 }
 
@@ -307,16 +314,19 @@ static void snapshot_volume(const mc_trainer_t *t, interval_t *iv)
         if (!g) continue;
         memcpy(iv->calls[k], g->calls, sizeof(iv->calls[k]));
         memcpy(iv->bytes[k], g->bytes, sizeof(iv->bytes[k]));
+        memcpy(iv->seconds[k], g->seconds, sizeof(iv->seconds[k]));
     }
 }
 
 /* megatron-c's addition to the timers block (--timing-log-level >= 1): this rank's collectives
  * per iteration on the groups of volume_group, as counted by the comm layer, in the timers'
- * style. */
-static size_t format_volume(const mc_trainer_t *t, const interval_t *iv, int iters, char *buf,
-                            size_t n)
+ * style; with `times` (level 2) the blocking ones' milliseconds too (each group's wait for its
+ * slowest member included). */
+static size_t format_volume(const mc_trainer_t *t, const interval_t *iv, int iters, bool times,
+                            char *buf, size_t n)
 {
-    size_t len = (size_t)snprintf(buf, n, "communication per iteration on this rank (calls, MB):");
+    size_t len = (size_t)snprintf(buf, n, "communication per iteration on this rank (calls, MB%s):",
+                                  times ? ", ms blocking" : "");
     for (int r = 0; r < VOLUME_GROUPS; r++) {
         const char *group;
         const mc_group_t *g = volume_group(t, r, &group);
@@ -326,9 +336,13 @@ static size_t format_volume(const mc_trainer_t *t, const interval_t *iv, int ite
             char label[64], kind[32];
             snprintf(kind, sizeof(kind), " %s", mc_coll_name(k));
             mc_timer_label(label, sizeof(label), group, kind);
-            len += (size_t)snprintf(buf + len, n - len, "\n    %s: (%.1f, %.4f)", label,
+            len += (size_t)snprintf(buf + len, n - len, "\n    %s: (%.1f, %.4f", label,
                                     (double)calls / iters,
                                     (double)(g->bytes[k] - iv->bytes[r][k]) / iters / 1e6);
+            if (times && len < n)
+                len += (size_t)snprintf(buf + len, n - len, ", %.2f",
+                                        (g->seconds[k] - iv->seconds[r][k]) / iters * 1e3);
+            if (len < n) len += (size_t)snprintf(buf + len, n - len, ")");
         }
     }
     return len;
@@ -427,7 +441,8 @@ static void log_iteration(run_t *run, interval_t *iv, const mc_step_result_t *r)
     char timers[1 << 16], volume[2048] = ""; /* --timing-log-option all lists every rank */
     mc_timers_report(&t->timers, a->log_interval, !iv->first, timers, sizeof(timers));
     if (a->timing_log_level >= 1)
-        format_volume(t, iv, iters > 0 ? iters : 1, volume, sizeof(volume));
+        format_volume(t, iv, iters > 0 ? iters : 1, a->timing_log_level >= 2, volume,
+                      sizeof(volume));
     char dropped[256];
     const bool drops = mc_moe_dropped_line(t, dropped, sizeof(dropped));
     if (is_last_rank(t)) {

@@ -160,8 +160,3 @@ else
     skip "the MoE layer on the emulated GPU" "no build/emu/megatron-c (make EMU=1)"
 fi
 
-# what the MoE layer does not do yet is refused by name, with one line (test_cli_moe has more)
-expect_user_error "plan of an MoE model is refused by name" "plan of an MoE model .*not implemented yet" \
-    plan --num-gpus 1 "${FLAGS[@]}"
-expect_user_error "--log-throughput with MoE layers is refused by name" \
-    "--log-throughput .*not implemented yet" "${FLAGS[@]}" --log-throughput

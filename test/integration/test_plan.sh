@@ -150,3 +150,70 @@ layout 2 "dp2" --overlap-grad-reduce
 layout 2 "dp2 + distributed optimizer" --use-distributed-optimizer
 layout 4 "tp2 pp2 + sequence parallel, distributed optimizer" --tensor-model-parallel-size 2 \
     --pipeline-model-parallel-size 2 --sequence-parallel --use-distributed-optimizer
+
+# ---- mixture of experts (issue 31) ----
+# A tiny MoE model at ep 2 on 4 ranks (the alltoall dispatcher, 3 MoE layers of 4 experts, the
+# distributed optimizer): the plan's memory is the run's; the rank's parameters the run prints
+# are the plan's total less the experts other ep ranks hold; the all-to-alls and the experts'
+# reduction over edp are what the comm layer counts (the all-to-all's bytes within the routing's
+# imbalance: the plan's are balanced); --log-throughput prints Megatron's MoE FLOPs count.
+MOE=(--device cpu --cpu-threads 1 --mock-data --num-layers 4 --hidden-size 32 --num-attention-heads 4
+     --group-query-attention --num-query-groups 2 --ffn-hidden-size 64 --seq-length 64
+     --max-position-embeddings 64 --position-embedding-type rope --normalization RMSNorm --swiglu
+     --untie-embeddings-and-output-weights --disable-bias-linear --num-experts 4
+     --moe-ffn-hidden-size 16 --moe-router-topk 2 --moe-layer-freq "[1,0,1,1]"
+     --moe-token-dispatcher-type alltoall --vocab-size 256 --micro-batch-size 2
+     --global-batch-size 8 --train-iters 1 --lr 1e-3 --use-distributed-optimizer --log-interval 1
+     --eval-iters 0 --timing-log-level 1 --expert-model-parallel-size 2)
+"$MC_BIN" plan --num-gpus 4 "${MOE[@]}" >"$MC_TMP/plan" 2>&1
+check "plan of an MoE model counts its parameters, experts and a token's ($(grep '^> experts:' "$MC_TMP/plan"))" \
+    grep -q '^> experts: 4 per MoE layer in 3 of 4 layers, top-2; parameters: 53920, of which experts 18432; active per token 44704$' "$MC_TMP/plan"
+if have_mpirun; then
+    mpirun_mc 4 "${MOE[@]}" --log-throughput >"$MC_TMP/run" 2>&1
+    memory_block "$MC_TMP/run" >"$MC_TMP/m.run"
+    memory_block "$MC_TMP/plan" >"$MC_TMP/m.plan"
+    check "MoE ep2: the plan's memory is the run's start-up plan ($(tail -1 "$MC_TMP/m.run"))" \
+        cmp -s "$MC_TMP/m.run" "$MC_TMP/m.plan"
+    check "MoE ep2: the run's rank holds the plan's parameters less half the experts (53920 - 9216)" \
+        grep -q 'number of parameters on (tensor, pipeline) model parallel rank (0, 0): 44704$' "$MC_TMP/run"
+    check "MoE: --log-throughput prints the TFLOP/s per GPU" \
+        grep -q 'iteration *1/ *1 |.* throughput per GPU (TFLOP/s/GPU): [0-9.]* |' "$MC_TMP/run"
+    read -r calls mb <<<"$(counted ep "$MC_TMP/run")"
+    pc=$(sed -nE 's/.*MoE all-to-all .* ([0-9]+) calls, ([0-9]+) bytes per GPU/\1 \2/p' "$MC_TMP/plan")
+    read -r pcalls pbytes <<<"${pc:-0 0}"
+    check "MoE ep2: all-to-alls as counted by the run ($calls calls, $mb MB) = predicted ($pcalls, $pbytes bytes, within 5%)" \
+        awk -v c="$calls" -v m="$mb" -v pc="$pcalls" -v pb="$pbytes" \
+        'BEGIN { exit !(c == pc && pc > 0 && m * 1e6 >= pb * 0.999 && m * 1e6 <= pb * 1.05) }'
+    read -r _ mb <<<"$(counted edp "$MC_TMP/run")"
+    pbytes=$(sed -nE 's/.*of which the experts. .*edp 2, ([0-9]+) bytes per GPU/\1/p' "$MC_TMP/plan")
+    check "MoE ep2: the experts' reduction over edp as counted by the run ($mb MB) = predicted (${pbytes:-none} bytes)" \
+        awk -v m="$mb" -v pb="$pbytes" 'BEGIN { exit !(pb > 0 && pb / 1e6 - m < 0.0002 && m - pb / 1e6 < 0.0002) }'
+else
+    skip "MoE ep2: memory, parameters and volumes as run" "no mpirun"
+fi
+
+# ep 2 halves a rank's experts and their memory; --search proposes expert-parallel layouts;
+# an ep that does not divide the experts or the GPUs is refused by name
+BIGMOE=(--num-layers 4 --hidden-size 1024 --num-attention-heads 16 --ffn-hidden-size 4096
+        --seq-length 2048 --max-position-embeddings 2048 --position-embedding-type rope
+        --normalization RMSNorm --swiglu --disable-bias-linear --num-experts 8
+        --moe-ffn-hidden-size 2048 --moe-router-topk 2 --moe-token-dispatcher-type alltoall
+        --mock-data --vocab-size 32000 --micro-batch-size 1 --global-batch-size 32
+        --train-iters 2 --lr 1e-3 --bf16 --use-distributed-optimizer)
+experts_rank() { sed -nE 's/^> experts per rank .*: ([0-9]+) parameters;.*/\1/p' "$1"; }
+params_mib() { sed -nE 's/^ +parameters \(bf16\) +([0-9.]+) MiB$/\1/p' "$1"; }
+for ep in 1 2; do
+    "$MC_BIN" plan --num-gpus 8 "${BIGMOE[@]}" --expert-model-parallel-size $ep >"$MC_TMP/ep$ep" 2>&1
+done
+check "plan: ep 2 halves a rank's expert parameters ($(experts_rank "$MC_TMP/ep1") -> $(experts_rank "$MC_TMP/ep2")) and their bf16 memory ($(params_mib "$MC_TMP/ep1") -> $(params_mib "$MC_TMP/ep2") MiB)" \
+    awk -v a="$(experts_rank "$MC_TMP/ep1")" -v b="$(experts_rank "$MC_TMP/ep2")" \
+    -v ma="$(params_mib "$MC_TMP/ep1")" -v mb="$(params_mib "$MC_TMP/ep2")" \
+    'BEGIN { d = (ma - mb) - b * 2 / 1048576; exit !(a > 0 && a == 2 * b && d < 0.01 && d > -0.01) }'
+"$MC_BIN" plan --num-gpus 8 "${BIGMOE[@]}" --search --search-top 5 >"$MC_TMP/out" 2>&1
+check "--search of an MoE model ranks expert-parallel layouts" \
+    grep -qE '^ +[1-5] .*--expert-model-parallel-size [248] --moe-token-dispatcher-type alltoall' "$MC_TMP/out"
+expect_user_error "plan: an ep that does not divide the experts is refused by name" \
+    "--num-experts \\(8\\) must be a multiple of --expert-model-parallel-size \\(3\\)" \
+    plan --num-gpus 8 "${BIGMOE[@]}" --expert-model-parallel-size 3
+expect_user_error "plan: an ep that does not divide the GPUs is refused by name" \
+    "expert-model-parallel-size" plan --num-gpus 4 "${BIGMOE[@]}" --expert-model-parallel-size 8

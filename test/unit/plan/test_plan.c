@@ -1,13 +1,14 @@
 /* The pieces of `megatron-c plan`'s time model (plan/time.c) with hand-computed values: the GEMM
- * roofline with wave quantisation, the GPU table, and the sizing backend the memory plan uses
- * for a GPU it does not have. The whole plan is checked against runs and the paper in
- * test/integration/test_plan.sh. */
+ * roofline with wave quantisation, the GPU table, the sizing backend the memory plan uses for a
+ * GPU it does not have, and an MoE model's parameters and dispatcher volume (plan/moe.c). The
+ * whole plan is checked against runs and the paper in test/integration/test_plan.sh. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
 #include <stdint.h>
 #include <cmocka.h>
 #include <math.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "kernels/device.h"
@@ -79,12 +80,49 @@ static void test_sizing_backend(void **state)
     assert_int_equal(st, 2 * 4 * 64 * 64 * 2);
 }
 
+/* A dense layer and an MoE layer with a shared expert and its gate (h 64, 4 heads of 16, swiglu,
+ * RMSNorm, untied, V 256, 4 experts of 32, top-2, shared 48), by hand:
+ *   embedding, output 2 * 256*64 = 32768, final norm 64; each layer's norms and attention
+ *   2*64 + 64*192 + 64*64 = 16512; dense MLP 64*256 + 128*64 = 24576; MoE layer: router 4*64 =
+ *   256, shared expert 64*96 + 48*64 + gate 64 = 9280, experts 4 * (64*64 + 32*64) = 24576
+ *   -> 124544, of which experts 24576; a token's: 124544 - 24576 * 2/4 = 112256.
+ * At ep 2 with micro batch 1 and seq 32 in fp32: T = 32 tokens, R = 64 rows; each way 4
+ * all-to-alls of 2*64*64*4 (rows) + 64*4 (probabilities) + 4*4 (counts) = 33040 bytes; over
+ * dp 4 the experts reduce over edp 2. */
+static void test_moe(void **state)
+{
+    (void)state;
+    static mc_args_t a;
+    mc_args_defaults(&a);
+    a.num_layers = 2, a.hidden_size = 64, a.num_attention_heads = 4, a.kv_channels = 16;
+    a.num_query_groups = 4, a.ffn_hidden_size = 128, a.swiglu = true, a.add_bias_linear = false;
+    snprintf(a.normalization, sizeof(a.normalization), "RMSNorm");
+    snprintf(a.position_embedding_type, sizeof(a.position_embedding_type), "rope");
+    a.untie_embeddings_and_output_weights = true, a.padded_vocab_size = 256;
+    a.num_experts = 4, a.moe_ffn_hidden_size = 32, a.moe_router_topk = 2;
+    a.moe_shared_expert_intermediate_size = 48, a.moe_shared_expert_gate = true;
+    snprintf(a.moe_layer_freq, sizeof(a.moe_layer_freq), "[0,1]");
+    mc_plan_params_t p;
+    mc_plan_params(&a, &p);
+    assert_true(p.total == 124544 && p.experts == 24576 && p.active == 112256);
+    assert_int_equal(p.moe_layers, 1);
+
+    a.seq_length = 32, a.micro_batch_size = 1, a.expert_model_parallel_size = 2;
+    a.moe_shared_expert_intermediate_size = 0;
+    a.tensor_model_parallel_size = 1, a.context_parallel_size = 1, a.data_parallel_size = 4;
+    mc_cluster_t cl = {.gpu = *mc_gpu_find("h100"), .num_gpus = 4, .gpus_per_node = 8};
+    mc_plan_moe_t m;
+    mc_plan_moe_layer(&a, &cl, &m);
+    assert_true(m.a2a_bytes == 33040 && m.a2a_calls == 4 && m.etp_calls == 0);
+    assert_int_equal(mc_plan_edp(&a), 2);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_gemm_ceiling),   cmocka_unit_test(test_wave_quantisation),
         cmocka_unit_test(test_memory_bound),   cmocka_unit_test(test_gpu_table),
-        cmocka_unit_test(test_sizing_backend),
+        cmocka_unit_test(test_sizing_backend), cmocka_unit_test(test_moe),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
