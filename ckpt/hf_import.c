@@ -90,11 +90,21 @@ static void gpt2_args(cfg_t *c, mc_args_t *a)
     a->add_bias_linear = true;
 }
 
+/* transformers 5's rope_parameters (rope_theta with the scaling's keys, rope_type "default"
+ * when none), or NULL */
+static json_t *rope_parameters(cfg_t *c)
+{
+    json_t *r = json_object_get(c->cfg, "rope_parameters");
+    return json_is_object(r) ? r : NULL;
+}
+
 /* rope_scaling: llama3 with Megatron's constants (--use-rope-scaling), linear by a whole
  * factor (--rotary-seq-len-interpolation-factor), or none. */
 static void rope_scaling_args(cfg_t *c, mc_args_t *a)
 {
-    json_t *r = json_object_get(c->cfg, "rope_scaling");
+    json_t *r = json_object_get(c->cfg, "rope_scaling"), *p = rope_parameters(c);
+    const char *pt = p ? json_string_value(json_object_get(p, "rope_type")) : NULL;
+    if ((!r || json_is_null(r)) && pt && strcmp(pt, "default") != 0) r = p;
     if (!r || json_is_null(r)) return;
     json_t *type = json_object_get(r, "rope_type");
     const char *t = json_string_value(type ? type : json_object_get(r, "type"));
@@ -127,7 +137,9 @@ static void llama_args(cfg_t *c, mc_args_t *a)
     if (c->rc == 0 && a->num_attention_heads > 0)
         a->kv_channels = whole(c, "head_dim", a->hidden_size / a->num_attention_heads);
     a->norm_epsilon = num(c, "rms_norm_eps", 1e-6);
-    const double theta = num(c, "rope_theta", 10000.0);
+    json_t *params = rope_parameters(c),
+           *pt = params ? json_object_get(params, "rope_theta") : NULL;
+    const double theta = json_is_number(pt) ? json_number_value(pt) : num(c, "rope_theta", 10000.0);
     if (theta != floor(theta) || theta < 1 || theta > INT_MAX)
         refuse(c, "rope_theta is not a whole number (Megatron's --rotary-base is)");
     a->rotary_base = (int)theta;
@@ -175,7 +187,9 @@ static void moe_args(cfg_t *c, mc_args_t *a, bool qwen3)
         refuse(c, "attention_bias: Megatron's --add-bias-linear would bias the experts too, "
                   "which Qwen3MoeForCausalLM's are not");
     llama_args(c, a);
-    a->num_experts = whole(c, qwen3 ? "num_experts" : "num_local_experts", NAN);
+    /* transformers 5 saves Qwen3's num_experts under Mixtral's name */
+    const bool local = !qwen3 || !json_object_get(c->cfg, "num_experts");
+    a->num_experts = whole(c, local ? "num_local_experts" : "num_experts", NAN);
     a->moe_ffn_hidden_size = whole(c, qwen3 ? "moe_intermediate_size" : "intermediate_size", NAN);
     a->moe_router_topk = whole(c, "num_experts_per_tok", NAN);
     a->moe_router_pre_softmax = qwen3 && !flag(c, "norm_topk_prob", false);
