@@ -156,8 +156,8 @@ done
 # 4 experts, top-2; a large init so that routing and the q/k norms show in the logits check below ----
 MOE=("${BASE[@]}" "${LLAMA[@]}" --num-layers 2 --init-method-std 0.2 --num-experts 4 --moe-router-topk 2
      --moe-ffn-hidden-size 24)
-for k in mix qw; do
-    if [ $k = mix ]; then EXTRA=() want=MixtralForCausalLM IMP=(--pipeline-model-parallel-size 2)
+for k in mxt qw3; do
+    if [ $k = mxt ]; then EXTRA=() want=MixtralForCausalLM IMP=(--pipeline-model-parallel-size 2)
     else EXTRA=(--qk-layernorm --moe-router-pre-softmax --kv-channels 16) want=Qwen3MoeForCausalLM IMP=(--ckpt-format torch_dist); fi
     "$MC_BIN" "${MOE[@]}" ${EXTRA[@]+"${EXTRA[@]}"} --train-iters 1 --save "$T/ck_$k" --save-interval 1 >/dev/null 2>&1
     "$MC_BIN" export-hf --load "$T/ck_$k" --output "$T/hf_$k" >"$T/exp.out" 2>&1
@@ -173,16 +173,16 @@ for k in mix qw; do
     "$MC_BIN" export-hf --load "$T/imp_$k" --output "$T/re_$k" >/dev/null 2>&1
     same_bytes "moe $k: HF -> megatron-c (${IMP[*]}) -> HF: the same bytes ($(last_line "$T/imp.out"))" "$T/hf_$k" "$T/re_$k"
 done
-"$MC_BIN" "${MOE[@]}" "${EXTRA[@]}" --load "$T/imp_qw" --train-iters 1 >"$T/on_qw.log" 2>&1
-check "moe qw: training continues from the torch_dist import ($(grep -o 'lm loss: [^|]*' "$T/on_qw.log"))" grep -q "iteration        1/" "$T/on_qw.log"
+"$MC_BIN" "${MOE[@]}" "${EXTRA[@]}" --load "$T/imp_qw3" --train-iters 1 >"$T/on_qw3.log" 2>&1
+check "moe qw3: training continues from the torch_dist import ($(grep -o 'lm loss: [^|]*' "$T/on_qw3.log"))" grep -q "iteration        1/" "$T/on_qw3.log"
 # refused by name: routing Mixtral lacks, Qwen2-MoE's shared experts, dense layers among MoE ones, tp
-"$MC_BIN" "${MOE[@]}" --moe-router-pre-softmax --train-iters 1 --save "$T/ck_pre" --save-interval 1 >/dev/null 2>&1
-expect_user_error "export-hf refuses --moe-router-pre-softmax without --qk-layernorm (Mixtral renormalises)" "moe-router-pre-softmax" export-hf --load "$T/ck_pre" --output "$T/x"
-mkdir -p "$T/q2" && cp "$T/hf_qw/model.safetensors" "$T/q2/" && sed 's/Qwen3MoeForCausalLM/Qwen2MoeForCausalLM/' "$T/hf_qw/config.json" >"$T/q2/config.json"
-expect_user_error "import-hf refuses Qwen2MoeForCausalLM by name (shared experts)" "Qwen2MoeForCausalLM .*not implemented yet" import-hf --hf-dir "$T/q2" --save "$T/x"
-mkdir -p "$T/q3" && cp "$T/hf_qw/model.safetensors" "$T/q3/" && sed 's/"mlp_only_layers": \[\]/"mlp_only_layers": [1]/' "$T/hf_qw/config.json" >"$T/q3/config.json"
-expect_user_error "import-hf refuses mlp_only_layers (dense layers among MoE layers) by name" "mlp_only_layers" import-hf --hf-dir "$T/q3" --save "$T/x"
-expect_user_error "import-hf refuses an MoE model at tp 2, naming the flag" "tensor-model-parallel-size 2" import-hf --hf-dir "$T/hf_mix" --save "$T/x" --tensor-model-parallel-size 2
+"$MC_BIN" "${MOE[@]}" --moe-router-pre-softmax --train-iters 1 --save "$T/ck_moepre" --save-interval 1 >/dev/null 2>&1
+expect_user_error "export-hf refuses --moe-router-pre-softmax without --qk-layernorm (Mixtral renormalises)" "moe-router-pre-softmax" export-hf --load "$T/ck_moepre" --output "$T/x"
+mkdir -p "$T/moe_q2" && cp "$T/hf_qw3/model.safetensors" "$T/moe_q2/" && sed 's/Qwen3MoeForCausalLM/Qwen2MoeForCausalLM/' "$T/hf_qw3/config.json" >"$T/moe_q2/config.json"
+expect_user_error "import-hf refuses Qwen2MoeForCausalLM by name (shared experts)" "Qwen2MoeForCausalLM .*not implemented yet" import-hf --hf-dir "$T/moe_q2" --save "$T/x"
+mkdir -p "$T/moe_q3" && cp "$T/hf_qw3/model.safetensors" "$T/moe_q3/" && sed 's/"mlp_only_layers": \[\]/"mlp_only_layers": [1]/' "$T/hf_qw3/config.json" >"$T/moe_q3/config.json"
+expect_user_error "import-hf refuses mlp_only_layers (dense layers among MoE layers) by name" "mlp_only_layers" import-hf --hf-dir "$T/moe_q3" --save "$T/x"
+expect_user_error "import-hf refuses an MoE model at tp 2, naming the flag" "tensor-model-parallel-size 2" import-hf --hf-dir "$T/hf_mxt" --save "$T/x" --tensor-model-parallel-size 2
 
 # ---- bf16: BF16 tensors, kept through a round trip ----
 "$MC_BIN" "${BASE[@]}" --bf16 --num-layers 2 --train-iters 1 --save "$T/ck_bf16" --save-interval 1 >/dev/null 2>&1
@@ -264,7 +264,7 @@ expect_user_error "export-hf refuses LayerNorm with rope, naming the norm" "norm
 expect_user_error "export-hf refuses a bad --max-shard-size" "max-shard-size" export-hf --load "$T/ck_gpt1" --output "$T/x" --max-shard-size lots
 expect_user_error "export-hf names a missing checkpoint" "latest_checkpointed_iteration" export-hf --load "$T/none" --output "$T/x"
 mkdir -p "$T/bert" && echo '{"architectures": ["BertModel"], "vocab_size": 10}' >"$T/bert/config.json"
-expect_user_error "import-hf refuses another class" "GPT2LMHeadModel and LlamaForCausalLM" import-hf --hf-dir "$T/bert" --save "$T/x"
+expect_user_error "import-hf refuses another class" "reads GPT2LMHeadModel, LlamaForCausalLM, MixtralForCausalLM" import-hf --hf-dir "$T/bert" --save "$T/x"
 mkdir -p "$T/cut" && cp "$T/hf_gpt1/config.json" "$T/cut/" &&
     head -c 5000 "$T/hf_gpt1/model.safetensors" >"$T/cut/model.safetensors"
 expect_user_error "import-hf refuses a truncated model.safetensors, naming it" "cut/model.safetensors: .*beyond" import-hf --hf-dir "$T/cut" --save "$T/x"
@@ -288,7 +288,7 @@ if "$TORCH_PY" -c 'import torch, transformers, safetensors' 2>/dev/null; then
         --num-layers 2 --init-method-std 0.2 --train-iters 1 --save "$T/ck_gpterf" \
         --save-interval 1 >/dev/null 2>&1
     for c in llamatied gpterf; do "$MC_BIN" export-hf --load "$T/ck_$c" --output "$T/hf_$c" >/dev/null 2>&1; done
-    for c in gpt1 llama4 llama3 linear llamatied gpterf mix qw; do
+    for c in gpt1 llama4 llama3 linear llamatied gpterf mxt qw3; do
         "$TOOLS/hf_logits" "$T/ck_$c" "$T/lg_$c.bin" 250 "${TOKENS[@]}" >/dev/null
         out=$("$TORCH_PY" "$CHECK" logits "$T/hf_$c" "$T/lg_$c.bin" "${TOKENS[@]}" 2>/dev/null | tail -1)
         rc=$?
