@@ -294,6 +294,17 @@ if "$TORCH_PY" -c 'import torch, transformers, safetensors' 2>/dev/null; then
         rc=$?
         check "$c: transformers' logits equal megatron-c's to 1e-4 ($out)" bash -c "[ $rc = 0 ] && [[ '$out' == *'difference'* ]]"
     done
+    # Megatron-LM's own MoE checkpoint (ep1, torch_dist: a tiny Mixtral) as MixtralForCausalLM
+    MOE_REF=${MEGATRON_C_SHARED:-$ROOT/../shared}/data/megatron-ref/moe/ep1
+    if [ -d "$MOE_REF" ]; then
+        "$MC_BIN" export-hf --load "$MOE_REF" --output "$T/hf_moeref" >/dev/null 2>&1
+        "$TOOLS/hf_logits" "$MOE_REF" "$T/lg_moeref.bin" 128 "${TOK100[@]}" >/dev/null 2>&1
+        out=$("$TORCH_PY" "$CHECK" logits "$T/hf_moeref" "$T/lg_moeref.bin" "${TOK100[@]}" 2>/dev/null | tail -1)
+        rc=$?
+        check "Megatron-LM's ep1 MoE checkpoint exported: transformers' logits equal megatron-c's ($out)" bash -c "[ $rc = 0 ] && [[ '$out' == *'Mixtral'*'difference'* ]]"
+    else
+        skip "Megatron-LM's ep1 MoE checkpoint exported: transformers' logits" "no $MOE_REF"
+    fi
     # models transformers wrote: imported at tp2, the same tensors exported, the same logits
     for k in gpt2 llama mixtral qwen3_moe; do
         "$TORCH_PY" "$CHECK" make $k "$T/tf_$k" >/dev/null 2>&1
