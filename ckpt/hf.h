@@ -55,8 +55,7 @@ int mc_hf_import_run(const mc_hf_import_args_t *o, const mc_args_t *a);
 /* ---- the mapping (ckpt/hf_map.c) ---- */
 
 /* mc_hf_class_t and the HF names of each parameter: model/param_names.h */
-extern const char
-    *const mc_hf_class_names[MC_HF_CLASSES]; /* "GPT2LMHeadModel", "LlamaForCausalLM" */
+extern const char *const mc_hf_class_names[MC_HF_CLASSES]; /* "GPT2LMHeadModel", ... */
 
 /* The class that expresses a's model, or -1 with one line naming the option that none does. */
 int mc_hf_class_of(const mc_args_t *a, mc_hf_class_t *c, char *err, size_t n);
@@ -78,6 +77,16 @@ int mc_hf_tensors(const mc_args_t *a, mc_hf_class_t c, int64_t vocab, mc_hf_tens
  * tensor w: to_hf reads w, otherwise writes it. */
 void mc_hf_copy(const mc_args_t *a, const mc_hf_tensor_t *h, const mc_param_t *p, float *w,
                 float *hf, bool to_hf);
+
+/* ---- the MoE classes (ckpt/hf_moe.c) ---- */
+
+struct json_t;
+/* The MoE class that expresses a's model (g: its config, with experts), or -1 with one line
+ * naming the option that none does. */
+int mc_hf_moe_class_of(const mc_args_t *a, const mc_gpt_config_t *g, mc_hf_class_t *c, char *err,
+                       size_t n);
+/* Turns Llama's config.json cfg into MoE class c's. */
+void mc_hf_moe_config(struct json_t *cfg, const mc_gpt_config_t *g, mc_hf_class_t c);
 
 /* ---- config.json and the tokenizer (ckpt/hf_config.c) ---- */
 

@@ -88,6 +88,11 @@ int mc_hf_write_config(const char *dir, const mc_args_t *a, mc_hf_class_t c, int
                        int64_t eos, char *err, size_t n)
 {
     json_t *cfg = c == MC_HF_GPT2 ? gpt2_config(a, vocab) : llama_config(a, vocab);
+    if (cfg && c >= MC_HF_MIXTRAL) {
+        mc_gpt_config_t g;
+        mc_gpt_config_from_args(&g, a);
+        mc_hf_moe_config(cfg, &g, c);
+    }
     json_t *gen = json_pack("{s:b}", "_from_model_config", 1);
     if (eos >= 0 && eos < vocab && cfg && gen) {
         json_object_set_new(cfg, "bos_token_id", json_integer(eos));

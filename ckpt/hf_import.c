@@ -90,11 +90,21 @@ static void gpt2_args(cfg_t *c, mc_args_t *a)
     a->add_bias_linear = true;
 }
 
+/* transformers 5's rope_parameters (rope_theta with the scaling's keys, rope_type "default"
+ * when none), or NULL */
+static json_t *rope_parameters(cfg_t *c)
+{
+    json_t *r = json_object_get(c->cfg, "rope_parameters");
+    return json_is_object(r) ? r : NULL;
+}
+
 /* rope_scaling: llama3 with Megatron's constants (--use-rope-scaling), linear by a whole
  * factor (--rotary-seq-len-interpolation-factor), or none. */
 static void rope_scaling_args(cfg_t *c, mc_args_t *a)
 {
-    json_t *r = json_object_get(c->cfg, "rope_scaling");
+    json_t *r = json_object_get(c->cfg, "rope_scaling"), *p = rope_parameters(c);
+    const char *pt = p ? json_string_value(json_object_get(p, "rope_type")) : NULL;
+    if ((!r || json_is_null(r)) && pt && strcmp(pt, "default") != 0) r = p;
     if (!r || json_is_null(r)) return;
     json_t *type = json_object_get(r, "rope_type");
     const char *t = json_string_value(type ? type : json_object_get(r, "type"));
@@ -127,7 +137,9 @@ static void llama_args(cfg_t *c, mc_args_t *a)
     if (c->rc == 0 && a->num_attention_heads > 0)
         a->kv_channels = whole(c, "head_dim", a->hidden_size / a->num_attention_heads);
     a->norm_epsilon = num(c, "rms_norm_eps", 1e-6);
-    const double theta = num(c, "rope_theta", 10000.0);
+    json_t *params = rope_parameters(c),
+           *pt = params ? json_object_get(params, "rope_theta") : NULL;
+    const double theta = json_is_number(pt) ? json_number_value(pt) : num(c, "rope_theta", 10000.0);
     if (theta != floor(theta) || theta < 1 || theta > INT_MAX)
         refuse(c, "rope_theta is not a whole number (Megatron's --rotary-base is)");
     a->rotary_base = (int)theta;
@@ -145,6 +157,49 @@ static void llama_args(cfg_t *c, mc_args_t *a)
     snprintf(a->normalization, sizeof(a->normalization), "RMSNorm");
     snprintf(a->position_embedding_type, sizeof(a->position_embedding_type), "rope");
     a->swiglu = true;
+}
+
+/* Each layer's MLP as Qwen3's decoder_sparse_step and mlp_only_layers say: an MoE layer where
+ * (l + 1) % step == 0 and l is not listed. Every layer an MoE layer is --moe-layer-freq 1; dense
+ * layers among them would be a list, which megatron-c's checkpoints do not hold yet. */
+static void layer_freq_args(cfg_t *c, mc_args_t *a)
+{
+    const int step = whole(c, "decoder_sparse_step", 1);
+    json_t *only = json_object_get(c->cfg, "mlp_only_layers");
+    if (c->rc || step < 1 || (only && !json_is_null(only) && !json_is_array(only)))
+        return refuse(c, "decoder_sparse_step or mlp_only_layers is not a count or a list");
+    for (int l = 0; l < a->num_layers; l++) {
+        bool moe = (l + 1) % step == 0;
+        for (size_t i = 0; json_is_array(only) && i < json_array_size(only); i++)
+            moe &= json_integer_value(json_array_get(only, i)) != l;
+        if (!moe)
+            return refuse(c, "decoder_sparse_step or mlp_only_layers: dense layers among MoE "
+                             "layers (a --moe-layer-freq other than 1) in checkpoints are "
+                             "recognised but not implemented yet in megatron-c");
+    }
+    snprintf(a->moe_layer_freq, sizeof(a->moe_layer_freq), "1");
+}
+
+/* MixtralForCausalLM and Qwen3MoeForCausalLM: Llama's, with experts (ckpt/hf_moe.c). */
+static void moe_args(cfg_t *c, mc_args_t *a, bool qwen3)
+{
+    if (qwen3 && flag(c, "attention_bias", false))
+        refuse(c, "attention_bias: Megatron's --add-bias-linear would bias the experts too, "
+                  "which Qwen3MoeForCausalLM's are not");
+    llama_args(c, a);
+    /* transformers 5 saves Qwen3's num_experts under Mixtral's name */
+    const bool local = !qwen3 || !json_object_get(c->cfg, "num_experts");
+    a->num_experts = whole(c, local ? "num_local_experts" : "num_experts", NAN);
+    a->moe_ffn_hidden_size = whole(c, qwen3 ? "moe_intermediate_size" : "intermediate_size", NAN);
+    a->moe_router_topk = whole(c, "num_experts_per_tok", NAN);
+    a->moe_router_pre_softmax = qwen3 && !flag(c, "norm_topk_prob", false);
+    json_t *sw = json_object_get(c->cfg, "sliding_window");
+    if (qwen3 ? flag(c, "use_sliding_window", false) : sw && !json_is_null(sw))
+        refuse(c, "sliding_window: Megatron's attention here sees the whole causal context");
+    if (qwen3) {
+        a->qk_layernorm = true;
+        layer_freq_args(c, a);
+    }
 }
 
 /* The HF directory's tokenizer, named by the args: GPT-2's vocab.json and merges.txt when both
@@ -183,7 +238,16 @@ int mc_hf_import_config(const char *hf_dir, mc_args_t *a, char *err, size_t n)
     const char *cls = json_is_string(arch) ? json_string_value(arch) : text(&c, "model_type");
     if (strcmp(cls, "GPT2LMHeadModel") == 0 || strcmp(cls, "gpt2") == 0) gpt2_args(&c, a);
     else if (strcmp(cls, "LlamaForCausalLM") == 0 || strcmp(cls, "llama") == 0) llama_args(&c, a);
-    else refuse(&c, "architectures: import-hf reads GPT2LMHeadModel and LlamaForCausalLM only");
+    else if (strcmp(cls, "MixtralForCausalLM") == 0 || strcmp(cls, "mixtral") == 0)
+        moe_args(&c, a, false);
+    else if (strcmp(cls, "Qwen3MoeForCausalLM") == 0 || strcmp(cls, "qwen3_moe") == 0)
+        moe_args(&c, a, true);
+    else if (strcmp(cls, "Qwen2MoeForCausalLM") == 0 || strcmp(cls, "qwen2_moe") == 0)
+        refuse(&c, "Qwen2MoeForCausalLM (shared experts) is recognised but not implemented yet "
+                   "in import-hf");
+    else
+        refuse(&c, "architectures: import-hf reads GPT2LMHeadModel, LlamaForCausalLM, "
+                   "MixtralForCausalLM and Qwen3MoeForCausalLM");
     a->vocab_size = whole(&c, "vocab_size", NAN);
     a->seq_length = a->max_position_embeddings;
     a->init_method_std = num(&c, "initializer_range", 0.02);
@@ -257,7 +321,7 @@ static bool ignorable(const char *name, bool tied)
 
 /* HF tensor h into the whole model; every tensor of the shards is used once (used[]). */
 static void load_tensor(const shards_t *s, bool **used, const mc_args_t *a, const mc_hf_tensor_t *h,
-                        mc_trainer_t *t)
+                        mc_trainer_t *t, mc_hf_class_t c)
 {
     for (int i = 0; i < s->n; i++) {
         const mc_st_tensor_t *x = mc_st_find(&s->f[i], h->name);
@@ -288,7 +352,7 @@ static void load_tensor(const shards_t *s, bool **used, const mc_args_t *a, cons
         return;
     }
     mc_user_error("%s: no tensor %s in its safetensors files (the config describes a %s)", s->dir,
-                  h->name, mc_hf_class_names[strncmp(h->name, "model.", 6) == 0]);
+                  h->name, mc_hf_class_names[c]);
 }
 
 /* The vocabulary rows past HF's: copies of the last, as Megatron's converter pads. */
@@ -322,6 +386,7 @@ static void whole_args(mc_args_t *w, const mc_args_t *a)
     w->decoder_first_pipeline_num_layers = w->decoder_last_pipeline_num_layers = 0;
     w->account_for_embedding_in_pipeline_split = w->account_for_loss_in_pipeline_split = false;
     w->data_parallel_size = w->world_size = 1;
+    w->expert_model_parallel_size = w->expert_tensor_parallel_size = 1;
     w->use_distributed_optimizer = w->overlap_param_gather = w->sequence_parallel = false;
     w->padded_vocab_size = mc_padded_vocab_size(a->vocab_size, a->make_vocab_size_divisible_by, 1);
 }
@@ -363,7 +428,7 @@ int mc_hf_import_run(const mc_hf_import_args_t *o, const mc_args_t *a)
     for (int i = 0; used && i < s.n; i++) used[i] = calloc(s.f[i].n + 1, sizeof(bool));
     mc_hf_tensor_t *h = NULL;
     const int n = mc_hf_tensors(&w, c, w.vocab_size, &h);
-    for (int i = 0; i < n; i++) load_tensor(&s, used, &w, &h[i], &t);
+    for (int i = 0; i < n; i++) load_tensor(&s, used, &w, &h[i], &t, c);
     check_used(&s, used, !w.untie_embeddings_and_output_weights);
     pad_vocab(&t, mc_param_names[MC_PK_WORD_EMBEDDINGS].local, w.vocab_size);
     pad_vocab(&t, mc_param_names[MC_PK_OUTPUT_W].local, w.vocab_size);

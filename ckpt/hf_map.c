@@ -1,5 +1,5 @@
-/* Megatron's GPT parameters as Hugging Face's GPT2LMHeadModel and LlamaForCausalLM tensors
- * (ckpt/hf.h): which class a model is, the tensors' names and shapes, and the row maps. */
+/* Megatron's GPT parameters as Hugging Face's GPT2LMHeadModel, LlamaForCausalLM and the MoE
+ * classes' tensors (ckpt/hf.h): which class a model is, the tensors' names and shapes, and the row maps. */
 #include "ckpt/hf.h"
 
 #include <math.h>
@@ -9,7 +9,8 @@
 
 #include "base/error.h"
 
-const char *const mc_hf_class_names[MC_HF_CLASSES] = {"GPT2LMHeadModel", "LlamaForCausalLM"};
+const char *const mc_hf_class_names[MC_HF_CLASSES] = {"GPT2LMHeadModel", "LlamaForCausalLM",
+                                                      "MixtralForCausalLM", "Qwen3MoeForCausalLM"};
 
 /* What neither class holds, whatever the rest of the model. */
 static int refuse_common(const mc_args_t *a, const mc_gpt_config_t *g, char *err, size_t n)
@@ -28,10 +29,6 @@ static int refuse_common(const mc_args_t *a, const mc_gpt_config_t *g, char *err
         return mc_errf(err, n,
                        "--apply-layernorm-1p: GPT2LMHeadModel and LlamaForCausalLM "
                        "norms multiply by the weight, not 1 + weight");
-    if (g->qk_norm)
-        return mc_errf(err, n,
-                       "--qk-layernorm: neither GPT2LMHeadModel nor LlamaForCausalLM "
-                       "normalises queries and keys");
     if (g->act == MC_ACT_SQUARED_RELU)
         return mc_errf(err, n,
                        "--squared-relu: neither GPT2LMHeadModel nor LlamaForCausalLM "
@@ -62,6 +59,18 @@ int mc_hf_class_of(const mc_args_t *a, mc_hf_class_t *c, char *err, size_t n)
     mc_gpt_config_t g;
     mc_gpt_config_from_args(&g, a);
     if (refuse_common(a, &g, err, n) != 0) return -1;
+    if (g.rms && g.swiglu && g.pos == MC_POS_ROPE && g.moe.num_experts)
+        return mc_hf_moe_class_of(a, &g, c, err, n) != 0 ? -1 : refuse_rope(a, err, n);
+    if (g.qk_norm)
+        return mc_errf(err, n,
+                       "--qk-layernorm: neither GPT2LMHeadModel nor LlamaForCausalLM "
+                       "normalises queries and keys (Qwen3MoeForCausalLM does: an MoE model "
+                       "with --normalization RMSNorm --swiglu and rope)");
+    if (g.moe.num_experts)
+        return mc_errf(err, n,
+                       "--num-experts: the MoE classes (MixtralForCausalLM, "
+                       "Qwen3MoeForCausalLM) have --normalization RMSNorm, --swiglu and "
+                       "--position-embedding-type rope");
     if (g.rms && g.swiglu && g.pos == MC_POS_ROPE) {
         if (g.qkv_bias && !g.bias)
             return mc_errf(err, n,
@@ -111,24 +120,33 @@ static int64_t part_rows(const mc_gpt_config_t *g, const mc_param_t *p, mc_hf_pa
     case MC_HF_K:
     case MC_HF_V: return (int64_t)g->groups * g->head_dim;
     case MC_HF_GATE:
-    case MC_HF_UP: return g->ffn;
+    case MC_HF_UP: return p->shape[0] / 2; /* the dense MLP's ffn or an expert's */
     default:
         return p->kind == MC_PK_WORD_EMBEDDINGS || p->kind == MC_PK_OUTPUT_W ? vocab : p->shape[0];
     }
+}
+
+/* HF name `name` of parameter p in class c: a layer's after its prefix, an expert's <j> its
+ * number. */
+static void hf_name(char *buf, size_t len, const char *name, const mc_param_t *p, mc_hf_class_t c)
+{
+    const char *j = strstr(name, "<j>");
+    if (p->layer < 0) snprintf(buf, len, "%s", name);
+    else if (!j) snprintf(buf, len, "%s.%d.%s", mc_hf_layer_prefix[c], p->layer, name);
+    else
+        snprintf(buf, len, "%s.%d.%.*s%d%s", mc_hf_layer_prefix[c], p->layer, (int)(j - name), name,
+                 p->expert, j + 3);
 }
 
 /* Parameter p's HF tensors of class c (the names table's) at t; returns how many. */
 static int param_tensors(const mc_gpt_config_t *g, const mc_param_t *p, mc_hf_class_t c,
                          int64_t vocab, mc_hf_tensor_t *t)
 {
-    const mc_hf_name_t *h = mc_param_names[p->kind].hf[c];
+    const mc_hf_name_t *h = mc_hf_names_of(p->kind, c);
     int n = 0;
     for (; n < 3 && h[n].name; n++) {
         memset(&t[n], 0, sizeof(t[n]));
-        if (p->layer >= 0)
-            snprintf(t[n].name, sizeof(t[n].name), "%s.%d.%s", mc_hf_layer_prefix[c], p->layer,
-                     h[n].name);
-        else snprintf(t[n].name, sizeof(t[n].name), "%s", h[n].name);
+        hf_name(t[n].name, sizeof(t[n].name), h[n].name, p, c);
         snprintf(t[n].mc, sizeof(t[n].mc), "%s", p->name);
         t[n].part = h[n].part;
         t[n].rows = part_rows(g, p, h[n].part, vocab);
@@ -178,7 +196,8 @@ static int64_t qkv_row(const mc_gpt_config_t *g, int kind, int64_t r)
     return group * (per + 2) * d + at * d + i;
 }
 
-static int64_t mc_row(const mc_gpt_config_t *g, mc_hf_part_t part, int64_t r)
+/* half: linear_fc1's gate rows (SwiGLU's up rows follow them) */
+static int64_t mc_row(const mc_gpt_config_t *g, mc_hf_part_t part, int64_t half, int64_t r)
 {
     const int64_t q = (int64_t)g->heads * g->head_dim, kv = (int64_t)g->groups * g->head_dim;
     switch (part) {
@@ -189,7 +208,7 @@ static int64_t mc_row(const mc_gpt_config_t *g, mc_hf_part_t part, int64_t r)
         return r < q        ? qkv_row(g, 0, r)
                : r < q + kv ? qkv_row(g, 1, r - q)
                             : qkv_row(g, 2, r - q - kv);
-    case MC_HF_UP: return g->ffn + r;
+    case MC_HF_UP: return half + r;
     default: return r;
     }
 }
@@ -201,7 +220,7 @@ void mc_hf_copy(const mc_args_t *a, const mc_hf_tensor_t *h, const mc_param_t *p
     mc_gpt_config_from_args(&g, a);
     const int64_t cols = h->cols ? h->cols : 1, wcols = p->ndim > 1 ? p->shape[1] : 1;
     for (int64_t r = 0; r < h->rows; r++) {
-        float *src = w + mc_row(&g, h->part, r) * wcols;
+        float *src = w + mc_row(&g, h->part, p->shape[0] / 2, r) * wcols;
         for (int64_t c = 0; c < cols; c++) {
             float *x = hf + (h->transpose ? c * h->rows + r : r * cols + c);
             if (to_hf) *x = src[c];

@@ -2,7 +2,8 @@
  * Megatron's local spec (gpt_layer_specs.py get_gpt_layer_local_spec), Transformer Engine's
  * (get_gpt_layer_with_transformer_engine_spec: the norms fused into linear_qkv and linear_fc1 as
  * layer_norm_weight/bias, which the local spec's sharded_state_dict_keys_map also gives
- * torch_dist), and Hugging Face's GPT2LMHeadModel and LlamaForCausalLM. */
+ * torch_dist), and Hugging Face's GPT2LMHeadModel, LlamaForCausalLM, MixtralForCausalLM and
+ * Qwen3MoeForCausalLM. */
 #include "model/param_names.h"
 
 #include <stdio.h>
@@ -84,12 +85,14 @@ const mc_param_name_t mc_param_names[MC_PK_COUNT] = {
                             {{"self_attn.q_proj.bias", MC_HF_Q, false},
                              {"self_attn.k_proj.bias", MC_HF_K, false},
                              {"self_attn.v_proj.bias", MC_HF_V, false}}}},
-    /* over one head's channels, whole on every tp rank; neither HF class has them */
+    /* over one head's channels, whole on every tp rank; Qwen3's q_norm and k_norm */
     [MC_PK_Q_NORM_W] = {.local = "self_attention.q_layernorm.weight",
                         .layer = true,
                         .split = MC_SPLIT_NONE,
                         .norm = true,
-                        .qk_norm = true},
+                        .qk_norm = true,
+                        .hf = {NO_HF, NO_HF, NO_HF,
+                               HF1("self_attn.q_norm.weight", MC_HF_ALL, false)}},
     [MC_PK_Q_NORM_B] = {.local = "self_attention.q_layernorm.bias",
                         .layer = true,
                         .split = MC_SPLIT_NONE,
@@ -100,7 +103,9 @@ const mc_param_name_t mc_param_names[MC_PK_COUNT] = {
                         .layer = true,
                         .split = MC_SPLIT_NONE,
                         .norm = true,
-                        .qk_norm = true},
+                        .qk_norm = true,
+                        .hf = {NO_HF, NO_HF, NO_HF,
+                               HF1("self_attn.k_norm.weight", MC_HF_ALL, false)}},
     [MC_PK_K_NORM_B] = {.local = "self_attention.k_layernorm.bias",
                         .layer = true,
                         .split = MC_SPLIT_NONE,
@@ -165,20 +170,30 @@ const mc_param_name_t mc_param_names[MC_PK_COUNT] = {
     [MC_PK_ROUTER_W] = {.local = "mlp.router.weight",
                         .layer = true,
                         .split = MC_SPLIT_NONE,
-                        .hf = {NO_HF, NO_HF}},
+                        .hf = {NO_HF, NO_HF, HF1("block_sparse_moe.gate.weight", MC_HF_ALL, false),
+                               HF1("mlp.gate.weight", MC_HF_ALL, false)}},
     [MC_PK_EXPERT_FC1_W] = {.local = "mlp.experts.local_experts.<j>.linear_fc1.weight",
                             .te = "mlp.experts.experts.linear_fc1.weight",
                             .layer = true,
                             .experts = true,
                             .split = MC_SPLIT_ROWS, /* over etp */
                             .glu = true,
-                            .hf = {NO_HF, NO_HF}},
+                            .hf = {NO_HF,
+                                   NO_HF,
+                                   {{"block_sparse_moe.experts.<j>.w1.weight", MC_HF_GATE, false},
+                                    {"block_sparse_moe.experts.<j>.w3.weight", MC_HF_UP, false},
+                                    NONE},
+                                   {{"mlp.experts.<j>.gate_proj.weight", MC_HF_GATE, false},
+                                    {"mlp.experts.<j>.up_proj.weight", MC_HF_UP, false},
+                                    NONE}}},
     [MC_PK_EXPERT_FC2_W] = {.local = "mlp.experts.local_experts.<j>.linear_fc2.weight",
                             .te = "mlp.experts.experts.linear_fc2.weight",
                             .layer = true,
                             .experts = true,
                             .split = MC_SPLIT_COLS, /* over etp */
-                            .hf = {NO_HF, NO_HF}},
+                            .hf = {NO_HF, NO_HF,
+                                   HF1("block_sparse_moe.experts.<j>.w2.weight", MC_HF_ALL, false),
+                                   HF1("mlp.experts.<j>.down_proj.weight", MC_HF_ALL, false)}},
     /* The shared expert (SharedExpertMLP, a dense tp MLP of the layer's: ColumnParallelLinear
      * and RowParallelLinear, TEColumnParallelLinear and TERowParallelLinear in TE's spec);
      * gate_weight (--moe-shared-expert-gate) is whole on every tp rank, its gradient summed
@@ -218,7 +233,14 @@ const mc_param_name_t mc_param_names[MC_PK_COUNT] = {
                                HF1("lm_head.weight", MC_HF_ALL, false)}},
 };
 
-const char *const mc_hf_layer_prefix[MC_HF_CLASSES] = {"transformer.h", "model.layers"};
+const char *const mc_hf_layer_prefix[MC_HF_CLASSES] = {"transformer.h", "model.layers",
+                                                       "model.layers", "model.layers"};
+
+const mc_hf_name_t *mc_hf_names_of(mc_pkind_t k, mc_hf_class_t c)
+{
+    const mc_hf_name_t *h = mc_param_names[k].hf[c];
+    return h[0].name || c < MC_HF_MIXTRAL ? h : mc_param_names[k].hf[MC_HF_LLAMA];
+}
 
 const mc_pkind_t mc_hf_kind_order[MC_PK_COUNT] = {
     MC_PK_WORD_EMBEDDINGS, MC_PK_POSITION_EMBEDDINGS,

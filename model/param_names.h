@@ -59,8 +59,16 @@ typedef enum {
     MC_PK_COUNT
 } mc_pkind_t;
 
-/* The Hugging Face classes of the bridge (ckpt/hf.h). */
-typedef enum { MC_HF_GPT2, MC_HF_LLAMA, MC_HF_CLASSES } mc_hf_class_t;
+/* The Hugging Face classes of the bridge (ckpt/hf.h). The MoE classes are Llama's layers with
+ * their own names for the router and experts (and Qwen3's q/k norms): a kind without a name of
+ * theirs takes Llama's (mc_hf_names_of). */
+typedef enum {
+    MC_HF_GPT2,
+    MC_HF_LLAMA,
+    MC_HF_MIXTRAL,   /* MixtralForCausalLM */
+    MC_HF_QWEN3_MOE, /* Qwen3MoeForCausalLM */
+    MC_HF_CLASSES
+} mc_hf_class_t;
 
 /* Which rows of a Megatron parameter an HF tensor holds. */
 typedef enum {
@@ -74,7 +82,8 @@ typedef enum {
 } mc_hf_part_t;
 
 typedef struct {
-    const char *name; /* a layer's after the class's "<prefix>.<layer>."; NULL: no more */
+    const char *name; /* a layer's after the class's "<prefix>.<layer>." (an expert's with
+                         <j> for its number); NULL: no more */
     mc_hf_part_t part;
     bool transpose; /* stored [cols, rows] (GPT-2's Conv1D) */
 } mc_hf_name_t;
@@ -103,6 +112,9 @@ extern const mc_param_name_t mc_param_names[MC_PK_COUNT];
  * HF's modules list them (a layer's: norm, qkv, proj, norm, fc1, fc2). */
 extern const char *const mc_hf_layer_prefix[MC_HF_CLASSES];
 extern const mc_pkind_t mc_hf_kind_order[MC_PK_COUNT];
+
+/* The HF tensors of kind k in class c (an MoE class's own, else Llama's). */
+const mc_hf_name_t *mc_hf_names_of(mc_pkind_t k, mc_hf_class_t c);
 
 /* A norm's weight (what --apply-layernorm-1p computes with as 1 + w). */
 static inline bool mc_pkind_norm_weight(mc_pkind_t k)

@@ -10,7 +10,8 @@ mapping (the rows of Megatron's fused tensors are taken apart here again, with n
                                         transformers' logits of the model on the tokens equal
                                         LOGITS (test/tools/hf_logits: megatron-c's) to 1e-4
 
-  hf_check.py make gpt2|llama DIR     a tiny random model saved by transformers' save_pretrained
+  hf_check.py make gpt2|llama|mixtral|qwen3_moe DIR
+                                      a tiny random model saved by transformers' save_pretrained
   hf_check.py same DIR1 DIR2          the two directories hold the same tensors (names, dtypes,
                                       values), whoever wrote the files
 
@@ -86,6 +87,26 @@ def split_qkv(w, heads, groups):
     return q, g[:, per].reshape((groups * d,) + w.shape[1:]), g[:, per + 1].reshape((groups * d,) + w.shape[1:])
 
 
+def glu(e, prefix, names, fc1, fc2):
+    """A SwiGLU MLP's HF tensors (gate, up, down) from Megatron's linear_fc1 [gate; up] and fc2."""
+    F = fc1.shape[0] // 2
+    e[prefix + names[0] + ".weight"], e[prefix + names[1] + ".weight"] = fc1[:F], fc1[F:]
+    e[prefix + names[2] + ".weight"] = fc2
+
+
+def moe(e, cfg, h, p):
+    """An MoE layer's router and experts: Mixtral's block_sparse_moe (w1 gate, w3 up, w2 down) or
+    Qwen3's mlp (gate_proj, up_proj, down_proj)."""
+    mixtral = cfg["model_type"] == "mixtral"
+    base = h + ("block_sparse_moe." if mixtral else "mlp.")
+    e[base + "gate.weight"] = p("mlp.router.weight")
+    n = cfg["num_local_experts"] if "num_local_experts" in cfg else cfg["num_experts"]
+    for j in range(n):
+        x = f"mlp.experts.local_experts.{j}."
+        names = ("w1", "w3", "w2") if mixtral else ("gate_proj", "up_proj", "down_proj")
+        glu(e, f"{base}experts.{j}.", names, p(x + "linear_fc1.weight"), p(x + "linear_fc2.weight"))
+
+
 def expected(cfg, m):
     """The HF tensors, from Megatron's parameters m."""
     gpt2 = cfg["model_type"] == "gpt2"
@@ -126,10 +147,13 @@ def expected(cfg, m):
             q, k, v = split_qkv(p("self_attention.linear_qkv.weight"), heads, groups)
             e[h + "self_attn.q_proj.weight"], e[h + "self_attn.k_proj.weight"], e[h + "self_attn.v_proj.weight"] = q, k, v
             e[h + "self_attn.o_proj.weight"] = p("self_attention.linear_proj.weight")
-            fc1 = p("mlp.linear_fc1.weight")
-            F = fc1.shape[0] // 2
-            e[h + "mlp.gate_proj.weight"], e[h + "mlp.up_proj.weight"] = fc1[:F], fc1[F:]
-            e[h + "mlp.down_proj.weight"] = p("mlp.linear_fc2.weight")
+            if f"decoder.layers.{i}.mlp.router.weight" in m:
+                moe(e, cfg, h, p)
+            else:
+                glu(e, h + "mlp.", ("gate_proj", "up_proj", "down_proj"), p("mlp.linear_fc1.weight"), p("mlp.linear_fc2.weight"))
+            if cfg["model_type"] == "qwen3_moe":
+                e[h + "self_attn.q_norm.weight"] = p("self_attention.q_layernorm.weight")
+                e[h + "self_attn.k_norm.weight"] = p("self_attention.k_layernorm.weight")
             if cfg.get("attention_bias"):
                 q, k, v = split_qkv(p("self_attention.linear_qkv.bias"), heads, groups)
                 e[h + "self_attn.q_proj.bias"], e[h + "self_attn.k_proj.bias"], e[h + "self_attn.v_proj.bias"] = q, k, v
@@ -181,10 +205,18 @@ def make(kind, d):
                             n_inner=48, activation_function="gelu_new")
         model = tf.GPT2LMHeadModel(cfg)
     else:
-        cfg = tf.LlamaConfig(vocab_size=100, hidden_size=32, intermediate_size=48, num_hidden_layers=2,
-                             num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=16,
-                             rope_theta=10000.0, tie_word_embeddings=False)
-        model = tf.LlamaForCausalLM(cfg)
+        common = dict(vocab_size=100, hidden_size=32, intermediate_size=48, num_hidden_layers=2,
+                      num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=16,
+                      rope_theta=5000.0, tie_word_embeddings=False)  # not the default: read
+        if kind == "mixtral":
+            cfg = tf.MixtralConfig(num_local_experts=4, num_experts_per_tok=2, **common)
+            model = tf.MixtralForCausalLM(cfg)
+        elif kind == "qwen3_moe":  # norm_topk_prob false: Megatron's --moe-router-pre-softmax
+            cfg = tf.Qwen3MoeConfig(num_experts=4, num_experts_per_tok=2, moe_intermediate_size=24,
+                                    head_dim=16, norm_topk_prob=False, **common)
+            model = tf.Qwen3MoeForCausalLM(cfg)
+        else:
+            model = tf.LlamaForCausalLM(tf.LlamaConfig(**common))
     with torch.no_grad():  # LayerNorm weights away from 1, biases away from 0: every tensor tells
         for p in model.parameters():
             p.add_(0.05 * torch.randn_like(p))

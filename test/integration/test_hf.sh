@@ -2,7 +2,8 @@
 # The Hugging Face bridge: export-hf and import-hf for a tiny GPT (GPT2LMHeadModel:
 # tied, biases, tanh GeLU) and a tiny Llama (LlamaForCausalLM: GQA, SwiGLU, RMSNorm, rope,
 # untied), each trained 3 iterations at tp1pp1 and at tp2pp2 under mpirun (the GPT's in
-# torch_dist, the Llama's with virtual stages):
+# torch_dist, the Llama's with virtual stages); tiny MoE models as MixtralForCausalLM and
+# Qwen3MoeForCausalLM (round trips through pp2 and torch_dist, refusals by name):
 #  - the exported files, opened by the safetensors package (build/venv-hf, made by
 #    scripts/install-deps.sh; those checks skip without it), hold the checkpoint's tensors
 #    (test/integration/hf_check.py takes Megatron's fused tensors apart itself);
@@ -16,8 +17,9 @@
 #  - optional, with torch 2.x and transformers ($MC_TORCH2_PYTHON, or $MC_TORCH2_VENV or
 #    build/venv-torch2; skipped without them): transformers' logits of both exported models equal
 #    megatron-c's forward (test/tools/hf_logits) to 1e-4 (also with rope scaling, a tied Llama
-#    with biases, an untied GPT with erf GeLU); tiny models transformers itself saved
-#    import at tp2, export again to the same tensors, and give transformers' logits.
+#    with biases, an untied GPT with erf GeLU, Mixtral and Qwen3-MoE); tiny models transformers
+#    itself saved (GPT-2 and Llama at tp2, Mixtral and Qwen3-MoE at tp1) import, export again to
+#    the same tensors, and give transformers' logits.
 # ci-sanitize: safetensors and Hugging Face config files read and written
 set -uo pipefail
 source "$(dirname "$0")/lib.sh"
@@ -149,6 +151,39 @@ for r in llama3 linear; do
     same_bytes "rope scaling $r: HF -> tp2 -> HF: the same bytes" "$T/hf_$r" "$T/re_$r"
 done
 
+# ---- MoE: MixtralForCausalLM (every layer MoE, top-k renormalised: Megatron's default routing)
+# and Qwen3MoeForCausalLM (--qk-layernorm; --moe-router-pre-softmax: norm_topk_prob false), 2 layers,
+# 4 experts, top-2; a large init so that routing and the q/k norms show in the logits check below ----
+MOE=("${BASE[@]}" "${LLAMA[@]}" --num-layers 2 --init-method-std 0.2 --num-experts 4 --moe-router-topk 2
+     --moe-ffn-hidden-size 24)
+for k in mxt qw3; do
+    if [ $k = mxt ]; then EXTRA=() want=MixtralForCausalLM IMP=(--pipeline-model-parallel-size 2)
+    else EXTRA=(--qk-layernorm --moe-router-pre-softmax --kv-channels 16) want=Qwen3MoeForCausalLM IMP=(--ckpt-format torch_dist); fi
+    "$MC_BIN" "${MOE[@]}" ${EXTRA[@]+"${EXTRA[@]}"} --train-iters 1 --save "$T/ck_$k" --save-interval 1 >/dev/null 2>&1
+    "$MC_BIN" export-hf --load "$T/ck_$k" --output "$T/hf_$k" >"$T/exp.out" 2>&1
+    check "moe $k: exported as $want ($(head -1 "$T/exp.out" | cut -c1-120))" grep -q "\"$want\"" "$T/hf_$k/config.json"
+    if [ $have_hf_py = 1 ]; then
+        "$TOOLS/ckpt_tool" dump "$T/ck_$k"/iter_0000001/mp_rank_00/model_optim_rng.pt >"$T/dump.json"
+        out=$("$HF_PY" "$CHECK" tensors "$T/hf_$k" "$T/dump.json" 2>&1)
+        check "moe $k: the router's and experts' tensors read by the safetensors package ($out)" test "${out% tensors*}" -gt 0 2>/dev/null
+    else
+        skip "moe $k: the router's and experts' tensors read by the safetensors package" "$HF_WHY"
+    fi
+    "$MC_BIN" import-hf --hf-dir "$T/hf_$k" --save "$T/imp_$k" "${IMP[@]}" >"$T/imp.out" 2>&1
+    "$MC_BIN" export-hf --load "$T/imp_$k" --output "$T/re_$k" >/dev/null 2>&1
+    same_bytes "moe $k: HF -> megatron-c (${IMP[*]}) -> HF: the same bytes ($(last_line "$T/imp.out"))" "$T/hf_$k" "$T/re_$k"
+done
+"$MC_BIN" "${MOE[@]}" "${EXTRA[@]}" --load "$T/imp_qw3" --train-iters 1 >"$T/on_qw3.log" 2>&1
+check "moe qw3: training continues from the torch_dist import ($(grep -o 'lm loss: [^|]*' "$T/on_qw3.log"))" grep -q "iteration        1/" "$T/on_qw3.log"
+# refused by name: routing Mixtral lacks, Qwen2-MoE's shared experts, dense layers among MoE ones, tp
+"$MC_BIN" "${MOE[@]}" --moe-router-pre-softmax --train-iters 1 --save "$T/ck_moepre" --save-interval 1 >/dev/null 2>&1
+expect_user_error "export-hf refuses --moe-router-pre-softmax without --qk-layernorm (Mixtral renormalises)" "moe-router-pre-softmax" export-hf --load "$T/ck_moepre" --output "$T/x"
+mkdir -p "$T/moe_q2" && cp "$T/hf_qw3/model.safetensors" "$T/moe_q2/" && sed 's/Qwen3MoeForCausalLM/Qwen2MoeForCausalLM/' "$T/hf_qw3/config.json" >"$T/moe_q2/config.json"
+expect_user_error "import-hf refuses Qwen2MoeForCausalLM by name (shared experts)" "Qwen2MoeForCausalLM .*not implemented yet" import-hf --hf-dir "$T/moe_q2" --save "$T/x"
+mkdir -p "$T/moe_q3" && cp "$T/hf_qw3/model.safetensors" "$T/moe_q3/" && sed 's/"mlp_only_layers": \[\]/"mlp_only_layers": [1]/' "$T/hf_qw3/config.json" >"$T/moe_q3/config.json"
+expect_user_error "import-hf refuses mlp_only_layers (dense layers among MoE layers) by name" "mlp_only_layers" import-hf --hf-dir "$T/moe_q3" --save "$T/x"
+expect_user_error "import-hf refuses an MoE model at tp 2, naming the flag" "tensor-model-parallel-size 2" import-hf --hf-dir "$T/hf_mxt" --save "$T/x" --tensor-model-parallel-size 2
+
 # ---- bf16: BF16 tensors, kept through a round trip ----
 "$MC_BIN" "${BASE[@]}" --bf16 --num-layers 2 --train-iters 1 --save "$T/ck_bf16" --save-interval 1 >/dev/null 2>&1
 "$MC_BIN" export-hf --load "$T/ck_bf16" --output "$T/hf_bf16" >"$T/exp.out" 2>&1
@@ -229,7 +264,7 @@ expect_user_error "export-hf refuses LayerNorm with rope, naming the norm" "norm
 expect_user_error "export-hf refuses a bad --max-shard-size" "max-shard-size" export-hf --load "$T/ck_gpt1" --output "$T/x" --max-shard-size lots
 expect_user_error "export-hf names a missing checkpoint" "latest_checkpointed_iteration" export-hf --load "$T/none" --output "$T/x"
 mkdir -p "$T/bert" && echo '{"architectures": ["BertModel"], "vocab_size": 10}' >"$T/bert/config.json"
-expect_user_error "import-hf refuses another class" "GPT2LMHeadModel and LlamaForCausalLM" import-hf --hf-dir "$T/bert" --save "$T/x"
+expect_user_error "import-hf refuses another class" "reads GPT2LMHeadModel, LlamaForCausalLM, MixtralForCausalLM" import-hf --hf-dir "$T/bert" --save "$T/x"
 mkdir -p "$T/cut" && cp "$T/hf_gpt1/config.json" "$T/cut/" &&
     head -c 5000 "$T/hf_gpt1/model.safetensors" >"$T/cut/model.safetensors"
 expect_user_error "import-hf refuses a truncated model.safetensors, naming it" "cut/model.safetensors: .*beyond" import-hf --hf-dir "$T/cut" --save "$T/x"
@@ -253,19 +288,31 @@ if "$TORCH_PY" -c 'import torch, transformers, safetensors' 2>/dev/null; then
         --num-layers 2 --init-method-std 0.2 --train-iters 1 --save "$T/ck_gpterf" \
         --save-interval 1 >/dev/null 2>&1
     for c in llamatied gpterf; do "$MC_BIN" export-hf --load "$T/ck_$c" --output "$T/hf_$c" >/dev/null 2>&1; done
-    for c in gpt1 llama4 llama3 linear llamatied gpterf; do
+    for c in gpt1 llama4 llama3 linear llamatied gpterf mxt qw3; do
         "$TOOLS/hf_logits" "$T/ck_$c" "$T/lg_$c.bin" 250 "${TOKENS[@]}" >/dev/null
         out=$("$TORCH_PY" "$CHECK" logits "$T/hf_$c" "$T/lg_$c.bin" "${TOKENS[@]}" 2>/dev/null | tail -1)
         rc=$?
         check "$c: transformers' logits equal megatron-c's to 1e-4 ($out)" bash -c "[ $rc = 0 ] && [[ '$out' == *'difference'* ]]"
     done
+    # Megatron-LM's own MoE checkpoint (ep1, torch_dist: a tiny Mixtral) as MixtralForCausalLM
+    MOE_REF=${MEGATRON_C_SHARED:-$ROOT/../shared}/data/megatron-ref/moe/ep1
+    if [ -d "$MOE_REF" ]; then
+        "$MC_BIN" export-hf --load "$MOE_REF" --output "$T/hf_moeref" >/dev/null 2>&1
+        "$TOOLS/hf_logits" "$MOE_REF" "$T/lg_moeref.bin" 128 "${TOK100[@]}" >/dev/null 2>&1
+        out=$("$TORCH_PY" "$CHECK" logits "$T/hf_moeref" "$T/lg_moeref.bin" "${TOK100[@]}" 2>/dev/null | tail -1)
+        rc=$?
+        check "Megatron-LM's ep1 MoE checkpoint exported: transformers' logits equal megatron-c's ($out)" bash -c "[ $rc = 0 ] && [[ '$out' == *'Mixtral'*'difference'* ]]"
+    else
+        skip "Megatron-LM's ep1 MoE checkpoint exported: transformers' logits" "no $MOE_REF"
+    fi
     # models transformers wrote: imported at tp2, the same tensors exported, the same logits
-    for k in gpt2 llama; do
+    for k in gpt2 llama mixtral qwen3_moe; do
         "$TORCH_PY" "$CHECK" make $k "$T/tf_$k" >/dev/null 2>&1
-        "$MC_BIN" import-hf --hf-dir "$T/tf_$k" --save "$T/tfi_$k" --tensor-model-parallel-size 2 >/dev/null 2>&1
+        tp=$(case $k in gpt2|llama) echo 2;; *) echo 1;; esac) # MoE imports at tp 1 only
+        "$MC_BIN" import-hf --hf-dir "$T/tf_$k" --save "$T/tfi_$k" --tensor-model-parallel-size $tp >/dev/null 2>&1
         "$MC_BIN" export-hf --load "$T/tfi_$k" --output "$T/tfo_$k" >/dev/null 2>&1
         out=$("$TORCH_PY" "$CHECK" same "$T/tf_$k" "$T/tfo_$k" 2>&1 | tail -1)
-        check "$k saved by transformers -> import-hf tp2 -> export-hf: $out" test "$out" = "the same tensors"
+        check "$k saved by transformers -> import-hf tp$tp -> export-hf: $out" test "$out" = "the same tensors"
         "$TOOLS/hf_logits" "$T/tfi_$k" "$T/lg_$k.bin" 100 "${TOK100[@]}" >/dev/null
         out=$("$TORCH_PY" "$CHECK" logits "$T/tf_$k" "$T/lg_$k.bin" "${TOK100[@]}" 2>/dev/null | tail -1)
         rc=$?
