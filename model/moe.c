@@ -110,6 +110,7 @@ static void moe_plan(mc_gpt_t *m, mc_alloc_t *a, void *acts)
     const bool d = mc_moe_dispatched(&c->moe);
     s->ex_x = d ? mc_gpt_take(a, Rr * H * e) : s->x;
     s->ex_p = d ? mc_gpt_take(a, Rr * e) : s->pprobs;
+    mc_moe_allgather_plan(m, a, s, T, Rr);
     mc_moe_losses_plan(m, a, s);
     mc_moe_shared_plan(m, a, s);
 }
@@ -159,6 +160,7 @@ static void moe_plan_shared(mc_gpt_t *m, mc_alloc_t *acts, mc_alloc_t *ws)
     }
     w->d_x_ex = d ? mc_gpt_take(ws, Rr * H * e) : w->d_x;
     w->d_pprobs_ex = d ? mc_gpt_take(ws, Rr * e) : w->d_pprobs;
+    mc_moe_allgather_plan_ws(m, ws, T);
     mc_moe_losses_plan_shared(m, ws);
     mc_moe_shared_plan_ws(m, ws);
 }
@@ -407,6 +409,14 @@ static void *moe_forward(mc_layer_run_t *r, void *acts, const void *in)
     const long R = expert_split(r, map);
     mc_moe_count_dropped(r, s, R);
     mc_moe_bias_count(r, ws->counts_host);
+    if (q->allgather && mc_moe_dispatched(q)) {
+        /* (the shared expert ran before the router: overlap is the alltoall dispatcher's) */
+        const long Rx = mc_moe_allgather_dispatch(r, s, in, probs, map, ws->split_local);
+        experts_forward(r, s, ws->split_local, E / ep_of(c), Rx);
+        mc_moe_allgather_combine(r, s, ws->y, m->tmp_h);
+        mc_moe_shared_add(r, s, m->tmp_h);
+        return m->tmp_h;
+    }
     be->moe->permute_map(be, dt, s->rows, s->row_of, s->pprobs, probs, map, T, E, R);
     be->moe->permute(be, dt, s->x, in, s->rows, R, H);
     if (q->shared_overlap) mc_moe_shared_forward(r, s, in);
@@ -428,10 +438,10 @@ static void *moe_forward(mc_layer_run_t *r, void *acts, const void *in)
     return m->tmp_h;
 }
 
-/* The router's backward: the probabilities' gradient (d_pprobs per row, scattered back to
- * [T, E]: unpermute over T * E "tokens" of one expert each), the top-k softmax's, the aux loss's
- * injected gradient, then router.weight's and the input's (into m->tmp_h). */
-static void router_backward(mc_layer_run_t *r, mc_moe_acts_t *s, const void *in, const void *dp)
+/* The router's backward from the probabilities' gradient (moe_ws.dprobs [T, E]): the top-k
+ * softmax's, the aux loss's injected gradient, then router.weight's and the input's (into
+ * m->tmp_h). */
+static void router_backward(mc_layer_run_t *r, mc_moe_acts_t *s, const void *in)
 {
     const mc_backend_t *be = r->be;
     const mc_gpt_config_t *c = r->c;
@@ -440,7 +450,6 @@ static void router_backward(mc_layer_run_t *r, mc_moe_acts_t *s, const void *in,
     const mc_dtype_t dt = c->dt;
     const int E = q->num_experts, H = c->hidden;
     const long T = mc_moe_tokens(r);
-    be->moe->unpermute(be, dt, dt, w->dprobs, dp, s->row_of, NULL, T * E, 1, 1);
     /* dropping multiplied the probs by the capacity's map: no gradient outside it */
     be->moe->route_backward(be, dt, &q->router, w->dlogits, w->dprobs, s->logits,
                             mc_gpt_moe_expert_bias(r->m, r->local), q->drop ? s->cap_map : NULL, T);
@@ -460,6 +469,15 @@ static void moe_backward(mc_layer_run_t *r, void *acts, const void *in, void *dy
     const int H = c->hidden, E = q->num_experts;
     const long T = mc_moe_tokens(r), R = expert_split(r, q->drop ? s->cap_map : s->map);
 
+    if (q->allgather && mc_moe_dispatched(q)) {
+        const long Rx = mc_moe_allgather_dispatch_backward(r, s, dy, w->y, w->split_local);
+        experts_backward(r, s, w->y, w->split_local, E / ep_of(c), Rx);
+        mc_moe_allgather_combine_backward(r, s, w->d_x_ex, w->d_pprobs_ex, din, w->dprobs);
+        router_backward(r, s, in);
+        be->add(be, dt, din, din, r->m->tmp_h, T * H);
+        mc_moe_shared_backward(r, s, in, dy, din);
+        return;
+    }
     be->moe->unpermute_backward(be, dt, dt, w->d_y, NULL, dy, NULL, s->rows, NULL, R, H);
     const void *dx = w->d_x, *dp = w->d_pprobs;
     if (!mc_moe_dispatched(q)) {
@@ -474,7 +492,10 @@ static void moe_backward(mc_layer_run_t *r, void *acts, const void *in, void *dy
         dp = combine(r, w->d_pprobs_ex, w->d_pprobs, w->st_p, 1);
     }
     be->moe->unpermute(be, dt, dt, din, dx, s->row_of, NULL, T, E, H);
-    router_backward(r, s, in, dp);
+    /* the probabilities' gradient per row scattered back to [T, E]: unpermute over T * E
+     * "tokens" of one expert each */
+    be->moe->unpermute(be, dt, dt, w->dprobs, dp, s->row_of, NULL, T * E, 1, 1);
+    router_backward(r, s, in);
     /* the input feeds the router and the dispatcher: autograd's sum of the two (and the shared
      * expert's, after: its linears reuse m->tmp_h) */
     be->add(be, dt, din, din, r->m->tmp_h, T * H);
