@@ -74,6 +74,9 @@ else
 fi
 
 if have_mpirun; then
+    # (the sanitizer pass runs the allgather dispatcher at ep 2 only: the same code as tp 2 x ep 2)
+    AG_TP="the allgather dispatcher at tp 2 + SP x ep 2 (etp 2):4:--tensor-model-parallel-size 2 --sequence-parallel --expert-model-parallel-size 2 --moe-token-dispatcher-type allgather"
+    left_to_release "the allgather dispatcher at tp 2 + SP x ep 2" && AG_TP=
     for layout in "ep 2:2:--expert-model-parallel-size 2" \
         "ep 2 x edp 2 (overlapped, averaged in the collective):4:--expert-model-parallel-size 2 --overlap-grad-reduce --ddp-bucket-size 2000 --ddp-average-in-collective" \
         "ep 4:4:--expert-model-parallel-size 4" \
@@ -83,7 +86,7 @@ if have_mpirun; then
         "tp 2 + SP (etp 2, ep 1):2:--tensor-model-parallel-size 2 --sequence-parallel" \
         "tp 2 + SP with etp 1 (edp 2) and the distributed optimizer (overlapped):2:--tensor-model-parallel-size 2 --sequence-parallel --expert-tensor-parallel-size 1 --use-distributed-optimizer --overlap-grad-reduce --overlap-param-gather" \
         "the allgather dispatcher at ep 2:2:--expert-model-parallel-size 2 --moe-token-dispatcher-type allgather" \
-        "the allgather dispatcher at tp 2 + SP x ep 2 (etp 2):4:--tensor-model-parallel-size 2 --sequence-parallel --expert-model-parallel-size 2 --moe-token-dispatcher-type allgather"; do
+        ${AG_TP:+"$AG_TP"}; do
         name=${layout%%:*}
         rest=${layout#*:}
         np=${rest%%:*}
