@@ -298,7 +298,7 @@ typedef struct {
     /* the allgather dispatcher (model/moe_allgather.c), of the tokens gathered over tp_ep (n T of
      * them): the gathered token of each local expert's row [Rr], the row of each (gathered token,
      * expert) [n T, E] (-1 outside the local experts), the local experts' rows [E/ep] (int32);
-     * NULL with the alltoall dispatcher */
+     * NULL with the alltoall dispatcher (rows, row_of, pprobs and x are NULL with this one) */
     int32_t *ag_rows, *ag_row_of, *ag_split;
     /* the losses' token counts the backward reads (model/moe_loss.c, fp32): seq_aux_loss's per
      * sequence [B, E] and global_aux_loss's running average [E]; NULL without them */

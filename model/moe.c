@@ -85,6 +85,18 @@ static long recv_rows(const mc_gpt_config_t *c, long T, long R)
     return (long)ep_of(c) * etp_of(c) * per_rank;
 }
 
+/* mc_gpt_take, or NULL where the buffer is not wanted (the allgather dispatcher's layer has no
+ * permutation of its own tokens, nor the alltoall dispatcher's staging). */
+static void *take_unless(mc_alloc_t *a, bool skip, long bytes)
+{
+    return skip ? NULL : mc_gpt_take(a, bytes);
+}
+
+static bool allgather_of(const mc_gpt_config_t *c)
+{
+    return c->moe.allgather && mc_moe_dispatched(&c->moe);
+}
+
 static void moe_plan(mc_gpt_t *m, mc_alloc_t *a, void *acts)
 {
     const mc_gpt_config_t *c = &m->cfg;
@@ -100,10 +112,11 @@ static void moe_plan(mc_gpt_t *m, mc_alloc_t *a, void *acts)
     s->cap_map = c->moe.drop ? mc_gpt_take(a, T * E) : NULL;
     s->cap_probs = c->moe.drop ? mc_gpt_take(a, T * E * e) : NULL;
     s->aux_counts = mc_gpt_take(a, E * (long)sizeof(float));
-    s->rows = mc_gpt_take(a, R * i4);
-    s->row_of = mc_gpt_take(a, T * E * i4);
-    s->pprobs = mc_gpt_take(a, R * e);
-    s->x = mc_gpt_take(a, R * H * e);
+    const bool ag = allgather_of(c);
+    s->rows = take_unless(a, ag, R * i4);
+    s->row_of = take_unless(a, ag, T * E * i4);
+    s->pprobs = take_unless(a, ag, R * e);
+    s->x = take_unless(a, ag, R * H * e);
     s->fc1 = mc_gpt_take(a, Rr * 2 * F * e);
     s->act = mc_gpt_take(a, Rr * F * e);
     s->scaled = mc_gpt_take(a, Rr * F * e);
@@ -142,12 +155,13 @@ static void moe_plan_shared(mc_gpt_t *m, mc_alloc_t *acts, mc_alloc_t *ws)
     const long Rr = recv_rows(c, T, R), Rmax = Rr > R ? Rr : R;
     (void)acts;
     w->y = mc_gpt_take(ws, Rr * H * e);
-    w->d_y = mc_gpt_take(ws, R * H * e);
+    const bool ag = allgather_of(c);
+    w->d_y = take_unless(ws, ag, R * H * e);
     w->d_scaled = mc_gpt_take(ws, Rr * F * e);
     w->d_act = mc_gpt_take(ws, Rr * F * e);
     w->d_fc1 = mc_gpt_take(ws, Rr * 2 * F * e);
-    w->d_x = mc_gpt_take(ws, R * H * e);
-    w->d_pprobs = mc_gpt_take(ws, R * e);
+    w->d_x = take_unless(ws, ag, R * H * e);
+    w->d_pprobs = take_unless(ws, ag, R * e);
     w->dprobs = mc_gpt_take(ws, T * E * e);
     w->dlogits = mc_gpt_take(ws, T * E * e);
     w->psum = mc_gpt_take(ws, E * (long)sizeof(float));
@@ -155,8 +169,8 @@ static void moe_plan_shared(mc_gpt_t *m, mc_alloc_t *acts, mc_alloc_t *ws)
     w->kept = c->moe.drop && c->moe.pad_to_capacity ? mc_gpt_take(ws, T * E) : NULL;
     const bool d = mc_moe_dispatched(&c->moe);
     for (int i = 0; i < 2; i++) {
-        w->st_h[i] = d ? mc_gpt_take(ws, Rmax * H * e) : NULL;
-        w->st_p[i] = d ? mc_gpt_take(ws, Rmax * e) : NULL;
+        w->st_h[i] = take_unless(ws, !d || ag, Rmax * H * e);
+        w->st_p[i] = take_unless(ws, !d || ag, Rmax * e);
     }
     w->d_x_ex = d ? mc_gpt_take(ws, Rr * H * e) : w->d_x;
     w->d_pprobs_ex = d ? mc_gpt_take(ws, Rr * e) : w->d_pprobs;
@@ -409,7 +423,7 @@ static void *moe_forward(mc_layer_run_t *r, void *acts, const void *in)
     const long R = expert_split(r, map);
     mc_moe_count_dropped(r, s, R);
     mc_moe_bias_count(r, ws->counts_host);
-    if (q->allgather && mc_moe_dispatched(q)) {
+    if (allgather_of(c)) {
         /* (the shared expert ran before the router: overlap is the alltoall dispatcher's) */
         const long Rx = mc_moe_allgather_dispatch(r, s, in, probs, map, ws->split_local);
         experts_forward(r, s, ws->split_local, E / ep_of(c), Rx);
@@ -469,7 +483,7 @@ static void moe_backward(mc_layer_run_t *r, void *acts, const void *in, void *dy
     const int H = c->hidden, E = q->num_experts;
     const long T = mc_moe_tokens(r), R = expert_split(r, q->drop ? s->cap_map : s->map);
 
-    if (q->allgather && mc_moe_dispatched(q)) {
+    if (allgather_of(c)) {
         const long Rx = mc_moe_allgather_dispatch_backward(r, s, dy, w->y, w->split_local);
         experts_backward(r, s, w->y, w->split_local, E / ep_of(c), Rx);
         mc_moe_allgather_combine_backward(r, s, w->d_x_ex, w->d_pprobs_ex, din, w->dprobs);
