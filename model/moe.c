@@ -10,8 +10,10 @@
  * --expert-model-parallel-size ep each rank holds E/ep experts, each split over etp
  * (--expert-tensor-parallel-size: linear_fc1 column-, linear_fc2 row-parallel), and the alltoall
  * dispatcher moves the rows to them over the ep group, all-gathers them over etp, and back
- * (reduce-scatter over etp, all-to-all over ep); at ep 1 and etp 1 one rank holds every expert
- * and nothing moves. The router's losses (model/moe_loss.c) are not added to the lm loss:
+ * (reduce-scatter over etp, all-to-all over ep), or (--moe-token-dispatcher-type allgather,
+ * Megatron's default) model/moe_allgather.c's dispatcher gathers every token of the etp x ep
+ * group and reduce-scatters the outputs back; at ep 1 and etp 1 one rank holds every expert and
+ * nothing moves. The router's losses (model/moe_loss.c) are not added to the lm loss:
  * as MoEAuxLossAutoScaler does, the backward injects their gradients, scaled by the loss scale
  * over the microbatches (m->moe_aux_grad), into the router's logits. Token dropping (capacity)
  * is model/moe_capacity.c's: the map it leaves is the one dispatched. The shared expert, added to

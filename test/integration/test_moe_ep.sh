@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Expert parallelism (model/moe.c's alltoall dispatcher, parallel/grads.c's expert buckets, the
+# Expert parallelism (model/moe.c's alltoall dispatcher, model/moe_allgather.c's allgather one,
+# parallel/grads.c's expert buckets, the
 # distributed optimizer's expert shards over edp, the norms' expert part): a tiny MoE model (2
 # layers x 4 experts, top-2, aux_loss, dropout on) at ep 2 on 2 ranks, ep 2 x edp 2 on 4 ranks
 # (with overlapped reduction averaged in the collective), ep 4 on 4 ranks, both with the
