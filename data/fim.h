@@ -9,7 +9,7 @@
  *     0 keeps the piece, 1 permutes each fragment between the split tokens (empty ones skipped,
  *     the one after the last split token always) at --fim-fragment-rate; a piece without the
  *     token is permuted at fim_rate;
- *   - permuting at rate r: binomial(1, r); 0 keeps the ids. 1: the ids are decoded to text with
+ *   - permuting at rate r: binomial(1, r) (drawn even for r = 0); 0 keeps the ids. 1: the ids are decoded to text with
  *     the tokenizer's special tokens left out; text starting with --fim-no-prefix is kept as the
  *     ids; else randint(0, len + 1, size=2) over the text's characters (code points), sorted,
  *     cut it into prefix, middle and suffix, each encoded again; binomial(1, fim_spm_rate)

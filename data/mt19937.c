@@ -97,9 +97,9 @@ static int binomial1_inversion(mc_mt19937_t *r, double p)
     return x;
 }
 
+/* legacy_random_binomial_original: unlike Generator's, no shortcut for p = 0 (one draw too). */
 int mc_mt19937_binomial1(mc_mt19937_t *r, double p)
 {
-    if (p == 0.0) return 0;
     if (p <= 0.5) return binomial1_inversion(r, p);
     return 1 - binomial1_inversion(r, 1.0 - p);
 }

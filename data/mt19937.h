@@ -30,9 +30,9 @@ uint64_t mc_mt19937_bounded(mc_mt19937_t *r, uint64_t max);
 
 /* numpy's mt19937_next_double: (a >> 5, b >> 6) of two 32-bit draws, 53 bits in [0, 1). */
 double mc_mt19937_next_double(mc_mt19937_t *r);
-/* RandomState.binomial(1, p) for p in [0, 1] (numpy's random_binomial with n = 1: p = 0 draws
- * nothing; otherwise the inversion algorithm on q = min(p, 1 - p), one double per try, a retry
- * when the walk passes its bound). FIM's Bernoulli draws (data/fim.h). */
+/* RandomState.binomial(1, p) for p in [0, 1] (numpy's legacy_random_binomial with n = 1: the
+ * inversion algorithm on min(p, 1 - p), one double per try, a retry when the walk passes its
+ * bound; p = 0 draws too). FIM's Bernoulli draws (data/fim.h). */
 int mc_mt19937_binomial1(mc_mt19937_t *r, double p);
 
 /* RandomState.shuffle of a 1-D array of n elements; the element type does not change the draws. */
