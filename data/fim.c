@@ -113,7 +113,8 @@ static int fim_arrange(const mc_fim_params_t *p, const mc_fim_codec_t *c, mc_mt1
     }
     mc_ids_t pre = {0}, mid = {0}, suf = {0};
     char *buf = malloc(4 * L + 1);
-    int rc = !buf || encode_cps(c, cp, b0, buf, &pre) || encode_cps(c, cp + b0, b1 - b0, buf, &mid) ||
+    int rc = !buf || encode_cps(c, cp, b0, buf, &pre) ||
+                     encode_cps(c, cp + b0, b1 - b0, buf, &mid) ||
                      encode_cps(c, cp + b1, L - b1, buf, &suf)
                  ? -1
                  : 0;
@@ -150,15 +151,14 @@ static int fim_permute(const mc_fim_params_t *p, const mc_fim_codec_t *c, mc_mt1
     if (p->no_prefix && (size_t)L >= p->no_prefix_len &&
         memcmp(cp, p->no_prefix, p->no_prefix_len * sizeof(uint32_t)) == 0)
         rc = push_ids(out, seq, n);
-    else
-        rc = fim_arrange(p, c, rng, cp, (uint64_t)L, out);
+    else rc = fim_arrange(p, c, rng, cp, (uint64_t)L, out);
     free(cp);
     return rc;
 }
 
 /* _fim_split_and_permute_sequence of seq[0..n). */
-static int fim_split_permute(const mc_fim_params_t *p, const mc_fim_codec_t *c,
-                             mc_mt19937_t *rng, const int32_t *seq, size_t n, mc_ids_t *out)
+static int fim_split_permute(const mc_fim_params_t *p, const mc_fim_codec_t *c, mc_mt19937_t *rng,
+                             const int32_t *seq, size_t n, mc_ids_t *out)
 {
     bool any = false;
     for (size_t i = 0; p->split >= 0 && i < n && !any; i++) any = seq[i] == p->split;

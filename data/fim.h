@@ -28,8 +28,8 @@
 #include "data/tokenizer.h"
 
 typedef struct {
-    double rate, spm_rate; /* --fim-rate, --fim-spm-rate */
-    double fragment_rate;  /* --fim-fragment-rate (needed with split >= 0) */
+    double rate, spm_rate;                    /* --fim-rate, --fim-spm-rate */
+    double fragment_rate;                     /* --fim-fragment-rate (needed with split >= 0) */
     int32_t prefix, middle, suffix, pad, eod; /* the ids of the --fim-*-token strings */
     int32_t split;                            /* --fim-split-sample's id, or -1 */
     const uint32_t *no_prefix;                /* --fim-no-prefix as code points, or NULL */

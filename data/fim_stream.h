@@ -21,10 +21,10 @@ typedef struct {
     bool on; /* --fim-data */
     double rate, spm_rate, fragment_rate;
     bool fragment_rate_set;
-    const char *split_sample, *no_prefix;          /* NULL: None */
+    const char *split_sample, *no_prefix;             /* NULL: None */
     const char *prefix, *middle, *suffix, *pad, *eod; /* --fim-*-token */
-    int num_workers;                               /* --num-workers */
-    int64_t seed;                                  /* --seed */
+    int num_workers;                                  /* --num-workers */
+    int64_t seed;                                     /* --seed */
 } mc_fim_config_t;
 
 typedef struct mc_fim_streams mc_fim_streams_t;

@@ -72,7 +72,8 @@ uint64_t mc_mt19937_bounded(mc_mt19937_t *r, uint64_t max)
 
 double mc_mt19937_next_double(mc_mt19937_t *r)
 {
-    const int32_t a = (int32_t)(mc_mt19937_next32(r) >> 5), b = (int32_t)(mc_mt19937_next32(r) >> 6);
+    const int32_t a = (int32_t)(mc_mt19937_next32(r) >> 5),
+                  b = (int32_t)(mc_mt19937_next32(r) >> 6);
     return (a * 67108864.0 + b) / 9007199254740992.0;
 }
 

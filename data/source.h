@@ -31,9 +31,9 @@ typedef struct {
     mc_sample_opts_t opts;
     mc_tokenizer_t *tokenizer; /* NULL for mock data sized by --vocab-size alone */
     mc_gpt_datasets_t *gpt;
-    mc_fim_streams_t *fim;  /* --fim-data, else NULL */
-    int64_t microbatch[3];  /* microbatches read per split (FIM's DataLoader worker) */
-    int32_t *text;          /* one sample's text, for FIM */
+    mc_fim_streams_t *fim; /* --fim-data, else NULL */
+    int64_t microbatch[3]; /* microbatches read per split (FIM's DataLoader worker) */
+    int32_t *text;         /* one sample's text, for FIM */
 } mc_data_source_t;
 
 /* Builds the tokenizer and every split's dataset as pretrain_gpt.py would. 0, or -1 with one

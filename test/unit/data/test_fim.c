@@ -34,16 +34,23 @@ static int toy_encode(void *ctx, const char *s, size_t len, mc_ids_t *out)
 }
 
 /* text: letters are their bytes, 'E' the eod, '|' the split token. */
-static void check(uint32_t seed, double rate, double spm, const char *text, bool split,
-                  double frag, const char *no_prefix, const int32_t *want)
+static void check(uint32_t seed, double rate, double spm, const char *text, bool split, double frag,
+                  const char *no_prefix, const int32_t *want)
 {
     uint32_t np[16];
     size_t npl = 0;
     for (const char *c = no_prefix; c && *c; c++) np[npl++] = (unsigned char)*c;
-    const mc_fim_params_t p = {.rate = rate, .spm_rate = spm, .fragment_rate = frag,
-                               .prefix = PRE, .middle = MID, .suffix = SUF, .pad = PAD,
-                               .eod = EOD, .split = split ? SPLIT : -1,
-                               .no_prefix = no_prefix ? np : NULL, .no_prefix_len = npl};
+    const mc_fim_params_t p = {.rate = rate,
+                               .spm_rate = spm,
+                               .fragment_rate = frag,
+                               .prefix = PRE,
+                               .middle = MID,
+                               .suffix = SUF,
+                               .pad = PAD,
+                               .eod = EOD,
+                               .split = split ? SPLIT : -1,
+                               .no_prefix = no_prefix ? np : NULL,
+                               .no_prefix_len = npl};
     const mc_fim_codec_t c = {.decode = toy_decode, .encode = toy_encode};
     int32_t ids[64];
     const int n = (int)strlen(text);
@@ -131,7 +138,8 @@ static void test_utf8_replace(void **st)
 {
     (void)st;
     uint32_t *cp = NULL;
-    const char s[] = "a\xe2\x82" "b\xff\xf0\x9f\x98\x80";
+    const char s[] = "a\xe2\x82"
+                     "b\xff\xf0\x9f\x98\x80";
     int64_t m = mc_fim_utf8_decode(s, sizeof(s) - 1, &cp);
     assert_int_equal(m, 5);
     const uint32_t want[] = {'a', 0xfffd, 'b', 0xfffd, 0x1f600};
