@@ -7,11 +7,15 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
+#include "data/bpe.h"
 #include "data/fim.h"
+#include "data/fim_stream.h"
 #include "data/mt19937.h"
 
 enum { PRE = 200, MID = 201, SUF = 202, PAD = 203, EOD = 204, SPLIT = 205 };
@@ -147,6 +151,103 @@ static void test_utf8_replace(void **st)
     free(cp);
 }
 
+/* ---- the RandomStates per split, dataset and DataLoader worker (data/fim_stream.c) ---- */
+
+/* A GPT-2 style vocabulary of the 256 bytes (ids 0..255, no merges), eod 256 and the FIM
+ * tokens 257..260; the files' paths in vocab/merges. */
+static void write_vocab(char *vocab, char *merges)
+{
+    const char *dir = getenv("TMPDIR");
+    snprintf(vocab, 4096, "%s/mc_fim_vocab_XXXXXX", dir && *dir ? dir : "/tmp");
+    snprintf(merges, 4096, "%s/mc_fim_merges_XXXXXX", dir && *dir ? dir : "/tmp");
+    int fd = mkstemp(vocab), fm = mkstemp(merges);
+    assert_true(fd >= 0 && fm >= 0);
+    FILE *f = fdopen(fd, "w");
+    fputc('{', f);
+    for (int b = 0; b < 256; b++) {
+        unsigned char raw = (unsigned char)b;
+        char key[8];
+        size_t n = mc_bpe_byte_key(&raw, 1, key);
+        fputs(b ? ",\"" : "\"", f);
+        if (key[0] == '"' || key[0] == '\\') fputc('\\', f);
+        fwrite(key, 1, n, f);
+        fprintf(f, "\":%d", b);
+    }
+    fputs(",\"<|endoftext|>\":256,\"<fim_prefix>\":257,\"<fim_middle>\":258,"
+          "\"<fim_suffix>\":259,\"<fim_pad>\":260}",
+          f);
+    fclose(f);
+    assert_int_equal(write(fm, "#version: 0.2\n", 14), 14);
+    close(fm);
+}
+
+static mc_fim_config_t fim_config(int workers)
+{
+    return (mc_fim_config_t){.on = true,
+                             .rate = 1.0,
+                             .spm_rate = 0.5,
+                             .prefix = "<fim_prefix>",
+                             .middle = "<fim_middle>",
+                             .suffix = "<fim_suffix>",
+                             .pad = "<fim_pad>",
+                             .eod = "<|endoftext|>",
+                             .num_workers = workers,
+                             .seed = 3};
+}
+
+static void apply(mc_fim_streams_t *s, int split, int comp, int64_t mb, int32_t *out)
+{
+    static const char text[] = "hello there, world";
+    const int n = (int)sizeof(text) - 1;
+    for (int i = 0; i < n; i++) out[i] = (unsigned char)text[i];
+    out[5] = 256; /* an eod: two documents */
+    char err[256];
+    assert_int_equal(mc_fim_streams_apply(s, split, comp, 2, mb, out, n, err, sizeof(err)), 0);
+}
+
+static void test_streams(void **st)
+{
+    (void)st;
+    char vocab[4096], merges[4096], err[512];
+    write_vocab(vocab, merges);
+    const mc_tokenizer_spec_t spec = {
+        .type = "GPT2BPETokenizer", .vocab_file = vocab, .merge_file = merges};
+    mc_tokenizer_t *tok = mc_tokenizer_build(&spec, err, sizeof(err));
+    if (!tok) fail_msg("%s", err);
+    enum { N = 18 };
+    int32_t a[N], b[N];
+    mc_fim_config_t c = fim_config(2);
+    mc_fim_streams_t *s = mc_fim_streams_open(&c, tok, err, sizeof(err));
+    assert_non_null(s);
+    apply(s, 0, 0, 0, a);
+    assert_int_equal(a[0], 257); /* rate 1: a FIM sample */
+    apply(s, 0, 0, 1, b);        /* worker 1: its own fresh state */
+    assert_memory_equal(a, b, sizeof(a));
+    apply(s, 0, 1, 0, b); /* the blend's second dataset: its own state */
+    assert_memory_equal(a, b, sizeof(a));
+    apply(s, 1, 0, 0, b); /* the validation split: its own dataset */
+    assert_memory_equal(a, b, sizeof(a));
+    apply(s, 0, 0, 2, b); /* worker 0 again: its state has moved on */
+    assert_memory_not_equal(a, b, sizeof(a));
+    mc_fim_streams_free(s);
+
+    c = fim_config(0); /* the main process: one state */
+    s = mc_fim_streams_open(&c, tok, err, sizeof(err));
+    apply(s, 0, 0, 0, b);
+    assert_memory_equal(a, b, sizeof(a));
+    apply(s, 0, 0, 1, b);
+    assert_memory_not_equal(a, b, sizeof(a));
+    mc_fim_streams_free(s);
+
+    c.middle = "<fim_mid>";
+    assert_null(mc_fim_streams_open(&c, tok, err, sizeof(err)));
+    assert_non_null(strstr(err, "--fim-middle-token '<fim_mid>': the tokenizer's vocabulary has "
+                                "no such token"));
+    mc_tokenizer_free(tok);
+    unlink(vocab);
+    unlink(merges);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -154,7 +255,7 @@ int main(void)
         cmocka_unit_test(test_eod_segments),  cmocka_unit_test(test_fragments),
         cmocka_unit_test(test_padding),       cmocka_unit_test(test_no_prefix),
         cmocka_unit_test(test_rate_09),       cmocka_unit_test(test_binomial_numpy),
-        cmocka_unit_test(test_utf8_replace),
+        cmocka_unit_test(test_utf8_replace),  cmocka_unit_test(test_streams),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
