@@ -703,6 +703,10 @@ static void fim(const mc_args_t *a)
     if (a->mock_data)
         mc_user_error("--fim-data with --mock-data: Megatron does not support the mock dataset "
                       "with FIM (give --data-path)");
+    if (a->legacy_tokenizer)
+        mc_user_error("--fim-data with --legacy-tokenizer: Megatron's FIM dataset calls "
+                      "tokens_to_ids and ids_to_text, which its legacy tokenizers lack (drop "
+                      "--legacy-tokenizer)");
     fim_rate_check("--fim-rate", a->fim_rate, false);
     fim_rate_check("--fim-spm-rate", a->fim_spm_rate, false);
     if (a->fim_fragment_rate_set) fim_rate_check("--fim-fragment-rate", a->fim_fragment_rate, true);

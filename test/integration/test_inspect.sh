@@ -270,5 +270,7 @@ expect_user_error "fim: --fim-spm-rate 0 (Megatron asserts)" "--fim-spm-rate 0: 
     inspect-data "${FIM[@]}" --fim-data --fim-spm-rate 0
 expect_user_error "fim: --fim-split-sample needs --fim-fragment-rate" "--fim-split-sample needs --fim-fragment-rate" \
     inspect-data "${FIM[@]}" --fim-data --fim-split-sample .
+expect_user_error "fim: not with --legacy-tokenizer (Megatron fails)" "--fim-data with --legacy-tokenizer" \
+    inspect-data "${FIM[@]}" --fim-data --legacy-tokenizer
 expect_user_error "fim: other tokenizers not yet" "--fim-data is implemented for --tokenizer-type GPT2BPETokenizer only" \
     inspect-data "${FLAGS[@]}" --tokenizer-type NullTokenizer --vocab-size 60000 --fim-data
