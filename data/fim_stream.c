@@ -35,6 +35,8 @@ static char *codec_decode(void *ctx, const int32_t *ids, size_t n, size_t *len)
     return out;
 }
 
+/* text_to_ids. One known difference: Megatron's (HF) GPT-2 tokenizer would turn the literal text
+ * "<|endoftext|>" inside a decoded piece into the eod id; GPT-2 BPE here encodes its characters. */
 static int codec_encode(void *ctx, const char *text, size_t len, mc_ids_t *out)
 {
     const mc_fim_streams_t *s = ctx;
