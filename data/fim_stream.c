@@ -85,7 +85,10 @@ mc_fim_streams_t *mc_fim_streams_open(const mc_fim_config_t *c, const mc_tokeniz
         return NULL;
     }
     mc_fim_streams_t *s = calloc(1, sizeof(*s));
-    if (!s) return NULL;
+    if (!s) {
+        mc_errf(err, n, "--fim-data: out of memory");
+        return NULL;
+    }
     s->tok = tok;
     s->p.rate = c->rate;
     s->p.spm_rate = c->spm_rate;

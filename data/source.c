@@ -4,6 +4,8 @@
 
 #include "data/source.h"
 
+#include "base/error.h"
+
 int mc_data_source_open(mc_data_source_t *s, const mc_data_config_t *dc, bool check_ids, char *err,
                         size_t n)
 {
@@ -61,8 +63,9 @@ int mc_data_source_open(mc_data_source_t *s, const mc_data_config_t *dc, bool ch
     if (!s->gpt) return -1;
     if (dc->fim.on) {
         s->fim = mc_fim_streams_open(&dc->fim, s->tokenizer, err, n);
+        if (!s->fim) return -1;
         s->text = malloc(((size_t)g->seq_length + 1) * sizeof(int32_t));
-        if (!s->fim || !s->text) return -1;
+        if (!s->text) return mc_errf(err, n, "--fim-data: out of memory");
     }
     return 0;
 }
