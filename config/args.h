@@ -251,6 +251,14 @@ typedef struct {
     char *train_data_path[MC_MAX_PATHS], *valid_data_path[MC_MAX_PATHS],
         *test_data_path[MC_MAX_PATHS];
     double mid_level_dataset_surplus;
+    int num_workers; /* --num-workers: FIM's RandomStates are per DataLoader worker */
+    /* --fim-data and its flags (data/fim_stream.h); the strings empty = None */
+    bool fim_data;
+    double fim_rate, fim_spm_rate, fim_fragment_rate;
+    bool fim_fragment_rate_set;
+    char fim_split_sample[256], fim_no_prefix[256];
+    char fim_prefix_token[128], fim_middle_token[128], fim_suffix_token[128], fim_pad_token[128],
+        fim_eod_token[128];
     char tokenizer_type[64];
     char vocab_file[4096];
     char merge_file[4096];

@@ -649,9 +649,9 @@ const mc_flag_t mc_flags_train[] = {
     {.name = "--encoder-seq-length", DATA, INT, GE(1), TODO("use --seq-length"),
      .help = "Maximum encoder sequence length to process. This should be exclusive of "
              "--seq-length"},
-    {.name = "--num-workers", DATA, INT, .def = "2", GE(0),
-     NOOP("PyTorch DataLoader worker processes; megatron-c reads samples in the training "
-          "process"),
+    {.name = "--num-workers", DATA, INT, .def = "2", GE(0), FIELD(num_workers),
+     IMPLEMENTED_NOTE("megatron-c reads samples in the training process; the count decides "
+                      "--fim-data's random streams (one per worker, as Megatron's DataLoader)"),
      .help = "Dataloader number of workers."},
     {.name = "--dataloader-type", DATA, CHOICE("single", "cyclic", "external"),
      FIELD(dataloader_type), ONLY("the cyclic and external loaders are not implemented yet", "single"),

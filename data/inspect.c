@@ -74,7 +74,7 @@ static void print_sample(FILE *out, mc_data_source_t *s, int split, int64_t i, i
 {
     const int S = s->seq_length;
     char err[512];
-    int rc = mc_gpt_datasets_text(s->gpt, split, i, text, err, sizeof(err));
+    int rc = mc_data_source_text(s, split, i, text, err, sizeof(err));
     if (rc == MC_DATA_BAD_TOKENS) mc_user_error("%s", err);
     if (rc != 0) mc_fatal("sample %lld of the %s split: %s", (long long)i, SPLIT_NAMES[split], err);
     char *bytes = NULL;

@@ -1,6 +1,8 @@
 /* numpy-compatible MT19937 and legacy RandomState.shuffle; see mt19937.h. */
 #include "data/mt19937.h"
 
+#include <math.h>
+
 #define MT_M 397
 #define MT_UPPER 0x80000000u
 #define MT_LOWER 0x7fffffffu
@@ -66,6 +68,41 @@ uint64_t mc_mt19937_bounded(mc_mt19937_t *r, uint64_t max)
         while (v > max);
     }
     return v;
+}
+
+double mc_mt19937_next_double(mc_mt19937_t *r)
+{
+    const int32_t a = (int32_t)(mc_mt19937_next32(r) >> 5),
+                  b = (int32_t)(mc_mt19937_next32(r) >> 6);
+    return (a * 67108864.0 + b) / 9007199254740992.0;
+}
+
+/* random_binomial_inversion for n = 1: X counts failures of U > px with px updated as numpy
+ * does; the bound min(n, np + 10 sqrt(npq + 1)) is 1 for n = 1. */
+static int binomial1_inversion(mc_mt19937_t *r, double p)
+{
+    const double q = 1.0 - p, qn = exp(log(q)); /* numpy: exp(n * log(q)), not q */
+    int x = 0;
+    double px = qn, u = mc_mt19937_next_double(r);
+    while (u > px) {
+        x++;
+        if (x > 1) {
+            x = 0;
+            px = qn;
+            u = mc_mt19937_next_double(r);
+        } else {
+            u -= px;
+            px = ((1 - x + 1) * p * px) / (x * q);
+        }
+    }
+    return x;
+}
+
+/* legacy_random_binomial_original: unlike Generator's, no shortcut for p = 0 (one draw too). */
+int mc_mt19937_binomial1(mc_mt19937_t *r, double p)
+{
+    if (p <= 0.5) return binomial1_inversion(r, p);
+    return 1 - binomial1_inversion(r, 1.0 - p);
 }
 
 /* The draws depend only on the RNG and i, not on the array, so they are made a block ahead and

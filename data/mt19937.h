@@ -28,6 +28,13 @@ uint64_t mc_mt19937_next64(mc_mt19937_t *r);
 /* Uniform in [0, max] (numpy random_interval). bounded(0) = 0 and draws nothing. */
 uint64_t mc_mt19937_bounded(mc_mt19937_t *r, uint64_t max);
 
+/* numpy's mt19937_next_double: (a >> 5, b >> 6) of two 32-bit draws, 53 bits in [0, 1). */
+double mc_mt19937_next_double(mc_mt19937_t *r);
+/* RandomState.binomial(1, p) for p in [0, 1] (numpy's legacy_random_binomial with n = 1: the
+ * inversion algorithm on min(p, 1 - p), one double per try, a retry when the walk passes its
+ * bound; p = 0 draws too). FIM's Bernoulli draws (data/fim.h). */
+int mc_mt19937_binomial1(mc_mt19937_t *r, double p);
+
 /* RandomState.shuffle of a 1-D array of n elements; the element type does not change the draws. */
 void mc_mt19937_shuffle_i32(mc_mt19937_t *r, int32_t *x, int64_t n);
 void mc_mt19937_shuffle_u32(mc_mt19937_t *r, uint32_t *x, int64_t n);

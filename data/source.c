@@ -4,6 +4,8 @@
 
 #include "data/source.h"
 
+#include "base/error.h"
+
 int mc_data_source_open(mc_data_source_t *s, const mc_data_config_t *dc, bool check_ids, char *err,
                         size_t n)
 {
@@ -58,13 +60,22 @@ int mc_data_source_open(mc_data_source_t *s, const mc_data_config_t *dc, bool ch
                         ? dc->padded_vocab_size
                         : mc_padded_vocab_size((int)s->vocab_size, dc->vocab_divisible_by, dc->tp);
     s->gpt = mc_gpt_datasets_build(&c, err, n);
-    return s->gpt ? 0 : -1;
+    if (!s->gpt) return -1;
+    if (dc->fim.on) {
+        s->fim = mc_fim_streams_open(&dc->fim, s->tokenizer, err, n);
+        if (!s->fim) return -1;
+        s->text = malloc(((size_t)g->seq_length + 1) * sizeof(int32_t));
+        if (!s->text) return mc_errf(err, n, "--fim-data: out of memory");
+    }
+    return 0;
 }
 
 void mc_data_source_free(mc_data_source_t *s)
 {
     if (s->gpt) mc_gpt_datasets_free(s->gpt);
     if (s->tokenizer) mc_tokenizer_free(s->tokenizer);
+    mc_fim_streams_free(s->fim);
+    free(s->text);
     memset(s, 0, sizeof(*s));
 }
 
@@ -73,10 +84,46 @@ int64_t mc_data_source_len(const mc_data_source_t *s, int split)
     return mc_gpt_datasets_len(s->gpt, split);
 }
 
+/* Sample i's text, FIM-transformed with the state of the split's microbatch number mb. A
+ * partial validation sample's trailing pads stay (Megatron's FIM dataset does not pad it; the
+ * transform covers the ids it holds). */
+static int fim_text(mc_data_source_t *s, int split, int64_t i, int64_t mb, int32_t *text, char *err,
+                    size_t n)
+{
+    int rc = mc_gpt_datasets_text(s->gpt, split, i, text, err, n);
+    if (rc) return rc;
+    int comp = 0;
+    int64_t j;
+    mc_gpt_datasets_blend_at(s->gpt, split, i, &comp, &j);
+    int len = s->seq_length + 1;
+    while (len > 0 && text[len - 1] == MC_PAD_TOKEN_ID) len--;
+    return mc_fim_streams_apply(s->fim, split, comp, mc_gpt_datasets_components(s->gpt, split), mb,
+                                text, len, err, n);
+}
+
+int mc_data_source_text(mc_data_source_t *s, int split, int64_t i, int32_t *text, char *err,
+                        size_t n)
+{
+    if (!s->fim) return mc_gpt_datasets_text(s->gpt, split, i, text, err, n);
+    return fim_text(s, split, i, 0, text, err, n);
+}
+
 int mc_data_source_batch(mc_data_source_t *s, int split, const int64_t *idx, int b, int32_t *tokens,
                          int32_t *labels, float *loss_mask, int32_t *positions, int32_t *segments,
                          char *err, size_t n)
 {
+    if (s->fim) {
+        const int64_t mb = s->microbatch[split]++;
+        const int S = s->seq_length;
+        for (int r = 0; r < b; r++) {
+            int rc = fim_text(s, split, idx[r], mb, s->text, err, n);
+            if (rc) return rc;
+            size_t o = (size_t)r * (size_t)S;
+            mc_gpt_sample_fields(s->text, S, &s->opts, tokens + o, labels + o, loss_mask + o,
+                                 positions + o, segments ? segments + o : NULL);
+        }
+        return 0;
+    }
     return mc_gpt_datasets_batch(s->gpt, split, idx, b, tokens, labels, loss_mask, positions,
                                  segments, err, n);
 }

@@ -8,6 +8,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "data/fim_stream.h"
 #include "data/gpt_dataset.h"
 #include "data/tokenizer.h"
 
@@ -20,6 +21,7 @@ typedef struct {
     /* the embedding's rows, ids are checked against: padded_vocab_size, or 0 for the tokenizer's
      * vocabulary padded to a multiple of vocab_divisible_by x tp (Megatron's) */
     int padded_vocab_size, vocab_divisible_by, tp;
+    mc_fim_config_t fim; /* --fim-data and its flags (data/fim_stream.h) */
 } mc_data_config_t;
 
 typedef struct {
@@ -29,6 +31,9 @@ typedef struct {
     mc_sample_opts_t opts;
     mc_tokenizer_t *tokenizer; /* NULL for mock data sized by --vocab-size alone */
     mc_gpt_datasets_t *gpt;
+    mc_fim_streams_t *fim; /* --fim-data, else NULL */
+    int64_t microbatch[3]; /* microbatches read per split (FIM's DataLoader worker) */
+    int32_t *text;         /* one sample's text, for FIM */
 } mc_data_source_t;
 
 /* Builds the tokenizer and every split's dataset as pretrain_gpt.py would. 0, or -1 with one
@@ -49,5 +54,11 @@ int64_t mc_data_source_len(const mc_data_source_t *s, int split);
 int mc_data_source_batch(mc_data_source_t *s, int split, const int64_t *idx, int b, int32_t *tokens,
                          int32_t *labels, float *loss_mask, int32_t *positions, int32_t *segments,
                          char *err, size_t n);
+
+/* Sample i's text (seq_length + 1 ids) as training reads it: with --fim-data transformed, each
+ * call drawing from the FIM state of worker 0 (inspect-data reads samples in order in one
+ * process, as Megatron with --num-workers 0). 0, or as mc_data_source_batch. */
+int mc_data_source_text(mc_data_source_t *s, int split, int64_t i, int32_t *text, char *err,
+                        size_t n);
 
 #endif

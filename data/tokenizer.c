@@ -322,3 +322,25 @@ char *mc_tokenizer_decode(const mc_tokenizer_t *t, const int32_t *ids, size_t co
     if (t->kind == TOK_TIKTOKEN) return mc_tiktoken_decode(t->tt, ids, count, out_len);
     return null_decode(t, ids, count, out_len);
 }
+
+bool mc_tokenizer_is_gpt2(const mc_tokenizer_t *t) { return t->kind == TOK_GPT2; }
+
+/* vocab.json's keys are the bytes_to_unicode spelling of each token's bytes: a token's key is
+ * found by decoding every id (a start-up cost of one pass over the vocabulary). */
+int32_t mc_tokenizer_token_id(const mc_tokenizer_t *t, const char *token)
+{
+    if (t->kind != TOK_GPT2) return -2;
+    const size_t want = strlen(token);
+    const int64_t v = mc_bpe_vocab_size(t->bpe);
+    char key[1024];
+    for (int32_t id = 0; id < v; id++) {
+        size_t len = 0;
+        char *bytes = mc_bpe_decode(t->bpe, &id, 1, &len);
+        if (!bytes) continue;
+        size_t klen =
+            2 * len <= sizeof(key) ? mc_bpe_byte_key((unsigned char *)bytes, len, key) : 0;
+        free(bytes);
+        if (klen == want && memcmp(key, token, want) == 0) return id;
+    }
+    return -1;
+}

@@ -106,4 +106,10 @@ int mc_tokenizer_encode(const mc_tokenizer_t *t, const char *text, size_t len, m
 char *mc_tokenizer_decode(const mc_tokenizer_t *t, const int32_t *ids, size_t count,
                           size_t *out_len);
 
+/* GPT2BPETokenizer (the one type fill-in-the-middle data supports so far). */
+bool mc_tokenizer_is_gpt2(const mc_tokenizer_t *t);
+/* HF convert_tokens_to_ids of a vocabulary entry (GPT2BPETokenizer: a vocab.json key): its id,
+ * -1 when the vocabulary has no such token, -2 for a type without this lookup yet. */
+int32_t mc_tokenizer_token_id(const mc_tokenizer_t *t, const char *token);
+
 #endif

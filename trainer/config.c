@@ -367,6 +367,22 @@ void mc_data_config_from_args(mc_data_config_t *c, const mc_args_t *a)
     c->padded_vocab_size = a->padded_vocab_size;
     c->vocab_divisible_by = a->make_vocab_size_divisible_by;
     c->tp = a->tensor_model_parallel_size;
+    c->fim = (mc_fim_config_t){
+        .on = a->fim_data,
+        .rate = a->fim_rate,
+        .spm_rate = a->fim_spm_rate,
+        .fragment_rate = a->fim_fragment_rate,
+        .fragment_rate_set = a->fim_fragment_rate_set,
+        .split_sample = a->fim_split_sample[0] ? a->fim_split_sample : NULL,
+        .no_prefix = a->fim_no_prefix[0] ? a->fim_no_prefix : NULL,
+        .prefix = a->fim_prefix_token,
+        .middle = a->fim_middle_token,
+        .suffix = a->fim_suffix_token,
+        .pad = a->fim_pad_token,
+        .eod = a->fim_eod_token,
+        .num_workers = a->num_workers,
+        .seed = a->seed,
+    };
 }
 
 void mc_run_config(mc_run_config_t *c, const mc_args_t *a)

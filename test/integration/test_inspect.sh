@@ -234,3 +234,43 @@ expect_user_error "text: an id outside the tokenizer, before any output" "sample
     inspect-data "${FLAGS[@]}" --tokenizer-type NullTokenizer --vocab-size 10 --format text
 expect_user_error "missing dataset file" "nope" \
     inspect-data "${FLAGS[@]/$PREFIX/$MC_TMP/nope}"
+
+# ---- --fim-data: Megatron's GPTFIMDataset (test/ref/fim_ref.py) on the same samples ----
+# GPT-2's vocabulary with the FIM tokens appended (ids 50257..50260), as FIM vocabularies have.
+$PY - "$VOCAB" "$MC_TMP/fim-vocab.json" <<'EOF2'
+import json, sys
+v = json.load(open(sys.argv[1]))
+for t in ("<fim_prefix>", "<fim_middle>", "<fim_suffix>", "<fim_pad>"):
+    v[t] = len(v)
+json.dump(v, open(sys.argv[2], "w"))
+EOF2
+# --fim-no-prefix $'\n': 47 fragments of these samples start with a newline and stay as they are.
+FIM=("${FLAGS[@]}" --vocab-file "$MC_TMP/fim-vocab.json" --format ids --samples 0:300)
+"${INSPECT[@]}" "${FIM[@]}" >"$MC_TMP/fim.raw"
+"${INSPECT[@]}" "${FIM[@]}" --fim-data --fim-rate 0.7 --fim-spm-rate 0.4 >"$MC_TMP/fim.got"
+"${INSPECT[@]}" "${FIM[@]}" --fim-data --fim-rate 0.9 --fim-spm-rate 0.5 --fim-split-sample . \
+    --fim-fragment-rate 0.6 --fim-no-prefix $'\n' >"$MC_TMP/fim.split"
+SEED=$(printf '%s\n' "${FLAGS[@]}" | grep -A1 -x -- --seed | tail -1)
+if [ -f "$MC_TMP/ref.train.text" ]; then
+    check "fim: 300 samples = Megatron's GPTFIMDataset (rate 0.7, spm 0.4)" \
+        $PY "$ROOT/test/ref/fim_ref.py" "$MC_TMP/fim-vocab.json" "$MERGES" "$MC_TMP/fim.raw" \
+        "$MC_TMP/fim.got" --rate 0.7 --spm-rate 0.4 --seed "$SEED"
+    check "fim: with --fim-split-sample, --fim-fragment-rate, --fim-no-prefix" \
+        $PY "$ROOT/test/ref/fim_ref.py" "$MC_TMP/fim-vocab.json" "$MERGES" "$MC_TMP/fim.raw" \
+        "$MC_TMP/fim.split" --rate 0.9 --spm-rate 0.5 --split-sample . --fragment-rate 0.6 \
+        --no-prefix $'\n' --seed "$SEED"
+else
+    skip "fim against the reference" "test/ref/gpt2_tokenizer_ref.py needs python3-regex"
+fi
+expect_user_error "fim: a tokenizer without the FIM tokens" "--fim-prefix-token '<fim_prefix>': the tokenizer's vocabulary has no such token" \
+    inspect-data "${FLAGS[@]}" --fim-data
+expect_user_error "fim: a rate outside [0, 1]" "--fim-rate 1.5: not a probability" \
+    inspect-data "${FIM[@]}" --fim-data --fim-rate 1.5
+expect_user_error "fim: --fim-spm-rate 0 (Megatron asserts)" "--fim-spm-rate 0: Megatron asserts" \
+    inspect-data "${FIM[@]}" --fim-data --fim-spm-rate 0
+expect_user_error "fim: --fim-split-sample needs --fim-fragment-rate" "--fim-split-sample needs --fim-fragment-rate" \
+    inspect-data "${FIM[@]}" --fim-data --fim-split-sample .
+expect_user_error "fim: not with --legacy-tokenizer (Megatron fails)" "--fim-data with --legacy-tokenizer" \
+    inspect-data "${FIM[@]}" --fim-data --legacy-tokenizer
+expect_user_error "fim: other tokenizers not yet" "--fim-data is implemented for --tokenizer-type GPT2BPETokenizer only" \
+    inspect-data "${FLAGS[@]}" --tokenizer-type NullTokenizer --vocab-size 60000 --fim-data
