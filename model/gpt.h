@@ -106,6 +106,10 @@ typedef struct {
      * (--moe-shared-expert-overlap: the same numbers) */
     int shared_ffn;
     bool shared_gate, shared_overlap;
+    /* --calculate-per-token-loss: each loss's gradient times the layer's local tokens (router.py
+     * attach_and_log_load_balancing_loss, apply_z_loss), undoing finalize_model_grads' division
+     * by the global token count */
+    bool per_token_loss;
 } mc_moe_cfg_t;
 
 /* Whether the MoE layer's token dispatcher moves tokens between ranks (ep > 1 or etp > 1). */
