@@ -99,6 +99,32 @@ else
     skip "the MoE losses in TensorBoard" "no tensorboard package at $TB_PY"
 fi
 moe_fields "$MC_TMP/mixed" >"$MC_TMP/mixed.f"
+# --recompute-granularity full: the forward of a recomputed group runs again in the backward;
+# its first forward, Megatron's checkpointed forward under no_grad, takes no losses, tracker
+# values or counts: every line is the plain run's, bit for bit
+"$MC_BIN" "${MIXED[@]}" "${LOSSES[@]}" --data-cache-path "$MC_TMP/cache" \
+    --recompute-granularity full --recompute-method uniform --recompute-num-layers 2 >"$MC_TMP/rc" 2>&1
+moe_fields "$MC_TMP/rc" >"$MC_TMP/rc.f"
+check "full recomputation of MoE layers gives the plain run's lines bit for bit ($(diff "$MC_TMP/mixed.f" "$MC_TMP/rc.f" | head -4 | tr '\n' ' ') $(tail -c 200 "$MC_TMP/rc"))" \
+    cmp -s "$MC_TMP/mixed.f" "$MC_TMP/rc.f"
+# The losses' gradients under the loss scale and the token scaling (coefficients large enough
+# that a wrong scale moves every line): --fp16 at a static loss scale is the fp32 run within
+# fp16's rounding (the injected gradient is times the loss scale, as MoEAuxLossAutoScaler's);
+# dynamic from 2^20 the scaler skips the overflowing iterations, halving the scale, then trains
+STRONG=("${FLAGS_NO_LB[@]}" --moe-layer-freq "[1,0,0,1]" --moe-z-loss-coeff 1e-1 --train-iters 4
+        --moe-router-load-balancing-type aux_loss seq_aux_loss --moe-aux-loss-coeff 1e-1 2e-1)
+"$MC_BIN" "${STRONG[@]}" --data-cache-path "$MC_TMP/cache" >"$MC_TMP/strong" 2>&1
+moe_fields "$MC_TMP/strong" >"$MC_TMP/strong.f"
+"$MC_BIN" "${STRONG[@]}" --fp16 --loss-scale 512 --data-cache-path "$MC_TMP/cache" >"$MC_TMP/fp16" 2>&1
+moe_fields "$MC_TMP/fp16" >"$MC_TMP/fp16.f"
+check "--fp16 MoE layers at loss scale 512 give the fp32 lines within fp16's rounding ($(paste -d' ' "$MC_TMP/strong.f" "$MC_TMP/fp16.f" | tail -3 | tr '\n' ' ') $(tail -c 200 "$MC_TMP/fp16"))" \
+    same_fields "$MC_TMP/strong.f" "$MC_TMP/fp16.f" 1e-3
+"$MC_BIN" "${STRONG[@]}" --fp16 --initial-loss-scale 1048576 --train-iters 5 \
+    --data-cache-path "$MC_TMP/cache" >"$MC_TMP/fp16d" 2>&1
+scales=$(grep ' iteration ' "$MC_TMP/fp16d" | grep -o 'lm loss: [0-9.E+]*\|loss scale: [0-9.]*' |
+    awk '/lm loss/ { printf "trains " } /loss scale/ { printf "%s ", $NF }')
+check "--fp16 MoE layers from loss scale 2^20: the overflowing iterations are skipped, halving it, then the rest train ($scales)" \
+    test "$scales" = "1048576.0 524288.0 262144.0 trains 262144.0 trains 262144.0 "
 if have_mpirun; then
     for layout in "pp 2:--pipeline-model-parallel-size 2" \
         "pp 2 vpp 2:--pipeline-model-parallel-size 2 --num-layers-per-virtual-pipeline-stage 1"; do
@@ -127,6 +153,26 @@ if have_mpirun; then
     check "--bf16 MoE layers at dp 2 give the single rank's lines ($(tail -c 300 "$MC_TMP/par" | tr '\n' ' '))" \
         same_fields "$MC_TMP/bf16.f" "$MC_TMP/par.f" 4e-3
     check "the bf16 run differs from the fp32 one" test "$(head -1 "$MC_TMP/bf16.f")" != "$(head -1 "$MC_TMP/one.f")"
+    # --calculate-per-token-loss at dp 2: each loss's gradient times the rank's tokens, the whole
+    # gradient over the global batch's tokens (router.py, finalize_model_grads): with every token
+    # counted, the lines of the single rank's plain run
+    mpirun_mc 2 "${STRONG[@]}" --calculate-per-token-loss --data-cache-path "$MC_TMP/cache" >"$MC_TMP/par" 2>&1
+    moe_fields "$MC_TMP/par" >"$MC_TMP/par.f"
+    check "--calculate-per-token-loss with MoE layers at dp 2 gives the single rank's plain lines ($(diff "$MC_TMP/strong.f" "$MC_TMP/par.f" | head -4 | tr '\n' ' ') $(tail -c 200 "$MC_TMP/par"))" \
+        same_fields "$MC_TMP/strong.f" "$MC_TMP/par.f"
+    # the z-loss at tp 2 + SP: each rank's coefficient over tp (its mean is over its own sequence
+    # rows, the router's gradient sums over tp): the single rank's lm loss, load-balancing losses
+    # and grad norms; the z_loss logged is the last rank's own rows' (Megatron's tracker has no
+    # reduce group for it), not the single rank's
+    mpirun_mc 2 "${STRONG[@]}" --tensor-model-parallel-size 2 --sequence-parallel \
+        --data-cache-path "$MC_TMP/cache" >"$MC_TMP/par" 2>&1
+    moe_fields "$MC_TMP/par" >"$MC_TMP/par.f"
+    grep -v z_loss "$MC_TMP/strong.f" >"$MC_TMP/strong.noz"
+    grep -v z_loss "$MC_TMP/par.f" >"$MC_TMP/par.noz"
+    check "the z-loss at tp 2 + SP gives the single rank's lm loss, load-balancing losses and grad norms ($(diff "$MC_TMP/strong.f" "$MC_TMP/par.f" | head -4 | tr '\n' ' ') $(tail -c 200 "$MC_TMP/par"))" \
+        same_fields "$MC_TMP/strong.noz" "$MC_TMP/par.noz"
+    check "the z_loss at tp 2 is one rank's own ($(grep -m1 z_loss "$MC_TMP/par.f"), single rank $(grep -m1 z_loss "$MC_TMP/strong.f"))" \
+        test "$(grep -c z_loss "$MC_TMP/par.f")" -eq 4 -a "$(grep -m1 z_loss "$MC_TMP/par.f")" != "$(grep -m1 z_loss "$MC_TMP/strong.f")"
 else
     skip "mixed layers and the router losses at pp 2 and dp 2" "no mpirun"
 fi
