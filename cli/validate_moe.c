@@ -308,10 +308,6 @@ static void scope(const mc_args_t *a, void (*report)(const char *line))
          "--save and --expert-model-parallel-size > 1 other than with "
          "--use-distributed-optimizer (torch, or torch_dist's dp_reshardable state)")
     TODO(a->num_layers > MC_MOE_MAX_LAYERS, "more than 1024 layers")
-    /* the router computes in the run's type: fp32 is that type only in an fp32 run */
-    TODO(strcmp(a->moe_router_dtype, "fp32") == 0 && (a->bf16 || a->fp16),
-         "--moe-router-dtype fp32 and --bf16 or --fp16 (the router in float32 beside 16-bit "
-         "activations)")
     /* the expert_bias buffer is not yet among the checkpoints' tensors */
     TODO((a->load[0] || a->save[0]) && a->moe_router_enable_expert_bias,
          "--load or --save and --moe-router-enable-expert-bias (the expert_bias buffer in "

@@ -110,6 +110,10 @@ typedef struct {
      * attach_and_log_load_balancing_loss, apply_z_loss), undoing finalize_model_grads' division
      * by the global token count */
     bool per_token_loss;
+    /* the router's type (--moe-router-dtype fp32, else the run's): its logits, scores,
+     * probabilities and losses, and the probabilities through the dispatcher into the experts
+     * (RouterGatingLinearFunction: the 16-bit input and weight cast to it) */
+    mc_dtype_t rdt;
 } mc_moe_cfg_t;
 
 /* Whether the MoE layer's token dispatcher moves tokens between ranks (ep > 1 or etp > 1). */
@@ -367,6 +371,9 @@ typedef struct {
     void *d_x;              /* [R, H] */
     void *d_pprobs;         /* [R] */
     void *dprobs, *dlogits; /* [T, E] */
+    /* a router type other than the run's: the input and router.weight cast to it [T, H], [E, H],
+     * the weight's gradient in it [E, H] and rounded to the weight's type (NULL otherwise) */
+    void *r_in, *r_w, *r_dw, *r_dwt;
     float *psum;            /* [E]: the aux loss's summed scores */
     float *seq_psum;        /* [B, E]: seq_aux_loss's, per sequence (NULL without it) */
     int32_t *counts;        /* [E]: tokens per expert (device) */

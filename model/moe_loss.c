@@ -127,7 +127,7 @@ static void aux_losses(mc_layer_run_t *r, mc_moe_acts_t *s)
     mc_moe_ws_t *w = &r->m->moe_ws;
     const int E = q->num_experts, k = q->router.topk, sig = q->router.sigmoid, B = r->B;
     const long T = mc_moe_tokens(r), S = T / B, tp = r->tp.size > 1 ? r->tp.size : 1;
-    const mc_dtype_t dt = r->c->dt;
+    const mc_dtype_t dt = r->c->moe.rdt; /* the router's type */
     if (runs(q, MC_MOE_AUX) || runs(q, MC_MOE_GLOBAL_AUX))
         be->moe->aux_stats(be, dt, sig, k, s->aux_counts, w->psum, s->logits, T, E, 1);
     /* global_aux_loss first: it reduces this rank's own counts (over tp x dp x cp) */
@@ -180,7 +180,7 @@ void mc_moe_losses_forward(mc_layer_run_t *r, mc_moe_acts_t *s)
          * arithmetic, rounded to it), and its / coeff for the tracker: each tp rank's own value
          * (no reduce group; the log prints the last rank's) */
         const mc_backend_t *be = r->be;
-        const mc_dtype_t rdt = r->c->dt;
+        const mc_dtype_t rdt = r->c->moe.rdt;
         const float coeff = (float)z_coeff(r);
         float *zsum = r->m->moe_ws.psum, z;
         const long T = mc_moe_tokens(r);
@@ -198,7 +198,7 @@ void mc_moe_losses_backward(mc_layer_run_t *r, mc_moe_acts_t *s, void *dlogits)
     const mc_moe_cfg_t *q = &r->c->moe;
     const int E = q->num_experts, sig = q->router.sigmoid, B = r->B;
     const long T = mc_moe_tokens(r), tp = r->tp.size > 1 ? r->tp.size : 1;
-    const mc_dtype_t dt = r->c->dt;
+    const mc_dtype_t dt = r->c->moe.rdt; /* the router's type */
     const float g = grad_scale(r);
     if (runs(q, MC_MOE_AUX)) {
         const float coef = (float)switch_factor(q, q->coeff[MC_MOE_AUX], (double)(T * tp)) * g;

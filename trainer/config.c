@@ -58,6 +58,10 @@ static void moe_config(mc_moe_cfg_t *q, const mc_args_t *a)
     q->drop_by_position = strcmp(a->moe_token_drop_policy, "position") == 0;
     q->pad_to_capacity = a->moe_pad_expert_input_to_capacity;
     q->per_token_loss = a->calculate_per_token_loss;
+    q->rdt = strcmp(a->moe_router_dtype, "fp32") == 0 ? MC_DT_F32
+             : a->bf16                                ? MC_DT_BF16
+             : a->fp16                                ? MC_DT_F16
+                                                      : MC_DT_F32;
     moe_losses(q, a);
     char err[256];
     if (a->num_layers > MC_MOE_MAX_LAYERS ||
