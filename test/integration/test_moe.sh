@@ -125,7 +125,25 @@ scales=$(grep ' iteration ' "$MC_TMP/fp16d" | grep -o 'lm loss: [0-9.E+]*\|loss 
     awk '/lm loss/ { printf "trains " } /loss scale/ { printf "%s ", $NF }')
 check "--fp16 MoE layers from loss scale 2^20: the overflowing iterations are skipped, halving it, then the rest train ($scales)" \
     test "$scales" = "1048576.0 524288.0 262144.0 trains 262144.0 trains 262144.0 "
+# --moe-router-dtype fp32 with --bf16: the router's input and weight cast to float32, its
+# logits, scores, top-k, probabilities and losses in float32 beside bf16 activations: the fp32
+# run's lines within bf16's rounding, and iteration 1's z_loss (the same weights, bf16-rounded)
+# within 1e-4 of the fp32 run's, where the bf16 router's is a bf16 value (some 7e-4 away)
+"$MC_BIN" "${STRONG[@]}" --bf16 --moe-router-dtype fp32 --data-cache-path "$MC_TMP/cache" >"$MC_TMP/r32" 2>&1
+moe_fields "$MC_TMP/r32" >"$MC_TMP/r32.f"
+check "--moe-router-dtype fp32 with --bf16 gives the fp32 lines within bf16's rounding ($(paste -d' ' "$MC_TMP/strong.f" "$MC_TMP/r32.f" | tail -3 | tr '\n' ' ') $(tail -c 200 "$MC_TMP/r32"))" \
+    same_fields "$MC_TMP/strong.f" "$MC_TMP/r32.f" 4e-3
+z1() { grep -m1 -o 'z_loss: [^ ]*' "$1" | cut -d' ' -f2; }
+check "--moe-router-dtype fp32: iteration 1's z_loss is float32's ($(z1 "$MC_TMP/r32.f"), fp32 run $(z1 "$MC_TMP/strong.f"))" \
+    awk -v a="$(z1 "$MC_TMP/r32.f")" -v b="$(z1 "$MC_TMP/strong.f")" 'BEGIN { d = a - b; if (d < 0) d = -d; exit !(a > 0 && d < 1e-4 * b) }'
 if have_mpirun; then
+    # the float32 probabilities through the dispatcher (all-to-all over ep 2, etp 1): the single
+    # rank's lines within bf16's rounding
+    mpirun_mc 2 "${STRONG[@]}" --bf16 --moe-router-dtype fp32 --expert-model-parallel-size 2 \
+        --data-cache-path "$MC_TMP/cache" >"$MC_TMP/par" 2>&1
+    moe_fields "$MC_TMP/par" >"$MC_TMP/par.f"
+    check "--moe-router-dtype fp32 with --bf16 at ep 2 gives the single rank's lines ($(diff "$MC_TMP/r32.f" "$MC_TMP/par.f" | head -4 | tr '\n' ' ') $(tail -c 200 "$MC_TMP/par"))" \
+        same_fields "$MC_TMP/r32.f" "$MC_TMP/par.f" 4e-3
     for layout in "pp 2:--pipeline-model-parallel-size 2" \
         "pp 2 vpp 2:--pipeline-model-parallel-size 2 --num-layers-per-virtual-pipeline-stage 1"; do
         name=${layout%%:*}
