@@ -197,8 +197,7 @@ static void *forward_layer(mc_gpt_t *m, int j, uint32_t iteration, bool training
     mc_layer_run_t r = mc_gpt_layer_run(m, j, iteration, training);
     int first, last;
     const int n = m->cfg.chunk[m->cur_chunk].n_layers;
-    if (training && !recomputing && mc_gpt_recomputed(&m->cfg, n, j, &first, &last))
-        r.grad = false;
+    if (training && !recomputing && mc_gpt_recomputed(&m->cfg, n, j, &first, &last)) r.grad = false;
     const mc_layer_spec_t *spec = m->spec[m->chunk_local0[m->cur_chunk] + j];
     const bool post_ln = m->cfg.post_ln_residual;
     const int rows = r.t.seq * r.B;

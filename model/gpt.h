@@ -374,10 +374,10 @@ typedef struct {
     /* a router type other than the run's: the input and router.weight cast to it [T, H], [E, H],
      * the weight's gradient in it [E, H] and rounded to the weight's type (NULL otherwise) */
     void *r_in, *r_w, *r_dw, *r_dwt;
-    float *psum;            /* [E]: the aux loss's summed scores */
-    float *seq_psum;        /* [B, E]: seq_aux_loss's, per sequence (NULL without it) */
-    int32_t *counts;        /* [E]: tokens per expert (device) */
-    uint8_t *kept;          /* [T, E]: padding to capacity, the routed tokens kept (the log's) */
+    float *psum;     /* [E]: the aux loss's summed scores */
+    float *seq_psum; /* [B, E]: seq_aux_loss's, per sequence (NULL without it) */
+    int32_t *counts; /* [E]: tokens per expert (device) */
+    uint8_t *kept;   /* [T, E]: padding to capacity, the routed tokens kept (the log's) */
     long split[MC_MOE_MAX_EXPERTS];
     int32_t counts_host[MC_MOE_MAX_EXPERTS];
     /* each expert's linear_fc1 and linear_fc2 weights and gradients (parameters of their own,

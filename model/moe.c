@@ -314,8 +314,7 @@ static void sort_rows(mc_layer_run_t *r, mc_dtype_t dt, void *dst, const void *s
                       int width)
 {
     const mc_moe_ws_t *w = &r->m->moe_ws;
-    r->be->moe->sort_chunks(r->be, dt, dst, src,
-                            to_expert ? w->chunk_by_rank : w->chunk_by_expert,
+    r->be->moe->sort_chunks(r->be, dt, dst, src, to_expert ? w->chunk_by_rank : w->chunk_by_expert,
                             to_expert ? w->to_expert_major : w->to_rank_major,
                             etp_of(r->c) * r->c->moe.num_experts, width);
 }

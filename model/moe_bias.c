@@ -34,7 +34,7 @@ void mc_moe_bias_count(mc_layer_run_t *r, const int32_t *counts)
 {
     mc_gpt_t *m = r->m;
     /* with torch.is_grad_enabled() only: not in evaluation, once under full recomputation */
-    if (!m->cfg.moe.expert_bias || !r->grad) return;
+    if (!m->cfg.moe.expert_bias || !r->training || !r->grad) return;
     ensure(m);
     const int E = m->cfg.moe.num_experts;
     float *run = m->moe_local_tokens + (long)r->local * E;

@@ -55,7 +55,8 @@ const uint8_t *mc_moe_drop(mc_layer_run_t *r, mc_moe_acts_t *s, const void **pro
 void mc_moe_count_dropped(mc_layer_run_t *r, const mc_moe_acts_t *s, long kept)
 {
     const mc_moe_cfg_t *q = &r->c->moe;
-    if (!q->drop || !r->grad) return; /* once per training forward, as the bias's counts */
+    if (!q->drop || !r->training || !r->grad)
+        return; /* once per training forward, as the bias's counts */
     const long T = mc_moe_tokens(r), routed = T * q->router.topk;
     if (q->pad_to_capacity) kept = kept_with_padding(r, s, T, mc_moe_capacity_tokens(q, T));
     r->m->moe_routed += (double)routed;

@@ -174,7 +174,7 @@ static float grad_scale(const mc_layer_run_t *r)
 void mc_moe_losses_forward(mc_layer_run_t *r, mc_moe_acts_t *s)
 {
     const mc_moe_cfg_t *q = &r->c->moe;
-    if (!r->grad) return; /* self.training and torch.is_grad_enabled() */
+    if (!r->training || !r->grad) return; /* self.training and torch.is_grad_enabled() */
     if (runs(q, MC_MOE_Z)) {
         /* z_loss_func: mean(logsumexp(logits)^2) * coeff, tensors of the router's type (float
          * arithmetic, rounded to it), and its / coeff for the tracker: each tp rank's own value

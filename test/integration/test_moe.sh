@@ -137,12 +137,15 @@ z1() { grep -m1 -o 'z_loss: [^ ]*' "$1" | cut -d' ' -f2; }
 check "--moe-router-dtype fp32: iteration 1's z_loss is float32's ($(z1 "$MC_TMP/r32.f"), fp32 run $(z1 "$MC_TMP/strong.f"))" \
     awk -v a="$(z1 "$MC_TMP/r32.f")" -v b="$(z1 "$MC_TMP/strong.f")" 'BEGIN { d = a - b; if (d < 0) d = -d; exit !(a > 0 && d < 1e-4 * b) }'
 if have_mpirun; then
-    # the float32 probabilities through the dispatcher (all-to-all over ep 2, etp 1): the single
-    # rank's lines within bf16's rounding
+    # the float32 probabilities through the dispatcher (all-to-all over ep 2, etp 1; dp 2 for
+    # the dense layers), and --calculate-per-token-loss: each loss's gradient times the rank's
+    # tokens, the whole gradient over the global batch's tokens (router.py, finalize_model_grads;
+    # without it the losses' gradients would be some 1/128 of theirs): with every token counted,
+    # the single rank's plain lines within bf16's rounding
     mpirun_mc 2 "${STRONG[@]}" --bf16 --moe-router-dtype fp32 --expert-model-parallel-size 2 \
-        --data-cache-path "$MC_TMP/cache" >"$MC_TMP/par" 2>&1
+        --calculate-per-token-loss --data-cache-path "$MC_TMP/cache" >"$MC_TMP/par" 2>&1
     moe_fields "$MC_TMP/par" >"$MC_TMP/par.f"
-    check "--moe-router-dtype fp32 with --bf16 at ep 2 gives the single rank's lines ($(diff "$MC_TMP/r32.f" "$MC_TMP/par.f" | head -4 | tr '\n' ' ') $(tail -c 200 "$MC_TMP/par"))" \
+    check "--moe-router-dtype fp32 with --bf16 and --calculate-per-token-loss at ep 2 (dp 2) give the single rank's plain lines ($(diff "$MC_TMP/r32.f" "$MC_TMP/par.f" | head -4 | tr '\n' ' ') $(tail -c 200 "$MC_TMP/par"))" \
         same_fields "$MC_TMP/r32.f" "$MC_TMP/par.f" 4e-3
     for layout in "pp 2:--pipeline-model-parallel-size 2" \
         "pp 2 vpp 2:--pipeline-model-parallel-size 2 --num-layers-per-virtual-pipeline-stage 1"; do
@@ -171,13 +174,6 @@ if have_mpirun; then
     check "--bf16 MoE layers at dp 2 give the single rank's lines ($(tail -c 300 "$MC_TMP/par" | tr '\n' ' '))" \
         same_fields "$MC_TMP/bf16.f" "$MC_TMP/par.f" 4e-3
     check "the bf16 run differs from the fp32 one" test "$(head -1 "$MC_TMP/bf16.f")" != "$(head -1 "$MC_TMP/one.f")"
-    # --calculate-per-token-loss at dp 2: each loss's gradient times the rank's tokens, the whole
-    # gradient over the global batch's tokens (router.py, finalize_model_grads): with every token
-    # counted, the lines of the single rank's plain run
-    mpirun_mc 2 "${STRONG[@]}" --calculate-per-token-loss --data-cache-path "$MC_TMP/cache" >"$MC_TMP/par" 2>&1
-    moe_fields "$MC_TMP/par" >"$MC_TMP/par.f"
-    check "--calculate-per-token-loss with MoE layers at dp 2 gives the single rank's plain lines ($(diff "$MC_TMP/strong.f" "$MC_TMP/par.f" | head -4 | tr '\n' ' ') $(tail -c 200 "$MC_TMP/par"))" \
-        same_fields "$MC_TMP/strong.f" "$MC_TMP/par.f"
     # the z-loss at tp 2 + SP: each rank's coefficient over tp (its mean is over its own sequence
     # rows, the router's gradient sums over tp): the single rank's lm loss, load-balancing losses
     # and grad norms; the z_loss logged is the last rank's own rows' (Megatron's tracker has no

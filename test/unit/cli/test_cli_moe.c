@@ -114,6 +114,25 @@ static void test_expert_parallel_checkpoints(void **state)
     }
 }
 
+/* Issue 31's options once refused, now implemented: fp16 (the loss scaler), per-token loss, the
+ * z-loss at tp > 1, full recomputation (the first forward takes no losses or counts). */
+static void test_accepted_options(void **state)
+{
+    (void)state;
+    static const char *const done[][2] = {
+        {MOE " --swiglu --fp16", "1"},
+        {MOE " --swiglu --calculate-per-token-loss --moe-aux-loss-coeff 1e-2", "1"},
+        {TP2 " --bf16 --moe-z-loss-coeff 1e-3", "2"},
+        {MOE " --swiglu --recompute-granularity full --recompute-method uniform "
+             "--recompute-num-layers 1",
+         "1"}};
+    for (size_t i = 0; i < sizeof(done) / sizeof(done[0]); i++) {
+        mc_run_t rk;
+        mc_run_parse(&rk, done[i][0], atoi(done[i][1]));
+        assert_int_equal(rk.status, 0);
+    }
+}
+
 /* A line Megatron accepts is refused by name until the MoE layer exists; the flags alone too,
  * and a dense line is untouched (expert tensor size derived as tp). */
 static void test_refused_until_implemented(void **state)
@@ -123,16 +142,6 @@ static void test_refused_until_implemented(void **state)
     const char *todo = "are recognised but not implemented yet in megatron-c";
     mc_expect_error(MOE, "MoE layers with experts without --swiglu");
     (void)todo;
-    /* fp16 (the loss scaler), per-token loss, the z-loss at tp > 1: implemented */
-    static const char *const done[][2] = {
-        {MOE " --swiglu --fp16", "1"},
-        {MOE " --swiglu --calculate-per-token-loss --moe-aux-loss-coeff 1e-2", "1"},
-        {TP2 " --bf16 --moe-z-loss-coeff 1e-3", "2"}};
-    for (size_t i = 0; i < sizeof(done) / sizeof(done[0]); i++) {
-        mc_run_t rk;
-        mc_run_parse(&rk, done[i][0], atoi(done[i][1]));
-        assert_int_equal(rk.status, 0);
-    }
     /* tensor parallelism's scope (model/moe.c): what it lacks, each by name, all at once */
     static const char *const tp_parts[] = {
         "with --load or --save other than torch_dist with --expert-model-parallel-size > 1 and "
@@ -171,9 +180,6 @@ static void test_refused_until_implemented(void **state)
     mc_run_t rl; /* Megatron's FLOPs count of MoE layers (model/flops.c) */
     mc_run_parse(&rl, MOE " --swiglu --log-throughput", 1);
     assert_int_equal(rl.status, 0);
-    mc_run_parse(&rl, MOE " --swiglu --recompute-granularity full --recompute-method uniform "
-                          "--recompute-num-layers 1", 1);
-    assert_int_equal(rl.status, 0); /* the first forward takes no losses or counts */
     /* expert parallelism: what its dispatcher does not reach yet (model/moe.c) */
     const char *ep2 = MOE " --swiglu --expert-model-parallel-size 2 --moe-token-dispatcher-type alltoall";
     char line[1024];
@@ -399,7 +405,8 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_flags_parse_into_fields),
-        cmocka_unit_test(test_refused_until_implemented), cmocka_unit_test(test_router_options),
+        cmocka_unit_test(test_refused_until_implemented), cmocka_unit_test(test_accepted_options),
+        cmocka_unit_test(test_router_options),
         cmocka_unit_test(test_expert_parallel_checkpoints),
         cmocka_unit_test(test_megatron_rules),
         cmocka_unit_test(test_layer_pattern),
