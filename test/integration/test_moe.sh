@@ -101,12 +101,20 @@ fi
 moe_fields "$MC_TMP/mixed" >"$MC_TMP/mixed.f"
 # --recompute-granularity full: the forward of a recomputed group runs again in the backward;
 # its first forward, Megatron's checkpointed forward under no_grad, takes no losses, tracker
-# values or counts: every line is the plain run's, bit for bit
-"$MC_BIN" "${MIXED[@]}" "${LOSSES[@]}" --data-cache-path "$MC_TMP/cache" \
-    --recompute-granularity full --recompute-method uniform --recompute-num-layers 2 >"$MC_TMP/rc" 2>&1
-moe_fields "$MC_TMP/rc" >"$MC_TMP/rc.f"
-check "full recomputation of MoE layers gives the plain run's lines bit for bit ($(diff "$MC_TMP/mixed.f" "$MC_TMP/rc.f" | head -4 | tr '\n' ' ') $(tail -c 200 "$MC_TMP/rc"))" \
-    cmp -s "$MC_TMP/mixed.f" "$MC_TMP/rc.f"
+# values, expert-bias or dropped counts: with every loss, sigmoid scores with the expert bias and
+# token dropping, every line (the dropped counts' too) is the plain run's, bit for bit
+RC=("${MIXED[@]}" "${LOSSES[@]}" --moe-router-score-function sigmoid --moe-router-enable-expert-bias
+    --moe-expert-capacity-factor 1 --data-cache-path "$MC_TMP/cache")
+rc_lines() { grep -o 'lm loss: [^|]*|\|[a-z_]*loss: [^|]*|\|grad norm: [^|]*|\|tokens dropped.*' "$1"; }
+"$MC_BIN" "${RC[@]}" >"$MC_TMP/plain" 2>&1
+"$MC_BIN" "${RC[@]}" --recompute-granularity full --recompute-method uniform \
+    --recompute-num-layers 2 >"$MC_TMP/rc" 2>&1
+rc_lines "$MC_TMP/plain" >"$MC_TMP/plain.f"
+rc_lines "$MC_TMP/rc" >"$MC_TMP/rc.f"
+check "the recomputation's comparison has four dropped-count lines and four z_loss values ($(tail -c 200 "$MC_TMP/plain"))" \
+    test "$(grep -c 'tokens dropped' "$MC_TMP/plain.f")" -eq 4 -a "$(grep -c z_loss "$MC_TMP/plain.f")" -eq 4
+check "full recomputation of MoE layers gives the plain run's lines and dropped counts bit for bit ($(diff "$MC_TMP/plain.f" "$MC_TMP/rc.f" | head -4 | tr '\n' ' ') $(tail -c 200 "$MC_TMP/rc"))" \
+    cmp -s "$MC_TMP/plain.f" "$MC_TMP/rc.f"
 # The losses' gradients under the loss scale and the token scaling (coefficients large enough
 # that a wrong scale moves every line): --fp16 at a static loss scale is the fp32 run within
 # fp16's rounding (the injected gradient is times the loss scale, as MoEAuxLossAutoScaler's);
