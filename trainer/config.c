@@ -62,6 +62,7 @@ static void moe_config(mc_moe_cfg_t *q, const mc_args_t *a)
              : a->bf16                                ? MC_DT_BF16
              : a->fp16                                ? MC_DT_F16
                                                       : MC_DT_F32;
+    q->allgather = strcmp(a->moe_token_dispatcher_type, "allgather") == 0;
     moe_losses(q, a);
     char err[256];
     if (a->num_layers > MC_MOE_MAX_LAYERS ||

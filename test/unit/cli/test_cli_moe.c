@@ -131,6 +131,19 @@ static void test_accepted_options(void **state)
         mc_run_parse(&rk, done[i][0], atoi(done[i][1]));
         assert_int_equal(rk.status, 0);
     }
+    /* the allgather dispatcher (Megatron's default, model/moe_allgather.c) at tp 2 + SP, at
+     * tp 2 x ep 2 and at ep 2 */
+    static const char *const ag_ok[][2] = {
+        {MOE " --swiglu --tensor-model-parallel-size 2 --sequence-parallel", "2"},
+        {MOE " --swiglu --tensor-model-parallel-size 2 --sequence-parallel "
+             "--expert-model-parallel-size 2",
+         "4"},
+        {MOE " --swiglu --expert-model-parallel-size 2 --moe-token-dispatcher-type allgather", "2"}};
+    for (size_t i = 0; i < sizeof(ag_ok) / sizeof(ag_ok[0]); i++) {
+        mc_run_t ra;
+        mc_run_parse(&ra, ag_ok[i][0], atoi(ag_ok[i][1]));
+        assert_int_equal(ra.status, 0);
+    }
 }
 
 /* A line Megatron accepts is refused by name until the MoE layer exists; the flags alone too,
@@ -150,8 +163,10 @@ static void test_refused_until_implemented(void **state)
                                "global_aux_loss --moe-aux-loss-coeff 1e-2 --save /tmp/x "
                                "--save-interval 5",
                            2, 1, tp_parts);
-    mc_expect_error_world(MOE " --swiglu --tensor-model-parallel-size 2 --sequence-parallel", 2,
-                          "with --moe-token-dispatcher-type allgather are recognised but not");
+    /* an etp other than 1 or tp refused with the allgather dispatcher too */
+    mc_expect_error_world(MOE " --swiglu --tensor-model-parallel-size 4 --sequence-parallel "
+                              "--expert-tensor-parallel-size 2",
+                          4, "an --expert-tensor-parallel-size other than 1 or tp are recognised");
     mc_expect_error_world(TP2 " --load /tmp/x --ckpt-format torch_dist --use-distributed-optimizer", 2,
                           "with --load or --save other than torch_dist with");
     mc_expect_error_world(MOE " --swiglu --moe-token-dispatcher-type alltoall "
@@ -184,7 +199,6 @@ static void test_refused_until_implemented(void **state)
     const char *ep2 = MOE " --swiglu --expert-model-parallel-size 2 --moe-token-dispatcher-type alltoall";
     char line[1024];
     static const char *const ep_todo[][2] = {
-        {"--moe-token-dispatcher-type allgather", "--moe-token-dispatcher-type allgather"},
         {"--log-num-zeros-in-grad", "--log-num-zeros-in-grad"},
         {"--check-weight-hash-across-dp-replicas-interval 5",
          "--check-weight-hash-across-dp-replicas-interval"}};
