@@ -155,12 +155,13 @@ if have_mpirun; then
     moe_fields "$MC_TMP/par" >"$MC_TMP/par.f"
     check "--moe-router-dtype fp32 with --bf16 and --calculate-per-token-loss at ep 2 (dp 2) give the single rank's plain lines ($(diff "$MC_TMP/r32.f" "$MC_TMP/par.f" | head -4 | tr '\n' ' ') $(tail -c 200 "$MC_TMP/par"))" \
         same_fields "$MC_TMP/r32.f" "$MC_TMP/par.f" 4e-3
-    # and through the allgather dispatcher (the probabilities gathered over tp x ep in float32)
+    # and through the allgather dispatcher (the probabilities gathered over tp x ep in float32;
+    # the same numbers, 1e-5: a 16-bit gather of them moves the lm loss by some 1e-4)
     mpirun_mc 2 "${STRONG[@]}" --bf16 --moe-router-dtype fp32 --expert-model-parallel-size 2 \
         --moe-token-dispatcher-type allgather --data-cache-path "$MC_TMP/cache" >"$MC_TMP/par" 2>&1
     moe_fields "$MC_TMP/par" >"$MC_TMP/par.f"
     check "--moe-router-dtype fp32 with --bf16 at ep 2 with the allgather dispatcher gives the single rank's lines ($(diff "$MC_TMP/r32.f" "$MC_TMP/par.f" | head -4 | tr '\n' ' ') $(tail -c 200 "$MC_TMP/par"))" \
-        same_fields "$MC_TMP/r32.f" "$MC_TMP/par.f" 4e-3
+        same_fields "$MC_TMP/r32.f" "$MC_TMP/par.f"
     for layout in "pp 2:--pipeline-model-parallel-size 2" \
         "pp 2 vpp 2:--pipeline-model-parallel-size 2 --num-layers-per-virtual-pipeline-stage 1"; do
         name=${layout%%:*}
