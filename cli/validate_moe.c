@@ -255,7 +255,7 @@ static void expert_parallel_scope(const mc_args_t *a, void (*report)(const char 
 }
 
 /* Tensor parallelism in MoE layers today (model/moe.c): sequence parallel (parallel() above),
- * the alltoall and allgather dispatchers with etp tp or 1, the load-balancing losses (not the z-loss), torch_dist
+ * the alltoall and allgather dispatchers with etp tp or 1, the load-balancing and z losses, torch_dist
  * checkpoints at ep > 1 with the distributed optimizer. */
 static void tensor_parallel_scope(const mc_args_t *a, void (*report)(const char *line))
 {
@@ -270,7 +270,6 @@ static void tensor_parallel_scope(const mc_args_t *a, void (*report)(const char 
             "%d with %s are recognised but not implemented yet in megatron-c (see issue 31)",      \
             tp, etp, what);
     TODO(etp != tp && etp != 1, "an --expert-tensor-parallel-size other than 1 or tp")
-    TODO(a->moe_z_loss_coeff_set, "--moe-z-loss-coeff")
     /* torch_dist with the distributed optimizer at ep > 1 (Megatron's chained optimizer, the
      * tp2sp-ep2 reference's layout) */
     TODO((a->load[0] || a->save[0]) &&
@@ -282,8 +281,8 @@ static void tensor_parallel_scope(const mc_args_t *a, void (*report)(const char 
 }
 
 /* What the MoE layer does today (model/moe.c): E/ep experts on every rank, each split over etp,
- * with cp 1 (any tp, dp and pp), SwiGLU experts without biases in fp32 or
- * bf16, dense layers among MoE layers (--moe-layer-freq), the aux, seq-aux, global aux and z
+ * with cp 1 (any tp, dp and pp), SwiGLU experts without biases in fp32, bf16 or fp16 (ep 1),
+ * per-token loss or not, dense layers among MoE layers (--moe-layer-freq), the aux, seq-aux, global aux and z
  * losses, checkpoints at ep 1 (every layer an MoE layer). The rest is refused by name, every
  * part at once. */
 static void scope(const mc_args_t *a, void (*report)(const char *line))
@@ -296,11 +295,8 @@ static void scope(const mc_args_t *a, void (*report)(const char *line))
                 "docs/FLAGS.md and issue 31)",                                                     \
                 what);
     TODO(a->context_parallel_size > 1, "--context-parallel-size > 1")
-    TODO(a->fp16, "--fp16")
     TODO(!a->swiglu, "experts without --swiglu")
     TODO(a->add_bias_linear, "biases (add --disable-bias-linear)")
-    TODO(strcmp(a->recompute_granularity, "full") == 0, "--recompute-granularity full")
-    TODO(a->calculate_per_token_loss, "--calculate-per-token-loss")
     /* at ep > 1 Megatron's chained optimizer (the experts' own distributed optimizer) is mapped
      * for the distributed optimizer only (legacy loads without it: ckpt/checkpoint.c) */
     TODO(a->save[0] && a->expert_model_parallel_size > 1 &&
@@ -309,10 +305,6 @@ static void scope(const mc_args_t *a, void (*report)(const char *line))
          "--save and --expert-model-parallel-size > 1 other than with "
          "--use-distributed-optimizer (torch, or torch_dist's dp_reshardable state)")
     TODO(a->num_layers > MC_MOE_MAX_LAYERS, "more than 1024 layers")
-    /* the router computes in the run's type: fp32 is that type only in an fp32 run */
-    TODO(strcmp(a->moe_router_dtype, "fp32") == 0 && (a->bf16 || a->fp16),
-         "--moe-router-dtype fp32 and --bf16 or --fp16 (the router in float32 beside 16-bit "
-         "activations)")
     /* the expert_bias buffer is not yet among the checkpoints' tensors */
     TODO((a->load[0] || a->save[0]) && a->moe_router_enable_expert_bias,
          "--load or --save and --moe-router-enable-expert-bias (the expert_bias buffer in "

@@ -221,7 +221,7 @@ const mc_flag_t mc_flags_model[] = {
 
     /* ---- moe ---- */
     {.name = "--num-experts", MOE, INT, PENDING_FIELD(num_experts), GE(0),
-     IMPLEMENTED_NOTE("the MoE layer: SwiGLU experts in fp32 or bf16, E/ep per rank, each split over etp, so far, the rest refused by name (cli/validate_moe.c)"), .help = "Number of Experts in MoE (None means no MoE)"},
+     IMPLEMENTED_NOTE("the MoE layer: SwiGLU experts in fp32, bf16 or fp16, E/ep per rank, each split over etp, so far, the rest refused by name (cli/validate_moe.c)"), .help = "Number of Experts in MoE (None means no MoE)"},
     {.name = "--expert-model-parallel-size", MOE, INT, PENDING_FIELD(expert_model_parallel_size),
      .def = "1", GE(1),
      IMPLEMENTED_NOTE("expert parallelism: the alltoall and allgather dispatchers, with tp (and sequence parallelism) and parallel folding; checkpoints with the distributed optimizer (Megatron's chained optimizer): legacy and torch_dist at tp 1, torch_dist at tp > 1; the rest refused by name (cli/validate_moe.c)"),

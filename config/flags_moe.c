@@ -45,7 +45,7 @@ const mc_flag_t mc_flags_moe[] = {
     {.name = "--moe-aux-loss-coeff", G_MOE, LIST(-1), .def = "0.0",
      PENDING_LIST_FIELD(moe_aux_loss_coeff, n_moe_aux_loss_coeff),
      
-     IMPLEMENTED_NOTE("the MoE layer: SwiGLU experts in fp32 or bf16, E/ep per rank, each split over etp, so far, the rest refused by name (cli/validate_moe.c)"), .help = "Scaling coefficient for the aux loss: a starting value of 1e-2 is recommended."},
+     IMPLEMENTED_NOTE("the MoE layer: SwiGLU experts in fp32, bf16 or fp16, E/ep per rank, each split over etp, so far, the rest refused by name (cli/validate_moe.c)"), .help = "Scaling coefficient for the aux loss: a starting value of 1e-2 is recommended."},
     {.name = "--moe-combine-bwd-dtype", G_TC, CHOICE("bf16", "mxfp8"), .def = "bf16",
      TODO("mixture of experts (MoE)"),
      .help = "Wire dtype of the MoE combine backward gradient ('ncclep' flex dispatcher only). "
@@ -88,7 +88,7 @@ const mc_flag_t mc_flags_moe[] = {
      .help = "Deprecated. Use --expert-tensor-parallel-size instead."},
     {.name = "--moe-ffn-hidden-size", G_MOE, INT, PENDING_FIELD(moe_ffn_hidden_size), GE(1),
      
-     IMPLEMENTED_NOTE("the MoE layer: SwiGLU experts in fp32 or bf16, E/ep per rank, each split over etp, so far, the rest refused by name (cli/validate_moe.c)"), .help = "MoE Feed-Forward Network hidden size. If not specified, defaults to the "
+     IMPLEMENTED_NOTE("the MoE layer: SwiGLU experts in fp32, bf16 or fp16, E/ep per rank, each split over etp, so far, the rest refused by name (cli/validate_moe.c)"), .help = "MoE Feed-Forward Network hidden size. If not specified, defaults to the "
              "ffn_hidden_size."},
     {.name = "--moe-flex-dispatcher-backend", G_TC, CHOICE("deepep", "hybridep", "ncclep"),
      .def = "deepep", TODO("mixture of experts (MoE)"),
@@ -134,7 +134,7 @@ const mc_flag_t mc_flags_moe[] = {
      .help = "Latent projection dimension for MoE. If None, MoE latent projections are not used."},
     {.name = "--moe-layer-freq", G_MOE, STRING, .def = "1", PENDING_FIELD(moe_layer_freq),
      
-     IMPLEMENTED_NOTE("the MoE layer: SwiGLU experts in fp32 or bf16, E/ep per rank, each split over etp, so far, the rest refused by name (cli/validate_moe.c)"), .help = "Frequency between MoE layers and Dense layers. Accepts either: - An integer N: "
+     IMPLEMENTED_NOTE("the MoE layer: SwiGLU experts in fp32, bf16 or fp16, E/ep per rank, each split over etp, so far, the rest refused by name (cli/validate_moe.c)"), .help = "Frequency between MoE layers and Dense layers. Accepts either: - An integer N: "
              "Represents a 1:N ratio, meaning one expert layer for every N-1 dense layers - A "
              "string containing a Python list expression that defines a custom pattern, e.g.: "
              "\"([1]*3+[0]*1)*3\" evaluates to [1,1,1,0,1,1,1,0,1,1,1,0] where 1 indicates an "
@@ -201,7 +201,7 @@ const mc_flag_t mc_flags_moe[] = {
              "tokens and decreased for the experts with more assigned tokens. The default value "
              "1e-3 is same as that used in DeepSeekV3."},
     {.name = "--moe-router-dtype", G_MOE, CHOICE("fp32", "fp64"), PENDING_FIELD(moe_router_dtype),
-     ONLY("fp64 is not implemented yet; fp32 in float32 runs (the router computes in float32 there already: the same numbers), refused by name with --bf16 or --fp16 for now", "fp32"),
+     ONLY("fp64 is not implemented yet; fp32: the router's input and weight cast to float32, its logits, scores, top-k, probabilities and losses in float32 beside --bf16 or --fp16 activations (RouterGatingLinearFunction)", "fp32"),
      .help = "Data type for routing and expert output weighted averaging. Using fp32 or fp64 can "
              "improve stability especially when the number of experts is large (e.g. "
              "finegrained-moe). None means no changes for dtype."},
@@ -231,7 +231,7 @@ const mc_flag_t mc_flags_moe[] = {
     {.name = "--moe-router-load-balancing-type", G_MOE, LIST(-1), .def = "aux_loss",
      PENDING_LIST_FIELD(moe_router_load_balancing_type, n_moe_router_load_balancing_type),
      
-     IMPLEMENTED_NOTE("the MoE layer: SwiGLU experts in fp32 or bf16, E/ep per rank, each split over etp, so far, the rest refused by name (cli/validate_moe.c)"), .help = "Determines the load balancing strategy for the router. \"aux_loss\" corresponds to "
+     IMPLEMENTED_NOTE("the MoE layer: SwiGLU experts in fp32, bf16 or fp16, E/ep per rank, each split over etp, so far, the rest refused by name (cli/validate_moe.c)"), .help = "Determines the load balancing strategy for the router. \"aux_loss\" corresponds to "
              "the load balancing loss used in GShard and SwitchTransformer; \"seq_aux_loss\" "
              "corresponds to the load balancing loss used in DeepSeekV2, which computes the loss "
              "for each individual sample; \"sinkhorn\" corresponds to the balancing algorithm "
@@ -278,7 +278,7 @@ const mc_flag_t mc_flags_moe[] = {
      .help = "Score function for MoE routing. Can be \"softmax\", \"sigmoid\" or \"sqrtsoftplus\"."},
     {.name = "--moe-router-topk", G_MOE, INT, .def = "2", GE(1), PENDING_FIELD(moe_router_topk),
      
-     IMPLEMENTED_NOTE("the MoE layer: SwiGLU experts in fp32 or bf16, E/ep per rank, each split over etp, so far, the rest refused by name (cli/validate_moe.c)"), .help = "Number of experts to route to for each token."},
+     IMPLEMENTED_NOTE("the MoE layer: SwiGLU experts in fp32, bf16 or fp16, E/ep per rank, each split over etp, so far, the rest refused by name (cli/validate_moe.c)"), .help = "Number of experts to route to for each token."},
     {.name = "--moe-router-topk-scaling-factor", G_MOE, FLOAT,
      PENDING_FIELD(moe_router_topk_scaling_factor),
      IMPLEMENTED_NOTE("the chosen experts' probabilities times the factor"),
@@ -369,7 +369,7 @@ const mc_flag_t mc_flags_moe[] = {
              "dense model."},
     {.name = "--moe-z-loss-coeff", G_MOE, FLOAT,
      PENDING_FIELD(moe_z_loss_coeff), SET_FLAG(moe_z_loss_coeff_set),
-     IMPLEMENTED_NOTE("the router's z-loss: its gradient in the router's, logged as z_loss"),
+     IMPLEMENTED_NOTE("the router's z-loss: its gradient in the router's, logged as z_loss (at tp > 1 the coefficient over tp and the logged value the last rank's own, as Megatron's)"),
      .help = "Scaling coefficient for the z-loss. A starting value of 1e-3 is recommended."},
     {.name = "--mtp-detach-heads", G_TC, TRUE_IF_GIVEN, TODO("multi-token prediction"),
      .help = "If True, detach MTP head inputs from the main model graph. This prevents MTP loss "

@@ -68,9 +68,13 @@ typedef struct {
     uint32_t iteration; /* keys the dropout masks */
     uint32_t layer_no;  /* the global layer number + 1 (the dropout key's layer) */
     bool training;      /* forward: dropout on */
-    void *const *w;     /* the layer's parameters by kind (m->p.layers[j].t) */
-    void *const *gw;    /* and their gradients */
-    int local;          /* its local layer index (m->layer_param[local]: its first parameter) */
+    /* torch.is_grad_enabled() in a training forward: false in the first forward of a full
+     * recomputation group (Megatron's checkpointed forward runs under no_grad), true when the
+     * backward recomputes it; the MoE router's losses and counts are taken then only */
+    bool grad;
+    void *const *w;  /* the layer's parameters by kind (m->p.layers[j].t) */
+    void *const *gw; /* and their gradients */
+    int local;       /* its local layer index (m->layer_param[local]: its first parameter) */
 } mc_layer_run_t;
 
 /* An MoE layer's tokens: the rows of its sequence-local input (this rank's sequence rows under

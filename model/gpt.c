@@ -143,6 +143,7 @@ mc_layer_run_t mc_gpt_layer_run(mc_gpt_t *m, int j, uint32_t iteration, bool tra
                         .iteration = iteration,
                         .layer_no = (uint32_t)m->layer_no[lj] + 1,
                         .training = training,
+                        .grad = training,
                         .w = m->p.layers[lj].t,
                         .gw = m->g.layers[lj].t,
                         .local = lj};
@@ -191,9 +192,12 @@ static void *bda_dropout(const mc_layer_run_t *r, uint32_t site, void *y, bool b
  * already done when normed) and fills acts[j]. Returns the MLP's output after dropout; *res is
  * the residual it is added to. */
 static void *forward_layer(mc_gpt_t *m, int j, uint32_t iteration, bool training, bool normed,
-                           const void **res)
+                           bool recomputing, const void **res)
 {
     mc_layer_run_t r = mc_gpt_layer_run(m, j, iteration, training);
+    int first, last;
+    const int n = m->cfg.chunk[m->cur_chunk].n_layers;
+    if (training && !recomputing && mc_gpt_recomputed(&m->cfg, n, j, &first, &last)) r.grad = false;
     const mc_layer_spec_t *spec = m->spec[m->chunk_local0[m->cur_chunk] + j];
     const bool post_ln = m->cfg.post_ln_residual;
     const int rows = r.t.seq * r.B;
@@ -338,7 +342,7 @@ void mc_gpt_forward_chunk(mc_gpt_t *m, int c, int k, const mc_microbatch_t *mb, 
     bool normed = false;
     for (int j = 0; j < ch->n_layers; j++) {
         const void *res;
-        const void *y = forward_layer(m, j, iteration, training, normed, &res);
+        const void *y = forward_layer(m, j, iteration, training, normed, false, &res);
         normed = close_layer(m, j, res, y, false);
     }
     void *chunk_out = ch->post ? sl->x_final : sl->out;
@@ -389,7 +393,7 @@ void mc_gpt_backward_chunk(mc_gpt_t *m, int c, int k, uint32_t iteration, float 
         if (mc_gpt_recomputed(cf, ch->n_layers, j, &first, &last) && j == last)
             for (int i = first; i <= last; i++) {
                 const void *res;
-                const void *y = forward_layer(m, i, iteration, true, false, &res);
+                const void *y = forward_layer(m, i, iteration, true, false, true, &res);
                 close_layer(m, i, res, y, true);
             }
         backward_layer(m, j, iteration);

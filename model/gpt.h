@@ -110,6 +110,14 @@ typedef struct {
      * (--moe-shared-expert-overlap: the same numbers) */
     int shared_ffn;
     bool shared_gate, shared_overlap;
+    /* --calculate-per-token-loss: each loss's gradient times the layer's local tokens (router.py
+     * attach_and_log_load_balancing_loss, apply_z_loss), undoing finalize_model_grads' division
+     * by the global token count */
+    bool per_token_loss;
+    /* the router's type (--moe-router-dtype fp32, else the run's): its logits, scores,
+     * probabilities and losses, and the probabilities through the dispatcher into the experts
+     * (RouterGatingLinearFunction: the 16-bit input and weight cast to it) */
+    mc_dtype_t rdt;
 } mc_moe_cfg_t;
 
 /* Whether the MoE layer's token dispatcher moves tokens between ranks (ep > 1 or etp > 1). */
@@ -372,10 +380,13 @@ typedef struct {
     void *d_x;              /* [R, H] */
     void *d_pprobs;         /* [R] */
     void *dprobs, *dlogits; /* [T, E] */
-    float *psum;            /* [E]: the aux loss's summed scores */
-    float *seq_psum;        /* [B, E]: seq_aux_loss's, per sequence (NULL without it) */
-    int32_t *counts;        /* [E]: tokens per expert (device) */
-    uint8_t *kept;          /* [T, E]: padding to capacity, the routed tokens kept (the log's) */
+    /* a router type other than the run's: the input and router.weight cast to it [T, H], [E, H],
+     * the weight's gradient in it [E, H] and rounded to the weight's type (NULL otherwise) */
+    void *r_in, *r_w, *r_dw, *r_dwt;
+    float *psum;     /* [E]: the aux loss's summed scores */
+    float *seq_psum; /* [B, E]: seq_aux_loss's, per sequence (NULL without it) */
+    int32_t *counts; /* [E]: tokens per expert (device) */
+    uint8_t *kept;   /* [T, E]: padding to capacity, the routed tokens kept (the log's) */
     long split[MC_MOE_MAX_EXPERTS];
     int32_t counts_host[MC_MOE_MAX_EXPERTS];
     /* each expert's linear_fc1 and linear_fc2 weights and gradients (parameters of their own,

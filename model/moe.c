@@ -105,26 +105,27 @@ static void moe_plan(mc_gpt_t *m, mc_alloc_t *a, void *acts)
     mc_moe_acts_t *s = acts;
     const int E = c->moe.num_experts, F = c->moe.ffn / etp_of(c), H = c->hidden;
     const long e = (long)mc_dtype_size(c->dt), i4 = (long)sizeof(int32_t);
+    const long re = (long)mc_dtype_size(c->moe.rdt); /* the router's type */
     long T, R;
     sizes(c, &T, &R);
     const long Rr = recv_rows(c, T, R);
-    s->logits = mc_gpt_take(a, T * E * e);
-    s->probs = mc_gpt_take(a, T * E * e);
+    s->logits = mc_gpt_take(a, T * E * re);
+    s->probs = mc_gpt_take(a, T * E * re);
     s->map = mc_gpt_take(a, T * E);
     s->cap_map = c->moe.drop ? mc_gpt_take(a, T * E) : NULL;
-    s->cap_probs = c->moe.drop ? mc_gpt_take(a, T * E * e) : NULL;
+    s->cap_probs = c->moe.drop ? mc_gpt_take(a, T * E * re) : NULL;
     s->aux_counts = mc_gpt_take(a, E * (long)sizeof(float));
     const bool ag = allgather_of(c);
     s->rows = take_unless(a, ag, R * i4);
     s->row_of = take_unless(a, ag, T * E * i4);
-    s->pprobs = take_unless(a, ag, R * e);
+    s->pprobs = take_unless(a, ag, R * re);
     s->x = take_unless(a, ag, R * H * e);
     s->fc1 = mc_gpt_take(a, Rr * 2 * F * e);
     s->act = mc_gpt_take(a, Rr * F * e);
     s->scaled = mc_gpt_take(a, Rr * F * e);
     const bool d = mc_moe_dispatched(&c->moe);
     s->ex_x = d ? mc_gpt_take(a, Rr * H * e) : s->x;
-    s->ex_p = d ? mc_gpt_take(a, Rr * e) : s->pprobs;
+    s->ex_p = d ? mc_gpt_take(a, Rr * re) : s->pprobs;
     mc_moe_allgather_plan(m, a, s, T, Rr);
     mc_moe_losses_plan(m, a, s);
     mc_moe_shared_plan(m, a, s);
@@ -151,7 +152,7 @@ static void moe_plan_shared(mc_gpt_t *m, mc_alloc_t *acts, mc_alloc_t *ws)
     const mc_gpt_config_t *c = &m->cfg;
     mc_moe_ws_t *w = &m->moe_ws;
     const int E = c->moe.num_experts, F = c->moe.ffn / etp_of(c), H = c->hidden;
-    const long e = (long)mc_dtype_size(c->dt);
+    const long e = (long)mc_dtype_size(c->dt), re = (long)mc_dtype_size(c->moe.rdt);
     long T, R;
     sizes(c, &T, &R);
     const long Rr = recv_rows(c, T, R), Rmax = Rr > R ? Rr : R;
@@ -163,19 +164,25 @@ static void moe_plan_shared(mc_gpt_t *m, mc_alloc_t *acts, mc_alloc_t *ws)
     w->d_act = mc_gpt_take(ws, Rr * F * e);
     w->d_fc1 = mc_gpt_take(ws, Rr * 2 * F * e);
     w->d_x = take_unless(ws, ag, R * H * e);
-    w->d_pprobs = take_unless(ws, ag, R * e);
-    w->dprobs = mc_gpt_take(ws, T * E * e);
-    w->dlogits = mc_gpt_take(ws, T * E * e);
+    w->d_pprobs = take_unless(ws, ag, R * re);
+    w->dprobs = mc_gpt_take(ws, T * E * re);
+    w->dlogits = mc_gpt_take(ws, T * E * re);
+    if (c->moe.rdt != c->dt) {
+        w->r_in = mc_gpt_take(ws, T * H * re);
+        w->r_w = mc_gpt_take(ws, (long)E * H * re);
+        w->r_dw = mc_gpt_take(ws, (long)E * H * re);
+        w->r_dwt = mc_gpt_take(ws, (long)E * H * e);
+    }
     w->psum = mc_gpt_take(ws, E * (long)sizeof(float));
     w->counts = mc_gpt_take(ws, E * (long)sizeof(int32_t));
     w->kept = c->moe.drop && c->moe.pad_to_capacity ? mc_gpt_take(ws, T * E) : NULL;
     const bool d = mc_moe_dispatched(&c->moe);
     for (int i = 0; i < 2; i++) {
         w->st_h[i] = take_unless(ws, !d || ag, Rmax * H * e);
-        w->st_p[i] = take_unless(ws, !d || ag, Rmax * e);
+        w->st_p[i] = take_unless(ws, !d || ag, Rmax * re);
     }
     w->d_x_ex = d ? mc_gpt_take(ws, Rr * H * e) : w->d_x;
-    w->d_pprobs_ex = d ? mc_gpt_take(ws, Rr * e) : w->d_pprobs;
+    w->d_pprobs_ex = d ? mc_gpt_take(ws, Rr * re) : w->d_pprobs;
     mc_moe_allgather_plan_ws(m, ws, T);
     mc_moe_losses_plan_shared(m, ws);
     mc_moe_shared_plan_ws(m, ws);
@@ -270,10 +277,10 @@ static long ep_plan(mc_layer_run_t *r)
     return total;
 }
 
-/* The all-to-all of rows of `width` elements over ep: send[q] rows to rank q (packed in rank
- * order), recv[q] rows from it. */
-static void exchange(mc_layer_run_t *r, const void *src, const size_t *send, void *dst,
-                     const size_t *recv, int width)
+/* The all-to-all of rows of `width` elements of type dt over ep: send[q] rows to rank q (packed
+ * in rank order), recv[q] rows from it. */
+static void exchange(mc_layer_run_t *r, mc_dtype_t dt, const void *src, const size_t *send,
+                     void *dst, const size_t *recv, int width)
 {
     const int ep = r->c->moe.ep;
     size_t sc[MC_MOE_MAX_EXPERTS], rc[MC_MOE_MAX_EXPERTS];
@@ -281,12 +288,12 @@ static void exchange(mc_layer_run_t *r, const void *src, const size_t *send, voi
         sc[q] = send[q] * (size_t)width;
         rc[q] = recv[q] * (size_t)width;
     }
-    mc_all_to_all_v(r->m->comm, r->m->ep_group, src, sc, NULL, dst, rc, NULL, r->c->dt);
+    mc_all_to_all_v(r->m->comm, r->m->ep_group, src, sc, NULL, dst, rc, NULL, dt);
 }
 
 /* gather_from_sequence_parallel_region over etp with output_split_sizes: this rank's rows (src,
  * etp_rows[etp_rank] of them) to every etp rank, dst their rows in rank order. */
-static void etp_gather(mc_layer_run_t *r, const void *src, void *dst, int width)
+static void etp_gather(mc_layer_run_t *r, mc_dtype_t dt, const void *src, void *dst, int width)
 {
     const int etp = etp_of(r->c);
     const mc_moe_ws_t *w = &r->m->moe_ws;
@@ -297,13 +304,14 @@ static void etp_gather(mc_layer_run_t *r, const void *src, void *dst, int width)
         sd[t] = 0;
         rc[t] = w->etp_rows[t] * (size_t)width;
     }
-    mc_all_to_all_v(r->m->comm, r->m->etp_group, src, sc, sd, dst, rc, NULL, r->c->dt);
+    mc_all_to_all_v(r->m->comm, r->m->etp_group, src, sc, sd, dst, rc, NULL, dt);
 }
 
 /* reduce_scatter_to_sequence_parallel_region over etp with input_split_sizes: src holds every
  * etp rank's rows in rank order, partial sums over this rank's block of the experts; this
  * rank's rows summed over the etp ranks into work (etp blocks of them, the sum in the first). */
-static void etp_reduce_scatter(mc_layer_run_t *r, const void *src, void *work, int width)
+static void etp_reduce_scatter(mc_layer_run_t *r, mc_dtype_t dt, const void *src, void *work,
+                               int width)
 {
     const int etp = etp_of(r->c);
     const mc_moe_ws_t *w = &r->m->moe_ws;
@@ -313,52 +321,53 @@ static void etp_reduce_scatter(mc_layer_run_t *r, const void *src, void *work, i
         sc[t] = w->etp_rows[t] * (size_t)width;
         rc[t] = mine;
     }
-    mc_all_to_all_v(r->m->comm, r->m->etp_group, src, sc, NULL, work, rc, NULL, r->c->dt);
-    const size_t bytes = mine * mc_dtype_size(r->c->dt);
+    mc_all_to_all_v(r->m->comm, r->m->etp_group, src, sc, NULL, work, rc, NULL, dt);
+    const size_t bytes = mine * mc_dtype_size(dt);
     for (int t = 1; t < etp; t++)
-        r->be->add(r->be, r->c->dt, work, work, (const char *)work + (size_t)t * bytes, (long)mine);
+        r->be->add(r->be, dt, work, work, (const char *)work + (size_t)t * bytes, (long)mine);
 }
 
 /* Gathered rank-major chunks (src) into local-expert-major order (dst), or back (!to_expert). */
-static void sort_rows(mc_layer_run_t *r, void *dst, const void *src, bool to_expert, int width)
+static void sort_rows(mc_layer_run_t *r, mc_dtype_t dt, void *dst, const void *src, bool to_expert,
+                      int width)
 {
     const mc_moe_ws_t *w = &r->m->moe_ws;
-    r->be->moe->sort_chunks(r->be, r->c->dt, dst, src,
-                            to_expert ? w->chunk_by_rank : w->chunk_by_expert,
+    r->be->moe->sort_chunks(r->be, dt, dst, src, to_expert ? w->chunk_by_rank : w->chunk_by_expert,
                             to_expert ? w->to_expert_major : w->to_rank_major,
                             etp_of(r->c) * r->c->moe.num_experts, width);
 }
 
-/* The dispatch of rows of `width` elements: this rank's permuted rows (src) to the local experts'
- * (dst, local expert by local expert): all-to-all over ep, all-gather over etp, sorted; st two
- * staging buffers. */
-static void dispatch(mc_layer_run_t *r, const void *src, void *dst, void *const st[2], int width)
+/* The dispatch of rows of `width` elements of type dt: this rank's permuted rows (src) to the
+ * local experts' (dst, local expert by local expert): all-to-all over ep, all-gather over etp,
+ * sorted; st two staging buffers. */
+static void dispatch(mc_layer_run_t *r, mc_dtype_t dt, const void *src, void *dst,
+                     void *const st[2], int width)
 {
     const void *x = src;
     if (ep_of(r->c) > 1) {
-        exchange(r, x, r->m->moe_ws.send_rows, st[0], r->m->moe_ws.recv_rows, width);
+        exchange(r, dt, x, r->m->moe_ws.send_rows, st[0], r->m->moe_ws.recv_rows, width);
         x = st[0];
     }
     if (etp_of(r->c) > 1) {
-        etp_gather(r, x, st[1], width);
+        etp_gather(r, dt, x, st[1], width);
         x = st[1];
     }
-    sort_rows(r, dst, x, true, width);
+    sort_rows(r, dt, dst, x, true, width);
 }
 
 /* The combine, its exact reverse: the local experts' rows (src) back to this rank's permuted
  * order, summed over etp; returns the buffer holding them (dst, or a staging buffer). */
-static const void *combine(mc_layer_run_t *r, const void *src, void *dst, void *const st[2],
-                           int width)
+static const void *combine(mc_layer_run_t *r, mc_dtype_t dt, const void *src, void *dst,
+                           void *const st[2], int width)
 {
-    sort_rows(r, st[1], src, false, width);
+    sort_rows(r, dt, st[1], src, false, width);
     const void *x = st[1];
     if (etp_of(r->c) > 1) {
-        etp_reduce_scatter(r, x, st[0], width);
+        etp_reduce_scatter(r, dt, x, st[0], width);
         x = st[0];
     }
     if (ep_of(r->c) <= 1) return x;
-    exchange(r, x, r->m->moe_ws.recv_rows, dst, r->m->moe_ws.send_rows, width);
+    exchange(r, dt, x, r->m->moe_ws.recv_rows, dst, r->m->moe_ws.send_rows, width);
     return dst;
 }
 
@@ -375,7 +384,7 @@ static void experts_forward(mc_layer_run_t *r, mc_moe_acts_t *s, const long *spl
     be->moe->grouped_linear_forward(be, dt, s->fc1, s->ex_x, (const void *const *)w->fc1, split, G,
                                     H, 2 * F);
     be->swiglu_forward(be, dt, s->act, s->fc1, (int)rows, F);
-    be->moe->scale_rows(be, dt, dt, s->scaled, s->act, s->ex_p, rows, F);
+    be->moe->scale_rows(be, dt, r->c->moe.rdt, s->scaled, s->act, s->ex_p, rows, F);
     be->moe->grouped_linear_forward(be, dt, w->y, s->scaled, (const void *const *)w->fc2, split, G,
                                     F, H);
 }
@@ -394,11 +403,64 @@ static void experts_backward(mc_layer_run_t *r, mc_moe_acts_t *s, const void *d_
     expert_ptrs(r, true, w->dfc1, w->dfc2);
     be->moe->grouped_linear_backward(be, dt, gdt, w->d_scaled, w->dfc2, d_y, s->scaled,
                                      (const void *const *)w->fc2, split, G, F, H);
-    be->moe->scale_rows_backward(be, dt, dt, w->d_act, w->d_pprobs_ex, w->d_scaled, s->act, s->ex_p,
-                                 rows, F);
+    be->moe->scale_rows_backward(be, dt, r->c->moe.rdt, w->d_act, w->d_pprobs_ex, w->d_scaled,
+                                 s->act, s->ex_p, rows, F);
     be->swiglu_backward(be, dt, w->d_fc1, w->d_act, s->fc1, (int)rows, F);
     be->moe->grouped_linear_backward(be, dt, gdt, w->d_x_ex, w->dfc1, w->d_fc1, s->ex_x,
                                      (const void *const *)w->fc1, split, G, H, 2 * F);
+}
+
+/* router_gating_linear: logits [T, E] = in @ router.weight^T in the router's type; with a type
+ * other than the run's, the input and weight cast to it first (RouterGatingLinearFunction's
+ * inp.to(router_dtype), weight.to(router_dtype)). */
+static void router_logits(mc_layer_run_t *r, mc_moe_acts_t *s, const void *in)
+{
+    const mc_backend_t *be = r->be;
+    const mc_gpt_config_t *c = r->c;
+    mc_moe_ws_t *w = &r->m->moe_ws;
+    const int E = c->moe.num_experts, H = c->hidden;
+    const long T = mc_moe_tokens(r);
+    if (c->moe.rdt == c->dt) {
+        be->linear_forward(be, c->dt, s->logits, in, r->w[MC_PK_ROUTER_W], NULL, (int)T, H, E);
+        return;
+    }
+    be->convert(be, w->r_in, c->moe.rdt, in, c->dt, T * H);
+    be->convert(be, w->r_w, c->moe.rdt, r->w[MC_PK_ROUTER_W], c->dt, (long)E * H);
+    be->linear_forward(be, c->moe.rdt, s->logits, w->r_in, w->r_w, NULL, (int)T, H, E);
+}
+
+/* Its backward from moe_ws.dlogits: the input's gradient (into m->tmp_h) and router.weight's
+ * (accumulated); with another router type both computed in it, then cast to the input's and the
+ * weight's types (grad_input.to(input_dtype), grad_weight.to(weight_dtype)) before the weight's
+ * joins its gradient buffer. */
+static void router_linear_backward(mc_layer_run_t *r, const void *in)
+{
+    const mc_backend_t *be = r->be;
+    const mc_gpt_config_t *c = r->c;
+    mc_moe_ws_t *w = &r->m->moe_ws;
+    const mc_dtype_t dt = c->dt, rdt = c->moe.rdt;
+    const int E = c->moe.num_experts, H = c->hidden;
+    const long T = mc_moe_tokens(r), n = (long)E * H;
+    if (rdt == dt) {
+        be->linear_backward(be, dt, c->gdt, r->m->tmp_h, r->gw[MC_PK_ROUTER_W], NULL, w->dlogits,
+                            in, r->w[MC_PK_ROUTER_W], (int)T, H, E);
+        return;
+    }
+    be->convert(be, w->r_in, rdt, in, dt, T * H);
+    be->convert(be, w->r_w, rdt, r->w[MC_PK_ROUTER_W], dt, n);
+    be->memset0(be, w->r_dw, (size_t)n * mc_dtype_size(rdt));
+    /* the input's gradient in r_in once the weight's has read the input */
+    be->linear_backward(be, rdt, rdt, NULL, w->r_dw, NULL, w->dlogits, w->r_in, w->r_w, (int)T, H,
+                        E);
+    be->linear_backward(be, rdt, rdt, w->r_in, NULL, NULL, w->dlogits, NULL, w->r_w, (int)T, H, E);
+    be->convert(be, r->m->tmp_h, dt, w->r_in, rdt, T * H);
+    be->convert(be, w->r_dwt, dt, w->r_dw, rdt, n);
+    if (c->gdt == dt) {
+        be->add_inplace(be, dt, r->gw[MC_PK_ROUTER_W], w->r_dwt, n);
+        return;
+    }
+    be->convert(be, w->r_dw, c->gdt, w->r_dwt, dt, n);
+    be->add_inplace(be, c->gdt, r->gw[MC_PK_ROUTER_W], w->r_dw, n);
 }
 
 static void *moe_forward(mc_layer_run_t *r, void *acts, const void *in)
@@ -407,7 +469,6 @@ static void *moe_forward(mc_layer_run_t *r, void *acts, const void *in)
     const mc_gpt_config_t *c = r->c;
     const mc_moe_cfg_t *q = &c->moe;
     mc_moe_acts_t *s = acts;
-    void *const *w = r->w;
     mc_gpt_t *m = r->m;
     mc_moe_ws_t *ws = &m->moe_ws;
     const mc_dtype_t dt = c->dt;
@@ -416,8 +477,8 @@ static void *moe_forward(mc_layer_run_t *r, void *acts, const void *in)
 
     /* the shared expert before the router, or (--moe-shared-expert-overlap) after it */
     if (!q->shared_overlap) mc_moe_shared_forward(r, s, in);
-    be->linear_forward(be, dt, s->logits, in, w[MC_PK_ROUTER_W], NULL, (int)T, H, E);
-    be->moe->route(be, dt, &q->router, s->probs, s->map, s->logits,
+    router_logits(r, s, in);
+    be->moe->route(be, q->rdt, &q->router, s->probs, s->map, s->logits,
                    mc_gpt_moe_expert_bias(m, r->local), T);
     mc_moe_losses_forward(r, s);
     const void *probs;
@@ -433,7 +494,7 @@ static void *moe_forward(mc_layer_run_t *r, void *acts, const void *in)
         mc_moe_shared_add(r, s, m->tmp_h);
         return m->tmp_h;
     }
-    be->moe->permute_map(be, dt, s->rows, s->row_of, s->pprobs, probs, map, T, E, R);
+    be->moe->permute_map(be, q->rdt, s->rows, s->row_of, s->pprobs, probs, map, T, E, R);
     be->moe->permute(be, dt, s->x, in, s->rows, R, H);
     if (q->shared_overlap) mc_moe_shared_forward(r, s, in);
     if (!mc_moe_dispatched(q)) {
@@ -445,10 +506,10 @@ static void *moe_forward(mc_layer_run_t *r, void *acts, const void *in)
     /* the rows and their probabilities to the ranks of their experts, sorted by local expert,
      * and back: the exact reverse, into this rank's permuted order */
     const long Rx = ep_plan(r);
-    dispatch(r, s->x, s->ex_x, ws->st_h, H);
-    dispatch(r, s->pprobs, s->ex_p, ws->st_p, 1);
+    dispatch(r, dt, s->x, s->ex_x, ws->st_h, H);
+    dispatch(r, q->rdt, s->pprobs, s->ex_p, ws->st_p, 1);
     experts_forward(r, s, ws->split_local, E / ep_of(c), Rx);
-    const void *y = combine(r, ws->y, ws->d_y, ws->st_h, H);
+    const void *y = combine(r, dt, ws->y, ws->d_y, ws->st_h, H);
     be->moe->unpermute(be, dt, dt, m->tmp_h, y, s->row_of, NULL, T, E, H);
     mc_moe_shared_add(r, s, m->tmp_h);
     return m->tmp_h;
@@ -463,15 +524,13 @@ static void router_backward(mc_layer_run_t *r, mc_moe_acts_t *s, const void *in)
     const mc_gpt_config_t *c = r->c;
     const mc_moe_cfg_t *q = &c->moe;
     mc_moe_ws_t *w = &r->m->moe_ws;
-    const mc_dtype_t dt = c->dt;
-    const int E = q->num_experts, H = c->hidden;
+    const mc_dtype_t rdt = q->rdt;
     const long T = mc_moe_tokens(r);
     /* dropping multiplied the probs by the capacity's map: no gradient outside it */
-    be->moe->route_backward(be, dt, &q->router, w->dlogits, w->dprobs, s->logits,
+    be->moe->route_backward(be, rdt, &q->router, w->dlogits, w->dprobs, s->logits,
                             mc_gpt_moe_expert_bias(r->m, r->local), q->drop ? s->cap_map : NULL, T);
     mc_moe_losses_backward(r, s, w->dlogits);
-    be->linear_backward(be, dt, c->gdt, r->m->tmp_h, r->gw[MC_PK_ROUTER_W], NULL, w->dlogits, in,
-                        r->w[MC_PK_ROUTER_W], (int)T, H, E);
+    router_linear_backward(r, in);
 }
 
 static void moe_backward(mc_layer_run_t *r, void *acts, const void *in, void *dy, void *din)
@@ -502,15 +561,15 @@ static void moe_backward(mc_layer_run_t *r, void *acts, const void *in, void *dy
         /* the dispatcher's backward: the combine's collectives run the dispatch's way, the
          * dispatch's the combine's (the counts exchanged again: the same plan as the forward's) */
         const long Rx = ep_plan(r);
-        dispatch(r, w->d_y, w->y, w->st_h, H);
+        dispatch(r, dt, w->d_y, w->y, w->st_h, H);
         experts_backward(r, s, w->y, w->split_local, E / ep_of(c), Rx);
-        dx = combine(r, w->d_x_ex, w->d_x, w->st_h, H);
-        dp = combine(r, w->d_pprobs_ex, w->d_pprobs, w->st_p, 1);
+        dx = combine(r, dt, w->d_x_ex, w->d_x, w->st_h, H);
+        dp = combine(r, q->rdt, w->d_pprobs_ex, w->d_pprobs, w->st_p, 1);
     }
     be->moe->unpermute(be, dt, dt, din, dx, s->row_of, NULL, T, E, H);
     /* the probabilities' gradient per row scattered back to [T, E]: unpermute over T * E
      * "tokens" of one expert each */
-    be->moe->unpermute(be, dt, dt, w->dprobs, dp, s->row_of, NULL, T * E, 1, 1);
+    be->moe->unpermute(be, q->rdt, q->rdt, w->dprobs, dp, s->row_of, NULL, T * E, 1, 1);
     router_backward(r, s, in);
     /* the input feeds the router and the dispatcher: autograd's sum of the two (and the shared
      * expert's, after: its linears reuse m->tmp_h) */

@@ -41,7 +41,7 @@ void mc_moe_allgather_plan_ws(mc_gpt_t *m, mc_alloc_t *ws, long T)
     const long nT = group_size(c) * T, E = c->moe.num_experts, e = (long)mc_dtype_size(c->dt);
     mc_moe_ws_t *w = &m->moe_ws;
     w->ag_h = mc_gpt_take(ws, nT * c->hidden * e);
-    w->ag_probs = mc_gpt_take(ws, nT * E * e);
+    w->ag_probs = mc_gpt_take(ws, nT * E * (long)mc_dtype_size(c->moe.rdt)); /* router's type */
     w->ag_map = mc_gpt_take(ws, nT * E);
 }
 
@@ -81,11 +81,11 @@ long mc_moe_allgather_dispatch(mc_layer_run_t *r, mc_moe_acts_t *s, const void *
     const int E = r->c->moe.num_experts, H = r->c->hidden;
     const long T = mc_moe_tokens(r), nT = group_size(r->c) * T;
     mc_all_gather(m->comm, m->tp_ep_group, map, w->ag_map, (size_t)(T * E), MC_DT_U8);
-    mc_all_gather(m->comm, m->tp_ep_group, probs, w->ag_probs, (size_t)(T * E), dt);
+    mc_all_gather(m->comm, m->tp_ep_group, probs, w->ag_probs, (size_t)(T * E), r->c->moe.rdt);
     mc_all_gather(m->comm, m->tp_ep_group, in, w->ag_h, (size_t)(T * H), dt);
     const long rows = local_map(r, s, nT, split);
-    be->moe->permute_map(be, dt, s->ag_rows, s->ag_row_of, s->ex_p, w->ag_probs, w->ag_map, nT, E,
-                         rows);
+    be->moe->permute_map(be, r->c->moe.rdt, s->ag_rows, s->ag_row_of, s->ex_p, w->ag_probs,
+                         w->ag_map, nT, E, rows);
     be->moe->permute(be, dt, s->ex_x, w->ag_h, s->ag_rows, rows, H);
     return rows;
 }
@@ -130,6 +130,8 @@ void mc_moe_allgather_combine_backward(mc_layer_run_t *r, mc_moe_acts_t *s, cons
     mc_reduce_scatter(m->comm, m->tp_ep_group, w->ag_h, din, (size_t)(T * H), dt, MC_OP_SUM);
     /* the probabilities' gradient: [n T * E] "tokens" of one expert each, 0 outside this rank's
      * experts, summed over the group (the etp ranks' partial sums too) */
-    be->moe->unpermute(be, dt, dt, w->ag_probs, d_p, s->ag_row_of, NULL, nT * E, 1, 1);
-    mc_reduce_scatter(m->comm, m->tp_ep_group, w->ag_probs, dprobs, (size_t)(T * E), dt, MC_OP_SUM);
+    const mc_dtype_t rdt = r->c->moe.rdt; /* in the router's type */
+    be->moe->unpermute(be, rdt, rdt, w->ag_probs, d_p, s->ag_row_of, NULL, nT * E, 1, 1);
+    mc_reduce_scatter(m->comm, m->tp_ep_group, w->ag_probs, dprobs, (size_t)(T * E), rdt,
+                      MC_OP_SUM);
 }

@@ -33,8 +33,8 @@ float *mc_gpt_moe_expert_bias(mc_gpt_t *m, int local)
 void mc_moe_bias_count(mc_layer_run_t *r, const int32_t *counts)
 {
     mc_gpt_t *m = r->m;
-    /* with torch.is_grad_enabled() only: not in evaluation */
-    if (!m->cfg.moe.expert_bias || !r->training) return;
+    /* with torch.is_grad_enabled() only: not in evaluation, once under full recomputation */
+    if (!m->cfg.moe.expert_bias || !r->training || !r->grad) return;
     ensure(m);
     const int E = m->cfg.moe.num_experts;
     float *run = m->moe_local_tokens + (long)r->local * E;

@@ -30,7 +30,7 @@ static long kept_with_padding(mc_layer_run_t *r, const mc_moe_acts_t *s, long T,
     const mc_moe_cfg_t *q = &r->c->moe;
     const int E = q->num_experts;
     /* probs_out is not wanted: the workspace's dprobs [T, E] is free during the forward */
-    be->moe->capacity(be, r->c->dt, w->dprobs, w->kept, s->probs, s->map, T, E, cap,
+    be->moe->capacity(be, r->c->moe.rdt, w->dprobs, w->kept, s->probs, s->map, T, E, cap,
                       q->drop_by_position, 0);
     be->moe->tokens_per_expert(be, w->counts, w->kept, T, E);
     int32_t n[MC_MOE_MAX_EXPERTS];
@@ -46,7 +46,7 @@ const uint8_t *mc_moe_drop(mc_layer_run_t *r, mc_moe_acts_t *s, const void **pro
     *probs = s->probs;
     if (!q->drop) return s->map;
     const long T = mc_moe_tokens(r), cap = mc_moe_capacity_tokens(q, T);
-    r->be->moe->capacity(r->be, r->c->dt, s->cap_probs, s->cap_map, s->probs, s->map, T,
+    r->be->moe->capacity(r->be, r->c->moe.rdt, s->cap_probs, s->cap_map, s->probs, s->map, T,
                          q->num_experts, cap, q->drop_by_position, q->pad_to_capacity);
     *probs = s->cap_probs;
     return s->cap_map;
@@ -55,7 +55,8 @@ const uint8_t *mc_moe_drop(mc_layer_run_t *r, mc_moe_acts_t *s, const void **pro
 void mc_moe_count_dropped(mc_layer_run_t *r, const mc_moe_acts_t *s, long kept)
 {
     const mc_moe_cfg_t *q = &r->c->moe;
-    if (!q->drop || !r->training) return;
+    if (!q->drop || !r->training || !r->grad)
+        return; /* once per training forward, as the bias's counts */
     const long T = mc_moe_tokens(r), routed = T * q->router.topk;
     if (q->pad_to_capacity) kept = kept_with_padding(r, s, T, mc_moe_capacity_tokens(q, T));
     r->m->moe_routed += (double)routed;

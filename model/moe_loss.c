@@ -127,7 +127,7 @@ static void aux_losses(mc_layer_run_t *r, mc_moe_acts_t *s)
     mc_moe_ws_t *w = &r->m->moe_ws;
     const int E = q->num_experts, k = q->router.topk, sig = q->router.sigmoid, B = r->B;
     const long T = mc_moe_tokens(r), S = T / B, tp = r->tp.size > 1 ? r->tp.size : 1;
-    const mc_dtype_t dt = r->c->dt;
+    const mc_dtype_t dt = r->c->moe.rdt; /* the router's type */
     if (runs(q, MC_MOE_AUX) || runs(q, MC_MOE_GLOBAL_AUX))
         be->moe->aux_stats(be, dt, sig, k, s->aux_counts, w->psum, s->logits, T, E, 1);
     /* global_aux_loss first: it reduces this rank's own counts (over tp x dp x cp) */
@@ -155,16 +155,33 @@ static void aux_losses(mc_layer_run_t *r, mc_moe_acts_t *s)
     }
 }
 
+/* apply_z_loss's coefficient: --moe-z-loss-coeff over the tp x cp group (each rank's mean is
+ * over its own tokens; the router's gradient sums over the group); a Python float. */
+static double z_coeff(const mc_layer_run_t *r)
+{
+    const int tp = r->tp.size > 1 ? r->tp.size : 1;
+    return r->c->moe.coeff[MC_MOE_Z] / (double)tp;
+}
+
+/* The scale of the losses' injected gradients: MoEAuxLossAutoScaler's (m->moe_aux_grad), with
+ * --calculate-per-token-loss times the local tokens (aux_loss * activation.shape[0]). */
+static float grad_scale(const mc_layer_run_t *r)
+{
+    const float g = r->m->moe_aux_grad;
+    return r->c->moe.per_token_loss ? g * (float)mc_moe_tokens(r) : g;
+}
+
 void mc_moe_losses_forward(mc_layer_run_t *r, mc_moe_acts_t *s)
 {
     const mc_moe_cfg_t *q = &r->c->moe;
-    if (!r->training) return;
+    if (!r->training || !r->grad) return; /* self.training and torch.is_grad_enabled() */
     if (runs(q, MC_MOE_Z)) {
         /* z_loss_func: mean(logsumexp(logits)^2) * coeff, tensors of the router's type (float
-         * arithmetic, rounded to it), and its / coeff for the tracker */
+         * arithmetic, rounded to it), and its / coeff for the tracker: each tp rank's own value
+         * (no reduce group; the log prints the last rank's) */
         const mc_backend_t *be = r->be;
-        const mc_dtype_t rdt = r->c->dt;
-        const float coeff = (float)q->coeff[MC_MOE_Z];
+        const mc_dtype_t rdt = r->c->moe.rdt;
+        const float coeff = (float)z_coeff(r);
         float *zsum = r->m->moe_ws.psum, z;
         const long T = mc_moe_tokens(r);
         be->moe->z_loss(be, rdt, zsum, s->logits, T, q->num_experts);
@@ -181,8 +198,8 @@ void mc_moe_losses_backward(mc_layer_run_t *r, mc_moe_acts_t *s, void *dlogits)
     const mc_moe_cfg_t *q = &r->c->moe;
     const int E = q->num_experts, sig = q->router.sigmoid, B = r->B;
     const long T = mc_moe_tokens(r), tp = r->tp.size > 1 ? r->tp.size : 1;
-    const mc_dtype_t dt = r->c->dt;
-    const float g = r->m->moe_aux_grad;
+    const mc_dtype_t dt = r->c->moe.rdt; /* the router's type */
+    const float g = grad_scale(r);
     if (runs(q, MC_MOE_AUX)) {
         const float coef = (float)switch_factor(q, q->coeff[MC_MOE_AUX], (double)(T * tp)) * g;
         be->moe->aux_backward(be, dt, sig, dlogits, s->logits, s->aux_counts, coef, T, E, 1);
@@ -199,7 +216,7 @@ void mc_moe_losses_backward(mc_layer_run_t *r, mc_moe_acts_t *s, void *dlogits)
         be->moe->aux_backward(be, dt, sig, dlogits, s->logits, s->global_counts, coef, T, E, 1);
     }
     if (runs(q, MC_MOE_Z) && q->coeff[MC_MOE_Z] != 0) {
-        const float coef = (float)q->coeff[MC_MOE_Z] / (float)T * g;
+        const float coef = (float)z_coeff(r) / (float)T * g;
         be->moe->z_loss_backward(be, dt, dlogits, s->logits, coef, T, E);
     }
 }

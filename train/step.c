@@ -183,8 +183,9 @@ static void forward_backward(mc_trainer_t *t, mc_rerun_t *rerun, const mc_microb
     mc_timer_start(&t->timers, MC_T_FORWARD_BACKWARD);
     m->be->memset0(m->be, m->grad_buf, (size_t)m->n_elems * mc_dtype_size(m->cfg.gdt));
     m->loss_scale = (float)mc_scaler_value(&t->scaler);
-    /* MoEAuxLossAutoScaler.set_loss_scale(loss_scale / num_microbatches) (schedules.py) */
-    m->moe_aux_grad = m->loss_scale / (float)M;
+    /* MoEAuxLossAutoScaler.set_loss_scale(loss_scale / num_microbatches), or loss_scale with
+     * --calculate-per-token-loss (schedules.py) */
+    m->moe_aux_grad = a->calculate_per_token_loss ? m->loss_scale : m->loss_scale / (float)M;
     mc_ddp_begin_grad_sync(&t->ddp);
     mc_microbatch_t *wmbs = weighted_microbatches(a, mbs, M);
     ctx_for(&ctx, wmbs, M);

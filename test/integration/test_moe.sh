@@ -99,7 +99,69 @@ else
     skip "the MoE losses in TensorBoard" "no tensorboard package at $TB_PY"
 fi
 moe_fields "$MC_TMP/mixed" >"$MC_TMP/mixed.f"
+# --recompute-granularity full: the forward of a recomputed group runs again in the backward;
+# its first forward, Megatron's checkpointed forward under no_grad, takes no losses, tracker
+# values, expert-bias or dropped counts: with every loss, sigmoid scores with the expert bias and
+# token dropping, every line (the dropped counts' too) is the plain run's, bit for bit
+RC=("${MIXED[@]}" "${LOSSES[@]}" --moe-router-score-function sigmoid --moe-router-enable-expert-bias
+    --moe-expert-capacity-factor 1 --data-cache-path "$MC_TMP/cache")
+rc_lines() { grep -o 'lm loss: [^|]*|\|[a-z_]*loss: [^|]*|\|grad norm: [^|]*|\|tokens dropped.*' "$1"; }
+"$MC_BIN" "${RC[@]}" >"$MC_TMP/plain" 2>&1
+"$MC_BIN" "${RC[@]}" --recompute-granularity full --recompute-method uniform \
+    --recompute-num-layers 2 >"$MC_TMP/rc" 2>&1
+rc_lines "$MC_TMP/plain" >"$MC_TMP/plain.f"
+rc_lines "$MC_TMP/rc" >"$MC_TMP/rc.f"
+check "the recomputation's comparison has four dropped-count lines and four z_loss values ($(tail -c 200 "$MC_TMP/plain"))" \
+    test "$(grep -c 'tokens dropped' "$MC_TMP/plain.f")" -eq 4 -a "$(grep -c z_loss "$MC_TMP/plain.f")" -eq 4
+check "full recomputation of MoE layers gives the plain run's lines and dropped counts bit for bit ($(diff "$MC_TMP/plain.f" "$MC_TMP/rc.f" | head -4 | tr '\n' ' ') $(tail -c 200 "$MC_TMP/rc"))" \
+    cmp -s "$MC_TMP/plain.f" "$MC_TMP/rc.f"
+# The losses' gradients under the loss scale and the token scaling (coefficients large enough
+# that a wrong scale moves every line): --fp16 at a static loss scale is the fp32 run within
+# fp16's rounding (the injected gradient is times the loss scale, as MoEAuxLossAutoScaler's);
+# dynamic from 2^20 the scaler skips the overflowing iterations, halving the scale, then trains
+STRONG=("${FLAGS_NO_LB[@]}" --moe-layer-freq "[1,0,0,1]" --moe-z-loss-coeff 1e-1 --train-iters 4
+        --moe-router-load-balancing-type aux_loss seq_aux_loss --moe-aux-loss-coeff 1e-1 2e-1)
+"$MC_BIN" "${STRONG[@]}" --data-cache-path "$MC_TMP/cache" >"$MC_TMP/strong" 2>&1
+moe_fields "$MC_TMP/strong" >"$MC_TMP/strong.f"
+"$MC_BIN" "${STRONG[@]}" --fp16 --loss-scale 512 --data-cache-path "$MC_TMP/cache" >"$MC_TMP/fp16" 2>&1
+moe_fields "$MC_TMP/fp16" >"$MC_TMP/fp16.f"
+check "--fp16 MoE layers at loss scale 512 give the fp32 lines within fp16's rounding ($(paste -d' ' "$MC_TMP/strong.f" "$MC_TMP/fp16.f" | tail -3 | tr '\n' ' ') $(tail -c 200 "$MC_TMP/fp16"))" \
+    same_fields "$MC_TMP/strong.f" "$MC_TMP/fp16.f" 1e-3
+"$MC_BIN" "${STRONG[@]}" --fp16 --initial-loss-scale 1048576 --train-iters 5 \
+    --data-cache-path "$MC_TMP/cache" >"$MC_TMP/fp16d" 2>&1
+scales=$(grep ' iteration ' "$MC_TMP/fp16d" | grep -o 'lm loss: [0-9.E+]*\|loss scale: [0-9.]*' |
+    awk '/lm loss/ { printf "trains " } /loss scale/ { printf "%s ", $NF }')
+check "--fp16 MoE layers from loss scale 2^20: the overflowing iterations are skipped, halving it, then the rest train ($scales)" \
+    test "$scales" = "1048576.0 524288.0 262144.0 trains 262144.0 trains 262144.0 "
+# --moe-router-dtype fp32 with --bf16: the router's input and weight cast to float32, its
+# logits, scores, top-k, probabilities and losses in float32 beside bf16 activations: the fp32
+# run's lines within bf16's rounding, and iteration 1's z_loss (the same weights, bf16-rounded)
+# within 1e-4 of the fp32 run's, where the bf16 router's is a bf16 value (some 7e-4 away)
+"$MC_BIN" "${STRONG[@]}" --bf16 --moe-router-dtype fp32 --data-cache-path "$MC_TMP/cache" >"$MC_TMP/r32" 2>&1
+moe_fields "$MC_TMP/r32" >"$MC_TMP/r32.f"
+check "--moe-router-dtype fp32 with --bf16 gives the fp32 lines within bf16's rounding ($(paste -d' ' "$MC_TMP/strong.f" "$MC_TMP/r32.f" | tail -3 | tr '\n' ' ') $(tail -c 200 "$MC_TMP/r32"))" \
+    same_fields "$MC_TMP/strong.f" "$MC_TMP/r32.f" 4e-3
+z1() { grep -m1 -o 'z_loss: [^ ]*' "$1" | cut -d' ' -f2; }
+check "--moe-router-dtype fp32: iteration 1's z_loss is float32's ($(z1 "$MC_TMP/r32.f"), fp32 run $(z1 "$MC_TMP/strong.f"))" \
+    awk -v a="$(z1 "$MC_TMP/r32.f")" -v b="$(z1 "$MC_TMP/strong.f")" 'BEGIN { d = a - b; if (d < 0) d = -d; exit !(a > 0 && d < 1e-4 * b) }'
 if have_mpirun; then
+    # the float32 probabilities through the dispatcher (all-to-all over ep 2, etp 1; dp 2 for
+    # the dense layers), and --calculate-per-token-loss: each loss's gradient times the rank's
+    # tokens, the whole gradient over the global batch's tokens (router.py, finalize_model_grads;
+    # without it the losses' gradients would be some 1/128 of theirs): with every token counted,
+    # the single rank's plain lines within bf16's rounding
+    mpirun_mc 2 "${STRONG[@]}" --bf16 --moe-router-dtype fp32 --expert-model-parallel-size 2 \
+        --calculate-per-token-loss --data-cache-path "$MC_TMP/cache" >"$MC_TMP/par" 2>&1
+    moe_fields "$MC_TMP/par" >"$MC_TMP/par.f"
+    check "--moe-router-dtype fp32 with --bf16 and --calculate-per-token-loss at ep 2 (dp 2) give the single rank's plain lines ($(diff "$MC_TMP/r32.f" "$MC_TMP/par.f" | head -4 | tr '\n' ' ') $(tail -c 200 "$MC_TMP/par"))" \
+        same_fields "$MC_TMP/r32.f" "$MC_TMP/par.f" 4e-3
+    # and through the allgather dispatcher (the probabilities gathered over tp x ep in float32;
+    # the same numbers, 1e-5: a 16-bit gather of them moves the lm loss by some 1e-4)
+    mpirun_mc 2 "${STRONG[@]}" --bf16 --moe-router-dtype fp32 --expert-model-parallel-size 2 \
+        --moe-token-dispatcher-type allgather --data-cache-path "$MC_TMP/cache" >"$MC_TMP/par" 2>&1
+    moe_fields "$MC_TMP/par" >"$MC_TMP/par.f"
+    check "--moe-router-dtype fp32 with --bf16 at ep 2 with the allgather dispatcher gives the single rank's lines ($(diff "$MC_TMP/r32.f" "$MC_TMP/par.f" | head -4 | tr '\n' ' ') $(tail -c 200 "$MC_TMP/par"))" \
+        same_fields "$MC_TMP/r32.f" "$MC_TMP/par.f"
     for layout in "pp 2:--pipeline-model-parallel-size 2" \
         "pp 2 vpp 2:--pipeline-model-parallel-size 2 --num-layers-per-virtual-pipeline-stage 1"; do
         name=${layout%%:*}
@@ -127,6 +189,19 @@ if have_mpirun; then
     check "--bf16 MoE layers at dp 2 give the single rank's lines ($(tail -c 300 "$MC_TMP/par" | tr '\n' ' '))" \
         same_fields "$MC_TMP/bf16.f" "$MC_TMP/par.f" 4e-3
     check "the bf16 run differs from the fp32 one" test "$(head -1 "$MC_TMP/bf16.f")" != "$(head -1 "$MC_TMP/one.f")"
+    # the z-loss at tp 2 + SP: each rank's coefficient over tp (its mean is over its own sequence
+    # rows, the router's gradient sums over tp): the single rank's lm loss, load-balancing losses
+    # and grad norms; the z_loss logged is the last rank's own rows' (Megatron's tracker has no
+    # reduce group for it), not the single rank's
+    mpirun_mc 2 "${STRONG[@]}" --tensor-model-parallel-size 2 --sequence-parallel \
+        --data-cache-path "$MC_TMP/cache" >"$MC_TMP/par" 2>&1
+    moe_fields "$MC_TMP/par" >"$MC_TMP/par.f"
+    grep -v z_loss "$MC_TMP/strong.f" >"$MC_TMP/strong.noz"
+    grep -v z_loss "$MC_TMP/par.f" >"$MC_TMP/par.noz"
+    check "the z-loss at tp 2 + SP gives the single rank's lm loss, load-balancing losses and grad norms ($(diff "$MC_TMP/strong.f" "$MC_TMP/par.f" | head -4 | tr '\n' ' ') $(tail -c 200 "$MC_TMP/par"))" \
+        same_fields "$MC_TMP/strong.noz" "$MC_TMP/par.noz"
+    check "the z_loss at tp 2 is one rank's own ($(grep -m1 z_loss "$MC_TMP/par.f"), single rank $(grep -m1 z_loss "$MC_TMP/strong.f"))" \
+        test "$(grep -c z_loss "$MC_TMP/par.f")" -eq 4 -a "$(grep -m1 z_loss "$MC_TMP/par.f")" != "$(grep -m1 z_loss "$MC_TMP/strong.f")"
 else
     skip "mixed layers and the router losses at pp 2 and dp 2" "no mpirun"
 fi

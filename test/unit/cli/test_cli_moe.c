@@ -114,26 +114,25 @@ static void test_expert_parallel_checkpoints(void **state)
     }
 }
 
-/* A line Megatron accepts is refused by name until the MoE layer exists; the flags alone too,
- * and a dense line is untouched (expert tensor size derived as tp). */
-static void test_refused_until_implemented(void **state)
+/* Issue 31's options once refused, now implemented: fp16 (the loss scaler), per-token loss, the
+ * z-loss at tp > 1, full recomputation (the first forward takes no losses or counts). */
+static void test_accepted_options(void **state)
 {
     (void)state;
-    /* what the MoE layer does not do yet, each refused by name */
-    const char *todo = "are recognised but not implemented yet in megatron-c";
-    mc_expect_error(MOE, "MoE layers with experts without --swiglu");
-    mc_expect_error(MOE " --swiglu --fp16", todo);
-    /* tensor parallelism's scope (model/moe.c): what it lacks, each by name, all at once */
-    static const char *const tp_parts[] = {
-        "--expert-tensor-parallel-size 2 with --moe-z-loss-coeff are recognised but not",
-        "with --load or --save other than torch_dist with --expert-model-parallel-size > 1 and "
-        "--use-distributed-optimizer (dp_reshardable) are"};
-    mc_expect_errors_world(TP2 " --bf16 --moe-z-loss-coeff 1e-3 --moe-router-load-balancing-type "
-                               "global_aux_loss --moe-aux-loss-coeff 1e-2 --save /tmp/x "
-                               "--save-interval 5",
-                           2, 2, tp_parts);
+    static const char *const done[][2] = {
+        {MOE " --swiglu --fp16", "1"},
+        {MOE " --swiglu --calculate-per-token-loss --moe-aux-loss-coeff 1e-2", "1"},
+        {TP2 " --bf16 --moe-z-loss-coeff 1e-3", "2"},
+        {MOE " --swiglu --recompute-granularity full --recompute-method uniform "
+             "--recompute-num-layers 1",
+         "1"}};
+    for (size_t i = 0; i < sizeof(done) / sizeof(done[0]); i++) {
+        mc_run_t rk;
+        mc_run_parse(&rk, done[i][0], atoi(done[i][1]));
+        assert_int_equal(rk.status, 0);
+    }
     /* the allgather dispatcher (Megatron's default, model/moe_allgather.c) at tp 2 + SP, at
-     * tp 2 x ep 2 and at ep 2; an etp other than 1 or tp refused with it too */
+     * tp 2 x ep 2 and at ep 2 */
     static const char *const ag_ok[][2] = {
         {MOE " --swiglu --tensor-model-parallel-size 2 --sequence-parallel", "2"},
         {MOE " --swiglu --tensor-model-parallel-size 2 --sequence-parallel "
@@ -145,6 +144,26 @@ static void test_refused_until_implemented(void **state)
         mc_run_parse(&ra, ag_ok[i][0], atoi(ag_ok[i][1]));
         assert_int_equal(ra.status, 0);
     }
+}
+
+/* A line Megatron accepts is refused by name until the MoE layer exists; the flags alone too,
+ * and a dense line is untouched (expert tensor size derived as tp). */
+static void test_refused_until_implemented(void **state)
+{
+    (void)state;
+    /* what the MoE layer does not do yet, each refused by name */
+    const char *todo = "are recognised but not implemented yet in megatron-c";
+    mc_expect_error(MOE, "MoE layers with experts without --swiglu");
+    (void)todo;
+    /* tensor parallelism's scope (model/moe.c): what it lacks, each by name, all at once */
+    static const char *const tp_parts[] = {
+        "with --load or --save other than torch_dist with --expert-model-parallel-size > 1 and "
+        "--use-distributed-optimizer (dp_reshardable) are"};
+    mc_expect_errors_world(TP2 " --bf16 --moe-z-loss-coeff 1e-3 --moe-router-load-balancing-type "
+                               "global_aux_loss --moe-aux-loss-coeff 1e-2 --save /tmp/x "
+                               "--save-interval 5",
+                           2, 1, tp_parts);
+    /* an etp other than 1 or tp refused with the allgather dispatcher too */
     mc_expect_error_world(MOE " --swiglu --tensor-model-parallel-size 4 --sequence-parallel "
                               "--expert-tensor-parallel-size 2",
                           4, "an --expert-tensor-parallel-size other than 1 or tp are recognised");
@@ -176,9 +195,6 @@ static void test_refused_until_implemented(void **state)
     mc_run_t rl; /* Megatron's FLOPs count of MoE layers (model/flops.c) */
     mc_run_parse(&rl, MOE " --swiglu --log-throughput", 1);
     assert_int_equal(rl.status, 0);
-    mc_expect_error(MOE " --swiglu --recompute-granularity full --recompute-method uniform "
-                        "--recompute-num-layers 1",
-                    "--recompute-granularity full");
     /* expert parallelism: what its dispatcher does not reach yet (model/moe.c) */
     const char *ep2 = MOE " --swiglu --expert-model-parallel-size 2 --moe-token-dispatcher-type alltoall";
     char line[1024];
@@ -195,13 +211,12 @@ static void test_refused_until_implemented(void **state)
     }
     /* every part the layer lacks at once, one line each (a recipe sees its whole list) */
     static const char *const parts[] = {"--moe-use-legacy-grouped-gemm is recognised",
-                                        "MoE layers with --calculate-per-token-loss",
                                         "MoE layers with --save",
                                         "--expert-model-parallel-size 2 with --log-num-zeros-in-grad"};
     mc_expect_errors_world(MOE " --swiglu --expert-model-parallel-size 2 --moe-token-dispatcher-type alltoall "
                                "--log-num-zeros-in-grad --moe-use-legacy-grouped-gemm "
                                "--calculate-per-token-loss --save /tmp/x --save-interval 5 --log-throughput",
-                           2, 4, parts);
+                           2, 3, parts);
     mc_run_t rd; /* a dense model has no expert layers to split */
     mc_run_parse(&rd, LINE " --expert-tensor-parallel-size 2", 2);
     assert_int_equal(rd.status, 0);
@@ -268,8 +283,13 @@ static void test_router_options(void **state)
     /* and what the router does not do yet, by name */
     mc_expect_error(MOE " --swiglu --moe-router-dtype fp64",
                     "--moe-router-dtype fp64 is recognised but not implemented yet");
-    mc_expect_error(MOE " --swiglu --bf16 --moe-router-dtype fp32",
-                    "MoE layers with --moe-router-dtype fp32 and --bf16 or --fp16");
+    for (int half = 0; half < 2; half++) { /* the router in float32 beside 16-bit activations */
+        mc_run_t rr;
+        mc_run_parse(&rr, half ? MOE " --swiglu --bf16 --moe-router-dtype fp32"
+                               : MOE " --swiglu --fp16 --moe-router-dtype fp32",
+                     1);
+        assert_int_equal(rr.status, 0);
+    }
     mc_expect_error(MOE " --swiglu --moe-router-score-function sigmoid "
                         "--moe-router-enable-expert-bias --save /tmp/x --save-interval 5",
                     "--load or --save and --moe-router-enable-expert-bias");
@@ -399,7 +419,8 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_flags_parse_into_fields),
-        cmocka_unit_test(test_refused_until_implemented), cmocka_unit_test(test_router_options),
+        cmocka_unit_test(test_refused_until_implemented), cmocka_unit_test(test_accepted_options),
+        cmocka_unit_test(test_router_options),
         cmocka_unit_test(test_expert_parallel_checkpoints),
         cmocka_unit_test(test_megatron_rules),
         cmocka_unit_test(test_layer_pattern),
