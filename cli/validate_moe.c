@@ -287,7 +287,8 @@ static void tensor_parallel_scope(const mc_args_t *a, void (*report)(const char 
 /* What the MoE layer does today (model/moe.c): E/ep experts on every rank, each split over etp,
  * with cp 1 (any tp, dp and pp), SwiGLU experts without biases in fp32 or
  * bf16, dense layers among MoE layers (--moe-layer-freq), the aux, seq-aux, global aux and z
- * losses, checkpoints at ep 1 (every layer an MoE layer). The rest is refused by name, every
+ * losses, checkpoints (with per-layer torch_dist keys under --moe-layer-freq, the routers'
+ * expert_bias buffers). The rest is refused by name, every
  * part at once. */
 static void scope(const mc_args_t *a, void (*report)(const char *line))
 {
@@ -316,14 +317,6 @@ static void scope(const mc_args_t *a, void (*report)(const char *line))
     TODO(strcmp(a->moe_router_dtype, "fp32") == 0 && (a->bf16 || a->fp16),
          "--moe-router-dtype fp32 and --bf16 or --fp16 (the router in float32 beside 16-bit "
          "activations)")
-    /* the expert_bias buffer is not yet among the checkpoints' tensors */
-    TODO((a->load[0] || a->save[0]) && a->moe_router_enable_expert_bias,
-         "--load or --save and --moe-router-enable-expert-bias (the expert_bias buffer in "
-         "checkpoints)")
-    /* Megatron's torch_dist keys of such a model are per layer (non_homogeneous_layers) */
-    TODO((a->load[0] || a->save[0]) &&
-             (strchr(a->moe_layer_freq, '[') || atoi(a->moe_layer_freq) > 1),
-         "--load or --save and a --moe-layer-freq other than 1 (checkpoints with per-layer keys)")
 #undef TODO
     expert_parallel_scope(a, report);
     tensor_parallel_scope(a, report);
