@@ -143,6 +143,89 @@ else
     skip "legacy: the shared expert's keys" "$TOOL is absent (make tests)"
 fi
 
+# ---- aux-loss-free balancing (the routers' expert_bias) and dense layers among MoE layers ----
+# exact resume in both formats: --moe-router-enable-expert-bias (its persistent buffer; a rate
+# small enough not to swing every bias back to zero by iteration 4) with --moe-layer-freq 2 in the
+# legacy format, stacked over the layers in torch_dist, and torch_dist's per-layer keys of a
+# list --moe-layer-freq (Megatron's non_homogeneous_layers)
+BIAS=(--moe-router-score-function sigmoid --moe-router-enable-expert-bias
+      --moe-router-bias-update-rate 3e-3)
+resume_case bias-freq2-legacy 1 1 $DO --ckpt-format torch "${BIAS[@]}" --moe-layer-freq 2
+resume_case bias-torch_dist 1 1 $DO --ckpt-format torch_dist "${BIAS[@]}"
+resume_case bias-freqlist-torch_dist 1 1 $DO --ckpt-format torch_dist "${BIAS[@]}" \
+    --moe-layer-freq '[1,0,1,1]'
+if [ -x "$DUMP" ]; then
+    { "$DUMP" "$MC_TMP/bias-torch_dist/iter_0000004" 2>&1 | grep -P '^decoder\.layers\.mlp\.router\.'
+      "$DUMP" "$MC_TMP/bias-freqlist-torch_dist/iter_0000004" 2>&1 |
+          grep -P '^decoder\.layers\.[01]\.(mlp\.(router|linear_fc\d|experts\.experts\.linear_fc1)\.weight|mlp\.router\.expert_bias|mlp\.experts\.experts\.linear_fc1\._extra_state/shard_1_4|self_attention\.linear_proj\._extra_state/\S*)\t'
+    } | cut -f1-3 | sort >"$MC_TMP/bias.keys"
+    printf '%s\t%s\t%s\n' \
+        decoder.layers.0.mlp.experts.experts.linear_fc1._extra_state/shard_1_4 object - \
+        decoder.layers.0.mlp.experts.experts.linear_fc1.weight float32 4,32,32 \
+        decoder.layers.0.mlp.router.expert_bias float32 4 \
+        decoder.layers.0.mlp.router.weight float32 4,32 \
+        decoder.layers.0.self_attention.linear_proj._extra_state/shard_0_1 object - \
+        decoder.layers.1.mlp.linear_fc1.weight float32 128,32 \
+        decoder.layers.1.mlp.linear_fc2.weight float32 32,64 \
+        decoder.layers.1.self_attention.linear_proj._extra_state/shard_0_1 object - \
+        decoder.layers.mlp.router.expert_bias float32 4,4 \
+        decoder.layers.mlp.router.weight float32 4,4,32 | sort >"$MC_TMP/bias.want"
+    check "torch_dist: expert_bias stacked as the router's weight ([L, E] fp32), per-layer keys with a list --moe-layer-freq ($(diff "$MC_TMP/bias.want" "$MC_TMP/bias.keys" | tr '\n' ' ' | head -c 400))" \
+        cmp -s "$MC_TMP/bias.want" "$MC_TMP/bias.keys"
+else
+    skip "torch_dist: the expert_bias and per-layer keys" "$DUMP is absent (make tests)"
+fi
+if [ -x "$TOOL" ]; then
+    "$TOOL" dump "$MC_TMP/bias-freq2-legacy/iter_0000004/mp_rank_00/model_optim_rng.pt" 2>&1 |
+        python3 -c '
+import json, sys
+keys = dict(json.load(sys.stdin)["dict"])["model"]["dict"]
+for k, v in keys:
+    if k.startswith(("decoder.layers.0.mlp.router", "decoder.layers.1.mlp.", "decoder.layers.2.mlp.router")):
+        print(k, v["shape"] if isinstance(v, dict) and "shape" in v else v)' >"$MC_TMP/bias.legacy" 2>&1
+    printf '%s\n' "decoder.layers.0.mlp.router.weight [4, 32]" \
+        "decoder.layers.0.mlp.router.expert_bias [4]" \
+        "decoder.layers.1.mlp.linear_fc1.weight [128, 32]" \
+        "decoder.layers.1.mlp.linear_fc1._extra_state None" \
+        "decoder.layers.1.mlp.linear_fc2.weight [32, 64]" \
+        "decoder.layers.1.mlp.linear_fc2._extra_state None" \
+        "decoder.layers.2.mlp.router.weight [4, 32]" \
+        "decoder.layers.2.mlp.router.expert_bias [4]" >"$MC_TMP/bias.legacy.want"
+    check "legacy: expert_bias after the router's weight, layer 1 dense (--moe-layer-freq 2) ($(diff "$MC_TMP/bias.legacy.want" "$MC_TMP/bias.legacy" | tr '\n' ' ' | head -c 300))" \
+        cmp -s "$MC_TMP/bias.legacy.want" "$MC_TMP/bias.legacy"
+else
+    skip "legacy: the expert_bias keys" "$TOOL is absent (make tests)"
+fi
+# the bias takes part: the legacy save with its expert_bias zeroed (torch) resumes differently
+if /usr/bin/python3 -c 'import torch' 2>/dev/null; then
+    cp -r "$MC_TMP/bias-freq2-legacy" "$MC_TMP/bias-zeroed"
+    /usr/bin/python3 -c '
+import sys
+sys.path.insert(0, sys.argv[2])
+import megatron_enums  # noqa: F401 (the args enum members)
+import torch
+ck = torch.load(sys.argv[1], map_location="cpu", weights_only=False)
+for k, v in ck["model"].items():
+    if k.endswith(".mlp.router.expert_bias"):
+        assert v.abs().sum() > 0, k
+        v.zero_()
+torch.save(ck, sys.argv[1])' "$MC_TMP/bias-zeroed/iter_0000004/mp_rank_00/model_optim_rng.pt" \
+        "$(dirname "$0")/../ref" >"$MC_TMP/bias-zeroed.py" 2>&1
+    rc0=$?
+    "$MC_BIN" "${FLAGS[@]}" $DO "${BIAS[@]}" --moe-layer-freq 2 --load "$MC_TMP/bias-zeroed" \
+        --ckpt-step 4 --exit-interval 5 >"$MC_TMP/bias-zeroed.log" 2>&1
+    rc=$?
+    fields "$MC_TMP/bias-zeroed.log" 5 >"$MC_TMP/bias-zeroed.f"
+    if [ $rc0 -eq 0 ] && [ $rc -eq 0 ] && [ -s "$MC_TMP/bias-zeroed.f" ] &&
+        ! cmp -s <(head -3 "$MC_TMP/bias-freq2-legacy.want") "$MC_TMP/bias-zeroed.f"; then
+        ok "the expert_bias takes part: zeroed in the file, iteration 5 differs"
+    else
+        not_ok "the expert_bias takes part (rc=$rc0,$rc: zeroed in the file, iteration 5 should differ) $(tail -c 300 "$MC_TMP/bias-zeroed.py")"
+    fi
+else
+    skip "the expert_bias takes part" "no python3-torch (scripts/install-deps.sh --torch)"
+fi
+
 # ---- the legacy file against Megatron's names ----
 PY=/usr/bin/python3
 if [ -x "$PY" ] && "$PY" -c 'import torch' 2>/dev/null; then
