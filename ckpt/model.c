@@ -424,8 +424,7 @@ int mc_ckpt_model_load(mc_gpt_t *m, int c, const mc_pyobj_t *sd, char *err, size
         if (!mc_ckpt_expert_bias_of(m, c, p, local, sizeof(local), &bias)) continue;
         const int64_t E = m->cfg.moe.num_experts;
         if (!(t = mc_py_dict_get_str(sd, local)))
-            return mc_errf(err, n,
-                           "no tensor '%s' (saved without --moe-router-enable-expert-bias)",
+            return mc_errf(err, n, "no tensor '%s' (saved without --moe-router-enable-expert-bias)",
                            local);
         if (mc_ckpt_tensor_into(m->be, bias, MC_DT_F32, t, 1, &E, local, err, n) != 0) return -1;
     }

@@ -122,8 +122,7 @@ static void add_extra_states(const mc_trainer_t *t, mc_dcp_writer_t *w, bool den
             if (per_layer)
                 snprintf(key, sizeof(key), "decoder.layers.%d.%s._extra_state/shard_0_1", l, mod);
             else
-                snprintf(key, sizeof(key), "decoder.layers.%s._extra_state/shard_%d_%d", mod, l,
-                         L);
+                snprintf(key, sizeof(key), "decoder.layers.%s._extra_state/shard_%d_%d", mod, l, L);
             add_object(w, key, mc_py_none());
         }
     }
