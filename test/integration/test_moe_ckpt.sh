@@ -499,6 +499,22 @@ if have_mpirun; then
     check "the shared expert: a torch_dist save at tp 2 + SP x ep 2 loads at one rank: iterations 5, 7, 8 equal the run that went on (rc=$rc0,$rc $(diff "$MC_TMP/shtp2.want" "$MC_TMP/shtp2.got" | tr '\n' ' ' | head -c 300) $(grep -h 'error:' "$MC_TMP/shtp2.save" "$MC_TMP/shtp2.load" | head -c 300))" \
         matches $rc0 "$MC_TMP/shtp2.want" "$MC_TMP/shtp2.got" 12
 
+    # tp 2 + SP at ep 1 (the experts split over tp, in the dense buffers), with the routers'
+    # expert_bias and dense layers among MoE layers (per-layer keys, tp-split): torch_dist
+    # dp_reshardable saved on 2 ranks and loaded at one rank, iterations 5, 7, 8 those of the run
+    # that went on
+    mpirun_mc 2 "${FLAGS[@]}" $DO "${BIAS[@]}" --moe-layer-freq 2 --tensor-model-parallel-size 2 \
+        --sequence-parallel --ckpt-format torch_dist --save "$MC_TMP/tp2ep1" --save-interval 4 \
+        --exit-interval 8 >"$MC_TMP/tp2ep1.save" 2>&1
+    rc0=$?
+    "$MC_BIN" "${FLAGS[@]}" $DO "${BIAS[@]}" --moe-layer-freq 2 --load "$MC_TMP/tp2ep1" --ckpt-step 4 \
+        --exit-interval 8 >"$MC_TMP/tp2ep1.load" 2>&1
+    rc=$?
+    fields "$MC_TMP/tp2ep1.save" '5|7|8' >"$MC_TMP/tp2ep1.want"
+    fields "$MC_TMP/tp2ep1.load" '5|7|8' >"$MC_TMP/tp2ep1.got"
+    check "tp 2 + SP at ep 1 with expert_bias and --moe-layer-freq 2: a torch_dist save loads at one rank, iterations 5, 7, 8 equal the run that went on (rc=$rc0,$rc $(diff "$MC_TMP/tp2ep1.want" "$MC_TMP/tp2ep1.got" | tr '\n' ' ' | head -c 300) $(grep -h 'error:' "$MC_TMP/tp2ep1.save" "$MC_TMP/tp2ep1.load" | head -c 300))" \
+        resumed $rc0 $rc "$MC_TMP/tp2ep1.want" "$MC_TMP/tp2ep1.got"
+
     # what is not there yet is refused by name: the chained optimizer without the distributed
     # optimizer
     mpirun_mc 2 "${FLAGS[@]}" "${EP2[@]}" --load "$MC_TMP/lep2" --ckpt-step 4 --exit-interval 5 \
