@@ -274,18 +274,18 @@ static void tensor_parallel_scope(const mc_args_t *a, void (*report)(const char 
     TODO(strcmp(a->moe_token_dispatcher_type, "allgather") == 0,
          "--moe-token-dispatcher-type allgather")
     TODO(a->moe_z_loss_coeff_set, "--moe-z-loss-coeff")
-    /* torch_dist (a --save's format; a legacy file's load is refused by ckpt/checkpoint.c) with
-     * the experts split as the dense layers (etp tp): every optimizer form at ep 1; at ep > 1
-     * the distributed optimizer's dp_reshardable state (Megatron's chained optimizer, the
-     * tp2sp-ep2 reference's layout) */
-    TODO((a->save[0] && strcmp(a->ckpt_format, "torch_dist") != 0) ||
+    /* with the experts split as the dense layers (etp tp): at ep 1 both formats and every
+     * optimizer form; at ep > 1 torch_dist (a legacy file's load is refused by
+     * ckpt/checkpoint.c) with the distributed optimizer's dp_reshardable state (Megatron's
+     * chained optimizer, the tp2sp-ep2 reference's layout) */
+    const int ep = a->expert_model_parallel_size;
+    TODO((a->save[0] && ep > 1 && strcmp(a->ckpt_format, "torch_dist") != 0) ||
              ((a->load[0] || a->save[0]) &&
-              (etp != tp ||
-               (a->expert_model_parallel_size > 1 &&
-                (!a->use_distributed_optimizer || a->dist_ckpt_optim_fully_reshardable)))),
-         "--load or --save other than torch_dist (with --expert-tensor-parallel-size equal to "
-         "tp; at --expert-model-parallel-size > 1 with --use-distributed-optimizer, "
-         "dp_reshardable)")
+              (etp != tp || (ep > 1 && (!a->use_distributed_optimizer ||
+                                        a->dist_ckpt_optim_fully_reshardable)))),
+         "--load or --save with an --expert-tensor-parallel-size other than tp, or at "
+         "--expert-model-parallel-size > 1 other than torch_dist with --use-distributed-optimizer "
+         "(dp_reshardable)")
 #undef TODO
 }
 

@@ -515,6 +515,22 @@ if have_mpirun; then
     check "tp 2 + SP at ep 1 with expert_bias and --moe-layer-freq 2: a torch_dist save loads at one rank, iterations 5, 7, 8 equal the run that went on (rc=$rc0,$rc $(diff "$MC_TMP/tp2ep1.want" "$MC_TMP/tp2ep1.got" | tr '\n' ' ' | head -c 300) $(grep -h 'error:' "$MC_TMP/tp2ep1.save" "$MC_TMP/tp2ep1.load" | head -c 300))" \
         resumed $rc0 $rc "$MC_TMP/tp2ep1.want" "$MC_TMP/tp2ep1.got"
 
+    # the same in the legacy format (ep 1: the experts' etp slices are the dense tp's, in
+    # mp_rank_0T), plain Adam: saved and loaded at tp 2, iterations 5, 7, 8 those of the run that
+    # went on
+    mpirun_mc 2 "${FLAGS[@]}" "${BIAS[@]}" --moe-layer-freq 2 --tensor-model-parallel-size 2 \
+        --sequence-parallel --ckpt-format torch --save "$MC_TMP/ltp2" --save-interval 4 \
+        --exit-interval 8 >"$MC_TMP/ltp2.save" 2>&1
+    rc0=$?
+    mpirun_mc 2 "${FLAGS[@]}" "${BIAS[@]}" --moe-layer-freq 2 --tensor-model-parallel-size 2 \
+        --sequence-parallel --load "$MC_TMP/ltp2" --ckpt-step 4 --exit-interval 8 \
+        >"$MC_TMP/ltp2.load" 2>&1
+    rc=$?
+    fields "$MC_TMP/ltp2.save" '5|7|8' >"$MC_TMP/ltp2.want"
+    fields "$MC_TMP/ltp2.load" '5|7|8' >"$MC_TMP/ltp2.got"
+    check "legacy at tp 2 + SP, ep 1 (mp_rank_00, mp_rank_01), expert_bias and --moe-layer-freq 2: iterations 5, 7, 8 after loading equal the run that went on (rc=$rc0,$rc $(diff "$MC_TMP/ltp2.want" "$MC_TMP/ltp2.got" | tr '\n' ' ' | head -c 300) $(grep -h 'error:' "$MC_TMP/ltp2.save" "$MC_TMP/ltp2.load" | head -c 300))" \
+        bash -c "test -f '$MC_TMP/ltp2/iter_0000004/mp_rank_01/model_optim_rng.pt' && [ $rc0 -eq 0 ] && [ $rc -eq 0 ] && [ \$(wc -l <'$MC_TMP/ltp2.want') -eq 12 ] && cmp -s '$MC_TMP/ltp2.want' '$MC_TMP/ltp2.got'"
+
     # what is not there yet is refused by name: the chained optimizer without the distributed
     # optimizer
     mpirun_mc 2 "${FLAGS[@]}" "${EP2[@]}" --load "$MC_TMP/lep2" --ckpt-step 4 --exit-interval 5 \

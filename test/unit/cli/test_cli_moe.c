@@ -125,34 +125,36 @@ static void test_refused_until_implemented(void **state)
     /* tensor parallelism's scope (model/moe.c): what it lacks, each by name, all at once */
     static const char *const tp_parts[] = {
         "--expert-tensor-parallel-size 2 with --moe-z-loss-coeff are recognised but not",
-        "with --load or --save other than torch_dist (with --expert-tensor-parallel-size equal to "
-        "tp; at --expert-model-parallel-size > 1 with --use-distributed-optimizer, "
-        "dp_reshardable) are"};
+        "with --load or --save with an --expert-tensor-parallel-size other than tp, or at "
+        "--expert-model-parallel-size > 1 other than torch_dist with --use-distributed-optimizer "
+        "(dp_reshardable) are"};
     mc_expect_errors_world(TP2 " --bf16 --moe-z-loss-coeff 1e-3 --moe-router-load-balancing-type "
                                "global_aux_loss --moe-aux-loss-coeff 1e-2 --save /tmp/x "
-                               "--save-interval 5 --ckpt-format torch",
-                           2, 2, tp_parts);
+                               "--save-interval 5 --ckpt-format torch --expert-model-parallel-size 2 "
+                               "--use-distributed-optimizer",
+                           4, 2, tp_parts);
     mc_expect_error_world(MOE " --swiglu --tensor-model-parallel-size 2 --sequence-parallel", 2,
                           "with --moe-token-dispatcher-type allgather are recognised but not");
-    /* torch_dist at ep 1 in every optimizer form; at ep > 1 dp_reshardable only */
-    static const char *const tp_dist_ok[] = {
-        " --use-distributed-optimizer", " --use-distributed-optimizer "
-        "--dist-ckpt-optim-fully-reshardable", ""};
-    for (size_t i = 0; i < sizeof(tp_dist_ok) / sizeof(tp_dist_ok[0]); i++) {
+    /* at ep 1 both formats in every optimizer form; at ep > 1 torch_dist dp_reshardable only */
+    static const char *const tp_ckpt_ok[] = {
+        " --ckpt-format torch_dist --use-distributed-optimizer",
+        " --ckpt-format torch_dist --use-distributed-optimizer --dist-ckpt-optim-fully-reshardable",
+        " --ckpt-format torch_dist", " --ckpt-format torch --use-distributed-optimizer",
+        " --ckpt-format torch"};
+    for (size_t i = 0; i < sizeof(tp_ckpt_ok) / sizeof(tp_ckpt_ok[0]); i++) {
         char cmd[512];
-        snprintf(cmd, sizeof(cmd), TP2 " --load /tmp/x --save /tmp/x --save-interval 5 "
-                                       "--ckpt-format torch_dist%s",
-                 tp_dist_ok[i]);
+        snprintf(cmd, sizeof(cmd), TP2 " --load /tmp/x --save /tmp/x --save-interval 5%s",
+                 tp_ckpt_ok[i]);
         mc_run_t rd;
         mc_run_parse(&rd, cmd, 2);
         assert_int_equal(rd.status, 0);
     }
-    const char *dist_only = "with --load or --save other than torch_dist (with --expert-tensor";
+    const char *dist_only = "with --load or --save with an --expert-tensor-parallel-size other";
     mc_expect_error_world(TP2 " --load /tmp/x --ckpt-format torch_dist --expert-model-parallel-size 2",
                           4, dist_only);
     mc_expect_error_world(TP2 " --save /tmp/x --save-interval 5 --ckpt-format torch "
-                              "--use-distributed-optimizer",
-                          2, dist_only);
+                              "--use-distributed-optimizer --expert-model-parallel-size 2",
+                          4, dist_only);
     mc_expect_error_world(TP2 " --load /tmp/x --use-distributed-optimizer "
                               "--expert-tensor-parallel-size 1",
                           2, dist_only);
