@@ -255,8 +255,9 @@ static void expert_parallel_scope(const mc_args_t *a, void (*report)(const char 
 }
 
 /* Tensor parallelism in MoE layers today (model/moe.c): sequence parallel (parallel() above),
- * the alltoall dispatcher with etp tp or 1, the load-balancing losses (not the z-loss), torch_dist
- * checkpoints at ep > 1 with the distributed optimizer. */
+ * the alltoall dispatcher with etp tp or 1, the load-balancing losses (not the z-loss),
+ * checkpoints with etp tp: both formats at ep 1, torch_dist at ep > 1 with the distributed
+ * optimizer. */
 static void tensor_parallel_scope(const mc_args_t *a, void (*report)(const char *line))
 {
     const int tp = a->tensor_model_parallel_size;

@@ -22,6 +22,11 @@
 #    ep2 (mp_rank_00_EEE) resume exactly; without the distributed optimizer refused by name;
 #  - expert tensor parallelism: Megatron's tp2sp-ep2 loads at its layout (4 ranks) and at ep2
 #    with its numbers, and saved again has its keys, shapes, chunks and hashes.
+#  - aux-loss-free balancing and dense layers among MoE layers: the routers' expert_bias (legacy
+#    per layer, torch_dist stacked as the router's weight) and --moe-layer-freq 2 / a list
+#    (torch_dist's per-layer keys, Megatron's non_homogeneous_layers) resume exactly, with
+#    Megatron's keys; zeroing the bias in the file changes the resumed iteration;
+#  - tp 2 + SP at ep 1 with both: a torch_dist save loads at one rank, a legacy one at tp 2.
 source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/mpi.sh"
 
