@@ -254,14 +254,19 @@ static void target_args(mc_args_t *t, const mc_args_t *src, const mc_convert_arg
                                          : "local");
 
     const int tp = t->tensor_model_parallel_size, pp = t->pipeline_model_parallel_size;
-    /* experts are whole tensors here (ep 1, etp 1): they move between stages and formats only */
-    if (t->num_experts &&
-        (tp > 1 || src->tensor_model_parallel_size > 1 || src->expert_model_parallel_size > 1))
-        mc_user_error("convert-checkpoint of an MoE model from or to tensor parallelism or "
-                      "expert parallelism (tp %d to %d, ep %d) is recognised but not implemented "
-                      "yet in megatron-c (MoE checkpoints convert at tp 1 and ep 1: change the "
-                      "pipeline size, the format or the distributed optimizer)",
-                      src->tensor_model_parallel_size, tp, src->expert_model_parallel_size);
+    /* experts are whole tensors here at ep 1, split over etp = tp as the dense layers: the
+     * target's etp follows its tp as the source's follows its own */
+    const int src_tp = src->tensor_model_parallel_size;
+    const int src_etp =
+        src->expert_tensor_parallel_size > 0 ? src->expert_tensor_parallel_size : src_tp;
+    if (t->num_experts && (src_etp != src_tp || src->expert_model_parallel_size > 1))
+        mc_user_error("convert-checkpoint of an MoE model with expert parallelism or an expert "
+                      "tensor parallel size other than tp (ep %d, etp %d, tp %d) is recognised "
+                      "but not implemented yet in megatron-c (MoE checkpoints convert at ep 1 "
+                      "with etp = tp: change tp, the pipeline size, the format or the "
+                      "distributed optimizer)",
+                      src->expert_model_parallel_size, src_etp, src_tp);
+    if (t->num_experts) t->expert_tensor_parallel_size = tp;
     const int K = t->num_layers_per_virtual_pipeline_stage,
               V = t->num_virtual_stages_per_pipeline_rank;
     if (t->num_attention_heads % tp != 0)

@@ -13,8 +13,8 @@
 #    Megatron's files (the experts' [L, E, 2F, H] and [L, E, H, F] stacks, the optimizer buckets);
 #  - on the emulated GPU, Megatron's ep1 with its optimizer state gives Megatron's numbers and its
 #    legacy save there goes on with them on the CPU;
-#  - convert-checkpoint of it to the legacy format (pp 1 and pp 2) loads with Megatron's numbers;
-#    a target tp > 1 is refused by name;
+#  - convert-checkpoint of it to the legacy format (pp 1, pp 2 and tp 2) loads with Megatron's
+#    numbers; an ep 2 source is refused by name;
 #  - expert parallelism (Megatron's chained optimizer: the dense state over dp, the experts' over
 #    edp): torch_dist at ep2 resumes exactly at ep2 and at ep1, an ep1 save at ep2; Megatron's ep2
 #    loads at ep2 and at ep1 with its numbers; re-saved at ep2 it has Megatron's keys, shapes,
@@ -364,10 +364,25 @@ for case in "1 1" "2 2 --target-pipeline-parallel-size 2"; do
     check "Megatron's ep1 converted to legacy pp $pp loads with Megatron's iterations 6 and 8 (rc=$rc1,$rc2 $(tail -c 300 "$MC_TMP/conv$pp.log") $(diff "$MC_TMP/conv.want" "$MC_TMP/conv$pp.got" | head -c 300))" \
         conv_matches "$MC_TMP/conv$pp.got"
 done
-"$MC_BIN" convert-checkpoint --load-dir "$REF/ep1" --save-dir "$MC_TMP/conv-tp2" \
-    --target-tensor-parallel-size 2 >/dev/null 2>"$MC_TMP/conv-tp2.err"
-one_error_line "convert-checkpoint of an MoE model to tp 2 is refused by name" \
-    "^megatron-c: error: convert-checkpoint of an MoE model .*not implemented yet" $? "$MC_TMP/conv-tp2.err"
+# to legacy tp 2 (the experts split over etp = tp as the dense layers): Megatron's iterations
+# 6 and 8 at tp 2 + SP
+if have_mpirun; then
+    "$MC_BIN" convert-checkpoint --load-dir "$REF/ep1" --save-dir "$MC_TMP/conv-tp2" \
+        --target-tensor-parallel-size 2 --target-ckpt-format torch >"$MC_TMP/conv-tp2.log" 2>&1
+    rc1=$?
+    mpirun_mc 2 "${FLAGS[@]}" $DO --tensor-model-parallel-size 2 --sequence-parallel \
+        --load "$MC_TMP/conv-tp2" --no-load-rng --exit-interval 8 >"$MC_TMP/conv-tp2.run" 2>&1
+    rc2=$?
+    fields "$MC_TMP/conv-tp2.run" '6|8' >"$MC_TMP/conv-tp2.got"
+    check "Megatron's ep1 converted to legacy tp 2 loads at tp 2 + SP with Megatron's iterations 6 and 8 (rc=$rc1,$rc2 $(tail -c 300 "$MC_TMP/conv-tp2.log") $(diff "$MC_TMP/conv.want" "$MC_TMP/conv-tp2.got" | head -c 300))" \
+        conv_matches "$MC_TMP/conv-tp2.got"
+else
+    skip "Megatron's ep1 converted to legacy tp 2" "mpirun is not installed"
+fi
+"$MC_BIN" convert-checkpoint --load-dir "$REF/ep2" --save-dir "$MC_TMP/conv-ep2" \
+    --target-ckpt-format torch >/dev/null 2>"$MC_TMP/conv-ep2.err"
+one_error_line "convert-checkpoint of an MoE model at ep 2 is refused by name" \
+    "^megatron-c: error: convert-checkpoint of an MoE model with expert parallelism .*not implemented yet" $? "$MC_TMP/conv-ep2.err"
 
 # ---- expert parallelism: Megatron's chained optimizer (dense over dp, experts over edp) ----
 # matches RC WANT GOT LINES: the run succeeded and GOT's LINES fields are WANT's (close_fields)
