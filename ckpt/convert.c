@@ -220,6 +220,24 @@ static int target_vocab(const mc_args_t *src, const mc_args_t *tgt, int64_t true
 }
 
 /* The target layout from the flags; checked against the model. */
+/* Experts are whole tensors here at ep 1, split over etp = tp as the dense layers: the target's
+ * etp follows its tp as the source's follows its own. */
+static void target_experts(mc_args_t *t, const mc_args_t *src, int tp)
+{
+    const int src_tp = src->tensor_model_parallel_size;
+    const int src_etp =
+        src->expert_tensor_parallel_size > 0 ? src->expert_tensor_parallel_size : src_tp;
+    if (!t->num_experts) return;
+    if (src_etp != src_tp || src->expert_model_parallel_size > 1)
+        mc_user_error("convert-checkpoint of an MoE model with expert parallelism or an expert "
+                      "tensor parallel size other than tp (ep %d, etp %d, tp %d) is recognised "
+                      "but not implemented yet in megatron-c (MoE checkpoints convert at ep 1 "
+                      "with etp = tp: change tp, the pipeline size, the format or the "
+                      "distributed optimizer)",
+                      src->expert_model_parallel_size, src_etp, src_tp);
+    t->expert_tensor_parallel_size = tp;
+}
+
 static void target_args(mc_args_t *t, const mc_args_t *src, const mc_convert_args_t *o,
                         mc_ckpt_names_t names)
 {
@@ -254,19 +272,7 @@ static void target_args(mc_args_t *t, const mc_args_t *src, const mc_convert_arg
                                          : "local");
 
     const int tp = t->tensor_model_parallel_size, pp = t->pipeline_model_parallel_size;
-    /* experts are whole tensors here at ep 1, split over etp = tp as the dense layers: the
-     * target's etp follows its tp as the source's follows its own */
-    const int src_tp = src->tensor_model_parallel_size;
-    const int src_etp =
-        src->expert_tensor_parallel_size > 0 ? src->expert_tensor_parallel_size : src_tp;
-    if (t->num_experts && (src_etp != src_tp || src->expert_model_parallel_size > 1))
-        mc_user_error("convert-checkpoint of an MoE model with expert parallelism or an expert "
-                      "tensor parallel size other than tp (ep %d, etp %d, tp %d) is recognised "
-                      "but not implemented yet in megatron-c (MoE checkpoints convert at ep 1 "
-                      "with etp = tp: change tp, the pipeline size, the format or the "
-                      "distributed optimizer)",
-                      src->expert_model_parallel_size, src_etp, src_tp);
-    if (t->num_experts) t->expert_tensor_parallel_size = tp;
+    target_experts(t, src, tp);
     const int K = t->num_layers_per_virtual_pipeline_stage,
               V = t->num_virtual_stages_per_pipeline_rank;
     if (t->num_attention_heads % tp != 0)
