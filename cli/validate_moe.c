@@ -226,15 +226,17 @@ static void pending(const mc_args_t *a, void (*report)(const char *line))
     for (size_t i = 0; i < mc_flag_count(); i++) {
         const mc_flag_t *f = mc_flag_at(i);
         if (!f->checked_first || !f->field_size || at_default(a, f, &d)) continue;
-        problem(report,
-                "%s is recognised but not implemented yet in megatron-c (%s; the MoE layer has "
-                "a top-k softmax or sigmoid router, the load-balancing and z losses and expert "
-                "parallelism with the alltoall dispatcher for now; see docs/FLAGS.md)",
-                f->name, f->note ? f->note : "not implemented");
+        problem(
+            report,
+            "%s is recognised but not implemented yet in megatron-c (%s; the MoE layer has "
+            "a top-k softmax or sigmoid router, the load-balancing and z losses and expert "
+            "parallelism with the alltoall and allgather dispatchers for now; see docs/FLAGS.md)",
+            f->name, f->note ? f->note : "not implemented");
     }
 }
 
-/* Expert parallelism today (model/moe.c's alltoall dispatcher): any tp (below), pp and vpp,
+/* Expert parallelism today (model/moe.c's alltoall dispatcher, model/moe_allgather.c's allgather
+ * one): any tp (below), pp and vpp,
  * gradients reduced (the distributed optimizer: sharded) over edp; torch_dist checkpoints. */
 static void expert_parallel_scope(const mc_args_t *a, void (*report)(const char *line))
 {
@@ -244,10 +246,8 @@ static void expert_parallel_scope(const mc_args_t *a, void (*report)(const char 
     if (cond)                                                                                      \
         problem(report,                                                                            \
                 "--expert-model-parallel-size %d with %s is recognised but not implemented yet "   \
-                "in megatron-c (expert parallelism runs the alltoall dispatcher for now)",         \
+                "in megatron-c",                                                                   \
                 ep, what);
-    TODO(strcmp(a->moe_token_dispatcher_type, "allgather") == 0,
-         "--moe-token-dispatcher-type allgather")
     TODO(a->log_num_zeros_in_grad, "--log-num-zeros-in-grad")
     TODO(a->check_weight_hash_across_dp_replicas_interval,
          "--check-weight-hash-across-dp-replicas-interval")
@@ -255,9 +255,9 @@ static void expert_parallel_scope(const mc_args_t *a, void (*report)(const char 
 }
 
 /* Tensor parallelism in MoE layers today (model/moe.c): sequence parallel (parallel() above),
- * the alltoall dispatcher with etp tp or 1, the load-balancing losses (not the z-loss),
- * checkpoints with etp tp: both formats at ep 1, torch_dist at ep > 1 with the distributed
- * optimizer. */
+ * the alltoall and allgather dispatchers with etp tp or 1, the load-balancing losses (not the
+ * z-loss), checkpoints with etp tp: both formats at ep 1, torch_dist at ep > 1 with the
+ * distributed optimizer. */
 static void tensor_parallel_scope(const mc_args_t *a, void (*report)(const char *line))
 {
     const int tp = a->tensor_model_parallel_size;
@@ -268,12 +268,9 @@ static void tensor_parallel_scope(const mc_args_t *a, void (*report)(const char 
         problem(                                                                                   \
             report,                                                                                \
             "MoE layers with --tensor-model-parallel-size %d and --expert-tensor-parallel-size "   \
-            "%d with %s are recognised but not implemented yet in megatron-c (tensor "             \
-            "parallelism runs the alltoall dispatcher for now; see issue 31)",                     \
+            "%d with %s are recognised but not implemented yet in megatron-c (see issue 31)",      \
             tp, etp, what);
     TODO(etp != tp && etp != 1, "an --expert-tensor-parallel-size other than 1 or tp")
-    TODO(strcmp(a->moe_token_dispatcher_type, "allgather") == 0,
-         "--moe-token-dispatcher-type allgather")
     TODO(a->moe_z_loss_coeff_set, "--moe-z-loss-coeff")
     /* with the experts split as the dense layers (etp tp): at ep 1 both formats and every
      * optimizer form; at ep > 1 torch_dist (a legacy file's load is refused by

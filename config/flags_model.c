@@ -224,11 +224,11 @@ const mc_flag_t mc_flags_model[] = {
      IMPLEMENTED_NOTE("the MoE layer: SwiGLU experts in fp32 or bf16, E/ep per rank, each split over etp, so far, the rest refused by name (cli/validate_moe.c)"), .help = "Number of Experts in MoE (None means no MoE)"},
     {.name = "--expert-model-parallel-size", MOE, INT, PENDING_FIELD(expert_model_parallel_size),
      .def = "1", GE(1),
-     IMPLEMENTED_NOTE("expert parallelism: the alltoall dispatcher, with tp (and sequence parallelism) and parallel folding; checkpoints with the distributed optimizer (Megatron's chained optimizer): legacy and torch_dist at tp 1, torch_dist at tp > 1; the rest refused by name (cli/validate_moe.c)"),
+     IMPLEMENTED_NOTE("expert parallelism: the alltoall and allgather dispatchers, with tp (and sequence parallelism) and parallel folding; checkpoints with the distributed optimizer (Megatron's chained optimizer): legacy and torch_dist at tp 1, torch_dist at tp > 1; the rest refused by name (cli/validate_moe.c)"),
      .help = "Degree of expert model parallelism."},
     {.name = "--expert-tensor-parallel-size", MOE, INT, PENDING_FIELD(expert_tensor_parallel_size),
      GE(1),
-     IMPLEMENTED_NOTE("expert tensor parallelism (parallel folding): tp (the default) or 1 with the alltoall dispatcher, the rest refused by name (cli/validate_moe.c)"),
+     IMPLEMENTED_NOTE("expert tensor parallelism (parallel folding): tp (the default) or 1 with the alltoall and allgather dispatchers, the rest refused by name (cli/validate_moe.c)"),
      .help = "Degree of expert model parallelism. Default is None, which will be set to the "
              "value of --tensor-model-parallel-size."},
 

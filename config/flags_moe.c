@@ -339,8 +339,7 @@ const mc_flag_t mc_flags_moe[] = {
              "``moe_grouped_gemm=True`` and ``moe_use_grouped_tensor=True``."},
     {.name = "--moe-token-dispatcher-type", G_MOE, CHOICE("allgather", "alltoall", "flex"),
      .def = "allgather", PENDING_FIELD(moe_token_dispatcher_type),
-     
-     IMPLEMENTED_NOTE("the MoE layer: SwiGLU experts in fp32 or bf16, E/ep per rank, each split over etp, so far, the rest refused by name (cli/validate_moe.c)"), .help = "The type of token dispatcher to use. The default is 'allgather'. Options are "
+     IMPLEMENTED_NOTE("allgather (over tp_ep: model/moe_allgather.c) and alltoall (model/moe.c); flex (DeepEP) refused by name (cli/validate_moe.c)"), .help = "The type of token dispatcher to use. The default is 'allgather'. Options are "
              "'allgather','alltoall' and 'flex'."},
     {.name = "--moe-token-drop-policy", G_MOE, CHOICE("probs", "position"), .def = "probs",
      PENDING_FIELD(moe_token_drop_policy),

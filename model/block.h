@@ -201,6 +201,23 @@ void mc_moe_losses_backward(mc_layer_run_t *r, mc_moe_acts_t *s, void *dlogits);
 long mc_moe_capacity_tokens(const mc_moe_cfg_t *q, long T);
 const uint8_t *mc_moe_drop(mc_layer_run_t *r, mc_moe_acts_t *s, const void **probs);
 void mc_moe_count_dropped(mc_layer_run_t *r, const mc_moe_acts_t *s, long kept);
+/* The allgather dispatcher (model/moe_allgather.c; with cfg.moe.allgather at ep x etp > 1, plans
+ * nothing otherwise): its activations for T tokens and Rr local rows, its workspace; dispatch:
+ * the group's tokens (in, probs and map of this rank's T) to this rank's experts' rows (s->ex_x,
+ * s->ex_p; split: each local expert's rows, host), returns the rows; combine: the experts'
+ * output rows y into this rank's T tokens (out [T, H]). Their backward: the gradient at the
+ * layer's output (dy [T, H]) to the experts' rows (d_rows; split as the forward's), returns the
+ * rows; the gradients at the experts' input and probabilities (d_x, d_p) to the layer's input
+ * (din [T, H]) and to its probs (dprobs [T, E]). */
+void mc_moe_allgather_plan(mc_gpt_t *m, mc_alloc_t *a, mc_moe_acts_t *s, long T, long Rr);
+void mc_moe_allgather_plan_ws(mc_gpt_t *m, mc_alloc_t *ws, long T);
+long mc_moe_allgather_dispatch(mc_layer_run_t *r, mc_moe_acts_t *s, const void *in,
+                               const void *probs, const uint8_t *map, long *split);
+void mc_moe_allgather_combine(mc_layer_run_t *r, mc_moe_acts_t *s, const void *y, void *out);
+long mc_moe_allgather_dispatch_backward(mc_layer_run_t *r, mc_moe_acts_t *s, const void *dy,
+                                        void *d_rows, long *split);
+void mc_moe_allgather_combine_backward(mc_layer_run_t *r, mc_moe_acts_t *s, const void *d_x,
+                                       const void *d_p, void *din, void *dprobs);
 
 /* The MoE layer's shared expert (model/moe_shared.c; nothing without one): its parameters
  * after the experts', its activations and workspace; its forward from the layer's input into

@@ -100,6 +100,10 @@ typedef struct {
      * linear_fc1 rows (each SwiGLU half's) and linear_fc2 columns split over mc_gpt_t.etp_group,
      * this rank holding block etp_rank (etp 0 or 1: whole experts) */
     int etp, etp_rank;
+    /* --moe-token-dispatcher-type allgather: with ep or etp > 1 the allgather dispatcher
+     * (model/moe_allgather.c: every token gathered over tp_ep = etp x ep) instead of the
+     * alltoall one */
+    bool allgather;
     /* the shared expert (--moe-shared-expert-intermediate-size; 0: none): a dense tp MLP of
      * this ffn over the layer's input, added to the routed output; gated by sigmoid(x @
      * gate_weight) (--moe-shared-expert-gate); run after the router, not before it
@@ -295,6 +299,11 @@ typedef struct {
      * source rank by source rank), the experts' input and probabilities; x and pprobs at ep 1.
      * fc1, act and scaled are of these rows. */
     void *ex_x, *ex_p;
+    /* the allgather dispatcher (model/moe_allgather.c), of the tokens gathered over tp_ep (n T of
+     * them): the gathered token of each local expert's row [Rr], the row of each (gathered token,
+     * expert) [n T, E] (-1 outside the local experts), the local experts' rows [E/ep] (int32);
+     * NULL with the alltoall dispatcher (rows, row_of, pprobs and x are NULL with this one) */
+    int32_t *ag_rows, *ag_row_of, *ag_split;
     /* the losses' token counts the backward reads (model/moe_loss.c, fp32): seq_aux_loss's per
      * sequence [B, E] and global_aux_loss's running average [E]; NULL without them */
     float *seq_counts, *global_counts;
@@ -393,6 +402,11 @@ typedef struct {
     size_t *etp_rows;                      /* [etp] (host) */
     long *chunk_by_rank, *chunk_by_expert; /* [etp * E] (host) */
     int *to_expert_major, *to_rank_major;  /* [etp * E] (host) */
+    /* the allgather dispatcher's: the gathered tokens' rows [n T, H] (input, output and their
+     * gradients in turn), probs [n T, E] (and their gradient), routing map [n T, E] and its host
+     * copy (this rank's experts' columns kept; host, allocated at first use) */
+    void *ag_h, *ag_probs;
+    uint8_t *ag_map, *ag_map_host;
     /* the shared expert's (model/moe_shared.c): its MLP's workspace; [T, H] its (ungated)
      * output in the forward, the gradient at it in the backward; [T, H] the gradient at the
      * layer's input through it, and through the gate; [T] the gate's and its logits' gradients */
@@ -463,6 +477,8 @@ typedef struct mc_gpt {
     /* Expert parallelism: the MoE dispatcher's ep group (NULL with ep 1) and its etp group
      * (expt_tp: the all-gather and reduce-scatter around the experts; NULL with etp 1) */
     mc_group_t *ep_group, *etp_group;
+    /* the allgather dispatcher's group (tp_ep: expt_tp x ep; NULL with ep x etp 1) */
+    mc_group_t *tp_ep_group;
     void *param_buf, *grad_buf; /* of types cfg.dt and cfg.gdt */
     mc_gpt_ptrs_t p, g;
 

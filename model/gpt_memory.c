@@ -325,6 +325,7 @@ void mc_gpt_free(mc_gpt_t *m)
     free(m->host_losses);
     free(m->moe_tracker);
     free(m->moe_ws.host_block);
+    free(m->moe_ws.ag_map_host);
     free(m->moe_global_tokens);
     free(m->moe_ga_steps);
     free(m->moe_local_tokens);

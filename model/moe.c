@@ -10,8 +10,10 @@
  * --expert-model-parallel-size ep each rank holds E/ep experts, each split over etp
  * (--expert-tensor-parallel-size: linear_fc1 column-, linear_fc2 row-parallel), and the alltoall
  * dispatcher moves the rows to them over the ep group, all-gathers them over etp, and back
- * (reduce-scatter over etp, all-to-all over ep); at ep 1 and etp 1 one rank holds every expert
- * and nothing moves. The router's losses (model/moe_loss.c) are not added to the lm loss:
+ * (reduce-scatter over etp, all-to-all over ep), or (--moe-token-dispatcher-type allgather,
+ * Megatron's default) model/moe_allgather.c's dispatcher gathers every token of the etp x ep
+ * group and reduce-scatters the outputs back; at ep 1 and etp 1 one rank holds every expert and
+ * nothing moves. The router's losses (model/moe_loss.c) are not added to the lm loss:
  * as MoEAuxLossAutoScaler does, the backward injects their gradients, scaled by the loss scale
  * over the microbatches (m->moe_aux_grad), into the router's logits. Token dropping (capacity)
  * is model/moe_capacity.c's: the map it leaves is the one dispatched. The shared expert, added to
@@ -85,6 +87,18 @@ static long recv_rows(const mc_gpt_config_t *c, long T, long R)
     return (long)ep_of(c) * etp_of(c) * per_rank;
 }
 
+/* mc_gpt_take, or NULL where the buffer is not wanted (the allgather dispatcher's layer has no
+ * permutation of its own tokens, nor the alltoall dispatcher's staging). */
+static void *take_unless(mc_alloc_t *a, bool skip, long bytes)
+{
+    return skip ? NULL : mc_gpt_take(a, bytes);
+}
+
+static bool allgather_of(const mc_gpt_config_t *c)
+{
+    return c->moe.allgather && mc_moe_dispatched(&c->moe);
+}
+
 static void moe_plan(mc_gpt_t *m, mc_alloc_t *a, void *acts)
 {
     const mc_gpt_config_t *c = &m->cfg;
@@ -100,16 +114,18 @@ static void moe_plan(mc_gpt_t *m, mc_alloc_t *a, void *acts)
     s->cap_map = c->moe.drop ? mc_gpt_take(a, T * E) : NULL;
     s->cap_probs = c->moe.drop ? mc_gpt_take(a, T * E * e) : NULL;
     s->aux_counts = mc_gpt_take(a, E * (long)sizeof(float));
-    s->rows = mc_gpt_take(a, R * i4);
-    s->row_of = mc_gpt_take(a, T * E * i4);
-    s->pprobs = mc_gpt_take(a, R * e);
-    s->x = mc_gpt_take(a, R * H * e);
+    const bool ag = allgather_of(c);
+    s->rows = take_unless(a, ag, R * i4);
+    s->row_of = take_unless(a, ag, T * E * i4);
+    s->pprobs = take_unless(a, ag, R * e);
+    s->x = take_unless(a, ag, R * H * e);
     s->fc1 = mc_gpt_take(a, Rr * 2 * F * e);
     s->act = mc_gpt_take(a, Rr * F * e);
     s->scaled = mc_gpt_take(a, Rr * F * e);
     const bool d = mc_moe_dispatched(&c->moe);
     s->ex_x = d ? mc_gpt_take(a, Rr * H * e) : s->x;
     s->ex_p = d ? mc_gpt_take(a, Rr * e) : s->pprobs;
+    mc_moe_allgather_plan(m, a, s, T, Rr);
     mc_moe_losses_plan(m, a, s);
     mc_moe_shared_plan(m, a, s);
 }
@@ -141,12 +157,13 @@ static void moe_plan_shared(mc_gpt_t *m, mc_alloc_t *acts, mc_alloc_t *ws)
     const long Rr = recv_rows(c, T, R), Rmax = Rr > R ? Rr : R;
     (void)acts;
     w->y = mc_gpt_take(ws, Rr * H * e);
-    w->d_y = mc_gpt_take(ws, R * H * e);
+    const bool ag = allgather_of(c);
+    w->d_y = take_unless(ws, ag, R * H * e);
     w->d_scaled = mc_gpt_take(ws, Rr * F * e);
     w->d_act = mc_gpt_take(ws, Rr * F * e);
     w->d_fc1 = mc_gpt_take(ws, Rr * 2 * F * e);
-    w->d_x = mc_gpt_take(ws, R * H * e);
-    w->d_pprobs = mc_gpt_take(ws, R * e);
+    w->d_x = take_unless(ws, ag, R * H * e);
+    w->d_pprobs = take_unless(ws, ag, R * e);
     w->dprobs = mc_gpt_take(ws, T * E * e);
     w->dlogits = mc_gpt_take(ws, T * E * e);
     w->psum = mc_gpt_take(ws, E * (long)sizeof(float));
@@ -154,11 +171,12 @@ static void moe_plan_shared(mc_gpt_t *m, mc_alloc_t *acts, mc_alloc_t *ws)
     w->kept = c->moe.drop && c->moe.pad_to_capacity ? mc_gpt_take(ws, T * E) : NULL;
     const bool d = mc_moe_dispatched(&c->moe);
     for (int i = 0; i < 2; i++) {
-        w->st_h[i] = d ? mc_gpt_take(ws, Rmax * H * e) : NULL;
-        w->st_p[i] = d ? mc_gpt_take(ws, Rmax * e) : NULL;
+        w->st_h[i] = take_unless(ws, !d || ag, Rmax * H * e);
+        w->st_p[i] = take_unless(ws, !d || ag, Rmax * e);
     }
     w->d_x_ex = d ? mc_gpt_take(ws, Rr * H * e) : w->d_x;
     w->d_pprobs_ex = d ? mc_gpt_take(ws, Rr * e) : w->d_pprobs;
+    mc_moe_allgather_plan_ws(m, ws, T);
     mc_moe_losses_plan_shared(m, ws);
     mc_moe_shared_plan_ws(m, ws);
 }
@@ -407,6 +425,14 @@ static void *moe_forward(mc_layer_run_t *r, void *acts, const void *in)
     const long R = expert_split(r, map);
     mc_moe_count_dropped(r, s, R);
     mc_moe_bias_count(r, ws->counts_host);
+    if (allgather_of(c)) {
+        /* (the shared expert ran before the router: overlap is the alltoall dispatcher's) */
+        const long Rx = mc_moe_allgather_dispatch(r, s, in, probs, map, ws->split_local);
+        experts_forward(r, s, ws->split_local, E / ep_of(c), Rx);
+        mc_moe_allgather_combine(r, s, ws->y, m->tmp_h);
+        mc_moe_shared_add(r, s, m->tmp_h);
+        return m->tmp_h;
+    }
     be->moe->permute_map(be, dt, s->rows, s->row_of, s->pprobs, probs, map, T, E, R);
     be->moe->permute(be, dt, s->x, in, s->rows, R, H);
     if (q->shared_overlap) mc_moe_shared_forward(r, s, in);
@@ -428,10 +454,10 @@ static void *moe_forward(mc_layer_run_t *r, void *acts, const void *in)
     return m->tmp_h;
 }
 
-/* The router's backward: the probabilities' gradient (d_pprobs per row, scattered back to
- * [T, E]: unpermute over T * E "tokens" of one expert each), the top-k softmax's, the aux loss's
- * injected gradient, then router.weight's and the input's (into m->tmp_h). */
-static void router_backward(mc_layer_run_t *r, mc_moe_acts_t *s, const void *in, const void *dp)
+/* The router's backward from the probabilities' gradient (moe_ws.dprobs [T, E]): the top-k
+ * softmax's, the aux loss's injected gradient, then router.weight's and the input's (into
+ * m->tmp_h). */
+static void router_backward(mc_layer_run_t *r, mc_moe_acts_t *s, const void *in)
 {
     const mc_backend_t *be = r->be;
     const mc_gpt_config_t *c = r->c;
@@ -440,7 +466,6 @@ static void router_backward(mc_layer_run_t *r, mc_moe_acts_t *s, const void *in,
     const mc_dtype_t dt = c->dt;
     const int E = q->num_experts, H = c->hidden;
     const long T = mc_moe_tokens(r);
-    be->moe->unpermute(be, dt, dt, w->dprobs, dp, s->row_of, NULL, T * E, 1, 1);
     /* dropping multiplied the probs by the capacity's map: no gradient outside it */
     be->moe->route_backward(be, dt, &q->router, w->dlogits, w->dprobs, s->logits,
                             mc_gpt_moe_expert_bias(r->m, r->local), q->drop ? s->cap_map : NULL, T);
@@ -460,6 +485,15 @@ static void moe_backward(mc_layer_run_t *r, void *acts, const void *in, void *dy
     const int H = c->hidden, E = q->num_experts;
     const long T = mc_moe_tokens(r), R = expert_split(r, q->drop ? s->cap_map : s->map);
 
+    if (allgather_of(c)) {
+        const long Rx = mc_moe_allgather_dispatch_backward(r, s, dy, w->y, w->split_local);
+        experts_backward(r, s, w->y, w->split_local, E / ep_of(c), Rx);
+        mc_moe_allgather_combine_backward(r, s, w->d_x_ex, w->d_pprobs_ex, din, w->dprobs);
+        router_backward(r, s, in);
+        be->add(be, dt, din, din, r->m->tmp_h, T * H);
+        mc_moe_shared_backward(r, s, in, dy, din);
+        return;
+    }
     be->moe->unpermute_backward(be, dt, dt, w->d_y, NULL, dy, NULL, s->rows, NULL, R, H);
     const void *dx = w->d_x, *dp = w->d_pprobs;
     if (!mc_moe_dispatched(q)) {
@@ -474,7 +508,10 @@ static void moe_backward(mc_layer_run_t *r, void *acts, const void *in, void *dy
         dp = combine(r, w->d_pprobs_ex, w->d_pprobs, w->st_p, 1);
     }
     be->moe->unpermute(be, dt, dt, din, dx, s->row_of, NULL, T, E, H);
-    router_backward(r, s, in, dp);
+    /* the probabilities' gradient per row scattered back to [T, E]: unpermute over T * E
+     * "tokens" of one expert each */
+    be->moe->unpermute(be, dt, dt, w->dprobs, dp, s->row_of, NULL, T * E, 1, 1);
+    router_backward(r, s, in);
     /* the input feeds the router and the dispatcher: autograd's sum of the two (and the shared
      * expert's, after: its linears reuse m->tmp_h) */
     be->add(be, dt, din, din, r->m->tmp_h, T * H);

@@ -104,6 +104,22 @@ static double spread_s(double X, int n, double gbps)
     return n > 1 ? mc_plan_ring_seconds(X * (n - 1) / n, n - 1, gbps) : 0;
 }
 
+/* The allgather dispatcher (model/moe_allgather.c) over tp_ep (n = etp x ep ranks): the forward
+ * all-gathers the routing map (bytes), the probabilities and the rows of the group's n T tokens
+ * and reduce-scatters the output [n T, h]; the backward all-gathers the output's gradient and
+ * reduce-scatters the input's and the probabilities' (the forward's traffic without the map's
+ * gather: map_bytes). */
+static void allgather_traffic(double T, double h, double E, double e, int n, double gbps,
+                              mc_plan_moe_t *o)
+{
+    if (n <= 1) return;
+    const double X = n * T * h * e, P = n * T * E * e, M = n * T * E;
+    o->a2a_f = 2 * spread_s(X, n, gbps) + spread_s(P, n, gbps) + spread_s(M, n, gbps) / 2;
+    o->a2a_bytes = 2 * X + P + M;
+    o->a2a_calls = 4;
+    o->map_bytes = M;
+}
+
 void mc_plan_moe_layer(const mc_args_t *a, const mc_cluster_t *cl, mc_plan_moe_t *o)
 {
     memset(o, 0, sizeof(*o));
@@ -137,6 +153,10 @@ void mc_plan_moe_layer(const mc_args_t *a, const mc_cluster_t *cl, mc_plan_moe_t
      * all-gathered and the rows reduce-scattered. Expert groups of ep x etp consecutive ranks
      * (Megatron's tp-cp-ep-dp order folded) stay on NVLink within a node. */
     const double gbps = ep * etp <= cl->gpus_per_node ? g->intra_gbps : g->inter_gbps;
+    if (strcmp(a->moe_token_dispatcher_type, "allgather") == 0) {
+        allgather_traffic(T, h, E, e, ep * etp, gbps, o);
+        return;
+    }
     const double X_a2a = R * h * e, X_etp = rows * h * e;
     o->a2a_f = 2 * spread_s(X_a2a, ep, gbps) + spread_s(R * e, ep, gbps);
     o->etp_f = 2 * spread_s(X_etp, etp, gbps) + spread_s(rows * e, etp, gbps);

@@ -159,13 +159,17 @@ int mc_plan_edp(const mc_args_t *args);
 
 /* One MoE layer's forward for one microbatch on one GPU, balanced routing (plan/moe.c): the
  * router's and the experts' (and a shared expert's) GEMMs, the permutation's memory traffic,
- * the dispatcher's all-to-alls over ep and its all-gather/reduce-scatter over etp (seconds,
- * bytes and calls as the comm layer counts them, the larger of a rank's input and output). The
- * backward repeats the traffic and doubles the GEMMs. */
+ * the dispatcher's all-to-alls over ep and its all-gather/reduce-scatter over etp, or the allgather
+ * dispatcher's collectives over etp x ep (seconds, bytes and calls as the comm layer counts them,
+ * the larger of a rank's input and output). The backward repeats the traffic (without the
+ * allgather dispatcher's map) and doubles the GEMMs. */
 typedef struct {
     double gemm_f, mem_f, a2a_f, etp_f;
     double a2a_bytes, etp_bytes;
     int a2a_calls, etp_calls;
+    /* the allgather dispatcher's (--moe-token-dispatcher-type allgather, its collectives in the
+     * a2a fields): the routing map's all-gather, a forward-only call (0 with alltoall) */
+    double map_bytes;
 } mc_plan_moe_t;
 void mc_plan_moe_layer(const mc_args_t *args, const mc_cluster_t *cl, mc_plan_moe_t *out);
 

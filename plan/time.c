@@ -302,8 +302,8 @@ static void stage_moe(stage_t *st, const mc_args_t *a, const mc_cluster_t *cl, c
     st->b += n * 2 * (m.gemm_f + m.mem_f - mlp);
     const double comm = m.a2a_f + m.etp_f;
     st->ep += n * 2 * comm;
-    st->ep_bytes += n * 2 * (m.a2a_bytes + m.etp_bytes);
-    st->ep_calls += n * 2 * (m.a2a_calls + m.etp_calls);
+    st->ep_bytes += n * (2 * (m.a2a_bytes + m.etp_bytes) - m.map_bytes);
+    st->ep_calls += n * (2 * (m.a2a_calls + m.etp_calls) - (m.map_bytes > 0));
 }
 
 static void stage_time(const mc_args_t *a, const dims_t *d, const mc_gpt_config_t *cfg,

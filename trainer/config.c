@@ -57,6 +57,7 @@ static void moe_config(mc_moe_cfg_t *q, const mc_args_t *a)
     q->capacity_factor = a->moe_expert_capacity_factor;
     q->drop_by_position = strcmp(a->moe_token_drop_policy, "position") == 0;
     q->pad_to_capacity = a->moe_pad_expert_input_to_capacity;
+    q->allgather = strcmp(a->moe_token_dispatcher_type, "allgather") == 0;
     moe_losses(q, a);
     char err[256];
     if (a->num_layers > MC_MOE_MAX_LAYERS ||

@@ -68,6 +68,7 @@ int mc_trainer_init(mc_trainer_t *t, const mc_args_t *args, const mc_run_config_
     t->model.cp_p2p_group = t->par.hcp[1];
     t->model.ep_group = cfg.moe.ep > 1 ? t->par.ep : NULL;
     t->model.etp_group = cfg.moe.etp > 1 ? t->par.etp : NULL;
+    t->model.tp_ep_group = mc_moe_dispatched(&cfg.moe) ? t->par.tp_ep : NULL;
     mc_ddp_bind(&t->ddp, comm, shard_group, t->par.inter_dist_opt);
     mc_ddp_bind_experts(&t->ddp, t->par.intra_edp ? t->par.intra_edp : t->par.edp,
                         t->par.inter_edp);

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Expert parallelism (model/moe.c's alltoall dispatcher, parallel/grads.c's expert buckets, the
+# Expert parallelism (model/moe.c's alltoall dispatcher, model/moe_allgather.c's allgather one,
+# parallel/grads.c's expert buckets, the
 # distributed optimizer's expert shards over edp, the norms' expert part): a tiny MoE model (2
 # layers x 4 experts, top-2, aux_loss, dropout on) at ep 2 on 2 ranks, ep 2 x edp 2 on 4 ranks
 # (with overlapped reduction averaged in the collective), ep 4 on 4 ranks, both with the
@@ -12,7 +13,9 @@
 # shared expert (--moe-shared-expert-intermediate-size, its gate; overlapped: the same numbers)
 # at tp 2 + SP x ep 2, dp 2; tp 2 + SP x ep 2 with the shared expert on the emulated GPU (CUDA
 # backend, MPI staging) gives the first 4; token dropping at ep 2, padded to capacity, gives the
-# single rank's numbers and dropped counts, and on the emulated GPU the first 2.
+# single rank's numbers and dropped counts, and on the emulated GPU the first 2; the allgather
+# dispatcher (model/moe_allgather.c, Megatron's default) at ep 2 and at tp 2 + SP x ep 2 gives
+# the single rank's numbers (1e-5), at ep 2 on the emulated GPU the first 2.
 # ci-sanitize: the dispatcher's all-to-all under mpirun, expert buckets over edp
 source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/mpi.sh"
@@ -72,6 +75,9 @@ else
 fi
 
 if have_mpirun; then
+    # (the sanitizer pass runs the allgather dispatcher at ep 2 only: the same code as tp 2 x ep 2)
+    AG_TP="the allgather dispatcher at tp 2 + SP x ep 2 (etp 2):4:--tensor-model-parallel-size 2 --sequence-parallel --expert-model-parallel-size 2 --moe-token-dispatcher-type allgather"
+    left_to_release "the allgather dispatcher at tp 2 + SP x ep 2" && AG_TP=
     for layout in "ep 2:2:--expert-model-parallel-size 2" \
         "ep 2 x edp 2 (overlapped, averaged in the collective):4:--expert-model-parallel-size 2 --overlap-grad-reduce --ddp-bucket-size 2000 --ddp-average-in-collective" \
         "ep 4:4:--expert-model-parallel-size 4" \
@@ -79,7 +85,9 @@ if have_mpirun; then
         "ep 2 x edp 2 with the distributed optimizer (overlapped reduction and gather):4:--expert-model-parallel-size 2 --use-distributed-optimizer --overlap-grad-reduce --overlap-param-gather --ddp-bucket-size 2000" \
         "tp 2 + SP x ep 2 (etp 2, Megatron's default):4:--tensor-model-parallel-size 2 --sequence-parallel --expert-model-parallel-size 2" \
         "tp 2 + SP (etp 2, ep 1):2:--tensor-model-parallel-size 2 --sequence-parallel" \
-        "tp 2 + SP with etp 1 (edp 2) and the distributed optimizer (overlapped):2:--tensor-model-parallel-size 2 --sequence-parallel --expert-tensor-parallel-size 1 --use-distributed-optimizer --overlap-grad-reduce --overlap-param-gather"; do
+        "tp 2 + SP with etp 1 (edp 2) and the distributed optimizer (overlapped):2:--tensor-model-parallel-size 2 --sequence-parallel --expert-tensor-parallel-size 1 --use-distributed-optimizer --overlap-grad-reduce --overlap-param-gather" \
+        "the allgather dispatcher at ep 2:2:--expert-model-parallel-size 2 --moe-token-dispatcher-type allgather" \
+        ${AG_TP:+"$AG_TP"}; do
         name=${layout%%:*}
         rest=${layout#*:}
         np=${rest%%:*}
@@ -195,6 +203,14 @@ if have_mpirun; then
             bash -c '[ "$1" = "$2" ] && [ -n "$1" ]' _ "$(dropped "$MC_TMP/cap1" | head -2)" \
             "$(dropped "$MC_TMP/emu_cap")"
         check "token dropping padded to capacity on the emulated GPU: the numbers" same "$MC_TMP/cap1" "$MC_TMP/emu_cap" 2
+        # the allgather dispatcher on the device (the map through the host, tokens and probs
+        # gathered and reduce-scattered over tp_ep in device buffers staged through MPI): ep 2's
+        # first 2 iterations
+        "${MPIRUN[@]}" -np 2 "$EMU_BIN" "${FLAGS[@]}" --device cuda --distributed-backend mpi \
+            --expert-model-parallel-size 2 --moe-token-dispatcher-type allgather --train-iters 2 \
+            >"$MC_TMP/emu_ag" 2>&1
+        check "the allgather dispatcher at ep 2 on the emulated GPU gives the single rank's first 2 iterations ($(tail -c 300 "$MC_TMP/emu_ag" | tr '\n' ' '))" \
+            same "$MC_TMP/single" "$MC_TMP/emu_ag" 2
     else
         skip "tp 2 + SP x ep 2 on the emulated GPU" "no build/emu/megatron-c (make EMU=1)"
     fi

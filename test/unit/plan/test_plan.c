@@ -112,8 +112,15 @@ static void test_moe(void **state)
     a.tensor_model_parallel_size = 1, a.context_parallel_size = 1, a.data_parallel_size = 4;
     mc_cluster_t cl = {.gpu = *mc_gpu_find("h100"), .num_gpus = 4, .gpus_per_node = 8};
     mc_plan_moe_t m;
+    snprintf(a.moe_token_dispatcher_type, sizeof(a.moe_token_dispatcher_type), "alltoall");
     mc_plan_moe_layer(&a, &cl, &m);
-    assert_true(m.a2a_bytes == 33040 && m.a2a_calls == 4 && m.etp_calls == 0);
+    assert_true(m.a2a_bytes == 33040 && m.a2a_calls == 4 && m.etp_calls == 0 && m.map_bytes == 0);
+    /* the allgather dispatcher over ep 2: the map (2*32*4), probabilities (2*32*4*4) and rows
+     * (2*32*64*4) gathered, the output reduce-scattered (2*32*64*4): 34048 bytes in 4 calls */
+    snprintf(a.moe_token_dispatcher_type, sizeof(a.moe_token_dispatcher_type), "allgather");
+    mc_plan_moe_layer(&a, &cl, &m);
+    assert_true(m.a2a_bytes == 34048 && m.a2a_calls == 4 && m.etp_calls == 0 &&
+                m.map_bytes == 256);
     assert_int_equal(mc_plan_edp(&a), 2);
 }
 
