@@ -464,13 +464,14 @@ bool mc_ckpt_load(mc_trainer_t *t)
                      "recognised but not implemented yet in megatron-c (add "
                      "--use-distributed-optimizer or --no-load-optim)",
                      t->par.layout.ep);
-    /* experts split over etp (tp > 1) in legacy files: not mapped yet (torch_dist is) */
-    if (t->model.cfg.moe.num_experts && t->model.cfg.tp > 1)
+    /* experts split over etp (tp > 1) at ep > 1 in legacy files (mp_rank_TT_PPP_EEE, the
+     * folded expert ranks): not mapped yet (torch_dist is); at ep 1 they are the dense tp's */
+    if (t->model.cfg.moe.num_experts && t->model.cfg.tp > 1 && t->par.layout.ep > 1)
         mc_path_errf(err, sizeof(err), iter_dir,
                      "loading a legacy (torch format) checkpoint of an MoE model with "
-                     "--tensor-model-parallel-size %d is recognised but not implemented yet in "
-                     "megatron-c (save it as torch_dist)",
-                     t->model.cfg.tp);
+                     "--tensor-model-parallel-size %d and --expert-model-parallel-size %d is "
+                     "recognised but not implemented yet in megatron-c (save it as torch_dist)",
+                     t->model.cfg.tp, t->par.layout.ep);
     agree(t, err);
     mc_ckpt_rank_name(rank_name, sizeof(rank_name), t->par.me.tp, a->pipeline_model_parallel_size,
                       t->par.me.pp, t->par.layout.ep, t->par.expert_me.ep);

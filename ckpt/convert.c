@@ -46,9 +46,9 @@ static full_t *find_full(model_t *fm, const char *name)
     return NULL;
 }
 
-static full_t *add_full(model_t *fm, const mc_param_t *p)
+static full_t *add_named(model_t *fm, const char *name, int ndim, int64_t rows, int64_t cols)
 {
-    full_t *f = find_full(fm, p->name);
+    full_t *f = find_full(fm, name);
     if (f) return f;
     if (fm->n == fm->cap) {
         fm->cap = fm->cap ? 2 * fm->cap : 64;
@@ -57,14 +57,38 @@ static full_t *add_full(model_t *fm, const mc_param_t *p)
     }
     f = &fm->items[fm->n++];
     memset(f, 0, sizeof(*f));
-    snprintf(f->name, sizeof(f->name), "%s", p->name);
-    f->ndim = p->ndim;
-    f->shape[0] = p->shape[0];
-    f->shape[1] = p->ndim > 1 ? p->shape[1] : 1;
+    snprintf(f->name, sizeof(f->name), "%s", name);
+    f->ndim = ndim;
+    f->shape[0] = rows;
+    f->shape[1] = cols;
     for (int k = 0; k < 3; k++)
         if (!(f->v[k] = calloc((size_t)(f->shape[0] * f->shape[1]), sizeof(float))))
             mc_fatal("out of host memory");
     return f;
+}
+
+static full_t *add_full(model_t *fm, const mc_param_t *p)
+{
+    return add_named(fm, p->name, p->ndim, p->shape[0], p->ndim > 1 ? p->shape[1] : 1);
+}
+
+/* The routers' expert_bias buffers (--moe-router-enable-expert-bias, replicated over tp) into
+ * (to_full) or out of whole tensors named by global layer. */
+static void expert_bias_copy(mc_trainer_t *t, model_t *fm, bool to_full)
+{
+    mc_gpt_t *m = &t->model;
+    if (!m->cfg.moe.expert_bias || (to_full && m->cfg.tp_rank != 0)) return;
+    const int E = m->cfg.moe.num_experts;
+    char name[96];
+    for (int l = 0; l < m->n_local_layers; l++) {
+        if (!m->cfg.moe.layer[m->layer_no[l]]) continue;
+        snprintf(name, sizeof(name), "decoder.layers.%d.%s", m->layer_no[l], MC_EXPERT_BIAS_NAME);
+        full_t *f = to_full ? add_named(fm, name, 1, E, 1) : find_full(fm, name);
+        if (!f) mc_fatal("internal error: the source checkpoint has no %s", name);
+        float *bias = mc_gpt_moe_expert_bias(m, l);
+        if (to_full) m->be->memcpy_d2h(m->be, f->v[0], bias, (size_t)E * sizeof(float));
+        else m->be->memcpy_h2d(m->be, bias, f->v[0], (size_t)E * sizeof(float));
+    }
 }
 
 static void free_model(model_t *fm)
@@ -138,6 +162,7 @@ static void rank_copy(mc_trainer_t *t, model_t *fm, bool to_full)
         free(moments[0]);
         free(moments[1]);
     }
+    expert_bias_copy(t, fm, to_full);
 }
 
 /* ---- layouts ---- */
@@ -195,6 +220,24 @@ static int target_vocab(const mc_args_t *src, const mc_args_t *tgt, int64_t true
 }
 
 /* The target layout from the flags; checked against the model. */
+/* Experts are whole tensors here at ep 1, split over etp = tp as the dense layers: the target's
+ * etp follows its tp as the source's follows its own. */
+static void target_experts(mc_args_t *t, const mc_args_t *src, int tp)
+{
+    const int src_tp = src->tensor_model_parallel_size;
+    const int src_etp =
+        src->expert_tensor_parallel_size > 0 ? src->expert_tensor_parallel_size : src_tp;
+    if (!t->num_experts) return;
+    if (src_etp != src_tp || src->expert_model_parallel_size > 1)
+        mc_user_error("convert-checkpoint of an MoE model with expert parallelism or an expert "
+                      "tensor parallel size other than tp (ep %d, etp %d, tp %d) is recognised "
+                      "but not implemented yet in megatron-c (MoE checkpoints convert at ep 1 "
+                      "with etp = tp: change tp, the pipeline size, the format or the "
+                      "distributed optimizer)",
+                      src->expert_model_parallel_size, src_etp, src_tp);
+    t->expert_tensor_parallel_size = tp;
+}
+
 static void target_args(mc_args_t *t, const mc_args_t *src, const mc_convert_args_t *o,
                         mc_ckpt_names_t names)
 {
@@ -229,14 +272,7 @@ static void target_args(mc_args_t *t, const mc_args_t *src, const mc_convert_arg
                                          : "local");
 
     const int tp = t->tensor_model_parallel_size, pp = t->pipeline_model_parallel_size;
-    /* experts are whole tensors here (ep 1, etp 1): they move between stages and formats only */
-    if (t->num_experts &&
-        (tp > 1 || src->tensor_model_parallel_size > 1 || src->expert_model_parallel_size > 1))
-        mc_user_error("convert-checkpoint of an MoE model from or to tensor parallelism or "
-                      "expert parallelism (tp %d to %d, ep %d) is recognised but not implemented "
-                      "yet in megatron-c (MoE checkpoints convert at tp 1 and ep 1: change the "
-                      "pipeline size, the format or the distributed optimizer)",
-                      src->tensor_model_parallel_size, tp, src->expert_model_parallel_size);
+    target_experts(t, src, tp);
     const int K = t->num_layers_per_virtual_pipeline_stage,
               V = t->num_virtual_stages_per_pipeline_rank;
     if (t->num_attention_heads % tp != 0)

@@ -45,6 +45,9 @@ mc_pyobj_t *mc_cv_target_namespace(const mc_pyobj_t *ns, const mc_args_t *t, boo
     rc |= mc_py_attr_set(out, "ddp_num_buckets", INT_OR_NONE(t->ddp_num_buckets));
     rc |= mc_py_attr_set(out, "transformer_impl", mc_py_str(t->transformer_impl));
     rc |= mc_py_attr_set(out, "ckpt_format", mc_py_str(torch_dist ? "torch_dist" : "torch"));
+    if (t->num_experts) /* the experts split as the target's tp (ckpt/convert.c) */
+        rc |= mc_py_attr_set(out, "expert_tensor_parallel_size",
+                             mc_py_int(t->expert_tensor_parallel_size));
 #undef INT_OR_NONE
     if (rc) {
         mc_py_decref(out);

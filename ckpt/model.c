@@ -145,6 +145,26 @@ void mc_ckpt_param_key(const mc_gpt_t *m, int c, const mc_param_t *p, mc_ckpt_na
     else mc_param_name_local(p->kind, layer, buf, n);
 }
 
+bool mc_ckpt_expert_bias_of(mc_gpt_t *m, int c, const mc_param_t *p, char *key, size_t n,
+                            float **bias)
+{
+    if (!m->cfg.moe.expert_bias || p->kind != MC_PK_ROUTER_W) return false;
+    int local = 0;
+    while (local < m->n_local_layers && m->layer_no[local] != p->layer) local++;
+    if (local == m->n_local_layers) return false;
+    snprintf(key, n, "decoder.layers.%d.%s", p->layer - m->cfg.chunk[c].first_layer,
+             MC_EXPERT_BIAS_NAME);
+    *bias = mc_gpt_moe_expert_bias(m, local);
+    return true;
+}
+
+static bool is_expert_bias(const char *key)
+{
+    const char *suffix = "." MC_EXPERT_BIAS_NAME;
+    size_t l = strlen(key), s = strlen(suffix);
+    return l >= s && strcmp(key + l - s, suffix) == 0;
+}
+
 mc_pyobj_t *mc_ckpt_weight_tensor(const mc_gpt_t *m, const void *w, int ndim, const int64_t *shape,
                                   mc_torch_dtype_t dt)
 {
@@ -278,6 +298,8 @@ int mc_ckpt_order_file(const mc_gpt_t *m, const mc_pyobj_t *ck, mc_ckpt_order_t 
                 break;
             }
             if (is_extra_state(name)) continue; /* Transformer Engine's FP8 metadata, or None */
+            /* a buffer, not a parameter: mc_ckpt_model_load reads it */
+            if (m->cfg.moe.expert_bias && is_expert_bias(name)) continue;
             int found = -1;
             for (int i = 0; i < count && found < 0; i++)
                 if (strcmp(keys[2 * i], name) == 0 || strcmp(keys[2 * i + 1], name) == 0)
@@ -349,6 +371,13 @@ mc_pyobj_t *mc_ckpt_model_dict(const mc_gpt_t *m, const mc_ckpt_order_t *o, int 
         rc |= mc_py_dict_set_str(
             sd, key,
             mc_ckpt_weight_tensor(m, mc_gpt_param_at(m, p->offset), p->ndim, p->local, dt));
+        float *bias;
+        if (mc_ckpt_expert_bias_of((mc_gpt_t *)m, c, p, key, sizeof(key), &bias)) {
+            const int64_t E = m->cfg.moe.num_experts;
+            mc_pyobj_t *v = mc_py_tensor_new(MC_TORCH_FLOAT32, 1, &E); /* a copy, fp32 always */
+            if (v) m->be->memcpy_d2h(m->be, mc_py_tensor_data(v), bias, (size_t)E * sizeof(float));
+            rc |= !v || mc_py_dict_set_str(sd, key, v);
+        }
         /* the module's _extra_state follows its last parameter */
         if (linear_module(m, c, p, o->names, module, sizeof(module))) {
             bool last = k + 1 == hi;
@@ -391,6 +420,13 @@ int mc_ckpt_model_load(mc_gpt_t *m, int c, const mc_pyobj_t *sd, char *err, size
         if (mc_ckpt_tensor_into(m->be, mc_gpt_param_at(m, p->offset), m->cfg.dt, t, p->ndim,
                                 p->local, key, err, n) != 0)
             return -1;
+        float *bias;
+        if (!mc_ckpt_expert_bias_of(m, c, p, local, sizeof(local), &bias)) continue;
+        const int64_t E = m->cfg.moe.num_experts;
+        if (!(t = mc_py_dict_get_str(sd, local)))
+            return mc_errf(err, n, "no tensor '%s' (saved without --moe-router-enable-expert-bias)",
+                           local);
+        if (mc_ckpt_tensor_into(m->be, bias, MC_DT_F32, t, 1, &E, local, err, n) != 0) return -1;
     }
     return 0;
 }

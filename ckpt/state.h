@@ -72,6 +72,11 @@ mc_torch_dtype_t mc_ckpt_model_dtype(const mc_args_t *a);
  * 16-bit run holds. */
 mc_pyobj_t *mc_ckpt_weight_tensor(const mc_gpt_t *m, const void *w, int ndim, const int64_t *shape,
                                   mc_torch_dtype_t dt);
+/* With --moe-router-enable-expert-bias and p a router's weight: the key of its layer's
+ * expert_bias buffer in chunk c's state dict (after the weight) and the buffer ([E] fp32 on the
+ * device); false otherwise. */
+bool mc_ckpt_expert_bias_of(mc_gpt_t *m, int c, const mc_param_t *p, char *key, size_t n,
+                            float **bias);
 /* An MoE layer's expert's tensor p: its number among this rank's experts of the layer (the rank
  * holds experts ep_rank*E/ep .. (ep_rank+1)*E/ep - 1; p->expert is the global number), which
  * names it in the legacy files (local_experts.<j>). */

@@ -42,6 +42,10 @@ typedef struct {
 /* This rank's pieces, in parameter order. *out is malloc'ed. */
 int mc_torchdist_shards(const mc_gpt_t *m, mc_shard_t **out, int *n);
 
+/* The router's expert_bias buffer of local layer `local` (--moe-router-enable-expert-bias), as
+ * a piece (param -1): fp32, [L, E] stacked or [E] per layer, replicated over tp. */
+void mc_torchdist_expert_bias_shard(const mc_gpt_t *m, int local, mc_shard_t *s);
+
 /* Megatron's index of the (tp, pp) domain of the distributed optimizer: its rank in the
  * model-parallel group. */
 int mc_torchdist_domain(const mc_args_t *a, int tp, int pp);

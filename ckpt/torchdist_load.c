@@ -154,6 +154,26 @@ static mc_torch_dtype_t stored_dtype(const source_t *s, const char *key)
     return MC_TORCH_FLOAT32;
 }
 
+/* The router's expert_bias of p's layer (--moe-router-enable-expert-bias) into od under key,
+ * fp32 [E], as the legacy files hold it. */
+static int read_expert_bias(source_t *s, const mc_gpt_t *m, const mc_param_t *p, const char *key,
+                            mc_pyobj_t *od, char *err, size_t n)
+{
+    int l = 0;
+    while (l < m->n_local_layers - 1 && m->layer_no[l] != p->layer) l++;
+    mc_shard_t sh;
+    mc_torchdist_expert_bias_shard(m, l, &sh);
+    const int64_t E = m->cfg.moe.num_experts;
+    mc_pyobj_t *v = mc_py_tensor_new(MC_TORCH_FLOAT32, 1, &E);
+    if (!v) mc_fatal("out of host memory");
+    if (read_piece(s, sh.key, &sh, MC_TORCH_FLOAT32, mc_py_tensor_data(v), err, n) != 0) {
+        mc_py_decref(v);
+        return -1;
+    }
+    if (mc_py_dict_set_str(od, key, v)) mc_fatal("out of host memory");
+    return 0;
+}
+
 /* The model chunks' state dicts into ck ("model", or "model0", "model1", ...). */
 static int model_dicts(source_t *s, const mc_gpt_t *m, const mc_shard_t *sh, int n_sh,
                        mc_pyobj_t *ck, char *err, size_t n)
@@ -181,6 +201,12 @@ static int model_dicts(source_t *s, const mc_gpt_t *m, const mc_shard_t *sh, int
             }
             mc_ckpt_param_key(m, c, p, MC_CKPT_NAMES_LOCAL, name, sizeof(name));
             if (mc_py_dict_set_str(od, name, tensor)) mc_fatal("out of host memory");
+            float *bias;
+            if (mc_ckpt_expert_bias_of((mc_gpt_t *)m, c, p, name, sizeof(name), &bias) &&
+                read_expert_bias(s, m, p, name, od, err, n) != 0) {
+                mc_py_decref(od);
+                return -1;
+            }
         }
         mc_ckpt_model_key(m, c, key, sizeof(key));
         if (mc_py_dict_set_str(ck, key, od)) mc_fatal("out of host memory");

@@ -65,33 +65,64 @@ static void add_model(const mc_trainer_t *t, mc_dcp_writer_t *w, const mc_shard_
     }
 }
 
+/* The router's expert_bias of each local MoE layer (--moe-router-enable-expert-bias): fp32,
+ * replicated over tp and dp (tp and dp rank 0 write it), a copy (not training memory). */
+static void add_expert_bias(mc_trainer_t *t, mc_dcp_writer_t *w, bool dense)
+{
+    mc_gpt_t *m = &t->model;
+    if (!m->cfg.moe.expert_bias || !dense) return;
+    for (int l = 0; l < m->n_local_layers; l++) {
+        if (!m->cfg.moe.layer[m->layer_no[l]]) continue;
+        mc_shard_t s;
+        mc_torchdist_expert_bias_shard(m, l, &s);
+        if (!s.main) continue;
+        mc_pyobj_t *v = mc_py_tensor_new(MC_TORCH_FLOAT32, s.ndim, s.sizes);
+        need(!v);
+        m->be->memcpy_d2h(m->be, mc_py_tensor_data(v), mc_gpt_moe_expert_bias(m, l),
+                          mc_py_tensor_nbytes(v));
+        add_tensor(w, s.key, v, &s);
+    }
+}
+
 /* Each linear's _extra_state (None for megatron-c's modules, as for Megatron's local spec): a
  * layer's tp linears in the order of their parameters (the names table's modules), an MoE
  * layer's experts' as SequentialMLP's sharded_state_dict names them (per layer and global
- * expert: shard_<layer>.<expert>_<L>.<E>). dense/experts: whether this rank writes the dense
- * layers' (tp and dp rank 0) and the experts' (expert tp and expert dp rank 0). */
+ * expert: shard_<layer>.<expert>_<L>.<E>; per-layer keys: shard_<expert>_<E>, the dense
+ * modules' shard_0_1, Megatron's ShardedObject without offsets). dense/experts: whether this
+ * rank writes the dense layers' (tp and dp rank 0) and the experts' (expert tp and expert dp
+ * rank 0). */
 static void add_extra_states(const mc_trainer_t *t, mc_dcp_writer_t *w, bool dense, bool experts)
 {
     const mc_gpt_t *m = &t->model;
+    const bool per_layer = m->cfg.dist_per_layer;
+    const int L = m->cfg.num_layers, E = m->cfg.moe.num_experts;
     char key[192];
     for (int j = 0; j < m->n_local_layers; j++) {
         const char *prev = NULL;
+        const int l = m->layer_no[j];
         for (int i = m->layer_param[j]; i < m->layer_param[j + 1]; i++) {
             const mc_param_t *p = &m->params[i];
             if (p->expert >= 0) {
                 if (!experts) continue;
                 const char *fc = p->kind == MC_PK_EXPERT_FC1_W ? "linear_fc1" : "linear_fc2";
-                snprintf(key, sizeof(key),
-                         "decoder.layers.mlp.experts.experts.%s._extra_state/shard_%d.%d_%d.%d", fc,
-                         m->layer_no[j], p->expert, m->cfg.num_layers, m->cfg.moe.num_experts);
+                if (per_layer)
+                    snprintf(key, sizeof(key),
+                             "decoder.layers.%d.mlp.experts.experts.%s._extra_state/shard_%d_%d", l,
+                             fc, p->expert, E);
+                else
+                    snprintf(key, sizeof(key),
+                             "decoder.layers.mlp.experts.experts.%s._extra_state/shard_%d.%d_%d.%d",
+                             fc, l, p->expert, L, E);
                 add_object(w, key, mc_py_none());
                 continue;
             }
             const char *mod = mc_param_names[p->kind].module_local;
             if (!dense || !mod || (prev && strcmp(prev, mod) == 0)) continue;
             prev = mod;
-            snprintf(key, sizeof(key), "decoder.layers.%s._extra_state/shard_%d_%d", mod,
-                     m->layer_no[j], m->cfg.num_layers);
+            if (per_layer)
+                snprintf(key, sizeof(key), "decoder.layers.%d.%s._extra_state/shard_0_1", l, mod);
+            else
+                snprintf(key, sizeof(key), "decoder.layers.%s._extra_state/shard_%d_%d", mod, l, L);
             add_object(w, key, mc_py_none());
         }
     }
@@ -305,6 +336,7 @@ mc_torchdist_job_t *mc_torchdist_prepare(mc_trainer_t *t, const char *staging)
     const bool edp0 = t->par.layout.ep > 1 ? t->par.expert_me.edp == 0 : dp0;
     const bool etp0 = t->par.layout.ep > 1 ? t->par.expert_me.etp == 0 : t->par.me.tp == 0;
     add_model(t, j->w, s, n, dp0, edp0);
+    add_expert_bias(t, j->w, dp0);
     add_extra_states(t, j->w, dp0 && t->par.me.tp == 0, edp0 && etp0);
     mc_pyobj_t *opt = a->no_save_optim ? NULL : add_optimizer(t, j->w, s, n);
     if (dp0 && !a->no_save_rng) {

@@ -12,20 +12,25 @@
 #include "ckpt/state.h"
 #include "model/param_names.h"
 
-/* The key of parameter p (a layer's in Transformer Engine's names, stacked over the layers); a
- * shared output layer is the word embeddings'. *layer its global layer number (-1 outside). */
-static void shard_key(const mc_param_t *p, char *buf, size_t n, int *layer)
+/* The key of parameter p (a layer's in Transformer Engine's names, stacked over the layers or
+ * per layer with dist_per_layer); a shared output layer is the word embeddings'. *layer its
+ * global layer number along the stacking axis (-1: none). */
+static void shard_key(const mc_gpt_t *m, const mc_param_t *p, char *buf, size_t n, int *layer)
 {
     const mc_param_name_t *row = &mc_param_names[p->shared ? MC_PK_WORD_EMBEDDINGS : p->kind];
+    const char *name = row->te ? row->te : row->local;
     *layer = p->layer;
     if (p->layer < 0) snprintf(buf, n, "%s", row->local);
-    else snprintf(buf, n, "decoder.layers.%s", row->te ? row->te : row->local);
+    else if (m->cfg.dist_per_layer) {
+        snprintf(buf, n, "decoder.layers.%d.%s", p->layer, name);
+        *layer = -1;
+    } else snprintf(buf, n, "decoder.layers.%s", name);
 }
 
 /* A piece of an MoE layer's expert's tensor in torch_dist's stack of every layer's and
- * expert's: [L, E, rows, cols], E the global experts (p->expert is the global number), this
- * expert's local rows [row0, row0 + rows) at global row grow and global column gcol (its local
- * columns: an etp rank's of linear_fc2). */
+ * expert's: [L, E, rows, cols] ([E, rows, cols] per layer: layer -1), E the global experts
+ * (p->expert is the global number), this expert's local rows [row0, row0 + rows) at global row
+ * grow and global column gcol (its local columns: an etp rank's of linear_fc2). */
 static void add_expert_piece(mc_shard_t *s, const mc_param_t *p, int index, const char *key,
                              int layer, int num_layers, int E, int64_t row0, int64_t rows,
                              int64_t grow, int64_t gcol)
@@ -33,16 +38,16 @@ static void add_expert_piece(mc_shard_t *s, const mc_param_t *p, int index, cons
     memset(s, 0, sizeof(*s));
     s->param = index;
     snprintf(s->key, sizeof(s->key), "%s", key);
-    s->ndim = 4;
+    const int lead = layer >= 0 ? 1 : 0;
+    s->ndim = 3 + lead;
     const int64_t g[4] = {num_layers, E, p->shape[0], p->shape[1]};
-    for (int d = 0; d < 4; d++) s->global[d] = s->sizes[d] = g[d];
-    s->offsets[0] = layer;
-    s->offsets[1] = p->expert;
-    s->offsets[2] = grow;
-    s->offsets[3] = gcol;
-    s->sizes[0] = s->sizes[1] = 1;
-    s->sizes[2] = rows;
-    s->sizes[3] = p->local[1];
+    const int64_t o[4] = {layer, p->expert, grow, gcol};
+    const int64_t z[4] = {1, 1, rows, p->local[1]};
+    for (int d = 0; d < s->ndim; d++) {
+        s->global[d] = g[d + 1 - lead];
+        s->offsets[d] = o[d + 1 - lead];
+        s->sizes[d] = z[d + 1 - lead];
+    }
     s->start = (long)(row0 * p->local[1]);
     s->numel = (long)(rows * p->local[1]);
     s->main = true;
@@ -109,7 +114,7 @@ int mc_torchdist_shards(const mc_gpt_t *m, mc_shard_t **out, int *n)
         const mc_param_t *p = &m->params[i];
         char key[128];
         int layer;
-        shard_key(p, key, sizeof(key), &layer);
+        shard_key(m, p, key, sizeof(key), &layer);
         const int64_t rows = p->local[0];
         const int L = m->cfg.num_layers;
         if (mc_param_names[p->kind].experts) {
@@ -137,6 +142,25 @@ int mc_torchdist_shards(const mc_gpt_t *m, mc_shard_t **out, int *n)
     *out = s;
     *n = k;
     return 0;
+}
+
+void mc_torchdist_expert_bias_shard(const mc_gpt_t *m, int local, mc_shard_t *s)
+{
+    memset(s, 0, sizeof(*s));
+    s->param = -1;
+    const int layer = m->layer_no[local], E = m->cfg.moe.num_experts;
+    const int lead = m->cfg.dist_per_layer ? 0 : 1;
+    if (lead) snprintf(s->key, sizeof(s->key), "decoder.layers.%s", MC_EXPERT_BIAS_NAME);
+    else snprintf(s->key, sizeof(s->key), "decoder.layers.%d.%s", layer, MC_EXPERT_BIAS_NAME);
+    s->ndim = 1 + lead;
+    if (lead) {
+        s->global[0] = m->cfg.num_layers;
+        s->offsets[0] = layer;
+        s->sizes[0] = 1;
+    }
+    s->global[lead] = s->sizes[lead] = E;
+    s->numel = E;
+    s->main = m->cfg.tp_rank == 0; /* replicated over tp (and dp: dp rank 0 writes) */
 }
 
 void mc_torchdist_rng_key(const mc_trainer_t *t, char *buf, size_t n)

@@ -255,8 +255,9 @@ static void expert_parallel_scope(const mc_args_t *a, void (*report)(const char 
 }
 
 /* Tensor parallelism in MoE layers today (model/moe.c): sequence parallel (parallel() above),
- * the alltoall and allgather dispatchers with etp tp or 1, the load-balancing and z losses, torch_dist
- * checkpoints at ep > 1 with the distributed optimizer. */
+ * the alltoall and allgather dispatchers with etp tp or 1, the load-balancing and z losses,
+ * checkpoints with etp tp: both formats at ep 1, torch_dist at ep > 1 with the distributed
+ * optimizer. */
 static void tensor_parallel_scope(const mc_args_t *a, void (*report)(const char *line))
 {
     const int tp = a->tensor_model_parallel_size;
@@ -270,20 +271,26 @@ static void tensor_parallel_scope(const mc_args_t *a, void (*report)(const char 
             "%d with %s are recognised but not implemented yet in megatron-c (see issue 31)",      \
             tp, etp, what);
     TODO(etp != tp && etp != 1, "an --expert-tensor-parallel-size other than 1 or tp")
-    /* torch_dist with the distributed optimizer at ep > 1 (Megatron's chained optimizer, the
-     * tp2sp-ep2 reference's layout) */
-    TODO((a->load[0] || a->save[0]) &&
-             (strcmp(a->ckpt_format, "torch_dist") != 0 || a->expert_model_parallel_size <= 1 ||
-              !a->use_distributed_optimizer || a->dist_ckpt_optim_fully_reshardable),
-         "--load or --save other than torch_dist with --expert-model-parallel-size > 1 and "
-         "--use-distributed-optimizer (dp_reshardable)")
+    /* with the experts split as the dense layers (etp tp): at ep 1 both formats and every
+     * optimizer form; at ep > 1 torch_dist (a legacy file's load is refused by
+     * ckpt/checkpoint.c) with the distributed optimizer's dp_reshardable state (Megatron's
+     * chained optimizer, the tp2sp-ep2 reference's layout) */
+    const int ep = a->expert_model_parallel_size;
+    TODO((a->save[0] && ep > 1 && strcmp(a->ckpt_format, "torch_dist") != 0) ||
+             ((a->load[0] || a->save[0]) &&
+              (etp != tp || (ep > 1 && (!a->use_distributed_optimizer ||
+                                        a->dist_ckpt_optim_fully_reshardable)))),
+         "--load or --save with an --expert-tensor-parallel-size other than tp, or at "
+         "--expert-model-parallel-size > 1 other than torch_dist with --use-distributed-optimizer "
+         "(dp_reshardable)")
 #undef TODO
 }
 
 /* What the MoE layer does today (model/moe.c): E/ep experts on every rank, each split over etp,
  * with cp 1 (any tp, dp and pp), SwiGLU experts without biases in fp32, bf16 or fp16 (ep 1),
- * per-token loss or not, dense layers among MoE layers (--moe-layer-freq), the aux, seq-aux, global aux and z
- * losses, checkpoints at ep 1 (every layer an MoE layer). The rest is refused by name, every
+ * per-token loss or not, dense layers among MoE layers (--moe-layer-freq), the aux, seq-aux,
+ * global aux and z losses, checkpoints (with per-layer torch_dist keys under --moe-layer-freq,
+ * the routers' expert_bias buffers). The rest is refused by name, every
  * part at once. */
 static void scope(const mc_args_t *a, void (*report)(const char *line))
 {
@@ -305,14 +312,6 @@ static void scope(const mc_args_t *a, void (*report)(const char *line))
          "--save and --expert-model-parallel-size > 1 other than with "
          "--use-distributed-optimizer (torch, or torch_dist's dp_reshardable state)")
     TODO(a->num_layers > MC_MOE_MAX_LAYERS, "more than 1024 layers")
-    /* the expert_bias buffer is not yet among the checkpoints' tensors */
-    TODO((a->load[0] || a->save[0]) && a->moe_router_enable_expert_bias,
-         "--load or --save and --moe-router-enable-expert-bias (the expert_bias buffer in "
-         "checkpoints)")
-    /* Megatron's torch_dist keys of such a model are per layer (non_homogeneous_layers) */
-    TODO((a->load[0] || a->save[0]) &&
-             (strchr(a->moe_layer_freq, '[') || atoi(a->moe_layer_freq) > 1),
-         "--load or --save and a --moe-layer-freq other than 1 (checkpoints with per-layer keys)")
 #undef TODO
     expert_parallel_scope(a, report);
     tensor_parallel_scope(a, report);

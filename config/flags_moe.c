@@ -207,7 +207,7 @@ const mc_flag_t mc_flags_moe[] = {
              "finegrained-moe). None means no changes for dtype."},
     {.name = "--moe-router-enable-expert-bias", G_MOE, TRUE_IF_GIVEN,
      PENDING_FIELD(moe_router_enable_expert_bias),
-     IMPLEMENTED_NOTE("aux-loss-free balancing: the expert bias chooses the experts (sigmoid scores), updated once per global batch from the token counts over tp x dp x cp; --save and --load with it refused for now"),
+     IMPLEMENTED_NOTE("aux-loss-free balancing: the expert bias chooses the experts (sigmoid scores), updated once per global batch from the token counts over tp x dp x cp; the bias (Megatron's persistent expert_bias buffer) is saved and loaded in both checkpoint formats"),
      .help = "TopK routing with dynamic per-expert bias in the aux-loss-free load balancing "
              "strategy. The routing decision is based on the sum of the routing scores and the "
              "expert bias. See https://arxiv.org/abs/2408.15664 for details."},

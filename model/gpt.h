@@ -168,6 +168,10 @@ typedef struct {
     mc_chunk_cfg_t chunk[MC_MAX_CHUNKS]; /* default: one chunk of every layer, pre and post */
     int slots[MC_SLOT_GROUPS]; /* activation slots per group (microbatch x chunk in flight) */
     mc_moe_cfg_t moe;          /* mixture of experts */
+    /* torch_dist keys per layer (decoder.layers.<l>.<name>, no stacking axis): Megatron's
+     * TransformerBlock.sharded_state_dict with non_homogeneous_layers, which --moe-layer-freq
+     * as a list or an int > 1 sets */
+    bool dist_per_layer;
     /* --defer-embedding-wgrad-compute: the chunk with the loss keeps the output layer's weight
      * gradient of a step's first defer_wgrad_limit microbatches (0: every one) for
      * mc_gpt_drain_output_wgrad, their inputs and output gradients held in defer_wgrad buffers

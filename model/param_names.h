@@ -131,4 +131,9 @@ void mc_param_name_te(mc_pkind_t k, int layer, char *buf, size_t n);
  * per-parameter names (Megatron's SequentialMLP, with the local and the TE spec alike). */
 void mc_param_name_expert(mc_pkind_t k, int layer, int expert, char *buf, size_t n);
 
+/* The router's persistent buffer with --moe-router-enable-expert-bias (TopKRouter's
+ * expert_bias, fp32 [E]; its local_tokens_per_expert is not persistent): after the router's
+ * weight in a layer's state dict, stacked over the layers in torch_dist as the weight is. */
+#define MC_EXPERT_BIAS_NAME "mlp.router.expert_bias"
+
 #endif

@@ -163,6 +163,9 @@ void mc_gpt_config_from_args(mc_gpt_config_t *c, const mc_args_t *a)
     c->slots[0] = 0;
     c->slots[1] = 1;
     moe_config(&c->moe, a);
+    /* Megatron reads the flag's type (moe_freq_type: a list when it holds '['), with or
+     * without experts */
+    c->dist_per_layer = strchr(a->moe_layer_freq, '[') || atoi(a->moe_layer_freq) > 1;
 }
 
 /* --lr-decay-style and --weight-decay-incr-style by name (the flag table accepts these names

@@ -119,14 +119,16 @@ int mc_trainer_init_state_ep(mc_trainer_t *t, const mc_args_t *args, const mc_ba
     mc_gpt_config_t cfg = t->cfg.model;
     if (mc_pipeline_chunks(&cfg, &t->cfg.pipeline, pp_rank, err, n) != 0) return -1;
     cfg.tp_rank = tp_rank;
-    if (ep_rank >= 0 && args->num_experts) { /* else the run config's: every expert */
-        cfg.moe.ep = args->expert_model_parallel_size > 0 ? args->expert_model_parallel_size : 1;
-        cfg.moe.ep_rank = ep_rank;
+    if (args->num_experts) {
         /* expert tensor parallelism (tp or 1): the etp rank is tp_rank's */
         const int etp =
             args->expert_tensor_parallel_size > 0 ? args->expert_tensor_parallel_size : cfg.tp;
         cfg.moe.etp = etp;
         cfg.moe.etp_rank = etp > 1 ? tp_rank : 0;
+    }
+    if (ep_rank >= 0 && args->num_experts) { /* else the run config's: every expert */
+        cfg.moe.ep = args->expert_model_parallel_size > 0 ? args->expert_model_parallel_size : 1;
+        cfg.moe.ep_rank = ep_rank;
     }
     /* the state is held in fp32 whatever the run's precision: the parameters are the fp32
      * masters, written as a 16-bit model's weights when the args say so */

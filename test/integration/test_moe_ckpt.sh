@@ -13,8 +13,8 @@
 #    Megatron's files (the experts' [L, E, 2F, H] and [L, E, H, F] stacks, the optimizer buckets);
 #  - on the emulated GPU, Megatron's ep1 with its optimizer state gives Megatron's numbers and its
 #    legacy save there goes on with them on the CPU;
-#  - convert-checkpoint of it to the legacy format (pp 1 and pp 2) loads with Megatron's numbers;
-#    a target tp > 1 is refused by name;
+#  - convert-checkpoint of it to the legacy format (pp 1, pp 2 and tp 2) loads with Megatron's
+#    numbers; an ep 2 source is refused by name;
 #  - expert parallelism (Megatron's chained optimizer: the dense state over dp, the experts' over
 #    edp): torch_dist at ep2 resumes exactly at ep2 and at ep1, an ep1 save at ep2; Megatron's ep2
 #    loads at ep2 and at ep1 with its numbers; re-saved at ep2 it has Megatron's keys, shapes,
@@ -22,6 +22,11 @@
 #    ep2 (mp_rank_00_EEE) resume exactly; without the distributed optimizer refused by name;
 #  - expert tensor parallelism: Megatron's tp2sp-ep2 loads at its layout (4 ranks) and at ep2
 #    with its numbers, and saved again has its keys, shapes, chunks and hashes.
+#  - aux-loss-free balancing and dense layers among MoE layers: the routers' expert_bias (legacy
+#    per layer, torch_dist stacked as the router's weight) and --moe-layer-freq 2 / a list
+#    (torch_dist's per-layer keys, Megatron's non_homogeneous_layers) resume exactly, with
+#    Megatron's keys; zeroing the bias in the file changes the resumed iteration;
+#  - tp 2 + SP at ep 1 with both: a torch_dist save loads at one rank, a legacy one at tp 2.
 source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/mpi.sh"
 
@@ -141,6 +146,101 @@ EOF
         cmp -s "$MC_TMP/shared.legacy.want" "$MC_TMP/shared.legacy"
 else
     skip "legacy: the shared expert's keys" "$TOOL is absent (make tests)"
+fi
+
+# ---- aux-loss-free balancing (the routers' expert_bias) and dense layers among MoE layers ----
+# exact resume in both formats: --moe-router-enable-expert-bias (its persistent buffer; a rate
+# small enough not to swing every bias back to zero by iteration 4) with --moe-layer-freq 2 in the
+# legacy format, stacked over the layers in torch_dist, and torch_dist's per-layer keys of a
+# list --moe-layer-freq (Megatron's non_homogeneous_layers)
+BIAS=(--moe-router-score-function sigmoid --moe-router-enable-expert-bias
+      --moe-router-bias-update-rate 3e-3)
+resume_case bias-freq2-legacy 1 1 $DO --ckpt-format torch "${BIAS[@]}" --moe-layer-freq 2
+resume_case bias-torch_dist 1 1 $DO --ckpt-format torch_dist "${BIAS[@]}"
+resume_case bias-freqlist-torch_dist 1 1 $DO --ckpt-format torch_dist "${BIAS[@]}" \
+    --moe-layer-freq '[1,0,1,1]'
+if [ -x "$DUMP" ]; then
+    { "$DUMP" "$MC_TMP/bias-torch_dist/iter_0000004" 2>&1 | grep -P '^decoder\.layers\.mlp\.router\.'
+      "$DUMP" "$MC_TMP/bias-freqlist-torch_dist/iter_0000004" 2>&1 |
+          grep -P '^decoder\.layers\.[01]\.(mlp\.(router|linear_fc\d|experts\.experts\.linear_fc1)\.weight|mlp\.router\.expert_bias|mlp\.experts\.experts\.linear_fc1\._extra_state/shard_1_4|self_attention\.linear_proj\._extra_state/\S*)\t'
+    } | cut -f1-3 | sort >"$MC_TMP/bias.keys"
+    printf '%s\t%s\t%s\n' \
+        decoder.layers.0.mlp.experts.experts.linear_fc1._extra_state/shard_1_4 object - \
+        decoder.layers.0.mlp.experts.experts.linear_fc1.weight float32 4,32,32 \
+        decoder.layers.0.mlp.router.expert_bias float32 4 \
+        decoder.layers.0.mlp.router.weight float32 4,32 \
+        decoder.layers.0.self_attention.linear_proj._extra_state/shard_0_1 object - \
+        decoder.layers.1.mlp.linear_fc1.weight float32 128,32 \
+        decoder.layers.1.mlp.linear_fc2.weight float32 32,64 \
+        decoder.layers.1.self_attention.linear_proj._extra_state/shard_0_1 object - \
+        decoder.layers.mlp.router.expert_bias float32 4,4 \
+        decoder.layers.mlp.router.weight float32 4,4,32 | sort >"$MC_TMP/bias.want"
+    check "torch_dist: expert_bias stacked as the router's weight ([L, E] fp32), per-layer keys with a list --moe-layer-freq ($(diff "$MC_TMP/bias.want" "$MC_TMP/bias.keys" | tr '\n' ' ' | head -c 400))" \
+        cmp -s "$MC_TMP/bias.want" "$MC_TMP/bias.keys"
+else
+    skip "torch_dist: the expert_bias and per-layer keys" "$DUMP is absent (make tests)"
+fi
+if [ -x "$TOOL" ]; then
+    "$TOOL" dump "$MC_TMP/bias-freq2-legacy/iter_0000004/mp_rank_00/model_optim_rng.pt" 2>&1 |
+        python3 -c '
+import json, sys
+keys = dict(json.load(sys.stdin)["dict"])["model"]["dict"]
+for k, v in keys:
+    if k.startswith(("decoder.layers.0.mlp.router", "decoder.layers.1.mlp.", "decoder.layers.2.mlp.router")):
+        print(k, v["shape"] if isinstance(v, dict) and "shape" in v else v)' >"$MC_TMP/bias.legacy" 2>&1
+    printf '%s\n' "decoder.layers.0.mlp.router.weight [4, 32]" \
+        "decoder.layers.0.mlp.router.expert_bias [4]" \
+        "decoder.layers.1.mlp.linear_fc1.weight [128, 32]" \
+        "decoder.layers.1.mlp.linear_fc1._extra_state None" \
+        "decoder.layers.1.mlp.linear_fc2.weight [32, 64]" \
+        "decoder.layers.1.mlp.linear_fc2._extra_state None" \
+        "decoder.layers.2.mlp.router.weight [4, 32]" \
+        "decoder.layers.2.mlp.router.expert_bias [4]" >"$MC_TMP/bias.legacy.want"
+    check "legacy: expert_bias after the router's weight, layer 1 dense (--moe-layer-freq 2) ($(diff "$MC_TMP/bias.legacy.want" "$MC_TMP/bias.legacy" | tr '\n' ' ' | head -c 300))" \
+        cmp -s "$MC_TMP/bias.legacy.want" "$MC_TMP/bias.legacy"
+else
+    skip "legacy: the expert_bias keys" "$TOOL is absent (make tests)"
+fi
+# convert-checkpoint carries the bias: the legacy save converted to torch_dist resumes with
+# iteration 5 of the run that went on
+"$MC_BIN" convert-checkpoint --load-dir "$MC_TMP/bias-freq2-legacy" --ckpt-step 4 --save-dir "$MC_TMP/bias-conv" \
+    --target-ckpt-format torch_dist >"$MC_TMP/bias-conv.log" 2>&1
+rc0=$?
+"$MC_BIN" "${FLAGS[@]}" $DO "${BIAS[@]}" --moe-layer-freq 2 --load "$MC_TMP/bias-conv" \
+    --ckpt-step 4 --exit-interval 5 >"$MC_TMP/bias-conv.run" 2>&1
+rc=$?
+fields "$MC_TMP/bias-conv.run" 5 >"$MC_TMP/bias-conv.got"
+head -4 "$MC_TMP/bias-freq2-legacy.want" >"$MC_TMP/bias-conv.want"
+check "convert-checkpoint of expert_bias and --moe-layer-freq 2 (legacy to torch_dist): iteration 5 that of the run that went on (rc=$rc0,$rc $(diff "$MC_TMP/bias-conv.want" "$MC_TMP/bias-conv.got" | tr '\n' ' ' | head -c 300) $(grep -h 'error:' "$MC_TMP/bias-conv.log" "$MC_TMP/bias-conv.run" | head -c 300))" \
+    bash -c "[ $rc0 -eq 0 ] && [ $rc -eq 0 ] && [ -s '$MC_TMP/bias-conv.got' ] && cmp -s '$MC_TMP/bias-conv.want' '$MC_TMP/bias-conv.got'"
+# the bias takes part: the legacy save with its expert_bias zeroed (torch) resumes differently
+if /usr/bin/python3 -c 'import torch' 2>/dev/null; then
+    cp -r "$MC_TMP/bias-freq2-legacy" "$MC_TMP/bias-zeroed"
+    /usr/bin/python3 -c '
+import sys
+sys.path.insert(0, sys.argv[2])
+import megatron_enums  # noqa: F401 (the args enum members)
+import torch
+ck = torch.load(sys.argv[1], map_location="cpu", weights_only=False)
+for k, v in ck["model"].items():
+    if k.endswith(".mlp.router.expert_bias"):
+        assert v.abs().sum() > 0, k
+        v.zero_()
+torch.save(ck, sys.argv[1])' "$MC_TMP/bias-zeroed/iter_0000004/mp_rank_00/model_optim_rng.pt" \
+        "$(dirname "$0")/../ref" >"$MC_TMP/bias-zeroed.py" 2>&1
+    rc0=$?
+    "$MC_BIN" "${FLAGS[@]}" $DO "${BIAS[@]}" --moe-layer-freq 2 --load "$MC_TMP/bias-zeroed" \
+        --ckpt-step 4 --exit-interval 5 >"$MC_TMP/bias-zeroed.log" 2>&1
+    rc=$?
+    fields "$MC_TMP/bias-zeroed.log" 5 >"$MC_TMP/bias-zeroed.f"
+    if [ $rc0 -eq 0 ] && [ $rc -eq 0 ] && [ -s "$MC_TMP/bias-zeroed.f" ] &&
+        ! cmp -s <(head -4 "$MC_TMP/bias-freq2-legacy.want") "$MC_TMP/bias-zeroed.f"; then
+        ok "the expert_bias takes part: zeroed in the file, iteration 5 differs"
+    else
+        not_ok "the expert_bias takes part (rc=$rc0,$rc: zeroed in the file, iteration 5 should differ) $(tail -c 300 "$MC_TMP/bias-zeroed.py")"
+    fi
+else
+    skip "the expert_bias takes part" "no python3-torch (scripts/install-deps.sh --torch)"
 fi
 
 # ---- the legacy file against Megatron's names ----
@@ -264,10 +364,25 @@ for case in "1 1" "2 2 --target-pipeline-parallel-size 2"; do
     check "Megatron's ep1 converted to legacy pp $pp loads with Megatron's iterations 6 and 8 (rc=$rc1,$rc2 $(tail -c 300 "$MC_TMP/conv$pp.log") $(diff "$MC_TMP/conv.want" "$MC_TMP/conv$pp.got" | head -c 300))" \
         conv_matches "$MC_TMP/conv$pp.got"
 done
-"$MC_BIN" convert-checkpoint --load-dir "$REF/ep1" --save-dir "$MC_TMP/conv-tp2" \
-    --target-tensor-parallel-size 2 >/dev/null 2>"$MC_TMP/conv-tp2.err"
-one_error_line "convert-checkpoint of an MoE model to tp 2 is refused by name" \
-    "^megatron-c: error: convert-checkpoint of an MoE model .*not implemented yet" $? "$MC_TMP/conv-tp2.err"
+# to legacy tp 2 (the experts split over etp = tp as the dense layers): Megatron's iterations
+# 6 and 8 at tp 2 + SP
+if have_mpirun; then
+    "$MC_BIN" convert-checkpoint --load-dir "$REF/ep1" --save-dir "$MC_TMP/conv-tp2" \
+        --target-tensor-parallel-size 2 --target-ckpt-format torch >"$MC_TMP/conv-tp2.log" 2>&1
+    rc1=$?
+    mpirun_mc 2 "${FLAGS[@]}" $DO --tensor-model-parallel-size 2 --sequence-parallel \
+        --load "$MC_TMP/conv-tp2" --no-load-rng --exit-interval 8 >"$MC_TMP/conv-tp2.run" 2>&1
+    rc2=$?
+    fields "$MC_TMP/conv-tp2.run" '6|8' >"$MC_TMP/conv-tp2.got"
+    check "Megatron's ep1 converted to legacy tp 2 loads at tp 2 + SP with Megatron's iterations 6 and 8 (rc=$rc1,$rc2 $(tail -c 300 "$MC_TMP/conv-tp2.log") $(diff "$MC_TMP/conv.want" "$MC_TMP/conv-tp2.got" | head -c 300))" \
+        conv_matches "$MC_TMP/conv-tp2.got"
+else
+    skip "Megatron's ep1 converted to legacy tp 2" "mpirun is not installed"
+fi
+"$MC_BIN" convert-checkpoint --load-dir "$REF/ep2" --save-dir "$MC_TMP/conv-ep2" \
+    --target-ckpt-format torch >/dev/null 2>"$MC_TMP/conv-ep2.err"
+one_error_line "convert-checkpoint of an MoE model at ep 2 is refused by name" \
+    "^megatron-c: error: convert-checkpoint of an MoE model with expert parallelism .*not implemented yet" $? "$MC_TMP/conv-ep2.err"
 
 # ---- expert parallelism: Megatron's chained optimizer (dense over dp, experts over edp) ----
 # matches RC WANT GOT LINES: the run succeeded and GOT's LINES fields are WANT's (close_fields)
@@ -415,6 +530,38 @@ if have_mpirun; then
     fields "$MC_TMP/shtp2.load" '5|7|8' >"$MC_TMP/shtp2.got"
     check "the shared expert: a torch_dist save at tp 2 + SP x ep 2 loads at one rank: iterations 5, 7, 8 equal the run that went on (rc=$rc0,$rc $(diff "$MC_TMP/shtp2.want" "$MC_TMP/shtp2.got" | tr '\n' ' ' | head -c 300) $(grep -h 'error:' "$MC_TMP/shtp2.save" "$MC_TMP/shtp2.load" | head -c 300))" \
         matches $rc0 "$MC_TMP/shtp2.want" "$MC_TMP/shtp2.got" 12
+
+    # tp 2 + SP at ep 1 (the experts split over tp, in the dense buffers), with the routers'
+    # expert_bias and dense layers among MoE layers (per-layer keys, tp-split): torch_dist
+    # dp_reshardable saved on 2 ranks and loaded at one rank, iterations 5, 7, 8 those of the run
+    # that went on
+    mpirun_mc 2 "${FLAGS[@]}" $DO "${BIAS[@]}" --moe-layer-freq 2 --tensor-model-parallel-size 2 \
+        --sequence-parallel --ckpt-format torch_dist --save "$MC_TMP/tp2ep1" --save-interval 4 \
+        --exit-interval 8 >"$MC_TMP/tp2ep1.save" 2>&1
+    rc0=$?
+    "$MC_BIN" "${FLAGS[@]}" $DO "${BIAS[@]}" --moe-layer-freq 2 --load "$MC_TMP/tp2ep1" --ckpt-step 4 \
+        --exit-interval 8 >"$MC_TMP/tp2ep1.load" 2>&1
+    rc=$?
+    fields "$MC_TMP/tp2ep1.save" '5|7|8' >"$MC_TMP/tp2ep1.want"
+    fields "$MC_TMP/tp2ep1.load" '5|7|8' >"$MC_TMP/tp2ep1.got"
+    check "tp 2 + SP at ep 1 with expert_bias and --moe-layer-freq 2: a torch_dist save loads at one rank, iterations 5, 7, 8 equal the run that went on (rc=$rc0,$rc $(diff "$MC_TMP/tp2ep1.want" "$MC_TMP/tp2ep1.got" | tr '\n' ' ' | head -c 300) $(grep -h 'error:' "$MC_TMP/tp2ep1.save" "$MC_TMP/tp2ep1.load" | head -c 300))" \
+        resumed $rc0 $rc "$MC_TMP/tp2ep1.want" "$MC_TMP/tp2ep1.got"
+
+    # the same in the legacy format (ep 1: the experts' etp slices are the dense tp's, in
+    # mp_rank_0T), plain Adam: saved and loaded at tp 2, iterations 5, 7, 8 those of the run that
+    # went on
+    mpirun_mc 2 "${FLAGS[@]}" "${BIAS[@]}" --moe-layer-freq 2 --tensor-model-parallel-size 2 \
+        --sequence-parallel --ckpt-format torch --save "$MC_TMP/ltp2" --save-interval 4 \
+        --exit-interval 8 >"$MC_TMP/ltp2.save" 2>&1
+    rc0=$?
+    mpirun_mc 2 "${FLAGS[@]}" "${BIAS[@]}" --moe-layer-freq 2 --tensor-model-parallel-size 2 \
+        --sequence-parallel --load "$MC_TMP/ltp2" --ckpt-step 4 --exit-interval 8 \
+        >"$MC_TMP/ltp2.load" 2>&1
+    rc=$?
+    fields "$MC_TMP/ltp2.save" '5|7|8' >"$MC_TMP/ltp2.want"
+    fields "$MC_TMP/ltp2.load" '5|7|8' >"$MC_TMP/ltp2.got"
+    check "legacy at tp 2 + SP, ep 1 (mp_rank_00, mp_rank_01), expert_bias and --moe-layer-freq 2: iterations 5, 7, 8 after loading equal the run that went on (rc=$rc0,$rc $(diff "$MC_TMP/ltp2.want" "$MC_TMP/ltp2.got" | tr '\n' ' ' | head -c 300) $(grep -h 'error:' "$MC_TMP/ltp2.save" "$MC_TMP/ltp2.load" | head -c 300))" \
+        bash -c "test -f '$MC_TMP/ltp2/iter_0000004/mp_rank_01/model_optim_rng.pt' && [ $rc0 -eq 0 ] && [ $rc -eq 0 ] && [ \$(wc -l <'$MC_TMP/ltp2.want') -eq 12 ] && cmp -s '$MC_TMP/ltp2.want' '$MC_TMP/ltp2.got'"
 
     # what is not there yet is refused by name: the chained optimizer without the distributed
     # optimizer

@@ -231,6 +231,42 @@ static void test_expert_keys(void **state)
     }
     assert_int_equal(found, 2);
     free(sh);
+    /* the router's expert_bias: [L, E] stacked as its weight, replicated over tp */
+    mc_shard_t b;
+    mc_torchdist_expert_bias_shard(&m, 1, &b);
+    assert_string_equal(b.key, "decoder.layers.mlp.router.expert_bias");
+    assert_int_equal(b.ndim, 2);
+    const int64_t bglobal[2] = {2, 8}, boffsets[2] = {1, 0}, bsizes[2] = {1, 8};
+    assert_memory_equal(b.global, bglobal, sizeof(bglobal));
+    assert_memory_equal(b.offsets, boffsets, sizeof(boffsets));
+    assert_memory_equal(b.sizes, bsizes, sizeof(bsizes));
+    assert_true(b.main && b.param < 0);
+    /* per-layer keys (non_homogeneous_layers): no layer axis, the layer in the key */
+    m.cfg.dist_per_layer = true;
+    assert_int_equal(mc_torchdist_shards(&m, &sh, &n), 0);
+    found = 0;
+    for (int k = 0; k < n; k++) {
+        if (&m.params[sh[k].param] == p - 5) {
+            assert_string_equal(sh[k].key, "decoder.layers.1.mlp.router.weight");
+            assert_int_equal(sh[k].ndim, 2);
+        }
+        if (&m.params[sh[k].param] != p) continue;
+        assert_string_equal(sh[k].key, "decoder.layers.1.mlp.experts.experts.linear_fc1.weight");
+        assert_int_equal(sh[k].ndim, 3);
+        const int64_t global[3] = {8, 12, 8};
+        assert_memory_equal(sh[k].global, global, sizeof(global));
+        const int64_t offsets[3] = {6, found ? 6 : 0, 0}, sizes[3] = {1, 6, 8};
+        assert_memory_equal(sh[k].offsets, offsets, sizeof(offsets));
+        assert_memory_equal(sh[k].sizes, sizes, sizeof(sizes));
+        found++;
+    }
+    assert_int_equal(found, 2);
+    free(sh);
+    mc_torchdist_expert_bias_shard(&m, 1, &b);
+    assert_string_equal(b.key, "decoder.layers.1.mlp.router.expert_bias");
+    assert_int_equal(b.ndim, 1);
+    assert_int_equal(b.global[0], 8);
+    assert_int_equal(b.offsets[0], 0);
     free(m.param_buf);
     m.param_buf = NULL;
     m.be = NULL;

@@ -131,6 +131,11 @@ static void test_accepted_options(void **state)
         mc_run_parse(&rk, done[i][0], atoi(done[i][1]));
         assert_int_equal(rk.status, 0);
     }
+    /* checkpoints at tp > 1 and ep > 1 other than torch_dist with the distributed optimizer */
+    mc_expect_error_world(TP2 " --bf16 --save /tmp/x --save-interval 5 --ckpt-format torch "
+                              "--expert-model-parallel-size 2 --use-distributed-optimizer",
+                          4, "--load or --save with an --expert-tensor-parallel-size other than tp, or at "
+                             "--expert-model-parallel-size > 1 other than torch_dist");
     /* the allgather dispatcher (Megatron's default, model/moe_allgather.c) at tp 2 + SP, at
      * tp 2 x ep 2 and at ep 2 */
     static const char *const ag_ok[][2] = {
@@ -167,8 +172,29 @@ static void test_refused_until_implemented(void **state)
     mc_expect_error_world(MOE " --swiglu --tensor-model-parallel-size 4 --sequence-parallel "
                               "--expert-tensor-parallel-size 2",
                           4, "an --expert-tensor-parallel-size other than 1 or tp are recognised");
-    mc_expect_error_world(TP2 " --load /tmp/x --ckpt-format torch_dist --use-distributed-optimizer", 2,
-                          "with --load or --save other than torch_dist with");
+    /* at ep 1 both formats in every optimizer form; at ep > 1 torch_dist dp_reshardable only */
+    static const char *const tp_ckpt_ok[] = {
+        " --ckpt-format torch_dist --use-distributed-optimizer",
+        " --ckpt-format torch_dist --use-distributed-optimizer --dist-ckpt-optim-fully-reshardable",
+        " --ckpt-format torch_dist", " --ckpt-format torch --use-distributed-optimizer",
+        " --ckpt-format torch"};
+    for (size_t i = 0; i < sizeof(tp_ckpt_ok) / sizeof(tp_ckpt_ok[0]); i++) {
+        char cmd[512];
+        snprintf(cmd, sizeof(cmd), TP2 " --load /tmp/x --save /tmp/x --save-interval 5%s",
+                 tp_ckpt_ok[i]);
+        mc_run_t rd;
+        mc_run_parse(&rd, cmd, 2);
+        assert_int_equal(rd.status, 0);
+    }
+    const char *dist_only = "with --load or --save with an --expert-tensor-parallel-size other";
+    mc_expect_error_world(TP2 " --load /tmp/x --ckpt-format torch_dist --expert-model-parallel-size 2",
+                          4, dist_only);
+    mc_expect_error_world(TP2 " --save /tmp/x --save-interval 5 --ckpt-format torch "
+                              "--use-distributed-optimizer --expert-model-parallel-size 2",
+                          4, dist_only);
+    mc_expect_error_world(TP2 " --load /tmp/x --use-distributed-optimizer "
+                              "--expert-tensor-parallel-size 1",
+                          2, dist_only);
     mc_expect_error_world(MOE " --swiglu --moe-token-dispatcher-type alltoall "
                               "--expert-tensor-parallel-size 2",
                           2,
@@ -185,10 +211,13 @@ static void test_refused_until_implemented(void **state)
                           "seq_aux_loss --moe-aux-loss-coeff 1e-2",
                  2);
     assert_int_equal(rt.status, 0);
-    mc_expect_error(MOE " --swiglu --moe-layer-freq 2 --load /tmp/x --no-load-optim",
-                    "MoE layers with --load or --save and a --moe-layer-freq other than 1");
-    mc_expect_error(MOE " --swiglu --moe-layer-freq [1,0,1,1] --save /tmp/x --save-interval 5",
-                    "MoE layers with --load or --save and a --moe-layer-freq other than 1");
+    /* checkpoints with dense layers among MoE layers (per-layer torch_dist keys) */
+    mc_run_t rf;
+    mc_run_parse(&rf, MOE " --swiglu --moe-layer-freq 2 --load /tmp/x --no-load-optim", 1);
+    assert_int_equal(rf.status, 0);
+    mc_run_parse(&rf, MOE " --swiglu --moe-layer-freq [1,0,1,1] --save /tmp/x --save-interval 5",
+                 1);
+    assert_int_equal(rf.status, 0);
     mc_run_t rs;
     mc_run_parse(&rs, MOE " --swiglu --save /tmp/x --save-interval 5 --load /tmp/x", 1);
     assert_int_equal(rs.status, 0);
@@ -290,9 +319,13 @@ static void test_router_options(void **state)
                      1);
         assert_int_equal(rr.status, 0);
     }
-    mc_expect_error(MOE " --swiglu --moe-router-score-function sigmoid "
-                        "--moe-router-enable-expert-bias --save /tmp/x --save-interval 5",
-                    "--load or --save and --moe-router-enable-expert-bias");
+    /* the routers' expert_bias buffers are in the checkpoints */
+    mc_run_t rb;
+    mc_run_parse(&rb, MOE " --swiglu --moe-router-score-function sigmoid "
+                          "--moe-router-enable-expert-bias --save /tmp/x --save-interval 5 "
+                          "--load /tmp/x",
+                 1);
+    assert_int_equal(rb.status, 0);
 }
 
 /* The acceptance list's bad inputs and Megatron's other MoE rules: one line naming the flag. */
