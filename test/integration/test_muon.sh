@@ -61,3 +61,9 @@ expect_user_error "muon with fp16 is refused as Megatron does" "--optimizer muon
     "${FLAGS[@]}" --fp16
 expect_user_error "--muon-scalar-optimizer lion is refused by name" "lion|Lion" \
     "${FLAGS[@]}" --muon-scalar-optimizer lion
+# at a world size of 2 without starting ranks (recipe_check: megatron-c's parse and validation)
+CHECK=${MC_BUILD:-build/rel}/test/tools/recipe_check
+"$CHECK" 2 "${FLAGS[@]}" --tensor-model-parallel-size 2 >/dev/null 2>"$MC_TMP/tp.err"
+one_error_line "muon at tp 2 is refused by name" "--optimizer muon with tensor parallelism.*not implemented yet" $? "$MC_TMP/tp.err"
+expect_user_error "muon with --use-mup is refused by name" "--optimizer muon with --use-mup" \
+    "${FLAGS[@]}" --use-mup
