@@ -3,8 +3,9 @@ main's TensorParallelMuon (megatron/core/optimizer/emerging_optimizers.py) over
 emerging_optimizers' OrthogonalizedOptimizer.step and newton_schulz, written from their code, with
 torch.optim.AdamW (Megatron's Adam with decoupled weight decay) for the parameters Megatron routes
 to Adam (_is_muon_excluded: is_embedding_or_output_parameter or ndim != 2).
-  muon_ref.py NESTEROV PREC COEFFS SCALE SPLIT_QKV TOL < muon_steps-output
-Prints the largest difference and exits 1 above TOL; exits 0 with "SKIP <why>" without torch."""
+  muon_ref.py [FILE NESTEROV PREC COEFFS SCALE SPLIT_QKV TOL]...   (FILE: muon_steps' output)
+Prints a line per case: "CASE ok|FAILED largest difference D (tolerance TOL)"; exits 1 when a case
+is above its tolerance; prints "SKIP <why>" and exits 0 without torch."""
 import math
 import sys
 
@@ -63,13 +64,9 @@ def orthogonalize(g, kind, bf16, mode, split_qkv, qkv, heads, groups, head_dim):
     return torch.cat(parts, dim=1).view(g.shape)
 
 
-def main():
-    nesterov, prec, kind, mode, split_qkv, tol = (sys.argv[1] == "1", sys.argv[2], sys.argv[3],
-                                                  sys.argv[4], sys.argv[5] == "1",
-                                                  float(sys.argv[6]))
-    torch.set_float32_matmul_precision("highest")
+def check(path, nesterov, prec, kind, mode, split_qkv, tol):
     params, grads, init, final, heads = [], [], None, None, None
-    for line in sys.stdin:
+    for line in open(path):
         f = line.split()
         if f[0] == "P":
             params.append((f[1], int(f[2]), int(f[3]), f[4] == "1", f[5] == "1", f[6] == "1"))
@@ -111,8 +108,20 @@ def main():
         adam.step()
     worst = max((p.detach().flatten() - final[off:off + n]).abs().max().item()
                 for p, off, n, *_ in tensors)
-    print(f"largest difference {worst:.3g} (tolerance {tol:g})")
-    sys.exit(0 if worst <= tol else 1)
+    return worst
+
+
+def main():
+    torch.set_float32_matmul_precision("highest")
+    failed = False
+    for i in range(1, len(sys.argv), 7):
+        a = sys.argv[i:i + 7]
+        tol = float(a[6])
+        worst = check(a[0], a[1] == "1", a[2], a[3], a[4], a[5] == "1", tol)
+        failed |= worst > tol
+        print(f"{' '.join(a[1:6])}: {'ok' if worst <= tol else 'FAILED'} largest difference "
+              f"{worst:.3g} (tolerance {tol:g})")
+    sys.exit(1 if failed else 0)
 
 
 main()

@@ -30,23 +30,31 @@ else
     skip "muon at dp 2" "mpirun is not installed"
 fi
 
+# PyTorch's Muon on the same 3 steps: fp32 Newton-Schulz GEMMs to 1e-5; medium precision's bf16
+# GEMMs within 2e-3 (a bf16 rounding of the iterate can fall the other way when the fp32 sums run
+# in another order, here OpenBLAS's and PyTorch's; a wrong step moves them by 1e-2)
 TOOL=${MC_BUILD:-build/rel}/test/tools/muon_steps
 REF=$(dirname "$0")/muon_ref.py
-for c in "0 high quintic spectral 1" "1 medium polar_express unit_rms_norm 0"; do
-    set -- $c
-    if [ ! -x /usr/bin/python3 ]; then
-        skip "PyTorch's Muon ($c)" "/usr/bin/python3 is not installed"
-        continue
-    fi
-    "$TOOL" 3 "$@" >"$MC_TMP/steps"
-    out=$(/usr/bin/python3 "$REF" "$@" 1e-5 <"$MC_TMP/steps" 2>/dev/null)
+cases=("0 high quintic spectral 1 1e-5" "1 high polar_express unit_rms_norm 0 1e-5"
+       "1 medium quintic shape_scaling 1 2e-3")
+if [ ! -x /usr/bin/python3 ]; then
+    skip "PyTorch's Muon" "/usr/bin/python3 is not installed"
+else
+    refargs=()
+    for k in "${!cases[@]}"; do
+        set -- ${cases[$k]}
+        "$TOOL" 3 "$1" "$2" "$3" "$4" "$5" >"$MC_TMP/steps$k"
+        refargs+=("$MC_TMP/steps$k" "$@")
+    done
+    /usr/bin/python3 "$REF" "${refargs[@]}" >"$MC_TMP/ref" 2>"$MC_TMP/ref.err"
     rc=$?
-    out=$(echo "$out" | tail -1)
-    case $out in
-    SKIP*) skip "PyTorch's Muon ($c)" "${out#SKIP }" ;;
-    *) check "PyTorch's Muon ($c) gives megatron-c's parameters after 3 steps: $out" test $rc -eq 0 ;;
-    esac
-done
+    if grep -q '^SKIP' "$MC_TMP/ref"; then
+        skip "PyTorch's Muon" "$(sed -n 's/^SKIP //p' "$MC_TMP/ref")"
+    else
+        check "PyTorch's Muon gives megatron-c's parameters after 3 steps ($(paste -sd';' "$MC_TMP/ref"))" \
+            test $rc -eq 0 -a "$(grep -c ': ok largest' "$MC_TMP/ref")" -eq ${#cases[@]}
+    fi
+fi
 
 expect_user_error "dist_muon is refused by name" "dist_muon.*not implemented yet" \
     "${FLAGS[@]}" --optimizer dist_muon
