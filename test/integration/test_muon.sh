@@ -15,8 +15,8 @@ first_last() { sed -nE 's/.*\| lm loss: ([0-9.E+-]+) \|.*/\1/p' "$1" | sed -n '1
 
 "$MC_BIN" "${FLAGS[@]}" >"$MC_TMP/one" 2>"$MC_TMP/one.err"
 check "--optimizer muon trains 8 iterations (exit 0)" test $? -eq 0
-check "the loss falls (first and last: $(first_last "$MC_TMP/one"))" \
-    awk -v l="$(first_last "$MC_TMP/one")" 'BEGIN { split(l, v, " "); exit !(v[2] < v[1] - 0.05) }'
+check "the loss falls by more than 0.1 (first and last: $(first_last "$MC_TMP/one"))" \
+    awk -v l="$(first_last "$MC_TMP/one")" 'BEGIN { split(l, v, " "); exit !(v[2] < v[1] - 0.1) }'
 "$MC_BIN" "${FLAGS[@]/muon/adam}" >"$MC_TMP/adam" 2>&1
 check "Muon's losses are not Adam's" test "$(log_numbers "$MC_TMP/one")" != "$(log_numbers "$MC_TMP/adam")"
 # dp 2 against one rank with fp32 Newton-Schulz GEMMs: at the default medium precision the bf16
