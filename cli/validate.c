@@ -1,6 +1,7 @@
 /* Megatron's validate_args rules (MEGATRON.md section 3.1) and the values it derives, plus the
  * checks Megatron makes later (tokenizer padding, the lr scheduler's asserts) so that every
  * configuration problem is a one-line user error before any work starts. */
+#include <inttypes.h>
 #include <limits.h>
 #include <setjmp.h>
 #include <stdint.h>
@@ -675,6 +676,8 @@ static void muon(const mc_args_t *a)
         mc_user_error("--muon-coefficient-type %s is not a Newton-Schulz coefficient type (use "
                       "simple, quintic, polar_express, cans, aol, deepseekv4 or cubic5)",
                       a->muon_coefficient_type);
+    if (a->muon_num_ns_steps < 1)
+        mc_user_error("--muon-num-ns-steps must be at least 1, got %" PRId64, a->muon_num_ns_steps);
     if (strcmp(a->muon_coefficient_type, "cubic5") == 0 && a->muon_num_ns_steps != 5)
         mc_user_error("--muon-coefficient-type cubic5 is a fixed 5-step schedule (use "
                       "--muon-num-ns-steps 5)");

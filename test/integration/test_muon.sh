@@ -75,3 +75,5 @@ CHECK=${MC_BUILD:-build/rel}/test/tools/recipe_check
 one_error_line "muon at tp 2 is refused by name" "--optimizer muon with tensor parallelism.*not implemented yet" $? "$MC_TMP/tp.err"
 expect_user_error "muon with --use-mup is refused by name" "--optimizer muon with --use-mup" \
     "${FLAGS[@]}" --use-mup
+expect_user_error "--muon-num-ns-steps 0 is refused as Megatron does" \
+    "--muon-num-ns-steps must be at least 1" "${FLAGS[@]}" --muon-num-ns-steps 0
