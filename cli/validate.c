@@ -1,6 +1,7 @@
 /* Megatron's validate_args rules (MEGATRON.md section 3.1) and the values it derives, plus the
  * checks Megatron makes later (tokenizer padding, the lr scheduler's asserts) so that every
  * configuration problem is a one-line user error before any work starts. */
+#include <inttypes.h>
 #include <limits.h>
 #include <setjmp.h>
 #include <stdint.h>
@@ -661,6 +662,41 @@ static void optimizer(mc_args_t *a)
                       a->end_weight_decay, a->start_weight_decay);
 }
 
+/* --optimizer muon: emerging_optimizers' coefficient sets (muon_utils.NSCoeffT less "custom",
+ * which Megatron cannot pass sets for), and what megatron-c's Muon does not do yet. */
+static void muon(const mc_args_t *a)
+{
+    if (strcmp(a->optimizer, "muon") != 0) return;
+    static const char *const types[] = {"simple", "quintic",    "polar_express", "cans",
+                                        "aol",    "deepseekv4", "cubic5"};
+    bool known = false;
+    for (size_t i = 0; i < sizeof(types) / sizeof(types[0]); i++)
+        known |= strcmp(a->muon_coefficient_type, types[i]) == 0;
+    if (!known)
+        mc_user_error("--muon-coefficient-type %s is not a Newton-Schulz coefficient type (use "
+                      "simple, quintic, polar_express, cans, aol, deepseekv4 or cubic5)",
+                      a->muon_coefficient_type);
+    if (a->muon_num_ns_steps < 1)
+        mc_user_error("--muon-num-ns-steps must be at least 1, got %" PRId64, a->muon_num_ns_steps);
+    if (strcmp(a->muon_coefficient_type, "cubic5") == 0 && a->muon_num_ns_steps != 5)
+        mc_user_error("--muon-coefficient-type cubic5 is a fixed 5-step schedule (use "
+                      "--muon-num-ns-steps 5)");
+    if (a->fp16)
+        mc_user_error("--optimizer muon does not support --fp16 (use --bf16, as Megatron)");
+    if (a->use_distributed_optimizer)
+        mc_user_error("--optimizer muon with --use-distributed-optimizer (Megatron's layer-wise "
+                      "distributed optimizer) is not implemented yet (leave it out)");
+    if (a->tensor_model_parallel_size > 1 || a->expert_tensor_parallel_size > 1)
+        mc_user_error("--optimizer muon with tensor parallelism (--muon-tp-mode) is not "
+                      "implemented yet (use --tensor-model-parallel-size 1)");
+    if (a->use_mup)
+        mc_user_error("--optimizer muon with --use-mup (its Muon-managed matrix groups) is not "
+                      "implemented yet (leave --use-mup out)");
+    if (a->save[0] || a->load[0])
+        mc_user_error("--optimizer muon with --save or --load (the momentum buffers in Megatron's "
+                      "checkpoint) is not implemented yet (leave them out)");
+}
+
 static void precision(mc_args_t *a)
 {
     if (a->fp16 && a->bf16) mc_user_error("--fp16 and --bf16 are mutually exclusive");
@@ -814,6 +850,7 @@ RULE(training_length)
 RULE(rampup_batches)
 RULE(precision)
 RULE(rerun_engine)
+RULE(muon)
 RULE(data)
 RULE(checkpointing)
 #undef RULE
@@ -851,6 +888,7 @@ static const rule_t RULES[] = {
     {rule_training_length, R_LENGTH, R_REQUIRED | R_SIZES | R_BATCH},
     {rule_rampup_batches, 0, R_REQUIRED | R_SIZES | R_BATCH | R_PIPE | R_LENGTH},
     {rule_precision, 0, R_REQUIRED},
+    {rule_muon, 0, R_REQUIRED | R_SIZES},
     {rule_rerun_engine, 0, R_REQUIRED},
     {rule_data, 0, R_REQUIRED},
     {rule_checkpointing, 0, R_REQUIRED},

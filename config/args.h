@@ -185,7 +185,16 @@ typedef struct {
     bool skip_train;
 
     /* ---- optimizer ---- */
-    char optimizer[16]; /* "adam" | "sgd" */
+    char optimizer[16]; /* "adam" | "muon" (others refused) */
+    /* --optimizer muon (optim/muon.h): Megatron's TensorParallelMuon over emerging_optimizers */
+    double muon_momentum, muon_extra_scale_factor;
+    bool muon_nesterov, muon_split_qkv, muon_use_syrk;
+    int64_t muon_num_ns_steps;
+    char muon_coefficient_type[24];
+    char muon_scale_mode[16];      /* spectral | unit_rms_norm | shape_scaling */
+    char muon_fp32_matmul_prec[8]; /* low | medium | high */
+    char muon_tp_mode[16];         /* blockwise | duplicated | distributed */
+    char muon_scalar_optimizer[8]; /* adam (lion refused) */
     double adam_beta1, adam_beta2, adam_eps;
     double sgd_momentum;
     double weight_decay;

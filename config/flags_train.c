@@ -149,8 +149,11 @@ const mc_flag_t mc_flags_train[] = {
     {.name = "--add-qkv-bias", TRAIN, TRUE_IF_GIVEN, FIELD(add_qkv_bias),
      IMPLEMENTED,
      .help = "Enable bias only in the QKV linear layers"},
-    {.name = "--optimizer", TRAIN, CHOICE("adam", "sgd"), FIELD(optimizer), .def = "adam",
-     ONLY("SGD is not implemented yet", "adam"), .help = "Optimizer function"},
+    {.name = "--optimizer", TRAIN,
+     CHOICE("adam", "sgd", "muon", "dist_muon", "lion", "soap", "adaptive_muon"), FIELD(optimizer),
+     .def = "adam", ONLY("sgd, dist_muon, lion, soap and adaptive_muon are not implemented yet", "adam", "muon"),
+     .help = "Optimizer function. Note: dist_muon is deprecated; use --optimizer muon with "
+             "--use-distributed-optimizer instead."},
     {.name = "--no-async-tensor-model-parallel-allreduce", TRAIN, FALSE_IF_GIVEN,
      NOOP("deprecated; Megatron ignores it too"), .help = "DEPRECATED. This flag is ignored."},
     {.name = "--no-persist-layer-norm", TRAIN, TRUE_IF_GIVEN,

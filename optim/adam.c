@@ -4,6 +4,7 @@
 
 #include "base/error.h"
 #include "optim/adam.h"
+#include "optim/muon.h"
 
 void mc_opt_segments_full(const mc_gpt_t *m, mc_opt_seg_t **segs, int *n, long *state_len)
 {
@@ -46,6 +47,7 @@ int mc_adam_init(mc_adam_t *opt, mc_gpt_t *model, const mc_optim_config_t *c, mc
     if (c->mup_hidden_mult > 0 && c->mup_hidden_mult != 1.0)
         opt->mup_eps = c->adam_eps * c->mup_hidden_mult;
     opt->clip_grad = c->clip_grad;
+    if (c->muon.on && mc_muon_init(opt, &c->muon) != 0) return -1;
     return opt->exp_avg && opt->exp_avg_sq ? 0 : -1;
 }
 
@@ -57,6 +59,7 @@ void mc_adam_free(mc_adam_t *opt)
         for (size_t i = 0; i < sizeof(bufs) / sizeof(bufs[0]); i++)
             if (bufs[i]) be->free(be, bufs[i]);
     }
+    mc_muon_free(opt);
     free(opt->segs);
     free(opt->step_list);
     memset(opt, 0, sizeof(*opt));
@@ -240,6 +243,11 @@ static int group_of(const mc_adam_t *opt, const mc_param_t *p, double decoupled_
     return opt->mup_eps > 0 && p->mup_hidden ? G_MUP : G_MAIN;
 }
 
+static bool by_muon(const mc_adam_t *opt, const mc_opt_seg_t *s)
+{
+    return opt->muon && opt->muon->owns[s->param];
+}
+
 /* The step of the segments whose parameter is (inside true) or is not (false) in [first, first +
  * n); opt->step is the step's number already. */
 static void step_part(mc_adam_t *opt, double lr, double decoupled_lr, double wd, int first, int n,
@@ -250,14 +258,14 @@ static void step_part(mc_adam_t *opt, double lr, double decoupled_lr, double wd,
     int count[N_GROUPS] = {0}, at[N_GROUPS];
     for (int i = 0; i < opt->n_segs; i++) {
         const mc_opt_seg_t *s = &opt->segs[i];
-        if ((s->param >= first && s->param < first + n) == inside)
+        if ((s->param >= first && s->param < first + n) == inside && !by_muon(opt, s))
             count[group_of(opt, &m->params[s->param], decoupled_lr)]++;
     }
     at[0] = 0;
     for (int g = 1; g < N_GROUPS; g++) at[g] = at[g - 1] + count[g - 1];
     for (int i = 0; i < opt->n_segs; i++) {
         const mc_opt_seg_t *s = &opt->segs[i];
-        if ((s->param >= first && s->param < first + n) != inside) continue;
+        if ((s->param >= first && s->param < first + n) != inside || by_muon(opt, s)) continue;
         const int k = at[group_of(opt, &m->params[s->param], decoupled_lr)]++;
         opt->step_list[k] = (mc_adam_tensor_t){
             .p = mc_opt_param(opt, s),
@@ -281,6 +289,7 @@ static void step_part(mc_adam_t *opt, double lr, double decoupled_lr, double wd,
 void mc_adam_step(mc_adam_t *opt, double lr, double decoupled_lr, double wd)
 {
     opt->step++;
+    if (opt->muon) mc_muon_step(opt, lr, wd, 0, 0, false);
     step_part(opt, lr, decoupled_lr, wd, 0, 0, false); /* every segment */
 }
 
@@ -288,7 +297,9 @@ void mc_adam_step_first(mc_adam_t *opt, double lr, double decoupled_lr, double w
                         void (*between)(void *ctx, int first, int n), void *ctx)
 {
     opt->step++;
+    if (opt->muon) mc_muon_step(opt, lr, wd, first, n, true);
     step_part(opt, lr, decoupled_lr, wd, first, n, true);
     between(ctx, first, n);
+    if (opt->muon) mc_muon_step(opt, lr, wd, first, n, false);
     step_part(opt, lr, decoupled_lr, wd, first, n, false);
 }

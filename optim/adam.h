@@ -16,6 +16,8 @@
 #include "model/gpt.h"
 #include "optim/config.h"
 
+struct mc_muon;
+
 /* A run of elements of one parameter: buffer offset, offset in the optimizer state, length. */
 typedef struct {
     long off, state_off, len;
@@ -36,6 +38,8 @@ typedef struct {
     /* MuP's hidden group (get_mup_config_overrides): with mup_eps > 0 the mup_hidden params step
      * with eps mup_eps and lr mup_lr (the caller sets it before each step) */
     double mup_eps, mup_lr;
+    /* --optimizer muon (optim/muon.h): the parameters it steps are left out of Adam's steps */
+    struct mc_muon *muon;
 } mc_adam_t;
 
 /* Every parameter whole, state laid out like the parameter buffer. Caller frees *segs. */

@@ -7,6 +7,18 @@
 
 #include <stdbool.h>
 
+/* --optimizer muon (optim/muon.h): Megatron's TensorParallelMuon settings (the --muon-* flags). */
+typedef enum { MC_MUON_SPECTRAL, MC_MUON_UNIT_RMS_NORM, MC_MUON_SHAPE_SCALING } mc_muon_scale_t;
+typedef struct {
+    bool on;
+    double momentum, extra_scale;
+    bool nesterov, split_qkv;
+    bool bf16_matmul; /* --muon-fp32-matmul-prec medium: the Newton-Schulz GEMMs in bf16 */
+    int ns_steps;
+    char coefficients[24]; /* emerging_optimizers' coefficient type */
+    mc_muon_scale_t scale;
+} mc_muon_config_t;
+
 typedef struct {
     double adam_beta1, adam_beta2, adam_eps;
     double clip_grad; /* the gradient norm is clipped to it; 0: no clipping */
@@ -19,6 +31,7 @@ typedef struct {
     /* --use-mup with width_mult != 1: Adam's eps of the hidden (matrix-like) parameters is
      * adam_eps x mup_hidden_mult (1/width_mult); 0: no MuP groups */
     double mup_hidden_mult;
+    mc_muon_config_t muon; /* muon.on: 2-D weights by Muon, the other parameters by Adam */
 } mc_optim_config_t;
 
 #endif

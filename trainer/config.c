@@ -2,6 +2,7 @@
 #include "trainer/config.h"
 
 #include <stdbool.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -257,6 +258,18 @@ static void optim_config(mc_optim_config_t *c, const mc_args_t *a)
     c->min_loss_scale = a->min_loss_scale;
     c->loss_scale_window = a->loss_scale_window;
     c->hysteresis = a->hysteresis;
+    mc_muon_config_t *mu = &c->muon;
+    mu->on = strcmp(a->optimizer, "muon") == 0;
+    mu->momentum = a->muon_momentum;
+    mu->extra_scale = a->muon_extra_scale_factor;
+    mu->nesterov = a->muon_nesterov;
+    mu->split_qkv = a->muon_split_qkv;
+    mu->bf16_matmul = strcmp(a->muon_fp32_matmul_prec, "medium") == 0;
+    mu->ns_steps = (int)a->muon_num_ns_steps;
+    snprintf(mu->coefficients, sizeof(mu->coefficients), "%s", a->muon_coefficient_type);
+    mu->scale = strcmp(a->muon_scale_mode, "unit_rms_norm") == 0   ? MC_MUON_UNIT_RMS_NORM
+                : strcmp(a->muon_scale_mode, "shape_scaling") == 0 ? MC_MUON_SHAPE_SCALING
+                                                                   : MC_MUON_SPECTRAL;
 }
 
 static void ddp_config(mc_ddp_config_t *c, const mc_args_t *a)

@@ -43,6 +43,9 @@ int mc_trainer_init(mc_trainer_t *t, const mc_args_t *args, const mc_run_config_
     t->cfg = *rc;
     t->be = be;
     t->comm = comm;
+    if (rc->optim.muon.on && be->gpu >= 0) /* optim/muon.c steps host memory */
+        mc_user_error("--optimizer muon on the %s device is not implemented yet (use --device cpu)",
+                      be->name);
     char err[256];
     if (mc_parallel_init(&t->par, comm, &rc->parallel, err, sizeof(err)) != 0) mc_fatal("%s", err);
     mc_gpt_config_t cfg;

@@ -301,7 +301,8 @@ static void test_all_problems_in_one_run(void **state)
         "argument --lr: invalid float value: 'fast'",
         "argument --seq-length: expected one argument",
         "unrecognized argument 'stray' (megatron-c takes only --flags",
-        "argument --optimizer: invalid choice: 'lamb' (choose from adam, sgd)",
+        "argument --optimizer: invalid choice: 'lamb' (choose from adam, sgd, muon, dist_muon, "
+        "lion, soap, adaptive_muon)",
         "--fp32-residual-connection is recognised but not implemented yet in megatron-c (an fp32 "
         "residual stream in 16-bit training; see docs/FLAGS.md)",
         "--check-for-large-grads is recognised but not implemented yet",
