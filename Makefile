@@ -27,7 +27,7 @@ GIT_REV := $(shell git rev-parse --short HEAD 2>/dev/null || echo unknown)
 DEBUG_FLAGS ?= -g
 CFLAGS  := -std=gnu11 -O2 $(DEBUG_FLAGS) -Wall -Wextra -Wno-unused-parameter -Wpointer-arith -I. -ffp-contract=off \
            -DMC_VERSION='"$(VERSION)"' -DMC_GIT_REV='"$(GIT_REV)"'
-LDLIBS  := -lopenblas -ljansson -lpcre2-8 -lz -lm -lpthread
+LDLIBS  := -lopenblas -ljansson -lyaml -lpcre2-8 -lz -lm -lpthread
 # SentencePiece (Debian's libsentencepiece-dev): a C++ library, reached through data/spm.cc, the
 # one C++ file of the product (hence libstdc++).
 LDLIBS  += -lsentencepiece -lstdc++

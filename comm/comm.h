@@ -59,7 +59,8 @@ typedef struct mc_group {
     const char *name; /* for messages: "dp", "tp", ... */
     /* volume counters of the collectives on this group, as mc_comm_t's */
     uint64_t calls[MC_COLL_KINDS], bytes[MC_COLL_KINDS];
-    /* host seconds in the blocking ones (mc_comm_run: start to done; with NCCL the enqueue) */
+    /* host seconds in the blocking ones (mc_comm_run: start to done; with NCCL the enqueue), and
+     * in the waits on --tp-comm-overlap's requests (mc_tp_wait: what the GEMMs did not hide) */
     double seconds[MC_COLL_KINDS];
     void *impl;
 } mc_group_t;

@@ -101,8 +101,9 @@ typedef struct {
     /* --tp-comm-overlap and which of its overlaps run (Megatron's TransformerConfig fields) */
     bool tp_comm_overlap, tp_comm_overlap_ag, tp_comm_overlap_rs, tp_comm_bulk_dgrad,
         tp_comm_bulk_wgrad;
-    int world_size;         /* derived: from the runtime (1 without a launcher) */
-    int data_parallel_size; /* derived */
+    char tp_comm_overlap_cfg[4096]; /* --tp-comm-overlap-cfg; empty = not given */
+    int world_size;                 /* derived: from the runtime (1 without a launcher) */
+    int data_parallel_size;         /* derived */
     char distributed_backend[16];
     int distributed_timeout_minutes;
     int heartbeat_timeout_seconds; /* 0: off */

@@ -1243,9 +1243,10 @@ const mc_flag_t mc_flags_misc[] = {
      NOOP("Transformer Engine's userbuffers bootstrap; megatron-c's --tp-comm-overlap runs over the "
           "tp group's communicator"),
      .help = "Set the bootstrapping backend of Tensor parallel communications."},
-    {.name = "--tp-comm-overlap-cfg", G_TRAINING, STRING,
-     TODO("Transformer Engine's per-GEMM userbuffers settings (methods, num_splits, SMs); "
-          "--tp-comm-overlap runs its fixed 4 chunks"),
+    {.name = "--tp-comm-overlap-cfg", G_TRAINING, STRING, FIELD(tp_comm_overlap_cfg),
+     IMPLEMENTED_NOTE("with --tp-comm-overlap (ignored otherwise, as in Megatron): method and "
+                      "num_splits per GEMM where they apply; userbuffers' GPU settings refused "
+                      "by name"),
      .help = "Config file when tp_comm_overlap is enabled."},
     {.name = "--tp-comm-overlap-rs-dgrad", G_TRAINING, TRUE_IF_GIVEN,
      TODO("the reduce-scatter pipelined with the input-gradient GEMM; --tp-comm-overlap runs "

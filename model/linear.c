@@ -107,11 +107,11 @@ void mc_linear_column_backward(const mc_layer_run_t *r, void *din, void *dW, voi
      * input-gradient GEMM, then that gradient's reduce-scatter beside the weight-gradient GEMM */
     const mc_req_t ag = bulk_ag ? mc_tp_sp_gather_start(tp, in, m->gath, r->NL) : MC_REQ_DONE;
     be->linear_backward(be, c->dt, c->gdt, dfull, NULL, NULL, dout, NULL, W, N, in_f, out_f);
-    if (bulk_ag) mc_tp_wait(tp, ag);
+    if (bulk_ag) mc_tp_wait(tp, ag, MC_COLL_ALL_GATHER);
     else mc_tp_sp_gather(tp, in, m->gath, r->NL);
     const mc_req_t rs =
         bulk_rs ? mc_tp_sp_reduce_scatter_start(tp, dfull, din, r->NL) : MC_REQ_DONE;
     be->linear_backward(be, c->dt, c->gdt, NULL, dW, db, dout, m->gath, W, N, in_f, out_f);
-    if (bulk_rs) mc_tp_wait(tp, rs);
+    if (bulk_rs) mc_tp_wait(tp, rs, MC_COLL_REDUCE_SCATTER);
     else mc_tp_sp_reduce_scatter(tp, dfull, din, r->NL);
 }

@@ -112,6 +112,6 @@ void *mc_tp_rows_reduce_scatter(const mc_tp_t *tp, void *partial, void *local, l
 mc_req_t mc_tp_sp_gather_start(const mc_tp_t *tp, const void *local, void *full, long n_local);
 mc_req_t mc_tp_sp_reduce_scatter_start(const mc_tp_t *tp, const void *partial, void *local,
                                        long n_local);
-void mc_tp_wait(const mc_tp_t *tp, mc_req_t req);
+void mc_tp_wait(const mc_tp_t *tp, mc_req_t req, mc_coll_kind_t kind);
 
 #endif

@@ -143,6 +143,12 @@ double mc_plan_gemm_seconds(const mc_gpu_t *g, double batch, double M, double N,
 extern const char *const mc_plan_layer_gemm_names[MC_PLAN_LAYER_GEMMS];
 void mc_plan_layer_gemms(const mc_args_t *args, double shapes[MC_PLAN_LAYER_GEMMS][3]);
 
+/* --tp-comm-overlap (plan/tp_overlap.c): the seconds one layer's sequence-parallel collectives
+ * add beyond its GEMMs, forward, backward and the recomputed forward (rc), with Transformer
+ * Engine's default userbuffers methods; share < 1: an MoE layer, the attention pair alone. */
+double mc_plan_tp_overlap_layer(const mc_args_t *a, const mc_gpu_t *g, double gbps, double e,
+                                double share, bool rc);
+
 /* The model's parameters (plan/moe.c), counted from the flags as Megatron's modules hold them:
  * all of them, those one token goes through (top-k of each MoE layer's experts), and of the
  * total the routed experts'; the MoE layers of --moe-layer-freq. */

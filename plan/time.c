@@ -236,13 +236,18 @@ static void tp_calls(stage_t *st, const dims_t *d, double n, double X, bool ar, 
 /* The collectives of one layer: forward, backward, and the recomputed forward (rc); `share` 1,
  * or 1/2 for an MoE layer, whose attention's pair alone runs over tp (the experts' collectives
  * are the dispatcher's). */
-static void layer_tp(stage_t *st, const dims_t *d, bool rc, double gbps, double share)
+static void layer_tp(stage_t *st, const mc_args_t *a, const dims_t *d, bool rc, double gbps,
+                     double share)
 {
     const double X = d->M * d->h * d->e;
+    const double before = st->tp;
     if (d->sp) { /* an all-gather before and a reduce-scatter after each parallel pair; the
                   * backward re-gathers the column-parallel inputs for the weight gradients */
         tp_calls(st, d, share * (2 + 4 + (rc ? 2 : 0)), X, false, gbps);
         tp_calls(st, d, share * (2 + 2 + (rc ? 2 : 0)), X, false, gbps);
+        /* the same calls and bytes; their time what the GEMMs leave exposed */
+        if (a->tp_comm_overlap)
+            st->tp = before + mc_plan_tp_overlap_layer(a, d->g, gbps, d->e, share, rc);
     } else {
         tp_calls(st, d, share * (4 + (rc ? 2 : 0)), X, true, gbps);
     }
@@ -329,7 +334,7 @@ static void stage_time(const mc_args_t *a, const dims_t *d, const mc_gpt_config_
         st->attn +=
             ch->n_layers * (core_f + core_b) + (rc + (selective ? ch->n_layers : 0)) * core_f;
         for (int j = 0; j < ch->n_layers; j++)
-            layer_tp(st, d, j < rc, tgbps, moe_layer(cfg, ch->first_layer + j) ? 0.5 : 1);
+            layer_tp(st, a, d, j < rc, tgbps, moe_layer(cfg, ch->first_layer + j) ? 0.5 : 1);
         stage_moe(st, a, cl, d, cfg, ch);
         chunk_cp(st, a, cl, ch, rc, selective, core_f, core_b);
         if (ch->pre) st->f += mem_s(d->g, 2 * d->M * d->h * d->e);

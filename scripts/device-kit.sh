@@ -11,7 +11,7 @@
 # documentation and the alternatives' BLAS/LAPACK copies are dropped: about 21 MB packed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-PKGS=(libcmocka-dev libcmocka0 libjansson-dev libjansson4 libpcre2-dev libpcre2-8-0 libpcre2-16-0
+PKGS=(libcmocka-dev libcmocka0 libjansson-dev libjansson4 libyaml-dev libyaml-0-2 libpcre2-dev libpcre2-8-0 libpcre2-16-0
       libpcre2-32-0 libpcre2-posix3 zlib1g-dev
       libopenblas-dev libopenblas-pthread-dev libopenblas0-pthread libopenblas0 libgfortran5 libquadmath0
       libpmix-dev libpmix2 libevent-2.1-7 libevent-core-2.1-7 libevent-pthreads-2.1-7 libhwloc15 libmunge2

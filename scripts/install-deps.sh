@@ -13,7 +13,7 @@
 # --torch and --torch2 may be given together. CI installs --torch only.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
-pkgs=(gcc g++ make libc6-dev libopenblas-dev libcmocka-dev zlib1g-dev libjansson-dev libpcre2-dev pkg-config
+pkgs=(gcc g++ make libc6-dev libopenblas-dev libcmocka-dev zlib1g-dev libjansson-dev libyaml-dev libpcre2-dev pkg-config
       libpmix-dev openmpi-bin libopenmpi-dev clang-format python3-venv libsentencepiece-dev)
 want_torch2=0
 for a in "$@"; do

@@ -9,11 +9,24 @@
 #include "base/error.h"
 #include "config/context_parallel.h"
 #include "config/moe_pattern.h"
+#include "config/tp_overlap_cfg.h"
 
 /* The router's losses: each --moe-router-load-balancing-type's coefficient (router.py's
  * get_aux_loss_coeff, one per type) and training_log's track_names. One type is a string in
  * Megatron (validate_args turns a list of one into its element), and `"aux_loss" in type` is a
  * substring test then: seq_aux_loss and global_aux_loss track load_balancing_loss too (zeros). */
+/* The pipelined GEMMs' chunk count: --tp-comm-overlap-cfg's num_splits, else 4 (Transformer
+ * Engine's default for its pipelined method). A file megatron-c cannot take is refused. */
+static int overlap_splits(const mc_args_t *a)
+{
+    if (!a->tp_comm_overlap_cfg[0]) return 4;
+    mc_tp_overlap_cfg_t cfg;
+    char err[512];
+    if (mc_tp_overlap_cfg_read(a->tp_comm_overlap_cfg, &cfg, err, sizeof(err)))
+        mc_user_error("--tp-comm-overlap-cfg: %s", err);
+    return cfg.splits ? cfg.splits : 4;
+}
+
 static void moe_losses(mc_moe_cfg_t *q, const mc_args_t *a)
 {
     static const char *const kinds[] = {"aux_loss", "seq_aux_loss", "global_aux_loss"};
@@ -139,9 +152,9 @@ void mc_gpt_config_from_args(mc_gpt_config_t *c, const mc_args_t *a)
     c->tp_rank = 0; /* the trainer sets this rank's */
     c->sequence_parallel = a->sequence_parallel && c->tp > 1;
     /* --tp-comm-overlap: 4 chunks, Transformer Engine's default num_splits for its pipelined
-     * overlaps (--tp-comm-overlap-cfg, which could change it, is refused) */
+     * overlaps, or --tp-comm-overlap-cfg's */
     if (a->tp_comm_overlap && c->sequence_parallel)
-        c->tp_overlap = (mc_tp_overlap_t){.chunks = 4,
+        c->tp_overlap = (mc_tp_overlap_t){.chunks = overlap_splits(a),
                                           .ag = a->tp_comm_overlap_ag,
                                           .rs = a->tp_comm_overlap_rs,
                                           .bulk_dgrad = a->tp_comm_bulk_dgrad,

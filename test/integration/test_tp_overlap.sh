@@ -61,6 +61,14 @@ overlap_equals "GPT, tp 2 x dp 2" 4 --tensor-model-parallel-size 2
 check "GPT, tp 2: the comm layer counts 4 chunks per all-gather (64 p2p batches per iteration: $(p2p_calls))" \
     test "$(p2p_calls)" = 64.0
 overlap_equals "GPT, tp 4" 4 --tensor-model-parallel-size 4
+# --tp-comm-overlap-cfg: num_splits 2 (2 microbatches x 2 layers x 4 all-gathers x 2 chunks = 32
+# p2p batches per iteration; its refusals: test/unit/config/test_tp_overlap_cfg.c)
+printf 'qkv_fprop:\n  method: ring_exchange\n  num_splits: 2\nproj_fprop: {method: pipeline, num_splits: 2}\n' >"$MC_TMP/ub.yaml"
+CFG_RUN=("${FLAGS[@]}" --tensor-model-parallel-size 2 --global-batch-size 4 --train-iters 2 --lr-warmup-iters 0 --tp-comm-overlap
+         --timing-log-level 1)
+mpirun_mc 2 "${CFG_RUN[@]}" --tp-comm-overlap-cfg "$MC_TMP/ub.yaml" >"$MC_TMP/on" 2>"$MC_TMP/on.err"
+check "--tp-comm-overlap-cfg with num_splits 2: the comm layer counts 2 chunks per all-gather (32 p2p batches per iteration: $(p2p_calls))" \
+    test "$(p2p_calls)" = 32.0
 overlap_equals "Llama, tp 2 x dp 2" 4 --tensor-model-parallel-size 2 "${LLAMA[@]}"
 overlap_equals "Llama, tp 4" 4 --tensor-model-parallel-size 4 "${LLAMA[@]}"
 
