@@ -29,6 +29,9 @@
 # Again after issue 34's --tp-comm-overlap and issue 33's MuP (the args gain tp_comm_overlap and
 # its four switches, use_mup and the six mup_* fields: eleven .sha256 files, only common.pt and
 # model_optim_rng.pt; every .lines file the same).
+# Again after issue 33's FIM and Muon and issue 34's --tp-comm-overlap-cfg (the args gain the
+# eleven fim_* fields, num_workers, the muon_* fields and tp_comm_overlap_cfg: eleven .sha256
+# files, only common.pt and model_optim_rng.pt; every .lines file the same).
 set -u
 cd "$(dirname "$0")/.."
 mode=${1:-} dir=${2:-}
