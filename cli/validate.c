@@ -21,6 +21,8 @@
 #include "trainer/config.h"
 #include "cli/validate_moe.h"
 #include "cli/validate_pipe.h"
+#include "cli/validate_data.h"
+#include "cli/validate_optim.h"
 
 /* ---- values filled by hand (tests) must still respect the table ---- */
 
@@ -641,62 +643,6 @@ static void vocabulary(mc_args_t *a)
         mc_user_error("--vocab-size (%d) is too large to pad", a->vocab_size);
 }
 
-static void optimizer(mc_args_t *a)
-{
-    if (a->min_lr > a->lr)
-        mc_user_error("--min-lr (%g) must not exceed --lr (%g)", a->min_lr, a->lr);
-    if (strcmp(a->weight_decay_incr_style, "constant") == 0) {
-        if (a->start_weight_decay_set || a->end_weight_decay_set)
-            mc_user_error(
-                "--start-weight-decay and --end-weight-decay need "
-                "--weight-decay-incr-style linear or cosine (constant uses --weight-decay)");
-        a->start_weight_decay = a->end_weight_decay = a->weight_decay;
-        return;
-    }
-    if (!a->start_weight_decay_set || !a->end_weight_decay_set)
-        mc_user_error("--weight-decay-incr-style %s needs both --start-weight-decay and "
-                      "--end-weight-decay",
-                      a->weight_decay_incr_style);
-    if (a->end_weight_decay < a->start_weight_decay)
-        mc_user_error("--end-weight-decay (%g) must not be smaller than --start-weight-decay (%g)",
-                      a->end_weight_decay, a->start_weight_decay);
-}
-
-/* --optimizer muon: emerging_optimizers' coefficient sets (muon_utils.NSCoeffT less "custom",
- * which Megatron cannot pass sets for), and what megatron-c's Muon does not do yet. */
-static void muon(const mc_args_t *a)
-{
-    if (strcmp(a->optimizer, "muon") != 0) return;
-    static const char *const types[] = {"simple", "quintic",    "polar_express", "cans",
-                                        "aol",    "deepseekv4", "cubic5"};
-    bool known = false;
-    for (size_t i = 0; i < sizeof(types) / sizeof(types[0]); i++)
-        known |= strcmp(a->muon_coefficient_type, types[i]) == 0;
-    if (!known)
-        mc_user_error("--muon-coefficient-type %s is not a Newton-Schulz coefficient type (use "
-                      "simple, quintic, polar_express, cans, aol, deepseekv4 or cubic5)",
-                      a->muon_coefficient_type);
-    if (a->muon_num_ns_steps < 1)
-        mc_user_error("--muon-num-ns-steps must be at least 1, got %" PRId64, a->muon_num_ns_steps);
-    if (strcmp(a->muon_coefficient_type, "cubic5") == 0 && a->muon_num_ns_steps != 5)
-        mc_user_error("--muon-coefficient-type cubic5 is a fixed 5-step schedule (use "
-                      "--muon-num-ns-steps 5)");
-    if (a->fp16)
-        mc_user_error("--optimizer muon does not support --fp16 (use --bf16, as Megatron)");
-    if (a->use_distributed_optimizer)
-        mc_user_error("--optimizer muon with --use-distributed-optimizer (Megatron's layer-wise "
-                      "distributed optimizer) is not implemented yet (leave it out)");
-    if (a->tensor_model_parallel_size > 1 || a->expert_tensor_parallel_size > 1)
-        mc_user_error("--optimizer muon with tensor parallelism (--muon-tp-mode) is not "
-                      "implemented yet (use --tensor-model-parallel-size 1)");
-    if (a->use_mup)
-        mc_user_error("--optimizer muon with --use-mup (its Muon-managed matrix groups) is not "
-                      "implemented yet (leave --use-mup out)");
-    if (a->save[0] || a->load[0])
-        mc_user_error("--optimizer muon with --save or --load (the momentum buffers in Megatron's "
-                      "checkpoint) is not implemented yet (leave them out)");
-}
-
 static void precision(mc_args_t *a)
 {
     if (a->fp16 && a->bf16) mc_user_error("--fp16 and --bf16 are mutually exclusive");
@@ -719,57 +665,6 @@ static void rerun_engine(const mc_args_t *a)
         !a->check_for_spiky_loss)
         mc_user_error("--error-injection-rate needs a result to validate (keep "
                       "--check-for-nan-in-loss-and-grad, or add --check-for-spiky-loss)");
-}
-
-/* Megatron asserts --fim-rate and --fim-spm-rate non-zero (validate_args) and numpy's binomial
- * refuses a probability outside [0, 1]. */
-static void fim_rate_check(const char *flag, double p, bool zero_ok)
-{
-    if (!(p >= 0 && p <= 1))
-        mc_user_error("%s %g: not a probability (give a value in [0, 1])", flag, p);
-    if (!zero_ok && p == 0)
-        mc_user_error("%s 0: Megatron asserts a non-zero %s with --fim-data (\"%s should be "
-                      "specified.\"; drop --fim-data for no FIM samples)",
-                      flag, flag, flag);
-}
-
-static void fim(const mc_args_t *a)
-{
-    if (!a->fim_data) return;
-    if (a->mock_data)
-        mc_user_error("--fim-data with --mock-data: Megatron does not support the mock dataset "
-                      "with FIM (give --data-path)");
-    if (a->legacy_tokenizer)
-        mc_user_error("--fim-data with --legacy-tokenizer: Megatron's FIM dataset calls "
-                      "tokens_to_ids and ids_to_text, which its legacy tokenizers lack (drop "
-                      "--legacy-tokenizer)");
-    fim_rate_check("--fim-rate", a->fim_rate, false);
-    fim_rate_check("--fim-spm-rate", a->fim_spm_rate, false);
-    if (a->fim_fragment_rate_set) fim_rate_check("--fim-fragment-rate", a->fim_fragment_rate, true);
-    if (a->fim_split_sample[0] && !a->fim_fragment_rate_set)
-        mc_user_error("--fim-split-sample needs --fim-fragment-rate (Megatron draws each "
-                      "fragment's FIM at that rate and fails without it)");
-}
-
-static void data(mc_args_t *a)
-{
-    fim(a);
-    const bool per_split = a->n_train_data_path + a->n_valid_data_path + a->n_test_data_path > 0;
-    if (a->mock_data && (a->n_data_path > 0 || per_split))
-        mc_user_error("--mock-data and --data-path are mutually exclusive (give one data source)");
-    if (a->n_data_path > 0 && per_split)
-        mc_user_error("--data-path and --train-data-path/--valid-data-path/--test-data-path are "
-                      "mutually exclusive (give one of them)");
-    if (a->mock_data && a->split[0])
-        mc_warn("--split is ignored with --mock-data: Megatron's mock datasets always split "
-                "\"%s\" (BlendedMegatronDatasetConfig)",
-                MC_MOCK_SPLIT);
-    if (a->n_data_path > 0 && !a->split[0]) {
-        mc_warn("please specify --split when using --data-path; using the legacy default "
-                "value of \"969, 30, 1\"");
-        strcpy(a->split, "969, 30, 1");
-    }
-    if (!a->dataloader_type[0]) strcpy(a->dataloader_type, "single");
 }
 
 /* --wandb-project: Megatron's last rank logs to Weights & Biases (global_vars._set_wandb_writer),
@@ -845,15 +740,16 @@ RULE(context_parallel)
 RULE(biases)
 RULE(position_embeddings)
 RULE(vocabulary)
-RULE(optimizer)
 RULE(training_length)
 RULE(rampup_batches)
 RULE(precision)
 RULE(rerun_engine)
-RULE(muon)
-RULE(data)
 RULE(checkpointing)
 #undef RULE
+/* the rules of their own files (cli/validate_optim.c, cli/validate_data.c) */
+static void rule_optimizer(mc_args_t *a, int world_size) { mc_validate_optimizer(a); }
+static void rule_muon(mc_args_t *a, int world_size) { mc_validate_muon(a); }
+static void rule_data(mc_args_t *a, int world_size) { mc_validate_data(a); }
 static void rule_parallel_sizes(mc_args_t *a, int world_size) { parallel_sizes(a, world_size); }
 static void rule_moe(mc_args_t *a, int world_size) { mc_validate_moe(a, world_size); }
 static void rule_pipeline_overlaps(mc_args_t *a, int world_size)
