@@ -9,14 +9,10 @@
 #   bench/bench-cp.sh           # BENCH_ITERS=3 BENCH_SEQ=8192
 set -euo pipefail
 cd "$(dirname "$0")/.."
-MC_BIN=${MC_BIN:-./megatron-c}
+source bench/mpi-env.sh
 ITERS=${BENCH_ITERS:-3}
 S=${BENCH_SEQ:-8192}
 read -r -a TYPES <<<"${BENCH_TYPES:-p2p a2a all_gather}"
-read -r -a MPIRUN <<<"${MPIRUN:-mpirun --allow-run-as-root --oversubscribe}"
-[ -x "$MC_BIN" ] || make -s megatron-c
-export OMPI_MCA_btl=${OMPI_MCA_btl:-self,vader} OPENBLAS_NUM_THREADS=1
-export OMPI_MCA_btl_vader_single_copy_mechanism=${OMPI_MCA_btl_vader_single_copy_mechanism:-none}
 
 L=2 H=256 NH=4
 TOTAL=$((ITERS + 1))

@@ -17,15 +17,11 @@
 # MPIRUN [mpirun --allow-run-as-root --oversubscribe].
 set -euo pipefail
 cd "$(dirname "$0")/.."
-MC_BIN=${MC_BIN:-./megatron-c}
+source bench/mpi-env.sh
 ITERS=${BENCH_ITERS:-20}
 DPS=${BENCH_DPS:-1 2 4}
 BUCKET=${BENCH_BUCKET:-4000000}
-read -r -a MPIRUN <<<"${MPIRUN:-mpirun --allow-run-as-root --oversubscribe}"
-[ -x "$MC_BIN" ] || make -s megatron-c
 command -v "${MPIRUN[0]}" >/dev/null || { echo "bench-dp: ${MPIRUN[0]} not found (scripts/install-deps.sh)" >&2; exit 1; }
-export OMPI_MCA_btl=${OMPI_MCA_btl:-self,vader} OPENBLAS_NUM_THREADS=1
-export OMPI_MCA_btl_vader_single_copy_mechanism=${OMPI_MCA_btl_vader_single_copy_mechanism:-none}
 
 GBS=4
 TOTAL=$((ITERS + 5))

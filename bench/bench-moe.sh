@@ -13,13 +13,9 @@
 # MPIRUN [mpirun --allow-run-as-root --oversubscribe].
 set -euo pipefail
 cd "$(dirname "$0")/.."
-MC_BIN=${MC_BIN:-./megatron-c}
+source bench/mpi-env.sh
 ITERS=${BENCH_ITERS:-4}
-read -r -a MPIRUN <<<"${MPIRUN:-mpirun --allow-run-as-root --oversubscribe}"
-[ -x "$MC_BIN" ] || make -s megatron-c
 command -v "${MPIRUN[0]}" >/dev/null || { echo "bench-moe: ${MPIRUN[0]} not found" >&2; exit 1; }
-export OMPI_MCA_btl=${OMPI_MCA_btl:-self,vader} OPENBLAS_NUM_THREADS=1
-export OMPI_MCA_btl_vader_single_copy_mechanism=${OMPI_MCA_btl_vader_single_copy_mechanism:-none}
 
 TOTAL=$((ITERS + 2))
 COMMON=(--device cpu --cpu-threads 1 --mock-data --num-layers 4 --hidden-size 256

@@ -12,12 +12,8 @@
 #   bench/bench-pp.sh          # BENCH_ITERS=6
 set -euo pipefail
 cd "$(dirname "$0")/.."
-MC_BIN=${MC_BIN:-./megatron-c}
+source bench/mpi-env.sh
 ITERS=${BENCH_ITERS:-6}
-read -r -a MPIRUN <<<"${MPIRUN:-mpirun --allow-run-as-root --oversubscribe}"
-[ -x "$MC_BIN" ] || make -s megatron-c
-export OMPI_MCA_btl=${OMPI_MCA_btl:-self,vader} OPENBLAS_NUM_THREADS=1
-export OMPI_MCA_btl_vader_single_copy_mechanism=${OMPI_MCA_btl_vader_single_copy_mechanism:-none}
 
 L=8 H=256 S=128 MB=1
 HALF=$((ITERS / 2))

@@ -9,12 +9,8 @@
 #   bench/bench-tp-overlap.sh          # BENCH_ITERS=10 BENCH_TPS="2 4"
 set -euo pipefail
 cd "$(dirname "$0")/.."
-MC_BIN=${MC_BIN:-./megatron-c}
+source bench/mpi-env.sh
 ITERS=${BENCH_ITERS:-10}
-read -r -a MPIRUN <<<"${MPIRUN:-mpirun --allow-run-as-root --oversubscribe}"
-[ -x "$MC_BIN" ] || make -s megatron-c
-export OMPI_MCA_btl=${OMPI_MCA_btl:-self,vader} OPENBLAS_NUM_THREADS=1
-export OMPI_MCA_btl_vader_single_copy_mechanism=${OMPI_MCA_btl_vader_single_copy_mechanism:-none}
 
 L=4 H=256 S=128 MB=2 GBS=4
 TOTAL=$((ITERS + 5))
