@@ -38,8 +38,8 @@ static void *router_logits(mc_dtype_t rdt, long T, int E)
     for (long t = 0; t < T; t++)
         for (int e = 0; e < E; e++) {
             double v = -3 + 6 * gpu_urand();
-            if (t % 7 == 3) v = 0.5;                        /* all equal */
-            if (t % 7 == 4 && e < 2) v = 3.5;               /* two equal largest */
+            if (t % 7 == 3) v = 0.5;                           /* all equal */
+            if (t % 7 == 4 && e < 2) v = 3.5;                  /* two equal largest */
             if (t % 11 == 5 && e % 3 == 1) v = 0.25 * (e % 2); /* repeated values */
             mc_moe_store(rdt, h, t * E + e, v);
         }
@@ -71,7 +71,8 @@ static void close_typed(const char *what, mc_dtype_t t, const void *got, const v
         double tol = atol + rtol * fabs(w);
         if (mc_dtype_is_16bit(t)) tol += ulp_of(t, fabs(g) > fabs(w) ? g : w);
         if (!(fabs(g - w) <= tol))
-            fail_msg("%s (%s): element %ld of %ld: got %.12g, want %.12g", what, mc_dtype_name(t), i, n, g, w);
+            fail_msg("%s (%s): element %ld of %ld: got %.12g, want %.12g", what, mc_dtype_name(t),
+                     i, n, g, w);
     }
 }
 
@@ -89,10 +90,10 @@ static const struct {
     mc_moe_router_t r;
     int bias;
 } ROUTERS[] = {
-    {MC_DT_F32, {8, 2, 0, 0, 0, 0, 0}, 0},         {MC_DT_F32, {6, 1, 0, 1, 0, 0, 0}, 0},
-    {MC_DT_F32, {8, 3, 1, 0, 0, 0, 2.5}, 1},       {MC_DT_F64, {8, 1, 1, 0, 0, 0, 0}, 0},
-    {MC_DT_F32, {16, 4, 0, 1, 4, 2, 0}, 0},        {MC_DT_F32, {16, 4, 1, 0, 4, 2, 2.5}, 1},
-    {MC_DT_BF16, {8, 2, 0, 0, 0, 0, 0}, 0},        {MC_DT_BF16, {64, 6, 1, 0, 8, 3, 0}, 1},
+    {MC_DT_F32, {8, 2, 0, 0, 0, 0, 0}, 0},   {MC_DT_F32, {6, 1, 0, 1, 0, 0, 0}, 0},
+    {MC_DT_F32, {8, 3, 1, 0, 0, 0, 2.5}, 1}, {MC_DT_F64, {8, 1, 1, 0, 0, 0, 0}, 0},
+    {MC_DT_F32, {16, 4, 0, 1, 4, 2, 0}, 0},  {MC_DT_F32, {16, 4, 1, 0, 4, 2, 2.5}, 1},
+    {MC_DT_BF16, {8, 2, 0, 0, 0, 0, 0}, 0},  {MC_DT_BF16, {64, 6, 1, 0, 8, 3, 0}, 1},
 };
 
 static void test_route(void **state)
@@ -115,8 +116,9 @@ static void test_route(void **state)
         uint8_t *map = calloc((size_t)(T * E), 1);
         cpu->moe->route(cpu, rdt, r, probs, map, logits, b, T);
         cpu->moe->route_backward(cpu, rdt, r, dl, dprobs, logits, b, NULL, T);
-        void *d_logits = dev(be, logits, nb), *d_dprobs = dev(be, dprobs, nb), *d_probs = dev(be, NULL, nb),
-             *d_dl = dev(be, NULL, nb), *d_bias = dev(be, bias, sizeof(bias)), *d_map = dev(be, NULL, (size_t)(T * E));
+        void *d_logits = dev(be, logits, nb), *d_dprobs = dev(be, dprobs, nb),
+             *d_probs = dev(be, NULL, nb), *d_dl = dev(be, NULL, nb),
+             *d_bias = dev(be, bias, sizeof(bias)), *d_map = dev(be, NULL, (size_t)(T * E));
         be->moe->route(be, rdt, r, d_probs, d_map, d_logits, b ? d_bias : NULL, T);
         be->moe->route_backward(be, rdt, r, d_dl, d_dprobs, d_logits, b ? d_bias : NULL, NULL, T);
         char what[96];
@@ -138,6 +140,38 @@ static void test_route(void **state)
     }
 }
 
+/* The buffers of one capacity comparison: the routed probs and map on both sides, the outputs. */
+typedef struct {
+    long T;
+    int E;
+    void *probs;
+    uint8_t *map;
+    float *out;
+    uint8_t *keep;
+    void *d_probs, *d_map, *d_out, *d_keep;
+} cap_bufs_t;
+
+/* The capacity op on the device against the CPU's: the kept map bit for bit, and the kept
+ * probs too with check_probs. */
+static void capacity_case(const mc_backend_t *be, const cap_bufs_t *c, long cap, int pos, int pad,
+                          const char *name, bool check_probs)
+{
+    const long T = c->T;
+    const int E = c->E;
+    cpu->moe->capacity(cpu, MC_DT_F32, c->out, c->keep, c->probs, c->map, T, E, cap, pos, pad);
+    be->moe->capacity(be, MC_DT_F32, c->d_out, c->d_keep, c->d_probs, c->d_map, T, E, cap, pos,
+                      pad);
+    char what[96];
+    snprintf(what, sizeof(what), "%s %ld position %d pad %d", name, cap, pos, pad);
+    void *g = back(be, c->d_keep, (size_t)(T * E));
+    same_bytes(what, g, c->keep, (size_t)(T * E));
+    free(g);
+    if (!check_probs) return;
+    g = back(be, c->d_out, (size_t)(T * E) * 4);
+    same_bytes(what, g, c->out, (size_t)(T * E) * 4);
+    free(g);
+}
+
 static void test_capacity_and_counts(void **state)
 {
     (void)state;
@@ -153,20 +187,12 @@ static void test_capacity_and_counts(void **state)
     void *d_out = dev(be, NULL, (size_t)(T * E) * 4), *d_keep = dev(be, NULL, (size_t)(T * E));
     float *out = calloc((size_t)(T * E), 4);
     uint8_t *keep = calloc((size_t)(T * E), 1);
+    const cap_bufs_t c = {T, E, probs, map, out, keep, d_probs, d_map, d_out, d_keep};
     const long caps[] = {75, 1, 150, 700};
     for (int v = 0; v < 16; v++) {
         const long cap = caps[v / 4];
         const int pos = v % 2, pad = (v / 2) % 2;
-        cpu->moe->capacity(cpu, MC_DT_F32, out, keep, probs, map, T, E, cap, pos, pad);
-        be->moe->capacity(be, MC_DT_F32, d_out, d_keep, d_probs, d_map, T, E, cap, pos, pad);
-        char what[96];
-        snprintf(what, sizeof(what), "capacity %ld position %d pad %d", cap, pos, pad);
-        void *g = back(be, d_keep, (size_t)(T * E));
-        same_bytes(what, g, keep, (size_t)(T * E));
-        free(g);
-        g = back(be, d_out, (size_t)(T * E) * 4);
-        same_bytes(what, g, out, (size_t)(T * E) * 4);
-        free(g);
+        capacity_case(be, &c, cap, pos, pad, "capacity", true);
     }
     /* many exact ties among the routed probs (three values): the block's tie fill against the
      * CPU's lowest-index-first order across tiles */
@@ -175,13 +201,7 @@ static void test_capacity_and_counts(void **state)
     for (int v = 0; v < 8; v++) {
         const long cap = v < 4 ? 75 : 140;
         const int pos = v % 2, pad = (v / 2) % 2;
-        cpu->moe->capacity(cpu, MC_DT_F32, out, keep, probs, map, T, E, cap, pos, pad);
-        be->moe->capacity(be, MC_DT_F32, d_out, d_keep, d_probs, d_map, T, E, cap, pos, pad);
-        char what[96];
-        snprintf(what, sizeof(what), "tied capacity %ld position %d pad %d", cap, pos, pad);
-        void *g = back(be, d_keep, (size_t)(T * E));
-        same_bytes(what, g, keep, (size_t)(T * E));
-        free(g);
+        capacity_case(be, &c, cap, pos, pad, "tied capacity", false);
     }
     int32_t counts[8], *dc = dev(be, NULL, sizeof(counts));
     cpu->moe->tokens_per_expert(cpu, counts, map, T, E);
@@ -198,7 +218,8 @@ static void test_capacity_and_counts(void **state)
     g = back(be, d_b, sizeof(bias));
     same_bytes("expert bias", g, bias, sizeof(bias));
     free(g);
-    be->free(be, d_probs), be->free(be, d_map), be->free(be, d_out), be->free(be, d_keep), be->free(be, dc);
+    be->free(be, d_probs), be->free(be, d_map), be->free(be, d_out), be->free(be, d_keep),
+        be->free(be, dc);
     be->free(be, d_fc), be->free(be, d_b);
     free(logits), free(probs), free(map), free(out), free(keep);
 }
@@ -217,8 +238,9 @@ static void test_losses(void **state)
         void *logits = router_logits(rdt, T, E), *dl = router_logits(rdt, T, E);
         float counts[4 * 16], psum[4 * 16], zsum;
         cpu->moe->aux_stats(cpu, rdt, sig, k, counts, psum, logits, T, E, G);
-        void *d_logits = dev(be, logits, nb), *d_dl = dev(be, dl, nb), *d_c = dev(be, NULL, sizeof(counts)),
-             *d_p = dev(be, NULL, sizeof(psum)), *d_z = dev(be, NULL, 4);
+        void *d_logits = dev(be, logits, nb), *d_dl = dev(be, dl, nb),
+             *d_c = dev(be, NULL, sizeof(counts)), *d_p = dev(be, NULL, sizeof(psum)),
+             *d_z = dev(be, NULL, 4);
         be->moe->aux_stats(be, rdt, sig, k, d_c, d_p, d_logits, T, E, G);
         void *g = back(be, d_c, (size_t)G * E * 4);
         same_bytes("aux counts", g, counts, (size_t)G * E * 4);
@@ -238,7 +260,8 @@ static void test_losses(void **state)
         g = back(be, d_dl, nb);
         close_typed("aux and z-loss gradients", rdt, g, dl, T * E, 1e-9, 1e-6);
         free(g);
-        be->free(be, d_logits), be->free(be, d_dl), be->free(be, d_c), be->free(be, d_p), be->free(be, d_z);
+        be->free(be, d_logits), be->free(be, d_dl), be->free(be, d_c), be->free(be, d_p),
+            be->free(be, d_z);
         free(logits), free(dl);
     }
 }
@@ -255,12 +278,15 @@ static void permutation_case(const mc_backend_t *be, mc_dtype_t dt, mc_dtype_t p
     const long N = T * 2;
     const size_t es = mc_dtype_size(dt), ps = mc_dtype_size(pdt);
     int32_t *rows = calloc((size_t)N, 4), *row_of = calloc((size_t)(T * E), 4);
-    void *pp = calloc((size_t)N + 1, ps), *tok = host_rand(dt, T * H, -2, 2), *perm = calloc((size_t)(N * H), es);
-    void *x = host_rand(dt, N * H, -2, 2), *out = calloc((size_t)(T * H), es), *dout = host_rand(dt, T * H, -1, 1);
+    void *pp = calloc((size_t)N + 1, ps), *tok = host_rand(dt, T * H, -2, 2),
+         *perm = calloc((size_t)(N * H), es);
+    void *x = host_rand(dt, N * H, -2, 2), *out = calloc((size_t)(T * H), es),
+         *dout = host_rand(dt, T * H, -1, 1);
     void *dx = calloc((size_t)(N * H), es), *dpp = calloc((size_t)N + 1, ps);
     cpu->moe->permute_map(cpu, pdt, rows, row_of, pp, probs, map, T, E, N);
     void *d_probs = dev(be, probs, (size_t)(T * E) * ps), *d_map = dev(be, map, (size_t)(T * E));
-    void *d_rows = dev(be, NULL, (size_t)N * 4), *d_row_of = dev(be, NULL, (size_t)(T * E) * 4), *d_pp = dev(be, NULL, (size_t)N * ps);
+    void *d_rows = dev(be, NULL, (size_t)N * 4), *d_row_of = dev(be, NULL, (size_t)(T * E) * 4),
+         *d_pp = dev(be, NULL, (size_t)N * ps);
     be->moe->permute_map(be, pdt, d_rows, d_row_of, d_pp, d_probs, d_map, T, E, N);
     void *g = back(be, d_rows, (size_t)N * 4);
     same_bytes("permuted rows", g, rows, (size_t)N * 4), free(g);
@@ -288,10 +314,13 @@ static void permutation_case(const mc_backend_t *be, mc_dtype_t dt, mc_dtype_t p
     close_typed("unpermute dx", dt, g, dx, N * H, 0, 0), free(g);
     g = back(be, d_dpp, (size_t)N * ps);
     close_typed("unpermute dprobs", pdt, g, dpp, N, 2e-5 * H, 1e-5), free(g);
-    be->free(be, d_probs), be->free(be, d_map), be->free(be, d_rows), be->free(be, d_row_of), be->free(be, d_pp);
-    be->free(be, d_tok), be->free(be, d_perm), be->free(be, d_x), be->free(be, d_out), be->free(be, d_dout);
+    be->free(be, d_probs), be->free(be, d_map), be->free(be, d_rows), be->free(be, d_row_of),
+        be->free(be, d_pp);
+    be->free(be, d_tok), be->free(be, d_perm), be->free(be, d_x), be->free(be, d_out),
+        be->free(be, d_dout);
     be->free(be, d_dx), be->free(be, d_dpp);
-    free(logits), free(probs), free(map), free(rows), free(row_of), free(pp), free(tok), free(perm), free(x);
+    free(logits), free(probs), free(map), free(rows), free(row_of), free(pp), free(tok), free(perm),
+        free(x);
     free(out), free(dout), free(dx), free(dpp);
 }
 
@@ -317,7 +346,8 @@ static void test_chunks_and_scaling(void **state)
         const mc_dtype_t dt = d ? MC_DT_BF16 : MC_DT_F32;
         const size_t es = mc_dtype_size(dt);
         void *in = host_rand(dt, rows * H, -1, 1), *out = calloc((size_t)(rows * H), es);
-        void *d_in = dev(be, in, (size_t)(rows * H) * es), *d_out = dev(be, NULL, (size_t)(rows * H) * es);
+        void *d_in = dev(be, in, (size_t)(rows * H) * es),
+             *d_out = dev(be, NULL, (size_t)(rows * H) * es);
         cpu->moe->sort_chunks(cpu, dt, out, in, sizes, order, 6, H);
         be->moe->sort_chunks(be, dt, d_out, d_in, sizes, order, 6, H);
         void *g = back(be, d_out, (size_t)(rows * H) * es);
@@ -326,7 +356,8 @@ static void test_chunks_and_scaling(void **state)
         void *p = host_rand(MC_DT_F32, rows, 0, 1), *dy = host_rand(dt, rows * H, -1, 1);
         void *dx = calloc((size_t)(rows * H), es), *dp = calloc((size_t)rows, 4);
         void *d_p = dev(be, p, (size_t)rows * 4), *d_dy = dev(be, dy, (size_t)(rows * H) * es);
-        void *d_dx = dev(be, NULL, (size_t)(rows * H) * es), *d_dp = dev(be, NULL, (size_t)rows * 4);
+        void *d_dx = dev(be, NULL, (size_t)(rows * H) * es),
+             *d_dp = dev(be, NULL, (size_t)rows * 4);
         cpu->moe->scale_rows(cpu, dt, MC_DT_F32, out, in, p, rows, H);
         be->moe->scale_rows(be, dt, MC_DT_F32, d_out, d_in, d_p, rows, H);
         g = back(be, d_out, (size_t)(rows * H) * es);
@@ -337,7 +368,8 @@ static void test_chunks_and_scaling(void **state)
         close_typed("probs applied dx", dt, g, dx, rows * H, 0, 0), free(g);
         g = back(be, d_dp, (size_t)rows * 4);
         close_typed("probs applied dp", MC_DT_F32, g, dp, rows, 2e-5 * H, 1e-5), free(g);
-        be->free(be, d_in), be->free(be, d_out), be->free(be, d_p), be->free(be, d_dy), be->free(be, d_dx);
+        be->free(be, d_in), be->free(be, d_out), be->free(be, d_p), be->free(be, d_dy),
+            be->free(be, d_dx);
         be->free(be, d_dp);
         free(in), free(out), free(p), free(dy), free(dx), free(dp);
     }
@@ -345,14 +377,17 @@ static void test_chunks_and_scaling(void **state)
 
 /* The experts WE = N * K + pad elements apart (separate parameters with padding), expert g's
  * at slot (G - 1 - g) when reversed (a gradient buffer's order). */
-static void gemm_case(const mc_backend_t *be, mc_dtype_t dt, mc_dtype_t gdt, long pad, bool reversed)
+static void gemm_case(const mc_backend_t *be, mc_dtype_t dt, mc_dtype_t gdt, long pad,
+                      bool reversed)
 {
     const long m[5] = {7, 0, 33, 1, 16};
     const int G = 5, K = 24, N = 40;
     const long M = 57, WE = (long)N * K + pad;
     const size_t es = mc_dtype_size(dt), gs = mc_dtype_size(gdt);
-    void *W = host_rand(dt, G * WE, -1, 1), *x = host_rand(dt, M * K, -1, 1), *dout = host_rand(dt, M * N, -1, 1);
-    void *dW = host_rand(gdt, G * WE, -1, 1), *out = calloc((size_t)(M * N), es), *dx = calloc((size_t)(M * K), es);
+    void *W = host_rand(dt, G * WE, -1, 1), *x = host_rand(dt, M * K, -1, 1),
+         *dout = host_rand(dt, M * N, -1, 1);
+    void *dW = host_rand(gdt, G * WE, -1, 1), *out = calloc((size_t)(M * N), es),
+         *dx = calloc((size_t)(M * K), es);
     void *d_W = dev(be, W, (size_t)(G * WE) * es), *d_x = dev(be, x, (size_t)(M * K) * es);
     void *d_dout = dev(be, dout, (size_t)(M * N) * es), *d_dW = dev(be, dW, (size_t)(G * WE) * gs);
     void *d_out = dev(be, NULL, (size_t)(M * N) * es), *d_dx = dev(be, NULL, (size_t)(M * K) * es);
@@ -373,8 +408,11 @@ static void gemm_case(const mc_backend_t *be, mc_dtype_t dt, mc_dtype_t gdt, lon
     g = back(be, d_dx, (size_t)(M * K) * es);
     close_typed("grouped linear din", dt, g, dx, M * K, N * N * F32_EPS, 1e-6), free(g);
     g = back(be, d_dW, (size_t)(G * WE) * gs);
-    close_typed("grouped linear dW (accumulated; padding untouched)", gdt, g, dW, G * WE, 40 * 40 * F32_EPS, 1e-6), free(g);
-    be->free(be, d_W), be->free(be, d_x), be->free(be, d_dout), be->free(be, d_dW), be->free(be, d_out);
+    close_typed("grouped linear dW (accumulated; padding untouched)", gdt, g, dW, G * WE,
+                40 * 40 * F32_EPS, 1e-6),
+        free(g);
+    be->free(be, d_W), be->free(be, d_x), be->free(be, d_dout), be->free(be, d_dW),
+        be->free(be, d_out);
     be->free(be, d_dx);
     free(W), free(x), free(dout), free(dW), free(out), free(dx);
 }
@@ -399,15 +437,15 @@ static void route_by_hand(const mc_backend_t *be, const char *what, const mc_moe
 {
     const int E = r->num_experts;
     const size_t nb = (size_t)E * sizeof(float);
-    void *d_l = dev(be, logits, nb), *d_b = bias ? dev(be, bias, nb) : NULL, *d_p = dev(be, NULL, nb),
-         *d_m = dev(be, NULL, (size_t)E);
+    void *d_l = dev(be, logits, nb), *d_b = bias ? dev(be, bias, nb) : NULL,
+         *d_p = dev(be, NULL, nb), *d_m = dev(be, NULL, (size_t)E);
     be->moe->route(be, MC_DT_F32, r, d_p, d_m, d_l, d_b, 1);
     float *p = back(be, d_p, nb);
     uint8_t *m = back(be, d_m, (size_t)E);
     for (int e = 0; e < E; e++)
         if (m[e] != want_map[e] || fabs(p[e] - want_p[e]) > 1e-6)
-            fail_msg("%s: expert %d map %d prob %.8g, want %d %.8g", what, e, m[e], p[e], want_map[e],
-                     want_p[e]);
+            fail_msg("%s: expert %d map %d prob %.8g, want %d %.8g", what, e, m[e], p[e],
+                     want_map[e], want_p[e]);
     be->free(be, d_l), be->free(be, d_p), be->free(be, d_m);
     if (d_b) be->free(be, d_b);
     free(p), free(m);
@@ -489,9 +527,12 @@ static void test_grouped_refused(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_route),        cmocka_unit_test(test_capacity_and_counts),
-        cmocka_unit_test(test_losses),       cmocka_unit_test(test_permutation),
-        cmocka_unit_test(test_chunks_and_scaling), cmocka_unit_test(test_grouped_gemm),
+        cmocka_unit_test(test_route),
+        cmocka_unit_test(test_capacity_and_counts),
+        cmocka_unit_test(test_losses),
+        cmocka_unit_test(test_permutation),
+        cmocka_unit_test(test_chunks_and_scaling),
+        cmocka_unit_test(test_grouped_gemm),
         cmocka_unit_test(test_route_by_hand),
 #ifdef MC_CUDA_EMU
         cmocka_unit_test(test_grouped_refused),
